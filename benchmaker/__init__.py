@@ -1,0 +1,3 @@
+"""benchmaker: load engine and Python API for benchmarking LLM and HTTP endpoints."""
+
+__all__: list[str] = []

@@ -1,0 +1,42 @@
+"""Errors raised by the engine.
+
+    BenchmakerError
+    ├── ConfigError          bad config / rate spec / CLI value; names file, line, field
+    │   └── RateSpecError    a rate-spec string that does not parse
+    ├── TransportError       the request could not be sent or its body not read
+    │   └── ConnectTimeout   the connect deadline fired
+    └── RunInvalid           the run finished but could not measure what it claims
+
+Measurement failures of single requests never raise out of the runner: they become a
+Sample with an outcome (STYLE §4).
+"""
+
+from __future__ import annotations
+
+
+class BenchmakerError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigError(BenchmakerError, ValueError):
+    """A configuration value is wrong. The message names where: `path:line: field: problem`."""
+
+
+class RateSpecError(ConfigError):
+    """A rate-spec string (e.g. `poisson:50`) does not parse; the message lists the forms."""
+
+
+class TransportError(BenchmakerError):
+    """The transport failed to send the request or read its response."""
+
+
+class ConnectTimeout(TransportError):
+    """The connect deadline fired before a connection was made."""
+
+
+class RunInvalid(BenchmakerError):
+    """A finished run that failed its self-checks; `reasons` lists why."""
+
+    def __init__(self, reasons: list[str]):
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons

@@ -1,0 +1,86 @@
+"""The engine's seams, as short protocol types (like starlette's `types.py`).
+
+    Workload      builds each RequestSpec and a StreamParser for its response
+    StreamParser  turns response body bytes into token events written on a Sample
+    Transport     sends a RequestSpec and yields the response body as byte chunks
+    Response      one in-flight response of a Transport
+
+The engine (runner) schedules, sends and times; it never knows what an OpenAI chunk is.
+Workloads (`workloads/`) know their protocol and never schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, runtime_checkable
+
+from benchmaker.records import RequestSpec, Sample
+
+
+@runtime_checkable
+class StreamParser(Protocol):
+    """Parses one response body as it arrives.
+
+    `feed(data, t_ns, sample)` is called once per transport read with the bytes of that
+    read and its arrival stamp (ns offset from the run's t0). It records token-bearing
+    events on the sample: sets `first_token_ns`/`first_content_ns` on the first ones and
+    appends to `token_event_ns` (and `token_event_tokens`), counts `n_token_events`.
+    `finish(sample)` is called once after the body ended (status < 400): it sets usage,
+    `finish_reason`, `output_chars` and the outcome (`ok`, `empty_output`,
+    `protocol_error` with `error`). `text` is the generated content so far (for graders).
+    """
+
+    text: str
+
+    def feed(self, data: bytes, t_ns: int, sample: Sample) -> None: ...
+
+    def finish(self, sample: Sample) -> None: ...
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A request source and its protocol.
+
+    `request(seq)` returns the seq-th request (datasets cycle); it runs before the
+    timed span. `parser(spec)` returns a fresh StreamParser for that request's body.
+    """
+
+    name: str
+
+    def request(self, seq: int) -> RequestSpec: ...
+
+    def parser(self, spec: RequestSpec) -> StreamParser: ...
+
+
+class Response(Protocol):
+    """One response of a Transport: status, headers, then the body as byte chunks."""
+
+    status: int
+    headers: dict[str, str]
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    async def read(self) -> bytes: ...
+
+
+class Transport(Protocol):
+    """Sends requests for the engine's hot path.
+
+    `stream(spec)` is an async context manager yielding a Response once the status
+    line and headers arrived. Failures raise `benchmaker.errors.TransportError` or
+    `ConnectTimeout`. `aclose()` releases pooled connections.
+    """
+
+    def stream(self, spec: RequestSpec) -> AbstractAsyncContextManager[Response]: ...
+
+    async def aclose(self) -> None: ...
+
+
+# Hooks run outside the timed span. A pre-request hook may return a new RequestSpec
+# (e.g. signed headers) or None to keep the one it was given (mutated in place).
+PreRequestHook = Callable[[RequestSpec], "RequestSpec | None | Awaitable[RequestSpec | None]"]
+# A post-response hook sees the spec, the finished sample and the generated text; it may
+# set `sample.grade`/`sample.outcome` (graded_wrong, grading_error) or `sample.meta`.
+PostResponseHook = Callable[[RequestSpec, Sample, str], "None | Awaitable[None]"]
+JSON = dict[str, Any]

@@ -1,0 +1,3 @@
+"""flows package."""
+
+__all__: list[str] = []

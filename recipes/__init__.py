@@ -1,0 +1,3 @@
+"""recipes package."""
+
+__all__: list[str] = []

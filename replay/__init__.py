@@ -1,0 +1,3 @@
+"""replay package."""
+
+__all__: list[str] = []

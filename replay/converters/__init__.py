@@ -1,0 +1,3 @@
+"""replay/converters package."""
+
+__all__: list[str] = []

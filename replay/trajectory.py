@@ -1,0 +1,167 @@
+"""The trajectory schema: one recorded agent run per JSONL line (DESIGN §6).
+
+A trajectory keeps every assistant response exactly as recorded (text, reasoning, tool
+calls with the raw argument string and the parsed arguments, finish reason), the
+recorded usage (None when the log has none), timings when the log has them, and the
+tool observations that followed each response.
+
+Shape of one line (`Trajectory.model_dump_json()`):
+
+    {"schema_version": 1, "trajectory_id": "...", "source": {"format": "pi-session",
+     "path": "...", "sha256": "...", "line": null}, "task_id": "...", "match_key": "...",
+     "model": "...", "system": "...", "first_user": "...", "terminated_by": "stop",
+     "outcome": {"patch": null, "resolved": null, "reward": null, "exit_status": null},
+     "turns": [{"index": 0, "request_messages": null, "response": {...}, "usage": {...},
+                "timing": {...}, "observations": [...]}]}
+
+Match key: an explicit `task_id: <id>` line in the first user message, else the sha256
+of that message's flattened text (`match_key_for`); the replay server computes the same
+key from an incoming request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "aborted"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolCall(_Model):
+    """One tool call as the model emitted it. `arguments_raw` is the exact string sent
+    on the wire (OpenAI `function.arguments`); `arguments` its parse, None when the raw
+    string is not a JSON object."""
+
+    id: str
+    name: str
+    arguments_raw: str
+    arguments: dict[str, Any] | None = None
+
+
+class Response(_Model):
+    """An assistant response, byte-exact: `content` and `reasoning` are the texts as
+    recorded (None when absent, "" when present but empty)."""
+
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: FinishReason = "stop"
+
+
+class Usage(_Model):
+    """Recorded token usage of one model call, in tokens; None fields were not logged."""
+
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    completion_tokens: int | None = Field(default=None, ge=0)
+    cached_tokens: int | None = Field(default=None, ge=0)
+    reasoning_tokens: int | None = Field(default=None, ge=0)
+    total_tokens: int | None = Field(default=None, ge=0)
+
+
+class Timing(_Model):
+    """Recorded timings of one model call in ms, when the log has them."""
+
+    ttft_ms: float | None = Field(default=None, ge=0)
+    duration_ms: float | None = Field(default=None, ge=0)
+    started_at: str | None = None
+
+
+class Observation(_Model):
+    """A tool result that followed a response: `tool_call_id` ties it to a ToolCall
+    (None for text-action agents); `exit_code` when the tool reported one."""
+
+    tool_call_id: str | None = None
+    name: str | None = None
+    content: str
+    is_error: bool = False
+    exit_code: int | None = None
+
+
+class Turn(_Model):
+    """One model call: the response, its usage and timing, and what the tools returned.
+    `user_after` holds user messages that arrived after the observations (follow-up
+    prompts), in order, so a replaying agent can send them."""
+
+    index: int = Field(ge=0)
+    response: Response
+    usage: Usage | None = None
+    timing: Timing | None = None
+    observations: list[Observation] = Field(default_factory=list)
+    user_after: list[str] = Field(default_factory=list)
+
+
+class Source(_Model):
+    """Where the trajectory came from: converter format name, file path, the file's
+    sha256, and the line within the file for multi-record files."""
+
+    format: str
+    path: str
+    sha256: str
+    line: int | None = None
+    converter_version: int = 1
+
+
+class RecordedOutcome(_Model):
+    """What the recorded run achieved, when known: the submitted patch, whether the
+    verifier resolved the task, the reward, and the agent's own exit status."""
+
+    patch: str | None = None
+    resolved: bool | None = None
+    reward: float | None = None
+    exit_status: str | None = None
+
+
+class Trajectory(_Model):
+    """One recorded agent run (see module docstring for the JSONL shape)."""
+
+    schema_version: int = SCHEMA_VERSION
+    trajectory_id: str
+    source: Source
+    task_id: str | None = None
+    match_key: str
+    model: str | None = None
+    system: str | None = None
+    first_user: str
+    terminated_by: str | None = None
+    outcome: RecordedOutcome = Field(default_factory=RecordedOutcome)
+    turns: list[Turn]
+    skipped: dict[str, int] = Field(default_factory=dict)
+
+
+_TASK_ID_LINE = re.compile(r"^\s*task_id:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def flatten_content(content: Any) -> str:
+    """Flatten an OpenAI message `content` (str, or list of parts) to text: text parts
+    joined with "\\n", non-text parts skipped; None gives ""."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts)
+    return str(content)
+
+
+def match_key_for(first_user_text: str) -> str:
+    """Task key of a conversation from its first user message's flattened text:
+    `task:<id>` when it holds a line `task_id: <id>`, else `sha256:<hex>` of the text."""
+    m = _TASK_ID_LINE.search(first_user_text)
+    if m:
+        return f"task:{m.group(1)}"
+    return "sha256:" + hashlib.sha256(first_user_text.encode("utf-8")).hexdigest()

@@ -1,0 +1,3 @@
+"""tasks package."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""warehouse package."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""workloads package."""
+
+__all__: list[str] = []

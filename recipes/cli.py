@@ -1,0 +1,33 @@
+"""Entry point of the `benchmaker` console script: imports every recipe module (each
+registers its commands on `recipes.app.app`) and runs the app.
+
+Exit codes: 0 ok; 1 the run finished but is invalid or crossed a threshold; 2 bad
+input (config, rate spec, arguments), reported in one line without a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from recipes.app import app
+
+# Recipe modules: one import each; importing registers the commands.
+from recipes import bench  # noqa: F401,E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI with `argv` (default sys.argv[1:]); returns the exit code."""
+    from benchmaker.errors import BenchmakerError
+
+    try:
+        result = app(argv if argv is not None else sys.argv[1:], result_action="return_value")
+    except BenchmakerError as exc:
+        print(f"benchmaker: error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,7 +12,6 @@ import sys
 from recipes.app import app
 
 # Recipe modules: one import each; importing registers the commands.
-from recipes import bench  # noqa: F401,E402
 
 
 def main(argv: list[str] | None = None) -> int:

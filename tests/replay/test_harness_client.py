@@ -1,0 +1,168 @@
+"""replay.model_client: reassembly, first-token rules and model time (issue #6 item 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+
+import pytest
+from aiohttp import web
+
+from replay.model_client import ModelClient, _SSEDecoder
+
+
+def _chunk(delta: dict | None = None, *, finish: str | None = None, usage: dict | None = None) -> bytes:
+    obj: dict = {"id": "c1", "object": "chat.completion.chunk", "choices": []}
+    if delta is not None or finish is not None:
+        obj["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    if usage is not None:
+        obj["usage"] = usage
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+class ScriptServer:
+    """aiohttp server on 127.0.0.1:0 whose /v1/chat/completions plays `script`: a list
+    of (delay_s, bytes) steps, each bytes written and flushed after its delay."""
+
+    def __init__(self, script: list[tuple[float, bytes]], status: int = 200):
+        self.script = script
+        self.status = status
+        self.bodies: list[dict] = []
+
+    async def handler(self, request: web.Request) -> web.StreamResponse:
+        self.bodies.append(await request.json())
+        if self.status >= 400:
+            return web.Response(status=self.status, text='{"error": "nope"}')
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for delay, data in self.script:
+            if delay:
+                await asyncio.sleep(delay)
+            await resp.write(data)
+        await resp.write_eof()
+        return resp
+
+    async def __aenter__(self) -> ScriptServer:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.handler)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        await web.SockSite(self.runner, sock).start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.runner.cleanup()
+
+
+async def _consume(url: str, pause_s: float) -> tuple[object, int]:
+    async with ModelClient(url) as client:
+        s = client.stream([{"role": "user", "content": "hi"}])
+        t0 = time.perf_counter_ns()
+        async for _chunk_obj in s:
+            if pause_s:
+                await asyncio.sleep(pause_s)
+        return s.result, time.perf_counter_ns() - t0
+
+
+# Nothing for 300 ms, then the role chunk, 5 content chunks, finish, usage and [DONE]
+# back to back: the model keeps us waiting 300 ms whatever the consumer does.
+_GOLDEN = [(0.3, _chunk({"role": "assistant"}))] + [
+    (0.0, _chunk({"content": f"t{i}"})) for i in range(5)
+] + [(0.0, _chunk(finish="stop")), (0.0, _chunk(usage={"prompt_tokens": 3, "completion_tokens": 5})),
+     (0.0, b"data: [DONE]\n\n")]
+
+
+async def test_model_time_ignores_consumer_pause_per_chunk():
+    async with ScriptServer(_GOLDEN) as srv:
+        fast, _ = await _consume(srv.url, 0.0)
+        slow, slow_wall_ns = await _consume(srv.url, 0.2)
+    # 8 yielded chunks (role, 5 content, finish, usage) x 200 ms pause = 1.6 s + 300 ms TTFT
+    assert slow_wall_ns >= 1_900_000_000
+    # the model made us wait ~300 ms (server TTFT) both times; the pause is not model time
+    assert 300_000_000 <= fast.model_time_ns < 450_000_000
+    assert 300_000_000 <= slow.model_time_ns < 450_000_000
+    assert abs(slow.model_time_ns - fast.model_time_ns) < 100_000_000
+    # E2E of the paused call includes the pauses: that is what model time must not do
+    assert slow.end_ns - slow.sent_ns >= 1_900_000_000
+    assert slow.content == "t0t1t2t3t4"
+    assert slow.usage == {"prompt_tokens": 3, "completion_tokens": 5}
+    assert slow.outcome == "ok"
+
+
+async def test_role_only_chunk_is_not_first_token_and_visible_time_is_separate():
+    script = [
+        (0.0, _chunk({"role": "assistant"})),
+        (0.2, _chunk({"reasoning_content": "think"})),
+        (0.2, _chunk({"content": "answer"})),
+        (0.0, _chunk(finish="stop")),
+        (0.0, b"data: [DONE]\n\n"),
+    ]
+    async with ScriptServer(script) as srv:
+        res, _ = await _consume(srv.url, 0.0)
+    ttft_ms = (res.first_token_ns - res.sent_ns) / 1e6
+    visible_ms = (res.first_visible_ns - res.sent_ns) / 1e6
+    # role-only chunk at ~0 ms is no token; reasoning at 200 ms is; content at 400 ms is visible
+    assert 190 <= ttft_ms < 320
+    assert 390 <= visible_ms < 520
+    assert res.reasoning == "think"
+    assert res.usage is None  # server sent no usage: None, never zeros
+    assert res.prompt_tokens is None and res.output_tokens is None
+
+
+async def test_tool_calls_reassembled_by_index_with_arguments_concatenated():
+    script = [
+        (0.0, _chunk({"role": "assistant", "content": None})),
+        (0.0, _chunk({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
+                                      "function": {"name": "bash", "arguments": ""}}]})),
+        (0.0, _chunk({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
+                                      "function": {"name": "read", "arguments": '{"pa'}}]})),
+        (0.0, _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"command": "ls"}'}}]})),
+        (0.0, _chunk({"tool_calls": [{"index": 1, "function": {"arguments": 'th": "a.py"}'}}]})),
+        (0.0, _chunk(finish="tool_calls")),
+        (0.0, b"data: [DONE]\n\n"),
+    ]
+    async with ScriptServer(script) as srv:
+        res, _ = await _consume(srv.url, 0.0)
+    assert res.message() == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
+            {"id": "call_b", "type": "function", "function": {"name": "read", "arguments": '{"path": "a.py"}'}},
+        ],
+    }
+    assert res.finish_reason == "tool_calls"
+    assert res.outcome == "ok"
+
+
+async def test_http_error_keeps_status_and_body():
+    async with ScriptServer([], status=409) as srv:
+        res, _ = await _consume(srv.url, 0.0)
+    assert (res.outcome, res.status, res.error) == ("http_error", 409, '{"error": "nope"}')
+
+
+async def test_stream_cut_before_done_is_protocol_error_and_request_asks_for_usage():
+    script = [(0.0, _chunk({"content": "partial"}))]
+    async with ScriptServer(script) as srv:
+        res, _ = await _consume(srv.url, 0.0)
+        body = srv.bodies[0]
+    assert res.outcome == "protocol_error"
+    assert res.content == "partial"
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("sep", [b"\n", b"\r\n", b"\r"])
+def test_sse_decoder_splits_on_cr_lf_crlf_only_across_reads(sep):
+    payload = '{"x": "a\u2028b"}'.encode()
+    stream = b": keep-alive" + sep + b"event: m" + sep + b"data: " + payload + sep + sep
+    stream += b"data: [DONE]" + sep + sep
+    dec = _SSEDecoder()
+    out: list[str] = []
+    for i in range(len(stream)):  # one byte per read: splits inside CRLF and UTF-8
+        out += dec.feed(stream[i : i + 1])
+    out += dec.close()
+    assert out == ['{"x": "a\u2028b"}', "[DONE]"]

@@ -1,0 +1,575 @@
+"""The runner: sends requests on a load model's timeline, times them, writes samples.
+
+    runner = BenchRunner(BenchConfig(load="poisson:50", duration_s=30), workload=wl)
+    result = runner.run_sync()          # or: await runner.run()
+    result.summary["run"]["ttft_ms"]["p99"], result.bundle_dir
+
+Several lanes share one transport, one clock and one in-flight cap:
+
+    BenchRunner(cfg, lanes=[Lane("chat", chat_wl, "poisson:5"),
+                            Lane("rag", rag_wl, "stages:2,8@30s")])
+
+Timing (DESIGN §4): every stamp is `time.perf_counter_ns() - t0`. `sent_ns` is taken
+after the workload built the request and the pre-request hooks ran, just before the
+transport call; `end_ns` when the body ended. Post-response hooks run after `end_ns`.
+Open loop: an arrival is dispatched at its intended offset whatever earlier requests
+do; when `max_in_flight` is reached it waits for a slot (`overflow="late"`, the wait
+shows as schedule lag) or is recorded as `dropped`. Closed loop: each worker sends its
+next request when the previous one ended (intended = sent).
+
+The run ends when sending stopped (duration, max_requests, end of schedule) and every
+request finished, or at `duration + drain_s`, when stragglers are cancelled and
+written as `cancelled`. Cancelling the run (Ctrl-C) does the same and writes a partial
+summary. Single-request failures never raise: they become samples with an outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmaker.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
+from benchmaker.config import BenchConfig
+from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
+from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, parse_rate_spec
+from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
+from benchmaker.selfcheck import LoopLagMonitor, verdict
+from benchmaker.summary import nest_summary, summarize_samples
+from benchmaker.transport import make_transport
+from benchmaker.types import PostResponseHook, PreRequestHook, Transport, Workload
+
+_ERROR_BODY_MAX = 4096
+
+
+@dataclass
+class Lane:
+    """A (workload, load model) pair sharing the run's endpoint, clock and cap.
+    `load` is a rate spec or a LoadModel; None takes the config's `load`."""
+
+    name: str
+    workload: Workload
+    load: str | LoadModel | None = None
+    max_requests: int | None = None
+
+
+@dataclass
+class LiveStats:
+    """Counters for a live display, updated as requests go: sent, finished, errors,
+    in flight, and the latest E2E/TTFT values in ms (bounded deques)."""
+
+    sent: int = 0
+    finished: int = 0
+    ok: int = 0
+    errors: int = 0
+    dropped: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    recent_e2e_ms: deque = field(default_factory=lambda: deque(maxlen=2000))
+    recent_ttft_ms: deque = field(default_factory=lambda: deque(maxlen=2000))
+
+
+@dataclass
+class RunResult:
+    """What a run produced: its id, bundle directory, summary (as in summary.json),
+    and whether its verdict is valid."""
+
+    run_id: str
+    bundle_dir: Path
+    summary: dict[str, Any]
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.summary["verdict"]["valid"])
+
+    @property
+    def samples_path(self) -> Path:
+        return self.bundle_dir / "samples.jsonl"
+
+
+async def _call_hook(hook: Any, *args: Any) -> Any:
+    out = hook(*args)
+    if inspect.isawaitable(out):
+        out = await out
+    return out
+
+
+class BenchRunner:
+    """Runs one benchmark and writes its bundle (see module docstring).
+
+    Raises ConfigError when neither `workload` nor `lanes` is given or a lane's load
+    does not parse. `transport` overrides the config's transport (e.g. a NullTransport).
+    `worker`/`shards` run shard `worker` of `shards` of the schedule (scale-out).
+    """
+
+    def __init__(
+        self,
+        config: BenchConfig,
+        *,
+        workload: Workload | None = None,
+        lanes: Sequence[Lane] | None = None,
+        transport: Transport | None = None,
+        pre_hooks: Sequence[PreRequestHook] = (),
+        post_hooks: Sequence[PostResponseHook] = (),
+        worker: int = 0,
+        shards: int = 1,
+        samples_name: str = "samples.jsonl",
+        base_dir: Path | None = None,
+        manifest_extra: dict[str, Any] | None = None,
+    ):
+        if (workload is None) == (lanes is None):
+            raise ConfigError("give exactly one of workload= or lanes=")
+        self.config = config
+        if lanes is None:
+            lanes = [Lane("default", workload)]  # type: ignore[arg-type]
+        self.lanes = list(lanes)
+        names = [lane.name for lane in self.lanes]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"lanes: names must be unique (got {names})")
+        self._models: list[LoadModel] = []
+        for lane in self.lanes:
+            load = lane.load if lane.load is not None else config.load
+            self._models.append(load if isinstance(load, LoadModel) else parse_rate_spec(load, base_dir=base_dir))
+        self._transport_override = transport
+        self._pre_hooks = list(pre_hooks)
+        self._post_hooks = list(post_hooks)
+        self.worker = worker
+        self.shards = shards
+        self.run_id = config.run_id or new_run_id(config.kind)
+        self.bundle_dir = Path(config.out_dir) / self.run_id
+        self._samples_name = samples_name
+        self._manifest_extra = manifest_extra
+        self.live = LiveStats()
+        self._seq = 0
+        self._stop_sending = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slot_freed: asyncio.Event | None = None
+        self._t0 = 0
+        self._writer: SampleWriter | None = None
+        self._transport: Any = None
+        self.result: RunResult | None = None
+
+    # -- public -------------------------------------------------------------------------
+
+    def run_sync(self) -> RunResult:
+        """Run on a fresh event loop (uvloop when installed) and return the result."""
+        try:
+            import uvloop
+
+            return uvloop.run(self.run())
+        except ImportError:
+            return asyncio.run(self.run())
+
+    async def run(self) -> RunResult:
+        """Run the benchmark; see the module docstring. Re-raises CancelledError after
+        writing the partial bundle when the run itself is cancelled (Ctrl-C)."""
+        cfg = self.config
+        self.bundle_dir.mkdir(parents=True, exist_ok=True)
+        self._writer = SampleWriter(self.bundle_dir / self._samples_name)
+        self._transport = self._transport_override or make_transport(
+            cfg.transport, connect_timeout_s=cfg.timeouts.connect_s
+        )
+        self._slot_freed = asyncio.Event()
+        monitor = LoopLagMonitor()
+        interrupted = False
+        t0_wall = wall_ns()
+        self._t0 = time.perf_counter_ns()
+        cpu0 = time.process_time()
+        if self.worker == 0:
+            write_json_atomic(self.bundle_dir / "manifest.json", self._manifest(t0_wall))
+        monitor.start()
+        flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        lane_tasks = [
+            asyncio.get_running_loop().create_task(self._drive_lane(lane, model))
+            for lane, model in zip(self.lanes, self._models)
+        ]
+        try:
+            await self._await_end(lane_tasks)
+        except asyncio.CancelledError:
+            interrupted = True
+        finally:
+            for t in lane_tasks:
+                t.cancel()
+            await asyncio.gather(*lane_tasks, return_exceptions=True)
+            await self._cancel_in_flight()
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
+            await monitor.stop()
+            wall_s = (time.perf_counter_ns() - self._t0) / NS_PER_S
+            cpu_s = time.process_time() - cpu0
+            self._writer.close()
+            try:
+                await self._transport.aclose()
+            except Exception:  # noqa: BLE001 - closing must not hide the run's result
+                pass
+        summary = self._summarize(monitor, interrupted, wall_s, cpu_s)
+        self.result = RunResult(self.run_id, self.bundle_dir, summary)
+        if interrupted:
+            raise asyncio.CancelledError("run interrupted; partial bundle written")
+        return self.result
+
+    # -- scheduling ---------------------------------------------------------------------
+
+    def _deadline_ns(self) -> int | None:
+        d = self.config.duration_s
+        return round(d * NS_PER_S) if d is not None else None
+
+    def _take_seq(self, lane: Lane, lane_count: list[int]) -> int | None:
+        """Next sequence number, or None when max_requests (run or lane) is reached."""
+        mr = self.config.max_requests
+        if self._stop_sending or (mr is not None and self._seq >= self._share(mr)):
+            self._stop_sending = True
+            return None
+        if lane.max_requests is not None and lane_count[0] >= lane.max_requests:
+            return None
+        lane_count[0] += 1
+        seq = self._seq * self.shards + self.worker
+        self._seq += 1
+        return seq
+
+    def _share(self, n: int) -> int:
+        base, extra = divmod(n, self.shards)
+        return base + (1 if self.worker < extra else 0)
+
+    async def _drive_lane(self, lane: Lane, model: LoadModel) -> None:
+        if isinstance(model, ClosedLoop):
+            n = model.workers_for(self.worker, self.shards)
+            await asyncio.gather(*(self._closed_worker(lane, model) for _ in range(n)))
+        else:
+            await self._open_lane(lane, model)
+
+    async def _open_lane(self, lane: Lane, model: LoadModel) -> None:
+        pc = time.perf_counter_ns
+        t0 = self._t0
+        deadline = self._deadline_ns()
+        cap = self.config.max_in_flight
+        drop = self.config.overflow == "drop"
+        count = [0]
+        loop = asyncio.get_running_loop()
+        for intended_ns, stage in model.arrivals(seed=self.config.seed, shard=self.worker, shards=self.shards):
+            if deadline is not None and intended_ns >= deadline:
+                break
+            delay_ns = intended_ns - (pc() - t0)
+            if delay_ns > 0:
+                await asyncio.sleep(delay_ns / NS_PER_S)
+            seq = self._take_seq(lane, count)
+            if seq is None:
+                break
+            if cap is not None and self.live.in_flight >= cap:
+                if drop:
+                    self._record_dropped(lane, seq, intended_ns, stage)
+                    continue
+                while self.live.in_flight >= cap:
+                    self._slot_freed.clear()
+                    await self._slot_freed.wait()
+            self._begin()
+            task = loop.create_task(self._request(lane, seq, intended_ns, stage))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _closed_worker(self, lane: Lane, model: ClosedLoop) -> None:
+        pc = time.perf_counter_ns
+        deadline = self._deadline_ns()
+        count = [0]
+        while True:
+            now = pc() - self._t0
+            if deadline is not None and now >= deadline:
+                return
+            seq = self._take_seq(lane, count)
+            if seq is None:
+                return
+            self._begin()
+            await self._request(lane, seq, now, None)
+            if model.think_s:
+                await asyncio.sleep(model.think_s)
+
+    async def _await_end(self, lane_tasks: list[asyncio.Task[None]]) -> None:
+        """Wait for sending to stop and in-flight requests to finish, up to the run
+        deadline (duration + drain); stragglers are cancelled by the caller."""
+        deadline = self._deadline_ns()
+        drain_ns = round(self.config.effective_drain_s() * NS_PER_S)
+        if deadline is None:
+            await asyncio.gather(*lane_tasks)
+            end_at = time.perf_counter_ns() - self._t0 + drain_ns
+        else:
+            end_at = deadline + drain_ns
+            remaining = (end_at - (time.perf_counter_ns() - self._t0)) / NS_PER_S
+            done, pending = await asyncio.wait(lane_tasks, timeout=max(remaining, 0))
+            for t in done:
+                t.result()  # surface a lane's own bug
+            if pending:  # closed-loop workers still inside a request at the deadline
+                return
+        while self._tasks:
+            remaining = (end_at - (time.perf_counter_ns() - self._t0)) / NS_PER_S
+            if remaining <= 0:
+                return
+            await asyncio.wait(set(self._tasks), timeout=remaining)
+
+    async def _cancel_in_flight(self) -> None:
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            self._writer.flush()
+
+    # -- one request --------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        live = self.live
+        live.in_flight += 1
+        live.sent += 1
+        if live.in_flight > live.max_in_flight:
+            live.max_in_flight = live.in_flight
+
+    def _end(self) -> None:
+        self.live.in_flight -= 1
+        self._slot_freed.set()
+
+    def _phase(self, intended_ns: int) -> str:
+        cfg = self.config
+        if intended_ns < cfg.warmup_s * NS_PER_S:
+            return Phase.WARMUP.value
+        if cfg.duration_s is not None and cfg.cooldown_s and intended_ns >= (cfg.duration_s - cfg.cooldown_s) * NS_PER_S:
+            return Phase.COOLDOWN.value
+        return Phase.MEASURE.value
+
+    def _new_sample(self, lane: Lane, seq: int, intended_ns: int, stage: str | None) -> Sample:
+        return Sample(
+            run_id=self.run_id, seq=seq, lane=lane.name, stage=stage, sweep_point=self.config.sweep_point,
+            worker=self.worker, phase=self._phase(intended_ns), intended_ns=intended_ns,
+        )
+
+    def _record_dropped(self, lane: Lane, seq: int, intended_ns: int, stage: str | None) -> None:
+        s = self._new_sample(lane, seq, intended_ns, stage)
+        s.outcome = Outcome.DROPPED.value
+        s.error = f"max_in_flight={self.config.max_in_flight} reached"
+        self.live.dropped += 1
+        self._writer.write(s)
+
+    async def _request(self, lane: Lane, seq: int, intended_ns: int, stage: str | None) -> None:
+        pc = time.perf_counter_ns
+        t0 = self._t0
+        sample = self._new_sample(lane, seq, intended_ns, stage)
+        try:
+            spec = lane.workload.request(seq)
+            for hook in self._pre_hooks:
+                new = await _call_hook(hook, spec)
+                if new is not None:
+                    spec = new
+            parser = lane.workload.parser(spec)
+        except asyncio.CancelledError:
+            self._end()
+            raise
+        except Exception as exc:  # noqa: BLE001 - a workload/hook bug becomes a sample
+            sample.outcome = Outcome.PROTOCOL_ERROR.value
+            sample.error = f"building the request failed: {type(exc).__name__}: {exc}"
+            self._end()
+            self._finish(sample)
+            return
+        sample.bytes_sent = len(spec.body) if spec.body else 0
+        sample.in_flight_at_send = self.live.in_flight
+        box: list[str] = [TimeoutKind.TOTAL.value]
+        sample.sent_ns = pc() - t0
+        try:
+            await self._exchange(spec, parser, sample, box)
+        except TimeoutError:
+            sample.end_ns = pc() - t0
+            sample.outcome = Outcome.TIMEOUT.value
+            sample.timeout_kind = box[0]
+        except ConnectTimeout as exc:
+            sample.end_ns = pc() - t0
+            sample.outcome = Outcome.TIMEOUT.value
+            sample.timeout_kind = TimeoutKind.CONNECT.value
+            sample.error = str(exc)
+        except TransportError as exc:
+            sample.end_ns = pc() - t0
+            sample.outcome = Outcome.TRANSPORT_ERROR.value
+            sample.error = str(exc)
+        except asyncio.CancelledError:
+            sample.end_ns = pc() - t0
+            sample.outcome = Outcome.CANCELLED.value
+            sample.error = "in flight at the run deadline or interrupt"
+            self._end()
+            self._finish(sample)
+            raise
+        except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the run
+            sample.end_ns = sample.end_ns or pc() - t0
+            sample.outcome = Outcome.PROTOCOL_ERROR.value
+            sample.error = f"{type(exc).__name__}: {exc}"
+        self._end()
+        if self._post_hooks:
+            text = getattr(parser, "text", "") or ""
+            for hook in self._post_hooks:
+                try:
+                    await _call_hook(hook, spec, sample, text)
+                except Exception as exc:  # noqa: BLE001
+                    sample.outcome = Outcome.GRADING_ERROR.value
+                    sample.error = f"post-response hook failed: {type(exc).__name__}: {exc}"
+        self._finish(sample)
+
+    async def _exchange(self, spec: RequestSpec, parser: Any, sample: Sample, box: list[str]) -> None:
+        to = self.config.timeouts
+        if to.total_s is None and to.ttft_s is None and to.idle_s is None:
+            await self._exchange_inner(spec, parser, sample, None, box)
+            return
+        async with asyncio.timeout(None) as cm:
+            await self._exchange_inner(spec, parser, sample, cm, box)
+
+    def _reschedule(self, cm: Any, sample: Sample, last_read_ns: int, box: list[str]) -> None:
+        """Set the one asyncio deadline to the earliest of total, TTFT (until the first
+        token) and idle (since the last read); remember which it is."""
+        to = self.config.timeouts
+        best: int | None = None
+        kind = TimeoutKind.TOTAL.value
+        if to.total_s is not None:
+            best = sample.sent_ns + round(to.total_s * NS_PER_S)
+        if to.ttft_s is not None and sample.first_token_ns is None:
+            t = sample.sent_ns + round(to.ttft_s * NS_PER_S)
+            if best is None or t < best:
+                best, kind = t, TimeoutKind.TTFT.value
+        if to.idle_s is not None:
+            t = last_read_ns + round(to.idle_s * NS_PER_S)
+            if best is None or t < best:
+                best, kind = t, TimeoutKind.IDLE.value
+        box[0] = kind
+        loop = asyncio.get_running_loop()
+        now_ns = time.perf_counter_ns() - self._t0
+        cm.reschedule(loop.time() + (best - now_ns) / NS_PER_S if best is not None else None)
+
+    async def _exchange_inner(self, spec: RequestSpec, parser: Any, sample: Sample, cm: Any, box: list[str]) -> None:
+        pc = time.perf_counter_ns
+        t0 = self._t0
+        to = self.config.timeouts
+        if cm is not None:
+            self._reschedule(cm, sample, sample.sent_ns, box)
+        watch_each_read = cm is not None and (to.idle_s is not None or to.ttft_s is not None)
+        async with self._transport.stream(spec) as resp:
+            sample.http_status = resp.status
+            if resp.status >= 400:
+                body = await resp.read()
+                sample.end_ns = pc() - t0
+                sample.first_byte_ns = sample.end_ns if body else None
+                sample.bytes_received = len(body)
+                sample.outcome = Outcome.HTTP_ERROR.value
+                sample.error = body[:_ERROR_BODY_MAX].decode("utf-8", "replace") or f"HTTP {resp.status}"
+                return
+            feed = parser.feed
+            nbytes = 0
+            async for data in resp.chunks():
+                t = pc() - t0
+                if nbytes == 0:
+                    sample.first_byte_ns = t
+                nbytes += len(data)
+                feed(data, t, sample)
+                if watch_each_read:
+                    self._reschedule(cm, sample, t, box)
+            sample.end_ns = pc() - t0
+            sample.bytes_received = nbytes
+        parser.finish(sample)
+
+    def _finish(self, sample: Sample) -> None:
+        live = self.live
+        live.finished += 1
+        if sample.outcome == Outcome.OK.value:
+            live.ok += 1
+            if sample.end_ns is not None and sample.sent_ns is not None:
+                live.recent_e2e_ms.append((sample.end_ns - sample.sent_ns) / 1e6)
+            if sample.first_token_ns is not None:
+                live.recent_ttft_ms.append((sample.first_token_ns - sample.sent_ns) / 1e6)
+        else:
+            live.errors += 1
+        slo = self.config.slo
+        if slo is not None and slo.declared():
+            sample.slo_met = sample.outcome == Outcome.OK.value and _meets_slo(sample, slo)
+        self._writer.write(sample)
+
+    # -- bundle -------------------------------------------------------------------------
+
+    def _manifest(self, t0_wall: int) -> dict[str, Any]:
+        cfg = self.config
+        config = cfg.model_dump(mode="json")
+        config["lanes"] = [
+            {"name": lane.name, "load": model.spec, "workload": _describe(lane.workload)}
+            for lane, model in zip(self.lanes, self._models)
+        ]
+        return build_manifest(
+            run_id=self.run_id, kind=cfg.kind, label=cfg.label, config=config, seed=cfg.seed,
+            t0_wall_ns=t0_wall, workers=self.shards,
+            slo=cfg.slo.model_dump() if cfg.slo is not None else None, extra=self._manifest_extra,
+        )
+
+    def _summarize(self, monitor: LoopLagMonitor, interrupted: bool, wall_s: float, cpu_s: float) -> dict[str, Any]:
+        rows = summarize_samples([self.bundle_dir / self._samples_name])
+        nested = nest_summary(rows)
+        closed = [m for m in self._models if isinstance(m, ClosedLoop)]
+        open_loop = len(closed) < len(self._models)
+        target_conc = (
+            sum(m.workers_for(self.worker, self.shards) for m in closed) if closed and not open_loop else None
+        )
+        if target_conc is not None and self.config.max_requests is not None:
+            target_conc = min(target_conc, self._share(self.config.max_requests))
+        lag = monitor.stats()
+        self_checks = {
+            "loop_lag_ms": lag,
+            "client_cpu_util": cpu_s / wall_s if wall_s > 0 else None,
+            "client_cpu_s": cpu_s,
+            "wall_s": wall_s,
+            "max_in_flight": self.live.max_in_flight,
+            "connections_opened": getattr(self._transport, "connections_opened", None),
+            "worker": self.worker,
+            "pid": os.getpid(),
+        }
+        summary = {
+            "run_id": self.run_id,
+            "kind": self.config.kind,
+            "partial": interrupted,
+            "target": {
+                "lanes": {
+                    lane.name: {"load": m.spec, "target_rate_per_s": m.target_rate_per_s(),
+                                "concurrency": m.concurrency if isinstance(m, ClosedLoop) else None}
+                    for lane, m in zip(self.lanes, self._models)
+                },
+                "target_concurrency": target_conc,
+                "duration_s": self.config.duration_s,
+            },
+            "verdict": verdict(
+                nested["run"], limits=self.config.checks, open_loop=open_loop, target_concurrency=target_conc,
+                loop_lag=lag, interrupted=interrupted,
+            ),
+            "self_checks": self_checks,
+            **nested,
+        }
+        if self.worker == 0 and self.shards == 1:
+            write_json_atomic(self.bundle_dir / "summary.json", summary)
+        return summary
+
+
+def _meets_slo(sample: Sample, slo: Any) -> bool:
+    if slo.ttft_ms is not None and sample.first_token_ns is not None:
+        if (sample.first_token_ns - sample.sent_ns) / 1e6 > slo.ttft_ms:
+            return False
+    if slo.e2e_ms is not None and (sample.end_ns - sample.sent_ns) / 1e6 > slo.e2e_ms:
+        return False
+    if slo.tpot_ms is not None and sample.output_tokens is not None and sample.output_tokens >= 2 \
+            and sample.first_token_ns is not None:
+        if (sample.end_ns - sample.first_token_ns) / 1e6 / (sample.output_tokens - 1) > slo.tpot_ms:
+            return False
+    return True
+
+
+def _describe(workload: Any) -> dict[str, Any]:
+    describe = getattr(workload, "describe", None)
+    if callable(describe):
+        return describe()
+    return {"type": type(workload).__name__, "name": getattr(workload, "name", None)}

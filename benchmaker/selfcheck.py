@@ -1,0 +1,114 @@
+"""Self-checks that run beside every measurement (DESIGN §4, issue #6).
+
+    LoopLagMonitor  every `interval_s` (default 10 ms) it sleeps and measures how late it
+                    woke up: the event loop's lag, i.e. how long a ready callback (a
+                    token event, a send) may wait behind client work. Lag lands in every
+                    client-side timestamp, so a high p99 makes a run invalid.
+    CPU             client process CPU time over the run / wall time (1.0 = one core).
+
+`verdict()` turns the summary and these figures into `{"valid": bool, "reasons": [...],
+"notes": [...]}` with the thresholds of `SelfCheckLimits`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+
+def quantile_linear(values: list[float], q: float) -> float | None:
+    """Linear-interpolation quantile (numpy's default, DuckDB `quantile_cont`); None for
+    an empty list. Source: Hyndman & Fan (1996) definition 7."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+class LoopLagMonitor:
+    """Samples event-loop lag in ms while running (start()/stop())."""
+
+    def __init__(self, interval_s: float = 0.01):
+        self.interval_s = interval_s
+        self.lags_ms: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        interval_ns = int(self.interval_s * 1e9)
+        pc = time.perf_counter_ns
+        while True:
+            t = pc()
+            await asyncio.sleep(self.interval_s)
+            self.lags_ms.append(max(0, pc() - t - interval_ns) / 1e6)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    def stats(self) -> dict[str, Any]:
+        """{count, p50, p99, max} of the lag samples in ms."""
+        return {
+            "count": len(self.lags_ms),
+            "p50": quantile_linear(self.lags_ms, 0.5),
+            "p99": quantile_linear(self.lags_ms, 0.99),
+            "max": max(self.lags_ms) if self.lags_ms else None,
+        }
+
+
+def verdict(
+    run: dict[str, Any] | None, *, limits: Any, open_loop: bool, target_concurrency: int | None,
+    loop_lag: dict[str, Any], interrupted: bool, worker_failures: list[str] | None = None,
+) -> dict[str, Any]:
+    """Decide whether a run measured what it claims.
+
+    Invalid when: no request succeeded; the error rate exceeds `limits.max_error_rate`;
+    open loop and the schedule-lag p99 exceeds `limits.max_schedule_lag_p99_ms` (client
+    saturated); event-loop lag p99 exceeds `limits.max_loop_lag_p99_ms`; closed loop and
+    the achieved max concurrency never reached the target; the run was interrupted; a
+    worker process died. Notes (not invalidating): unfinished requests at the deadline,
+    partial usage coverage.
+    """
+    reasons: list[str] = []
+    notes: list[str] = []
+    if interrupted:
+        reasons.append("interrupted before the end (partial run)")
+    for failure in worker_failures or []:
+        reasons.append(failure)
+    if run is None or not run.get("n_ok"):
+        reasons.append("no request succeeded")
+    else:
+        err = run.get("error_rate")
+        if limits.max_error_rate is not None and err is not None and err > limits.max_error_rate:
+            reasons.append(f"error rate {err:.2%} exceeds max_error_rate {limits.max_error_rate:.2%}")
+        lag = (run.get("schedule_lag_ms") or {}).get("p99")
+        if open_loop and lag is not None and lag > limits.max_schedule_lag_p99_ms:
+            reasons.append(
+                f"client-saturated: schedule lag p99 {lag:.2f} ms > {limits.max_schedule_lag_p99_ms:g} ms"
+            )
+        if target_concurrency is not None:
+            got = run.get("max_concurrency") or 0
+            if got < target_concurrency:
+                reasons.append(f"achieved concurrency {got} never reached the target {target_concurrency}")
+        if run.get("n_cancelled"):
+            notes.append(f"{run['n_cancelled']} requests unfinished at the deadline were cancelled")
+        if run.get("token_totals_null_reason"):
+            notes.append(f"token totals are null: {run['token_totals_null_reason']}")
+    if loop_lag.get("p99") is not None and loop_lag["p99"] > limits.max_loop_lag_p99_ms:
+        reasons.append(
+            f"event-loop lag p99 {loop_lag['p99']:.2f} ms > {limits.max_loop_lag_p99_ms:g} ms: "
+            "client-side timestamps include client delay"
+        )
+    return {"valid": not reasons, "reasons": reasons, "notes": notes}

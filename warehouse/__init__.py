@@ -1,3 +1,23 @@
-"""warehouse package."""
+"""The DuckDB warehouse: every run bundle loaded for SQL (DESIGN §8).
 
-__all__: list[str] = []
+    load_run(warehouse, run_dir)  the only writer: one transaction per run, idempotent
+    open_readonly(warehouse)      a read-only connection (waits while a load holds the lock)
+    migrate(con)                  ordered migrations, `schema_version` table
+    install_views(con)            views from warehouse/views/*.sql and summary.sql
+"""
+
+from warehouse.compare import compare_runs
+from warehouse.connection import default_warehouse, open_readonly
+from warehouse.loader import LoadReport, load_run
+from warehouse.schema import migrate
+from warehouse.views import install_views
+
+__all__ = [
+    "LoadReport",
+    "compare_runs",
+    "default_warehouse",
+    "install_views",
+    "load_run",
+    "migrate",
+    "open_readonly",
+]

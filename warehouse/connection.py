@@ -1,0 +1,75 @@
+"""Opening the warehouse file: one writer at a time, readers read-only, both waiting
+(bounded) while another process holds the file lock.
+
+DuckDB locks the whole file for the lifetime of a writable connection; while it is held,
+every other process fails to open it, read-only included, with
+`IOException: IO Error: Could not set lock on file "<path>": Conflicting lock is held in
+<exe> (PID n)` (checked on DuckDB 2.0.0). We retry that error with exponential backoff
+(50 ms doubling to 2 s, +-25% jitter) until `wait_s` has passed, then raise
+WarehouseLocked naming the file and the holder.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import duckdb
+
+from warehouse.errors import WarehouseError, WarehouseLocked
+from warehouse.schema import STORAGE_COMPATIBILITY
+
+DEFAULT_WAIT_S = 120.0
+_LOCK_TEXT = "Could not set lock on file"
+
+
+def default_warehouse() -> Path:
+    """The warehouse path used when none is given: env `BENCHMAKER_WAREHOUSE`, else
+    `./warehouse.duckdb`."""
+    return Path(os.environ.get("BENCHMAKER_WAREHOUSE") or "warehouse.duckdb")
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """True for DuckDB's "file is locked by another process" error."""
+    return isinstance(exc, duckdb.IOException) and _LOCK_TEXT in str(exc)
+
+
+def _connect(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+    config = {} if read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+    deadline = time.monotonic() + wait_s
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only, config=config)
+        except duckdb.IOException as exc:
+            if not is_lock_error(exc):
+                raise WarehouseError(f"{path}: cannot open warehouse: {exc}") from exc
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WarehouseLocked(
+                    f"{path}: warehouse still locked by another process after {wait_s:g} s "
+                    f"({exc})"
+                ) from exc
+            time.sleep(min(left, delay * random.uniform(0.75, 1.25)))
+            delay = min(delay * 2, 2.0)
+
+
+def connect_writer(path: Path, wait_s: float = DEFAULT_WAIT_S) -> duckdb.DuckDBPyConnection:
+    """A writable connection to the warehouse at `path` (created, with
+    STORAGE_COMPATIBILITY, when absent). Waits up to `wait_s` seconds for another
+    process's lock. Raises WarehouseLocked, or WarehouseError for other open failures.
+    Only the loader (warehouse.loader) writes; everything else uses open_readonly."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return _connect(Path(path), read_only=False, wait_s=wait_s)
+
+
+def open_readonly(path: Path, wait_s: float = DEFAULT_WAIT_S) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to an existing warehouse, waiting up to `wait_s` seconds
+    while a load holds the lock. Raises WarehouseError when the file does not exist
+    (DuckDB would otherwise fail with a less direct message), WarehouseLocked on timeout."""
+    path = Path(path)
+    if not path.is_file():
+        raise WarehouseError(f"{path}: no warehouse file (load a run first: benchmaker load)")
+    return _connect(path, read_only=True, wait_s=wait_s)

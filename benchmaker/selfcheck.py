@@ -102,10 +102,10 @@ def verdict(
             got = run.get("max_concurrency") or 0
             if got < target_concurrency:
                 reasons.append(f"achieved concurrency {got} never reached the target {target_concurrency}")
-        if run.get("n_cancelled"):
-            notes.append(f"{run['n_cancelled']} requests unfinished at the deadline were cancelled")
-        if run.get("token_totals_null_reason"):
-            notes.append(f"token totals are null: {run['token_totals_null_reason']}")
+    if run is not None and run.get("n_cancelled"):
+        notes.append(f"{run['n_cancelled']} requests unfinished at the deadline were cancelled")
+    if run is not None and run.get("n_ok") and run.get("token_totals_null_reason"):
+        notes.append(f"token totals are null: {run['token_totals_null_reason']}")
     if loop_lag.get("p99") is not None and loop_lag["p99"] > limits.max_loop_lag_p99_ms:
         reasons.append(
             f"event-loop lag p99 {loop_lag['p99']:.2f} ms > {limits.max_loop_lag_p99_ms:g} ms: "

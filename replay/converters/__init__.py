@@ -1,3 +1,109 @@
-"""replay/converters package."""
+"""Log converters, one module per format, and content-based format detection.
 
-__all__: list[str] = []
+Each converter is `convert(ctx: FileContext) -> Iterator[Trajectory]`; `CONVERTERS`
+maps the format name to it. Harbor trial *directories* are converted by
+`harbor.convert_trial_dir` (see `replay.convert`).
+
+Detection (`detect_bytes`) looks at the content only, never the file name:
+  - a JSON document: object with `history` + `info` → swe-agent; object with
+    `schema_version` "ATIF-..." + `steps` → atif; object with `messages` and `info` or
+    `trajectory_format` "mini-swe-agent*" → mini-swe-agent; object with `messages` →
+    openai-messages; list of objects with `action`/`observation` → openhands; list of
+    messages with a `<returncode>` observation or a fenced-bash action → mini-swe-agent;
+    other list of messages → openai-messages;
+  - JSONL: first record `{"type": "meta"}` → harbor-jsonl; any pi event type among
+    the first records → pi-events; a `session` header or `message`/`model_change`
+    entries → pi-session; rows with `messages` → openai-messages.
+Anything else is unknown (None).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from replay.converters import atif, harbor, mini_swe_agent, openai_messages, openhands, pi_events, pi_session, swe_agent
+from replay.converters._common import CONVERTER_VERSION, FileContext, first_jsonl_objects
+from replay.trajectory import Trajectory
+
+CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
+    pi_session.FORMAT: pi_session.convert,
+    pi_events.FORMAT: pi_events.convert,
+    harbor.FORMAT_JSONL: harbor.convert_jsonl,
+    swe_agent.FORMAT: swe_agent.convert,
+    mini_swe_agent.FORMAT: mini_swe_agent.convert,
+    openhands.FORMAT: openhands.convert,
+    openai_messages.FORMAT: openai_messages.convert,
+    atif.FORMAT: atif.convert,
+}
+"""File formats by name (`harbor-trial` is a directory format, handled separately)."""
+
+FORMATS: tuple[str, ...] = tuple(sorted([*CONVERTERS, harbor.FORMAT_TRIAL]))
+
+__all__ = ["CONVERTERS", "CONVERTER_VERSION", "FORMATS", "FileContext", "detect_bytes"]
+
+_PI_SESSION_TYPES = {"message", "model_change", "thinking_level_change", "compaction", "branch_summary", "custom_message"}
+
+
+def _is_message_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
+
+
+def _looks_mini(messages: list[dict[str, Any]]) -> bool:
+    for m in messages:
+        content = m.get("content")
+        if not isinstance(content, str):
+            continue
+        if m.get("role") == "user" and content.lstrip().startswith("<returncode>"):
+            return True
+        if m.get("role") == "assistant" and ("```mswea_bash_command" in content or "```bash" in content):
+            return True
+    return False
+
+
+def _detect_document(doc: Any) -> str | None:
+    if isinstance(doc, dict):
+        if isinstance(doc.get("history"), list) and "info" in doc:
+            return swe_agent.FORMAT
+        if str(doc.get("schema_version", "")).startswith("ATIF") and isinstance(doc.get("steps"), list):
+            return atif.FORMAT
+        if "messages" in doc:
+            if str(doc.get("trajectory_format", "")).startswith("mini-swe-agent") or isinstance(doc.get("info"), dict):
+                return mini_swe_agent.FORMAT
+            return openai_messages.FORMAT
+        return None
+    if isinstance(doc, list) and doc and all(isinstance(e, dict) for e in doc):
+        if all(("action" in e or "observation" in e) and "source" in e for e in doc):
+            return openhands.FORMAT
+        if _is_message_list(doc):
+            return mini_swe_agent.FORMAT if _looks_mini(doc) else openai_messages.FORMAT
+    return None
+
+
+def detect_bytes(data: bytes) -> str | None:
+    """The format name of a file's content, or None when no converter recognises it
+    (see module docstring for the rules)."""
+    stripped = data.strip()
+    if not stripped:
+        return None
+    try:
+        fmt = _detect_document(json.loads(stripped))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        fmt = None
+    if fmt is not None:
+        return fmt
+    records = first_jsonl_objects(data)
+    if not records:
+        return None
+    first = records[0]
+    if harbor.is_meta_record(first):
+        return harbor.FORMAT_JSONL
+    types = {r.get("type") for r in records if isinstance(r, dict)}
+    if types & pi_events.EVENT_TYPES:
+        return pi_events.FORMAT
+    if (isinstance(first, dict) and first.get("type") == "session") or types & _PI_SESSION_TYPES:
+        return pi_session.FORMAT
+    if all(isinstance(r, dict) and "messages" in r for r in records):
+        return openai_messages.FORMAT
+    return None

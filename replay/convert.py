@@ -1,0 +1,257 @@
+"""Convert agent logs into `trajectories.jsonl` (DESIGN §3 `convert`, §6 schema).
+
+    report = convert_paths([Path("logs/")], Path("out/trajectories.jsonl"))
+    report.trajectories, report.turns          # counts written
+    for traj in read_trajectories(Path("out/trajectories.jsonl")): ...
+
+Inputs are files or directories. A directory that is a harbor trial directory
+(`result.json` + `agent/`) is one unit; any other directory is walked (sorted,
+recursively) and every `.json`, `.jsonl` and `.traj` file in it is a unit (files inside
+a trial directory belong to the trial). The format of a unit is detected from its
+content (`replay.converters.detect_bytes`) unless `fmt` names one.
+
+Errors (`replay.errors`): a missing path, an empty directory, an unknown format, bad
+bytes/JSON/fields (`path:line: field: problem (got VALUE)`), and an input that yields
+zero trajectories all raise `ConvertError` subclasses. With `lenient=True` bad records
+and unconvertible files are skipped and counted in the report instead (zero
+trajectories is still an error). The output is written to a temporary file in the
+output's directory and moved into place with `os.replace` only when everything
+succeeded, so a failed run leaves no output file claiming to be complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from replay.converters import CONVERTER_VERSION, CONVERTERS, FORMATS, FileContext, detect_bytes, harbor
+from replay.errors import ConvertError, EmptyInputError, TrajectoryFormatError, UnknownFormatError
+from replay.trajectory import Trajectory
+
+__all__ = [
+    "CONVERTER_VERSION",
+    "ConvertReport",
+    "FileReport",
+    "convert_paths",
+    "detect_format",
+    "iter_trajectories",
+    "read_trajectories",
+]
+
+_LOG_SUFFIXES = (".json", ".jsonl", ".traj")
+
+
+@dataclass
+class FileReport:
+    """One converted unit: its path, format, trajectories and turns written, and the
+    error message when it was skipped (lenient mode)."""
+
+    path: str
+    format: str | None
+    trajectories: int = 0
+    turns: int = 0
+    error: str | None = None
+
+
+@dataclass
+class ConvertReport:
+    """What `convert_paths` did. `skipped` sums every trajectory's skip counts and the
+    file-level ones (bad lines/rows/files in lenient mode) by reason."""
+
+    out: Path
+    trajectories: int = 0
+    turns: int = 0
+    files: list[FileReport] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    converter_version: int = CONVERTER_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the report."""
+        return {
+            "out": str(self.out),
+            "trajectories": self.trajectories,
+            "turns": self.turns,
+            "converter_version": self.converter_version,
+            "files": [vars(f) for f in self.files],
+            "skipped": dict(self.skipped),
+        }
+
+
+def _check_format(fmt: str | None, where: Path) -> None:
+    if fmt is not None and fmt not in FORMATS:
+        raise UnknownFormatError(where, None, "format", f"unknown format (expected one of {', '.join(FORMATS)})", fmt)
+
+
+def detect_format(path: Path) -> str:
+    """The format name of a log file or harbor trial directory. Raises
+    UnknownFormatError when the content matches no converter, ConvertError when the
+    path does not exist."""
+    path = Path(path)
+    if path.is_dir():
+        if harbor.is_trial_dir(path):
+            return harbor.FORMAT_TRIAL
+        raise UnknownFormatError(path, None, None, "a directory that is not a harbor trial directory (no result.json + agent/)")
+    if not path.exists():
+        raise ConvertError(path, None, None, "no such file or directory")
+    fmt = detect_bytes(path.read_bytes())
+    if fmt is None:
+        raise UnknownFormatError(
+            path, None, None, f"unknown log format (expected one of {', '.join(FORMATS)}; pass --format to force one)"
+        )
+    return fmt
+
+
+def _context(path: Path, lenient: bool) -> FileContext:
+    data = path.read_bytes()
+    return FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient)
+
+
+def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileContext] | None = None) -> Iterator[Trajectory]:
+    if path.is_dir():
+        if fmt not in (None, harbor.FORMAT_TRIAL) or not harbor.is_trial_dir(path):
+            detect_format(path)  # raises the right error
+        yield from harbor.convert_trial_dir(path, lenient=lenient)
+        return
+    if not path.exists():
+        raise ConvertError(path, None, None, "no such file or directory")
+    use = fmt or detect_format(path)
+    if use == harbor.FORMAT_TRIAL:
+        raise UnknownFormatError(path, None, "format", "harbor-trial needs a trial directory, not a file")
+    ctx = _context(path, lenient)
+    if ctx_out is not None:
+        ctx_out.append(ctx)
+    yield from CONVERTERS[use](ctx)
+
+
+def iter_trajectories(path: Path, fmt: str | None = None, lenient: bool = False) -> Iterator[Trajectory]:
+    """Trajectories of one log file or harbor trial directory, in file order. `fmt`
+    forces a format. Raises ConvertError (see module docstring)."""
+    path = Path(path)
+    _check_format(fmt, path)
+    yield from _iter_unit(path, fmt, lenient)
+
+
+def _units(paths: list[Path], out: Path) -> list[Path]:
+    units: list[Path] = []
+    out_resolved = out.resolve()
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise ConvertError(p, None, None, "no such file or directory")
+        if p.is_file() or harbor.is_trial_dir(p):
+            units.append(p)
+            continue
+        found: list[Path] = []
+        _walk(p, found, out_resolved)
+        if not found:
+            raise EmptyInputError(p, None, None, f"directory has no log files ({', '.join(_LOG_SUFFIXES)} or harbor trial dirs)")
+        units.extend(found)
+    return units
+
+
+def _walk(d: Path, found: list[Path], out_resolved: Path) -> None:
+    for child in sorted(d.iterdir()):
+        if child.is_dir():
+            if harbor.is_trial_dir(child):
+                found.append(child)
+            else:
+                _walk(child, found, out_resolved)
+        elif child.suffix in _LOG_SUFFIXES and child.resolve() != out_resolved and not child.name.startswith("."):
+            found.append(child)
+
+
+def convert_paths(paths: list[Path], out: Path, *, fmt: str | None = None, lenient: bool = False) -> ConvertReport:
+    """Convert every log under `paths` into one trajectories JSONL at `out` (one
+    `Trajectory.model_dump_json()` per line) and return the report.
+
+    Raises ConvertError (or UnknownFormatError / EmptyInputError) naming the file,
+    line and field; on any error no file is left at `out` (an existing one is left
+    untouched). With `lenient` bad records/files are skipped and counted.
+    """
+    out = Path(out)
+    _check_format(fmt, out)
+    units = _units(list(paths), out)
+    report = ConvertReport(out=out)
+    skipped: Counter[str] = Counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            for unit in units:
+                frep = FileReport(path=str(unit), format=None)
+                report.files.append(frep)
+                ctxs: list[FileContext] = []
+                try:
+                    for traj in _iter_unit(unit, fmt, lenient, ctxs):
+                        frep.format = traj.source.format
+                        fh.write(traj.model_dump_json())
+                        fh.write("\n")
+                        frep.trajectories += 1
+                        frep.turns += len(traj.turns)
+                        skipped.update(traj.skipped)
+                except ConvertError as exc:
+                    if not lenient:
+                        raise
+                    frep.error = str(exc)
+                    skipped["file_error"] += 1
+                if frep.format is None and frep.error is None:
+                    frep.format = fmt
+                for ctx in ctxs:
+                    skipped.update(ctx.skipped)
+                report.trajectories += frep.trajectories
+                report.turns += frep.turns
+        if report.trajectories == 0:
+            where = units[0] if len(units) == 1 else Path(os.path.commonpath([str(u) for u in units]) or ".")
+            raise EmptyInputError(where, None, None, f"no trajectories converted from {len(units)} input(s)")
+        os.chmod(tmp_name, 0o644)  # mkstemp creates 0600
+        os.replace(tmp_name, out)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    report.skipped = dict(sorted(skipped.items()))
+    return report
+
+
+def read_trajectories(path: Path) -> Iterator[Trajectory]:
+    """Yield each Trajectory of a trajectories JSONL file, validated against the schema.
+    Raises TrajectoryFormatError `path:line: field.path: problem (got VALUE)` at the
+    first bad line (lines before it have been yielded); a file that is not UTF-8 or
+    whose line is not JSON is reported the same way."""
+    path = Path(path)
+    with path.open("rb") as fh:
+        for line_no, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TrajectoryFormatError(path, line_no, None, f"invalid UTF-8 at byte {exc.start} of the line") from exc
+            try:
+                yield Trajectory.model_validate_json(text)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = _loc(err.get("loc", ()))
+                if err.get("type") == "json_invalid":
+                    raise TrajectoryFormatError(path, line_no, None, f"invalid JSON: {err.get('msg')}") from exc
+                raise TrajectoryFormatError(path, line_no, loc or None, err.get("msg", "invalid"), err.get("input")) from exc
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out

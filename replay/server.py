@@ -1,0 +1,542 @@
+"""The replay server: an OpenAI-compatible chat completions service that answers from
+recorded trajectories (DESIGN §6). Self-contained: imports nothing from `benchmaker/`.
+
+    python -m replay.server trajectories.jsonl --port 0 --latency fixed:200:20
+    # first stdout line: the bound base URL, e.g. http://127.0.0.1:41873
+
+Endpoints (all answer JSON; all but /health need `Authorization: Bearer TOKEN` when a
+token is set, else 401 with an OpenAI error body):
+- POST /v1/chat/completions, POST /chat/completions: the replayed response.
+- GET /v1/models, GET /models: the recorded model names.
+- GET /health: readiness, {"status": "ok", "trajectories": N, "turns": M}.
+- GET /stats: counters (see ReplayStats.snapshot); POST /stats/reset zeroes them.
+
+Matching is stateless: the task key is `match_key_for(flatten_content(<first message
+with role "user">.content))`, the turn index the number of messages with role
+"assistant" in the request. The trajectory is chosen by `ReplayStore.lookup` (first in
+file order, or the first whose system prompt equals the request's when several share
+the key).
+
+Status codes of a request that cannot be served (OpenAI error body {"error":
+{"message", "type", "param": null, "code"}}, header `x-replay-miss` on misses):
+- 400 `bad_json` (body is not JSON), `bad_request` (not an object, `messages` missing,
+  not a list, a message not an object, or no user message). Counted as bad_requests.
+- 401 `unauthorized` (token set and missing/wrong). Counted as unauthorized.
+- 404 `unknown_key`: no trajectory has the task key.         Miss kind unknown_key.
+- 409 `beyond_turns`: turn index >= the trajectory's turns.  Miss kind beyond_turns.
+- 412 `diverged`: divergence policy `content` and a divergence. Miss kind diverged.
+
+Divergence policy (`--divergence`), checked from turn 1 on against the observations
+recorded after the previous turn (`turns[t-1].observations`); the request's
+observations are the messages after its last assistant message:
+- When the recorded observations carry tool_call_ids, each is paired with the request
+  message of role "tool" with that tool_call_id; else they are paired in order with
+  the request's messages of role "tool" or "user" after the last assistant message
+  (extra user messages are follow-ups, not observations).
+- status mismatch: a recorded observation with no request message; a role "tool"
+  message whose tool_call_id no recorded observation has; the message's `is_error`
+  (non-standard field, when it is a bool) differs from the recorded is_error; or both
+  sides state an exit code (the message's non-standard `exit_code` field, else one
+  stated in its text as `<returncode>N</returncode>` / `exit code N`; the recorded
+  exit_code, else the one its text states) and they differ.
+- content mismatch: the message's flattened content differs from the recorded content.
+- `off`: nothing is checked. `status`: a request with a status mismatch adds 1 to
+  divergences.status (per trajectory and total) and is served normally, with header
+  `x-replay-divergence: status`. `content`: a request with a status or content mismatch
+  adds 1 to divergences.status (if any status mismatch) else divergences.content, and
+  gets 412 `diverged` (counted as a miss of kind diverged), not the recorded turn.
+
+Latency: groups of SSE events are sent at absolute deadlines (response start + offset,
+response start = the moment the request body has been read), so lateness does not
+accumulate; events already due when the server wakes go out in one write. A
+non-streaming body is sent at the offset of the last event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import os
+import socket
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from replay.latency import load_splitter, parse_latency
+from replay.store import PreparedTurn, RecordedObservation, ReplayStore, exit_code_in
+from replay.trajectory import flatten_content, match_key_for
+
+__all__ = ["DIVERGENCE_POLICIES", "ReplayStats", "create_app", "main", "serve"]
+
+DIVERGENCE_POLICIES = ("off", "status", "content")
+"""Valid values of the divergence policy (module doc)."""
+
+_JSON = (b"content-type", b"application/json")
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+]
+
+
+class _TrajectoryCounters:
+    __slots__ = ("served", "beyond_turns", "diverged", "div_status", "div_content", "bytes_out")
+
+    def __init__(self) -> None:
+        self.served = self.beyond_turns = self.diverged = 0
+        self.div_status = self.div_content = self.bytes_out = 0
+
+
+class ReplayStats:
+    """Counters of one server process, reset by `reset()`. Bytes are HTTP body bytes
+    (request bodies in, response bodies out), headers not included."""
+
+    def __init__(self, store: ReplayStore) -> None:
+        self._store = store
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero every counter and restart the clock of `uptime_s`."""
+        self.started = time.monotonic()
+        self.requests = self.served = self.served_stream = 0
+        self.bad_requests = self.unauthorized = 0
+        self.unknown_key = self.beyond_turns = self.diverged = 0
+        self.div_status = self.div_content = 0
+        self.bytes_in = self.bytes_out = 0
+        self.recent_unknown_keys: deque[str] = deque(maxlen=20)
+        self.per_traj: dict[str, _TrajectoryCounters] = {
+            t.trajectory_id: _TrajectoryCounters() for t in self._store.trajectories
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """The /stats JSON: {"requests" (chat requests received, all outcomes),
+        "served", "served_stream", "bad_requests", "unauthorized",
+        "misses": {"unknown_key", "beyond_turns", "diverged", "total"},
+        "divergences": {"status", "content", "total"}, "bytes_in", "bytes_out",
+        "recent_unknown_keys": [<= 20 keys, latest last], "uptime_s",
+        "trajectories": {trajectory_id: {"served", "misses": {"beyond_turns",
+        "diverged"}, "divergences": {"status", "content"}, "bytes_out"}}}."""
+        misses = self.unknown_key + self.beyond_turns + self.diverged
+        return {
+            "requests": self.requests,
+            "served": self.served,
+            "served_stream": self.served_stream,
+            "bad_requests": self.bad_requests,
+            "unauthorized": self.unauthorized,
+            "misses": {"unknown_key": self.unknown_key, "beyond_turns": self.beyond_turns,
+                       "diverged": self.diverged, "total": misses},
+            "divergences": {"status": self.div_status, "content": self.div_content,
+                            "total": self.div_status + self.div_content},
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "recent_unknown_keys": list(self.recent_unknown_keys),
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "trajectories": {
+                tid: {"served": c.served,
+                      "misses": {"beyond_turns": c.beyond_turns, "diverged": c.diverged},
+                      "divergences": {"status": c.div_status, "content": c.div_content},
+                      "bytes_out": c.bytes_out}
+                for tid, c in self.per_traj.items()
+            },
+        }
+
+
+def _error_body(status: int, code: str, message: str) -> bytes:
+    kind = "invalid_request_error" if status < 404 else "replay_miss"
+    return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+
+async def _read_body(receive: Any) -> bytes | None:
+    """The whole request body, or None when the client disconnected first."""
+    message = await receive()
+    if message["type"] != "http.request":
+        return None
+    body = message.get("body", b"")
+    if not message.get("more_body", False):
+        return body
+    parts = [body]
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _observation_mismatch(
+    recorded: tuple[RecordedObservation, ...], messages: list[Any], last_assistant: int
+) -> tuple[bool, bool]:
+    """(status mismatch, content mismatch) of the request's observations after message
+    index `last_assistant` against `recorded` (rules in the module doc)."""
+    after = [m for m in messages[last_assistant + 1 :] if isinstance(m, dict)]
+    status = content = False
+    if any(r.tool_call_id is not None for r in recorded):
+        tool_msgs = [m for m in after if m.get("role") == "tool"]
+        by_id = {m.get("tool_call_id"): m for m in tool_msgs}
+        known = {r.tool_call_id for r in recorded}
+        if any(m.get("tool_call_id") not in known for m in tool_msgs):
+            status = True
+        pairs = [(r, by_id.get(r.tool_call_id)) for r in recorded]
+    else:
+        obs_msgs = [m for m in after if m.get("role") in ("tool", "user")]
+        pairs = [(r, obs_msgs[i] if i < len(obs_msgs) else None) for i, r in enumerate(recorded)]
+    for rec, msg in pairs:
+        if msg is None:
+            status = True
+            continue
+        text = flatten_content(msg.get("content"))
+        is_error = msg.get("is_error")
+        if isinstance(is_error, bool) and is_error != rec.is_error:
+            status = True
+        code = msg.get("exit_code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = exit_code_in(text)
+        if code is not None and rec.exit_code is not None and code != rec.exit_code:
+            status = True
+        if text != rec.content:
+            content = True
+    return status, content
+
+
+class _ChatCompletions:
+    """Raw ASGI endpoint of POST /v1/chat/completions (the hot path: no Request object,
+    no pydantic; orjson parse and precomputed bytes)."""
+
+    def __init__(self, store: ReplayStore, stats: ReplayStats, auth: bytes | None, policy: str):
+        self.store = store
+        self.stats = stats
+        self.auth = auth
+        self.policy = policy
+
+    async def _reply(self, send: Any, status: int, body: bytes, extra: list | None = None) -> None:
+        headers = [_JSON, (b"content-length", str(len(body)).encode())]
+        if extra:
+            headers.extend(extra)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        self.stats.bytes_out += len(body)
+
+    async def _fail(self, send: Any, status: int, code: str, message: str) -> None:
+        extra = [(b"x-replay-miss", code.encode())] if status in (404, 409, 412) else None
+        await self._reply(send, status, _error_body(status, code, message), extra)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        stats = self.stats
+        stats.requests += 1
+        if self.auth is not None and not _authorized(scope, self.auth):
+            stats.unauthorized += 1
+            await self._reply(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
+            return
+        raw = await _read_body(receive)
+        if raw is None:
+            return
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        stats.bytes_in += len(raw)
+        try:
+            req = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            stats.bad_requests += 1
+            await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}")
+            return
+        problem, messages = _check_messages(req)
+        if problem:
+            stats.bad_requests += 1
+            await self._fail(send, 400, "bad_request", problem)
+            return
+        first_user = system = None
+        n_assistant = 0
+        last_assistant = -1
+        for i, msg in enumerate(messages):
+            role = msg.get("role")
+            if role == "assistant":
+                n_assistant += 1
+                last_assistant = i
+            elif role == "user":
+                if first_user is None:
+                    first_user = msg
+            elif role == "system" and system is None:
+                system = msg
+        if first_user is None:
+            stats.bad_requests += 1
+            await self._fail(send, 400, "bad_request", "messages: no message with role 'user'")
+            return
+        key = match_key_for(flatten_content(first_user.get("content")))
+        system_text = None
+        if system is not None and self.store.needs_system(key):
+            system_text = flatten_content(system.get("content"))
+        entry = self.store.lookup(key, system_text)
+        if entry is None:
+            stats.unknown_key += 1
+            stats.recent_unknown_keys.append(key)
+            await self._fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}")
+            return
+        counters = stats.per_traj[entry.trajectory_id]
+        if n_assistant >= len(entry.turns):
+            stats.beyond_turns += 1
+            counters.beyond_turns += 1
+            await self._fail(
+                send, 409, "beyond_turns",
+                f"trajectory {entry.trajectory_id} has {len(entry.turns)} recorded turns; "
+                f"the request asks for turn {n_assistant} (its assistant message count)",
+            )
+            return
+        turn = entry.turns[n_assistant]
+        extra = turn.headers
+        if self.policy != "off" and n_assistant > 0:
+            status_bad, content_bad = _observation_mismatch(
+                entry.turns[n_assistant - 1].observations, messages, last_assistant)
+            if self.policy == "status":
+                content_bad = False
+            if status_bad or content_bad:
+                if status_bad:
+                    stats.div_status += 1
+                    counters.div_status += 1
+                else:
+                    stats.div_content += 1
+                    counters.div_content += 1
+                if self.policy == "content":
+                    stats.diverged += 1
+                    counters.diverged += 1
+                    what = "status" if status_bad else "content"
+                    await self._fail(
+                        send, 412, "diverged",
+                        f"trajectory {entry.trajectory_id} turn {n_assistant}: the request's "
+                        f"observations differ in {what} from the recording",
+                    )
+                    return
+                extra = [*extra, (b"x-replay-divergence", b"status")]
+        stats.served += 1
+        counters.served += 1
+        stream = req.get("stream") is True
+        if not stream:
+            if turn.final_offset_s > 0:
+                delay = t0 + turn.final_offset_s - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            await self._reply(send, 200, turn.body, extra)
+            counters.bytes_out += len(turn.body)
+            return
+        stats.served_stream += 1
+        opts = req.get("stream_options")
+        with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
+        sent = await _stream(send, loop, t0, turn, with_usage, extra)
+        stats.bytes_out += sent
+        counters.bytes_out += sent
+
+
+_UNAUTHORIZED = _error_body(401, "unauthorized", "missing or wrong bearer token")
+
+
+def _authorized(scope: Any, expected: bytes) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return hmac.compare_digest(value, expected)
+    return False
+
+
+def _check_messages(req: Any) -> tuple[str | None, list[dict[str, Any]]]:
+    if not isinstance(req, dict):
+        return f"request body must be a JSON object (got {type(req).__name__})", []
+    messages = req.get("messages")
+    if messages is None:
+        return "messages: missing (a list of chat messages is required)", []
+    if not isinstance(messages, list):
+        return f"messages: must be a list (got {type(messages).__name__})", []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            return f"messages[{i}]: must be an object (got {type(msg).__name__})", []
+    return None, messages
+
+
+async def _stream(
+    send: Any, loop: asyncio.AbstractEventLoop, t0: float, turn: PreparedTurn,
+    with_usage: bool, extra: list[tuple[bytes, bytes]],
+) -> int:
+    """Send the SSE response of `turn`: headers now, event groups at t0 + offset.
+    Returns the body bytes sent."""
+    await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]})
+    groups = turn.stream_groups
+    tail = turn.stream_tail_usage if with_usage else turn.stream_tail
+    n = len(groups)
+    i = 0
+    sent = 0
+    while i < n:
+        offset, data = groups[i]
+        now = loop.time()
+        if t0 + offset > now:
+            await asyncio.sleep(t0 + offset - now)
+            now = loop.time()
+        i += 1
+        if i < n and t0 + groups[i][0] <= now:
+            parts = [data]
+            while i < n and t0 + groups[i][0] <= now:
+                parts.append(groups[i][1])
+                i += 1
+            data = b"".join(parts)
+        if i == n:
+            data += tail
+        await send({"type": "http.response.body", "body": data, "more_body": i < n})
+        sent += len(data)
+    return sent
+
+
+def create_app(
+    store: ReplayStore, *, token: str | None = None, divergence: str = "off"
+) -> Starlette:
+    """The Starlette app serving `store` (endpoints and rules in the module doc).
+    `token`: bearer token required on every endpoint but /health (None: no auth).
+    Raises ValueError for a divergence policy not in DIVERGENCE_POLICIES."""
+    if divergence not in DIVERGENCE_POLICIES:
+        raise ValueError(
+            f"divergence: unknown policy {divergence!r} (expected {', '.join(DIVERGENCE_POLICIES)})"
+        )
+    stats = ReplayStats(store)
+    auth = None if token is None else b"Bearer " + token.encode("utf-8")
+    chat = _ChatCompletions(store, stats, auth, divergence)
+    created = int(time.time())
+    models_body = orjson.dumps({"object": "list", "data": [
+        {"id": m, "object": "model", "created": created, "owned_by": "replay"}
+        for m in store.models
+    ]})
+    health_body = orjson.dumps(
+        {"status": "ok", "trajectories": len(store.trajectories), "turns": store.n_turns})
+
+    def guard(request: Request) -> Response | None:
+        if auth is None or _authorized(request.scope, auth):
+            return None
+        return Response(_UNAUTHORIZED, status_code=401, media_type="application/json",
+                        headers={"www-authenticate": "Bearer"})
+
+    async def models(request: Request) -> Response:
+        return guard(request) or Response(models_body, media_type="application/json")
+
+    async def health(request: Request) -> Response:
+        return Response(health_body, media_type="application/json")
+
+    async def get_stats(request: Request) -> Response:
+        return guard(request) or Response(orjson.dumps(stats.snapshot()),
+                                          media_type="application/json")
+
+    async def reset_stats(request: Request) -> Response:
+        denied = guard(request)
+        if denied:
+            return denied
+        stats.reset()
+        return Response(orjson.dumps(stats.snapshot()), media_type="application/json")
+
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/stats", get_stats, methods=["GET"]),
+        Route("/stats/reset", reset_stats, methods=["POST"]),
+    ])
+    app.state.store = store
+    app.state.stats = stats
+    return app
+
+
+def bind_socket(host: str = "127.0.0.1", port: int = 0) -> tuple[socket.socket, str]:
+    """A listening TCP socket on host:port (port 0: an ephemeral port) and its base URL
+    (e.g. "http://127.0.0.1:41873"; IPv6 hosts in brackets). Raises OSError."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    bound_port = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    return sock, f"http://{shown}:{bound_port}"
+
+
+def serve(
+    trajectories: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    latency: str = "instant",
+    token: str | None = None,
+    divergence: str = "off",
+    tokenizer: Path | None = None,
+    announce: Any = None,
+) -> None:
+    """Load `trajectories`, bind host:port, call `announce(url, store)` (default: print
+    the URL as the first stdout line, then a summary on stderr), and serve until
+    SIGINT/SIGTERM. Raises TrajectoryFormatError, LatencySpecError, TokenizerUnavailable,
+    ValueError (divergence policy) or OSError (bind) before serving."""
+    import uvicorn
+
+    model = parse_latency(latency)
+    store = ReplayStore.load(Path(trajectories), latency=model, splitter=load_splitter(tokenizer))
+    app = create_app(store, token=token, divergence=divergence)
+    sock, url = bind_socket(host, port)
+    (announce or _announce)(url, store)
+    config = uvicorn.Config(
+        app, lifespan="off", access_log=False, log_level="warning",
+        timeout_graceful_shutdown=2, server_header=False, date_header=False,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def _announce(url: str, store: ReplayStore) -> None:
+    print(url, flush=True)
+    print(
+        f"replay server: {url} serving {len(store.trajectories)} trajectories, "
+        f"{store.n_turns} turns from {store.path} (latency {store.latency.describe()})",
+        file=sys.stderr, flush=True,
+    )
+
+
+def resolve_token(value: str | None) -> str | None:
+    """The bearer token of `--token VALUE`: the value of the environment variable
+    named VALUE when it is set, else VALUE itself; None/"" gives None."""
+    if not value:
+        return None
+    return os.environ.get(value) or value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m replay.server TRAJ [--host H] [--port P] [--latency SPEC]
+    [--token ENV_OR_VALUE] [--divergence off|status|content] [--tokenizer tokenizer.json]`.
+    Returns 0 after a clean shutdown, 2 on bad input (one line on stderr)."""
+    parser = argparse.ArgumentParser(prog="python -m replay.server", description=__doc__.split("\n")[0])
+    parser.add_argument("trajectories", type=Path)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", default="instant")
+    parser.add_argument("--token", default=None)
+    parser.add_argument("--divergence", default="off", choices=DIVERGENCE_POLICIES)
+    parser.add_argument("--tokenizer", type=Path, default=None)
+    args = parser.parse_args(argv)
+    try:
+        serve(args.trajectories, host=args.host, port=args.port, latency=args.latency,
+              token=resolve_token(args.token), divergence=args.divergence,
+              tokenizer=args.tokenizer)
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"replay server: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""The replay store: trajectories.jsonl loaded, indexed by match key, and every turn
+rendered once into the exact bytes the replay server sends.
+
+    store = ReplayStore.load(Path("trajectories.jsonl"), latency=parse_latency("instant"))
+    entry = store.lookup("task:django-123", system_text=None)   # StoredTrajectory | None
+    entry.turns[2].body                                          # non-streaming JSON bytes
+
+Selection rule when several trajectories share a match key: the first one in file
+order whose `system` equals the request's system text (the flattened content of the
+first message with role "system"); when none does (or the request has no system
+message), the first one in file order. A single trajectory per key is used without
+looking at the system message.
+
+Wire shapes (OpenAI Chat Completions; reasoning as vLLM/DeepSeek `reasoning_content`):
+- non-streaming: {"id", "object": "chat.completion", "created", "model", "choices":
+  [{"index": 0, "message": {"role": "assistant", "content": str|null,
+  "reasoning_content" (only when recorded), "tool_calls" (only when any): [{"id",
+  "type": "function", "function": {"name", "arguments": arguments_raw}}]},
+  "logprobs": null, "finish_reason": as recorded}], "usage" (only when recorded)}.
+- streaming: `data: <chat.completion.chunk>\\n\\n` events: the first carries
+  delta {"role": "assistant", "content": "" (null when the recorded content is null)};
+  then one event per token event (reasoning_content pieces, content pieces, per tool
+  call a head delta {"index", "id", "type": "function", "function": {"name",
+  "arguments": ""}} then {"index", "function": {"arguments": piece}} pieces); then a
+  finish event (delta {}, finish_reason); then, when the request sets
+  stream_options.include_usage and usage was recorded, {"choices": [], "usage"}; then
+  `data: [DONE]\\n\\n`. The role event goes out together with the first token event;
+  the finish/usage/[DONE] events together with the last.
+- usage: the recorded fields that are not None: prompt_tokens, completion_tokens,
+  total_tokens, prompt_tokens_details.cached_tokens,
+  completion_tokens_details.reasoning_tokens. A recording without usage gets no
+  "usage" key and no usage chunk.
+- "model" is the trajectory's recorded model, or "replay" when it has none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from pydantic import ValidationError
+
+from replay.errors import TrajectoryFormatError
+from replay.latency import LatencyModel, Splitter, parse_latency, regex_split
+from replay.trajectory import Observation, Trajectory, Turn, Usage
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "PreparedTurn",
+    "RecordedObservation",
+    "ReplayStore",
+    "StoredTrajectory",
+    "exit_code_in",
+    "load_trajectories",
+]
+
+DEFAULT_MODEL = "replay"
+"""`model` of responses whose trajectory has no recorded model."""
+
+
+_EXIT_CODE_RES = (
+    re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>"),  # mini-swe-agent observations
+    re.compile(r"(?:exit(?:ed)? (?:with )?(?:code|status)|exit_code)\s*[:=]?\s*(-?\d+)", re.I),
+)
+
+
+def exit_code_in(text: str) -> int | None:
+    """The exit code an observation text states: `<returncode>N</returncode>`
+    (mini-swe-agent) or `exit code N` / `exited with code N` / `exit status N` /
+    `exit_code: N` (pi bash and friends), first match wins; None when none is stated."""
+    for pattern in _EXIT_CODE_RES:
+        m = pattern.search(text)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedObservation:
+    """A recorded observation in the form the divergence check compares: the
+    tool_call_id (None for text-action agents), the content, is_error, and the exit
+    code (the recorded one, else the one its text states, else None)."""
+
+    tool_call_id: str | None
+    content: str
+    is_error: bool
+    exit_code: int | None
+
+    @classmethod
+    def of(cls, obs: Observation) -> RecordedObservation:
+        code = obs.exit_code if obs.exit_code is not None else exit_code_in(obs.content)
+        return cls(obs.tool_call_id, obs.content, obs.is_error, code)
+
+
+@dataclass(slots=True)
+class PreparedTurn:
+    """One recorded turn rendered for serving.
+
+    body: non-streaming response bytes. stream_groups: (offset_s, bytes) pairs, the SSE
+    events due at offset_s seconds from the response start, in order, offsets
+    non-decreasing. stream_tail / stream_tail_usage: the finish (+ usage) + [DONE]
+    events sent with the last group, without / with include_usage. final_offset_s: when
+    the non-streaming body is sent. n_events: token events (>= 0).
+    observations: what the tools returned after this turn (checked on the next turn).
+    """
+
+    index: int
+    body: bytes
+    stream_groups: tuple[tuple[float, bytes], ...]
+    stream_tail: bytes
+    stream_tail_usage: bytes
+    final_offset_s: float
+    n_events: int
+    observations: tuple[RecordedObservation, ...]
+    headers: list[tuple[bytes, bytes]]
+
+
+@dataclass(slots=True)
+class StoredTrajectory:
+    """A trajectory of the store: its file line (1-based), the trajectory itself, the
+    response model name, and its prepared turns."""
+
+    line: int
+    trajectory: Trajectory
+    model: str
+    turns: list[PreparedTurn]
+
+    @property
+    def trajectory_id(self) -> str:
+        return self.trajectory.trajectory_id
+
+
+@dataclass(slots=True)
+class _KeyEntry:
+    first: StoredTrajectory
+    by_system: dict[str | None, StoredTrajectory] | None  # None when the key is unique
+
+
+@dataclass
+class ReplayStore:
+    """Trajectories indexed by match key with every turn prepared (see module doc)."""
+
+    path: Path
+    latency: LatencyModel
+    trajectories: list[StoredTrajectory]
+    _index: dict[str, _KeyEntry] = field(repr=False)
+
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        *,
+        latency: LatencyModel | None = None,
+        splitter: Splitter = regex_split,
+        created: int | None = None,
+    ) -> ReplayStore:
+        """Load `path` (trajectories.jsonl) and render every turn for `latency`
+        (default instant) with token pieces from `splitter`; `created` (unix s, default
+        now) goes into every response. Raises TrajectoryFormatError (see
+        `load_trajectories`)."""
+        latency = latency or parse_latency("instant")
+        created = int(time.time()) if created is None else created
+        stored: list[StoredTrajectory] = []
+        index: dict[str, _KeyEntry] = {}
+        for line, traj in load_trajectories(path):
+            model = traj.model or DEFAULT_MODEL
+            turns = _prepare_turns(traj, model, latency, splitter, created)
+            entry = StoredTrajectory(line=line, trajectory=traj, model=model, turns=turns)
+            stored.append(entry)
+            key = index.get(traj.match_key)
+            if key is None:
+                index[traj.match_key] = _KeyEntry(first=entry, by_system=None)
+            else:
+                if key.by_system is None:
+                    key.by_system = {key.first.trajectory.system: key.first}
+                key.by_system.setdefault(traj.system, entry)
+        return cls(path=path, latency=latency, trajectories=stored, _index=index)
+
+    def lookup(self, match_key: str, system_text: str | None) -> StoredTrajectory | None:
+        """The trajectory serving `match_key` (selection rule in the module doc), or
+        None when no trajectory has that key."""
+        entry = self._index.get(match_key)
+        if entry is None:
+            return None
+        if entry.by_system is None or system_text is None:
+            return entry.first
+        return entry.by_system.get(system_text, entry.first)
+
+    def needs_system(self, match_key: str) -> bool:
+        """True when several trajectories share `match_key` (the system text matters)."""
+        entry = self._index.get(match_key)
+        return entry is not None and entry.by_system is not None
+
+    @property
+    def n_turns(self) -> int:
+        """Recorded turns over all trajectories."""
+        return sum(len(t.turns) for t in self.trajectories)
+
+    @property
+    def models(self) -> list[str]:
+        """Distinct response model names, in file order."""
+        return list(dict.fromkeys(t.model for t in self.trajectories))
+
+
+def load_trajectories(path: Path) -> list[tuple[int, Trajectory]]:
+    """Read and validate trajectories.jsonl: [(line number (1-based), Trajectory)].
+
+    Blank lines are skipped. Raises replay.errors.TrajectoryFormatError at the first
+    bad line (not UTF-8, not JSON, schema violation, duplicate trajectory_id), reading
+    `path:line: field.path: problem (got VALUE)`, and when the file holds no
+    trajectory (`path: no trajectories in the file`); OSError when it cannot be read.
+    Nothing is served from a store that failed to load.
+    """
+    data = Path(path).read_bytes()
+    out: list[tuple[int, Trajectory]] = []
+    seen: dict[str, int] = {}
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TrajectoryFormatError(
+                path, lineno, None, f"not UTF-8 at byte {exc.start}",
+                raw[exc.start : exc.start + 4],
+            ) from None
+        try:
+            traj = Trajectory.model_validate_json(raw)
+        except ValidationError as exc:
+            raise _format_error(path, lineno, exc) from None
+        first = seen.setdefault(traj.trajectory_id, lineno)
+        if first != lineno:
+            raise TrajectoryFormatError(
+                path, lineno, "trajectory_id", f"duplicate of line {first}", traj.trajectory_id)
+        out.append((lineno, traj))
+    if not out:
+        raise TrajectoryFormatError(path, None, None, "no trajectories in the file")
+    return out
+
+
+def _format_error(path: Path, lineno: int, exc: ValidationError) -> TrajectoryFormatError:
+    err = exc.errors(include_url=False)[0]
+    if err["type"] == "json_invalid":
+        return TrajectoryFormatError(path, lineno, None, err["msg"])
+    loc = ""
+    for part in err["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    return TrajectoryFormatError(path, lineno, loc or None, err["msg"], err.get("input"))
+
+
+def _usage_dict(usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    out: dict[str, Any] = {}
+    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = getattr(usage, name)
+        if value is not None:
+            out[name] = value
+    if usage.cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    if usage.reasoning_tokens is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    return out or None
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _prepare_turns(
+    traj: Trajectory, model: str, latency: LatencyModel, splitter: Splitter, created: int
+) -> list[PreparedTurn]:
+    digest = hashlib.sha256(traj.trajectory_id.encode("utf-8")).hexdigest()[:16]
+    traj_header = quote(traj.trajectory_id, safe="").encode("ascii")
+    return [
+        _prepare_turn(
+            turn, f"chatcmpl-replay-{digest}-{turn.index}", model, latency, splitter, created,
+            traj_header,
+        )
+        for turn in traj.turns
+    ]
+
+
+def _prepare_turn(
+    turn: Turn,
+    completion_id: str,
+    model: str,
+    latency: LatencyModel,
+    splitter: Splitter,
+    created: int,
+    traj_header: bytes,
+) -> PreparedTurn:
+    resp = turn.response
+    usage = _usage_dict(turn.usage)
+
+    message: dict[str, Any] = {"role": "assistant", "content": resp.content}
+    if resp.reasoning is not None:
+        message["reasoning_content"] = resp.reasoning
+    if resp.tool_calls:
+        message["tool_calls"] = [
+            {"id": tc.id, "type": "function",
+             "function": {"name": tc.name, "arguments": tc.arguments_raw}}
+            for tc in resp.tool_calls
+        ]
+    body_obj: dict[str, Any] = {
+        "id": completion_id, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None,
+                     "finish_reason": resp.finish_reason}],
+    }
+    if usage is not None:
+        body_obj["usage"] = usage
+    body = orjson.dumps(body_obj)
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse({
+            "id": completion_id, "object": "chat.completion.chunk", "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        })
+
+    events: list[bytes] = []
+    for piece in splitter(resp.reasoning or ""):
+        events.append(chunk({"reasoning_content": piece}))
+    for piece in splitter(resp.content or ""):
+        events.append(chunk({"content": piece}))
+    for i, tc in enumerate(resp.tool_calls):
+        events.append(chunk({"tool_calls": [{
+            "index": i, "id": tc.id, "type": "function",
+            "function": {"name": tc.name, "arguments": ""}}]}))
+        for piece in splitter(tc.arguments_raw):
+            events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+    n_events = len(events)
+    role = chunk({"role": "assistant", "content": "" if resp.content is not None else None})
+    offsets_s = [ms / 1000.0 for ms in latency.offsets_ms(n_events, turn.timing)]
+    if events:
+        events[0] = role + events[0]
+    else:
+        events = [role]
+
+    groups: list[tuple[float, bytes]] = []
+    for offset, data in zip(offsets_s, events):
+        if groups and groups[-1][0] == offset:
+            groups[-1] = (offset, groups[-1][1] + data)
+        else:
+            groups.append((offset, data))
+
+    finish = chunk({}, resp.finish_reason)
+    done = b"data: [DONE]\n\n"
+    tail_usage = finish + done
+    if usage is not None:
+        tail_usage = finish + _sse({
+            "id": completion_id, "object": "chat.completion.chunk", "created": created,
+            "model": model, "choices": [], "usage": usage,
+        }) + done
+    headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
+    return PreparedTurn(
+        index=turn.index,
+        body=body,
+        stream_groups=tuple(groups),
+        stream_tail=finish + done,
+        stream_tail_usage=tail_usage,
+        final_offset_s=offsets_s[-1],
+        n_events=n_events,
+        observations=tuple(RecordedObservation.of(o) for o in turn.observations),
+        headers=headers,
+    )

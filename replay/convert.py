@@ -7,7 +7,9 @@
 Inputs are files or directories. A directory that is a harbor trial directory
 (`result.json` + `agent/`) is one unit; any other directory is walked (sorted,
 recursively) and every `.json`, `.jsonl` and `.traj` file in it is a unit (files inside
-a trial directory belong to the trial). The format of a unit is detected from its
+a trial directory belong to the trial). A walked file whose content matches no format
+(e.g. a harbor job's own `result.json` or `config.json`) is skipped and counted as
+`unrecognized_file`; a file named explicitly must convert. The format of a unit is detected from its
 content (`replay.converters.detect_bytes`) unless `fmt` names one.
 
 Errors (`replay.errors`): a missing path, an empty directory, an unknown format, bad
@@ -139,21 +141,22 @@ def iter_trajectories(path: Path, fmt: str | None = None, lenient: bool = False)
     yield from _iter_unit(path, fmt, lenient)
 
 
-def _units(paths: list[Path], out: Path) -> list[Path]:
-    units: list[Path] = []
+def _units(paths: list[Path], out: Path) -> list[tuple[Path, bool]]:
+    """(unit, named explicitly) pairs; files found by walking are not explicit."""
+    units: list[tuple[Path, bool]] = []
     out_resolved = out.resolve()
     for p in paths:
         p = Path(p)
         if not p.exists():
             raise ConvertError(p, None, None, "no such file or directory")
         if p.is_file() or harbor.is_trial_dir(p):
-            units.append(p)
+            units.append((p, True))
             continue
         found: list[Path] = []
         _walk(p, found, out_resolved)
         if not found:
             raise EmptyInputError(p, None, None, f"directory has no log files ({', '.join(_LOG_SUFFIXES)} or harbor trial dirs)")
-        units.extend(found)
+        units.extend((f, False) for f in found)
     return units
 
 
@@ -185,9 +188,13 @@ def convert_paths(paths: list[Path], out: Path, *, fmt: str | None = None, lenie
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            for unit in units:
+            for unit, explicit in units:
                 frep = FileReport(path=str(unit), format=None)
                 report.files.append(frep)
+                if not explicit and fmt is None and unit.is_file() and detect_bytes(unit.read_bytes()) is None:
+                    frep.error = "skipped: content matches no log format"
+                    skipped["unrecognized_file"] += 1
+                    continue
                 ctxs: list[FileContext] = []
                 try:
                     for traj in _iter_unit(unit, fmt, lenient, ctxs):
@@ -209,7 +216,7 @@ def convert_paths(paths: list[Path], out: Path, *, fmt: str | None = None, lenie
                 report.trajectories += frep.trajectories
                 report.turns += frep.turns
         if report.trajectories == 0:
-            where = units[0] if len(units) == 1 else Path(os.path.commonpath([str(u) for u in units]) or ".")
+            where = units[0][0] if len(units) == 1 else Path(os.path.commonpath([str(u) for u, _ in units]) or ".")
             raise EmptyInputError(where, None, None, f"no trajectories converted from {len(units)} input(s)")
         os.chmod(tmp_name, 0o644)  # mkstemp creates 0600
         os.replace(tmp_name, out)

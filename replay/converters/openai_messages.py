@@ -36,7 +36,7 @@ from replay.trajectory import FinishReason, Observation, RecordedOutcome, Respon
 
 FORMAT = "openai-messages"
 
-_FINISH: dict[str, FinishReason] = {
+FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
     "tool_calls": "tool_calls",
     "function_call": "tool_calls",
@@ -46,7 +46,7 @@ _FINISH: dict[str, FinishReason] = {
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 
-def _reasoning(msg: dict[str, Any]) -> str | None:
+def reasoning_of(msg: dict[str, Any]) -> str | None:
     for key in ("reasoning_content", "reasoning"):
         if isinstance(msg.get(key), str):
             return msg[key]
@@ -118,8 +118,8 @@ def _assistant(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext
     finish = msg.get("finish_reason")
     if finish is None:
         finish_reason: FinishReason = "tool_calls" if calls else "stop"
-    elif finish in _FINISH:
-        finish_reason = _FINISH[finish]
+    elif finish in FINISH_REASONS:
+        finish_reason = FINISH_REASONS[finish]
     else:
         raise ctx.error(line, f"{where}.finish_reason", "unknown finish reason", finish)
     usage = openai_usage(msg.get("usage"))
@@ -127,7 +127,7 @@ def _assistant(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext
     if usage is None and isinstance(extra, dict) and isinstance(extra.get("response"), dict):
         usage = openai_usage(extra["response"].get("usage"))  # mini-swe-agent v2 `extra.response`
     builder.turn(
-        Response(content=text, reasoning=_reasoning(msg), tool_calls=calls, finish_reason=finish_reason),
+        Response(content=text, reasoning=reasoning_of(msg), tool_calls=calls, finish_reason=finish_reason),
         usage=usage,
         model=msg.get("model") if isinstance(msg.get("model"), str) else None,
     )

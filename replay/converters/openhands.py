@@ -33,7 +33,7 @@ from replay.converters._common import (
     text_of,
     tool_call_from_openai,
 )
-from replay.converters.openai_messages import _FINISH, _reasoning
+from replay.converters.openai_messages import FINISH_REASONS, reasoning_of
 from replay.trajectory import Observation, Response, Trajectory
 
 FORMAT = "openhands"
@@ -54,15 +54,15 @@ def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, w
     finish = choices[0].get("finish_reason")
     if finish is None:
         finish_reason = "tool_calls" if calls else "stop"
-    elif finish in _FINISH:
-        finish_reason = _FINISH[finish]
+    elif finish in FINISH_REASONS:
+        finish_reason = FINISH_REASONS[finish]
     else:
         raise ctx.error(None, f"{where}.choices[0].finish_reason", "unknown finish reason", finish)
     content = msg.get("content")
     builder.turn(
         Response(
             content=content if content is None or isinstance(content, str) else text_of(content, builder),
-            reasoning=_reasoning(msg),
+            reasoning=reasoning_of(msg),
             tool_calls=calls,
             finish_reason=finish_reason,
         ),

@@ -124,9 +124,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 )
                 if b.has_observation(call_id):
                     state.pending.pop(call_id)
-            elif kind in EVENT_TYPES:
-                b.skip(f"event:{kind}")
-            else:
+            else:  # streaming deltas, lifecycle, agent_end (a repeat), compaction/retry notices
                 b.skip(f"event:{kind}")
         except ConvertError:
             if not ctx.lenient:

@@ -47,6 +47,8 @@ _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 
 def reasoning_of(msg: dict[str, Any]) -> str | None:
+    """Reasoning text of an OpenAI-style assistant message: `reasoning_content`, else
+    `reasoning`, else the joined `thinking_blocks[].thinking`; None when absent."""
     for key in ("reasoning_content", "reasoning"):
         if isinstance(msg.get(key), str):
             return msg[key]

@@ -14,6 +14,7 @@ from recipes.app import app
 # Recipe modules: one import each; importing registers the commands.
 from recipes import serve_replay  # noqa: F401,E402
 from recipes import convert  # noqa: F401,E402
+from recipes import warehouse_cli  # noqa: F401,E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,266 @@
+"""Warehouse commands of the `benchmaker` CLI: sql, runs, compare, export, load.
+
+    benchmaker load RUN_DIR... [--warehouse FILE] [--token-events]
+    benchmaker sql "SELECT * FROM v_sweep_summary" [--warehouse FILE] [--csv | --json]
+    benchmaker runs [--label nightly] [--limit 20]
+    benchmaker compare RUN_A RUN_B [--n-boot 200] [--seed 42] [--json]
+    benchmaker export --parquet DIR
+
+The warehouse is `--warehouse`, else env BENCHMAKER_WAREHOUSE, else ./warehouse.duckdb.
+Everything but `load` opens the file read-only (and waits while a load holds its lock).
+"""
+
+from __future__ import annotations
+
+import csv as _csv
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+from cyclopts import Parameter
+from rich.console import Console
+from rich.table import Table
+
+from recipes.app import app
+from warehouse.compare import compare_runs
+from warehouse.connection import default_warehouse, open_readonly
+from warehouse.errors import WarehouseError
+from warehouse.loader import RUN_TABLES, load_run
+
+WarehouseOpt = Annotated[
+    Path | None,
+    Parameter(help="DuckDB warehouse file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb)."),
+]
+
+
+def _path(warehouse: Path | None) -> Path:
+    return warehouse if warehouse is not None else default_warehouse()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (dict, list)):
+        return orjson.dumps(_jsonable(value)).decode()
+    return str(value)
+
+
+def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = None) -> None:
+    """Print rows as a rich table ("table"), CSV ("csv") or a JSON list of objects ("json")."""
+    if fmt == "json":
+        sys.stdout.write(
+            orjson.dumps([_jsonable(dict(zip(names, r))) for r in rows], option=orjson.OPT_INDENT_2).decode()
+            + "\n"
+        )
+    elif fmt == "csv":
+        writer = _csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([[_cell(v) for v in r] for r in rows])
+    else:
+        table = Table(title=title)
+        for name in names:
+            table.add_column(name, overflow="fold")
+        for r in rows:
+            table.add_row(*[_cell(v) for v in r])
+        Console().print(table)
+
+
+def _format(csv: bool, json: bool) -> str:
+    if csv and json:
+        raise WarehouseError("--csv and --json: choose one")
+    return "csv" if csv else "json" if json else "table"
+
+
+@app.command(name="sql")
+def sql(
+    query: str,
+    *,
+    warehouse: WarehouseOpt = None,
+    csv: bool = False,
+    json: bool = False,
+) -> int:
+    """Run one SQL query on a read-only connection to the warehouse and print the result.
+
+    Parameters
+    ----------
+    query
+        The SQL, e.g. "SELECT * FROM v_sweep_summary WHERE run_id = 'x'".
+    csv
+        Print CSV instead of a table.
+    json
+        Print a JSON list of objects instead of a table.
+    """
+    import duckdb
+
+    fmt = _format(csv, json)
+    con = open_readonly(_path(warehouse))
+    try:
+        try:
+            cur = con.execute(query)
+        except duckdb.Error as exc:
+            raise WarehouseError(f"sql: {exc}") from exc
+        if cur.description is None:
+            return 0
+        names = [d[0] for d in cur.description]
+        _emit(names, cur.fetchall(), fmt)
+    finally:
+        con.close()
+    return 0
+
+
+@app.command(name="runs")
+def runs(
+    *,
+    warehouse: WarehouseOpt = None,
+    label: str | None = None,
+    limit: int = 50,
+    csv: bool = False,
+    json: bool = False,
+) -> int:
+    """List the runs in the warehouse, newest first, with their headline numbers.
+
+    Parameters
+    ----------
+    label
+        Only runs with this label (e.g. nightly).
+    limit
+        At most this many runs.
+    """
+    fmt = _format(csv, json)
+    con = open_readonly(_path(warehouse))
+    try:
+        cur = con.execute(
+            """
+            SELECT run_id, kind, label, created_at, n_samples, n_ok,
+                   round(request_throughput_per_s, 3) AS request_throughput_per_s,
+                   round(ttft_ms.p50, 3) AS p50_ttft_ms, round(ttft_ms.p99, 3) AS p99_ttft_ms,
+                   round(e2e_ms.p50, 3) AS p50_e2e_ms, round(e2e_ms.p99, 3) AS p99_e2e_ms
+            FROM v_run_summary
+            WHERE $label IS NULL OR label = $label
+            ORDER BY created_at DESC NULLS LAST, run_id
+            LIMIT $limit
+            """,
+            {"label": label, "limit": limit},
+        )
+        _emit([d[0] for d in cur.description], cur.fetchall(), fmt, title="runs")
+    finally:
+        con.close()
+    return 0
+
+
+@app.command(name="compare")
+def compare(
+    run_a: str,
+    run_b: str,
+    *,
+    warehouse: WarehouseOpt = None,
+    n_boot: int = 200,
+    seed: int = 42,
+    csv: bool = False,
+    json: bool = False,
+) -> int:
+    """Compare run B (candidate) with run A (baseline): p50/p99 TTFT and E2E differences
+    with 95% bootstrap confidence intervals, and throughput differences.
+
+    Parameters
+    ----------
+    run_a
+        Baseline run_id.
+    run_b
+        Candidate run_id.
+    n_boot
+        Bootstrap resamples.
+    seed
+        Seed of the resampling (same seed, same intervals).
+    """
+    fmt = _format(csv, json)
+    con = open_readonly(_path(warehouse))
+    try:
+        rows = compare_runs(con, run_a, run_b, n_boot=n_boot, seed=seed)
+    finally:
+        con.close()
+    names = ["statistic", "baseline_value", "candidate_value", "diff", "diff_ci_low",
+             "diff_ci_high", "n_baseline", "n_candidate", "n_boot", "verdict"]
+    _emit(names, [tuple(getattr(r, n) for n in names) for r in rows], fmt,
+          title=f"{run_b} vs {run_a} (diff = candidate - baseline, 95% CI)")
+    return 0
+
+
+@app.command(name="export")
+def export(
+    *,
+    parquet: Path,
+    warehouse: WarehouseOpt = None,
+) -> int:
+    """Export every run table to Parquet under DIR/<table>/date=YYYY-MM-DD/run_id=<id>/
+    (hive partitioning by the run's created_at date, UTC, and run_id; existing files of
+    the same partitions are overwritten).
+
+    Parameters
+    ----------
+    parquet
+        Output directory.
+    """
+    con = open_readonly(_path(warehouse))
+    parquet.mkdir(parents=True, exist_ok=True)
+    try:
+        for table in RUN_TABLES:
+            n = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            if n == 0:
+                continue
+            out = str(parquet / table).replace("'", "''")
+            con.execute(
+                f"""
+                COPY (
+                    SELECT t.*, coalesce(strftime(r.created_at, '%Y-%m-%d'), 'unknown') AS date
+                    FROM {table} AS t
+                    LEFT JOIN (SELECT run_id AS _rid, created_at FROM runs) AS r ON r._rid = t.run_id
+                ) TO '{out}' (FORMAT parquet, PARTITION_BY (date, run_id), OVERWRITE_OR_IGNORE)
+                """
+            )
+            print(f"{table}: {n} rows -> {out}/")
+    finally:
+        con.close()
+    return 0
+
+
+@app.command(name="load")
+def load(
+    run_dirs: list[Path],
+    *,
+    warehouse: WarehouseOpt = None,
+    token_events: bool = False,
+) -> int:
+    """Load run bundles into the warehouse (idempotent per run_id, one transaction each).
+
+    Parameters
+    ----------
+    run_dirs
+        Run bundle directories (each with manifest.json).
+    token_events
+        Also fill the token_events table (one row per token-bearing event).
+    """
+    path = _path(warehouse)
+    for run_dir in run_dirs:
+        report = load_run(path, run_dir, token_events=token_events)
+        rows = ", ".join(f"{t} {n}" for t, n in report.rows.items() if n)
+        verb = "replaced" if report.replaced else "loaded"
+        print(f"{verb} {report.run_id} into {path} in {report.seconds:.2f} s: {rows}")
+    return 0

@@ -1,0 +1,52 @@
+"""recipes/warehouse_cli.py through the real `benchmaker` entry point (kept beside the
+warehouse tests it depends on)."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from recipes.cli import main
+from tests.warehouse._bundle import reference_bundle
+
+
+def test_load_then_sql_json_and_csv(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "w.duckdb"
+    monkeypatch.setenv("BENCHMAKER_WAREHOUSE", str(db))  # the default warehouse path
+    assert main(["load", str(reference_bundle(tmp_path / "run-a"))]) == 0
+    assert capsys.readouterr().out.startswith(f"loaded run-a into {db}")
+    assert main(["sql", "SELECT sweep_point, p50_ttft_ms FROM v_sweep_summary ORDER BY 1", "--json"]) == 0
+    # TTFT 10/20 ms in c1 and 30/40 ms in c2 -> medians 15 and 35
+    assert json.loads(capsys.readouterr().out) == [
+        {"sweep_point": "c1", "p50_ttft_ms": 15.0}, {"sweep_point": "c2", "p50_ttft_ms": 35.0}]
+    assert main(["sql", "SELECT run_id, n_ok FROM v_run_summary", "--csv"]) == 0
+    assert capsys.readouterr().out == "run_id,n_ok\nrun-a,4\n"
+
+
+def test_sql_error_and_unknown_run_exit_2(tmp_path, capsys):
+    db = tmp_path / "w.duckdb"
+    main(["load", str(reference_bundle(tmp_path / "run-a")), "--warehouse", str(db)])
+    capsys.readouterr()
+    assert main(["sql", "SELECT nope", "--warehouse", str(db)]) == 2
+    assert "sql: Binder Error" in capsys.readouterr().err
+    assert main(["compare", "run-a", "zz", "--warehouse", str(db)]) == 2
+    assert "no run 'zz'" in capsys.readouterr().err
+
+
+def test_compare_json_and_parquet_export_partitions(tmp_path, capsys):
+    db = tmp_path / "w.duckdb"
+    main(["load", str(reference_bundle(tmp_path / "run-a")), "--warehouse", str(db)])
+    capsys.readouterr()
+    assert main(["compare", "run-a", "run-a", "--warehouse", str(db), "--json"]) == 0
+    rows = {r["statistic"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["p50_e2e_ms"]["baseline_value"] == 250.0  # E2E 100..400 ms, median 250
+    assert rows["p50_e2e_ms"]["diff"] == 0.0 and rows["p50_e2e_ms"]["verdict"] == "no-change"
+    out = tmp_path / "pq"
+    assert main(["export", "--parquet", str(out), "--warehouse", str(db)]) == 0
+    part = out / "requests" / "date=2026-11-29" / "run_id=run-a"  # manifest created_at
+    assert part.is_dir()
+    n = duckdb.connect().execute(
+        f"SELECT count(*) FROM read_parquet('{out}/requests/**/*.parquet', hive_partitioning=true)"
+    ).fetchone()[0]
+    assert n == 4

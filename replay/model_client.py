@@ -66,6 +66,7 @@ class ChatResult:
     delta carried the field, "" when deltas carried it empty. `usage` is the server's
     usage object, None when it sent none (never zeros). Times: see module docstring;
     `model_time_ns` is the time spent inside the awaits on the response only.
+    `headers` keeps the response's `x-replay-*` headers (lower-cased names).
     """
 
     status: int | None = None
@@ -85,6 +86,7 @@ class ChatResult:
     model_time_ns: int = 0
     n_chunks: int = 0
     done: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -299,6 +301,7 @@ class ChatStream:
             finally:
                 r.model_time_ns += time.perf_counter_ns() - t
             r.status = resp.status
+            r.headers = {k.lower(): v for k, v in resp.headers.items() if k.lower().startswith("x-replay-")}
             if resp.status >= 400:
                 t = time.perf_counter_ns()
                 try:

@@ -1,0 +1,596 @@
+"""The agent harness: plays episodes of recorded trajectories against any
+OpenAI-compatible endpoint (DESIGN §6, issue #3 item 4) and measures them (#6 item 2).
+
+    res = await run_episode(traj, "http://127.0.0.1:8000", mode="recorded")
+    run = await run_episodes(trajs, url, concurrency=5, out_dir=Path("out"), run_id="r1")
+
+Modes:
+- `recorded`: the request starts with the system prompt (when recorded) and the first
+  user message; each response is appended *as received*, then the recorded
+  observations of that turn, then its `user_after` messages; the next turn is sent.
+- `execute`: the same, but the tool calls of the received response run in a Sandbox
+  (pi bash/read/write/edit, or the text action of SWE-agent / mini-swe-agent
+  trajectories, see replay.tools) and their results are sent instead; each result
+  that differs from the recorded observation (content or is_error) is a divergence.
+  Only calls the recording has an observation for run (an aborted pi turn's calls
+  never ran in the recording either).
+- `command`: an external agent command runs per task (see `run_command_episode`).
+
+Observation messages match what replay.server pairs for its divergence check: a
+recorded observation with a tool_call_id becomes {"role": "tool", "tool_call_id",
+"content", "is_error"} (`is_error` is a non-standard field the replay server checks;
+`send_status_fields=False` leaves it out for endpoints that reject it); one without
+(text-action agents) becomes {"role": "user", "content"}.
+
+Misses come from the replay server's status codes (replay/server.py): 404 →
+unknown_key, 409 → beyond_turns, 412 → diverged. A failed model call ends the
+episode with outcome "error" ("timeout" when it timed out).
+
+Per episode: turns, model time (ModelClient: time awaiting the stream only), tool
+time, misses, divergences, the final workspace diff (sha256), usage totals only when
+every model call carried usage (else None, `usage_complete` False), resolved
+(verifier) or the carried recorded outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shlex
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from benchmaker.records import Outcome
+from replay.episodes import Episode, TurnRecord
+from replay.model_client import ChatResult, ModelClient
+from replay.sandbox import Sandbox, SandboxError
+from replay.sandbox.local import LocalSandbox
+from replay.tools import TextActionStyle, ToolOutcome, run_pi_tool, run_text_action
+from replay.trajectory import Observation, Response, Trajectory, Turn
+from replay.verifier import TaskSpec, Verdict, carried, task_id_of, verify
+
+MISS_BY_STATUS: dict[int, str] = {404: "unknown_key", 409: "beyond_turns", 412: "diverged"}
+"""Replay server status codes of a miss (replay/server.py docstring)."""
+
+SandboxFactory = Callable[[TaskSpec | None], Awaitable[Sandbox]]
+
+
+def local_sandbox_factory(**kwargs: Any) -> SandboxFactory:
+    """A factory making a LocalSandbox per episode from the task's repo (an empty
+    workspace when the task has none); `kwargs` go to `LocalSandbox.create`."""
+
+    async def make(task: TaskSpec | None) -> Sandbox:
+        return await LocalSandbox.create(task.repo if task else None, **kwargs)
+
+    return make
+
+
+@dataclass(slots=True)
+class EpisodeResult:
+    """One played episode: its Episode record, its TurnRecords, the final workspace
+    diff (None without a sandbox), the verifier's Verdict, each ChatResult (provider
+    TTFT `first_token_ns` and first-visible `first_visible_ns` kept apart), the
+    divergence descriptions (execute mode) and the count of responses the replay
+    server served with an `x-replay-divergence` header."""
+
+    episode: Episode
+    turns: list[TurnRecord]
+    diff: str | None = None
+    verdict: Verdict | None = None
+    calls: list[ChatResult] = field(default_factory=list)
+    divergence_details: list[str] = field(default_factory=list)
+    server_divergences: int = 0
+
+
+def text_action_style(trajectory: Trajectory) -> TextActionStyle:
+    """mini-swe-agent for trajectories converted from mini-swe-agent logs, else swe-agent."""
+    return "mini-swe-agent" if "mini" in trajectory.source.format else "swe-agent"
+
+
+def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """[system (when recorded), first user] in OpenAI request shape."""
+    msgs: list[dict[str, Any]] = []
+    if trajectory.system is not None:
+        msgs.append({"role": "system", "content": trajectory.system})
+    msgs.append({"role": "user", "content": trajectory.first_user})
+    return msgs
+
+
+def observation_message(obs: Observation | ToolOutcome, tool_call_id: str | None, *,
+                        send_status_fields: bool = True) -> dict[str, Any]:
+    """The request message carrying one observation (module docstring)."""
+    if tool_call_id is None:
+        return {"role": "user", "content": obs.content}
+    msg: dict[str, Any] = {"role": "tool", "tool_call_id": tool_call_id, "content": obs.content}
+    if send_status_fields:
+        msg["is_error"] = obs.is_error
+    return msg
+
+
+def byte_equal(call: ChatResult, recorded: Response) -> bool:
+    """True when the received response equals the recorded one: content exactly,
+    reasoning (absent and "" alike: an empty reasoning cannot be streamed), and each
+    tool call's id, name and raw argument string."""
+    if call.content != recorded.content:
+        return False
+    if (call.reasoning or "") != (recorded.reasoning or ""):
+        return False
+    got = [(tc.id, tc.name, tc.arguments) for tc in call.tool_calls]
+    want = [(tc.id, tc.name, tc.arguments_raw) for tc in recorded.tool_calls]
+    return got == want
+
+
+def _sha256(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _Episode:
+    """Book-keeping of one episode while it runs."""
+
+    def __init__(self, trajectory: Trajectory, mode: str, run_id: str, sweep_point: str | None,
+                 concurrency: int | None, episode_id: str, worker: int, t0_ns: int):
+        self.t0 = t0_ns
+        self.ep = Episode(
+            run_id=run_id, sweep_point=sweep_point, concurrency=concurrency, episode_id=episode_id,
+            trajectory_id=trajectory.trajectory_id, task_id=task_id_of(trajectory), mode=mode,
+            worker=worker, started_ns=time.perf_counter_ns() - t0_ns, ended_ns=0,
+        )
+        self.turns: list[TurnRecord] = []
+        self.calls: list[ChatResult] = []
+        self.result = EpisodeResult(self.ep, self.turns)
+
+    def add_call(self, call: ChatResult, turn_index: int, recorded: Turn | None) -> TurnRecord:
+        ep = self.ep
+        ep.n_requests += 1
+        ep.model_time_ns += call.model_time_ns
+        self.calls.append(call)
+        miss = MISS_BY_STATUS.get(call.status or 0) if call.outcome == Outcome.HTTP_ERROR.value else None
+        if miss:
+            setattr(ep, f"misses_{miss}", getattr(ep, f"misses_{miss}") + 1)
+        if call.ok:
+            ep.n_turns += 1
+        rec = TurnRecord(
+            run_id=ep.run_id, sweep_point=ep.sweep_point, episode_id=ep.episode_id, turn_index=turn_index,
+            sent_ns=call.sent_ns - self.t0,
+            first_token_ns=None if call.first_token_ns is None else call.first_token_ns - self.t0,
+            end_ns=call.end_ns - self.t0, outcome=call.outcome, http_status=call.status, miss_kind=miss,
+            prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens, cached_tokens=call.cached_tokens,
+            n_tool_calls=len(call.tool_calls),
+            byte_equal=byte_equal(call, recorded.response) if (recorded is not None and call.ok) else None,
+        )
+        self.turns.append(rec)
+        return rec
+
+    def finish(self, diff: str | None, verdict: Verdict | None) -> EpisodeResult:
+        ep = self.ep
+        calls = self.calls
+        if calls and all(c.first_token_ns is not None for c in calls):
+            ep.first_token_ns_sum = sum(c.first_token_ns - c.sent_ns for c in calls)  # type: ignore[operator]
+        complete = bool(calls) and all(c.prompt_tokens is not None and c.output_tokens is not None for c in calls)
+        ep.usage_complete = complete
+        if complete:
+            ep.prompt_tokens = sum(c.prompt_tokens for c in calls)  # type: ignore[misc]
+            ep.output_tokens = sum(c.output_tokens for c in calls)  # type: ignore[misc]
+        ep.diff_sha256 = _sha256(diff)
+        if verdict is not None:
+            ep.resolved, ep.reverified = verdict.resolved, verdict.reverified
+        ep.ended_ns = time.perf_counter_ns() - self.t0
+        self.result.diff = diff
+        self.result.verdict = verdict
+        self.result.calls = calls
+        return self.result
+
+
+def _fail_outcome(call: ChatResult) -> str:
+    return "timeout" if call.outcome == Outcome.TIMEOUT.value else "error"
+
+
+async def _execute_observations(
+    sb: Sandbox, trajectory: Trajectory, call: ChatResult, recorded: Turn, st: _Episode,
+    send_status_fields: bool,
+) -> tuple[list[dict[str, Any]], int]:
+    """Run the received response's tool calls (or text action) in `sb`; returns the
+    observation messages and the tool time in ns; counts divergences on `st`."""
+    msgs: list[dict[str, Any]] = []
+    tool_ns = 0
+    recorded_by_id = {o.tool_call_id: o for o in recorded.observations if o.tool_call_id is not None}
+    if call.tool_calls:
+        for tc in call.tool_calls:
+            rec = recorded_by_id.get(tc.id)
+            if rec is None:
+                continue  # the recorded agent never ran it (aborted turn)
+            try:
+                args = json.loads(tc.arguments) if tc.arguments else {}
+            except ValueError:
+                args = None
+            out = await run_pi_tool(sb, tc.name, args if isinstance(args, dict) else None)
+            tool_ns += out.duration_ns
+            _compare(st, recorded.index, tc.id, out, rec)
+            msgs.append(observation_message(out, tc.id, send_status_fields=send_status_fields))
+        return msgs, tool_ns
+    text_obs = [o for o in recorded.observations if o.tool_call_id is None]
+    if not text_obs:
+        return msgs, tool_ns
+    out = await run_text_action(sb, call.content, text_action_style(trajectory))
+    if out is None:  # no parsable action: send the recorded observations, count it
+        st.ep.divergences += 1
+        st.result.divergence_details.append(f"turn {recorded.index}: no action to execute")
+        return [observation_message(o, None) for o in text_obs], tool_ns
+    tool_ns += out.duration_ns
+    _compare(st, recorded.index, None, out, text_obs[0])
+    msgs.append(observation_message(out, None))
+    return msgs, tool_ns
+
+
+def _compare(st: _Episode, turn: int, call_id: str | None, out: ToolOutcome, rec: Observation) -> None:
+    what = []
+    if out.content != rec.content:
+        what.append("content")
+    if call_id is not None and out.is_error != rec.is_error:
+        what.append(f"is_error {out.is_error} != recorded {rec.is_error}")
+    if what:
+        st.ep.divergences += 1
+        st.result.divergence_details.append(f"turn {turn} call {call_id}: {', '.join(what)}")
+
+
+async def run_episode(
+    trajectory: Trajectory,
+    base_url: str,
+    *,
+    mode: str = "recorded",
+    sandbox: Sandbox | SandboxFactory | None = None,
+    task: TaskSpec | None = None,
+    run_id: str = "run",
+    sweep_point: str | None = None,
+    concurrency: int | None = None,
+    episode_id: str | None = None,
+    worker: int = 0,
+    t0_ns: int | None = None,
+    client: ModelClient | None = None,
+    api_key: str | None = None,
+    stream: bool = True,
+    send_status_fields: bool = True,
+    command: list[str] | None = None,
+    command_timeout_s: float = 3600.0,
+) -> EpisodeResult:
+    """Play one episode of `trajectory` against `base_url` (module docstring).
+
+    `sandbox`: a Sandbox (used, not closed) or a SandboxFactory (called with `task`,
+    closed at the end); required for `execute` and `command`, optional for
+    `recorded` (then the final diff is of the untouched workspace). `task` gives the
+    verifier's test command (verified when a sandbox exists and the mode is execute
+    or command; else the recorded outcome is carried, `reverified` False).
+    `t0_ns`: the run's perf_counter_ns origin (default: now). Model-call failures and
+    sandbox failures never raise: they end the episode with outcome "error"/"timeout"
+    and `error` set. Raises ValueError for an unknown mode or a missing sandbox/command.
+    """
+    if mode not in ("recorded", "execute", "command"):
+        raise ValueError(f"mode: unknown mode {mode!r} (expected recorded, execute, command)")
+    if mode in ("execute", "command") and sandbox is None:
+        raise ValueError(f"mode {mode} needs a sandbox")
+    if mode == "command" and not command:
+        raise ValueError("mode command needs a command")
+    st = _Episode(trajectory, mode, run_id, sweep_point, concurrency, episode_id or uuid.uuid4().hex[:16],
+                  worker, time.perf_counter_ns() if t0_ns is None else t0_ns)
+    own_client = client is None
+    client = client or ModelClient(base_url, api_key=api_key, model=trajectory.model)
+    sb: Sandbox | None = None
+    own_sb = False
+    diff: str | None = None
+    verdict: Verdict | None = None
+    try:
+        if sandbox is not None:
+            if isinstance(sandbox, Sandbox):
+                sb = sandbox
+            else:
+                sb, own_sb = await sandbox(task), True
+        if mode == "command":
+            assert sb is not None and command is not None
+            await _command_episode(st, trajectory, base_url, sb, command, api_key, command_timeout_s)
+        else:
+            await _play(st, trajectory, client, mode, sb, stream, send_status_fields)
+        if sb is not None:
+            diff = await sb.diff()
+            if mode in ("execute", "command") and task is not None and task.test_command:
+                verdict = await verify(sb, task)
+        if verdict is None:
+            verdict = carried(trajectory)
+    except SandboxError as exc:
+        st.ep.outcome, st.ep.error = "error", f"sandbox: {exc}"
+    except asyncio.CancelledError:
+        st.ep.outcome, st.ep.error = "cancelled", "cancelled"
+        raise
+    finally:
+        if own_client:
+            await client.aclose()
+        if own_sb and sb is not None:
+            try:
+                await asyncio.shield(sb.close())
+            except (SandboxError, asyncio.CancelledError):
+                pass
+        result = st.finish(diff, verdict)
+    return result
+
+
+async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode: str,
+                sb: Sandbox | None, stream: bool, send_status_fields: bool) -> None:
+    messages = initial_messages(trajectory)
+    last = len(trajectory.turns) - 1
+    for i, recorded in enumerate(trajectory.turns):
+        call = await client.chat(messages, stream=stream)
+        rec = st.add_call(call, i, recorded)
+        if call.status is not None and call.status < 400 and _served_with_divergence(call):
+            st.result.server_divergences += 1
+        if not call.ok:
+            st.ep.outcome = _fail_outcome(call)
+            st.ep.error = f"turn {i}: {call.outcome}" + (f" {call.status}" if call.status else "") + (
+                f": {call.error}" if call.error else "")
+            return
+        messages.append(call.message())
+        if i == last:
+            return
+        if mode == "execute":
+            assert sb is not None
+            obs_msgs, tool_ns = await _execute_observations(sb, trajectory, call, recorded, st, send_status_fields)
+            rec.tool_time_ns = tool_ns
+            st.ep.tool_time_ns += tool_ns
+        else:
+            obs_msgs = [observation_message(o, o.tool_call_id, send_status_fields=send_status_fields)
+                        for o in recorded.observations]
+        messages.extend(obs_msgs)
+        messages.extend({"role": "user", "content": u} for u in recorded.user_after)
+
+
+def _served_with_divergence(call: ChatResult) -> bool:
+    return bool(call.headers.get("x-replay-divergence"))
+
+
+async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, sb: Sandbox,
+                           command: list[str], api_key: str | None, timeout_s: float) -> None:
+    """Command mode: run the agent command in the sandbox workspace with its base URL
+    pointed at a measuring proxy in front of `base_url` (`_MeasuringProxy`). The
+    command is an argv list whose items may use {prompt_file} (JSON with system,
+    first_user, model), {workdir}, {base_url} and {python}; it also gets
+    OPENAI_BASE_URL, OPENAI_API_KEY and BENCHMAKER_PROMPT_FILE in its environment and
+    runs in the sandbox workdir on this host (so it reaches the proxy on 127.0.0.1)."""
+    async with _MeasuringProxy(base_url, st, api_key) as proxy:
+        with tempfile.TemporaryDirectory(prefix="bm-agent-") as tmp:
+            prompt = Path(tmp) / "prompt.json"
+            prompt.write_text(json.dumps({"system": trajectory.system, "first_user": trajectory.first_user,
+                                          "model": trajectory.model}))
+            subst = {"prompt_file": str(prompt), "workdir": sb.workdir, "base_url": proxy.url + "/v1",
+                     "python": sys.executable}
+            argv = [a.format(**subst) for a in command]
+            env = {**os.environ, "OPENAI_BASE_URL": proxy.url + "/v1", "OPENAI_API_KEY": api_key or "replay",
+                   "BENCHMAKER_PROMPT_FILE": str(prompt)}
+            t0 = time.perf_counter_ns()
+            script = " ".join(shlex.quote(a) for a in argv)
+            # the agent runs on this host (it must reach the proxy on 127.0.0.1)
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=sb.workdir, env=env, start_new_session=True,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            )
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+            except TimeoutError:
+                os.killpg(proc.pid, 9)
+                await proc.wait()
+                st.ep.outcome, st.ep.error = "timeout", f"agent command timed out after {timeout_s:g} s: {script}"
+                return
+            wall = time.perf_counter_ns() - t0
+            # tool time: the agent's wall time not spent awaiting the model
+            st.ep.tool_time_ns = max(0, wall - st.ep.model_time_ns)
+            if proc.returncode != 0:
+                st.ep.outcome = "error"
+                st.ep.error = f"agent exited with code {proc.returncode}: {out[-500:].decode(errors='replace')}"
+            elif any(not c.ok for c in st.calls):
+                bad = next(c for c in st.calls if not c.ok)
+                st.ep.outcome = _fail_outcome(bad)
+                st.ep.error = f"model call failed: {bad.outcome} {bad.status or ''}"
+
+
+class _MeasuringProxy:
+    """A loopback OpenAI chat endpoint in front of `base_url` for command mode: each
+    agent request is forwarded with ModelClient (so model time, TTFT and usage are
+    measured exactly as in the other modes and recorded as turns of the episode) and
+    answered as SSE chunks (re-serialised, same JSON objects) or one JSON body; an
+    upstream HTTP error is answered with its status and body."""
+
+    def __init__(self, base_url: str, st: _Episode, api_key: str | None):
+        self.client = ModelClient(base_url, api_key=api_key)
+        self.st = st
+        self.url = ""
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"error": {"message": "bad JSON"}}, status=400)
+        messages = body.pop("messages", [])
+        stream = bool(body.pop("stream", False))
+        body.pop("stream_options", None)
+        n_assistant = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+        s = self.client.stream(messages, stream=stream, **body)
+        resp: web.StreamResponse | None = None
+        final: dict[str, Any] | None = None
+        async for chunk in s:
+            if not stream:
+                final = chunk
+                continue
+            if resp is None:
+                resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+                await resp.prepare(request)
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        call = s.result
+        self.st.add_call(call, n_assistant, None)
+        if call.outcome == Outcome.HTTP_ERROR.value:
+            return web.Response(status=call.status or 502, text=call.error or "", content_type="application/json")
+        if not stream:
+            if final is None:
+                return web.json_response({"error": {"message": call.error or call.outcome}}, status=502)
+            return web.json_response(final)
+        if resp is None:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+        if call.done:
+            await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def __aenter__(self) -> _MeasuringProxy:
+        app = web.Application()
+        for path in ("/v1/chat/completions", "/chat/completions"):
+            app.router.add_post(path, self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        await web.SockSite(self._runner, sock).start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._runner.cleanup()
+        await self.client.aclose()
+
+
+# ---------------------------------------------------------------------------------
+# Many episodes at concurrency C
+
+
+@dataclass(slots=True)
+class ConcurrencyProof:
+    """Whether C episodes really ran together (issue #6 item 2): `max_in_flight` is
+    the most episodes in flight at once; `all_started_before_first_finish` whether
+    min(C, n_episodes) episodes had started before the first one finished. `valid`
+    needs both; `reason` says why not. A serial executor has max_in_flight 1 and fails
+    for C >= 2."""
+
+    concurrency: int
+    n_episodes: int
+    max_in_flight: int
+    all_started_before_first_finish: bool
+    valid: bool
+    reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def concurrency_proof(intervals: Iterable[tuple[int, int]], concurrency: int) -> ConcurrencyProof:
+    """The ConcurrencyProof of episodes given as (started_ns, ended_ns) pairs. Ties:
+    an episode ending at the instant another starts does not overlap it."""
+    iv = list(intervals)
+    events = sorted([(s, 1) for s, _ in iv] + [(e, -1) for _, e in iv], key=lambda x: (x[0], x[1]))
+    cur = best = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    target = min(concurrency, len(iv))
+    first_end = min((e for _, e in iv), default=0)
+    started_before = sum(1 for s, _ in iv if s < first_end)
+    overlap = started_before >= target
+    reasons = []
+    if best < target:
+        reasons.append(f"max episodes in flight {best} < target {target}")
+    if not overlap:
+        reasons.append(f"only {started_before} of {target} episodes started before the first finished")
+    return ConcurrencyProof(concurrency, len(iv), best, overlap, not reasons and len(iv) > 0,
+                            "; ".join(reasons) if reasons else (None if iv else "no episodes"))
+
+
+@dataclass(slots=True)
+class RunEpisodesResult:
+    """Episodes of one sweep point: results in finish order, the concurrency proof and
+    the written files (None when no `out_dir`)."""
+
+    results: list[EpisodeResult]
+    proof: ConcurrencyProof
+    episodes_path: Path | None = None
+    turns_path: Path | None = None
+
+
+async def run_episodes(
+    trajectories: list[Trajectory],
+    base_url: str,
+    concurrency: int,
+    *,
+    mode: str = "recorded",
+    out_dir: Path | None = None,
+    run_id: str = "run",
+    sweep_point: str | None = None,
+    sandbox_factory: SandboxFactory | None = None,
+    tasks: dict[str, TaskSpec] | None = None,
+    t0_ns: int | None = None,
+    api_key: str | None = None,
+    stream: bool = True,
+    send_status_fields: bool = True,
+    command: list[str] | None = None,
+) -> RunEpisodesResult:
+    """Run one episode per trajectory with `concurrency` asyncio workers (worker k
+    takes the next trajectory when free) and one shared aiohttp connection pool
+    without a connection cap. Each finished episode is appended to
+    `out_dir/episodes.jsonl` and its turns to `out_dir/turns.jsonl` as it finishes;
+    `out_dir/concurrency.json` gets the ConcurrencyProof. Episode ids are
+    `<sweep_point or run_id>-<index>`. `tasks` maps task id → TaskSpec.
+    Raises ValueError when concurrency < 1."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency: expected >= 1 (got {concurrency})")
+    t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
+    tasks = tasks or {}
+    queue: asyncio.Queue[tuple[int, Trajectory]] = asyncio.Queue()
+    for i, t in enumerate(trajectories):
+        queue.put_nowait((i, t))
+    results: list[EpisodeResult] = []
+    ep_f = turn_f = None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ep_f = open(out_dir / "episodes.jsonl", "w", encoding="utf-8")
+        turn_f = open(out_dir / "turns.jsonl", "w", encoding="utf-8")
+    prefix = sweep_point or run_id
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def worker(k: int) -> None:
+        while True:
+            try:
+                i, traj = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            tid = task_id_of(traj)
+            client = ModelClient(base_url, api_key=api_key, model=traj.model, session=session)
+            res = await run_episode(
+                traj, base_url, mode=mode, sandbox=sandbox_factory, task=tasks.get(tid) if tid else None,
+                run_id=run_id, sweep_point=sweep_point, concurrency=concurrency, episode_id=f"{prefix}-{i}",
+                worker=k, t0_ns=t0, client=client, api_key=api_key, stream=stream,
+                send_status_fields=send_status_fields, command=command,
+            )
+            results.append(res)
+            if ep_f is not None and turn_f is not None:
+                ep_f.write(json.dumps(res.episode.to_dict()) + "\n")
+                ep_f.flush()
+                turn_f.writelines(json.dumps(t.to_dict()) + "\n" for t in res.turns)
+                turn_f.flush()
+
+    try:
+        await asyncio.gather(*(worker(k) for k in range(min(concurrency, max(1, len(trajectories))))))
+    finally:
+        await session.close()
+        if ep_f is not None and turn_f is not None:
+            ep_f.close()
+            turn_f.close()
+    proof = concurrency_proof([(r.episode.started_ns, r.episode.ended_ns) for r in results], concurrency)
+    if out_dir is not None:
+        (out_dir / "concurrency.json").write_text(json.dumps(proof.to_dict(), indent=1) + "\n")
+    return RunEpisodesResult(results, proof, out_dir / "episodes.jsonl" if out_dir else None,
+                             out_dir / "turns.jsonl" if out_dir else None)

@@ -140,6 +140,11 @@ def test_usage_omitted_leaves_token_counts_unknown():
     assert s.finish_reason == "length"
 
 
+def test_usage_without_completion_tokens_is_not_usage():
+    s, _ = run([(1 * MS, chunk({"content": "x"}) + chunk(choices=[], usage={"prompt_tokens": 9}) + DONE)])
+    assert (s.prompt_tokens, s.output_tokens, s.usage_present) == (9, None, False)
+
+
 def test_several_chunks_in_one_read_each_count_at_that_stamp():
     s, _ = run([(7 * MS, chunk({"content": "a"}) + chunk({"content": "b"}) + chunk({"content": "c"})), (9 * MS, DONE)])
     assert s.token_event_ns == [7 * MS, 7 * MS, 7 * MS]

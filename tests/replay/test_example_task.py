@@ -95,9 +95,9 @@ async def test_tampered_status_is_a_divergence_under_status_policy(tmp_path: Pat
     with start_replay_server(_write(traj, tmp_path / "t.jsonl"), divergence="status") as srv:
         res = await run_episode(traj, srv.url, mode="execute", sandbox=local_sandbox_factory(),
                                 task=load_task(TASK_DIR))
+        stats = srv.stats()
     ep = res.episode
     assert ep.divergences == 1 and "is_error False != recorded True" in res.divergence_details[0]
-        stats = srv.stats()
     # the status policy serves the turn but marks it (x-replay-divergence: status)
     assert (ep.outcome, ep.misses_diverged, res.server_divergences) == ("ok", 0, 1)
     assert stats["divergences"] == {"status": 1, "content": 0, "total": 1}

@@ -11,6 +11,8 @@ other CPUs, each request carrying the full conversation up to its turn as an age
 would (so request bodies grow to ~17 KB). It checks that every response is 200 and
 byte-equal to the recorded turn's content, then prints:
 - throughput: requests / wall time of the measured phase (req/s), client side;
+- server CPU: utime + stime of the server process over the measured phase, and
+  requests per CPU-second (the one-core capacity, robust to a busy machine);
 - RSS of the server (VmRSS from /proc/<pid>/status, KiB) after a 1,000-request warm-up
   and after the measured requests, and their difference.
 Exit code 1 when a response is wrong or a miss is counted in /stats.
@@ -127,6 +129,12 @@ def _run_client(url: str, store_path: Path, n: int, concurrency: int, cpus: list
     return result
 
 
+def _cpu_s(pid: int) -> float:
+    """utime + stime of `pid` in s (/proc/<pid>/stat fields 14 and 15, clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -152,7 +160,9 @@ def main() -> int:
             url = srv.url + "/v1/chat/completions"
             _run_client(url, store_path, args.warmup, args.concurrency, client_cpus)
             rss_before = _rss_kib(srv.pid)
+            cpu_before = _cpu_s(srv.pid)
             elapsed, bad = _run_client(url, store_path, args.requests, args.concurrency, client_cpus)
+            cpu_s = _cpu_s(srv.pid) - cpu_before
             rss_after = _rss_kib(srv.pid)
             stats = srv.stats()
     rate = args.requests / elapsed
@@ -160,6 +170,9 @@ def main() -> int:
           f"aiohttp client on CPUs {client_cpus}, concurrency {args.concurrency}")
     print(f"non-streaming throughput: {rate:,.0f} req/s ({args.requests} requests in {elapsed:.2f} s; "
           f"target >= 3,000)")
+    print(f"server CPU: {cpu_s:.2f} s for {args.requests} requests = "
+          f"{args.requests / max(cpu_s, 1e-9):,.0f} req per CPU-second (capacity of one core "
+          f"when the CPU is not shared; the wall rate above drops when other processes compete)")
     print(f"server RSS: {rss_before} KiB after {args.warmup} warm-up requests, {rss_after} KiB after "
           f"{args.requests} more (delta {rss_after - rss_before:+d} KiB)")
     print(f"wrong responses: {bad}; misses: {stats['misses']['total']}; served: {stats['served']}")

@@ -70,8 +70,10 @@ class ReplayServerHandle:
         return _tail(self._stderr_path, max_lines)
 
     def stop(self, grace_s: float = 5.0) -> int | None:
-        """Stop the server: SIGTERM, wait `grace_s`, then SIGKILL. Returns the exit code
-        (None if it could not be reaped). Idempotent; removes the temp log files."""
+        """Stop the server: SIGTERM, wait `grace_s`, then SIGKILL. Returns the exit code:
+        -15 after a graceful shutdown (uvicorn re-raises SIGTERM once it has shut
+        down), -9 when it had to be killed, None if it could not be reaped.
+        Idempotent; removes the temp log files."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

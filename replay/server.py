@@ -46,10 +46,11 @@ observations are the messages after its last assistant message:
   adds 1 to divergences.status (if any status mismatch) else divergences.content, and
   gets 412 `diverged` (counted as a miss of kind diverged), not the recorded turn.
 
-Latency: groups of SSE events are sent at absolute deadlines (response start + offset,
-response start = the moment the request body has been read), so lateness does not
-accumulate; events already due when the server wakes go out in one write. A
-non-streaming body is sent at the offset of the last event.
+Latency: groups of SSE events are sent at absolute deadlines on time.perf_counter()
+(response start + offset, response start = the moment the request body has been
+read), never before and without accumulating lateness; events already due when the
+server wakes go out in one write. A non-streaming body is sent at the offset of the
+last event. Headers are sent at once.
 """
 
 from __future__ import annotations
@@ -239,8 +240,7 @@ class _ChatCompletions:
         raw = await _read_body(receive)
         if raw is None:
             return
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        t0 = time.perf_counter()
         stats.bytes_in += len(raw)
         try:
             req = orjson.loads(raw)
@@ -320,16 +320,14 @@ class _ChatCompletions:
         stream = req.get("stream") is True
         if not stream:
             if turn.final_offset_s > 0:
-                delay = t0 + turn.final_offset_s - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                await _sleep_until(t0 + turn.final_offset_s)
             await self._reply(send, 200, turn.body, extra)
             counters.bytes_out += len(turn.body)
             return
         stats.served_stream += 1
         opts = req.get("stream_options")
         with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
-        sent = await _stream(send, loop, t0, turn, with_usage, extra)
+        sent = await _stream(send, t0, turn, with_usage, extra)
         stats.bytes_out += sent
         counters.bytes_out += sent
 
@@ -358,26 +356,43 @@ def _check_messages(req: Any) -> tuple[str | None, list[dict[str, Any]]]:
     return None, messages
 
 
+_SPIN_S = 0.001
+
+
+async def _sleep_until(deadline: float) -> None:
+    """Sleep until time.perf_counter() >= `deadline` (s), never returning early.
+
+    uvloop rounds timer delays to whole ms (a 1.4 ms sleep can end after 1.0 ms) and
+    its loop.time() is ms-quantized, so the deadline is kept on perf_counter; the
+    timer sleeps until 1 ms before it and the rest is spent in asyncio.sleep(0)
+    steps (yielding to other streams), which keeps sub-ms ITLs accurate.
+    """
+    remaining = deadline - time.perf_counter()
+    while remaining > 0:
+        await asyncio.sleep(remaining - _SPIN_S if remaining > _SPIN_S else 0)
+        remaining = deadline - time.perf_counter()
+
+
 async def _stream(
-    send: Any, loop: asyncio.AbstractEventLoop, t0: float, turn: PreparedTurn,
-    with_usage: bool, extra: list[tuple[bytes, bytes]],
+    send: Any, t0: float, turn: PreparedTurn, with_usage: bool, extra: list[tuple[bytes, bytes]],
 ) -> int:
-    """Send the SSE response of `turn`: headers now, event groups at t0 + offset.
-    Returns the body bytes sent."""
+    """Send the SSE response of `turn`: headers now, event groups at t0 + offset
+    (perf_counter s), groups already due coalesced into one write. Returns the body
+    bytes sent."""
     await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]})
     groups = turn.stream_groups
     tail = turn.stream_tail_usage if with_usage else turn.stream_tail
     n = len(groups)
     i = 0
     sent = 0
+    perf = time.perf_counter
     while i < n:
         offset, data = groups[i]
-        now = loop.time()
-        if t0 + offset > now:
-            await asyncio.sleep(t0 + offset - now)
-            now = loop.time()
+        if offset > 0:
+            await _sleep_until(t0 + offset)
         i += 1
-        if i < n and t0 + groups[i][0] <= now:
+        if i < n and t0 + groups[i][0] <= perf():
+            now = perf()
             parts = [data]
             while i < n and t0 + groups[i][0] <= now:
                 parts.append(groups[i][1])

@@ -1,0 +1,56 @@
+"""replay.process.start_replay_server: the server in its own process (python -m
+replay.server), URL handover on stdout, readiness, token via the environment, stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import httpx
+import pytest
+
+from replay.process import ReplayServerError, start_replay_server
+from tests.replay.test_server_fixtures import make_trajectory, request_messages, write_store
+
+
+def test_start_serve_stats_stop(tmp_path):
+    traj = make_trajectory("proc", 2)
+    path = write_store(tmp_path / "t.jsonl", [traj])
+    with start_replay_server(path, token="tok-123", divergence="status") as srv:
+        assert srv.url.startswith("http://127.0.0.1:")
+        port = int(srv.url.rsplit(":", 1)[1])
+        assert port > 0  # port 0 was replaced by the bound ephemeral port
+        assert srv.pid != os.getpid()
+        r = httpx.post(srv.url + "/v1/chat/completions",
+                       json={"messages": request_messages(traj, 1)},
+                       headers={"authorization": "Bearer tok-123"})
+        assert r.status_code == 200
+        assert httpx.post(srv.url + "/v1/chat/completions",
+                          json={"messages": request_messages(traj, 1)}).status_code == 401
+        stats = srv.stats()
+        assert stats["served"] == 1
+        assert stats["unauthorized"] == 1
+        assert srv.reset_stats()["served"] == 0
+        # The token travels in the environment, not on the command line.
+        assert "tok-123" not in " ".join(srv.proc.args)
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises it: -SIGTERM, not -SIGKILL.
+    assert srv.proc.returncode == -signal.SIGTERM
+    with pytest.raises(httpx.TransportError):
+        httpx.get(srv.url + "/health", timeout=1)
+    assert srv.stop() == -signal.SIGTERM  # idempotent
+
+
+def test_bad_store_fails_with_stderr_tail(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"trajectory_id": 1}\n', encoding="utf-8")
+    with pytest.raises(ReplayServerError) as info:
+        start_replay_server(path, startup_timeout_s=20)
+    msg = str(info.value)
+    assert "exited with code 2" in msg
+    assert f"{path}:1: " in msg  # the child's one-line error names file and line
+
+
+def test_bad_latency_fails(tmp_path):
+    path = write_store(tmp_path / "t.jsonl", [make_trajectory("x", 1)])
+    with pytest.raises(ReplayServerError, match="unknown latency model 'warp'"):
+        start_replay_server(path, latency="warp", startup_timeout_s=20)

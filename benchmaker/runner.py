@@ -176,6 +176,9 @@ class BenchRunner:
             cfg.transport, connect_timeout_s=cfg.timeouts.connect_s
         )
         self._slot_freed = asyncio.Event()
+        start = getattr(self._transport, "start", None)
+        if start is not None:
+            await start()
         monitor = LoopLagMonitor()
         interrupted = False
         t0_wall = wall_ns()
@@ -258,6 +261,10 @@ class BenchRunner:
             delay_ns = intended_ns - (pc() - t0)
             if delay_ns > 0:
                 await asyncio.sleep(delay_ns / NS_PER_S)
+                # loop timers may fire up to ~1 ms early (ms-granular, cached loop
+                # time): yield until the intended time so no request is sent early
+                while pc() - t0 < intended_ns:
+                    await asyncio.sleep(0)
             seq = self._take_seq(lane, count)
             if seq is None:
                 break

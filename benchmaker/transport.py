@@ -20,6 +20,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import aiohttp
+
 from benchmaker.errors import ConnectTimeout, TransportError
 from benchmaker.records import RequestSpec
 
@@ -33,8 +35,6 @@ class _AiohttpResponse:
         self.headers: dict[str, str] = dict(resp.headers)
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        import aiohttp
-
         content = self._resp.content
         try:
             while True:
@@ -48,8 +48,6 @@ class _AiohttpResponse:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
 
     async def read(self) -> bytes:
-        import aiohttp
-
         try:
             return await self._resp.read()
         except (aiohttp.ClientError, ConnectionError, OSError) as exc:
@@ -75,7 +73,6 @@ class AiohttpTransport:
 
     def _ensure_session(self) -> Any:
         if self._session is None:
-            import aiohttp
 
             trace = aiohttp.TraceConfig()
 
@@ -96,10 +93,12 @@ class AiohttpTransport:
             )
         return self._session
 
+    async def start(self) -> None:
+        """Create the session now (inside the running loop), before the clock starts."""
+        self._ensure_session()
+
     @asynccontextmanager
     async def stream(self, spec: RequestSpec) -> AsyncIterator[_AiohttpResponse]:
-        import aiohttp
-
         session = self._ensure_session()
         try:
             resp = await session.request(spec.method, spec.url, headers=spec.headers, data=spec.body)

@@ -12,6 +12,7 @@ import sys
 from recipes.app import app
 
 # Recipe modules: one import each; importing registers the commands.
+from recipes import bench  # noqa: F401,E402
 from recipes import serve_replay  # noqa: F401,E402
 from recipes import convert  # noqa: F401,E402
 from recipes import warehouse_cli  # noqa: F401,E402

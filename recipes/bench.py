@@ -1,0 +1,247 @@
+"""Engine recipes: `benchmaker llm`, `benchmaker http`, `benchmaker run CONFIG.yaml`.
+
+Each builds a BenchConfig and workload(s), runs the engine with a live view on a
+terminal, prints the summary tables and returns the exit code: 0 valid, 1 invalid run
+(verdict reasons printed), 2 bad input (one line, no traceback), 130 interrupted (the
+partial bundle is written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+from cyclopts import Parameter
+from pydantic import ValidationError
+
+from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
+from benchmaker.config_file import format_validation_error
+from benchmaker.errors import ConfigError
+from benchmaker.runner import BenchRunner, Lane
+from recipes.app import app
+from recipes.display import console, print_summary, run_with_progress
+from recipes.runfile import read_run_file
+from workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
+from workloads.http import HttpWorkload
+from workloads.openai_chat import OpenAIChatWorkload
+from workloads.openai_completions import OpenAICompletionsWorkload
+
+
+def _config(**kw: Any) -> BenchConfig:
+    try:
+        return BenchConfig(**{k: v for k, v in kw.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, "command line").replace("command line: ", "--")) from None
+
+
+def _execute(runner: BenchRunner, progress: bool | None) -> int:
+    show = sys.stdout.isatty() if progress is None else progress
+
+    async def main() -> Any:
+        return await run_with_progress(runner, show)
+
+    try:
+        try:
+            import uvloop
+
+            result = uvloop.run(main())
+        except ImportError:
+            result = asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        if runner.result is not None:
+            print_summary(runner.result.summary, runner.result.bundle_dir)
+        console.print("[yellow]interrupted: partial bundle written[/]")
+        return 130
+    print_summary(result.summary, result.bundle_dir)
+    return 0 if result.valid else 1
+
+
+def _api_key(api_key: str | None, api_key_env: str | None) -> str | None:
+    if api_key:
+        return api_key
+    if api_key_env:
+        value = os.environ.get(api_key_env)
+        if not value:
+            raise ConfigError(f"--api-key-env: environment variable {api_key_env} is not set")
+        return value
+    return None
+
+
+@app.command(name="llm")
+def llm(
+    *,
+    url: str,
+    model: str,
+    rate: str = "closed:1",
+    duration: str | None = None,
+    max_requests: int | None = None,
+    out_dir: Path = Path("runs"),
+    api: Annotated[str, Parameter(help="chat or completions")] = "chat",
+    api_key: str | None = None,
+    api_key_env: str | None = None,
+    stream: bool = True,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    input_words: list[int] | None = None,
+    dataset: Path | None = None,
+    field: str = "prompt",
+    sharegpt: Path | None = None,
+    warmup: str | None = None,
+    cooldown: str | None = None,
+    max_in_flight: int | None = None,
+    overflow: str = "late",
+    ttft_timeout: str | None = None,
+    idle_timeout: str | None = None,
+    total_timeout: str | None = None,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+    slo_e2e_ms: float | None = None,
+    max_error_rate: float | None = None,
+    seed: int = 0,
+    label: str | None = None,
+    transport: str = "aiohttp",
+    progress: bool | None = None,
+) -> int:
+    """Benchmark an OpenAI-compatible endpoint (chat or completions).
+
+    Parameters
+    ----------
+    url: Full endpoint URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
+    model: Model name sent in the body.
+    rate: Rate spec: constant:50, poisson:50, gamma:50:0.5, ramp:1..20@60s, stages:2,8,2@30s, closed:8[:THINK], trace:FILE.
+    duration: Stop sending after this long (10s, 2m).
+    max_requests: Stop after this many requests.
+    out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
+    api: chat (/v1/chat/completions) or completions (/v1/completions).
+    api_key: Bearer token (prefer --api-key-env; never written to the bundle).
+    api_key_env: Name of the environment variable holding the API key.
+    stream: Stream responses (TTFT/ITL need it).
+    max_tokens: max_tokens sent with each request.
+    temperature: temperature sent with each request.
+    input_words: Synthetic prompt lengths in words (default 128).
+    dataset: JSONL file of prompts; --field names the field path.
+    field: Field path in --dataset rows (e.g. messages or request.prompt).
+    sharegpt: ShareGPT JSON/JSONL file of conversations.
+    warmup: Leave requests intended in the first N seconds out of the summary.
+    cooldown: Leave requests intended in the last N seconds out of the summary.
+    max_in_flight: Cap on requests in flight.
+    overflow: At the cap: late (send late, lag recorded) or drop (count as dropped).
+    ttft_timeout: Deadline for the first token.
+    idle_timeout: Deadline for the gap between two reads.
+    total_timeout: Deadline for the whole request.
+    slo_ttft_ms: Goodput SLO on TTFT.
+    slo_tpot_ms: Goodput SLO on TPOT.
+    slo_e2e_ms: Goodput SLO on E2E latency.
+    max_error_rate: Exit non-zero when the error rate exceeds this fraction.
+    seed: Seed of random arrivals and synthetic prompts.
+    label: Run label stored with the run (e.g. nightly).
+    transport: aiohttp (default) or httpx.
+    progress: Live progress display (default: on when stdout is a terminal).
+    """
+    timeouts = Timeouts(
+        **{k: v for k, v in {"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout}.items()
+           if v is not None}
+    )
+    slo = SLO(ttft_ms=slo_ttft_ms, tpot_ms=slo_tpot_ms, e2e_ms=slo_e2e_ms)
+    cfg = _config(
+        load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
+        cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow, timeouts=timeouts,
+        slo=slo if slo.declared() else None, seed=seed, label=label, kind="llm", transport=transport,
+        checks=SelfCheckLimits(max_error_rate=max_error_rate),
+    )
+    if sum(x is not None for x in (dataset, sharegpt)) > 1:
+        raise ConfigError("--dataset and --sharegpt: give at most one")
+    if dataset is not None:
+        ds = JsonlDataset(dataset, field)
+    elif sharegpt is not None:
+        ds = ShareGPTDataset(sharegpt)
+    else:
+        ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
+    if api not in ("chat", "completions"):
+        raise ConfigError(f"--api: expected chat or completions (got {api!r})")
+    cls = OpenAIChatWorkload if api == "chat" else OpenAICompletionsWorkload
+    workload = cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature,
+                   api_key=_api_key(api_key, api_key_env))
+    extra = {"workload": {"type": f"openai-{api}", "url": url, "model": model, "stream": stream,
+                          "max_tokens": max_tokens, "dataset": ds.name}}
+    return _execute(BenchRunner(cfg, workload=workload, manifest_extra=extra), progress)
+
+
+@app.command(name="http")
+def http(
+    *,
+    url: str,
+    method: str = "GET",
+    header: list[str] | None = None,
+    body: str | None = None,
+    expected_status: list[int] | None = None,
+    rate: str = "closed:1",
+    duration: str | None = None,
+    max_requests: int | None = None,
+    out_dir: Path = Path("runs"),
+    max_in_flight: int | None = None,
+    total_timeout: str | None = None,
+    max_error_rate: float | None = None,
+    seed: int = 0,
+    label: str | None = None,
+    progress: bool | None = None,
+) -> int:
+    """Benchmark any HTTP endpoint with one fixed request.
+
+    Parameters
+    ----------
+    url: Request URL.
+    method: HTTP method.
+    header: Header as "Name: value" (repeatable).
+    body: Request body (sent as-is).
+    expected_status: Status codes that count as ok (repeatable; default 200).
+    rate: Rate spec (see `benchmaker llm --help`).
+    duration: Stop sending after this long.
+    max_requests: Stop after this many requests.
+    out_dir: Folder for run bundles.
+    max_in_flight: Cap on requests in flight.
+    total_timeout: Deadline for the whole request.
+    max_error_rate: Exit non-zero when the error rate exceeds this fraction.
+    seed: Seed of random arrivals.
+    label: Run label.
+    progress: Live progress display.
+    """
+    headers = {}
+    for h in header or []:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"--header: expected 'Name: value' (got {h!r})")
+        headers[name.strip()] = value.strip()
+    timeouts = Timeouts(total_s=total_timeout) if total_timeout else Timeouts()
+    cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
+                  max_in_flight=max_in_flight, timeouts=timeouts, seed=seed, label=label, kind="http",
+                  checks=SelfCheckLimits(max_error_rate=max_error_rate))
+    try:
+        workload = HttpWorkload(url, method, headers, body, expected_status or [200])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    extra = {"workload": {"type": "http", "url": url, "method": method, "headers": headers}}
+    return _execute(BenchRunner(cfg, workload=workload, manifest_extra=extra), progress)
+
+
+@app.command(name="run")
+def run(config: Path, *, out_dir: Path | None = None, progress: bool | None = None) -> int:
+    """Run a YAML run file (engine settings plus a workload or mixed lanes).
+
+    Parameters
+    ----------
+    config: The YAML file.
+    out_dir: Override the file's out_dir.
+    progress: Live progress display.
+    """
+    rf = read_run_file(config)
+    if out_dir is not None:
+        rf.out_dir = out_dir
+    elif not rf.out_dir.is_absolute():
+        rf.out_dir = Path.cwd() / rf.out_dir
+    base = config.resolve().parent
+    lanes: list[Lane] = rf.lanes(base)
+    return _execute(BenchRunner(rf, lanes=lanes, base_dir=base), progress)

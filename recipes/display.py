@@ -1,0 +1,126 @@
+"""Terminal display of a run: a live progress line while it runs, a summary table after.
+
+The live view (rich) refreshes 4 times a second from `BenchRunner.live`: elapsed, sent,
+in flight, ok, errors, dropped, rolling p50/p99 of the last 2,000 E2E and TTFT values
+(ms). It is shown only on a terminal. The summary table reads summary.json's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from benchmaker.runner import BenchRunner
+from benchmaker.selfcheck import quantile_linear
+
+console = Console()
+
+
+def _live_table(runner: BenchRunner, started: float) -> Table:
+    live = runner.live
+    e2e, ttft = list(live.recent_e2e_ms), list(live.recent_ttft_ms)
+
+    def q(xs: list[float], p: float) -> str:
+        v = quantile_linear(xs, p)
+        return "-" if v is None else f"{v:.1f}"
+
+    t = Table.grid(padding=(0, 2))
+    t.add_row(
+        f"[bold]{time.monotonic() - started:6.1f}s[/]", f"sent {live.sent}", f"in flight {live.in_flight}",
+        f"ok {live.ok}", f"[red]errors {live.errors}[/]" if live.errors else "errors 0",
+        f"dropped {live.dropped}", f"E2E p50/p99 {q(e2e, .5)}/{q(e2e, .99)} ms",
+        f"TTFT p50/p99 {q(ttft, .5)}/{q(ttft, .99)} ms",
+    )
+    return t
+
+
+async def run_with_progress(runner: BenchRunner, show: bool) -> Any:
+    """Run `runner` (awaiting `runner.run()`), with the live view when `show`."""
+    if not show:
+        return await runner.run()
+    started = time.monotonic()
+    with Live(_live_table(runner, started), console=console, refresh_per_second=4, transient=True) as view:
+        task = asyncio.ensure_future(runner.run())
+        while not task.done():
+            await asyncio.wait([task], timeout=0.25)
+            view.update(_live_table(runner, started))
+        return task.result()
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _stat_row(table: Table, name: str, stat: dict[str, Any] | None) -> None:
+    stat = stat or {}
+    table.add_row(name, *(_fmt(stat.get(k)) for k in ("mean", "p50", "p90", "p99", "max")), _fmt(stat.get("count")))
+
+
+def summary_tables(summary: dict[str, Any]) -> list[Table]:
+    """Rich tables of a summary.json dict: headline figures and latency percentiles."""
+    run = summary.get("run") or {}
+    head = Table(title=f"run {summary['run_id']}", show_header=False)
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    rows = [
+        ("requests ok / sent / all", f"{run.get('n_ok', 0)} / {run.get('n_sent', 0)} / {run.get('n_samples', 0)}"),
+        ("errors", ", ".join(f"{k[2:]} {v}" for k, v in run.items()
+                             if k.startswith("n_") and k not in ("n_ok", "n_sent", "n_samples", "n_ok_with_usage",
+                                                                 "n_good") and v) or "none"),
+        ("error rate", _fmt(run.get("error_rate"), 4)),
+        ("window (s)", _fmt(run.get("window_s"), 3)),
+        ("request throughput (req/s)", _fmt(run.get("request_throughput_per_s"))),
+        ("offered / achieved send rate (req/s)",
+         f"{_fmt(run.get('offered_rate_per_s'))} / {_fmt(run.get('achieved_send_rate_per_s'))}"),
+        ("schedule lag p50 / p99 (ms)",
+         f"{_fmt((run.get('schedule_lag_ms') or {}).get('p50'), 3)} / {_fmt((run.get('schedule_lag_ms') or {}).get('p99'), 3)}"),
+        ("usage coverage", _fmt(run.get("usage_coverage"), 4)),
+        ("output tokens total", _fmt(run.get("output_tokens_total")) if run.get("output_tokens_total") is not None
+         else f"null: {run.get('token_totals_null_reason')}"),
+        ("output throughput (tok/s)", _fmt(run.get("output_throughput_tok_per_s"))),
+        ("goodput (req/s)", _fmt(run.get("goodput_per_s"))),
+        ("concurrency max / mean", f"{_fmt(run.get('max_concurrency'))} / {_fmt(run.get('mean_concurrency'))}"),
+    ]
+    for k, v in rows:
+        head.add_row(k, v)
+    lat = Table(title="latency (ms; linear percentiles, count = samples)")
+    for col in ("metric", "mean", "p50", "p90", "p99", "max", "count"):
+        lat.add_column(col, justify="right" if col != "metric" else "left")
+    for name in ("ttft_ms", "ttfc_ms", "itl_event_ms", "itl_token_ms", "itl_req_mean_ms", "tpot_ms",
+                 "e2e_ms", "e2e_all_ms", "e2e_intended_ms"):
+        _stat_row(lat, name, run.get(name))
+    return [head, lat]
+
+
+def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
+    """Print the summary tables, the verdict with its reasons, and the bundle path."""
+    for table in summary_tables(summary):
+        console.print(table)
+    lanes = summary.get("lanes") or {}
+    if len(lanes) > 1:
+        t = Table(title="lanes")
+        for col in ("lane", "ok", "errors", "req/s", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"):
+            t.add_column(col)
+        for name, body in lanes.items():
+            t.add_row(name, _fmt(body.get("n_ok")), _fmt((body.get("n_sent") or 0) - (body.get("n_ok") or 0)),
+                      _fmt(body.get("request_throughput_per_s")),
+                      _fmt((body.get("ttft_ms") or {}).get("p50")), _fmt((body.get("ttft_ms") or {}).get("p99")),
+                      _fmt((body.get("e2e_ms") or {}).get("p50")), _fmt((body.get("e2e_ms") or {}).get("p99")))
+        console.print(t)
+    verdict = summary["verdict"]
+    if verdict["valid"]:
+        console.print("[green]verdict: valid[/]")
+    else:
+        console.print("[red]verdict: INVALID[/] - " + "; ".join(verdict["reasons"]))
+    for note in verdict.get("notes", []):
+        console.print(f"note: {note}")
+    console.print(f"bundle: {bundle_dir}")

@@ -1,0 +1,80 @@
+"""The YAML run file of `benchmaker run CONFIG.yaml`: engine settings plus workloads.
+
+    load: poisson:20            # engine settings: every field of BenchConfig
+    duration_s: 30s
+    slo: {ttft_ms: 500}
+    workload: {type: openai-chat, url: ..., model: m, dataset: {type: synthetic}}
+
+or mixed lanes on one endpoint and one clock:
+
+    duration_s: 120s
+    mix:
+      lanes:
+        - {name: chat, rate: "stages:2,8,2,8@30s", workload: {type: openai-chat, ...}}
+        - {name: rag,  rate: "stages:8,2,8,2@30s", workload: {type: openai-chat, ...}}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from benchmaker.config import BenchConfig
+from benchmaker.config_file import load_yaml, validate
+from benchmaker.errors import RateSpecError
+from benchmaker.load_models import parse_rate_spec
+from benchmaker.runner import Lane
+from workloads.registry import WorkloadSpec, build_workload
+
+
+class LaneSpec(BaseModel):
+    """One lane: a name, a rate spec and a workload."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    rate: str
+    workload: WorkloadSpec
+    max_requests: int | None = Field(default=None, ge=1)
+
+    @field_validator("rate")
+    @classmethod
+    def _valid_rate(cls, value: str) -> str:
+        try:
+            parse_rate_spec(value) if not value.startswith("trace:") else None
+        except RateSpecError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+class Mix(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lanes: list[LaneSpec] = Field(min_length=1)
+
+
+class RunFile(BenchConfig):
+    """A run file: BenchConfig plus either `workload` (one lane) or `mix.lanes`."""
+
+    workload: WorkloadSpec | None = None
+    mix: Mix | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "RunFile":
+        if (self.workload is None) == (self.mix is None):
+            raise ValueError("give exactly one of `workload` or `mix`")
+        return self
+
+    def lanes(self, base_dir: Path | None) -> list[Lane]:
+        """Lane objects with built workloads (datasets read now)."""
+        if self.mix is None:
+            return [Lane("default", build_workload(self.workload, base_dir))]
+        return [
+            Lane(spec.name, build_workload(spec.workload, base_dir), spec.rate, spec.max_requests)
+            for spec in self.mix.lanes
+        ]
+
+
+def read_run_file(path: Path) -> RunFile:
+    """Read and validate a run file; errors name `path:line: field` (ConfigError)."""
+    data, lines = load_yaml(path)
+    return validate(RunFile, data, path, lines)

@@ -1,0 +1,124 @@
+"""Workload and dataset specs as they appear in YAML configs, and their builders.
+
+    workload:
+      type: openai-chat            # http | openai-chat | openai-completions
+      url: http://127.0.0.1:8000/v1/chat/completions
+      model: m
+      api_key: ${OPENAI_API_KEY:-}
+      max_tokens: 64
+      dataset: {type: synthetic, input_words: [128, 512], count: 100, seed: 1}
+
+Datasets: `{type: jsonl, path, field, reference_field}`, `{type: sharegpt, path}`,
+`{type: synthetic, input_words, count, seed}`, `{type: static, items: [...]}`.
+Relative dataset paths are resolved against the config file's folder. Unknown keys are
+rejected by pydantic naming the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from benchmaker.types import Workload
+from workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
+from workloads.http import HttpWorkload
+from workloads.openai_chat import OpenAIChatWorkload
+from workloads.openai_completions import OpenAICompletionsWorkload
+
+__all__ = ["DatasetSpec", "WorkloadSpec", "build_dataset", "build_workload"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JsonlSpec(_Strict):
+    type: Literal["jsonl"]
+    path: Path
+    field: str = "prompt"
+    reference_field: str | None = None
+
+
+class ShareGPTSpec(_Strict):
+    type: Literal["sharegpt"]
+    path: Path
+
+
+class SyntheticSpec(_Strict):
+    type: Literal["synthetic"]
+    input_words: int | list[int] = 128
+    count: int = 100
+    seed: int = 0
+
+
+class StaticSpec(_Strict):
+    type: Literal["static"]
+    items: list[Any]
+
+
+DatasetSpec = Annotated[JsonlSpec | ShareGPTSpec | SyntheticSpec | StaticSpec, Field(discriminator="type")]
+
+
+class HttpSpec(_Strict):
+    type: Literal["http"]
+    url: str
+    method: str = "GET"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: Any = None
+    expected_status: int | list[int] = 200
+
+
+class _LLMSpec(_Strict):
+    url: str
+    model: str
+    dataset: DatasetSpec = Field(default_factory=lambda: SyntheticSpec(type="synthetic"))
+    stream: bool = True
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
+    api_key: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+
+class OpenAIChatSpec(_LLMSpec):
+    type: Literal["openai-chat"]
+    include_usage: bool = True
+
+
+class OpenAICompletionsSpec(_LLMSpec):
+    type: Literal["openai-completions"]
+    include_usage: bool = True
+
+
+WorkloadSpec = Annotated[HttpSpec | OpenAIChatSpec | OpenAICompletionsSpec, Field(discriminator="type")]
+
+
+def build_dataset(spec: Any, base_dir: Path | None = None) -> Dataset:
+    """Dataset object of a DatasetSpec; relative paths resolve against `base_dir`.
+    Raises DatasetError (a ConfigError) naming the file and line of a bad row."""
+
+    def resolve(p: Path) -> Path:
+        return p if p.is_absolute() or base_dir is None else base_dir / p
+
+    if isinstance(spec, JsonlSpec):
+        return JsonlDataset(resolve(spec.path), spec.field, reference_field=spec.reference_field)
+    if isinstance(spec, ShareGPTSpec):
+        return ShareGPTDataset(resolve(spec.path))
+    if isinstance(spec, SyntheticSpec):
+        return SyntheticDataset(spec.input_words, count=spec.count, seed=spec.seed)
+    return StaticDataset(spec.items)
+
+
+def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
+    """Workload object of a WorkloadSpec (see module docstring)."""
+    if isinstance(spec, HttpSpec):
+        return HttpWorkload(spec.url, spec.method, spec.headers, spec.body, spec.expected_status)
+    kwargs = dict(
+        stream=spec.stream, max_tokens=spec.max_tokens, temperature=spec.temperature,
+        extra_body=spec.extra_body, api_key=spec.api_key or None, include_usage=spec.include_usage,
+        headers=spec.headers,
+    )
+    cls = OpenAIChatWorkload if isinstance(spec, OpenAIChatSpec) else OpenAICompletionsWorkload
+    return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)

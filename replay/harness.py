@@ -159,7 +159,7 @@ class _Episode:
         miss = MISS_BY_STATUS.get(call.status or 0) if call.outcome == Outcome.HTTP_ERROR.value else None
         if miss:
             setattr(ep, f"misses_{miss}", getattr(ep, f"misses_{miss}") + 1)
-        if call.ok:
+        if _served(call):
             ep.n_turns += 1
         rec = TurnRecord(
             run_id=ep.run_id, sweep_point=ep.sweep_point, episode_id=ep.episode_id, turn_index=turn_index,
@@ -168,7 +168,7 @@ class _Episode:
             end_ns=call.end_ns - self.t0, outcome=call.outcome, http_status=call.status, miss_kind=miss,
             prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens, cached_tokens=call.cached_tokens,
             n_tool_calls=len(call.tool_calls),
-            byte_equal=byte_equal(call, recorded.response) if (recorded is not None and call.ok) else None,
+            byte_equal=byte_equal(call, recorded.response) if (recorded is not None and _served(call)) else None,
         )
         self.turns.append(rec)
         return rec
@@ -191,6 +191,12 @@ class _Episode:
         self.result.verdict = verdict
         self.result.calls = calls
         return self.result
+
+
+def _served(call: ChatResult) -> bool:
+    """A complete response: ok, or empty_output (a recorded aborted turn with no
+    text is replayed as an empty response; the turn keeps outcome empty_output)."""
+    return call.outcome in (Outcome.OK.value, Outcome.EMPTY_OUTPUT.value)
 
 
 def _fail_outcome(call: ChatResult) -> str:
@@ -333,7 +339,7 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
         rec = st.add_call(call, i, recorded)
         if call.status is not None and call.status < 400 and _served_with_divergence(call):
             st.result.server_divergences += 1
-        if not call.ok:
+        if not _served(call):
             st.ep.outcome = _fail_outcome(call)
             st.ep.error = f"turn {i}: {call.outcome}" + (f" {call.status}" if call.status else "") + (
                 f": {call.error}" if call.error else "")
@@ -395,8 +401,8 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
             if proc.returncode != 0:
                 st.ep.outcome = "error"
                 st.ep.error = f"agent exited with code {proc.returncode}: {out[-500:].decode(errors='replace')}"
-            elif any(not c.ok for c in st.calls):
-                bad = next(c for c in st.calls if not c.ok)
+            elif any(not _served(c) for c in st.calls):
+                bad = next(c for c in st.calls if not _served(c))
                 st.ep.outcome = _fail_outcome(bad)
                 st.ep.error = f"model call failed: {bad.outcome} {bad.status or ''}"
 

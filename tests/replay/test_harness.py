@@ -1,0 +1,168 @@
+"""replay.harness: episodes against the real replay server (recorded mode, real
+recordings), the concurrency proof, usage coverage, command mode, JSONL columns."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from replay.convert import iter_trajectories
+from replay.episodes import EPISODE_COLUMNS, TURN_COLUMNS
+from replay.harness import concurrency_proof, local_sandbox_factory, run_episode, run_episodes
+from replay.process import start_replay_server
+from replay.trajectory import Trajectory
+from replay.verifier import load_task
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL = ROOT / ".." / "shared" / "data" / "real"
+RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
+TASK_DIR = ROOT / "examples" / "tiny-task"
+
+
+def _example() -> Trajectory:
+    (t,) = list(iter_trajectories(RECORDING))
+    return t
+
+
+def _write(trajs: list[Trajectory], path: Path) -> Path:
+    path.write_text("".join(t.model_dump_json() + "\n" for t in trajs))
+    return path
+
+
+@pytest.mark.parametrize("name", ["pi-session-v1-large.jsonl", "swe-agent-pydicom-1458.traj",
+                                  "mini-swe-agent-github-issue.traj.json", "openhands-basic.traj.json"])
+async def test_real_recordings_replay_byte_equal_with_zero_misses(tmp_path: Path, name: str):
+    src = REAL / name
+    if not src.exists():
+        pytest.skip(f"{src} absent")
+    trajs = list(iter_trajectories(src))
+    with start_replay_server(_write(trajs, tmp_path / "t.jsonl"), divergence="content") as srv:
+        run = await run_episodes(trajs, srv.url, concurrency=1, out_dir=tmp_path / "out", run_id="real")
+        stats = srv.stats()
+    (res,) = run.results
+    ep = res.episode
+    assert (ep.outcome, ep.error) == ("ok", None)
+    assert ep.n_turns == len(trajs[0].turns) == ep.n_requests
+    assert (ep.misses_unknown_key, ep.misses_beyond_turns, ep.misses_diverged, ep.divergences) == (0, 0, 0, 0)
+    assert all(t.byte_equal for t in res.turns)
+    assert stats["misses"]["total"] == 0 and stats["divergences"]["total"] == 0
+
+
+async def test_pi_session_has_453_turns_and_usage_gaps_make_totals_null(tmp_path: Path):
+    src = REAL / "pi-session-v1-large.jsonl"
+    if not src.exists():
+        pytest.skip(f"{src} absent")
+    (traj,) = list(iter_trajectories(src))
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as srv:
+        res = await run_episode(traj, srv.url, mode="recorded")
+    assert res.episode.n_turns == 453  # SOURCES.md: 453 assistant turns
+    # aborted/error turns with all-zero usage are converted to usage None: no totals
+    n_missing = sum(1 for t in traj.turns if t.usage is None)
+    assert n_missing > 0
+    assert sum(1 for t in res.turns if t.prompt_tokens is None) == n_missing
+    assert (res.episode.usage_complete, res.episode.prompt_tokens, res.episode.output_tokens) == (False, None, None)
+
+
+async def test_concurrency_5_overlaps_and_files_match_contract_columns(tmp_path: Path):
+    traj = _example()
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl"), latency="fixed:50:1") as srv:
+        run = await run_episodes([traj] * 5, srv.url, concurrency=5, out_dir=tmp_path / "p5",
+                                 run_id="r1", sweep_point="c5")
+    proof = run.proof
+    # 5 episodes of 4 turns x >= 50 ms TTFT each: all 5 started long before any finished
+    assert (proof.max_in_flight, proof.all_started_before_first_finish, proof.valid) == (5, True, True)
+    assert json.loads((tmp_path / "p5" / "concurrency.json").read_text())["valid"] is True
+    assert sorted(r.episode.worker for r in run.results) == [0, 1, 2, 3, 4]
+    for r in run.results:
+        # model time: 4 turns with >= 50 ms TTFT each, and never more than the episode's span
+        assert 200_000_000 <= r.episode.model_time_ns <= r.episode.ended_ns - r.episode.started_ns
+    con = duckdb.connect()
+    eps = con.execute(
+        f"SELECT episode_id, n_turns, usage_complete, prompt_tokens FROM read_json('{tmp_path}/p5/episodes.jsonl', "
+        f"columns={EPISODE_COLUMNS!r}, format='newline_delimited') ORDER BY episode_id").fetchall()
+    assert eps == [(f"c5-{i}", 4, True, 2530) for i in range(5)]
+    n = con.execute(f"SELECT count(*), bool_and(byte_equal) FROM read_json('{tmp_path}/p5/turns.jsonl', "
+                    f"columns={TURN_COLUMNS!r}, format='newline_delimited')").fetchone()
+    assert n == (20, True)  # 5 episodes x 4 turns
+
+
+def test_serial_executor_fails_the_concurrency_proof():
+    serial = [(0, 10), (10, 20), (20, 30)]  # one after the other
+    p = concurrency_proof(serial, 3)
+    assert (p.max_in_flight, p.all_started_before_first_finish, p.valid) == (1, False, False)
+    assert p.reason == "max episodes in flight 1 < target 3; only 1 of 3 episodes started before the first finished"
+    staggered = [(0, 100), (5, 30), (40, 120)]  # 2 overlap at most; the 3rd starts after one finished
+    q = concurrency_proof(staggered, 3)
+    assert (q.max_in_flight, q.valid) == (2, False)
+    ok = concurrency_proof([(0, 50), (1, 60), (2, 70)], 3)
+    assert (ok.max_in_flight, ok.valid, ok.reason) == (3, True, None)
+
+
+async def test_one_call_without_usage_makes_totals_null_never_partial(tmp_path: Path):
+    traj = _example()
+    traj.turns[1].usage = None
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as srv:
+        res = await run_episode(traj, srv.url, mode="recorded")
+    ep = res.episode
+    assert [t.prompt_tokens for t in res.turns] == [412, None, 600, 636]  # input + cacheRead per turn
+    assert (ep.usage_complete, ep.prompt_tokens, ep.output_tokens) == (False, None, None)
+
+
+async def test_unknown_task_is_an_unknown_key_miss(tmp_path: Path):
+    traj = _example()
+    other = traj.model_copy(deep=True)
+    other.first_user = "task_id: not-recorded\nhello"
+    other.match_key = "task:not-recorded"
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as srv:
+        res = await run_episode(other, srv.url, mode="recorded")
+    ep = res.episode
+    assert (ep.outcome, ep.misses_unknown_key, ep.n_turns, ep.n_requests) == ("error", 1, 0, 1)
+    assert res.turns[0].http_status == 404 and res.turns[0].miss_kind == "unknown_key"
+    assert ep.first_token_ns_sum is None
+
+
+_AGENT = r'''
+import json, os, sys, urllib.request
+p = json.load(open(os.environ["BENCHMAKER_PROMPT_FILE"]))
+msgs = [{"role": "user", "content": p["first_user"]}]
+base = os.environ["OPENAI_BASE_URL"]
+while True:
+    req = urllib.request.Request(base + "/chat/completions", data=json.dumps({"messages": msgs}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    msg = json.load(urllib.request.urlopen(req))["choices"][0]["message"]
+    msgs.append(msg)
+    if not msg.get("tool_calls"):
+        break
+    for tc in msg["tool_calls"]:
+        args = json.loads(tc["function"]["arguments"])
+        if tc["function"]["name"] == "edit":
+            src = open(args["path"]).read().replace(args["oldText"], args["newText"])
+            open(args["path"], "w").write(src)
+            out = "Successfully replaced text in " + args["path"] + "."
+        elif tc["function"]["name"] == "read":
+            out = open(args["path"]).read()
+        else:
+            out = "all tests passed\n"
+        msgs.append({"role": "tool", "tool_call_id": tc["id"], "content": out})
+print("agent done")
+'''
+
+
+async def test_command_mode_runs_an_external_agent_through_the_measuring_proxy(tmp_path: Path):
+    agent = tmp_path / "agent.py"
+    agent.write_text(_AGENT)
+    traj = _example()
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl"), divergence="content") as srv:
+        res = await run_episode(traj, srv.url, mode="command", sandbox=local_sandbox_factory(),
+                                task=load_task(TASK_DIR), command=[sys.executable, str(agent)])
+    ep = res.episode
+    assert (ep.outcome, ep.error) == ("ok", None)
+    assert (ep.n_requests, ep.n_turns, ep.misses_diverged) == (4, 4, 0)  # read, edit, bash, final
+    assert (ep.resolved, ep.reverified) == (True, True)  # the agent's edit fixed the workspace
+    assert ep.usage_complete is True and ep.prompt_tokens == 2530
+    assert ep.model_time_ns > 0
+    assert [t.turn_index for t in res.turns] == [0, 1, 2, 3]

@@ -30,6 +30,7 @@ import inspect
 import os
 import time
 from collections import deque
+from datetime import datetime, timezone
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,11 +182,16 @@ class BenchRunner:
             await start()
         monitor = LoopLagMonitor()
         interrupted = False
+        # everything slow (git, package versions, file writes) happens before the clock
+        # starts; the wall-clock t0 is taken right beside the monotonic one
+        manifest = self._manifest(0)
         t0_wall = wall_ns()
         self._t0 = time.perf_counter_ns()
-        cpu0 = time.process_time()
+        manifest["t0_wall_ns"] = t0_wall
+        manifest["created_at"] = datetime.fromtimestamp(t0_wall / 1e9, timezone.utc).isoformat()
         if self.worker == 0:
-            write_json_atomic(self.bundle_dir / "manifest.json", self._manifest(t0_wall))
+            write_json_atomic(self.bundle_dir / "manifest.json", manifest)
+        cpu0 = time.process_time()
         monitor.start()
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         lane_tasks = [
@@ -389,7 +395,7 @@ class BenchRunner:
         box: list[str] = [TimeoutKind.TOTAL.value]
         sample.sent_ns = pc() - t0
         try:
-            await self._exchange(spec, parser, sample, box)
+            await self._exchange(spec, parser, sample, box, getattr(lane.workload, "accepts_status", None))
         except TimeoutError:
             sample.end_ns = pc() - t0
             sample.outcome = Outcome.TIMEOUT.value
@@ -425,13 +431,13 @@ class BenchRunner:
                     sample.error = f"post-response hook failed: {type(exc).__name__}: {exc}"
         self._finish(sample)
 
-    async def _exchange(self, spec: RequestSpec, parser: Any, sample: Sample, box: list[str]) -> None:
+    async def _exchange(self, spec: RequestSpec, parser: Any, sample: Sample, box: list[str], accepts: Any) -> None:
         to = self.config.timeouts
         if to.total_s is None and to.ttft_s is None and to.idle_s is None:
-            await self._exchange_inner(spec, parser, sample, None, box)
+            await self._exchange_inner(spec, parser, sample, None, box, accepts)
             return
         async with asyncio.timeout(None) as cm:
-            await self._exchange_inner(spec, parser, sample, cm, box)
+            await self._exchange_inner(spec, parser, sample, cm, box, accepts)
 
     def _reschedule(self, cm: Any, sample: Sample, last_read_ns: int, box: list[str]) -> None:
         """Set the one asyncio deadline to the earliest of total, TTFT (until the first
@@ -454,7 +460,12 @@ class BenchRunner:
         now_ns = time.perf_counter_ns() - self._t0
         cm.reschedule(loop.time() + (best - now_ns) / NS_PER_S if best is not None else None)
 
-    async def _exchange_inner(self, spec: RequestSpec, parser: Any, sample: Sample, cm: Any, box: list[str]) -> None:
+    async def _exchange_inner(
+        self, spec: RequestSpec, parser: Any, sample: Sample, cm: Any, box: list[str], accepts: Any
+    ) -> None:
+        """Send and read one response. A status >= 400 is an `http_error` with its body
+        kept, unless the workload's `accepts_status(status)` says it is expected (an
+        HTTP workload testing a 404 route); then its parser reads the body as usual."""
         pc = time.perf_counter_ns
         t0 = self._t0
         to = self.config.timeouts
@@ -463,7 +474,7 @@ class BenchRunner:
         watch_each_read = cm is not None and (to.idle_s is not None or to.ttft_s is not None)
         async with self._transport.stream(spec) as resp:
             sample.http_status = resp.status
-            if resp.status >= 400:
+            if resp.status >= 400 and not (accepts is not None and accepts(resp.status)):
                 body = await resp.read()
                 sample.end_ns = pc() - t0
                 sample.first_byte_ns = sample.end_ns if body else None

@@ -227,3 +227,14 @@ async def test_cancelling_the_run_writes_a_partial_bundle(server, tmp_path):
     assert summary["partial"] is True
     assert summary["run"]["n_cancelled"] == 4  # arrivals at 0, 100, 200, 300 ms
     assert "interrupted before the end (partial run)" in summary["verdict"]["reasons"]
+
+
+async def test_an_expected_error_status_is_ok_for_http_workloads(server, tmp_path):
+    from workloads.http import HttpWorkload
+
+    wl = HttpWorkload(server + "/fail", expected_status=503)
+    result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=2), workload=wl).run()
+    assert [s["outcome"] for s in read_samples(result)] == ["ok", "ok"]
+    wl = HttpWorkload(server + "/fail")  # expects 200
+    result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=1), workload=wl).run()
+    assert [s["outcome"] for s in read_samples(result)] == ["http_error"]

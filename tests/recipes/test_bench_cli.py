@@ -1,0 +1,148 @@
+"""`benchmaker llm / http / run` as a user runs them (recipes/bench.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from recipes.cli import main
+
+SCENARIOS = {
+    "default": {"ttft_ms": 10, "itl_ms": 2, "content_chunks": 8},
+    "late": {"role_delay_ms": 0, "ttft_ms": 50, "content_chunks": 3},
+    "nousage": {"usage": "none", "content_chunks": 7},
+}
+
+
+@pytest.fixture(scope="module")
+def server():
+    named = [a for name, sc in SCENARIOS.items() if name != "default" for a in ("--named", f"{name}={json.dumps(sc)}")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
+         "--scenario", json.dumps(SCENARIOS["default"]), *named],
+        stdout=subprocess.PIPE, text=True,
+    )
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), url
+    yield url
+    proc.terminate()
+    proc.wait(10)
+    proc.stdout.close()
+
+
+def only_bundle(out: Path) -> Path:
+    (bundle,) = [p for p in out.iterdir() if p.is_dir()]
+    return bundle
+
+
+def summary_of(out: Path) -> dict:
+    return orjson.loads((only_bundle(out) / "summary.json").read_bytes())
+
+
+def test_llm_poisson_run_writes_a_full_bundle(server, tmp_path, capsys):
+    code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--rate", "poisson:100",
+                 "--duration", "2s", "--out-dir", str(tmp_path), "--no-progress"])
+    summary = summary_of(tmp_path)
+    run = summary["run"]
+    assert code == 0, summary["verdict"]
+    assert run["n_ok"] == run["n_samples"] > 150  # ~200 expected at 100/s for 2 s
+    assert abs(run["achieved_send_rate_per_s"] / run["offered_rate_per_s"] - 1) < 0.01
+    assert run["usage_coverage"] == 1.0
+    assert run["output_tokens_total"] == 8 * run["n_ok"]  # 8 one-token chunks per answer
+    for metric in ("ttft_ms", "ttfc_ms", "itl_event_ms", "tpot_ms", "e2e_ms", "schedule_lag_ms"):
+        assert run[metric]["count"] > 0 and run[metric]["p99"] is not None, metric
+    manifest = orjson.loads((only_bundle(tmp_path) / "manifest.json").read_bytes())
+    assert manifest["config"]["load"] == "poisson:100"
+    assert "verdict: valid" in capsys.readouterr().out
+
+
+def test_role_only_chunk_then_token_at_50ms_gives_ttft_50ms(server, tmp_path):
+    code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "late", "--rate", "closed:1",
+                 "--max-requests", "3", "--out-dir", str(tmp_path), "--no-progress"])
+    run = summary_of(tmp_path)["run"]
+    assert code == 0
+    # the role chunk goes out at 0 ms; the first token at 50 ms (plus loopback + scheduling)
+    assert 50.0 <= run["ttft_ms"]["min"] and run["ttft_ms"]["max"] < 70.0
+
+
+def test_missing_usage_gives_null_totals_with_the_reason(server, tmp_path):
+    main(["llm", "--url", server + "/v1/chat/completions", "--model", "nousage", "--rate", "closed:1",
+          "--max-requests", "4", "--max-tokens", "100", "--out-dir", str(tmp_path), "--no-progress"])
+    summary = summary_of(tmp_path)
+    run = summary["run"]
+    assert run["output_tokens_total"] is None and run["usage_coverage"] == 0.0
+    assert run["token_totals_null_reason"] == "4 of 4 successful requests lack server usage"
+    assert run["output_throughput_tok_per_s"] is None and run["tpot_ms"]["count"] == 0
+    assert "token totals are null: 4 of 4 successful requests lack server usage" in summary["verdict"]["notes"]
+
+
+def test_unreachable_server_gives_transport_errors_and_exit_1(tmp_path, capsys):
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    code = main(["llm", "--url", f"http://127.0.0.1:{port}/v1/chat/completions", "--model", "m",
+                 "--max-requests", "3", "--out-dir", str(tmp_path), "--no-progress"])
+    assert code == 1
+    lines = (only_bundle(tmp_path) / "samples.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(x)["outcome"] for x in lines] == ["transport_error"] * 3
+    assert "verdict: INVALID - no request succeeded" in capsys.readouterr().out
+
+
+def test_bad_rate_spec_is_one_line_and_exit_2(tmp_path, capsys):
+    code = main(["llm", "--url", "http://127.0.0.1:1/v1/chat/completions", "--model", "m", "--rate", "posson:5",
+                 "--duration", "1s", "--out-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("benchmaker: error: --load: unknown load model 'posson' in rate spec 'posson:5'")
+    assert "Traceback" not in err and not list(tmp_path.iterdir())
+
+
+def test_unknown_config_key_names_file_and_line(tmp_path, capsys):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("load: constant:5\nduration_s: 1s\nmax_inflight: 3\nworkload: {type: http, url: http://x}\n")
+    assert main(["run", str(cfg)]) == 2
+    assert capsys.readouterr().err.strip() == f"benchmaker: error: {cfg}:3: max_inflight: unknown key"
+
+
+def test_unset_variable_names_file_and_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("BM_TEST_URL", raising=False)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("load: constant:5\nduration_s: 1s\nworkload:\n  type: http\n  url: ${BM_TEST_URL}\n")
+    assert main(["run", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"benchmaker: error: {cfg}:5: workload.url: environment variable BM_TEST_URL is not set"
+
+
+def test_yaml_two_lanes_with_typed_interpolation_and_dotenv(server, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"BM_URL={server}/v1/chat/completions\nBM_RATE=20\n")
+    cfg = tmp_path / "mix.yaml"
+    cfg.write_text(
+        "duration_s: 1s\n"
+        "out_dir: out\n"
+        "mix:\n"
+        "  lanes:\n"
+        "    - name: chat\n"
+        "      rate: constant:${BM_RATE}\n"
+        "      workload: {type: openai-chat, url: '${BM_URL}', model: m, max_tokens: 16}\n"
+        "    - name: rag\n"
+        "      rate: stages:5,15@0.5s\n"
+        "      workload: {type: openai-chat, url: '${BM_URL}', model: m,\n"
+        "                 dataset: {type: static, items: [hello]}}\n"
+    )
+    code = main(["run", str(cfg), "--no-progress"])
+    summary = summary_of(tmp_path / "out")
+    assert code == 0, summary["verdict"]
+    assert summary["lanes"]["chat"]["n_ok"] == 20  # 1 s at 20/s
+    # 0.5 s at 5/s: 0, 200, 400 ms; then 0.5 s at 15/s: 0, 66.7, ..., 466.7 ms
+    assert summary["lanes"]["rag"]["n_ok"] == 3 + 8
+    assert summary["stages"] == {"s0": summary["stages"]["s0"], "s1": summary["stages"]["s1"]}
+    assert summary["stages"]["s0"]["n_ok"] == 3
+    lanes = {orjson.loads(x)["lane"] for x in (only_bundle(tmp_path / "out") / "samples.jsonl").read_bytes().splitlines()}
+    assert lanes == {"chat", "rag"}

@@ -1,0 +1,74 @@
+"""replay.grade: integrity, usage coverage, task outcome and sweep-point grades."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from replay.episodes import Episode, TurnRecord
+from replay.grade import GRADE_KEYS, grade_files
+
+
+def _ep(eid: str, **kw) -> dict:
+    base = Episode(run_id="r", sweep_point="c2", concurrency=2, episode_id=eid, trajectory_id="t", task_id="k",
+                   mode="execute", worker=0, started_ns=0, ended_ns=10, n_turns=2, n_requests=2,
+                   usage_complete=True, prompt_tokens=10, output_tokens=4)
+    d = base.to_dict()
+    d.update(kw)
+    return d
+
+
+def _turn(eid: str, i: int, **kw) -> dict:
+    d = TurnRecord(run_id="r", sweep_point="c2", episode_id=eid, turn_index=i, sent_ns=0, first_token_ns=1,
+                   end_ns=2, outcome="ok", prompt_tokens=5, output_tokens=2, byte_equal=True).to_dict()
+    d.update(kw)
+    return d
+
+
+def _files(tmp_path: Path, eps: list[dict], turns: list[dict]) -> tuple[Path, Path]:
+    e, t = tmp_path / "episodes.jsonl", tmp_path / "turns.jsonl"
+    e.write_text("".join(json.dumps(x) + "\n" for x in eps))
+    t.write_text("".join(json.dumps(x) + "\n" for x in turns))
+    return e, t
+
+
+def test_grades_per_episode_and_sweep_point(tmp_path: Path):
+    eps = [
+        _ep("good", resolved=True, reverified=True),
+        _ep("bad", outcome="error", error="turn 1: http_error 412", misses_diverged=1, divergences=1,
+            usage_complete=False, prompt_tokens=None, output_tokens=None, resolved=None, reverified=False),
+        _ep("carried", mode="recorded", resolved=False, reverified=False),
+    ]
+    turns = [_turn("good", 0), _turn("good", 1), _turn("bad", 0, byte_equal=False),
+             _turn("bad", 1, outcome="http_error", prompt_tokens=None, output_tokens=None, byte_equal=None),
+             _turn("carried", 0), _turn("carried", 1)]
+    e, t = _files(tmp_path, eps, turns)
+    (tmp_path / "server_stats.json").write_text(json.dumps(
+        {"misses": {"unknown_key": 0, "beyond_turns": 0, "diverged": 1, "total": 1},
+         "divergences": {"status": 0, "content": 1, "total": 1}}))
+    (tmp_path / "concurrency.json").write_text(json.dumps(
+        {"concurrency": 2, "n_episodes": 3, "max_in_flight": 1, "all_started_before_first_finish": False,
+         "valid": False, "reason": "max episodes in flight 1 < target 2"}))
+    grades = grade_files(e, t, tmp_path / "grades.jsonl", server_stats=tmp_path / "server_stats.json",
+                         concurrency=tmp_path / "concurrency.json")
+    got = {(g["episode_id"], g["grader"]): (g["verdict"], g["score"]) for g in grades}
+    assert got == {
+        ("good", "replay_integrity"): ("correct", 1.0),
+        ("good", "usage_coverage"): ("correct", 1.0),
+        ("good", "task_outcome"): ("resolved", 1.0),
+        ("bad", "replay_integrity"): ("wrong", 0.0),
+        ("bad", "usage_coverage"): ("wrong", 0.0),
+        ("bad", "task_outcome"): ("error", None),
+        ("carried", "replay_integrity"): ("correct", 1.0),
+        ("carried", "usage_coverage"): ("correct", 1.0),
+        ("carried", "task_outcome"): ("carried", 0.0),
+        (None, "server_integrity"): ("wrong", 0.0),
+        (None, "concurrency_proof"): ("wrong", 0.0),
+    }
+    bad = next(g for g in grades if g["episode_id"] == "bad" and g["grader"] == "replay_integrity")
+    assert bad["detail"] == ("outcome error: turn 1: http_error 412; 1 diverged misses; 1 divergences; "
+                             "turns not byte-equal: [0]")
+    usage = next(g for g in grades if g["episode_id"] == "bad" and g["grader"] == "usage_coverage")
+    assert usage["detail"] == "usage missing on 1 of 2 model calls; token totals null"
+    lines = (tmp_path / "grades.jsonl").read_text().splitlines()
+    assert len(lines) == 11 and all(tuple(json.loads(x)) == GRADE_KEYS for x in lines)

@@ -1,0 +1,62 @@
+"""replay.verifier: task specs, verify in a sandbox, carried outcomes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from replay.errors import InputError
+from replay.sandbox import LocalSandbox
+from replay.trajectory import RecordedOutcome, Source, Trajectory, match_key_for
+from replay.verifier import TaskSpec, carried, load_task, task_id_of, verify
+
+TASK_DIR = Path(__file__).resolve().parents[2] / "examples" / "tiny-task"
+
+
+def test_load_task_reads_task_json():
+    t = load_task(TASK_DIR)
+    assert (t.task_id, t.test_command, t.timeout_s, t.repo) == (
+        "tiny-task", "python -m pytest -q -p no:cacheprovider", 120.0, TASK_DIR)
+
+
+def test_bad_task_file_names_field(tmp_path: Path):
+    (tmp_path / "task.json").write_text(json.dumps({"task_id": "x", "timeout_s": -1}))
+    with pytest.raises(InputError, match=r"task.json: timeout_s: expected a number > 0 \(got -1\)"):
+        load_task(tmp_path)
+    with pytest.raises(InputError, match="task file not found"):
+        load_task(tmp_path / "nope")
+
+
+async def test_verify_unresolved_then_resolved_after_fix():
+    sb = await LocalSandbox.create(TASK_DIR)
+    try:
+        task = load_task(TASK_DIR)
+        before = await verify(sb, task)
+        src = (await sb.read_file("tinycalc/ranges.py")).replace(b"stop))", b"stop + 1))")
+        await sb.write_file("tinycalc/ranges.py", src)
+        after = await verify(sb, task)
+        timed = await verify(sb, TaskSpec("t", test_command="sleep 5", timeout_s=0.2))
+        none = await verify(sb, TaskSpec("t"))
+    finally:
+        await sb.close()
+    assert (before.resolved, before.reverified, before.exit_code) == (False, True, 1)
+    assert "2 failed" in before.output_tail
+    assert (after.resolved, after.reverified, after.exit_code) == (True, True, 0)
+    assert (timed.resolved, timed.error) == (False, "timeout")
+    assert (none.resolved, none.reverified, none.error) == (None, False, "task has no test_command")
+
+
+def _traj(first_user: str, task_id: str | None = None, resolved: bool | None = None) -> Trajectory:
+    return Trajectory(trajectory_id="t", source=Source(format="x", path="p", sha256="0"), task_id=task_id,
+                      match_key=match_key_for(first_user), first_user=first_user, turns=[],
+                      outcome=RecordedOutcome(resolved=resolved))
+
+
+def test_task_id_and_carried_outcome():
+    assert task_id_of(_traj("task_id: abc\nfix it")) == "abc"
+    assert task_id_of(_traj("hi", task_id="django-1")) == "django-1"
+    assert task_id_of(_traj("hi")) is None
+    v = carried(_traj("hi", resolved=True))
+    assert (v.resolved, v.reverified) == (True, False)

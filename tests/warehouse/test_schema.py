@@ -48,3 +48,10 @@ def test_file_is_created_with_the_compatibility_storage_version(tmp_path):
     con.close()
     # DuckDB 2.0 records the format version as "<version>+"; default would be v2.0.0+.
     assert tags["storage_version"] == STORAGE_COMPATIBILITY + "+"
+
+
+def test_package_exports_are_sorted_and_exist():
+    import warehouse
+
+    assert warehouse.__all__ == sorted(warehouse.__all__)
+    assert all(hasattr(warehouse, name) for name in warehouse.__all__)

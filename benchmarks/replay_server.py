@@ -1,7 +1,7 @@
 """Replay server benchmark: non-streaming throughput on one core and memory over 10,000
 requests (issue #3: target >= 3,000 req/s, memory flat).
 
-    .venv/bin/python benchmarks/replay_server.py [--requests 10000] [--concurrency 64]
+    .venv/bin/python benchmarks/replay_server.py [--requests 10000] [--concurrency 64] [--stream]
 
 What it does: writes a 100-turn store (10 trajectories x 10 turns, ~600 characters of
 content, one tool call and a ~1 KB observation per turn) to a temp dir; starts the
@@ -14,7 +14,9 @@ byte-equal to the recorded turn's content, then prints:
 - server CPU: utime + stime of the server process over the measured phase, and
   requests per CPU-second (the one-core capacity, robust to a busy machine);
 - RSS of the server (VmRSS from /proc/<pid>/status, KiB) after a 1,000-request warm-up
-  and after the measured requests, and their difference.
+  and after the measured requests, and their difference;
+- with --stream, the same requests streamed (instant latency), each checked to end
+  with `data: [DONE]`.
 Exit code 1 when a response is wrong or a miss is counted in /stats.
 """
 
@@ -84,7 +86,8 @@ def _build_store(path: Path) -> list[tuple[bytes, str]]:
     return requests
 
 
-async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrency: int) -> tuple[float, int]:
+async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrency: int,
+                 stream: bool) -> tuple[float, int]:
     import aiohttp
 
     bad = 0
@@ -95,10 +98,16 @@ async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrenc
             nonlocal bad
             for k in counter:
                 body, expected = requests[k % len(requests)]
+                if stream:
+                    body = body[:-1] + b',"stream":true}'
                 async with session.post(url, data=body,
                                         headers={"content-type": "application/json"}) as resp:
                     data = await resp.read()
-                if resp.status != 200 or orjson.loads(data)["choices"][0]["message"]["content"] != expected:
+                if resp.status != 200:
+                    bad += 1
+                elif stream:
+                    bad += not data.endswith(b"data: [DONE]\n\n")
+                elif orjson.loads(data)["choices"][0]["message"]["content"] != expected:
                     bad += 1
 
         start = time.perf_counter()
@@ -106,7 +115,8 @@ async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrenc
         return time.perf_counter() - start, bad
 
 
-def _client(url: str, store_path: str, n: int, concurrency: int, cpus: list[int], out) -> None:
+def _client(url: str, store_path: str, n: int, concurrency: int, cpus: list[int], stream: bool,
+            out) -> None:
     if cpus:
         os.sched_setaffinity(0, cpus)
     requests = _build_store(Path(store_path + ".client"))
@@ -115,14 +125,15 @@ def _client(url: str, store_path: str, n: int, concurrency: int, cpus: list[int]
         uvloop.install()
     except ImportError:
         pass
-    elapsed, bad = asyncio.run(_drive(url, requests, n, concurrency))
+    elapsed, bad = asyncio.run(_drive(url, requests, n, concurrency, stream))
     out.send((elapsed, bad))
 
 
-def _run_client(url: str, store_path: Path, n: int, concurrency: int, cpus: list[int]) -> tuple[float, int]:
+def _run_client(url: str, store_path: Path, n: int, concurrency: int, cpus: list[int],
+                stream: bool = False) -> tuple[float, int]:
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_client, args=(url, str(store_path), n, concurrency, cpus, child))
+    proc = ctx.Process(target=_client, args=(url, str(store_path), n, concurrency, cpus, stream, child))
     proc.start()
     result = parent.recv()
     proc.join()
@@ -147,6 +158,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--warmup", type=int, default=1_000)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--stream", action="store_true",
+                        help="also measure streaming (instant latency) throughput")
     args = parser.parse_args()
 
     cpus = sorted(os.sched_getaffinity(0))
@@ -164,6 +177,10 @@ def main() -> int:
             elapsed, bad = _run_client(url, store_path, args.requests, args.concurrency, client_cpus)
             cpu_s = _cpu_s(srv.pid) - cpu_before
             rss_after = _rss_kib(srv.pid)
+            stream_result = None
+            if args.stream:
+                stream_result = _run_client(url, store_path, args.requests, args.concurrency,
+                                            client_cpus, stream=True)
             stats = srv.stats()
     rate = args.requests / elapsed
     print(f"store: {N_TRAJ} trajectories x {N_TURNS} turns; server on CPU {server_cpu}, "
@@ -175,6 +192,10 @@ def main() -> int:
           f"when the CPU is not shared; the wall rate above drops when other processes compete)")
     print(f"server RSS: {rss_before} KiB after {args.warmup} warm-up requests, {rss_after} KiB after "
           f"{args.requests} more (delta {rss_after - rss_before:+d} KiB)")
+    if stream_result is not None:
+        print(f"streaming throughput (instant): {args.requests / stream_result[0]:,.0f} req/s; "
+              f"incomplete streams: {stream_result[1]}")
+        bad += stream_result[1]
     print(f"wrong responses: {bad}; misses: {stats['misses']['total']}; served: {stats['served']}")
     return 1 if bad or stats["misses"]["total"] else 0
 

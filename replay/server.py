@@ -73,7 +73,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from replay.latency import load_splitter, parse_latency
-from replay.store import PreparedTurn, RecordedObservation, ReplayStore, exit_code_in
+from replay.store import RecordedObservation, ReplayStore, StreamBytes, exit_code_in
 from replay.trajectory import flatten_content, match_key_for
 
 __all__ = ["DIVERGENCE_POLICIES", "ReplayStats", "create_app", "main", "serve"]
@@ -327,7 +327,7 @@ class _ChatCompletions:
         stats.served_stream += 1
         opts = req.get("stream_options")
         with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
-        sent = await _stream(send, t0, turn, with_usage, extra)
+        sent = await _stream(send, t0, self.store.stream(entry, n_assistant), with_usage, extra)
         stats.bytes_out += sent
         counters.bytes_out += sent
 
@@ -374,14 +374,14 @@ async def _sleep_until(deadline: float) -> None:
 
 
 async def _stream(
-    send: Any, t0: float, turn: PreparedTurn, with_usage: bool, extra: list[tuple[bytes, bytes]],
+    send: Any, t0: float, turn: StreamBytes, with_usage: bool, extra: list[tuple[bytes, bytes]],
 ) -> int:
-    """Send the SSE response of `turn`: headers now, event groups at t0 + offset
+    """Send the SSE response `turn`: headers now, event groups at t0 + offset
     (perf_counter s), groups already due coalesced into one write. Returns the body
     bytes sent."""
     await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]})
-    groups = turn.stream_groups
-    tail = turn.stream_tail_usage if with_usage else turn.stream_tail
+    groups = turn.groups
+    tail = turn.tail_usage if with_usage else turn.tail
     n = len(groups)
     i = 0
     sent = 0

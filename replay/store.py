@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ from replay.trajectory import Observation, Trajectory, Turn, Usage
 __all__ = [
     "DEFAULT_MODEL",
     "PreparedTurn",
+    "StreamBytes",
     "RecordedObservation",
     "ReplayStore",
     "StoredTrajectory",
@@ -98,34 +100,47 @@ class RecordedObservation:
         return cls(obs.tool_call_id, obs.content, obs.is_error, code)
 
 
+@dataclass(frozen=True, slots=True)
+class StreamBytes:
+    """The SSE response of one turn. groups: (offset_s, bytes) pairs, the events due at
+    offset_s seconds from the response start, in order, offsets non-decreasing (the
+    role event rides with the first). tail / tail_usage: the finish (+ usage) + [DONE]
+    events sent with the last group, without / with include_usage. n_events: token
+    events (>= 0). size: bytes held."""
+
+    groups: tuple[tuple[float, bytes], ...]
+    tail: bytes
+    tail_usage: bytes
+    n_events: int
+    size: int
+
+
 @dataclass(slots=True)
 class PreparedTurn:
-    """One recorded turn rendered for serving.
+    """One recorded turn prepared for serving.
 
-    body: non-streaming response bytes. stream_groups: (offset_s, bytes) pairs, the SSE
-    events due at offset_s seconds from the response start, in order, offsets
-    non-decreasing. stream_tail / stream_tail_usage: the finish (+ usage) + [DONE]
-    events sent with the last group, without / with include_usage. final_offset_s: when
-    the non-streaming body is sent. n_events: token events (>= 0).
-    observations: what the tools returned after this turn (checked on the next turn).
+    body: the non-streaming response bytes (rendered at load). final_offset_s: when
+    the non-streaming body is sent (offset of the last token event). observations:
+    what the tools returned after this turn (checked on the next turn). headers: extra
+    response headers (x-replay-trajectory, x-replay-turn). The streaming bytes are
+    rendered on first use by ReplayStore.stream (cached).
     """
 
     index: int
     body: bytes
-    stream_groups: tuple[tuple[float, bytes], ...]
-    stream_tail: bytes
-    stream_tail_usage: bytes
     final_offset_s: float
-    n_events: int
     observations: tuple[RecordedObservation, ...]
     headers: list[tuple[bytes, bytes]]
+    turn: Turn
+    completion_id: str
 
 
 @dataclass(slots=True)
 class StoredTrajectory:
-    """A trajectory of the store: its file line (1-based), the trajectory itself, the
-    response model name, and its prepared turns."""
+    """A trajectory of the store: its position in the file (0-based ordinal), its line
+    (1-based), the trajectory itself, the response model name, its prepared turns."""
 
+    ordinal: int
     line: int
     trajectory: Trajectory
     model: str
@@ -150,6 +165,11 @@ class ReplayStore:
     latency: LatencyModel
     trajectories: list[StoredTrajectory]
     _index: dict[str, _KeyEntry] = field(repr=False)
+    splitter: Splitter = regex_split
+    created: int = 0
+    stream_cache_bytes: int = 256 * 2**20
+    _cache: OrderedDict[tuple[int, int], StreamBytes] = field(default_factory=OrderedDict, repr=False)
+    _cache_size: int = 0
 
     @classmethod
     def load(
@@ -159,11 +179,15 @@ class ReplayStore:
         latency: LatencyModel | None = None,
         splitter: Splitter = regex_split,
         created: int | None = None,
+        stream_cache_bytes: int = 256 * 2**20,
     ) -> ReplayStore:
-        """Load `path` (trajectories.jsonl) and render every turn for `latency`
+        """Load `path` (trajectories.jsonl) and prepare every turn for `latency`
         (default instant) with token pieces from `splitter`; `created` (unix s, default
-        now) goes into every response. Raises TrajectoryFormatError (see
-        `load_trajectories`)."""
+        now) goes into every response. Non-streaming bodies are rendered now; the
+        streaming bytes of a turn on its first streamed request, kept in an LRU cache
+        of at most `stream_cache_bytes` bytes (default 256 MiB; rendered streams run
+        ~20x the recorded text, so a whole large store would not fit). Raises
+        TrajectoryFormatError (see `load_trajectories`)."""
         latency = latency or parse_latency("instant")
         created = int(time.time()) if created is None else created
         stored: list[StoredTrajectory] = []
@@ -171,7 +195,8 @@ class ReplayStore:
         for line, traj in load_trajectories(path):
             model = traj.model or DEFAULT_MODEL
             turns = _prepare_turns(traj, model, latency, splitter, created)
-            entry = StoredTrajectory(line=line, trajectory=traj, model=model, turns=turns)
+            entry = StoredTrajectory(ordinal=len(stored), line=line, trajectory=traj, model=model,
+                                     turns=turns)
             stored.append(entry)
             key = index.get(traj.match_key)
             if key is None:
@@ -180,7 +205,34 @@ class ReplayStore:
                 if key.by_system is None:
                     key.by_system = {key.first.trajectory.system: key.first}
                 key.by_system.setdefault(traj.system, entry)
-        return cls(path=path, latency=latency, trajectories=stored, _index=index)
+        return cls(path=path, latency=latency, trajectories=stored, _index=index,
+                   splitter=splitter, created=created, stream_cache_bytes=stream_cache_bytes)
+
+    def stream(self, entry: StoredTrajectory, turn_index: int) -> StreamBytes:
+        """The SSE bytes of `entry.turns[turn_index]` (module doc), from the cache or
+        rendered now and cached (least recently used streams are dropped beyond
+        `stream_cache_bytes`; a single stream larger than that is not cached)."""
+        key = (entry.ordinal, turn_index)
+        cache = self._cache
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+        prepared = entry.turns[turn_index]
+        out = _render_stream(prepared.turn, prepared.completion_id, entry.model, self.latency,
+                             self.splitter, self.created)
+        if out.size <= self.stream_cache_bytes:
+            cache[key] = out
+            self._cache_size += out.size
+            while self._cache_size > self.stream_cache_bytes:
+                _, dropped = cache.popitem(last=False)
+                self._cache_size -= dropped.size
+        return out
+
+    @property
+    def stream_cache_size(self) -> int:
+        """Bytes of streams held in the cache now."""
+        return self._cache_size
 
     def lookup(self, match_key: str, system_text: str | None) -> StoredTrajectory | None:
         """The trajectory serving `match_key` (selection rule in the module doc), or
@@ -287,18 +339,8 @@ def _prepare_turns(
     ]
 
 
-def _prepare_turn(
-    turn: Turn,
-    completion_id: str,
-    model: str,
-    latency: LatencyModel,
-    splitter: Splitter,
-    created: int,
-    traj_header: bytes,
-) -> PreparedTurn:
+def _message(turn: Turn) -> dict[str, Any]:
     resp = turn.response
-    usage = _usage_dict(turn.usage)
-
     message: dict[str, Any] = {"role": "assistant", "content": resp.content}
     if resp.reasoning is not None:
         message["reasoning_content"] = resp.reasoning
@@ -308,21 +350,62 @@ def _prepare_turn(
              "function": {"name": tc.name, "arguments": tc.arguments_raw}}
             for tc in resp.tool_calls
         ]
+    return message
+
+
+def _n_events(turn: Turn, splitter: Splitter) -> int:
+    resp = turn.response
+    n = len(splitter(resp.reasoning or "")) + len(splitter(resp.content or ""))
+    return n + sum(1 + len(splitter(tc.arguments_raw)) for tc in resp.tool_calls)
+
+
+def _prepare_turn(
+    turn: Turn,
+    completion_id: str,
+    model: str,
+    latency: LatencyModel,
+    splitter: Splitter,
+    created: int,
+    traj_header: bytes,
+) -> PreparedTurn:
     body_obj: dict[str, Any] = {
         "id": completion_id, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": resp.finish_reason}],
+        "choices": [{"index": 0, "message": _message(turn), "logprobs": None,
+                     "finish_reason": turn.response.finish_reason}],
     }
+    usage = _usage_dict(turn.usage)
     if usage is not None:
         body_obj["usage"] = usage
-    body = orjson.dumps(body_obj)
+    final_offset_s = 0.0
+    if latency.kind != "instant":
+        final_offset_s = latency.offsets_ms(_n_events(turn, splitter), turn.timing)[-1] / 1000.0
+    headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
+    return PreparedTurn(
+        index=turn.index,
+        body=orjson.dumps(body_obj),
+        final_offset_s=final_offset_s,
+        observations=tuple(RecordedObservation.of(o) for o in turn.observations),
+        headers=headers,
+        turn=turn,
+        completion_id=completion_id,
+    )
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return _sse({
-            "id": completion_id, "object": "chat.completion.chunk", "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        })
+
+def _render_stream(
+    turn: Turn, completion_id: str, model: str, latency: LatencyModel, splitter: Splitter,
+    created: int,
+) -> StreamBytes:
+    resp = turn.response
+    usage = _usage_dict(turn.usage)
+    # Every chunk is head + delta JSON + (finish_reason) + end: rendered by hand around
+    # orjson-encoded deltas, identical to orjson.dumps of the whole chunk object.
+    head = (b'data: {"id":' + orjson.dumps(completion_id)
+            + b',"object":"chat.completion.chunk","created":' + str(created).encode()
+            + b',"model":' + orjson.dumps(model) + b',"choices":[{"index":0,"delta":')
+    end = b',"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def chunk(delta: dict[str, Any]) -> bytes:
+        return head + orjson.dumps(delta) + end
 
     events: list[bytes] = []
     for piece in splitter(resp.reasoning or ""):
@@ -343,14 +426,15 @@ def _prepare_turn(
     else:
         events = [role]
 
-    groups: list[tuple[float, bytes]] = []
+    groups: list[tuple[float, list[bytes]]] = []
     for offset, data in zip(offsets_s, events):
         if groups and groups[-1][0] == offset:
-            groups[-1] = (offset, groups[-1][1] + data)
+            groups[-1][1].append(data)
         else:
-            groups.append((offset, data))
+            groups.append((offset, [data]))
 
-    finish = chunk({}, resp.finish_reason)
+    finish = (head + b'{},"logprobs":null,"finish_reason":' + orjson.dumps(resp.finish_reason)
+              + b"}]}\n\n")
     done = b"data: [DONE]\n\n"
     tail_usage = finish + done
     if usage is not None:
@@ -358,15 +442,7 @@ def _prepare_turn(
             "id": completion_id, "object": "chat.completion.chunk", "created": created,
             "model": model, "choices": [], "usage": usage,
         }) + done
-    headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
-    return PreparedTurn(
-        index=turn.index,
-        body=body,
-        stream_groups=tuple(groups),
-        stream_tail=finish + done,
-        stream_tail_usage=tail_usage,
-        final_offset_s=offsets_s[-1],
-        n_events=n_events,
-        observations=tuple(RecordedObservation.of(o) for o in turn.observations),
-        headers=headers,
-    )
+    joined = tuple((offset, b"".join(parts)) for offset, parts in groups)
+    size = sum(len(b) for _, b in joined) + len(finish) + len(done) + len(tail_usage)
+    return StreamBytes(groups=joined, tail=finish + done, tail_usage=tail_usage,
+                       n_events=n_events, size=size)

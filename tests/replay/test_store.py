@@ -7,11 +7,11 @@ import orjson
 import pytest
 
 from replay.errors import TrajectoryFormatError
-from replay.latency import parse_latency
+from replay.latency import parse_latency, regex_split
 from replay.store import ReplayStore, exit_code_in, load_trajectories
 from replay.trajectory import Observation, Timing
 from tests.replay.test_server_fixtures import (
-    NASTY, NASTY_ARGS, make_trajectory, reassemble, sse_events, write_store,
+    NASTY, NASTY_ARGS, NASTY_REASONING, make_trajectory, reassemble, sse_events, write_store,
 )
 
 
@@ -68,36 +68,71 @@ def test_lookup_selection_rule(tmp_path):
 def test_prepared_turn_bytes(tmp_path):
     traj = make_trajectory("p", 2)
     store = ReplayStore.load(write_store(tmp_path / "t.jsonl", [traj]), created=1700000000)
-    turn = store.trajectories[0].turns[0]
+    entry = store.trajectories[0]
+    turn = entry.turns[0]
     body = orjson.loads(turn.body)
     assert body["created"] == 1700000000
-    assert body["id"] == turn.stream_groups[0][1][len(b'data: {"id":"'):].split(b'"')[0].decode()
     assert body["choices"][0]["message"]["content"] == f"{NASTY} #0"
+    assert turn.final_offset_s == 0.0
+    assert [o.content for o in turn.observations] == ["out 0\nexit code 0"]
+    stream = store.stream(entry, 0)
     # instant: one group at offset 0 holding every event; tails differ by the usage chunk.
-    assert len(turn.stream_groups) == 1 and turn.stream_groups[0][0] == 0.0
-    assert turn.stream_tail.endswith(b"data: [DONE]\n\n")
-    assert turn.stream_tail_usage.count(b"\n\n") == turn.stream_tail.count(b"\n\n") + 1
-    got = reassemble(sse_events(turn.stream_groups[0][1] + turn.stream_tail_usage))
+    assert len(stream.groups) == 1 and stream.groups[0][0] == 0.0
+    assert stream.tail.endswith(b"data: [DONE]\n\n")
+    assert stream.tail_usage.count(b"\n\n") == stream.tail.count(b"\n\n") + 1
+    events = sse_events(stream.groups[0][1] + stream.tail_usage)
+    # The hand-assembled chunks are exactly orjson's rendering of the chunk objects.
+    for ev in events[:-1]:
+        obj = orjson.loads(ev)
+        assert orjson.dumps(obj) == ev
+        assert obj["id"] == body["id"] and obj["created"] == 1700000000
+        assert obj["model"] == "rec-model"
+    got = reassemble(events)
     assert got["content"] == f"{NASTY} #0"
     assert got["tool_calls"][0]["arguments"] == NASTY_ARGS
     assert got["usage"]["total_tokens"] == 120
-    assert turn.final_offset_s == 0.0
-    assert [o.content for o in turn.observations] == ["out 0\nexit code 0"]
+    assert got["finish_reason"] == "tool_calls"
+
+
+def test_stream_cache_is_lru_and_bounded(tmp_path):
+    trajs = [make_trajectory(f"c{i}", 1) for i in range(3)]
+    path = write_store(tmp_path / "t.jsonl", trajs)
+    size = ReplayStore.load(path).stream(ReplayStore.load(path).trajectories[0], 0).size
+    # Room for two streams (all three have the same size: same texts, same-length ids).
+    store = ReplayStore.load(path, stream_cache_bytes=2 * size + 1)
+    a, b, c = store.trajectories
+    first = store.stream(a, 0)
+    assert store.stream(a, 0) is first  # cached
+    store.stream(b, 0)
+    assert store.stream_cache_size == 2 * size
+    store.stream(a, 0)  # a becomes most recent; b is the LRU
+    store.stream(c, 0)  # evicts b
+    assert store.stream_cache_size == 2 * size
+    assert store.stream(a, 0) is first
+    assert store.stream(c, 0) is store.stream(c, 0)
+    tiny = ReplayStore.load(path, stream_cache_bytes=10)  # a stream larger than the cache
+    assert tiny.stream(tiny.trajectories[0], 0) is not tiny.stream(tiny.trajectories[0], 0)
+    assert tiny.stream_cache_size == 0
 
 
 def test_prepared_groups_follow_latency(tmp_path):
     traj = make_trajectory("p", 1, timing=Timing(ttft_ms=100, duration_ms=100))
     path = write_store(tmp_path / "t.jsonl", [traj])
-    fixed = ReplayStore.load(path, latency=parse_latency("fixed:50:5")).trajectories[0].turns[0]
+    store = ReplayStore.load(path, latency=parse_latency("fixed:50:5"))
+    fixed = store.stream(store.trajectories[0], 0)
     n = fixed.n_events
-    assert len(fixed.stream_groups) == n  # one group per token event
-    assert [round(o * 1000, 6) for o, _ in fixed.stream_groups] == [50 + 5 * i for i in range(n)]
-    assert fixed.final_offset_s == pytest.approx((50 + 5 * (n - 1)) / 1000)
-    assert fixed.stream_groups[0][1].startswith(b'data: {"id"')
-    assert b'"role":"assistant"' in fixed.stream_groups[0][1]  # role rides with event 0
+    # A 1-turn trajectory: turn 0 has reasoning and content, no tool call.
+    assert n == len(regex_split(NASTY_REASONING)) + len(regex_split(f"{NASTY} #0"))
+    assert len(fixed.groups) == n  # one group per token event
+    assert [round(o * 1000, 6) for o, _ in fixed.groups] == [50 + 5 * i for i in range(n)]
+    assert store.trajectories[0].turns[0].final_offset_s == pytest.approx((50 + 5 * (n - 1)) / 1000)
+    assert fixed.groups[0][1].startswith(b'data: {"id"')
+    assert b'"role":"assistant"' in fixed.groups[0][1]  # role rides with event 0
+    assert b'"role"' not in fixed.groups[1][1]
     # recorded: ttft == duration == 100 ms -> all events at 100 ms, one group.
-    rec = ReplayStore.load(path, latency=parse_latency("recorded")).trajectories[0].turns[0]
-    assert [o for o, _ in rec.stream_groups] == [0.1]
+    rec = ReplayStore.load(path, latency=parse_latency("recorded"))
+    assert [o for o, _ in rec.stream(rec.trajectories[0], 0).groups] == [0.1]
+    assert rec.trajectories[0].turns[0].final_offset_s == 0.1
 
 
 @pytest.mark.parametrize("text, code", [

@@ -15,6 +15,7 @@ from recipes.app import app
 from recipes import bench  # noqa: F401,E402
 from recipes import serve_replay  # noqa: F401,E402
 from recipes import convert  # noqa: F401,E402
+from recipes import episode  # noqa: F401,E402
 from recipes import warehouse_cli  # noqa: F401,E402
 
 

@@ -172,3 +172,16 @@ async def test_command_mode_runs_an_external_agent_through_the_measuring_proxy(t
     assert ep.usage_complete is True and ep.prompt_tokens == 2530
     assert ep.model_time_ns > 0
     assert [t.turn_index for t in res.turns] == [0, 1, 2, 3]
+
+
+def test_episode_cli_resolves_the_example_in_execute_mode(tmp_path: Path, capsys):
+    from recipes.cli import main
+
+    with start_replay_server(_write([_example()], tmp_path / "t.jsonl"), divergence="content") as srv:
+        code = main(["episode", str(RECORDING), "--url", srv.url, "--mode", "execute",
+                     "--workdir", str(TASK_DIR), "--out", str(tmp_path / "ep")])
+        bad = main(["episode", str(RECORDING), "--url", srv.url, "--mode", "execute"])
+    assert (code, bad) == (0, 2)  # 2: execute without --workdir is bad input
+    record = json.loads((tmp_path / "ep" / "episodes.jsonl").read_text())
+    assert (record["outcome"], record["resolved"], record["reverified"], record["n_turns"]) == ("ok", True, True, 4)
+    assert "--workdir: mode execute needs a task directory" in capsys.readouterr().err

@@ -33,7 +33,8 @@ observations are the messages after its last assistant message:
   message of role "tool" with that tool_call_id; else they are paired in order with
   the request's messages of role "tool" or "user" after the last assistant message
   (extra user messages are follow-ups, not observations).
-- status mismatch: a recorded observation with no request message; a role "tool"
+- status mismatch: a recorded observation with no request message; (when the
+  recorded observations carry ids) a role "tool" message after the last assistant
   message whose tool_call_id no recorded observation has; the message's `is_error`
   (non-standard field, when it is a bool) differs from the recorded is_error; or both
   sides state an exit code (the message's non-standard `exit_code` field, else one

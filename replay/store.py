@@ -1,9 +1,11 @@
-"""The replay store: trajectories.jsonl loaded, indexed by match key, and every turn
-rendered once into the exact bytes the replay server sends.
+"""The replay store: trajectories.jsonl loaded, indexed by match key, and each turn
+rendered into the exact bytes the replay server sends (non-streaming bodies at load,
+streams on first use into a byte-bounded LRU cache).
 
     store = ReplayStore.load(Path("trajectories.jsonl"), latency=parse_latency("instant"))
     entry = store.lookup("task:django-123", system_text=None)   # StoredTrajectory | None
     entry.turns[2].body                                          # non-streaming JSON bytes
+    store.stream(entry, 2).groups                                # [(offset_s, SSE bytes)]
 
 Selection rule when several trajectories share a match key: the first one in file
 order whose `system` equals the request's system text (the flattened content of the

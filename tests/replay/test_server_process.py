@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -54,3 +56,24 @@ def test_bad_latency_fails(tmp_path):
     path = write_store(tmp_path / "t.jsonl", [make_trajectory("x", 1)])
     with pytest.raises(ReplayServerError, match="unknown latency model 'warp'"):
         start_replay_server(path, latency="warp", startup_timeout_s=20)
+
+
+def test_cli_serve_replay_prints_url_and_rejects_bad_input(tmp_path):
+    # `benchmaker serve-replay` through the console entry point (recipes.cli).
+    path = write_store(tmp_path / "t.jsonl", [make_trajectory("cli", 1)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recipes.cli", "serve-replay", str(path), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        assert httpx.get(url + "/health", timeout=5).json()["trajectories"] == 1
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    bad = subprocess.run(
+        [sys.executable, "-m", "recipes.cli", "serve-replay", str(path), "--latency", "fixed:1"],
+        capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == (
+        "benchmaker: error: latency: expected fixed:TTFT_MS:ITL_MS (got 'fixed:1')")

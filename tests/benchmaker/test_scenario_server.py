@@ -31,7 +31,8 @@ async def test_pacing_uses_absolute_deadlines():
         s, _ = await drive(_wl(srv.chat_url))
     span_ms = (s.token_event_ns[-1] - s.token_event_ns[0]) / MS
     assert s.n_token_events == 100
-    assert 495.0 <= span_ms < 510.0
+    # event-loop timers may fire up to 1 ms early (ms-granular timers), hence 494
+    assert 494.0 <= span_ms < 510.0
 
 
 async def test_itl_list_sets_each_gap():

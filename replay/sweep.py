@@ -1,0 +1,366 @@
+"""Concurrency sweeps of agent replays: run one sweep point, summarise it, write the
+run-level files (issue #4 items 1 and 3). Plain functions; the Prefect tasks in
+`tasks/` are thin shells over them.
+
+    name = point_name(5)                                  # "c5"
+    row = await run_point(traj, base_url, run_dir, run_id=rid, concurrency=5, episodes=10)
+    row["valid"], row["achieved_max_concurrency"], row["p99_e2e_ms"]
+    write_sweep_points(run_dir, [row, ...])               # run_dir/sweep_points.jsonl
+
+Layout under a run directory (notes/CONTRACTS.md):
+
+    <run_dir>/manifest.json                   write_run_manifest
+    <run_dir>/points/<point>/episodes.jsonl   the harness (replay.harness.run_episodes)
+    <run_dir>/points/<point>/turns.jsonl      the harness
+    <run_dir>/points/<point>/server_stats.json  replay server /stats after the point
+    <run_dir>/points/<point>/point_summary.json summarize_point's row
+    <run_dir>/sweep_points.jsonl              one summary row per point (the warehouse
+                                              loads run_id-less rows into sweep_points;
+                                              extra keys are ignored there)
+
+A point's summary row (`summarize_point`, SQL in replay/sql/sweep_point_summary.sql):
+episodes, turns, requests (model calls), request throughput (ok requests / window from
+the first send to the last end, per s), E2E and TTFT percentiles in ms (linear,
+DuckDB `quantile_cont`, with counts), mean model vs tool time per episode in ms, misses
+by kind, divergences, resolved rate re-verified vs carried, achieved concurrency (max
+and time-weighted mean number of episodes in flight), and `valid` = the max reached the
+target concurrency (DESIGN §4: a point that never reached it is invalid, with
+`invalid_reason`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from benchmaker.bundle import build_manifest, wall_ns, write_json_atomic
+from replay.episodes import EPISODE_COLUMNS, TURN_COLUMNS
+from replay.harness import SandboxFactory, concurrency_proof, run_episode, run_episodes
+from replay.model_client import ModelClient
+from replay.trajectory import Trajectory
+from replay.verifier import TaskSpec, task_id_of
+
+__all__ = [
+    "TABLE_COLUMNS",
+    "point_dir",
+    "point_name",
+    "read_sweep_points",
+    "reset_point_dir",
+    "run_point",
+    "summarize_point",
+    "sweep_table_markdown",
+    "sweep_table_rows",
+    "write_point_summary",
+    "write_run_manifest",
+    "write_sweep_points",
+]
+
+_SQL_PATH = Path(__file__).resolve().parent / "sql" / "sweep_point_summary.sql"
+
+# (key of a summary row, column header) shown in the sweep table (CLI and Prefect artifact).
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("sweep_point", "point"),
+    ("concurrency", "target"),
+    ("achieved_max_concurrency", "max conc"),
+    ("achieved_mean_concurrency", "mean conc"),
+    ("valid", "valid"),
+    ("n_episodes", "episodes"),
+    ("n_turns", "turns"),
+    ("n_requests", "requests"),
+    ("request_throughput_per_s", "req/s"),
+    ("p50_e2e_ms", "p50 E2E ms"),
+    ("p99_e2e_ms", "p99 E2E ms"),
+    ("p50_ttft_ms", "p50 TTFT ms"),
+    ("p99_ttft_ms", "p99 TTFT ms"),
+    ("mean_model_time_ms", "model ms/ep"),
+    ("mean_tool_time_ms", "tool ms/ep"),
+    ("misses_total", "misses"),
+    ("divergences", "diverged"),
+    ("resolved_rate_reverified", "resolved (verified)"),
+    ("resolved_rate_carried", "resolved (carried)"),
+)
+
+
+def point_name(concurrency: int) -> str:
+    """The sweep_point label of the point at `concurrency` episodes in flight: "c<N>"."""
+    return f"c{concurrency}"
+
+
+def point_dir(run_dir: Path, sweep_point: str) -> Path:
+    """`<run_dir>/points/<sweep_point>` (where the warehouse loader looks for point files)."""
+    return Path(run_dir) / "points" / sweep_point
+
+
+def _typed(columns: dict[str, str]) -> str:
+    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
+
+
+def _relation(path: Path, columns: dict[str, str]) -> str:
+    """A typed read_json over `path`, or an empty relation of the same columns when the
+    file is missing or empty (a point where nothing ran)."""
+    if path.is_file() and path.stat().st_size > 0:
+        quoted = "'" + str(path).replace("'", "''") + "'"
+        return (f"SELECT * FROM read_json({quoted}, format='newline_delimited', "
+                f"columns={_typed(columns)}, maximum_object_size=268435456)")
+    cols = ", ".join(f"NULL::{t} AS {k}" for k, t in columns.items())
+    return f"SELECT {cols} WHERE false"
+
+
+def summarize_point(
+    pdir: Path,
+    *,
+    sweep_point: str,
+    concurrency: int,
+    episodes_target: int | None = None,
+    duration_s: float | None = None,
+) -> dict[str, Any]:
+    """The summary row of one sweep point from `pdir`/episodes.jsonl and turns.jsonl
+    (see the module docstring for the fields; units in the names: _ms, _s, _per_s, _ns).
+
+    `concurrency` is the target; `episodes_target` / `duration_s` what the point was
+    asked to run (recorded as given). Counts are 0 and percentiles None when nothing
+    ran. `valid` is True only when `achieved_max_concurrency >= concurrency`, else
+    `invalid_reason` says why. Raises duckdb.Error on a malformed line (the harness
+    writes these files, so that is a bug, not user input).
+    """
+    pdir = Path(pdir)
+    con = duckdb.connect()
+    try:
+        con.execute(f"CREATE TEMP VIEW episodes AS {_relation(pdir / 'episodes.jsonl', EPISODE_COLUMNS)}")
+        con.execute(f"CREATE TEMP VIEW turns AS {_relation(pdir / 'turns.jsonl', TURN_COLUMNS)}")
+        cur = con.execute(_SQL_PATH.read_text(encoding="utf-8"))
+        names = [d[0] for d in cur.description]
+        row = dict(zip(names, cur.fetchone()))
+    finally:
+        con.close()
+    achieved = row["achieved_max_concurrency"]
+    if achieved is None:
+        valid, reason = False, "nothing ran at this point"
+    elif achieved < concurrency:
+        valid, reason = False, f"achieved concurrency {achieved} < target {concurrency}"
+    else:
+        valid, reason = True, None
+    out: dict[str, Any] = {
+        "sweep_point": sweep_point,
+        "concurrency": concurrency,
+        "rate_per_s": None,
+        "episodes": episodes_target,
+        "duration_s": duration_s,
+    }
+    out.update({k: (float(v) if hasattr(v, "as_integer_ratio") and not isinstance(v, (int, bool)) else v)
+                for k, v in row.items()})
+    out["valid"] = valid
+    out["invalid_reason"] = reason
+    return out
+
+
+def write_point_summary(pdir: Path, row: dict[str, Any]) -> Path:
+    """Write `row` to `pdir`/point_summary.json (atomic); returns the path."""
+    path = Path(pdir) / "point_summary.json"
+    write_json_atomic(path, row)
+    return path
+
+
+def reset_point_dir(pdir: Path) -> Path:
+    """Remove whatever an earlier attempt of this point left in `pdir` and recreate it
+    empty, so a retried point never mixes two attempts' lines. Returns `pdir`."""
+    pdir = Path(pdir)
+    if pdir.exists():
+        shutil.rmtree(pdir)
+    pdir.mkdir(parents=True)
+    return pdir
+
+
+def write_sweep_points(run_dir: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """Write one JSON line per summary row to `run_dir`/sweep_points.jsonl (temp file +
+    rename, replacing an earlier one); returns the path."""
+    path = Path(run_dir) / "sweep_points.jsonl"
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        for row in rows:
+            fh.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def read_sweep_points(run_dir: Path) -> list[dict[str, Any]]:
+    """The rows of `run_dir`/sweep_points.jsonl ([] when absent)."""
+    path = Path(run_dir) / "sweep_points.jsonl"
+    if not path.is_file():
+        return []
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def write_run_manifest(
+    run_dir: Path,
+    *,
+    run_id: str,
+    kind: str,
+    label: str | None,
+    config: dict[str, Any],
+    seed: int | None = None,
+    workers: int = 1,
+) -> Path:
+    """Write `run_dir`/manifest.json (notes/CONTRACTS.md run bundle; secrets in `config`
+    redacted by benchmaker.bundle.build_manifest); returns the path. The wall clock
+    dates the manifest only."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    manifest = build_manifest(run_id=run_id, kind=kind, label=label, config=config, seed=seed,
+                              t0_wall_ns=wall_ns(), workers=workers)
+    path = run_dir / "manifest.json"
+    write_json_atomic(path, manifest)
+    return path
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 10 else f"{value:,.1f}"
+    return str(value)
+
+
+def sweep_table_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """(headers, cells) of the sweep table: one line per point, the TABLE_COLUMNS keys
+    formatted for display (None as "-", floats to 3 significant digits below 10,
+    an invalid point's `valid` as "NO")."""
+    headers = [h for _, h in TABLE_COLUMNS]
+    cells = [[_cell(row.get(key)) for key, _ in TABLE_COLUMNS] for row in rows]
+    return headers, cells
+
+
+def sweep_table_markdown(rows: Sequence[dict[str, Any]], title: str | None = None) -> str:
+    """The sweep table as GitHub markdown (for a Prefect markdown artifact), followed by
+    one line per invalid point naming its reason."""
+    headers, cells = sweep_table_rows(rows)
+    lines = [f"## {title}", ""] if title else []
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "---|" * len(headers))
+    lines.extend("| " + " | ".join(c) + " |" for c in cells)
+    invalid = [r for r in rows if not r.get("valid", True)]
+    if invalid:
+        lines.append("")
+        lines.extend(f"- **{r['sweep_point']} invalid**: {r.get('invalid_reason')}" for r in invalid)
+    return "\n".join(lines) + "\n"
+
+
+def episode_plan(trajectories: Sequence[Trajectory], concurrency: int, episodes: int | None) -> list[Trajectory]:
+    """The trajectories a point plays, in order: `episodes` of them (default
+    max(concurrency, len(trajectories)), so every worker has one), cycling through
+    `trajectories`. Raises ValueError when there is no trajectory or episodes < 1."""
+    if not trajectories:
+        raise ValueError("trajectories: expected at least one trajectory (got none)")
+    n = max(concurrency, len(trajectories)) if episodes is None else episodes
+    if n < 1:
+        raise ValueError(f"episodes: expected >= 1 (got {n})")
+    return [trajectories[i % len(trajectories)] for i in range(n)]
+
+
+async def run_point(
+    trajectories: Sequence[Trajectory],
+    base_url: str,
+    run_dir: Path,
+    *,
+    run_id: str,
+    concurrency: int,
+    episodes: int | None = None,
+    duration_s: float | None = None,
+    mode: str = "recorded",
+    sandbox_factory: SandboxFactory | None = None,
+    tasks: dict[str, TaskSpec] | None = None,
+    command: list[str] | None = None,
+    api_key: str | None = None,
+    t0_ns: int | None = None,
+) -> dict[str, Any]:
+    """Run one sweep point: `concurrency` episodes in flight against `base_url` (an
+    OpenAI-compatible base URL, e.g. the replay server's), then summarise it.
+
+    Either a fixed number of episodes (`episodes`, default see `episode_plan`) through
+    `replay.harness.run_episodes`, or, with `duration_s`, workers that keep starting
+    episodes (cycling through `trajectories`) until `duration_s` s have passed since
+    the point started, each started episode running to its end. Files go to
+    `run_dir/points/c<N>/` (emptied first: a retried point never mixes attempts):
+    episodes.jsonl, turns.jsonl, concurrency.json, point_summary.json. `t0_ns`: the
+    run's perf_counter_ns origin for the episode stamps (default: the point's start).
+
+    Returns the summary row (`summarize_point`). Raises ValueError for concurrency < 1,
+    no trajectories or a bad mode (from the harness); episode failures never raise
+    (they are episodes with outcome "error").
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency: expected >= 1 (got {concurrency})")
+    sp = point_name(concurrency)
+    pdir = reset_point_dir(point_dir(run_dir, sp))
+    t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
+    common: dict[str, Any] = dict(mode=mode, run_id=run_id, sweep_point=sp, sandbox_factory=sandbox_factory,
+                                  tasks=tasks, t0_ns=t0, api_key=api_key, command=command)
+    if duration_s is None:
+        plan = episode_plan(trajectories, concurrency, episodes)
+        await run_episodes(plan, base_url, concurrency, out_dir=pdir, **common)
+        target = len(plan)
+    else:
+        if not trajectories:
+            raise ValueError("trajectories: expected at least one trajectory (got none)")
+        await _run_for_duration(list(trajectories), base_url, concurrency, duration_s, pdir, **common)
+        target = None
+    row = summarize_point(pdir, sweep_point=sp, concurrency=concurrency, episodes_target=target,
+                          duration_s=duration_s)
+    write_point_summary(pdir, row)
+    return row
+
+
+async def _run_for_duration(
+    trajectories: list[Trajectory], base_url: str, concurrency: int, duration_s: float, out_dir: Path, *,
+    mode: str, run_id: str, sweep_point: str, sandbox_factory: SandboxFactory | None,
+    tasks: dict[str, TaskSpec] | None, t0_ns: int, api_key: str | None, command: list[str] | None,
+) -> None:
+    """`concurrency` workers start episodes until `duration_s` after the call, writing
+    the same files as run_episodes (episode ids `<sweep_point>-<index>`)."""
+    import aiohttp
+
+    tasks = tasks or {}
+    deadline = time.perf_counter_ns() + int(duration_s * 1e9)
+    counter = iter(range(1 << 62))
+    intervals: list[tuple[int, int]] = []
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    ep_f = open(out_dir / "episodes.jsonl", "w", encoding="utf-8")
+    turn_f = open(out_dir / "turns.jsonl", "w", encoding="utf-8")
+
+    async def worker(k: int) -> None:
+        while time.perf_counter_ns() < deadline:
+            i = next(counter)
+            traj = trajectories[i % len(trajectories)]
+            tid = task_id_of(traj)
+            client = ModelClient(base_url, api_key=api_key, model=traj.model, session=session)
+            res = await run_episode(
+                traj, base_url, mode=mode, sandbox=sandbox_factory, task=tasks.get(tid) if tid else None,
+                run_id=run_id, sweep_point=sweep_point, concurrency=concurrency,
+                episode_id=f"{sweep_point}-{i}", worker=k, t0_ns=t0_ns, client=client, api_key=api_key,
+                command=command,
+            )
+            intervals.append((res.episode.started_ns, res.episode.ended_ns))
+            ep_f.write(json.dumps(res.episode.to_dict()) + "\n")
+            turn_f.writelines(json.dumps(t.to_dict()) + "\n" for t in res.turns)
+            ep_f.flush()
+            turn_f.flush()
+
+    try:
+        await asyncio.gather(*(worker(k) for k in range(concurrency)))
+    finally:
+        await session.close()
+        ep_f.close()
+        turn_f.close()
+    proof = concurrency_proof(intervals, concurrency)
+    (out_dir / "concurrency.json").write_text(json.dumps(proof.to_dict(), indent=1) + "\n")

@@ -1,0 +1,52 @@
+"""The report stage: Prefect artifacts for a sweep (DESIGN §7): a table artifact of
+the sweep points, a markdown artifact with the same table plus where the results are,
+and a link artifact to the HTML report when one exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from replay.sweep import TABLE_COLUMNS, sweep_table_markdown
+
+__all__ = ["artifact_key", "publish_report"]
+
+
+def artifact_key(text: str) -> str:
+    """A Prefect artifact key from `text`: lowercase letters, digits and dashes only."""
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:100] or "sweep"
+
+
+@task(name="publish-report", cache_policy=NO_CACHE)
+def publish_report(
+    run_id: str,
+    rows: list[dict[str, Any]],
+    run_dir: Path,
+    warehouse: Path | None = None,
+    report_path: Path | None = None,
+    kind: str = "swebench-replay",
+) -> dict[str, Any]:
+    """Create the artifacts of a sweep run (keys `<kind>-sweep`, so the UI shows their
+    history across runs). `report_path`: the HTML report, linked when it exists.
+    Returns {"markdown": str, "report": str | None}."""
+    key = artifact_key(f"{kind}-sweep")
+    table = [{header: row.get(field) for field, header in TABLE_COLUMNS} for row in rows]
+    create_table_artifact(table=table, key=key, description=f"Sweep points of run {run_id}")
+    md = sweep_table_markdown(rows, title=f"{kind} run `{run_id}`")
+    md += f"\nRun directory: `{Path(run_dir).resolve()}`\n"
+    if warehouse is not None:
+        md += (f"\nWarehouse: `{Path(warehouse).resolve()}`; read it with\n\n"
+               f"    duckdb -readonly {Path(warehouse).resolve()} "
+               f"\"SELECT * FROM v_sweep_summary WHERE run_id = '{run_id}'\"\n")
+    report = None
+    if report_path is not None and Path(report_path).is_file():
+        report = Path(report_path).resolve().as_uri()
+        create_link_artifact(link=report, link_text="HTML report", key=artifact_key(f"{kind}-report"))
+        md += f"\nHTML report: {report}\n"
+    create_markdown_artifact(markdown=md, key=artifact_key(f"{kind}-summary"), description=f"Run {run_id}")
+    return {"markdown": md, "report": report}

@@ -1,0 +1,105 @@
+"""The sweep stage: one async Prefect task per sweep point (never one per request:
+each task run costs ~6.5 ms, DESIGN §7).
+
+    row = await run_sweep_point(key, traj, run_dir, run_id, concurrency=5, episodes=10)
+
+Cache key: the inputs except the server key and t0 (a restarted server has a new port;
+t0 changes when the flow body re-runs), the task's source, and the flow run id
+(RUN_ID). Within one flow run a retried flow resumes at the first point that did not
+complete (earlier points are cache hits); a separate run never reuses a measurement.
+
+Retries (2, after 2 s and 5 s) only on transient faults (tasks.transient): connection
+refused/reset, or the replay server found dead after the point, in which case the
+point's files are discarded and the point runs again on a restarted server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
+from prefect.logging import get_run_logger
+
+from benchmaker.bundle import write_json_atomic
+from replay.convert import read_trajectories
+from replay.harness import SandboxFactory, local_sandbox_factory
+from replay.sweep import point_dir, point_name, run_point
+from replay.verifier import TaskSpec, load_task
+from tasks.serve import server_handle, server_url
+from tasks.transient import ReplayServerDied, retry_on_transient
+
+__all__ = ["load_tasks", "make_sandbox_factory", "run_sweep_point", "sweep_point_policy"]
+
+sweep_point_policy = (INPUTS - "server_key" - "t0_ns") + TASK_SOURCE + RUN_ID
+
+
+def make_sandbox_factory(kind: str, url: str | None = None, image: str | None = None) -> SandboxFactory:
+    """A sandbox factory for the harness: "local" (a temp workspace per episode, from
+    the task's repo) or "flash" (Flash Sandbox at `url` running `image`). Raises
+    ValueError for an unknown kind or a flash sandbox without url/image."""
+    if kind == "local":
+        return local_sandbox_factory()
+    if kind == "flash":
+        if not url or not image:
+            raise ValueError(f"sandbox flash: needs sandbox_url and sandbox_image (got {url!r}, {image!r})")
+        from replay.sandbox.flash import FlashSandbox
+
+        async def make(task_spec: TaskSpec | None) -> Any:
+            return await FlashSandbox.create(url, image=image)
+
+        return make
+    raise ValueError(f"sandbox: unknown sandbox {kind!r} (expected local, flash)")
+
+
+def load_tasks(task_dirs: list[Path]) -> dict[str, TaskSpec]:
+    """task id -> TaskSpec of each directory's task.json (replay.verifier.load_task)."""
+    specs = [load_task(Path(d)) for d in task_dirs]
+    return {s.task_id: s for s in specs}
+
+
+@task(name="run-sweep-point", cache_policy=sweep_point_policy, persist_result=True,
+      retries=2, retry_delay_seconds=[2, 5], retry_condition_fn=retry_on_transient)
+async def run_sweep_point(
+    server_key: str,
+    trajectories: Path,
+    run_dir: Path,
+    run_id: str,
+    concurrency: int,
+    episodes: int | None = None,
+    duration_s: float | None = None,
+    mode: str = "recorded",
+    sandbox: str = "local",
+    sandbox_url: str | None = None,
+    sandbox_image: str | None = None,
+    task_dirs: list[Path] | None = None,
+    command: list[str] | None = None,
+    t0_ns: int | None = None,
+) -> dict[str, Any]:
+    """Prefect shell over replay.sweep.run_point (documented there) against the replay
+    server registered under `server_key` (tasks.serve): resets the server's /stats,
+    runs the point, writes `points/c<N>/server_stats.json`, returns the summary row.
+    Raises ReplayServerDied (transient) when the server exited during the point."""
+    log = get_run_logger()
+    url = server_url(server_key)  # restarts the server when an earlier attempt killed it
+    handle = server_handle(server_key)
+    await asyncio.to_thread(handle.reset_stats)
+    trajs = list(read_trajectories(Path(trajectories)))
+    factory = make_sandbox_factory(sandbox, sandbox_url, sandbox_image) if mode != "recorded" else None
+    row = await run_point(
+        trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
+        duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
+        command=command, t0_ns=t0_ns,
+    )
+    if handle.proc.poll() is not None:
+        raise ReplayServerDied(
+            f"replay server (pid {handle.pid}) exited with code {handle.proc.returncode} during "
+            f"sweep point {point_name(concurrency)}; the point runs again on a restarted server")
+    stats = await asyncio.to_thread(handle.stats)
+    write_json_atomic(point_dir(Path(run_dir), point_name(concurrency)) / "server_stats.json", stats)
+    log.info("sweep point %s: %d episodes, %d requests, max concurrency %s/%d, misses %d%s",
+             row["sweep_point"], row["n_episodes"], row["n_requests"], row["achieved_max_concurrency"],
+             concurrency, row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    return row

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo demo-llm bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,14 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# Engine demo: `benchmaker llm` against a scripted local OpenAI-compatible server.
+demo-llm: $(STAMP)
+	$(PY) examples/llm_demo.py
+
+# Speed and memory figures (printed; not part of CI).
+bench: $(STAMP)
+	$(PY) benchmarks/engine.py
 
 clean:
 	rm -rf $(VENV) artifacts runs

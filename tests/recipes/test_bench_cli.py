@@ -146,3 +146,13 @@ def test_yaml_two_lanes_with_typed_interpolation_and_dotenv(server, tmp_path, mo
     assert summary["stages"]["s0"]["n_ok"] == 3
     lanes = {orjson.loads(x)["lane"] for x in (only_bundle(tmp_path / "out") / "samples.jsonl").read_bytes().splitlines()}
     assert lanes == {"chat", "rag"}
+
+
+@pytest.mark.parametrize("name", ["llm.yaml", "http.yaml", "mixed-lanes.yaml"])
+def test_example_configs_validate(name, monkeypatch):
+    from recipes.runfile import read_run_file
+
+    monkeypatch.setenv("URL", "http://127.0.0.1:9/v1/chat/completions")
+    path = Path(__file__).resolve().parents[2] / "examples" / "configs" / name
+    rf = read_run_file(path)
+    assert rf.lanes(path.parent)

@@ -12,6 +12,8 @@ Layout under a run directory (notes/CONTRACTS.md):
     <run_dir>/manifest.json                   write_run_manifest
     <run_dir>/points/<point>/episodes.jsonl   the harness (replay.harness.run_episodes)
     <run_dir>/points/<point>/turns.jsonl      the harness
+    <run_dir>/points/<point>/samples.jsonl    turns_to_samples: one Sample per model call,
+                                              so the warehouse's request views cover it
     <run_dir>/points/<point>/server_stats.json  replay server /stats after the point
     <run_dir>/points/<point>/point_summary.json summarize_point's row
     <run_dir>/sweep_points.jsonl              one summary row per point (the warehouse
@@ -43,6 +45,7 @@ import duckdb
 import orjson
 
 from benchmaker.bundle import build_manifest, wall_ns, write_json_atomic
+from benchmaker.records import Sample
 from replay.episodes import EPISODE_COLUMNS, TURN_COLUMNS
 from replay.harness import SandboxFactory, concurrency_proof, run_episode, run_episodes
 from replay.model_client import ModelClient
@@ -59,6 +62,7 @@ __all__ = [
     "summarize_point",
     "sweep_table_markdown",
     "sweep_table_rows",
+    "turns_to_samples",
     "write_point_summary",
     "write_run_manifest",
     "write_sweep_points",
@@ -315,10 +319,36 @@ async def run_point(
             raise ValueError("trajectories: expected at least one trajectory (got none)")
         await _run_for_duration(list(trajectories), base_url, concurrency, duration_s, pdir, **common)
         target = None
+    turns_to_samples(pdir / "turns.jsonl", pdir / "samples.jsonl")
     row = summarize_point(pdir, sweep_point=sp, concurrency=concurrency, episodes_target=target,
                           duration_s=duration_s)
     write_point_summary(pdir, row)
     return row
+
+
+def turns_to_samples(turns_path: Path, samples_path: Path) -> int:
+    """Write one `benchmaker.records.Sample` per line of turns.jsonl (a model call is a
+    request) to `samples_path`; returns the count. Lane "agent", closed loop
+    (intended = sent), seq = line index, `usage_present` when output_tokens is known,
+    meta {"episode_id", "turn_index", "miss_kind"}. Token events are not in turns.jsonl,
+    so ITL is not available from these samples (TTFT, E2E and TPOT are)."""
+    n = 0
+    with open(turns_path, "rb") as src, open(samples_path, "wb") as dst:
+        for line in src:
+            if not line.strip():
+                continue
+            t = orjson.loads(line)
+            sample = Sample(
+                run_id=t["run_id"], seq=n, lane="agent", sweep_point=t["sweep_point"], outcome=t["outcome"],
+                http_status=t["http_status"], intended_ns=t["sent_ns"], sent_ns=t["sent_ns"],
+                first_token_ns=t["first_token_ns"], end_ns=t["end_ns"],
+                usage_present=t["output_tokens"] is not None, prompt_tokens=t["prompt_tokens"],
+                output_tokens=t["output_tokens"], cached_tokens=t["cached_tokens"],
+                meta={"episode_id": t["episode_id"], "turn_index": t["turn_index"], "miss_kind": t["miss_kind"]},
+            )
+            dst.write(orjson.dumps(sample.to_dict(), option=orjson.OPT_APPEND_NEWLINE))
+            n += 1
+    return n
 
 
 async def _run_for_duration(

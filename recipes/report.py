@@ -1,0 +1,42 @@
+"""The `benchmaker report` command: one run's self-contained offline HTML report.
+
+    benchmaker report RUN_ID -o report.html [--warehouse FILE]
+
+The warehouse is `--warehouse`, else env BENCHMAKER_WAREHOUSE, else ./warehouse.duckdb;
+it is opened read-only. The report itself is warehouse.report (documented there).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from cyclopts import Parameter
+
+from recipes.app import app
+from warehouse.connection import default_warehouse
+from warehouse.report import write_report
+
+
+@app.command(name="report")
+def report(
+    run_id: str,
+    *,
+    output: Annotated[Path, Parameter(name=["--output", "-o"])] = Path("report.html"),
+    warehouse: Annotated[
+        Path | None,
+        Parameter(help="DuckDB warehouse file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb)."),
+    ] = None,
+) -> int:
+    """Write the HTML report of one run (plots and summary tables; no network needed to view).
+
+    Parameters
+    ----------
+    run_id
+        The run to report (see: benchmaker runs).
+    output
+        Where to write the HTML file.
+    """
+    path = write_report(warehouse if warehouse is not None else default_warehouse(), run_id, output)
+    print(f"wrote {path} (run {run_id})")
+    return 0

@@ -1,0 +1,422 @@
+"""The HTML report of one run: a single self-contained, offline file (inline CSS and SVG,
+no script, no external reference) with plots and the summary tables.
+
+    write_report(Path("warehouse.duckdb"), "bench-20261130T051735Z-b3992e", Path("report.html"))
+    html = render_report(con, run_id)        # on an open (read-only) connection
+
+Every number in the tables is a value of v_run_summary, v_sweep_summary or
+v_lane_summary, i.e. of benchmaker/sql/summary.sql, the SQL that wrote the bundle's
+summary.json (DESIGN §4, one definition). Each table cell carries the exact value as
+JSON in `data-value` (floats in their shortest round-trip form) beside its display
+text (4 significant digits), with `data-row`/`data-col` naming the metric:
+
+    <table data-table="run-stats">  rows ttft_ms, e2e_ms, ...; cols count, mean, p50, ...
+    <table data-table="run">        rows n_ok, request_throughput_per_s, ...; col "value"
+    <table data-table="sweep">      rows v_sweep_summary columns; cols sweep points
+    <table data-table="lanes">      rows "ttft_ms.p50", ...; cols lanes
+
+Plots (warehouse/svg.py), each in `<section class="panel" data-panel=...>`:
+latency vs throughput (one point per sweep point from v_sweep_summary; per lane from
+v_lane_summary when the run has no sweep point), TTFT and ITL CDFs (requests table),
+resolved rate vs concurrency (episodes, via v_sweep_summary; replaced by a note when
+the run has no episodes), schedule lag over time, achieved concurrency over time and,
+for sweeps with a target, achieved vs target concurrency. A panel without data shows
+a `<p class="note">` instead of a chart. The queries are warehouse/queries/report_*.sql.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import math
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from warehouse.connection import DEFAULT_WAIT_S, open_readonly
+from warehouse.errors import WarehouseError
+from warehouse.svg import Series, line_chart
+
+__all__ = ["ReportData", "collect_report_data", "render_html", "render_report", "write_report"]
+
+CDF_MAX_POINTS = 1000  # per CDF series (report_latency_cdf.sql thins above this)
+TIME_BINS = 200  # bins of the schedule-lag and in-flight panels
+
+STAT_KEYS = ("count", "mean", "min", "p50", "p90", "p95", "p99", "max")
+_FACT_COLUMNS = ("run_id", "kind", "label", "created_at", "workers", "git_sha")
+_LANE_ROWS = (
+    "n_samples", "n_ok", "error_rate", "window_s", "request_throughput_per_s",
+    "output_throughput_tok_per_s", "goodput_per_s", "max_concurrency", "mean_concurrency",
+    "ttft_ms.p50", "ttft_ms.p99", "e2e_ms.p50", "e2e_ms.p99", "itl_event_ms.p50",
+    "itl_event_ms.p99", "tpot_ms.p50", "tpot_ms.p99", "schedule_lag_ms.p50", "schedule_lag_ms.p99",
+)
+
+
+def _sql(name: str) -> str:
+    """Text of warehouse/queries/<name>.sql."""
+    return (importlib.resources.files("warehouse") / "queries" / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def _query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        cur = con.execute(_sql(name), params)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"warehouse/queries/{name}.sql: {exc}") from exc
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row)) for row in cur.fetchall()]
+
+
+@dataclass(slots=True)
+class ReportData:
+    """Everything the report shows, as query rows (dicts keyed by column name).
+
+    `info`: report_run_info.sql (manifest facts, verdict JSON text or None, n_episodes,
+    n_sweep_points); `run`: the v_run_summary row; `sweep`/`lanes`: v_sweep_summary and
+    v_lane_summary rows; `cdf`: (metric, series, value_ms, cum_fraction, n) rows;
+    `schedule_lag`: (bin, t_s, n, p50_schedule_lag_ms, max_schedule_lag_ms) rows;
+    `in_flight`: (series, bin, t_s, max_in_flight) rows.
+    """
+
+    info: dict[str, Any]
+    run: dict[str, Any]
+    sweep: list[dict[str, Any]]
+    lanes: list[dict[str, Any]]
+    cdf: list[dict[str, Any]]
+    schedule_lag: list[dict[str, Any]]
+    in_flight: list[dict[str, Any]]
+
+
+def collect_report_data(con: duckdb.DuckDBPyConnection, run_id: str) -> ReportData:
+    """Run the report's queries (warehouse/queries/report_*.sql) for `run_id`.
+
+    Raises WarehouseError when the run is not in the warehouse, or naming the query file
+    whose SQL failed."""
+    p = {"run_id": run_id}
+    info = _query(con, "report_run_info", p)
+    if not info:
+        raise WarehouseError(f"report: no run {run_id!r} in the warehouse (see: benchmaker runs)")
+    run = _query(con, "report_run_summary", p)
+    return ReportData(
+        info=info[0],
+        run=run[0] if run else {},
+        sweep=_query(con, "report_sweep_summary", p),
+        lanes=_query(con, "report_lane_summary", p),
+        cdf=_query(con, "report_latency_cdf", {**p, "max_points": CDF_MAX_POINTS}),
+        schedule_lag=_query(con, "report_schedule_lag", {**p, "n_bins": TIME_BINS}),
+        in_flight=_query(con, "report_in_flight", {**p, "n_bins": TIME_BINS}),
+    )
+
+
+def render_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
+    """The report of `run_id` as one HTML document (str). Errors as collect_report_data."""
+    return render_html(collect_report_data(con, run_id))
+
+
+def write_report(warehouse: Path, run_id: str, out: Path, wait_s: float = DEFAULT_WAIT_S) -> Path:
+    """Render the report of `run_id` from the warehouse file (opened read-only, waiting up
+    to `wait_s` s for a load's lock) into `out` (UTF-8, parents created); returns `out`.
+    Raises WarehouseError (no such file or run), WarehouseLocked."""
+    con = open_readonly(Path(warehouse), wait_s=wait_s)
+    try:
+        html = render_report(con, run_id)
+    finally:
+        con.close()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+# --- values ------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A query value as JSON-able data (Decimal -> float, dates -> ISO text)."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _display(value: Any) -> str:
+    """Display text of a cell: 4 significant digits for floats, thousands separators for
+    large numbers, an en dash for None (unknown, never 0)."""
+    value = _plain(value)
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        if value != 0 and abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _cell(row: str, col: str, value: Any) -> str:
+    value = _plain(value)
+    data = json.dumps(value, allow_nan=False) if not (isinstance(value, float) and not math.isfinite(value)) \
+        else json.dumps(str(value))
+    cls = "num" if isinstance(value, (int, float)) and not isinstance(value, bool) else "txt"
+    return (f'<td class="{cls}" data-row="{escape(row)}" data-col="{escape(col)}" '
+            f'data-value="{escape(data)}">{escape(_display(value))}</td>')
+
+
+def _get(row: dict[str, Any], key: str) -> Any:
+    """row[key], where "a.b" reads field b of struct column a."""
+    head, _, field = key.partition(".")
+    value = row.get(head)
+    if field:
+        return value.get(field) if isinstance(value, dict) else None
+    return value
+
+
+# --- tables ------------------------------------------------------------------------------
+
+
+def _run_tables(run: dict[str, Any]) -> str:
+    if not run or run.get("n_samples") is None:
+        return '<p class="note">No measured request in this run: no request summary.</p>'
+    summary = {k: v for k, v in run.items() if k not in _FACT_COLUMNS}
+    stats = [k for k, v in summary.items() if isinstance(v, dict)]
+    scalars = [k for k, v in summary.items() if not isinstance(v, dict)]
+    out = ['<h3>Requests (v_run_summary)</h3>',
+           '<table data-table="run"><thead><tr><th>metric</th><th>value</th></tr></thead><tbody>']
+    for k in scalars:
+        out.append(f"<tr><th>{escape(k)}</th>{_cell(k, 'value', summary[k])}</tr>")
+    out.append("</tbody></table>")
+    out.append('<h3>Distributions (ms; linear percentiles, quantile_cont)</h3>')
+    out.append('<table data-table="run-stats"><thead><tr><th>metric</th>'
+               + "".join(f"<th>{c}</th>" for c in STAT_KEYS) + "</tr></thead><tbody>")
+    for k in stats:
+        out.append(f"<tr><th>{escape(k)}</th>"
+                   + "".join(_cell(k, c, summary[k].get(c)) for c in STAT_KEYS) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _transposed(table: str, rows: list[dict[str, Any]], key: str, metrics: list[str]) -> str:
+    names = [str(r[key]) if r[key] is not None else "(none)" for r in rows]
+    out = [f'<div class="scroll"><table data-table="{table}"><thead><tr><th>{escape(key)}</th>'
+           + "".join(f"<th>{escape(n)}</th>" for n in names) + "</tr></thead><tbody>"]
+    for m in metrics:
+        out.append(f"<tr><th>{escape(m)}</th>"
+                   + "".join(_cell(m, n, _get(r, m)) for n, r in zip(names, rows)) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "\n".join(out)
+
+
+def _sweep_table(sweep: list[dict[str, Any]]) -> str:
+    if not sweep:
+        return ""
+    metrics = [k for k in sweep[0] if k not in ("run_id", "sweep_point")]
+    return "<h3>Sweep points (v_sweep_summary)</h3>\n" + _transposed("sweep", sweep, "sweep_point", metrics)
+
+
+def _lane_table(lanes: list[dict[str, Any]]) -> str:
+    if not lanes:
+        return ""
+    return ("<h3>Lanes (v_lane_summary)</h3>\n"
+            + _transposed("lanes", lanes, "lane", ["n_requests_all_phases", *_LANE_ROWS]))
+
+
+# --- plots -------------------------------------------------------------------------------
+
+
+def _panel(panel: str, title: str, body: str, caption: str = "") -> str:
+    cap = f'<p class="caption">{escape(caption)}</p>' if caption else ""
+    return f'<section class="panel" data-panel="{panel}"><h3>{escape(title)}</h3>{body}{cap}</section>'
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{escape(text)}</p>'
+
+
+def _latency_throughput(data: ReportData) -> str:
+    title = "Latency vs throughput"
+    if data.sweep:
+        rows, names, source = data.sweep, [str(r["sweep_point"]) for r in data.sweep], "sweep point"
+        get = {f"{m} {q}": (lambda r, m=m, q=q: r.get(f"{q}_{m}_ms")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
+    elif data.lanes:
+        rows, names, source = data.lanes, [str(r["lane"]) for r in data.lanes], "lane"
+        get = {f"{m} {q}": (lambda r, m=m, q=q: _get(r, f"{m}_ms.{q}")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
+    else:
+        rows, names, source = [data.run], [str(data.info["run_id"])], "run"
+        get = {f"{m} {q}": (lambda r, m=m, q=q: _get(r, f"{m}_ms.{q}")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
+    xs = [r.get("request_throughput_per_s") for r in rows]
+    series = [Series(name, xs, [f(r) for r in rows], style="linepoints",
+                     labels=names if name == "e2e p99" else None) for name, f in get.items()]
+    if not any(x is not None for x in xs) or not any(any(v is not None for v in s.ys) for s in series):
+        return _panel("latency-throughput", title, _note("No successful request: nothing to plot."))
+    chart = line_chart(series, plot_id="latency-throughput", title=f"one point per {source}",
+                       x_label="request_throughput_per_s", y_label="latency (ms)", x_min=0, y_min=0)
+    return _panel("latency-throughput", title, chart,
+                  "Percentiles of E2E (end - sent) and TTFT over successful measured requests; "
+                  "throughput = completed requests / measurement window.")
+
+
+def _cdf_panel(data: ReportData, metric: str, panel: str, title: str, x_label: str, order: list[str]) -> str:
+    rows = [r for r in data.cdf if r["metric"] == metric]
+    if not rows:
+        return _panel(panel, title, _note("No samples for this metric (no successful request with "
+                                          "token events)."))
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["series"], []).append(r)
+    names = [n for n in order if n in by] + sorted(n for n in by if n not in order)
+    series = [Series(f"{n} (n={by[n][0]['n']})", [r["value_ms"] for r in by[n]],
+                     [r["cum_fraction"] for r in by[n]], style="step") for n in names]
+    chart = line_chart(series, plot_id=panel, title=title, x_label=x_label,
+                       y_label="fraction of samples", x_min=0, y_min=0, y_max=1)
+    return _panel(panel, title, chart)
+
+
+def _resolved_panel(data: ReportData) -> str:
+    title = "Resolved rate vs concurrency"
+    if not data.info.get("n_episodes"):
+        return _panel("resolved-concurrency", title,
+                      _note("No episodes in this run: resolved rate vs concurrency is not plotted."))
+    pts = [(r.get("target_concurrency") if r.get("target_concurrency") is not None
+            else r.get("achieved_mean_concurrency"), r.get("resolved_rate"), str(r["sweep_point"]))
+           for r in data.sweep]
+    pts = [p for p in pts if p[0] is not None and p[1] is not None]
+    if not pts:
+        return _panel("resolved-concurrency", title,
+                      _note("The run's episodes carry no sweep point with a known resolution: "
+                            "nothing to plot."))
+    s = Series("resolved_rate", [p[0] for p in pts], [p[1] for p in pts], style="linepoints",
+               labels=[p[2] for p in pts])
+    chart = line_chart([s], plot_id="resolved-concurrency", title=title,
+                       x_label="concurrency (target, else achieved mean)", y_label="resolved_rate",
+                       x_min=0, y_min=0, y_max=1)
+    return _panel("resolved-concurrency", title, chart,
+                  "resolved / episodes with a known resolution, per sweep point (v_sweep_summary).")
+
+
+def _lag_panel(data: ReportData) -> str:
+    title = "Schedule lag over time"
+    if not data.schedule_lag:
+        return _panel("schedule-lag", title, _note("No measured request was sent: no schedule lag."))
+    xs = [r["t_s"] for r in data.schedule_lag]
+    series = [Series("max", xs, [r["max_schedule_lag_ms"] for r in data.schedule_lag]),
+              Series("p50", xs, [r["p50_schedule_lag_ms"] for r in data.schedule_lag])]
+    chart = line_chart(series, plot_id="schedule-lag", title=title,
+                       x_label="intended send time (s from t0)", y_label="schedule_lag_ms (sent - intended)",
+                       y_min=0)
+    lag = data.run.get("schedule_lag_ms") or {}
+    cap = (f"Run: p50 {_display(lag.get('p50'))} ms, p99 {_display(lag.get('p99'))} ms "
+           f"over {_display(lag.get('count'))} requests; {TIME_BINS} time bins.")
+    return _panel("schedule-lag", title, chart, cap)
+
+
+def _in_flight_panel(data: ReportData) -> str:
+    title = "Achieved concurrency over time"
+    if not data.in_flight:
+        return _panel("in-flight", title, _note("No request or episode with both ends timed."))
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in data.in_flight:
+        by.setdefault(r["series"], []).append(r)
+    series = [Series(f"{n} in flight", [r["t_s"] for r in rows], [r["max_in_flight"] for r in rows])
+              for n, rows in sorted(by.items(), key=lambda kv: kv[0] != "episodes")]
+    chart = line_chart(series, plot_id="in-flight", title=title, x_label="time (s from t0)",
+                       y_label="max in flight per bin", y_min=0)
+    run = data.run
+    cap = (f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
+           f"{_display(run.get('mean_concurrency'))}.")
+    return _panel("in-flight", title, chart, cap)
+
+
+def _target_panel(data: ReportData) -> str:
+    rows = [r for r in data.sweep if r.get("target_concurrency") is not None]
+    if not rows:
+        return ""
+    xs = [r["target_concurrency"] for r in rows]
+    names = [str(r["sweep_point"]) for r in rows]
+    series = [Series("target", xs, xs, style="line", color="#999999"),
+              Series("achieved max", xs, [r.get("achieved_max_concurrency") for r in rows],
+                     style="linepoints", labels=names),
+              Series("achieved mean", xs, [r.get("achieved_mean_concurrency") for r in rows], style="linepoints")]
+    title = "Achieved vs target concurrency"
+    chart = line_chart(series, plot_id="concurrency-target", title=title, x_label="target_concurrency",
+                       y_label="in flight", x_min=0, y_min=0)
+    invalid = [f"{r['sweep_point']}: {r['invalid_reason']}" for r in rows if r.get("valid") is False]
+    cap = "Invalid points: " + "; ".join(invalid) if invalid else "Every point reached its target."
+    return _panel("concurrency-target", title, chart, cap)
+
+
+# --- page --------------------------------------------------------------------------------
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1280px; }
+h1 { font-size: 20px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; }
+h3 { font-size: 14px; margin: 12px 0 6px; }
+.facts { color: #555; font-size: 13px; }
+.verdict.ok { color: #0a6e31; } .verdict.bad { color: #b00020; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(580px, 1fr)); gap: 16px; }
+.panel { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; background: #fafafa; }
+.panel svg { display: block; max-width: 100%; height: auto; }
+.note { color: #666; font-style: italic; } .caption { color: #555; font-size: 12px; margin: 4px 0; }
+table { border-collapse: collapse; font-size: 12px; margin-bottom: 12px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; } th { background: #f0f0f0; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.scroll { overflow-x: auto; }
+"""
+
+
+def _header(data: ReportData) -> str:
+    info = data.info
+    facts = " · ".join(f"{k}: {escape(_display(info.get(k)))}"
+                       for k in ("kind", "label", "created_at", "workers", "git_sha", "seed"))
+    verdict = ""
+    if info.get("verdict"):
+        v = json.loads(info["verdict"]) if isinstance(info["verdict"], str) else info["verdict"]
+        if isinstance(v, dict) and "valid" in v:
+            reasons = "; ".join(str(x) for x in v.get("reasons") or [])
+            cls = "ok" if v["valid"] else "bad"
+            verdict = (f'<p class="verdict {cls}">Verdict: {"valid" if v["valid"] else "INVALID"}'
+                       f'{" — " + escape(reasons) if reasons else ""}</p>')
+    return (f"<h1>benchmaker report: {escape(str(info['run_id']))}</h1>"
+            f'<p class="facts">{facts}</p>{verdict}')
+
+
+def render_html(data: ReportData) -> str:
+    """The report page for collected data (see module docstring for its structure)."""
+    order = [str(r["sweep_point"]) for r in data.sweep] or [str(r["lane"]) for r in data.lanes]
+    panels = [
+        _latency_throughput(data),
+        _cdf_panel(data, "ttft_ms", "ttft-cdf", "TTFT CDF", "ttft_ms (first_token - sent)", order),
+        _cdf_panel(data, "itl_event_ms", "itl-cdf", "ITL CDF", "itl_event_ms (gap between token events)", order),
+        _resolved_panel(data),
+        _lag_panel(data),
+        _in_flight_panel(data),
+        _target_panel(data),
+    ]
+    body = [
+        _header(data),
+        "<h2>Plots</h2>",
+        '<div class="grid">' + "\n".join(p for p in panels if p) + "</div>",
+        "<h2>Summary</h2>",
+        _run_tables(data.run),
+        _sweep_table(data.sweep),
+        _lane_table(data.lanes),
+    ]
+    title = f"benchmaker report {data.info['run_id']}"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>\n"
+            + "\n".join(b for b in body if b) + "\n</body></html>\n")

@@ -1,3 +1,7 @@
-"""flows package."""
+"""Prefect flows, one module per pipeline (DESIGN §2): `swebench_replay` (flow
+"swebench-replay", the main job) and `llm_sweep` (flow "llm-sweep")."""
 
-__all__: list[str] = []
+from flows.llm_sweep import llm_sweep
+from flows.swebench_replay import swebench_replay
+
+__all__ = ["llm_sweep", "swebench_replay"]

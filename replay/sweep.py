@@ -54,10 +54,13 @@ from replay.verifier import TaskSpec, task_id_of
 
 __all__ = [
     "TABLE_COLUMNS",
+    "engine_point_name",
+    "episode_plan",
     "point_dir",
     "point_name",
     "read_sweep_points",
     "reset_point_dir",
+    "run_engine_point",
     "run_point",
     "summarize_point",
     "sweep_table_markdown",
@@ -394,3 +397,63 @@ async def _run_for_duration(
         turn_f.close()
     proof = concurrency_proof(intervals, concurrency)
     (out_dir / "concurrency.json").write_text(json.dumps(proof.to_dict(), indent=1) + "\n")
+
+
+# --- engine sweeps (llm-sweep): one BenchRunner run per point --------------------------
+
+def engine_point_name(load: str) -> str:
+    """The sweep_point label of an engine point from its rate spec: characters other
+    than letters, digits, '.', '_' and '-' become '-' ("closed:8" -> "closed-8")."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", load).strip("-") or "point"
+
+
+async def run_engine_point(
+    config: Any,
+    workload: Any,
+    run_dir: Path,
+) -> dict[str, Any]:
+    """Run one engine sweep point: `config` is a `benchmaker.BenchConfig` whose
+    `run_id` is the sweep's run id and `sweep_point` the point label (every sample
+    carries it); `workload` a Workload. The engine writes its bundle to a staging
+    directory; its samples.jsonl and summary.json are moved to
+    `run_dir/points/<sweep_point>/` (samples.jsonl, engine_summary.json), which is
+    emptied first. Returns the point's summary row: target (load spec, concurrency,
+    rate), requests, throughput, E2E/TTFT percentiles (summary.sql), achieved max/mean
+    concurrency, and `valid` / `invalid_reason` from the engine's verdict."""
+    from benchmaker.runner import BenchRunner
+
+    sp = config.sweep_point
+    pdir = reset_point_dir(point_dir(run_dir, sp))
+    staging = pdir / "_engine"
+    cfg = config.model_copy(update={"out_dir": staging})
+    runner = BenchRunner(cfg, workload=workload)
+    result = await runner.run()
+    os.replace(result.bundle_dir / "samples.jsonl", pdir / "samples.jsonl")
+    os.replace(result.bundle_dir / "summary.json", pdir / "engine_summary.json")
+    shutil.rmtree(staging)
+    s = result.summary
+    run = s.get("run") or {}
+    lane = next(iter(s["target"]["lanes"].values()))
+
+    def stat(name: str, key: str) -> Any:
+        return (run.get(name) or {}).get(key)
+
+    row: dict[str, Any] = {
+        "sweep_point": sp, "load": lane["load"], "concurrency": lane["concurrency"],
+        "rate_per_s": lane["target_rate_per_s"], "episodes": None, "duration_s": config.duration_s,
+        "n_requests": run.get("n_samples", 0), "n_requests_ok": run.get("n_ok", 0),
+        "window_s": run.get("window_s"), "request_throughput_per_s": run.get("request_throughput_per_s"),
+        "output_throughput_tok_per_s": run.get("output_throughput_tok_per_s"),
+        "n_e2e": stat("e2e_ms", "count"), "p50_e2e_ms": stat("e2e_ms", "p50"), "p90_e2e_ms": stat("e2e_ms", "p90"),
+        "p99_e2e_ms": stat("e2e_ms", "p99"), "n_ttft": stat("ttft_ms", "count"),
+        "p50_ttft_ms": stat("ttft_ms", "p50"), "p90_ttft_ms": stat("ttft_ms", "p90"),
+        "p99_ttft_ms": stat("ttft_ms", "p99"),
+        "achieved_max_concurrency": run.get("max_concurrency"),
+        "achieved_mean_concurrency": run.get("mean_concurrency"),
+        "valid": bool(s["verdict"]["valid"]),
+        "invalid_reason": "; ".join(s["verdict"]["reasons"]) or None,
+    }
+    write_point_summary(pdir, row)
+    return row

@@ -1,0 +1,55 @@
+"""The engine sweep stage (llm-sweep): one async Prefect task per sweep point running
+`benchmaker.BenchRunner` against an endpoint."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.logging import get_run_logger
+
+from benchmaker.config import BenchConfig
+from replay.sweep import run_engine_point
+from tasks.sweep import sweep_point_policy
+from tasks.transient import retry_on_transient
+from workloads.datasets import SyntheticDataset
+from workloads.openai_chat import OpenAIChatWorkload
+
+__all__ = ["run_llm_sweep_point"]
+
+
+@task(name="run-llm-sweep-point", cache_policy=sweep_point_policy, persist_result=True,
+      retries=2, retry_delay_seconds=[2, 5], retry_condition_fn=retry_on_transient)
+async def run_llm_sweep_point(
+    base_url: str,
+    model: str,
+    run_dir: Path,
+    run_id: str,
+    load: str,
+    sweep_point: str,
+    duration_s: float | None = None,
+    max_requests: int | None = None,
+    prompt_words: int = 128,
+    max_tokens: int | None = 128,
+    api_key_env: str | None = None,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Prefect shell over replay.sweep.run_engine_point (documented there): OpenAI chat
+    requests (`base_url` + /v1/chat/completions, streaming, usage requested) over a
+    seeded synthetic dataset of `prompt_words` words, at `load` (a rate spec). The API
+    key is read from the environment variable named `api_key_env`, never passed as a
+    parameter. Point failures of single requests are samples, not exceptions."""
+    url = base_url.rstrip("/")
+    url = url if url.endswith("/chat/completions") else (url if url.endswith("/v1") else url + "/v1") + "/chat/completions"
+    api_key = os.environ.get(api_key_env) if api_key_env else None
+    workload = OpenAIChatWorkload(url, model, SyntheticDataset(prompt_words, count=1000), max_tokens=max_tokens,
+                                  api_key=api_key)
+    config = BenchConfig(load=load, duration_s=duration_s, max_requests=max_requests, run_id=run_id,
+                         sweep_point=sweep_point, kind="llm-sweep", label=label)
+    row = await run_engine_point(config, workload, Path(run_dir))
+    get_run_logger().info("sweep point %s: %d requests, %.1f req/s, p99 E2E %s ms%s", sweep_point,
+                          row["n_requests"], row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],
+                          "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    return row

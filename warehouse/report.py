@@ -332,10 +332,11 @@ def _in_flight_panel(data: ReportData) -> str:
     by: dict[str, list[dict[str, Any]]] = {}
     for r in data.in_flight:
         by.setdefault(r["series"], []).append(r)
-    series = [Series(f"{n} in flight", [r["t_s"] for r in rows], [r["max_in_flight"] for r in rows])
-              for n, rows in sorted(by.items(), key=lambda kv: kv[0] != "episodes")]
+    # requests first, episodes (the sweep's concurrency for agent runs) drawn on top
+    series = [Series(n, [r["t_s"] for r in rows], [r["max_in_flight"] for r in rows])
+              for n, rows in sorted(by.items(), key=lambda kv: kv[0] != "requests")]
     chart = line_chart(series, plot_id="in-flight", title=title, x_label="time (s from t0)",
-                       y_label="max in flight per bin", y_min=0)
+                       y_label="max in flight per time bin", y_min=0)
     run = data.run
     cap = (f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
            f"{_display(run.get('mean_concurrency'))}.")

@@ -74,6 +74,8 @@ __all__ = [
 _SQL_PATH = Path(__file__).resolve().parent / "sql" / "sweep_point_summary.sql"
 
 # (key of a summary row, column header) shown in the sweep table (CLI and Prefect artifact).
+# Latencies and model/tool time per episode in ms; "resolved ver./car." are rates among
+# episodes whose outcome was re-verified / carried from the recording.
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sweep_point", "point"),
     ("concurrency", "target"),
@@ -84,16 +86,16 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("n_turns", "turns"),
     ("n_requests", "requests"),
     ("request_throughput_per_s", "req/s"),
-    ("p50_e2e_ms", "p50 E2E ms"),
-    ("p99_e2e_ms", "p99 E2E ms"),
-    ("p50_ttft_ms", "p50 TTFT ms"),
-    ("p99_ttft_ms", "p99 TTFT ms"),
-    ("mean_model_time_ms", "model ms/ep"),
-    ("mean_tool_time_ms", "tool ms/ep"),
+    ("p50_e2e_ms", "p50 E2E"),
+    ("p99_e2e_ms", "p99 E2E"),
+    ("p50_ttft_ms", "p50 TTFT"),
+    ("p99_ttft_ms", "p99 TTFT"),
+    ("mean_model_time_ms", "model/ep"),
+    ("mean_tool_time_ms", "tool/ep"),
     ("misses_total", "misses"),
     ("divergences", "diverged"),
-    ("resolved_rate_reverified", "resolved (verified)"),
-    ("resolved_rate_carried", "resolved (carried)"),
+    ("resolved_rate_reverified", "resolved ver."),
+    ("resolved_rate_carried", "resolved car."),
 )
 
 
@@ -256,6 +258,9 @@ def sweep_table_markdown(rows: Sequence[dict[str, Any]], title: str | None = Non
     lines.append("| " + " | ".join(headers) + " |")
     lines.append("|" + "---|" * len(headers))
     lines.extend("| " + " | ".join(c) + " |" for c in cells)
+    lines.append("")
+    lines.append("Times in ms (E2E, TTFT: linear percentiles; model/tool: mean per episode); "
+                 "resolved ver./car.: rate among re-verified / carried outcomes.")
     invalid = [r for r in rows if not r.get("valid", True)]
     if invalid:
         lines.append("")

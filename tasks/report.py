@@ -1,6 +1,7 @@
-"""The report stage: Prefect artifacts for a sweep (DESIGN §7): a table artifact of
-the sweep points, a markdown artifact with the same table plus where the results are,
-and a link artifact to the HTML report when one exists."""
+"""The report stage: the run's HTML report (warehouse.report.write_report) and Prefect
+artifacts for a sweep (DESIGN §7): a table artifact of the sweep points, a markdown
+artifact with the same table plus where the results are, and a link artifact to the
+HTML report."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.logging import get_run_logger
 
 from replay.sweep import TABLE_COLUMNS, sweep_table_markdown
+from warehouse.report import write_report
 
 __all__ = ["artifact_key", "publish_report"]
 
@@ -31,9 +34,18 @@ def publish_report(
     report_path: Path | None = None,
     kind: str = "swebench-replay",
 ) -> dict[str, Any]:
-    """Create the artifacts of a sweep run (keys `<kind>-sweep`, so the UI shows their
-    history across runs). `report_path`: the HTML report, linked when it exists.
-    Returns {"markdown": str, "report": str | None}."""
+    """Write the HTML report of `run_id` from `warehouse` to `report_path` (when both
+    are given; a failure is logged and named in the markdown, never fails the run: the
+    measurements are already loaded), then create the artifacts of the sweep (keys
+    `<kind>-sweep`, `<kind>-summary`, `<kind>-report`, so the UI shows their history
+    across runs). Returns {"markdown": str, "report": str | None (file URI)}."""
+    report_error = None
+    if warehouse is not None and report_path is not None:
+        try:
+            write_report(Path(warehouse), run_id, Path(report_path))
+        except Exception as exc:  # noqa: BLE001 - see docstring
+            report_error = f"{type(exc).__name__}: {exc}"
+            get_run_logger().warning("HTML report not written: %s", report_error)
     key = artifact_key(f"{kind}-sweep")
     table = [{header: row.get(field) for field, header in TABLE_COLUMNS} for row in rows]
     create_table_artifact(table=table, key=key, description=f"Sweep points of run {run_id}")
@@ -48,5 +60,7 @@ def publish_report(
         report = Path(report_path).resolve().as_uri()
         create_link_artifact(link=report, link_text="HTML report", key=artifact_key(f"{kind}-report"))
         md += f"\nHTML report: {report}\n"
+    elif report_error:
+        md += f"\nHTML report not written: {report_error}\n"
     create_markdown_artifact(markdown=md, key=artifact_key(f"{kind}-summary"), description=f"Run {run_id}")
     return {"markdown": md, "report": report}

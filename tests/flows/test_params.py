@@ -32,3 +32,11 @@ def test_bad_parameters_are_named(params: dict, message: str) -> None:
     with pytest.raises(ParameterError) as info:
         validate_params(**params)
     assert message in str(info.value)
+
+
+def test_cli_refuses_bad_sweep_before_prefect_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    from recipes.cli import main
+
+    rc = main(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1,0"])
+    assert rc == 2
+    assert "concurrency_sweep[1]: expected a number >= 1 (got 0)" in capsys.readouterr().err

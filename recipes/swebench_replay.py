@@ -1,0 +1,208 @@
+"""`benchmaker swebench-replay` and `benchmaker llm-sweep`: run the Prefect flows from
+the command line (ephemeral Prefect: no server to start), print the sweep table and
+where the run bundle, warehouse and report are.
+
+    benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \\
+        --concurrency-sweep 1,2,4 [--episodes-per-point N | --duration D] [--mode execute \\
+        --task-dirs examples/tiny-task] --out-dir artifacts --warehouse warehouse.duckdb
+    benchmaker llm-sweep --base-url http://127.0.0.1:8000 --model m --concurrency-sweep 1,8 --duration 30
+
+Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
+concurrency never reached); 2 bad parameters, named, before anything runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from benchmaker.errors import ConfigError
+from recipes.app import app
+
+
+def _prefect_env() -> None:
+    """Settings for an ephemeral Prefect run (DESIGN §10), unless the user set them."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{name}: expected comma-separated integers such as 1,5,25 (got {text!r})") from None
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{name}: expected comma-separated numbers such as 2,5.5 (got {text!r})") from None
+
+
+def print_sweep(out: dict[str, Any], title: str, console: Console | None = None) -> None:
+    """Print the sweep table (replay.sweep.TABLE_COLUMNS), invalid points with their
+    reason, and where the run bundle, warehouse and HTML report are."""
+    from replay.sweep import sweep_table_rows
+
+    console = console or Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 140)  # piped/logged output: no column squeezing
+    headers, cells = sweep_table_rows(out["points"])
+    split = headers.index("requests") + 2  # concurrency/volume columns, then latency/outcome
+    for part, (lo, hi) in enumerate(((0, split), (split, len(headers)))):
+        table = Table(title=f"{title} {out['run_id']}" if part == 0 else None)
+        cols = ([0] if lo else []) + list(range(lo, hi))
+        for i in cols:
+            table.add_column(headers[i], justify="left" if i == 0 else "right", no_wrap=True)
+        for row, c in zip(out["points"], cells):
+            table.add_row(*(c[i] for i in cols), style=None if row["valid"] else "red")
+        console.print(table)
+    console.print("times in ms (E2E/TTFT linear percentiles; model/tool mean per episode); "
+                  "resolved ver./car. = rate among re-verified / carried outcomes")
+    for row in out["points"]:
+        if not row["valid"]:
+            console.print(f"[red]{row['sweep_point']} invalid: {row['invalid_reason']}[/red]")
+    run_dir = Path(out["run_dir"])
+    console.print(f"run bundle: {run_dir}")
+    console.print(f"warehouse:  {out['warehouse']}  (benchmaker sql \"SELECT * FROM v_sweep_summary "
+                  f"WHERE run_id = '{out['run_id']}'\")")
+    report = run_dir / "report.html"
+    console.print(f"report:     {report if report.is_file() else '(not written)'}")
+
+
+@app.command(name="swebench-replay")
+def swebench_replay(
+    *,
+    logs: list[Path] | None = None,
+    trajectories: Path | None = None,
+    concurrency_sweep: str = "1,5",
+    episodes_per_point: int | None = None,
+    duration: float | None = None,
+    mode: Literal["recorded", "execute", "command"] = "recorded",
+    sandbox: Literal["local", "flash"] = "local",
+    sandbox_url: str | None = None,
+    sandbox_image: str | None = None,
+    task_dirs: list[Path] | None = None,
+    command: str | None = None,
+    latency: str = "instant",
+    divergence: Literal["off", "status", "content"] = "off",
+    format: str | None = None,  # noqa: A002 - the CLI flag is --format
+    lenient: bool = False,
+    out_dir: Path = Path("artifacts"),
+    warehouse: Path | None = None,
+    label: str | None = None,
+) -> int:
+    """Replay recorded agent runs at each concurrency of a sweep (the swebench-replay
+    Prefect flow) and load the results into the warehouse.
+
+    Parameters
+    ----------
+    logs
+        Agent logs (files or directories); converted once and cached on their content.
+    trajectories
+        An already converted trajectories.jsonl (instead of --logs).
+    concurrency-sweep
+        Episodes in flight per point, comma-separated, each >= 1 (e.g. 1,5,25).
+    episodes-per-point
+        Episodes per point (default: max(concurrency, number of trajectories)).
+    duration
+        Instead: keep starting episodes for this many seconds per point.
+    mode
+        recorded (tool results from the recording), execute (tools run in the sandbox),
+        command (an external agent, --command, per task).
+    task-dirs
+        Task directories with task.json, for the verifier in execute/command mode.
+    command
+        The agent command line of command mode (split on spaces).
+    latency
+        Replay server latency: instant | fixed:TTFT_MS:ITL_MS | recorded.
+    warehouse
+        DuckDB file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb).
+    """
+    _prefect_env()
+    from flows.swebench_replay import ParameterError, validate_params
+    from warehouse.connection import default_warehouse
+
+    params = dict(
+        logs=logs or [], trajectories=trajectories, concurrency_sweep=_ints(concurrency_sweep, "--concurrency-sweep"),
+        episodes_per_point=episodes_per_point, duration_s=duration, mode=mode, sandbox=sandbox,
+        sandbox_url=sandbox_url, sandbox_image=sandbox_image, task_dirs=task_dirs or [],
+        command=command.split() if command else None, latency=latency, divergence=divergence, log_format=format,
+        lenient=lenient, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
+    )
+    try:
+        validate_params(**params)  # refuse bad parameters before Prefect starts
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+    from flows.swebench_replay import swebench_replay as flow
+
+    out = asyncio.run(flow(**params))
+    print_sweep(out, "swebench-replay")
+    return 0 if all(r["valid"] for r in out["points"]) else 1
+
+
+@app.command(name="llm-sweep")
+def llm_sweep(
+    *,
+    base_url: str,
+    model: str,
+    concurrency_sweep: str | None = None,
+    rate_sweep: str | None = None,
+    loads: list[str] | None = None,
+    duration: float | None = 30.0,
+    max_requests: int | None = None,
+    prompt_words: int = 128,
+    max_tokens: int | None = 128,
+    api_key_env: str | None = None,
+    out_dir: Path = Path("artifacts"),
+    warehouse: Path | None = None,
+    label: str | None = None,
+) -> int:
+    """Sweep an OpenAI-compatible endpoint over concurrencies or rates (the llm-sweep
+    Prefect flow): one engine run per point, then load and report.
+
+    Parameters
+    ----------
+    base-url
+        The endpoint's base URL (e.g. http://127.0.0.1:8000); /v1/chat/completions is added.
+    concurrency-sweep
+        Closed-loop points, comma-separated (1,8,32 -> closed:1, closed:8, closed:32).
+    rate-sweep
+        Poisson points in requests/s, comma-separated.
+    loads
+        Further points as rate specs (e.g. constant:10, stages:2,8@30s).
+    duration
+        Seconds per point.
+    api-key-env
+        Name of the environment variable holding the API key (never the key itself).
+    """
+    _prefect_env()
+    from flows.llm_sweep import sweep_loads
+    from flows.swebench_replay import ParameterError
+    from warehouse.connection import default_warehouse
+
+    conc = _ints(concurrency_sweep, "--concurrency-sweep") if concurrency_sweep else None
+    rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None
+    bad = [f"--concurrency-sweep: expected integers >= 1 (got {c})" for c in conc or [] if c < 1]
+    bad += [f"--rate-sweep: expected numbers > 0 (got {r:g})" for r in rates or [] if r <= 0]
+    if bad:
+        raise ConfigError("; ".join(bad))
+    try:
+        sweep_loads(conc, rates, loads)
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from None
+    from flows.llm_sweep import llm_sweep as flow
+
+    out = asyncio.run(flow(
+        base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
+        duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
+        api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
+    ))
+    print_sweep(out, "llm-sweep")
+    return 0 if all(r["valid"] for r in out["points"]) else 1

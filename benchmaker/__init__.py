@@ -25,11 +25,28 @@ from benchmaker.runner import BenchRunner, Lane, RunResult
 from benchmaker.summary import summarize_samples
 from benchmaker.transport import AiohttpTransport, HttpxTransport, NullTransport
 
-# Built-in workload types, re-exported for the public API (DESIGN §2).
-from workloads.datasets import JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset  # noqa: E402
-from workloads.http import HttpWorkload  # noqa: E402
-from workloads.openai_chat import OpenAIChatWorkload  # noqa: E402
-from workloads.openai_completions import OpenAICompletionsWorkload  # noqa: E402
+# Built-in workload types, re-exported for the public API (DESIGN §2). Loaded on first
+# access (PEP 562): workloads import the engine, so an eager import here would be circular.
+_WORKLOAD_EXPORTS = {
+    "HttpWorkload": "workloads.http",
+    "JsonlDataset": "workloads.datasets",
+    "OpenAIChatWorkload": "workloads.openai_chat",
+    "OpenAICompletionsWorkload": "workloads.openai_completions",
+    "ShareGPTDataset": "workloads.datasets",
+    "StaticDataset": "workloads.datasets",
+    "SyntheticDataset": "workloads.datasets",
+}
+
+
+def __getattr__(name: str):
+    module = _WORKLOAD_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'benchmaker' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "AiohttpTransport",

@@ -1,0 +1,380 @@
+"""Engine benchmarks of issue #2, from one run on this machine (not part of CI).
+
+    .venv/bin/python benchmarks/engine.py [--seconds 5] [--no-pin] [--keep DIR]
+
+A loopback server (benchmarks/_servers.py: raw asyncio protocol on uvloop, pre-built
+responses) runs in a separate process. For figures 1-2 it is pinned to CPU 1 and the
+client to CPU 0 when the machine has two or more CPUs (`--no-pin` leaves both unpinned);
+for 3-4 both are unpinned again. The client figures:
+
+1. Non-streaming throughput, concurrency 64, GET /json (27-byte JSON body): a bare
+   aiohttp loop (one ClientSession, 64 tasks, `get` + `read`) and BenchRunner with
+   `closed:64` + HttpWorkload, each for `--seconds`, alternated twice (bare, engine, bare,
+   engine). req/s = ok requests / wall time from the first send until the last worker
+   stopped (engine: self_checks.wall_s). Ratio = sum(engine) / sum(bare) over both pairs.
+   Also per client CPU second (process_time; engine: self_checks.client_cpu_s), which
+   is what the ratio becomes when the client core is saturated and is less disturbed by
+   other work on a shared machine. Target >= 0.85 for both.
+2. Streaming events/s per core: BenchRunner `closed:64` + OpenAIChatWorkload against
+   POST /sse (200 one-token content chunks per response, sent as 4 HTTP chunks at
+   once). events/s per core = token events of ok samples / self_checks.client_cpu_s;
+   also per wall second. The same with NullTransport returning the same 200-chunk stream
+   in 4 reads and 1 event per read (pure client cost, no I/O; `closed:1`). Target
+   >= 60,000 for the real-I/O figure.
+3. Constant 1,000 req/s (`constant:1000`, `--seconds` + 1 s warm-up left out of the
+   summary) against GET /json: summary.json's E2E p99 and schedule lag p99 (ms).
+   Targets <= 2 ms each. First the machine's noise floor (an idle event loop's lag for
+   2 s), then twice: a bare aiohttp open loop (sleep to each intended time, one task per
+   request; same server, rate and windows) and the engine. The table shows the lower
+   p99 of the two runs (outside noise only adds latency); both runs are printed.
+4. Memory per in-flight stream: BenchRunner `closed:2000` + OpenAIChatWorkload against
+   /hold (headers, role chunk and one content chunk, then the stream stays open). Client
+   VmRSS (/proc/self/status) sampled every 0.25 s; baseline just before the run (after a
+   100-stream warm-up run in the same process), plateau = the largest sample taken while
+   2,000 requests were in flight and at least 2 s into the run. KB/stream =
+   (plateau - baseline) / 2000 (1 KB = 1,024 bytes). Target <= 32 KB.
+
+Prints every figure and a final table (figure, value, target, pass/fail); exit code 1
+when a target fails. Runtime about 1.5 minutes with the default 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import uvloop
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO, REPO / "benchmarks"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from _servers import split_even, sse_body, sse_events, start_server  # noqa: E402
+
+from benchmaker import BenchConfig, BenchRunner, HttpWorkload, NullTransport, OpenAIChatWorkload, StaticDataset  # noqa: E402
+
+SSE_CHUNKS = 200
+HOLD_STREAMS = 2000
+
+
+def _rss_kb() -> int:
+    """VmRSS of this process in KiB (from /proc/self/status)."""
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("/proc/self/status: VmRSS: missing")
+
+
+def _raise_fd_limit(n: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+
+
+def _ok_token_events(result: Any) -> tuple[int, int]:
+    """(ok samples, token events over ok samples) read from the run's samples.jsonl."""
+    n_ok = events = 0
+    with open(result.samples_path, "rb") as f:
+        for line in f:
+            s = orjson.loads(line)
+            if s["outcome"] == "ok":
+                n_ok += 1
+                events += s["n_token_events"]
+    return n_ok, events
+
+
+def _run(runner: BenchRunner) -> Any:
+    return runner.run_sync()
+
+
+# -- 1. non-streaming throughput -----------------------------------------------------
+
+
+async def _bare_loop(url: str, concurrency: int, seconds: float) -> tuple[int, float]:
+    """(ok responses, wall s) of `concurrency` tasks doing GET url + read for `seconds`."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        n = 0
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+
+        async def worker() -> None:
+            nonlocal n
+            while time.perf_counter() < deadline:
+                async with session.get(url) as resp:
+                    await resp.read()
+                    if resp.status == 200:
+                        n += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return n, time.perf_counter() - t0
+
+
+def bench_throughput(base: str, out: Path, seconds: float) -> dict[str, Any]:
+    url = base + "/json"
+    bare_rates, engine_rates, bare_cpu, engine_cpu = [], [], [], []
+    for rnd in (1, 2):
+        cpu0 = time.process_time()
+        n, wall = uvloop.run(_bare_loop(url, 64, seconds))
+        cpu = time.process_time() - cpu0
+        bare_rates.append(n / wall)
+        bare_cpu.append(n / cpu)
+        print(f"  round {rnd}: bare aiohttp {bare_rates[-1]:>8,.0f} req/s  {bare_cpu[-1]:>8,.0f} req per cpu s"
+              f"  ({1e6 / bare_cpu[-1]:.1f} us cpu/req, cpu util {cpu / wall:.2f})")
+        runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=HttpWorkload(url))
+        res = _run(runner)
+        sc = res.summary["self_checks"]
+        n_ok = res.summary["run"]["n_ok"]
+        engine_rates.append(n_ok / sc["wall_s"])
+        engine_cpu.append(n_ok / sc["client_cpu_s"])
+        print(f"           engine       {engine_rates[-1]:>8,.0f} req/s  {engine_cpu[-1]:>8,.0f} req per cpu s"
+              f"  ({1e6 / engine_cpu[-1]:.1f} us cpu/req, cpu util {sc['client_cpu_util']:.2f}; ok {n_ok:,} of "
+              f"{res.summary['run']['n_samples']:,}, connections {sc['connections_opened']})")
+    ratio = sum(engine_rates) / sum(bare_rates)
+    cpu_ratio = sum(engine_cpu) / sum(bare_cpu)
+    print(f"  ratio (sum engine / sum bare): {ratio:.3f} by wall time, {cpu_ratio:.3f} per client cpu s")
+    return {"ratio": ratio, "cpu_ratio": cpu_ratio}
+
+
+# -- 2. streaming events/s -----------------------------------------------------------
+
+
+def _chat(url: str) -> OpenAIChatWorkload:
+    return OpenAIChatWorkload(url, "m", StaticDataset(["Say something long."]), max_tokens=SSE_CHUNKS)
+
+
+def bench_streaming(base: str, out: Path, seconds: float) -> dict[str, Any]:
+    runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=_chat(base + "/sse"))
+    res = _run(runner)
+    sc = res.summary["self_checks"]
+    n_ok, events = _ok_token_events(res)
+    per_cpu = events / sc["client_cpu_s"]
+    per_wall = events / sc["wall_s"]
+    print(f"  aiohttp, closed:64: {n_ok:,} ok streams of {res.summary['run']['n_samples']:,}, {events:,} token events,"
+          f" cpu {sc['client_cpu_s']:.2f} s, wall {sc['wall_s']:.2f} s")
+    print(f"    {per_cpu:>10,.0f} events/s per core (cpu s)   {per_wall:>10,.0f} events/s per wall s"
+          f"   ({n_ok / sc['wall_s']:,.0f} streams/s)")
+    figures = {"per_cpu": per_cpu, "per_wall": per_wall}
+    body = sse_body(SSE_CHUNKS)
+    for name, chunks in (("4 reads", split_even(body, 4)), ("1 event/read", sse_events(SSE_CHUNKS))):
+        runner = BenchRunner(
+            BenchConfig(load="closed:1", duration_s=min(seconds, 3.0), out_dir=out),
+            workload=_chat("http://null/v1/chat/completions"), transport=NullTransport(chunks=tuple(chunks)),
+        )
+        res = _run(runner)
+        sc = res.summary["self_checks"]
+        n_ok, events = _ok_token_events(res)
+        rate = events / sc["client_cpu_s"]
+        print(f"  NullTransport, {name:<12}: {n_ok:,} streams, {rate:>10,.0f} events/s per core   "
+              f"{events / sc['wall_s']:>10,.0f} per wall s")
+        figures[f"null_{name}"] = rate
+    return figures
+
+
+# -- 3. constant 1,000 req/s ---------------------------------------------------------
+
+
+def _p99(xs: list[float]) -> float:
+    xs = sorted(xs)
+    pos = (len(xs) - 1) * 0.99  # linear interpolation, as DuckDB quantile_cont
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+async def _bare_constant(url: str, rate: float, seconds: float, warmup_s: float) -> tuple[list[float], list[float]]:
+    """A bare aiohttp open loop at `rate` req/s: (E2E ms, send lag ms) of requests intended
+    after `warmup_s`. Sleeps to each intended time, then starts a task (no spin)."""
+    e2e: list[float] = []
+    lag: list[float] = []
+    pc = time.perf_counter_ns
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one(intended: int) -> None:
+            sent = pc()
+            async with session.get(url) as resp:
+                await resp.read()
+            if intended >= t0 + warmup_s * 1e9:
+                e2e.append((pc() - sent) / 1e6)
+                lag.append((sent - intended) / 1e6)
+
+        tasks = set()
+        t0 = pc()
+        step = 1e9 / rate
+        for i in range(int((seconds + warmup_s) * rate)):
+            intended = t0 + round(i * step)
+            delay = intended - pc()
+            if delay > 0:
+                await asyncio.sleep(delay / 1e9)
+            task = asyncio.get_running_loop().create_task(one(intended))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+    return e2e, lag
+
+
+async def _idle_loop_lag(seconds: float) -> dict[str, Any]:
+    """Loop lag of an idle event loop (benchmaker's LoopLagMonitor, 10 ms ticks): the
+    machine's scheduling noise floor at the moment."""
+    from benchmaker.selfcheck import LoopLagMonitor
+
+    monitor = LoopLagMonitor()
+    monitor.start()
+    await asyncio.sleep(seconds)
+    await monitor.stop()
+    return monitor.stats()
+
+
+def bench_constant(base: str, out: Path, seconds: float) -> dict[str, Any]:
+    idle = uvloop.run(_idle_loop_lag(2.0))
+    print(f"  noise floor, idle event loop lag ms: p50 {idle['p50']:.3f}  p99 {idle['p99']:.3f}  max {idle['max']:.3f}")
+    got: dict[str, list[float]] = {"e2e_p99": [], "lag_p99": [], "bare_e2e_p99": [], "bare_lag_p99": []}
+    for rnd in (1, 2):
+        e2e_b, lag_b = uvloop.run(_bare_constant(base + "/json", 1000.0, seconds, 1.0))
+        got["bare_e2e_p99"].append(_p99(e2e_b))
+        got["bare_lag_p99"].append(_p99(lag_b))
+        print(f"  round {rnd}: bare aiohttp open loop: E2E p99 {_p99(e2e_b):.3f} ms, send lag p99 {_p99(lag_b):.3f} ms"
+              f" ({len(e2e_b):,} requests)")
+        cfg = BenchConfig(load="constant:1000", duration_s=seconds + 1.0, warmup_s=1.0, out_dir=out)
+        res = _run(BenchRunner(cfg, workload=HttpWorkload(base + "/json")))
+        summary = orjson.loads((res.bundle_dir / "summary.json").read_bytes())
+        run = summary["run"]
+        e2e, lag = run["e2e_ms"], run["schedule_lag_ms"]
+        got["e2e_p99"].append(e2e["p99"])
+        got["lag_p99"].append(lag["p99"])
+        ll = summary["self_checks"]["loop_lag_ms"]
+        print(f"           engine: {run['n_ok']:,} ok of {run['n_samples']:,} (measured phase), offered "
+              f"{run['offered_rate_per_s']:.1f}/s, achieved {run['request_throughput_per_s']:.1f}/s,"
+              f" cpu util {summary['self_checks']['client_cpu_util']:.2f}")
+        print(f"           E2E ms          p50 {e2e['p50']:.3f}  p99 {e2e['p99']:.3f}  max {e2e['max']:.3f}"
+              f"  (count {e2e['count']:,})")
+        print(f"           schedule lag ms p50 {lag['p50']:.3f}  p99 {lag['p99']:.3f}  max {lag['max']:.3f}"
+              f"  (count {lag['count']:,})")
+        print(f"           loop lag ms     p50 {ll['p50']:.3f}  p99 {ll['p99']:.3f}  max {ll['max']:.3f}")
+    # outside noise only ever adds latency, so the lower of two runs is the better
+    # estimate of the engine's own tail; both runs are printed above
+    best = {k: min(v) for k, v in got.items()}
+    best["idle_lag_p99"] = idle["p99"]
+    return best
+
+
+# -- 4. memory per in-flight stream --------------------------------------------------
+
+
+async def _run_sampled(runner: BenchRunner, period_s: float) -> tuple[Any, int, list[tuple[float, int, int]]]:
+    """Run with a VmRSS sampler beside it; (result, baseline KiB, [(t s, in flight, KiB)])."""
+    points: list[tuple[float, int, int]] = []
+    base = _rss_kb()
+    t0 = time.perf_counter()
+
+    async def sample() -> None:
+        while True:
+            points.append((time.perf_counter() - t0, runner.live.in_flight, _rss_kb()))
+            await asyncio.sleep(period_s)
+
+    task = asyncio.get_running_loop().create_task(sample())
+    try:
+        res = await runner.run()
+    finally:
+        task.cancel()
+    return res, base, points
+
+
+def bench_memory(base: str, out: Path, seconds: float) -> dict[str, Any]:
+    url = base + "/hold"
+
+    def runner(n: int, dur: float) -> BenchRunner:
+        cfg = BenchConfig(load=f"closed:{n}", duration_s=dur, drain_s=0.2, out_dir=out)
+        return BenchRunner(cfg, workload=_chat(url))
+
+    async def both() -> tuple[Any, int, list[tuple[float, int, int]]]:
+        await runner(100, 1.0).run()  # warm-up: code paths, allocator arenas
+        return await _run_sampled(runner(HOLD_STREAMS, max(seconds, 4.0)), 0.25)
+
+    res, base_kb, points = uvloop.run(both())
+    plateau = [kb for t, inflight, kb in points if inflight == HOLD_STREAMS and t >= 2.0]
+    first_bytes = sum(1 for line in open(res.samples_path, "rb") if orjson.loads(line)["first_byte_ns"] is not None)
+    if not plateau:
+        print(f"  never {HOLD_STREAMS} in flight for 2 s (max in flight {res.summary['self_checks']['max_in_flight']})")
+        return {"kb_per_stream": None}
+    peak = max(plateau)
+    per = (peak - base_kb) / HOLD_STREAMS
+    print(f"  {HOLD_STREAMS:,} streams open ({first_bytes:,} got their first bytes), RSS baseline {base_kb / 1024:.1f} MiB,"
+          f" plateau {peak / 1024:.1f} MiB ({len(plateau)} samples, min {min(plateau) / 1024:.1f} MiB)")
+    print(f"  {per:.1f} KB per in-flight stream")
+    return {"kb_per_stream": per}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=5.0, help="length of each timed run (default 5)")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate CPUs")
+    ap.add_argument("--keep", type=Path, default=None, help="write run bundles here (default: a temp dir, removed)")
+    args = ap.parse_args()
+    _raise_fd_limit(HOLD_STREAMS * 2 + 1024)
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = not args.no_pin and len(cpus) >= 2
+    proc, port = start_server(cpu=cpus[1] if pin else None, sse_chunks=SSE_CHUNKS, sse_writes=4)
+    if pin:
+        os.sched_setaffinity(0, {cpus[0]})
+    base = f"http://127.0.0.1:{port}"
+    print(f"engine benchmarks: server pid {proc.pid} on {'CPU ' + str(cpus[1]) if pin else 'any CPU'}, client on "
+          f"{'CPU ' + str(cpus[0]) if pin else 'any CPU'}, {args.seconds:g} s per run, python {sys.version.split()[0]},"
+          f" aiohttp {aiohttp.__version__}, uvloop {uvloop.__version__}")
+    tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="bench-engine-")
+    out = args.keep or Path(tmp.name)  # type: ignore[union-attr]
+    started = time.perf_counter()
+    try:
+        print("1. non-streaming throughput, concurrency 64, GET /json")
+        thr = bench_throughput(base, out, args.seconds)
+        print(f"2. streaming, {SSE_CHUNKS} content chunks per response")
+        st = bench_streaming(base, out, args.seconds)
+        if pin:  # latency and memory: let the scheduler place both (a pinned CPU shared
+            # with other work stalls the server for a time slice)
+            os.sched_setaffinity(0, set(cpus))
+            os.sched_setaffinity(proc.pid, set(cpus))
+        print("3. constant 1,000 req/s, GET /json, client and server unpinned")
+        const = bench_constant(base, out, args.seconds)
+        print(f"4. memory, {HOLD_STREAMS:,} open streams")
+        mem = bench_memory(base, out, args.seconds)
+    finally:
+        proc.terminate()
+        proc.wait()
+        if tmp is not None:
+            tmp.cleanup()
+    rows = [
+        ("non-streaming throughput / bare aiohttp", thr["ratio"], ">= 0.85", thr["ratio"] >= 0.85, "{:.3f}"),
+        ("non-streaming, per client cpu s / bare aiohttp", thr["cpu_ratio"], ">= 0.85", thr["cpu_ratio"] >= 0.85,
+         "{:.3f}"),
+        ("streaming events/s per core (aiohttp)", st["per_cpu"], ">= 60,000", st["per_cpu"] >= 60_000, "{:,.0f}"),
+        ("streaming events/s per wall s (aiohttp)", st["per_wall"], "-", None, "{:,.0f}"),
+        ("streaming events/s per core (null, 4 reads)", st["null_4 reads"], "-", None, "{:,.0f}"),
+        ("streaming events/s per core (null, 1 ev/read)", st["null_1 event/read"], "-", None, "{:,.0f}"),
+        ("idle event loop lag p99 (ms): noise floor", const["idle_lag_p99"], "-", None, "{:.3f}"),
+        ("E2E p99 at 1,000 req/s (ms), best of 2", const["e2e_p99"], "<= 2", const["e2e_p99"] <= 2.0, "{:.3f}"),
+        ("schedule lag p99 at 1,000 req/s (ms), best of 2", const["lag_p99"], "<= 2", const["lag_p99"] <= 2.0, "{:.3f}"),
+        ("  reference: bare aiohttp E2E p99, best of 2", const["bare_e2e_p99"], "-", None, "{:.3f}"),
+        ("  reference: bare aiohttp send lag p99, best of 2", const["bare_lag_p99"], "-", None, "{:.3f}"),
+        ("memory per in-flight stream (KB)", mem["kb_per_stream"], "<= 32",
+         mem["kb_per_stream"] is not None and mem["kb_per_stream"] <= 32, "{:.1f}"),
+    ]
+    print(f"\n{'figure':<50} {'value':>12} {'target':>10}  result")
+    for name, value, target, ok, fmt in rows:
+        shown = fmt.format(value) if value is not None else "n/a"
+        print(f"{name:<50} {shown:>12} {target:>10}  {'' if ok is None else 'PASS' if ok else 'FAIL'}")
+    print(f"(total {time.perf_counter() - started:.0f} s)")
+    return 0 if all(ok is not False for *_, ok, _ in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,3 +27,43 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) artifacts runs
+
+# --- Prefect: local server, deployments, worker (prefect.yaml; DESIGN §7, §10) ---------
+# make prefect-server   start a local Prefect server in the background, wait for /api/health
+# make deploy           create the `process` work pool and deploy every prefect.yaml deployment
+# make worker           start a worker on that pool (foreground; Ctrl-C stops it)
+# make run-adhoc        prefect deployment run swebench-replay/adhoc --watch (exit 0 when completed)
+# make demo             the main job on the bundled example, ephemeral Prefect (no server needed)
+PREFECT_PORT ?= 4200
+PREFECT_API_URL ?= http://127.0.0.1:$(PREFECT_PORT)/api
+WORK_POOL := benchmaker-process  # must match work_pool.name in prefect.yaml
+PREFECT_ENV := PREFECT_API_URL=$(PREFECT_API_URL) PREFECT_SERVER_ANALYTICS_ENABLED=false
+PREFECT := $(VENV)/bin/prefect
+
+.PHONY: prefect-server prefect-server-stop deploy worker run-adhoc
+
+prefect-server: $(STAMP)
+	PREFECT_SERVER_ANALYTICS_ENABLED=false $(PREFECT) server start --background --host 127.0.0.1 --port $(PREFECT_PORT)
+	@for i in $$(seq 1 180); do \
+	  $(PY) -c "import urllib.request as u; u.urlopen('$(PREFECT_API_URL)/health', timeout=2)" 2>/dev/null \
+	    && { echo "Prefect server healthy at $(PREFECT_API_URL)"; exit 0; }; \
+	  sleep 0.5; \
+	done; echo "Prefect server not healthy after 90 s" >&2; exit 1
+
+prefect-server-stop: $(STAMP)
+	$(PREFECT) server stop
+
+deploy: $(STAMP)
+	$(PREFECT_ENV) $(PREFECT) work-pool inspect $(WORK_POOL) >/dev/null 2>&1 || \
+		$(PREFECT_ENV) $(PREFECT) work-pool create $(WORK_POOL) --type process
+	BENCHMAKER_HOME=$(CURDIR) $(PREFECT_ENV) $(PREFECT) --no-prompt deploy --all
+
+worker: $(STAMP)
+	$(PREFECT_ENV) $(PREFECT) worker start --pool $(WORK_POOL)
+
+run-adhoc: $(STAMP)
+	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/adhoc --watch
+
+demo: $(STAMP)
+	$(VENV)/bin/benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \
+		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo

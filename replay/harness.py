@@ -5,9 +5,10 @@ OpenAI-compatible endpoint (DESIGN §6, issue #3 item 4) and measures them (#6 i
     run = await run_episodes(trajs, url, concurrency=5, out_dir=Path("out"), run_id="r1")
 
 Modes:
-- `recorded`: the request starts with the system prompt (when recorded) and the first
-  user message; each response is appended *as received*, then the recorded
-  observations of that turn, then its `user_after` messages; the next turn is sent.
+- `recorded`: the request starts with the system prompt (when recorded), the first
+  user message and the `user_before_turns` messages; each response is appended *as
+  received*, then the recorded observations of that turn, then its `user_after`
+  messages; the next turn is sent.
 - `execute`: the same, but the tool calls of the received response run in a Sandbox
   (pi bash/read/write/edit, or the text action of SWE-agent / mini-swe-agent
   trajectories, see replay.tools) and their results are sent instead; each result
@@ -100,11 +101,13 @@ def text_action_style(trajectory: Trajectory) -> TextActionStyle:
 
 
 def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
-    """[system (when recorded), first user] in OpenAI request shape."""
+    """[system (when recorded), first user, each of user_before_turns] in OpenAI
+    request shape."""
     msgs: list[dict[str, Any]] = []
     if trajectory.system is not None:
         msgs.append({"role": "system", "content": trajectory.system})
     msgs.append({"role": "user", "content": trajectory.first_user})
+    msgs.extend({"role": "user", "content": u} for u in trajectory.user_before_turns)
     return msgs
 
 
@@ -368,13 +371,14 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
     """Command mode: run the agent command in the sandbox workspace with its base URL
     pointed at a measuring proxy in front of `base_url` (`_MeasuringProxy`). The
     command is an argv list whose items may use {prompt_file} (JSON with system,
-    first_user, model), {workdir}, {base_url} and {python}; it also gets
-    OPENAI_BASE_URL, OPENAI_API_KEY and BENCHMAKER_PROMPT_FILE in its environment and
+    first_user, user_before_turns, model), {workdir}, {base_url} and {python}; it also
+    gets OPENAI_BASE_URL, OPENAI_API_KEY and BENCHMAKER_PROMPT_FILE in its environment and
     runs in the sandbox workdir on this host (so it reaches the proxy on 127.0.0.1)."""
     async with _MeasuringProxy(base_url, st, api_key) as proxy:
         with tempfile.TemporaryDirectory(prefix="bm-agent-") as tmp:
             prompt = Path(tmp) / "prompt.json"
             prompt.write_text(json.dumps({"system": trajectory.system, "first_user": trajectory.first_user,
+                                          "user_before_turns": trajectory.user_before_turns,
                                           "model": trajectory.model}))
             subst = {"prompt_file": str(prompt), "workdir": sb.workdir, "base_url": proxy.url + "/v1",
                      "python": sys.executable}

@@ -11,11 +11,12 @@ token is set, else 401 with an OpenAI error body):
 - GET /health: readiness, {"status": "ok", "trajectories": N, "turns": M}.
 - GET /stats: counters (see ReplayStats.snapshot); POST /stats/reset zeroes them.
 
-Matching is stateless: the task key is `match_key_for(flatten_content(<first message
-with role "user">.content))`, the turn index the number of messages with role
-"assistant" in the request. The trajectory is chosen by `ReplayStore.lookup` (first in
-file order, or the first whose system prompt equals the request's when several share
-the key).
+Matching is stateless: the task key is `match_key_for_messages([flatten_content(m.content)
+for m in <messages with role "user" before the first message with role "assistant">])`
+(a request whose user messages all come after an assistant message uses its first user
+message), the turn index the number of messages with role "assistant" in the request.
+The trajectory is chosen by `ReplayStore.lookup` (first in file order, or the first
+whose system prompt equals the request's when several share the key).
 
 Status codes of a request that cannot be served (OpenAI error body {"error":
 {"message", "type", "param": null, "code"}}, header `x-replay-miss` on misses):
@@ -75,7 +76,7 @@ from starlette.routing import Route
 
 from replay.latency import load_splitter, parse_latency
 from replay.store import RecordedObservation, ReplayStore, StreamBytes, exit_code_in
-from replay.trajectory import flatten_content, match_key_for
+from replay.trajectory import flatten_content, match_key_for_messages
 
 __all__ = ["DIVERGENCE_POLICIES", "ReplayStats", "create_app", "main", "serve"]
 
@@ -255,6 +256,7 @@ class _ChatCompletions:
             await self._fail(send, 400, "bad_request", problem)
             return
         first_user = system = None
+        head_users: list[dict[str, Any]] = []  # user messages before the first assistant one
         n_assistant = 0
         last_assistant = -1
         for i, msg in enumerate(messages):
@@ -265,13 +267,15 @@ class _ChatCompletions:
             elif role == "user":
                 if first_user is None:
                     first_user = msg
+                if not n_assistant:
+                    head_users.append(msg)
             elif role == "system" and system is None:
                 system = msg
         if first_user is None:
             stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", "messages: no message with role 'user'")
             return
-        key = match_key_for(flatten_content(first_user.get("content")))
+        key = match_key_for_messages([flatten_content(m.get("content")) for m in head_users or (first_user,)])
         system_text = None
         if system is not None and self.store.needs_system(key):
             system_text = flatten_content(system.get("content"))

@@ -9,14 +9,17 @@ Shape of one line (`Trajectory.model_dump_json()`):
 
     {"schema_version": 1, "trajectory_id": "...", "source": {"format": "pi-session",
      "path": "...", "sha256": "...", "line": null}, "task_id": "...", "match_key": "...",
-     "model": "...", "system": "...", "first_user": "...", "terminated_by": "stop",
+     "model": "...", "system": "...", "first_user": "...", "user_before_turns": [],
+     "terminated_by": "stop",
      "outcome": {"patch": null, "resolved": null, "reward": null, "exit_status": null},
      "turns": [{"index": 0, "request_messages": null, "response": {...}, "usage": {...},
                 "timing": {...}, "observations": [...]}]}
 
-Match key: an explicit `task_id: <id>` line in the first user message, else the sha256
-of that message's flattened text (`match_key_for`); the replay server computes the same
-key from an incoming request.
+Match key: over all user messages before the first assistant message (`first_user`,
+then `user_before_turns`): an explicit `task_id: <id>` line in one of them, else the
+sha256 of their flattened texts (`match_key_for_messages`); the replay server computes
+the same key from an incoming request. With a single user message this is
+`match_key_for(first_user)`.
 """
 
 from __future__ import annotations
@@ -131,6 +134,10 @@ class Trajectory(_Model):
     model: str | None = None
     system: str | None = None
     first_user: str
+    user_before_turns: list[str] = Field(default_factory=list)
+    """User messages after `first_user` and before the first assistant turn, in order
+    (e.g. SWE-agent sends a demonstration first and the task prompt second); a
+    replaying agent sends them right after `first_user`. Part of the match key."""
     terminated_by: str | None = None
     outcome: RecordedOutcome = Field(default_factory=RecordedOutcome)
     turns: list[Turn]
@@ -158,10 +165,28 @@ def flatten_content(content: Any) -> str:
     return str(content)
 
 
+_KEY_SEPARATOR = "\n\x1e\n"
+"""Joins the user texts hashed by `match_key_for_messages` (\\x1e: ASCII record separator)."""
+
+
+def match_key_for_messages(user_texts: list[str]) -> str:
+    """Task key of a conversation from the flattened texts of all its user messages
+    before the first assistant message, in order: `task:<id>` for the first line
+    `task_id: <id>` found (texts searched in order), else `sha256:<hex>` of the texts
+    joined with "\\n\\x1e\\n" (UTF-8). A one-element list gives `match_key_for(text)`.
+    Raises ValueError on an empty list."""
+    if not user_texts:
+        raise ValueError("user_texts: expected at least one user message text (got [])")
+    for text in user_texts:
+        m = _TASK_ID_LINE.search(text)
+        if m:
+            return f"task:{m.group(1)}"
+    joined = _KEY_SEPARATOR.join(user_texts)  # one text: the text itself
+    return "sha256:" + hashlib.sha256(joined.encode("utf-8")).hexdigest()
+
+
 def match_key_for(first_user_text: str) -> str:
-    """Task key of a conversation from its first user message's flattened text:
-    `task:<id>` when it holds a line `task_id: <id>`, else `sha256:<hex>` of the text."""
-    m = _TASK_ID_LINE.search(first_user_text)
-    if m:
-        return f"task:{m.group(1)}"
-    return "sha256:" + hashlib.sha256(first_user_text.encode("utf-8")).hexdigest()
+    """Task key of a conversation with a single user message before the first
+    assistant message: `task:<id>` when it holds a line `task_id: <id>`, else
+    `sha256:<hex>` of the text; equal to `match_key_for_messages([first_user_text])`."""
+    return match_key_for_messages([first_user_text])

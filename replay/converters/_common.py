@@ -29,11 +29,13 @@ from replay.trajectory import (
     Turn,
     Usage,
     flatten_content,
-    match_key_for,
+    match_key_for_messages,
 )
 
-CONVERTER_VERSION = 1
-"""Bump when any converter's output changes for the same input (part of cache keys)."""
+CONVERTER_VERSION = 2
+"""Bump when any converter's output changes for the same input (part of cache keys).
+2: user messages between the first user message and the first assistant turn are kept
+in `user_before_turns` (and enter the match key) instead of being skipped."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
 """Skip key: the log kept only parsed tool arguments, so `arguments_raw` is
@@ -190,9 +192,9 @@ def ms_from_iso(text: Any) -> float | None:
 class TrajectoryBuilder:
     """Accumulates one conversation in order and builds the `Trajectory`.
 
-    `user(text)` before the first turn sets `first_user` (a second one is skipped as
-    `user_before_first_turn`: the schema has nowhere to keep it); after a turn it is
-    appended to that turn's `user_after`. `observation()` attaches to the last turn
+    `user(text)` before the first turn sets `first_user`, later ones before the first
+    turn go to `user_before_turns`; after a turn it is appended to that turn's
+    `user_after`. `observation()` attaches to the last turn
     (`orphan_observation` when there is none). `skip(reason)` counts what was dropped.
     """
 
@@ -201,6 +203,7 @@ class TrajectoryBuilder:
         self.fmt = fmt
         self.system: str | None = None
         self.first_user: str | None = None
+        self.user_before_turns: list[str] = []
         self.model: str | None = None
         self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()
@@ -220,7 +223,7 @@ class TrajectoryBuilder:
         elif self.first_user is None:
             self.first_user = text
         else:
-            self.skip("user_before_first_turn")
+            self.user_before_turns.append(text)
 
     def turn(
         self,
@@ -276,10 +279,11 @@ class TrajectoryBuilder:
                 converter_version=CONVERTER_VERSION,
             ),
             task_id=task_id,
-            match_key=match_key_for(self.first_user),
+            match_key=match_key_for_messages([self.first_user, *self.user_before_turns]),
             model=self.model,
             system=self.system,
             first_user=self.first_user,
+            user_before_turns=self.user_before_turns,
             terminated_by=terminated_by,
             outcome=outcome or RecordedOutcome(),
             turns=self.turns,

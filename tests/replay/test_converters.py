@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from replay.convert import detect_format, iter_trajectories
-from replay.trajectory import match_key_for
+from replay.trajectory import match_key_for, match_key_for_messages
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real"
@@ -111,7 +111,25 @@ def test_real_swe_agent_patch_is_the_recorded_submission():
     assert t.outcome.exit_status == "submitted"
     assert t.task_id == "swe-agent-pydicom-1458"
     assert t.first_user.startswith("Here is a demonstration")  # the demo is sent first
-    assert t.skipped == {"user_before_first_turn": 1}  # the instance prompt after the demo
+    assert t.skipped == {}
+
+
+def test_real_swe_agent_task_prompt_after_the_demo_is_kept_and_keyed():
+    path = _real("swe-agent-pydicom-1458.traj")
+    t = _one(path)
+    history = json.loads(path.read_text())["history"]
+    # history[0] system, [1] the demonstration (is_demo), [2] the task prompt, [3] the
+    # first assistant message.
+    assert [m["role"] for m in history[:4]] == ["system", "user", "user", "assistant"]
+    assert t.first_user == history[1]["content"]
+    assert t.user_before_turns == [history[2]["content"]]
+    assert t.user_before_turns[0].startswith("We're currently solving the following issue")
+    assert "Pixel Representation attribute should be optional" in t.user_before_turns[0]
+    # The key covers demo + task prompt, so it is not the demo-only key every task
+    # sharing this demonstration would get.
+    assert t.match_key == match_key_for_messages([history[1]["content"], history[2]["content"]])
+    assert t.match_key != match_key_for(t.first_user)
+    assert t.match_key.startswith("sha256:")  # neither message has a task_id line
 
 
 def test_real_mini_swe_agent_actions_and_returncodes():

@@ -12,7 +12,7 @@ import pytest
 
 from replay.convert import iter_trajectories
 from replay.episodes import EPISODE_COLUMNS, TURN_COLUMNS
-from replay.harness import concurrency_proof, local_sandbox_factory, run_episode, run_episodes
+from replay.harness import concurrency_proof, initial_messages, local_sandbox_factory, run_episode, run_episodes
 from replay.process import start_replay_server
 from replay.trajectory import Trajectory
 from replay.verifier import load_task
@@ -50,6 +50,14 @@ async def test_real_recordings_replay_byte_equal_with_zero_misses(tmp_path: Path
     assert (ep.misses_unknown_key, ep.misses_beyond_turns, ep.misses_diverged, ep.divergences) == (0, 0, 0, 0)
     assert all(t.byte_equal for t in res.turns)
     assert stats["misses"]["total"] == 0 and stats["divergences"]["total"] == 0
+
+
+def test_initial_messages_send_user_before_turns_after_first_user():
+    traj = _example().model_copy(update={"system": "sys", "first_user": "demo",
+                                         "user_before_turns": ["task prompt", "more"]})
+    assert initial_messages(traj) == [
+        {"role": "system", "content": "sys"}, {"role": "user", "content": "demo"},
+        {"role": "user", "content": "task prompt"}, {"role": "user", "content": "more"}]
 
 
 @pytest.mark.slow  # ~7 s: 453 requests whose message lists grow to the whole session

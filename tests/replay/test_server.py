@@ -8,7 +8,7 @@ import httpx
 import orjson
 import pytest
 
-from replay.trajectory import Response, Trajectory, ToolCall, Turn, match_key_for
+from replay.trajectory import Response, Trajectory, ToolCall, Turn, match_key_for, match_key_for_messages
 from tests.replay.test_server_fixtures import (
     NASTY, NASTY_ARGS, NASTY_REASONING, first_user_for, make_trajectory, reassemble,
     request_messages, running_server, source, sse_events, write_store,
@@ -172,6 +172,37 @@ def test_same_key_picks_by_system_then_file_order(tmp_path):
         assert served(request_messages(b, 0, system=False)) == "first"  # no system: file order
         other = [{"role": "system", "content": "unknown"}, {"role": "user", "content": b.first_user}]
         assert served(other) == "first"  # no system match: file order
+
+
+def test_shared_first_user_is_told_apart_by_the_user_messages_before_the_first_turn(tmp_path):
+    # SWE-agent shape: the same demonstration first, the task prompt second, no task_id
+    # line. Observations go back as role "user" (tool_call_ids=False): user messages after
+    # the first assistant message must not enter the key.
+    demo = "Here is a demonstration of how to correctly accomplish this task."
+    trajs = []
+    for name in ("one", "two"):
+        prompt = f"We're currently solving issue {name}."
+        trajs.append(make_trajectory(name, 2, tool_call_ids=False).model_copy(update={
+            "first_user": demo, "user_before_turns": [prompt],
+            "match_key": match_key_for_messages([demo, prompt])}))
+    assert trajs[0].match_key != trajs[1].match_key
+    path = write_store(tmp_path / "t.jsonl", trajs)
+    with running_server(path, divergence="content") as url, httpx.Client() as client:
+        for traj in trajs:
+            for t, turn in enumerate(traj.turns):
+                r = _chat(client, url, request_messages(traj, t))
+                assert r.status_code == 200, r.text
+                assert r.headers["x-replay-trajectory"] == traj.trajectory_id
+                assert r.headers["x-replay-turn"] == str(t)
+                assert r.json()["choices"][0]["message"]["content"] == turn.response.content
+        # The demonstration alone is the key neither trajectory has.
+        r = _chat(client, url, [{"role": "system", "content": trajs[0].system},
+                                {"role": "user", "content": demo}])
+        assert r.status_code == 404
+        stats = client.get(url + "/stats").json()
+    assert stats["served"] == 4  # 2 trajectories x 2 turns
+    assert stats["misses"] == {"unknown_key": 1, "beyond_turns": 0, "diverged": 0, "total": 1}
+    assert stats["recent_unknown_keys"] == [match_key_for(demo)]
 
 
 def test_list_content_first_user_matches(store):

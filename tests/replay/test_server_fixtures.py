@@ -81,13 +81,15 @@ def write_store(path: Path, trajectories: list[Trajectory]) -> Path:
 
 
 def request_messages(traj: Trajectory, turn: int, *, system: bool = True) -> list[dict]:
-    """The messages an agent replaying `traj` sends for `turn`: system, first user, then
-    per earlier turn the assistant message and its observations (as role "tool" with
-    tool_call_id when recorded with one, else role "user")."""
+    """The messages an agent replaying `traj` sends for `turn`: system, first user, the
+    user_before_turns messages, then per earlier turn the assistant message and its
+    observations (as role "tool" with tool_call_id when recorded with one, else role
+    "user")."""
     messages: list[dict] = []
     if system and traj.system is not None:
         messages.append({"role": "system", "content": traj.system})
     messages.append({"role": "user", "content": traj.first_user})
+    messages.extend({"role": "user", "content": u} for u in traj.user_before_turns)
     for t in traj.turns[:turn]:
         r = t.response
         msg: dict = {"role": "assistant", "content": r.content}

@@ -3,7 +3,8 @@ converted trajectory is replayed turn by turn through the server, non-streaming 
 streaming, with divergence policy `content` and faithful observations; every response
 must be byte-equal to the recording and /stats must count no miss and no divergence.
 
-Requests are lean: system, first user message, t assistant placeholders (only their
+Requests are lean: system, first user message, the user messages recorded before the
+first turn (SWE-agent: the task prompt after the demonstration), t assistant placeholders (only their
 count matters for matching) of which the last is the real previous response, then the
 recorded observations of turn t-1 (role "tool" with tool_call_id, else role "user").
 That is everything the server reads, without resending a 450-turn history each time.
@@ -46,6 +47,7 @@ def _lean_messages(traj: Trajectory, t: int) -> list[dict]:
     if traj.system is not None:
         messages.append({"role": "system", "content": traj.system})
     messages.append({"role": "user", "content": traj.first_user})
+    messages.extend({"role": "user", "content": u} for u in traj.user_before_turns)
     if t == 0:
         return messages
     messages += [{"role": "assistant", "content": ""}] * (t - 1)

@@ -28,7 +28,7 @@ from prefect.logging import get_run_logger
 from replay import process as _process
 from tasks.transient import retry_on_transient
 
-__all__ = ["restart_if_dead", "server_handle", "server_url", "start_replay_server", "stop_all_servers",
+__all__ = ["launch_server", "restart_if_dead", "running_servers", "server_handle", "server_url", "start_replay_server", "stop_all_servers",
            "stop_replay_server"]
 
 
@@ -109,6 +109,12 @@ def stop_replay_server(key: str | None) -> int | None:
     with _LOCK:
         entry = _SERVERS.pop(key, None)
     return entry.handle.stop() if entry is not None else None
+
+
+def running_servers() -> dict[str, tuple[int, str]]:
+    """key -> (pid, base URL) of every server registered in this process (alive or not)."""
+    with _LOCK:
+        return {k: (e.handle.pid, e.handle.url) for k, e in _SERVERS.items()}
 
 
 def stop_all_servers() -> None:

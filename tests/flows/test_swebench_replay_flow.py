@@ -90,11 +90,11 @@ async def test_killed_replay_server_point_is_retried(tmp_path: Path) -> None:
     def killer() -> None:  # kill the first server once it has served a request
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not killed:
-            for entry in list(serve._SERVERS.values()):
+            for pid, url in serve.running_servers().values():
                 try:
-                    if httpx.get(entry.handle.url + "/stats", timeout=1).json()["requests"] >= 1:
-                        os.kill(entry.handle.pid, signal.SIGKILL)
-                        killed.append(entry.handle.pid)
+                    if httpx.get(url + "/stats", timeout=1).json()["requests"] >= 1:
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
                         return
                 except (httpx.HTTPError, ValueError):
                     pass
@@ -112,7 +112,7 @@ async def test_killed_replay_server_point_is_retried(tmp_path: Path) -> None:
     [row] = out["points"]
     # the retried point holds only the clean attempt's episodes
     assert (row["n_episodes"], row["n_episodes_failed"], row["misses_total"], row["valid"]) == (2, 0, 0, True)
-    assert not serve._SERVERS  # stopped at the end of the flow
+    assert serve.running_servers() == {}  # stopped at the end of the flow
 
 
 async def test_sweep_point_cached_within_a_flow_run_only(tmp_path: Path) -> None:

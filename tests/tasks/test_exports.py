@@ -1,0 +1,13 @@
+"""`__all__` of tasks, flows and replay.sweep is sorted and names real members."""
+
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("name", ["tasks", "flows", "replay.sweep", "tasks.serve", "tasks.sweep"])
+def test_all_is_sorted_and_importable(name: str) -> None:
+    module = importlib.import_module(name)
+    assert module.__all__ == sorted(module.__all__)
+    for member in module.__all__:
+        assert hasattr(module, member), member

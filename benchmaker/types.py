@@ -11,7 +11,7 @@ Workloads (`workloads/`) know their protocol and never schedule.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -57,7 +57,7 @@ class Response(Protocol):
     """One response of a Transport: status, headers, then the body as byte chunks."""
 
     status: int
-    headers: dict[str, str]
+    headers: Mapping[str, str]
 
     def chunks(self) -> AsyncIterator[bytes]: ...
 

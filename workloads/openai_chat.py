@@ -399,11 +399,8 @@ class OpenAIChatWorkload:
 
     def body(self, seq: int) -> dict[str, Any]:
         """The JSON body (as a dict) of request `seq`."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": self.dataset.item(seq).as_messages(),
-            "stream": self.stream,
-        }
+        field, value = self._input(self.dataset.item(seq))
+        body: dict[str, Any] = {"model": self.model, field: value, "stream": self.stream}
         if self.stream and self.include_usage:
             body["stream_options"] = {"include_usage": True}
         if self.max_tokens is not None:
@@ -412,6 +409,10 @@ class OpenAIChatWorkload:
             body["temperature"] = self.temperature
         body.update(self.extra_body)
         return body
+
+    def _input(self, item: Any) -> tuple[str, Any]:
+        """The body's input field of an item: ("messages", chat messages)."""
+        return "messages", item.as_messages()
 
     def request(self, seq: int) -> RequestSpec:
         """The seq-th request (items cycle): POST url with the body of `body(seq)`."""

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from benchmaker.records import RequestSpec
-from workloads.datasets import Dataset
-from workloads.openai_chat import OpenAIStreamParser, openai_headers
+from workloads.openai_chat import OpenAIChatWorkload, OpenAIStreamParser
 
 __all__ = ["OpenAICompletionsParser", "OpenAICompletionsWorkload"]
 
@@ -47,7 +44,7 @@ class OpenAICompletionsParser(OpenAIStreamParser):
         return self._chunk([c for c in choices if isinstance(c, dict)])
 
 
-class OpenAICompletionsWorkload:
+class OpenAICompletionsWorkload(OpenAIChatWorkload):
     """Completions requests over a dataset; implements `benchmaker.types.Workload`.
 
         OpenAICompletionsWorkload(url, "m", ds, max_tokens=128)
@@ -59,56 +56,9 @@ class OpenAICompletionsWorkload:
 
     name = "openai-completions"
 
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        dataset: Dataset,
-        *,
-        stream: bool = True,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        extra_body: dict[str, Any] | None = None,
-        api_key: str | None = None,
-        include_usage: bool = True,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self.url = url
-        self.model = model
-        self.dataset = dataset
-        self.stream = stream
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.extra_body = dict(extra_body or {})
-        self.include_usage = include_usage
-        self._headers = openai_headers(api_key, stream, headers)
-
-    def body(self, seq: int) -> dict[str, Any]:
-        """The JSON body (as a dict) of request `seq`."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "prompt": self.dataset.item(seq).as_prompt(),
-            "stream": self.stream,
-        }
-        if self.stream and self.include_usage:
-            body["stream_options"] = {"include_usage": True}
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        body.update(self.extra_body)
-        return body
-
-    def request(self, seq: int) -> RequestSpec:
-        """The seq-th request (items cycle): POST url with the body of `body(seq)`."""
-        return RequestSpec(
-            method="POST",
-            url=self.url,
-            headers=dict(self._headers),
-            body=orjson.dumps(self.body(seq)),
-            stream=self.stream,
-            meta=dict(self.dataset.item(seq).meta),
-        )
+    def _input(self, item: Any) -> tuple[str, Any]:
+        """The body's input field of an item: ("prompt", its prompt text)."""
+        return "prompt", item.as_prompt()
 
     def parser(self, spec: RequestSpec) -> OpenAICompletionsParser:
         """A fresh parser for the response to `spec`."""

@@ -102,6 +102,7 @@ async def test_ttft_and_e2e_follow_the_server_timing(server, tmp_path):
     assert run["itl_event_ms"]["count"] == 12  # 3 requests x 4 gaps
     assert 19 <= run["itl_event_ms"]["p50"] < 30
     assert result.summary["verdict"]["valid"], result.summary["verdict"]
+    assert result.summary["self_checks"]["connections_opened"] == 1  # keep-alive: 3 requests, 1 connection
     assert (result.bundle_dir / "summary.json").exists() and (result.bundle_dir / "manifest.json").exists()
 
 

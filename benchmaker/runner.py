@@ -94,6 +94,16 @@ class RunResult:
         return self.bundle_dir / "samples.jsonl"
 
 
+def run_on_fresh_loop(coro: Any) -> Any:
+    """Run `coro` to completion on a new event loop: uvloop's when it is installed,
+    else asyncio's. Returns its result; KeyboardInterrupt propagates."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
 async def _call_hook(hook: Any, *args: Any) -> Any:
     out = hook(*args)
     if inspect.isawaitable(out):
@@ -160,12 +170,7 @@ class BenchRunner:
 
     def run_sync(self) -> RunResult:
         """Run on a fresh event loop (uvloop when installed) and return the result."""
-        try:
-            import uvloop
-
-            return uvloop.run(self.run())
-        except ImportError:
-            return asyncio.run(self.run())
+        return run_on_fresh_loop(self.run())
 
     async def run(self) -> RunResult:
         """Run the benchmark; see the module docstring. Re-raises CancelledError after

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
 from benchmaker.config_file import format_validation_error
 from benchmaker.errors import ConfigError
-from benchmaker.runner import BenchRunner, Lane
+from benchmaker.runner import BenchRunner, Lane, run_on_fresh_loop
 from recipes.app import app
 from recipes.display import console, print_summary, run_with_progress
 from recipes.runfile import read_run_file
@@ -44,12 +44,7 @@ def _execute(runner: BenchRunner, progress: bool | None) -> int:
         return await run_with_progress(runner, show)
 
     try:
-        try:
-            import uvloop
-
-            result = uvloop.run(main())
-        except ImportError:
-            result = asyncio.run(main())
+        result = run_on_fresh_loop(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         if runner.result is not None:
             print_summary(runner.result.summary, runner.result.bundle_dir)

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from benchmaker.config import BenchConfig
+from benchmaker.config import BenchConfig, RateSpec
 from benchmaker.config_file import load_yaml, validate
-from benchmaker.errors import RateSpecError
-from benchmaker.load_models import parse_rate_spec
 from benchmaker.runner import Lane
 from workloads.registry import WorkloadSpec, build_workload
 
@@ -33,18 +31,9 @@ class LaneSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: str
-    rate: str
+    rate: RateSpec
     workload: WorkloadSpec
     max_requests: int | None = Field(default=None, ge=1)
-
-    @field_validator("rate")
-    @classmethod
-    def _valid_rate(cls, value: str) -> str:
-        try:
-            parse_rate_spec(value) if not value.startswith("trace:") else None
-        except RateSpecError as exc:
-            raise ValueError(str(exc)) from None
-        return value
 
 
 class Mix(BaseModel):

@@ -156,3 +156,12 @@ def test_example_configs_validate(name, monkeypatch):
     path = Path(__file__).resolve().parents[2] / "examples" / "configs" / name
     rf = read_run_file(path)
     assert rf.lanes(path.parent)
+
+
+def test_bad_lane_rate_names_file_line_and_field(tmp_path, capsys):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("duration_s: 1s\nmix:\n  lanes:\n    - name: a\n      rate: posson:5\n"
+                   "      workload: {type: http, url: http://x}\n")
+    assert main(["run", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"benchmaker: error: {cfg}:5: mix.lanes[0].rate: unknown load model 'posson'")

@@ -234,9 +234,6 @@ class Stages(LoadModel):
     def arrivals(self, *, seed: int = 0, shard: int = 0, shards: int = 1) -> Iterator[Arrival]:
         return _round_robin(self._all(), shard, shards)
 
-    def total_s(self) -> float:
-        return self.stage_s * len(self.rates_per_s)
-
 
 @dataclass(frozen=True)
 class Trace(LoadModel):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from benchmaker.records import RequestSpec, Sample
 
@@ -83,4 +83,3 @@ PreRequestHook = Callable[[RequestSpec], "RequestSpec | None | Awaitable[Request
 # A post-response hook sees the spec, the finished sample and the generated text; it may
 # set `sample.grade`/`sample.outcome` (graded_wrong, grading_error) or `sample.meta`.
 PostResponseHook = Callable[[RequestSpec, Sample, str], "None | Awaitable[None]"]
-JSON = dict[str, Any]

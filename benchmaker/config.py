@@ -58,6 +58,10 @@ class Timeouts(_Strict):
     ttft_s     from send until the first token-bearing event
     idle_s     longest gap between two reads of the response body
     total_s    from send until the response ended
+
+    A watchdog task enforces them, checking every min(timeouts)/20 s (clamped to
+    1..50 ms), so a timed-out request ends within that period after its deadline; the
+    sample's `end_ns` is when it was cancelled.
     """
 
     connect_s: Seconds | None = 10.0

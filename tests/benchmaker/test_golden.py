@@ -179,3 +179,42 @@ def test_http_500s_and_cut_streams_are_failures_with_an_error_rate(tmp_path):
     assert (run["n_ok"], run["n_http_error"], run["n_protocol_error"]) == (18, 20, 2)
     assert run["error_rate"] == pytest.approx(22 / 40)  # 50% HTTP 500 + 5% cut streams
     assert "error rate 55.00% exceeds max_error_rate 10.00%" in summary["verdict"]["reasons"]
+
+
+def test_requests_longer_than_the_window_are_counted_unfinished_and_the_window_stated(tmp_path):
+    # The "10 s window with 30 s requests", scaled by 1/10: a 1 s send window,
+    # 3 s requests. Beside them a fast lane finishes, so the throughput window is defined.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
+         "--scenario", '{"latency_ms": 100, "content_chunks": 1}',
+         "--named", 'slow={"latency_ms": 3000, "content_chunks": 1}'],
+        stdout=subprocess.PIPE, text=True)
+    url = proc.stdout.readline().strip() + "/v1/chat/completions"
+    try:
+        from benchmaker.runner import Lane
+
+        fast = OpenAIChatWorkload(url, "m", StaticDataset(["x"]), stream=False)
+        slow = OpenAIChatWorkload(url, "slow", StaticDataset(["x"]), stream=False)
+        cfg = BenchConfig(duration_s=1.0, drain_s=0.5, out_dir=tmp_path)
+        result = BenchRunner(cfg, lanes=[Lane("fast", fast, "constant:4"), Lane("slow", slow, "constant:2")]).run_sync()
+    finally:
+        _stop(proc)
+    s = result.summary
+    run = s["run"]
+    # fast: intended 0, 250, 500, 750 ms, each done ~100 ms later; slow: intended 0 and
+    # 500 ms, 3 s each, still running at duration 1 s + drain 0.5 s -> cancelled
+    assert (run["n_samples"], run["n_ok"], run["n_cancelled"]) == (6, 4, 2)
+    assert (s["lanes"]["fast"]["n_ok"], s["lanes"]["slow"]["n_cancelled"]) == (4, 2)
+    samples = [orjson.loads(x) for x in result.samples_path.read_bytes().splitlines()]
+    cancelled = [x for x in samples if x["outcome"] == "cancelled"]
+    assert sorted(x["intended_ns"] for x in cancelled) == [0, 500 * MS]
+    # cancelled at the run deadline (1.5 s), never counted as finished
+    assert all(1500 * MS <= x["end_ns"] < 1700 * MS for x in cancelled)
+    # window: first intended send (0) .. last completion inside it (the 750 ms fast one,
+    # + 100 ms service); the cancelled requests do not stretch it to 1.5 s
+    last_ok_end = max(x["end_ns"] for x in samples if x["outcome"] == "ok")
+    assert run["window_s"] == last_ok_end / 1e9
+    assert 0.85 <= run["window_s"] < 0.95
+    assert run["request_throughput_per_s"] == 4 / run["window_s"]
+    assert run["error_rate"] == pytest.approx(2 / 6)
+    assert "2 requests unfinished at the deadline were cancelled" in s["verdict"]["notes"]

@@ -147,6 +147,7 @@ class BenchRunner:
         samples_name: str = "samples.jsonl",
         base_dir: Path | None = None,
         manifest_extra: dict[str, Any] | None = None,
+        start_at_ns: int | None = None,
     ):
         if (workload is None) == (lanes is None):
             raise ConfigError("give exactly one of workload= or lanes=")
@@ -170,6 +171,7 @@ class BenchRunner:
         self.bundle_dir = Path(config.out_dir) / self.run_id
         self._samples_name = samples_name
         self._manifest_extra = manifest_extra
+        self._start_at_ns = start_at_ns
         self.live = LiveStats()
         self._seq = 0
         self._stop_sending = False
@@ -179,6 +181,7 @@ class BenchRunner:
         self._writer: SampleWriter | None = None
         self._transport: Any = None
         self.result: RunResult | None = None
+        self._t0_wall: int | None = None
         to = config.timeouts
         self._timeouts_s = [t for t in (to.total_s, to.ttft_s, to.idle_s) if t is not None]
         self._watched: set[_Watch] | None = set() if self._timeouts_s else None
@@ -214,8 +217,13 @@ class BenchRunner:
         # everything slow (git, package versions, file writes) happens before the clock
         # starts; the wall-clock t0 is taken right beside the monotonic one
         manifest = self._manifest(0)
-        t0_wall = wall_ns()
-        self._t0 = time.perf_counter_ns()
+        if self._start_at_ns is not None:  # shards of one run share one t0 (CLOCK_MONOTONIC)
+            while (left_ns := self._start_at_ns - time.perf_counter_ns()) > 1_000_000:
+                await asyncio.sleep((left_ns - 1_000_000) / NS_PER_S)
+            while time.perf_counter_ns() < self._start_at_ns:
+                await asyncio.sleep(0)
+        t0_wall = self._t0_wall = wall_ns()
+        self._t0 = self._start_at_ns if self._start_at_ns is not None else time.perf_counter_ns()
         manifest["t0_wall_ns"] = t0_wall
         manifest["created_at"] = datetime.fromtimestamp(t0_wall / 1e9, timezone.utc).isoformat()
         if self.worker == 0:
@@ -567,18 +575,8 @@ class BenchRunner:
         )
 
     def _summarize(self, monitor: LoopLagMonitor, interrupted: bool, wall_s: float, cpu_s: float) -> dict[str, Any]:
-        rows = summarize_samples([self.bundle_dir / self._samples_name])
-        nested = nest_summary(rows)
-        closed = [m for m in self._models if isinstance(m, ClosedLoop)]
-        open_loop = len(closed) < len(self._models)
-        target_conc = (
-            sum(m.workers_for(self.worker, self.shards) for m in closed) if closed and not open_loop else None
-        )
-        if target_conc is not None and self.config.max_requests is not None:
-            target_conc = min(target_conc, self._share(self.config.max_requests))
-        lag = monitor.stats()
         self_checks = {
-            "loop_lag_ms": lag,
+            "loop_lag_ms": monitor.stats(),
             "client_cpu_util": cpu_s / wall_s if wall_s > 0 else None,
             "client_cpu_s": cpu_s,
             "wall_s": wall_s,
@@ -586,8 +584,33 @@ class BenchRunner:
             "connections_opened": getattr(self._transport, "connections_opened", None),
             "worker": self.worker,
             "pid": os.getpid(),
+            "t0_wall_ns": self._t0_wall,
         }
-        summary = {
+        if self.shards > 1:  # a shard reports to its parent; the run's summary is merged there
+            write_json_atomic(self.bundle_dir / f"worker-{self.worker}.json",
+                              {"self_checks": self_checks, "interrupted": interrupted})
+            return {"run_id": self.run_id, "self_checks": self_checks, "partial": interrupted}
+        summary = self.build_summary([self.bundle_dir / self._samples_name], self_checks,
+                                     self_checks["loop_lag_ms"], interrupted)
+        write_json_atomic(self.bundle_dir / "summary.json", summary)
+        return summary
+
+    def build_summary(
+        self, sample_paths: list[Path], self_checks: dict[str, Any], loop_lag: dict[str, Any],
+        interrupted: bool, worker_failures: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """summary.json of this run over `sample_paths` (every shard's samples for a
+        sharded run): the SQL summary, targets, self-checks and verdict. Targets are
+        those of the whole run when this runner is the unsharded view (shards=1)."""
+        nested = nest_summary(summarize_samples(sample_paths))
+        closed = [m for m in self._models if isinstance(m, ClosedLoop)]
+        open_loop = len(closed) < len(self._models)
+        target_conc = (
+            sum(m.workers_for(self.worker, self.shards) for m in closed) if closed and not open_loop else None
+        )
+        if target_conc is not None and self.config.max_requests is not None:
+            target_conc = min(target_conc, self._share(self.config.max_requests))
+        return {
             "run_id": self.run_id,
             "kind": self.config.kind,
             "partial": interrupted,
@@ -602,14 +625,11 @@ class BenchRunner:
             },
             "verdict": verdict(
                 nested["run"], limits=self.config.checks, open_loop=open_loop, target_concurrency=target_conc,
-                loop_lag=lag, interrupted=interrupted,
+                loop_lag=loop_lag, interrupted=interrupted, worker_failures=list(worker_failures),
             ),
             "self_checks": self_checks,
             **nested,
         }
-        if self.worker == 0 and self.shards == 1:
-            write_json_atomic(self.bundle_dir / "summary.json", summary)
-        return summary
 
 
 def _meets_slo(sample: Sample, slo: Any) -> bool:

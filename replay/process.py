@@ -7,24 +7,109 @@
 The child is `python -m replay.server TRAJ ...` (same interpreter). Its first stdout
 line is the bound URL; stdout and stderr go to temporary files (no pipe to fill up).
 A bearer token is handed over through the child's environment, never its argv.
+
+The child dies with its parent: on Linux it asks the kernel for SIGTERM when the parent
+goes away (`prctl(PR_SET_PDEATHSIG, SIGTERM)` in the child before exec, via ctypes), so
+a flow process that is SIGKILLed (no `finally`, no atexit) leaves no orphaned server.
+The kernel ties that signal to the *thread* that forked the child, so every server is
+spawned from one long-lived daemon thread (`_spawner`), never from a short-lived worker
+thread whose exit would stop the server early. Elsewhere (macOS, BSD, Windows) there is
+no such call: a SIGKILLed parent leaves its server running until it is killed by pid
+(`parent_death_signal_supported()` says which case applies).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-__all__ = ["ReplayServerError", "ReplayServerHandle", "start_replay_server"]
+__all__ = ["ReplayServerError", "ReplayServerHandle", "parent_death_signal_supported", "start_replay_server"]
 
 _TOKEN_ENV = "BENCHMAKER_REPLAY_TOKEN"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_PRCTL = _load_prctl()
+
+
+def parent_death_signal_supported() -> bool:
+    """True when a replay server started here gets SIGTERM if this process dies (Linux
+    prctl PR_SET_PDEATHSIG available); False elsewhere, where a SIGKILLed parent
+    leaves the server running."""
+    return _PRCTL is not None
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A subprocess `preexec_fn` (runs in the child between fork and exec) asking for
+    SIGTERM when the parent dies, or None when the platform has no such call."""
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before the call: nobody would signal
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+class _Spawner:
+    """One daemon thread that lives as long as the process and runs every Popen, so
+    PR_SET_PDEATHSIG (bound to the forking thread) fires only when the process dies."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], queue.SimpleQueue[tuple[bool, Any]]]] = (
+            queue.SimpleQueue())
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _loop(self) -> None:
+        while True:
+            fn, reply = self._jobs.get()
+            try:
+                reply.put((True, fn()))
+            except BaseException as exc:  # handed back to the caller's thread
+                reply.put((False, exc))
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """fn() on the spawner thread; returns its value or raises its exception."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="replay-server-spawner", daemon=True)
+                self._thread.start()
+        reply: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        self._jobs.put((fn, reply))
+        ok, value = reply.get()
+        if not ok:
+            raise value
+        return value
+
+
+_spawner = _Spawner()
 
 
 class ReplayServerError(RuntimeError):
@@ -119,6 +204,8 @@ def start_replay_server(
     answers 200 (polled every 20 ms, up to `startup_timeout_s` seconds in all,
     including loading the store). `token`: the bearer token itself (None: no auth).
 
+    The child gets SIGTERM when this process dies (Linux; see the module docstring).
+
     Returns a ReplayServerHandle. Raises ReplayServerError when the child exits first
     (with its exit code and stderr tail: a bad trajectories line, latency spec or bind
     error shows up there) or the timeout passes (the child is killed).
@@ -138,9 +225,11 @@ def start_replay_server(
         cmd += ["--tokenizer", str(tokenizer)]
     repo_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH")) if p)
+    preexec = _die_with_parent(os.getpid())
     try:
-        proc = subprocess.Popen(cmd, stdout=out_fd, stderr=err_fd, stdin=subprocess.DEVNULL,
-                                env=env, close_fds=True)
+        proc = _spawner.run(lambda: subprocess.Popen(
+            cmd, stdout=out_fd, stderr=err_fd, stdin=subprocess.DEVNULL, env=env, close_fds=True,
+            preexec_fn=preexec))
     finally:
         os.close(out_fd)
         os.close(err_fd)

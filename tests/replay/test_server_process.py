@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -77,3 +79,57 @@ def test_cli_serve_replay_prints_url_and_rejects_bad_input(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip() == (
         "benchmaker: error: latency: expected fixed:TTFT_MS:ITL_MS (got 'fixed:1')")
+
+
+_PARENT = """
+import sys, threading, time
+from pathlib import Path
+from replay.process import start_replay_server
+out = []
+# started from a short-lived thread: the server must outlive that thread, not just the process
+t = threading.Thread(target=lambda: out.append(start_replay_server(Path(sys.argv[1]))))
+t.start(); t.join()
+print(out[0].pid, out[0].url, flush=True)
+time.sleep(120)
+"""
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie waiting for init to reap it (the orphan is not our child)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_server_dies_when_its_parent_is_sigkilled(tmp_path):
+    from replay.process import parent_death_signal_supported
+
+    assert parent_death_signal_supported()
+    path = write_store(tmp_path / "t.jsonl", [make_trajectory("orphan", 1)])
+    repo = str(Path(__file__).resolve().parents[2])
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(path)], stdout=subprocess.PIPE, text=True,
+                              cwd=repo, env=dict(os.environ, PYTHONPATH=repo))
+    try:
+        pid_s, url = parent.stdout.readline().split()
+        pid = int(pid_s)
+        time.sleep(0.3)  # the spawning thread has exited by now; the server must still serve
+        assert httpx.get(url + "/health", timeout=5).status_code == 200
+        assert not _exited(pid)
+        parent.send_signal(signal.SIGKILL)  # no finally, no atexit in the parent
+        parent.wait(5)
+        deadline = time.monotonic() + 5
+        while not _exited(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _exited(pid), f"replay server {pid} outlived its SIGKILLed parent"
+        with pytest.raises(httpx.TransportError):
+            httpx.get(url + "/health", timeout=1)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(5)
+        parent.stdout.close()
+        if "pid" in locals() and not _exited(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -126,7 +126,8 @@ class BenchConfig(_Strict):
     sweep_point: str | None = None
     out_dir: Path = Path("runs")
     transport: Literal["aiohttp", "httpx", "null"] = "aiohttp"
-    workers: int = Field(default=1, ge=1)
+    # worker processes for `benchmaker.workers.run_sharded`; "auto" = usable CPUs
+    workers: Annotated[int, Field(ge=1)] | Literal["auto"] = 1
 
     @model_validator(mode="after")
     def _has_an_end(self) -> "BenchConfig":

@@ -1,0 +1,167 @@
+"""Several worker processes driving one run on one host (issue #8; DESIGN §5, §9).
+
+    result = run_sharded(BenchConfig(load="poisson:4000", duration_s=60), lanes_factory, workers=2)
+
+Each worker process runs `BenchRunner(worker=k, shards=N)`: it owns a fixed slice of the
+one arrival timeline (`benchmaker.load_models`: arrival i of a deterministic schedule goes
+to worker i mod N; Poisson and gamma run independent rate/N streams, whose union is the
+full-rate process; closed-loop concurrency is divided), and writes its own samples shard
+`samples-w<k>.jsonl` in the one bundle. All workers start on one t0: time.perf_counter_ns
+is CLOCK_MONOTONIC on Linux, one clock for every process of the host, so the parent
+picks a start instant shortly after every worker reported ready and each worker waits
+for it. Durations never mix clocks of two hosts (each shard stamps with its own clock;
+its wall-clock t0 is stored in its worker-k.json report).
+
+The parent then computes the run's summary.json with the same SQL as a single-process
+run, over the union of the shards, and puts every worker's self-checks (loop lag,
+CPU, in-flight, connections, wall-clock t0) under `self_checks.workers`. A worker that
+dies is a verdict reason ("worker 1 died (exit code -9)"); the others' samples are kept.
+
+`lanes_factory` must be picklable (a module-level function or a functools.partial of
+one): each worker builds its own workloads with it, after the process started.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmaker.bundle import new_run_id, write_json_atomic
+from benchmaker.config import BenchConfig
+from benchmaker.errors import ConfigError
+from benchmaker.runner import BenchRunner, Lane, RunResult, run_on_fresh_loop
+
+LanesFactory = Callable[[], list[Lane]]
+
+_READY_TIMEOUT_S = 120.0
+_START_LEAD_NS = 200_000_000  # start 0.2 s after the last worker reported ready
+
+
+def resolve_workers(value: int | str) -> int:
+    """Number of worker processes: an int >= 1, or "auto" = the CPUs this process may
+    use (os.sched_getaffinity). Raises ConfigError otherwise."""
+    if value == "auto":
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not Linux
+            return max(1, os.cpu_count() or 1)
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"workers: expected a whole number >= 1 or 'auto' (got {value!r})") from None
+    if n < 1:
+        raise ConfigError(f"workers: expected a whole number >= 1 or 'auto' (got {value!r})")
+    return n
+
+
+def single_lane(build_workload: Callable[[], Any]) -> list[Lane]:
+    """A lanes factory of one default lane whose workload `build_workload()` makes."""
+    return [Lane("default", build_workload())]
+
+
+def _worker_main(k: int, n: int, config_json: str, lanes_factory: LanesFactory, base_dir: str | None,
+                 manifest_extra: dict[str, Any] | None, ready: Any, start: Any) -> None:
+    config = BenchConfig.model_validate_json(config_json)
+    lanes = lanes_factory()
+    ready.put(k)
+    start_at_ns = start.get(timeout=_READY_TIMEOUT_S)
+    runner = BenchRunner(
+        config, lanes=lanes, worker=k, shards=n, samples_name=f"samples-w{k}.jsonl",
+        base_dir=Path(base_dir) if base_dir else None, manifest_extra=manifest_extra, start_at_ns=start_at_ns,
+    )
+    run_on_fresh_loop(runner.run())
+
+
+def _merge_self_checks(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    checks = [r["self_checks"] for r in reports]
+    worst = max((c["loop_lag_ms"] for c in checks), key=lambda s: s.get("p99") or 0.0, default={})
+    merged = {
+        "workers": checks,
+        "loop_lag_ms": worst,
+        "client_cpu_s": sum(c["client_cpu_s"] for c in checks),
+        "wall_s": max((c["wall_s"] for c in checks), default=None),
+        "max_in_flight": sum(c["max_in_flight"] for c in checks),
+        "connections_opened": sum(c["connections_opened"] or 0 for c in checks),
+    }
+    return merged, worst
+
+
+def run_sharded(
+    config: BenchConfig, lanes_factory: LanesFactory, workers: int, *, base_dir: Path | None = None,
+    manifest_extra: dict[str, Any] | None = None,
+) -> RunResult:
+    """Run `config` with `workers` processes and merge them into one bundle (see the
+    module docstring). Returns the merged RunResult; `self_checks.max_in_flight` is the
+    sum of the workers' maxima (an upper bound of the run's). Raises ConfigError when
+    `workers` < 1 and RuntimeError when a worker never reported ready."""
+    n = resolve_workers(workers)
+    config = config.model_copy(update={"run_id": config.run_id or new_run_id(config.kind), "workers": n})
+    view = BenchRunner(config, lanes=lanes_factory(), base_dir=base_dir, manifest_extra=manifest_extra)
+    view.bundle_dir.mkdir(parents=True, exist_ok=True)
+    ctx = mp.get_context("spawn")
+    ready = ctx.Queue()
+    starts = [ctx.Queue() for _ in range(n)]
+    procs = [
+        ctx.Process(
+            target=_worker_main, name=f"benchmaker-worker-{k}",
+            args=(k, n, config.model_dump_json(), lanes_factory, str(base_dir) if base_dir else None,
+                  manifest_extra, ready, starts[k]),
+        )
+        for k in range(n)
+    ]
+    for p in procs:
+        p.start()
+    interrupted = False
+    try:
+        pending, started = set(range(n)), set()
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while pending:
+            try:
+                k = ready.get(timeout=0.5)
+                pending.discard(k)
+                started.add(k)
+            except queue_mod.Empty:
+                pending -= {k for k in pending if not procs[k].is_alive()}  # died: see failures
+                if pending and time.monotonic() > deadline:
+                    raise RuntimeError(f"worker(s) {sorted(pending)} not ready after {_READY_TIMEOUT_S:g} s")
+        if not started:
+            raise RuntimeError("no worker process started (see their stderr)")
+        start_at_ns = time.perf_counter_ns() + _START_LEAD_NS
+        for q in starts:
+            q.put(start_at_ns)
+        for p in procs:
+            p.join()
+    except KeyboardInterrupt:
+        interrupted = True
+        for p in procs:
+            p.join(timeout=30)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    failures, reports = [], []
+    for k, p in enumerate(procs):
+        report = view.bundle_dir / f"worker-{k}.json"
+        if p.exitcode != 0 or not report.exists():
+            failures.append(f"worker {k} died (exit code {p.exitcode})")
+        if report.exists():
+            rep = orjson.loads(report.read_bytes())
+            interrupted = interrupted or rep.get("interrupted", False)
+            reports.append(rep)
+    self_checks, worst_lag = _merge_self_checks(reports)
+    paths = sorted(view.bundle_dir.glob("samples-w*.jsonl"))
+    summary = view.build_summary(paths, self_checks, worst_lag, interrupted, failures)
+    summary["workers"] = n
+    write_json_atomic(view.bundle_dir / "summary.json", summary)
+    result = RunResult(view.run_id, view.bundle_dir, summary)
+    if interrupted:
+        raise KeyboardInterrupt
+    return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,13 +22,18 @@ from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
 from benchmaker.config_file import format_validation_error
 from benchmaker.errors import ConfigError
 from benchmaker.runner import BenchRunner, Lane, run_on_fresh_loop
+from benchmaker.workers import resolve_workers, run_sharded, single_lane
 from recipes.app import app
 from recipes.display import console, print_summary, run_with_progress
-from recipes.runfile import read_run_file
+from recipes.runfile import lanes_from_run_file, read_run_file
 from workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
 from workloads.http import HttpWorkload
 from workloads.openai_chat import OpenAIChatWorkload
 from workloads.openai_completions import OpenAICompletionsWorkload
+
+
+def _workers(value: str) -> int | str:
+    return "auto" if value == "auto" else resolve_workers(value)
 
 
 def _config(**kw: Any) -> BenchConfig:
@@ -52,6 +58,38 @@ def _execute(runner: BenchRunner, progress: bool | None) -> int:
         return 130
     print_summary(result.summary, result.bundle_dir)
     return 0 if result.valid else 1
+
+
+def _launch(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base_dir: Path | None = None,
+            manifest_extra: dict[str, Any] | None = None, lanes: list[Lane] | None = None) -> int:
+    """Run in this process (workers = 1; `lanes` if already built) or in worker
+    processes that build their own lanes with `lanes_factory`; print; exit code."""
+    n = resolve_workers(cfg.workers)
+    if n == 1:
+        lanes = lanes if lanes is not None else lanes_factory()
+        return _execute(BenchRunner(cfg, lanes=lanes, base_dir=base_dir, manifest_extra=manifest_extra), progress)
+    console.print(f"running {n} worker processes (no live view; each writes samples-w<k>.jsonl)")
+    try:
+        result = run_sharded(cfg, lanes_factory, n, base_dir=base_dir, manifest_extra=manifest_extra)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: partial bundle written[/]")
+        return 130
+    print_summary(result.summary, result.bundle_dir)
+    return 0 if result.valid else 1
+
+
+def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: str, sharegpt: Path | None,
+                  input_words: list[int] | None, seed: int, stream: bool, max_tokens: int | None,
+                  temperature: float | None, api_key: str | None) -> Any:
+    """The `benchmaker llm` workload (module level, so worker processes can rebuild it)."""
+    if dataset is not None:
+        ds = JsonlDataset(dataset, field)
+    elif sharegpt is not None:
+        ds = ShareGPTDataset(sharegpt)
+    else:
+        ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
+    cls = OpenAIChatWorkload if api == "chat" else OpenAICompletionsWorkload
+    return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key)
 
 
 def _api_key(api_key: str | None, api_key_env: str | None) -> str | None:
@@ -98,6 +136,7 @@ def llm(
     seed: int = 0,
     label: str | None = None,
     transport: str = "aiohttp",
+    workers: str = "1",
     progress: bool | None = None,
 ) -> int:
     """Benchmark an OpenAI-compatible endpoint (chat or completions).
@@ -134,6 +173,7 @@ def llm(
     seed: Seed of random arrivals and synthetic prompts.
     label: Run label stored with the run (e.g. nightly).
     transport: aiohttp (default) or httpx.
+    workers: Worker processes sharing the schedule (N or auto = usable CPUs).
     progress: Live progress display (default: on when stdout is a terminal).
     """
     timeouts = Timeouts(
@@ -145,24 +185,19 @@ def llm(
         load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
         cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow, timeouts=timeouts,
         slo=slo if slo.declared() else None, seed=seed, label=label, kind="llm", transport=transport,
-        checks=SelfCheckLimits(max_error_rate=max_error_rate),
+        checks=SelfCheckLimits(max_error_rate=max_error_rate), workers=_workers(workers),
     )
     if sum(x is not None for x in (dataset, sharegpt)) > 1:
         raise ConfigError("--dataset and --sharegpt: give at most one")
-    if dataset is not None:
-        ds = JsonlDataset(dataset, field)
-    elif sharegpt is not None:
-        ds = ShareGPTDataset(sharegpt)
-    else:
-        ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
     if api not in ("chat", "completions"):
         raise ConfigError(f"--api: expected chat or completions (got {api!r})")
-    cls = OpenAIChatWorkload if api == "chat" else OpenAICompletionsWorkload
-    workload = cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature,
-                   api_key=_api_key(api_key, api_key_env))
+    build = partial(_llm_workload, api, url, model, dataset, field, sharegpt, input_words, seed, stream,
+                    max_tokens, temperature, _api_key(api_key, api_key_env))
+    lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
+    dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
     extra = {"workload": {"type": f"openai-{api}", "url": url, "model": model, "stream": stream,
-                          "max_tokens": max_tokens, "dataset": ds.name}}
-    return _execute(BenchRunner(cfg, workload=workload, manifest_extra=extra), progress)
+                          "max_tokens": max_tokens, "dataset": dataset_name}}
+    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes)
 
 
 @app.command(name="http")
@@ -182,6 +217,7 @@ def http(
     max_error_rate: float | None = None,
     seed: int = 0,
     label: str | None = None,
+    workers: str = "1",
     progress: bool | None = None,
 ) -> int:
     """Benchmark any HTTP endpoint with one fixed request.
@@ -202,6 +238,7 @@ def http(
     max_error_rate: Exit non-zero when the error rate exceeds this fraction.
     seed: Seed of random arrivals.
     label: Run label.
+    workers: Worker processes sharing the schedule (N or auto).
     progress: Live progress display.
     """
     headers = {}
@@ -213,23 +250,26 @@ def http(
     timeouts = Timeouts(total_s=total_timeout) if total_timeout else Timeouts()
     cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
                   max_in_flight=max_in_flight, timeouts=timeouts, seed=seed, label=label, kind="http",
-                  checks=SelfCheckLimits(max_error_rate=max_error_rate))
+                  checks=SelfCheckLimits(max_error_rate=max_error_rate), workers=_workers(workers))
+    build = partial(HttpWorkload, url, method, headers, body, expected_status or [200])
     try:
-        workload = HttpWorkload(url, method, headers, body, expected_status or [200])
+        lanes = single_lane(build)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     extra = {"workload": {"type": "http", "url": url, "method": method, "headers": headers}}
-    return _execute(BenchRunner(cfg, workload=workload, manifest_extra=extra), progress)
+    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes)
 
 
 @app.command(name="run")
-def run(config: Path, *, out_dir: Path | None = None, progress: bool | None = None) -> int:
+def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None,
+        progress: bool | None = None) -> int:
     """Run a YAML run file (engine settings plus a workload or mixed lanes).
 
     Parameters
     ----------
     config: The YAML file.
     out_dir: Override the file's out_dir.
+    workers: Override the file's workers (N or auto).
     progress: Live progress display.
     """
     rf = read_run_file(config)
@@ -237,6 +277,7 @@ def run(config: Path, *, out_dir: Path | None = None, progress: bool | None = No
         rf.out_dir = out_dir
     elif not rf.out_dir.is_absolute():
         rf.out_dir = Path.cwd() / rf.out_dir
+    if workers is not None:
+        rf.workers = _workers(workers)
     base = config.resolve().parent
-    lanes: list[Lane] = rf.lanes(base)
-    return _execute(BenchRunner(rf, lanes=lanes, base_dir=base), progress)
+    return _launch(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base)

@@ -67,3 +67,8 @@ def read_run_file(path: Path) -> RunFile:
     """Read and validate a run file; errors name `path:line: field` (ConfigError)."""
     data, lines = load_yaml(path)
     return validate(RunFile, data, path, lines)
+
+
+def lanes_from_run_file(path: Path) -> list[Lane]:
+    """Lanes of a run file, read anew (a picklable lanes factory for worker processes)."""
+    return read_run_file(path).lanes(path.parent)

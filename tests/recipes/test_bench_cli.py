@@ -165,3 +165,19 @@ def test_bad_lane_rate_names_file_line_and_field(tmp_path, capsys):
     assert main(["run", str(cfg)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"benchmaker: error: {cfg}:5: mix.lanes[0].rate: unknown load model 'posson'")
+
+
+def test_llm_with_two_workers_writes_one_bundle_with_the_single_run_fields(server, tmp_path):
+    args = ["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--rate", "constant:100",
+            "--duration", "1s", "--no-progress"]
+    assert main([*args, "--out-dir", str(tmp_path / "one")]) == 0
+    assert main([*args, "--out-dir", str(tmp_path / "two"), "--workers", "2"]) == 0
+    one, two = summary_of(tmp_path / "one"), summary_of(tmp_path / "two")
+    assert set(two) - set(one) == {"workers"} and set(one) <= set(two)
+    assert set(two["run"]) == set(one["run"])
+    assert two["run"]["n_ok"] == one["run"]["n_ok"] == 100
+    assert [w["worker"] for w in two["self_checks"]["workers"]] == [0, 1]
+    for w in two["self_checks"]["workers"]:
+        assert w["loop_lag_ms"]["p99"] is not None and w["max_in_flight"] >= 1
+    names = sorted(p.name for p in only_bundle(tmp_path / "two").glob("samples-w*.jsonl"))
+    assert names == ["samples-w0.jsonl", "samples-w1.jsonl"]

@@ -25,9 +25,14 @@ episodes, turns, requests (model calls), request throughput (ok requests / windo
 the first send to the last end, per s), E2E and TTFT percentiles in ms (linear,
 DuckDB `quantile_cont`, with counts), mean model vs tool time per episode in ms, misses
 by kind, divergences, resolved rate re-verified vs carried, achieved concurrency (max
-and time-weighted mean number of episodes in flight), and `valid` = the max reached the
-target concurrency (DESIGN §4: a point that never reached it is invalid, with
-`invalid_reason`).
+and time-weighted mean number of episodes in flight), the concurrency proof of issue #6
+(`max_in_flight`, `all_started_before_first_finish`, `proof_ok`, `proof_reason`:
+replay.harness.concurrency_proof over the episodes' start/end stamps), usage coverage
+(`n_episodes_usage_complete`, `usage_coverage` = episodes whose every model call carried
+usage / episodes; `prompt_tokens_total` / `output_tokens_total` only at full coverage,
+else None with `token_totals_null_reason`), and `valid` = the max reached the target
+concurrency and the proof passed (DESIGN §4: a point that never reached it is invalid,
+with `invalid_reason`).
 """
 
 from __future__ import annotations
@@ -82,6 +87,8 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("achieved_max_concurrency", "max conc"),
     ("achieved_mean_concurrency", "mean conc"),
     ("valid", "valid"),
+    ("proof_ok", "proof"),
+    ("usage_coverage", "usage cov."),
     ("n_episodes", "episodes"),
     ("n_turns", "turns"),
     ("n_requests", "requests"),
@@ -137,9 +144,13 @@ def summarize_point(
 
     `concurrency` is the target; `episodes_target` / `duration_s` what the point was
     asked to run (recorded as given). Counts are 0 and percentiles None when nothing
-    ran. `valid` is True only when `achieved_max_concurrency >= concurrency`, else
-    `invalid_reason` says why. Raises duckdb.Error on a malformed line (the harness
-    writes these files, so that is a bug, not user input).
+    ran. `valid` is True only when `achieved_max_concurrency >= concurrency` and the
+    concurrency proof passed (min(concurrency, episodes) episodes had started before
+    the first one finished), else `invalid_reason` says why. The proof is recomputed
+    from episodes.jsonl with the function that wrote the harness's concurrency.json;
+    `all_started_before_first_finish` is None when no episode ran. Raises duckdb.Error
+    on a malformed line (the harness writes these files, so that is a bug, not user
+    input).
     """
     pdir = Path(pdir)
     con = duckdb.connect()
@@ -149,13 +160,17 @@ def summarize_point(
         cur = con.execute(_SQL_PATH.read_text(encoding="utf-8"))
         names = [d[0] for d in cur.description]
         row = dict(zip(names, cur.fetchone()))
+        intervals = con.execute("SELECT started_ns, ended_ns FROM episodes").fetchall()
     finally:
         con.close()
+    proof = concurrency_proof(intervals, concurrency)
     achieved = row["achieved_max_concurrency"]
     if achieved is None:
         valid, reason = False, "nothing ran at this point"
     elif achieved < concurrency:
         valid, reason = False, f"achieved concurrency {achieved} < target {concurrency}"
+    elif not proof.valid:
+        valid, reason = False, f"concurrency proof failed: {proof.reason}"
     else:
         valid, reason = True, None
     out: dict[str, Any] = {
@@ -167,6 +182,10 @@ def summarize_point(
     }
     out.update({k: (float(v) if hasattr(v, "as_integer_ratio") and not isinstance(v, (int, bool)) else v)
                 for k, v in row.items()})
+    out["max_in_flight"] = proof.max_in_flight
+    out["all_started_before_first_finish"] = proof.all_started_before_first_finish if intervals else None
+    out["proof_ok"] = proof.valid
+    out["proof_reason"] = proof.reason
     out["valid"] = valid
     out["invalid_reason"] = reason
     return out

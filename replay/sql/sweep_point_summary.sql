@@ -39,7 +39,11 @@ episode_stats AS (
         count(*) FILTER (NOT reverified AND resolved IS NOT NULL) AS n_carried,
         count(*) FILTER (NOT reverified AND resolved) AS n_resolved_carried,
         min(started_ns) AS started_ns,
-        max(ended_ns) AS ended_ns
+        max(ended_ns) AS ended_ns,
+        -- usage coverage (issue #6): episodes whose every model call carried usage
+        count(*) FILTER (usage_complete) AS n_episodes_usage_complete,
+        sum(prompt_tokens) AS sum_prompt_tokens,
+        sum(output_tokens) AS sum_output_tokens
     FROM episodes
 ),
 edges AS (
@@ -76,6 +80,16 @@ SELECT
     e.n_carried, e.n_resolved_carried,
     e.n_resolved_carried / nullif(e.n_carried, 0) AS resolved_rate_carried,
     e.started_ns, e.ended_ns,
+    e.n_episodes_usage_complete,
+    e.n_episodes_usage_complete / nullif(e.n_episodes, 0) AS usage_coverage,
+    -- token totals only at full coverage: never a partial sum, never 0 for unknown
+    CASE WHEN e.n_episodes > 0 AND e.n_episodes_usage_complete = e.n_episodes
+         THEN e.sum_prompt_tokens END AS prompt_tokens_total,
+    CASE WHEN e.n_episodes > 0 AND e.n_episodes_usage_complete = e.n_episodes
+         THEN e.sum_output_tokens END AS output_tokens_total,
+    CASE WHEN e.n_episodes > e.n_episodes_usage_complete
+         THEN 'usage incomplete in ' || (e.n_episodes - e.n_episodes_usage_complete) || ' of '
+              || e.n_episodes || ' episodes' END AS token_totals_null_reason,
     o.achieved_max_concurrency::INTEGER AS achieved_max_concurrency,
     o.achieved_mean_concurrency::DOUBLE AS achieved_mean_concurrency
 FROM turn_stats AS t, episode_stats AS e, overlap AS o;

@@ -152,3 +152,52 @@ async def _rerun(trajs, traj: Path, tmp_path: Path) -> int:
         await run_point(trajs, srv.url, tmp_path / "run", run_id="r1", concurrency=3)
     pdir = point_dir(tmp_path / "run", "c3")
     return len((pdir / "episodes.jsonl").read_text().splitlines())
+
+
+def test_summary_reports_the_concurrency_proof_and_usage_coverage(point: Path) -> None:
+    row = summarize_point(point, sweep_point="c2", concurrency=2)
+    # episodes 0 (0..100 ms) and 1 (50..150 ms) both started before the first end (100 ms)
+    assert (row["max_in_flight"], row["all_started_before_first_finish"]) == (2, True)
+    assert (row["proof_ok"], row["proof_reason"]) == (True, None)
+    # the fixture's episodes carry no usage (Episode.usage_complete defaults to False)
+    assert (row["n_episodes_usage_complete"], row["usage_coverage"]) == (0, 0.0)
+    assert (row["prompt_tokens_total"], row["output_tokens_total"]) == (None, None)
+    assert row["token_totals_null_reason"] == "usage incomplete in 3 of 3 episodes"
+
+
+def test_staggered_episodes_fail_the_proof_and_partial_usage_has_no_totals(tmp_path: Path) -> None:
+    pdir = tmp_path / "points" / "c2"
+    pdir.mkdir(parents=True)
+    # a near-serial executor: 0..100, 150..300, 200..400 ms. Two episodes are in flight
+    # over 200..300 ms (max 2 = target), but only one had started before the first
+    # finished at 100 ms, so the proof fails
+    _write(pdir / "episodes.jsonl", [
+        _ep(0, 0, 100, usage_complete=True, prompt_tokens=10, output_tokens=5),
+        _ep(1, 150, 300, usage_complete=True, prompt_tokens=20, output_tokens=7),
+        _ep(2, 200, 400),
+    ])
+    row = summarize_point(pdir, sweep_point="c2", concurrency=2)
+    assert (row["achieved_max_concurrency"], row["max_in_flight"]) == (2, 2)
+    assert (row["all_started_before_first_finish"], row["proof_ok"]) == (False, False)
+    assert row["proof_reason"] == "only 1 of 2 episodes started before the first finished"
+    assert row["valid"] is False
+    assert row["invalid_reason"] == "concurrency proof failed: only 1 of 2 episodes started before the first finished"
+    # 2 of 3 episodes with usage: coverage 2/3, totals null (never the partial sums 30 / 12)
+    assert (row["n_episodes_usage_complete"], row["usage_coverage"]) == (2, 2 / 3)
+    assert (row["prompt_tokens_total"], row["output_tokens_total"]) == (None, None)
+    assert row["token_totals_null_reason"] == "usage incomplete in 1 of 3 episodes"
+    md = sweep_table_markdown([row])
+    assert "| proof | usage cov. |" in md and "| NO | 0.667 |" in md
+
+
+def test_full_usage_coverage_gives_token_totals(tmp_path: Path) -> None:
+    pdir = tmp_path / "points" / "c2"
+    pdir.mkdir(parents=True)
+    _write(pdir / "episodes.jsonl", [
+        _ep(0, 0, 100, usage_complete=True, prompt_tokens=10, output_tokens=5),
+        _ep(1, 10, 120, usage_complete=True, prompt_tokens=20, output_tokens=7),
+    ])
+    row = summarize_point(pdir, sweep_point="c2", concurrency=2)
+    assert (row["usage_coverage"], row["prompt_tokens_total"], row["output_tokens_total"]) == (1.0, 30, 12)
+    assert row["token_totals_null_reason"] is None
+    assert (row["proof_ok"], row["valid"]) == (True, True)

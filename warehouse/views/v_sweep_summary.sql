@@ -5,7 +5,10 @@
 -- token-bearing events, pooled). Episode metrics come from `episodes`.
 -- Achieved concurrency: max and time-weighted mean number of episodes in flight
 -- (started_ns..ended_ns), or of requests in flight when the point has no episodes.
--- A point is valid when its target concurrency is unknown or was reached (DESIGN §4).
+-- Concurrency proof and usage coverage (issue #6) come from sweep_points (written by
+-- replay.sweep.summarize_point; NULL for engine points and derived points).
+-- A point is valid when its target concurrency is unknown or was reached (DESIGN §4) and
+-- its concurrency proof did not fail.
 CREATE OR REPLACE VIEW v_sweep_summary AS
 WITH point_rows AS (
     SELECT * EXCLUDE (group_by) RENAME (group_key AS sweep_point)
@@ -78,7 +81,9 @@ joined AS (
         e.n_resolved / nullif(e.n_resolution_known, 0) AS resolved_rate,
         o.max_episodes_in_flight, o.mean_episodes_in_flight,
         coalesce(o.max_episodes_in_flight, s.max_concurrency) AS achieved_max_concurrency,
-        coalesce(o.mean_episodes_in_flight, s.mean_concurrency) AS achieved_mean_concurrency
+        coalesce(o.mean_episodes_in_flight, s.mean_concurrency) AS achieved_mean_concurrency,
+        p.max_in_flight AS proof_max_in_flight, p.all_started_before_first_finish, p.proof_ok,
+        p.proof_reason, p.n_episodes_usage_complete, p.usage_coverage
     FROM sweep_points AS p
     LEFT JOIN point_rows AS s USING (run_id, sweep_point)
     LEFT JOIN episode_stats AS e USING (run_id, sweep_point)
@@ -87,15 +92,16 @@ joined AS (
 SELECT
     *,
     CASE
+        WHEN proof_ok = false THEN false
         WHEN target_concurrency IS NULL THEN true
         WHEN achieved_max_concurrency IS NULL THEN false
         ELSE achieved_max_concurrency >= target_concurrency
     END AS valid,
     CASE
-        WHEN target_concurrency IS NULL THEN NULL
-        WHEN achieved_max_concurrency IS NULL THEN 'nothing ran at this point'
+        WHEN target_concurrency IS NOT NULL AND achieved_max_concurrency IS NULL THEN 'nothing ran at this point'
         WHEN achieved_max_concurrency < target_concurrency
             THEN 'achieved concurrency ' || achieved_max_concurrency || ' < target ' || target_concurrency
+        WHEN proof_ok = false THEN 'concurrency proof failed: ' || coalesce(proof_reason, 'no reason recorded')
     END AS invalid_reason
 FROM joined
 ORDER BY run_id, target_concurrency NULLS LAST, sweep_point;

@@ -93,6 +93,31 @@ def _merge_self_checks(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], d
     return merged, worst
 
 
+def merge_shards(view: BenchRunner, n: int, exit_codes: list[int | None] | None = None,
+                 interrupted: bool = False) -> dict[str, Any]:
+    """Write and return the summary.json of a run whose `n` shards wrote
+    `samples-w<k>.jsonl` and `worker-<k>.json` into `view.bundle_dir` (one host or
+    several sharing a path). `view` is an unsharded BenchRunner of the run's config
+    (targets of the whole run). A shard whose exit code is non-zero or that left no
+    report is a verdict reason; its samples, if any, still count."""
+    failures, reports = [], []
+    for k in range(n):
+        report = view.bundle_dir / f"worker-{k}.json"
+        code = exit_codes[k] if exit_codes is not None else 0
+        if code != 0 or not report.exists():
+            failures.append(f"worker {k} died (exit code {code})")
+        if report.exists():
+            rep = orjson.loads(report.read_bytes())
+            interrupted = interrupted or rep.get("interrupted", False)
+            reports.append(rep)
+    self_checks, worst_lag = _merge_self_checks(reports)
+    paths = sorted(view.bundle_dir.glob("samples-w*.jsonl"))
+    summary = view.build_summary(paths, self_checks, worst_lag, interrupted, failures)
+    summary["workers"] = n
+    write_json_atomic(view.bundle_dir / "summary.json", summary)
+    return summary
+
+
 def run_sharded(
     config: BenchConfig, lanes_factory: LanesFactory, workers: int, *, base_dir: Path | None = None,
     manifest_extra: dict[str, Any] | None = None,
@@ -147,21 +172,8 @@ def run_sharded(
             if p.is_alive():
                 p.kill()
                 p.join()
-    failures, reports = [], []
-    for k, p in enumerate(procs):
-        report = view.bundle_dir / f"worker-{k}.json"
-        if p.exitcode != 0 or not report.exists():
-            failures.append(f"worker {k} died (exit code {p.exitcode})")
-        if report.exists():
-            rep = orjson.loads(report.read_bytes())
-            interrupted = interrupted or rep.get("interrupted", False)
-            reports.append(rep)
-    self_checks, worst_lag = _merge_self_checks(reports)
-    paths = sorted(view.bundle_dir.glob("samples-w*.jsonl"))
-    summary = view.build_summary(paths, self_checks, worst_lag, interrupted, failures)
-    summary["workers"] = n
-    write_json_atomic(view.bundle_dir / "summary.json", summary)
+    summary = merge_shards(view, n, [p.exitcode for p in procs], interrupted)
     result = RunResult(view.run_id, view.bundle_dir, summary)
-    if interrupted:
+    if interrupted or summary["partial"]:
         raise KeyboardInterrupt
     return result

@@ -9,7 +9,8 @@
       dataset: {type: synthetic, input_words: [128, 512], count: 100, seed: 1}
 
 Datasets: `{type: jsonl, path, field, reference_field}`, `{type: sharegpt, path}`,
-`{type: synthetic, input_words, count, seed}`, `{type: static, items: [...]}`.
+`{type: synthetic, input_words, count, seed}`, `{type: static, items: [...]}`,
+`{type: deeprag, path, depth, context_tokens_target, passthrough_meta, tokenizer}`.
 Relative dataset paths are resolved against the config file's folder. Unknown keys are
 rejected by pydantic naming the key.
 """
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from benchmaker.types import Workload
 from workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
+from workloads.deeprag import DeepRAGDataset
 from workloads.http import HttpWorkload
 from workloads.openai_chat import OpenAIChatWorkload
 from workloads.openai_completions import OpenAICompletionsWorkload
@@ -58,7 +60,18 @@ class StaticSpec(_Strict):
     items: list[Any]
 
 
-DatasetSpec = Annotated[JsonlSpec | ShareGPTSpec | SyntheticSpec | StaticSpec, Field(discriminator="type")]
+class DeepRAGSpec(_Strict):
+    type: Literal["deeprag"]
+    path: Path
+    depth: int = Field(default=4, ge=1)
+    context_tokens_target: int | None = Field(default=None, ge=1)
+    passthrough_meta: list[str] = Field(default_factory=list)
+    tokenizer: Path | None = None
+
+
+DatasetSpec = Annotated[
+    JsonlSpec | ShareGPTSpec | SyntheticSpec | StaticSpec | DeepRAGSpec, Field(discriminator="type")
+]
 
 
 class HttpSpec(_Strict):
@@ -108,6 +121,11 @@ def build_dataset(spec: Any, base_dir: Path | None = None) -> Dataset:
         return ShareGPTDataset(resolve(spec.path))
     if isinstance(spec, SyntheticSpec):
         return SyntheticDataset(spec.input_words, count=spec.count, seed=spec.seed)
+    if isinstance(spec, DeepRAGSpec):
+        return DeepRAGDataset(
+            resolve(spec.path), depth=spec.depth, context_tokens_target=spec.context_tokens_target,
+            passthrough_meta=spec.passthrough_meta, tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None,
+        )
     return StaticDataset(spec.items)
 
 

@@ -61,18 +61,24 @@ class _AiohttpResponse:
     async def __aexit__(self, *exc: object) -> None:
         self._resp.release()
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        content = self._resp.content
+    def chunks(self) -> "_AiohttpResponse":
+        """The body as byte chunks, one per socket read (an async iterator; a class
+        rather than an async generator, which costs a WeakSet entry per request)."""
+        return self
+
+    def __aiter__(self) -> "_AiohttpResponse":
+        return self
+
+    async def __anext__(self) -> bytes:
         try:
-            while True:
-                data = await content.readany()
-                if not data:
-                    return
-                yield data
+            data = await self._resp.content.readany()
         except aiohttp.ClientPayloadError as exc:
             raise TransportError(f"response body cut: {exc}") from exc
         except (aiohttp.ClientError, ConnectionError, OSError) as exc:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        if not data:
+            raise StopAsyncIteration
+        return data
 
     async def read(self) -> bytes:
         try:

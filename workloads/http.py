@@ -29,6 +29,8 @@ from benchmaker.records import Outcome, RequestSpec, Sample
 
 __all__ = ["HttpParser", "HttpWorkload"]
 
+_OK = Outcome.OK.value
+
 
 class HttpParser:
     """Counts body bytes; judges the status at finish(). `text` is the body decoded as
@@ -61,7 +63,7 @@ class HttpParser:
             expected = ", ".join(str(s) for s in sorted(self.expected_status))
             sample.error = f"status {status} not in expected ({expected})"
         else:
-            sample.outcome = Outcome.OK.value
+            sample.outcome = _OK
 
 
 class HttpWorkload:

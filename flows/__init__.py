@@ -1,5 +1,6 @@
 """Prefect flows, one module per pipeline (DESIGN §2): `swebench_replay` (flow
-"swebench-replay", the main job) and `llm_sweep` (flow "llm-sweep")."""
+"swebench-replay", the main job) and `llm_sweep` (flow "llm-sweep"); `flows.retry`
+resumes a failed run of either under its own flow run id."""
 
 from flows.llm_sweep import llm_sweep
 from flows.swebench_replay import swebench_replay

@@ -17,10 +17,18 @@ Files: `<out_dir>/<run_id>/` is the run bundle (manifest.json, points/c<N>/...,
 sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions and
 Prefect's persisted task results (`result_storage` as a Path). The replay server is
 stopped in `finally`, so also when a point fails for good or the run is cancelled.
+
+Resume: a Failed/Crashed/Cancelled flow run is run again under its own id with
+`python -m flows.retry FLOW_RUN_ID` (flows/retry.py; `prefect flow-run retry ID` for a
+run created from a deployment). It writes into the same bundle directory, keeps the
+first attempt's manifest and t0, takes the sweep points that completed from the task
+cache (files untouched) and measures from the failed point on. A new flow run measures
+every point again.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -40,7 +48,7 @@ from tasks.serve import start_replay_server, stop_replay_server
 from tasks.sweep import run_sweep_point
 
 __all__ = ["ParameterError", "SwebenchReplayParams", "flow_run_bundle_id", "result_storage_for",
-           "swebench_replay", "validate_params"]
+           "resume_or_write_manifest", "swebench_replay", "validate_params"]
 
 Concurrency = Annotated[int, Field(ge=1)]
 Mode = Literal["recorded", "execute", "command"]
@@ -146,6 +154,24 @@ def flow_run_bundle_id(kind: str) -> str:
     return f"{kind}-{stamp}-{str(fr.id)[:8]}"
 
 
+def resume_or_write_manifest(run_dir: Path, *, run_id: str, kind: str, label: str | None,
+                             config: dict[str, Any]) -> int:
+    """Write `run_dir`/manifest.json (replay.sweep.write_run_manifest) unless an earlier
+    attempt of this flow run wrote it (a resumed run keeps its manifest); returns the
+    manifest's `t0_wall_ns` (ns since the epoch). Raises ValueError when an existing
+    manifest belongs to another run_id or has no integer t0_wall_ns."""
+    path = Path(run_dir) / "manifest.json"
+    if not path.is_file():
+        write_run_manifest(run_dir, run_id=run_id, kind=kind, label=label, config=config)
+    manifest = json.loads(path.read_text("utf-8"))
+    if manifest.get("run_id") != run_id:
+        raise ValueError(f"{path}: run_id: expected {run_id!r} (got {manifest.get('run_id')!r})")
+    t0 = manifest.get("t0_wall_ns")
+    if not isinstance(t0, int) or isinstance(t0, bool):
+        raise ValueError(f"{path}: t0_wall_ns: expected an integer (got {t0!r})")
+    return t0
+
+
 def result_storage_for(out_dir: Path) -> Path:
     """Where Prefect persists task results (and cache records) for runs under
     `out_dir`: `<out_dir>/_cache/prefect-results`, absolute (a Path, never a str: a str
@@ -203,8 +229,8 @@ async def swebench_replay(
     storage = result_storage_for(p.out_dir)
     run_id = flow_run_bundle_id("swebench-replay")
     run_dir = (p.out_dir / run_id).resolve()
-    write_run_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label,
-                       config=p.model_dump(mode="json"))
+    t0_wall_ns = resume_or_write_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label,
+                                          config=p.model_dump(mode="json"))
     log.info("run %s -> %s", run_id, run_dir)
 
     # convert (cached on the logs' content + converter version)
@@ -223,7 +249,9 @@ async def swebench_replay(
     sweep_task = run_sweep_point.with_options(result_storage=storage)
     rows: list[dict[str, Any]] = []
     key: str | None = None
-    t0_ns = time.perf_counter_ns()
+    # the run's t0 on this process's perf_counter clock: episode stamps of a resumed run
+    # and of the points cached from its earlier attempt share one origin
+    t0_ns = time.perf_counter_ns() - (time.time_ns() - t0_wall_ns)
     try:
         key = start_replay_server(traj, latency=p.latency, divergence=p.divergence)
         for c in p.concurrency_sweep:

@@ -9,7 +9,8 @@ Handles live in this process's registry (`_SERVERS`), keyed by a string, so task
 receive a hashable key instead of the handle (a non-hashable task input silently
 disables caching, DESIGN §10). Every server still registered is stopped at interpreter
 exit (atexit); Prefect turns a worker's SIGTERM into an exception in the flow, so the
-flow's `finally` runs on cancellation too.
+flow's `finally` runs on cancellation too. A SIGKILLed flow process runs neither: on
+Linux its servers then get SIGTERM from the kernel (replay.process, PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations

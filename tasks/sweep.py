@@ -5,17 +5,23 @@ each task run costs ~6.5 ms, DESIGN §7).
 
 Cache key: the inputs except the server key and t0 (a restarted server has a new port;
 t0 changes when the flow body re-runs), the task's source, and the flow run id
-(RUN_ID). Within one flow run a retried flow resumes at the first point that did not
-complete (earlier points are cache hits); a separate run never reuses a measurement.
+(RUN_ID). Within one flow run a retried flow (flows.retry) resumes at the first point
+that did not complete (earlier points are cache hits, read back from the persisted
+results); a separate run never reuses a measurement.
 
 Retries (2, after 2 s and 5 s) only on transient faults (tasks.transient): connection
 refused/reset, or the replay server found dead after the point, in which case the
 point's files are discarded and the point runs again on a restarted server.
+
+Tests only: with the environment variable BENCHMAKER_TEST_FAIL_POINT set to a point's
+name (e.g. "c2"), that point measures, writes its files, then fails with InjectedFault
+(not transient: no task retry), so the flow run ends Failed at that point.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +37,16 @@ from replay.verifier import TaskSpec, load_task
 from tasks.serve import server_handle, server_url
 from tasks.transient import ReplayServerDied, retry_on_transient
 
-__all__ = ["load_tasks", "make_sandbox_factory", "run_sweep_point", "sweep_point_policy"]
+__all__ = ["FAIL_POINT_ENV", "InjectedFault", "load_tasks", "make_sandbox_factory", "run_sweep_point",
+           "sweep_point_policy"]
 
 sweep_point_policy = (INPUTS - "server_key" - "t0_ns") + TASK_SOURCE + RUN_ID
+
+FAIL_POINT_ENV = "BENCHMAKER_TEST_FAIL_POINT"
+
+
+class InjectedFault(RuntimeError):
+    """The failure a test asked for through FAIL_POINT_ENV (never transient)."""
 
 
 def make_sandbox_factory(kind: str, url: str | None = None, image: str | None = None) -> SandboxFactory:
@@ -99,6 +112,8 @@ async def run_sweep_point(
             f"sweep point {point_name(concurrency)}; the point runs again on a restarted server")
     stats = await asyncio.to_thread(handle.stats)
     write_json_atomic(point_dir(Path(run_dir), point_name(concurrency)) / "server_stats.json", stats)
+    if os.environ.get(FAIL_POINT_ENV) == point_name(concurrency):
+        raise InjectedFault(f"sweep point {point_name(concurrency)}: failure injected by {FAIL_POINT_ENV}")
     log.info("sweep point %s: %d episodes, %d requests, max concurrency %s/%d, misses %d%s",
              row["sweep_point"], row["n_episodes"], row["n_requests"], row["achieved_max_concurrency"],
              concurrency, row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")

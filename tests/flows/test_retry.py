@@ -1,0 +1,120 @@
+"""flows.retry for real: a swebench-replay flow run that fails at its second sweep point,
+resumed in another process under the same flow run id (the first point from the task
+cache, its files untouched; the failed point measured), then a new run measuring all."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
+POINT_FILES = ("episodes.jsonl", "turns.jsonl", "samples.jsonl", "point_summary.json")
+
+pytestmark = [
+    pytest.mark.prefect,
+    pytest.mark.usefixtures("prefect_harness"),
+    # Prefect's own API clients leave sockets to its test server for the GC (see
+    # test_swebench_replay_flow.py); not ours to close.
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+]
+
+
+def _fingerprint(pdir: Path) -> dict[str, tuple[int, str]]:
+    return {name: ((pdir / name).stat().st_mtime_ns, hashlib.sha256((pdir / name).read_bytes()).hexdigest())
+            for name in POINT_FILES}
+
+
+def _sweep_states(flow_run_id: str) -> dict[int, list[str]]:
+    """flow run attempt (run count) -> state names of its run-sweep-point task runs, in
+    the order they were created."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    out: dict[int, list[str]] = {}
+    for tr in sorted(runs, key=lambda tr: tr.expected_start_time):
+        if tr.name.startswith("run-sweep-point"):
+            out.setdefault(tr.flow_run_run_count, []).append(tr.state.name)
+    return out
+
+
+def _flow_run(flow_run_id: str):
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(flow_run_id)
+
+
+async def test_failed_run_resumes_at_failed_point_and_new_run_measures_all(tmp_path: Path, monkeypatch) -> None:
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.retry import retry_flow_run
+    from flows.swebench_replay import swebench_replay
+    from tasks.sweep import FAIL_POINT_ENV
+
+    out_dir = tmp_path / "artifacts"
+    kw = dict(logs=[EXAMPLE], concurrency_sweep=[1, 2], out_dir=out_dir, warehouse=tmp_path / "wh.duckdb")
+
+    # attempt 1: c1 completes, c2 measures then fails (injected, not transient: no task retry)
+    monkeypatch.setenv(FAIL_POINT_ENV, "c2")
+    state = await swebench_replay(**kw, return_state=True)
+    monkeypatch.delenv(FAIL_POINT_ENV)
+    assert state.is_failed()
+    flow_run_id = str(state.state_details.flow_run_id)
+    [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
+    assert run_dir.name.endswith(flow_run_id[:8])
+    c1, c2 = run_dir / "points" / "c1", run_dir / "points" / "c2"
+    c1_before, c2_before = _fingerprint(c1), _fingerprint(c2)
+    manifest_before = (run_dir / "manifest.json").read_bytes()
+    assert not (tmp_path / "wh.duckdb").exists()  # the load stage never ran
+    assert _sweep_states(flow_run_id) == {1: ["Completed", "Failed"]}
+
+    # attempt 2: resumed from another process, as a user would (python -m flows.retry ID)
+    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
+               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.pop(FAIL_POINT_ENV, None)
+    proc = subprocess.run([sys.executable, "-m", "flows.retry", flow_run_id], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert proc.stdout.strip().endswith(f"flow run {flow_run_id}: Completed")
+    fr = _flow_run(flow_run_id)
+    assert (fr.state.name, fr.run_count) == ("Completed", 2)
+    # c1 is a cache hit (not measured again), c2 is measured
+    assert _sweep_states(flow_run_id) == {1: ["Completed", "Failed"], 2: ["Cached", "Completed"]}
+    assert _fingerprint(c1) == c1_before
+    c2_after = _fingerprint(c2)
+    assert all(c2_after[name][0] > c2_before[name][0] for name in POINT_FILES)
+    assert (run_dir / "manifest.json").read_bytes() == manifest_before  # same run, same t0
+    assert [d.name for d in out_dir.iterdir() if d.name != "_cache"] == [run_dir.name]
+    run_id = json.loads(manifest_before)["run_id"]
+    con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
+    rows = con.execute("SELECT run_id, sweep_point, n_episodes, achieved_max_concurrency, valid "
+                       "FROM v_sweep_summary ORDER BY sweep_point").fetchall()
+    con.close()
+    # one run, both points; 1 trajectory -> max(c, 1) episodes per point
+    assert rows == [(run_id, "c1", 1, 1, True), (run_id, "c2", 2, 2, True)]
+    with pytest.raises(ValueError, match=r"only a Failed, Crashed or Cancelled run resumes \(got Completed\)"):
+        await retry_flow_run(flow_run_id)
+
+    # a new flow run with the same parameters measures every point again
+    new = await swebench_replay(**kw)
+    assert new["run_id"] != run_id
+    assert _sweep_states(new["flow_run_id"]) == {1: ["Completed", "Completed"]}
+    assert _fingerprint(c1) == c1_before  # and leaves the first run's files alone
+
+
+def test_retry_refuses_a_bad_id() -> None:
+    from flows.retry import main
+
+    assert main(["not-a-uuid"]) == 2
+    assert main([]) == 2

@@ -1,0 +1,51 @@
+"""`benchmaker record`: a recording proxy in front of an OpenAI-compatible endpoint
+(replay.recorder); every conversation relayed becomes a trajectory, replayable with
+`benchmaker serve-replay` / `swebench-replay`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from cyclopts import Parameter
+
+from recipes.app import app
+
+
+@app.command(name="record")
+def record(
+    *,
+    upstream: str,
+    output: Annotated[Path, Parameter(name=["--output", "-o"])] = Path("trajectories.jsonl"),
+    host: str = "127.0.0.1",
+    port: int = 0,
+    text_actions: bool = False,
+) -> int:
+    """Relay /v1/chat/completions to UPSTREAM and record each conversation as a
+    trajectory; prints the bound URL first. Point the agent's base URL at URL/v1.
+    The file is written on Ctrl-C and on `POST URL/flush`, atomically.
+
+    Parameters
+    ----------
+    upstream
+        Base URL of the real endpoint, e.g. http://127.0.0.1:8000 (with or without /v1).
+    output
+        trajectories.jsonl to write (replaced on each write).
+    host
+        Interface to bind (default 127.0.0.1, loopback only).
+    port
+        TCP port; 0 picks a free ephemeral port (the URL line shows it).
+    text_actions
+        Record the first user message after a turn without tool calls as its
+        observation (SWE-agent / mini-swe-agent text actions).
+    """
+    from benchmaker.errors import ConfigError
+    from replay.recorder import serve_recorder
+
+    if not upstream.startswith(("http://", "https://")):
+        raise ConfigError(f"--upstream: expected an http(s) URL (got {upstream!r})")
+    try:
+        serve_recorder(upstream, output, host=host, port=port, text_actions=text_actions)
+    except OSError as exc:
+        raise ConfigError(f"record: {exc}") from exc
+    return 0

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmaker.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
+from benchmaker.calibrate import calibration_for_manifest, ceiling_checks
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
 from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, parse_rate_spec
@@ -171,6 +172,7 @@ class BenchRunner:
         self.bundle_dir = Path(config.out_dir) / self.run_id
         self._samples_name = samples_name
         self._manifest_extra = manifest_extra
+        self._calibration: dict[str, Any] | None = None  # this host's ceiling, read with the manifest
         self._start_at_ns = start_at_ns
         self.live = LiveStats()
         self._seq = 0
@@ -568,10 +570,12 @@ class BenchRunner:
             {"name": lane.name, "load": model.spec, "workload": _describe(lane.workload)}
             for lane, model in zip(self.lanes, self._models)
         ]
+        self._calibration = calibration_for_manifest()  # `benchmaker calibrate`'s latest, or None
         return build_manifest(
             run_id=self.run_id, kind=cfg.kind, label=cfg.label, config=config, seed=cfg.seed,
             t0_wall_ns=t0_wall, workers=self.shards,
-            slo=cfg.slo.model_dump() if cfg.slo is not None else None, extra=self._manifest_extra,
+            slo=cfg.slo.model_dump() if cfg.slo is not None else None,
+            extra={"calibration": self._calibration, **(self._manifest_extra or {})},
         )
 
     def _summarize(self, monitor: LoopLagMonitor, interrupted: bool, wall_s: float, cpu_s: float) -> dict[str, Any]:
@@ -610,7 +614,11 @@ class BenchRunner:
         )
         if target_conc is not None and self.config.max_requests is not None:
             target_conc = min(target_conc, self._share(self.config.max_requests))
-        return {
+        if self._calibration is None:  # e.g. a sharded run's parent, which built no manifest
+            self._calibration = calibration_for_manifest()
+        ceiling, ceiling_notes = ceiling_checks(self._calibration, nested["run"])
+        self_checks.update(ceiling)
+        summary = {
             "run_id": self.run_id,
             "kind": self.config.kind,
             "partial": interrupted,
@@ -630,6 +638,8 @@ class BenchRunner:
             "self_checks": self_checks,
             **nested,
         }
+        summary["verdict"]["notes"].extend(ceiling_notes)
+        return summary
 
 
 def _meets_slo(sample: Sample, slo: Any) -> bool:

@@ -15,7 +15,9 @@ transport call; `end_ns` when the body ended. Post-response hooks run after `end
 Open loop: an arrival is dispatched at its intended offset whatever earlier requests
 do; when `max_in_flight` is reached it waits for a slot (`overflow="late"`, the wait
 shows as schedule lag) or is recorded as `dropped`. Closed loop: each worker sends its
-next request when the previous one ended (intended = sent).
+next request when the previous one ended (intended = sent), after the model's think
+time, or after the time a workload's optional `next_think_s(seq) -> float | None`
+returns (None stops that worker): multi-turn sessions (workloads/trajectory_replay.py).
 
 The run ends when sending stopped (duration, max_requests, end of schedule) and every
 request finished, or at `duration + drain_s`, when stragglers are cancelled and
@@ -337,6 +339,9 @@ class BenchRunner:
         pc = time.perf_counter_ns
         deadline = self._deadline_ns()
         count = [0]
+        # optional workload hook (sessions): the think time in s after request seq ended,
+        # whatever its outcome, or None to stop this worker; else the model's think_s
+        next_think = getattr(lane.workload, "next_think_s", None)
         while True:
             now = pc() - self._t0
             if deadline is not None and now >= deadline:
@@ -346,8 +351,11 @@ class BenchRunner:
                 return
             self._begin()
             await self._request(lane, seq, now, None)
-            if model.think_s:
-                await asyncio.sleep(model.think_s)
+            think_s = model.think_s if next_think is None else next_think(seq)
+            if think_s is None:
+                return
+            if think_s:
+                await asyncio.sleep(think_s)
 
     async def _await_end(self, lane_tasks: list[asyncio.Task[None]]) -> None:
         """Wait for sending to stop and in-flight requests to finish, up to the run

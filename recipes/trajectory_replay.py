@@ -1,0 +1,155 @@
+"""`benchmaker trajectory-replay FILE`: prefix-cache replay of recorded conversations.
+
+    benchmaker trajectory-replay convs.jsonl --url http://127.0.0.1:8000/v1/chat/completions \\
+        --model m --sessions interleaved --concurrency 8 --active-sessions 32 --think exp:2s
+
+Runs the engine in a closed loop of `--concurrency` workers over
+`workloads.trajectory_replay.TrajectoryReplayWorkload` until every turn was sent (or
+`--duration`), prints the usual summary plus a prefix-cache table (expected cacheable
+prompt tokens vs the server's cached tokens) and returns 0 (valid run), 1 (invalid), 2
+(bad input), 130 (interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from rich.table import Table
+
+from benchmaker.config import BenchConfig, Timeouts
+from benchmaker.config_file import format_validation_error
+from benchmaker.errors import ConfigError
+from benchmaker.runner import BenchRunner, run_on_fresh_loop
+from recipes.app import app
+from recipes.display import console, print_summary, run_with_progress
+from workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
+
+__all__ = ["cache_report", "trajectory_replay"]
+
+
+def cache_report(samples_path: Path) -> dict[str, Any]:
+    """Prefix-cache totals over a run's samples.jsonl (rows with meta from
+    `TrajectoryReplayWorkload.copy_meta`): `samples`, `expected_cached_tokens` (sum),
+    `cached_tokens` (sum over samples that reported it), `reported` (samples with a
+    server cached_tokens), `ratio` = cached / expected over the reporting samples (None
+    when none reported or their expected sum is 0)."""
+    n = reported = expected_all = expected_rep = cached = 0
+    with samples_path.open("rb") as fh:
+        for line in fh:
+            row = orjson.loads(line)
+            meta = row.get("meta") or {}
+            if "expected_cached_tokens" not in meta:
+                continue
+            n += 1
+            expected_all += meta["expected_cached_tokens"]
+            if row.get("cached_tokens") is not None:
+                reported += 1
+                cached += row["cached_tokens"]
+                expected_rep += meta["expected_cached_tokens"]
+    return {
+        "samples": n, "reported": reported, "expected_cached_tokens": expected_all,
+        "cached_tokens": cached if reported else None,
+        "ratio": cached / expected_rep if reported and expected_rep else None,
+    }
+
+
+def _print_cache(report: dict[str, Any]) -> None:
+    table = Table(title="prefix cache (expected = previous turn's prompt, client estimate)")
+    for col in ("samples", "server reported", "expected cached tokens", "server cached tokens", "cached / expected"):
+        table.add_column(col, justify="right")
+    ratio = report["ratio"]
+    table.add_row(
+        str(report["samples"]), str(report["reported"]), str(report["expected_cached_tokens"]),
+        "-" if report["cached_tokens"] is None else str(report["cached_tokens"]),
+        "-" if ratio is None else f"{ratio:.3f}",
+    )
+    console.print(table)
+
+
+@app.command(name="trajectory-replay")
+def trajectory_replay(
+    file: Path,
+    *,
+    url: str,
+    model: str,
+    sessions: str = "contiguous",
+    concurrency: int = 1,
+    active_sessions: int | None = None,
+    think: str | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stream: bool = True,
+    tokenizer: Path | None = None,
+    duration: str | None = None,
+    total_timeout: str | None = None,
+    api_key_env: str | None = None,
+    seed: int = 0,
+    label: str | None = None,
+    out_dir: Path = Path("runs"),
+    progress: bool | None = None,
+) -> int:
+    """Replay recorded conversations turn by turn with growing prefixes (prefix caching).
+
+    Parameters
+    ----------
+    file: JSONL, one conversation per row: a messages array, or {"messages": [...] or "<json>", "id": ...}.
+    url: Chat completions URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
+    model: Model name sent in the body.
+    sessions: contiguous (a worker plays a conversation to its end, then the next) or interleaved (--active-sessions open at once, turns alternate).
+    concurrency: Closed-loop workers (requests in flight at most).
+    active_sessions: Open sessions in interleaved mode (default 2 x concurrency).
+    think: Think time between a session's turns: const:1s, exp:2s (mean), uniform:0.5..3 (default none).
+    max_tokens: max_tokens sent with each request.
+    temperature: temperature sent with each request.
+    stream: Stream responses (TTFT needs it).
+    tokenizer: tokenizer.json for exact token estimates (needs the `tokenizers` package); default words.
+    duration: Stop sending after this long (default: when every turn was sent).
+    total_timeout: Deadline per request.
+    api_key_env: Name of the environment variable holding the API key.
+    seed: Seed of the think-time draws.
+    label: Run label stored with the run.
+    out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
+    progress: Live progress display (default: on when stdout is a terminal).
+    """
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise ConfigError(f"--api-key-env: environment variable {api_key_env} is not set")
+    conversations = read_conversations(file)
+    wl = TrajectoryReplayWorkload(
+        url, model, conversations, concurrency=min(concurrency, len(conversations)), sessions=sessions,  # type: ignore[arg-type]
+        active_sessions=active_sessions, think=parse_think(think), seed=seed, tokenizer=tokenizer,
+        stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key,
+    )
+    try:
+        cfg = BenchConfig(**{k: v for k, v in dict(
+            load=f"closed:{wl.concurrency}", max_requests=wl.total_turns, duration_s=duration, seed=seed,
+            label=label, kind="trajectory-replay", out_dir=out_dir,
+            timeouts=Timeouts(total_s=total_timeout) if total_timeout else None,
+        ).items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, "command line").replace("command line: ", "--")) from None
+    runner = BenchRunner(cfg, workload=wl, post_hooks=[wl.copy_meta],
+                         manifest_extra={"workload": wl.describe()})
+    show = sys.stdout.isatty() if progress is None else progress
+
+    async def main() -> Any:
+        return await run_with_progress(runner, show)
+
+    try:
+        result = run_on_fresh_loop(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        if runner.result is not None:
+            print_summary(runner.result.summary, runner.result.bundle_dir)
+        console.print("[yellow]interrupted: partial bundle written[/]")
+        return 130
+    print_summary(result.summary, result.bundle_dir)
+    _print_cache(cache_report(result.samples_path))
+    return 0 if result.valid else 1

@@ -43,8 +43,10 @@ from benchmaker.calibrate import calibration_for_manifest, ceiling_checks
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
 from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, parse_rate_spec
+from benchmaker.monitors import Monitor, MonitorRunner
 from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
 from benchmaker.selfcheck import LoopLagMonitor, verdict
+from benchmaker.trace import TraceWriter, shard_trace_path
 from benchmaker.summary import nest_summary, summarize_samples
 from benchmaker.transport import make_transport
 from benchmaker.types import PostResponseHook, PreRequestHook, Transport, Workload
@@ -134,6 +136,9 @@ class BenchRunner:
     Raises ConfigError when neither `workload` nor `lanes` is given or a lane's load
     does not parse. `transport` overrides the config's transport (e.g. a NullTransport).
     `worker`/`shards` run shard `worker` of `shards` of the schedule (scale-out).
+    `monitors` (benchmaker.monitors) are sampled from t0 until sending and draining
+    ended, into `monitor.jsonl` (shard 0 only). `record_trace` writes every request
+    built, with its intended send time, to that file (benchmaker.trace).
     """
 
     def __init__(
@@ -150,6 +155,8 @@ class BenchRunner:
         samples_name: str = "samples.jsonl",
         base_dir: Path | None = None,
         manifest_extra: dict[str, Any] | None = None,
+        monitors: Sequence[Monitor] = (),
+        record_trace: Path | None = None,
         start_at_ns: int | None = None,
     ):
         if (workload is None) == (lanes is None):
@@ -196,6 +203,10 @@ class BenchRunner:
             if config.duration_s is not None and config.cooldown_s else None
         )
         self._accepts = {lane.name: getattr(lane.workload, "accepts_status", None) for lane in self.lanes}
+        self._monitors = list(monitors) if worker == 0 else []
+        self._monitor_runner: MonitorRunner | None = None
+        self._record_trace = shard_trace_path(record_trace, worker, shards) if record_trace is not None else None
+        self._trace: TraceWriter | None = None
 
     # -- public -------------------------------------------------------------------------
 
@@ -213,6 +224,8 @@ class BenchRunner:
             cfg.transport, connect_timeout_s=cfg.timeouts.connect_s
         )
         self._slot_freed = asyncio.Event()
+        if self._record_trace is not None:
+            self._trace = TraceWriter(self._record_trace)
         start = getattr(self._transport, "start", None)
         if start is not None:
             await start()
@@ -234,6 +247,9 @@ class BenchRunner:
             write_json_atomic(self.bundle_dir / "manifest.json", manifest)
         cpu0 = time.process_time()
         monitor.start()
+        if self._monitors:
+            self._monitor_runner = MonitorRunner(self._monitors, self.bundle_dir / "monitor.jsonl", self._t0)
+            self._monitor_runner.start()
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         watchdog = None
         if self._timeouts_s:
@@ -257,6 +273,10 @@ class BenchRunner:
                 watchdog.cancel()
             await asyncio.gather(flusher, *([watchdog] if watchdog else []), return_exceptions=True)
             await monitor.stop()
+            if self._monitor_runner is not None:
+                await self._monitor_runner.stop()
+            if self._trace is not None:
+                self._trace.close()
             wall_s = (time.perf_counter_ns() - self._t0) / NS_PER_S
             cpu_s = time.process_time() - cpu0
             self._writer.close()
@@ -390,6 +410,8 @@ class BenchRunner:
         while True:
             await asyncio.sleep(0.2)
             self._writer.flush()
+            if self._trace is not None:
+                self._trace.flush()
 
     # -- one request --------------------------------------------------------------------
 
@@ -435,6 +457,8 @@ class BenchRunner:
                 if new is not None:
                     spec = new
             parser = lane.workload.parser(spec)
+            if self._trace is not None:
+                self._trace.write(seq, lane.name, getattr(lane.workload, "name", None), intended_ns, spec)
         except asyncio.CancelledError:
             self._end()
             raise
@@ -598,6 +622,8 @@ class BenchRunner:
             "pid": os.getpid(),
             "t0_wall_ns": self._t0_wall,
         }
+        if self._monitor_runner is not None:
+            self_checks["monitors"] = self._monitor_runner.report()
         if self.shards > 1:  # a shard reports to its parent; the run's summary is merged there
             write_json_atomic(self.bundle_dir / f"worker-{self.worker}.json",
                               {"self_checks": self_checks, "interrupted": interrupted})

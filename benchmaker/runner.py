@@ -15,14 +15,17 @@ transport call; `end_ns` when the body ended. Post-response hooks run after `end
 Open loop: an arrival is dispatched at its intended offset whatever earlier requests
 do; when `max_in_flight` is reached it waits for a slot (`overflow="late"`, the wait
 shows as schedule lag) or is recorded as `dropped`. Closed loop: each worker sends its
-next request when the previous one ended (intended = sent), after the model's think
-time, or after the time a workload's optional `next_think_s(seq) -> float | None`
-returns (None stops that worker): multi-turn sessions (workloads/trajectory_replay.py).
+next request when the previous one ended (intended = sent).
 
 The run ends when sending stopped (duration, max_requests, end of schedule) and every
 request finished, or at `duration + drain_s`, when stragglers are cancelled and
 written as `cancelled`. Cancelling the run (Ctrl-C) does the same and writes a partial
 summary. Single-request failures never raise: they become samples with an outcome.
+
+A workload with an async `execute(seq, sample, t0_ns)` (benchmaker.types.CallableWorkload:
+a sandbox lifecycle, an agent episode) is called in place of the transport, timed the
+same way (`sent_ns` just before the call, `end_ns` just after); its optional `start()`
+and `aclose()` run before the clock starts and after the run.
 """
 
 from __future__ import annotations
@@ -39,14 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmaker.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
-from benchmaker.calibrate import calibration_for_manifest, ceiling_checks
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
 from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, parse_rate_spec
-from benchmaker.monitors import Monitor, MonitorRunner
 from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
 from benchmaker.selfcheck import LoopLagMonitor, verdict
-from benchmaker.trace import TraceWriter, shard_trace_path
 from benchmaker.summary import nest_summary, summarize_samples
 from benchmaker.transport import make_transport
 from benchmaker.types import PostResponseHook, PreRequestHook, Transport, Workload
@@ -136,9 +136,6 @@ class BenchRunner:
     Raises ConfigError when neither `workload` nor `lanes` is given or a lane's load
     does not parse. `transport` overrides the config's transport (e.g. a NullTransport).
     `worker`/`shards` run shard `worker` of `shards` of the schedule (scale-out).
-    `monitors` (benchmaker.monitors) are sampled from t0 until sending and draining
-    ended, into `monitor.jsonl` (shard 0 only). `record_trace` writes every request
-    built, with its intended send time, to that file (benchmaker.trace).
     """
 
     def __init__(
@@ -155,8 +152,6 @@ class BenchRunner:
         samples_name: str = "samples.jsonl",
         base_dir: Path | None = None,
         manifest_extra: dict[str, Any] | None = None,
-        monitors: Sequence[Monitor] = (),
-        record_trace: Path | None = None,
         start_at_ns: int | None = None,
     ):
         if (workload is None) == (lanes is None):
@@ -181,7 +176,6 @@ class BenchRunner:
         self.bundle_dir = Path(config.out_dir) / self.run_id
         self._samples_name = samples_name
         self._manifest_extra = manifest_extra
-        self._calibration: dict[str, Any] | None = None  # this host's ceiling, read with the manifest
         self._start_at_ns = start_at_ns
         self.live = LiveStats()
         self._seq = 0
@@ -203,10 +197,7 @@ class BenchRunner:
             if config.duration_s is not None and config.cooldown_s else None
         )
         self._accepts = {lane.name: getattr(lane.workload, "accepts_status", None) for lane in self.lanes}
-        self._monitors = list(monitors) if worker == 0 else []
-        self._monitor_runner: MonitorRunner | None = None
-        self._record_trace = shard_trace_path(record_trace, worker, shards) if record_trace is not None else None
-        self._trace: TraceWriter | None = None
+        self._executes = {lane.name: getattr(lane.workload, "execute", None) for lane in self.lanes}
 
     # -- public -------------------------------------------------------------------------
 
@@ -224,11 +215,15 @@ class BenchRunner:
             cfg.transport, connect_timeout_s=cfg.timeouts.connect_s
         )
         self._slot_freed = asyncio.Event()
-        if self._record_trace is not None:
-            self._trace = TraceWriter(self._record_trace)
         start = getattr(self._transport, "start", None)
         if start is not None:
             await start()
+        try:
+            started = await _start_workloads(self.lanes, self._executes)
+        except BaseException:
+            self._writer.close()
+            await self._transport.aclose()
+            raise
         monitor = LoopLagMonitor()
         interrupted = False
         # everything slow (git, package versions, file writes) happens before the clock
@@ -247,9 +242,6 @@ class BenchRunner:
             write_json_atomic(self.bundle_dir / "manifest.json", manifest)
         cpu0 = time.process_time()
         monitor.start()
-        if self._monitors:
-            self._monitor_runner = MonitorRunner(self._monitors, self.bundle_dir / "monitor.jsonl", self._t0)
-            self._monitor_runner.start()
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         watchdog = None
         if self._timeouts_s:
@@ -273,10 +265,6 @@ class BenchRunner:
                 watchdog.cancel()
             await asyncio.gather(flusher, *([watchdog] if watchdog else []), return_exceptions=True)
             await monitor.stop()
-            if self._monitor_runner is not None:
-                await self._monitor_runner.stop()
-            if self._trace is not None:
-                self._trace.close()
             wall_s = (time.perf_counter_ns() - self._t0) / NS_PER_S
             cpu_s = time.process_time() - cpu0
             self._writer.close()
@@ -284,6 +272,11 @@ class BenchRunner:
                 await self._transport.aclose()
             except Exception:  # noqa: BLE001 - closing must not hide the run's result
                 pass
+            for wl in started:
+                try:
+                    await wl.aclose()
+                except Exception:  # noqa: BLE001
+                    pass
         summary = self._summarize(monitor, interrupted, wall_s, cpu_s)
         self.result = RunResult(self.run_id, self.bundle_dir, summary)
         if interrupted:
@@ -359,9 +352,6 @@ class BenchRunner:
         pc = time.perf_counter_ns
         deadline = self._deadline_ns()
         count = [0]
-        # optional workload hook (sessions): the think time in s after request seq ended,
-        # whatever its outcome, or None to stop this worker; else the model's think_s
-        next_think = getattr(lane.workload, "next_think_s", None)
         while True:
             now = pc() - self._t0
             if deadline is not None and now >= deadline:
@@ -371,11 +361,8 @@ class BenchRunner:
                 return
             self._begin()
             await self._request(lane, seq, now, None)
-            think_s = model.think_s if next_think is None else next_think(seq)
-            if think_s is None:
-                return
-            if think_s:
-                await asyncio.sleep(think_s)
+            if model.think_s:
+                await asyncio.sleep(model.think_s)
 
     async def _await_end(self, lane_tasks: list[asyncio.Task[None]]) -> None:
         """Wait for sending to stop and in-flight requests to finish, up to the run
@@ -410,8 +397,6 @@ class BenchRunner:
         while True:
             await asyncio.sleep(0.2)
             self._writer.flush()
-            if self._trace is not None:
-                self._trace.flush()
 
     # -- one request --------------------------------------------------------------------
 
@@ -450,15 +435,17 @@ class BenchRunner:
         pc = time.perf_counter_ns
         t0 = self._t0
         sample = self._new_sample(lane, seq, intended_ns, stage)
+        execute = self._executes[lane.name]
         try:
-            spec = lane.workload.request(seq)
-            for hook in self._pre_hooks:
-                new = await _call_hook(hook, spec)
-                if new is not None:
-                    spec = new
-            parser = lane.workload.parser(spec)
-            if self._trace is not None:
-                self._trace.write(seq, lane.name, getattr(lane.workload, "name", None), intended_ns, spec)
+            if execute is not None:
+                spec, parser = RequestSpec("EXECUTE", lane.workload.name), None
+            else:
+                spec = lane.workload.request(seq)
+                for hook in self._pre_hooks:
+                    new = await _call_hook(hook, spec)
+                    if new is not None:
+                        spec = new
+                parser = lane.workload.parser(spec)
         except asyncio.CancelledError:
             self._end()
             raise
@@ -476,7 +463,11 @@ class BenchRunner:
             if watch is not None:
                 watch.last_read_ns = sample.sent_ns
                 self._watched.add(watch)
-            await self._exchange(spec, parser, sample, watch, self._accepts[lane.name])
+            if execute is None:
+                await self._exchange(spec, parser, sample, watch, self._accepts[lane.name])
+            else:
+                parser = _ExecuteText(await execute(seq, sample, t0))
+                sample.end_ns = sample.end_ns or pc() - t0
         except ConnectTimeout as exc:
             sample.end_ns = pc() - t0
             sample.outcome = Outcome.TIMEOUT.value
@@ -602,12 +593,10 @@ class BenchRunner:
             {"name": lane.name, "load": model.spec, "workload": _describe(lane.workload)}
             for lane, model in zip(self.lanes, self._models)
         ]
-        self._calibration = calibration_for_manifest()  # `benchmaker calibrate`'s latest, or None
         return build_manifest(
             run_id=self.run_id, kind=cfg.kind, label=cfg.label, config=config, seed=cfg.seed,
             t0_wall_ns=t0_wall, workers=self.shards,
-            slo=cfg.slo.model_dump() if cfg.slo is not None else None,
-            extra={"calibration": self._calibration, **(self._manifest_extra or {})},
+            slo=cfg.slo.model_dump() if cfg.slo is not None else None, extra=self._manifest_extra,
         )
 
     def _summarize(self, monitor: LoopLagMonitor, interrupted: bool, wall_s: float, cpu_s: float) -> dict[str, Any]:
@@ -622,8 +611,6 @@ class BenchRunner:
             "pid": os.getpid(),
             "t0_wall_ns": self._t0_wall,
         }
-        if self._monitor_runner is not None:
-            self_checks["monitors"] = self._monitor_runner.report()
         if self.shards > 1:  # a shard reports to its parent; the run's summary is merged there
             write_json_atomic(self.bundle_dir / f"worker-{self.worker}.json",
                               {"self_checks": self_checks, "interrupted": interrupted})
@@ -648,11 +635,7 @@ class BenchRunner:
         )
         if target_conc is not None and self.config.max_requests is not None:
             target_conc = min(target_conc, self._share(self.config.max_requests))
-        if self._calibration is None:  # e.g. a sharded run's parent, which built no manifest
-            self._calibration = calibration_for_manifest()
-        ceiling, ceiling_notes = ceiling_checks(self._calibration, nested["run"])
-        self_checks.update(ceiling)
-        summary = {
+        return {
             "run_id": self.run_id,
             "kind": self.config.kind,
             "partial": interrupted,
@@ -672,8 +655,38 @@ class BenchRunner:
             "self_checks": self_checks,
             **nested,
         }
-        summary["verdict"]["notes"].extend(ceiling_notes)
-        return summary
+
+
+class _ExecuteText:
+    """What a CallableWorkload's `execute` returned, as the `text` post-response hooks see."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str | None):
+        self.text = text or ""
+
+
+async def _start_workloads(lanes: Sequence[Lane], executes: dict[str, Any]) -> list[Any]:
+    """Call `start()` of each distinct callable workload that has one (before the
+    clock starts); returns those that also have `aclose()`, to be closed after the run."""
+    started: list[Any] = []
+    seen: set[int] = set()
+    try:
+        for lane in lanes:
+            wl = lane.workload
+            if executes[lane.name] is None or id(wl) in seen:
+                continue
+            seen.add(id(wl))
+            start = getattr(wl, "start", None)
+            if start is not None:
+                await start()
+            if getattr(wl, "aclose", None) is not None:
+                started.append(wl)
+    except BaseException:
+        for wl in started:
+            await wl.aclose()
+        raise
+    return started
 
 
 def _meets_slo(sample: Sample, slo: Any) -> bool:

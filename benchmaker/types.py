@@ -1,6 +1,8 @@
 """The engine's seams, as short protocol types (like starlette's `types.py`).
 
     Workload      builds each RequestSpec and a StreamParser for its response
+    CallableWorkload  performs each unit of work itself (`execute`): several HTTP calls
+                  (sandbox lifecycle), an agent episode; timed like a request
     StreamParser  turns response body bytes into token events written on a Sample
     Transport     sends a RequestSpec and yields the response body as byte chunks
     Response      one in-flight response of a Transport
@@ -51,6 +53,26 @@ class Workload(Protocol):
     def request(self, seq: int) -> RequestSpec: ...
 
     def parser(self, spec: RequestSpec) -> StreamParser: ...
+
+
+@runtime_checkable
+class CallableWorkload(Protocol):
+    """A workload that performs each unit of work itself instead of one HTTP request.
+
+    The runner calls `await execute(seq, sample, t0_ns)` in place of sending a request:
+    `sample.sent_ns` is stamped just before the call and `sample.end_ns` just after it
+    returns (E2E = the whole call), unless `execute` set `end_ns` itself. `execute` sets
+    the outcome and may set `http_status`, `first_byte_ns`/`first_token_ns` (offsets
+    from `t0_ns`, the run's perf_counter_ns origin), usage and `meta` (e.g. per-phase
+    timings). It returns the text for post-response hooks (None: ""). An exception
+    becomes a sample: TransportError -> transport_error, any other -> protocol_error.
+    Optional `async start()` / `async aclose()` run before the clock starts / after the
+    run (they may create and release a shared resource, e.g. a sandbox).
+    """
+
+    name: str
+
+    async def execute(self, seq: int, sample: Sample, t0_ns: int) -> str | None: ...
 
 
 class Response(Protocol):

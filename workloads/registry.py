@@ -22,12 +22,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from benchmaker.errors import ConfigError
 from benchmaker.types import Workload
 from workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
 from workloads.deeprag import DeepRAGDataset
+from workloads.agent import AgentWorkload, load_agent_class
+from workloads.hf import HFDataset
 from workloads.http import HttpWorkload
 from workloads.openai_chat import OpenAIChatWorkload
 from workloads.openai_completions import OpenAICompletionsWorkload
+from workloads.sandbox import SandboxWorkload
 
 __all__ = ["DatasetSpec", "WorkloadSpec", "build_dataset", "build_workload"]
 
@@ -60,6 +64,19 @@ class StaticSpec(_Strict):
     items: list[Any]
 
 
+class HFSpec(_Strict):
+    """A HuggingFace dataset (workloads/hf.py; extra `benchmaker[hf]`): a local
+    directory (save_to_disk output or data files) or a Hub name."""
+
+    type: Literal["hf"]
+    path: str
+    split: str = "train"
+    field: str = "prompt"
+    reference_field: str | None = None
+    name: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+
+
 class DeepRAGSpec(_Strict):
     type: Literal["deeprag"]
     path: Path
@@ -70,7 +87,7 @@ class DeepRAGSpec(_Strict):
 
 
 DatasetSpec = Annotated[
-    JsonlSpec | ShareGPTSpec | SyntheticSpec | StaticSpec | DeepRAGSpec, Field(discriminator="type")
+    JsonlSpec | ShareGPTSpec | SyntheticSpec | StaticSpec | HFSpec | DeepRAGSpec, Field(discriminator="type")
 ]
 
 
@@ -105,7 +122,43 @@ class OpenAICompletionsSpec(_LLMSpec):
     include_usage: bool = True
 
 
-WorkloadSpec = Annotated[HttpSpec | OpenAIChatSpec | OpenAICompletionsSpec, Field(discriminator="type")]
+class SandboxSpec(_Strict):
+    """A command in a sandbox per sample (workloads/sandbox.py): `exec` on one sandbox
+    or the create -> exec -> delete `lifecycle`; `local` subprocesses or `flash`."""
+
+    type: Literal["sandbox"]
+    command: str
+    target: Literal["local", "flash"] = "local"
+    mode: Literal["exec", "lifecycle"] = "exec"
+    url: str | None = None
+    sandbox_id: str | None = None
+    image: str | None = None
+    sandbox_type: str = ""
+    template: str | None = None
+    memory_mb: int = Field(default=512, ge=1)
+    cpu_cores: float = Field(default=1.0, gt=0)
+    api_key: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    repo: Path | None = None
+
+
+class AgentSpec(_Strict):
+    """A user-defined agent class (workloads/agent.py): `class: module:Class` with
+    `async def run_episode(self, episode_index, client) -> dict`; one episode per sample."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    type: Literal["agent"]
+    class_: str = Field(alias="class")
+    url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float = Field(default=600.0, gt=0)
+
+
+WorkloadSpec = Annotated[
+    HttpSpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec, Field(discriminator="type")
+]
 
 
 def build_dataset(spec: Any, base_dir: Path | None = None) -> Dataset:
@@ -126,6 +179,10 @@ def build_dataset(spec: Any, base_dir: Path | None = None) -> Dataset:
             resolve(spec.path), depth=spec.depth, context_tokens_target=spec.context_tokens_target,
             passthrough_meta=spec.passthrough_meta, tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None,
         )
+    if isinstance(spec, HFSpec):
+        local = resolve(Path(spec.path))
+        return HFDataset(str(local) if local.exists() else spec.path, split=spec.split, field=spec.field,
+                         reference_field=spec.reference_field, name=spec.name, limit=spec.limit)
     return StaticDataset(spec.items)
 
 
@@ -133,6 +190,12 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
     """Workload object of a WorkloadSpec (see module docstring)."""
     if isinstance(spec, HttpSpec):
         return HttpWorkload(spec.url, spec.method, spec.headers, spec.body, spec.expected_status)
+    if isinstance(spec, SandboxSpec):
+        return _build_sandbox(spec, base_dir)  # type: ignore[return-value]
+    if isinstance(spec, AgentSpec):
+        agent = load_agent_class(spec.class_, base_dir)
+        return AgentWorkload(agent, url=spec.url, model=spec.model, api_key=spec.api_key or None,  # type: ignore[return-value]
+                             options=spec.options, timeout_s=spec.timeout_s)
     kwargs = dict(
         stream=spec.stream, max_tokens=spec.max_tokens, temperature=spec.temperature,
         extra_body=spec.extra_body, api_key=spec.api_key or None, include_usage=spec.include_usage,
@@ -140,3 +203,16 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
     )
     cls = OpenAIChatWorkload if isinstance(spec, OpenAIChatSpec) else OpenAICompletionsWorkload
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)
+
+
+def _build_sandbox(spec: SandboxSpec, base_dir: Path | None) -> SandboxWorkload:
+    """SandboxWorkload of a spec; `repo` resolves against `base_dir`. Raises ConfigError."""
+    repo = spec.repo if spec.repo is None or spec.repo.is_absolute() or base_dir is None else base_dir / spec.repo
+    try:
+        return SandboxWorkload(
+            spec.command, target=spec.target, mode=spec.mode, url=spec.url, sandbox_id=spec.sandbox_id,
+            image=spec.image, sandbox_type=spec.sandbox_type, template=spec.template, memory_mb=spec.memory_mb,
+            cpu_cores=spec.cpu_cores, api_key=spec.api_key or None, timeout_s=spec.timeout_s, repo=repo,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"workload (sandbox): {exc}") from None

@@ -1,0 +1,1 @@
+"""Example user-defined agents for the `agent` workload type (workloads/agent.py)."""

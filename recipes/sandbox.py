@@ -1,0 +1,98 @@
+"""`benchmaker sandbox`: command latency in a sandbox, or the create -> exec -> delete
+lifecycle with each phase timed (workloads/sandbox.py).
+
+    benchmaker sandbox --command 'echo hi' --rate closed:4 --duration 10s          # local exec
+    benchmaker sandbox --command 'echo hi' --mode lifecycle --max-requests 50       # local lifecycle
+    benchmaker sandbox --target flash --url http://127.0.0.1:8080 --sandbox-id sb-1 \\
+        --command 'python -c 1' --rate poisson:5 --duration 30s
+    benchmaker sandbox --target flash --url URL --image alpine:3 --mode lifecycle --max-requests 20
+
+Exit codes as `benchmaker run`: 0 valid, 1 invalid run, 2 bad input, 130 interrupted.
+Per-phase times are in each sample's meta (create_ms, exec_ms, delete_ms); E2E is the
+whole exec or lifecycle. A non-zero exit code is a `graded_wrong` sample.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from benchmaker.config import SelfCheckLimits, Timeouts
+from benchmaker.errors import ConfigError
+from benchmaker.runner import BenchRunner
+from recipes.app import app
+from recipes.bench import _api_key, _config, _execute
+from workloads.sandbox import SandboxWorkload
+
+
+@app.command(name="sandbox")
+def sandbox(
+    *,
+    command: str,
+    target: Literal["local", "flash"] = "local",
+    mode: Literal["exec", "lifecycle"] = "exec",
+    url: str | None = None,
+    sandbox_id: str | None = None,
+    image: str | None = None,
+    sandbox_type: str = "",
+    template: str | None = None,
+    memory_mb: int = 512,
+    cpu_cores: float = 1.0,
+    repo: Path | None = None,
+    timeout: float = 60.0,
+    api_key_env: str | None = None,
+    rate: str = "closed:1",
+    duration: str | None = None,
+    max_requests: int | None = None,
+    out_dir: Path = Path("runs"),
+    max_in_flight: int | None = None,
+    total_timeout: str | None = None,
+    max_error_rate: float | None = None,
+    seed: int = 0,
+    label: str | None = None,
+    progress: bool | None = None,
+) -> int:
+    """Benchmark a command in a sandbox: exec latency, or the create/exec/delete lifecycle.
+
+    Parameters
+    ----------
+    command: Shell command run in the sandbox per sample (exit code 0 = ok).
+    target: local (temp workspace + bash subprocess, embedded) or flash (Flash Sandbox coordinator).
+    mode: exec (on one sandbox) or lifecycle (create -> exec -> delete per sample).
+    url: Flash coordinator base URL (target flash).
+    sandbox_id: Existing Flash sandbox for exec mode (default: one is created before the run).
+    image: Image of created Flash sandboxes.
+    sandbox_type: Flash sandbox `type` field.
+    template: Flash sandbox template.
+    memory_mb: Memory of created Flash sandboxes (MB).
+    cpu_cores: CPU cores of created Flash sandboxes.
+    repo: Directory copied into each local workspace.
+    timeout: The command's deadline in seconds (a timeout is a `timeout` sample).
+    api_key_env: Environment variable holding the Flash API key (never written to the bundle).
+    rate: Rate spec (see `benchmaker llm --help`).
+    duration: Stop sending after this long.
+    max_requests: Stop after this many samples.
+    out_dir: Folder for run bundles.
+    max_in_flight: Cap on samples in flight.
+    total_timeout: Deadline for a whole sample (exec or lifecycle).
+    max_error_rate: Exit non-zero when the error rate exceeds this fraction.
+    seed: Seed of random arrivals.
+    label: Run label.
+    progress: Live progress display.
+    """
+    timeouts = Timeouts(total_s=total_timeout) if total_timeout else Timeouts()
+    cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
+                  max_in_flight=max_in_flight, timeouts=timeouts, seed=seed, label=label, kind="sandbox",
+                  checks=SelfCheckLimits(max_error_rate=max_error_rate))
+    if repo is not None and not repo.is_dir():
+        raise ConfigError(f"--repo: not a directory (got {str(repo)!r})")
+    try:
+        workload = SandboxWorkload(
+            command, target=target, mode=mode, url=url, sandbox_id=sandbox_id, image=image,
+            sandbox_type=sandbox_type, template=template, memory_mb=memory_mb, cpu_cores=cpu_cores,
+            api_key=_api_key(None, api_key_env), timeout_s=timeout, repo=repo,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--{exc}") from None
+    extra = {"workload": workload.describe()}
+    return _execute(BenchRunner(cfg, workload=workload, manifest_extra=extra), progress)

@@ -1,0 +1,116 @@
+"""HuggingFace datasets as prompt datasets (optional extra `benchmaker[hf]`).
+
+    HFDataset("data/my_ds", split="train", field="question")         # a local directory
+    HFDataset("org/name", split="test", field="messages", reference_field="answer")
+
+YAML: `dataset: {type: hf, path: DIR_OR_NAME, split: train, field: prompt,
+reference_field: answer, name: CONFIG, limit: 1000}`.
+
+`path` is, in order: a directory written by `Dataset.save_to_disk` / `DatasetDict.
+save_to_disk` (read with `datasets.load_from_disk`, then `split` picked from a
+DatasetDict), or anything `datasets.load_dataset(path, name, split=split)` accepts: a
+directory of data files (csv/json/jsonl/parquet), a packaged builder, or a Hub name
+(a Hub download needs network access and is the user's choice).
+
+Rows are read once, in dataset order (the first `limit` rows when given). The value at
+`field` (a path like `turns[0].text`, as for JSONL) must be a string (a prompt) or a
+list of OpenAI chat messages; `reference_field` names an optional string kept as the
+item's reference. Item meta: {"dataset": "<path>:<split>", "row": 0-based row index}.
+`cache_dir` is where `load_dataset` keeps its Arrow cache (default: datasets' own,
+~/.cache/huggingface/datasets).
+
+`datasets` is imported when an HFDataset is built, never at module import, so the rest
+of benchmaker works without it. Raises DatasetError (a ConfigError):
+"dataset type hf needs the optional extra: pip install 'benchmaker[hf]'" when it is
+missing; `path[split]:row: field: problem (got VALUE)` at the first bad row; a missing
+split names the available ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workloads.datasets import Dataset, DatasetError, Item, _check_messages, _short, get_field, parse_field_path
+
+__all__ = ["HFDataset", "import_datasets"]
+
+EXTRA_HINT = "pip install 'benchmaker[hf]'"
+
+
+def import_datasets() -> Any:
+    """The `datasets` module; raises DatasetError naming the extra when it is missing."""
+    try:
+        import datasets
+    except ImportError as exc:
+        raise DatasetError(f"dataset type hf needs the optional extra: {EXTRA_HINT} ({exc})") from exc
+    return datasets
+
+
+def _saved_to_disk(p: Path) -> bool:
+    """A `save_to_disk` directory: a Dataset has state.json, a DatasetDict dataset_dict.json."""
+    return (p / "state.json").is_file() or (p / "dataset_dict.json").is_file()
+
+
+class HFDataset(Dataset):
+    """Items from one split of a HuggingFace dataset (module docstring)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        split: str = "train",
+        field: str = "prompt",
+        reference_field: str | None = None,
+        name: str | None = None,
+        limit: int | None = None,
+        cache_dir: str | Path | None = None,
+    ) -> None:
+        datasets = import_datasets()
+        parts = parse_field_path(field)
+        ref_parts = parse_field_path(reference_field) if reference_field else None
+        label = f"{path}[{split}]"
+        local = Path(path)
+        try:
+            if local.is_dir() and _saved_to_disk(local):
+                ds: Any = datasets.load_from_disk(str(local))
+                if isinstance(ds, datasets.DatasetDict):
+                    if split not in ds:
+                        raise DatasetError(f"{path}: split: no split {split!r} (available: {', '.join(ds)})")
+                    ds = ds[split]
+            else:
+                ds = datasets.load_dataset(str(path), name, split=split,
+                                           cache_dir=str(cache_dir) if cache_dir is not None else None)
+        except DatasetError:
+            raise
+        except ValueError as exc:  # e.g. unknown split: datasets names the available ones
+            raise DatasetError(f"{label}: cannot load: {exc}") from exc
+        except (FileNotFoundError, OSError) as exc:
+            raise DatasetError(f"{label}: cannot load: {exc}") from exc
+        n = len(ds) if limit is None else min(limit, len(ds))
+        items: list[Item] = []
+        for row in range(n):
+            obj = ds[row]
+            where = f"{label}:{row}"
+            try:
+                value = get_field(obj, parts)
+            except LookupError as exc:
+                raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {_short(obj)})") from None
+            reference = None
+            if ref_parts is not None:
+                try:
+                    reference = get_field(obj, ref_parts)
+                except LookupError:
+                    reference = None
+                if reference is not None and not isinstance(reference, str):
+                    raise DatasetError(f"{where}: {reference_field}: expected a string (got {_short(reference)})")
+            meta = {"dataset": f"{path}:{split}", "row": row}
+            if isinstance(value, str):
+                items.append(Item(prompt=value, meta=meta, reference=reference))
+            elif isinstance(value, list):
+                items.append(Item(messages=_check_messages(value, where, field), meta=meta, reference=reference))
+            else:
+                raise DatasetError(f"{where}: {field}: expected a string or a list of messages (got {_short(value)})")
+        if not items:
+            raise DatasetError(f"{label}: no items (empty split)")
+        super().__init__(items, f"{Path(str(path)).name}:{split}")

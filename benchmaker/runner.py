@@ -15,7 +15,9 @@ transport call; `end_ns` when the body ended. Post-response hooks run after `end
 Open loop: an arrival is dispatched at its intended offset whatever earlier requests
 do; when `max_in_flight` is reached it waits for a slot (`overflow="late"`, the wait
 shows as schedule lag) or is recorded as `dropped`. Closed loop: each worker sends its
-next request when the previous one ended (intended = sent).
+next request when the previous one ended (intended = sent), after the model's think
+time, or after the time a workload's optional `next_think_s(seq) -> float | None`
+returns (None stops that worker): multi-turn sessions (workloads/trajectory_replay.py).
 
 The run ends when sending stopped (duration, max_requests, end of schedule) and every
 request finished, or at `duration + drain_s`, when stragglers are cancelled and
@@ -42,11 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmaker.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
+from benchmaker.calibrate import calibration_for_manifest, ceiling_checks
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
 from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, parse_rate_spec
+from benchmaker.monitors import Monitor, MonitorRunner
 from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
 from benchmaker.selfcheck import LoopLagMonitor, verdict
+from benchmaker.trace import TraceWriter, shard_trace_path
 from benchmaker.summary import nest_summary, summarize_samples
 from benchmaker.transport import make_transport
 from benchmaker.types import PostResponseHook, PreRequestHook, Transport, Workload
@@ -136,6 +141,9 @@ class BenchRunner:
     Raises ConfigError when neither `workload` nor `lanes` is given or a lane's load
     does not parse. `transport` overrides the config's transport (e.g. a NullTransport).
     `worker`/`shards` run shard `worker` of `shards` of the schedule (scale-out).
+    `monitors` (benchmaker.monitors) are sampled from t0 until sending and draining
+    ended, into `monitor.jsonl` (shard 0 only). `record_trace` writes every request
+    built, with its intended send time, to that file (benchmaker.trace).
     """
 
     def __init__(
@@ -152,6 +160,8 @@ class BenchRunner:
         samples_name: str = "samples.jsonl",
         base_dir: Path | None = None,
         manifest_extra: dict[str, Any] | None = None,
+        monitors: Sequence[Monitor] = (),
+        record_trace: Path | None = None,
         start_at_ns: int | None = None,
     ):
         if (workload is None) == (lanes is None):
@@ -176,6 +186,7 @@ class BenchRunner:
         self.bundle_dir = Path(config.out_dir) / self.run_id
         self._samples_name = samples_name
         self._manifest_extra = manifest_extra
+        self._calibration: dict[str, Any] | None = None  # this host's ceiling, read with the manifest
         self._start_at_ns = start_at_ns
         self.live = LiveStats()
         self._seq = 0
@@ -198,6 +209,10 @@ class BenchRunner:
         )
         self._accepts = {lane.name: getattr(lane.workload, "accepts_status", None) for lane in self.lanes}
         self._executes = {lane.name: getattr(lane.workload, "execute", None) for lane in self.lanes}
+        self._monitors = list(monitors) if worker == 0 else []
+        self._monitor_runner: MonitorRunner | None = None
+        self._record_trace = shard_trace_path(record_trace, worker, shards) if record_trace is not None else None
+        self._trace: TraceWriter | None = None
 
     # -- public -------------------------------------------------------------------------
 
@@ -215,6 +230,8 @@ class BenchRunner:
             cfg.transport, connect_timeout_s=cfg.timeouts.connect_s
         )
         self._slot_freed = asyncio.Event()
+        if self._record_trace is not None:
+            self._trace = TraceWriter(self._record_trace)
         start = getattr(self._transport, "start", None)
         if start is not None:
             await start()
@@ -242,6 +259,9 @@ class BenchRunner:
             write_json_atomic(self.bundle_dir / "manifest.json", manifest)
         cpu0 = time.process_time()
         monitor.start()
+        if self._monitors:
+            self._monitor_runner = MonitorRunner(self._monitors, self.bundle_dir / "monitor.jsonl", self._t0)
+            self._monitor_runner.start()
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         watchdog = None
         if self._timeouts_s:
@@ -265,6 +285,10 @@ class BenchRunner:
                 watchdog.cancel()
             await asyncio.gather(flusher, *([watchdog] if watchdog else []), return_exceptions=True)
             await monitor.stop()
+            if self._monitor_runner is not None:
+                await self._monitor_runner.stop()
+            if self._trace is not None:
+                self._trace.close()
             wall_s = (time.perf_counter_ns() - self._t0) / NS_PER_S
             cpu_s = time.process_time() - cpu0
             self._writer.close()
@@ -352,6 +376,9 @@ class BenchRunner:
         pc = time.perf_counter_ns
         deadline = self._deadline_ns()
         count = [0]
+        # optional workload hook (sessions): the think time in s after request seq ended,
+        # whatever its outcome, or None to stop this worker; else the model's think_s
+        next_think = getattr(lane.workload, "next_think_s", None)
         while True:
             now = pc() - self._t0
             if deadline is not None and now >= deadline:
@@ -361,8 +388,11 @@ class BenchRunner:
                 return
             self._begin()
             await self._request(lane, seq, now, None)
-            if model.think_s:
-                await asyncio.sleep(model.think_s)
+            think_s = model.think_s if next_think is None else next_think(seq)
+            if think_s is None:
+                return
+            if think_s:
+                await asyncio.sleep(think_s)
 
     async def _await_end(self, lane_tasks: list[asyncio.Task[None]]) -> None:
         """Wait for sending to stop and in-flight requests to finish, up to the run
@@ -397,6 +427,8 @@ class BenchRunner:
         while True:
             await asyncio.sleep(0.2)
             self._writer.flush()
+            if self._trace is not None:
+                self._trace.flush()
 
     # -- one request --------------------------------------------------------------------
 
@@ -446,6 +478,8 @@ class BenchRunner:
                     if new is not None:
                         spec = new
                 parser = lane.workload.parser(spec)
+            if self._trace is not None:
+                self._trace.write(seq, lane.name, getattr(lane.workload, "name", None), intended_ns, spec)
         except asyncio.CancelledError:
             self._end()
             raise
@@ -593,10 +627,12 @@ class BenchRunner:
             {"name": lane.name, "load": model.spec, "workload": _describe(lane.workload)}
             for lane, model in zip(self.lanes, self._models)
         ]
+        self._calibration = calibration_for_manifest()  # `benchmaker calibrate`'s latest, or None
         return build_manifest(
             run_id=self.run_id, kind=cfg.kind, label=cfg.label, config=config, seed=cfg.seed,
             t0_wall_ns=t0_wall, workers=self.shards,
-            slo=cfg.slo.model_dump() if cfg.slo is not None else None, extra=self._manifest_extra,
+            slo=cfg.slo.model_dump() if cfg.slo is not None else None,
+            extra={"calibration": self._calibration, **(self._manifest_extra or {})},
         )
 
     def _summarize(self, monitor: LoopLagMonitor, interrupted: bool, wall_s: float, cpu_s: float) -> dict[str, Any]:
@@ -611,6 +647,8 @@ class BenchRunner:
             "pid": os.getpid(),
             "t0_wall_ns": self._t0_wall,
         }
+        if self._monitor_runner is not None:
+            self_checks["monitors"] = self._monitor_runner.report()
         if self.shards > 1:  # a shard reports to its parent; the run's summary is merged there
             write_json_atomic(self.bundle_dir / f"worker-{self.worker}.json",
                               {"self_checks": self_checks, "interrupted": interrupted})
@@ -635,7 +673,11 @@ class BenchRunner:
         )
         if target_conc is not None and self.config.max_requests is not None:
             target_conc = min(target_conc, self._share(self.config.max_requests))
-        return {
+        if self._calibration is None:  # e.g. a sharded run's parent, which built no manifest
+            self._calibration = calibration_for_manifest()
+        ceiling, ceiling_notes = ceiling_checks(self._calibration, nested["run"])
+        self_checks.update(ceiling)
+        summary = {
             "run_id": self.run_id,
             "kind": self.config.kind,
             "partial": interrupted,
@@ -655,6 +697,8 @@ class BenchRunner:
             "self_checks": self_checks,
             **nested,
         }
+        summary["verdict"]["notes"].extend(ceiling_notes)
+        return summary
 
 
 class _ExecuteText:

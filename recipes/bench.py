@@ -21,6 +21,8 @@ from pydantic import ValidationError
 from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
 from benchmaker.config_file import format_validation_error
 from benchmaker.errors import ConfigError
+from benchmaker.load_models import parse_duration_s
+from benchmaker.monitors import PrometheusMonitor, build_monitors
 from benchmaker.runner import BenchRunner, Lane, run_on_fresh_loop
 from benchmaker.workers import resolve_workers, run_sharded, single_lane
 from recipes.app import app
@@ -61,13 +63,17 @@ def _execute(runner: BenchRunner, progress: bool | None) -> int:
 
 
 def _launch(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base_dir: Path | None = None,
-            manifest_extra: dict[str, Any] | None = None, lanes: list[Lane] | None = None) -> int:
+            manifest_extra: dict[str, Any] | None = None, lanes: list[Lane] | None = None,
+            monitors: list[Any] | None = None, record_trace: Path | None = None) -> int:
     """Run in this process (workers = 1; `lanes` if already built) or in worker
     processes that build their own lanes with `lanes_factory`; print; exit code."""
     n = resolve_workers(cfg.workers)
     if n == 1:
         lanes = lanes if lanes is not None else lanes_factory()
-        return _execute(BenchRunner(cfg, lanes=lanes, base_dir=base_dir, manifest_extra=manifest_extra), progress)
+        return _execute(BenchRunner(cfg, lanes=lanes, base_dir=base_dir, manifest_extra=manifest_extra,
+                                    monitors=monitors or (), record_trace=record_trace), progress)
+    if monitors or record_trace is not None:
+        raise ConfigError(f"monitors and --record-trace run in one process only; use workers = 1 (got {n})")
     console.print(f"running {n} worker processes (no live view; each writes samples-w<k>.jsonl)")
     try:
         result = run_sharded(cfg, lanes_factory, n, base_dir=base_dir, manifest_extra=manifest_extra)
@@ -101,6 +107,12 @@ def _api_key(api_key: str | None, api_key_env: str | None) -> str | None:
             raise ConfigError(f"--api-key-env: environment variable {api_key_env} is not set")
         return value
     return None
+
+
+def _metrics_monitors(urls: list[str] | None, interval: str) -> list[Any]:
+    """PrometheusMonitors of `--metrics-url` values, every `--metrics-interval`."""
+    interval_s = parse_duration_s(interval, "--metrics-interval")
+    return [PrometheusMonitor(u, interval_s=interval_s) for u in urls or []]
 
 
 @app.command(name="llm")
@@ -137,6 +149,9 @@ def llm(
     label: str | None = None,
     transport: str = "aiohttp",
     workers: str = "1",
+    metrics_url: list[str] | None = None,
+    metrics_interval: str = "1s",
+    record_trace: Path | None = None,
     progress: bool | None = None,
 ) -> int:
     """Benchmark an OpenAI-compatible endpoint (chat or completions).
@@ -174,6 +189,9 @@ def llm(
     label: Run label stored with the run (e.g. nightly).
     transport: aiohttp (default) or httpx.
     workers: Worker processes sharing the schedule (N or auto = usable CPUs).
+    metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
+    metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).
+    record_trace: Write every request (intended send time, body, redacted headers) to this JSONL.
     progress: Live progress display (default: on when stdout is a terminal).
     """
     timeouts = Timeouts(
@@ -197,7 +215,8 @@ def llm(
     dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
     extra = {"workload": {"type": f"openai-{api}", "url": url, "model": model, "stream": stream,
                           "max_tokens": max_tokens, "dataset": dataset_name}}
-    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes)
+    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
+                   monitors=_metrics_monitors(metrics_url, metrics_interval), record_trace=record_trace)
 
 
 @app.command(name="http")
@@ -218,6 +237,7 @@ def http(
     seed: int = 0,
     label: str | None = None,
     workers: str = "1",
+    record_trace: Path | None = None,
     progress: bool | None = None,
 ) -> int:
     """Benchmark any HTTP endpoint with one fixed request.
@@ -257,7 +277,8 @@ def http(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     extra = {"workload": {"type": "http", "url": url, "method": method, "headers": headers}}
-    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes)
+    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
+                   record_trace=record_trace)
 
 
 @app.command(name="run")
@@ -280,4 +301,5 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
     if workers is not None:
         rf.workers = _workers(workers)
     base = config.resolve().parent
-    return _launch(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base)
+    return _launch(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base,
+                   monitors=build_monitors(rf.monitors), record_trace=rf.record_trace)

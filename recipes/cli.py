@@ -13,6 +13,7 @@ from recipes.app import app
 
 # Recipe modules: one import each; importing registers the commands.
 from recipes import bench  # noqa: F401,E402
+from recipes import retry  # noqa: F401,E402
 from recipes import serve_replay  # noqa: F401,E402
 from recipes import convert  # noqa: F401,E402
 from recipes import episode  # noqa: F401,E402
@@ -20,6 +21,9 @@ from recipes import warehouse_cli  # noqa: F401,E402
 from recipes import report  # noqa: F401,E402
 from recipes import swebench_replay  # noqa: F401,E402
 from recipes import sandbox  # noqa: F401,E402
+from recipes import trajectory_replay  # noqa: F401,E402
+from recipes import calibrate  # noqa: F401,E402
+from recipes import record  # noqa: F401,E402
 
 
 def main(argv: list[str] | None = None) -> int:

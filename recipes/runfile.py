@@ -12,6 +12,15 @@ or mixed lanes on one endpoint and one clock:
       lanes:
         - {name: chat, rate: "stages:2,8,2,8@30s", workload: {type: openai-chat, ...}}
         - {name: rag,  rate: "stages:8,2,8,2@30s", workload: {type: openai-chat, ...}}
+
+Monitors sampled during the run (benchmaker/monitors.py; rows in monitor.jsonl) and a
+request trace for replay (benchmaker/trace.py; replay with `load: trace:FILE[:SPEEDUP]`
+and `workload: {type: trace-replay, path: FILE}`):
+
+    monitors:
+      - {type: prometheus, url: "http://127.0.0.1:8000/metrics", interval_s: 1s, metrics: ["vllm:*"]}
+      - {type: python, function: "mypkg.probes:gpu_memory", interval_s: 5s}
+    record_trace: trace.jsonl
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchmaker.config import BenchConfig, RateSpec
 from benchmaker.config_file import load_yaml, validate
+from benchmaker.monitors import MonitorSpec
 from benchmaker.runner import Lane
 from workloads.registry import WorkloadSpec, build_workload
 
@@ -46,6 +56,8 @@ class RunFile(BenchConfig):
 
     workload: WorkloadSpec | None = None
     mix: Mix | None = None
+    monitors: list[MonitorSpec] = Field(default_factory=list)
+    record_trace: Path | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "RunFile":

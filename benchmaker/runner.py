@@ -478,7 +478,7 @@ class BenchRunner:
                     if new is not None:
                         spec = new
                 parser = lane.workload.parser(spec)
-            if self._trace is not None:
+            if self._trace is not None and execute is None:  # a CallableWorkload sends no request
                 self._trace.write(seq, lane.name, getattr(lane.workload, "name", None), intended_ns, spec)
         except asyncio.CancelledError:
             self._end()

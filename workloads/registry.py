@@ -31,6 +31,7 @@ from workloads.hf import HFDataset
 from workloads.http import HttpWorkload
 from workloads.openai_chat import OpenAIChatWorkload
 from workloads.openai_completions import OpenAICompletionsWorkload
+from workloads.trace_replay import TraceReplayWorkload
 from workloads.sandbox import SandboxWorkload
 
 __all__ = ["DatasetSpec", "WorkloadSpec", "build_dataset", "build_workload"]
@@ -156,8 +157,19 @@ class AgentSpec(_Strict):
     timeout_s: float = Field(default=600.0, gt=0)
 
 
+class TraceReplaySpec(_Strict):
+    """`{type: trace-replay, path, url, api_key, headers}`: the requests of a recorded
+    trace (`--record-trace`), with `load: trace:PATH[:SPEEDUP]` (workloads/trace_replay.py)."""
+
+    type: Literal["trace-replay"]
+    path: Path
+    url: str | None = None
+    api_key: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
 WorkloadSpec = Annotated[
-    HttpSpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec, Field(discriminator="type")
+    HttpSpec | TraceReplaySpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec, Field(discriminator="type")
 ]
 
 
@@ -190,6 +202,9 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
     """Workload object of a WorkloadSpec (see module docstring)."""
     if isinstance(spec, HttpSpec):
         return HttpWorkload(spec.url, spec.method, spec.headers, spec.body, spec.expected_status)
+    if isinstance(spec, TraceReplaySpec):
+        path = spec.path if spec.path.is_absolute() or base_dir is None else base_dir / spec.path
+        return TraceReplayWorkload(path, url=spec.url, api_key=spec.api_key or None, headers=spec.headers)
     if isinstance(spec, SandboxSpec):
         return _build_sandbox(spec, base_dir)  # type: ignore[return-value]
     if isinstance(spec, AgentSpec):

@@ -29,6 +29,7 @@ from recipes.app import app
 from recipes.display import console, print_summary, run_with_progress
 from recipes.runfile import lanes_from_run_file, read_run_file
 from workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
+from workloads.graders import GradingHook, parse_grader_option
 from workloads.http import HttpWorkload
 from workloads.openai_chat import OpenAIChatWorkload
 from workloads.openai_completions import OpenAICompletionsWorkload
@@ -64,14 +65,19 @@ def _execute(runner: BenchRunner, progress: bool | None) -> int:
 
 def _launch(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base_dir: Path | None = None,
             manifest_extra: dict[str, Any] | None = None, lanes: list[Lane] | None = None,
-            monitors: list[Any] | None = None, record_trace: Path | None = None) -> int:
+            monitors: list[Any] | None = None, record_trace: Path | None = None,
+            post_hooks: list[Any] | None = None) -> int:
     """Run in this process (workers = 1; `lanes` if already built) or in worker
-    processes that build their own lanes with `lanes_factory`; print; exit code."""
+    processes that build their own lanes with `lanes_factory`; print; exit code.
+    `post_hooks` (graders) run in this process only: with workers > 1 a ConfigError."""
     n = resolve_workers(cfg.workers)
     if n == 1:
         lanes = lanes if lanes is not None else lanes_factory()
         return _execute(BenchRunner(cfg, lanes=lanes, base_dir=base_dir, manifest_extra=manifest_extra,
-                                    monitors=monitors or (), record_trace=record_trace), progress)
+                                    monitors=monitors or (), record_trace=record_trace,
+                                    post_hooks=post_hooks or ()), progress)
+    if post_hooks:
+        raise ConfigError(f"grader: runs in one process only; use workers = 1 (got {n})")
     if monitors or record_trace is not None:
         raise ConfigError(f"monitors and --record-trace run in one process only; use workers = 1 (got {n})")
     console.print(f"running {n} worker processes (no live view; each writes samples-w<k>.jsonl)")
@@ -86,10 +92,10 @@ def _launch(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base
 
 def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: str, sharegpt: Path | None,
                   input_words: list[int] | None, seed: int, stream: bool, max_tokens: int | None,
-                  temperature: float | None, api_key: str | None) -> Any:
+                  temperature: float | None, api_key: str | None, reference_field: str | None = None) -> Any:
     """The `benchmaker llm` workload (module level, so worker processes can rebuild it)."""
     if dataset is not None:
-        ds = JsonlDataset(dataset, field)
+        ds = JsonlDataset(dataset, field, reference_field=reference_field)
     elif sharegpt is not None:
         ds = ShareGPTDataset(sharegpt)
     else:
@@ -152,6 +158,8 @@ def llm(
     metrics_url: list[str] | None = None,
     metrics_interval: str = "1s",
     record_trace: Path | None = None,
+    grader: str | None = None,
+    reference_field: str | None = None,
     progress: bool | None = None,
 ) -> int:
     """Benchmark an OpenAI-compatible endpoint (chat or completions).
@@ -192,6 +200,8 @@ def llm(
     metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
     metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).
     record_trace: Write every request (intended send time, body, redacted headers) to this JSONL.
+    grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file (workloads/graders.py).
+    reference_field: Field path of the expected answer in --dataset rows (for --grader).
     progress: Live progress display (default: on when stdout is a terminal).
     """
     timeouts = Timeouts(
@@ -210,13 +220,25 @@ def llm(
     if api not in ("chat", "completions"):
         raise ConfigError(f"--api: expected chat or completions (got {api!r})")
     build = partial(_llm_workload, api, url, model, dataset, field, sharegpt, input_words, seed, stream,
-                    max_tokens, temperature, _api_key(api_key, api_key_env))
+                    max_tokens, temperature, _api_key(api_key, api_key_env), reference_field)
+    hooks, grader_name = _grading_hooks(grader)
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
     extra = {"workload": {"type": f"openai-{api}", "url": url, "model": model, "stream": stream,
                           "max_tokens": max_tokens, "dataset": dataset_name}}
+    if grader_name is not None:
+        extra["grader"] = grader_name  # the type only: an inline spec may hold a judge's api_key
     return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
-                   monitors=_metrics_monitors(metrics_url, metrics_interval), record_trace=record_trace)
+                   monitors=_metrics_monitors(metrics_url, metrics_interval), record_trace=record_trace, post_hooks=hooks)
+
+
+def _grading_hooks(grader: str | None) -> tuple[list[Any], str | None]:
+    """(post-response hooks, grader type) of a `--grader` value (([], None) when None);
+    ConfigError on a bad one."""
+    if grader is None:
+        return [], None
+    obj, reference_key = parse_grader_option(grader)
+    return [GradingHook(obj, reference_key=reference_key)], obj.name
 
 
 @app.command(name="http")
@@ -302,4 +324,5 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
         rf.workers = _workers(workers)
     base = config.resolve().parent
     return _launch(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base,
-                   monitors=build_monitors(rf.monitors), record_trace=rf.record_trace)
+                   monitors=build_monitors(rf.monitors), record_trace=rf.record_trace,
+                   post_hooks=rf.post_hooks(base))

@@ -21,6 +21,11 @@ and `workload: {type: trace-replay, path: FILE}`):
       - {type: prometheus, url: "http://127.0.0.1:8000/metrics", interval_s: 1s, metrics: ["vllm:*"]}
       - {type: python, function: "mypkg.probes:gpu_memory", interval_s: 5s}
     record_trace: trace.jsonl
+
+Answer grading (workloads/graders.py) next to `workload:`, or on a lane:
+
+    grader: {type: choice, choices: ABCDE}
+    mix: {lanes: [{name: qa, rate: "poisson:2", workload: {...}, grader: {type: numeric, abs_tol: 0.01}}]}
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from benchmaker.config import BenchConfig, RateSpec
 from benchmaker.config_file import load_yaml, validate
 from benchmaker.monitors import MonitorSpec
 from benchmaker.runner import Lane
+from workloads.graders import GraderSpec, GradingHook, build_grader
 from workloads.registry import WorkloadSpec, build_workload
 
 
@@ -44,6 +50,7 @@ class LaneSpec(BaseModel):
     rate: RateSpec
     workload: WorkloadSpec
     max_requests: int | None = Field(default=None, ge=1)
+    grader: GraderSpec | None = None
 
 
 class Mix(BaseModel):
@@ -58,11 +65,14 @@ class RunFile(BenchConfig):
     mix: Mix | None = None
     monitors: list[MonitorSpec] = Field(default_factory=list)
     record_trace: Path | None = None
+    grader: GraderSpec | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "RunFile":
         if (self.workload is None) == (self.mix is None):
             raise ValueError("give exactly one of `workload` or `mix`")
+        if self.grader is not None and self.mix is not None:
+            raise ValueError("`grader` goes with `workload`; with `mix`, put it on each lane")
         return self
 
     def lanes(self, base_dir: Path | None) -> list[Lane]:
@@ -72,6 +82,18 @@ class RunFile(BenchConfig):
         return [
             Lane(spec.name, build_workload(spec.workload, base_dir), spec.rate, spec.max_requests)
             for spec in self.mix.lanes
+        ]
+
+    def post_hooks(self, base_dir: Path | None) -> list[GradingHook]:
+        """Grading hooks, one per graded lane (each acts on its lane only), [] when no lane
+        is graded. Raises ConfigError on a bad grader (pattern, schema, file)."""
+        if self.mix is None:
+            specs = {"default": self.grader}
+        else:
+            specs = {lane.name: lane.grader for lane in self.mix.lanes}
+        return [
+            GradingHook({name: build_grader(spec, base_dir)}, reference_key=spec.reference_key)
+            for name, spec in specs.items() if spec is not None
         ]
 
 

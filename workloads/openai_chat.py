@@ -357,6 +357,15 @@ class OpenAIChatParser(OpenAIStreamParser):
         return generated
 
 
+def _request_meta(item: Any) -> dict[str, Any]:
+    """A request's meta: the item's meta plus `reference` when the item has one (for
+    graders, workloads/graders.py; meta is never sent)."""
+    meta = dict(item.meta)
+    if item.reference is not None:
+        meta["reference"] = item.reference
+    return meta
+
+
 class OpenAIChatWorkload:
     """Chat-completions requests over a dataset; implements `benchmaker.types.Workload`.
 
@@ -367,7 +376,8 @@ class OpenAIChatWorkload:
     Body (orjson): `{"model", "messages", "stream"}`, plus `"stream_options":
     {"include_usage": true}` when streaming and include_usage, `max_tokens` and
     `temperature` when given, then `extra_body` merged last (its keys win). Messages
-    come from `dataset.item(seq).as_messages()`. The spec's meta is the item's meta.
+    come from `dataset.item(seq).as_messages()`. The spec's meta is the item's meta plus
+    `reference` when the item has one (for graders).
     `api_key` is sent as a Bearer token and never put in meta.
     """
 
@@ -422,7 +432,7 @@ class OpenAIChatWorkload:
             headers=dict(self._headers),
             body=orjson.dumps(self.body(seq)),
             stream=self.stream,
-            meta=dict(self.dataset.item(seq).meta),
+            meta=_request_meta(self.dataset.item(seq)),
         )
 
     def parser(self, spec: RequestSpec) -> OpenAIChatParser:

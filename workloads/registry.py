@@ -1,7 +1,7 @@
 """Workload and dataset specs as they appear in YAML configs, and their builders.
 
     workload:
-      type: openai-chat            # http | openai-chat | openai-completions
+      type: openai-chat            # http | openai-chat | openai-completions | sglang
       url: http://127.0.0.1:8000/v1/chat/completions
       model: m
       api_key: ${OPENAI_API_KEY:-}
@@ -33,6 +33,7 @@ from workloads.openai_chat import OpenAIChatWorkload
 from workloads.openai_completions import OpenAICompletionsWorkload
 from workloads.trace_replay import TraceReplayWorkload
 from workloads.sandbox import SandboxWorkload
+from workloads.sglang import SGLangWorkload, read_input_ids
 
 __all__ = ["DatasetSpec", "WorkloadSpec", "build_dataset", "build_workload"]
 
@@ -157,6 +158,25 @@ class AgentSpec(_Strict):
     timeout_s: float = Field(default=600.0, gt=0)
 
 
+class SGLangSpec(_Strict):
+    """SGLang native `/generate` (workloads/sglang.py): text prompts from `dataset`, or
+    token ids from `input_ids` (inline lists) or `input_ids_file` (JSONL)."""
+
+    type: Literal["sglang"]
+    url: str
+    dataset: DatasetSpec | None = None
+    input_ids: list[list[int]] | None = None
+    input_ids_file: Path | None = None
+    stream: bool = True
+    max_new_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
+    sampling_params: dict[str, Any] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    incremental: bool = False
+    api_key: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
 class TraceReplaySpec(_Strict):
     """`{type: trace-replay, path, url, api_key, headers}`: the requests of a recorded
     trace (`--record-trace`), with `load: trace:PATH[:SPEEDUP]` (workloads/trace_replay.py)."""
@@ -169,7 +189,8 @@ class TraceReplaySpec(_Strict):
 
 
 WorkloadSpec = Annotated[
-    HttpSpec | TraceReplaySpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec, Field(discriminator="type")
+    HttpSpec | TraceReplaySpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec | SGLangSpec,
+    Field(discriminator="type"),
 ]
 
 
@@ -211,6 +232,8 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
         agent = load_agent_class(spec.class_, base_dir)
         return AgentWorkload(agent, url=spec.url, model=spec.model, api_key=spec.api_key or None,  # type: ignore[return-value]
                              options=spec.options, timeout_s=spec.timeout_s)
+    if isinstance(spec, SGLangSpec):
+        return _build_sglang(spec, base_dir)
     kwargs = dict(
         stream=spec.stream, max_tokens=spec.max_tokens, temperature=spec.temperature,
         extra_body=spec.extra_body, api_key=spec.api_key or None, include_usage=spec.include_usage,
@@ -218,6 +241,26 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
     )
     cls = OpenAIChatWorkload if isinstance(spec, OpenAIChatSpec) else OpenAICompletionsWorkload
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)
+
+
+def _build_sglang(spec: SGLangSpec, base_dir: Path | None) -> SGLangWorkload:
+    """SGLangWorkload of a spec; at most one of dataset, input_ids, input_ids_file (none:
+    the default synthetic dataset). Raises ConfigError/DatasetError."""
+    given = [k for k in ("dataset", "input_ids", "input_ids_file") if getattr(spec, k) is not None]
+    if len(given) > 1:
+        raise ConfigError(f"sglang: give at most one of dataset, input_ids, input_ids_file (got {', '.join(given)})")
+    ids = spec.input_ids
+    if spec.input_ids_file is not None:
+        path = spec.input_ids_file
+        ids = read_input_ids(path if path.is_absolute() or base_dir is None else base_dir / path)
+    dataset = None
+    if ids is None:
+        dataset = build_dataset(spec.dataset or SyntheticSpec(type="synthetic"), base_dir)
+    return SGLangWorkload(
+        spec.url, dataset, input_ids=ids, stream=spec.stream, max_new_tokens=spec.max_new_tokens,
+        temperature=spec.temperature, sampling_params=spec.sampling_params, extra_body=spec.extra_body,
+        incremental=spec.incremental, api_key=spec.api_key or None, headers=spec.headers,
+    )
 
 
 def _build_sandbox(spec: SandboxSpec, base_dir: Path | None) -> SandboxWorkload:

@@ -14,6 +14,11 @@
 --   itl_token_ms  each gap divided by its request's mean tokens per event
 --                 (output_tokens / n_token_events); needs server usage
 --   schedule_lag_ms  sent - intended
+--   n_graded      samples a grader judged (grade 'correct' or 'wrong'; workloads/graders.py)
+--   accuracy      n_correct / n_graded (null when nothing was graded)
+--   correct_throughput_per_s  correct answers / window (null when nothing was graded)
+--   goodput_correct_per_s     correct answers that met every SLO / window (null when
+--                 nothing was graded or no SLO was declared)
 -- Percentiles are linear interpolation (quantile_cont); every stat carries its count.
 -- Times in samples are integer ns; every metric here is in ms or s as named.
 WITH base AS (
@@ -112,6 +117,9 @@ stats AS (
         count(*) FILTER (is_ok AND usage_present) AS n_ok_with_usage,
         count(*) FILTER (slo_met IS NOT NULL) AS n_slo_judged,
         count(*) FILTER (is_ok AND slo_met) AS n_good,
+        count(*) FILTER (grade IN ('correct', 'wrong')) AS n_graded,
+        count(*) FILTER (grade = 'correct') AS n_correct,
+        count(*) FILTER (grade = 'correct' AND slo_met) AS n_good_correct,
         min(intended_ns) AS first_intended_ns,
         max(intended_ns) AS last_intended_ns,
         count(intended_ns) AS n_intended,
@@ -211,7 +219,13 @@ SELECT
     c.max_concurrency,
     c.mean_concurrency,
     d.ttft_ms, d.ttfc_ms, d.e2e_ms, d.e2e_all_ms, d.e2e_intended_ms, d.tpot_ms,
-    d.itl_req_mean_ms, g.itl_event_ms, g.itl_token_ms, d.tokens_per_event, d.schedule_lag_ms
+    d.itl_req_mean_ms, g.itl_event_ms, g.itl_token_ms, d.tokens_per_event, d.schedule_lag_ms,
+    d.n_graded, d.n_correct,
+    d.n_correct / nullif(d.n_graded, 0) AS accuracy,
+    CASE WHEN d.n_graded > 0 THEN d.n_correct / nullif(d.window_s, 0) END AS correct_throughput_per_s,
+    CASE WHEN d.n_graded > 0 AND d.n_slo_judged > 0 THEN d.n_good_correct END AS n_good_correct,
+    CASE WHEN d.n_graded > 0 AND d.n_slo_judged > 0 THEN d.n_good_correct / nullif(d.window_s, 0) END
+        AS goodput_correct_per_s
 FROM derived AS d
 LEFT JOIN gap_stats AS g USING (run_id, group_by, group_key)
 LEFT JOIN concurrency AS c USING (run_id, group_by, group_key)

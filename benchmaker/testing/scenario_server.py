@@ -11,8 +11,8 @@ As a process (prints its base URL on the first stdout line, serves until SIGINT/
     python -m benchmaker.testing.scenario_server --scenario @scenario.json \\
         --named slow='{"ttft_ms": 900}'
 
-Endpoints: `POST /v1/chat/completions`, `POST /v1/completions` (stream or not, as the
-request's `stream` says), `GET /v1/models`, `GET /health`. The scenario of a request is
+Endpoints: `POST /v1/chat/completions`, `POST /v1/completions`, `POST /generate` (SGLang
+native; stream or not, as the request's `stream` says), `GET /v1/models`, `GET /health`. The scenario of a request is
 the one named by its `x-scenario` header, else the one named like its `model`, else the
 server's default; an unknown `x-scenario` name gets a 400.
 
@@ -27,7 +27,14 @@ Generated chunks are, in order: `reasoning_chunks` reasoning deltas, `content_ch
 content deltas, then the tool call (name chunk, then one chunk per argument piece). Each
 reasoning/content chunk carries `tokens_per_chunk` tokens (words); tool-call chunks count
 one token each. usage.completion_tokens = all those tokens (or `completion_tokens`).
-Events due at the same offset go out in one write. Pacing uses absolute deadlines
+Events due at the same offset go out in one write.
+
+`/generate` (SGLang, sgl-project/sglang `http_server.py`): one event per content chunk,
+`{"text": <ALL text so far>, "meta_info": {"id", "finish_reason", "prompt_tokens",
+"completion_tokens": <tokens so far>, "cached_tokens"}}` (the counts left out with
+usage="none", cached_tokens only when set); the last chunk's finish_reason is
+`{"type": finish_reason or "stop"}`, the others null; then `data: [DONE]`. Non-streamed:
+one `{"text", "meta_info"}` object. Pacing uses absolute deadlines
 (`loop.time()` at arrival + offset), so delays do not accumulate drift.
 """
 
@@ -135,7 +142,7 @@ class _Timeline:
 
     def __init__(self, sc: Scenario, kind: str, model: str) -> None:
         self.sc = sc
-        self.kind = kind  # "chat" | "completions"
+        self.kind = kind  # "chat" | "completions" | "sglang"
         self.model = model
         self.eol = _EOL[sc.line_ending]
 
@@ -178,9 +185,37 @@ class _Timeline:
             usage["completion_tokens_details"] = {"reasoning_tokens": sc.reasoning_chunks * sc.tokens_per_chunk}
         return usage
 
+    def _sglang_meta(self, tokens: int, finish: Any) -> dict[str, Any]:
+        sc = self.sc
+        meta: dict[str, Any] = {"id": "scenario", "finish_reason": finish}
+        if sc.usage != "none":
+            meta["prompt_tokens"] = sc.prompt_tokens
+            meta["completion_tokens"] = tokens
+            if sc.cached_tokens is not None:
+                meta["cached_tokens"] = sc.cached_tokens
+        return meta
+
+    def _sglang_payloads(self) -> list[tuple[float, bytes]]:
+        sc = self.sc
+        words = sc.tokens_per_chunk
+        gaps = (sc.itl_ms,) if isinstance(sc.itl_ms, (int, float)) else sc.itl_ms or (0.0,)
+        total = sc.completion_tokens if sc.completion_tokens is not None else sc.content_chunks * words
+        out: list[tuple[float, bytes]] = []
+        t = sc.ttft_ms
+        for j in range(sc.content_chunks):
+            if j:
+                t += gaps[min(j - 1, len(gaps) - 1)]
+            last = j == sc.content_chunks - 1
+            finish = {"type": sc.finish_reason or "stop"} if last else None
+            tokens = total if last else (j + 1) * words
+            out.append((t, _dumps({"text": "tok " * words * (j + 1), "meta_info": self._sglang_meta(tokens, finish)})))
+        return out
+
     def payloads(self) -> list[tuple[float, bytes]]:
         """Data events (offset_s, JSON payload), without [DONE], in order."""
         sc = self.sc
+        if self.kind == "sglang":
+            return self._sglang_payloads()
         out: list[tuple[float, bytes]] = []
         chat = self.kind == "chat"
         if chat and sc.role_chunk:
@@ -255,6 +290,9 @@ class _Timeline:
         words = sc.tokens_per_chunk
         content = "tok " * words * sc.content_chunks
         reason = sc.finish_reason or ("tool_calls" if self.kind == "chat" and sc.tool_call is not None else "stop")
+        if self.kind == "sglang":
+            total = sc.completion_tokens if sc.completion_tokens is not None else sc.content_chunks * words
+            return {"text": content, "meta_info": self._sglang_meta(total, {"type": reason})}
         if self.kind == "chat":
             msg: dict[str, Any] = {"role": "assistant", "content": content or None}
             if sc.reasoning_chunks:
@@ -280,7 +318,8 @@ class ScenarioServer:
 
     `scenario` is the default (Scenario() when None); `scenarios` maps names, chosen by
     the `x-scenario` header or the request's model. `port=0` picks a free port.
-    After `start()`: `url` (base, no trailing slash), `chat_url`, `completions_url`.
+    After `start()`: `url` (base, no trailing slash), `chat_url`, `completions_url`,
+    `generate_url`.
     `n_requests` counts answered requests; `last_body` is the last request's JSON body.
     """
 
@@ -311,11 +350,16 @@ class ScenarioServer:
     def completions_url(self) -> str:
         return self.url + "/v1/completions"
 
+    @property
+    def generate_url(self) -> str:
+        return self.url + "/generate"
+
     async def start(self) -> str:
         """Bind and serve; return the base URL."""
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/generate", self._generate)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handler_cancellation=True)
@@ -354,6 +398,9 @@ class ScenarioServer:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, "completions")
+
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, "sglang")
 
     def _pick(self, request: web.Request, body: dict[str, Any]) -> Scenario | None:
         name = request.headers.get("x-scenario")

@@ -1,0 +1,377 @@
+"""SGLang native generation (`POST /generate`): request building and the stream parser
+that turns cumulative-text events into token events.
+
+    wl = SGLangWorkload("http://127.0.0.1:30000/generate", dataset, max_new_tokens=256)
+    wl = SGLangWorkload(url, input_ids=[[1, 2, 3], [4, 5]])     # token ids instead of text
+    spec = wl.request(seq)                                      # before the timed span
+    parser = wl.parser(spec)                                    # fresh per request
+    parser.feed(read_bytes, t_ns, sample)                       # once per transport read
+    parser.finish(sample)                                       # at end of body (status < 400)
+
+Request body (orjson): `{"text": PROMPT | "input_ids": [int, ...], "sampling_params":
+{...}, "stream": bool}`; sampling_params holds `max_new_tokens` and `temperature` when
+given, then `sampling_params` merged over them; `extra_body` is merged last at the top
+level (e.g. `{"rid": ...}`, `{"return_logprob": true}`). Text prompts are the dataset
+items' `as_prompt()` (chat messages joined without a template: /generate takes raw text).
+
+Stream format (sgl-project/sglang `python/sglang/srt/entrypoints/http_server.py`,
+`generate_request`): each event is `data: <JSON>\\n\\n` holding `{"text": str,
+"meta_info": {...}}`, an error is `data: {"error": {"message": ...}}`, the stream ends
+with `data: [DONE]`. By default `text` is CUMULATIVE: each event carries the whole text
+so far, so the new text of an event is `text[len(previous text):]`. (A server started
+with `--incremental-streaming-output` sends deltas instead: pass `incremental=True`.)
+`meta_info` (tokenizer_manager) carries `prompt_tokens`, `completion_tokens` (so far),
+`cached_tokens`, newer servers `reasoning_tokens`, and `finish_reason`: null until the
+last event, then an object `{"type": "stop"|"length"|"abort", ...}`.
+
+Token events: an event whose new text is non-empty is one token event at its read's
+stamp (TTFT = the first; SGLang text is content, so `first_content_ns` = `first_token_ns`).
+`token_event_tokens[i]` = completion_tokens at event i minus completion_tokens at the
+previous token event (0 before the first), which makes token-weighted ITL exact; None
+when either count is missing or decreases. Tokens that produced no visible text (a
+partial UTF-8 sequence) are counted in the next token event; tokens after the last
+token event (e.g. the stop token) are in `output_tokens` only.
+
+Usage: from the last `meta_info` seen: completion_tokens → output_tokens (sets
+usage_present), prompt_tokens, cached_tokens, reasoning_tokens. Missing → None.
+finish_reason: the `type` of the last non-null `finish_reason` (a plain string is kept).
+
+Outcome set by finish() (streaming), first match wins:
+    protocol_error  bad JSON or not an object, an `error` object, cumulative text that
+                    does not extend the previous event's text, a finish_reason of type
+                    `abort` (its message in `error`), or no `data: [DONE]` at the end
+    empty_output    a complete stream without new text
+    ok              otherwise
+Non-streaming: the body is one JSON object `{"text", "meta_info"}`; no token timeline
+(first_token_ns stays None). Bad JSON, an `error` object or an abort → protocol_error;
+empty text → empty_output; else ok.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmaker.errors import ConfigError
+from benchmaker.records import Outcome, RequestSpec, Sample
+from benchmaker.sse import SSEParser
+from workloads.datasets import Dataset, DatasetError
+from workloads.openai_chat import openai_headers
+
+__all__ = ["SGLangParser", "SGLangWorkload", "read_input_ids"]
+
+_OK = Outcome.OK.value
+_PROTOCOL_ERROR = Outcome.PROTOCOL_ERROR.value
+_EMPTY = Outcome.EMPTY_OUTPUT.value
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _short(data: bytes | str, limit: int = 200) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _error_text(err: Any) -> str:
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return err["message"]
+    return _short(orjson.dumps(err))
+
+
+class SGLangParser:
+    """Parser of one `/generate` response (streamed or not); see the module docstring.
+
+    `text` is the generated text so far. `incremental=True` reads each event's `text` as
+    a delta instead of the whole text so far.
+    """
+
+    __slots__ = ("stream", "incremental", "_text", "_sse", "_done", "_error", "_meta", "_finish",
+                 "_n_events", "_n_sse", "_last_ct", "_body", "_head")
+
+    def __init__(self, stream: bool = True, incremental: bool = False) -> None:
+        self.stream = stream
+        self.incremental = incremental
+        self._text = ""
+        self._sse = SSEParser()
+        self._done = False
+        self._error: str | None = None
+        self._meta: dict[str, Any] | None = None  # last meta_info
+        self._finish: Any = None  # last non-null finish_reason
+        self._n_events = 0  # token events
+        self._n_sse = 0
+        self._last_ct: int | None = 0  # completion_tokens at the previous token event
+        self._body: list[bytes] = []
+        self._head = b""
+
+    @property
+    def text(self) -> str:
+        """Generated text so far."""
+        return self._text
+
+    def _fail(self, message: str) -> None:
+        if self._error is None:
+            self._error = message
+
+    def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
+        """Parse one transport read that arrived at `t_ns` (ns from run t0)."""
+        if not self.stream:
+            self._body.append(data)
+            return
+        if not self._head:
+            self._head = data[:200]
+        for _event, payload in self._sse.feed(data):
+            self._n_sse += 1
+            if self._done:
+                continue
+            if payload == b"[DONE]":
+                self._done = True
+                continue
+            try:
+                obj = orjson.loads(payload)
+            except orjson.JSONDecodeError as exc:
+                self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
+                continue
+            if type(obj) is not dict:
+                self._fail(f"data line is not a JSON object (got {_short(payload)})")
+                continue
+            if obj.get("error") is not None:
+                self._fail(f"error in stream: {_error_text(obj['error'])}")
+                continue
+            meta = obj.get("meta_info")
+            if isinstance(meta, dict):
+                self._meta = meta
+                if meta.get("finish_reason") is not None:
+                    self._finish = meta["finish_reason"]
+            text = obj.get("text")
+            if type(text) is not str:
+                continue
+            if self.incremental:
+                delta = text
+            elif text.startswith(self._text):
+                delta = text[len(self._text):]
+            else:
+                self._fail(
+                    f"cumulative text does not extend the previous event's text after {self._n_events} "
+                    f"token events (got {_short(text)}); incremental streaming output?"
+                )
+                continue
+            if not delta:
+                continue
+            self._text += delta
+            ct = _int_or_none(meta.get("completion_tokens")) if isinstance(meta, dict) else None
+            last = self._last_ct
+            k = ct - last if ct is not None and last is not None and ct >= last else None
+            self._last_ct = ct
+            if self._n_events == 0:
+                sample.first_token_ns = t_ns
+                sample.first_content_ns = t_ns
+                sample.token_event_ns = [t_ns]
+                sample.token_event_tokens = [k]
+            else:
+                sample.token_event_ns.append(t_ns)  # type: ignore[union-attr]
+                sample.token_event_tokens.append(k)  # type: ignore[union-attr]
+            self._n_events += 1
+            sample.n_token_events += 1
+
+    def _apply_meta(self, sample: Sample) -> None:
+        meta = self._meta
+        if meta is not None:
+            sample.prompt_tokens = _int_or_none(meta.get("prompt_tokens"))
+            sample.output_tokens = _int_or_none(meta.get("completion_tokens"))
+            sample.usage_present = sample.output_tokens is not None
+            sample.cached_tokens = _int_or_none(meta.get("cached_tokens"))
+            sample.reasoning_tokens = _int_or_none(meta.get("reasoning_tokens"))
+        reason = self._finish
+        if isinstance(reason, dict):
+            kind = reason.get("type")
+            sample.finish_reason = kind if isinstance(kind, str) else _short(orjson.dumps(reason))
+            if kind == "abort":
+                msg = reason.get("message")
+                self._fail(f"request aborted by the server: {msg if isinstance(msg, str) else _short(orjson.dumps(reason))}")
+        elif isinstance(reason, str):
+            sample.finish_reason = reason
+        sample.output_chars = len(self._text)
+
+    def finish(self, sample: Sample) -> None:
+        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
+        if not self.stream:
+            self._finish_whole(sample)
+            return
+        cut = self._sse.close()
+        if cut is not None and not self._done:
+            if cut == b"[DONE]":
+                self._done = True
+            else:
+                self._fail(f"stream ended inside an event (got {_short(cut)})")
+        self._apply_meta(sample)
+        if self._error is not None:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
+        elif not self._done:
+            sample.outcome = _PROTOCOL_ERROR
+            sample.error = (
+                f"no SSE event in body (got {_short(self._head)})" if self._n_sse == 0
+                else f"stream ended before data: [DONE] after {self._n_events} token events"
+            )
+        elif self._n_events == 0:
+            sample.outcome, sample.error = _EMPTY, "complete stream without generated text"
+        else:
+            sample.outcome = _OK
+
+    def _finish_whole(self, sample: Sample) -> None:
+        body = b"".join(self._body)
+        self._body = []
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, f"bad JSON body: {exc} (got {_short(body)})"
+            return
+        if type(obj) is not dict:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, f"body is not a JSON object (got {_short(body)})"
+            return
+        if obj.get("error") is not None:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, f"error in body: {_error_text(obj['error'])}"
+            return
+        meta = obj.get("meta_info")
+        if isinstance(meta, dict):
+            self._meta = meta
+            self._finish = meta.get("finish_reason")
+        text = obj.get("text")
+        self._text = text if isinstance(text, str) else ""
+        self._apply_meta(sample)
+        if self._error is not None:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
+        elif self._text:
+            sample.outcome = _OK
+        else:
+            sample.outcome, sample.error = _EMPTY, "response without generated text"
+
+
+def read_input_ids(path: str | Path) -> list[list[int]]:
+    """Token-id prompts from a JSONL file: each non-blank line a JSON array of ints >= 0
+    or an object with such an array under `input_ids`. Raises DatasetError
+    `path:line: input_ids: problem (got VALUE)` at the first bad line, or when empty."""
+    path = Path(path)
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot open ({exc.strerror})") from exc
+    rows: list[list[int]] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{lineno}: bad JSON: {exc} (got {_short(line[:80])})") from exc
+        ids = obj.get("input_ids") if isinstance(obj, dict) else obj
+        rows.append(_check_ids(ids, f"{path}:{lineno}: input_ids"))
+    if not rows:
+        raise DatasetError(f"{path}: no items (empty file)")
+    return rows
+
+
+def _check_ids(ids: Any, where: str) -> list[int]:
+    if not isinstance(ids, list) or not ids or not all(type(i) is int and i >= 0 for i in ids):
+        raise DatasetError(f"{where}: expected a non-empty list of ints >= 0 (got {_short(repr(ids)[:80])})")
+    return ids
+
+
+class SGLangWorkload:
+    """`/generate` requests over a dataset (text) or token-id lists; implements
+    `benchmaker.types.Workload`.
+
+        SGLangWorkload(url, ds)                                      # stream text prompts
+        SGLangWorkload(url, ds, max_new_tokens=64, temperature=0.0)  # sampling_params
+        SGLangWorkload(url, input_ids=[[1, 2, 3]], stream=False)     # token ids, one body
+
+    Give exactly one of `dataset` and `input_ids` (ConfigError otherwise; DatasetError on
+    a bad id list). Requests cycle through the items in order. The spec's meta is the
+    item's meta plus `reference` when the item has one (for graders; never sent);
+    input_ids items get `{"dataset": "input_ids", "row": i, "input_tokens": n}`.
+    `api_key` is sent as a Bearer token and never put in meta.
+    """
+
+    name = "sglang"
+
+    def __init__(
+        self,
+        url: str,
+        dataset: Dataset | None = None,
+        *,
+        input_ids: Sequence[Sequence[int]] | None = None,
+        stream: bool = True,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+        sampling_params: dict[str, Any] | None = None,
+        extra_body: dict[str, Any] | None = None,
+        incremental: bool = False,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if (dataset is None) == (input_ids is None):
+            raise ConfigError("sglang: give exactly one of a dataset (text prompts) or input_ids")
+        self.url = url
+        self.dataset = dataset
+        self.input_ids = (
+            [_check_ids(list(ids), f"input_ids[{i}]") for i, ids in enumerate(input_ids)]
+            if input_ids is not None else None
+        )
+        if self.input_ids is not None and not self.input_ids:
+            raise DatasetError("input_ids: no items")
+        self.stream = stream
+        self.incremental = incremental
+        self.sampling_params: dict[str, Any] = {}
+        if max_new_tokens is not None:
+            self.sampling_params["max_new_tokens"] = max_new_tokens
+        if temperature is not None:
+            self.sampling_params["temperature"] = temperature
+        self.sampling_params.update(sampling_params or {})
+        self.extra_body = dict(extra_body or {})
+        self._headers = openai_headers(api_key, stream, headers)
+
+    def _item(self, seq: int) -> tuple[str, Any, dict[str, Any]]:
+        """(input field, value, meta) of request `seq`."""
+        if self.input_ids is not None:
+            i = seq % len(self.input_ids)
+            ids = self.input_ids[i]
+            return "input_ids", ids, {"dataset": "input_ids", "row": i, "input_tokens": len(ids)}
+        item = self.dataset.item(seq)  # type: ignore[union-attr]
+        meta = dict(item.meta)
+        if item.reference is not None:
+            meta["reference"] = item.reference
+        return "text", item.as_prompt(), meta
+
+    def body(self, seq: int) -> dict[str, Any]:
+        """The JSON body (as a dict) of request `seq`."""
+        field, value, _ = self._item(seq)
+        return self._body(field, value)
+
+    def _body(self, field: str, value: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {field: value, "sampling_params": dict(self.sampling_params), "stream": self.stream}
+        body.update(self.extra_body)
+        return body
+
+    def request(self, seq: int) -> RequestSpec:
+        """The seq-th request (items cycle): POST url with the body of `body(seq)`."""
+        field, value, meta = self._item(seq)
+        body = orjson.dumps(self._body(field, value))
+        return RequestSpec(method="POST", url=self.url, headers=dict(self._headers), body=body,
+                           stream=self.stream, meta=meta)
+
+    def parser(self, spec: RequestSpec) -> SGLangParser:
+        """A fresh parser for the response to `spec`."""
+        return SGLangParser(stream=spec.stream, incremental=self.incremental)
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about this workload (no secrets)."""
+        return {
+            "type": "sglang", "url": self.url, "stream": self.stream, "incremental": self.incremental,
+            "input": "input_ids" if self.input_ids is not None else "text",
+            "dataset": self.dataset.name if self.dataset is not None else "input_ids",
+            "sampling_params": self.sampling_params,
+        }

@@ -21,6 +21,7 @@ from recipes import warehouse_cli  # noqa: F401,E402
 from recipes import report  # noqa: F401,E402
 from recipes import swebench_replay  # noqa: F401,E402
 from recipes import sandbox  # noqa: F401,E402
+from recipes import swebench  # noqa: F401,E402
 from recipes import trajectory_replay  # noqa: F401,E402
 from recipes import calibrate  # noqa: F401,E402
 from recipes import record  # noqa: F401,E402

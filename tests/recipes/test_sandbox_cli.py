@@ -19,8 +19,10 @@ def _rows(out: Path) -> tuple[dict, list[dict]]:
 def test_local_lifecycle_from_the_cli(tmp_path: Path, capsys):
     code = main(["sandbox", "--command", "echo hi", "--mode", "lifecycle", "--max-requests", "3",
                  "--out-dir", str(tmp_path), "--no-progress"])
-    assert code == 0
     manifest, rows = _rows(tmp_path)
+    summary = json.loads((tmp_path / manifest["run_id"] / "summary.json").read_text())
+    # 0 for a valid run; a loaded host can make it invalid by event-loop lag alone (exit 1)
+    assert code == (0 if summary["verdict"]["valid"] else 1)
     assert manifest["kind"] == "sandbox" and manifest["workload"]["mode"] == "lifecycle"
     assert [r["outcome"] for r in rows] == ["ok"] * 3
     assert all({"create_ms", "exec_ms", "delete_ms"} <= set(r["meta"]) for r in rows)
@@ -48,7 +50,8 @@ async def test_flash_exec_from_the_cli(tmp_path: Path, capsys):
             "sandbox", "--target", "flash", "--url", fake.url, "--sandbox-id", "sb-x", "--command", "echo 1",
             "--rate", "closed:2", "--max-requests", "4", "--out-dir", str(tmp_path), "--no-progress"])
         calls = list(fake.calls)
-    assert code == 0
-    _, rows = _rows(tmp_path)
+    manifest, rows = _rows(tmp_path)
+    summary = json.loads((tmp_path / manifest["run_id"] / "summary.json").read_text())
+    assert code == (0 if summary["verdict"]["valid"] else 1)
     assert [(r["outcome"], r["output_chars"], r["meta"]["exit_code"]) for r in rows] == [("ok", 2, 0)] * 4
     assert calls == [("POST", "/sandboxes/sb-x/exec")] * 4

@@ -458,7 +458,8 @@ class LLMJudgeGrader:
         try:
             reply = orjson.loads(raw)["choices"][0]["message"]["content"]
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-            raise GradingError(f"judge: not a chat completion (got {_short(raw[:200].decode('utf-8', 'replace'))})") from None
+            shown = _short(raw[:200].decode("utf-8", "replace"))
+            raise GradingError(f"judge: not a chat completion (got {shown})") from None
         verdicts = _VERDICT.findall(reply) if isinstance(reply, str) else []
         if not verdicts:
             raise GradingError(f"judge: reply has no CORRECT/INCORRECT verdict (got {_short(reply)})")

@@ -192,7 +192,8 @@ class SGLangParser:
             sample.finish_reason = kind if isinstance(kind, str) else _short(orjson.dumps(reason))
             if kind == "abort":
                 msg = reason.get("message")
-                self._fail(f"request aborted by the server: {msg if isinstance(msg, str) else _short(orjson.dumps(reason))}")
+                shown = msg if isinstance(msg, str) else _short(orjson.dumps(reason))
+                self._fail(f"request aborted by the server: {shown}")
         elif isinstance(reason, str):
             sample.finish_reason = reason
         sample.output_chars = len(self._text)

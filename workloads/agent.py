@@ -50,24 +50,33 @@ __all__ = ["AgentWorkload", "load_agent_class"]
 
 def load_agent_class(ref: str, base_dir: Path | None = None) -> type:
     """Import `module:Class` (dots allowed on both sides: `pkg.mod:Outer.Inner`).
-    When the module is not importable and `base_dir` is given, `base_dir` is put on
-    sys.path and the import retried (a module beside the YAML file). Raises
+    When the module is not importable, `base_dir` (the YAML file's folder), then the
+    current directory, is put on sys.path and the import retried (kept there when it
+    worked). Raises
     ConfigError `class: problem (got REF)` when it cannot be imported, is no class, or
     has no async `run_episode`."""
     mod_name, sep, attr = ref.partition(":")
     if not sep or not mod_name or not attr:
         raise ConfigError(f"class: expected 'module:Class' (got {ref!r})")
-    try:
-        module = importlib.import_module(mod_name)
-    except ModuleNotFoundError as exc:
-        if base_dir is None or exc.name != mod_name.split(".")[0]:
-            raise ConfigError(f"class: cannot import module {mod_name!r}: {exc} (got {ref!r})") from exc
-        sys.path.insert(0, str(base_dir))
+    module = None
+    tried: list[str] = []
+    for extra in (None, base_dir, Path.cwd()):
+        if extra is not None:
+            if str(extra) in sys.path:
+                continue
+            sys.path.insert(0, str(extra))
+            tried.append(str(extra))
         try:
             module = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc2:
-            raise ConfigError(
-                f"class: cannot import module {mod_name!r} (also tried {base_dir}) (got {ref!r})") from exc2
+            break
+        except ModuleNotFoundError as exc:
+            if extra is not None:
+                sys.path.remove(str(extra))
+            if exc.name != mod_name.split(".")[0]:
+                raise ConfigError(f"class: cannot import module {mod_name!r}: {exc} (got {ref!r})") from exc
+    if module is None:
+        also = f" (also tried {', '.join(tried)})" if tried else ""
+        raise ConfigError(f"class: cannot import module {mod_name!r}{also} (got {ref!r})")
     obj: Any = module
     for part in attr.split("."):
         try:

@@ -137,6 +137,7 @@ class SandboxWorkload:
         http_timeout_s: float = 600.0,
         repo: Path | None = None,
     ) -> None:
+        url, sandbox_id, image = url or None, sandbox_id or None, image or None  # "" (unset env) = absent
         if target not in ("local", "flash"):
             raise ValueError(f"target: expected local or flash (got {target!r})")
         if mode not in ("exec", "lifecycle"):

@@ -58,6 +58,7 @@ from benchmaker.types import PostResponseHook, PreRequestHook, Transport, Worklo
 
 _ERROR_BODY_MAX = 4096
 _WARMUP, _MEASURE, _COOLDOWN = Phase.WARMUP.value, Phase.MEASURE.value, Phase.COOLDOWN.value
+_OK = Outcome.OK.value
 
 
 @dataclass
@@ -480,6 +481,8 @@ class BenchRunner:
                 parser = lane.workload.parser(spec)
             if self._trace is not None and execute is None:  # a CallableWorkload sends no request
                 self._trace.write(seq, lane.name, getattr(lane.workload, "name", None), intended_ns, spec)
+            if spec.meta:  # the request's meta travels to its sample (records.RequestSpec)
+                sample.meta = dict(spec.meta)
         except asyncio.CancelledError:
             self._end()
             raise
@@ -605,7 +608,7 @@ class BenchRunner:
     def _finish(self, sample: Sample) -> None:
         live = self.live
         live.finished += 1
-        if sample.outcome == Outcome.OK.value:
+        if sample.outcome == _OK:
             live.ok += 1
             if sample.end_ns is not None and sample.sent_ns is not None:
                 live.recent_e2e_ms.append((sample.end_ns - sample.sent_ns) / 1e6)
@@ -615,7 +618,7 @@ class BenchRunner:
             live.errors += 1
         slo = self.config.slo
         if slo is not None and slo.declared():
-            sample.slo_met = sample.outcome == Outcome.OK.value and _meets_slo(sample, slo)
+            sample.slo_met = sample.outcome == _OK and _meets_slo(sample, slo)
         self._writer.write(sample)
 
     # -- bundle -------------------------------------------------------------------------

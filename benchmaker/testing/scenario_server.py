@@ -35,7 +35,7 @@ Events due at the same offset go out in one write.
 usage="none", cached_tokens only when set); the last chunk's finish_reason is
 `{"type": finish_reason or "stop"}`, the others null; then `data: [DONE]`. Non-streamed:
 one `{"text", "meta_info"}` object. Pacing uses absolute deadlines
-(`loop.time()` at arrival + offset), so delays do not accumulate drift.
+(`time.monotonic()` at arrival + offset), so delays do not accumulate drift.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import asyncio
 import signal
 import socket
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -420,7 +421,7 @@ class ScenarioServer:
 
     async def _serve(self, request: web.Request, kind: str) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        t0 = time.monotonic()
         self.n_requests += 1
         try:
             body = orjson.loads(await request.read())
@@ -465,9 +466,13 @@ class ScenarioServer:
 
 
 async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
-    delay = deadline - loop.time()
+    """Sleep until `deadline` on time.monotonic(). uvloop's loop.time() is a cached,
+    ms-granular clock that runs behind the real one, and its timers count from it:
+    the sleep adds that staleness so a paced event is never sent early."""
+    delay = deadline - time.monotonic()
     if delay > 0:
-        await asyncio.sleep(delay)
+        stale = time.monotonic() - loop.time()
+        await asyncio.sleep(delay + (stale if stale > 0 else 0.0))
 
 
 def _error(status: int, message: str) -> web.Response:

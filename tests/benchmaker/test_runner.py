@@ -239,3 +239,10 @@ async def test_an_expected_error_status_is_ok_for_http_workloads(server, tmp_pat
     wl = HttpWorkload(server + "/fail")  # expects 200
     result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=1), workload=wl).run()
     assert [s["outcome"] for s in read_samples(result)] == ["http_error"]
+
+
+async def test_request_meta_travels_to_the_sample(tmp_path):
+    wl = PathWorkload("http://null")  # its requests carry meta {"seq": seq}
+    result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=2), workload=wl,
+                               transport=NullTransport(chunks=(b"x",))).run()
+    assert [s["meta"] for s in read_samples(result)] == [{"seq": 0}, {"seq": 1}]

@@ -29,7 +29,13 @@ import orjson
 
 from benchmaker.records import Sample
 
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|cookie|credential)", re.IGNORECASE)
+# A key names a secret when its last word is one of these (api_key, x-api-key, auth_token,
+# Authorization, client_secret, ...); counts such as max_tokens or prompt_tokens are not.
+_SECRET_KEY = re.compile(
+    r"(?:^|[_-])(?:api[_-]?key|access[_-]?key|secret[_-]?key|token|secret|password|passwd|authorization|"
+    r"cookie|credentials?)$",
+    re.IGNORECASE,
+)
 REDACTED = "***"
 
 
@@ -40,8 +46,9 @@ def new_run_id(prefix: str = "") -> str:
 
 
 def redact(value: Any) -> Any:
-    """A deep copy of `value` with the values of secret-looking keys (api_key, token,
-    secret, password, authorization, cookie, credential) replaced by "***"."""
+    """A deep copy of `value` with the values of secret-looking keys (see _SECRET_KEY:
+    api_key, token, secret, password, authorization, cookie, credential as the key's last
+    word) replaced by "***"."""
     if isinstance(value, dict):
         return {
             k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) and v not in (None, "") else redact(v))

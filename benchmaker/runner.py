@@ -540,6 +540,11 @@ class BenchRunner:
             for hook in self._post_hooks:
                 try:
                     await _call_hook(hook, spec, sample, text)
+                except asyncio.CancelledError:  # run deadline or Ctrl-C while grading: keep the sample
+                    sample.outcome = Outcome.GRADING_ERROR.value
+                    sample.error = "post-response hook cancelled at the run deadline or interrupt"
+                    self._finish(sample)
+                    raise
                 except Exception as exc:  # noqa: BLE001
                     sample.outcome = Outcome.GRADING_ERROR.value
                     sample.error = f"post-response hook failed: {type(exc).__name__}: {exc}"

@@ -246,3 +246,16 @@ async def test_request_meta_travels_to_the_sample(tmp_path):
     result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=2), workload=wl,
                                transport=NullTransport(chunks=(b"x",))).run()
     assert [s["meta"] for s in read_samples(result)] == [{"seq": 0}, {"seq": 1}]
+
+
+async def test_a_hook_cancelled_at_the_deadline_still_writes_its_sample(tmp_path):
+    async def slow_judge(spec, sample, text):
+        await asyncio.sleep(30)
+
+    c = cfg(tmp_path, load="constant:10", duration_s=0.15, drain_s=0.2)
+    result = await BenchRunner(c, workload=PathWorkload("http://null"), transport=NullTransport(chunks=(b"x",)),
+                               post_hooks=[slow_judge]).run()
+    samples = read_samples(result)
+    assert len(samples) == 2  # arrivals at 0 and 100 ms
+    assert {s["outcome"] for s in samples} == {"grading_error"}
+    assert samples[0]["error"] == "post-response hook cancelled at the run deadline or interrupt"

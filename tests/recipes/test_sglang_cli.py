@@ -62,8 +62,8 @@ def test_sglang_recipe_streams_and_records_meta_info_tokens(server, tmp_path):
     assert (run["output_tokens_total"], run["cached_tokens_total"]) == (24, 9)  # 3 x 8, 3 x 3
     manifest = orjson.loads((bundle_of(tmp_path) / "manifest.json").read_bytes())
     assert manifest["workload"]["type"] == "sglang"
-    # (max_new_tokens shows as "***": bundle.redact treats any key holding "token" as secret)
     assert manifest["workload"]["sampling_params"]["top_p"] == 0.9
+    assert manifest["workload"]["max_new_tokens"] == 8  # a token count, not a secret
 
 
 def test_sglang_recipe_with_input_ids_and_a_grader(server, tmp_path, qa):

@@ -1,0 +1,18 @@
+"""Run bundle helpers (benchmaker/bundle.py)."""
+
+from benchmaker.bundle import redact
+
+
+def test_redact_hides_secrets_and_keeps_token_counts():
+    config = {
+        "api_key": "sk-1", "max_tokens": 64, "max_new_tokens": 8, "prompt_tokens": 3,
+        "headers": {"Authorization": "Bearer x", "X-API-Key": "k", "Accept": "text/event-stream"},
+        "auth_token": "t", "client_secret": "s", "tokenizer": "tok.json", "OPENAI_API_KEY": "e",
+        "lanes": [{"password": "p", "name": "chat"}], "token": None,
+    }
+    assert redact(config) == {
+        "api_key": "***", "max_tokens": 64, "max_new_tokens": 8, "prompt_tokens": 3,
+        "headers": {"Authorization": "***", "X-API-Key": "***", "Accept": "text/event-stream"},
+        "auth_token": "***", "client_secret": "***", "tokenizer": "tok.json", "OPENAI_API_KEY": "***",
+        "lanes": [{"password": "***", "name": "chat"}], "token": None,
+    }

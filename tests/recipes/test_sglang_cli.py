@@ -63,7 +63,7 @@ def test_sglang_recipe_streams_and_records_meta_info_tokens(server, tmp_path):
     manifest = orjson.loads((bundle_of(tmp_path) / "manifest.json").read_bytes())
     assert manifest["workload"]["type"] == "sglang"
     assert manifest["workload"]["sampling_params"]["top_p"] == 0.9
-    assert manifest["workload"]["max_new_tokens"] == 8  # a token count, not a secret
+    assert manifest["workload"]["sampling_params"]["max_new_tokens"] == 8  # a token count, not a secret
 
 
 def test_sglang_recipe_with_input_ids_and_a_grader(server, tmp_path, qa):

@@ -1,0 +1,201 @@
+"""The `distributed` variant of `llm-sweep`: each sweep point runs as N shards on N
+load hosts, merged into one run (issue #8 item 2; DESIGN §5, §9).
+
+    prefect deployment run llm-sweep/distributed --param base_url='"http://gpu-0:8000"' \\
+        --param model='"m"' --param shards=2 --param out_dir='"/mnt/bench/artifacts"' --watch
+
+Flows:
+    llm-sweep        (this module's `llm_sweep_distributed`; deployment llm-sweep/distributed)
+                     the orchestrator: for each point, submits N shard runs, waits for all,
+                     merges them; then loads the run into the warehouse and publishes the
+                     sweep table, like flows.llm_sweep
+    llm-sweep-shard  (`llm_sweep_shard`; deployment llm-sweep-shard/shard) one shard of one
+                     point (tasks.shard.run_shard_point)
+
+Where shards run:
+    Prefect work pool (default): `run_deployment(shard_deployment, ...)` per shard; the
+        pool's workers pick them up. One worker per load host, started with
+        `prefect worker start --pool benchmaker-process --work-queue shards --limit 1`
+        so that each host runs one shard at a time (the shard deployment's queue is
+        `shards`; a worker started without --work-queue serves every queue of the pool,
+        which is enough on one host). The orchestrator runs wherever its own deployment
+        is picked up (the `default` queue).
+    Dask (`dask_address="tcp://scheduler:8786"`, needs the `dask` extra: prefect-dask):
+        one task per shard on a DaskTaskRunner connected to that cluster; start the Dask
+        workers with `--nthreads 1` so that each shard gets a process of its own.
+
+Per point: the point directory is emptied, the shared start is set to `start_lead_s`
+after the submission (wall clock, ns since the epoch; default 30 s for a work pool,
+which must cover the workers' polling interval and a process start, 10 s for Dask: a
+cold Dask worker imports Prefect and the engine on its first shard), every
+shard converts it to its own monotonic clock, sends its slice k of N of the point's
+load, and writes into `<out_dir>/<run_id>/points/<point>/_shards/`. A shard that cannot
+make the start fails (tasks.shard.ShardLate). The merged point (tasks.shard.merge_point)
+takes each shard's exit code from its flow run's (or task's) final state: COMPLETED = 0,
+anything else 1, so a failed shard is a verdict reason and the others' samples stay.
+
+`out_dir` must be a path that every load host reaches at the same absolute path (a
+shared filesystem); a relative one is resolved on the orchestrator's host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+from prefect import flow
+from prefect.context import get_run_context
+from prefect.deployments.flow_runs import arun_deployment
+from prefect.flow_runs import wait_for_flow_run
+from prefect.logging import get_run_logger
+from pydantic import Field
+
+from flows.llm_sweep import sweep_loads
+from flows.swebench_replay import ParameterError, flow_run_bundle_id
+from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_run_manifest, write_sweep_points
+from tasks.load import load_warehouse
+from tasks.report import publish_report
+from tasks.shard import ShardPoint, merge_point, run_shard_point, run_shard_point_task
+
+__all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep_distributed", "llm_sweep_shard"]
+
+SHARD_DEPLOYMENT = "llm-sweep-shard/shard"
+DEFAULT_LEAD_S = {"pool": 30.0, "dask": 10.0}
+
+
+@flow(name="llm-sweep-shard", validate_parameters=True)
+async def llm_sweep_shard(point: ShardPoint) -> dict[str, Any]:
+    """One shard of one distributed sweep point on this host (tasks.shard.run_shard_point);
+    returns the shard's self-checks. Fails (flow run Failed) when it missed the start."""
+    checks = await run_shard_point(point)
+    get_run_logger().info(
+        "shard %d/%d of %s on %s: t0 %.3f ms after the shared start, wall clock %+.3f ms vs storage",
+        point.worker, point.shards, point.sweep_point, checks["hostname"], checks["start_late_ns"] / 1e6,
+        checks["clock"]["wall_offset_ns"] / 1e6)
+    return checks
+
+
+async def _shards_on_pool(points: list[ShardPoint], deployment: str, timeout_s: float | None
+                          ) -> tuple[list[int | None], list[dict[str, Any]]]:
+    """Submit one flow run of `deployment` per shard and wait for all of them. Returns
+    (exit codes: 0 = COMPLETED, 1 = any other final state, None = not final after
+    `timeout_s`), [{"worker", "flow_run_id", "state", "message"}]."""
+    runs = []
+    for p in points:
+        runs.append(await arun_deployment(
+            deployment, parameters={"point": p.as_params()}, timeout=0,
+            flow_run_name=f"{p.run_id}-{p.sweep_point}-w{p.worker}", tags=["benchmaker", "shard"]))
+    codes: list[int | None] = []
+    info: list[dict[str, Any]] = []
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    for p, fr in zip(points, runs):
+        left = None if deadline is None else max(1, int(deadline - time.monotonic()))
+        try:
+            fr = await wait_for_flow_run(fr.id, timeout=left, poll_interval=1)
+            final = fr.state is not None and fr.state.is_final()
+        except Exception:  # noqa: BLE001 - FlowRunWaitTimeout: reported as not final
+            final = False
+        state = fr.state
+        codes.append((0 if state.is_completed() else 1) if final else None)
+        info.append({"worker": p.worker, "flow_run_id": str(fr.id), "state": state.type.value if state else None,
+                     "message": state.message if state else None})
+    return codes, info
+
+
+@flow(name="llm-sweep-dask-point")
+async def _dask_point(points: list[ShardPoint]) -> tuple[list[int | None], list[dict[str, Any]]]:
+    """One task per shard on this flow's task runner (a DaskTaskRunner, set by
+    with_options); exit codes as in _shards_on_pool."""
+    futures = [run_shard_point_task.submit(p) for p in points]
+    codes: list[int | None] = []
+    info: list[dict[str, Any]] = []
+    for p, fut in zip(points, futures):
+        await asyncio.to_thread(fut.wait)  # a blocking wait: keep this loop free
+        state = fut.state
+        codes.append(0 if state.is_completed() else 1)
+        info.append({"worker": p.worker, "task_run_id": str(fut.task_run_id), "state": state.type.value,
+                     "message": state.message})
+    return codes, info
+
+
+def _dask_runner(address: str) -> Any:
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as exc:
+        raise ParameterError("dask_address: needs prefect-dask (pip install 'benchmaker[dask]')") from exc
+    return DaskTaskRunner(address=address)
+
+
+@flow(name="llm-sweep", validate_parameters=True)
+async def llm_sweep_distributed(
+    base_url: str,
+    model: str,
+    shards: Annotated[int, Field(ge=1)] = 2,
+    concurrency_sweep: list[Annotated[int, Field(ge=1)]] | None = None,
+    rate_sweep: list[Annotated[float, Field(gt=0)]] | None = None,
+    loads: list[str] | None = None,
+    duration_s: Annotated[float, Field(gt=0)] | None = 30.0,
+    max_requests: Annotated[int, Field(ge=1)] | None = None,
+    prompt_words: Annotated[int, Field(ge=1)] = 128,
+    max_tokens: Annotated[int, Field(ge=1)] | None = 128,
+    api_key_env: str | None = None,
+    out_dir: Path = Path("artifacts"),
+    warehouse: Path = Path("warehouse.duckdb"),
+    label: str | None = None,
+    start_lead_s: Annotated[float, Field(gt=0)] | None = None,
+    shard_deployment: str = SHARD_DEPLOYMENT,
+    shard_timeout_s: Annotated[float, Field(gt=0)] | None = None,
+    dask_address: str | None = None,
+) -> dict[str, Any]:
+    """The llm-sweep (flows.llm_sweep, same point parameters) with every point split
+    into `shards` shards on other hosts (module docstring). `start_lead_s`: time from
+    submission to the shared start (default DEFAULT_LEAD_S); `shard_timeout_s`: how
+    long to wait for a point's shards (None: Prefect's 3 h); `dask_address`: run the
+    shards on that Dask cluster instead of `shard_deployment`'s work pool.
+    Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "load",
+    "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]]}."""
+    specs = sweep_loads(concurrency_sweep, rate_sweep, loads)
+    backend = "dask" if dask_address else "pool"
+    lead_s = start_lead_s if start_lead_s is not None else DEFAULT_LEAD_S[backend]
+    dask_flow = _dask_point.with_options(task_runner=_dask_runner(dask_address)) if dask_address else None
+    log = get_run_logger()
+    run_id = flow_run_bundle_id("llm-sweep")
+    run_dir = (Path(out_dir) / run_id).resolve()
+    config = {"base_url": base_url, "model": model, "loads": specs, "duration_s": duration_s,
+              "max_requests": max_requests, "prompt_words": prompt_words, "max_tokens": max_tokens,
+              "api_key_env": api_key_env, "shards": shards, "backend": backend, "start_lead_s": lead_s,
+              "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address}
+    write_run_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=label, config=config, workers=shards)
+    log.info("run %s -> %s (%d shards per point on %s)", run_id, run_dir, shards,
+             dask_address if dask_address else f"work pool of {shard_deployment}")
+    rows, shard_states = [], []
+    for spec in specs:
+        name = engine_point_name(spec)
+        reset_point_dir(point_dir(run_dir, name))
+        start_wall_ns = time.time_ns() + round(lead_s * 1e9)
+        points = [ShardPoint(base_url=base_url, model=model, run_dir=str(run_dir), run_id=run_id, load=spec,
+                             sweep_point=name, worker=k, shards=shards, start_wall_ns=start_wall_ns,
+                             duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
+                             max_tokens=max_tokens, api_key_env=api_key_env, label=label)
+                  for k in range(shards)]
+        if dask_flow is not None:
+            codes, info = await dask_flow(points)
+        else:
+            codes, info = await _shards_on_pool(points, shard_deployment, shard_timeout_s)
+        bad = [i for i in info if i["state"] != "COMPLETED"]
+        for i in bad:
+            log.warning("point %s shard %d ended %s: %s", name, i["worker"], i["state"], i["message"])
+        row = merge_point(points[0], codes, info)
+        log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,
+                 row["n_requests"], shards, row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],
+                 "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+        rows.append(row)
+        shard_states.append(info)
+    write_sweep_points(run_dir, rows)
+    wh = Path(warehouse).resolve()
+    loaded = load_warehouse(wh, run_dir)
+    publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")
+    return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
+            "flow_run_id": str(get_run_context().flow_run.id), "load": loaded, "shards": shard_states}

@@ -1,0 +1,255 @@
+"""One shard of a distributed engine sweep point (issue #8 item 2; DESIGN §5, §9).
+
+A distributed sweep point runs `N` shards, each on its own load host (a Prefect worker
+of a work pool, or a Dask worker), all writing into one staging bundle on a path every
+host reaches (mounted at the same absolute path everywhere: an NFS/SMB share; fsspec
+URLs are not supported, the engine writes its samples with plain file I/O):
+
+    staging = shard_staging_dir(run_dir, "closed-8")    # <run_dir>/points/closed-8/_shards
+    await run_shard_point(ShardPoint(...worker=k, shards=N, start_wall_ns=T...))
+    row = merge_point(point, exit_codes=[0, 0])          # one point row, files in place
+
+Time (issue #8 item 3): the shared start time travels as WALL-CLOCK ns since the epoch
+(`start_wall_ns`); each shard converts it once to its own monotonic clock
+(`start_at_ns = perf_counter_ns() + (start_wall_ns - time_ns())`) and stamps every
+sample on that clock, so no duration spans two hosts. Each shard measures, just before
+it starts, its wall clock against the shared storage's clock (`measure_clock_offset`:
+the mtime the file server gives a file it just wrote) and stores it in its report
+`worker-<k>.json` under `self_checks.clock`, with `start_late_ns` (its t0 by its own
+wall clock minus the shared start). Hosts whose `clock.wall_offset_ns` differ by D
+started about D apart in real time.
+
+`merge_point` merges the shards with `benchmaker.workers.merge_shards` (the same SQL
+as a single-process run), moves `samples-w<k>.jsonl` and `worker-<k>.json` to
+`<run_dir>/points/<point>/` (the warehouse loader gives each row `shard = k`), writes
+`engine_summary.json` there and returns the point's summary row.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from benchmaker.bundle import write_json_atomic
+from benchmaker.config import BenchConfig
+from benchmaker.runner import BenchRunner
+from benchmaker.workers import merge_shards
+from replay.sweep import point_dir, write_point_summary
+from workloads.datasets import SyntheticDataset
+from workloads.openai_chat import OpenAIChatWorkload
+
+__all__ = [
+    "LATE_START_LIMIT_MS",
+    "MIN_START_LEAD_S",
+    "ShardLate",
+    "ShardPoint",
+    "chat_completions_url",
+    "measure_clock_offset",
+    "merge_point",
+    "run_shard_point",
+    "run_shard_point_task",
+    "shard_staging_dir",
+    "start_at_ns_from_wall",
+]
+
+# A shard refuses to start when less than this is left before the shared start: the
+# runner still has to build its manifest and open its transport (~0.1-0.5 s here).
+MIN_START_LEAD_S = 1.0
+# A shard whose t0 (by its own wall clock) is later than the shared start by more than
+# this makes the point's verdict invalid (its open-loop arrivals would have bunched).
+LATE_START_LIMIT_MS = 50.0
+
+
+class ShardLate(RuntimeError):
+    """The shard began after (or too close to) the shared start time; raise the
+    sweep's `start_lead_s` (work-pool pickup + process start must fit in it)."""
+
+
+@dataclass(frozen=True)
+class ShardPoint:
+    """What one shard of one sweep point needs (all JSON-able: it is a flow/task
+    parameter). `run_dir` must be the same absolute path on every host."""
+
+    base_url: str
+    model: str
+    run_dir: str
+    run_id: str
+    load: str
+    sweep_point: str
+    worker: int
+    shards: int
+    start_wall_ns: int
+    duration_s: float | None = None
+    max_requests: int | None = None
+    prompt_words: int = 128
+    max_tokens: int | None = 128
+    api_key_env: str | None = None
+    label: str | None = None
+
+    def as_params(self) -> dict[str, Any]:
+        """The fields as a dict (flow-run parameters)."""
+        return asdict(self)
+
+
+def chat_completions_url(base_url: str) -> str:
+    """`base_url` (with or without /v1, or already the full URL) -> .../v1/chat/completions
+    (the same rule as tasks.engine.run_llm_sweep_point)."""
+    url = base_url.rstrip("/")
+    if url.endswith("/chat/completions"):
+        return url
+    return (url if url.endswith("/v1") else url + "/v1") + "/chat/completions"
+
+
+def shard_staging_dir(run_dir: Path, sweep_point: str) -> Path:
+    """`<run_dir>/points/<sweep_point>/_shards`: the shards' common engine out_dir (the
+    bundle itself is `<that>/<run_id>/`), removed by merge_point."""
+    return point_dir(Path(run_dir), sweep_point) / "_shards"
+
+
+def start_at_ns_from_wall(start_wall_ns: int) -> int:
+    """The shared start `start_wall_ns` (ns since the epoch, this host's wall clock) on
+    this host's perf_counter_ns (CLOCK_MONOTONIC) clock."""
+    return time.perf_counter_ns() + (start_wall_ns - time.time_ns())
+
+
+def measure_clock_offset(directory: Path) -> dict[str, Any]:
+    """This host's wall clock against the clock of the storage holding `directory`:
+    writes a probe file and compares the mtime the storage stamped (the file server's
+    clock on NFS; this kernel's coarse clock, one tick <= 4 ms, on a local disk) with
+    the local wall clock around the write. Returns {"reference": "storage mtime",
+    "wall_offset_ns": local midpoint - mtime (positive: this host is ahead),
+    "bracket_ns": the write's duration (the measure's uncertainty, plus one tick),
+    "hostname"}. Raises OSError when the directory is not writable."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / f".clock-{socket.gethostname()}-{os.getpid()}"
+    before = time.time_ns()
+    with open(probe, "wb") as fh:
+        fh.write(b"x")
+    after = time.time_ns()
+    mtime = probe.stat().st_mtime_ns
+    probe.unlink()
+    return {"reference": "storage mtime", "wall_offset_ns": (before + after) // 2 - mtime,
+            "bracket_ns": after - before, "hostname": socket.gethostname()}
+
+
+def _config(p: ShardPoint, shards: int) -> BenchConfig:
+    return BenchConfig(
+        load=p.load, duration_s=p.duration_s, max_requests=p.max_requests, run_id=p.run_id,
+        sweep_point=p.sweep_point, kind="llm-sweep", label=p.label, workers=shards,
+        out_dir=shard_staging_dir(Path(p.run_dir), p.sweep_point),
+    )
+
+
+def _workload(p: ShardPoint) -> OpenAIChatWorkload:
+    api_key = os.environ.get(p.api_key_env) if p.api_key_env else None
+    return OpenAIChatWorkload(chat_completions_url(p.base_url), p.model, SyntheticDataset(p.prompt_words, count=1000),
+                              max_tokens=p.max_tokens, api_key=api_key)
+
+
+async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
+    """Run shard `p.worker` of `p.shards` of one sweep point: the engine's slice k of N
+    of `p.load` (benchmaker.load_models), started at `p.start_wall_ns`, writing
+    `samples-w<k>.jsonl` and `worker-<k>.json` into the staging bundle. Adds to the
+    report's self_checks: `clock` (measure_clock_offset), `hostname`, `start_wall_ns`
+    and `start_late_ns`. Returns those self_checks.
+
+    Raises ValueError when not 0 <= worker < shards, ShardLate when less than
+    MIN_START_LEAD_S is left before the shared start (nothing is sent then).
+    Single-request failures are samples, never exceptions."""
+    if not 0 <= p.worker < p.shards:
+        raise ValueError(f"worker: expected 0 <= worker < shards={p.shards} (got {p.worker})")
+    config = _config(p, p.shards)
+    runner_kwargs = dict(workload=_workload(p), worker=p.worker, shards=p.shards,
+                         samples_name=f"samples-w{p.worker}.jsonl")
+    staging = Path(config.out_dir) / p.run_id
+    clock = measure_clock_offset(staging)
+    start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
+    left_s = (start_at_ns - time.perf_counter_ns()) / 1e9
+    if left_s < MIN_START_LEAD_S:
+        raise ShardLate(f"shard {p.worker}/{p.shards} of {p.sweep_point}: {left_s:.2f} s left before the shared "
+                        f"start (need >= {MIN_START_LEAD_S:g} s); raise start_lead_s")
+    runner = BenchRunner(config, start_at_ns=start_at_ns, **runner_kwargs)
+    result = await runner.run()
+    checks = dict(result.summary["self_checks"])
+    checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=p.start_wall_ns,
+                  start_late_ns=checks["t0_wall_ns"] - p.start_wall_ns)
+    report = staging / f"worker-{p.worker}.json"
+    rep = orjson.loads(report.read_bytes())
+    rep["self_checks"] = checks
+    write_json_atomic(report, rep)
+    return checks
+
+
+run_shard_point_task = task(name="run-llm-sweep-shard", cache_policy=NO_CACHE)(run_shard_point)
+"""run_shard_point as a Prefect task (for a DaskTaskRunner: one task per shard, never
+cached or retried: a retried shard would miss the shared start)."""
+
+
+def _point_row(summary: dict[str, Any], sweep_point: str, duration_s: float | None, shards: int) -> dict[str, Any]:
+    """The sweep row of a merged point (the fields of replay.sweep.run_engine_point's row)."""
+    run = summary.get("run") or {}
+    lane = next(iter(summary["target"]["lanes"].values()))
+
+    def stat(name: str, key: str) -> Any:
+        return (run.get(name) or {}).get(key)
+
+    return {
+        "sweep_point": sweep_point, "load": lane["load"], "concurrency": lane["concurrency"],
+        "rate_per_s": lane["target_rate_per_s"], "episodes": None, "duration_s": duration_s,
+        "n_requests": run.get("n_samples", 0), "n_requests_ok": run.get("n_ok", 0),
+        "window_s": run.get("window_s"), "request_throughput_per_s": run.get("request_throughput_per_s"),
+        "output_throughput_tok_per_s": run.get("output_throughput_tok_per_s"),
+        "n_e2e": stat("e2e_ms", "count"), "p50_e2e_ms": stat("e2e_ms", "p50"), "p90_e2e_ms": stat("e2e_ms", "p90"),
+        "p99_e2e_ms": stat("e2e_ms", "p99"), "n_ttft": stat("ttft_ms", "count"),
+        "p50_ttft_ms": stat("ttft_ms", "p50"), "p90_ttft_ms": stat("ttft_ms", "p90"),
+        "p99_ttft_ms": stat("ttft_ms", "p99"),
+        "achieved_max_concurrency": run.get("max_concurrency"),
+        "achieved_mean_concurrency": run.get("mean_concurrency"),
+        "valid": bool(summary["verdict"]["valid"]),
+        "invalid_reason": "; ".join(summary["verdict"]["reasons"]) or None,
+        "shards": shards,
+    }
+
+
+def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[dict[str, Any]] | None = None
+                ) -> dict[str, Any]:
+    """Merge the `len(exit_codes)` shards of the point `p` describes (any `worker`;
+    `start_wall_ns` unused) with benchmaker.workers.merge_shards: exit code 0 = the
+    shard completed; anything else (or a missing report) is a verdict reason
+    "worker k died (exit code C)", and its samples, if any, still count. A shard that
+    started more than LATE_START_LIMIT_MS late is a verdict reason too.
+
+    Files: samples-w<k>.jsonl and worker-<k>.json go to `<run_dir>/points/<point>/`,
+    the merged summary (with `shards`: `shard_info`, e.g. flow run ids and states) to
+    `engine_summary.json` and the row to `point_summary.json`; the staging directory
+    is removed. Returns the point's row (keys of replay.sweep.run_engine_point's row,
+    plus `shards`)."""
+    n = len(exit_codes)
+    config = _config(p, n)
+    view = BenchRunner(config, workload=_workload(p))
+    summary = merge_shards(view, n, list(exit_codes))
+    late = [(w["worker"], w["start_late_ns"] / 1e6) for w in summary["self_checks"]["workers"]
+            if w.get("start_late_ns") is not None and w["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS]
+    for k, ms in late:
+        summary["verdict"]["reasons"].append(
+            f"worker {k} started {ms:.1f} ms after the shared start (limit {LATE_START_LIMIT_MS:g} ms)")
+        summary["verdict"]["valid"] = False
+    summary["shards"] = shard_info or []
+    pdir = point_dir(Path(p.run_dir), p.sweep_point)
+    for f in sorted(view.bundle_dir.glob("samples-w*.jsonl")) + sorted(view.bundle_dir.glob("worker-*.json")):
+        os.replace(f, pdir / f.name)
+    write_json_atomic(pdir / "engine_summary.json", summary)
+    shutil.rmtree(shard_staging_dir(Path(p.run_dir), p.sweep_point))
+    row = _point_row(summary, p.sweep_point, p.duration_s, n)
+    write_point_summary(pdir, row)
+    return row

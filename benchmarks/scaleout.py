@@ -70,10 +70,11 @@ def _cpu_s(pid: int) -> float:
 
 
 def _spin(seconds: float) -> float:
+    cpu0 = time.process_time()  # not the interpreter's start-up
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         pass
-    return time.process_time()
+    return time.process_time() - cpu0
 
 
 def free_cores(seconds: float = 1.0) -> float:

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Literal
 
+from benchmaker.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
 from recipes.app import app
 
 
@@ -83,13 +84,20 @@ def episode(
                 task_id_of(traj) or traj.trajectory_id, repo=workdir)
         except InputError as exc:
             raise ConfigError(str(exc)) from exc
+    run_id = new_run_id("episode")
+    t0_wall = wall_ns()
     res = asyncio.run(run_episode(
         traj, url, mode=mode, sandbox=local_sandbox_factory() if workdir is not None else None, task=task,
-        api_key=api_key, command=shlex.split(command) if command else None,
+        api_key=api_key, command=shlex.split(command) if command else None, run_id=run_id,
     ))
     record = res.episode.to_dict()
-    if out is not None:
+    if out is not None:  # a run bundle the warehouse loader accepts
         out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "manifest.json", build_manifest(
+            run_id=run_id, kind="episode", label=None, seed=None, t0_wall_ns=t0_wall,
+            config={"trajectories": str(traj_file), "trajectory_id": traj.trajectory_id, "url": url,
+                    "mode": mode, "workdir": str(workdir) if workdir else None},
+        ))
         (out / "episodes.jsonl").write_text(json.dumps(record) + "\n")
         (out / "turns.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in res.turns))
     print(json.dumps(record, indent=1))

@@ -226,6 +226,10 @@ def test_record_then_replay_with_zero_misses(tmp_path: Path, capsys):
     episode = json.loads((tmp_path / "ep" / "episodes.jsonl").read_text())
     assert (episode["outcome"], episode["n_turns"]) == ("ok", 4)
     assert stats["misses"]["total"] == 0 and stats["divergences"]["total"] == 0
+    wh = tmp_path / "w.duckdb"
+    _load(tmp_path / "ep", wh, capsys)  # `episode --out` writes a bundle the loader accepts
+    counts = _counts(wh, episode["run_id"])
+    assert (counts["episodes"], counts["turns"]) == (1, 4)
 
 
 @pytest.mark.slow  # ~10 s: `benchmaker swebench-replay` starts an ephemeral Prefect server

@@ -433,6 +433,33 @@ def engine_point_name(load: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", load).strip("-") or "point"
 
 
+def engine_point_row(summary: dict[str, Any], sweep_point: str, duration_s: float | None) -> dict[str, Any]:
+    """The sweep row of an engine sweep point from its summary.json dict: target (load
+    spec, concurrency, rate), requests, throughput, E2E/TTFT percentiles (summary.sql),
+    achieved max/mean concurrency, and `valid` / `invalid_reason` from the verdict."""
+    run = summary.get("run") or {}
+    lane = next(iter(summary["target"]["lanes"].values()))
+
+    def stat(name: str, key: str) -> Any:
+        return (run.get(name) or {}).get(key)
+
+    return {
+        "sweep_point": sweep_point, "load": lane["load"], "concurrency": lane["concurrency"],
+        "rate_per_s": lane["target_rate_per_s"], "episodes": None, "duration_s": duration_s,
+        "n_requests": run.get("n_samples", 0), "n_requests_ok": run.get("n_ok", 0),
+        "window_s": run.get("window_s"), "request_throughput_per_s": run.get("request_throughput_per_s"),
+        "output_throughput_tok_per_s": run.get("output_throughput_tok_per_s"),
+        "n_e2e": stat("e2e_ms", "count"), "p50_e2e_ms": stat("e2e_ms", "p50"), "p90_e2e_ms": stat("e2e_ms", "p90"),
+        "p99_e2e_ms": stat("e2e_ms", "p99"), "n_ttft": stat("ttft_ms", "count"),
+        "p50_ttft_ms": stat("ttft_ms", "p50"), "p90_ttft_ms": stat("ttft_ms", "p90"),
+        "p99_ttft_ms": stat("ttft_ms", "p99"),
+        "achieved_max_concurrency": run.get("max_concurrency"),
+        "achieved_mean_concurrency": run.get("mean_concurrency"),
+        "valid": bool(summary["verdict"]["valid"]),
+        "invalid_reason": "; ".join(summary["verdict"]["reasons"]) or None,
+    }
+
+
 async def run_engine_point(
     config: Any,
     workload: Any,
@@ -457,27 +484,6 @@ async def run_engine_point(
     os.replace(result.bundle_dir / "samples.jsonl", pdir / "samples.jsonl")
     os.replace(result.bundle_dir / "summary.json", pdir / "engine_summary.json")
     shutil.rmtree(staging)
-    s = result.summary
-    run = s.get("run") or {}
-    lane = next(iter(s["target"]["lanes"].values()))
-
-    def stat(name: str, key: str) -> Any:
-        return (run.get(name) or {}).get(key)
-
-    row: dict[str, Any] = {
-        "sweep_point": sp, "load": lane["load"], "concurrency": lane["concurrency"],
-        "rate_per_s": lane["target_rate_per_s"], "episodes": None, "duration_s": config.duration_s,
-        "n_requests": run.get("n_samples", 0), "n_requests_ok": run.get("n_ok", 0),
-        "window_s": run.get("window_s"), "request_throughput_per_s": run.get("request_throughput_per_s"),
-        "output_throughput_tok_per_s": run.get("output_throughput_tok_per_s"),
-        "n_e2e": stat("e2e_ms", "count"), "p50_e2e_ms": stat("e2e_ms", "p50"), "p90_e2e_ms": stat("e2e_ms", "p90"),
-        "p99_e2e_ms": stat("e2e_ms", "p99"), "n_ttft": stat("ttft_ms", "count"),
-        "p50_ttft_ms": stat("ttft_ms", "p50"), "p90_ttft_ms": stat("ttft_ms", "p90"),
-        "p99_ttft_ms": stat("ttft_ms", "p99"),
-        "achieved_max_concurrency": run.get("max_concurrency"),
-        "achieved_mean_concurrency": run.get("mean_concurrency"),
-        "valid": bool(s["verdict"]["valid"]),
-        "invalid_reason": "; ".join(s["verdict"]["reasons"]) or None,
-    }
+    row = engine_point_row(result.summary, sp, config.duration_s)
     write_point_summary(pdir, row)
     return row

@@ -43,7 +43,7 @@ from benchmaker.bundle import write_json_atomic
 from benchmaker.config import BenchConfig
 from benchmaker.runner import BenchRunner
 from benchmaker.workers import merge_shards
-from replay.sweep import point_dir, write_point_summary
+from replay.sweep import engine_point_row, point_dir, write_point_summary
 from workloads.datasets import SyntheticDataset
 from workloads.openai_chat import OpenAIChatWorkload
 
@@ -196,29 +196,8 @@ cached or retried: a retried shard would miss the shared start)."""
 
 
 def _point_row(summary: dict[str, Any], sweep_point: str, duration_s: float | None, shards: int) -> dict[str, Any]:
-    """The sweep row of a merged point (the fields of replay.sweep.run_engine_point's row)."""
-    run = summary.get("run") or {}
-    lane = next(iter(summary["target"]["lanes"].values()))
-
-    def stat(name: str, key: str) -> Any:
-        return (run.get(name) or {}).get(key)
-
-    return {
-        "sweep_point": sweep_point, "load": lane["load"], "concurrency": lane["concurrency"],
-        "rate_per_s": lane["target_rate_per_s"], "episodes": None, "duration_s": duration_s,
-        "n_requests": run.get("n_samples", 0), "n_requests_ok": run.get("n_ok", 0),
-        "window_s": run.get("window_s"), "request_throughput_per_s": run.get("request_throughput_per_s"),
-        "output_throughput_tok_per_s": run.get("output_throughput_tok_per_s"),
-        "n_e2e": stat("e2e_ms", "count"), "p50_e2e_ms": stat("e2e_ms", "p50"), "p90_e2e_ms": stat("e2e_ms", "p90"),
-        "p99_e2e_ms": stat("e2e_ms", "p99"), "n_ttft": stat("ttft_ms", "count"),
-        "p50_ttft_ms": stat("ttft_ms", "p50"), "p90_ttft_ms": stat("ttft_ms", "p90"),
-        "p99_ttft_ms": stat("ttft_ms", "p99"),
-        "achieved_max_concurrency": run.get("max_concurrency"),
-        "achieved_mean_concurrency": run.get("mean_concurrency"),
-        "valid": bool(summary["verdict"]["valid"]),
-        "invalid_reason": "; ".join(summary["verdict"]["reasons"]) or None,
-        "shards": shards,
-    }
+    """The sweep row of a merged point: replay.sweep.engine_point_row plus `shards`."""
+    return {**engine_point_row(summary, sweep_point, duration_s), "shards": shards}
 
 
 def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[dict[str, Any]] | None = None

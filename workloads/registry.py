@@ -32,6 +32,7 @@ from workloads.http import HttpWorkload
 from workloads.openai_chat import OpenAIChatWorkload
 from workloads.openai_completions import OpenAICompletionsWorkload
 from workloads.trace_replay import TraceReplayWorkload
+from workloads.trace_synth import TraceSynthDataset, TraceSynthWorkload
 from workloads.sandbox import SandboxWorkload
 from workloads.sglang import SGLangWorkload, read_input_ids
 
@@ -188,8 +189,26 @@ class TraceReplaySpec(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
+class TraceSynthSpec(_Strict):
+    """`{type: trace-synth, url, model, path, order, seed, api}`: TraceLab-style token-count
+    rows as byte-exact growing prompts, max_tokens = each row's output count
+    (workloads/trace_synth.py)."""
+
+    type: Literal["trace-synth"]
+    url: str
+    model: str
+    path: Path
+    order: Literal["contiguous", "round-robin", "shuffled"] = "contiguous"
+    seed: int | str = 0
+    api: Literal["completions", "chat"] = "completions"
+    stream: bool = True
+    api_key: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
 WorkloadSpec = Annotated[
-    HttpSpec | TraceReplaySpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec | SGLangSpec,
+    HttpSpec | TraceReplaySpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec | SGLangSpec
+    | TraceSynthSpec,
     Field(discriminator="type"),
 ]
 
@@ -234,6 +253,11 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
                              options=spec.options, timeout_s=spec.timeout_s)
     if isinstance(spec, SGLangSpec):
         return _build_sglang(spec, base_dir)
+    if isinstance(spec, TraceSynthSpec):
+        path = spec.path if spec.path.is_absolute() or base_dir is None else base_dir / spec.path
+        return TraceSynthWorkload(spec.url, spec.model, TraceSynthDataset(path, order=spec.order, seed=spec.seed),
+                                  api=spec.api, stream=spec.stream, api_key=spec.api_key or None,
+                                  headers=spec.headers)
     kwargs = dict(
         stream=spec.stream, max_tokens=spec.max_tokens, temperature=spec.temperature,
         extra_body=spec.extra_body, api_key=spec.api_key or None, include_usage=spec.include_usage,

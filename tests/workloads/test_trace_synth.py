@@ -112,3 +112,15 @@ def test_workload_sends_max_tokens_from_the_output_count(tmp_path):
     chat = TraceSynthWorkload("http://127.0.0.1:1/v1/chat/completions", "m", ds, api="chat")
     body = orjson.loads(chat.request(0).body)
     assert body["messages"] == [{"role": "user", "content": bodies[0]["prompt"]}] and body["max_tokens"] == 8
+
+
+def test_yaml_run_file_builds_the_trace_synth_workload(tmp_path):
+    from recipes.runfile import read_run_file
+
+    write(tmp_path / "trace.jsonl", ROWS)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("load: closed:1\nmax_requests: 6\nworkload: {type: trace-synth, url: http://127.0.0.1:1/v1/completions,"
+                   " model: m, path: trace.jsonl, order: round-robin}\n")
+    (lane,) = read_run_file(cfg).lanes(tmp_path)  # the path resolves against the file's folder
+    bodies = [orjson.loads(lane.workload.request(seq).body) for seq in range(6)]
+    assert [b["max_tokens"] for b in bodies] == [8, 5, 3, 16, 6, 4]  # round-robin: a, b, 7, a, b, a

@@ -33,34 +33,8 @@ _JSON_RESP = (
     + str(len(_JSON)).encode() + b"\r\n\r\n" + _JSON
 )
 _SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-_CHUNK = (
-    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
-    b'"choices":[{"index":0,"delta":%s,"finish_reason":%s}]}'
-)
-
-
-def _event(payload: bytes) -> bytes:
-    return b"data: " + payload + b"\n\n"
-
-
-def sse_events(n_content: int) -> list[bytes]:
-    """The framed SSE events of /sse: role, `n_content` one-token content chunks (~150 B
-    each), finish, usage-only chunk (completion_tokens = n_content), [DONE]."""
-    out = [_event(_CHUNK % (b'{"role":"assistant","content":""}', b"null"))]
-    for i in range(n_content):
-        out.append(_event(_CHUNK % (b'{"content":" tok%d"}' % (i % 1000), b"null")))
-    out.append(_event(_CHUNK % (b"{}", b'"stop"')))
-    out.append(_event(
-        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
-        b'"usage":{"prompt_tokens":10,"completion_tokens":%d,"total_tokens":%d}}' % (n_content, n_content + 10)
-    ))
-    out.append(_event(b"[DONE]"))
-    return out
-
-
-def sse_body(n_content: int) -> bytes:
-    """The whole SSE byte stream of /sse (without HTTP chunked framing)."""
-    return b"".join(sse_events(n_content))
+# The SSE payload builders are the package's instant server's (one definition).
+from benchmaker.testing.instant_server import sse_body, sse_events  # noqa: E402
 
 
 def split_even(data: bytes, parts: int) -> list[bytes]:

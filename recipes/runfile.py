@@ -73,6 +73,13 @@ class RunFile(BenchConfig):
             raise ValueError("give exactly one of `workload` or `mix`")
         if self.grader is not None and self.mix is not None:
             raise ValueError("`grader` goes with `workload`; with `mix`, put it on each lane")
+        pairs = [(self.load, self.workload)] if self.workload is not None else [
+            (lane.rate, lane.workload) for lane in self.mix.lanes]
+        for load, wl in pairs:
+            # multi-turn sessions advance per closed-loop worker: one worker per session slot
+            if getattr(wl, "type", None) == "trajectory-replay" and load.replace(" ", "") != f"closed:{wl.concurrency}":
+                raise ValueError(f"a trajectory-replay workload runs on closed:{wl.concurrency} "
+                                 f"(its concurrency; got load {load!r})")
         return self
 
     def lanes(self, base_dir: Path | None) -> list[Lane]:

@@ -33,6 +33,7 @@ from workloads.openai_chat import OpenAIChatWorkload
 from workloads.openai_completions import OpenAICompletionsWorkload
 from workloads.trace_replay import TraceReplayWorkload
 from workloads.trace_synth import TraceSynthDataset, TraceSynthWorkload
+from workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
 from workloads.sandbox import SandboxWorkload
 from workloads.sglang import SGLangWorkload, read_input_ids
 
@@ -206,9 +207,31 @@ class TraceSynthSpec(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
+class TrajectoryReplaySpec(_Strict):
+    """`{type: trajectory-replay, url, model, path, concurrency, sessions, active_sessions,
+    think, seed, ...}`: prefix-cache replay of conversations (workloads/trajectory_replay.py).
+    Its lane must run `closed:<concurrency>` (checked by the run file)."""
+
+    type: Literal["trajectory-replay"]
+    url: str
+    model: str
+    path: Path
+    concurrency: int = Field(ge=1)
+    sessions: Literal["contiguous", "interleaved"] = "contiguous"
+    active_sessions: int | None = Field(default=None, ge=1)
+    think: str | None = None
+    seed: int = 0
+    tokenizer: Path | None = None
+    stream: bool = True
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
+    api_key: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
 WorkloadSpec = Annotated[
     HttpSpec | TraceReplaySpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec | SGLangSpec
-    | TraceSynthSpec,
+    | TraceSynthSpec | TrajectoryReplaySpec,
     Field(discriminator="type"),
 ]
 
@@ -253,6 +276,17 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
                              options=spec.options, timeout_s=spec.timeout_s)
     if isinstance(spec, SGLangSpec):
         return _build_sglang(spec, base_dir)
+    if isinstance(spec, TrajectoryReplaySpec):
+        def resolve(p: Path) -> Path:
+            return p if p.is_absolute() or base_dir is None else base_dir / p
+
+        return TrajectoryReplayWorkload(
+            spec.url, spec.model, read_conversations(resolve(spec.path)), concurrency=spec.concurrency,
+            sessions=spec.sessions, active_sessions=spec.active_sessions, think=parse_think(spec.think),
+            seed=spec.seed, tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None, stream=spec.stream,
+            max_tokens=spec.max_tokens, temperature=spec.temperature, api_key=spec.api_key or None,
+            headers=spec.headers,
+        )
     if isinstance(spec, TraceSynthSpec):
         path = spec.path if spec.path.is_absolute() or base_dir is None else base_dir / spec.path
         return TraceSynthWorkload(spec.url, spec.model, TraceSynthDataset(path, order=spec.order, seed=spec.seed),

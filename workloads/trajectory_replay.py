@@ -65,6 +65,20 @@ from workloads.tokens import TokenCounter, messages_text
 __all__ = ["Conversation", "ThinkTime", "TrajectoryReplayWorkload", "parse_think", "read_conversations"]
 
 
+def _cached_vs_expected(meta: dict[str, Any], cached: int | None) -> float | None:
+    expected = meta.get("expected_cached_tokens")
+    return cached / expected if cached is not None and expected else None
+
+
+class _PrefixCacheParser(OpenAIChatParser):
+    """The chat parser plus `cached_vs_expected` in sample.meta at finish."""
+
+    def finish(self, sample: Sample) -> None:
+        super().finish(sample)
+        if sample.meta is not None:
+            sample.meta["cached_vs_expected"] = _cached_vs_expected(sample.meta, sample.cached_tokens)
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """One recorded conversation: `id` (row `id` or `row<N>`), its 1-based `row`, its
@@ -325,17 +339,17 @@ class TrajectoryReplayWorkload:
         return RequestSpec("POST", self.url, dict(self._headers), body, self.stream, meta)
 
     def parser(self, spec: RequestSpec) -> OpenAIChatParser:
-        """A fresh chat parser for the response to `spec`."""
-        return OpenAIChatParser(stream=spec.stream)
+        """A fresh chat parser for the response to `spec`; at finish it adds
+        `cached_vs_expected` to the sample's meta (the runner copied the request's meta
+        there), so the figure exists without the `copy_meta` hook too (YAML runs)."""
+        return _PrefixCacheParser(stream=spec.stream)
 
     def copy_meta(self, spec: RequestSpec, sample: Sample, text: str) -> None:
         """Post-response hook: put the request's meta on the sample, with
         `cached_vs_expected` = server cached_tokens / expected_cached_tokens (None when
         either is unknown or expected is 0)."""
         meta = dict(spec.meta)
-        expected = meta.get("expected_cached_tokens")
-        cached = sample.cached_tokens
-        meta["cached_vs_expected"] = cached / expected if cached is not None and expected else None
+        meta["cached_vs_expected"] = _cached_vs_expected(meta, sample.cached_tokens)
         sample.meta = {**(sample.meta or {}), **meta}
 
     def describe(self) -> dict[str, Any]:

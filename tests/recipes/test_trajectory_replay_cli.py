@@ -62,3 +62,29 @@ def test_bad_think_spec_is_one_line_and_exit_2(tmp_path, capsys):
                  "--model", "m", "--think", "gauss:1s", "--out-dir", str(tmp_path)])
     assert code == 2
     assert "think time 'gauss:1s'" in capsys.readouterr().err
+
+
+def test_yaml_run_file_replays_sessions_with_cache_meta(server, tmp_path, capsys):
+    data = tmp_path / "convs.jsonl"
+    data.write_bytes(b"\n".join(orjson.dumps({"id": t, "messages": conv(t, 3)}) for t in "xyz") + b"\n")
+    cfg = tmp_path / "replay.yaml"
+    cfg.write_text(
+        "load: closed:2\nduration_s: 30s\nout_dir: runs\n"  # ends when every session ended
+        f"workload: {{type: trajectory-replay, url: '{server}/v1/chat/completions', model: m, path: convs.jsonl,\n"
+        "           concurrency: 2, sessions: interleaved, active_sessions: 3, think: 'const:1ms'}\n"
+    )
+    assert main(["run", str(cfg), "--out-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
+    (bundle,) = list((tmp_path / "runs").iterdir())
+    # the same 9 turns and figures as the CLI recipe (see the test above), without its hook
+    assert cache_report(bundle / "samples.jsonl") == {
+        "samples": 9, "reported": 9, "expected_cached_tokens": 39, "cached_tokens": 27, "ratio": 27 / 39}
+    rows = [orjson.loads(x) for x in (bundle / "samples.jsonl").read_bytes().splitlines()]
+    assert sorted(r["meta"]["cached_vs_expected"] for r in rows if r["meta"]["turn"] == 2) == [0.3] * 3  # 3 / 10
+
+
+def test_yaml_trajectory_replay_needs_its_closed_loop(tmp_path, capsys):
+    cfg = tmp_path / "replay.yaml"
+    cfg.write_text("load: poisson:5\nduration_s: 1s\n"
+                   "workload: {type: trajectory-replay, url: http://127.0.0.1:9, model: m, path: c.jsonl, concurrency: 2}\n")
+    assert main(["run", str(cfg)]) == 2
+    assert "a trajectory-replay workload runs on closed:2 (its concurrency; got load 'poisson:5')" in capsys.readouterr().err

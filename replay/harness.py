@@ -547,13 +547,14 @@ async def run_episodes(
     stream: bool = True,
     send_status_fields: bool = True,
     command: list[str] | None = None,
+    episode_prefix: str | None = None,
 ) -> RunEpisodesResult:
     """Run one episode per trajectory with `concurrency` asyncio workers (worker k
     takes the next trajectory when free) and one shared aiohttp connection pool
     without a connection cap. Each finished episode is appended to
     `out_dir/episodes.jsonl` and its turns to `out_dir/turns.jsonl` as it finishes;
     `out_dir/concurrency.json` gets the ConcurrencyProof. Episode ids are
-    `<sweep_point or run_id>-<index>`. `tasks` maps task id → TaskSpec.
+    `<episode_prefix or sweep_point or run_id>-<index>`. `tasks` maps task id → TaskSpec.
     Raises ValueError when concurrency < 1."""
     if concurrency < 1:
         raise ValueError(f"concurrency: expected >= 1 (got {concurrency})")
@@ -568,7 +569,7 @@ async def run_episodes(
         out_dir.mkdir(parents=True, exist_ok=True)
         ep_f = open(out_dir / "episodes.jsonl", "w", encoding="utf-8")
         turn_f = open(out_dir / "turns.jsonl", "w", encoding="utf-8")
-    prefix = sweep_point or run_id
+    prefix = episode_prefix or sweep_point or run_id
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
     async def worker(k: int) -> None:

@@ -62,6 +62,7 @@ __all__ = [
     "engine_point_name",
     "episode_plan",
     "point_dir",
+    "play_episodes",
     "point_name",
     "read_sweep_points",
     "reset_point_dir",
@@ -334,23 +335,54 @@ async def run_point(
         raise ValueError(f"concurrency: expected >= 1 (got {concurrency})")
     sp = point_name(concurrency)
     pdir = reset_point_dir(point_dir(run_dir, sp))
-    t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
-    common: dict[str, Any] = dict(mode=mode, run_id=run_id, sweep_point=sp, sandbox_factory=sandbox_factory,
-                                  tasks=tasks, t0_ns=t0, api_key=api_key, command=command)
-    if duration_s is None:
-        plan = episode_plan(trajectories, concurrency, episodes)
-        await run_episodes(plan, base_url, concurrency, out_dir=pdir, **common)
-        target = len(plan)
-    else:
-        if not trajectories:
-            raise ValueError("trajectories: expected at least one trajectory (got none)")
-        await _run_for_duration(list(trajectories), base_url, concurrency, duration_s, pdir, **common)
-        target = None
+    plan = None if duration_s is not None else episode_plan(trajectories, concurrency, episodes)
+    await play_episodes(plan if plan is not None else trajectories, base_url, pdir, run_id=run_id, sweep_point=sp,
+                        concurrency=concurrency, duration_s=duration_s, mode=mode,
+                        sandbox_factory=sandbox_factory, tasks=tasks, command=command, api_key=api_key,
+                        t0_ns=t0_ns)
+    target = None if plan is None else len(plan)
     turns_to_samples(pdir / "turns.jsonl", pdir / "samples.jsonl")
     row = summarize_point(pdir, sweep_point=sp, concurrency=concurrency, episodes_target=target,
                           duration_s=duration_s)
     write_point_summary(pdir, row)
     return row
+
+
+async def play_episodes(
+    trajectories: Sequence[Trajectory],
+    base_url: str,
+    out_dir: Path,
+    *,
+    run_id: str,
+    sweep_point: str,
+    concurrency: int,
+    duration_s: float | None = None,
+    mode: str = "recorded",
+    sandbox_factory: SandboxFactory | None = None,
+    tasks: dict[str, TaskSpec] | None = None,
+    command: list[str] | None = None,
+    api_key: str | None = None,
+    t0_ns: int | None = None,
+    episode_prefix: str | None = None,
+) -> None:
+    """Play episodes with `concurrency` in flight into `out_dir` (episodes.jsonl,
+    turns.jsonl, concurrency.json): without `duration_s`, one episode per item of
+    `trajectories` (an episode plan) through replay.harness.run_episodes; with it,
+    workers that keep starting episodes (cycling through `trajectories`) until
+    `duration_s` s after the call, each started episode running to its end. Episode
+    ids are `<episode_prefix or sweep_point>-<index>`; stamps are perf_counter_ns
+    minus `t0_ns` (default: now). Raises ValueError for no trajectories."""
+    if not trajectories:
+        raise ValueError("trajectories: expected at least one trajectory (got none)")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
+    common: dict[str, Any] = dict(mode=mode, run_id=run_id, sweep_point=sweep_point,
+                                  sandbox_factory=sandbox_factory, tasks=tasks, t0_ns=t0, api_key=api_key,
+                                  command=command, episode_prefix=episode_prefix)
+    if duration_s is None:
+        await run_episodes(list(trajectories), base_url, concurrency, out_dir=out_dir, **common)
+    else:
+        await _run_for_duration(list(trajectories), base_url, concurrency, duration_s, out_dir, **common)
 
 
 def turns_to_samples(turns_path: Path, samples_path: Path) -> int:
@@ -382,9 +414,11 @@ async def _run_for_duration(
     trajectories: list[Trajectory], base_url: str, concurrency: int, duration_s: float, out_dir: Path, *,
     mode: str, run_id: str, sweep_point: str, sandbox_factory: SandboxFactory | None,
     tasks: dict[str, TaskSpec] | None, t0_ns: int, api_key: str | None, command: list[str] | None,
+    episode_prefix: str | None = None,
 ) -> None:
     """`concurrency` workers start episodes until `duration_s` after the call, writing
-    the same files as run_episodes (episode ids `<sweep_point>-<index>`)."""
+    the same files as run_episodes (episode ids `<episode_prefix or sweep_point>-<index>`)."""
+    prefix = episode_prefix or sweep_point
     import aiohttp
 
     tasks = tasks or {}
@@ -404,7 +438,7 @@ async def _run_for_duration(
             res = await run_episode(
                 traj, base_url, mode=mode, sandbox=sandbox_factory, task=tasks.get(tid) if tid else None,
                 run_id=run_id, sweep_point=sweep_point, concurrency=concurrency,
-                episode_id=f"{sweep_point}-{i}", worker=k, t0_ns=t0_ns, client=client, api_key=api_key,
+                episode_id=f"{prefix}-{i}", worker=k, t0_ns=t0_ns, client=client, api_key=api_key,
                 command=command,
             )
             intervals.append((res.episode.started_ns, res.episode.ended_ns))

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,8 @@ from prefect.cache_policies import NO_CACHE
 from benchmaker.bundle import write_json_atomic
 from benchmaker.config import BenchConfig
 from benchmaker.runner import BenchRunner
+from benchmaker.shared_start import (LATE_START_LIMIT_MS, MIN_START_LEAD_S, ShardLate, check_lead,
+                                     measure_clock_offset, start_at_ns_from_wall)
 from benchmaker.workers import merge_shards
 from replay.sweep import engine_point_row, point_dir, write_point_summary
 from workloads.datasets import SyntheticDataset
@@ -60,19 +60,6 @@ __all__ = [
     "shard_staging_dir",
     "start_at_ns_from_wall",
 ]
-
-# A shard refuses to start when less than this is left before the shared start: the
-# runner still has to build its manifest and open its transport (~0.1-0.5 s here).
-MIN_START_LEAD_S = 1.0
-# A shard whose t0 (by its own wall clock) is later than the shared start by more than
-# this makes the point's verdict invalid (its open-loop arrivals would have bunched).
-LATE_START_LIMIT_MS = 50.0
-
-
-class ShardLate(RuntimeError):
-    """The shard began after (or too close to) the shared start time; raise the
-    sweep's `start_lead_s` (work-pool pickup + process start must fit in it)."""
-
 
 @dataclass(frozen=True)
 class ShardPoint:
@@ -115,33 +102,6 @@ def shard_staging_dir(run_dir: Path, sweep_point: str) -> Path:
     return point_dir(Path(run_dir), sweep_point) / "_shards"
 
 
-def start_at_ns_from_wall(start_wall_ns: int) -> int:
-    """The shared start `start_wall_ns` (ns since the epoch, this host's wall clock) on
-    this host's perf_counter_ns (CLOCK_MONOTONIC) clock."""
-    return time.perf_counter_ns() + (start_wall_ns - time.time_ns())
-
-
-def measure_clock_offset(directory: Path) -> dict[str, Any]:
-    """This host's wall clock against the clock of the storage holding `directory`:
-    writes a probe file and compares the mtime the storage stamped (the file server's
-    clock on NFS; this kernel's coarse clock, one tick <= 4 ms, on a local disk) with
-    the local wall clock around the write. Returns {"reference": "storage mtime",
-    "wall_offset_ns": local midpoint - mtime (positive: this host is ahead),
-    "bracket_ns": the write's duration (the measure's uncertainty, plus one tick),
-    "hostname"}. Raises OSError when the directory is not writable."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    probe = directory / f".clock-{socket.gethostname()}-{os.getpid()}"
-    before = time.time_ns()
-    with open(probe, "wb") as fh:
-        fh.write(b"x")
-    after = time.time_ns()
-    mtime = probe.stat().st_mtime_ns
-    probe.unlink()
-    return {"reference": "storage mtime", "wall_offset_ns": (before + after) // 2 - mtime,
-            "bracket_ns": after - before, "hostname": socket.gethostname()}
-
-
 def _config(p: ShardPoint, shards: int) -> BenchConfig:
     return BenchConfig(
         load=p.load, duration_s=p.duration_s, max_requests=p.max_requests, run_id=p.run_id,
@@ -174,10 +134,7 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     staging = Path(config.out_dir) / p.run_id
     clock = measure_clock_offset(staging)
     start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
-    left_s = (start_at_ns - time.perf_counter_ns()) / 1e9
-    if left_s < MIN_START_LEAD_S:
-        raise ShardLate(f"shard {p.worker}/{p.shards} of {p.sweep_point}: {left_s:.2f} s left before the shared "
-                        f"start (need >= {MIN_START_LEAD_S:g} s); raise start_lead_s")
+    check_lead(start_at_ns, f"shard {p.worker}/{p.shards} of {p.sweep_point}")
     runner = BenchRunner(config, start_at_ns=start_at_ns, **runner_kwargs)
     result = await runner.run()
     checks = dict(result.summary["self_checks"])

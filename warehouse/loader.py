@@ -22,8 +22,8 @@ looked up both in the run directory and in every `points/<sweep_point>/` below i
     manifest.json                      -> runs (one row)
     summary.json                       -> runs.summary
     samples.jsonl, samples-w<k>.jsonl  -> requests (shard = k, 0 without -w<k>)
-    episodes*.jsonl                    -> episodes
-    turns*.jsonl                       -> turns
+    episodes*.jsonl                    -> episodes (shard from the line; 0 without)
+    turns*.jsonl                       -> turns (shard from the line; 0 without)
     grades*.jsonl                      -> grades
     sweep_points*.jsonl                -> sweep_points (from_file = true); points seen in
                                           requests/episodes but not listed are added with
@@ -79,51 +79,36 @@ _POINT_FROM_FILE = r"nullif(regexp_extract(filename, '/points/([^/]+)/[^/]+$', 1
 @dataclass(frozen=True, slots=True)
 class _JsonlTable:
     """A table filled from JSONL files: `pattern` is the file glob, `derived` maps a table
-    column to the SQL expression that fills it instead of a JSON key, `run_id_in_file`
-    says whether each line must carry the manifest's run_id."""
+    column to the SQL expression that fills it instead of a JSON key, `defaults` a column
+    read from the file to the SQL expression used where it is null, `run_id_in_file` says
+    whether each line must carry the manifest's run_id."""
 
     table: str
     pattern: str
     derived: dict[str, str]
+    defaults: dict[str, str]
     run_id_in_file: bool
 
+
+_POINT_DEFAULT = {"sweep_point": _POINT_FROM_FILE}
+# episodes/turns lines carry `shard` only in a distributed run (replay.shard)
+_SHARD_DEFAULT = {**_POINT_DEFAULT, "shard": "0"}
 
 _JSONL_TABLES = (
     _JsonlTable(
         "requests",
         "samples*.jsonl",
-        {
-            "sweep_point": f"coalesce(sweep_point, {_POINT_FROM_FILE})",
-            "shard": "coalesce(TRY_CAST(nullif(regexp_extract(filename, "
-            r"'samples-w(\d+)\.jsonl$', 1), '') AS INTEGER), 0)",
-        },
+        {"shard": "coalesce(TRY_CAST(nullif(regexp_extract(filename, "
+                  r"'samples-w(\d+)\.jsonl$', 1), '') AS INTEGER), 0)"},
+        _POINT_DEFAULT,
         True,
     ),
-    _JsonlTable(
-        "episodes", "episodes*.jsonl", {"sweep_point": f"coalesce(sweep_point, {_POINT_FROM_FILE})"}, True
-    ),
-    _JsonlTable(
-        "turns", "turns*.jsonl", {"sweep_point": f"coalesce(sweep_point, {_POINT_FROM_FILE})"}, True
-    ),
-    _JsonlTable(
-        "grades", "grades*.jsonl", {"sweep_point": f"coalesce(sweep_point, {_POINT_FROM_FILE})"}, True
-    ),
-    _JsonlTable(
-        "sweep_points",
-        "sweep_points*.jsonl",
-        {
-            "run_id": "$run_id",
-            "sweep_point": f"coalesce(sweep_point, {_POINT_FROM_FILE})",
-            "from_file": "true",
-        },
-        False,
-    ),
-    _JsonlTable(
-        "monitor_samples",
-        "monitor*.jsonl",
-        {"run_id": "$run_id", "sweep_point": f"coalesce(sweep_point, {_POINT_FROM_FILE})"},
-        False,
-    ),
+    _JsonlTable("episodes", "episodes*.jsonl", {}, _SHARD_DEFAULT, True),
+    _JsonlTable("turns", "turns*.jsonl", {}, _SHARD_DEFAULT, True),
+    _JsonlTable("grades", "grades*.jsonl", {}, _POINT_DEFAULT, True),
+    _JsonlTable("sweep_points", "sweep_points*.jsonl", {"run_id": "$run_id", "from_file": "true"}, _POINT_DEFAULT,
+                False),
+    _JsonlTable("monitor_samples", "monitor*.jsonl", {"run_id": "$run_id"}, _POINT_DEFAULT, False),
 )
 
 
@@ -292,10 +277,14 @@ def _insert_jsonl(
     if spec.table == "requests":
         read_cols = dict(SAMPLE_COLUMNS)
     else:
-        read_cols = {c: t for c, t in table_cols.items() if c not in spec.derived or c == "sweep_point"}
-    select = ", ".join(
-        f"{spec.derived[c]} AS {c}" if c in spec.derived else c for c in table_cols
-    )
+        read_cols = {c: t for c, t in table_cols.items() if c not in spec.derived}
+
+    def column(c: str) -> str:
+        if c in spec.derived:
+            return f"{spec.derived[c]} AS {c}"
+        return f"coalesce({c}, {spec.defaults[c]}) AS {c}" if c in spec.defaults else c
+
+    select = ", ".join(column(c) for c in table_cols)
     sql = (
         f"INSERT INTO {spec.table} ({', '.join(table_cols)}) SELECT {select} FROM read_json("
         "$files, format='newline_delimited', columns=$columns, filename=true, "

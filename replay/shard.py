@@ -1,0 +1,290 @@
+"""One shard of a distributed agent-replay sweep point, and the merge of a point's
+shards (issue #8 item 2; DESIGN §5, §9). Plain functions; the Prefect flows in
+flows/swebench_replay_distributed.py are thin shells over them.
+
+A point at concurrency C on N load hosts runs min(C, N) shards. Shard k owns the
+episode slots s < C with s mod N == k (`shard_concurrency`: C // N, plus one for
+k < C mod N) and, for a fixed number of episodes, the episodes of the point's one plan
+(replay.sweep.episode_plan) whose slot (index mod C) it owns (`shard_plan`), so the
+first C episodes start together across the shards. Each shard starts its OWN replay
+server on its host (loopback; the mocked model never crosses the network and scales
+with the hosts), waits for the shared start, plays its episodes, and leaves in
+`<run_dir>/points/<point>/_shards/w<k>/`:
+
+    episodes.jsonl, turns.jsonl, concurrency.json   replay.sweep.play_episodes
+    server_stats.json                               its replay server's /stats
+    shard.json                                      its report (shard_report)
+
+    report = await run_replay_shard(ReplayShardPoint(...worker=k, shards=N...), trajs)
+    row = merge_replay_point(run_dir, "c8", concurrency=8, exit_codes=[0, 0])
+
+`merge_replay_point` writes the point's files as a single-process point has them
+(episodes.jsonl and turns.jsonl with `shard` on every line, samples-w<k>.jsonl per
+shard, server_stats.json summed over the shards, concurrency.json over all episodes)
+plus shards.json, and returns the row of replay.sweep.summarize_point.
+
+Time: each shard stamps its episodes on its own monotonic clock, relative to the
+shared start (`t0_ns` = the start instant on that clock), so every duration (E2E,
+TTFT, model and tool time, episode duration) comes from one host. Only the
+cross-shard figures (achieved concurrency, the concurrency proof) line up stamps of
+two hosts; they are exact on one host and off by the hosts' clock offsets otherwise
+(each shard's `clock.wall_offset_ns` is in shards.json).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmaker.bundle import write_json_atomic
+from benchmaker.shared_start import (LATE_START_LIMIT_MS, check_lead, measure_clock_offset, sleep_until,
+                                     start_at_ns_from_wall)
+from replay import process as _process
+from replay.harness import SandboxFactory, concurrency_proof
+from replay.sweep import (episode_plan, play_episodes, point_dir, point_name, summarize_point, turns_to_samples,
+                          write_point_summary)
+from replay.trajectory import Trajectory
+from replay.verifier import TaskSpec
+
+__all__ = [
+    "ReplayShardPoint",
+    "merge_replay_point",
+    "merge_server_stats",
+    "run_replay_shard",
+    "shard_concurrency",
+    "shard_dir",
+    "shard_plan",
+    "shards_for",
+]
+
+
+@dataclass(frozen=True)
+class ReplayShardPoint:
+    """What one shard of one agent-replay sweep point needs (all JSON-able: it is a
+    flow/task parameter). `trajectories`, `run_dir` and `task_dirs` must be the same
+    absolute paths on every host. `concurrency` and `episodes` are the WHOLE point's
+    (episodes None: the default plan, replay.sweep.episode_plan); `shards` the number
+    of shards of this point (shards_for)."""
+
+    trajectories: str
+    run_dir: str
+    run_id: str
+    concurrency: int
+    worker: int
+    shards: int
+    start_wall_ns: int
+    episodes: int | None = None
+    duration_s: float | None = None
+    mode: str = "recorded"
+    sandbox: str = "local"
+    sandbox_url: str | None = None
+    sandbox_image: str | None = None
+    task_dirs: tuple[str, ...] = ()
+    command: tuple[str, ...] | None = None
+    latency: str = "instant"
+    divergence: str = "off"
+
+    @property
+    def sweep_point(self) -> str:
+        """The point's label, "c<concurrency>"."""
+        return point_name(self.concurrency)
+
+    def as_params(self) -> dict[str, Any]:
+        """The fields as a dict (flow-run parameters)."""
+        return asdict(self)
+
+
+def shards_for(concurrency: int, shards: int) -> int:
+    """How many shards a point at `concurrency` runs on `shards` hosts: min of the two
+    (a shard owns at least one episode slot)."""
+    return max(1, min(concurrency, shards))
+
+
+def shard_concurrency(concurrency: int, shards: int, worker: int) -> int:
+    """Episodes in flight on shard `worker` of `shards`: the slots s < `concurrency`
+    with s mod shards == worker, i.e. concurrency // shards, plus one when
+    worker < concurrency mod shards. The shards' figures sum to `concurrency`."""
+    return concurrency // shards + (1 if worker < concurrency % shards else 0)
+
+
+def shard_plan(plan: Sequence[Trajectory], concurrency: int, shards: int, worker: int) -> list[Trajectory]:
+    """The episodes of the point's `plan` that shard `worker` of `shards` plays: those
+    whose slot (index mod `concurrency`) the shard owns (shard_concurrency), in plan
+    order. The shards' plans partition `plan`."""
+    return [t for i, t in enumerate(plan) if (i % concurrency) % shards == worker]
+
+
+def shard_dir(run_dir: Path, sweep_point: str, worker: int) -> Path:
+    """`<run_dir>/points/<sweep_point>/_shards/w<worker>`: where shard `worker` leaves
+    its files (removed by merge_replay_point)."""
+    return point_dir(Path(run_dir), sweep_point) / "_shards" / f"w{worker}"
+
+
+async def run_replay_shard(
+    p: ReplayShardPoint,
+    trajectories: Sequence[Trajectory],
+    *,
+    sandbox_factory: SandboxFactory | None = None,
+    tasks: dict[str, TaskSpec] | None = None,
+    api_key: str | None = None,
+) -> dict[str, Any]:
+    """Run shard `p.worker` of `p.shards` of one sweep point on this host (module
+    docstring): start a replay server over `p.trajectories` (`p.latency`,
+    `p.divergence`), wait for `p.start_wall_ns`, play the shard's episodes
+    (`trajectories`: the file's trajectories, in order) with its share of the
+    concurrency, then write its files into shard_dir and stop the server.
+
+    Returns the shard's report (also written to shard.json): {"worker", "shards",
+    "concurrency" (this shard's), "episodes_planned" (None for a duration), "hostname",
+    "pid", "clock" (benchmaker.shared_start.measure_clock_offset), "start_wall_ns",
+    "start_late_ns" (t0 by this host's wall clock minus the shared start),
+    "wake_late_ns" (the wake-up's lateness on the monotonic clock), "server_pid"}.
+
+    Raises ValueError when not 0 <= worker < shards <= concurrency; ShardLate when
+    less than MIN_START_LEAD_S is left before the shared start, or the replay server
+    was not up by then (nothing is sent, no file is written); ReplayServerError when
+    the server does not start. Episode failures are episodes, never exceptions."""
+    if not 0 <= p.worker < p.shards <= p.concurrency:
+        raise ValueError(f"worker: expected 0 <= worker < shards <= concurrency={p.concurrency} "
+                         f"(got worker {p.worker}, shards {p.shards})")
+    what = f"shard {p.worker}/{p.shards} of {p.sweep_point}"
+    start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
+    check_lead(start_at_ns, what)
+    conc = shard_concurrency(p.concurrency, p.shards, p.worker)
+    plan = None
+    if p.duration_s is None:
+        plan = shard_plan(episode_plan(trajectories, p.concurrency, p.episodes), p.concurrency, p.shards, p.worker)
+    out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker)
+    clock = measure_clock_offset(out.parent)
+    server = await asyncio.to_thread(_process.start_replay_server, Path(p.trajectories), latency=p.latency,
+                                     divergence=p.divergence)
+    try:
+        check_lead(start_at_ns, f"{what} (after its replay server started)", min_lead_s=0.0)
+        if out.exists():
+            shutil.rmtree(out)
+        wake_late_ns = await sleep_until(start_at_ns)
+        t0_wall_ns = time.time_ns()
+        if plan == []:  # fewer episodes than slots: this shard's slots got none
+            out.mkdir(parents=True)
+            (out / "episodes.jsonl").touch()
+            (out / "turns.jsonl").touch()
+        else:
+            await play_episodes(plan if plan is not None else trajectories, server.url, out, run_id=p.run_id,
+                                sweep_point=p.sweep_point, concurrency=conc, duration_s=p.duration_s, mode=p.mode,
+                                sandbox_factory=sandbox_factory, tasks=tasks,
+                                command=list(p.command) if p.command else None, api_key=api_key,
+                                t0_ns=start_at_ns, episode_prefix=f"{p.sweep_point}-w{p.worker}")
+        write_json_atomic(out / "server_stats.json", await asyncio.to_thread(server.stats))
+    finally:
+        await asyncio.to_thread(server.stop)
+    report = {"worker": p.worker, "shards": p.shards, "concurrency": conc,
+              "episodes_planned": None if plan is None else len(plan), "hostname": socket.gethostname(),
+              "pid": os.getpid(), "clock": clock, "start_wall_ns": p.start_wall_ns,
+              "start_late_ns": t0_wall_ns - p.start_wall_ns, "wake_late_ns": wake_late_ns,
+              "server_pid": server.pid}
+    write_json_atomic(out / "shard.json", report)
+    return report
+
+
+def merge_server_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One replay-server /stats dict (replay.server ReplayStats.snapshot) for several
+    servers: integer counters summed (nested dicts, e.g. misses, divergences and the
+    per-trajectory counts, key by key), `uptime_s` the max, `recent_unknown_keys` the
+    last 20 of all; plus "servers": the number merged."""
+
+    def add(a: Any, b: Any, key: str) -> Any:
+        if isinstance(a, dict) and isinstance(b, dict):
+            return {k: add(a[k], b[k], k) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
+        if isinstance(a, list) and isinstance(b, list):
+            return (a + b)[-20:]
+        if key == "uptime_s":
+            return max(a, b)
+        return a + b
+
+    merged: dict[str, Any] = {}
+    for s in stats:
+        merged = add(merged, s, "") if merged else dict(s)
+    merged["servers"] = len(stats)
+    return merged
+
+
+def _append_with_shard(src: Path, dst: Any, worker: int) -> list[dict[str, Any]]:
+    rows = []
+    if src.is_file():
+        for line in src.read_bytes().splitlines():
+            if line.strip():
+                row = orjson.loads(line)
+                row["shard"] = worker
+                dst.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+                rows.append(row)
+    return rows
+
+
+def merge_replay_point(
+    run_dir: Path,
+    sweep_point: str,
+    *,
+    concurrency: int,
+    exit_codes: Sequence[int | None],
+    shard_info: Sequence[dict[str, Any]] | None = None,
+    episodes_target: int | None = None,
+    duration_s: float | None = None,
+) -> dict[str, Any]:
+    """Merge the `len(exit_codes)` shards of the point `sweep_point` (target
+    `concurrency`) under `run_dir` into the point's files (module docstring) and
+    return its summary row (replay.sweep.summarize_point, plus `shards`).
+
+    Exit code 0 = the shard's run completed; anything else (None: it did not finish
+    in time), or a missing shard.json, is a verdict reason "shard k failed (exit code
+    C)", and whatever episodes it wrote still count. A shard that started more than
+    LATE_START_LIMIT_MS after the shared start is a reason too. shards.json keeps every
+    shard's report with its exit code and `shard_info` (flow run ids, states)."""
+    pdir = point_dir(Path(run_dir), sweep_point)
+    n = len(exit_codes)
+    reasons: list[str] = []
+    reports: list[dict[str, Any]] = []
+    stats: list[dict[str, Any]] = []
+    intervals: list[tuple[int, int]] = []
+    info = list(shard_info or [{} for _ in range(n)])
+    with open(pdir / "episodes.jsonl", "wb") as ep_f, open(pdir / "turns.jsonl", "wb") as turn_f:
+        for k in range(n):
+            sdir = shard_dir(Path(run_dir), sweep_point, k)
+            eps = _append_with_shard(sdir / "episodes.jsonl", ep_f, k)
+            intervals += [(e["started_ns"], e["ended_ns"]) for e in eps]
+            _append_with_shard(sdir / "turns.jsonl", turn_f, k)
+            if (sdir / "turns.jsonl").is_file():
+                turns_to_samples(sdir / "turns.jsonl", pdir / f"samples-w{k}.jsonl")
+            if (sdir / "server_stats.json").is_file():
+                stats.append(orjson.loads((sdir / "server_stats.json").read_bytes()))
+            report = orjson.loads((sdir / "shard.json").read_bytes()) if (sdir / "shard.json").is_file() else None
+            code = exit_codes[k]
+            if code != 0 or report is None:
+                reasons.append(f"shard {k} failed (exit code {code})")
+            elif report["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS:
+                reasons.append(f"shard {k} started {report['start_late_ns'] / 1e6:.1f} ms after the shared start "
+                               f"(limit {LATE_START_LIMIT_MS:g} ms)")
+            reports.append({**(report or {"worker": k}), "exit_code": code, **(info[k] if k < len(info) else {})})
+    if stats:
+        write_json_atomic(pdir / "server_stats.json", merge_server_stats(stats))
+    proof = concurrency_proof(intervals, concurrency)
+    write_json_atomic(pdir / "concurrency.json", proof.to_dict())
+    write_json_atomic(pdir / "shards.json", reports)
+    shutil.rmtree(pdir / "_shards", ignore_errors=True)
+    row = summarize_point(pdir, sweep_point=sweep_point, concurrency=concurrency, episodes_target=episodes_target,
+                          duration_s=duration_s)
+    if reasons:
+        row["valid"] = False
+        row["invalid_reason"] = "; ".join(([row["invalid_reason"]] if row["invalid_reason"] else []) + reasons)
+    row["shards"] = n
+    write_point_summary(pdir, row)
+    return row
+

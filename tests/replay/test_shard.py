@@ -1,0 +1,116 @@
+"""replay.shard: the split of a point's episode slots and plan, two shards (each with its
+own replay server) merged into one point with a shard id on every row, a failed
+shard, a late shard, and the merge of the servers' stats."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from benchmaker.shared_start import ShardLate
+from replay.convert import convert_paths, read_trajectories
+from replay.shard import (ReplayShardPoint, merge_replay_point, merge_server_stats, run_replay_shard,
+                          shard_concurrency, shard_plan, shards_for)
+from replay.sweep import point_dir, reset_point_dir, write_run_manifest, write_sweep_points
+from warehouse.loader import load_run
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"  # one trajectory of 4 turns
+
+
+@pytest.fixture
+def traj(tmp_path: Path) -> Path:
+    path = tmp_path / "trajectories.jsonl"
+    convert_paths([EXAMPLE], path)
+    return path
+
+
+def _points(traj: Path, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[ReplayShardPoint]:
+    return [ReplayShardPoint(trajectories=str(traj), run_dir=str(run_dir), run_id="rid", concurrency=4, worker=k,
+                             shards=n, start_wall_ns=start_wall_ns, **kw) for k in range(n)]
+
+
+def test_slots_and_plan_are_split_without_overlap() -> None:
+    assert [shard_concurrency(5, 2, k) for k in (0, 1)] == [3, 2]
+    assert [shard_concurrency(8, 3, k) for k in (0, 1, 2)] == [3, 3, 2]
+    assert (shards_for(1, 2), shards_for(4, 2), shards_for(3, 8)) == (1, 2, 3)
+    plan = list(range(7))  # slots of 5: 0 1 2 3 4 0 1; shard 0 owns slots 0, 2, 4
+    assert shard_plan(plan, 5, 2, 0) == [0, 2, 4, 5]
+    assert shard_plan(plan, 5, 2, 1) == [1, 3, 6]
+
+
+def test_server_stats_of_two_servers_add_up() -> None:
+    a = {"requests": 3, "misses": {"unknown_key": 1, "total": 1}, "uptime_s": 2.0, "recent_unknown_keys": ["k1"],
+         "trajectories": {"t": {"served": 2}}}
+    b = {"requests": 5, "misses": {"unknown_key": 0, "total": 0}, "uptime_s": 3.5, "recent_unknown_keys": ["k2"],
+         "trajectories": {"t": {"served": 4}, "u": {"served": 1}}}
+    assert merge_server_stats([a, b]) == {
+        "requests": 8, "misses": {"unknown_key": 1, "total": 1}, "uptime_s": 3.5,
+        "recent_unknown_keys": ["k1", "k2"], "trajectories": {"t": {"served": 6}, "u": {"served": 1}},
+        "servers": 2}
+
+
+async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_path: Path, traj: Path) -> None:
+    run_dir = tmp_path / "rid"
+    write_run_manifest(run_dir, run_id="rid", kind="swebench-replay", label=None, config={}, workers=2)
+    reset_point_dir(point_dir(run_dir, "c4"))
+    trajs = list(read_trajectories(traj))
+    # 50 ms to the first token: the four episodes overlap for sure
+    points = _points(traj, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:50:0")
+    reports = await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
+    assert [(r["worker"], r["concurrency"], r["episodes_planned"]) for r in reports] == [(0, 2, 2), (1, 2, 2)]
+    assert len({r["server_pid"] for r in reports}) == 2  # a replay server per shard
+    for r in reports:  # one host, one clock: both started on the shared start
+        assert 0 <= r["start_late_ns"] < 20_000_000, r
+    row = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 0],
+                             shard_info=[{"flow_run_id": "a"}, {"flow_run_id": "b"}])
+    # 4 episodes (default plan: max(concurrency 4, 1 trajectory)) of the recording's 4 turns
+    assert (row["n_episodes"], row["n_turns"], row["n_requests"], row["shards"]) == (4, 16, 16, 2)
+    assert (row["achieved_max_concurrency"], row["proof_ok"], row["valid"], row["misses_total"]) == (4, True, True, 0)
+    pdir = point_dir(run_dir, "c4")
+    assert sorted(p.name for p in pdir.iterdir()) == [
+        "concurrency.json", "episodes.jsonl", "point_summary.json", "samples-w0.jsonl", "samples-w1.jsonl",
+        "server_stats.json", "shards.json", "turns.jsonl"]  # _shards removed
+    stats = orjson.loads((pdir / "server_stats.json").read_bytes())
+    assert (stats["requests"], stats["misses"]["total"], stats["servers"]) == (16, 0, 2)
+    shards = orjson.loads((pdir / "shards.json").read_bytes())
+    assert [(s["worker"], s["exit_code"], s["flow_run_id"]) for s in shards] == [(0, 0, "a"), (1, 0, "b")]
+    episode_ids = sorted(orjson.loads(line)["episode_id"] for line in (pdir / "episodes.jsonl").read_bytes().split())
+    assert episode_ids == ["c4-w0-0", "c4-w0-1", "c4-w1-0", "c4-w1-1"]
+    write_sweep_points(run_dir, [row])
+    report = load_run(tmp_path / "w.duckdb", run_dir)
+    assert (report.rows["episodes"], report.rows["turns"], report.rows["requests"]) == (4, 16, 16)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        for table, per_shard in (("episodes", 2), ("turns", 8), ("requests", 8)):
+            assert con.execute(f"SELECT shard, count(*) FROM {table} GROUP BY 1 ORDER BY 1").fetchall() \
+                == [(0, per_shard), (1, per_shard)], table
+        assert con.execute("SELECT shards, concurrency FROM sweep_points").fetchall() == [(2, 4)]
+    finally:
+        con.close()
+
+
+async def test_a_failed_shard_is_a_verdict_reason_and_the_other_half_stays(tmp_path: Path, traj: Path) -> None:
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "c4"))
+    points = _points(traj, run_dir, 2, time.time_ns() + 2_000_000_000)
+    await run_replay_shard(points[0], list(read_trajectories(traj)))  # shard 1 never ran
+    row = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 1])
+    assert (row["n_episodes"], row["n_turns"]) == (2, 8)
+    assert row["valid"] is False
+    assert row["invalid_reason"] == "achieved concurrency 2 < target 4; shard 1 failed (exit code 1)"
+
+
+async def test_a_shard_that_misses_the_start_refuses_to_run(tmp_path: Path, traj: Path) -> None:
+    p = _points(traj, tmp_path / "rid", 2, time.time_ns() + 300_000_000)[1]
+    with pytest.raises(ShardLate, match=r"shard 1/2 of c4: 0\.\d\d s left before the shared start"):
+        await run_replay_shard(p, list(read_trajectories(traj)))
+    assert not (tmp_path / "rid").exists()
+    with pytest.raises(ValueError, match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
+                                         r"shards 5\)"):
+        await run_replay_shard(ReplayShardPoint(**{**p.as_params(), "worker": 0, "shards": 5}), [])

@@ -41,19 +41,17 @@ shared filesystem); a relative one is resolved on the orchestrator's host.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 from prefect import flow
 from prefect.context import get_run_context
-from prefect.deployments.flow_runs import arun_deployment
-from prefect.flow_runs import wait_for_flow_run
 from prefect.logging import get_run_logger
 from pydantic import Field
 
 from flows.llm_sweep import sweep_loads
+from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
 from flows.swebench_replay import ParameterError, flow_run_bundle_id
 from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_run_manifest, write_sweep_points
 from tasks.load import load_warehouse
@@ -63,7 +61,6 @@ from tasks.shard import ShardPoint, merge_point, run_shard_point, run_shard_poin
 __all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep", "llm_sweep_distributed", "llm_sweep_shard"]
 
 SHARD_DEPLOYMENT = "llm-sweep-shard/shard"
-DEFAULT_LEAD_S = {"pool": 30.0, "dask": 10.0}
 
 
 @flow(name="llm-sweep-shard", validate_parameters=True)
@@ -76,57 +73,6 @@ async def llm_sweep_shard(point: ShardPoint) -> dict[str, Any]:
         point.worker, point.shards, point.sweep_point, checks["hostname"], checks["start_late_ns"] / 1e6,
         checks["clock"]["wall_offset_ns"] / 1e6)
     return checks
-
-
-async def _shards_on_pool(points: list[ShardPoint], deployment: str, timeout_s: float | None
-                          ) -> tuple[list[int | None], list[dict[str, Any]]]:
-    """Submit one flow run of `deployment` per shard and wait for all of them. Returns
-    (exit codes: 0 = COMPLETED, 1 = any other final state, None = not final after
-    `timeout_s`), [{"worker", "flow_run_id", "state", "message"}]."""
-    runs = []
-    for p in points:
-        runs.append(await arun_deployment(
-            deployment, parameters={"point": p.as_params()}, timeout=0,
-            flow_run_name=f"{p.run_id}-{p.sweep_point}-w{p.worker}", tags=["benchmaker", "shard"]))
-    codes: list[int | None] = []
-    info: list[dict[str, Any]] = []
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    for p, fr in zip(points, runs):
-        left = None if deadline is None else max(1, int(deadline - time.monotonic()))
-        try:
-            fr = await wait_for_flow_run(fr.id, timeout=left, poll_interval=1)
-            final = fr.state is not None and fr.state.is_final()
-        except Exception:  # noqa: BLE001 - FlowRunWaitTimeout: reported as not final
-            final = False
-        state = fr.state
-        codes.append((0 if state.is_completed() else 1) if final else None)
-        info.append({"worker": p.worker, "flow_run_id": str(fr.id), "state": state.type.value if state else None,
-                     "message": state.message if state else None})
-    return codes, info
-
-
-@flow(name="llm-sweep-dask-point")
-async def _dask_point(points: list[ShardPoint]) -> tuple[list[int | None], list[dict[str, Any]]]:
-    """One task per shard on this flow's task runner (a DaskTaskRunner, set by
-    with_options); exit codes as in _shards_on_pool."""
-    futures = [run_shard_point_task.submit(p) for p in points]
-    codes: list[int | None] = []
-    info: list[dict[str, Any]] = []
-    for p, fut in zip(points, futures):
-        await asyncio.to_thread(fut.wait)  # a blocking wait: keep this loop free
-        state = fut.state
-        codes.append(0 if state.is_completed() else 1)
-        info.append({"worker": p.worker, "task_run_id": str(fut.task_run_id), "state": state.type.value,
-                     "message": state.message})
-    return codes, info
-
-
-def _dask_runner(address: str) -> Any:
-    try:
-        from prefect_dask import DaskTaskRunner
-    except ImportError as exc:
-        raise ParameterError("dask_address: needs prefect-dask (pip install 'benchmaker[dask]')") from exc
-    return DaskTaskRunner(address=address)
 
 
 @flow(name="llm-sweep", validate_parameters=True)
@@ -160,7 +106,11 @@ async def llm_sweep(
     specs = sweep_loads(concurrency_sweep, rate_sweep, loads)
     backend = "dask" if dask_address else "pool"
     lead_s = start_lead_s if start_lead_s is not None else DEFAULT_LEAD_S[backend]
-    dask_flow = _dask_point.with_options(task_runner=_dask_runner(dask_address)) if dask_address else None
+    if dask_address:
+        try:
+            dask_task_runner(dask_address)  # refuse before any work when the extra is missing
+        except DaskMissing as exc:
+            raise ParameterError(str(exc)) from None
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
     run_dir = (Path(out_dir) / run_id).resolve()
@@ -181,10 +131,10 @@ async def llm_sweep(
                              duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
                              max_tokens=max_tokens, api_key_env=api_key_env, label=label)
                   for k in range(shards)]
-        if dask_flow is not None:
-            codes, info = await dask_flow(points)
+        if dask_address:
+            codes, info = await shards_on_dask(points, run_shard_point_task, dask_address)
         else:
-            codes, info = await _shards_on_pool(points, shard_deployment, shard_timeout_s)
+            codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
         bad = [i for i in info if i["state"] != "COMPLETED"]
         for i in bad:
             log.warning("point %s shard %d ended %s: %s", name, i["worker"], i["state"], i["message"])

@@ -48,7 +48,7 @@ from tasks.serve import start_replay_server, stop_replay_server
 from tasks.sweep import run_sweep_point
 
 __all__ = ["ParameterError", "SwebenchReplayParams", "flow_run_bundle_id", "result_storage_for",
-           "resume_or_write_manifest", "swebench_replay", "validate_params"]
+           "resume_or_write_manifest", "swebench_replay", "trajectories_of", "validate_params"]
 
 Concurrency = Annotated[int, Field(ge=1)]
 Mode = Literal["recorded", "execute", "command"]
@@ -179,6 +179,22 @@ def result_storage_for(out_dir: Path) -> Path:
     return (Path(out_dir) / "_cache" / "prefect-results").resolve()
 
 
+def trajectories_of(p: SwebenchReplayParams) -> Path:
+    """The trajectories.jsonl a run replays: `p.trajectories`, or the conversion of
+    `p.logs` into `<out_dir>/_cache/` (tasks.convert, cached on the logs' content and
+    the converter version). Call it inside a flow run. Absolute path."""
+    if not p.logs:
+        return p.trajectories.resolve()
+    convert = convert_logs.with_options(result_storage=result_storage_for(p.out_dir))
+    args = dict(paths=[x.resolve() for x in p.logs], logs_digest=logs_sha256(p.logs),
+                converter_version=CONVERTER_VERSION, cache_dir=(p.out_dir / "_cache").resolve(),
+                fmt=p.log_format, lenient=p.lenient)
+    traj = convert(**args)
+    if not Path(traj).is_file():  # the cache record outlived the file: convert again
+        traj = convert.with_options(refresh_cache=True)(**args)
+    return Path(traj)
+
+
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)
 async def swebench_replay(
     logs: list[Path] | None = None,
@@ -233,17 +249,7 @@ async def swebench_replay(
                                           config=p.model_dump(mode="json"))
     log.info("run %s -> %s", run_id, run_dir)
 
-    # convert (cached on the logs' content + converter version)
-    if p.logs:
-        digest = logs_sha256(p.logs)
-        convert = convert_logs.with_options(result_storage=storage)
-        args = dict(paths=[x.resolve() for x in p.logs], logs_digest=digest, converter_version=CONVERTER_VERSION,
-                    cache_dir=(p.out_dir / "_cache").resolve(), fmt=p.log_format, lenient=p.lenient)
-        traj = convert(**args)
-        if not Path(traj).is_file():  # the cache record outlived the file: convert again
-            traj = convert.with_options(refresh_cache=True)(**args)
-    else:
-        traj = p.trajectories.resolve()
+    traj = trajectories_of(p)
 
     # serve + sweep: one async task per point; the server is always stopped
     sweep_task = run_sweep_point.with_options(result_storage=storage)

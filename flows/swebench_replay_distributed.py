@@ -1,0 +1,170 @@
+"""The `distributed` variant of `swebench-replay`: each sweep point runs as N shards on N
+load hosts, merged into one run (issue #8 item 2; DESIGN §5, §9).
+
+    prefect deployment run swebench-replay/distributed --param shards=2 \\
+        --param concurrency_sweep='[8, 32]' --param out_dir='"/mnt/bench/artifacts"' --watch
+
+Flows:
+    swebench-replay        (this module's `swebench_replay`, alias
+                           `swebench_replay_distributed`; deployment swebench-replay/distributed)
+                           the orchestrator: converts the logs once, then for each point
+                           submits its shard runs, waits for all and merges them; then
+                           grades, loads the run into the warehouse and publishes the
+                           sweep table, like flows.swebench_replay
+    swebench-replay-shard  (`swebench_replay_shard`; deployment swebench-replay-shard/shard)
+                           one shard of one point (tasks.replay_shard.replay_shard)
+
+A point at concurrency C runs min(C, shards) shards (replay.shard): each owns a share of
+the C episode slots and of the episode plan, starts its own replay server on its host
+(the mocked model never crosses the network), and plays its episodes from the shared
+start (`start_lead_s` after the submission). Shards run on the work pool's `shards`
+queue (one worker per load host, `--limit 1`) or, with `dask_address`, as tasks on a
+Dask cluster (flows.shard_runs), exactly as for llm-sweep/distributed.
+
+`out_dir` (where the trajectories are converted, the shards write and the run bundle
+is), `task_dirs` and `trajectories` must be paths every load host reaches at the same
+absolute path (a shared filesystem); relative ones are resolved on the orchestrator's
+host. A failed shard is a verdict reason of its point; the others' episodes stay.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from prefect import flow
+from prefect.context import get_run_context
+from prefect.logging import get_run_logger
+from pydantic import Field
+
+from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
+from flows.swebench_replay import (Concurrency, Mode, ParameterError, flow_run_bundle_id, result_storage_for,
+                                   trajectories_of, validate_params)
+from replay.convert import read_trajectories
+from replay.shard import ReplayShardPoint, merge_replay_point, shards_for
+from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_run_manifest, write_sweep_points
+from tasks.grade import grade, point_files_sha256
+from tasks.load import load_warehouse
+from tasks.replay_shard import replay_shard, run_replay_shard_task
+from tasks.report import publish_report
+
+__all__ = ["SHARD_DEPLOYMENT", "swebench_replay", "swebench_replay_distributed", "swebench_replay_shard"]
+
+SHARD_DEPLOYMENT = "swebench-replay-shard/shard"
+
+
+@flow(name="swebench-replay-shard", validate_parameters=True)
+async def swebench_replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
+    """One shard of one distributed agent-replay point on this host
+    (tasks.replay_shard.replay_shard); returns the shard's report. Fails (flow run
+    Failed) when it missed the shared start or its replay server did not start."""
+    return await replay_shard(point)
+
+
+@flow(name="swebench-replay", log_prints=False, validate_parameters=True)
+async def swebench_replay(
+    logs: list[Path] | None = None,
+    trajectories: Path | None = None,
+    concurrency_sweep: Annotated[list[Concurrency], Field(min_length=1)] = [2, 8],  # noqa: B006
+    episodes_per_point: Annotated[int, Field(ge=1)] | None = None,
+    duration_s: Annotated[float, Field(gt=0)] | None = None,
+    mode: Mode = "recorded",
+    sandbox: Literal["local", "flash"] = "local",
+    sandbox_url: str | None = None,
+    sandbox_image: str | None = None,
+    task_dirs: list[Path] | None = None,
+    command: list[str] | None = None,
+    latency: str = "instant",
+    divergence: Literal["off", "status", "content"] = "off",
+    log_format: str | None = None,
+    lenient: bool = False,
+    out_dir: Path = Path("artifacts"),
+    warehouse: Path = Path("warehouse.duckdb"),
+    label: str | None = None,
+    shards: Annotated[int, Field(ge=1)] = 2,
+    start_lead_s: Annotated[float, Field(gt=0)] | None = None,
+    shard_deployment: str = SHARD_DEPLOYMENT,
+    shard_timeout_s: Annotated[float, Field(gt=0)] | None = None,
+    dask_address: str | None = None,
+) -> dict[str, Any]:
+    """The swebench-replay flow (flows.swebench_replay, same parameters) with every
+    point split into up to `shards` shards on other hosts (module docstring).
+    `start_lead_s`: time from submission to the shared start (default
+    flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a point's
+    shards (None: Prefect's 3 h); `dask_address`: run the shards on that Dask cluster
+    instead of `shard_deployment`'s work pool.
+
+    Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "trajectories",
+    "load", "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state",
+    "message"}]]}. Raises ParameterError (before any work) for a bad parameter."""
+    p = validate_params(
+        logs=logs or [], trajectories=trajectories, concurrency_sweep=concurrency_sweep,
+        episodes_per_point=episodes_per_point, duration_s=duration_s, mode=mode, sandbox=sandbox,
+        sandbox_url=sandbox_url, sandbox_image=sandbox_image, task_dirs=task_dirs or [], command=command,
+        latency=latency, divergence=divergence, log_format=log_format, lenient=lenient, out_dir=out_dir,
+        warehouse=warehouse, label=label,
+    )
+    backend = "dask" if dask_address else "pool"
+    if dask_address:
+        try:
+            dask_task_runner(dask_address)  # refuse before any work when the extra is missing
+        except DaskMissing as exc:
+            raise ParameterError(str(exc)) from None
+    lead_s = start_lead_s if start_lead_s is not None else DEFAULT_LEAD_S[backend]
+    log = get_run_logger()
+    run_id = flow_run_bundle_id("swebench-replay")
+    run_dir = (p.out_dir / run_id).resolve()
+    config = {**p.model_dump(mode="json"), "shards": shards, "backend": backend, "start_lead_s": lead_s,
+              "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address}
+    write_run_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=config, workers=shards)
+    log.info("run %s -> %s (up to %d shards per point on %s)", run_id, run_dir, shards,
+             dask_address if dask_address else f"work pool of {shard_deployment}")
+    traj = trajectories_of(p)
+    n_traj = sum(1 for _ in read_trajectories(traj))
+
+    rows: list[dict[str, Any]] = []
+    shard_states: list[list[dict[str, Any]]] = []
+    for c in p.concurrency_sweep:
+        sp = point_name(c)
+        reset_point_dir(point_dir(run_dir, sp))
+        n = shards_for(c, shards)
+        start_wall_ns = time.time_ns() + round(lead_s * 1e9)
+        points = [ReplayShardPoint(
+            trajectories=str(traj), run_dir=str(run_dir), run_id=run_id, concurrency=c, worker=k, shards=n,
+            start_wall_ns=start_wall_ns, episodes=p.episodes_per_point, duration_s=p.duration_s, mode=p.mode,
+            sandbox=p.sandbox, sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
+            task_dirs=tuple(str(d.resolve()) for d in p.task_dirs),
+            command=tuple(p.command) if p.command else None, latency=p.latency, divergence=p.divergence)
+            for k in range(n)]
+        if dask_address:
+            codes, info = await shards_on_dask(points, run_replay_shard_task, dask_address)
+        else:
+            codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
+        for i in info:
+            if i["state"] != "COMPLETED":
+                log.warning("point %s shard %d ended %s: %s", sp, i["worker"], i["state"], i["message"])
+        target = None if p.duration_s is not None else len(episode_plan(range(n_traj), c, p.episodes_per_point))
+        row = merge_replay_point(run_dir, sp, concurrency=c, exit_codes=codes, shard_info=info,
+                                 episodes_target=target, duration_s=p.duration_s)
+        log.info("sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %d%s",
+                 sp, row["n_episodes"], n, row["n_requests"], row["achieved_max_concurrency"], c,
+                 row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+        rows.append(row)
+        shard_states.append(info)
+    write_sweep_points(run_dir, rows)
+
+    storage = result_storage_for(p.out_dir)
+    pdirs = [point_dir(run_dir, point_name(c)) for c in p.concurrency_sweep]
+    grade.with_options(result_storage=storage)(pdirs, [point_files_sha256(d) for d in pdirs])
+    wh = p.warehouse.resolve()
+    loaded = load_warehouse(wh, run_dir)
+    publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="swebench-replay")
+    return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
+            "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj), "load": loaded,
+            "shards": shard_states}
+
+
+# `prefect deploy --name swebench-replay/distributed` matches the flow part against the
+# entrypoint's function name (see flows/llm_sweep_distributed.py), hence `swebench_replay`.
+swebench_replay_distributed = swebench_replay

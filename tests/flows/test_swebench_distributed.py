@@ -1,0 +1,78 @@
+"""Distributed swebench-replay (flows/swebench_replay_distributed.py): the same
+shards through prefect-dask on a distributed.LocalCluster, end to end into the
+warehouse. The work-pool end-to-end run is in test_distributed_pool.py; the shard and
+the merge themselves in tests/replay/test_shard.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from flows.swebench_replay import ParameterError
+from replay.sweep import point_dir
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"  # one trajectory of 4 turns
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    pytest.importorskip("prefect_dask", reason="prefect-dask (the `dask` extra) is not installed")
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster
+
+
+pytestmark = [
+    pytest.mark.prefect,
+    pytest.mark.usefixtures("prefect_harness"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),  # Prefect's client sockets
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+
+async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster(tmp_path: Path, local_cluster) -> None:
+    from flows.swebench_replay_distributed import swebench_replay_distributed
+
+    out = await swebench_replay_distributed(
+        logs=[EXAMPLE], concurrency_sweep=[1, 4], shards=2, latency="fixed:50:0", out_dir=tmp_path / "a",
+        warehouse=tmp_path / "w.duckdb", dask_address=local_cluster.scheduler_address, start_lead_s=8.0)
+    c1, c4 = out["points"]
+    # c1: one slot, so one shard; c4: two shards of two episodes, each of the 4 recorded turns
+    assert (c1["shards"], c1["n_episodes"], c1["n_turns"], c1["valid"]) == (1, 1, 4, True)
+    assert (c4["shards"], c4["n_episodes"], c4["n_turns"], c4["achieved_max_concurrency"]) == (2, 4, 16, 4)
+    assert (c4["valid"], c4["misses_total"]) == (True, 0), c4["invalid_reason"]
+    assert [[s["state"] for s in point] for point in out["shards"]] == [["COMPLETED"], ["COMPLETED", "COMPLETED"]]
+    shards = orjson.loads((point_dir(Path(out["run_dir"]), "c4") / "shards.json").read_bytes())
+    pids = {s["pid"] for s in shards}
+    assert len(pids) == 2 and os.getpid() not in pids  # two Dask worker processes, not this one
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() \
+            == (1, "swebench-replay", 2)
+        assert con.execute("SELECT sweep_point, shard, count(*) FROM episodes GROUP BY ALL ORDER BY ALL").fetchall() \
+            == [("c1", 0, 1), ("c4", 0, 2), ("c4", 1, 2)]
+        assert con.execute("SELECT sweep_point, shard, count(*) FROM requests GROUP BY ALL ORDER BY ALL").fetchall() \
+            == [("c1", 0, 4), ("c4", 0, 8), ("c4", 1, 8)]
+        assert con.execute("SELECT sweep_point, shards FROM sweep_points ORDER BY 1").fetchall() \
+            == [("c1", 1), ("c4", 2)]
+        # every episode graded: replay integrity held on both shards' servers
+        assert con.execute("SELECT grader, verdict, count(*) FROM grades WHERE sweep_point = 'c4' "
+                           "GROUP BY ALL ORDER BY ALL").fetchall()[:2] == [
+            ("concurrency_proof", "correct", 1), ("replay_integrity", "correct", 4)]
+    finally:
+        con.close()
+
+
+async def test_a_missing_trajectories_file_is_refused_before_any_work(tmp_path: Path) -> None:
+    from flows.swebench_replay_distributed import swebench_replay_distributed
+
+    with pytest.raises(ParameterError, match=r"trajectories: no such file \(got '.*nope.jsonl'\)"):
+        await swebench_replay_distributed(trajectories=tmp_path / "nope.jsonl", out_dir=tmp_path / "a")
+    assert not (tmp_path / "a").exists()

@@ -68,19 +68,23 @@ demo: $(STAMP)
 	$(VENV)/bin/benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \
 		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo
 
-# --- Several load hosts: llm-sweep/distributed (flows/llm_sweep_distributed.py; issue #8) ---
+# --- Several load hosts: llm-sweep/distributed and swebench-replay/distributed (issue #8) ---
 # On one machine, `make worker` in two terminals gives the pool two workers (each serves
 # every queue, so shards and the orchestrator all find a worker). On a fleet, run on each
 # load host (checkout at the same path or BENCHMAKER_HOME set, shared out_dir mounted):
 # make worker-shard      a worker that takes one shard at a time from the `shards` queue
 # make run-distributed   prefect deployment run llm-sweep/distributed --watch
 #                        (BASE_URL=http://host:port MODEL=name SHARDS=2 OUT_DIR=/shared/artifacts)
+# make run-distributed-replay  prefect deployment run swebench-replay/distributed --watch
+#                        (LOGS=/shared/logs SWEEP=2,8 SHARDS=2 OUT_DIR=/shared/artifacts)
 BASE_URL ?= http://127.0.0.1:8000
 MODEL ?= m
 SHARDS ?= 2
 OUT_DIR ?= artifacts
+LOGS ?= examples/recordings/tiny-task.pi.jsonl
+SWEEP ?= 2,8
 
-.PHONY: worker-shard run-distributed
+.PHONY: worker-shard run-distributed run-distributed-replay
 
 worker-shard: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) worker start --pool $(WORK_POOL) --work-queue shards --limit 1
@@ -88,3 +92,7 @@ worker-shard: $(STAMP)
 run-distributed: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) deployment run llm-sweep/distributed --param base_url='"$(BASE_URL)"' \
 		--param model='"$(MODEL)"' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' --watch
+
+run-distributed-replay: $(STAMP)
+	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/distributed --param logs='["$(LOGS)"]' \
+		--param concurrency_sweep='[$(SWEEP)]' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' --watch

@@ -1,8 +1,9 @@
 """The documented multi-host setup, on this machine (issue #8 item 4): a real Prefect
-server on a private port, the `process` work pool, the llm-sweep/distributed and
-llm-sweep-shard/shard deployments from prefect.yaml (`prefect deploy`), TWO Prefect
-workers, then `prefect deployment run llm-sweep/distributed --watch` against the
-scenario server: exit 0, and the warehouse holds one run whose requests carry two shards.
+server on a private port, the `process` work pool, the distributed and shard
+deployments of llm-sweep and swebench-replay from prefect.yaml (`prefect deploy`), TWO
+Prefect workers, then `prefect deployment run llm-sweep/distributed --watch` against the
+scenario server and `prefect deployment run swebench-replay/distributed --watch` on the
+bundled recording: exit 0, and the warehouse holds one run whose rows carry two shards.
 Every process is started here and stopped (its process group) in teardown."""
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ def _stop(proc: subprocess.Popen) -> None:
         pass
 
 
-@pytest.fixture
-def prefect_stack(tmp_path: Path):
-    """A Prefect server (own PREFECT_HOME and SQLite database), the work pool, the two
-    deployments and two workers; yields the environment that talks to that server."""
+@pytest.fixture(scope="module")
+def prefect_stack(tmp_path_factory: pytest.TempPathFactory):
+    """A Prefect server (own PREFECT_HOME and SQLite database), the work pool, the
+    distributed and shard deployments of llm-sweep and swebench-replay, and two
+    workers; yields the environment that talks to that server."""
+    tmp_path = tmp_path_factory.mktemp("prefect-stack")
     port = _free_port()
     env = {**os.environ,
            "PREFECT_HOME": str(tmp_path / "prefect-home"),
@@ -90,7 +93,8 @@ def prefect_stack(tmp_path: Path):
                 time.sleep(0.5)
         run("work-pool", "create", POOL, "--type", "process")
         run("--no-prompt", "deploy", "--prefect-file", str(REPO / "prefect.yaml"),
-            "--name", "llm-sweep/distributed", "--name", "llm-sweep-shard/shard")
+            "--name", "llm-sweep/distributed", "--name", "llm-sweep-shard/shard",
+            "--name", "swebench-replay/distributed", "--name", "swebench-replay-shard/shard")
         for k in (1, 2):
             spawn(f"worker-{k}", "worker", "start", "--pool", POOL, "--name", f"load-host-{k}")
         yield env, logs
@@ -99,29 +103,34 @@ def prefect_stack(tmp_path: Path):
             _stop(p)
 
 
+async def _deployment_run(env: dict, logs: Path, *args: str) -> None:
+    """`prefect deployment run ARGS --watch`; asserts exit 0 (output and worker logs in the message)."""
+    proc = await asyncio.create_subprocess_exec(
+        PREFECT, "deployment", "run", *args, "--watch", "--watch-interval", "1",
+        env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=240)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    worker_logs = "\n".join(p.read_text(errors="replace")[-4000:] for p in sorted(logs.glob("worker-*.log")))
+    assert proc.returncode == 0, out.decode()[-4000:] + worker_logs
+
+
 @pytest.mark.slow
 @pytest.mark.prefect
 async def test_deployment_run_of_a_two_shard_sweep_on_two_workers(tmp_path: Path, prefect_stack) -> None:
     env, logs = prefect_stack
     wh = tmp_path / "w.duckdb"
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
-        proc = await asyncio.create_subprocess_exec(
-            PREFECT, "deployment", "run", "llm-sweep/distributed",
+        await _deployment_run(
+            env, logs, "llm-sweep/distributed",
             "--param", f'base_url="{server.url}"', "--param", 'model="m"', "--param", "shards=2",
             "--param", "concurrency_sweep=[]", "--param", 'loads=["constant:40"]', "--param", "duration_s=1",
             "--param", "max_tokens=8", "--param", "start_lead_s=20",
-            "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"',
-            "--watch", "--watch-interval", "1",
-            env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout=240)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            raise
+            "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"')
         served = server.n_requests
-    worker_logs = "\n".join(p.read_text(errors="replace")[-4000:] for p in sorted(logs.glob("worker-*.log")))
-    assert proc.returncode == 0, out.decode()[-4000:] + worker_logs
     assert served == 40  # constant:40 for 1 s, split over two shards
     con = duckdb.connect(str(wh), read_only=True)
     try:
@@ -142,3 +151,35 @@ async def test_deployment_run_of_a_two_shard_sweep_on_two_workers(tmp_path: Path
         assert 0 <= w["start_late_ns"] < 50_000_000 and abs(w["clock"]["wall_offset_ns"]) < 10_000_000, w
     # the shards' own reasons (died, started late); lag reasons depend on what else shares the cores
     assert [r for r in summary["verdict"]["reasons"] if r.startswith(("worker ", "no request"))] == []
+
+
+@pytest.mark.slow
+@pytest.mark.prefect
+async def test_deployment_run_of_a_distributed_agent_replay_on_two_workers(tmp_path: Path, prefect_stack) -> None:
+    env, logs = prefect_stack
+    wh = tmp_path / "w.duckdb"
+    await _deployment_run(
+        env, logs, "swebench-replay/distributed", "--param", "concurrency_sweep=[4]", "--param", "shards=2",
+        "--param", 'latency="fixed:50:0"', "--param", "start_lead_s=20",
+        "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"')
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() \
+            == (1, "swebench-replay", 2)
+        # the bundled recording (one trajectory of 4 turns) at concurrency 4: two episodes per shard
+        assert con.execute("SELECT shard, count(*) FROM episodes GROUP BY 1 ORDER BY 1").fetchall() \
+            == [(0, 2), (1, 2)]
+        assert con.execute("SELECT shard, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() \
+            == [(0, 8), (1, 8)]
+        assert con.execute("SELECT sweep_point, shards, proof_ok FROM sweep_points").fetchall() \
+            == [("c4", 2, True)]
+        [run_dir] = [Path(r[0]) for r in con.execute("SELECT source_dir FROM runs").fetchall()]
+    finally:
+        con.close()
+    row = orjson.loads((run_dir / "points" / "c4" / "point_summary.json").read_bytes())
+    assert (row["valid"], row["achieved_max_concurrency"]) == (True, 4), row["invalid_reason"]
+    shards = orjson.loads((run_dir / "points" / "c4" / "shards.json").read_bytes())
+    assert [(s["worker"], s["state"], s["exit_code"]) for s in shards] == [(0, "COMPLETED", 0), (1, "COMPLETED", 0)]
+    assert len({s["pid"] for s in shards}) == 2  # two flow-run processes
+    for s in shards:  # each shard measured its clock and started on the shared start
+        assert 0 <= s["start_late_ns"] < 50_000_000 and abs(s["clock"]["wall_offset_ns"]) < 10_000_000, s

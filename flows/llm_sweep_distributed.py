@@ -36,7 +36,10 @@ takes each shard's exit code from its flow run's (or task's) final state: COMPLE
 anything else 1, so a failed shard is a verdict reason and the others' samples stay.
 
 `out_dir` must be a path that every load host reaches at the same absolute path (a
-shared filesystem); a relative one is resolved on the orchestrator's host.
+shared filesystem; a relative one is resolved on the orchestrator's host), unless
+`exchange` is set: then each shard writes locally and uploads its files under that
+path or fsspec URL (e.g. s3://bucket/exchange, with s3fs on every host), and the
+orchestrator downloads them into `out_dir` (tasks.shard.fetch_shards).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from flows.swebench_replay import ParameterError, flow_run_bundle_id
 from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_run_manifest, write_sweep_points
 from tasks.load import load_warehouse
 from tasks.report import publish_report
-from tasks.shard import ShardPoint, merge_point, run_shard_point, run_shard_point_task
+from tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task
 
 __all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep", "llm_sweep_distributed", "llm_sweep_shard"]
 
@@ -95,12 +98,15 @@ async def llm_sweep(
     shard_deployment: str = SHARD_DEPLOYMENT,
     shard_timeout_s: Annotated[float, Field(gt=0)] | None = None,
     dask_address: str | None = None,
+    exchange: str | None = None,
 ) -> dict[str, Any]:
     """The llm-sweep (flows.llm_sweep, same point parameters) with every point split
     into `shards` shards on other hosts (module docstring). `start_lead_s`: time from
     submission to the shared start (default DEFAULT_LEAD_S); `shard_timeout_s`: how
     long to wait for a point's shards (None: Prefect's 3 h); `dask_address`: run the
-    shards on that Dask cluster instead of `shard_deployment`'s work pool.
+    shards on that Dask cluster instead of `shard_deployment`'s work pool; `exchange`:
+    a path or fsspec URL (s3://bucket/prefix) every host reaches, through which the
+    shards hand over their files when `out_dir` is not shared (benchmaker.exchange).
     Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "load",
     "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]]}."""
     specs = sweep_loads(concurrency_sweep, rate_sweep, loads)
@@ -117,7 +123,8 @@ async def llm_sweep(
     config = {"base_url": base_url, "model": model, "loads": specs, "duration_s": duration_s,
               "max_requests": max_requests, "prompt_words": prompt_words, "max_tokens": max_tokens,
               "api_key_env": api_key_env, "shards": shards, "backend": backend, "start_lead_s": lead_s,
-              "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address}
+              "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address,
+              "exchange": exchange}
     write_run_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=label, config=config, workers=shards)
     log.info("run %s -> %s (%d shards per point on %s)", run_id, run_dir, shards,
              dask_address if dask_address else f"work pool of {shard_deployment}")
@@ -129,7 +136,7 @@ async def llm_sweep(
         points = [ShardPoint(base_url=base_url, model=model, run_dir=str(run_dir), run_id=run_id, load=spec,
                              sweep_point=name, worker=k, shards=shards, start_wall_ns=start_wall_ns,
                              duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
-                             max_tokens=max_tokens, api_key_env=api_key_env, label=label)
+                             max_tokens=max_tokens, api_key_env=api_key_env, label=label, exchange=exchange)
                   for k in range(shards)]
         if dask_address:
             codes, info = await shards_on_dask(points, run_shard_point_task, dask_address)
@@ -138,6 +145,7 @@ async def llm_sweep(
         bad = [i for i in info if i["state"] != "COMPLETED"]
         for i in bad:
             log.warning("point %s shard %d ended %s: %s", name, i["worker"], i["state"], i["message"])
+        fetch_shards(points[0])
         row = merge_point(points[0], codes, info)
         log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,
                  row["n_requests"], shards, row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],

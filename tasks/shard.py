@@ -2,8 +2,11 @@
 
 A distributed sweep point runs `N` shards, each on its own load host (a Prefect worker
 of a work pool, or a Dask worker), all writing into one staging bundle on a path every
-host reaches (mounted at the same absolute path everywhere: an NFS/SMB share; fsspec
-URLs are not supported, the engine writes its samples with plain file I/O):
+host reaches (mounted at the same absolute path everywhere: an NFS/SMB share), or,
+with `exchange` set (a path or fsspec URL, benchmaker.exchange), each writing into a
+local temporary bundle and uploading its two files under
+`<exchange>/<run_id>/points/<point>/_shards/<run_id>/` when done (the orchestrator
+downloads them into the staging bundle before merge_point, `fetch_shards`):
 
     staging = shard_staging_dir(run_dir, "closed-8")    # <run_dir>/points/closed-8/_shards
     await run_shard_point(ShardPoint(...worker=k, shards=N, start_wall_ns=T...))
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,7 @@ from prefect.cache_policies import NO_CACHE
 
 from benchmaker.bundle import write_json_atomic
 from benchmaker.config import BenchConfig
+from benchmaker.exchange import Exchange, shards_key
 from benchmaker.runner import BenchRunner
 from benchmaker.shared_start import (LATE_START_LIMIT_MS, MIN_START_LEAD_S, ShardLate, check_lead,
                                      measure_clock_offset, start_at_ns_from_wall)
@@ -53,6 +58,7 @@ __all__ = [
     "ShardLate",
     "ShardPoint",
     "chat_completions_url",
+    "fetch_shards",
     "measure_clock_offset",
     "merge_point",
     "run_shard_point",
@@ -81,6 +87,7 @@ class ShardPoint:
     max_tokens: int | None = 128
     api_key_env: str | None = None
     label: str | None = None
+    exchange: str | None = None
 
     def as_params(self) -> dict[str, Any]:
         """The fields as a dict (flow-run parameters)."""
@@ -129,22 +136,50 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     if not 0 <= p.worker < p.shards:
         raise ValueError(f"worker: expected 0 <= worker < shards={p.shards} (got {p.worker})")
     config = _config(p, p.shards)
+    exchange = Exchange(p.exchange) if p.exchange else None
+    local = Path(tempfile.mkdtemp(prefix="benchmaker-shard-")) if exchange else None
+    if local is not None:
+        config = config.model_copy(update={"out_dir": local})
     runner_kwargs = dict(workload=_workload(p), worker=p.worker, shards=p.shards,
                          samples_name=f"samples-w{p.worker}.jsonl")
     staging = Path(config.out_dir) / p.run_id
-    clock = measure_clock_offset(staging)
-    start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
-    check_lead(start_at_ns, f"shard {p.worker}/{p.shards} of {p.sweep_point}")
-    runner = BenchRunner(config, start_at_ns=start_at_ns, **runner_kwargs)
-    result = await runner.run()
-    checks = dict(result.summary["self_checks"])
-    checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=p.start_wall_ns,
-                  start_late_ns=checks["t0_wall_ns"] - p.start_wall_ns)
-    report = staging / f"worker-{p.worker}.json"
-    rep = orjson.loads(report.read_bytes())
-    rep["self_checks"] = checks
-    write_json_atomic(report, rep)
+    try:
+        clock = (exchange.clock_offset(shards_key(p.run_id, p.sweep_point)) if exchange
+                 else measure_clock_offset(staging))
+        start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
+        check_lead(start_at_ns, f"shard {p.worker}/{p.shards} of {p.sweep_point}")
+        runner = BenchRunner(config, start_at_ns=start_at_ns, **runner_kwargs)
+        result = await runner.run()
+        checks = dict(result.summary["self_checks"])
+        checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=p.start_wall_ns,
+                      start_late_ns=checks["t0_wall_ns"] - p.start_wall_ns)
+        report = staging / f"worker-{p.worker}.json"
+        rep = orjson.loads(report.read_bytes())
+        rep["self_checks"] = checks
+        write_json_atomic(report, rep)
+        if exchange is not None:
+            key = f"{shards_key(p.run_id, p.sweep_point)}/{p.run_id}"
+            for name in (f"samples-w{p.worker}.jsonl", f"worker-{p.worker}.json"):
+                exchange.put_file(staging / name, f"{key}/{name}")
+    finally:
+        if local is not None:
+            shutil.rmtree(local, ignore_errors=True)
     return checks
+
+
+def fetch_shards(p: ShardPoint) -> list[Path]:
+    """Download the shards' files of the point `p` describes from `p.exchange` into
+    its staging directory (shard_staging_dir), then delete them there; returns the
+    local paths. Nothing to do (returns []) when `p.exchange` is None."""
+    if not p.exchange:
+        return []
+    exchange = Exchange(p.exchange)
+    key = shards_key(p.run_id, p.sweep_point)
+    staging = shard_staging_dir(Path(p.run_dir), p.sweep_point)
+    (staging / p.run_id).mkdir(parents=True, exist_ok=True)
+    got = exchange.get_dir(key, staging)
+    exchange.remove(key)
+    return got
 
 
 run_shard_point_task = task(name="run-llm-sweep-shard", cache_policy=NO_CACHE)(run_shard_point)

@@ -16,3 +16,12 @@ def test_redact_hides_secrets_and_keeps_token_counts():
         "auth_token": "***", "client_secret": "***", "tokenizer": "tok.json", "OPENAI_API_KEY": "***",
         "lanes": [{"password": "***", "name": "chat"}], "token": None,
     }
+
+
+def test_redact_hides_the_password_of_a_url_and_keeps_the_rest():
+    config = {"exchange": "s3://AKIA1:s3cr/et@bench/exchange", "base_url": "http://u:p@127.0.0.1:8000/v1",
+              "plain": "http://127.0.0.1:8000", "mail": "a@b.c", "user_only": "sftp://me@host/x",
+              "lanes": ["https://x:y@h/p?q=a@b"]}
+    assert redact(config) == {"exchange": "s3://AKIA1:***@bench/exchange",
+                              "base_url": "http://u:***@127.0.0.1:8000/v1", "plain": "http://127.0.0.1:8000",
+                              "mail": "a@b.c", "user_only": "sftp://me@host/x", "lanes": ["https://x:***@h/p?q=a@b"]}

@@ -14,7 +14,7 @@ import pytest
 
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from replay.sweep import point_dir, reset_point_dir, write_run_manifest
-from tasks.shard import ShardLate, ShardPoint, measure_clock_offset, merge_point, run_shard_point, \
+from tasks.shard import ShardLate, ShardPoint, fetch_shards, measure_clock_offset, merge_point, run_shard_point, \
     start_at_ns_from_wall
 from warehouse.loader import load_run
 
@@ -79,6 +79,30 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     assert [w["worker"] for w in summary["self_checks"]["workers"]] == [0, 1]
     assert summary["workers"] == 2 and summary["shards"] == [{"worker": 0}, {"worker": 1}]
     assert abs(summary["run"]["achieved_send_rate_per_s"] / summary["run"]["offered_rate_per_s"] - 1) < 0.01
+    report = load_run(tmp_path / "w.duckdb", run_dir)
+    assert report.rows["requests"] == 40
+    assert _shard_rows(tmp_path / "w.duckdb") == [(0, 0, 20, 20), (1, 1, 20, 20)]
+
+
+async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path: Path) -> None:
+    from benchmaker.exchange import Exchange
+
+    run_dir = tmp_path / "rid"  # not written by the shards: they write locally and upload
+    write_run_manifest(run_dir, run_id="rid", kind="llm-sweep", label=None, config={}, workers=2)
+    reset_point_dir(point_dir(run_dir, "constant-40"))
+    url = f"memory://{tmp_path.name}/exchange"
+    async with ScenarioServer(Scenario(ttft_ms=5)) as server:
+        points = _points(server.url, run_dir, 2, time.time_ns() + 1_300_000_000, exchange=url)
+        checks = await asyncio.gather(*(run_shard_point(p) for p in points))
+    assert list(point_dir(run_dir, "constant-40").iterdir()) == []  # nothing written there yet
+    for c in checks:  # clocks measured against the exchange's storage
+        assert c["clock"]["reference"] == "storage mtime (memory)" and abs(c["clock"]["wall_offset_ns"]) < 10**7, c
+    assert sorted(Path(p).name for p in fetch_shards(points[0])) == [
+        "samples-w0.jsonl", "samples-w1.jsonl", "worker-0.json", "worker-1.json"]
+    assert Exchange(url).get_dir("rid", tmp_path / "left") == []  # fetched files are removed there
+    row = merge_point(points[0], [0, 0])
+    assert (row["n_requests"], row["n_requests_ok"], row["shards"]) == (40, 40, 2), row
+    assert _reasons_but_loop_lag(row) == []
     report = load_run(tmp_path / "w.duckdb", run_dir)
     assert report.rows["requests"] == 40
     assert _shard_rows(tmp_path / "w.duckdb") == [(0, 0, 20, 20), (1, 1, 20, 20)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ class Exchange:
         (positive: this host is ahead; None without a reference), "bracket_ns" (the
         write's duration plus the stamp's resolution: 1 s when the storage stamps
         whole seconds, as S3 does), "hostname"}."""
-        probe = f"{key.strip('/')}/.clock-{socket.gethostname()}-{os.getpid()}"
+        probe = f"{key.strip('/')}/.clock-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         path = self._path(probe)
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         before = time.time_ns()

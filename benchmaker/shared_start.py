@@ -22,6 +22,7 @@ import asyncio
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def measure_clock_offset(directory: Path) -> dict[str, Any]:
     "hostname"}. Raises OSError when the directory is not writable."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    probe = directory / f".clock-{socket.gethostname()}-{os.getpid()}"
+    probe = directory / f".clock-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     before = time.time_ns()
     with open(probe, "wb") as fh:
         fh.write(b"x")

@@ -54,6 +54,7 @@ from prefect.logging import get_run_logger
 from pydantic import Field
 
 from flows.llm_sweep import sweep_loads
+from benchmaker.exchange import Exchange
 from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
 from flows.swebench_replay import ParameterError, flow_run_bundle_id
 from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_run_manifest, write_sweep_points
@@ -103,10 +104,12 @@ async def llm_sweep(
     """The llm-sweep (flows.llm_sweep, same point parameters) with every point split
     into `shards` shards on other hosts (module docstring). `start_lead_s`: time from
     submission to the shared start (default DEFAULT_LEAD_S); `shard_timeout_s`: how
-    long to wait for a point's shards (None: Prefect's 3 h); `dask_address`: run the
-    shards on that Dask cluster instead of `shard_deployment`'s work pool; `exchange`:
-    a path or fsspec URL (s3://bucket/prefix) every host reaches, through which the
-    shards hand over their files when `out_dir` is not shared (benchmaker.exchange).
+    long to wait for a point's shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S,
+    3 h; a shard still running then is cancelled and is a verdict reason);
+    `dask_address`: run the shards on that Dask cluster instead of
+    `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
+    (s3://bucket/prefix) every host reaches, through which the shards hand over their
+    files when `out_dir` is not shared (benchmaker.exchange).
     Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "load",
     "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]]}."""
     specs = sweep_loads(concurrency_sweep, rate_sweep, loads)
@@ -139,7 +142,7 @@ async def llm_sweep(
                              max_tokens=max_tokens, api_key_env=api_key_env, label=label, exchange=exchange)
                   for k in range(shards)]
         if dask_address:
-            codes, info = await shards_on_dask(points, run_shard_point_task, dask_address)
+            codes, info = await shards_on_dask(points, run_shard_point_task, dask_address, shard_timeout_s)
         else:
             codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
         bad = [i for i in info if i["state"] != "COMPLETED"]
@@ -153,6 +156,8 @@ async def llm_sweep(
         rows.append(row)
         shard_states.append(info)
     write_sweep_points(run_dir, rows)
+    if exchange:
+        Exchange(exchange).remove(run_id)
     wh = Path(warehouse).resolve()
     loaded = load_warehouse(wh, run_dir)
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")

@@ -13,19 +13,27 @@ run COMPLETED, 1 = any other final state, None = not final after `timeout_s`.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Any
 
 from prefect import Task, flow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import StateType
 from prefect.deployments.flow_runs import arun_deployment
 from prefect.flow_runs import wait_for_flow_run
+from prefect.states import Cancelled, Cancelling
 
-__all__ = ["DEFAULT_LEAD_S", "DaskMissing", "dask_task_runner", "shards_on_dask", "shards_on_pool"]
+__all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "cancel_flow_run", "dask_task_runner",
+           "shards_on_dask", "shards_on_pool"]
 
 # Default time from a point's submission to its shared start, s: a work pool's workers
 # must poll (PREFECT_WORKER_QUERY_SECONDS, 10 s by default) and start a process; a cold
 # Dask worker imports Prefect and the engine on its first shard.
 DEFAULT_LEAD_S = {"pool": 30.0, "dask": 10.0}
+# How long a distributed flow waits for a point's shards when shard_timeout_s is None, s
+# (Prefect's own default for wait_for_flow_run).
+DEFAULT_SHARD_TIMEOUT_S = 10800.0
 
 
 class DaskMissing(ValueError):
@@ -35,7 +43,10 @@ class DaskMissing(ValueError):
 async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | None
                          ) -> tuple[list[int | None], list[dict[str, Any]]]:
     """Submit one flow run of `deployment` per shard point (parameter `point`) and wait
-    for all of them. Returns (exit codes, [{"worker", "flow_run_id", "state",
+    for all of them, at most `timeout_s` s in all (None: DEFAULT_SHARD_TIMEOUT_S). A
+    shard run not final by then is cancelled (cancel_flow_run) before this returns, so
+    no straggler writes into a point that is being merged or loads the hosts during
+    the next point. Returns (exit codes, [{"worker", "flow_run_id", "state",
     "message"}]). Flow runs are named `<run_id>-<sweep_point>-w<worker>`."""
     runs = []
     for p in points:
@@ -44,19 +55,39 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
             flow_run_name=f"{p.run_id}-{p.sweep_point}-w{p.worker}", tags=["benchmaker", "shard"]))
     codes: list[int | None] = []
     info: list[dict[str, Any]] = []
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    deadline = time.monotonic() + (DEFAULT_SHARD_TIMEOUT_S if timeout_s is None else timeout_s)
     for p, fr in zip(points, runs):
-        left = None if deadline is None else max(1, int(deadline - time.monotonic()))
         try:
-            fr = await wait_for_flow_run(fr.id, timeout=left, poll_interval=1)
-            final = fr.state is not None and fr.state.is_final()
-        except Exception:  # noqa: BLE001 - FlowRunWaitTimeout: reported as not final
-            final = False
+            fr = await wait_for_flow_run(fr.id, timeout=max(1, math.ceil(deadline - time.monotonic())))
+        except Exception:  # noqa: BLE001 - FlowRunWaitTimeout: cancelled below
+            pass
+        final = fr.state is not None and fr.state.is_final()
+        if not final:
+            fr = await cancel_flow_run(fr.id, f"shard {p.worker} of {p.sweep_point} not done after the shard timeout")
         state = fr.state
         codes.append((0 if state.is_completed() else 1) if final else None)
         info.append({"worker": p.worker, "flow_run_id": str(fr.id), "state": state.type.value if state else None,
                      "message": state.message if state else None})
     return codes, info
+
+
+async def cancel_flow_run(flow_run_id: Any, message: str, wait_s: float = 60.0) -> Any:
+    """Cancel a flow run and return it once final (or after `wait_s` s): a run not yet
+    started (SCHEDULED, PENDING, PAUSED) goes straight to CANCELLED; a RUNNING one to
+    CANCELLING, which its worker turns into killing the process and CANCELLED."""
+    async with get_client() as client:
+        fr = await client.read_flow_run(flow_run_id)
+        if fr.state is not None and fr.state.is_final():
+            return fr
+        running = fr.state is not None and fr.state.type == StateType.RUNNING
+        await client.set_flow_run_state(flow_run_id, Cancelling(message=message) if running
+                                        else Cancelled(message=message), force=True)
+        if running:
+            try:
+                return await wait_for_flow_run(flow_run_id, timeout=math.ceil(wait_s), client=client)
+            except Exception:  # noqa: BLE001 - still not final: report what it is
+                pass
+        return await client.read_flow_run(flow_run_id)
 
 
 def dask_task_runner(address: str) -> Any:
@@ -69,21 +100,31 @@ def dask_task_runner(address: str) -> Any:
     return DaskTaskRunner(address=address)
 
 
-async def shards_on_dask(points: list[Any], shard_task: Task, address: str
+async def shards_on_dask(points: list[Any], shard_task: Task, address: str, timeout_s: float | None = None
                          ) -> tuple[list[int | None], list[dict[str, Any]]]:
     """Run `shard_task(point)` once per shard point on the Dask cluster at `address`
-    (a subflow on a DaskTaskRunner: one task per shard). Returns (exit codes, [{"worker",
-    "task_run_id", "state", "message"}])."""
+    (a subflow on a DaskTaskRunner: one task per shard), waiting at most `timeout_s` s
+    in all (None: DEFAULT_SHARD_TIMEOUT_S). A shard not done by then is reported with
+    exit code None and its Dask future cancelled; a task already running in a Dask
+    worker thread cannot be interrupted and ends on its own bounds (the point's
+    duration, episodes and deadlines). Returns (exit codes, [{"worker", "task_run_id",
+    "state", "message"}])."""
 
     @flow(name=f"{shard_task.name}-dask", task_runner=dask_task_runner(address))
     async def dask_point(points: list[Any]) -> tuple[list[int | None], list[dict[str, Any]]]:
         futures = [shard_task.submit(p) for p in points]
+        deadline = time.monotonic() + (DEFAULT_SHARD_TIMEOUT_S if timeout_s is None else timeout_s)
         codes: list[int | None] = []
         info: list[dict[str, Any]] = []
         for p, fut in zip(points, futures):
-            await asyncio.to_thread(fut.wait)  # a blocking wait: keep this loop free
+            # a blocking wait: keep this loop free
+            await asyncio.to_thread(fut.wait, max(0.0, deadline - time.monotonic()))
             state = fut.state
-            codes.append(0 if state.is_completed() else 1)
+            if not state.is_final():
+                fut.wrapped_future.cancel()
+                codes.append(None)
+            else:
+                codes.append(0 if state.is_completed() else 1)
             info.append({"worker": p.worker, "task_run_id": str(fut.task_run_id), "state": state.type.value,
                          "message": state.message})
         return codes, info

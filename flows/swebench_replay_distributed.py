@@ -23,8 +23,11 @@ Dask cluster (flows.shard_runs), exactly as for llm-sweep/distributed.
 
 `out_dir` (where the trajectories are converted, the shards write and the run bundle
 is), `task_dirs` and `trajectories` must be paths every load host reaches at the same
-absolute path (a shared filesystem); relative ones are resolved on the orchestrator's
-host. A failed shard is a verdict reason of its point; the others' episodes stay.
+absolute path (a shared filesystem; relative ones are resolved on the orchestrator's
+host), unless `exchange` is set: then the trajectories and the shards' files travel
+through that path or fsspec URL and `out_dir` stays on the orchestrator's host
+(`task_dirs`, for execute/command mode, must still exist on every load host). A
+failed shard is a verdict reason of its point; the others' episodes stay.
 """
 
 from __future__ import annotations
@@ -38,11 +41,12 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
 
+from benchmaker.exchange import Exchange
 from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
 from flows.swebench_replay import (Concurrency, Mode, ParameterError, flow_run_bundle_id, result_storage_for,
                                    trajectories_of, validate_params)
 from replay.convert import read_trajectories
-from replay.shard import ReplayShardPoint, merge_replay_point, shards_for
+from replay.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
 from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_run_manifest, write_sweep_points
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
@@ -87,13 +91,17 @@ async def swebench_replay(
     shard_deployment: str = SHARD_DEPLOYMENT,
     shard_timeout_s: Annotated[float, Field(gt=0)] | None = None,
     dask_address: str | None = None,
+    exchange: str | None = None,
 ) -> dict[str, Any]:
     """The swebench-replay flow (flows.swebench_replay, same parameters) with every
     point split into up to `shards` shards on other hosts (module docstring).
     `start_lead_s`: time from submission to the shared start (default
     flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a point's
-    shards (None: Prefect's 3 h); `dask_address`: run the shards on that Dask cluster
-    instead of `shard_deployment`'s work pool.
+    shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard still running
+    then is cancelled and is a verdict reason); `dask_address`: run the shards on that
+    Dask cluster instead of `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
+    (s3://bucket/prefix) every host reaches, through which the trajectories go out and
+    the shards' files come back when `out_dir` is not shared (benchmaker.exchange).
 
     Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "trajectories",
     "load", "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state",
@@ -116,12 +124,17 @@ async def swebench_replay(
     run_id = flow_run_bundle_id("swebench-replay")
     run_dir = (p.out_dir / run_id).resolve()
     config = {**p.model_dump(mode="json"), "shards": shards, "backend": backend, "start_lead_s": lead_s,
-              "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address}
+              "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address,
+              "exchange": exchange}
     write_run_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=config, workers=shards)
     log.info("run %s -> %s (up to %d shards per point on %s)", run_id, run_dir, shards,
              dask_address if dask_address else f"work pool of {shard_deployment}")
     traj = trajectories_of(p)
     n_traj = sum(1 for _ in read_trajectories(traj))
+    traj_ref = str(traj)
+    if exchange:  # the shards download the trajectories from the exchange
+        traj_ref = f"{run_id}/trajectories.jsonl"
+        Exchange(exchange).put_file(traj, traj_ref)
 
     rows: list[dict[str, Any]] = []
     shard_states: list[list[dict[str, Any]]] = []
@@ -131,20 +144,22 @@ async def swebench_replay(
         n = shards_for(c, shards)
         start_wall_ns = time.time_ns() + round(lead_s * 1e9)
         points = [ReplayShardPoint(
-            trajectories=str(traj), run_dir=str(run_dir), run_id=run_id, concurrency=c, worker=k, shards=n,
+            trajectories=traj_ref, run_dir=str(run_dir), run_id=run_id, concurrency=c, worker=k, shards=n,
             start_wall_ns=start_wall_ns, episodes=p.episodes_per_point, duration_s=p.duration_s, mode=p.mode,
             sandbox=p.sandbox, sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
             task_dirs=tuple(str(d.resolve()) for d in p.task_dirs),
-            command=tuple(p.command) if p.command else None, latency=p.latency, divergence=p.divergence)
+            command=tuple(p.command) if p.command else None, latency=p.latency, divergence=p.divergence,
+            exchange=exchange)
             for k in range(n)]
         if dask_address:
-            codes, info = await shards_on_dask(points, run_replay_shard_task, dask_address)
+            codes, info = await shards_on_dask(points, run_replay_shard_task, dask_address, shard_timeout_s)
         else:
             codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
         for i in info:
             if i["state"] != "COMPLETED":
                 log.warning("point %s shard %d ended %s: %s", sp, i["worker"], i["state"], i["message"])
         target = None if p.duration_s is not None else len(episode_plan(range(n_traj), c, p.episodes_per_point))
+        fetch_replay_shards(run_dir, run_id, sp, exchange)
         row = merge_replay_point(run_dir, sp, concurrency=c, exit_codes=codes, shard_info=info,
                                  episodes_target=target, duration_s=p.duration_s)
         log.info("sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %d%s",
@@ -153,6 +168,8 @@ async def swebench_replay(
         rows.append(row)
         shard_states.append(info)
     write_sweep_points(run_dir, rows)
+    if exchange:
+        Exchange(exchange).remove(run_id)
 
     storage = result_storage_for(p.out_dir)
     pdirs = [point_dir(run_dir, point_name(c)) for c in p.concurrency_sweep]

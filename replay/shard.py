@@ -18,6 +18,13 @@ with the hosts), waits for the shared start, plays its episodes, and leaves in
     report = await run_replay_shard(ReplayShardPoint(...worker=k, shards=N...), trajs)
     row = merge_replay_point(run_dir, "c8", concurrency=8, exit_codes=[0, 0])
 
+When the hosts share no filesystem, `exchange` (a path or fsspec URL,
+benchmaker.exchange) carries the files instead: the orchestrator uploads the
+trajectories there, each shard downloads them, writes into a temporary directory and
+uploads its files under `<run_id>/points/<point>/_shards/w<k>/`, and
+`fetch_replay_shards` brings them into `<run_dir>/points/<point>/_shards/` before the
+merge.
+
 `merge_replay_point` writes the point's files as a single-process point has them
 (episodes.jsonl and turns.jsonl with `shard` on every line, samples-w<k>.jsonl per
 shard, server_stats.json summed over the shards, concurrency.json over all episodes)
@@ -37,6 +44,7 @@ import asyncio
 import os
 import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -46,9 +54,11 @@ from typing import Any
 import orjson
 
 from benchmaker.bundle import write_json_atomic
+from benchmaker.exchange import Exchange, shards_key
 from benchmaker.shared_start import (LATE_START_LIMIT_MS, check_lead, measure_clock_offset, sleep_until,
                                      start_at_ns_from_wall)
 from replay import process as _process
+from replay.convert import read_trajectories
 from replay.harness import SandboxFactory, concurrency_proof
 from replay.sweep import (episode_plan, play_episodes, point_dir, point_name, summarize_point, turns_to_samples,
                           write_point_summary)
@@ -57,6 +67,7 @@ from replay.verifier import TaskSpec
 
 __all__ = [
     "ReplayShardPoint",
+    "fetch_replay_shards",
     "merge_replay_point",
     "merge_server_stats",
     "run_replay_shard",
@@ -73,7 +84,9 @@ class ReplayShardPoint:
     flow/task parameter). `trajectories`, `run_dir` and `task_dirs` must be the same
     absolute paths on every host. `concurrency` and `episodes` are the WHOLE point's
     (episodes None: the default plan, replay.sweep.episode_plan); `shards` the number
-    of shards of this point (shards_for)."""
+    of shards of this point (shards_for). With `exchange` (a path or fsspec URL,
+    benchmaker.exchange), `trajectories` is a key under it and `run_dir` is not
+    written by the shard."""
 
     trajectories: str
     run_dir: str
@@ -92,6 +105,7 @@ class ReplayShardPoint:
     command: tuple[str, ...] | None = None
     latency: str = "instant"
     divergence: str = "off"
+    exchange: str | None = None
 
     @property
     def sweep_point(self) -> str:
@@ -131,7 +145,7 @@ def shard_dir(run_dir: Path, sweep_point: str, worker: int) -> Path:
 
 async def run_replay_shard(
     p: ReplayShardPoint,
-    trajectories: Sequence[Trajectory],
+    trajectories: Sequence[Trajectory] | None = None,
     *,
     sandbox_factory: SandboxFactory | None = None,
     tasks: dict[str, TaskSpec] | None = None,
@@ -140,14 +154,18 @@ async def run_replay_shard(
     """Run shard `p.worker` of `p.shards` of one sweep point on this host (module
     docstring): start a replay server over `p.trajectories` (`p.latency`,
     `p.divergence`), wait for `p.start_wall_ns`, play the shard's episodes
-    (`trajectories`: the file's trajectories, in order) with its share of the
-    concurrency, then write its files into shard_dir and stop the server.
+    (`trajectories`: the file's trajectories in order, read from it when None) with
+    its share of the concurrency, then write its files into shard_dir and stop the
+    server. With `p.exchange` (benchmaker.exchange), `p.trajectories` is a key there:
+    the shard downloads it, writes into a temporary directory and uploads its files
+    under `<run_id>/points/<point>/_shards/w<k>/` when done (fetch_replay_shards).
 
     Returns the shard's report (also written to shard.json): {"worker", "shards",
     "concurrency" (this shard's), "episodes_planned" (None for a duration), "hostname",
-    "pid", "clock" (benchmaker.shared_start.measure_clock_offset), "start_wall_ns",
-    "start_late_ns" (t0 by this host's wall clock minus the shared start),
-    "wake_late_ns" (the wake-up's lateness on the monotonic clock), "server_pid"}.
+    "pid", "clock" (benchmaker.shared_start.measure_clock_offset, or
+    Exchange.clock_offset against the exchange), "start_wall_ns", "start_late_ns" (t0
+    by this host's wall clock minus the shared start), "wake_late_ns" (the wake-up's
+    lateness on the monotonic clock), "server_pid"}.
 
     Raises ValueError when not 0 <= worker < shards <= concurrency; ShardLate when
     less than MIN_START_LEAD_S is left before the shared start, or the replay server
@@ -159,14 +177,58 @@ async def run_replay_shard(
     what = f"shard {p.worker}/{p.shards} of {p.sweep_point}"
     start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
     check_lead(start_at_ns, what)
+    exchange = Exchange(p.exchange) if p.exchange else None
+    local = Path(tempfile.mkdtemp(prefix="benchmaker-replay-shard-")) if exchange else None
+    try:
+        if exchange is not None and local is not None:
+            traj_path = exchange.get_file(p.trajectories, local / "trajectories.jsonl")
+            out = local / f"w{p.worker}"
+            clock = exchange.clock_offset(shards_key(p.run_id, p.sweep_point))
+        else:
+            traj_path = Path(p.trajectories)
+            out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker)
+            clock = measure_clock_offset(out.parent)
+        trajs = list(read_trajectories(traj_path)) if trajectories is None else trajectories
+        report = await _play_shard(p, trajs, traj_path, out, start_at_ns, what, sandbox_factory=sandbox_factory,
+                                   tasks=tasks, api_key=api_key)
+        report["clock"] = clock
+        write_json_atomic(out / "shard.json", report)
+        if exchange is not None:
+            exchange.put_dir(out, f"{shards_key(p.run_id, p.sweep_point)}/w{p.worker}")
+    finally:
+        if local is not None:
+            shutil.rmtree(local, ignore_errors=True)
+    return report
+
+
+async def _start_server(traj_path: Path, latency: str, divergence: str) -> _process.ReplayServerHandle:
+    """replay.process.start_replay_server in a thread; a server that comes up after
+    the caller was cancelled is stopped, never left running."""
+    started = asyncio.ensure_future(asyncio.to_thread(_process.start_replay_server, traj_path, latency=latency,
+                                                      divergence=divergence))
+    try:
+        return await asyncio.shield(started)
+    except asyncio.CancelledError:
+        started.add_done_callback(_stop_if_started)
+        raise
+
+
+def _stop_if_started(fut: asyncio.Future) -> None:
+    if not fut.cancelled() and fut.exception() is None:
+        fut.result().stop(grace_s=2.0)
+
+
+async def _play_shard(
+    p: ReplayShardPoint, trajectories: Sequence[Trajectory], traj_path: Path, out: Path, start_at_ns: int,
+    what: str, *, sandbox_factory: SandboxFactory | None, tasks: dict[str, TaskSpec] | None, api_key: str | None,
+) -> dict[str, Any]:
+    """The shard's replay server, wait and episodes (run_replay_shard); its report
+    without the clock."""
     conc = shard_concurrency(p.concurrency, p.shards, p.worker)
     plan = None
     if p.duration_s is None:
         plan = shard_plan(episode_plan(trajectories, p.concurrency, p.episodes), p.concurrency, p.shards, p.worker)
-    out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker)
-    clock = measure_clock_offset(out.parent)
-    server = await asyncio.to_thread(_process.start_replay_server, Path(p.trajectories), latency=p.latency,
-                                     divergence=p.divergence)
+    server = await _start_server(traj_path, p.latency, p.divergence)
     try:
         check_lead(start_at_ns, f"{what} (after its replay server started)", min_lead_s=0.0)
         if out.exists():
@@ -182,17 +244,29 @@ async def run_replay_shard(
                                 sweep_point=p.sweep_point, concurrency=conc, duration_s=p.duration_s, mode=p.mode,
                                 sandbox_factory=sandbox_factory, tasks=tasks,
                                 command=list(p.command) if p.command else None, api_key=api_key,
-                                t0_ns=start_at_ns, episode_prefix=f"{p.sweep_point}-w{p.worker}")
+                                t0_ns=start_at_ns, episode_prefix=f"{p.sweep_point}-w{p.worker}",
+                                index_start=p.worker, index_step=p.shards)
         write_json_atomic(out / "server_stats.json", await asyncio.to_thread(server.stats))
     finally:
         await asyncio.to_thread(server.stop)
-    report = {"worker": p.worker, "shards": p.shards, "concurrency": conc,
-              "episodes_planned": None if plan is None else len(plan), "hostname": socket.gethostname(),
-              "pid": os.getpid(), "clock": clock, "start_wall_ns": p.start_wall_ns,
-              "start_late_ns": t0_wall_ns - p.start_wall_ns, "wake_late_ns": wake_late_ns,
-              "server_pid": server.pid}
-    write_json_atomic(out / "shard.json", report)
-    return report
+    return {"worker": p.worker, "shards": p.shards, "concurrency": conc,
+            "episodes_planned": None if plan is None else len(plan), "hostname": socket.gethostname(),
+            "pid": os.getpid(), "clock": None, "start_wall_ns": p.start_wall_ns,
+            "start_late_ns": t0_wall_ns - p.start_wall_ns, "wake_late_ns": wake_late_ns,
+            "server_pid": server.pid}
+
+
+def fetch_replay_shards(run_dir: Path, run_id: str, sweep_point: str, exchange: str | None) -> list[Path]:
+    """Download the shards' files of `sweep_point` from the exchange at `exchange`
+    into `<run_dir>/points/<sweep_point>/_shards/`, then delete them there; returns
+    the local paths. Nothing to do (returns []) when `exchange` is None."""
+    if not exchange:
+        return []
+    ex = Exchange(exchange)
+    key = shards_key(run_id, sweep_point)
+    got = ex.get_dir(key, point_dir(Path(run_dir), sweep_point) / "_shards")
+    ex.remove(key)
+    return got
 
 
 def merge_server_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -217,13 +291,21 @@ def merge_server_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _append_with_shard(src: Path, dst: Any, worker: int) -> list[dict[str, Any]]:
+def _append_with_shard(src: Path, dst: Any, worker: int, update: dict[str, Any] | None = None,
+                       shards: int = 1) -> list[dict[str, Any]]:
+    """Append the lines of `src` to `dst` with `shard` = `worker` and the keys of
+    `update`; an episode's `worker` (its asyncio worker j on the shard) becomes the
+    point's slot j * shards + worker, as in a single-process run."""
     rows = []
     if src.is_file():
         for line in src.read_bytes().splitlines():
             if line.strip():
                 row = orjson.loads(line)
                 row["shard"] = worker
+                if update is not None:
+                    row.update(update)
+                    if isinstance(row.get("worker"), int):
+                        row["worker"] = row["worker"] * shards + worker
                 dst.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
                 rows.append(row)
     return rows
@@ -244,8 +326,9 @@ def merge_replay_point(
     return its summary row (replay.sweep.summarize_point, plus `shards`).
 
     Exit code 0 = the shard's run completed; anything else (None: it did not finish
-    in time), or a missing shard.json, is a verdict reason "shard k failed (exit code
-    C)", and whatever episodes it wrote still count. A shard that started more than
+    in time) is a verdict reason "shard k failed (exit code C)", a completed shard
+    without shard.json one too, and whatever episodes it wrote still count. Episode
+    lines get the point's `concurrency` and their slot in the point as `worker`. A shard that started more than
     LATE_START_LIMIT_MS after the shared start is a reason too. shards.json keeps every
     shard's report with its exit code and `shard_info` (flow run ids, states)."""
     pdir = point_dir(Path(run_dir), sweep_point)
@@ -258,7 +341,8 @@ def merge_replay_point(
     with open(pdir / "episodes.jsonl", "wb") as ep_f, open(pdir / "turns.jsonl", "wb") as turn_f:
         for k in range(n):
             sdir = shard_dir(Path(run_dir), sweep_point, k)
-            eps = _append_with_shard(sdir / "episodes.jsonl", ep_f, k)
+            # an episode records the point's target concurrency, not its shard's share
+            eps = _append_with_shard(sdir / "episodes.jsonl", ep_f, k, {"concurrency": concurrency}, n)
             intervals += [(e["started_ns"], e["ended_ns"]) for e in eps]
             _append_with_shard(sdir / "turns.jsonl", turn_f, k)
             if (sdir / "turns.jsonl").is_file():
@@ -267,8 +351,10 @@ def merge_replay_point(
                 stats.append(orjson.loads((sdir / "server_stats.json").read_bytes()))
             report = orjson.loads((sdir / "shard.json").read_bytes()) if (sdir / "shard.json").is_file() else None
             code = exit_codes[k]
-            if code != 0 or report is None:
+            if code != 0:
                 reasons.append(f"shard {k} failed (exit code {code})")
+            elif report is None:
+                reasons.append(f"shard {k} completed but left no report (shard.json)")
             elif report["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS:
                 reasons.append(f"shard {k} started {report['start_late_ns'] / 1e6:.1f} ms after the shared start "
                                f"(limit {LATE_START_LIMIT_MS:g} ms)")

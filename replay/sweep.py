@@ -38,6 +38,7 @@ with `invalid_reason`).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import shutil
@@ -364,14 +365,18 @@ async def play_episodes(
     api_key: str | None = None,
     t0_ns: int | None = None,
     episode_prefix: str | None = None,
+    index_start: int = 0,
+    index_step: int = 1,
 ) -> None:
     """Play episodes with `concurrency` in flight into `out_dir` (episodes.jsonl,
     turns.jsonl, concurrency.json): without `duration_s`, one episode per item of
     `trajectories` (an episode plan) through replay.harness.run_episodes; with it,
-    workers that keep starting episodes (cycling through `trajectories`) until
-    `duration_s` s after the call, each started episode running to its end. Episode
-    ids are `<episode_prefix or sweep_point>-<index>`; stamps are perf_counter_ns
-    minus `t0_ns` (default: now). Raises ValueError for no trajectories."""
+    workers that keep starting episodes until `duration_s` s after the call, each
+    started episode running to its end, episode i playing trajectories[i mod len] for
+    i = index_start, index_start + index_step, ... (a shard's share of the one cycle).
+    Episode ids are `<episode_prefix or sweep_point>-<index>`; stamps are
+    perf_counter_ns minus `t0_ns` (default: now). Raises ValueError for no
+    trajectories."""
     if not trajectories:
         raise ValueError("trajectories: expected at least one trajectory (got none)")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -382,7 +387,8 @@ async def play_episodes(
     if duration_s is None:
         await run_episodes(list(trajectories), base_url, concurrency, out_dir=out_dir, **common)
     else:
-        await _run_for_duration(list(trajectories), base_url, concurrency, duration_s, out_dir, **common)
+        await _run_for_duration(list(trajectories), base_url, concurrency, duration_s, out_dir, **common,
+                                index_start=index_start, index_step=index_step)
 
 
 def turns_to_samples(turns_path: Path, samples_path: Path) -> int:
@@ -414,16 +420,18 @@ async def _run_for_duration(
     trajectories: list[Trajectory], base_url: str, concurrency: int, duration_s: float, out_dir: Path, *,
     mode: str, run_id: str, sweep_point: str, sandbox_factory: SandboxFactory | None,
     tasks: dict[str, TaskSpec] | None, t0_ns: int, api_key: str | None, command: list[str] | None,
-    episode_prefix: str | None = None,
+    episode_prefix: str | None = None, index_start: int = 0, index_step: int = 1,
 ) -> None:
     """`concurrency` workers start episodes until `duration_s` after the call, writing
-    the same files as run_episodes (episode ids `<episode_prefix or sweep_point>-<index>`)."""
+    the same files as run_episodes (episode ids `<episode_prefix or sweep_point>-<index>`).
+    Episode i plays trajectories[i mod len], i = index_start, index_start + index_step, ...
+    in the order workers come free (a shard k of N takes k, k + N, ...)."""
     prefix = episode_prefix or sweep_point
     import aiohttp
 
     tasks = tasks or {}
     deadline = time.perf_counter_ns() + int(duration_s * 1e9)
-    counter = iter(range(1 << 62))
+    counter = itertools.count(index_start, index_step)
     intervals: list[tuple[int, int]] = []
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
     ep_f = open(out_dir / "episodes.jsonl", "w", encoding="utf-8")

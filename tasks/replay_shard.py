@@ -1,7 +1,7 @@
 """One shard of a distributed agent-replay sweep point as a Prefect task (for a
-DaskTaskRunner) and as the body of the `swebench-replay-shard` flow: reads the
-trajectories, builds the sandbox factory and the verifier's tasks, then
-replay.shard.run_replay_shard (documented there).
+DaskTaskRunner) and as the body of the `swebench-replay-shard` flow: builds the
+sandbox factory and the verifier's tasks, then replay.shard.run_replay_shard
+(documented there).
 
     report = await replay_shard(ReplayShardPoint(...worker=k, shards=N...))
 """
@@ -15,7 +15,6 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from replay.convert import read_trajectories
 from replay.shard import ReplayShardPoint, run_replay_shard
 from tasks.sweep import load_tasks, make_sandbox_factory
 
@@ -26,10 +25,9 @@ async def replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
     """Run shard `point.worker` of its point on this host; returns its report
     (replay.shard.run_replay_shard). Raises what that raises (ShardLate,
     ReplayServerError, ValueError), and ValueError for a bad sandbox."""
-    trajs = list(read_trajectories(Path(point.trajectories)))
     factory = (make_sandbox_factory(point.sandbox, point.sandbox_url, point.sandbox_image)
                if point.mode != "recorded" else None)
-    report = await run_replay_shard(point, trajs, sandbox_factory=factory,
+    report = await run_replay_shard(point, sandbox_factory=factory,
                                     tasks=load_tasks([Path(d) for d in point.task_dirs]))
     get_run_logger().info(
         "shard %d/%d of %s on %s: %s episodes in flight, t0 %.3f ms after the shared start, "

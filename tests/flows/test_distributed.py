@@ -128,16 +128,6 @@ async def test_a_shard_that_misses_the_start_refuses_to_run(tmp_path: Path) -> N
         await run_shard_point(ShardPoint(**{**p.as_params(), "worker": 2}))
 
 
-@pytest.fixture(scope="module")
-def local_cluster():
-    pytest.importorskip("prefect_dask", reason="prefect-dask (the `dask` extra) is not installed")
-    from distributed import LocalCluster
-
-    # one thread per worker process: each shard gets a process (and a core) of its own
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        yield cluster
-
-
 @pytest.mark.prefect
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets

@@ -183,3 +183,33 @@ async def test_deployment_run_of_a_distributed_agent_replay_on_two_workers(tmp_p
     assert len({s["pid"] for s in shards}) == 2  # two flow-run processes
     for s in shards:  # each shard measured its clock and started on the shared start
         assert 0 <= s["start_late_ns"] < 50_000_000 and abs(s["clock"]["wall_offset_ns"]) < 10_000_000, s
+
+
+@pytest.mark.slow
+@pytest.mark.prefect
+async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path, prefect_stack) -> None:
+    env, logs = prefect_stack
+    wh = tmp_path / "w.duckdb"
+    async with ScenarioServer(Scenario()) as server:
+        # the shared start is 20 s away and the shards get 3 s in all: both are cancelled
+        # (waiting for the start, or not yet picked up), and nothing reaches the server
+        await _deployment_run(
+            env, logs, "llm-sweep/distributed",
+            "--param", f'base_url="{server.url}"', "--param", 'model="m"', "--param", "shards=2",
+            "--param", "concurrency_sweep=[]", "--param", 'loads=["constant:40"]', "--param", "duration_s=1",
+            "--param", "start_lead_s=20", "--param", "shard_timeout_s=3",
+            "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"')
+        await asyncio.sleep(22)  # past the shared start: a straggler would have sent by now
+        served = server.n_requests
+    assert served == 0
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        [run_dir] = [Path(r[0]) for r in con.execute("SELECT source_dir FROM runs").fetchall()]
+        assert con.execute("SELECT count(*) FROM requests").fetchone() == (0,)
+    finally:
+        con.close()
+    summary = orjson.loads((run_dir / "points" / "constant-40" / "engine_summary.json").read_bytes())
+    assert [(s["worker"], s["state"]) for s in summary["shards"]] == [(0, "CANCELLED"), (1, "CANCELLED")]
+    assert [r for r in summary["verdict"]["reasons"] if r.startswith("worker ")] == [
+        "worker 0 died (exit code None)", "worker 1 died (exit code None)"]
+    assert summary["verdict"]["valid"] is False

@@ -19,15 +19,6 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"  # one trajectory of 4 turns
 
 
-@pytest.fixture(scope="module")
-def local_cluster():
-    pytest.importorskip("prefect_dask", reason="prefect-dask (the `dask` extra) is not installed")
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        yield cluster
-
-
 pytestmark = [
     pytest.mark.prefect,
     pytest.mark.usefixtures("prefect_harness"),
@@ -37,12 +28,17 @@ pytestmark = [
 ]
 
 
-async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster(tmp_path: Path, local_cluster) -> None:
+async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through_an_exchange(
+        tmp_path: Path, local_cluster) -> None:
     from flows.swebench_replay_distributed import swebench_replay_distributed
 
+    # the shards reach the run only through the exchange (a file:// URL here, s3:// on a fleet)
+    exchange = f"file://{tmp_path}/exchange"
     out = await swebench_replay_distributed(
         logs=[EXAMPLE], concurrency_sweep=[1, 4], shards=2, latency="fixed:50:0", out_dir=tmp_path / "a",
-        warehouse=tmp_path / "w.duckdb", dask_address=local_cluster.scheduler_address, start_lead_s=8.0)
+        warehouse=tmp_path / "w.duckdb", dask_address=local_cluster.scheduler_address, start_lead_s=8.0,
+        exchange=exchange)
+    assert list((tmp_path / "exchange").iterdir()) == []  # the run's files were fetched and removed there
     c1, c4 = out["points"]
     # c1: one slot, so one shard; c4: two shards of two episodes, each of the 4 recorded turns
     assert (c1["shards"], c1["n_episodes"], c1["n_turns"], c1["valid"]) == (1, 1, 4, True)
@@ -52,6 +48,7 @@ async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster(tmp_pat
     shards = orjson.loads((point_dir(Path(out["run_dir"]), "c4") / "shards.json").read_bytes())
     pids = {s["pid"] for s in shards}
     assert len(pids) == 2 and os.getpid() not in pids  # two Dask worker processes, not this one
+    assert [s["clock"]["reference"] for s in shards] == ["storage mtime (file)"] * 2
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() \

@@ -12,10 +12,11 @@ import duckdb
 import orjson
 import pytest
 
+from benchmaker.exchange import Exchange
 from benchmaker.shared_start import ShardLate
 from replay.convert import convert_paths, read_trajectories
-from replay.shard import (ReplayShardPoint, merge_replay_point, merge_server_stats, run_replay_shard,
-                          shard_concurrency, shard_plan, shards_for)
+from replay.shard import (ReplayShardPoint, fetch_replay_shards, merge_replay_point, merge_server_stats,
+                          run_replay_shard, shard_concurrency, shard_plan, shards_for)
 from replay.sweep import point_dir, reset_point_dir, write_run_manifest, write_sweep_points
 from warehouse.loader import load_run
 
@@ -28,6 +29,19 @@ def traj(tmp_path: Path) -> Path:
     path = tmp_path / "trajectories.jsonl"
     convert_paths([EXAMPLE], path)
     return path
+
+
+@pytest.fixture
+def multi(tmp_path: Path) -> Path:
+    """Four distinct trajectories of 4, 2, 2 and 3 turns."""
+    path = tmp_path / "multi.jsonl"
+    fx = REPO / "tests" / "replay" / "fixtures"
+    convert_paths([EXAMPLE, fx / "swe_agent_fc.traj", fx / "pi_events.jsonl", fx / "pi_v3_tree.jsonl"], path)
+    return path
+
+
+def _episodes(pdir: Path) -> list[dict]:
+    return [orjson.loads(line) for line in (pdir / "episodes.jsonl").read_bytes().splitlines() if line.strip()]
 
 
 def _points(traj: Path, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[ReplayShardPoint]:
@@ -80,8 +94,11 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     assert (stats["requests"], stats["misses"]["total"], stats["servers"]) == (16, 0, 2)
     shards = orjson.loads((pdir / "shards.json").read_bytes())
     assert [(s["worker"], s["exit_code"], s["flow_run_id"]) for s in shards] == [(0, 0, "a"), (1, 0, "b")]
-    episode_ids = sorted(orjson.loads(line)["episode_id"] for line in (pdir / "episodes.jsonl").read_bytes().split())
-    assert episode_ids == ["c4-w0-0", "c4-w0-1", "c4-w1-0", "c4-w1-1"]
+    episodes = _episodes(pdir)
+    assert sorted(e["episode_id"] for e in episodes) == ["c4-w0-0", "c4-w0-1", "c4-w1-0", "c4-w1-1"]
+    # as in a single-process point: the point's target, and each episode's slot of the 4
+    assert {e["concurrency"] for e in episodes} == {4}
+    assert sorted(e["worker"] for e in episodes) == [0, 1, 2, 3]
     write_sweep_points(run_dir, [row])
     report = load_run(tmp_path / "w.duckdb", run_dir)
     assert (report.rows["episodes"], report.rows["turns"], report.rows["requests"]) == (4, 16, 16)
@@ -93,6 +110,27 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
         assert con.execute("SELECT shards, concurrency FROM sweep_points").fetchall() == [(2, 4)]
     finally:
         con.close()
+
+
+async def test_shards_get_the_trajectories_and_hand_back_their_files_through_an_exchange(
+        tmp_path: Path, traj: Path) -> None:
+    url = f"memory://{tmp_path.name}/exchange"
+    ex = Exchange(url)
+    ex.put_file(traj, "rid/trajectories.jsonl")
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "c4"))
+    points = [ReplayShardPoint(**{**p.as_params(), "trajectories": "rid/trajectories.jsonl", "exchange": url})
+              for p in _points(traj, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:50:0")]
+    reports = await asyncio.gather(*(run_replay_shard(p) for p in points))  # each reads the file it downloaded
+    assert [r["clock"]["reference"] for r in reports] == ["storage mtime (memory)"] * 2
+    assert list(point_dir(run_dir, "c4").iterdir()) == []  # the shards wrote elsewhere
+    got = fetch_replay_shards(run_dir, "rid", "c4", url)
+    assert sorted(p.relative_to(point_dir(run_dir, "c4")).as_posix() for p in got) == sorted(
+        f"_shards/w{k}/{name}" for k in (0, 1)
+        for name in ("concurrency.json", "episodes.jsonl", "server_stats.json", "shard.json", "turns.jsonl"))
+    assert ex.get_dir("rid/points", tmp_path / "left") == []  # fetched files are removed there
+    row = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 0])
+    assert (row["n_episodes"], row["n_turns"], row["achieved_max_concurrency"], row["valid"]) == (4, 16, 4, True)
 
 
 async def test_a_failed_shard_is_a_verdict_reason_and_the_other_half_stays(tmp_path: Path, traj: Path) -> None:
@@ -114,3 +152,40 @@ async def test_a_shard_that_misses_the_start_refuses_to_run(tmp_path: Path, traj
     with pytest.raises(ValueError, match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
                                          r"shards 5\)"):
         await run_replay_shard(ReplayShardPoint(**{**p.as_params(), "worker": 0, "shards": 5}), [])
+
+
+async def test_a_sharded_point_plays_what_a_single_process_point_plays(tmp_path: Path, multi: Path) -> None:
+    from replay.process import start_replay_server
+    from replay.sweep import run_point
+
+    trajs = list(read_trajectories(multi))
+    with start_replay_server(multi, latency="fixed:20:0") as srv:
+        single = await run_point(trajs, srv.url, tmp_path / "single", run_id="rid", concurrency=4, episodes=6)
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "c4"))
+    points = _points(multi, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:20:0", episodes=6)
+    await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
+    sharded = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 0], episodes_target=6)
+    # episodes 0..5 of the one plan cycle the 4 trajectories (4+2+2+3 turns, then 4+2): 17 turns
+    keys = ("n_episodes", "n_turns", "n_requests", "achieved_max_concurrency", "valid", "misses_total",
+            "episodes")
+    assert [sharded[k] for k in keys] == [single[k] for k in keys] == [6, 17, 17, 4, True, 0, 6]
+
+    def mix(pdir: Path) -> list[str]:
+        return sorted(e["trajectory_id"] for e in _episodes(pdir))
+
+    assert mix(point_dir(run_dir, "c4")) == mix(point_dir(tmp_path / "single", "c4"))
+
+
+async def test_in_duration_mode_the_shards_start_on_every_trajectory(tmp_path: Path, multi: Path) -> None:
+    trajs = list(read_trajectories(multi))
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "c4"))
+    points = _points(multi, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:20:0", duration_s=0.2)
+    await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
+    row = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 0], duration_s=0.2)
+    assert (row["achieved_max_concurrency"], row["valid"], row["misses_total"]) == (4, True, 0)
+    first = {e["episode_id"]: e["trajectory_id"] for e in _episodes(point_dir(run_dir, "c4"))}
+    # shard 0 owns slots 0 and 2, shard 1 slots 1 and 3: the first wave plays all four
+    # trajectories, as the single-process point's first wave does
+    assert sorted(first[f"c4-w{i % 2}-{i}"] for i in range(4)) == sorted(t.trajectory_id for t in trajs)

@@ -7,6 +7,8 @@ functions in replay/, warehouse/ and benchmaker/.
     grade               tasks.grade     grades.jsonl per point (cached on content)
     load_warehouse      tasks.load      the only warehouse writer
     publish_report      tasks.report    Prefect table/markdown/link artifacts
+    run_shard_point     tasks.shard     one shard of a distributed llm-sweep point
+    replay_shard        tasks.replay_shard  one shard of a distributed swebench-replay point
 """
 
 from tasks.convert import convert_logs

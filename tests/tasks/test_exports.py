@@ -1,11 +1,15 @@
-"""`__all__` of tasks, flows and replay.sweep is sorted and names real members."""
+"""`__all__` of tasks, flows, the sweep and shard modules is sorted and names real members."""
 
 import importlib
 
 import pytest
 
 
-@pytest.mark.parametrize("name", ["tasks", "flows", "replay.sweep", "tasks.serve", "tasks.sweep"])
+@pytest.mark.parametrize("name", [
+    "tasks", "flows", "replay.sweep", "tasks.serve", "tasks.sweep", "replay.shard", "tasks.shard",
+    "tasks.replay_shard", "flows.shard_runs", "flows.swebench_replay_distributed", "flows.llm_sweep_distributed",
+    "benchmaker.exchange", "benchmaker.shared_start",
+])
 def test_all_is_sorted_and_importable(name: str) -> None:
     module = importlib.import_module(name)
     assert module.__all__ == sorted(module.__all__)

@@ -8,17 +8,16 @@
    processes (benchmaker.workers.run_sharded, half the arrivals each) are offered
    `--target` x C (default 1.85). req/s = ok requests / self_checks.wall_s (the slowest
    process's wall time from t0 to its last response, so falling behind shows).
-   Scaling = req/s(2) / C; target >= 1.8x. (Offering two processes far more than they
-   can do makes each pile up ~100k queued tasks, and that measures the backlog, not
-   the engine.) Scaling =
-   req/s(2) / req/s(1); target >= 1.8x (the machine has 2 cores and the client is
+   Scaling = req/s(2) / C; target >= 1.8x (the machine has 2 cores and the client is
    CPU-bound, so this is the engine's scaling, minus what else runs on the machine).
+   Offering two processes far more than they can do would make each pile up ~100k
+   queued tasks, and that measures the backlog, not the engine.
 2. Replay server (replay.process.start_replay_server, instant latency, one trajectory of
    16 words, OpenAIChatWorkload streaming), `closed:C` (default 64): the same 1 vs 2
-   processes. The server is a
-   third process on the same 2 cores; its CPU use (utime+stime from /proc/PID/stat over
-   the run, in cores) is printed beside each figure: when the server takes a core, two
-   client processes cannot reach 2x, and the figure says so.
+   processes. The server is a third process on the same 2 cores; its CPU use
+   (utime+stime from /proc/PID/stat over the run, in cores) is printed beside each
+   figure: when the server takes a core, two client processes cannot reach 2x, and the
+   figure says so.
 
 First it prints how many cores two busy-looping processes get right now (`free_cores`):
 on a machine that other work shares, that, not the engine, bounds the scaling.

@@ -53,8 +53,8 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
 
-from flows.llm_sweep import sweep_loads
 from benchmaker.exchange import Exchange
+from flows.llm_sweep import sweep_loads
 from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
 from flows.swebench_replay import ParameterError, flow_run_bundle_id
 from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_run_manifest, write_sweep_points

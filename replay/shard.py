@@ -13,7 +13,7 @@ with the hosts), waits for the shared start, plays its episodes, and leaves in
 
     episodes.jsonl, turns.jsonl, concurrency.json   replay.sweep.play_episodes
     server_stats.json                               its replay server's /stats
-    shard.json                                      its report (shard_report)
+    shard.json                                      its report (run_replay_shard)
 
     report = await run_replay_shard(ReplayShardPoint(...worker=k, shards=N...), trajs)
     row = merge_replay_point(run_dir, "c8", concurrency=8, exit_codes=[0, 0])

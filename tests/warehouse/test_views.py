@@ -52,6 +52,29 @@ def test_sweep_summary_percentiles_are_linear_over_hand_written_timings(warehous
     assert c1["valid"] is True and c1["target_concurrency"] is None
 
 
+def test_the_verdict_written_with_a_sweep_point_is_kept(tmp_path):
+    run_dir = reference_bundle(tmp_path / "run-a")
+    # c1 reached its target, but its writer found it invalid (e.g. a shard failed);
+    # c2 was written valid: the view's own checks still apply to it
+    write_jsonl(run_dir / "sweep_points.jsonl", [
+        {"sweep_point": "c1", "concurrency": 1, "valid": False, "invalid_reason": "shard 1 failed (exit code 1)",
+         "shards": 2},
+        {"sweep_point": "c2", "concurrency": 2, "valid": True, "invalid_reason": None, "shards": 2}])
+    db = tmp_path / "w.duckdb"
+    load_run(db, run_dir)
+    con = open_readonly(db)
+    try:
+        rows = _rows(con, "SELECT sweep_point, achieved_max_concurrency, shards, valid, invalid_reason "
+                          "FROM v_sweep_summary ORDER BY sweep_point")
+    finally:
+        con.close()
+    # c1: requests 0 (0..100 ms) and 1 (100..200 ms) touch, never overlap: 1 in flight
+    assert rows == [
+        {"sweep_point": "c1", "achieved_max_concurrency": 1, "shards": 2, "valid": False,
+         "invalid_reason": "shard 1 failed (exit code 1)"},
+        {"sweep_point": "c2", "achieved_max_concurrency": 2, "shards": 2, "valid": True, "invalid_reason": None}]
+
+
 def test_vllm_compat_has_vllm_keys_with_exact_values(warehouse):
     (run,) = _rows(warehouse, "SELECT * FROM v_vllm_compat WHERE sweep_point IS NULL")
     assert run["completed"] == 4 and run["failed"] == 0

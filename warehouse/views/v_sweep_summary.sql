@@ -7,8 +7,10 @@
 -- (started_ns..ended_ns), or of requests in flight when the point has no episodes.
 -- Concurrency proof and usage coverage (issue #6) come from sweep_points (written by
 -- replay.sweep.summarize_point; NULL for engine points and derived points).
--- A point is valid when its target concurrency is unknown or was reached (DESIGN §4) and
--- its concurrency proof did not fail.
+-- A point is valid when its target concurrency is unknown or was reached (DESIGN §4), its
+-- concurrency proof did not fail, and the verdict written with it in sweep_points.jsonl
+-- (engine self-checks, failed or late shards) was not invalid; invalid_reason is that
+-- written verdict's reasons when there are any, else the reason found here.
 CREATE OR REPLACE VIEW v_sweep_summary AS
 WITH point_rows AS (
     SELECT * EXCLUDE (group_by) RENAME (group_key AS sweep_point)
@@ -83,21 +85,24 @@ joined AS (
         coalesce(o.max_episodes_in_flight, s.max_concurrency) AS achieved_max_concurrency,
         coalesce(o.mean_episodes_in_flight, s.mean_concurrency) AS achieved_mean_concurrency,
         p.max_in_flight AS proof_max_in_flight, p.all_started_before_first_finish, p.proof_ok,
-        p.proof_reason, p.n_episodes_usage_complete, p.usage_coverage
+        p.proof_reason, p.n_episodes_usage_complete, p.usage_coverage, p.shards,
+        p.valid AS recorded_valid, p.invalid_reason AS recorded_invalid_reason
     FROM sweep_points AS p
     LEFT JOIN point_rows AS s USING (run_id, sweep_point)
     LEFT JOIN episode_stats AS e USING (run_id, sweep_point)
     LEFT JOIN episode_overlap AS o USING (run_id, sweep_point)
 )
 SELECT
-    *,
+    * EXCLUDE (recorded_valid, recorded_invalid_reason),
     CASE
+        WHEN recorded_valid = false THEN false
         WHEN proof_ok = false THEN false
         WHEN target_concurrency IS NULL THEN true
         WHEN achieved_max_concurrency IS NULL THEN false
         ELSE achieved_max_concurrency >= target_concurrency
     END AS valid,
     CASE
+        WHEN recorded_valid = false THEN coalesce(recorded_invalid_reason, 'invalid (no reason recorded)')
         WHEN target_concurrency IS NOT NULL AND achieved_max_concurrency IS NULL THEN 'nothing ran at this point'
         WHEN achieved_max_concurrency < target_concurrency
             THEN 'achieved concurrency ' || achieved_max_concurrency || ' < target ' || target_concurrency

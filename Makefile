@@ -29,13 +29,20 @@ clean:
 	rm -rf $(VENV) artifacts runs
 
 # --- Prefect: local server, deployments, worker (prefect.yaml; DESIGN §7, §10) ---------
-# make prefect-server   start a local Prefect server in the background, wait for /api/health
+# make prefect-server   start a Prefect server in the background (log: prefect-server.log),
+#                       wait for /api/health; PREFECT_PORT=4300 for another port,
+#                       PREFECT_HOST=0.0.0.0 to let other hosts (load hosts) reach it
+# make prefect-server-stop   stop the server that make prefect-server started
 # make deploy           create the `process` work pool and deploy every prefect.yaml deployment
-# make worker           start a worker on that pool (foreground; Ctrl-C stops it)
+# make worker           start a worker on the pool's `default` queue (flow runs, not shards;
+#                       foreground; Ctrl-C stops it)
 # make run-adhoc        prefect deployment run swebench-replay/adhoc --watch (exit 0 when completed)
 # make demo             the main job on the bundled example, ephemeral Prefect (no server needed)
 PREFECT_PORT ?= 4200
+PREFECT_HOST ?= 127.0.0.1
 PREFECT_API_URL ?= http://127.0.0.1:$(PREFECT_PORT)/api
+PREFECT_SERVER_LOG ?= prefect-server.log
+PREFECT_SERVER_PID := .prefect-server.pid
 WORK_POOL := benchmaker-process  # must match work_pool.name in prefect.yaml
 PREFECT_ENV := PREFECT_API_URL=$(PREFECT_API_URL) PREFECT_SERVER_ANALYTICS_ENABLED=false
 PREFECT := $(VENV)/bin/prefect
@@ -43,15 +50,27 @@ PREFECT := $(VENV)/bin/prefect
 .PHONY: prefect-server prefect-server-stop deploy worker run-adhoc
 
 prefect-server: $(STAMP)
-	PREFECT_SERVER_ANALYTICS_ENABLED=false $(PREFECT) server start --background --host 127.0.0.1 --port $(PREFECT_PORT)
+	@if [ -f $(PREFECT_SERVER_PID) ] && kill -0 $$(cat $(PREFECT_SERVER_PID)) 2>/dev/null; then \
+	  echo "Prefect server already running (pid $$(cat $(PREFECT_SERVER_PID)); make prefect-server-stop)"; \
+	else \
+	  PREFECT_SERVER_ANALYTICS_ENABLED=false setsid nohup $(PREFECT) server start --host $(PREFECT_HOST) \
+	    --port $(PREFECT_PORT) > $(PREFECT_SERVER_LOG) 2>&1 < /dev/null & echo $$! > $(PREFECT_SERVER_PID); \
+	fi
 	@for i in $$(seq 1 180); do \
 	  $(PY) -c "import urllib.request as u; u.urlopen('$(PREFECT_API_URL)/health', timeout=2)" 2>/dev/null \
-	    && { echo "Prefect server healthy at $(PREFECT_API_URL)"; exit 0; }; \
+	    && { echo "Prefect server healthy at $(PREFECT_API_URL) (log: $(PREFECT_SERVER_LOG))"; exit 0; }; \
+	  kill -0 $$(cat $(PREFECT_SERVER_PID)) 2>/dev/null || { tail -20 $(PREFECT_SERVER_LOG) >&2; rm -f $(PREFECT_SERVER_PID); \
+	    echo "Prefect server exited (log: $(PREFECT_SERVER_LOG))" >&2; exit 1; }; \
 	  sleep 0.5; \
-	done; echo "Prefect server not healthy after 90 s" >&2; exit 1
+	done; echo "Prefect server not healthy after 90 s (log: $(PREFECT_SERVER_LOG))" >&2; exit 1
 
-prefect-server-stop: $(STAMP)
-	$(PREFECT) server stop
+prefect-server-stop:
+	@if [ -f $(PREFECT_SERVER_PID) ]; then \
+	  kill -TERM -$$(cat $(PREFECT_SERVER_PID)) 2>/dev/null || true; \
+	  for i in $$(seq 1 40); do kill -0 $$(cat $(PREFECT_SERVER_PID)) 2>/dev/null || break; sleep 0.25; done; \
+	  kill -KILL -$$(cat $(PREFECT_SERVER_PID)) 2>/dev/null || true; \
+	  rm -f $(PREFECT_SERVER_PID); echo "Prefect server stopped"; \
+	else echo "no Prefect server started by make prefect-server"; fi
 
 deploy: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) work-pool inspect $(WORK_POOL) >/dev/null 2>&1 || \
@@ -59,7 +78,7 @@ deploy: $(STAMP)
 	BENCHMAKER_HOME=$(CURDIR) $(PREFECT_ENV) $(PREFECT) --no-prompt deploy --all
 
 worker: $(STAMP)
-	$(PREFECT_ENV) $(PREFECT) worker start --pool $(WORK_POOL)
+	$(PREFECT_ENV) $(PREFECT) worker start --pool $(WORK_POOL) --work-queue default
 
 run-adhoc: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/adhoc --watch
@@ -69,12 +88,14 @@ demo: $(STAMP)
 		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo
 
 # --- Several load hosts: llm-sweep/distributed and swebench-replay/distributed (issue #8) ---
-# On one machine, `make worker` in two terminals gives the pool two workers (each serves
-# every queue, so shards and the orchestrator all find a worker). On a fleet, run on each
-# load host (checkout at the same path or BENCHMAKER_HOME set, shared out_dir mounted):
+# The orchestrator flow runs on `make worker` (queue `default`, on the control host); the
+# shards on `make worker-shard` (queue `shards`). On one machine: `make worker` once and
+# `make worker-shard` twice. On a fleet, run on each load host (checkout at the same
+# path or BENCHMAKER_HOME set; out_dir shared, or EXCHANGE set):
 # make worker-shard      a worker that takes one shard at a time from the `shards` queue
 # make run-distributed   prefect deployment run llm-sweep/distributed --watch
-#                        (BASE_URL=http://host:port MODEL=name SHARDS=2 OUT_DIR=/shared/artifacts)
+#                        (BASE_URL=http://host:port MODEL=name SHARDS=2 OUT_DIR=/shared/artifacts;
+#                        EXCHANGE=s3://bucket/x when OUT_DIR is not shared by the load hosts)
 # make run-distributed-replay  prefect deployment run swebench-replay/distributed --watch
 #                        (LOGS=/shared/logs SWEEP=2,8 SHARDS=2 OUT_DIR=/shared/artifacts)
 BASE_URL ?= http://127.0.0.1:8000
@@ -83,6 +104,8 @@ SHARDS ?= 2
 OUT_DIR ?= artifacts
 LOGS ?= examples/recordings/tiny-task.pi.jsonl
 SWEEP ?= 2,8
+EXCHANGE ?=
+EXCHANGE_PARAM := $(if $(EXCHANGE),--param exchange='"$(EXCHANGE)"',)
 
 .PHONY: worker-shard run-distributed run-distributed-replay
 
@@ -91,8 +114,9 @@ worker-shard: $(STAMP)
 
 run-distributed: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) deployment run llm-sweep/distributed --param base_url='"$(BASE_URL)"' \
-		--param model='"$(MODEL)"' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' --watch
+		--param model='"$(MODEL)"' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' $(EXCHANGE_PARAM) --watch
 
 run-distributed-replay: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/distributed --param logs='["$(LOGS)"]' \
-		--param concurrency_sweep='[$(SWEEP)]' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' --watch
+		--param concurrency_sweep='[$(SWEEP)]' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' \
+		$(EXCHANGE_PARAM) --watch

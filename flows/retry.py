@@ -9,6 +9,10 @@ coroutine never runs and the run is left Scheduled ("coroutine 'run_flow_async' 
 never awaited"). For a flow run created from a deployment, `prefect flow-run retry ID`
 (no entrypoint) works: it sets the run Scheduled and a worker runs it.
 
+Both variants of each flow resume: the single-process one and the distributed one
+(flows.swebench_replay_distributed, flows.llm_sweep_distributed; told apart by the
+run's deployment, parameters or flow version).
+
 What resumes: the run keeps its id and parameters (run_count + 1), so its bundle
 directory (`flows.swebench_replay.flow_run_bundle_id`) and every task cache key that
 includes the flow run id are the same. Sweep points that completed before the failure
@@ -36,14 +40,42 @@ __all__ = ["FLOWS", "main", "retry_flow_run"]
 RESUMABLE = (StateType.FAILED, StateType.CRASHED, StateType.CANCELLED)
 
 
-FLOWS = ("swebench-replay", "llm-sweep")  # the flows this module resumes, by flow name
+# the flows this module resumes, by flow name (each in its single-process and its
+# distributed variant)
+FLOWS = ("swebench-replay", "llm-sweep")
 
 
-def _flows() -> dict[str, Flow[..., Any]]:
-    from flows.llm_sweep import llm_sweep
-    from flows.swebench_replay import swebench_replay
+# Parameters only the distributed variants have (flows.*_distributed): a run that
+# carries one of them was made by that variant.
+_DISTRIBUTED_PARAMS = frozenset({"shards", "start_lead_s", "shard_deployment", "shard_timeout_s", "dask_address",
+                                 "exchange"})
+
+
+def _flows(distributed: bool) -> dict[str, Flow[..., Any]]:
+    if distributed:
+        from flows.llm_sweep_distributed import llm_sweep
+        from flows.swebench_replay_distributed import swebench_replay
+    else:
+        from flows.llm_sweep import llm_sweep
+        from flows.swebench_replay import swebench_replay
 
     return {swebench_replay.name: swebench_replay, llm_sweep.name: llm_sweep}
+
+
+async def _is_distributed(client: Any, flow_run: Any) -> bool:
+    """Whether `flow_run` was made by a distributed variant: by its deployment's
+    entrypoint when it came from a deployment, else by its parameters, else by its
+    flow version (Prefect's hash of the flow's source file)."""
+    if flow_run.deployment_id is not None:
+        try:
+            deployment = await client.read_deployment(flow_run.deployment_id)
+            if deployment.entrypoint:
+                return "_distributed.py:" in deployment.entrypoint
+        except ObjectNotFound:
+            pass
+    if _DISTRIBUTED_PARAMS & set(flow_run.parameters or {}):
+        return True
+    return any(f.version == flow_run.flow_version for f in _flows(True).values())
 
 
 async def retry_flow_run(flow_run_id: UUID | str) -> Any:
@@ -65,7 +97,7 @@ async def retry_flow_run(flow_run_id: UUID | str) -> Any:
             raise ValueError(f"flow run {run_id}: only a Failed, Crashed or Cancelled run resumes "
                              f"(got {state.name if state else 'no state'}); start a new run to measure again")
         name = (await client.read_flow(flow_run.flow_id)).name
-        flow = _flows().get(name)
+        flow = _flows(await _is_distributed(client, flow_run)).get(name)
         if flow is None:
             raise ValueError(f"flow run {run_id}: flow {name!r} is not one of {', '.join(FLOWS)}")
         await client.set_flow_run_state(run_id, Scheduled(message="Resumed by flows.retry"), force=True)

@@ -155,14 +155,14 @@ def flow_run_bundle_id(kind: str) -> str:
 
 
 def resume_or_write_manifest(run_dir: Path, *, run_id: str, kind: str, label: str | None,
-                             config: dict[str, Any]) -> int:
+                             config: dict[str, Any], workers: int = 1) -> int:
     """Write `run_dir`/manifest.json (replay.sweep.write_run_manifest) unless an earlier
     attempt of this flow run wrote it (a resumed run keeps its manifest); returns the
     manifest's `t0_wall_ns` (ns since the epoch). Raises ValueError when an existing
     manifest belongs to another run_id or has no integer t0_wall_ns."""
     path = Path(run_dir) / "manifest.json"
     if not path.is_file():
-        write_run_manifest(run_dir, run_id=run_id, kind=kind, label=label, config=config)
+        write_run_manifest(run_dir, run_id=run_id, kind=kind, label=label, config=config, workers=workers)
     manifest = json.loads(path.read_text("utf-8"))
     if manifest.get("run_id") != run_id:
         raise ValueError(f"{path}: run_id: expected {run_id!r} (got {manifest.get('run_id')!r})")

@@ -32,28 +32,33 @@ failed shard is a verdict reason of its point; the others' episodes stay.
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from prefect import flow
+from prefect import flow, task
+from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
 from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
 
 from benchmaker.exchange import Exchange
 from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
-from flows.swebench_replay import (Concurrency, Mode, ParameterError, flow_run_bundle_id, result_storage_for,
-                                   trajectories_of, validate_params)
+from flows.swebench_replay import (Concurrency, Mode, ParameterError, flow_run_bundle_id,
+                                   result_storage_for, resume_or_write_manifest, trajectories_of, validate_params)
 from replay.convert import read_trajectories
 from replay.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
-from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_run_manifest, write_sweep_points
+from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_sweep_points
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
 from tasks.replay_shard import replay_shard, run_replay_shard_task
+from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 from tasks.report import publish_report
 
-__all__ = ["SHARD_DEPLOYMENT", "swebench_replay", "swebench_replay_distributed", "swebench_replay_shard"]
+__all__ = ["SHARD_DEPLOYMENT", "run_distributed_point", "swebench_replay", "swebench_replay_distributed",
+           "swebench_replay_shard"]
 
 SHARD_DEPLOYMENT = "swebench-replay-shard/shard"
 
@@ -64,6 +69,44 @@ async def swebench_replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
     (tasks.replay_shard.replay_shard); returns the shard's report. Fails (flow run
     Failed) when it missed the shared start or its replay server did not start."""
     return await replay_shard(point)
+
+
+@task(name="run-distributed-point", cache_policy=INPUTS + TASK_SOURCE + RUN_ID, persist_result=True)
+async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: int | None, start_lead_s: float,
+                                shard_deployment: str, shard_timeout_s: float | None,
+                                dask_address: str | None) -> dict[str, Any]:
+    """One distributed point: empties the point directory, sets the shared start
+    `start_lead_s` from now, runs `template.shards` shards (`template` with worker k and
+    that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
+    fetches their files from the exchange (if any) and merges them
+    (replay.shard.merge_replay_point). Returns {"row": the point's summary row,
+    "shards": [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]}.
+
+    Cached per flow run (RUN_ID) on its inputs, which hold no start time: a resumed
+    flow run (flows.retry) keeps the points that completed and measures from the
+    first that did not. Tests only: FAIL_POINT_ENV set to this point's name fails it
+    after the merge (tasks.sweep.InjectedFault)."""
+    log = get_run_logger()
+    sp, run_dir = template.sweep_point, Path(template.run_dir)
+    reset_point_dir(point_dir(run_dir, sp))
+    start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
+    points = [replace(template, worker=k, start_wall_ns=start_wall_ns) for k in range(template.shards)]
+    if dask_address:
+        codes, info = await shards_on_dask(points, run_replay_shard_task, dask_address, shard_timeout_s)
+    else:
+        codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
+    for i in info:
+        if i["state"] != "COMPLETED":
+            log.warning("point %s shard %d ended %s: %s", sp, i["worker"], i["state"], i["message"])
+    fetch_replay_shards(run_dir, template.run_id, sp, template.exchange)
+    row = merge_replay_point(run_dir, sp, concurrency=template.concurrency, exit_codes=codes, shard_info=info,
+                             episodes_target=episodes_target, duration_s=template.duration_s)
+    log.info("sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %d%s",
+             sp, row["n_episodes"], template.shards, row["n_requests"], row["achieved_max_concurrency"],
+             template.concurrency, row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    if os.environ.get(FAIL_POINT_ENV) == sp:
+        raise InjectedFault(f"sweep point {sp}: failure injected by {FAIL_POINT_ENV}")
+    return {"row": row, "shards": info}
 
 
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)
@@ -126,7 +169,8 @@ async def swebench_replay(
     config = {**p.model_dump(mode="json"), "shards": shards, "backend": backend, "start_lead_s": lead_s,
               "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address,
               "exchange": exchange}
-    write_run_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=config, workers=shards)
+    resume_or_write_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=config,
+                             workers=shards)
     log.info("run %s -> %s (up to %d shards per point on %s)", run_id, run_dir, shards,
              dask_address if dask_address else f"work pool of {shard_deployment}")
     traj = trajectories_of(p)
@@ -136,37 +180,23 @@ async def swebench_replay(
         traj_ref = f"{run_id}/trajectories.jsonl"
         Exchange(exchange).put_file(traj, traj_ref)
 
+    point_task = run_distributed_point.with_options(result_storage=result_storage_for(p.out_dir))
     rows: list[dict[str, Any]] = []
     shard_states: list[list[dict[str, Any]]] = []
     for c in p.concurrency_sweep:
-        sp = point_name(c)
-        reset_point_dir(point_dir(run_dir, sp))
-        n = shards_for(c, shards)
-        start_wall_ns = time.time_ns() + round(lead_s * 1e9)
-        points = [ReplayShardPoint(
-            trajectories=traj_ref, run_dir=str(run_dir), run_id=run_id, concurrency=c, worker=k, shards=n,
-            start_wall_ns=start_wall_ns, episodes=p.episodes_per_point, duration_s=p.duration_s, mode=p.mode,
-            sandbox=p.sandbox, sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
+        template = ReplayShardPoint(
+            trajectories=traj_ref, run_dir=str(run_dir), run_id=run_id, concurrency=c, worker=0,
+            shards=shards_for(c, shards), start_wall_ns=0, episodes=p.episodes_per_point, duration_s=p.duration_s,
+            mode=p.mode, sandbox=p.sandbox, sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
             task_dirs=tuple(str(d.resolve()) for d in p.task_dirs),
             command=tuple(p.command) if p.command else None, latency=p.latency, divergence=p.divergence,
             exchange=exchange)
-            for k in range(n)]
-        if dask_address:
-            codes, info = await shards_on_dask(points, run_replay_shard_task, dask_address, shard_timeout_s)
-        else:
-            codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
-        for i in info:
-            if i["state"] != "COMPLETED":
-                log.warning("point %s shard %d ended %s: %s", sp, i["worker"], i["state"], i["message"])
         target = None if p.duration_s is not None else len(episode_plan(range(n_traj), c, p.episodes_per_point))
-        fetch_replay_shards(run_dir, run_id, sp, exchange)
-        row = merge_replay_point(run_dir, sp, concurrency=c, exit_codes=codes, shard_info=info,
-                                 episodes_target=target, duration_s=p.duration_s)
-        log.info("sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %d%s",
-                 sp, row["n_episodes"], n, row["n_requests"], row["achieved_max_concurrency"], c,
-                 row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
-        rows.append(row)
-        shard_states.append(info)
+        out = await point_task(template, episodes_target=target, start_lead_s=lead_s,
+                               shard_deployment=shard_deployment, shard_timeout_s=shard_timeout_s,
+                               dask_address=dask_address)
+        rows.append(out["row"])
+        shard_states.append(out["shards"])
     write_sweep_points(run_dir, rows)
     if exchange:
         Exchange(exchange).remove(run_id)

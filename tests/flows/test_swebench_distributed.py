@@ -73,3 +73,50 @@ async def test_a_missing_trajectories_file_is_refused_before_any_work(tmp_path: 
     with pytest.raises(ParameterError, match=r"trajectories: no such file \(got '.*nope.jsonl'\)"):
         await swebench_replay_distributed(trajectories=tmp_path / "nope.jsonl", out_dir=tmp_path / "a")
     assert not (tmp_path / "a").exists()
+
+
+async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Path, local_cluster,
+                                                                     monkeypatch) -> None:
+    import hashlib
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.swebench_replay_distributed import swebench_replay_distributed
+    from tasks.sweep import FAIL_POINT_ENV
+
+    def fingerprint(pdir: Path) -> dict[str, tuple[int, str]]:
+        # the point stage's files (grades.jsonl is the grade stage's, written after all points)
+        return {f.name: (f.stat().st_mtime_ns, hashlib.sha256(f.read_bytes()).hexdigest())
+                for f in sorted(pdir.iterdir()) if f.name != "grades.jsonl"}
+
+    out_dir = tmp_path / "a"
+    kw = dict(logs=[EXAMPLE], concurrency_sweep=[2, 4], shards=2, out_dir=out_dir, warehouse=tmp_path / "w.duckdb",
+              dask_address=local_cluster.scheduler_address, start_lead_s=8.0)
+    monkeypatch.setenv(FAIL_POINT_ENV, "c4")  # c2 completes, c4 measures, merges, then fails
+    state = await swebench_replay_distributed(**kw, return_state=True)
+    monkeypatch.delenv(FAIL_POINT_ENV)
+    assert state.is_failed()
+    flow_run_id = str(state.state_details.flow_run_id)
+    [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
+    c2_before, c4_before = fingerprint(run_dir / "points" / "c2"), fingerprint(run_dir / "points" / "c4")
+    manifest_before = (run_dir / "manifest.json").read_bytes()
+
+    # resumed from another process, as a user would: the distributed variant is chosen
+    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
+               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    proc = subprocess.run([sys.executable, "-m", "flows.retry", flow_run_id], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert fingerprint(run_dir / "points" / "c2") == c2_before  # a cache hit: not measured again
+    c4_after = fingerprint(run_dir / "points" / "c4")
+    assert c4_after.keys() == c4_before.keys()
+    assert all(c4_after[name][0] > c4_before[name][0] for name in c4_after)  # measured again
+    assert (run_dir / "manifest.json").read_bytes() == manifest_before  # same run, same t0
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT sweep_point, shards, n_episodes, valid FROM v_sweep_summary "
+                           "ORDER BY sweep_point").fetchall() == [("c2", 2, 2, True), ("c4", 2, 4, True)]
+    finally:
+        con.close()

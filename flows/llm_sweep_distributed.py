@@ -35,6 +35,10 @@ make the start fails (tasks.shard.ShardLate). The merged point (tasks.shard.merg
 takes each shard's exit code from its flow run's (or task's) final state: COMPLETED = 0,
 anything else 1, so a failed shard is a verdict reason and the others' samples stay.
 
+Resume: each point is a task (`run_distributed_point`) cached per flow run, so
+`benchmaker retry FLOW_RUN_ID` (flows.retry) of a failed run keeps its manifest and the
+points that completed, and measures from the first that did not.
+
 `out_dir` must be a path that every load host reaches at the same absolute path (a
 shared filesystem; a relative one is resolved on the orchestrator's host), unless
 `exchange` is set: then each shard writes locally and uploads its files under that
@@ -44,11 +48,14 @@ orchestrator downloads them into `out_dir` (tasks.shard.fetch_shards).
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
-from prefect import flow
+from prefect import flow, task
+from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
 from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
@@ -56,13 +63,15 @@ from pydantic import Field
 from benchmaker.exchange import Exchange
 from flows.llm_sweep import sweep_loads
 from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
-from flows.swebench_replay import ParameterError, flow_run_bundle_id
-from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_run_manifest, write_sweep_points
+from flows.swebench_replay import ParameterError, flow_run_bundle_id, result_storage_for, resume_or_write_manifest
+from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
 from tasks.load import load_warehouse
 from tasks.report import publish_report
 from tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task
+from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
-__all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep", "llm_sweep_distributed", "llm_sweep_shard"]
+__all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep", "llm_sweep_distributed", "llm_sweep_shard",
+           "run_distributed_point"]
 
 SHARD_DEPLOYMENT = "llm-sweep-shard/shard"
 
@@ -77,6 +86,40 @@ async def llm_sweep_shard(point: ShardPoint) -> dict[str, Any]:
         point.worker, point.shards, point.sweep_point, checks["hostname"], checks["start_late_ns"] / 1e6,
         checks["clock"]["wall_offset_ns"] / 1e6)
     return checks
+
+
+@task(name="run-distributed-point", cache_policy=INPUTS + TASK_SOURCE + RUN_ID, persist_result=True)
+async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, shard_deployment: str,
+                                shard_timeout_s: float | None, dask_address: str | None) -> dict[str, Any]:
+    """One distributed point: empties the point directory, sets the shared start
+    `start_lead_s` from now, runs `template.shards` shards (`template` with worker k and
+    that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
+    fetches their files from the exchange (if any) and merges them
+    (tasks.shard.merge_point). Returns {"row": the point's row, "shards": [{"worker",
+    "flow_run_id"|"task_run_id", "state", "message"}]}. Cached per flow run (RUN_ID) on
+    its inputs, which hold no start time, so a resumed flow run (flows.retry) keeps the
+    points that completed. Tests only: FAIL_POINT_ENV set to this point's name fails
+    it after the merge (tasks.sweep.InjectedFault)."""
+    log = get_run_logger()
+    name = template.sweep_point
+    reset_point_dir(point_dir(Path(template.run_dir), name))
+    start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
+    points = [replace(template, worker=k, start_wall_ns=start_wall_ns) for k in range(template.shards)]
+    if dask_address:
+        codes, info = await shards_on_dask(points, run_shard_point_task, dask_address, shard_timeout_s)
+    else:
+        codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
+    for i in info:
+        if i["state"] != "COMPLETED":
+            log.warning("point %s shard %d ended %s: %s", name, i["worker"], i["state"], i["message"])
+    fetch_shards(template)
+    row = merge_point(template, codes, info)
+    log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,
+             row["n_requests"], template.shards, row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],
+             "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    if os.environ.get(FAIL_POINT_ENV) == name:
+        raise InjectedFault(f"sweep point {name}: failure injected by {FAIL_POINT_ENV}")
+    return {"row": row, "shards": info}
 
 
 @flow(name="llm-sweep", validate_parameters=True)
@@ -128,33 +171,20 @@ async def llm_sweep(
               "api_key_env": api_key_env, "shards": shards, "backend": backend, "start_lead_s": lead_s,
               "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address,
               "exchange": exchange}
-    write_run_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=label, config=config, workers=shards)
+    resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=label, config=config, workers=shards)
     log.info("run %s -> %s (%d shards per point on %s)", run_id, run_dir, shards,
              dask_address if dask_address else f"work pool of {shard_deployment}")
+    point_task = run_distributed_point.with_options(result_storage=result_storage_for(Path(out_dir)))
     rows, shard_states = [], []
     for spec in specs:
-        name = engine_point_name(spec)
-        reset_point_dir(point_dir(run_dir, name))
-        start_wall_ns = time.time_ns() + round(lead_s * 1e9)
-        points = [ShardPoint(base_url=base_url, model=model, run_dir=str(run_dir), run_id=run_id, load=spec,
-                             sweep_point=name, worker=k, shards=shards, start_wall_ns=start_wall_ns,
-                             duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
-                             max_tokens=max_tokens, api_key_env=api_key_env, label=label, exchange=exchange)
-                  for k in range(shards)]
-        if dask_address:
-            codes, info = await shards_on_dask(points, run_shard_point_task, dask_address, shard_timeout_s)
-        else:
-            codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
-        bad = [i for i in info if i["state"] != "COMPLETED"]
-        for i in bad:
-            log.warning("point %s shard %d ended %s: %s", name, i["worker"], i["state"], i["message"])
-        fetch_shards(points[0])
-        row = merge_point(points[0], codes, info)
-        log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,
-                 row["n_requests"], shards, row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],
-                 "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
-        rows.append(row)
-        shard_states.append(info)
+        template = ShardPoint(base_url=base_url, model=model, run_dir=str(run_dir), run_id=run_id, load=spec,
+                              sweep_point=engine_point_name(spec), worker=0, shards=shards, start_wall_ns=0,
+                              duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
+                              max_tokens=max_tokens, api_key_env=api_key_env, label=label, exchange=exchange)
+        out = await point_task(template, start_lead_s=lead_s, shard_deployment=shard_deployment,
+                               shard_timeout_s=shard_timeout_s, dask_address=dask_address)
+        rows.append(out["row"])
+        shard_states.append(out["shards"])
     write_sweep_points(run_dir, rows)
     if exchange:
         Exchange(exchange).remove(run_id)

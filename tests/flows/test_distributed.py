@@ -152,3 +152,51 @@ async def test_the_same_shards_run_on_a_dask_local_cluster(tmp_path: Path, local
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     assert con.execute("SELECT count(*), any_value(workers) FROM runs").fetchone() == (1, 2)
     con.close()
+
+
+@pytest.mark.prefect
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(tmp_path: Path, local_cluster,
+                                                                       monkeypatch) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.llm_sweep_distributed import llm_sweep_distributed
+    from tasks.sweep import FAIL_POINT_ENV
+
+    out_dir = tmp_path / "a"
+    async with ScenarioServer(Scenario(ttft_ms=5)) as server:
+        kw = dict(base_url=server.url, model="m", shards=2, loads=["constant:20", "constant:40"], duration_s=1.0,
+                  max_tokens=8, out_dir=out_dir, warehouse=tmp_path / "w.duckdb",
+                  dask_address=local_cluster.scheduler_address, start_lead_s=8.0)
+        monkeypatch.setenv(FAIL_POINT_ENV, "constant-40")  # constant-20 completes, constant-40 fails after it ran
+        state = await llm_sweep_distributed(**kw, return_state=True)
+        monkeypatch.delenv(FAIL_POINT_ENV)
+        assert state.is_failed()
+        assert server.n_requests == 60
+        flow_run_id = str(state.state_details.flow_run_id)
+        [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
+        first = point_dir(run_dir, "constant-20") / "engine_summary.json"
+        first_before = (first.stat().st_mtime_ns, first.read_bytes())
+        env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(Path(__file__).parents[2]),
+                   PREFECT_SERVER_ANALYTICS_ENABLED="false")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "flows.retry", flow_run_id, cwd=Path(__file__).parents[2], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=300)
+        assert proc.returncode == 0, out.decode()[-4000:]
+        # only constant-40 was measured again (40 more requests); constant-20 is a cache hit
+        assert server.n_requests == 100
+    assert (first.stat().st_mtime_ns, first.read_bytes()) == first_before
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT sweep_point, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() \
+            == [("constant-20", 20), ("constant-40", 40)]
+    finally:
+        con.close()

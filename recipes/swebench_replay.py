@@ -7,8 +7,19 @@ where the run bundle, warehouse and report are.
         --task-dirs examples/tiny-task] --out-dir artifacts --warehouse warehouse.duckdb
     benchmaker llm-sweep --base-url http://127.0.0.1:8000 --model m --concurrency-sweep 1,8 --duration 30
 
+Several load hosts from the command line, on a Dask cluster (no Prefect server: the
+distributed flows, flows/*_distributed.py, with prefect-dask, the `dask` extra):
+
+    benchmaker swebench-replay --logs ... --concurrency-sweep 8,32 --shards 2 \
+        --dask-address tcp://scheduler:8786 [--exchange s3://bucket/x] [--start-lead 10]
+
+Without a Prefect server (PREFECT_API_URL) the Dask workers cannot reach this
+process's ephemeral Prefect and start one of their own on their first shard (5-10 s):
+raise --start-lead to ~25 s then. (On a Prefect work pool: `prefect deployment run
+swebench-replay/distributed`, README.)
+
 Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
-concurrency never reached); 2 bad parameters, named, before anything runs.
+concurrency never reached, a shard failed); 2 bad parameters, named, before anything runs.
 """
 
 from __future__ import annotations
@@ -43,6 +54,26 @@ def _floats(text: str, name: str) -> list[float]:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(f"{name}: expected comma-separated numbers such as 2,5.5 (got {text!r})") from None
+
+
+def _distributed(shards: int, dask_address: str | None, exchange: str | None, start_lead: float | None,
+                 shard_timeout: float | None) -> dict[str, Any] | None:
+    """The distributed flows' extra parameters from the CLI options, or None for a
+    single-process run (--shards 1 and no --dask-address). Raises ConfigError when
+    --shards > 1 comes without --dask-address or a scale-out option is out of range."""
+    if shards < 1:
+        raise ConfigError(f"--shards: expected an integer >= 1 (got {shards})")
+    if dask_address is None:
+        if shards > 1 or exchange or start_lead is not None or shard_timeout is not None:
+            raise ConfigError("--shards/--exchange/--start-lead/--shard-timeout: need --dask-address (a Dask "
+                              "scheduler); on a Prefect work pool run the `distributed` deployment instead")
+        return None
+    bad = [f"{name}: expected a number > 0 (got {v:g})" for name, v in
+           (("--start-lead", start_lead), ("--shard-timeout", shard_timeout)) if v is not None and v <= 0]
+    if bad:
+        raise ConfigError("; ".join(bad))
+    return dict(shards=shards, dask_address=dask_address, exchange=exchange, start_lead_s=start_lead,
+                shard_timeout_s=shard_timeout)
 
 
 def print_sweep(out: dict[str, Any], title: str, console: Console | None = None) -> None:
@@ -97,6 +128,11 @@ def swebench_replay(
     out_dir: Path = Path("artifacts"),
     warehouse: Path | None = None,
     label: str | None = None,
+    shards: int = 1,
+    dask_address: str | None = None,
+    exchange: str | None = None,
+    start_lead: float | None = None,
+    shard_timeout: float | None = None,
 ) -> int:
     """Replay recorded agent runs at each concurrency of a sweep (the swebench-replay
     Prefect flow) and load the results into the warehouse.
@@ -124,6 +160,19 @@ def swebench_replay(
         Replay server latency: instant | fixed:TTFT_MS:ITL_MS | recorded.
     warehouse
         DuckDB file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb).
+    shards
+        Load hosts per point (> 1 needs --dask-address): each runs its share of the
+        episode slots with its own replay server; merged into one run.
+    dask-address
+        Dask scheduler (tcp://host:8786) whose workers run the shards (`dask` extra).
+    exchange
+        Path or fsspec URL every host reaches, when --out-dir is not shared.
+    start-lead
+        Seconds from a point's submission to its shared start (default 10; Dask
+        workers that have no PREFECT_API_URL start a Prefect of their own on their
+        first shard, 5-10 s: give 25 then).
+    shard-timeout
+        Seconds to wait for a point's shards (default 3 h).
     """
     _prefect_env()
     from flows.swebench_replay import ParameterError, validate_params
@@ -140,7 +189,12 @@ def swebench_replay(
         validate_params(**params)  # refuse bad parameters before Prefect starts
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
-    from flows.swebench_replay import swebench_replay as flow
+    dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
+    if dist is not None:
+        from flows.swebench_replay_distributed import swebench_replay_distributed as flow
+        params.update(dist)
+    else:
+        from flows.swebench_replay import swebench_replay as flow
 
     out = asyncio.run(flow(**params))
     print_sweep(out, "swebench-replay")
@@ -163,6 +217,11 @@ def llm_sweep(
     out_dir: Path = Path("artifacts"),
     warehouse: Path | None = None,
     label: str | None = None,
+    shards: int = 1,
+    dask_address: str | None = None,
+    exchange: str | None = None,
+    start_lead: float | None = None,
+    shard_timeout: float | None = None,
 ) -> int:
     """Sweep an OpenAI-compatible endpoint over concurrencies or rates (the llm-sweep
     Prefect flow): one engine run per point, then load and report.
@@ -181,6 +240,19 @@ def llm_sweep(
         Seconds per point.
     api-key-env
         Name of the environment variable holding the API key (never the key itself).
+    shards
+        Load hosts per point (> 1 needs --dask-address): shard k sends slice k of N of
+        the point's load; merged into one run.
+    dask-address
+        Dask scheduler (tcp://host:8786) whose workers run the shards (`dask` extra).
+    exchange
+        Path or fsspec URL every host reaches, when --out-dir is not shared.
+    start-lead
+        Seconds from a point's submission to its shared start (default 10; Dask
+        workers that have no PREFECT_API_URL start a Prefect of their own on their
+        first shard, 5-10 s: give 25 then).
+    shard-timeout
+        Seconds to wait for a point's shards (default 3 h).
     """
     _prefect_env()
     from flows.llm_sweep import sweep_loads
@@ -197,12 +269,17 @@ def llm_sweep(
         sweep_loads(conc, rates, loads)
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
-    from flows.llm_sweep import llm_sweep as flow
+    dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
+    if dist is not None:
+        from flows.llm_sweep_distributed import llm_sweep_distributed as flow
+    else:
+        from flows.llm_sweep import llm_sweep as flow
 
     out = asyncio.run(flow(
         base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
         duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
         api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
+        **(dist or {}),
     ))
     print_sweep(out, "llm-sweep")
     return 0 if all(r["valid"] for r in out["points"]) else 1

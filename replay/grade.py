@@ -90,10 +90,13 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def grade_files(episodes: Path, turns: Path, out: Path, *, server_stats: Path | None = None,
-                concurrency: Path | None = None) -> list[dict[str, Any]]:
+                concurrency: Path | None = None, run_id: str | None = None,
+                sweep_point: str | None = None) -> list[dict[str, Any]]:
     """Grade every episode of `episodes` (with its turns from `turns`), plus the
     sweep-point grades when `server_stats` / `concurrency` files exist; write them
-    to `out` (one JSON object per line, keys GRADE_KEYS) and return them. Raises
+    to `out` (one JSON object per line, keys GRADE_KEYS) and return them. The
+    sweep-point grades carry the episodes' run_id and sweep_point, or `run_id` /
+    `sweep_point` when no episode ran (a point whose shards all failed). Raises
     InputError naming the file and line of a bad record."""
     eps = _read_jsonl(episodes)
     by_ep: dict[str, list[dict[str, Any]]] = {}
@@ -102,8 +105,8 @@ def grade_files(episodes: Path, turns: Path, out: Path, *, server_stats: Path | 
     grades: list[dict[str, Any]] = []
     for ep in eps:
         grades += grade_episode(ep, by_ep.get(ep["episode_id"], []))
-    run_id = eps[0]["run_id"] if eps else None
-    sweep_point = eps[0]["sweep_point"] if eps else None
+    if eps:
+        run_id, sweep_point = eps[0]["run_id"], eps[0]["sweep_point"]
     if server_stats is not None and server_stats.exists():
         st = json.loads(server_stats.read_text())
         m, d = st["misses"]["total"], st["divergences"]["total"]

@@ -4,6 +4,7 @@ cached on the content of the point's files."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from prefect import task
@@ -36,8 +37,11 @@ def grade(point_dirs: list[Path], files_sha256: list[str]) -> list[Path]:
     total = 0
     for pdir in point_dirs:
         pdir = Path(pdir)
+        manifest = pdir.parent.parent / "manifest.json"  # <run_dir>/points/<point>
+        run_id = json.loads(manifest.read_text("utf-8")).get("run_id") if manifest.is_file() else None
         grades = grade_files(pdir / "episodes.jsonl", pdir / "turns.jsonl", pdir / "grades.jsonl",
-                             server_stats=pdir / "server_stats.json", concurrency=pdir / "concurrency.json")
+                             server_stats=pdir / "server_stats.json", concurrency=pdir / "concurrency.json",
+                             run_id=run_id, sweep_point=pdir.name)
         total += len(grades)
         out.append(pdir / "grades.jsonl")
     get_run_logger().info("graded %d point(s): %d grades", len(out), total)

@@ -1,6 +1,10 @@
-"""Suite-wide isolation: no test reads this machine's real calibration file."""
+"""Suite-wide isolation: no test reads this machine's real calibration file. One Dask
+LocalCluster for the tests that run shards through prefect-dask."""
 
 from __future__ import annotations
+
+import gc
+import warnings
 
 import pytest
 
@@ -10,3 +14,19 @@ def _no_host_calibration(tmp_path_factory, monkeypatch):
     """Point BENCHMAKER_CALIBRATION at a file that does not exist (tests that calibrate
     set their own path), so a developer's ~/.cache calibration never leaks into runs."""
     monkeypatch.setenv("BENCHMAKER_CALIBRATION", str(tmp_path_factory.getbasetemp() / "no-calibration.json"))
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """A distributed.LocalCluster of two worker processes with one thread each (each
+    shard gets a process, and a core, of its own). Skips without the `dask` extra."""
+    pytest.importorskip("prefect_dask", reason="prefect-dask (the `dask` extra) is not installed")
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield cluster
+    # The DaskTaskRunner's clients leave sockets for the garbage collector; collect them
+    # here, where their ResourceWarnings are not errors, rather than at interpreter exit.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()

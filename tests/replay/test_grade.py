@@ -72,3 +72,13 @@ def test_grades_per_episode_and_sweep_point(tmp_path: Path):
     assert usage["detail"] == "usage missing on 1 of 2 model calls; token totals null"
     lines = (tmp_path / "grades.jsonl").read_text().splitlines()
     assert len(lines) == 11 and all(tuple(json.loads(x)) == GRADE_KEYS for x in lines)
+
+
+def test_a_point_where_no_episode_ran_grades_under_the_given_run(tmp_path: Path):
+    e, t = _files(tmp_path, [], [])
+    conc = tmp_path / "concurrency.json"
+    conc.write_text(json.dumps({"valid": False, "reason": "no episode ran", "max_in_flight": 0, "concurrency": 4}))
+    grades = grade_files(e, t, tmp_path / "grades.jsonl", concurrency=conc, run_id="r", sweep_point="c4")
+    # without episodes the run and point come from the caller (the loader refuses a null run_id)
+    assert grades == [{"run_id": "r", "sweep_point": "c4", "episode_id": None, "seq": None,
+                       "grader": "concurrency_proof", "verdict": "wrong", "score": 0.0, "detail": "no episode ran"}]

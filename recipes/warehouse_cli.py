@@ -79,7 +79,10 @@ def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = Non
             table.add_column(name, overflow="fold")
         for r in rows:
             table.add_row(*[_cell(v) for v in r])
-        Console().print(table)
+        console = Console()
+        if not console.is_terminal:  # piped or logged: no squeezing into 80 columns
+            console.width = max(console.width, 200)
+        console.print(table)
 
 
 def _format(csv: bool, json: bool) -> str:
@@ -92,6 +95,7 @@ def _format(csv: bool, json: bool) -> str:
 def sql(
     query: str,
     *,
+    param: list[str] | None = None,
     warehouse: WarehouseOpt = None,
     csv: bool = False,
     json: bool = False,
@@ -102,6 +106,9 @@ def sql(
     ----------
     query
         The SQL, e.g. "SELECT * FROM v_sweep_summary WHERE run_id = 'x'".
+    param
+        A value for the query's next `?` placeholder, in order (repeat the option),
+        e.g. --param RUN_ID; passed as text (DuckDB casts it where compared).
     csv
         Print CSV instead of a table.
     json
@@ -113,7 +120,7 @@ def sql(
     con = open_readonly(_path(warehouse))
     try:
         try:
-            cur = con.execute(query)
+            cur = con.execute(query, param or [])
         except duckdb.Error as exc:
             raise WarehouseError(f"sql: {exc}") from exc
         if cur.description is None:

@@ -22,6 +22,16 @@ def test_load_then_sql_json_and_csv(tmp_path, capsys, monkeypatch):
         {"sweep_point": "c1", "p50_ttft_ms": 15.0}, {"sweep_point": "c2", "p50_ttft_ms": 35.0}]
     assert main(["sql", "SELECT run_id, n_ok FROM v_run_summary", "--csv"]) == 0
     assert capsys.readouterr().out == "run_id,n_ok\nrun-a,4\n"
+    # placeholders take --param values, in order
+    assert main(["sql", "SELECT sweep_point, n_requests FROM v_sweep_summary WHERE run_id = ? AND n_requests >= ? "
+                        "ORDER BY 1", "--param", "run-a", "--param", "2", "--csv"]) == 0
+    assert capsys.readouterr().out == "sweep_point,n_requests\nc1,2\nc2,2\n"
+    # a table printed to a pipe is not squeezed into 80 columns: every header is whole
+    assert main(["runs"]) == 0
+    header = next(line for line in capsys.readouterr().out.splitlines() if "run_id" in line)
+    assert [c.strip() for c in header.strip("┃").split("┃")] == [
+        "run_id", "kind", "label", "created_at", "n_samples", "n_ok", "request_throughput_per_s", "p50_ttft_ms",
+        "p99_ttft_ms", "p50_e2e_ms", "p99_e2e_ms"]
 
 
 def test_sql_error_and_unknown_run_exit_2(tmp_path, capsys):

@@ -138,8 +138,11 @@ class Exchange:
                 "bracket_ns": after - before + resolution, "hostname": socket.gethostname()}
 
 
-def shards_key(run_id: str, sweep_point: str) -> str:
+def shards_key(run_id: str, sweep_point: str, attempt: int | None = None) -> str:
     """The key under which the shards of one sweep point leave their files:
-    `<run_id>/points/<sweep_point>/_shards`, the same layout as the point's staging
-    directory in the run bundle (`<run_dir>/points/<sweep_point>/_shards`)."""
-    return f"{run_id}/points/{sweep_point}/_shards"
+    `<run_id>/points/<sweep_point>/_shards[/a<attempt>]`, the same layout as the point's
+    staging directory in the run bundle. `attempt` (the attempt's shared start,
+    `start_wall_ns`) keeps a straggler of an earlier attempt of the point out of the
+    files of a later one; without it, the key of every attempt of the point."""
+    base = f"{run_id}/points/{sweep_point}/_shards"
+    return base if attempt is None else f"{base}/a{attempt}"

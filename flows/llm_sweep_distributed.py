@@ -64,7 +64,7 @@ from benchmaker.exchange import Exchange
 from flows.llm_sweep import sweep_loads
 from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
 from flows.swebench_replay import ParameterError, flow_run_bundle_id, result_storage_for, resume_or_write_manifest
-from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
+from replay.sweep import engine_point_name, point_complete, point_dir, reset_point_dir, write_sweep_points
 from tasks.load import load_warehouse
 from tasks.report import publish_report
 from tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task
@@ -112,8 +112,8 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
     for i in info:
         if i["state"] != "COMPLETED":
             log.warning("point %s shard %d ended %s: %s", name, i["worker"], i["state"], i["message"])
-    fetch_shards(template)
-    row = merge_point(template, codes, info)
+    fetch_shards(points[0])
+    row = merge_point(points[0], codes, info)
     log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,
              row["n_requests"], template.shards, row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],
              "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
@@ -181,8 +181,12 @@ async def llm_sweep(
                               sweep_point=engine_point_name(spec), worker=0, shards=shards, start_wall_ns=0,
                               duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
                               max_tokens=max_tokens, api_key_env=api_key_env, label=label, exchange=exchange)
-        out = await point_task(template, start_lead_s=lead_s, shard_deployment=shard_deployment,
-                               shard_timeout_s=shard_timeout_s, dask_address=dask_address)
+        args = dict(start_lead_s=lead_s, shard_deployment=shard_deployment, shard_timeout_s=shard_timeout_s,
+                    dask_address=dask_address)
+        out = await point_task(template, **args)
+        if not point_complete(point_dir(run_dir, template.sweep_point)):  # cached, but its files are gone
+            log.warning("sweep point %s: cached but its files are missing; measuring it again", template.sweep_point)
+            out = await point_task.with_options(refresh_cache=True)(template, **args)
         rows.append(out["row"])
         shard_states.append(out["shards"])
     write_sweep_points(run_dir, rows)

@@ -39,7 +39,7 @@ from prefect.logging import get_run_logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay.convert import CONVERTER_VERSION
-from replay.sweep import point_dir, point_name, write_run_manifest, write_sweep_points
+from replay.sweep import point_complete, point_dir, point_name, write_run_manifest, write_sweep_points
 from tasks.convert import convert_logs, logs_sha256
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
@@ -261,11 +261,14 @@ async def swebench_replay(
     try:
         key = start_replay_server(traj, latency=p.latency, divergence=p.divergence)
         for c in p.concurrency_sweep:
-            rows.append(await sweep_task(
-                key, traj, run_dir, run_id, c, episodes=p.episodes_per_point, duration_s=p.duration_s,
-                mode=p.mode, sandbox=p.sandbox, sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
-                task_dirs=[d.resolve() for d in p.task_dirs], command=p.command, t0_ns=t0_ns,
-            ))
+            args = dict(episodes=p.episodes_per_point, duration_s=p.duration_s, mode=p.mode, sandbox=p.sandbox,
+                        sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
+                        task_dirs=[d.resolve() for d in p.task_dirs], command=p.command, t0_ns=t0_ns)
+            row = await sweep_task(key, traj, run_dir, run_id, c, **args)
+            if not point_complete(point_dir(run_dir, point_name(c))):  # cached, but its files are gone
+                log.warning("sweep point %s: cached but its files are missing; measuring it again", point_name(c))
+                row = await sweep_task.with_options(refresh_cache=True)(key, traj, run_dir, run_id, c, **args)
+            rows.append(row)
     finally:
         stop_replay_server(key)
     write_sweep_points(run_dir, rows)

@@ -54,7 +54,8 @@ from flows.swebench_replay import (Concurrency, Mode, ParameterError, flow_run_b
                                    result_storage_for, resume_or_write_manifest, trajectories_of, validate_params)
 from replay.convert import read_trajectories
 from replay.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
-from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_sweep_points
+from replay.sweep import (episode_plan, point_complete, point_dir, point_name, reset_point_dir,
+                          write_sweep_points)
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
 from tasks.replay_shard import replay_shard, run_replay_shard_task
@@ -102,9 +103,9 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
     for i in info:
         if i["state"] != "COMPLETED":
             log.warning("point %s shard %d ended %s: %s", sp, i["worker"], i["state"], i["message"])
-    fetch_replay_shards(run_dir, template.run_id, sp, template.exchange)
-    row = merge_replay_point(run_dir, sp, concurrency=template.concurrency, exit_codes=codes, shard_info=info,
-                             episodes_target=episodes_target, duration_s=template.duration_s)
+    fetch_replay_shards(run_dir, template.run_id, sp, template.exchange, start_wall_ns)
+    row = merge_replay_point(run_dir, sp, attempt=start_wall_ns, concurrency=template.concurrency, exit_codes=codes,
+                             shard_info=info, episodes_target=episodes_target, duration_s=template.duration_s)
     log.info("sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %d%s",
              sp, row["n_episodes"], template.shards, row["n_requests"], row["achieved_max_concurrency"],
              template.concurrency, row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
@@ -196,9 +197,12 @@ async def swebench_replay(
             command=tuple(p.command) if p.command else None, latency=p.latency, divergence=p.divergence,
             exchange=exchange)
         target = None if p.duration_s is not None else len(episode_plan(range(n_traj), c, p.episodes_per_point))
-        out = await point_task(template, episodes_target=target, start_lead_s=lead_s,
-                               shard_deployment=shard_deployment, shard_timeout_s=shard_timeout_s,
-                               dask_address=dask_address)
+        args = dict(episodes_target=target, start_lead_s=lead_s, shard_deployment=shard_deployment,
+                    shard_timeout_s=shard_timeout_s, dask_address=dask_address)
+        out = await point_task(template, **args)
+        if not point_complete(point_dir(run_dir, point_name(c))):  # cached, but its files are gone
+            log.warning("sweep point %s: cached but its files are missing; measuring it again", point_name(c))
+            out = await point_task.with_options(refresh_cache=True)(template, **args)
         rows.append(out["row"])
         shard_states.append(out["shards"])
     write_sweep_points(run_dir, rows)

@@ -9,21 +9,21 @@ k < C mod N) and, for a fixed number of episodes, the episodes of the point's on
 first C episodes start together across the shards. Each shard starts its OWN replay
 server on its host (loopback; the mocked model never crosses the network and scales
 with the hosts), waits for the shared start, plays its episodes, and leaves in
-`<run_dir>/points/<point>/_shards/w<k>/`:
+`<run_dir>/points/<point>/_shards/a<start_wall_ns>/w<k>/`:
 
     episodes.jsonl, turns.jsonl, concurrency.json   replay.sweep.play_episodes
     server_stats.json                               its replay server's /stats
     shard.json                                      its report (run_replay_shard)
 
     report = await run_replay_shard(ReplayShardPoint(...worker=k, shards=N...), trajs)
-    row = merge_replay_point(run_dir, "c8", concurrency=8, exit_codes=[0, 0])
+    row = merge_replay_point(run_dir, "c8", attempt=T, concurrency=8, exit_codes=[0, 0])
 
 When the hosts share no filesystem, `exchange` (a path or fsspec URL,
 benchmaker.exchange) carries the files instead: the orchestrator uploads the
 trajectories there, each shard downloads them, writes into a temporary directory and
-uploads its files under `<run_id>/points/<point>/_shards/w<k>/`, and
-`fetch_replay_shards` brings them into `<run_dir>/points/<point>/_shards/` before the
-merge.
+uploads its files under `<run_id>/points/<point>/_shards/a<start_wall_ns>/w<k>/`, and
+`fetch_replay_shards` brings them into the same place under the run directory before
+the merge.
 
 `merge_replay_point` writes the point's files as a single-process point has them
 (episodes.jsonl and turns.jsonl with `shard` on every line, samples-w<k>.jsonl per
@@ -137,10 +137,12 @@ def shard_plan(plan: Sequence[Trajectory], concurrency: int, shards: int, worker
     return [t for i, t in enumerate(plan) if (i % concurrency) % shards == worker]
 
 
-def shard_dir(run_dir: Path, sweep_point: str, worker: int) -> Path:
-    """`<run_dir>/points/<sweep_point>/_shards/w<worker>`: where shard `worker` leaves
-    its files (removed by merge_replay_point)."""
-    return point_dir(Path(run_dir), sweep_point) / "_shards" / f"w{worker}"
+def shard_dir(run_dir: Path, sweep_point: str, worker: int, attempt: int) -> Path:
+    """`<run_dir>/points/<sweep_point>/_shards/a<attempt>/w<worker>`: where shard `worker`
+    of one attempt of the point (`attempt` = its shared start, `start_wall_ns`) leaves
+    its files, so a straggler of an earlier attempt never mixes in (removed by
+    merge_replay_point)."""
+    return point_dir(Path(run_dir), sweep_point) / "_shards" / f"a{attempt}" / f"w{worker}"
 
 
 async def run_replay_shard(
@@ -183,10 +185,10 @@ async def run_replay_shard(
         if exchange is not None and local is not None:
             traj_path = exchange.get_file(p.trajectories, local / "trajectories.jsonl")
             out = local / f"w{p.worker}"
-            clock = exchange.clock_offset(shards_key(p.run_id, p.sweep_point))
+            clock = exchange.clock_offset(shards_key(p.run_id, p.sweep_point, p.start_wall_ns))
         else:
             traj_path = Path(p.trajectories)
-            out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker)
+            out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker, p.start_wall_ns)
             clock = measure_clock_offset(out.parent)
         trajs = list(read_trajectories(traj_path)) if trajectories is None else trajectories
         report = await _play_shard(p, trajs, traj_path, out, start_at_ns, what, sandbox_factory=sandbox_factory,
@@ -194,7 +196,7 @@ async def run_replay_shard(
         report["clock"] = clock
         write_json_atomic(out / "shard.json", report)
         if exchange is not None:
-            exchange.put_dir(out, f"{shards_key(p.run_id, p.sweep_point)}/w{p.worker}")
+            exchange.put_dir(out, f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/w{p.worker}")
     finally:
         if local is not None:
             shutil.rmtree(local, ignore_errors=True)
@@ -256,16 +258,19 @@ async def _play_shard(
             "server_pid": server.pid}
 
 
-def fetch_replay_shards(run_dir: Path, run_id: str, sweep_point: str, exchange: str | None) -> list[Path]:
-    """Download the shards' files of `sweep_point` from the exchange at `exchange`
-    into `<run_dir>/points/<sweep_point>/_shards/`, then delete them there; returns
-    the local paths. Nothing to do (returns []) when `exchange` is None."""
+def fetch_replay_shards(run_dir: Path, run_id: str, sweep_point: str, exchange: str | None,
+                        attempt: int) -> list[Path]:
+    """Download the shards' files of attempt `attempt` (its start_wall_ns) of
+    `sweep_point` from the exchange at `exchange` into
+    `<run_dir>/points/<sweep_point>/_shards/a<attempt>/`, then delete the point's shard
+    files there (of every attempt); returns the local paths. Nothing to do (returns [])
+    when `exchange` is None."""
     if not exchange:
         return []
     ex = Exchange(exchange)
-    key = shards_key(run_id, sweep_point)
-    got = ex.get_dir(key, point_dir(Path(run_dir), sweep_point) / "_shards")
-    ex.remove(key)
+    local = point_dir(Path(run_dir), sweep_point) / "_shards" / f"a{attempt}"
+    got = ex.get_dir(shards_key(run_id, sweep_point, attempt), local)
+    ex.remove(shards_key(run_id, sweep_point))
     return got
 
 
@@ -315,14 +320,15 @@ def merge_replay_point(
     run_dir: Path,
     sweep_point: str,
     *,
+    attempt: int,
     concurrency: int,
     exit_codes: Sequence[int | None],
     shard_info: Sequence[dict[str, Any]] | None = None,
     episodes_target: int | None = None,
     duration_s: float | None = None,
 ) -> dict[str, Any]:
-    """Merge the `len(exit_codes)` shards of the point `sweep_point` (target
-    `concurrency`) under `run_dir` into the point's files (module docstring) and
+    """Merge the `len(exit_codes)` shards of attempt `attempt` (its start_wall_ns) of
+    the point `sweep_point` (target `concurrency`) under `run_dir` into the point's files (module docstring) and
     return its summary row (replay.sweep.summarize_point, plus `shards`).
 
     Exit code 0 = the shard's run completed; anything else (None: it did not finish
@@ -340,7 +346,7 @@ def merge_replay_point(
     info = list(shard_info or [{} for _ in range(n)])
     with open(pdir / "episodes.jsonl", "wb") as ep_f, open(pdir / "turns.jsonl", "wb") as turn_f:
         for k in range(n):
-            sdir = shard_dir(Path(run_dir), sweep_point, k)
+            sdir = shard_dir(Path(run_dir), sweep_point, k, attempt)
             # an episode records the point's target concurrency, not its shard's share
             eps = _append_with_shard(sdir / "episodes.jsonl", ep_f, k, {"concurrency": concurrency}, n)
             intervals += [(e["started_ns"], e["ended_ns"]) for e in eps]

@@ -63,6 +63,7 @@ __all__ = [
     "engine_point_name",
     "episode_plan",
     "play_episodes",
+    "point_complete",
     "point_dir",
     "point_name",
     "read_sweep_points",
@@ -198,6 +199,22 @@ def write_point_summary(pdir: Path, row: dict[str, Any]) -> Path:
     path = Path(pdir) / "point_summary.json"
     write_json_atomic(path, row)
     return path
+
+
+def point_complete(pdir: Path) -> bool:
+    """Whether `pdir` still holds a finished point: its point_summary.json, a
+    samples*.jsonl when the point had requests and episodes.jsonl when it had
+    episodes. A resumed flow run checks this for each point its task cache says
+    finished (a cache hit never looks at the files) and measures the point again
+    when something was deleted meanwhile."""
+    pdir = Path(pdir)
+    summary = pdir / "point_summary.json"
+    if not summary.is_file():
+        return False
+    row = orjson.loads(summary.read_bytes())
+    if (row.get("n_requests") or 0) > 0 and not any(pdir.glob("samples*.jsonl")):
+        return False
+    return not ((row.get("n_episodes") or 0) > 0 and not (pdir / "episodes.jsonl").is_file())
 
 
 def reset_point_dir(pdir: Path) -> Path:

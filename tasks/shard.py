@@ -5,10 +5,10 @@ of a work pool, or a Dask worker), all writing into one staging bundle on a path
 host reaches (mounted at the same absolute path everywhere: an NFS/SMB share), or,
 with `exchange` set (a path or fsspec URL, benchmaker.exchange), each writing into a
 local temporary bundle and uploading its two files under
-`<exchange>/<run_id>/points/<point>/_shards/<run_id>/` when done (the orchestrator
+`<exchange>/<run_id>/points/<point>/_shards/a<T>/<run_id>/` when done (the orchestrator
 downloads them into the staging bundle before merge_point, `fetch_shards`):
 
-    staging = shard_staging_dir(run_dir, "closed-8")    # <run_dir>/points/closed-8/_shards
+    staging = shard_staging_dir(run_dir, "closed-8", T)  # <run_dir>/points/closed-8/_shards/a<T>
     await run_shard_point(ShardPoint(...worker=k, shards=N, start_wall_ns=T...))
     row = merge_point(point, exit_codes=[0, 0])          # one point row, files in place
 
@@ -103,17 +103,21 @@ def chat_completions_url(base_url: str) -> str:
     return (url if url.endswith("/v1") else url + "/v1") + "/chat/completions"
 
 
-def shard_staging_dir(run_dir: Path, sweep_point: str) -> Path:
-    """`<run_dir>/points/<sweep_point>/_shards`: the shards' common engine out_dir (the
-    bundle itself is `<that>/<run_id>/`), removed by merge_point."""
-    return point_dir(Path(run_dir), sweep_point) / "_shards"
+def shard_staging_dir(run_dir: Path, sweep_point: str, attempt: int | None = None) -> Path:
+    """`<run_dir>/points/<sweep_point>/_shards/a<attempt>`: the shards' common engine
+    out_dir for one attempt of the point (`attempt` = its shared start,
+    `start_wall_ns`, so a straggler of an earlier attempt never mixes in; the bundle
+    itself is `<that>/<run_id>/`); without `attempt`, the `_shards` directory of every
+    attempt, removed by merge_point."""
+    base = point_dir(Path(run_dir), sweep_point) / "_shards"
+    return base if attempt is None else base / f"a{attempt}"
 
 
 def _config(p: ShardPoint, shards: int) -> BenchConfig:
     return BenchConfig(
         load=p.load, duration_s=p.duration_s, max_requests=p.max_requests, run_id=p.run_id,
         sweep_point=p.sweep_point, kind="llm-sweep", label=p.label, workers=shards,
-        out_dir=shard_staging_dir(Path(p.run_dir), p.sweep_point),
+        out_dir=shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns),
     )
 
 
@@ -144,7 +148,7 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
                          samples_name=f"samples-w{p.worker}.jsonl")
     staging = Path(config.out_dir) / p.run_id
     try:
-        clock = (exchange.clock_offset(shards_key(p.run_id, p.sweep_point)) if exchange
+        clock = (exchange.clock_offset(shards_key(p.run_id, p.sweep_point, p.start_wall_ns)) if exchange
                  else measure_clock_offset(staging))
         start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
         check_lead(start_at_ns, f"shard {p.worker}/{p.shards} of {p.sweep_point}")
@@ -158,7 +162,7 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
         rep["self_checks"] = checks
         write_json_atomic(report, rep)
         if exchange is not None:
-            key = f"{shards_key(p.run_id, p.sweep_point)}/{p.run_id}"
+            key = f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{p.run_id}"
             for name in (f"samples-w{p.worker}.jsonl", f"worker-{p.worker}.json"):
                 exchange.put_file(staging / name, f"{key}/{name}")
     finally:
@@ -168,17 +172,17 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
 
 
 def fetch_shards(p: ShardPoint) -> list[Path]:
-    """Download the shards' files of the point `p` describes from `p.exchange` into
-    its staging directory (shard_staging_dir), then delete them there; returns the
-    local paths. Nothing to do (returns []) when `p.exchange` is None."""
+    """Download the shards' files of the attempt `p` describes (`p.start_wall_ns`) from
+    `p.exchange` into its staging directory (shard_staging_dir), then delete the
+    point's shard files there (of every attempt); returns the local paths. Nothing to
+    do (returns []) when `p.exchange` is None."""
     if not p.exchange:
         return []
     exchange = Exchange(p.exchange)
-    key = shards_key(p.run_id, p.sweep_point)
-    staging = shard_staging_dir(Path(p.run_dir), p.sweep_point)
+    staging = shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)
     (staging / p.run_id).mkdir(parents=True, exist_ok=True)
-    got = exchange.get_dir(key, staging)
-    exchange.remove(key)
+    got = exchange.get_dir(shards_key(p.run_id, p.sweep_point, p.start_wall_ns), staging)
+    exchange.remove(shards_key(p.run_id, p.sweep_point))  # this attempt's and any earlier one's
     return got
 
 
@@ -195,7 +199,8 @@ def _point_row(summary: dict[str, Any], sweep_point: str, duration_s: float | No
 def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[dict[str, Any]] | None = None
                 ) -> dict[str, Any]:
     """Merge the `len(exit_codes)` shards of the point `p` describes (any `worker`;
-    `start_wall_ns` unused) with benchmaker.workers.merge_shards: exit code 0 = the
+    `start_wall_ns`: the attempt whose files are merged) with
+    benchmaker.workers.merge_shards: exit code 0 = the
     shard completed; anything else (or a missing report) is a verdict reason
     "worker k died (exit code C)", and its samples, if any, still count. A shard that
     started more than LATE_START_LIMIT_MS late is a verdict reason too.
@@ -220,7 +225,7 @@ def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[di
     for f in sorted(view.bundle_dir.glob("samples-w*.jsonl")) + sorted(view.bundle_dir.glob("worker-*.json")):
         os.replace(f, pdir / f.name)
     write_json_atomic(pdir / "engine_summary.json", summary)
-    shutil.rmtree(shard_staging_dir(Path(p.run_dir), p.sweep_point))
+    shutil.rmtree(shard_staging_dir(Path(p.run_dir), p.sweep_point))  # every attempt's
     row = _point_row(summary, p.sweep_point, p.duration_s, n)
     write_point_summary(pdir, row)
     return row

@@ -118,3 +118,28 @@ def test_retry_refuses_a_bad_id() -> None:
 
     assert main(["not-a-uuid"]) == 2
     assert main([]) == 2
+
+
+async def test_a_cached_point_whose_files_were_deleted_is_measured_again(tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    from flows.retry import retry_flow_run
+    from flows.swebench_replay import swebench_replay
+    from tasks.sweep import FAIL_POINT_ENV
+
+    out_dir = tmp_path / "artifacts"
+    monkeypatch.setenv(FAIL_POINT_ENV, "c2")
+    state = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[1, 2], out_dir=out_dir,
+                                  warehouse=tmp_path / "wh.duckdb", return_state=True)
+    monkeypatch.delenv(FAIL_POINT_ENV)
+    flow_run_id = str(state.state_details.flow_run_id)
+    [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
+    shutil.rmtree(run_dir / "points" / "c1")  # the cache says c1 finished; its files are gone
+    state = await retry_flow_run(flow_run_id)
+    assert state.is_completed()
+    # c1: a cache hit whose files were missing, so measured again; c2 measured
+    assert _sweep_states(flow_run_id) == {1: ["Completed", "Failed"], 2: ["Cached", "Completed", "Completed"]}
+    con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
+    rows = con.execute("SELECT sweep_point, n_episodes, n_requests FROM v_sweep_summary ORDER BY 1").fetchall()
+    con.close()
+    assert rows == [("c1", 1, 4), ("c2", 2, 8)]  # 1 trajectory of 4 turns: max(c, 1) episodes

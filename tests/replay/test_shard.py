@@ -81,7 +81,7 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     assert len({r["server_pid"] for r in reports}) == 2  # a replay server per shard
     for r in reports:  # one host, one clock: both started on the shared start
         assert 0 <= r["start_late_ns"] < 20_000_000, r
-    row = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 0],
+    row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0],
                              shard_info=[{"flow_run_id": "a"}, {"flow_run_id": "b"}])
     # 4 episodes (default plan: max(concurrency 4, 1 trajectory)) of the recording's 4 turns
     assert (row["n_episodes"], row["n_turns"], row["n_requests"], row["shards"]) == (4, 16, 16, 2)
@@ -124,13 +124,26 @@ async def test_shards_get_the_trajectories_and_hand_back_their_files_through_an_
     reports = await asyncio.gather(*(run_replay_shard(p) for p in points))  # each reads the file it downloaded
     assert [r["clock"]["reference"] for r in reports] == ["storage mtime (memory)"] * 2
     assert list(point_dir(run_dir, "c4").iterdir()) == []  # the shards wrote elsewhere
-    got = fetch_replay_shards(run_dir, "rid", "c4", url)
+    got = fetch_replay_shards(run_dir, "rid", "c4", url, points[0].start_wall_ns)
     assert sorted(p.relative_to(point_dir(run_dir, "c4")).as_posix() for p in got) == sorted(
-        f"_shards/w{k}/{name}" for k in (0, 1)
+        f"_shards/a{points[0].start_wall_ns}/w{k}/{name}" for k in (0, 1)
         for name in ("concurrency.json", "episodes.jsonl", "server_stats.json", "shard.json", "turns.jsonl"))
     assert ex.get_dir("rid/points", tmp_path / "left") == []  # fetched files are removed there
-    row = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 0])
+    row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0])
     assert (row["n_episodes"], row["n_turns"], row["achieved_max_concurrency"], row["valid"]) == (4, 16, 4, True)
+
+
+async def test_files_of_an_earlier_attempt_of_the_point_are_not_merged(tmp_path: Path, traj: Path) -> None:
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "c4"))
+    trajs = list(read_trajectories(traj))
+    earlier = _points(traj, run_dir, 2, time.time_ns() + 2_000_000_000)
+    await run_replay_shard(earlier[1], trajs)  # a straggler of an earlier attempt, still writing
+    points = _points(traj, run_dir, 2, time.time_ns() + 2_000_000_000)
+    await run_replay_shard(points[0], trajs)  # this attempt: shard 1 never ran
+    row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 1])
+    assert (row["n_episodes"], row["n_turns"]) == (2, 8)  # shard 0's two episodes only
+    assert not (point_dir(run_dir, "c4") / "_shards").exists()  # every attempt's files removed
 
 
 async def test_a_failed_shard_is_a_verdict_reason_and_the_other_half_stays(tmp_path: Path, traj: Path) -> None:
@@ -138,7 +151,7 @@ async def test_a_failed_shard_is_a_verdict_reason_and_the_other_half_stays(tmp_p
     reset_point_dir(point_dir(run_dir, "c4"))
     points = _points(traj, run_dir, 2, time.time_ns() + 2_000_000_000)
     await run_replay_shard(points[0], list(read_trajectories(traj)))  # shard 1 never ran
-    row = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 1])
+    row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 1])
     assert (row["n_episodes"], row["n_turns"]) == (2, 8)
     assert row["valid"] is False
     assert row["invalid_reason"] == "achieved concurrency 2 < target 4; shard 1 failed (exit code 1)"
@@ -165,7 +178,8 @@ async def test_a_sharded_point_plays_what_a_single_process_point_plays(tmp_path:
     reset_point_dir(point_dir(run_dir, "c4"))
     points = _points(multi, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:20:0", episodes=6)
     await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
-    sharded = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 0], episodes_target=6)
+    sharded = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0],
+                                 episodes_target=6)
     # episodes 0..5 of the one plan cycle the 4 trajectories (4+2+2+3 turns, then 4+2): 17 turns
     keys = ("n_episodes", "n_turns", "n_requests", "achieved_max_concurrency", "valid", "misses_total",
             "episodes")
@@ -183,7 +197,8 @@ async def test_in_duration_mode_the_shards_start_on_every_trajectory(tmp_path: P
     reset_point_dir(point_dir(run_dir, "c4"))
     points = _points(multi, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:20:0", duration_s=0.2)
     await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
-    row = merge_replay_point(run_dir, "c4", concurrency=4, exit_codes=[0, 0], duration_s=0.2)
+    row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0],
+                             duration_s=0.2)
     assert (row["achieved_max_concurrency"], row["valid"], row["misses_total"]) == (4, True, 0)
     first = {e["episode_id"]: e["trajectory_id"] for e in _episodes(point_dir(run_dir, "c4"))}
     # shard 0 owns slots 0 and 2, shard 1 slots 1 and 3: the first wave plays all four

@@ -38,10 +38,15 @@ _SECRET_KEY = re.compile(
 )
 REDACTED = "***"
 # The password of a URL's userinfo (s3://KEY:SECRET@bucket, http://u:p@host): RFC 3986 §3.2.1.
-# A password may hold an unencoded '/' (AWS secrets do), so it runs to the first '@'; a
-# URL with a port and an '@' later in its path (http://h:80/a@b) is masked too: leaking
-# a secret is worse than hiding a path.
-_URL_PASSWORD = re.compile(r"(://[^/?#@:\s]*:)[^@\s]*?@")
+# A password may hold an unencoded '/' or '@' (AWS secrets hold '/'; parsers split the
+# userinfo at the LAST '@'), so it runs to the last '@' of the URL; a URL with a port and
+# an '@' later in its path (http://h:80/a@b) is masked too: leaking a secret is worse
+# than hiding a path.
+_URL_PASSWORD = re.compile(r"(://[^/?#@:\s]*:)[^\s]*@")
+# A secret-looking query parameter (?token=..., &api_key=..., &X-Amz-Signature=...).
+_QUERY_SECRET = re.compile(
+    r"([?&][^=&#\s]*(?:token|key|secret|password|passwd|signature|sig|credential)[^=&#\s]*=)[^&#\s]*",
+    re.IGNORECASE)
 
 
 def new_run_id(prefix: str = "") -> str:
@@ -53,8 +58,9 @@ def new_run_id(prefix: str = "") -> str:
 def redact(value: Any) -> Any:
     """A deep copy of `value` with the values of secret-looking keys (see _SECRET_KEY:
     api_key, token, secret, password, authorization, cookie, credential as the key's last
-    word) replaced by "***", and the password of any URL's userinfo too
-    (`s3://key:secret@bucket` -> `s3://key:***@bucket`)."""
+    word) replaced by "***", and in any string holding a URL the password of its
+    userinfo (`s3://key:secret@bucket` -> `s3://key:***@bucket`) and secret-looking
+    query values (`?token=***`)."""
     if isinstance(value, dict):
         return {
             k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) and v not in (None, "") else redact(v))
@@ -62,8 +68,8 @@ def redact(value: Any) -> Any:
         }
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
-    if isinstance(value, str) and "@" in value:
-        return _URL_PASSWORD.sub(rf"\1{REDACTED}@", value)
+    if isinstance(value, str) and "://" in value:
+        return _QUERY_SECRET.sub(rf"\1{REDACTED}", _URL_PASSWORD.sub(rf"\1{REDACTED}@", value))
     return value
 
 

@@ -25,10 +25,11 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import fsspec
 
-__all__ = ["Exchange", "shards_key"]
+__all__ = ["Exchange", "absolute_exchange", "shards_key"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MTIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created", "mtime_ns")
@@ -56,11 +57,31 @@ def _mtime_ns(info: dict[str, Any]) -> int | None:
     return None
 
 
+def absolute_exchange(url: str) -> str:
+    """`url` with a relative local path made absolute against this process's working
+    directory (a plain path, or `file://` + a relative path), so that processes with
+    other working directories (Dask workers, pool workers) reach the same place; other
+    URLs unchanged. Raises ValueError (naming `exchange`) for a URL carrying a password
+    (it would be stored with the run's parameters; give credentials through the
+    environment or the fsspec configuration instead)."""
+    parts = urlsplit(url)
+    if parts.password is not None:
+        raise ValueError(f"exchange: a password in the URL is refused (it would be stored with the run); give "
+                         f"credentials through the environment or fsspec config (got {parts.scheme}://...)")
+    if "://" not in url:
+        return str(Path(url).resolve())
+    if url.startswith("file://") and not url[len("file://"):].startswith("/"):
+        return "file://" + str(Path(url[len("file://"):]).resolve())
+    return url
+
+
 class Exchange:
     """A directory every load host reaches, by path or fsspec URL. Raises ValueError
-    for an unknown protocol, ImportError when the protocol's package is missing."""
+    for an unknown protocol or a password in the URL (absolute_exchange), ImportError
+    when the protocol's package is missing."""
 
     def __init__(self, url: str):
+        absolute_exchange(url)  # refuses a password
         self.url = url
         self.fs, self.root = fsspec.core.url_to_fs(url)
         self.root = self.root.rstrip("/")

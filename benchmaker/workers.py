@@ -98,14 +98,20 @@ def merge_shards(view: BenchRunner, n: int, exit_codes: list[int | None] | None 
     """Write and return the summary.json of a run whose `n` shards wrote
     `samples-w<k>.jsonl` and `worker-<k>.json` into `view.bundle_dir` (one host or
     several sharing a path). `view` is an unsharded BenchRunner of the run's config
-    (targets of the whole run). A shard whose exit code is non-zero or that left no
-    report is a verdict reason; its samples, if any, still count."""
+    (targets of the whole run). A shard whose exit code is non-zero ("worker k died
+    (exit code C)"), None ("worker k did not finish in time (stopped)") or that left no
+    report ("worker k left no report") is a verdict reason; its samples, if any, still
+    count."""
     failures, reports = [], []
     for k in range(n):
         report = view.bundle_dir / f"worker-{k}.json"
         code = exit_codes[k] if exit_codes is not None else 0
-        if code != 0 or not report.exists():
+        if code is None:
+            failures.append(f"worker {k} did not finish in time (stopped)")
+        elif code != 0:
             failures.append(f"worker {k} died (exit code {code})")
+        elif not report.exists():
+            failures.append(f"worker {k} left no report")
         if report.exists():
             rep = orjson.loads(report.read_bytes())
             interrupted = interrupted or rep.get("interrupted", False)

@@ -60,14 +60,15 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
 
+from benchmaker.bundle import redact
 from benchmaker.exchange import Exchange
 from flows.llm_sweep import sweep_loads
-from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
+from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, checked_exchange, dask_task_runner, shards_on_dask, shards_on_pool
 from flows.swebench_replay import ParameterError, flow_run_bundle_id, result_storage_for, resume_or_write_manifest
 from replay.sweep import engine_point_name, point_complete, point_dir, reset_point_dir, write_sweep_points
 from tasks.load import load_warehouse
 from tasks.report import publish_report
-from tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task
+from tasks.shard import ShardPoint, fetch_shards, shards_for_load, merge_point, run_shard_point, run_shard_point_task
 from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
 __all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep", "llm_sweep_distributed", "llm_sweep_shard",
@@ -109,6 +110,7 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
         codes, info = await shards_on_dask(points, run_shard_point_task, dask_address, shard_timeout_s)
     else:
         codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
+    info = redact(info)  # state messages may quote a URL
     for i in info:
         if i["state"] != "COMPLETED":
             log.warning("point %s shard %d ended %s: %s", name, i["worker"], i["state"], i["message"])
@@ -145,10 +147,12 @@ async def llm_sweep(
     exchange: str | None = None,
 ) -> dict[str, Any]:
     """The llm-sweep (flows.llm_sweep, same point parameters) with every point split
-    into `shards` shards on other hosts (module docstring). `start_lead_s`: time from
+    into `shards` shards on other hosts (module docstring; a `closed:C` point with
+    C < shards runs on C shards). `start_lead_s`: time from
     submission to the shared start (default DEFAULT_LEAD_S); `shard_timeout_s`: how
     long to wait for a point's shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S,
-    3 h; a shard still running then is cancelled and is a verdict reason);
+    3 h; a shard still running then is a verdict reason, cancelled on a pool, abandoned
+    on Dask where a running task cannot be stopped);
     `dask_address`: run the shards on that Dask cluster instead of
     `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
     (s3://bucket/prefix) every host reaches, through which the shards hand over their
@@ -163,6 +167,7 @@ async def llm_sweep(
             dask_task_runner(dask_address)  # refuse before any work when the extra is missing
         except DaskMissing as exc:
             raise ParameterError(str(exc)) from None
+    exchange = checked_exchange(exchange)
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
     run_dir = (Path(out_dir) / run_id).resolve()
@@ -177,8 +182,9 @@ async def llm_sweep(
     point_task = run_distributed_point.with_options(result_storage=result_storage_for(Path(out_dir)))
     rows, shard_states = [], []
     for spec in specs:
+        n = shards_for_load(spec, shards)
         template = ShardPoint(base_url=base_url, model=model, run_dir=str(run_dir), run_id=run_id, load=spec,
-                              sweep_point=engine_point_name(spec), worker=0, shards=shards, start_wall_ns=0,
+                              sweep_point=engine_point_name(spec), worker=0, shards=n, start_wall_ns=0,
                               duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
                               max_tokens=max_tokens, api_key_env=api_key_env, label=label, exchange=exchange)
         args = dict(start_lead_s=lead_s, shard_deployment=shard_deployment, shard_timeout_s=shard_timeout_s,

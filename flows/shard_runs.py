@@ -24,8 +24,10 @@ from prefect.deployments.flow_runs import arun_deployment
 from prefect.flow_runs import wait_for_flow_run
 from prefect.states import Cancelled, Cancelling
 
-__all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "cancel_flow_run", "dask_task_runner",
-           "shards_on_dask", "shards_on_pool"]
+from benchmaker.exchange import Exchange, absolute_exchange
+
+__all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "cancel_flow_runs", "checked_exchange",
+           "dask_task_runner", "shards_on_dask", "shards_on_pool"]
 
 # Default time from a point's submission to its shared start, s: a work pool's workers
 # must poll (PREFECT_WORKER_QUERY_SECONDS, 10 s by default) and start a process; a cold
@@ -44,7 +46,7 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
                          ) -> tuple[list[int | None], list[dict[str, Any]]]:
     """Submit one flow run of `deployment` per shard point (parameter `point`) and wait
     for all of them, at most `timeout_s` s in all (None: DEFAULT_SHARD_TIMEOUT_S). A
-    shard run not final by then is cancelled (cancel_flow_run) before this returns, so
+    shard run not final by then is cancelled (cancel_flow_runs) before this returns, so
     no straggler writes into a point that is being merged or loads the hosts during
     the next point. Returns (exit codes, [{"worker", "flow_run_id", "state",
     "message"}]). Flow runs are named `<run_id>-<sweep_point>-w<worker>`."""
@@ -53,41 +55,74 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
         runs.append(await arun_deployment(
             deployment, parameters={"point": p.as_params()}, timeout=0,
             flow_run_name=f"{p.run_id}-{p.sweep_point}-w{p.worker}", tags=["benchmaker", "shard"]))
-    codes: list[int | None] = []
-    info: list[dict[str, Any]] = []
     deadline = time.monotonic() + (DEFAULT_SHARD_TIMEOUT_S if timeout_s is None else timeout_s)
-    for p, fr in zip(points, runs):
+    finished = []
+    for fr in runs:
         try:
             fr = await wait_for_flow_run(fr.id, timeout=max(1, math.ceil(deadline - time.monotonic())))
         except Exception:  # noqa: BLE001 - FlowRunWaitTimeout: cancelled below
             pass
-        final = fr.state is not None and fr.state.is_final()
-        if not final:
-            fr = await cancel_flow_run(fr.id, f"shard {p.worker} of {p.sweep_point} not done after the shard timeout")
+        finished.append(fr)
+    late = [fr.id for fr in finished if fr.state is None or not fr.state.is_final()]
+    if late:  # every late shard is told to stop first, then waited for
+        stopped = await cancel_flow_runs(late, f"not done within shard_timeout_s ({timeout_s} s)")
+        finished = [stopped.get(fr.id, fr) for fr in finished]
+    codes: list[int | None] = []
+    info: list[dict[str, Any]] = []
+    for p, fr in zip(points, finished):
         state = fr.state
-        codes.append((0 if state.is_completed() else 1) if final else None)
+        codes.append(0 if state is not None and state.is_completed() else None if fr.id in late else 1)
         info.append({"worker": p.worker, "flow_run_id": str(fr.id), "state": state.type.value if state else None,
                      "message": state.message if state else None})
     return codes, info
 
 
-async def cancel_flow_run(flow_run_id: Any, message: str, wait_s: float = 60.0) -> Any:
-    """Cancel a flow run and return it once final (or after `wait_s` s): a run not yet
-    started (SCHEDULED, PENDING, PAUSED) goes straight to CANCELLED; a RUNNING one to
-    CANCELLING, which its worker turns into killing the process and CANCELLED."""
+async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float = 60.0) -> dict[Any, Any]:
+    """Cancel flow runs and return them ({id: FlowRun}) once final (or after `wait_s`
+    s in all): a run not yet started (SCHEDULED, PENDING, PAUSED) goes straight to
+    CANCELLED; a RUNNING one to CANCELLING, which its worker turns into killing the
+    process and CANCELLED. All are told first, then waited for."""
+    out: dict[Any, Any] = {}
     async with get_client() as client:
-        fr = await client.read_flow_run(flow_run_id)
-        if fr.state is not None and fr.state.is_final():
-            return fr
-        running = fr.state is not None and fr.state.type == StateType.RUNNING
-        await client.set_flow_run_state(flow_run_id, Cancelling(message=message) if running
-                                        else Cancelled(message=message), force=True)
-        if running:
+        running = []
+        for fid in flow_run_ids:
+            fr = await client.read_flow_run(fid)
+            if fr.state is not None and fr.state.is_final():
+                continue
+            is_running = fr.state is not None and fr.state.type == StateType.RUNNING
+            await client.set_flow_run_state(fid, Cancelling(message=message) if is_running
+                                            else Cancelled(message=message), force=True)
+            if is_running:
+                running.append(fid)
+        deadline = time.monotonic() + wait_s
+        for fid in running:
             try:
-                return await wait_for_flow_run(flow_run_id, timeout=math.ceil(wait_s), client=client)
+                await wait_for_flow_run(fid, timeout=max(1, math.ceil(deadline - time.monotonic())), client=client)
             except Exception:  # noqa: BLE001 - still not final: report what it is
                 pass
-        return await client.read_flow_run(flow_run_id)
+        for fid in flow_run_ids:
+            out[fid] = await client.read_flow_run(fid)
+    return out
+
+
+def checked_exchange(url: str | None) -> str | None:
+    """The exchange URL a distributed flow uses (benchmaker.exchange): None stays None;
+    a relative path is made absolute here, where it was meant. Raises
+    flows.swebench_replay.ParameterError (before any work) for a password in the URL,
+    an unknown protocol or a protocol whose fsspec package is not installed."""
+    from flows.swebench_replay import ParameterError
+
+    if not url:
+        return None
+    try:
+        url = absolute_exchange(url)
+        Exchange(url)
+    except ValueError as exc:
+        raise ParameterError(str(exc) if str(exc).startswith("exchange:") else f"exchange: {exc}") from None
+    except ImportError as exc:
+        raise ParameterError(f"exchange: {exc} (install the fsspec package of that protocol on every host, "
+                             f"e.g. s3fs)") from None
+    return url
 
 
 def dask_task_runner(address: str) -> Any:

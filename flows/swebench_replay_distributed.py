@@ -48,8 +48,9 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
 
+from benchmaker.bundle import redact
 from benchmaker.exchange import Exchange
-from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner, shards_on_dask, shards_on_pool
+from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, checked_exchange, dask_task_runner, shards_on_dask, shards_on_pool
 from flows.swebench_replay import (Concurrency, Mode, ParameterError, flow_run_bundle_id,
                                    result_storage_for, resume_or_write_manifest, trajectories_of, validate_params)
 from replay.convert import read_trajectories
@@ -100,6 +101,7 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
         codes, info = await shards_on_dask(points, run_replay_shard_task, dask_address, shard_timeout_s)
     else:
         codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
+    info = redact(info)  # state messages may quote a URL
     for i in info:
         if i["state"] != "COMPLETED":
             log.warning("point %s shard %d ended %s: %s", sp, i["worker"], i["state"], i["message"])
@@ -146,7 +148,8 @@ async def swebench_replay(
     `start_lead_s`: time from submission to the shared start (default
     flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a point's
     shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard still running
-    then is cancelled and is a verdict reason); `dask_address`: run the shards on that
+    then is a verdict reason, cancelled on a pool, abandoned on Dask where a running
+    task cannot be stopped); `dask_address`: run the shards on that
     Dask cluster instead of `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
     (s3://bucket/prefix) every host reaches, through which the trajectories go out and
     the shards' files come back when `out_dir` is not shared (benchmaker.exchange).
@@ -167,6 +170,7 @@ async def swebench_replay(
             dask_task_runner(dask_address)  # refuse before any work when the extra is missing
         except DaskMissing as exc:
             raise ParameterError(str(exc)) from None
+    exchange = checked_exchange(exchange)
     lead_s = start_lead_s if start_lead_s is not None else DEFAULT_LEAD_S[backend]
     log = get_run_logger()
     run_id = flow_run_bundle_id("swebench-replay")

@@ -14,8 +14,8 @@ distributed flows, flows/*_distributed.py, with prefect-dask, the `dask` extra):
         --dask-address tcp://scheduler:8786 [--exchange s3://bucket/x] [--start-lead 10]
 
 Without a Prefect server (PREFECT_API_URL) the Dask workers cannot reach this
-process's ephemeral Prefect and start one of their own on their first shard (5-10 s):
-raise --start-lead to ~25 s then. (On a Prefect work pool: `prefect deployment run
+process's ephemeral Prefect and start one of their own on their first shard (5-10 s),
+so --start-lead then defaults to 25 s. (On a Prefect work pool: `prefect deployment run
 swebench-replay/distributed`, README.)
 
 Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
@@ -56,11 +56,21 @@ def _floats(text: str, name: str) -> list[float]:
         raise ConfigError(f"{name}: expected comma-separated numbers such as 2,5.5 (got {text!r})") from None
 
 
+# --start-lead default when no Prefect server is configured: the Dask workers then start
+# a temporary Prefect of their own on their first shard (5-10 s here).
+_LEAD_WITHOUT_SERVER_S = 25.0
+
+
 def _distributed(shards: int, dask_address: str | None, exchange: str | None, start_lead: float | None,
                  shard_timeout: float | None) -> dict[str, Any] | None:
     """The distributed flows' extra parameters from the CLI options, or None for a
-    single-process run (--shards 1 and no --dask-address). Raises ConfigError when
-    --shards > 1 comes without --dask-address or a scale-out option is out of range."""
+    single-process run (--shards 1 and no --dask-address). --start-lead defaults to
+    25 s when PREFECT_API_URL is unset (else the flows' 10 s). Raises ConfigError,
+    before anything runs, when --shards > 1 comes without --dask-address, a number is
+    out of range, the exchange is refused (flows.shard_runs.checked_exchange) or the
+    Dask scheduler does not answer within 5 s."""
+    import math
+
     if shards < 1:
         raise ConfigError(f"--shards: expected an integer >= 1 (got {shards})")
     if dask_address is None:
@@ -68,12 +78,43 @@ def _distributed(shards: int, dask_address: str | None, exchange: str | None, st
             raise ConfigError("--shards/--exchange/--start-lead/--shard-timeout: need --dask-address (a Dask "
                               "scheduler); on a Prefect work pool run the `distributed` deployment instead")
         return None
-    bad = [f"{name}: expected a number > 0 (got {v:g})" for name, v in
-           (("--start-lead", start_lead), ("--shard-timeout", shard_timeout)) if v is not None and v <= 0]
+    bad = [f"{name}: expected a finite number > 0 (got {v:g})" for name, v in
+           (("--start-lead", start_lead), ("--shard-timeout", shard_timeout))
+           if v is not None and not (math.isfinite(v) and v > 0)]
     if bad:
         raise ConfigError("; ".join(bad))
+    from flows.shard_runs import DaskMissing, checked_exchange, dask_task_runner
+    from flows.swebench_replay import ParameterError
+
+    try:
+        exchange = checked_exchange(exchange)
+        dask_task_runner(dask_address)
+    except (ParameterError, DaskMissing) as exc:
+        raise ConfigError(str(exc)) from None
+    _check_scheduler(dask_address)
+    if start_lead is None and not os.environ.get("PREFECT_API_URL"):
+        start_lead = _LEAD_WITHOUT_SERVER_S
     return dict(shards=shards, dask_address=dask_address, exchange=exchange, start_lead_s=start_lead,
                 shard_timeout_s=shard_timeout)
+
+
+def _check_scheduler(address: str, timeout_s: float = 5.0) -> None:
+    """Raises ConfigError unless a TCP connection to the Dask scheduler at `address`
+    (tcp://host:port) opens within `timeout_s` s."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if parts.scheme not in ("tcp", "tls") or not host or not port:
+        raise ConfigError(f"--dask-address: expected tcp://HOST:PORT of a Dask scheduler (got {address!r})")
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConfigError(f"--dask-address: no Dask scheduler answers at {address} ({exc})") from None
 
 
 def print_sweep(out: dict[str, Any], title: str, console: Console | None = None) -> None:
@@ -168,9 +209,9 @@ def swebench_replay(
     exchange
         Path or fsspec URL every host reaches, when --out-dir is not shared.
     start-lead
-        Seconds from a point's submission to its shared start (default 10; Dask
-        workers that have no PREFECT_API_URL start a Prefect of their own on their
-        first shard, 5-10 s: give 25 then).
+        Seconds from a point's submission to its shared start (default 10 with a
+        Prefect server, PREFECT_API_URL; 25 without one: the Dask workers then start
+        a Prefect of their own on their first shard, 5-10 s).
     shard-timeout
         Seconds to wait for a point's shards (default 3 h).
     """
@@ -248,9 +289,9 @@ def llm_sweep(
     exchange
         Path or fsspec URL every host reaches, when --out-dir is not shared.
     start-lead
-        Seconds from a point's submission to its shared start (default 10; Dask
-        workers that have no PREFECT_API_URL start a Prefect of their own on their
-        first shard, 5-10 s: give 25 then).
+        Seconds from a point's submission to its shared start (default 10 with a
+        Prefect server, PREFECT_API_URL; 25 without one: the Dask workers then start
+        a Prefect of their own on their first shard, 5-10 s).
     shard-timeout
         Seconds to wait for a point's shards (default 3 h).
     """

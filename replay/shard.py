@@ -331,9 +331,9 @@ def merge_replay_point(
     the point `sweep_point` (target `concurrency`) under `run_dir` into the point's files (module docstring) and
     return its summary row (replay.sweep.summarize_point, plus `shards`).
 
-    Exit code 0 = the shard's run completed; anything else (None: it did not finish
-    in time) is a verdict reason "shard k failed (exit code C)", a completed shard
-    without shard.json one too, and whatever episodes it wrote still count. Episode
+    Exit code 0 = the shard's run completed; anything else is a verdict reason ("shard
+    k failed (exit code C)", or for None "shard k did not finish in time (stopped)"), a
+    completed shard without shard.json one too, and whatever episodes it wrote still count. Episode
     lines get the point's `concurrency` and their slot in the point as `worker`. A shard that started more than
     LATE_START_LIMIT_MS after the shared start is a reason too. shards.json keeps every
     shard's report with its exit code and `shard_info` (flow run ids, states)."""
@@ -357,7 +357,9 @@ def merge_replay_point(
                 stats.append(orjson.loads((sdir / "server_stats.json").read_bytes()))
             report = orjson.loads((sdir / "shard.json").read_bytes()) if (sdir / "shard.json").is_file() else None
             code = exit_codes[k]
-            if code != 0:
+            if code is None:
+                reasons.append(f"shard {k} did not finish in time (stopped)")
+            elif code != 0:
                 reasons.append(f"shard {k} failed (exit code {code})")
             elif report is None:
                 reasons.append(f"shard {k} completed but left no report (shard.json)")

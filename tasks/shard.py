@@ -44,6 +44,7 @@ from prefect.cache_policies import NO_CACHE
 from benchmaker.bundle import write_json_atomic
 from benchmaker.config import BenchConfig
 from benchmaker.exchange import Exchange, shards_key
+from benchmaker.load_models import ClosedLoop, parse_rate_spec
 from benchmaker.runner import BenchRunner
 from benchmaker.shared_start import (LATE_START_LIMIT_MS, MIN_START_LEAD_S, ShardLate, check_lead,
                                      measure_clock_offset, start_at_ns_from_wall)
@@ -64,6 +65,7 @@ __all__ = [
     "run_shard_point",
     "run_shard_point_task",
     "shard_staging_dir",
+    "shards_for_load",
     "start_at_ns_from_wall",
 ]
 
@@ -92,6 +94,14 @@ class ShardPoint:
     def as_params(self) -> dict[str, Any]:
         """The fields as a dict (flow-run parameters)."""
         return asdict(self)
+
+
+def shards_for_load(load: str, shards: int) -> int:
+    """How many shards a point of rate spec `load` runs on `shards` hosts: `shards`,
+    except a closed loop of C < shards workers, which runs on C (a shard owns at least
+    one worker; none sits idle). Raises RateSpecError for a bad spec."""
+    model = parse_rate_spec(load)
+    return min(shards, model.concurrency) if isinstance(model, ClosedLoop) else shards
 
 
 def chat_completions_url(base_url: str) -> str:

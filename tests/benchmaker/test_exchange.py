@@ -46,3 +46,15 @@ def test_mtime_of_each_filesystem_flavour() -> None:
     assert _mtime_ns({"LastModified": t}) == 1_767_225_600_000_000_000  # S3: a datetime
     assert _mtime_ns({"updated": "2026-01-01T00:00:00.250Z"}) == 1_767_225_600_250_000_000  # GCS: ISO text
     assert _mtime_ns({"size": 1}) is None
+
+
+def test_relative_paths_are_made_absolute_and_passwords_refused(tmp_path: Path, monkeypatch) -> None:
+    from benchmaker.exchange import absolute_exchange
+
+    monkeypatch.chdir(tmp_path)
+    assert absolute_exchange("ex") == str(tmp_path / "ex")
+    assert absolute_exchange("file://ex/sub") == f"file://{tmp_path}/ex/sub"
+    assert absolute_exchange("file:///abs/x") == "file:///abs/x"
+    assert absolute_exchange("s3://bucket/x") == "s3://bucket/x"
+    with pytest.raises(ValueError, match=r"exchange: a password in the URL is refused .*\(got s3://\.\.\.\)"):
+        Exchange("s3://key:secret@bucket/x")

@@ -48,6 +48,13 @@ def test_start_at_ns_from_wall_is_on_the_monotonic_clock() -> None:
     assert 1_990_000_000 < got <= 2_000_000_000
 
 
+def test_a_closed_loop_smaller_than_the_shards_runs_on_fewer_shards() -> None:
+    from tasks.shard import shards_for_load
+
+    assert [shards_for_load(spec, 2) for spec in ("closed:1", "closed:2", "closed:8", "constant:1", "poisson:0.5")] \
+        == [1, 2, 2, 2, 2]
+
+
 def test_measure_clock_offset_on_a_local_disk(tmp_path: Path) -> None:
     c = measure_clock_offset(tmp_path / "d")
     # one clock here: the offset is below the kernel's coarse-clock tick (<= 4 ms at HZ=250)

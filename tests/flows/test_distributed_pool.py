@@ -211,5 +211,5 @@ async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path
     summary = orjson.loads((run_dir / "points" / "constant-40" / "engine_summary.json").read_bytes())
     assert [(s["worker"], s["state"]) for s in summary["shards"]] == [(0, "CANCELLED"), (1, "CANCELLED")]
     assert [r for r in summary["verdict"]["reasons"] if r.startswith("worker ")] == [
-        "worker 0 died (exit code None)", "worker 1 died (exit code None)"]
+        "worker 0 did not finish in time (stopped)", "worker 1 did not finish in time (stopped)"]
     assert summary["verdict"]["valid"] is False

@@ -72,12 +72,21 @@ async def test_llm_sweep_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
     (["--shards", "2"], "--shards/--exchange/--start-lead/--shard-timeout: need --dask-address"),
     (["--shards", "0"], "--shards: expected an integer >= 1 (got 0)"),
     (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--start-lead", "0"],
-     "--start-lead: expected a number > 0 (got 0)"),
+     "--start-lead: expected a finite number > 0 (got 0)"),
+    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--shard-timeout", "nan"],
+     "--shard-timeout: expected a finite number > 0 (got nan)"),
+    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--exchange", "bogus://x"],
+     "exchange: Protocol not known: bogus"),
+    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--exchange", "s3://key:secret@bucket/x"],
+     "exchange: a password in the URL is refused"),
+    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9"],  # port 9 (discard): nothing listens here
+     "--dask-address: no Dask scheduler answers at tcp://127.0.0.1:9"),
+    (["--shards", "2", "--dask-address", "scheduler"], "--dask-address: expected tcp://HOST:PORT"),
 ])
 def test_scale_out_options_are_checked_before_anything_runs(tmp_path: Path, args: list[str], message: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), *args,
          "--out-dir", str(tmp_path / "art")], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert message in proc.stderr
+    assert message in proc.stderr and "secret" not in proc.stderr
     assert not (tmp_path / "art").exists()

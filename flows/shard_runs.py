@@ -19,10 +19,9 @@ from typing import Any
 
 from prefect import Task, flow
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.objects import StateType
 from prefect.deployments.flow_runs import arun_deployment
 from prefect.flow_runs import wait_for_flow_run
-from prefect.states import Cancelled, Cancelling
+from prefect.states import Cancelling
 
 from benchmaker.exchange import Exchange, absolute_exchange
 
@@ -79,23 +78,21 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
 
 async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float = 60.0) -> dict[Any, Any]:
     """Cancel flow runs and return them ({id: FlowRun}) once final (or after `wait_s`
-    s in all): a run not yet started (SCHEDULED, PENDING, PAUSED) goes straight to
-    CANCELLED; a RUNNING one to CANCELLING, which its worker turns into killing the
-    process and CANCELLED. All are told first, then waited for."""
+    s in all): each one not final goes to CANCELLING, which the work pool's worker turns
+    into killing the flow-run process (or, for a run it had not started, nothing) and
+    CANCELLED. Never straight to CANCELLED: a run being picked up at that moment would
+    leave CANCELLED for RUNNING and measure anyway. All are told first, then waited for."""
     out: dict[Any, Any] = {}
     async with get_client() as client:
-        running = []
+        told = []
         for fid in flow_run_ids:
             fr = await client.read_flow_run(fid)
             if fr.state is not None and fr.state.is_final():
                 continue
-            is_running = fr.state is not None and fr.state.type == StateType.RUNNING
-            await client.set_flow_run_state(fid, Cancelling(message=message) if is_running
-                                            else Cancelled(message=message), force=True)
-            if is_running:
-                running.append(fid)
+            await client.set_flow_run_state(fid, Cancelling(message=message), force=True)
+            told.append(fid)
         deadline = time.monotonic() + wait_s
-        for fid in running:
+        for fid in told:
             try:
                 await wait_for_flow_run(fid, timeout=max(1, math.ceil(deadline - time.monotonic())), client=client)
             except Exception:  # noqa: BLE001 - still not final: report what it is

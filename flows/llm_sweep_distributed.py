@@ -60,15 +60,15 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
 
-from benchmaker.bundle import redact
 from benchmaker.exchange import Exchange
 from flows.llm_sweep import sweep_loads
-from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, checked_exchange, dask_task_runner, shards_on_dask, shards_on_pool
-from flows.swebench_replay import ParameterError, flow_run_bundle_id, result_storage_for, resume_or_write_manifest
+from flows.shard_runs import DEFAULT_LEAD_S, checked_dask_address, checked_exchange, run_shards
+from flows.swebench_replay import flow_run_bundle_id, result_storage_for, resume_or_write_manifest
 from replay.sweep import engine_point_name, point_complete, point_dir, reset_point_dir, write_sweep_points
 from tasks.load import load_warehouse
 from tasks.report import publish_report
-from tasks.shard import ShardPoint, fetch_shards, shards_for_load, merge_point, run_shard_point, run_shard_point_task
+from tasks.shard import (ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task,
+                         shards_for_load)
 from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
 __all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep", "llm_sweep_distributed", "llm_sweep_shard",
@@ -106,14 +106,8 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
     reset_point_dir(point_dir(Path(template.run_dir), name))
     start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
     points = [replace(template, worker=k, start_wall_ns=start_wall_ns) for k in range(template.shards)]
-    if dask_address:
-        codes, info = await shards_on_dask(points, run_shard_point_task, dask_address, shard_timeout_s)
-    else:
-        codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
-    info = redact(info)  # state messages may quote a URL
-    for i in info:
-        if i["state"] != "COMPLETED":
-            log.warning("point %s shard %d ended %s: %s", name, i["worker"], i["state"], i["message"])
+    codes, info = await run_shards(points, shard_task=run_shard_point_task, deployment=shard_deployment,
+                                   timeout_s=shard_timeout_s, dask_address=dask_address)
     fetch_shards(points[0])
     row = merge_point(points[0], codes, info)
     log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,
@@ -162,11 +156,7 @@ async def llm_sweep(
     specs = sweep_loads(concurrency_sweep, rate_sweep, loads)
     backend = "dask" if dask_address else "pool"
     lead_s = start_lead_s if start_lead_s is not None else DEFAULT_LEAD_S[backend]
-    if dask_address:
-        try:
-            dask_task_runner(dask_address)  # refuse before any work when the extra is missing
-        except DaskMissing as exc:
-            raise ParameterError(str(exc)) from None
+    checked_dask_address(dask_address)  # refuse before any work when the extra is missing
     exchange = checked_exchange(exchange)
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")

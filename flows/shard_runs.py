@@ -21,12 +21,14 @@ from prefect import Task, flow
 from prefect.client.orchestration import get_client
 from prefect.deployments.flow_runs import arun_deployment
 from prefect.flow_runs import wait_for_flow_run
+from prefect.logging import get_run_logger
 from prefect.states import Cancelling
 
+from benchmaker.bundle import redact
 from benchmaker.exchange import Exchange, absolute_exchange
 
-__all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "cancel_flow_runs", "checked_exchange",
-           "dask_task_runner", "shards_on_dask", "shards_on_pool"]
+__all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "cancel_flow_runs", "checked_dask_address",
+           "checked_exchange", "dask_task_runner", "run_shards", "shards_on_dask", "shards_on_pool"]
 
 # Default time from a point's submission to its shared start, s: a work pool's workers
 # must poll (PREFECT_WORKER_QUERY_SECONDS, 10 s by default) and start a process; a cold
@@ -100,6 +102,36 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
         for fid in flow_run_ids:
             out[fid] = await client.read_flow_run(fid)
     return out
+
+
+async def run_shards(points: list[Any], *, shard_task: Task, deployment: str, timeout_s: float | None,
+                     dask_address: str | None) -> tuple[list[int | None], list[dict[str, Any]]]:
+    """Run one point's shards on the Dask cluster at `dask_address` (shards_on_dask with
+    `shard_task`) or else on `deployment`'s work pool (shards_on_pool); log a warning
+    per shard that did not complete. Returns (exit codes, info) with the info's state
+    messages redacted (benchmaker.bundle.redact: they may quote a URL)."""
+    if dask_address:
+        codes, info = await shards_on_dask(points, shard_task, dask_address, timeout_s)
+    else:
+        codes, info = await shards_on_pool(points, deployment, timeout_s)
+    info = redact(info)
+    log = get_run_logger()
+    for p, i in zip(points, info):
+        if i["state"] != "COMPLETED":
+            log.warning("point %s shard %d ended %s: %s", p.sweep_point, i["worker"], i["state"], i["message"])
+    return codes, info
+
+
+def checked_dask_address(address: str | None) -> None:
+    """Raises flows.swebench_replay.ParameterError (before any work) when `address` is
+    given but prefect-dask (the `dask` extra) is not installed."""
+    from flows.swebench_replay import ParameterError
+
+    if address:
+        try:
+            dask_task_runner(address)
+        except DaskMissing as exc:
+            raise ParameterError(str(exc)) from None
 
 
 def checked_exchange(url: str | None) -> str | None:

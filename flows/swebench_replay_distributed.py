@@ -48,10 +48,9 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
 
-from benchmaker.bundle import redact
 from benchmaker.exchange import Exchange
-from flows.shard_runs import DEFAULT_LEAD_S, DaskMissing, checked_exchange, dask_task_runner, shards_on_dask, shards_on_pool
-from flows.swebench_replay import (Concurrency, Mode, ParameterError, flow_run_bundle_id,
+from flows.shard_runs import DEFAULT_LEAD_S, checked_dask_address, checked_exchange, run_shards
+from flows.swebench_replay import (Concurrency, Mode, flow_run_bundle_id,
                                    result_storage_for, resume_or_write_manifest, trajectories_of, validate_params)
 from replay.convert import read_trajectories
 from replay.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
@@ -60,8 +59,8 @@ from replay.sweep import (episode_plan, point_complete, point_dir, point_name, r
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
 from tasks.replay_shard import replay_shard, run_replay_shard_task
-from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 from tasks.report import publish_report
+from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
 __all__ = ["SHARD_DEPLOYMENT", "run_distributed_point", "swebench_replay", "swebench_replay_distributed",
            "swebench_replay_shard"]
@@ -97,14 +96,8 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
     reset_point_dir(point_dir(run_dir, sp))
     start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
     points = [replace(template, worker=k, start_wall_ns=start_wall_ns) for k in range(template.shards)]
-    if dask_address:
-        codes, info = await shards_on_dask(points, run_replay_shard_task, dask_address, shard_timeout_s)
-    else:
-        codes, info = await shards_on_pool(points, shard_deployment, shard_timeout_s)
-    info = redact(info)  # state messages may quote a URL
-    for i in info:
-        if i["state"] != "COMPLETED":
-            log.warning("point %s shard %d ended %s: %s", sp, i["worker"], i["state"], i["message"])
+    codes, info = await run_shards(points, shard_task=run_replay_shard_task, deployment=shard_deployment,
+                                   timeout_s=shard_timeout_s, dask_address=dask_address)
     fetch_replay_shards(run_dir, template.run_id, sp, template.exchange, start_wall_ns)
     row = merge_replay_point(run_dir, sp, attempt=start_wall_ns, concurrency=template.concurrency, exit_codes=codes,
                              shard_info=info, episodes_target=episodes_target, duration_s=template.duration_s)
@@ -165,11 +158,7 @@ async def swebench_replay(
         warehouse=warehouse, label=label,
     )
     backend = "dask" if dask_address else "pool"
-    if dask_address:
-        try:
-            dask_task_runner(dask_address)  # refuse before any work when the extra is missing
-        except DaskMissing as exc:
-            raise ParameterError(str(exc)) from None
+    checked_dask_address(dask_address)  # refuse before any work when the extra is missing
     exchange = checked_exchange(exchange)
     lead_s = start_lead_s if start_lead_s is not None else DEFAULT_LEAD_S[backend]
     log = get_run_logger()

@@ -124,6 +124,14 @@ class Exchange:
             out.append(self.get_file(f"{key.strip('/')}/{rel}", Path(local_dir) / rel))
         return out
 
+    def fetch_attempt(self, run_id: str, sweep_point: str, attempt: int, local_dir: Path) -> list[Path]:
+        """Download the shards' files of attempt `attempt` of `sweep_point`
+        (shards_key) into `local_dir`, then delete the point's shard files here (of
+        every attempt: a straggler's too); returns the local paths."""
+        got = self.get_dir(shards_key(run_id, sweep_point, attempt), local_dir)
+        self.remove(shards_key(run_id, sweep_point))
+        return got
+
     def remove(self, key: str) -> None:
         """Delete `key` and everything under it (nothing when absent)."""
         path = self._path(key)

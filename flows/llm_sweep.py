@@ -21,8 +21,9 @@ from prefect.logging import get_run_logger
 from pydantic import Field
 
 from benchmaker.load_models import parse_rate_spec
-from flows.swebench_replay import ParameterError, flow_run_bundle_id, result_storage_for, resume_or_write_manifest
-from replay.sweep import engine_point_name, point_complete, point_dir, write_sweep_points
+from flows.swebench_replay import (ParameterError, flow_run_bundle_id, measure_point, result_storage_for,
+                                   resume_or_write_manifest)
+from replay.sweep import engine_point_name, point_dir, write_sweep_points
 from tasks.engine import run_llm_sweep_point
 from tasks.load import load_warehouse
 from tasks.report import publish_report
@@ -88,11 +89,8 @@ async def llm_sweep(
         name = engine_point_name(spec)
         args = dict(duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
                     max_tokens=max_tokens, api_key_env=api_key_env, label=label)
-        row = await task(base_url, model, run_dir, run_id, spec, name, **args)
-        if not point_complete(point_dir(run_dir, name)):  # cached, but its files are gone
-            log.warning("sweep point %s: cached but its files are missing; measuring it again", name)
-            row = await task.with_options(refresh_cache=True)(base_url, model, run_dir, run_id, spec, name, **args)
-        rows.append(row)
+        rows.append(await measure_point(task, point_dir(run_dir, name), base_url, model, run_dir, run_id, spec,
+                                        name, **args))
     write_sweep_points(run_dir, rows)
     loaded = load_warehouse(Path(warehouse).resolve(), run_dir)
     publish_report(run_id, rows, run_dir, warehouse=Path(warehouse).resolve(),

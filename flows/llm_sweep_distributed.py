@@ -49,8 +49,6 @@ orchestrator downloads them into `out_dir` (tasks.shard.fetch_shards).
 from __future__ import annotations
 
 import os
-import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -63,8 +61,8 @@ from pydantic import Field
 from benchmaker.exchange import Exchange
 from flows.llm_sweep import sweep_loads
 from flows.shard_runs import DEFAULT_LEAD_S, checked_dask_address, checked_exchange, run_shards
-from flows.swebench_replay import flow_run_bundle_id, result_storage_for, resume_or_write_manifest
-from replay.sweep import engine_point_name, point_complete, point_dir, reset_point_dir, write_sweep_points
+from flows.swebench_replay import flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest
+from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
 from tasks.load import load_warehouse
 from tasks.report import publish_report
 from tasks.shard import (ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task,
@@ -104,10 +102,9 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
     log = get_run_logger()
     name = template.sweep_point
     reset_point_dir(point_dir(Path(template.run_dir), name))
-    start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
-    points = [replace(template, worker=k, start_wall_ns=start_wall_ns) for k in range(template.shards)]
-    codes, info = await run_shards(points, shard_task=run_shard_point_task, deployment=shard_deployment,
-                                   timeout_s=shard_timeout_s, dask_address=dask_address)
+    points, codes, info = await run_shards(template, start_lead_s=start_lead_s, shard_task=run_shard_point_task,
+                                           deployment=shard_deployment, timeout_s=shard_timeout_s,
+                                           dask_address=dask_address)
     fetch_shards(points[0])
     row = merge_point(points[0], codes, info)
     log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,
@@ -179,10 +176,7 @@ async def llm_sweep(
                               max_tokens=max_tokens, api_key_env=api_key_env, label=label, exchange=exchange)
         args = dict(start_lead_s=lead_s, shard_deployment=shard_deployment, shard_timeout_s=shard_timeout_s,
                     dask_address=dask_address)
-        out = await point_task(template, **args)
-        if not point_complete(point_dir(run_dir, template.sweep_point)):  # cached, but its files are gone
-            log.warning("sweep point %s: cached but its files are missing; measuring it again", template.sweep_point)
-            out = await point_task.with_options(refresh_cache=True)(template, **args)
+        out = await measure_point(point_task, point_dir(run_dir, template.sweep_point), template, **args)
         rows.append(out["row"])
         shard_states.append(out["shards"])
     write_sweep_points(run_dir, rows)

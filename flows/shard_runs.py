@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 from prefect import Task, flow
@@ -104,12 +105,18 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
     return out
 
 
-async def run_shards(points: list[Any], *, shard_task: Task, deployment: str, timeout_s: float | None,
-                     dask_address: str | None) -> tuple[list[int | None], list[dict[str, Any]]]:
-    """Run one point's shards on the Dask cluster at `dask_address` (shards_on_dask with
-    `shard_task`) or else on `deployment`'s work pool (shards_on_pool); log a warning
-    per shard that did not complete. Returns (exit codes, info) with the info's state
-    messages redacted (benchmaker.bundle.redact: they may quote a URL)."""
+async def run_shards(template: Any, *, start_lead_s: float, shard_task: Task, deployment: str,
+                     timeout_s: float | None, dask_address: str | None
+                     ) -> tuple[list[Any], list[int | None], list[dict[str, Any]]]:
+    """Run one attempt of a point's `template.shards` shards: the shared start is set
+    `start_lead_s` s from now (wall-clock ns, benchmaker.shared_start), shard k is
+    `template` with worker k and that start, and they run on the Dask cluster at
+    `dask_address` (shards_on_dask with `shard_task`) or else on `deployment`'s work
+    pool (shards_on_pool); a warning is logged per shard that did not complete.
+    Returns (the shard points, exit codes, info), the info's state messages redacted
+    (benchmaker.bundle.redact: they may quote a URL)."""
+    start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
+    points = [replace(template, worker=k, start_wall_ns=start_wall_ns) for k in range(template.shards)]
     if dask_address:
         codes, info = await shards_on_dask(points, shard_task, dask_address, timeout_s)
     else:
@@ -119,7 +126,7 @@ async def run_shards(points: list[Any], *, shard_task: Task, deployment: str, ti
     for p, i in zip(points, info):
         if i["state"] != "COMPLETED":
             log.warning("point %s shard %d ended %s: %s", p.sweep_point, i["worker"], i["state"], i["message"])
-    return codes, info
+    return points, codes, info
 
 
 def checked_dask_address(address: str | None) -> None:

@@ -47,7 +47,7 @@ from tasks.report import publish_report
 from tasks.serve import start_replay_server, stop_replay_server
 from tasks.sweep import run_sweep_point
 
-__all__ = ["ParameterError", "SwebenchReplayParams", "flow_run_bundle_id", "result_storage_for",
+__all__ = ["ParameterError", "SwebenchReplayParams", "flow_run_bundle_id", "measure_point", "result_storage_for",
            "resume_or_write_manifest", "swebench_replay", "trajectories_of", "validate_params"]
 
 Concurrency = Annotated[int, Field(ge=1)]
@@ -195,6 +195,19 @@ def trajectories_of(p: SwebenchReplayParams) -> Path:
     return Path(traj)
 
 
+async def measure_point(point_task: Any, pdir: Path, *args: Any, **kwargs: Any) -> Any:
+    """`await point_task(*args, **kwargs)`, the task of one sweep point whose files go to
+    `pdir`; when its result came from the cache (a resumed flow run) but the point's
+    files are gone (replay.sweep.point_complete), the point is measured again
+    (refresh_cache). A cache hit never runs the task body, so this check lives here.
+    Returns the task's result."""
+    out = await point_task(*args, **kwargs)
+    if not point_complete(pdir):
+        get_run_logger().warning("sweep point %s: cached but its files are missing; measuring it again", pdir.name)
+        out = await point_task.with_options(refresh_cache=True)(*args, **kwargs)
+    return out
+
+
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)
 async def swebench_replay(
     logs: list[Path] | None = None,
@@ -264,11 +277,8 @@ async def swebench_replay(
             args = dict(episodes=p.episodes_per_point, duration_s=p.duration_s, mode=p.mode, sandbox=p.sandbox,
                         sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
                         task_dirs=[d.resolve() for d in p.task_dirs], command=p.command, t0_ns=t0_ns)
-            row = await sweep_task(key, traj, run_dir, run_id, c, **args)
-            if not point_complete(point_dir(run_dir, point_name(c))):  # cached, but its files are gone
-                log.warning("sweep point %s: cached but its files are missing; measuring it again", point_name(c))
-                row = await sweep_task.with_options(refresh_cache=True)(key, traj, run_dir, run_id, c, **args)
-            rows.append(row)
+            rows.append(await measure_point(sweep_task, point_dir(run_dir, point_name(c)), key, traj, run_dir,
+                                            run_id, c, **args))
     finally:
         stop_replay_server(key)
     write_sweep_points(run_dir, rows)

@@ -37,8 +37,6 @@ failed shard is a verdict reason of its point; the others' episodes stay.
 from __future__ import annotations
 
 import os
-import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -50,12 +48,11 @@ from pydantic import Field
 
 from benchmaker.exchange import Exchange
 from flows.shard_runs import DEFAULT_LEAD_S, checked_dask_address, checked_exchange, run_shards
-from flows.swebench_replay import (Concurrency, Mode, flow_run_bundle_id,
+from flows.swebench_replay import (Concurrency, Mode, flow_run_bundle_id, measure_point,
                                    result_storage_for, resume_or_write_manifest, trajectories_of, validate_params)
 from replay.convert import read_trajectories
 from replay.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
-from replay.sweep import (episode_plan, point_complete, point_dir, point_name, reset_point_dir,
-                          write_sweep_points)
+from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_sweep_points
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
 from tasks.replay_shard import replay_shard, run_replay_shard_task
@@ -94,10 +91,10 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
     log = get_run_logger()
     sp, run_dir = template.sweep_point, Path(template.run_dir)
     reset_point_dir(point_dir(run_dir, sp))
-    start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
-    points = [replace(template, worker=k, start_wall_ns=start_wall_ns) for k in range(template.shards)]
-    codes, info = await run_shards(points, shard_task=run_replay_shard_task, deployment=shard_deployment,
-                                   timeout_s=shard_timeout_s, dask_address=dask_address)
+    points, codes, info = await run_shards(template, start_lead_s=start_lead_s, shard_task=run_replay_shard_task,
+                                           deployment=shard_deployment, timeout_s=shard_timeout_s,
+                                           dask_address=dask_address)
+    start_wall_ns = points[0].start_wall_ns
     fetch_replay_shards(run_dir, template.run_id, sp, template.exchange, start_wall_ns)
     row = merge_replay_point(run_dir, sp, attempt=start_wall_ns, concurrency=template.concurrency, exit_codes=codes,
                              shard_info=info, episodes_target=episodes_target, duration_s=template.duration_s)
@@ -192,10 +189,7 @@ async def swebench_replay(
         target = None if p.duration_s is not None else len(episode_plan(range(n_traj), c, p.episodes_per_point))
         args = dict(episodes_target=target, start_lead_s=lead_s, shard_deployment=shard_deployment,
                     shard_timeout_s=shard_timeout_s, dask_address=dask_address)
-        out = await point_task(template, **args)
-        if not point_complete(point_dir(run_dir, point_name(c))):  # cached, but its files are gone
-            log.warning("sweep point %s: cached but its files are missing; measuring it again", point_name(c))
-            out = await point_task.with_options(refresh_cache=True)(template, **args)
+        out = await measure_point(point_task, point_dir(run_dir, point_name(c)), template, **args)
         rows.append(out["row"])
         shard_states.append(out["shards"])
     write_sweep_points(run_dir, rows)

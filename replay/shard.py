@@ -267,11 +267,8 @@ def fetch_replay_shards(run_dir: Path, run_id: str, sweep_point: str, exchange: 
     when `exchange` is None."""
     if not exchange:
         return []
-    ex = Exchange(exchange)
     local = point_dir(Path(run_dir), sweep_point) / "_shards" / f"a{attempt}"
-    got = ex.get_dir(shards_key(run_id, sweep_point, attempt), local)
-    ex.remove(shards_key(run_id, sweep_point))
-    return got
+    return Exchange(exchange).fetch_attempt(run_id, sweep_point, attempt, local)
 
 
 def merge_server_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -46,27 +46,21 @@ from benchmaker.config import BenchConfig
 from benchmaker.exchange import Exchange, shards_key
 from benchmaker.load_models import ClosedLoop, parse_rate_spec
 from benchmaker.runner import BenchRunner
-from benchmaker.shared_start import (LATE_START_LIMIT_MS, MIN_START_LEAD_S, ShardLate, check_lead,
-                                     measure_clock_offset, start_at_ns_from_wall)
+from benchmaker.shared_start import LATE_START_LIMIT_MS, check_lead, measure_clock_offset, start_at_ns_from_wall
 from benchmaker.workers import merge_shards
 from replay.sweep import engine_point_row, point_dir, write_point_summary
 from workloads.datasets import SyntheticDataset
 from workloads.openai_chat import OpenAIChatWorkload
 
 __all__ = [
-    "LATE_START_LIMIT_MS",
-    "MIN_START_LEAD_S",
-    "ShardLate",
     "ShardPoint",
     "chat_completions_url",
     "fetch_shards",
-    "measure_clock_offset",
     "merge_point",
     "run_shard_point",
     "run_shard_point_task",
     "shard_staging_dir",
     "shards_for_load",
-    "start_at_ns_from_wall",
 ]
 
 @dataclass(frozen=True)
@@ -144,8 +138,9 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     report's self_checks: `clock` (measure_clock_offset), `hostname`, `start_wall_ns`
     and `start_late_ns`. Returns those self_checks.
 
-    Raises ValueError when not 0 <= worker < shards, ShardLate when less than
-    MIN_START_LEAD_S is left before the shared start (nothing is sent then).
+    Raises ValueError when not 0 <= worker < shards, benchmaker.shared_start.ShardLate
+    when less than MIN_START_LEAD_S is left before the shared start (nothing is sent
+    then).
     Single-request failures are samples, never exceptions."""
     if not 0 <= p.worker < p.shards:
         raise ValueError(f"worker: expected 0 <= worker < shards={p.shards} (got {p.worker})")
@@ -188,12 +183,9 @@ def fetch_shards(p: ShardPoint) -> list[Path]:
     do (returns []) when `p.exchange` is None."""
     if not p.exchange:
         return []
-    exchange = Exchange(p.exchange)
     staging = shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)
-    (staging / p.run_id).mkdir(parents=True, exist_ok=True)
-    got = exchange.get_dir(shards_key(p.run_id, p.sweep_point, p.start_wall_ns), staging)
-    exchange.remove(shards_key(p.run_id, p.sweep_point))  # this attempt's and any earlier one's
-    return got
+    (staging / p.run_id).mkdir(parents=True, exist_ok=True)  # merge_point reads the bundle there
+    return Exchange(p.exchange).fetch_attempt(p.run_id, p.sweep_point, p.start_wall_ns, staging)
 
 
 run_shard_point_task = task(name="run-llm-sweep-shard", cache_policy=NO_CACHE)(run_shard_point)

@@ -12,10 +12,10 @@ import duckdb
 import orjson
 import pytest
 
+from benchmaker.shared_start import ShardLate, measure_clock_offset, start_at_ns_from_wall
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from replay.sweep import point_dir, reset_point_dir, write_run_manifest
-from tasks.shard import ShardLate, ShardPoint, fetch_shards, measure_clock_offset, merge_point, run_shard_point, \
-    start_at_ns_from_wall
+from tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point
 from warehouse.loader import load_run
 
 

@@ -102,6 +102,10 @@ def sql(
 ) -> int:
     """Run one SQL query on a read-only connection to the warehouse and print the result.
 
+    The connection touches nothing but the warehouse file: COPY TO, ATTACH, EXPORT,
+    reading other files and loading extensions are refused, and SET cannot undo that
+    (warehouse.connection.SANDBOX_CONFIG).
+
     Parameters
     ----------
     query
@@ -117,12 +121,14 @@ def sql(
     import duckdb
 
     fmt = _format(csv, json)
-    con = open_readonly(_path(warehouse))
+    if not query.strip():
+        raise WarehouseError("sql: empty query (give a statement, e.g. \"SELECT * FROM runs\")")
+    con = open_readonly(_path(warehouse), sandboxed=True)
     try:
         try:
             cur = con.execute(query, param or [])
         except duckdb.Error as exc:
-            raise WarehouseError(f"sql: {exc}") from exc
+            raise WarehouseError(f"sql: {str(exc).strip().splitlines()[0]}") from exc  # one line: no LINE/caret
         if cur.description is None:
             return 0
         names = [d[0] for d in cur.description]

@@ -7,6 +7,14 @@ every other process fails to open it, read-only included, with
 <exe> (PID n)` (checked on DuckDB 2.0.0). We retry that error with exponential backoff
 (50 ms doubling to 2 s, +-25% jitter) until `wait_s` has passed, then raise
 WarehouseLocked naming the file and the holder.
+
+`open_readonly(path, sandboxed=True)` is for SQL typed by a user (`benchmaker sql`): it
+also sets SANDBOX_CONFIG, so the query can touch nothing but the warehouse file:
+`enable_external_access=false` refuses COPY TO/FROM, ATTACH of other files, EXPORT,
+read_csv/read_json of any path and INSTALL/LOAD of extensions ("Permission Error: ...
+file system operations are disabled by configuration"); `lock_configuration=true`
+refuses any SET that would undo it. Source: DuckDB "Securing DuckDB"
+(duckdb.org/docs/stable/operations_manual/securing_duckdb/overview); checked on 2.0.1.
 """
 
 from __future__ import annotations
@@ -23,6 +31,14 @@ from warehouse.schema import STORAGE_COMPATIBILITY
 
 DEFAULT_WAIT_S = 120.0
 _LOCK_TEXT = "Could not set lock on file"
+# settings of a connection that runs user-typed SQL (module docstring)
+SANDBOX_CONFIG = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
 
 
 def default_warehouse() -> Path:
@@ -36,8 +52,10 @@ def is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and _LOCK_TEXT in str(exc)
 
 
-def _connect(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
-    config = {} if read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+def _connect(path: Path, read_only: bool, wait_s: float, sandboxed: bool = False) -> duckdb.DuckDBPyConnection:
+    config: dict = {} if read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+    if sandboxed:
+        config.update(SANDBOX_CONFIG)
     deadline = time.monotonic() + wait_s
     delay = 0.05
     while True:
@@ -65,11 +83,14 @@ def connect_writer(path: Path, wait_s: float = DEFAULT_WAIT_S) -> duckdb.DuckDBP
     return _connect(Path(path), read_only=False, wait_s=wait_s)
 
 
-def open_readonly(path: Path, wait_s: float = DEFAULT_WAIT_S) -> duckdb.DuckDBPyConnection:
+def open_readonly(path: Path, wait_s: float = DEFAULT_WAIT_S, *, sandboxed: bool = False) -> duckdb.DuckDBPyConnection:
     """A read-only connection to an existing warehouse, waiting up to `wait_s` seconds
-    while a load holds the lock. Raises WarehouseError when the file does not exist
-    (DuckDB would otherwise fail with a less direct message), WarehouseLocked on timeout."""
+    while a load holds the lock; `sandboxed` adds SANDBOX_CONFIG (no file, network or
+    extension access, configuration locked). Raises WarehouseError when the file does
+    not exist or is not a file (DuckDB would otherwise fail with a less direct
+    message), WarehouseLocked on timeout."""
     path = Path(path)
     if not path.is_file():
-        raise WarehouseError(f"{path}: no warehouse file (load a run first: benchmaker load)")
-    return _connect(path, read_only=True, wait_s=wait_s)
+        what = "is a directory, not a warehouse file" if path.is_dir() else "no warehouse file (load a run first: benchmaker load)"
+        raise WarehouseError(f"{path}: {what}")
+    return _connect(path, read_only=True, wait_s=wait_s, sandboxed=sandboxed)

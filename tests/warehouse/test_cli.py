@@ -44,6 +44,37 @@ def test_sql_error_and_unknown_run_exit_2(tmp_path, capsys):
     assert "no run 'zz'" in capsys.readouterr().err
 
 
+def test_sql_is_sandboxed_no_file_writes_attach_or_settings(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "w.duckdb"
+    main(["load", str(reference_bundle(tmp_path / "run-a")), "--warehouse", str(db)])
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE runs AS SELECT 1 AS a")
+    con.close()
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    refused = [
+        "COPY (SELECT 1) TO 'x.csv'",
+        f"ATTACH '{other}' AS o (READ_WRITE)",
+        "EXPORT DATABASE 'dump'",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "LOAD httpfs",
+        "SET enable_external_access = true",
+        "SET lock_configuration = false",
+    ]
+    for query in refused:
+        assert main(["sql", query, "--warehouse", str(db)]) == 2, query
+        err = capsys.readouterr().err
+        assert err.startswith("benchmaker: error: sql: ") and err.count("\n") == 1, (query, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.duckdb", "run-a", "w.duckdb"]  # nothing written
+    assert duckdb.connect(str(other)).execute("SELECT count(*) FROM runs").fetchone() == (1,)
+    for empty in ["", "   \n "]:
+        assert main(["sql", empty, "--warehouse", str(db)]) == 2
+        assert capsys.readouterr().err == "benchmaker: error: sql: empty query (give a statement, e.g. \"SELECT * FROM runs\")\n"
+    assert main(["sql", "SELECT count(*) AS n FROM runs", "--warehouse", str(db), "--csv"]) == 0
+    assert capsys.readouterr().out == "n\n1\n"  # reading the warehouse itself still works
+
+
 def test_compare_json_and_parquet_export_partitions(tmp_path, capsys):
     db = tmp_path / "w.duckdb"
     main(["load", str(reference_bundle(tmp_path / "run-a")), "--warehouse", str(db)])

@@ -1,23 +1,42 @@
-"""Replay server benchmark: non-streaming throughput on one core and memory over 10,000
-requests (issue #3: target >= 3,000 req/s, memory flat).
+"""Replay server benchmark (issues #3, #17): requests per server CPU second of the replay
+server beside a bare ASGI app on the same server stack, on each stack, in one run.
 
-    .venv/bin/python benchmarks/replay_server.py [--requests 10000] [--concurrency 64] [--stream]
+    .venv/bin/python benchmarks/replay_server.py [--requests 4000] [--rounds 5]
+        [--concurrency 64] [--stacks h11,httptools,granian] [--stream]
 
 What it does: writes a 100-turn store (10 trajectories x 10 turns, ~600 characters of
-content, one tool call and a ~1 KB observation per turn) to a temp dir; starts the
-server with `replay.process.start_replay_server` (instant latency) and pins it to CPU 0
-(`os.sched_setaffinity`); runs an aiohttp client in a separate process pinned to the
-other CPUs, each request carrying the full conversation up to its turn as an agent
-would (so request bodies grow to ~17 KB). It checks that every response is 200 and
-byte-equal to the recorded turn's content, then prints:
-- throughput: requests / wall time of the measured phase (req/s), client side;
-- server CPU: utime + stime of the server process over the measured phase, and
-  requests per CPU-second (the one-core capacity, robust to a busy machine);
-- RSS of the server (VmRSS from /proc/<pid>/status, KiB) after a 1,000-request warm-up
-  and after the measured requests, and their difference;
-- with --stream, the same requests streamed (instant latency), each checked to end
-  with `data: [DONE]`.
-Exit code 1 when a response is wrong or a miss is counted in /stats.
+content, one tool call and a ~1 KB observation per turn) to a temp dir and starts, each
+in its own process pinned to CPU 0 (`os.sched_setaffinity`), for every stack:
+- the replay server (`python -m replay.server STORE --http STACK`, instant latency);
+- the bare app (`--serve-bare`, this file): a raw ASGI callable that reads the same
+  request body, parses it with orjson and answers a fixed JSON body of the size of a
+  replayed turn. It is the stack's limit for this request: HTTP parsing, ASGI
+  dispatch, one JSON parse, one response.
+Stacks: `h11` (uvicorn, pure-Python h11 parser, asyncio loop), `httptools` (uvicorn,
+httptools + uvloop: the fast stack the replay server uses by default), `granian`
+(granian's Rust HTTP server, ASGI interface, one worker, uvloop; only when the
+granian package is installed).
+
+One client process pinned to the other CPUs (aiohttp on uvloop, `--concurrency`
+connections) sends every request with the full conversation up to its turn, as an
+agent would (bodies grow to ~17 KB). Each round measures every (stack, app) once, in
+the order replay, bare per stack; a measurement is a 300-request warm-up then
+`--requests` requests, and its figure is requests / server CPU s, where server CPU s
+is the CPU time of the server's process tree (its threads' /proc/.../schedstat, in ns;
+granian runs a worker process) over the measured requests.
+Per CPU second is the one-core capacity and is far less disturbed by other work on a
+shared machine than the wall rate (printed beside it).
+
+Printed per round: every figure. At the end, per stack: the median over rounds of the
+replay server's and the bare app's requests per CPU s, the median of the per-round
+ratios replay / bare (target >= 0.9 on the fast stack), and the median of the
+per-round ratios of each stack's replay figure to h11's (target >= 2 for httptools).
+Every response is checked: the replay server's must be 200 and carry the recorded
+turn's content byte-equal; the bare app's 200. With --stream the replay server on
+each stack also streams the same requests once (instant latency), each checked to end
+with `data: [DONE]`. Server RSS (VmRSS, KiB) of each replay server after the last
+round is printed. Exit code 1 when a response is wrong, a miss is counted in /stats,
+or a target fails.
 """
 
 from __future__ import annotations
@@ -26,10 +45,14 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import socket
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -37,13 +60,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from replay.process import start_replay_server  # noqa: E402
 from replay.trajectory import (  # noqa: E402
     Observation, Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for,
 )
 
 N_TRAJ = 10
 N_TURNS = 10
+WARMUP = 300
+STACKS = ("h11", "httptools", "granian")
+FAST = "httptools"
 
 
 def _build_store(path: Path) -> list[tuple[bytes, str]]:
@@ -86,8 +111,164 @@ def _build_store(path: Path) -> list[tuple[bytes, str]]:
     return requests
 
 
+# -- the bare app (the stack's limit) -------------------------------------------------
+
+# the size of a replayed turn's body (~1 KB: ~600 characters of content, a tool call, usage)
+_BARE_REPLY = orjson.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": {
+    "role": "assistant", "content": "x" * 700}, "finish_reason": "stop"}]})
+_BARE_HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(_BARE_REPLY)).encode())]
+
+
+async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Raw ASGI: read the request body, orjson-parse it (a GET has none), answer 200 with
+    a fixed ~0.8 KB JSON body. Answers lifespan events."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            await send({"type": message["type"] + ".complete"})
+            if message["type"] == "lifespan.shutdown":
+                return
+    parts = []
+    while True:
+        message = await receive()
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(parts)
+    if body:
+        orjson.loads(body)
+    await send({"type": "http.response.start", "status": 200, "headers": _BARE_HEADERS})
+    await send({"type": "http.response.body", "body": _BARE_REPLY})
+
+
+def granian_replay_app() -> Any:
+    """Granian factory: the replay app over the store named by BENCH_REPLAY_STORE."""
+    from replay.latency import parse_latency
+    from replay.server import create_app
+    from replay.store import ReplayStore
+
+    store = ReplayStore.load(Path(os.environ["BENCH_REPLAY_STORE"]), latency=parse_latency("instant"))
+    return create_app(store)
+
+
+def _serve_bare(http: str) -> None:
+    from replay.server import bind_socket, run_uvicorn
+
+    sock, url = bind_socket("127.0.0.1", 0)
+    print(url, flush=True)
+    run_uvicorn(bare_app, sock, http=http)
+
+
+# -- server processes -------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Server:
+    """A server child process pinned to `cpu`; `url` its base URL."""
+
+    def __init__(self, name: str, cmd: list[str], cpu: int, env: dict[str, str], port: int | None) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, text=True,
+                                     cwd=REPO)
+        os.sched_setaffinity(self.proc.pid, [cpu])
+        if port is None:
+            line = self.proc.stdout.readline() if self.proc.stdout else ""
+            if not line.startswith("http://"):
+                self.proc.kill()
+                raise RuntimeError(f"{name}: server did not print its URL (got {line!r})")
+            self.url = line.strip()
+        else:
+            self.url = f"http://127.0.0.1:{port}"
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name}: server exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"{self.name}: server not ready after 30 s")
+
+    def pids(self) -> list[int]:
+        """The server process and its descendants (granian's worker)."""
+        out, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            for task in Path(f"/proc/{pid}/task").glob("*/children"):
+                todo.extend(int(c) for c in task.read_text().split())
+        return out
+
+    def cpu_s(self) -> float:
+        """CPU time of the process tree in s: the sum over its threads of
+        /proc/<pid>/task/<tid>/schedstat field 1 (ns on CPU; utime + stime in ns
+        resolution rather than clock ticks)."""
+        ns = 0
+        for pid in self.pids():
+            for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+                ns += int(stat.read_text().split()[0])
+        return ns / 1e9
+
+    def rss_kib(self) -> int:
+        total = 0
+        for pid in self.pids():
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        return total
+
+    def stats(self) -> dict[str, Any]:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + "/stats", timeout=5) as resp:
+            return orjson.loads(resp.read())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _start(stack: str, app: str, store: Path, cpu: int) -> _Server:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(REPO / "benchmarks"), env.get("PYTHONPATH")) if p)
+    py = sys.executable
+    if stack == "granian":
+        port = _free_port()
+        env["BENCH_REPLAY_STORE"] = str(store)
+        target = "replay_server:granian_replay_app" if app == "replay" else "replay_server:bare_app"
+        cmd = [py, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+               "--workers", "1", "--loop", "uvloop", "--log-level", "warning", "--no-ws", target]
+        if app == "replay":
+            cmd.insert(-1, "--factory")
+        return _Server(f"{app}/{stack}", cmd, cpu, env, port)
+    if app == "replay":
+        cmd = [py, "-m", "replay.server", str(store), "--http", stack]
+    else:
+        cmd = [py, str(Path(__file__).resolve()), "--serve-bare", stack]
+    return _Server(f"{app}/{stack}", cmd, cpu, env, None)
+
+
+# -- the client process -----------------------------------------------------------------
+
+
 async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrency: int,
-                 stream: bool) -> tuple[float, int]:
+                 stream: bool, check: bool) -> tuple[float, int]:
     import aiohttp
 
     bad = 0
@@ -107,7 +288,7 @@ async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrenc
                     bad += 1
                 elif stream:
                     bad += not data.endswith(b"data: [DONE]\n\n")
-                elif orjson.loads(data)["choices"][0]["message"]["content"] != expected:
+                elif check and orjson.loads(data)["choices"][0]["message"]["content"] != expected:
                     bad += 1
 
         start = time.perf_counter()
@@ -115,89 +296,125 @@ async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrenc
         return time.perf_counter() - start, bad
 
 
-def _client(url: str, store_path: str, n: int, concurrency: int, cpus: list[int], stream: bool,
-            out) -> None:
+def _client(store_path: str, cpus: list[int], conn: Any) -> None:
+    """Client process: build the requests once, then serve (url, n, concurrency, stream,
+    check) commands from `conn` with (elapsed s, bad responses) until None."""
     if cpus:
         os.sched_setaffinity(0, cpus)
     requests = _build_store(Path(store_path + ".client"))
-    try:
-        import uvloop
-        uvloop.install()
-    except ImportError:
-        pass
-    elapsed, bad = asyncio.run(_drive(url, requests, n, concurrency, stream))
-    out.send((elapsed, bad))
+    import uvloop
+
+    while (cmd := conn.recv()) is not None:
+        url, n, concurrency, stream, check = cmd
+        conn.send(uvloop.run(_drive(url, requests, n, concurrency, stream, check)))
 
 
-def _run_client(url: str, store_path: Path, n: int, concurrency: int, cpus: list[int],
-                stream: bool = False) -> tuple[float, int]:
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_client, args=(url, str(store_path), n, concurrency, cpus, stream, child))
-    proc.start()
-    result = parent.recv()
-    proc.join()
-    return result
-
-
-def _cpu_s(pid: int) -> float:
-    """utime + stime of `pid` in s (/proc/<pid>/stat fields 14 and 15, clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=10_000)
-    parser.add_argument("--warmup", type=int, default=1_000)
+    parser.add_argument("--requests", type=int, default=4_000, help="measured requests per server per round")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--stacks", default=",".join(STACKS),
+                        help="comma-separated subset of h11,httptools,granian (granian needs the package)")
     parser.add_argument("--stream", action="store_true",
-                        help="also measure streaming (instant latency) throughput")
+                        help="also stream the requests once from each replay server (instant latency)")
+    parser.add_argument("--serve-bare", metavar="HTTP", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_bare:
+        _serve_bare(args.serve_bare)
+        return 0
 
+    stacks = [s for s in args.stacks.split(",") if s]
+    if "granian" in stacks:
+        try:
+            import granian  # noqa: F401
+        except ImportError:
+            print("granian not installed: its stack is left out")
+            stacks.remove("granian")
     cpus = sorted(os.sched_getaffinity(0))
     server_cpu = cpus[0]
     client_cpus = cpus[1:] or cpus
+    servers: dict[tuple[str, str], _Server] = {}
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    bad = misses = 0
+    figures: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         store_path = Path(tmp) / "trajectories.jsonl"
         _build_store(store_path)
-        with start_replay_server(store_path) as srv:
-            os.sched_setaffinity(srv.pid, [server_cpu])
-            url = srv.url + "/v1/chat/completions"
-            _run_client(url, store_path, args.warmup, args.concurrency, client_cpus)
-            rss_before = _rss_kib(srv.pid)
-            cpu_before = _cpu_s(srv.pid)
-            elapsed, bad = _run_client(url, store_path, args.requests, args.concurrency, client_cpus)
-            cpu_s = _cpu_s(srv.pid) - cpu_before
-            rss_after = _rss_kib(srv.pid)
-            stream_result = None
+        client = ctx.Process(target=_client, args=(str(store_path), client_cpus, child))
+        client.start()
+
+        def run(srv: _Server, n: int, stream: bool = False) -> tuple[float, int]:
+            conn.send((srv.url + "/v1/chat/completions", n, args.concurrency, stream,
+                       srv.name.startswith("replay")))
+            return conn.recv()
+
+        try:
+            for stack in stacks:
+                for app in ("replay", "bare"):
+                    srv = servers[(stack, app)] = _start(stack, app, store_path, server_cpu)
+                    run(srv, WARMUP)
+            print(f"store: {N_TRAJ} trajectories x {N_TURNS} turns (request bodies 1.6-17 KB); servers on CPU "
+                  f"{server_cpu}, aiohttp client on CPUs {client_cpus}, concurrency {args.concurrency}, "
+                  f"{args.requests} requests per measurement, {args.rounds} rounds")
+            for rnd in range(1, args.rounds + 1):
+                cells = []
+                for stack in stacks:
+                    for app in ("replay", "bare"):
+                        srv = servers[(stack, app)]
+                        cpu0 = srv.cpu_s()
+                        elapsed, nbad = run(srv, args.requests)
+                        cpu = srv.cpu_s() - cpu0
+                        bad += nbad
+                        rate = args.requests / max(cpu, 1e-9)
+                        figures.setdefault((stack, app), []).append(rate)
+                        cells.append(f"{app}/{stack} {rate:>6,.0f} ({args.requests / elapsed:,.0f}/s wall)")
+                print(f"  round {rnd}: req per server CPU s: " + "  ".join(cells))
+            stream_bad = 0
             if args.stream:
-                stream_result = _run_client(url, store_path, args.requests, args.concurrency,
-                                            client_cpus, stream=True)
-            stats = srv.stats()
-    rate = args.requests / elapsed
-    print(f"store: {N_TRAJ} trajectories x {N_TURNS} turns; server on CPU {server_cpu}, "
-          f"aiohttp client on CPUs {client_cpus}, concurrency {args.concurrency}")
-    print(f"non-streaming throughput: {rate:,.0f} req/s ({args.requests} requests in {elapsed:.2f} s; "
-          f"target >= 3,000)")
-    print(f"server CPU: {cpu_s:.2f} s for {args.requests} requests = "
-          f"{args.requests / max(cpu_s, 1e-9):,.0f} req per CPU-second (capacity of one core "
-          f"when the CPU is not shared; the wall rate above drops when other processes compete)")
-    print(f"server RSS: {rss_before} KiB after {args.warmup} warm-up requests, {rss_after} KiB after "
-          f"{args.requests} more (delta {rss_after - rss_before:+d} KiB)")
-    if stream_result is not None:
-        print(f"streaming throughput (instant): {args.requests / stream_result[0]:,.0f} req/s; "
-              f"incomplete streams: {stream_result[1]}")
-        bad += stream_result[1]
-    print(f"wrong responses: {bad}; misses: {stats['misses']['total']}; served: {stats['served']}")
-    return 1 if bad or stats["misses"]["total"] else 0
+                for stack in stacks:
+                    elapsed, nbad = run(servers[(stack, "replay")], args.requests, stream=True)
+                    stream_bad += nbad
+                    print(f"  streaming (instant) on {stack}: {args.requests / elapsed:,.0f} req/s wall; "
+                          f"incomplete streams {nbad}")
+            bad += stream_bad
+            rss = {stack: servers[(stack, "replay")].rss_kib() for stack in stacks}
+            for stack in stacks:
+                misses += servers[(stack, "replay")].stats()["misses"]["total"]
+        finally:
+            conn.send(None)
+            client.join()
+            for srv in servers.values():
+                srv.stop()
+
+    rows = []
+    ok = True
+    h11 = figures.get(("h11", "replay"))
+    print(f"\n{'stack':<10} {'replay req/CPU s':>17} {'bare req/CPU s':>15} {'replay/bare':>12} "
+          f"{'replay/h11 replay':>18} {'RSS KiB':>9}")
+    for stack in stacks:
+        rep, bare = figures[(stack, "replay")], figures[(stack, "bare")]
+        ratio = _median([r / b for r, b in zip(rep, bare)])
+        vs_h11 = _median([r / h for r, h in zip(rep, h11)]) if h11 else None
+        rows.append((stack, ratio, vs_h11))
+        print(f"{stack:<10} {_median(rep):>17,.0f} {_median(bare):>15,.0f} {ratio:>12.3f} "
+              f"{'-' if vs_h11 is None else f'{vs_h11:.2f}':>18} {rss[stack]:>9,}")
+    print("(medians over rounds; ratios are medians of the per-round ratios)")
+    for stack, ratio, vs_h11 in rows:
+        if stack == FAST:
+            ok &= ratio >= 0.9
+            print(f"target replay/bare on {FAST} >= 0.9: {ratio:.3f} {'PASS' if ratio >= 0.9 else 'FAIL'}")
+            if vs_h11 is not None:
+                ok &= vs_h11 >= 2.0
+                print(f"target replay on {FAST} / replay on h11 >= 2: {vs_h11:.2f} "
+                      f"{'PASS' if vs_h11 >= 2.0 else 'FAIL'}")
+    print(f"wrong responses: {bad}; misses: {misses}")
+    return 0 if ok and not bad and not misses else 1
 
 
 if __name__ == "__main__":

@@ -576,9 +576,7 @@ def serve_recorder(upstream: str, output: Path, *, host: str = "127.0.0.1", port
     uvicorn re-raise SIGTERM. Raises OSError (bind)."""
     import sys
 
-    import uvicorn
-
-    from replay.server import bind_socket
+    from replay.server import bind_socket, run_uvicorn
 
     app = create_recorder_app(upstream, output, text_actions=text_actions)
     sock, url = bind_socket(host, port)
@@ -588,10 +586,8 @@ def serve_recorder(upstream: str, output: Path, *, host: str = "127.0.0.1", port
               f"(POST {url}/flush to write now)", file=sys.stderr, flush=True)
     else:
         announce(url)
-    config = uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning",
-                            timeout_graceful_shutdown=2, server_header=False, date_header=False)
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
+    try:  # the replay server's stack: httptools + uvloop when installed
+        run_uvicorn(app, sock, lifespan="on")
     except KeyboardInterrupt:  # uvicorn re-raises SIGINT after its shutdown wrote the file
         pass
     finally:

@@ -1,0 +1,116 @@
+"""The replay server's HTTP stack (issue #17): uvicorn on httptools + uvloop by default,
+h11 on request; the chat hot path's front door and one-pass message scan answer as the
+Starlette routes did."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from replay.latency import parse_latency
+from replay.server import create_app, uvicorn_config
+from replay.store import ReplayStore
+from tests.replay.test_server_fixtures import make_trajectory, request_messages, running_server, write_store
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_config_picks_httptools_and_uvloop_by_default():
+    # both are dependencies of the package (pyproject.toml), so "auto" is the fast stack
+    cfg = uvicorn_config(object())
+    assert (cfg.http, cfg.loop) == ("httptools", "uvloop")
+    assert uvicorn_config(object(), http="h11").http == "h11"
+    assert uvicorn_config(object(), lifespan="on").lifespan == "on"
+    with pytest.raises(ValueError, match=r"http: unknown parser 'zttp' \(expected auto, httptools, h11\)"):
+        uvicorn_config(object(), http="zttp")
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_cli_serves_the_recorded_turns_on_each_parser(tmp_path, http):
+    traj = make_trajectory("stack", 2)
+    path = write_store(tmp_path / "t.jsonl", [traj])
+    store = ReplayStore.load(path, latency=parse_latency("instant"))
+    with subprocess.Popen(
+            [sys.executable, "-m", "replay.server", str(path), "--http", http],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO, text=True) as proc:
+        try:
+            url = proc.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:")
+            for _ in range(200):  # the URL is printed before uvicorn starts accepting
+                try:
+                    if httpx.get(url + "/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            for turn in (0, 1):
+                r = httpx.post(url + "/v1/chat/completions", json={"messages": request_messages(traj, turn)})
+                assert r.status_code == 200
+                got = orjson.loads(r.content)
+                want = orjson.loads(store.lookup(traj.match_key, None).turns[turn].body)
+                assert got.pop("created") >= want.pop("created")  # rendered at each load
+                assert got == want
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def test_cli_refuses_an_unknown_parser(tmp_path):
+    path = write_store(tmp_path / "t.jsonl", [make_trajectory("x", 1)])
+    out = subprocess.run([sys.executable, "-m", "replay.server", str(path), "--http", "nope"],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 2
+    assert "invalid choice: 'nope'" in out.stderr
+
+
+def test_front_door_and_routes_agree(tmp_path):
+    traj = make_trajectory("door", 2)
+    path = write_store(tmp_path / "t.jsonl", [traj])
+    with running_server(path) as url, httpx.Client() as client:
+        body = {"messages": request_messages(traj, 1)}
+        a = client.post(url + "/v1/chat/completions", json=body)
+        b = client.post(url + "/chat/completions", json=body)
+        assert a.status_code == b.status_code == 200
+        assert a.content == b.content
+        # not POST: through Starlette's router, which answers 405 with an Allow header
+        r = client.get(url + "/chat/completions")
+        assert (r.status_code, r.headers["allow"]) == (405, "POST")
+        # a message that is not an object: named by its index (the scan's slow path)
+        msgs = request_messages(traj, 1)
+        msgs.insert(1, ["not", "a", "message"])
+        r = client.post(url + "/v1/chat/completions", content=orjson.dumps({"messages": msgs}))
+        assert r.status_code == 400
+        assert r.json()["error"]["message"] == "messages[1]: must be an object (got list)"
+        assert client.get(url + "/stats").json()["served"] == 2
+
+
+async def test_root_path_goes_through_starlette(tmp_path):
+    # a chat path under a root_path is not the front door's: Starlette strips the prefix
+    traj = make_trajectory("root", 1)
+    app = create_app(ReplayStore.load(write_store(tmp_path / "t.jsonl", [traj]),
+                                      latency=parse_latency("instant")))
+    transport = httpx.ASGITransport(app=app, root_path="/api")
+    async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
+        r = await client.post("/api/v1/chat/completions", json={"messages": request_messages(traj, 0)})
+    assert r.status_code == 200
+    assert r.json()["choices"][0]["message"]["content"] == traj.turns[0].response.content
+
+
+def test_turn_index_counts_every_assistant_message(tmp_path):
+    # roles scanned in one pass: turn = number of assistant messages, key from the user
+    # messages before the first assistant one, the system message found anywhere
+    traj = make_trajectory("count", 3)
+    path = write_store(tmp_path / "t.jsonl", [traj])
+    with running_server(path) as url, httpx.Client() as client:
+        msgs = request_messages(traj, 2)
+        assert sum(m["role"] == "assistant" for m in msgs) == 2
+        r = client.post(url + "/v1/chat/completions", json={"messages": msgs})
+        assert r.json()["choices"][0]["message"]["content"] == traj.turns[2].response.content
+        r = client.post(url + "/v1/chat/completions", json={"messages": [*msgs, {"role": "assistant"}] * 2})
+        # 2 + 1 assistant messages, twice over: turn 6 is beyond the 3 recorded turns
+        assert (r.status_code, r.json()["error"]["code"]) == (409, "beyond_turns")

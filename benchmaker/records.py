@@ -41,6 +41,9 @@ class Outcome(str, enum.Enum):
     graded_wrong     a grader judged the output wrong
     grading_error    the grader itself failed
     cancelled        still in flight at the run deadline or at Ctrl-C
+    aborted          the server ended the response with a finish reason that is not a
+                     completion (abort, error, cancelled or an unknown value; see
+                     `finish_class`), with or without output; the reason is in `error`
     dropped          an open-loop arrival refused by the in-flight cap (policy "drop");
                      never sent, so `sent_ns` is None
     """
@@ -55,6 +58,7 @@ class Outcome(str, enum.Enum):
     GRADING_ERROR = "grading_error"
     CANCELLED = "cancelled"
     DROPPED = "dropped"
+    ABORTED = "aborted"
 
 
 class TimeoutKind(str, enum.Enum):
@@ -99,6 +103,12 @@ class Sample:
 
     Times are ns offsets from the run's t0 (see module docstring). Token counts come from
     the server's usage report (`usage_present`); they are None when it sent none.
+
+    `finish_reason` is the server's value as sent; `finish_class` its class (stop,
+    length, tool_calls, content_filter, abort, error, cancelled, unknown;
+    workloads/generated.py), None when the response stated none. `refusal` is True when
+    the output was (or held) a refusal (`delta.refusal`, refusal content parts): such a
+    response is a success flagged, not an empty one.
     """
 
     run_id: str
@@ -128,6 +138,8 @@ class Sample:
     reasoning_tokens: int | None = None
     output_chars: int = 0
     finish_reason: str | None = None
+    finish_class: str | None = None
+    refusal: bool = False
     bytes_sent: int = 0
     bytes_received: int = 0
     in_flight_at_send: int | None = None
@@ -169,6 +181,8 @@ SAMPLE_COLUMNS: dict[str, str] = {
     "reasoning_tokens": "BIGINT",
     "output_chars": "BIGINT",
     "finish_reason": "VARCHAR",
+    "finish_class": "VARCHAR",
+    "refusal": "BOOLEAN",
     "bytes_sent": "BIGINT",
     "bytes_received": "BIGINT",
     "in_flight_at_send": "INTEGER",

@@ -9,14 +9,23 @@ stream parser that turns `chat.completion.chunk` events into token events.
     parser.finish(sample)                            # at end of body (status < 400)
 
 What counts (DESIGN §4): a chunk is a token event when any choice's delta carries
-generated text of any kind: non-empty `content`, `reasoning_content` (DeepSeek, vLLM),
-`reasoning` (OpenRouter, newer vLLM), or a tool call's `function.name` /
-`function.arguments` (also the legacy `function_call`). A role-only delta, an empty
-string, `null`, and a usage-only chunk (`choices: []`) are never tokens. TTFT is the
-stamp of the first token event; TTFC (`first_content_ns`) of the first non-empty
-`content`. Each token-bearing chunk is one event; chunks that arrive in the same read
-share that read's stamp. The per-event token count is not stated by this protocol, so
-`token_event_tokens` stays None.
+generated output by the one rule of workloads/generated.py: non-empty `content` (a string
+or typed text parts), reasoning in any spelling (`reasoning_content`, `reasoning`,
+`reasoning_text`, `reasoning_details`), `refusal`, a tool call's name or arguments (also
+the legacy `function_call`), an audio transcript. A role-only delta, an empty string,
+`null`, and a usage-only chunk (`choices: []`) are never tokens. TTFT is the stamp of the
+first token event (a refusal delta counts: a refusal is generated output); TTFC
+(`first_content_ns`) of the first non-empty `content`. Each token-bearing chunk is one
+event; chunks that arrive in the same read share that read's stamp. The per-event token
+count is not stated by this protocol, so `token_event_tokens` stays None. `refusal` is set
+on the sample when any refusal text arrived.
+
+Text split inside a character is joined, not rejected: UTF-8 bytes split across reads stay
+in the SSE buffer until their event is complete (benchmaker/sse.py), and a UTF-16
+surrogate pair written as JSON escapes split across two events (`"\\ud83d"` then
+`"\\ude00"`, as JavaScript servers can emit) is decoded with a fallback decoder (orjson
+rejects lone surrogates) and the halves are joined in `text`; output_chars counts the pair
+as one character.
 
 Usage: the last non-null `usage` object seen wins: a usage-only final chunk
 (`choices: []`, OpenAI with `stream_options.include_usage`), usage on the finish chunk
@@ -25,21 +34,30 @@ usage_present), `prompt_tokens`, `prompt_tokens_details.cached_tokens` (else Dee
 `prompt_cache_hit_tokens`) → cached_tokens, `completion_tokens_details.reasoning_tokens`.
 No usage → all None and usage_present False (never 0).
 
+Finish: `finish_reason` is the last non-null value sent; `finish_class` its class
+(workloads/generated.py), or, when several choices finished, the class of the first
+failing one.
+
 Outcome set by finish() (streaming), first match wins:
     protocol_error  a data line that is not a JSON object, an `error` object or an
                     `event: error` in the stream, or the body ended before `data: [DONE]`
                     (a cut stream is a failure even when it carried tokens)
+    aborted         a finish reason of a failing class (abort, error, cancelled, unknown
+                    values); `error` names it. Not a success: out of successful latency
+                    and throughput, even when tokens arrived before it
     empty_output    a complete stream without any token event (only [DONE], only usage)
-    ok              otherwise
+    ok              otherwise (a refusal is ok, flagged `refusal`)
 Non-streaming (`stream=False`): the whole JSON body is parsed at finish(). There is no
 token timeline: first_token_ns, first_content_ns and token_event_ns stay None (the first
 byte of a non-streamed body is not a first token; E2E is the measure). Outcome: bad JSON
-or an `error` object → protocol_error; no generated text in `choices[0].message` →
-empty_output; else ok.
+or an `error` object → protocol_error; a failing finish class → aborted; no generated
+output in any `choices[i].message` → empty_output; else ok.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import orjson
@@ -47,12 +65,62 @@ import orjson
 from benchmaker.records import Outcome, RequestSpec, Sample
 from benchmaker.sse import SSEParser
 from workloads.datasets import Dataset
+from workloads.generated import FINISH_FAILS, finish_class, finish_error, message_output
 
-__all__ = ["OpenAIChatParser", "OpenAIChatWorkload", "OpenAIStreamParser", "apply_usage", "openai_headers"]
+__all__ = [
+    "OpenAIChatParser",
+    "OpenAIChatWorkload",
+    "OpenAIStreamParser",
+    "apply_usage",
+    "join_surrogates",
+    "loads_json",
+    "openai_headers",
+]
 
 _OK = Outcome.OK.value
 _PROTOCOL_ERROR = Outcome.PROTOCOL_ERROR.value
 _EMPTY = Outcome.EMPTY_OUTPUT.value
+_ABORTED = Outcome.ABORTED.value
+
+# A JSON escape of a UTF-16 surrogate (\uD800-\uDFFF): the only input the fallback
+# decoder is tried on.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LOW_SURROGATE = re.compile("[\udc00-\udfff]")
+_ANY_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def loads_json(payload: bytes) -> tuple[Any, bool]:
+    """Decode one JSON document: `(value, has_surrogates)`.
+
+    orjson first; when it rejects a document that holds JSON-escaped UTF-16 surrogates
+    (a lone `\\ud83d` whose pair comes in the next event), the stdlib decoder, which
+    keeps lone surrogates as code points (has_surrogates True; join them with
+    `join_surrogates`). Raises orjson.JSONDecodeError (orjson's message) when both fail.
+    """
+    try:
+        return orjson.loads(payload), False
+    except orjson.JSONDecodeError as exc:
+        if _SURROGATE_ESCAPE.search(payload) is not None:
+            try:
+                return json.loads(payload), True
+            except (ValueError, RecursionError):
+                pass
+        raise exc
+
+
+def join_surrogates(text: str) -> str:
+    """`text` with UTF-16 surrogate pairs joined into their code point (pairs that the
+    fallback decoder of `loads_json` kept apart when they came in two events) and any
+    unpaired surrogate replaced by U+FFFD. Text without surrogates is returned as is."""
+    if _ANY_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _code_points(text: str) -> int:
+    """Characters of decoded text that may hold split surrogate pairs: each low surrogate
+    is the second half of a pair whose first half was counted already."""
+    return len(text) - len(_LOW_SURROGATE.findall(text))
 
 
 def openai_headers(api_key: str | None, stream: bool, extra: dict[str, str] | None) -> dict[str, str]:
@@ -102,9 +170,11 @@ def _error_text(err: Any) -> str:
 
 
 class OpenAIStreamParser:
-    """Shared machinery of OpenAI-style parsers: SSE framing, `[DONE]`, bad JSON and
-    `error` objects, usage, finish_reason and the outcome. Subclasses implement
-    `_choices(choices) -> (token_kind, ...)` via `_chunk`, and `_whole_body`.
+    """Shared machinery of OpenAI-style parsers: SSE framing, `[DONE]`, bad JSON (with the
+    split-surrogate fallback) and `error` objects, usage, finish_reason and its class,
+    refusal and the outcome. Subclasses implement `_chunk(choices) -> bool` (a token
+    event?) and `_whole_body(choices) -> bool` (generated output?), and report each
+    choice's finish reason with `_finished(reason)`.
 
     `text` is the generated `content` (choice index 0) so far.
     """
@@ -117,6 +187,9 @@ class OpenAIStreamParser:
         "_error",
         "_usage",
         "_finish_reason",
+        "_fail_class",
+        "_refusal",
+        "_surrogates",
         "_chars",
         "_body",
         "_n_events",
@@ -133,6 +206,9 @@ class OpenAIStreamParser:
         self._error: str | None = None  # first protocol error
         self._usage: Any = None
         self._finish_reason: str | None = None
+        self._fail_class: str | None = None  # first failing finish class seen
+        self._refusal = False  # refusal text seen
+        self._surrogates = False  # the current chunk was decoded with split surrogates
         self._chars = 0
         self._body: list[bytes] = []
         self._n_events = 0  # token events
@@ -142,8 +218,9 @@ class OpenAIStreamParser:
 
     @property
     def text(self) -> str:
-        """Generated `content` text so far (reasoning and tool calls excluded)."""
-        return "".join(self._parts)
+        """Generated `content` text so far (reasoning and tool calls excluded), with
+        surrogate pairs split across events joined."""
+        return join_surrogates("".join(self._parts))
 
     # -- streaming ------------------------------------------------------------------
 
@@ -165,7 +242,7 @@ class OpenAIStreamParser:
                 self._fail(f"error event in stream: {_short(payload)}")
                 continue
             try:
-                obj = orjson.loads(payload)
+                obj, self._surrogates = loads_json(payload)
             except orjson.JSONDecodeError as exc:
                 self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
                 continue
@@ -205,6 +282,33 @@ class OpenAIStreamParser:
         if self._error is None:
             self._error = message
 
+    def _finished(self, reason: Any) -> None:
+        """Record one choice's non-null finish reason: the last one is `finish_reason`,
+        the first of a failing class decides the class (workloads/generated.py)."""
+        self._finish_reason = reason if type(reason) is str else _short(orjson.dumps(reason))
+        if self._fail_class is None:
+            cls = finish_class(reason)
+            if FINISH_FAILS[cls]:  # type: ignore[index]
+                self._fail_class = cls
+
+    def _length(self, text: str) -> int:
+        """Characters of one decoded string of the current chunk (a split surrogate pair
+        counts once)."""
+        return _code_points(text) if self._surrogates else len(text)
+
+    def _ending(self, sample: Sample) -> str | None:
+        """Set finish_reason, finish_class, refusal and output_chars on the sample; return
+        the `error` of a failing finish class, else None."""
+        reason = self._finish_reason
+        sample.finish_reason = reason
+        cls = self._fail_class or finish_class(reason)
+        sample.finish_class = cls
+        sample.refusal = self._refusal
+        sample.output_chars = self._chars
+        if cls is not None and FINISH_FAILS[cls]:
+            return finish_error(reason, cls)
+        return None
+
     # -- end of body -------------------------------------------------------------------
 
     def finish(self, sample: Sample) -> None:
@@ -219,8 +323,7 @@ class OpenAIStreamParser:
             else:
                 self._fail(f"stream ended inside an event (got {_short(cut)})")
         apply_usage(self._usage, sample)
-        sample.finish_reason = self._finish_reason
-        sample.output_chars = self._chars
+        failed = self._ending(sample)
         if self._error is not None:
             sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
         elif not self._done:
@@ -230,6 +333,8 @@ class OpenAIStreamParser:
             else:
                 sample.outcome = _PROTOCOL_ERROR
                 sample.error = f"stream ended before data: [DONE] after {self._n_events} token events"
+        elif failed is not None:
+            sample.outcome, sample.error = _ABORTED, failed
         elif self._n_events == 0:
             sample.outcome = _EMPTY
             sample.error = "complete stream without a generated token" + (
@@ -242,7 +347,7 @@ class OpenAIStreamParser:
         body = b"".join(self._body)
         self._body = []
         try:
-            obj = orjson.loads(body)
+            obj, self._surrogates = loads_json(body)
         except orjson.JSONDecodeError as exc:
             sample.outcome, sample.error = _PROTOCOL_ERROR, f"bad JSON body: {exc} (got {_short(body)})"
             return
@@ -255,9 +360,10 @@ class OpenAIStreamParser:
         apply_usage(obj.get("usage"), sample)
         choices = obj.get("choices")
         generated = self._whole_body(choices) if isinstance(choices, list) else False
-        sample.finish_reason = self._finish_reason
-        sample.output_chars = self._chars
-        if generated:
+        failed = self._ending(sample)
+        if failed is not None:
+            sample.outcome, sample.error = _ABORTED, failed
+        elif generated:
             sample.outcome = _OK
         else:
             sample.outcome, sample.error = _EMPTY, "response without generated text"
@@ -267,93 +373,42 @@ class OpenAIStreamParser:
         raise NotImplementedError
 
 
-def _tool_chars(calls: Any) -> int:
-    """Characters of generated tool-call text (function name + arguments) in a list of
-    tool-call deltas or messages; 0 when none."""
-    n = 0
-    if isinstance(calls, list):
-        for call in calls:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict):
-                name, args = fn.get("name"), fn.get("arguments")
-                if isinstance(name, str):
-                    n += len(name)
-                if isinstance(args, str):
-                    n += len(args)
-    return n
-
-
-def _fn_chars(fn: Any) -> int:
-    return _tool_chars([{"function": fn}]) if isinstance(fn, dict) else 0
-
-
 class OpenAIChatParser(OpenAIStreamParser):
     """Parser of one `/v1/chat/completions` response (streamed or not); see module doc.
 
-    output_chars counts every generated character: content, reasoning (either spelling)
-    and tool-call names and arguments. `text` is the content of choice 0.
+    output_chars counts every generated character (workloads/generated.py: content,
+    reasoning, refusal, tool-call names and arguments) of every choice. `text` is the
+    content of choice 0.
     """
 
     __slots__ = ()
 
     def _chunk(self, choices: Any) -> bool:
-        token = False
-        for choice in choices:
-            delta = choice.get("delta")
-            if delta:
-                content = delta.get("content")
-                if content and type(content) is str:
-                    token = True
-                    self._chars += len(content)
-                    if choice.get("index", 0) == 0:
-                        self._parts.append(content)
-                for key in ("reasoning_content", "reasoning"):
-                    text = delta.get(key)
-                    if text and type(text) is str:
-                        token = True
-                        self._chars += len(text)
-                calls = delta.get("tool_calls")
-                if calls:
-                    n = _tool_chars(calls)
-                    if n:
-                        token = True
-                        self._chars += n
-                fn = delta.get("function_call")
-                if fn:
-                    n = _fn_chars(fn)
-                    if n:
-                        token = True
-                        self._chars += n
-            reason = choice.get("finish_reason")
-            if reason is not None:
-                self._finish_reason = reason
-        return token
+        return self._choices(choices, "delta")
 
     def _whole_body(self, choices: list[Any]) -> bool:
+        return self._choices(choices, "message")
+
+    def _choices(self, choices: Any, key: str) -> bool:
+        """Take the generated output of each choice's `key` (`delta` or `message`) and
+        its finish reason; True when any choice generated something."""
         generated = False
         for choice in choices:
-            if not isinstance(choice, dict):
+            if type(choice) is not dict:
                 continue
-            msg = choice.get("message")
-            if isinstance(msg, dict):
-                content = msg.get("content")
-                if content and isinstance(content, str):
+            msg = choice.get(key)
+            if msg:
+                out = message_output(msg, self._length)
+                if out.chars:
                     generated = True
-                    self._chars += len(content)
-                    if choice.get("index", 0) == 0:
-                        self._parts.append(content)
-                for key in ("reasoning_content", "reasoning"):
-                    text = msg.get(key)
-                    if text and isinstance(text, str):
-                        generated = True
-                        self._chars += len(text)
-                n = _tool_chars(msg.get("tool_calls")) + _fn_chars(msg.get("function_call"))
-                if n:
-                    generated = True
-                    self._chars += n
+                    self._chars += out.chars
+                    if out.content and choice.get("index", 0) == 0:
+                        self._parts.append(out.content)
+                    if out.refusal:
+                        self._refusal = True
             reason = choice.get("finish_reason")
             if reason is not None:
-                self._finish_reason = reason
+                self._finished(reason)
         return generated
 
 

@@ -34,17 +34,23 @@ token event (e.g. the stop token) are in `output_tokens` only.
 
 Usage: from the last `meta_info` seen: completion_tokens → output_tokens (sets
 usage_present), prompt_tokens, cached_tokens, reasoning_tokens. Missing → None.
-finish_reason: the `type` of the last non-null `finish_reason` (a plain string is kept).
+finish_reason: the `type` of the last non-null `finish_reason` (a plain string is kept);
+finish_class: its class by the one rule of workloads/generated.py (SGLang sends `stop`,
+`length`, `abort`), as for OpenAI chat.
 
-Outcome set by finish() (streaming), first match wins:
+Generated output is the same rule as for OpenAI chat (workloads/generated.py) over the one
+field /generate carries: non-empty new `text`. Outcome set by finish() (streaming), first
+match wins:
     protocol_error  bad JSON or not an object, an `error` object, cumulative text that
-                    does not extend the previous event's text, a finish_reason of type
-                    `abort` (its message in `error`), or no `data: [DONE]` at the end
+                    does not extend the previous event's text, or no `data: [DONE]` at
+                    the end
+    aborted         a finish reason of a failing class (`abort`, with its message, and
+                    error, cancelled or unknown values), even after text
     empty_output    a complete stream without new text
     ok              otherwise
 Non-streaming: the body is one JSON object `{"text", "meta_info"}`; no token timeline
-(first_token_ns stays None). Bad JSON, an `error` object or an abort → protocol_error;
-empty text → empty_output; else ok.
+(first_token_ns stays None). Bad JSON or an `error` object → protocol_error; a failing
+finish class → aborted; empty text → empty_output; else ok.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from benchmaker.errors import ConfigError
 from benchmaker.records import Outcome, RequestSpec, Sample
 from benchmaker.sse import SSEParser
 from workloads.datasets import Dataset, DatasetError
+from workloads.generated import FINISH_FAILS, finish_class, finish_error
 from workloads.openai_chat import openai_headers
 
 __all__ = ["SGLangParser", "SGLangWorkload", "read_input_ids"]
@@ -66,6 +73,7 @@ __all__ = ["SGLangParser", "SGLangWorkload", "read_input_ids"]
 _OK = Outcome.OK.value
 _PROTOCOL_ERROR = Outcome.PROTOCOL_ERROR.value
 _EMPTY = Outcome.EMPTY_OUTPUT.value
+_ABORTED = Outcome.ABORTED.value
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -178,7 +186,9 @@ class SGLangParser:
             self._n_events += 1
             sample.n_token_events += 1
 
-    def _apply_meta(self, sample: Sample) -> None:
+    def _apply_meta(self, sample: Sample) -> str | None:
+        """Set usage, finish_reason, finish_class and output_chars on the sample; return
+        the `error` of a failing finish class, else None."""
         meta = self._meta
         if meta is not None:
             sample.prompt_tokens = _int_or_none(meta.get("prompt_tokens"))
@@ -187,16 +197,23 @@ class SGLangParser:
             sample.cached_tokens = _int_or_none(meta.get("cached_tokens"))
             sample.reasoning_tokens = _int_or_none(meta.get("reasoning_tokens"))
         reason = self._finish
+        kind: Any = reason
         if isinstance(reason, dict):
             kind = reason.get("type")
             sample.finish_reason = kind if isinstance(kind, str) else _short(orjson.dumps(reason))
-            if kind == "abort":
-                msg = reason.get("message")
-                shown = msg if isinstance(msg, str) else _short(orjson.dumps(reason))
-                self._fail(f"request aborted by the server: {shown}")
+            if not isinstance(kind, str):
+                kind = sample.finish_reason
         elif isinstance(reason, str):
             sample.finish_reason = reason
+        elif reason is not None:
+            kind = sample.finish_reason = _short(orjson.dumps(reason))
         sample.output_chars = len(self._text)
+        cls = sample.finish_class = finish_class(kind)
+        if cls is None or not FINISH_FAILS[cls]:
+            return None
+        error = finish_error(kind, cls)
+        msg = reason.get("message") if isinstance(reason, dict) else None
+        return f"{error}: {msg}" if isinstance(msg, str) and msg else error
 
     def finish(self, sample: Sample) -> None:
         """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
@@ -209,7 +226,7 @@ class SGLangParser:
                 self._done = True
             else:
                 self._fail(f"stream ended inside an event (got {_short(cut)})")
-        self._apply_meta(sample)
+        failed = self._apply_meta(sample)
         if self._error is not None:
             sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
         elif not self._done:
@@ -218,6 +235,8 @@ class SGLangParser:
                 f"no SSE event in body (got {_short(self._head)})" if self._n_sse == 0
                 else f"stream ended before data: [DONE] after {self._n_events} token events"
             )
+        elif failed is not None:
+            sample.outcome, sample.error = _ABORTED, failed
         elif self._n_events == 0:
             sample.outcome, sample.error = _EMPTY, "complete stream without generated text"
         else:
@@ -243,9 +262,11 @@ class SGLangParser:
             self._finish = meta.get("finish_reason")
         text = obj.get("text")
         self._text = text if isinstance(text, str) else ""
-        self._apply_meta(sample)
+        failed = self._apply_meta(sample)
         if self._error is not None:
             sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
+        elif failed is not None:
+            sample.outcome, sample.error = _ABORTED, failed
         elif self._text:
             sample.outcome = _OK
         else:

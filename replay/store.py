@@ -32,7 +32,18 @@ Wire shapes (OpenAI Chat Completions; reasoning as vLLM/DeepSeek `reasoning_cont
   total_tokens, prompt_tokens_details.cached_tokens,
   completion_tokens_details.reasoning_tokens. A recording without usage gets no
   "usage" key and no usage chunk.
-- "model" is the trajectory's recorded model, or "replay" when it has none.
+- "model" is the turn's recorded model (`Turn.model`), else the trajectory's, else
+  "replay".
+- a turn that failed in the original run (finish_reason "aborted" or "error") is served
+  as recorded (its partial content, that finish_reason) with the header
+  `x-replay-recorded-error: <finish_reason>`, so a client can count it apart from
+  errors of the system under test.
+
+Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are requested
+with a shorter history (`replay.context.request_messages`): the store computes the
+request key of each such turn from its recorded request (`request_key`) and
+`lookup_turn(key, n_assistant)` finds it; every other turn is found by the
+trajectory's match key and its index.
 """
 
 from __future__ import annotations
@@ -51,7 +62,8 @@ from pydantic import ValidationError
 
 from replay.errors import TrajectoryFormatError
 from replay.latency import LatencyModel, Splitter, parse_latency, regex_split
-from replay.trajectory import Observation, Trajectory, Turn, Usage
+from replay.context import current_edit, request_messages
+from replay.trajectory import Observation, Trajectory, Turn, Usage, flatten_content, match_key_for_messages
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -62,6 +74,7 @@ __all__ = [
     "StoredTrajectory",
     "exit_code_in",
     "load_trajectories",
+    "request_key",
 ]
 
 DEFAULT_MODEL = "replay"
@@ -121,10 +134,12 @@ class StreamBytes:
 class PreparedTurn:
     """One recorded turn prepared for serving.
 
+    model: the response model name (turn's, else trajectory's, else "replay").
     body: the non-streaming response bytes (rendered at load). final_offset_s: when
     the non-streaming body is sent (offset of the last token event). observations:
     what the tools returned after this turn (checked on the next turn). headers: extra
-    response headers (x-replay-trajectory, x-replay-turn). The streaming bytes are
+    response headers (x-replay-trajectory, x-replay-turn, x-replay-recorded-error on
+    recorded failures). The streaming bytes are
     rendered on first use by ReplayStore.stream (cached).
     """
 
@@ -135,6 +150,7 @@ class PreparedTurn:
     headers: list[tuple[bytes, bytes]]
     turn: Turn
     completion_id: str
+    model: str = DEFAULT_MODEL
 
 
 @dataclass(slots=True)
@@ -167,6 +183,7 @@ class ReplayStore:
     latency: LatencyModel
     trajectories: list[StoredTrajectory]
     _index: dict[str, _KeyEntry] = field(repr=False)
+    _turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int]] = field(default_factory=dict, repr=False)
     splitter: Splitter = regex_split
     created: int = 0
     stream_cache_bytes: int = 256 * 2**20
@@ -194,12 +211,16 @@ class ReplayStore:
         created = int(time.time()) if created is None else created
         stored: list[StoredTrajectory] = []
         index: dict[str, _KeyEntry] = {}
+        turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int]] = {}
         for line, traj in load_trajectories(path):
             model = traj.model or DEFAULT_MODEL
             turns = _prepare_turns(traj, model, latency, splitter, created)
             entry = StoredTrajectory(ordinal=len(stored), line=line, trajectory=traj, model=model,
                                      turns=turns)
             stored.append(entry)
+            for k in range(len(traj.turns)):
+                if current_edit(traj, k) is not None:
+                    turn_index.setdefault(request_key(request_messages(traj, k)), (entry, k))
             key = index.get(traj.match_key)
             if key is None:
                 index[traj.match_key] = _KeyEntry(first=entry, by_system=None)
@@ -207,7 +228,7 @@ class ReplayStore:
                 if key.by_system is None:
                     key.by_system = {key.first.trajectory.system: key.first}
                 key.by_system.setdefault(traj.system, entry)
-        return cls(path=path, latency=latency, trajectories=stored, _index=index,
+        return cls(path=path, latency=latency, trajectories=stored, _index=index, _turn_index=turn_index,
                    splitter=splitter, created=created, stream_cache_bytes=stream_cache_bytes)
 
     def stream(self, entry: StoredTrajectory, turn_index: int) -> StreamBytes:
@@ -221,7 +242,7 @@ class ReplayStore:
             cache.move_to_end(key)
             return hit
         prepared = entry.turns[turn_index]
-        out = _render_stream(prepared.turn, prepared.completion_id, entry.model, self.latency,
+        out = _render_stream(prepared.turn, prepared.completion_id, prepared.model, self.latency,
                              self.splitter, self.created)
         if out.size <= self.stream_cache_bytes:
             cache[key] = out
@@ -246,6 +267,13 @@ class ReplayStore:
             return entry.first
         return entry.by_system.get(system_text, entry.first)
 
+    def lookup_turn(self, match_key: str, n_assistant: int) -> tuple[StoredTrajectory, int] | None:
+        """(trajectory, turn index) of a turn sent after a context edit whose recorded
+        request has this key and assistant-message count (module doc), else None."""
+        if not self._turn_index:
+            return None
+        return self._turn_index.get((match_key, n_assistant))
+
     def needs_system(self, match_key: str) -> bool:
         """True when several trajectories share `match_key` (the system text matters)."""
         entry = self._index.get(match_key)
@@ -258,8 +286,32 @@ class ReplayStore:
 
     @property
     def models(self) -> list[str]:
-        """Distinct response model names, in file order."""
-        return list(dict.fromkeys(t.model for t in self.trajectories))
+        """Distinct response model names (per turn), in file order."""
+        return list(dict.fromkeys(p.model for t in self.trajectories for p in t.turns))
+
+
+def request_key(messages: list[dict[str, Any]]) -> tuple[str, int]:
+    """(task key, number of assistant messages) of a chat request's messages, the
+    replay server's matching rule: the key over the user messages before the first
+    assistant message (`match_key_for_messages` of their flattened contents), or over
+    the first user message when every user message follows an assistant one. Raises
+    ValueError when there is no user message."""
+    head: list[str] = []
+    first: str | None = None
+    n_assistant = 0
+    for msg in messages:
+        role = msg.get("role")
+        if role == "assistant":
+            n_assistant += 1
+        elif role == "user":
+            text = flatten_content(msg.get("content"))
+            if first is None:
+                first = text
+            if not n_assistant:
+                head.append(text)
+    if first is None:
+        raise ValueError("messages: no message with role 'user'")
+    return match_key_for_messages(head or [first]), n_assistant
 
 
 def load_trajectories(path: Path) -> list[tuple[int, Trajectory]]:
@@ -334,8 +386,8 @@ def _prepare_turns(
     traj_header = quote(traj.trajectory_id, safe="").encode("ascii")
     return [
         _prepare_turn(
-            turn, f"chatcmpl-replay-{digest}-{turn.index}", model, latency, splitter, created,
-            traj_header,
+            turn, f"chatcmpl-replay-{digest}-{turn.index}", turn.model or model, latency, splitter,
+            created, traj_header,
         )
         for turn in traj.turns
     ]
@@ -382,6 +434,8 @@ def _prepare_turn(
     if latency.kind != "instant":
         final_offset_s = latency.offsets_ms(_n_events(turn, splitter), turn.timing)[-1] / 1000.0
     headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
+    if turn.response.finish_reason in ("aborted", "error"):
+        headers.append((b"x-replay-recorded-error", turn.response.finish_reason.encode()))
     return PreparedTurn(
         index=turn.index,
         body=orjson.dumps(body_obj),
@@ -390,6 +444,7 @@ def _prepare_turn(
         headers=headers,
         turn=turn,
         completion_id=completion_id,
+        model=model,
     )
 
 

@@ -12,8 +12,16 @@ Shape of one line (`Trajectory.model_dump_json()`):
      "model": "...", "system": "...", "first_user": "...", "user_before_turns": [],
      "terminated_by": "stop",
      "outcome": {"patch": null, "resolved": null, "reward": null, "exit_status": null},
-     "turns": [{"index": 0, "request_messages": null, "response": {...}, "usage": {...},
-                "timing": {...}, "observations": [...]}]}
+     "turns": [{"index": 0, "model": "...", "response": {...}, "usage": {...},
+                "timing": {...}, "observations": [...], "user_after": [...],
+                "context_edit": null, "error": null}]}
+
+Schema versions: 1 had one model per trajectory and no context edits; 2 adds per turn
+`model` (the model that answered that call, None: the trajectory's `model`),
+`context_edit` (the agent replaced its history before this turn, e.g. a pi compaction;
+see `replay.context`) and `error` (the recorded error message of a turn that failed in
+the original run, `finish_reason` "aborted" or "error"). Version 1 lines still validate
+(the new fields default to None).
 
 Match key: over all user messages before the first assistant message (`first_user`,
 then `user_before_turns`): an explicit `task_id: <id>` line in one of them, else the
@@ -30,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "aborted"]
 
@@ -89,17 +97,47 @@ class Observation(_Model):
     exit_code: int | None = None
 
 
+class MessageRef(_Model):
+    """A message of the conversation as the agent built it without context edits (see
+    `replay.context.history_messages`): `turn` None names the opening user messages
+    (`item` 0 = `first_user`, i = `user_before_turns[i-1]`); turn t names that turn's
+    block `[assistant, *observations, *user_after]` at position `item`."""
+
+    turn: int | None = Field(default=None, ge=0)
+    item: int = Field(default=0, ge=0)
+
+
+class ContextEdit(_Model):
+    """The agent replaced its history before this turn: from this turn on (until the next
+    edit) a request is the system prompt, then `summary` (user messages, in order), then
+    the history from `keep_from` up to the turn. `kind` names the edit ("compaction": pi
+    `compaction` entry, whose `firstKeptEntryIndex`/`firstKeptEntryId` gives `keep_from`;
+    `keep_from` = `{"turn": <this turn>, "item": 0}` keeps nothing from before the edit).
+    `tokens_before`: the context size the agent reported before the edit, when logged."""
+
+    kind: str
+    summary: list[str] = Field(default_factory=list)
+    keep_from: MessageRef
+    tokens_before: int | None = Field(default=None, ge=0)
+
+
 class Turn(_Model):
     """One model call: the response, its usage and timing, and what the tools returned.
     `user_after` holds user messages that arrived after the observations (follow-up
-    prompts), in order, so a replaying agent can send them."""
+    prompts), in order, so a replaying agent can send them. `model`: the model name the
+    call was answered by (None: the trajectory's). `context_edit`: set on the first turn
+    sent after the agent edited its context (module doc). `error`: the recorded error
+    message when the call failed in the original run (finish_reason aborted/error)."""
 
     index: int = Field(ge=0)
+    model: str | None = None
     response: Response
     usage: Usage | None = None
     timing: Timing | None = None
     observations: list[Observation] = Field(default_factory=list)
     user_after: list[str] = Field(default_factory=list)
+    context_edit: ContextEdit | None = None
+    error: str | None = None
 
 
 class Source(_Model):

@@ -5,13 +5,16 @@ maps the format name to it. Harbor trial *directories* are converted by
 `harbor.convert_trial_dir` (see `replay.convert`).
 
 Detection (`detect_bytes`) looks at the content only, never the file name:
-  - a JSON document: object with `history` + `info` → swe-agent; object with
+  - a JSON document: object whose `history` is a list of OpenHands events → openhands
+    (one evaluation record); object with a `history` list of messages (with or without
+    `info`, `trajectory`) → swe-agent; object with
     `schema_version` "ATIF-..." + `steps` → atif; object with `messages` and `info` or
     `trajectory_format` "mini-swe-agent*" → mini-swe-agent; object with `messages` →
     openai-messages; list of objects with `action`/`observation` → openhands; list of
     messages with a `<returncode>` observation or a fenced-bash action → mini-swe-agent;
     other list of messages → openai-messages;
-  - JSONL: first record `{"type": "meta"}` → harbor-jsonl; any pi event type among
+  - JSONL: first record `{"type": "meta"}` → harbor-jsonl; records whose `history`
+    holds OpenHands events (evaluation output.jsonl) → openhands; any pi event type among
     the first records → pi-events; a `session` header or `message`/`model_change`
     entries → pi-session; rows with `messages` → openai-messages.
 Anything else is unknown (None).
@@ -64,7 +67,9 @@ def _looks_mini(messages: list[dict[str, Any]]) -> bool:
 
 def _detect_document(doc: Any) -> str | None:
     if isinstance(doc, dict):
-        if isinstance(doc.get("history"), list) and "info" in doc:
+        if openhands.is_eval_record(doc):
+            return openhands.FORMAT
+        if _is_message_list(doc.get("history")) and "messages" not in doc:
             return swe_agent.FORMAT
         if str(doc.get("schema_version", "")).startswith("ATIF") and isinstance(doc.get("steps"), list):
             return atif.FORMAT
@@ -99,6 +104,8 @@ def detect_bytes(data: bytes) -> str | None:
     first = records[0]
     if harbor.is_meta_record(first):
         return harbor.FORMAT_JSONL
+    if all(openhands.is_eval_record(r) for r in records):
+        return openhands.FORMAT
     types = {r.get("type") for r in records if isinstance(r, dict)}
     if types & pi_events.EVENT_TYPES:
         return pi_events.FORMAT

@@ -10,15 +10,18 @@ Skip reasons: every converter counts what it did not carry into the trajectory i
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from replay.errors import ConvertError
 from replay.trajectory import (
+    ContextEdit,
+    MessageRef,
     Observation,
     RecordedOutcome,
     Response,
@@ -32,10 +35,12 @@ from replay.trajectory import (
     match_key_for_messages,
 )
 
-CONVERTER_VERSION = 2
+CONVERTER_VERSION = 3
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
-in `user_before_turns` (and enter the match key) instead of being skipped."""
+in `user_before_turns` (and enter the match key) instead of being skipped.
+3: per-turn `model`, `context_edit` (pi compaction) and `error`; unknown roles and part
+types are skipped and counted instead of rejected; typed content parts read."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
 """Skip key: the log kept only parsed tool arguments, so `arguments_raw` is
@@ -110,6 +115,32 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
             if last:
                 raise ctx.error(idx, None, "truncated JSONL: the last line is incomplete") from exc
             raise ctx.error(idx, None, f"invalid JSON: {exc.msg}") from exc
+
+
+def is_one_document(data: bytes) -> bool:
+    """True when the whole of `data` parses as one JSON document."""
+    try:
+        json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def iter_rows(ctx: FileContext, make: Callable[[Any, int, int], Trajectory]) -> Iterator[Trajectory]:
+    """One Trajectory per JSONL line: `make(row, line, index)` (index = position among
+    the trajectories yielded). Raises the ConvertError of a bad line; with
+    `ctx.lenient` the line is skipped and counted as `bad_row`."""
+    index = 0
+    for line, row in iter_jsonl(ctx):
+        try:
+            traj = make(row, line, index)
+        except ConvertError:
+            if not ctx.lenient:
+                raise
+            ctx.skipped["bad_row"] += 1
+            continue
+        index += 1
+        yield traj
 
 
 def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
@@ -196,6 +227,8 @@ class TrajectoryBuilder:
     turn go to `user_before_turns`; after a turn it is appended to that turn's
     `user_after`. `observation()` attaches to the last turn
     (`orphan_observation` when there is none). `skip(reason)` counts what was dropped.
+    `edit(ContextEdit)` attaches a context edit to the next turn; `next_ref(role)` is
+    the MessageRef the next message of that role will get (`replay.context`).
     """
 
     def __init__(self, ctx: FileContext, fmt: str):
@@ -207,6 +240,9 @@ class TrajectoryBuilder:
         self.model: str | None = None
         self.turns: list[Turn] = []
         self.skipped: Counter[str] = Counter()
+        self.pending_edit: ContextEdit | None = None
+        self.exit_status: str | None = None  # from a mini-swe-agent 2.x `exit` message
+        self.submission: str | None = None
 
     def skip(self, reason: str, n: int = 1) -> None:
         self.skipped[reason] += n
@@ -231,12 +267,30 @@ class TrajectoryBuilder:
         usage: Usage | None = None,
         timing: Timing | None = None,
         model: str | None = None,
+        error: str | None = None,
     ) -> Turn:
-        turn = Turn(index=len(self.turns), response=response, usage=usage, timing=timing)
+        """Append a turn (model: the name that answered it; error: the recorded error
+        message of a failed call) carrying the pending context edit, if any."""
+        turn = Turn(index=len(self.turns), response=response, usage=usage, timing=timing,
+                    model=model or None, error=error, context_edit=self.pending_edit)
+        self.pending_edit = None
         self.turns.append(turn)
         if model:
             self.model = model
         return turn
+
+    def edit(self, edit: ContextEdit) -> None:
+        """Attach `edit` to the next turn (a later edit before that turn replaces it)."""
+        self.pending_edit = edit
+
+    def next_ref(self, role: str) -> MessageRef:
+        """The MessageRef the next message of `role` ("assistant" or another) gets."""
+        if role == "assistant":
+            return MessageRef(turn=len(self.turns), item=0)
+        if not self.turns:
+            return MessageRef(turn=None, item=0 if self.first_user is None else 1 + len(self.user_before_turns))
+        last = self.turns[-1]
+        return MessageRef(turn=last.index, item=1 + len(last.observations) + len(last.user_after))
 
     def observation(self, obs: Observation) -> None:
         if not self.turns:
@@ -291,15 +345,100 @@ class TrajectoryBuilder:
         )
 
 
+_TEXT_PARTS = ("text", "input_text", "output_text")
+_REASONING_PARTS = ("thinking", "reasoning")
+_IMAGE_PARTS = ("image", "image_url", "input_image")
+
+
+def _part_kind(part: Any) -> str:
+    if isinstance(part, str):
+        return "text"
+    if isinstance(part, dict):
+        kind = part.get("type")
+        if kind is None and isinstance(part.get("text"), str):
+            return "text"
+        return str(kind)
+    return type(part).__name__
+
+
+def count_part(kind: str, builder: TrajectoryBuilder | None) -> None:
+    """Count a content part that carries no text: `image_part` (an image, kept as a
+    counted placeholder) or `part:<type>` (a type the converter does not read)."""
+    if builder is not None:
+        builder.skip("image_part" if kind in _IMAGE_PARTS else f"part:{kind}")
+
+
 def text_of(content: Any, builder: TrajectoryBuilder | None = None) -> str:
-    """`flatten_content` plus a count of non-text parts dropped (`non_text_part`)."""
+    """`flatten_content` (text parts joined with "\\n"), counting each part without text
+    via `count_part` (images as `image_part`, other types as `part:<type>`)."""
     if builder is not None and isinstance(content, list):
-        dropped = sum(
-            1 for p in content if not isinstance(p, str) and not (isinstance(p, dict) and isinstance(p.get("text"), str))
-        )
-        if dropped:
-            builder.skip("non_text_part", dropped)
+        for p in content:
+            if not isinstance(p, str) and not (isinstance(p, dict) and isinstance(p.get("text"), str)):
+                count_part(_part_kind(p), builder)
     return flatten_content(content)
+
+
+@dataclass
+class Parts:
+    """A message `content` split by part type (Anthropic/OpenAI typed parts): the text
+    parts, the reasoning parts (`thinking`, `reasoning`), `tool_use` blocks as ToolCalls
+    and `tool_result` blocks as Observations, in order."""
+
+    texts: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_results: list[Observation] = field(default_factory=list)
+
+
+def split_parts(content: Any, builder: TrajectoryBuilder) -> Parts:
+    """Split a list of content parts (see `Parts`); a string is one text part, None none.
+    `tool_use.input` is kept parsed only, so its `arguments_raw` is synthesised
+    (`arguments_raw_synthesized`); `redacted_thinking` is counted
+    (`part:redacted_thinking`); images and unknown types via `count_part`."""
+    out = Parts()
+    if content is None:
+        return out
+    if isinstance(content, str):
+        out.texts.append(content)
+        return out
+    if not isinstance(content, list):
+        out.texts.append(str(content))
+        return out
+    for part in content:
+        kind = _part_kind(part)
+        if kind in _TEXT_PARTS:
+            out.texts.append(part if isinstance(part, str) else str(part.get("text", "")))
+        elif kind in _REASONING_PARTS:
+            text = part.get("thinking", part.get("reasoning", part.get("text")))
+            if isinstance(text, str):
+                out.reasoning.append(text)
+            else:
+                count_part(kind, builder)
+        elif kind == "tool_use" and isinstance(part.get("id"), str) and isinstance(part.get("name"), str):
+            args = part.get("input", {})
+            builder.skip(ARGS_SYNTH)
+            out.tool_calls.append(ToolCall(id=part["id"], name=part["name"], arguments_raw=synth_arguments_raw(args),
+                                           arguments=args if isinstance(args, dict) else None))
+        elif kind == "tool_result" and isinstance(part.get("tool_use_id"), str):
+            out.tool_results.append(Observation(tool_call_id=part["tool_use_id"], content=text_of(part.get("content"), builder),
+                                                is_error=part.get("is_error") is True))
+        else:
+            count_part(kind, builder)
+    return out
+
+
+def loads_lenient(text: str) -> Any:
+    """Parse a JSON string, else a Python literal (SWE-agent writes `tool_calls` as
+    `str(list_of_dicts)`: single quotes, True/None) with `ast.literal_eval` (literals
+    only: never `eval`). Raises ValueError when it is neither."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise ValueError(f"neither JSON nor a Python literal: {exc}") from None
 
 
 def tool_call_from_openai(tc: Any, builder: TrajectoryBuilder, where: str, ctx: FileContext, line: int | None) -> ToolCall:

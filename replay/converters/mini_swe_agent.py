@@ -7,8 +7,11 @@ Two shapes:
     "trajectory_format": "mini-swe-agent-1" | "mini-swe-agent-1.1"}`.
 Assistant messages hold a THOUGHT and one fenced bash block (the action: a text action,
 no tool calls); the next user message is the observation, `<returncode>N</returncode>`
-giving `exit_code`. v2 messages may carry `extra.response.usage` (taken as usage) and
-tool calls (handled as in OpenAI message lists).
+giving `exit_code`. v2 messages may carry `extra.response.usage` (taken as usage),
+`extra.response.model` and tool calls (handled as in OpenAI message lists); a 2.x run
+ends with a message of role `exit` whose `extra` holds `exit_status` and `submission`
+(read as the outcome when `info` lacks them). The model name is
+`info.config.model.model_name` when the messages do not name one.
 
 Patch: `info.submission` when present. In the bare-list shape the run ends with the
 agent echoing `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` and mini-swe-agent putting the
@@ -44,8 +47,12 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         raise ctx.error(None, "messages", "expected a list of messages", messages)
     builder = TrajectoryBuilder(ctx, FORMAT)
     feed_messages(messages, builder, ctx, None, text_actions=True)
-    patch = info.get("submission") if isinstance(info.get("submission"), str) else None
-    exit_status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else None
+    patch = info.get("submission") if isinstance(info.get("submission"), str) else builder.submission
+    exit_status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else builder.exit_status
+    config = info.get("config") if isinstance(info.get("config"), dict) else {}
+    model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
+    if builder.model is None and isinstance(model_cfg.get("model_name"), str):
+        builder.model = model_cfg["model_name"]
     last = builder.turns[-1] if builder.turns else None
     if (
         patch is None

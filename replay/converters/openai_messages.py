@@ -25,14 +25,16 @@ from typing import Any
 from replay.converters._common import (
     FileContext,
     TrajectoryBuilder,
-    iter_jsonl,
+    is_one_document,
+    iter_rows,
+    loads_lenient,
     openai_usage,
     read_json_document,
+    split_parts,
     text_of,
     tool_call_from_openai,
 )
-from replay.errors import ConvertError
-from replay.trajectory import FinishReason, Observation, RecordedOutcome, Response
+from replay.trajectory import FinishReason, Observation, RecordedOutcome, Response, ToolCall
 
 FORMAT = "openai-messages"
 
@@ -71,6 +73,14 @@ def feed_messages(
 ) -> None:
     """Walk an OpenAI-style message list into `builder`.
 
+    Roles: `system`/`developer` → the system prompt; `user` → a prompt (its
+    `tool_result` parts → observations); `assistant` → a turn (content as a string or
+    typed parts: text, `thinking`/`reasoning`, `tool_use`); `tool`/`function` → an
+    observation (`tool_call_id`, else the first of `tool_call_ids`, which may be a
+    Python-literal string); `exit` (mini-swe-agent 2.x) → `builder.exit_status` and
+    `builder.submission` (from `extra`, else the content). Any other role is skipped and
+    counted as `role:<name>`. `tool_calls` given as a string is parsed as JSON, else as
+    a Python literal (`loads_lenient`).
     `text_actions=True` (SWE-agent text mode, mini-swe-agent): the first user message
     after an assistant turn is that turn's observation (`exit_code` from a
     `<returncode>N</returncode>` tag), further user messages are later prompts.
@@ -82,9 +92,16 @@ def feed_messages(
             raise ctx.error(line, where, "expected a message object", msg)
         role = msg.get("role")
         content = msg.get("content")
-        if role == "system":
+        if role in ("system", "developer"):
             builder.set_system(text_of(content, builder))
         elif role == "user":
+            if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "tool_result" for p in content):
+                parts = split_parts(content, builder)
+                for obs in parts.tool_results:
+                    builder.observation(obs)
+                if parts.texts:
+                    builder.user("\n".join(parts.texts))
+                continue
             text = text_of(content, builder)
             last = builder.turns[-1] if builder.turns else None
             if text_actions and last is not None and not last.observations and not last.user_after:
@@ -96,6 +113,11 @@ def feed_messages(
             _assistant(msg, builder, ctx, line, where)
         elif role in ("tool", "function"):
             ids = msg.get("tool_call_ids")
+            if isinstance(ids, str):
+                try:
+                    ids = loads_lenient(ids)
+                except ValueError as exc:
+                    raise ctx.error(line, f"{where}.tool_call_ids", str(exc), msg.get("tool_call_ids")) from None
             call_id = msg.get("tool_call_id")
             if call_id is None and isinstance(ids, list) and ids:
                 call_id = ids[0]
@@ -106,17 +128,45 @@ def feed_messages(
             builder.observation(
                 Observation(tool_call_id=call_id, name=msg.get("name"), content=text_of(content, builder))
             )
+        elif role == "exit":
+            extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+            status, submission = extra.get("exit_status"), extra.get("submission")
+            builder.exit_status = status if isinstance(status, str) else builder.exit_status
+            if isinstance(submission, str):
+                builder.submission = submission
+            elif isinstance(content, str) and content:
+                builder.submission = content
         else:
-            raise ctx.error(line, f"{where}.role", "unknown role", role)
+            builder.skip(f"role:{role}")
+
+
+def _tool_calls(msg: dict[str, Any], ctx: FileContext, line: int | None, where: str) -> list[Any]:
+    raw_calls = msg.get("tool_calls") or []
+    if isinstance(raw_calls, str):
+        try:
+            raw_calls = loads_lenient(raw_calls)
+        except ValueError as exc:
+            raise ctx.error(line, f"{where}.tool_calls", str(exc), msg.get("tool_calls")) from None
+    if not isinstance(raw_calls, list):
+        raise ctx.error(line, f"{where}.tool_calls", "expected a list", raw_calls)
+    return raw_calls
 
 
 def _assistant(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext, line: int | None, where: str) -> None:
     content = msg.get("content")
-    text = content if content is None or isinstance(content, str) else text_of(content, builder)
-    raw_calls = msg.get("tool_calls") or []
-    if not isinstance(raw_calls, list):
-        raise ctx.error(line, f"{where}.tool_calls", "expected a list", raw_calls)
+    reasoning = reasoning_of(msg)
+    typed: list[ToolCall] = []
+    if content is None or isinstance(content, str):
+        text = content
+    else:
+        parts = split_parts(content, builder)
+        text = "\n".join(parts.texts) if parts.texts else None
+        if reasoning is None and parts.reasoning:
+            reasoning = "\n".join(parts.reasoning)
+        typed = parts.tool_calls
+    raw_calls = _tool_calls(msg, ctx, line, where)
     calls = [tool_call_from_openai(tc, builder, f"{where}.tool_calls[{j}]", ctx, line) for j, tc in enumerate(raw_calls)]
+    calls.extend(typed)
     finish = msg.get("finish_reason")
     if finish is None:
         finish_reason: FinishReason = "tool_calls" if calls else "stop"
@@ -125,13 +175,16 @@ def _assistant(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext
     else:
         raise ctx.error(line, f"{where}.finish_reason", "unknown finish reason", finish)
     usage = openai_usage(msg.get("usage"))
+    model = msg.get("model") if isinstance(msg.get("model"), str) else None
     extra = msg.get("extra")
-    if usage is None and isinstance(extra, dict) and isinstance(extra.get("response"), dict):
-        usage = openai_usage(extra["response"].get("usage"))  # mini-swe-agent v2 `extra.response`
+    if isinstance(extra, dict) and isinstance(extra.get("response"), dict):  # mini-swe-agent v2 `extra.response`
+        response = extra["response"]
+        usage = usage or openai_usage(response.get("usage"))
+        model = model or (response.get("model") if isinstance(response.get("model"), str) else None)
     builder.turn(
-        Response(content=text, reasoning=reasoning_of(msg), tool_calls=calls, finish_reason=finish_reason),
+        Response(content=text, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason),
         usage=usage,
-        model=msg.get("model") if isinstance(msg.get("model"), str) else None,
+        model=model,
     )
 
 
@@ -169,33 +222,15 @@ def _row_trajectory(row: Any, ctx: FileContext, line: int | None, index: int):
     )
 
 
-def _one_document(data: bytes) -> bool:
-    try:
-        json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return False
-    return True
-
-
 def convert(ctx: FileContext) -> Iterator[Any]:
     """Yield one Trajectory per row (JSONL) or one for a JSON document (a row object or
     a bare message list). Raises ConvertError (`path:line: messages[i].field: ...`);
     with `ctx.lenient` a bad row is skipped and counted as `bad_row`."""
     stripped = ctx.data.strip()
-    if stripped.startswith(b"[") or (stripped.startswith(b"{") and b"\n" in stripped and _one_document(stripped)):
+    if stripped.startswith(b"[") or (stripped.startswith(b"{") and b"\n" in stripped and is_one_document(stripped)):
         doc = read_json_document(ctx)  # a bare message list, or one pretty-printed row
         if isinstance(doc, list):
             doc = {"messages": doc}
         yield _row_trajectory(doc, ctx, None, 0)
         return
-    index = 0
-    for line, row in iter_jsonl(ctx):
-        try:
-            traj = _row_trajectory(row, ctx, line, index)
-        except ConvertError:
-            if not ctx.lenient:
-                raise
-            ctx.skipped["bad_row"] += 1
-            continue
-        index += 1
-        yield traj
+    yield from iter_rows(ctx, lambda row, line, index: _row_trajectory(row, ctx, line, index))

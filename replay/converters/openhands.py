@@ -1,6 +1,16 @@
-"""OpenHands event lists (a JSON array of events, as saved by OpenHands' trajectory
-export and its tests/runtime/trajs/*.json), one trajectory per file. Source:
-All-Hands-AI/OpenHands openhands/events/serialization.
+"""OpenHands event lists and evaluation output. Source: All-Hands-AI/OpenHands
+openhands/events/serialization and evaluation/benchmarks/swe_bench/run_infer.py
+(`EvalOutput`).
+
+Layouts:
+  - a JSON array of events (OpenHands' trajectory export, tests/runtime/trajs/*.json):
+    one trajectory per file;
+  - evaluation output (`output.jsonl`): one `EvalOutput` per line, `{"instance_id",
+    "instruction", "history": [events], "test_result": {"git_patch", ...}, "metadata":
+    {"agent_class", "llm_config": {"model"}, ...}, "metrics", "error"}`: one trajectory
+    per line, task id = `instance_id`, patch = `test_result.git_patch`, model =
+    `metadata.llm_config.model` when no model response names one, exit status = `error`
+    when set; a single such object as a JSON document is one trajectory.
 
 Events have `id`, `timestamp`, `source` ("user"|"agent"|"environment") and either an
 `action` (+ `args`) or an `observation` (+ `content`, `extras`, `cause`). An agent action
@@ -28,27 +38,29 @@ from typing import Any
 from replay.converters._common import (
     FileContext,
     TrajectoryBuilder,
+    is_one_document,
+    iter_rows,
     openai_usage,
     read_json_document,
     text_of,
     tool_call_from_openai,
 )
 from replay.converters.openai_messages import FINISH_REASONS, reasoning_of
-from replay.trajectory import Observation, Response, Trajectory
+from replay.trajectory import Observation, RecordedOutcome, Response, Trajectory
 
 FORMAT = "openhands"
 
 
-def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, where: str) -> None:
+def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, where: str, line: int | None) -> None:
     choices = mr.get("choices") if isinstance(mr, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ctx.error(None, f"{where}.choices", "expected a non-empty list", choices)
+        raise ctx.error(line, f"{where}.choices", "expected a non-empty list", choices)
     msg = choices[0].get("message")
     if not isinstance(msg, dict):
-        raise ctx.error(None, f"{where}.choices[0].message", "expected an object", msg)
+        raise ctx.error(line, f"{where}.choices[0].message", "expected an object", msg)
     raw_calls = msg.get("tool_calls") or []
     calls = [
-        tool_call_from_openai(tc, builder, f"{where}.choices[0].message.tool_calls[{j}]", ctx, None)
+        tool_call_from_openai(tc, builder, f"{where}.choices[0].message.tool_calls[{j}]", ctx, line)
         for j, tc in enumerate(raw_calls)
     ]
     finish = choices[0].get("finish_reason")
@@ -57,7 +69,7 @@ def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, w
     elif finish in FINISH_REASONS:
         finish_reason = FINISH_REASONS[finish]
     else:
-        raise ctx.error(None, f"{where}.choices[0].finish_reason", "unknown finish reason", finish)
+        raise ctx.error(line, f"{where}.choices[0].finish_reason", "unknown finish reason", finish)
     content = msg.get("content")
     builder.turn(
         Response(
@@ -71,18 +83,16 @@ def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, w
     )
 
 
-def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of an OpenHands event list. Raises ConvertError
-    (`path: [i].field: problem`, i = index in the event list) on a malformed event."""
-    events = read_json_document(ctx)
+def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: int, prefix: str = "",
+                       record: dict[str, Any] | None = None) -> Trajectory:
     if not isinstance(events, list):
-        raise ctx.error(None, None, "expected a JSON array of events", events)
+        raise ctx.error(line, prefix.rstrip(".") or None, "expected a JSON array of events", events)
     builder = TrajectoryBuilder(ctx, FORMAT)
     current_response_id: object = None
     for i, ev in enumerate(events):
-        where = f"[{i}]"
+        where = f"{prefix}[{i}]"
         if not isinstance(ev, dict):
-            raise ctx.error(None, where, "expected an event object", ev)
+            raise ctx.error(line, where, "expected an event object", ev)
         tcm = ev.get("tool_call_metadata")
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
         if "action" in ev:
@@ -91,7 +101,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 mr = tcm["model_response"]
                 rid = mr.get("id")
                 if rid is None or rid != current_response_id:
-                    _turn_from_response(mr, builder, ctx, f"{where}.tool_call_metadata.model_response")
+                    _turn_from_response(mr, builder, ctx, f"{where}.tool_call_metadata.model_response", line)
                     current_response_id = rid
             elif action == "message" and ev.get("source") == "user":
                 builder.user(text_of(args.get("content", ev.get("message", "")), builder))
@@ -121,5 +131,53 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             else:
                 builder.skip(f"observation:{kind}")
         else:
-            raise ctx.error(None, where, "event has neither `action` nor `observation`", sorted(ev)[:6])
-    yield builder.build(0)
+            builder.skip("event_without_action_or_observation")
+    if record is None:
+        return builder.build(index, line=line)
+    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+    llm = metadata.get("llm_config") if isinstance(metadata.get("llm_config"), dict) else {}
+    if builder.model is None and isinstance(llm.get("model"), str):
+        builder.model = llm["model"]
+    test_result = record.get("test_result") if isinstance(record.get("test_result"), dict) else {}
+    patch = test_result.get("git_patch")
+    task_id = record.get("instance_id")
+    error = record.get("error")
+    return builder.build(
+        index,
+        line=line,
+        task_id=str(task_id) if isinstance(task_id, str | int) and not isinstance(task_id, bool) else None,
+        outcome=RecordedOutcome(patch=patch if isinstance(patch, str) else None,
+                                exit_status=error if isinstance(error, str) and error else None),
+    )
+
+
+def is_eval_record(obj: Any) -> bool:
+    """An OpenHands evaluation output record: an object whose `history` is a list of
+    events (objects with `action` or `observation` and no chat `role`: SWE-agent history
+    messages carry an `action` field too)."""
+    history = obj.get("history") if isinstance(obj, dict) else None
+    return (isinstance(history, list) and bool(history)
+            and all(isinstance(e, dict) and "role" not in e for e in history)
+            and any("action" in e or "observation" in e for e in history))
+
+
+def convert(ctx: FileContext) -> Iterator[Trajectory]:
+    """Yield the Trajectories of an OpenHands event list (one), evaluation record (one)
+    or evaluation output.jsonl (one per line), see module docstring. Raises
+    ConvertError (`path:line: history[i].field: problem`, i = index in the event list);
+    with `ctx.lenient` a bad output.jsonl line is skipped and counted as `bad_row`."""
+    stripped = ctx.data.lstrip()
+    if stripped.startswith(b"["):
+        yield _events_trajectory(read_json_document(ctx), ctx, None, 0)
+        return
+    if stripped.startswith(b"{") and b"\n" in stripped.strip() and is_one_document(stripped):
+        doc = read_json_document(ctx)
+        yield _events_trajectory(doc.get("history") if isinstance(doc, dict) else doc, ctx, None, 0, "history", doc)
+        return
+    yield from iter_rows(ctx, lambda row, line, index: _row(row, ctx, line, index))
+
+
+def _row(row: Any, ctx: FileContext, line: int, index: int) -> Trajectory:
+    if not isinstance(row, dict):
+        raise ctx.error(line, None, "expected an evaluation output object with `history`", row)
+    return _events_trajectory(row.get("history"), ctx, line, index, "history", row)

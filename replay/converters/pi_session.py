@@ -17,16 +17,23 @@ Entries on the branch:
     (`bash_execution_excluded`) when `excludeFromContext`; custom/hookMessage → a user
     message with its text.
   - `branch_summary`, `custom_message` → user messages (as pi sends them to the model).
-  - `model_change`, `thinking_level_change`, `compaction`, `custom`, `label`,
-    `session_info` → counted in `skipped` under their type. After a `compaction` pi
-    sends a summary instead of the earlier history; the turns are kept as recorded.
+  - `compaction {summary, firstKeptEntryIndex (v1: index of a line of the file, header
+    = 0) | firstKeptEntryId (v2/v3), tokensBefore}` → a `ContextEdit` on the next turn:
+    from then on pi sends the summary (as a user message, pi messages.ts
+    `COMPACTION_SUMMARY_PREFIX` + summary + `COMPACTION_SUMMARY_SUFFIX`) followed by the
+    messages from the first kept entry on (session-manager.ts `buildSessionContext`);
+    `replay.context.request_messages` rebuilds those requests.
+  - `model_change {modelId}` → the model of the following turns whose message names
+    none (an assistant message's own `model` wins).
+  - `thinking_level_change`, `custom`, `label`, `session_info` → counted in `skipped`
+    under their type.
 
 Assistant messages: text parts joined with "\\n" are the content (None when there is
 no text part), `thinking` parts the reasoning, `toolCall` parts the tool calls. pi
 stores only parsed `arguments`, so `arguments_raw = json.dumps(arguments)` and each is
 counted under `arguments_raw_synthesized`. `stopReason` maps stop→stop,
 toolUse→tool_calls, length→length, aborted→aborted, error→error; aborted and error
-turns are kept. Usage (pi-ai `Usage`): prompt = input + cacheRead + cacheWrite,
+turns are kept, with their `errorMessage` as `Turn.error`. Usage (pi-ai `Usage`): prompt = input + cacheRead + cacheWrite,
 cached = cacheRead, completion = output, total = totalTokens or the sum; an aborted or
 error turn whose counts are all 0 gets usage None (`usage_zero_on_failed_turn`).
 Timing: `started_at` = `message.timestamp` (ms, set when the request starts);
@@ -49,7 +56,17 @@ from replay.converters._common import (
     text_of,
 )
 from replay.errors import ConvertError
-from replay.trajectory import FinishReason, Observation, Response, Timing, ToolCall, Trajectory, Usage
+from replay.trajectory import (
+    ContextEdit,
+    FinishReason,
+    MessageRef,
+    Observation,
+    Response,
+    Timing,
+    ToolCall,
+    Trajectory,
+    Usage,
+)
 
 FORMAT = "pi-session"
 
@@ -65,7 +82,18 @@ _BRANCH_SUMMARY_PREFIX = (
     "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 )
 _BRANCH_SUMMARY_SUFFIX = "</summary>"
-_SKIPPED_TYPES = {"model_change", "thinking_level_change", "compaction", "custom", "label", "session_info"}
+_SKIPPED_TYPES = {"thinking_level_change", "custom", "label", "session_info"}
+
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+
+
+def compaction_text(summary: str) -> str:
+    """The user-message text pi sends for a compaction summary (pi-mono messages.ts
+    `convertToLlm`, role `compactionSummary`)."""
+    return COMPACTION_SUMMARY_PREFIX + summary + COMPACTION_SUMMARY_SUFFIX
 
 
 def bash_execution_text(msg: dict[str, Any]) -> str:
@@ -109,8 +137,10 @@ def assistant_turn(
     ctx: FileContext,
     line: int | None,
     entry_timestamp: Any = None,
+    default_model: str | None = None,
 ) -> None:
-    """Append the turn of a pi AssistantMessage. Raises ConvertError on an unknown
+    """Append the turn of a pi AssistantMessage (`default_model`: the model of the
+    latest `model_change`, used when the message names none). Raises ConvertError on an unknown
     `stopReason`, a non-list `content` or a malformed tool call."""
     content = msg.get("content")
     if not isinstance(content, list):
@@ -150,8 +180,7 @@ def assistant_turn(
     ):
         usage = None
         builder.skip("usage_zero_on_failed_turn")
-    if msg.get("errorMessage"):
-        builder.skip("error_message")
+    error = msg.get("errorMessage") if isinstance(msg.get("errorMessage"), str) and msg.get("errorMessage") else None
     started_ms = msg.get("timestamp")
     ended_ms = ms_from_iso(entry_timestamp)
     duration = None
@@ -168,7 +197,8 @@ def assistant_turn(
         ),
         usage=usage,
         timing=timing,
-        model=msg.get("model") if isinstance(msg.get("model"), str) else None,
+        model=msg.get("model") if isinstance(msg.get("model"), str) else default_model,
+        error=error,
     )
 
 
@@ -178,16 +208,18 @@ def apply_message(
     ctx: FileContext,
     line: int | None,
     entry_timestamp: Any = None,
+    default_model: str | None = None,
 ) -> None:
-    """Feed one pi AgentMessage (user, assistant, toolResult, bashExecution, custom)
-    into `builder`. Raises ConvertError on a malformed message."""
+    """Feed one pi AgentMessage (user, assistant, toolResult, bashExecution, custom,
+    branchSummary, compactionSummary) into `builder`; an unknown role is skipped and
+    counted as `role:<name>`. Raises ConvertError on a malformed message."""
     if not isinstance(msg, dict):
         raise ctx.error(line, "message", "expected a message object", msg)
     role = msg.get("role")
     if role == "user":
         builder.user(text_of(msg.get("content"), builder))
     elif role == "assistant":
-        assistant_turn(msg, builder, ctx, line, entry_timestamp)
+        assistant_turn(msg, builder, ctx, line, entry_timestamp, default_model)
     elif role == "toolResult":
         call_id = msg.get("toolCallId")
         if not isinstance(call_id, str):
@@ -212,8 +244,10 @@ def apply_message(
         builder.user(text_of(msg.get("content"), builder))
     elif role == "branchSummary":
         builder.user(_BRANCH_SUMMARY_PREFIX + str(msg.get("summary", "")) + _BRANCH_SUMMARY_SUFFIX)
+    elif role == "compactionSummary":
+        builder.user(compaction_text(str(msg.get("summary", ""))))
     else:
-        raise ctx.error(line, "message.role", "unknown message role", role)
+        builder.skip(f"role:{role}")
 
 
 def _active_branch(entries: list[tuple[int, dict[str, Any]]], ctx: FileContext) -> list[tuple[int, dict[str, Any]]]:
@@ -240,6 +274,31 @@ def _active_branch(entries: list[tuple[int, dict[str, Any]]], ctx: FileContext) 
         current = by_id[parent]
     path.reverse()
     return path
+
+
+def _compaction_edit(entry: dict[str, Any], refs: dict[int, MessageRef], ids: dict[str, int],
+                     builder: TrajectoryBuilder) -> ContextEdit:
+    """The ContextEdit of a `compaction` entry: keep from the first message at or after
+    the first kept entry (by file index), else nothing from before the compaction."""
+    first: int | None = None
+    if isinstance(entry.get("firstKeptEntryId"), str):
+        first = ids.get(entry["firstKeptEntryId"])
+    elif isinstance(entry.get("firstKeptEntryIndex"), int):
+        first = entry["firstKeptEntryIndex"]
+    keep = None
+    if first is not None:
+        later = [i for i in refs if i >= first]
+        keep = refs[min(later)] if later else None
+    if keep is None:
+        builder.skip("compaction_keeps_nothing")
+        keep = builder.next_ref("user")
+    tokens = entry.get("tokensBefore")
+    return ContextEdit(
+        kind="compaction",
+        summary=[compaction_text(str(entry.get("summary", "")))],
+        keep_from=keep,
+        tokens_before=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None,
+    )
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
@@ -271,19 +330,36 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             builder.skip("off_branch_entry", len(entries) - len(path))
     else:
         path = entries
+    refs: dict[int, MessageRef] = {}  # file index (line - 1, header = 0) -> message position
+    ids: dict[str, int] = {}
+    model: str | None = header.get("modelId") if isinstance(header.get("modelId"), str) else None
     for line, entry in path:
         kind = entry["type"]
+        if isinstance(entry.get("id"), str):
+            ids[entry["id"]] = line - 1
         if kind == "message":
+            msg = entry.get("message")
+            role = msg.get("role") if isinstance(msg, dict) else None
+            refs[line - 1] = builder.next_ref("assistant" if role == "assistant" else "user")
             try:
-                apply_message(entry.get("message"), builder, ctx, line, entry.get("timestamp"))
+                apply_message(msg, builder, ctx, line, entry.get("timestamp"), model)
             except ConvertError:
                 if not ctx.lenient:
                     raise
                 builder.skip("bad_entry")
         elif kind == "branch_summary" and entry.get("summary"):
+            refs[line - 1] = builder.next_ref("user")
             builder.user(_BRANCH_SUMMARY_PREFIX + entry["summary"] + _BRANCH_SUMMARY_SUFFIX)
         elif kind == "custom_message":
+            refs[line - 1] = builder.next_ref("user")
             builder.user(text_of(entry.get("content"), builder))
+        elif kind == "compaction":
+            builder.edit(_compaction_edit(entry, refs, ids, builder))
+        elif kind == "model_change":
+            if isinstance(entry.get("modelId"), str):
+                model = entry["modelId"]
+            else:
+                builder.skip("model_change")
         elif kind in _SKIPPED_TYPES:
             builder.skip(kind)
         else:

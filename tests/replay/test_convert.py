@@ -129,14 +129,15 @@ def test_bad_field_names_line_and_field(tmp_path):
 def test_lenient_skips_bad_rows_and_zero_trajectories_is_an_error(tmp_path):
     src = tmp_path / "rows.jsonl"
     good = (FIXTURES / "swesmith_rows.jsonl").read_text().splitlines()[0]
-    src.write_text(good + '\n{"messages": [{"role": "robot"}]}\n')
+    bad_row = '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "tool_calls": 5}]}'
+    src.write_text(good + "\n" + bad_row + "\n")
     with pytest.raises(ConvertError) as exc:
         convert_paths([src], tmp_path / "t.jsonl")
-    assert str(exc.value) == f'{src}:2: messages[0].role: unknown role (got "robot")'
+    assert str(exc.value) == f"{src}:2: messages[1].tool_calls: expected a list (got 5)"
     report = convert_paths([src], tmp_path / "t.jsonl", lenient=True)
     assert (report.trajectories, report.skipped) == (1, {"bad_row": 1})
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"messages": [{"role": "robot"}]}\n')
+    bad.write_text(bad_row + "\n")
     with pytest.raises(EmptyInputError) as exc:
         convert_paths([bad], tmp_path / "u.jsonl", lenient=True)
     assert str(exc.value) == f"{bad}: no trajectories converted from 1 input(s)"

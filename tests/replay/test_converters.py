@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from replay.convert import detect_format, iter_trajectories
+from replay.converters.pi_session import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
 from replay.trajectory import match_key_for, match_key_for_messages
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -53,10 +54,15 @@ def test_real_pi_session_v1_turns_and_finish_reasons():
     assert t.first_user == "/mode"  # line 2 of the file: the first user message
     assert t.match_key == match_key_for("/mode")
     assert t.model == "claude-sonnet-4-5"
+    # each turn keeps its own model: one answer came from gpt-5.1-codex (json scan)
+    assert Counter(x.model for x in t.turns) == {"claude-sonnet-4-5": 452, "gpt-5.1-codex": 1}
+    # 21 aborted + 1 error carry errorMessage: 20 "Request was aborted.", 1 without the
+    # period, 1 "terminated" (json scan); kept on the turn, no longer only counted
+    assert Counter(x.error for x in t.turns if x.error) == {
+        "Request was aborted.": 20, "Request was aborted": 1, "terminated": 1}
+    assert all(x.response.finish_reason in ("aborted", "error") for x in t.turns if x.error)
     assert t.skipped == {
         "arguments_raw_synthesized": 391,
-        "error_message": 22,  # 21 aborted + 1 error carry errorMessage
-        "model_change": 1,
         "thinking_level_change": 103,
         "usage_zero_on_failed_turn": 14,  # aborted turns whose usage is all 0
     }
@@ -190,10 +196,15 @@ def test_pi_v3_follows_the_branch_of_the_last_entry():
     assert t.turns[2].usage is None  # aborted with all-zero usage
     # e7 usage: input 20 + cacheRead 110 + cacheWrite 3 = 133; ms 6000 → 8250
     assert t.turns[1].usage.prompt_tokens == 133 and t.turns[1].timing.duration_ms == 2250.0
+    # e10 compaction (firstKeptEntryId e9, the user message "thanks, now stop") applies
+    # from turn 2 on: summary, then turn 1's block [e7, e8 (bashExecution), e9] from item 2
+    edit = t.turns[2].context_edit
+    assert edit is not None and edit.kind == "compaction" and edit.tokens_before == 500
+    assert edit.summary == [COMPACTION_SUMMARY_PREFIX + "fixed test" + COMPACTION_SUMMARY_SUFFIX]
+    assert (edit.keep_from.turn, edit.keep_from.item) == (1, 2)
+    assert [x.model for x in t.turns] == ["m1", "m1", "m1"]  # e1 model_change: m1
     assert t.skipped == {
         "arguments_raw_synthesized": 1,
-        "compaction": 1,
-        "model_change": 1,
         "off_branch_entry": 1,
         "thinking_level_change": 1,
         "usage_zero_on_failed_turn": 1,

@@ -1,0 +1,145 @@
+"""What a replaying agent sends for each recorded turn: the request messages, with the
+log's own context edits applied (DESIGN §6 "Replayed context follows the log's own
+context edits").
+
+    msgs = request_messages(traj, 4)                       # recorded responses/observations
+    msgs = request_messages(traj, 4, responses_so_far=[call.message() for call in calls])
+
+The history of a trajectory is the conversation as the agent built it without edits:
+`first_user`, each of `user_before_turns`, then per turn t the block
+`[assistant(t), *observation messages of t, *user_after(t) as user messages]`
+(`history_messages`). Observation messages have the shape the replay server pairs for
+its divergence check: `{"role": "tool", "tool_call_id", "content", "is_error"}` for an
+observation with a tool_call_id (`is_error` left out with `send_status_fields=False`),
+else `{"role": "user", "content"}`.
+
+The request of turn k is the system prompt (when recorded), then:
+  - no context edit on turns 0..k: the whole history before assistant(k);
+  - else, for the latest edit E on turns 0..k (`Turn.context_edit`): E.summary as user
+    messages, then the history from `E.keep_from` up to assistant(k). A pi compaction
+    (summary + the entries from `firstKeptEntryIndex` on) is such an edit.
+
+Pure functions over the trajectory: the agent harness calls `request_messages` before
+each model call (passing the responses it received and, in execute mode, the
+observation messages it built), and the replay store calls it with the recorded ones to
+learn which request each turn answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from replay.trajectory import ContextEdit, MessageRef, Observation, Response, Trajectory
+
+__all__ = [
+    "assistant_message",
+    "current_edit",
+    "history_messages",
+    "observation_message",
+    "request_messages",
+]
+
+Message = dict[str, Any]
+
+
+def assistant_message(response: Response) -> Message:
+    """The recorded response in OpenAI request shape: {"role": "assistant", "content",
+    "reasoning_content" (when recorded), "tool_calls" (when any, raw argument strings)},
+    as `ChatResult.message()` renders a received one."""
+    msg: Message = {"role": "assistant", "content": response.content}
+    if response.reasoning is not None:
+        msg["reasoning_content"] = response.reasoning
+    if response.tool_calls:
+        msg["tool_calls"] = [
+            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments_raw}}
+            for tc in response.tool_calls
+        ]
+    return msg
+
+
+def observation_message(obs: Observation, *, send_status_fields: bool = True) -> Message:
+    """The request message carrying one recorded observation (module doc)."""
+    if obs.tool_call_id is None:
+        return {"role": "user", "content": obs.content}
+    msg: Message = {"role": "tool", "tool_call_id": obs.tool_call_id, "content": obs.content}
+    if send_status_fields:
+        msg["is_error"] = obs.is_error
+    return msg
+
+
+def history_messages(
+    traj: Trajectory,
+    upto_turn: int,
+    responses_so_far: Sequence[Message] | None = None,
+    observations_so_far: Sequence[Sequence[Message]] | None = None,
+    *,
+    send_status_fields: bool = True,
+) -> tuple[list[Message], list[MessageRef]]:
+    """The un-edited history before assistant(`upto_turn`) (module doc), without the
+    system prompt, and the MessageRef of each message. `responses_so_far[t]` replaces
+    the recorded assistant message of turn t and `observations_so_far[t]` its
+    observation messages, when given (shorter sequences: recorded for the rest).
+    Raises IndexError when `upto_turn` is not in 0..len(turns)."""
+    if not 0 <= upto_turn <= len(traj.turns):
+        raise IndexError(f"turn {upto_turn}: trajectory {traj.trajectory_id} has {len(traj.turns)} turns")
+    msgs: list[Message] = [{"role": "user", "content": traj.first_user}]
+    refs: list[MessageRef] = [MessageRef(turn=None, item=0)]
+    for i, text in enumerate(traj.user_before_turns, start=1):
+        msgs.append({"role": "user", "content": text})
+        refs.append(MessageRef(turn=None, item=i))
+    for t in range(upto_turn):
+        turn = traj.turns[t]
+        block: list[Message] = []
+        if responses_so_far is not None and t < len(responses_so_far):
+            block.append(responses_so_far[t])
+        else:
+            block.append(assistant_message(turn.response))
+        if observations_so_far is not None and t < len(observations_so_far):
+            block.extend(observations_so_far[t])
+        else:
+            block.extend(observation_message(o, send_status_fields=send_status_fields) for o in turn.observations)
+        block.extend({"role": "user", "content": u} for u in turn.user_after)
+        msgs.extend(block)
+        refs.extend(MessageRef(turn=t, item=j) for j in range(len(block)))
+    return msgs, refs
+
+
+def current_edit(traj: Trajectory, turn_index: int) -> ContextEdit | None:
+    """The context edit in force for turn `turn_index`: the latest `context_edit` on
+    turns 0..turn_index, None when there is none."""
+    for t in range(turn_index, -1, -1):
+        edit = traj.turns[t].context_edit
+        if edit is not None:
+            return edit
+    return None
+
+
+def _ref_key(ref: MessageRef) -> tuple[int, int]:
+    return (-1 if ref.turn is None else ref.turn, ref.item)
+
+
+def request_messages(
+    traj: Trajectory,
+    turn_index: int,
+    responses_so_far: Sequence[Message] | None = None,
+    observations_so_far: Sequence[Sequence[Message]] | None = None,
+    *,
+    send_status_fields: bool = True,
+) -> list[Message]:
+    """The request messages of turn `turn_index` (0-based) with the log's context edits
+    applied (module doc); `responses_so_far` / `observations_so_far` as in
+    `history_messages`. Raises IndexError when `turn_index` is not a turn."""
+    if not 0 <= turn_index < len(traj.turns):
+        raise IndexError(f"turn {turn_index}: trajectory {traj.trajectory_id} has {len(traj.turns)} turns")
+    history, refs = history_messages(
+        traj, turn_index, responses_so_far, observations_so_far, send_status_fields=send_status_fields)
+    out: list[Message] = [] if traj.system is None else [{"role": "system", "content": traj.system}]
+    edit = current_edit(traj, turn_index)
+    if edit is None:
+        return out + history
+    out.extend({"role": "user", "content": s} for s in edit.summary)
+    start = _ref_key(edit.keep_from)
+    # the first history message at or after keep_from (refs are in order)
+    first = next((i for i, r in enumerate(refs) if _ref_key(r) >= start), len(refs))
+    return out + history[first:]

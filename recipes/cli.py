@@ -26,6 +26,7 @@ from recipes import trajectory_replay  # noqa: F401,E402
 from recipes import calibrate  # noqa: F401,E402
 from recipes import record  # noqa: F401,E402
 from recipes import sglang  # noqa: F401,E402
+from recipes import prefect_server  # noqa: F401,E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,5 +17,7 @@ def retry(flow_run_id: str) -> int:
     flow_run_id: The flow run's id (UUID), as Prefect printed it.
     """
     from flows.retry import main
+    from recipes.prefect_server import use_local_server
 
-    return main([flow_run_id])
+    with use_local_server():  # the runs of earlier CLI calls live on the reused local server
+        return main([flow_run_id])

@@ -1,5 +1,6 @@
 """`benchmaker swebench-replay` and `benchmaker llm-sweep`: run the Prefect flows from
-the command line (ephemeral Prefect: no server to start), print the sweep table and
+the command line (against PREFECT_API_URL, else a local Prefect server started once
+and reused: recipes/prefect_server.py), print the sweep table and
 where the run bundle, warehouse and report are.
 
     benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \\
@@ -34,6 +35,7 @@ from rich.table import Table
 
 from benchmaker.errors import ConfigError
 from recipes.app import app
+from recipes.prefect_server import use_local_server
 
 
 def _prefect_env() -> None:
@@ -237,7 +239,8 @@ def swebench_replay(
     else:
         from flows.swebench_replay import swebench_replay as flow
 
-    out = asyncio.run(flow(**params))
+    with use_local_server():  # PREFECT_API_URL, else the reused local server (recipes/prefect_server.py)
+        out = asyncio.run(flow(**params))
     print_sweep(out, "swebench-replay")
     return 0 if all(r["valid"] for r in out["points"]) else 1
 
@@ -316,11 +319,12 @@ def llm_sweep(
     else:
         from flows.llm_sweep import llm_sweep as flow
 
-    out = asyncio.run(flow(
-        base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
-        duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
-        api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
-        **(dist or {}),
-    ))
+    with use_local_server():
+        out = asyncio.run(flow(
+            base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
+            duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
+            api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
+            **(dist or {}),
+        ))
     print_sweep(out, "llm-sweep")
     return 0 if all(r["valid"] for r in out["points"]) else 1

@@ -14,6 +14,9 @@ def _no_host_calibration(tmp_path_factory, monkeypatch):
     """Point BENCHMAKER_CALIBRATION at a file that does not exist (tests that calibrate
     set their own path), so a developer's ~/.cache calibration never leaks into runs."""
     monkeypatch.setenv("BENCHMAKER_CALIBRATION", str(tmp_path_factory.getbasetemp() / "no-calibration.json"))
+    # CLI flow runs in tests use Prefect's temporary server: no test leaves the reused
+    # local server (recipes/prefect_server.py) running; its own tests unset this.
+    monkeypatch.setenv("BENCHMAKER_PREFECT_SERVER", "ephemeral")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,365 @@
+"""One local Prefect server that the CLI starts once and reuses (DESIGN §7, issue #15).
+
+A flow run needs a Prefect API. Without `PREFECT_API_URL`, Prefect starts a temporary
+server inside every CLI call and stops it at the end: 20-40 s of wall time per run here,
+for seconds of flow work. Instead, when no API URL is configured (environment, Prefect
+profile or a test harness), the CLI's flow commands call `use_local_server()`, which
+
+- finds the server recorded in `$PREFECT_HOME/benchmaker-server.json` (pid, port, URL,
+  log) and reuses it when its process is alive and `GET /api/health` answers `true`;
+- else starts `prefect server start --host 127.0.0.1 --port P` (P a free loopback
+  port) in its own session, in the background, logging to
+  `$PREFECT_HOME/benchmaker-server.log`, waits until `/api/health` answers (90 s at
+  most), records it, and says once what it started and why;
+- points this process at it (`PREFECT_API_URL`, environment and Prefect settings).
+
+A file lock (`benchmaker-server.lock`) makes concurrent CLI calls share one start. The
+server keeps its state in Prefect's own database under `PREFECT_HOME` (Prefect's default
+`~/.prefect`), so the runs stay visible in its UI between calls.
+
+    benchmaker server status    # URL, pid, log, uptime; exit 1 when none is running
+    benchmaker server start     # start (or find) it now
+    benchmaker server stop      # SIGTERM its process group, SIGKILL after 10 s
+
+`BENCHMAKER_PREFECT_SERVER=ephemeral` keeps Prefect's temporary per-call server (the
+test suite sets it: tests must not leave a server running). A set `PREFECT_API_URL` is
+used as is and nothing is started.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cyclopts import App
+
+from benchmaker.errors import BenchmakerError
+from recipes.app import app
+
+STATE_NAME = "benchmaker-server.json"
+LOG_NAME = "benchmaker-server.log"
+LOCK_NAME = "benchmaker-server.lock"
+MODE_ENV = "BENCHMAKER_PREFECT_SERVER"
+START_TIMEOUT_S = 90.0  # a first start migrates a fresh database: ~20-40 s on a busy 2-core host
+
+_CHILDREN: list[Any] = []  # servers this process started (kept referenced; see start_server)
+
+Health = Callable[[str], bool]
+Say = Callable[[str], None]
+
+
+class ServerError(BenchmakerError):
+    """The local Prefect server did not start or did not become healthy; the message
+    names its log file."""
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """A local Prefect server started by the CLI, as recorded in `$PREFECT_HOME/benchmaker-server.json`.
+
+    ServerState(pid=4242, port=53011, url="http://127.0.0.1:53011/api",
+                log="/root/.prefect/benchmaker-server.log", started_at="2026-12-01T01:20:00+00:00")
+    `pid` leads the server's own process group (signals go to the group); `started_at`
+    is the wall clock (UTC, ISO 8601) when it was started.
+    """
+
+    pid: int
+    port: int
+    url: str
+    log: str
+    started_at: str
+
+
+def prefect_home() -> Path:
+    """Prefect's home directory: $PREFECT_HOME (with ~ expanded), else ~/.prefect
+    (Prefect's own default)."""
+    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+
+
+def configured_api_url() -> str | None:
+    """The Prefect API URL this process would use without us: $PREFECT_API_URL, else the
+    active Prefect profile's or settings context's value (e.g. a test harness); None
+    when Prefect would start a temporary server."""
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value() or None
+
+
+def http_health(url: str, timeout_s: float = 2.0) -> bool:
+    """True when `GET {url}/health` answers 200 with the JSON body `true` within
+    `timeout_s` s (Prefect's health endpoint); False on any error."""
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as resp:  # noqa: S310 - loopback URL we built
+            return resp.status == 200 and json.loads(resp.read() or b"null") is True
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, exited but not yet collected, counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2:][:1] != "Z"
+
+
+def _is_prefect_server(pid: int) -> bool:
+    """True unless /proc says `pid` is some other program (a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return _alive(pid)  # no /proc (macOS): trust the pid
+    return b"prefect" in cmdline and b"server" in cmdline
+
+
+def read_state(home: Path) -> ServerState | None:
+    """The recorded server of `home`, or None when there is no (readable) record."""
+    try:
+        data = json.loads((home / STATE_NAME).read_text(encoding="utf-8"))
+        return ServerState(**{k: data[k] for k in ("pid", "port", "url", "log", "started_at")})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def find_server(home: Path, health: Health = http_health) -> ServerState | None:
+    """The recorded server of `home` when its process is alive and healthy, else None.
+    A record whose process is gone is deleted; a live but unhealthy one is left for
+    `ensure_server` to replace."""
+    state = read_state(home)
+    if state is None:
+        return None
+    if not (_alive(state.pid) and _is_prefect_server(state.pid)):
+        (home / STATE_NAME).unlink(missing_ok=True)
+        return None
+    return state if health(state.url) else None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on `host` a moment ago (bound to port 0 and closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def server_command(port: int) -> list[str]:
+    """The command line of the server: this interpreter's Prefect, loopback only."""
+    return [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+
+
+def start_server(home: Path, *, port: int | None = None, health: Health = http_health,
+                 popen: Callable[..., Any] = subprocess.Popen, timeout_s: float = START_TIMEOUT_S,
+                 poll_s: float = 0.25, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> ServerState:
+    """Start a Prefect server on 127.0.0.1:`port` (default: a free port) in its own
+    session, stdout/stderr appended to `home`/benchmaker-server.log, and wait until it
+    is healthy; records and returns it. Raises ServerError (with the log's last lines)
+    when the process exits or is not healthy after `timeout_s` s (it is then killed)."""
+    home.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    log = home / LOG_NAME
+    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env.pop("PREFECT_API_URL", None)
+    with open(log, "ab") as fh:
+        fh.write(f"--- {datetime.now(timezone.utc).isoformat()} benchmaker starts: "
+                 f"{' '.join(server_command(port))}\n".encode())
+        fh.flush()
+        proc = popen(server_command(port), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                     env=env, start_new_session=True, close_fds=True)
+    _CHILDREN.append(proc)  # held: a collected running Popen warns (ResourceWarning)
+    state = ServerState(pid=proc.pid, port=port, url=url, log=str(log),
+                        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    deadline = clock() + timeout_s
+    while not health(url):
+        if proc.poll() is not None:
+            raise ServerError(f"the Prefect server exited with code {proc.returncode} before it was healthy "
+                              f"(log: {log}){_tail(log)}")
+        if clock() >= deadline:
+            _kill_group(proc.pid, grace_s=5.0)
+            raise ServerError(f"the Prefect server at {url} was not healthy after {timeout_s:g} s; stopped it "
+                              f"(log: {log}){_tail(log)}")
+        sleep(poll_s)
+    tmp = home / (STATE_NAME + ".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(home / STATE_NAME)
+    return state
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "\n" + "\n".join(text) if text else ""
+
+
+@contextmanager
+def _locked(home: Path) -> Iterator[None]:
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / LOCK_NAME, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _kill_group(pid: int, grace_s: float = 10.0, sleep: Callable[[float], None] = time.sleep) -> None:
+    """SIGTERM the process group led by `pid`, SIGKILL it after `grace_s` s."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            os.kill(pid, sig)
+        for _ in range(int(wait_s / 0.1)):
+            for proc in _CHILDREN:
+                if proc.pid == pid:
+                    proc.poll()  # collect our own child
+            if not _alive(pid):
+                return
+            sleep(0.1)
+
+
+def ensure_server(home: Path | None = None, *, say: Say = print, health: Health = http_health,
+                  start: Callable[[Path], ServerState] = start_server) -> ServerState:
+    """The local server of `home` (default `prefect_home()`): found and reused, or
+    started (saying what and why through `say`). A live server that fails its health
+    check is stopped and replaced. Concurrent callers share one start (file lock).
+    Raises ServerError when a start fails."""
+    home = home or prefect_home()
+    with _locked(home):
+        state = find_server(home, health)
+        if state is not None:
+            return state
+        stale = read_state(home)
+        if stale is not None:
+            say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) does not answer its "
+                f"health check; restarting it (log: {stale.log})")
+            _kill_group(stale.pid)
+        say(f"benchmaker: no PREFECT_API_URL is set, so starting a local Prefect server in the background "
+            f"(loopback, data in {home}, log: {home / LOG_NAME}); later runs reuse it instead of paying "
+            f"20-40 s for a temporary one each time. `benchmaker server status|stop` manage it.")
+        state = start(home)
+        say(f"benchmaker: Prefect server ready at {state.url} (pid {state.pid}; UI at "
+            f"{state.url.removesuffix('/api')})")
+        return state
+
+
+def stop_server(home: Path | None = None, grace_s: float = 10.0) -> ServerState | None:
+    """Stop the recorded server of `home` (its whole process group: SIGTERM, SIGKILL
+    after `grace_s` s) and delete the record. Returns what was stopped, or None when no
+    server of ours was running."""
+    home = home or prefect_home()
+    with _locked(home):
+        state = read_state(home)
+        (home / STATE_NAME).unlink(missing_ok=True)
+        if state is None or not (_alive(state.pid) and _is_prefect_server(state.pid)):
+            return None
+        _kill_group(state.pid, grace_s)
+        return state
+
+
+@contextmanager
+def use_local_server(say: Say | None = None) -> Iterator[str | None]:
+    """Run the body against a Prefect API: the configured one as is, else the reused
+    local server (started when needed), set as PREFECT_API_URL in the environment (so
+    child processes inherit it) and in Prefect's settings. Yields the URL, or None when
+    BENCHMAKER_PREFECT_SERVER=ephemeral asks for Prefect's temporary server.
+    Raises ServerError when the server cannot be started, and BenchmakerError for an
+    unknown BENCHMAKER_PREFECT_SERVER value."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    mode = os.environ.get(MODE_ENV, "reuse")
+    if mode not in ("reuse", "ephemeral"):
+        raise BenchmakerError(f"{MODE_ENV}: expected reuse or ephemeral (got {mode!r})")
+    configured = configured_api_url()
+    if configured or mode == "ephemeral":
+        if not configured:
+            os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+        yield configured
+        return
+    state = ensure_server(say=say or _stderr)
+    os.environ["PREFECT_API_URL"] = state.url
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: state.url}):
+        yield state.url
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _uptime(started_at: str) -> str:
+    try:
+        s = int((datetime.now(timezone.utc) - datetime.fromisoformat(started_at)).total_seconds())
+    except ValueError:
+        return "?"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+
+
+server_app = App(name="server", help="The local Prefect server the CLI reuses when PREFECT_API_URL is unset.")
+app.command(server_app)
+
+
+@server_app.command(name="status")
+def server_status() -> int:
+    """Print the local Prefect server's URL, pid, uptime and log; exit 0 when it runs
+    and answers its health check, 1 otherwise."""
+    home = prefect_home()
+    if os.environ.get("PREFECT_API_URL"):
+        print(f"PREFECT_API_URL is set ({os.environ['PREFECT_API_URL']}): flows use that server, not a local one")
+    state = read_state(home)
+    if state is None:
+        print(f"no local Prefect server recorded in {home} (the next flow run starts one)")
+        return 1
+    if not (_alive(state.pid) and _is_prefect_server(state.pid)):
+        print(f"the local Prefect server (pid {state.pid}) is gone (log: {state.log}); the next flow run starts one")
+        return 1
+    healthy = http_health(state.url)
+    print(f"local Prefect server: {state.url} ({'healthy' if healthy else 'NOT answering /health'})\n"
+          f"  UI:      {state.url.removesuffix('/api')}\n  pid:     {state.pid}\n"
+          f"  up:      {_uptime(state.started_at)} (since {state.started_at})\n  log:     {state.log}\n"
+          f"  home:    {home}")
+    return 0 if healthy else 1
+
+
+@server_app.command(name="start")
+def server_start() -> int:
+    """Start the local Prefect server now (or find the running one) and print its URL."""
+    state = ensure_server(say=_stderr)
+    print(state.url)
+    return 0
+
+
+@server_app.command(name="stop")
+def server_stop() -> int:
+    """Stop the local Prefect server (exit 0 also when none was running)."""
+    state = stop_server()
+    print(f"stopped the local Prefect server (pid {state.pid}, {state.url})" if state
+          else f"no local Prefect server running (home {prefect_home()})")
+    return 0

@@ -1,0 +1,189 @@
+"""The reused local Prefect server (recipes/prefect_server.py): find/start/reuse/stop
+logic with a stand-in server process (a real process whose command line reads
+"prefect server", health answered by the test), and one slow test with a real
+`prefect server start` under a temporary PREFECT_HOME that a CLI flow run reuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recipes import prefect_server as ps
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
+
+
+class FakeServers:
+    """popen stand-in: starts `python -c sleep ... prefect server` (a real process in its
+    own session, so the kill paths are real) and answers health for the ports it marks."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.healthy: set[str] = set()
+        self.exit_at_once = False
+
+    def popen(self, cmd, **kwargs):
+        code = "import sys; sys.exit(3)" if self.exit_at_once else "import time; time.sleep(120)"
+        if self.exit_at_once:
+            kwargs["stdout"].write(b"boom: database is locked\n")
+        proc = subprocess.Popen([sys.executable, "-c", code, "prefect", "server"], **kwargs)
+        self.procs.append(proc)
+        port = cmd[cmd.index("--port") + 1]
+        if not self.exit_at_once:
+            self.healthy.add(f"http://127.0.0.1:{port}/api")
+        return proc
+
+    def health(self, url: str) -> bool:
+        return url in self.healthy
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+@pytest.fixture
+def fake():
+    servers = FakeServers()
+    yield servers
+    servers.close()
+
+
+def _start(fake: FakeServers):
+    return lambda home: ps.start_server(home, health=fake.health, popen=fake.popen, poll_s=0.01)
+
+
+def test_first_call_starts_and_says_why_then_later_calls_reuse(tmp_path: Path, fake: FakeServers) -> None:
+    said: list[str] = []
+    first = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake))
+    assert len(fake.procs) == 1 and first.pid == fake.procs[0].pid
+    assert first.url == f"http://127.0.0.1:{first.port}/api"
+    assert "no PREFECT_API_URL is set, so starting a local Prefect server" in said[0]
+    assert str(tmp_path / "benchmaker-server.log") in said[0]
+    assert json.loads((tmp_path / "benchmaker-server.json").read_text())["pid"] == first.pid
+    said.clear()
+    again = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake))
+    assert again == first and len(fake.procs) == 1 and said == []  # reused silently
+
+
+def test_a_record_whose_process_is_gone_is_replaced(tmp_path: Path, fake: FakeServers) -> None:
+    first = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
+    fake.procs[0].kill()
+    fake.procs[0].wait()
+    assert ps.find_server(tmp_path, fake.health) is None
+    assert not (tmp_path / "benchmaker-server.json").exists()  # stale record deleted
+    second = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
+    assert second.pid != first.pid and len(fake.procs) == 2
+
+
+def test_a_live_server_failing_its_health_check_is_stopped_and_replaced(tmp_path: Path, fake: FakeServers) -> None:
+    first = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
+    fake.healthy.discard(first.url)
+    said: list[str] = []
+    second = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake))
+    assert "does not answer its health check; restarting it" in said[0]
+    assert fake.procs[0].wait(timeout=15) == -15  # SIGTERM to its process group
+    assert second.pid == fake.procs[1].pid
+
+
+def test_a_server_that_exits_while_starting_is_reported_with_its_log(tmp_path: Path, fake: FakeServers) -> None:
+    fake.exit_at_once = True
+    with pytest.raises(ps.ServerError, match=r"exited with code 3 before it was healthy") as err:
+        ps.start_server(tmp_path, health=fake.health, popen=fake.popen, poll_s=0.01)
+    assert "boom: database is locked" in str(err.value) and "benchmaker-server.log" in str(err.value)
+    assert ps.read_state(tmp_path) is None
+
+
+def test_a_server_never_healthy_is_killed_after_the_timeout(tmp_path: Path, fake: FakeServers) -> None:
+    now = [0.0]
+    with pytest.raises(ps.ServerError, match=r"was not healthy after 90 s; stopped it"):
+        ps.start_server(tmp_path, health=lambda url: False, popen=fake.popen, timeout_s=90,
+                        clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 30))
+    assert fake.procs[0].poll() is not None  # 0, 30, 60, 90 s: killed at the fourth check
+    assert ps.read_state(tmp_path) is None
+
+
+def test_stop_kills_the_recorded_server_once(tmp_path: Path, fake: FakeServers) -> None:
+    state = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
+    assert ps.stop_server(tmp_path, grace_s=5) == state
+    assert fake.procs[0].wait(timeout=15) == -15
+    assert ps.stop_server(tmp_path) is None and ps.read_state(tmp_path) is None
+
+
+def test_stop_leaves_a_recycled_pid_alone(tmp_path: Path) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "benchmaker-server.json").write_text(json.dumps(dict(
+            pid=other.pid, port=1, url="http://127.0.0.1:1/api", log="x", started_at="2026-01-01T00:00:00+00:00")))
+        assert ps.stop_server(tmp_path) is None
+        assert other.poll() is None  # not a prefect server: not signalled
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_set_api_url_is_used_as_is_and_ephemeral_mode_starts_nothing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    monkeypatch.setenv("PREFECT_API_URL", "http://10.0.0.5:4200/api")
+    monkeypatch.delenv("BENCHMAKER_PREFECT_SERVER")
+    with ps.use_local_server(say=pytest.fail) as url:
+        assert url == "http://10.0.0.5:4200/api"
+    monkeypatch.delenv("PREFECT_API_URL")
+    monkeypatch.setenv("BENCHMAKER_PREFECT_SERVER", "ephemeral")
+    with ps.use_local_server(say=pytest.fail) as url:
+        assert url is None
+    assert not (tmp_path / "benchmaker-server.json").exists()
+    monkeypatch.setenv("BENCHMAKER_PREFECT_SERVER", "sometimes")
+    with pytest.raises(ps.BenchmakerError, match="BENCHMAKER_PREFECT_SERVER: expected reuse or ephemeral"):
+        with ps.use_local_server():
+            pass
+
+
+def _cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recipes.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.slow  # a real `prefect server start` (10-40 s) and one flow run against it
+@pytest.mark.prefect
+def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    try:
+        started = _cli(["server", "start"], env)
+        assert started.returncode == 0, started.stderr
+        url = started.stdout.strip()
+        assert url.startswith("http://127.0.0.1:") and "starting a local Prefect server" in started.stderr
+        pid = json.loads((tmp_path / "prefect-home" / "benchmaker-server.json").read_text())["pid"]
+        assert ps.http_health(url)
+        t0 = time.monotonic()
+        run = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
+                    str(tmp_path / "art"), "--warehouse", str(tmp_path / "w.duckdb")], env)
+        flow_call_s = time.monotonic() - t0
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert "starting a local Prefect server" not in run.stderr  # reused, not started again
+        status = _cli(["server", "status"], env)
+        assert status.returncode == 0 and f"pid:     {pid}" in status.stdout and "(healthy)" in status.stdout
+        # the flow run is on the reused server
+        import urllib.request
+
+        req = urllib.request.Request(f"{url}/flow_runs/filter", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            runs = json.loads(resp.read())
+        assert [r["state_type"] for r in runs] == ["COMPLETED"], runs
+        assert flow_call_s < 120  # generous: a temporary server alone costs 20-40 s here
+    finally:
+        stopped = _cli(["server", "stop"], env, timeout=60)
+    assert stopped.returncode == 0 and "stopped the local Prefect server" in stopped.stdout
+    assert _cli(["server", "status"], env).returncode == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the server process is gone

@@ -8,29 +8,177 @@
 Durations accept numbers (s) or strings such as "500ms", "10s", "2m". Unknown keys are
 rejected naming the key (`extra="forbid"`). YAML files are read by
 `benchmaker.config_file`, which maps errors to file lines.
+
+Bounds (one place for the CLI, YAML and flow parameters; each error names the field):
+every number finite (NaN and inf refused, `allow_inf_nan=False`) and in its range:
+durations in 0..30 days (`duration_s` and timeouts > 0), rates > 0 and <= 1e6 req/s or
+`inf` (every request at t=0, as vLLM's `--request-rate inf`; needs max_requests),
+max_error_rate in 0..1 (default 0.1; 1 turns the check off), SLOs > 0. Requests in
+flight per process (closed-loop concurrency, max_in_flight) are capped by what the host
+can hold, `host_in_flight_limit()`: the file-descriptor limit (one socket per request)
+and a memory budget; the error says which and how to raise it. Run ids, kinds, sweep
+points and lane names use SAFE_NAME (letters, digits, `.`, `_`, `-`; no path
+separators, so a bundle never lands outside out_dir). Output paths are checked before
+any work (`check_output_dir`, `check_output_file`).
 """
 
 from __future__ import annotations
 
+import math
+import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from benchmaker.errors import RateSpecError
-from benchmaker.load_models import LoadModel, parse_duration_s, parse_rate_spec
+from benchmaker.errors import ConfigError, RateSpecError
+from benchmaker.load_models import MAX_DURATION_S, Burst, LoadModel, parse_duration_s, parse_rate_spec
+
+# Letters, digits, '.', '_', '-', starting with a letter or digit, at most 128: safe as a
+# file name on every OS (no '/', '\\', '..' prefix, NUL or shell metacharacters).
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+FD_RESERVE = 64  # descriptors kept free for files, pipes, the event loop, DNS
+BYTES_PER_IN_FLIGHT = 256 * 1024  # memory budget per in-flight request (task, buffers, socket)
+MAX_WORKERS = 256  # worker processes per host
 
 
 def _duration(value: Any) -> Any:
-    if value is None or isinstance(value, (int, float)):
+    if value is None or isinstance(value, bool):
         return value
     try:
         return parse_duration_s(value)
     except RateSpecError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(str(exc).removeprefix("duration: ")) from None
 
 
-Seconds = Annotated[float, BeforeValidator(_duration), Field(ge=0)]
+# A duration in s: a number or "500ms"/"10s"/"2m", finite, in 0..30 days.
+Seconds = Annotated[float, BeforeValidator(_duration), Field(ge=0, le=MAX_DURATION_S)]
+# The same, > 0 (a run length, a deadline).
+PositiveSeconds = Annotated[float, BeforeValidator(_duration), Field(gt=0, le=MAX_DURATION_S)]
+
+
+def check_safe_name(value: str, what: str = "name") -> str:
+    """`value` if it matches SAFE_NAME, else ConfigError naming `what`."""
+    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
+        raise ConfigError(f"{what}: use letters, digits, '.', '_', '-' (start with a letter or digit, "
+                          f"at most 128) (got {value!r})")
+    return value
+
+
+def _safe_name(value: str) -> str:
+    try:
+        return check_safe_name(value, "name").removeprefix("name: ")
+    except ConfigError as exc:
+        raise ValueError(str(exc).removeprefix("name: ")) from None
+
+
+# A run id, kind, sweep point or lane name (SAFE_NAME).
+SafeName = Annotated[str, AfterValidator(_safe_name)]
+
+
+def _label(value: str) -> str:
+    if len(value) > 200 or not value.isprintable():
+        raise ValueError("expected printable text of at most 200 characters")
+    return value
+
+
+Label = Annotated[str, AfterValidator(_label)]
+
+
+def check_http_url(value: str, what: str = "url") -> str:
+    """`value` if it is an absolute http(s) URL with a host and a port in 1..65535 (when
+    given); else ConfigError naming `what`, e.g. `--url: expected an http:// or https://
+    URL (got 'ftp://x')`."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # ValueError when out of 0..65535 or not a number
+    except (ValueError, TypeError, AttributeError):
+        raise ConfigError(f"{what}: not a valid URL, or its port is not in 1..65535 (got {value!r})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{what}: expected an http:// or https:// URL with a host (got {value!r})")
+    if port == 0:
+        raise ConfigError(f"{what}: port must be in 1..65535 (got {value!r})")
+    return value
+
+
+def _http_url(value: str) -> str:
+    try:
+        return check_http_url(value, "url")
+    except ConfigError as exc:
+        raise ValueError(str(exc).removeprefix("url: ")) from None
+
+
+# An absolute http(s) URL (checked at load, not per request).
+HttpUrlText = Annotated[str, AfterValidator(_http_url)]
+
+
+def host_in_flight_limit() -> tuple[int, str]:
+    """(requests this process can hold in flight, why): the smaller of the file-descriptor
+    limit minus FD_RESERVE (each in-flight request holds one socket) and half the
+    memory available (/proc/meminfo MemAvailable) over BYTES_PER_IN_FLIGHT. The reason
+    says which bound it is and how to raise it."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    fd_limit = soft if soft != resource.RLIM_INFINITY else 1 << 20
+    fd_cap = max(1, fd_limit - FD_RESERVE)
+    mem_cap = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    mem_cap = max(1, int(line.split()[1]) * 1024 // 2 // BYTES_PER_IN_FLIGHT)
+                    break
+    except (OSError, ValueError):
+        pass
+    if mem_cap is not None and mem_cap < fd_cap:
+        return mem_cap, (f"half the available memory at {BYTES_PER_IN_FLIGHT // 1024} KiB per in-flight "
+                         f"request ({mem_cap})")
+    return fd_cap, (f"the file-descriptor limit {fd_limit} (ulimit -n) minus {FD_RESERVE} reserved; "
+                    "raise it with `ulimit -n`")
+
+
+def _nearest_existing(path: Path) -> Path:
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe
+
+
+def check_output_dir(path: Path, what: str = "out_dir") -> Path:
+    """Check, before any work, that `path` is or can be made a writable directory.
+    Raises ConfigError naming `what`: a path under a regular file, an existing
+    non-directory, a place this user cannot write. Creates nothing."""
+    path = Path(path)
+    base = _nearest_existing(path.absolute())
+    if not base.is_dir():
+        where = "is" if base == path.absolute() else "is under"
+        raise ConfigError(f"{what}: {path} {where} a file ({base}), not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what}: {path}: cannot write in {base} (permission denied)")
+    return path
+
+
+def check_output_file(path: Path, what: str = "output") -> Path:
+    """Check, before any work, that a file can be written at `path`: not a directory,
+    its folder is or can be made a writable directory (check_output_dir), an existing
+    file writable. Raises ConfigError naming `what`. Creates nothing."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what}: {path} is a directory; give a file name")
+    check_output_dir(path.absolute().parent, what)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ConfigError(f"{what}: {path}: cannot write (permission denied)")
+    return path
+
+
+def check_workers(n: int, what: str = "workers") -> int:
+    """`n` if in 1..MAX_WORKERS, else ConfigError naming `what`."""
+    if not 1 <= n <= MAX_WORKERS:
+        raise ConfigError(f"{what}: expected 1..{MAX_WORKERS} worker processes (got {n})")
+    return n
 
 
 def _rate_spec(value: str) -> str:
@@ -48,7 +196,7 @@ RateSpec = Annotated[str, AfterValidator(_rate_spec)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class Timeouts(_Strict):
@@ -64,10 +212,10 @@ class Timeouts(_Strict):
     sample's `end_ns` is when it was cancelled.
     """
 
-    connect_s: Seconds | None = 10.0
-    ttft_s: Seconds | None = None
-    idle_s: Seconds | None = None
-    total_s: Seconds | None = 600.0
+    connect_s: PositiveSeconds | None = 10.0
+    ttft_s: PositiveSeconds | None = None
+    idle_s: PositiveSeconds | None = None
+    total_s: PositiveSeconds | None = 600.0
 
 
 class SLO(_Strict):
@@ -83,13 +231,18 @@ class SLO(_Strict):
         return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms))
 
 
+DEFAULT_MAX_ERROR_RATE = 0.1
+
+
 class SelfCheckLimits(_Strict):
     """Thresholds that make a run invalid (DESIGN §4: a run that could not measure what
-    it claims says so). Lags in ms, error rate as a fraction."""
+    it claims says so). Lags in ms (> 0), error rate as a fraction in 0..1: a run where
+    more than max_error_rate of the requests failed (default 0.1: a target that died)
+    is invalid with that reason; 1 (or None) turns the check off."""
 
-    max_schedule_lag_p99_ms: float = 10.0
-    max_loop_lag_p99_ms: float = 10.0
-    max_error_rate: float | None = None
+    max_schedule_lag_p99_ms: float = Field(default=10.0, gt=0)
+    max_loop_lag_p99_ms: float = Field(default=10.0, gt=0)
+    max_error_rate: float | None = Field(default=DEFAULT_MAX_ERROR_RATE, ge=0, le=1)
 
 
 class BenchConfig(_Strict):
@@ -109,8 +262,8 @@ class BenchConfig(_Strict):
     """
 
     load: RateSpec = "closed:1"
-    duration_s: Seconds | None = None
-    max_requests: int | None = Field(default=None, ge=1)
+    duration_s: PositiveSeconds | None = None
+    max_requests: int | None = Field(default=None, ge=1, le=1_000_000_000)
     warmup_s: Seconds = 0.0
     cooldown_s: Seconds = 0.0
     max_in_flight: int | None = Field(default=None, ge=1)
@@ -119,15 +272,15 @@ class BenchConfig(_Strict):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     slo: SLO | None = None
     checks: SelfCheckLimits = Field(default_factory=SelfCheckLimits)
-    seed: int = 0
-    run_id: str | None = None
-    label: str | None = None
-    kind: str = "bench"
-    sweep_point: str | None = None
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    run_id: SafeName | None = None
+    label: Label | None = None
+    kind: SafeName = "bench"
+    sweep_point: SafeName | None = None
     out_dir: Path = Path("runs")
     transport: Literal["aiohttp", "httpx", "null"] = "aiohttp"
     # worker processes for `benchmaker.workers.run_sharded`; "auto" = usable CPUs
-    workers: Annotated[int, Field(ge=1)] | Literal["auto"] = 1
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1
 
     @model_validator(mode="after")
     def _has_an_end(self) -> "BenchConfig":
@@ -139,7 +292,37 @@ class BenchConfig(_Strict):
                 f"warmup_s + cooldown_s ({self.warmup_s:g} + {self.cooldown_s:g}) must be shorter "
                 f"than duration_s ({self.duration_s:g})"
             )
+        if self.max_requests is None and kind != "trace" and isinstance(parse_rate_spec(self.load), Burst):
+            raise ValueError(f"an infinite rate ({self.load}: every request at t=0) needs max_requests")
+        self.check_in_flight()
         return self
+
+    def check_in_flight(self, extra_concurrency: list[int] | None = None) -> None:
+        """Raise ValueError when requests in flight per process could pass
+        host_in_flight_limit(): max_in_flight, or a closed-loop concurrency (this
+        config's load and `extra_concurrency`, e.g. a run file's lanes) divided over the
+        worker processes."""
+        limit, why = host_in_flight_limit()
+        if self.max_in_flight is not None and self.max_in_flight > limit:
+            raise ValueError(f"max_in_flight {self.max_in_flight} is more than this host can hold in flight "
+                             f"({limit}: {why})")
+        conc = list(extra_concurrency or [])
+        if self.load.split(":", 1)[0].strip().lower() == "closed":
+            conc.append(int(parse_rate_spec(self.load).concurrency))  # type: ignore[attr-defined]
+        n = 1 if self.workers == "auto" else self.workers
+        per_process = math.ceil(sum(conc) / n) if conc else 0
+        if per_process > limit:
+            raise ValueError(f"closed-loop concurrency {sum(conc)} over {n} worker process(es) is "
+                             f"{per_process} in flight per process, more than this host can hold ({limit}: {why})")
+
+    def in_flight_cap(self) -> tuple[int, str]:
+        """(cap on requests in flight in open loop, where it comes from): max_in_flight
+        when given, else host_in_flight_limit() (DESIGN §5: the client protects itself;
+        arrivals beyond the cap are sent late or dropped per `overflow`)."""
+        if self.max_in_flight is not None:
+            return self.max_in_flight, "max_in_flight"
+        limit, why = host_in_flight_limit()
+        return limit, f"host limit: {why}"
 
     def load_model(self, base_dir: Path | None = None) -> LoadModel:
         """The parsed load model of `load`."""

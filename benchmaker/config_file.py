@@ -11,6 +11,11 @@ naming the file, line and field. `.env` (the file's folder, then the working fol
 fills variables the environment lacks; it never overrides the environment.
 
 Validation errors read `run.yaml:9: load: unknown load model 'posson' (...)`.
+
+Aliases (`&a` / `*a`) are allowed within bounds: a file whose aliases expand to more
+than MAX_NODES nodes (the "billion laughs" attack: nine levels of nine-fold aliases)
+or refer to themselves (`a: &a [*a]`) is a ConfigError naming the line, found by
+counting before anything is expanded.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from pydantic import BaseModel, ValidationError
 from benchmaker.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
+MAX_NODES = 100_000  # YAML nodes a config may expand to, aliases counted at each use
+MAX_BYTES = 10 * 1024 * 1024  # a config file larger than this is refused
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -80,11 +87,46 @@ def _line_map(node: yaml.Node, prefix: tuple = ()) -> dict[tuple, int]:
     return lines
 
 
+def _check_expansion(root: yaml.Node, path: Path) -> None:
+    """Raise ConfigError when the node graph has a cycle (a self-referencing alias) or
+    expands to more than MAX_NODES nodes. Counts each distinct node's expanded size
+    once (memoised), so the check itself is linear in the document."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in on_path:
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: YAML alias refers to itself (a cycle)")
+        on_path.add(key)
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        for child in children:
+            total += size(child)
+            if total > MAX_NODES:
+                raise ConfigError(f"{path}:{node.start_mark.line + 1}: YAML aliases expand to more than "
+                                  f"{MAX_NODES} nodes (refused: an alias bomb?)")
+        on_path.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
 def load_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
     """Read a YAML mapping with interpolation; returns (data, {field path: line}).
     Raises ConfigError naming the file (and line) when it is missing, not YAML, not a
     mapping, or uses an unset variable."""
     try:
+        if path.is_file() and path.stat().st_size > MAX_BYTES:
+            raise ConfigError(f"{path}: config larger than {MAX_BYTES // (1024 * 1024)} MiB")
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
@@ -92,18 +134,32 @@ def load_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
         raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
     if node is None or not isinstance(node, yaml.MappingNode):
         raise ConfigError(f"{path}:1: expected a mapping of settings at the top level")
-    return _interpolate(node, _environment(path), path, ""), _line_map(node)
+    try:
+        _check_expansion(node, path)
+        return _interpolate(node, _environment(path), path, ""), _line_map(node)
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply") from None
 
 
-def format_validation_error(exc: ValidationError, path: Path | str, lines: dict[tuple, int] | None = None) -> str:
-    """One line per pydantic error: `path:line: field.path: message (got VALUE)`."""
-    out = []
+def format_validation_error(exc: ValidationError, path: Path | str | None, lines: dict[tuple, int] | None = None,
+                            names: dict[tuple, str] | None = None) -> str:
+    """One line per pydantic error: `path:line: field.path: message (got VALUE)`.
+
+    With `names` (field path -> what the user typed, e.g. ("slo", "ttft_ms") ->
+    "--slo-ttft-ms") the longest named prefix of the field path replaces it and `path`
+    may be None: `--slo-ttft-ms: Input should be greater than 0 (got -5.0)`. The
+    alternatives of a union report once per field. Messages from our own validators
+    already hold the value and get no second "(got ...)"."""
+    out: list[str] = []
+    seen: set[str] = set()
     for err in exc.errors():
         loc = tuple(err["loc"])
         line = None
@@ -113,11 +169,22 @@ def format_validation_error(exc: ValidationError, path: Path | str, lines: dict[
                 probe = probe[:-1]
             line = lines.get(probe)
         field = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in loc).replace(".[", "[") or "(top)"
+        if names is not None:
+            probe = loc
+            while probe and probe not in names:
+                probe = probe[:-1]
+            field = names.get(probe, field)
+        if field in seen:
+            continue
+        seen.add(field)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        got = "" if err["type"] in ("extra_forbidden", "missing") else f" (got {err.get('input')!r:.80})"
-        out.append(f"{path}{':' + str(line) if line else ''}: {field}: {msg}{got}")
+        got = "" if err["type"] in ("extra_forbidden", "missing") or "(got " in msg or not loc \
+            or repr(err.get("input")) in msg \
+            else f" (got {err.get('input')!r:.80})"
+        where = f"{path}{':' + str(line) if line else ''}: " if path is not None else ""
+        out.append(f"{where}{field}: {msg}{got}")
     return "\n".join(out)
 
 

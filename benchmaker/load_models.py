@@ -27,6 +27,13 @@ Rate specs (`parse_rate_spec`, shared by CLI and YAML):
     closed:8:0.5s          the same with 0.5 s think time after each request
     trace:FILE             send times from FILE (one offset in s per line, or JSONL
                            with a `timestamp` field, in s); `trace:FILE:2` runs 2x faster
+    constant:inf           every request at t=0 (also poisson:inf, gamma:inf): as vLLM's
+                           `--request-rate inf`; needs max_requests, and the in-flight cap
+                           decides how many are sent at once
+
+Bounds: rates are finite, > 0 and <= MAX_RATE_PER_S (1e6 req/s), closed-loop
+concurrency a whole number in 1..MAX_CONCURRENCY (1e6; the host's fd limit caps it
+further, benchmaker.config), durations finite, >= 0 and <= MAX_DURATION_S (30 days).
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ import orjson
 from benchmaker.errors import RateSpecError
 
 NS_PER_S = 1_000_000_000
+MAX_RATE_PER_S = 1e6
+MAX_CONCURRENCY = 1_000_000
+MAX_DURATION_S = 30 * 86400.0
 
 Arrival = tuple[int, "str | None"]
 
@@ -70,9 +80,27 @@ def _round_robin(it: Iterator[Arrival], shard: int, shards: int) -> Iterator[Arr
 
 
 def _check_rate(rate: float, what: str) -> float:
-    if not (rate > 0 and math.isfinite(rate)):
-        raise RateSpecError(f"{what}: rate must be > 0 req/s (got {rate!r})")
+    if not (0 < rate <= MAX_RATE_PER_S):
+        raise RateSpecError(f"{what}: rate must be > 0 and <= {MAX_RATE_PER_S:g} req/s, or inf (got {rate!r})")
     return float(rate)
+
+
+@dataclass(frozen=True)
+class Burst(LoadModel):
+    """Every arrival at t=0: an infinite request rate, as vLLM's `--request-rate inf`
+    (every prompt sent at once). The run must bound it with max_requests; the in-flight
+    cap decides how many go out together, the rest wait for a slot (schedule lag is not
+    judged: every arrival is "due" at t=0). `kind` keeps the spec's model name."""
+
+    kind: str = "constant"
+
+    @property
+    def spec(self) -> str:  # type: ignore[override]
+        return f"{self.kind}:inf"
+
+    def arrivals(self, *, seed: int = 0, shard: int = 0, shards: int = 1) -> Iterator[Arrival]:
+        while True:
+            yield 0, None
 
 
 @dataclass(frozen=True)
@@ -167,7 +195,8 @@ class Ramp(LoadModel):
     duration_s: float
 
     def __post_init__(self) -> None:
-        if self.start_per_s < 0 or self.end_per_s <= 0 or self.duration_s <= 0:
+        if not (0 <= self.start_per_s <= MAX_RATE_PER_S and 0 < self.end_per_s <= MAX_RATE_PER_S
+                and 0 < self.duration_s <= MAX_DURATION_S):
             raise RateSpecError(
                 "ramp: needs start >= 0, end > 0 req/s and a duration > 0 "
                 f"(got {self.start_per_s:g}..{self.end_per_s:g}@{self.duration_s:g}s)"
@@ -251,8 +280,8 @@ class Trace(LoadModel):
     @classmethod
     def from_file(cls, path: Path, speedup: float = 1.0) -> "Trace":
         """Read a trace. Raises RateSpecError naming `path:line` on a bad line."""
-        if speedup <= 0:
-            raise RateSpecError(f"trace: speedup must be > 0 (got {speedup:g})")
+        if not (0 < speedup < math.inf):
+            raise RateSpecError(f"trace: speedup must be finite and > 0 (got {speedup:g})")
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
@@ -267,6 +296,8 @@ class Trace(LoadModel):
                 if isinstance(value, dict):
                     value = value["timestamp"]
                 offsets.append(float(value))
+                if not math.isfinite(offsets[-1]):
+                    raise ValueError("not finite")
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise RateSpecError(
                     f"{path}:{lineno}: timestamp: expected a number of seconds (got {line[:60]!r})"
@@ -292,8 +323,9 @@ class ClosedLoop(LoadModel):
     closed = True
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise RateSpecError(f"closed: concurrency must be >= 1 (got {self.concurrency})")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise RateSpecError(f"closed: concurrency must be a whole number in 1..{MAX_CONCURRENCY} "
+                                f"(got {self.concurrency})")
         if self.think_s < 0:
             raise RateSpecError(f"closed: think time must be >= 0 s (got {self.think_s:g})")
 
@@ -318,22 +350,37 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*$")
 
 
 def parse_duration_s(text: str | float | int, what: str = "duration") -> float:
-    """Parse `500ms`, `10s`, `2m`, `1h` or a bare number of seconds into seconds.
-    Raises RateSpecError naming `what` on anything else."""
+    """Parse `500ms`, `10s`, `2m`, `1h` or a bare number of seconds into seconds, in
+    0..MAX_DURATION_S (30 days). Raises RateSpecError naming `what` on anything else
+    (bool, NaN, inf, negative, too long, text that is not a duration)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    m = _DURATION.match(str(text))
-    if not m:
-        raise RateSpecError(f"{what}: expected a duration like 500ms, 10s, 2m (got {text!r})")
-    value = float(m.group(1))
-    return value * {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+        value = float(text)
+    else:
+        m = _DURATION.match(str(text))
+        if not m:
+            raise RateSpecError(f"{what}: expected a duration like 500ms, 10s, 2m (got {text!r})")
+        value = float(m.group(1)) * {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+    if not 0 <= value <= MAX_DURATION_S:
+        raise RateSpecError(f"{what}: expected a duration in 0..{MAX_DURATION_S:.0f} s (30 days) (got {text!r})")
+    return value
 
 
 def _number(text: str, spec: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise RateSpecError(f"rate spec {spec!r}: {text!r} is not a number (expected {_FORMS})") from None
+    if math.isnan(value):
+        raise RateSpecError(f"rate spec {spec!r}: NaN is not a number (expected {_FORMS})")
+    return value
+
+
+def _open_rate(text: str, spec: str) -> float:
+    """A rate of constant/poisson/gamma: a number, or inf (math.inf) for a burst."""
+    value = _number(text, spec)
+    if value == math.inf:
+        return value
+    return _check_rate(value, f"rate spec {spec!r}")
 
 
 def parse_rate_spec(spec: str, *, base_dir: Path | None = None) -> LoadModel:
@@ -347,13 +394,15 @@ def parse_rate_spec(spec: str, *, base_dir: Path | None = None) -> LoadModel:
         raise RateSpecError(f"rate spec {spec!r}: expected one of {_FORMS}")
     kind, _, rest = spec.strip().partition(":")
     kind = kind.lower()
-    if kind == "constant":
-        return Constant(_number(rest, spec))
-    if kind == "poisson":
-        return Poisson(_number(rest, spec))
-    if kind == "gamma":
-        rate, _, burst = rest.partition(":")
-        return Gamma(_number(rate, spec), _number(burst, spec) if burst else 1.0)
+    if kind in ("constant", "poisson", "gamma"):
+        rate_text, _, burst = rest.partition(":") if kind == "gamma" else (rest, "", "")
+        rate = _open_rate(rate_text, spec)
+        burstiness = _number(burst, spec) if burst else 1.0
+        if rate == math.inf:
+            return Burst(kind)
+        if kind == "constant":
+            return Constant(rate)
+        return Poisson(rate) if kind == "poisson" else Gamma(rate, burstiness)
     if kind == "ramp":
         m = re.fullmatch(r"\s*([0-9.]+)\s*\.\.\s*([0-9.]+)\s*@\s*(\S+)\s*", rest)
         if not m:
@@ -367,8 +416,8 @@ def parse_rate_spec(spec: str, *, base_dir: Path | None = None) -> LoadModel:
     if kind == "closed":
         n, _, think = rest.partition(":")
         value = _number(n, spec)
-        if value != int(value):
-            raise RateSpecError(f"rate spec {spec!r}: concurrency must be a whole number")
+        if not (1 <= value <= MAX_CONCURRENCY) or value != int(value):
+            raise RateSpecError(f"rate spec {spec!r}: concurrency must be a whole number in 1..{MAX_CONCURRENCY}")
         return ClosedLoop(int(value), parse_duration_s(think, spec) if think else 0.0)
     if kind == "trace":
         path_text, _, speed = rest.rpartition(":") if re.search(r":[0-9.]+$", rest) else (rest, "", "")

@@ -2,8 +2,9 @@
 
 Each builds a BenchConfig and workload(s), runs the engine with a live view on a
 terminal, prints the summary tables and returns the exit code: 0 valid, 1 invalid run
-(verdict reasons printed), 2 bad input (one line, no traceback), 130 interrupted (the
-partial bundle is written).
+(verdict reasons printed), 2 bad input (one line naming the flag, no traceback; every
+bound is checked before any work, benchmaker.config), 130 interrupted by Ctrl-C, 143 by
+SIGTERM, 129 by SIGHUP (the partial bundle is written either way).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 from cyclopts import Parameter
 from pydantic import ValidationError
 
-from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
+from benchmaker.config import BenchConfig, check_http_url, check_output_dir, check_output_file
 from benchmaker.config_file import format_validation_error
 from benchmaker.errors import ConfigError
 from benchmaker.load_models import parse_duration_s
@@ -36,14 +37,59 @@ from workloads.openai_completions import OpenAICompletionsWorkload
 
 
 def _workers(value: str) -> int | str:
-    return "auto" if value == "auto" else resolve_workers(value)
+    try:
+        return "auto" if value == "auto" else resolve_workers(value)
+    except ConfigError as exc:
+        raise ConfigError(f"--{exc}") from None
+
+
+# BenchConfig field path -> the flag that sets it (errors name the flag)
+_FLAGS = {
+    ("load",): "--rate", ("duration_s",): "--duration", ("max_requests",): "--max-requests",
+    ("out_dir",): "--out-dir", ("warmup_s",): "--warmup", ("cooldown_s",): "--cooldown",
+    ("max_in_flight",): "--max-in-flight", ("overflow",): "--overflow", ("seed",): "--seed",
+    ("label",): "--label", ("transport",): "--transport", ("workers",): "--workers",
+    ("timeouts", "ttft_s"): "--ttft-timeout", ("timeouts", "idle_s"): "--idle-timeout",
+    ("timeouts", "total_s"): "--total-timeout", ("slo", "ttft_ms"): "--slo-ttft-ms",
+    ("slo", "tpot_ms"): "--slo-tpot-ms", ("slo", "e2e_ms"): "--slo-e2e-ms",
+    ("checks", "max_error_rate"): "--max-error-rate", (): "options",
+}
 
 
 def _config(**kw: Any) -> BenchConfig:
+    """A BenchConfig of CLI values (None = not given; nested dicts for timeouts, slo,
+    checks). Raises ConfigError with one line per bad flag, e.g. `--slo-ttft-ms: Input
+    should be greater than 0 (got -5.0)`."""
+    data = {k: v for k, v in kw.items() if v is not None}
+    for key in ("timeouts", "slo", "checks"):
+        if isinstance(data.get(key), dict):
+            data[key] = {k: v for k, v in data[key].items() if v is not None}
+            if not data[key] and key != "timeouts":
+                del data[key]
     try:
-        return BenchConfig(**{k: v for k, v in kw.items() if v is not None})
+        cfg = BenchConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, "command line").replace("command line: ", "--")) from None
+        raise ConfigError(format_validation_error(exc, None, names=_FLAGS)) from None
+    check_output_dir(cfg.out_dir, "--out-dir")
+    return cfg
+
+
+def _check_llm_options(url: str, max_tokens: int | None, temperature: float | None,
+                       input_words: list[int] | None, metrics_url: list[str] | None,
+                       record_trace: Path | None) -> None:
+    """The `llm` options BenchConfig does not hold; ConfigError naming the flag."""
+    check_http_url(url, "--url")
+    if max_tokens is not None and not 1 <= max_tokens <= 10_000_000:
+        raise ConfigError(f"--max-tokens: expected 1..10000000 (got {max_tokens})")
+    if temperature is not None and not 0 <= temperature <= 100:  # NaN fails both
+        raise ConfigError(f"--temperature: expected a finite number >= 0 (got {temperature})")
+    for n in input_words or []:
+        if not 1 <= n <= 1_000_000:
+            raise ConfigError(f"--input-words: expected 1..1000000 words (got {n})")
+    for u in metrics_url or []:
+        check_http_url(u, "--metrics-url")
+    if record_trace is not None:
+        check_output_file(record_trace, "--record-trace")
 
 
 def _execute(runner: BenchRunner, progress: bool | None) -> int:
@@ -192,7 +238,7 @@ def llm(
     slo_ttft_ms: Goodput SLO on TTFT.
     slo_tpot_ms: Goodput SLO on TPOT.
     slo_e2e_ms: Goodput SLO on E2E latency.
-    max_error_rate: Exit non-zero when the error rate exceeds this fraction.
+    max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
     seed: Seed of random arrivals and synthetic prompts.
     label: Run label stored with the run (e.g. nightly).
     transport: aiohttp (default) or httpx.
@@ -204,17 +250,14 @@ def llm(
     reference_field: Field path of the expected answer in --dataset rows (for --grader).
     progress: Live progress display (default: on when stdout is a terminal).
     """
-    timeouts = Timeouts(
-        **{k: v for k, v in {"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout}.items()
-           if v is not None}
-    )
-    slo = SLO(ttft_ms=slo_ttft_ms, tpot_ms=slo_tpot_ms, e2e_ms=slo_e2e_ms)
     cfg = _config(
         load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
-        cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow, timeouts=timeouts,
-        slo=slo if slo.declared() else None, seed=seed, label=label, kind="llm", transport=transport,
-        checks=SelfCheckLimits(max_error_rate=max_error_rate), workers=_workers(workers),
+        cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow,
+        timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
+        slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms}, seed=seed, label=label,
+        kind="llm", transport=transport, checks={"max_error_rate": max_error_rate}, workers=_workers(workers),
     )
+    _check_llm_options(url, max_tokens, temperature, input_words, metrics_url, record_trace)
     if sum(x is not None for x in (dataset, sharegpt)) > 1:
         raise ConfigError("--dataset and --sharegpt: give at most one")
     if api not in ("chat", "completions"):
@@ -277,7 +320,7 @@ def http(
     out_dir: Folder for run bundles.
     max_in_flight: Cap on requests in flight.
     total_timeout: Deadline for the whole request.
-    max_error_rate: Exit non-zero when the error rate exceeds this fraction.
+    max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
     seed: Seed of random arrivals.
     label: Run label.
     workers: Worker processes sharing the schedule (N or auto).
@@ -289,10 +332,12 @@ def http(
         if not sep or not name.strip():
             raise ConfigError(f"--header: expected 'Name: value' (got {h!r})")
         headers[name.strip()] = value.strip()
-    timeouts = Timeouts(total_s=total_timeout) if total_timeout else Timeouts()
     cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
-                  max_in_flight=max_in_flight, timeouts=timeouts, seed=seed, label=label, kind="http",
-                  checks=SelfCheckLimits(max_error_rate=max_error_rate), workers=_workers(workers))
+                  max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
+                  kind="http", checks={"max_error_rate": max_error_rate}, workers=_workers(workers))
+    check_http_url(url, "--url")
+    if record_trace is not None:
+        check_output_file(record_trace, "--record-trace")
     build = partial(HttpWorkload, url, method, headers, body, expected_status or [200])
     try:
         lanes = single_lane(build)
@@ -321,7 +366,13 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
     elif not rf.out_dir.is_absolute():
         rf.out_dir = Path.cwd() / rf.out_dir
     if workers is not None:
-        rf.workers = _workers(workers)
+        try:
+            rf.workers = _workers(workers)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, None, names=_FLAGS)) from None
+    check_output_dir(rf.out_dir, "--out-dir" if out_dir is not None else f"{config}: out_dir")
+    if rf.record_trace is not None:
+        check_output_file(rf.record_trace, f"{config}: record_trace")
     base = config.resolve().parent
     return _launch(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base,
                    monitors=build_monitors(rf.monitors), record_trace=rf.record_trace,

@@ -34,8 +34,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from benchmaker.config import BenchConfig, RateSpec
+from benchmaker.config import BenchConfig, RateSpec, SafeName
 from benchmaker.config_file import load_yaml, validate
+from benchmaker.load_models import Burst, parse_rate_spec
 from benchmaker.monitors import MonitorSpec
 from benchmaker.runner import Lane
 from workloads.graders import GraderSpec, GradingHook, build_grader
@@ -46,7 +47,7 @@ class LaneSpec(BaseModel):
     """One lane: a name, a rate spec and a workload."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str
+    name: SafeName
     rate: RateSpec
     workload: WorkloadSpec
     max_requests: int | None = Field(default=None, ge=1)
@@ -75,6 +76,16 @@ class RunFile(BenchConfig):
             raise ValueError("`grader` goes with `workload`; with `mix`, put it on each lane")
         pairs = [(self.load, self.workload)] if self.workload is not None else [
             (lane.rate, lane.workload) for lane in self.mix.lanes]
+        conc = []
+        for lane in self.mix.lanes if self.mix is not None else []:
+            kind = lane.rate.split(":", 1)[0].strip().lower()
+            if kind == "closed":
+                conc.append(parse_rate_spec(lane.rate).concurrency)  # type: ignore[attr-defined]
+            elif kind != "trace" and isinstance(parse_rate_spec(lane.rate), Burst) \
+                    and lane.max_requests is None and self.max_requests is None:
+                raise ValueError(f"lane {lane.name}: an infinite rate ({lane.rate}: every request at t=0) "
+                                 "needs max_requests (the lane's or the run's)")
+        self.check_in_flight(conc)
         for load, wl in pairs:
             # multi-turn sessions advance per closed-loop worker: one worker per session slot
             if getattr(wl, "type", None) == "trajectory-replay" and load.replace(" ", "") != f"closed:{wl.concurrency}":

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from benchmaker.config import HttpUrlText
 from benchmaker.errors import ConfigError
 from benchmaker.types import Workload
 from workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
@@ -97,7 +98,7 @@ DatasetSpec = Annotated[
 
 class HttpSpec(_Strict):
     type: Literal["http"]
-    url: str
+    url: HttpUrlText
     method: str = "GET"
     headers: dict[str, str] = Field(default_factory=dict)
     body: Any = None
@@ -105,7 +106,7 @@ class HttpSpec(_Strict):
 
 
 class _LLMSpec(_Strict):
-    url: str
+    url: HttpUrlText
     model: str
     dataset: DatasetSpec = Field(default_factory=lambda: SyntheticSpec(type="synthetic"))
     stream: bool = True
@@ -134,7 +135,7 @@ class SandboxSpec(_Strict):
     command: str
     target: Literal["local", "flash"] = "local"
     mode: Literal["exec", "lifecycle"] = "exec"
-    url: str | None = None
+    url: HttpUrlText | None = None
     sandbox_id: str | None = None
     image: str | None = None
     sandbox_type: str = ""
@@ -153,7 +154,7 @@ class AgentSpec(_Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     type: Literal["agent"]
     class_: str = Field(alias="class")
-    url: str | None = None
+    url: HttpUrlText | None = None
     model: str | None = None
     api_key: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
@@ -165,7 +166,7 @@ class SGLangSpec(_Strict):
     token ids from `input_ids` (inline lists) or `input_ids_file` (JSONL)."""
 
     type: Literal["sglang"]
-    url: str
+    url: HttpUrlText
     dataset: DatasetSpec | None = None
     input_ids: list[list[int]] | None = None
     input_ids_file: Path | None = None
@@ -185,7 +186,7 @@ class TraceReplaySpec(_Strict):
 
     type: Literal["trace-replay"]
     path: Path
-    url: str | None = None
+    url: HttpUrlText | None = None
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
 
@@ -196,7 +197,7 @@ class TraceSynthSpec(_Strict):
     (workloads/trace_synth.py)."""
 
     type: Literal["trace-synth"]
-    url: str
+    url: HttpUrlText
     model: str
     path: Path
     order: Literal["contiguous", "round-robin", "shuffled"] = "contiguous"
@@ -213,7 +214,7 @@ class TrajectoryReplaySpec(_Strict):
     Its lane must run `closed:<concurrency>` (checked by the run file)."""
 
     type: Literal["trajectory-replay"]
-    url: str
+    url: HttpUrlText
     model: str
     path: Path
     concurrency: int = Field(ge=1)

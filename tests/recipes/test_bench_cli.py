@@ -99,7 +99,7 @@ def test_bad_rate_spec_is_one_line_and_exit_2(tmp_path, capsys):
                  "--duration", "1s", "--out-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith("benchmaker: error: --load: unknown load model 'posson' in rate spec 'posson:5'")
+    assert err.startswith("benchmaker: error: --rate: unknown load model 'posson' in rate spec 'posson:5'")
     assert "Traceback" not in err and not list(tmp_path.iterdir())
 
 

@@ -103,6 +103,7 @@ class Sample:
 
     Times are ns offsets from the run's t0 (see module docstring). Token counts come from
     the server's usage report (`usage_present`); they are None when it sent none.
+    `model` is the `model` field of the response as sent (None when it named none).
 
     `finish_reason` is the server's value as sent; `finish_class` its class (stop,
     length, tool_calls, content_filter, abort, error, cancelled, unknown;
@@ -138,6 +139,7 @@ class Sample:
     reasoning_tokens: int | None = None
     output_chars: int = 0
     finish_reason: str | None = None
+    model: str | None = None
     finish_class: str | None = None
     refusal: bool = False
     bytes_sent: int = 0
@@ -181,6 +183,7 @@ SAMPLE_COLUMNS: dict[str, str] = {
     "reasoning_tokens": "BIGINT",
     "output_chars": "BIGINT",
     "finish_reason": "VARCHAR",
+    "model": "VARCHAR",
     "finish_class": "VARCHAR",
     "refusal": "BOOLEAN",
     "bytes_sent": "BIGINT",

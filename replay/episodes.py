@@ -38,6 +38,7 @@ class TurnRecord:
     recorded mode). `byte_equal` compares the received response with the recorded one
     (content, reasoning, tool-call ids/names/raw arguments); None when there is no
     recorded turn to compare with (command mode, beyond the recording, failed call).
+    `model` is the `model` field of the response as received (None when it named none).
     """
 
     run_id: str
@@ -56,6 +57,7 @@ class TurnRecord:
     tool_time_ns: int = 0
     n_tool_calls: int = 0
     byte_equal: bool | None = None
+    model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,6 +158,7 @@ TURN_COLUMNS: dict[str, str] = {
     "tool_time_ns": "BIGINT",
     "n_tool_calls": "INTEGER",
     "byte_equal": "BOOLEAN",
+    "model": "VARCHAR",
 }
 
 assert list(EPISODE_COLUMNS) == [f.name for f in fields(Episode)]

@@ -14,6 +14,11 @@
 --   itl_token_ms  each gap divided by its request's mean tokens per event
 --                 (output_tokens / n_token_events); needs server usage
 --   schedule_lag_ms  sent - intended
+--   n_aborted     responses the server ended with a failing finish reason (abort, error,
+--                 cancelled, unknown; finish_class); not ok, so out of every latency and
+--                 throughput figure over successes
+--   n_refusal     successes whose output was a refusal (ok, flagged `refusal`)
+--   n_length, n_content_filter  successes that ended by the token limit / a content filter
 --   n_graded      samples a grader judged (grade 'correct' or 'wrong'; workloads/graders.py)
 --   accuracy      n_correct / n_graded (null when nothing was graded)
 --   correct_throughput_per_s  correct answers / window (null when nothing was graded)
@@ -114,6 +119,10 @@ stats AS (
         count(*) FILTER (outcome = 'grading_error') AS n_grading_error,
         count(*) FILTER (outcome = 'cancelled') AS n_cancelled,
         count(*) FILTER (outcome = 'dropped') AS n_dropped,
+        count(*) FILTER (outcome = 'aborted') AS n_aborted,
+        count(*) FILTER (is_ok AND refusal) AS n_refusal,
+        count(*) FILTER (is_ok AND finish_class = 'length') AS n_length,
+        count(*) FILTER (is_ok AND finish_class = 'content_filter') AS n_content_filter,
         count(*) FILTER (is_ok AND usage_present) AS n_ok_with_usage,
         count(*) FILTER (slo_met IS NOT NULL) AS n_slo_judged,
         count(*) FILTER (is_ok AND slo_met) AS n_good,
@@ -204,7 +213,8 @@ SELECT
     d.run_id, d.group_by, d.group_key,
     d.n_samples, d.n_sent, d.n_ok, d.n_http_error, d.n_transport_error, d.n_timeout,
     d.n_protocol_error, d.n_empty_output, d.n_graded_wrong, d.n_grading_error,
-    d.n_cancelled, d.n_dropped, d.error_rate,
+    d.n_cancelled, d.n_dropped, d.n_aborted, d.error_rate,
+    d.n_refusal, d.n_length, d.n_content_filter,
     d.window_s,
     d.n_ok / nullif(d.window_s, 0) AS request_throughput_per_s,
     d.offered_rate_per_s,

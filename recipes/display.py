@@ -124,3 +124,46 @@ def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
     for note in verdict.get("notes", []):
         console.print(f"note: {note}")
     console.print(f"bundle: {bundle_dir}")
+
+
+def comparison_tables(cmp: Any, baseline_run: str, candidate_run: str) -> list[Table]:
+    """One rich table per matched sweep point of a `warehouse.compare.PointComparison`:
+    statistic, baseline, candidate, diff (candidate - baseline) with its 95% bootstrap
+    CI, sample counts (requests) and verdict. Values in the statistic's unit (ms, req/s)."""
+    tables = []
+    for key in cmp.points:
+        rows = [r for r in cmp.rows if r.point_key == key]
+        if not rows:
+            continue
+        labels = f"{rows[0].baseline_sweep_point or '-'} vs {rows[0].candidate_sweep_point or '-'}"
+        table = Table(title=f"{key} ({labels})", title_justify="left")
+        for col in ("statistic", "baseline", "candidate", "diff", "diff 95% CI", "n requests", "verdict"):
+            table.add_column(col, justify="left" if col in ("statistic", "verdict") else "right", no_wrap=True)
+        for r in rows:
+            ci = "-" if r.diff_ci_low is None else f"[{r.diff_ci_low:.2f}, {r.diff_ci_high:.2f}]"
+            style = {"regression": "red", "improvement": "green"}.get(r.verdict or "")
+            table.add_row(r.statistic, _fmt(r.baseline_value), _fmt(r.candidate_value), _fmt(r.diff), ci,
+                          f"{_fmt(r.n_baseline)} / {_fmt(r.n_candidate)}", r.verdict or "-", style=style)
+        tables.append(table)
+    return tables
+
+
+def print_comparison(cmp: Any, baseline_run: str, candidate_run: str, out: Console | None = None) -> None:
+    """Print `comparison_tables` under a header naming the runs, then the warnings (points
+    in one run only, workload differences) in yellow, or a note when no point matched."""
+    out = out or console
+    if not out.is_terminal:
+        out.width = max(out.width, 120)
+    out.print(f"[bold]{candidate_run}[/] (candidate) vs [bold]{baseline_run}[/] (baseline), per sweep point "
+              f"matched by target; diff = candidate - baseline; 95% bootstrap CI ({_n_boot(cmp)} resamples); "
+              f"n requests = baseline / candidate")
+    for table in comparison_tables(cmp, baseline_run, candidate_run):
+        out.print(table)
+    if not cmp.points:
+        out.print("[yellow]no sweep point of the two runs has the same target: nothing compared[/]")
+    for line in cmp.warnings:
+        out.print(f"[yellow]warning: {line}[/]")
+
+
+def _n_boot(cmp: Any) -> str:
+    return next((str(r.n_boot) for r in cmp.rows if r.n_boot), "-")

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recipes.app import app
-from warehouse.compare import compare_runs
+from warehouse.compare import compare_points
 from warehouse.connection import default_warehouse, open_readonly
 from warehouse.errors import WarehouseError
 from warehouse.loader import RUN_TABLES, load_run
@@ -189,8 +189,10 @@ def compare(
     csv: bool = False,
     json: bool = False,
 ) -> int:
-    """Compare run B (candidate) with run A (baseline): p50/p99 TTFT and E2E differences
-    with 95% bootstrap confidence intervals, and throughput differences.
+    """Compare run B (candidate) with run A (baseline), sweep point by sweep point
+    (matched by target concurrency or rate): p50/p99 TTFT and E2E differences with 95%
+    bootstrap confidence intervals, and request throughput differences; one block per
+    point, then warnings for points in one run only and for differing workloads.
 
     Parameters
     ----------
@@ -202,17 +204,28 @@ def compare(
         Bootstrap resamples.
     seed
         Seed of the resampling (same seed, same intervals).
+    csv
+        One CSV row per point and statistic (warnings on stderr).
+    json
+        A JSON list of those rows (warnings on stderr).
     """
+    from recipes.display import print_comparison
+
     fmt = _format(csv, json)
     con = open_readonly(_path(warehouse))
     try:
-        rows = compare_runs(con, run_a, run_b, n_boot=n_boot, seed=seed)
+        cmp = compare_points(con, run_a, run_b, n_boot=n_boot, seed=seed)
     finally:
         con.close()
-    names = ["statistic", "baseline_value", "candidate_value", "diff", "diff_ci_low",
-             "diff_ci_high", "n_baseline", "n_candidate", "n_boot", "verdict"]
-    _emit(names, [tuple(getattr(r, n) for n in names) for r in rows], fmt,
-          title=f"{run_b} vs {run_a} (diff = candidate - baseline, 95% CI)")
+    if fmt == "table":
+        print_comparison(cmp, run_a, run_b)
+        return 0
+    names = ["point_key", "baseline_sweep_point", "candidate_sweep_point", "statistic", "baseline_value",
+             "candidate_value", "diff", "diff_ci_low", "diff_ci_high", "n_baseline", "n_candidate", "n_boot",
+             "verdict"]
+    _emit(names, [tuple(getattr(r, n) for n in names) for r in cmp.rows], fmt)
+    for line in cmp.warnings:
+        print(f"warning: {line}", file=sys.stderr)
     return 0
 
 

@@ -80,8 +80,10 @@ def test_compare_json_and_parquet_export_partitions(tmp_path, capsys):
     main(["load", str(reference_bundle(tmp_path / "run-a")), "--warehouse", str(db)])
     capsys.readouterr()
     assert main(["compare", "run-a", "run-a", "--warehouse", str(db), "--json"]) == 0
-    rows = {r["statistic"]: r for r in json.loads(capsys.readouterr().out)}
-    assert rows["p50_e2e_ms"]["baseline_value"] == 250.0  # E2E 100..400 ms, median 250
+    rows = {(r["point_key"], r["statistic"]): r for r in json.loads(capsys.readouterr().out)}
+    assert rows["c1", "p50_e2e_ms"]["baseline_value"] == 150.0  # point c1: E2E 100 and 200 ms, median 150
+    rows = {r: v for (p, r), v in rows.items() if p == "c2"}  # point c2: E2E 300 and 400 ms
+    assert rows["p50_e2e_ms"]["baseline_value"] == 350.0
     assert rows["p50_e2e_ms"]["diff"] == 0.0 and rows["p50_e2e_ms"]["verdict"] == "no-change"
     out = tmp_path / "pq"
     assert main(["export", "--parquet", str(out), "--warehouse", str(db)]) == 0

@@ -1,6 +1,8 @@
 """`benchmaker convert LOGS... -o trajectories.jsonl [--format F] [--lenient]`: convert
 agent logs into a trajectories JSONL (replay.convert.convert_paths) and print the report
-as a table. Exit 0 on success; 2 with one line `benchmaker: error: ...` on bad input."""
+as a table. Exit 0 on success; 2 on bad input with `benchmaker: error: ...`: one line
+for one bad input, else a count line and one line per input that could not be
+converted, each named by its full path (`--lenient` skips and counts them instead)."""
 
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ def convert(
     format
         Force a format instead of detecting it from the content.
     lenient
-        Skip and count bad records and files instead of failing.
+        Skip and count bad records and files instead of failing (without it, every
+        file that cannot be converted is named and the exit code is 2).
     """
     try:
         report = convert_paths(list(logs), output, fmt=format, lenient=lenient)

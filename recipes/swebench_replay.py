@@ -217,6 +217,14 @@ def swebench_replay(
     shard-timeout
         Seconds to wait for a point's shards (default 3 h).
     """
+    if logs and trajectories is None:  # refuse bad logs with the converter's error before Prefect starts
+        from replay.convert import convert_paths
+        from replay.errors import InputError
+
+        try:
+            convert_paths(list(logs), None, fmt=format, lenient=lenient)
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
     _prefect_env()
     from flows.swebench_replay import ParameterError, validate_params
     from warehouse.connection import default_warehouse

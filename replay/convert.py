@@ -7,18 +7,21 @@
 Inputs are files or directories. A directory that is a harbor trial directory
 (`result.json` + `agent/`) is one unit; any other directory is walked (sorted,
 recursively) and every `.json`, `.jsonl` and `.traj` file in it is a unit (files inside
-a trial directory belong to the trial). A walked file whose content matches no format
-(e.g. a harbor job's own `result.json` or `config.json`) is skipped and counted as
-`unrecognized_file`; a file named explicitly must convert. The format of a unit is detected from its
-content (`replay.converters.detect_bytes`) unless `fmt` names one.
+a trial directory belong to the trial), named by its absolute path. A harbor job's own
+`result.json` / `config.json` (beside its trial directories) is skipped and counted as
+`harbor_job_file`; any other unit must convert: every unit is tried and each one that
+fails is named (`UnreadableFilesError` when there are several). The format of a unit is
+detected from its content (`replay.converters.detect_bytes`) unless `fmt` names one.
 
 Errors (`replay.errors`): a missing path, an empty directory, an unknown format, bad
 bytes/JSON/fields (`path:line: field: problem (got VALUE)`), and an input that yields
 zero trajectories all raise `ConvertError` subclasses. With `lenient=True` bad records
 and unconvertible files are skipped and counted in the report instead (zero
-trajectories is still an error). The output is written to a temporary file in the
-output's directory and moved into place with `os.replace` only when everything
-succeeded, so a failed run leaves no output file claiming to be complete.
+trajectories is still an error); walked files matching no format are then counted as
+`unrecognized_file`. `convert_paths(paths, None)` checks without writing. The output is
+written to a temporary file in the output's directory and moved into place with
+`os.replace` only when everything succeeded, so a failed run leaves no output file
+claiming to be complete.
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from replay.converters import CONVERTER_VERSION, CONVERTERS, FORMATS, FileContext, detect_bytes, harbor
-from replay.errors import ConvertError, EmptyInputError, TrajectoryFormatError, UnknownFormatError
+from replay.errors import (
+    ConvertError,
+    EmptyInputError,
+    TrajectoryFormatError,
+    UnknownFormatError,
+    UnreadableFilesError,
+)
 from replay.trajectory import Trajectory
 
 __all__ = [
@@ -68,7 +77,7 @@ class ConvertReport:
     """What `convert_paths` did. `skipped` sums every trajectory's skip counts and the
     file-level ones (bad lines/rows/files in lenient mode) by reason."""
 
-    out: Path
+    out: Path | None
     trajectories: int = 0
     turns: int = 0
     files: list[FileReport] = field(default_factory=list)
@@ -78,7 +87,7 @@ class ConvertReport:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the report."""
         return {
-            "out": str(self.out),
+            "out": None if self.out is None else str(self.out),
             "trajectories": self.trajectories,
             "turns": self.turns,
             "converter_version": self.converter_version,
@@ -141,10 +150,11 @@ def iter_trajectories(path: Path, fmt: str | None = None, lenient: bool = False)
     yield from _iter_unit(path, fmt, lenient)
 
 
-def _units(paths: list[Path], out: Path) -> list[tuple[Path, bool]]:
-    """(unit, named explicitly) pairs; files found by walking are not explicit."""
+def _units(paths: list[Path], out: Path | None) -> list[tuple[Path, bool]]:
+    """(unit, named explicitly) pairs; files found by walking are not explicit and are
+    named by their absolute path."""
     units: list[tuple[Path, bool]] = []
-    out_resolved = out.resolve()
+    out_resolved = out.resolve() if out is not None else None
     for p in paths:
         p = Path(p)
         if not p.exists():
@@ -153,14 +163,14 @@ def _units(paths: list[Path], out: Path) -> list[tuple[Path, bool]]:
             units.append((p, True))
             continue
         found: list[Path] = []
-        _walk(p, found, out_resolved)
+        _walk(p.absolute(), found, out_resolved)
         if not found:
             raise EmptyInputError(p, None, None, f"directory has no log files ({', '.join(_LOG_SUFFIXES)} or harbor trial dirs)")
         units.extend((f, False) for f in found)
     return units
 
 
-def _walk(d: Path, found: list[Path], out_resolved: Path) -> None:
+def _walk(d: Path, found: list[Path], out_resolved: Path | None) -> None:
     for child in sorted(d.iterdir()):
         if child.is_dir():
             if harbor.is_trial_dir(child):
@@ -171,43 +181,77 @@ def _walk(d: Path, found: list[Path], out_resolved: Path) -> None:
             found.append(child)
 
 
-def convert_paths(paths: list[Path], out: Path, *, fmt: str | None = None, lenient: bool = False) -> ConvertReport:
-    """Convert every log under `paths` into one trajectories JSONL at `out` (one
-    `Trajectory.model_dump_json()` per line) and return the report.
+_HARBOR_JOB_FILES = ("result.json", "config.json")
 
-    Raises ConvertError (or UnknownFormatError / EmptyInputError) naming the file,
-    line and field; on any error no file is left at `out` (an existing one is left
-    untouched). With `lenient` bad records/files are skipped and counted.
+
+def _is_harbor_job_file(path: Path) -> bool:
+    """A harbor job's own `result.json` / `config.json`: beside the job's trial dirs."""
+    return path.name in _HARBOR_JOB_FILES and any(
+        c.is_dir() and harbor.is_trial_dir(c) for c in path.parent.iterdir())
+
+
+def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None, lenient: bool = False) -> ConvertReport:
+    """Convert every log under `paths` into one trajectories JSONL at `out` (one
+    `Trajectory.model_dump_json()` per line) and return the report; `out` None only
+    checks (everything is converted, nothing is written).
+
+    Every input is tried. A file that cannot be converted (bad content, or a walked
+    file whose content matches no log format, other than a harbor job's own
+    result.json/config.json, which is skipped and counted as `harbor_job_file`) raises
+    its ConvertError (`path:line: field: problem`) when it is the only one, else
+    UnreadableFilesError naming every such file; on any error no file is left at `out`
+    (an existing one is left untouched). With `lenient` bad records/files are skipped
+    and counted (`file_error`, `unrecognized_file`) instead. Zero trajectories raises
+    EmptyInputError either way.
     """
-    out = Path(out)
-    _check_format(fmt, out)
+    out = Path(out) if out is not None else None
+    _check_format(fmt, out or Path("."))
     units = _units(list(paths), out)
     report = ConvertReport(out=out)
     skipped: Counter[str] = Counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    failures: list[ConvertError] = []
+    tmp_name: str | None = None
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        fh = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+    else:
+        fh = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+        with fh:
             for unit, explicit in units:
                 frep = FileReport(path=str(unit), format=None)
                 report.files.append(frep)
                 if not explicit and fmt is None and unit.is_file() and detect_bytes(unit.read_bytes()) is None:
-                    frep.error = "skipped: content matches no log format"
-                    skipped["unrecognized_file"] += 1
+                    if _is_harbor_job_file(unit):
+                        frep.error = "skipped: a harbor job file, not an agent log"
+                        skipped["harbor_job_file"] += 1
+                        continue
+                    exc = UnknownFormatError(unit, None, None, "content matches no log format")
+                    frep.error = str(exc)
+                    if lenient:
+                        skipped["unrecognized_file"] += 1
+                    else:
+                        failures.append(exc)
                     continue
                 ctxs: list[FileContext] = []
+                written = 0
                 try:
+                    lines = []
                     for traj in _iter_unit(unit, fmt, lenient, ctxs):
                         frep.format = traj.source.format
-                        fh.write(traj.model_dump_json())
-                        fh.write("\n")
-                        frep.trajectories += 1
+                        lines.append(traj.model_dump_json())
+                        written += 1
                         frep.turns += len(traj.turns)
                         skipped.update(traj.skipped)
+                    fh.write("".join(line + "\n" for line in lines))
+                    frep.trajectories = written
                 except ConvertError as exc:
-                    if not lenient:
-                        raise
                     frep.error = str(exc)
+                    frep.turns = 0
+                    if not lenient:
+                        failures.append(exc)
+                        continue
                     skipped["file_error"] += 1
                 if frep.format is None and frep.error is None:
                     frep.format = fmt
@@ -215,16 +259,22 @@ def convert_paths(paths: list[Path], out: Path, *, fmt: str | None = None, lenie
                     skipped.update(ctx.skipped)
                 report.trajectories += frep.trajectories
                 report.turns += frep.turns
+        if len(failures) == 1:
+            raise failures[0]
+        if failures:
+            raise UnreadableFilesError(failures, len(units))
         if report.trajectories == 0:
             where = units[0][0] if len(units) == 1 else Path(os.path.commonpath([str(u) for u, _ in units]) or ".")
             raise EmptyInputError(where, None, None, f"no trajectories converted from {len(units)} input(s)")
-        os.chmod(tmp_name, 0o644)  # mkstemp creates 0600
-        os.replace(tmp_name, out)
+        if tmp_name is not None and out is not None:
+            os.chmod(tmp_name, 0o644)  # mkstemp creates 0600
+            os.replace(tmp_name, out)
     except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except FileNotFoundError:
+                pass
         raise
     report.skipped = dict(sorted(skipped.items()))
     return report

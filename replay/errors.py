@@ -4,7 +4,8 @@
     └── InputError               bad input; message `path:line: field: problem (got VALUE)`
         ├── ConvertError         a log cannot be converted (converters, replay.convert)
         │   ├── UnknownFormatError   no converter recognises the content (or bad --format)
-        │   └── EmptyInputError      no log files / the input yields zero trajectories
+        │   ├── EmptyInputError      no log files / the input yields zero trajectories
+        │   └── UnreadableFilesError several inputs cannot be converted (one line each)
         └── TrajectoryFormatError    a trajectories.jsonl line fails the schema
 
 The package imports nothing from the engine (DESIGN §2), so these do not derive from
@@ -69,3 +70,15 @@ class EmptyInputError(ConvertError):
 
 class TrajectoryFormatError(InputError):
     """A line of a trajectories.jsonl file does not match the schema."""
+
+
+class UnreadableFilesError(ConvertError):
+    """Several inputs could not be converted. `errors` holds each one's ConvertError;
+    `str()` is a count line, then one `  path:line: field: problem` line per input."""
+
+    def __init__(self, errors: list[ConvertError], n_inputs: int):
+        self.errors = list(errors)
+        message = (f"{len(self.errors)} of {n_inputs} log inputs could not be converted (--lenient skips them):\n  "
+                   + "\n  ".join(str(e) for e in self.errors))
+        self.path, self.line, self.field, self.problem = "", None, None, message
+        ValueError.__init__(self, message)

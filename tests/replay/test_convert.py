@@ -26,7 +26,7 @@ def test_convert_directory_walks_files_and_trial_dirs(tmp_path):
         "hb-1__abc": "harbor-trial/atif",
         "hb-2__def": "harbor-trial/openai-messages",
         "harbor_trial.jsonl": "harbor-jsonl",
-        "result.json": None,  # the harbor job's own result.json: skipped, counted
+        "result.json": None,  # the harbor job's own result.json: skipped, counted as a job file
         "pi_events.jsonl": "pi-events",
         "pi_v3_tree.jsonl": "pi-session",
         "swe_agent_fc.traj": "swe-agent",
@@ -38,7 +38,7 @@ def test_convert_directory_walks_files_and_trial_dirs(tmp_path):
     back = list(read_trajectories(out))
     assert len(back) == 8 and sum(len(t.turns) for t in back) == 15
     assert report.skipped["arguments_raw_synthesized"] == 3  # hb-1 (ATIF) + pi v3 + pi events
-    assert report.skipped["unrecognized_file"] == 1
+    assert report.skipped["harbor_job_file"] == 1 and "unrecognized_file" not in report.skipped
     assert oct(out.stat().st_mode & 0o777) == "0o644"
     assert list(out.parent.iterdir()) == [out]  # no temp file left behind
     assert report.converter_version == CONVERTER_VERSION
@@ -195,3 +195,46 @@ def test_cli_convert_bad_input_exits_2_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == f"benchmaker: error: {src}:1: invalid JSON: Expecting value\n"
     assert not (tmp_path / "t.jsonl").exists()
+
+
+def _dir_with_bad_files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    logs = tmp_path / "logs"
+    (logs / "sub").mkdir(parents=True)
+    shutil.copy(FIXTURES / "pi_events.jsonl", logs / "good.jsonl")
+    (logs / "notes.json").write_text('{"hello": "world"}\n')  # matches no format
+    (logs / "sub" / "cut.jsonl").write_bytes((FIXTURES / "pi_v3_tree.jsonl").read_bytes()[:-40])  # truncated
+    return logs, (logs / "notes.json").absolute(), (logs / "sub" / "cut.jsonl").absolute()
+
+
+def test_directory_names_every_unreadable_file_with_its_full_path(tmp_path, monkeypatch):
+    logs, notes, cut = _dir_with_bad_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "t.jsonl"
+    with pytest.raises(ConvertError) as exc:
+        convert_paths([Path("logs")], out)  # a relative directory: files still named in full
+    assert str(exc.value) == (
+        "2 of 3 log inputs could not be converted (--lenient skips them):\n"
+        f"  {notes}: content matches no log format\n"
+        f"  {cut}:12: truncated JSONL: the last line is incomplete"
+    )
+    assert not out.exists()
+    report = convert_paths([Path("logs")], out, lenient=True)
+    assert report.trajectories == 2  # good.jsonl, and cut.jsonl without its cut last line
+    assert report.skipped["unrecognized_file"] == 1 and report.skipped["truncated_last_line"] == 1
+
+
+def test_check_only_writes_nothing(tmp_path):
+    report = convert_paths([FIXTURES / "swesmith_rows.jsonl"], None)
+    assert (report.trajectories, report.out) == (2, None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_convert_directory_with_bad_files_exits_2_unless_lenient(tmp_path, capsys):
+    logs, notes, cut = _dir_with_bad_files(tmp_path)
+    rc = app(["convert", str(logs), "-o", str(tmp_path / "t.jsonl")], result_action="return_value")
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("benchmaker: error: 2 of 3 log inputs could not be converted")
+    assert f"  {notes}: " in err and f"  {cut}:12: " in err
+    rc = app(["convert", str(logs), "-o", str(tmp_path / "t.jsonl"), "--lenient"], result_action="return_value")
+    assert rc == 0 and (tmp_path / "t.jsonl").exists()

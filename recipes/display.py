@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -167,3 +168,35 @@ def print_comparison(cmp: Any, baseline_run: str, candidate_run: str, out: Conso
 
 def _n_boot(cmp: Any) -> str:
     return next((str(r.n_boot) for r in cmp.rows if r.n_boot), "-")
+
+
+def runs_table(names: list[str], rows: list[tuple]) -> Table:
+    """The `benchmaker runs` table of the rows of its query (columns `names`: run_id,
+    kind, label, created_at, n_samples, n_ok, request_throughput_per_s, p50/p99 TTFT and
+    E2E in ms), fitting 120 columns: run ids whole (they are what `compare` and `sql`
+    take; ours start with the kind, which --csv/--json still give), requests as
+    "ok / all", each latency as "p50 / p99" ms, created_at as MM-DD HH:MM (UTC); only
+    the label wraps when the terminal is narrower."""
+    table = Table(title="runs, newest first (latencies p50 / p99 in ms, linear percentiles; kind: --json)",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
+                  show_edge=False)
+    cells = []
+    for row in rows:
+        r = dict(zip(names, row))
+        created = r.get("created_at")
+        cells.append((
+            str(r["run_id"]), r.get("label") or "", created.strftime("%m-%d %H:%M") if created is not None else "-",
+            f"{_fmt(r.get('n_ok'))} / {_fmt(r.get('n_samples'))}", _fmt(r.get("request_throughput_per_s")),
+            f"{_fmt(r.get('p50_ttft_ms'), 1)} / {_fmt(r.get('p99_ttft_ms'), 1)}",
+            f"{_fmt(r.get('p50_e2e_ms'), 1)} / {_fmt(r.get('p99_e2e_ms'), 1)}",
+        ))
+    headers = ("run_id", "label", "created", "ok / requests", "req/s", "TTFT ms", "E2E ms")
+    for k, col in enumerate(headers):
+        if col == "label":
+            table.add_column(col, overflow="fold", min_width=5)
+            continue
+        width = max([len(col)] + [len(c[k]) for c in cells])
+        table.add_column(col, justify="left" if k < 3 else "right", no_wrap=True, min_width=width)
+    for c in cells:
+        table.add_row(*c)
+    return table

@@ -147,7 +147,8 @@ def runs(
     csv: bool = False,
     json: bool = False,
 ) -> int:
-    """List the runs in the warehouse, newest first, with their headline numbers.
+    """List the runs in the warehouse, newest first, with their headline numbers (a table
+    that fits 120 columns: recipes.display.runs_table; --csv/--json keep every column).
 
     Parameters
     ----------
@@ -172,7 +173,16 @@ def runs(
             """,
             {"label": label, "limit": limit},
         )
-        _emit([d[0] for d in cur.description], cur.fetchall(), fmt, title="runs")
+        names, rows = [d[0] for d in cur.description], cur.fetchall()
+        if fmt == "table":
+            from recipes.display import runs_table
+
+            console = Console()
+            if not console.is_terminal:  # piped or logged: no squeezing below 120 columns
+                console.width = max(console.width, 120)
+            console.print(runs_table(names, rows))
+        else:
+            _emit(names, rows, fmt)
     finally:
         con.close()
     return 0

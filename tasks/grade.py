@@ -44,5 +44,6 @@ def grade(point_dirs: list[Path], files_sha256: list[str]) -> list[Path]:
                              run_id=run_id, sweep_point=pdir.name)
         total += len(grades)
         out.append(pdir / "grades.jsonl")
-    get_run_logger().info("graded %d point(s): %d grades", len(out), total)
+    get_run_logger().info("graded %d sweep point(s): %d grade records (one per episode and per point check)",
+                          len(out), total)
     return out

@@ -1,0 +1,26 @@
+"""Terminal tables of recipes/display.py: `benchmaker runs` fits 120 columns."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.console import Console
+
+from recipes.display import runs_table
+
+NAMES = ["run_id", "kind", "label", "created_at", "n_samples", "n_ok", "request_throughput_per_s", "p50_ttft_ms",
+         "p99_ttft_ms", "p50_e2e_ms", "p99_e2e_ms"]
+
+
+def test_runs_table_fits_120_columns_with_whole_run_ids() -> None:
+    run_id = "swebench-replay-20261201T011631Z-589680ee"  # 41 characters, as the flows name runs
+    rows = [(run_id, "swebench-replay", "nightly-with-a-long-label", datetime(2026, 12, 1, 1, 16, 31), 12_345,
+             12_340, 1234.5678, 12.345, 1234.5, 123.4, 12_345.6)]
+    console = Console(width=120, record=True, color_system=None)
+    console.print(runs_table(NAMES, rows))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 120
+    row = next(line for line in lines if line.startswith(run_id))  # the id is never wrapped
+    # requests "ok / all", latencies "p50 / p99" ms (one decimal), created to the minute
+    assert "12-01 01:16" in row and "12340 / 12345" in row and "12.3 / 1234.5" in row
+    assert "123.4 / 12345.6" in row and "1234.57" in row

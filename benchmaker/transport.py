@@ -70,8 +70,11 @@ class _AiohttpResponse:
         return self
 
     async def __anext__(self) -> bytes:
+        content = self._resp.content
+        if content.at_eof():  # the body is complete and drained: no read that returns b""
+            raise StopAsyncIteration
         try:
-            data = await self._resp.content.readany()
+            data = await content.readany()
         except aiohttp.ClientPayloadError as exc:
             raise TransportError(f"response body cut: {exc}") from exc
         except (aiohttp.ClientError, ConnectionError, OSError) as exc:

@@ -44,6 +44,7 @@ import argparse
 import asyncio
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -120,29 +121,30 @@ async def _bare_loop(url: str, concurrency: int, seconds: float) -> tuple[int, f
         return n, time.perf_counter() - t0
 
 
-def bench_throughput(base: str, out: Path, seconds: float) -> dict[str, Any]:
+def bench_throughput(base: str, out: Path, seconds: float, pairs: int) -> dict[str, Any]:
     url = base + "/json"
     bare_rates, engine_rates, bare_cpu, engine_cpu = [], [], [], []
-    for rnd in (1, 2):
+    for rnd in range(1, pairs + 1):
         cpu0 = time.process_time()
         n, wall = uvloop.run(_bare_loop(url, 64, seconds))
         cpu = time.process_time() - cpu0
         bare_rates.append(n / wall)
         bare_cpu.append(n / cpu)
-        print(f"  round {rnd}: bare aiohttp {bare_rates[-1]:>8,.0f} req/s  {bare_cpu[-1]:>8,.0f} req per cpu s"
-              f"  ({1e6 / bare_cpu[-1]:.1f} us cpu/req, cpu util {cpu / wall:.2f})")
         runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=HttpWorkload(url))
         res = _run(runner)
         sc = res.summary["self_checks"]
         n_ok = res.summary["run"]["n_ok"]
         engine_rates.append(n_ok / sc["wall_s"])
         engine_cpu.append(n_ok / sc["client_cpu_s"])
-        print(f"           engine       {engine_rates[-1]:>8,.0f} req/s  {engine_cpu[-1]:>8,.0f} req per cpu s"
-              f"  ({1e6 / engine_cpu[-1]:.1f} us cpu/req, cpu util {sc['client_cpu_util']:.2f}; ok {n_ok:,} of "
-              f"{res.summary['run']['n_samples']:,}, connections {sc['connections_opened']})")
-    ratio = sum(engine_rates) / sum(bare_rates)
-    cpu_ratio = sum(engine_cpu) / sum(bare_cpu)
-    print(f"  ratio (sum engine / sum bare): {ratio:.3f} by wall time, {cpu_ratio:.3f} per client cpu s")
+        print(f"  pair {rnd}: bare {bare_rates[-1]:>7,.0f} req/s {bare_cpu[-1]:>7,.0f} per cpu s ({1e6 / bare_cpu[-1]:.1f} us,"
+              f" util {cpu / wall:.2f});  engine {engine_rates[-1]:>7,.0f} req/s {engine_cpu[-1]:>7,.0f} per cpu s"
+              f" ({1e6 / engine_cpu[-1]:.1f} us, util {sc['client_cpu_util']:.2f}, ok {n_ok:,} of"
+              f" {res.summary['run']['n_samples']:,}, conns {sc['connections_opened']});"
+              f"  ratio {engine_cpu[-1] / bare_cpu[-1]:.3f}")
+    ratio = statistics.median(e / b for e, b in zip(engine_rates, bare_rates))
+    cpu_ratio = statistics.median(e / b for e, b in zip(engine_cpu, bare_cpu))
+    print(f"  median of {pairs} pairs, engine / bare: {ratio:.3f} by wall time, {cpu_ratio:.3f} per client cpu s"
+          f" (engine {statistics.median(engine_cpu):,.0f}, bare {statistics.median(bare_cpu):,.0f} req per cpu s)")
     return {"ratio": ratio, "cpu_ratio": cpu_ratio}
 
 
@@ -153,32 +155,65 @@ def _chat(url: str) -> OpenAIChatWorkload:
     return OpenAIChatWorkload(url, "m", StaticDataset(["Say something long."]), max_tokens=SSE_CHUNKS)
 
 
-def bench_streaming(base: str, out: Path, seconds: float) -> dict[str, Any]:
-    runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=_chat(base + "/sse"))
+def _events_per_cpu_s(runner: BenchRunner) -> tuple[float, float, int]:
+    """(token events per client cpu s, per wall s, ok streams) of one run."""
     res = _run(runner)
     sc = res.summary["self_checks"]
     n_ok, events = _ok_token_events(res)
-    per_cpu = events / sc["client_cpu_s"]
-    per_wall = events / sc["wall_s"]
-    print(f"  aiohttp, closed:64: {n_ok:,} ok streams of {res.summary['run']['n_samples']:,}, {events:,} token events,"
-          f" cpu {sc['client_cpu_s']:.2f} s, wall {sc['wall_s']:.2f} s")
-    print(f"    {per_cpu:>10,.0f} events/s per core (cpu s)   {per_wall:>10,.0f} events/s per wall s"
-          f"   ({n_ok / sc['wall_s']:,.0f} streams/s)")
-    figures = {"per_cpu": per_cpu, "per_wall": per_wall}
+    return events / sc["client_cpu_s"], events / sc["wall_s"], n_ok
+
+
+def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[str, Any]:
     body = sse_body(SSE_CHUNKS)
-    for name, chunks in (("4 reads", split_even(body, 4)), ("1 event/read", sse_events(SSE_CHUNKS))):
-        runner = BenchRunner(
-            BenchConfig(load="closed:1", duration_s=min(seconds, 3.0), out_dir=out),
-            workload=_chat("http://null/v1/chat/completions"), transport=NullTransport(chunks=tuple(chunks)),
-        )
+    null = {"4 reads": tuple(split_even(body, 4)), "1 event/read": tuple(sse_events(SSE_CHUNKS))}
+
+    def null_runner(chunks: tuple[bytes, ...]) -> BenchRunner:
+        return BenchRunner(BenchConfig(load="closed:1", duration_s=seconds, out_dir=out),
+                           workload=_chat("http://null/v1/chat/completions"), transport=NullTransport(chunks=chunks))
+
+    real, real_wall, null4, null1 = [], [], [], []
+    for rnd in range(1, pairs + 1):
+        runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=_chat(base + "/sse"))
+        per_cpu, per_wall, n_ok = _events_per_cpu_s(runner)
+        real.append(per_cpu)
+        real_wall.append(per_wall)
+        null4.append(_events_per_cpu_s(null_runner(null["4 reads"]))[0])
+        print(f"  pair {rnd}: aiohttp closed:64 {per_cpu:>9,.0f} events per cpu s ({per_wall:,.0f} per wall s, {n_ok:,}"
+              f" streams);  NullTransport 4 reads {null4[-1]:>9,.0f};  ratio {per_cpu / null4[-1]:.3f}")
+    null1.append(_events_per_cpu_s(null_runner(null["1 event/read"]))[0])
+    ratio = statistics.median(r / n for r, n in zip(real, null4))
+    print(f"  median of {pairs} pairs, real I/O / null (4 reads) events per cpu s: {ratio:.3f};"
+          f" NullTransport 1 event/read: {null1[0]:,.0f} events per cpu s")
+    return {"per_cpu": statistics.median(real), "per_wall": statistics.median(real_wall),
+            "null_4 reads": statistics.median(null4), "null_1 event/read": null1[0], "ratio": ratio}
+
+
+# -- profile -------------------------------------------------------------------------------
+
+
+def profile_runs(base: str, out: Path, seconds: float, top: int) -> None:
+    """cProfile one engine run of each kind (figure 1's non-streaming closed:64, figure
+    2's streaming closed:64) and print the top `top` functions by own time."""
+    import cProfile
+    import io
+    import pstats
+
+    for name, workload in (("non-streaming GET /json", HttpWorkload(base + "/json")),
+                           ("streaming POST /sse", _chat(base + "/sse"))):
+        runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=workload)
+        prof = cProfile.Profile()
+        prof.enable()
         res = _run(runner)
-        sc = res.summary["self_checks"]
-        n_ok, events = _ok_token_events(res)
-        rate = events / sc["client_cpu_s"]
-        print(f"  NullTransport, {name:<12}: {n_ok:,} streams, {rate:>10,.0f} events/s per core   "
-              f"{events / sc['wall_s']:>10,.0f} per wall s")
-        figures[f"null_{name}"] = rate
-    return figures
+        prof.disable()
+        buf = io.StringIO()
+        stats = pstats.Stats(prof, stream=buf)
+        stats.sort_stats("tottime").print_stats(top)
+        lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
+        head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
+        print(f"  {name}: {res.summary['run']['n_ok']:,} ok requests under cProfile; top {top} by own time"
+              f" (the run summary's SQL after the run is included)")
+        for ln in lines[head : head + top + 1]:
+            print("    " + ln.replace(str(REPO) + "/", "").replace(sys.prefix + "/", ""))
 
 
 # -- 3. constant 1,000 req/s ---------------------------------------------------------
@@ -317,7 +352,13 @@ def bench_memory(base: str, out: Path, seconds: float) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seconds", type=float, default=5.0, help="length of each timed run (default 5)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="length of figures 3-4's timed runs (default 5)")
+    ap.add_argument("--pair-seconds", type=float, default=1.5,
+                    help="length of each run of figures 1-2's pairs (default 1.5)")
+    ap.add_argument("--pairs", type=int, default=9, help="pairs of runs in figures 1-2 (default 9)")
+    ap.add_argument("--figures", default="1,2,3,4,profile",
+                    help="comma-separated figures to run (default all: 1,2,3,4,profile)")
+    ap.add_argument("--profile-top", type=int, default=25, help="profile entries printed per run (default 25)")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate CPUs")
     ap.add_argument("--keep", type=Path, default=None, help="write run bundles here (default: a temp dir, removed)")
     args = ap.parse_args()
@@ -335,39 +376,63 @@ def main() -> int:
     out = args.keep or Path(tmp.name)  # type: ignore[union-attr]
     started = time.perf_counter()
     try:
-        print("1. non-streaming throughput, concurrency 64, GET /json")
-        thr = bench_throughput(base, out, args.seconds)
-        print(f"2. streaming, {SSE_CHUNKS} content chunks per response")
-        st = bench_streaming(base, out, args.seconds)
+        todo = set(args.figures.split(","))
+        thr = st = const = mem = None
+        if "1" in todo:
+            print(f"1. non-streaming throughput, concurrency 64, GET /json, {args.pairs} pairs of"
+                  f" {args.pair_seconds:g} s runs")
+            thr = bench_throughput(base, out, args.pair_seconds, args.pairs)
+        if "2" in todo:
+            print(f"2. streaming, {SSE_CHUNKS} content chunks per response, {args.pairs} pairs of"
+                  f" {args.pair_seconds:g} s runs")
+            st = bench_streaming(base, out, args.pair_seconds, args.pairs)
+        if "profile" in todo:
+            print("profile (cProfile, client pinned as in 1-2)")
+            profile_runs(base, out, args.pair_seconds, args.profile_top)
         if pin:  # latency and memory: let the scheduler place both (a pinned CPU shared
             # with other work stalls the server for a time slice)
             os.sched_setaffinity(0, set(cpus))
             os.sched_setaffinity(proc.pid, set(cpus))
-        print("3. constant 1,000 req/s, GET /json, client and server unpinned")
-        const = bench_constant(base, out, args.seconds)
-        print(f"4. memory, {HOLD_STREAMS:,} open streams")
-        mem = bench_memory(base, out, args.seconds)
+        if "3" in todo:
+            print("3. constant 1,000 req/s, GET /json, client and server unpinned")
+            const = bench_constant(base, out, args.seconds)
+        if "4" in todo:
+            print(f"4. memory, {HOLD_STREAMS:,} open streams")
+            mem = bench_memory(base, out, args.seconds)
     finally:
         proc.terminate()
         proc.wait()
         if tmp is not None:
             tmp.cleanup()
-    rows = [
-        ("non-streaming throughput / bare aiohttp", thr["ratio"], ">= 0.85", thr["ratio"] >= 0.85, "{:.3f}"),
-        ("non-streaming, per client cpu s / bare aiohttp", thr["cpu_ratio"], ">= 0.85", thr["cpu_ratio"] >= 0.85,
-         "{:.3f}"),
-        ("streaming events/s per core (aiohttp)", st["per_cpu"], ">= 60,000", st["per_cpu"] >= 60_000, "{:,.0f}"),
-        ("streaming events/s per wall s (aiohttp)", st["per_wall"], "-", None, "{:,.0f}"),
-        ("streaming events/s per core (null, 4 reads)", st["null_4 reads"], "-", None, "{:,.0f}"),
-        ("streaming events/s per core (null, 1 ev/read)", st["null_1 event/read"], "-", None, "{:,.0f}"),
-        ("idle event loop lag p99 (ms): noise floor", const["idle_lag_p99"], "-", None, "{:.3f}"),
-        ("E2E p99 at 1,000 req/s (ms), best of 2", const["e2e_p99"], "<= 2", const["e2e_p99"] <= 2.0, "{:.3f}"),
-        ("schedule lag p99 at 1,000 req/s (ms), best of 2", const["lag_p99"], "<= 2", const["lag_p99"] <= 2.0, "{:.3f}"),
-        ("  reference: bare aiohttp E2E p99, best of 2", const["bare_e2e_p99"], "-", None, "{:.3f}"),
-        ("  reference: bare aiohttp send lag p99, best of 2", const["bare_lag_p99"], "-", None, "{:.3f}"),
-        ("memory per in-flight stream (KB)", mem["kb_per_stream"], "<= 32",
-         mem["kb_per_stream"] is not None and mem["kb_per_stream"] <= 32, "{:.1f}"),
-    ]
+    rows = []
+    if thr is not None:
+        rows += [
+            ("non-streaming req/s / bare aiohttp, median of pairs", thr["ratio"], ">= 0.85", thr["ratio"] >= 0.85,
+             "{:.3f}"),
+            ("non-streaming per client cpu s / bare aiohttp, median", thr["cpu_ratio"], ">= 0.95",
+             thr["cpu_ratio"] >= 0.95, "{:.3f}"),
+        ]
+    if st is not None:
+        rows += [
+            ("streaming events/s per core (aiohttp)", st["per_cpu"], ">= 60,000", st["per_cpu"] >= 60_000, "{:,.0f}"),
+            ("streaming events/s per wall s (aiohttp)", st["per_wall"], "-", None, "{:,.0f}"),
+            ("streaming events/s per core (null, 4 reads)", st["null_4 reads"], "-", None, "{:,.0f}"),
+            ("streaming real I/O / null per core, median of pairs", st["ratio"], ">= 0.95", st["ratio"] >= 0.95,
+             "{:.3f}"),
+            ("streaming events/s per core (null, 1 ev/read)", st["null_1 event/read"], "-", None, "{:,.0f}"),
+        ]
+    if const is not None:
+        rows += [
+            ("idle event loop lag p99 (ms): noise floor", const["idle_lag_p99"], "-", None, "{:.3f}"),
+            ("E2E p99 at 1,000 req/s (ms), best of 2", const["e2e_p99"], "<= 2", const["e2e_p99"] <= 2.0, "{:.3f}"),
+            ("schedule lag p99 at 1,000 req/s (ms), best of 2", const["lag_p99"], "<= 2", const["lag_p99"] <= 2.0,
+             "{:.3f}"),
+            ("  reference: bare aiohttp E2E p99, best of 2", const["bare_e2e_p99"], "-", None, "{:.3f}"),
+            ("  reference: bare aiohttp send lag p99, best of 2", const["bare_lag_p99"], "-", None, "{:.3f}"),
+        ]
+    if mem is not None:
+        rows.append(("memory per in-flight stream (KB)", mem["kb_per_stream"], "<= 32",
+                     mem["kb_per_stream"] is not None and mem["kb_per_stream"] <= 32, "{:.1f}"))
     print(f"\n{'figure':<50} {'value':>12} {'target':>10}  result")
     for name, value, target, ok, fmt in rows:
         shown = fmt.format(value) if value is not None else "n/a"

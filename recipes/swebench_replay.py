@@ -145,7 +145,7 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
     run_dir = Path(out["run_dir"])
     console.print(f"run bundle: {run_dir}")
     console.print(f"warehouse:  {out['warehouse']}  (benchmaker sql \"SELECT * FROM v_sweep_summary "
-                  f"WHERE run_id = '{out['run_id']}'\")")
+                  f"WHERE run_id = '{out['run_id']}' ORDER BY target_concurrency\")")
     report = run_dir / "report.html"
     console.print(f"report:     {report if report.is_file() else '(not written)'}")
 

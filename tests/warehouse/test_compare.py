@@ -105,3 +105,14 @@ def test_cli_prints_one_block_per_point_and_the_warnings(warehouse: Path, capsys
     rows = json.loads(captured.out)
     assert {r["point_key"] for r in rows} == {"concurrency=1"} and len(rows) == 5
     assert "warning: workloads differ: config latency" in captured.err
+
+
+def test_report_lists_sweep_points_by_number(warehouse: Path) -> None:
+    from warehouse.report import collect_report_data
+
+    con = open_readonly(warehouse)
+    try:
+        sweep = collect_report_data(con, "base").sweep
+    finally:
+        con.close()
+    assert [r["sweep_point"] for r in sweep] == ["c1", "c4", "c16"]  # as text: c1, c16, c4

@@ -112,6 +112,8 @@ def _http_url(value: str) -> str:
 
 # An absolute http(s) URL (checked at load, not per request).
 HttpUrlText = Annotated[str, AfterValidator(_http_url)]
+# The same or None; "" (e.g. an unset `${FLASH_URL:-}`) is None.
+OptionalHttpUrl = Annotated[HttpUrlText | None, BeforeValidator(lambda v: None if v == "" else v)]
 
 
 def host_in_flight_limit() -> tuple[int, str]:
@@ -168,6 +170,9 @@ def check_output_file(path: Path, what: str = "output") -> Path:
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{what}: {path} is a directory; give a file name")
+    base = _nearest_existing(path.absolute().parent)
+    if not base.is_dir():
+        raise ConfigError(f"{what}: {path} is under a file ({base}), not a directory")
     check_output_dir(path.absolute().parent, what)
     if path.exists() and not os.access(path, os.W_OK):
         raise ConfigError(f"{what}: {path}: cannot write (permission denied)")

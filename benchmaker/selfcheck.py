@@ -68,13 +68,32 @@ class LoopLagMonitor:
         }
 
 
+def service_error_rate(run: dict[str, Any]) -> float | None:
+    """Share of sent requests the service failed: (n_sent - n_ok - n_graded_wrong) /
+    n_sent, None when nothing was sent. A graded_wrong answer is a response the endpoint
+    delivered (its quality is the accuracy figure), so it is not a service error here;
+    every other non-ok outcome is (http/transport/protocol errors, timeouts, empty
+    output, grading errors, cancelled and dropped requests)."""
+    sent = run.get("n_sent") or 0
+    if not sent:
+        return None
+    return (sent - (run.get("n_ok") or 0) - (run.get("n_graded_wrong") or 0)) / sent
+
+
+def _failure_kinds(run: dict[str, Any]) -> str:
+    kinds = ("transport_error", "timeout", "http_error", "protocol_error", "empty_output", "grading_error",
+             "cancelled", "dropped")
+    return ", ".join(f"{run[f'n_{k}']} {k}" for k in kinds if run.get(f"n_{k}")) or "none by kind"
+
+
 def verdict(
     run: dict[str, Any] | None, *, limits: Any, open_loop: bool, target_concurrency: int | None,
     loop_lag: dict[str, Any], interrupted: bool, worker_failures: list[str] | None = None,
 ) -> dict[str, Any]:
     """Decide whether a run measured what it claims.
 
-    Invalid when: no request succeeded; the error rate exceeds `limits.max_error_rate`;
+    Invalid when: no request succeeded; the service error rate (service_error_rate)
+    exceeds `limits.max_error_rate` (default 0.1: a target that died; 1 turns it off);
     open loop and the schedule-lag p99 exceeds `limits.max_schedule_lag_p99_ms` (client
     saturated); event-loop lag p99 exceeds `limits.max_loop_lag_p99_ms`; closed loop and
     the achieved max concurrency never reached the target; the run was interrupted; a
@@ -90,9 +109,12 @@ def verdict(
     if run is None or not run.get("n_ok"):
         reasons.append("no request succeeded")
     else:
-        err = run.get("error_rate")
-        if limits.max_error_rate is not None and err is not None and err > limits.max_error_rate:
-            reasons.append(f"error rate {err:.2%} exceeds max_error_rate {limits.max_error_rate:.2%}")
+        err = service_error_rate(run)
+        if limits.max_error_rate is not None and limits.max_error_rate < 1 and err is not None \
+                and err > limits.max_error_rate:
+            reasons.append(f"error rate {err:.2%} exceeds max_error_rate {limits.max_error_rate:.2%} "
+                           f"({run['n_sent'] - run['n_ok'] - (run.get('n_graded_wrong') or 0)} of "
+                           f"{run['n_sent']} requests failed: {_failure_kinds(run)})")
         lag = (run.get("schedule_lag_ms") or {}).get("p99")
         if open_loop and lag is not None and lag > limits.max_schedule_lag_p99_ms:
             reasons.append(

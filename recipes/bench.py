@@ -164,6 +164,8 @@ def _api_key(api_key: str | None, api_key_env: str | None) -> str | None:
 def _metrics_monitors(urls: list[str] | None, interval: str) -> list[Any]:
     """PrometheusMonitors of `--metrics-url` values, every `--metrics-interval`."""
     interval_s = parse_duration_s(interval, "--metrics-interval")
+    if interval_s <= 0:
+        raise ConfigError(f"--metrics-interval: expected a duration > 0 (got {interval!r})")
     return [PrometheusMonitor(u, interval_s=interval_s) for u in urls or []]
 
 

@@ -31,12 +31,18 @@ from recipes import prefect_server  # noqa: F401,E402
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI with `argv` (default sys.argv[1:]); returns the exit code."""
+    from cyclopts import CycloptsError
+
     from benchmaker.errors import BenchmakerError
 
     try:
-        result = app(argv if argv is not None else sys.argv[1:], result_action="return_value")
+        result = app(argv if argv is not None else sys.argv[1:], result_action="return_value",
+                     print_error=False, exit_on_error=False)
     except BenchmakerError as exc:
         print(f"benchmaker: error: {exc}", file=sys.stderr)
+        return 2
+    except CycloptsError as exc:  # a flag cyclopts could not parse: one line too, no panel
+        print(f"benchmaker: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)

@@ -14,6 +14,7 @@ from cyclopts import Parameter
 from rich.console import Console
 from rich.table import Table
 
+from benchmaker.config import check_output_file
 from recipes.app import app
 from replay.convert import ConvertReport, convert_paths
 from replay.errors import InputError
@@ -64,6 +65,7 @@ def convert(
         Skip and count bad records and files instead of failing (without it, every
         file that cannot be converted is named and the exit code is 2).
     """
+    check_output_file(output, "--output")
     try:
         report = convert_paths(list(logs), output, fmt=format, lenient=lenient)
     except InputError as exc:

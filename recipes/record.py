@@ -9,6 +9,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
+from benchmaker.config import check_output_file
 from recipes.app import app
 
 
@@ -45,6 +46,7 @@ def record(
     if not upstream.startswith(("http://", "https://")):
         raise ConfigError(f"--upstream: expected an http(s) URL (got {upstream!r})")
     try:
+        check_output_file(output, "--output")
         serve_recorder(upstream, output, host=host, port=port, text_actions=text_actions)
     except OSError as exc:
         raise ConfigError(f"record: {exc}") from exc

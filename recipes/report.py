@@ -13,6 +13,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
+from benchmaker.config import check_output_file
 from recipes.app import app
 from warehouse.connection import default_warehouse
 from warehouse.report import write_report
@@ -37,6 +38,7 @@ def report(
     output
         Where to write the HTML file.
     """
+    check_output_file(output, "--output")
     path = write_report(warehouse if warehouse is not None else default_warehouse(), run_id, output)
     print(f"wrote {path} (run {run_id})")
     return 0

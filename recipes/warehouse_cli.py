@@ -24,6 +24,7 @@ from cyclopts import Parameter
 from rich.console import Console
 from rich.table import Table
 
+from benchmaker.config import check_output_dir, check_output_file
 from recipes.app import app
 from warehouse.compare import compare_points
 from warehouse.connection import default_warehouse, open_readonly
@@ -254,6 +255,7 @@ def export(
     parquet
         Output directory.
     """
+    check_output_dir(parquet, "--parquet")
     con = open_readonly(_path(warehouse))
     parquet.mkdir(parents=True, exist_ok=True)
     try:
@@ -293,7 +295,7 @@ def load(
     token_events
         Also fill the token_events table (one row per token-bearing event).
     """
-    path = _path(warehouse)
+    path = check_output_file(_path(warehouse), "--warehouse")
     for run_dir in run_dirs:
         report = load_run(path, run_dir, token_events=token_events)
         rows = ", ".join(f"{t} {n}" for t, n in report.rows.items() if n)

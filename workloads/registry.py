@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from benchmaker.config import HttpUrlText
+from benchmaker.config import HttpUrlText, OptionalHttpUrl
 from benchmaker.errors import ConfigError
 from benchmaker.types import Workload
 from workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
@@ -135,7 +135,7 @@ class SandboxSpec(_Strict):
     command: str
     target: Literal["local", "flash"] = "local"
     mode: Literal["exec", "lifecycle"] = "exec"
-    url: HttpUrlText | None = None
+    url: OptionalHttpUrl = None
     sandbox_id: str | None = None
     image: str | None = None
     sandbox_type: str = ""
@@ -154,7 +154,7 @@ class AgentSpec(_Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     type: Literal["agent"]
     class_: str = Field(alias="class")
-    url: HttpUrlText | None = None
+    url: OptionalHttpUrl = None
     model: str | None = None
     api_key: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
@@ -186,7 +186,7 @@ class TraceReplaySpec(_Strict):
 
     type: Literal["trace-replay"]
     path: Path
-    url: HttpUrlText | None = None
+    url: OptionalHttpUrl = None
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
 

@@ -27,7 +27,7 @@ async def test_workspace_is_a_copy_and_diff_shows_edits_and_new_files(repo: Path
         assert (await sb.read_file("pkg/a.py")) == b"x = 1\n"
         await sb.write_file("pkg/a.py", b"x = 2\n")
         await sb.write_file("new/b.txt", b"hi\n")
-        await sb.exec("python -c 'import pkg' ; mkdir -p pkg/__pycache__ && touch pkg/__pycache__/a.pyc")
+        await sb.exec("python3 -c 'import pkg' ; mkdir -p pkg/__pycache__ && touch pkg/__pycache__/a.pyc")
         diff = await sb.diff()
     finally:
         await sb.close()
@@ -76,7 +76,7 @@ def _alive(pid: int) -> bool:
 async def test_output_truncated_in_the_middle_with_marker(repo: Path):
     sb = await LocalSandbox.create(repo, max_output_bytes=100)
     try:
-        res = await sb.exec("python -c \"print('a' * 500, end=''); print('b' * 500, end='')\"")
+        res = await sb.exec("python3 -c \"print('a' * 500, end=''); print('b' * 500, end='')\"")
     finally:
         await sb.close()
     # 1000 bytes written, cap 100: first 50 'a', marker naming 900 dropped bytes, last 50 'b'

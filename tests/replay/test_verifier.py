@@ -18,7 +18,7 @@ TASK_DIR = Path(__file__).resolve().parents[2] / "examples" / "tiny-task"
 def test_load_task_reads_task_json():
     t = load_task(TASK_DIR)
     assert (t.task_id, t.test_command, t.timeout_s, t.repo) == (
-        "tiny-task", "python -m pytest -q -p no:cacheprovider", 120.0, TASK_DIR)
+        "tiny-task", "python3 -m pytest -q -p no:cacheprovider", 120.0, TASK_DIR)
 
 
 def test_bad_task_file_names_field(tmp_path: Path):

@@ -1,0 +1,218 @@
+"""The break-it corpus (issue #14): bad input a hostile or careless user gives the CLI.
+
+Every case must exit 2 with one line on stderr that starts `benchmaker: error:` and
+names the flag or file:line:field, with no traceback, before any request is sent
+(the URL is the discard port: a case that ran would exit 0/1, not 2). Cases run
+through the real entry point `recipes.cli.main`, in process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from recipes.cli import main
+
+URL = "http://127.0.0.1:9/v1/chat/completions"
+LLM = ["llm", "--url", URL, "--model", "m"]
+ONE = ["--max-requests", "1"]
+
+# (case id, argv, a piece of the one-line message)
+CLI_CASES = [
+    ("closed-1e12", [*LLM, "--rate", "closed:1e12", *ONE], "--rate: rate spec 'closed:1e12': concurrency"),
+    ("closed-inf", [*LLM, "--rate", "closed:inf", *ONE], "--rate: rate spec 'closed:inf'"),
+    ("closed-nan", [*LLM, "--rate", "closed:nan", *ONE], "NaN is not a number"),
+    ("closed-half", [*LLM, "--rate", "closed:2.5", *ONE], "concurrency must be a whole number"),
+    ("closed-0", [*LLM, "--rate", "closed:0", *ONE], "--rate:"),
+    ("closed-neg-think", [*LLM, "--rate", "closed:2:-1s", *ONE], "--rate:"),
+    ("poisson-0", [*LLM, "--rate", "poisson:0", *ONE], "rate must be > 0"),
+    ("poisson-neg", [*LLM, "--rate", "poisson:-3", *ONE], "rate must be > 0"),
+    ("poisson-1e12", [*LLM, "--rate", "poisson:1e12", *ONE], "<= 1e+06 req/s"),
+    ("poisson-nan", [*LLM, "--rate", "poisson:nan", *ONE], "NaN is not a number"),
+    ("constant-inf-no-max", [*LLM, "--rate", "constant:inf", "--duration", "5s"], "needs max_requests"),
+    ("gamma-burst-0", [*LLM, "--rate", "gamma:5:0", *ONE], "burstiness must be > 0"),
+    ("gamma-burst-nan", [*LLM, "--rate", "gamma:5:nan", *ONE], "NaN is not a number"),
+    ("ramp-zero-duration", [*LLM, "--rate", "ramp:1..5@0s", *ONE], "ramp: needs"),
+    ("stages-zero", [*LLM, "--rate", "stages:1,2@0s"], "stage duration must be > 0"),
+    ("stages-empty", [*LLM, "--rate", "stages:@5s"], "--rate:"),
+    ("unknown-model", [*LLM, "--rate", "posson:5", *ONE], "unknown load model 'posson'"),
+    ("no-colon", [*LLM, "--rate", "5", *ONE], "--rate: rate spec '5'"),
+    ("trace-missing", [*LLM, "--rate", "trace:/nonexistent/t.txt", *ONE], "cannot read"),
+    ("duration-0", [*LLM, "--duration", "0s"], "--duration: Input should be greater than 0"),
+    ("duration-neg", [*LLM, "--duration", "-5"], "--duration:"),
+    ("duration-inf", [*LLM, "--duration", "inf"], "--duration:"),
+    ("duration-nan", [*LLM, "--duration", "nan"], "--duration:"),
+    ("duration-1000-days", [*LLM, "--duration", "24000h"], "30 days"),
+    ("duration-words", [*LLM, "--duration", "ten seconds"], "--duration: expected a duration"),
+    ("no-end", [*LLM, "--rate", "poisson:5"], "give duration_s or max_requests"),
+    ("warmup-too-long", [*LLM, "--duration", "5s", "--warmup", "5s"], "must be shorter"),
+    ("max-requests-0", [*LLM, "--max-requests", "0"], "--max-requests: Input should be greater than or equal to 1"),
+    ("max-requests-huge", [*LLM, "--max-requests", "99999999999"], "--max-requests:"),
+    ("max-tokens-neg", [*LLM, "--max-tokens", "-1", *ONE], "--max-tokens: expected 1..10000000"),
+    ("temperature-nan", [*LLM, "--temperature", "nan", *ONE], "--temperature:"),
+    ("input-words-0", [*LLM, "--input-words", "0", *ONE], "--input-words:"),
+    ("slo-nan", [*LLM, "--slo-ttft-ms", "nan", *ONE], "--slo-ttft-ms: Input should be a finite number"),
+    ("slo-neg", [*LLM, "--slo-ttft-ms", "-5", *ONE], "--slo-ttft-ms: Input should be greater than 0"),
+    ("slo-inf", [*LLM, "--slo-e2e-ms", "inf", *ONE], "--slo-e2e-ms:"),
+    ("error-rate-5", [*LLM, "--max-error-rate", "5", *ONE], "--max-error-rate: Input should be less than or equal to 1"),
+    ("error-rate-neg", [*LLM, "--max-error-rate", "-0.1", *ONE], "--max-error-rate:"),
+    ("error-rate-nan", [*LLM, "--max-error-rate", "nan", *ONE], "--max-error-rate:"),
+    ("ttft-timeout-0", [*LLM, "--ttft-timeout", "0", *ONE], "--ttft-timeout: Input should be greater than 0"),
+    ("total-timeout-neg", [*LLM, "--total-timeout=-1s", *ONE], "--total-timeout:"),
+    ("missing-value", [*LLM, "--total-timeout"], "--total-timeout requires an argument"),
+    ("unknown-flag", [*LLM, "--bogus", "1"], "Unknown option"),
+    ("missing-url", ["llm", "--model", "m"], "--url"),
+    ("workers-100000", [*LLM, "--workers", "100000", *ONE], "--workers: Input should be less than or equal to 256"),
+    ("workers-0", [*LLM, "--workers", "0", *ONE], "--workers:"),
+    ("workers-word", [*LLM, "--workers", "many", *ONE], "--workers:"),
+    ("max-in-flight-0", [*LLM, "--max-in-flight", "0", *ONE], "--max-in-flight:"),
+    ("max-in-flight-huge", [*LLM, "--rate", "poisson:5", "--max-in-flight", "999999999", *ONE],
+     "more than this host can hold in flight"),
+    ("overflow-bogus", [*LLM, "--overflow", "bogus", *ONE], "--overflow:"),
+    ("transport-bogus", [*LLM, "--transport", "bogus", *ONE], "--transport:"),
+    ("seed-neg", [*LLM, "--seed", "-1", *ONE], "--seed:"),
+    ("label-control", [*LLM, "--label", "a\x1bb", *ONE], "--label: expected printable text"),
+    ("api-bogus", [*LLM, "--api", "bogus", *ONE], "--api: expected chat or completions"),
+    ("metrics-interval-0", [*LLM, "--metrics-url", "http://127.0.0.1:9/metrics", "--metrics-interval", "0s", *ONE],
+     "--metrics-interval:"),
+    ("metrics-url-ftp", [*LLM, "--metrics-url", "ftp://x/metrics", *ONE], "--metrics-url:"),
+    ("url-words", ["llm", "--url", "not a url", "--model", "m", *ONE], "--url: expected an http:// or https://"),
+    ("url-ftp", ["llm", "--url", "ftp://127.0.0.1/x", "--model", "m", *ONE], "--url: expected an http:// or https://"),
+    ("url-port-99999", ["llm", "--url", "http://127.0.0.1:99999/v1", "--model", "m", *ONE], "--url: not a valid URL"),
+    ("url-port-0", ["llm", "--url", "http://127.0.0.1:0/v1", "--model", "m", *ONE], "--url: port must be"),
+    ("url-no-host", ["llm", "--url", "http:///v1", "--model", "m", *ONE], "--url:"),
+    ("http-url-bad", ["http", "--url", "localhost:8000", *ONE], "--url:"),
+    ("http-header", ["http", "--url", "http://127.0.0.1:9/", "--header", "nocolon", *ONE], "--header:"),
+    ("http-duration-0", ["http", "--url", "http://127.0.0.1:9/", "--duration", "0"], "--duration:"),
+    ("sql-empty", ["sql", ""], "sql: empty query"),
+    ("sql-blank", ["sql", "  \n\t"], "sql: empty query"),
+]
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], code: int, piece: str) -> str:
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert "Traceback" not in out + err
+    assert err.startswith("benchmaker: error: ") and err.count("\n") == 1, err
+    assert piece in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv,piece", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
+def test_bad_cli_input_is_a_one_line_error_exit_2(argv, piece, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BENCHMAKER_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    if argv[0] == "sql":  # a real (empty) warehouse, so only the query is wrong
+        import duckdb
+
+        duckdb.connect(str(tmp_path / "w.duckdb")).close()
+    _one_line_error(capsys, main(argv), piece)
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+def _paths(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    return afile
+
+
+PATH_CASES = [
+    ("out-dir-under-file", lambda a: [*LLM, "--out-dir", f"{a}/runs", *ONE], "--out-dir:", "is under a file"),
+    ("out-dir-is-file", lambda a: [*LLM, "--out-dir", str(a), *ONE], "--out-dir:", "is a file"),
+    ("trace-is-dir", lambda a: [*LLM, "--record-trace", str(a.parent), *ONE], "--record-trace:", "is a directory"),
+    ("trace-under-file", lambda a: [*LLM, "--record-trace", f"{a}/t.jsonl", *ONE], "--record-trace:", "under a file"),
+    ("report-o-dir", lambda a: ["report", "r1", "-o", str(a.parent)], "--output:", "is a directory"),
+    ("report-o-under-file", lambda a: ["report", "r1", "-o", f"{a}/r.html"], "--output:", "under a file"),
+    ("convert-o-dir", lambda a: ["convert", str(a), "-o", str(a.parent)], "--output:", "is a directory"),
+    ("load-warehouse-under-file", lambda a: ["load", str(a.parent), "--warehouse", f"{a}/w.duckdb"],
+     "--warehouse:", "under a file"),
+    ("load-warehouse-dir", lambda a: ["load", str(a.parent), "--warehouse", str(a.parent)], "--warehouse:",
+     "is a directory"),
+    ("export-under-file", lambda a: ["export", "--parquet", f"{a}/pq"], "--parquet:", "under a file"),
+    ("sql-warehouse-dir", lambda a: ["sql", "SELECT 1", "--warehouse", str(a.parent)], "", "is a directory"),
+]
+
+
+@pytest.mark.parametrize("make,flag,piece", [c[1:] for c in PATH_CASES], ids=[c[0] for c in PATH_CASES])
+def test_bad_output_path_is_refused_before_any_work(make, flag, piece, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    afile = _paths(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    err = _one_line_error(capsys, main(make(afile)), piece)
+    assert flag in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing created
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_unwritable_out_dir_is_refused(tmp_path, monkeypatch, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    _one_line_error(capsys, main([*LLM, "--out-dir", str(locked / "runs"), *ONE]), "permission denied")
+
+
+BOMB = "\n".join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(8)]
+) + "\n"
+HTTP_WL = 'workload: {type: http, url: "http://127.0.0.1:9/"}\n'
+
+# (case id, YAML text, a piece of the message: the file name and line are checked too)
+YAML_CASES = [
+    ("billion-laughs", BOMB, ":6: YAML aliases expand to more than 100000 nodes"),
+    ("self-alias", "a: &a [*a]\n", ":1: YAML alias refers to itself"),
+    ("deep-nesting", "a: " + "[" * 2000 + "]" * 2000 + "\n", "YAML nested too deeply"),
+    ("run-id-traversal", "load: closed:1\nmax_requests: 1\nrun_id: ../../../tmp/x\n" + HTTP_WL,
+     ":3: run_id: use letters, digits"),
+    ("run-id-slash", "load: closed:1\nmax_requests: 1\nrun_id: a/b\n" + HTTP_WL, ":3: run_id:"),
+    ("duration-inf", "load: closed:1\nduration_s: .inf\n" + HTTP_WL, ":2: duration_s:"),
+    ("duration-nan", "load: closed:1\nduration_s: .nan\n" + HTTP_WL, ":2: duration_s:"),
+    ("closed-inf", "load: closed:inf\nmax_requests: 1\n" + HTTP_WL, ":1: load:"),
+    ("slo-nan", "load: closed:1\nmax_requests: 1\nslo: {ttft_ms: .nan}\n" + HTTP_WL, ":3: slo.ttft_ms:"),
+    ("error-rate-2", "load: closed:1\nmax_requests: 1\nchecks: {max_error_rate: 2}\n" + HTTP_WL,
+     ":3: checks.max_error_rate:"),
+    ("url-ftp", "load: closed:1\nmax_requests: 1\nworkload: {type: http, url: 'ftp://h/x'}\n", ":3: workload"),
+    ("url-port", "load: closed:1\nmax_requests: 1\nworkload: {type: http, url: 'http://h:70000/'}\n", ":3: workload"),
+    ("lane-name-slash", "duration_s: 1\nmix:\n  lanes:\n    - {name: ../x, rate: 'closed:1', "
+     "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n", "mix.lanes[0].name:"),
+    ("lane-inf-no-max", "duration_s: 1\nmix:\n  lanes:\n    - {name: a, rate: 'constant:inf', "
+     "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n", "needs max_requests"),
+    ("lane-concurrency-over-host", "duration_s: 1\nmix:\n  lanes:\n    - {name: a, rate: 'closed:999999', "
+     "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n", "more than this host can hold"),
+    ("unknown-key", "load: closed:1\nmax_requests: 1\nbogus: 1\n" + HTTP_WL, ":3: bogus: unknown key"),
+    ("not-a-mapping", "- 1\n- 2\n", ":1: expected a mapping"),
+    ("out-dir-under-file", "load: closed:1\nmax_requests: 1\nout_dir: afile/runs\n" + HTTP_WL, "out_dir: "),
+]
+
+
+@pytest.mark.parametrize("text,piece", [c[1:] for c in YAML_CASES], ids=[c[0] for c in YAML_CASES])
+def test_bad_run_file_is_a_file_line_error_exit_2(text, piece, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _paths(tmp_path)
+    run_yaml = tmp_path / "run.yaml"
+    run_yaml.write_text(text)
+    # the alias bomb is refused by counting, before it is expanded: no hang, no memory growth
+    err = _one_line_error(capsys, main(["run", str(run_yaml)]), piece)
+    assert str(run_yaml) in err
+    assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "tmp").exists()
+
+
+def test_no_example_runs_an_interpreter_named_python():
+    """A stock host may have only `python3` (issue #14): examples and tests use
+    `python3` or sys.executable, never a bare `python` command."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    bare = re.compile(r"""(?:["';]|&&)\s*python\s+-[cmu]\b""")  # a command string, not prose
+    offenders = [
+        f"{p.relative_to(root)}:{i}"
+        for base in ("examples", "tests")
+        for p in sorted((root / base).rglob("*"))
+        if p.suffix in (".yaml", ".yml", ".py", ".sh", ".json") and p.is_file() and p.name != Path(__file__).name
+        and "recordings" not in p.parts  # recorded agent actions are data, replayed as recorded
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if bare.search(line)
+    ]
+    assert offenders == [], f"bare `python` in {offenders}; use python3 or {sys.executable!r}"

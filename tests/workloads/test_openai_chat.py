@@ -296,6 +296,75 @@ def test_non_stream_without_generated_text_is_empty_output():
     assert s.outcome == "empty_output"
 
 
+def whole(obj) -> tuple[Sample, OpenAIChatParser]:
+    """Parse a non-streamed body `obj` (a dict, or bytes as sent)."""
+    p = OpenAIChatParser(stream=False)
+    s = Sample(run_id="t", seq=0)
+    p.feed(obj if isinstance(obj, bytes) else orjson.dumps(obj), 1, s)
+    p.finish(s)
+    return s, p
+
+
+def test_non_stream_refusal_is_ok_and_flagged():
+    s, p = whole({"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "refusal": "No."},
+                               "finish_reason": "stop"}]})
+    assert (s.outcome, s.refusal, s.output_chars, p.text, s.finish_class) == ("ok", True, 3, "", "stop")
+
+
+def test_non_stream_content_parts_and_reasoning_spellings_are_output():
+    msg = {"role": "assistant", "content": [{"type": "text", "text": "4"}], "reasoning": "2+2"}
+    s, p = whole({"choices": [{"index": 0, "message": msg, "finish_reason": "length"}]})
+    assert (s.outcome, s.output_chars, p.text, s.finish_reason, s.finish_class) == ("ok", 4, "4", "length", "length")
+
+
+def test_non_stream_abort_fails_even_with_text():
+    s, _ = whole({"choices": [{"index": 0, "message": {"content": "partial"}, "finish_reason": "abort"}]})
+    assert (s.outcome, s.finish_class, s.output_chars) == ("aborted", "abort", 7)
+    assert s.error == "finish_reason 'abort' (class abort): the server aborted the request"
+
+
+def test_first_failing_choice_decides_the_class_and_the_last_reason_is_kept():
+    # n=2: choice 1 errors, then choice 0 stops: the request failed (class error)
+    both = [{"index": 1, "delta": {}, "finish_reason": "error"}, {"index": 0, "delta": {}, "finish_reason": "stop"}]
+    s, _ = run([(1 * MS, chunk({"content": "x"}) + chunk(choices=both) + DONE)])
+    assert (s.outcome, s.finish_reason, s.finish_class) == ("aborted", "stop", "error")
+
+
+def test_cancelled_finish_after_tokens_is_aborted_not_ok():
+    s, _ = run([(1 * MS, chunk({"content": "x"})), (2 * MS, chunk({}, "cancelled") + DONE)])
+    assert (s.outcome, s.first_token_ns, s.finish_class) == ("aborted", 1 * MS, "cancelled")
+
+
+def test_no_finish_reason_gives_no_class_and_the_outcome_stays_ok():
+    s, _ = run([(1 * MS, chunk({"content": "x"}) + DONE)])
+    assert (s.outcome, s.finish_reason, s.finish_class) == ("ok", None, None)
+
+
+def test_surrogate_pair_split_across_events_is_joined():
+    hi = b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud83d"}}]}\n\n'
+    lo = b'data: {"choices":[{"index":0,"delta":{"content":"\\ude00b"}}]}\n\n'
+    s, p = run([(1 * MS, hi), (2 * MS, lo + chunk({}, "stop") + DONE)])
+    assert (s.outcome, p.text, s.n_token_events) == ("ok", "a\U0001F600b", 2)
+    assert s.output_chars == 3  # a + one emoji + b
+
+
+def test_lone_surrogate_is_kept_as_replacement_char_not_an_error():
+    s, p = run([(1 * MS, b'data: {"choices":[{"index":0,"delta":{"content":"x\\udc00"}}]}\n\n' + DONE)])
+    assert (s.outcome, p.text) == ("ok", "x\ufffd")
+
+
+def test_bad_json_with_a_surrogate_escape_is_still_a_protocol_error():
+    s, _ = run([(1 * MS, b'data: {"content": "\\ud83d"\n\n' + DONE)])
+    assert s.outcome == "protocol_error" and s.error.startswith("bad JSON in data line:")
+
+
+def test_utf8_bytes_split_across_reads_are_joined():
+    data = chunk({"content": "\u00e9\u4e2d\U0001F600"}) + DONE
+    at = data.index("\u4e2d".encode()) + 1  # inside the 3-byte sequence of U+4E2D
+    s, p = run([(1 * MS, data[:at]), (2 * MS, data[at:])])
+    assert (s.outcome, p.text, s.output_chars, s.token_event_ns) == ("ok", "\u00e9\u4e2d\U0001F600", 3, [2 * MS])
+
+
 # -- end to end through the scenario server ---------------------------------------------------------
 
 

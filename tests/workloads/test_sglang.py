@@ -146,6 +146,25 @@ def test_failed_streams_get_their_outcome(reads, outcome, error):
     assert s.outcome == outcome and s.error.startswith(error), s.error
 
 
+@pytest.mark.parametrize(
+    ("finish", "outcome", "cls"),
+    [({"type": "stop", "matched": 2}, "ok", "stop"), ({"type": "length", "length": 8}, "ok", "length"),
+     ("length", "ok", "length"), ({"type": "abort"}, "aborted", "abort")],
+)
+def test_finish_reason_is_classified_like_openai(finish, outcome, cls):
+    s, _ = run([(1, ev("a", 1) + ev("ab", 2, finish=finish) + DONE)])
+    assert (s.outcome, s.finish_class, s.n_token_events) == (outcome, cls, 2)
+
+
+def test_non_streamed_abort_is_aborted_with_its_message():
+    p = SGLangParser(stream=False)
+    s = Sample(run_id="t", seq=0)
+    p.feed(b'{"text": "a", "meta_info": {"finish_reason": {"type": "abort", "message": "OOM"}}}', 1, s)
+    p.finish(s)
+    assert (s.outcome, s.finish_class) == ("aborted", "abort")
+    assert s.error == "finish_reason 'abort' (class abort): the server aborted the request: OOM"
+
+
 def test_non_streamed_body_has_usage_and_no_timeline():
     p = SGLangParser(stream=False)
     s = Sample(run_id="t", seq=0)

@@ -65,6 +65,8 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         exit_status = exit_status or "Submitted"
     name = Path(ctx.path).name
     task_id = info.get("instance_id") if isinstance(info.get("instance_id"), str) else None
+    if task_id is None and isinstance(doc, dict) and isinstance(doc.get("instance_id"), str):
+        task_id = doc["instance_id"]  # 2.x writes it at the top level
     yield builder.build(
         0,
         task_id=task_id or (name[: -len(".traj.json")] if name.endswith(".traj.json") else None),

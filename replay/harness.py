@@ -1,8 +1,11 @@
 """The agent harness: plays episodes of recorded trajectories against any
 OpenAI-compatible endpoint (DESIGN §6, issue #3 item 4) and measures them (#6 item 2).
 
-    res = await run_episode(traj, "http://127.0.0.1:8000", mode="recorded")
-    run = await run_episodes(trajs, url, concurrency=5, out_dir=Path("out"), run_id="r1")
+    res = await run_episode(traj, "http://127.0.0.1:8000", mode="recorded", sample_sink=writer.write)
+    res.calls[0].sample          # the engine Sample of the first model call
+
+Many episodes run on the engine, an episode being its unit of work (issue #12):
+workloads.agent_episode.EpisodeWorkload, replay.point_run.run_point.
 
 Modes:
 - `recorded`: the request starts with the system prompt (when recorded), the first
@@ -53,7 +56,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from benchmaker.records import Outcome
+from benchmaker.records import Outcome, Sample
 from replay.episodes import Episode, TurnRecord
 from replay.model_client import ChatResult, ModelClient
 from replay.sandbox import Sandbox, SandboxError
@@ -66,6 +69,10 @@ MISS_BY_STATUS: dict[int, str] = {404: "unknown_key", 409: "beyond_turns", 412: 
 """Replay server status codes of a miss (replay/server.py docstring)."""
 
 SandboxFactory = Callable[[TaskSpec | None], Awaitable[Sandbox]]
+SampleSink = Callable[[Sample], None]
+"""Called with the engine Sample of each model call of an episode as it finishes (run_id,
+sweep_point, worker, lane "agent" and meta {episode_id, turn_index, miss_kind,
+trajectory_id} set; the sink gives it its seq and writes it)."""
 
 
 def local_sandbox_factory(**kwargs: Any) -> SandboxFactory:
@@ -143,8 +150,10 @@ class _Episode:
     """Book-keeping of one episode while it runs."""
 
     def __init__(self, trajectory: Trajectory, mode: str, run_id: str, sweep_point: str | None,
-                 concurrency: int | None, episode_id: str, worker: int, t0_ns: int):
+                 concurrency: int | None, episode_id: str, worker: int, t0_ns: int,
+                 sample_sink: SampleSink | None = None):
         self.t0 = t0_ns
+        self.sink = sample_sink
         self.ep = Episode(
             run_id=run_id, sweep_point=sweep_point, concurrency=concurrency, episode_id=episode_id,
             trajectory_id=trajectory.trajectory_id, task_id=task_id_of(trajectory), mode=mode,
@@ -174,6 +183,15 @@ class _Episode:
             byte_equal=byte_equal(call, recorded.response) if (recorded is not None and _served(call)) else None,
         )
         self.turns.append(rec)
+        s = call.sample
+        if call.t0_ns != self.t0:  # a client on another origin: the sample takes the episode's
+            _rebase(s, call.t0_ns - self.t0)
+            call.t0_ns = self.t0
+        s.run_id, s.sweep_point, s.worker, s.lane = ep.run_id, ep.sweep_point, ep.worker, "agent"
+        s.meta = {"episode_id": ep.episode_id, "turn_index": turn_index, "miss_kind": miss,
+                  "trajectory_id": ep.trajectory_id}
+        if self.sink is not None:
+            self.sink(s)
         return rec
 
     def finish(self, diff: str | None, verdict: Verdict | None) -> EpisodeResult:
@@ -196,10 +214,28 @@ class _Episode:
         return self.result
 
 
-def _served(call: ChatResult) -> bool:
-    """A complete response: ok, or empty_output (a recorded aborted turn with no
-    text is replayed as an empty response; the turn keeps outcome empty_output)."""
-    return call.outcome in (Outcome.OK.value, Outcome.EMPTY_OUTPUT.value)
+def _rebase(s: Sample, delta_ns: int) -> None:
+    """Shift every stamp of `s` by `delta_ns` (from one perf_counter_ns origin to another)."""
+    for name in ("intended_ns", "sent_ns", "first_byte_ns", "first_token_ns", "first_content_ns", "end_ns"):
+        v = getattr(s, name)
+        if v is not None:
+            setattr(s, name, v + delta_ns)
+    if s.token_event_ns is not None:
+        s.token_event_ns = [t + delta_ns for t in s.token_event_ns]
+
+
+SERVED_OUTCOMES = frozenset({Outcome.OK.value, Outcome.EMPTY_OUTPUT.value, "aborted"})
+"""Outcomes of a complete 2xx response, which the conversation goes on from: ok, and
+what a recording holds as such and the replay serves back faithfully: empty_output
+(an aborted turn without text) and aborted (a recorded `finish_reason: aborted`)."""
+
+
+def served(call: ChatResult) -> bool:
+    """Whether `call` got a complete response the episode goes on from (SERVED_OUTCOMES)."""
+    return call.outcome in SERVED_OUTCOMES
+
+
+_served = served
 
 
 def _fail_outcome(call: ChatResult) -> str:
@@ -273,6 +309,7 @@ async def run_episode(
     send_status_fields: bool = True,
     command: list[str] | None = None,
     command_timeout_s: float = 3600.0,
+    sample_sink: SampleSink | None = None,
 ) -> EpisodeResult:
     """Play one episode of `trajectory` against `base_url` (module docstring).
 
@@ -281,7 +318,8 @@ async def run_episode(
     `recorded` (then the final diff is of the untouched workspace). `task` gives the
     verifier's test command (verified when a sandbox exists and the mode is execute
     or command; else the recorded outcome is carried, `reverified` False).
-    `t0_ns`: the run's perf_counter_ns origin (default: now). Model-call failures and
+    `t0_ns`: the run's perf_counter_ns origin (default: now). `sample_sink` gets each
+    model call's engine Sample as the call finishes (SampleSink). Model-call failures and
     sandbox failures never raise: they end the episode with outcome "error"/"timeout"
     and `error` set. Raises ValueError for an unknown mode or a missing sandbox/command.
     """
@@ -292,9 +330,9 @@ async def run_episode(
     if mode == "command" and not command:
         raise ValueError("mode command needs a command")
     st = _Episode(trajectory, mode, run_id, sweep_point, concurrency, episode_id or uuid.uuid4().hex[:16],
-                  worker, time.perf_counter_ns() if t0_ns is None else t0_ns)
+                  worker, time.perf_counter_ns() if t0_ns is None else t0_ns, sample_sink)
     own_client = client is None
-    client = client or ModelClient(base_url, api_key=api_key, model=trajectory.model)
+    client = client or ModelClient(base_url, api_key=api_key, model=trajectory.model, t0_ns=st.t0)
     sb: Sandbox | None = None
     own_sb = False
     diff: str | None = None
@@ -419,7 +457,7 @@ class _MeasuringProxy:
     upstream HTTP error is answered with its status and body."""
 
     def __init__(self, base_url: str, st: _Episode, api_key: str | None):
-        self.client = ModelClient(base_url, api_key=api_key)
+        self.client = ModelClient(base_url, api_key=api_key, t0_ns=st.t0)
         self.st = st
         self.url = ""
 
@@ -434,28 +472,18 @@ class _MeasuringProxy:
         n_assistant = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
         s = self.client.stream(messages, stream=stream, **body)
         resp: web.StreamResponse | None = None
-        final: dict[str, Any] | None = None
-        async for chunk in s:
-            if not stream:
-                final = chunk
-                continue
+        async for data in s:  # relayed byte for byte as they arrive
             if resp is None:
-                resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+                resp = web.StreamResponse(status=s.status or 200, headers={
+                    "Content-Type": "text/event-stream" if stream else "application/json"})
                 await resp.prepare(request)
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            await resp.write(data)
         call = s.result
         self.st.add_call(call, n_assistant, None)
-        if call.outcome == Outcome.HTTP_ERROR.value:
-            return web.Response(status=call.status or 502, text=call.error or "", content_type="application/json")
-        if not stream:
-            if final is None:
-                return web.json_response({"error": {"message": call.error or call.outcome}}, status=502)
-            return web.json_response(final)
         if resp is None:
-            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-            await resp.prepare(request)
-        if call.done:
-            await resp.write(b"data: [DONE]\n\n")
+            if call.outcome == Outcome.HTTP_ERROR.value:
+                return web.Response(status=call.status or 502, text=call.error or "", content_type="application/json")
+            return web.json_response({"error": {"message": call.error or call.outcome}}, status=502)
         await resp.write_eof()
         return resp
 
@@ -476,7 +504,8 @@ class _MeasuringProxy:
 
 
 # ---------------------------------------------------------------------------------
-# Many episodes at concurrency C
+# Many episodes at concurrency C: the engine runs them (workloads.agent_episode,
+# replay.point_run); the proof below checks that C really ran together.
 
 
 @dataclass(slots=True)

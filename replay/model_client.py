@@ -1,31 +1,42 @@
-"""Streaming OpenAI chat client for the agent harness, measured (DESIGN §4, issue #6.2).
+"""Streaming OpenAI chat client for the agent harness, measured (DESIGN §4, issue #6.2, #12).
 
 `ModelClient.chat(messages)` posts `/v1/chat/completions` with aiohttp (`stream: true`,
-`stream_options.include_usage: true`), reassembles the assistant message and returns a
-`ChatResult`. `ModelClient.stream(messages)` yields each parsed chunk as it arrives and
-fills the same `ChatResult` (`.result`) as it goes.
+`stream_options.include_usage: true`) and returns a `ChatResult`: the assistant message
+as received (for the next request) and the call's engine `Sample` (one line of a
+point's samples.jsonl). `ModelClient.stream(messages)` yields each body read (bytes) as
+it arrives and fills the same `ChatResult` (`.result`) as it goes.
+
+One instrument (issue #12 item 2): the body is parsed by the engine's one OpenAI stream
+parser (workloads.openai_chat.OpenAIChatParser over benchmaker.sse.SSEParser), so a
+replayed turn and a `benchmaker llm` request follow the same rules: what a token is
+(TTFT), token event stamps (ITL), usage (with the DeepSeek cached-token fallback),
+finish_reason and the outcome (`protocol_error` for a stream cut before `[DONE]`,
+`empty_output` without a token; a non-streamed body has no token timeline, so no TTFT).
+This module only adds what a conversation needs and the engine does not keep: the
+assistant message of choice 0 (content, reasoning, tool calls reassembled by index,
+arguments byte-exact), the raw usage object and the model time.
 
 Model time: the time spent *inside the awaits* on the model's response: the await that
 sends the request and receives the status line + headers, and every await on a body
-read (`resp.content.readany()`). The time the consumer spends on what a chunk yields
+read (`resp.content.readany()`). The time the consumer spends on what a read yields
 (a tool run, logging, a 200 ms sleep) is outside those awaits and never counted. httpx's
 `Response.elapsed` stops at the stream's close, so it would include the consumer's time
 (STYLE §3); this client times the awaits themselves.
 
-Stamps are absolute `time.perf_counter_ns()` values:
+Stamps of the Sample are `time.perf_counter_ns() - t0_ns` (`ModelClient(t0_ns=...)`,
+the run's origin; default 0, i.e. absolute stamps), as the engine's:
 
     sent_ns           just before the request is handed to aiohttp
     first_byte_ns     the first body read returned
-    first_token_ns    the read carrying the first generated token of any kind returned:
+    first_token_ns    the read carrying the first token event (any generated text:
                       `content`, `reasoning_content`/`reasoning`, tool-call name or
-                      arguments; a role-only or empty delta is not a token (provider TTFT)
-    first_visible_ns  the read carrying the first non-empty `content` returned (what a
-                      user would see first; TTFC)
-    end_ns            the stream ended (`[DONE]` or EOF), or the call failed
+                      arguments; a role-only or empty delta is not a token)
+    first_content_ns  the read carrying the first non-empty `content` (TTFC)
+    token_event_ns    every token event's read stamp (ITL)
+    end_ns            the body ended, or the call failed
 
-SSE framing follows the WHATWG event-stream rules: lines end at CR, LF or CRLF only
-(never U+2028), `data:` lines of one event are joined with LF, `:` lines are comments,
-an empty line dispatches the event. Source: https://html.spec.whatwg.org/multipage/server-sent-events.html
+`ChatResult.sent_ns`, `first_token_ns`, `first_visible_ns` (= first_content), `end_ns`
+give the same stamps as absolute perf_counter_ns values.
 """
 
 from __future__ import annotations
@@ -37,10 +48,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
 
-from benchmaker.records import Outcome, TimeoutKind
+from benchmaker.records import Outcome, Sample, TimeoutKind
+from workloads.openai_chat import OpenAIChatParser
 
-_ERROR_BODY_LIMIT = 4000
+_ERROR_BODY_LIMIT = 4096  # as the engine's runner keeps of an error body
 
 
 @dataclass(slots=True)
@@ -55,42 +68,189 @@ class ToolCallDelta:
     arguments: str = ""
 
 
+class _MessageParser(OpenAIChatParser):
+    """The engine's OpenAI chat parser (token events, usage, finish_reason, outcome:
+    workloads/openai_chat.py), which also keeps the assistant message of choice 0:
+    `content`/`reasoning` (None when no delta carried the field, "" when deltas carried
+    it empty), `tool_calls` (reassembled by index) and the last raw `usage` object."""
+
+    __slots__ = ("content", "reasoning", "tool_calls", "raw_usage", "_whole")
+
+    def __init__(self, stream: bool = True) -> None:
+        super().__init__(stream)
+        self.content: str | None = None
+        self.reasoning: str | None = None
+        self.tool_calls: list[ToolCallDelta] = []
+        self.raw_usage: dict[str, Any] | None = None
+        self._whole: list[bytes] = []
+
+    def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
+        if not self.stream:
+            self._whole.append(data)
+        super().feed(data, t_ns, sample)
+
+    def finish(self, sample: Sample) -> None:
+        super().finish(sample)
+        if not self.stream:
+            try:
+                obj = orjson.loads(b"".join(self._whole))
+            except orjson.JSONDecodeError:
+                obj = None
+            self._whole = []
+            usage = obj.get("usage") if isinstance(obj, dict) else None
+            self.raw_usage = usage if isinstance(usage, dict) else None
+
+    def _chunk(self, choices: Any) -> bool:
+        token = super()._chunk(choices)
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._delta(delta)
+        return token
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        c = delta.get("content")
+        if isinstance(c, str):
+            self.content = (self.content or "") + c
+        for key in ("reasoning_content", "reasoning"):
+            rc = delta.get(key)
+            if isinstance(rc, str):
+                self.reasoning = (self.reasoning or "") + rc
+        for tcd in delta.get("tool_calls") or []:
+            if not isinstance(tcd, dict):
+                continue
+            idx = tcd.get("index", len(self.tool_calls))
+            tc = next((x for x in self.tool_calls if x.index == idx), None)
+            if tc is None:
+                tc = ToolCallDelta(index=idx)
+                self.tool_calls.append(tc)
+            if tcd.get("id"):
+                tc.id = tcd["id"]
+            if tcd.get("type"):
+                tc.type = tcd["type"]
+            fn = tcd.get("function") or {}
+            if isinstance(fn.get("name"), str):
+                tc.name += fn["name"]
+            if isinstance(fn.get("arguments"), str):
+                tc.arguments += fn["arguments"]
+
+    def _whole_body(self, choices: list[Any]) -> bool:
+        generated = super()._whole_body(choices)
+        ch = next((c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0), None)
+        msg = ch.get("message") if ch is not None else None
+        if isinstance(msg, dict):
+            if isinstance(msg.get("content"), str):
+                self.content = msg["content"]
+            for key in ("reasoning_content", "reasoning"):
+                if isinstance(msg.get(key), str):
+                    self.reasoning = msg[key]
+                    break
+            for i, tc in enumerate(msg.get("tool_calls") or []):
+                if not isinstance(tc, dict):
+                    continue
+                fn = tc.get("function") or {}
+                self.tool_calls.append(ToolCallDelta(
+                    index=i, id=tc.get("id"), type=tc.get("type", "function"),
+                    name=fn.get("name") or "", arguments=fn.get("arguments") or ""))
+        return generated
+
+    def stream_usage(self) -> dict[str, Any] | None:
+        """The last non-null `usage` object of the stream (the parser's rule)."""
+        usage = self._usage
+        return usage if isinstance(usage, dict) else None
+
+
 @dataclass(slots=True)
 class ChatResult:
-    """The outcome of one chat call.
+    """The outcome of one chat call: its engine `sample` and the assistant message.
 
-    `outcome` is a `benchmaker.records.Outcome` value: ok, http_error (status >= 400;
-    `error` holds the error body), transport_error, timeout (`timeout_kind` total or
-    idle), protocol_error (bad JSON, stream cut before `[DONE]`), empty_output (2xx
-    with no generated token and no tool call). `content`/`reasoning` are None when no
-    delta carried the field, "" when deltas carried it empty. `usage` is the server's
-    usage object, None when it sent none (never zeros). Times: see module docstring;
-    `model_time_ns` is the time spent inside the awaits on the response only.
-    `headers` keeps the response's `x-replay-*` headers (lower-cased names).
+    `sample` is a benchmaker.records.Sample whose outcome, status, stamps (offsets from
+    `t0_ns`), token events, usage, finish_reason and bytes follow the engine's rules
+    (module docstring); the caller fills run_id, seq, lane, sweep_point and meta before
+    writing it. `outcome` is an Outcome value: ok, http_error (status >= 400; `error`
+    holds the error body), transport_error, timeout (`timeout_kind` connect, total or
+    idle), protocol_error, empty_output. `content`/`reasoning` are None when no delta
+    carried the field, "" when deltas carried it empty. `usage` is the server's usage
+    object, None when it sent none (never zeros). `model_time_ns` is the time spent
+    inside the awaits on the response only. `headers` keeps the response's `x-replay-*`
+    headers (lower-cased names).
     """
 
-    status: int | None = None
-    outcome: str = Outcome.OK.value
-    timeout_kind: str | None = None
-    error: str | None = None
+    sample: Sample = field(default_factory=lambda: Sample(run_id="", seq=0, lane="agent"))
+    t0_ns: int = 0
     content: str | None = None
     reasoning: str | None = None
     tool_calls: list[ToolCallDelta] = field(default_factory=list)
-    finish_reason: str | None = None
     usage: dict[str, Any] | None = None
-    sent_ns: int = 0
-    first_byte_ns: int | None = None
-    first_token_ns: int | None = None
-    first_visible_ns: int | None = None
-    end_ns: int = 0
     model_time_ns: int = 0
-    n_chunks: int = 0
-    done: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+
+    # -- the sample's fields, under the names the harness reads -----------------------
+
+    @property
+    def status(self) -> int | None:
+        return self.sample.http_status
+
+    @property
+    def outcome(self) -> str:
+        return self.sample.outcome
+
+    @property
+    def timeout_kind(self) -> str | None:
+        return self.sample.timeout_kind
+
+    @property
+    def error(self) -> str | None:
+        return self.sample.error
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.sample.finish_reason
 
     @property
     def ok(self) -> bool:
-        return self.outcome == Outcome.OK.value
+        return self.sample.outcome == Outcome.OK.value
+
+    def _abs(self, offset: int | None) -> int | None:
+        return None if offset is None else offset + self.t0_ns
+
+    @property
+    def sent_ns(self) -> int:
+        """Absolute perf_counter_ns just before the request was sent."""
+        return self.sample.sent_ns + self.t0_ns  # type: ignore[operator]
+
+    @property
+    def first_byte_ns(self) -> int | None:
+        return self._abs(self.sample.first_byte_ns)
+
+    @property
+    def first_token_ns(self) -> int | None:
+        """Absolute stamp of the first token event (None: no token, or not streamed)."""
+        return self._abs(self.sample.first_token_ns)
+
+    @property
+    def first_visible_ns(self) -> int | None:
+        """Absolute stamp of the first non-empty `content` (TTFC)."""
+        return self._abs(self.sample.first_content_ns)
+
+    @property
+    def end_ns(self) -> int:
+        """Absolute perf_counter_ns when the body ended or the call failed."""
+        return self.sample.end_ns + self.t0_ns  # type: ignore[operator]
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return self.sample.prompt_tokens
+
+    @property
+    def output_tokens(self) -> int | None:
+        return self.sample.output_tokens
+
+    @property
+    def cached_tokens(self) -> int | None:
+        return self.sample.cached_tokens
 
     def message(self, *, include_reasoning: bool = True) -> dict[str, Any]:
         """The assistant message as received, in OpenAI request shape:
@@ -107,100 +267,19 @@ class ChatResult:
             ]
         return msg
 
-    def _usage_int(self, key: str) -> int | None:
-        if self.usage is None:
-            return None
-        v = self.usage.get(key)
-        return v if isinstance(v, int) else None
-
-    @property
-    def prompt_tokens(self) -> int | None:
-        return self._usage_int("prompt_tokens")
-
-    @property
-    def output_tokens(self) -> int | None:
-        return self._usage_int("completion_tokens")
-
-    @property
-    def cached_tokens(self) -> int | None:
-        if self.usage is None:
-            return None
-        details = self.usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-            return details["cached_tokens"]
-        return None
-
-
-class _SSEDecoder:
-    """Incremental event-stream decoder: `feed(bytes)` returns the `data` payloads of
-    the events completed by these bytes. Splits on CR, LF, CRLF only; a CR at the end
-    of a read waits for the next read (it may be the first half of a CRLF)."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._data: list[bytes] = []
-
-    def feed(self, data: bytes) -> list[str]:
-        self._buf += data
-        out: list[str] = []
-        buf = self._buf
-        start = 0
-        n = len(buf)
-        i = 0
-        while i < n:
-            c = buf[i]
-            if c == 0x0A or c == 0x0D:
-                if c == 0x0D:
-                    if i + 1 == n:
-                        break  # maybe CRLF split across reads
-                    end = i + 2 if buf[i + 1] == 0x0A else i + 1
-                else:
-                    end = i + 1
-                self._line(buf[start:i], out)
-                start = i = end
-                continue
-            i += 1
-        self._buf = buf[start:]
-        return out
-
-    def _line(self, line: bytes, out: list[str]) -> None:
-        if not line:
-            if self._data:
-                out.append(b"\n".join(self._data).decode("utf-8"))
-                self._data = []
-            return
-        if line.startswith(b":"):
-            return
-        name, sep, value = line.partition(b":")
-        if sep and value.startswith(b" "):
-            value = value[1:]
-        if name == b"data":
-            self._data.append(value)
-
-    def close(self) -> list[str]:
-        """Flush at EOF: a pending line and event (a stream without a final blank line)."""
-        out: list[str] = []
-        if self._buf:
-            self._line(self._buf.rstrip(b"\r"), out)
-            self._buf = b""
-        self._line(b"", out)
-        return out
-
-
-def _has_text(v: Any) -> bool:
-    return isinstance(v, str) and v != ""
-
 
 class ModelClient:
     """An OpenAI-compatible chat client bound to one base URL.
 
         client = ModelClient("http://127.0.0.1:8000", timeout_s=600.0)  # 600 s per call
         result = await client.chat([{"role": "user", "content": "hi"}])
+        result.sample.first_token_ns - result.sample.sent_ns   # TTFT in ns
         await client.aclose()
 
     `base_url` may end in `/v1` or not; requests go to `<base>/v1/chat/completions`.
     `api_key` becomes a bearer token. `timeout_s` bounds each whole call (total) and
     `idle_timeout_s` each body read; a fired deadline gives outcome `timeout`.
+    `t0_ns`: the perf_counter_ns origin of the samples' stamps (the run's t0).
     """
 
     def __init__(
@@ -212,6 +291,7 @@ class ModelClient:
         timeout_s: float = 600.0,
         idle_timeout_s: float | None = 300.0,
         session: aiohttp.ClientSession | None = None,
+        t0_ns: int = 0,
     ) -> None:
         base = base_url.rstrip("/")
         if base.endswith("/v1"):
@@ -219,6 +299,7 @@ class ModelClient:
         self.url = base + "/v1/chat/completions"
         self.api_key = api_key
         self.model = model
+        self.t0_ns = t0_ns
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_read=idle_timeout_s)
         self._session = session
         self._own_session = session is None
@@ -267,199 +348,100 @@ class ModelClient:
     def stream(
         self, messages: list[dict[str, Any]], *, stream: bool = True, model: str | None = None, **extra: Any
     ) -> ChatStream:
-        """A `ChatStream`: iterate it to get each parsed chunk (dict) as it arrives; its
-        `.result` is complete once the iteration ended."""
+        """A `ChatStream`: iterate it to get each body read (bytes) as it arrives (an
+        error body is not yielded); its `.result` is complete once the iteration ended."""
         payload = json.dumps(self.body(messages, stream=stream, model=model, **extra)).encode()
         return ChatStream(self, payload, stream)
 
 
 class ChatStream:
-    """Async iterator over the parsed chunks of one call; `.result` is the ChatResult.
+    """Async iterator over the body reads of one call; `.result` is the ChatResult.
     Model time is accumulated inside the awaits only (module docstring)."""
 
     def __init__(self, client: ModelClient, payload: bytes, stream: bool) -> None:
         self._client = client
         self._payload = payload
         self._stream = stream
-        self.result = ChatResult()
+        self.result = ChatResult(t0_ns=client.t0_ns)
+        self.status: int | None = None
 
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+    def __aiter__(self) -> AsyncIterator[bytes]:
         return self._run()
 
-    async def _run(self) -> AsyncIterator[dict[str, Any]]:
+    async def _run(self) -> AsyncIterator[bytes]:
         r = self.result
+        s = r.sample
         client = self._client
+        t0 = client.t0_ns
+        pc = time.perf_counter_ns
         headers = {"Content-Type": "application/json"}
         if client.api_key:
             headers["Authorization"] = f"Bearer {client.api_key}"
         session = client._get_session()
         resp: aiohttp.ClientResponse | None = None
-        r.sent_ns = t = time.perf_counter_ns()
+        parser = _MessageParser(stream=self._stream)
+        s.bytes_sent = len(self._payload)
+        finished = False
+        t = pc()
+        s.sent_ns = s.intended_ns = t - t0
         try:
             try:
                 resp = await session.post(client.url, data=self._payload, headers=headers, timeout=client.timeout)
             finally:
-                r.model_time_ns += time.perf_counter_ns() - t
-            r.status = resp.status
+                r.model_time_ns += pc() - t
+            s.http_status = self.status = resp.status
             r.headers = {k.lower(): v for k, v in resp.headers.items() if k.lower().startswith("x-replay-")}
             if resp.status >= 400:
-                t = time.perf_counter_ns()
+                t = pc()
                 try:
                     body = await resp.read()
                 finally:
-                    r.model_time_ns += time.perf_counter_ns() - t
-                r.outcome = Outcome.HTTP_ERROR.value
-                r.error = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace")
-                return
-            if not self._stream:
-                t = time.perf_counter_ns()
-                try:
-                    body = await resp.read()
-                finally:
-                    now = time.perf_counter_ns()
+                    now = pc()
                     r.model_time_ns += now - t
-                r.first_byte_ns = now
-                try:
-                    obj = json.loads(body)
-                except ValueError as exc:
-                    r.outcome = Outcome.PROTOCOL_ERROR.value
-                    r.error = f"response body is not JSON: {exc}"
-                    return
-                self._apply_message(obj, now)
-                r.done = True
-                yield obj
+                s.end_ns = now - t0
+                s.first_byte_ns = s.end_ns if body else None
+                s.bytes_received = len(body)
+                s.outcome = Outcome.HTTP_ERROR.value
+                s.error = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace") or f"HTTP {resp.status}"
+                finished = True
                 return
-            decoder = _SSEDecoder()
             content = resp.content
             while True:
-                t = time.perf_counter_ns()
+                t = pc()
                 try:
                     data = await content.readany()
                 finally:
-                    now = time.perf_counter_ns()
+                    now = pc()
                     r.model_time_ns += now - t
-                payloads = decoder.feed(data) if data else decoder.close()
-                if data and r.first_byte_ns is None:
-                    r.first_byte_ns = now
-                for p in payloads:
-                    if p.strip() == "[DONE]":
-                        r.done = True
-                        continue
-                    try:
-                        chunk = json.loads(p)
-                    except ValueError as exc:
-                        r.outcome = Outcome.PROTOCOL_ERROR.value
-                        r.error = f"event data is not JSON: {exc} (got {p[:200]!r})"
-                        return
-                    self._apply_chunk(chunk, now)
-                    yield chunk
                 if not data:
                     break
-            if not r.done:
-                r.outcome = Outcome.PROTOCOL_ERROR.value
-                r.error = "stream ended before [DONE]"
+                if s.bytes_received == 0:
+                    s.first_byte_ns = now - t0
+                s.bytes_received += len(data)
+                parser.feed(data, now - t0, s)
+                yield data
+            s.end_ns = pc() - t0
+            parser.finish(s)
+            finished = True
         except aiohttp.ConnectionTimeoutError:
-            r.outcome = Outcome.TIMEOUT.value
-            r.timeout_kind = TimeoutKind.CONNECT.value
-            r.error = "connect timeout"
+            s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.CONNECT.value, "connect timeout"
         except aiohttp.SocketTimeoutError:
-            r.outcome = Outcome.TIMEOUT.value
-            r.timeout_kind = TimeoutKind.IDLE.value
-            r.error = "idle timeout (no bytes within the read deadline)"
+            s.outcome, s.timeout_kind = Outcome.TIMEOUT.value, TimeoutKind.IDLE.value
+            s.error = "idle timeout (no bytes within the read deadline)"
         except TimeoutError:
-            r.outcome = Outcome.TIMEOUT.value
-            r.timeout_kind = TimeoutKind.TOTAL.value
-            r.error = "timeout"
+            s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.TOTAL.value, "timeout"
         except aiohttp.ClientPayloadError as exc:
-            r.outcome = Outcome.PROTOCOL_ERROR.value
-            r.error = f"{type(exc).__name__}: {exc}"
+            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
         except aiohttp.ClientError as exc:
-            r.outcome = Outcome.TRANSPORT_ERROR.value
-            r.error = f"{type(exc).__name__}: {exc}"
-        except UnicodeDecodeError as exc:
-            r.outcome = Outcome.PROTOCOL_ERROR.value
-            r.error = f"event data is not UTF-8: {exc}"
+            s.outcome, s.error = Outcome.TRANSPORT_ERROR.value, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a parser bug becomes a sample (as in the runner)
+            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
         finally:
             if resp is not None:
                 resp.release()
-            r.end_ns = time.perf_counter_ns()
-            if r.outcome == Outcome.OK.value and r.first_token_ns is None and not r.tool_calls:
-                r.outcome = Outcome.EMPTY_OUTPUT.value
-
-    def _token(self, now: int, visible: bool) -> None:
-        r = self.result
-        if r.first_token_ns is None:
-            r.first_token_ns = now
-        if visible and r.first_visible_ns is None:
-            r.first_visible_ns = now
-
-    def _apply_chunk(self, chunk: dict[str, Any], now: int) -> None:
-        r = self.result
-        r.n_chunks += 1
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            r.usage = usage
-        for choice in chunk.get("choices") or []:
-            if choice.get("finish_reason"):
-                r.finish_reason = choice["finish_reason"]
-            delta = choice.get("delta") or {}
-            c = delta.get("content")
-            if isinstance(c, str):
-                r.content = (r.content or "") + c
-                if c:
-                    self._token(now, visible=True)
-            for key in ("reasoning_content", "reasoning"):
-                rc = delta.get(key)
-                if isinstance(rc, str):
-                    r.reasoning = (r.reasoning or "") + rc
-                    if rc:
-                        self._token(now, visible=False)
-            for tcd in delta.get("tool_calls") or []:
-                idx = tcd.get("index", len(r.tool_calls))
-                tc = next((x for x in r.tool_calls if x.index == idx), None)
-                if tc is None:
-                    tc = ToolCallDelta(index=idx)
-                    r.tool_calls.append(tc)
-                if tcd.get("id"):
-                    tc.id = tcd["id"]
-                if tcd.get("type"):
-                    tc.type = tcd["type"]
-                fn = tcd.get("function") or {}
-                if _has_text(fn.get("name")):
-                    tc.name += fn["name"]
-                    self._token(now, visible=False)
-                if _has_text(fn.get("arguments")):
-                    tc.arguments += fn["arguments"]
-                    self._token(now, visible=False)
-
-    def _apply_message(self, obj: dict[str, Any], now: int) -> None:
-        """Non-streaming body: one `message` per choice 0."""
-        r = self.result
-        r.n_chunks = 1
-        if isinstance(obj.get("usage"), dict):
-            r.usage = obj["usage"]
-        choices = obj.get("choices") or []
-        if not choices:
-            return
-        ch = choices[0]
-        r.finish_reason = ch.get("finish_reason")
-        msg = ch.get("message") or {}
-        if isinstance(msg.get("content"), str):
-            r.content = msg["content"]
-            if r.content:
-                self._token(now, visible=True)
-        for key in ("reasoning_content", "reasoning"):
-            if isinstance(msg.get(key), str):
-                r.reasoning = msg[key]
-                if r.reasoning:
-                    self._token(now, visible=False)
-                break
-        for i, tc in enumerate(msg.get("tool_calls") or []):
-            fn = tc.get("function") or {}
-            r.tool_calls.append(
-                ToolCallDelta(
-                    index=i, id=tc.get("id"), type=tc.get("type", "function"),
-                    name=fn.get("name") or "", arguments=fn.get("arguments") or "",
-                )
-            )
-            self._token(now, visible=False)
+            if s.end_ns is None:
+                s.end_ns = pc() - t0
+            if not finished and s.outcome == Outcome.OK.value:  # cancelled, or the consumer stopped reading
+                s.outcome, s.error = Outcome.CANCELLED.value, "cancelled before the body ended"
+            r.content, r.reasoning, r.tool_calls = parser.content, parser.reasoning, parser.tool_calls
+            r.usage = parser.stream_usage() if self._stream else parser.raw_usage

@@ -10,7 +10,7 @@ import time
 import pytest
 from aiohttp import web
 
-from replay.model_client import ModelClient, _SSEDecoder
+from replay.model_client import ModelClient
 
 
 def _chunk(delta: dict | None = None, *, finish: str | None = None, usage: dict | None = None) -> bytes:
@@ -58,36 +58,41 @@ class ScriptServer:
         await self.runner.cleanup()
 
 
-async def _consume(url: str, pause_s: float) -> tuple[object, int]:
+async def _consume(url: str, pause_s: float) -> tuple[object, int, int]:
+    """(result, wall ns of the whole iteration, number of reads yielded)."""
     async with ModelClient(url) as client:
         s = client.stream([{"role": "user", "content": "hi"}])
         t0 = time.perf_counter_ns()
-        async for _chunk_obj in s:
+        reads = 0
+        async for _data in s:
+            reads += 1
             if pause_s:
                 await asyncio.sleep(pause_s)
-        return s.result, time.perf_counter_ns() - t0
+        return s.result, time.perf_counter_ns() - t0, reads
 
 
-# Nothing for 300 ms, then the role chunk, 5 content chunks, finish, usage and [DONE]
-# back to back: the model keeps us waiting 300 ms whatever the consumer does.
+# Nothing for 300 ms, then the role chunk, 5 content chunks 20 ms apart (so each is its
+# own read), finish, usage and [DONE]: the model keeps us waiting 300 + 100 ms whatever
+# the consumer does.
 _GOLDEN = [(0.3, _chunk({"role": "assistant"}))] + [
-    (0.0, _chunk({"content": f"t{i}"})) for i in range(5)
+    (0.02, _chunk({"content": f"t{i}"})) for i in range(5)
 ] + [(0.0, _chunk(finish="stop")), (0.0, _chunk(usage={"prompt_tokens": 3, "completion_tokens": 5})),
      (0.0, b"data: [DONE]\n\n")]
 
 
 async def test_model_time_ignores_consumer_pause_per_chunk():
     async with ScriptServer(_GOLDEN) as srv:
-        fast, _ = await _consume(srv.url, 0.0)
-        slow, slow_wall_ns = await _consume(srv.url, 0.2)
-    # 8 yielded chunks (role, 5 content, finish, usage) x 200 ms pause = 1.6 s + 300 ms TTFT
-    assert slow_wall_ns >= 1_900_000_000
-    # the model made us wait ~300 ms (server TTFT) both times; the pause is not model time
-    assert 300_000_000 <= fast.model_time_ns < 450_000_000
-    assert 300_000_000 <= slow.model_time_ns < 450_000_000
-    assert abs(slow.model_time_ns - fast.model_time_ns) < 100_000_000
+        fast, _, _ = await _consume(srv.url, 0.0)
+        slow, slow_wall_ns, reads = await _consume(srv.url, 0.2)
+    # every read yielded costs a 200 ms pause; the server's 300 ms come first
+    assert reads >= 1
+    assert slow_wall_ns >= 300_000_000 + reads * 200_000_000
+    # the model made us wait ~300 ms (server TTFT) + at most the 100 ms of gaps (which the
+    # pauses hide); the pauses are not model time
+    assert 300_000_000 <= fast.model_time_ns < 600_000_000
+    assert 300_000_000 <= slow.model_time_ns < 600_000_000
     # E2E of the paused call includes the pauses: that is what model time must not do
-    assert slow.end_ns - slow.sent_ns >= 1_900_000_000
+    assert slow.end_ns - slow.sent_ns >= 300_000_000 + reads * 200_000_000
     assert slow.content == "t0t1t2t3t4"
     assert slow.usage == {"prompt_tokens": 3, "completion_tokens": 5}
     assert slow.outcome == "ok"
@@ -102,7 +107,7 @@ async def test_role_only_chunk_is_not_first_token_and_visible_time_is_separate()
         (0.0, b"data: [DONE]\n\n"),
     ]
     async with ScriptServer(script) as srv:
-        res, _ = await _consume(srv.url, 0.0)
+        res, _, _ = await _consume(srv.url, 0.0)
     ttft_ms = (res.first_token_ns - res.sent_ns) / 1e6
     visible_ms = (res.first_visible_ns - res.sent_ns) / 1e6
     # role-only chunk at ~0 ms is no token; reasoning at 200 ms is; content at 400 ms is visible
@@ -126,7 +131,7 @@ async def test_tool_calls_reassembled_by_index_with_arguments_concatenated():
         (0.0, b"data: [DONE]\n\n"),
     ]
     async with ScriptServer(script) as srv:
-        res, _ = await _consume(srv.url, 0.0)
+        res, _, _ = await _consume(srv.url, 0.0)
     assert res.message() == {
         "role": "assistant",
         "content": None,
@@ -141,28 +146,15 @@ async def test_tool_calls_reassembled_by_index_with_arguments_concatenated():
 
 async def test_http_error_keeps_status_and_body():
     async with ScriptServer([], status=409) as srv:
-        res, _ = await _consume(srv.url, 0.0)
+        res, _, _ = await _consume(srv.url, 0.0)
     assert (res.outcome, res.status, res.error) == ("http_error", 409, '{"error": "nope"}')
 
 
 async def test_stream_cut_before_done_is_protocol_error_and_request_asks_for_usage():
     script = [(0.0, _chunk({"content": "partial"}))]
     async with ScriptServer(script) as srv:
-        res, _ = await _consume(srv.url, 0.0)
+        res, _, _ = await _consume(srv.url, 0.0)
         body = srv.bodies[0]
     assert res.outcome == "protocol_error"
     assert res.content == "partial"
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-
-
-@pytest.mark.parametrize("sep", [b"\n", b"\r\n", b"\r"])
-def test_sse_decoder_splits_on_cr_lf_crlf_only_across_reads(sep):
-    payload = '{"x": "a\u2028b"}'.encode()
-    stream = b": keep-alive" + sep + b"event: m" + sep + b"data: " + payload + sep + sep
-    stream += b"data: [DONE]" + sep + sep
-    dec = _SSEDecoder()
-    out: list[str] = []
-    for i in range(len(stream)):  # one byte per read: splits inside CRLF and UTF-8
-        out += dec.feed(stream[i : i + 1])
-    out += dec.close()
-    assert out == ['{"x": "a\u2028b"}', "[DONE]"]

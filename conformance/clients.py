@@ -33,20 +33,24 @@ request throughput = completed / (benchmark end - benchmark start).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import re
 import resource
+import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from conformance.venvs import REPO, venv_bin
 
-__all__ = ["ClientRun", "reset_prefix_cache", "run_ours", "run_vllm_bench", "write_prompts"]
+__all__ = ["ClientRun", "reset_prefix_cache", "run_ours", "run_vllm_bench", "url_process", "write_prompts"]
 
 _WORDS = ("cache token server request stream latency model prompt queue batch decode prefill "
           "kernel thread memory block page schedule worker client socket buffer bytes chunk event "
@@ -184,3 +188,36 @@ def run_vllm_bench(base_url: str, prompts: Path, *, n: int, concurrency: int, ou
         m[f"{key}_p50_ms"] = res.get(f"p50_{theirs}_ms", res.get(f"median_{theirs}_ms"))
         m[f"{key}_p99_ms"] = res.get(f"p99_{theirs}_ms")
     return ClientRun("vllm bench serve", m, cpu, wall, work / name, res)
+
+
+@contextlib.contextmanager
+def url_process(argv: list[str], *, log: Path, timeout_s: float = 60.0) -> Iterator[str]:
+    """Start a server process that prints its base URL as the first `http://` line of its
+    output (scenario_server, serve-replay, record, scripted_model), yield that URL, and
+    SIGTERM its process group on exit (SIGKILL after 10 s). Raises RuntimeError with the
+    output tail when it exits or prints no URL within `timeout_s`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=REPO)
+    try:
+        deadline = time.monotonic() + timeout_s
+        url = None
+        while url is None:
+            m = re.search(r"http://127\.0\.0\.1:\d+", log.read_text(errors="replace"))
+            if m:
+                url = m.group(0)
+            elif proc.poll() is not None or time.monotonic() > deadline:
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+                raise RuntimeError(f"{argv[0]} gave no URL (exit {proc.poll()}):\n{tail}")
+            else:
+                time.sleep(0.1)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

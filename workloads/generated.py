@@ -12,8 +12,8 @@ model's output. The fields of an OpenAI chat `delta` / `message`:
 
     content            a string, or a list of typed parts: `{"type": "text"|"output_text",
                        "text"}` is content, `{"type": "refusal", "refusal"}` a refusal, any
-                       other part's string under its own type name or under `text` is other
-                       output (`{"type": "thinking", "thinking"}`, `"reasoning_text"`)
+                       other part's string under its own type name or under `text` is
+                       reasoning (`{"type": "thinking", "thinking"}`, `"reasoning_text"`)
     reasoning_content  DeepSeek, SGLang, llama.cpp, vLLM before `reasoning`
     reasoning          OpenRouter, Ollama, Groq, newer vLLM
     reasoning_text     GitHub Copilot-style proxies
@@ -54,7 +54,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FINISH_CLASSES", "FINISH_FAILS", "Output", "finish_class", "finish_error", "message_output"]
+__all__ = [
+    "FINISH_CLASSES",
+    "FINISH_FAILS",
+    "Output",
+    "finish_class",
+    "finish_error",
+    "message_output",
+    "scan_output",
+]
 
 # finish class -> does it fail the request
 FINISH_FAILS: dict[str, bool] = {
@@ -108,18 +116,19 @@ def finish_error(reason: Any, cls: str) -> str:
 class Output:
     """The generated output of one delta or message.
 
-    content  its `content` text (string, or text parts joined), '' when none
-    chars    characters of every generated field (content, reasoning, refusal, tool
-             calls, transcript); > 0 exactly when the model generated something
-    refusal  it carried non-empty refusal text
+    content    its `content` text (string, or text parts joined), '' when none
+    chars      characters of every generated field (content, reasoning, refusal, tool
+               calls, transcript); > 0 exactly when the model generated something
+    refusal    it carried non-empty refusal text
+    reasoning  its reasoning text: the reasoning strings of every spelling joined, else
+               the texts of `reasoning_details`, plus content parts that are neither
+               text nor refusal (`thinking`, `reasoning_text`); '' when none
     """
 
     content: str = ""
     chars: int = 0
     refusal: bool = False
-
-
-_REASONING_KEYS = ("reasoning_content", "reasoning", "reasoning_text")
+    reasoning: str = ""
 
 
 def _s(value: Any, length: Callable[[str], int]) -> int:
@@ -160,54 +169,88 @@ def _part_text(part: dict[str, Any]) -> tuple[str, str]:
     return ("content" if kind in ("text", "output_text", None) else "other"), text
 
 
+# delta/message keys that carry generated output -> how to read them
+_CONTENT, _REASONING, _DETAILS, _REFUSAL, _TOOLS, _FUNCTION, _AUDIO = range(7)
+_FIELDS = {
+    "content": _CONTENT,
+    "reasoning_content": _REASONING,
+    "reasoning": _REASONING,
+    "reasoning_text": _REASONING,
+    "reasoning_details": _DETAILS,
+    "refusal": _REFUSAL,
+    "tool_calls": _TOOLS,
+    "function_call": _FUNCTION,
+    "audio": _AUDIO,
+}
+
+
+def scan_output(msg: dict[str, Any], length: Callable[[str], int] = len) -> tuple[str, int, bool, str]:
+    """`message_output` as a tuple `(content, chars, refusal, reasoning)`, for parsers'
+    hot loops (one pass over the keys; no object built)."""
+    content = reasoning = ""
+    chars = 0
+    refusal = False
+    thoughts: list[str] | None = None
+    details: Any = None
+    for key, value in msg.items():
+        kind = _FIELDS.get(key)
+        if kind is None or not value:
+            continue
+        if kind == _CONTENT:
+            if type(value) is str:
+                content = value
+                chars += length(value)
+            elif type(value) is list:
+                texts = []
+                for part in value:
+                    if type(part) is not dict:
+                        continue
+                    part_kind, text = _part_text(part)
+                    if not text:
+                        continue
+                    chars += length(text)
+                    if part_kind == "content":
+                        texts.append(text)
+                    elif part_kind == "refusal":
+                        refusal = True
+                    else:
+                        thoughts = [*(thoughts or ()), text]
+                content = "".join(texts)
+        elif kind == _REASONING:
+            if type(value) is str:
+                reasoning += value
+                chars += length(value)
+        elif kind == _DETAILS:
+            details = value
+        elif kind == _REFUSAL:
+            if type(value) is str:
+                refusal = True
+                chars += length(value)
+        elif kind == _TOOLS:
+            chars += _tool_chars(value, length)
+        elif kind == _FUNCTION:
+            if type(value) is dict:
+                chars += _s(value.get("name"), length) + _s(value.get("arguments"), length)
+        elif type(value) is dict:  # _AUDIO
+            chars += _s(value.get("transcript"), length)
+    if details is not None and not reasoning and type(details) is list:
+        for part in details:
+            if type(part) is dict:
+                text = _part_text(part)[1]
+                if text:
+                    reasoning += text
+                    chars += length(text)
+    if thoughts:
+        reasoning = "".join(thoughts) + reasoning
+    return content, chars, refusal, reasoning
+
+
 def message_output(msg: Any, length: Callable[[str], int] = len) -> Output:
     """Generated output of one chat `delta` (streamed) or `message` (whole body): see the
     module docstring for the fields. Anything that is not a dict yields Output().
 
     `length` counts the characters of one string (default `len`; a parser that decoded
     split surrogate pairs passes a counter that counts a pair once)."""
-    out = Output()
-    if type(msg) is not dict or not msg:
-        return out
-    content = msg.get("content")
-    if type(content) is str:
-        out.content = content
-        out.chars = length(content)
-    elif type(content) is list:
-        texts = []
-        for part in content:
-            if type(part) is not dict:
-                continue
-            kind, text = _part_text(part)
-            if not text:
-                continue
-            out.chars += length(text)
-            if kind == "content":
-                texts.append(text)
-            elif kind == "refusal":
-                out.refusal = True
-        out.content = "".join(texts)
-    reasoning = 0
-    for key in _REASONING_KEYS:
-        reasoning += _s(msg.get(key), length)
-    if not reasoning:
-        details = msg.get("reasoning_details")
-        if type(details) is list:
-            for part in details:
-                if type(part) is dict:
-                    reasoning += _s(_part_text(part)[1], length)
-    out.chars += reasoning
-    refusal = _s(msg.get("refusal"), length)
-    if refusal:
-        out.refusal = True
-        out.chars += refusal
-    calls = msg.get("tool_calls")
-    if calls:
-        out.chars += _tool_chars(calls, length)
-    fn = msg.get("function_call")
-    if type(fn) is dict:
-        out.chars += _s(fn.get("name"), length) + _s(fn.get("arguments"), length)
-    audio = msg.get("audio")
-    if type(audio) is dict:
-        out.chars += _s(audio.get("transcript"), length)
-    return out
+    if type(msg) is not dict:
+        return Output()
+    return Output(*scan_output(msg, length))

@@ -61,11 +61,12 @@ import re
 from typing import Any
 
 import orjson
+from orjson import JSONDecodeError, loads
 
 from benchmaker.records import Outcome, RequestSpec, Sample
 from benchmaker.sse import SSEParser
 from workloads.datasets import Dataset
-from workloads.generated import FINISH_FAILS, finish_class, finish_error, message_output
+from workloads.generated import FINISH_FAILS, finish_class, finish_error, scan_output
 
 __all__ = [
     "OpenAIChatParser",
@@ -242,10 +243,14 @@ class OpenAIStreamParser:
                 self._fail(f"error event in stream: {_short(payload)}")
                 continue
             try:
-                obj, self._surrogates = loads_json(payload)
-            except orjson.JSONDecodeError as exc:
-                self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
-                continue
+                obj = loads(payload)
+                self._surrogates = False
+            except JSONDecodeError:
+                try:
+                    obj, self._surrogates = loads_json(payload)
+                except JSONDecodeError as exc:
+                    self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
+                    continue
             if type(obj) is not dict:
                 self._fail(f"data line is not a JSON object (got {_short(payload)})")
                 continue
@@ -291,10 +296,6 @@ class OpenAIStreamParser:
             if FINISH_FAILS[cls]:  # type: ignore[index]
                 self._fail_class = cls
 
-    def _length(self, text: str) -> int:
-        """Characters of one decoded string of the current chunk (a split surrogate pair
-        counts once)."""
-        return _code_points(text) if self._surrogates else len(text)
 
     def _ending(self, sample: Sample) -> str | None:
         """Set finish_reason, finish_class, refusal and output_chars on the sample; return
@@ -393,18 +394,20 @@ class OpenAIChatParser(OpenAIStreamParser):
         """Take the generated output of each choice's `key` (`delta` or `message`) and
         its finish reason; True when any choice generated something."""
         generated = False
+        # a split surrogate pair counts as one character
+        length = _code_points if self._surrogates else len
         for choice in choices:
             if type(choice) is not dict:
                 continue
             msg = choice.get(key)
-            if msg:
-                out = message_output(msg, self._length)
-                if out.chars:
+            if msg and type(msg) is dict:
+                content, chars, refusal, _ = scan_output(msg, length)
+                if chars:
                     generated = True
-                    self._chars += out.chars
-                    if out.content and choice.get("index", 0) == 0:
-                        self._parts.append(out.content)
-                    if out.refusal:
+                    self._chars += chars
+                    if content and choice.get("index", 0) == 0:
+                        self._parts.append(content)
+                    if refusal:
                         self._refusal = True
             reason = choice.get("finish_reason")
             if reason is not None:

@@ -17,14 +17,15 @@ from workloads.generated import FINISH_CLASSES, FINISH_FAILS, Output, finish_cla
         ({"content": [{"type": "text", "text": "a"}, {"type": "output_text", "text": "bc"}]}, Output("abc", 3, False)),
         ({"content": [{"type": "refusal", "refusal": "no"}]}, Output("", 2, True)),
         ({"content": [{"type": "thinking", "thinking": "hmm"}, {"type": "reasoning_text", "text": "x"}]},
-         Output("", 4, False)),  # other output: 3 + 1, not content
+         Output("", 4, False, "hmmx")),  # reasoning parts: 3 + 1 chars, not content
         ({"content": [{"type": "image_url", "image_url": {"url": "u"}}, "stray", None]}, Output("", 0, False)),
-        ({"reasoning_content": "ab", "reasoning": "c", "reasoning_text": "d"}, Output("", 4, False)),
+        ({"reasoning_content": "ab", "reasoning": "c", "reasoning_text": "d"}, Output("", 4, False, "abcd")),
         ({"reasoning_details": [{"type": "reasoning.text", "text": "abc"},
                                 {"type": "reasoning.summary", "summary": "s"},
-                                {"type": "reasoning.encrypted", "data": "QUJD"}]}, Output("", 4, False)),
+                                {"type": "reasoning.encrypted", "data": "QUJD"}]}, Output("", 4, False, "abcs")),
         # OpenRouter sends the same text in `reasoning` and `reasoning_details`: counted once
-        ({"reasoning": "abc", "reasoning_details": [{"type": "reasoning.text", "text": "abc"}]}, Output("", 3, False)),
+        ({"reasoning": "abc", "reasoning_details": [{"type": "reasoning.text", "text": "abc"}]},
+         Output("", 3, False, "abc")),
         ({"refusal": "I can't"}, Output("", 7, True)),
         ({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]}, Output("", 3, False)),
         ({"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": ""}}]}, Output("", 0, False)),

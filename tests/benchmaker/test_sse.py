@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmaker.sse import SSEParser
 
@@ -103,3 +105,41 @@ def test_close_returns_an_event_cut_before_its_blank_line():
     p = SSEParser()
     assert p.feed(b'data: {"x": 1}\n\ndata: {"y"') == [(None, b'{"x": 1}')]
     assert p.close() == b'{"y"'
+
+
+# -- random streams, line ends and splits (hypothesis) ----------------------------------------------
+
+# data values: any text without CR/LF (NUL, U+2028, U+0085, form feed and astral
+# characters included), as UTF-8
+_VALUE = st.text(st.characters(exclude_characters="\r\n", exclude_categories=("Cs",)), max_size=12).map(
+    lambda t: t.encode()
+)
+_EVENT = st.tuples(
+    st.none() | st.sampled_from(["update", "error"]),  # event type
+    st.lists(_VALUE, min_size=1, max_size=3),  # its data lines
+    st.booleans(),  # a keep-alive comment before it
+)
+_EOL = st.sampled_from([b"\n", b"\r", b"\r\n"])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(events=st.lists(_EVENT, max_size=6), eols=st.lists(_EOL, min_size=1), data=st.data())
+def test_random_events_with_mixed_line_ends_and_random_splits_give_the_same_events(events, eols, data):
+    lines: list[bytes] = []
+    for kind, values, comment in events:
+        lines += [b": keep-alive"] if comment else []
+        lines += ([b"event: " + kind.encode()] if kind else []) + [b"data: " + v for v in values] + [b""]
+    # each line ends with the next line end of `eols` (cycled): CR, LF and CRLF mixed,
+    # except that an empty line after a CR ends with CR (CR then LF is one CRLF)
+    parts, prev = [], b""
+    for i, line in enumerate(lines):
+        eol = eols[i % len(eols)]
+        if prev == b"\r" and eol == b"\n" and not line:
+            eol = b"\r"
+        parts.append(line + eol)
+        prev = eol
+    stream = b"".join(parts)
+    expected = [(kind, b"\n".join(values)) for kind, values, _ in events]
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(stream) - 1)), max_size=20)))
+    reads = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+    assert _feed_all(reads) == expected

@@ -73,7 +73,7 @@ def service_error_rate(run: dict[str, Any]) -> float | None:
     n_sent, None when nothing was sent. A graded_wrong answer is a response the endpoint
     delivered (its quality is the accuracy figure), so it is not a service error here;
     every other non-ok outcome is (http/transport/protocol errors, timeouts, empty
-    output, grading errors, cancelled and dropped requests)."""
+    output, grading errors, cancelled, dropped and aborted requests)."""
     sent = run.get("n_sent") or 0
     if not sent:
         return None
@@ -82,7 +82,7 @@ def service_error_rate(run: dict[str, Any]) -> float | None:
 
 def _failure_kinds(run: dict[str, Any]) -> str:
     kinds = ("transport_error", "timeout", "http_error", "protocol_error", "empty_output", "grading_error",
-             "cancelled", "dropped")
+             "cancelled", "dropped", "aborted")
     return ", ".join(f"{run[f'n_{k}']} {k}" for k in kinds if run.get(f"n_{k}")) or "none by kind"
 
 

@@ -276,6 +276,7 @@ def test_aborted_responses_are_out_of_successful_latency_and_throughput(tmp_path
     assert run["ttft_ms"]["count"] == 2 and run["e2e_ms"]["count"] == 2  # successes only
     assert run["e2e_all_ms"]["count"] == 4
     assert run["output_tokens_total"] == 18  # 2 refusals x 9 completion tokens; the aborted 4+4 left out
+    assert any(r.endswith("of 4 requests failed: 2 aborted)") for r in result.summary["verdict"]["reasons"])
 
     db = tmp_path / "w.duckdb"
     load_run(db, result.samples_path.parent)

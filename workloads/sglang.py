@@ -38,8 +38,12 @@ finish_reason: the `type` of the last non-null `finish_reason` (a plain string i
 finish_class: its class by the one rule of workloads/generated.py (SGLang sends `stop`,
 `length`, `abort`), as for OpenAI chat.
 
-Generated output is the same rule as for OpenAI chat (workloads/generated.py) over the one
-field /generate carries: non-empty new `text`. Outcome set by finish() (streaming), first
+Generated output is the same rule as for OpenAI chat (workloads/generated.py) over the
+fields /generate carries: non-empty new `text`, or, from a server started with
+`--skip-tokenizer-init` (events with `output_ids` and no `text`; SGLang versions differ on
+whether the ids are cumulative), new token ids: an event is a token event when its
+`completion_tokens` grew (or, without it, when its id list is non-empty); output_chars
+stays 0 there. Outcome set by finish() (streaming), first
 match wins:
     protocol_error  bad JSON or not an object, an `error` object, cumulative text that
                     does not extend the previous event's text, or no `data: [DONE]` at
@@ -99,7 +103,7 @@ class SGLangParser:
     """
 
     __slots__ = ("stream", "incremental", "_text", "_sse", "_done", "_error", "_meta", "_finish",
-                 "_n_events", "_n_sse", "_last_ct", "_body", "_head")
+                 "_n_events", "_n_sse", "_last_ct", "_body", "_head", "_ids")
 
     def __init__(self, stream: bool = True, incremental: bool = False) -> None:
         self.stream = stream
@@ -115,6 +119,7 @@ class SGLangParser:
         self._last_ct: int | None = 0  # completion_tokens at the previous token event
         self._body: list[bytes] = []
         self._head = b""
+        self._ids = False  # token-id output seen (no text)
 
     @property
     def text(self) -> str:
@@ -156,7 +161,15 @@ class SGLangParser:
                 if meta.get("finish_reason") is not None:
                     self._finish = meta["finish_reason"]
             text = obj.get("text")
+            ct = _int_or_none(meta.get("completion_tokens")) if isinstance(meta, dict) else None
             if type(text) is not str:
+                # token-id output (server with --skip-tokenizer-init): no text, only
+                # `output_ids` (cumulative or new ids by version), so new tokens are read
+                # from completion_tokens, else from a non-empty id list
+                ids = obj.get("output_ids")
+                if type(ids) is list and ids and (ct is None or self._last_ct is None or ct > self._last_ct):
+                    self._ids = True
+                    self._token_event(ct, t_ns, sample)
                 continue
             if self.incremental:
                 delta = text
@@ -171,20 +184,23 @@ class SGLangParser:
             if not delta:
                 continue
             self._text += delta
-            ct = _int_or_none(meta.get("completion_tokens")) if isinstance(meta, dict) else None
-            last = self._last_ct
-            k = ct - last if ct is not None and last is not None and ct >= last else None
-            self._last_ct = ct
-            if self._n_events == 0:
-                sample.first_token_ns = t_ns
-                sample.first_content_ns = t_ns
-                sample.token_event_ns = [t_ns]
-                sample.token_event_tokens = [k]
-            else:
-                sample.token_event_ns.append(t_ns)  # type: ignore[union-attr]
-                sample.token_event_tokens.append(k)  # type: ignore[union-attr]
-            self._n_events += 1
-            sample.n_token_events += 1
+            self._token_event(ct, t_ns, sample)
+
+    def _token_event(self, ct: int | None, t_ns: int, sample: Sample) -> None:
+        """One token event at `t_ns`; `ct` is completion_tokens so far (None: unknown)."""
+        last = self._last_ct
+        k = ct - last if ct is not None and last is not None and ct >= last else None
+        self._last_ct = ct
+        if self._n_events == 0:
+            sample.first_token_ns = t_ns
+            sample.first_content_ns = t_ns
+            sample.token_event_ns = [t_ns]
+            sample.token_event_tokens = [k]
+        else:
+            sample.token_event_ns.append(t_ns)  # type: ignore[union-attr]
+            sample.token_event_tokens.append(k)  # type: ignore[union-attr]
+        self._n_events += 1
+        sample.n_token_events += 1
 
     def _apply_meta(self, sample: Sample) -> str | None:
         """Set usage, finish_reason, finish_class and output_chars on the sample; return
@@ -262,12 +278,14 @@ class SGLangParser:
             self._finish = meta.get("finish_reason")
         text = obj.get("text")
         self._text = text if isinstance(text, str) else ""
+        ids = obj.get("output_ids")
+        self._ids = text is None and isinstance(ids, list) and bool(ids)
         failed = self._apply_meta(sample)
         if self._error is not None:
             sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
         elif failed is not None:
             sample.outcome, sample.error = _ABORTED, failed
-        elif self._text:
+        elif self._text or self._ids:
             sample.outcome = _OK
         else:
             sample.outcome, sample.error = _EMPTY, "response without generated text"

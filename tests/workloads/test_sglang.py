@@ -156,6 +156,27 @@ def test_finish_reason_is_classified_like_openai(finish, outcome, cls):
     assert (s.outcome, s.finish_class, s.n_token_events) == (outcome, cls, 2)
 
 
+@pytest.mark.parametrize("cumulative", [True, False])
+def test_token_id_output_without_text_counts_by_completion_tokens(cumulative):
+    # --skip-tokenizer-init: events carry output_ids and no text; ids [5], [5, 6, 7], then
+    # the final event repeats the count (no new token) with the finish reason
+    ids = [[5], [5, 6, 7], [5, 6, 7]] if cumulative else [[5], [6, 7], [7]]
+    reads = [(1 * MS, ev(ct=1, output_ids=ids[0])), (2 * MS, ev(ct=3, output_ids=ids[1])),
+             (3 * MS, ev(ct=3, output_ids=ids[2], finish={"type": "stop"}) + DONE)]
+    s, p = run(reads)
+    assert (s.outcome, s.first_token_ns, s.token_event_ns) == ("ok", 1 * MS, [1 * MS, 2 * MS])
+    assert s.token_event_tokens == [1, 2]  # 1 - 0, 3 - 1
+    assert (s.output_tokens, s.output_chars, p.text, s.finish_class) == (3, 0, "", "stop")
+
+
+def test_non_streamed_token_ids_are_generated_output():
+    p = SGLangParser(stream=False)
+    s = Sample(run_id="t", seq=0)
+    p.feed(b'{"output_ids": [5, 6], "meta_info": {"completion_tokens": 2, "finish_reason": {"type": "length"}}}', 1, s)
+    p.finish(s)
+    assert (s.outcome, s.output_tokens, s.finish_class) == ("ok", 2, "length")
+
+
 def test_non_streamed_abort_is_aborted_with_its_message():
     p = SGLangParser(stream=False)
     s = Sample(run_id="t", seq=0)

@@ -29,8 +29,9 @@ class StreamParser(Protocol):
     events on the sample: sets `first_token_ns`/`first_content_ns` on the first ones and
     appends to `token_event_ns` (and `token_event_tokens`), counts `n_token_events`.
     `finish(sample)` is called once after the body ended (status < 400): it sets usage,
-    `finish_reason`, `output_chars` and the outcome (`ok`, `empty_output`,
-    `protocol_error` with `error`). `text` is the generated content so far (for graders).
+    `finish_reason`, `finish_class`, `refusal`, `output_chars` and the outcome (`ok`,
+    `empty_output`, `aborted` or `protocol_error` with `error`). `text` is the generated
+    content so far (for graders).
     """
 
     text: str

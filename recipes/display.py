@@ -200,3 +200,57 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
     for c in cells:
         table.add_row(*c)
     return table
+
+
+class SweepProgressView:
+    """The terminal view of sweep points in progress (replay.progress events): one rich
+    progress bar per point with episodes done/total, model calls done/total and calls/s,
+    requests in flight, misses so far, elapsed and ETA. Used as a context manager around
+    a flow call; shows nothing (and registers nothing) when `out` is not a terminal."""
+
+    def __init__(self, out: Console | None = None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        self.out = out or console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description:<6}"), BarColumn(bar_width=24),
+            TextColumn("{task.fields[figures]}"), console=self.out, transient=False, refresh_per_second=4)
+        self.tasks: dict[str, Any] = {}
+        self._observe: Any = None
+
+    def __call__(self, ev: Any) -> None:
+        from replay.progress import describe
+
+        if ev.point not in self.tasks:
+            self.tasks[ev.point] = self.progress.add_task(ev.point, total=100.0, figures="")
+        figures = describe(ev).split(": ", 1)[1]
+        self.progress.update(self.tasks[ev.point], completed=100.0 * (ev.fraction or 0.0), figures=figures)
+
+    def __enter__(self) -> SweepProgressView:
+        if self.out.is_terminal:
+            from replay.progress import observe
+
+            self._observe = observe(self)
+            self._observe.__enter__()
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._observe is not None:
+            self.progress.stop()
+            self._observe.__exit__(*exc)
+            self._observe = None
+
+
+def print_plan(params: dict[str, Any], out: Console | None = None) -> Any:
+    """Print the plan of a swebench-replay run (replay.plan: points x episodes x model
+    calls and an estimated duration) from the flow's parameters; returns the SweepPlan.
+    Raises replay.errors.InputError for logs that do not convert."""
+    from replay.plan import format_plan, sweep_plan, trajectories_for_plan
+
+    trajs = trajectories_for_plan(params.get("logs") or [], params.get("trajectories"), params.get("log_format"),
+                                  bool(params.get("lenient")))
+    plan = sweep_plan(trajs, params["concurrency_sweep"], episodes_per_point=params.get("episodes_per_point"),
+                      duration_s=params.get("duration_s"), latency=params.get("latency") or "instant")
+    (out or console).print(format_plan(plan), highlight=False, soft_wrap=True)
+    return plan

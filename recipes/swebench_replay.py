@@ -176,6 +176,7 @@ def swebench_replay(
     exchange: str | None = None,
     start_lead: float | None = None,
     shard_timeout: float | None = None,
+    dry_run: bool = False,
 ) -> int:
     """Replay recorded agent runs at each concurrency of a sweep (the swebench-replay
     Prefect flow) and load the results into the warehouse.
@@ -216,6 +217,8 @@ def swebench_replay(
         a Prefect of their own on their first shard, 5-10 s).
     shard-timeout
         Seconds to wait for a point's shards (default 3 h).
+    dry-run
+        Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
     if logs and trajectories is None:  # refuse bad logs with the converter's error before Prefect starts
         from replay.convert import convert_paths
@@ -240,6 +243,11 @@ def swebench_replay(
         validate_params(**params)  # refuse bad parameters before Prefect starts
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
+    from recipes.display import SweepProgressView, print_plan
+
+    print_plan(params)  # points x episodes x model calls and an estimate (replay/plan.py)
+    if dry_run:
+        return 0
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
     if dist is not None:
         from flows.swebench_replay_distributed import swebench_replay_distributed as flow
@@ -247,7 +255,7 @@ def swebench_replay(
     else:
         from flows.swebench_replay import swebench_replay as flow
 
-    with use_local_server():  # PREFECT_API_URL, else the reused local server (recipes/prefect_server.py)
+    with use_local_server(), SweepProgressView():  # live progress only on a terminal (replay/progress.py)
         out = asyncio.run(flow(**params))
     print_sweep(out, "swebench-replay")
     return 0 if all(r["valid"] for r in out["points"]) else 1

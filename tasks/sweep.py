@@ -33,7 +33,10 @@ from benchmaker.bundle import write_json_atomic
 from replay.convert import read_trajectories
 from replay.harness import SandboxFactory, local_sandbox_factory
 from replay.sweep import point_dir, point_name, run_point
+from replay.plan import planned_totals
+from replay.progress import watch_point
 from replay.verifier import TaskSpec, load_task
+from tasks.progress import progress_artifact
 from tasks.serve import server_handle, server_url
 from tasks.transient import ReplayServerDied, retry_on_transient
 
@@ -101,11 +104,16 @@ async def run_sweep_point(
     await asyncio.to_thread(handle.reset_stats)
     trajs = list(read_trajectories(Path(trajectories)))
     factory = make_sandbox_factory(sandbox, sandbox_url, sandbox_image) if mode != "recorded" else None
-    row = await run_point(
-        trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
-        duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
-        command=command, t0_ns=t0_ns,
-    )
+    sp = point_name(concurrency)
+    episodes_total, calls_total = planned_totals(trajs, concurrency, episodes, duration_s)
+    with progress_artifact(run_id, sp):  # live progress: terminal view and Prefect artifact (replay.progress)
+        async with watch_point(sp, stats=handle.stats, episodes_file=point_dir(Path(run_dir), sp) / "episodes.jsonl",
+                               episodes_total=episodes_total, calls_total=calls_total, duration_s=duration_s):
+            row = await run_point(
+                trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
+                duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
+                command=command, t0_ns=t0_ns,
+            )
     if handle.proc.poll() is not None:
         raise ReplayServerDied(
             f"replay server (pid {handle.pid}) exited with code {handle.proc.returncode} during "

@@ -1,0 +1,180 @@
+"""The plan of a replay sweep before any work (issue #15 item 3): per point the episodes,
+the model calls they make (one per recorded turn) and an estimated duration; printed by
+`benchmaker swebench-replay` before it starts, and alone with `--dry-run`.
+
+    plan = sweep_plan(trajectories, [1, 5, 25], episodes_per_point=None, duration_s=None,
+                      latency="instant")
+    print(format_plan(plan))
+
+Estimate (a rough one: the live ETA of replay.progress replaces it once calls are
+measured): a model call takes `call_overhead_s` (client, harness and replay server work
+per call; default CALL_OVERHEAD_S, measured on the bundled example and a 453-turn pi
+session here) plus the replay latency model's time for its response: 0 for `instant`;
+TTFT + ITL x (tokens - 1) for `fixed:TTFT:ITL` (tokens: recorded completion_tokens, else
+characters / 4); the recorded duration (else TTFT) for `recorded`. An episode takes the
+sum of its calls; a closed-loop point of C episodes in flight takes the makespan of
+its episode plan in order on C slots (each episode starts when a slot frees), and at
+least calls x `call_overhead_s` (that work is CPU in one client process and one server
+process, so it does not overlap across episodes as waiting for latency does). A point
+run for `duration_s` takes that plus one mean episode (started episodes run to their
+end). Tool time (execute/command modes) and Prefect's own bookkeeping are not counted.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from replay.latency import parse_latency
+from replay.sweep import episode_plan, point_name
+from replay.trajectory import Trajectory, Turn
+
+__all__ = ["CALL_OVERHEAD_S", "PointPlan", "SweepPlan", "call_seconds", "format_plan", "planned_totals",
+           "sweep_plan", "trajectories_for_plan"]
+
+CALL_OVERHEAD_S = 0.03
+"""Seconds of client + harness + replay-server work per model call at `instant` latency
+(benchmarks/flow_overhead.py prints the figure measured on this host)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PointPlan:
+    """One sweep point of the plan: `episodes` and `model_calls` are None for a point run
+    for a duration (unknown ahead); `estimated_s` in seconds."""
+
+    sweep_point: str
+    concurrency: int
+    episodes: int | None
+    model_calls: int | None
+    estimated_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """The plan of a sweep: its points, the trajectories (count and model calls each, in
+    order), the latency spec and per-call overhead the estimate assumed, the total."""
+
+    points: list[PointPlan]
+    trajectories: int
+    calls_per_trajectory: list[int]
+    latency: str
+    call_overhead_s: float
+    duration_s: float | None
+
+    @property
+    def estimated_s(self) -> float:
+        """Sum of the points' estimates, in seconds."""
+        return sum(p.estimated_s for p in self.points)
+
+
+def call_seconds(turn: Turn, latency: str, call_overhead_s: float = CALL_OVERHEAD_S) -> float:
+    """Estimated seconds of one replayed model call (module docstring). Raises
+    replay.latency.LatencySpecError for a bad `latency`."""
+    model = parse_latency(latency)
+    if model.kind == "fixed":
+        tokens = (turn.usage.completion_tokens if turn.usage and turn.usage.completion_tokens else None) \
+            or max(1, len((turn.response.content or "") + (turn.response.reasoning or "")) // 4)
+        return call_overhead_s + (model.ttft_ms + model.itl_ms * (tokens - 1)) / 1000.0
+    if model.kind == "recorded" and turn.timing is not None:
+        ms = turn.timing.duration_ms if turn.timing.duration_ms is not None else (turn.timing.ttft_ms or 0.0)
+        return call_overhead_s + ms / 1000.0
+    return call_overhead_s
+
+
+def _makespan(durations: Sequence[float], slots: int) -> float:
+    """Seconds to run `durations` in order on `slots` parallel slots, each job starting
+    on the first slot that frees (list scheduling)."""
+    free = [0.0] * max(1, min(slots, len(durations) or 1))
+    end = 0.0
+    for d in durations:
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + d)
+        end = max(end, start + d)
+    return end
+
+
+def planned_totals(trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None,
+                   duration_s: float | None) -> tuple[int | None, int | None]:
+    """(episodes, model calls) a point will play: its episode plan (replay.sweep.episode_plan;
+    one per trajectory for an open-loop point without `episodes`) and the recorded turns
+    of those episodes; (None, None) for a point run for a duration."""
+    if duration_s is not None:
+        return None, None
+    if concurrency is None:
+        n = episodes or len(trajectories)
+        plan = [trajectories[i % len(trajectories)] for i in range(n)]
+    else:
+        plan = episode_plan(trajectories, concurrency, episodes)
+    return len(plan), sum(len(t.turns) for t in plan)
+
+
+def sweep_plan(trajectories: Sequence[Trajectory], concurrency_sweep: Sequence[int], *,
+               episodes_per_point: int | None = None, duration_s: float | None = None, latency: str = "instant",
+               call_overhead_s: float = CALL_OVERHEAD_S) -> SweepPlan:
+    """The plan of a closed-loop replay sweep (module docstring). Raises ValueError for
+    no trajectories or a concurrency < 1, LatencySpecError for a bad `latency`."""
+    if not trajectories:
+        raise ValueError("trajectories: expected at least one trajectory (got none)")
+    episode_s = {t.trajectory_id: sum(call_seconds(turn, latency, call_overhead_s) for turn in t.turns)
+                 for t in trajectories}
+    mean_episode_s = sum(episode_s.values()) / len(episode_s)
+    points = []
+    for c in concurrency_sweep:
+        if c < 1:
+            raise ValueError(f"concurrency_sweep: expected integers >= 1 (got {c})")
+        if duration_s is not None:
+            points.append(PointPlan(point_name(c), c, None, None, duration_s + mean_episode_s))
+            continue
+        plan = episode_plan(trajectories, c, episodes_per_point)
+        n_calls = sum(len(t.turns) for t in plan)
+        points.append(PointPlan(point_name(c), c, len(plan), n_calls,
+                                max(_makespan([episode_s[t.trajectory_id] for t in plan], c),
+                                    n_calls * call_overhead_s)))
+    return SweepPlan(points=points, trajectories=len(trajectories),
+                     calls_per_trajectory=[len(t.turns) for t in trajectories], latency=latency,
+                     call_overhead_s=call_overhead_s, duration_s=duration_s)
+
+
+def _duration(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def format_plan(plan: SweepPlan) -> str:
+    """The plan as text: one line per point (episodes x model calls, estimate), the total,
+    and what the estimate assumed."""
+    calls = plan.calls_per_trajectory
+    lines = [f"plan: {len(plan.points)} sweep point(s) x {plan.trajectories} trajectory(ies) "
+             f"({min(calls)}-{max(calls)} model calls each, {sum(calls)} in all)"]
+    for p in plan.points:
+        if p.episodes is None:
+            what = f"episodes for {plan.duration_s:g} s"
+        else:
+            what = f"{p.episodes} episode(s), {p.model_calls} model calls"
+        lines.append(f"  {p.sweep_point:<6} {p.concurrency} in flight: {what}, ~{_duration(p.estimated_s)}")
+    lines.append(f"  total ~{_duration(plan.estimated_s)} (estimate: {plan.call_overhead_s * 1000:g} ms per call "
+                 f"+ latency {plan.latency}; tool time not counted; the live ETA refines it)")
+    return "\n".join(lines)
+
+
+def trajectories_for_plan(logs: Sequence[object], trajectories: object | None, fmt: str | None = None,
+                          lenient: bool = False) -> list[Trajectory]:
+    """The trajectories a run will replay, for its plan: read from `trajectories` (a
+    trajectories.jsonl), else converted from `logs` into a temporary file (conversion is
+    cheap: ~0.2 s for a 453-turn pi session here; the flow converts again into its
+    cache). Raises replay.errors.InputError as the converter does."""
+    import tempfile
+    from pathlib import Path
+
+    from replay.convert import convert_paths, read_trajectories
+
+    if trajectories is not None:
+        return list(read_trajectories(Path(str(trajectories))))
+    with tempfile.TemporaryDirectory(prefix="benchmaker-plan-") as tmp:
+        out = Path(tmp) / "trajectories.jsonl"
+        convert_paths([Path(str(p)) for p in logs], out, fmt=fmt, lenient=lenient)
+        return list(read_trajectories(out))

@@ -1,0 +1,57 @@
+"""Sweep-point progress as a Prefect progress artifact (issue #15 item 2), so a run started
+from the UI or a deployment shows it too: one artifact per point (key
+`sweep-progress-<run>-<point>`, lower-case), its progress in percent (0-100) and a
+description with the same figures as the terminal view (replay.progress).
+
+    with progress_artifact(run_id, "c4"):
+        async with watch_point("c4", ...):
+            ...
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from prefect.artifacts import acreate_progress_artifact, aupdate_progress_artifact
+
+from replay.progress import ProgressEvent, describe, observe
+
+__all__ = ["ArtifactObserver", "progress_artifact"]
+
+
+class ArtifactObserver:
+    """An observer (replay.progress) that creates the point's progress artifact on its
+    first event and updates it at most every `min_interval_s` s (each update is an API
+    call), and always on the last event."""
+
+    def __init__(self, run_id: str, point: str, min_interval_s: float = 2.0) -> None:
+        self.point = point
+        self.key = re.sub(r"[^a-z0-9-]+", "-", f"sweep-progress-{run_id}-{point}".lower())
+        self.min_interval_s = min_interval_s
+        self.artifact_id: Any = None
+        self._last = float("-inf")
+
+    async def __call__(self, ev: ProgressEvent) -> None:
+        if ev.point != self.point:
+            return
+        now = time.monotonic()
+        if not ev.finished and now - self._last < self.min_interval_s:
+            return
+        self._last = now
+        pct = round(100.0 * (ev.fraction or 0.0), 1)
+        if self.artifact_id is None:
+            self.artifact_id = await acreate_progress_artifact(pct, key=self.key, description=describe(ev))
+        else:
+            await aupdate_progress_artifact(self.artifact_id, pct, description=describe(ev))
+
+
+@contextmanager
+def progress_artifact(run_id: str, point: str) -> Iterator[ArtifactObserver]:
+    """Observe the progress of `point` into a Prefect progress artifact while the block
+    runs (inside a task or flow run; outside one the artifact is not linked to a run)."""
+    with observe(ArtifactObserver(run_id, point)) as obs:
+        yield obs  # type: ignore[misc]

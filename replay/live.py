@@ -32,7 +32,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import json
+import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -42,10 +45,12 @@ from typing import Any
 
 import aiohttp
 
-from benchmaker.records import Outcome
+from benchmaker.bundle import SampleWriter
+from benchmaker.records import Outcome, Sample
 from replay.episodes import Episode, TurnRecord
 from replay.errors import InputError
-from replay.harness import MISS_BY_STATUS, SandboxFactory, concurrency_proof, observation_message
+from replay.harness import MISS_BY_STATUS, SampleSink, SandboxFactory, _rebase, concurrency_proof, observation_message
+from replay.harness import served as _served
 from replay.model_client import ChatResult, ModelClient
 from replay.sandbox import Sandbox, SandboxError
 from replay.tools import run_pi_tool
@@ -141,10 +146,6 @@ class LiveEpisodeResult:
     verdict: Verdict | None = None
 
 
-def _served(call: ChatResult) -> bool:
-    return call.outcome in (Outcome.OK.value, Outcome.EMPTY_OUTPUT.value)
-
-
 def _usage(call: ChatResult) -> Usage | None:
     u = call.usage
     if u is None:
@@ -208,14 +209,16 @@ async def run_live_episode(
     concurrency: int | None = None,
     t0_ns: int | None = None,
     source_path: str = "",
+    sample_sink: SampleSink | None = None,
 ) -> LiveEpisodeResult:
     """Play one live episode of `task` against the model at `base_url` (module docstring).
 
     `sandbox_factory(task.spec)` makes the sandbox (closed at the end). `send_status_fields`
     adds the non-standard `is_error` to tool messages (a replay server checks it; real
     endpoints may reject it). `extra_body` is merged into every request body (e.g.
-    temperature). Model and sandbox failures never raise: the episode ends with outcome
-    "error"/"timeout" and `error` set. Raises ValueError when max_turns < 1.
+    temperature). `sample_sink` gets each model call's engine Sample as it finishes
+    (replay.harness.SampleSink). Model and sandbox failures never raise: the episode ends
+    with outcome "error"/"timeout" and `error` set. Raises ValueError when max_turns < 1.
     """
     if max_turns < 1:
         raise ValueError(f"max_turns: expected >= 1 (got {max_turns})")
@@ -231,7 +234,7 @@ async def run_live_episode(
     messages.append({"role": "user", "content": task.prompt})
     terminated_by = "max_turns"
     own_client = client is None
-    client = client or ModelClient(base_url, api_key=api_key, model=model)
+    client = client or ModelClient(base_url, api_key=api_key, model=model, t0_ns=t0)
     sb: Sandbox | None = None
     diff: str | None = None
     verdict: Verdict | None = None
@@ -253,6 +256,14 @@ async def run_live_episode(
                 cached_tokens=call.cached_tokens, n_tool_calls=len(call.tool_calls),
             )
             records.append(rec)
+            if sample_sink is not None:
+                sample = call.sample
+                if call.t0_ns != t0:
+                    _rebase(sample, call.t0_ns - t0)
+                    call.t0_ns = t0
+                sample.run_id, sample.worker, sample.lane = run_id, worker, "agent"
+                sample.meta = {"episode_id": eid, "turn_index": i, "miss_kind": miss, "task_id": task.spec.task_id}
+                sample_sink(sample)
             if not _served(call):
                 terminated_by = "error"
                 ep.outcome = "timeout" if call.outcome == Outcome.TIMEOUT.value else "error"
@@ -349,6 +360,93 @@ class LiveRunResult:
         return sum(1 for r in self.results if r.episode.resolved)
 
 
+class _LiveWorkload:
+    """The live episodes of `run_live` as an engine CallableWorkload: episode `seq`
+    plays task seq mod len(tasks), attempt seq // len(tasks), and appends its lines to
+    the run's files (module docstring); each model call is an engine Sample in
+    samples.jsonl."""
+
+    def __init__(self, tasks: list[LiveTask], base_url: str, out_dir: Path, run_id: str, concurrency: int,
+                 episode_kwargs: dict[str, Any]):
+        self.name = "live-agent"
+        self.tasks = tasks
+        self.base_url = base_url
+        self.out_dir = out_dir
+        self.run_id = run_id
+        self.concurrency = concurrency
+        self.kwargs = episode_kwargs
+        self.results: list[LiveEpisodeResult] = []
+        self.files = {n: out_dir / f"{n}.jsonl" for n in ("trajectories", "episodes", "turns", "grades")}
+        self._handles: dict[str, Any] = {}
+        self._writer: SampleWriter | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._n_calls = 0
+        self._free: list[int] = []
+        self._next_slot = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "live-agent", "url": self.base_url, "tasks": [t.spec.task_id for t in self.tasks]}
+
+    async def start(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._handles = {n: open(p, "w", encoding="utf-8") for n, p in self.files.items()}
+        self._writer = SampleWriter(self.out_dir / "samples.jsonl")
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        for h in self._handles.values():
+            h.close()
+        if self._writer is not None:
+            self._writer.close()
+
+    async def execute(self, seq: int, sample: Sample, t0_ns: int) -> str | None:
+        task = self.tasks[seq % len(self.tasks)]
+        attempt = seq // len(self.tasks)
+        writer = self._writer
+        assert writer is not None, "start() was not awaited"
+
+        def sink(s: Sample) -> None:
+            s.seq = self._n_calls
+            self._n_calls += 1
+            s.phase = sample.phase
+            writer.write(s)
+
+        slot = heapq.heappop(self._free) if self._free else self._next_slot
+        if slot == self._next_slot:
+            self._next_slot += 1
+        client = ModelClient(self.base_url, api_key=self.kwargs.get("api_key"), model=self.kwargs.get("model"),
+                             session=self._session, t0_ns=t0_ns)
+        try:
+            res = await run_live_episode(
+                task, self.base_url, client=client, run_id=self.run_id,
+                episode_id=f"{self.run_id}-{task.spec.task_id}-{attempt}", worker=slot, concurrency=self.concurrency,
+                t0_ns=t0_ns, source_path=str(self.files["trajectories"]), sample_sink=sink, **self.kwargs,
+            )
+        finally:
+            heapq.heappush(self._free, slot)
+        self.results.append(res)
+        h = self._handles
+        h["trajectories"].write(res.trajectory.model_dump_json() + "\n")
+        h["episodes"].write(json.dumps(res.episode.to_dict()) + "\n")
+        h["turns"].writelines(json.dumps(t.to_dict()) + "\n" for t in res.turns)
+        h["grades"].write(json.dumps(_grade(res, self.run_id)) + "\n")
+        for f in h.values():
+            f.flush()
+        writer.flush()
+        ep = res.episode
+        sample.meta = {"episode_id": ep.episode_id, "task_id": ep.task_id, "slot": slot, "n_turns": ep.n_turns,
+                       "n_requests": ep.n_requests, "resolved": ep.resolved}
+        if ep.outcome == "ok":
+            sample.outcome = Outcome.OK.value
+        else:
+            sample.outcome = Outcome.TIMEOUT.value if ep.outcome == "timeout" else Outcome.PROTOCOL_ERROR.value
+            sample.error = ep.error
+        return None
+
+
 async def run_live(
     tasks: list[LiveTask],
     base_url: str,
@@ -367,54 +465,38 @@ async def run_live(
     extra_body: dict[str, Any] | None = None,
     t0_ns: int | None = None,
 ) -> LiveRunResult:
-    """Run `attempts` episodes of every task with `concurrency` workers on one shared
-    aiohttp pool and write the files of the module docstring into `out_dir` as
-    episodes finish. Episode ids are `<run_id>-<task_id>-<attempt>`.
+    """Run `attempts` episodes of every task on the engine, `closed:<concurrency>` with
+    an episode as the unit of work (one aiohttp pool shared by the episodes), and write
+    the files of the module docstring into `out_dir` as episodes finish, plus
+    samples.jsonl (one engine Sample per model call), episode_samples.jsonl and
+    engine_summary.json (the engine's view of the episodes: verdict, loop lag, client
+    CPU). Episode ids are `<run_id>-<task_id>-<attempt>`. `t0_ns`: the run's
+    perf_counter_ns origin (default: now).
     Raises ValueError when concurrency or attempts < 1 or there are no tasks."""
+    from benchmaker.config import BenchConfig, Timeouts
+    from benchmaker.runner import BenchRunner
+
     if concurrency < 1 or attempts < 1:
         raise ValueError(f"concurrency, attempts: expected >= 1 (got {concurrency}, {attempts})")
     if not tasks:
         raise ValueError("tasks: expected at least one task (got [])")
-    t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = ("trajectories", "episodes", "turns", "grades")
-    files = {n: out_dir / f"{n}.jsonl" for n in names}
-    handles = {n: open(p, "w", encoding="utf-8") for n, p in files.items()}
-    queue: asyncio.Queue[tuple[int, LiveTask]] = asyncio.Queue()
-    for a in range(attempts):
-        for t in tasks:
-            queue.put_nowait((a, t))
-    results: list[LiveEpisodeResult] = []
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-
-    async def worker(k: int) -> None:
-        while True:
-            try:
-                a, task = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            client = ModelClient(base_url, api_key=api_key, model=model, session=session)
-            res = await run_live_episode(
-                task, base_url, model=model, sandbox_factory=sandbox_factory, client=client, system=system,
-                max_turns=max_turns, stream=stream, send_status_fields=send_status_fields, extra_body=extra_body,
-                run_id=run_id, episode_id=f"{run_id}-{task.spec.task_id}-{a}", worker=k, concurrency=concurrency,
-                t0_ns=t0, source_path=str(files["trajectories"]),
-            )
-            results.append(res)
-            handles["trajectories"].write(res.trajectory.model_dump_json() + "\n")
-            handles["episodes"].write(json.dumps(res.episode.to_dict()) + "\n")
-            handles["turns"].writelines(json.dumps(t.to_dict()) + "\n" for t in res.turns)
-            handles["grades"].write(json.dumps(_grade(res, run_id)) + "\n")
-            for h in handles.values():
-                h.flush()
-
-    try:
-        await asyncio.gather(*(worker(k) for k in range(min(concurrency, queue.qsize()))))
-    finally:
-        await session.close()
-        for h in handles.values():
-            h.close()
+    kwargs = dict(model=model, sandbox_factory=sandbox_factory, api_key=api_key, system=system, max_turns=max_turns,
+                  stream=stream, send_status_fields=send_status_fields, extra_body=extra_body)
+    wl = _LiveWorkload(tasks, base_url, out_dir, run_id, concurrency, kwargs)
+    staging = out_dir / "_engine"
+    cfg = BenchConfig(load=f"closed:{concurrency}", max_requests=attempts * len(tasks), run_id=run_id,
+                      kind="live-agent", out_dir=staging, drain_s=7 * 24 * 3600.0,
+                      timeouts=Timeouts(connect_s=None, total_s=None))
+    runner = BenchRunner(cfg, workload=wl, samples_name="episode_samples.jsonl", start_at_ns=t0_ns)
+    result = await runner.run()
+    os.replace(result.bundle_dir / "episode_samples.jsonl", out_dir / "episode_samples.jsonl")
+    os.replace(result.bundle_dir / "summary.json", out_dir / "engine_summary.json")
+    shutil.rmtree(staging, ignore_errors=True)
+    results = wl.results
     proof = concurrency_proof([(r.episode.started_ns, r.episode.ended_ns) for r in results], concurrency)
+    files = dict(wl.files)
+    files["samples"] = out_dir / "samples.jsonl"
     files["concurrency"] = out_dir / "concurrency.json"
     files["concurrency"].write_text(json.dumps(proof.to_dict(), indent=1) + "\n")
     return LiveRunResult(results, proof, out_dir, files)

@@ -30,7 +30,7 @@ def model_recording(tmp_path: Path) -> Path:
 def test_prompt_carries_the_task_id_line():
     task = load_live_task(TASK_DIR)
     assert task.prompt.splitlines()[0] == "task_id: tiny-task"  # task.json has no prompt: default text
-    assert "`python -m pytest -q -p no:cacheprovider` passes" in task.prompt
+    assert "`python3 -m pytest -q -p no:cacheprovider` passes" in task.prompt
     assert [t["function"]["name"] for t in PI_TOOL_SCHEMAS] == ["bash", "read", "write", "edit"]
 
 

@@ -11,8 +11,9 @@ Timestamps of one request, in order:
                      closed loop: when the worker became ready)
     sent_ns          just before the request bytes were handed to the transport
     first_byte_ns    the first response body bytes arrived (streams: first read)
-    first_token_ns   the first token-bearing event arrived (any generated text:
-                     content, reasoning, tool-call name/arguments)
+    first_token_ns   the first token-bearing event arrived (any generated output:
+                     content, reasoning, refusal, tool-call name/arguments; the one
+                     rule of workloads/generated.py)
     first_content_ns the first `content` token arrived (TTFC)
     end_ns           the response ended (stream closed / body read) or failed
 

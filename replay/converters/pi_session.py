@@ -23,12 +23,13 @@ Entries on the branch:
     `COMPACTION_SUMMARY_PREFIX` + summary + `COMPACTION_SUMMARY_SUFFIX`) followed by the
     messages from the first kept entry on (session-manager.ts `buildSessionContext`);
     `replay.context.request_messages` rebuilds those requests.
-  - `model_change {modelId}` → the model of the following turns whose message names
-    none (an assistant message's own `model` wins).
+  - `model_change {modelId}` (or `{model: {id}}`) → the model of the following turns
+    whose message names none (an assistant message's own `model` wins).
   - `thinking_level_change`, `custom`, `label`, `session_info` → counted in `skipped`
     under their type.
 
-Assistant messages: text parts joined with "\\n" are the content (None when there is
+Assistant messages: `content` is a list of parts (a plain string is one text part); text
+parts joined with "\\n" are the content (None when there is
 no text part), `thinking` parts the reasoning, `toolCall` parts the tool calls. pi
 stores only parsed `arguments`, so `arguments_raw = json.dumps(arguments)` and each is
 counted under `arguments_raw_synthesized`. `stopReason` maps stop→stop,
@@ -143,8 +144,10 @@ def assistant_turn(
     latest `model_change`, used when the message names none). Raises ConvertError on an unknown
     `stopReason`, a non-list `content` or a malformed tool call."""
     content = msg.get("content")
+    if isinstance(content, str):  # some writers keep a plain-text answer as a string
+        content = [{"type": "text", "text": content}]
     if not isinstance(content, list):
-        raise ctx.error(line, "message.content", "expected a list of content parts", content)
+        raise ctx.error(line, "message.content", "expected a list of content parts or a string", content)
     texts: list[str] = []
     thinking: list[str] = []
     calls: list[ToolCall] = []
@@ -356,8 +359,11 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         elif kind == "compaction":
             builder.edit(_compaction_edit(entry, refs, ids, builder))
         elif kind == "model_change":
-            if isinstance(entry.get("modelId"), str):
-                model = entry["modelId"]
+            named = entry.get("modelId")
+            if not isinstance(named, str) and isinstance(entry.get("model"), dict):
+                named = entry["model"].get("id")  # `model: {id, name}` in some writers
+            if isinstance(named, str):
+                model = named
             else:
                 builder.skip("model_change")
         elif kind in _SKIPPED_TYPES:

@@ -131,3 +131,18 @@ def test_pi_compaction_replays_as_the_agent_sent_it(tmp_path):
     assert prompts == [900, 2300, 2350, 2380, 160, 200]
     assert sizes[4] < sizes[0] * 10 < sizes[3] and sizes[4] < sizes[5] < sizes[1] / 4
     assert sizes[1] > 4000  # the 4 KB tool result is in turns 1-3
+
+
+def test_pi_string_content_and_model_object_are_read(tmp_path):
+    lines = (CASES / "pi-compaction-small.jsonl").read_text().splitlines()[:3]
+    turn = json.loads(lines[2])
+    turn["message"]["content"] = "Just text."  # a plain string, not a list of parts
+    del turn["message"]["model"]
+    lines[2] = json.dumps(turn)
+    lines.insert(2, json.dumps({"type": "model_change", "timestamp": "2026-01-05T10:00:02.000Z",
+                                "model": {"id": "acme-coder-2", "name": "Acme Coder 2"}}))
+    src = tmp_path / "s.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    t = next(iter_trajectories(src))
+    assert t.turns[0].response.content == "Just text."
+    assert t.turns[0].model == "acme-coder-2"  # the model_change's model.id, not the header's

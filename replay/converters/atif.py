@@ -8,7 +8,8 @@ prompt in `message`), "user" (a prompt), "agent" (a turn: `message` is the conte
 `reasoning_content`, `tool_calls [{tool_call_id, function_name, arguments}]`,
 `observation {results: [{source_call_id, content}]}`, `metrics {prompt_tokens,
 completion_tokens, cached_tokens}`, `model_name`). ATIF keeps tool arguments parsed, so
-`arguments_raw` is synthesised (`arguments_raw_synthesized`).
+`arguments_raw` is synthesised (`arguments_raw_synthesized`). A step of another source is
+skipped and counted as `step_source:<name>`.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
                     )
                 )
         else:
-            raise ctx.error(None, f"{where}.source", "unknown step source", source)
+            builder.skip(f"step_source:{source}")  # a source this converter does not read
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:

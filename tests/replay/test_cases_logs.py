@@ -146,3 +146,14 @@ def test_pi_string_content_and_model_object_are_read(tmp_path):
     t = next(iter_trajectories(src))
     assert t.turns[0].response.content == "Just text."
     assert t.turns[0].model == "acme-coder-2"  # the model_change's model.id, not the header's
+
+
+def test_atif_step_of_unknown_source_is_counted_not_rejected(tmp_path):
+    doc = {"schema_version": "ATIF-v1.5", "agent": {"name": "terminus-2", "model_name": "m"},
+           "steps": [{"source": "user", "message": "task"},
+                     {"source": "narrator", "message": "?"},
+                     {"source": "agent", "message": "done"}]}
+    src = tmp_path / "trajectory.json"
+    src.write_text(json.dumps(doc))
+    t = next(iter_trajectories(src))
+    assert len(t.turns) == 1 and t.skipped == {"step_source:narrator": 1}

@@ -50,7 +50,6 @@ are failures (`FINISH_FAILS`): the parser records outcome `aborted` with the rea
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,12 +130,12 @@ class Output:
     reasoning: str = ""
 
 
-def _s(value: Any, length: Callable[[str], int]) -> int:
-    """Characters of a string value by `length`, 0 for anything else."""
-    return length(value) if type(value) is str else 0
+def _s(value: Any) -> int:
+    """Characters of a string value, 0 for anything else."""
+    return len(value) if type(value) is str else 0
 
 
-def _tool_chars(calls: Any, length: Callable[[str], int]) -> int:
+def _tool_chars(calls: Any) -> int:
     n = 0
     if type(calls) is list:
         for call in calls:
@@ -147,9 +146,9 @@ def _tool_chars(calls: Any, length: Callable[[str], int]) -> int:
                 if type(fn) is dict:
                     name, text = fn.get(name_key), fn.get(text_key)
                     if type(name) is str:
-                        n += length(name)
+                        n += len(name)
                     if type(text) is str:
-                        n += length(text)
+                        n += len(text)
     return n
 
 
@@ -184,7 +183,7 @@ _FIELDS = {
 }
 
 
-def scan_output(msg: dict[str, Any], length: Callable[[str], int] = len) -> tuple[str, int, bool, str]:
+def scan_output(msg: dict[str, Any]) -> tuple[str, int, bool, str]:
     """`message_output` as a tuple `(content, chars, refusal, reasoning)`, for parsers'
     hot loops (one pass over the keys; no object built)."""
     content = reasoning = ""
@@ -199,7 +198,7 @@ def scan_output(msg: dict[str, Any], length: Callable[[str], int] = len) -> tupl
         if kind == _CONTENT:
             if type(value) is str:
                 content = value
-                chars += length(value)
+                chars += len(value)
             elif type(value) is list:
                 texts = []
                 for part in value:
@@ -208,7 +207,7 @@ def scan_output(msg: dict[str, Any], length: Callable[[str], int] = len) -> tupl
                     part_kind, text = _part_text(part)
                     if not text:
                         continue
-                    chars += length(text)
+                    chars += len(text)
                     if part_kind == "content":
                         texts.append(text)
                     elif part_kind == "refusal":
@@ -219,38 +218,35 @@ def scan_output(msg: dict[str, Any], length: Callable[[str], int] = len) -> tupl
         elif kind == _REASONING:
             if type(value) is str:
                 reasoning += value
-                chars += length(value)
+                chars += len(value)
         elif kind == _DETAILS:
             details = value
         elif kind == _REFUSAL:
             if type(value) is str:
                 refusal = True
-                chars += length(value)
+                chars += len(value)
         elif kind == _TOOLS:
-            chars += _tool_chars(value, length)
+            chars += _tool_chars(value)
         elif kind == _FUNCTION:
             if type(value) is dict:
-                chars += _s(value.get("name"), length) + _s(value.get("arguments"), length)
+                chars += _s(value.get("name")) + _s(value.get("arguments"))
         elif type(value) is dict:  # _AUDIO
-            chars += _s(value.get("transcript"), length)
+            chars += _s(value.get("transcript"))
     if details is not None and not reasoning and type(details) is list:
         for part in details:
             if type(part) is dict:
                 text = _part_text(part)[1]
                 if text:
                     reasoning += text
-                    chars += length(text)
+                    chars += len(text)
     if thoughts:
         reasoning = "".join(thoughts) + reasoning
     return content, chars, refusal, reasoning
 
 
-def message_output(msg: Any, length: Callable[[str], int] = len) -> Output:
+def message_output(msg: Any) -> Output:
     """Generated output of one chat `delta` (streamed) or `message` (whole body): see the
-    module docstring for the fields. Anything that is not a dict yields Output().
-
-    `length` counts the characters of one string (default `len`; a parser that decoded
-    split surrogate pairs passes a counter that counts a pair once)."""
+    module docstring for the fields. Anything that is not a dict yields Output()."""
     if type(msg) is not dict:
         return Output()
-    return Output(*scan_output(msg, length))
+    return Output(*scan_output(msg))

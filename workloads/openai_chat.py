@@ -24,8 +24,11 @@ Text split inside a character is joined, not rejected: UTF-8 bytes split across 
 in the SSE buffer until their event is complete (benchmaker/sse.py), and a UTF-16
 surrogate pair written as JSON escapes split across two events (`"\\ud83d"` then
 `"\\ude00"`, as JavaScript servers can emit) is decoded with a fallback decoder (orjson
-rejects lone surrogates) and the halves are joined in `text`; output_chars counts the pair
-as one character.
+rejects lone surrogates) and joined in the decoded chunks themselves, before any rule or
+subclass reads them: the high half is held back from its event and the character arrives
+with the event that completes it (as a partial UTF-8 sequence would), so an event that
+held only the half carries no token; a half never paired is dropped, a lone low half
+becomes U+FFFD. Every string a parser hands out is valid Unicode.
 
 Usage: the last non-null `usage` object seen wins: a usage-only final chunk
 (`choices: []`, OpenAI with `stream_options.include_usage`), usage on the finish chunk
@@ -86,7 +89,6 @@ _ABORTED = Outcome.ABORTED.value
 # A JSON escape of a UTF-16 surrogate (\uD800-\uDFFF): the only input the fallback
 # decoder is tried on.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_LOW_SURROGATE = re.compile("[\udc00-\udfff]")
 _ANY_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -110,18 +112,33 @@ def loads_json(payload: bytes) -> tuple[Any, bool]:
 
 
 def join_surrogates(text: str) -> str:
-    """`text` with UTF-16 surrogate pairs joined into their code point (pairs that the
-    fallback decoder of `loads_json` kept apart when they came in two events) and any
-    unpaired surrogate replaced by U+FFFD. Text without surrogates is returned as is."""
+    """`text` with UTF-16 surrogate pairs joined into their code point and any unpaired
+    surrogate replaced by U+FFFD. Text without surrogates is returned as is."""
     if _ANY_SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def _code_points(text: str) -> int:
-    """Characters of decoded text that may hold split surrogate pairs: each low surrogate
-    is the second half of a pair whose first half was counted already."""
-    return len(text) - len(_LOW_SURROGATE.findall(text))
+def _join_split_pairs(node: Any, path: tuple[Any, ...], held: dict[tuple[Any, ...], str] | None) -> None:
+    """Make every string under `node` (a dict or list, changed in place) surrogate-free.
+
+    With `held` (streaming): a string that ends with a high surrogate gives it up to
+    `held[path]`, and the string at the same path in the next event starts with it, so a
+    pair split across two events is joined in the event that completes the character.
+    Without (`None`, a whole body): unpaired halves become U+FFFD."""
+    items = node.items() if type(node) is dict else enumerate(node)
+    for key, value in items:
+        if type(value) is str:
+            at = (*path, key)
+            first = held.pop(at, "") if held else ""
+            if first or _ANY_SURROGATE.search(value) is not None:
+                value = first + value
+                if held is not None and value and "\ud800" <= value[-1] <= "\udbff":
+                    held[at] = value[-1]
+                    value = value[:-1]
+                node[key] = join_surrogates(value)
+        elif type(value) is dict or type(value) is list:
+            _join_split_pairs(value, (*path, key), held)
 
 
 def openai_headers(api_key: str | None, stream: bool, extra: dict[str, str] | None) -> dict[str, str]:
@@ -190,7 +207,7 @@ class OpenAIStreamParser:
         "_finish_reason",
         "_fail_class",
         "_refusal",
-        "_surrogates",
+        "_held",
         "_chars",
         "_body",
         "_n_events",
@@ -209,7 +226,7 @@ class OpenAIStreamParser:
         self._finish_reason: str | None = None
         self._fail_class: str | None = None  # first failing finish class seen
         self._refusal = False  # refusal text seen
-        self._surrogates = False  # the current chunk was decoded with split surrogates
+        self._held: dict[tuple[Any, ...], str] = {}  # high surrogates awaiting their pair, by path
         self._chars = 0
         self._body: list[bytes] = []
         self._n_events = 0  # token events
@@ -219,9 +236,8 @@ class OpenAIStreamParser:
 
     @property
     def text(self) -> str:
-        """Generated `content` text so far (reasoning and tool calls excluded), with
-        surrogate pairs split across events joined."""
-        return join_surrogates("".join(self._parts))
+        """Generated `content` text so far (reasoning and tool calls excluded)."""
+        return "".join(self._parts)
 
     # -- streaming ------------------------------------------------------------------
 
@@ -244,16 +260,22 @@ class OpenAIStreamParser:
                 continue
             try:
                 obj = loads(payload)
-                self._surrogates = False
+                surrogates = False
             except JSONDecodeError:
                 try:
-                    obj, self._surrogates = loads_json(payload)
+                    obj, surrogates = loads_json(payload)
                 except JSONDecodeError as exc:
                     self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
                     continue
             if type(obj) is not dict:
                 self._fail(f"data line is not a JSON object (got {_short(payload)})")
                 continue
+            if (surrogates or self._held) and type(obj) is dict:
+                choices = obj.get("choices")
+                if type(choices) is list:  # join pairs split across events, by choice index
+                    for pos, choice in enumerate(choices):
+                        if type(choice) is dict:
+                            _join_split_pairs(choice, (choice.get("index", pos),), self._held)
             err = obj.get("error")
             if err is not None:
                 self._fail(f"error in stream: {_error_text(err)}")
@@ -348,13 +370,15 @@ class OpenAIStreamParser:
         body = b"".join(self._body)
         self._body = []
         try:
-            obj, self._surrogates = loads_json(body)
+            obj, surrogates = loads_json(body)
         except orjson.JSONDecodeError as exc:
             sample.outcome, sample.error = _PROTOCOL_ERROR, f"bad JSON body: {exc} (got {_short(body)})"
             return
         if type(obj) is not dict:
             sample.outcome, sample.error = _PROTOCOL_ERROR, f"body is not a JSON object (got {_short(body)})"
             return
+        if surrogates:
+            _join_split_pairs(obj, (), None)
         if obj.get("error") is not None:
             sample.outcome, sample.error = _PROTOCOL_ERROR, f"error in body: {_error_text(obj['error'])}"
             return
@@ -394,14 +418,12 @@ class OpenAIChatParser(OpenAIStreamParser):
         """Take the generated output of each choice's `key` (`delta` or `message`) and
         its finish reason; True when any choice generated something."""
         generated = False
-        # a split surrogate pair counts as one character
-        length = _code_points if self._surrogates else len
         for choice in choices:
             if type(choice) is not dict:
                 continue
             msg = choice.get(key)
             if msg and type(msg) is dict:
-                content, chars, refusal, _ = scan_output(msg, length)
+                content, chars, refusal, _ = scan_output(msg)
                 if chars:
                     generated = True
                     self._chars += chars

@@ -344,8 +344,24 @@ def test_surrogate_pair_split_across_events_is_joined():
     hi = b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud83d"}}]}\n\n'
     lo = b'data: {"choices":[{"index":0,"delta":{"content":"\\ude00b"}}]}\n\n'
     s, p = run([(1 * MS, hi), (2 * MS, lo + chunk({}, "stop") + DONE)])
-    assert (s.outcome, p.text, s.n_token_events) == ("ok", "a\U0001F600b", 2)
+    assert (s.outcome, p.text, s.token_event_ns) == ("ok", "a\U0001F600b", [1 * MS, 2 * MS])
     assert s.output_chars == 3  # a + one emoji + b
+
+
+def test_a_half_character_alone_is_no_token_and_joins_the_next_event():
+    # a JavaScript server's stream: "\ud83d" alone at 1 ms, "\ude00" at 2 ms, in the
+    # arguments of a tool call: the character (and the token) arrives at 2 ms
+    def args(escaped: bytes) -> bytes:
+        return (b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"'
+                + escaped + b'"}}]}}]}\n\n')
+
+    s, _ = run([(1 * MS, args(b"\\ud83d")), (2 * MS, args(b"\\ude00") + chunk({}, "tool_calls") + DONE)])
+    assert (s.outcome, s.first_token_ns, s.token_event_ns, s.output_chars) == ("ok", 2 * MS, [2 * MS], 1)
+
+
+def test_whole_body_with_an_unpaired_half_gets_a_replacement_char():
+    s, p = whole(b'{"choices":[{"index":0,"message":{"content":"ok \\ud83d"},"finish_reason":"stop"}]}')
+    assert (s.outcome, p.text, s.output_chars) == ("ok", "ok \ufffd", 4)
 
 
 def test_lone_surrogate_is_kept_as_replacement_char_not_an_error():

@@ -20,6 +20,7 @@ from benchmaker.config import BenchConfig
 from benchmaker.records import Sample
 from benchmaker.runner import BenchRunner
 from benchmaker.sse import SSEParser
+from replay.model_client import ModelClient
 from tests.workloads._drive import drive
 from warehouse.connection import open_readonly
 from warehouse.loader import load_run
@@ -48,9 +49,10 @@ CASES = {
         finish_reason="abort", finish_class="abort", chars=9 + 6,  # "One, two," + " three"
         output_tokens=4,
     ),
-    # U+1F600 as "\ud83d" (event 2) then "\ude00!" (event 3): joined, counted as 1 char
+    # U+1F600 as "\ud83d" (event 2) then "\ude00!" (event 3): joined in event 3, the one
+    # that completes the character (event 2 carries half a character: no token), 1 char
     "surrogate-split.sse": dict(
-        outcome="ok", error=None, events=[1, 2, 3], content=1, text="Hi \U0001F600!", refusal=False,
+        outcome="ok", error=None, events=[1, 3], content=1, text="Hi \U0001F600!", refusal=False,
         finish_reason="stop", finish_class="stop", chars=3 + 1 + 1,  # "Hi " + emoji + "!"
         output_tokens=3,
     ),
@@ -254,6 +256,24 @@ async def test_stream_case_over_http_in_7_byte_writes(name):
         s, p = await drive(OpenAIChatWorkload(srv.url, "m", StaticDataset(["hi"])))
     assert (s.outcome, s.error, p.text, s.refusal) == (exp["outcome"], exp["error"], exp["text"], exp["refusal"])
     assert (s.n_token_events, s.finish_class, s.output_chars) == (len(exp["events"]), exp["finish_class"], exp["chars"])
+
+
+@pytest.mark.parametrize("name", list(CASES))
+async def test_stream_case_through_the_replay_model_client(name):
+    # the replay client parses with the same parser: same outcome, class, refusal flag
+    exp = CASES[name]
+    async with RawSSEServer([_case_bytes(name)]) as srv:
+        client = ModelClient(srv.url.removesuffix("/v1/chat/completions"))
+        try:
+            result = await client.chat([{"role": "user", "content": "hi"}])
+        finally:
+            await client.aclose()
+    s = result.sample
+    assert (result.outcome, result.error, s.n_token_events) == (exp["outcome"], exp["error"], len(exp["events"]))
+    assert (s.finish_class, s.refusal, s.output_chars) == (exp["finish_class"], exp["refusal"], exp["chars"])
+    if name in ("finish-abort.sse", "surrogate-split.sse", "finish-unknown.sse"):  # string content deltas
+        assert result.content == exp["text"]
+    orjson.dumps(result.message())  # valid Unicode all through: no lone surrogate left
 
 
 def test_aborted_responses_are_out_of_successful_latency_and_throughput(tmp_path):

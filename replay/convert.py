@@ -7,11 +7,14 @@
 Inputs are files or directories. A directory that is a harbor trial directory
 (`result.json` + `agent/`) is one unit; any other directory is walked (sorted,
 recursively) and every `.json`, `.jsonl` and `.traj` file in it is a unit (files inside
-a trial directory belong to the trial), named by its absolute path. A harbor job's own
-`result.json` / `config.json` (beside its trial directories) is skipped and counted as
-`harbor_job_file`; any other unit must convert: every unit is tried and each one that
-fails is named (`UnreadableFilesError` when there are several). The format of a unit is
-detected from its content (`replay.converters.detect_bytes`) unless `fmt` names one.
+a trial directory belong to the trial), named by its absolute path. Files agents write
+beside their logs are skipped and counted by kind: a harbor job's own `result.json` /
+`config.json` (beside its trial directories) as `harbor_job_file`; predictions
+(`preds.json`, `all_preds.jsonl`), OpenHands `metadata.json` and SWE-bench reports as
+`replay.converters.companion_kind` names them. Any other unit must convert: every unit
+is tried and each one that fails is named (`UnreadableFilesError` when there are
+several). The format of a unit is detected from its content
+(`replay.converters.detect_bytes`) unless `fmt` names one.
 
 Errors (`replay.errors`): a missing path, an empty directory, an unknown format, bad
 bytes/JSON/fields (`path:line: field: problem (got VALUE)`), and an input that yields
@@ -37,7 +40,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from replay.converters import CONVERTER_VERSION, CONVERTERS, FORMATS, FileContext, detect_bytes, harbor
+from replay.converters import CONVERTER_VERSION, CONVERTERS, FORMATS, FileContext, companion_kind, detect_bytes, harbor
 from replay.errors import (
     ConvertError,
     EmptyInputError,
@@ -222,10 +225,11 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
             for unit, explicit in units:
                 frep = FileReport(path=str(unit), format=None)
                 report.files.append(frep)
-                if not explicit and fmt is None and unit.is_file() and detect_bytes(unit.read_bytes()) is None:
-                    if _is_harbor_job_file(unit):
-                        frep.error = "skipped: a harbor job file, not an agent log"
-                        skipped["harbor_job_file"] += 1
+                if not explicit and fmt is None and unit.is_file() and detect_bytes(data := unit.read_bytes()) is None:
+                    kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(data)
+                    if kind is not None:
+                        frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
+                        skipped[kind] += 1
                         continue
                     exc = UnknownFormatError(unit, None, None, "content matches no log format")
                     frep.error = str(exc)

@@ -44,7 +44,7 @@ CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
 
 FORMATS: tuple[str, ...] = tuple(sorted([*CONVERTERS, harbor.FORMAT_TRIAL]))
 
-__all__ = ["CONVERTERS", "CONVERTER_VERSION", "FORMATS", "FileContext", "detect_bytes"]
+__all__ = ["CONVERTERS", "CONVERTER_VERSION", "FORMATS", "FileContext", "companion_kind", "detect_bytes"]
 
 _PI_SESSION_TYPES = {"message", "model_change", "thinking_level_change", "compaction", "branch_summary", "custom_message"}
 
@@ -113,4 +113,35 @@ def detect_bytes(data: bytes) -> str | None:
         return pi_session.FORMAT
     if all(isinstance(r, dict) and "messages" in r for r in records):
         return openai_messages.FORMAT
+    return None
+
+
+def _is_prediction(obj: Any) -> bool:
+    return isinstance(obj, dict) and "model_patch" in obj and "instance_id" in obj
+
+
+def companion_kind(data: bytes) -> str | None:
+    """The kind of a file agents write beside their logs that holds no conversation, or
+    None: `predictions` (SWE-agent / mini-swe-agent `preds.json` {instance_id: {...,
+    "model_patch"}}, `all_preds.jsonl` / OpenHands-style rows with `instance_id` and
+    `model_patch`), `eval_metadata` (OpenHands `metadata.json`: `agent_class` +
+    `llm_config`), `eval_report` (SWE-bench reports: {instance_id: {"resolved": bool}}
+    or an object with `resolved_ids` / `resolved_instances`). Only asked for a file
+    `detect_bytes` does not recognise."""
+    try:
+        doc = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        rows = first_jsonl_objects(data)
+        return "predictions" if rows and all(_is_prediction(r) for r in rows) else None
+    if isinstance(doc, list):
+        return "predictions" if doc and all(_is_prediction(r) for r in doc) else None
+    if not isinstance(doc, dict) or not doc:
+        return None
+    if _is_prediction(doc) or all(isinstance(v, dict) and "model_patch" in v for v in doc.values()):
+        return "predictions"
+    if "agent_class" in doc and "llm_config" in doc:
+        return "eval_metadata"
+    if "resolved_ids" in doc or "resolved_instances" in doc or all(
+            isinstance(v, dict) and isinstance(v.get("resolved"), bool) for v in doc.values()):
+        return "eval_report"
     return None

@@ -238,3 +238,22 @@ def test_cli_convert_directory_with_bad_files_exits_2_unless_lenient(tmp_path, c
     assert f"  {notes}: " in err and f"  {cut}:12: " in err
     rc = app(["convert", str(logs), "-o", str(tmp_path / "t.jsonl"), "--lenient"], result_action="return_value")
     assert rc == 0 and (tmp_path / "t.jsonl").exists()
+
+
+def test_files_agents_write_beside_their_logs_are_skipped_by_kind(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(FIXTURES / "swe_agent_fc.traj", run / "django__django-1.traj")
+    (run / "preds.json").write_text(json.dumps(
+        {"django__django-1": {"model_name_or_path": "m", "instance_id": "django__django-1", "model_patch": "diff"}}))
+    (run / "all_preds.jsonl").write_text(json.dumps(
+        {"model_name_or_path": "m", "instance_id": "django__django-1", "model_patch": "diff"}) + "\n")
+    (run / "metadata.json").write_text(json.dumps({"agent_class": "CodeActAgent", "llm_config": {"model": "m"}}))
+    (run / "report.json").write_text(json.dumps({"django__django-1": {"resolved": True}}))
+    report = convert_paths([run], tmp_path / "t.jsonl")
+    assert report.trajectories == 1
+    assert report.skipped == {"eval_metadata": 1, "eval_report": 1, "predictions": 2}
+    (run / "notes.json").write_text('{"todo": 1}')  # not a log nor a known companion
+    with pytest.raises(ConvertError) as exc:
+        convert_paths([run], tmp_path / "t.jsonl")
+    assert str(exc.value) == f"{(run / 'notes.json').absolute()}: content matches no log format"

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import hmac
 import itertools
 import os
@@ -539,6 +540,11 @@ def serve(
     model = parse_latency(latency)
     store = ReplayStore.load(Path(trajectories), latency=model, splitter=load_splitter(tokenizer))
     app = create_app(store, token=token, divergence=divergence)
+    # the store lives as long as the process: out of the cyclic GC's sight, so its
+    # collections while serving do not walk millions of store objects (a request's cost
+    # stays flat in the corpus size, benchmarks/corpus.py)
+    gc.collect()
+    gc.freeze()
     sock, url = bind_socket(host, port)
     (announce or _announce)(url, store)
     try:

@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 
+from replay.errors import TrajectoryFormatError
 from replay.latency import parse_latency
 from replay.server import create_app, uvicorn_config
 from replay.store import ReplayStore
@@ -114,3 +115,37 @@ def test_turn_index_counts_every_assistant_message(tmp_path):
         r = client.post(url + "/v1/chat/completions", json={"messages": [*msgs, {"role": "assistant"}] * 2})
         # 2 + 1 assistant messages, twice over: turn 6 is beyond the 3 recorded turns
         assert (r.status_code, r.json()["error"]["code"]) == (409, "beyond_turns")
+
+
+@pytest.mark.parametrize("text, code", [
+    ("ls\nexit code 2", 2),
+    ("EXIT STATUS: 4", 4),
+    ("<returncode>7</returncode>\n<output>exit code 1</output>", 7),  # first pattern first
+    ("<returncode>x</returncode> exited with code 3", 3),
+    ("résumé: exit code 5", 5),  # not ASCII: the regex runs on the text as it is
+    ("Größe: Exit_Code=6", 6),
+    ("no status here " * 100, None),
+])
+def test_exit_code_in_with_substring_prechecks(text, code):
+    from replay.store import exit_code_in
+
+    assert exit_code_in(text) == code
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_store_load_leaves_the_gc_as_it_was(tmp_path, enabled):
+    import gc
+
+    path = write_store(tmp_path / "t.jsonl", [make_trajectory("gc", 2)])
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        store = ReplayStore.load(path, latency=parse_latency("instant"))
+        assert gc.isenabled() is enabled
+        assert store.n_turns == 2
+        path.write_bytes(b"not json\n")
+        with pytest.raises(TrajectoryFormatError, match="t.jsonl:1"):
+            ReplayStore.load(path, latency=parse_latency("instant"))
+        assert gc.isenabled() is enabled  # also after a failed load
+    finally:
+        (gc.enable if was else gc.disable)()

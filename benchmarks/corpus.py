@@ -1,0 +1,237 @@
+"""SWE-bench-sized corpora (issue #17 item 3): conversion speed, replay store load time
+and RSS, request matching cost at 500 vs 5 trajectories, warehouse load of a run of
+that size.
+
+    .venv/bin/python benchmarks/corpus.py [--trajectories 500] [--min-turns 50]
+        [--max-turns 450] [--rounds 7] [--repeat 20] [--keep DIR]
+
+Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (SOURCES.md:
+914 messages, 453 assistant turns, 0.97 MB); exits 0 with a note when it is absent.
+
+1. Logs: `--trajectories` pi session files, each the real session cut after its n-th
+   assistant message (n drawn uniformly from [min, max] turns, seeded) with its first
+   user message made unique (" [corpus task i]" appended: a distinct match key per
+   file, as 500 SWE-bench tasks have), in one directory.
+2. Conversion: replay.convert.convert_paths over the directory into one
+   trajectories.jsonl; MB/s = log bytes / wall s. Target >= 50 MB/s.
+3. Store: `python -m replay.server` on the corpus (replay.process.start_replay_server):
+   start-up s until /health answers (the store load is nearly all of it; also timed
+   in-process: ReplayStore.load wall s), and the server's VmRSS after start-up and after
+   the matching requests below. Targets: load <= 10 s, RSS <= 2 GB.
+4. Matching: the replay app (replay.server.create_app) over the 500-trajectory store and
+   over a store of 5 of them, both in this process; the same requests (for those 5
+   trajectories, at turns 0, 10, 50, 100, 200, 400 where they have them, bodies as an
+   agent sends them: replay.context.request_messages, the whole history) pass through
+   each app's ASGI callable `--repeat` times per measurement, `--rounds` measurements
+   each, alternating (which store goes first alternates too), after gc.freeze() as the
+   server does after its load. Cost = CPU s (process_time) per request: the JSON parse
+   of the body, the key hash, the lookup and the response. Ratio = median over rounds
+   of (500-store / 5-store). Target: within 10% (<= 1.10).
+5. Warehouse: a run bundle of the corpus's size (one samples.jsonl row per turn, made
+   as benchmarks/warehouse_load.py makes them) loaded with warehouse.loader.load_run
+   into a fresh DuckDB file; s and rows/s. (The corpus is not replayed here: 500
+   episodes resend ~25 GB of history.)
+
+Prints a table (figure, value, target, PASS/FAIL); exit 1 when a target fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+for p in (REPO, REPO / "benchmarks"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from replay.context import request_messages  # noqa: E402
+from replay.convert import convert_paths, read_trajectories  # noqa: E402
+from replay.latency import parse_latency  # noqa: E402
+from replay.process import start_replay_server  # noqa: E402
+from replay.server import create_app  # noqa: E402
+from replay.store import ReplayStore  # noqa: E402
+from replay.trajectory import Trajectory  # noqa: E402
+
+REAL = REPO.parent / "shared" / "data" / "real" / "pi-session-v1-large.jsonl"
+MATCH_TURNS = (0, 10, 50, 100, 200, 400)
+
+
+def build_logs(src: Path, out_dir: Path, n: int, min_turns: int, max_turns: int, seed: int) -> tuple[int, int]:
+    """Write `n` pi session files cut from `src` (module doc); returns (bytes, turns)."""
+    lines = src.read_bytes().splitlines()
+    # index of each assistant message line, and of the first user message
+    assistant_at = []
+    first_user_at = None
+    for i, raw in enumerate(lines):
+        if b'"type":"message"' not in raw:
+            continue
+        role = orjson.loads(raw)["message"]["role"]
+        if role == "assistant":
+            assistant_at.append(i)
+        elif role == "user" and first_user_at is None:
+            first_user_at = i
+    assert first_user_at is not None, f"{src}: no user message"
+    rng = random.Random(seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    total = turns = 0
+    for k in range(n):
+        n_turns = min(rng.randint(min_turns, max_turns), len(assistant_at))
+        end = assistant_at[n_turns] if n_turns < len(assistant_at) else len(lines)
+        entry = orjson.loads(lines[first_user_at])
+        for part in entry["message"]["content"]:
+            if part.get("type") == "text":
+                part["text"] += f" [corpus task {k}]"
+                break
+        body = lines[:first_user_at] + [orjson.dumps(entry)] + lines[first_user_at + 1 : end]
+        data = b"\n".join(body) + b"\n"
+        (out_dir / f"session-{k:03d}.jsonl").write_bytes(data)
+        total += len(data)
+        turns += n_turns
+    return total, turns
+
+
+def request_body(traj: Trajectory, turn: int) -> bytes:
+    """The body an agent replaying `traj` sends for `turn` (replay.context.request_messages:
+    the whole history as the log built it)."""
+    return orjson.dumps({"model": traj.model or "replay", "messages": request_messages(traj, turn)})
+
+
+async def _serve_all(app: Any, bodies: list[bytes]) -> tuple[float, int]:
+    """Pass every body through the ASGI app; (CPU s, responses that were not 200)."""
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "root_path": "",
+             "headers": [(b"content-type", b"application/json")], "query_string": b""}
+    bad = 0
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal bad
+        if message["type"] == "http.response.start" and message["status"] != 200:
+            bad += 1
+
+    cpu0 = time.process_time()
+    for body in bodies:
+        async def receive(body: bytes = body) -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(dict(scope), receive, send)
+    return time.process_time() - cpu0, bad
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trajectories", type=int, default=500)
+    ap.add_argument("--min-turns", type=int, default=50)
+    ap.add_argument("--max-turns", type=int, default=450)
+    ap.add_argument("--rounds", type=int, default=7, help="alternating rounds of the matching figure")
+    ap.add_argument("--repeat", type=int, default=20, help="passes over the matching requests per measurement")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", type=Path, default=None, help="work directory kept (default: a temp dir, removed)")
+    args = ap.parse_args()
+    if not REAL.exists():
+        print(f"{REAL} is absent: nothing to build the corpus from (skipped)")
+        return 0
+    tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="bench-corpus-")
+    work = args.keep or Path(tmp.name)  # type: ignore[union-attr]
+    rows = []
+    try:
+        log_dir = work / "logs"
+        t0 = time.perf_counter()
+        log_bytes, n_turns = build_logs(REAL, log_dir, args.trajectories, args.min_turns, args.max_turns, args.seed)
+        print(f"1. logs: {args.trajectories} pi sessions, {n_turns:,} turns, {log_bytes / 1e6:,.1f} MB"
+              f" (built in {time.perf_counter() - t0:.1f} s)")
+
+        traj_path = work / "trajectories.jsonl"
+        t0 = time.perf_counter()
+        report = convert_paths([log_dir], traj_path)
+        conv_s = time.perf_counter() - t0
+        conv_rate = log_bytes / 1e6 / conv_s
+        print(f"2. conversion: {conv_s:.2f} s, {conv_rate:,.1f} MB/s of logs -> {traj_path.stat().st_size / 1e6:,.1f} MB"
+              f" trajectories ({len(report.files)} files)")
+        rows.append(("conversion (MB/s of logs)", conv_rate, ">= 50", conv_rate >= 50, "{:,.1f}"))
+
+        t0 = time.perf_counter()
+        store = ReplayStore.load(traj_path, latency=parse_latency("instant"))
+        load_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with start_replay_server(traj_path, startup_timeout_s=120) as srv:
+            start_s = time.perf_counter() - t0
+            rss0 = _rss_kib(srv.pid)
+            trajs = list(read_trajectories(traj_path))
+            picked = trajs[:: max(1, len(trajs) // 5)][:5]
+            bodies = [request_body(t, k) for t in picked for k in MATCH_TURNS if k < len(t.turns)]
+            import httpx
+
+            with httpx.Client(timeout=60) as client:
+                for body in bodies:
+                    r = client.post(srv.url + "/v1/chat/completions", content=body,
+                                    headers={"content-type": "application/json"})
+                    assert r.status_code == 200, (r.status_code, r.text[:200])
+            rss1 = _rss_kib(srv.pid)
+        print(f"3. store: {store.n_turns:,} turns of {len(store.trajectories)} trajectories; ReplayStore.load"
+              f" {load_s:.2f} s in-process; server ready after {start_s:.2f} s; server RSS {rss0 / 1024:,.0f} MiB"
+              f" after start-up, {rss1 / 1024:,.0f} MiB after {len(bodies)} requests")
+        rows.append(("store load, server start to /health (s)", start_s, "<= 10", start_s <= 10, "{:.2f}"))
+        rows.append(("server RSS (MiB)", max(rss0, rss1) / 1024, "<= 2048", max(rss0, rss1) <= 2 * 2**20, "{:,.0f}"))
+
+        small_path = work / "trajectories-5.jsonl"
+        small_path.write_text("".join(t.model_dump_json() + "\n" for t in picked), encoding="utf-8")
+        big_app = create_app(store)
+        small_app = create_app(ReplayStore.load(small_path, latency=parse_latency("instant")))
+        gc.collect()  # as replay.server.serve does after its load: the stores out of the GC's sight
+        gc.freeze()
+        sizes = [len(b) for b in bodies]
+        big, small = [], []
+        bad = 0
+        pairs = [(big_app, big), (small_app, small)]
+        for rnd in range(args.rounds):
+            for app, out in pairs if rnd % 2 == 0 else pairs[::-1]:  # which goes first alternates
+                cpu, nbad = asyncio.run(_serve_all(app, bodies * args.repeat))
+                out.append(cpu / (len(bodies) * args.repeat))
+                bad += nbad
+        ratio = statistics.median(b / s for b, s in zip(big, small))
+        print(f"4. matching: {len(bodies)} requests (bodies {min(sizes) / 1e3:,.0f}-{max(sizes) / 1e3:,.0f} KB,"
+              f" mean {statistics.mean(sizes) / 1e3:,.0f} KB), {args.rounds} rounds: "
+              f"{statistics.median(big) * 1e6:,.0f} us per request at {len(store.trajectories)} trajectories,"
+              f" {statistics.median(small) * 1e6:,.0f} us at 5; ratio {ratio:.3f}; non-200: {bad}")
+        rows.append((f"matching {len(store.trajectories)} / 5 trajectories", ratio, "<= 1.10",
+                     ratio <= 1.10 and not bad, "{:.3f}"))
+
+        from warehouse.loader import load_run
+        from warehouse_load import write_bundle
+
+        run_dir = work / "run"
+        size = write_bundle(run_dir, n_turns, 1, 32)
+        t0 = time.perf_counter()
+        rep = load_run(work / "warehouse.duckdb", run_dir)
+        wh_s = time.perf_counter() - t0
+        print(f"5. warehouse: {n_turns:,} request rows ({size / 1e6:,.0f} MB samples.jsonl) loaded in {wh_s:.2f} s"
+              f" ({n_turns / wh_s:,.0f} rows/s; requests table {rep.rows['requests']:,})")
+        rows.append(("warehouse load of a corpus-sized run (s)", wh_s, "-", None, "{:.2f}"))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    print(f"\n{'figure':<46} {'value':>10} {'target':>9}  result")
+    for name, value, target, ok, fmt in rows:
+        print(f"{name:<46} {fmt.format(value):>10} {target:>9}  {'' if ok is None else 'PASS' if ok else 'FAIL'}")
+    return 0 if all(ok is not False for *_, ok, _ in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -279,6 +279,9 @@ class OpenAIStreamParser:
             err = obj.get("error")
             if err is not None:
                 self._fail(f"error in stream: {_error_text(err)}")
+                for choice in obj.get("choices") or ():  # OpenRouter: finish_reason "error" beside it
+                    if type(choice) is dict and choice.get("finish_reason") is not None:
+                        self._finished(choice["finish_reason"])
                 continue
             usage = obj.get("usage")
             if usage is not None:

@@ -132,6 +132,14 @@ def test_every_stream_case_file_has_a_right_value():
     assert sorted(p.name for p in CASES_DIR.glob("*.sse")) == sorted(CASES)
 
 
+def test_fixtures_are_the_shared_cases_byte_for_byte():
+    shared = REAL.parent.parent / "cases" / "streams"  # ../shared/cases/streams
+    if not shared.is_dir():
+        pytest.skip("../shared/cases/streams absent")
+    for path in sorted(shared.glob("*.sse")):
+        assert _case_bytes(path.name) == path.read_bytes(), path.name
+
+
 # -- random splits (hypothesis) --------------------------------------------------------------------
 
 _TIMED = ("first_token_ns", "first_content_ns", "token_event_ns")

@@ -216,7 +216,9 @@ def match_key_for_messages(user_texts: list[str]) -> str:
     if not user_texts:
         raise ValueError("user_texts: expected at least one user message text (got [])")
     for text in user_texts:
-        m = _TASK_ID_LINE.search(text)
+        # the MULTILINE search tries every position (~4.6 us per KB: 210 us on a 46 KB
+        # SWE-bench issue, per request); the substring test first costs ~0.1 us per KB
+        m = _TASK_ID_LINE.search(text) if "task_id:" in text else None
         if m:
             return f"task:{m.group(1)}"
     joined = _KEY_SEPARATOR.join(user_texts)  # one text: the text itself

@@ -72,17 +72,27 @@ class _MessageParser(OpenAIChatParser):
     """The engine's OpenAI chat parser (token events, usage, finish_reason, outcome:
     workloads/openai_chat.py), which also keeps the assistant message of choice 0:
     `content`/`reasoning` (None when no delta carried the field, "" when deltas carried
-    it empty), `tool_calls` (reassembled by index) and the last raw `usage` object."""
+    it empty), `tool_calls` (reassembled by index) and the last raw `usage` object.
+    Text parts are kept in lists and joined once (a turn streams one chunk per token)."""
 
-    __slots__ = ("content", "reasoning", "tool_calls", "raw_usage", "_whole")
+    __slots__ = ("_content", "_reasoning", "tool_calls", "_by_index", "raw_usage", "_whole")
 
     def __init__(self, stream: bool = True) -> None:
         super().__init__(stream)
-        self.content: str | None = None
-        self.reasoning: str | None = None
+        self._content: list[str] | None = None
+        self._reasoning: list[str] | None = None
         self.tool_calls: list[ToolCallDelta] = []
+        self._by_index: dict[Any, ToolCallDelta] = {}
         self.raw_usage: dict[str, Any] | None = None
         self._whole: list[bytes] = []
+
+    @property
+    def content(self) -> str | None:
+        return None if self._content is None else "".join(self._content)
+
+    @property
+    def reasoning(self) -> str | None:
+        return None if self._reasoning is None else "".join(self._reasoning)
 
     def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
         if not self.stream:
@@ -103,38 +113,48 @@ class _MessageParser(OpenAIChatParser):
     def _chunk(self, choices: Any) -> bool:
         token = super()._chunk(choices)
         for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                self._delta(delta)
+            if type(choice) is dict and choice.get("index", 0) == 0:
+                delta = choice.get("delta")
+                if delta and type(delta) is dict:
+                    self._delta(delta)
         return token
 
     def _delta(self, delta: dict[str, Any]) -> None:
         c = delta.get("content")
-        if isinstance(c, str):
-            self.content = (self.content or "") + c
+        if type(c) is str:
+            if self._content is None:
+                self._content = [c]
+            else:
+                self._content.append(c)
         for key in ("reasoning_content", "reasoning"):
             rc = delta.get(key)
-            if isinstance(rc, str):
-                self.reasoning = (self.reasoning or "") + rc
-        for tcd in delta.get("tool_calls") or []:
+            if type(rc) is str:
+                if self._reasoning is None:
+                    self._reasoning = [rc]
+                else:
+                    self._reasoning.append(rc)
+        tcds = delta.get("tool_calls")
+        if not tcds:
+            return
+        for tcd in tcds:
             if not isinstance(tcd, dict):
                 continue
             idx = tcd.get("index", len(self.tool_calls))
-            tc = next((x for x in self.tool_calls if x.index == idx), None)
+            tc = self._by_index.get(idx)
             if tc is None:
-                tc = ToolCallDelta(index=idx)
+                tc = self._by_index[idx] = ToolCallDelta(index=idx)
                 self.tool_calls.append(tc)
             if tcd.get("id"):
                 tc.id = tcd["id"]
             if tcd.get("type"):
                 tc.type = tcd["type"]
-            fn = tcd.get("function") or {}
-            if isinstance(fn.get("name"), str):
-                tc.name += fn["name"]
-            if isinstance(fn.get("arguments"), str):
-                tc.arguments += fn["arguments"]
+            fn = tcd.get("function")
+            if fn and type(fn) is dict:
+                name, args = fn.get("name"), fn.get("arguments")
+                if type(name) is str:
+                    tc.name += name
+                if type(args) is str:
+                    tc.arguments += args
 
     def _whole_body(self, choices: list[Any]) -> bool:
         generated = super()._whole_body(choices)
@@ -142,10 +162,10 @@ class _MessageParser(OpenAIChatParser):
         msg = ch.get("message") if ch is not None else None
         if isinstance(msg, dict):
             if isinstance(msg.get("content"), str):
-                self.content = msg["content"]
+                self._content = [msg["content"]]
             for key in ("reasoning_content", "reasoning"):
                 if isinstance(msg.get(key), str):
-                    self.reasoning = msg[key]
+                    self._reasoning = [msg[key]]
                     break
             for i, tc in enumerate(msg.get("tool_calls") or []):
                 if not isinstance(tc, dict):

@@ -188,8 +188,9 @@ class EpisodeWorkload:
             )
         finally:
             heapq.heappush(self._free_slots, slot)
-        self._episodes.write(orjson.dumps(res.episode.to_dict(), option=orjson.OPT_APPEND_NEWLINE))
-        self._turns.write(b"".join(orjson.dumps(t.to_dict(), option=orjson.OPT_APPEND_NEWLINE) for t in res.turns))
+        # orjson writes the dataclasses as their asdict() would, ~10x faster
+        self._episodes.write(orjson.dumps(res.episode, option=orjson.OPT_APPEND_NEWLINE))
+        self._turns.write(b"".join(orjson.dumps(t, option=orjson.OPT_APPEND_NEWLINE) for t in res.turns))
         self._episodes.flush()
         self._turns.flush()
         writer.flush()

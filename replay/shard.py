@@ -371,11 +371,7 @@ def merge_replay_point(
     write_json_atomic(pdir / "shards.json", reports)
     shutil.rmtree(pdir / "_shards", ignore_errors=True)
     row = summarize_point(pdir, sweep_point=sweep_point, concurrency=concurrency, episodes_target=episodes_target,
-                          duration_s=duration_s)
-    if reasons:
-        row["valid"] = False
-        row["invalid_reason"] = "; ".join(([row["invalid_reason"]] if row["invalid_reason"] else []) + reasons)
-    row["shards"] = n
+                          duration_s=duration_s, verdict_reasons=reasons, shards=n)
     write_point_summary(pdir, row)
     return row
 

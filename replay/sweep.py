@@ -20,19 +20,8 @@ Layout under a run directory (notes/CONTRACTS.md):
                                               loads run_id-less rows into sweep_points;
                                               extra keys are ignored there)
 
-A point's summary row (`summarize_point`, SQL in replay/sql/sweep_point_summary.sql):
-episodes, turns, requests (model calls), request throughput (ok requests / window from
-the first send to the last end, per s), E2E and TTFT percentiles in ms (linear,
-DuckDB `quantile_cont`, with counts), mean model vs tool time per episode in ms, misses
-by kind, divergences, resolved rate re-verified vs carried, achieved concurrency (max
-and time-weighted mean number of episodes in flight), the concurrency proof of issue #6
-(`max_in_flight`, `all_started_before_first_finish`, `proof_ok`, `proof_reason`:
-replay.harness.concurrency_proof over the episodes' start/end stamps), usage coverage
-(`n_episodes_usage_complete`, `usage_coverage` = episodes whose every model call carried
-usage / episodes; `prompt_tokens_total` / `output_tokens_total` only at full coverage,
-else None with `token_totals_null_reason`), and `valid` = the max reached the target
-concurrency and the proof passed (DESIGN §4: a point that never reached it is invalid,
-with `invalid_reason`).
+A point's summary row: replay.point_summary.summarize_point (re-exported here), the SQL
+files that define every request and episode metric and the point's verdict once.
 """
 
 from __future__ import annotations
@@ -52,15 +41,17 @@ import orjson
 
 from benchmaker.bundle import build_manifest, wall_ns, write_json_atomic
 from benchmaker.records import Sample
-from replay.episodes import EPISODE_COLUMNS, TURN_COLUMNS
 from replay.harness import SandboxFactory, concurrency_proof, run_episode, run_episodes
 from replay.model_client import ModelClient
+from replay.point_summary import (TABLE_COLUMNS, engine_point_row, summarize_point, sweep_table_markdown,
+                                  sweep_table_rows, write_point_summary)
 from replay.trajectory import Trajectory
 from replay.verifier import TaskSpec, task_id_of
 
 __all__ = [
     "TABLE_COLUMNS",
     "engine_point_name",
+    "engine_point_row",
     "episode_plan",
     "play_episodes",
     "point_complete",
@@ -79,36 +70,6 @@ __all__ = [
     "write_sweep_points",
 ]
 
-_SQL_PATH = Path(__file__).resolve().parent / "sql" / "sweep_point_summary.sql"
-
-# (key of a summary row, column header) shown in the sweep table (CLI and Prefect artifact).
-# Latencies and model/tool time per episode in ms; "resolved ver./car." are rates among
-# episodes whose outcome was re-verified / carried from the recording.
-TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("sweep_point", "point"),
-    ("concurrency", "target"),
-    ("achieved_max_concurrency", "max conc"),
-    ("achieved_mean_concurrency", "mean conc"),
-    ("valid", "valid"),
-    ("proof_ok", "proof"),
-    ("usage_coverage", "usage cov."),
-    ("n_episodes", "episodes"),
-    ("n_turns", "turns"),
-    ("n_requests", "requests"),
-    ("request_throughput_per_s", "req/s"),
-    ("p50_e2e_ms", "p50 E2E"),
-    ("p99_e2e_ms", "p99 E2E"),
-    ("p50_ttft_ms", "p50 TTFT"),
-    ("p99_ttft_ms", "p99 TTFT"),
-    ("mean_model_time_ms", "model/ep"),
-    ("mean_tool_time_ms", "tool/ep"),
-    ("misses_total", "misses"),
-    ("divergences", "diverged"),
-    ("resolved_rate_reverified", "resolved ver."),
-    ("resolved_rate_carried", "resolved car."),
-)
-
-
 def point_name(concurrency: int) -> str:
     """The sweep_point label of the point at `concurrency` episodes in flight: "c<N>"."""
     return f"c{concurrency}"
@@ -117,88 +78,6 @@ def point_name(concurrency: int) -> str:
 def point_dir(run_dir: Path, sweep_point: str) -> Path:
     """`<run_dir>/points/<sweep_point>` (where the warehouse loader looks for point files)."""
     return Path(run_dir) / "points" / sweep_point
-
-
-def _typed(columns: dict[str, str]) -> str:
-    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
-
-
-def _relation(path: Path, columns: dict[str, str]) -> str:
-    """A typed read_json over `path`, or an empty relation of the same columns when the
-    file is missing or empty (a point where nothing ran)."""
-    if path.is_file() and path.stat().st_size > 0:
-        quoted = "'" + str(path).replace("'", "''") + "'"
-        return (f"SELECT * FROM read_json({quoted}, format='newline_delimited', "
-                f"columns={_typed(columns)}, maximum_object_size=268435456)")
-    cols = ", ".join(f"NULL::{t} AS {k}" for k, t in columns.items())
-    return f"SELECT {cols} WHERE false"
-
-
-def summarize_point(
-    pdir: Path,
-    *,
-    sweep_point: str,
-    concurrency: int,
-    episodes_target: int | None = None,
-    duration_s: float | None = None,
-) -> dict[str, Any]:
-    """The summary row of one sweep point from `pdir`/episodes.jsonl and turns.jsonl
-    (see the module docstring for the fields; units in the names: _ms, _s, _per_s, _ns).
-
-    `concurrency` is the target; `episodes_target` / `duration_s` what the point was
-    asked to run (recorded as given). Counts are 0 and percentiles None when nothing
-    ran. `valid` is True only when `achieved_max_concurrency >= concurrency` and the
-    concurrency proof passed (min(concurrency, episodes) episodes had started before
-    the first one finished), else `invalid_reason` says why. The proof is recomputed
-    from episodes.jsonl with the function that wrote the harness's concurrency.json;
-    `all_started_before_first_finish` is None when no episode ran. Raises duckdb.Error
-    on a malformed line (the harness writes these files, so that is a bug, not user
-    input).
-    """
-    pdir = Path(pdir)
-    con = duckdb.connect()
-    try:
-        con.execute(f"CREATE TEMP VIEW episodes AS {_relation(pdir / 'episodes.jsonl', EPISODE_COLUMNS)}")
-        con.execute(f"CREATE TEMP VIEW turns AS {_relation(pdir / 'turns.jsonl', TURN_COLUMNS)}")
-        cur = con.execute(_SQL_PATH.read_text(encoding="utf-8"))
-        names = [d[0] for d in cur.description]
-        row = dict(zip(names, cur.fetchone()))
-        intervals = con.execute("SELECT started_ns, ended_ns FROM episodes").fetchall()
-    finally:
-        con.close()
-    proof = concurrency_proof(intervals, concurrency)
-    achieved = row["achieved_max_concurrency"]
-    if achieved is None:
-        valid, reason = False, "nothing ran at this point"
-    elif achieved < concurrency:
-        valid, reason = False, f"achieved concurrency {achieved} < target {concurrency}"
-    elif not proof.valid:
-        valid, reason = False, f"concurrency proof failed: {proof.reason}"
-    else:
-        valid, reason = True, None
-    out: dict[str, Any] = {
-        "sweep_point": sweep_point,
-        "concurrency": concurrency,
-        "rate_per_s": None,
-        "episodes": episodes_target,
-        "duration_s": duration_s,
-    }
-    out.update({k: (float(v) if hasattr(v, "as_integer_ratio") and not isinstance(v, (int, bool)) else v)
-                for k, v in row.items()})
-    out["max_in_flight"] = proof.max_in_flight
-    out["all_started_before_first_finish"] = proof.all_started_before_first_finish if intervals else None
-    out["proof_ok"] = proof.valid
-    out["proof_reason"] = proof.reason
-    out["valid"] = valid
-    out["invalid_reason"] = reason
-    return out
-
-
-def write_point_summary(pdir: Path, row: dict[str, Any]) -> Path:
-    """Write `row` to `pdir`/point_summary.json (atomic); returns the path."""
-    path = Path(pdir) / "point_summary.json"
-    write_json_atomic(path, row)
-    return path
 
 
 def point_complete(pdir: Path) -> bool:
@@ -267,43 +146,6 @@ def write_run_manifest(
     path = run_dir / "manifest.json"
     write_json_atomic(path, manifest)
     return path
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) < 10 else f"{value:,.1f}"
-    return str(value)
-
-
-def sweep_table_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """(headers, cells) of the sweep table: one line per point, the TABLE_COLUMNS keys
-    formatted for display (None as "-", floats to 3 significant digits below 10,
-    an invalid point's `valid` as "NO")."""
-    headers = [h for _, h in TABLE_COLUMNS]
-    cells = [[_cell(row.get(key)) for key, _ in TABLE_COLUMNS] for row in rows]
-    return headers, cells
-
-
-def sweep_table_markdown(rows: Sequence[dict[str, Any]], title: str | None = None) -> str:
-    """The sweep table as GitHub markdown (for a Prefect markdown artifact), followed by
-    one line per invalid point naming its reason."""
-    headers, cells = sweep_table_rows(rows)
-    lines = [f"## {title}", ""] if title else []
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("|" + "---|" * len(headers))
-    lines.extend("| " + " | ".join(c) + " |" for c in cells)
-    lines.append("")
-    lines.append("Times in ms (E2E, TTFT: linear percentiles; model/tool: mean per episode); "
-                 "resolved ver./car.: rate among re-verified / carried outcomes.")
-    invalid = [r for r in rows if not r.get("valid", True)]
-    if invalid:
-        lines.append("")
-        lines.extend(f"- **{r['sweep_point']} invalid**: {r.get('invalid_reason')}" for r in invalid)
-    return "\n".join(lines) + "\n"
 
 
 def episode_plan(trajectories: Sequence[Trajectory], concurrency: int, episodes: int | None) -> list[Trajectory]:
@@ -492,33 +334,6 @@ def engine_point_name(load: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", load).strip("-") or "point"
 
 
-def engine_point_row(summary: dict[str, Any], sweep_point: str, duration_s: float | None) -> dict[str, Any]:
-    """The sweep row of an engine sweep point from its summary.json dict: target (load
-    spec, concurrency, rate), requests, throughput, E2E/TTFT percentiles (summary.sql),
-    achieved max/mean concurrency, and `valid` / `invalid_reason` from the verdict."""
-    run = summary.get("run") or {}
-    lane = next(iter(summary["target"]["lanes"].values()))
-
-    def stat(name: str, key: str) -> Any:
-        return (run.get(name) or {}).get(key)
-
-    return {
-        "sweep_point": sweep_point, "load": lane["load"], "concurrency": lane["concurrency"],
-        "rate_per_s": lane["target_rate_per_s"], "episodes": None, "duration_s": duration_s,
-        "n_requests": run.get("n_samples", 0), "n_requests_ok": run.get("n_ok", 0),
-        "window_s": run.get("window_s"), "request_throughput_per_s": run.get("request_throughput_per_s"),
-        "output_throughput_tok_per_s": run.get("output_throughput_tok_per_s"),
-        "n_e2e": stat("e2e_ms", "count"), "p50_e2e_ms": stat("e2e_ms", "p50"), "p90_e2e_ms": stat("e2e_ms", "p90"),
-        "p99_e2e_ms": stat("e2e_ms", "p99"), "n_ttft": stat("ttft_ms", "count"),
-        "p50_ttft_ms": stat("ttft_ms", "p50"), "p90_ttft_ms": stat("ttft_ms", "p90"),
-        "p99_ttft_ms": stat("ttft_ms", "p99"),
-        "achieved_max_concurrency": run.get("max_concurrency"),
-        "achieved_mean_concurrency": run.get("mean_concurrency"),
-        "valid": bool(summary["verdict"]["valid"]),
-        "invalid_reason": "; ".join(summary["verdict"]["reasons"]) or None,
-    }
-
-
 async def run_engine_point(
     config: Any,
     workload: Any,
@@ -543,6 +358,6 @@ async def run_engine_point(
     os.replace(result.bundle_dir / "samples.jsonl", pdir / "samples.jsonl")
     os.replace(result.bundle_dir / "summary.json", pdir / "engine_summary.json")
     shutil.rmtree(staging)
-    row = engine_point_row(result.summary, sp, config.duration_s)
+    row = engine_point_row(pdir, result.summary, sp, config.duration_s)
     write_point_summary(pdir, row)
     return row

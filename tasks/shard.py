@@ -193,9 +193,10 @@ run_shard_point_task = task(name="run-llm-sweep-shard", cache_policy=NO_CACHE)(r
 cached or retried: a retried shard would miss the shared start)."""
 
 
-def _point_row(summary: dict[str, Any], sweep_point: str, duration_s: float | None, shards: int) -> dict[str, Any]:
-    """The sweep row of a merged point: replay.sweep.engine_point_row plus `shards`."""
-    return {**engine_point_row(summary, sweep_point, duration_s), "shards": shards}
+def _point_row(pdir: Path, summary: dict[str, Any], sweep_point: str, duration_s: float | None,
+               shards: int) -> dict[str, Any]:
+    """The sweep row of a merged point: replay.sweep.engine_point_row with `shards`."""
+    return engine_point_row(pdir, summary, sweep_point, duration_s, shards=shards)
 
 
 def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[dict[str, Any]] | None = None
@@ -228,6 +229,6 @@ def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[di
         os.replace(f, pdir / f.name)
     write_json_atomic(pdir / "engine_summary.json", summary)
     shutil.rmtree(shard_staging_dir(Path(p.run_dir), p.sweep_point))  # every attempt's
-    row = _point_row(summary, p.sweep_point, p.duration_s, n)
+    row = _point_row(pdir, summary, p.sweep_point, p.duration_s, n)
     write_point_summary(pdir, row)
     return row

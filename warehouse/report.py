@@ -18,8 +18,8 @@ text (4 significant digits), with `data-row`/`data-col` naming the metric:
 Plots (warehouse/svg.py), each in `<section class="panel" data-panel=...>`:
 latency vs throughput (one point per sweep point from v_sweep_summary; per lane from
 v_lane_summary when the run has no sweep point), TTFT and ITL CDFs (requests table),
-resolved rate vs concurrency (episodes, via v_sweep_summary; replaced by a note when
-the run has no episodes), schedule lag over time, achieved concurrency over time and,
+resolved rate vs concurrency (episodes, via v_sweep_summary; re-verified and carried rates
+as two series; replaced by a note when the run has no episodes), schedule lag over time, achieved concurrency over time and,
 for sweeps with a target, achieved vs target concurrency. A panel without data shows
 a `<p class="note">` instead of a chart. The queries are warehouse/queries/report_*.sql.
 """
@@ -292,21 +292,27 @@ def _resolved_panel(data: ReportData) -> str:
     if not data.info.get("n_episodes"):
         return _panel("resolved-concurrency", title,
                       _note("No episodes in this run: resolved rate vs concurrency is not plotted."))
-    pts = [(r.get("target_concurrency") if r.get("target_concurrency") is not None
-            else r.get("achieved_mean_concurrency"), r.get("resolved_rate"), str(r["sweep_point"]))
-           for r in data.sweep]
-    pts = [p for p in pts if p[0] is not None and p[1] is not None]
-    if not pts:
+    def x_of(r: dict[str, Any]) -> Any:
+        return r.get("target_concurrency") if r.get("target_concurrency") is not None \
+            else r.get("achieved_mean_concurrency")
+
+    series = []
+    for key in ("resolved_rate_reverified", "resolved_rate_carried"):  # never mixed (DESIGN §6)
+        pts = [(x_of(r), r.get(key), str(r["sweep_point"])) for r in data.sweep]
+        pts = [p for p in pts if p[0] is not None and p[1] is not None]
+        if pts:
+            series.append(Series(key, [p[0] for p in pts], [p[1] for p in pts], style="linepoints",
+                                 labels=[p[2] for p in pts]))
+    if not series:
         return _panel("resolved-concurrency", title,
                       _note("The run's episodes carry no sweep point with a known resolution: "
                             "nothing to plot."))
-    s = Series("resolved_rate", [p[0] for p in pts], [p[1] for p in pts], style="linepoints",
-               labels=[p[2] for p in pts])
-    chart = line_chart([s], plot_id="resolved-concurrency", title=title,
-                       x_label="concurrency (target, else achieved mean)", y_label="resolved_rate",
+    chart = line_chart(series, plot_id="resolved-concurrency", title=title,
+                       x_label="concurrency (target, else achieved mean)", y_label="resolved rate",
                        x_min=0, y_min=0, y_max=1)
     return _panel("resolved-concurrency", title, chart,
-                  "resolved / episodes with a known resolution, per sweep point (v_sweep_summary).")
+                  "resolved / episodes with a known resolution, per sweep point, re-verified (a verifier ran) "
+                  "and carried (the recording's outcome) apart (v_sweep_summary).")
 
 
 def _lag_panel(data: ReportData) -> str:

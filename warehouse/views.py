@@ -1,11 +1,16 @@
 """Warehouse views: one relation per SQL file in `warehouse/views/`, created in sorted
-order of the relation name (STYLE §7), plus `samples_summary`, whose body is the text of
-`benchmaker/sql/summary.sql` (the one summary definition, shared with the run bundle's
-summary.json and the report; DESIGN §4).
+order of the relation name (STYLE §7), plus three whose body is a SELECT kept beside the
+code that runs it on one bundle (the one definition of each metric, DESIGN §4):
+
+    samples_summary    benchmaker/sql/summary.sql (request metrics; also summary.json)
+    episodes_summary   replay/sql/episode_summary.sql (episode metrics; also point_summary.json)
+    v_sweep_summary    replay/sql/sweep_summary.sql (the sweep table and the point verdict;
+                       also point_summary.json, sweep_points.jsonl and the CLI table)
 
 Order (sorted by name, which is also the dependency order):
 
     compare_runs          table macro: bootstrap CIs of p50/p99 TTFT and E2E differences
+    episodes_summary      CREATE OR REPLACE VIEW episodes_summary AS <episode_summary.sql>
     samples               view over `requests` with exactly SAMPLE_COLUMNS
     samples_summary       CREATE OR REPLACE VIEW samples_summary AS <summary.sql>
     v_lane_summary, v_nightly_regression, v_run_summary, v_sweep_summary, v_vllm_compat
@@ -24,6 +29,13 @@ from warehouse.errors import ViewError
 
 SUMMARY_VIEW = "samples_summary"
 
+# (view name, package, path in it) of the views whose SELECT lives beside its other reader
+_SHARED_SQL = (
+    (SUMMARY_VIEW, "benchmaker", "sql/summary.sql"),
+    ("episodes_summary", "replay", "sql/episode_summary.sql"),
+    ("v_sweep_summary", "replay", "sql/sweep_summary.sql"),
+)
+
 
 def summary_sql() -> str:
     """The text of `benchmaker/sql/summary.sql` (one SELECT over a relation `samples`)."""
@@ -39,10 +51,9 @@ def view_files() -> list[tuple[str, str, str]]:
         for entry in root.iterdir()
         if entry.name.endswith(".sql")
     ]
-    body = summary_sql().strip().rstrip(";")
-    items.append(
-        (SUMMARY_VIEW, "benchmaker/sql/summary.sql", f"CREATE OR REPLACE VIEW {SUMMARY_VIEW} AS\n{body}\n")
-    )
+    for name, package, path in _SHARED_SQL:
+        body = (importlib.resources.files(package) / path).read_text(encoding="utf-8").strip().rstrip(";")
+        items.append((name, f"{package}/{path}", f"CREATE OR REPLACE VIEW {name} AS\n{body}\n"))
     return sorted(items)
 
 

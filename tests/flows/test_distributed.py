@@ -76,7 +76,7 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
         assert set(c["clock"]) == {"reference", "wall_offset_ns", "bracket_ns", "hostname"}
     row = merge_point(points[0], [0, 0], [{"worker": 0}, {"worker": 1}])
     # constant:40 for 1 s = 40 arrivals, dealt round-robin (20 per shard)
-    assert (row["n_requests"], row["n_requests_ok"], row["shards"]) == (40, 40, 2), row
+    assert (row["n_requests"], row["n_ok"], row["shards"]) == (40, 40, 2), row
     assert _reasons_but_loop_lag(row) == []
     pdir = point_dir(run_dir, "constant-40")
     assert sorted(p.name for p in pdir.iterdir()) == [
@@ -108,7 +108,7 @@ async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path:
         "samples-w0.jsonl", "samples-w1.jsonl", "worker-0.json", "worker-1.json"]
     assert Exchange(url).get_dir("rid", tmp_path / "left") == []  # fetched files are removed there
     row = merge_point(points[0], [0, 0])
-    assert (row["n_requests"], row["n_requests_ok"], row["shards"]) == (40, 40, 2), row
+    assert (row["n_requests"], row["n_ok"], row["shards"]) == (40, 40, 2), row
     assert _reasons_but_loop_lag(row) == []
     report = load_run(tmp_path / "w.duckdb", run_dir)
     assert report.rows["requests"] == 40
@@ -149,7 +149,7 @@ async def test_the_same_shards_run_on_a_dask_local_cluster(tmp_path: Path, local
             out_dir=tmp_path / "a", warehouse=tmp_path / "w.duckdb", dask_address=local_cluster.scheduler_address,
             start_lead_s=8.0)  # cold Dask workers import Prefect + the engine first (~3 s here)
     [row] = out["points"]
-    assert (row["n_requests"], row["n_requests_ok"], row["shards"]) == (40, 40, 2)  # constant:40 for 1 s
+    assert (row["n_requests"], row["n_ok"], row["shards"]) == (40, 40, 2)  # constant:40 for 1 s
     assert _reasons_but_loop_lag(row) == []
     assert [(s["worker"], s["state"]) for s in out["shards"][0]] == [(0, "COMPLETED"), (1, "COMPLETED")]
     summary = orjson.loads((point_dir(Path(out["run_dir"]), "constant-40") / "engine_summary.json").read_bytes())

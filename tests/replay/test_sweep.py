@@ -1,5 +1,5 @@
-"""replay.sweep: point summary SQL on hand-written files (exact values), the episode
-plan, samples from turns, the table, and one real point against a replay server."""
+"""replay.sweep: the episode plan, samples from turns, the sweep files, and one real
+point against a replay server (the point summary SQL: tests/replay/test_point_summary.py)."""
 
 from __future__ import annotations
 
@@ -64,42 +64,6 @@ def point(tmp_path: Path) -> Path:
     return pdir
 
 
-def test_summary_counts_percentiles_and_overlap(point: Path) -> None:
-    row = summarize_point(point, sweep_point="c2", concurrency=2, episodes_target=3)
-    assert (row["n_episodes"], row["n_episodes_failed"], row["n_turns"]) == (3, 1, 4)
-    assert (row["n_requests"], row["n_requests_ok"]) == (4, 3)
-    # window: first send 0 ms .. last end 200 ms; 3 ok requests / 0.2 s
-    assert row["window_s"] == 0.2
-    assert row["request_throughput_per_s"] == pytest.approx(15.0)
-    # E2E of ok turns 20, 30, 40 ms: linear p50 = 30, p90 = 30 + 0.8 * 10 = 38
-    assert (row["n_e2e"], row["p50_e2e_ms"], row["p90_e2e_ms"]) == (3, 30.0, 38.0)
-    # TTFT of turns with a first token: 5, 10, 20 ms -> p50 10
-    assert (row["n_ttft"], row["p50_ttft_ms"]) == (3, 10.0)
-    # model time 60, 30, 30 ms -> mean 40; tool 10, 20, 0 -> 10
-    assert (row["mean_model_time_ms"], row["mean_tool_time_ms"]) == (40.0, 10.0)
-    assert (row["misses_unknown_key"], row["misses_beyond_turns"], row["misses_diverged"]) == (1, 1, 0)
-    assert (row["misses_total"], row["divergences"]) == (2, 2)
-    # verified: ep0 resolved, ep1 not -> 0.5; carried: ep2 resolved -> 1.0
-    assert (row["n_reverified"], row["resolved_rate_reverified"]) == (2, 0.5)
-    assert (row["n_carried"], row["resolved_rate_carried"]) == (1, 1.0)
-    # in flight: 1 over 0..50, 2 over 50..100, 1 over 100..200 -> max 2, mean (50+100+100)/200
-    assert row["achieved_max_concurrency"] == 2
-    assert row["achieved_mean_concurrency"] == pytest.approx(1.25)
-    assert (row["valid"], row["invalid_reason"]) == (True, None)
-
-
-def test_point_below_target_concurrency_is_invalid(point: Path) -> None:
-    row = summarize_point(point, sweep_point="c2", concurrency=3)
-    assert row["valid"] is False
-    assert row["invalid_reason"] == "achieved concurrency 2 < target 3"
-
-
-def test_point_where_nothing_ran_is_invalid(tmp_path: Path) -> None:
-    row = summarize_point(tmp_path, sweep_point="c1", concurrency=1)
-    assert (row["n_episodes"], row["n_requests"], row["p50_e2e_ms"]) == (0, 0, None)
-    assert (row["valid"], row["invalid_reason"]) == (False, "nothing ran at this point")
-
-
 def test_episode_plan_cycles_and_fills_every_worker() -> None:
     a, b = object(), object()
     assert episode_plan([a, b], 5, None) == [a, b, a, b, a]  # max(5, 2) episodes
@@ -152,52 +116,3 @@ async def _rerun(trajs, traj: Path, tmp_path: Path) -> int:
         await run_point(trajs, srv.url, tmp_path / "run", run_id="r1", concurrency=3)
     pdir = point_dir(tmp_path / "run", "c3")
     return len((pdir / "episodes.jsonl").read_text().splitlines())
-
-
-def test_summary_reports_the_concurrency_proof_and_usage_coverage(point: Path) -> None:
-    row = summarize_point(point, sweep_point="c2", concurrency=2)
-    # episodes 0 (0..100 ms) and 1 (50..150 ms) both started before the first end (100 ms)
-    assert (row["max_in_flight"], row["all_started_before_first_finish"]) == (2, True)
-    assert (row["proof_ok"], row["proof_reason"]) == (True, None)
-    # the fixture's episodes carry no usage (Episode.usage_complete defaults to False)
-    assert (row["n_episodes_usage_complete"], row["usage_coverage"]) == (0, 0.0)
-    assert (row["prompt_tokens_total"], row["output_tokens_total"]) == (None, None)
-    assert row["token_totals_null_reason"] == "usage incomplete in 3 of 3 episodes"
-
-
-def test_staggered_episodes_fail_the_proof_and_partial_usage_has_no_totals(tmp_path: Path) -> None:
-    pdir = tmp_path / "points" / "c2"
-    pdir.mkdir(parents=True)
-    # a near-serial executor: 0..100, 150..300, 200..400 ms. Two episodes are in flight
-    # over 200..300 ms (max 2 = target), but only one had started before the first
-    # finished at 100 ms, so the proof fails
-    _write(pdir / "episodes.jsonl", [
-        _ep(0, 0, 100, usage_complete=True, prompt_tokens=10, output_tokens=5),
-        _ep(1, 150, 300, usage_complete=True, prompt_tokens=20, output_tokens=7),
-        _ep(2, 200, 400),
-    ])
-    row = summarize_point(pdir, sweep_point="c2", concurrency=2)
-    assert (row["achieved_max_concurrency"], row["max_in_flight"]) == (2, 2)
-    assert (row["all_started_before_first_finish"], row["proof_ok"]) == (False, False)
-    assert row["proof_reason"] == "only 1 of 2 episodes started before the first finished"
-    assert row["valid"] is False
-    assert row["invalid_reason"] == "concurrency proof failed: only 1 of 2 episodes started before the first finished"
-    # 2 of 3 episodes with usage: coverage 2/3, totals null (never the partial sums 30 / 12)
-    assert (row["n_episodes_usage_complete"], row["usage_coverage"]) == (2, 2 / 3)
-    assert (row["prompt_tokens_total"], row["output_tokens_total"]) == (None, None)
-    assert row["token_totals_null_reason"] == "usage incomplete in 1 of 3 episodes"
-    md = sweep_table_markdown([row])
-    assert "| proof | usage cov. |" in md and "| NO | 0.667 |" in md
-
-
-def test_full_usage_coverage_gives_token_totals(tmp_path: Path) -> None:
-    pdir = tmp_path / "points" / "c2"
-    pdir.mkdir(parents=True)
-    _write(pdir / "episodes.jsonl", [
-        _ep(0, 0, 100, usage_complete=True, prompt_tokens=10, output_tokens=5),
-        _ep(1, 10, 120, usage_complete=True, prompt_tokens=20, output_tokens=7),
-    ])
-    row = summarize_point(pdir, sweep_point="c2", concurrency=2)
-    assert (row["usage_coverage"], row["prompt_tokens_total"], row["output_tokens_total"]) == (1.0, 30, 12)
-    assert row["token_totals_null_reason"] is None
-    assert (row["proof_ok"], row["valid"]) == (True, True)

@@ -64,7 +64,8 @@ def real_run(out_dir: Path) -> Path:
 
 
 # Sweep bundle: points c1, c2, c4; c workers each run 2 episodes of 3 turns; resolved
-# episodes: 2 of 2 (c1), 3 of 4 (c2), 4 of 8 (c4) -> resolved_rate 1.0, 0.75, 0.5.
+# episodes: 2 of 2 (c1), 3 of 4 (c2), 4 of 8 (c4), carried (not re-verified) ->
+# resolved_rate_carried 1.0, 0.75, 0.5; resolved_rate_reverified NULL.
 SWEEP_RESOLVED = {"c1": 1.0, "c2": 0.75, "c4": 0.5}
 
 
@@ -232,15 +233,17 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
     lt = _panel(html, "latency-throughput")
     assert lt.count('class="series-point"') == 4 * 3  # e2e/ttft p50/p99 x 3 sweep points
     resolved = _panel(html, "resolved-concurrency")
-    # point titles carry (concurrency, resolved_rate) from v_sweep_summary
-    assert re.findall(r"resolved_rate: \(([^)]*)\)", resolved) == ["1, 1", "2, 0.75", "4, 0.5"]
+    # point titles carry (concurrency, resolved_rate_carried) from v_sweep_summary; no
+    # episode was re-verified, so there is no re-verified series
+    assert re.findall(r"resolved_rate_carried: \(([^)]*)\)", resolved) == ["1, 1", "2, 0.75", "4, 0.5"]
+    assert "resolved_rate_reverified" not in resolved
     target = _panel(html, "concurrency-target")
     # c workers run their episodes in parallel: achieved max == target at every point
     assert re.findall(r"achieved max: \(([^)]*)\)", target) == ["1, 1", "2, 2", "4, 4"]
     assert "Every point reached its target." in target
     sweep = cells(html)["sweep"]
     for point, rate in SWEEP_RESOLVED.items():
-        assert sweep[("resolved_rate", point)][0] == rate
+        assert sweep[("resolved_rate_carried", point)][0] == rate
     con = open_readonly(db)
     try:
         want = con.execute("SELECT sweep_point, p99_ttft_ms FROM v_sweep_summary").fetchall()

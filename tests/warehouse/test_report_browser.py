@@ -171,7 +171,7 @@ def test_every_plot_of_a_sweep_report_is_drawn_in_chromium(tmp_path):
     by_plot = {c["plot"]: {s["name"]: s for s in c["series"]} for c in check}
     # one circle per sweep point (c1, c2, c4) for latency vs throughput and resolved rate
     assert by_plot["latency-throughput"]["e2e p99"]["circles_drawn"] == 3
-    assert by_plot["resolved-concurrency"]["resolved_rate"]["circles_drawn"] == 3
+    assert by_plot["resolved-concurrency"]["resolved_rate_carried"]["circles_drawn"] == 3
     assert by_plot["ttft-cdf"]["c4 (n=24)"]["points"] == 24  # 4 workers x 2 episodes x 3 turns
 
 

@@ -55,10 +55,11 @@ def test_sweep_summary_percentiles_are_linear_over_hand_written_timings(warehous
 def test_the_verdict_written_with_a_sweep_point_is_kept(tmp_path):
     run_dir = reference_bundle(tmp_path / "run-a")
     # c1 reached its target, but its writer found it invalid (e.g. a shard failed);
-    # c2 was written valid: the view's own checks still apply to it
+    # c2 was written without reasons: the view's own checks still apply to it (its
+    # stored `valid` is the writer's copy of the verdict, not an input)
     write_jsonl(run_dir / "sweep_points.jsonl", [
         {"sweep_point": "c1", "concurrency": 1, "valid": False, "invalid_reason": "shard 1 failed (exit code 1)",
-         "shards": 2},
+         "verdict_reasons": "shard 1 failed (exit code 1)", "shards": 2},
         {"sweep_point": "c2", "concurrency": 2, "valid": True, "invalid_reason": None, "shards": 2}])
     db = tmp_path / "w.duckdb"
     load_run(db, run_dir)

@@ -64,8 +64,11 @@ class Outcome(str, enum.Enum):
 
 class TimeoutKind(str, enum.Enum):
     """Which per-request deadline fired: connect, first token (ttft), gap between reads
-    (idle), or the whole request (total)."""
+    (idle), or the whole request (total). `client` is a connect deadline that passed
+    while the client itself was overloaded (its event loop lagging by a tenth of the
+    connect timeout or more): the client, not the endpoint, is the likely cause."""
 
+    CLIENT = "client"
     CONNECT = "connect"
     TTFT = "ttft"
     IDLE = "idle"

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import signal
 import time
 from collections import deque
 from datetime import datetime, timezone
@@ -47,10 +48,10 @@ from benchmaker.bundle import SampleWriter, build_manifest, new_run_id, wall_ns,
 from benchmaker.calibrate import calibration_for_manifest, ceiling_checks
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
-from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, parse_rate_spec
+from benchmaker.load_models import NS_PER_S, Burst, ClosedLoop, LoadModel, parse_rate_spec
 from benchmaker.monitors import Monitor, MonitorRunner
 from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
-from benchmaker.selfcheck import LoopLagMonitor, verdict
+from benchmaker.selfcheck import LoopLagMonitor, connect_timeout_cause, verdict
 from benchmaker.trace import TraceWriter, shard_trace_path
 from benchmaker.summary import nest_summary, summarize_samples
 from benchmaker.transport import make_transport
@@ -214,6 +215,12 @@ class BenchRunner:
         self._monitor_runner: MonitorRunner | None = None
         self._record_trace = shard_trace_path(record_trace, worker, shards) if record_trace is not None else None
         self._trace: TraceWriter | None = None
+        # open-loop in-flight cap: max_in_flight, else what this host can hold (DESIGN §5)
+        self._cap, self._cap_source = config.in_flight_cap()
+        self._cap_waits = 0  # open-loop arrivals that waited for a slot under the cap
+        self._loop_lag: LoopLagMonitor | None = None
+        # the stop signal (SIGTERM, SIGHUP) that interrupted the run, None for Ctrl-C / cancel
+        self.interrupted_by: str | None = None
 
     # -- public -------------------------------------------------------------------------
 
@@ -242,7 +249,7 @@ class BenchRunner:
             self._writer.close()
             await self._transport.aclose()
             raise
-        monitor = LoopLagMonitor()
+        monitor = self._loop_lag = LoopLagMonitor()
         interrupted = False
         # everything slow (git, package versions, file writes) happens before the clock
         # starts; the wall-clock t0 is taken right beside the monotonic one
@@ -272,11 +279,13 @@ class BenchRunner:
             asyncio.get_running_loop().create_task(self._drive_lane(lane, model))
             for lane, model in zip(self.lanes, self._models)
         ]
+        stop_signals = _install_stop_signals(self)
         try:
             await self._await_end(lane_tasks)
         except asyncio.CancelledError:
             interrupted = True
         finally:
+            _restore_stop_signals(stop_signals)  # a second signal while the bundle is written acts as before
             for t in lane_tasks:
                 t.cancel()
             await asyncio.gather(*lane_tasks, return_exceptions=True)
@@ -304,6 +313,7 @@ class BenchRunner:
                     pass
         summary = self._summarize(monitor, interrupted, wall_s, cpu_s)
         self.result = RunResult(self.run_id, self.bundle_dir, summary)
+        _pass_on_stop_signal(stop_signals, self.interrupted_by)
         if interrupted:
             raise asyncio.CancelledError("run interrupted; partial bundle written")
         return self.result
@@ -342,7 +352,7 @@ class BenchRunner:
         pc = time.perf_counter_ns
         t0 = self._t0
         deadline = self._deadline_ns()
-        cap = self.config.max_in_flight
+        cap = self._cap
         drop = self.config.overflow == "drop"
         count = [0]
         loop = asyncio.get_running_loop()
@@ -365,6 +375,7 @@ class BenchRunner:
                 if drop:
                     self._record_dropped(lane, seq, intended_ns, stage)
                     continue
+                self._cap_waits += 1
                 while self.live.in_flight >= cap:
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
@@ -460,7 +471,7 @@ class BenchRunner:
     def _record_dropped(self, lane: Lane, seq: int, intended_ns: int, stage: str | None) -> None:
         s = self._new_sample(lane, seq, intended_ns, stage)
         s.outcome = Outcome.DROPPED.value
-        s.error = f"max_in_flight={self.config.max_in_flight} reached"
+        s.error = f"client-side: in-flight cap {self._cap} reached ({self._cap_source}); not sent"
         self.live.dropped += 1
         self._writer.write(s)
 
@@ -508,8 +519,7 @@ class BenchRunner:
         except ConnectTimeout as exc:
             sample.end_ns = pc() - t0
             sample.outcome = Outcome.TIMEOUT.value
-            sample.timeout_kind = TimeoutKind.CONNECT.value
-            sample.error = str(exc)
+            sample.timeout_kind, sample.error = self._connect_timeout_cause(str(exc))
         except TransportError as exc:
             sample.end_ns = pc() - t0
             sample.outcome = Outcome.TRANSPORT_ERROR.value
@@ -610,6 +620,10 @@ class BenchRunner:
                     self._watched.discard(w)
                     w.task.cancel()
 
+    def _connect_timeout_cause(self, error: str) -> tuple[str, str]:
+        lag_ms = self._loop_lag.current_lag_ms() if self._loop_lag is not None else 0.0
+        return connect_timeout_cause(error, self.config.timeouts.connect_s or 10.0, lag_ms, self.live.in_flight)
+
     def _finish(self, sample: Sample) -> None:
         live = self.live
         live.finished += 1
@@ -650,6 +664,9 @@ class BenchRunner:
             "client_cpu_s": cpu_s,
             "wall_s": wall_s,
             "max_in_flight": self.live.max_in_flight,
+            "in_flight_cap": self._cap,
+            "in_flight_cap_source": self._cap_source,
+            "cap_waits": self._cap_waits,
             "connections_opened": getattr(self._transport, "connections_opened", None),
             "worker": self.worker,
             "pid": os.getpid(),
@@ -659,7 +676,8 @@ class BenchRunner:
             self_checks["monitors"] = self._monitor_runner.report()
         if self.shards > 1:  # a shard reports to its parent; the run's summary is merged there
             write_json_atomic(self.bundle_dir / f"worker-{self.worker}.json",
-                              {"self_checks": self_checks, "interrupted": interrupted})
+                              {"self_checks": self_checks, "interrupted": interrupted,
+                               "interrupted_by": self.interrupted_by})
             return {"run_id": self.run_id, "self_checks": self_checks, "partial": interrupted}
         summary = self.build_summary([self.bundle_dir / self._samples_name], self_checks,
                                      self_checks["loop_lag_ms"], interrupted)
@@ -699,14 +717,94 @@ class BenchRunner:
                 "duration_s": self.config.duration_s,
             },
             "verdict": verdict(
-                nested["run"], limits=self.config.checks, open_loop=open_loop, target_concurrency=target_conc,
+                # schedule lag is judged where arrivals are paced (not for inf = all at t0)
+                nested["run"], limits=self.config.checks,
+                open_loop=any(not isinstance(m, (ClosedLoop, Burst)) for m in self._models),
+                target_concurrency=target_conc,
                 loop_lag=loop_lag, interrupted=interrupted, worker_failures=list(worker_failures),
             ),
             "self_checks": self_checks,
             **nested,
         }
         summary["verdict"]["notes"].extend(ceiling_notes)
+        summary["verdict"]["notes"].extend(_cap_notes(self_checks, nested["run"]))
+        if interrupted and self.interrupted_by:
+            summary["interrupted_by"] = self.interrupted_by
+            summary["verdict"]["reasons"] = [
+                r.replace("interrupted before", f"interrupted by {self.interrupted_by} before")
+                for r in summary["verdict"]["reasons"]]
         return summary
+
+
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def interrupt_exit_code(signal_name: str | None) -> int:
+    """The exit code of a run stopped by `signal_name` (128 + its number, as a shell
+    reports a process killed by it: SIGTERM 143, SIGHUP 129), 130 (SIGINT) for None."""
+    return 128 + (signal.Signals[signal_name].value if signal_name else signal.SIGINT.value)
+
+
+def _install_stop_signals(runner: "BenchRunner") -> list[tuple[int, Any]]:
+    """Make SIGTERM and SIGHUP stop the run as Ctrl-C does (the task running the run is
+    cancelled: in-flight requests are recorded as `cancelled`, the partial bundle is
+    written, `runner.interrupted_by` names the signal). Only possible in the main
+    thread; elsewhere (a Prefect task thread) nothing is installed and the host's own
+    handling stands. Returns (signal, previous handler) pairs for _restore_stop_signals."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    installed: list[tuple[int, Any]] = []
+
+    def stop(name: str) -> None:
+        if runner.interrupted_by is None and task is not None:
+            runner.interrupted_by = name
+            task.cancel()
+
+    for name in STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            previous = signal.getsignal(sig)
+            loop.add_signal_handler(sig, stop, name)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
+            continue
+        installed.append((sig, previous))
+    return installed
+
+
+def _restore_stop_signals(installed: list[tuple[int, Any]]) -> None:
+    """Put back the handlers _install_stop_signals replaced."""
+    loop = asyncio.get_running_loop()
+    for sig, previous in installed:
+        loop.remove_signal_handler(sig)
+        try:
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        except (ValueError, TypeError, OSError):
+            continue
+
+
+def _pass_on_stop_signal(installed: list[tuple[int, Any]], received: str | None) -> None:
+    """After the partial bundle is written: when the stop signal `received` had a Python
+    handler before the run (e.g. a Prefect worker's), raise it again so that handler
+    learns of it too; default handlers are left to the caller's exit code."""
+    for sig, previous in installed:
+        if received == signal.Signals(sig).name and callable(previous):
+            signal.raise_signal(sig)
+
+
+def _cap_notes(self_checks: dict[str, Any], run: dict[str, Any] | None) -> list[str]:
+    """Verdict notes naming the client as the limit: open-loop arrivals held back or
+    dropped by the in-flight cap (self_checks cap_waits / in_flight_cap, run n_dropped)."""
+    cap, source = self_checks.get("in_flight_cap"), self_checks.get("in_flight_cap_source")
+    notes = []
+    if self_checks.get("cap_waits"):
+        notes.append(f"client-side: {self_checks['cap_waits']} open-loop arrivals waited for a slot under the "
+                     f"in-flight cap {cap} ({source}); they were sent late (schedule lag)")
+    if run is not None and run.get("n_dropped"):
+        notes.append(f"client-side: {run['n_dropped']} open-loop arrivals were dropped at the in-flight cap "
+                     f"{cap} ({source})")
+    return notes
 
 
 class _ExecuteText:

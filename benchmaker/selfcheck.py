@@ -37,14 +37,25 @@ class LoopLagMonitor:
         self.interval_s = interval_s
         self.lags_ms: list[float] = []
         self._task: asyncio.Task[None] | None = None
+        self._slept_at_ns: int | None = None
 
     async def _run(self) -> None:
         interval_ns = int(self.interval_s * 1e9)
         pc = time.perf_counter_ns
         while True:
-            t = pc()
+            t = self._slept_at_ns = pc()
             await asyncio.sleep(self.interval_s)
             self.lags_ms.append(max(0, pc() - t - interval_ns) / 1e6)
+
+    def current_lag_ms(self, now_ns: int | None = None) -> float:
+        """The loop's lag right now, in ms: the larger of the last measured lag and how
+        far the monitor is overdue in its current sleep (a loop too busy to wake the
+        monitor has a lag that no sample shows yet). 0 before start."""
+        if self._slept_at_ns is None:
+            return 0.0
+        now_ns = time.perf_counter_ns() if now_ns is None else now_ns
+        overdue = (now_ns - self._slept_at_ns) / 1e6 - self.interval_s * 1e3
+        return max(self.lags_ms[-1] if self.lags_ms else 0.0, overdue, 0.0)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -66,6 +77,20 @@ class LoopLagMonitor:
             "p99": quantile_linear(self.lags_ms, 0.99),
             "max": max(self.lags_ms) if self.lags_ms else None,
         }
+
+
+def connect_timeout_cause(error: str, connect_s: float, loop_lag_ms: float, in_flight: int) -> tuple[str, str]:
+    """(timeout_kind, error) of a connect timeout. When the client's event loop lagged by
+    at least a tenth of the connect timeout (and >= 50 ms) as it fired, the client was
+    too busy to make the connection in time and the endpoint may never have seen the
+    request: kind `client`, the error naming the lag and the requests in flight. Else
+    kind `connect` with the transport's message."""
+    if loop_lag_ms >= max(50.0, connect_s * 100):  # connect_s / 10, in ms
+        return "client", (
+            f"client-side overload: the connect deadline ({connect_s:g} s) passed while this client's event "
+            f"loop lagged {loop_lag_ms:.0f} ms with {in_flight} requests in flight; the endpoint may never "
+            f"have seen the request ({error})")
+    return "connect", error
 
 
 def service_error_rate(run: dict[str, Any]) -> float | None:

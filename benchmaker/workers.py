@@ -17,14 +17,22 @@ run, over the union of the shards, and puts every worker's self-checks (loop lag
 CPU, in-flight, connections, wall-clock t0) under `self_checks.workers`. A worker that
 dies is a verdict reason ("worker 1 died (exit code -9)"); the others' samples are kept.
 
+Signals: SIGTERM or SIGHUP to the parent is passed on to every worker, each of which
+stops as on Ctrl-C (BenchRunner: in-flight requests cancelled and recorded, its report
+written with `interrupted`); the parent merges a partial summary and raises
+KeyboardInterrupt(signal name). Ctrl-C in a terminal reaches every process of the group
+by itself.
+
 `lanes_factory` must be picklable (a module-level function or a functools.partial of
 one): each worker builds its own workloads with it, after the process started.
 """
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing as mp
 import os
+import signal
 import queue as queue_mod
 import time
 from collections.abc import Callable
@@ -76,7 +84,10 @@ def _worker_main(k: int, n: int, config_json: str, lanes_factory: LanesFactory, 
         config, lanes=lanes, worker=k, shards=n, samples_name=f"samples-w{k}.jsonl",
         base_dir=Path(base_dir) if base_dir else None, manifest_extra=manifest_extra, start_at_ns=start_at_ns,
     )
-    run_on_fresh_loop(runner.run())
+    try:
+        run_on_fresh_loop(runner.run())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass  # stopped by a signal: the partial report is written, the parent merges it
 
 
 def _merge_self_checks(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -88,6 +99,9 @@ def _merge_self_checks(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], d
         "client_cpu_s": sum(c["client_cpu_s"] for c in checks),
         "wall_s": max((c["wall_s"] for c in checks), default=None),
         "max_in_flight": sum(c["max_in_flight"] for c in checks),
+        "in_flight_cap": sum(c.get("in_flight_cap") or 0 for c in checks),
+        "in_flight_cap_source": next((c.get("in_flight_cap_source") for c in checks), None),
+        "cap_waits": sum(c.get("cap_waits") or 0 for c in checks),
         "connections_opened": sum(c["connections_opened"] or 0 for c in checks),
     }
     return merged, worst
@@ -115,6 +129,7 @@ def merge_shards(view: BenchRunner, n: int, exit_codes: list[int | None] | None 
         if report.exists():
             rep = orjson.loads(report.read_bytes())
             interrupted = interrupted or rep.get("interrupted", False)
+            view.interrupted_by = view.interrupted_by or rep.get("interrupted_by")  # a shard's SIGTERM
             reports.append(rep)
     self_checks, worst_lag = _merge_self_checks(reports)
     paths = sorted(view.bundle_dir.glob("samples-w*.jsonl"))
@@ -150,6 +165,21 @@ def run_sharded(
     for p in procs:
         p.start()
     interrupted = False
+    received: list[str] = []
+
+    def pass_on(signum: int, frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
+        for p in procs:
+            if p.is_alive() and p.pid is not None:
+                os.kill(p.pid, signum)
+        raise KeyboardInterrupt(received[0])
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        try:
+            previous[name] = signal.signal(getattr(signal, name), pass_on)
+        except (ValueError, AttributeError):  # not the main thread / not POSIX
+            pass
     try:
         pending, started = set(range(n)), set()
         deadline = time.monotonic() + _READY_TIMEOUT_S
@@ -174,12 +204,15 @@ def run_sharded(
         for p in procs:
             p.join(timeout=30)
     finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
         for p in procs:
             if p.is_alive():
                 p.kill()
                 p.join()
+    view.interrupted_by = received[0] if received else None
     summary = merge_shards(view, n, [p.exitcode for p in procs], interrupted)
     result = RunResult(view.run_id, view.bundle_dir, summary)
     if interrupted or summary["partial"]:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(*received[:1])
     return result

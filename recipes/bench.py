@@ -24,7 +24,7 @@ from benchmaker.config_file import format_validation_error
 from benchmaker.errors import ConfigError
 from benchmaker.load_models import parse_duration_s
 from benchmaker.monitors import PrometheusMonitor, build_monitors
-from benchmaker.runner import BenchRunner, Lane, run_on_fresh_loop
+from benchmaker.runner import STOP_SIGNALS, BenchRunner, Lane, interrupt_exit_code, run_on_fresh_loop
 from benchmaker.workers import resolve_workers, run_sharded, single_lane
 from recipes.app import app
 from recipes.display import console, print_summary, run_with_progress
@@ -103,8 +103,9 @@ def _execute(runner: BenchRunner, progress: bool | None) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         if runner.result is not None:
             print_summary(runner.result.summary, runner.result.bundle_dir)
-        console.print("[yellow]interrupted: partial bundle written[/]")
-        return 130
+        console.print(f"[yellow]interrupted{' by ' + runner.interrupted_by if runner.interrupted_by else ''}: "
+                      "partial bundle written[/]")
+        return interrupt_exit_code(runner.interrupted_by)
     print_summary(result.summary, result.bundle_dir)
     return 0 if result.valid else 1
 
@@ -129,9 +130,10 @@ def _launch(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base
     console.print(f"running {n} worker processes (no live view; each writes samples-w<k>.jsonl)")
     try:
         result = run_sharded(cfg, lanes_factory, n, base_dir=base_dir, manifest_extra=manifest_extra)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted: partial bundle written[/]")
-        return 130
+    except KeyboardInterrupt as exc:
+        name = exc.args[0] if exc.args and exc.args[0] in STOP_SIGNALS else None
+        console.print(f"[yellow]interrupted{' by ' + name if name else ''}: partial bundle written[/]")
+        return interrupt_exit_code(name)
     print_summary(result.summary, result.bundle_dir)
     return 0 if result.valid else 1
 

@@ -178,7 +178,8 @@ def test_http_500s_and_cut_streams_are_failures_with_an_error_rate(tmp_path):
     assert code == 1
     assert (run["n_ok"], run["n_http_error"], run["n_protocol_error"]) == (18, 20, 2)
     assert run["error_rate"] == pytest.approx(22 / 40)  # 50% HTTP 500 + 5% cut streams
-    assert "error rate 55.00% exceeds max_error_rate 10.00%" in summary["verdict"]["reasons"]
+    assert ("error rate 55.00% exceeds max_error_rate 10.00% (22 of 40 requests failed: 20 http_error, "
+            "2 protocol_error)") in summary["verdict"]["reasons"]
 
 
 def test_requests_longer_than_the_window_are_counted_unfinished_and_the_window_stated(tmp_path):

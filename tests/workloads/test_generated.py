@@ -19,7 +19,8 @@ from workloads.generated import FINISH_CLASSES, FINISH_FAILS, Output, finish_cla
         ({"content": [{"type": "thinking", "thinking": "hmm"}, {"type": "reasoning_text", "text": "x"}]},
          Output("", 4, False, "hmmx")),  # reasoning parts: 3 + 1 chars, not content
         ({"content": [{"type": "image_url", "image_url": {"url": "u"}}, "stray", None]}, Output("", 0, False)),
-        ({"reasoning_content": "ab", "reasoning": "c", "reasoning_text": "d"}, Output("", 4, False, "abcd")),
+        ({"reasoning_content": "ab", "reasoning": "c", "reasoning_text": "d", "thinking": "e"},
+         Output("", 5, False, "abcde")),
         ({"reasoning_details": [{"type": "reasoning.text", "text": "abc"},
                                 {"type": "reasoning.summary", "summary": "s"},
                                 {"type": "reasoning.encrypted", "data": "QUJD"}]}, Output("", 4, False, "abcs")),

@@ -42,6 +42,10 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 FD_RESERVE = 64  # descriptors kept free for files, pipes, the event loop, DNS
 BYTES_PER_IN_FLIGHT = 256 * 1024  # memory budget per in-flight request (task, buffers, socket)
 MAX_WORKERS = 256  # worker processes per host
+# default open-loop cap per usable CPU: one event loop past ~1,000 concurrent
+# connections spends its time opening them and the endpoint sees none (issue #14:
+# poisson:2000 held 19,304 in flight, 0 of 20,012 ok); --max-in-flight raises it
+IN_FLIGHT_PER_CPU = 1024
 
 
 def _duration(value: Any) -> Any:
@@ -140,6 +144,13 @@ def host_in_flight_limit() -> tuple[int, str]:
                          f"request ({mem_cap})")
     return fd_cap, (f"the file-descriptor limit {fd_limit} (ulimit -n) minus {FD_RESERVE} reserved; "
                     "raise it with `ulimit -n`")
+
+
+def _usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -321,12 +332,18 @@ class BenchConfig(_Strict):
                              f"{per_process} in flight per process, more than this host can hold ({limit}: {why})")
 
     def in_flight_cap(self) -> tuple[int, str]:
-        """(cap on requests in flight in open loop, where it comes from): max_in_flight
-        when given, else host_in_flight_limit() (DESIGN §5: the client protects itself;
-        arrivals beyond the cap are sent late or dropped per `overflow`)."""
+        """(cap on requests in flight per process in open loop, where it comes from):
+        max_in_flight when given, else the smaller of host_in_flight_limit() and
+        IN_FLIGHT_PER_CPU per usable CPU (DESIGN §5: the client protects itself;
+        arrivals beyond the cap are sent late or dropped per `overflow`, and the
+        verdict notes name the cap)."""
         if self.max_in_flight is not None:
             return self.max_in_flight, "max_in_flight"
         limit, why = host_in_flight_limit()
+        cpus = _usable_cpus()
+        if IN_FLIGHT_PER_CPU * cpus < limit:
+            return IN_FLIGHT_PER_CPU * cpus, (f"default {IN_FLIGHT_PER_CPU} per usable CPU x {cpus}; "
+                                              "raise it with --max-in-flight / max_in_flight")
         return limit, f"host limit: {why}"
 
     def load_model(self, base_dir: Path | None = None) -> LoadModel:

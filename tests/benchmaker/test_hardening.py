@@ -79,7 +79,7 @@ def test_host_limit_follows_the_fd_limit_and_caps_concurrency(monkeypatch):
         assert limit == 200 - 64  # FD_RESERVE descriptors kept free
         assert why == "the file-descriptor limit 200 (ulimit -n) minus 64 reserved; raise it with `ulimit -n`"
         cfg = BenchConfig(load="poisson:5", duration_s=1)
-        assert cfg.in_flight_cap() == (136, f"host limit: {why}")
+        assert cfg.in_flight_cap() == (136, f"host limit: {why}")  # below 1024 per CPU
         assert BenchConfig(load="poisson:5", duration_s=1, max_in_flight=8).in_flight_cap() == (8, "max_in_flight")
         with pytest.raises(ValueError, match=r"closed-loop concurrency 500 over 1 worker process\(es\) is 500 in "
                                              r"flight per process, more than this host can hold \(136: the file"):
@@ -118,13 +118,17 @@ async def test_arrivals_beyond_the_cap_are_dropped_and_the_client_is_named(tmp_p
     assert not [r for r in result.summary["verdict"]["reasons"] if "schedule lag" in r]
 
 
-async def test_open_loop_without_max_in_flight_is_capped_by_the_host(tmp_path):
+async def test_open_loop_without_max_in_flight_is_capped_per_cpu(tmp_path):
     cfg = BenchConfig(load="constant:inf", max_requests=3, out_dir=tmp_path)
     wl = HttpWorkload("http://null/", "GET", {}, None, [200])
     result = await BenchRunner(cfg, workload=wl, transport=NullTransport(chunks=(b"x",))).run()
-    limit, why = host_in_flight_limit()
+    cpus = len(os.sched_getaffinity(0))
     checks = result.summary["self_checks"]
-    assert (checks["in_flight_cap"], checks["in_flight_cap_source"]) == (limit, f"host limit: {why}")
+    if 1024 * cpus < host_in_flight_limit()[0]:
+        assert (checks["in_flight_cap"], checks["in_flight_cap_source"]) == (
+            1024 * cpus, f"default 1024 per usable CPU x {cpus}; raise it with --max-in-flight / max_in_flight")
+    else:
+        assert checks["in_flight_cap_source"].startswith("host limit: ")
     assert result.summary["run"]["n_ok"] == 3
 
 

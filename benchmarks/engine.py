@@ -1,26 +1,34 @@
-"""Engine benchmarks of issue #2, from one run on this machine (not part of CI).
+"""Engine benchmarks of issues #2 and #17, from one run on this machine (not part of CI).
 
-    .venv/bin/python benchmarks/engine.py [--seconds 5] [--no-pin] [--keep DIR]
+    .venv/bin/python benchmarks/engine.py [--pairs 9] [--pair-seconds 1.5] [--seconds 5]
+        [--figures 1,2,3,4,profile] [--profile-top 25] [--no-pin] [--keep DIR]
 
 A loopback server (benchmarks/_servers.py: raw asyncio protocol on uvloop, pre-built
-responses) runs in a separate process. For figures 1-2 it is pinned to CPU 1 and the
-client to CPU 0 when the machine has two or more CPUs (`--no-pin` leaves both unpinned);
-for 3-4 both are unpinned again. The client figures:
+responses) runs in a separate process. For figures 1-2 and the profile it is pinned to
+CPU 1 and the client to CPU 0 when the machine has two or more CPUs (`--no-pin` leaves
+both unpinned); for 3-4 both are unpinned again. Per-CPU figures move 2-3x with the
+machine's load, so 1-2 are ratios of runs alternated in the same process: `--pairs`
+pairs of `--pair-seconds` runs, the figure the median of the per-pair ratios.
 
-1. Non-streaming throughput, concurrency 64, GET /json (27-byte JSON body): a bare
-   aiohttp loop (one ClientSession, 64 tasks, `get` + `read`) and BenchRunner with
-   `closed:64` + HttpWorkload, each for `--seconds`, alternated twice (bare, engine, bare,
-   engine). req/s = ok requests / wall time from the first send until the last worker
-   stopped (engine: self_checks.wall_s). Ratio = sum(engine) / sum(bare) over both pairs.
-   Also per client CPU second (process_time; engine: self_checks.client_cpu_s), which
-   is what the ratio becomes when the client core is saturated and is less disturbed by
-   other work on a shared machine. Target >= 0.85 for both.
-2. Streaming events/s per core: BenchRunner `closed:64` + OpenAIChatWorkload against
+1. Non-streaming, concurrency 64, GET /json (27-byte JSON body): a bare aiohttp loop
+   (one ClientSession, 64 tasks, `get` + `read`) and BenchRunner with `closed:64` +
+   HttpWorkload, alternated. req/s = ok requests / wall time from the first send until
+   the last worker stopped (engine: self_checks.wall_s); per client CPU second =
+   ok requests / process_time (engine: self_checks.client_cpu_s). Targets: median of
+   the per-pair ratios engine / bare >= 0.85 by wall time, >= 0.95 per CPU second.
+2. Streaming events per CPU s: BenchRunner `closed:64` + OpenAIChatWorkload against
    POST /sse (200 one-token content chunks per response, sent as 4 HTTP chunks at
-   once). events/s per core = token events of ok samples / self_checks.client_cpu_s;
-   also per wall second. The same with NullTransport returning the same 200-chunk stream
-   in 4 reads and 1 event per read (pure client cost, no I/O; `closed:1`). Target
-   >= 60,000 for the real-I/O figure.
+   once), alternated with the same workload on NullTransport returning the same
+   200-chunk stream in 4 reads (no I/O; `closed:1`). events per CPU s = token events
+   of ok samples / self_checks.client_cpu_s. Targets: real I/O >= 60,000; median of
+   the per-pair ratios real I/O / null >= 0.95. Each pair also times a bare aiohttp
+   loop (closed 64, POST + read of the same /sse stream, no parsing): the CPU s per
+   stream that the I/O alone costs, so null / (null + bare read) bounds the ratio any
+   engine on aiohttp can reach. NullTransport with one event per read is printed
+   beside them (the per-read cost).
+   profile: cProfile (timer time.thread_time: CPU, not wall) of one engine run of 1 and
+   one of 2; the top `--profile-top` functions by own time (the run summary's SQL,
+   after the run, included).
 3. Constant 1,000 req/s (`constant:1000`, `--seconds` + 1 s warm-up left out of the
    summary) against GET /json: summary.json's E2E p99 and schedule lag p99 (ms).
    Targets <= 2 ms each. First the machine's noise floor (an idle event loop's lag for
@@ -35,7 +43,7 @@ for 3-4 both are unpinned again. The client figures:
    (plateau - baseline) / 2000 (1 KB = 1,024 bytes). Target <= 32 KB.
 
 Prints every figure and a final table (figure, value, target, pass/fail); exit code 1
-when a target fails. Runtime about 1.5 minutes with the default 5 s.
+when a target fails. Runtime about 2.5 minutes with the defaults.
 """
 
 from __future__ import annotations
@@ -102,8 +110,9 @@ def _run(runner: BenchRunner) -> Any:
 # -- 1. non-streaming throughput -----------------------------------------------------
 
 
-async def _bare_loop(url: str, concurrency: int, seconds: float) -> tuple[int, float]:
-    """(ok responses, wall s) of `concurrency` tasks doing GET url + read for `seconds`."""
+async def _bare_loop(url: str, concurrency: int, seconds: float, body: bytes | None = None) -> tuple[int, float]:
+    """(ok responses, wall s) of `concurrency` tasks doing GET url + read for `seconds`
+    (POST `body` when given)."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         n = 0
         t0 = time.perf_counter()
@@ -112,7 +121,7 @@ async def _bare_loop(url: str, concurrency: int, seconds: float) -> tuple[int, f
         async def worker() -> None:
             nonlocal n
             while time.perf_counter() < deadline:
-                async with session.get(url) as resp:
+                async with (session.get(url) if body is None else session.post(url, data=body)) as resp:
                     await resp.read()
                     if resp.status == 200:
                         n += 1
@@ -171,21 +180,33 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
         return BenchRunner(BenchConfig(load="closed:1", duration_s=seconds, out_dir=out),
                            workload=_chat("http://null/v1/chat/completions"), transport=NullTransport(chunks=chunks))
 
-    real, real_wall, null4, null1 = [], [], [], []
+    real, real_wall, null4, null1, bounds = [], [], [], [], []
+    request = _chat(base + "/sse").request(0).body
     for rnd in range(1, pairs + 1):
         runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=_chat(base + "/sse"))
         per_cpu, per_wall, n_ok = _events_per_cpu_s(runner)
         real.append(per_cpu)
         real_wall.append(per_wall)
         null4.append(_events_per_cpu_s(null_runner(null["4 reads"]))[0])
+        # the I/O alone: bare aiohttp POST /sse + read of the same stream, no parsing
+        cpu0 = time.process_time()
+        n, _ = uvloop.run(_bare_loop(base + "/sse", 64, seconds, request))
+        io_us = (time.process_time() - cpu0) / n * 1e6
+        null_us = SSE_CHUNKS / null4[-1] * 1e6  # client cpu per stream, no I/O
+        bounds.append(null_us / (null_us + io_us))
         print(f"  pair {rnd}: aiohttp closed:64 {per_cpu:>9,.0f} events per cpu s ({per_wall:,.0f} per wall s, {n_ok:,}"
-              f" streams);  NullTransport 4 reads {null4[-1]:>9,.0f};  ratio {per_cpu / null4[-1]:.3f}")
+              f" streams);  NullTransport 4 reads {null4[-1]:>9,.0f};  ratio {per_cpu / null4[-1]:.3f};"
+              f"  bare aiohttp read of /sse {io_us:.0f} us cpu per stream vs null's {null_us:.0f}: bound"
+              f" {bounds[-1]:.3f}")
     null1.append(_events_per_cpu_s(null_runner(null["1 event/read"]))[0])
     ratio = statistics.median(r / n for r, n in zip(real, null4))
-    print(f"  median of {pairs} pairs, real I/O / null (4 reads) events per cpu s: {ratio:.3f};"
+    bound = statistics.median(bounds)
+    print(f"  median of {pairs} pairs, real I/O / null (4 reads) events per cpu s: {ratio:.3f}; the I/O's own"
+          f" bound null / (null + bare aiohttp read): {bound:.3f};"
           f" NullTransport 1 event/read: {null1[0]:,.0f} events per cpu s")
     return {"per_cpu": statistics.median(real), "per_wall": statistics.median(real_wall),
-            "null_4 reads": statistics.median(null4), "null_1 event/read": null1[0], "ratio": ratio}
+            "null_4 reads": statistics.median(null4), "null_1 event/read": null1[0], "ratio": ratio,
+            "bound": bound}
 
 
 # -- profile -------------------------------------------------------------------------------
@@ -201,7 +222,7 @@ def profile_runs(base: str, out: Path, seconds: float, top: int) -> None:
     for name, workload in (("non-streaming GET /json", HttpWorkload(base + "/json")),
                            ("streaming POST /sse", _chat(base + "/sse"))):
         runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=workload)
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.thread_time)  # CPU time: preemption by other work is not counted
         prof.enable()
         res = _run(runner)
         prof.disable()
@@ -419,6 +440,7 @@ def main() -> int:
             ("streaming events/s per core (null, 4 reads)", st["null_4 reads"], "-", None, "{:,.0f}"),
             ("streaming real I/O / null per core, median of pairs", st["ratio"], ">= 0.95", st["ratio"] >= 0.95,
              "{:.3f}"),
+            ("  bound: null / (null + bare aiohttp read), median", st["bound"], "-", None, "{:.3f}"),
             ("streaming events/s per core (null, 1 ev/read)", st["null_1 event/read"], "-", None, "{:,.0f}"),
         ]
     if const is not None:

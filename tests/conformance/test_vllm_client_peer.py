@@ -48,7 +48,8 @@ def peer_rows(out_dir):
         print("\n" + _table(rows))
 
 
-def _scenario(tmp: Path, name: str, scenario: dict, tiny_model: Path, rows: list) -> tuple[dict, dict]:
+def _scenario(tmp: Path, name: str, scenario: dict, tiny_model: Path) -> tuple[dict, dict]:
+    """Both clients against a scenario server process; returns (ours, vLLM's) metrics."""
     argv = [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
             "--scenario", json.dumps(scenario)]
     prompts = write_prompts(tmp / "prompts.jsonl", N)
@@ -64,8 +65,7 @@ def test_role_chunk_with_first_token_both_clients_match_the_script(tmp_path, tin
     # role chunk and first content chunk both at 200 ms (as vLLM's own server sends them),
     # then 15 more one-token chunks 20 ms apart; finish, usage and [DONE] with the last.
     ours, theirs = _scenario(tmp_path, "with-role", {"role_delay_ms": TTFT_MS, "ttft_ms": TTFT_MS,
-                                                     "itl_ms": ITL_MS, "content_chunks": CHUNKS}, tiny_model,
-                             peer_rows)
+                                                     "itl_ms": ITL_MS, "content_chunks": CHUNKS}, tiny_model)
     # TTFT 200; ITL 20; TPOT (500 - 200) / (16 - 1) = 20
     for key, truth in (("ttft", TTFT_MS), ("itl", ITL_MS), ("tpot", ITL_MS)):
         peer_rows.append(("scenario, role at 200 ms", key, truth, ours[f"{key}_p50_ms"], theirs[f"{key}_p50_ms"]))
@@ -79,7 +79,7 @@ def test_early_role_chunk_is_vllm_ttft_but_not_ours(tmp_path, tiny_model, peer_r
     # (latency - ttft) / 15 = (500 - 0) / 15 = 33.3 where the token gaps are 20; its ITL
     # list gains the 200 ms role->token gap (1 of 17 gaps per request: the p99).
     ours, theirs = _scenario(tmp_path, "early-role", {"role_delay_ms": 0, "ttft_ms": TTFT_MS, "itl_ms": ITL_MS,
-                                                      "content_chunks": CHUNKS}, tiny_model, peer_rows)
+                                                      "content_chunks": CHUNKS}, tiny_model)
     vllm_tpot = (TTFT_MS + (CHUNKS - 1) * ITL_MS) / (CHUNKS - 1)
     for key, truth, theirs_expected in (("ttft", TTFT_MS, 0.0), ("itl", ITL_MS, ITL_MS), ("tpot", ITL_MS, vllm_tpot)):
         peer_rows.append(("scenario, role at 0 ms", key, truth, ours[f"{key}_p50_ms"], theirs[f"{key}_p50_ms"]))
@@ -95,8 +95,8 @@ def test_replay_server_fixed_latency_both_clients_match(tmp_path, tiny_model, pe
     need("vllm")
     traj = tmp_path / "trajectories.jsonl"
     conv = subprocess.run([str(REPO / ".venv" / "bin" / "benchmaker"), "convert",
-                                         str(REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"), "-o", str(traj)],
-                                        capture_output=True, text=True)
+                           str(REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"), "-o", str(traj)],
+                          capture_output=True, text=True)
     assert conv.returncode == 0, conv.stderr
     first = json.loads(traj.read_text().splitlines()[0])
     prompts = tmp_path / "replay-prompts.jsonl"

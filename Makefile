@@ -37,7 +37,8 @@ clean:
 # make worker           start a worker on the pool's `default` queue (flow runs, not shards;
 #                       foreground; Ctrl-C stops it)
 # make run-adhoc        prefect deployment run swebench-replay/adhoc --watch (exit 0 when completed)
-# make demo             the main job on the bundled example, ephemeral Prefect (no server needed)
+# make demo             the main job on the bundled example (PREFECT_API_URL, else the local
+#                       Prefect server the CLI starts once and reuses: benchmaker server status|stop)
 PREFECT_PORT ?= 4200
 PREFECT_HOST ?= 127.0.0.1
 PREFECT_API_URL ?= http://127.0.0.1:$(PREFECT_PORT)/api

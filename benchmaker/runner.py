@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmaker.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
-from benchmaker.calibrate import calibration_for_manifest, ceiling_checks
+from benchmaker.ceiling import calibration_for_manifest, ceiling_checks
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
 from benchmaker.load_models import NS_PER_S, Burst, ClosedLoop, LoadModel, parse_rate_spec

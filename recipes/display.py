@@ -66,6 +66,11 @@ def _stat_row(table: Table, name: str, stat: dict[str, Any] | None) -> None:
     table.add_row(name, *(_fmt(stat.get(k)) for k in ("mean", "p50", "p90", "p99", "max")), _fmt(stat.get("count")))
 
 
+# summary counts that are not failures: successes, and successes flagged by how they ended
+_FLAGGED = ("n_refusal", "n_length", "n_content_filter")
+_NOT_ERRORS = ("n_ok", "n_sent", "n_samples", "n_ok_with_usage", "n_good", *_FLAGGED)
+
+
 def summary_tables(summary: dict[str, Any]) -> list[Table]:
     """Rich tables of a summary.json dict: headline figures and latency percentiles."""
     run = summary.get("run") or {}
@@ -75,8 +80,8 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
     rows = [
         ("requests ok / sent / all", f"{run.get('n_ok', 0)} / {run.get('n_sent', 0)} / {run.get('n_samples', 0)}"),
         ("errors", ", ".join(f"{k[2:]} {v}" for k, v in run.items()
-                             if k.startswith("n_") and k not in ("n_ok", "n_sent", "n_samples", "n_ok_with_usage",
-                                                                 "n_good") and v) or "none"),
+                             if k.startswith("n_") and k not in _NOT_ERRORS and v) or "none"),
+        ("successes flagged", ", ".join(f"{k[2:]} {run[k]}" for k in _FLAGGED if run.get(k)) or "none"),
         ("error rate", _fmt(run.get("error_rate"), 4)),
         ("window (s)", _fmt(run.get("window_s"), 3)),
         ("request throughput (req/s)", _fmt(run.get("request_throughput_per_s"))),

@@ -24,3 +24,16 @@ def test_runs_table_fits_120_columns_with_whole_run_ids() -> None:
     # requests "ok / all", latencies "p50 / p99" ms (one decimal), created to the minute
     assert "12-01 01:16" in row and "12340 / 12345" in row and "12.3 / 1234.5" in row
     assert "123.4 / 12345.6" in row and "1234.57" in row
+
+
+def test_refusals_and_length_finishes_are_flagged_successes_not_errors() -> None:
+    from recipes.display import summary_tables
+
+    run = {"n_ok": 3, "n_sent": 5, "n_samples": 5, "n_aborted": 2, "n_refusal": 1, "n_length": 2,
+           "n_content_filter": 0}
+    console = Console(width=120, record=True, color_system=None)
+    console.print(summary_tables({"run_id": "r", "run": run})[0])
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in console.export_text().splitlines() if line.count("│") == 3}
+    assert rows["errors"] == "aborted 2"
+    assert rows["successes flagged"] == "refusal 1, length 2"

@@ -30,8 +30,8 @@ from replay.latency import parse_latency
 from replay.sweep import episode_plan, point_name
 from replay.trajectory import Trajectory, Turn
 
-__all__ = ["CALL_OVERHEAD_S", "PointPlan", "SweepPlan", "call_seconds", "format_plan", "planned_totals",
-           "sweep_plan", "trajectories_for_plan"]
+__all__ = ["CALL_OVERHEAD_S", "PointPlan", "SweepPlan", "call_seconds", "context_chars", "format_plan",
+           "planned_totals", "planned_work", "sweep_plan", "trajectories_for_plan"]
 
 CALL_OVERHEAD_S = 0.03
 """Seconds of client + harness + replay-server work per model call at `instant` latency
@@ -178,3 +178,35 @@ def trajectories_for_plan(logs: Sequence[object], trajectories: object | None, f
         out = Path(tmp) / "trajectories.jsonl"
         convert_paths([Path(str(p)) for p in logs], out, fmt=fmt, lenient=lenient)
         return list(read_trajectories(out))
+
+
+def context_chars(trajectory: Trajectory) -> list[float]:
+    """Per model call of `trajectory`, the characters of context it sends, in thousands:
+    system, first user message and the user messages before the turns, plus every
+    earlier turn's response (content, reasoning, tool-call arguments), observations and
+    follow-up user messages. Context edits (compaction) are not subtracted, so late calls
+    of a compacted session are overstated. The live ETA weighs calls by it: a replayed
+    call's cost (building, sending, matching and answering the request) grows with it."""
+    size = len(trajectory.system or "") + len(trajectory.first_user) + sum(map(len, trajectory.user_before_turns))
+    out = []
+    for turn in trajectory.turns:
+        out.append(size / 1000.0)
+        r = turn.response
+        size += len(r.content or "") + len(r.reasoning or "") + sum(len(c.arguments_raw) for c in r.tool_calls)
+        size += sum(len(o.content) for o in turn.observations) + sum(map(len, turn.user_after))
+    return out
+
+
+def planned_work(trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None,
+                 duration_s: float | None) -> list[list[float]] | None:
+    """Per planned episode of a point (`planned_totals`' plan, in order), the
+    `context_chars` of each of its calls; None for a point run for a duration."""
+    if duration_s is not None:
+        return None
+    if concurrency is None:
+        n = episodes or len(trajectories)
+        plan = [trajectories[i % len(trajectories)] for i in range(n)]
+    else:
+        plan = episode_plan(trajectories, concurrency, episodes)
+    by_id = {t.trajectory_id: context_chars(t) for t in trajectories}
+    return [by_id[t.trajectory_id] for t in plan]

@@ -15,11 +15,13 @@ and the Prefect progress artifact (tasks.progress). Nothing here imports either;
 observer may be sync or async and a failing observer is logged and dropped, never
 allowed to fail the point.
 
-ETA: the point's planned model calls (one per recorded turn of every planned episode)
-minus those answered, divided by the call rate measured so far in this point
-(calls answered / elapsed). With `duration_s` the point ends by time, so the ETA is
-the time left (episodes in flight then still run to their end). Before the first call
-is answered the ETA is unknown (None).
+ETA: a replayed call costs more as its context grows (a 453-turn pi session answers
+~60 calls/s at its start and ~15/s at its end here), so with the plan's per-call context
+sizes (`work`) the ETA prices what is left with a cost model fitted to the point so far
+(WorkEstimator: elapsed = a x calls + b x context). Without them, or until it has 3
+samples, it is the calls left at the call rate so far (`eta_s`). With `duration_s` the
+point ends by time, so the ETA is the time left (episodes in flight then still run to
+their end). Before the first call is answered the ETA is unknown (None).
 
     async with watch_point("c4", stats=handle.stats, episodes_file=pdir / "episodes.jsonl",
                            episodes_total=8, calls_total=3624):
@@ -29,16 +31,19 @@ is answered the ETA is unknown (None).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
+import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Observer", "ProgressEvent", "describe", "emit", "eta_s", "observe", "snapshot", "watch_point"]
+__all__ = ["FINISH_S", "Observer", "ProgressEvent", "WorkEstimator", "describe", "emit", "eta_s", "observe", "snapshot",
+           "watch_point"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,11 @@ class ProgressEvent:
             return min(1.0, self.elapsed_s / self.duration_s)
         return None
 
+
+FINISH_S = 1.0
+"""Seconds a point takes after its last model call (samples from turns, the summary SQL,
+the engine summary): ~1 s measured here on a 453-turn pi session point; added to the
+work-model ETA."""
 
 Observer = Callable[[ProgressEvent], Awaitable[None] | None]
 _observers: list[Observer] = []
@@ -132,6 +142,80 @@ def eta_s(calls_done: int, calls_total: int | None, elapsed_s: float, duration_s
     return max(0, calls_total - calls_done) / (calls_done / elapsed_s)
 
 
+class WorkEstimator:
+    """The ETA of a point whose calls cost more as their context grows (module docstring).
+
+    `episodes`: per planned episode (in plan order), the context size of each call
+    (replay.plan.planned_work; any unit); `slots`: episodes in flight (None: all). The
+    work done so far is estimated from the calls answered and the episodes finished:
+    finished episodes are the first ones of the plan, the other answered calls are
+    spread evenly over the next `slots` episodes. Each `observe(elapsed_s, calls_done,
+    episodes_done)` adds a sample; the cost model elapsed = a x calls + b x context (a,
+    b >= 0, least squares over the samples since the first, which absorbs the start-up)
+    then prices what is left: a x calls left + b x context left."""
+
+    def __init__(self, episodes: Sequence[Sequence[float]], slots: int | None = None) -> None:
+        self.episodes = [list(e) for e in episodes]
+        self.slots = max(1, min(slots or len(self.episodes), len(self.episodes) or 1))
+        self.cum = [[0.0, *itertools.accumulate(e)] for e in self.episodes]
+        self.total_calls = sum(len(e) for e in self.episodes)
+        self.total_units = sum(c[-1] for c in self.cum)
+        self.samples: list[tuple[float, float, float]] = []
+
+    def units_done(self, calls_done: int, episodes_done: int) -> float:
+        """Context units of the calls answered so far (the spreading rule above)."""
+        done = min(episodes_done, len(self.episodes))
+        units = sum(c[-1] for c in self.cum[:done])
+        rest = max(0, calls_done - sum(len(e) for e in self.episodes[:done]))
+        live = list(range(done, min(len(self.episodes), done + self.slots)))
+        if not live or rest <= 0:
+            return units
+        k = rest / len(live)
+        for e in live:
+            cum = self.cum[e]
+            j = min(int(k), len(cum) - 1)
+            frac = k - j if j + 1 < len(cum) else 0.0
+            units += cum[j] + (cum[j + 1] - cum[j]) * frac if j + 1 < len(cum) else cum[-1]
+        return units
+
+    def observe(self, elapsed_s: float, calls_done: int, episodes_done: int) -> float | None:
+        """Add a sample; the seconds left, or None while fewer than 3 samples with calls."""
+        if calls_done <= 0:
+            return None
+        u = self.units_done(calls_done, episodes_done)
+        if not self.samples or self.samples[-1][1] != calls_done:
+            self.samples.append((elapsed_s, float(calls_done), u))
+        if len(self.samples) < 3:
+            return None
+        t0, n0, u0 = self.samples[0]
+        rows = [(t - t0, n - n0, v - u0) for t, n, v in self.samples[1:]]
+        a, b = _fit_nonnegative(rows)
+        left = a * max(0.0, self.total_calls - calls_done) + b * max(0.0, self.total_units - u)
+        return left
+
+
+def _fit_nonnegative(rows: Sequence[tuple[float, float, float]]) -> tuple[float, float]:
+    """Least squares t = a x + b y through the origin with a, b >= 0 (the better
+    one-term fit when the two-term solution has a negative coefficient)."""
+    sxx = sum(x * x for _, x, _ in rows)
+    syy = sum(y * y for _, _, y in rows)
+    sxy = sum(x * y for _, x, y in rows)
+    stx = sum(t * x for t, x, _ in rows)
+    sty = sum(t * y for t, _, y in rows)
+    det = sxx * syy - sxy * sxy
+    if det > 1e-12 * max(1.0, sxx * syy):
+        a, b = (stx * syy - sty * sxy) / det, (sty * sxx - stx * sxy) / det
+        if a >= 0 and b >= 0:
+            return a, b
+
+    def sse(a: float, b: float) -> float:
+        return sum((t - a * x - b * y) ** 2 for t, x, y in rows)
+
+    only_a = (stx / sxx if sxx > 0 else 0.0, 0.0)
+    only_b = (0.0, sty / syy if syy > 0 else 0.0)
+    return min(only_a, only_b, key=lambda ab: sse(*ab))
+
+
 def _count_lines(path: Path) -> int:
     try:
         with open(path, "rb") as fh:
@@ -162,16 +246,22 @@ def snapshot(point: str, stats: dict[str, Any] | None, episodes_done: int, episo
 @asynccontextmanager
 async def watch_point(point: str, *, stats: Callable[[], dict[str, Any]], episodes_file: Path,
                       episodes_total: int | None, calls_total: int | None, duration_s: float | None = None,
-                      interval_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> AsyncIterator[None]:
+                      work: Sequence[Sequence[float]] | None = None, slots: int | None = None,
+                      finish_s: float = FINISH_S, interval_s: float = 0.5,
+                      clock: Callable[[], float] = time.monotonic) -> AsyncIterator[None]:
     """Poll the point's live sources (module docstring) every `interval_s` s while the
     block runs and emit a ProgressEvent each time, then a last one with finished=True.
     `stats` is called in a thread (it is blocking HTTP); its errors skip that poll.
-    Does nothing when no observer is registered."""
+    With `work` (per planned episode, the context size of each call: replay.plan.
+    planned_work) and `slots` (episodes in flight), the ETA comes from WorkEstimator
+    once it has 3 samples; `finish_s` (s) is added for the point's own summary after its
+    last call. Does nothing when no observer is registered."""
     if not _observers:
         yield
         return
     started = clock()
     last: dict[str, Any] | None = None
+    estimator = WorkEstimator(work, slots) if work and duration_s is None else None
 
     async def poll(finished: bool = False) -> None:
         nonlocal last
@@ -179,8 +269,13 @@ async def watch_point(point: str, *, stats: Callable[[], dict[str, Any]], episod
             last = await asyncio.to_thread(stats)
         except Exception:  # the server may be between restarts: keep the last figures
             pass
-        await emit(snapshot(point, last, _count_lines(episodes_file), episodes_total, calls_total,
-                            clock() - started, duration_s, finished))
+        ev = snapshot(point, last, _count_lines(episodes_file), episodes_total, calls_total, clock() - started,
+                      duration_s, finished)
+        if estimator is not None and not finished:
+            left = estimator.observe(ev.elapsed_s, ev.calls_done, ev.episodes_done)
+            if left is not None:
+                ev = dataclasses.replace(ev, eta_s=left + finish_s)
+        await emit(ev)
 
     async def loop() -> None:
         while True:

@@ -33,7 +33,7 @@ from benchmaker.bundle import write_json_atomic
 from replay.convert import read_trajectories
 from replay.harness import SandboxFactory, local_sandbox_factory
 from replay.sweep import point_dir, point_name, run_point
-from replay.plan import planned_totals
+from replay.plan import planned_totals, planned_work
 from replay.progress import watch_point
 from replay.verifier import TaskSpec, load_task
 from tasks.progress import progress_artifact
@@ -108,7 +108,8 @@ async def run_sweep_point(
     episodes_total, calls_total = planned_totals(trajs, concurrency, episodes, duration_s)
     with progress_artifact(run_id, sp):  # live progress: terminal view and Prefect artifact (replay.progress)
         async with watch_point(sp, stats=handle.stats, episodes_file=point_dir(Path(run_dir), sp) / "episodes.jsonl",
-                               episodes_total=episodes_total, calls_total=calls_total, duration_s=duration_s):
+                               episodes_total=episodes_total, calls_total=calls_total, duration_s=duration_s,
+                               work=planned_work(trajs, concurrency, episodes, duration_s), slots=concurrency):
             row = await run_point(
                 trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
                 duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),

@@ -128,3 +128,25 @@ def test_plan_of_a_real_453_turn_pi_session() -> None:
     # 25 episodes x 453 calls = 11,325 calls a point; at 30 ms of CPU each: 339.75 s a point
     assert [p.model_calls for p in plan.points] == [11_325] * 3
     assert plan.estimated_s == pytest.approx(3 * 339.75)
+
+
+def test_work_estimator_prices_growing_calls_with_a_fitted_cost_model() -> None:
+    from replay.progress import WorkEstimator
+
+    est = WorkEstimator([[1.0, 2.0, 3.0, 4.0]], slots=1)  # one episode, calls of context 1..4 (10 in all)
+    # elapsed = 2 s start-up + 0.5 s a call + 0.1 s a context unit: after 1, 2, 3 calls
+    # (context done 1, 3, 6): 2.6, 3.3, 4.1 s
+    assert est.observe(2.6, 1, 0) is None and est.observe(3.3, 2, 0) is None  # fewer than 3 samples
+    # the fit on increments recovers a = 0.5, b = 0.1: left = 0.5 x 1 call + 0.1 x (10 - 6)
+    assert est.observe(4.1, 3, 0) == pytest.approx(0.9)
+    # two slots: 3 calls with episode 0 (2 calls) done = 2 units + 1 call spread over
+    # episodes 1 and 2, half a call each (0.5 + 0.5 units)
+    assert WorkEstimator([[1.0, 1.0]] * 3, slots=2).units_done(3, 1) == pytest.approx(3.0)
+
+
+def test_context_chars_grow_with_every_earlier_turn() -> None:
+    from replay.plan import context_chars, planned_work
+
+    t = _traj("a", 3, text="y" * 500)  # first user "task a" (6 characters), 500 characters a response
+    assert context_chars(t) == pytest.approx([0.006, 0.506, 1.006])  # in thousands of characters
+    assert planned_work([t], 2, None, None) == [context_chars(t)] * 2 and planned_work([t], 2, None, 5.0) is None

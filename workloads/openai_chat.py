@@ -426,7 +426,11 @@ class OpenAIChatParser(OpenAIStreamParser):
                 continue
             msg = choice.get(key)
             if msg and type(msg) is dict:
-                content, chars, refusal, _ = scan_output(msg)
+                content = msg.get("content")
+                if len(msg) == 1 and type(content) is str:  # the common delta: text only
+                    chars, refusal = len(content), False
+                else:
+                    content, chars, refusal, _ = scan_output(msg)
                 if chars:
                     generated = True
                     self._chars += chars

@@ -270,7 +270,7 @@ class OpenAIStreamParser:
             if type(obj) is not dict:
                 self._fail(f"data line is not a JSON object (got {_short(payload)})")
                 continue
-            if (surrogates or self._held) and type(obj) is dict:
+            if surrogates or self._held:
                 choices = obj.get("choices")
                 if type(choices) is list:  # join pairs split across events, by choice index
                     for pos, choice in enumerate(choices):
@@ -320,7 +320,6 @@ class OpenAIStreamParser:
             cls = finish_class(reason)
             if FINISH_FAILS[cls]:  # type: ignore[index]
                 self._fail_class = cls
-
 
     def _ending(self, sample: Sample) -> str | None:
         """Set finish_reason, finish_class, refusal and output_chars on the sample; return

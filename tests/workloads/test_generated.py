@@ -56,7 +56,8 @@ def test_finish_reasons_fall_in_one_class(reason, cls):
 
 
 def test_only_the_four_completions_are_ok():
-    assert FINISH_CLASSES == ("stop", "length", "tool_calls", "content_filter", "abort", "error", "cancelled", "unknown")
+    assert FINISH_CLASSES == (
+        "stop", "length", "tool_calls", "content_filter", "abort", "error", "cancelled", "unknown")
     assert [c for c in FINISH_CLASSES if not FINISH_FAILS[c]] == ["stop", "length", "tool_calls", "content_filter"]
     assert finish_error("cancelled", "cancelled") == (
         "finish_reason 'cancelled' (class cancelled): the server cancelled the request")

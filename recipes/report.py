@@ -1,6 +1,6 @@
 """The `benchmaker report` command: one run's self-contained offline HTML report.
 
-    benchmaker report RUN_ID -o report.html [--warehouse FILE]
+    benchmaker report RUN_ID -o report.html [--warehouse FILE] [--baseline RUN_A]
 
 The warehouse is `--warehouse`, else env BENCHMAKER_WAREHOUSE, else ./warehouse.duckdb;
 it is opened read-only. The report itself is warehouse.report (documented there).
@@ -28,6 +28,7 @@ def report(
         Path | None,
         Parameter(help="DuckDB warehouse file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb)."),
     ] = None,
+    baseline: str | None = None,
 ) -> int:
     """Write the HTML report of one run (plots and summary tables; no network needed to view).
 
@@ -37,8 +38,12 @@ def report(
         The run to report (see: benchmaker runs).
     output
         Where to write the HTML file.
+    baseline
+        A run to compare with, sweep point by sweep point (as `benchmaker compare
+        BASELINE RUN_ID`): differences with 95% bootstrap CIs, plotted and tabled.
     """
     check_output_file(output, "--output")
-    path = write_report(warehouse if warehouse is not None else default_warehouse(), run_id, output)
+    path = write_report(warehouse if warehouse is not None else default_warehouse(), run_id, output,
+                        baseline=baseline)
     print(f"wrote {path} (run {run_id})")
     return 0

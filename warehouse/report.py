@@ -1,7 +1,9 @@
-"""The HTML report of one run: a single self-contained, offline file (inline CSS and SVG,
-no script, no external reference) with plots and the summary tables.
+"""The HTML report of one run: a single self-contained, offline file (inline CSS,
+plotly.js inlined once, no external reference) with interactive plots (hover values,
+zoom, legend toggles: warehouse/plots.py) and the summary tables.
 
     write_report(Path("warehouse.duckdb"), "bench-20261130T051735Z-b3992e", Path("report.html"))
+    write_report(..., baseline="bench-...")   # plus the per-point comparison with a baseline run
     html = render_report(con, run_id)        # on an open (read-only) connection
 
 Every number in the tables is a value of v_run_summary, v_sweep_summary or
@@ -15,13 +17,16 @@ text (4 significant digits), with `data-row`/`data-col` naming the metric:
     <table data-table="sweep">      rows v_sweep_summary columns; cols sweep points
     <table data-table="lanes">      rows "ttft_ms.p50", ...; cols lanes
 
-Plots (warehouse/svg.py), each in `<section class="panel" data-panel=...>`:
+Plots (plotly figures, warehouse/plots.py), each in `<section class="panel" data-panel=...>`:
 latency vs throughput (one point per sweep point from v_sweep_summary; per lane from
 v_lane_summary when the run has no sweep point), TTFT and ITL CDFs (requests table),
 resolved rate vs concurrency (episodes, via v_sweep_summary; re-verified and carried rates
 as two series; replaced by a note when the run has no episodes), schedule lag over time, achieved concurrency over time and,
-for sweeps with a target, achieved vs target concurrency. A panel without data shows
-a `<p class="note">` instead of a chart. The queries are warehouse/queries/report_*.sql.
+for sweeps with a target, achieved vs target concurrency and, with a baseline run, the
+difference per matched sweep point of p50/p99 TTFT and E2E with their 95% bootstrap CIs
+(warehouse.compare.compare_points, the numbers of `benchmaker compare`; panel
+"compare", with its table and warnings). A panel without data shows a `<p class="note">`
+instead of a chart. The queries are warehouse/queries/report_*.sql.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ from typing import Any
 
 import duckdb
 
+from warehouse.compare import PointComparison, compare_points
 from warehouse.connection import DEFAULT_WAIT_S, open_readonly
 from warehouse.errors import WarehouseError
-from warehouse.svg import Series, line_chart
+from warehouse.plots import Series, chart, draw_script, plotly_js
 
 __all__ = ["ReportData", "collect_report_data", "render_html", "render_report", "write_report"]
 
@@ -89,12 +95,15 @@ class ReportData:
     cdf: list[dict[str, Any]]
     schedule_lag: list[dict[str, Any]]
     in_flight: list[dict[str, Any]]
+    comparison: PointComparison | None = None
+    baseline_run: str | None = None
 
 
-def collect_report_data(con: duckdb.DuckDBPyConnection, run_id: str) -> ReportData:
-    """Run the report's queries (warehouse/queries/report_*.sql) for `run_id`.
+def collect_report_data(con: duckdb.DuckDBPyConnection, run_id: str, baseline: str | None = None) -> ReportData:
+    """Run the report's queries (warehouse/queries/report_*.sql) for `run_id`, and with
+    `baseline` (a run_id) the per-point comparison against it (compare_points).
 
-    Raises WarehouseError when the run is not in the warehouse, or naming the query file
+    Raises WarehouseError when a run is not in the warehouse, or naming the query file
     whose SQL failed."""
     p = {"run_id": run_id}
     info = _query(con, "report_run_info", p)
@@ -109,21 +118,25 @@ def collect_report_data(con: duckdb.DuckDBPyConnection, run_id: str) -> ReportDa
         cdf=_query(con, "report_latency_cdf", {**p, "max_points": CDF_MAX_POINTS}),
         schedule_lag=_query(con, "report_schedule_lag", {**p, "n_bins": TIME_BINS}),
         in_flight=_query(con, "report_in_flight", {**p, "n_bins": TIME_BINS}),
+        comparison=compare_points(con, baseline, run_id) if baseline else None,
+        baseline_run=baseline,
     )
 
 
-def render_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
+def render_report(con: duckdb.DuckDBPyConnection, run_id: str, baseline: str | None = None) -> str:
     """The report of `run_id` as one HTML document (str). Errors as collect_report_data."""
-    return render_html(collect_report_data(con, run_id))
+    return render_html(collect_report_data(con, run_id, baseline))
 
 
-def write_report(warehouse: Path, run_id: str, out: Path, wait_s: float = DEFAULT_WAIT_S) -> Path:
-    """Render the report of `run_id` from the warehouse file (opened read-only, waiting up
-    to `wait_s` s for a load's lock) into `out` (UTF-8, parents created); returns `out`.
-    Raises WarehouseError (no such file or run), WarehouseLocked."""
+def write_report(warehouse: Path, run_id: str, out: Path, wait_s: float = DEFAULT_WAIT_S,
+                 baseline: str | None = None) -> Path:
+    """Render the report of `run_id` (compared with `baseline` when given) from the
+    warehouse file (opened read-only, waiting up to `wait_s` s for a load's lock) into
+    `out` (UTF-8, parents created); returns `out`. Raises WarehouseError (no such file
+    or run), WarehouseLocked."""
     con = open_readonly(Path(warehouse), wait_s=wait_s)
     try:
-        html = render_report(con, run_id)
+        html = render_report(con, run_id, baseline)
     finally:
         con.close()
     out = Path(out)
@@ -264,9 +277,9 @@ def _latency_throughput(data: ReportData) -> str:
                      labels=names if name == "e2e p99" else None) for name, f in get.items()]
     if not any(x is not None for x in xs) or not any(any(v is not None for v in s.ys) for s in series):
         return _panel("latency-throughput", title, _note("No successful request: nothing to plot."))
-    chart = line_chart(series, plot_id="latency-throughput", title=f"one point per {source}",
+    plot = chart(series, plot_id="latency-throughput", title=f"one point per {source}",
                        x_label="request_throughput_per_s", y_label="latency (ms)", x_min=0, y_min=0)
-    return _panel("latency-throughput", title, chart,
+    return _panel("latency-throughput", title, plot,
                   "Percentiles of E2E (end - sent) and TTFT over successful measured requests; "
                   "throughput = completed requests / measurement window.")
 
@@ -282,9 +295,9 @@ def _cdf_panel(data: ReportData, metric: str, panel: str, title: str, x_label: s
     names = [n for n in order if n in by] + sorted(n for n in by if n not in order)
     series = [Series(f"{n} (n={by[n][0]['n']})", [r["value_ms"] for r in by[n]],
                      [r["cum_fraction"] for r in by[n]], style="step") for n in names]
-    chart = line_chart(series, plot_id=panel, title=title, x_label=x_label,
+    plot = chart(series, plot_id=panel, title=title, x_label=x_label,
                        y_label="fraction of samples", x_min=0, y_min=0, y_max=1)
-    return _panel(panel, title, chart)
+    return _panel(panel, title, plot)
 
 
 def _resolved_panel(data: ReportData) -> str:
@@ -307,10 +320,10 @@ def _resolved_panel(data: ReportData) -> str:
         return _panel("resolved-concurrency", title,
                       _note("The run's episodes carry no sweep point with a known resolution: "
                             "nothing to plot."))
-    chart = line_chart(series, plot_id="resolved-concurrency", title=title,
+    plot = chart(series, plot_id="resolved-concurrency", title=title,
                        x_label="concurrency (target, else achieved mean)", y_label="resolved rate",
                        x_min=0, y_min=0, y_max=1)
-    return _panel("resolved-concurrency", title, chart,
+    return _panel("resolved-concurrency", title, plot,
                   "resolved / episodes with a known resolution, per sweep point, re-verified (a verifier ran) "
                   "and carried (the recording's outcome) apart (v_sweep_summary).")
 
@@ -322,13 +335,13 @@ def _lag_panel(data: ReportData) -> str:
     xs = [r["t_s"] for r in data.schedule_lag]
     series = [Series("max", xs, [r["max_schedule_lag_ms"] for r in data.schedule_lag]),
               Series("p50", xs, [r["p50_schedule_lag_ms"] for r in data.schedule_lag])]
-    chart = line_chart(series, plot_id="schedule-lag", title=title,
+    plot = chart(series, plot_id="schedule-lag", title=title,
                        x_label="intended send time (s from t0)", y_label="schedule_lag_ms (sent - intended)",
                        y_min=0)
     lag = data.run.get("schedule_lag_ms") or {}
     cap = (f"Run: p50 {_display(lag.get('p50'))} ms, p99 {_display(lag.get('p99'))} ms "
            f"over {_display(lag.get('count'))} requests; {TIME_BINS} time bins.")
-    return _panel("schedule-lag", title, chart, cap)
+    return _panel("schedule-lag", title, plot, cap)
 
 
 def _in_flight_panel(data: ReportData) -> str:
@@ -341,12 +354,12 @@ def _in_flight_panel(data: ReportData) -> str:
     # requests first, episodes (the sweep's concurrency for agent runs) drawn on top
     series = [Series(n, [r["t_s"] for r in rows], [r["max_in_flight"] for r in rows])
               for n, rows in sorted(by.items(), key=lambda kv: kv[0] != "requests")]
-    chart = line_chart(series, plot_id="in-flight", title=title, x_label="time (s from t0)",
+    plot = chart(series, plot_id="in-flight", title=title, x_label="time (s from t0)",
                        y_label="max in flight per time bin", y_min=0)
     run = data.run
     cap = (f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
            f"{_display(run.get('mean_concurrency'))}.")
-    return _panel("in-flight", title, chart, cap)
+    return _panel("in-flight", title, plot, cap)
 
 
 def _target_panel(data: ReportData) -> str:
@@ -360,11 +373,49 @@ def _target_panel(data: ReportData) -> str:
                      style="linepoints", labels=names),
               Series("achieved mean", xs, [r.get("achieved_mean_concurrency") for r in rows], style="linepoints")]
     title = "Achieved vs target concurrency"
-    chart = line_chart(series, plot_id="concurrency-target", title=title, x_label="target_concurrency",
+    plot = chart(series, plot_id="concurrency-target", title=title, x_label="target_concurrency",
                        y_label="in flight", x_min=0, y_min=0)
     invalid = [f"{r['sweep_point']}: {r['invalid_reason']}" for r in rows if r.get("valid") is False]
     cap = "Invalid points: " + "; ".join(invalid) if invalid else "Every point reached its target."
-    return _panel("concurrency-target", title, chart, cap)
+    return _panel("concurrency-target", title, plot, cap)
+
+
+def _compare_panel(data: ReportData) -> str:
+    cmp = data.comparison
+    if cmp is None:
+        return ""
+    title = f"vs baseline {data.baseline_run}: difference per sweep point"
+    warn = "".join(f'<p class="note warn">warning: {escape(w)}</p>' for w in cmp.warnings)
+    rows = [r for r in cmp.rows if r.diff_ci_low is not None]
+    if not rows:
+        return _panel("compare", title, _note("No sweep point of the two runs has the same target: "
+                                              "nothing compared.") + warn)
+    series = []
+    for stat in ("p50_ttft_ms", "p99_ttft_ms", "p50_e2e_ms", "p99_e2e_ms"):
+        pts = [r for r in rows if r.statistic == stat]
+        if pts:
+            series.append(Series(stat, [r.point_key for r in pts], [r.diff for r in pts], style="errorbars",
+                                 labels=[f"{r.baseline_sweep_point} -> {r.candidate_sweep_point}, {r.verdict}"
+                                         for r in pts],
+                                 err_low=[r.diff_ci_low for r in pts], err_high=[r.diff_ci_high for r in pts]))
+    plot = chart(series, plot_id="compare", title="candidate - baseline, 95% bootstrap CI",
+                 x_label="sweep point (matched by target)", y_label="difference (ms)", x_category=True)
+    head = "".join(f"<th>{c}</th>" for c in ("point", "statistic", "baseline", "candidate", "diff",
+                                              "95% CI", "n", "verdict"))
+    body = []
+    for r in cmp.rows:
+        ci = "–" if r.diff_ci_low is None else f"[{_display(r.diff_ci_low)}, {_display(r.diff_ci_high)}]"
+        key = f"{r.point_key}/{r.statistic}"
+        body.append(f"<tr><th>{escape(r.point_key)}</th><th>{escape(r.statistic)}</th>"
+                    f"{_cell(key, 'baseline', r.baseline_value)}{_cell(key, 'candidate', r.candidate_value)}"
+                    f"{_cell(key, 'diff', r.diff)}<td>{escape(ci)}</td>"
+                    f"<td>{escape(_display(r.n_baseline))} / {escape(_display(r.n_candidate))}</td>"
+                    f"<td>{escape(r.verdict or '–')}</td></tr>")
+    table = (f'<div class="scroll"><table data-table="compare"><thead><tr>{head}</tr></thead><tbody>'
+             + "".join(body) + "</tbody></table></div>")
+    return _panel("compare", title, plot + warn + table,
+                  "Points matched by target concurrency or rate; latencies over successful measured "
+                  "requests; throughput in req/s has no interval (one ratio per point).")
 
 
 # --- page --------------------------------------------------------------------------------
@@ -377,7 +428,8 @@ h3 { font-size: 14px; margin: 12px 0 6px; }
 .verdict.ok { color: #0a6e31; } .verdict.bad { color: #b00020; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(580px, 1fr)); gap: 16px; }
 .panel { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; background: #fafafa; }
-.panel svg { display: block; max-width: 100%; height: auto; }
+.panel .plot { width: 100%; min-height: 380px; }
+.note.warn { color: #8a5a00; }
 .note { color: #666; font-style: italic; } .caption { color: #555; font-size: 12px; margin: 4px 0; }
 table { border-collapse: collapse; font-size: 12px; margin-bottom: 12px; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; } th { background: #f0f0f0; text-align: left; }
@@ -413,6 +465,7 @@ def render_html(data: ReportData) -> str:
         _lag_panel(data),
         _in_flight_panel(data),
         _target_panel(data),
+        _compare_panel(data),
     ]
     body = [
         _header(data),
@@ -425,5 +478,6 @@ def render_html(data: ReportData) -> str:
     ]
     title = f"benchmaker report {data.info['run_id']}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>\n"
-            + "\n".join(b for b in body if b) + "\n</body></html>\n")
+            f"<title>{escape(title)}</title><style>{_CSS}</style>\n"
+            f'<script id="plotly-js">{plotly_js()}</script></head><body>\n'
+            + "\n".join(b for b in body if b) + "\n" + draw_script() + "\n</body></html>\n")

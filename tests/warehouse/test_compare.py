@@ -116,3 +116,18 @@ def test_report_lists_sweep_points_by_number(warehouse: Path) -> None:
     finally:
         con.close()
     assert [r["sweep_point"] for r in sweep] == ["c1", "c4", "c16"]  # as text: c1, c16, c4
+
+
+def test_report_with_a_baseline_plots_the_difference_per_point(warehouse: Path, tmp_path: Path, capsys) -> None:
+    from tests.warehouse.test_report import figures
+
+    out = tmp_path / "r.html"
+    assert main(["report", "cand", "-o", str(out), "--warehouse", str(warehouse), "--baseline", "base"]) == 0
+    html = out.read_text()
+    fig = figures(html)["compare"]
+    p50 = {t["name"]: t for t in fig["data"]}["p50_ttft_ms"]
+    # per matched point: +5 ms at concurrency=4 only (TTFT 25..34 vs 20..29 ms)
+    assert p50["x"] == ["concurrency=1", "concurrency=4", "concurrency=16"] and p50["y"] == [0.0, 5.0, 0.0]
+    assert 'data-row="concurrency=4/p50_ttft_ms" data-col="diff" data-value="5.0"' in html
+    assert main(["report", "base", "-o", str(out), "--warehouse", str(warehouse), "--baseline", "short"]) == 0
+    assert "warning: points only in base: concurrency=4 (c4), concurrency=16 (c16)" in out.read_text()

@@ -1,6 +1,6 @@
-"""warehouse/report.py, warehouse/svg.py and `benchmaker report`: the report's table values
-are the summary.json numbers of a real run, the plots carry the data they claim, and the
-file references nothing outside itself."""
+"""warehouse/report.py, warehouse/plots.py and `benchmaker report`: the report's table
+values are the summary.json numbers of a real run, the plots (plotly figures) carry the
+data they claim, and the file references nothing outside itself."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from warehouse.errors import WarehouseError
 from warehouse.loader import load_run
 from warehouse.connection import open_readonly
 from warehouse.report import collect_report_data, render_report, write_report
-from warehouse.svg import Series, line_chart, nice_ticks
+from warehouse.plots import Series, chart, plotly_js
 
 
 # --- bundles -----------------------------------------------------------------------------
@@ -228,19 +228,32 @@ def _panel(html: str, name: str) -> str:
     return m.group(1)
 
 
+def figures(html: str) -> dict[str, dict]:
+    """plot id -> the plotly figure (data, layout) the page draws there."""
+    return {m.group(1): json.loads(m.group(2).replace("<\\/", "</")) for m in re.finditer(
+        r'<script type="application/json" class="plot-figure" data-plot="([^"]+)">(.*?)</script>', html, re.S)}
+
+
+def traces(html: str, plot: str) -> dict[str, dict]:
+    return {t["name"]: t for t in figures(html)[plot]["data"]}
+
+
 def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_path):
     html, db = _report(tmp_path, sweep_bundle(tmp_path / "sweep-1"))
-    lt = _panel(html, "latency-throughput")
-    assert lt.count('class="series-point"') == 4 * 3  # e2e/ttft p50/p99 x 3 sweep points
-    resolved = _panel(html, "resolved-concurrency")
-    # point titles carry (concurrency, resolved_rate_carried) from v_sweep_summary; no
-    # episode was re-verified, so there is no re-verified series
-    assert re.findall(r"resolved_rate_carried: \(([^)]*)\)", resolved) == ["1, 1", "2, 0.75", "4, 0.5"]
+    lt = traces(html, "latency-throughput")
+    assert sorted(lt) == ["e2e p50", "e2e p99", "ttft p50", "ttft p99"]
+    assert [len(t["x"]) for t in lt.values()] == [3] * 4  # one point per sweep point
+    assert lt["e2e p99"]["text"] == ["c1", "c2", "c4"] and lt["e2e p99"]["mode"] == "lines+markers"
+    resolved = traces(html, "resolved-concurrency")
+    # (concurrency, resolved_rate_carried) from v_sweep_summary; no episode was
+    # re-verified, so there is no re-verified series
+    carried = resolved["resolved_rate_carried"]
+    assert (carried["x"], carried["y"]) == ([1, 2, 4], [1.0, 0.75, 0.5])
     assert "resolved_rate_reverified" not in resolved
-    target = _panel(html, "concurrency-target")
+    target = traces(html, "concurrency-target")
     # c workers run their episodes in parallel: achieved max == target at every point
-    assert re.findall(r"achieved max: \(([^)]*)\)", target) == ["1, 1", "2, 2", "4, 4"]
-    assert "Every point reached its target." in target
+    assert (target["achieved max"]["x"], target["achieved max"]["y"]) == ([1, 2, 4], [1, 2, 4])
+    assert "Every point reached its target." in _panel(html, "concurrency-target")
     sweep = cells(html)["sweep"]
     for point, rate in SWEEP_RESOLVED.items():
         assert sweep[("resolved_rate_carried", point)][0] == rate
@@ -255,7 +268,7 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
 def test_run_without_episodes_hides_the_resolved_panel_with_a_note(tmp_path):
     html, _ = _report(tmp_path, reference_bundle(tmp_path / "run-a"))
     resolved = _panel(html, "resolved-concurrency")
-    assert "<svg" not in resolved
+    assert 'class="plot"' not in resolved
     assert "No episodes in this run" in resolved
     assert 'data-panel="concurrency-target"' not in html  # no target concurrency declared
 
@@ -313,10 +326,13 @@ def test_in_flight_series_reaches_the_summary_max(tmp_path):
 
 def test_report_is_self_contained(tmp_path):
     html, _ = _report(tmp_path, sweep_bundle(tmp_path / "sweep-1"))
-    lower = html.lower()
-    for needle in ("<script", "<link", "src=", "href=", "url(", "@import", "http://", "https://"):
+    # plotly.js inlined once, exactly the installed package's bundle (no CDN, no src=)
+    m = re.search(r'<script id="plotly-js">(.*?)</script>', html, re.S)
+    assert m and m.group(1) == plotly_js() and html.count(plotly_js()) == 1
+    lower = (html[:m.start()] + html[m.end():]).lower()
+    for needle in ("<link", "src=", "href=", "url(", "@import", "http://", "https://"):
         assert needle not in lower, needle
-    assert lower.count('<svg class="plot"') == 7
+    assert len(figures(html)) == lower.count('<div class="plot"') == 7
 
 
 def test_unknown_run_is_an_error_naming_it(tmp_path):
@@ -341,32 +357,35 @@ def test_cli_writes_the_report_and_exits_2_on_unknown_run(tmp_path, capsys):
     assert "no run 'zz'" in capsys.readouterr().err
 
 
-# --- svg ---------------------------------------------------------------------------------
+# --- plots -------------------------------------------------------------------------------
 
 
-def test_nice_ticks_use_1_2_5_steps():
-    assert nice_ticks(0, 97) == [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
-    assert nice_ticks(0.013, 0.049) == [0.01, 0.02, 0.03, 0.04, 0.05]
-    # one value: +-10% around it, [4.5, 5.5] at a step of 0.2 (1/4 rounded to 2 x 10^-1)
-    assert nice_ticks(5, 5) == [4.4, 4.6, 4.8, 5.0, 5.2, 5.4, 5.6]
+def _figure(html: str) -> dict:
+    (fig,) = figures(html).values()
+    return fig
 
 
-def test_step_series_draws_a_staircase_from_zero():
-    svg = line_chart([Series("cdf", [1.0, 2.0], [0.5, 1.0], style="step")], plot_id="p", title="t",
-                     x_label="x", y_label="y", width=400, height=200)
-    d = re.search(r'class="series-line" d="([^"]+)"', svg).group(1)
-    # moves: start (x=1, y=0), to x=1 at y=0, up to 0.5, across to x=2, up to 1
-    # (screen y grows downwards)
-    coords = [tuple(map(float, p.split(","))) for p in re.findall(r"[ML]([\d.]+,[\d.]+)", d)]
-    xs, ys = [c[0] for c in coords], [c[1] for c in coords]
-    assert xs[0] == xs[1] == xs[2] and xs[3] == xs[4] > xs[0]
-    assert ys[0] == ys[1] > ys[2] == ys[3] > ys[4]
+def test_step_series_is_a_staircase_from_zero():
+    fig = _figure(chart([Series("cdf", [1.0, 2.0], [0.5, 1.0], style="step")], plot_id="p", title="t",
+                        x_label="x", y_label="y"))
+    (t,) = fig["data"]
+    # a first point at y = 0 on the first x, then plotly's horizontal-then-vertical steps
+    assert (t["x"], t["y"], t["line"]["shape"], t["mode"]) == ([1.0, 1.0, 2.0], [0.0, 0.5, 1.0], "hv", "lines")
+
+
+def test_error_bars_are_offsets_of_the_interval_ends():
+    html = chart([Series("p99", ["concurrency=1", "concurrency=4"], [5.0, -2.0], style="errorbars",
+                         err_low=[4.0, -3.5], err_high=[6.5, None])],
+                 plot_id="c", title="t", x_label="x", y_label="y", x_category=True)
+    (t,) = _figure(html)["data"]
+    # [4, 6.5] around 5 -> -1 / +1.5; [-3.5, unknown] around -2 -> -1.5 / 0
+    assert t["error_y"]["array"] == [1.5, 0] and t["error_y"]["arrayminus"] == [1.0, 1.5]
+    assert _figure(html)["layout"]["xaxis"]["type"] == "category"
 
 
 def test_chart_without_points_says_no_data_and_bad_style_raises():
-    svg = line_chart([Series("s", [None], [1.0])], plot_id="p", title="t", x_label="x", y_label="y")
-    assert ">no data</text>" in svg and 'data-points="0"' in svg
-    with pytest.raises(ValueError, match="too small"):
-        line_chart([], plot_id="p", title="t", x_label="x", y_label="y", width=100)
+    html = chart([Series("s", [None], [1.0])], plot_id="p", title="t", x_label="x", y_label="y")
+    assert 'data-points="0"' in html
+    assert _figure(html)["layout"]["annotations"][0]["text"] == "no data"
     with pytest.raises(ValueError, match="style: unknown 'bars'"):
-        line_chart([Series("s", [1.0], [1.0], style="bars")], plot_id="p", title="t", x_label="x", y_label="y")
+        chart([Series("s", [1.0], [1.0], style="bars")], plot_id="p", title="t", x_label="x", y_label="y")

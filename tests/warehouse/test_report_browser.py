@@ -1,5 +1,6 @@
 """The report opened in headless Chromium (Debian package `chromium`, /usr/bin/chromium),
-offline: every plot is laid out with its series drawn (measured by the browser), and a
+offline: every plotly chart is laid out with its series drawn (measured by the browser:
+lines with a length, one marker per point), no page error or console.error, and a
 screenshot shows coloured ink inside every plot's box.
 
 Chromium is started with no network services (--disable-background-networking, ...,
@@ -31,39 +32,49 @@ pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file(), reason="/usr/bin/chromium absent (Debian: apt-get install -y chromium)"
 )
 
-# Runs at the end of <body>: measures every chart as laid out and writes the result
-# as JSON into <pre id="render-check"> (read back from --dump-dom).
+# First thing in <head>: records uncaught errors and console.error calls (plotly reports
+# bad figures there) before any other script runs.
+_ERROR_HOOK = """<script>
+window.__errors = [];
+window.addEventListener("error", e => window.__errors.push("error: " + e.message));
+window.addEventListener("unhandledrejection", e => window.__errors.push("rejection: " + e.reason));
+(function () { const ce = console.error; console.error = function (...a) {
+  window.__errors.push("console.error: " + a.join(" ")); ce.apply(console, a); }; })();
+</script>"""
+
+# Runs at the end of <body>, after the charts are drawn (a timer: Chromium's virtual time
+# budget lets it fire before the DOM is dumped): measures every plotly chart as laid out
+# and writes the result as JSON into <pre id="render-check">.
 _PROBE = """
 <script>
-(function () {
+setTimeout(function () {
   const out = [];
-  for (const svg of document.querySelectorAll("svg.plot")) {
-    const r = svg.getBoundingClientRect();
-    const area = svg.querySelector("rect").getBoundingClientRect();  // the plot area
+  for (const gd of document.querySelectorAll("div.plot")) {
+    const r = gd.getBoundingClientRect();
+    const bg = gd.querySelector(".bglayer .bg") || gd.querySelector(".nsewdrag");
+    const area = bg ? bg.getBoundingClientRect() : {left: 0, top: 0, width: 0, height: 0};
     const series = [];
-    for (const g of svg.querySelectorAll("g.series")) {
-      const path = g.querySelector("path.series-line");
-      const box = path ? path.getBBox() : null;
-      const circles = [...g.querySelectorAll("circle.series-point")]
-        .filter(c => { const b = c.getBoundingClientRect(); return b.width > 0 && b.height > 0; });
-      series.push({
-        name: g.dataset.series, points: Number(g.dataset.points),
-        path_length: path ? path.getTotalLength() : null,
-        path_extent: box ? box.width + box.height : null,
-        circles_drawn: circles.length,
-        circles: g.querySelectorAll("circle.series-point").length,
-      });
-    }
-    out.push({plot: svg.dataset.plot, x: r.left + window.scrollX, y: r.top + window.scrollY,
+    const drawn = gd.querySelectorAll(".scatterlayer .trace");
+    (gd._fullData || []).forEach((t, i) => {
+      const g = drawn[i];
+      const line = g ? g.querySelector("path.js-line") : null;
+      const points = g ? [...g.querySelectorAll("path.point")].filter(p => {
+        const b = p.getBoundingClientRect(); return b.width > 0 && b.height > 0; }) : [];
+      const bars = g ? g.querySelectorAll(".errorbar").length : 0;
+      series.push({name: t.name, points: (t.x || []).length, mode: t.mode,
+                   path_length: line ? line.getTotalLength() : null,
+                   markers_drawn: points.length, errorbars: bars});
+    });
+    out.push({plot: gd.dataset.plot, x: r.left + window.scrollX, y: r.top + window.scrollY,
               width: r.width, height: r.height, series: series,
               area: {x: area.left + window.scrollX, y: area.top + window.scrollY,
                      width: area.width, height: area.height}});
   }
   const pre = document.createElement("pre");
   pre.id = "render-check";
-  pre.textContent = JSON.stringify(out);
+  pre.textContent = JSON.stringify({plots: out, errors: window.__errors});
   document.body.appendChild(pre);
-})();
+}, 200);
 </script>
 """
 
@@ -72,6 +83,7 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [
         str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        "--virtual-time-budget=15000",
         "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND", "--force-device-scale-factor=1",
         f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={tmp_path / 'chromium-profile'}",
         *args,
@@ -84,15 +96,19 @@ def _instrumented_report(tmp_path: Path, run_dir: Path) -> Path:
     run_id = load_run(db, run_dir).run_id
     out = write_report(db, run_id, tmp_path / "report.html")
     probed = tmp_path / "report-probed.html"
-    probed.write_text(out.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>"), encoding="utf-8")
+    page = out.read_text(encoding="utf-8").replace("<head>", "<head>" + _ERROR_HOOK, 1)
+    probed.write_text(page.replace("</body>", _PROBE + "</body>"), encoding="utf-8")
     return probed
 
 
 def _render_check(tmp_path: Path, page: Path) -> list[dict]:
+    """Every chart as laid out; fails on any page error or console.error."""
     dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
     m = re.search(r'<pre id="render-check">(.*?)</pre>', dom, re.S)
     assert m, "the probe did not run: " + dom[-500:]
-    return json.loads(_html.unescape(m.group(1)))
+    check = json.loads(_html.unescape(m.group(1)))
+    assert check["errors"] == [], check["errors"]
+    return check["plots"]
 
 
 def _png_rgb(path: Path) -> tuple[int, int, list[bytes], int]:
@@ -161,18 +177,20 @@ def test_every_plot_of_a_sweep_report_is_drawn_in_chromium(tmp_path):
     assert {c["plot"] for c in check} == SWEEP_PLOTS
     for chart in check:
         assert chart["width"] > 300 and chart["height"] > 200, chart["plot"]
+        assert chart["area"]["width"] > 100 and chart["area"]["height"] > 100, chart["plot"]
         assert chart["series"], chart["plot"]
         for s in chart["series"]:
             where = f"{chart['plot']}/{s['name']}"
             assert s["points"] > 0, where
-            if s["path_length"] is not None:
-                assert s["path_length"] > 0 and s["path_extent"] > 0, where
-            assert s["circles_drawn"] == s["circles"], where  # every point has a box
+            if "lines" in s["mode"]:
+                assert s["path_length"] and s["path_length"] > 0, where
+            if "markers" in s["mode"]:
+                assert s["markers_drawn"] == s["points"], where  # every point has a box
     by_plot = {c["plot"]: {s["name"]: s for s in c["series"]} for c in check}
-    # one circle per sweep point (c1, c2, c4) for latency vs throughput and resolved rate
-    assert by_plot["latency-throughput"]["e2e p99"]["circles_drawn"] == 3
-    assert by_plot["resolved-concurrency"]["resolved_rate_carried"]["circles_drawn"] == 3
-    assert by_plot["ttft-cdf"]["c4 (n=24)"]["points"] == 24  # 4 workers x 2 episodes x 3 turns
+    # one marker per sweep point (c1, c2, c4) for latency vs throughput and resolved rate
+    assert by_plot["latency-throughput"]["e2e p99"]["markers_drawn"] == 3
+    assert by_plot["resolved-concurrency"]["resolved_rate_carried"]["markers_drawn"] == 3
+    assert by_plot["ttft-cdf"]["c4 (n=24)"]["points"] == 25  # 4 workers x 2 episodes x 3 turns, and y = 0
 
 
 def test_screenshot_has_series_ink_inside_every_plot(tmp_path):
@@ -199,5 +217,5 @@ def test_a_run_without_episodes_renders_its_plots_and_notes(tmp_path):
                                           "in-flight"}
     for chart in check:
         for s in chart["series"]:
-            if s["path_length"] is not None:
+            if "lines" in s["mode"]:
                 assert s["path_length"] > 0, f"{chart['plot']}/{s['name']}"

@@ -53,7 +53,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from benchmaker.records import Outcome, Sample
@@ -179,7 +178,7 @@ class _Episode:
             first_token_ns=None if call.first_token_ns is None else call.first_token_ns - self.t0,
             end_ns=call.end_ns - self.t0, outcome=call.outcome, http_status=call.status, miss_kind=miss,
             prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens, cached_tokens=call.cached_tokens,
-            n_tool_calls=len(call.tool_calls),
+            n_tool_calls=len(call.tool_calls), model=call.sample.model,
             byte_equal=byte_equal(call, recorded.response) if (recorded is not None and _served(call)) else None,
         )
         self.turns.append(rec)
@@ -547,90 +546,3 @@ def concurrency_proof(intervals: Iterable[tuple[int, int]], concurrency: int) ->
         reasons.append(f"only {started_before} of {target} episodes started before the first finished")
     return ConcurrencyProof(concurrency, len(iv), best, overlap, not reasons and len(iv) > 0,
                             "; ".join(reasons) if reasons else (None if iv else "no episodes"))
-
-
-@dataclass(slots=True)
-class RunEpisodesResult:
-    """Episodes of one sweep point: results in finish order, the concurrency proof and
-    the written files (None when no `out_dir`)."""
-
-    results: list[EpisodeResult]
-    proof: ConcurrencyProof
-    episodes_path: Path | None = None
-    turns_path: Path | None = None
-
-
-async def run_episodes(
-    trajectories: list[Trajectory],
-    base_url: str,
-    concurrency: int,
-    *,
-    mode: str = "recorded",
-    out_dir: Path | None = None,
-    run_id: str = "run",
-    sweep_point: str | None = None,
-    sandbox_factory: SandboxFactory | None = None,
-    tasks: dict[str, TaskSpec] | None = None,
-    t0_ns: int | None = None,
-    api_key: str | None = None,
-    stream: bool = True,
-    send_status_fields: bool = True,
-    command: list[str] | None = None,
-    episode_prefix: str | None = None,
-) -> RunEpisodesResult:
-    """Run one episode per trajectory with `concurrency` asyncio workers (worker k
-    takes the next trajectory when free) and one shared aiohttp connection pool
-    without a connection cap. Each finished episode is appended to
-    `out_dir/episodes.jsonl` and its turns to `out_dir/turns.jsonl` as it finishes;
-    `out_dir/concurrency.json` gets the ConcurrencyProof. Episode ids are
-    `<episode_prefix or sweep_point or run_id>-<index>`. `tasks` maps task id → TaskSpec.
-    Raises ValueError when concurrency < 1."""
-    if concurrency < 1:
-        raise ValueError(f"concurrency: expected >= 1 (got {concurrency})")
-    t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
-    tasks = tasks or {}
-    queue: asyncio.Queue[tuple[int, Trajectory]] = asyncio.Queue()
-    for i, t in enumerate(trajectories):
-        queue.put_nowait((i, t))
-    results: list[EpisodeResult] = []
-    ep_f = turn_f = None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        ep_f = open(out_dir / "episodes.jsonl", "w", encoding="utf-8")
-        turn_f = open(out_dir / "turns.jsonl", "w", encoding="utf-8")
-    prefix = episode_prefix or sweep_point or run_id
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-
-    async def worker(k: int) -> None:
-        while True:
-            try:
-                i, traj = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            tid = task_id_of(traj)
-            client = ModelClient(base_url, api_key=api_key, model=traj.model, session=session)
-            res = await run_episode(
-                traj, base_url, mode=mode, sandbox=sandbox_factory, task=tasks.get(tid) if tid else None,
-                run_id=run_id, sweep_point=sweep_point, concurrency=concurrency, episode_id=f"{prefix}-{i}",
-                worker=k, t0_ns=t0, client=client, api_key=api_key, stream=stream,
-                send_status_fields=send_status_fields, command=command,
-            )
-            results.append(res)
-            if ep_f is not None and turn_f is not None:
-                ep_f.write(json.dumps(res.episode.to_dict()) + "\n")
-                ep_f.flush()
-                turn_f.writelines(json.dumps(t.to_dict()) + "\n" for t in res.turns)
-                turn_f.flush()
-
-    try:
-        await asyncio.gather(*(worker(k) for k in range(min(concurrency, max(1, len(trajectories))))))
-    finally:
-        await session.close()
-        if ep_f is not None and turn_f is not None:
-            ep_f.close()
-            turn_f.close()
-    proof = concurrency_proof([(r.episode.started_ns, r.episode.ended_ns) for r in results], concurrency)
-    if out_dir is not None:
-        (out_dir / "concurrency.json").write_text(json.dumps(proof.to_dict(), indent=1) + "\n")
-    return RunEpisodesResult(results, proof, out_dir / "episodes.jsonl" if out_dir else None,
-                             out_dir / "turns.jsonl" if out_dir else None)

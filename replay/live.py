@@ -253,7 +253,7 @@ async def run_live_episode(
                 first_token_ns=None if call.first_token_ns is None else call.first_token_ns - t0,
                 end_ns=call.end_ns - t0, outcome=call.outcome, http_status=call.status, miss_kind=miss,
                 prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens,
-                cached_tokens=call.cached_tokens, n_tool_calls=len(call.tool_calls),
+                cached_tokens=call.cached_tokens, n_tool_calls=len(call.tool_calls), model=call.sample.model,
             )
             records.append(rec)
             if sample_sink is not None:

@@ -11,7 +11,8 @@ server on its host (loopback; the mocked model never crosses the network and sca
 with the hosts), waits for the shared start, plays its episodes, and leaves in
 `<run_dir>/points/<point>/_shards/a<start_wall_ns>/w<k>/`:
 
-    episodes.jsonl, turns.jsonl, concurrency.json   replay.sweep.play_episodes
+    samples.jsonl, episodes.jsonl, turns.jsonl,     replay.point_run.play_episodes (the engine,
+    episode_samples.jsonl, engine_summary.json      closed:<the shard's concurrency>)
     server_stats.json                               its replay server's /stats
     shard.json                                      its report (run_replay_shard)
 
@@ -60,7 +61,8 @@ from benchmaker.shared_start import (LATE_START_LIMIT_MS, check_lead, measure_cl
 from replay import process as _process
 from replay.convert import read_trajectories
 from replay.harness import SandboxFactory, concurrency_proof
-from replay.sweep import (episode_plan, play_episodes, point_dir, point_name, summarize_point, turns_to_samples,
+from replay.point_run import EPISODE_SAMPLES, engine_self_checks, play_episodes
+from replay.sweep import (episode_plan, point_dir, point_name, summarize_point,
                           write_point_summary)
 from replay.trajectory import Trajectory
 from replay.verifier import TaskSpec
@@ -166,8 +168,12 @@ async def run_replay_shard(
     "concurrency" (this shard's), "episodes_planned" (None for a duration), "hostname",
     "pid", "clock" (benchmaker.shared_start.measure_clock_offset, or
     Exchange.clock_offset against the exchange), "start_wall_ns", "start_late_ns" (t0
-    by this host's wall clock minus the shared start), "wake_late_ns" (the wake-up's
-    lateness on the monotonic clock), "server_pid"}.
+    by this host's wall clock minus the shared start), "wake_late_ns" (on the monotonic
+    clock: when the shard's first episode was sent after the shared start, or the
+    wake-up's lateness when it had none), "server_pid", "engine" (the engine's figures
+    of the shard's episodes, replay.point_run.engine_self_checks, and its verdict
+    reasons, which the merge makes the point's)}. The engine sets up (files, manifest)
+    before the shared start and starts the episodes on it.
 
     Raises ValueError when not 0 <= worker < shards <= concurrency; ShardLate when
     less than MIN_START_LEAD_S is left before the shared start, or the replay server
@@ -235,19 +241,26 @@ async def _play_shard(
         check_lead(start_at_ns, f"{what} (after its replay server started)", min_lead_s=0.0)
         if out.exists():
             shutil.rmtree(out)
-        wake_late_ns = await sleep_until(start_at_ns)
-        t0_wall_ns = time.time_ns()
+        engine: dict[str, Any] = {}
         if plan == []:  # fewer episodes than slots: this shard's slots got none
+            wake_late_ns = await sleep_until(start_at_ns)
+            t0_wall_ns = time.time_ns()
             out.mkdir(parents=True)
-            (out / "episodes.jsonl").touch()
-            (out / "turns.jsonl").touch()
+            for name in ("samples.jsonl", "episodes.jsonl", "turns.jsonl"):
+                (out / name).touch()
         else:
-            await play_episodes(plan if plan is not None else trajectories, server.url, out, run_id=p.run_id,
-                                sweep_point=p.sweep_point, concurrency=conc, duration_s=p.duration_s, mode=p.mode,
-                                sandbox_factory=sandbox_factory, tasks=tasks,
-                                command=list(p.command) if p.command else None, api_key=api_key,
-                                t0_ns=start_at_ns, episode_prefix=f"{p.sweep_point}-w{p.worker}",
-                                index_start=p.worker, index_step=p.shards)
+            # the engine sets up (files, manifest) before the shared start, then waits for it
+            played = await play_episodes(
+                plan if plan is not None else trajectories, server.url, out, run_id=p.run_id,
+                sweep_point=p.sweep_point, load=f"closed:{conc}",
+                duration_s=p.duration_s, concurrency=conc, mode=p.mode, sandbox_factory=sandbox_factory,
+                tasks=tasks, command=list(p.command) if p.command else None, api_key=api_key,
+                start_at_ns=start_at_ns, episode_prefix=f"{p.sweep_point}-w{p.worker}",
+                index_start=p.worker, index_step=p.shards)
+            summary = played.engine_summary
+            t0_wall_ns = summary["self_checks"]["t0_wall_ns"]
+            wake_late_ns = _first_sent_ns(out / EPISODE_SAMPLES)
+            engine = {**engine_self_checks(summary), "verdict_reasons": list(summary["verdict"]["reasons"])}
         write_json_atomic(out / "server_stats.json", await asyncio.to_thread(server.stats))
     finally:
         await asyncio.to_thread(server.stop)
@@ -255,7 +268,13 @@ async def _play_shard(
             "episodes_planned": None if plan is None else len(plan), "hostname": socket.gethostname(),
             "pid": os.getpid(), "clock": None, "start_wall_ns": p.start_wall_ns,
             "start_late_ns": t0_wall_ns - p.start_wall_ns, "wake_late_ns": wake_late_ns,
-            "server_pid": server.pid}
+            "server_pid": server.pid, "engine": engine}
+
+
+def _first_sent_ns(path: Path) -> int | None:
+    """The earliest `sent_ns` in an engine samples file (ns after its t0), None when none."""
+    sent = [orjson.loads(line).get("sent_ns") for line in path.read_bytes().splitlines() if line.strip()]
+    return min((t for t in sent if t is not None), default=None)
 
 
 def fetch_replay_shards(run_dir: Path, run_id: str, sweep_point: str, exchange: str | None,
@@ -348,8 +367,10 @@ def merge_replay_point(
             eps = _append_with_shard(sdir / "episodes.jsonl", ep_f, k, {"concurrency": concurrency}, n)
             intervals += [(e["started_ns"], e["ended_ns"]) for e in eps]
             _append_with_shard(sdir / "turns.jsonl", turn_f, k)
-            if (sdir / "turns.jsonl").is_file():
-                turns_to_samples(sdir / "turns.jsonl", pdir / f"samples-w{k}.jsonl")
+            if (sdir / "samples.jsonl").is_file():  # the shard's model calls: its requests
+                os.replace(sdir / "samples.jsonl", pdir / f"samples-w{k}.jsonl")
+            if (sdir / EPISODE_SAMPLES).is_file():
+                os.replace(sdir / EPISODE_SAMPLES, pdir / f"episode_samples-w{k}.jsonl")
             if (sdir / "server_stats.json").is_file():
                 stats.append(orjson.loads((sdir / "server_stats.json").read_bytes()))
             report = orjson.loads((sdir / "shard.json").read_bytes()) if (sdir / "shard.json").is_file() else None
@@ -363,6 +384,8 @@ def merge_replay_point(
             elif report["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS:
                 reasons.append(f"shard {k} started {report['start_late_ns'] / 1e6:.1f} ms after the shared start "
                                f"(limit {LATE_START_LIMIT_MS:g} ms)")
+            if report is not None:
+                reasons.extend(f"shard {k} engine: {r}" for r in (report.get("engine") or {}).get("verdict_reasons", []))
             reports.append({**(report or {"worker": k}), "exit_code": code, **(info[k] if k < len(info) else {})})
     if stats:
         write_json_atomic(pdir / "server_stats.json", merge_server_stats(stats))

@@ -32,7 +32,8 @@ from prefect.logging import get_run_logger
 from benchmaker.bundle import write_json_atomic
 from replay.convert import read_trajectories
 from replay.harness import SandboxFactory, local_sandbox_factory
-from replay.sweep import point_dir, point_name, run_point
+from replay.point_run import replay_point_name, run_point
+from replay.sweep import point_dir
 from replay.plan import planned_totals, planned_work
 from replay.progress import watch_point
 from replay.verifier import TaskSpec, load_task
@@ -83,7 +84,7 @@ async def run_sweep_point(
     trajectories: Path,
     run_dir: Path,
     run_id: str,
-    concurrency: int,
+    concurrency: int | None,
     episodes: int | None = None,
     duration_s: float | None = None,
     mode: str = "recorded",
@@ -93,18 +94,20 @@ async def run_sweep_point(
     task_dirs: list[Path] | None = None,
     command: list[str] | None = None,
     t0_ns: int | None = None,
+    load: str | None = None,
 ) -> dict[str, Any]:
-    """Prefect shell over replay.sweep.run_point (documented there) against the replay
+    """Prefect shell over replay.point_run.run_point (documented there) against the replay
     server registered under `server_key` (tasks.serve): resets the server's /stats,
-    runs the point, writes `points/c<N>/server_stats.json`, returns the summary row.
-    Raises ReplayServerDied (transient) when the server exited during the point."""
+    runs the point (`closed:<concurrency>`, or the engine rate spec `load`: episodes
+    started open-loop), writes `points/<point>/server_stats.json`, returns the summary
+    row. Raises ReplayServerDied (transient) when the server exited during the point."""
     log = get_run_logger()
     url = server_url(server_key)  # restarts the server when an earlier attempt killed it
     handle = server_handle(server_key)
     await asyncio.to_thread(handle.reset_stats)
     trajs = list(read_trajectories(Path(trajectories)))
     factory = make_sandbox_factory(sandbox, sandbox_url, sandbox_image) if mode != "recorded" else None
-    sp = point_name(concurrency)
+    sp = replay_point_name(concurrency, load)
     episodes_total, calls_total = planned_totals(trajs, concurrency, episodes, duration_s)
     with progress_artifact(run_id, sp):  # live progress: terminal view and Prefect artifact (replay.progress)
         async with watch_point(sp, stats=handle.stats, episodes_file=point_dir(Path(run_dir), sp) / "episodes.jsonl",
@@ -113,17 +116,18 @@ async def run_sweep_point(
             row = await run_point(
                 trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
                 duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
-                command=command, t0_ns=t0_ns,
+                command=command, t0_ns=t0_ns, load=load,
             )
     if handle.proc.poll() is not None:
         raise ReplayServerDied(
             f"replay server (pid {handle.pid}) exited with code {handle.proc.returncode} during "
-            f"sweep point {point_name(concurrency)}; the point runs again on a restarted server")
+            f"sweep point {sp}; the point runs again on a restarted server")
     stats = await asyncio.to_thread(handle.stats)
-    write_json_atomic(point_dir(Path(run_dir), point_name(concurrency)) / "server_stats.json", stats)
-    if os.environ.get(FAIL_POINT_ENV) == point_name(concurrency):
-        raise InjectedFault(f"sweep point {point_name(concurrency)}: failure injected by {FAIL_POINT_ENV}")
-    log.info("sweep point %s: %d episodes, %d requests, max concurrency %s/%d, misses %d%s",
-             row["sweep_point"], row["n_episodes"], row["n_requests"], row["achieved_max_concurrency"],
-             concurrency, row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    write_json_atomic(point_dir(Path(run_dir), sp) / "server_stats.json", stats)
+    if os.environ.get(FAIL_POINT_ENV) == sp:
+        raise InjectedFault(f"sweep point {sp}: failure injected by {FAIL_POINT_ENV}")
+    log.info("sweep point %s: %d episodes, %d requests, max concurrency %s/%s, misses %d%s",
+             sp, row["n_episodes"], row["n_requests"], row["achieved_max_concurrency"],
+             concurrency if load is None else load, row["misses_total"],
+             "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
     return row

@@ -91,6 +91,7 @@ class EpisodeWorkload:
         index_step: int = 1,
         samples_name: str = "samples.jsonl",
         keep_results: bool = False,
+        per_worker_files: bool = False,
     ) -> None:
         if not plan:
             raise ValueError("plan: expected at least one trajectory (got none)")
@@ -112,6 +113,7 @@ class EpisodeWorkload:
         self.index_step = index_step
         self.samples_name = samples_name
         self.keep_results = keep_results
+        self.per_worker_files = per_worker_files
         self.results: list[EpisodeResult] = []
         self.intervals: list[tuple[int, int]] = []  # (started_ns, ended_ns) of each finished episode
         self._api_key = api_key
@@ -130,11 +132,13 @@ class EpisodeWorkload:
 
     async def start(self) -> None:
         """Open the files and the aiohttp session shared by every episode's client (no
-        connection cap: C episodes in flight need C connections)."""
+        connection cap: C episodes in flight need C connections). With
+        `per_worker_files` (one workload per engine worker process, benchmaker.workers)
+        the files are `samples-w<k>.jsonl`, `episodes-w<k>.jsonl`, `turns-w<k>.jsonl`,
+        k being the worker of the first episode's sample, opened when it starts."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._writer = SampleWriter(self.out_dir / self.samples_name)
-        self._episodes = open(self.out_dir / "episodes.jsonl", "ab")
-        self._turns = open(self.out_dir / "turns.jsonl", "ab")
+        if not self.per_worker_files:
+            self._open("")
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
     async def aclose(self) -> None:
@@ -147,6 +151,12 @@ class EpisodeWorkload:
                 f.close()
         if self._writer is not None:
             self._writer.close()
+
+    def _open(self, suffix: str) -> None:
+        stem = Path(self.samples_name).stem
+        self._writer = SampleWriter(self.out_dir / f"{stem}{suffix}.jsonl")
+        self._episodes = open(self.out_dir / f"episodes{suffix}.jsonl", "ab")
+        self._turns = open(self.out_dir / f"turns{suffix}.jsonl", "ab")
 
     @property
     def n_calls(self) -> int:
@@ -162,7 +172,9 @@ class EpisodeWorkload:
     async def execute(self, seq: int, sample: Sample, t0_ns: int) -> str | None:
         """Play episode `seq` (module docstring) and fill the runner's `sample` of it."""
         if self._writer is None:
-            raise RuntimeError("EpisodeWorkload.start() was not awaited")
+            if not self.per_worker_files or self._session is None:
+                raise RuntimeError("EpisodeWorkload.start() was not awaited")
+            self._open(f"-w{sample.worker}")
         index = self.index_start + seq * self.index_step
         traj = self.plan[index % len(self.plan)]
         tid = task_id_of(traj)

@@ -1,5 +1,5 @@
-"""replay.sweep: the episode plan, samples from turns, the sweep files, and one real
-point against a replay server (the point summary SQL: tests/replay/test_point_summary.py)."""
+"""replay.sweep: the episode plan, the sweep files, and one real point against a replay
+server (replay.point_run: on the engine) (the point summary SQL: tests/replay/test_point_summary.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,15 @@ import pytest
 
 from replay.convert import convert_paths, read_trajectories
 from replay.episodes import Episode, TurnRecord
+from replay.point_run import run_point
 from replay.process import start_replay_server
 from replay.sweep import (
     episode_plan,
     point_dir,
     point_name,
     read_sweep_points,
-    run_point,
     summarize_point,
     sweep_table_markdown,
-    turns_to_samples,
     write_sweep_points,
 )
 
@@ -73,14 +72,6 @@ def test_episode_plan_cycles_and_fills_every_worker() -> None:
         episode_plan([], 1, None)
 
 
-def test_turns_become_samples(point: Path) -> None:
-    n = turns_to_samples(point / "turns.jsonl", point / "samples.jsonl")
-    lines = [json.loads(x) for x in (point / "samples.jsonl").read_text().splitlines()]
-    assert n == len(lines) == 4
-    assert (lines[3]["outcome"], lines[3]["sent_ns"], lines[3]["end_ns"]) == ("http_error", 150 * MS, 200 * MS)
-    assert lines[0]["meta"] == {"episode_id": "c2-0", "turn_index": 0, "miss_kind": None}
-
-
 def test_sweep_points_roundtrip_and_markdown_names_invalid(point: Path, tmp_path: Path) -> None:
     rows = [summarize_point(point, sweep_point="c2", concurrency=2),
             summarize_point(point, sweep_point="c3", concurrency=3)]
@@ -101,11 +92,14 @@ async def test_run_point_against_replay_server(tmp_path: Path) -> None:
     pdir = point_dir(tmp_path / "run", point_name(3))
     # 1 trajectory, concurrency 3 -> 3 episodes of its 4 recorded turns
     assert (row["n_episodes"], row["n_turns"], row["n_requests"]) == (3, 12, 12)
-    assert row["achieved_max_concurrency"] == 3 and row["valid"] is True
+    assert row["achieved_max_concurrency"] == 3
+    # valid, unless the engine's event-loop lag self-check alone flags a loaded host
+    assert [r for r in (row["invalid_reason"] or "").split("; ") if r and "event-loop lag" not in r] == []
     assert row["misses_total"] == 0 and stats["misses"]["total"] == 0
     assert stats["requests"] == 12
     assert sorted(p.name for p in pdir.iterdir()) == [
-        "concurrency.json", "episodes.jsonl", "point_summary.json", "samples.jsonl", "turns.jsonl"]
+        "concurrency.json", "engine_summary.json", "episode_samples.jsonl", "episodes.jsonl", "point_summary.json",
+        "samples.jsonl", "turns.jsonl"]
     # a second attempt of the same point replaces the first attempt's lines
     again = await _rerun(trajs, traj, tmp_path)
     assert again == 3

@@ -12,8 +12,9 @@ import duckdb
 
 from replay.convert import convert_paths, read_trajectories
 from replay.episodes import Episode
+from replay.point_run import run_point
 from replay.process import start_replay_server
-from replay.sweep import point_dir, run_point, summarize_point, write_run_manifest, write_sweep_points
+from replay.sweep import point_dir, summarize_point, write_run_manifest, write_sweep_points
 from warehouse.loader import load_run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -207,6 +207,18 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
     return table
 
 
+def _figures(ev: Any) -> str:
+    """A sweep point's live figures in ~70 characters (fits 80 columns beside its bar):
+    episodes, model calls and calls/s, requests in flight, misses, elapsed, ETA."""
+    def of(done: int, total: int | None) -> str:
+        return f"{done}/{total}" if total is not None else f"{done}"
+
+    rate = f" {ev.calls_per_s:.0f}/s" if ev.calls_per_s is not None else ""
+    eta = "done" if ev.finished else (f"ETA {ev.eta_s:.0f}s" if ev.eta_s is not None else "ETA ?")
+    return (f"ep {of(ev.episodes_done, ev.episodes_total)} · calls {of(ev.calls_done, ev.calls_total)}{rate} · "
+            f"{ev.requests_in_flight} in flight · {ev.misses} miss · {ev.elapsed_s:.0f}s {eta}")
+
+
 class SweepProgressView:
     """The terminal view of sweep points in progress (replay.progress events): one rich
     progress bar per point with episodes done/total, model calls done/total and calls/s,
@@ -218,18 +230,26 @@ class SweepProgressView:
 
         self.out = out or console
         self.progress = Progress(
-            TextColumn("[bold]{task.description:<6}"), BarColumn(bar_width=24),
+            TextColumn("[bold]{task.description:<7}"), BarColumn(bar_width=10),
             TextColumn("{task.fields[figures]}"), console=self.out, transient=False, refresh_per_second=4)
         self.tasks: dict[str, Any] = {}
         self._observe: Any = None
 
     def __call__(self, ev: Any) -> None:
-        from replay.progress import describe
+        from replay.progress import StageEvent
 
+        if isinstance(ev, StageEvent):
+            key = f"stage:{ev.stage}"
+            count = f"{ev.done}/{ev.total} " if ev.total is not None else ""
+            figures = f"{count}{ev.detail} {'done' if ev.finished else '...'} {ev.elapsed_s:.1f} s".strip()
+            if key not in self.tasks:
+                self.tasks[key] = self.progress.add_task(ev.stage, total=float(ev.total or 1), figures="")
+            done = float(ev.total or 1) if ev.finished else float(ev.done if ev.total else 0)
+            self.progress.update(self.tasks[key], completed=done, figures=figures)
+            return
         if ev.point not in self.tasks:
             self.tasks[ev.point] = self.progress.add_task(ev.point, total=100.0, figures="")
-        figures = describe(ev).split(": ", 1)[1]
-        self.progress.update(self.tasks[ev.point], completed=100.0 * (ev.fraction or 0.0), figures=figures)
+        self.progress.update(self.tasks[ev.point], completed=100.0 * (ev.fraction or 0.0), figures=_figures(ev))
 
     def __enter__(self) -> SweepProgressView:
         if self.out.is_terminal:

@@ -10,8 +10,10 @@ registered observer (`observe`):
   flight = received - answered;
 - the point's `episodes.jsonl` (`episodes_file`), one line per finished episode.
 
-Observers are the terminal view (recipes.display.SweepProgressView, rich, only on a TTY)
-and the Prefect progress artifact (tasks.progress). Nothing here imports either; an
+The other long stages (conversion, grading, loading) report StageEvents through
+`stage(...)` (start, each unit done, end). Observers are the terminal view
+(recipes.display.SweepProgressView, rich, only on a TTY) and the Prefect progress
+artifact of each sweep point (tasks.progress). Nothing here imports either; an
 observer may be sync or async and a failing observer is logged and dropped, never
 allowed to fail the point.
 
@@ -42,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FINISH_S", "Observer", "ProgressEvent", "WorkEstimator", "describe", "emit", "eta_s", "observe", "snapshot",
-           "watch_point"]
+__all__ = ["FINISH_S", "Observer", "ProgressEvent", "StageEvent", "WorkEstimator", "describe", "emit", "emit_sync",
+           "eta_s", "observe", "snapshot", "stage", "watch_point"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,21 @@ FINISH_S = 1.0
 the engine summary): ~1 s measured here on a 453-turn pi session point; added to the
 work-model ETA."""
 
-Observer = Callable[[ProgressEvent], Awaitable[None] | None]
+@dataclass(frozen=True, slots=True)
+class StageEvent:
+    """A stage other than a sweep point (convert, grade, load) starting, advancing or
+    ending: `done` of `total` units (files, sweep points; None when not counted),
+    `elapsed_s` since it started, `finished` on its last event."""
+
+    stage: str
+    detail: str
+    done: int
+    total: int | None
+    elapsed_s: float
+    finished: bool = False
+
+
+Observer = Callable[[Any], Awaitable[None] | None]
 _observers: list[Observer] = []
 
 
@@ -129,6 +145,42 @@ def describe(ev: ProgressEvent) -> str:
     return (f"sweep point {ev.point}: episodes {eps}, model calls {calls} ({rate}/s), "
             f"requests in flight {ev.requests_in_flight}, misses {ev.misses}, "
             f"elapsed {ev.elapsed_s:.0f} s, ETA {eta}")
+
+
+def emit_sync(event: Any) -> None:
+    """Hand `event` to the synchronous observers only (from code outside an event loop,
+    e.g. a sync Prefect task in a worker thread); async observers are skipped, not
+    called. An observer that raises is logged and removed."""
+    for obs in list(_observers):
+        if inspect.iscoroutinefunction(obs) or inspect.iscoroutinefunction(getattr(obs, "__call__", None)):
+            continue
+        try:
+            obs(event)
+        except Exception as exc:  # an observer never fails the stage
+            log.warning("progress observer %r failed and was removed: %s", obs, exc)
+            if obs in _observers:
+                _observers.remove(obs)
+
+
+@contextmanager
+def stage(name: str, detail: str = "", total: int | None = None,
+          clock: Callable[[], float] = time.monotonic) -> Iterator[Callable[[int], None]]:
+    """Report a stage to the synchronous observers: a StageEvent when it starts, one per
+    `advance(n)` call (n units more done), and a finished one when the block ends (also
+    on an error). Yields `advance`."""
+    started = clock()
+    done = 0
+
+    def advance(n: int = 1) -> None:
+        nonlocal done
+        done += n
+        emit_sync(StageEvent(name, detail, done, total, clock() - started))
+
+    emit_sync(StageEvent(name, detail, 0, total, 0.0))
+    try:
+        yield advance
+    finally:
+        emit_sync(StageEvent(name, detail, done, total, clock() - started, finished=True))
 
 
 def eta_s(calls_done: int, calls_total: int | None, elapsed_s: float, duration_s: float | None = None) -> float | None:

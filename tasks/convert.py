@@ -22,6 +22,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
 from replay.convert import CONVERTER_VERSION, convert_paths
+from replay.progress import stage
 
 __all__ = ["CONVERTER_VERSION", "convert_logs", "converted_path", "logs_sha256"]
 
@@ -63,7 +64,8 @@ def convert_logs(
     are inputs only so that they key the cache. Not retried: a conversion error is
     bad input."""
     out = converted_path(cache_dir, logs_digest, converter_version)
-    report = convert_paths(list(paths), out, fmt=fmt, lenient=lenient)
+    with stage("convert", f"{len(paths)} log path(s)"):  # live progress (replay.progress)
+        report = convert_paths(list(paths), out, fmt=fmt, lenient=lenient)
     get_run_logger().info("converted %d trajectories (%d turns) from %d file(s) into %s",
                           report.trajectories, report.turns, len(report.files), out)
     return out

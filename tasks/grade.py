@@ -12,6 +12,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
 from replay.grade import grade_files
+from replay.progress import stage
 
 __all__ = ["GRADED_FILES", "grade", "point_files_sha256"]
 
@@ -35,15 +36,17 @@ def grade(point_dirs: list[Path], files_sha256: list[str]) -> list[Path]:
     (point_files_sha256 of each directory) keys the cache."""
     out: list[Path] = []
     total = 0
-    for pdir in point_dirs:
-        pdir = Path(pdir)
-        manifest = pdir.parent.parent / "manifest.json"  # <run_dir>/points/<point>
-        run_id = json.loads(manifest.read_text("utf-8")).get("run_id") if manifest.is_file() else None
-        grades = grade_files(pdir / "episodes.jsonl", pdir / "turns.jsonl", pdir / "grades.jsonl",
-                             server_stats=pdir / "server_stats.json", concurrency=pdir / "concurrency.json",
-                             run_id=run_id, sweep_point=pdir.name)
-        total += len(grades)
-        out.append(pdir / "grades.jsonl")
+    with stage("grade", "sweep points", total=len(point_dirs)) as advance:  # live progress (replay.progress)
+        for pdir in point_dirs:
+            pdir = Path(pdir)
+            manifest = pdir.parent.parent / "manifest.json"  # <run_dir>/points/<point>
+            run_id = json.loads(manifest.read_text("utf-8")).get("run_id") if manifest.is_file() else None
+            grades = grade_files(pdir / "episodes.jsonl", pdir / "turns.jsonl", pdir / "grades.jsonl",
+                                 server_stats=pdir / "server_stats.json", concurrency=pdir / "concurrency.json",
+                                 run_id=run_id, sweep_point=pdir.name)
+            total += len(grades)
+            out.append(pdir / "grades.jsonl")
+            advance(1)
     get_run_logger().info("graded %d sweep point(s): %d grade records (one per episode and per point check)",
                           len(out), total)
     return out

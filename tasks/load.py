@@ -10,6 +10,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from tasks.transient import retry_on_transient
+from replay.progress import stage
 from warehouse.loader import load_run
 
 __all__ = ["load_warehouse"]
@@ -22,7 +23,8 @@ def load_warehouse(warehouse: Path, run_dir: Path, wait_s: float = 60.0) -> dict
     run_id, waits up to `wait_s` s for another writer's lock). Retried only when the
     file stayed locked (WarehouseLocked). Returns {"run_id", "warehouse", "rows",
     "replaced", "seconds"}."""
-    report = load_run(Path(warehouse), Path(run_dir), wait_s=wait_s)
+    with stage("load", "into the warehouse"):  # live progress (replay.progress)
+        report = load_run(Path(warehouse), Path(run_dir), wait_s=wait_s)
     get_run_logger().info("loaded run %s into %s: %s", report.run_id, report.warehouse,
                           {k: v for k, v in report.rows.items() if v})
     return {"run_id": report.run_id, "warehouse": str(report.warehouse), "rows": dict(report.rows),

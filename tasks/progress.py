@@ -36,7 +36,7 @@ class ArtifactObserver:
         self._last = float("-inf")
 
     async def __call__(self, ev: ProgressEvent) -> None:
-        if ev.point != self.point:
+        if not isinstance(ev, ProgressEvent) or ev.point != self.point:
             return
         now = time.monotonic()
         if not ev.finished and now - self._last < self.min_interval_s:

@@ -150,3 +150,22 @@ def test_context_chars_grow_with_every_earlier_turn() -> None:
     t = _traj("a", 3, text="y" * 500)  # first user "task a" (6 characters), 500 characters a response
     assert context_chars(t) == pytest.approx([0.006, 0.506, 1.006])  # in thousands of characters
     assert planned_work([t], 2, None, None) == [context_chars(t)] * 2 and planned_work([t], 2, None, 5.0) is None
+
+
+def test_stage_events_reach_sync_observers_and_skip_async_ones() -> None:
+    from replay.progress import StageEvent, stage
+
+    seen: list[StageEvent] = []
+    now = [0.0]
+
+    async def async_observer(ev: object) -> None:  # e.g. the Prefect artifact: never called here
+        raise AssertionError("called")
+
+    with observe(seen.append), observe(async_observer):
+        with stage("grade", "sweep points", total=2, clock=lambda: now[0]) as advance:
+            now[0] = 1.5
+            advance(1)
+            now[0] = 4.0
+            advance(1)
+    assert [(e.done, e.total, e.elapsed_s, e.finished) for e in seen] == [
+        (0, 2, 0.0, False), (1, 2, 1.5, False), (2, 2, 4.0, False), (2, 2, 4.0, True)]

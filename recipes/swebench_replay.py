@@ -137,7 +137,9 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
         for row, c in zip(out["points"], cells):
             table.add_row(*(c[i] for i in cols), style=None if row["valid"] else "red")
         console.print(table)
-    console.print("times in ms (E2E/TTFT linear percentiles; model/tool mean per episode); "
+    console.print("in flight = episodes in flight (requests for engine points; SQL: achieved_max/mean_concurrency, "
+                  "max/mean_episodes_in_flight, max/mean_requests_in_flight); counts are episodes, turns, requests; "
+                  "times in ms (E2E/TTFT linear percentiles; model/tool mean per episode); "
                   "resolved ver./car. = rate among re-verified / carried outcomes")
     for row in out["points"]:
         if not row["valid"]:

@@ -54,8 +54,8 @@ __all__ = [
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sweep_point", "point"),
     ("target_concurrency", "target"),
-    ("achieved_max_concurrency", "max conc"),
-    ("achieved_mean_concurrency", "mean conc"),
+    ("achieved_max_concurrency", "max in flight"),
+    ("achieved_mean_concurrency", "mean in flight"),
     ("valid", "valid"),
     ("proof_ok", "proof"),
     ("usage_coverage", "usage cov."),

@@ -95,12 +95,14 @@ async def run_sweep_point(
     command: list[str] | None = None,
     t0_ns: int | None = None,
     load: str | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Prefect shell over replay.point_run.run_point (documented there) against the replay
     server registered under `server_key` (tasks.serve): resets the server's /stats,
     runs the point (`closed:<concurrency>`, or the engine rate spec `load`: episodes
-    started open-loop), writes `points/<point>/server_stats.json`, returns the summary
-    row. Raises ReplayServerDied (transient) when the server exited during the point."""
+    started open-loop; `workers` engine worker processes), writes
+    `points/<point>/server_stats.json`, returns the summary row. Raises
+    ReplayServerDied (transient) when the server exited during the point."""
     log = get_run_logger()
     url = server_url(server_key)  # restarts the server when an earlier attempt killed it
     handle = server_handle(server_key)
@@ -116,7 +118,7 @@ async def run_sweep_point(
             row = await run_point(
                 trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
                 duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
-                command=command, t0_ns=t0_ns, load=load,
+                command=command, t0_ns=t0_ns, load=load, workers=workers,
             )
     if handle.proc.poll() is not None:
         raise ReplayServerDied(

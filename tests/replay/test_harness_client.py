@@ -158,3 +158,47 @@ async def test_stream_cut_before_done_is_protocol_error_and_request_asks_for_usa
     assert res.outcome == "protocol_error"
     assert res.content == "partial"
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+async def test_the_call_is_an_engine_sample_with_bytes_events_and_the_deepseek_cached_fallback():
+    script = [
+        (0.0, _chunk({"role": "assistant"})),
+        (0.0, _chunk({"content": "a"})),
+        (0.05, _chunk({"content": "b"}, finish="stop")),
+        (0.0, _chunk(usage={"prompt_tokens": 9, "completion_tokens": 2, "prompt_cache_hit_tokens": 4})),
+        (0.0, b"data: [DONE]\n\n"),
+    ]
+    body_len = sum(len(d) for _, d in script)
+    async with ScriptServer(script) as srv:
+        async with ModelClient(srv.url, t0_ns=time.perf_counter_ns()) as client:
+            res = await client.chat([{"role": "user", "content": "hi"}])
+        sent = json.dumps(client.body([{"role": "user", "content": "hi"}])).encode()
+    s = res.sample
+    # the engine's parser: 2 token events (role-only is none), usage with DeepSeek's
+    # prompt_cache_hit_tokens as cached_tokens, finish_reason, every byte counted
+    assert (s.outcome, s.n_token_events, s.finish_reason, s.http_status) == ("ok", 2, "stop", 200)
+    assert (s.prompt_tokens, s.output_tokens, s.cached_tokens, s.usage_present) == (9, 2, 4, True)
+    assert (s.bytes_sent, s.bytes_received) == (len(sent), body_len)
+    assert len(s.token_event_ns) == 2 and s.token_event_ns[0] == s.first_token_ns == s.first_content_ns
+    assert s.token_event_ns[1] - s.token_event_ns[0] >= 50_000_000  # the 50 ms the server waited
+    # stamps are offsets from the client's t0; the result gives them back absolute
+    assert 0 <= s.sent_ns < s.first_token_ns < s.end_ns
+    assert res.first_token_ns - res.sent_ns == s.first_token_ns - s.sent_ns
+    assert (res.content, res.usage["prompt_cache_hit_tokens"]) == ("ab", 4)
+
+
+async def test_a_non_streamed_body_has_no_token_timeline_as_in_the_engine():
+    body = json.dumps({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": "ok", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4}}).encode()
+    async with ScriptServer([(0.0, body)]) as srv:
+        async with ModelClient(srv.url) as client:
+            res = await client.chat([{"role": "user", "content": "hi"}], stream=False)
+        assert srv.bodies[0]["stream"] is False and "stream_options" not in srv.bodies[0]
+    # workloads/openai_chat.py: the first byte of a whole body is no first token
+    assert (res.outcome, res.first_token_ns, res.sample.token_event_ns) == ("ok", None, None)
+    assert (res.output_tokens, res.finish_reason, res.usage) == (4, "tool_calls", {"prompt_tokens": 3,
+                                                                                   "completion_tokens": 4})
+    assert res.message()["tool_calls"][0]["function"] == {"name": "bash", "arguments": "{}"}
+    assert res.content == "ok" and res.sample.bytes_received == len(body)

@@ -1,7 +1,19 @@
 """Resume a failed flow run: run it again under the same flow run id, in this process.
 
     python -m flows.retry 6c0a4887-55b2-45f7-af46-99dee7b406ef     # exit 0 when Completed
+    python -m flows.retry adorable-fox                               # the flow run's name
+    python -m flows.retry swebench-replay-20261201T010203Z-6c0a4887  # the bundle's run id
+    python -m flows.retry artifacts/swebench-replay-20261201T...     # the bundle directory
     state = await retry_flow_run("6c0a4887-...")                    # from async code
+
+A flow run is named by its UUID, its name, the run id of its bundle
+(`<kind>-<created>-<first 8 hex of the UUID>`, flows.common.flow_run_bundle_id) or
+the bundle directory (its manifest.json keeps `flow_run_id`); resolve_flow_run_id.
+
+Ctrl-C (SIGINT) or SIGTERM during `main` cancels the resumed run: Prefect's engine gets
+CANCEL_GRACE_S seconds to stop, the flow run is then set Cancelled (force, so a
+"Running" or "Crashed" left by the engine is replaced) and main exits 130 / 143 at
+once, without waiting for the interpreter's slow teardown of Prefect's threads.
 
 Why not `prefect flow-run retry ID --entrypoint FILE:FLOW`: in Prefect 3.9.1 that
 command calls `run_flow` without awaiting it, so for an async flow (both of ours) the
@@ -24,18 +36,29 @@ everything again (tasks.sweep.sweep_point_policy includes RUN_ID).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import signal
 import sys
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from prefect import Flow
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterName
 from prefect.client.schemas.objects import StateType
+from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.flow_engine import run_flow
-from prefect.states import Scheduled
+from prefect.states import Cancelled, Scheduled
 
-__all__ = ["FLOWS", "main", "retry_flow_run"]
+__all__ = ["FLOWS", "main", "resolve_flow_run_id", "retry_flow_run"]
+
+CANCEL_GRACE_S = 5.0  # how long Prefect's engine may take to stop after Ctrl-C
+# a bundle run id: <kind>-<YYYYmmddTHHMMSSZ>-<first 8 hex of the flow run id>
+_BUNDLE_RUN_ID = re.compile(r"(?P<kind>[a-z][a-z-]*)-\d{8}T\d{6}Z-(?P<prefix>[0-9a-f]{8})")
 
 RESUMABLE = (StateType.FAILED, StateType.CRASHED, StateType.CANCELLED)
 
@@ -78,18 +101,56 @@ async def _is_distributed(client: Any, flow_run: Any) -> bool:
     return any(f.version == flow_run.flow_version for f in _flows(True).values())
 
 
+async def resolve_flow_run_id(ref: str | UUID) -> UUID:
+    """The flow run id `ref` names: a UUID, a bundle directory (its manifest's
+    `flow_run_id`, else its run id), a bundle run id (matched on the id's first 8 hex
+    among the runs of FLOWS, newest 1,000) or a flow run name. Raises ValueError naming
+    `ref` when nothing or more than one flow run matches."""
+    if isinstance(ref, UUID):
+        return ref
+    try:
+        return UUID(ref)
+    except ValueError:
+        pass
+    manifest = Path(ref) / "manifest.json"
+    if manifest.is_file():
+        try:
+            data = json.loads(manifest.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{manifest}: not readable JSON ({exc})") from None
+        if data.get("flow_run_id"):
+            return UUID(str(data["flow_run_id"]))
+        ref = str(data.get("run_id") or ref)
+    async with get_client() as client:
+        m = _BUNDLE_RUN_ID.fullmatch(ref)
+        if m:
+            found = []
+            for offset in range(0, 1000, 200):  # the API serves at most 200 a page
+                runs = await client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=list(FLOWS))),
+                                                   sort=FlowRunSort.START_TIME_DESC, limit=200, offset=offset)
+                found += [r for r in runs if str(r.id).startswith(m["prefix"])]
+                if len(runs) < 200:
+                    break
+        else:
+            found = await client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[ref])),
+                                                limit=2)
+    if len(found) > 1:
+        raise ValueError(f"flow_run: {ref!r} names {len(found)} flow runs; give the flow run id (UUID)")
+    if not found:
+        raise ValueError(f"flow_run: no flow run with the id, name or bundle run id {ref!r}")
+    return found[0].id
+
+
 async def retry_flow_run(flow_run_id: UUID | str) -> Any:
     """Set the flow run `flow_run_id` back to Scheduled and run it again in this
     process with its stored parameters (see the module docstring). Returns its final
     Prefect State (Completed, or Failed with the exception as `state.data`).
 
-    Raises ValueError for an id that is not a UUID, a flow run that is not Failed,
-    Crashed or Cancelled, or a flow that is not one of FLOWS; prefect.exceptions.
-    ObjectNotFound for an unknown id."""
-    try:
-        run_id = flow_run_id if isinstance(flow_run_id, UUID) else UUID(str(flow_run_id))
-    except ValueError:
-        raise ValueError(f"flow_run_id: expected a flow run UUID (got {flow_run_id!r})") from None
+    `flow_run_id` may be anything resolve_flow_run_id takes. Raises ValueError for a
+    reference that names no single flow run, a flow run that is not Failed, Crashed or
+    Cancelled, or a flow that is not one of FLOWS; prefect.exceptions.ObjectNotFound
+    for an unknown id."""
+    run_id = await resolve_flow_run_id(flow_run_id)
     async with get_client() as client:
         flow_run = await client.read_flow_run(run_id)
         state = flow_run.state
@@ -108,20 +169,60 @@ async def retry_flow_run(flow_run_id: UUID | str) -> Any:
     return await run_flow(flow=flow, flow_run=flow_run, return_type="state")
 
 
+async def _cancel(run_id: UUID, why: str) -> None:
+    async with get_client() as client:
+        await client.set_flow_run_state(run_id, Cancelled(message=why), force=True)
+
+
+async def _retry_interruptible(ref: str) -> tuple[UUID, Any, str | None]:
+    """(flow run id, final state or None, the stop signal's name or None): retry_flow_run,
+    cancelled by SIGINT/SIGTERM (module docstring)."""
+    run_id = await resolve_flow_run_id(ref)
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(retry_flow_run(run_id))
+    received: list[str] = []
+
+    def stop(name: str) -> None:
+        if not received:
+            received.append(name)
+            task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop, sig.name)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
+            pass
+    try:
+        return run_id, await asyncio.shield(task), None
+    except asyncio.CancelledError:
+        if not received:
+            raise
+    await asyncio.wait({task}, timeout=CANCEL_GRACE_S)  # Prefect's engine stops what it can
+    await asyncio.wait_for(_cancel(run_id, f"interrupted by {received[0]} during flows.retry"), timeout=30)
+    return run_id, None, received[0]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m flows.retry FLOW_RUN_ID`: 0 when the resumed run Completed, 1 when it
-    ended otherwise, 2 for a refused id (message on stderr)."""
+    """`python -m flows.retry FLOW_RUN`: 0 when the resumed run Completed with every
+    point valid, 1 when it ended otherwise (Failed, or Completed named "Invalid":
+    flows.outcome), 2 for a refused reference (message on stderr), 128 + n after
+    SIGINT/SIGTERM (the flow run is left Cancelled; the process exits at once)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m flows.retry FLOW_RUN_ID", file=sys.stderr)
+        print("usage: python -m flows.retry FLOW_RUN (id, name, bundle run id or bundle directory)", file=sys.stderr)
         return 2
     try:
-        state = asyncio.run(retry_flow_run(args[0]))
+        run_id, state, stopped_by = asyncio.run(_retry_interruptible(args[0]))
     except (ValueError, ObjectNotFound) as exc:
         print(f"flows.retry: error: {exc or 'flow run ' + args[0] + ' not found'}", file=sys.stderr)
         return 2
-    print(f"flow run {args[0]}: {state.name}")
-    return 0 if state.is_completed() else 1
+    if stopped_by is not None:
+        print(f"flow run {run_id}: Cancelled (interrupted by {stopped_by})", flush=True)
+        sys.stderr.flush()
+        # Prefect's background threads can hold the interpreter's exit for minutes
+        os._exit(128 + signal.Signals[stopped_by].value)
+    print(f"flow run {run_id}: {state.name}" + (f" ({state.message})" if state.name == "Invalid" else ""))
+    return 0 if state.is_completed() and state.name != "Invalid" else 1
 
 
 if __name__ == "__main__":

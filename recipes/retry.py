@@ -1,4 +1,4 @@
-"""`benchmaker retry FLOW_RUN_ID`: resume a failed swebench-replay / llm-sweep flow run
+"""`benchmaker retry FLOW_RUN` (id, name, bundle run id or directory): resume a failed swebench-replay / llm-sweep flow run
 at the point that failed (flows/retry.py documents how)."""
 
 from __future__ import annotations
@@ -7,17 +7,21 @@ from recipes.app import app
 
 
 @app.command(name="retry")
-def retry(flow_run_id: str) -> int:
+def retry(flow_run: str) -> int:
     """Resume a Failed, Crashed or Cancelled swebench-replay or llm-sweep flow run under
     the same id: finished sweep points come from the cache, measuring restarts at the
-    point that failed. Exit 0 when the resumed run completes, 1 otherwise, 2 for a bad id.
+    point that failed. Exit 0 when the resumed run completes with every point valid, 1
+    otherwise, 2 for a reference that names no flow run; Ctrl-C stops it within seconds,
+    leaves the flow run Cancelled and exits 130.
 
     Parameters
     ----------
-    flow_run_id: The flow run's id (UUID), as Prefect printed it.
+    flow_run: The flow run: its id (UUID, printed when the CLI started it), its name, the
+        run id of its bundle (swebench-replay-20261201T010203Z-6c0a4887) or the bundle
+        directory (its manifest.json keeps flow_run_id).
     """
     from flows.retry import main
     from recipes.prefect_server import use_local_server
 
     with use_local_server():  # the runs of earlier CLI calls live on the reused local server
-        return main([flow_run_id])
+        return main([flow_run])

@@ -257,8 +257,10 @@ def swebench_replay(
     else:
         from flows.swebench_replay import swebench_replay as flow
 
+    from flows.outcome import run_sweep_flow
+
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (replay/progress.py)
-        out = asyncio.run(flow(**params))
+        out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
     print_sweep(out, "swebench-replay")
     return 0 if all(r["valid"] for r in out["points"]) else 1
 
@@ -337,12 +339,14 @@ def llm_sweep(
     else:
         from flows.llm_sweep import llm_sweep as flow
 
+    from flows.outcome import run_sweep_flow
+
     with use_local_server():
-        out = asyncio.run(flow(
+        out = asyncio.run(run_sweep_flow(flow, dict(
             base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
             duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
             api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
             **(dist or {}),
-        ))
+        )))
     print_sweep(out, "llm-sweep")
     return 0 if all(r["valid"] for r in out["points"]) else 1

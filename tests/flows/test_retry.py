@@ -143,3 +143,57 @@ async def test_a_cached_point_whose_files_were_deleted_is_measured_again(tmp_pat
     rows = con.execute("SELECT sweep_point, n_episodes, n_requests FROM v_sweep_summary ORDER BY 1").fetchall()
     con.close()
     assert rows == [("c1", 1, 4), ("c2", 2, 8)]  # 1 trajectory of 4 turns: max(c, 1) episodes
+
+
+async def test_retry_takes_the_name_run_id_or_bundle_of_a_flow_run_and_stops_on_ctrl_c(
+        tmp_path: Path, monkeypatch) -> None:
+    """The flow run is named by its name, its bundle's run id or the bundle directory
+    (manifest.json keeps flow_run_id), and Ctrl-C during the resumed run leaves it
+    Cancelled and the process exits at once (130)."""
+    import asyncio
+    import signal
+    import time
+
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.retry import resolve_flow_run_id
+    from flows.swebench_replay import swebench_replay
+    from tasks.sweep import FAIL_POINT_ENV
+
+    out_dir = tmp_path / "artifacts"
+    monkeypatch.setenv(FAIL_POINT_ENV, "c1")
+    # 4 turns at 2.5 s to the first token: a point takes >= 10 s, long enough to interrupt
+    state = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[1], out_dir=out_dir, latency="fixed:2500:0",
+                                  warehouse=tmp_path / "wh.duckdb", return_state=True)
+    monkeypatch.delenv(FAIL_POINT_ENV)
+    assert state.is_failed()
+    flow_run_id = str(state.state_details.flow_run_id)
+    fr = _flow_run(flow_run_id)
+    [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
+    for ref in (fr.name, run_dir.name, str(run_dir), flow_run_id):
+        assert str(await resolve_flow_run_id(ref)) == flow_run_id, ref
+    with pytest.raises(ValueError, match="no flow run with the id, name or bundle run id 'no-such-run'"):
+        await resolve_flow_run_id("no-such-run")
+
+    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
+               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    proc = subprocess.Popen([sys.executable, "-m", "flows.retry", fr.name], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):  # until the resumed run measures (a busy host starts Python slowly)
+            await asyncio.sleep(0.1)
+            if _flow_run(flow_run_id).state.name == "Running" and _sweep_states(flow_run_id).get(2):
+                break
+        else:
+            pytest.fail("the resumed run never started measuring")
+        proc.send_signal(signal.SIGINT)
+        t = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        waited_s = time.monotonic() - t
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err[-4000:]
+    assert out.strip().endswith(f"flow run {flow_run_id}: Cancelled (interrupted by SIGINT)")
+    assert waited_s < 60  # CANCEL_GRACE_S (5 s) plus one API call; was ~145 s on a loaded host
+    assert _flow_run(flow_run_id).state.type.value == "CANCELLED"

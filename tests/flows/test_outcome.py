@@ -1,0 +1,68 @@
+"""flows.outcome: a sweep flow run with invalid points ends in a state a scheduler can
+alert on, and the CLI still gets its table (issue #14 item 8)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.outcome import AllPointsInvalid, final_state, invalid_summary
+
+OK = {"sweep_point": "c1", "valid": True, "invalid_reason": None}
+LATE = {"sweep_point": "c2", "valid": False, "invalid_reason": "worker 1 did not finish in time (stopped)"}
+LOW = {"sweep_point": "c4", "valid": False, "invalid_reason": "achieved concurrency 3 never reached the target 4"}
+
+
+def test_every_point_valid_returns_out_itself():
+    out = {"run_id": "r", "points": [OK]}
+    assert final_state(out) is out
+    assert invalid_summary([OK]) is None
+
+
+def test_some_points_invalid_is_completed_named_invalid():
+    out = {"run_id": "r", "points": [OK, LATE]}
+    state = final_state(out)
+    assert (state.type.value, state.name) == ("COMPLETED", "Invalid")
+    assert state.message == "1 of 2 sweep points invalid: c2: worker 1 did not finish in time (stopped)"
+
+
+def test_every_point_invalid_is_failed_carrying_out():
+    out = {"run_id": "r", "points": [LATE, LOW]}
+    state = final_state(out)
+    assert state.type.value == "FAILED"
+    assert state.message == ("every sweep point is invalid (2 of 2): c2: worker 1 did not finish in time (stopped); "
+                             "c4: achieved concurrency 3 never reached the target 4")
+    assert isinstance(state.data, AllPointsInvalid) and state.data.out is out
+
+
+@pytest.mark.prefect
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+async def test_cli_gets_out_and_the_flow_run_keeps_the_state(tmp_path):
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+
+    from flows.outcome import record_flow_run, run_sweep_flow
+
+    @flow(name="outcome-probe")
+    async def probe(points: list[dict], manifest: str) -> object:
+        record_flow_run(manifest)
+        return final_state({"run_id": "r", "points": points})
+
+    manifest = tmp_path / "manifest.json"
+    said: list[str] = []
+    for points, state_name in (([OK], "Completed"), ([OK, LATE], "Invalid"), ([LATE, LOW], "Failed")):
+        manifest.write_text('{"run_id": "r"}')
+        out = await run_sweep_flow(probe, {"points": points, "manifest": str(manifest)}, announce=said.append)
+        assert out == {"run_id": "r", "points": points}
+        kept = json.loads(manifest.read_text())
+        async with get_client() as client:
+            fr = await client.read_flow_run(kept["flow_run_id"])
+        assert fr.state.name == state_name
+        # announced before the run, with what `benchmaker retry` takes
+        assert said[-1] == f"flow run {fr.id} ({fr.name}); if it fails: benchmaker retry {fr.id}"
+        assert kept["flow_run_name"] == fr.name
+    with pytest.raises(AllPointsInvalid):  # called directly, a Failed run raises with `out` attached
+        await probe([LATE], str(manifest))

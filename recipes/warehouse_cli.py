@@ -148,7 +148,8 @@ def runs(
     csv: bool = False,
     json: bool = False,
 ) -> int:
-    """List the runs in the warehouse, newest first, with their headline numbers (a table
+    """List the runs in the warehouse, newest first, with their headline numbers and
+    whether each is partial (killed or interrupted; "PARTIAL" in the table's label) (a table
     that fits 120 columns: recipes.display.runs_table; --csv/--json keep every column).
 
     Parameters
@@ -166,8 +167,9 @@ def runs(
             SELECT run_id, kind, label, created_at, n_samples, n_ok,
                    round(request_throughput_per_s, 3) AS request_throughput_per_s,
                    round(ttft_ms.p50, 3) AS p50_ttft_ms, round(ttft_ms.p99, 3) AS p99_ttft_ms,
-                   round(e2e_ms.p50, 3) AS p50_e2e_ms, round(e2e_ms.p99, 3) AS p99_e2e_ms
-            FROM v_run_summary
+                   round(e2e_ms.p50, 3) AS p50_e2e_ms, round(e2e_ms.p99, 3) AS p99_e2e_ms,
+                   (SELECT r.partial FROM runs AS r WHERE r.run_id = v.run_id) AS partial
+            FROM v_run_summary AS v
             WHERE $label IS NULL OR label = $label
             ORDER BY created_at DESC NULLS LAST, run_id
             LIMIT $limit
@@ -181,6 +183,10 @@ def runs(
             console = Console()
             if not console.is_terminal:  # piped or logged: no squeezing below 120 columns
                 console.width = max(console.width, 120)
+            # a partial run (killed, interrupted: runs.partial) says so in its label cell
+            at = names.index("label"), names.index("partial")
+            rows = [tuple(f"PARTIAL {v or ''}".strip() if i == at[0] and r[at[1]] else v for i, v in enumerate(r))
+                    for r in rows]
             console.print(runs_table(names, rows))
         else:
             _emit(names, rows, fmt)
@@ -300,5 +306,6 @@ def load(
         report = load_run(path, run_dir, token_events=token_events)
         rows = ", ".join(f"{t} {n}" for t, n in report.rows.items() if n)
         verb = "replaced" if report.replaced else "loaded"
-        print(f"{verb} {report.run_id} into {path} in {report.seconds:.2f} s: {rows}")
+        print(f"{verb} {report.run_id} into {path} in {report.seconds:.2f} s: {rows}"
+              + (f" (PARTIAL: {report.partial_reason})" if report.partial_reason else ""))
     return 0

@@ -20,7 +20,10 @@ Bundle layout read (notes/CONTRACTS.md), each file optional except manifest.json
 looked up both in the run directory and in every `points/<sweep_point>/` below it:
 
     manifest.json                      -> runs (one row)
-    summary.json                       -> runs.summary
+    summary.json                       -> runs.summary; runs.partial/partial_reason: true
+                                          when it says "partial": true or is absent from a
+                                          bundle without sweep_points.jsonl either (a
+                                          killed run; loaded, flagged, never silently whole)
     samples.jsonl, samples-w<k>.jsonl  -> requests (shard = k, 0 without -w<k>)
     episodes*.jsonl                    -> episodes (shard from the line; 0 without)
     turns*.jsonl                       -> turns (shard from the line; 0 without)
@@ -116,7 +119,8 @@ _JSONL_TABLES = (
 class LoadReport:
     """What one load did.
 
-    `rows` maps each run table to the rows now held for the run; `files` maps each table
+    `partial_reason` is None for a complete run, else why it is flagged partial
+    (runs.partial). `rows` maps each run table to the rows now held for the run; `files` maps each table
     to the bundle files read into it; `replaced` is true when the run was already in the
     warehouse (its old rows were deleted); `seconds` is the wall time of the whole call
     (lock wait included), `lock_wait_s` the part spent waiting for the file lock.
@@ -128,6 +132,7 @@ class LoadReport:
     rows: dict[str, int] = field(default_factory=dict)
     files: dict[str, list[Path]] = field(default_factory=dict)
     replaced: bool = False
+    partial_reason: str | None = None
     seconds: float = 0.0
     lock_wait_s: float = 0.0
 
@@ -163,6 +168,7 @@ def load_run(
     report.files = {k: v for k, v in files.items() if v}
     summary_path = run_dir / "summary.json"
     summary_text = _read_json_text(summary_path) if summary_path.is_file() else None
+    report.partial_reason = _partial(summary_text, bool(files.get("sweep_points")))[1]
 
     t_lock = time.monotonic()
     con = connect_writer(warehouse, wait_s=wait_s)
@@ -181,7 +187,7 @@ def load_run(
             _insert_lanes(con, run_id, manifest)
             if token_events:
                 _insert_token_events(con, run_id)
-            _insert_run(con, manifest, summary_text, run_dir)
+            _insert_run(con, manifest, summary_text, run_dir, report.partial_reason)
             report.rows = _count_rows(con, run_id)
             con.execute("COMMIT")
         except BaseException:
@@ -403,7 +409,8 @@ def _insert_token_events(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
 
 
 def _insert_run(
-    con: duckdb.DuckDBPyConnection, manifest: dict[str, Any], summary_text: str | None, run_dir: Path
+    con: duckdb.DuckDBPyConnection, manifest: dict[str, Any], summary_text: str | None, run_dir: Path,
+    partial_reason: str | None = None,
 ) -> None:
     created_at = manifest.get("created_at")
     created = None
@@ -419,9 +426,9 @@ def _insert_run(
     con.execute(
         """
         INSERT INTO runs (run_id, kind, label, created_at, t0_wall_ns, config, seed, versions,
-                          git_sha, host, workers, slo, summary, source_dir, loaded_at)
+                          git_sha, host, workers, slo, summary, source_dir, loaded_at, partial, partial_reason)
         VALUES (?, ?, ?, ?, ?, ?::JSON, ?, ?::JSON, ?, ?::JSON, ?, ?::JSON, ?::JSON, ?,
-                now() AT TIME ZONE 'UTC')
+                now() AT TIME ZONE 'UTC', ?, ?)
         """,
         [
             manifest["run_id"],
@@ -438,8 +445,25 @@ def _insert_run(
             js("slo"),
             summary_text,
             str(run_dir),
+            partial_reason is not None,
+            partial_reason,
         ],
     )
+
+
+def _partial(summary_text: str | None, has_sweep_points: bool = False) -> tuple[bool, str | None]:
+    """(runs.partial, runs.partial_reason) of a bundle's summary.json text (None: absent).
+    A sweep bundle (swebench-replay, llm-sweep) has no run-level summary.json: its
+    sweep_points.jsonl, written after the last point, marks it complete."""
+    if summary_text is None:
+        if has_sweep_points:
+            return False, None
+        return True, "no summary.json in the bundle (the run was killed before it finished)"
+    summary = json.loads(summary_text)
+    if isinstance(summary, dict) and summary.get("partial"):
+        signal_name = summary.get("interrupted_by")
+        return True, f"interrupted{' by ' + signal_name if signal_name else ''} (summary.json partial: true)"
+    return False, None
 
 
 def _count_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, int]:

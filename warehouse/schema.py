@@ -3,8 +3,10 @@
 Migrations are the files `warehouse/migrations/NNNN_<name>.sql`, applied in order of
 NNNN, each in its own transaction, each recorded as one row of
 `schema_version(version, name, applied_at)`. A file made by an older version of this
-code upgrades in place: `migrate` applies only the versions above the file's highest
-recorded one, so calling it on an up-to-date file does nothing (idempotent).
+code upgrades in place: `migrate` applies only the versions not recorded in it (one
+that landed with a lower number after a higher one was applied still runs, so each
+migration must be idempotent: `IF NOT EXISTS`), so calling it on an up-to-date file
+does nothing.
 
 Files are created with `storage_compatibility_version = STORAGE_COMPATIBILITY` so that
 older DuckDB builds can open them: DuckDB 2.0 writes a format DuckDB 1.x cannot read
@@ -75,15 +77,16 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def migrate(con: duckdb.DuckDBPyConnection, target: int | None = None) -> int:
-    """Apply every migration above the file's current version, up to `target` (default:
-    all), each in one transaction. Returns the version after migrating.
+    """Apply every migration not yet recorded in the file, up to `target` (default:
+    all), in order, each in one transaction. Returns the highest applied version.
 
     The connection must be writable and outside a transaction. Raises MigrationError
     naming the file whose SQL failed; versions applied before it stay applied.
     """
     version = current_version(con)
+    applied = {int(r[0]) for r in con.execute("SELECT version FROM schema_version").fetchall()}
     for mig in migrations():
-        if mig.version <= version or (target is not None and mig.version > target):
+        if mig.version in applied or (target is not None and mig.version > target):
             continue
         try:
             con.execute("BEGIN TRANSACTION")
@@ -96,5 +99,5 @@ def migrate(con: duckdb.DuckDBPyConnection, target: int | None = None) -> int:
         except duckdb.Error as exc:
             con.execute("ROLLBACK")
             raise MigrationError(f"warehouse/migrations/{mig.name}: {exc}") from exc
-        version = mig.version
+        version = max(version, mig.version)
     return version

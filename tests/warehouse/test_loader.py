@@ -173,3 +173,21 @@ def test_lock_wait_is_bounded_and_names_the_file(tmp_path):
         proc.kill()
         proc.wait()
         proc.stdout.close()
+
+
+def test_a_migration_numbered_below_an_applied_one_still_runs(tmp_path):
+    """Migration numbers are handed out ahead of time, so 0008 may land after 0009 was
+    applied to a file: it still runs (runs.partial exists), and loading works."""
+    from warehouse.schema import migrate, migrations
+
+    db = tmp_path / "w.duckdb"
+    con = connect_writer(db)
+    migrate(con)
+    con.execute("DELETE FROM schema_version WHERE version = 8")
+    con.execute("ALTER TABLE runs DROP COLUMN partial_reason")
+    con.execute("ALTER TABLE runs DROP COLUMN partial")
+    assert migrate(con) == migrations()[-1].version
+    assert {"partial", "partial_reason"} <= set(table_columns(con, "runs"))
+    con.close()
+    report = load_run(db, reference_bundle(tmp_path / "run-a"))  # no summary.json: flagged
+    assert report.partial_reason == "no summary.json in the bundle (the run was killed before it finished)"

@@ -18,24 +18,22 @@ from typing import Annotated, Any
 from prefect import flow
 from prefect.context import get_run_context
 from prefect.logging import get_run_logger
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchmaker.load_models import parse_rate_spec
-from flows.swebench_replay import (ParameterError, flow_run_bundle_id, measure_point, result_storage_for,
-                                   resume_or_write_manifest)
+from flows.common import (ParameterError, flow_run_bundle_id, measure_point, result_storage_for,
+                          resume_or_write_manifest, takes, validated)
 from replay.sweep import engine_point_name, point_dir, write_sweep_points
 from tasks.engine import run_llm_sweep_point
 from tasks.load import load_warehouse
 from tasks.report import publish_report
 
-__all__ = ["llm_sweep", "sweep_loads"]
+__all__ = ["LlmSweepParams", "llm_sweep", "sweep_loads"]
 
 
-def sweep_loads(concurrency_sweep: list[int] | None, rate_sweep: list[float] | None,
-                loads: list[str] | None) -> list[str]:
-    """The rate specs of the sweep's points (module docstring). Raises ParameterError
-    naming the parameter when there is no point, a spec does not parse, or two points
-    get the same label."""
+def _sweep_points(concurrency_sweep: list[int] | None, rate_sweep: list[float] | None,
+                  loads: list[str] | None) -> tuple[list[str], list[str]]:
+    """(rate specs of the sweep's points, problems: one `field: problem` line each)."""
     specs = [f"closed:{c}" for c in concurrency_sweep or []] + [f"poisson:{r:g}" for r in rate_sweep or []]
     problems = []
     for i, spec in enumerate(loads or []):
@@ -50,50 +48,91 @@ def sweep_loads(concurrency_sweep: list[int] | None, rate_sweep: list[float] | N
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         problems.append(f"loads: duplicate sweep points {dup}")
+    return specs, problems
+
+
+def sweep_loads(concurrency_sweep: list[int] | None, rate_sweep: list[float] | None,
+                loads: list[str] | None) -> list[str]:
+    """The rate specs of the sweep's points (module docstring). Raises ParameterError
+    naming the parameter when there is no point, a spec does not parse, or two points
+    get the same label."""
+    specs, problems = _sweep_points(concurrency_sweep, rate_sweep, loads)
     if problems:
         raise ParameterError("invalid llm-sweep parameters:\n" + "\n".join(problems))
     return specs
 
 
+class LlmSweepParams(BaseModel):
+    """The parameters of one llm-sweep run, the one definition behind the flow's
+    signature (flows.common.takes), its deployments' schema and the CLI's check:
+
+    base_url, model       the OpenAI-compatible endpoint and the model name it serves
+    concurrency_sweep     closed-loop points (closed:N), each >= 1
+    rate_sweep            Poisson points in requests/s (poisson:R), each > 0
+    loads                 further points as rate specs (benchmaker.load_models syntax)
+    duration_s            seconds per point; max_requests: requests per point
+    prompt_words, max_tokens  the synthetic prompt's size and the answer's cap
+    api_key_env           name of the environment variable holding the API key
+    out_dir, warehouse    where the run bundle and the DuckDB warehouse go
+    label                 free text stored with the run
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str
+    model: str
+    concurrency_sweep: list[Annotated[int, Field(ge=1)]] | None = None
+    rate_sweep: list[Annotated[float, Field(gt=0)]] | None = None
+    loads: list[str] | None = None
+    duration_s: Annotated[float, Field(gt=0)] | None = 30.0
+    max_requests: Annotated[int, Field(ge=1)] | None = None
+    prompt_words: Annotated[int, Field(ge=1)] = 128
+    max_tokens: Annotated[int, Field(ge=1)] | None = 128
+    api_key_env: str | None = None
+    out_dir: Path = Path("artifacts")
+    warehouse: Path = Path("warehouse.duckdb")
+    label: str | None = None
+
+    @model_validator(mode="after")
+    def _points(self) -> LlmSweepParams:
+        problems = _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[1]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def specs(self) -> list[str]:
+        """The rate specs of the sweep's points, in order (module docstring)."""
+        return _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[0]
+
+
 @flow(name="llm-sweep", validate_parameters=True)
-async def llm_sweep(
-    base_url: str,
-    model: str,
-    concurrency_sweep: list[Annotated[int, Field(ge=1)]] | None = None,
-    rate_sweep: list[Annotated[float, Field(gt=0)]] | None = None,
-    loads: list[str] | None = None,
-    duration_s: Annotated[float, Field(gt=0)] | None = 30.0,
-    max_requests: Annotated[int, Field(ge=1)] | None = None,
-    prompt_words: Annotated[int, Field(ge=1)] = 128,
-    max_tokens: Annotated[int, Field(ge=1)] | None = 128,
-    api_key_env: str | None = None,
-    out_dir: Path = Path("artifacts"),
-    warehouse: Path = Path("warehouse.duckdb"),
-    label: str | None = None,
-) -> dict[str, Any]:
+@takes(LlmSweepParams)
+async def llm_sweep(**params: Any) -> dict[str, Any]:
     """Sweep an endpoint: one engine run per point (duration_s and/or max_requests
-    each), then load the run into `warehouse` and publish the sweep table. Returns
-    {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "load"}."""
-    specs = sweep_loads(concurrency_sweep, rate_sweep, loads)
+    each), then load the run into `warehouse` and publish the sweep table. Parameters:
+    the fields of LlmSweepParams. Returns {"run_id", "run_dir", "warehouse", "points",
+    "flow_run_id", "load"}."""
+    p = validated(LlmSweepParams, "llm-sweep", params)
+    specs = p.specs()
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
-    run_dir = (Path(out_dir) / run_id).resolve()
-    config = {"base_url": base_url, "model": model, "loads": specs, "duration_s": duration_s,
-              "max_requests": max_requests, "prompt_words": prompt_words, "max_tokens": max_tokens,
-              "api_key_env": api_key_env}
-    resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=label, config=config)
+    run_dir = (Path(p.out_dir) / run_id).resolve()
+    config = {"base_url": p.base_url, "model": p.model, "loads": specs, "duration_s": p.duration_s,
+              "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
+              "api_key_env": p.api_key_env}
+    resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config)
     log.info("run %s -> %s", run_id, run_dir)
-    task = run_llm_sweep_point.with_options(result_storage=result_storage_for(Path(out_dir)))
+    task = run_llm_sweep_point.with_options(result_storage=result_storage_for(Path(p.out_dir)))
     rows = []
     for spec in specs:
         name = engine_point_name(spec)
-        args = dict(duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
-                    max_tokens=max_tokens, api_key_env=api_key_env, label=label)
-        rows.append(await measure_point(task, point_dir(run_dir, name), base_url, model, run_dir, run_id, spec,
+        args = dict(duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
+                    max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label)
+        rows.append(await measure_point(task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec,
                                         name, **args))
     write_sweep_points(run_dir, rows)
-    loaded = load_warehouse(Path(warehouse).resolve(), run_dir)
-    publish_report(run_id, rows, run_dir, warehouse=Path(warehouse).resolve(),
+    loaded = load_warehouse(Path(p.warehouse).resolve(), run_dir)
+    publish_report(run_id, rows, run_dir, warehouse=Path(p.warehouse).resolve(),
                    report_path=run_dir / "report.html", kind="llm-sweep")
-    return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(Path(warehouse).resolve()),
+    return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(Path(p.warehouse).resolve()),
             "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "load": loaded}

@@ -59,9 +59,10 @@ from prefect.logging import get_run_logger
 from pydantic import Field
 
 from benchmaker.exchange import Exchange
-from flows.llm_sweep import sweep_loads
-from flows.shard_runs import DEFAULT_LEAD_S, checked_dask_address, checked_exchange, run_shards
-from flows.swebench_replay import flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest
+from flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
+                          validated)
+from flows.llm_sweep import LlmSweepParams
+from flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
 from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
 from tasks.load import load_warehouse
 from tasks.report import publish_report
@@ -69,10 +70,17 @@ from tasks.shard import (ShardPoint, fetch_shards, merge_point, run_shard_point,
                          shards_for_load)
 from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
-__all__ = ["DEFAULT_LEAD_S", "SHARD_DEPLOYMENT", "llm_sweep", "llm_sweep_distributed", "llm_sweep_shard",
-           "run_distributed_point"]
+__all__ = ["DEFAULT_LEAD_S", "LlmSweepDistributedParams", "SHARD_DEPLOYMENT", "llm_sweep",
+           "llm_sweep_distributed", "llm_sweep_shard", "run_distributed_point"]
 
 SHARD_DEPLOYMENT = "llm-sweep-shard/shard"
+
+
+class LlmSweepDistributedParams(LlmSweepParams, ShardParams):
+    """The llm-sweep parameters (flows.llm_sweep.LlmSweepParams) plus where and how the
+    shards run (flows.shard_runs.ShardParams)."""
+
+    shard_deployment: str = SHARD_DEPLOYMENT
 
 
 @flow(name="llm-sweep-shard", validate_parameters=True)
@@ -116,29 +124,11 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
 
 
 @flow(name="llm-sweep", validate_parameters=True)
-async def llm_sweep(
-    base_url: str,
-    model: str,
-    shards: Annotated[int, Field(ge=1)] = 2,
-    concurrency_sweep: list[Annotated[int, Field(ge=1)]] | None = None,
-    rate_sweep: list[Annotated[float, Field(gt=0)]] | None = None,
-    loads: list[str] | None = None,
-    duration_s: Annotated[float, Field(gt=0)] | None = 30.0,
-    max_requests: Annotated[int, Field(ge=1)] | None = None,
-    prompt_words: Annotated[int, Field(ge=1)] = 128,
-    max_tokens: Annotated[int, Field(ge=1)] | None = 128,
-    api_key_env: str | None = None,
-    out_dir: Path = Path("artifacts"),
-    warehouse: Path = Path("warehouse.duckdb"),
-    label: str | None = None,
-    start_lead_s: Annotated[float, Field(gt=0)] | None = None,
-    shard_deployment: str = SHARD_DEPLOYMENT,
-    shard_timeout_s: Annotated[float, Field(gt=0)] | None = None,
-    dask_address: str | None = None,
-    exchange: str | None = None,
-) -> dict[str, Any]:
+@takes(LlmSweepDistributedParams)
+async def llm_sweep(**params: Any) -> dict[str, Any]:
     """The llm-sweep (flows.llm_sweep, same point parameters) with every point split
-    into `shards` shards on other hosts (module docstring; a `closed:C` point with
+    into `shards` shards on other hosts (parameters: the fields of
+    LlmSweepDistributedParams; module docstring; a `closed:C` point with
     C < shards runs on C shards). `start_lead_s`: time from
     submission to the shared start (default DEFAULT_LEAD_S); `shard_timeout_s`: how
     long to wait for a point's shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S,
@@ -150,39 +140,40 @@ async def llm_sweep(
     files when `out_dir` is not shared (benchmaker.exchange).
     Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "load",
     "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]]}."""
-    specs = sweep_loads(concurrency_sweep, rate_sweep, loads)
-    backend = "dask" if dask_address else "pool"
-    lead_s = start_lead_s if start_lead_s is not None else DEFAULT_LEAD_S[backend]
-    checked_dask_address(dask_address)  # refuse before any work when the extra is missing
-    exchange = checked_exchange(exchange)
+    p = validated(LlmSweepDistributedParams, "llm-sweep", params)
+    specs = p.specs()
+    backend = "dask" if p.dask_address else "pool"
+    lead_s = p.start_lead_s if p.start_lead_s is not None else DEFAULT_LEAD_S[backend]
+    checked_dask_address(p.dask_address)  # refuse before any work when the extra is missing
+    exchange = checked_exchange(p.exchange)
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
-    run_dir = (Path(out_dir) / run_id).resolve()
-    config = {"base_url": base_url, "model": model, "loads": specs, "duration_s": duration_s,
-              "max_requests": max_requests, "prompt_words": prompt_words, "max_tokens": max_tokens,
-              "api_key_env": api_key_env, "shards": shards, "backend": backend, "start_lead_s": lead_s,
-              "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address,
+    run_dir = (Path(p.out_dir) / run_id).resolve()
+    config = {"base_url": p.base_url, "model": p.model, "loads": specs, "duration_s": p.duration_s,
+              "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
+              "api_key_env": p.api_key_env, "shards": p.shards, "backend": backend, "start_lead_s": lead_s,
+              "shard_deployment": p.shard_deployment if backend == "pool" else None, "dask_address": p.dask_address,
               "exchange": exchange}
-    resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=label, config=config, workers=shards)
-    log.info("run %s -> %s (%d shards per point on %s)", run_id, run_dir, shards,
-             dask_address if dask_address else f"work pool of {shard_deployment}")
-    point_task = run_distributed_point.with_options(result_storage=result_storage_for(Path(out_dir)))
+    resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config, workers=p.shards)
+    log.info("run %s -> %s (%d shards per point on %s)", run_id, run_dir, p.shards,
+             p.dask_address if p.dask_address else f"work pool of {p.shard_deployment}")
+    point_task = run_distributed_point.with_options(result_storage=result_storage_for(Path(p.out_dir)))
     rows, shard_states = [], []
     for spec in specs:
-        n = shards_for_load(spec, shards)
-        template = ShardPoint(base_url=base_url, model=model, run_dir=str(run_dir), run_id=run_id, load=spec,
+        n = shards_for_load(spec, p.shards)
+        template = ShardPoint(base_url=p.base_url, model=p.model, run_dir=str(run_dir), run_id=run_id, load=spec,
                               sweep_point=engine_point_name(spec), worker=0, shards=n, start_wall_ns=0,
-                              duration_s=duration_s, max_requests=max_requests, prompt_words=prompt_words,
-                              max_tokens=max_tokens, api_key_env=api_key_env, label=label, exchange=exchange)
-        args = dict(start_lead_s=lead_s, shard_deployment=shard_deployment, shard_timeout_s=shard_timeout_s,
-                    dask_address=dask_address)
+                              duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
+                              max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, exchange=exchange)
+        args = dict(start_lead_s=lead_s, shard_deployment=p.shard_deployment, shard_timeout_s=p.shard_timeout_s,
+                    dask_address=p.dask_address)
         out = await measure_point(point_task, point_dir(run_dir, template.sweep_point), template, **args)
         rows.append(out["row"])
         shard_states.append(out["shards"])
     write_sweep_points(run_dir, rows)
     if exchange:
         Exchange(exchange).remove(run_id)
-    wh = Path(warehouse).resolve()
+    wh = Path(p.warehouse).resolve()
     loaded = load_warehouse(wh, run_dir)
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")
     return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,

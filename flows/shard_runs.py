@@ -16,7 +16,7 @@ import asyncio
 import math
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
 
 from prefect import Task, flow
 from prefect.client.orchestration import get_client
@@ -24,12 +24,14 @@ from prefect.deployments.flow_runs import arun_deployment
 from prefect.flow_runs import wait_for_flow_run
 from prefect.logging import get_run_logger
 from prefect.states import Cancelling
+from pydantic import BaseModel, Field
 
 from benchmaker.bundle import redact
 from benchmaker.exchange import Exchange, absolute_exchange
 
-__all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "cancel_flow_runs", "checked_dask_address",
-           "checked_exchange", "dask_task_runner", "run_shards", "shards_on_dask", "shards_on_pool"]
+__all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "ShardParams", "cancel_flow_runs",
+           "checked_dask_address", "checked_exchange", "dask_task_runner", "run_shards", "shards_on_dask",
+           "shards_on_pool"]
 
 # Default time from a point's submission to its shared start, s: a work pool's workers
 # must poll (PREFECT_WORKER_QUERY_SECONDS, 10 s by default) and start a process; a cold
@@ -38,6 +40,26 @@ DEFAULT_LEAD_S = {"pool": 30.0, "dask": 10.0}
 # How long a distributed flow waits for a point's shards when shard_timeout_s is None, s
 # (Prefect's own default for wait_for_flow_run).
 DEFAULT_SHARD_TIMEOUT_S = 10800.0
+
+
+class ShardParams(BaseModel):
+    """The parameters every distributed flow adds to its single-process one (a base of
+    their parameters models; each sets its own `shard_deployment` default):
+
+    shards            shards (load hosts) per point, >= 1
+    start_lead_s      s from a point's submission to its shared start (None: DEFAULT_LEAD_S)
+    shard_deployment  the shard flow's deployment whose work pool runs the shards
+    shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S)
+    dask_address      run the shards on this Dask cluster instead (the `dask` extra)
+    exchange          path or fsspec URL through which files travel when out_dir is not shared
+    """
+
+    shards: Annotated[int, Field(ge=1)] = 2
+    start_lead_s: Annotated[float, Field(gt=0)] | None = None
+    shard_deployment: str
+    shard_timeout_s: Annotated[float, Field(gt=0)] | None = None
+    dask_address: str | None = None
+    exchange: str | None = None
 
 
 class DaskMissing(ValueError):
@@ -130,9 +152,9 @@ async def run_shards(template: Any, *, start_lead_s: float, shard_task: Task, de
 
 
 def checked_dask_address(address: str | None) -> None:
-    """Raises flows.swebench_replay.ParameterError (before any work) when `address` is
+    """Raises flows.common.ParameterError (before any work) when `address` is
     given but prefect-dask (the `dask` extra) is not installed."""
-    from flows.swebench_replay import ParameterError
+    from flows.common import ParameterError
 
     if address:
         try:
@@ -144,9 +166,9 @@ def checked_dask_address(address: str | None) -> None:
 def checked_exchange(url: str | None) -> str | None:
     """The exchange URL a distributed flow uses (benchmaker.exchange): None stays None;
     a relative path is made absolute here, where it was meant. Raises
-    flows.swebench_replay.ParameterError (before any work) for a password in the URL,
+    flows.common.ParameterError (before any work) for a password in the URL,
     an unknown protocol or a protocol whose fsspec package is not installed."""
-    from flows.swebench_replay import ParameterError
+    from flows.common import ParameterError
 
     if not url:
         return None

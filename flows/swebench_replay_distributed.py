@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
@@ -47,9 +47,10 @@ from prefect.logging import get_run_logger
 from pydantic import Field
 
 from benchmaker.exchange import Exchange
-from flows.shard_runs import DEFAULT_LEAD_S, checked_dask_address, checked_exchange, run_shards
-from flows.swebench_replay import (Concurrency, Mode, flow_run_bundle_id, measure_point,
-                                   result_storage_for, resume_or_write_manifest, trajectories_of, validate_params)
+from flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
+                          validated)
+from flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
+from flows.swebench_replay import Concurrency, SwebenchReplayParams, trajectories_of
 from replay.convert import read_trajectories
 from replay.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
 from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_sweep_points
@@ -59,10 +60,19 @@ from tasks.replay_shard import replay_shard, run_replay_shard_task
 from tasks.report import publish_report
 from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
-__all__ = ["SHARD_DEPLOYMENT", "run_distributed_point", "swebench_replay", "swebench_replay_distributed",
-           "swebench_replay_shard"]
+__all__ = ["SHARD_DEPLOYMENT", "SwebenchReplayDistributedParams", "run_distributed_point", "swebench_replay",
+           "swebench_replay_distributed", "swebench_replay_shard"]
 
 SHARD_DEPLOYMENT = "swebench-replay-shard/shard"
+
+
+class SwebenchReplayDistributedParams(SwebenchReplayParams, ShardParams):
+    """The swebench-replay parameters (flows.swebench_replay.SwebenchReplayParams; a
+    default sweep of 2, 8) plus where and how the shards run
+    (flows.shard_runs.ShardParams)."""
+
+    concurrency_sweep: Annotated[list[Concurrency], Field(min_length=1)] = Field(default_factory=lambda: [2, 8])
+    shard_deployment: str = SHARD_DEPLOYMENT
 
 
 @flow(name="swebench-replay-shard", validate_parameters=True)
@@ -98,7 +108,7 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
     fetch_replay_shards(run_dir, template.run_id, sp, template.exchange, start_wall_ns)
     row = merge_replay_point(run_dir, sp, attempt=start_wall_ns, concurrency=template.concurrency, exit_codes=codes,
                              shard_info=info, episodes_target=episodes_target, duration_s=template.duration_s)
-    log.info("sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %d%s",
+    log.info("sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %s%s",
              sp, row["n_episodes"], template.shards, row["n_requests"], row["achieved_max_concurrency"],
              template.concurrency, row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
     if os.environ.get(FAIL_POINT_ENV) == sp:
@@ -107,34 +117,11 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
 
 
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)
-async def swebench_replay(
-    logs: list[Path] | None = None,
-    trajectories: Path | None = None,
-    concurrency_sweep: Annotated[list[Concurrency], Field(min_length=1)] = [2, 8],  # noqa: B006
-    episodes_per_point: Annotated[int, Field(ge=1)] | None = None,
-    duration_s: Annotated[float, Field(gt=0)] | None = None,
-    mode: Mode = "recorded",
-    sandbox: Literal["local", "flash"] = "local",
-    sandbox_url: str | None = None,
-    sandbox_image: str | None = None,
-    task_dirs: list[Path] | None = None,
-    command: list[str] | None = None,
-    latency: str = "instant",
-    divergence: Literal["off", "status", "content"] = "off",
-    log_format: str | None = None,
-    lenient: bool = False,
-    out_dir: Path = Path("artifacts"),
-    warehouse: Path = Path("warehouse.duckdb"),
-    label: str | None = None,
-    shards: Annotated[int, Field(ge=1)] = 2,
-    start_lead_s: Annotated[float, Field(gt=0)] | None = None,
-    shard_deployment: str = SHARD_DEPLOYMENT,
-    shard_timeout_s: Annotated[float, Field(gt=0)] | None = None,
-    dask_address: str | None = None,
-    exchange: str | None = None,
-) -> dict[str, Any]:
+@takes(SwebenchReplayDistributedParams)
+async def swebench_replay(**params: Any) -> dict[str, Any]:
     """The swebench-replay flow (flows.swebench_replay, same parameters) with every
-    point split into up to `shards` shards on other hosts (module docstring).
+    point split into up to `shards` shards on other hosts (module docstring);
+    parameters: the fields of SwebenchReplayDistributedParams.
     `start_lead_s`: time from submission to the shared start (default
     flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a point's
     shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard still running
@@ -147,27 +134,21 @@ async def swebench_replay(
     Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "trajectories",
     "load", "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state",
     "message"}]]}. Raises ParameterError (before any work) for a bad parameter."""
-    p = validate_params(
-        logs=logs or [], trajectories=trajectories, concurrency_sweep=concurrency_sweep,
-        episodes_per_point=episodes_per_point, duration_s=duration_s, mode=mode, sandbox=sandbox,
-        sandbox_url=sandbox_url, sandbox_image=sandbox_image, task_dirs=task_dirs or [], command=command,
-        latency=latency, divergence=divergence, log_format=log_format, lenient=lenient, out_dir=out_dir,
-        warehouse=warehouse, label=label,
-    )
-    backend = "dask" if dask_address else "pool"
-    checked_dask_address(dask_address)  # refuse before any work when the extra is missing
-    exchange = checked_exchange(exchange)
-    lead_s = start_lead_s if start_lead_s is not None else DEFAULT_LEAD_S[backend]
+    p = validated(SwebenchReplayDistributedParams, "swebench-replay", params)
+    backend = "dask" if p.dask_address else "pool"
+    checked_dask_address(p.dask_address)  # refuse before any work when the extra is missing
+    exchange = checked_exchange(p.exchange)
+    lead_s = p.start_lead_s if p.start_lead_s is not None else DEFAULT_LEAD_S[backend]
     log = get_run_logger()
     run_id = flow_run_bundle_id("swebench-replay")
     run_dir = (p.out_dir / run_id).resolve()
-    config = {**p.model_dump(mode="json"), "shards": shards, "backend": backend, "start_lead_s": lead_s,
-              "shard_deployment": shard_deployment if backend == "pool" else None, "dask_address": dask_address,
+    config = {**p.model_dump(mode="json"), "shards": p.shards, "backend": backend, "start_lead_s": lead_s,
+              "shard_deployment": p.shard_deployment if backend == "pool" else None, "dask_address": p.dask_address,
               "exchange": exchange}
     resume_or_write_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=config,
-                             workers=shards)
-    log.info("run %s -> %s (up to %d shards per point on %s)", run_id, run_dir, shards,
-             dask_address if dask_address else f"work pool of {shard_deployment}")
+                             workers=p.shards)
+    log.info("run %s -> %s (up to %d shards per point on %s)", run_id, run_dir, p.shards,
+             p.dask_address if p.dask_address else f"work pool of {p.shard_deployment}")
     traj = trajectories_of(p)
     n_traj = sum(1 for _ in read_trajectories(traj))
     traj_ref = str(traj)
@@ -181,14 +162,14 @@ async def swebench_replay(
     for c in p.concurrency_sweep:
         template = ReplayShardPoint(
             trajectories=traj_ref, run_dir=str(run_dir), run_id=run_id, concurrency=c, worker=0,
-            shards=shards_for(c, shards), start_wall_ns=0, episodes=p.episodes_per_point, duration_s=p.duration_s,
+            shards=shards_for(c, p.shards), start_wall_ns=0, episodes=p.episodes_per_point, duration_s=p.duration_s,
             mode=p.mode, sandbox=p.sandbox, sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
             task_dirs=tuple(str(d.resolve()) for d in p.task_dirs),
             command=tuple(p.command) if p.command else None, latency=p.latency, divergence=p.divergence,
             exchange=exchange)
         target = None if p.duration_s is not None else len(episode_plan(range(n_traj), c, p.episodes_per_point))
-        args = dict(episodes_target=target, start_lead_s=lead_s, shard_deployment=shard_deployment,
-                    shard_timeout_s=shard_timeout_s, dask_address=dask_address)
+        args = dict(episodes_target=target, start_lead_s=lead_s, shard_deployment=p.shard_deployment,
+                    shard_timeout_s=p.shard_timeout_s, dask_address=p.dask_address)
         out = await measure_point(point_task, point_dir(run_dir, point_name(c)), template, **args)
         rows.append(out["row"])
         shard_states.append(out["shards"])

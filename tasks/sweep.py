@@ -128,7 +128,7 @@ async def run_sweep_point(
     write_json_atomic(point_dir(Path(run_dir), sp) / "server_stats.json", stats)
     if os.environ.get(FAIL_POINT_ENV) == sp:
         raise InjectedFault(f"sweep point {sp}: failure injected by {FAIL_POINT_ENV}")
-    log.info("sweep point %s: %d episodes, %d requests, max concurrency %s/%s, misses %d%s",
+    log.info("sweep point %s: %d episodes, %d requests, max concurrency %s/%s, misses %s%s",
              sp, row["n_episodes"], row["n_requests"], row["achieved_max_concurrency"],
              concurrency if load is None else load, row["misses_total"],
              "" if row["valid"] else f" INVALID: {row['invalid_reason']}")

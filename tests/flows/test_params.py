@@ -40,3 +40,81 @@ def test_cli_refuses_bad_sweep_before_prefect_starts(capsys: pytest.CaptureFixtu
     rc = main(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1,0"])
     assert rc == 2
     assert "concurrency_sweep[1]: expected a number >= 1 (got 0)" in capsys.readouterr().err
+
+
+# --- one parameters model per flow (flows.common.takes) -----------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _flows_and_models():
+    from flows.llm_sweep import LlmSweepParams, llm_sweep
+    from flows.llm_sweep_distributed import LlmSweepDistributedParams
+    from flows.llm_sweep_distributed import llm_sweep as llm_sweep_distributed
+    from flows.swebench_replay import SwebenchReplayParams, swebench_replay
+    from flows.swebench_replay_distributed import SwebenchReplayDistributedParams
+    from flows.swebench_replay_distributed import swebench_replay as swebench_replay_distributed
+
+    return [(swebench_replay, SwebenchReplayParams), (swebench_replay_distributed, SwebenchReplayDistributedParams),
+            (llm_sweep, LlmSweepParams), (llm_sweep_distributed, LlmSweepDistributedParams)]
+
+
+def test_each_flow_signature_is_its_parameters_model() -> None:
+    from prefect.utilities.callables import parameter_schema
+
+    for flow, model in _flows_and_models():
+        schema = parameter_schema(flow)
+        assert list(schema.properties) == list(model.model_fields), flow.name
+        required = [name for name, f in model.model_fields.items() if f.is_required()]
+        assert (schema.required or []) == required, flow.name
+    # the distributed variant keeps its own default sweep: 2, 8
+    (_, _), (dist, _), _, _ = _flows_and_models()
+    assert parameter_schema(dist).properties["concurrency_sweep"]["default"] == [2, 8]
+
+
+RUN_TIME = {"base_url": "http://127.0.0.1:8000", "model": "m"}
+
+
+def test_every_deployment_parameters_validate_against_its_flow(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import yaml
+
+    monkeypatch.chdir(REPO)  # prefect.yaml paths are relative to the repository
+    models = {id(flow): model for flow, model in _flows_and_models()}
+    checked = 0
+    for dep in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]:
+        path, name = dep["entrypoint"].split(":")
+        flow = getattr(importlib.import_module(path[:-3].replace("/", ".")), name)
+        if id(flow) not in models:
+            continue  # the shard flows: their one `point` parameter is made by the orchestrator
+        # what a run must add: the endpoint of llm-sweep (no default on purpose)
+        given = {**{k: v for k, v in RUN_TIME.items() if k in flow.parameters.properties}, **(dep.get("parameters") or {})}
+        params = flow.validate_parameters(given)  # what the engine does with a deployment's run
+        models[id(flow)](**params)  # and the rules of the flow's model
+        checked += 1
+    assert checked >= 5  # swebench-replay nightly/adhoc, llm-sweep, both distributed
+
+
+def test_takes_refuses_a_function_with_named_parameters() -> None:
+    from flows.common import takes
+    from flows.swebench_replay import SwebenchReplayParams
+
+    def f(logs: list) -> None: ...
+
+    with pytest.raises(TypeError, match=r"expected a function of \*\*params only"):
+        takes(SwebenchReplayParams)(f)
+
+
+def test_llm_sweep_parameters_name_a_bad_load() -> None:
+    from flows.common import validated
+    from flows.llm_sweep import LlmSweepParams
+
+    with pytest.raises(ParameterError) as info:
+        validated(LlmSweepParams, "llm-sweep", {"base_url": "http://x", "model": "m", "loads": ["posson:5"]})
+    assert str(info.value).startswith("invalid llm-sweep parameters:\nloads[0]: ")
+    with pytest.raises(ParameterError, match="concurrency_sweep: give concurrency_sweep, rate_sweep or loads"):
+        validated(LlmSweepParams, "llm-sweep", {"base_url": "http://x", "model": "m"})
+    p = validated(LlmSweepParams, "llm-sweep", {"base_url": "http://x", "model": "m", "concurrency_sweep": [1, 8],
+                                                "rate_sweep": [2.5]})
+    assert p.specs() == ["closed:1", "closed:8", "poisson:2.5"]

@@ -1,0 +1,147 @@
+"""What every flow of flows/ shares: its parameters as one pydantic model, the run
+bundle's id, manifest and result storage, and the cached-point check.
+
+    class MyParams(BaseModel): ...                      # the one definition of the parameters
+    @flow(name="my-flow", validate_parameters=True)
+    @takes(MyParams)                                    # the flow's signature is the model's
+    async def my_flow(**params: Any) -> dict[str, Any]:
+        p = validated(MyParams, "my-flow", params)      # ParameterError naming each field
+
+Why the flow's Prefect parameters are the model's fields and not one parameter holding
+the model: a deployment's stored parameters and `prefect deployment run --param k=v`
+are merged key by key at the top level only, so with a single `params` object an
+override of one field would have to restate all of them. `takes` sets the function's
+`__signature__` from the model's fields (types, bounds, defaults): Prefect builds the
+deployment's parameter schema (validated by the server), the UI form and its own
+validation from it, and the flow body builds the model, whose validators state the
+rules a schema cannot (flows/swebench_replay.py: exactly one of logs/trajectories,
+paths exist, no duplicate point).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from prefect.context import get_run_context
+from prefect.logging import get_run_logger
+from pydantic import BaseModel, ValidationError
+
+from flows.outcome import record_flow_run
+from replay.sweep import point_complete, write_run_manifest
+
+__all__ = ["ParameterError", "describe_errors", "flow_run_bundle_id", "measure_point", "result_storage_for",
+           "resume_or_write_manifest", "takes", "validated"]
+
+M = TypeVar("M", bound=BaseModel)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ParameterError(ValueError):
+    """Flow parameters refused before any work; one `field: problem (got VALUE)` per line."""
+
+
+def takes(model: type[BaseModel]) -> Callable[[F], F]:
+    """Give a `**params` flow function the signature of `model`'s fields: one
+    keyword-only parameter per field, annotated with the field's type and constraints
+    (Annotated[type, *metadata]), defaulting to the field's default (a default_factory
+    is called once). Apply under `@flow`. Raises TypeError when the function takes
+    anything but **params."""
+
+    def wrap(fn: F) -> F:
+        kinds = [p.kind for p in inspect.signature(fn).parameters.values()]
+        if kinds != [inspect.Parameter.VAR_KEYWORD]:
+            raise TypeError(f"{fn.__qualname__}: expected a function of **params only (got {kinds})")
+        params = []
+        for name, field in model.model_fields.items():
+            annotation: Any = field.annotation
+            if field.metadata:
+                annotation = Annotated[(annotation, *field.metadata)]
+            default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=annotation))
+        fn.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
+        return fn
+
+    return wrap
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """One `field[index].sub: problem (got VALUE)` line per error of `exc`; the lines a
+    model validator raised (already naming their fields) are kept as written."""
+    lines = []
+    for err in exc.errors():
+        loc = ""
+        for part in err.get("loc", ()):
+            loc += f"[{part}]" if isinstance(part, int) else ("." if loc else "") + str(part)
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "value_error":  # our model validators: lines already name fields
+            lines.extend(str(err.get("ctx", {}).get("error", msg)).splitlines())
+            continue
+        if err.get("type") in ("greater_than_equal", "greater_than") and "ctx" in err:
+            bound = err["ctx"].get("ge", err["ctx"].get("gt"))
+            msg = f"expected a number {'>=' if 'ge' in err['ctx'] else '>'} {bound}"
+        lines.append(f"{loc or 'parameters'}: {msg} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def validated(model: type[M], flow_name: str, params: Mapping[str, Any]) -> M:
+    """`model(**params)`. Raises ParameterError "invalid <flow_name> parameters:" with
+    one line per problem (describe_errors), before anything runs."""
+    try:
+        return model(**params)
+    except ValidationError as exc:
+        raise ParameterError(f"invalid {flow_name} parameters:\n" + describe_errors(exc)) from None
+
+
+def flow_run_bundle_id(kind: str) -> str:
+    """The run_id of the current flow run's bundle: `<kind>-<created UTC>-<flow run id
+    [:8]>`. Stable across retries of one flow run (so a retried run resumes in the same
+    directory), distinct across runs."""
+    fr = get_run_context().flow_run
+    created = fr.created or fr.expected_start_time
+    stamp = created.strftime("%Y%m%dT%H%M%SZ") if created else time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{kind}-{stamp}-{str(fr.id)[:8]}"
+
+
+def resume_or_write_manifest(run_dir: Path, *, run_id: str, kind: str, label: str | None,
+                             config: dict[str, Any], workers: int = 1) -> int:
+    """Write `run_dir`/manifest.json (replay.sweep.write_run_manifest) unless an earlier
+    attempt of this flow run wrote it (a resumed run keeps its manifest); returns the
+    manifest's `t0_wall_ns` (ns since the epoch). Raises ValueError when an existing
+    manifest belongs to another run_id or has no integer t0_wall_ns."""
+    path = Path(run_dir) / "manifest.json"
+    if not path.is_file():
+        write_run_manifest(run_dir, run_id=run_id, kind=kind, label=label, config=config, workers=workers)
+        record_flow_run(path)  # flow_run_id / flow_run_name, which `benchmaker retry` takes
+    manifest = json.loads(path.read_text("utf-8"))
+    if manifest.get("run_id") != run_id:
+        raise ValueError(f"{path}: run_id: expected {run_id!r} (got {manifest.get('run_id')!r})")
+    t0 = manifest.get("t0_wall_ns")
+    if not isinstance(t0, int) or isinstance(t0, bool):
+        raise ValueError(f"{path}: t0_wall_ns: expected an integer (got {t0!r})")
+    return t0
+
+
+def result_storage_for(out_dir: Path) -> Path:
+    """Where Prefect persists task results (and cache records) for runs under
+    `out_dir`: `<out_dir>/_cache/prefect-results`, absolute (a Path, never a str: a str
+    is read as a block slug, DESIGN §10)."""
+    return (Path(out_dir) / "_cache" / "prefect-results").resolve()
+
+
+async def measure_point(point_task: Any, pdir: Path, *args: Any, **kwargs: Any) -> Any:
+    """`await point_task(*args, **kwargs)`, the task of one sweep point whose files go to
+    `pdir`; when its result came from the cache (a resumed flow run) but the point's
+    files are gone (replay.sweep.point_complete), the point is measured again
+    (refresh_cache). A cache hit never runs the task body, so this check lives here.
+    Returns the task's result."""
+    out = await point_task(*args, **kwargs)
+    if not point_complete(pdir):
+        get_run_logger().warning("sweep point %s: cached but its files are missing; measuring it again", pdir.name)
+        out = await point_task.with_options(refresh_cache=True)(*args, **kwargs)
+    return out

@@ -7,15 +7,17 @@ the model calls they make (one per recorded turn) and an estimated duration; pri
     print(format_plan(plan))
 
 Estimate (a rough one: the live ETA of replay.progress replaces it once calls are
-measured): a model call takes `call_overhead_s` (client, harness and replay server work
-per call; default CALL_OVERHEAD_S, measured on the bundled example and a 453-turn pi
-session here) plus the replay latency model's time for its response: 0 for `instant`;
+measured): a model call takes `call_overhead_s` plus `context_s_per_kchar` per thousand
+characters of context it sends (replay.plan.context_chars: client, harness and replay
+server work grow with the context; defaults CALL_OVERHEAD_S and CONTEXT_S_PER_KCHAR,
+fitted on a 453-turn pi session here) plus the replay latency model's time for its
+response: 0 for `instant`;
 TTFT + ITL x (tokens - 1) for `fixed:TTFT:ITL` (tokens: recorded completion_tokens, else
 characters / 4); the recorded duration (else TTFT) for `recorded`. An episode takes the
 sum of its calls; a closed-loop point of C episodes in flight takes the makespan of
 its episode plan in order on C slots (each episode starts when a slot frees), and at
-least calls x `call_overhead_s` (that work is CPU in one client process and one server
-process, so it does not overlap across episodes as waiting for latency does). A point
+least the per-call work of all its calls (that work is CPU in one client process and one
+server process, so it does not overlap across episodes as waiting for latency does). A point
 run for `duration_s` takes that plus one mean episode (started episodes run to their
 end). Tool time (execute/command modes) and Prefect's own bookkeeping are not counted.
 """
@@ -30,12 +32,18 @@ from replay.latency import parse_latency
 from replay.sweep import episode_plan, point_name
 from replay.trajectory import Trajectory, Turn
 
-__all__ = ["CALL_OVERHEAD_S", "PointPlan", "SweepPlan", "call_seconds", "context_chars", "format_plan",
+__all__ = ["CALL_OVERHEAD_S", "CONTEXT_S_PER_KCHAR", "PointPlan", "SweepPlan", "call_seconds", "context_chars", "format_plan",
            "planned_totals", "planned_work", "sweep_plan", "trajectories_for_plan"]
 
-CALL_OVERHEAD_S = 0.03
-"""Seconds of client + harness + replay-server work per model call at `instant` latency
-(benchmarks/flow_overhead.py prints the figure measured on this host)."""
+CALL_OVERHEAD_S = 0.005
+"""Seconds of client + harness + replay-server work per model call at `instant` latency,
+beside the part that grows with its context (CONTEXT_S_PER_KCHAR)."""
+
+CONTEXT_S_PER_KCHAR = 0.00003
+"""Seconds per thousand characters of context a replayed call sends. With CALL_OVERHEAD_S:
+elapsed = a x calls + b x context fitted (least squares, replay.progress.WorkEstimator)
+on the 453-turn pi session of ../shared/data/real at concurrency 1 on a quiet 2-core
+host: 453 calls, 141,264 kchars of context in all, ~6.8 s; a busy host is 2-3x slower."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +69,7 @@ class SweepPlan:
     latency: str
     call_overhead_s: float
     duration_s: float | None
+    context_s_per_kchar: float = CONTEXT_S_PER_KCHAR
 
     @property
     def estimated_s(self) -> float:
@@ -68,10 +77,13 @@ class SweepPlan:
         return sum(p.estimated_s for p in self.points)
 
 
-def call_seconds(turn: Turn, latency: str, call_overhead_s: float = CALL_OVERHEAD_S) -> float:
-    """Estimated seconds of one replayed model call (module docstring). Raises
-    replay.latency.LatencySpecError for a bad `latency`."""
+def call_seconds(turn: Turn, latency: str, call_overhead_s: float = CALL_OVERHEAD_S,
+                 context_kchars: float = 0.0, context_s_per_kchar: float = CONTEXT_S_PER_KCHAR) -> float:
+    """Estimated seconds of one replayed model call sending `context_kchars` thousand
+    characters of context (module docstring). Raises replay.latency.LatencySpecError for
+    a bad `latency`."""
     model = parse_latency(latency)
+    call_overhead_s = call_overhead_s + context_kchars * context_s_per_kchar
     if model.kind == "fixed":
         tokens = (turn.usage.completion_tokens if turn.usage and turn.usage.completion_tokens else None) \
             or max(1, len((turn.response.content or "") + (turn.response.reasoning or "")) // 4)
@@ -111,13 +123,18 @@ def planned_totals(trajectories: Sequence[Trajectory], concurrency: int | None, 
 
 def sweep_plan(trajectories: Sequence[Trajectory], concurrency_sweep: Sequence[int], *,
                episodes_per_point: int | None = None, duration_s: float | None = None, latency: str = "instant",
-               call_overhead_s: float = CALL_OVERHEAD_S) -> SweepPlan:
+               call_overhead_s: float = CALL_OVERHEAD_S,
+               context_s_per_kchar: float = CONTEXT_S_PER_KCHAR) -> SweepPlan:
     """The plan of a closed-loop replay sweep (module docstring). Raises ValueError for
     no trajectories or a concurrency < 1, LatencySpecError for a bad `latency`."""
     if not trajectories:
         raise ValueError("trajectories: expected at least one trajectory (got none)")
-    episode_s = {t.trajectory_id: sum(call_seconds(turn, latency, call_overhead_s) for turn in t.turns)
+    ctx = {t.trajectory_id: context_chars(t) for t in trajectories}
+    episode_s = {t.trajectory_id: sum(call_seconds(turn, latency, call_overhead_s, k, context_s_per_kchar)
+                                      for turn, k in zip(t.turns, ctx[t.trajectory_id]))
                  for t in trajectories}
+    cpu_s = {t.trajectory_id: len(t.turns) * call_overhead_s + sum(ctx[t.trajectory_id]) * context_s_per_kchar
+             for t in trajectories}
     mean_episode_s = sum(episode_s.values()) / len(episode_s)
     points = []
     for c in concurrency_sweep:
@@ -130,10 +147,11 @@ def sweep_plan(trajectories: Sequence[Trajectory], concurrency_sweep: Sequence[i
         n_calls = sum(len(t.turns) for t in plan)
         points.append(PointPlan(point_name(c), c, len(plan), n_calls,
                                 max(_makespan([episode_s[t.trajectory_id] for t in plan], c),
-                                    n_calls * call_overhead_s)))
+                                    sum(cpu_s[t.trajectory_id] for t in plan))))
     return SweepPlan(points=points, trajectories=len(trajectories),
                      calls_per_trajectory=[len(t.turns) for t in trajectories], latency=latency,
-                     call_overhead_s=call_overhead_s, duration_s=duration_s)
+                     call_overhead_s=call_overhead_s, duration_s=duration_s,
+                     context_s_per_kchar=context_s_per_kchar)
 
 
 def _duration(s: float) -> str:
@@ -156,8 +174,9 @@ def format_plan(plan: SweepPlan) -> str:
         else:
             what = f"{p.episodes} episode(s), {p.model_calls} model calls"
         lines.append(f"  {p.sweep_point:<6} {p.concurrency} in flight: {what}, ~{_duration(p.estimated_s)}")
-    lines.append(f"  total ~{_duration(plan.estimated_s)} (estimate: {plan.call_overhead_s * 1000:g} ms per call "
-                 f"+ latency {plan.latency}; tool time not counted; the live ETA refines it)")
+    lines.append(f"  total ~{_duration(plan.estimated_s)} (estimate: {plan.call_overhead_s * 1000:g} ms a call + "
+                 f"{plan.context_s_per_kchar * 1e6:g} us per 1000 characters of context + latency {plan.latency}; "
+                 f"tool time not counted; the live ETA refines it)")
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.plan import format_plan, planned_totals, sweep_plan, trajectories_for_plan
+from replay.plan import context_chars, format_plan, planned_totals, sweep_plan, trajectories_for_plan
 from replay.progress import ProgressEvent, describe, eta_s, observe, snapshot, watch_point
 from replay.trajectory import Trajectory
 
@@ -92,16 +92,17 @@ def test_plan_estimates_episodes_on_slots_with_the_latency_model() -> None:
     trajs = [_traj("a", 3), _traj("b", 5)]
     # fixed:100:10 and 40 characters = 10 tokens: 100 + 10 x 9 = 190 ms a call, no overhead;
     # a = 3 x 0.19 = 0.57 s, b = 5 x 0.19 = 0.95 s
-    plan = sweep_plan(trajs, [1, 2], latency="fixed:100:10", call_overhead_s=0.0)
+    plan = sweep_plan(trajs, [1, 2], latency="fixed:100:10", call_overhead_s=0.0, context_s_per_kchar=0.0)
     c1, c2 = plan.points
     assert (c1.episodes, c1.model_calls, c1.estimated_s) == (2, 8, pytest.approx(1.52))  # a then b on one slot
     assert (c2.episodes, c2.model_calls, c2.estimated_s) == (2, 8, pytest.approx(0.95))  # side by side
-    three = sweep_plan(trajs, [2], episodes_per_point=3, latency="fixed:100:10", call_overhead_s=0.0)
+    three = sweep_plan(trajs, [2], episodes_per_point=3, latency="fixed:100:10", call_overhead_s=0.0,
+                       context_s_per_kchar=0.0)
     assert three.points[0].estimated_s == pytest.approx(1.14)  # a, b, then a again when a's slot frees at 0.57
     # instant latency: 50 ms of CPU per call does not overlap: 8 calls x 0.05 = 0.4 s (> b's 0.25 s)
-    cpu = sweep_plan(trajs, [2], latency="instant", call_overhead_s=0.05)
+    cpu = sweep_plan(trajs, [2], latency="instant", call_overhead_s=0.05, context_s_per_kchar=0.0)
     assert cpu.points[0].estimated_s == pytest.approx(0.4)
-    timed = sweep_plan(trajs, [4], duration_s=30.0, latency="instant", call_overhead_s=0.05)
+    timed = sweep_plan(trajs, [4], duration_s=30.0, latency="instant", call_overhead_s=0.05, context_s_per_kchar=0.0)
     # 30 s + one mean episode: (0.15 + 0.25) / 2
     assert (timed.points[0].episodes, timed.points[0].estimated_s) == (None, pytest.approx(30.2))
     assert planned_totals(trajs, 4, None, None) == (4, 16)  # max(4, 2) episodes: a, b, a, b
@@ -111,7 +112,7 @@ def test_plan_estimates_episodes_on_slots_with_the_latency_model() -> None:
 
 def test_plan_of_the_bundled_example_reads_as_points_x_episodes_x_calls() -> None:
     trajs = trajectories_for_plan([EXAMPLE], None)
-    text = format_plan(sweep_plan(trajs, [1, 2, 4], latency="instant", call_overhead_s=0.03))
+    text = format_plan(sweep_plan(trajs, [1, 2, 4], latency="instant"))
     assert text.splitlines()[:4] == [
         "plan: 3 sweep point(s) x 1 trajectory(ies) (4-4 model calls each, 4 in all)",
         "  c1     1 in flight: 1 episode(s), 4 model calls, ~0 s",
@@ -124,10 +125,14 @@ def test_plan_of_a_real_453_turn_pi_session() -> None:
     if not PI_LARGE.is_file():
         pytest.skip(f"real recording absent: {PI_LARGE}")
     trajs = trajectories_for_plan([PI_LARGE], None)
-    plan = sweep_plan(trajs, [1, 5, 25], episodes_per_point=25, latency="instant", call_overhead_s=0.03)
-    # 25 episodes x 453 calls = 11,325 calls a point; at 30 ms of CPU each: 339.75 s a point
+    plan = sweep_plan(trajs, [1, 5, 25], episodes_per_point=25, latency="instant", call_overhead_s=0.005,
+                      context_s_per_kchar=0.00003)
+    # 25 episodes x 453 calls = 11,325 calls a point; one episode: 453 x 5 ms + 141,264.3 kchars
+    # of context x 30 us = 2.265 + 4.238 = 6.503 s, CPU that does not overlap: 25 x that a point
     assert [p.model_calls for p in plan.points] == [11_325] * 3
-    assert plan.estimated_s == pytest.approx(3 * 339.75)
+    assert sum(context_chars(trajs[0])) == pytest.approx(141_264, abs=1)
+    assert plan.points[0].estimated_s == pytest.approx(25 * (453 * 0.005 + sum(context_chars(trajs[0])) * 0.00003))
+    assert plan.estimated_s == pytest.approx(3 * plan.points[0].estimated_s)
 
 
 def test_work_estimator_prices_growing_calls_with_a_fitted_cost_model() -> None:

@@ -1,7 +1,7 @@
 """Replay server benchmark (issues #3, #17): requests per server CPU second of the replay
 server beside a bare ASGI app on the same server stack, on each stack, in one run.
 
-    .venv/bin/python benchmarks/replay_server.py [--requests 4000] [--rounds 5]
+    .venv/bin/python benchmarks/replay_server.py [--requests 3000] [--rounds 7] [--block 500]
         [--concurrency 64] [--stacks h11,httptools,granian] [--stream]
 
 What it does: writes a 100-turn store (10 trajectories x 10 turns, ~600 characters of
@@ -10,22 +10,23 @@ in its own process pinned to CPU 0 (`os.sched_setaffinity`), for every stack:
 - the replay server (`python -m replay.server STORE --http STACK`, instant latency);
 - the bare app (`--serve-bare`, this file): a raw ASGI callable that reads the same
   request body, parses it with orjson and answers a fixed JSON body of the size of a
-  replayed turn. It is the stack's limit for this request: HTTP parsing, ASGI
-  dispatch, one JSON parse, one response.
+  replayed turn with the same headers. It is the stack's limit for this request: HTTP
+  parsing, ASGI dispatch, one JSON parse, the same response on the wire.
 Stacks: `h11` (uvicorn, pure-Python h11 parser, asyncio loop), `httptools` (uvicorn,
 httptools + uvloop: the fast stack the replay server uses by default), `granian`
 (granian's Rust HTTP server, ASGI interface, one worker, uvloop; only when the
 granian package is installed).
 
 One client process pinned to the other CPUs (aiohttp on uvloop, `--concurrency`
-connections) sends every request with the full conversation up to its turn, as an
-agent would (bodies grow to ~17 KB). Each round measures every (stack, app) once, in
-the order replay, bare per stack; a measurement is a 300-request warm-up then
-`--requests` requests, and its figure is requests / server CPU s, where server CPU s
-is the CPU time of the server's process tree (its threads' /proc/.../schedstat, in ns;
-granian runs a worker process) over the measured requests.
-Per CPU second is the one-core capacity and is far less disturbed by other work on a
-shared machine than the wall rate (printed beside it).
+requests in flight) sends every request with the full conversation up to its turn, as
+an agent would (bodies grow to ~17 KB). All servers run at once; a round sends
+`--requests` requests to each, in blocks of `--block` that take turns (block 1 to each
+server, block 2 to each, ...; 300 warm-up requests each first), so each server sees the
+same bodies at the client's full rate and a busy machine's slow and quick spells fall
+on all alike. A server's figure is requests / server CPU s, where server CPU s is the
+CPU time of its process tree (its threads' /proc/.../schedstat, in ns; granian runs a
+worker process) over the round. Per CPU second is the one-core capacity and is far less
+disturbed by other work on a shared machine than a wall rate.
 
 Printed per round: every figure. At the end, per stack: the median over rounds of the
 replay server's and the bare app's requests per CPU s, the median of the per-round
@@ -113,15 +114,18 @@ def _build_store(path: Path) -> list[tuple[bytes, str]]:
 
 # -- the bare app (the stack's limit) -------------------------------------------------
 
-# the size of a replayed turn's body (~1 KB: ~600 characters of content, a tool call, usage)
+# the same response on the wire as a replayed turn of this store: a 946-byte JSON body
+# (~600 characters of content, a tool call, usage) and the replay server's two
+# x-replay-* headers (the HTTP work of answering is the stack's, not the app's)
 _BARE_REPLY = orjson.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": {
-    "role": "assistant", "content": "x" * 700}, "finish_reason": "stop"}]})
-_BARE_HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(_BARE_REPLY)).encode())]
+    "role": "assistant", "content": "x" * 827}, "finish_reason": "stop"}]})
+_BARE_HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(_BARE_REPLY)).encode()),
+                 (b"x-replay-trajectory", b"bench-0"), (b"x-replay-turn", b"0")]
 
 
 async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Raw ASGI: read the request body, orjson-parse it (a GET has none), answer 200 with
-    a fixed ~0.8 KB JSON body. Answers lifespan events."""
+    a fixed 946-byte JSON body and the replay server's headers. Answers lifespan events."""
     if scope["type"] == "lifespan":
         while True:
             message = await receive()
@@ -267,15 +271,19 @@ def _start(stack: str, app: str, store: Path, cpu: int) -> _Server:
 # -- the client process -----------------------------------------------------------------
 
 
-async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrency: int,
-                 stream: bool, check: bool) -> tuple[float, int]:
+async def _drive(targets: list[tuple[str, bool]], requests: list[tuple[bytes, str]], n: int, concurrency: int,
+                 stream: bool, block: int) -> tuple[float, int]:
+    """Send `n` requests to each of `targets` ((url, check content)) in blocks of `block`
+    requests taking turns (block 1 to every target, block 2 to every target, ...), each
+    block at full concurrency: every target sees the same bodies at the client's full
+    rate, and a busy machine's slow and quick spells fall on all alike. Returns (wall s,
+    bad responses)."""
     import aiohttp
 
     bad = 0
-    counter = iter(range(n))
-    connector = aiohttp.TCPConnector(limit=concurrency)
+    connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        async def worker() -> None:
+        async def worker(url: str, check: bool, counter: Any) -> None:
             nonlocal bad
             for k in counter:
                 body, expected = requests[k % len(requests)]
@@ -292,21 +300,24 @@ async def _drive(url: str, requests: list[tuple[bytes, str]], n: int, concurrenc
                     bad += 1
 
         start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        for first in range(0, n, block):
+            for url, check in targets:
+                counter = iter(range(first, min(first + block, n)))
+                await asyncio.gather(*(worker(url, check, counter) for _ in range(concurrency)))
         return time.perf_counter() - start, bad
 
 
 def _client(store_path: str, cpus: list[int], conn: Any) -> None:
-    """Client process: build the requests once, then serve (url, n, concurrency, stream,
-    check) commands from `conn` with (elapsed s, bad responses) until None."""
+    """Client process: build the requests once, then serve (targets, n, concurrency,
+    stream, block) commands from `conn` with (wall s, bad responses) until None."""
     if cpus:
         os.sched_setaffinity(0, cpus)
     requests = _build_store(Path(store_path + ".client"))
     import uvloop
 
     while (cmd := conn.recv()) is not None:
-        url, n, concurrency, stream, check = cmd
-        conn.send(uvloop.run(_drive(url, requests, n, concurrency, stream, check)))
+        targets, n, concurrency, stream, block = cmd
+        conn.send(uvloop.run(_drive(targets, requests, n, concurrency, stream, block)))
 
 
 def _median(xs: list[float]) -> float:
@@ -315,8 +326,9 @@ def _median(xs: list[float]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=4_000, help="measured requests per server per round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=3_000, help="measured requests per server per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--block", type=int, default=500, help="requests per server per turn within a round")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--stacks", default=",".join(STACKS),
                         help="comma-separated subset of h11,httptools,granian (granian needs the package)")
@@ -349,36 +361,36 @@ def main() -> int:
         client = ctx.Process(target=_client, args=(str(store_path), client_cpus, child))
         client.start()
 
-        def run(srv: _Server, n: int, stream: bool = False) -> tuple[float, int]:
-            conn.send((srv.url + "/v1/chat/completions", n, args.concurrency, stream,
-                       srv.name.startswith("replay")))
+        def run(srvs: list[_Server], n: int, stream: bool = False) -> tuple[float, int]:
+            conn.send(([(srv.url + "/v1/chat/completions", srv.name.startswith("replay")) for srv in srvs],
+                       n, args.concurrency, stream, args.block))
             return conn.recv()
 
         try:
             for stack in stacks:
                 for app in ("replay", "bare"):
-                    srv = servers[(stack, app)] = _start(stack, app, store_path, server_cpu)
-                    run(srv, WARMUP)
+                    servers[(stack, app)] = _start(stack, app, store_path, server_cpu)
+            order = list(servers.values())
+            run(order, WARMUP)
             print(f"store: {N_TRAJ} trajectories x {N_TURNS} turns (request bodies 1.6-17 KB); servers on CPU "
                   f"{server_cpu}, aiohttp client on CPUs {client_cpus}, concurrency {args.concurrency}, "
-                  f"{args.requests} requests per measurement, {args.rounds} rounds")
+                  f"{args.requests} requests per server per round, in blocks of {args.block} taking turns over the"
+                  f" {len(order)} servers")
             for rnd in range(1, args.rounds + 1):
+                cpu0 = {key: srv.cpu_s() for key, srv in servers.items()}
+                elapsed, nbad = run(order, args.requests)
+                bad += nbad
                 cells = []
-                for stack in stacks:
-                    for app in ("replay", "bare"):
-                        srv = servers[(stack, app)]
-                        cpu0 = srv.cpu_s()
-                        elapsed, nbad = run(srv, args.requests)
-                        cpu = srv.cpu_s() - cpu0
-                        bad += nbad
-                        rate = args.requests / max(cpu, 1e-9)
-                        figures.setdefault((stack, app), []).append(rate)
-                        cells.append(f"{app}/{stack} {rate:>6,.0f} ({args.requests / elapsed:,.0f}/s wall)")
-                print(f"  round {rnd}: req per server CPU s: " + "  ".join(cells))
+                for key, srv in servers.items():
+                    rate = args.requests / max(srv.cpu_s() - cpu0[key], 1e-9)
+                    figures.setdefault(key, []).append(rate)
+                    cells.append(f"{key[1]}/{key[0]} {rate:>6,.0f}")
+                print(f"  round {rnd}: req per server CPU s: " + "  ".join(cells)
+                      + f"  ({args.requests * len(order) / elapsed:,.0f} req/s wall in all)")
             stream_bad = 0
             if args.stream:
                 for stack in stacks:
-                    elapsed, nbad = run(servers[(stack, "replay")], args.requests, stream=True)
+                    elapsed, nbad = run([servers[(stack, "replay")]], args.requests, stream=True)
                     stream_bad += nbad
                     print(f"  streaming (instant) on {stack}: {args.requests / elapsed:,.0f} req/s wall; "
                           f"incomplete streams {nbad}")

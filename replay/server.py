@@ -165,9 +165,11 @@ def _error_body(status: int, code: str, message: str) -> bytes:
     return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
 
-async def _read_body(receive: Any) -> bytes | None:
-    """The whole request body, or None when the client disconnected first."""
-    message = await receive()
+async def _read_body(receive: Any, message: Any = None) -> bytes | None:
+    """The whole request body (from `message`, the first one received, when given), or
+    None when the client disconnected first."""
+    if message is None:
+        message = await receive()
     if message["type"] != "http.request":
         return None
     body = message.get("body", b"")
@@ -227,6 +229,9 @@ class _ChatCompletions:
         self.stats = stats
         self.auth = auth
         self.policy = policy
+        # id(PreparedTurn) -> its 200 response headers, built on the turn's first request
+        # (the store's turns live as long as the app, so their ids stay theirs)
+        self._ok_headers: dict[int, list[tuple[bytes, bytes]]] = {}
 
     async def _reply(self, send: Any, status: int, body: bytes, extra: list | None = None) -> None:
         headers = [_JSON, (b"content-length", str(len(body)).encode())]
@@ -247,9 +252,13 @@ class _ChatCompletions:
             stats.unauthorized += 1
             await self._reply(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
             return
-        raw = await _read_body(receive)
-        if raw is None:
-            return
+        message = await receive()
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            raw = message.get("body", b"")  # the whole body in one message (the usual case)
+        else:
+            raw = await _read_body(receive, message)
+            if raw is None:
+                return
         t0 = time.perf_counter()
         stats.bytes_in += len(raw)
         try:
@@ -269,12 +278,7 @@ class _ChatCompletions:
             stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", "messages: no message with role 'user'")
             return
-        if n_assistant:
-            first_assistant = roles.index("assistant")
-            last_assistant = len(roles) - 1 - roles[::-1].index("assistant")
-        else:
-            first_assistant = len(roles)
-            last_assistant = -1
+        first_assistant = roles.index("assistant") if n_assistant else len(roles)
         # user messages before the first assistant one, else the first user message
         head_users = [messages[i] for i in range(first_assistant) if roles[i] == "user"] \
             or [messages[roles.index("user")]]
@@ -303,6 +307,7 @@ class _ChatCompletions:
         turn = entry.turns[turn_index]
         extra = turn.headers
         if self.policy != "off" and n_assistant > 0:
+            last_assistant = len(roles) - 1 - roles[::-1].index("assistant")
             status_bad, content_bad = _observation_mismatch(
                 entry.turns[turn_index - 1].observations, messages, last_assistant)
             if self.policy == "status":
@@ -331,8 +336,18 @@ class _ChatCompletions:
         if not stream:
             if turn.final_offset_s > 0:
                 await _sleep_until(t0 + turn.final_offset_s)
-            await self._reply(send, 200, turn.body, extra)
-            counters.bytes_out += len(turn.body)
+            body = turn.body
+            if extra is turn.headers:
+                headers = self._ok_headers.get(id(turn))
+                if headers is None:
+                    headers = self._ok_headers[id(turn)] = [
+                        _JSON, (b"content-length", str(len(body)).encode()), *extra]
+            else:
+                headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            stats.bytes_out += len(body)
+            counters.bytes_out += len(body)
             return
         stats.served_stream += 1
         opts = req.get("stream_options")

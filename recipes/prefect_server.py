@@ -74,7 +74,8 @@ class ServerState:
     ServerState(pid=4242, port=53011, url="http://127.0.0.1:53011/api",
                 log="/root/.prefect/benchmaker-server.log", started_at="2026-12-01T01:20:00+00:00")
     `pid` leads the server's own process group (signals go to the group); `started_at`
-    is the wall clock (UTC, ISO 8601) when it was started.
+    is the wall clock (UTC, ISO 8601) when it was started; `prefect_version` the Prefect
+    it runs (a server of another version, e.g. after an upgrade, is replaced).
     """
 
     pid: int
@@ -82,6 +83,7 @@ class ServerState:
     url: str
     log: str
     started_at: str
+    prefect_version: str = ""
 
 
 def prefect_home() -> Path:
@@ -139,22 +141,35 @@ def read_state(home: Path) -> ServerState | None:
     """The recorded server of `home`, or None when there is no (readable) record."""
     try:
         data = json.loads((home / STATE_NAME).read_text(encoding="utf-8"))
-        return ServerState(**{k: data[k] for k in ("pid", "port", "url", "log", "started_at")})
+        return ServerState(**{k: data[k] for k in ("pid", "port", "url", "log", "started_at")},
+                           prefect_version=str(data.get("prefect_version") or ""))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def find_server(home: Path, health: Health = http_health) -> ServerState | None:
-    """The recorded server of `home` when its process is alive and healthy, else None.
-    A record whose process is gone is deleted; a live but unhealthy one is left for
-    `ensure_server` to replace."""
+    """The recorded server of `home` when its process is alive, healthy and runs this
+    Prefect version, else None. A record whose process is gone is deleted; a live but
+    unhealthy or other-version one is left for `ensure_server` to replace."""
     state = read_state(home)
     if state is None:
         return None
     if not (_alive(state.pid) and _is_prefect_server(state.pid)):
         (home / STATE_NAME).unlink(missing_ok=True)
         return None
+    if state.prefect_version and state.prefect_version != prefect_version():
+        return None
     return state if health(state.url) else None
+
+
+def prefect_version() -> str:
+    """The installed Prefect's version (package metadata; no import of prefect)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("prefect")
+    except PackageNotFoundError:
+        return ""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -191,7 +206,8 @@ def start_server(home: Path, *, port: int | None = None, health: Health = http_h
                      env=env, start_new_session=True, close_fds=True)
     _CHILDREN.append(proc)  # held: a collected running Popen warns (ResourceWarning)
     state = ServerState(pid=proc.pid, port=port, url=url, log=str(log),
-                        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        prefect_version=prefect_version())
     deadline = clock() + timeout_s
     while not health(url):
         if proc.poll() is not None:
@@ -258,8 +274,11 @@ def ensure_server(home: Path | None = None, *, say: Say = print, health: Health 
             return state
         stale = read_state(home)
         if stale is not None:
-            say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) does not answer its "
-                f"health check; restarting it (log: {stale.log})")
+            why = (f"runs Prefect {stale.prefect_version}, this is {prefect_version()}"
+                   if stale.prefect_version and stale.prefect_version != prefect_version()
+                   else "does not answer its health check")
+            say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) {why}; restarting it "
+                f"(log: {stale.log})")
             _kill_group(stale.pid)
         say(f"benchmaker: no PREFECT_API_URL is set, so starting a local Prefect server in the background "
             f"(loopback, data in {home}, log: {home / LOG_NAME}); later runs reuse it instead of paying "

@@ -14,6 +14,7 @@ import pytest
 
 from flows.swebench_replay import ParameterError
 from replay.sweep import point_dir
+from tests.flows._verdict import reasons_but_loop_lag, run_flow
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"  # one trajectory of 4 turns
@@ -34,16 +35,17 @@ async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through
 
     # the shards reach the run only through the exchange (a file:// URL here, s3:// on a fleet)
     exchange = f"file://{tmp_path}/exchange"
-    out = await swebench_replay_distributed(
+    out = await run_flow(
+        swebench_replay_distributed,
         logs=[EXAMPLE], concurrency_sweep=[1, 4], shards=2, latency="fixed:50:0", out_dir=tmp_path / "a",
         warehouse=tmp_path / "w.duckdb", dask_address=local_cluster.scheduler_address, start_lead_s=8.0,
         exchange=exchange)
     assert list((tmp_path / "exchange").iterdir()) == []  # the run's files were fetched and removed there
     c1, c4 = out["points"]
     # c1: one slot, so one shard; c4: two shards of two episodes, each of the 4 recorded turns
-    assert (c1["shards"], c1["n_episodes"], c1["n_turns"], c1["valid"]) == (1, 1, 4, True)
+    assert (c1["shards"], c1["n_episodes"], c1["n_turns"], reasons_but_loop_lag(c1)) == (1, 1, 4, [])
     assert (c4["shards"], c4["n_episodes"], c4["n_turns"], c4["achieved_max_concurrency"]) == (2, 4, 16, 4)
-    assert (c4["valid"], c4["misses_total"]) == (True, 0), c4["invalid_reason"]
+    assert (reasons_but_loop_lag(c4), c4["misses_total"]) == ([], 0), c4["invalid_reason"]
     assert [[s["state"] for s in point] for point in out["shards"]] == [["COMPLETED"], ["COMPLETED", "COMPLETED"]]
     shards = orjson.loads((point_dir(Path(out["run_dir"]), "c4") / "shards.json").read_bytes())
     pids = {s["pid"] for s in shards}
@@ -116,7 +118,9 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
     assert (run_dir / "manifest.json").read_bytes() == manifest_before  # same run, same t0
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     try:
-        assert con.execute("SELECT sweep_point, shards, n_episodes, valid FROM v_sweep_summary "
-                           "ORDER BY sweep_point").fetchall() == [("c2", 2, 2, True), ("c4", 2, 4, True)]
+        rows = con.execute("SELECT sweep_point, shards, n_episodes, invalid_reason FROM v_sweep_summary "
+                           "ORDER BY sweep_point").fetchall()
+        assert [(p, s, n, reasons_but_loop_lag({"invalid_reason": r})) for p, s, n, r in rows] == [
+            ("c2", 2, 2, []), ("c4", 2, 4, [])]
     finally:
         con.close()

@@ -57,6 +57,9 @@ def episode(
     from replay.harness import local_sandbox_factory, run_episode
     from replay.verifier import TASK_FILE, TaskSpec, load_task, task_id_of
 
+    from benchmaker.config import check_http_url
+
+    check_http_url(url, "--url")
     try:
         try:
             trajs = list(read_trajectories(traj_file))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from benchmaker.config import SelfCheckLimits, Timeouts
+from benchmaker.config import check_http_url
 from benchmaker.errors import ConfigError
 from benchmaker.runner import BenchRunner
 from recipes.app import app
@@ -80,10 +80,11 @@ def sandbox(
     label: Run label.
     progress: Live progress display.
     """
-    timeouts = Timeouts(total_s=total_timeout) if total_timeout else Timeouts()
     cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
-                  max_in_flight=max_in_flight, timeouts=timeouts, seed=seed, label=label, kind="sandbox",
-                  checks=SelfCheckLimits(max_error_rate=max_error_rate))
+                  max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
+                  kind="sandbox", checks={"max_error_rate": max_error_rate})
+    if url is not None:
+        check_http_url(url, "--url")
     if repo is not None and not repo.is_dir():
         raise ConfigError(f"--repo: not a directory (got {str(repo)!r})")
     try:

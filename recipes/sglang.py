@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from benchmaker.config import SLO, SelfCheckLimits, Timeouts
+from benchmaker.config import check_http_url
 from benchmaker.errors import ConfigError
 from benchmaker.workers import single_lane
 from recipes.app import app
@@ -123,17 +123,14 @@ def sglang(
     grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file.
     progress: Live progress display (default: on when stdout is a terminal).
     """
-    timeouts = Timeouts(
-        **{k: v for k, v in {"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout}.items()
-           if v is not None}
-    )
-    slo = SLO(ttft_ms=slo_ttft_ms, tpot_ms=slo_tpot_ms, e2e_ms=slo_e2e_ms)
     cfg = _config(
         load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
-        cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow, timeouts=timeouts,
-        slo=slo if slo.declared() else None, seed=seed, label=label, kind="llm", transport=transport,
-        checks=SelfCheckLimits(max_error_rate=max_error_rate), workers=_workers(workers),
+        cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow,
+        timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
+        slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms}, seed=seed, label=label,
+        kind="llm", transport=transport, checks={"max_error_rate": max_error_rate}, workers=_workers(workers),
     )
+    check_http_url(url, "--url")
     if sum(x is not None for x in (dataset, sharegpt, input_ids_file)) > 1:
         raise ConfigError("--dataset, --sharegpt and --input-ids-file: give at most one")
     params: dict[str, Any] = {}

@@ -152,6 +152,54 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
     console.print(f"report:     {report if report.is_file() else '(not written)'}")
 
 
+def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_dir: Path, warehouse: Path | None,
+                         urls: dict[str, str | None], rates: list[float] = (), max_requests: int | None = None,
+                         counts: dict[str, int | None] | None = None) -> None:
+    """Bounds the flows' parameter models leave to the host, checked before Prefect
+    starts (benchmaker.config): concurrency within what this host can hold in flight,
+    durations and rates finite and in range, URLs http(s), output paths writable.
+    Raises ConfigError naming the flag."""
+    from benchmaker.config import check_http_url, check_output_dir, check_output_file, host_in_flight_limit
+    from benchmaker.load_models import MAX_DURATION_S, MAX_RATE_PER_S
+    from warehouse.connection import default_warehouse
+
+    limit, why = host_in_flight_limit()
+    for c in concurrency:
+        if c > limit:
+            raise ConfigError(f"--concurrency-sweep: {c} in flight is more than this host can hold ({limit}: {why})")
+    if duration is not None and not 0 < duration <= MAX_DURATION_S:  # NaN fails too
+        raise ConfigError(f"--duration: expected seconds in (0, {MAX_DURATION_S:.0f}] (got {duration:g})")
+    for r in rates:
+        if not 0 < r <= MAX_RATE_PER_S:
+            raise ConfigError(f"--rate-sweep: expected requests/s in (0, {MAX_RATE_PER_S:g}] (got {r:g})")
+    if max_requests is not None and not 1 <= max_requests <= 1_000_000_000:
+        raise ConfigError(f"--max-requests: expected 1..1000000000 (got {max_requests})")
+    for flag, n in (counts or {}).items():
+        if n is not None and not 1 <= n <= 10_000_000:
+            raise ConfigError(f"{flag}: expected 1..10000000 (got {n})")
+    for flag, url in urls.items():
+        if url is not None:
+            check_http_url(url, flag)
+    check_output_dir(out_dir, "--out-dir")
+    check_output_file(warehouse if warehouse is not None else default_warehouse(), "--warehouse")
+
+
+def _check_engine_loads(specs: list[str], duration: float | None, max_requests: int | None) -> None:
+    """Each point's engine config validates (the host's in-flight limit for closed:N,
+    an inf rate's max_requests); ConfigError naming the point otherwise."""
+    from pydantic import ValidationError
+
+    from benchmaker.config import BenchConfig
+    from benchmaker.config_file import format_validation_error
+
+    for spec in specs:
+        try:
+            BenchConfig(load=spec, duration_s=duration, max_requests=max_requests)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, None, names={("load",): f"point {spec}",
+                                                                          (): f"point {spec}"})) from None
+
+
 @app.command(name="swebench-replay")
 def swebench_replay(
     *,
@@ -230,6 +278,8 @@ def swebench_replay(
             convert_paths(list(logs), None, fmt=format, lenient=lenient)
         except InputError as exc:
             raise ConfigError(str(exc)) from None
+    _check_sweep_options(concurrency=_ints(concurrency_sweep, "--concurrency-sweep"), duration=duration,
+                         out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url})
     _prefect_env()
     from flows.swebench_replay import ParameterError, validate_params
     from warehouse.connection import default_warehouse
@@ -329,10 +379,14 @@ def llm_sweep(
     bad += [f"--rate-sweep: expected numbers > 0 (got {r:g})" for r in rates or [] if r <= 0]
     if bad:
         raise ConfigError("; ".join(bad))
+    _check_sweep_options(concurrency=conc or [], duration=duration, out_dir=out_dir, warehouse=warehouse,
+                         urls={"--base-url": base_url}, rates=rates or [], max_requests=max_requests,
+                         counts={"--prompt-words": prompt_words, "--max-tokens": max_tokens})
     try:
-        sweep_loads(conc, rates, loads)
+        specs = sweep_loads(conc, rates, loads)
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
+    _check_engine_loads(specs, duration, max_requests)
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
     if dist is not None:
         from flows.llm_sweep_distributed import llm_sweep_distributed as flow

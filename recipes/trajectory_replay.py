@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 from rich.table import Table
 
-from benchmaker.config import BenchConfig, Timeouts
-from benchmaker.config_file import format_validation_error
+from benchmaker.config import check_http_url
 from benchmaker.errors import ConfigError
 from benchmaker.runner import BenchRunner, run_on_fresh_loop
 from recipes.app import app
+from recipes.bench import _config
 from recipes.display import console, print_summary, run_with_progress
 from workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
 
@@ -122,20 +121,15 @@ def trajectory_replay(
         api_key = os.environ.get(api_key_env)
         if not api_key:
             raise ConfigError(f"--api-key-env: environment variable {api_key_env} is not set")
+    check_http_url(url, "--url")
     conversations = read_conversations(file)
     wl = TrajectoryReplayWorkload(
         url, model, conversations, concurrency=min(concurrency, len(conversations)), sessions=sessions,  # type: ignore[arg-type]
         active_sessions=active_sessions, think=parse_think(think), seed=seed, tokenizer=tokenizer,
         stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key,
     )
-    try:
-        cfg = BenchConfig(**{k: v for k, v in dict(
-            load=f"closed:{wl.concurrency}", max_requests=wl.total_turns, duration_s=duration, seed=seed,
-            label=label, kind="trajectory-replay", out_dir=out_dir,
-            timeouts=Timeouts(total_s=total_timeout) if total_timeout else None,
-        ).items() if v is not None})
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, "command line").replace("command line: ", "--")) from None
+    cfg = _config(load=f"closed:{wl.concurrency}", max_requests=wl.total_turns, duration_s=duration, seed=seed,
+                  label=label, kind="trajectory-replay", out_dir=out_dir, timeouts={"total_s": total_timeout})
     runner = BenchRunner(cfg, workload=wl, post_hooks=[wl.copy_meta],
                          manifest_extra={"workload": wl.describe()})
     show = sys.stdout.isatty() if progress is None else progress

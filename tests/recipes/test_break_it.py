@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
 from recipes.cli import main
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "tiny-task.pi.jsonl"
 LLM = ["llm", "--url", URL, "--model", "m"]
 ONE = ["--max-requests", "1"]
 
@@ -86,6 +88,25 @@ CLI_CASES = [
     ("http-url-bad", ["http", "--url", "localhost:8000", *ONE], "--url:"),
     ("http-header", ["http", "--url", "http://127.0.0.1:9/", "--header", "nocolon", *ONE], "--header:"),
     ("http-duration-0", ["http", "--url", "http://127.0.0.1:9/", "--duration", "0"], "--duration:"),
+    ("sglang-url-ftp", ["sglang", "--url", "ftp://x/generate", *ONE], "--url:"),
+    ("sglang-slo-nan", ["sglang", "--url", "http://127.0.0.1:9/generate", "--slo-ttft-ms", "nan", *ONE],
+     "--slo-ttft-ms: Input should be a finite number"),
+    ("sandbox-timeout-0", ["sandbox", "--command", "true", "--total-timeout", "0", *ONE], "--total-timeout:"),
+    ("sandbox-url-ftp", ["sandbox", "--command", "true", "--target", "flash", "--url", "ftp://x", *ONE], "--url:"),
+    ("llm-sweep-url-ftp", ["llm-sweep", "--base-url", "ftp://x", "--model", "m", "--concurrency-sweep", "1"],
+     "--base-url: expected an http:// or https://"),
+    ("llm-sweep-duration-nan", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m",
+                                "--concurrency-sweep", "1", "--duration", "nan"], "--duration: expected seconds"),
+    ("llm-sweep-rate-inf", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--rate-sweep", "inf"],
+     "--rate-sweep: expected requests/s"),
+    ("llm-sweep-concurrency-huge", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m",
+                                    "--concurrency-sweep", "100000000"], "more than this host can hold"),
+    ("llm-sweep-load-inf", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--loads",
+                            "constant:inf"], "point constant:inf: an infinite rate"),
+    ("swebench-concurrency-huge", ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "100000000",
+                                   "--dry-run"], "--concurrency-sweep: 100000000 in flight is more than"),
+    ("swebench-sandbox-url", ["swebench-replay", "--logs", str(EXAMPLE), "--mode", "execute", "--sandbox", "flash",
+                              "--sandbox-url", "ftp://x", "--sandbox-image", "i", "--dry-run"], "--sandbox-url:"),
     ("sql-empty", ["sql", ""], "sql: empty query"),
     ("sql-blank", ["sql", "  \n\t"], "sql: empty query"),
 ]
@@ -103,6 +124,10 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], code: int, piece: str) -
 @pytest.mark.parametrize("argv,piece", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
 def test_bad_cli_input_is_a_one_line_error_exit_2(argv, piece, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    # the sweep commands setdefault these; set here, monkeypatch restores them after
+    monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED", "false"))
+    monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
+                       os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90"))
     monkeypatch.setenv("BENCHMAKER_WAREHOUSE", str(tmp_path / "w.duckdb"))
     if argv[0] == "sql":  # a real (empty) warehouse, so only the query is wrong
         import duckdb
@@ -132,6 +157,10 @@ PATH_CASES = [
      "is a directory"),
     ("export-under-file", lambda a: ["export", "--parquet", f"{a}/pq"], "--parquet:", "under a file"),
     ("sql-warehouse-dir", lambda a: ["sql", "SELECT 1", "--warehouse", str(a.parent)], "", "is a directory"),
+    ("swebench-out-dir-under-file", lambda a: ["swebench-replay", "--logs", str(EXAMPLE), "--out-dir", f"{a}/x",
+                                               "--dry-run"], "--out-dir:", "under a file"),
+    ("swebench-warehouse-under-file", lambda a: ["swebench-replay", "--logs", str(EXAMPLE), "--warehouse",
+                                                 f"{a}/w.duckdb", "--dry-run"], "--warehouse:", "under a file"),
 ]
 
 

@@ -32,6 +32,7 @@ from recipes import prefect_server  # noqa: F401,E402
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI with `argv` (default sys.argv[1:]); returns the exit code."""
     from cyclopts import CycloptsError
+    from pydantic import ValidationError
 
     from benchmaker.errors import BenchmakerError
 
@@ -43,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except CycloptsError as exc:  # a flag cyclopts could not parse: one line too, no panel
         print(f"benchmaker: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:  # a model a recipe built without naming the flag: still no dump
+        from benchmaker.config_file import format_validation_error
+
+        print(f"benchmaker: error: {format_validation_error(exc, None)}", file=sys.stderr)
         return 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)

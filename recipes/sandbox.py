@@ -4,7 +4,7 @@ lifecycle with each phase timed (workloads/sandbox.py).
     benchmaker sandbox --command 'echo hi' --rate closed:4 --duration 10s          # local exec
     benchmaker sandbox --command 'echo hi' --mode lifecycle --max-requests 50       # local lifecycle
     benchmaker sandbox --target flash --url http://127.0.0.1:8080 --sandbox-id sb-1 \\
-        --command 'python -c 1' --rate poisson:5 --duration 30s
+        --command 'python3 -c 1' --rate poisson:5 --duration 30s
     benchmaker sandbox --target flash --url URL --image alpine:3 --mode lifecycle --max-requests 20
 
 Exit codes as `benchmaker run`: 0 valid, 1 invalid run, 2 bad input, 130 interrupted.
@@ -75,7 +75,7 @@ def sandbox(
     out_dir: Folder for run bundles.
     max_in_flight: Cap on samples in flight.
     total_timeout: Deadline for a whole sample (exec or lifecycle).
-    max_error_rate: Exit non-zero when the error rate exceeds this fraction.
+    max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
     seed: Seed of random arrivals.
     label: Run label.
     progress: Live progress display.

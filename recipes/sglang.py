@@ -115,7 +115,7 @@ def sglang(
     slo_ttft_ms: Goodput SLO on TTFT.
     slo_tpot_ms: Goodput SLO on TPOT.
     slo_e2e_ms: Goodput SLO on E2E latency.
-    max_error_rate: Exit non-zero when the error rate exceeds this fraction.
+    max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
     seed: Seed of random arrivals and synthetic prompts.
     label: Run label stored with the run.
     transport: aiohttp (default) or httpx.

@@ -164,3 +164,33 @@ async def test_stop_signal_cancels_the_run_like_ctrl_c(sig, tmp_path):
     assert summary["run"]["n_cancelled"] == 2
     # the handler is gone after the run: the process's own disposition is back
     assert signal.getsignal(sig) in (signal.SIG_DFL, None)
+
+
+async def test_a_target_that_dies_makes_the_run_invalid_with_the_reason(tmp_path):
+    """A loopback server answers 2 requests, then stops listening and drops its
+    connections: the other 8 of closed:1 x 10 are transport errors, 80% > 10%."""
+    served = 0
+    conns: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        conns.append(writer)
+        while served < 2 and (await reader.readuntil(b"\r\n\r\n")):
+            served += 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+            if served == 2:
+                server.close()  # the target dies: no new connections...
+                for w in conns:  # ...and the open ones are cut
+                    w.transport.abort()
+
+    sock = socket.create_server(("127.0.0.1", 0))
+    server = await asyncio.start_server(handle, sock=sock)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    cfg = BenchConfig(load="closed:1", max_requests=10, out_dir=tmp_path)
+    result = await BenchRunner(cfg, workload=HttpWorkload(url, "GET", {}, None, [200])).run()
+    run = result.summary["run"]
+    assert (run["n_ok"], run["n_transport_error"]) == (2, 8)
+    assert ("error rate 80.00% exceeds max_error_rate 10.00% (8 of 10 requests failed: 8 transport_error)"
+            in result.summary["verdict"]["reasons"])
+    assert result.valid is False

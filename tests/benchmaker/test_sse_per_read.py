@@ -8,16 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmaker.sse import SSEParser
-
-
-def _feed(reads: list[bytes]) -> list[tuple[str | None, bytes]]:
-    p = SSEParser()
-    out = []
-    for r in reads:
-        out.extend(p.feed(r))
-    assert p.close() is None
-    return out
+from tests.benchmaker.test_sse import _feed_all as _feed
 
 
 def _bytewise(stream: bytes) -> list[tuple[str | None, bytes]]:

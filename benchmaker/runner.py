@@ -635,10 +635,7 @@ class BenchRunner:
                 live.recent_ttft_ms.append((sample.first_token_ns - sample.sent_ns) / 1e6)
         else:
             live.errors += 1
-        slo = self.config.slo
-        if slo is not None and slo.declared():
-            sample.slo_met = sample.outcome == _OK and _meets_slo(sample, slo)
-        self._writer.write(sample)
+        self._writer.write(sample)  # SLOs are judged by summary.sql (slo_met there), not here
 
     # -- bundle -------------------------------------------------------------------------
 
@@ -691,7 +688,7 @@ class BenchRunner:
         """summary.json of this run over `sample_paths` (every shard's samples for a
         sharded run): the SQL summary, targets, self-checks and verdict. Targets are
         those of the whole run when this runner is the unsharded view (shards=1)."""
-        nested = nest_summary(summarize_samples(sample_paths))
+        nested = nest_summary(summarize_samples(sample_paths, self.config.slo))
         closed = [m for m in self._models if isinstance(m, ClosedLoop)]
         open_loop = len(closed) < len(self._models)
         target_conc = (
@@ -837,19 +834,6 @@ async def _start_workloads(lanes: Sequence[Lane], executes: dict[str, Any]) -> l
             await wl.aclose()
         raise
     return started
-
-
-def _meets_slo(sample: Sample, slo: Any) -> bool:
-    if slo.ttft_ms is not None and sample.first_token_ns is not None:
-        if (sample.first_token_ns - sample.sent_ns) / 1e6 > slo.ttft_ms:
-            return False
-    if slo.e2e_ms is not None and (sample.end_ns - sample.sent_ns) / 1e6 > slo.e2e_ms:
-        return False
-    if slo.tpot_ms is not None and sample.output_tokens is not None and sample.output_tokens >= 2 \
-            and sample.first_token_ns is not None:
-        if (sample.end_ns - sample.first_token_ns) / 1e6 / (sample.output_tokens - 1) > slo.tpot_ms:
-            return False
-    return True
 
 
 def _describe(workload: Any) -> dict[str, Any]:

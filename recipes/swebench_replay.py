@@ -51,6 +51,20 @@ def _ints(text: str, name: str) -> list[int]:
         raise ConfigError(f"{name}: expected comma-separated integers such as 1,5,25 (got {text!r})") from None
 
 
+def _seconds(text: str | None, name: str) -> float | None:
+    """A duration flag in s: a number (120) or with a unit (120s, 500ms, 2m;
+    benchmaker.load_models.parse_duration_s). Raises ConfigError naming the flag."""
+    if text is None:
+        return None
+    from benchmaker.errors import RateSpecError
+    from benchmaker.load_models import parse_duration_s
+
+    try:
+        return parse_duration_s(text)
+    except RateSpecError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
 def _floats(text: str, name: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",") if x.strip()]
@@ -205,9 +219,10 @@ def swebench_replay(
     *,
     logs: list[Path] | None = None,
     trajectories: Path | None = None,
-    concurrency_sweep: str = "1,5",
+    concurrency_sweep: str | None = None,
+    rate: list[str] | None = None,
     episodes_per_point: int | None = None,
-    duration: float | None = None,
+    duration: str | None = None,
     mode: Literal["recorded", "execute", "command"] = "recorded",
     sandbox: Literal["local", "flash"] = "local",
     sandbox_url: str | None = None,
@@ -226,6 +241,7 @@ def swebench_replay(
     exchange: str | None = None,
     start_lead: float | None = None,
     shard_timeout: float | None = None,
+    workers: int = 1,
     dry_run: bool = False,
 ) -> int:
     """Replay recorded agent runs at each concurrency of a sweep (the swebench-replay
@@ -238,11 +254,16 @@ def swebench_replay(
     trajectories
         An already converted trajectories.jsonl (instead of --logs).
     concurrency-sweep
-        Episodes in flight per point, comma-separated, each >= 1 (e.g. 1,5,25).
+        Episodes in flight per point, comma-separated, each >= 1 (e.g. 1,5,25; default
+        1,5 without --rate).
+    rate
+        An open-loop point: episodes start at this rate spec (poisson:0.5, constant:2,
+        trace:FILE), as agent sessions arrive; repeat for several. The table's row and
+        the line under it give offered vs achieved episodes/s and the schedule lag.
     episodes-per-point
         Episodes per point (default: max(concurrency, number of trajectories)).
     duration
-        Instead: keep starting episodes for this many seconds per point.
+        Instead: keep starting episodes for this long per point (120, 120s, 2m).
     mode
         recorded (tool results from the recording), execute (tools run in the sandbox),
         command (an external agent, --command, per task).
@@ -267,9 +288,14 @@ def swebench_replay(
         a Prefect of their own on their first shard, 5-10 s).
     shard-timeout
         Seconds to wait for a point's shards (default 3 h).
+    workers
+        Engine worker processes per point (recorded mode), as for engine runs.
     dry-run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
+    duration = _seconds(duration, "--duration")  # "120s" -> 120.0
+    if concurrency_sweep is None:
+        concurrency_sweep = "" if rate else "1,5"
     if logs and trajectories is None:  # refuse bad logs with the converter's error before Prefect starts
         from replay.convert import convert_paths
         from replay.errors import InputError
@@ -285,8 +311,9 @@ def swebench_replay(
     from warehouse.connection import default_warehouse
 
     params = dict(
-        logs=logs or [], trajectories=trajectories, concurrency_sweep=_ints(concurrency_sweep, "--concurrency-sweep"),
-        episodes_per_point=episodes_per_point, duration_s=duration, mode=mode, sandbox=sandbox,
+        logs=logs or [], trajectories=trajectories,
+        concurrency_sweep=_ints(concurrency_sweep, "--concurrency-sweep") if concurrency_sweep else [],
+        rates=list(rate or []), workers=workers, episodes_per_point=episodes_per_point, duration_s=duration, mode=mode, sandbox=sandbox,
         sandbox_url=sandbox_url, sandbox_image=sandbox_image, task_dirs=task_dirs or [],
         command=command.split() if command else None, latency=latency, divergence=divergence, log_format=format,
         lenient=lenient, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
@@ -312,7 +339,27 @@ def swebench_replay(
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (replay/progress.py)
         out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
     print_sweep(out, "swebench-replay")
+    print_open_loop(out["points"])
     return 0 if all(r["valid"] for r in out["points"]) else 1
+
+
+def print_open_loop(points: list[dict[str, Any]], console: Console | None = None) -> None:
+    """One line per open-loop point (a row with an offered episode rate): offered vs
+    achieved episodes/s (the engine's: started episodes / window) and the episodes'
+    schedule lag p50/p99 in ms (sent - intended: queueing)."""
+    console = console or Console()
+    for r in points:
+        if r.get("offered_episode_rate_per_s") is None:
+            continue
+
+        def ms(v: Any) -> str:
+            return "-" if v is None else f"{v:.1f} ms"
+
+        achieved = r.get("achieved_episode_rate_per_s")
+        console.print(f"{r['sweep_point']}: offered {r['offered_episode_rate_per_s']:g} episodes/s, achieved "
+                      f"{'-' if achieved is None else f'{achieved:.3g}'} episodes/s; episode schedule lag "
+                      f"p50 {ms(r.get('episode_schedule_lag_p50_ms'))}, p99 {ms(r.get('episode_schedule_lag_p99_ms'))}",
+                      highlight=False)
 
 
 @app.command(name="llm-sweep")

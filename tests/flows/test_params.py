@@ -17,9 +17,23 @@ def test_good_parameters_pass() -> None:
     assert p.concurrency_sweep == [1, 5, 25] and p.mode == "recorded"
 
 
+def test_open_loop_rates_are_points_after_the_closed_ones() -> None:
+    from flows.swebench_replay import sweep_points
+
+    p = validate_params(logs=[EXAMPLE], concurrency_sweep=[2], rates=["poisson:0.5", "constant:2"], duration_s=60)
+    assert sweep_points(p) == [(2, None), (None, "poisson:0.5"), (None, "constant:2")]
+    assert validate_params(logs=[EXAMPLE], concurrency_sweep=[], rates=["poisson:0.5"]).rates == ["poisson:0.5"]
+
+
 @pytest.mark.parametrize(("params", "message"), [
     ({"logs": [EXAMPLE], "concurrency_sweep": [0]}, "concurrency_sweep[0]: expected a number >= 1 (got 0)"),
-    ({"logs": [EXAMPLE], "concurrency_sweep": []}, "concurrency_sweep: List should have at least 1 item"),
+    ({"logs": [EXAMPLE], "concurrency_sweep": []}, "concurrency_sweep: no point to run: give concurrency_sweep or "
+                                                    "rates (got neither)"),
+    ({"logs": [EXAMPLE], "rates": ["posson:1"]}, "rates[0]: unknown load model 'posson'"),
+    ({"logs": [EXAMPLE], "rates": ["closed:4"]}, "rates[0]: a closed loop is a concurrency_sweep point, not a rate"),
+    ({"logs": [EXAMPLE], "rates": ["poisson:1", "poisson:1"]}, "rates[1]: duplicate point (got 'poisson:1')"),
+    ({"logs": [EXAMPLE], "workers": 2, "mode": "command", "command": ["x"]},
+     "workers: more than one engine worker needs mode recorded (got mode command)"),
     ({"logs": [EXAMPLE], "concurrency_sweep": [1, 1]}, "concurrency_sweep[1]: duplicate point (got 1)"),
     ({"logs": [Path("/nonexistent/x.jsonl")]}, "logs[0]: no such file or directory (got '/nonexistent/x.jsonl')"),
     ({}, "logs: give logs paths or a trajectories file"),

@@ -45,15 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmaker.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
-from benchmaker.ceiling import calibration_for_manifest, ceiling_checks
+from benchmaker.ceiling import calibration_for_manifest
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
-from benchmaker.load_models import NS_PER_S, Burst, ClosedLoop, LoadModel, parse_rate_spec
+from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, parse_rate_spec
 from benchmaker.monitors import Monitor, MonitorRunner
 from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
-from benchmaker.selfcheck import LoopLagMonitor, connect_timeout_cause, verdict
+from benchmaker.selfcheck import LoopLagMonitor, connect_timeout_cause
 from benchmaker.trace import TraceWriter, shard_trace_path
-from benchmaker.summary import nest_summary, summarize_samples
+from benchmaker.summary import build_summary
 from benchmaker.transport import make_transport
 from benchmaker.types import PostResponseHook, PreRequestHook, Transport, Workload
 
@@ -676,61 +676,13 @@ class BenchRunner:
                               {"self_checks": self_checks, "interrupted": interrupted,
                                "interrupted_by": self.interrupted_by})
             return {"run_id": self.run_id, "self_checks": self_checks, "partial": interrupted}
-        summary = self.build_summary([self.bundle_dir / self._samples_name], self_checks,
-                                     self_checks["loop_lag_ms"], interrupted)
+        loads = {lane.name: m for lane, m in zip(self.lanes, self._models)}
+        summary = build_summary(self.config, loads, [self.bundle_dir / self._samples_name], self_checks,
+                                self_checks["loop_lag_ms"], interrupted, run_id=self.run_id,
+                                calibration=self._calibration, interrupted_by=self.interrupted_by)
         write_json_atomic(self.bundle_dir / "summary.json", summary)
         return summary
 
-    def build_summary(
-        self, sample_paths: list[Path], self_checks: dict[str, Any], loop_lag: dict[str, Any],
-        interrupted: bool, worker_failures: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """summary.json of this run over `sample_paths` (every shard's samples for a
-        sharded run): the SQL summary, targets, self-checks and verdict. Targets are
-        those of the whole run when this runner is the unsharded view (shards=1)."""
-        nested = nest_summary(summarize_samples(sample_paths, self.config.slo))
-        closed = [m for m in self._models if isinstance(m, ClosedLoop)]
-        open_loop = len(closed) < len(self._models)
-        target_conc = (
-            sum(m.workers_for(self.worker, self.shards) for m in closed) if closed and not open_loop else None
-        )
-        if target_conc is not None and self.config.max_requests is not None:
-            target_conc = min(target_conc, self._share(self.config.max_requests))
-        if self._calibration is None:  # e.g. a sharded run's parent, which built no manifest
-            self._calibration = calibration_for_manifest()
-        ceiling, ceiling_notes = ceiling_checks(self._calibration, nested["run"])
-        self_checks.update(ceiling)
-        summary = {
-            "run_id": self.run_id,
-            "kind": self.config.kind,
-            "partial": interrupted,
-            "target": {
-                "lanes": {
-                    lane.name: {"load": m.spec, "target_rate_per_s": m.target_rate_per_s(),
-                                "concurrency": m.concurrency if isinstance(m, ClosedLoop) else None}
-                    for lane, m in zip(self.lanes, self._models)
-                },
-                "target_concurrency": target_conc,
-                "duration_s": self.config.duration_s,
-            },
-            "verdict": verdict(
-                # schedule lag is judged where arrivals are paced (not for inf = all at t0)
-                nested["run"], limits=self.config.checks,
-                open_loop=any(not isinstance(m, (ClosedLoop, Burst)) for m in self._models),
-                target_concurrency=target_conc,
-                loop_lag=loop_lag, interrupted=interrupted, worker_failures=list(worker_failures),
-            ),
-            "self_checks": self_checks,
-            **nested,
-        }
-        summary["verdict"]["notes"].extend(ceiling_notes)
-        summary["verdict"]["notes"].extend(_cap_notes(self_checks, nested["run"]))
-        if interrupted and self.interrupted_by:
-            summary["interrupted_by"] = self.interrupted_by
-            summary["verdict"]["reasons"] = [
-                r.replace("interrupted before", f"interrupted by {self.interrupted_by} before")
-                for r in summary["verdict"]["reasons"]]
-        return summary
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGHUP")
@@ -788,20 +740,6 @@ def _pass_on_stop_signal(installed: list[tuple[int, Any]], received: str | None)
     for sig, previous in installed:
         if received == signal.Signals(sig).name and callable(previous):
             signal.raise_signal(sig)
-
-
-def _cap_notes(self_checks: dict[str, Any], run: dict[str, Any] | None) -> list[str]:
-    """Verdict notes naming the client as the limit: open-loop arrivals held back or
-    dropped by the in-flight cap (self_checks cap_waits / in_flight_cap, run n_dropped)."""
-    cap, source = self_checks.get("in_flight_cap"), self_checks.get("in_flight_cap_source")
-    notes = []
-    if self_checks.get("cap_waits"):
-        notes.append(f"client-side: {self_checks['cap_waits']} open-loop arrivals waited for a slot under the "
-                     f"in-flight cap {cap} ({source}); they were sent late (schedule lag)")
-    if run is not None and run.get("n_dropped"):
-        notes.append(f"client-side: {run['n_dropped']} open-loop arrivals were dropped at the in-flight cap "
-                     f"{cap} ({source})")
-    return notes
 
 
 class _ExecuteText:

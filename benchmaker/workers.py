@@ -12,8 +12,8 @@ picks a start instant shortly after every worker reported ready and each worker 
 for it. Durations never mix clocks of two hosts (each shard stamps with its own clock;
 its wall-clock t0 is stored in its worker-k.json report).
 
-The parent then computes the run's summary.json with the same SQL as a single-process
-run, over the union of the shards, and puts every worker's self-checks (loop lag,
+The parent then computes the run's summary.json with the same function and SQL as a
+single-process run (benchmaker.summary.build_summary), over the union of the shards, and puts every worker's self-checks (loop lag,
 CPU, in-flight, connections, wall-clock t0) under `self_checks.workers`. A worker that
 dies is a verdict reason ("worker 1 died (exit code -9)"); the others' samples are kept.
 
@@ -35,7 +35,7 @@ import os
 import signal
 import queue as queue_mod
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,9 @@ import orjson
 from benchmaker.bundle import new_run_id, write_json_atomic
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError
+from benchmaker.load_models import LoadModel, parse_rate_spec
 from benchmaker.runner import BenchRunner, Lane, RunResult, run_on_fresh_loop
+from benchmaker.summary import build_summary
 
 LanesFactory = Callable[[], list[Lane]]
 
@@ -107,18 +109,35 @@ def _merge_self_checks(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], d
     return merged, worst
 
 
-def merge_shards(view: BenchRunner, n: int, exit_codes: list[int | None] | None = None,
-                 interrupted: bool = False) -> dict[str, Any]:
-    """Write and return the summary.json of a run whose `n` shards wrote
-    `samples-w<k>.jsonl` and `worker-<k>.json` into `view.bundle_dir` (one host or
-    several sharing a path). `view` is an unsharded BenchRunner of the run's config
-    (targets of the whole run). A shard whose exit code is non-zero ("worker k died
-    (exit code C)"), None ("worker k did not finish in time (stopped)") or that left no
-    report ("worker k left no report") is a verdict reason; its samples, if any, still
-    count."""
+def lane_loads(config: BenchConfig, lanes: Sequence[Lane], base_dir: Path | None = None) -> dict[str, LoadModel]:
+    """Each lane's load model by lane name, in lane order: the lane's own `load` (a spec
+    or a LoadModel), else `config.load`; spec paths (trace files) relative to
+    `base_dir`. Raises ConfigError for two lanes of one name or a bad spec."""
+    names = [lane.name for lane in lanes]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"lanes: names must be unique (got {names})")
+    out: dict[str, LoadModel] = {}
+    for lane in lanes:
+        load = lane.load if lane.load is not None else config.load
+        out[lane.name] = load if isinstance(load, LoadModel) else parse_rate_spec(load, base_dir=base_dir)
+    return out
+
+
+def merge_shards(bundle_dir: Path, config: BenchConfig, loads: Mapping[str, LoadModel], n: int,
+                 exit_codes: list[int | None] | None = None, interrupted: bool = False,
+                 interrupted_by: str | None = None) -> dict[str, Any]:
+    """Write and return the summary.json of the run `config` (its run_id set) whose `n`
+    shards wrote `samples-w<k>.jsonl` and `worker-<k>.json` into `bundle_dir` (one host
+    or several sharing a path): benchmaker.summary.build_summary with the targets of
+    the whole run (`loads`: lane name -> load model, see lane_loads). A shard whose exit
+    code is non-zero ("worker k died (exit code C)"), None ("worker k did not finish in
+    time (stopped)") or that left no report ("worker k left no report") is a verdict
+    reason; its samples, if any, still count. `interrupted_by`: the stop signal this
+    process passed on, else the first a shard reported."""
+    bundle_dir = Path(bundle_dir)
     failures, reports = [], []
     for k in range(n):
-        report = view.bundle_dir / f"worker-{k}.json"
+        report = bundle_dir / f"worker-{k}.json"
         code = exit_codes[k] if exit_codes is not None else 0
         if code is None:
             failures.append(f"worker {k} did not finish in time (stopped)")
@@ -129,13 +148,14 @@ def merge_shards(view: BenchRunner, n: int, exit_codes: list[int | None] | None 
         if report.exists():
             rep = orjson.loads(report.read_bytes())
             interrupted = interrupted or rep.get("interrupted", False)
-            view.interrupted_by = view.interrupted_by or rep.get("interrupted_by")  # a shard's SIGTERM
+            interrupted_by = interrupted_by or rep.get("interrupted_by")  # a shard's SIGTERM
             reports.append(rep)
     self_checks, worst_lag = _merge_self_checks(reports)
-    paths = sorted(view.bundle_dir.glob("samples-w*.jsonl"))
-    summary = view.build_summary(paths, self_checks, worst_lag, interrupted, failures)
+    paths = sorted(bundle_dir.glob("samples-w*.jsonl"))
+    summary = build_summary(config, loads, paths, self_checks, worst_lag, interrupted, failures,
+                            run_id=config.run_id, interrupted_by=interrupted_by)
     summary["workers"] = n
-    write_json_atomic(view.bundle_dir / "summary.json", summary)
+    write_json_atomic(bundle_dir / "summary.json", summary)
     return summary
 
 
@@ -149,8 +169,9 @@ def run_sharded(
     `workers` < 1 and RuntimeError when a worker never reported ready."""
     n = resolve_workers(workers)
     config = config.model_copy(update={"run_id": config.run_id or new_run_id(config.kind), "workers": n})
-    view = BenchRunner(config, lanes=lanes_factory(), base_dir=base_dir, manifest_extra=manifest_extra)
-    view.bundle_dir.mkdir(parents=True, exist_ok=True)
+    loads = lane_loads(config, lanes_factory(), base_dir)  # refuses bad lanes before any process starts
+    bundle_dir = Path(config.out_dir) / config.run_id
+    bundle_dir.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
     ready = ctx.Queue()
     starts = [ctx.Queue() for _ in range(n)]
@@ -210,9 +231,9 @@ def run_sharded(
             if p.is_alive():
                 p.kill()
                 p.join()
-    view.interrupted_by = received[0] if received else None
-    summary = merge_shards(view, n, [p.exitcode for p in procs], interrupted)
-    result = RunResult(view.run_id, view.bundle_dir, summary)
+    summary = merge_shards(bundle_dir, config, loads, n, [p.exitcode for p in procs], interrupted,
+                           interrupted_by=received[0] if received else None)
+    result = RunResult(config.run_id, bundle_dir, summary)
     if interrupted or summary["partial"]:
         raise KeyboardInterrupt(*received[:1])
     return result

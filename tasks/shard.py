@@ -215,8 +215,8 @@ def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[di
     plus `shards`)."""
     n = len(exit_codes)
     config = _config(p, n)
-    view = BenchRunner(config, workload=_workload(p))
-    summary = merge_shards(view, n, list(exit_codes))
+    bundle_dir = Path(config.out_dir) / p.run_id
+    summary = merge_shards(bundle_dir, config, {"default": parse_rate_spec(p.load)}, n, list(exit_codes))
     late = [(w["worker"], w["start_late_ns"] / 1e6) for w in summary["self_checks"]["workers"]
             if w.get("start_late_ns") is not None and w["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS]
     for k, ms in late:
@@ -225,7 +225,7 @@ def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[di
         summary["verdict"]["valid"] = False
     summary["shards"] = shard_info or []
     pdir = point_dir(Path(p.run_dir), p.sweep_point)
-    for f in sorted(view.bundle_dir.glob("samples-w*.jsonl")) + sorted(view.bundle_dir.glob("worker-*.json")):
+    for f in sorted(bundle_dir.glob("samples-w*.jsonl")) + sorted(bundle_dir.glob("worker-*.json")):
         os.replace(f, pdir / f.name)
     write_json_atomic(pdir / "engine_summary.json", summary)
     shutil.rmtree(shard_staging_dir(Path(p.run_dir), p.sweep_point))  # every attempt's

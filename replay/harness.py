@@ -375,7 +375,7 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
     messages = initial_messages(trajectory)
     last = len(trajectory.turns) - 1
     for i, recorded in enumerate(trajectory.turns):
-        call = await client.chat(messages, stream=stream)
+        call = await _chat(st, client, messages, stream, i, recorded)
         rec = st.add_call(call, i, recorded)
         if call.status is not None and call.status < 400 and _served_with_divergence(call):
             st.result.server_divergences += 1
@@ -397,6 +397,21 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
                         for o in recorded.observations]
         messages.extend(obs_msgs)
         messages.extend({"role": "user", "content": u} for u in recorded.user_after)
+
+
+async def _chat(st: _Episode, client: ModelClient, messages: list[dict[str, Any]], stream: bool, turn_index: int,
+                recorded: Turn | None) -> ChatResult:
+    """One model call of the episode; when the episode is cancelled during it (run
+    deadline, Ctrl-C), the call still becomes a turn and a `cancelled` sample before
+    the cancellation goes on, as the engine counts a request cancelled in flight."""
+    s = client.stream(messages, stream=stream)
+    try:
+        async for _ in s:
+            pass
+    except asyncio.CancelledError:
+        st.add_call(s.result, turn_index, recorded)
+        raise
+    return s.result
 
 
 def _served_with_divergence(call: ChatResult) -> bool:

@@ -159,3 +159,19 @@ async def test_point_in_two_engine_workers_splits_the_episodes_and_merges_the_fi
     engine = orjson.loads((pdir / "engine_summary.json").read_bytes())
     assert (engine["workers"], engine["target"]["target_concurrency"]) == (2, 4)
     assert len(engine["self_checks"]["workers"]) == 2
+
+
+async def test_a_model_call_cancelled_in_flight_is_a_cancelled_sample(example) -> None:
+    _, trajs = example
+    calls: list[Sample] = []
+    async with ScenarioServer(Scenario(ttft_ms=2_000)) as srv:  # the first token would take 2 s
+        task = asyncio.ensure_future(run_episode(trajs[0], srv.url, sample_sink=calls.append))
+        while srv.n_requests == 0:  # the request arrived: the call is in flight
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    (s,) = calls  # written as the engine writes a request cancelled at the run deadline
+    assert (s.outcome, s.meta["turn_index"], s.first_token_ns) == ("cancelled", 0, None)
+    assert s.sent_ns is not None and s.end_ns >= s.sent_ns and s.bytes_sent > 0
+

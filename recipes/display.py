@@ -215,6 +215,9 @@ def _figures(ev: Any) -> str:
 
     rate = f" {ev.calls_per_s:.0f}/s" if ev.calls_per_s is not None else ""
     eta = "done" if ev.finished else (f"ETA {ev.eta_s:.0f}s" if ev.eta_s is not None else "ETA ?")
+    if ev.episodes_total is None and ev.episodes_done == 0 and ev.misses == 0:  # an engine point (llm-sweep)
+        return (f"requests {of(ev.calls_done, ev.calls_total)}{rate} · {ev.requests_in_flight} in flight · "
+                f"{ev.errors} errors · {ev.elapsed_s:.0f}s {eta}")
     return (f"ep {of(ev.episodes_done, ev.episodes_total)} · calls {of(ev.calls_done, ev.calls_total)}{rate} · "
             f"{ev.requests_in_flight} in flight · {ev.misses} miss · {ev.elapsed_s:.0f}s {eta}")
 

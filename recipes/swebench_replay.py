@@ -441,8 +441,9 @@ def llm_sweep(
         from flows.llm_sweep import llm_sweep as flow
 
     from flows.outcome import run_sweep_flow
+    from recipes.display import SweepProgressView
 
-    with use_local_server():
+    with use_local_server(), SweepProgressView():  # live progress only on a terminal (replay/progress.py)
         out = asyncio.run(run_sweep_flow(flow, dict(
             base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
             duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["FINISH_S", "Observer", "ProgressEvent", "StageEvent", "WorkEstimator", "describe", "emit", "emit_sync",
-           "eta_s", "observe", "snapshot", "stage", "watch_point"]
+           "eta_s", "observe", "snapshot", "stage", "watch_engine", "watch_point"]
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,10 @@ class ProgressEvent:
                   calls_total=3624, requests_in_flight=4, misses=0, elapsed_s=14.5,
                   eta_s=28.1, calls_per_s=85.1, finished=False)
     `episodes_total`/`calls_total` are None when the point runs for a duration;
-    `calls_done` counts model calls answered by the replay server (misses included);
-    `eta_s` is None until a call has been answered; `finished` is set on the last event.
+    `calls_done` counts model calls answered by the replay server (misses included), or
+    the requests finished of an engine point (`watch_engine`, whose failed requests are
+    `errors`); `eta_s` is None until a call has been answered; `finished` is set on the
+    last event.
     """
 
     point: str
@@ -74,6 +76,7 @@ class ProgressEvent:
     calls_per_s: float | None
     finished: bool = False
     duration_s: float | None = None
+    errors: int = 0
 
     @property
     def fraction(self) -> float | None:
@@ -142,8 +145,9 @@ def describe(ev: ProgressEvent) -> str:
     calls = f"{ev.calls_done}/{ev.calls_total}" if ev.calls_total is not None else f"{ev.calls_done}"
     rate = f"{ev.calls_per_s:.1f}" if ev.calls_per_s is not None else "-"
     eta = "done" if ev.finished else (f"{ev.eta_s:.0f} s" if ev.eta_s is not None else "unknown")
+    errors = f", errors {ev.errors}" if ev.errors else ""
     return (f"sweep point {ev.point}: episodes {eps}, model calls {calls} ({rate}/s), "
-            f"requests in flight {ev.requests_in_flight}, misses {ev.misses}, "
+            f"requests in flight {ev.requests_in_flight}, misses {ev.misses}{errors}, "
             f"elapsed {ev.elapsed_s:.0f} s, ETA {eta}")
 
 
@@ -266,6 +270,46 @@ def _fit_nonnegative(rows: Sequence[tuple[float, float, float]]) -> tuple[float,
     only_a = (stx / sxx if sxx > 0 else 0.0, 0.0)
     only_b = (0.0, sty / syy if syy > 0 else 0.0)
     return min(only_a, only_b, key=lambda ab: sse(*ab))
+
+
+@asynccontextmanager
+async def watch_engine(point: str, live: Any, *, calls_total: int | None, duration_s: float | None,
+                       interval_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> AsyncIterator[None]:
+    """Progress of an engine sweep point (llm-sweep) from its runner's live counters
+    (`benchmaker.runner.LiveStats`: finished, in_flight, errors), emitted like
+    `watch_point`'s events: requests finished of `calls_total` (max_requests) or the
+    time left of `duration_s`, requests in flight, errors. Does nothing when no
+    observer is registered."""
+    if not _observers:
+        yield
+        return
+    started = clock()
+
+    def event(finished: bool = False) -> ProgressEvent:
+        elapsed = clock() - started
+        done = int(live.finished)
+        return ProgressEvent(
+            point=point, episodes_done=0, episodes_total=None, calls_done=done, calls_total=calls_total,
+            requests_in_flight=int(live.in_flight), misses=0, elapsed_s=elapsed,
+            eta_s=0.0 if finished else eta_s(done, calls_total, elapsed, duration_s),
+            calls_per_s=done / elapsed if elapsed > 0 and done else None, finished=finished,
+            duration_s=duration_s, errors=int(live.errors))
+
+    async def loop() -> None:
+        while True:
+            await emit(event())
+            await asyncio.sleep(interval_s)
+
+    poller = asyncio.create_task(loop())
+    try:
+        yield
+    finally:
+        poller.cancel()
+        try:
+            await poller
+        except asyncio.CancelledError:
+            pass
+        await emit(event(finished=True))
 
 
 def _count_lines(path: Path) -> int:

@@ -41,6 +41,7 @@ import orjson
 from benchmaker.bundle import build_manifest, wall_ns, write_json_atomic
 from replay.point_summary import (TABLE_COLUMNS, engine_point_row, summarize_point, sweep_table_markdown,
                                   sweep_table_rows, write_point_summary)
+from replay.progress import watch_engine
 from replay.trajectory import Trajectory
 
 __all__ = [
@@ -182,7 +183,8 @@ async def run_engine_point(
     staging = pdir / "_engine"
     cfg = config.model_copy(update={"out_dir": staging})
     runner = BenchRunner(cfg, workload=workload)
-    result = await runner.run()
+    async with watch_engine(sp, runner.live, calls_total=cfg.max_requests, duration_s=cfg.duration_s):
+        result = await runner.run()  # live progress: terminal view and Prefect artifact (replay.progress)
     os.replace(result.bundle_dir / "samples.jsonl", pdir / "samples.jsonl")
     os.replace(result.bundle_dir / "summary.json", pdir / "engine_summary.json")
     shutil.rmtree(staging)

@@ -12,6 +12,7 @@ from prefect.logging import get_run_logger
 
 from benchmaker.config import BenchConfig
 from replay.sweep import run_engine_point
+from tasks.progress import progress_artifact
 from tasks.sweep import sweep_point_policy
 from tasks.transient import retry_on_transient
 from workloads.datasets import SyntheticDataset
@@ -48,7 +49,8 @@ async def run_llm_sweep_point(
                                   api_key=api_key)
     config = BenchConfig(load=load, duration_s=duration_s, max_requests=max_requests, run_id=run_id,
                          sweep_point=sweep_point, kind="llm-sweep", label=label)
-    row = await run_engine_point(config, workload, Path(run_dir))
+    with progress_artifact(run_id, sweep_point):  # the point's progress in the UI (replay.progress)
+        row = await run_engine_point(config, workload, Path(run_dir))
     get_run_logger().info("sweep point %s: %d requests, %.1f req/s, p99 E2E %s ms%s", sweep_point,
                           row["n_requests"], row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],
                           "" if row["valid"] else f" INVALID: {row['invalid_reason']}")

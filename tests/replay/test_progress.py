@@ -174,3 +174,20 @@ def test_stage_events_reach_sync_observers_and_skip_async_ones() -> None:
             advance(1)
     assert [(e.done, e.total, e.elapsed_s, e.finished) for e in seen] == [
         (0, 2, 0.0, False), (1, 2, 1.5, False), (2, 2, 4.0, False), (2, 2, 4.0, True)]
+
+
+async def test_watch_engine_reports_an_engine_point_from_its_live_counters() -> None:
+    from benchmaker.runner import LiveStats
+    from replay.progress import watch_engine
+
+    live = LiveStats()
+    events: list[ProgressEvent] = []
+    with observe(events.append):
+        async with watch_engine("c2", live, calls_total=10, duration_s=None, interval_s=0.01):
+            for k in range(1, 11):
+                live.finished, live.in_flight, live.errors = k, 2 if k < 10 else 0, k // 5
+                await asyncio.sleep(0.02)
+    last = events[-1]
+    assert last.finished and (last.calls_done, last.calls_total, last.errors, last.eta_s) == (10, 10, 2, 0.0)
+    assert describe(last).endswith("requests in flight 0, misses 0, errors 2, elapsed 0 s, ETA done")
+    assert len({e.calls_done for e in events}) >= 3  # it moved

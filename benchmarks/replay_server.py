@@ -32,12 +32,12 @@ Printed per round: every figure. At the end, per stack: the median over rounds o
 replay server's and the bare app's requests per CPU s, the median of the per-round
 ratios replay / bare (target >= 0.9 on the fast stack), and the median of the
 per-round ratios of each stack's replay figure to h11's (target >= 2 for httptools).
-Every response is checked: the replay server's must be 200 and carry the recorded
-turn's content byte-equal; the bare app's 200. With --stream the replay server on
-each stack also streams the same requests once (instant latency), each checked to end
-with `data: [DONE]`. Server RSS (VmRSS, KiB) of each replay server after the last
-round is printed. Exit code 1 when a response is wrong, a miss is counted in /stats,
-or a target fails.
+Every response is checked (the same client work for every server): the replay
+server's must be 200 and carry the recorded turn's content byte-equal; the bare app's
+200 and its fixed content. With --stream the replay server on each stack also streams
+the same requests once (instant latency), each checked to end with `data: [DONE]`.
+Server RSS (VmRSS, KiB) of each replay server after the last round is printed. Exit
+code 1 when a response is wrong, a miss is counted in /stats, or a target fails.
 """
 
 from __future__ import annotations
@@ -117,8 +117,9 @@ def _build_store(path: Path) -> list[tuple[bytes, str]]:
 # the same response on the wire as a replayed turn of this store: a 946-byte JSON body
 # (~600 characters of content, a tool call, usage) and the replay server's two
 # x-replay-* headers (the HTTP work of answering is the stack's, not the app's)
+_BARE_CONTENT = "x" * 827
 _BARE_REPLY = orjson.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": {
-    "role": "assistant", "content": "x" * 827}, "finish_reason": "stop"}]})
+    "role": "assistant", "content": _BARE_CONTENT}, "finish_reason": "stop"}]})
 _BARE_HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(_BARE_REPLY)).encode()),
                  (b"x-replay-trajectory", b"bench-0"), (b"x-replay-turn", b"0")]
 
@@ -273,7 +274,7 @@ def _start(stack: str, app: str, store: Path, cpu: int) -> _Server:
 
 async def _drive(targets: list[tuple[str, bool]], requests: list[tuple[bytes, str]], n: int, concurrency: int,
                  stream: bool, block: int) -> tuple[float, int]:
-    """Send `n` requests to each of `targets` ((url, check content)) in blocks of `block`
+    """Send `n` requests to each of `targets` ((url, replay?)) in blocks of `block`
     requests taking turns (block 1 to every target, block 2 to every target, ...), each
     block at full concurrency: every target sees the same bodies at the client's full
     rate, and a busy machine's slow and quick spells fall on all alike. Returns (wall s,
@@ -283,7 +284,7 @@ async def _drive(targets: list[tuple[str, bool]], requests: list[tuple[bytes, st
     bad = 0
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        async def worker(url: str, check: bool, counter: Any) -> None:
+        async def worker(url: str, replay: bool, counter: Any) -> None:
             nonlocal bad
             for k in counter:
                 body, expected = requests[k % len(requests)]
@@ -296,14 +297,16 @@ async def _drive(targets: list[tuple[str, bool]], requests: list[tuple[bytes, st
                     bad += 1
                 elif stream:
                     bad += not data.endswith(b"data: [DONE]\n\n")
-                elif check and orjson.loads(data)["choices"][0]["message"]["content"] != expected:
+                # the same client work for every server (a slower client would offer a
+                # server fewer requests per wake-up): parse and compare the content
+                elif orjson.loads(data)["choices"][0]["message"]["content"] != (expected if replay else _BARE_CONTENT):
                     bad += 1
 
         start = time.perf_counter()
         for first in range(0, n, block):
-            for url, check in targets:
+            for url, replay in targets:
                 counter = iter(range(first, min(first + block, n)))
-                await asyncio.gather(*(worker(url, check, counter) for _ in range(concurrency)))
+                await asyncio.gather(*(worker(url, replay, counter) for _ in range(concurrency)))
         return time.perf_counter() - start, bad
 
 
@@ -378,7 +381,8 @@ def main() -> int:
                   f" {len(order)} servers")
             for rnd in range(1, args.rounds + 1):
                 cpu0 = {key: srv.cpu_s() for key, srv in servers.items()}
-                elapsed, nbad = run(order, args.requests)
+                # the order of the servers within a block cycle flips every round
+                elapsed, nbad = run(order if rnd % 2 else order[::-1], args.requests)
                 bad += nbad
                 cells = []
                 for key, srv in servers.items():

@@ -8,7 +8,8 @@ import pytest
 @pytest.mark.parametrize("name", [
     "tasks", "flows", "replay.sweep", "tasks.serve", "tasks.sweep", "replay.shard", "tasks.shard",
     "tasks.replay_shard", "flows.shard_runs", "flows.swebench_replay_distributed", "flows.llm_sweep_distributed",
-    "benchmaker.exchange", "benchmaker.shared_start",
+    "benchmaker.exchange", "benchmaker.shared_start", "flows.common", "flows.swebench_replay", "flows.llm_sweep",
+    "replay.point_summary", "benchmaker.ceiling", "benchmaker.calibrate",
 ])
 def test_all_is_sorted_and_importable(name: str) -> None:
     module = importlib.import_module(name)

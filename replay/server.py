@@ -284,16 +284,13 @@ class _ChatCompletions:
             or [messages[roles.index("user")]]
         system = messages[roles.index("system")] if "system" in roles else None
         key = match_key_for_messages([flatten_content(m.get("content")) for m in head_users])
-        system_text = None
-        if system is not None and self.store.needs_system(key):
-            system_text = flatten_content(system.get("content"))
-        hit = self.store.lookup_turn(key, n_assistant)  # a turn sent after a context edit
-        entry, turn_index = hit if hit is not None else (self.store.lookup(key, system_text), n_assistant)
-        if entry is None:
+        hit = self.store.match(key, n_assistant, system)  # a turn after a context edit, else by key
+        if hit is None:
             stats.unknown_key += 1
             stats.recent_unknown_keys.append(key)
             await self._fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}")
             return
+        entry, turn_index = hit
         counters = stats.per_traj[entry.trajectory_id]
         if turn_index >= len(entry.turns):
             stats.beyond_turns += 1

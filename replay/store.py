@@ -295,6 +295,25 @@ class ReplayStore:
             return None
         return self._turn_index.get((match_key, n_assistant))
 
+    def match(
+        self, match_key: str, n_assistant: int, system_message: dict[str, Any] | None
+    ) -> tuple[StoredTrajectory, int] | None:
+        """(trajectory, turn index) serving a request with this key and assistant-message
+        count, its system message (None: it has none), in one call (the server's hot
+        path): `lookup_turn`'s hit, else (`lookup(match_key, the flattened system
+        text when several trajectories share the key)`, n_assistant); None when no
+        trajectory has the key. The turn index may be past the trajectory's turns."""
+        if self._turn_index:
+            hit = self._turn_index.get((match_key, n_assistant))
+            if hit is not None:
+                return hit
+        entry = self._index.get(match_key)
+        if entry is None:
+            return None
+        if entry.by_system is None or system_message is None:
+            return entry.first, n_assistant
+        return entry.by_system.get(flatten_content(system_message.get("content")), entry.first), n_assistant
+
     def needs_system(self, match_key: str) -> bool:
         """True when several trajectories share `match_key` (the system text matters)."""
         entry = self._index.get(match_key)

@@ -17,6 +17,7 @@ from replay.errors import TrajectoryFormatError
 from replay.latency import parse_latency
 from replay.server import create_app, uvicorn_config
 from replay.store import ReplayStore
+from replay.trajectory import flatten_content
 from tests.replay.test_server_fixtures import make_trajectory, request_messages, running_server, write_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,3 +150,40 @@ def test_store_load_leaves_the_gc_as_it_was(tmp_path, enabled):
         assert gc.isenabled() is enabled  # also after a failed load
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_store_match_equals_lookup_turn_then_lookup(tmp_path):
+    # match() is the hot path's one call for lookup_turn, needs_system and lookup
+    from replay.context import request_messages as log_request_messages
+    from replay.convert import iter_trajectories
+    from replay.store import request_key
+
+    pi = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs" / "pi-compaction-small.jsonl"
+    edited = next(iter(iter_trajectories(pi)))
+    a = make_trajectory("shared", 2, trajectory_id="a", system="S1")
+    b = make_trajectory("shared", 2, trajectory_id="b", system="S2")
+    store = ReplayStore.load(write_store(tmp_path / "t.jsonl", [edited, a, b]), latency=parse_latency("instant"))
+
+    def old(key, n, system):
+        text = None
+        if system is not None and store.needs_system(key):
+            text = flatten_content(system.get("content"))
+        hit = store.lookup_turn(key, n)
+        if hit is not None:
+            return hit
+        entry = store.lookup(key, text)
+        return None if entry is None else (entry, n)
+
+    cases = []
+    for k in range(len(edited.turns)):  # turns before and after the compaction
+        msgs = log_request_messages(edited, k)
+        cases.append((*request_key(msgs), next((m for m in msgs if m["role"] == "system"), None)))
+    for system in ({"role": "system", "content": "S2"}, {"role": "system", "content": [{"type": "text", "text": "S2"}]},
+                   {"role": "system", "content": None}, {"role": "system", "content": "other"}, None):
+        cases.append((a.match_key, 1, system))
+    cases.append(("task:none", 0, None))
+    assert any(store.lookup_turn(key, n) is not None for key, n, _ in cases)  # the edit's turns are in
+    for key, n, system in cases:
+        assert store.match(key, n, system) == old(key, n, system), (key, n, system)
+    assert store.match(a.match_key, 1, {"role": "system", "content": "S2"})[0].trajectory_id == "b"
+    assert store.match(a.match_key, 1, None)[0].trajectory_id == "a"

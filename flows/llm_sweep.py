@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from benchmaker.load_models import parse_rate_spec
 from flows.common import (ParameterError, flow_run_bundle_id, measure_point, result_storage_for,
                           resume_or_write_manifest, takes, validated)
+from flows.outcome import final_state
 from replay.sweep import engine_point_name, point_dir, write_sweep_points
 from tasks.engine import run_llm_sweep_point
 from tasks.load import load_warehouse
@@ -134,5 +135,5 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     loaded = load_warehouse(Path(p.warehouse).resolve(), run_dir)
     publish_report(run_id, rows, run_dir, warehouse=Path(p.warehouse).resolve(),
                    report_path=run_dir / "report.html", kind="llm-sweep")
-    return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(Path(p.warehouse).resolve()),
-            "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "load": loaded}
+    return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(Path(p.warehouse).resolve()),
+                        "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "load": loaded})

@@ -62,6 +62,7 @@ from benchmaker.exchange import Exchange
 from flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
                           validated)
 from flows.llm_sweep import LlmSweepParams
+from flows.outcome import final_state
 from flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
 from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
 from tasks.load import load_warehouse
@@ -176,8 +177,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     wh = Path(p.warehouse).resolve()
     loaded = load_warehouse(wh, run_dir)
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")
-    return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
-            "flow_run_id": str(get_run_context().flow_run.id), "load": loaded, "shards": shard_states}
+    return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
+                        "flow_run_id": str(get_run_context().flow_run.id), "load": loaded, "shards": shard_states})
 
 
 # The entrypoint function is named `llm_sweep` because `prefect deploy --name FLOW/DEPLOYMENT`

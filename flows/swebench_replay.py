@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flows.common import (ParameterError, flow_run_bundle_id, measure_point, result_storage_for,
                           resume_or_write_manifest, takes, validated)
+from flows.outcome import final_state
 from replay.convert import CONVERTER_VERSION
 from replay.point_run import replay_point_name
 from replay.sweep import point_dir, write_sweep_points
@@ -244,6 +245,6 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     invalid = [r["sweep_point"] for r in rows if not r["valid"]]
     if invalid:
         log.warning("invalid sweep points (target concurrency not reached): %s", ", ".join(invalid))
-    return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(p.warehouse.resolve()),
-            "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj),
-            "load": loaded}
+    return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(p.warehouse.resolve()),
+                        "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj),
+                        "load": loaded})  # Invalid / Failed when points are invalid (flows.outcome)

@@ -49,6 +49,7 @@ from pydantic import Field, model_validator
 from benchmaker.exchange import Exchange
 from flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
                           validated)
+from flows.outcome import final_state
 from flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
 from flows.swebench_replay import Concurrency, SwebenchReplayParams, trajectories_of
 from replay.convert import read_trajectories
@@ -195,9 +196,9 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     wh = p.warehouse.resolve()
     loaded = load_warehouse(wh, run_dir)
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="swebench-replay")
-    return {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
-            "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj), "load": loaded,
-            "shards": shard_states}
+    return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
+                        "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj), "load": loaded,
+                        "shards": shard_states})
 
 
 # `prefect deploy --name swebench-replay/distributed` matches the flow part against the

@@ -103,8 +103,9 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory):
             _stop(p)
 
 
-async def _deployment_run(env: dict, logs: Path, *args: str) -> None:
-    """`prefect deployment run ARGS --watch`; asserts exit 0 (output and worker logs in the message)."""
+async def _deployment_run(env: dict, logs: Path, *args: str, expect: int = 0) -> str:
+    """`prefect deployment run ARGS --watch`; asserts exit `expect` (output and worker logs
+    in the message) and returns the output."""
     proc = await asyncio.create_subprocess_exec(
         PREFECT, "deployment", "run", *args, "--watch", "--watch-interval", "1",
         env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -115,7 +116,8 @@ async def _deployment_run(env: dict, logs: Path, *args: str) -> None:
         await proc.wait()
         raise
     worker_logs = "\n".join(p.read_text(errors="replace")[-4000:] for p in sorted(logs.glob("worker-*.log")))
-    assert proc.returncode == 0, out.decode()[-4000:] + worker_logs
+    assert proc.returncode == expect, out.decode()[-4000:] + worker_logs
+    return out.decode()
 
 
 @pytest.mark.slow
@@ -193,12 +195,14 @@ async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path
     async with ScenarioServer(Scenario()) as server:
         # the shared start is 20 s away and the shards get 3 s in all: both are cancelled
         # (waiting for the start, or not yet picked up), and nothing reaches the server
-        await _deployment_run(
+        # every point invalid: the flow run ends Failed (flows.outcome), so --watch exits 1
+        out = await _deployment_run(
             env, logs, "llm-sweep/distributed",
             "--param", f'base_url="{server.url}"', "--param", 'model="m"', "--param", "shards=2",
             "--param", "concurrency_sweep=[]", "--param", 'loads=["constant:40"]', "--param", "duration_s=1",
             "--param", "start_lead_s=20", "--param", "shard_timeout_s=3",
-            "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"')
+            "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"', expect=1)
+        assert "Failed" in out
         await asyncio.sleep(22)  # past the shared start: a straggler would have sent by now
         served = server.n_requests
     assert served == 0

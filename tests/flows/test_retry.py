@@ -170,6 +170,8 @@ async def test_retry_takes_the_name_run_id_or_bundle_of_a_flow_run_and_stops_on_
     flow_run_id = str(state.state_details.flow_run_id)
     fr = _flow_run(flow_run_id)
     [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["flow_run_id"], manifest["flow_run_name"]) == (flow_run_id, fr.name)
     for ref in (fr.name, run_dir.name, str(run_dir), flow_run_id):
         assert str(await resolve_flow_run_id(ref)) == flow_run_id, ref
     with pytest.raises(ValueError, match="no flow run with the id, name or bundle run id 'no-such-run'"):

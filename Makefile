@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo demo-llm bench clean
+.PHONY: install test test-busy demo demo-llm bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,12 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The tests with a CPU hog on every core (tests/busy.sh): none may depend on an idle host.
+# TESTS=tests/benchmaker for a subset; BUSY_HOGS=N for N hogs.
+TESTS ?=
+test-busy: $(STAMP)
+	PY=$(PY) tests/busy.sh -q $(TESTS)
 
 # Engine demo: `benchmaker llm` against a scripted local OpenAI-compatible server.
 demo-llm: $(STAMP)

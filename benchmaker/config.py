@@ -35,6 +35,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from benchmaker.errors import ConfigError, RateSpecError
 from benchmaker.load_models import MAX_DURATION_S, Burst, LoadModel, parse_duration_s, parse_rate_spec
+from benchmaker.selfcheck import ENV_MAX_LOOP_LAG_MS, ENV_MAX_SCHEDULE_LAG_MS, env_limit_ms
 
 # Letters, digits, '.', '_', '-', starting with a letter or digit, at most 128: safe as a
 # file name on every OS (no '/', '\\', '..' prefix, NUL or shell metacharacters).
@@ -254,10 +255,16 @@ class SelfCheckLimits(_Strict):
     """Thresholds that make a run invalid (DESIGN §4: a run that could not measure what
     it claims says so). Lags in ms (> 0), error rate as a fraction in 0..1: a run where
     more than max_error_rate of the requests failed (default 0.1: a target that died)
-    is invalid with that reason; 1 (or None) turns the check off."""
+    is invalid with that reason; 1 (or None) turns the check off. The two lag limits
+    default to 10 ms, or to BENCHMAKER_MAX_SCHEDULE_LAG_MS / BENCHMAKER_MAX_LOOP_LAG_MS
+    when set (a loaded host; benchmaker.selfcheck.env_limit_ms, ConfigError when bad).
 
-    max_schedule_lag_p99_ms: float = Field(default=10.0, gt=0)
-    max_loop_lag_p99_ms: float = Field(default=10.0, gt=0)
+        SelfCheckLimits(max_loop_lag_p99_ms=200)  # tolerate 200 ms of loop lag at p99"""
+
+    max_schedule_lag_p99_ms: float = Field(
+        default_factory=lambda: env_limit_ms(ENV_MAX_SCHEDULE_LAG_MS), gt=0)
+    max_loop_lag_p99_ms: float = Field(
+        default_factory=lambda: env_limit_ms(ENV_MAX_LOOP_LAG_MS), gt=0)
     max_error_rate: float | None = Field(default=DEFAULT_MAX_ERROR_RATE, ge=0, le=1)
 
 

@@ -52,7 +52,8 @@ _FLAGS = {
     ("timeouts", "ttft_s"): "--ttft-timeout", ("timeouts", "idle_s"): "--idle-timeout",
     ("timeouts", "total_s"): "--total-timeout", ("slo", "ttft_ms"): "--slo-ttft-ms",
     ("slo", "tpot_ms"): "--slo-tpot-ms", ("slo", "e2e_ms"): "--slo-e2e-ms",
-    ("checks", "max_error_rate"): "--max-error-rate", (): "options",
+    ("checks", "max_error_rate"): "--max-error-rate", ("checks", "max_loop_lag_p99_ms"): "--max-loop-lag-ms",
+    ("checks", "max_schedule_lag_p99_ms"): "--max-schedule-lag-ms", (): "options",
 }
 
 
@@ -201,6 +202,8 @@ def llm(
     slo_tpot_ms: float | None = None,
     slo_e2e_ms: float | None = None,
     max_error_rate: float | None = None,
+    max_loop_lag_ms: float | None = None,
+    max_schedule_lag_ms: float | None = None,
     seed: int = 0,
     label: str | None = None,
     transport: str = "aiohttp",
@@ -243,6 +246,8 @@ def llm(
     slo_tpot_ms: Goodput SLO on TPOT.
     slo_e2e_ms: Goodput SLO on E2E latency.
     max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+    max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+    max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
     seed: Seed of random arrivals and synthetic prompts.
     label: Run label stored with the run (e.g. nightly).
     transport: aiohttp (default) or httpx.
@@ -259,7 +264,9 @@ def llm(
         cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow,
         timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
         slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms}, seed=seed, label=label,
-        kind="llm", transport=transport, checks={"max_error_rate": max_error_rate}, workers=_workers(workers),
+        kind="llm", transport=transport, workers=_workers(workers),
+        checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
+                "max_schedule_lag_p99_ms": max_schedule_lag_ms},
     )
     _check_llm_options(url, max_tokens, temperature, input_words, metrics_url, record_trace)
     if sum(x is not None for x in (dataset, sharegpt)) > 1:
@@ -303,6 +310,8 @@ def http(
     max_in_flight: int | None = None,
     total_timeout: str | None = None,
     max_error_rate: float | None = None,
+    max_loop_lag_ms: float | None = None,
+    max_schedule_lag_ms: float | None = None,
     seed: int = 0,
     label: str | None = None,
     workers: str = "1",
@@ -325,6 +334,8 @@ def http(
     max_in_flight: Cap on requests in flight.
     total_timeout: Deadline for the whole request.
     max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+    max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+    max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
     seed: Seed of random arrivals.
     label: Run label.
     workers: Worker processes sharing the schedule (N or auto).
@@ -338,7 +349,9 @@ def http(
         headers[name.strip()] = value.strip()
     cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
                   max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
-                  kind="http", checks={"max_error_rate": max_error_rate}, workers=_workers(workers))
+                  kind="http", workers=_workers(workers),
+                  checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
+                          "max_schedule_lag_p99_ms": max_schedule_lag_ms})
     check_http_url(url, "--url")
     if record_trace is not None:
         check_output_file(record_trace, "--record-trace")

@@ -99,11 +99,13 @@ def _stop(proc):
     proc.stdout.close()
 
 
+@pytest.mark.slow
 def test_cap_one_on_a_500ms_server_reports_queueing_from_the_intended_time(tmp_path):
     proc, url = _scenario_server({"latency_ms": 500, "content_chunks": 1})
     try:
         wl = OpenAIChatWorkload(url + "/v1/chat/completions", "m", StaticDataset(["x"]), stream=False)
-        cfg = BenchConfig(load="constant:10", duration_s=1.0, max_in_flight=1, out_dir=tmp_path, drain_s=10)
+        cfg = BenchConfig(load="constant:10", duration_s=1.0, max_in_flight=1, out_dir=tmp_path, drain_s=10,
+                          checks={"max_schedule_lag_p99_ms": 10})  # the default, whatever the environment
         result = BenchRunner(cfg, workload=wl).run_sync()
     finally:
         _stop(proc)
@@ -111,11 +113,14 @@ def test_cap_one_on_a_500ms_server_reports_queueing_from_the_intended_time(tmp_p
     samples = [orjson.loads(x) for x in result.samples_path.read_bytes().splitlines()]
     assert run["n_ok"] == 10
     # service latency stays ~500 ms; from the intended send, request k waits k * 400 ms more:
-    # arrivals every 100 ms, service 500 ms -> the last one (intended 900 ms) ends ~5,000 ms
-    assert 500 <= run["e2e_ms"]["max"] < 560
+    # arrivals every 100 ms, service 500 ms -> the last one (intended 900 ms) ends ~5,000 ms.
+    # Margins for a busy host: E2E from the send counts no queueing, so it stays under
+    # 500 + 400 ms (one step of queueing; the idle host measures ~505 ms) ...
+    assert 500 <= run["e2e_ms"]["max"] < 900
+    # ... while from the intended time the last request has queued 9 * 400 = 3,600 ms
     assert run["e2e_intended_ms"]["max"] > 4000
     queue_ms = [(s["sent_ns"] - s["intended_ns"]) / MS for s in samples]
-    assert queue_ms[0] < 5 and queue_ms[-1] > 3500
+    assert queue_ms[0] < 300 and queue_ms[-1] > 3500  # the first one waits for nothing but the host
     assert result.summary["verdict"]["valid"] is False  # the schedule could not be kept
     assert result.summary["verdict"]["reasons"][0].startswith("client-saturated: schedule lag p99")
 
@@ -139,7 +144,8 @@ def test_synchronous_work_per_event_is_detected_as_loop_lag(tmp_path):
                 self.inner.finish(sample)
 
         wl.parser = lambda spec: SlowParser(make_parser(spec))
-        cfg = BenchConfig(load="closed:8", duration_s=1.5, out_dir=tmp_path)
+        cfg = BenchConfig(load="closed:8", duration_s=1.5, out_dir=tmp_path,
+                          checks={"max_loop_lag_p99_ms": 10})  # the default, whatever the environment
         result = BenchRunner(cfg, workload=wl).run_sync()
     finally:
         _stop(proc)

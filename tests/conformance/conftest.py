@@ -5,8 +5,10 @@ and the real mini-swe-agent, each from its own venv under the conformance cache
     make conformance                 # installs the venvs, runs this folder, prints the tables
     BENCHMAKER_CONFORMANCE=1 .venv/bin/python -m pytest tests/conformance -s
 
-Without BENCHMAKER_CONFORMANCE=1 every test here is skipped (plain `make test`); with it,
-a test whose venv could not be installed is skipped with the install's reason. Result
+Without BENCHMAKER_CONFORMANCE=1 every test of a module that sets `CONFORMANCE = True`
+is skipped (plain `make test`); with it, a test whose venv could not be installed is
+skipped with the install's reason. test_tools.py (the suite's own servers and files, in
+seconds, no venv) always runs. Result
 tables and logs go to $BENCHMAKER_CONFORMANCE_OUT (default artifacts/conformance).
 """
 
@@ -26,9 +28,8 @@ def pytest_collection_modifyitems(config, items):
     if ENABLED:
         return
     skip = pytest.mark.skip(reason="conformance suite: run with make conformance (BENCHMAKER_CONFORMANCE=1)")
-    here = Path(__file__).parent
     for item in items:
-        if here in Path(item.fspath).parents:
+        if getattr(item.module, "CONFORMANCE", False):
             item.add_marker(skip)
 
 

@@ -24,6 +24,7 @@ from conformance.clients import url_process
 from conformance.venvs import REPO, venv_bin
 from tests.conformance.conftest import need
 
+CONFORMANCE = True  # gated: needs the conformance venvs (conftest)
 TASK = REPO / "examples" / "mswea-task"
 SCRIPT = REPO / "conformance" / "mswea_script.json"
 BENCHMAKER = str(REPO / ".venv" / "bin" / "benchmaker")

@@ -27,6 +27,7 @@ from conformance.clients import ClientRun, reset_prefix_cache, run_ours, run_pai
 from conformance.venvs import REPO
 from workloads.tokens import TokenCounter
 
+CONFORMANCE = True  # gated: needs the conformance venvs (conftest)
 N, CONCURRENCY, OUTPUT_LEN, ROUNDS = 40, 4, 32, 2
 BENCHMAKER = str(REPO / ".venv" / "bin" / "benchmaker")
 METRICS = [("request throughput (req/s)", "request_throughput_per_s"),

@@ -22,6 +22,7 @@ from conformance.clients import run_ours, run_vllm_bench, url_process, write_pro
 from conformance.venvs import REPO
 from tests.conformance.conftest import need
 
+CONFORMANCE = True  # gated: needs the conformance venvs (conftest)
 N = 16  # requests per client
 CONCURRENCY = 2
 TTFT_MS, ITL_MS, CHUNKS = 200.0, 20.0, 16

@@ -1,0 +1,113 @@
+"""The conformance suite's own pieces, in seconds and without its venvs (so `make test`
+keeps them honest): the scripted model, its script file, our client's run file (read back
+by the real run-file reader), the prompts file, venv diagnostics and url_process."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+
+import aiohttp
+import pytest
+
+from conformance.clients import ours_run_file, url_process, write_prompts
+from conformance.scripted_model import ScriptedModel, load_script
+from conformance.venvs import REPO, why_unusable
+from recipes.runfile import read_run_file
+
+SCRIPT = [{"thought": "look", "command": "cat a.py"}, {"thought": "fix", "command": "sed -i 's/a/b/' a.py"}]
+BASH = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+
+
+def _messages(n_assistant: int) -> list[dict]:
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task_id: t\nfix it"}]
+    for i in range(n_assistant):
+        msgs += [{"role": "assistant", "content": "x", "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": f"call_{i}", "content": "out"}]
+    return msgs
+
+
+async def test_scripted_model_plays_the_step_of_the_turn():
+    async with ScriptedModel(SCRIPT, model="tiny") as model, aiohttp.ClientSession() as s:
+        url = model.url + "/v1/chat/completions"
+        for turn, step in enumerate(SCRIPT):
+            async with s.post(url, json={"model": "tiny", "messages": _messages(turn), "tools": BASH}) as r:
+                assert r.status == 200
+                body = await r.json()
+            (choice,) = body["choices"]
+            assert choice["finish_reason"] == "tool_calls"
+            assert choice["message"]["content"] == step["thought"]
+            (call,) = choice["message"]["tool_calls"]
+            assert call["function"]["name"] == "bash"
+            assert json.loads(call["function"]["arguments"]) == {"command": step["command"]}
+            usage = body["usage"]
+            assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+        async with s.post(url, json={"messages": _messages(2), "tools": BASH}) as r:
+            assert r.status == 409 and (await r.json())["error"]["code"] == "beyond_script"
+        async with s.post(url, json={"messages": _messages(0)}) as r:
+            assert r.status == 400 and (await r.json())["error"]["code"] == "no_bash_tool"
+        async with s.get(model.url + "/stats") as r:
+            assert await r.json() == {"requests": 4, "served": 2, "errors": 2}
+
+
+async def test_scripted_model_streams_the_same_call():
+    async with ScriptedModel(SCRIPT) as model, aiohttp.ClientSession() as s:
+        body = {"messages": _messages(1), "tools": BASH, "stream": True, "stream_options": {"include_usage": True}}
+        async with s.post(model.url + "/v1/chat/completions", json=body) as r:
+            text = (await r.read()).decode()
+    events = [e[len("data: "):] for e in text.split("\n\n") if e.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    args = "".join(d["tool_calls"][0]["function"].get("arguments", "") for d in deltas if "tool_calls" in d)
+    assert json.loads(args) == {"command": "sed -i 's/a/b/' a.py"}
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] >= 1
+
+
+def test_load_script_names_the_bad_step(tmp_path):
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps([{"thought": "a", "command": "ls"}, {"thought": "b", "command": 3}]))
+    with pytest.raises(ValueError, match=r"script.json: \[1\].command: expected a string \(got 3\)"):
+        load_script(path)
+    assert len(load_script(REPO / "conformance" / "mswea_script.json")) == 5
+
+
+def test_our_client_run_file_reads_back(tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl", 5)
+    path = ours_run_file(tmp_path / "run.yaml", chat_url="http://127.0.0.1:9/v1/chat/completions", prompts=prompts,
+                         n=5, concurrency=2, output_len=32, model="tiny", label="t",
+                         metrics_url="http://127.0.0.1:9/metrics")
+    rf = read_run_file(path)
+    assert (rf.load, rf.max_requests) == ("closed:2", 5)
+    assert rf.workload.max_tokens == 32 and rf.workload.extra_body == {"ignore_eos": True}
+    assert rf.workload.dataset.path == prompts and rf.workload.dataset.field == "prompt"
+    assert rf.monitors[0].url == "http://127.0.0.1:9/metrics"
+
+
+def test_write_prompts_is_seeded(tmp_path):
+    a, b = write_prompts(tmp_path / "a.jsonl", 4), write_prompts(tmp_path / "b.jsonl", 4)
+    assert a.read_bytes() == b.read_bytes()
+    lines = [json.loads(line)["prompt"] for line in a.read_text().splitlines()]
+    assert [p.split(":")[0] for p in lines] == ["request 0", "request 1", "request 2", "request 3"]
+    assert write_prompts(tmp_path / "c.jsonl", 4, seed=1).read_bytes() != a.read_bytes()
+
+
+def test_why_unusable_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCHMAKER_CONFORMANCE_CACHE", str(tmp_path))
+    assert "setup_venvs.sh vllm" in why_unusable("vllm")
+    (tmp_path / "mswea").mkdir()
+    (tmp_path / "mswea" / ".failed").write_text("Collecting x\nERROR: No matching distribution for mini-swe-agent\n")
+    assert why_unusable("mswea").endswith("ERROR: No matching distribution for mini-swe-agent")
+
+
+def test_url_process_yields_the_url_and_stops_the_server(tmp_path):
+    argv = [sys.executable, str(REPO / "conformance" / "scripted_model.py"), "--script",
+            str(REPO / "conformance" / "mswea_script.json")]
+    with url_process(argv, log=tmp_path / "model.log") as url:
+        with urllib.request.urlopen(url + "/health", timeout=10) as r:
+            assert json.load(r) == {"status": "ok", "steps": 5}
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/health", timeout=2)

@@ -8,8 +8,8 @@ and the real mini-swe-agent, each from its own venv under the conformance cache
 Without BENCHMAKER_CONFORMANCE=1 every test of a module that sets `CONFORMANCE = True`
 is skipped (plain `make test`); with it, a test whose venv could not be installed is
 skipped with the install's reason. test_tools.py (the suite's own servers and files, in
-seconds, no venv) always runs. Result
-tables and logs go to $BENCHMAKER_CONFORMANCE_OUT (default artifacts/conformance).
+seconds, no venv) always runs. Result tables and logs go to $BENCHMAKER_CONFORMANCE_OUT
+(default artifacts/conformance).
 """
 
 from __future__ import annotations

@@ -24,10 +24,10 @@ pairs of `--pair-seconds` runs, the figure the median of the per-pair ratios.
    200-chunk stream in 4 reads (no I/O; `closed:1`). events per CPU s = token events
    of ok samples / self_checks.client_cpu_s. Targets: real I/O >= 60,000; median of
    the per-pair ratios real I/O / null >= 0.95. Each pair also times a bare aiohttp
-   loop (closed 64, POST + read of the same /sse stream, no parsing): the CPU s per
-   stream that the I/O alone costs, so null / (null + bare read) bounds the ratio any
-   engine on aiohttp can reach. NullTransport with one event per read is printed
-   beside them (the per-read cost).
+   loop (closed 64, POST of the same body and headers, read of the same /sse stream,
+   no parsing): the CPU s per stream that the I/O alone costs, so null / (null + bare
+   read) bounds the ratio any engine on aiohttp can reach. NullTransport with one event
+   per read is printed beside them (the per-read cost).
    profile: cProfile (timer time.thread_time: CPU, not wall) of one engine run of 1 and
    one of 2; the top `--profile-top` functions by own time (the run summary's SQL,
    after the run, included).
@@ -112,9 +112,10 @@ def _run(runner: BenchRunner) -> Any:
 # -- 1. non-streaming throughput -----------------------------------------------------
 
 
-async def _bare_loop(url: str, concurrency: int, seconds: float, body: bytes | None = None) -> tuple[int, float]:
+async def _bare_loop(url: str, concurrency: int, seconds: float, body: bytes | None = None,
+                     headers: dict[str, str] | None = None) -> tuple[int, float]:
     """(ok responses, wall s) of `concurrency` tasks doing GET url + read for `seconds`
-    (POST `body` when given)."""
+    (POST `body` with `headers` when given)."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         n = 0
         t0 = time.perf_counter()
@@ -123,7 +124,7 @@ async def _bare_loop(url: str, concurrency: int, seconds: float, body: bytes | N
         async def worker() -> None:
             nonlocal n
             while time.perf_counter() < deadline:
-                async with (session.get(url) if body is None else session.post(url, data=body)) as resp:
+                async with (session.get(url) if body is None else session.post(url, data=body, headers=headers)) as resp:
                     await resp.read()
                     if resp.status == 200:
                         n += 1
@@ -257,7 +258,7 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
                            workload=_chat("http://null/v1/chat/completions"), transport=NullTransport(chunks=chunks))
 
     real, real_wall, null4, null1, bounds = [], [], [], [], []
-    request = _chat(base + "/sse").request(0).body
+    request = _chat(base + "/sse").request(0)
     for rnd in range(1, pairs + 1):
         runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out), workload=_chat(base + "/sse"))
         per_cpu, per_wall, n_ok = _events_per_cpu_s(runner)
@@ -266,7 +267,7 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
         null4.append(_events_per_cpu_s(null_runner(null["4 reads"]))[0])
         # the I/O alone: bare aiohttp POST /sse + read of the same stream, no parsing
         cpu0 = time.process_time()
-        n, _ = uvloop.run(_bare_loop(base + "/sse", 64, seconds, request))
+        n, _ = uvloop.run(_bare_loop(base + "/sse", 64, seconds, request.body, request.headers))
         io_us = (time.process_time() - cpu0) / n * 1e6
         null_us = SSE_CHUNKS / null4[-1] * 1e6  # client cpu per stream, no I/O
         bounds.append(null_us / (null_us + io_us))

@@ -24,7 +24,8 @@ looked up both in the run directory and in every `points/<sweep_point>/` below i
                                           when it says "partial": true or is absent from a
                                           bundle without sweep_points.jsonl either (a
                                           killed run; loaded, flagged, never silently whole)
-    samples.jsonl, samples-w<k>.jsonl  -> requests (shard = k, 0 without -w<k>)
+    samples.jsonl, samples-w<k>.jsonl  -> requests (shard = k, 0 without -w<k>; episode_id
+                                          and turn_index from meta for an agent's calls)
     episodes*.jsonl                    -> episodes (shard from the line; 0 without)
     turns*.jsonl                       -> turns (shard from the line; 0 without)
     grades*.jsonl                      -> grades
@@ -102,7 +103,9 @@ _JSONL_TABLES = (
         "requests",
         "samples*.jsonl",
         {"shard": "coalesce(TRY_CAST(nullif(regexp_extract(filename, "
-                  r"'samples-w(\d+)\.jsonl$', 1), '') AS INTEGER), 0)"},
+                  r"'samples-w(\d+)\.jsonl$', 1), '') AS INTEGER), 0)",
+         # a model call of an agent episode names its episode and turn in meta (0007)
+         "episode_id": "meta ->> 'episode_id'", "turn_index": "TRY_CAST(meta ->> 'turn_index' AS INTEGER)"},
         _POINT_DEFAULT,
         True,
     ),

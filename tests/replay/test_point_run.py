@@ -110,6 +110,14 @@ async def test_point_writes_one_engine_sample_per_model_call_into_the_warehouse(
     finally:
         con.close()
     assert got == (12, 12, 12, sum(s["bytes_sent"] for s in lines))
+    con = duckdb.connect(str(wh), read_only=True)
+    try:  # each request joins its episode and turn (migration 0007)
+        joined = con.execute("SELECT count(*), count(DISTINCT (r.episode_id, r.turn_index)) FROM requests r "
+                             "JOIN turns t USING (run_id, sweep_point, episode_id, turn_index) "
+                             "JOIN episodes e USING (run_id, sweep_point, episode_id)").fetchone()
+    finally:
+        con.close()
+    assert joined == (12, 12)  # 3 episodes x 4 turns, one request each
 
 
 async def test_open_loop_point_starts_episodes_at_the_offered_rate(tmp_path: Path, example) -> None:

@@ -25,13 +25,14 @@ def _counts(db) -> dict[str, int]:
         con.close()
 
 
-def test_requests_table_has_sample_columns_plus_shard(tmp_path):
+def test_requests_table_has_sample_columns_plus_shard_and_episode(tmp_path):
     db = tmp_path / "w.duckdb"
     load_run(db, reference_bundle(tmp_path / "run-a"))
     con = open_readonly(db)
     cols = table_columns(con, "requests")
     con.close()
-    assert cols == {**SAMPLE_COLUMNS, "shard": "INTEGER"}
+    # shard from the file name; episode_id / turn_index from meta (migration 0007)
+    assert cols == {**SAMPLE_COLUMNS, "shard": "INTEGER", "episode_id": "VARCHAR", "turn_index": "INTEGER"}
 
 
 def test_loading_the_same_run_twice_leaves_identical_row_counts(tmp_path):

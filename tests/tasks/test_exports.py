@@ -1,4 +1,4 @@
-"""`__all__` of tasks, flows, the sweep and shard modules is sorted and names real members."""
+"""`__all__` of tasks, flows, the sweep, point and shard modules is sorted and names real members."""
 
 import importlib
 
@@ -9,7 +9,8 @@ import pytest
     "tasks", "flows", "replay.sweep", "tasks.serve", "tasks.sweep", "replay.shard", "tasks.shard",
     "tasks.replay_shard", "flows.shard_runs", "flows.swebench_replay_distributed", "flows.llm_sweep_distributed",
     "benchmaker.exchange", "benchmaker.shared_start", "flows.common", "flows.swebench_replay", "flows.llm_sweep",
-    "replay.point_summary", "benchmaker.ceiling", "benchmaker.calibrate",
+    "replay.point_summary", "benchmaker.ceiling", "benchmaker.calibrate", "replay.point_run",
+    "workloads.agent_episode", "replay.live",
 ])
 def test_all_is_sorted_and_importable(name: str) -> None:
     module = importlib.import_module(name)

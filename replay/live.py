@@ -70,10 +70,10 @@ from replay.verifier import TASK_FILE, TaskSpec, Verdict, load_task, verify
 
 __all__ = [
     "LIVE_FORMAT",
-    "PI_TOOL_SCHEMAS",
     "LiveEpisodeResult",
     "LiveRunResult",
     "LiveTask",
+    "PI_TOOL_SCHEMAS",
     "load_live_task",
     "run_live",
     "run_live_episode",

@@ -155,6 +155,7 @@ def merge_shards(bundle_dir: Path, config: BenchConfig, loads: Mapping[str, Load
     summary = build_summary(config, loads, paths, self_checks, worst_lag, interrupted, failures,
                             run_id=config.run_id, interrupted_by=interrupted_by)
     summary["workers"] = n
+    bundle_dir.mkdir(parents=True, exist_ok=True)  # no shard ran (all stopped before their start)
     write_json_atomic(bundle_dir / "summary.json", summary)
     return summary
 

@@ -11,10 +11,12 @@ import pytest
 
 # Host-load thresholds of every run the suite makes (benchmaker.selfcheck): a test that
 # checks a bundle, a merge or warehouse rows must not turn on this host's load (loop and
-# schedule lag p99 pass 10 ms on a busy 2-core machine). Set here, before any fixture
-# starts a subprocess (CLI, Prefect workers, Dask workers inherit it); tests of the
-# checks pass their limits explicitly. Export a value to run the suite stricter.
-HOST_LOAD_LIMIT_MS = "250"
+# schedule lag p99 pass 10 ms on a busy 2-core machine; with two CPU hogs at load
+# average 13, tests/busy.sh measured loop lag p99 382 ms and schedule lag p99 549 ms in a
+# 2 s poisson:100 run). Set here, before any fixture starts a subprocess (CLI, Prefect
+# workers, Dask workers inherit it); tests of the checks pass their limits explicitly.
+# Export a value to run the suite stricter.
+HOST_LOAD_LIMIT_MS = "2000"
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,6 +18,7 @@ import pytest
 from benchmaker.config import BenchConfig
 from benchmaker.records import RequestSpec, Sample
 from benchmaker.runner import BenchRunner
+from benchmaker.selfcheck import reasons_beyond_host_load
 from benchmaker.summary import nest_summary, summarize_samples
 from benchmaker.transport import NullTransport
 from workloads.datasets import StaticDataset
@@ -65,8 +66,9 @@ def test_four_tokens_per_event_splits_per_token_itl(tmp_path):
     assert run["tpot_ms"]["p50"] == 360 / 39  # (400 - 40) / (40 - 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate", [100, 1000, 5000])
-def test_poisson_on_a_noop_transport_keeps_the_rate(tmp_path, rate):
+def test_poisson_on_a_noop_transport_keeps_the_rate_or_says_it_could_not(tmp_path, rate):
     class Wl:
         name = "noop"
 
@@ -77,11 +79,15 @@ def test_poisson_on_a_noop_transport_keeps_the_rate(tmp_path, rate):
             return OpenAIChatWorkload("http://noop/", "m", StaticDataset(["x"]), stream=False).parser(spec)
 
     body = b'{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}],"usage":{"completion_tokens":1}}'
-    cfg = BenchConfig(load=f"poisson:{rate}", duration_s=2, out_dir=tmp_path, seed=3)
+    cfg = BenchConfig(load=f"poisson:{rate}", duration_s=2, out_dir=tmp_path, seed=3,
+                      checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10})  # the defaults
     result = BenchRunner(cfg, workload=Wl(), transport=NullTransport(chunks=(body,))).run_sync()
-    run = result.summary["run"]
+    run, v = result.summary["run"], result.summary["verdict"]
     assert run["n_ok"] == run["n_samples"] > 0
-    assert abs(run["achieved_send_rate_per_s"] / run["offered_rate_per_s"] - 1) < 0.01
+    # the engine keeps the rate within 1 % (an idle host: always), or a loaded host kept it from
+    # doing so and the verdict names only that (loop or schedule lag), never a silent drift
+    kept = abs(run["achieved_send_rate_per_s"] / run["offered_rate_per_s"] - 1) < 0.01
+    assert (kept and v["valid"]) or (not v["valid"] and not reasons_beyond_host_load(v)), (run, v)
     assert abs(run["offered_rate_per_s"] / rate - 1) < 0.15  # a 2 s Poisson sample of the target
     assert run["schedule_lag_ms"]["count"] == run["n_samples"] and run["schedule_lag_ms"]["p99"] is not None
 

@@ -39,9 +39,10 @@ def test_two_workers_merge_into_one_run_with_the_offered_rate(tmp_path):
     assert counts == [200, 200]  # 400 arrivals in 1 s, dealt round-robin
     assert run["n_samples"] == run["n_ok"] == sum(counts)
     assert run["offered_rate_per_s"] == pytest.approx(400.0)  # 399 gaps over 997.5 ms, both shards' arrivals
-    # sends of both shards on one timeline: a merge that rated one shard alone would be off by 50 %;
-    # the 10 % margin is for the host (a busy one delays the last send by up to ~100 ms)
-    assert abs(run["achieved_send_rate_per_s"] / run["offered_rate_per_s"] - 1) < 0.1
+    # the achieved send rate spans both shards' sends (n_sent - 1) / (last - first sent): a merge
+    # that rated one shard alone would give half; how close it is to 400 is the host's business
+    sent = sorted(s["sent_ns"] for p in shards for s in _lines(p))
+    assert run["achieved_send_rate_per_s"] == pytest.approx(399 / ((sent[-1] - sent[0]) / 1e9))
     # arrivals of the two shards interleave on one timeline: 2.5 ms apart
     intended = sorted(s["intended_ns"] for p in shards for s in _lines(p))
     assert intended[:4] == [0, 2_500_000, 5_000_000, 7_500_000]

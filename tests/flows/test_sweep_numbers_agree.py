@@ -102,9 +102,9 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
         differ = {k: (v, row.get(k)) for k, v in point.items() if k != "run_id" and not _same(v, row.get(k))}
         assert differ == {}, point["sweep_point"]
     # 1 trajectory of 4 turns: max(c, 1) episodes per point, every turn served with usage
-    # (`valid` is compared above, not asserted: a busy host's loop lag makes a point invalid)
-    assert [(p["n_episodes"], p["n_requests"], p["n_ok"], p["usage_coverage"]) for p in view] == \
-        [(1, 4, 4, 1.0), (2, 8, 8, 1.0)]
+    # (`valid` holds on a busy host too: the suite's host-load limits, tests/conftest.py)
+    assert [(p["n_episodes"], p["n_requests"], p["n_ok"], p["usage_coverage"], p["valid"]) for p in view] == \
+        [(1, 4, 4, 1.0, True), (2, 8, 8, 1.0, True)]
 
     # hand-written SQL over requests and episodes
     for h, row in zip(hand, files):

@@ -18,11 +18,11 @@ CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
 
 
 def _rows(out: Path, code: int) -> list[dict]:
-    """The samples; checks the exit code against the run's verdict (0 valid, 1 invalid:
-    a loaded host can make a run invalid by event-loop lag alone)."""
+    """The samples, after checking that the run is valid and exited 0 (the suite's
+    host-load limits, tests/conftest.py, keep a busy host's loop lag out of the verdict)."""
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
     summary = json.loads((bundle / "summary.json").read_text())
-    assert code == (0 if summary["verdict"]["valid"] else 1)
+    assert (code, summary["verdict"]["reasons"]) == (0, [])
     return [json.loads(x) for x in (bundle / "samples.jsonl").read_text().splitlines()]
 
 

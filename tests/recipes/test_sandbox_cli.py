@@ -21,8 +21,8 @@ def test_local_lifecycle_from_the_cli(tmp_path: Path, capsys):
                  "--out-dir", str(tmp_path), "--no-progress"])
     manifest, rows = _rows(tmp_path)
     summary = json.loads((tmp_path / manifest["run_id"] / "summary.json").read_text())
-    # 0 for a valid run; a loaded host can make it invalid by event-loop lag alone (exit 1)
-    assert code == (0 if summary["verdict"]["valid"] else 1)
+    # valid: the suite's host-load limits (tests/conftest.py) keep a busy host's loop lag out of it
+    assert (code, summary["verdict"]["reasons"]) == (0, [])
     assert manifest["kind"] == "sandbox" and manifest["workload"]["mode"] == "lifecycle"
     assert [r["outcome"] for r in rows] == ["ok"] * 3
     assert all({"create_ms", "exec_ms", "delete_ms"} <= set(r["meta"]) for r in rows)

@@ -96,8 +96,8 @@ async def test_concurrency_5_on_the_engine_overlaps_and_files_match_contract_col
     # the engine saw the same: 5 episodes in flight, a valid closed-loop run
     engine = played.engine_summary
     assert (engine["run"]["max_concurrency"], engine["target"]["target_concurrency"]) == (5, 5)
-    # (loop lag on a busy CI host may still make the verdict invalid: not asserted here)
-    assert not [r for r in engine["verdict"]["reasons"] if "concurrency" in r], engine["verdict"]
+    # (the suite's host-load limits, tests/conftest.py, keep a busy host's loop lag out of it)
+    assert engine["verdict"]["reasons"] == []
     assert sorted(r.episode.worker for r in results) == [0, 1, 2, 3, 4]  # slots of the 5 in flight
     for r in results:
         # model time: 4 turns with >= 50 ms TTFT each, and never more than the episode's span

@@ -18,7 +18,7 @@ Definitions: DESIGN §4; SQL: benchmaker/sql/summary.sql.
 from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
 from benchmaker.errors import BenchmakerError, ConfigError, ConnectTimeout, RateSpecError, RunInvalid, TransportError
 from benchmaker.load_models import (
-    ClosedLoop, Constant, Gamma, LoadModel, Poisson, Ramp, Stages, Trace, parse_duration_s, parse_rate_spec,
+    Burst, ClosedLoop, Constant, Gamma, LoadModel, Poisson, Ramp, Stages, Trace, parse_duration_s, parse_rate_spec,
 )
 from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
 from benchmaker.runner import BenchRunner, Lane, RunResult
@@ -52,6 +52,7 @@ __all__ = [
     "AiohttpTransport",
     "BenchConfig",
     "BenchRunner",
+    "Burst",
     "BenchmakerError",
     "ClosedLoop",
     "ConfigError",

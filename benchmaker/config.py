@@ -11,7 +11,7 @@ rejected naming the key (`extra="forbid"`). YAML files are read by
 
 Bounds (one place for the CLI, YAML and flow parameters; each error names the field):
 every number finite (NaN and inf refused, `allow_inf_nan=False`) and in its range:
-durations in 0..30 days (`duration_s` and timeouts > 0), rates > 0 and <= 1e6 req/s or
+durations in 0..30 days (`duration_s` and timeouts > 0), rates in 1e-6..1e6 req/s or
 `inf` (every request at t=0, as vLLM's `--request-rate inf`; needs max_requests),
 max_error_rate in 0..1 (default 0.1; 1 turns the check off), SLOs > 0. Requests in
 flight per process (closed-loop concurrency, max_in_flight) are capped by what the host

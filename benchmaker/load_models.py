@@ -31,7 +31,8 @@ Rate specs (`parse_rate_spec`, shared by CLI and YAML):
                            `--request-rate inf`; needs max_requests, and the in-flight cap
                            decides how many are sent at once
 
-Bounds: rates are finite, > 0 and <= MAX_RATE_PER_S (1e6 req/s), closed-loop
+Bounds: rates are finite, in MIN_RATE_PER_S..MAX_RATE_PER_S (1e-6..1e6 req/s),
+gamma burstiness in 1e-3..1e3, closed-loop
 concurrency a whole number in 1..MAX_CONCURRENCY (1e6; the host's fd limit caps it
 further, benchmaker.config), durations finite, >= 0 and <= MAX_DURATION_S (30 days).
 """
@@ -51,6 +52,8 @@ from benchmaker.errors import RateSpecError
 
 NS_PER_S = 1_000_000_000
 MAX_RATE_PER_S = 1e6
+MIN_RATE_PER_S = 1e-6  # one request in ~11.6 days; below, gaps overflow to inf and NaN
+BURSTINESS_RANGE = (1e-3, 1e3)  # gamma shape; outside it the draws underflow or overflow
 MAX_CONCURRENCY = 1_000_000
 MAX_DURATION_S = 30 * 86400.0
 
@@ -80,8 +83,9 @@ def _round_robin(it: Iterator[Arrival], shard: int, shards: int) -> Iterator[Arr
 
 
 def _check_rate(rate: float, what: str) -> float:
-    if not (0 < rate <= MAX_RATE_PER_S):
-        raise RateSpecError(f"{what}: rate must be > 0 and <= {MAX_RATE_PER_S:g} req/s, or inf (got {rate!r})")
+    if not (MIN_RATE_PER_S <= rate <= MAX_RATE_PER_S):
+        raise RateSpecError(f"{what}: rate must be in {MIN_RATE_PER_S:g}..{MAX_RATE_PER_S:g} req/s, or inf "
+                            f"(got {rate!r})")
     return float(rate)
 
 
@@ -164,8 +168,9 @@ class Gamma(LoadModel):
 
     def __post_init__(self) -> None:
         _check_rate(self.rate_per_s, "gamma")
-        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
-            raise RateSpecError(f"gamma: burstiness must be > 0 (got {self.burstiness!r})")
+        lo, hi = BURSTINESS_RANGE
+        if not (lo <= self.burstiness <= hi):
+            raise RateSpecError(f"gamma: burstiness must be in {lo:g}..{hi:g} (got {self.burstiness!r})")
 
     @property
     def spec(self) -> str:  # type: ignore[override]
@@ -195,7 +200,7 @@ class Ramp(LoadModel):
     duration_s: float
 
     def __post_init__(self) -> None:
-        if not (0 <= self.start_per_s <= MAX_RATE_PER_S and 0 < self.end_per_s <= MAX_RATE_PER_S
+        if not (0 <= self.start_per_s <= MAX_RATE_PER_S and MIN_RATE_PER_S <= self.end_per_s <= MAX_RATE_PER_S
                 and 0 < self.duration_s <= MAX_DURATION_S):
             raise RateSpecError(
                 "ramp: needs start >= 0, end > 0 req/s and a duration > 0 "

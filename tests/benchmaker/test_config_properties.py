@@ -4,6 +4,7 @@ raise the documented error (ConfigError and subclasses), never anything else."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import string
 from pathlib import Path
@@ -15,8 +16,8 @@ from hypothesis import strategies as st
 
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError
-from benchmaker.load_models import (MAX_CONCURRENCY, MAX_DURATION_S, MAX_RATE_PER_S, Burst, ClosedLoop, Gamma, Ramp,
-                                    Stages, parse_duration_s, parse_rate_spec)
+from benchmaker.load_models import (MAX_CONCURRENCY, MAX_DURATION_S, MAX_RATE_PER_S, MIN_RATE_PER_S, Burst, ClosedLoop,
+                                    Gamma, Ramp, Stages, parse_duration_s, parse_rate_spec)
 from recipes.runfile import read_run_file
 
 PROFILE = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -77,20 +78,22 @@ def test_a_rate_spec_parses_to_a_bounded_model_or_a_config_error(spec):
         return
     if isinstance(model, ClosedLoop):
         assert 1 <= model.concurrency <= MAX_CONCURRENCY and 0 <= model.think_s <= MAX_DURATION_S
-    elif isinstance(model, Burst):
+        return
+    if isinstance(model, Burst):
         assert model.target_rate_per_s() is None
     elif isinstance(model, Ramp):
-        assert 0 <= model.start_per_s <= MAX_RATE_PER_S and 0 < model.end_per_s <= MAX_RATE_PER_S
+        assert 0 <= model.start_per_s <= MAX_RATE_PER_S and MIN_RATE_PER_S <= model.end_per_s <= MAX_RATE_PER_S
     elif isinstance(model, Stages):
-        assert all(0 < r <= MAX_RATE_PER_S for r in model.rates_per_s) and 0 < model.stage_s <= MAX_DURATION_S
+        assert all(MIN_RATE_PER_S <= r <= MAX_RATE_PER_S for r in model.rates_per_s)
+        assert 0 < model.stage_s <= MAX_DURATION_S
     else:
-        assert 0 < model.target_rate_per_s() <= MAX_RATE_PER_S
+        assert MIN_RATE_PER_S <= model.target_rate_per_s() <= MAX_RATE_PER_S
         if isinstance(model, Gamma):
-            assert 0 < model.burstiness < math.inf
-        # the first arrivals come out finite and in order (no overflow, no NaN)
-        it = model.arrivals(seed=1)
-        offsets = [next(it)[0] for _ in range(5)]
-        assert offsets == sorted(offsets) and all(isinstance(o, int) for o in offsets)
+            assert 1e-3 <= model.burstiness <= 1e3
+    # the first arrivals of every shard come out as ints, in order (no overflow, no NaN)
+    for shard in range(2):
+        offsets = [o for o, _ in itertools.islice(model.arrivals(seed=1, shard=shard, shards=2), 5)]
+        assert offsets == sorted(offsets) and all(isinstance(o, int) and o >= 0 for o in offsets)
 
 
 @PROFILE

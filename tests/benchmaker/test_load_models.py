@@ -123,7 +123,7 @@ def test_rate_specs_parse_to_models(spec, expected):
     [
         ("posson:50", r"unknown load model 'posson' in rate spec 'posson:50' \(expected constant:RATE"),
         ("poisson:abc", r"'abc' is not a number"),
-        ("poisson:0", r"rate must be > 0"),
+        ("poisson:0", r"rate must be in 1e-06..1e\+06 req/s"),
         ("closed:2.5", r"concurrency must be a whole number"),
         ("ramp:1-20@60s", r"expected ramp:FROM..TO@DURATION"),
         ("50", r"expected one of constant:RATE"),

@@ -57,7 +57,7 @@ from typing import Any
 from conformance.venvs import REPO, venv_bin
 
 __all__ = ["ClientRun", "reset_prefix_cache", "run_ours", "run_paired", "run_vllm_bench", "url_process",
-           "write_prompts"]
+           "vllm_definitions", "write_prompts"]
 
 _WORDS = ("cache token server request stream latency model prompt queue batch decode prefill "
           "kernel thread memory block page schedule worker client socket buffer bytes chunk event "
@@ -277,3 +277,36 @@ def run_paired(base_url: str, prompts: Path, *, n: int, concurrency: int, output
     if errors:
         raise RuntimeError(f"vllm bench serve failed: {errors[0]}") from errors[0]
     return ours, theirs[0]
+
+
+def _linear_pct(values: list[float], q: float) -> float | None:
+    """Percentile `q` (0..100) by linear interpolation between closest ranks (numpy's and
+    DuckDB quantile_cont's default); None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def vllm_definitions(samples: Path) -> dict[str, float | None]:
+    """vLLM's client definitions (module docstring) applied to our own samples.jsonl, for
+    the successful requests: `ttft_p50_ms` = first body byte - sent (vLLM's first chunk
+    with `choices`: the role chunk, which is the first bytes of a vLLM stream),
+    `tpot_p50_ms` = (last token event - first byte) / (output_tokens - 1) for
+    output_tokens >= 2, `e2e_p50_ms` = last token event - sent (vLLM's latency stops at
+    its last chunk with `choices`; on vLLM the last token comes with finish_reason)."""
+    ttft, tpot, e2e = [], [], []
+    for line in samples.read_text().splitlines():
+        r = json.loads(line)
+        if r["outcome"] != "ok" or r["first_byte_ns"] is None or not r["token_event_ns"]:
+            continue
+        last = r["token_event_ns"][-1]
+        ttft.append((r["first_byte_ns"] - r["sent_ns"]) / 1e6)
+        e2e.append((last - r["sent_ns"]) / 1e6)
+        if (r["output_tokens"] or 0) >= 2:
+            tpot.append((last - r["first_byte_ns"]) / 1e6 / (r["output_tokens"] - 1))
+    return {"ttft_p50_ms": _linear_pct(ttft, 50), "tpot_p50_ms": _linear_pct(tpot, 50),
+            "e2e_p50_ms": _linear_pct(e2e, 50)}

@@ -8,8 +8,8 @@ its late requests carry ~0.9 MB of history each); exits 0 with a note when absen
 
 The session is converted (replay.convert), served by `python -m replay.server` in its
 own process (instant latency), and played once by replay.harness.run_episode in mode
-"recorded" in this process, with no other work in it. ModelClient.chat is wrapped to
-stamp time.process_time() as each call starts: client CPU of turn t = the stamp of
+"recorded" in this process, with no other work in it. ModelClient.stream (each model call
+of the harness) is wrapped to stamp time.process_time() as each call starts: client CPU of turn t = the stamp of
 call t+1 - the stamp of call t (building the next request from the history, encoding
 and sending it, reading and parsing the response, the episode's bookkeeping; the
 server's CPU is in its own process). After the run, for each turn the request body the
@@ -73,20 +73,20 @@ def main() -> int:
         convert_paths([REAL], traj_path)
         traj = next(iter(read_trajectories(traj_path)))
         stamps: list[float] = []
-        orig_chat = model_client.ModelClient.chat
+        orig_stream = model_client.ModelClient.stream
 
-        async def chat(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+        def stream(self, messages, **kwargs):  # type: ignore[no-untyped-def]
             stamps.append(time.process_time())
-            return await orig_chat(self, messages, **kwargs)
+            return orig_stream(self, messages, **kwargs)
 
-        model_client.ModelClient.chat = chat  # type: ignore[method-assign]
+        model_client.ModelClient.stream = stream  # type: ignore[method-assign]
         try:
             with start_replay_server(traj_path, startup_timeout_s=60) as srv:
                 t0 = time.perf_counter()
                 result = asyncio.run(run_episode(traj, srv.url, mode="recorded", stream=args.stream))
                 wall = time.perf_counter() - t0
         finally:
-            model_client.ModelClient.chat = orig_chat  # type: ignore[method-assign]
+            model_client.ModelClient.stream = orig_stream  # type: ignore[method-assign]
         stamps.append(time.process_time())
     turns = len(stamps) - 1
     print(f"episode: {turns} of {len(traj.turns)} turns played in {wall:.1f} s, outcome {result.episode.outcome}"

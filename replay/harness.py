@@ -11,7 +11,10 @@ Modes:
 - `recorded`: the request starts with the system prompt (when recorded), the first
   user message and the `user_before_turns` messages; each response is appended *as
   received*, then the recorded observations of that turn, then its `user_after`
-  messages; the next turn is sent.
+  messages; the next turn is sent. A turn that carries a context edit (a pi
+  compaction: `Turn.context_edit`) is sent as the agent sent it: the request is
+  rebuilt by `replay.context.request_messages` (the summary, then the history from
+  the edit's `keep_from` on, with the responses as received) and grows from there.
 - `execute`: the same, but the tool calls of the received response run in a Sandbox
   (pi bash/read/write/edit, or the text action of SWE-agent / mini-swe-agent
   trajectories, see replay.tools) and their results are sent instead; each result
@@ -56,6 +59,7 @@ from typing import Any
 from aiohttp import web
 
 from benchmaker.records import Outcome, Sample
+from replay.context import request_messages
 from replay.episodes import Episode, TurnRecord
 from replay.model_client import ChatResult, ModelClient
 from replay.sandbox import Sandbox, SandboxError
@@ -372,9 +376,19 @@ async def run_episode(
 
 async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode: str,
                 sb: Sandbox | None, stream: bool, send_status_fields: bool) -> None:
+    # One list grows by each turn's block as the agent's context did; a turn that
+    # carries a context edit (a pi compaction) rebuilds it with replay.context's rule
+    # (summary + the history from keep_from), then it grows again. Rebuilding only at
+    # edits keeps the cost per turn that of the new block (the request's serialisation
+    # aside), not of the whole history (issue #17 item 4).
     messages = initial_messages(trajectory)
+    responses: list[dict[str, Any]] = []
+    observations: list[list[dict[str, Any]]] = []
     last = len(trajectory.turns) - 1
     for i, recorded in enumerate(trajectory.turns):
+        if recorded.context_edit is not None:
+            messages = request_messages(trajectory, i, responses, observations,
+                                        send_status_fields=send_status_fields)
         call = await _chat(st, client, messages, stream, i, recorded)
         rec = st.add_call(call, i, recorded)
         if call.status is not None and call.status < 400 and _served_with_divergence(call):
@@ -384,7 +398,9 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
             st.ep.error = f"turn {i}: {call.outcome}" + (f" {call.status}" if call.status else "") + (
                 f": {call.error}" if call.error else "")
             return
-        messages.append(call.message())
+        response = call.message()
+        messages.append(response)
+        responses.append(response)
         if i == last:
             return
         if mode == "execute":
@@ -395,6 +411,7 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
         else:
             obs_msgs = [observation_message(o, o.tool_call_id, send_status_fields=send_status_fields)
                         for o in recorded.observations]
+        observations.append(obs_msgs)
         messages.extend(obs_msgs)
         messages.extend({"role": "user", "content": u} for u in recorded.user_after)
 

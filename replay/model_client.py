@@ -370,8 +370,12 @@ class ModelClient:
     ) -> ChatStream:
         """A `ChatStream`: iterate it to get each body read (bytes) as it arrives (an
         error body is not yielded); its `.result` is complete once the iteration ended."""
-        payload = json.dumps(self.body(messages, stream=stream, model=model, **extra)).encode()
-        return ChatStream(self, payload, stream)
+        return ChatStream(self, self.encode(self.body(messages, stream=stream, model=model, **extra)), stream)
+
+    @staticmethod
+    def encode(body: dict[str, Any]) -> bytes:
+        """The request bytes of `body` (UTF-8 JSON)."""
+        return json.dumps(body).encode()
 
 
 class ChatStream:

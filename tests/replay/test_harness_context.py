@@ -1,0 +1,81 @@
+"""replay.harness builds each turn's request with the log's context edits applied
+(issue #13 item 4 on the engine-driven harness): a pi compaction is replayed through a
+real sweep point (engine, EpisodeWorkload, replay server process on 127.0.0.1) and the
+request bodies are checked turn by turn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import orjson
+
+from replay.context import request_messages
+from replay.convert import convert_paths, read_trajectories
+from replay.harness import run_episode
+from replay.model_client import ModelClient
+from replay.point_run import run_point
+from replay.process import start_replay_server
+from replay.sweep import point_dir
+from tests.replay.test_server_fixtures import running_server
+
+CASES = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs"
+
+
+def _expected_bytes(traj, k: int) -> int:
+    """Length of the body the agent sent for turn k: the turn's request messages with
+    the recorded responses (the replay is byte-exact), serialised as ModelClient does."""
+    client = ModelClient("http://unused")
+    return len(client.encode(client.body(request_messages(traj, k), model=traj.model)))
+
+
+async def test_pi_compaction_replayed_by_a_sweep_point_sends_what_the_agent_sent(tmp_path: Path) -> None:
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([CASES / "pi-compaction-small.jsonl"], out)
+    (traj,) = read_trajectories(out)
+    with start_replay_server(out) as srv:
+        row = await run_point([traj], srv.url, tmp_path / "run", run_id="r1", concurrency=1)
+        stats = httpx.get(srv.url + "/stats").json()
+    assert stats["misses"]["total"] == 0 and stats["served"] == 6  # 1 episode x 6 turns
+    assert row["misses_total"] == 0 and row["n_requests"] == 6
+    lines = [orjson.loads(x) for x in (point_dir(tmp_path / "run", "c1") / "samples.jsonl").read_bytes().splitlines()]
+    sent = [s["bytes_sent"] for s in sorted(lines, key=lambda s: s["meta"]["turn_index"])]
+    assert all(s["outcome"] == "ok" for s in lines)
+    # turn by turn, exactly the body of request_messages (summary + kept entries after the
+    # compaction on turn 4), as the agent sent it
+    assert sent == [_expected_bytes(traj, k) for k in range(6)]
+    # the shape of the recorded prompts (900, 2300, 2350, 2380 -> 160, 200 tokens):
+    # 163, 5296, 5615, 5721 -> 480, 831 bytes; the 4 KB tool result is in turns 1-3,
+    # gone at the compaction, and turn 5 grows from turn 4 by its own block only (the
+    # whole history before turn 5 would be 6080 bytes: no jump back up)
+    assert sent == [163, 5296, 5615, 5721, 480, 831]
+
+
+async def test_execute_and_recorded_requests_after_a_compaction_carry_the_summary(tmp_path: Path) -> None:
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([CASES / "pi-compaction-small.jsonl"], out)
+    (traj,) = read_trajectories(out)
+    bodies: list[dict] = []
+    orig = ModelClient.body
+
+    def body(self, messages, **kw):  # keep a copy of each request body as sent
+        b = orig(self, messages, **kw)
+        bodies.append(json.loads(json.dumps(b)))
+        return b
+
+    ModelClient.body = body  # type: ignore[method-assign]
+    try:
+        with running_server(out) as url:
+            res = await run_episode(traj, url, mode="recorded")
+    finally:
+        ModelClient.body = orig  # type: ignore[method-assign]
+    assert res.episode.outcome == "ok" and res.episode.n_turns == 6
+    msgs = [b["messages"] for b in bodies]
+    summary_turns = [k for k, m in enumerate(msgs) if "<summary>" in json.dumps(m)]
+    assert summary_turns == [4, 5]  # the compaction is on turn 4 and stays in force
+    # turn 4: summary, then the kept entries from "Now add a test for it" on
+    assert [m["content"] for m in msgs[4][1:4]] == ["Now add a test for it", "Which test framework?", "pytest, please"]
+    # turn 5 = turn 4's request + turn 4's response and observations: the list grew again
+    assert msgs[5][: len(msgs[4])] == msgs[4] and len(msgs[5]) == len(msgs[4]) + 2
+    assert msgs[5][len(msgs[4])]["role"] == "assistant" and msgs[5][-1]["role"] == "tool"

@@ -37,6 +37,9 @@ usage_present), `prompt_tokens`, `prompt_tokens_details.cached_tokens` (else Dee
 `prompt_cache_hit_tokens`) → cached_tokens, `completion_tokens_details.reasoning_tokens`.
 No usage → all None and usage_present False (never 0).
 
+Model: `sample.model` is the response's `model` field as sent: of the first chunk that
+names one (streaming), of the body (non-streaming); None when no object named one.
+
 Finish: `finish_reason` is the last non-null value sent; `finish_class` its class
 (workloads/generated.py), or, when several choices finished, the class of the first
 failing one.
@@ -270,6 +273,10 @@ class OpenAIStreamParser:
             if type(obj) is not dict:
                 self._fail(f"data line is not a JSON object (got {_short(payload)})")
                 continue
+            if sample.model is None:
+                model = obj.get("model")
+                if type(model) is str:
+                    sample.model = model
             if surrogates or self._held:
                 choices = obj.get("choices")
                 if type(choices) is list:  # join pairs split across events, by choice index
@@ -381,6 +388,9 @@ class OpenAIStreamParser:
             return
         if surrogates:
             _join_split_pairs(obj, (), None)
+        model = obj.get("model")
+        if type(model) is str:
+            sample.model = model
         if obj.get("error") is not None:
             sample.outcome, sample.error = _PROTOCOL_ERROR, f"error in body: {_error_text(obj['error'])}"
             return

@@ -242,9 +242,9 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     loaded = load_warehouse(p.warehouse.resolve(), run_dir)
     publish_report(run_id, rows, run_dir, warehouse=p.warehouse.resolve(),
                    report_path=run_dir / "report.html", kind="swebench-replay")
-    invalid = [r["sweep_point"] for r in rows if not r["valid"]]
+    invalid = [f'{r["sweep_point"]} ({r.get("invalid_reason") or "invalid"})' for r in rows if not r["valid"]]
     if invalid:
-        log.warning("invalid sweep points (target concurrency not reached): %s", ", ".join(invalid))
+        log.warning("invalid sweep points: %s", "; ".join(invalid))
     return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(p.warehouse.resolve()),
                         "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj),
                         "load": loaded})  # Invalid / Failed when points are invalid (flows.outcome)

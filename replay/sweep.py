@@ -176,7 +176,7 @@ async def run_engine_point(
     emptied first. Returns the point's summary row: target (load spec, concurrency,
     rate), requests, throughput, E2E/TTFT percentiles (summary.sql), achieved max/mean
     concurrency, and `valid` / `invalid_reason` from the engine's verdict."""
-    from benchmaker.runner import BenchRunner
+    from benchmaker.runner import BenchRunner, run_on_own_loop
 
     sp = config.sweep_point
     pdir = reset_point_dir(point_dir(run_dir, sp))
@@ -184,7 +184,8 @@ async def run_engine_point(
     cfg = config.model_copy(update={"out_dir": staging})
     runner = BenchRunner(cfg, workload=workload)
     async with watch_engine(sp, runner.live, calls_total=cfg.max_requests, duration_s=cfg.duration_s):
-        result = await runner.run()  # live progress: terminal view and Prefect artifact (replay.progress)
+        # the run on a loop of its own: the progress view and Prefect's calls on this loop add no lag to it
+        result = await run_on_own_loop(runner.run())
     os.replace(result.bundle_dir / "samples.jsonl", pdir / "samples.jsonl")
     os.replace(result.bundle_dir / "summary.json", pdir / "engine_summary.json")
     shutil.rmtree(staging)

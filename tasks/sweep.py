@@ -30,6 +30,7 @@ from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
 from prefect.logging import get_run_logger
 
 from benchmaker.bundle import write_json_atomic
+from benchmaker.runner import run_on_own_loop
 from replay.convert import read_trajectories
 from replay.harness import SandboxFactory, local_sandbox_factory
 from replay.point_run import replay_point_name, run_point
@@ -115,11 +116,13 @@ async def run_sweep_point(
         async with watch_point(sp, stats=handle.stats, episodes_file=point_dir(Path(run_dir), sp) / "episodes.jsonl",
                                episodes_total=episodes_total, calls_total=calls_total, duration_s=duration_s,
                                work=planned_work(trajs, concurrency, episodes, duration_s), slots=concurrency):
-            row = await run_point(
+            # the point runs on an event loop of its own (benchmaker.runner.run_on_own_loop): the
+            # progress polls and Prefect's API calls on this task's loop add no lag to its stamps
+            row = await run_on_own_loop(run_point(
                 trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
                 duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
                 command=command, t0_ns=t0_ns, load=load, workers=workers,
-            )
+            ))
     if handle.proc.poll() is not None:
         raise ReplayServerDied(
             f"replay server (pid {handle.pid}) exited with code {handle.proc.returncode} during "

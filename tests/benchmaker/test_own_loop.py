@@ -1,0 +1,89 @@
+"""benchmaker.runner.run_on_own_loop: a measurement awaited from a busy event loop runs on
+a loop (and thread) of its own, returns or raises as awaited directly, and is cancelled
+with its caller."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from benchmaker.runner import run_on_own_loop
+
+
+async def test_returns_the_result_from_another_thread_and_loop() -> None:
+    outer = asyncio.get_running_loop()
+
+    async def where() -> tuple[int, bool]:
+        return threading.get_ident(), asyncio.get_running_loop() is outer
+
+    ident, same_loop = await run_on_own_loop(where())
+    assert ident != threading.get_ident() and not same_loop
+
+
+async def test_exceptions_propagate() -> None:
+    async def fail() -> None:
+        raise ValueError("bad point")
+
+    with pytest.raises(ValueError, match="bad point"):
+        await run_on_own_loop(fail())
+
+
+async def test_a_blocked_caller_loop_does_not_delay_the_measurement() -> None:
+    """The caller's loop blocks for 400 ms (as a slow Prefect callback would); 10 ms sleeps
+    on the measurement's own loop keep waking on time. On a shared loop the worst lateness
+    would be >= 400 ms; the bound of 200 ms leaves room for a busy host."""
+    worst_late_s = 0.0
+
+    async def measure() -> None:
+        nonlocal worst_late_s
+        end = time.perf_counter() + 0.6
+        while time.perf_counter() < end:
+            before = time.perf_counter()
+            await asyncio.sleep(0.01)
+            worst_late_s = max(worst_late_s, time.perf_counter() - before - 0.01)
+
+    task = asyncio.ensure_future(run_on_own_loop(measure()))
+    await asyncio.sleep(0.05)
+    time.sleep(0.4)  # blocks the caller's loop, releasing the GIL as a blocking call does
+    await task
+    assert worst_late_s < 0.2, worst_late_s
+
+
+async def test_cancelling_the_caller_cancels_the_measurement_and_waits_for_it() -> None:
+    events: list[str] = []
+
+    async def measure() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)  # e.g. writing a partial bundle
+            events.append("cancelled and cleaned up")
+            raise
+
+    task = asyncio.ensure_future(run_on_own_loop(measure()))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert events == ["cancelled and cleaned up"]  # finished before the caller saw CancelledError
+
+
+async def test_cancelled_before_its_loop_started_still_stops_it() -> None:
+    events: list[str] = []
+
+    async def measure() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+
+    task = asyncio.ensure_future(run_on_own_loop(measure()))
+    await asyncio.sleep(0)  # the thread may not have started the loop yet
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    assert events == ["cancelled"]

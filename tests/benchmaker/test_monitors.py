@@ -20,6 +20,7 @@ from benchmaker.monitors import (
     FunctionMonitor, PrometheusMonitor, PrometheusMonitorSpec, PrometheusRates, build_monitors, histogram_quantile,
 )
 from benchmaker.runner import BenchRunner
+from benchmaker.selfcheck import reasons_beyond_host_load
 from warehouse.loader import load_run
 from workloads.http import HttpWorkload
 
@@ -148,7 +149,8 @@ async def test_run_scrapes_loopback_metrics_into_bundle_and_warehouse(tmp_path: 
         raise RuntimeError("probe down")
 
     try:
-        cfg = BenchConfig(load="constant:20", duration_s=0.3, out_dir=tmp_path, run_id="mon-run")
+        cfg = BenchConfig(load="constant:20", duration_s=0.3, out_dir=tmp_path, run_id="mon-run",
+                          checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10})  # the defaults
         mons = [PrometheusMonitor(base + "/metrics", interval_s=0.05, metrics=["vllm:*"]),
                 FunctionMonitor(probe, interval_s=0.1, labels={"host": "a"}),
                 FunctionMonitor(broken, interval_s=0.1, name="broken")]
@@ -160,7 +162,10 @@ async def test_run_scrapes_loopback_metrics_into_bundle_and_warehouse(tmp_path: 
     gauges = [r for r in prom if r["name"] == "vllm:num_requests_running"]
     # one gauge row per scrape; scrape k serves gauge k (sampled at t0, every 50 ms, at stop)
     assert [r["value"] for r in gauges] == [float(k) for k in range(1, scrapes + 1)]
-    assert scrapes >= 3  # the first, at least one periodic (50 ms) and the final scrape
+    # the first, at least one periodic (50 ms) and the final scrape; or a stall of the host ate
+    # the periodic ones, and the run's self-checks say so (it delays the sends as much)
+    v = result.summary["verdict"]
+    assert scrapes >= 3 or (not v["valid"] and not reasons_beyond_host_load(v)), (scrapes, v)
     stamps = [r["t_ns"] for r in gauges]
     # the final scrape comes after the last request (constant:20 in 0.3 s: the last one at 0.25 s)
     assert stamps == sorted(stamps) and 0 <= stamps[0] < 50_000_000 and stamps[-1] >= 250_000_000

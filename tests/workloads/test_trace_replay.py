@@ -15,6 +15,7 @@ from aiohttp import web
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError
 from benchmaker.runner import BenchRunner
+from benchmaker.selfcheck import reasons_beyond_host_load
 from benchmaker.trace import read_trace, shard_trace_path
 from workloads.datasets import StaticDataset
 from workloads.openai_chat import OpenAIChatWorkload
@@ -67,7 +68,8 @@ async def test_recorded_run_replays_same_bodies_in_order_at_scaled_times(tmp_pat
         recorded = list(server.seen)
         server.seen.clear()
         replay_wl = TraceReplayWorkload(trace, api_key="sk-new")
-        cfg2 = BenchConfig(load=f"trace:{trace}:2", out_dir=tmp_path, run_id="replay")
+        cfg2 = BenchConfig(load=f"trace:{trace}:2", out_dir=tmp_path, run_id="replay",
+                           checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10})  # the defaults
         second = await BenchRunner(cfg2, workload=replay_wl).run()
     assert first.summary["run"]["n_ok"] == 5
     text = trace.read_text()
@@ -92,7 +94,10 @@ async def test_recorded_run_replays_same_bodies_in_order_at_scaled_times(tmp_pat
     assert [s["intended_ns"] for s in samples] == [0, 50_000_000, 100_000_000, 150_000_000, 200_000_000]
     assert [s["output_tokens"] for s in samples] == [2] * 5  # usage of the chat stream parser
     gaps_ms = [(b[0] - a[0]) / 1e6 for a, b in zip(server.seen, server.seen[1:])]
-    assert all(35 < g < 65 for g in gaps_ms), gaps_ms  # 50 ms apart at the server, loosely
+    # 50 ms apart at the server, loosely; or the host kept the engine from it, and its
+    # self-checks say so (a stall of 750 ms was seen here under tests/busy.sh)
+    v = second.summary["verdict"]
+    assert all(35 < g < 65 for g in gaps_ms) or (not v["valid"] and not reasons_beyond_host_load(v)), (gaps_ms, v)
 
 
 def test_binary_bodies_round_trip_and_bad_lines_name_the_line(tmp_path: Path):

@@ -47,6 +47,13 @@ class Outcome(str, enum.Enum):
                      `finish_class`), with or without output; the reason is in `error`
     dropped          an open-loop arrival refused by the in-flight cap (policy "drop");
                      never sent, so `sent_ns` is None
+    recorded_error   a replayed model call that failed in the original run (aborted or
+                     errored there), served as recorded by the replay server and flagged
+                     with its `x-replay-recorded-error` header (replay/server.py): not
+                     an error of the system under test, so counted apart
+                     (`n_recorded_error`), out of the error rate and out of every
+                     latency and throughput figure over successes; `error` names the
+                     recorded finish reason
     """
 
     OK = "ok"
@@ -60,6 +67,7 @@ class Outcome(str, enum.Enum):
     CANCELLED = "cancelled"
     DROPPED = "dropped"
     ABORTED = "aborted"
+    RECORDED_ERROR = "recorded_error"
 
 
 class TimeoutKind(str, enum.Enum):

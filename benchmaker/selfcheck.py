@@ -146,9 +146,10 @@ def service_error_rate(run: dict[str, Any]) -> float | None:
     n_sent, None when nothing was sent. A graded_wrong answer is a response the endpoint
     delivered (its quality is the accuracy figure), so it is not a service error here;
     every other non-ok outcome is (http/transport/protocol errors, timeouts, empty
-    output, grading errors, cancelled, dropped and aborted requests)."""
-    sent = run.get("n_sent") or 0
-    if not sent:
+    output, grading errors, cancelled, dropped and aborted requests). A replayed call
+    that failed in the original run (recorded_error) is neither failed nor counted."""
+    sent = (run.get("n_sent") or 0) - (run.get("n_recorded_error") or 0)
+    if sent <= 0:
         return None
     return (sent - (run.get("n_ok") or 0) - (run.get("n_graded_wrong") or 0)) / sent
 

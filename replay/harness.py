@@ -227,10 +227,13 @@ def _rebase(s: Sample, delta_ns: int) -> None:
         s.token_event_ns = [t + delta_ns for t in s.token_event_ns]
 
 
-SERVED_OUTCOMES = frozenset({Outcome.OK.value, Outcome.EMPTY_OUTPUT.value, "aborted"})
+SERVED_OUTCOMES = frozenset({Outcome.OK.value, Outcome.EMPTY_OUTPUT.value, Outcome.ABORTED.value,
+                             Outcome.RECORDED_ERROR.value})
 """Outcomes of a complete 2xx response, which the conversation goes on from: ok, and
-what a recording holds as such and the replay serves back faithfully: empty_output
-(an aborted turn without text) and aborted (a recorded `finish_reason: aborted`)."""
+what a recording holds as such and the replay serves back faithfully: recorded_error
+(a turn that failed in the original run, flagged by the replay server), and from
+servers that do not flag it, empty_output (an aborted turn without text) and aborted
+(a recorded `finish_reason: aborted`)."""
 
 
 def served(call: ChatResult) -> bool:

@@ -12,6 +12,10 @@ replayed turn and a `benchmaker llm` request follow the same rules: what a token
 (TTFT), token event stamps (ITL), usage (with the DeepSeek cached-token fallback),
 finish_reason and the outcome (`protocol_error` for a stream cut before `[DONE]`,
 `empty_output` without a token; a non-streamed body has no token timeline, so no TTFT).
+The parser sees body bytes only; the response headers are seen here: a complete
+response (ok, aborted or empty_output) carrying `x-replay-recorded-error` (a turn that
+failed in the original run, served as recorded) gets outcome `recorded_error`, set after
+the parser's finish.
 This module only adds what a conversation needs and the engine does not keep: the
 assistant message of choice 0 (content, reasoning, tool calls reassembled by index,
 arguments byte-exact), the raw usage object and the model time.
@@ -54,6 +58,15 @@ from benchmaker.records import Outcome, Sample, TimeoutKind
 from workloads.openai_chat import OpenAIChatParser
 
 _ERROR_BODY_LIMIT = 4096  # as the engine's runner keeps of an error body
+
+RECORDED_ERROR_HEADER = "x-replay-recorded-error"
+"""Response header of the replay server on a turn that failed in the original run
+(value: the recorded finish_reason; replay/server.py)."""
+
+# parser outcomes of a complete response that a recorded failure is served as: the
+# recorded finish reason (aborted), or no text at all; a cut or malformed stream stays
+# the failure it is
+_AS_RECORDED = frozenset({Outcome.OK.value, Outcome.ABORTED.value, Outcome.EMPTY_OUTPUT.value})
 
 
 @dataclass(slots=True)
@@ -191,7 +204,7 @@ class ChatResult:
     (module docstring); the caller fills run_id, seq, lane, sweep_point and meta before
     writing it. `outcome` is an Outcome value: ok, http_error (status >= 400; `error`
     holds the error body), transport_error, timeout (`timeout_kind` connect, total or
-    idle), protocol_error, empty_output. `content`/`reasoning` are None when no delta
+    idle), protocol_error, empty_output, aborted, recorded_error (module docstring). `content`/`reasoning` are None when no delta
     carried the field, "" when deltas carried it empty. `usage` is the server's usage
     object, None when it sent none (never zeros). `model_time_ns` is the time spent
     inside the awaits on the response only. `headers` keeps the response's `x-replay-*`
@@ -447,6 +460,10 @@ class ChatStream:
             s.end_ns = pc() - t0
             parser.finish(s)
             finished = True
+            recorded = r.headers.get(RECORDED_ERROR_HEADER)
+            if recorded is not None and s.outcome in _AS_RECORDED:
+                s.outcome = Outcome.RECORDED_ERROR.value
+                s.error = f"failed in the original run (finish_reason {recorded}), served as recorded"
         except aiohttp.ConnectionTimeoutError:
             s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.CONNECT.value, "connect timeout"
         except aiohttp.SocketTimeoutError:

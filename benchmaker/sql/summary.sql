@@ -25,6 +25,11 @@
 --   n_aborted     responses the server ended with a failing finish reason (abort, error,
 --                 cancelled, unknown; finish_class); not ok, so out of every latency and
 --                 throughput figure over successes
+--   n_recorded_error  replayed calls that failed in the original run, served as
+--                 recorded (outcome recorded_error, benchmaker/records.py): not errors of
+--                 the system under test, so out of error_rate's numerator and
+--                 denominator, and (not ok) out of every figure over successes
+--   error_rate    1 - n_ok / (n_sent - n_recorded_error)
 --   n_refusal     successes whose output was a refusal (ok, flagged `refusal`)
 --   n_length, n_content_filter  successes that ended by the token limit / a content filter
 --   n_graded      samples a grader judged (grade 'correct' or 'wrong'; workloads/graders.py)
@@ -142,6 +147,7 @@ stats AS (
         count(*) FILTER (outcome = 'cancelled') AS n_cancelled,
         count(*) FILTER (outcome = 'dropped') AS n_dropped,
         count(*) FILTER (outcome = 'aborted') AS n_aborted,
+        count(*) FILTER (outcome = 'recorded_error') AS n_recorded_error,
         count(*) FILTER (is_ok AND refusal) AS n_refusal,
         count(*) FILTER (is_ok AND finish_class = 'length') AS n_length,
         count(*) FILTER (is_ok AND finish_class = 'content_filter') AS n_content_filter,
@@ -228,14 +234,14 @@ derived AS (
              THEN (s.n_intended - 1) / ((s.last_intended_ns - s.first_intended_ns) / 1e9) END AS offered_rate_per_s,
         CASE WHEN s.n_sent >= 2 AND s.last_sent_ns > s.first_sent_ns
              THEN (s.n_sent - 1) / ((s.last_sent_ns - s.first_sent_ns) / 1e9) END AS achieved_send_rate_per_s,
-        1 - s.n_ok / nullif(s.n_sent, 0) AS error_rate
+        1 - s.n_ok / nullif(s.n_sent - s.n_recorded_error, 0) AS error_rate
     FROM stats AS s
 )
 SELECT
     d.run_id, d.group_by, d.group_key,
     d.n_samples, d.n_sent, d.n_ok, d.n_http_error, d.n_transport_error, d.n_timeout,
     d.n_protocol_error, d.n_empty_output, d.n_graded_wrong, d.n_grading_error,
-    d.n_cancelled, d.n_dropped, d.n_aborted, d.error_rate,
+    d.n_cancelled, d.n_dropped, d.n_aborted, d.n_recorded_error, d.error_rate,
     d.n_refusal, d.n_length, d.n_content_filter,
     d.window_s,
     d.n_ok / nullif(d.window_s, 0) AS request_throughput_per_s,

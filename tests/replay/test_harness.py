@@ -74,9 +74,10 @@ async def test_pi_session_has_453_turns_and_usage_gaps_make_totals_null(tmp_path
     assert res.episode.n_turns == 453  # SOURCES.md: 453 assistant turns
     assert (res.episode.outcome, res.episode.misses_diverged, stats["misses"]["total"]) == ("ok", 0, 0)
     assert all(t.byte_equal for t in res.turns)
-    # the 21 aborted turns replay as what they were (finish_reason aborted, no text), kept
-    # as such by the engine's parser (empty_output, or aborted once finish reasons are classed)
-    assert sum(1 for t in res.turns if t.outcome in ("empty_output", "aborted")) > 0
+    # the aborted turns replay as what they were (finish_reason aborted, flagged by the
+    # server's x-replay-recorded-error): outcome recorded_error, each of them
+    n_failed = sum(1 for t in traj.turns if t.response.finish_reason in ("aborted", "error"))
+    assert sum(1 for t in res.turns if t.outcome == "recorded_error") == n_failed > 0
     # aborted/error turns with all-zero usage are converted to usage None: no totals
     n_missing = sum(1 for t in traj.turns if t.usage is None)
     assert n_missing > 0

@@ -15,7 +15,7 @@ and sending it, reading and parsing the response, the episode's bookkeeping; the
 server's CPU is in its own process). After the run, for each turn the request body the
 harness sent (replay.context.request_messages, `model_client.ModelClient.body`) is
 serialised again, timed with orjson.dumps (the floor) and json.dumps + encode (what
-ModelClient does today), median of 5 each.
+ModelClient did before ModelClient.encode used orjson), median of 5 each.
 
 Printed for the turns around 10 and around 400 (`--window` turns either side, medians):
 body MB, client CPU ms per turn, orjson ms, json ms, and client CPU / orjson. Target:

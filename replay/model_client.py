@@ -387,8 +387,14 @@ class ModelClient:
 
     @staticmethod
     def encode(body: dict[str, Any]) -> bytes:
-        """The request bytes of `body` (UTF-8 JSON)."""
-        return json.dumps(body).encode()
+        """The request bytes of `body`: compact UTF-8 JSON by orjson (issue #17 item 4:
+        4.67 -> 2.52 ms per turn at turn 400 of a long session against json.dumps).
+        What orjson refuses (a lone surrogate in a string, an int beyond 64 bits) is
+        written by json.dumps (ASCII, `\\udXXX` escapes), so no body fails to encode."""
+        try:
+            return orjson.dumps(body)
+        except orjson.JSONEncodeError:
+            return json.dumps(body).encode()
 
 
 class ChatStream:

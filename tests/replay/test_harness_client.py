@@ -7,6 +7,7 @@ import json
 import socket
 import time
 
+import orjson
 import pytest
 from aiohttp import web
 
@@ -174,7 +175,7 @@ async def test_the_call_is_an_engine_sample_with_bytes_events_and_the_deepseek_c
     async with ScriptServer(script) as srv:
         async with ModelClient(srv.url, t0_ns=time.perf_counter_ns()) as client:
             res = await client.chat([{"role": "user", "content": "hi"}])
-        sent = json.dumps(client.body([{"role": "user", "content": "hi"}])).encode()
+        sent = orjson.dumps(client.body([{"role": "user", "content": "hi"}]))
     s = res.sample
     # the engine's parser: 2 token events (role-only is none), usage with DeepSeek's
     # prompt_cache_hit_tokens as cached_tokens, finish_reason, every byte counted
@@ -204,3 +205,13 @@ async def test_a_non_streamed_body_has_no_token_timeline_as_in_the_engine():
                                                                                    "completion_tokens": 4})
     assert res.message()["tool_calls"][0]["function"] == {"name": "bash", "arguments": "{}"}
     assert res.content == "ok" and res.sample.bytes_received == len(body)
+
+
+def test_request_body_is_compact_utf8_and_a_lone_surrogate_still_encodes():
+    client = ModelClient("http://unused")
+    body = client.body([{"role": "user", "content": "héllo 😀"}], model="m")
+    assert client.encode(body) == orjson.dumps(body)  # compact UTF-8, not ASCII escapes
+    assert b'"role":"user"' in client.encode(body)  # no separators' spaces
+    assert "héllo 😀".encode() in client.encode(body)
+    lone = client.body([{"role": "user", "content": "\ud83d"}])  # orjson refuses a lone half
+    assert json.loads(client.encode(lone))["messages"][0]["content"] == "\ud83d"

@@ -46,10 +46,10 @@ async def test_pi_compaction_replayed_by_a_sweep_point_sends_what_the_agent_sent
     # compaction on turn 4), as the agent sent it
     assert sent == [_expected_bytes(traj, k) for k in range(6)]
     # the shape of the recorded prompts (900, 2300, 2350, 2380 -> 160, 200 tokens):
-    # 163, 5296, 5615, 5721 -> 480, 831 bytes; the 4 KB tool result is in turns 1-3,
+    # 152, 5263, 5560, 5658 -> 457, 786 bytes; the 4 KB tool result is in turns 1-3,
     # gone at the compaction, and turn 5 grows from turn 4 by its own block only (the
-    # whole history before turn 5 would be 6080 bytes: no jump back up)
-    assert sent == [163, 5296, 5615, 5721, 480, 831]
+    # whole history before turn 5 alone would be 5995 bytes: no jump back up)
+    assert sent == [152, 5263, 5560, 5658, 457, 786]
 
 
 async def test_execute_and_recorded_requests_after_a_compaction_carry_the_summary(tmp_path: Path) -> None:

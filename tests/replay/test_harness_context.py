@@ -10,10 +10,11 @@ from pathlib import Path
 
 import httpx
 import orjson
+import pytest
 
 from replay.context import request_messages
 from replay.convert import convert_paths, read_trajectories
-from replay.harness import run_episode
+from replay.harness import local_sandbox_factory, run_episode
 from replay.model_client import ModelClient
 from replay.point_run import run_point
 from replay.process import start_replay_server
@@ -52,7 +53,8 @@ async def test_pi_compaction_replayed_by_a_sweep_point_sends_what_the_agent_sent
     assert sent == [152, 5263, 5560, 5658, 457, 786]
 
 
-async def test_execute_and_recorded_requests_after_a_compaction_carry_the_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["recorded", "execute"])
+async def test_requests_after_a_compaction_carry_the_summary_then_grow(tmp_path: Path, mode: str) -> None:
     out = tmp_path / "trajectories.jsonl"
     convert_paths([CASES / "pi-compaction-small.jsonl"], out)
     (traj,) = read_trajectories(out)
@@ -67,15 +69,22 @@ async def test_execute_and_recorded_requests_after_a_compaction_carry_the_summar
     ModelClient.body = body  # type: ignore[method-assign]
     try:
         with running_server(out) as url:
-            res = await run_episode(traj, url, mode="recorded")
+            # execute: the pi tools run in an empty workspace (read app.py fails there:
+            # divergences, but the requests follow the same context rule)
+            res = await run_episode(traj, url, mode=mode,
+                                    sandbox=local_sandbox_factory() if mode == "execute" else None)
     finally:
         ModelClient.body = orig  # type: ignore[method-assign]
     assert res.episode.outcome == "ok" and res.episode.n_turns == 6
+    assert res.episode.misses_unknown_key + res.episode.misses_beyond_turns == 0
     msgs = [b["messages"] for b in bodies]
     summary_turns = [k for k, m in enumerate(msgs) if "<summary>" in json.dumps(m)]
     assert summary_turns == [4, 5]  # the compaction is on turn 4 and stays in force
     # turn 4: summary, then the kept entries from "Now add a test for it" on
     assert [m["content"] for m in msgs[4][1:4]] == ["Now add a test for it", "Which test framework?", "pytest, please"]
-    # turn 5 = turn 4's request + turn 4's response and observations: the list grew again
+    assert "x = 1\nx = 1" not in json.dumps(msgs[4])  # the 4 KB read result is gone
+    # turn 5 = turn 4's request + turn 4's response and its tool result: the list grew again
     assert msgs[5][: len(msgs[4])] == msgs[4] and len(msgs[5]) == len(msgs[4]) + 2
     assert msgs[5][len(msgs[4])]["role"] == "assistant" and msgs[5][-1]["role"] == "tool"
+    if mode == "execute":  # the tool result of turn 4 is the one the sandbox gave
+        assert msgs[5][-1]["tool_call_id"] == "t3" and res.turns[4].tool_time_ns > 0

@@ -186,9 +186,10 @@ def verdict(
         err = service_error_rate(run)
         if limits.max_error_rate is not None and limits.max_error_rate < 1 and err is not None \
                 and err > limits.max_error_rate:
+            judged = run["n_sent"] - (run.get("n_recorded_error") or 0)
             reasons.append(f"error rate {err:.2%} exceeds max_error_rate {limits.max_error_rate:.2%} "
-                           f"({run['n_sent'] - run['n_ok'] - (run.get('n_graded_wrong') or 0)} of "
-                           f"{run['n_sent']} requests failed: {_failure_kinds(run)})")
+                           f"({judged - run['n_ok'] - (run.get('n_graded_wrong') or 0)} of "
+                           f"{judged} requests failed: {_failure_kinds(run)})")
         lag = (run.get("schedule_lag_ms") or {}).get("p99")
         if open_loop and lag is not None and lag > limits.max_schedule_lag_p99_ms:
             reasons.append(

@@ -83,3 +83,15 @@ def test_engine_verdict_error_rate_leaves_recorded_errors_out() -> None:
     # 4 sent, 2 ok, 1 recorded_error, 1 timeout: 1 failed of 4 - 1 = 3
     assert service_error_rate({"n_sent": 4, "n_ok": 2, "n_recorded_error": 1, "n_timeout": 1}) == 1 / 3
     assert service_error_rate({"n_sent": 2, "n_ok": 0, "n_recorded_error": 2}) is None
+
+
+def test_engine_verdict_counts_failed_requests_without_recorded_errors() -> None:
+    from benchmaker.config import SelfCheckLimits
+    from benchmaker.selfcheck import verdict
+
+    run = {"n_sent": 10, "n_ok": 5, "n_recorded_error": 2, "n_timeout": 3}
+    v = verdict(run, limits=SelfCheckLimits(), open_loop=False, target_concurrency=None,
+                loop_lag={}, interrupted=False)
+    # 3 failed of 10 - 2 = 8: 37.50% > the default 10%
+    assert any("error rate 37.50% exceeds" in r and "(3 of 8 requests failed: 3 timeout)" in r
+               for r in v["reasons"]), v["reasons"]

@@ -32,6 +32,10 @@
 --   error_rate    1 - n_ok / (n_sent - n_recorded_error)
 --   n_refusal     successes whose output was a refusal (ok, flagged `refusal`)
 --   n_length, n_content_filter  successes that ended by the token limit / a content filter
+--   prefix_cache_hit_rate  cached prompt tokens / prompt tokens over the successes, both
+--                 from server usage (`usage.prompt_tokens_details.cached_tokens`, SGLang
+--                 `cached_tokens`); null unless every success reported both (unknown is
+--                 never 0)
 --   n_graded      samples a grader judged (grade 'correct' or 'wrong'; workloads/graders.py)
 --   accuracy      n_correct / n_graded (null when nothing was graded)
 --   correct_throughput_per_s  correct answers / window (null when nothing was graded)
@@ -166,6 +170,7 @@ stats AS (
         sum(output_tokens) FILTER (is_ok) AS sum_output_tokens,
         sum(prompt_tokens) FILTER (is_ok) AS sum_prompt_tokens,
         sum(cached_tokens) FILTER (is_ok) AS sum_cached_tokens,
+        count(cached_tokens) FILTER (is_ok) AS n_ok_with_cached,
         struct_pack(count := count(ttft_ms) FILTER (is_ok), mean := avg(ttft_ms) FILTER (is_ok),
                     min := min(ttft_ms) FILTER (is_ok),
                     p50 := quantile_cont(ttft_ms, 0.5) FILTER (is_ok), p90 := quantile_cont(ttft_ms, 0.9) FILTER (is_ok),
@@ -250,6 +255,8 @@ SELECT
     d.usage_coverage, d.n_ok_with_usage,
     d.output_tokens_total, d.prompt_tokens_total,
     CASE WHEN d.n_ok > 0 AND d.n_ok_with_usage = d.n_ok THEN d.sum_cached_tokens END AS cached_tokens_total,
+    CASE WHEN d.n_ok > 0 AND d.n_ok_with_usage = d.n_ok AND d.n_ok_with_cached = d.n_ok
+         THEN d.sum_cached_tokens / nullif(d.sum_prompt_tokens, 0) END AS prefix_cache_hit_rate,
     d.token_totals_null_reason,
     d.output_tokens_total / nullif(d.window_s, 0) AS output_throughput_tok_per_s,
     CASE WHEN d.n_slo_judged > 0 THEN d.n_good / nullif(d.window_s, 0) END AS goodput_per_s,

@@ -231,3 +231,20 @@ def test_requests_longer_than_the_window_are_counted_unfinished_and_the_window_s
     assert run["request_throughput_per_s"] == 4 / run["window_s"]
     assert run["error_rate"] == pytest.approx(2 / 6)
     assert "2 requests unfinished at the deadline were cancelled" in s["verdict"]["notes"]
+
+
+def _cached_sample(seq: int, prompt: int, cached: int | None) -> Sample:
+    return Sample(run_id="g", seq=seq, intended_ns=0, sent_ns=0, first_token_ns=10 * MS, end_ns=20 * MS,
+                  token_event_ns=[10 * MS], n_token_events=1, usage_present=True, output_tokens=1,
+                  prompt_tokens=prompt, cached_tokens=cached)
+
+
+def test_prefix_cache_hit_rate_is_cached_over_prompt_tokens_of_the_successes(tmp_path):
+    run = summary_of(tmp_path, [_cached_sample(0, 1000, 0), _cached_sample(1, 1000, 750), _cached_sample(2, 2000, 1500)])
+    assert (run["cached_tokens_total"], run["prompt_tokens_total"]) == (2250, 4000)
+    assert run["prefix_cache_hit_rate"] == 0.5625  # 2250 / 4000
+
+
+def test_prefix_cache_hit_rate_is_null_when_a_success_did_not_report_cached_tokens(tmp_path):
+    run = summary_of(tmp_path, [_cached_sample(0, 1000, 750), _cached_sample(1, 1000, None)])
+    assert run["prefix_cache_hit_rate"] is None  # unknown, never a rate over part of the requests

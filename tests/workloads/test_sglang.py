@@ -236,6 +236,7 @@ def test_runner_writes_token_counts_and_summary_tokens_per_event(tmp_path):
     run = result.summary["run"]
     assert run["n_ok"] == 3 and run["output_tokens_total"] == 30  # 3 requests x 5 chunks x 2 tokens
     assert run["tokens_per_event"]["mean"] == 2.0 and run["cached_tokens_total"] == 12
+    assert run["prefix_cache_hit_rate"] == 0.4  # 3 x 4 cached of 3 x 10 prompt tokens
 
 
 def build_workload_from_yaml(url: str):

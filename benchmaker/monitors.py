@@ -77,6 +77,7 @@ MonitorRow = dict[str, Any]
 """One row of monitor.jsonl: {"name", "labels", "t_ns", "value"} (module docstring)."""
 
 NS_PER_S = 1_000_000_000
+STOP_GRACE_S = 1.0  # MonitorRunner.stop: how long a sample in flight may take to finish
 
 
 class Monitor(Protocol):
@@ -414,9 +415,16 @@ class MonitorRunner:
 
     async def stop(self) -> None:
         """Cancel the loops, take one final sample of each monitor, close monitors and
-        the file (fsync'd)."""
-        for t in self._tasks:
+        the file (fsync'd). A sample in flight gets up to STOP_GRACE_S to finish:
+        cancelled, its endpoint would have answered a scrape that left no row."""
+        for lock, t in zip(self._locks, self._tasks):
+            try:
+                await asyncio.wait_for(lock.acquire(), STOP_GRACE_S)
+            except TimeoutError:  # a slower sample is cancelled (its row is lost)
+                t.cancel()
+                continue
             t.cancel()
+            lock.release()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         try:
             await asyncio.gather(*(self._sample(i) for i in range(len(self.monitors))))

@@ -151,7 +151,9 @@ async def test_run_scrapes_loopback_metrics_into_bundle_and_warehouse(tmp_path: 
     try:
         cfg = BenchConfig(load="constant:20", duration_s=0.3, out_dir=tmp_path, run_id="mon-run",
                           checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10})  # the defaults
-        mons = [PrometheusMonitor(base + "/metrics", interval_s=0.05, metrics=["vllm:*"]),
+        # timeout_s: the default (the 50 ms interval) lets a busy host time a scrape out after
+        # the handler counted it, and its gauge row would be missing
+        mons = [PrometheusMonitor(base + "/metrics", interval_s=0.05, metrics=["vllm:*"], timeout_s=5),
                 FunctionMonitor(probe, interval_s=0.1, labels={"host": "a"}),
                 FunctionMonitor(broken, interval_s=0.1, name="broken")]
         result = await BenchRunner(cfg, workload=HttpWorkload(base + "/ok"), monitors=mons).run()
@@ -165,7 +167,8 @@ async def test_run_scrapes_loopback_metrics_into_bundle_and_warehouse(tmp_path: 
     # the first, at least one periodic (50 ms) and the final scrape; or a stall of the host ate
     # the periodic ones, and the run's self-checks say so (it delays the sends as much)
     v = result.summary["verdict"]
-    assert scrapes >= 3 or (not v["valid"] and not reasons_beyond_host_load(v)), (scrapes, v)
+    host_stalled = not v["valid"] and not reasons_beyond_host_load(v)
+    assert scrapes >= 3 or host_stalled, (scrapes, v)
     stamps = [r["t_ns"] for r in gauges]
     # the final scrape comes after the last request (constant:20 in 0.3 s: the last one at 0.25 s)
     assert stamps == sorted(stamps) and 0 <= stamps[0] < 50_000_000 and stamps[-1] >= 250_000_000
@@ -180,7 +183,8 @@ async def test_run_scrapes_loopback_metrics_into_bundle_and_warehouse(tmp_path: 
     assert [r["value"] for r in fn] == [float(i) for i in range(1, len(calls) + 1)]
     assert all(r["labels"] == {"host": "a"} for r in fn)
     report = result.summary["self_checks"]["monitors"]
-    assert report["broken"]["errors"] == report["broken"]["samples"] >= 3
+    assert report["broken"]["errors"] == report["broken"]["samples"]
+    assert report["broken"]["samples"] >= 3 or host_stalled, (report, v)  # t0, 100 ms, the final one
     assert report["broken"]["last_error"] == "RuntimeError: probe down"
     assert report[mons[0].name] == {"samples": scrapes, "errors": 0, "rows": len(prom), "last_error": None}
 

@@ -34,7 +34,9 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from benchmaker.errors import ConfigError, RateSpecError
-from benchmaker.load_models import MAX_DURATION_S, Burst, LoadModel, parse_duration_s, parse_rate_spec
+from benchmaker.load_models import (
+    MAX_DURATION_S, Burst, LoadModel, ParsedRateSpec, load_model_of, parse_duration_s, parse_rate_spec,
+)
 from benchmaker.selfcheck import ENV_MAX_LOOP_LAG_MS, ENV_MAX_SCHEDULE_LAG_MS, env_limit_ms
 
 # Letters, digits, '.', '_', '-', starting with a letter or digit, at most 128: safe as a
@@ -199,16 +201,18 @@ def check_workers(n: int, what: str = "workers") -> int:
 
 
 def _rate_spec(value: str) -> str:
+    # parsed once, here: the ParsedRateSpec carries its model to the runner (load_model_of);
     # trace specs name a file, read when the runner is built (relative to the config)
-    if value.split(":", 1)[0].strip().lower() != "trace":
-        try:
-            parse_rate_spec(value)
-        except RateSpecError as exc:
-            raise ValueError(str(exc)) from None
-    return value
+    if value.split(":", 1)[0].strip().lower() == "trace":
+        return value
+    try:
+        return ParsedRateSpec(value, parse_rate_spec(value))
+    except RateSpecError as exc:
+        raise ValueError(str(exc)) from None
 
 
-# A rate-spec string (benchmaker.load_models), checked when the model is validated.
+# A rate-spec string (benchmaker.load_models), parsed when the model is validated: the
+# value is a ParsedRateSpec (a str carrying its LoadModel) except for trace specs.
 RateSpec = Annotated[str, AfterValidator(_rate_spec)]
 
 
@@ -284,7 +288,7 @@ class BenchConfig(_Strict):
                    they are cancelled and counted (default: timeouts.total_s, else 60 s)
     """
 
-    load: RateSpec = "closed:1"
+    load: RateSpec = Field(default="closed:1", validate_default=True)  # validated: parsed once
     duration_s: PositiveSeconds | None = None
     max_requests: int | None = Field(default=None, ge=1, le=1_000_000_000)
     warmup_s: Seconds = 0.0
@@ -315,7 +319,7 @@ class BenchConfig(_Strict):
                 f"warmup_s + cooldown_s ({self.warmup_s:g} + {self.cooldown_s:g}) must be shorter "
                 f"than duration_s ({self.duration_s:g})"
             )
-        if self.max_requests is None and kind != "trace" and isinstance(parse_rate_spec(self.load), Burst):
+        if self.max_requests is None and kind != "trace" and isinstance(self.load_model(), Burst):
             raise ValueError(f"an infinite rate ({self.load}: every request at t=0) needs max_requests")
         self.check_in_flight()
         return self
@@ -331,7 +335,7 @@ class BenchConfig(_Strict):
                              f"({limit}: {why})")
         conc = list(extra_concurrency or [])
         if self.load.split(":", 1)[0].strip().lower() == "closed":
-            conc.append(int(parse_rate_spec(self.load).concurrency))  # type: ignore[attr-defined]
+            conc.append(int(self.load_model().concurrency))  # type: ignore[attr-defined]
         n = 1 if self.workers == "auto" else self.workers
         per_process = math.ceil(sum(conc) / n) if conc else 0
         if per_process > limit:
@@ -354,8 +358,9 @@ class BenchConfig(_Strict):
         return limit, f"host limit: {why}"
 
     def load_model(self, base_dir: Path | None = None) -> LoadModel:
-        """The parsed load model of `load`."""
-        return parse_rate_spec(self.load, base_dir=base_dir)
+        """The load model of `load`: the one parsed when `load` was validated, or (trace
+        specs, whose file is relative to `base_dir`) parsed now. Raises RateSpecError."""
+        return load_model_of(self.load, base_dir=base_dir)
 
     def effective_drain_s(self) -> float:
         if self.drain_s is not None:

@@ -388,6 +388,39 @@ def _open_rate(text: str, spec: str) -> float:
     return _check_rate(value, f"rate spec {spec!r}")
 
 
+class ParsedRateSpec(str):
+    """A rate-spec string that keeps the LoadModel it was parsed into (`model`), so the
+    code after the edge where a spec enters (benchmaker.config.RateSpec: CLI flag, YAML
+    field) reads the model instead of parsing the string again (issue #12 item 6). It
+    is equal to, hashes and serialises as the plain string (manifests keep the spec
+    users wrote); string methods return plain strings.
+
+        ParsedRateSpec("poisson:5", parse_rate_spec("poisson:5")).model  # Poisson(rate=5.0)
+    """
+
+    model: LoadModel
+
+    def __new__(cls, spec: str, model: LoadModel) -> "ParsedRateSpec":
+        self = super().__new__(cls, spec)
+        self.model = model
+        return self
+
+    def __reduce__(self) -> tuple[type, tuple[str, LoadModel]]:
+        return (ParsedRateSpec, (str(self), self.model))
+
+
+def load_model_of(load: str | LoadModel, *, base_dir: Path | None = None) -> LoadModel:
+    """The LoadModel of `load`: itself when a LoadModel, the model a ParsedRateSpec
+    carries, else parse_rate_spec(load, base_dir=base_dir) (a trace spec, whose file is
+    read relative to `base_dir`, or a spec that never went through validation). Raises
+    RateSpecError for a bad spec."""
+    if isinstance(load, LoadModel):
+        return load
+    if isinstance(load, ParsedRateSpec):
+        return load.model
+    return parse_rate_spec(load, base_dir=base_dir)
+
+
 def parse_rate_spec(spec: str, *, base_dir: Path | None = None) -> LoadModel:
     """Parse a rate-spec string (forms in the module docstring) into a LoadModel.
 

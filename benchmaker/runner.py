@@ -49,7 +49,7 @@ from benchmaker.bundle import SampleWriter, build_manifest, new_run_id, wall_ns,
 from benchmaker.ceiling import calibration_for_manifest
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError, ConnectTimeout, TransportError
-from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, parse_rate_spec
+from benchmaker.load_models import NS_PER_S, ClosedLoop, LoadModel, load_model_of
 from benchmaker.monitors import Monitor, MonitorRunner
 from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
 from benchmaker.selfcheck import LoopLagMonitor, connect_timeout_cause
@@ -217,7 +217,7 @@ class BenchRunner:
         self._models: list[LoadModel] = []
         for lane in self.lanes:
             load = lane.load if lane.load is not None else config.load
-            self._models.append(load if isinstance(load, LoadModel) else parse_rate_spec(load, base_dir=base_dir))
+            self._models.append(load_model_of(load, base_dir=base_dir))
         self._transport_override = transport
         self._pre_hooks = list(pre_hooks)
         self._post_hooks = list(post_hooks)

@@ -44,7 +44,7 @@ import orjson
 from benchmaker.bundle import new_run_id, write_json_atomic
 from benchmaker.config import BenchConfig
 from benchmaker.errors import ConfigError
-from benchmaker.load_models import LoadModel, parse_rate_spec
+from benchmaker.load_models import LoadModel, load_model_of
 from benchmaker.runner import BenchRunner, Lane, RunResult, run_on_fresh_loop
 from benchmaker.summary import build_summary
 
@@ -119,7 +119,7 @@ def lane_loads(config: BenchConfig, lanes: Sequence[Lane], base_dir: Path | None
     out: dict[str, LoadModel] = {}
     for lane in lanes:
         load = lane.load if lane.load is not None else config.load
-        out[lane.name] = load if isinstance(load, LoadModel) else parse_rate_spec(load, base_dir=base_dir)
+        out[lane.name] = load_model_of(load, base_dir=base_dir)
     return out
 
 

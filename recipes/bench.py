@@ -391,6 +391,9 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
     if rf.record_trace is not None:
         check_output_file(rf.record_trace, f"{config}: record_trace")
     base = config.resolve().parent
-    return _launch(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base,
+    # in this process the lanes come from `rf` (the file read and its rates parsed once);
+    # worker processes read the file anew
+    lanes = rf.lanes(base) if resolve_workers(rf.workers) == 1 else None
+    return _launch(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base, lanes=lanes,
                    monitors=build_monitors(rf.monitors), record_trace=rf.record_trace,
                    post_hooks=rf.post_hooks(base))

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchmaker.config import BenchConfig, RateSpec, SafeName
 from benchmaker.config_file import load_yaml, validate
-from benchmaker.load_models import Burst, parse_rate_spec
+from benchmaker.load_models import Burst, load_model_of
 from benchmaker.monitors import MonitorSpec
 from benchmaker.runner import Lane
 from workloads.graders import GraderSpec, GradingHook, build_grader
@@ -80,8 +80,8 @@ class RunFile(BenchConfig):
         for lane in self.mix.lanes if self.mix is not None else []:
             kind = lane.rate.split(":", 1)[0].strip().lower()
             if kind == "closed":
-                conc.append(parse_rate_spec(lane.rate).concurrency)  # type: ignore[attr-defined]
-            elif kind != "trace" and isinstance(parse_rate_spec(lane.rate), Burst) \
+                conc.append(load_model_of(lane.rate).concurrency)  # type: ignore[attr-defined]
+            elif kind != "trace" and isinstance(load_model_of(lane.rate), Burst) \
                     and lane.max_requests is None and self.max_requests is None:
                 raise ValueError(f"lane {lane.name}: an infinite rate ({lane.rate}: every request at t=0) "
                                  "needs max_requests (the lane's or the run's)")

@@ -216,7 +216,7 @@ def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[di
     n = len(exit_codes)
     config = _config(p, n)
     bundle_dir = Path(config.out_dir) / p.run_id
-    summary = merge_shards(bundle_dir, config, {"default": parse_rate_spec(p.load)}, n, list(exit_codes))
+    summary = merge_shards(bundle_dir, config, {"default": config.load_model()}, n, list(exit_codes))
     late = [(w["worker"], w["start_late_ns"] / 1e6) for w in summary["self_checks"]["workers"]
             if w.get("start_late_ns") is not None and w["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS]
     for k, ms in late:

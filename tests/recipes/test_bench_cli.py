@@ -186,3 +186,46 @@ def test_llm_with_two_workers_writes_one_bundle_with_the_single_run_fields(serve
         assert w["loop_lag_ms"]["p99"] is not None and w["max_in_flight"] >= 1
     names = sorted(p.name for p in only_bundle(tmp_path / "two").glob("samples-w*.jsonl"))
     assert names == ["samples-w0.jsonl", "samples-w1.jsonl"]
+
+
+def count_rate_spec_parses(monkeypatch) -> list[str]:
+    """Wrap benchmaker.load_models.parse_rate_spec wherever a loaded module bound it; the
+    returned list gets the spec of every call."""
+    import benchmaker.load_models as load_models
+
+    original, calls = load_models.parse_rate_spec, []
+
+    def counting(spec, **kwargs):
+        calls.append(spec)
+        return original(spec, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "parse_rate_spec", None) is original:
+            monkeypatch.setattr(module, "parse_rate_spec", counting)
+    return calls
+
+
+@pytest.mark.parametrize("rate", [["--rate", "poisson:100"], ["--rate", "closed:2"], []])
+def test_llm_parses_its_rate_spec_once(server, tmp_path, monkeypatch, rate):
+    # issue #12 item 6: the spec is parsed where it enters (BenchConfig validation); the
+    # config checks and the runner read that model. No --rate: the default closed:1.
+    calls = count_rate_spec_parses(monkeypatch)
+    code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", *rate,
+                 "--max-requests", "4", "--out-dir", str(tmp_path), "--no-progress"])
+    assert code == 0, summary_of(tmp_path)["verdict"]
+    assert calls == [rate[1] if rate else "closed:1"]
+    assert summary_of(tmp_path)["run"]["n_ok"] == 4
+    manifest = orjson.loads((only_bundle(tmp_path) / "manifest.json").read_bytes())
+    assert manifest["config"]["load"] == (rate[1] if rate else "closed:1")
+
+
+def test_run_file_parses_each_lane_rate_once(server, tmp_path, monkeypatch):
+    # one parse per lane, plus the run's own `load` (a validated field, default closed:1)
+    cfg = tmp_path / "mix.yaml"
+    cfg.write_text(f"max_requests: 6\nout_dir: {tmp_path / 'out'}\nmix:\n  lanes:\n"
+                   f"    - {{name: a, rate: 'constant:50', workload: {{type: openai-chat, url: '{server}/v1/chat/completions', model: m}}}}\n"
+                   f"    - {{name: b, rate: 'closed:1', max_requests: 2, workload: {{type: openai-chat, url: '{server}/v1/chat/completions', model: m}}}}\n")
+    calls = count_rate_spec_parses(monkeypatch)
+    code = main(["run", str(cfg), "--no-progress"])
+    assert code == 0, summary_of(tmp_path / "out")["verdict"]
+    assert sorted(calls) == ["closed:1", "closed:1", "constant:50"]

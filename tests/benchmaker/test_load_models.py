@@ -140,3 +140,35 @@ def test_durations():
     assert parse_duration_s(3) == 3.0
     with pytest.raises(RateSpecError, match="expected a duration"):
         parse_duration_s("ten seconds")
+
+
+def test_a_validated_spec_carries_its_model_and_stays_the_string(tmp_path):
+    import copy
+    import json
+    import pickle
+
+    import orjson
+
+    from benchmaker.config import BenchConfig
+    from benchmaker.load_models import ParsedRateSpec, Poisson, load_model_of
+
+    cfg = BenchConfig(load="poisson:5", max_requests=3)
+    assert isinstance(cfg.load, ParsedRateSpec) and cfg.load.model == Poisson(5.0)
+    assert cfg.load_model() is cfg.load.model  # read, not parsed again
+    # the same string for equality, hashing and every serialisation (manifests, flow parameters)
+    assert cfg.load == "poisson:5" and hash(cfg.load) == hash("poisson:5")
+    assert orjson.dumps(cfg.load) == b'"poisson:5"' and json.dumps(cfg.model_dump()["load"]) == '"poisson:5"'
+    assert orjson.loads(cfg.model_dump_json())["load"] == "poisson:5"
+    again = BenchConfig.model_validate_json(cfg.model_dump_json())
+    assert again == cfg and pickle.loads(pickle.dumps(cfg)) == cfg and copy.deepcopy(cfg) == cfg
+    assert pickle.loads(pickle.dumps(cfg.load)).model == Poisson(5.0)
+    # a copy that replaces the string without validation parses the new one; assignment validates
+    assert cfg.model_copy(update={"load": "closed:4"}).load_model() == ClosedLoop(4)
+    cfg.load = "closed:2"
+    assert cfg.load.model == ClosedLoop(2)
+    # trace specs stay plain strings: their file is read relative to the run's base_dir
+    (tmp_path / "t.txt").write_text("0\n0.5\n")
+    traced = BenchConfig(load="trace:t.txt")
+    assert type(traced.load) is str
+    assert list(traced.load_model(tmp_path).arrivals()) == [(0, None), (500_000_000, None)]  # 0 s, 0.5 s
+    assert load_model_of(ClosedLoop(3)) == ClosedLoop(3)

@@ -221,13 +221,14 @@ def test_requests_longer_than_the_window_are_counted_unfinished_and_the_window_s
     samples = [orjson.loads(x) for x in result.samples_path.read_bytes().splitlines()]
     cancelled = [x for x in samples if x["outcome"] == "cancelled"]
     assert sorted(x["intended_ns"] for x in cancelled) == [0, 500 * MS]
-    # cancelled at the run deadline (1.5 s), never counted as finished
-    assert all(1500 * MS <= x["end_ns"] < 1700 * MS for x in cancelled)
+    # cancelled at the run deadline (1.5 s), never counted as finished (run to their end they
+    # would stop at 3 and 3.5 s; the 1 s margin is a busy host's)
+    assert all(1500 * MS <= x["end_ns"] < 2500 * MS for x in cancelled)
     # window: first intended send (0) .. last completion inside it (the 750 ms fast one,
     # + 100 ms service); the cancelled requests do not stretch it to 1.5 s
     last_ok_end = max(x["end_ns"] for x in samples if x["outcome"] == "ok")
     assert run["window_s"] == last_ok_end / 1e9
-    assert 0.85 <= run["window_s"] < 0.95
+    assert 0.85 <= run["window_s"] < 1.5  # ~0.85 s on an idle host; the cancelled would make it >= 1.5
     assert run["request_throughput_per_s"] == 4 / run["window_s"]
     assert run["error_rate"] == pytest.approx(2 / 6)
     assert "2 requests unfinished at the deadline were cancelled" in s["verdict"]["notes"]

@@ -96,11 +96,14 @@ async def test_ttft_and_e2e_follow_the_server_timing(server, tmp_path):
     result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=3), workload=wl).run()
     run = result.summary["run"]
     assert run["n_ok"] == 3
-    # first piece after 50 ms, then 4 gaps of 20 ms: TTFT ~50 ms, E2E ~130 ms
-    assert 50 <= run["ttft_ms"]["p50"] < 65
-    assert 130 <= run["e2e_ms"]["p50"] < 150
+    # first piece after 50 ms, then 4 gaps of 20 ms: TTFT ~50 ms, E2E ~130 ms. Server and
+    # client share the loop: the upper bounds add the longest hold-up the run's loop-lag
+    # check saw (0-1 ms idle, hundreds on a busy host)
+    held_ms = result.summary["self_checks"]["loop_lag_ms"]["max"] or 0.0
+    assert 50 <= run["ttft_ms"]["p50"] < 65 + held_ms
+    assert 130 <= run["e2e_ms"]["p50"] < 150 + held_ms
     assert run["itl_event_ms"]["count"] == 12  # 3 requests x 4 gaps
-    assert 19 <= run["itl_event_ms"]["p50"] < 30
+    assert 19 <= run["itl_event_ms"]["p50"] < 30 + held_ms
     assert result.summary["verdict"]["valid"], result.summary["verdict"]
     assert result.summary["self_checks"]["connections_opened"] == 1  # keep-alive: 3 requests, 1 connection
     assert (result.bundle_dir / "summary.json").exists() and (result.bundle_dir / "manifest.json").exists()

@@ -445,18 +445,19 @@ def parse_rate_spec(spec: str, *, base_dir: Path | None = None) -> LoadModel:
         m = re.fullmatch(r"\s*([0-9.]+)\s*\.\.\s*([0-9.]+)\s*@\s*(\S+)\s*", rest)
         if not m:
             raise RateSpecError(f"rate spec {spec!r}: expected ramp:FROM..TO@DURATION, e.g. ramp:1..20@60s")
-        return Ramp(_number(m.group(1), spec), _number(m.group(2), spec), parse_duration_s(m.group(3), spec))
+        return Ramp(_number(m.group(1), spec), _number(m.group(2), spec),
+                    parse_duration_s(m.group(3), f"rate spec {spec!r}"))
     if kind == "stages":
         rates, at, dur = rest.partition("@")
         if not at or not rates.strip():
             raise RateSpecError(f"rate spec {spec!r}: expected stages:R1,R2,...@DURATION, e.g. stages:2,8,2@30s")
-        return Stages(tuple(_number(r, spec) for r in rates.split(",")), parse_duration_s(dur, spec))
+        return Stages(tuple(_number(r, spec) for r in rates.split(",")), parse_duration_s(dur, f"rate spec {spec!r}"))
     if kind == "closed":
         n, _, think = rest.partition(":")
         value = _number(n, spec)
         if not (1 <= value <= MAX_CONCURRENCY) or value != int(value):
             raise RateSpecError(f"rate spec {spec!r}: concurrency must be a whole number in 1..{MAX_CONCURRENCY}")
-        return ClosedLoop(int(value), parse_duration_s(think, spec) if think else 0.0)
+        return ClosedLoop(int(value), parse_duration_s(think, f"rate spec {spec!r}") if think else 0.0)
     if kind == "trace":
         path_text, _, speed = rest.rpartition(":") if re.search(r":[0-9.]+$", rest) else (rest, "", "")
         path = Path(path_text)

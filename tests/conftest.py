@@ -40,7 +40,7 @@ def _no_host_calibration(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def local_cluster():
+def _session_local_cluster():
     """A distributed.LocalCluster of two worker processes with one thread each (each
     shard gets a process, and a core, of its own). Skips without the `dask` extra."""
     pytest.importorskip("prefect_dask", reason="prefect-dask (the `dask` extra) is not installed")
@@ -48,8 +48,16 @@ def local_cluster():
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         yield cluster
-    # The DaskTaskRunner's clients leave sockets for the garbage collector; collect them
-    # here, where their ResourceWarnings are not errors, rather than at interpreter exit.
+
+
+@pytest.fixture
+def local_cluster(_session_local_cluster):
+    """The session's LocalCluster (above) for one test. The DaskTaskRunner's clients
+    leave sockets for the garbage collector: they are collected right after the test
+    that made them, where their ResourceWarnings are not errors, instead of at whatever
+    later test the collector happens to run in (which then failed on an unraisable
+    ResourceWarning that was not its own)."""
+    yield _session_local_cluster
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         gc.collect()

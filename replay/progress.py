@@ -273,6 +273,28 @@ def _fit_nonnegative(rows: Sequence[tuple[float, float, float]]) -> tuple[float,
 
 
 @asynccontextmanager
+async def _polling(tick: Callable[[bool], Awaitable[None]], interval_s: float) -> AsyncIterator[None]:
+    """Await `tick(False)` every `interval_s` s while the block runs, then `tick(True)`
+    once after it (the watchers' one poll loop)."""
+
+    async def loop() -> None:
+        while True:
+            await tick(False)
+            await asyncio.sleep(interval_s)
+
+    poller = asyncio.create_task(loop())
+    try:
+        yield
+    finally:
+        poller.cancel()
+        try:
+            await poller
+        except asyncio.CancelledError:
+            pass
+        await tick(True)
+
+
+@asynccontextmanager
 async def watch_engine(point: str, live: Any, *, calls_total: int | None, duration_s: float | None,
                        interval_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> AsyncIterator[None]:
     """Progress of an engine sweep point (llm-sweep) from its runner's live counters
@@ -295,21 +317,8 @@ async def watch_engine(point: str, live: Any, *, calls_total: int | None, durati
             calls_per_s=done / elapsed if elapsed > 0 and done else None, finished=finished,
             duration_s=duration_s, errors=int(live.errors))
 
-    async def loop() -> None:
-        while True:
-            await emit(event())
-            await asyncio.sleep(interval_s)
-
-    poller = asyncio.create_task(loop())
-    try:
+    async with _polling(lambda finished: emit(event(finished)), interval_s):
         yield
-    finally:
-        poller.cancel()
-        try:
-            await poller
-        except asyncio.CancelledError:
-            pass
-        await emit(event(finished=True))
 
 
 def _count_lines(path: Path) -> int:
@@ -373,18 +382,5 @@ async def watch_point(point: str, *, stats: Callable[[], dict[str, Any]], episod
                 ev = dataclasses.replace(ev, eta_s=left + finish_s)
         await emit(ev)
 
-    async def loop() -> None:
-        while True:
-            await poll()
-            await asyncio.sleep(interval_s)
-
-    poller = asyncio.create_task(loop())
-    try:
+    async with _polling(poll, interval_s):
         yield
-    finally:
-        poller.cancel()
-        try:
-            await poller
-        except asyncio.CancelledError:
-            pass
-        await poll(finished=True)

@@ -217,47 +217,46 @@ def llm(
 ) -> int:
     """Benchmark an OpenAI-compatible endpoint (chat or completions).
 
-    Parameters
-    ----------
-    url: Full endpoint URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
-    model: Model name sent in the body.
-    rate: Rate spec: constant:50, poisson:50, gamma:50:0.5, ramp:1..20@60s, stages:2,8,2@30s, closed:8[:THINK], trace:FILE.
-    duration: Stop sending after this long (10s, 2m).
-    max_requests: Stop after this many requests.
-    out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
-    api: chat (/v1/chat/completions) or completions (/v1/completions).
-    api_key: Bearer token (prefer --api-key-env; never written to the bundle).
-    api_key_env: Name of the environment variable holding the API key.
-    stream: Stream responses (TTFT/ITL need it).
-    max_tokens: max_tokens sent with each request.
-    temperature: temperature sent with each request.
-    input_words: Synthetic prompt lengths in words (default 128).
-    dataset: JSONL file of prompts; --field names the field path.
-    field: Field path in --dataset rows (e.g. messages or request.prompt).
-    sharegpt: ShareGPT JSON/JSONL file of conversations.
-    warmup: Leave requests intended in the first N seconds out of the summary.
-    cooldown: Leave requests intended in the last N seconds out of the summary.
-    max_in_flight: Cap on requests in flight.
-    overflow: At the cap: late (send late, lag recorded) or drop (count as dropped).
-    ttft_timeout: Deadline for the first token.
-    idle_timeout: Deadline for the gap between two reads.
-    total_timeout: Deadline for the whole request.
-    slo_ttft_ms: Goodput SLO on TTFT.
-    slo_tpot_ms: Goodput SLO on TPOT.
-    slo_e2e_ms: Goodput SLO on E2E latency.
-    max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
-    max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
-    max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
-    seed: Seed of random arrivals and synthetic prompts.
-    label: Run label stored with the run (e.g. nightly).
-    transport: aiohttp (default) or httpx.
-    workers: Worker processes sharing the schedule (N or auto = usable CPUs).
-    metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
-    metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).
-    record_trace: Write every request (intended send time, body, redacted headers) to this JSONL.
-    grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file (workloads/graders.py).
-    reference_field: Field path of the expected answer in --dataset rows (for --grader).
-    progress: Live progress display (default: on when stdout is a terminal).
+    Args:
+        url: Full endpoint URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
+        model: Model name sent in the body.
+        rate: Rate spec: constant:50, poisson:50, gamma:50:0.5, ramp:1..20@60s, stages:2,8,2@30s, closed:8[:THINK], trace:FILE.
+        duration: Stop sending after this long (10s, 2m).
+        max_requests: Stop after this many requests.
+        out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
+        api: chat (/v1/chat/completions) or completions (/v1/completions).
+        api_key: Bearer token (prefer --api-key-env; never written to the bundle).
+        api_key_env: Name of the environment variable holding the API key.
+        stream: Stream responses (TTFT/ITL need it).
+        max_tokens: max_tokens sent with each request.
+        temperature: temperature sent with each request.
+        input_words: Synthetic prompt lengths in words (default 128).
+        dataset: JSONL file of prompts; --field names the field path.
+        field: Field path in --dataset rows (e.g. messages or request.prompt).
+        sharegpt: ShareGPT JSON/JSONL file of conversations.
+        warmup: Leave requests intended in the first N seconds out of the summary.
+        cooldown: Leave requests intended in the last N seconds out of the summary.
+        max_in_flight: Cap on requests in flight.
+        overflow: At the cap: late (send late, lag recorded) or drop (count as dropped).
+        ttft_timeout: Deadline for the first token.
+        idle_timeout: Deadline for the gap between two reads.
+        total_timeout: Deadline for the whole request.
+        slo_ttft_ms: Goodput SLO on TTFT.
+        slo_tpot_ms: Goodput SLO on TPOT.
+        slo_e2e_ms: Goodput SLO on E2E latency.
+        max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+        max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+        max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
+        seed: Seed of random arrivals and synthetic prompts.
+        label: Run label stored with the run (e.g. nightly).
+        transport: aiohttp (default) or httpx.
+        workers: Worker processes sharing the schedule (N or auto = usable CPUs).
+        metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
+        metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).
+        record_trace: Write every request (intended send time, body, redacted headers) to this JSONL.
+        grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file (workloads/graders.py).
+        reference_field: Field path of the expected answer in --dataset rows (for --grader).
+        progress: Live progress display (default: on when stdout is a terminal).
     """
     cfg = _config(
         load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
@@ -320,26 +319,26 @@ def http(
 ) -> int:
     """Benchmark any HTTP endpoint with one fixed request.
 
-    Parameters
-    ----------
-    url: Request URL.
-    method: HTTP method.
-    header: Header as "Name: value" (repeatable).
-    body: Request body (sent as-is).
-    expected_status: Status codes that count as ok (repeatable; default 200).
-    rate: Rate spec (see `benchmaker llm --help`).
-    duration: Stop sending after this long.
-    max_requests: Stop after this many requests.
-    out_dir: Folder for run bundles.
-    max_in_flight: Cap on requests in flight.
-    total_timeout: Deadline for the whole request.
-    max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
-    max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
-    max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
-    seed: Seed of random arrivals.
-    label: Run label.
-    workers: Worker processes sharing the schedule (N or auto).
-    progress: Live progress display.
+    Args:
+        url: Request URL.
+        method: HTTP method.
+        header: Header as "Name: value" (repeatable).
+        body: Request body (sent as-is).
+        expected_status: Status codes that count as ok (repeatable; default 200).
+        rate: Rate spec (see `benchmaker llm --help`).
+        duration: Stop sending after this long.
+        max_requests: Stop after this many requests.
+        out_dir: Folder for run bundles.
+        max_in_flight: Cap on requests in flight.
+        total_timeout: Deadline for the whole request.
+        max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+        max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+        max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
+        seed: Seed of random arrivals.
+        label: Run label.
+        workers: Worker processes sharing the schedule (N or auto).
+        record_trace: Write every request (intended send time, body, redacted headers) to this JSONL.
+        progress: Live progress display.
     """
     headers = {}
     for h in header or []:
@@ -370,12 +369,11 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
         progress: bool | None = None) -> int:
     """Run a YAML run file (engine settings plus a workload or mixed lanes).
 
-    Parameters
-    ----------
-    config: The YAML file.
-    out_dir: Override the file's out_dir.
-    workers: Override the file's workers (N or auto).
-    progress: Live progress display.
+    Args:
+        config: The YAML file.
+        out_dir: Override the file's out_dir.
+        workers: Override the file's workers (N or auto).
+        progress: Live progress display.
     """
     rf = read_run_file(config)
     if out_dir is not None:

@@ -14,11 +14,10 @@ def retry(flow_run: str) -> int:
     otherwise, 2 for a reference that names no flow run; Ctrl-C stops it within seconds,
     leaves the flow run Cancelled and exits 130.
 
-    Parameters
-    ----------
-    flow_run: The flow run: its id (UUID, printed when the CLI started it), its name, the
-        run id of its bundle (swebench-replay-20261201T010203Z-6c0a4887) or the bundle
-        directory (its manifest.json keeps flow_run_id).
+    Args:
+        flow_run: The flow run: its id (UUID, printed when the CLI started it), its name, the
+            run id of its bundle (swebench-replay-20261201T010203Z-6c0a4887) or the bundle
+            directory (its manifest.json keeps flow_run_id).
     """
     from flows.retry import main
     from recipes.prefect_server import use_local_server

@@ -54,31 +54,30 @@ def sandbox(
 ) -> int:
     """Benchmark a command in a sandbox: exec latency, or the create/exec/delete lifecycle.
 
-    Parameters
-    ----------
-    command: Shell command run in the sandbox per sample (exit code 0 = ok).
-    target: local (temp workspace + bash subprocess, embedded) or flash (Flash Sandbox coordinator).
-    mode: exec (on one sandbox) or lifecycle (create -> exec -> delete per sample).
-    url: Flash coordinator base URL (target flash).
-    sandbox_id: Existing Flash sandbox for exec mode (default: one is created before the run).
-    image: Image of created Flash sandboxes.
-    sandbox_type: Flash sandbox `type` field.
-    template: Flash sandbox template.
-    memory_mb: Memory of created Flash sandboxes (MB).
-    cpu_cores: CPU cores of created Flash sandboxes.
-    repo: Directory copied into each local workspace.
-    timeout: The command's deadline in seconds (a timeout is a `timeout` sample).
-    api_key_env: Environment variable holding the Flash API key (never written to the bundle).
-    rate: Rate spec (see `benchmaker llm --help`).
-    duration: Stop sending after this long.
-    max_requests: Stop after this many samples.
-    out_dir: Folder for run bundles.
-    max_in_flight: Cap on samples in flight.
-    total_timeout: Deadline for a whole sample (exec or lifecycle).
-    max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
-    seed: Seed of random arrivals.
-    label: Run label.
-    progress: Live progress display.
+    Args:
+        command: Shell command run in the sandbox per sample (exit code 0 = ok).
+        target: local (temp workspace + bash subprocess, embedded) or flash (Flash Sandbox coordinator).
+        mode: exec (on one sandbox) or lifecycle (create -> exec -> delete per sample).
+        url: Flash coordinator base URL (target flash).
+        sandbox_id: Existing Flash sandbox for exec mode (default: one is created before the run).
+        image: Image of created Flash sandboxes.
+        sandbox_type: Flash sandbox `type` field.
+        template: Flash sandbox template.
+        memory_mb: Memory of created Flash sandboxes (MB).
+        cpu_cores: CPU cores of created Flash sandboxes.
+        repo: Directory copied into each local workspace.
+        timeout: The command's deadline in seconds (a timeout is a `timeout` sample).
+        api_key_env: Environment variable holding the Flash API key (never written to the bundle).
+        rate: Rate spec (see `benchmaker llm --help`).
+        duration: Stop sending after this long.
+        max_requests: Stop after this many samples.
+        out_dir: Folder for run bundles.
+        max_in_flight: Cap on samples in flight.
+        total_timeout: Deadline for a whole sample (exec or lifecycle).
+        max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+        seed: Seed of random arrivals.
+        label: Run label.
+        progress: Live progress display.
     """
     cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
                   max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,

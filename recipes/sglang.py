@@ -85,43 +85,42 @@ def sglang(
 ) -> int:
     """Benchmark an SGLang server's native /generate endpoint (cumulative-text stream).
 
-    Parameters
-    ----------
-    url: Full endpoint URL, e.g. http://127.0.0.1:30000/generate.
-    rate: Rate spec (see `benchmaker llm --help`).
-    duration: Stop sending after this long (10s, 2m).
-    max_requests: Stop after this many requests.
-    out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
-    api_key: Bearer token (prefer --api-key-env; never written to the bundle).
-    api_key_env: Name of the environment variable holding the API key.
-    stream: Stream responses (TTFT/ITL need it).
-    max_new_tokens: sampling_params.max_new_tokens.
-    temperature: sampling_params.temperature.
-    sampling_params: More sampling_params as JSON, e.g. '{"top_p": 0.9, "ignore_eos": true}'.
-    incremental: The server streams text deltas (--incremental-streaming-output), not cumulative text.
-    input_words: Synthetic prompt lengths in words (default 128).
-    dataset: JSONL file of prompts; --field names the field path.
-    field: Field path in --dataset rows.
-    reference_field: Field path of the expected answer in --dataset rows (for --grader).
-    sharegpt: ShareGPT JSON/JSONL file of conversations.
-    input_ids_file: JSONL of token-id lists (sent as input_ids instead of text).
-    warmup: Leave requests intended in the first N seconds out of the summary.
-    cooldown: Leave requests intended in the last N seconds out of the summary.
-    max_in_flight: Cap on requests in flight.
-    overflow: At the cap: late (send late, lag recorded) or drop (count as dropped).
-    ttft_timeout: Deadline for the first token.
-    idle_timeout: Deadline for the gap between two reads.
-    total_timeout: Deadline for the whole request.
-    slo_ttft_ms: Goodput SLO on TTFT.
-    slo_tpot_ms: Goodput SLO on TPOT.
-    slo_e2e_ms: Goodput SLO on E2E latency.
-    max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
-    seed: Seed of random arrivals and synthetic prompts.
-    label: Run label stored with the run.
-    transport: aiohttp (default) or httpx.
-    workers: Worker processes sharing the schedule (N or auto).
-    grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file.
-    progress: Live progress display (default: on when stdout is a terminal).
+    Args:
+        url: Full endpoint URL, e.g. http://127.0.0.1:30000/generate.
+        rate: Rate spec (see `benchmaker llm --help`).
+        duration: Stop sending after this long (10s, 2m).
+        max_requests: Stop after this many requests.
+        out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
+        api_key: Bearer token (prefer --api-key-env; never written to the bundle).
+        api_key_env: Name of the environment variable holding the API key.
+        stream: Stream responses (TTFT/ITL need it).
+        max_new_tokens: sampling_params.max_new_tokens.
+        temperature: sampling_params.temperature.
+        sampling_params: More sampling_params as JSON, e.g. '{"top_p": 0.9, "ignore_eos": true}'.
+        incremental: The server streams text deltas (--incremental-streaming-output), not cumulative text.
+        input_words: Synthetic prompt lengths in words (default 128).
+        dataset: JSONL file of prompts; --field names the field path.
+        field: Field path in --dataset rows.
+        reference_field: Field path of the expected answer in --dataset rows (for --grader).
+        sharegpt: ShareGPT JSON/JSONL file of conversations.
+        input_ids_file: JSONL of token-id lists (sent as input_ids instead of text).
+        warmup: Leave requests intended in the first N seconds out of the summary.
+        cooldown: Leave requests intended in the last N seconds out of the summary.
+        max_in_flight: Cap on requests in flight.
+        overflow: At the cap: late (send late, lag recorded) or drop (count as dropped).
+        ttft_timeout: Deadline for the first token.
+        idle_timeout: Deadline for the gap between two reads.
+        total_timeout: Deadline for the whole request.
+        slo_ttft_ms: Goodput SLO on TTFT.
+        slo_tpot_ms: Goodput SLO on TPOT.
+        slo_e2e_ms: Goodput SLO on E2E latency.
+        max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+        seed: Seed of random arrivals and synthetic prompts.
+        label: Run label stored with the run.
+        transport: aiohttp (default) or httpx.
+        workers: Worker processes sharing the schedule (N or auto).
+        grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file.
+        progress: Live progress display (default: on when stdout is a terminal).
     """
     cfg = _config(
         load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,

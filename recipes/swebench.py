@@ -73,28 +73,27 @@ def swebench(
 ) -> int:
     """Run a live coding agent on task directories and record each run as a trajectory.
 
-    Parameters
-    ----------
-    url: Base URL of the OpenAI-compatible model endpoint (http://host:port or .../v1).
-    model: Model name sent in each request.
-    task_dirs: Task directories (repository + task.json with task_id, test_command, optional prompt).
-    concurrency: Episodes in flight.
-    attempts: Episodes per task.
-    max_turns: Model calls per episode at most.
-    sandbox: local (temp copy of the task directory) or flash (Flash Sandbox coordinator).
-    sandbox_url: Flash coordinator URL.
-    sandbox_image: Flash image; {task_id} is substituted.
-    sandbox_workdir: Repository path inside the Flash image.
-    sandbox_api_key_env: Environment variable holding the Flash API key.
-    api_key_env: Environment variable holding the model API key (never written to files).
-    system_file: Text file with a system prompt.
-    temperature: temperature sent with each request.
-    stream: Stream responses (TTFT needs it).
-    send_status_fields: Add `is_error` to tool messages (replay servers check it; real endpoints may reject it).
-    out_dir: Folder for the run directory.
-    run_id: Run id (default: swebench-<UTC time>-<random>).
-    label: Run label stored in the manifest.
-    warehouse: DuckDB file to load the run into.
+    Args:
+        url: Base URL of the OpenAI-compatible model endpoint (http://host:port or .../v1).
+        model: Model name sent in each request.
+        task_dirs: Task directories (repository + task.json with task_id, test_command, optional prompt).
+        concurrency: Episodes in flight.
+        attempts: Episodes per task.
+        max_turns: Model calls per episode at most.
+        sandbox: local (temp copy of the task directory) or flash (Flash Sandbox coordinator).
+        sandbox_url: Flash coordinator URL.
+        sandbox_image: Flash image; {task_id} is substituted.
+        sandbox_workdir: Repository path inside the Flash image.
+        sandbox_api_key_env: Environment variable holding the Flash API key.
+        api_key_env: Environment variable holding the model API key (never written to files).
+        system_file: Text file with a system prompt.
+        temperature: temperature sent with each request.
+        stream: Stream responses (TTFT needs it).
+        send_status_fields: Add `is_error` to tool messages (replay servers check it; real endpoints may reject it).
+        out_dir: Folder for the run directory.
+        run_id: Run id (default: swebench-<UTC time>-<random>).
+        label: Run label stored in the manifest.
+        warehouse: DuckDB file to load the run into.
     """
     from replay.errors import InputError
     from replay.live import load_live_task, run_live

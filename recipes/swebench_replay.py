@@ -253,44 +253,63 @@ def swebench_replay(
         Agent logs (files or directories); converted once and cached on their content.
     trajectories
         An already converted trajectories.jsonl (instead of --logs).
-    concurrency-sweep
+    concurrency_sweep
         Episodes in flight per point, comma-separated, each >= 1 (e.g. 1,5,25; default
         1,5 without --rate).
     rate
         An open-loop point: episodes start at this rate spec (poisson:0.5, constant:2,
         trace:FILE), as agent sessions arrive; repeat for several. The table's row and
         the line under it give offered vs achieved episodes/s and the schedule lag.
-    episodes-per-point
+    episodes_per_point
         Episodes per point (default: max(concurrency, number of trajectories)).
     duration
         Instead: keep starting episodes for this long per point (120, 120s, 2m).
     mode
         recorded (tool results from the recording), execute (tools run in the sandbox),
         command (an external agent, --command, per task).
-    task-dirs
+    sandbox
+        Where execute mode runs tools: local (a process per episode) or flash (a
+        sandbox service at --sandbox-url).
+    sandbox_url
+        Base URL of the flash sandbox service (execute mode, --sandbox flash).
+    sandbox_image
+        Container image the flash sandbox starts per episode.
+    task_dirs
         Task directories with task.json, for the verifier in execute/command mode.
     command
         The agent command line of command mode (split on spaces).
     latency
         Replay server latency: instant | fixed:TTFT_MS:ITL_MS | recorded.
+    divergence
+        Check the agent's observations against the recording: off (no check), status
+        (count exit-status mismatches, serve normally) or content (a status or content
+        mismatch gets 412 and counts as a diverged miss).
+    format
+        Force the log format instead of detecting it from the content (see `convert`).
+    lenient
+        Skip and count unreadable log files and records instead of refusing the run.
+    out_dir
+        Folder for artifacts: converted trajectories, run bundles, the report.
     warehouse
         DuckDB file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb).
+    label
+        Run label stored with every point's run (e.g. nightly).
     shards
         Load hosts per point (> 1 needs --dask-address): each runs its share of the
         episode slots with its own replay server; merged into one run.
-    dask-address
+    dask_address
         Dask scheduler (tcp://host:8786) whose workers run the shards (`dask` extra).
     exchange
         Path or fsspec URL every host reaches, when --out-dir is not shared.
-    start-lead
+    start_lead
         Seconds from a point's submission to its shared start (default 10 with a
         Prefect server, PREFECT_API_URL; 25 without one: the Dask workers then start
         a Prefect of their own on their first shard, 5-10 s).
-    shard-timeout
+    shard_timeout
         Seconds to wait for a point's shards (default 3 h).
     workers
         Engine worker processes per point (recorded mode), as for engine runs.
-    dry-run
+    dry_run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
     duration = _seconds(duration, "--duration")  # "120s" -> 120.0
@@ -389,30 +408,44 @@ def llm_sweep(
 
     Parameters
     ----------
-    base-url
+    base_url
         The endpoint's base URL (e.g. http://127.0.0.1:8000); /v1/chat/completions is added.
-    concurrency-sweep
+    concurrency_sweep
         Closed-loop points, comma-separated (1,8,32 -> closed:1, closed:8, closed:32).
-    rate-sweep
+    rate_sweep
         Poisson points in requests/s, comma-separated.
     loads
         Further points as rate specs (e.g. constant:10, stages:2,8@30s).
+    model
+        Model name sent in the body.
     duration
         Seconds per point.
-    api-key-env
+    max_requests
+        Stop each point after this many requests.
+    prompt_words
+        Synthetic prompt length in words.
+    max_tokens
+        max_tokens sent with each request.
+    api_key_env
         Name of the environment variable holding the API key (never the key itself).
+    out_dir
+        Folder for run bundles and the report.
+    warehouse
+        DuckDB file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb).
+    label
+        Run label stored with every point's run (e.g. nightly).
     shards
         Load hosts per point (> 1 needs --dask-address): shard k sends slice k of N of
         the point's load; merged into one run.
-    dask-address
+    dask_address
         Dask scheduler (tcp://host:8786) whose workers run the shards (`dask` extra).
     exchange
         Path or fsspec URL every host reaches, when --out-dir is not shared.
-    start-lead
+    start_lead
         Seconds from a point's submission to its shared start (default 10 with a
         Prefect server, PREFECT_API_URL; 25 without one: the Dask workers then start
         a Prefect of their own on their first shard, 5-10 s).
-    shard-timeout
+    shard_timeout
         Seconds to wait for a point's shards (default 3 h).
     """
     _prefect_env()

@@ -95,26 +95,25 @@ def trajectory_replay(
 ) -> int:
     """Replay recorded conversations turn by turn with growing prefixes (prefix caching).
 
-    Parameters
-    ----------
-    file: JSONL, one conversation per row: a messages array, or {"messages": [...] or "<json>", "id": ...}.
-    url: Chat completions URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
-    model: Model name sent in the body.
-    sessions: contiguous (a worker plays a conversation to its end, then the next) or interleaved (--active-sessions open at once, turns alternate).
-    concurrency: Closed-loop workers (requests in flight at most).
-    active_sessions: Open sessions in interleaved mode (default 2 x concurrency).
-    think: Think time between a session's turns: const:1s, exp:2s (mean), uniform:0.5..3 (default none).
-    max_tokens: max_tokens sent with each request.
-    temperature: temperature sent with each request.
-    stream: Stream responses (TTFT needs it).
-    tokenizer: tokenizer.json for exact token estimates (needs the `tokenizers` package); default words.
-    duration: Stop sending after this long (default: when every turn was sent).
-    total_timeout: Deadline per request.
-    api_key_env: Name of the environment variable holding the API key.
-    seed: Seed of the think-time draws.
-    label: Run label stored with the run.
-    out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
-    progress: Live progress display (default: on when stdout is a terminal).
+    Args:
+        file: JSONL, one conversation per row: a messages array, or {"messages": [...] or "<json>", "id": ...}.
+        url: Chat completions URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
+        model: Model name sent in the body.
+        sessions: contiguous (a worker plays a conversation to its end, then the next) or interleaved (--active-sessions open at once, turns alternate).
+        concurrency: Closed-loop workers (requests in flight at most).
+        active_sessions: Open sessions in interleaved mode (default 2 x concurrency).
+        think: Think time between a session's turns: const:1s, exp:2s (mean), uniform:0.5..3 (default none).
+        max_tokens: max_tokens sent with each request.
+        temperature: temperature sent with each request.
+        stream: Stream responses (TTFT needs it).
+        tokenizer: tokenizer.json for exact token estimates (needs the `tokenizers` package); default words.
+        duration: Stop sending after this long (default: when every turn was sent).
+        total_timeout: Deadline per request.
+        api_key_env: Name of the environment variable holding the API key.
+        seed: Seed of the think-time draws.
+        label: Run label stored with the run.
+        out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
+        progress: Live progress display (default: on when stdout is a terminal).
     """
     api_key = None
     if api_key_env:

@@ -158,6 +158,10 @@ def runs(
         Only runs with this label (e.g. nightly).
     limit
         At most this many runs.
+    csv
+        Print CSV with every column instead of the table.
+    json
+        Print JSON with every column instead of the table.
     """
     fmt = _format(csv, json)
     con = open_readonly(_path(warehouse))

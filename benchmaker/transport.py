@@ -5,6 +5,8 @@ own pool gives 158 req/s, httpx over aiohttp 2,545 req/s, bare aiohttp 8,731 req
 
     AiohttpTransport  the default: one aiohttp ClientSession, keep-alive pool, no
                       client-side timeouts except connect (the runner owns the rest)
+    RawTransport      `raw`: the engine's own HTTP/1.1 client on httptools' parser
+                      (benchmaker/http1.py), a fraction of aiohttp's CPU per request
     HttpxTransport    httpx.AsyncClient, for users who need its features
     NullTransport     answers every request at once with a canned body, no I/O:
                       measures the engine itself (scheduler accuracy, events/s)
@@ -255,14 +257,18 @@ class NullTransport:
 
 
 def make_transport(kind: str, *, connect_timeout_s: float | None, limit: int = 0) -> Any:
-    """Build a transport by name: `aiohttp` (default), `httpx`, `null`.
+    """Build a transport by name: `aiohttp` (default), `raw`, `httpx`, `null`.
     Raises ConfigError on an unknown name."""
     from benchmaker.errors import ConfigError
 
     if kind == "aiohttp":
         return AiohttpTransport(connect_timeout_s=connect_timeout_s, limit=limit)
+    if kind == "raw":
+        from benchmaker.http1 import RawTransport
+
+        return RawTransport(connect_timeout_s=connect_timeout_s, limit=limit)
     if kind == "httpx":
         return HttpxTransport(connect_timeout_s=connect_timeout_s, limit=limit or None)
     if kind == "null":
         return NullTransport()
-    raise ConfigError(f"transport: unknown transport {kind!r} (expected aiohttp, httpx, null)")
+    raise ConfigError(f"transport: unknown transport {kind!r} (expected aiohttp, raw, httpx, null)")

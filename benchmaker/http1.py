@@ -1,0 +1,616 @@
+"""`RawTransport`: the engine's own HTTP/1.1 client, an asyncio Protocol over httptools'
+response parser (llhttp, the parser of Node.js), with a keep-alive pool.
+
+    RawTransport()                         # connect deadline 10 s, unbounded pool
+    RawTransport(connect_timeout_s=2.0, limit=256, verify_tls=False)
+
+Why (issue #17): on a loopback stream of 200 token events, aiohttp alone costs 115-140 us
+of client CPU per stream against 430-550 us for the engine's whole path on a transport
+without I/O, capping any aiohttp-based client near 0.8 of it; per non-streaming request
+aiohttp costs 78-90 us beside the engine's own 9. This client does what the engine needs
+and no more: one write per request, one llhttp pass per socket read, one future per wait.
+`benchmarks/engine.py` measures it beside aiohttp and the null transport.
+
+Behaviour, the same as `AiohttpTransport` unless said otherwise:
+- Requests: `METHOD path?query HTTP/1.1` with `Host`, `Accept: */*`, `Accept-Encoding:
+  gzip, deflate`, `User-Agent: benchmaker`, `Content-Type: application/octet-stream`
+  for a body without one (aiohttp's defaults for bytes data), then the spec's headers
+  (a header the spec names replaces the default) and `Content-Length` of the body.
+  Header names or values holding CR or LF raise ValueError (as aiohttp does), which the
+  runner records as a protocol_error. Redirects are NOT followed (aiohttp follows up to
+  10): a 3xx reaches the workload's parser as it is.
+- Bodies: Content-Length, chunked (trailers skipped) and close-delimited (HTTP/1.0 style:
+  the body ends when the server closes); `Content-Encoding: gzip`/`deflate` decoded with
+  zlib as it arrives (aiohttp's auto_decompress), so `bytes_received` counts decoded
+  bytes as with aiohttp; other codings pass through undecoded. 1xx interim responses
+  are skipped. A HEAD response ends at its headers and its connection is not reused.
+- Reads: `chunks()` yields, per wait, every body byte that arrived since the last one
+  (llhttp's pieces of one or more socket reads joined), never b"" (as aiohttp's
+  `readany`); the runner stamps each with perf_counter_ns when it gets it.
+- Pool: idle connections per (scheme, host, port), most recently used first, reused
+  while the server keeps them alive (`Connection: close`, HTTP/1.0 without keep-alive or
+  a close by the server end them) and for at most `keepalive_s` idle (aiohttp: 15 s).
+  `limit` caps connections open or opening over all hosts (0 = no cap; the runner's
+  max_in_flight is the cap that is measured): at the cap an idle connection of another
+  host is closed, else the request waits for one to be released.
+  `connections_opened` counts TCP (or TLS) connections made.
+- Retry: as aiohttp, a request with an idempotent method (GET, HEAD, OPTIONS, TRACE, PUT,
+  DELETE) sent on a reused connection that the server closed before any response byte
+  is sent once more on a new connection (the server closed an idle connection as the
+  request went out). Never for POST.
+- Errors: the connect deadline (`connect_timeout_s`, over DNS, TCP and TLS handshake)
+  raises ConnectTimeout("connect timeout after S s to URL"); a refused or failed
+  connect TransportError("cannot connect to URL: OSError text"); a close before the
+  status line TransportError("ServerDisconnectedError: Server disconnected"); a close or
+  reset inside a body TransportError("response body cut: ..."); a response llhttp
+  refuses TransportError("bad HTTP response: ..."). TTFT, idle and total deadlines are
+  the runner's (it cancels the request's task); a cancelled or failed exchange closes
+  its connection, a complete one returns it to the pool.
+- TLS: asyncio's ssl with `ssl.create_default_context()` (or no verification when
+  `verify_tls=False`), SNI = the URL's host. HTTP/1.1 only (no ALPN h2).
+
+Source for the wire rules: RFC 9112 (HTTP/1.1 message syntax: section 6.3 message body
+length; section 9.3 persistence); aiohttp 3.14 client_reqrep.py and client.py for the
+defaults and the retry this mirrors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+import zlib
+from collections import deque
+from typing import Any
+from urllib.parse import urlsplit
+
+import httptools
+
+from benchmaker.errors import ConnectTimeout, TransportError
+from benchmaker.records import RequestSpec
+
+__all__ = ["RawTransport"]
+
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+_HIGH_WATER = 1 << 20  # body bytes buffered unread before the socket is paused
+_JOIN_MAX = 1 << 16  # a smaller body is sent in one write with its head; a larger one by writelines
+_DEFAULTS = (("accept", "Accept: */*\r\n"), ("accept-encoding", "Accept-Encoding: gzip, deflate\r\n"),
+             ("user-agent", "User-Agent: benchmaker\r\n"))
+_DISCONNECTED = "ServerDisconnectedError: Server disconnected"
+
+
+class _Disconnected(TransportError):
+    """The server closed the connection before any byte of the response."""
+
+
+class _Target:
+    """A URL split once: pool key, address, TLS context, request target, Host line."""
+
+    __slots__ = ("key", "host", "port", "ssl", "target", "host_line", "url")
+
+    def __init__(self, url: str, ssl_ctx: Any) -> None:
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise TransportError(f"cannot connect to {url}: expected an http:// or https:// URL with a host")
+        default = 443 if u.scheme == "https" else 80
+        self.host = u.hostname
+        self.port = u.port or default
+        self.key = (u.scheme, self.host, self.port)
+        self.ssl = ssl_ctx if u.scheme == "https" else None
+        self.target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_line = f"Host: {host}\r\n" if u.port in (None, default) else f"Host: {host}:{self.port}\r\n"
+        self.url = url
+
+
+class _Conn(asyncio.Protocol):
+    """One connection and the state of the exchange on it (one at a time)."""
+
+    __slots__ = (
+        "_owner", "key", "transport", "_parser", "closed", "idle_since", "active", "head_only",
+        "status", "raw_headers", "headers_done", "done", "keep_alive", "exc", "waiter", "chunks",
+        "paused", "received", "nbody", "consumed", "_length", "_chunked", "_decoder", "_interim",
+    )
+
+    def __init__(self, owner: "RawTransport", key: tuple[str, str, int]) -> None:
+        self._owner = owner
+        self.key = key
+        self.transport: Any = None
+        self._parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.idle_since = 0.0
+        self.active = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.chunks: list[bytes] = []
+        self._reset(False)
+
+    def _reset(self, head_only: bool) -> None:
+        """Fresh exchange state before a request is written."""
+        self.head_only = head_only
+        self.status = 0
+        self.raw_headers: list[tuple[bytes, bytes]] = []
+        self.headers_done = False
+        self.done = False
+        self.keep_alive = False
+        self.exc: TransportError | None = None
+        self.paused = False
+        self.received = False
+        self.nbody = 0  # body bytes delivered by the parser (decoded)
+        self.consumed = 0  # of which handed to the reader
+        self._length: int | None = None
+        self._chunked = False
+        self._decoder: Any = None
+        self._interim = False
+
+    # -- asyncio.Protocol ----------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if not self.active or self.done:  # bytes nobody asked for: the connection is unusable
+            self.close()
+            return
+        self.received = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(TransportError(f"bad HTTP response: {exc}"))
+            self.close()
+        if self.nbody - self.consumed > _HIGH_WATER and not self.paused and not self.done:
+            self.paused = True
+            self.transport.pause_reading()
+        w = self.waiter
+        if w is not None:
+            self.waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    def eof_received(self) -> None:
+        return None  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._owner._lost(self)
+        if self.active and not self.done:
+            if self.headers_done and self._length is None and not self._chunked:
+                self._complete()  # a close-delimited body ends here
+                self.keep_alive = False
+            elif self.headers_done:
+                why = f"{type(exc).__name__}: {exc}" if exc is not None else "connection closed by the server"
+                of = f" of {self._length}" if self._length is not None else ""
+                self._fail(TransportError(f"response body cut: {why} after {self.nbody}{of} body bytes"))
+            elif self.received:
+                self._fail(TransportError(f"response head cut: {type(exc).__name__ if exc else 'connection closed'}"))
+            else:
+                self._fail(_Disconnected(_DISCONNECTED if exc is None else f"{type(exc).__name__}: {exc}"))
+        w = self.waiter
+        if w is not None:
+            self.waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    # -- httptools callbacks -------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.raw_headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:  # interim response (100 Continue, 103): skip it
+            self._interim = True
+            self.raw_headers = []
+            return
+        self.status = status
+        for name, value in self.raw_headers:
+            n = len(name)
+            if n == 14 and name.lower() == b"content-length":
+                try:
+                    self._length = int(value)
+                except ValueError:
+                    pass  # llhttp refuses it
+            elif n == 17 and name.lower() == b"transfer-encoding":
+                self._chunked = b"chunked" in value.lower()
+            elif n == 16 and name.lower() == b"content-encoding":
+                enc = value.strip().lower()
+                if enc in (b"gzip", b"x-gzip"):
+                    self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                elif enc == b"deflate":
+                    self._decoder = _Deflate()
+        if self._chunked:
+            self._length = None
+        if status in (204, 304):
+            self._length = 0
+        self.headers_done = True
+        if self.head_only:  # a HEAD response has no body whatever its headers say
+            self._length = 0
+            self._complete()
+            self.keep_alive = False
+
+    def on_body(self, body: bytes) -> None:
+        if self._decoder is not None:
+            body = self._decoder.decompress(body)
+            if not body:
+                return
+        elif self.done:
+            return
+        self.nbody += len(body)
+        self.chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False
+            return
+        if self.done:
+            return
+        self._complete()
+        self.keep_alive = self._parser.should_keep_alive()
+
+    # -- exchange ------------------------------------------------------------------
+
+    def _complete(self) -> None:
+        d = self._decoder
+        if d is not None:
+            self._decoder = None
+            tail = d.flush()
+            if tail:
+                self.nbody += len(tail)
+                self.chunks.append(tail)
+        self.done = True
+
+    def _fail(self, exc: TransportError) -> None:
+        if self.exc is None and not self.done:
+            self.exc = exc
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def wait(self) -> None:
+        """Wait for the next read (or close); a cancellation propagates."""
+        fut = self.waiter = self._owner._loop.create_future()
+        await fut
+
+
+class _Deflate:
+    """`Content-Encoding: deflate` is zlib-wrapped by RFC 9110 but raw deflate from some
+    servers: the first bytes decide (as aiohttp and browsers do)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self) -> None:
+        self._d: Any = None
+
+    def decompress(self, data: bytes) -> bytes:
+        if self._d is None:
+            raw = not (len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0)
+            self._d = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+        return self._d.decompress(data)
+
+    def flush(self) -> bytes:
+        return self._d.flush() if self._d is not None else b""
+
+
+def _headers_dict(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Response headers as a dict: lower-case names, repeated ones joined with ", "."""
+    out: dict[str, str] = {}
+    for name, value in raw:
+        k = name.decode("latin-1").lower()
+        v = value.decode("latin-1")
+        out[k] = f"{out[k]}, {v}" if k in out else v
+    return out
+
+
+def _head(spec: RequestSpec, target: _Target) -> bytes:
+    """The request line and headers of `spec` as bytes (UTF-8, as aiohttp encodes them).
+    Raises ValueError when a header name or value holds CR or LF."""
+    headers = spec.headers
+    body = spec.body
+    parts = [spec.method, " ", target.target, " HTTP/1.1\r\n"]
+    names = {k.lower() for k in headers} if headers else ()
+    if "host" not in names:
+        parts.append(target.host_line)
+    for name, line in _DEFAULTS:
+        if name not in names:
+            parts.append(line)
+    if body and "content-type" not in names:
+        parts.append("Content-Type: application/octet-stream\r\n")
+    n_lines = len(parts) - 3
+    if headers:
+        for k, v in headers.items():
+            if k.lower() in ("content-length", "transfer-encoding"):
+                continue
+            parts.append(f"{k}: {v}\r\n")
+            n_lines += 1
+    if body or spec.method in ("POST", "PUT", "PATCH"):
+        parts.append(f"Content-Length: {len(body) if body else 0}\r\n")
+        n_lines += 1
+    parts.append("\r\n")
+    text = "".join(parts)
+    if text.count("\n") != n_lines + 1 or text.count("\r") != n_lines + 1:  # one per line
+        raise ValueError(f"newline or carriage return in a header of the request to {spec.url}")
+    return text.encode("utf-8")
+
+
+class _RawResponse:
+    """One exchange as an async context manager (see `Transport`): entering sends the
+    request and returns self once status and headers arrived (`status`; `headers`: a dict
+    of lower-case names, repeated headers joined with ", ", built when first read);
+    leaving returns the connection to the pool when its response is complete, else
+    closes it."""
+
+    __slots__ = ("_tr", "_spec", "_conn", "status", "_raw", "_headers")
+
+    def __init__(self, transport: "RawTransport", spec: RequestSpec) -> None:
+        self._tr = transport
+        self._spec = spec
+        self._conn: _Conn | None = None
+        self.status = 0
+        self._raw: list[tuple[bytes, bytes]] = []
+        self._headers: dict[str, str] | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self._headers is None:
+            self._headers = _headers_dict(self._raw)
+        return self._headers
+
+    async def __aenter__(self) -> "_RawResponse":
+        tr = self._tr
+        spec = self._spec
+        target = tr._targets.get(spec.url)
+        if target is None:
+            target = tr._target(spec.url)
+        data = tr._request_bytes(spec, target)
+        body = spec.body
+        big = body is not None and len(body) >= _JOIN_MAX
+        head_only = spec.method == "HEAD"
+        for attempt in (0, 1):
+            conn = tr._pop_idle(target.key)
+            reused = conn is not None
+            if conn is None:
+                conn = await tr._new_conn(target)
+            conn._reset(head_only)
+            conn.active = True
+            try:
+                if big:
+                    conn.transport.writelines((data, body))
+                else:
+                    conn.transport.write(data)
+                while not conn.headers_done:
+                    if conn.exc is not None:
+                        raise conn.exc
+                    await conn.wait()
+            except _Disconnected:
+                conn.active = False
+                conn.close()
+                if attempt == 0 and reused and spec.method in _IDEMPOTENT:
+                    continue
+                raise
+            except BaseException:
+                conn.active = False
+                conn.close()
+                raise
+            break
+        self._conn = conn
+        self.status = conn.status
+        self._raw = conn.raw_headers  # the list stays this exchange's: _reset makes a new one
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        self._conn = None
+        conn.active = False
+        conn.chunks.clear()
+        if conn.done and conn.keep_alive and not conn.closed and not conn.paused:
+            self._tr._release(conn)
+        else:
+            conn.close()
+
+    def chunks(self) -> "_RawResponse":
+        """The body as byte chunks, each all the bytes that arrived since the last one
+        (an async iterator; never yields b"")."""
+        return self
+
+    def __aiter__(self) -> "_RawResponse":
+        return self
+
+    async def __anext__(self) -> bytes:
+        conn = self._conn
+        while True:
+            chunks = conn.chunks
+            if chunks:
+                data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                chunks.clear()
+                conn.consumed = conn.nbody
+                if conn.paused:
+                    conn.paused = False
+                    conn.transport.resume_reading()
+                return data
+            if conn.done:
+                raise StopAsyncIteration
+            if conn.exc is not None:
+                raise conn.exc
+            await conn.wait()
+
+    async def read(self) -> bytes:
+        """The whole (rest of the) body; raises TransportError when it is cut."""
+        out = [data async for data in self]
+        return b"".join(out)
+
+
+class RawTransport:
+    """The engine's HTTP/1.1 client (see the module docstring for its behaviour).
+
+    RawTransport()                                 # connect deadline 10 s, no pool cap
+    RawTransport(connect_timeout_s=None)           # no connect deadline
+    RawTransport(limit=64, keepalive_s=5.0)        # at most 64 connections, 5 s idle
+
+    `stream(spec)` raises ConnectTimeout / TransportError (on entering or while reading).
+    """
+
+    def __init__(self, *, connect_timeout_s: float | None = 10.0, limit: int = 0, verify_tls: bool = True,
+                 keepalive_s: float = 15.0) -> None:
+        self._connect_timeout_s = connect_timeout_s
+        self._limit = limit
+        self._verify_tls = verify_tls
+        self._keepalive_s = keepalive_s
+        self._ssl: ssl.SSLContext | None = None
+        self._targets: dict[str, _Target] = {}
+        self._heads: dict[tuple[Any, ...], bytes] = {}
+        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._conns: set[_Conn] = set()
+        self._open = 0  # connections open or being opened
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._loop: Any = None
+        self.connections_opened = 0
+
+    async def start(self) -> None:
+        """Bind to the running loop now, before the clock starts."""
+        self._loop = asyncio.get_running_loop()
+
+    def stream(self, spec: RequestSpec) -> _RawResponse:
+        """An async context manager that sends `spec` on entering (see Transport)."""
+        return _RawResponse(self, spec)
+
+    async def aclose(self) -> None:
+        """Close every connection, idle or in use; waiters for a connection get TransportError."""
+        for conn in list(self._conns):
+            conn.close()
+        self._conns.clear()
+        self._idle.clear()
+        while self._waiters:
+            w = self._waiters.popleft()
+            if not w.done():
+                w.set_exception(TransportError("transport closed"))
+        await asyncio.sleep(0)  # let the transports run connection_lost
+
+    # -- pool ----------------------------------------------------------------------
+
+    def _target(self, url: str) -> _Target:
+        if self._ssl is None and url.startswith("https:"):
+            if self._verify_tls:
+                self._ssl = ssl.create_default_context()
+            else:
+                self._ssl = ssl.create_default_context()
+                self._ssl.check_hostname = False
+                self._ssl.verify_mode = ssl.CERT_NONE
+        t = _Target(url, self._ssl)
+        if len(self._targets) < 4096:  # a workload with ever-new URLs does not grow this
+            self._targets[url] = t
+        return t
+
+    def _request_bytes(self, spec: RequestSpec, target: _Target) -> bytes:
+        """Request line, headers and (when under _JOIN_MAX) body, as bytes. The head is
+        cached per (method, URL, headers): a workload sends the same headers each time."""
+        headers = spec.headers
+        key = (spec.method, spec.url, tuple(headers.items()) if headers else (), len(spec.body or b""))
+        head = self._heads.get(key)
+        if head is None:
+            head = _head(spec, target)
+            if len(self._heads) < 4096:
+                self._heads[key] = head
+        body = spec.body
+        return head + body if body and len(body) < _JOIN_MAX else head
+
+    def _pop_idle(self, key: tuple[str, str, int]) -> _Conn | None:
+        """The most recently released live idle connection to `key`, or None."""
+        idle = self._idle.get(key)
+        if not idle:
+            return None
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()
+            if conn.closed or conn.transport.is_closing():
+                continue
+            if now - conn.idle_since > self._keepalive_s:
+                conn.close()
+                continue
+            return conn
+        return None
+
+    async def _new_conn(self, target: _Target) -> _Conn:
+        """A new connection to `target`, within `limit` (waiting for a free slot or an
+        idle connection of `target` released meanwhile)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        while self._limit and self._open >= self._limit and not self._close_other_idle():
+            fut = self._loop.create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self._wake_one()  # pass the slot on
+                raise
+            conn = self._pop_idle(target.key)
+            if conn is not None:
+                return conn
+        self._open += 1
+        try:
+            return await self._connect(target)
+        except BaseException:
+            self._open -= 1
+            self._wake_one()
+            raise
+
+    async def _connect(self, target: _Target) -> _Conn:
+        loop = self._loop
+        conn = _Conn(self, target.key)
+        cm = asyncio.timeout(self._connect_timeout_s)
+        try:
+            async with cm:
+                await loop.create_connection(lambda: conn, target.host, target.port, ssl=target.ssl,
+                                             server_hostname=target.host if target.ssl is not None else None)
+        except TimeoutError as exc:
+            if cm.expired():
+                raise ConnectTimeout(f"connect timeout after {self._connect_timeout_s} s to {target.url}") from exc
+            raise TransportError(f"cannot connect to {target.url}: {exc}") from exc
+        except (OSError, ssl.SSLError) as exc:
+            raise TransportError(f"cannot connect to {target.url}: {exc}") from exc
+        self.connections_opened += 1
+        self._conns.add(conn)
+        return conn
+
+    def _release(self, conn: _Conn) -> None:
+        conn.idle_since = time.monotonic()
+        idle = self._idle.get(conn.key)
+        if idle is None:
+            idle = self._idle[conn.key] = []
+        idle.append(conn)
+        if self._waiters:
+            self._wake_one()
+
+    def _lost(self, conn: _Conn) -> None:
+        """A connection closed (called by its connection_lost)."""
+        self._open -= 1
+        self._conns.discard(conn)
+        if self._waiters:
+            self._wake_one()
+
+    def _close_other_idle(self) -> bool:
+        """At the cap: close one idle connection (of any host) to make room; True if one was."""
+        for idle in self._idle.values():
+            while idle:
+                conn = idle.pop(0)
+                if not conn.closed:
+                    conn.close()
+                    conn.closed = True  # its slot is free now; connection_lost will not count it twice
+                    self._lost_now(conn)
+                    return True
+        return False
+
+    def _lost_now(self, conn: _Conn) -> None:
+        self._open -= 1
+        self._conns.discard(conn)
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            w = self._waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+                return

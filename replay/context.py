@@ -15,9 +15,13 @@ else `{"role": "user", "content"}`.
 
 The request of turn k is the system prompt (when recorded), then:
   - no context edit on turns 0..k: the whole history before assistant(k);
-  - else, for the latest edit E on turns 0..k (`Turn.context_edit`): E.summary as user
-    messages, then the history from `E.keep_from` up to assistant(k). A pi compaction
-    (summary + the entries from `firstKeptEntryIndex` on) is such an edit.
+  - else, for the latest edit E on turns 0..k (`Turn.context_edit`): the history
+    messages of the `E.head` spans, E.summary as user messages, the messages of the
+    `E.keep` spans, then the history from `E.keep_from` up to assistant(k). A pi
+    compaction (summary + the entries from `firstKeptEntryIndex` on), a pi branch (the
+    path of the session tree: spans of the history, abandoned branches left out) and an
+    OpenHands condensation (head events, summary, the events not forgotten) are such
+    edits.
 
 Pure functions over the trajectory: the agent harness calls `request_messages` before
 each model call (passing the responses it received and, in execute mode, the
@@ -27,10 +31,11 @@ learn which request each turn answers.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
-from replay.trajectory import ContextEdit, MessageRef, Observation, Response, Trajectory
+from replay.trajectory import ContextEdit, MessageRef, MessageSpan, Observation, Response, Trajectory
 
 __all__ = [
     "assistant_message",
@@ -138,8 +143,15 @@ def request_messages(
     edit = current_edit(traj, turn_index)
     if edit is None:
         return out + history
+    keys = [_ref_key(r) for r in refs]
+
+    def position(ref: MessageRef) -> int:  # the first history message at or after ref
+        return bisect_left(keys, _ref_key(ref))
+
+    def spans(items: list[MessageSpan]) -> list[Message]:
+        return [m for sp in items for m in history[position(sp.start):position(sp.end)]]
+
+    out.extend(spans(edit.head))
     out.extend({"role": "user", "content": s} for s in edit.summary)
-    start = _ref_key(edit.keep_from)
-    # the first history message at or after keep_from (refs are in order)
-    first = next((i for i, r in enumerate(refs) if _ref_key(r) >= start), len(refs))
-    return out + history[first:]
+    out.extend(spans(edit.keep))
+    return out + history[position(edit.keep_from):]

@@ -284,7 +284,7 @@ class _ChatCompletions:
             or [messages[roles.index("user")]]
         system = messages[roles.index("system")] if "system" in roles else None
         key = match_key_for_messages([flatten_content(m.get("content")) for m in head_users])
-        hit = self.store.match(key, n_assistant, system)  # a turn after a context edit, else by key
+        hit = self.store.match(key, n_assistant, system, messages)  # a turn after a context edit, else by key
         if hit is None:
             stats.unknown_key += 1
             stats.recent_unknown_keys.append(key)

@@ -43,7 +43,13 @@ Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are reque
 with a shorter history (`replay.context.request_messages`): the store computes the
 request key of each such turn from its recorded request (`request_key`) and
 `lookup_turn(key, n_assistant)` finds it; every other turn is found by the
-trajectory's match key and its index.
+trajectory's match key and its index. A trajectory with a "branch" edit (pi session
+tree: abandoned branches and retries are replayed too) has every turn indexed so; when
+several of its turns share a request key (a branch sent again from the same point),
+`match` picks, among them, those whose user messages after the last assistant message
+equal the request's (all of them when none does) and serves those in turn, in recorded
+order (an identical request sent again, e.g. an automatic retry, gets the next recorded
+answer; concurrent episodes of one trajectory share the rotation).
 """
 
 from __future__ import annotations
@@ -180,6 +186,31 @@ class StoredTrajectory:
 
 
 @dataclass(slots=True)
+class _SameKey:
+    """Turns of one trajectory whose recorded requests share a request key (module doc):
+    (user texts after the last assistant message, entry, turn index) in recorded order,
+    and the rotation counter per user-text tuple."""
+
+    turns: list[tuple[tuple[str, ...], StoredTrajectory, int]]
+    served: dict[tuple[str, ...] | None, int] = field(default_factory=dict)
+
+    def pick(self, messages: list[dict[str, Any]] | None) -> tuple[StoredTrajectory, int]:
+        tail = None if messages is None else _user_tail(messages)
+        group = [t for t in self.turns if t[0] == tail] or self.turns
+        key = tail if group is not self.turns else None
+        n = self.served.get(key, 0)
+        self.served[key] = n + 1
+        _, entry, k = group[n % len(group)]
+        return entry, k
+
+
+def _user_tail(messages: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The flattened contents of the user messages after the last assistant message."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return tuple(flatten_content(m.get("content")) for m in messages[last + 1:] if m.get("role") == "user")
+
+
+@dataclass(slots=True)
 class _KeyEntry:
     first: StoredTrajectory
     by_system: dict[str | None, StoredTrajectory] | None  # None when the key is unique
@@ -193,7 +224,8 @@ class ReplayStore:
     latency: LatencyModel
     trajectories: list[StoredTrajectory]
     _index: dict[str, _KeyEntry] = field(repr=False)
-    _turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int]] = field(default_factory=dict, repr=False)
+    _turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey] = field(
+        default_factory=dict, repr=False)
     splitter: Splitter = regex_split
     created: int = 0
     stream_cache_bytes: int = 256 * 2**20
@@ -221,7 +253,7 @@ class ReplayStore:
         created = int(time.time()) if created is None else created
         stored: list[StoredTrajectory] = []
         index: dict[str, _KeyEntry] = {}
-        turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int]] = {}
+        turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey] = {}
         # the load allocates millions of objects that all stay: a collection cannot free
         # any, and the cyclic GC's full passes over them made a 500-trajectory load
         # ~1.5x slower (benchmarks/corpus.py)
@@ -234,11 +266,13 @@ class ReplayStore:
                 entry = StoredTrajectory(ordinal=len(stored), line=line, trajectory=traj, model=model,
                                          turns=turns)
                 stored.append(entry)
-                edited = False  # a context edit is in force (`current_edit`), in one pass over the turns
+                # a context edit is in force (`current_edit`), in one pass over the turns;
+                # with branches every turn (module doc)
+                edited = any(t.context_edit is not None and t.context_edit.kind == "branch" for t in traj.turns)
                 for k, turn in enumerate(traj.turns):
                     edited = edited or turn.context_edit is not None
                     if edited:
-                        turn_index.setdefault(request_key(request_messages(traj, k)), (entry, k))
+                        _index_turn(turn_index, entry, k, request_messages(traj, k))
                 key = index.get(traj.match_key)
                 if key is None:
                     index[traj.match_key] = _KeyEntry(first=entry, by_system=None)
@@ -293,20 +327,23 @@ class ReplayStore:
         request has this key and assistant-message count (module doc), else None."""
         if not self._turn_index:
             return None
-        return self._turn_index.get((match_key, n_assistant))
+        hit = self._turn_index.get((match_key, n_assistant))
+        return hit.turns[0][1:] if isinstance(hit, _SameKey) else hit
 
     def match(
-        self, match_key: str, n_assistant: int, system_message: dict[str, Any] | None
+        self, match_key: str, n_assistant: int, system_message: dict[str, Any] | None,
+        messages: list[dict[str, Any]] | None = None,
     ) -> tuple[StoredTrajectory, int] | None:
         """(trajectory, turn index) serving a request with this key and assistant-message
         count, its system message (None: it has none), in one call (the server's hot
         path): `lookup_turn`'s hit, else (`lookup(match_key, the flattened system
         text when several trajectories share the key)`, n_assistant); None when no
-        trajectory has the key. The turn index may be past the trajectory's turns."""
+        trajectory has the key. The turn index may be past the trajectory's turns.
+        `messages`: the request's, to choose among turns sharing a key (module doc)."""
         if self._turn_index:
             hit = self._turn_index.get((match_key, n_assistant))
             if hit is not None:
-                return hit
+                return hit.pick(messages) if isinstance(hit, _SameKey) else hit
         entry = self._index.get(match_key)
         if entry is None:
             return None
@@ -328,6 +365,24 @@ class ReplayStore:
     def models(self) -> list[str]:
         """Distinct response model names (per turn), in file order."""
         return list(dict.fromkeys(p.model for t in self.trajectories for p in t.turns))
+
+
+def _index_turn(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey],
+                entry: StoredTrajectory, k: int, messages: list[dict[str, Any]]) -> None:
+    """Index turn k of `entry` under its recorded request's key: the first trajectory
+    with a key keeps it; turns of that trajectory sharing it go into a `_SameKey`."""
+    key = request_key(messages)
+    hit = turn_index.get(key)
+    if hit is None:
+        turn_index[key] = (entry, k)
+        return
+    if isinstance(hit, tuple):
+        if hit[0] is not entry:
+            return
+        first_messages = request_messages(entry.trajectory, hit[1])
+        hit = turn_index[key] = _SameKey([(_user_tail(first_messages), entry, hit[1])])
+    if hit.turns[0][1] is entry:
+        hit.turns.append((_user_tail(messages), entry, k))
 
 
 def request_key(messages: list[dict[str, Any]]) -> tuple[str, int]:

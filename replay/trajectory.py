@@ -20,8 +20,9 @@ Schema versions: 1 had one model per trajectory and no context edits; 2 adds per
 `model` (the model that answered that call, None: the trajectory's `model`),
 `context_edit` (the agent replaced its history before this turn, e.g. a pi compaction;
 see `replay.context`) and `error` (the recorded error message of a turn that failed in
-the original run, `finish_reason` "aborted" or "error"). Version 1 lines still validate
-(the new fields default to None).
+the original run, `finish_reason` "aborted" or "error"); 3 adds a context edit's `head`
+and `keep` spans (pi branches, OpenHands condensation). Version 1 and 2 lines still
+validate (the new fields default to None or empty).
 
 Match key: over all user messages before the first assistant message (`first_user`,
 then `user_before_turns`): an explicit `task_id: <id>` line in one of them, else the
@@ -38,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "aborted"]
 
@@ -107,16 +108,31 @@ class MessageRef(_Model):
     item: int = Field(default=0, ge=0)
 
 
+class MessageSpan(_Model):
+    """A run of consecutive history messages: from `start` up to, not including, `end`
+    (MessageRefs, `replay.context.history_messages` order)."""
+
+    start: MessageRef
+    end: MessageRef
+
+
 class ContextEdit(_Model):
     """The agent replaced its history before this turn: from this turn on (until the next
-    edit) a request is the system prompt, then `summary` (user messages, in order), then
-    the history from `keep_from` up to the turn. `kind` names the edit ("compaction": pi
-    `compaction` entry, whose `firstKeptEntryIndex`/`firstKeptEntryId` gives `keep_from`;
-    `keep_from` = `{"turn": <this turn>, "item": 0}` keeps nothing from before the edit).
+    edit) a request is the system prompt, then the `head` spans of the history, then
+    `summary` (user messages, in order), then the `keep` spans, then the history from
+    `keep_from` up to the turn. `keep_from` = `{"turn": <this turn>, "item": 0}` keeps
+    nothing of the history before the edit beyond the spans. `kind` names the edit:
+    "compaction" (pi `compaction`: summary, then the entries from `firstKeptEntryIndex`
+    / `firstKeptEntryId` on), "branch" (pi `/tree`, `/fork` or a retry: the request is
+    the path of the session tree to the turn, with the abandoned branch left out; spans
+    name the path's messages), "condensation" (OpenHands condenser: the forgotten
+    events dropped, the summary at its offset after the `head` events).
     `tokens_before`: the context size the agent reported before the edit, when logged."""
 
     kind: str
+    head: list[MessageSpan] = Field(default_factory=list)
     summary: list[str] = Field(default_factory=list)
+    keep: list[MessageSpan] = Field(default_factory=list)
     keep_from: MessageRef
     tokens_before: int | None = Field(default=None, ge=0)
 

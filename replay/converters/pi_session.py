@@ -4,12 +4,31 @@ messages.ts.
 
 Line 1 is the header `{"type": "session", "id", "timestamp", "cwd", "version"?}`.
 Versions:
-  - v1 (no `version`): entries have no ids; the conversation is the file order.
-  - v2/v3: every entry has `id` and `parentId`; the file is a tree. The active branch
-    is the path from the last entry back to the root (pi's `buildSessionContext` with
-    no explicit leaf); entries off that path are counted as `off_branch_entry`.
+  - v1 (no `version`): entries have no ids; the conversation is the file order (pi's
+    `migrateV1ToV2` makes each entry the parent of the next).
+  - v2/v3: every entry has `id` and `parentId`; the file is a tree. pi appends every
+    entry (a parent always comes before its children); `/tree` moves the leaf to an
+    earlier entry (optionally writing a `branch_summary` of the branch it leaves),
+    `/fork` copies a path into a new file, so one file can hold several branches.
 
-Entries on the branch:
+Branches: every assistant entry is a request the agent really sent, so every one is a
+turn, in file (= recorded) order, abandoned branches included. The history
+(`replay.context.history_messages`) holds the messages of all entries in file order; the
+request of the turn at assistant entry A is pi's `buildSessionContext(A.parentId)`: the
+path from the root to A's parent, with the latest compaction on that path applied. When
+that is not the previous turn's request plus the previous turn and the messages written
+since (a branch switch, a compaction), the turn gets a `ContextEdit` whose `summary` is
+the compaction summary (if any) and whose `keep` spans and `keep_from` tail name the
+path's messages in the history: kind "compaction" for the first turn after a compaction
+entry, else "branch" (a later branch of a compacted path repeats its summary). An
+assistant entry whose parent is an assistant message that failed (`stopReason` "error")
+is pi's automatic retry: pi drops the failed message from the agent's context before
+retrying and keeps it only in the file (agent-session.ts `_prepareRetry`), so the
+failed message is left out of the retry's request and of every request below it (the
+retry resends the failed call's request). A file without branches, retries or
+compactions has no edits; one whose entries form a single path replays as before.
+
+Entries:
   - `message`: `message.role` user → a prompt (the first one is `first_user`, later
     ones go to the previous turn's `user_after`); assistant → a turn; toolResult → an
     observation (`toolCallId`, `toolName`, `isError`); bashExecution (a `!cmd` the user
@@ -18,13 +37,15 @@ Entries on the branch:
     message with its text.
   - `branch_summary`, `custom_message` → user messages (as pi sends them to the model).
   - `compaction {summary, firstKeptEntryIndex (v1: index of a line of the file, header
-    = 0) | firstKeptEntryId (v2/v3), tokensBefore}` → a `ContextEdit` on the next turn:
-    from then on pi sends the summary (as a user message, pi messages.ts
+    = 0) | firstKeptEntryId (v2/v3), tokensBefore}` → a `ContextEdit` on the next turn
+    below it: from then on pi sends the summary (as a user message, pi messages.ts
     `COMPACTION_SUMMARY_PREFIX` + summary + `COMPACTION_SUMMARY_SUFFIX`) followed by the
-    messages from the first kept entry on (session-manager.ts `buildSessionContext`);
-    `replay.context.request_messages` rebuilds those requests.
-  - `model_change {modelId}` (or `{model: {id}}`) → the model of the following turns
-    whose message names none (an assistant message's own `model` wins).
+    path's messages from the first kept entry on (session-manager.ts
+    `buildSessionContext`; a first kept entry not on the path keeps nothing:
+    `compaction_keeps_nothing`); `replay.context.request_messages` rebuilds those requests.
+  - `model_change {modelId}` (or `{model: {id}}`) → the model of the turns below it on
+    its path whose message names none (an assistant message's own `model` wins and
+    holds for the entries below it, as in `buildSessionContext`).
   - `thinking_level_change`, `custom`, `label`, `session_info` → counted in `skipped`
     under their type.
 
@@ -61,6 +82,7 @@ from replay.trajectory import (
     ContextEdit,
     FinishReason,
     MessageRef,
+    MessageSpan,
     Observation,
     Response,
     Timing,
@@ -253,55 +275,119 @@ def apply_message(
         builder.skip(f"role:{role}")
 
 
-def _active_branch(entries: list[tuple[int, dict[str, Any]]], ctx: FileContext) -> list[tuple[int, dict[str, Any]]]:
-    by_id: dict[str, tuple[int, dict[str, Any]]] = {}
-    for line, entry in entries:
-        entry_id = entry.get("id")
-        if not isinstance(entry_id, str):
-            raise ctx.error(line, "id", "entry without an id in a v2/v3 session", entry_id)
-        by_id[entry_id] = (line, entry)
-    path: list[tuple[int, dict[str, Any]]] = []
-    seen: set[str] = set()
-    current: tuple[int, dict[str, Any]] | None = entries[-1]
-    while current is not None:
-        line, entry = current
-        if entry["id"] in seen:
-            raise ctx.error(line, "parentId", "cycle in the entry tree", entry.get("parentId"))
-        seen.add(entry["id"])
-        path.append(current)
-        parent = entry.get("parentId")
-        if parent is None:
-            break
-        if parent not in by_id:
-            raise ctx.error(line, "parentId", "parent entry not found", parent)
-        current = by_id[parent]
-    path.reverse()
-    return path
+class _Entry:
+    """One session entry in file order: its line, id, parent and (once fed to the
+    builder) the position of the history message it produced."""
+
+    __slots__ = ("line", "entry", "id", "parent", "index", "pos", "model", "retried")
+
+    def __init__(self, line: int, entry: dict[str, Any], entry_id: str, parent: str | None, index: int):
+        self.line, self.entry, self.id, self.parent, self.index = line, entry, entry_id, parent, index
+        self.pos: int | None = None  # position in the history (`_Tree.order`), None: no message
+        self.model: str | None = None  # the model in force at this entry on its path
+        self.retried = False  # a failed assistant message pi retried (left out of later requests)
 
 
-def _compaction_edit(entry: dict[str, Any], refs: dict[int, MessageRef], ids: dict[str, int],
-                     builder: TrajectoryBuilder) -> ContextEdit:
-    """The ContextEdit of a `compaction` entry: keep from the first message at or after
-    the first kept entry (by file index), else nothing from before the compaction."""
-    first: int | None = None
-    if isinstance(entry.get("firstKeptEntryId"), str):
-        first = ids.get(entry["firstKeptEntryId"])
-    elif isinstance(entry.get("firstKeptEntryIndex"), int):
-        first = entry["firstKeptEntryIndex"]
-    keep = None
-    if first is not None:
-        later = [i for i in refs if i >= first]
-        keep = refs[min(later)] if later else None
-    if keep is None:
-        builder.skip("compaction_keeps_nothing")
-        keep = builder.next_ref("user")
-    tokens = entry.get("tokensBefore")
-    return ContextEdit(
-        kind="compaction",
-        summary=[compaction_text(str(entry.get("summary", "")))],
-        keep_from=keep,
-        tokens_before=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None,
-    )
+class _Tree:
+    """The session tree (v1 files: a chain in file order, as pi's `migrateV1ToV2`) and the
+    history built from ALL its entries in file order, so every request the agent sent,
+    on an abandoned branch too, can be rebuilt (module docstring)."""
+
+    def __init__(self, entries: list[tuple[int, dict[str, Any]]], ctx: FileContext, tree: bool):
+        self.ctx = ctx
+        self.by_id: dict[str, _Entry] = {}
+        self.nodes: list[_Entry] = []
+        prev: str | None = None
+        for i, (line, entry) in enumerate(entries):
+            if tree:
+                entry_id, parent = entry.get("id"), entry.get("parentId")
+                if not isinstance(entry_id, str):
+                    raise ctx.error(line, "id", "entry without an id in a v2/v3 session", entry_id)
+                if parent is not None and parent not in self.by_id:
+                    raise ctx.error(line, "parentId", "parent entry not found before this entry", parent)
+            else:
+                entry_id, parent = f"#{line}", prev  # v1: each entry's parent is the one before
+            node = _Entry(line, entry, entry_id, parent, i)
+            self.by_id[entry_id] = node
+            self.nodes.append(node)
+            prev = entry_id
+        self.order: list[MessageRef] = []  # history message refs in history order
+        self.applied: set[str] = set()  # ids of compactions an edit has applied
+
+    def path_to(self, entry_id: str | None, stop_at: int = -1) -> list[_Entry]:
+        """The entries from the root (or, with `stop_at`, from the first entry after
+        file index `stop_at`) down to `entry_id`, root first."""
+        path: list[_Entry] = []
+        current = self.by_id.get(entry_id) if entry_id is not None else None
+        while current is not None and current.index > stop_at:
+            path.append(current)
+            current = self.by_id.get(current.parent) if current.parent is not None else None
+        path.reverse()
+        return path
+
+    def extends(self, prev: _Entry | None, node: _Entry) -> bool:
+        """True when the request of the assistant entry `node` is the request of the
+        assistant entry `prev` (None: the start) plus `prev` and every history message
+        written between them in file order: `prev` is an ancestor of `node`, every
+        message between them in the file is on `node`'s path, and no compaction is."""
+        stop = -1 if prev is None else prev.index
+        if prev is not None and prev.retried:
+            return False
+        between = self.path_to(node.parent, stop)
+        first = between[0] if between else None
+        parent_of_first = first.parent if first is not None else node.parent
+        if (None if prev is None else prev.id) != parent_of_first:
+            return False  # prev is not an ancestor of node
+        if any(e.entry["type"] == "compaction" for e in between):
+            return False
+        on_path = {e.index for e in between}
+        return all(n.pos is None or n.index in on_path for n in self.nodes[stop + 1:node.index])
+
+    def request_edit(self, node: _Entry, turn: int, builder: TrajectoryBuilder) -> ContextEdit:
+        """The ContextEdit giving the request of the assistant entry `node` (turn index
+        `turn`): pi's `buildSessionContext` at its parent entry, as spans of the history."""
+        path = self.path_to(node.parent)
+        compaction = next((e for e in reversed(path) if e.entry["type"] == "compaction"), None)
+        summary: list[str] = []
+        kept: list[_Entry] = path
+        tokens = None
+        if compaction is not None:
+            comp = compaction.entry
+            summary = [compaction_text(str(comp.get("summary", "")))]
+            at = path.index(compaction)
+            first_id = comp.get("firstKeptEntryId")
+            if not isinstance(first_id, str) and isinstance(comp.get("firstKeptEntryIndex"), int):
+                first_id = f"#{comp['firstKeptEntryIndex'] + 1}"  # v1: a file index, header = 0
+            start = next((i for i in range(at) if path[i].id == first_id), None)
+            if start is None:
+                builder.skip("compaction_keeps_nothing")
+                start = at
+            kept = path[start:at] + path[at + 1:]
+            raw = comp.get("tokensBefore")
+            tokens = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
+        positions = [e.pos for e in kept if e.pos is not None and not e.retried]
+        runs: list[tuple[int, int]] = []
+        for p in positions:
+            if runs and runs[-1][1] == p:
+                runs[-1] = (runs[-1][0], p + 1)
+            else:
+                runs.append((p, p + 1))
+        end = len(self.order)
+        keep_from = MessageRef(turn=turn, item=0)
+        if runs and runs[-1][1] == end:  # the last run reaches this turn: the open tail
+            keep_from = self.order[runs.pop()[0]]
+        keep = [MessageSpan(start=self.order[a], end=self.order[b]) for a, b in runs]
+        if compaction is None or compaction.id in self.applied:
+            return ContextEdit(kind="branch", summary=summary, keep=keep, keep_from=keep_from)
+        self.applied.add(compaction.id)
+        return ContextEdit(kind="compaction", summary=summary, keep=keep, keep_from=keep_from, tokens_before=tokens)
+
+
+def _is_failed_call(entry: dict[str, Any]) -> bool:
+    """An assistant message entry whose call failed (`stopReason` "error")."""
+    msg = entry.get("message")
+    return (entry.get("type") == "message" and isinstance(msg, dict) and msg.get("role") == "assistant"
+            and msg.get("stopReason") == "error")
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
@@ -326,50 +412,56 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     if not entries:
         raise ctx.error(first_line, None, "session has no entries after the header")
     version = header.get("version", 1)
+    tree = _Tree(entries, ctx, isinstance(version, int) and version >= 2)
     builder = TrajectoryBuilder(ctx, FORMAT)
-    if isinstance(version, int) and version >= 2:
-        path = _active_branch(entries, ctx)
-        if len(entries) > len(path):
-            builder.skip("off_branch_entry", len(entries) - len(path))
-    else:
-        path = entries
-    refs: dict[int, MessageRef] = {}  # file index (line - 1, header = 0) -> message position
-    ids: dict[str, int] = {}
-    model: str | None = header.get("modelId") if isinstance(header.get("modelId"), str) else None
-    for line, entry in path:
-        kind = entry["type"]
-        if isinstance(entry.get("id"), str):
-            ids[entry["id"]] = line - 1
+    header_model = header.get("modelId") if isinstance(header.get("modelId"), str) else None
+    prev_turn: _Entry | None = None  # the entry of the latest assistant turn
+    for node in tree.nodes:
+        entry, line, kind = node.entry, node.line, node.entry["type"]
+        parent = tree.by_id.get(node.parent) if node.parent is not None else None
+        node.model = parent.model if parent is not None else header_model
+        before = builder.next_ref("user")
         if kind == "message":
             msg = entry.get("message")
-            role = msg.get("role") if isinstance(msg, dict) else None
-            refs[line - 1] = builder.next_ref("assistant" if role == "assistant" else "user")
+            is_turn = isinstance(msg, dict) and msg.get("role") == "assistant"
+            if is_turn and parent is not None and _is_failed_call(parent.entry):
+                parent.retried = True  # pi's auto-retry: the failed message is not resent
+            if is_turn and not tree.extends(prev_turn, node):
+                builder.edit(tree.request_edit(node, len(builder.turns), builder))
+            n_turns = len(builder.turns)
             try:
-                apply_message(msg, builder, ctx, line, entry.get("timestamp"), model)
+                apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model)
             except ConvertError:
                 if not ctx.lenient:
                     raise
                 builder.skip("bad_entry")
+            if len(builder.turns) > n_turns:
+                node.pos = len(tree.order)
+                tree.order.append(MessageRef(turn=n_turns, item=0))
+                prev_turn = node
+                if isinstance(msg.get("model"), str):
+                    node.model = msg["model"]
         elif kind == "branch_summary" and entry.get("summary"):
-            refs[line - 1] = builder.next_ref("user")
             builder.user(_BRANCH_SUMMARY_PREFIX + entry["summary"] + _BRANCH_SUMMARY_SUFFIX)
         elif kind == "custom_message":
-            refs[line - 1] = builder.next_ref("user")
             builder.user(text_of(entry.get("content"), builder))
-        elif kind == "compaction":
-            builder.edit(_compaction_edit(entry, refs, ids, builder))
         elif kind == "model_change":
             named = entry.get("modelId")
             if not isinstance(named, str) and isinstance(entry.get("model"), dict):
                 named = entry["model"].get("id")  # `model: {id, name}` in some writers
             if isinstance(named, str):
-                model = named
+                node.model = named
             else:
                 builder.skip("model_change")
+        elif kind == "compaction":
+            pass  # applied by the edit of the next turn on its path (`_Tree.request_edit`)
         elif kind in _SKIPPED_TYPES:
             builder.skip(kind)
         else:
             builder.skip(f"entry:{kind}")
-    if builder.model is None and isinstance(header.get("modelId"), str):
-        builder.model = header["modelId"]
+        if node.pos is None and builder.next_ref("user") != before:  # a user or tool message
+            node.pos = len(tree.order)
+            tree.order.append(before)
+    if builder.model is None and header_model is not None:
+        builder.model = header_model
     yield builder.build(0)

@@ -32,11 +32,11 @@ def test_convert_directory_walks_files_and_trial_dirs(tmp_path):
         "swe_agent_fc.traj": "swe-agent",
         "swesmith_rows.jsonl": "openai-messages",
     }
-    # 1 per file/trial + 2 SWE-smith rows; turns 2+1+2+2+3+2+(2+1)
+    # 1 per file/trial + 2 SWE-smith rows; turns 2+1+2+2+4+2+(2+1)
     assert report.trajectories == 8
-    assert report.turns == 15
+    assert report.turns == 16
     back = list(read_trajectories(out))
-    assert len(back) == 8 and sum(len(t.turns) for t in back) == 15
+    assert len(back) == 8 and sum(len(t.turns) for t in back) == 16
     assert report.skipped["arguments_raw_synthesized"] == 3  # hb-1 (ATIF) + pi v3 + pi events
     assert report.skipped["harbor_job_file"] == 1 and "unrecognized_file" not in report.skipped
     assert oct(out.stat().st_mode & 0o777) == "0o644"

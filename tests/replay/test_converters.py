@@ -186,26 +186,31 @@ def test_real_non_trajectory_files_are_unknown_format(name):
 # ---- fixtures ---------------------------------------------------------------------
 
 
-def test_pi_v3_follows_the_branch_of_the_last_entry():
+def test_pi_v3_replays_every_branch_in_file_order():
     t = _one(FIXTURES / "pi_v3_tree.jsonl")
-    assert [x.response.finish_reason for x in t.turns] == ["tool_calls", "stop", "aborted"]
-    assert all("ABANDONED" not in (x.response.content or "") for x in t.turns)  # e5 is off-branch
+    # e5 is an abandoned branch (a sibling of e6 under e4): a request pi sent, so a turn
+    assert [x.response.finish_reason for x in t.turns] == ["tool_calls", "stop", "stop", "aborted"]
+    assert t.turns[1].response.content == "ABANDONED BRANCH"
     assert t.match_key == "task:demo-1"
-    assert t.turns[1].response.reasoning == "check a.py"
-    assert t.turns[1].user_after == ["Ran `pytest -q`\n```\n1 passed\n```", "thanks, now stop"]
-    assert t.turns[2].usage is None  # aborted with all-zero usage
+    assert t.turns[2].response.reasoning == "check a.py"
+    assert t.turns[2].user_after == ["Ran `pytest -q`\n```\n1 passed\n```", "thanks, now stop"]
+    assert t.turns[3].usage is None  # aborted with all-zero usage
     # e7 usage: input 20 + cacheRead 110 + cacheWrite 3 = 133; ms 6000 → 8250
-    assert t.turns[1].usage.prompt_tokens == 133 and t.turns[1].timing.duration_ms == 2250.0
+    assert t.turns[2].usage.prompt_tokens == 133 and t.turns[2].timing.duration_ms == 2250.0
+    # e7 is sent with the path e2, e3, e4 (not e5): a branch edit keeping history up to turn 1
+    branch = t.turns[2].context_edit
+    assert branch is not None and branch.kind == "branch" and branch.summary == []
+    assert [(sp.start.turn, sp.start.item, sp.end.turn, sp.end.item) for sp in branch.keep] == [(None, 0, 1, 0)]
+    assert (branch.keep_from.turn, branch.keep_from.item) == (2, 0)
     # e10 compaction (firstKeptEntryId e9, the user message "thanks, now stop") applies
-    # from turn 2 on: summary, then turn 1's block [e7, e8 (bashExecution), e9] from item 2
-    edit = t.turns[2].context_edit
+    # from turn 3 on: summary, then turn 2's block [e7, e8 (bashExecution), e9] from item 2
+    edit = t.turns[3].context_edit
     assert edit is not None and edit.kind == "compaction" and edit.tokens_before == 500
     assert edit.summary == [COMPACTION_SUMMARY_PREFIX + "fixed test" + COMPACTION_SUMMARY_SUFFIX]
-    assert (edit.keep_from.turn, edit.keep_from.item) == (1, 2)
-    assert [x.model for x in t.turns] == ["m1", "m1", "m1"]  # e1 model_change: m1
+    assert (edit.keep_from.turn, edit.keep_from.item) == (2, 2) and edit.keep == []
+    assert [x.model for x in t.turns] == ["m1", "m1", "m1", "m1"]  # e1 model_change: m1
     assert t.skipped == {
         "arguments_raw_synthesized": 1,
-        "off_branch_entry": 1,
         "thinking_level_change": 1,
         "usage_zero_on_failed_turn": 1,
     }

@@ -39,7 +39,7 @@ def traj(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def multi(tmp_path: Path) -> Path:
-    """Four distinct trajectories of 4, 2, 2 and 3 turns."""
+    """Four distinct trajectories of 4, 2, 2 and 4 turns."""
     path = tmp_path / "multi.jsonl"
     fx = REPO / "tests" / "replay" / "fixtures"
     convert_paths([EXAMPLE, fx / "swe_agent_fc.traj", fx / "pi_events.jsonl", fx / "pi_v3_tree.jsonl"], path)
@@ -191,9 +191,9 @@ async def test_a_sharded_point_plays_what_a_single_process_point_plays(tmp_path:
     await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
     sharded = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0],
                                  episodes_target=6)
-    # episodes 0..5 of the one plan cycle the 4 trajectories (4+2+2+3 turns, then 4+2): 17 turns
+    # episodes 0..5 of the one plan cycle the 4 trajectories (4+2+2+4 turns, then 4+2): 18 turns
     keys = ("n_episodes", "n_turns", "n_requests", "achieved_max_concurrency", "misses_total", "episodes")
-    assert [sharded[k] for k in keys] == [single[k] for k in keys] == [6, 17, 17, 4, 0, 6]
+    assert [sharded[k] for k in keys] == [single[k] for k in keys] == [6, 18, 18, 4, 0, 6]
     assert _reasons_but_loop_lag(sharded) == _reasons_but_loop_lag(single) == []
 
     def mix(pdir: Path) -> list[str]:

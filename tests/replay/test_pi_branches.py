@@ -1,0 +1,204 @@
+"""pi session trees (#13): every assistant entry of a session file is replayed, abandoned
+branches and automatic retries included, each with the request pi sent for it.
+
+The reference here is written from pi's own rules, independently of the converter:
+session-manager.ts `buildSessionContext(parentId of the assistant entry)` (the path to
+the root, the latest compaction on it: summary, the kept entries from
+`firstKeptEntryId`, the entries after it), with a failed (`stopReason` "error")
+assistant message that pi retried left out (agent-session.ts `_prepareRetry` removes it
+from the agent's messages before `continue()`). Real pi sessions with branches under
+../shared/data/real are checked against the same reference when present."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from replay.context import request_messages
+from replay.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
+from replay.converters.pi_session import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
+from replay.model_client import ModelClient
+from replay.point_run import run_point
+from replay.process import start_replay_server
+from replay.sweep import point_dir
+from tests.replay.test_server_fixtures import running_server
+
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "written" / "pi_v3_branches.jsonl"
+REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
+
+BRANCH = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n{}</summary>"
+
+
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(p["text"] for p in content if p.get("type") == "text")
+
+
+def _as_message(entry: dict) -> tuple[str, str | None] | None:
+    """(role, content) pi sends for an entry on the path (user/tool/assistant text)."""
+    if entry["type"] == "branch_summary" and entry.get("summary"):
+        return ("user", BRANCH.format(entry["summary"]))
+    if entry["type"] != "message":
+        return None
+    m = entry["message"]
+    if m["role"] == "user":
+        return ("user", _text(m["content"]))
+    if m["role"] == "toolResult":
+        return ("tool", _text(m["content"]))
+    if m["role"] == "assistant":
+        texts = [p["text"] for p in m["content"] if p.get("type") == "text"]
+        return ("assistant", "\n".join(texts) if texts else None)
+    raise AssertionError(f"role {m['role']} not in the reference")
+
+
+def reference_requests(path: Path) -> list[list[tuple[str, str | None]]]:
+    """The request of every assistant entry in file order, by pi's rules (module doc)."""
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    entries = [e for e in lines if e["type"] != "session"]
+    by_id = {e["id"]: e for e in entries}
+    retried = {e["parentId"] for e in entries
+               if e["type"] == "message" and e["message"]["role"] == "assistant" and e["parentId"]
+               and by_id[e["parentId"]]["type"] == "message"
+               and by_id[e["parentId"]]["message"].get("stopReason") == "error"}
+    out = []
+    for e in entries:
+        if e["type"] != "message" or e["message"]["role"] != "assistant":
+            continue
+        chain, cur = [], e["parentId"]
+        while cur is not None:
+            chain.append(by_id[cur])
+            cur = by_id[cur]["parentId"]
+        chain.reverse()
+        comps = [i for i, x in enumerate(chain) if x["type"] == "compaction"]
+        msgs: list[tuple[str, str | None]] = []
+        picked = chain
+        if comps:
+            at = comps[-1]
+            comp = chain[at]
+            msgs.append(("user", COMPACTION_SUMMARY_PREFIX + comp["summary"] + COMPACTION_SUMMARY_SUFFIX))
+            first = next((i for i in range(at) if chain[i]["id"] == comp["firstKeptEntryId"]), at)
+            picked = chain[first:at] + chain[at + 1:]
+        for x in picked:
+            if x["id"] in retried:
+                continue
+            m = _as_message(x)
+            if m is not None:
+                msgs.append(m)
+        out.append(msgs)
+    return out
+
+
+def _roles_contents(messages: list[dict]) -> list[tuple[str, str | None]]:
+    return [(m["role"], m["content"]) for m in messages]
+
+
+def test_every_assistant_entry_is_a_turn_with_the_request_pi_sent():
+    t = next(iter_trajectories(FIXTURE))
+    assert detect_format(FIXTURE) == "pi-session"
+    # file order: e02 e04 | e06 e08(error) e09(retry) abandoned by /tree | e12 e15 e17
+    assert [x.response.finish_reason for x in t.turns] == [
+        "tool_calls", "stop", "tool_calls", "error", "stop", "tool_calls", "stop", "stop"]
+    assert [x.response.content for x in t.turns][4] == "Done: it prints bonjour."
+    assert [None if x.context_edit is None else x.context_edit.kind for x in t.turns] == [
+        None, None, None, None, "branch", "branch", "compaction", None]
+    assert t.turns[6].context_edit.tokens_before == 3000
+    assert "off_branch_entry" not in t.skipped
+    ref = reference_requests(FIXTURE)
+    got = [_roles_contents(request_messages(t, k)) for k in range(len(t.turns))]
+    assert got == ref
+    # hand-checked against the tree: the retry (turn 4) resends the failed call's request
+    assert got[4] == got[3] and ("assistant", "Wrote hello.py.") in got[4]
+    # after /tree back to e04 with a summary: e01..e04, the branch summary, the new prompt
+    french_summary = "The user asked for French output; hello.py was changed to print bonjour."
+    assert got[5] == [("user", "task_id: br-1\nWrite hello.py that prints a greeting"), ("assistant", None),
+                      ("tool", "Wrote 15 bytes to hello.py"), ("assistant", "Wrote hello.py."),
+                      ("user", BRANCH.format(french_summary)), ("user", "Make it print in Spanish instead")]
+    # after the compaction: summary, the kept e11..e13, then what followed
+    assert got[7][1:] == [("user", "Make it print in Spanish instead"), ("assistant", None),
+                          ("tool", "Replaced 1 occurrence"), ("assistant", "Done: it prints hola."),
+                          ("user", "thanks")]
+    for g in got[5:]:  # the abandoned branch is not resent
+        assert ("user", "Now make it print in French") not in g and ("assistant", "Done: it prints bonjour.") not in g
+
+
+def test_branches_replay_turn_by_turn_with_no_miss(tmp_path):
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([FIXTURE], out)
+    t = next(iter_trajectories(FIXTURE))
+    ref = reference_requests(FIXTURE)
+    with running_server(out) as url, httpx.Client() as client:
+        received: list[dict] = []
+        for k in range(len(t.turns)):
+            # the episode's own responses so far, as a replaying agent holds them
+            messages = request_messages(t, k, responses_so_far=received)
+            assert _roles_contents(messages) == ref[k], k
+            r = client.post(url + "/v1/chat/completions", json={"model": "m", "messages": messages})
+            assert r.status_code == 200, r.text
+            assert r.headers["x-replay-turn"] == str(k)
+            got = r.json()["choices"][0]
+            assert got["message"]["content"] == t.turns[k].response.content
+            assert got["finish_reason"] == t.turns[k].response.finish_reason
+            received.append(got["message"])
+        stats = client.get(url + "/stats").json()
+    assert stats["misses"]["total"] == 0 and stats["served"] == len(t.turns)
+
+
+def test_single_path_v3_session_gets_no_edit(tmp_path):
+    # the header and the first four entries of the fixture are one path
+    src = tmp_path / "s.jsonl"
+    src.write_text("\n".join(FIXTURE.read_text().splitlines()[:5]) + "\n")
+    t = next(iter_trajectories(src))
+    assert [x.context_edit for x in t.turns] == [None, None]
+
+
+def _real_pi_trees() -> list[Path]:
+    if not REAL.is_dir():
+        return []
+    found = []
+    for p in sorted(REAL.glob("*.jsonl")):
+        with p.open("rb") as f:
+            head = f.readline()
+        try:
+            header = json.loads(head)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if header.get("type") != "session" or not isinstance(header.get("version"), int) or header["version"] < 2:
+            continue
+        parents = [json.loads(x).get("parentId") for x in p.read_text().splitlines()[1:] if x.strip()]
+        if len(parents) != len(set(parents)):  # some entry has two children: a branch
+            found.append(p)
+    return found
+
+
+@pytest.mark.parametrize("path", _real_pi_trees() or [None], ids=lambda p: p.name if p else "none")
+def test_real_pi_sessions_with_branches(path):
+    if path is None:
+        pytest.skip(f"no pi v2/v3 session with branches under {REAL}")
+    t = next(iter_trajectories(path))
+    assert [_roles_contents(request_messages(t, k)) for k in range(len(t.turns))] == reference_requests(path)
+
+
+async def test_branches_replayed_by_a_sweep_point_send_what_pi_sent(tmp_path: Path) -> None:
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([FIXTURE], out)
+    (traj,) = read_trajectories(out)
+    with start_replay_server(out) as srv:
+        row = await run_point([traj], srv.url, tmp_path / "run", run_id="r1", concurrency=1)
+        stats = httpx.get(srv.url + "/stats").json()
+    assert stats["misses"]["total"] == 0 and stats["served"] == 8  # 1 episode x 8 turns
+    assert row["misses_total"] == 0 and row["n_requests"] == 8
+    lines = [orjson.loads(x) for x in (point_dir(tmp_path / "run", "c1") / "samples.jsonl").read_bytes().splitlines()]
+    samples = sorted(lines, key=lambda s: s["meta"]["turn_index"])
+    # the failed call pi retried is served as recorded, counted apart
+    assert [s["outcome"] for s in samples] == ["ok"] * 3 + ["recorded_error"] + ["ok"] * 4
+    client = ModelClient("http://unused")
+    expected = [len(client.encode(client.body(request_messages(traj, k), model=traj.model))) for k in range(8)]
+    sent = [s["bytes_sent"] for s in samples]
+    assert sent == expected
+    # the retry resends the failed call's body; the new branch drops the abandoned one
+    assert sent[4] == sent[3] and sent[5] < sent[4]

@@ -311,6 +311,10 @@ class _Tree:
             self.by_id[entry_id] = node
             self.nodes.append(node)
             prev = entry_id
+        # every entry the child of the one before it (all v1 files, most v2/v3): then a
+        # turn extends the previous one unless a compaction or a retry lies between
+        self.linear = all(n.parent == (self.nodes[i - 1].id if i else None) for i, n in enumerate(self.nodes))
+        self.compactions = [n.index for n in self.nodes if n.entry["type"] == "compaction"]
         self.order: list[MessageRef] = []  # history message refs in history order
         self.applied: set[str] = set()  # ids of compactions an edit has applied
 
@@ -333,6 +337,8 @@ class _Tree:
         stop = -1 if prev is None else prev.index
         if prev is not None and prev.retried:
             return False
+        if self.linear:
+            return not any(stop < c < node.index for c in self.compactions)
         between = self.path_to(node.parent, stop)
         first = between[0] if between else None
         parent_of_first = first.parent if first is not None else node.parent
@@ -383,6 +389,15 @@ class _Tree:
         return ContextEdit(kind="compaction", summary=summary, keep=keep, keep_from=keep_from, tokens_before=tokens)
 
 
+def _cursor(b: TrajectoryBuilder) -> tuple[int | None, int]:
+    """(turn, item) of the next non-assistant message, as `b.next_ref("user")` without
+    building a MessageRef (one per entry)."""
+    if not b.turns:
+        return (None, 0 if b.first_user is None else 1 + len(b.user_before_turns))
+    last = b.turns[-1]
+    return (last.index, 1 + len(last.observations) + len(last.user_after))
+
+
 def _is_failed_call(entry: dict[str, Any]) -> bool:
     """An assistant message entry whose call failed (`stopReason` "error")."""
     msg = entry.get("message")
@@ -420,7 +435,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         entry, line, kind = node.entry, node.line, node.entry["type"]
         parent = tree.by_id.get(node.parent) if node.parent is not None else None
         node.model = parent.model if parent is not None else header_model
-        before = builder.next_ref("user")
+        before = _cursor(builder)
         if kind == "message":
             msg = entry.get("message")
             is_turn = isinstance(msg, dict) and msg.get("role") == "assistant"
@@ -459,9 +474,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             builder.skip(kind)
         else:
             builder.skip(f"entry:{kind}")
-        if node.pos is None and builder.next_ref("user") != before:  # a user or tool message
+        if node.pos is None and _cursor(builder) != before:  # a user or tool message
             node.pos = len(tree.order)
-            tree.order.append(before)
+            tree.order.append(MessageRef(turn=before[0], item=before[1]))
     if builder.model is None and header_model is not None:
         builder.model = header_model
     yield builder.build(0)

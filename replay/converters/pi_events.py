@@ -11,6 +11,24 @@ Events, one JSON object per line with a `type`:
 
 The conversation comes from `message_end` messages (user prompts, assistant turns,
 toolResult messages), handled as in a session file (`pi_session.apply_message`).
+
+Compaction: pi >= 0.45 emits `compaction_start {reason}` / `compaction_end {reason,
+result, aborted, willRetry, errorMessage?}`, older versions `auto_compaction_start` /
+`auto_compaction_end` with the same fields (coding-agent agent-session.ts
+`_runAutoCompaction`); `result` is the `CompactionResult {summary, firstKeptEntryId,
+tokensBefore, details}` pi also writes as the session's `compaction` entry. A
+`*compaction_end` with a `result` becomes a `ContextEdit` (kind "compaction") on the next
+assistant turn, replayed as in a session file: the summary (pi's
+`compactionSummary` text), then the messages from the first kept one on. The stream has
+no entry ids, so `firstKeptEntryId` cannot be looked up: the first kept message is found
+by pi's own rule (compaction.ts `findCutPoint`) over the messages since the previous
+compaction: walking back from the newest, the sizes estimated as pi does
+(`estimateTokens`: ceil(chars / 4) of text, thinking, tool name + JSON arguments, tool
+results, 1,200 tokens per image) until `keepRecentTokens` (pi's default 20,000:
+`PI_KEEP_RECENT_TOKENS`) is reached, then the first message at or after that point that
+is not a tool result; every such edit counts `compaction_cut_by_pi_rule`. A
+`*compaction_end` without a result (aborted, failed or skipped) changes nothing and
+counts `compaction_without_result`.
 Logs whose `message_*` events were filtered out still convert: a `turn_end` whose
 assistant message was not seen as a `message_end` supplies the turn and its
 `toolResults`, and a `tool_execution_end` supplies the observation of a tool call that
@@ -24,10 +42,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import json
+import math
+
 from replay.converters._common import FileContext, TrajectoryBuilder, iter_jsonl, text_of
-from replay.converters.pi_session import apply_message
+from replay.converters.pi_session import message_cursor, apply_message, compaction_text
 from replay.errors import ConvertError
-from replay.trajectory import Observation, Trajectory
+from replay.trajectory import ContextEdit, MessageRef, Observation, Trajectory
 
 FORMAT = "pi-events"
 
@@ -45,10 +66,73 @@ EVENT_TYPES = frozenset(
         "tool_execution_end",
         "auto_compaction_start",
         "auto_compaction_end",
+        "compaction_start",
+        "compaction_end",
         "auto_retry_start",
         "auto_retry_end",
     }
 )
+
+
+PI_KEEP_RECENT_TOKENS = 20_000
+"""pi's default `compaction.keepRecentTokens` (compaction.ts `DEFAULT_COMPACTION_SETTINGS`)."""
+
+_IMAGE_CHARS = 4800  # pi's estimate of one image in a tool result (1,200 tokens)
+
+
+def pi_estimate_tokens(msg: dict[str, Any]) -> int:
+    """pi's size estimate of one AgentMessage in tokens (compaction.ts `estimateTokens`:
+    ceil(chars / 4); user: text parts; assistant: text, thinking, tool name + JSON
+    arguments; toolResult/custom: text parts + 4,800 chars per image; bashExecution:
+    command + output; branch/compaction summaries: the summary). Lengths are counted in
+    code points (JavaScript counts UTF-16 units: astral characters differ by one)."""
+    role = msg.get("role")
+    content = msg.get("content")
+    chars = 0
+    if role in ("user", "custom", "toolResult", "hookMessage"):
+        if isinstance(content, str):
+            chars = len(content)
+        elif isinstance(content, list):
+            for part in content:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "text" and isinstance(part.get("text"), str):
+                    chars += len(part["text"])
+                elif part.get("type") == "image" and role != "user":
+                    chars += _IMAGE_CHARS
+    elif role == "assistant" and isinstance(content, list):
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                chars += len(str(part.get("text", "")))
+            elif kind == "thinking":
+                chars += len(str(part.get("thinking", "")))
+            elif kind == "toolCall":
+                chars += len(str(part.get("name", ""))) + len(
+                    json.dumps(part.get("arguments"), separators=(",", ":"), ensure_ascii=False))
+    elif role == "assistant" and isinstance(content, str):
+        chars = len(content)
+    elif role == "bashExecution":
+        chars = len(str(msg.get("command", ""))) + len(str(msg.get("output", "")))
+    elif role in ("branchSummary", "compactionSummary"):
+        chars = len(str(msg.get("summary", "")))
+    return math.ceil(chars / 4)
+
+
+def first_kept(messages: list[tuple[MessageRef, dict[str, Any]]], keep_recent: int) -> MessageRef | None:
+    """The first message pi keeps at a compaction (compaction.ts `findCutPoint` over the
+    messages since the previous compaction, oldest first): None when there are none."""
+    cuts = [i for i, (_, m) in enumerate(messages) if m.get("role") != "toolResult"]
+    if not cuts:
+        return messages[0][0] if messages else None
+    cut = cuts[0]
+    total = 0
+    for i in range(len(messages) - 1, -1, -1):
+        total += pi_estimate_tokens(messages[i][1])
+        if total >= keep_recent:
+            cut = next((c for c in cuts if c >= i), cut)
+            break
+    return messages[cut][0]
 
 
 class _State:
@@ -57,6 +141,32 @@ class _State:
         self.builder = TrajectoryBuilder(ctx, FORMAT)
         self.assistant_seen = False  # an assistant message_end since the last turn_start
         self.pending: dict[str, Observation] = {}  # tool_execution_end results by call id
+        self.since: list[tuple[MessageRef, dict[str, Any]]] = []  # messages since the last compaction
+
+    def feed(self, msg: Any, line: int) -> None:
+        """`apply_message`, remembering the message (and where it went) for compaction."""
+        b = self.builder
+        n_turns, before = len(b.turns), message_cursor(b)
+        apply_message(msg, b, self.ctx, line)
+        if len(b.turns) > n_turns:
+            self.since.append((MessageRef(turn=n_turns, item=0), msg))
+        elif message_cursor(b) != before:
+            self.since.append((MessageRef(turn=before[0], item=before[1]), msg))
+
+    def compaction(self, event: dict[str, Any]) -> None:
+        """A `*compaction_end` event (module docstring)."""
+        b = self.builder
+        result = event.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
+            b.skip("compaction_without_result")
+            return
+        keep = first_kept(self.since, PI_KEEP_RECENT_TOKENS) or b.next_ref("assistant")
+        b.skip("compaction_cut_by_pi_rule")
+        tokens = result.get("tokensBefore")
+        b.edit(ContextEdit(
+            kind="compaction", summary=[compaction_text(result["summary"])], keep_from=keep,
+            tokens_before=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None))
+        self.since = []
 
     def flush_pending(self) -> None:
         """Attach buffered tool_execution_end results to the last turn's unanswered calls."""
@@ -65,7 +175,10 @@ class _State:
             for call in b.turns[-1].response.tool_calls:
                 obs = self.pending.pop(call.id, None)
                 if obs is not None and not b.has_observation(call.id):
+                    before = message_cursor(b)
                     b.observation(obs)
+                    self.since.append((MessageRef(turn=before[0], item=before[1]),
+                                       {"role": "toolResult", "content": obs.content}))
                     b.skip("observation_from_tool_execution_end")
         if self.pending:
             b.skip("unmatched_tool_execution_end", len(self.pending))
@@ -76,7 +189,7 @@ class _State:
         if role == "assistant":
             self.flush_pending()
             self.assistant_seen = True
-        apply_message(msg, self.builder, self.ctx, line)
+        self.feed(msg, line)
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
@@ -108,7 +221,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 results = event.get("toolResults") or []
                 for res in results if isinstance(results, list) else []:
                     if isinstance(res, dict) and not b.has_observation(str(res.get("toolCallId"))):
-                        apply_message(res, b, ctx, line)
+                        state.feed(res, line)
                 state.assistant_seen = False
             elif kind == "tool_execution_end":
                 call_id = event.get("toolCallId")
@@ -124,7 +237,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 )
                 if b.has_observation(call_id):
                     state.pending.pop(call_id)
-            else:  # streaming deltas, lifecycle, agent_end (a repeat), compaction/retry notices
+            elif kind in ("compaction_end", "auto_compaction_end"):
+                state.compaction(event)
+            else:  # streaming deltas, lifecycle, agent_end (a repeat), compaction starts, retry notices
                 b.skip(f"event:{kind}")
         except ConvertError:
             if not ctx.lenient:

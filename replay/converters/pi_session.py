@@ -389,7 +389,7 @@ class _Tree:
         return ContextEdit(kind="compaction", summary=summary, keep=keep, keep_from=keep_from, tokens_before=tokens)
 
 
-def _cursor(b: TrajectoryBuilder) -> tuple[int | None, int]:
+def message_cursor(b: TrajectoryBuilder) -> tuple[int | None, int]:
     """(turn, item) of the next non-assistant message, as `b.next_ref("user")` without
     building a MessageRef (one per entry)."""
     if not b.turns:
@@ -435,7 +435,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         entry, line, kind = node.entry, node.line, node.entry["type"]
         parent = tree.by_id.get(node.parent) if node.parent is not None else None
         node.model = parent.model if parent is not None else header_model
-        before = _cursor(builder)
+        before = message_cursor(builder)
         if kind == "message":
             msg = entry.get("message")
             is_turn = isinstance(msg, dict) and msg.get("role") == "assistant"
@@ -474,7 +474,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             builder.skip(kind)
         else:
             builder.skip(f"entry:{kind}")
-        if node.pos is None and _cursor(builder) != before:  # a user or tool message
+        if node.pos is None and message_cursor(builder) != before:  # a user or tool message
             node.pos = len(tree.order)
             tree.order.append(MessageRef(turn=before[0], item=before[1]))
     if builder.model is None and header_model is not None:

@@ -63,7 +63,8 @@ from replay.context import request_messages
 from replay.episodes import Episode, TurnRecord
 from replay.model_client import ChatResult, ModelClient
 from replay.sandbox import Sandbox, SandboxError
-from replay.sandbox.local import LocalSandbox
+from replay.sandbox.local import LocalSandboxFactory
+from replay.sandbox.spawner import InlineSpawner
 from replay.tools import TextActionStyle, ToolOutcome, run_pi_tool, run_text_action
 from replay.trajectory import Observation, Response, Trajectory, Turn
 from replay.verifier import TaskSpec, Verdict, carried, task_id_of, verify
@@ -78,14 +79,12 @@ sweep_point, worker, lane "agent" and meta {episode_id, turn_index, miss_kind,
 trajectory_id} set; the sink gives it its seq and writes it)."""
 
 
-def local_sandbox_factory(**kwargs: Any) -> SandboxFactory:
+def local_sandbox_factory(**kwargs: Any) -> LocalSandboxFactory:
     """A factory making a LocalSandbox per episode from the task's repo (an empty
-    workspace when the task has none); `kwargs` go to `LocalSandbox.create`."""
-
-    async def make(task: TaskSpec | None) -> Sandbox:
-        return await LocalSandbox.create(task.repo if task else None, **kwargs)
-
-    return make
+    workspace when the task has none); `kwargs` go to `LocalSandbox.create`. Its
+    `start()` (a sweep point calls it before the clock) moves process spawning off the
+    measuring loop (replay.sandbox.local.LocalSandboxFactory)."""
+    return LocalSandboxFactory(**kwargs)
 
 
 @dataclass(slots=True)
@@ -459,24 +458,21 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
                    "BENCHMAKER_PROMPT_FILE": str(prompt)}
             t0 = time.perf_counter_ns()
             script = " ".join(shlex.quote(a) for a in argv)
-            # the agent runs on this host (it must reach the proxy on 127.0.0.1)
-            proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=sb.workdir, env=env, start_new_session=True,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
-            except TimeoutError:
-                os.killpg(proc.pid, 9)
-                await proc.wait()
+            # the agent runs on this host (it must reach the proxy on 127.0.0.1), spawned by
+            # the sandbox's spawner (off the measuring loop when it is a started factory's
+            # helper, replay.sandbox.spawner); its process group is killed at the timeout,
+            # on cancellation and when it exits
+            spawner = getattr(sb, "spawner", None) or InlineSpawner()
+            res = await spawner.run(argv, cwd=sb.workdir, env=env, timeout_s=timeout_s)
+            if res.timed_out:
                 st.ep.outcome, st.ep.error = "timeout", f"agent command timed out after {timeout_s:g} s: {script}"
                 return
             wall = time.perf_counter_ns() - t0
             # tool time: the agent's wall time not spent awaiting the model
             st.ep.tool_time_ns = max(0, wall - st.ep.model_time_ns)
-            if proc.returncode != 0:
+            if res.exit_code != 0:
                 st.ep.outcome = "error"
-                st.ep.error = f"agent exited with code {proc.returncode}: {out[-500:].decode(errors='replace')}"
+                st.ep.error = f"agent exited with code {res.exit_code}: {res.stdout[-500:].decode(errors='replace')}"
             elif any(not _served(c) for c in st.calls):
                 bad = next(c for c in st.calls if not _served(c))
                 st.ep.outcome = _fail_outcome(bad)

@@ -140,12 +140,19 @@ class EpisodeWorkload:
         if not self.per_worker_files:
             self._open("")
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        # a sandbox factory with a start() (replay.sandbox.LocalSandboxFactory) starts its
+        # process spawner now, before the clock, so no episode forks from this loop
+        if self.mode != "recorded" and getattr(self.sandbox_factory, "start", None) is not None:
+            await self.sandbox_factory.start()  # type: ignore[union-attr]
 
     async def aclose(self) -> None:
-        """Close the session and the files (everything written is flushed)."""
+        """Close the session, the sandbox factory (when it has aclose()) and the files
+        (everything written is flushed)."""
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if getattr(self.sandbox_factory, "aclose", None) is not None:
+            await self.sandbox_factory.aclose()  # type: ignore[union-attr]
         for f in (self._episodes, self._turns):
             if f is not None and not f.closed:
                 f.close()

@@ -3,6 +3,8 @@
     Sandbox       the protocol the harness and verifier use (below)
     ExecResult    one command's result
     LocalSandbox  per-episode temp workspace + subprocess (replay.sandbox.local), the default
+    LocalSandboxFactory  a LocalSandbox per episode, processes spawned off the measuring
+                  loop once started (replay.sandbox.local, replay.sandbox.spawner)
     FlashSandbox  Flash Sandbox coordinator over HTTP (replay.sandbox.flash)
 
 Every sandbox has a `workdir` (the task repository, a git work tree whose baseline
@@ -73,12 +75,13 @@ def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
 
 
 from replay.sandbox.flash import FlashSandbox  # noqa: E402
-from replay.sandbox.local import LocalSandbox  # noqa: E402
+from replay.sandbox.local import LocalSandbox, LocalSandboxFactory  # noqa: E402
 
 __all__ = [
     "ExecResult",
     "FlashSandbox",
     "LocalSandbox",
+    "LocalSandboxFactory",
     "Sandbox",
     "SandboxError",
     "TRUNCATION_MARKER",

@@ -16,6 +16,12 @@ refuse paths that resolve outside the workspace. The environment is minimal (PAT
 HOME inside the temp dir, LANG, plus `env`), so API keys of the caller do not leak
 into commands; the harness's Python is first on PATH so `python -m pytest` finds the
 same interpreter and packages.
+
+Where commands run: every process (bash, git) and the tree copy and removal go through
+a Spawner (replay.sandbox.spawner). A LocalSandboxFactory that was started (sweep
+points start theirs before the clock, workloads.agent_episode) hands its sandboxes one
+ProcessSpawner, a helper process, so nothing forks from the measuring event loop; a
+sandbox created on its own uses the InlineSpawner (same semantics, on the caller's loop).
 """
 
 from __future__ import annotations
@@ -23,28 +29,32 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from replay.sandbox import TRUNCATION_MARKER, ExecResult, SandboxError
+from replay.sandbox import ExecResult, SandboxError
+from replay.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
 
 _GIT = ["git", "-c", "user.name=benchmaker", "-c", "user.email=benchmaker@localhost", "-c", "commit.gpgsign=false"]
 _IGNORED = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
 
 class LocalSandbox:
-    """A temp workspace under `root` (a fresh temp dir); `workdir` is `root/workspace`.
+    """A temp workspace under `root` (a fresh temp dir); `workdir` is `root/workspace`;
+    `spawner` runs its processes (not owned: closing the sandbox leaves it running).
     Create with `await LocalSandbox.create(repo)`."""
 
-    def __init__(self, root: Path, *, env: dict[str, str], max_output_bytes: int, default_timeout_s: float):
+    def __init__(self, root: Path, *, env: dict[str, str], max_output_bytes: int, default_timeout_s: float,
+                 spawner: Spawner | None = None):
         self.root = root
         self.workdir = str(root / "workspace")
         self._env = env
         self.max_output_bytes = max_output_bytes
         self.default_timeout_s = default_timeout_s
+        self.spawner: Spawner = spawner or InlineSpawner()
 
     @classmethod
     async def create(
@@ -55,28 +65,30 @@ class LocalSandbox:
         max_output_bytes: int = 1_000_000,
         default_timeout_s: float = 180.0,
         tmp_dir: Path | None = None,
+        spawner: Spawner | None = None,
     ) -> LocalSandbox:
         """Copy `repo` (without its `.git`) into a fresh temp workspace, or start an
-        empty one when `repo` is None, and commit it as the git baseline.
-        Raises SandboxError when `repo` is not a directory or git fails."""
+        empty one when `repo` is None, and commit it as the git baseline. `spawner`:
+        where processes and the copy run (default InlineSpawner, module docstring).
+        Raises SandboxError when `repo` is not a directory, git fails or the spawner is
+        gone."""
         if repo is not None and not Path(repo).is_dir():
             raise SandboxError(f"{repo}: task repository is not a directory")
+        spawner = spawner or InlineSpawner()
         root = Path(tempfile.mkdtemp(prefix="bm-sandbox-", dir=tmp_dir))
         ws = root / "workspace"
         home = root / "home"
         home.mkdir()
         try:
             if repo is not None:
-                await asyncio.to_thread(
-                    shutil.copytree, repo, ws, symlinks=True,
-                    ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache"),
-                )
+                await spawner.copytree(repo, ws, ignore=(".git", "__pycache__", ".pytest_cache"))
             else:
                 ws.mkdir()
             path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
             full_env = {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
                         "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb", **(env or {})}
-            sb = cls(root, env=full_env, max_output_bytes=max_output_bytes, default_timeout_s=default_timeout_s)
+            sb = cls(root, env=full_env, max_output_bytes=max_output_bytes, default_timeout_s=default_timeout_s,
+                     spawner=spawner)
             for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--allow-empty", "-m", "baseline"]):
                 await sb._git(*args)
                 if args[0] == "init":
@@ -88,68 +100,30 @@ class LocalSandbox:
             raise
 
     async def _git(self, *args: str) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            *_GIT, *args, cwd=self.workdir, env=self._env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise SandboxError(f"git {' '.join(args)} failed ({proc.returncode}): {err.decode(errors='replace')}")
-        return out.decode("utf-8", "replace")
+        res = await self.spawner.run([*_GIT, *args], cwd=self.workdir, env=self._env, merge_stderr=False,
+                                     new_session=False)
+        if res.exit_code != 0:
+            raise SandboxError(f"git {' '.join(args)} failed ({res.exit_code}): {res.stderr.decode(errors='replace')}")
+        return res.stdout.decode("utf-8", "replace")
 
     async def exec(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
         """Run `bash -c command` in `workdir`; see the module docstring. `timeout_s`
-        None uses `default_timeout_s`. Never raises for the command's own failure."""
+        None uses `default_timeout_s`. Never raises for the command's own failure;
+        raises SandboxError when the spawner is gone, OSError when bash cannot start.
+
+        `duration_ns` is the wall time of the command as the calling episode sees it:
+        perf_counter_ns from this call until its result is back on the caller's event
+        loop, so it holds the spawn, the command's run, the output capture, the kill of
+        its group and, with a ProcessSpawner, two pipe messages (~0.1-0.3 ms)."""
         timeout = self.default_timeout_s if timeout_s is None else timeout_s
         t0 = time.perf_counter_ns()
-        proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", command, cwd=self.workdir, env=self._env, start_new_session=True,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
-        assert proc.stdout is not None
-        cap = self.max_output_bytes
-        half = cap // 2
-        head = bytearray()
-        tail = bytearray()
-        total = 0
-
-        async def _read() -> None:
-            # keep the first `half` bytes and the last `cap - half`: memory stays bounded
-            nonlocal total
-            while True:
-                data = await proc.stdout.read(65536)
-                if not data:
-                    return
-                total += len(data)
-                if len(head) < half:
-                    take = half - len(head)
-                    head.extend(data[:take])
-                    data = data[take:]
-                tail.extend(data)
-                if len(tail) > cap - half:
-                    del tail[: len(tail) - (cap - half)]
-
-        reader = asyncio.ensure_future(_read())
-        timed_out = False
-        try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except TimeoutError:
-            timed_out = True
-        finally:
-            _killpg(proc.pid)
-            if proc.returncode is None:
-                await proc.wait()
-            try:
-                await asyncio.wait_for(reader, 5.0)
-            except TimeoutError:
-                reader.cancel()
-        truncated = total > cap
-        data = bytes(head) + (TRUNCATION_MARKER.format(n=total - cap).encode() if truncated else b"") + bytes(tail)
+        res = await self.spawner.run(["bash", "-c", command], cwd=self.workdir, env=self._env, timeout_s=timeout,
+                                     max_output_bytes=self.max_output_bytes)
         return ExecResult(
-            exit_code=None if timed_out else proc.returncode,
-            output=data.decode("utf-8", "replace"),
-            timed_out=timed_out,
-            truncated=truncated,
+            exit_code=res.exit_code,
+            output=res.stdout.decode("utf-8", "replace"),
+            timed_out=res.timed_out,
+            truncated=res.truncated,
             duration_ns=time.perf_counter_ns() - t0,
         )
 
@@ -179,12 +153,43 @@ class LocalSandbox:
         return await self._git("-c", "core.quotepath=off", "diff", "--cached", "--binary", "HEAD")
 
     async def close(self) -> None:
-        await asyncio.to_thread(shutil.rmtree, self.root, True)
+        """Remove the temp dir (through the spawner; in a thread when it is gone)."""
+        try:
+            await self.spawner.rmtree(self.root)
+        except SandboxError:
+            await asyncio.to_thread(shutil.rmtree, self.root, True)
 
 
-def _killpg(pid: int) -> None:
-    """SIGKILL the process group led by `pid` (the command and its children)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+class LocalSandboxFactory:
+    """A SandboxFactory (replay.harness) making a LocalSandbox per episode from the
+    task's repo (an empty workspace when the task has none); `create_kwargs` go to
+    LocalSandbox.create.
+
+        factory = LocalSandboxFactory()
+        await factory.start()          # before measurement: one ProcessSpawner
+        sb = await factory(task)       # per episode; the harness closes it
+        await factory.aclose()         # after the point: the helper exits
+
+    Started, every sandbox of the factory runs its processes and tree copies in the
+    factory's ProcessSpawner (replay.sandbox.spawner); never started (a single episode
+    outside a measured point), they use the InlineSpawner. Use it on the event loop
+    that started it. start() raises SandboxError when the helper cannot start."""
+
+    def __init__(self, **create_kwargs: Any):
+        self.create_kwargs = create_kwargs
+        self.spawner: ProcessSpawner | None = None
+
+    async def start(self) -> None:
+        """Start the ProcessSpawner (idempotent)."""
+        if self.spawner is None:
+            self.spawner = await ProcessSpawner.start()
+
+    async def aclose(self) -> None:
+        """Stop the ProcessSpawner, killing whatever still runs in it (idempotent)."""
+        sp, self.spawner = self.spawner, None
+        if sp is not None:
+            await sp.aclose()
+
+    async def __call__(self, task: Any) -> LocalSandbox:
+        repo = getattr(task, "repo", None) if task is not None else None
+        return await LocalSandbox.create(repo, spawner=self.spawner, **self.create_kwargs)

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from replay.sandbox import LocalSandbox, Sandbox, SandboxError
+from replay.sandbox.spawner import Spawner
+from tests.replay._spawners import alive, spawner  # noqa: F401 - the fixture
 
 
 @pytest.fixture
@@ -20,8 +22,8 @@ def repo(tmp_path: Path) -> Path:
     return r
 
 
-async def test_workspace_is_a_copy_and_diff_shows_edits_and_new_files(repo: Path):
-    sb = await LocalSandbox.create(repo)
+async def test_workspace_is_a_copy_and_diff_shows_edits_and_new_files(repo: Path, spawner: Spawner):
+    sb = await LocalSandbox.create(repo, spawner=spawner)
     try:
         assert isinstance(sb, Sandbox)
         assert (await sb.read_file("pkg/a.py")) == b"x = 1\n"
@@ -38,8 +40,8 @@ async def test_workspace_is_a_copy_and_diff_shows_edits_and_new_files(repo: Path
     assert not Path(sb.workdir).exists()  # close removed the temp dir
 
 
-async def test_exec_combines_output_and_exit_code(repo: Path):
-    sb = await LocalSandbox.create(repo)
+async def test_exec_combines_output_and_exit_code(repo: Path, spawner: Spawner):
+    sb = await LocalSandbox.create(repo, spawner=spawner)
     try:
         res = await sb.exec("echo out; echo err >&2; exit 3")
     finally:
@@ -47,9 +49,9 @@ async def test_exec_combines_output_and_exit_code(repo: Path):
     assert (res.exit_code, res.output, res.timed_out, res.truncated) == (3, "out\nerr\n", False, False)
 
 
-async def test_timeout_kills_the_whole_process_group(repo: Path, tmp_path: Path):
+async def test_timeout_kills_the_whole_process_group(repo: Path, spawner: Spawner, tmp_path: Path):
     pidfile = tmp_path / "child.pid"
-    sb = await LocalSandbox.create(repo)
+    sb = await LocalSandbox.create(repo, spawner=spawner)
     try:
         t0 = time.monotonic()
         # a background grandchild that would outlive a plain kill of bash
@@ -61,20 +63,11 @@ async def test_timeout_kills_the_whole_process_group(repo: Path, tmp_path: Path)
     assert elapsed < 5.0  # 0.5 s deadline, not 30 s
     child = int(pidfile.read_text())
     time.sleep(0.1)
-    assert not _alive(child)  # the sleeping grandchild is gone too
+    assert not alive(child)  # the sleeping grandchild is gone too
 
 
-def _alive(pid: int) -> bool:
-    """Running (not a zombie left for an init that does not reap): /proc state."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-async def test_output_truncated_in_the_middle_with_marker(repo: Path):
-    sb = await LocalSandbox.create(repo, max_output_bytes=100)
+async def test_output_truncated_in_the_middle_with_marker(repo: Path, spawner: Spawner):
+    sb = await LocalSandbox.create(repo, spawner=spawner, max_output_bytes=100)
     try:
         res = await sb.exec("python3 -c \"print('a' * 500, end=''); print('b' * 500, end='')\"")
     finally:
@@ -84,8 +77,8 @@ async def test_output_truncated_in_the_middle_with_marker(repo: Path):
     assert res.output == "a" * 50 + "\n[... 900 bytes of output truncated ...]\n" + "b" * 50
 
 
-async def test_paths_outside_workspace_are_refused(repo: Path):
-    sb = await LocalSandbox.create(repo)
+async def test_paths_outside_workspace_are_refused(repo: Path, spawner: Spawner):
+    sb = await LocalSandbox.create(repo, spawner=spawner)
     try:
         with pytest.raises(SandboxError, match="outside the workspace"):
             await sb.read_file("../../etc/passwd")
@@ -95,9 +88,9 @@ async def test_paths_outside_workspace_are_refused(repo: Path):
         await sb.close()
 
 
-async def test_environment_does_not_leak_caller_secrets(repo: Path, monkeypatch):
+async def test_environment_does_not_leak_caller_secrets(repo: Path, spawner: Spawner, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
-    sb = await LocalSandbox.create(repo, env={"EXTRA": "1"})
+    sb = await LocalSandbox.create(repo, spawner=spawner, env={"EXTRA": "1"})
     try:
         res = await sb.exec("echo ${OPENAI_API_KEY:-none} $EXTRA")
     finally:

@@ -30,10 +30,12 @@ claiming to be complete.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,7 @@ from replay.trajectory import Trajectory
 
 __all__ = [
     "CONVERTER_VERSION",
+    "ConvertProgress",
     "ConvertReport",
     "FileReport",
     "convert_paths",
@@ -59,6 +62,8 @@ __all__ = [
     "iter_trajectories",
     "read_trajectories",
 ]
+
+log = logging.getLogger(__name__)
 
 _LOG_SUFFIXES = (".json", ".jsonl", ".traj")
 
@@ -117,29 +122,34 @@ def detect_format(path: Path) -> str:
         raise ConvertError(path, None, None, "no such file or directory")
     fmt = detect_bytes(path.read_bytes())
     if fmt is None:
-        raise UnknownFormatError(
-            path, None, None, f"unknown log format (expected one of {', '.join(FORMATS)}; pass --format to force one)"
-        )
+        raise _unknown_format(path)
     return fmt
 
 
-def _context(path: Path, lenient: bool) -> FileContext:
-    data = path.read_bytes()
-    return FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient)
+def _unknown_format(path: Path) -> UnknownFormatError:
+    return UnknownFormatError(
+        path, None, None, f"unknown log format (expected one of {', '.join(FORMATS)}; pass --format to force one)")
 
 
-def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileContext] | None = None) -> Iterator[Trajectory]:
+def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileContext] | None = None,
+               data: bytes | None = None, detected: str | None = None) -> Iterator[Trajectory]:
+    """Trajectories of one unit. A file is read once (`data`: its bytes when the caller
+    has read them already, `detected`: their detect_bytes result) and hashed once."""
     if path.is_dir():
         if fmt not in (None, harbor.FORMAT_TRIAL) or not harbor.is_trial_dir(path):
             detect_format(path)  # raises the right error
         yield from harbor.convert_trial_dir(path, lenient=lenient)
         return
-    if not path.exists():
-        raise ConvertError(path, None, None, "no such file or directory")
-    use = fmt or detect_format(path)
+    if data is None:
+        if not path.exists():
+            raise ConvertError(path, None, None, "no such file or directory")
+        data = path.read_bytes()
+    use = fmt or detected or detect_bytes(data)
+    if use is None:
+        raise _unknown_format(path)
     if use == harbor.FORMAT_TRIAL:
         raise UnknownFormatError(path, None, "format", "harbor-trial needs a trial directory, not a file")
-    ctx = _context(path, lenient)
+    ctx = FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient)
     if ctx_out is not None:
         ctx_out.append(ctx)
     yield from CONVERTERS[use](ctx)
@@ -193,7 +203,58 @@ def _is_harbor_job_file(path: Path) -> bool:
         c.is_dir() and harbor.is_trial_dir(c) for c in path.parent.iterdir())
 
 
-def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None, lenient: bool = False) -> ConvertReport:
+@dataclass(frozen=True, slots=True)
+class ConvertProgress:
+    """Conversion in progress, handed to `convert_paths(..., progress=f)` when it starts
+    (nothing done), after each input unit and once more at the end (`finished`: every
+    unit tried, before a bad one's error is raised). `files_*`: input units (a harbor trial directory is one);
+    `bytes_*`: their sizes in bytes (a directory: the files in it); `trajectories`,
+    `turns`: converted so far; `elapsed_s`: seconds since the start (the injected clock).
+
+    ConvertProgress(files_done=3, files_total=500, bytes_done=1_900_000,
+                    bytes_total=297_100_000, trajectories=3, turns=812, elapsed_s=0.4)
+    """
+
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+    trajectories: int
+    turns: int
+    elapsed_s: float
+    finished: bool = False
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left: the bytes left at the byte rate so far (s); 0 once finished;
+        None before a byte is done."""
+        if self.finished:
+            return 0.0
+        if self.bytes_done <= 0 or self.elapsed_s <= 0:
+            return None
+        return max(0, self.bytes_total - self.bytes_done) * self.elapsed_s / self.bytes_done
+
+    def describe(self) -> str:
+        """One line: `files 3/500 · 1.9/297.1 MB · 812 turns · 0.4 s · ETA 61 s`."""
+        eta = "done" if self.finished else ("ETA ?" if self.eta_s is None else f"ETA {self.eta_s:,.0f} s")
+        return (f"files {self.files_done:,}/{self.files_total:,} · {self.bytes_done / 1e6:,.1f}/"
+                f"{self.bytes_total / 1e6:,.1f} MB · {self.turns:,} turns · {self.elapsed_s:,.1f} s · {eta}")
+
+
+def _unit_bytes(unit: Path) -> int:
+    """Size of an input unit in bytes: a file's, or the files' under a directory."""
+    if unit.is_dir():
+        return sum(f.stat().st_size for f in unit.rglob("*") if f.is_file())
+    return unit.stat().st_size
+
+
+_to_json = Trajectory.__pydantic_serializer__.to_json
+"""`traj.model_dump_json()` as UTF-8 bytes (model_dump_json decodes these very bytes)."""
+
+
+def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None, lenient: bool = False,
+                  progress: Callable[[ConvertProgress], None] | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> ConvertReport:
     """Convert every log under `paths` into one trajectories JSONL at `out` (one
     `Trajectory.model_dump_json()` per line) and return the report; `out` None only
     checks (everything is converted, nothing is written).
@@ -206,6 +267,10 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     (an existing one is left untouched). With `lenient` bad records/files are skipped
     and counted (`file_error`, `unrecognized_file`) instead. Zero trajectories raises
     EmptyInputError either way.
+
+    Each file is read and hashed once. `progress`, when given, gets a ConvertProgress
+    at the start, after each unit and at the end (times from `clock`, s); one that
+    raises is logged and not called again (it never fails the conversion).
     """
     out = Path(out) if out is not None else None
     _check_format(fmt, out or Path("."))
@@ -213,56 +278,84 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     report = ConvertReport(out=out)
     skipped: Counter[str] = Counter()
     failures: list[ConvertError] = []
+    started = clock()
+    sizes = [_unit_bytes(u) for u, _ in units] if progress is not None else []
+    total_bytes = sum(sizes)
+    done_bytes = 0
+
+    def tell(files_done: int, finished: bool = False) -> None:
+        nonlocal progress
+        if progress is None:
+            return
+        try:
+            progress(ConvertProgress(files_done, len(units), done_bytes, total_bytes, report.trajectories,
+                                     report.turns, clock() - started, finished))
+        except Exception as exc:  # progress never fails the conversion
+            log.warning("conversion progress callback %r failed and is no longer called: %s", progress, exc)
+            progress = None
+
     tmp_name: str | None = None
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-        fh = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        fh = os.fdopen(fd, "wb")
     else:
-        fh = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed in finally
+        fh = open(os.devnull, "wb")  # noqa: SIM115 - closed in finally
+
+    def convert_one(unit: Path, explicit: bool) -> None:
+        frep = FileReport(path=str(unit), format=None)
+        report.files.append(frep)
+        data = detected = None
+        if unit.is_file():
+            data = unit.read_bytes()  # the one read of this file
+            detected = detect_bytes(data) if fmt is None else None
+        if not explicit and fmt is None and data is not None and detected is None:
+            kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(data)
+            if kind is not None:
+                frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
+                skipped[kind] += 1
+                return
+            exc = UnknownFormatError(unit, None, None, "content matches no log format")
+            frep.error = str(exc)
+            if lenient:
+                skipped["unrecognized_file"] += 1
+            else:
+                failures.append(exc)
+            return
+        ctxs: list[FileContext] = []
+        try:
+            lines = []
+            for traj in _iter_unit(unit, fmt, lenient, ctxs, data, detected):
+                frep.format = traj.source.format
+                lines.append(_to_json(traj))
+                frep.turns += len(traj.turns)
+                skipped.update(traj.skipped)
+            fh.write(b"".join(line + b"\n" for line in lines))
+            frep.trajectories = len(lines)
+        except ConvertError as exc:
+            frep.error = str(exc)
+            frep.turns = 0
+            if not lenient:
+                failures.append(exc)
+                return
+            skipped["file_error"] += 1
+        if frep.format is None and frep.error is None:
+            frep.format = fmt
+        for ctx in ctxs:
+            skipped.update(ctx.skipped)
+        report.trajectories += frep.trajectories
+        report.turns += frep.turns
+
+    files_done = 0
     try:
+        tell(0)
         with fh:
-            for unit, explicit in units:
-                frep = FileReport(path=str(unit), format=None)
-                report.files.append(frep)
-                if not explicit and fmt is None and unit.is_file() and detect_bytes(data := unit.read_bytes()) is None:
-                    kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(data)
-                    if kind is not None:
-                        frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
-                        skipped[kind] += 1
-                        continue
-                    exc = UnknownFormatError(unit, None, None, "content matches no log format")
-                    frep.error = str(exc)
-                    if lenient:
-                        skipped["unrecognized_file"] += 1
-                    else:
-                        failures.append(exc)
-                    continue
-                ctxs: list[FileContext] = []
-                written = 0
-                try:
-                    lines = []
-                    for traj in _iter_unit(unit, fmt, lenient, ctxs):
-                        frep.format = traj.source.format
-                        lines.append(traj.model_dump_json())
-                        written += 1
-                        frep.turns += len(traj.turns)
-                        skipped.update(traj.skipped)
-                    fh.write("".join(line + "\n" for line in lines))
-                    frep.trajectories = written
-                except ConvertError as exc:
-                    frep.error = str(exc)
-                    frep.turns = 0
-                    if not lenient:
-                        failures.append(exc)
-                        continue
-                    skipped["file_error"] += 1
-                if frep.format is None and frep.error is None:
-                    frep.format = fmt
-                for ctx in ctxs:
-                    skipped.update(ctx.skipped)
-                report.trajectories += frep.trajectories
-                report.turns += frep.turns
+            for k, (unit, explicit) in enumerate(units):
+                convert_one(unit, explicit)
+                files_done = k + 1
+                done_bytes += sizes[k] if sizes else 0
+                tell(files_done)
+        tell(files_done, finished=True)
         if len(failures) == 1:
             raise failures[0]
         if failures:

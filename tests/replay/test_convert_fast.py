@@ -1,0 +1,152 @@
+"""The fast conversion path (issue #17 item 3) writes exactly the bytes of the old one.
+
+The old path is the fast one with each shortcut put back (tests patch them in):
+`json.loads` for every line/document instead of orjson (`orjson_safe` false), the
+validating pydantic constructors instead of `trusted_maker`'s, and
+`model_dump_json().encode()` instead of the serializer's bytes. Inputs: the public
+recordings of tests/data/corpus, the cases of tests/data/cases/logs, the converter
+fixtures, and the real pi session when it is present (../shared/data/real)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import replay.convert as convert_mod
+from replay.converters import _common
+from replay.converters._common import FileContext, iter_jsonl, orjson_safe, read_json_document, trusted_maker
+from replay.convert import convert_paths
+from replay.errors import ConvertError
+from replay.trajectory import MessageRef, Response, Source, Trajectory, Turn
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REAL_PI = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real" / "pi-session-v1-large.jsonl"
+
+INPUTS = sorted([*(DATA / "corpus").iterdir(), *(DATA / "cases" / "logs").iterdir(),
+                 *(p for p in FIXTURES.iterdir() if p.suffix in (".jsonl", ".traj"))])
+
+
+def _old_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put every shortcut back: json parsing, validated models, model_dump_json."""
+    monkeypatch.setattr(_common, "orjson_safe", lambda data: False)
+    monkeypatch.setattr(_common, "_trusted_turn", lambda **kw: Turn(**kw))
+    monkeypatch.setattr(_common, "_trusted_ref", lambda **kw: MessageRef(**kw))
+    monkeypatch.setattr(_common, "_trusted_source", lambda **kw: Source(**kw))
+    monkeypatch.setattr(_common, "_trusted_trajectory", lambda **kw: Trajectory(**kw))
+    monkeypatch.setattr(convert_mod, "_to_json", lambda traj: traj.model_dump_json().encode("utf-8"))
+
+
+def _both(paths: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes]:
+    fast, old = tmp_path / "fast.jsonl", tmp_path / "old.jsonl"
+    convert_paths(paths, fast)
+    with monkeypatch.context() as m:
+        _old_path(m)
+        convert_paths(paths, old)
+    return fast.read_bytes(), old.read_bytes()
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: p.name)
+def test_fast_path_writes_the_old_bytes_for_each_fixture(path: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, old = _both([path], tmp_path, monkeypatch)
+    assert fast == old
+    assert fast.count(b"\n") >= 1
+
+
+def test_fast_path_writes_the_old_bytes_for_all_fixtures_at_once(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, old = _both(INPUTS, tmp_path, monkeypatch)
+    assert fast == old
+    assert fast.count(b"\n") == sum(1 for _ in convert_mod.read_trajectories(tmp_path / "fast.jsonl"))
+
+
+def test_fast_path_writes_the_old_bytes_for_the_real_pi_session(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    if not REAL_PI.exists():
+        pytest.skip(f"{REAL_PI} absent")
+    fast, old = _both([REAL_PI], tmp_path, monkeypatch)
+    assert fast == old
+    assert len(fast) > 900_000
+
+
+def test_trusted_models_equal_validated_ones_and_dump_the_same_bytes() -> None:
+    make_turn, make_ref = trusted_maker(Turn), trusted_maker(MessageRef)
+    r = Response(content="x", finish_reason="tool_calls")
+    fast, slow = make_turn(index=2, response=r, model="m"), Turn(index=2, response=r, model="m")
+    assert fast == slow
+    assert fast.model_dump_json() == slow.model_dump_json()
+    assert list(fast.__dict__) == list(slow.__dict__)
+    assert fast.observations == [] and fast.observations is not make_turn(index=0, response=r).observations
+    assert make_ref(turn=None) == MessageRef(turn=None, item=0)
+    with pytest.raises(TypeError):
+        make_turn(index=0)  # a field without a default is required
+
+
+def test_each_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[str] = []
+    real = Path.read_bytes
+
+    def counting(self: Path) -> bytes:
+        reads.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    convert_paths([DATA / "corpus"], tmp_path / "out.jsonl")
+    names = sorted(p.name for p in (DATA / "corpus").iterdir())
+    assert sorted(reads) == names
+
+
+@pytest.mark.parametrize(("data", "safe"), [
+    (b'{"a": 1, "b": "12345678901234567890"}', True),  # digits inside a string
+    (b'{"a": 0.12345678901234567890}', True),  # a fraction
+    (b'{"a": 1234567890123456789}', False),
+    (b'{"a":-12345678901234567890}', False),
+    (b'[1,\n  12345678901234567890]', False),
+    (b"12345678901234567890", False),
+    (b'{"a": 123456789012345678}', True),  # 18 digits: orjson keeps it an int
+])
+def test_orjson_safe_flags_numbers_of_19_digits_or_more(data: bytes, safe: bool) -> None:
+    assert orjson_safe(data) is safe
+
+
+def _ctx(data: bytes, lenient: bool = False) -> FileContext:
+    return FileContext("f.jsonl", "0" * 64, data, lenient)
+
+
+def test_jsonl_values_are_the_json_modules_ones() -> None:
+    lines = [b'{"n": 123456789012345678901234567890}', b'{"x": NaN, "y": Infinity}', b'{"s": "\\ud800"}',
+             b'{"big": 1E400}', b'{"a": [1, 2.5, "\xc3\xa9"]}']
+    got = list(iter_jsonl(_ctx(b"\n".join(lines) + b"\n")))
+    assert [line for line, _ in got] == [1, 2, 3, 4, 5]
+    assert got[0][1] == {"n": 123456789012345678901234567890} and type(got[0][1]["n"]) is int
+    assert json.dumps(got[1][1]) == '{"x": NaN, "y": Infinity}'
+    assert got[2][1] == {"s": "\ud800"}
+    assert got[3][1] == {"big": float("inf")}
+    assert got[4][1] == {"a": [1, 2.5, "é"]}
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b'{"a": 1}\n{"a": \n{"b": 2}\n', "f.jsonl:2: invalid JSON: Expecting value"),
+    (b'{"a": 1}\n{"a": 2', "f.jsonl:2: truncated JSONL: the last line is incomplete"),
+    (b'{"a": 1}\n{"a": "\xff"}\n', "f.jsonl:2: invalid UTF-8 at byte 7 of the line"),
+    (b'\xef\xbb\xbf{"a": 1}\n', "f.jsonl:1: invalid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig)"),
+])
+def test_bad_lines_keep_their_one_line_errors(data: bytes, message: str) -> None:
+    with pytest.raises(ConvertError) as err:
+        list(iter_jsonl(_ctx(data)))
+    assert str(err.value) == message
+
+
+def test_documents_parse_as_json_does_and_keep_their_errors() -> None:
+    assert read_json_document(_ctx(b'{"n": 123456789012345678901234567890, "f": 1.5}')) == {
+        "n": 123456789012345678901234567890, "f": 1.5}
+    assert read_json_document(_ctx(b'{"x": NaN}'))["x"] != read_json_document(_ctx(b'{"x": NaN}'))["x"]
+    with pytest.raises(ConvertError) as err:
+        read_json_document(_ctx(b'{"a": [1,\n 2,\n'))
+    assert str(err.value) == "f.jsonl:3: truncated JSON document"
+    with pytest.raises(ConvertError) as err:
+        read_json_document(_ctx(b'{"a": [1,\n 2 x]}'))
+    assert str(err.value) == "f.jsonl:2: invalid JSON: Expecting ',' delimiter"

@@ -46,7 +46,8 @@ import json
 import math
 
 from replay.converters._common import FileContext, TrajectoryBuilder, iter_jsonl, text_of
-from replay.converters.pi_session import message_cursor, apply_message, compaction_text
+from replay.converters._edits import HistoryIndex
+from replay.converters.pi_session import apply_message, compaction_text
 from replay.errors import ConvertError
 from replay.trajectory import ContextEdit, MessageRef, Observation, Trajectory
 
@@ -142,16 +143,13 @@ class _State:
         self.assistant_seen = False  # an assistant message_end since the last turn_start
         self.pending: dict[str, Observation] = {}  # tool_execution_end results by call id
         self.since: list[tuple[MessageRef, dict[str, Any]]] = []  # messages since the last compaction
+        self.index = HistoryIndex(self.builder)
 
     def feed(self, msg: Any, line: int) -> None:
         """`apply_message`, remembering the message (and where it went) for compaction."""
-        b = self.builder
-        n_turns, before = len(b.turns), message_cursor(b)
-        apply_message(msg, b, self.ctx, line)
-        if len(b.turns) > n_turns:
-            self.since.append((MessageRef(turn=n_turns, item=0), msg))
-        elif message_cursor(b) != before:
-            self.since.append((MessageRef(turn=before[0], item=before[1]), msg))
+        pos = self.index.add(lambda: apply_message(msg, self.builder, self.ctx, line))
+        if pos is not None:
+            self.since.append((self.index.order[pos], msg))
 
     def compaction(self, event: dict[str, Any]) -> None:
         """A `*compaction_end` event (module docstring)."""
@@ -175,10 +173,9 @@ class _State:
             for call in b.turns[-1].response.tool_calls:
                 obs = self.pending.pop(call.id, None)
                 if obs is not None and not b.has_observation(call.id):
-                    before = message_cursor(b)
-                    b.observation(obs)
-                    self.since.append((MessageRef(turn=before[0], item=before[1]),
-                                       {"role": "toolResult", "content": obs.content}))
+                    pos = self.index.add(lambda: b.observation(obs))
+                    if pos is not None:
+                        self.since.append((self.index.order[pos], {"role": "toolResult", "content": obs.content}))
                     b.skip("observation_from_tool_execution_end")
         if self.pending:
             b.skip("unmatched_tool_execution_end", len(self.pending))

@@ -77,12 +77,11 @@ from replay.converters._common import (
     synth_arguments_raw,
     text_of,
 )
+from replay.converters._edits import HistoryIndex
 from replay.errors import ConvertError
 from replay.trajectory import (
     ContextEdit,
     FinishReason,
-    MessageRef,
-    MessageSpan,
     Observation,
     Response,
     Timing,
@@ -315,7 +314,7 @@ class _Tree:
         # turn extends the previous one unless a compaction or a retry lies between
         self.linear = all(n.parent == (self.nodes[i - 1].id if i else None) for i, n in enumerate(self.nodes))
         self.compactions = [n.index for n in self.nodes if n.entry["type"] == "compaction"]
-        self.order: list[MessageRef] = []  # history message refs in history order
+        self.index: HistoryIndex | None = None  # set once the builder exists
         self.applied: set[str] = set()  # ids of compactions an edit has applied
 
     def path_to(self, entry_id: str | None, stop_at: int = -1) -> list[_Entry]:
@@ -349,9 +348,9 @@ class _Tree:
         on_path = {e.index for e in between}
         return all(n.pos is None or n.index in on_path for n in self.nodes[stop + 1:node.index])
 
-    def request_edit(self, node: _Entry, turn: int, builder: TrajectoryBuilder) -> ContextEdit:
-        """The ContextEdit giving the request of the assistant entry `node` (turn index
-        `turn`): pi's `buildSessionContext` at its parent entry, as spans of the history."""
+    def request_edit(self, node: _Entry, builder: TrajectoryBuilder) -> ContextEdit:
+        """The ContextEdit giving the request of the assistant entry `node` (the next
+        turn): pi's `buildSessionContext` at its parent entry, as spans of the history."""
         path = self.path_to(node.parent)
         compaction = next((e for e in reversed(path) if e.entry["type"] == "compaction"), None)
         summary: list[str] = []
@@ -372,30 +371,10 @@ class _Tree:
             raw = comp.get("tokensBefore")
             tokens = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
         positions = [e.pos for e in kept if e.pos is not None and not e.retried]
-        runs: list[tuple[int, int]] = []
-        for p in positions:
-            if runs and runs[-1][1] == p:
-                runs[-1] = (runs[-1][0], p + 1)
-            else:
-                runs.append((p, p + 1))
-        end = len(self.order)
-        keep_from = MessageRef(turn=turn, item=0)
-        if runs and runs[-1][1] == end:  # the last run reaches this turn: the open tail
-            keep_from = self.order[runs.pop()[0]]
-        keep = [MessageSpan(start=self.order[a], end=self.order[b]) for a, b in runs]
         if compaction is None or compaction.id in self.applied:
-            return ContextEdit(kind="branch", summary=summary, keep=keep, keep_from=keep_from)
+            return self.index.edit("branch", positions, summary=summary)
         self.applied.add(compaction.id)
-        return ContextEdit(kind="compaction", summary=summary, keep=keep, keep_from=keep_from, tokens_before=tokens)
-
-
-def message_cursor(b: TrajectoryBuilder) -> tuple[int | None, int]:
-    """(turn, item) of the next non-assistant message, as `b.next_ref("user")` without
-    building a MessageRef (one per entry)."""
-    if not b.turns:
-        return (None, 0 if b.first_user is None else 1 + len(b.user_before_turns))
-    last = b.turns[-1]
-    return (last.index, 1 + len(last.observations) + len(last.user_after))
+        return self.index.edit("compaction", positions, summary=summary, tokens_before=tokens)
 
 
 def _is_failed_call(entry: dict[str, Any]) -> bool:
@@ -429,37 +408,35 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     version = header.get("version", 1)
     tree = _Tree(entries, ctx, isinstance(version, int) and version >= 2)
     builder = TrajectoryBuilder(ctx, FORMAT)
+    tree.index = index = HistoryIndex(builder)
     header_model = header.get("modelId") if isinstance(header.get("modelId"), str) else None
     prev_turn: _Entry | None = None  # the entry of the latest assistant turn
     for node in tree.nodes:
         entry, line, kind = node.entry, node.line, node.entry["type"]
         parent = tree.by_id.get(node.parent) if node.parent is not None else None
         node.model = parent.model if parent is not None else header_model
-        before = message_cursor(builder)
         if kind == "message":
             msg = entry.get("message")
             is_turn = isinstance(msg, dict) and msg.get("role") == "assistant"
             if is_turn and parent is not None and _is_failed_call(parent.entry):
                 parent.retried = True  # pi's auto-retry: the failed message is not resent
             if is_turn and not tree.extends(prev_turn, node):
-                builder.edit(tree.request_edit(node, len(builder.turns), builder))
+                builder.edit(tree.request_edit(node, builder))
             n_turns = len(builder.turns)
             try:
-                apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model)
+                node.pos = index.add(lambda: apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model))
             except ConvertError:
                 if not ctx.lenient:
                     raise
                 builder.skip("bad_entry")
             if len(builder.turns) > n_turns:
-                node.pos = len(tree.order)
-                tree.order.append(MessageRef(turn=n_turns, item=0))
                 prev_turn = node
                 if isinstance(msg.get("model"), str):
                     node.model = msg["model"]
         elif kind == "branch_summary" and entry.get("summary"):
-            builder.user(_BRANCH_SUMMARY_PREFIX + entry["summary"] + _BRANCH_SUMMARY_SUFFIX)
+            node.pos = index.add(lambda: builder.user(_BRANCH_SUMMARY_PREFIX + entry["summary"] + _BRANCH_SUMMARY_SUFFIX))
         elif kind == "custom_message":
-            builder.user(text_of(entry.get("content"), builder))
+            node.pos = index.add(lambda: builder.user(text_of(entry.get("content"), builder)))
         elif kind == "model_change":
             named = entry.get("modelId")
             if not isinstance(named, str) and isinstance(entry.get("model"), dict):
@@ -474,9 +451,6 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             builder.skip(kind)
         else:
             builder.skip(f"entry:{kind}")
-        if node.pos is None and message_cursor(builder) != before:  # a user or tool message
-            node.pos = len(tree.order)
-            tree.order.append(MessageRef(turn=before[0], item=before[1]))
     if builder.model is None and header_model is not None:
         builder.model = header_model
     yield builder.build(0)

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WrapValidator, model_validator
 
 from benchmaker.errors import ConfigError, RateSpecError
 from benchmaker.load_models import (
-    MAX_DURATION_S, Burst, LoadModel, ParsedRateSpec, load_model_of, parse_duration_s, parse_rate_spec,
+    MAX_DURATION_S, Burst, LoadModel, ParsedRateSpec, load_model_of, parse_duration_s,
 )
 from benchmaker.selfcheck import ENV_MAX_LOOP_LAG_MS, ENV_MAX_SCHEDULE_LAG_MS, env_limit_ms
 
@@ -200,20 +200,28 @@ def check_workers(n: int, what: str = "workers") -> int:
     return n
 
 
-def _rate_spec(value: str) -> str:
+def _rate_spec(value: Any, as_str: Any) -> str:
     # parsed once, here: the ParsedRateSpec carries its model to the runner (load_model_of);
+    # a ParsedRateSpec (parsed at an earlier edge: a flow's parameters) is taken as it is;
     # trace specs name a file, read when the runner is built (relative to the config)
+    if isinstance(value, ParsedRateSpec):
+        return value
+    value = as_str(value)
     if value.split(":", 1)[0].strip().lower() == "trace":
         return value
     try:
-        return ParsedRateSpec(value, parse_rate_spec(value))
+        return ParsedRateSpec.of(value)
     except RateSpecError as exc:
         raise ValueError(str(exc)) from None
 
 
 # A rate-spec string (benchmaker.load_models), parsed when the model is validated: the
-# value is a ParsedRateSpec (a str carrying its LoadModel) except for trace specs.
-RateSpec = Annotated[str, AfterValidator(_rate_spec)]
+# value is a ParsedRateSpec (a str carrying its LoadModel) except for trace specs given
+# as plain strings.
+RateSpec = Annotated[str, WrapValidator(_rate_spec)]
+
+# A lag threshold in ms: finite, > 0 (SelfCheckLimits; the flows' max_*_lag_ms).
+LagLimitMs = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class _Strict(BaseModel):
@@ -265,11 +273,29 @@ class SelfCheckLimits(_Strict):
 
         SelfCheckLimits(max_loop_lag_p99_ms=200)  # tolerate 200 ms of loop lag at p99"""
 
-    max_schedule_lag_p99_ms: float = Field(
-        default_factory=lambda: env_limit_ms(ENV_MAX_SCHEDULE_LAG_MS), gt=0)
-    max_loop_lag_p99_ms: float = Field(
-        default_factory=lambda: env_limit_ms(ENV_MAX_LOOP_LAG_MS), gt=0)
+    max_schedule_lag_p99_ms: LagLimitMs = Field(default_factory=lambda: env_limit_ms(ENV_MAX_SCHEDULE_LAG_MS))
+    max_loop_lag_p99_ms: LagLimitMs = Field(default_factory=lambda: env_limit_ms(ENV_MAX_LOOP_LAG_MS))
     max_error_rate: float | None = Field(default=DEFAULT_MAX_ERROR_RATE, ge=0, le=1)
+
+
+LAG_FLAGS = {("max_loop_lag_p99_ms",): "--max-loop-lag-ms", ("max_schedule_lag_p99_ms",): "--max-schedule-lag-ms"}
+
+
+def check_lag_limits(max_loop_lag_ms: float | None, max_schedule_lag_ms: float | None) -> SelfCheckLimits:
+    """The SelfCheckLimits of the `--max-loop-lag-ms` / `--max-schedule-lag-ms` flags
+    (None: the environment's value, else 10 ms). Raises ConfigError naming the flag
+    (e.g. `--max-loop-lag-ms: Input should be greater than 0 (got -1.0)`) for a value
+    that is not finite and > 0, or naming the variable for a bad environment value."""
+    from pydantic import ValidationError
+
+    from benchmaker.config_file import format_validation_error
+
+    given = {k: v for k, v in (("max_loop_lag_p99_ms", max_loop_lag_ms),
+                               ("max_schedule_lag_p99_ms", max_schedule_lag_ms)) if v is not None}
+    try:
+        return SelfCheckLimits.model_validate(given)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, None, names=LAG_FLAGS).replace("\n", "; ")) from None
 
 
 class BenchConfig(_Strict):

@@ -45,6 +45,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -407,6 +408,44 @@ class ParsedRateSpec(str):
 
     def __reduce__(self) -> tuple[type, tuple[str, LoadModel]]:
         return (ParsedRateSpec, (str(self), self.model))
+
+    @classmethod
+    def of(cls, spec: str) -> "ParsedRateSpec":
+        """`spec` itself when already a ParsedRateSpec (no second parse), else the spec
+        parsed now (a trace file relative to the working directory). Raises
+        RateSpecError for a bad spec."""
+        return spec if isinstance(spec, ParsedRateSpec) else cls(spec, parse_rate_spec(spec))
+
+    @classmethod
+    def of_model(cls, model: LoadModel) -> "ParsedRateSpec":
+        """The ParsedRateSpec of a model built in code (e.g. ClosedLoop(8) for a
+        concurrency sweep point): its canonical `spec` string, nothing parsed."""
+        return cls(model.spec, model)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Pydantic: a field annotated `ParsedRateSpec` is the edge where a spec enters
+        (a flow's parameters model). It takes a rate-spec string and parses it once
+        (a bad one is an error of type `rate_spec` whose message is the RateSpecError's,
+        naming the spec), takes a ParsedRateSpec as it is (a value the CLI already
+        parsed crosses Prefect's parameter validation without a second parse), and
+        serialises to JSON as the plain string (JSON schema `string`: deployment
+        schemas, flow-run parameters, Prefect's task cache keys and manifests keep the
+        spec as written)."""
+        from pydantic_core import PydanticCustomError, core_schema
+
+        def validate(value: Any, as_str: Any) -> ParsedRateSpec:
+            if isinstance(value, ParsedRateSpec):
+                return value
+            text = as_str(value)
+            try:
+                return cls(text, parse_rate_spec(text))
+            except RateSpecError as exc:
+                raise PydanticCustomError("rate_spec", "{error}", {"error": str(exc)}) from None
+
+        return core_schema.no_info_wrap_validator_function(
+            validate, core_schema.str_schema(),
+            serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="json"))
 
 
 def load_model_of(load: str | LoadModel, *, base_dir: Path | None = None) -> LoadModel:

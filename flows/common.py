@@ -34,8 +34,8 @@ from pydantic import BaseModel, ValidationError
 from flows.outcome import record_flow_run
 from replay.sweep import point_complete, write_run_manifest
 
-__all__ = ["ParameterError", "describe_errors", "flow_run_bundle_id", "measure_point", "result_storage_for",
-           "resume_or_write_manifest", "takes", "validated"]
+__all__ = ["ParameterError", "describe_errors", "fill_lag_limits", "flow_run_bundle_id",
+           "lag_checks", "measure_point", "result_storage_for", "resume_or_write_manifest", "takes", "validated"]
 
 M = TypeVar("M", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -68,6 +68,29 @@ def takes(model: type[BaseModel]) -> Callable[[F], F]:
         return fn
 
     return wrap
+
+
+def fill_lag_limits(p: Any) -> Any:
+    """Give a parameters model's `max_loop_lag_ms` / `max_schedule_lag_ms` left at None
+    the value a run uses (benchmaker.config.SelfCheckLimits: the environment's
+    BENCHMAKER_MAX_LOOP_LAG_MS / BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms), so the
+    manifest keeps the limits every point was judged with; an explicit value wins.
+    Returns `p`. Raises ValueError (benchmaker.errors.ConfigError) naming the variable
+    when the environment's value is bad."""
+    from benchmaker.config import SelfCheckLimits
+
+    if p.max_loop_lag_ms is None or p.max_schedule_lag_ms is None:
+        limits = SelfCheckLimits(**lag_checks(p))
+        p.max_loop_lag_ms = limits.max_loop_lag_p99_ms
+        p.max_schedule_lag_ms = limits.max_schedule_lag_p99_ms
+    return p
+
+
+def lag_checks(p: Any) -> dict[str, float]:
+    """The SelfCheckLimits fields a parameters model sets (BenchConfig `checks`):
+    {"max_loop_lag_p99_ms": ..., "max_schedule_lag_p99_ms": ...}, None values left out."""
+    return {k: v for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms),
+                              ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms)) if v is not None}
 
 
 def describe_errors(exc: ValidationError) -> str:

@@ -20,9 +20,11 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from benchmaker.load_models import parse_rate_spec
-from flows.common import (ParameterError, flow_run_bundle_id, measure_point, result_storage_for,
-                          resume_or_write_manifest, takes, validated)
+from benchmaker.config import LagLimitMs
+from benchmaker.errors import RateSpecError
+from benchmaker.load_models import ClosedLoop, ParsedRateSpec, Poisson
+from flows.common import (ParameterError, fill_lag_limits, flow_run_bundle_id, lag_checks, measure_point,
+                          result_storage_for, resume_or_write_manifest, takes, validated)
 from flows.outcome import final_state
 from replay.sweep import engine_point_name, point_dir, write_sweep_points
 from tasks.engine import run_llm_sweep_point
@@ -33,16 +35,24 @@ __all__ = ["LlmSweepParams", "llm_sweep", "sweep_loads"]
 
 
 def _sweep_points(concurrency_sweep: list[int] | None, rate_sweep: list[float] | None,
-                  loads: list[str] | None) -> tuple[list[str], list[str]]:
-    """(rate specs of the sweep's points, problems: one `field: problem` line each)."""
-    specs = [f"closed:{c}" for c in concurrency_sweep or []] + [f"poisson:{r:g}" for r in rate_sweep or []]
+                  loads: list[str] | None) -> tuple[list[ParsedRateSpec], list[str]]:
+    """(rate specs of the sweep's points, problems: one `field: problem` line each).
+    The closed:N and poisson:R points are built from their numbers (nothing parsed);
+    `loads` are parsed unless already ParsedRateSpec (validated parameters)."""
+    specs: list[ParsedRateSpec] = []
     problems = []
+    for field, values, build in (("concurrency_sweep", concurrency_sweep, lambda c: ClosedLoop(int(c))),
+                                 ("rate_sweep", rate_sweep, lambda r: Poisson(float(f"{r:g}")))):
+        for i, value in enumerate(values or []):
+            try:
+                specs.append(ParsedRateSpec.of_model(build(value)))
+            except RateSpecError as exc:
+                problems.append(f"{field}[{i}]: {exc} (got {value!r})")
     for i, spec in enumerate(loads or []):
         try:
-            parse_rate_spec(spec)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is a bad parameter
+            specs.append(ParsedRateSpec.of(spec))
+        except RateSpecError as exc:
             problems.append(f"loads[{i}]: {exc} (got {spec!r})")
-        specs.append(spec)
     if not specs:
         problems.append("concurrency_sweep: give concurrency_sweep, rate_sweep or loads (got none)")
     names = [engine_point_name(s) for s in specs]
@@ -53,7 +63,7 @@ def _sweep_points(concurrency_sweep: list[int] | None, rate_sweep: list[float] |
 
 
 def sweep_loads(concurrency_sweep: list[int] | None, rate_sweep: list[float] | None,
-                loads: list[str] | None) -> list[str]:
+                loads: list[str] | None) -> list[ParsedRateSpec]:
     """The rate specs of the sweep's points (module docstring). Raises ParameterError
     naming the parameter when there is no point, a spec does not parse, or two points
     get the same label."""
@@ -70,12 +80,20 @@ class LlmSweepParams(BaseModel):
     base_url, model       the OpenAI-compatible endpoint and the model name it serves
     concurrency_sweep     closed-loop points (closed:N), each >= 1
     rate_sweep            Poisson points in requests/s (poisson:R), each > 0
-    loads                 further points as rate specs (benchmaker.load_models syntax)
+    loads                 further points as rate specs (benchmaker.load_models syntax),
+                          parsed here, once (ParsedRateSpec)
     duration_s            seconds per point; max_requests: requests per point
     prompt_words, max_tokens  the synthetic prompt's size and the answer's cap
     api_key_env           name of the environment variable holding the API key
     out_dir, warehouse    where the run bundle and the DuckDB warehouse go
     label                 free text stored with the run
+    max_loop_lag_ms       a point is invalid when the client's event-loop lag p99
+                          exceeds this, in ms (finite, > 0)
+    max_schedule_lag_ms   an open-loop point is invalid (client-saturated) when its
+                          schedule lag p99 exceeds this, in ms (finite, > 0); either
+                          left None: BENCHMAKER_MAX_LOOP_LAG_MS /
+                          BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms, filled in at
+                          validation (flows.common.fill_lag_limits)
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -84,7 +102,7 @@ class LlmSweepParams(BaseModel):
     model: str
     concurrency_sweep: list[Annotated[int, Field(ge=1)]] | None = None
     rate_sweep: list[Annotated[float, Field(gt=0)]] | None = None
-    loads: list[str] | None = None
+    loads: list[ParsedRateSpec] | None = None
     duration_s: Annotated[float, Field(gt=0)] | None = 30.0
     max_requests: Annotated[int, Field(ge=1)] | None = None
     prompt_words: Annotated[int, Field(ge=1)] = 128
@@ -93,16 +111,19 @@ class LlmSweepParams(BaseModel):
     out_dir: Path = Path("artifacts")
     warehouse: Path = Path("warehouse.duckdb")
     label: str | None = None
+    max_loop_lag_ms: LagLimitMs | None = None
+    max_schedule_lag_ms: LagLimitMs | None = None
 
     @model_validator(mode="after")
     def _points(self) -> LlmSweepParams:
         problems = _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[1]
         if problems:
             raise ValueError("\n".join(problems))
-        return self
+        return fill_lag_limits(self)
 
-    def specs(self) -> list[str]:
-        """The rate specs of the sweep's points, in order (module docstring)."""
+    def specs(self) -> list[ParsedRateSpec]:
+        """The rate specs of the sweep's points, in order (module docstring), each with
+        its model (nothing parsed again)."""
         return _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[0]
 
 
@@ -120,7 +141,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     run_dir = (Path(p.out_dir) / run_id).resolve()
     config = {"base_url": p.base_url, "model": p.model, "loads": specs, "duration_s": p.duration_s,
               "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
-              "api_key_env": p.api_key_env}
+              "api_key_env": p.api_key_env, "max_loop_lag_ms": p.max_loop_lag_ms,
+              "max_schedule_lag_ms": p.max_schedule_lag_ms}
     resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config)
     log.info("run %s -> %s", run_id, run_dir)
     task = run_llm_sweep_point.with_options(result_storage=result_storage_for(Path(p.out_dir)))
@@ -128,7 +150,7 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     for spec in specs:
         name = engine_point_name(spec)
         args = dict(duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
-                    max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label)
+                    max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, checks=lag_checks(p))
         rows.append(await measure_point(task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec,
                                         name, **args))
     write_sweep_points(run_dir, rows)

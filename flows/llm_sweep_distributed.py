@@ -154,7 +154,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
               "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
               "api_key_env": p.api_key_env, "shards": p.shards, "backend": backend, "start_lead_s": lead_s,
               "shard_deployment": p.shard_deployment if backend == "pool" else None, "dask_address": p.dask_address,
-              "exchange": exchange}
+              "exchange": exchange, "max_loop_lag_ms": p.max_loop_lag_ms,
+              "max_schedule_lag_ms": p.max_schedule_lag_ms}
     resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config, workers=p.shards)
     log.info("run %s -> %s (%d shards per point on %s)", run_id, run_dir, p.shards,
              p.dask_address if p.dask_address else f"work pool of {p.shard_deployment}")
@@ -165,7 +166,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
         template = ShardPoint(base_url=p.base_url, model=p.model, run_dir=str(run_dir), run_id=run_id, load=spec,
                               sweep_point=engine_point_name(spec), worker=0, shards=n, start_wall_ns=0,
                               duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
-                              max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, exchange=exchange)
+                              max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, exchange=exchange,
+                              max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
         args = dict(start_lead_s=lead_s, shard_deployment=p.shard_deployment, shard_timeout_s=p.shard_timeout_s,
                     dask_address=p.dask_address)
         out = await measure_point(point_task, point_dir(run_dir, template.sweep_point), template, **args)

@@ -38,8 +38,10 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flows.common import (ParameterError, flow_run_bundle_id, measure_point, result_storage_for,
-                          resume_or_write_manifest, takes, validated)
+from benchmaker.config import LagLimitMs
+from benchmaker.load_models import ClosedLoop, ParsedRateSpec
+from flows.common import (ParameterError, fill_lag_limits, flow_run_bundle_id, lag_checks, measure_point,
+                          result_storage_for, resume_or_write_manifest, takes, validated)
 from flows.outcome import final_state
 from replay.convert import CONVERTER_VERSION
 from replay.point_run import replay_point_name
@@ -69,7 +71,8 @@ class SwebenchReplayParams(BaseModel):
                           episodes start (poisson:0.5, constant:2, trace:FILE), as agent
                           sessions arrive; each for duration_s (else episodes_per_point
                           episodes, default one per trajectory); offered vs achieved
-                          episode rate and schedule lag in the row
+                          episode rate and schedule lag in the row. Parsed here, once
+                          (ParsedRateSpec: the points' runners read the parsed model)
     workers               engine worker processes per point (recorded mode), as
                           `--workers` of engine runs
     episodes_per_point    episodes per point (default max(concurrency, trajectories));
@@ -81,6 +84,14 @@ class SwebenchReplayParams(BaseModel):
     log_format, lenient   the converter's format (default: detected) and leniency
     out_dir, warehouse    where the run bundle and the DuckDB warehouse go
     label                 free text stored with the run (e.g. "nightly")
+    max_loop_lag_ms       a point is invalid when the client's event-loop lag p99
+                          exceeds this, in ms (finite, > 0)
+    max_schedule_lag_ms   an open-loop point is invalid (client-saturated) when its
+                          episode schedule lag p99 exceeds this, in ms (finite, > 0);
+                          either left None: BENCHMAKER_MAX_LOOP_LAG_MS /
+                          BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms, filled in at
+                          validation (flows.common.fill_lag_limits: the manifest keeps
+                          the limits every point was judged with)
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -88,7 +99,7 @@ class SwebenchReplayParams(BaseModel):
     logs: list[Path] = Field(default_factory=list)
     trajectories: Path | None = None
     concurrency_sweep: list[Concurrency] = Field(default_factory=lambda: [1, 5])
-    rates: list[str] = Field(default_factory=list)
+    rates: list[ParsedRateSpec] = Field(default_factory=list)
     workers: Annotated[int, Field(ge=1)] = 1
     episodes_per_point: Annotated[int, Field(ge=1)] | None = None
     duration_s: Annotated[float, Field(gt=0)] | None = None
@@ -105,6 +116,8 @@ class SwebenchReplayParams(BaseModel):
     out_dir: Path = Path("artifacts")
     warehouse: Path = Path("warehouse.duckdb")
     label: str | None = None
+    max_loop_lag_ms: LagLimitMs | None = None
+    max_schedule_lag_ms: LagLimitMs | None = None
 
     @model_validator(mode="after")
     def _rules(self) -> SwebenchReplayParams:
@@ -144,30 +157,23 @@ class SwebenchReplayParams(BaseModel):
             problems.append(f"latency: {exc} (got {self.latency!r})")
         if problems:
             raise ValueError("\n".join(problems))
-        return self
+        return fill_lag_limits(self)
 
 
-def _rate_problems(rates: list[str]) -> list[str]:
-    """One `rates[i]: problem (got VALUE)` line per rate spec that does not parse, is a
-    closed loop (those are concurrency_sweep points) or repeats."""
-    from benchmaker.errors import RateSpecError
-    from benchmaker.load_models import ClosedLoop, parse_rate_spec
-
+def _rate_problems(rates: list[ParsedRateSpec]) -> list[str]:
+    """One `rates[i]: problem (got VALUE)` line per rate spec that is a closed loop
+    (those are concurrency_sweep points) or repeats (each already parsed: a spec that
+    does not parse is the field's own error)."""
     problems: list[str] = []
     for i, spec in enumerate(rates):
-        try:
-            model = parse_rate_spec(spec)
-        except RateSpecError as exc:
-            problems.append(f"rates[{i}]: {exc} (got {spec!r})")
-            continue
-        if isinstance(model, ClosedLoop):
+        if isinstance(spec.model, ClosedLoop):
             problems.append(f"rates[{i}]: a closed loop is a concurrency_sweep point, not a rate (got {spec!r})")
         if spec in rates[:i]:
             problems.append(f"rates[{i}]: duplicate point (got {spec!r})")
     return problems
 
 
-def sweep_points(p: SwebenchReplayParams) -> list[tuple[int | None, str | None]]:
+def sweep_points(p: SwebenchReplayParams) -> list[tuple[int | None, ParsedRateSpec | None]]:
     """The run's points in order, as (concurrency, rate spec): each of concurrency_sweep
     (closed loop), then each of rates (open loop)."""
     return [(c, None) for c in p.concurrency_sweep] + [(None, r) for r in p.rates]
@@ -229,7 +235,7 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
             args = dict(episodes=p.episodes_per_point, duration_s=p.duration_s, mode=p.mode, sandbox=p.sandbox,
                         sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
                         task_dirs=[d.resolve() for d in p.task_dirs], command=p.command, t0_ns=t0_ns,
-                        load=rate, workers=p.workers)
+                        load=rate, workers=p.workers, checks=lag_checks(p))
             rows.append(await measure_point(sweep_task, point_dir(run_dir, replay_point_name(c, rate)), key, traj,
                                             run_dir, run_id, c, **args))
     finally:

@@ -48,6 +48,8 @@ def sandbox(
     max_in_flight: int | None = None,
     total_timeout: str | None = None,
     max_error_rate: float | None = None,
+    max_loop_lag_ms: float | None = None,
+    max_schedule_lag_ms: float | None = None,
     seed: int = 0,
     label: str | None = None,
     progress: bool | None = None,
@@ -75,13 +77,16 @@ def sandbox(
         max_in_flight: Cap on samples in flight.
         total_timeout: Deadline for a whole sample (exec or lifecycle).
         max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+        max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+        max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals.
         label: Run label.
         progress: Live progress display.
     """
     cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
                   max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
-                  kind="sandbox", checks={"max_error_rate": max_error_rate})
+                  kind="sandbox", checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
+                                          "max_schedule_lag_p99_ms": max_schedule_lag_ms})
     if url is not None:
         check_http_url(url, "--url")
     if repo is not None and not repo.is_dir():

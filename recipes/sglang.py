@@ -76,6 +76,8 @@ def sglang(
     slo_tpot_ms: float | None = None,
     slo_e2e_ms: float | None = None,
     max_error_rate: float | None = None,
+    max_loop_lag_ms: float | None = None,
+    max_schedule_lag_ms: float | None = None,
     seed: int = 0,
     label: str | None = None,
     transport: str = "aiohttp",
@@ -115,6 +117,8 @@ def sglang(
         slo_tpot_ms: Goodput SLO on TPOT.
         slo_e2e_ms: Goodput SLO on E2E latency.
         max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+        max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+        max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals and synthetic prompts.
         label: Run label stored with the run.
         transport: aiohttp (default) or httpx.
@@ -127,7 +131,9 @@ def sglang(
         cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow,
         timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
         slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms}, seed=seed, label=label,
-        kind="llm", transport=transport, checks={"max_error_rate": max_error_rate}, workers=_workers(workers),
+        kind="llm", transport=transport, workers=_workers(workers),
+        checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
+                "max_schedule_lag_p99_ms": max_schedule_lag_ms},
     )
     check_http_url(url, "--url")
     if sum(x is not None for x in (dataset, sharegpt, input_ids_file)) > 1:

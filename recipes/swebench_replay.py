@@ -168,12 +168,15 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
 
 def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_dir: Path, warehouse: Path | None,
                          urls: dict[str, str | None], rates: list[float] = (), max_requests: int | None = None,
-                         counts: dict[str, int | None] | None = None) -> None:
+                         counts: dict[str, int | None] | None = None,
+                         lag_ms: tuple[float | None, float | None] = (None, None)) -> None:
     """Bounds the flows' parameter models leave to the host, checked before Prefect
     starts (benchmaker.config): concurrency within what this host can hold in flight,
-    durations and rates finite and in range, URLs http(s), output paths writable.
+    durations and rates finite and in range, the lag limits `lag_ms` (--max-loop-lag-ms,
+    --max-schedule-lag-ms) finite and > 0, URLs http(s), output paths writable.
     Raises ConfigError naming the flag."""
-    from benchmaker.config import check_http_url, check_output_dir, check_output_file, host_in_flight_limit
+    from benchmaker.config import (check_http_url, check_lag_limits, check_output_dir, check_output_file,
+                                   host_in_flight_limit)
     from benchmaker.load_models import MAX_DURATION_S, MAX_RATE_PER_S
     from warehouse.connection import default_warehouse
 
@@ -191,6 +194,7 @@ def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_
     for flag, n in (counts or {}).items():
         if n is not None and not 1 <= n <= 10_000_000:
             raise ConfigError(f"{flag}: expected 1..10000000 (got {n})")
+    check_lag_limits(*lag_ms)
     for flag, url in urls.items():
         if url is not None:
             check_http_url(url, flag)
@@ -242,6 +246,8 @@ def swebench_replay(
     start_lead: float | None = None,
     shard_timeout: float | None = None,
     workers: int = 1,
+    max_loop_lag_ms: float | None = None,
+    max_schedule_lag_ms: float | None = None,
     dry_run: bool = False,
 ) -> int:
     """Replay recorded agent runs at each concurrency of a sweep (the swebench-replay
@@ -309,6 +315,13 @@ def swebench_replay(
         Seconds to wait for a point's shards (default 3 h).
     workers
         Engine worker processes per point (recorded mode), as for engine runs.
+    max_loop_lag_ms
+        A point is invalid (exit 1) when the client's event-loop lag p99 exceeds this,
+        in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+    max_schedule_lag_ms
+        An open-loop point is invalid (exit 1, client-saturated) when its episode
+        schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or
+        BENCHMAKER_MAX_SCHEDULE_LAG_MS).
     dry_run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
@@ -324,7 +337,8 @@ def swebench_replay(
         except InputError as exc:
             raise ConfigError(str(exc)) from None
     _check_sweep_options(concurrency=_ints(concurrency_sweep, "--concurrency-sweep"), duration=duration,
-                         out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url})
+                         out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url},
+                         lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
     _prefect_env()
     from flows.swebench_replay import ParameterError, validate_params
     from warehouse.connection import default_warehouse
@@ -336,11 +350,15 @@ def swebench_replay(
         sandbox_url=sandbox_url, sandbox_image=sandbox_image, task_dirs=task_dirs or [],
         command=command.split() if command else None, latency=latency, divergence=divergence, log_format=format,
         lenient=lenient, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
+        max_loop_lag_ms=max_loop_lag_ms, max_schedule_lag_ms=max_schedule_lag_ms,
     )
     try:
-        validate_params(**params)  # refuse bad parameters before Prefect starts
+        p = validate_params(**params)  # refuse bad parameters before Prefect starts
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
+    # the flow gets what was validated here: rate specs parsed once (ParsedRateSpec, taken
+    # as they are by the flow's parameters model), the lag limits this run uses
+    params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     from recipes.display import SweepProgressView, print_plan
 
     print_plan(params)  # points x episodes x model calls and an estimate (replay/plan.py)
@@ -402,6 +420,8 @@ def llm_sweep(
     exchange: str | None = None,
     start_lead: float | None = None,
     shard_timeout: float | None = None,
+    max_loop_lag_ms: float | None = None,
+    max_schedule_lag_ms: float | None = None,
 ) -> int:
     """Sweep an OpenAI-compatible endpoint over concurrencies or rates (the llm-sweep
     Prefect flow): one engine run per point, then load and report.
@@ -447,9 +467,17 @@ def llm_sweep(
         a Prefect of their own on their first shard, 5-10 s).
     shard_timeout
         Seconds to wait for a point's shards (default 3 h).
+    max_loop_lag_ms
+        A point is invalid (exit 1) when the client's event-loop lag p99 exceeds this,
+        in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+    max_schedule_lag_ms
+        An open-loop point is invalid (exit 1, client-saturated) when its schedule lag
+        p99 (sent - intended) exceeds this, in ms (default 10, or
+        BENCHMAKER_MAX_SCHEDULE_LAG_MS).
     """
     _prefect_env()
-    from flows.llm_sweep import sweep_loads
+    from flows.common import validated
+    from flows.llm_sweep import LlmSweepParams
     from flows.swebench_replay import ParameterError
     from warehouse.connection import default_warehouse
 
@@ -461,12 +489,20 @@ def llm_sweep(
         raise ConfigError("; ".join(bad))
     _check_sweep_options(concurrency=conc or [], duration=duration, out_dir=out_dir, warehouse=warehouse,
                          urls={"--base-url": base_url}, rates=rates or [], max_requests=max_requests,
-                         counts={"--prompt-words": prompt_words, "--max-tokens": max_tokens})
+                         counts={"--prompt-words": prompt_words, "--max-tokens": max_tokens},
+                         lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
+    params = dict(base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
+                  duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
+                  api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
+                  max_loop_lag_ms=max_loop_lag_ms, max_schedule_lag_ms=max_schedule_lag_ms)
     try:
-        specs = sweep_loads(conc, rates, loads)
+        p = validated(LlmSweepParams, "llm-sweep", params)  # parses each of --loads, once
     except ParameterError as exc:
         raise ConfigError(str(exc)) from None
-    _check_engine_loads(specs, duration, max_requests)
+    _check_engine_loads(p.specs(), duration, max_requests)
+    # the flow gets what was validated here: the parsed specs (taken as they are by its
+    # parameters model) and the lag limits this run uses
+    params.update(loads=p.loads, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
     if dist is not None:
         from flows.llm_sweep_distributed import llm_sweep_distributed as flow
@@ -477,11 +513,6 @@ def llm_sweep(
     from recipes.display import SweepProgressView
 
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (replay/progress.py)
-        out = asyncio.run(run_sweep_flow(flow, dict(
-            base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
-            duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
-            api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
-            **(dist or {}),
-        )))
+        out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
     print_sweep(out, "llm-sweep")
     return 0 if all(r["valid"] for r in out["points"]) else 1

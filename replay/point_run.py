@@ -45,7 +45,7 @@ import orjson
 
 from benchmaker.bundle import write_json_atomic
 from benchmaker.config import BenchConfig, Timeouts
-from benchmaker.load_models import ClosedLoop, parse_rate_spec
+from benchmaker.load_models import ClosedLoop, ParsedRateSpec, load_model_of
 from benchmaker.runner import BenchRunner
 from benchmaker.workers import run_sharded, single_lane
 from replay.harness import SandboxFactory, concurrency_proof
@@ -72,7 +72,7 @@ def replay_point_name(concurrency: int | None, load: str | None) -> str:
         if concurrency is None:
             raise ValueError("give concurrency or load")
         return point_name(concurrency)
-    model = parse_rate_spec(load)
+    model = load_model_of(load)  # a ParsedRateSpec's model: nothing parsed again
     if isinstance(model, ClosedLoop) and not model.think_s:
         return point_name(model.concurrency)
     return engine_point_name(load)
@@ -113,13 +113,17 @@ async def play_episodes(
     keep_results: bool = False,
     base_dir: Path | None = None,
     workers: int = 1,
+    checks: dict[str, Any] | None = None,
 ) -> PlayedEpisodes:
     """Play episodes on the engine into `out_dir` (samples.jsonl, episodes.jsonl,
     turns.jsonl, episode_samples.jsonl, engine_summary.json, and with `concurrency`
     concurrency.json; module docstring).
 
     `load` is the engine rate spec of episode starts (`closed:C`, `poisson:R`, ...;
-    benchmaker.load_models). Without `duration_s`, one episode per item of
+    benchmaker.load_models), a ParsedRateSpec (its model used, not parsed again) or a
+    string parsed here. `checks`: the engine's self-check limits
+    (benchmaker.config.SelfCheckLimits fields, e.g. {"max_loop_lag_p99_ms": 50.0};
+    default: the environment's or 10 ms). Without `duration_s`, one episode per item of
     `trajectories` (an episode plan, `episodes` defaulting to its length); with it,
     episodes start until `duration_s` s, episode seq playing
     trajectories[(index_start + seq * index_step) mod len] (a shard's share of the one
@@ -151,6 +155,7 @@ async def play_episodes(
         load=load, duration_s=duration_s, max_requests=n_max, run_id=run_id, kind="agent-replay",
         sweep_point=sweep_point, out_dir=staging, seed=seed, drain_s=_NO_DRAIN_S,
         timeouts=Timeouts(connect_s=None, total_s=None),  # each model call has its own (ModelClient)
+        checks=checks or {},
     )
     if workers > 1:
         factory = partial(single_lane, partial(EpisodeWorkload, list(trajectories), base_url, out_dir,
@@ -247,6 +252,7 @@ async def run_point(
     t0_ns: int | None = None,
     seed: int = 0,
     workers: int = 1,
+    checks: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one sweep point against `base_url` (an OpenAI-compatible base URL, e.g. the
     replay server's) and summarise it; files in `run_dir/points/<point>/` (module
@@ -264,6 +270,10 @@ async def run_point(
     would make its first arrivals late).
 
     `workers`: engine worker processes (play_episodes), as `--workers` of engine runs.
+    `checks`: the engine's self-check limits (play_episodes), e.g. the loop-lag limit.
+    `load` may be a ParsedRateSpec (a flow's parameter: its model is used, nothing is
+    parsed again); a plain string is parsed here, once (a trace file relative to the
+    working directory).
 
     Returns summarize_point's row with the engine verdict's reasons as verdict reasons
     plus engine_self_checks (offered vs achieved episode rate, schedule lag, loop lag,
@@ -272,8 +282,9 @@ async def run_point(
     if load is None:
         if concurrency is None or concurrency < 1:
             raise ValueError(f"concurrency: expected >= 1 (got {concurrency})")
-        load = f"closed:{concurrency}"
-    model = parse_rate_spec(load)
+        load = ParsedRateSpec.of_model(ClosedLoop(concurrency))  # "closed:C", built, not parsed
+    load = ParsedRateSpec.of(load)
+    model = load.model
     closed = isinstance(model, ClosedLoop)
     target_c = model.concurrency if closed else None
     sp = replay_point_name(None, load)
@@ -288,6 +299,7 @@ async def run_point(
         episodes=episodes if duration_s is not None else len(plan), duration_s=duration_s,
         concurrency=target_c, mode=mode, sandbox_factory=sandbox_factory, tasks=tasks, command=command,
         api_key=api_key, start_at_ns=t0_ns if closed and workers == 1 else None, seed=seed, workers=workers,
+        checks=checks,
     )
     verdict = played.engine_summary["verdict"]
     row = summarize_point(

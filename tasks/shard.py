@@ -44,7 +44,7 @@ from prefect.cache_policies import NO_CACHE
 from benchmaker.bundle import write_json_atomic
 from benchmaker.config import BenchConfig
 from benchmaker.exchange import Exchange, shards_key
-from benchmaker.load_models import ClosedLoop, parse_rate_spec
+from benchmaker.load_models import ClosedLoop, load_model_of
 from benchmaker.runner import BenchRunner
 from benchmaker.shared_start import LATE_START_LIMIT_MS, check_lead, measure_clock_offset, start_at_ns_from_wall
 from benchmaker.workers import merge_shards
@@ -66,7 +66,11 @@ __all__ = [
 @dataclass(frozen=True)
 class ShardPoint:
     """What one shard of one sweep point needs (all JSON-able: it is a flow/task
-    parameter). `run_dir` must be the same absolute path on every host."""
+    parameter). `run_dir` must be the same absolute path on every host. `load` is a
+    rate spec (a ParsedRateSpec keeps its model within a process and through pickling
+    to a Dask worker; a shard flow run gets the plain string and parses it once).
+    `max_loop_lag_ms` / `max_schedule_lag_ms`: the verdict's lag limits in ms, for
+    every shard and the merge (None: the environment's or 10 ms)."""
 
     base_url: str
     model: str
@@ -84,6 +88,8 @@ class ShardPoint:
     api_key_env: str | None = None
     label: str | None = None
     exchange: str | None = None
+    max_loop_lag_ms: float | None = None
+    max_schedule_lag_ms: float | None = None
 
     def as_params(self) -> dict[str, Any]:
         """The fields as a dict (flow-run parameters)."""
@@ -93,8 +99,9 @@ class ShardPoint:
 def shards_for_load(load: str, shards: int) -> int:
     """How many shards a point of rate spec `load` runs on `shards` hosts: `shards`,
     except a closed loop of C < shards workers, which runs on C (a shard owns at least
-    one worker; none sits idle). Raises RateSpecError for a bad spec."""
-    model = parse_rate_spec(load)
+    one worker; none sits idle). A ParsedRateSpec's model is used as it is. Raises
+    RateSpecError for a bad spec."""
+    model = load_model_of(load)
     return min(shards, model.concurrency) if isinstance(model, ClosedLoop) else shards
 
 
@@ -122,6 +129,8 @@ def _config(p: ShardPoint, shards: int) -> BenchConfig:
         load=p.load, duration_s=p.duration_s, max_requests=p.max_requests, run_id=p.run_id,
         sweep_point=p.sweep_point, kind="llm-sweep", label=p.label, workers=shards,
         out_dir=shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns),
+        checks={k: v for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms),
+                                  ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms)) if v is not None},
     )
 
 

@@ -97,11 +97,14 @@ async def run_sweep_point(
     t0_ns: int | None = None,
     load: str | None = None,
     workers: int = 1,
+    checks: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Prefect shell over replay.point_run.run_point (documented there) against the replay
     server registered under `server_key` (tasks.serve): resets the server's /stats,
     runs the point (`closed:<concurrency>`, or the engine rate spec `load`: episodes
-    started open-loop; `workers` engine worker processes), writes
+    started open-loop, a ParsedRateSpec from the flow's parameters: not parsed again;
+    `workers` engine worker processes; `checks` the point's benchmaker.config.
+    SelfCheckLimits fields, e.g. {"max_loop_lag_p99_ms": 50.0}), writes
     `points/<point>/server_stats.json`, returns the summary row. Raises
     ReplayServerDied (transient) when the server exited during the point."""
     log = get_run_logger()
@@ -121,7 +124,7 @@ async def run_sweep_point(
             row = await run_on_own_loop(run_point(
                 trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
                 duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
-                command=command, t0_ns=t0_ns, load=load, workers=workers,
+                command=command, t0_ns=t0_ns, load=load, workers=workers, checks=checks,
             ))
     if handle.proc.poll() is not None:
         raise ReplayServerDied(

@@ -2,12 +2,19 @@
 agent logs into a trajectories JSONL (replay.convert.convert_paths) and print the report
 as a table. Exit 0 on success; 2 on bad input with `benchmaker: error: ...`: one line
 for one bad input, else a count line and one line per input that could not be
-converted, each named by its full path (`--lenient` skips and counts them instead)."""
+converted, each named by its full path (`--lenient` skips and counts them instead).
+
+On a terminal a live line shows the conversion per file while it runs (files done/total,
+MB of logs, turns, elapsed, ETA: `ConvertProgressView`); piped or logged, nothing but the
+report is printed."""
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Annotated
 
 from cyclopts import Parameter
@@ -16,8 +23,50 @@ from rich.table import Table
 
 from benchmaker.config import check_output_file
 from recipes.app import app
-from replay.convert import ConvertReport, convert_paths
+from replay.convert import ConvertProgress, ConvertReport, convert_paths
 from replay.errors import InputError
+
+
+class ConvertProgressView:
+    """The live line of a conversion on a terminal (rich): `convert`, a bar of the bytes
+    converted, and `ConvertProgress.describe()` (files done/total, MB, turns, elapsed,
+    ETA). Redrawn on the first event, then when `min_interval_s` more seconds have
+    elapsed (the events' own `elapsed_s`, so an injected clock drives it) and on the
+    last event; the line stays after the end. When `out` is not a terminal it shows
+    nothing and `callback` is None (convert_paths then reports to no one)."""
+
+    def __init__(self, out: Console, min_interval_s: float = 0.1) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        self.out = out
+        self.min_interval_s = min_interval_s
+        self.progress = Progress(TextColumn("[bold]convert"), BarColumn(bar_width=20), TextColumn("{task.fields[figures]}"),
+                                 console=out, auto_refresh=False, transient=False)
+        self.task = self.progress.add_task("convert", total=1, figures="")  # a total: no pulsing (timed) bar
+        self._drawn: float | None = None
+        self._active = False
+
+    @property
+    def callback(self) -> Callable[[ConvertProgress], None] | None:
+        """The progress callback for convert_paths, None when nothing is shown."""
+        return self if self._active else None
+
+    def __call__(self, ev: ConvertProgress) -> None:
+        self.progress.update(self.task, completed=ev.bytes_done, total=max(1, ev.bytes_total), figures=ev.describe())
+        if self._drawn is None or ev.finished or ev.elapsed_s - self._drawn >= self.min_interval_s:
+            self._drawn = ev.elapsed_s
+            self.progress.refresh()
+
+    def __enter__(self) -> ConvertProgressView:
+        if self.out.is_terminal:
+            self._active = True
+            self.progress.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        if self._active:
+            self._active = False
+            self.progress.stop()
 
 
 def render_report(report: ConvertReport, console: Console) -> None:
@@ -66,10 +115,22 @@ def convert(
         file that cannot be converted is named and the exit code is 2).
     """
     check_output_file(output, "--output")
-    try:
-        report = convert_paths(list(logs), output, fmt=format, lenient=lenient)
-    except InputError as exc:
-        print(f"benchmaker: error: {exc}", file=sys.stderr)
+    return run_convert(list(logs), output, fmt=format, lenient=lenient, console=Console())
+
+
+def run_convert(logs: list[Path], output: Path, *, fmt: str | None, lenient: bool, console: Console,
+                clock: Callable[[], float] = time.monotonic) -> int:
+    """The `convert` command's work: convert with live progress on `console` when it is a
+    terminal (ConvertProgressView; times from `clock`, s), then print the report table.
+    Returns 0, or 2 after printing `benchmaker: error: ...` to stderr for bad input."""
+    with ConvertProgressView(console) as view:
+        try:
+            report: ConvertReport | InputError = convert_paths(logs, output, fmt=fmt, lenient=lenient,
+                                                               progress=view.callback, clock=clock)
+        except InputError as exc:
+            report = exc
+    if isinstance(report, InputError):  # printed after the live line has stopped
+        print(f"benchmaker: error: {report}", file=sys.stderr)
         return 2
-    render_report(report, Console())
+    render_report(report, console)
     return 0

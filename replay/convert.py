@@ -234,11 +234,18 @@ class ConvertProgress:
             return None
         return max(0, self.bytes_total - self.bytes_done) * self.elapsed_s / self.bytes_done
 
+    def eta_text(self) -> str:
+        """`ETA 61 s`, `ETA ?` (not known yet) or `done`."""
+        return "done" if self.finished else ("ETA ?" if self.eta_s is None else f"ETA {self.eta_s:,.0f} s")
+
+    def volume_text(self) -> str:
+        """`1.9/297.1 MB · 812 turns`: MB of logs done/total, turns so far."""
+        return f"{self.bytes_done / 1e6:,.1f}/{self.bytes_total / 1e6:,.1f} MB · {self.turns:,} turns"
+
     def describe(self) -> str:
         """One line: `files 3/500 · 1.9/297.1 MB · 812 turns · 0.4 s · ETA 61 s`."""
-        eta = "done" if self.finished else ("ETA ?" if self.eta_s is None else f"ETA {self.eta_s:,.0f} s")
-        return (f"files {self.files_done:,}/{self.files_total:,} · {self.bytes_done / 1e6:,.1f}/"
-                f"{self.bytes_total / 1e6:,.1f} MB · {self.turns:,} turns · {self.elapsed_s:,.1f} s · {eta}")
+        return (f"files {self.files_done:,}/{self.files_total:,} · {self.volume_text()} · {self.elapsed_s:,.1f} s"
+                f" · {self.eta_text()}")
 
 
 def _unit_bytes(unit: Path) -> int:

@@ -10,6 +10,11 @@ and returns the same file; any change of a log's bytes, of the converters or of 
 task's source converts again. The output goes to a content-addressed path
 `<cache_dir>/convert/<digest[:16]>-v<version>/trajectories.jsonl`, never under a run
 directory, so a later run can reuse it.
+
+While it converts, the task reports per file to the progress observers
+(replay.progress): StageEvents of the stage `convert` whose done/total count files and
+whose detail holds MB of logs, turns and the ETA (`stage_progress`); the terminal view
+of `benchmaker swebench-replay` (recipes.display.SweepProgressView) shows them.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
-from replay.convert import CONVERTER_VERSION, convert_paths
-from replay.progress import stage
+from replay.convert import CONVERTER_VERSION, ConvertProgress, convert_paths
+from replay.progress import StageEvent, emit_sync
 
-__all__ = ["CONVERTER_VERSION", "convert_logs", "converted_path", "logs_sha256"]
+__all__ = ["CONVERTER_VERSION", "convert_logs", "converted_path", "logs_sha256", "stage_progress"]
 
 
 def logs_sha256(paths: list[Path]) -> str:
@@ -42,6 +47,15 @@ def logs_sha256(paths: list[Path]) -> str:
             h.update(rel.encode("utf-8") + b"\0")
             h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
+
+
+def stage_progress(ev: ConvertProgress) -> None:
+    """Hand a conversion's progress (convert_paths' `progress` callback) to the synchronous
+    progress observers as `StageEvent("convert", detail, files done, files total,
+    elapsed s, finished)`, detail `files · 1.9/297.1 MB · 812 turns · ETA 61 s` (no ETA on
+    the last event)."""
+    detail = f"files · {ev.volume_text()}" + ("" if ev.finished else f" · {ev.eta_text()}")
+    emit_sync(StageEvent("convert", detail, ev.files_done, ev.files_total, ev.elapsed_s, ev.finished))
 
 
 def converted_path(cache_dir: Path, digest: str, converter_version: int) -> Path:
@@ -64,8 +78,7 @@ def convert_logs(
     are inputs only so that they key the cache. Not retried: a conversion error is
     bad input."""
     out = converted_path(cache_dir, logs_digest, converter_version)
-    with stage("convert", f"{len(paths)} log path(s)"):  # live progress (replay.progress)
-        report = convert_paths(list(paths), out, fmt=fmt, lenient=lenient)
+    report = convert_paths(list(paths), out, fmt=fmt, lenient=lenient, progress=stage_progress)  # per file
     get_run_logger().info("converted %d trajectories (%d turns) from %d file(s) into %s",
                           report.trajectories, report.turns, len(report.files), out)
     return out

@@ -43,13 +43,14 @@ Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are reque
 with a shorter history (`replay.context.request_messages`): the store computes the
 request key of each such turn from its recorded request (`request_key`) and
 `lookup_turn(key, n_assistant)` finds it; every other turn is found by the
-trajectory's match key and its index. A trajectory with a "branch" edit (pi session
-tree: abandoned branches and retries are replayed too) has every turn indexed so; when
-several of its turns share a request key (a branch sent again from the same point),
-`match` picks, among them, those whose user messages after the last assistant message
-equal the request's (all of them when none does) and serves those in turn, in recorded
-order (an identical request sent again, e.g. an automatic retry, gets the next recorded
-answer; concurrent episodes of one trajectory share the rotation).
+trajectory's match key and its index. A trajectory with any context edit has every
+turn indexed so (a request after an edit can share the key of an earlier turn: an
+OpenHands condensation keeps the task message first; a pi branch goes back to an
+earlier point); when several of its turns share a request key, `match` picks, among
+them, those whose request has the same number of messages and the same user messages
+after the last assistant message (all of them when none does) and serves those in turn,
+in recorded order (an identical request sent again, e.g. pi's automatic retry, gets the
+next recorded answer; concurrent episodes of one trajectory share the rotation).
 """
 
 from __future__ import annotations
@@ -188,14 +189,14 @@ class StoredTrajectory:
 @dataclass(slots=True)
 class _SameKey:
     """Turns of one trajectory whose recorded requests share a request key (module doc):
-    (user texts after the last assistant message, entry, turn index) in recorded order,
-    and the rotation counter per user-text tuple."""
+    (fingerprint of the request, entry, turn index) in recorded order, and the rotation
+    counter per fingerprint."""
 
-    turns: list[tuple[tuple[str, ...], StoredTrajectory, int]]
-    served: dict[tuple[str, ...] | None, int] = field(default_factory=dict)
+    turns: list[tuple[tuple[object, ...], StoredTrajectory, int]]
+    served: dict[tuple[object, ...] | None, int] = field(default_factory=dict)
 
     def pick(self, messages: list[dict[str, Any]] | None) -> tuple[StoredTrajectory, int]:
-        tail = None if messages is None else _user_tail(messages)
+        tail = None if messages is None else _fingerprint(messages)
         group = [t for t in self.turns if t[0] == tail] or self.turns
         key = tail if group is not self.turns else None
         n = self.served.get(key, 0)
@@ -204,10 +205,12 @@ class _SameKey:
         return entry, k
 
 
-def _user_tail(messages: list[dict[str, Any]]) -> tuple[str, ...]:
-    """The flattened contents of the user messages after the last assistant message."""
+def _fingerprint(messages: list[dict[str, Any]]) -> tuple[object, ...]:
+    """(number of messages, flattened contents of the user messages after the last
+    assistant message) of a request: tool results left out, as they differ in execute
+    mode."""
     last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-    return tuple(flatten_content(m.get("content")) for m in messages[last + 1:] if m.get("role") == "user")
+    return (len(messages), *(flatten_content(m.get("content")) for m in messages[last + 1:] if m.get("role") == "user"))
 
 
 @dataclass(slots=True)
@@ -266,12 +269,10 @@ class ReplayStore:
                 entry = StoredTrajectory(ordinal=len(stored), line=line, trajectory=traj, model=model,
                                          turns=turns)
                 stored.append(entry)
-                # a context edit is in force (`current_edit`), in one pass over the turns;
-                # with branches every turn (module doc)
-                edited = any(t.context_edit is not None and t.context_edit.kind == "branch" for t in traj.turns)
-                for k, turn in enumerate(traj.turns):
-                    edited = edited or turn.context_edit is not None
-                    if edited:
+                # a trajectory with context edits has every turn indexed by its request
+                # (an edited request can share the key of an earlier one: module doc)
+                if any(t.context_edit is not None for t in traj.turns):
+                    for k in range(len(traj.turns)):
                         _index_turn(turn_index, entry, k, request_messages(traj, k))
                 key = index.get(traj.match_key)
                 if key is None:
@@ -380,9 +381,9 @@ def _index_turn(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] |
         if hit[0] is not entry:
             return
         first_messages = request_messages(entry.trajectory, hit[1])
-        hit = turn_index[key] = _SameKey([(_user_tail(first_messages), entry, hit[1])])
+        hit = turn_index[key] = _SameKey([(_fingerprint(first_messages), entry, hit[1])])
     if hit.turns[0][1] is entry:
-        hit.turns.append((_user_tail(messages), entry, k))
+        hit.turns.append((_fingerprint(messages), entry, k))
 
 
 def request_key(messages: list[dict[str, Any]]) -> tuple[str, int]:

@@ -11,10 +11,12 @@ Detection (`detect_bytes`) looks at the content only, never the file name:
     `schema_version` "ATIF-..." + `steps` → atif; object with `messages` and `info` or
     `trajectory_format` "mini-swe-agent*" → mini-swe-agent; object with `messages` →
     openai-messages; list of objects with `action`/`observation` → openhands; list of
+    OpenHands SDK events (objects with `kind`, `openhands_sdk.is_sdk_events`) → openhands; list of
     messages with a `<returncode>` observation or a fenced-bash action → mini-swe-agent;
     other list of messages → openai-messages;
   - JSONL: first record `{"type": "meta"}` → harbor-jsonl; records whose `history`
-    holds OpenHands events (evaluation output.jsonl) → openhands; any pi event type among
+    holds OpenHands events (evaluation output.jsonl) or OpenHands SDK events one per line →
+    openhands; any pi event type among
     the first records → pi-events; a `session` header or `message`/`model_change`
     entries → pi-session; rows with `messages` → openai-messages.
 Anything else is unknown (None).
@@ -28,6 +30,7 @@ from typing import Any
 
 from replay.converters import atif, harbor, mini_swe_agent, openai_messages, openhands, pi_events, pi_session, swe_agent
 from replay.converters._common import CONVERTER_VERSION, FileContext, first_jsonl_objects
+from replay.converters.openhands_sdk import is_sdk_events
 from replay.trajectory import Trajectory
 
 CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
@@ -79,7 +82,7 @@ def _detect_document(doc: Any) -> str | None:
             return openai_messages.FORMAT
         return None
     if isinstance(doc, list) and doc and all(isinstance(e, dict) for e in doc):
-        if all(("action" in e or "observation" in e) and "source" in e for e in doc):
+        if all(("action" in e or "observation" in e) and "source" in e for e in doc) or is_sdk_events(doc):
             return openhands.FORMAT
         if _is_message_list(doc):
             return mini_swe_agent.FORMAT if _looks_mini(doc) else openai_messages.FORMAT
@@ -104,7 +107,7 @@ def detect_bytes(data: bytes) -> str | None:
     first = records[0]
     if harbor.is_meta_record(first):
         return harbor.FORMAT_JSONL
-    if all(openhands.is_eval_record(r) for r in records):
+    if all(openhands.is_eval_record(r) for r in records) or is_sdk_events(records):
         return openhands.FORMAT
     types = {r.get("type") for r in records if isinstance(r, dict)}
     if types & pi_events.EVENT_TYPES:

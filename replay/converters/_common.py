@@ -40,14 +40,16 @@ from replay.trajectory import (
 
 _M = TypeVar("_M", bound="BaseModel")
 
-CONVERTER_VERSION = 4
+CONVERTER_VERSION = 5
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
 3: per-turn `model`, `context_edit` (pi compaction) and `error`; unknown roles and part
 types are skipped and counted instead of rejected; typed content parts read.
 4: pi session trees: every assistant entry is a turn (abandoned branches and retries
-included) with "branch" context edits (`head`/`keep` spans, trajectory schema 3)."""
+included) with "branch" context edits (`head`/`keep` spans, trajectory schema 3).
+5: pi `--mode json` compaction events and OpenHands condensations become context edits;
+OpenHands software-agent-sdk event lists are read."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
 """Skip key: the log kept only parsed tool arguments, so `arguments_raw` is

@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 
-from replay.context import request_messages
 from replay.convert import convert_paths, detect_format, iter_trajectories
 from replay.converters.pi_session import compaction_text
-from tests.replay.test_server_fixtures import running_server
+from tests.replay.replay_turns import replay_turns
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs"
 
@@ -104,27 +102,19 @@ def test_pi_compaction_replays_as_the_agent_sent_it(tmp_path):
     convert_paths([CASES / "pi-compaction-small.jsonl"], out)
     t = next(iter_trajectories(CASES / "pi-compaction-small.jsonl"))
     summary = compaction_text("The user asked for greet() in app.py; it was added. The user now wants a test.")
-    sizes = []
-    with running_server(out) as url, httpx.Client() as client:
-        received: list[dict] = []
-        for k in range(6):
-            messages = request_messages(t, k, responses_so_far=received)
-            sizes.append(len(json.dumps(messages)))
-            r = client.post(url + "/v1/chat/completions", json={"model": "m", "messages": messages})
-            assert r.status_code == 200, r.text
-            assert r.headers["x-replay-turn"] == str(k)
-            assert r.json()["model"] == "acme-coder-1"
-            received.append(r.json()["choices"][0]["message"])
-            if k >= 4:  # after the compaction: the summary, then the entries from line 8 on
-                assert messages[0] == {"role": "user", "content": summary}
-                assert "x = 1\nx = 1" not in json.dumps(messages)  # not the 4 KB tool result
-                assert [m["role"] for m in messages[1:4]] == ["user", "assistant", "user"]
-                assert [m["content"] for m in messages[1:4]] == [
-                    "Now add a test for it", "Which test framework?", "pytest, please"]
-            else:
-                assert messages[0] == {"role": "user", "content": "Add a greet() function to app.py"}
-        stats = client.get(url + "/stats").json()
-    assert stats["misses"]["total"] == 0 and stats["served"] == 6
+    run = replay_turns(out, t)
+    for k, messages in enumerate(run.requests):
+        assert run.responses[k]["model"] == "acme-coder-1"
+        if k >= 4:  # after the compaction: the summary, then the entries from line 8 on
+            assert messages[0] == {"role": "user", "content": summary}
+            assert "x = 1\nx = 1" not in json.dumps(messages)  # not the 4 KB tool result
+            assert [m["role"] for m in messages[1:4]] == ["user", "assistant", "user"]
+            assert [m["content"] for m in messages[1:4]] == [
+                "Now add a test for it", "Which test framework?", "pytest, please"]
+        else:
+            assert messages[0] == {"role": "user", "content": "Add a greet() function to app.py"}
+    assert run.stats["misses"]["total"] == 0 and run.stats["served"] == 6
+    sizes = run.sizes
     # the request shrinks at the compaction as the recorded prompt does (2380 -> 160
     # tokens) and grows after it (160 -> 200): no jump back to the whole history
     prompts = [x.usage.prompt_tokens for x in t.turns]

@@ -25,7 +25,7 @@ from replay.model_client import ModelClient
 from replay.point_run import run_point
 from replay.process import start_replay_server
 from replay.sweep import point_dir
-from tests.replay.test_server_fixtures import running_server
+from tests.replay.replay_turns import replay_turns
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "written" / "pi_v3_branches.jsonl"
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
@@ -131,21 +131,13 @@ def test_branches_replay_turn_by_turn_with_no_miss(tmp_path):
     convert_paths([FIXTURE], out)
     t = next(iter_trajectories(FIXTURE))
     ref = reference_requests(FIXTURE)
-    with running_server(out) as url, httpx.Client() as client:
-        received: list[dict] = []
-        for k in range(len(t.turns)):
-            # the episode's own responses so far, as a replaying agent holds them
-            messages = request_messages(t, k, responses_so_far=received)
-            assert _roles_contents(messages) == ref[k], k
-            r = client.post(url + "/v1/chat/completions", json={"model": "m", "messages": messages})
-            assert r.status_code == 200, r.text
-            assert r.headers["x-replay-turn"] == str(k)
-            got = r.json()["choices"][0]
-            assert got["message"]["content"] == t.turns[k].response.content
-            assert got["finish_reason"] == t.turns[k].response.finish_reason
-            received.append(got["message"])
-        stats = client.get(url + "/stats").json()
-    assert stats["misses"]["total"] == 0 and stats["served"] == len(t.turns)
+    run = replay_turns(out, t)
+    for k, messages in enumerate(run.requests):  # the episode's own responses so far, as received
+        assert _roles_contents(messages) == ref[k], k
+        got = run.responses[k]["choices"][0]
+        assert got["message"]["content"] == t.turns[k].response.content
+        assert got["finish_reason"] == t.turns[k].response.finish_reason
+    assert run.stats["misses"]["total"] == 0 and run.stats["served"] == len(t.turns)
 
 
 def test_single_path_v3_session_gets_no_edit(tmp_path):

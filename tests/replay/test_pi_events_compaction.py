@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from replay.context import request_messages
@@ -21,7 +20,7 @@ from replay.convert import convert_paths, detect_format, iter_trajectories
 from replay.converters.pi_events import PI_KEEP_RECENT_TOKENS, first_kept, pi_estimate_tokens
 from replay.converters.pi_session import compaction_text
 from replay.trajectory import MessageRef
-from tests.replay.test_server_fixtures import running_server
+from tests.replay.replay_turns import replay_turns
 
 BIG = "x = 1\n" * 15_000  # 90,000 chars: 22,500 tokens by pi's estimate, over keepRecentTokens
 SUMMARY = "The user asked to clean up big.py; it was read and edited."
@@ -133,18 +132,9 @@ def test_compacted_stream_replays_turn_by_turn_with_no_miss(tmp_path: Path) -> N
     out = tmp_path / "trajectories.jsonl"
     convert_paths([src], out)
     (t,) = iter_trajectories(src)
-    sizes = []
-    with running_server(out) as url, httpx.Client() as client:
-        received: list[dict] = []
-        for k in range(4):
-            messages = request_messages(t, k, responses_so_far=received)
-            sizes.append(len(json.dumps(messages)))
-            r = client.post(url + "/v1/chat/completions", json={"model": "m", "messages": messages})
-            assert r.status_code == 200, r.text
-            assert r.headers["x-replay-turn"] == str(k)
-            received.append(r.json()["choices"][0]["message"])
-        stats = client.get(url + "/stats").json()
-    assert stats["misses"]["total"] == 0 and stats["served"] == 4
+    run = replay_turns(out, t)
+    assert run.stats["misses"]["total"] == 0 and run.stats["served"] == 4
+    sizes = run.sizes
     # the request shrinks at the compaction as pi's context did: no jump back up
     assert sizes[1] > 90_000 and sizes[2] > sizes[1] and sizes[3] < 2_000
 

@@ -1,0 +1,46 @@
+"""Test helper (no tests here): replay a trajectory turn by turn through a real replay
+server on 127.0.0.1, as a replaying agent does (each request built by
+`replay.context.request_messages` with the responses received so far)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from replay.context import request_messages
+from replay.trajectory import Trajectory
+from tests.replay.test_server_fixtures import running_server
+
+
+@dataclass
+class Replayed:
+    """What a turn-by-turn replay sent and got: per turn the request messages, their
+    JSON size (chars of `json.dumps`), the response body; the server's /stats after."""
+
+    requests: list[list[dict[str, Any]]]
+    sizes: list[int]
+    responses: list[dict[str, Any]]
+    stats: dict[str, Any]
+
+
+def replay_turns(store: Path, traj: Trajectory) -> Replayed:
+    """Serve `store` (trajectories.jsonl) and send every turn of `traj` in order;
+    asserts each answer is 200 and names its turn (`x-replay-turn`)."""
+    requests, sizes, responses = [], [], []
+    with running_server(store) as url, httpx.Client() as client:
+        received: list[dict[str, Any]] = []
+        for k in range(len(traj.turns)):
+            messages = request_messages(traj, k, responses_so_far=received)
+            requests.append(messages)
+            sizes.append(len(json.dumps(messages)))
+            r = client.post(url + "/v1/chat/completions", json={"model": "m", "messages": messages})
+            assert r.status_code == 200, r.text
+            assert r.headers["x-replay-turn"] == str(k)
+            responses.append(r.json())
+            received.append(r.json()["choices"][0]["message"])
+        stats = client.get(url + "/stats").json()
+    return Replayed(requests, sizes, responses, stats)

@@ -1,0 +1,166 @@
+"""Event-loop lag of execute-mode sweep points: commands spawned on the measuring loop
+(inline, the old way) vs by the helper process (replay.sandbox.spawner), in one run.
+
+    .venv/bin/python benchmarks/execute_lag.py [--rounds 3] [--concurrency 1,2,4]
+        [--episodes-per-slot 2] [--hogs 0]
+
+What it does: converts the bundled recording (examples/recordings/tiny-task.pi.jsonl,
+the one `make demo` replays), starts one replay server on it (its own process, instant
+latency), then for each round plays every point of `--concurrency` in execute mode with
+the local sandbox (examples/tiny-task: read, edit, `python -m pytest` tool calls, then
+the verifier's test command) exactly as `make demo` does (replay.point_run.run_point on
+the engine), once with each spawner: `inline` (LocalSandboxFactory never started: every
+git/bash/pytest process forks from the measuring loop, tree copies in a thread of it)
+and `process` (the factory's helper, started before the clock). Each round also
+samples an idle loop for `--idle-s` s with the same monitor (`idle`: the host's floor of
+loop lag at that moment; recorded-mode points are too short at instant latency to give
+enough samples). The variants of a round run back to back, their order alternating between rounds (paired rounds: a
+drifting host load hits both alike). `--hogs N` starts N busy-looping Python processes
+for the whole run (a loaded laptop; tests/busy.sh does the same) and kills them at the end.
+
+Printed per round and point: event-loop lag p50 / p99 / max in ms (the engine's
+LoopLagMonitor: 10 ms sleeps, lag = woke - slept - 10 ms, linear quantiles over the
+point's samples, count n), the point's verdict (valid: the engine self-checks, whose
+loop-lag limit is p99 <= 10 ms unless BENCHMAKER_MAX_LOOP_LAG_MS is set; the reasons
+when invalid) and its tool time
+(sum over the point's turns of the tool time the harness recorded, in s). Then per point
+the median over rounds of each variant and of the paired differences inline - process.
+The host load (1-min load average) is printed at the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmaker.selfcheck import LoopLagMonitor  # noqa: E402
+from replay.convert import iter_trajectories  # noqa: E402
+from replay.point_run import run_point  # noqa: E402
+from replay.process import start_replay_server  # noqa: E402
+from replay.sandbox import LocalSandboxFactory  # noqa: E402
+from replay.verifier import load_task  # noqa: E402
+
+RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
+TASK_DIR = ROOT / "examples" / "tiny-task"
+VARIANTS = ("inline", "process")
+
+
+class _InlineFactory(LocalSandboxFactory):
+    """The spawning before the helper existed: start() does nothing, so every sandbox
+    uses the InlineSpawner on the measuring loop."""
+
+    async def start(self) -> None:
+        return None
+
+
+def _factory(variant: str) -> LocalSandboxFactory:
+    return _InlineFactory() if variant == "inline" else LocalSandboxFactory()
+
+
+def _point_figures(run_dir: Path, point: str, row: dict[str, Any]) -> dict[str, Any]:
+    pdir = run_dir / "points" / point
+    summary = json.loads((pdir / "engine_summary.json").read_text())
+    lag = (summary.get("self_checks") or {}).get("loop_lag_ms") or {}
+    tool_ns = 0
+    with open(pdir / "turns.jsonl", "rb") as f:
+        for line in f:
+            tool_ns += json.loads(line).get("tool_time_ns") or 0
+    return {"p50": lag.get("p50"), "p99": lag.get("p99"), "max": lag.get("max"), "n": lag.get("count"),
+            "valid": row.get("valid"), "tool_s": tool_ns / 1e9, "reasons": row.get("verdict_reasons") or ""}
+
+
+async def _round(trajs: list[Any], url: str, out: Path, r: int, order: tuple[str, ...], concurrency: list[int],
+                 per_slot: int, tasks: dict[str, Any], idle_s: float) -> dict[tuple[str, int], dict[str, Any]]:
+    figures: dict[tuple[str, int], dict[str, Any]] = {}
+    figures[("idle", 0)] = f = await _idle(idle_s)
+    print(f"round {r} idle {idle_s:g} s  lag p50 {f['p50']:6.2f}  p99 {f['p99']:7.2f}  max {f['max']:7.2f} ms"
+          f"  n {f['count']:5}", flush=True)
+    for c in concurrency:
+        for variant in order:
+            run_dir = out / f"r{r}-{variant}"
+            row = await run_point(trajs, url, run_dir, run_id=f"lag-r{r}-{variant}", concurrency=c,
+                                  episodes=max(c, per_slot * c), mode="execute", sandbox_factory=_factory(variant),
+                                  tasks=tasks)
+            figures[(variant, c)] = f = _point_figures(run_dir, f"c{c}", row)
+            print(f"round {r} c{c:<3} {variant:8} lag p50 {f['p50']:6.2f}  p99 {f['p99']:7.2f}  max {f['max']:7.2f} ms"
+                  f"  n {f['n']:5}  valid {str(f['valid']):5}  tool {f['tool_s']:6.2f} s"
+                  + (f"  ({f['reasons']})" if f["reasons"] else ""), flush=True)
+    return figures
+
+
+async def _idle(seconds: float) -> dict[str, Any]:
+    mon = LoopLagMonitor()
+    mon.start()
+    await asyncio.sleep(seconds)
+    await mon.stop()
+    return mon.stats()
+
+
+def _load() -> str:
+    return open("/proc/loadavg").read().split()[0]
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    concurrency = [int(x) for x in args.concurrency.split(",")]
+    trajs = list(iter_trajectories(RECORDING))
+    task = load_task(TASK_DIR)
+    tasks = {task.task_id: task}
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="bm-execute-lag-") as tmp:
+            out = Path(tmp)
+            traj_file = out / "trajectories.jsonl"
+            traj_file.write_text("".join(t.model_dump_json() + "\n" for t in trajs))
+            print(f"execute-mode loop lag: {len(trajs)} trajectory, points c{',c'.join(map(str, concurrency))}, "
+                  f"{args.episodes_per_slot} episodes per slot, {args.rounds} paired rounds, {args.hogs} CPU hogs, "
+                  f"{os.cpu_count()} CPUs, load {_load()}")
+            results: list[dict[tuple[str, int], dict[str, Any]]] = []
+            with start_replay_server(traj_file) as srv:
+                for r in range(args.rounds):
+                    order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
+                    results.append(await _round(trajs, srv.url, out, r, order, concurrency, args.episodes_per_slot,
+                                                tasks, args.idle_s))
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    print(f"\nload at the end {_load()}; medians over {args.rounds} rounds (ms; diff = inline - process, paired):")
+    print(f"{'point':6} {'inline p50':>10} {'p99':>7} {'process p50':>12} {'p99':>7} {'diff p50':>9} {'diff p99':>9}"
+          f"  valid inline / process")
+    for c in concurrency:
+        def med(v: str, k: str) -> float:
+            return statistics.median(res[(v, c)][k] for res in results)
+
+        d50 = statistics.median(res[("inline", c)]["p50"] - res[("process", c)]["p50"] for res in results)
+        d99 = statistics.median(res[("inline", c)]["p99"] - res[("process", c)]["p99"] for res in results)
+        vi = sum(bool(res[("inline", c)]["valid"]) for res in results)
+        vp = sum(bool(res[("process", c)]["valid"]) for res in results)
+        print(f"c{c:<5} {med('inline', 'p50'):10.2f} {med('inline', 'p99'):7.2f} {med('process', 'p50'):12.2f} "
+              f"{med('process', 'p99'):7.2f} {d50:9.2f} {d99:9.2f}  {vi} / {vp} of {args.rounds}")
+    idle = statistics.median(res[("idle", 0)]["p99"] for res in results)
+    print(f"idle loop p99 (median over rounds): {idle:.2f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--concurrency", default="1,2,4")
+    ap.add_argument("--episodes-per-slot", type=int, default=2)
+    ap.add_argument("--idle-s", type=float, default=3.0, help="seconds of idle-loop lag sampled per round")
+    ap.add_argument("--hogs", type=int, default=0, help="busy-looping processes for the whole run (a loaded host)")
+    asyncio.run(main_async(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -15,19 +15,27 @@ Units: time stamps in ns (perf_counter), metrics in ms or s as named (`ttft_ms`,
 Definitions: DESIGN §4; SQL: benchmaker/sql/summary.sql.
 """
 
-from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
-from benchmaker.errors import BenchmakerError, ConfigError, ConnectTimeout, RateSpecError, RunInvalid, TransportError
-from benchmaker.load_models import (
-    Burst, ClosedLoop, Constant, Gamma, LoadModel, Poisson, Ramp, Stages, Trace, parse_duration_s, parse_rate_spec,
-)
-from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
-from benchmaker.runner import BenchRunner, Lane, RunResult
-from benchmaker.summary import summarize_samples
-from benchmaker.transport import AiohttpTransport, HttpxTransport, NullTransport
+from typing import TYPE_CHECKING
 
-# Built-in workload types, re-exported for the public API (DESIGN §2). Loaded on first
-# access (PEP 562): workloads import the engine, so an eager import here would be circular.
-_WORKLOAD_EXPORTS = {
+# Every public name -> its module, imported on first access (PEP 562): `import
+# benchmaker.errors` (every CLI command does) must not pay for aiohttp, httpx and DuckDB
+# through the engine (issue #15), and the workloads import the engine, so an eager
+# import of them here would be circular.
+_EXPORTS = {
+    "SLO": "benchmaker.config", "BenchConfig": "benchmaker.config", "SelfCheckLimits": "benchmaker.config",
+    "Timeouts": "benchmaker.config",
+    "BenchmakerError": "benchmaker.errors", "ConfigError": "benchmaker.errors", "ConnectTimeout": "benchmaker.errors",
+    "RateSpecError": "benchmaker.errors", "RunInvalid": "benchmaker.errors", "TransportError": "benchmaker.errors",
+    "Burst": "benchmaker.load_models", "ClosedLoop": "benchmaker.load_models", "Constant": "benchmaker.load_models",
+    "Gamma": "benchmaker.load_models", "LoadModel": "benchmaker.load_models", "Poisson": "benchmaker.load_models",
+    "Ramp": "benchmaker.load_models", "Stages": "benchmaker.load_models", "Trace": "benchmaker.load_models",
+    "parse_duration_s": "benchmaker.load_models", "parse_rate_spec": "benchmaker.load_models",
+    "Outcome": "benchmaker.records", "Phase": "benchmaker.records", "RequestSpec": "benchmaker.records",
+    "Sample": "benchmaker.records", "TimeoutKind": "benchmaker.records",
+    "BenchRunner": "benchmaker.runner", "Lane": "benchmaker.runner", "RunResult": "benchmaker.runner",
+    "summarize_samples": "benchmaker.summary",
+    "AiohttpTransport": "benchmaker.transport", "HttpxTransport": "benchmaker.transport",
+    "NullTransport": "benchmaker.transport",
     "HttpWorkload": "workloads.http",
     "JsonlDataset": "workloads.datasets",
     "OpenAIChatWorkload": "workloads.openai_chat",
@@ -37,9 +45,24 @@ _WORKLOAD_EXPORTS = {
     "SyntheticDataset": "workloads.datasets",
 }
 
+if TYPE_CHECKING:  # the names for type checkers and editors
+    from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
+    from benchmaker.errors import (BenchmakerError, ConfigError, ConnectTimeout, RateSpecError, RunInvalid,
+                                   TransportError)
+    from benchmaker.load_models import (Burst, ClosedLoop, Constant, Gamma, LoadModel, Poisson, Ramp, Stages, Trace,
+                                        parse_duration_s, parse_rate_spec)
+    from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
+    from benchmaker.runner import BenchRunner, Lane, RunResult
+    from benchmaker.summary import summarize_samples
+    from benchmaker.transport import AiohttpTransport, HttpxTransport, NullTransport
+    from workloads.datasets import JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
+    from workloads.http import HttpWorkload
+    from workloads.openai_chat import OpenAIChatWorkload
+    from workloads.openai_completions import OpenAICompletionsWorkload
+
 
 def __getattr__(name: str):
-    module = _WORKLOAD_EXPORTS.get(name)
+    module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'benchmaker' has no attribute {name!r}")
     import importlib
@@ -47,6 +70,7 @@ def __getattr__(name: str):
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
 
 __all__ = [
     "AiohttpTransport",

@@ -1,5 +1,7 @@
-"""Entry point of the `benchmaker` console script: imports every recipe module (each
-registers its commands on `recipes.app.app`) and runs the app.
+"""Entry point of the `benchmaker` console script: registers every command LAZILY on
+`recipes.app.app` (cyclopts import paths, COMMANDS) and runs the app. A command imports
+only its own recipe module when it runs or shows its help; `benchmaker --help` imports
+none (issue #15: `benchmaker sql` must not pay for Prefect, Dask or plotly).
 
 Exit codes: 0 ok; 1 the run finished but is invalid or crossed a threshold; 2 bad
 input (config, rate spec, arguments), reported in one line without a traceback.
@@ -7,30 +9,77 @@ input (config, rate spec, arguments), reported in one line without a traceback.
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 
 from recipes.app import app
 
-# Recipe modules: one import each; importing registers the commands.
-from recipes import bench  # noqa: F401,E402
-from recipes import retry  # noqa: F401,E402
-from recipes import serve_replay  # noqa: F401,E402
-from recipes import convert  # noqa: F401,E402
-from recipes import episode  # noqa: F401,E402
-from recipes import warehouse_cli  # noqa: F401,E402
-from recipes import report  # noqa: F401,E402
-from recipes import swebench_replay  # noqa: F401,E402
-from recipes import sandbox  # noqa: F401,E402
-from recipes import swebench  # noqa: F401,E402
-from recipes import trajectory_replay  # noqa: F401,E402
-from recipes import calibrate  # noqa: F401,E402
-from recipes import record  # noqa: F401,E402
-from recipes import sglang  # noqa: F401,E402
-from recipes import prefect_server  # noqa: F401,E402
+# Every command: CLI name -> "module:attribute" (a function, or the App of a command group).
+# A recipe module's `@app.command` decorators are no-ops for these names (recipes.app);
+# a command missing here is missing from the CLI (tests/recipes/test_lazy_cli.py checks).
+COMMANDS = {
+    "llm": "recipes.bench:llm",
+    "http": "recipes.bench:http",
+    "run": "recipes.bench:run",
+    "retry": "recipes.retry:retry",
+    "serve-replay": "recipes.serve_replay:serve_replay",
+    "convert": "recipes.convert:convert",
+    "episode": "recipes.episode:episode",
+    "sql": "recipes.warehouse_cli:sql",
+    "runs": "recipes.warehouse_cli:runs",
+    "compare": "recipes.warehouse_cli:compare",
+    "export": "recipes.warehouse_cli:export",
+    "load": "recipes.warehouse_cli:load",
+    "report": "recipes.report:report",
+    "swebench-replay": "recipes.swebench_replay:swebench_replay",
+    "llm-sweep": "recipes.swebench_replay:llm_sweep",
+    "sandbox": "recipes.sandbox:sandbox",
+    "swebench": "recipes.swebench:swebench",
+    "trajectory-replay": "recipes.trajectory_replay:trajectory_replay",
+    "calibrate": "recipes.calibrate:calibrate",
+    "record": "recipes.record:record",
+    "sglang": "recipes.sglang:sglang",
+    "server": "recipes.prefect_server:server_app",
+}
+
+for _name, _path in COMMANDS.items():
+    if _name not in app:  # a recipe module imported before this one registered it already
+        app.command(_path, name=_name)
+
+
+_exit_code: int | None = None  # what main() returned, for _fast_exit
+
+
+def _fast_exit() -> None:
+    """The console script's last atexit handler (registered before any other, so every
+    other one, Prefect's log and event drains, tasks.serve's server stop, logging's
+    flush, has run): flush stdout/stderr and end the process with main()'s exit code,
+    skipping the interpreter's teardown of every module and object, which took 2-3 s of
+    wall time after a flow run on this busy host (benchmarks/flow_overhead.py). Nothing
+    is skipped when main() did not return (an exception: the usual teardown, with its
+    traceback)."""
+    if _exit_code is None:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more to write anyway
+            pass
+    os._exit(_exit_code)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI with `argv` (default sys.argv[1:]); returns the exit code."""
+    """Run the CLI with `argv` (default sys.argv[1:]); returns the exit code. Called
+    without `argv` (the console script), the process ends through _fast_exit."""
+    global _exit_code
+    if argv is None:
+        atexit.register(_fast_exit)
+    _exit_code = code = _run(argv)
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
     from cyclopts import CycloptsError
     from pydantic import ValidationError
 

@@ -16,7 +16,6 @@ from cyclopts import Parameter
 from benchmaker.config import check_output_file
 from recipes.app import app
 from warehouse.connection import default_warehouse
-from warehouse.report import write_report
 
 
 @app.command(name="report")
@@ -43,6 +42,8 @@ def report(
         BASELINE RUN_ID`): differences with 95% bootstrap CIs, plotted and tabled.
     """
     check_output_file(output, "--output")
+    from warehouse.report import write_report  # plotly: only when a report is written
+
     path = write_report(warehouse if warehouse is not None else default_warehouse(), run_id, output,
                         baseline=baseline)
     print(f"wrote {path} (run {run_id})")

@@ -368,7 +368,7 @@ class _RawResponse:
         big = body is not None and len(body) >= _JOIN_MAX
         head_only = spec.method == "HEAD"
         for attempt in (0, 1):
-            conn = tr._pop_idle(target.key)
+            conn = tr._pop_idle(target.key) if tr._idle.get(target.key) else None
             reused = conn is not None
             if conn is None:
                 conn = await tr._new_conn(target)

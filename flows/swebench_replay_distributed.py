@@ -179,7 +179,7 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
             mode=p.mode, sandbox=p.sandbox, sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
             task_dirs=tuple(str(d.resolve()) for d in p.task_dirs),
             command=tuple(p.command) if p.command else None, latency=p.latency, divergence=p.divergence,
-            exchange=exchange)
+            exchange=exchange, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
         target = None if p.duration_s is not None else len(episode_plan(range(n_traj), c, p.episodes_per_point))
         args = dict(episodes_target=target, start_lead_s=lead_s, shard_deployment=p.shard_deployment,
                     shard_timeout_s=p.shard_timeout_s, dask_address=p.dask_address)

@@ -88,7 +88,8 @@ class ReplayShardPoint:
     (episodes None: the default plan, replay.sweep.episode_plan); `shards` the number
     of shards of this point (shards_for). With `exchange` (a path or fsspec URL,
     benchmaker.exchange), `trajectories` is a key under it and `run_dir` is not
-    written by the shard."""
+    written by the shard. `max_loop_lag_ms` / `max_schedule_lag_ms`: the engine
+    verdict's lag limits in ms (None: the environment's or 10 ms)."""
 
     trajectories: str
     run_dir: str
@@ -108,6 +109,8 @@ class ReplayShardPoint:
     latency: str = "instant"
     divergence: str = "off"
     exchange: str | None = None
+    max_loop_lag_ms: float | None = None
+    max_schedule_lag_ms: float | None = None
 
     @property
     def sweep_point(self) -> str:
@@ -256,7 +259,9 @@ async def _play_shard(
                 duration_s=p.duration_s, concurrency=conc, mode=p.mode, sandbox_factory=sandbox_factory,
                 tasks=tasks, command=list(p.command) if p.command else None, api_key=api_key,
                 start_at_ns=start_at_ns, episode_prefix=f"{p.sweep_point}-w{p.worker}",
-                index_start=p.worker, index_step=p.shards)
+                index_start=p.worker, index_step=p.shards,
+                checks={k: v for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms),
+                                          ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms)) if v is not None})
             summary = played.engine_summary
             t0_wall_ns = summary["self_checks"]["t0_wall_ns"]
             wake_late_ns = _first_sent_ns(out / EPISODE_SAMPLES)

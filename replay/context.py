@@ -42,6 +42,7 @@ __all__ = [
     "current_edit",
     "history_messages",
     "observation_message",
+    "previous_turn",
     "request_messages",
 ]
 
@@ -155,3 +156,29 @@ def request_messages(
     out.extend({"role": "user", "content": s} for s in edit.summary)
     out.extend(spans(edit.keep))
     return out + history[position(edit.keep_from):]
+
+
+def _last_turn_between(start: tuple[int, int], end: tuple[int, int]) -> int | None:
+    """The last turn whose assistant message (turn, 0) is in [start, end) (ref keys)."""
+    t = end[0] if end[1] > 0 else end[0] - 1
+    return t if t >= 0 and (t, 0) >= start else None
+
+
+def previous_turn(traj: Trajectory, turn_index: int) -> int | None:
+    """The turn whose assistant message is the last one in the request of turn
+    `turn_index` (`request_messages`), None when the request has none: `turn_index - 1`
+    without context edits; after an edit, the last turn its tail, `keep` or `head`
+    spans hold (a pi branch or retry goes back to an earlier turn). The replay server
+    checks a request's observations against that turn's. Raises IndexError as
+    `request_messages`."""
+    if not 0 <= turn_index < len(traj.turns):
+        raise IndexError(f"turn {turn_index}: trajectory {traj.trajectory_id} has {len(traj.turns)} turns")
+    edit = current_edit(traj, turn_index)
+    if edit is None:
+        return turn_index - 1 if turn_index > 0 else None
+    found = _last_turn_between(_ref_key(edit.keep_from), (turn_index, 0))
+    for sp in [*reversed(edit.keep), *reversed(edit.head)]:
+        if found is not None:
+            break
+        found = _last_turn_between(_ref_key(sp.start), _ref_key(sp.end))
+    return found

@@ -31,8 +31,10 @@ Status codes of a request that cannot be served (OpenAI error body {"error":
 - 412 `diverged`: divergence policy `content` and a divergence. Miss kind diverged.
 
 Divergence policy (`--divergence`), checked from turn 1 on against the observations
-recorded after the previous turn (`turns[t-1].observations`); the request's
-observations are the messages after its last assistant message:
+recorded after the previous turn (`turns[t-1].observations`; after a context edit that
+went back, e.g. a pi branch or retry, the turn the recorded request goes on from:
+`PreparedTurn.previous`); the request's observations are the messages after its last
+assistant message:
 - When the recorded observations carry tool_call_ids, each is paired with the request
   message of role "tool" with that tool_call_id; else they are paired in order with
   the request's messages of role "tool" or "user" after the last assistant message
@@ -303,10 +305,10 @@ class _ChatCompletions:
             return
         turn = entry.turns[turn_index]
         extra = turn.headers
-        if self.policy != "off" and n_assistant > 0:
+        if self.policy != "off" and n_assistant > 0 and turn.previous is not None:
             last_assistant = len(roles) - 1 - roles[::-1].index("assistant")
-            status_bad, content_bad = _observation_mismatch(
-                entry.turns[turn_index - 1].observations, messages, last_assistant)
+            status_bad, content_bad = _observation_mismatch(  # the turn the request goes on from
+                entry.turns[turn.previous].observations, messages, last_assistant)
             if self.policy == "status":
                 content_bad = False
             if status_bad or content_bad:

@@ -70,7 +70,7 @@ from pydantic import ValidationError
 
 from replay.errors import TrajectoryFormatError
 from replay.latency import LatencyModel, Splitter, parse_latency, regex_split
-from replay.context import request_messages
+from replay.context import previous_turn, request_messages
 from replay.trajectory import Observation, Trajectory, Turn, Usage, flatten_content, match_key_for_messages
 
 __all__ = [
@@ -156,8 +156,11 @@ class PreparedTurn:
     the non-streaming body is sent (offset of the last token event). observations:
     what the tools returned after this turn (checked on the next turn). headers: extra
     response headers (x-replay-trajectory, x-replay-turn, x-replay-recorded-error on
-    recorded failures). The streaming bytes are
-    rendered on first use by ReplayStore.stream (cached).
+    recorded failures). previous: the turn whose observations this turn's recorded
+    request ends with (`replay.context.previous_turn`: index - 1 unless a context edit
+    went back, None when the request holds no assistant message); the divergence check
+    compares against it. The streaming bytes are rendered on first use by
+    ReplayStore.stream (cached).
     """
 
     index: int
@@ -168,6 +171,7 @@ class PreparedTurn:
     turn: Turn
     completion_id: str
     model: str = DEFAULT_MODEL
+    previous: int | None = None
 
 
 @dataclass(slots=True)
@@ -480,13 +484,16 @@ def _prepare_turns(
 ) -> list[PreparedTurn]:
     digest = hashlib.sha256(traj.trajectory_id.encode("utf-8")).hexdigest()[:16]
     traj_header = quote(traj.trajectory_id, safe="").encode("ascii")
-    return [
-        _prepare_turn(
+    edited = any(t.context_edit is not None for t in traj.turns)
+    out = []
+    for k, turn in enumerate(traj.turns):
+        prepared = _prepare_turn(
             turn, f"chatcmpl-replay-{digest}-{turn.index}", turn.model or model, latency, splitter,
             created, traj_header,
         )
-        for turn in traj.turns
-    ]
+        prepared.previous = previous_turn(traj, k) if edited else (k - 1 if k else None)
+        out.append(prepared)
+    return out
 
 
 def _message(turn: Turn) -> dict[str, Any]:

@@ -19,19 +19,22 @@ from tests.replay.test_server_fixtures import running_server
 @dataclass
 class Replayed:
     """What a turn-by-turn replay sent and got: per turn the request messages, their
-    JSON size (chars of `json.dumps`), the response body; the server's /stats after."""
+    JSON size (chars of `json.dumps`), the response body and headers; the server's
+    /stats after."""
 
     requests: list[list[dict[str, Any]]]
     sizes: list[int]
     responses: list[dict[str, Any]]
+    headers: list[dict[str, str]]
     stats: dict[str, Any]
 
 
-def replay_turns(store: Path, traj: Trajectory) -> Replayed:
-    """Serve `store` (trajectories.jsonl) and send every turn of `traj` in order;
-    asserts each answer is 200 and names its turn (`x-replay-turn`)."""
-    requests, sizes, responses = [], [], []
-    with running_server(store) as url, httpx.Client() as client:
+def replay_turns(store: Path, traj: Trajectory, *, divergence: str = "off") -> Replayed:
+    """Serve `store` (trajectories.jsonl, divergence policy `divergence`) and send every
+    turn of `traj` in order; asserts each answer is 200 and names its turn
+    (`x-replay-turn`)."""
+    requests, sizes, responses, headers = [], [], [], []
+    with running_server(store, divergence=divergence) as url, httpx.Client() as client:
         received: list[dict[str, Any]] = []
         for k in range(len(traj.turns)):
             messages = request_messages(traj, k, responses_so_far=received)
@@ -41,6 +44,7 @@ def replay_turns(store: Path, traj: Trajectory) -> Replayed:
             assert r.status_code == 200, r.text
             assert r.headers["x-replay-turn"] == str(k)
             responses.append(r.json())
+            headers.append(dict(r.headers))
             received.append(r.json()["choices"][0]["message"])
         stats = client.get(url + "/stats").json()
-    return Replayed(requests, sizes, responses, stats)
+    return Replayed(requests, sizes, responses, headers, stats)

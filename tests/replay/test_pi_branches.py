@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from replay.context import request_messages
+from replay.context import previous_turn, request_messages
 from replay.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
 from replay.converters.pi_session import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
 from replay.model_client import ModelClient
@@ -194,3 +194,45 @@ async def test_branches_replayed_by_a_sweep_point_send_what_pi_sent(tmp_path: Pa
     assert sent == expected
     # the retry resends the failed call's body; the new branch drops the abandoned one
     assert sent[4] == sent[3] and sent[5] < sent[4]
+
+
+def _tool_branch_session(path: Path) -> Path:
+    """A v3 tree whose abandoned branch ends in a tool result: U, A0 (call c1), R(c1),
+    A1 (call c2), R(c2); /tree back to R(c1), a new prompt, A2."""
+    def msg(i: str, parent: str | None, m: dict) -> dict:
+        return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-02-03T10:00:00.000Z", "message": m}
+
+    def call(cid: str) -> dict:
+        return {"role": "assistant", "content": [{"type": "toolCall", "id": cid, "name": "bash", "arguments": {"command": "ls"}}],
+                "stopReason": "toolUse", "model": "m1", "usage": {"input": 10, "output": 2}, "timestamp": 1770112800000}
+
+    def result(cid: str, text: str) -> dict:
+        return {"role": "toolResult", "toolCallId": cid, "toolName": "bash", "content": [{"type": "text", "text": text}],
+                "isError": False, "timestamp": 1770112800000}
+
+    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-02-03T10:00:00.000Z", "cwd": "/w"},
+             msg("u1", None, {"role": "user", "content": "task_id: br-2\nlist files", "timestamp": 1770112800000}),
+             msg("a0", "u1", call("c1")), msg("r1", "a0", result("c1", "a.py")),
+             msg("a1", "r1", call("c2")), msg("r2", "a1", result("c2", "a.py")),
+             msg("u2", "r1", {"role": "user", "content": "try another way", "timestamp": 1770112800000}),
+             msg("a2", "u2", {"role": "assistant", "content": [{"type": "text", "text": "Done."}], "stopReason": "stop",
+                              "model": "m1", "usage": {"input": 10, "output": 2}, "timestamp": 1770112800000})]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+@pytest.mark.parametrize("policy", ["status", "content"])
+def test_divergence_check_follows_the_branch(tmp_path: Path, policy: str) -> None:
+    # after /tree the request goes on from turn 0's tool result (c1), not from turn 1's
+    # (c2): checked against turn 0's observations (against turn 1's, c1 is unknown)
+    src = _tool_branch_session(tmp_path / "s.jsonl")
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([src], out)
+    (t,) = iter_trajectories(src)
+    assert [previous_turn(t, k) for k in range(len(t.turns))] == [None, 0, 0]
+    run = replay_turns(out, t, divergence=policy)
+    assert run.stats["divergences"]["total"] == 0 and run.stats["misses"]["total"] == 0
+    assert all("x-replay-divergence" not in h for h in run.headers)
+    # the written fixture too: the retry goes on from turn 2, the new branch from turn 1
+    (b,) = iter_trajectories(FIXTURE)
+    assert [previous_turn(b, k) for k in range(len(b.turns))] == [None, 0, 1, 2, 2, 1, 5, 6]

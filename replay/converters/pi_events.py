@@ -29,6 +29,12 @@ results, 1,200 tokens per image) until `keepRecentTokens` (pi's default 20,000:
 is not a tool result; every such edit counts `compaction_cut_by_pi_rule`. A
 `*compaction_end` without a result (aborted, failed or skipped) changes nothing and
 counts `compaction_without_result`.
+
+Retries: `auto_retry_start {attempt, maxAttempts, delayMs, errorMessage}` follows a
+failed call (`stopReason` "error"); pi removes that assistant message from the agent's
+messages before calling again (agent-session.ts `_prepareRetry`), so the next turn gets
+a "branch" ContextEdit leaving it out (it stays a turn: the call happened); counted as
+`retried_call_left_out`.
 Logs whose `message_*` events were filtered out still convert: a `turn_end` whose
 assistant message was not seen as a `message_end` supplies the turn and its
 `toolResults`, and a `tool_execution_end` supplies the observation of a tool call that
@@ -49,7 +55,7 @@ from replay.converters._common import FileContext, TrajectoryBuilder, iter_jsonl
 from replay.converters._edits import HistoryIndex
 from replay.converters.pi_session import apply_message, compaction_text
 from replay.errors import ConvertError
-from replay.trajectory import ContextEdit, MessageRef, Observation, Trajectory
+from replay.trajectory import MessageRef, Observation, Trajectory
 
 FORMAT = "pi-events"
 
@@ -144,12 +150,25 @@ class _State:
         self.pending: dict[str, Observation] = {}  # tool_execution_end results by call id
         self.since: list[tuple[MessageRef, dict[str, Any]]] = []  # messages since the last compaction
         self.index = HistoryIndex(self.builder)
+        # the agent's context: `summary`, then the history from position `start` on,
+        # without the positions in `dropped` (failed calls pi retried)
+        self.summary: list[str] = []
+        self.start = 0
+        self.dropped: set[int] = set()
+        self.last_turn_pos: int | None = None
 
     def feed(self, msg: Any, line: int) -> None:
         """`apply_message`, remembering the message (and where it went) for compaction."""
+        n_turns = len(self.builder.turns)
         pos = self.index.add(lambda: apply_message(msg, self.builder, self.ctx, line))
         if pos is not None:
             self.since.append((self.index.order[pos], msg))
+            if len(self.builder.turns) > n_turns:
+                self.last_turn_pos = pos
+
+    def _edit(self, kind: str, tokens_before: int | None = None) -> None:
+        keep = [p for p in range(self.start, len(self.index.order)) if p not in self.dropped]
+        self.builder.edit(self.index.edit(kind, keep, summary=self.summary, tokens_before=tokens_before))
 
     def compaction(self, event: dict[str, Any]) -> None:
         """A `*compaction_end` event (module docstring)."""
@@ -158,13 +177,25 @@ class _State:
         if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
             b.skip("compaction_without_result")
             return
-        keep = first_kept(self.since, PI_KEEP_RECENT_TOKENS) or b.next_ref("assistant")
+        keep = first_kept(self.since, PI_KEEP_RECENT_TOKENS)
         b.skip("compaction_cut_by_pi_rule")
+        self.start = self.index.order.index(keep) if keep is not None else len(self.index.order)
+        self.summary = [compaction_text(result["summary"])]
         tokens = result.get("tokensBefore")
-        b.edit(ContextEdit(
-            kind="compaction", summary=[compaction_text(result["summary"])], keep_from=keep,
-            tokens_before=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None))
+        self._edit("compaction", tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0
+                   else None)
         self.since = []
+
+    def retry(self) -> None:
+        """An `auto_retry_start` after a failed call: pi drops the failed assistant
+        message from the agent's context and calls again (module docstring)."""
+        b = self.builder
+        if not b.turns or b.turns[-1].response.finish_reason != "error" or self.last_turn_pos is None:
+            b.skip("event:auto_retry_start")
+            return
+        self.dropped.add(self.last_turn_pos)
+        b.skip("retried_call_left_out")
+        self._edit("branch")
 
     def flush_pending(self) -> None:
         """Attach buffered tool_execution_end results to the last turn's unanswered calls."""
@@ -236,6 +267,8 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                     state.pending.pop(call_id)
             elif kind in ("compaction_end", "auto_compaction_end"):
                 state.compaction(event)
+            elif kind == "auto_retry_start":
+                state.retry()
             else:  # streaming deltas, lifecycle, agent_end (a repeat), compaction starts, retry notices
                 b.skip(f"event:{kind}")
         except ConvertError:

@@ -49,13 +49,15 @@ def _user(text: str, t: int) -> dict:
     return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1770000000000 + t}
 
 
-def stream(end_type: str = "compaction_end", result: bool = True) -> list[dict]:
-    """Two prompts of `pi --mode json`, a threshold compaction between them."""
+def stream(end_type: str = "compaction_end", result: bool = True, retry: bool = False) -> list[dict]:
+    """Two prompts of `pi --mode json`, a threshold compaction between them; with
+    `retry`, the last call of the first prompt fails (overloaded) and pi retries it."""
     a0 = _assistant([_call("c1", "read", {"path": "big.py"})], "toolUse", 200, 1)
     a1 = _assistant([_call("c2", "edit", {"path": "big.py", "oldText": "x = 1\nx = 1\n", "newText": "x = 1\n"})],
                     "toolUse", 22_800, 3)
     a2 = _assistant([{"type": "text", "text": "Cleaned up."}], "stop", 22_850, 5)
     a3 = _assistant([{"type": "text", "text": "Added a docstring."}], "stop", 400, 9)
+    failed = dict(_assistant([], "error", 0, 5), errorMessage="529 overloaded_error: Overloaded")
     start = end_type.replace("_end", "_start")
     end: dict = {"type": end_type, "reason": "threshold", "aborted": False, "willRetry": False,
                  "result": {"summary": SUMMARY, "firstKeptEntryId": "9f2c41aa", "tokensBefore": 22_860,
@@ -75,8 +77,13 @@ def stream(end_type: str = "compaction_end", result: bool = True) -> list[dict]:
         {"type": "turn_start"}, {"type": "message_end", "message": a1},
         {"type": "message_end", "message": _result("c2", "edit", "Replaced 1 occurrence", 4)},
         {"type": "turn_end", "message": a1, "toolResults": [_result("c2", "edit", "Replaced 1 occurrence", 4)]},
+        *([{"type": "turn_start"}, {"type": "message_end", "message": failed},
+           {"type": "turn_end", "message": failed, "toolResults": []},
+           {"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 2000,
+            "errorMessage": "529 overloaded_error"}] if retry else []),
         {"type": "turn_start"}, {"type": "message_end", "message": a2},
         {"type": "turn_end", "message": a2, "toolResults": []},
+        *([{"type": "auto_retry_end", "success": True, "attempt": 1}] if retry else []),
         {"type": "agent_end", "messages": []},
         {"type": start, "reason": "threshold"}, end,
         {"type": "agent_start"}, {"type": "turn_start"},
@@ -118,6 +125,24 @@ def test_compaction_event_keeps_what_pi_keeps(tmp_path: Path, end_type: str) -> 
     assert msgs[1]["tool_calls"][0]["function"]["name"] == "edit"
     # before the compaction every request carries the 90,000-char read result
     assert all(_has_big(request_messages(t, k)) for k in (1, 2))
+
+
+def test_retried_call_is_left_out_of_later_requests(tmp_path: Path) -> None:
+    src = _write(tmp_path, stream(retry=True))
+    (t,) = iter_trajectories(src)
+    assert [x.response.finish_reason for x in t.turns] == ["tool_calls", "tool_calls", "error", "stop", "stop"]
+    assert t.skipped["retried_call_left_out"] == 1
+    sent = [[(m["role"], m["content"]) for m in request_messages(t, k)] for k in range(5)]
+    assert sent[3] == sent[2]  # the retry resends the failed call's request
+    assert t.turns[3].context_edit.kind == "branch"
+    # after the compaction the kept messages leave the failed call out too
+    assert sent[4] == [("user", compaction_text(SUMMARY)), ("assistant", None), ("tool", "Replaced 1 occurrence"),
+                       ("assistant", "Cleaned up."), ("user", "Now add a docstring")]
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([src], out)
+    run = replay_turns(out, t)
+    assert run.stats["misses"]["total"] == 0 and run.stats["served"] == 5
+    assert run.headers[2].get("x-replay-recorded-error") == "error"
 
 
 def test_compaction_without_result_changes_nothing(tmp_path: Path) -> None:

@@ -144,3 +144,20 @@ def test_llm_sweep_parses_each_load_once_and_judges_with_the_given_lag_limit(ser
         assert row["n_requests"] == 4 and row["valid"] is False
         assert _lag_reasons(row) == [f"event-loop lag p99 {LOOP_LAG_P99_MS:.2f} ms > 5 ms: "
                                      "client-side timestamps include client delay"]
+
+
+@pytest.mark.prefect
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+async def test_a_flow_called_with_plain_strings_parses_at_its_parameters_once(tmp_path, monkeypatch) -> None:
+    # as a deployment run: the parameters arrive as JSON strings; Prefect's validation of
+    # the signature parses, the flow body's model and everything after take that object
+    from flows.swebench_replay import swebench_replay
+
+    calls = count_rate_spec_parses(monkeypatch)
+    out = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[], rates=["constant:20"], episodes_per_point=1,
+                                max_schedule_lag_ms=60000.0, max_loop_lag_ms=60000.0, out_dir=tmp_path / "a",
+                                warehouse=tmp_path / "w.duckdb")
+    assert calls == ["constant:20"]
+    assert [(r["sweep_point"], r["n_episodes"]) for r in out["points"]] == [("constant-20", 1)]

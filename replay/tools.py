@@ -54,7 +54,17 @@ _FENCE = re.compile(r"```[^\n`]*\n(.*?)\n?```", re.DOTALL)
 class ToolOutcome:
     """What a tool returned: `content` is the text the agent sends the model,
     `is_error` the tool-result error flag, `exit_code` for commands (None otherwise or
-    when killed), `duration_ns` the wall time of the execution."""
+    when killed).
+
+    `duration_ns` is the tool time of the call as the episode sees it, in ns:
+    perf_counter_ns from the start of run_pi_tool / run_text_action (the arguments
+    parsed) to the result formatted, on the episode's event loop. It holds every sandbox
+    call the tool makes: for a command the spawn, the command's run, the output capture
+    and the kill of its process group (with a started LocalSandboxFactory also two pipe
+    messages to its helper process, ~0.1-0.3 ms, replay.sandbox.spawner); for
+    read/write/edit the file I/O in a thread. It also holds any time the episode's loop
+    was busy elsewhere before resuming the tool (the loop lag of that moment). A turn's
+    tool time (replay.harness) is the sum over its tool calls, which run one by one."""
 
     content: str
     is_error: bool = False

@@ -25,7 +25,8 @@ class ExecResult:
     wrote them (local) or stdout then stderr (remote sandboxes that return them
     apart), decoded as UTF-8 with replacement. `exit_code` is None when the command
     was killed (timeout). `truncated` tells that `output` lost bytes in the middle
-    (see TRUNCATION_MARKER). `duration_ns` is wall time of the call, in ns."""
+    (see TRUNCATION_MARKER). `duration_ns` is the wall time of the exec call as its
+    caller sees it (call to result, perf_counter_ns), in ns."""
 
     exit_code: int | None
     output: str

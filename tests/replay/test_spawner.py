@@ -219,3 +219,39 @@ async def test_an_episode_whose_helper_died_ends_with_a_sandbox_error(tmp_path: 
     finally:
         await factory.aclose()
     assert (res.episode.outcome, res.episode.error) == ("error", f"sandbox: sandbox spawner (pid {pid}) exited with code -9")
+
+
+async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_helper(tmp_path: Path):
+    """Ctrl-C / SIGTERM cancel the point's task: the verifier's command (here a 30 s
+    sleep) is killed, the helper exits, and the model calls already made stay written."""
+    import shutil
+
+    from replay.convert import iter_trajectories
+    from replay.point_run import run_point
+    from replay.process import start_replay_server
+    from replay.verifier import load_task
+
+    root = Path(__file__).resolve().parents[2]
+    task_dir = tmp_path / "task"
+    shutil.copytree(root / "examples" / "tiny-task", task_dir)
+    pidfile = tmp_path / "verifier.pid"
+    (task_dir / "task.json").write_text(
+        f'{{"task_id": "tiny-task", "test_command": "sleep 30 & echo $! > {pidfile}; wait", "timeout_s": 120}}')
+    task = load_task(task_dir)
+    (traj,) = list(iter_trajectories(root / "examples" / "recordings" / "tiny-task.pi.jsonl"))
+    (tmp_path / "t.jsonl").write_text(traj.model_dump_json() + "\n")
+    factory = LocalSandboxFactory()
+    with start_replay_server(tmp_path / "t.jsonl") as srv:
+        point = asyncio.ensure_future(run_point([traj], srv.url, tmp_path / "run", run_id="r", concurrency=1,
+                                                mode="execute", sandbox_factory=factory,
+                                                tasks={task.task_id: task}))
+        child = await _pid_from(pidfile, within_s=60.0)  # the 4 turns were played; the verifier runs
+        helper = factory.spawner
+        assert helper is not None
+        point.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await point
+    assert await _gone(child)
+    assert factory.spawner is None and await _gone(helper.pid)
+    samples = (tmp_path / "run" / "points" / "c1" / "samples.jsonl").read_bytes().splitlines()
+    assert len(samples) == 4  # the episode's 4 model calls, written as they finished

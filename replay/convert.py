@@ -29,6 +29,7 @@ claiming to be complete.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
@@ -36,6 +37,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,6 +257,22 @@ def _unit_bytes(unit: Path) -> int:
     return unit.stat().st_size
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Automatic cyclic garbage collection off while the block runs (back on after it,
+    if it was on). A converter allocates millions of containers (parsed JSON, models)
+    that live until its file is done, so the collector keeps re-scanning them: with it
+    on, the 500-session corpus converts ~25% slower (benchmarks/corpus.py, busy host).
+    Conversion makes almost no reference cycles; what it makes is collected after."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 _to_json = Trajectory.__pydantic_serializer__.to_json
 """`traj.model_dump_json()` as UTF-8 bytes (model_dump_json decodes these very bytes)."""
 
@@ -356,7 +374,7 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     files_done = 0
     try:
         tell(0)
-        with fh:
+        with fh, _gc_paused():
             for k, (unit, explicit) in enumerate(units):
                 convert_one(unit, explicit)
                 files_done = k + 1

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import orjson
 from pydantic import BaseModel
@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from replay.errors import ConvertError
 from replay.trajectory import (
     ContextEdit,
+    FinishReason,
     MessageRef,
     Observation,
     RecordedOutcome,
@@ -339,6 +340,73 @@ _trusted_turn = trusted_maker(Turn)
 _trusted_ref = trusted_maker(MessageRef)
 _trusted_source = trusted_maker(Source)
 _trusted_trajectory = trusted_maker(Trajectory)
+
+
+_trusted_response = trusted_maker(Response)
+_trusted_tool_call = trusted_maker(ToolCall)
+_trusted_usage = trusted_maker(Usage)
+_trusted_timing = trusted_maker(Timing)
+_trusted_observation = trusted_maker(Observation)
+_FINISH_REASONS = frozenset(get_args(FinishReason))
+
+
+def _opt_count(value: Any) -> bool:
+    return value is None or (type(value) is int and value >= 0)
+
+
+def _opt_ms(value: Any) -> bool:
+    return value is None or (type(value) is float and value >= 0)  # an int is validated (it becomes a float)
+
+
+def fast_response(content: str | None = None, reasoning: str | None = None, tool_calls: list[ToolCall] | None = None,
+                  finish_reason: str = "stop") -> Response:
+    """`Response(...)`, without validation when every value has its field's exact type
+    (str/None texts, a list of ToolCall, a known finish reason), else validated (which
+    raises pydantic's ValidationError as before). The per-turn constructors here
+    (fast_tool_call, fast_usage, fast_timing, fast_observation likewise) are for the
+    converters' hot loops: a 453-turn session builds ~3,000 such models."""
+    calls = [] if tool_calls is None else tool_calls
+    if (_opt_str(content) and _opt_str(reasoning) and type(calls) is list and finish_reason in _FINISH_REASONS
+            and all(type(c) is ToolCall for c in calls)):
+        return _trusted_response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
+    return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)  # type: ignore[arg-type]
+
+
+def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:  # noqa: A002
+    """`ToolCall(...)`, unvalidated when the values have the field types (see fast_response)."""
+    if (type(id) is str and type(name) is str and type(arguments_raw) is str
+            and (arguments is None or (type(arguments) is dict and all(type(k) is str for k in arguments)))):
+        return _trusted_tool_call(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
+    return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
+
+
+def fast_usage(prompt_tokens: int | None = None, completion_tokens: int | None = None, cached_tokens: int | None = None,
+               reasoning_tokens: int | None = None, total_tokens: int | None = None) -> Usage:
+    """`Usage(...)`, unvalidated when every count is None or an int >= 0 (see fast_response)."""
+    if (_opt_count(prompt_tokens) and _opt_count(completion_tokens) and _opt_count(cached_tokens)
+            and _opt_count(reasoning_tokens) and _opt_count(total_tokens)):
+        return _trusted_usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                              cached_tokens=cached_tokens, reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
+    return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached_tokens,
+                 reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
+
+
+def fast_timing(ttft_ms: float | None = None, duration_ms: float | None = None, started_at: str | None = None) -> Timing:
+    """`Timing(...)`, unvalidated when the ms are None or floats >= 0 and `started_at` None
+    or a str (see fast_response)."""
+    if _opt_ms(ttft_ms) and _opt_ms(duration_ms) and _opt_str(started_at):
+        return _trusted_timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
+    return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
+
+
+def fast_observation(content: str, tool_call_id: str | None = None, name: str | None = None, is_error: bool = False,
+                     exit_code: int | None = None) -> Observation:
+    """`Observation(...)`, unvalidated when the values have the field types (see fast_response)."""
+    if (type(content) is str and _opt_str(tool_call_id) and _opt_str(name) and type(is_error) is bool
+            and (exit_code is None or type(exit_code) is int)):
+        return _trusted_observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error,
+                                    exit_code=exit_code)
+    return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code)
 
 
 class TrajectoryBuilder:

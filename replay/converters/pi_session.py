@@ -71,6 +71,11 @@ from replay.converters._common import (
     ARGS_SYNTH,
     FileContext,
     TrajectoryBuilder,
+    fast_observation,
+    fast_response,
+    fast_timing,
+    fast_tool_call,
+    fast_usage,
     iso_from_ms,
     iter_jsonl,
     ms_from_iso,
@@ -82,9 +87,6 @@ from replay.errors import ConvertError
 from replay.trajectory import (
     ContextEdit,
     FinishReason,
-    Observation,
-    Response,
-    Timing,
     ToolCall,
     Trajectory,
     Usage,
@@ -150,7 +152,7 @@ def pi_usage(usage: Any) -> Usage | None:
     total = n("totalTokens")
     if total is None and prompt is not None and out is not None:
         total = prompt + out
-    return Usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
+    return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
 
 
 def assistant_turn(
@@ -185,7 +187,7 @@ def assistant_turn(
             args = part.get("arguments", {})
             builder.skip(ARGS_SYNTH)
             calls.append(
-                ToolCall(
+                fast_tool_call(
                     id=call_id,
                     name=name,
                     arguments_raw=synth_arguments_raw(args),
@@ -211,9 +213,9 @@ def assistant_turn(
     if isinstance(started_ms, int | float) and ended_ms is not None and ended_ms >= started_ms:
         duration = round(ended_ms - started_ms, 3)
     started_at = iso_from_ms(started_ms)
-    timing = Timing(started_at=started_at, duration_ms=duration) if started_at or duration is not None else None
+    timing = fast_timing(started_at=started_at, duration_ms=duration) if started_at or duration is not None else None
     builder.turn(
-        Response(
+        fast_response(
             content="\n".join(texts) if texts else None,
             reasoning="\n".join(thinking) if thinking else None,
             tool_calls=calls,
@@ -252,7 +254,7 @@ def apply_message(
             builder.skip("duplicate_tool_result")
             return
         builder.observation(
-            Observation(
+            fast_observation(
                 tool_call_id=call_id,
                 name=msg.get("toolName"),
                 content=text_of(msg.get("content"), builder),

@@ -19,7 +19,7 @@ from replay.converters import _common
 from replay.converters._common import FileContext, iter_jsonl, orjson_safe, read_json_document, trusted_maker
 from replay.convert import convert_paths
 from replay.errors import ConvertError
-from replay.trajectory import MessageRef, Response, Source, Trajectory, Turn
+from replay.trajectory import MessageRef, Observation, Response, Source, Timing, ToolCall, Trajectory, Turn, Usage
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -36,6 +36,9 @@ def _old_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_common, "_trusted_ref", lambda **kw: MessageRef(**kw))
     monkeypatch.setattr(_common, "_trusted_source", lambda **kw: Source(**kw))
     monkeypatch.setattr(_common, "_trusted_trajectory", lambda **kw: Trajectory(**kw))
+    for name, model in (("_trusted_response", Response), ("_trusted_tool_call", ToolCall), ("_trusted_usage", Usage),
+                        ("_trusted_timing", Timing), ("_trusted_observation", Observation)):
+        monkeypatch.setattr(_common, name, lambda _model=model, **kw: _model(**kw))
     monkeypatch.setattr(convert_mod, "_to_json", lambda traj: traj.model_dump_json().encode("utf-8"))
 
 
@@ -110,6 +113,30 @@ def test_each_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 ])
 def test_orjson_safe_flags_numbers_of_19_digits_or_more(data: bytes, safe: bool) -> None:
     assert orjson_safe(data) is safe
+
+
+def test_fast_constructors_validate_what_they_cannot_vouch_for() -> None:
+    from pydantic import ValidationError
+
+    from replay.converters._common import fast_observation, fast_response, fast_timing, fast_tool_call, fast_usage
+
+    # values of the exact field types: the validated model, unvalidated
+    assert fast_timing(duration_ms=5.0, started_at="t") == Timing(duration_ms=5.0, started_at="t")
+    assert fast_usage(prompt_tokens=3, total_tokens=4) == Usage(prompt_tokens=3, total_tokens=4)
+    call = fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments={})
+    assert fast_response(content="x", tool_calls=[call], finish_reason="tool_calls") == Response(
+        content="x", tool_calls=[call], finish_reason="tool_calls")
+    assert fast_observation(content="ok", tool_call_id="c") == Observation(content="ok", tool_call_id="c")
+    # anything else goes through validation: converted as before, or refused as before
+    assert fast_timing(duration_ms=5).model_dump_json() == '{"ttft_ms":null,"duration_ms":5.0,"started_at":null}'
+    with pytest.raises(ValidationError):
+        fast_usage(prompt_tokens=-1)
+    with pytest.raises(ValidationError):
+        fast_response(finish_reason="done")
+    with pytest.raises(ValidationError):
+        fast_observation(content=None)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments=[1])  # type: ignore[arg-type]
 
 
 def _ctx(data: bytes, lenient: bool = False) -> FileContext:

@@ -48,3 +48,27 @@ def replay_turns(store: Path, traj: Trajectory, *, divergence: str = "off") -> R
             received.append(r.json()["choices"][0]["message"])
         stats = client.get(url + "/stats").json()
     return Replayed(requests, sizes, responses, headers, stats)
+
+
+async def harness_bodies(store: Path, traj: Trajectory, *, mode: str = "recorded") -> tuple[Any, list[list[dict]]]:
+    """Run one episode of `traj` with the engine harness against a replay server on
+    `store` (execute mode in a local sandbox); returns the episode result and a copy
+    of the messages of every request it sent, in order."""
+    from replay.harness import local_sandbox_factory, run_episode
+    from replay.model_client import ModelClient
+
+    bodies: list[list[dict]] = []
+    orig = ModelClient.body
+
+    def body(self, messages, **kw):  # keep a copy of each request's messages as sent
+        bodies.append(json.loads(json.dumps(messages)))
+        return orig(self, messages, **kw)
+
+    ModelClient.body = body  # type: ignore[method-assign]
+    try:
+        with running_server(store) as url:
+            res = await run_episode(traj, url, mode=mode,
+                                    sandbox=local_sandbox_factory() if mode == "execute" else None)
+    finally:
+        ModelClient.body = orig  # type: ignore[method-assign]
+    return res, bodies

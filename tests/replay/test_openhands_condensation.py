@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from replay.context import request_messages
-from replay.convert import convert_paths, detect_format, iter_trajectories
-from tests.replay.replay_turns import replay_turns
+from replay.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
+from tests.replay.replay_turns import harness_bodies, replay_turns
 
 WRITTEN = Path(__file__).resolve().parents[1] / "data" / "written"
 LEGACY = WRITTEN / "openhands-condensation.json"
@@ -204,3 +204,16 @@ def test_condensed_logs_replay_with_no_miss(tmp_path: Path, path: Path) -> None:
     sizes = run.sizes
     at = next(k for k, x in enumerate(t.turns) if x.context_edit is not None)
     assert sizes[at] < sizes[at - 1] / 2  # the forgotten file listing is no longer sent
+
+
+@pytest.mark.parametrize(("path", "events"), [(LEGACY, legacy_events), (SDK, sdk_events)], ids=["openhands", "sdk"])
+async def test_harness_sends_the_condensed_view(tmp_path: Path, path: Path, events) -> None:
+    # the engine harness rebuilds the request at the condensation (head, summary, kept
+    # events) and grows it after: the bodies it sends are OpenHands' view turn by turn
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([path], out)
+    (traj,) = read_trajectories(out)
+    res, bodies = await harness_bodies(out, traj)
+    assert res.episode.n_turns == len(traj.turns) and res.episode.misses_unknown_key == 0
+    assert [[(m["role"], m["content"]) for m in b if m["role"] != "system"] for b in bodies] == \
+        reference_requests(events(path))

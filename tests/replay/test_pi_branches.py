@@ -25,7 +25,7 @@ from replay.model_client import ModelClient
 from replay.point_run import run_point
 from replay.process import start_replay_server
 from replay.sweep import point_dir
-from tests.replay.replay_turns import replay_turns
+from tests.replay.replay_turns import harness_bodies, replay_turns
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "written" / "pi_v3_branches.jsonl"
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
@@ -236,3 +236,22 @@ def test_divergence_check_follows_the_branch(tmp_path: Path, policy: str) -> Non
     # the written fixture too: the retry goes on from turn 2, the new branch from turn 1
     (b,) = iter_trajectories(FIXTURE)
     assert [previous_turn(b, k) for k in range(len(b.turns))] == [None, 0, 1, 2, 2, 1, 5, 6]
+
+
+@pytest.mark.parametrize("mode", ["recorded", "execute"])
+async def test_harness_sends_each_branch_as_pi_did(tmp_path: Path, mode: str) -> None:
+    # the engine harness: requests rebuilt at each branch/retry/compaction edit, grown
+    # between them; in execute mode the pi tools run in an empty workspace (the edits
+    # fail there: the tool results differ, the context rule does not)
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([FIXTURE], out)
+    (traj,) = read_trajectories(out)
+    res, bodies = await harness_bodies(out, traj, mode=mode)
+    assert res.episode.n_turns == 8 and res.episode.misses_unknown_key + res.episode.misses_beyond_turns == 0
+    ref = reference_requests(FIXTURE)
+    if mode == "recorded":
+        assert [_roles_contents(b) for b in bodies] == ref
+    else:  # same shape turn by turn: roles, and every non-tool message as pi sent it
+        assert [[r for r, _ in _roles_contents(b)] for b in bodies] == [[r for r, _ in x] for x in ref]
+        assert [[c for r, c in _roles_contents(b) if r != "tool"] for b in bodies] == [
+            [c for r, c in x if r != "tool"] for x in ref]

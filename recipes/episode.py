@@ -49,9 +49,13 @@ def episode(
     api_key
         Bearer token sent to the endpoint.
     out
-        Directory to write episodes.jsonl and turns.jsonl into.
+        Directory to write a run bundle into: manifest.json, episodes.jsonl, turns.jsonl
+        and samples.jsonl (one engine Sample per model call).
     """
+    import orjson
+
     from benchmaker.errors import ConfigError
+    from benchmaker.records import Sample
     from replay.convert import iter_trajectories, read_trajectories
     from replay.errors import InputError, TrajectoryFormatError
     from replay.harness import local_sandbox_factory, run_episode
@@ -89,9 +93,15 @@ def episode(
             raise ConfigError(str(exc)) from exc
     run_id = new_run_id("episode")
     t0_wall = wall_ns()
+    samples: list[Sample] = []  # each model call, as the engine records a request
+
+    def keep(s: Sample) -> None:
+        s.seq = len(samples)
+        samples.append(s)
+
     res = asyncio.run(run_episode(
         traj, url, mode=mode, sandbox=local_sandbox_factory() if workdir is not None else None, task=task,
-        api_key=api_key, command=shlex.split(command) if command else None, run_id=run_id,
+        api_key=api_key, command=shlex.split(command) if command else None, run_id=run_id, sample_sink=keep,
     ))
     record = res.episode.to_dict()
     if out is not None:  # a run bundle the warehouse loader accepts
@@ -103,6 +113,8 @@ def episode(
         ))
         (out / "episodes.jsonl").write_text(json.dumps(record) + "\n")
         (out / "turns.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in res.turns))
+        (out / "samples.jsonl").write_bytes(b"".join(orjson.dumps(x, option=orjson.OPT_APPEND_NEWLINE)
+                                                     for x in samples))
     print(json.dumps(record, indent=1))
     for d in res.divergence_details:
         print(f"divergence: {d}")

@@ -154,7 +154,9 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
     console.print("in flight = episodes in flight (requests for engine points; SQL: achieved_max/mean_concurrency, "
                   "max/mean_episodes_in_flight, max/mean_requests_in_flight); counts are episodes, turns, requests; "
                   "times in ms (E2E/TTFT linear percentiles; model/tool mean per episode); "
-                  "resolved ver./car. = rate among re-verified / carried outcomes")
+                  "rec. errors = calls that failed in the recording, served as recorded (SQL: n_recorded_error, "
+                  "not in error_rate); aborted = responses ended with finish reason abort/error/cancelled "
+                  "(n_aborted); resolved ver./car. = rate among re-verified / carried outcomes")
     for row in out["points"]:
         if not row["valid"]:
             console.print(f"[red]{row['sweep_point']} invalid: {row['invalid_reason']}[/red]")

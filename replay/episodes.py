@@ -7,7 +7,8 @@ episode are set only when every model call of it (including failed ones) carried
 server usage (`usage_complete`), otherwise they are None (issue #6 item 2).
 
     Episode     one line of episodes.jsonl
-    TurnRecord  one line of turns.jsonl (one model call of an episode)
+    TurnRecord  one line of turns.jsonl: what only a turn has (its model call is a
+                request, a line of samples.jsonl, joined by episode_id and turn_index)
     EPISODE_COLUMNS / TURN_COLUMNS   DuckDB column types of those files, so a column
                 that is null in every line still has its type when read back.
 """
@@ -27,37 +28,37 @@ MISS_KINDS: tuple[str, ...] = ("unknown_key", "beyond_turns", "diverged")
 
 @dataclass(slots=True)
 class TurnRecord:
-    """One model call of an episode (a line of turns.jsonl).
+    """What only a turn has, beside its model call (a line of turns.jsonl).
 
-    `sent_ns` just before the request was handed to aiohttp; `first_token_ns` when the
-    read carrying the first generated token (content, reasoning or tool-call name /
-    arguments; never a role-only delta) returned, None when no token came; `end_ns`
-    when the stream ended or failed. `outcome` is a `benchmaker.records.Outcome` value.
-    `miss_kind` is set when the replay server refused the call (HTTP error naming a
-    miss). `tool_time_ns` is the time spent running this turn's tool calls (0 in
-    recorded mode). `byte_equal` compares the received response with the recorded one
-    (content, reasoning, tool-call ids/names/raw arguments); None when there is no
-    recorded turn to compare with (command mode, beyond the recording, failed call).
-    `model` is the `model` field of the response as received (None when it named none).
+    The model call itself is a request: the engine Sample in the point's samples.jsonl
+    (warehouse `requests`) carries its timings, outcome, HTTP status, usage, finish
+    reason, bytes and response model, with `meta.episode_id` / `meta.turn_index`
+    (requests.episode_id / turn_index, migration 0007). A turn is keyed to it by
+    (run_id, sweep_point, episode_id, turn_index) (issue #12 item 3). In command mode
+    `turn_index` is the number of assistant messages in the agent's request, so an
+    agent that resends a call gives two turns (and two requests) of one index.
+
+    `miss_kind` is the replay server's reason for refusing the call (its status code:
+    replay.harness.MISS_BY_STATUS), None when served. `tool_time_ns` is the time spent
+    running this turn's tool calls (0 in recorded mode). `n_tool_calls` counts the tool
+    calls of the received response. `byte_equal` compares the received response with
+    the recorded one (content, reasoning, tool-call ids/names/raw arguments); None when
+    there is no recorded turn to compare with (command mode, beyond the recording,
+    failed call).
+
+    Bundles written before this shape also hold sent_ns, first_token_ns, end_ns,
+    outcome, http_status, prompt_tokens, output_tokens, cached_tokens and model per
+    turn; readers ignore them (the same figures are in samples.jsonl).
     """
 
     run_id: str
     sweep_point: str | None
     episode_id: str
     turn_index: int
-    sent_ns: int
-    first_token_ns: int | None
-    end_ns: int
-    outcome: str
-    http_status: int | None = None
     miss_kind: str | None = None
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-    cached_tokens: int | None = None
     tool_time_ns: int = 0
     n_tool_calls: int = 0
     byte_equal: bool | None = None
-    model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -146,19 +147,10 @@ TURN_COLUMNS: dict[str, str] = {
     "sweep_point": "VARCHAR",
     "episode_id": "VARCHAR",
     "turn_index": "INTEGER",
-    "sent_ns": "BIGINT",
-    "first_token_ns": "BIGINT",
-    "end_ns": "BIGINT",
-    "outcome": "VARCHAR",
-    "http_status": "INTEGER",
     "miss_kind": "VARCHAR",
-    "prompt_tokens": "BIGINT",
-    "output_tokens": "BIGINT",
-    "cached_tokens": "BIGINT",
     "tool_time_ns": "BIGINT",
     "n_tool_calls": "INTEGER",
     "byte_equal": "BOOLEAN",
-    "model": "VARCHAR",
 }
 
 assert list(EPISODE_COLUMNS) == [f.name for f in fields(Episode)]

@@ -175,13 +175,9 @@ class _Episode:
             setattr(ep, f"misses_{miss}", getattr(ep, f"misses_{miss}") + 1)
         if _served(call):
             ep.n_turns += 1
-        rec = TurnRecord(
+        rec = TurnRecord(  # what only the turn has; the call's figures are in its Sample
             run_id=ep.run_id, sweep_point=ep.sweep_point, episode_id=ep.episode_id, turn_index=turn_index,
-            sent_ns=call.sent_ns - self.t0,
-            first_token_ns=None if call.first_token_ns is None else call.first_token_ns - self.t0,
-            end_ns=call.end_ns - self.t0, outcome=call.outcome, http_status=call.status, miss_kind=miss,
-            prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens, cached_tokens=call.cached_tokens,
-            n_tool_calls=len(call.tool_calls), model=call.sample.model,
+            miss_kind=miss, n_tool_calls=len(call.tool_calls),
             byte_equal=byte_equal(call, recorded.response) if (recorded is not None and _served(call)) else None,
         )
         self.turns.append(rec)

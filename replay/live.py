@@ -248,13 +248,8 @@ async def run_live_episode(
             miss = MISS_BY_STATUS.get(call.status or 0) if call.outcome == Outcome.HTTP_ERROR.value else None
             if miss:
                 setattr(ep, f"misses_{miss}", getattr(ep, f"misses_{miss}") + 1)
-            rec = TurnRecord(
-                run_id=run_id, sweep_point=None, episode_id=eid, turn_index=i, sent_ns=call.sent_ns - t0,
-                first_token_ns=None if call.first_token_ns is None else call.first_token_ns - t0,
-                end_ns=call.end_ns - t0, outcome=call.outcome, http_status=call.status, miss_kind=miss,
-                prompt_tokens=call.prompt_tokens, output_tokens=call.output_tokens,
-                cached_tokens=call.cached_tokens, n_tool_calls=len(call.tool_calls), model=call.sample.model,
-            )
+            rec = TurnRecord(run_id=run_id, sweep_point=None, episode_id=eid, turn_index=i, miss_kind=miss,
+                             n_tool_calls=len(call.tool_calls))
             records.append(rec)
             if sample_sink is not None:
                 sample = call.sample

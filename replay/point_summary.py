@@ -13,7 +13,8 @@ The SQL, in the order it runs (one in-memory DuckDB connection per point):
                       line per request, a model call of an episode included
     samples_summary   benchmaker/sql/summary.sql over `samples` (and an empty `run_slo`):
                       request metrics
-    episodes, turns   the point's episodes.jsonl / turns.jsonl (replay.episodes columns)
+    episodes, turns   the point's episodes.jsonl / turns.jsonl (replay.episodes columns;
+                      a turn line holds only what a turn has: its call is a sample)
     episodes_summary  replay/sql/episode_summary.sql: episode metrics
     sweep_points      one row: what the point was asked to run and the writer's
                       verdict_reasons (engine self-checks, failed or late shards)
@@ -50,8 +51,11 @@ __all__ = [
 ]
 
 # (key of a summary row, column header) shown in the sweep table (CLI and Prefect artifact).
-# Latencies and model/tool time per episode in ms; "resolved ver./car." are rates among
-# episodes whose outcome was re-verified / carried from the recording (never mixed).
+# Latencies and model/tool time per episode in ms; "rec. errors" are model calls that
+# failed in the original recording, served as recorded (not in the error rate), "aborted"
+# responses the server ended with finish reason abort/error/cancelled (summary.sql);
+# "resolved ver./car." are rates among episodes whose outcome was re-verified / carried
+# from the recording (never mixed).
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sweep_point", "point"),
     ("target_concurrency", "target"),
@@ -72,6 +76,8 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("mean_tool_time_ms", "tool/ep"),
     ("misses_total", "misses"),
     ("divergences", "diverged"),
+    ("n_recorded_error", "rec. errors"),
+    ("n_aborted", "aborted"),
     ("resolved_rate_reverified", "resolved ver."),
     ("resolved_rate_carried", "resolved car."),
 )
@@ -261,6 +267,8 @@ def sweep_table_markdown(rows: Sequence[dict[str, Any]], title: str | None = Non
     lines.append("")
     lines.append("Times in ms (E2E, TTFT: linear percentiles over successful requests; model/tool: mean per "
                  "episode); usage cov.: successful requests with server usage / successful requests; "
+                 "rec. errors: calls that failed in the recording, served as recorded (not in the error rate); "
+                 "aborted: responses ended with finish reason abort/error/cancelled; "
                  "resolved ver./car.: rate among re-verified / carried outcomes.")
     invalid = [r for r in rows if not r.get("valid", True)]
     if invalid:

@@ -19,11 +19,15 @@ __all__ = ["GRADED_FILES", "grade", "point_files_sha256"]
 GRADED_FILES = ("episodes.jsonl", "turns.jsonl", "server_stats.json", "concurrency.json")
 
 
+def _samples(pdir: Path) -> list[Path]:
+    return sorted(Path(pdir).glob("samples*.jsonl"))
+
+
 def point_files_sha256(pdir: Path) -> str:
-    """sha256 (hex) over the GRADED_FILES of a point directory (name + bytes; a missing
-    file hashes as absent), the cache key input of `grade`."""
+    """sha256 (hex) over the GRADED_FILES and samples*.jsonl of a point directory (name +
+    bytes; a missing file hashes as absent), the cache key input of `grade`."""
     h = hashlib.sha256()
-    for name in GRADED_FILES:
+    for name in (*GRADED_FILES, *(p.name for p in _samples(pdir))):
         path = Path(pdir) / name
         h.update(name.encode() + (b"\1" + hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"\0"))
     return h.hexdigest()
@@ -42,6 +46,7 @@ def grade(point_dirs: list[Path], files_sha256: list[str]) -> list[Path]:
             manifest = pdir.parent.parent / "manifest.json"  # <run_dir>/points/<point>
             run_id = json.loads(manifest.read_text("utf-8")).get("run_id") if manifest.is_file() else None
             grades = grade_files(pdir / "episodes.jsonl", pdir / "turns.jsonl", pdir / "grades.jsonl",
+                                 samples=_samples(pdir),
                                  server_stats=pdir / "server_stats.json", concurrency=pdir / "concurrency.json",
                                  run_id=run_id, sweep_point=pdir.name)
             total += len(grades)

@@ -27,7 +27,11 @@ looked up both in the run directory and in every `points/<sweep_point>/` below i
     samples.jsonl, samples-w<k>.jsonl  -> requests (shard = k, 0 without -w<k>; episode_id
                                           and turn_index from meta for an agent's calls)
     episodes*.jsonl                    -> episodes (shard from the line; 0 without)
-    turns*.jsonl                       -> turns (shard from the line; 0 without)
+    turns*.jsonl                       -> turns (shard from the line; 0 without): what only a
+                                          turn has, its call being a request (#12 item 3); a
+                                          line of the older shape (sent_ns, outcome, usage,
+                                          model...) whose call has no request row also
+                                          becomes one (lane 'agent', meta.source 'turns')
     grades*.jsonl                      -> grades
     sweep_points*.jsonl                -> sweep_points (from_file = true); points seen in
                                           requests/episodes but not listed are added with
@@ -185,6 +189,7 @@ def load_run(
             for spec in _JSONL_TABLES:
                 if files[spec.table]:
                     _insert_jsonl(con, spec, files[spec.table], run_id)
+            _insert_requests_of_old_turns(con, files["turns"], run_id)
             _insert_derived_sweep_points(con, run_id)
             _insert_server_stats(con, files["server_stats"], run_id)
             _insert_lanes(con, run_id, manifest)
@@ -316,6 +321,50 @@ def _insert_jsonl(
             raise BundleError(
                 where or f"{', '.join(map(str, files))}: run_id: lines of another run"
             )
+
+
+# The request figures a turns.jsonl line carried before turns kept only what a turn has
+# (issue #12 item 3; migration 0010 moved the warehouse's rows of that shape the same way).
+_OLD_TURN_COLUMNS = {
+    "run_id": "VARCHAR", "sweep_point": "VARCHAR", "episode_id": "VARCHAR", "turn_index": "INTEGER",
+    "shard": "INTEGER", "sent_ns": "BIGINT", "first_token_ns": "BIGINT", "end_ns": "BIGINT",
+    "outcome": "VARCHAR", "http_status": "INTEGER", "miss_kind": "VARCHAR", "prompt_tokens": "BIGINT",
+    "output_tokens": "BIGINT", "cached_tokens": "BIGINT", "model": "VARCHAR",
+}
+
+
+def _insert_requests_of_old_turns(con: duckdb.DuckDBPyConnection, files: list[Path], run_id: str) -> None:
+    """A request row for each turns.jsonl line of the older shape (it has `sent_ns`)
+    whose model call has no request of its (sweep_point, episode_id, turn_index): bundles
+    that wrote no samples.jsonl (`benchmaker episode --out`, live runs before issue #12)
+    keep their call's figures, now read from `requests` as every other call's."""
+    if not files:
+        return
+    con.execute(
+        f"""
+        INSERT INTO requests (run_id, lane, sweep_point, worker, phase, outcome, http_status, intended_ns,
+                              sent_ns, first_token_ns, end_ns, usage_present, prompt_tokens, output_tokens,
+                              cached_tokens, model, meta, shard, episode_id, turn_index)
+        WITH t AS (
+            SELECT * REPLACE (coalesce(sweep_point, {_POINT_FROM_FILE}) AS sweep_point)
+            FROM read_json($files, format='newline_delimited', columns=$columns, filename=true,
+                           maximum_object_size={_MAX_OBJECT_BYTES})
+            WHERE sent_ns IS NOT NULL AND run_id = $run_id
+        )
+        SELECT t.run_id, 'agent', t.sweep_point, 0, 'measure', t.outcome, t.http_status, t.sent_ns, t.sent_ns,
+               t.first_token_ns, t.end_ns, t.prompt_tokens IS NOT NULL AND t.output_tokens IS NOT NULL,
+               t.prompt_tokens, t.output_tokens, t.cached_tokens, t.model,
+               json_object('episode_id', t.episode_id, 'turn_index', t.turn_index, 'miss_kind', t.miss_kind,
+                           'source', 'turns'),
+               coalesce(t.shard, 0), t.episode_id, t.turn_index
+        FROM t
+        WHERE NOT EXISTS (
+            SELECT 1 FROM requests AS r
+            WHERE r.run_id = t.run_id AND r.sweep_point IS NOT DISTINCT FROM t.sweep_point
+              AND r.episode_id = t.episode_id AND r.turn_index = t.turn_index)
+        """,
+        {"files": [str(f) for f in files], "columns": _OLD_TURN_COLUMNS, "run_id": run_id},
+    )
 
 
 def _insert_derived_sweep_points(con: duckdb.DuckDBPyConnection, run_id: str) -> None:

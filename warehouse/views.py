@@ -14,7 +14,8 @@ Order (sorted by name, which is also the dependency order):
     run_slo               each run's declared SLO bounds (runs.slo), judged by summary.sql
     samples               view over `requests` with exactly SAMPLE_COLUMNS
     samples_summary       CREATE OR REPLACE VIEW samples_summary AS <summary.sql>
-    v_lane_summary, v_nightly_regression, v_run_summary, v_sweep_summary, v_vllm_compat
+    v_lane_summary, v_nightly_regression, v_run_summary, v_sweep_summary,
+    v_turns (each turn beside its request), v_vllm_compat
 
 DuckDB binds a view when it is created, so a file may only use relations that sort
 before it. A file that fails raises ViewError naming it.

@@ -11,7 +11,10 @@
 --   samples_summary   benchmaker/sql/summary.sql over the samples (group_by = 'sweep_point'
 --                     rows are read): every request metric, a model call of an episode
 --                     included; stat structs flattened to pNN_<metric>_ms with n_<metric>
---                     its count (linear percentiles, quantile_cont)
+--                     its count (linear percentiles, quantile_cont); n_recorded_error
+--                     (calls that failed in the original recording, served as recorded:
+--                     out of error_rate) and n_aborted (responses ended with finish
+--                     reason abort/error/cancelled/unknown) as summary.sql counts them
 --   episodes_summary  replay/sql/episode_summary.sql: every episode metric
 -- Achieved concurrency: episodes in flight when the point has episodes, else requests
 -- in flight. Concurrency proof (issue #6, for points with episodes and a target): the
@@ -34,7 +37,9 @@ joined AS (
         p.run_id, p.sweep_point,
         p.concurrency AS target_concurrency, p.rate_per_s AS target_rate_per_s, p.episodes AS target_episodes,
         p.shards,
-        coalesce(r.n_samples, 0) AS n_requests, coalesce(r.n_ok, 0) AS n_ok, r.error_rate, r.window_s,
+        coalesce(r.n_samples, 0) AS n_requests, coalesce(r.n_ok, 0) AS n_ok,
+        coalesce(r.n_recorded_error, 0) AS n_recorded_error, coalesce(r.n_aborted, 0) AS n_aborted,
+        r.error_rate, r.window_s,
         r.request_throughput_per_s, r.output_throughput_tok_per_s, r.goodput_per_s, r.n_good,
         r.usage_coverage, r.n_ok_with_usage, r.prompt_tokens_total, r.output_tokens_total,
         r.token_totals_null_reason,

@@ -1,7 +1,8 @@
 """One replay run through the real swebench-replay flow: every summary number of a sweep
 point is the same in point_summary.json, the flow's rows (the CLI table), sweep_points.jsonl,
-v_sweep_summary, the HTML report and a hand-written SQL over `requests` and `episodes`
-(issue #12: every metric defined once)."""
+v_sweep_summary, the HTML report and a hand-written SQL over `requests`, `episodes` and
+`turns` joined to `requests` (issue #12: every metric defined once; a turn keeps only what
+a turn has)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ SELECT
     quantile_cont((end_ns - sent_ns) / 1e6, 0.99) FILTER (outcome = 'ok') AS p99_e2e_ms,
     quantile_cont((first_token_ns - sent_ns) / 1e6, 0.5) FILTER (outcome = 'ok') AS p50_ttft_ms,
     quantile_cont((first_token_ns - sent_ns) / 1e6, 0.99) FILTER (outcome = 'ok') AS p99_ttft_ms,
-    count(*) FILTER (outcome = 'ok' AND usage_present) / count(*) FILTER (outcome = 'ok') AS usage_coverage
+    count(*) FILTER (outcome = 'ok' AND usage_present) / count(*) FILTER (outcome = 'ok') AS usage_coverage,
+    count(*) FILTER (outcome = 'recorded_error') AS n_recorded_error,
+    count(*) FILTER (outcome = 'aborted') AS n_aborted
 FROM requests
 WHERE run_id = ? AND phase = 'measure'
 GROUP BY sweep_point
@@ -60,6 +63,28 @@ FROM episodes AS a
 WHERE a.run_id = ?
 GROUP BY a.sweep_point
 ORDER BY a.sweep_point
+"""
+
+
+# Turns joined to their requests by hand: a turn keeps only what a turn has (issue #12
+# item 3), its call's figures are read from the request of the same (episode, turn index).
+# Every turn has exactly one request and every request of the point one turn, so counts
+# and percentiles over the join are the point's.
+HAND_TURNS = """
+SELECT
+    t.sweep_point,
+    count(*) AS n_requests,
+    count(*) FILTER (r.outcome = 'ok') AS n_ok,
+    quantile_cont((r.end_ns - r.sent_ns) / 1e6, 0.5) FILTER (r.outcome = 'ok') AS p50_e2e_ms,
+    quantile_cont((r.first_token_ns - r.sent_ns) / 1e6, 0.99) FILTER (r.outcome = 'ok') AS p99_ttft_ms,
+    count(*) FILTER (t.byte_equal = false) AS n_turns_not_byte_equal,
+    count(*) FILTER (t.miss_kind IS NOT NULL) AS misses_total,
+    count(*) FILTER (r.outcome = 'recorded_error') AS n_recorded_error
+FROM turns AS t
+JOIN requests AS r USING (run_id, sweep_point, episode_id, turn_index)
+WHERE t.run_id = ?
+GROUP BY t.sweep_point
+ORDER BY t.sweep_point
 """
 
 
@@ -94,6 +119,9 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
         hand = [dict(zip([d[0] for d in cur.description], v)) for v in cur.fetchall()]
         cur = con.execute(HAND_EPISODES, [run_id])
         hand_eps = [dict(zip([d[0] for d in cur.description], v)) for v in cur.fetchall()]
+        cur = con.execute(HAND_TURNS, [run_id])
+        hand_turns = [dict(zip([d[0] for d in cur.description], v)) for v in cur.fetchall()]
+        n_turn_rows = con.execute("SELECT count(*) FROM turns WHERE run_id = ?", [run_id]).fetchone()[0]
     finally:
         con.close()
 
@@ -111,6 +139,11 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
         assert {k: (v, row[k]) for k, v in h.items() if not _same(v, row[k])} == {}, h["sweep_point"]
     for h, row in zip(hand_eps, files):
         assert {k: (v, row[k]) for k, v in h.items() if not _same(v, row[k])} == {}, h["sweep_point"]
+    # turns joined to requests: one request per turn (4 + 8 turns), the same numbers
+    assert n_turn_rows == sum(h["n_requests"] for h in hand_turns) == 12
+    assert [h["sweep_point"] for h in hand_turns] == ["c1", "c2"]
+    for h, row in zip(hand_turns, files):
+        assert {k: (v, row[k]) for k, v in h.items() if not _same(v, row[k])} == {}, h["sweep_point"]
 
     # the CLI table: the same cells whether formatted from the rows or from the view, and
     # print_sweep prints them
@@ -127,5 +160,6 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
     for point in view:
         for key in ("n_requests", "n_ok", "window_s", "request_throughput_per_s", "p50_e2e_ms", "p99_e2e_ms",
                     "p50_ttft_ms", "p99_ttft_ms", "usage_coverage", "n_episodes", "achieved_max_concurrency",
-                    "misses_total", "resolved_rate_carried", "resolved_rate_reverified", "valid"):
+                    "misses_total", "resolved_rate_carried", "resolved_rate_reverified", "n_recorded_error",
+                    "n_aborted", "valid"):
             assert _same(report[(key, point["sweep_point"])][0], point[key]), (key, point["sweep_point"])

@@ -229,7 +229,11 @@ def test_record_then_replay_with_zero_misses(tmp_path: Path, capsys):
     wh = tmp_path / "w.duckdb"
     _load(tmp_path / "ep", wh, capsys)  # `episode --out` writes a bundle the loader accepts
     counts = _counts(wh, episode["run_id"])
-    assert (counts["episodes"], counts["turns"]) == (1, 4)
+    # each turn's model call is a request (samples.jsonl), joined by episode and turn index
+    assert (counts["episodes"], counts["turns"], counts["requests"]) == (1, 4, 4)
+    assert _query(wh, "SELECT t.turn_index, r.outcome, r.finish_reason IS NOT NULL FROM turns t JOIN requests r "
+                      "ON r.run_id = t.run_id AND r.episode_id = t.episode_id AND r.turn_index = t.turn_index "
+                      "ORDER BY 1") == [(i, "ok", True) for i in range(4)]
 
 
 @pytest.mark.slow  # ~10 s: `benchmaker swebench-replay` starts an ephemeral Prefect server

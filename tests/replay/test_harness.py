@@ -77,11 +77,11 @@ async def test_pi_session_has_453_turns_and_usage_gaps_make_totals_null(tmp_path
     # the aborted turns replay as what they were (finish_reason aborted, flagged by the
     # server's x-replay-recorded-error): outcome recorded_error, each of them
     n_failed = sum(1 for t in traj.turns if t.response.finish_reason in ("aborted", "error"))
-    assert sum(1 for t in res.turns if t.outcome == "recorded_error") == n_failed > 0
+    assert sum(1 for c in res.calls if c.outcome == "recorded_error") == n_failed > 0
     # aborted/error turns with all-zero usage are converted to usage None: no totals
     n_missing = sum(1 for t in traj.turns if t.usage is None)
     assert n_missing > 0
-    assert sum(1 for t in res.turns if t.prompt_tokens is None) == n_missing
+    assert sum(1 for c in res.calls if c.prompt_tokens is None) == n_missing
     assert (res.episode.usage_complete, res.episode.prompt_tokens, res.episode.output_tokens) == (False, None, None)
 
 
@@ -131,7 +131,7 @@ async def test_one_call_without_usage_makes_totals_null_never_partial(tmp_path: 
     with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as srv:
         res = await run_episode(traj, srv.url, mode="recorded")
     ep = res.episode
-    assert [t.prompt_tokens for t in res.turns] == [412, None, 600, 636]  # input + cacheRead per turn
+    assert [c.prompt_tokens for c in res.calls] == [412, None, 600, 636]  # input + cacheRead per turn
     assert (ep.usage_complete, ep.prompt_tokens, ep.output_tokens) == (False, None, None)
 
 
@@ -144,7 +144,7 @@ async def test_unknown_task_is_an_unknown_key_miss(tmp_path: Path):
         res = await run_episode(other, srv.url, mode="recorded")
     ep = res.episode
     assert (ep.outcome, ep.misses_unknown_key, ep.n_turns, ep.n_requests) == ("error", 1, 0, 1)
-    assert res.turns[0].http_status == 404 and res.turns[0].miss_kind == "unknown_key"
+    assert res.calls[0].status == 404 and res.turns[0].miss_kind == "unknown_key"
     assert ep.first_token_ns_sum is None
 
 

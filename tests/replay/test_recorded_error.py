@@ -21,7 +21,8 @@ from replay.process import start_replay_server
 from replay.sweep import point_dir
 from tests.replay.test_server_fixtures import running_server
 
-# pi v3 session: turn 0 tool call, turn 1 stop, turn 2 `stopReason: aborted` (empty)
+# pi v3 session tree, replayed whole: turn 0 tool call, turn 1 stop (an abandoned branch),
+# turn 2 stop, turn 3 `stopReason: aborted` (empty)
 ABORTED = Path(__file__).resolve().parent / "fixtures" / "pi_v3_tree.jsonl"
 
 
@@ -30,7 +31,7 @@ def aborted(tmp_path: Path) -> tuple[Path, list]:
     out = tmp_path / "trajectories.jsonl"
     convert_paths([ABORTED], out)
     trajs = list(read_trajectories(out))
-    assert [t.response.finish_reason for t in trajs[0].turns] == ["tool_calls", "stop", "aborted"]
+    assert [t.response.finish_reason for t in trajs[0].turns] == ["tool_calls", "stop", "stop", "aborted"]
     return out, trajs
 
 
@@ -39,20 +40,21 @@ async def test_aborted_turn_replays_as_recorded_error_out_of_the_error_rate(tmp_
     with start_replay_server(store) as srv:
         row = await run_point(trajs, srv.url, tmp_path / "run", run_id="r1", concurrency=1)
         stats = httpx.get(srv.url + "/stats").json()
-    assert stats["misses"]["total"] == 0 and stats["served"] == 3
+    assert stats["misses"]["total"] == 0 and stats["served"] == 4
     samples_path = point_dir(tmp_path / "run", "c1") / "samples.jsonl"
     lines = sorted((orjson.loads(x) for x in samples_path.read_bytes().splitlines()),
                    key=lambda s: s["meta"]["turn_index"])
-    assert [s["outcome"] for s in lines] == ["ok", "ok", "recorded_error"]
-    assert lines[2]["error"] == "failed in the original run (finish_reason aborted), served as recorded"
-    assert lines[2]["finish_reason"] == "aborted"
+    assert [s["outcome"] for s in lines] == ["ok", "ok", "ok", "recorded_error"]
+    assert lines[3]["error"] == "failed in the original run (finish_reason aborted), served as recorded"
+    assert lines[3]["finish_reason"] == "aborted"
     run = nest_summary(summarize_samples([samples_path]))["run"]
-    # 3 sent, 2 ok, 1 recorded_error: error rate 1 - 2 / (3 - 1) = 0; latency over the 2 ok
-    assert (run["n_sent"], run["n_ok"], run["n_recorded_error"], run["n_aborted"]) == (3, 2, 1, 0)
+    # 4 sent, 3 ok, 1 recorded_error: error rate 1 - 3 / (4 - 1) = 0; latency over the 3 ok
+    assert (run["n_sent"], run["n_ok"], run["n_recorded_error"], run["n_aborted"]) == (4, 3, 1, 0)
     assert run["error_rate"] == 0
-    assert run["e2e_ms"]["count"] == 2 and run["e2e_all_ms"]["count"] == 3
+    assert run["e2e_ms"]["count"] == 3 and run["e2e_all_ms"]["count"] == 4
     # the point: error rate 0, no miss, the episode ok, valid
-    assert (row["n_requests"], row["n_ok"], row["error_rate"], row["misses_total"]) == (3, 2, 0, 0)
+    assert (row["n_requests"], row["n_ok"], row["error_rate"], row["misses_total"]) == (4, 3, 0, 0)
+    assert (row["n_recorded_error"], row["n_aborted"]) == (1, 0)  # columns of the sweep row (#13)
     assert row["n_episodes_failed"] == 0 and row["valid"] is True, row.get("invalid_reason")
 
 
@@ -61,9 +63,11 @@ async def test_recorded_error_streamed_and_whole(tmp_path: Path, aborted, stream
     store, trajs = aborted
     with running_server(store) as url:
         res = await run_episode(trajs[0], url, mode="recorded", stream=stream)
-    assert [c.outcome for c in res.calls] == ["ok", "ok", "recorded_error"]
-    assert [t.outcome for t in res.turns] == ["ok", "ok", "recorded_error"]
-    assert res.episode.outcome == "ok" and res.episode.n_turns == 3  # served: the episode went on
+    assert [c.outcome for c in res.calls] == ["ok", "ok", "ok", "recorded_error"]
+    # each turn is keyed to its call's sample, which carries the outcome (#12 item 3)
+    assert [(c.sample.meta["episode_id"], c.sample.meta["turn_index"]) for c in res.calls] == \
+        [(t.episode_id, t.turn_index) for t in res.turns] == [(res.episode.episode_id, i) for i in range(4)]
+    assert res.episode.outcome == "ok" and res.episode.n_turns == 4  # served: the episode went on
 
 
 def test_summary_without_a_sent_request_but_recorded_errors_has_no_error_rate(tmp_path: Path) -> None:

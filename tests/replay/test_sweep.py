@@ -33,10 +33,8 @@ def _ep(i: int, start_ms: int, end_ms: int, **kw) -> dict:
                    **kw).to_dict()
 
 
-def _turn(ep: int, idx: int, sent_ms: int, ttft_ms: int | None, e2e_ms: int, outcome: str = "ok") -> dict:
-    return TurnRecord(run_id="r", sweep_point="c2", episode_id=f"c2-{ep}", turn_index=idx, sent_ns=sent_ms * MS,
-                      first_token_ns=None if ttft_ms is None else (sent_ms + ttft_ms) * MS,
-                      end_ns=(sent_ms + e2e_ms) * MS, outcome=outcome).to_dict()
+def _turn(ep: int, idx: int, **kw) -> dict:
+    return TurnRecord(run_id="r", sweep_point="c2", episode_id=f"c2-{ep}", turn_index=idx, **kw).to_dict()
 
 
 def _write(path: Path, rows: list[dict]) -> None:
@@ -57,8 +55,8 @@ def point(tmp_path: Path) -> Path:
             misses_unknown_key=1, resolved=True, reverified=False, outcome="error"),
     ])
     _write(pdir / "turns.jsonl", [
-        _turn(0, 0, 0, 10, 20), _turn(0, 1, 40, 5, 30), _turn(1, 0, 50, 20, 40),
-        _turn(2, 0, 150, None, 50, outcome="http_error"),
+        _turn(0, 0, byte_equal=True), _turn(0, 1, byte_equal=True), _turn(1, 0, byte_equal=True),
+        _turn(2, 0, miss_kind="unknown_key"),
     ])
     return pdir
 

@@ -43,10 +43,10 @@ Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are reque
 with a shorter history (`replay.context.request_messages`): the store computes the
 request key of each such turn from its recorded request (`request_key`) and
 `lookup_turn(key, n_assistant)` finds it; every other turn is found by the
-trajectory's match key and its index. A trajectory with any context edit has every
-turn indexed so (a request after an edit can share the key of an earlier turn: an
-OpenHands condensation keeps the task message first; a pi branch goes back to an
-earlier point); when several of its turns share a request key, `match` picks, among
+trajectory's match key and its index. A turn before the first edit whose (match key,
+index) an edited request shares is indexed by its request too (an OpenHands
+condensation keeps the task message first; a pi branch goes back to an earlier point);
+when several turns of a trajectory share a request key, `match` picks, among
 them, those whose request has the same number of messages and the same user messages
 after the last assistant message (all of them when none does) and serves those in turn,
 in recorded order (an identical request sent again, e.g. pi's automatic retry, gets the
@@ -273,11 +273,7 @@ class ReplayStore:
                 entry = StoredTrajectory(ordinal=len(stored), line=line, trajectory=traj, model=model,
                                          turns=turns)
                 stored.append(entry)
-                # a trajectory with context edits has every turn indexed by its request
-                # (an edited request can share the key of an earlier one: module doc)
-                if any(t.context_edit is not None for t in traj.turns):
-                    for k in range(len(traj.turns)):
-                        _index_turn(turn_index, entry, k, request_messages(traj, k))
+                _index_edited(turn_index, entry)
                 key = index.get(traj.match_key)
                 if key is None:
                     index[traj.match_key] = _KeyEntry(first=entry, by_system=None)
@@ -341,13 +337,21 @@ class ReplayStore:
     ) -> tuple[StoredTrajectory, int] | None:
         """(trajectory, turn index) serving a request with this key and assistant-message
         count, its system message (None: it has none), in one call (the server's hot
-        path): `lookup_turn`'s hit, else (`lookup(match_key, the flattened system
-        text when several trajectories share the key)`, n_assistant); None when no
+        path): `lookup_turn`'s hit (unless several trajectories share the key and
+        another one's system text is the request's), else (`lookup(match_key, the
+        flattened system text when several trajectories share the key)`, n_assistant); None when no
         trajectory has the key. The turn index may be past the trajectory's turns.
         `messages`: the request's, to choose among turns sharing a key (module doc)."""
         if self._turn_index:
             hit = self._turn_index.get((match_key, n_assistant))
             if hit is not None:
+                if system_message is not None:  # another trajectory of the key, by system text
+                    shared = self._index.get(match_key)
+                    if shared is not None and shared.by_system is not None:
+                        chosen = shared.by_system.get(flatten_content(system_message.get("content")))
+                        owner = hit.turns[0][1] if isinstance(hit, _SameKey) else hit[0]
+                        if chosen is not None and chosen is not owner:
+                            return chosen, n_assistant
                 return hit.pick(messages) if isinstance(hit, _SameKey) else hit
         entry = self._index.get(match_key)
         if entry is None:
@@ -370,6 +374,26 @@ class ReplayStore:
     def models(self) -> list[str]:
         """Distinct response model names (per turn), in file order."""
         return list(dict.fromkeys(p.model for t in self.trajectories for p in t.turns))
+
+
+def _index_edited(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey],
+                  entry: StoredTrajectory) -> None:
+    """Index the turns of `entry` that the trajectory's match key and turn index cannot
+    find (module doc): every turn from the first context edit on, by its recorded
+    request's key, and each earlier turn whose (match key, index) one of those shares
+    (so `_SameKey` tells them apart; other earlier turns stay on the match-key path,
+    where trajectories sharing a key are chosen by system text)."""
+    traj = entry.trajectory
+    first = next((k for k, t in enumerate(traj.turns) if t.context_edit is not None), None)
+    if first is None:
+        return
+    edited = {k: request_messages(traj, k) for k in range(first, len(traj.turns))}
+    keys = {request_key(m) for m in edited.values()}
+    for k in range(first):
+        if (traj.match_key, k) in keys:
+            _index_turn(turn_index, entry, k, request_messages(traj, k))
+    for k, messages in edited.items():
+        _index_turn(turn_index, entry, k, messages)
 
 
 def _index_turn(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey],

@@ -217,3 +217,22 @@ async def test_harness_sends_the_condensed_view(tmp_path: Path, path: Path, even
     assert res.episode.n_turns == len(traj.turns) and res.episode.misses_unknown_key == 0
     assert [[(m["role"], m["content"]) for m in b if m["role"] != "system"] for b in bodies] == \
         reference_requests(events(path))
+
+
+def test_condensed_and_plain_runs_of_one_task_are_told_apart_by_system(tmp_path: Path) -> None:
+    # two runs of task oh-cond-1 in one store: the condensed one (its turn 1 and turn 3
+    # share a request key) and a plain one with another system prompt: each request is
+    # served from the run whose system prompt it carries
+    events = json.loads(LEGACY.read_text())
+    plain = [e for e in events if e.get("action") != "condensation"]
+    plain[0] = dict(plain[0], args=dict(plain[0]["args"], content="You are a careful coding agent."))
+    other = tmp_path / "plain.json"
+    other.write_text(json.dumps(plain))
+    out = tmp_path / "trajectories.jsonl"
+    convert_paths([LEGACY, other], out)
+    (a,), (b,) = iter_trajectories(LEGACY), iter_trajectories(other)
+    assert a.match_key == b.match_key and a.system != b.system
+    for traj in (a, b):
+        run = replay_turns(out, traj)
+        assert run.stats["misses"]["total"] == 0
+        assert {h["x-replay-trajectory"] for h in run.headers} == {traj.trajectory_id}

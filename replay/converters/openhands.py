@@ -41,7 +41,9 @@ sees next; the summary of the latest condensation that has one is inserted, as a
 message (`AgentCondensationObservation`), at `summary_offset` in the list of kept events.
 It becomes a `ContextEdit` (kind "condensation") on the next turn: the `head` spans hold
 the messages of the kept events before the offset, then the summary, then the messages
-of the other kept events (`replay.converters._edits.CondensedView`; a `condensation_request` action is dropped
+of the other kept events (an `AgentCondensationObservation` stored as an event,
+`observation: "condense"`, is a user message with its content, as ConversationMemory
+renders it) (`replay.converters._edits.CondensedView`; a `condensation_request` action is dropped
 as View drops it). An assistant message is dropped when any action of its model response
 is forgotten. The newer OpenHands SDK event format is read by `openhands_sdk` (same view
 rule).
@@ -182,6 +184,8 @@ def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: i
                     exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
                 )
                 view.add(event_id, True, lambda: builder.observation(obs))
+            elif kind == "condense" and isinstance(ev.get("content"), str):  # a stored AgentCondensationObservation
+                view.add(event_id, True, lambda: builder.user(ev["content"]))
             else:
                 builder.skip(f"observation:{kind}")
                 view.add(event_id, True)

@@ -28,7 +28,8 @@ What the LLM is sent, per event kind (each class's `to_llm_message`):
     condensation with one goes in as a user message (`CondensationSummaryEvent`) at
     `summary_offset` among the kept LLM-convertible events, and a model response with
     any forgotten action is dropped whole (batch atomicity);
-  - `CondensationRequest` leaves the view; every other kind (state updates, pauses,
+  - a stored `CondensationSummaryEvent {summary}` is a user message with the summary;
+    `CondensationRequest` leaves the view; every other kind (state updates, pauses,
     token events, ...) is counted under `event:<kind>`.
 The SDK keeps no per-call usage or model name on these events, so turns have usage
 None; the model comes from the evaluation record's metadata when there is one.
@@ -138,6 +139,8 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
         elif kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
             obs = _observation(ev, kind, builder)
             view.add(event_id, in_view, lambda: builder.observation(obs))
+        elif kind == "CondensationSummaryEvent" and isinstance(ev.get("summary"), str):
+            view.add(event_id, in_view, lambda: builder.user(ev["summary"]))
         elif kind == "Condensation":
             ids = ev.get("forgotten_event_ids")
             view.forget([*(ids if isinstance(ids, list) else []), event_id], ev.get("summary"),

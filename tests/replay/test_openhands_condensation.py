@@ -236,3 +236,20 @@ def test_condensed_and_plain_runs_of_one_task_are_told_apart_by_system(tmp_path:
         run = replay_turns(out, traj)
         assert run.stats["misses"]["total"] == 0
         assert {h["x-replay-trajectory"] for h in run.headers} == {traj.trajectory_id}
+
+
+def test_stored_summary_events_are_user_messages(tmp_path: Path) -> None:
+    # an AgentCondensationObservation stored as an event (OpenHands `observation:
+    # "condense"`) and a stored SDK CondensationSummaryEvent: user messages with the text
+    legacy = json.loads(LEGACY.read_text())
+    legacy.insert(2, {"id": 90, "timestamp": "2025-03-10T10:00:01.500000", "source": "agent",
+                      "message": "Summary", "observation": "condense", "content": "Earlier: nothing tried yet.",
+                      "extras": {}})
+    sdk = json.loads(SDK.read_text())
+    sdk.insert(2, {"id": "summary-1", "timestamp": "2025-11-05T09:30:01.500000", "source": "environment",
+                   "kind": "CondensationSummaryEvent", "summary": "Earlier: nothing tried yet."})
+    for name, events in (("legacy.json", legacy), ("sdk.json", sdk)):
+        path = tmp_path / name
+        path.write_text(json.dumps(events))
+        (t,) = iter_trajectories(path)
+        assert _sent(t, 0)[1] == ("user", "Earlier: nothing tried yet."), name

@@ -87,9 +87,9 @@ def _observation(ev: dict[str, Any], kind: str, builder: TrajectoryBuilder) -> O
 
 def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileContext, line: int | None,
                     prefix: str = "") -> None:
-    """Feed an SDK event list into `builder` (module docstring). Raises ConvertError
-    naming `prefix[i].field` for an event that is not an object or an ActionEvent
-    without a `tool_call`."""
+    """Feed an SDK event list into `builder` (module docstring); an ActionEvent without a
+    `tool_call` is counted (`action_event_without_tool_call`). Raises ConvertError
+    naming `prefix[i]` for an event that is not an object."""
     view = CondensedView(builder)
     response_id: object = None
     response_event: object = None
@@ -122,7 +122,9 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
         elif kind == "ActionEvent":
             tc = ev.get("tool_call")
             if not isinstance(tc, dict) or not isinstance(tc.get("name"), str):
-                raise ctx.error(line, f"{where}.tool_call", "ActionEvent without a tool call", tc)
+                builder.skip("action_event_without_tool_call")  # nothing to send as a call
+                view.add(event_id, in_view)
+                continue
             raw = tc.get("arguments") if isinstance(tc.get("arguments"), str) else "{}"
             call = ToolCall(id=str(tc.get("id", ev.get("tool_call_id"))), name=tc["name"], arguments_raw=raw,
                             arguments=parse_arguments(raw))
@@ -143,6 +145,8 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             view.add(event_id, in_view, lambda: builder.user(ev["summary"]))
         elif kind == "Condensation":
             ids = ev.get("forgotten_event_ids")
+            if not isinstance(ids, list):
+                builder.skip("condensation_without_forgotten_events")
             view.forget([*(ids if isinstance(ids, list) else []), event_id], ev.get("summary"),
                         ev.get("summary_offset"))
         elif kind == "CondensationRequest":

@@ -253,3 +253,19 @@ def test_stored_summary_events_are_user_messages(tmp_path: Path) -> None:
         path.write_text(json.dumps(events))
         (t,) = iter_trajectories(path)
         assert _sent(t, 0)[1] == ("user", "Earlier: nothing tried yet."), name
+
+
+def test_unknown_sdk_shapes_are_counted_not_rejected(tmp_path: Path) -> None:
+    events = json.loads(SDK.read_text())
+    del events[7]["tool_call"]  # an ActionEvent with nothing to send as a call
+    events[9] = dict(events[9], forgotten_event_ids=None)  # a Condensation without ids
+    events.append({"id": "x-1", "timestamp": "2025-11-05T09:30:13.000000", "source": "environment",
+                   "kind": "PauseEvent"})
+    path = tmp_path / "sdk.json"
+    path.write_text(json.dumps(events))
+    (t,) = iter_trajectories(path)
+    assert len(t.turns) == 3
+    assert {k: t.skipped[k] for k in ("action_event_without_tool_call", "condensation_without_forgotten_events",
+                                      "event:PauseEvent")} == {"action_event_without_tool_call": 1,
+                                                               "condensation_without_forgotten_events": 1,
+                                                               "event:PauseEvent": 1}

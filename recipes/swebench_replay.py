@@ -204,6 +204,20 @@ def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_
     check_output_file(warehouse if warehouse is not None else default_warehouse(), "--warehouse")
 
 
+def _flag_error(exc: Exception, flags: dict[str, str]) -> ConfigError:
+    """A flow's ParameterError ("invalid <flow> parameters:" and one `field[i]: problem`
+    line each) as one line naming the flags: each field becomes its flag (`flags`, else
+    --field-with-dashes), the problems joined by "; ", e.g. `--rate: unknown load model
+    'posson' in rate spec 'posson:1' (...) (got 'posson:1')`."""
+    import re
+
+    def flag(m: re.Match[str]) -> str:
+        return flags.get(m.group(1), "--" + m.group(1).replace("_", "-")) + ":"
+
+    lines = str(exc).splitlines()[1:] or [str(exc)]
+    return ConfigError("; ".join(re.sub(r"^([a-z_]+)(?:\[\d+\])?(?:\.\S+)?:", flag, line) for line in lines))
+
+
 def _check_engine_loads(specs: list[str], duration: float | None, max_requests: int | None) -> None:
     """Each point's engine config validates (the host's in-flight limit for closed:N,
     an inf rate's max_requests); ConfigError naming the point otherwise."""
@@ -357,7 +371,7 @@ def swebench_replay(
     try:
         p = validate_params(**params)  # refuse bad parameters before Prefect starts
     except ParameterError as exc:
-        raise ConfigError(str(exc)) from None
+        raise _flag_error(exc, {"rates": "--rate", "duration_s": "--duration", "log_format": "--format"}) from None
     # the flow gets what was validated here: rate specs parsed once (ParsedRateSpec, taken
     # as they are by the flow's parameters model), the lag limits this run uses
     params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
@@ -500,7 +514,7 @@ def llm_sweep(
     try:
         p = validated(LlmSweepParams, "llm-sweep", params)  # parses each of --loads, once
     except ParameterError as exc:
-        raise ConfigError(str(exc)) from None
+        raise _flag_error(exc, {"duration_s": "--duration"}) from None
     _check_engine_loads(p.specs(), duration, max_requests)
     # the flow gets what was validated here: the parsed specs (taken as they are by its
     # parameters model) and the lag limits this run uses

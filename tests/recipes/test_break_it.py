@@ -126,6 +126,12 @@ CLI_CASES = [
     ("llm-sweep-schedule-lag-0", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m",
                                   "--concurrency-sweep", "1", "--max-schedule-lag-ms", "0"],
      "--max-schedule-lag-ms: Input should be greater than 0 (got 0.0)"),
+    ("swebench-rate-typo", ["swebench-replay", "--logs", str(EXAMPLE), "--rate", "posson:1", "--dry-run"],
+     "--rate: unknown load model 'posson' in rate spec 'posson:1'"),
+    ("swebench-rate-closed", ["swebench-replay", "--logs", str(EXAMPLE), "--rate", "closed:2", "--dry-run"],
+     "--rate: a closed loop is a concurrency_sweep point, not a rate (got 'closed:2')"),
+    ("llm-sweep-loads-typo", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--loads",
+                              "posson:1"], "--loads: unknown load model 'posson' in rate spec 'posson:1'"),
     ("sql-empty", ["sql", ""], "sql: empty query"),
     ("sql-blank", ["sql", "  \n\t"], "sql: empty query"),
 ]

@@ -44,7 +44,8 @@ assistant message:
   message whose tool_call_id no recorded observation has; the message's `is_error`
   (non-standard field, when it is a bool) differs from the recorded is_error; or both
   sides state an exit code (the message's non-standard `exit_code` field, else one
-  stated in its text as `<returncode>N</returncode>` / `exit code N`; the recorded
+  stated in its text as a mini-swe-agent 2.x JSON `{"returncode": N, ...}` /
+  `<returncode>N</returncode>` / `exit code N` (replay.store.exit_code_in); the recorded
   exit_code, else the one its text states) and they differ.
 - content mismatch: the message's flattened content differs from the recorded content.
 - `off`: nothing is checked. `status`: a request with a status mismatch adds 1 to

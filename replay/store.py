@@ -93,16 +93,29 @@ _EXIT_CODE_RES = (
     re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>"),  # mini-swe-agent observations
     re.compile(r"(?:exit(?:ed)? (?:with )?(?:code|status)|exit_code)\s*[:=]?\s*(-?\d+)", re.I),
 )
+# mini-swe-agent 2.x observation_template (config/mini.yaml and the 2.x benchmark configs):
+# a JSON object whose first key is "returncode", e.g. {"returncode": 0, "output": "..."},
+# or with "output_head"/"output_tail" for a long output, spread over lines or not
+_JSON_RETURNCODE_RE = re.compile(r'\{\s*"returncode"\s*:\s*(-?\d+)\s*[,}]')
 
 
 def exit_code_in(text: str) -> int | None:
-    """The exit code an observation text states: `<returncode>N</returncode>`
-    (mini-swe-agent) or `exit code N` / `exited with code N` / `exit status N` /
-    `exit_code: N` (pi bash and friends), first match wins; None when none is stated.
+    """The exit code an observation text states: a JSON object with an integer
+    "returncode" (mini-swe-agent 2.x: `{"returncode": N, "output": ...}`),
+    `<returncode>N</returncode>` (mini-swe-agent 1.x and 2.x benchmark configs) or
+    `exit code N` / `exited with code N` / `exit status N` / `exit_code: N` (pi bash and
+    friends), first match wins; None when none is stated (a JSON "returncode" of null,
+    e.g. a timed-out command, states none).
 
-    Each pattern runs only on a text that holds its literal ("<returncode>"; "exit" in
-    any case): the case-insensitive search costs ~17 us per KB, the substring tests
-    ~2 us (an 11 KB observation: 190 us -> 20 us)."""
+    Each pattern runs only on a text that holds its literal ('{' first and
+    '"returncode"'; "<returncode>"; "exit" in any case): the case-insensitive search
+    costs ~17 us per KB, the substring tests ~2 us (an 11 KB observation: 190 us -> 20 us).
+    The JSON form is read from its leading key by regex; a document whose "returncode"
+    is not its first key is parsed (orjson)."""
+    if (text[:1] == "{" or text.lstrip()[:1] == "{") and '"returncode"' in text:
+        stated = _json_returncode(text)
+        if stated is not _NOT_JSON:
+            return stated  # type: ignore[return-value]
     if "<returncode>" in text:
         m = _EXIT_CODE_RES[0].search(text)
         if m:
@@ -113,6 +126,26 @@ def exit_code_in(text: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+_NOT_JSON = object()
+
+
+def _json_returncode(text: str) -> int | None | object:
+    """The "returncode" of a JSON object observation (exit_code_in): its int, None when
+    the object has the key with another value (null: none stated), or _NOT_JSON when
+    `text` is no JSON object with that key (the text forms are tried then)."""
+    m = _JSON_RETURNCODE_RE.match(text.lstrip())
+    if m:
+        return int(m.group(1))
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _NOT_JSON
+    if not isinstance(doc, dict) or "returncode" not in doc:
+        return _NOT_JSON
+    code = doc["returncode"]
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 @dataclass(frozen=True, slots=True)

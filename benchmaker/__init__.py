@@ -17,6 +17,8 @@ Definitions: DESIGN §4; SQL: benchmaker/sql/summary.sql.
 
 from typing import TYPE_CHECKING
 
+from benchmaker.lazy_exports import lazy_getattr
+
 # Every public name -> its module, imported on first access (PEP 562): `import
 # benchmaker.errors` (every CLI command does) must not pay for aiohttp, httpx and DuckDB
 # through the engine (issue #15), and the workloads import the engine, so an eager
@@ -61,16 +63,7 @@ if TYPE_CHECKING:  # the names for type checkers and editors
     from workloads.openai_completions import OpenAICompletionsWorkload
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'benchmaker' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 __all__ = [
     "AiohttpTransport",

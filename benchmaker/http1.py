@@ -20,7 +20,8 @@ Behaviour, the same as `AiohttpTransport` unless said otherwise:
   runner records as a protocol_error. Redirects are NOT followed (aiohttp follows up to
   10): a 3xx reaches the workload's parser as it is.
 - Bodies: Content-Length, chunked (trailers skipped) and close-delimited (HTTP/1.0 style:
-  the body ends when the server closes); `Content-Encoding: gzip`/`deflate` decoded with
+  the body ends when the server closes; a reset there is a cut body, a TransportError,
+  where aiohttp takes it for the body's end); `Content-Encoding: gzip`/`deflate` decoded with
   zlib as it arrives (aiohttp's auto_decompress), so `bytes_received` counts decoded
   bytes as with aiohttp; other codings pass through undecoded. 1xx interim responses
   are skipped. A HEAD response ends at its headers and its connection is not reused.
@@ -154,6 +155,9 @@ class _Conn(asyncio.Protocol):
         self.received = True
         try:
             self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(TransportError("bad HTTP response: a protocol upgrade (101), which this client does not do"))
+            self.close()
         except httptools.HttpParserError as exc:
             self._fail(TransportError(f"bad HTTP response: {exc}"))
             self.close()
@@ -175,8 +179,8 @@ class _Conn(asyncio.Protocol):
         self.closed = True
         self._owner._lost(self)
         if self.active and not self.done:
-            if self.headers_done and self._length is None and not self._chunked:
-                self._complete()  # a close-delimited body ends here
+            if self.headers_done and self._length is None and not self._chunked and exc is None:
+                self._complete()  # a close-delimited body ends here (a reset cuts it: below)
                 self.keep_alive = False
             elif self.headers_done:
                 why = f"{type(exc).__name__}: {exc}" if exc is not None else "connection closed by the server"

@@ -148,6 +148,17 @@ class Scripted:
             return False
         elif path == "/nothing":  # closes without any response
             return False
+        elif path == "/close-reset":  # a close-delimited body cut by a reset
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + ROLE
+                         + TOKENS[0])
+            await writer.drain()
+            await asyncio.sleep(0.02)
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return False
+        elif path == "/upgrade":
+            writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
         elif path in ("/cut", "/reset"):  # head and half the body, then close or reset
             writer.write(CHUNKED_RESPONSE[: CHUNKED_RESPONSE.index(TOKENS[0]) + len(TOKENS[0]) + 3])
             await writer.drain()
@@ -487,6 +498,33 @@ async def test_request_head_carries_defaults_body_and_spec_headers():
     assert heads[0] == (f"POST /v1/x?a=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept-Encoding: gzip, deflate\r\n"
                         "User-Agent: benchmaker\r\nContent-Type: application/octet-stream\r\n"
                         "Accept: text/event-stream\r\nContent-Length: 8\r\n\r\n").encode()
+
+
+async def test_reset_inside_a_close_delimited_body_is_a_cut_not_an_end(tmp_path):
+    # aiohttp reads a reset there as the body's end (its parser then finds no [DONE]:
+    # protocol_error, with the body's bytes and chars counted); RawTransport says what
+    # happened: the body was cut (a transport_error, which the runner records without
+    # the parser's totals). One deliberate difference; token events and text equal.
+    a, _, _ = await _run(tmp_path, "aiohttp", "/close-reset", n=1)
+    r, _, _ = await _run(tmp_path, "raw", "/close-reset", n=1)
+    differ = {k: (a[0][k], r[0][k]) for k in a[0] if a[0][k] != r[0][k]}
+    assert differ == {"outcome": ("protocol_error", "transport_error"), "output_chars": (3, 0),
+                      "bytes_received": (len(ROLE + TOKENS[0]), 0)}
+    assert r[0]["text"] == "Hel" and r[0]["n_token_events"] == 1
+
+
+async def test_protocol_upgrade_ends_the_response_and_its_connection():
+    server = await Scripted().start()
+    tr = RawTransport()
+    try:
+        async with tr.stream(RequestSpec("GET", server.url + "/upgrade")) as r:
+            assert (r.status, await r.read()) == (101, b"")
+        async with tr.stream(RequestSpec("GET", server.url + "/plain")) as r:
+            assert await r.read() == b"xxxxx"
+        assert tr.connections_opened == 2
+    finally:
+        await tr.aclose()
+        await server.stop()
 
 
 async def test_header_with_a_newline_is_refused():

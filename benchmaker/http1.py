@@ -17,8 +17,9 @@ Behaviour, the same as `AiohttpTransport` unless said otherwise:
   for a body without one (aiohttp's defaults for bytes data), then the spec's headers
   (a header the spec names replaces the default) and `Content-Length` of the body.
   Header names or values holding CR or LF raise ValueError (as aiohttp does), which the
-  runner records as a protocol_error. Redirects are NOT followed (aiohttp follows up to
-  10): a 3xx reaches the workload's parser as it is.
+  runner records as a protocol_error. Redirects (301, 302, 303, 307, 308 with a
+  Location) are followed as aiohttp follows them, up to 10; as with aiohttp the
+  sample's times then span the hops and its bytes_received is the last body's.
 - Bodies: Content-Length, chunked (trailers skipped) and close-delimited (HTTP/1.0 style:
   the body ends when the server closes; a reset there is a cut body, a TransportError,
   where aiohttp takes it for the body's end); `Content-Encoding: gzip`/`deflate` decoded with
@@ -63,7 +64,7 @@ import time
 import zlib
 from collections import deque
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httptools
 
@@ -78,6 +79,8 @@ _JOIN_MAX = 1 << 16  # a smaller body is sent in one write with its head; a larg
 _DEFAULTS = (("accept", "Accept: */*\r\n"), ("accept-encoding", "Accept-Encoding: gzip, deflate\r\n"),
              ("user-agent", "User-Agent: benchmaker\r\n"))
 _DISCONNECTED = "ServerDisconnectedError: Server disconnected"
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MAX_REDIRECTS = 10  # aiohttp's max_redirects
 
 
 class _Disconnected(TransportError):
@@ -297,6 +300,14 @@ class _Deflate:
         return self._d.flush() if self._d is not None else b""
 
 
+def _header(raw: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of header `name` (lower-case bytes) in `raw`, or None."""
+    for k, v in raw:
+        if len(k) == len(name) and k.lower() == name:
+            return v.decode("latin-1")
+    return None
+
+
 def _headers_dict(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """Response headers as a dict: lower-case names, repeated ones joined with ", "."""
     out: dict[str, str] = {}
@@ -362,8 +373,25 @@ class _RawResponse:
         return self._headers
 
     async def __aenter__(self) -> "_RawResponse":
-        tr = self._tr
         spec = self._spec
+        conn = await self._send(spec)
+        hops = 0
+        while conn.status in _REDIRECTS:  # aiohttp's rules (client.py), up to 10 hops
+            location = _header(conn.raw_headers, b"location")
+            if location is None:
+                break
+            spec = await self._redirected(conn, spec, location, hops)
+            hops += 1
+            conn = await self._send(spec)
+        self._conn = conn
+        self.status = conn.status
+        self._raw = conn.raw_headers  # the list stays this exchange's: _reset makes a new one
+        return self
+
+    async def _send(self, spec: RequestSpec) -> _Conn:
+        """Write `spec` on a pooled or new connection; return it once the response head
+        arrived (retried once on a new connection, see the module docstring)."""
+        tr = self._tr
         target = tr._targets.get(spec.url)
         if target is None:
             target = tr._target(spec.url)
@@ -398,10 +426,41 @@ class _RawResponse:
                 conn.close()
                 raise
             break
-        self._conn = conn
-        self.status = conn.status
-        self._raw = conn.raw_headers  # the list stays this exchange's: _reset makes a new one
-        return self
+        return conn
+
+    async def _redirected(self, conn: _Conn, spec: RequestSpec, location: str, hops: int) -> RequestSpec:
+        """The request a redirect response on `conn` asks for, after its body was read
+        and its connection released. As aiohttp: 303 (not after HEAD), and 301/302 after
+        POST, become a GET without body; Authorization is dropped when the origin
+        changes; more than 10 hops raise TransportError("TooManyRedirects: ...")."""
+        try:
+            while not conn.done:
+                if conn.exc is not None:
+                    raise conn.exc
+                conn.chunks.clear()
+                await conn.wait()
+        except BaseException:
+            conn.active = False
+            conn.close()
+            raise
+        conn.active = False
+        conn.chunks.clear()
+        if conn.keep_alive and not conn.closed and not conn.paused:
+            self._tr._release(conn)
+        else:
+            conn.close()
+        if hops >= _MAX_REDIRECTS:
+            raise TransportError(f"TooManyRedirects: more than {_MAX_REDIRECTS} redirects from {self._spec.url}")
+        url = urljoin(spec.url, location)
+        new, old = urlsplit(url), urlsplit(spec.url)
+        if new.scheme not in ("http", "https"):
+            raise TransportError(f"InvalidUrlRedirectClientError: {url}: not http(s)")
+        method, body, headers = spec.method, spec.body, spec.headers
+        if (conn.status == 303 and method != "HEAD") or (conn.status in (301, 302) and method == "POST"):
+            method, body = "GET", None
+        if (new.scheme, new.hostname, new.port) != (old.scheme, old.hostname, old.port):
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        return RequestSpec(method, url, headers=headers, body=body)
 
     async def __aexit__(self, *exc: object) -> None:
         conn = self._conn

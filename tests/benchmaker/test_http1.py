@@ -157,6 +157,11 @@ class Scripted:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()
             return False
+        elif path == "/redirect":  # to `to` with status `code`, with a small body
+            code, to = int(q["code"][0]), q["to"][0]
+            writer.write(b"HTTP/1.1 %d Moved\r\nLocation: %s\r\nContent-Length: 3\r\n\r\nbye" % (code, to.encode()))
+        elif path == "/loop":  # redirects to itself
+            writer.write(b"HTTP/1.1 302 Found\r\nLocation: /loop\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nbye\r\n0\r\n\r\n")
         elif path == "/upgrade":
             writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
         elif path in ("/cut", "/reset"):  # head and half the body, then close or reset
@@ -273,6 +278,24 @@ async def test_body_framings_give_the_same_samples(tmp_path, path):
         assert {k: v[k] for k in OK_VIEW} == OK_VIEW  # gzip: bytes_received counts decoded bytes (aiohttp's)
     reused = path in ("/length", "/gzip")
     assert r_checks["connections_opened"] == a_checks["connections_opened"] == (1 if reused else 4)
+
+
+@pytest.mark.parametrize(("code", "method"), [(307, "POST"), (308, "POST"), (302, "GET"), (301, "GET"), (303, "GET")])
+async def test_redirects_are_followed_as_aiohttp_does(tmp_path, code, method):
+    path = f"/redirect?code={code}&to=/length"
+    a, _, a_server = await _run(tmp_path, "aiohttp", path, n=2)
+    r, _, r_server = await _run(tmp_path, "raw", path, n=2)
+    assert r == a
+    for v in r:
+        assert {k: v[k] for k in OK_VIEW} == OK_VIEW
+    # POST /redirect, then the redirected request with the method aiohttp uses
+    assert [h.split(b" ", 1)[0].decode() for h in r_server.heads] == ["POST", method] * 2
+    assert [h.split(b" ", 1)[0] for h in a_server.heads] == [h.split(b" ", 1)[0] for h in r_server.heads]
+
+
+async def test_a_redirect_loop_is_the_same_transport_error(tmp_path):
+    views, _, _ = await _both(tmp_path, "/loop", n=1)
+    assert views[0]["outcome"] == "transport_error"
 
 
 async def test_server_closing_between_requests_opens_a_new_connection(tmp_path):

@@ -71,20 +71,21 @@ from replay.converters.openai_messages import FINISH_REASONS, reasoning_of
 from replay.converters.openhands_sdk import feed_sdk_events, is_sdk_events
 from replay.trajectory import Observation, RecordedOutcome, Response, Trajectory
 
+FORMAT = "openhands"
 
-def forgotten_ids(args: dict[str, Any]) -> list[int] | None:
-    """The event ids a legacy `CondensationAction` forgets: `forgotten_event_ids`, else
-    the range `forgotten_events_start_id..forgotten_events_end_id` (inclusive); None
-    when neither is given."""
+
+def forgotten_ids(args: dict[str, Any], seen: list[object]) -> list[object] | None:
+    """The event ids a legacy `CondensationAction` forgets among the events `seen` so far:
+    `forgotten_event_ids`, else those in the range `forgotten_events_start_id..
+    forgotten_events_end_id` (inclusive: event ids increase); None when neither is
+    given. Ids that are not strings or integers are left out."""
     ids = args.get("forgotten_event_ids")
     if isinstance(ids, list):
-        return [i for i in ids if isinstance(i, int)]
+        return [i for i in ids if isinstance(i, str | int) and not isinstance(i, bool)]
     start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
     if isinstance(start, int) and isinstance(end, int):
-        return list(range(start, end + 1))
+        return [i for i in seen if isinstance(i, int) and start <= i <= end]
     return None
-
-FORMAT = "openhands"
 
 
 def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, where: str, line: int | None) -> None:
@@ -136,11 +137,13 @@ def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: i
             raise ctx.error(line, where, "expected an event object", ev)
         tcm = ev.get("tool_call_metadata")
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        event_id = ev.get("id", ("index", i))
+        event_id = ev.get("id")
+        if not isinstance(event_id, str | int) or isinstance(event_id, bool):
+            event_id = ("index", i)  # no usable id: nothing can name this event
         if "action" in ev:
             action = ev["action"]
             if action == "condensation":
-                forgotten = forgotten_ids(args)
+                forgotten = forgotten_ids(args, [e for e, _ in view.events])
                 if forgotten is None:
                     builder.skip("condensation_without_forgotten_events")
                     forgotten = []

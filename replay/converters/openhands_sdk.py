@@ -98,7 +98,9 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
         if not isinstance(ev, dict):
             raise ctx.error(line, where, "expected an event object", ev)
         kind = ev.get("kind")
-        event_id = ev.get("id", ("index", i))
+        event_id = ev.get("id")
+        if not isinstance(event_id, str | int) or isinstance(event_id, bool):
+            event_id = ("index", i)  # no usable id: nothing can name this event
         in_view = kind in LLM_CONVERTIBLE
         if kind != "ActionEvent":
             response_id = None
@@ -147,8 +149,9 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             ids = ev.get("forgotten_event_ids")
             if not isinstance(ids, list):
                 builder.skip("condensation_without_forgotten_events")
-            view.forget([*(ids if isinstance(ids, list) else []), event_id], ev.get("summary"),
-                        ev.get("summary_offset"))
+                ids = []
+            view.forget([*(x for x in ids if isinstance(x, str | int) and not isinstance(x, bool)), event_id],
+                        ev.get("summary"), ev.get("summary_offset"))
         elif kind == "CondensationRequest":
             view.forgotten.add(event_id)
             builder.skip("event:CondensationRequest")

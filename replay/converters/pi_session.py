@@ -304,6 +304,8 @@ class _Tree:
                 entry_id, parent = entry.get("id"), entry.get("parentId")
                 if not isinstance(entry_id, str):
                     raise ctx.error(line, "id", "entry without an id in a v2/v3 session", entry_id)
+                if parent is not None and not isinstance(parent, str):
+                    raise ctx.error(line, "parentId", "expected an entry id (string) or null", parent)
                 if parent is not None and parent not in self.by_id:
                     raise ctx.error(line, "parentId", "parent entry not found before this entry", parent)
             else:
@@ -436,7 +438,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 if isinstance(msg.get("model"), str):
                     node.model = msg["model"]
         elif kind == "branch_summary" and entry.get("summary"):
-            node.pos = index.add(lambda: builder.user(_BRANCH_SUMMARY_PREFIX + entry["summary"] + _BRANCH_SUMMARY_SUFFIX))
+            node.pos = index.add(lambda: builder.user(_BRANCH_SUMMARY_PREFIX + str(entry["summary"]) + _BRANCH_SUMMARY_SUFFIX))
         elif kind == "custom_message":
             node.pos = index.add(lambda: builder.user(text_of(entry.get("content"), builder)))
         elif kind == "model_change":

@@ -15,6 +15,12 @@ Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (SOURCES
 2. Conversion: replay.convert.convert_paths over the directory into one
    trajectories.jsonl; MB of logs per CPU s (process_time; wall s printed beside it:
    on a shared 2-core machine the wall clock measures the neighbours). Target >= 50.
+   `--profile N` converts a second time under cProfile and prints its N costliest
+   functions (own time); `--compare-rev REV` converts the same logs with the code of git
+   revision REV (`git archive` into a temp dir) and with this checkout, each in a fresh
+   process, alternating, `--compare-rounds` times, and prints both figures (median) and
+   their ratio: before/after on the same host at the same load. `--conversion-only`
+   stops after this step.
 3. Store: `python -m replay.server` on the corpus (replay.process.start_replay_server):
    the server process's CPU s when /health first answers (imports, the store load,
    which is nearly all of it, and the GC freeze; wall s beside it; ReplayStore.load is
@@ -150,6 +156,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=20, help="passes over the matching requests per measurement")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None, help="work directory kept (default: a temp dir, removed)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="convert again under cProfile and print the N costliest functions")
+    ap.add_argument("--conversion-only", action="store_true", help="stop after the conversion figure")
+    ap.add_argument("--compare-rev", default=None, metavar="REV",
+                    help="also convert with git revision REV's code, alternating with this checkout's")
+    ap.add_argument("--compare-rounds", type=int, default=2, help="alternating rounds of --compare-rev")
     args = ap.parse_args()
     if not REAL.exists():
         print(f"{REAL} is absent: nothing to build the corpus from (skipped)")
@@ -173,6 +185,15 @@ def main() -> int:
               f" ({log_bytes / 1e6 / conv_s:,.1f} per wall s) -> {traj_path.stat().st_size / 1e6:,.1f} MB"
               f" trajectories ({len(report.files)} files)")
         rows.append(("conversion (MB of logs per CPU s)", conv_rate, ">= 50", conv_rate >= 50, "{:,.1f}"))
+        if args.profile:
+            profile_conversion(log_dir, work / "trajectories-profiled.jsonl", args.profile)
+        if args.compare_rev:
+            old, new = compare_conversion(args.compare_rev, log_dir, work, args.compare_rounds)
+            print(f"   before/after, {args.compare_rounds} alternating round(s) in fresh processes:"
+                  f" {args.compare_rev} {log_bytes / 1e6 / old:,.1f} MB per CPU s ({old:.2f} CPU s),"
+                  f" this checkout {log_bytes / 1e6 / new:,.1f} ({new:.2f} CPU s): {old / new:.2f}x")
+        if args.conversion_only:
+            return _table(rows)
 
         t0, c0 = time.perf_counter(), time.process_time()
         store = ReplayStore.load(traj_path, latency=parse_latency("instant"))
@@ -239,10 +260,64 @@ def main() -> int:
     finally:
         if tmp is not None:
             tmp.cleanup()
+    return _table(rows)
+
+
+def _table(rows: list[tuple[str, float, str, bool | None, str]]) -> int:
+    """Print the figures table; 0 when no target failed, else 1."""
     print(f"\n{'figure':<46} {'value':>10} {'target':>9}  result")
     for name, value, target, ok, fmt in rows:
         print(f"{name:<46} {fmt.format(value):>10} {target:>9}  {'' if ok is None else 'PASS' if ok else 'FAIL'}")
     return 0 if all(ok is not False for *_, ok, _ in rows) else 1
+
+
+_CONVERT_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from replay.convert import convert_paths
+c0 = time.process_time()
+convert_paths([Path(sys.argv[2])], Path(sys.argv[3]))
+print(time.process_time() - c0)
+"""
+
+
+def compare_conversion(rev: str, log_dir: Path, work: Path, rounds: int) -> tuple[float, float]:
+    """Median conversion CPU s of `log_dir` with revision `rev`'s code and with this
+    checkout's, each run in a fresh interpreter (imports not counted), alternating."""
+    import subprocess
+
+    old_tree = work / f"rev-{rev}"
+    old_tree.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
+    cpu: dict[Path, list[float]] = {old_tree: [], REPO: []}
+    for rnd in range(rounds):
+        for tree in (old_tree, REPO) if rnd % 2 == 0 else (REPO, old_tree):
+            out = work / "trajectories-compare.jsonl"
+            run = subprocess.run([sys.executable, "-c", _CONVERT_CHILD, str(tree), str(log_dir), str(out)],
+                                 check=True, capture_output=True, text=True, cwd=work)
+            cpu[tree].append(float(run.stdout.strip().splitlines()[-1]))
+            out.unlink(missing_ok=True)
+    return statistics.median(cpu[old_tree]), statistics.median(cpu[REPO])
+
+
+def profile_conversion(log_dir: Path, out: Path, top: int) -> None:
+    """Convert `log_dir` again under cProfile and print the `top` functions by own time
+    (cProfile's overhead inflates Python-level calls: read it as where, not how much)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(convert_paths, [log_dir], out)
+    print(f"   conversion profile, top {top} by own time:")
+    stats = pstats.Stats(prof)
+    total = sum(tt for _, _, tt, _, _ in stats.stats.values())  # type: ignore[attr-defined]
+    entries = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]  # type: ignore[attr-defined]
+    for (file, line, fn), (_, calls, tt, ct, _) in entries:
+        where = f"{Path(file).name}:{line}({fn})" if line else fn
+        print(f"   {100 * tt / total:5.1f}% own {tt:6.2f} s  cum {ct:6.2f} s  {calls:>9,} calls  {where}")
+    out.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

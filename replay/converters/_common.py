@@ -262,14 +262,14 @@ def openai_usage(usage: Any) -> Usage | None:
     cached = _int_or_none(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None
     if cached is None:
         cached = _int_or_none(usage.get("cache_read_input_tokens"))
-    result = Usage(
+    result = fast_usage(
         prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
         cached_tokens=cached,
         reasoning_tokens=_int_or_none(ctd.get("reasoning_tokens")) if isinstance(ctd, dict) else None,
         total_tokens=_int_or_none(usage.get("total_tokens")),
     )
-    return None if result == Usage() else result
+    return None if result == _NO_USAGE else result
 
 
 def iso_from_ms(ms: Any) -> str | None:
@@ -348,6 +348,9 @@ _trusted_usage = trusted_maker(Usage)
 _trusted_timing = trusted_maker(Timing)
 _trusted_observation = trusted_maker(Observation)
 _FINISH_REASONS = frozenset(get_args(FinishReason))
+
+
+_NO_USAGE = Usage()
 
 
 def _opt_count(value: Any) -> bool:
@@ -619,11 +622,12 @@ def split_parts(content: Any, builder: TrajectoryBuilder) -> Parts:
         elif kind == "tool_use" and isinstance(part.get("id"), str) and isinstance(part.get("name"), str):
             args = part.get("input", {})
             builder.skip(ARGS_SYNTH)
-            out.tool_calls.append(ToolCall(id=part["id"], name=part["name"], arguments_raw=synth_arguments_raw(args),
-                                           arguments=args if isinstance(args, dict) else None))
+            out.tool_calls.append(fast_tool_call(id=part["id"], name=part["name"], arguments_raw=synth_arguments_raw(args),
+                                                 arguments=args if isinstance(args, dict) else None))
         elif kind == "tool_result" and isinstance(part.get("tool_use_id"), str):
-            out.tool_results.append(Observation(tool_call_id=part["tool_use_id"], content=text_of(part.get("content"), builder),
-                                                is_error=part.get("is_error") is True))
+            out.tool_results.append(fast_observation(tool_call_id=part["tool_use_id"],
+                                                     content=text_of(part.get("content"), builder),
+                                                     is_error=part.get("is_error") is True))
         else:
             count_part(kind, builder)
     return out
@@ -656,11 +660,11 @@ def tool_call_from_openai(tc: Any, builder: TrajectoryBuilder, where: str, ctx: 
         raise ctx.error(line, f"{where}.id", "missing tool call id", call_id)
     args = fn.get("arguments")
     if isinstance(args, str):
-        return ToolCall(id=call_id, name=fn["name"], arguments_raw=args, arguments=parse_arguments(args))
+        return fast_tool_call(id=call_id, name=fn["name"], arguments_raw=args, arguments=parse_arguments(args))
     if args is None:
         args = {}
     builder.skip(ARGS_SYNTH)
-    return ToolCall(
+    return fast_tool_call(
         id=call_id,
         name=fn["name"],
         arguments_raw=synth_arguments_raw(args),

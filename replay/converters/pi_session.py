@@ -28,13 +28,6 @@ failed message is left out of the retry's request and of every request below it 
 retry resends the failed call's request). A file without branches, retries or
 compactions has no edits; one whose entries form a single path replays as before.
 
-Forks: `/fork` (and `pi --fork`) writes a new file whose header names the parent
-(`parentSession`, older `branchedFrom`) and copies the parent's entries (ids and
-timestamps kept) before the new ones. The copied assistant entries are replayed as turns
-too, so the file replays as the conversation it holds; they were sent in the parent
-session, so each is counted as `turn_copied_from_parent_session` (stamped before the
-fork's header): a corpus holding both files replays those requests twice.
-
 Entries:
   - `message`: `message.role` user → a prompt (the first one is `first_user`, later
     ones go to the previous turn's `user_after`); assistant → a turn; toolResult → an
@@ -421,10 +414,6 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     builder = TrajectoryBuilder(ctx, FORMAT)
     tree.index = index = HistoryIndex(builder)
     header_model = header.get("modelId") if isinstance(header.get("modelId"), str) else None
-    # a fork (`/fork`, `--fork`: header `parentSession`, older `branchedFrom`) starts with
-    # a copy of the parent's entries, stamped before the new header
-    forked_at = ms_from_iso(header.get("timestamp")) if (header.get("parentSession") or header.get("branchedFrom")) \
-        else None
     prev_turn: _Entry | None = None  # the entry of the latest assistant turn
     for node in tree.nodes:
         entry, line, kind = node.entry, node.line, node.entry["type"]
@@ -446,9 +435,6 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 builder.skip("bad_entry")
             if len(builder.turns) > n_turns:
                 prev_turn = node
-                stamped = ms_from_iso(entry.get("timestamp"))
-                if forked_at is not None and stamped is not None and stamped < forked_at:
-                    builder.skip("turn_copied_from_parent_session")
                 if isinstance(msg.get("model"), str):
                     node.model = msg["model"]
         elif kind == "branch_summary" and entry.get("summary"):

@@ -255,24 +255,3 @@ async def test_harness_sends_each_branch_as_pi_did(tmp_path: Path, mode: str) ->
         assert [[r for r, _ in _roles_contents(b)] for b in bodies] == [[r for r, _ in x] for x in ref]
         assert [[c for r, c in _roles_contents(b) if r != "tool"] for b in bodies] == [
             [c for r, c in x if r != "tool"] for x in ref]
-
-
-def test_forked_file_counts_the_turns_copied_from_its_parent(tmp_path: Path) -> None:
-    # pi's createBranchedSession / forkFrom: a new header naming the parent session, then
-    # the parent's entries as they were (ids, timestamps), then what the fork added
-    lines = FIXTURE.read_text().splitlines()
-    header = dict(json.loads(lines[0]), id="f0rk", timestamp="2026-02-03T10:00:07.000Z",
-                  parentSession="/home/u/.pi/agent/sessions/--work-demo--/2026-02-03_a1b2.jsonl")
-    fork = [json.dumps(header), *lines[1:5]]  # e01..e04: copied
-    fork.append(json.dumps({"type": "message", "id": "f05", "parentId": "e04", "timestamp": "2026-02-03T10:00:08.000Z",
-                            "message": {"role": "user", "content": "And in German?", "timestamp": 1770112808000}}))
-    fork.append(json.dumps({"type": "message", "id": "f06", "parentId": "f05", "timestamp": "2026-02-03T10:00:09.000Z",
-                            "message": {"role": "assistant", "content": [{"type": "text", "text": "Hallo."}],
-                                        "stopReason": "stop", "usage": {"input": 40, "output": 3},
-                                        "model": "acme-coder-1", "timestamp": 1770112808500}}))
-    src = tmp_path / "fork.jsonl"
-    src.write_text("\n".join(fork) + "\n")
-    (t,) = iter_trajectories(src)
-    assert [x.response.content for x in t.turns] == [None, "Wrote hello.py.", "Hallo."]
-    assert t.skipped["turn_copied_from_parent_session"] == 2
-    assert all(x.context_edit is None for x in t.turns)

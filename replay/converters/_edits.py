@@ -12,7 +12,8 @@ edit is then described by the positions the agent's next request holds:
 `edit` turns the positions into the `ContextEdit` spans (`replay.context`): runs of
 consecutive positions become `MessageSpan`s; a last run that reaches the end of the
 history so far becomes the open tail `keep_from` (so later turns grow it), else the
-tail starts at the new turn and holds only what comes after.
+tail starts at the end of the history so far and holds only what is added after the
+edit (a prompt that follows it, then the next turns).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class HistoryIndex:
         then `summary`, then the messages at `keep` (positions ascending), then what
         follows (module doc)."""
         runs = _runs(keep)
-        keep_from = self.builder.next_ref("assistant")
+        keep_from = self.builder.next_ref("user")  # what the history gets from now on
         if runs and runs[-1][1] == len(self.order):  # the last run reaches the next turn: the open tail
             keep_from = self.order[runs.pop()[0]]
         return ContextEdit(kind=kind, head=self.spans(head), summary=summary or [],

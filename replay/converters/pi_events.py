@@ -34,7 +34,8 @@ Retries: `auto_retry_start {attempt, maxAttempts, delayMs, errorMessage}` follow
 failed call (`stopReason` "error"); pi removes that assistant message from the agent's
 messages before calling again (agent-session.ts `_prepareRetry`), so the next turn gets
 a "branch" ContextEdit leaving it out (it stays a turn: the call happened); counted as
-`retried_call_left_out`.
+`retried_call_left_out`. So does a `*compaction_end` with `willRetry: true` after a
+failed call (a context overflow: pi compacts, drops the failed message, calls again).
 Logs whose `message_*` events were filtered out still convert: a `turn_end` whose
 assistant message was not seen as a `message_end` supplies the turn and its
 `toolResults`, and a `tool_execution_end` supplies the observation of a tool call that
@@ -177,6 +178,10 @@ class _State:
         if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
             b.skip("compaction_without_result")
             return
+        if event.get("willRetry") is True and b.turns and b.turns[-1].response.finish_reason == "error" \
+                and self.last_turn_pos is not None:  # a context overflow: the failed call is retried
+            self.dropped.add(self.last_turn_pos)
+            b.skip("retried_call_left_out")
         keep = first_kept(self.since, PI_KEEP_RECENT_TOKENS)
         b.skip("compaction_cut_by_pi_rule")
         self.start = self.index.order.index(keep) if keep is not None else len(self.index.order)

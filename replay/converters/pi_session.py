@@ -25,8 +25,17 @@ assistant entry whose parent is an assistant message that failed (`stopReason` "
 is pi's automatic retry: pi drops the failed message from the agent's context before
 retrying and keeps it only in the file (agent-session.ts `_prepareRetry`), so the
 failed message is left out of the retry's request and of every request below it (the
-retry resends the failed call's request). A file without branches, retries or
+retry resends the failed call's request); so is a failed call whose child is a
+`compaction` the retry hangs below (a context overflow: pi compacts, drops the failed
+message and calls again). A file without branches, retries or
 compactions has no edits; one whose entries form a single path replays as before.
+
+Forks: `/fork` (and `pi --fork`) writes a new file whose header names the parent
+(`parentSession`, older `branchedFrom`) and copies the parent's entries (ids and
+timestamps kept) before the new ones. The copied assistant entries are replayed as turns
+too, so the file replays as the conversation it holds; they were sent in the parent
+session, so each is counted as `turn_copied_from_parent_session` (stamped before the
+fork's header): a corpus holding both files replays those requests twice.
 
 Entries:
   - `message`: `message.role` user → a prompt (the first one is `first_user`, later
@@ -414,6 +423,10 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     builder = TrajectoryBuilder(ctx, FORMAT)
     tree.index = index = HistoryIndex(builder)
     header_model = header.get("modelId") if isinstance(header.get("modelId"), str) else None
+    # a fork (`/fork`, `--fork`: header `parentSession`, older `branchedFrom`) starts with
+    # a copy of the parent's entries, stamped before the new header
+    forked_at = ms_from_iso(header.get("timestamp")) if (header.get("parentSession") or header.get("branchedFrom")) \
+        else None
     prev_turn: _Entry | None = None  # the entry of the latest assistant turn
     for node in tree.nodes:
         entry, line, kind = node.entry, node.line, node.entry["type"]
@@ -422,8 +435,11 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         if kind == "message":
             msg = entry.get("message")
             is_turn = isinstance(msg, dict) and msg.get("role") == "assistant"
-            if is_turn and parent is not None and _is_failed_call(parent.entry):
-                parent.retried = True  # pi's auto-retry: the failed message is not resent
+            failed = parent
+            while failed is not None and failed.entry["type"] == "compaction":  # overflow: compact, then retry
+                failed = tree.by_id.get(failed.parent) if failed.parent is not None else None
+            if is_turn and failed is not None and _is_failed_call(failed.entry):
+                failed.retried = True  # pi's auto-retry: the failed message is not resent
             if is_turn and not tree.extends(prev_turn, node):
                 builder.edit(tree.request_edit(node, builder))
             n_turns = len(builder.turns)
@@ -435,6 +451,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 builder.skip("bad_entry")
             if len(builder.turns) > n_turns:
                 prev_turn = node
+                stamped = ms_from_iso(entry.get("timestamp"))
+                if forked_at is not None and stamped is not None and stamped < forked_at:
+                    builder.skip("turn_copied_from_parent_session")
                 if isinstance(msg.get("model"), str):
                     node.model = msg["model"]
         elif kind == "branch_summary" and entry.get("summary"):

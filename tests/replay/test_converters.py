@@ -201,7 +201,7 @@ def test_pi_v3_replays_every_branch_in_file_order():
     branch = t.turns[2].context_edit
     assert branch is not None and branch.kind == "branch" and branch.summary == []
     assert [(sp.start.turn, sp.start.item, sp.end.turn, sp.end.item) for sp in branch.keep] == [(None, 0, 1, 0)]
-    assert (branch.keep_from.turn, branch.keep_from.item) == (2, 0)
+    assert (branch.keep_from.turn, branch.keep_from.item) == (1, 1)  # after e5's block: nothing of it
     # e10 compaction (firstKeptEntryId e9, the user message "thanks, now stop") applies
     # from turn 3 on: summary, then turn 2's block [e7, e8 (bashExecution), e9] from item 2
     edit = t.turns[3].context_edit

@@ -6,7 +6,8 @@ session-manager.ts `buildSessionContext(parentId of the assistant entry)` (the p
 the root, the latest compaction on it: summary, the kept entries from
 `firstKeptEntryId`, the entries after it), with a failed (`stopReason` "error")
 assistant message that pi retried left out (agent-session.ts `_prepareRetry` removes it
-from the agent's messages before `continue()`). Real pi sessions with branches under
+from the agent's messages before `continue()`; after a context overflow it compacts first
+and the retry hangs below the compaction). Real pi sessions with branches under
 ../shared/data/real are checked against the same reference when present."""
 
 from __future__ import annotations
@@ -61,10 +62,14 @@ def reference_requests(path: Path) -> list[list[tuple[str, str | None]]]:
     lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     entries = [e for e in lines if e["type"] != "session"]
     by_id = {e["id"]: e for e in entries}
-    retried = {e["parentId"] for e in entries
-               if e["type"] == "message" and e["message"]["role"] == "assistant" and e["parentId"]
-               and by_id[e["parentId"]]["type"] == "message"
-               and by_id[e["parentId"]]["message"].get("stopReason") == "error"}
+    retried = set()  # failed calls pi retried: an assistant below them (through compactions)
+    for e in entries:
+        if e["type"] == "message" and e["message"]["role"] == "assistant":
+            up = by_id.get(e["parentId"])
+            while up is not None and up["type"] == "compaction":
+                up = by_id.get(up["parentId"])
+            if up is not None and up["type"] == "message" and up["message"].get("stopReason") == "error":
+                retried.add(up["id"])
     out = []
     for e in entries:
         if e["type"] != "message" or e["message"]["role"] != "assistant":
@@ -255,3 +260,47 @@ async def test_harness_sends_each_branch_as_pi_did(tmp_path: Path, mode: str) ->
         assert [[r for r, _ in _roles_contents(b)] for b in bodies] == [[r for r, _ in x] for x in ref]
         assert [[c for r, c in _roles_contents(b) if r != "tool"] for b in bodies] == [
             [c for r, c in x if r != "tool"] for x in ref]
+
+
+def test_forked_file_counts_the_turns_copied_from_its_parent(tmp_path: Path) -> None:
+    # pi's createBranchedSession / forkFrom: a new header naming the parent session, then
+    # the parent's entries as they were (ids, timestamps), then what the fork added
+    lines = FIXTURE.read_text().splitlines()
+    header = dict(json.loads(lines[0]), id="f0rk", timestamp="2026-02-03T10:00:07.000Z",
+                  parentSession="/home/u/.pi/agent/sessions/--work-demo--/2026-02-03_a1b2.jsonl")
+    fork = [json.dumps(header), *lines[1:5]]  # e01..e04: copied
+    fork.append(json.dumps({"type": "message", "id": "f05", "parentId": "e04", "timestamp": "2026-02-03T10:00:08.000Z",
+                            "message": {"role": "user", "content": "And in German?", "timestamp": 1770112808000}}))
+    fork.append(json.dumps({"type": "message", "id": "f06", "parentId": "f05", "timestamp": "2026-02-03T10:00:09.000Z",
+                            "message": {"role": "assistant", "content": [{"type": "text", "text": "Hallo."}],
+                                        "stopReason": "stop", "usage": {"input": 40, "output": 3},
+                                        "model": "acme-coder-1", "timestamp": 1770112808500}}))
+    src = tmp_path / "fork.jsonl"
+    src.write_text("\n".join(fork) + "\n")
+    (t,) = iter_trajectories(src)
+    assert [x.response.content for x in t.turns] == [None, "Wrote hello.py.", "Hallo."]
+    assert t.skipped["turn_copied_from_parent_session"] == 2
+    assert all(x.context_edit is None for x in t.turns)
+
+
+def test_overflow_compaction_in_a_session_retries_without_the_failed_call(tmp_path: Path) -> None:
+    # e15 overflows; pi writes the compaction below it and retries below the compaction
+    lines = FIXTURE.read_text().splitlines()
+    entries = [json.loads(x) for x in lines]
+    by_id = {e.get("id"): e for e in entries}
+    failed = {"type": "message", "id": "e14x", "parentId": "e13", "timestamp": "2026-02-03T10:00:29.000Z",
+              "message": {"role": "assistant", "content": [], "stopReason": "error", "model": "acme-coder-1",
+                          "usage": {"input": 0, "output": 0}, "timestamp": 1770112828000,
+                          "errorMessage": "prompt is too long: 210000 tokens > 200000 maximum"}}
+    by_id["e14"]["parentId"] = "e14x"
+    at = entries.index(by_id["e14"])
+    entries.insert(at, failed)
+    src = tmp_path / "overflow.jsonl"
+    src.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    (t,) = iter_trajectories(src)
+    assert [x.response.finish_reason for x in t.turns][5:] == ["tool_calls", "error", "stop", "stop"]
+    ref = reference_requests(src)  # pi's rule, the retried failed call left out
+    assert [_roles_contents(request_messages(t, k)) for k in range(len(t.turns))] == ref
+    summary = COMPACTION_SUMMARY_PREFIX + json.loads(lines[14])["summary"] + COMPACTION_SUMMARY_SUFFIX
+    assert ref[7] == [("user", summary), ("user", "Make it print in Spanish instead"), ("assistant", None),
+                      ("tool", "Replaced 1 occurrence")]  # e15: the kept e11..e13, not the failed e14x

@@ -174,3 +174,21 @@ def test_pi_size_estimate_and_cut_rule() -> None:
     small = [(refs[0], _user("hi", 0)), (refs[1], _assistant([], "stop", 0, 0)), (refs[2], _result("c", "r", "ok", 0))]
     assert first_kept(small, PI_KEEP_RECENT_TOKENS) == refs[0]  # under the budget: keep all
     assert first_kept([], PI_KEEP_RECENT_TOKENS) is None
+
+
+def test_overflow_compaction_retries_without_the_failed_call(tmp_path: Path) -> None:
+    # the last call of the first prompt overflows the context: pi compacts (willRetry)
+    # and calls again without the failed message; the retry is the turn after
+    events = stream()
+    at = next(i for i, e in enumerate(events) if e["type"] == "compaction_start")
+    overflow = dict(_assistant([], "error", 0, 6), errorMessage="prompt is too long: 210000 tokens > 200000 maximum")
+    events[at:at] = [{"type": "turn_start"}, {"type": "message_end", "message": overflow},
+                     {"type": "turn_end", "message": overflow, "toolResults": []}]
+    end = next(e for e in events if e["type"] == "compaction_end")
+    end.update(reason="overflow", willRetry=True)
+    (t,) = iter_trajectories(_write(tmp_path, events))
+    assert [x.response.finish_reason for x in t.turns] == ["tool_calls", "tool_calls", "stop", "error", "stop"]
+    assert t.skipped["retried_call_left_out"] == 1
+    sent = [(m["role"], m["content"]) for m in request_messages(t, 4)]
+    assert sent == [("user", compaction_text(SUMMARY)), ("assistant", None), ("tool", "Replaced 1 occurrence"),
+                    ("assistant", "Cleaned up."), ("user", "Now add a docstring")]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.progress import ProgressEvent, observe
+from replay.progress import ProgressEvent, StageEvent, observe
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -51,6 +51,10 @@ async def test_every_point_reports_progress_and_a_progress_artifact(tmp_path: Pa
     latest = max(arts, key=lambda a: a.updated)
     assert {a.type for a in arts} == {"progress"} and float(latest.data) == 100.0
     assert "model calls 8/8" in latest.description
+    # the conversion stage reports per file: start, the one log file done, the end
+    convert = [(e.done, e.total, e.finished, e.detail.split(" · ")[0]) for e in events
+               if isinstance(e, StageEvent) and e.stage == "convert"]
+    assert convert == [(0, 1, False, "files"), (1, 1, False, "files"), (1, 1, True, "files")]
 
 
 async def test_llm_sweep_points_report_requests_done_and_a_progress_artifact(tmp_path: Path) -> None:

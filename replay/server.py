@@ -129,6 +129,8 @@ class ReplayStats:
         self.per_traj: dict[str, _TrajectoryCounters] = {
             t.trajectory_id: _TrajectoryCounters() for t in self._store.trajectories
         }
+        # the same counters by StoredTrajectory.ordinal (the hot path: a list index)
+        self.by_ordinal: list[_TrajectoryCounters] = list(self.per_traj.values())
 
     def snapshot(self) -> dict[str, Any]:
         """The /stats JSON: {"requests" (chat requests received, all outcomes),
@@ -223,11 +225,19 @@ def _observation_mismatch(
     return status, content
 
 
-class _ChatCompletions:
-    """Raw ASGI endpoint of POST /v1/chat/completions (the hot path: no Request object,
-    no pydantic; orjson parse and precomputed bytes)."""
+_CHAT_PATHS = frozenset(("/v1/chat/completions", "/chat/completions"))
 
-    def __init__(self, store: ReplayStore, stats: ReplayStats, auth: bytes | None, policy: str):
+
+class _ReplayApp(Starlette):
+    """The Starlette app whose front door is the hot path: a POST to a chat path is
+    answered right in `__call__` (raw ASGI: no router, no middleware, no Request object,
+    no pydantic; orjson parse and precomputed bytes, one app frame per request);
+    everything else, and a chat path under a root_path, goes through Starlette's routes
+    (the chat routes re-enter the front door)."""
+
+    def __init__(self, store: ReplayStore, stats: ReplayStats, auth: bytes | None, policy: str,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.store = store
         self.stats = stats
         self.auth = auth
@@ -235,6 +245,7 @@ class _ChatCompletions:
         # id(PreparedTurn) -> its 200 response headers, built on the turn's first request
         # (the store's turns live as long as the app, so their ids stay theirs)
         self._ok_headers: dict[int, list[tuple[bytes, bytes]]] = {}
+        self._keys = _known_keys(store)
 
     async def _reply(self, send: Any, status: int, body: bytes, extra: list | None = None) -> None:
         headers = [_JSON, (b"content-length", str(len(body)).encode())]
@@ -249,6 +260,10 @@ class _ChatCompletions:
         await self._reply(send, status, _error_body(status, code, message), extra)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] not in _CHAT_PATHS or scope["method"] != "POST" \
+                or scope.get("root_path"):
+            await super().__call__(scope, receive, send)
+            return
         stats = self.stats
         stats.requests += 1
         if self.auth is not None and not _authorized(scope, self.auth):
@@ -256,12 +271,12 @@ class _ChatCompletions:
             await self._reply(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
             return
         message = await receive()
-        if message["type"] == "http.request" and not message.get("more_body", False):
-            raw = message.get("body", b"")  # the whole body in one message (the usual case)
-        else:
+        if message.get("more_body") or message["type"] != "http.request":
             raw = await _read_body(receive, message)
             if raw is None:
                 return
+        else:
+            raw = message.get("body", b"")  # the whole body in one message (the usual case)
         t0 = time.perf_counter()
         stats.bytes_in += len(raw)
         try:
@@ -270,23 +285,36 @@ class _ChatCompletions:
             stats.bad_requests += 1
             await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}")
             return
-        problem, messages, roles = _scan_messages(req)
-        if problem:
-            stats.bad_requests += 1
-            await self._fail(send, 400, "bad_request", problem)
-            return
-        # one pass in C over the roles (list methods), no per-message Python loop
+        try:  # the roles by dict.get over the list, in C; anything malformed raises
+            messages = req["messages"]
+            roles = list(map(dict.get, messages, _ROLE))
+        except (TypeError, KeyError):
+            problem, messages, roles = _scan_messages(req)  # names the problem
+            if problem:
+                stats.bad_requests += 1
+                await self._fail(send, 400, "bad_request", problem)
+                return
+        # list methods in C over the roles, no per-message Python loop
         n_assistant = roles.count("assistant")
-        if "user" not in roles:
-            stats.bad_requests += 1
-            await self._fail(send, 400, "bad_request", "messages: no message with role 'user'")
-            return
         first_assistant = roles.index("assistant") if n_assistant else len(roles)
-        # user messages before the first assistant one, else the first user message
-        head_users = [messages[i] for i in range(first_assistant) if roles[i] == "user"] \
-            or [messages[roles.index("user")]]
-        system = messages[roles.index("system")] if "system" in roles else None
-        key = match_key_for_messages([flatten_content(m.get("content")) for m in head_users])
+        if roles[:first_assistant].count("user") <= 1:
+            # one user message before the first assistant one (else the first user message)
+            try:
+                content = messages[roles.index("user")].get("content")
+            except ValueError:
+                stats.bad_requests += 1
+                await self._fail(send, 400, "bad_request", "messages: no message with role 'user'")
+                return
+            text: Any = content if type(content) is str else flatten_content(content)
+            key = self._keys.get(text) or match_key_for_messages([text])
+        else:
+            texts = tuple(flatten_content(messages[i].get("content"))
+                          for i in range(first_assistant) if roles[i] == "user")
+            key = self._keys.get(texts) or match_key_for_messages(list(texts))
+        if roles[0] == "system":  # where agents put it
+            system = messages[0]
+        else:
+            system = messages[roles.index("system")] if "system" in roles else None
         hit = self.store.match(key, n_assistant, system, messages)  # a turn after a context edit, else by key
         if hit is None:
             stats.unknown_key += 1
@@ -294,7 +322,7 @@ class _ChatCompletions:
             await self._fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}")
             return
         entry, turn_index = hit
-        counters = stats.per_traj[entry.trajectory_id]
+        counters = stats.by_ordinal[entry.ordinal]
         if turn_index >= len(entry.turns):
             stats.beyond_turns += 1
             counters.beyond_turns += 1
@@ -370,6 +398,20 @@ def _authorized(scope: Any, expected: bytes) -> bool:
 _ROLE = itertools.repeat("role")
 
 
+def _known_keys(store: ReplayStore) -> dict[Any, str]:
+    """The task key of each trajectory's head user texts ([first_user, *user_before_turns]:
+    the one text, or the tuple of several) -> `match_key_for_messages` of them. A request
+    whose head texts are a recorded trajectory's gets its key by one dict lookup instead
+    of the task-id search and sha256 over the texts; the key is the same function of the
+    same texts, so the lookup is exact. Holds references to the store's strings only."""
+    keys: dict[Any, str] = {}
+    for entry in store.trajectories:
+        traj = entry.trajectory
+        texts = [traj.first_user, *traj.user_before_turns]
+        keys[texts[0] if len(texts) == 1 else tuple(texts)] = match_key_for_messages(texts)
+    return keys
+
+
 def _scan_messages(req: Any) -> tuple[str | None, list[dict[str, Any]], list[Any]]:
     """(problem or None, messages, the role of each message) of a parsed request body."""
     if not isinstance(req, dict):
@@ -437,24 +479,14 @@ async def _stream(
     return sent
 
 
-_CHAT_PATHS = frozenset(("/v1/chat/completions", "/chat/completions"))
+class _ChatRoute:
+    """ASGI endpoint of the chat routes (a chat path under a root_path): the request
+    re-enters the app's front door with the path as routed."""
 
-
-class _ReplayApp(Starlette):
-    """The Starlette app with a front door for the hot path: POST to a chat path goes
-    straight to the endpoint (no router, no middleware: ~10 us per request less);
-    everything else (and a chat path under a root_path) through Starlette."""
-
-    def __init__(self, chat: _ChatCompletions, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._chat = chat
+    app: Any = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] in _CHAT_PATHS and scope["method"] == "POST" \
-                and not scope.get("root_path"):
-            await self._chat(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
+        await self.app({**scope, "path": "/v1/chat/completions", "root_path": ""}, receive, send)
 
 
 def create_app(
@@ -469,7 +501,6 @@ def create_app(
         )
     stats = ReplayStats(store)
     auth = None if token is None else b"Bearer " + token.encode("utf-8")
-    chat = _ChatCompletions(store, stats, auth, divergence)
     created = int(time.time())
     models_body = orjson.dumps({"object": "list", "data": [
         {"id": m, "object": "model", "created": created, "owned_by": "replay"}
@@ -501,7 +532,8 @@ def create_app(
         stats.reset()
         return Response(orjson.dumps(stats.snapshot()), media_type="application/json")
 
-    app = _ReplayApp(chat, routes=[
+    chat = _ChatRoute()
+    app = _ReplayApp(store, stats, auth, divergence, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
@@ -510,6 +542,7 @@ def create_app(
         Route("/stats", get_stats, methods=["GET"]),
         Route("/stats/reset", reset_stats, methods=["POST"]),
     ])
+    chat.app = app
     app.state.store = store
     app.state.stats = stats
     return app

@@ -377,7 +377,8 @@ def swebench_replay(
     params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     from recipes.display import SweepProgressView, print_plan
 
-    print_plan(params)  # points x episodes x model calls and an estimate (replay/plan.py)
+    with SweepProgressView():  # the plan converts the logs: progress per file on a terminal
+        print_plan(params)  # points x episodes x model calls and an estimate (replay/plan.py)
     if dry_run:
         return 0
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)

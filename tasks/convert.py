@@ -13,7 +13,7 @@ directory, so a later run can reuse it.
 
 While it converts, the task reports per file to the progress observers
 (replay.progress): StageEvents of the stage `convert` whose done/total count files and
-whose detail holds MB of logs, turns and the ETA (`stage_progress`); the terminal view
+whose detail holds MB of logs, turns and the ETA (replay.convert.stage_progress); the terminal view
 of `benchmaker swebench-replay` (recipes.display.SweepProgressView) shows them.
 """
 
@@ -26,8 +26,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
-from replay.convert import CONVERTER_VERSION, ConvertProgress, convert_paths
-from replay.progress import StageEvent, emit_sync
+from replay.convert import CONVERTER_VERSION, convert_paths, stage_progress
 
 __all__ = ["CONVERTER_VERSION", "convert_logs", "converted_path", "logs_sha256", "stage_progress"]
 
@@ -47,15 +46,6 @@ def logs_sha256(paths: list[Path]) -> str:
             h.update(rel.encode("utf-8") + b"\0")
             h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
-
-
-def stage_progress(ev: ConvertProgress) -> None:
-    """Hand a conversion's progress (convert_paths' `progress` callback) to the synchronous
-    progress observers as `StageEvent("convert", detail, files done, files total,
-    elapsed s, finished)`, detail `files · 1.9/297.1 MB · 812 turns · ETA 61 s` (no ETA on
-    the last event)."""
-    detail = f"files · {ev.volume_text()}" + ("" if ev.finished else f" · {ev.eta_text()}")
-    emit_sync(StageEvent("convert", detail, ev.files_done, ev.files_total, ev.elapsed_s, ev.finished))
 
 
 def converted_path(cache_dir: Path, digest: str, converter_version: int) -> Path:

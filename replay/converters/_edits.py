@@ -7,7 +7,7 @@ edit is then described by the positions the agent's next request holds:
 
     index = HistoryIndex(builder)
     pos = index.add(lambda: builder.user("..."))       # position, None when nothing was added
-    edit = index.edit("branch", keep=[0, 1, 2, 5], turn=len(builder.turns))
+    edit = index.edit("branch", [0, 1, 2, 5])          # for the next turn; builder.edit(edit)
 
 `edit` turns the positions into the `ContextEdit` spans (`replay.context`): runs of
 consecutive positions become `MessageSpan`s; a last run that reaches the end of the
@@ -67,10 +67,11 @@ class HistoryIndex:
         return len(self.order) - 1
 
     def spans(self, positions: Iterable[int]) -> list[MessageSpan]:
-        """The spans of history covering `positions` (ascending), as closed spans."""
+        """The spans of history covering `positions` (ascending), as closed spans (one
+        reaching the end of the history so far ends there: what is added later is not in it)."""
         out = []
         for a, b in _runs(positions):
-            end = self.order[b] if b < len(self.order) else self.builder.next_ref("assistant")
+            end = self.order[b] if b < len(self.order) else self.builder.next_ref("user")
             out.append(MessageSpan(start=self.order[a], end=end))
         return out
 

@@ -269,3 +269,22 @@ def test_unknown_sdk_shapes_are_counted_not_rejected(tmp_path: Path) -> None:
                                       "event:PauseEvent")} == {"action_event_without_tool_call": 1,
                                                                "condensation_without_forgotten_events": 1,
                                                                "event:PauseEvent": 1}
+
+
+def test_condensation_that_keeps_only_the_head_then_a_new_prompt(tmp_path: Path) -> None:
+    # everything after the head forgotten; the user then writes again: the request is
+    # the task, the summary, the new prompt (once: the head span ends where the history
+    # ended at the condensation)
+    events = json.loads(SDK.read_text())
+    keep = [e for e in events if e["kind"] in ("SystemPromptEvent", "MessageEvent") and e["source"] == "user"
+            or e["kind"] == "SystemPromptEvent"]
+    first_batch = [e for e in events[3:7]]  # the two-call batch and its results
+    condensation = dict(events[9], forgotten_event_ids=[e["id"] for e in first_batch])
+    prompt = dict(events[1], id="again-1", llm_message=dict(events[1]["llm_message"],
+                                                            content=[{"type": "text", "text": "Continue, please."}]))
+    path = tmp_path / "sdk.json"
+    path.write_text(json.dumps([*keep, *first_batch, condensation, prompt, *events[10:]]))
+    (t,) = iter_trajectories(path)
+    assert _sent(t, 1) == [("user", "task_id: sdk-cond-1\nFix the failing test in calc.py"),
+                           ("user", condensation["summary"]), ("user", "Continue, please.")]
+    assert reference_requests(sdk_events(path)) == [_sent(t, k) for k in range(len(t.turns))]

@@ -41,7 +41,7 @@ from replay.trajectory import (
 
 _M = TypeVar("_M", bound="BaseModel")
 
-CONVERTER_VERSION = 5
+CONVERTER_VERSION = 6
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
@@ -50,7 +50,10 @@ types are skipped and counted instead of rejected; typed content parts read.
 4: pi session trees: every assistant entry is a turn (abandoned branches and retries
 included) with "branch" context edits (`head`/`keep` spans, trajectory schema 3).
 5: pi `--mode json` compaction events and OpenHands condensations become context edits;
-OpenHands software-agent-sdk event lists are read."""
+OpenHands software-agent-sdk event lists are read.
+6: pi context-overflow retries and `auto_retry_start` leave the failed call out; forked pi
+files count copied turns; stored OpenHands summary events are user messages; an edit's
+empty tail starts at the end of the history (a prompt after the edit is kept)."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
 """Skip key: the log kept only parsed tool arguments, so `arguments_raw` is

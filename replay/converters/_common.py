@@ -216,9 +216,11 @@ def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
     """Up to `limit` parsed objects from the first lines (bad lines ignored); used for
     format detection only."""
     out: list[Any] = []
-    for raw in data.split(b"\n"):
-        if len(out) >= limit:
-            break
+    start, end = 0, len(data)
+    while len(out) < limit and start < end:  # line by line: no copy of the lines not read
+        stop = data.find(b"\n", start)
+        stop = end if stop < 0 else stop
+        raw, start = data[start:stop], stop + 1
         if not raw.strip():
             continue
         if orjson_safe(raw):

@@ -310,7 +310,8 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     Each file is read and hashed once. `progress` (default: `stage_progress`, to the
     progress observers; None: no one) gets a ConvertProgress at the start, after each
     unit and at the end (times from `clock`, s); one that raises is logged and not
-    called again (it never fails the conversion).
+    called again (it never fails the conversion). The process's automatic cyclic GC is
+    off while the files convert (`_gc_paused`).
     """
     out = Path(out) if out is not None else None
     _check_format(fmt, out or Path("."))

@@ -341,20 +341,18 @@ def _opt_str(value: Any) -> bool:
     return value is None or type(value) is str
 
 
+# unvalidated constructors, called only after the checks next to each call (tests put
+# the validating ones back: tests/replay/test_convert_fast.py)
 _trusted_turn = trusted_maker(Turn)
 _trusted_ref = trusted_maker(MessageRef)
 _trusted_source = trusted_maker(Source)
 _trusted_trajectory = trusted_maker(Trajectory)
-
-
 _trusted_response = trusted_maker(Response)
 _trusted_tool_call = trusted_maker(ToolCall)
 _trusted_usage = trusted_maker(Usage)
 _trusted_timing = trusted_maker(Timing)
 _trusted_observation = trusted_maker(Observation)
 _FINISH_REASONS = frozenset(get_args(FinishReason))
-
-
 _NO_USAGE = Usage()
 
 
@@ -367,7 +365,7 @@ def _opt_ms(value: Any) -> bool:
 
 
 def fast_response(content: str | None = None, reasoning: str | None = None, tool_calls: list[ToolCall] | None = None,
-                  finish_reason: str = "stop") -> Response:
+                  finish_reason: FinishReason = "stop") -> Response:
     """`Response(...)`, without validation when every value has its field's exact type
     (str/None texts, a list of ToolCall, a known finish reason), else validated (which
     raises pydantic's ValidationError as before). The per-turn constructors here
@@ -377,7 +375,7 @@ def fast_response(content: str | None = None, reasoning: str | None = None, tool
     if (_opt_str(content) and _opt_str(reasoning) and type(calls) is list and finish_reason in _FINISH_REASONS
             and all(type(c) is ToolCall for c in calls)):
         return _trusted_response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
-    return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)  # type: ignore[arg-type]
+    return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
 
 
 def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:  # noqa: A002

@@ -86,7 +86,7 @@ def _git_sha() -> str | None:
 
 def _versions() -> dict[str, Any]:
     packages = {}
-    for name in ("benchmaker", "aiohttp", "httpx", "duckdb", "pydantic", "prefect", "orjson", "uvloop"):
+    for name in ("benchmaker", "aiohttp", "httptools", "httpx", "duckdb", "pydantic", "prefect", "orjson", "uvloop"):
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

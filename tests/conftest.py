@@ -46,7 +46,9 @@ def _session_local_cluster():
     pytest.importorskip("prefect_dask", reason="prefect-dask (the `dask` extra) is not installed")
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    # dashboard on a free port: the default 8787 is taken when two test sessions run at once (its
+    # fallback warning would fail the fixture)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         yield cluster
 
 

@@ -10,22 +10,24 @@ latency), then for each round plays every point of `--concurrency` in execute mo
 the local sandbox (examples/tiny-task: read, edit, `python -m pytest` tool calls, then
 the verifier's test command) exactly as `make demo` does (replay.point_run.run_point on
 the engine), once with each spawner: `inline` (LocalSandboxFactory never started: every
-git/bash/pytest process forks from the measuring loop, tree copies in a thread of it)
-and `process` (the factory's helper, started before the clock). Each round also
-samples an idle loop for `--idle-s` s with the same monitor (`idle`: the host's floor of
-loop lag at that moment; recorded-mode points are too short at instant latency to give
-enough samples). The variants of a round run back to back, their order alternating between rounds (paired rounds: a
-drifting host load hits both alike). `--hogs N` starts N busy-looping Python processes
-for the whole run (a loaded laptop; tests/busy.sh does the same) and kills them at the end.
+git/bash/pytest process forks from the measuring loop, tree copies in a thread of it),
+`process` (the factory's helper, started before the clock) and `nice` (the same helper
+at nice 10: its commands yield the CPU to the measuring loop). Each round also samples
+an idle loop for `--idle-s` s with the same monitor (`idle`: the host's floor of loop
+lag at that moment; recorded-mode points are too short at instant latency to give
+enough samples). The variants of a round run back to back, their order reversed every
+other round (paired rounds: a drifting host load hits all alike). `--hogs N` starts N
+busy-looping Python processes for the whole run (a loaded laptop, as tests/busy.sh)
+and kills them at the end.
 
 Printed per round and point: event-loop lag p50 / p99 / max in ms (the engine's
 LoopLagMonitor: 10 ms sleeps, lag = woke - slept - 10 ms, linear quantiles over the
 point's samples, count n), the point's verdict (valid: the engine self-checks, whose
 loop-lag limit is p99 <= 10 ms unless BENCHMAKER_MAX_LOOP_LAG_MS is set; the reasons
-when invalid) and its tool time
-(sum over the point's turns of the tool time the harness recorded, in s). Then per point
-the median over rounds of each variant and of the paired differences inline - process.
-The host load (1-min load average) is printed at the start and the end.
+when invalid) and its tool time (sum over the point's turns of the tool time the
+harness recorded, in s). Then per point and variant the medians over rounds of p50,
+p99, max, tool time and of the paired differences inline - variant. The host load
+(1-min load average) is printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from replay.verifier import load_task  # noqa: E402
 
 RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
 TASK_DIR = ROOT / "examples" / "tiny-task"
-VARIANTS = ("inline", "process")
+VARIANTS = ("inline", "process", "nice")
 
 
 class _InlineFactory(LocalSandboxFactory):
@@ -65,7 +67,9 @@ class _InlineFactory(LocalSandboxFactory):
 
 
 def _factory(variant: str) -> LocalSandboxFactory:
-    return _InlineFactory() if variant == "inline" else LocalSandboxFactory()
+    if variant == "inline":
+        return _InlineFactory()
+    return LocalSandboxFactory(nice=10 if variant == "nice" else 0)
 
 
 def _point_figures(run_dir: Path, point: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -135,19 +139,19 @@ async def main_async(args: argparse.Namespace) -> None:
         for h in hogs:
             h.kill()
             h.wait()
-    print(f"\nload at the end {_load()}; medians over {args.rounds} rounds (ms; diff = inline - process, paired):")
-    print(f"{'point':6} {'inline p50':>10} {'p99':>7} {'process p50':>12} {'p99':>7} {'diff p50':>9} {'diff p99':>9}"
-          f"  valid inline / process")
+    print(f"\nload at the end {_load()}; medians over {args.rounds} rounds, lag in ms; "
+          f"d = inline - variant, paired per round; tool = point's tool time in s")
+    print(f"{'point':6} {'variant':8} {'p50':>7} {'p99':>7} {'max':>7} {'d p50':>7} {'d p99':>7} {'tool':>7}  valid")
     for c in concurrency:
-        def med(v: str, k: str) -> float:
-            return statistics.median(res[(v, c)][k] for res in results)
+        for v in VARIANTS:
+            def med(k: str) -> float:
+                return statistics.median(res[(v, c)][k] for res in results)
 
-        d50 = statistics.median(res[("inline", c)]["p50"] - res[("process", c)]["p50"] for res in results)
-        d99 = statistics.median(res[("inline", c)]["p99"] - res[("process", c)]["p99"] for res in results)
-        vi = sum(bool(res[("inline", c)]["valid"]) for res in results)
-        vp = sum(bool(res[("process", c)]["valid"]) for res in results)
-        print(f"c{c:<5} {med('inline', 'p50'):10.2f} {med('inline', 'p99'):7.2f} {med('process', 'p50'):12.2f} "
-              f"{med('process', 'p99'):7.2f} {d50:9.2f} {d99:9.2f}  {vi} / {vp} of {args.rounds}")
+            d50 = statistics.median(res[("inline", c)]["p50"] - res[(v, c)]["p50"] for res in results)
+            d99 = statistics.median(res[("inline", c)]["p99"] - res[(v, c)]["p99"] for res in results)
+            n_valid = sum(bool(res[(v, c)]["valid"]) for res in results)
+            print(f"c{c:<5} {v:8} {med('p50'):7.2f} {med('p99'):7.2f} {med('max'):7.2f} {d50:7.2f} {d99:7.2f} "
+                  f"{med('tool_s'):7.2f}  {n_valid} of {args.rounds}")
     idle = statistics.median(res[("idle", 0)]["p99"] for res in results)
     print(f"idle loop p99 (median over rounds): {idle:.2f} ms")
 

@@ -175,14 +175,15 @@ class LocalSandboxFactory:
     outside a measured point), they use the InlineSpawner. Use it on the event loop
     that started it. start() raises SandboxError when the helper cannot start."""
 
-    def __init__(self, **create_kwargs: Any):
+    def __init__(self, *, nice: int = 0, **create_kwargs: Any):
         self.create_kwargs = create_kwargs
+        self.nice = nice
         self.spawner: ProcessSpawner | None = None
 
     async def start(self) -> None:
-        """Start the ProcessSpawner (idempotent)."""
+        """Start the ProcessSpawner (idempotent), at `nice` (ProcessSpawner.start)."""
         if self.spawner is None:
-            self.spawner = await ProcessSpawner.start()
+            self.spawner = await ProcessSpawner.start(nice=self.nice)
 
     async def aclose(self) -> None:
         """Stop the ProcessSpawner, killing whatever still runs in it (idempotent)."""

@@ -155,6 +155,14 @@ def _killpg(pid: int) -> None:
         pass
 
 
+def _kill(proc: asyncio.subprocess.Process, new_session: bool) -> None:
+    """SIGKILL the command's group (new_session), else the command while it runs."""
+    if new_session:
+        _killpg(proc.pid)
+    elif proc.returncode is None:
+        proc.kill()
+
+
 async def run_command(argv: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[str, str],
                       timeout_s: float | None = None, max_output_bytes: int | None = None,
                       merge_stderr: bool = True, new_session: bool = True) -> RunResult:
@@ -162,11 +170,23 @@ async def run_command(argv: Sequence[str], *, cwd: str | os.PathLike[str], env: 
     return its RunResult. Raises OSError when the spawn itself fails. Cancelled, it
     kills the command (its group with `new_session`), waits for it, then re-raises."""
     t0 = time.perf_counter_ns()
-    proc = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *argv, cwd=cwd, env=env, start_new_session=new_session, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
-    )
+    ))
+    try:
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # cancelled while asyncio was still connecting the pipes of a process that may
+        # already run (and have children): let the spawn finish, then kill what it started
+        try:
+            proc = await spawn
+        except OSError:
+            raise asyncio.CancelledError from None
+        _kill(proc, new_session)
+        await proc.wait()
+        raise
     out, err = _Capped(max_output_bytes), _Capped(max_output_bytes)
     assert proc.stdout is not None
     readers = [asyncio.ensure_future(_drain(proc.stdout, out))]
@@ -179,10 +199,7 @@ async def run_command(argv: Sequence[str], *, cwd: str | os.PathLike[str], env: 
     except TimeoutError:
         timed_out = True
     finally:
-        if new_session:
-            _killpg(proc.pid)
-        elif proc.returncode is None:
-            proc.kill()
+        _kill(proc, new_session)
         if proc.returncode is None:
             await proc.wait()
         done, pending = await asyncio.wait(readers, timeout=5.0)
@@ -250,13 +267,17 @@ class ProcessSpawner:
         self._closing = False
 
     @classmethod
-    async def start(cls, *, python: str | None = None, startup_timeout_s: float = 30.0) -> ProcessSpawner:
-        """Start the helper (`replay.sandbox.spawner.main` in `python`, default: this interpreter) in a
-        session of its own (a terminal's Ctrl-C reaches only the client, which then
-        cancels what runs) and wait for its ready frame, up to `startup_timeout_s` s.
+    async def start(cls, *, python: str | None = None, startup_timeout_s: float = 30.0,
+                    nice: int = 0) -> ProcessSpawner:
+        """Start the helper (`replay.sandbox.spawner.main` in `python`, default: this
+        interpreter) in a session of its own (a terminal's Ctrl-C reaches only the
+        client, which then cancels what runs) and wait for its ready frame, up to
+        `startup_timeout_s` s. `nice` > 0 lowers the CPU priority of the helper and so
+        of every command it runs (os.nice; inherited), so that on a contended host the
+        measuring loop gets a CPU before them (tool time then grows instead of loop lag).
         Raises SandboxError when it exits or is not ready in time (it is killed)."""
         proc = await asyncio.create_subprocess_exec(
-            python or sys.executable, "-c", "from replay.sandbox.spawner import main; main()", stdin=asyncio.subprocess.PIPE,
+            python or sys.executable, "-c", f"from replay.sandbox.spawner import main; main({int(nice)})", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
         sp = cls(proc)
@@ -476,10 +497,13 @@ async def _helper_main() -> None:
             pass
 
 
-def main() -> None:
-    """Entry point of the helper: serve requests on stdin/stdout until EOF. SIGINT is
-    ignored (the client decides what to cancel); a broken stdout ends the helper."""
+def main(nice: int = 0) -> None:
+    """Entry point of the helper: serve requests on stdin/stdout until EOF, first
+    lowering its priority by `nice` (os.nice) when > 0. SIGINT is ignored (the client
+    decides what to cancel); a broken stdout ends the helper."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if nice > 0:
+        os.nice(nice)
     try:
         asyncio.run(_helper_main())
     except (BrokenPipeError, ConnectionError):

@@ -19,7 +19,7 @@ from tests.replay._spawners import alive, spawner  # noqa: F401 - the fixture
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
 
 
-async def _gone(pid: int, within_s: float = 5.0) -> bool:
+async def _gone(pid: int, within_s: float = 15.0) -> bool:
     deadline = time.monotonic() + within_s
     while alive(pid):
         if time.monotonic() > deadline:

@@ -44,3 +44,19 @@ def test_the_lag_limits_given_reach_the_manifest_and_judge_the_run(command, serv
     assert manifest["config"]["checks"]["max_loop_lag_p99_ms"] == 7.5
     assert _lag_reasons(summary) == []
     assert code == (0 if summary["verdict"]["valid"] else 1)
+
+
+@pytest.mark.parametrize("command", [
+    ["swebench-replay", "--logs", str(Path(__file__).resolve().parents[2] / "examples" / "recordings"
+                                      / "tiny-task.pi.jsonl"), "--dry-run"],
+    ["sandbox", "--command", "true", "--max-requests", "1"],
+])
+def test_a_bad_environment_limit_is_one_line_and_an_explicit_flag_wins(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BENCHMAKER_MAX_LOOP_LAG_MS", "fast")
+    args = [*command, "--out-dir", str(tmp_path / "out"), *(["--warehouse", str(tmp_path / "w.duckdb")]
+                                                           if command[0] == "swebench-replay" else ["--no-progress"])]
+    assert main(args) == 2
+    assert capsys.readouterr().err == \
+        "benchmaker: error: BENCHMAKER_MAX_LOOP_LAG_MS: expected a finite number of ms > 0 (got 'fast')\n"
+    assert main([*args, "--max-loop-lag-ms", "20"]) in (0, 1)  # ran: the flag's value, not the variable's
+    assert capsys.readouterr().err == ""

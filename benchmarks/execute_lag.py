@@ -46,7 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmaker.selfcheck import LoopLagMonitor  # noqa: E402
+from benchmaker.calibrate import _idle_lag  # noqa: E402 - the calibration's idle-loop figure
 from replay.convert import iter_trajectories  # noqa: E402
 from replay.point_run import run_point  # noqa: E402
 from replay.process import start_replay_server  # noqa: E402
@@ -87,7 +87,7 @@ def _point_figures(run_dir: Path, point: str, row: dict[str, Any]) -> dict[str, 
 async def _round(trajs: list[Any], url: str, out: Path, r: int, order: tuple[str, ...], concurrency: list[int],
                  per_slot: int, tasks: dict[str, Any], idle_s: float) -> dict[tuple[str, int], dict[str, Any]]:
     figures: dict[tuple[str, int], dict[str, Any]] = {}
-    figures[("idle", 0)] = f = await _idle(idle_s)
+    figures[("idle", 0)] = f = await _idle_lag(idle_s)
     print(f"round {r} idle {idle_s:g} s  lag p50 {f['p50']:6.2f}  p99 {f['p99']:7.2f}  max {f['max']:7.2f} ms"
           f"  n {f['count']:5}", flush=True)
     for c in concurrency:
@@ -101,14 +101,6 @@ async def _round(trajs: list[Any], url: str, out: Path, r: int, order: tuple[str
                   f"  n {f['n']:5}  valid {str(f['valid']):5}  tool {f['tool_s']:6.2f} s"
                   + (f"  ({f['reasons']})" if f["reasons"] else ""), flush=True)
     return figures
-
-
-async def _idle(seconds: float) -> dict[str, Any]:
-    mon = LoopLagMonitor()
-    mon.start()
-    await asyncio.sleep(seconds)
-    await mon.stop()
-    return mon.stats()
 
 
 def _load() -> str:

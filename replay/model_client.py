@@ -88,7 +88,7 @@ class _MessageParser(OpenAIChatParser):
     it empty), `tool_calls` (reassembled by index) and the last raw `usage` object.
     Text parts are kept in lists and joined once (a turn streams one chunk per token)."""
 
-    __slots__ = ("_content", "_reasoning", "tool_calls", "_by_index", "raw_usage", "_whole")
+    __slots__ = ("_content", "_reasoning", "tool_calls", "_by_index")
 
     def __init__(self, stream: bool = True) -> None:
         super().__init__(stream)
@@ -96,8 +96,6 @@ class _MessageParser(OpenAIChatParser):
         self._reasoning: list[str] | None = None
         self.tool_calls: list[ToolCallDelta] = []
         self._by_index: dict[Any, ToolCallDelta] = {}
-        self.raw_usage: dict[str, Any] | None = None
-        self._whole: list[bytes] = []
 
     @property
     def content(self) -> str | None:
@@ -106,22 +104,6 @@ class _MessageParser(OpenAIChatParser):
     @property
     def reasoning(self) -> str | None:
         return None if self._reasoning is None else "".join(self._reasoning)
-
-    def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
-        if not self.stream:
-            self._whole.append(data)
-        super().feed(data, t_ns, sample)
-
-    def finish(self, sample: Sample) -> None:
-        super().finish(sample)
-        if not self.stream:
-            try:
-                obj = orjson.loads(b"".join(self._whole))
-            except orjson.JSONDecodeError:
-                obj = None
-            self._whole = []
-            usage = obj.get("usage") if isinstance(obj, dict) else None
-            self.raw_usage = usage if isinstance(usage, dict) else None
 
     def _chunk(self, choices: Any) -> bool:
         token = super()._chunk(choices)
@@ -189,8 +171,9 @@ class _MessageParser(OpenAIChatParser):
                     name=fn.get("name") or "", arguments=fn.get("arguments") or ""))
         return generated
 
-    def stream_usage(self) -> dict[str, Any] | None:
-        """The last non-null `usage` object of the stream (the parser's rule)."""
+    def raw_usage(self) -> dict[str, Any] | None:
+        """The server's usage object: the last non-null `usage` of a stream, or the `usage`
+        of a whole body (the parser's `_usage`, kept from its one parse of the body)."""
         usage = self._usage
         return usage if isinstance(usage, dict) else None
 
@@ -334,12 +317,17 @@ class ModelClient:
         self.model = model
         self.t0_ns = t0_ns
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_read=idle_timeout_s)
+        self._headers = {"Content-Type": "application/json"}  # per call: aiohttp copies it
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
         self._session = session
         self._own_session = session is None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            # no cookie jar: an OpenAI endpoint sets none, and the jar's filtering costs
+            # every request
+            self._session = aiohttp.ClientSession(timeout=self.timeout, cookie_jar=aiohttp.DummyCookieJar())
         return self._session
 
     async def aclose(self) -> None:
@@ -417,9 +405,6 @@ class ChatStream:
         client = self._client
         t0 = client.t0_ns
         pc = time.perf_counter_ns
-        headers = {"Content-Type": "application/json"}
-        if client.api_key:
-            headers["Authorization"] = f"Bearer {client.api_key}"
         session = client._get_session()
         resp: aiohttp.ClientResponse | None = None
         parser = _MessageParser(stream=self._stream)
@@ -429,7 +414,8 @@ class ChatStream:
         s.sent_ns = s.intended_ns = t - t0
         try:
             try:
-                resp = await session.post(client.url, data=self._payload, headers=headers, timeout=client.timeout)
+                resp = await session.post(client.url, data=self._payload, headers=client._headers,
+                                          timeout=client.timeout)
             finally:
                 r.model_time_ns += pc() - t
             s.http_status = self.status = resp.status
@@ -491,4 +477,4 @@ class ChatStream:
             if not finished and s.outcome == Outcome.OK.value:  # cancelled, or the consumer stopped reading
                 s.outcome, s.error = Outcome.CANCELLED.value, "cancelled before the body ended"
             r.content, r.reasoning, r.tool_calls = parser.content, parser.reasoning, parser.tool_calls
-            r.usage = parser.stream_usage() if self._stream else parser.raw_usage
+            r.usage = parser.raw_usage()

@@ -388,6 +388,7 @@ class OpenAIStreamParser:
             return
         if surrogates:
             _join_split_pairs(obj, (), None)
+        self._usage = obj.get("usage")  # kept, as a stream's (replay.model_client reads it)
         model = obj.get("model")
         if type(model) is str:
             sample.model = model

@@ -95,6 +95,24 @@ class Exchange:
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         self.fs.put_file(str(local), path)
 
+    def put_bytes(self, key: str, data: bytes) -> None:
+        """Write `data` to `key` (replacing it)."""
+        path = self._path(key)
+        self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        self.fs.pipe_file(path, data)
+
+    def read_glob(self, pattern: str) -> dict[str, bytes]:
+        """The contents of every key matching `pattern` (a key with fsspec glob
+        wildcards, e.g. `rid/points/c4/_shards/a*/progress-w*.json`), by key; a key
+        removed while being read is left out."""
+        out = {}
+        for path in sorted(self.fs.glob(self._path(pattern))):
+            try:
+                out[path[len(self.root):].lstrip("/")] = self.fs.cat_file(path)
+            except FileNotFoundError:
+                continue
+        return out
+
     def get_file(self, key: str, local: Path) -> Path:
         """Download `key` to the file `local` (parents created); returns `local`.
         Raises FileNotFoundError when `key` does not exist."""

@@ -57,7 +57,7 @@ from replay.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_poi
 from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_sweep_points
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
-from tasks.replay_shard import replay_shard, run_replay_shard_task
+from tasks.replay_shard import replay_shard, run_replay_shard_task, shard_progress
 from tasks.report import publish_report
 from tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
@@ -114,9 +114,10 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
     log = get_run_logger()
     sp, run_dir = template.sweep_point, Path(template.run_dir)
     reset_point_dir(point_dir(run_dir, sp))
-    points, codes, info = await run_shards(template, start_lead_s=start_lead_s, shard_task=run_replay_shard_task,
-                                           deployment=shard_deployment, timeout_s=shard_timeout_s,
-                                           dask_address=dask_address)
+    async with shard_progress(template):  # the shards' live progress, merged: terminal view and artifact
+        points, codes, info = await run_shards(template, start_lead_s=start_lead_s, shard_task=run_replay_shard_task,
+                                               deployment=shard_deployment, timeout_s=shard_timeout_s,
+                                               dask_address=dask_address)
     start_wall_ns = points[0].start_wall_ns
     fetch_replay_shards(run_dir, template.run_id, sp, template.exchange, start_wall_ns)
     row = merge_replay_point(run_dir, sp, attempt=start_wall_ns, concurrency=template.concurrency, exit_codes=codes,

@@ -44,8 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FINISH_S", "Observer", "ProgressEvent", "StageEvent", "WorkEstimator", "describe", "emit", "emit_sync",
-           "eta_s", "observe", "snapshot", "stage", "watch_engine", "watch_point"]
+__all__ = ["FINISH_S", "Observer", "ProgressEvent", "ProgressWriter", "StageEvent", "WorkEstimator", "describe", "emit",
+           "emit_sync", "eta_s", "event_from_json", "event_to_json", "merge_shard_events", "observe", "snapshot",
+           "stage", "watch_engine", "watch_point", "watch_shards"]
 
 log = logging.getLogger(__name__)
 
@@ -124,18 +125,19 @@ def observe(observer: Observer) -> Iterator[Observer]:
             _observers.remove(observer)
 
 
-async def emit(event: ProgressEvent) -> None:
-    """Hand `event` to every observer (awaiting the async ones); an observer that raises
-    is logged and removed."""
-    for obs in list(_observers):
+async def emit(event: ProgressEvent, observers: list[Observer] | None = None) -> None:
+    """Hand `event` to every observer of `observers` (default: the registered ones),
+    awaiting the async ones; an observer that raises is logged and removed from that list."""
+    observers = _observers if observers is None else observers
+    for obs in list(observers):
         try:
             result = obs(event)
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:  # an observer never fails the measurement
             log.warning("progress observer %r failed and was removed: %s", obs, exc)
-            if obs in _observers:
-                _observers.remove(obs)
+            if obs in observers:
+                observers.remove(obs)
 
 
 def describe(ev: ProgressEvent) -> str:
@@ -353,17 +355,21 @@ async def watch_point(point: str, *, stats: Callable[[], dict[str, Any]], episod
                       episodes_total: int | None, calls_total: int | None, duration_s: float | None = None,
                       work: Sequence[Sequence[float]] | None = None, slots: int | None = None,
                       finish_s: float = FINISH_S, interval_s: float = 0.5,
-                      clock: Callable[[], float] = time.monotonic) -> AsyncIterator[None]:
+                      clock: Callable[[], float] = time.monotonic,
+                      sink: Observer | None = None) -> AsyncIterator[None]:
     """Poll the point's live sources (module docstring) every `interval_s` s while the
     block runs and emit a ProgressEvent each time, then a last one with finished=True.
+    With `sink` (e.g. a ProgressWriter: a shard's progress file), the events go to it
+    alone, not to the registered observers, whether or not any is registered.
     `stats` is called in a thread (it is blocking HTTP); its errors skip that poll.
     With `work` (per planned episode, the context size of each call: replay.plan.
     planned_work) and `slots` (episodes in flight), the ETA comes from WorkEstimator
     once it has 3 samples; `finish_s` (s) is added for the point's own summary after its
-    last call. Does nothing when no observer is registered."""
-    if not _observers:
+    last call. Does nothing when no observer is registered (and no `sink`)."""
+    if not _observers and sink is None:
         yield
         return
+    targets = None if sink is None else [sink]
     started = clock()
     last: dict[str, Any] | None = None
     estimator = WorkEstimator(work, slots) if work and duration_s is None else None
@@ -380,7 +386,114 @@ async def watch_point(point: str, *, stats: Callable[[], dict[str, Any]], episod
             left = estimator.observe(ev.elapsed_s, ev.calls_done, ev.episodes_done)
             if left is not None:
                 ev = dataclasses.replace(ev, eta_s=left + finish_s)
-        await emit(ev)
+        await emit(ev, targets)
 
     async with _polling(poll, interval_s):
+        yield
+
+
+# --- a distributed point: its shards' progress, merged (issue #15) ---------------------------
+# Each shard of a distributed point (replay.shard) runs watch_point on its own host with a
+# ProgressWriter as its sink: its latest ProgressEvent, as JSON, in a progress file next to
+# its files (or in the exchange). The coordinator polls those files (watch_shards) and emits
+# one merged event for the point to its observers: the same terminal view and Prefect
+# progress artifact as a single-process point.
+
+
+def event_to_json(ev: ProgressEvent) -> bytes:
+    """The event as one JSON object (its fields by name)."""
+    import orjson
+
+    return orjson.dumps(dataclasses.asdict(ev))
+
+
+def event_from_json(data: bytes) -> ProgressEvent:
+    """The ProgressEvent of event_to_json's JSON (fields it does not know are ignored).
+    Raises ValueError for JSON that is not such an object."""
+    import orjson
+
+    try:
+        raw = orjson.loads(data)
+        names = {f.name for f in dataclasses.fields(ProgressEvent)}
+        return ProgressEvent(**{k: v for k, v in raw.items() if k in names})
+    except (TypeError, AttributeError, orjson.JSONDecodeError) as exc:
+        raise ValueError(f"not a progress event: {exc}") from None
+
+
+class ProgressWriter:
+    """A watch_point sink that hands each event, as JSON (event_to_json), to `put` (a
+    blocking write: a file, an exchange key), in a thread, at most every
+    `min_interval_s` s, and always the finished one."""
+
+    def __init__(self, put: Callable[[bytes], None], min_interval_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.put = put
+        self.min_interval_s = min_interval_s
+        self.clock = clock
+        self._last = float("-inf")
+
+    async def __call__(self, ev: ProgressEvent) -> None:
+        now = self.clock()
+        if not ev.finished and now - self._last < self.min_interval_s:
+            return
+        self._last = now
+        await asyncio.to_thread(self.put, event_to_json(ev))
+
+
+def merge_shard_events(point: str, events: Sequence[ProgressEvent], shards: int, elapsed_s: float) -> ProgressEvent:
+    """One ProgressEvent of the point from the latest events of its shards (`events`,
+    one per shard that reported, of `shards`): episodes, calls, requests in flight,
+    misses and errors summed; the planned totals summed once every shard reported them
+    (else None); calls/s = calls done / `elapsed_s` (the point's time since its shared
+    start); ETA the longest of the shards' ETAs (None while a shard that has not
+    finished has none, or a shard has not reported); finished when every shard has."""
+    reported = len(events) == shards
+    done = sum(e.calls_done for e in events)
+
+    def total(values: list[int | None]) -> int | None:
+        return sum(v for v in values if v is not None) if reported and None not in values else None
+
+    finished = reported and all(e.finished for e in events)
+    etas = [e.eta_s for e in events if not e.finished]
+    eta = 0.0 if finished else (max(etas) if reported and etas and None not in etas else None)  # type: ignore[type-var]
+    durations = [e.duration_s for e in events if e.duration_s is not None]
+    return ProgressEvent(
+        point=point, episodes_done=sum(e.episodes_done for e in events),
+        episodes_total=total([e.episodes_total for e in events]), calls_done=done,
+        calls_total=total([e.calls_total for e in events]),
+        requests_in_flight=sum(e.requests_in_flight for e in events), misses=sum(e.misses for e in events),
+        elapsed_s=elapsed_s, eta_s=eta, calls_per_s=done / elapsed_s if elapsed_s > 0 and done else None,
+        finished=finished, duration_s=max(durations) if durations else None, errors=sum(e.errors for e in events))
+
+
+ShardReader = Callable[[], "tuple[int | None, list[ProgressEvent]]"]
+"""Reads a distributed point's progress: (the attempt's shared start in wall-clock ns, None
+when no shard has reported yet; the latest event of each shard that has reported)."""
+
+
+@asynccontextmanager
+async def watch_shards(point: str, read: ShardReader, *, shards: int, interval_s: float = 1.0,
+                       wall_ns: Callable[[], int] = time.time_ns) -> AsyncIterator[None]:
+    """While the block runs (the coordinator waiting for a distributed point's shards),
+    call `read` (in a thread) every `interval_s` s and emit the merged event of the
+    point's `shards` shards (merge_shard_events; elapsed since the shared start, 0
+    before it) to the registered observers, then a last one after the block, finished.
+    A failing `read` skips that poll. Does nothing when no observer is registered."""
+    if not _observers:
+        yield
+        return
+
+    async def tick(finished: bool) -> None:
+        try:
+            start_ns, events = await asyncio.to_thread(read)
+        except Exception as exc:  # the storage may hiccup: the next poll tries again
+            log.debug("shard progress of %s not read: %s", point, exc)
+            return
+        elapsed = max(0.0, (wall_ns() - start_ns) / 1e9) if start_ns is not None else 0.0
+        ev = merge_shard_events(point, events, shards, elapsed)
+        if finished and not ev.finished:
+            ev = dataclasses.replace(ev, finished=True, eta_s=0.0)
+        await emit(ev)
+
+    async with _polling(tick, interval_s):
         yield

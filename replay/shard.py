@@ -16,6 +16,12 @@ with the hosts), waits for the shared start, plays its episodes, and leaves in
     server_stats.json                               its replay server's /stats
     shard.json                                      its report (run_replay_shard)
 
+and, while it plays, its live progress in `<run_dir>/points/<point>/_shards/a<start_wall_ns>/
+progress-w<k>.json` (the exchange's same key): the latest replay.progress.ProgressEvent of
+the shard (episodes and model calls done/planned, requests in flight, misses, its ETA),
+rewritten every second. The coordinator merges the shards' files into the point's
+progress (`read_shard_progress`, replay.progress.watch_shards).
+
     report = await run_replay_shard(ReplayShardPoint(...worker=k, shards=N...), trajs)
     row = merge_replay_point(run_dir, "c8", attempt=T, concurrency=8, exit_codes=[0, 0])
 
@@ -43,12 +49,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +70,9 @@ from benchmaker.shared_start import (LATE_START_LIMIT_MS, check_lead, measure_cl
 from replay import process as _process
 from replay.convert import read_trajectories
 from replay.harness import SandboxFactory, concurrency_proof
+from replay.plan import context_chars
 from replay.point_run import EPISODE_SAMPLES, engine_self_checks, play_episodes
+from replay.progress import ProgressEvent, ProgressWriter, event_from_json, watch_point
 from replay.sweep import (episode_plan, point_dir, point_name, summarize_point,
                           write_point_summary)
 from replay.trajectory import Trajectory
@@ -72,6 +83,8 @@ __all__ = [
     "fetch_replay_shards",
     "merge_replay_point",
     "merge_server_stats",
+    "progress_name",
+    "read_shard_progress",
     "run_replay_shard",
     "shard_concurrency",
     "shard_dir",
@@ -150,6 +163,63 @@ def shard_dir(run_dir: Path, sweep_point: str, worker: int, attempt: int) -> Pat
     return point_dir(Path(run_dir), sweep_point) / "_shards" / f"a{attempt}" / f"w{worker}"
 
 
+def progress_name(worker: int) -> str:
+    """The file name of shard `worker`'s live progress, beside the attempt's shard dirs."""
+    return f"progress-w{worker}.json"
+
+
+_PROGRESS_FILE = re.compile(r"a(\d+)/progress-w(\d+)\.json$")
+
+
+def read_shard_progress(run_dir: Path, run_id: str, sweep_point: str, exchange: str | None = None
+                        ) -> tuple[int | None, list[ProgressEvent]]:
+    """The live progress of a distributed point's shards (a replay.progress.ShardReader):
+    (the latest attempt's shared start in wall-clock ns, or None when no shard has
+    written yet; the events of that attempt's shards, by worker), read from the run
+    directory or, with `exchange`, from there. A file being rewritten or unreadable is
+    skipped this time."""
+    if exchange:
+        found = Exchange(exchange).read_glob(f"{shards_key(run_id, sweep_point)}/a*/progress-w*.json")
+    else:
+        found = {}
+        for path in (point_dir(Path(run_dir), sweep_point) / "_shards").glob("a*/progress-w*.json"):
+            try:
+                found[path.parent.name + "/" + path.name] = path.read_bytes()
+            except OSError:
+                continue
+    by_attempt: dict[int, dict[int, ProgressEvent]] = {}
+    for key, data in found.items():
+        m = _PROGRESS_FILE.search(key)
+        if m is None:
+            continue
+        try:
+            by_attempt.setdefault(int(m.group(1)), {})[int(m.group(2))] = event_from_json(data)
+        except ValueError:
+            continue
+    if not by_attempt:
+        return None, []
+    attempt = max(by_attempt)
+    return attempt, [ev for _, ev in sorted(by_attempt[attempt].items())]
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _watch_shard(p: ReplayShardPoint, plan: Sequence[Trajectory] | None, conc: int, server: _process.ReplayServerHandle,
+                 out: Path, put: Callable[[bytes], None]) -> object:
+    """watch_point over the shard's replay server and episodes file, writing its events
+    through `put` (ProgressWriter; every second); totals and the ETA's work from the
+    shard's `plan` (None: run for a duration)."""
+    return watch_point(
+        p.sweep_point, stats=server.stats, episodes_file=out / "episodes.jsonl",
+        episodes_total=None if plan is None else len(plan),
+        calls_total=None if plan is None else sum(len(t.turns) for t in plan), duration_s=p.duration_s,
+        work=None if plan is None else [context_chars(t) for t in plan], slots=conc, sink=ProgressWriter(put))
+
+
 async def run_replay_shard(
     p: ReplayShardPoint,
     trajectories: Sequence[Trajectory] | None = None,
@@ -166,6 +236,8 @@ async def run_replay_shard(
     server. With `p.exchange` (benchmaker.exchange), `p.trajectories` is a key there:
     the shard downloads it, writes into a temporary directory and uploads its files
     under `<run_id>/points/<point>/_shards/w<k>/` when done (fetch_replay_shards).
+
+    While it plays, its progress goes to progress-w<k>.json (module docstring).
 
     Returns the shard's report (also written to shard.json): {"worker", "shards",
     "concurrency" (this shard's), "episodes_planned" (None for a duration), "hostname",
@@ -195,13 +267,16 @@ async def run_replay_shard(
             traj_path = exchange.get_file(p.trajectories, local / "trajectories.jsonl")
             out = local / f"w{p.worker}"
             clock = exchange.clock_offset(shards_key(p.run_id, p.sweep_point, p.start_wall_ns))
+            put = partial(exchange.put_bytes, f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/"
+                                              f"{progress_name(p.worker)}")
         else:
             traj_path = Path(p.trajectories)
             out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker, p.start_wall_ns)
             clock = measure_clock_offset(out.parent)
+            put = partial(_write_atomic, out.parent / progress_name(p.worker))
         trajs = list(read_trajectories(traj_path)) if trajectories is None else trajectories
         report = await _play_shard(p, trajs, traj_path, out, start_at_ns, what, sandbox_factory=sandbox_factory,
-                                   tasks=tasks, api_key=api_key)
+                                   tasks=tasks, api_key=api_key, progress=put)
         report["clock"] = clock
         write_json_atomic(out / "shard.json", report)
         if exchange is not None:
@@ -232,18 +307,22 @@ def _stop_if_started(fut: asyncio.Future) -> None:
 async def _play_shard(
     p: ReplayShardPoint, trajectories: Sequence[Trajectory], traj_path: Path, out: Path, start_at_ns: int,
     what: str, *, sandbox_factory: SandboxFactory | None, tasks: dict[str, TaskSpec] | None, api_key: str | None,
+    progress: Callable[[bytes], None] | None = None,
 ) -> dict[str, Any]:
-    """The shard's replay server, wait and episodes (run_replay_shard); its report
-    without the clock."""
+    """The shard's replay server, wait and episodes (run_replay_shard), its progress
+    through `progress` (_watch_shard); its report without the clock."""
     conc = shard_concurrency(p.concurrency, p.shards, p.worker)
     plan = None
     if p.duration_s is None:
         plan = shard_plan(episode_plan(trajectories, p.concurrency, p.episodes), p.concurrency, p.shards, p.worker)
     server = await _start_server(traj_path, p.latency, p.divergence)
+    watching = AsyncExitStack()
     try:
         check_lead(start_at_ns, f"{what} (after its replay server started)", min_lead_s=0.0)
         if out.exists():
             shutil.rmtree(out)
+        if progress is not None:
+            await watching.enter_async_context(_watch_shard(p, plan, conc, server, out, progress))
         engine: dict[str, Any] = {}
         if plan == []:  # fewer episodes than slots: this shard's slots got none
             wake_late_ns = await sleep_until(start_at_ns)
@@ -268,6 +347,7 @@ async def _play_shard(
             engine = {**engine_self_checks(summary), "verdict_reasons": list(summary["verdict"]["reasons"])}
         write_json_atomic(out / "server_stats.json", await asyncio.to_thread(server.stats))
     finally:
+        await watching.aclose()  # its last (finished) event, while the server still answers /stats
         await asyncio.to_thread(server.stop)
     return {"worker": p.worker, "shards": p.shards, "concurrency": conc,
             "episodes_planned": None if plan is None else len(plan), "hostname": socket.gethostname(),

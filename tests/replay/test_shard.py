@@ -135,9 +135,10 @@ async def test_shards_get_the_trajectories_and_hand_back_their_files_through_an_
     assert list(point_dir(run_dir, "c4").iterdir()) == []  # the shards wrote elsewhere
     got = fetch_replay_shards(run_dir, "rid", "c4", url, points[0].start_wall_ns)
     assert sorted(p.relative_to(point_dir(run_dir, "c4")).as_posix() for p in got) == sorted(
-        f"_shards/a{points[0].start_wall_ns}/w{k}/{name}" for k in (0, 1)
-        for name in ("concurrency.json", "engine_summary.json", "episode_samples.jsonl", "episodes.jsonl",
-                     "samples.jsonl", "server_stats.json", "shard.json", "turns.jsonl"))
+        [f"_shards/a{points[0].start_wall_ns}/w{k}/{name}" for k in (0, 1)
+         for name in ("concurrency.json", "engine_summary.json", "episode_samples.jsonl", "episodes.jsonl",
+                      "samples.jsonl", "server_stats.json", "shard.json", "turns.jsonl")]
+        + [f"_shards/a{points[0].start_wall_ns}/progress-w{k}.json" for k in (0, 1)])  # their live progress
     assert ex.get_dir("rid/points", tmp_path / "left") == []  # fetched files are removed there
     row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0])
     assert (row["n_episodes"], row["n_turns"], row["achieved_max_concurrency"]) == (4, 16, 4)

@@ -331,7 +331,7 @@ class BenchConfig(_Strict):
     kind: SafeName = "bench"
     sweep_point: SafeName | None = None
     out_dir: Path = Path("runs")
-    transport: Literal["aiohttp", "raw", "httpx", "null"] = "aiohttp"
+    transport: Literal["aiohttp", "raw", "httpx", "null"] = "raw"
     # worker processes for `benchmaker.workers.run_sharded`; "auto" = usable CPUs
     workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1
 

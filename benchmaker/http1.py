@@ -1,5 +1,6 @@
-"""`RawTransport`: the engine's own HTTP/1.1 client, an asyncio Protocol over httptools'
-response parser (llhttp, the parser of Node.js), with a keep-alive pool.
+"""`RawTransport`: the engine's own HTTP/1.1 client (`--transport raw`, the default), an
+asyncio Protocol over httptools' response parser (llhttp, the parser of Node.js), with a
+keep-alive pool.
 
     RawTransport()                         # connect deadline 10 s, unbounded pool
     RawTransport(connect_timeout_s=2.0, limit=256, verify_tls=False)

@@ -1,12 +1,14 @@
 """Transports for the engine's hot path (see `benchmaker.types.Transport`).
 
 Measured on this machine (issue #2): concurrency 64 against a loopback server, httpx's
-own pool gives 158 req/s, httpx over aiohttp 2,545 req/s, bare aiohttp 8,731 req/s. So:
+own pool gives 158 req/s, httpx over aiohttp 2,545 req/s, bare aiohttp 8,731 req/s; and
+(issue #17) the engine on RawTransport 2.5x bare aiohttp's requests per client CPU s. So:
 
-    AiohttpTransport  the default: one aiohttp ClientSession, keep-alive pool, no
-                      client-side timeouts except connect (the runner owns the rest)
-    RawTransport      `raw`: the engine's own HTTP/1.1 client on httptools' parser
-                      (benchmaker/http1.py), a fraction of aiohttp's CPU per request
+    RawTransport      `raw`, the default: the engine's own HTTP/1.1 client on httptools'
+                      parser (benchmaker/http1.py), ~1/4 of aiohttp's CPU per request
+    AiohttpTransport  `aiohttp`: one aiohttp ClientSession, keep-alive pool, no
+                      client-side timeouts except connect (the runner owns the rest);
+                      the same samples (tests/benchmaker/test_http1.py)
     HttpxTransport    httpx.AsyncClient, for users who need its features
     NullTransport     answers every request at once with a canned body, no I/O:
                       measures the engine itself (scheduler accuracy, events/s)
@@ -108,7 +110,7 @@ class _CountingConnector(aiohttp.TCPConnector):
 
 
 class AiohttpTransport:
-    """aiohttp transport (the default).
+    """aiohttp transport (`--transport aiohttp`; the default was this until issue #17).
 
     AiohttpTransport(connect_timeout_s=5.0)   # connect deadline 5 s
     AiohttpTransport(limit=0)                 # no cap on pooled connections
@@ -257,7 +259,7 @@ class NullTransport:
 
 
 def make_transport(kind: str, *, connect_timeout_s: float | None, limit: int = 0) -> Any:
-    """Build a transport by name: `aiohttp` (default), `raw`, `httpx`, `null`.
+    """Build a transport by name: `raw` (default), `aiohttp`, `httpx`, `null`.
     Raises ConfigError on an unknown name."""
     from benchmaker.errors import ConfigError
 
@@ -271,4 +273,4 @@ def make_transport(kind: str, *, connect_timeout_s: float | None, limit: int = 0
         return HttpxTransport(connect_timeout_s=connect_timeout_s, limit=limit or None)
     if kind == "null":
         return NullTransport()
-    raise ConfigError(f"transport: unknown transport {kind!r} (expected aiohttp, raw, httpx, null)")
+    raise ConfigError(f"transport: unknown transport {kind!r} (expected raw, aiohttp, httpx, null)")

@@ -206,7 +206,7 @@ def llm(
     max_schedule_lag_ms: float | None = None,
     seed: int = 0,
     label: str | None = None,
-    transport: str = "aiohttp",
+    transport: str = "raw",
     workers: str = "1",
     metrics_url: list[str] | None = None,
     metrics_interval: str = "1s",
@@ -249,7 +249,7 @@ def llm(
         max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals and synthetic prompts.
         label: Run label stored with the run (e.g. nightly).
-        transport: aiohttp (default) or httpx.
+        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/http1.py), aiohttp or httpx.
         workers: Worker processes sharing the schedule (N or auto = usable CPUs).
         metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
         metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).

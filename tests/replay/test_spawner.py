@@ -221,6 +221,7 @@ async def test_an_episode_whose_helper_died_ends_with_a_sandbox_error(tmp_path: 
     assert (res.episode.outcome, res.episode.error) == ("error", f"sandbox: sandbox spawner (pid {pid}) exited with code -9")
 
 
+@pytest.mark.slow  # ~7 s: an execute-mode point on the engine, the example task's pytest runs
 async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_helper(tmp_path: Path):
     """Ctrl-C / SIGTERM cancel the point's task: the verifier's command (here a 30 s
     sleep) is killed, the helper exits, and the model calls already made stay written."""

@@ -66,6 +66,7 @@ from flows.outcome import final_state
 from flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
 from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
 from tasks.load import load_warehouse
+from tasks.progress import shard_progress
 from tasks.report import publish_report
 from tasks.shard import (ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task,
                          shards_for_load)
@@ -111,9 +112,10 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
     log = get_run_logger()
     name = template.sweep_point
     reset_point_dir(point_dir(Path(template.run_dir), name))
-    points, codes, info = await run_shards(template, start_lead_s=start_lead_s, shard_task=run_shard_point_task,
-                                           deployment=shard_deployment, timeout_s=shard_timeout_s,
-                                           dask_address=dask_address)
+    async with shard_progress(template):  # the shards' live progress, merged: terminal view and artifact
+        points, codes, info = await run_shards(template, start_lead_s=start_lead_s, shard_task=run_shard_point_task,
+                                               deployment=shard_deployment, timeout_s=shard_timeout_s,
+                                               dask_address=dask_address)
     fetch_shards(points[0])
     row = merge_point(points[0], codes, info)
     log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,

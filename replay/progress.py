@@ -298,15 +298,18 @@ async def _polling(tick: Callable[[bool], Awaitable[None]], interval_s: float) -
 
 @asynccontextmanager
 async def watch_engine(point: str, live: Any, *, calls_total: int | None, duration_s: float | None,
-                       interval_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> AsyncIterator[None]:
+                       interval_s: float = 0.5, clock: Callable[[], float] = time.monotonic,
+                       sink: Observer | None = None) -> AsyncIterator[None]:
     """Progress of an engine sweep point (llm-sweep) from its runner's live counters
     (`benchmaker.runner.LiveStats`: finished, in_flight, errors), emitted like
     `watch_point`'s events: requests finished of `calls_total` (max_requests) or the
     time left of `duration_s`, requests in flight, errors. Does nothing when no
-    observer is registered."""
-    if not _observers:
+    observer is registered; with `sink` (a shard's ProgressWriter), the events go to
+    it alone, as for watch_point."""
+    if not _observers and sink is None:
         yield
         return
+    targets = None if sink is None else [sink]
     started = clock()
 
     def event(finished: bool = False) -> ProgressEvent:
@@ -319,7 +322,7 @@ async def watch_engine(point: str, live: Any, *, calls_total: int | None, durati
             calls_per_s=done / elapsed if elapsed > 0 and done else None, finished=finished,
             duration_s=duration_s, errors=int(live.errors))
 
-    async with _polling(lambda finished: emit(event(finished)), interval_s):
+    async with _polling(lambda finished: emit(event(finished), targets), interval_s):
         yield
 
 

@@ -90,6 +90,7 @@ __all__ = [
     "shard_dir",
     "shard_plan",
     "shards_for",
+    "write_atomic",
 ]
 
 
@@ -202,7 +203,8 @@ def read_shard_progress(run_dir: Path, run_id: str, sweep_point: str, exchange: 
     return attempt, [ev for _, ev in sorted(by_attempt[attempt].items())]
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file beside it (readers never see part of it)."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
@@ -273,7 +275,7 @@ async def run_replay_shard(
             traj_path = Path(p.trajectories)
             out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker, p.start_wall_ns)
             clock = measure_clock_offset(out.parent)
-            put = partial(_write_atomic, out.parent / progress_name(p.worker))
+            put = partial(write_atomic, out.parent / progress_name(p.worker))
         trajs = list(read_trajectories(traj_path)) if trajectories is None else trajectories
         report = await _play_shard(p, trajs, traj_path, out, start_at_ns, what, sandbox_factory=sandbox_factory,
                                    tasks=tasks, api_key=api_key, progress=put)

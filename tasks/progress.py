@@ -6,21 +6,25 @@ description with the same figures as the terminal view (replay.progress).
     with progress_artifact(run_id, "c4"):
         async with watch_point("c4", ...):
             ...
+
+A distributed point's coordinator does the same with its shards' progress files merged
+(`shard_progress`, replay.progress.watch_shards).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 from prefect.artifacts import acreate_progress_artifact, aupdate_progress_artifact
 
-from replay.progress import ProgressEvent, describe, observe
+from replay.progress import ProgressEvent, describe, observe, watch_shards
 
-__all__ = ["ArtifactObserver", "progress_artifact"]
+__all__ = ["ArtifactObserver", "progress_artifact", "shard_progress"]
 
 
 class ArtifactObserver:
@@ -55,3 +59,28 @@ def progress_artifact(run_id: str, point: str) -> Iterator[ArtifactObserver]:
     runs (inside a task or flow run; outside one the artifact is not linked to a run)."""
     with observe(ArtifactObserver(run_id, point)) as obs:
         yield obs  # type: ignore[misc]
+
+
+@asynccontextmanager
+async def shard_progress(template: Any, interval_s: float | None = None) -> AsyncIterator[None]:
+    """While the block runs (the coordinator waiting for the shards of `template`'s
+    point: a replay.shard.ReplayShardPoint or tasks.shard.ShardPoint, of which `run_dir`,
+    `run_id`, `sweep_point`, `exchange` and `shards` are used), the point's progress
+    merged from its `template.shards` shards' progress
+    files (replay.shard.read_shard_progress, replay.progress.watch_shards) goes to the
+    registered observers (the terminal view) and to the point's Prefect progress
+    artifact, as a single-process point's does. Polls every `interval_s` s (default 1,
+    2 through an exchange: each poll lists and reads its keys)."""
+    from replay.shard import read_shard_progress
+
+    since = time.time_ns()  # an earlier attempt's straggler (in the exchange) is not this attempt
+
+    def read() -> tuple[int | None, list[ProgressEvent]]:
+        attempt, events = read_shard_progress(Path(template.run_dir), template.run_id, template.sweep_point,
+                                              template.exchange)
+        return (attempt, events) if attempt is not None and attempt >= since else (None, [])
+
+    every = interval_s if interval_s is not None else (2.0 if template.exchange else 1.0)
+    with progress_artifact(template.run_id, template.sweep_point):
+        async with watch_shards(template.sweep_point, read, shards=template.shards, interval_s=every):
+            yield

@@ -2,7 +2,7 @@
 DaskTaskRunner) and as the body of the `swebench-replay-shard` flow: builds the
 sandbox factory and the verifier's tasks, then replay.shard.run_replay_shard
 (documented there); and, on the coordinator, the live progress of a distributed point
-merged from its shards' progress files (`shard_progress`).
+merged from its shards' progress files (tasks.progress.shard_progress).
 
     report = await replay_shard(ReplayShardPoint(...worker=k, shards=N...))
     async with shard_progress(template):   # while the coordinator waits for the shards
@@ -11,9 +11,6 @@ merged from its shards' progress files (`shard_progress`).
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +18,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from replay.progress import ProgressEvent, watch_shards
-from replay.shard import ReplayShardPoint, read_shard_progress, run_replay_shard
-from tasks.progress import progress_artifact
+from replay.shard import ReplayShardPoint, run_replay_shard
+from tasks.progress import shard_progress
 from tasks.sweep import load_tasks, make_sandbox_factory
 
 __all__ = ["replay_shard", "run_replay_shard_task", "shard_progress"]
@@ -48,23 +44,3 @@ run_replay_shard_task = task(name="run-swebench-replay-shard", cache_policy=NO_C
 """replay_shard as a Prefect task (one per shard on a DaskTaskRunner; never cached or
 retried: a retried shard would miss the shared start)."""
 
-
-@asynccontextmanager
-async def shard_progress(template: ReplayShardPoint, interval_s: float | None = None) -> AsyncIterator[None]:
-    """While the block runs (the coordinator waiting for the shards of `template`'s
-    point), the point's progress merged from its `template.shards` shards' progress
-    files (replay.shard.read_shard_progress, replay.progress.watch_shards) goes to the
-    registered observers (the terminal view) and to the point's Prefect progress
-    artifact, as a single-process point's does. Polls every `interval_s` s (default 1,
-    2 through an exchange: each poll lists and reads its keys)."""
-    since = time.time_ns()  # an earlier attempt's straggler (in the exchange) is not this attempt
-
-    def read() -> tuple[int | None, list[ProgressEvent]]:
-        attempt, events = read_shard_progress(Path(template.run_dir), template.run_id, template.sweep_point,
-                                              template.exchange)
-        return (attempt, events) if attempt is not None and attempt >= since else (None, [])
-
-    every = interval_s if interval_s is not None else (2.0 if template.exchange else 1.0)
-    with progress_artifact(template.run_id, template.sweep_point):
-        async with watch_shards(template.sweep_point, read, shards=template.shards, interval_s=every):
-            yield

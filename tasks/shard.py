@@ -26,6 +26,11 @@ started about D apart in real time.
 as a single-process run), moves `samples-w<k>.jsonl` and `worker-<k>.json` to
 `<run_dir>/points/<point>/` (the warehouse loader gives each row `shard = k`), writes
 `engine_summary.json` there and returns the point's summary row.
+
+While it runs, each shard writes its live progress (requests finished of its share of
+`max_requests`, in flight, errors; replay.progress.watch_engine with a ProgressWriter) to
+`<run_dir>/points/<point>/_shards/a<T>/progress-w<k>.json` (the exchange's same key), which
+the coordinator merges into the point's progress (tasks.progress.shard_progress).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +54,8 @@ from benchmaker.load_models import ClosedLoop, load_model_of
 from benchmaker.runner import BenchRunner
 from benchmaker.shared_start import LATE_START_LIMIT_MS, check_lead, measure_clock_offset, start_at_ns_from_wall
 from benchmaker.workers import merge_shards
+from replay.progress import ProgressWriter, watch_engine
+from replay.shard import progress_name, write_atomic
 from replay.sweep import engine_point_row, point_dir, write_point_summary
 from workloads.datasets import SyntheticDataset
 from workloads.openai_chat import OpenAIChatWorkload
@@ -167,7 +175,15 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
         start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
         check_lead(start_at_ns, f"shard {p.worker}/{p.shards} of {p.sweep_point}")
         runner = BenchRunner(config, start_at_ns=start_at_ns, **runner_kwargs)
-        result = await runner.run()
+        progress_key = f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{progress_name(p.worker)}"
+        put = (partial(exchange.put_bytes, progress_key) if exchange else
+               partial(write_atomic, shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)
+                       / progress_name(p.worker)))
+        share = None if p.max_requests is None else (
+            p.max_requests // p.shards + (1 if p.worker < p.max_requests % p.shards else 0))  # runner's share
+        async with watch_engine(p.sweep_point, runner.live, calls_total=share, duration_s=p.duration_s,
+                                sink=ProgressWriter(put)):
+            result = await runner.run()
         checks = dict(result.summary["self_checks"])
         checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=p.start_wall_ns,
                       start_late_ns=checks["t0_wall_ns"] - p.start_wall_ns)

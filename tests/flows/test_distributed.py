@@ -105,6 +105,7 @@ async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path:
     for c in checks:  # clocks measured against the exchange's storage
         assert c["clock"]["reference"] == "storage mtime (memory)" and abs(c["clock"]["wall_offset_ns"]) < 10**7, c
     assert sorted(Path(p).name for p in fetch_shards(points[0])) == [
+        "progress-w0.json", "progress-w1.json",  # their live progress (tasks.progress.shard_progress)
         "samples-w0.jsonl", "samples-w1.jsonl", "worker-0.json", "worker-1.json"]
     assert Exchange(url).get_dir("rid", tmp_path / "left") == []  # fetched files are removed there
     row = merge_point(points[0], [0, 0])

@@ -137,3 +137,29 @@ async def test_shards_progress_travels_through_an_exchange(tmp_path: Path, traj:
 
 def test_trajectories_fixture_is_one_recording_of_four_turns(traj: Path) -> None:
     assert [len(t.turns) for t in read_trajectories(traj)] == [4]
+
+
+async def test_an_engine_point_in_shards_shows_its_requests_merged(tmp_path: Path) -> None:
+    """llm-sweep's shards (tasks.shard.run_shard_point) write their engine progress the
+    same way: constant:40 for 1 s on two shards = 20 requests each, 40 merged."""
+    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
+    from tasks.shard import ShardPoint, run_shard_point
+
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "constant-40"))
+    start = time.time_ns() + 4_000_000_000
+    seen: list[ProgressEvent] = []
+    async with ScenarioServer(Scenario(ttft_ms=5)) as server:
+        points = [ShardPoint(base_url=server.url, model="m", run_dir=str(run_dir), run_id="rid", load="constant:40",
+                             sweep_point="constant-40", worker=k, shards=2, start_wall_ns=start, duration_s=1.0,
+                             max_tokens=8) for k in range(2)]
+        with observe(seen.append):
+            async with watch_shards("constant-40", lambda: read_shard_progress(run_dir, "rid", "constant-40"),
+                                    shards=2, interval_s=0.1):
+                await asyncio.gather(*(run_shard_point(p) for p in points))
+    last = seen[-1]
+    assert (last.calls_done, last.calls_total, last.errors, last.finished, last.duration_s) == (40, None, 0, True, 1.0)
+    assert any(not e.finished for e in seen)
+    assert [e.calls_done for e in seen] == sorted(e.calls_done for e in seen)
+    attempt, events = read_shard_progress(run_dir, "rid", "constant-40")
+    assert (attempt, [(e.calls_done, e.finished) for e in events]) == (start, [(20, True), (20, True)])

@@ -30,7 +30,9 @@ rounds of `--pair-seconds` runs, the figure the median of the per-round ratios.
    and headers, read of the same /sse stream, no parsing): the CPU s per stream that
    the I/O alone costs on it, so null / (null + bare read) bounds the ratio any engine
    on that client can reach. NullTransport with one event per read is printed beside
-   them (the per-read cost).
+   them (the per-read cost), and NullTransport waiting once per request on the event
+   loop (a 1 ns sleep, no I/O): a client on a socket waits at least once per request,
+   which the plain null path never does, so that ratio bounds every real-I/O client.
    profile: cProfile (timer time.thread_time: CPU, not wall) of one engine run of 1 and
    one of 2 on `raw`; the top `--profile-top` functions by own time (the run summary's
    SQL, after the run, included).
@@ -294,13 +296,14 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
     body = sse_body(SSE_CHUNKS)
     null = {"4 reads": tuple(split_even(body, 4)), "1 event/read": tuple(sse_events(SSE_CHUNKS))}
 
-    def null_runner(chunks: tuple[bytes, ...]) -> BenchRunner:
+    def null_runner(chunks: tuple[bytes, ...], delay_s: float = 0.0) -> BenchRunner:
         return BenchRunner(BenchConfig(load="closed:1", duration_s=seconds, out_dir=out),
-                           workload=_chat("http://null/v1/chat/completions"), transport=NullTransport(chunks=chunks))
+                           workload=_chat("http://null/v1/chat/completions"),
+                           transport=NullTransport(chunks=chunks, delay_s=delay_s))
 
     real: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
     real_wall: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
-    null4, null1 = [], []
+    null4, null1, null_wait = [], [], []
     bounds: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
     request = _chat(base + "/sse").request(0)
     for rnd in range(1, pairs + 1):
@@ -314,7 +317,11 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
                         f" streams)")
         null4.append(_events_per_cpu_s(null_runner(null["4 reads"]))[0])
         null_us = SSE_CHUNKS / null4[-1] * 1e6  # client cpu per stream, no I/O
-        line.append(f"NullTransport 4 reads {null4[-1]:>9,.0f}")
+        # the same, waiting once per request on the loop (a 1 ns sleep): what a client
+        # that must wait for its socket pays before any I/O
+        null_wait.append(_events_per_cpu_s(null_runner(null["4 reads"], 1e-9))[0])
+        line.append(f"NullTransport 4 reads {null4[-1]:>9,.0f}, waiting once per request {null_wait[-1]:>9,.0f}"
+                    f" ({null_wait[-1] / null4[-1]:.3f})")
         # the I/O alone: POST /sse + read of the same stream, no parsing, on each client
         for t in TRANSPORTS:
             cpu0 = time.process_time()
@@ -328,7 +335,10 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
                         f" {null_us:.0f}: bound {bounds[t][-1]:.3f}")
         print(";  ".join(line))
     null1.append(_events_per_cpu_s(null_runner(null["1 event/read"]))[0])
-    got: dict[str, Any] = {"null_4 reads": statistics.median(null4), "null_1 event/read": null1[0]}
+    got: dict[str, Any] = {"null_4 reads": statistics.median(null4), "null_1 event/read": null1[0],
+                           "null_wait": statistics.median(w / n for w, n in zip(null_wait, null4))}
+    print(f"  median of {pairs} rounds, NullTransport waiting once per request on the loop / without:"
+          f" {got['null_wait']:.3f} (no I/O: the cost of one wait on the event loop per request)")
     for t in TRANSPORTS:
         got[f"ratio_{t}"] = statistics.median(r / n for r, n in zip(real[t], null4))
         got[f"bound_{t}"] = statistics.median(bounds[t])
@@ -581,6 +591,7 @@ def main() -> int:
                 (f"  bound: null / (null + bare {t} read), median", st[f"bound_{t}"], "-", None, "{:.3f}"),
             ]
         rows += [
+            ("  null waiting once per request / null, median", st["null_wait"], "-", None, "{:.3f}"),
             ("streaming events/s per core (null, 4 reads)", st["null_4 reads"], "-", None, "{:,.0f}"),
             ("streaming events/s per core (null, 1 ev/read)", st["null_1 event/read"], "-", None, "{:,.0f}"),
         ]

@@ -196,7 +196,8 @@ def start_server(home: Path, *, port: int | None = None, health: Health = http_h
     port = port or free_port()
     url = f"http://127.0.0.1:{port}/api"
     log = home / LOG_NAME
-    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_SERVER_CSRF_PROTECTION_ENABLED="false")  # loopback only; see use_local_server
     env.pop("PREFECT_API_URL", None)
     with open(log, "ab") as fh:
         fh.write(f"--- {datetime.now(timezone.utc).isoformat()} benchmaker starts: "
@@ -308,7 +309,9 @@ def use_local_server(say: Say | None = None) -> Iterator[str | None]:
     """Run the body against a Prefect API: the configured one as is, else the reused
     local server (started when needed), set as PREFECT_API_URL in the environment (so
     child processes inherit it) and in Prefect's settings. Yields the URL, or None when
-    BENCHMAKER_PREFECT_SERVER=ephemeral asks for Prefect's temporary server.
+    BENCHMAKER_PREFECT_SERVER=ephemeral asks for Prefect's temporary server. With the
+    local server, the Prefect client asks for no CSRF token (the server enforces none)
+    unless PREFECT_CLIENT_CSRF_SUPPORT_ENABLED says otherwise.
     Raises ServerError when the server cannot be started, and BenchmakerError for an
     unknown BENCHMAKER_PREFECT_SERVER value."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -323,9 +326,13 @@ def use_local_server(say: Say | None = None) -> Iterator[str | None]:
         return
     state = ensure_server(say=say or _stderr)
     os.environ["PREFECT_API_URL"] = state.url
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    # our server, on loopback, enforces no CSRF tokens (start_server): a client that asks
+    # for one first makes a round trip per client for nothing (3 per CLI flow run)
+    os.environ.setdefault("PREFECT_CLIENT_CSRF_SUPPORT_ENABLED", "false")
+    from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_CSRF_SUPPORT_ENABLED, temporary_settings
 
-    with temporary_settings({PREFECT_API_URL: state.url}):
+    csrf = os.environ["PREFECT_CLIENT_CSRF_SUPPORT_ENABLED"].strip().lower() not in ("false", "0", "no", "off")
+    with temporary_settings({PREFECT_API_URL: state.url, PREFECT_CLIENT_CSRF_SUPPORT_ENABLED: csrf}):
         yield state.url
 
 

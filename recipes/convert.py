@@ -100,12 +100,14 @@ def convert(
     lenient: bool = False,
 ) -> int:
     """Convert agent logs (pi session/event files, harbor trial dirs, SWE-agent .traj,
-    mini-swe-agent, OpenHands, OpenAI message rows) into trajectories JSONL.
+    mini-swe-agent, OpenHands event files and SDK conversation dirs, OpenAI message rows)
+    into trajectories JSONL.
 
     Parameters
     ----------
     logs
-        Log files or directories (walked; harbor trial directories are one unit).
+        Log files or directories (walked; a harbor trial directory and an OpenHands
+        conversation directory, base_state.json + events/, are one unit each).
     output
         Output trajectories JSONL (written atomically).
     format

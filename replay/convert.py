@@ -4,10 +4,12 @@
     report.trajectories, report.turns          # counts written
     for traj in read_trajectories(Path("out/trajectories.jsonl")): ...
 
-Inputs are files or directories. A directory that is a harbor trial directory
-(`result.json` + `agent/`) is one unit; any other directory is walked (sorted,
-recursively) and every `.json`, `.jsonl` and `.traj` file in it is a unit (files inside
-a trial directory belong to the trial), named by its absolute path. Files agents write
+Inputs are files or directories. A directory of a directory format
+(`replay.converters.detect_dir`: a harbor trial directory, `result.json` + `agent/`; an
+OpenHands SDK conversation, `base_state.json` + `events/`) is one unit; any other
+directory is walked (sorted, recursively) and every such directory and every `.json`,
+`.jsonl` and `.traj` file in it is a unit (files inside a unit directory belong to it),
+named by its absolute path. Files agents write
 beside their logs are skipped and counted by kind: a harbor job's own `result.json` /
 `config.json` (beside its trial directories) as `harbor_job_file`; predictions
 (`preds.json`, `all_preds.jsonl`), OpenHands `metadata.json` and SWE-bench reports as
@@ -44,7 +46,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from replay.converters import CONVERTER_VERSION, CONVERTERS, FORMATS, FileContext, companion_kind, detect_bytes, harbor
+from replay.converters import (
+    CONVERTER_VERSION,
+    CONVERTERS,
+    DIR_FORMATS,
+    FORMATS,
+    FileContext,
+    companion_kind,
+    detect_bytes,
+    detect_dir,
+    harbor,
+)
 from replay.errors import (
     ConvertError,
     EmptyInputError,
@@ -113,14 +125,16 @@ def _check_format(fmt: str | None, where: Path) -> None:
 
 
 def detect_format(path: Path) -> str:
-    """The format name of a log file or harbor trial directory. Raises
+    """The format name of a log file or of a directory format's directory. Raises
     UnknownFormatError when the content matches no converter, ConvertError when the
     path does not exist."""
     path = Path(path)
     if path.is_dir():
-        if harbor.is_trial_dir(path):
-            return harbor.FORMAT_TRIAL
-        raise UnknownFormatError(path, None, None, "a directory that is not a harbor trial directory (no result.json + agent/)")
+        found = detect_dir(path)
+        if found is not None:
+            return found
+        raise UnknownFormatError(path, None, None, "a directory that is neither a harbor trial directory (result.json"
+                                 " + agent/) nor an OpenHands conversation (base_state.json + events/)")
     if not path.exists():
         raise ConvertError(path, None, None, "no such file or directory")
     fmt = detect_bytes(path.read_bytes())
@@ -139,9 +153,10 @@ def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileCon
     """Trajectories of one unit. A file is read once (`data`: its bytes when the caller
     has read them already, `detected`: their detect_bytes result) and hashed once."""
     if path.is_dir():
-        if fmt not in (None, harbor.FORMAT_TRIAL) or not harbor.is_trial_dir(path):
-            detect_format(path)  # raises the right error
-        yield from harbor.convert_trial_dir(path, lenient=lenient)
+        found = detect_format(path)  # raises the right error for any other directory
+        if fmt not in (None, found):
+            raise UnknownFormatError(path, None, "format", f"a directory of format {found} cannot be read as another format", fmt)
+        yield from DIR_FORMATS[found].convert(path, lenient=lenient)
         return
     if data is None:
         if not path.exists():
@@ -150,8 +165,8 @@ def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileCon
     use = fmt or detected or detect_bytes(data)
     if use is None:
         raise _unknown_format(path)
-    if use == harbor.FORMAT_TRIAL:
-        raise UnknownFormatError(path, None, "format", "harbor-trial needs a trial directory, not a file")
+    if use in DIR_FORMATS:
+        raise UnknownFormatError(path, None, "format", f"{use} needs a directory, not a file")
     ctx = FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient)
     if ctx_out is not None:
         ctx_out.append(ctx)
@@ -159,7 +174,7 @@ def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileCon
 
 
 def iter_trajectories(path: Path, fmt: str | None = None, lenient: bool = False) -> Iterator[Trajectory]:
-    """Trajectories of one log file or harbor trial directory, in file order. `fmt`
+    """Trajectories of one log file or unit directory (`detect_dir`), in order. `fmt`
     forces a format. Raises ConvertError (see module docstring)."""
     path = Path(path)
     _check_format(fmt, path)
@@ -175,7 +190,7 @@ def _units(paths: list[Path], out: Path | None) -> list[tuple[Path, bool]]:
         p = Path(p)
         if not p.exists():
             raise ConvertError(p, None, None, "no such file or directory")
-        if p.is_file() or harbor.is_trial_dir(p):
+        if p.is_file() or detect_dir(p) is not None:
             units.append((p, True))
             continue
         found: list[Path] = []
@@ -189,7 +204,7 @@ def _units(paths: list[Path], out: Path | None) -> list[tuple[Path, bool]]:
 def _walk(d: Path, found: list[Path], out_resolved: Path | None) -> None:
     for child in sorted(d.iterdir()):
         if child.is_dir():
-            if harbor.is_trial_dir(child):
+            if detect_dir(child) is not None:
                 found.append(child)
             else:
                 _walk(child, found, out_resolved)
@@ -210,7 +225,7 @@ def _is_harbor_job_file(path: Path) -> bool:
 class ConvertProgress:
     """Conversion in progress, handed to `convert_paths(..., progress=f)` when it starts
     (nothing done), after each input unit and once more at the end (`finished`: every
-    unit tried, before a bad one's error is raised). `files_*`: input units (a harbor trial directory is one);
+    unit tried, before a bad one's error is raised). `files_*`: input units (a unit directory is one);
     `bytes_*`: their sizes in bytes (a directory: the files in it); `trajectories`,
     `turns`: converted so far; `elapsed_s`: seconds since the start (the injected clock).
 

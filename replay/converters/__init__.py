@@ -1,8 +1,10 @@
 """Log converters, one module per format, and content-based format detection.
 
 Each converter is `convert(ctx: FileContext) -> Iterator[Trajectory]`; `CONVERTERS`
-maps the format name to it. Harbor trial *directories* are converted by
-`harbor.convert_trial_dir` (see `replay.convert`).
+maps the format name to it. Directory formats (`DIR_FORMATS`, `detect_dir`): a harbor
+trial directory (`harbor.convert_trial_dir`) and an OpenHands SDK conversation directory
+(base_state.json + events/, `openhands_sdk.convert_conversation_dir`) are each one input
+unit (see `replay.convert`).
 
 Detection (`detect_bytes`) looks at the content only, never the file name:
   - a JSON document: object whose `history` is a list of OpenHands events → openhands
@@ -26,9 +28,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
-from replay.converters import atif, harbor, mini_swe_agent, openai_messages, openhands, pi_events, pi_session, swe_agent
+from replay.converters import (
+    atif,
+    harbor,
+    mini_swe_agent,
+    openai_messages,
+    openhands,
+    openhands_sdk,
+    pi_events,
+    pi_session,
+    swe_agent,
+)
 from replay.converters._common import CONVERTER_VERSION, FileContext, first_jsonl_objects
 from replay.converters.openhands_sdk import is_sdk_events
 from replay.trajectory import Trajectory
@@ -43,11 +56,38 @@ CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
     openai_messages.FORMAT: openai_messages.convert,
     atif.FORMAT: atif.convert,
 }
-"""File formats by name (`harbor-trial` is a directory format, handled separately)."""
+"""File formats by name (directory formats are in `DIR_FORMATS`)."""
 
-FORMATS: tuple[str, ...] = tuple(sorted([*CONVERTERS, harbor.FORMAT_TRIAL]))
 
-__all__ = ["CONVERTERS", "CONVERTER_VERSION", "FORMATS", "FileContext", "companion_kind", "detect_bytes"]
+class DirFormat(NamedTuple):
+    """A directory format: `matches(path)` tells one, `convert(path, lenient=...)`
+    yields its trajectories."""
+
+    matches: Callable[[Path], bool]
+    convert: Callable[..., Iterator[Trajectory]]
+
+
+DIR_FORMATS: dict[str, DirFormat] = {
+    harbor.FORMAT_TRIAL: DirFormat(harbor.is_trial_dir, harbor.convert_trial_dir),
+    openhands_sdk.FORMAT_CONVERSATION: DirFormat(openhands_sdk.is_conversation_dir,
+                                                 openhands_sdk.convert_conversation_dir),
+}
+"""Formats whose unit is a directory, by name, in detection order."""
+
+FORMATS: tuple[str, ...] = tuple(sorted([*CONVERTERS, *DIR_FORMATS]))
+
+__all__ = ["CONVERTERS", "CONVERTER_VERSION", "DIR_FORMATS", "DirFormat", "FORMATS", "FileContext", "companion_kind",
+           "detect_bytes", "detect_dir"]
+
+
+def detect_dir(path: Path) -> str | None:
+    """The directory format of `path` (a harbor trial: result.json + agent/ or
+    verifier/; an OpenHands SDK conversation: base_state.json + events/), or None."""
+    for name, fmt in DIR_FORMATS.items():
+        if fmt.matches(path):
+            return name
+    return None
+
 
 _PI_SESSION_TYPES = {"message", "model_change", "thinking_level_change", "compaction", "branch_summary", "custom_message"}
 

@@ -33,15 +33,50 @@ What the LLM is sent, per event kind (each class's `to_llm_message`):
     token events, ...) is counted under `event:<kind>`.
 The SDK keeps no per-call usage or model name on these events, so turns have usage
 None; the model comes from the evaluation record's metadata when there is one.
+
+Conversation directories (format `openhands-conversation`, `convert_conversation_dir`):
+a persisted conversation is `<persistence_dir>/<conversation id hex>/` holding
+`base_state.json` (the `ConversationState` without events: `id`, `agent {kind, llm
+{model, usage_id, ...}}`, `execution_status`, `stats`, ...) and `events/`, one file per
+event named `event-<index, zero-padded to at least 5 digits>-<event id>.json` (the
+event's `model_dump_json(exclude_none=True)`), beside the log's own dot files
+(`.eventlog.lock`, `.eventlog-count-N.marker`). Source: OpenHands/software-agent-sdk
+openhands-sdk/openhands/sdk/conversation/persistence_const.py @
+167ee0af4328ae40c60a27ccd6c4fb18cde3b7e3 (`BASE_STATE`, `EVENTS_DIR`,
+`EVENT_NAME_RE`, `EVENT_FILE_PATTERN`), conversation/event_store.py @
+01fa30d55b0c4fce1268db50ea985faaa6b28319 (`EventLog`: events in index order, the index
+read up to the first gap), conversation/state.py @ 003b55278197c34064bab8ee26a771c439266277
+(`ConversationState._save_base_state`), conversation/base.py @
+0455c2a8a5e28038f2cb15cffdeffec31456c5dc (`get_persistence_dir`) and llm/llm.py
+(`LLM.model`). One directory is
+one trajectory: its events in index order, fed as above; model = `agent.llm.model` of
+base_state.json (the events name none, so every turn is served under it); exit status =
+`execution_status`. The SDK persists no task id. `source.path` is the directory and
+`source.sha256` hashes base_state.json and the event files in order (name and bytes).
+Not handled: newer SDK versions can branch a conversation (events' `parent_id`,
+`navigate_to`); such a tree is read in index order, not as its active branch.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from replay.converters._common import FileContext, TrajectoryBuilder, parse_arguments, text_of
+from replay.converters._common import FileContext, TrajectoryBuilder, parse_arguments, read_json_document, text_of
 from replay.converters._edits import CondensedView
-from replay.trajectory import Observation, Response, ToolCall
+from replay.errors import ConvertError
+from replay.trajectory import Observation, RecordedOutcome, Response, ToolCall, Trajectory
+
+FORMAT_CONVERSATION = "openhands-conversation"
+"""Directory format: an SDK conversation's base_state.json + events/ (module docstring)."""
+
+BASE_STATE = "base_state.json"
+EVENTS_DIR = "events"
+EVENT_NAME_RE = re.compile(r"^event-(?P<idx>\d{5,})-(?P<event_id>[0-9a-fA-F\-]{8,})\.json$")
+"""openhands-sdk conversation/persistence_const.py `EVENT_NAME_RE` (5 or more digits)."""
 
 LLM_CONVERTIBLE = frozenset({
     "SystemPromptEvent", "MessageEvent", "ActionEvent", "ObservationEvent", "AgentErrorEvent",
@@ -158,3 +193,97 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
         else:
             builder.skip(f"event:{kind}")
             view.add(event_id, in_view)
+
+
+def is_conversation_dir(path: Path) -> bool:
+    """An SDK conversation directory: `base_state.json` beside an `events/` directory."""
+    return (path / BASE_STATE).is_file() and (path / EVENTS_DIR).is_dir()
+
+
+def event_files(conv: Path) -> tuple[list[Path], list[str], list[str]]:
+    """The events/ directory of conversation `conv`: the event files in index order from
+    0 up to the first missing index (what the SDK's `EventLog` loads), the names of event
+    files it leaves unread (after a gap, or a second file of one index), and the other
+    names (not `event-NNNNN-<id>.json`, which the SDK ignores). Dot files, the log's own
+    bookkeeping, are in none of the three."""
+    by_idx: dict[int, Path] = {}
+    extra: list[str] = []
+    others: list[str] = []
+    for f in sorted((conv / EVENTS_DIR).iterdir()):
+        if f.name.startswith("."):
+            continue
+        m = EVENT_NAME_RE.match(f.name)
+        if m is None or not f.is_file():
+            others.append(f.name)
+        elif int(m["idx"]) in by_idx:
+            extra.append(f.name)
+        else:
+            by_idx[int(m["idx"])] = f
+    n = 0
+    while n in by_idx:
+        n += 1
+    extra.extend(f.name for i, f in sorted(by_idx.items()) if i > n)
+    return [by_idx[i] for i in range(n)], sorted(extra), others
+
+
+def _read_event(path: Path, data: bytes) -> dict[str, Any]:
+    ctx = FileContext(str(path), "", data)
+    ev = read_json_document(ctx)
+    if not isinstance(ev, dict) or not isinstance(ev.get("kind"), str):
+        raise ctx.error(None, "kind" if isinstance(ev, dict) else None,
+                        "expected an OpenHands SDK event object with a string `kind`",
+                        ev.get("kind") if isinstance(ev, dict) else ev)
+    return ev
+
+
+def convert_conversation_dir(conv: Path, *, lenient: bool = False) -> Iterator[Trajectory]:
+    """Yield the one Trajectory of SDK conversation directory `conv` (module docstring).
+    Raises ConvertError naming the file: a bad base_state.json (`conv/base_state.json:
+    ...`), an event file that is not JSON or not an event object (`conv/events/event-
+    00003-<id>.json:1: invalid JSON: ...`), a gap or a doubled index among the event
+    files (`conv/events: 2 event file(s) after index 3 would not be read: ...`), no readable event, no
+    user message or no assistant turn. With `lenient` a bad event file is skipped and
+    counted as `bad_event_file` and the event files after a gap as
+    `event_file_after_gap`; other names in events/ are counted as `not_an_event_file`
+    either way (the SDK ignores them too)."""
+    digest = hashlib.sha256()
+    base_path = conv / BASE_STATE
+    base_data = base_path.read_bytes()
+    digest.update(BASE_STATE.encode() + b"\0" + base_data)
+    state = read_json_document(FileContext(str(base_path), "", base_data, lenient))
+    if not isinstance(state, dict):
+        raise ConvertError(base_path, None, None, "expected a ConversationState object", state)
+    files, unread, others = event_files(conv)
+    if unread and not lenient:
+        raise ConvertError(conv / EVENTS_DIR, None, None, f"{len(unread)} event file(s) after index {len(files) - 1}"
+                           f" would not be read: an index is missing or doubled (first: {unread[0]})")
+    events: list[dict[str, Any]] = []
+    bad = 0
+    for f in files:
+        data = f.read_bytes()
+        try:
+            ev = _read_event(f, data)
+        except ConvertError:
+            if not lenient:
+                raise
+            bad += 1
+            continue
+        digest.update(f.name.encode() + b"\0" + data)
+        events.append(ev)
+    if not events:
+        raise ConvertError(conv / EVENTS_DIR, None, None, "no readable event files (event-NNNNN-<id>.json)")
+    ctx = FileContext(str(conv), digest.hexdigest(), b"", lenient)
+    builder = TrajectoryBuilder(ctx, FORMAT_CONVERSATION)
+    if bad:
+        builder.skip("bad_event_file", bad)
+    if unread:
+        builder.skip("event_file_after_gap", len(unread))
+    if others:
+        builder.skip("not_an_event_file", len(others))
+    feed_sdk_events(events, builder, ctx, None, EVENTS_DIR)
+    agent = state.get("agent") if isinstance(state.get("agent"), dict) else {}
+    llm = agent.get("llm") if isinstance(agent.get("llm"), dict) else {}
+    if builder.model is None and isinstance(llm.get("model"), str) and llm["model"]:
+        builder.model = llm["model"]
+    status = state.get("execution_status")
+    yield builder.build(0, outcome=RecordedOutcome(exit_status=status if isinstance(status, str) and status else None))

@@ -15,7 +15,8 @@ from replay.convert import CONVERTER_VERSION, convert_paths, detect_format, iter
 from replay.errors import ConvertError, EmptyInputError, TrajectoryFormatError, UnknownFormatError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-FORMATS = "atif, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, openhands, pi-events, pi-session, swe-agent"
+FORMATS = ("atif, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, openhands, openhands-conversation,"
+           " pi-events, pi-session, swe-agent")
 
 
 def test_convert_directory_walks_files_and_trial_dirs(tmp_path):

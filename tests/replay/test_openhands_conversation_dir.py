@@ -1,0 +1,166 @@
+"""OpenHands software-agent-sdk conversation directories (#13 item 3): `base_state.json`
++ `events/event-NNNNN-<id>.json` is one unit and one trajectory, found inside a parent
+directory like a harbor trial directory; `benchmaker convert DIR` and `swebench-replay
+--logs DIR` take it. Fixture: tests/data/written/openhands-sdk-conversations/ (layout
+sources in tests/data/written/SOURCES.md)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from recipes.cli import main
+from replay.context import request_messages
+from replay.convert import ConvertProgress, convert_paths, detect_format, iter_trajectories, read_trajectories
+from replay.converters import detect_dir
+from replay.converters.openhands_sdk import event_files
+from replay.errors import ConvertError, UnknownFormatError
+from tests.replay.replay_turns import replay_turns
+
+PARENT = Path(__file__).resolve().parents[1] / "data" / "written" / "openhands-sdk-conversations"
+CONV_A = PARENT / "4c1d9e7a8d2e4b6a9c1f5e7d3a2b1c0d"  # 12 events, 3 model calls
+CONV_B = PARENT / "9b2e6f103c4d4e5f8a9b0c1d2e3f4a5b"  # 5 events, 2 model calls
+SYSTEM = "You are OpenHands agent, a helpful AI assistant that can interact with a computer to solve tasks."
+
+
+def _event(conv: Path, idx: int) -> Path:
+    (path,) = (conv / "events").glob(f"event-{idx:05d}-*.json")
+    return path
+
+
+def _shape(messages: list[dict]) -> list[tuple]:
+    """(role, content, tool-call names, tool_call_id) of each request message."""
+    return [(m["role"], m.get("content"), [c["function"]["name"] for c in m.get("tool_calls") or []],
+             m.get("tool_call_id")) for m in messages]
+
+
+def test_a_conversation_directory_is_detected_by_its_layout() -> None:
+    assert detect_format(CONV_A) == detect_dir(CONV_B) == "openhands-conversation"
+    assert detect_dir(PARENT) is None and detect_dir(CONV_A / "events") is None
+    with pytest.raises(UnknownFormatError) as exc:
+        detect_format(PARENT)
+    assert str(exc.value) == (f"{PARENT}: a directory that is neither a harbor trial directory (result.json + agent/)"
+                              " nor an OpenHands conversation (base_state.json + events/)")
+    files, unread, others = event_files(CONV_A)
+    assert [f.name[:11] for f in files] == [f"event-{i:05d}" for i in range(12)]  # index order; dot files left out
+    assert unread == others == []
+
+
+def test_a_parent_directory_gives_one_trajectory_per_conversation(tmp_path: Path) -> None:
+    out = tmp_path / "trajectories.jsonl"
+    report = convert_paths([PARENT], out)
+    assert [(f.path, f.format, f.trajectories, f.turns, f.error) for f in report.files] == [
+        (str(CONV_A), "openhands-conversation", 1, 3, None), (str(CONV_B), "openhands-conversation", 1, 2, None)]
+    assert (report.trajectories, report.turns) == (2, 5)
+    assert report.skipped == {"event:ConversationStateUpdateEvent": 2, "observation_text_from_content": 5}
+    a, b = read_trajectories(out)
+    # the model of base_state.json agent.llm; the SDK's events name none and it keeps no task id
+    assert (a.model, b.model) == ("litellm_proxy/claude-sonnet-4-5-20250929", "openai/gpt-5-mini")
+    assert all(t.model is None for t in [*a.turns, *b.turns])  # served under the trajectory's model
+    assert (a.task_id, a.outcome.exit_status, a.source.format, a.source.path) == (
+        None, "finished", "openhands-conversation", str(CONV_A))
+    assert [t.response.finish_reason for t in a.turns] == ["tool_calls"] * 3
+    assert [t.response.finish_reason for t in b.turns] == ["tool_calls", "stop"]
+    # the two calls of one llm_response_id are one turn; events in file index order
+    assert _shape(request_messages(a, 2)) == [
+        ("system", SYSTEM, [], None),
+        ("user", "Fix the failing test in calc.py", [], None),
+        ("assistant", "Let me run the tests and look at calc.py.", ["terminal", "file_editor"], None),
+        ("tool", "F.\n1 failed, 1 passed in 0.02s", [], "toolu_01"),
+        ("tool", "     1\tdef add(a, b):\n     2\t    return a - b\n", [], "toolu_02"),
+        ("assistant", "add() subtracts; fixing it.", ["file_editor"], None),
+        ("tool", "The file /workspace/calc.py has been edited.", [], "toolu_03"),
+    ]
+    assert a.turns[2].response.tool_calls[0].arguments == {"message": "Fixed add() in calc.py; the tests pass."}
+    assert b.turns[1].response.content == "There are 2 Python files in /workspace."
+    # one conversation dir named directly is the same unit
+    (only,) = iter_trajectories(CONV_B, fmt="openhands-conversation")
+    assert only.model_dump(exclude={"source"}) == b.model_dump(exclude={"source"})
+    assert only.source.sha256 == b.source.sha256
+
+
+def test_formats_that_do_not_fit_a_conversation_dir_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(UnknownFormatError) as exc:
+        list(iter_trajectories(CONV_A, fmt="pi-session"))
+    assert str(exc.value) == (f"{CONV_A}: format: a directory of format openhands-conversation cannot be read as"
+                              ' another format (got "pi-session")')
+    with pytest.raises(UnknownFormatError) as exc:
+        list(iter_trajectories(_event(CONV_A, 1), fmt="openhands-conversation"))
+    assert str(exc.value) == f"{_event(CONV_A, 1)}: format: openhands-conversation needs a directory, not a file"
+
+
+def test_every_turn_replays_with_no_miss(tmp_path: Path) -> None:
+    store = tmp_path / "trajectories.jsonl"
+    convert_paths([PARENT], store)
+    for traj in read_trajectories(store):
+        got = replay_turns(store, traj)
+        assert got.stats["misses"]["total"] == 0
+        assert [r["model"] for r in got.responses] == [traj.model] * len(traj.turns)
+        assert [r["choices"][0]["message"].get("content") for r in got.responses] == [
+            t.response.content for t in traj.turns]
+
+
+@pytest.fixture
+def conv(tmp_path: Path) -> Path:
+    """A copy of CONV_A to damage."""
+    return Path(shutil.copytree(CONV_A, tmp_path / "logs" / CONV_A.name))
+
+
+def test_a_damaged_event_file_is_named_in_one_line_or_skipped_and_counted(conv: Path, tmp_path: Path,
+                                                                          capsys) -> None:
+    bad = _event(conv, 5)  # the terminal tool's observation
+    bad.write_bytes(b'{"id": "a3f00005-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "kind": "Observation')
+    out = tmp_path / "out.jsonl"
+    assert main(["convert", str(tmp_path / "logs"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"benchmaker: error: {bad}:1: invalid JSON: Unterminated string starting at\n"
+    assert not out.exists()
+    report = convert_paths([tmp_path / "logs"], out, lenient=True)
+    assert (report.trajectories, report.turns, report.skipped["bad_event_file"]) == (1, 3, 1)
+    (t,) = read_trajectories(out)
+    assert [o.tool_call_id for o in t.turns[0].observations] == ["toolu_02"]  # toolu_01's result was in the bad file
+    # an event object without a `kind`
+    bad.write_bytes(b'{"id": "a3f00005-8d2e-4b6a-9c1f-5e7d3a2b1c0d"}')
+    with pytest.raises(ConvertError) as exc:
+        convert_paths([conv], out)
+    assert str(exc.value) == (f"{bad}: kind: expected an OpenHands SDK event object with a string `kind`"
+                              " (got None)")
+
+
+def test_a_missing_event_index_and_stray_files(conv: Path, tmp_path: Path) -> None:
+    gone = _event(conv, 9)
+    gone.unlink()
+    (conv / "events" / "notes.txt").write_text("not an event")
+    with pytest.raises(ConvertError) as exc:
+        convert_paths([conv], None)
+    assert str(exc.value) == (f"{conv / 'events'}: 2 event file(s) after index 8 would not be read: an index is"
+                              f" missing or doubled (first: {_event(conv, 10).name})")
+    report = convert_paths([conv], None, lenient=True)
+    # events 0-8 as the SDK's EventLog loads them: the finish call's turn is gone
+    assert (report.trajectories, report.turns) == (1, 2)
+    assert (report.skipped["event_file_after_gap"], report.skipped["not_an_event_file"]) == (2, 1)
+
+
+def test_base_state_that_is_not_json_is_named(conv: Path) -> None:
+    (conv / "base_state.json").write_text("{")
+    with pytest.raises(ConvertError) as exc:
+        convert_paths([conv], None)
+    assert str(exc.value) == f"{conv / 'base_state.json'}:1: truncated JSON document"
+
+
+def test_conversion_progress_counts_a_conversation_dir_as_one_unit(tmp_path: Path) -> None:
+    events: list[ConvertProgress] = []
+    ticks = iter(range(100))
+    convert_paths([PARENT], tmp_path / "t.jsonl", progress=events.append, clock=lambda: float(next(ticks)))
+    size = {d: sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) for d in (CONV_A, CONV_B)}
+    assert [(e.files_done, e.files_total, e.bytes_done, e.trajectories, e.turns, e.finished) for e in events] == [
+        (0, 2, 0, 0, 0, False), (1, 2, size[CONV_A], 1, 3, False), (2, 2, size[CONV_A] + size[CONV_B], 2, 5, False),
+        (2, 2, size[CONV_A] + size[CONV_B], 2, 5, True)]
+    assert {e.bytes_total for e in events} == {size[CONV_A] + size[CONV_B]}
+
+
+def test_swebench_replay_takes_a_directory_of_conversations(capsys) -> None:
+    assert main(["swebench-replay", "--logs", str(PARENT), "--concurrency-sweep", "1", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("plan: 1 sweep point(s) x 2 trajectory(ies)")

@@ -50,6 +50,24 @@ def replay_turns(store: Path, traj: Trajectory, *, divergence: str = "off") -> R
     return Replayed(requests, sizes, responses, headers, stats)
 
 
+async def point_samples(store: Path, traj: Trajectory, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any],
+                                                                             list[dict[str, Any]]]:
+    """Run one sweep point (concurrency 1, one episode of `traj`) against a replay server
+    process on `store`; returns the point's summary row, the server's /stats after, and
+    the point's samples (samples.jsonl) in turn order."""
+    import orjson
+
+    from replay.point_run import run_point
+    from replay.process import start_replay_server
+    from replay.sweep import point_dir
+
+    with start_replay_server(store) as srv:
+        row = await run_point([traj], srv.url, run_dir, run_id="r1", concurrency=1)
+        stats = httpx.get(srv.url + "/stats").json()
+    lines = [orjson.loads(x) for x in (point_dir(run_dir, "c1") / "samples.jsonl").read_bytes().splitlines()]
+    return row, stats, sorted(lines, key=lambda s: s["meta"]["turn_index"])
+
+
 async def harness_bodies(store: Path, traj: Trajectory, *, mode: str = "recorded") -> tuple[Any, list[list[dict]]]:
     """Run one episode of `traj` with the engine harness against a replay server on
     `store` (execute mode in a local sandbox); returns the episode result and a copy

@@ -8,18 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
-import orjson
 import pytest
 
 from replay.context import request_messages
 from replay.convert import convert_paths, read_trajectories
-from replay.harness import local_sandbox_factory, run_episode
 from replay.model_client import ModelClient
-from replay.point_run import run_point
-from replay.process import start_replay_server
-from replay.sweep import point_dir
-from tests.replay.test_server_fixtures import running_server
+from tests.replay.replay_turns import harness_bodies, point_samples
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs"
 
@@ -35,14 +29,11 @@ async def test_pi_compaction_replayed_by_a_sweep_point_sends_what_the_agent_sent
     out = tmp_path / "trajectories.jsonl"
     convert_paths([CASES / "pi-compaction-small.jsonl"], out)
     (traj,) = read_trajectories(out)
-    with start_replay_server(out) as srv:
-        row = await run_point([traj], srv.url, tmp_path / "run", run_id="r1", concurrency=1)
-        stats = httpx.get(srv.url + "/stats").json()
+    row, stats, samples = await point_samples(out, traj, tmp_path / "run")
     assert stats["misses"]["total"] == 0 and stats["served"] == 6  # 1 episode x 6 turns
     assert row["misses_total"] == 0 and row["n_requests"] == 6
-    lines = [orjson.loads(x) for x in (point_dir(tmp_path / "run", "c1") / "samples.jsonl").read_bytes().splitlines()]
-    sent = [s["bytes_sent"] for s in sorted(lines, key=lambda s: s["meta"]["turn_index"])]
-    assert all(s["outcome"] == "ok" for s in lines)
+    sent = [s["bytes_sent"] for s in samples]
+    assert all(s["outcome"] == "ok" for s in samples)
     # turn by turn, exactly the body of request_messages (summary + kept entries after the
     # compaction on turn 4), as the agent sent it
     assert sent == [_expected_bytes(traj, k) for k in range(6)]
@@ -58,26 +49,11 @@ async def test_requests_after_a_compaction_carry_the_summary_then_grow(tmp_path:
     out = tmp_path / "trajectories.jsonl"
     convert_paths([CASES / "pi-compaction-small.jsonl"], out)
     (traj,) = read_trajectories(out)
-    bodies: list[dict] = []
-    orig = ModelClient.body
-
-    def body(self, messages, **kw):  # keep a copy of each request body as sent
-        b = orig(self, messages, **kw)
-        bodies.append(json.loads(json.dumps(b)))
-        return b
-
-    ModelClient.body = body  # type: ignore[method-assign]
-    try:
-        with running_server(out) as url:
-            # execute: the pi tools run in an empty workspace (read app.py fails there:
-            # divergences, but the requests follow the same context rule)
-            res = await run_episode(traj, url, mode=mode,
-                                    sandbox=local_sandbox_factory() if mode == "execute" else None)
-    finally:
-        ModelClient.body = orig  # type: ignore[method-assign]
+    # execute: the pi tools run in an empty workspace (read app.py fails there:
+    # divergences, but the requests follow the same context rule)
+    res, msgs = await harness_bodies(out, traj, mode=mode)
     assert res.episode.outcome == "ok" and res.episode.n_turns == 6
     assert res.episode.misses_unknown_key + res.episode.misses_beyond_turns == 0
-    msgs = [b["messages"] for b in bodies]
     summary_turns = [k for k, m in enumerate(msgs) if "<summary>" in json.dumps(m)]
     assert summary_turns == [4, 5]  # the compaction is on turn 4 and stays in force
     # turn 4: summary, then the kept entries from "Now add a test for it" on

@@ -15,18 +15,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
-import orjson
 import pytest
 
 from replay.context import previous_turn, request_messages
 from replay.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
 from replay.converters.pi_session import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
 from replay.model_client import ModelClient
-from replay.point_run import run_point
-from replay.process import start_replay_server
-from replay.sweep import point_dir
-from tests.replay.replay_turns import harness_bodies, replay_turns
+from tests.replay.replay_turns import harness_bodies, point_samples, replay_turns
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "written" / "pi_v3_branches.jsonl"
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
@@ -184,13 +179,9 @@ async def test_branches_replayed_by_a_sweep_point_send_what_pi_sent(tmp_path: Pa
     out = tmp_path / "trajectories.jsonl"
     convert_paths([FIXTURE], out)
     (traj,) = read_trajectories(out)
-    with start_replay_server(out) as srv:
-        row = await run_point([traj], srv.url, tmp_path / "run", run_id="r1", concurrency=1)
-        stats = httpx.get(srv.url + "/stats").json()
+    row, stats, samples = await point_samples(out, traj, tmp_path / "run")
     assert stats["misses"]["total"] == 0 and stats["served"] == 8  # 1 episode x 8 turns
     assert row["misses_total"] == 0 and row["n_requests"] == 8
-    lines = [orjson.loads(x) for x in (point_dir(tmp_path / "run", "c1") / "samples.jsonl").read_bytes().splitlines()]
-    samples = sorted(lines, key=lambda s: s["meta"]["turn_index"])
     # the failed call pi retried is served as recorded, counted apart
     assert [s["outcome"] for s in samples] == ["ok"] * 3 + ["recorded_error"] + ["ok"] * 4
     client = ModelClient("http://unused")

@@ -65,7 +65,8 @@ import time
 import zlib
 from collections import deque
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from base64 import b64encode
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import httptools
 
@@ -89,9 +90,10 @@ class _Disconnected(TransportError):
 
 
 class _Target:
-    """A URL split once: pool key, address, TLS context, request target, Host line."""
+    """A URL split once: pool key, address, TLS context, request target (percent-encoded),
+    Host line, and an Authorization line from user:password@ in the URL."""
 
-    __slots__ = ("key", "host", "port", "ssl", "target", "host_line", "url")
+    __slots__ = ("key", "host", "port", "ssl", "target", "host_line", "auth_line", "url")
 
     def __init__(self, url: str, ssl_ctx: Any) -> None:
         u = urlsplit(url)
@@ -102,9 +104,16 @@ class _Target:
         self.port = u.port or default
         self.key = (u.scheme, self.host, self.port)
         self.ssl = ssl_ctx if u.scheme == "https" else None
-        self.target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        # percent-encode what may not appear raw (spaces, non-ASCII), keeping existing
+        # escapes, as aiohttp's yarl requotes (RFC 3986 section 2)
+        path = quote(u.path or "/", safe="/%:@!$&'()*+,;=~")
+        self.target = path + (f"?{quote(u.query, safe='/?%:@!$&()*+,;=~')}" if u.query else "")
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.host_line = f"Host: {host}\r\n" if u.port in (None, default) else f"Host: {host}:{self.port}\r\n"
+        self.auth_line = ""
+        if u.username is not None:  # user:password@ in the URL: Basic auth, as aiohttp
+            cred = b64encode(f"{unquote(u.username)}:{unquote(u.password or '')}".encode("latin-1")).decode()
+            self.auth_line = f"Authorization: Basic {cred}\r\n"
         self.url = url
 
 
@@ -328,6 +337,8 @@ def _head(spec: RequestSpec, target: _Target) -> bytes:
     names = {k.lower() for k in headers} if headers else ()
     if "host" not in names:
         parts.append(target.host_line)
+    if target.auth_line and "authorization" not in names:
+        parts.append(target.auth_line)
     for name, line in _DEFAULTS:
         if name not in names:
             parts.append(line)

@@ -550,6 +550,25 @@ async def test_protocol_upgrade_ends_the_response_and_its_connection():
         await server.stop()
 
 
+async def test_url_is_percent_encoded_and_its_userinfo_becomes_basic_auth():
+    server, port, heads = await _raw_server([_length(b"ok")] * 2, None)
+    tr = RawTransport()
+    try:
+        for url in (f"http://u%40x:p%C3%A9@127.0.0.1:{port}/v1/a b/\u00e9?q=%20x y",
+                    f"http://u:p@127.0.0.1:{port}/"):
+            headers = {} if "x:" in url else {"Authorization": "Bearer k"}  # the spec's own wins
+            async with tr.stream(RequestSpec("GET", url, headers=headers)) as r:
+                assert await r.read() == b"ok"
+    finally:
+        await tr.aclose()
+        server.close()
+        await server.wait_closed()
+    # "u@x:p\u00e9" as Basic credentials: base64 of b"u@x:p\xe9" (latin-1, as aiohttp's BasicAuth)
+    assert heads[0].split(b"\r\n")[:3] == [b"GET /v1/a%20b/%C3%A9?q=%20x%20y HTTP/1.1", b"Host: 127.0.0.1:%d" % port,
+                                           b"Authorization: Basic dUB4OnDp"]
+    assert b"Authorization: Bearer k\r\n" in heads[1] and b"Basic" not in heads[1]
+
+
 async def test_header_with_a_newline_is_refused():
     tr = RawTransport()
     with pytest.raises(ValueError, match="newline or carriage return"):

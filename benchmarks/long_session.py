@@ -23,10 +23,11 @@ orjson), median of 5 each.
 The HTTP client's own share, measured on the same server with the same bodies (the
 window's middle turn, already encoded; client CPU per call, median of 5 interleaved
 rounds of 50 calls): `aiohttp` = a bare aiohttp ClientSession post + `read()` (the
-library ModelClient sends with), `raw` = one asyncio stream write of the request and a
-read of the status line, headers and Content-Length body (the floor of any Python HTTP
-client on this loop). client CPU - aiohttp is what ModelClient, the harness and the
-parser add on top of the library.
+library ModelClient sends with), `raw` = the same exchange on the engine's own HTTP/1.1
+client (benchmaker.http1.RawTransport: one write, llhttp parse, body chunks read).
+client CPU - aiohttp is what ModelClient, the harness and the parser add on top of the
+library; aiohttp - raw is what moving ModelClient onto the engine's transport would
+save.
 
 Printed for the turns around 10 and around 400 (`--window` turns either side, medians):
 body MB, client CPU ms per turn, orjson ms, json ms, client CPU / orjson, and the
@@ -39,7 +40,6 @@ target fails or the episode ends before turn 400 + window.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import sys
@@ -75,17 +75,19 @@ def _timed(fn, repeat: int = 5) -> float:
 
 async def _client_floors(base_url: str, payload: bytes, calls: int = 50, rounds: int = 5) -> tuple[float, float]:
     """(aiohttp s, raw s): client CPU per exchange of `payload` with the replay server at
-    `base_url`, by a bare aiohttp session (post + read) and by a raw asyncio stream
+    `base_url`, by a bare aiohttp session (post + read) and by the engine's RawTransport
     (module doc); medians of `rounds` interleaved rounds of `calls` exchanges. Raises
     RuntimeError when a response is not 200."""
     import aiohttp
 
-    host, port = base_url.removeprefix("http://").rsplit(":", 1)
+    from benchmaker.http1 import RawTransport
+    from benchmaker.records import RequestSpec
+
     url = base_url + "/v1/chat/completions"
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(payload)}\r\n\r\n").encode()
     headers = {"Content-Type": "application/json"}
-    reader, writer = await asyncio.open_connection(host, int(port))
+    spec = RequestSpec("POST", url, headers, payload)
+    transport = RawTransport()
+    await transport.start()
     lib: list[float] = []
     raw: list[float] = []
     try:
@@ -100,15 +102,14 @@ async def _client_floors(base_url: str, payload: bytes, calls: int = 50, rounds:
                 lib.append((time.process_time() - t0) / calls)
                 t0 = time.process_time()
                 for _ in range(calls):
-                    writer.write(head + payload)
-                    got = await reader.readuntil(b"\r\n\r\n")
-                    if not got.startswith(b"HTTP/1.1 200"):
-                        raise RuntimeError(f"raw exchange: {got[:40]!r}")
-                    at = got.lower().find(b"content-length:")
-                    await reader.readexactly(int(got[at + 15 : got.find(b"\r\n", at)]))
+                    async with transport.stream(spec) as resp:
+                        async for _data in resp.chunks():
+                            pass
+                        if resp.status != 200:
+                            raise RuntimeError(f"raw exchange: HTTP {resp.status}")
                 raw.append((time.process_time() - t0) / calls)
     finally:
-        writer.close()
+        await transport.aclose()
     return statistics.median(lib), statistics.median(raw)
 
 

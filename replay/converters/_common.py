@@ -41,7 +41,7 @@ from replay.trajectory import (
 
 _M = TypeVar("_M", bound="BaseModel")
 
-CONVERTER_VERSION = 6
+CONVERTER_VERSION = 7
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
@@ -53,7 +53,9 @@ included) with "branch" context edits (`head`/`keep` spans, trajectory schema 3)
 OpenHands software-agent-sdk event lists are read.
 6: pi context-overflow retries and `auto_retry_start` leave the failed call out; forked pi
 files count copied turns; stored OpenHands summary events are user messages; an edit's
-empty tail starts at the end of the history (a prompt after the edit is kept)."""
+empty tail starts at the end of the history (a prompt after the edit is kept).
+7: OpenHands SDK events that form a tree (`parent_id`) are read along the active branch;
+SDK conversation directories (base_state.json + events/) are read."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
 """Skip key: the log kept only parsed tool arguments, so `arguments_raw` is

@@ -53,8 +53,19 @@ one trajectory: its events in index order, fed as above; model = `agent.llm.mode
 base_state.json (the events name none, so every turn is served under it); exit status =
 `execution_status`. The SDK persists no task id. `source.path` is the directory and
 `source.sha256` hashes base_state.json and the event files in order (name and bytes).
-Not handled: newer SDK versions can branch a conversation (events' `parent_id`,
-`navigate_to`); such a tree is read in index order, not as its active branch.
+Branches: newer SDK versions make the log a tree (each event's `parent_id`;
+`navigate_to` moves the HEAD, base_state `leaf_event_id`, and later events hang below
+it). The trajectory is then the active branch, as the SDK's `ConversationState.view`
+builds the agent's context: the path from the HEAD (`leaf_event_id`, else the last event
+that is a tree node) up through `parent_id` (an event without one: the event before it,
+the legacy chain; a parent that is no event of the log, such as the SDK's root sentinel:
+a root), root first; an event list in a file has no base_state, so its HEAD is the
+last tree node. Events of abandoned branches are counted (`event_off_active_branch`):
+their model calls are not replayed. `ConversationStateUpdateEvent` and
+`ConversationErrorEvent` are no tree nodes and stay in index order. Source: event_store.py
+above (`_effective_parent_id`, `path_to_root`) and the SDK's state.py
+`_resolve_active_leaf` / `append_event` (as in yqwd-dimleap/suricate-sdk, a fork, at
+openhands-sdk/openhands/sdk/conversation/state.py).
 """
 
 from __future__ import annotations
@@ -121,10 +132,20 @@ def _observation(ev: dict[str, Any], kind: str, builder: TrajectoryBuilder) -> O
 
 
 def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileContext, line: int | None,
-                    prefix: str = "") -> None:
-    """Feed an SDK event list into `builder` (module docstring); an ActionEvent without a
-    `tool_call` is counted (`action_event_without_tool_call`). Raises ConvertError
-    naming `prefix[i]` for an event that is not an object."""
+                    prefix: str = "", state: dict[str, Any] | None = None) -> None:
+    """Feed an SDK event list into `builder` (module docstring): the active branch when
+    the events form a tree (`active_branch`, HEAD from `state`, the conversation's
+    base_state, when given); an ActionEvent without a `tool_call` is counted
+    (`action_event_without_tool_call`). Raises ConvertError naming `prefix[i]` for an
+    event that is not an object, `prefix.parent_id` for a cycle of parents."""
+    if all(isinstance(e, dict) for e in events):
+        try:
+            branch = active_branch(events, state or {})
+        except ValueError as exc:
+            raise ctx.error(line, f"{prefix}.parent_id" if prefix else "parent_id", str(exc)) from exc
+        if len(branch) < len(events):
+            builder.skip("event_off_active_branch", len(events) - len(branch))
+        events = branch
     view = CondensedView(builder)
     response_id: object = None
     response_event: object = None
@@ -226,6 +247,35 @@ def event_files(conv: Path) -> tuple[list[Path], list[str], list[str]]:
     return [by_idx[i] for i in range(n)], sorted(extra), others
 
 
+_NOT_TREE_NODES = frozenset({"ConversationStateUpdateEvent", "ConversationErrorEvent"})
+"""Kinds the SDK appends without moving the HEAD (state.py `append_event`)."""
+
+
+def active_branch(events: list[dict[str, Any]], state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events of a conversation that its agent's context came from (module docstring,
+    Branches): all of them when none carries a `parent_id` (a linear log), else the active
+    branch root first, with the non-tree events kept in index order. Raises ValueError
+    on a cycle of parents."""
+    if not any(ev.get("parent_id") is not None for ev in events):
+        return events
+    at = {ev["id"]: i for i, ev in reversed(list(enumerate(events))) if isinstance(ev.get("id"), str)}
+    leaf = state.get("leaf_event_id")
+    if not isinstance(leaf, str) or leaf not in at:
+        if state.get("head_is_empty") is True:
+            leaf = None
+        else:
+            leaf = next((ev.get("id") for ev in reversed(events) if ev.get("kind") not in _NOT_TREE_NODES), None)
+    on_path: set[int] = set()
+    i = at.get(leaf) if isinstance(leaf, str) else None
+    while i is not None:
+        if i in on_path:
+            raise ValueError(f"the parents of event {events[i].get('id')} form a cycle")
+        on_path.add(i)
+        parent = events[i].get("parent_id")
+        i = (i - 1 if i > 0 else None) if parent is None else at.get(parent)
+    return [ev for i, ev in enumerate(events) if i in on_path or ev.get("kind") in _NOT_TREE_NODES]
+
+
 def _read_event(path: Path, data: bytes) -> dict[str, Any]:
     ctx = FileContext(str(path), "", data)
     ev = read_json_document(ctx)
@@ -280,7 +330,7 @@ def convert_conversation_dir(conv: Path, *, lenient: bool = False) -> Iterator[T
         builder.skip("event_file_after_gap", len(unread))
     if others:
         builder.skip("not_an_event_file", len(others))
-    feed_sdk_events(events, builder, ctx, None, EVENTS_DIR)
+    feed_sdk_events(events, builder, ctx, None, EVENTS_DIR, state)
     agent = state.get("agent") if isinstance(state.get("agent"), dict) else {}
     llm = agent.get("llm") if isinstance(agent.get("llm"), dict) else {}
     if builder.model is None and isinstance(llm.get("model"), str) and llm["model"]:

@@ -6,6 +6,7 @@ sources in tests/data/written/SOURCES.md)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -164,3 +165,67 @@ def test_conversion_progress_counts_a_conversation_dir_as_one_unit(tmp_path: Pat
 def test_swebench_replay_takes_a_directory_of_conversations(capsys) -> None:
     assert main(["swebench-replay", "--logs", str(PARENT), "--concurrency-sweep", "1", "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith("plan: 1 sweep point(s) x 2 trajectory(ies)")
+
+
+def _branched(tmp_path: Path, leaf: str | None) -> Path:
+    """CONV_B as a newer SDK writes it (every event has `parent_id`), then navigated back
+    to the user's prompt (event 1) and continued on a second branch (events 5-7)."""
+    conv = Path(shutil.copytree(CONV_B, tmp_path / "branched"))
+    files = [_event(conv, i) for i in range(5)]
+    events = [json.loads(f.read_text()) for f in files]
+    for i, (f, ev) in enumerate(zip(files, events, strict=True)):
+        if i:
+            f.write_text(json.dumps({**ev, "parent_id": events[i - 1]["id"]}))
+    new = [
+        {**events[2], "id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "parent_id": events[1]["id"],
+         "llm_response_id": "chatcmpl-b3", "tool_call_id": "call_b3",
+         "tool_call": {**events[2]["tool_call"], "id": "call_b3",
+                       "arguments": json.dumps({"command": "find /workspace -name '*.py'"})}},
+        {**events[3], "id": "b7c20006-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "parent_id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+         "tool_call_id": "call_b3", "action_id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+         "observation": {**events[3]["observation"],
+                         "content": [{"type": "text", "text": "/workspace/a.py\n/workspace/b.py"}]}},
+        {**events[4], "id": "b7c20007-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "parent_id": "b7c20006-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+         "llm_message": {**events[4]["llm_message"], "content": [{"type": "text", "text": "a.py and b.py."}]}},
+    ]
+    for k, ev in enumerate(new, start=5):
+        (conv / "events" / f"event-{k:05d}-{ev['id']}.json").write_text(json.dumps(ev))
+    state = json.loads((conv / "base_state.json").read_text())
+    (conv / "base_state.json").write_text(json.dumps({**state, "leaf_event_id": leaf} if leaf else state))
+    return conv
+
+
+@pytest.mark.parametrize(("leaf", "calls", "last"), [
+    (None, ["find /workspace -name '*.py'"], "a.py and b.py."),  # no leaf_event_id: the last event's branch
+    ("b7c20004-8d2e-4b6a-9c1f-5e7d3a2b1c0d", ["ls /workspace/*.py | wc -l"], "There are 2 Python files in /workspace."),
+], ids=["last-branch", "navigated-back"])
+def test_a_branched_conversation_is_read_along_its_active_branch(tmp_path: Path, leaf, calls, last) -> None:
+    conv = _branched(tmp_path, leaf)
+    out = tmp_path / "t.jsonl"
+    report = convert_paths([conv], out)
+    assert (report.turns, report.skipped["event_off_active_branch"]) == (2, 3)
+    (t,) = read_trajectories(out)
+    assert [json.loads(c.arguments_raw)["command"] for c in t.turns[0].response.tool_calls] == calls
+    assert t.turns[1].response.content == last
+    assert [m["role"] for m in request_messages(t, 1)] == ["system", "user", "assistant", "tool"]
+    assert replay_turns(out, t).stats["misses"]["total"] == 0
+
+
+def test_a_cycle_of_parents_is_named(tmp_path: Path) -> None:
+    conv = _branched(tmp_path, None)
+    first = _event(conv, 1)
+    first.write_text(json.dumps({**json.loads(first.read_text()), "parent_id": "b7c20004-8d2e-4b6a-9c1f-5e7d3a2b1c0d"}))
+    with pytest.raises(ConvertError) as exc:
+        convert_paths([conv], None)
+    assert str(exc.value) == (f"{conv}: events.parent_id: the parents of event"
+                              " b7c20001-8d2e-4b6a-9c1f-5e7d3a2b1c0d form a cycle")
+
+
+def test_a_branched_event_list_in_one_file_is_read_along_its_last_branch(tmp_path: Path) -> None:
+    conv = _branched(tmp_path, None)
+    files, _, _ = event_files(conv)
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps([json.loads(f.read_text()) for f in files]))
+    (t,) = iter_trajectories(path)
+    assert (t.source.format, len(t.turns), t.skipped["event_off_active_branch"]) == ("openhands", 2, 3)
+    assert t.turns[1].response.content == "a.py and b.py."

@@ -38,8 +38,9 @@ Conversation directories (format `openhands-conversation`, `convert_conversation
 a persisted conversation is `<persistence_dir>/<conversation id hex>/` holding
 `base_state.json` (the `ConversationState` without events: `id`, `agent {kind, llm
 {model, usage_id, ...}}`, `execution_status`, `stats`, ...) and `events/`, one file per
-event named `event-<index, zero-padded to at least 5 digits>-<event id>.json` (the
-event's `model_dump_json(exclude_none=True)`), beside the log's own dot files
+event named `event-<index, zero-padded to at least 5 digits>-<event id>.json`
+(`event-<index>.json` in the first releases) holding the event's
+`model_dump_json(exclude_none=True)`, beside the log's own dot files
 (`.eventlog.lock`, `.eventlog-count-N.marker`). Source: OpenHands/software-agent-sdk
 openhands-sdk/openhands/sdk/conversation/persistence_const.py @
 167ee0af4328ae40c60a27ccd6c4fb18cde3b7e3 (`BASE_STATE`, `EVENTS_DIR`,
@@ -86,8 +87,11 @@ FORMAT_CONVERSATION = "openhands-conversation"
 
 BASE_STATE = "base_state.json"
 EVENTS_DIR = "events"
-EVENT_NAME_RE = re.compile(r"^event-(?P<idx>\d{5,})-(?P<event_id>[0-9a-fA-F\-]{8,})\.json$")
-"""openhands-sdk conversation/persistence_const.py `EVENT_NAME_RE` (5 or more digits)."""
+EVENT_NAME_RE = re.compile(r"^event-(?P<idx>\d{5,})(?:-(?P<event_id>[0-9a-fA-F\-]{8,}))?\.json$")
+"""An event file's name: openhands-sdk conversation/persistence_const.py `EVENT_NAME_RE`
+(`event-00003-<event id>.json`, 5 or more digits) or the first SDK releases'
+`event-00003.json` (All-Hands-AI/agent-sdk @ 56e372db1fbe2339e438188bfe948d5bf284062c,
+openhands/sdk/conversation/persistence_const.py)."""
 
 LLM_CONVERTIBLE = frozenset({
     "SystemPromptEvent", "MessageEvent", "ActionEvent", "ObservationEvent", "AgentErrorEvent",

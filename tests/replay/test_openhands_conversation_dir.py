@@ -229,3 +229,12 @@ def test_a_branched_event_list_in_one_file_is_read_along_its_last_branch(tmp_pat
     (t,) = iter_trajectories(path)
     assert (t.source.format, len(t.turns), t.skipped["event_off_active_branch"]) == ("openhands", 2, 3)
     assert t.turns[1].response.content == "a.py and b.py."
+
+
+def test_event_files_named_as_the_first_sdk_releases_did(tmp_path: Path) -> None:
+    conv = Path(shutil.copytree(CONV_A, tmp_path / CONV_A.name))
+    for i in range(12):
+        _event(conv, i).rename(conv / "events" / f"event-{i:05d}.json")  # no event id in the name
+    (t,) = iter_trajectories(conv)
+    (ref,) = iter_trajectories(CONV_A)
+    assert t.model_dump(exclude={"source", "trajectory_id"}) == ref.model_dump(exclude={"source", "trajectory_id"})

@@ -46,7 +46,7 @@ from flows.outcome import final_state
 from replay.convert import CONVERTER_VERSION
 from replay.point_run import replay_point_name
 from replay.sweep import point_dir, write_sweep_points
-from tasks.convert import convert_logs, logs_sha256
+from tasks.convert import cache_dir_of, convert_logs, logs_sha256
 from tasks.grade import grade, point_files_sha256
 from tasks.load import load_warehouse
 from tasks.report import publish_report
@@ -187,14 +187,15 @@ def validate_params(**params: Any) -> SwebenchReplayParams:
 
 def trajectories_of(p: SwebenchReplayParams) -> Path:
     """The trajectories.jsonl a run replays: `p.trajectories`, or the conversion of
-    `p.logs` into `<out_dir>/_cache/` (tasks.convert, cached on the logs' content and
-    the converter version). Call it inside a flow run. Absolute path."""
+    `p.logs` into `<out_dir>/_cache/` (tasks.convert, cached on the logs' content, the
+    converter version and options; a complete conversion there, e.g. the CLI's, is
+    returned as it is). Call it inside a flow run. Absolute path."""
     if not p.logs:
         return p.trajectories.resolve()
     convert = convert_logs.with_options(result_storage=result_storage_for(p.out_dir))
-    args = dict(paths=[x.resolve() for x in p.logs], logs_digest=logs_sha256(p.logs),
-                converter_version=CONVERTER_VERSION, cache_dir=(p.out_dir / "_cache").resolve(),
-                fmt=p.log_format, lenient=p.lenient)
+    paths = [x.resolve() for x in p.logs]
+    args = dict(paths=paths, logs_digest=logs_sha256(paths), converter_version=CONVERTER_VERSION,
+                cache_dir=cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient)
     traj = convert(**args)
     if not Path(traj).is_file():  # the cache record outlived the file: convert again
         traj = convert.with_options(refresh_cache=True)(**args)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -270,14 +271,15 @@ class SweepProgressView:
             self._observe = None
 
 
-def print_plan(params: dict[str, Any], out: Console | None = None) -> Any:
+def print_plan(params: dict[str, Any], trajectories: Path, *, trusted: bool = False, out: Console | None = None) -> Any:
     """Print the plan of a swebench-replay run (replay.plan: points x episodes x model
-    calls and an estimated duration) from the flow's parameters; returns the SweepPlan.
-    Raises replay.errors.InputError for logs that do not convert."""
-    from replay.plan import format_plan, sweep_plan, trajectories_for_plan
+    calls and an estimated duration) from the flow's parameters and the trajectories
+    JSONL it replays; returns the SweepPlan. `trusted`: the file is the converter's own
+    output (the conversion cache), read without validation (replay.plan.plan_trajectories);
+    otherwise a bad line raises replay.errors.TrajectoryFormatError."""
+    from replay.plan import format_plan, plan_trajectories, sweep_plan
 
-    trajs = trajectories_for_plan(params.get("logs") or [], params.get("trajectories"), params.get("log_format"),
-                                  bool(params.get("lenient")))
+    trajs = plan_trajectories(trajectories, trusted=trusted)
     plan = sweep_plan(trajs, params["concurrency_sweep"], episodes_per_point=params.get("episodes_per_point"),
                       duration_s=params.get("duration_s"), latency=params.get("latency") or "instant")
     (out or console).print(format_plan(plan), highlight=False, soft_wrap=True)

@@ -234,6 +234,21 @@ def _check_engine_loads(specs: list[str], duration: float | None, max_requests: 
                                                                           (): f"point {spec}"})) from None
 
 
+def _converted(p: Any) -> Path:
+    """The logs of the validated swebench-replay parameters `p`, converted once for the
+    whole run into the content-addressed cache the flow's convert task reads
+    (tasks.convert.ensure_converted: nothing is converted when a complete conversion is
+    there; the task finds this one and converts nothing). Bad logs raise ConfigError
+    with the converter's one-line error (exit 2), before Prefect starts."""
+    from replay.errors import InputError
+    from tasks.convert import cache_dir_of, ensure_converted
+
+    try:
+        return ensure_converted(p.logs, cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient)[0]
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 @app.command(name="swebench-replay")
 def swebench_replay(
     *,
@@ -344,14 +359,6 @@ def swebench_replay(
     duration = _seconds(duration, "--duration")  # "120s" -> 120.0
     if concurrency_sweep is None:
         concurrency_sweep = "" if rate else "1,5"
-    if logs and trajectories is None:  # refuse bad logs with the converter's error before Prefect starts
-        from replay.convert import convert_paths
-        from replay.errors import InputError
-
-        try:
-            convert_paths(list(logs), None, fmt=format, lenient=lenient)
-        except InputError as exc:
-            raise ConfigError(str(exc)) from None
     _check_sweep_options(concurrency=_ints(concurrency_sweep, "--concurrency-sweep"), duration=duration,
                          out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url},
                          lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
@@ -377,8 +384,10 @@ def swebench_replay(
     params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     from recipes.display import SweepProgressView, print_plan
 
-    with SweepProgressView():  # the plan converts the logs: progress per file on a terminal
-        print_plan(params)  # points x episodes x model calls and an estimate (replay/plan.py)
+    with SweepProgressView():  # the conversion's progress per file on a terminal
+        converted = bool(logs) and trajectories is None  # else validate_params refused it
+        traj = _converted(p) if converted else trajectories
+        print_plan(params, traj, trusted=converted)  # points x episodes x model calls and an estimate
     if dry_run:
         return 0
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)

@@ -5,6 +5,8 @@ the model calls they make (one per recorded turn) and an estimated duration; pri
     plan = sweep_plan(trajectories, [1, 5, 25], episodes_per_point=None, duration_s=None,
                       latency="instant")
     print(format_plan(plan))
+    costs = plan_trajectories(Path("trajectories.jsonl"), trusted=True)   # what a plan needs
+    plan = sweep_plan(costs, [1, 5, 25])                                   # the same plan
 
 Estimate (a rough one: the live ETA of replay.progress replaces it once calls are
 measured): a model call takes `call_overhead_s` plus `context_s_per_kchar` per thousand
@@ -27,13 +29,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from replay.latency import parse_latency
 from replay.sweep import episode_plan, point_name
 from replay.trajectory import Trajectory, Turn
 
-__all__ = ["CALL_OVERHEAD_S", "CONTEXT_S_PER_KCHAR", "PointPlan", "SweepPlan", "call_seconds", "context_chars", "format_plan",
-           "planned_totals", "planned_work", "sweep_plan", "trajectories_for_plan"]
+__all__ = ["CALL_OVERHEAD_S", "CONTEXT_S_PER_KCHAR", "PlanTrajectory", "PointPlan", "SweepPlan", "call_seconds",
+           "context_chars", "format_plan", "plan_trajectories", "plan_trajectory", "planned_totals", "planned_work",
+           "sweep_plan"]
 
 CALL_OVERHEAD_S = 0.005
 """Seconds of client + harness + replay-server work per model call at `instant` latency,
@@ -82,16 +86,110 @@ def call_seconds(turn: Turn, latency: str, call_overhead_s: float = CALL_OVERHEA
     """Estimated seconds of one replayed model call sending `context_kchars` thousand
     characters of context (module docstring). Raises replay.latency.LatencySpecError for
     a bad `latency`."""
-    model = parse_latency(latency)
-    call_overhead_s = call_overhead_s + context_kchars * context_s_per_kchar
-    if model.kind == "fixed":
-        tokens = (turn.usage.completion_tokens if turn.usage and turn.usage.completion_tokens else None) \
-            or max(1, len((turn.response.content or "") + (turn.response.reasoning or "")) // 4)
-        return call_overhead_s + (model.ttft_ms + model.itl_ms * (tokens - 1)) / 1000.0
-    if model.kind == "recorded" and turn.timing is not None:
-        ms = turn.timing.duration_ms if turn.timing.duration_ms is not None else (turn.timing.ttft_ms or 0.0)
-        return call_overhead_s + ms / 1000.0
+    t = _turn_cost(turn)
+    return _call_seconds(parse_latency(latency), t[1], t[2], call_overhead_s + context_kchars * context_s_per_kchar)
+
+
+def _call_seconds(model: object, tokens: int, recorded_ms: float | None, call_overhead_s: float) -> float:
+    """`call_seconds` of a call whose response is `tokens` long and took `recorded_ms`
+    (None: no timing recorded), its overhead with the context's share included."""
+    if model.kind == "fixed":  # type: ignore[attr-defined]
+        return call_overhead_s + (model.ttft_ms + model.itl_ms * (tokens - 1)) / 1000.0  # type: ignore[attr-defined]
+    if model.kind == "recorded" and recorded_ms is not None:  # type: ignore[attr-defined]
+        return call_overhead_s + recorded_ms / 1000.0
     return call_overhead_s
+
+
+def _turn_cost(turn: Turn) -> tuple[int, int, float | None]:
+    """(characters the turn adds to the context after its call, the response's tokens
+    for the fixed latency model, its recorded ms for the recorded one) of a Turn;
+    `_dict_turn_cost` is the same of its JSON object."""
+    r = turn.response
+    added = len(r.content or "") + len(r.reasoning or "") + sum(len(c.arguments_raw) for c in r.tool_calls)
+    added += sum(len(o.content) for o in turn.observations) + sum(map(len, turn.user_after))
+    tokens = (turn.usage.completion_tokens if turn.usage and turn.usage.completion_tokens else None) \
+        or max(1, len((r.content or "") + (r.reasoning or "")) // 4)
+    ms = None
+    if turn.timing is not None:
+        ms = turn.timing.duration_ms if turn.timing.duration_ms is not None else (turn.timing.ttft_ms or 0.0)
+    return added, tokens, ms
+
+
+def _dict_turn_cost(turn: dict) -> tuple[int, int, float | None]:
+    """`_turn_cost` of a turn as its JSON object (`Turn.model_dump_json`, every field
+    present)."""
+    r = turn["response"]
+    content, reasoning = r["content"] or "", r["reasoning"] or ""
+    added = len(content) + len(reasoning) + sum(len(c["arguments_raw"]) for c in r["tool_calls"])
+    added += sum(len(o["content"]) for o in turn["observations"]) + sum(map(len, turn["user_after"]))
+    usage, timing = turn["usage"], turn["timing"]
+    tokens = (usage["completion_tokens"] if usage and usage["completion_tokens"] else None) \
+        or max(1, (len(content) + len(reasoning)) // 4)
+    ms = None
+    if timing is not None:
+        ms = timing["duration_ms"] if timing["duration_ms"] is not None else (timing["ttft_ms"] or 0.0)
+    return added, tokens, ms
+
+
+@dataclass(frozen=True, slots=True)
+class PlanTrajectory:
+    """What a plan needs of one trajectory, per model call (one per recorded turn, in
+    order): the context it sends in thousands of characters (`context_chars`), its
+    response's tokens (recorded completion_tokens, else characters / 4) and its
+    recorded duration in ms (duration_ms, else ttft_ms, else 0; None without timing).
+    `turns` is the call count (sweep plans take it as they take a Trajectory's)."""
+
+    trajectory_id: str
+    context_kchars: tuple[float, ...]
+    tokens: tuple[int, ...]
+    recorded_ms: tuple[float | None, ...]
+
+    @property
+    def turns(self) -> tuple[float, ...]:
+        """One item per model call (its context_kchars): `len(t.turns)` is the call count."""
+        return self.context_kchars
+
+
+def _plan_trajectory(trajectory_id: str, start_chars: int, costs: list[tuple[int, int, float | None]]) -> PlanTrajectory:
+    size, ctx = start_chars, []
+    for added, _, _ in costs:
+        ctx.append(size / 1000.0)
+        size += added
+    return PlanTrajectory(trajectory_id, tuple(ctx), tuple(c[1] for c in costs), tuple(c[2] for c in costs))
+
+
+def plan_trajectory(trajectory: Trajectory | PlanTrajectory) -> PlanTrajectory:
+    """The PlanTrajectory of a Trajectory (one given as it is)."""
+    if isinstance(trajectory, PlanTrajectory):
+        return trajectory
+    t = trajectory
+    start = len(t.system or "") + len(t.first_user) + sum(map(len, t.user_before_turns))
+    return _plan_trajectory(t.trajectory_id, start, [_turn_cost(turn) for turn in t.turns])
+
+
+def plan_trajectories(path: Path, *, trusted: bool = False) -> list[PlanTrajectory]:
+    """The PlanTrajectory of each trajectory of a trajectories JSONL file, in order.
+    `trusted`: the file is this converter's own output (replay.convert.convert_paths,
+    e.g. the conversion cache of tasks.convert): each line is parsed as JSON (orjson)
+    and only what a plan needs is read from it, with no schema validation (~10x less
+    CPU than building the models for a large corpus). Otherwise every line is validated
+    (replay.convert.read_trajectories; raises replay.errors.TrajectoryFormatError
+    `path:line: field: problem` at the first bad one). Both give equal results."""
+    from replay.convert import read_trajectories
+
+    if not trusted:
+        return [plan_trajectory(t) for t in read_trajectories(Path(path))]
+    import orjson
+
+    out = []
+    with Path(path).open("rb") as fh:
+        for raw in fh:
+            if not raw.strip():
+                continue
+            t = orjson.loads(raw)
+            start = len(t["system"] or "") + len(t["first_user"]) + sum(map(len, t["user_before_turns"]))
+            out.append(_plan_trajectory(t["trajectory_id"], start, [_dict_turn_cost(turn) for turn in t["turns"]]))
+    return out
 
 
 def _makespan(durations: Sequence[float], slots: int) -> float:
@@ -121,19 +219,21 @@ def planned_totals(trajectories: Sequence[Trajectory], concurrency: int | None, 
     return len(plan), sum(len(t.turns) for t in plan)
 
 
-def sweep_plan(trajectories: Sequence[Trajectory], concurrency_sweep: Sequence[int], *,
+def sweep_plan(trajectories: Sequence[Trajectory | PlanTrajectory], concurrency_sweep: Sequence[int], *,
                episodes_per_point: int | None = None, duration_s: float | None = None, latency: str = "instant",
                call_overhead_s: float = CALL_OVERHEAD_S,
                context_s_per_kchar: float = CONTEXT_S_PER_KCHAR) -> SweepPlan:
-    """The plan of a closed-loop replay sweep (module docstring). Raises ValueError for
-    no trajectories or a concurrency < 1, LatencySpecError for a bad `latency`."""
+    """The plan of a closed-loop replay sweep (module docstring) of Trajectories or their
+    PlanTrajectory (`plan_trajectories`: the same plan). Raises ValueError for no
+    trajectories or a concurrency < 1, LatencySpecError for a bad `latency`."""
     if not trajectories:
         raise ValueError("trajectories: expected at least one trajectory (got none)")
-    ctx = {t.trajectory_id: context_chars(t) for t in trajectories}
-    episode_s = {t.trajectory_id: sum(call_seconds(turn, latency, call_overhead_s, k, context_s_per_kchar)
-                                      for turn, k in zip(t.turns, ctx[t.trajectory_id]))
+    model = parse_latency(latency)
+    trajectories = [plan_trajectory(t) for t in trajectories]
+    episode_s = {t.trajectory_id: sum(_call_seconds(model, tokens, ms, call_overhead_s + k * context_s_per_kchar)
+                                      for k, tokens, ms in zip(t.context_kchars, t.tokens, t.recorded_ms))
                  for t in trajectories}
-    cpu_s = {t.trajectory_id: len(t.turns) * call_overhead_s + sum(ctx[t.trajectory_id]) * context_s_per_kchar
+    cpu_s = {t.trajectory_id: len(t.turns) * call_overhead_s + sum(t.context_kchars) * context_s_per_kchar
              for t in trajectories}
     mean_episode_s = sum(episode_s.values()) / len(episode_s)
     points = []
@@ -180,25 +280,6 @@ def format_plan(plan: SweepPlan) -> str:
     return "\n".join(lines)
 
 
-def trajectories_for_plan(logs: Sequence[object], trajectories: object | None, fmt: str | None = None,
-                          lenient: bool = False) -> list[Trajectory]:
-    """The trajectories a run will replay, for its plan: read from `trajectories` (a
-    trajectories.jsonl), else converted from `logs` into a temporary file (conversion is
-    cheap: ~0.2 s for a 453-turn pi session here; the flow converts again into its
-    cache). Raises replay.errors.InputError as the converter does."""
-    import tempfile
-    from pathlib import Path
-
-    from replay.convert import convert_paths, read_trajectories
-
-    if trajectories is not None:
-        return list(read_trajectories(Path(str(trajectories))))
-    with tempfile.TemporaryDirectory(prefix="benchmaker-plan-") as tmp:
-        out = Path(tmp) / "trajectories.jsonl"
-        convert_paths([Path(str(p)) for p in logs], out, fmt=fmt, lenient=lenient)
-        return list(read_trajectories(out))
-
-
 def context_chars(trajectory: Trajectory) -> list[float]:
     """Per model call of `trajectory`, the characters of context it sends, in thousands:
     system, first user message and the user messages before the turns, plus every
@@ -206,14 +287,7 @@ def context_chars(trajectory: Trajectory) -> list[float]:
     follow-up user messages. Context edits (compaction) are not subtracted, so late calls
     of a compacted session are overstated. The live ETA weighs calls by it: a replayed
     call's cost (building, sending, matching and answering the request) grows with it."""
-    size = len(trajectory.system or "") + len(trajectory.first_user) + sum(map(len, trajectory.user_before_turns))
-    out = []
-    for turn in trajectory.turns:
-        out.append(size / 1000.0)
-        r = turn.response
-        size += len(r.content or "") + len(r.reasoning or "") + sum(len(c.arguments_raw) for c in r.tool_calls)
-        size += sum(len(o.content) for o in turn.observations) + sum(map(len, turn.user_after))
-    return out
+    return list(plan_trajectory(trajectory).context_kchars)
 
 
 def planned_work(trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None,

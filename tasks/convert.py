@@ -2,14 +2,24 @@
 
     digest = logs_sha256([Path("logs/")])                    # plain
     traj = convert_logs(paths, digest, CONVERTER_VERSION, cache_dir)   # Prefect task
+    out, report = ensure_converted(paths, cache_dir)         # plain: what the task runs
 
 The cache key (INPUTS + TASK_SOURCE) covers the content sha256 of every log file, the
 converter version, the format/lenient options and the output directory, so a second run
 on the same logs is a cache hit (Prefect logs `Finished in state Cached(type=COMPLETED)`)
 and returns the same file; any change of a log's bytes, of the converters or of this
 task's source converts again. The output goes to a content-addressed path
-`<cache_dir>/convert/<digest[:16]>-v<version>/trajectories.jsonl`, never under a run
-directory, so a later run can reuse it.
+`<cache_dir>/convert/<key[:16]>-v<version>/trajectories.jsonl` (`converted_path`: the key
+hashes the logs' digest, the converter version, the input paths (trajectories carry
+them in `source.path`), `format`, `lenient` and this module's conversion code), never
+under a run directory, so a later run can reuse it. The file is written atomically
+(replay.convert.convert_paths: a temporary file renamed into place once complete), so
+a file at that path is a complete conversion of exactly those inputs: the task, on a
+Prefect cache miss, returns it without converting again (`ensure_converted`). That is
+how `benchmaker swebench-replay` converts once per run: the CLI converts into this path
+before Prefect starts (to refuse bad logs and print the plan) and the flow's task finds
+it; it also spares a reconversion when the Prefect result store was wiped.
+Deployments, which do not pass through the CLI, convert in the task.
 
 While it converts, the task reports per file to the progress observers
 (replay.progress): StageEvents of the stage `convert` whose done/total count files and
@@ -19,16 +29,20 @@ of `benchmaker swebench-replay` (recipes.display.SweepProgressView) shows them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
-from replay.convert import CONVERTER_VERSION, convert_paths, stage_progress
+from replay.convert import CONVERTER_VERSION, ConvertProgress, ConvertReport, convert_paths, stage_progress
 
-__all__ = ["CONVERTER_VERSION", "convert_logs", "converted_path", "logs_sha256", "stage_progress"]
+__all__ = ["CONVERTER_VERSION", "cache_dir_of", "convert_logs", "converted_path", "ensure_converted", "logs_sha256",
+           "stage_progress"]
 
 
 def logs_sha256(paths: list[Path]) -> str:
@@ -48,9 +62,65 @@ def logs_sha256(paths: list[Path]) -> str:
     return h.hexdigest()
 
 
-def converted_path(cache_dir: Path, digest: str, converter_version: int) -> Path:
-    """Where the trajectories converted from logs with content `digest` live."""
-    return Path(cache_dir) / "convert" / f"{digest[:16]}-v{converter_version}" / "trajectories.jsonl"
+def cache_dir_of(out_dir: Path) -> Path:
+    """The conversion cache directory of a run writing under `out_dir`:
+    `<out_dir>/_cache`, absolute (the flow's task and the CLI use the same one)."""
+    return (Path(out_dir) / "_cache").resolve()
+
+
+@functools.cache
+def _code_sha256() -> str:
+    """sha256 of the source of the code that decides what a conversion writes (this
+    module's `ensure_converted` and the task's body): a change of it converts again,
+    as a change of the task's source (Prefect TASK_SOURCE) does."""
+    text = inspect.getsource(ensure_converted) + inspect.getsource(convert_logs.fn)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def converted_path(cache_dir: Path, digest: str, converter_version: int, *, paths: Sequence[Path],
+                   fmt: str | None, lenient: bool) -> Path:
+    """Where the trajectories converted from the logs `paths` (absolute paths: they are
+    made so here) with content `digest` (logs_sha256), by converter `converter_version`
+    with the options `fmt` / `lenient`, live: `<cache_dir>/convert/<key[:16]>-v<version>/
+    trajectories.jsonl`, the key a sha256 over all of these and the conversion code
+    (`_code_sha256`). Any of them changing gives another path."""
+    h = hashlib.sha256()
+    for part in (digest, str(converter_version), fmt or "", "lenient" if lenient else "strict", _code_sha256(),
+                 *(str(Path(p).resolve()) for p in paths)):
+        h.update(part.encode("utf-8") + b"\0")
+    return Path(cache_dir) / "convert" / f"{h.hexdigest()[:16]}-v{converter_version}" / "trajectories.jsonl"
+
+
+def ensure_converted(paths: Sequence[Path], cache_dir: Path, *, fmt: str | None = None, lenient: bool = False,
+                     logs_digest: str | None = None,
+                     progress: Callable[[ConvertProgress], None] | None = stage_progress) -> tuple[Path, ConvertReport | None]:
+    """The conversion of the logs `paths` (made absolute) at its content-addressed
+    `converted_path` under `cache_dir`: (path, None) when a complete one is there
+    already (nothing is read but the logs' bytes for `logs_digest`, computed when not
+    given), else (path, report) after converting into it once
+    (replay.convert.convert_paths, atomic; `progress` as there). Raises
+    replay.errors.InputError as the converter does (`path:line: field: problem`); then
+    no file and no directory this call created is left behind."""
+    paths = [Path(p).resolve() for p in paths]
+    digest = logs_digest if logs_digest is not None else logs_sha256(paths)
+    out = converted_path(cache_dir, digest, CONVERTER_VERSION, paths=paths, fmt=fmt, lenient=lenient)
+    if out.is_file():
+        return out, None
+    created = []  # the directories convert_paths will create, deepest first
+    for d in (out.parent, *out.parent.parents):
+        if d.exists():
+            break
+        created.append(d)
+    try:
+        report = convert_paths(paths, out, fmt=fmt, lenient=lenient, progress=progress)
+    except BaseException:
+        for d in created:
+            try:
+                d.rmdir()
+            except OSError:  # not empty: another run's conversion is in it
+                break
+        raise
+    return out, report
 
 
 @task(name="convert-logs", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
@@ -62,13 +132,17 @@ def convert_logs(
     fmt: str | None = None,
     lenient: bool = False,
 ) -> Path:
-    """Prefect shell over replay.convert.convert_paths (documented there): converts
-    `paths` into `converted_path(cache_dir, logs_digest, converter_version)` and
-    returns that path. `logs_digest` (logs_sha256 of `paths`) and `converter_version`
-    are inputs only so that they key the cache. Not retried: a conversion error is
-    bad input."""
-    out = converted_path(cache_dir, logs_digest, converter_version)
-    report = convert_paths(list(paths), out, fmt=fmt, lenient=lenient, progress=stage_progress)  # per file
-    get_run_logger().info("converted %d trajectories (%d turns) from %d file(s) into %s",
-                          report.trajectories, report.turns, len(report.files), out)
+    """Prefect shell over `ensure_converted`: returns the conversion of `paths` at its
+    `converted_path` under `cache_dir`, converting (replay.convert.convert_paths,
+    documented there) only when no complete file is there (a Prefect cache miss after
+    the CLI converted, or with the result store wiped, converts nothing).
+    `logs_digest` (logs_sha256 of `paths`) and `converter_version` (CONVERTER_VERSION)
+    are inputs so that they key the cache. Not retried: a conversion error is bad input."""
+    out, report = ensure_converted(paths, cache_dir, fmt=fmt, lenient=lenient, logs_digest=logs_digest)
+    if report is None:
+        get_run_logger().info("%s: complete conversion of these %d input(s) found, not converted again",
+                              out, len(paths))
+    else:
+        get_run_logger().info("converted %d trajectories (%d turns) from %d file(s) into %s",
+                              report.trajectories, report.turns, len(report.files), out)
     return out

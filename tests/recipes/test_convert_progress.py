@@ -115,15 +115,16 @@ def test_bad_input_stops_the_line_then_prints_the_one_line_error(tmp_path: Path,
 
 def test_every_conversion_reports_per_file_to_the_progress_observers(tmp_path: Path) -> None:
     """convert_paths' default progress goes to replay.progress observers, so the
-    swebench-replay plan's conversion (replay.plan.trajectories_for_plan, before the
-    flow) shows per file in the terminal view that observes it."""
-    from replay.plan import trajectories_for_plan
+    swebench-replay CLI's conversion (tasks.convert.ensure_converted, before the flow)
+    shows per file in the terminal view that observes it."""
+    from replay.plan import plan_trajectories
     from replay.progress import StageEvent, observe
+    from tasks.convert import ensure_converted
 
     seen: list[StageEvent] = []
     with observe(seen.append):
-        trajs = trajectories_for_plan(write_logs(tmp_path, 2), None)
-    assert len(trajs) == 2
+        out, _ = ensure_converted(write_logs(tmp_path, 2), tmp_path / "cache")
+    assert len(plan_trajectories(out, trusted=True)) == 2
     assert [(e.stage, e.done, e.total, e.finished) for e in seen] == [
         ("convert", 0, 2, False), ("convert", 1, 2, False), ("convert", 2, 2, False), ("convert", 2, 2, True)]
     assert seen[-1].detail == "files · 0.2/0.2 MB · 2 turns"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.plan import context_chars, format_plan, planned_totals, sweep_plan, trajectories_for_plan
+from replay.convert import iter_trajectories
+from replay.plan import context_chars, format_plan, planned_totals, sweep_plan
 from replay.progress import ProgressEvent, describe, eta_s, observe, snapshot, watch_point
 from replay.trajectory import Trajectory
 
@@ -111,7 +112,7 @@ def test_plan_estimates_episodes_on_slots_with_the_latency_model() -> None:
 
 
 def test_plan_of_the_bundled_example_reads_as_points_x_episodes_x_calls() -> None:
-    trajs = trajectories_for_plan([EXAMPLE], None)
+    trajs = list(iter_trajectories(EXAMPLE))
     text = format_plan(sweep_plan(trajs, [1, 2, 4], latency="instant"))
     assert text.splitlines()[:4] == [
         "plan: 3 sweep point(s) x 1 trajectory(ies) (4-4 model calls each, 4 in all)",
@@ -124,7 +125,7 @@ def test_plan_of_the_bundled_example_reads_as_points_x_episodes_x_calls() -> Non
 def test_plan_of_a_real_453_turn_pi_session() -> None:
     if not PI_LARGE.is_file():
         pytest.skip(f"real recording absent: {PI_LARGE}")
-    trajs = trajectories_for_plan([PI_LARGE], None)
+    trajs = list(iter_trajectories(PI_LARGE))
     plan = sweep_plan(trajs, [1, 5, 25], episodes_per_point=25, latency="instant", call_overhead_s=0.005,
                       context_s_per_kchar=0.00003)
     # 25 episodes x 453 calls = 11,325 calls a point; one episode: 453 x 5 ms + 141,264.3 kchars

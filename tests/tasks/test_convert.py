@@ -1,12 +1,16 @@
-"""tasks.convert: the content digest that keys the conversion cache."""
+"""tasks.convert: the content digest and the path that key the conversion cache, and the
+one conversion into it (ensure_converted) that the CLI and the flow's task share."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tasks.convert import converted_path, logs_sha256
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "tiny-task.pi.jsonl"
 
 
 def test_digest_follows_content_not_mtime(tmp_path: Path) -> None:
@@ -28,8 +32,66 @@ def test_digest_of_missing_path_names_it(tmp_path: Path) -> None:
         logs_sha256([tmp_path / "nope.jsonl"])
 
 
-def test_converted_path_is_content_addressed(tmp_path: Path) -> None:
-    assert converted_path(tmp_path, "ab" * 32, 3) == tmp_path / "convert" / ("ab" * 8 + "-v3") / "trajectories.jsonl"
+def test_converted_path_is_keyed_on_everything_that_changes_the_output(tmp_path: Path) -> None:
+    logs = [tmp_path / "a.jsonl"]
+    base = dict(paths=logs, fmt=None, lenient=False)
+    path = converted_path(tmp_path, "ab" * 32, 3, **base)
+    assert path.parent.parent == tmp_path / "convert" and path.name == "trajectories.jsonl"
+    key, version = path.parent.name.split("-")
+    assert (len(key), int(key, 16) >= 0, version) == (16, True, "v3")
+    # the same inputs, the same path (a relative path is made absolute first)
+    assert converted_path(tmp_path, "ab" * 32, 3, paths=[Path(os.path.relpath(logs[0]))], fmt=None,
+                          lenient=False) == path
+    others = [converted_path(tmp_path, "cd" * 32, 3, **base), converted_path(tmp_path, "ab" * 32, 4, **base),
+              converted_path(tmp_path, "ab" * 32, 3, **{**base, "paths": [tmp_path / "b.jsonl"]}),
+              converted_path(tmp_path, "ab" * 32, 3, **{**base, "fmt": "pi-session"}),
+              converted_path(tmp_path, "ab" * 32, 3, **{**base, "lenient": True})]
+    assert len({path, *others}) == 6
+
+
+def _logs(tmp_path: Path) -> list[Path]:
+    d = tmp_path / "logs"
+    d.mkdir()
+    good = d / "a.pi.jsonl"
+    good.write_bytes(EXAMPLE.read_bytes())
+    bad = d / "b.pi.jsonl"
+    bad.write_bytes(EXAMPLE.read_bytes()[:-40])  # the last line cut short
+    return [good, bad]
+
+
+def test_ensure_converted_converts_once_and_keeps_options_apart(tmp_path: Path, monkeypatch) -> None:
+    """A lenient conversion of logs with a bad file does not answer a strict run of the
+    same logs (which must still refuse them): the options key the path. A second call
+    with the same inputs converts nothing."""
+    import tasks.convert
+    from replay.errors import InputError
+    from tasks.convert import ensure_converted
+
+    real, calls = tasks.convert.convert_paths, []
+    monkeypatch.setattr(tasks.convert, "convert_paths", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    logs, cache = _logs(tmp_path), tmp_path / "cache"
+    out, report = ensure_converted(logs, cache, lenient=True, progress=None)
+    # lenient: b's cut line skipped, its first 3 turns kept
+    assert (report.trajectories, report.turns, report.skipped["truncated_last_line"], len(calls)) == (2, 7, 1, 1)
+    first = out.read_bytes()
+    assert ensure_converted(logs, cache, lenient=True, progress=None) == (out, None)  # found, not converted
+    assert len(calls) == 1 and out.read_bytes() == first
+    with pytest.raises(InputError, match=r"b\.pi\.jsonl:\d+: truncated JSONL"):
+        ensure_converted(logs, cache, lenient=False, progress=None)
+    assert len(calls) == 2
+    # the failed strict conversion left nothing behind: only the lenient one is there
+    assert [f.relative_to(cache).parts[0] for f in cache.rglob("*")] == ["convert", "convert", "convert"]
+    assert sorted(f.name for f in cache.rglob("*") if f.is_file()) == ["trajectories.jsonl"]
+
+
+def test_a_failed_conversion_leaves_no_directory_it_created(tmp_path: Path) -> None:
+    from replay.errors import InputError
+    from tasks.convert import ensure_converted
+
+    logs = _logs(tmp_path)
+    with pytest.raises(InputError):
+        ensure_converted(logs[1:], tmp_path / "out" / "_cache", progress=None)
+    assert not (tmp_path / "out").exists()
 
 
 def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(tmp_path: Path) -> None:

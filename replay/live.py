@@ -387,11 +387,17 @@ class _LiveWorkload:
         self._handles = {n: open(p, "w", encoding="utf-8") for n, p in self.files.items()}
         self._writer = SampleWriter(self.out_dir / "samples.jsonl")
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        factory = self.kwargs.get("sandbox_factory")
+        if getattr(factory, "start", None) is not None:  # its process spawner, before the clock
+            await factory.start()  # replay.sandbox.LocalSandboxFactory
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        factory = self.kwargs.get("sandbox_factory")
+        if getattr(factory, "aclose", None) is not None:
+            await factory.aclose()
         for h in self._handles.values():
             h.close()
         if self._writer is not None:

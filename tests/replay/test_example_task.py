@@ -84,7 +84,7 @@ async def test_tampered_observation_is_a_divergence_under_content_policy(tmp_pat
     # harness: executed "all tests passed\n" != recorded; server: 412 on turn 3
     assert ep.divergences == 1
     assert res.divergence_details == ["turn 2 call call_bash_3: content"]
-    assert ep.misses_diverged == 1 and res.turns[-1].miss_kind == "diverged" and res.turns[-1].http_status == 412
+    assert ep.misses_diverged == 1 and res.turns[-1].miss_kind == "diverged" and res.calls[-1].status == 412
     assert (ep.outcome, ep.n_turns, ep.n_requests) == ("error", 3, 4)
     assert ep.usage_complete is False and ep.prompt_tokens is None  # the refused call had no usage
     assert ep.resolved is True  # the fix was applied before the divergence

@@ -202,7 +202,7 @@ async def run_command(argv: Sequence[str], *, cwd: str | os.PathLike[str], env: 
         _kill(proc, new_session)
         if proc.returncode is None:
             await proc.wait()
-        done, pending = await asyncio.wait(readers, timeout=5.0)
+        _, pending = await asyncio.wait(readers, timeout=5.0)
         for r in pending:
             r.cancel()
     stdout, trunc_out = out.value()
@@ -239,13 +239,14 @@ class InlineSpawner:
 
 
 def _raise_remote(error: dict[str, Any]) -> None:
+    """Raise what the helper reported: an OSError as the same subclass (OSError(errno,
+    ...) picks FileNotFoundError, PermissionError, ...), anything else as SandboxError."""
     if error.get("kind") == "os":
         code = error.get("errno")
-        cls = OSError
-        if isinstance(code, int):  # OSError(errno, ...) picks the subclass (FileNotFoundError, ...)
-            raise cls(code, error.get("strerror") or os.strerror(code), *(
+        if isinstance(code, int):
+            raise OSError(code, error.get("strerror") or os.strerror(code), *(
                 [error["filename"]] if error.get("filename") is not None else []))
-        raise cls(error.get("strerror") or "spawn failed")
+        raise OSError(error.get("strerror") or "spawn failed")
     raise SandboxError(f"sandbox spawner: {error.get('message', 'request failed')}")
 
 
@@ -277,8 +278,9 @@ class ProcessSpawner:
         measuring loop gets a CPU before them (tool time then grows instead of loop lag).
         Raises SandboxError when it exits or is not ready in time (it is killed)."""
         proc = await asyncio.create_subprocess_exec(
-            python or sys.executable, "-c", f"from replay.sandbox.spawner import main; main({int(nice)})", stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            python or sys.executable, "-c", f"from replay.sandbox.spawner import main; main({int(nice)})",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
         sp = cls(proc)
         try:
@@ -312,8 +314,10 @@ class ProcessSpawner:
                 fut = self._pending.pop(msg.get("id"), None)
                 if fut is not None and not fut.done():
                     fut.set_result((msg, payload))
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+        except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except ValueError:  # a frame that is not JSON: the helper is broken, stop it
+            self._proc.kill()
         finally:
             await self._mark_dead()
 

@@ -218,7 +218,8 @@ async def test_an_episode_whose_helper_died_ends_with_a_sandbox_error(tmp_path: 
                                     task=load_task(root / "examples" / "tiny-task"))
     finally:
         await factory.aclose()
-    assert (res.episode.outcome, res.episode.error) == ("error", f"sandbox: sandbox spawner (pid {pid}) exited with code -9")
+    assert (res.episode.outcome, res.episode.error) == (
+        "error", f"sandbox: sandbox spawner (pid {pid}) exited with code -9")
 
 
 @pytest.mark.slow  # ~7 s: an execute-mode point on the engine, the example task's pytest runs

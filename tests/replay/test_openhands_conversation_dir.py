@@ -238,3 +238,11 @@ def test_event_files_named_as_the_first_sdk_releases_did(tmp_path: Path) -> None
     (t,) = iter_trajectories(conv)
     (ref,) = iter_trajectories(CONV_A)
     assert t.model_dump(exclude={"source", "trajectory_id"}) == ref.model_dump(exclude={"source", "trajectory_id"})
+
+
+def test_benchmaker_convert_takes_one_conversation_dir_and_a_parent(tmp_path: Path, capsys) -> None:
+    assert main(["convert", str(CONV_A), "-o", str(tmp_path / "a.jsonl")]) == 0
+    assert main(["convert", str(PARENT), "-o", str(tmp_path / "all.jsonl")]) == 0
+    assert [len(t.turns) for t in read_trajectories(tmp_path / "a.jsonl")] == [3]
+    assert [len(t.turns) for t in read_trajectories(tmp_path / "all.jsonl")] == [3, 2]
+    assert capsys.readouterr().err == ""

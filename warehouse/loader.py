@@ -337,7 +337,9 @@ def _insert_requests_of_old_turns(con: duckdb.DuckDBPyConnection, files: list[Pa
     """A request row for each turns.jsonl line of the older shape (it has `sent_ns`)
     whose model call has no request of its (sweep_point, episode_id, turn_index): bundles
     that wrote no samples.jsonl (`benchmaker episode --out`, live runs before issue #12)
-    keep their call's figures, now read from `requests` as every other call's."""
+    keep their call's figures, now read from `requests` as every other call's. Only files
+    whose first line has the older shape are read again."""
+    files = [f for f in files if _first_line_has(f, b'"sent_ns"')]
     if not files:
         return
     con.execute(
@@ -365,6 +367,15 @@ def _insert_requests_of_old_turns(con: duckdb.DuckDBPyConnection, files: list[Pa
         """,
         {"files": [str(f) for f in files], "columns": _OLD_TURN_COLUMNS, "run_id": run_id},
     )
+
+
+def _first_line_has(path: Path, needle: bytes) -> bool:
+    """Whether the first non-blank line of `path` contains `needle`."""
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if raw.strip():
+                return needle in raw
+    return False
 
 
 def _insert_derived_sweep_points(con: duckdb.DuckDBPyConnection, run_id: str) -> None:

@@ -280,10 +280,14 @@ def openai_usage(usage: Any) -> Usage | None:
 
 
 def iso_from_ms(ms: Any) -> str | None:
-    """ISO-8601 UTC text of an epoch time in ms, None when `ms` is not a number."""
+    """ISO-8601 UTC text of an epoch time in ms, None when `ms` is not a number or no
+    datetime (NaN, infinite, beyond year 9999: `1e70` in a damaged log)."""
     if not isinstance(ms, int | float) or isinstance(ms, bool):
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 def ms_from_iso(text: Any) -> float | None:

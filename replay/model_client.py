@@ -1,10 +1,20 @@
 """Streaming OpenAI chat client for the agent harness, measured (DESIGN §4, issue #6.2, #12).
 
-`ModelClient.chat(messages)` posts `/v1/chat/completions` with aiohttp (`stream: true`,
+`ModelClient.chat(messages)` posts `/v1/chat/completions` (`stream: true`,
 `stream_options.include_usage: true`) and returns a `ChatResult`: the assistant message
 as received (for the next request) and the call's engine `Sample` (one line of a
 point's samples.jsonl). `ModelClient.stream(messages)` yields each body read (bytes) as
 it arrives and fills the same `ChatResult` (`.result`) as it goes.
+
+HTTP: the engine's own HTTP/1.1 client by default (benchmaker.http1.RawTransport, one
+keep-alive pool per ModelClient; `transport=` takes any engine transport), or a given
+aiohttp `session=` (its pool, aiohttp's timeouts). On the transport the client keeps the
+deadlines itself: `timeout_s` from the call's start over every await, `idle_timeout_s`
+from the start of each body read. A 0.13 MB request costs ~1x its orjson serialisation
+on RawTransport against ~3x on aiohttp (benchmarks/long_session.py, issue #17 item 4).
+Failures map to the same outcomes on both: connect deadline -> timeout (connect),
+refused or lost before the headers -> transport_error, a body cut short ->
+protocol_error, total/idle deadline -> timeout (total/idle).
 
 One instrument (issue #12 item 2): the body is parsed by the engine's one OpenAI stream
 parser (workloads.openai_chat.OpenAIChatParser over benchmaker.sse.SSEParser), so a
@@ -22,7 +32,7 @@ arguments byte-exact), the raw usage object and the model time.
 
 Model time: the time spent *inside the awaits* on the model's response: the await that
 sends the request and receives the status line + headers, and every await on a body
-read (`resp.content.readany()`). The time the consumer spends on what a read yields
+read. The time the consumer spends on what a read yields
 (a tool run, logging, a 200 ms sleep) is outside those awaits and never counted. httpx's
 `Response.elapsed` stops at the stream's close, so it would include the consumer's time
 (STYLE §3); this client times the awaits themselves.
@@ -30,7 +40,7 @@ read (`resp.content.readany()`). The time the consumer spends on what a read yie
 Stamps of the Sample are `time.perf_counter_ns() - t0_ns` (`ModelClient(t0_ns=...)`,
 the run's origin; default 0, i.e. absolute stamps), as the engine's:
 
-    sent_ns           just before the request is handed to aiohttp
+    sent_ns           just before the request is handed to the HTTP client
     first_byte_ns     the first body read returned
     first_token_ns    the read carrying the first token event (any generated text:
                       `content`, `reasoning_content`/`reasoning`, tool-call name or
@@ -45,6 +55,7 @@ give the same stamps as absolute perf_counter_ns values.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -54,7 +65,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from benchmaker.records import Outcome, Sample, TimeoutKind
+from benchmaker.errors import ConnectTimeout, TransportError
+from benchmaker.http1 import RawTransport
+from benchmaker.records import Outcome, RequestSpec, Sample, TimeoutKind
 from workloads.openai_chat import OpenAIChatParser
 
 _ERROR_BODY_LIMIT = 4096  # as the engine's runner keeps of an error body
@@ -295,6 +308,9 @@ class ModelClient:
     `base_url` may end in `/v1` or not; requests go to `<base>/v1/chat/completions`.
     `api_key` becomes a bearer token. `timeout_s` bounds each whole call (total) and
     `idle_timeout_s` each body read; a fired deadline gives outcome `timeout`.
+    `session`: an aiohttp ClientSession to send with (left open); else `transport`: an
+    engine transport (benchmaker.transport; left open); else the client's own
+    RawTransport, closed by `aclose()`.
     `t0_ns`: the perf_counter_ns origin of the samples' stamps (the run's t0).
     """
 
@@ -307,6 +323,7 @@ class ModelClient:
         timeout_s: float = 600.0,
         idle_timeout_s: float | None = 300.0,
         session: aiohttp.ClientSession | None = None,
+        transport: Any = None,
         t0_ns: int = 0,
     ) -> None:
         base = base_url.rstrip("/")
@@ -316,24 +333,27 @@ class ModelClient:
         self.api_key = api_key
         self.model = model
         self.t0_ns = t0_ns
+        self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_read=idle_timeout_s)
-        self._headers = {"Content-Type": "application/json"}  # per call: aiohttp copies it
+        self._headers = {"Content-Type": "application/json"}  # per call: never changed
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._session = session
-        self._own_session = session is None
+        self._transport = transport
+        self._own_transport = session is None and transport is None
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            # no cookie jar: an OpenAI endpoint sets none, and the jar's filtering costs
-            # every request
-            self._session = aiohttp.ClientSession(timeout=self.timeout, cookie_jar=aiohttp.DummyCookieJar())
-        return self._session
+    async def _started_transport(self) -> Any:
+        if self._transport is None:  # the engine's HTTP/1.1 client; the deadlines are ours
+            self._transport = RawTransport(connect_timeout_s=None)
+            await self._transport.start()
+        return self._transport
 
     async def aclose(self) -> None:
-        if self._own_session and self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close the client's own connections (a given session or transport is the caller's)."""
+        if self._own_transport and self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
 
     async def __aenter__(self) -> ModelClient:
         return self
@@ -385,6 +405,94 @@ class ModelClient:
             return json.dumps(body).encode()
 
 
+class _IdleTimeout(Exception):
+    """A body read outlived the idle deadline (the transport path)."""
+
+
+class _BodyCut(Exception):
+    """The transport failed inside the body (a protocol error, as aiohttp's ClientPayloadError)."""
+
+
+class _AiohttpExchange:
+    """One call on a given aiohttp ClientSession (the session's pool and aiohttp's
+    timeouts: total, sock_read = idle)."""
+
+    __slots__ = ("_session", "_client", "_payload", "_resp")
+
+    def __init__(self, session: aiohttp.ClientSession, client: ModelClient, payload: bytes) -> None:
+        self._session = session
+        self._client = client
+        self._payload = payload
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def open(self) -> tuple[int, Any]:
+        c = self._client
+        resp = self._resp = await self._session.post(c.url, data=self._payload, headers=c._headers, timeout=c.timeout)
+        return resp.status, resp.headers
+
+    async def read(self) -> bytes:
+        return await self._resp.content.readany()  # type: ignore[union-attr]
+
+    async def read_all(self) -> bytes:
+        return await self._resp.read()  # type: ignore[union-attr]
+
+    async def close(self) -> None:
+        if self._resp is not None:
+            self._resp.release()
+
+
+class _TransportExchange:
+    """One call on an engine transport (benchmaker.transport: RawTransport by default),
+    with the client's deadlines over the awaits: the total one from the call's start,
+    the idle one from each body read's start (asyncio.timeout_at, loop time)."""
+
+    __slots__ = ("_client", "_spec", "_cm", "_chunks", "_total", "_loop")
+
+    def __init__(self, client: ModelClient, payload: bytes, stream: bool) -> None:
+        self._client = client
+        self._spec = RequestSpec("POST", client.url, client._headers, payload, stream)
+        self._cm: Any = None
+        self._chunks: Any = None
+        self._loop = asyncio.get_running_loop()
+        total = client.timeout_s
+        self._total = None if total is None else self._loop.time() + total
+
+    async def open(self) -> tuple[int, Any]:
+        async with asyncio.timeout_at(self._total):
+            self._cm = (await self._client._started_transport()).stream(self._spec)
+            resp = await self._cm.__aenter__()
+        self._chunks = resp.chunks()
+        return resp.status, resp.headers
+
+    async def read(self) -> bytes:
+        idle = self._client.idle_timeout_s
+        deadline = self._total
+        if idle is not None:
+            at = self._loop.time() + idle
+            deadline = at if deadline is None or at < deadline else deadline
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return b""
+        except TimeoutError:
+            if deadline is not self._total:
+                raise _IdleTimeout from None
+            raise
+        except TransportError as exc:
+            raise _BodyCut(f"{type(exc).__name__}: {exc}") from exc
+
+    async def read_all(self) -> bytes:
+        out = []
+        while data := await self.read():
+            out.append(data)
+        return b"".join(out)
+
+    async def close(self) -> None:
+        if self._cm is not None:
+            await self._cm.__aexit__(None, None, None)
+
+
 class ChatStream:
     """Async iterator over the body reads of one call; `.result` is the ChatResult.
     Model time is accumulated inside the awaits only (module docstring)."""
@@ -405,8 +513,10 @@ class ChatStream:
         client = self._client
         t0 = client.t0_ns
         pc = time.perf_counter_ns
-        session = client._get_session()
-        resp: aiohttp.ClientResponse | None = None
+        if client._session is not None:
+            ex: Any = _AiohttpExchange(client._session, client, self._payload)
+        else:
+            ex = _TransportExchange(client, self._payload, self._stream)
         parser = _MessageParser(stream=self._stream)
         s.bytes_sent = len(self._payload)
         finished = False
@@ -414,16 +524,15 @@ class ChatStream:
         s.sent_ns = s.intended_ns = t - t0
         try:
             try:
-                resp = await session.post(client.url, data=self._payload, headers=client._headers,
-                                          timeout=client.timeout)
+                status, headers = await ex.open()
             finally:
                 r.model_time_ns += pc() - t
-            s.http_status = self.status = resp.status
-            r.headers = {k.lower(): v for k, v in resp.headers.items() if k.lower().startswith("x-replay-")}
-            if resp.status >= 400:
+            s.http_status = self.status = status
+            r.headers = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-replay-")}
+            if status >= 400:
                 t = pc()
                 try:
-                    body = await resp.read()
+                    body = await ex.read_all()
                 finally:
                     now = pc()
                     r.model_time_ns += now - t
@@ -431,14 +540,13 @@ class ChatStream:
                 s.first_byte_ns = s.end_ns if body else None
                 s.bytes_received = len(body)
                 s.outcome = Outcome.HTTP_ERROR.value
-                s.error = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace") or f"HTTP {resp.status}"
+                s.error = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace") or f"HTTP {status}"
                 finished = True
                 return
-            content = resp.content
             while True:
                 t = pc()
                 try:
-                    data = await content.readany()
+                    data = await ex.read()
                 finally:
                     now = pc()
                     r.model_time_ns += now - t
@@ -456,22 +564,23 @@ class ChatStream:
             if recorded is not None and s.outcome in _AS_RECORDED:
                 s.outcome = Outcome.RECORDED_ERROR.value
                 s.error = f"failed in the original run (finish_reason {recorded}), served as recorded"
-        except aiohttp.ConnectionTimeoutError:
+        except (aiohttp.ConnectionTimeoutError, ConnectTimeout):
             s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.CONNECT.value, "connect timeout"
-        except aiohttp.SocketTimeoutError:
+        except (aiohttp.SocketTimeoutError, _IdleTimeout):
             s.outcome, s.timeout_kind = Outcome.TIMEOUT.value, TimeoutKind.IDLE.value
             s.error = "idle timeout (no bytes within the read deadline)"
         except TimeoutError:
             s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.TOTAL.value, "timeout"
         except aiohttp.ClientPayloadError as exc:
             s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
-        except aiohttp.ClientError as exc:
+        except _BodyCut as exc:
+            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, str(exc)
+        except (aiohttp.ClientError, TransportError) as exc:
             s.outcome, s.error = Outcome.TRANSPORT_ERROR.value, f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # noqa: BLE001 - a parser bug becomes a sample (as in the runner)
             s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
         finally:
-            if resp is not None:
-                resp.release()
+            await ex.close()
             if s.end_ns is None:
                 s.end_ns = pc() - t0
             if not finished and s.outcome == Outcome.OK.value:  # cancelled, or the consumer stopped reading

@@ -1,0 +1,91 @@
+"""replay.model_client on the engine's HTTP/1.1 client (benchmaker.http1.RawTransport,
+the default; issue #17 item 4) and on a given aiohttp session: the deadlines the client
+keeps itself (total from the call's start, idle per body read), transport failures and a
+body cut short, each as the outcome the aiohttp path gives."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import aiohttp
+
+from replay.model_client import ModelClient
+from tests.replay.test_harness_client import ScriptServer, _chunk
+
+_MSG = [{"role": "user", "content": "hi"}]
+_DONE = [(0.0, _chunk({"role": "assistant"})), (0.0, _chunk({"content": "ok"})),
+         (0.0, _chunk(finish="stop")), (0.0, b"data: [DONE]\n\n")]
+
+
+async def test_idle_deadline_fires_between_reads_and_total_deadline_over_the_call():
+    stall = [(0.0, _chunk({"role": "assistant"})), (0.0, _chunk({"content": "a"})), (2.0, _chunk({"content": "b"}))]
+    async with ScriptServer(stall) as srv:
+        async with ModelClient(srv.url, idle_timeout_s=0.3) as client:
+            r = await client.chat(_MSG)
+        assert (r.outcome, r.timeout_kind, r.content) == ("timeout", "idle", "a")
+        assert r.error == "idle timeout (no bytes within the read deadline)"
+        async with ModelClient(srv.url, timeout_s=0.4, idle_timeout_s=None) as client:
+            r = await client.chat(_MSG)
+        assert (r.outcome, r.timeout_kind, r.error, r.content) == ("timeout", "total", "timeout", "a")
+    before_headers = ScriptServer(_DONE)
+
+    async def slow(request):  # nothing at all for 2 s: the total deadline covers the headers
+        await asyncio.sleep(2)
+        return await ScriptServer.handler(before_headers, request)
+
+    before_headers.handler = slow  # type: ignore[method-assign]
+    async with before_headers as srv:
+        async with ModelClient(srv.url, timeout_s=0.3) as client:
+            r = await client.chat(_MSG)
+        assert (r.outcome, r.timeout_kind, r.status) == ("timeout", "total", None)
+
+
+async def test_a_consumer_pause_does_not_count_toward_the_idle_deadline():
+    script = [(0.0, _chunk({"role": "assistant"})), (0.0, _chunk({"content": "a"})),
+              (0.05, _chunk({"content": "b"})), (0.05, _chunk(finish="stop")), (0.0, b"data: [DONE]\n\n")]
+    async with ScriptServer(script) as srv:
+        async with ModelClient(srv.url, idle_timeout_s=0.25) as client:
+            s = client.stream(_MSG)
+            async for _data in s:
+                await asyncio.sleep(0.4)  # longer than the idle deadline, outside the reads
+    r = s.result
+    assert (r.outcome, r.content, r.finish_reason) == ("ok", "ab", "stop")
+    assert r.model_time_ns < 0.4e9  # the pauses are not model time
+
+
+async def test_refused_connection_and_a_body_cut_short():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with ModelClient(f"http://127.0.0.1:{port}") as client:
+        r = await client.chat(_MSG)
+    assert r.outcome == "transport_error"
+    assert r.error.startswith(f"TransportError: cannot connect to http://127.0.0.1:{port}/v1/chat/completions")
+
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\": 1")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(cut, "127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with ModelClient(url) as client:
+            r = await client.chat(_MSG, stream=False)
+    finally:
+        server.close()
+    assert (r.outcome, r.status, r.sample.bytes_received) == ("protocol_error", 200, 8)
+    assert r.error.startswith("TransportError: response body cut")
+
+
+async def test_a_given_aiohttp_session_is_used_and_left_open():
+    async with ScriptServer(_DONE) as srv, aiohttp.ClientSession() as session:
+        async with ModelClient(srv.url, session=session) as client:
+            r = await client.chat(_MSG)
+        assert (r.outcome, r.content) == ("ok", "ok")
+        assert not session.closed
+        async with ModelClient(srv.url) as client:  # the default: the engine's transport
+            r2 = await client.chat(_MSG)
+        assert (r2.outcome, r2.content, r2.sample.bytes_received) == ("ok", "ok", r.sample.bytes_received)

@@ -3,8 +3,9 @@
 -- call is a request (an engine Sample), joined by (run_id, sweep_point, episode_id,
 -- turn_index). Times in ms from the request's stamps (client perf_counter_ns): TTFT =
 -- first token - sent, NULL when no token came; E2E = end - sent. The request columns
--- are NULL for a turn whose call has no request row. In command mode an agent that
--- resends a call gives two turns and two requests of one turn_index: both pairs join.
+-- are NULL for a turn whose call has no request row. In command mode turn_index is the
+-- number of assistant messages in the agent's request, so an agent that resends a call
+-- gives two turns and two requests of one turn_index, which join crosswise (4 rows).
 CREATE OR REPLACE VIEW v_turns AS
 SELECT
     t.run_id, t.sweep_point, t.episode_id, t.turn_index, t.shard,

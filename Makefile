@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-busy demo demo-llm bench clean
+.PHONY: install test test-busy demo demo-llm bench bench-overhead clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ demo-llm: $(STAMP)
 # Speed and memory figures (printed; not part of CI).
 bench: $(STAMP)
 	$(PY) benchmarks/engine.py
+
+# Wall time of `make demo` (first and second run) and of a 1-point sweep beside the flow
+# run's own work, and where the rest goes (imports, flow run creation, exit); issue #15.
+bench-overhead: $(STAMP)
+	$(PY) benchmarks/flow_overhead.py
 
 clean:
 	rm -rf $(VENV) artifacts runs

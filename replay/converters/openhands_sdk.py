@@ -141,12 +141,14 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
     the events form a tree (`active_branch`, HEAD from `state`, the conversation's
     base_state, when given); an ActionEvent without a `tool_call` is counted
     (`action_event_without_tool_call`). Raises ConvertError naming `prefix[i]` for an
-    event that is not an object, `prefix.parent_id` for a cycle of parents."""
+    event that is not an object, `prefix[i].parent_id` for a parent id that is not a
+    string or a cycle of parents."""
     if all(isinstance(e, dict) for e in events):
         try:
             branch = active_branch(events, state or {})
         except ValueError as exc:
-            raise ctx.error(line, f"{prefix}.parent_id" if prefix else "parent_id", str(exc)) from exc
+            where, problem = exc.args
+            raise ctx.error(line, f"{prefix}{where}", problem) from exc
         if len(branch) < len(events):
             builder.skip("event_off_active_branch", len(events) - len(branch))
         events = branch
@@ -258,8 +260,9 @@ _NOT_TREE_NODES = frozenset({"ConversationStateUpdateEvent", "ConversationErrorE
 def active_branch(events: list[dict[str, Any]], state: dict[str, Any]) -> list[dict[str, Any]]:
     """The events of a conversation that its agent's context came from (module docstring,
     Branches): all of them when none carries a `parent_id` (a linear log), else the active
-    branch root first, with the non-tree events kept in index order. Raises ValueError
-    on a cycle of parents."""
+    branch root first, with the non-tree events kept in index order. Raises
+    ValueError(`[i].parent_id`, problem) for a parent id that is not a string or a cycle
+    of parents."""
     if not any(ev.get("parent_id") is not None for ev in events):
         return events
     at = {ev["id"]: i for i, ev in reversed(list(enumerate(events))) if isinstance(ev.get("id"), str)}
@@ -273,9 +276,11 @@ def active_branch(events: list[dict[str, Any]], state: dict[str, Any]) -> list[d
     i = at.get(leaf) if isinstance(leaf, str) else None
     while i is not None:
         if i in on_path:
-            raise ValueError(f"the parents of event {events[i].get('id')} form a cycle")
+            raise ValueError(f"[{i}].parent_id", f"the parents of event {events[i].get('id')} form a cycle")
         on_path.add(i)
         parent = events[i].get("parent_id")
+        if parent is not None and not isinstance(parent, str):
+            raise ValueError(f"[{i}].parent_id", f"expected an event id (got {parent!r:.40})")
         i = (i - 1 if i > 0 else None) if parent is None else at.get(parent)
     return [ev for i, ev in enumerate(events) if i in on_path or ev.get("kind") in _NOT_TREE_NODES]
 

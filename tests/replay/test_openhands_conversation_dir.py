@@ -217,7 +217,7 @@ def test_a_cycle_of_parents_is_named(tmp_path: Path) -> None:
     first.write_text(json.dumps({**json.loads(first.read_text()), "parent_id": "b7c20004-8d2e-4b6a-9c1f-5e7d3a2b1c0d"}))
     with pytest.raises(ConvertError) as exc:
         convert_paths([conv], None)
-    assert str(exc.value) == (f"{conv}: events.parent_id: the parents of event"
+    assert str(exc.value) == (f"{conv}: events[1].parent_id: the parents of event"
                               " b7c20001-8d2e-4b6a-9c1f-5e7d3a2b1c0d form a cycle")
 
 
@@ -246,3 +246,60 @@ def test_benchmaker_convert_takes_one_conversation_dir_and_a_parent(tmp_path: Pa
     assert [len(t.turns) for t in read_trajectories(tmp_path / "a.jsonl")] == [3]
     assert [len(t.turns) for t in read_trajectories(tmp_path / "all.jsonl")] == [3, 2]
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("damage", ["base_state", "event"])
+def test_damaged_conversation_dirs_convert_or_are_input_errors(damage: str, tmp_path: Path) -> None:
+    from hypothesis import given
+
+    from tests.replay.test_converters_fuzz import PROFILE, _convert_or_input_error, damaged
+
+    conv = _branched(tmp_path, "b7c20007-8d2e-4b6a-9c1f-5e7d3a2b1c0d")  # with parent_ids: the tree code runs
+    target = conv / "base_state.json" if damage == "base_state" else _event(conv, 5)
+    data = target.read_bytes()
+
+    @PROFILE
+    @given(damaged(data))
+    def check(mutated: bytes) -> None:
+        target.write_bytes(mutated)
+        _convert_or_input_error(conv)
+
+    check()
+
+
+@pytest.mark.parametrize(("event", "changes", "error"), [
+    (5, {"parent_id": ["x"]}, "events[5].parent_id: expected an event id (got ['x'])"),
+    (5, {"parent_id": 7}, "events[5].parent_id: expected an event id (got 7)"),
+    (6, {"parent_id": None}, None),  # the legacy chain: the event before
+    # the user prompt's id unusable: the branch's parent names no event, so it is a root
+    (1, {"id": {"a": 1}}, "no user message before the first assistant turn"),
+], ids=["parent-a-list", "parent-a-number", "parent-missing", "id-an-object"])
+def test_hostile_tree_fields_convert_or_are_named(event: int, changes: dict, error: str | None,
+                                                  tmp_path: Path) -> None:
+    conv = _branched(tmp_path, None)
+    f = _event(conv, event)
+    f.write_text(json.dumps({**json.loads(f.read_text()), **changes}))
+    if error is None:
+        (t,) = iter_trajectories(conv)
+        assert [len(t.turns), t.turns[1].response.content] == [2, "a.py and b.py."]
+    else:
+        with pytest.raises(ConvertError) as exc:
+            list(iter_trajectories(conv))
+        assert str(exc.value) == f"{conv}: {error}"
+
+
+@pytest.mark.parametrize("state", [{"leaf_event_id": ["x"]}, {"agent": "x"}, {"agent": {"llm": 5}},
+                                   {"execution_status": 3}], ids=["leaf-a-list", "agent", "llm", "status"])
+def test_hostile_base_state_fields_convert(state: dict, tmp_path: Path) -> None:
+    conv = _branched(tmp_path, None)
+    base = conv / "base_state.json"
+    base.write_text(json.dumps({**json.loads(base.read_text()), **state}))
+    (t,) = iter_trajectories(conv)
+    assert len(t.turns) == 2
+
+
+def test_base_state_that_is_not_an_object_is_named(conv: Path) -> None:
+    (conv / "base_state.json").write_text("[1]")
+    with pytest.raises(ConvertError) as exc:
+        convert_paths([conv], None)
+    assert str(exc.value) == f"{conv / 'base_state.json'}: expected a ConversationState object (got [1])"

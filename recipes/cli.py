@@ -71,9 +71,10 @@ def _fast_exit() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI with `argv` (default sys.argv[1:]); returns the exit code. Called
-    without `argv` (the console script), the process ends through _fast_exit."""
+    without `argv` (the console script), the process ends through _fast_exit, unless an
+    atexit handler was registered before (e.g. a coverage tool's: it must still run)."""
     global _exit_code
-    if argv is None:
+    if argv is None and atexit._ncallbacks() == 0:  # first: every other handler runs before it
         atexit.register(_fast_exit)
     _exit_code = code = _run(argv)
     return code

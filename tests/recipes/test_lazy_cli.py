@@ -132,3 +132,7 @@ def test_console_script_exits_with_the_commands_code_and_complete_output(tmp_pat
                     "recipes.cli._run = lambda argv: 1 / 0\nsys.exit(main())")
     assert crash.returncode == 1  # no code returned: the usual teardown, with the traceback
     assert "ZeroDivisionError" in crash.stderr
+    late = _python("import atexit, sys\natexit.register(lambda: print('EARLIER HANDLER RAN'))\n"
+                   "from recipes.cli import main\nsys.exit(main())", "sql")
+    assert late.returncode == 2  # a handler registered before main() still runs: no fast exit then
+    assert late.stdout.strip() == "EARLIER HANDLER RAN"

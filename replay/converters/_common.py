@@ -54,8 +54,9 @@ OpenHands software-agent-sdk event lists are read.
 6: pi context-overflow retries and `auto_retry_start` leave the failed call out; forked pi
 files count copied turns; stored OpenHands summary events are user messages; an edit's
 empty tail starts at the end of the history (a prompt after the edit is kept).
-7: OpenHands SDK events that form a tree (`parent_id`) are read along the active branch;
-SDK conversation directories (base_state.json + events/) are read."""
+7: OpenHands SDK events that form a tree (`parent_id`) are read along the active branch,
+a model switch logged as a state update names the later turns; SDK conversation
+directories (base_state.json + events/) are read."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
 """Skip key: the log kept only parsed tool arguments, so `arguments_raw` is

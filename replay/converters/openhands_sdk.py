@@ -32,7 +32,12 @@ What the LLM is sent, per event kind (each class's `to_llm_message`):
     `CondensationRequest` leaves the view; every other kind (state updates, pauses,
     token events, ...) is counted under `event:<kind>`.
 The SDK keeps no per-call usage or model name on these events, so turns have usage
-None; the model comes from the evaluation record's metadata when there is one.
+None; the model comes from the evaluation record's metadata when there is one. A model
+switch is seen where the conversation's state changes are logged as events (the agent
+server does): a `ConversationStateUpdateEvent` with key "agent" (or "full_state")
+carries the new agent's `llm.model`, and the turns after it carry that model
+(`switched_model`); turns before the first one carry none (the trajectory's, which for a
+conversation directory is base_state's: the model after the last switch).
 
 Conversation directories (format `openhands-conversation`, `convert_conversation_dir`):
 a persisted conversation is `<persistence_dir>/<conversation id hex>/` holding
@@ -118,6 +123,22 @@ def _text(parts: Any, builder: TrajectoryBuilder) -> str:
     return text_of(parts, builder) if not isinstance(parts, str) else parts
 
 
+def switched_model(ev: dict[str, Any]) -> str | None:
+    """The model of the agent's LLM a `ConversationStateUpdateEvent` sets, or None: key
+    "agent" (the state's agent replaced, as the SDK's `/model` switch does; value = the
+    agent's dump) or "full_state" (value = the state's dump). Source: openhands-sdk
+    event/conversation_state.py @ 5379c7418e65c628304f79d3ebe2d56e2488c64d,
+    conversation/switch_model_handler.py @ 014360afc6d3c941fbacda8a0c7cb0ff4e0449a3."""
+    value = ev.get("value")
+    if ev.get("key") == "full_state" and isinstance(value, dict):
+        value = value.get("agent")
+    elif ev.get("key") != "agent":
+        return None
+    llm = value.get("llm") if isinstance(value, dict) else None
+    model = llm.get("model") if isinstance(llm, dict) else None
+    return model if isinstance(model, str) and model else None
+
+
 def _observation(ev: dict[str, Any], kind: str, builder: TrajectoryBuilder) -> Observation:
     if kind == "AgentErrorEvent":
         content, is_error = str(ev.get("error", "")), True
@@ -155,11 +176,14 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
     view = CondensedView(builder)
     response_id: object = None
     response_event: object = None
+    model: str | None = None  # the agent's LLM after the latest model switch seen
     for i, ev in enumerate(events):
         where = f"{prefix}[{i}]"
         if not isinstance(ev, dict):
             raise ctx.error(line, where, "expected an event object", ev)
         kind = ev.get("kind")
+        if kind == "ConversationStateUpdateEvent":
+            model = switched_model(ev) or model
         event_id = ev.get("id")
         if not isinstance(event_id, str | int) or isinstance(event_id, bool):
             event_id = ("index", i)  # no usable id: nothing can name this event
@@ -180,7 +204,7 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             if ev.get("source") == "agent" or msg.get("role") == "assistant":
                 reasoning = msg.get("reasoning_content") if isinstance(msg.get("reasoning_content"), str) else None
                 view.add(event_id, in_view, lambda: builder.turn(
-                    Response(content=text, reasoning=reasoning, finish_reason="stop")))
+                    Response(content=text, reasoning=reasoning, finish_reason="stop"), model=model))
             else:
                 view.add(event_id, in_view, lambda: builder.user(text))
         elif kind == "ActionEvent":
@@ -200,7 +224,8 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
                 thought = _text(ev.get("thought", []), builder)
                 reasoning = ev.get("reasoning_content") if isinstance(ev.get("reasoning_content"), str) else None
                 view.add(event_id, in_view, lambda: builder.turn(Response(
-                    content=thought or None, reasoning=reasoning, tool_calls=[call], finish_reason="tool_calls")))
+                    content=thought or None, reasoning=reasoning, tool_calls=[call], finish_reason="tool_calls"),
+                    model=model))
                 response_id, response_event = rid, event_id
         elif kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
             obs = _observation(ev, kind, builder)

@@ -303,3 +303,29 @@ def test_base_state_that_is_not_an_object_is_named(conv: Path) -> None:
     with pytest.raises(ConvertError) as exc:
         convert_paths([conv], None)
     assert str(exc.value) == f"{conv / 'base_state.json'}: expected a ConversationState object (got [1])"
+
+
+def test_a_model_switch_logged_as_a_state_update_names_the_later_turns(tmp_path: Path) -> None:
+    events = [json.loads(f.read_text()) for f in event_files(CONV_A)[0]]
+    switch = {"id": "a3f000ff-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "timestamp": "2025-11-12T14:02:08.500000",
+              "source": "environment", "kind": "ConversationStateUpdateEvent", "key": "agent",
+              "value": {"kind": "Agent", "llm": {"model": "openai/gpt-5", "usage_id": "gpt5"}, "tools": []}}
+    events.insert(9, switch)  # after the second model call's tool result, before the finish call
+    first = {**switch, "id": "a3f000fe-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "key": "full_state",
+             "value": {"agent": {"kind": "Agent", "llm": {"model": "litellm_proxy/claude-sonnet-4-5-20250929"}}}}
+    events.insert(2, first)  # a snapshot of the whole state before the first call
+    conv = tmp_path / CONV_A.name
+    (conv / "events").mkdir(parents=True)
+    state = json.loads((CONV_A / "base_state.json").read_text())
+    state["agent"]["llm"]["model"] = "openai/gpt-5"  # base_state holds the agent after the switch
+    (conv / "base_state.json").write_text(json.dumps(state))
+    for i, ev in enumerate(events):
+        (conv / "events" / f"event-{i:05d}-{ev['id']}.json").write_text(json.dumps(ev))
+    out = tmp_path / "t.jsonl"
+    convert_paths([conv], out)
+    (t,) = read_trajectories(out)
+    claude = "litellm_proxy/claude-sonnet-4-5-20250929"
+    assert (t.model, [turn.model for turn in t.turns]) == ("openai/gpt-5", [claude, claude, "openai/gpt-5"])
+    got = replay_turns(out, t)
+    assert [r["model"] for r in got.responses] == [claude, claude, "openai/gpt-5"]
+    assert got.stats["misses"]["total"] == 0

@@ -144,11 +144,14 @@ def test_a_missing_event_index_and_stray_files(conv: Path, tmp_path: Path) -> No
     assert (report.skipped["event_file_after_gap"], report.skipped["not_an_event_file"]) == (2, 1)
 
 
-def test_base_state_that_is_not_json_is_named(conv: Path) -> None:
-    (conv / "base_state.json").write_text("{")
+@pytest.mark.parametrize(("text", "problem"), [("{", ":1: truncated JSON document"),
+                                               ("[1]", ": expected a ConversationState object (got [1])")],
+                         ids=["not-json", "not-an-object"])
+def test_a_bad_base_state_is_named(conv: Path, text: str, problem: str) -> None:
+    (conv / "base_state.json").write_text(text)
     with pytest.raises(ConvertError) as exc:
         convert_paths([conv], None)
-    assert str(exc.value) == f"{conv / 'base_state.json'}:1: truncated JSON document"
+    assert str(exc.value) == f"{conv / 'base_state.json'}{problem}"
 
 
 def test_conversion_progress_counts_a_conversation_dir_as_one_unit(tmp_path: Path) -> None:
@@ -296,13 +299,6 @@ def test_hostile_base_state_fields_convert(state: dict, tmp_path: Path) -> None:
     base.write_text(json.dumps({**json.loads(base.read_text()), **state}))
     (t,) = iter_trajectories(conv)
     assert len(t.turns) == 2
-
-
-def test_base_state_that_is_not_an_object_is_named(conv: Path) -> None:
-    (conv / "base_state.json").write_text("[1]")
-    with pytest.raises(ConvertError) as exc:
-        convert_paths([conv], None)
-    assert str(exc.value) == f"{conv / 'base_state.json'}: expected a ConversationState object (got [1])"
 
 
 def test_a_model_switch_logged_as_a_state_update_names_the_later_turns(tmp_path: Path) -> None:

@@ -53,11 +53,11 @@ openhands-sdk/openhands/sdk/conversation/persistence_const.py @
 01fa30d55b0c4fce1268db50ea985faaa6b28319 (`EventLog`: events in index order, the index
 read up to the first gap), conversation/state.py @ 003b55278197c34064bab8ee26a771c439266277
 (`ConversationState._save_base_state`), conversation/base.py @
-0455c2a8a5e28038f2cb15cffdeffec31456c5dc (`get_persistence_dir`) and llm/llm.py
-(`LLM.model`). One directory is
-one trajectory: its events in index order, fed as above; model = `agent.llm.model` of
-base_state.json (the events name none, so every turn is served under it); exit status =
-`execution_status`. The SDK persists no task id. `source.path` is the directory and
+0455c2a8a5e28038f2cb15cffdeffec31456c5dc (`get_persistence_dir`) and llm/llm.py @
+0101623fde32da370fe649d7cde7ff6d3d100248 (`LLM.model`). One directory is one
+trajectory: its events in index order, fed as above; model = `agent.llm.model` of
+base_state.json (turns without a model of their own, i.e. all unless a switch was
+logged, are served under it); exit status = `execution_status`. The SDK persists no task id. `source.path` is the directory and
 `source.sha256` hashes base_state.json and the event files in order (name and bytes).
 Branches: newer SDK versions make the log a tree (each event's `parent_id`;
 `navigate_to` moves the HEAD, base_state `leaf_event_id`, and later events hang below

@@ -248,7 +248,10 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
 
 
 def is_conversation_dir(path: Path) -> bool:
-    """An SDK conversation directory: `base_state.json` beside an `events/` directory."""
+    """An SDK conversation directory: `base_state.json` beside an `events/` directory;
+    or such a directory's `events/` itself (named by a user: it stands for the whole)."""
+    if path.name == EVENTS_DIR and (path.parent / BASE_STATE).is_file():
+        return True
     return (path / BASE_STATE).is_file() and (path / EVENTS_DIR).is_dir()
 
 
@@ -329,7 +332,9 @@ def convert_conversation_dir(conv: Path, *, lenient: bool = False) -> Iterator[T
     user message or no assistant turn. With `lenient` a bad event file is skipped and
     counted as `bad_event_file` and the event files after a gap as
     `event_file_after_gap`; other names in events/ are counted as `not_an_event_file`
-    either way (the SDK ignores them too)."""
+    either way (the SDK ignores them too). `conv` may name the events/ directory."""
+    if conv.name == EVENTS_DIR and not (conv / EVENTS_DIR).is_dir():
+        conv = conv.parent
     digest = hashlib.sha256()
     base_path = conv / BASE_STATE
     base_data = base_path.read_bytes()

@@ -39,7 +39,7 @@ def _shape(messages: list[dict]) -> list[tuple]:
 
 def test_a_conversation_directory_is_detected_by_its_layout() -> None:
     assert detect_format(CONV_A) == detect_dir(CONV_B) == "openhands-conversation"
-    assert detect_dir(PARENT) is None and detect_dir(CONV_A / "events") is None
+    assert detect_dir(PARENT) is None and detect_dir(PARENT.parent) is None
     with pytest.raises(UnknownFormatError) as exc:
         detect_format(PARENT)
     assert str(exc.value) == (f"{PARENT}: a directory that is neither a harbor trial directory (result.json + agent/)"
@@ -325,3 +325,12 @@ def test_a_model_switch_logged_as_a_state_update_names_the_later_turns(tmp_path:
     got = replay_turns(out, t)
     assert [r["model"] for r in got.responses] == [claude, claude, "openai/gpt-5"]
     assert got.stats["misses"]["total"] == 0
+
+
+def test_the_events_dir_named_alone_stands_for_its_conversation(tmp_path: Path) -> None:
+    assert detect_format(CONV_B / "events") == "openhands-conversation"
+    report = convert_paths([CONV_B / "events"], tmp_path / "t.jsonl")
+    assert [(f.path, f.trajectories, f.turns) for f in report.files] == [(str(CONV_B / "events"), 1, 2)]
+    (t,) = read_trajectories(tmp_path / "t.jsonl")
+    (ref,) = iter_trajectories(CONV_B)
+    assert t == ref

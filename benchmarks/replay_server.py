@@ -30,8 +30,10 @@ disturbed by other work on a shared machine than a wall rate.
 
 Printed per round: every figure. At the end, per stack: the median over rounds of the
 replay server's and the bare app's requests per CPU s, the median of the per-round
-ratios replay / bare (target >= 0.9 on the fast stack), and the median of the
-per-round ratios of each stack's replay figure to h11's (target >= 2 for httptools).
+ratios replay / bare (target >= 0.9 on the fast stack) with their range over the rounds,
+the server CPU us per request the replay app adds over the bare app (median of the
+per-round differences of 1 / figure), and the median of the per-round ratios of each
+stack's replay figure to h11's (target >= 2 for httptools).
 Every response is checked (the same client work for every server): the replay
 server's must be 200 and carry the recorded turn's content byte-equal; the bare app's
 200 and its fixed content. With --stream the replay server on each stack also streams
@@ -411,16 +413,20 @@ def main() -> int:
     rows = []
     ok = True
     h11 = figures.get(("h11", "replay"))
-    print(f"\n{'stack':<10} {'replay req/CPU s':>17} {'bare req/CPU s':>15} {'replay/bare':>12} "
-          f"{'replay/h11 replay':>18} {'RSS KiB':>9}")
+    print(f"\n{'stack':<10} {'replay req/CPU s':>17} {'bare req/CPU s':>15} {'replay/bare':>12} {'range':>12} "
+          f"{'replay us over bare':>20} {'replay/h11 replay':>18} {'RSS KiB':>9}")
     for stack in stacks:
         rep, bare = figures[(stack, "replay")], figures[(stack, "bare")]
-        ratio = _median([r / b for r, b in zip(rep, bare)])
+        ratios = [r / b for r, b in zip(rep, bare)]
+        ratio = _median(ratios)
+        over_us = _median([(1 / r - 1 / b) * 1e6 for r, b in zip(rep, bare)])
         vs_h11 = _median([r / h for r, h in zip(rep, h11)]) if h11 else None
         rows.append((stack, ratio, vs_h11))
         print(f"{stack:<10} {_median(rep):>17,.0f} {_median(bare):>15,.0f} {ratio:>12.3f} "
+              f"{f'{min(ratios):.3f}-{max(ratios):.3f}':>12} {over_us:>20.1f} "
               f"{'-' if vs_h11 is None else f'{vs_h11:.2f}':>18} {rss[stack]:>9,}")
-    print("(medians over rounds; ratios are medians of the per-round ratios)")
+    print("(medians over rounds; ratios are medians of the per-round ratios, range their min-max; replay us over"
+          " bare: server CPU us per request the replay app adds, median of the per-round differences)")
     for stack, ratio, vs_h11 in rows:
         if stack == FAST:
             ok &= ratio >= 0.9

@@ -43,8 +43,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from benchmaker.bundle import SampleWriter
 from benchmaker.records import Outcome, Sample
 from replay.episodes import Episode, TurnRecord
@@ -67,6 +65,7 @@ from replay.trajectory import (
     match_key_for_messages,
 )
 from replay.verifier import TASK_FILE, TaskSpec, Verdict, load_task, verify
+from workloads.agent import start_model_transport
 
 __all__ = [
     "LIVE_FORMAT",
@@ -362,7 +361,7 @@ class _LiveWorkload:
     samples.jsonl."""
 
     def __init__(self, tasks: list[LiveTask], base_url: str, out_dir: Path, run_id: str, concurrency: int,
-                 episode_kwargs: dict[str, Any]):
+                 episode_kwargs: dict[str, Any], transport: str = "raw"):
         self.name = "live-agent"
         self.tasks = tasks
         self.base_url = base_url
@@ -374,7 +373,8 @@ class _LiveWorkload:
         self.files = {n: out_dir / f"{n}.jsonl" for n in ("trajectories", "episodes", "turns", "grades")}
         self._handles: dict[str, Any] = {}
         self._writer: SampleWriter | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self.transport = transport
+        self._transport: Any = None
         self._n_calls = 0
         self._free: list[int] = []
         self._next_slot = 0
@@ -386,15 +386,15 @@ class _LiveWorkload:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._handles = {n: open(p, "w", encoding="utf-8") for n, p in self.files.items()}
         self._writer = SampleWriter(self.out_dir / "samples.jsonl")
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        self._transport = await start_model_transport(self.transport)
         factory = self.kwargs.get("sandbox_factory")
         if getattr(factory, "start", None) is not None:  # its process spawner, before the clock
             await factory.start()  # replay.sandbox.LocalSandboxFactory
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
         factory = self.kwargs.get("sandbox_factory")
         if getattr(factory, "aclose", None) is not None:
             await factory.aclose()
@@ -419,7 +419,7 @@ class _LiveWorkload:
         if slot == self._next_slot:
             self._next_slot += 1
         client = ModelClient(self.base_url, api_key=self.kwargs.get("api_key"), model=self.kwargs.get("model"),
-                             session=self._session, t0_ns=t0_ns)
+                             transport=self._transport, t0_ns=t0_ns)
         try:
             res = await run_live_episode(
                 task, self.base_url, client=client, run_id=self.run_id,
@@ -465,9 +465,11 @@ async def run_live(
     send_status_fields: bool = False,
     extra_body: dict[str, Any] | None = None,
     t0_ns: int | None = None,
+    transport: str = "raw",
 ) -> LiveRunResult:
     """Run `attempts` episodes of every task on the engine, `closed:<concurrency>` with
-    an episode as the unit of work (one aiohttp pool shared by the episodes), and write
+    an episode as the unit of work (one engine transport shared by the episodes:
+    `transport`, `raw` by default, the engine's HTTP/1.1 client, or `aiohttp`), and write
     the files of the module docstring into `out_dir` as episodes finish, plus
     samples.jsonl (one engine Sample per model call), episode_samples.jsonl and
     engine_summary.json (the engine's view of the episodes: verdict, loop lag, client
@@ -484,10 +486,10 @@ async def run_live(
     out_dir.mkdir(parents=True, exist_ok=True)
     kwargs = dict(model=model, sandbox_factory=sandbox_factory, api_key=api_key, system=system, max_turns=max_turns,
                   stream=stream, send_status_fields=send_status_fields, extra_body=extra_body)
-    wl = _LiveWorkload(tasks, base_url, out_dir, run_id, concurrency, kwargs)
+    wl = _LiveWorkload(tasks, base_url, out_dir, run_id, concurrency, kwargs, transport)
     staging = out_dir / "_engine"
     cfg = BenchConfig(load=f"closed:{concurrency}", max_requests=attempts * len(tasks), run_id=run_id,
-                      kind="live-agent", out_dir=staging, drain_s=7 * 24 * 3600.0,
+                      kind="live-agent", out_dir=staging, drain_s=7 * 24 * 3600.0, transport=transport,
                       timeouts=Timeouts(connect_s=None, total_s=None))
     runner = BenchRunner(cfg, workload=wl, samples_name="episode_samples.jsonl", start_at_ns=t0_ns)
     result = await runner.run()

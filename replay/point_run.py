@@ -114,6 +114,7 @@ async def play_episodes(
     base_dir: Path | None = None,
     workers: int = 1,
     checks: dict[str, Any] | None = None,
+    transport: str = "raw",
 ) -> PlayedEpisodes:
     """Play episodes on the engine into `out_dir` (samples.jsonl, episodes.jsonl,
     turns.jsonl, episode_samples.jsonl, engine_summary.json, and with `concurrency`
@@ -123,7 +124,9 @@ async def play_episodes(
     benchmaker.load_models), a ParsedRateSpec (its model used, not parsed again) or a
     string parsed here. `checks`: the engine's self-check limits
     (benchmaker.config.SelfCheckLimits fields, e.g. {"max_loop_lag_p99_ms": 50.0};
-    default: the environment's or 10 ms). Without `duration_s`, one episode per item of
+    default: the environment's or 10 ms). `transport`: the engine config's transport the
+    model calls go on (`raw` default, `aiohttp`; one per point or engine worker process,
+    opened before the clock; EpisodeWorkload). Without `duration_s`, one episode per item of
     `trajectories` (an episode plan, `episodes` defaulting to its length); with it,
     episodes start until `duration_s` s, episode seq playing
     trajectories[(index_start + seq * index_step) mod len] (a shard's share of the one
@@ -148,14 +151,14 @@ async def play_episodes(
         run_id=run_id, sweep_point=sweep_point, concurrency=concurrency, mode=mode,
         sandbox_factory=sandbox_factory, tasks=tasks, command=command, api_key=api_key,
         episode_prefix=episode_prefix, index_start=index_start if duration_s is not None else 0,
-        index_step=index_step if duration_s is not None else 1,
+        index_step=index_step if duration_s is not None else 1, transport=transport,
     )
     staging = out_dir / "_engine"
     cfg = BenchConfig(
         load=load, duration_s=duration_s, max_requests=n_max, run_id=run_id, kind="agent-replay",
         sweep_point=sweep_point, out_dir=staging, seed=seed, drain_s=_NO_DRAIN_S,
         timeouts=Timeouts(connect_s=None, total_s=None),  # each model call has its own (ModelClient)
-        checks=checks or {},
+        checks=checks or {}, transport=transport,
     )
     if workers > 1:
         factory = partial(single_lane, partial(EpisodeWorkload, list(trajectories), base_url, out_dir,
@@ -253,6 +256,7 @@ async def run_point(
     seed: int = 0,
     workers: int = 1,
     checks: dict[str, Any] | None = None,
+    transport: str = "raw",
 ) -> dict[str, Any]:
     """Run one sweep point against `base_url` (an OpenAI-compatible base URL, e.g. the
     replay server's) and summarise it; files in `run_dir/points/<point>/` (module
@@ -271,6 +275,7 @@ async def run_point(
 
     `workers`: engine worker processes (play_episodes), as `--workers` of engine runs.
     `checks`: the engine's self-check limits (play_episodes), e.g. the loop-lag limit.
+    `transport`: the model calls' engine transport (play_episodes; `raw` default).
     `load` may be a ParsedRateSpec (a flow's parameter: its model is used, nothing is
     parsed again); a plain string is parsed here, once (a trace file relative to the
     working directory).
@@ -299,7 +304,7 @@ async def run_point(
         episodes=episodes if duration_s is not None else len(plan), duration_s=duration_s,
         concurrency=target_c, mode=mode, sandbox_factory=sandbox_factory, tasks=tasks, command=command,
         api_key=api_key, start_at_ns=t0_ns if closed and workers == 1 else None, seed=seed, workers=workers,
-        checks=checks,
+        checks=checks, transport=transport,
     )
     verdict = played.engine_summary["verdict"]
     row = summarize_point(

@@ -17,7 +17,9 @@ CallableWorkload seam (benchmaker.types) at closed-loop concurrency:
     max_requests: 100              # episodes
 
 `client` is a `replay.model_client.ModelClient` on `url` (None when no url is given),
-sharing one aiohttp session across episodes; every `client.chat(...)` call is counted.
+sending on one engine transport shared by the episodes (`transport`: `raw`, the
+engine's own HTTP/1.1 client, by default; `aiohttp` selectable; opened by `start()`
+before the clock, closed by `aclose()`); every `client.chat(...)` call is counted.
 A sample is one episode: E2E is the whole `run_episode` call. The sample gets
 
     meta = {"episode_index", "result": <the returned dict>, "n_model_calls",
@@ -39,13 +41,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 
 from benchmaker.errors import ConfigError
 from benchmaker.records import Outcome, Sample
+from benchmaker.transport import make_transport
 
-__all__ = ["AgentWorkload", "load_agent_class"]
+__all__ = ["AgentWorkload", "load_agent_class", "start_model_transport"]
+
+
+async def start_model_transport(kind: str = "raw") -> Any:
+    """An engine transport for the model calls of agent episodes (issue #17), started on
+    the running loop: `kind` as the engine config's `transport` (`raw` default, the
+    engine's HTTP/1.1 client; `aiohttp`, `httpx`, `null`; benchmaker.transport). No
+    connection cap (the pool grows to the episodes in flight) and no connect deadline
+    (each ModelClient call keeps its own total and idle deadlines over every await).
+    The caller closes it (`await transport.aclose()`). Raises ConfigError for an
+    unknown `kind`."""
+    transport = make_transport(kind, connect_timeout_s=None, limit=0)
+    start = getattr(transport, "start", None)
+    if start is not None:
+        await start()
+    return transport
 
 
 def load_agent_class(ref: str, base_dir: Path | None = None) -> type:
@@ -111,7 +128,9 @@ class AgentWorkload:
     CallableWorkload. `agent` is an instance (one per workload, shared by concurrent
     episodes) or a class (instantiated with `options`). `url` is the model endpoint's
     base URL (`http://host:port` or `.../v1`; calls go to /v1/chat/completions);
-    `model` and `api_key` go to the client; `timeout_s` bounds each model call."""
+    `model` and `api_key` go to the client; `timeout_s` bounds each model call;
+    `transport`: the engine transport the calls go on (`raw` default, `aiohttp`;
+    start_model_transport). Raises ConfigError for an agent without async run_episode."""
 
     def __init__(
         self,
@@ -122,6 +141,7 @@ class AgentWorkload:
         api_key: str | None = None,
         options: dict[str, Any] | None = None,
         timeout_s: float = 600.0,
+        transport: str = "raw",
     ) -> None:
         self.agent = agent(**(options or {})) if inspect.isclass(agent) else agent
         if not inspect.iscoroutinefunction(getattr(self.agent, "run_episode", None)):
@@ -131,7 +151,8 @@ class AgentWorkload:
         self.model = model
         self._api_key = api_key
         self._timeout_s = timeout_s
-        self._session: aiohttp.ClientSession | None = None
+        self.transport = transport
+        self._transport: Any = None
 
     def describe(self) -> dict[str, Any]:
         """The manifest's description of this workload (no secrets)."""
@@ -139,14 +160,15 @@ class AgentWorkload:
         return {"type": "agent", "class": f"{cls.__module__}:{cls.__qualname__}", "url": self.url, "model": self.model}
 
     async def start(self) -> None:
-        """Open the aiohttp session shared by the episodes' clients (no connection cap)."""
-        if self.url and self._session is None:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        """Open the transport shared by the episodes' clients (start_model_transport)."""
+        if self.url and self._transport is None:
+            self._transport = await start_model_transport(self.transport)
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close the transport (every connection of the episodes' clients)."""
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
 
     def _client(self) -> _CountingClient | None:
         if not self.url:
@@ -154,7 +176,7 @@ class AgentWorkload:
         from replay.model_client import ModelClient
 
         return _CountingClient(ModelClient(self.url, api_key=self._api_key, model=self.model,
-                                           session=self._session, timeout_s=self._timeout_s))
+                                           transport=self._transport, timeout_s=self._timeout_s))
 
     async def execute(self, seq: int, sample: Sample, t0_ns: int) -> str | None:
         """One episode (module docstring); returns the result as JSON text for hooks."""
@@ -162,7 +184,7 @@ class AgentWorkload:
         try:
             result = await self.agent.run_episode(seq, client)
         finally:
-            if client is not None and self._session is None:
+            if client is not None and self._transport is None:
                 await client._inner.aclose()
         calls = client.calls if client is not None else []
         if not isinstance(result, dict):

@@ -42,7 +42,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 
 from benchmaker.bundle import SampleWriter
@@ -51,6 +50,7 @@ from replay.harness import EpisodeResult, SandboxFactory, run_episode, served
 from replay.model_client import ModelClient
 from replay.trajectory import Trajectory
 from replay.verifier import TaskSpec, task_id_of
+from workloads.agent import start_model_transport
 
 __all__ = ["EpisodeWorkload"]
 
@@ -65,7 +65,10 @@ class EpisodeWorkload:
     episodes and turns files go (created by `start()`, appended to). `concurrency` is
     recorded on each episode line (the point's target; None for open loop). `mode`,
     `sandbox_factory`, `tasks` (task id -> TaskSpec), `command`, `api_key`, `stream`,
-    `send_status_fields`: as replay.harness.run_episode. `keep_results`: keep every
+    `send_status_fields`: as replay.harness.run_episode. `transport`: the engine
+    transport the model calls go on, one per workload (per point, or per engine worker
+    process), shared by its episodes (`raw` default: the engine's HTTP/1.1 client;
+    `aiohttp` selectable; workloads.agent.start_model_transport). `keep_results`: keep every
     EpisodeResult in `results` (finish order); `intervals` always holds each finished
     episode's (started_ns, ended_ns). Raises ValueError for an empty plan.
     """
@@ -92,6 +95,7 @@ class EpisodeWorkload:
         samples_name: str = "samples.jsonl",
         keep_results: bool = False,
         per_worker_files: bool = False,
+        transport: str = "raw",
     ) -> None:
         if not plan:
             raise ValueError("plan: expected at least one trajectory (got none)")
@@ -114,10 +118,11 @@ class EpisodeWorkload:
         self.samples_name = samples_name
         self.keep_results = keep_results
         self.per_worker_files = per_worker_files
+        self.transport = transport
         self.results: list[EpisodeResult] = []
         self.intervals: list[tuple[int, int]] = []  # (started_ns, ended_ns) of each finished episode
         self._api_key = api_key
-        self._session: aiohttp.ClientSession | None = None
+        self._transport: Any = None
         self._writer: SampleWriter | None = None
         self._episodes: Any = None
         self._turns: Any = None
@@ -131,26 +136,27 @@ class EpisodeWorkload:
                 "trajectories": sorted({t.trajectory_id for t in self.plan})[:20]}
 
     async def start(self) -> None:
-        """Open the files and the aiohttp session shared by every episode's client (no
-        connection cap: C episodes in flight need C connections). With
+        """Open the files and the transport shared by every episode's client, on this
+        loop before the clock (no connection cap: C episodes in flight need C
+        connections). With
         `per_worker_files` (one workload per engine worker process, benchmaker.workers)
         the files are `samples-w<k>.jsonl`, `episodes-w<k>.jsonl`, `turns-w<k>.jsonl`,
         k being the worker of the first episode's sample, opened when it starts."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if not self.per_worker_files:
             self._open("")
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        self._transport = await start_model_transport(self.transport)
         # a sandbox factory with a start() (replay.sandbox.LocalSandboxFactory) starts its
         # process spawner now, before the clock, so no episode forks from this loop
         if self.mode != "recorded" and getattr(self.sandbox_factory, "start", None) is not None:
             await self.sandbox_factory.start()  # type: ignore[union-attr]
 
     async def aclose(self) -> None:
-        """Close the session, the sandbox factory (when it has aclose()) and the files
+        """Close the transport, the sandbox factory (when it has aclose()) and the files
         (everything written is flushed)."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
         if getattr(self.sandbox_factory, "aclose", None) is not None:
             await self.sandbox_factory.aclose()  # type: ignore[union-attr]
         for f in (self._episodes, self._turns):
@@ -179,7 +185,7 @@ class EpisodeWorkload:
     async def execute(self, seq: int, sample: Sample, t0_ns: int) -> str | None:
         """Play episode `seq` (module docstring) and fill the runner's `sample` of it."""
         if self._writer is None:
-            if not self.per_worker_files or self._session is None:
+            if not self.per_worker_files or self._transport is None:
                 raise RuntimeError("EpisodeWorkload.start() was not awaited")
             self._open(f"-w{sample.worker}")
         index = self.index_start + seq * self.index_step
@@ -195,7 +201,7 @@ class EpisodeWorkload:
             writer.write(s)
 
         slot = self._take_slot()
-        client = ModelClient(self.base_url, api_key=self._api_key, model=traj.model, session=self._session,
+        client = ModelClient(self.base_url, api_key=self._api_key, model=traj.model, transport=self._transport,
                              t0_ns=t0_ns)
         try:
             res = await run_episode(

@@ -28,6 +28,14 @@ when invalid) and its tool time (sum over the point's turns of the tool time the
 harness recorded, in s). Then per point and variant the medians over rounds of p50,
 p99, max, tool time and of the paired differences inline - variant. The host load
 (1-min load average) is printed at the start and the end.
+
+Measured here (2 shared cores, load 9-13 from other sessions; 2026-12-01), p99 in ms,
+medians of 3 paired rounds without hogs: c1 inline 4.4 / process 7.0 / nice 5.1;
+c2 9.6 / 6.6 / 5.2 (valid 2, 3, 3 of 3); c4 14.2 / 7.3 / 6.7 (valid 0, 3, 3 of 3);
+idle-loop floor 4.7. With `--hogs 2` (2 rounds, idle floor 25.8 ms, so nothing can be
+valid at 10 ms): c1 37.7 / 26.0 / 34.7, c2 63.4 / 33.7 / 41.9, c4 80.8 / 80.9 / 69.3.
+The helper removes what spawning on the loop added; what is left is the host's own
+scheduling delay, which an idle loop shows too. `nice` gave no consistent gain.
 """
 
 from __future__ import annotations

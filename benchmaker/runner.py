@@ -40,7 +40,7 @@ import threading
 import time
 from collections import deque
 from datetime import datetime, timezone
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +185,10 @@ class BenchRunner:
     `monitors` (benchmaker.monitors) are sampled from t0 until sending and draining
     ended, into `monitor.jsonl` (shard 0 only). `record_trace` writes every request
     built, with its intended send time, to that file (benchmaker.trace).
+    `start_at_ns` is t0 on perf_counter_ns (a shared start); `ready`, when given, is
+    awaited once the run is set up (transport open, workloads started, manifest built)
+    and returns that instant instead (a shards' readiness barrier,
+    benchmaker.shared_start); what it raises is raised, the transport closed.
     """
 
     def __init__(
@@ -204,6 +208,7 @@ class BenchRunner:
         monitors: Sequence[Monitor] = (),
         record_trace: Path | None = None,
         start_at_ns: int | None = None,
+        ready: Callable[[], Awaitable[int]] | None = None,
     ):
         if (workload is None) == (lanes is None):
             raise ConfigError("give exactly one of workload= or lanes=")
@@ -229,6 +234,7 @@ class BenchRunner:
         self._manifest_extra = manifest_extra
         self._calibration: dict[str, Any] | None = None  # this host's ceiling, read with the manifest
         self._start_at_ns = start_at_ns
+        self._ready = ready
         self.live = LiveStats()
         self._seq = 0
         self._stop_sending = False
@@ -293,6 +299,15 @@ class BenchRunner:
         # everything slow (git, package versions, file writes) happens before the clock
         # starts; the wall-clock t0 is taken right beside the monotonic one
         manifest = self._manifest(0)
+        if self._ready is not None:
+            try:
+                self._start_at_ns = await self._ready()
+            except BaseException:
+                self._writer.close()
+                await self._transport.aclose()
+                for wl in started:
+                    await wl.aclose()
+                raise
         if self._start_at_ns is not None:  # shards of one run share one t0 (CLOCK_MONOTONIC)
             while (left_ns := self._start_at_ns - time.perf_counter_ns()) > 1_000_000:
                 await asyncio.sleep((left_ns - 1_000_000) / NS_PER_S)

@@ -25,13 +25,17 @@ Where shards run:
         one task per shard on a DaskTaskRunner connected to that cluster; start the Dask
         workers with `--nthreads 1` so that each shard gets a process of its own.
 
-Per point: the point directory is emptied, the shared start is set to `start_lead_s`
-after the submission (wall clock, ns since the epoch; default 30 s for a work pool,
-which must cover the workers' polling interval and a process start, 10 s for Dask: a
-cold Dask worker imports Prefect and the engine on its first shard), every
-shard converts it to its own monotonic clock, sends its slice k of N of the point's
-load, and writes into `<out_dir>/<run_id>/points/<point>/_shards/`. A shard that cannot
-make the start fails (tasks.shard.ShardLate). The merged point (tasks.shard.merge_point)
+Per point: the point directory is emptied, the earliest start is set to `start_lead_s`
+after the submission (wall clock, ns since the epoch; default MIN_START_LEAD_S), and the
+shards start together once all of them are ready (the readiness barrier of
+benchmaker.shared_start: each writes a ready record once its transport is open and its
+workload built; the shared start is the last ready time + MIN_START_LEAD_S, not before
+the earliest start), however long the work pool's polling, a process start or a cold
+Dask worker's imports take. Every shard converts the start to its own monotonic clock,
+sends its slice k of N of the point's load, and writes into
+`<out_dir>/<run_id>/points/<point>/_shards/`. A shard still missing `shard_timeout_s`
+(at most DEFAULT_READY_TIMEOUT_S) after the earliest start makes the others fail naming
+it (benchmaker.shared_start.ShardsNotReady). The merged point (tasks.shard.merge_point)
 takes each shard's exit code from its flow run's (or task's) final state: COMPLETED = 0,
 anything else 1, so a failed shard is a verdict reason and the others' samples stay.
 
@@ -88,11 +92,14 @@ class LlmSweepDistributedParams(LlmSweepParams, ShardParams):
 @flow(name="llm-sweep-shard", validate_parameters=True)
 async def llm_sweep_shard(point: ShardPoint) -> dict[str, Any]:
     """One shard of one distributed sweep point on this host (tasks.shard.run_shard_point);
-    returns the shard's self-checks. Fails (flow run Failed) when it missed the start."""
+    returns the shard's self-checks. Fails (flow run Failed) when another shard was not
+    ready in time (ShardsNotReady, naming it) or this one missed the shared start."""
     checks = await run_shard_point(point)
     get_run_logger().info(
-        "shard %d/%d of %s on %s: t0 %.3f ms after the shared start, wall clock %+.3f ms vs storage",
+        "shard %d/%d of %s on %s: t0 %.3f ms after the shared start (%.3f s after the earliest, waited "
+        "%.3f s for the other shards), wall clock %+.3f ms vs storage",
         point.worker, point.shards, point.sweep_point, checks["hostname"], checks["start_late_ns"] / 1e6,
+        (checks["start_wall_ns"] - point.start_wall_ns) / 1e9, checks["barrier"]["waited_ns"] / 1e9,
         checks["clock"]["wall_offset_ns"] / 1e6)
     return checks
 
@@ -100,7 +107,7 @@ async def llm_sweep_shard(point: ShardPoint) -> dict[str, Any]:
 @task(name="run-distributed-point", cache_policy=INPUTS + TASK_SOURCE + RUN_ID, persist_result=True)
 async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, shard_deployment: str,
                                 shard_timeout_s: float | None, dask_address: str | None) -> dict[str, Any]:
-    """One distributed point: empties the point directory, sets the shared start
+    """One distributed point: empties the point directory, sets the earliest start
     `start_lead_s` from now, runs `template.shards` shards (`template` with worker k and
     that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
     fetches their files from the exchange (if any) and merges them
@@ -133,7 +140,7 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     into `shards` shards on other hosts (parameters: the fields of
     LlmSweepDistributedParams; module docstring; a `closed:C` point with
     C < shards runs on C shards). `start_lead_s`: time from
-    submission to the shared start (default DEFAULT_LEAD_S); `shard_timeout_s`: how
+    submission to the earliest start (default DEFAULT_LEAD_S); `shard_timeout_s`: how
     long to wait for a point's shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S,
     3 h; a shard still running then is a verdict reason, cancelled on a pool, abandoned
     on Dask where a running task cannot be stopped);

@@ -28,15 +28,18 @@ from pydantic import BaseModel, Field
 
 from benchmaker.bundle import redact
 from benchmaker.exchange import Exchange, absolute_exchange
+from benchmaker.shared_start import DEFAULT_READY_TIMEOUT_S, MIN_START_LEAD_S
 
 __all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "ShardParams", "cancel_flow_runs",
            "checked_dask_address", "checked_exchange", "dask_task_runner", "run_shards", "shards_on_dask",
            "shards_on_pool"]
 
-# Default time from a point's submission to its shared start, s: a work pool's workers
-# must poll (PREFECT_WORKER_QUERY_SECONDS, 10 s by default) and start a process; a cold
-# Dask worker imports Prefect and the engine on its first shard.
-DEFAULT_LEAD_S = {"pool": 30.0, "dask": 10.0}
+# Default time from a point's submission to its EARLIEST start, s. The shared start
+# itself comes from the shards' readiness barrier (benchmaker.shared_start): the last
+# shard's ready time + MIN_START_LEAD_S, however long a work pool's polling
+# (PREFECT_WORKER_QUERY_SECONDS, 10 s by default), a process start or a cold Dask
+# worker's imports take; a longer lead only lines the start up with something else.
+DEFAULT_LEAD_S = {"pool": MIN_START_LEAD_S, "dask": MIN_START_LEAD_S}
 # How long a distributed flow waits for a point's shards when shard_timeout_s is None, s
 # (Prefect's own default for wait_for_flow_run).
 DEFAULT_SHARD_TIMEOUT_S = 10800.0
@@ -47,7 +50,8 @@ class ShardParams(BaseModel):
     their parameters models; each sets its own `shard_deployment` default):
 
     shards            shards (load hosts) per point, >= 1
-    start_lead_s      s from a point's submission to its shared start (None: DEFAULT_LEAD_S)
+    start_lead_s      s from a point's submission to its earliest start (None: DEFAULT_LEAD_S);
+                      the shards start together once all are ready (benchmaker.shared_start)
     shard_deployment  the shard flow's deployment whose work pool runs the shards
     shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S)
     dask_address      run the shards on this Dask cluster instead (the `dask` extra)
@@ -130,15 +134,21 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
 async def run_shards(template: Any, *, start_lead_s: float, shard_task: Task, deployment: str,
                      timeout_s: float | None, dask_address: str | None
                      ) -> tuple[list[Any], list[int | None], list[dict[str, Any]]]:
-    """Run one attempt of a point's `template.shards` shards: the shared start is set
-    `start_lead_s` s from now (wall-clock ns, benchmaker.shared_start), shard k is
-    `template` with worker k and that start, and they run on the Dask cluster at
+    """Run one attempt of a point's `template.shards` shards: the earliest start is set
+    `start_lead_s` s from now (wall-clock ns; the shards' readiness barrier fixes the
+    shared start, benchmaker.shared_start), shard k is `template` with worker k, that
+    start and a ready timeout of min(DEFAULT_READY_TIMEOUT_S, `timeout_s`) unless the
+    template sets one, and they run on the Dask cluster at
     `dask_address` (shards_on_dask with `shard_task`) or else on `deployment`'s work
     pool (shards_on_pool); a warning is logged per shard that did not complete.
     Returns (the shard points, exit codes, info), the info's state messages redacted
     (benchmaker.bundle.redact: they may quote a URL)."""
     start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
-    points = [replace(template, worker=k, start_wall_ns=start_wall_ns) for k in range(template.shards)]
+    ready_timeout_s = template.ready_timeout_s
+    if ready_timeout_s is None:
+        ready_timeout_s = DEFAULT_READY_TIMEOUT_S if timeout_s is None else min(DEFAULT_READY_TIMEOUT_S, timeout_s)
+    points = [replace(template, worker=k, start_wall_ns=start_wall_ns, ready_timeout_s=ready_timeout_s)
+              for k in range(template.shards)]
     if dask_address:
         codes, info = await shards_on_dask(points, shard_task, dask_address, timeout_s)
     else:

@@ -17,7 +17,9 @@ Flows:
 A point at concurrency C runs min(C, shards) shards (replay.shard): each owns a share of
 the C episode slots and of the episode plan, starts its own replay server on its host
 (the mocked model never crosses the network), and plays its episodes from the shared
-start (`start_lead_s` after the submission). Shards run on the work pool's `shards`
+start: once all shards are ready (server up, engine set up), the last one's ready time
+plus MIN_START_LEAD_S, not before `start_lead_s` after the submission (the readiness
+barrier, benchmaker.shared_start). Shards run on the work pool's `shards`
 queue (one worker per load host, `--limit 1`) or, with `dask_address`, as tasks on a
 Dask cluster (flows.shard_runs), exactly as for llm-sweep/distributed.
 
@@ -100,7 +102,7 @@ async def swebench_replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
 async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: int | None, start_lead_s: float,
                                 shard_deployment: str, shard_timeout_s: float | None,
                                 dask_address: str | None) -> dict[str, Any]:
-    """One distributed point: empties the point directory, sets the shared start
+    """One distributed point: empties the point directory, sets the earliest start
     `start_lead_s` from now, runs `template.shards` shards (`template` with worker k and
     that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
     fetches their files from the exchange (if any) and merges them
@@ -136,7 +138,7 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     """The swebench-replay flow (flows.swebench_replay, same parameters) with every
     point split into up to `shards` shards on other hosts (module docstring);
     parameters: the fields of SwebenchReplayDistributedParams.
-    `start_lead_s`: time from submission to the shared start (default
+    `start_lead_s`: time from submission to the earliest start (default
     flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a point's
     shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard still running
     then is a verdict reason, cancelled on a pool, abandoned on Dask where a running

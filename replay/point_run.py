@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -106,6 +106,7 @@ async def play_episodes(
     command: list[str] | None = None,
     api_key: str | None = None,
     start_at_ns: int | None = None,
+    ready: Callable[[], Awaitable[int]] | None = None,
     episode_prefix: str | None = None,
     index_start: int = 0,
     index_step: int = 1,
@@ -132,10 +133,12 @@ async def play_episodes(
     trajectories[(index_start + seq * index_step) mod len] (a shard's share of the one
     cycle) and at most `episodes` of them. `concurrency` is recorded on the episode lines.
     `start_at_ns`: the perf_counter_ns instant of t0 (a shared start; default: now).
+    `ready`: awaited once the engine is set up, returns that instant instead
+    (benchmaker.runner.BenchRunner; a shards' readiness barrier).
     `workers` > 1 runs the episodes in that many engine worker processes
     (benchmaker.workers.run_sharded: each takes its share of the load, e.g. C/N episodes
     in flight, on one t0) and merges their files into the point's; recorded mode only
-    (a sandbox factory does not cross processes), `start_at_ns` and `keep_results`
+    (a sandbox factory does not cross processes), `start_at_ns`, `ready` and `keep_results`
     unused there.
     Raises ValueError for no trajectories, benchmaker.errors.RateSpecError for a bad
     `load`. Episode failures never raise: they are samples with an outcome."""
@@ -170,7 +173,7 @@ async def play_episodes(
     else:
         workload = EpisodeWorkload(trajectories, base_url, out_dir, keep_results=keep_results, **wl_args)
         runner = BenchRunner(cfg, workload=workload, samples_name=EPISODE_SAMPLES, start_at_ns=start_at_ns,
-                             base_dir=base_dir)
+                             ready=ready, base_dir=base_dir)
         result = await runner.run()
         os.replace(result.bundle_dir / EPISODE_SAMPLES, out_dir / EPISODE_SAMPLES)
         intervals, n_calls = workload.intervals, workload.n_calls

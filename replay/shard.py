@@ -8,7 +8,11 @@ k < C mod N) and, for a fixed number of episodes, the episodes of the point's on
 (replay.sweep.episode_plan) whose slot (index mod C) it owns (`shard_plan`), so the
 first C episodes start together across the shards. Each shard starts its OWN replay
 server on its host (loopback; the mocked model never crosses the network and scales
-with the hosts), waits for the shared start, plays its episodes, and leaves in
+with the hosts), waits for the shared start (the readiness barrier of
+benchmaker.shared_start, issue #14: with its server up and its engine set up, it
+writes `ready-w<k>.json` beside the attempt's shard dirs, or under the exchange's same
+key, and starts at max(`start_wall_ns`, the last shard's ready time +
+MIN_START_LEAD_S), as every shard computes), plays its episodes, and leaves in
 `<run_dir>/points/<point>/_shards/a<start_wall_ns>/w<k>/`:
 
     samples.jsonl, episodes.jsonl, turns.jsonl,     replay.point_run.play_episodes (the engine,
@@ -65,8 +69,8 @@ import orjson
 
 from benchmaker.bundle import write_json_atomic
 from benchmaker.exchange import Exchange, shards_key
-from benchmaker.shared_start import (LATE_START_LIMIT_MS, check_lead, measure_clock_offset, sleep_until,
-                                     start_at_ns_from_wall)
+from benchmaker.shared_start import (LATE_START_LIMIT_MS, ReadyBoard, StartBarrier, measure_clock_offset,
+                                     sleep_until)
 from replay import process as _process
 from replay.convert import read_trajectories
 from replay.harness import SandboxFactory, concurrency_proof
@@ -103,7 +107,9 @@ class ReplayShardPoint:
     of shards of this point (shards_for). With `exchange` (a path or fsspec URL,
     benchmaker.exchange), `trajectories` is a key under it and `run_dir` is not
     written by the shard. `max_loop_lag_ms` / `max_schedule_lag_ms`: the engine
-    verdict's lag limits in ms (None: the environment's or 10 ms)."""
+    verdict's lag limits in ms (None: the environment's or 10 ms). `start_wall_ns` is the
+    attempt's earliest start; `ready_timeout_s` how long after it the shards wait for
+    each other's ready records (None: DEFAULT_READY_TIMEOUT_S; module docstring)."""
 
     trajectories: str
     run_dir: str
@@ -125,6 +131,7 @@ class ReplayShardPoint:
     exchange: str | None = None
     max_loop_lag_ms: float | None = None
     max_schedule_lag_ms: float | None = None
+    ready_timeout_s: float | None = None
 
     @property
     def sweep_point(self) -> str:
@@ -244,7 +251,8 @@ async def run_replay_shard(
     Returns the shard's report (also written to shard.json): {"worker", "shards",
     "concurrency" (this shard's), "episodes_planned" (None for a duration), "hostname",
     "pid", "clock" (benchmaker.shared_start.measure_clock_offset, or
-    Exchange.clock_offset against the exchange), "start_wall_ns", "start_late_ns" (t0
+    Exchange.clock_offset against the exchange), "start_wall_ns" (the shared start the
+    barrier gave), "barrier" (benchmaker.shared_start.SharedStart.as_dict), "start_late_ns" (t0
     by this host's wall clock minus the shared start), "wake_late_ns" (on the monotonic
     clock: when the shard's first episode was sent after the shared start, or the
     wake-up's lateness when it had none), "server_pid", "engine" (the engine's figures
@@ -252,16 +260,15 @@ async def run_replay_shard(
     reasons, which the merge makes the point's)}. The engine sets up (files, manifest)
     before the shared start and starts the episodes on it.
 
-    Raises ValueError when not 0 <= worker < shards <= concurrency; ShardLate when
-    less than MIN_START_LEAD_S is left before the shared start, or the replay server
-    was not up by then (nothing is sent, no file is written); ReplayServerError when
+    Raises ValueError when not 0 <= worker < shards <= concurrency; ShardsNotReady
+    naming the missing shards when they are not ready `p.ready_timeout_s` after
+    `p.start_wall_ns`, ShardLate when this shard saw the last ready record only after
+    the shared start (nothing is sent then); ReplayServerError when
     the server does not start. Episode failures are episodes, never exceptions."""
     if not 0 <= p.worker < p.shards <= p.concurrency:
         raise ValueError(f"worker: expected 0 <= worker < shards <= concurrency={p.concurrency} "
                          f"(got worker {p.worker}, shards {p.shards})")
     what = f"shard {p.worker}/{p.shards} of {p.sweep_point}"
-    start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
-    check_lead(start_at_ns, what)
     exchange = Exchange(p.exchange) if p.exchange else None
     local = Path(tempfile.mkdtemp(prefix="benchmaker-replay-shard-")) if exchange else None
     try:
@@ -269,15 +276,17 @@ async def run_replay_shard(
             traj_path = exchange.get_file(p.trajectories, local / "trajectories.jsonl")
             out = local / f"w{p.worker}"
             clock = exchange.clock_offset(shards_key(p.run_id, p.sweep_point, p.start_wall_ns))
+            board = ReadyBoard.in_exchange(exchange, shards_key(p.run_id, p.sweep_point, p.start_wall_ns))
             put = partial(exchange.put_bytes, f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/"
                                               f"{progress_name(p.worker)}")
         else:
             traj_path = Path(p.trajectories)
             out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker, p.start_wall_ns)
             clock = measure_clock_offset(out.parent)
+            board = ReadyBoard.in_dir(out.parent)
             put = partial(write_atomic, out.parent / progress_name(p.worker))
         trajs = list(read_trajectories(traj_path)) if trajectories is None else trajectories
-        report = await _play_shard(p, trajs, traj_path, out, start_at_ns, what, sandbox_factory=sandbox_factory,
+        report = await _play_shard(p, trajs, traj_path, out, board, what, sandbox_factory=sandbox_factory,
                                    tasks=tasks, api_key=api_key, progress=put)
         report["clock"] = clock
         write_json_atomic(out / "shard.json", report)
@@ -307,7 +316,7 @@ def _stop_if_started(fut: asyncio.Future) -> None:
 
 
 async def _play_shard(
-    p: ReplayShardPoint, trajectories: Sequence[Trajectory], traj_path: Path, out: Path, start_at_ns: int,
+    p: ReplayShardPoint, trajectories: Sequence[Trajectory], traj_path: Path, out: Path, board: ReadyBoard,
     what: str, *, sandbox_factory: SandboxFactory | None, tasks: dict[str, TaskSpec] | None, api_key: str | None,
     progress: Callable[[bytes], None] | None = None,
 ) -> dict[str, Any]:
@@ -320,14 +329,16 @@ async def _play_shard(
     server = await _start_server(traj_path, p.latency, p.divergence)
     watching = AsyncExitStack()
     try:
-        check_lead(start_at_ns, f"{what} (after its replay server started)", min_lead_s=0.0)
+        # with the server up and the engine set up: the barrier, then t0 on this host's clock
+        ready = StartBarrier(board, worker=p.worker, shards=p.shards, earliest_wall_ns=p.start_wall_ns,
+                             timeout_s=p.ready_timeout_s, what=what)
         if out.exists():
             shutil.rmtree(out)
         if progress is not None:
             await watching.enter_async_context(_watch_shard(p, plan, conc, server, out, progress))
         engine: dict[str, Any] = {}
         if plan == []:  # fewer episodes than slots: this shard's slots got none
-            wake_late_ns = await sleep_until(start_at_ns)
+            wake_late_ns = await sleep_until(await ready())
             t0_wall_ns = time.time_ns()
             out.mkdir(parents=True)
             for name in ("samples.jsonl", "episodes.jsonl", "turns.jsonl"):
@@ -339,7 +350,7 @@ async def _play_shard(
                 sweep_point=p.sweep_point, load=f"closed:{conc}",
                 duration_s=p.duration_s, concurrency=conc, mode=p.mode, sandbox_factory=sandbox_factory,
                 tasks=tasks, command=list(p.command) if p.command else None, api_key=api_key,
-                start_at_ns=start_at_ns, episode_prefix=f"{p.sweep_point}-w{p.worker}",
+                ready=ready, episode_prefix=f"{p.sweep_point}-w{p.worker}",
                 index_start=p.worker, index_step=p.shards,
                 checks={k: v for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms),
                                           ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms)) if v is not None})
@@ -353,8 +364,8 @@ async def _play_shard(
         await asyncio.to_thread(server.stop)
     return {"worker": p.worker, "shards": p.shards, "concurrency": conc,
             "episodes_planned": None if plan is None else len(plan), "hostname": socket.gethostname(),
-            "pid": os.getpid(), "clock": None, "start_wall_ns": p.start_wall_ns,
-            "start_late_ns": t0_wall_ns - p.start_wall_ns, "wake_late_ns": wake_late_ns,
+            "pid": os.getpid(), "clock": None, "start_wall_ns": ready.shared.start_wall_ns,
+            "barrier": ready.shared.as_dict(), "start_late_ns": t0_wall_ns - ready.shared.start_wall_ns, "wake_late_ns": wake_late_ns,
             "server_pid": server.pid, "engine": engine}
 
 

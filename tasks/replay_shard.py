@@ -27,7 +27,7 @@ __all__ = ["replay_shard", "run_replay_shard_task", "shard_progress"]
 
 async def replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
     """Run shard `point.worker` of its point on this host; returns its report
-    (replay.shard.run_replay_shard). Raises what that raises (ShardLate,
+    (replay.shard.run_replay_shard). Raises what that raises (ShardsNotReady, ShardLate,
     ReplayServerError, ValueError), and ValueError for a bad sandbox."""
     factory = (make_sandbox_factory(point.sandbox, point.sandbox_url, point.sandbox_image)
                if point.mode != "recorded" else None)

@@ -12,15 +12,20 @@ downloads them into the staging bundle before merge_point, `fetch_shards`):
     await run_shard_point(ShardPoint(...worker=k, shards=N, start_wall_ns=T...))
     row = merge_point(point, exit_codes=[0, 0])          # one point row, files in place
 
-Time (issue #8 item 3): the shared start time travels as WALL-CLOCK ns since the epoch
-(`start_wall_ns`); each shard converts it once to its own monotonic clock
+Time (issue #8 item 3, issue #14): `start_wall_ns` (WALL-CLOCK ns since the epoch) is
+the attempt's earliest start; the shared start is fixed by a readiness barrier
+(benchmaker.shared_start.await_shared_start): once its transport is open and its
+workload built, each shard writes `ready-w<k>.json` beside the attempt's bundle
+(`_shards/a<T>/`, or the exchange's same key) and waits for all N records; the start is
+max(earliest, last ready + MIN_START_LEAD_S), the same on every shard. Each shard
+converts it once to its own monotonic clock
 (`start_at_ns = perf_counter_ns() + (start_wall_ns - time_ns())`) and stamps every
 sample on that clock, so no duration spans two hosts. Each shard measures, just before
 it starts, its wall clock against the shared storage's clock (`measure_clock_offset`:
 the mtime the file server gives a file it just wrote) and stores it in its report
 `worker-<k>.json` under `self_checks.clock`, with `start_late_ns` (its t0 by its own
-wall clock minus the shared start). Hosts whose `clock.wall_offset_ns` differ by D
-started about D apart in real time.
+wall clock minus the shared start) and `barrier` (SharedStart.as_dict). Hosts whose
+`clock.wall_offset_ns` differ by D started about D apart in real time.
 
 `merge_point` merges the shards with `benchmaker.workers.merge_shards` (the same SQL
 as a single-process run), moves `samples-w<k>.jsonl` and `worker-<k>.json` to
@@ -52,7 +57,7 @@ from benchmaker.config import BenchConfig
 from benchmaker.exchange import Exchange, shards_key
 from benchmaker.load_models import ClosedLoop, load_model_of
 from benchmaker.runner import BenchRunner
-from benchmaker.shared_start import LATE_START_LIMIT_MS, check_lead, measure_clock_offset, start_at_ns_from_wall
+from benchmaker.shared_start import LATE_START_LIMIT_MS, ReadyBoard, StartBarrier, measure_clock_offset
 from benchmaker.workers import merge_shards
 from replay.progress import ProgressWriter, watch_engine
 from replay.shard import progress_name, write_atomic
@@ -78,7 +83,9 @@ class ShardPoint:
     rate spec (a ParsedRateSpec keeps its model within a process and through pickling
     to a Dask worker; a shard flow run gets the plain string and parses it once).
     `max_loop_lag_ms` / `max_schedule_lag_ms`: the verdict's lag limits in ms, for
-    every shard and the merge (None: the environment's or 10 ms)."""
+    every shard and the merge (None: the environment's or 10 ms). `start_wall_ns` is the
+    attempt's earliest start (module docstring); `ready_timeout_s`: how long after it
+    the shards wait for each other's ready records (None: DEFAULT_READY_TIMEOUT_S)."""
 
     base_url: str
     model: str
@@ -98,6 +105,7 @@ class ShardPoint:
     exchange: str | None = None
     max_loop_lag_ms: float | None = None
     max_schedule_lag_ms: float | None = None
+    ready_timeout_s: float | None = None
 
     def as_params(self) -> dict[str, Any]:
         """The fields as a dict (flow-run parameters)."""
@@ -150,14 +158,17 @@ def _workload(p: ShardPoint) -> OpenAIChatWorkload:
 
 async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     """Run shard `p.worker` of `p.shards` of one sweep point: the engine's slice k of N
-    of `p.load` (benchmaker.load_models), started at `p.start_wall_ns`, writing
+    of `p.load` (benchmaker.load_models), started at the shared start the readiness
+    barrier gives (not before `p.start_wall_ns`; module docstring), writing
     `samples-w<k>.jsonl` and `worker-<k>.json` into the staging bundle. Adds to the
     report's self_checks: `clock` (measure_clock_offset), `hostname`, `start_wall_ns`
-    and `start_late_ns`. Returns those self_checks.
+    (the shared start), `barrier` (benchmaker.shared_start.SharedStart.as_dict) and
+    `start_late_ns`. Returns those self_checks.
 
-    Raises ValueError when not 0 <= worker < shards, benchmaker.shared_start.ShardLate
-    when less than MIN_START_LEAD_S is left before the shared start (nothing is sent
-    then).
+    Raises ValueError when not 0 <= worker < shards;
+    benchmaker.shared_start.ShardsNotReady naming the missing shards when they are not
+    ready `p.ready_timeout_s` after `p.start_wall_ns`, ShardLate when this shard saw
+    the last ready record only after the shared start (nothing is sent then).
     Single-request failures are samples, never exceptions."""
     if not 0 <= p.worker < p.shards:
         raise ValueError(f"worker: expected 0 <= worker < shards={p.shards} (got {p.worker})")
@@ -169,12 +180,14 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     runner_kwargs = dict(workload=_workload(p), worker=p.worker, shards=p.shards,
                          samples_name=f"samples-w{p.worker}.jsonl")
     staging = Path(config.out_dir) / p.run_id
+    attempt_key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
+    board = (ReadyBoard.in_exchange(exchange, attempt_key) if exchange
+             else ReadyBoard.in_dir(shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)))
+    barrier = StartBarrier(board, worker=p.worker, shards=p.shards, earliest_wall_ns=p.start_wall_ns,
+                           timeout_s=p.ready_timeout_s, what=f"shard {p.worker}/{p.shards} of {p.sweep_point}")
     try:
-        clock = (exchange.clock_offset(shards_key(p.run_id, p.sweep_point, p.start_wall_ns)) if exchange
-                 else measure_clock_offset(staging))
-        start_at_ns = start_at_ns_from_wall(p.start_wall_ns)
-        check_lead(start_at_ns, f"shard {p.worker}/{p.shards} of {p.sweep_point}")
-        runner = BenchRunner(config, start_at_ns=start_at_ns, **runner_kwargs)
+        clock = exchange.clock_offset(attempt_key) if exchange else measure_clock_offset(staging)
+        runner = BenchRunner(config, ready=barrier, **runner_kwargs)  # the barrier once it is set up
         progress_key = f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{progress_name(p.worker)}"
         put = (partial(exchange.put_bytes, progress_key) if exchange else
                partial(write_atomic, shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)
@@ -185,14 +198,15 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
                                 sink=ProgressWriter(put)):
             result = await runner.run()
         checks = dict(result.summary["self_checks"])
-        checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=p.start_wall_ns,
-                      start_late_ns=checks["t0_wall_ns"] - p.start_wall_ns)
+        shared = barrier.shared
+        checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=shared.start_wall_ns,
+                      barrier=shared.as_dict(), start_late_ns=checks["t0_wall_ns"] - shared.start_wall_ns)
         report = staging / f"worker-{p.worker}.json"
         rep = orjson.loads(report.read_bytes())
         rep["self_checks"] = checks
         write_json_atomic(report, rep)
         if exchange is not None:
-            key = f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{p.run_id}"
+            key = f"{attempt_key}/{p.run_id}"
             for name in (f"samples-w{p.worker}.jsonl", f"worker-{p.worker}.json"):
                 exchange.put_file(staging / name, f"{key}/{name}")
     finally:

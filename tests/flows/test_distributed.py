@@ -12,10 +12,11 @@ import duckdb
 import orjson
 import pytest
 
-from benchmaker.shared_start import ShardLate, measure_clock_offset, start_at_ns_from_wall
+from benchmaker.shared_start import (MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, measure_clock_offset, post_ready,
+                                     start_at_ns_from_wall)
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from replay.sweep import point_dir, reset_point_dir, write_run_manifest
-from tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point
+from tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, shard_staging_dir
 from warehouse.loader import load_run
 
 
@@ -74,6 +75,8 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     for c in checks:  # both shards started on time (same host: one clock)
         assert 0 <= c["start_late_ns"] < 20_000_000, c
         assert set(c["clock"]) == {"reference", "wall_offset_ns", "bracket_ns", "hostname"}
+        assert c["start_wall_ns"] == c["barrier"]["start_wall_ns"] >= points[0].start_wall_ns
+    assert checks[0]["barrier"]["ready_wall_ns"] == checks[1]["barrier"]["ready_wall_ns"]
     row = merge_point(points[0], [0, 0], [{"worker": 0}, {"worker": 1}])
     # constant:40 for 1 s = 40 arrivals, dealt round-robin (20 per shard)
     assert (row["n_requests"], row["n_ok"], row["shards"]) == (40, 40, 2), row
@@ -106,6 +109,7 @@ async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path:
         assert c["clock"]["reference"] == "storage mtime (memory)" and abs(c["clock"]["wall_offset_ns"]) < 10**7, c
     assert sorted(Path(p).name for p in fetch_shards(points[0])) == [
         "progress-w0.json", "progress-w1.json",  # their live progress (tasks.progress.shard_progress)
+        "ready-w0.json", "ready-w1.json",  # the readiness barrier's records (benchmaker.shared_start)
         "samples-w0.jsonl", "samples-w1.jsonl", "worker-0.json", "worker-1.json"]
     assert Exchange(url).get_dir("rid", tmp_path / "left") == []  # fetched files are removed there
     row = merge_point(points[0], [0, 0])
@@ -121,17 +125,41 @@ async def test_a_failed_shard_is_a_verdict_reason_and_the_other_half_stays(tmp_p
     reset_point_dir(point_dir(run_dir, "constant-40"))
     async with ScenarioServer(Scenario()) as server:
         points = _points(server.url, run_dir, 2, time.time_ns() + 1_200_000_000)
-        await run_shard_point(points[0])  # shard 1 never ran
+        # shard 1 came (its ready record), then died: shard 0 runs its half
+        post_ready(ReadyBoard.in_dir(shard_staging_dir(run_dir, "constant-40", points[1].start_wall_ns)), 1, 2,
+                   points[1].start_wall_ns)
+        await run_shard_point(points[0])
     row = merge_point(points[0], [0, 1])
     assert row["n_requests"] == 20  # shard 0's half of 40
     assert row["valid"] is False and "worker 1 died (exit code 1)" in row["invalid_reason"]
 
 
-async def test_a_shard_that_misses_the_start_refuses_to_run(tmp_path: Path) -> None:
-    p = _points("http://127.0.0.1:9", tmp_path / "rid", 2, time.time_ns() + 300_000_000)[1]
-    with pytest.raises(ShardLate, match=r"shard 1/2 of constant-40: 0\.\d\d s left before the shared start"):
+async def test_a_shard_picked_up_after_the_earliest_start_delays_the_point(tmp_path: Path) -> None:
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "constant-40"))
+    async with ScenarioServer(Scenario(ttft_ms=5)) as server:
+        points = _points(server.url, run_dir, 2, time.time_ns() + 300_000_000)
+
+        async def picked_up_late() -> dict:
+            await asyncio.sleep(1.5)  # well after the earliest start: it used to be ShardLate
+            return await run_shard_point(points[1])
+
+        checks = await asyncio.gather(run_shard_point(points[0]), picked_up_late())
+    ready = checks[0]["barrier"]["ready_wall_ns"]
+    assert checks[1]["barrier"]["ready_wall_ns"] == ready and ready[1] > points[0].start_wall_ns + 10**9
+    start = ready[1] + round(MIN_START_LEAD_S * 1e9)  # the last ready + the margin, on both
+    assert [c["start_wall_ns"] for c in checks] == [start, start]
+    row = merge_point(points[0], [0, 0])
+    assert (row["n_requests"], row["n_ok"]) == (40, 40), row
+    assert _reasons_but_loop_lag(row) == []  # neither started late against the shared start
+
+
+async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Path) -> None:
+    p = _points("http://127.0.0.1:9", tmp_path / "rid", 2, time.time_ns(), ready_timeout_s=0.5)[1]
+    with pytest.raises(ShardsNotReady, match=r"^shard 1/2 of constant-40: shard 0 of 2 not ready 0\.5 s after the "
+                                             r"earliest start \(ready_timeout_s\); nothing sent$"):
         await run_shard_point(p)
-    assert not list((tmp_path / "rid").rglob("samples-w*.jsonl"))
+    assert all(f.stat().st_size == 0 for f in (tmp_path / "rid").rglob("samples-w*.jsonl"))  # nothing sent
     with pytest.raises(ValueError, match=r"worker: expected 0 <= worker < shards=2 \(got 2\)"):
         await run_shard_point(ShardPoint(**{**p.as_params(), "worker": 2}))
 

@@ -1,6 +1,7 @@
 """replay.shard: the split of a point's episode slots and plan, two shards (each with its
 own replay server) merged into one point with a shard id on every row, a failed
-shard, a late shard, and the merge of the servers' stats."""
+shard, a shard picked up late (the readiness barrier), a shard that never comes, and
+the merge of the servers' stats."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import orjson
 import pytest
 
 from benchmaker.exchange import Exchange
-from benchmaker.shared_start import ShardLate
+from benchmaker.shared_start import MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, post_ready
 from replay.convert import convert_paths, read_trajectories
 from replay.shard import (ReplayShardPoint, fetch_replay_shards, merge_replay_point, merge_server_stats,
-                          run_replay_shard, shard_concurrency, shard_plan, shards_for)
+                          run_replay_shard, shard_concurrency, shard_dir, shard_plan, shards_for)
 from replay.sweep import point_dir, reset_point_dir, write_run_manifest, write_sweep_points
 from warehouse.loader import load_run
 
@@ -44,6 +45,13 @@ def multi(tmp_path: Path) -> Path:
     fx = REPO / "tests" / "replay" / "fixtures"
     convert_paths([EXAMPLE, fx / "swe_agent_fc.traj", fx / "pi_events.jsonl", fx / "pi_v3_tree.jsonl"], path)
     return path
+
+
+def _got_ready_then_died(p: ReplayShardPoint, worker: int) -> None:
+    """Shard `worker` of `p`'s attempt posted its ready record (it came), then ran no
+    further: the other shards start without waiting for it."""
+    post_ready(ReadyBoard.in_dir(shard_dir(Path(p.run_dir), p.sweep_point, worker, p.start_wall_ns).parent), worker,
+               p.shards, p.start_wall_ns)
 
 
 def _episodes(pdir: Path) -> list[dict]:
@@ -88,6 +96,8 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     for r in reports:  # one host, one clock: both started on the shared start (here both shards share one
         # event loop, where the other shard's engine setup, its manifest, may hold a wake-up back)
         assert 0 <= r["start_late_ns"] < 150_000_000, r
+        assert r["start_wall_ns"] == r["barrier"]["start_wall_ns"] >= points[0].start_wall_ns
+    assert reports[0]["barrier"]["ready_wall_ns"] == reports[1]["barrier"]["ready_wall_ns"]
     row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0],
                              shard_info=[{"flow_run_id": "a"}, {"flow_run_id": "b"}])
     # 4 episodes (default plan: max(concurrency 4, 1 trajectory)) of the recording's 4 turns
@@ -138,7 +148,8 @@ async def test_shards_get_the_trajectories_and_hand_back_their_files_through_an_
         [f"_shards/a{points[0].start_wall_ns}/w{k}/{name}" for k in (0, 1)
          for name in ("concurrency.json", "engine_summary.json", "episode_samples.jsonl", "episodes.jsonl",
                       "samples.jsonl", "server_stats.json", "shard.json", "turns.jsonl")]
-        + [f"_shards/a{points[0].start_wall_ns}/progress-w{k}.json" for k in (0, 1)])  # their live progress
+        + [f"_shards/a{points[0].start_wall_ns}/progress-w{k}.json" for k in (0, 1)]  # their live progress
+        + [f"_shards/a{points[0].start_wall_ns}/ready-w{k}.json" for k in (0, 1)])  # the barrier's records
     assert ex.get_dir("rid/points", tmp_path / "left") == []  # fetched files are removed there
     row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0])
     assert (row["n_episodes"], row["n_turns"], row["achieved_max_concurrency"]) == (4, 16, 4)
@@ -150,8 +161,10 @@ async def test_files_of_an_earlier_attempt_of_the_point_are_not_merged(tmp_path:
     reset_point_dir(point_dir(run_dir, "c4"))
     trajs = list(read_trajectories(traj))
     earlier = _points(traj, run_dir, 2, time.time_ns() + 2_000_000_000)
+    _got_ready_then_died(earlier[1], 0)
     await run_replay_shard(earlier[1], trajs)  # a straggler of an earlier attempt, still writing
     points = _points(traj, run_dir, 2, time.time_ns() + 2_000_000_000)
+    _got_ready_then_died(points[0], 1)
     await run_replay_shard(points[0], trajs)  # this attempt: shard 1 never ran
     row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 1])
     assert (row["n_episodes"], row["n_turns"]) == (2, 8)  # shard 0's two episodes only
@@ -162,18 +175,48 @@ async def test_a_failed_shard_is_a_verdict_reason_and_the_other_half_stays(tmp_p
     run_dir = tmp_path / "rid"
     reset_point_dir(point_dir(run_dir, "c4"))
     points = _points(traj, run_dir, 2, time.time_ns() + 2_000_000_000)
-    await run_replay_shard(points[0], list(read_trajectories(traj)))  # shard 1 never ran
+    _got_ready_then_died(points[0], 1)
+    await run_replay_shard(points[0], list(read_trajectories(traj)))  # shard 1 came, then died
     row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 1])
     assert (row["n_episodes"], row["n_turns"]) == (2, 8)
     assert row["valid"] is False
     assert _reasons_but_loop_lag(row) == ["achieved concurrency 2 < target 4", "shard 1 failed (exit code 1)"]
 
 
-async def test_a_shard_that_misses_the_start_refuses_to_run(tmp_path: Path, traj: Path) -> None:
-    p = _points(traj, tmp_path / "rid", 2, time.time_ns() + 300_000_000)[1]
-    with pytest.raises(ShardLate, match=r"shard 1/2 of c4: 0\.\d\d s left before the shared start"):
+async def test_a_shard_picked_up_after_the_earliest_start_delays_the_point(tmp_path: Path, traj: Path) -> None:
+    run_dir = tmp_path / "rid"
+    reset_point_dir(point_dir(run_dir, "c4"))
+    trajs = list(read_trajectories(traj))
+    points = _points(traj, run_dir, 2, time.time_ns() + 300_000_000, latency="fixed:50:0")
+
+    async def picked_up_late() -> dict:
+        await asyncio.sleep(1.5)  # well after the earliest start: it used to be ShardLate
+        return await run_replay_shard(points[1], trajs)
+
+    reports = await asyncio.gather(run_replay_shard(points[0], trajs), picked_up_late())
+    ready = reports[0]["barrier"]["ready_wall_ns"]
+    assert reports[1]["barrier"]["ready_wall_ns"] == ready and ready[1] > points[0].start_wall_ns + 10**9
+    start = ready[1] + round(MIN_START_LEAD_S * 1e9)  # the last ready + the margin, on both
+    assert [r["start_wall_ns"] for r in reports] == [start, start]
+    assert reports[0]["barrier"]["waited_ns"] > 10**9  # shard 0 waited for shard 1
+    row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0])
+    assert (row["n_episodes"], row["n_turns"], row["achieved_max_concurrency"]) == (4, 16, 4)
+    assert _reasons_but_loop_lag(row) == []  # neither started late against the shared start
+
+
+async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Path, traj: Path) -> None:
+    p = ReplayShardPoint(**{**_points(traj, tmp_path / "rid", 2, time.time_ns())[1].as_params(),
+                            "ready_timeout_s": 0.5})
+    with pytest.raises(ShardsNotReady, match=r"^shard 1/2 of c4: shard 0 of 2 not ready 0\.5 s after the earliest "
+                                             r"start \(ready_timeout_s\); nothing sent$"):
         await run_replay_shard(p, list(read_trajectories(traj)))
-    assert not (tmp_path / "rid").exists()
+    attempt = shard_dir(tmp_path / "rid", "c4", 1, p.start_wall_ns).parent
+    assert (attempt / "ready-w1.json").is_file()
+    assert not list(attempt.rglob("shard.json"))
+    assert all(f.stat().st_size == 0 for f in attempt.rglob("*samples*.jsonl"))  # nothing sent
+    with pytest.raises(ValueError, match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
+                                         r"shards 5\)"):
+        await run_replay_shard(ReplayShardPoint(**{**p.as_params(), "worker": 0, "shards": 5}), [])
     with pytest.raises(ValueError, match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
                                          r"shards 5\)"):
         await run_replay_shard(ReplayShardPoint(**{**p.as_params(), "worker": 0, "shards": 5}), [])

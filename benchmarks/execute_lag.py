@@ -32,10 +32,11 @@ p99, max, tool time and of the paired differences inline - variant. The host loa
 Measured here (2 shared cores, load 9-13 from other sessions; 2026-12-01), p99 in ms,
 medians of 3 paired rounds without hogs: c1 inline 4.4 / process 7.0 / nice 5.1;
 c2 9.6 / 6.6 / 5.2 (valid 2, 3, 3 of 3); c4 14.2 / 7.3 / 6.7 (valid 0, 3, 3 of 3);
-idle-loop floor 4.7. With `--hogs 2` (2 rounds, idle floor 25.8 ms, so nothing can be
-valid at 10 ms): c1 37.7 / 26.0 / 34.7, c2 63.4 / 33.7 / 41.9, c4 80.8 / 80.9 / 69.3.
-The helper removes what spawning on the loop added; what is left is the host's own
-scheduling delay, which an idle loop shows too. `nice` gave no consistent gain.
+idle-loop floor 4.7. With `--hogs 2` (2 rounds, load 10-14, idle floor 28.8 ms, so
+nothing can be valid at 10 ms): c1 24.9 / 28.7 / 35.7, c2 58.6 / 33.6 / 31.7,
+c4 65.6 / 38.5 / 45.1. The helper removes what spawning on the loop added (c2, c4);
+what is left is near the host's own scheduling delay, which an idle loop shows too.
+`nice` gave no consistent gain.
 """
 
 from __future__ import annotations

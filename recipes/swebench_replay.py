@@ -384,13 +384,14 @@ def swebench_replay(
     params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     from recipes.display import SweepProgressView, print_plan
 
+    # the scale-out options (and the scheduler) checked before the conversion writes to --out-dir
+    dist = None if dry_run else _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
     with SweepProgressView():  # the conversion's progress per file on a terminal
         converted = bool(logs) and trajectories is None  # else validate_params refused it
         traj = _converted(p) if converted else trajectories
         print_plan(params, traj, trusted=converted)  # points x episodes x model calls and an estimate
     if dry_run:
         return 0
-    dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
     if dist is not None:
         from flows.swebench_replay_distributed import swebench_replay_distributed as flow
         params.update(dist)

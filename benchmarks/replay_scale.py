@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/replay_scale.py [--concurrency 1,16,128,512,1024]
         [--poisson 100] [--poisson-duration 5] [--episodes-per-slot 2]
         [--trajectory examples/recordings/tiny-task.pi.jsonl] [--workers 1]
+        [--transport raw,aiohttp]
 
 What it does: converts one recorded trajectory (default: the 4-turn pi example), starts
 one replay server on it (its own process, instant latency: the model answers at once,
@@ -30,7 +31,11 @@ Printed per point, as a table:
                   point / turns, in us
 
 At the end one line says whether 1,024 episodes were in flight with 0 misses and loop
-lag p99 <= 10 ms (the issue's target), or at which point and why not. `--workers N`
+lag p99 <= 10 ms (the issue's target), or at which point and why not. `--transport`
+names the engine transports the model calls go on (replay.point_run.run_point's
+`transport`; default `raw`, the engine's HTTP/1.1 client): with several, every point
+runs on each in turn (column `transport`), and a last line gives the client CPU per
+turn of each against the first, point by point (issue #17). `--workers N`
 runs each point in N engine worker processes (client us/turn is then the sum of their
 CPU per turn).
 
@@ -71,16 +76,18 @@ def _server_cpu_s(pid: int) -> float:
 
 
 async def _point(server: ReplayServerHandle, trajs: list, run_dir: Path, *, concurrency: int | None,
-                 load: str | None, episodes: int | None, duration_s: float | None, workers: int) -> dict[str, Any]:
+                 load: str | None, episodes: int | None, duration_s: float | None, workers: int,
+                 transport: str = "raw") -> dict[str, Any]:
     await asyncio.to_thread(server.reset_stats)
     cpu0 = _server_cpu_s(server.pid)
     row = await run_point(trajs, server.url, run_dir, run_id="scale", concurrency=concurrency, load=load,
-                          episodes=episodes, duration_s=duration_s, workers=workers)
+                          episodes=episodes, duration_s=duration_s, workers=workers, transport=transport)
     server_cpu = _server_cpu_s(server.pid) - cpu0
     stats = await asyncio.to_thread(server.stats)
     turns = row["n_requests"] or 0
     return {
         "target": str(concurrency) if load is None else load,
+        "transport": transport,
         "max_conc": row["achieved_max_concurrency"],
         "episodes": row["n_episodes"],
         "failed_episodes": row.get("n_episodes_failed"),
@@ -106,7 +113,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-_COLUMNS = (("target", "target"), ("max_conc", "max conc"), ("episodes", "episodes"), ("turns", "turns"),
+_COLUMNS = (("target", "target"), ("transport", "transport"), ("max_conc", "max conc"), ("episodes", "episodes"), ("turns", "turns"),
             ("misses", "misses"), ("valid", "valid"), ("ep_per_s", "ep/s"), ("lag_p99_ms", "lag p99 ms"),
             ("sched_p99_ms", "sched p99 ms"), ("client_us_per_turn", "client us/turn"),
             ("server_us_per_turn", "server us/turn"))
@@ -126,7 +133,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def verdict_line(rows: list[dict[str, Any]], top: int) -> str:
     """Whether `top` episodes were in flight with 0 misses and loop lag p99 <= 10 ms,
     or where and why not."""
-    row = next((r for r in rows if r["target"] == str(top)), None)
+    row = next((r for r in rows if r["target"] == str(top)), None)  # the first transport's
     if row is None:
         return f"target {top} not measured"
     why = []
@@ -146,8 +153,23 @@ def verdict_line(rows: list[dict[str, Any]], top: int) -> str:
     return f"NOT REACHED at {top}: " + "; ".join(why)
 
 
+def transport_line(rows: list[dict[str, Any]], kinds: list[str]) -> str:
+    """Client CPU per turn of each transport / the first's, per point (e.g. `16: aiohttp
+    812 us / raw 431 us = 1.88x`)."""
+    parts = []
+    for target in dict.fromkeys(r["target"] for r in rows):
+        by = {r["transport"]: r["client_us_per_turn"] for r in rows if r["target"] == target}
+        base = by.get(kinds[0])
+        for kind in kinds[1:]:
+            if base and by.get(kind):
+                parts.append(f"{target}: {kind} {by[kind]:,.0f} us / {kinds[0]} {base:,.0f} us = "
+                             f"{by[kind] / base:.2f}x")
+    return "client CPU per turn by transport: " + ("; ".join(parts) or "-")
+
+
 async def main_async(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
+    kinds = [x for x in args.transport.split(",") if x]
     with tempfile.TemporaryDirectory(prefix="bm-replay-scale-") as tmp:
         traj = Path(tmp) / "traj.jsonl"
         convert_paths([Path(args.trajectory)], traj)
@@ -155,17 +177,22 @@ async def main_async(args: argparse.Namespace) -> int:
         rows = []
         with start_replay_server(traj, latency="instant") as server:
             for c in levels:
-                rows.append(await _point(server, trajs, Path(tmp) / "run", concurrency=c, load=None,
-                                         episodes=c * args.episodes_per_slot, duration_s=None,
-                                         workers=args.workers))
-                print(f"done: closed {c}", file=sys.stderr, flush=True)
+                for kind in kinds:  # the transports back to back: one server, one moment of the host
+                    rows.append(await _point(server, trajs, Path(tmp) / "run", concurrency=c, load=None,
+                                             episodes=c * args.episodes_per_slot, duration_s=None,
+                                             workers=args.workers, transport=kind))
+                    print(f"done: closed {c} on {kind}", file=sys.stderr, flush=True)
             if args.poisson:
-                rows.append(await _point(server, trajs, Path(tmp) / "run", concurrency=None,
-                                         load=f"poisson:{args.poisson:g}", episodes=None,
-                                         duration_s=args.poisson_duration, workers=args.workers))
+                for kind in kinds:
+                    rows.append(await _point(server, trajs, Path(tmp) / "run", concurrency=None,
+                                             load=f"poisson:{args.poisson:g}", episodes=None,
+                                             duration_s=args.poisson_duration, workers=args.workers,
+                                             transport=kind))
     print(f"trajectory {args.trajectory} ({len(trajs[0].turns)} turns), instant latency")
     print_table(rows)
     print(verdict_line(rows, max(levels)))
+    if len(kinds) > 1:
+        print(transport_line(rows, kinds))
     bad = [r for r in rows if r["misses"] or r["failed_episodes"]]
     return 1 if bad else 0
 
@@ -177,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--poisson", type=float, default=100.0, help="episodes/s (0: no Poisson point)")
     ap.add_argument("--poisson-duration", type=float, default=5.0)
     ap.add_argument("--workers", type=int, default=1, help="engine worker processes per point")
+    ap.add_argument("--transport", default="raw", help="engine transports, comma-separated (raw, aiohttp)")
     ap.add_argument("--trajectory", default=str(REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"))
     return run_on_fresh_loop(main_async(ap.parse_args(argv)))
 

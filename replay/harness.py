@@ -164,27 +164,45 @@ class _Episode:
         self.turns: list[TurnRecord] = []
         self.calls: list[ChatResult] = []
         self.result = EpisodeResult(self.ep, self.turns)
+        # sums over the calls so far; None once a call lacks the figure
+        self._ttft_sum: int | None = 0
+        self._prompt_sum: int | None = 0
+        self._output_sum: int | None = 0
 
     def add_call(self, call: ChatResult, turn_index: int, recorded: Turn | None) -> TurnRecord:
+        """Count `call` on the episode, make its TurnRecord, stamp its Sample (run, point,
+        worker, lane, meta) and hand it to the sink. Per turn: the call's fields are read
+        from its Sample once, and the episode's usage and TTFT sums are kept as calls
+        come (finish() does not walk the calls again)."""
         ep = self.ep
+        s = call.sample
+        outcome = s.outcome
         ep.n_requests += 1
         ep.model_time_ns += call.model_time_ns
         self.calls.append(call)
-        miss = MISS_BY_STATUS.get(call.status or 0) if call.outcome == Outcome.HTTP_ERROR.value else None
-        if miss:
+        miss = MISS_BY_STATUS.get(s.http_status or 0) if outcome == _HTTP_ERROR else None
+        if miss is not None:
             setattr(ep, f"misses_{miss}", getattr(ep, f"misses_{miss}") + 1)
-        if _served(call):
+        served = outcome in SERVED_OUTCOMES
+        if served:
             ep.n_turns += 1
-        rec = TurnRecord(  # what only the turn has; the call's figures are in its Sample
-            run_id=ep.run_id, sweep_point=ep.sweep_point, episode_id=ep.episode_id, turn_index=turn_index,
-            miss_kind=miss, n_tool_calls=len(call.tool_calls),
-            byte_equal=byte_equal(call, recorded.response) if (recorded is not None and _served(call)) else None,
-        )
-        self.turns.append(rec)
-        s = call.sample
         if call.t0_ns != self.t0:  # a client on another origin: the sample takes the episode's
             _rebase(s, call.t0_ns - self.t0)
             call.t0_ns = self.t0
+        if self._ttft_sum is not None:
+            self._ttft_sum = None if s.first_token_ns is None else self._ttft_sum + (s.first_token_ns - s.sent_ns)
+        if self._prompt_sum is not None:
+            if s.prompt_tokens is None or s.output_tokens is None:
+                self._prompt_sum = self._output_sum = None
+            else:
+                self._prompt_sum += s.prompt_tokens
+                self._output_sum += s.output_tokens  # type: ignore[operator]
+        rec = TurnRecord(  # what only the turn has; the call's figures are in its Sample
+            run_id=ep.run_id, sweep_point=ep.sweep_point, episode_id=ep.episode_id, turn_index=turn_index,
+            miss_kind=miss, n_tool_calls=len(call.tool_calls),
+            byte_equal=byte_equal(call, recorded.response) if (served and recorded is not None) else None,
+        )
+        self.turns.append(rec)
         s.run_id, s.sweep_point, s.worker, s.lane = ep.run_id, ep.sweep_point, ep.worker, "agent"
         s.meta = {"episode_id": ep.episode_id, "turn_index": turn_index, "miss_kind": miss,
                   "trajectory_id": ep.trajectory_id}
@@ -195,13 +213,12 @@ class _Episode:
     def finish(self, diff: str | None, verdict: Verdict | None) -> EpisodeResult:
         ep = self.ep
         calls = self.calls
-        if calls and all(c.first_token_ns is not None for c in calls):
-            ep.first_token_ns_sum = sum(c.first_token_ns - c.sent_ns for c in calls)  # type: ignore[operator]
-        complete = bool(calls) and all(c.prompt_tokens is not None and c.output_tokens is not None for c in calls)
+        if calls and self._ttft_sum is not None:
+            ep.first_token_ns_sum = self._ttft_sum
+        complete = bool(calls) and self._prompt_sum is not None
         ep.usage_complete = complete
         if complete:
-            ep.prompt_tokens = sum(c.prompt_tokens for c in calls)  # type: ignore[misc]
-            ep.output_tokens = sum(c.output_tokens for c in calls)  # type: ignore[misc]
+            ep.prompt_tokens, ep.output_tokens = self._prompt_sum, self._output_sum
         ep.diff_sha256 = _sha256(diff)
         if verdict is not None:
             ep.resolved, ep.reverified = verdict.resolved, verdict.reverified
@@ -221,6 +238,8 @@ def _rebase(s: Sample, delta_ns: int) -> None:
     if s.token_event_ns is not None:
         s.token_event_ns = [t + delta_ns for t in s.token_event_ns]
 
+
+_HTTP_ERROR = Outcome.HTTP_ERROR.value
 
 SERVED_OUTCOMES = frozenset({Outcome.OK.value, Outcome.EMPTY_OUTPUT.value, Outcome.ABORTED.value,
                              Outcome.RECORDED_ERROR.value})

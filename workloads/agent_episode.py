@@ -11,7 +11,9 @@ replay.harness.run_episode.
     runner = BenchRunner(BenchConfig(load="closed:8", max_requests=len(plan), ...), workload=wl,
                          samples_name="episode_samples.jsonl")
 
-Files in `out_dir`, each line written as its call or episode finishes:
+Files in `out_dir`, each line written as its call or episode finishes and handed to the
+OS at most `FLUSH_S` later (a flush task, as the engine's samples; no write syscall per
+episode on the measuring loop), and at `aclose()`:
 
     samples.jsonl    one engine Sample per model call (the requests): parsed by the
                      engine's OpenAI parser (replay.model_client), with finish_reason,
@@ -37,6 +39,8 @@ loop: 0 .. C-1, as the point's workers were numbered).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import heapq
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,7 +56,10 @@ from replay.trajectory import Trajectory
 from replay.verifier import TaskSpec, task_id_of
 from workloads.agent import start_model_transport
 
-__all__ = ["EpisodeWorkload"]
+__all__ = ["FLUSH_S", "EpisodeWorkload"]
+
+FLUSH_S = 0.2
+"""Seconds between flushes of a workload's files (benchmaker.runner flushes samples so)."""
 
 _OUTCOME = {"ok": Outcome.OK.value, "timeout": Outcome.TIMEOUT.value, "cancelled": Outcome.CANCELLED.value}
 
@@ -123,6 +130,7 @@ class EpisodeWorkload:
         self.intervals: list[tuple[int, int]] = []  # (started_ns, ended_ns) of each finished episode
         self._api_key = api_key
         self._transport: Any = None
+        self._flusher: asyncio.Task[None] | None = None
         self._writer: SampleWriter | None = None
         self._episodes: Any = None
         self._turns: Any = None
@@ -146,6 +154,7 @@ class EpisodeWorkload:
         if not self.per_worker_files:
             self._open("")
         self._transport = await start_model_transport(self.transport)
+        self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         # a sandbox factory with a start() (replay.sandbox.LocalSandboxFactory) starts its
         # process spawner now, before the clock, so no episode forks from this loop
         if self.mode != "recorded" and getattr(self.sandbox_factory, "start", None) is not None:
@@ -154,6 +163,11 @@ class EpisodeWorkload:
     async def aclose(self) -> None:
         """Close the transport, the sandbox factory (when it has aclose()) and the files
         (everything written is flushed)."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
         if self._transport is not None:
             await self._transport.aclose()
             self._transport = None
@@ -164,6 +178,17 @@ class EpisodeWorkload:
                 f.close()
         if self._writer is not None:
             self._writer.close()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+            self._episodes.flush()
+            self._turns.flush()
 
     def _open(self, suffix: str) -> None:
         stem = Path(self.samples_name).stem
@@ -216,9 +241,6 @@ class EpisodeWorkload:
         # orjson writes the dataclasses as their asdict() would, ~10x faster
         self._episodes.write(orjson.dumps(res.episode, option=orjson.OPT_APPEND_NEWLINE))
         self._turns.write(b"".join(orjson.dumps(t, option=orjson.OPT_APPEND_NEWLINE) for t in res.turns))
-        self._episodes.flush()
-        self._turns.flush()
-        writer.flush()
         self.intervals.append((res.episode.started_ns, res.episode.ended_ns))
         if self.keep_results:
             self.results.append(res)

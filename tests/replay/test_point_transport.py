@@ -4,6 +4,7 @@ same samples against the same replay server (issue #12: one instrument)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import orjson
@@ -78,3 +79,26 @@ async def test_an_episode_workload_opens_one_transport_of_its_kind_before_the_cl
 async def test_an_unknown_transport_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="transport: unknown transport 'h3'"):
         await start_model_transport("h3")
+
+
+async def test_episode_lines_reach_the_file_by_the_flush_task_not_per_episode(tmp_path: Path) -> None:
+    from benchmaker.records import Sample
+    from workloads.agent_episode import FLUSH_S
+
+    traj = tmp_path / "traj.jsonl"
+    convert_paths([EXAMPLE], traj)
+    with start_replay_server(traj) as srv:
+        wl = EpisodeWorkload(list(read_trajectories(traj)), srv.url, tmp_path / "out", run_id="r1",
+                             sweep_point="c1")
+        await wl.start()
+        try:
+            await wl.execute(0, Sample(run_id="r1", seq=0, lane="default"), 0)
+            # written into the buffers only: no write syscall per episode on the measuring loop
+            assert (tmp_path / "out" / "episodes.jsonl").read_bytes() == b""
+            await asyncio.sleep(FLUSH_S * 5)  # the flush task ran (wide margin on a busy host)
+            (line,) = (tmp_path / "out" / "episodes.jsonl").read_bytes().splitlines()
+            assert orjson.loads(line)["episode_id"] == "c1-0"
+            assert len((tmp_path / "out" / "samples.jsonl").read_bytes().splitlines()) == 4
+            assert len((tmp_path / "out" / "turns.jsonl").read_bytes().splitlines()) == 4
+        finally:
+            await wl.aclose()

@@ -29,11 +29,22 @@ run (empty cache) and a second run (same --out-dir) of each. Figures per run:
 
 The wall figures include the neighbours' load on a shared machine; the CPU figures
 and the before/after ratios of one run are the comparison.
+
+    .venv/bin/python benchmarks/convert_once.py --per-point-read [--rounds 2]
+
+times only a sweep point's read of the converted corpus, in this process: the
+conversion written once (replay.convert.convert_paths), then per round, alternating
+which goes first, the read a point did before (`list(read_trajectories(path))`) and the
+one it does now (replay.convert.load_trajectories: the same validation, garbage
+collection paused), each its process CPU s (time.process_time, after a gc.collect),
+equal results checked; then tasks.sweep.point_trajectories twice, as the first and the
+next point of a run (the next reuses the first's models). No Prefect server.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import shutil
@@ -138,6 +149,41 @@ def run_once(tree: Path, logs: Path, out_dir: Path, warehouse: Path, api_url: st
             "command_cpu_s": (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)}
 
 
+def per_point_read(logs: Path, work: Path, rounds: int) -> None:
+    """Print the CPU s of a sweep point's read of the conversion of `logs` before and
+    after (module doc), best of `rounds`, and their ratio."""
+    from replay.convert import convert_paths, load_trajectories, read_trajectories
+    from tasks.sweep import point_trajectories
+
+    out = work / "trajectories.jsonl"
+    report = convert_paths([logs], out, progress=None)
+    print(f"converted: {report.trajectories} trajectories, {report.turns:,} turns, "
+          f"{out.stat().st_size / 1e6:,.0f} MB of trajectories.jsonl")
+    reads = {"before": lambda: list(read_trajectories(out)), "after": lambda: load_trajectories(out)}
+    cpu: dict[str, list[float]] = {"before": [], "after": []}
+    for k in range(rounds):
+        got = {}
+        for name in (("before", "after") if k % 2 == 0 else ("after", "before")):
+            gc.collect()
+            c0 = time.process_time()
+            got[name] = reads[name]()
+            cpu[name].append(time.process_time() - c0)
+        assert got["before"] == got["after"], "load_trajectories differs from read_trajectories"
+        del got
+        print(f"  round {k + 1}: before {cpu['before'][-1]:5.2f} CPU s, after {cpu['after'][-1]:5.2f} CPU s")
+    b, a = min(cpu["before"]), min(cpu["after"])
+    print(f"per-point read of {report.turns:,} turns: before {b:.2f} CPU s, after {a:.2f} CPU s "
+          f"({b / a:.1f}x less CPU; best of {rounds})")
+    gc.collect()
+    points = []
+    for _ in range(2):
+        c0 = time.process_time()
+        point_trajectories(out)
+        points.append(time.process_time() - c0)
+    print(f"tasks.sweep.point_trajectories: first point {points[0]:.2f} CPU s, next point {points[1]:.3f} CPU s "
+          f"(was {b:.2f} CPU s at every point)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", default="2f350ae~1", help="git revision of the code before (default 2f350ae~1)")
@@ -146,6 +192,9 @@ def main() -> int:
     ap.add_argument("--max-turns", type=int, default=450)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None, help="work directory kept (default: a temp dir, removed)")
+    ap.add_argument("--per-point-read", action="store_true",
+                    help="time only a sweep point's read of the converted corpus, before/after (module doc)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of --per-point-read (default 2)")
     args = ap.parse_args()
     if not REAL.exists():
         print(f"{REAL} is absent: nothing to build the corpus from (skipped)")
@@ -158,6 +207,9 @@ def main() -> int:
         logs = work / "logs"
         log_bytes, n_turns = build_logs(REAL, logs, args.trajectories, args.min_turns, args.max_turns, args.seed)
         print(f"corpus: {args.trajectories} pi sessions, {n_turns:,} turns, {log_bytes / 1e6:,.1f} MB of logs")
+        if args.per_point_read:
+            per_point_read(logs, work, args.rounds)
+            return 0
         old_tree = work / "before"
         old_tree.mkdir(exist_ok=True)
         archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before], check=True,

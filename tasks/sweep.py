@@ -13,6 +13,12 @@ Retries (2, after 2 s and 5 s) only on transient faults (tasks.transient): conne
 refused/reset, or the replay server found dead after the point, in which case the
 point's files are discarded and the point runs again on a restarted server.
 
+Trajectories: a point reads them with `point_trajectories` (every line validated, with
+automatic garbage collection paused: replay.convert.load_trajectories), and keeps them
+for the next point of the same run (one file, while its size, mtime and inode stay the
+same): the task gets a path, not 100k-turn objects (a task's inputs are hashed for its
+cache key), and a run reads the file once per flow process, not once per point.
+
 Tests only: with the environment variable BENCHMAKER_TEST_FAIL_POINT set to a point's
 name (e.g. "c2"), that point measures, writes its files, then fails with InjectedFault
 (not transient: no task retry), so the flow run ends Failed at that point.
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,19 +38,20 @@ from prefect.logging import get_run_logger
 
 from benchmaker.bundle import write_json_atomic
 from benchmaker.runner import run_on_own_loop
-from replay.convert import read_trajectories
+from replay.convert import load_trajectories
 from replay.harness import SandboxFactory, local_sandbox_factory
 from replay.point_run import replay_point_name, run_point
 from replay.sweep import point_dir
 from replay.plan import planned_totals, planned_work
 from replay.progress import watch_point
+from replay.trajectory import Trajectory
 from replay.verifier import TaskSpec, load_task
 from tasks.progress import progress_artifact
 from tasks.serve import server_handle, server_url
 from tasks.transient import ReplayServerDied, retry_on_transient
 
-__all__ = ["FAIL_POINT_ENV", "InjectedFault", "load_tasks", "make_sandbox_factory", "run_sweep_point",
-           "sweep_point_policy"]
+__all__ = ["FAIL_POINT_ENV", "InjectedFault", "load_tasks", "make_sandbox_factory",
+           "point_trajectories", "run_sweep_point", "sweep_point_policy"]
 
 sweep_point_policy = (INPUTS - "server_key" - "t0_ns") + TASK_SOURCE + RUN_ID
 
@@ -70,6 +78,30 @@ def make_sandbox_factory(kind: str, url: str | None = None, image: str | None = 
 
         return make
     raise ValueError(f"sandbox: unknown sandbox {kind!r} (expected local, flash)")
+
+
+_kept: tuple[tuple[Any, ...], tuple[Trajectory, ...]] | None = None
+_kept_lock = threading.Lock()
+
+
+def point_trajectories(path: Path) -> list[Trajectory]:
+    """The trajectories of `path` for a sweep point (module doc), each validated
+    (replay.convert.load_trajectories; raises replay.errors.TrajectoryFormatError
+    `path:line: field: problem` at a bad line, OSError when the file cannot be read).
+    The last file read is kept, keyed on its resolved path, size, mtime (ns) and inode,
+    so the points of one run read it once; a new list each call (the models are shared:
+    the replay never changes them)."""
+    global _kept
+    p = Path(path).resolve()
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _kept_lock:
+        if _kept is not None and _kept[0] == key:
+            return list(_kept[1])
+        _kept = None  # the earlier file's models are freed before this one is read
+        trajs = tuple(load_trajectories(p))
+        _kept = (key, trajs)
+        return list(trajs)
 
 
 def load_tasks(task_dirs: list[Path]) -> dict[str, TaskSpec]:
@@ -111,7 +143,7 @@ async def run_sweep_point(
     url = server_url(server_key)  # restarts the server when an earlier attempt killed it
     handle = server_handle(server_key)
     await asyncio.to_thread(handle.reset_stats)
-    trajs = list(read_trajectories(Path(trajectories)))
+    trajs = await asyncio.to_thread(point_trajectories, Path(trajectories))
     factory = make_sandbox_factory(sandbox, sandbox_url, sandbox_image) if mode != "recorded" else None
     sp = replay_point_name(concurrency, load)
     episodes_total, calls_total = planned_totals(trajs, concurrency, episodes, duration_s)

@@ -157,7 +157,8 @@ class AgentWorkload:
     def describe(self) -> dict[str, Any]:
         """The manifest's description of this workload (no secrets)."""
         cls = type(self.agent)
-        return {"type": "agent", "class": f"{cls.__module__}:{cls.__qualname__}", "url": self.url, "model": self.model}
+        return {"type": "agent", "class": f"{cls.__module__}:{cls.__qualname__}", "url": self.url, "model": self.model,
+                "transport": self.transport}
 
     async def start(self) -> None:
         """Open the transport shared by the episodes' clients (start_model_transport)."""

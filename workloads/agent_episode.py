@@ -140,7 +140,8 @@ class EpisodeWorkload:
 
     def describe(self) -> dict[str, Any]:
         """The manifest's description of this workload (no secrets)."""
-        return {"type": "agent-episode", "url": self.base_url, "mode": self.mode, "episodes_in_plan": len(self.plan),
+        return {"type": "agent-episode", "url": self.base_url, "mode": self.mode, "transport": self.transport,
+                "episodes_in_plan": len(self.plan),
                 "trajectories": sorted({t.trajectory_id for t in self.plan})[:20]}
 
     async def start(self) -> None:

@@ -68,6 +68,7 @@ async def test_an_episode_workload_opens_one_transport_of_its_kind_before_the_cl
     convert_paths([EXAMPLE], traj)
     wl = EpisodeWorkload(list(read_trajectories(traj)), "http://127.0.0.1:9", tmp_path / "out", run_id="r1",
                          sweep_point="c1", transport=kind)
+    assert wl.describe()["transport"] == kind  # the manifest names it
     await wl.start()
     try:
         assert type(wl._transport) is cls

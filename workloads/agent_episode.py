@@ -56,7 +56,7 @@ from replay.trajectory import Trajectory
 from replay.verifier import TaskSpec, task_id_of
 from workloads.agent import start_model_transport
 
-__all__ = ["FLUSH_S", "EpisodeWorkload"]
+__all__ = ["EpisodeWorkload", "FLUSH_S"]
 
 FLUSH_S = 0.2
 """Seconds between flushes of a workload's files (benchmaker.runner flushes samples so)."""

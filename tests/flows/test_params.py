@@ -53,7 +53,7 @@ def test_cli_refuses_bad_sweep_before_prefect_starts(capsys: pytest.CaptureFixtu
 
     rc = main(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1,0"])
     assert rc == 2
-    assert "concurrency_sweep[1]: expected a number >= 1 (got 0)" in capsys.readouterr().err
+    assert capsys.readouterr().err == "benchmaker: error: --concurrency-sweep: expected a number >= 1 (got 0)\n"
 
 
 # --- one parameters model per flow (flows.common.takes) -----------------------------------

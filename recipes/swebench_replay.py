@@ -15,8 +15,9 @@ distributed flows, flows/*_distributed.py, with prefect-dask, the `dask` extra):
         --dask-address tcp://scheduler:8786 [--exchange s3://bucket/x] [--start-lead 10]
 
 Without a Prefect server (PREFECT_API_URL) the Dask workers cannot reach this
-process's ephemeral Prefect and start one of their own on their first shard (5-10 s),
-so --start-lead then defaults to 25 s. (On a Prefect work pool: `prefect deployment run
+process's ephemeral Prefect and start one of their own on their first shard (5-10 s);
+the shards still start together, once all are ready (the readiness barrier,
+benchmaker.shared_start). (On a Prefect work pool: `prefect deployment run
 swebench-replay/distributed`, README.)
 
 Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
@@ -72,16 +73,12 @@ def _floats(text: str, name: str) -> list[float]:
         raise ConfigError(f"{name}: expected comma-separated numbers such as 2,5.5 (got {text!r})") from None
 
 
-# --start-lead default when no Prefect server is configured: the Dask workers then start
-# a temporary Prefect of their own on their first shard (5-10 s here).
-_LEAD_WITHOUT_SERVER_S = 25.0
-
 
 def _distributed(shards: int, dask_address: str | None, exchange: str | None, start_lead: float | None,
                  shard_timeout: float | None) -> dict[str, Any] | None:
     """The distributed flows' extra parameters from the CLI options, or None for a
-    single-process run (--shards 1 and no --dask-address). --start-lead defaults to
-    25 s when PREFECT_API_URL is unset (else the flows' 10 s). Raises ConfigError,
+    single-process run (--shards 1 and no --dask-address). --start-lead None: the
+    flows' default (flows.shard_runs.DEFAULT_LEAD_S). Raises ConfigError,
     before anything runs, when --shards > 1 comes without --dask-address, a number is
     out of range, the exchange is refused (flows.shard_runs.checked_exchange) or the
     Dask scheduler does not answer within 5 s."""
@@ -108,8 +105,6 @@ def _distributed(shards: int, dask_address: str | None, exchange: str | None, st
     except (ParameterError, DaskMissing) as exc:
         raise ConfigError(str(exc)) from None
     _check_scheduler(dask_address)
-    if start_lead is None and not os.environ.get("PREFECT_API_URL"):
-        start_lead = _LEAD_WITHOUT_SERVER_S
     return dict(shards=shards, dask_address=dask_address, exchange=exchange, start_lead_s=start_lead,
                 shard_timeout_s=shard_timeout)
 
@@ -339,9 +334,8 @@ def swebench_replay(
     exchange
         Path or fsspec URL every host reaches, when --out-dir is not shared.
     start_lead
-        Seconds from a point's submission to its shared start (default 10 with a
-        Prefect server, PREFECT_API_URL; 25 without one: the Dask workers then start
-        a Prefect of their own on their first shard, 5-10 s).
+        Seconds from a point's submission to its earliest start (default 1); the
+        shards start together once all are ready, however long their pickup takes.
     shard_timeout
         Seconds to wait for a point's shards (default 3 h).
     workers
@@ -489,9 +483,8 @@ def llm_sweep(
     exchange
         Path or fsspec URL every host reaches, when --out-dir is not shared.
     start_lead
-        Seconds from a point's submission to its shared start (default 10 with a
-        Prefect server, PREFECT_API_URL; 25 without one: the Dask workers then start
-        a Prefect of their own on their first shard, 5-10 s).
+        Seconds from a point's submission to its earliest start (default 1); the
+        shards start together once all are ready, however long their pickup takes.
     shard_timeout
         Seconds to wait for a point's shards (default 3 h).
     max_loop_lag_ms

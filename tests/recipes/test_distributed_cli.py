@@ -5,7 +5,7 @@ without a Dask address are refused before anything runs.
 
 The CLI's Prefect is ephemeral (in its own process), so the Dask workers cannot reach
 it and each starts a temporary Prefect server of its own on its first shard (5-10 s
-here): hence --start-lead 25."""
+here): no --start-lead for it, the shards' readiness barrier waits for both (issue #14)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_swebench_replay_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
     proc = subprocess.run(
         [sys.executable, "-m", "recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "4",
          "--latency", "fixed:50:0", "--shards", "2", "--dask-address", local_cluster.scheduler_address,
-         "--start-lead", "25", "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh)],
+         "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert _query(wh, "SELECT count(*), any_value(workers) FROM runs") == [(1, 2)]
@@ -57,7 +57,7 @@ async def test_llm_sweep_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "recipes.cli", "llm-sweep", "--base-url", server.url, "--model", "m",
             "--loads", "constant:40", "--duration", "1", "--max-tokens", "8", "--shards", "2",
-            "--dask-address", local_cluster.scheduler_address, "--start-lead", "25",
+            "--dask-address", local_cluster.scheduler_address,
             "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh),
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         out, _ = await asyncio.wait_for(proc.communicate(), timeout=300)

@@ -753,7 +753,9 @@ def _install_stop_signals(runner: "BenchRunner") -> list[tuple[int, Any]]:
     cancelled: in-flight requests are recorded as `cancelled`, the partial bundle is
     written, `runner.interrupted_by` names the signal). Only possible in the main
     thread; elsewhere (a Prefect task thread) nothing is installed and the host's own
-    handling stands. Returns (signal, previous handler) pairs for _restore_stop_signals."""
+    handling stands. A signal the process ignores (SIG_IGN: started under nohup, or a shell's
+    `trap '' HUP`) keeps being ignored. Returns (signal, previous handler) pairs for
+    _restore_stop_signals."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     installed: list[tuple[int, Any]] = []
@@ -767,8 +769,10 @@ def _install_stop_signals(runner: "BenchRunner") -> list[tuple[int, Any]]:
         sig = getattr(signal, name, None)
         if sig is None:
             continue
+        previous = signal.getsignal(sig)
+        if previous is signal.SIG_IGN:  # ignored by whoever started us (nohup, `trap '' HUP`): it stays so
+            continue
         try:
-            previous = signal.getsignal(sig)
             loop.add_signal_handler(sig, stop, name)
         except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, or no signals here
             continue

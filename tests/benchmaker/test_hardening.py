@@ -147,6 +147,10 @@ async def _hanging_server() -> tuple[socket.socket, str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
 async def test_stop_signal_cancels_the_run_like_ctrl_c(sig, tmp_path):
+    before = signal.getsignal(sig)
+    if before is signal.SIG_IGN:  # the suite itself runs under nohup: the signal is not ours to take
+        signal.signal(sig, signal.SIG_DFL)
+        before = signal.SIG_DFL
     server, url = await _hanging_server()
     cfg = BenchConfig(load="closed:2", duration_s=120, out_dir=tmp_path)
     runner = BenchRunner(cfg, workload=HttpWorkload(url, "GET", {}, None, [200]))
@@ -163,7 +167,32 @@ async def test_stop_signal_cancels_the_run_like_ctrl_c(sig, tmp_path):
     assert summary["partial"] is True and summary["interrupted_by"] == sig.name
     assert summary["run"]["n_cancelled"] == 2
     # the handler is gone after the run: the process's own disposition is back
-    assert signal.getsignal(sig) in (signal.SIG_DFL, None)
+    assert signal.getsignal(sig) == before
+
+
+async def test_an_ignored_stop_signal_stays_ignored(tmp_path):
+    """Under nohup SIGHUP is SIG_IGN: a hangup must not stop the run, and the disposition
+    is still SIG_IGN after it (a full busy run under nohup found the test above assuming
+    SIG_DFL)."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        server, url = await _hanging_server()
+        cfg = BenchConfig(load="closed:2", duration_s=120, out_dir=tmp_path)
+        runner = BenchRunner(cfg, workload=HttpWorkload(url, "GET", {}, None, [200]))
+        task = asyncio.ensure_future(runner.run())
+        while runner.live.in_flight < 2:
+            await asyncio.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGHUP)
+        await asyncio.sleep(0.2)
+        assert not task.done() and runner.interrupted_by is None  # ignored: the run goes on
+        os.kill(os.getpid(), signal.SIGTERM)  # a stop signal it does take
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        server.close()
+        assert runner.interrupted_by == "SIGTERM"
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 async def test_a_target_that_dies_makes_the_run_invalid_with_the_reason(tmp_path):

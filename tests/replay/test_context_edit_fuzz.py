@@ -9,12 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
 
 from replay.convert import convert_paths
 from replay.errors import InputError
 
-from tests.replay.test_converters_fuzz import PROFILE, _convert_or_input_error, damaged
+from tests.replay.test_converters_fuzz import check_damaged_copies
 from tests.replay.test_pi_events_compaction import stream
 
 WRITTEN = Path(__file__).resolve().parents[1] / "data" / "written"
@@ -33,14 +32,7 @@ def _inputs() -> list[tuple[str, bytes]]:
 
 @pytest.mark.parametrize(("name", "data"), _inputs(), ids=lambda v: v if isinstance(v, str) else "")
 def test_damaged_context_edit_logs_convert_or_are_input_errors(name: str, data: bytes, tmp_path: Path) -> None:
-    @PROFILE
-    @given(damaged(data))
-    def check(mutated: bytes) -> None:
-        path = tmp_path / name
-        path.write_bytes(mutated)
-        _convert_or_input_error(path)
-
-    check()
+    check_damaged_copies(data, tmp_path / name)
 
 
 def _edited(name: str, index: int, **changes) -> str:

@@ -49,18 +49,22 @@ def _convert_or_input_error(path: Path) -> None:
         assert message and "Traceback" not in message
 
 
-@pytest.mark.parametrize("name", LOGS)
-def test_damaged_real_log_converts_or_is_an_input_error(name, tmp_path):
-    data = (REAL / name).read_bytes()
+def check_damaged_copies(data: bytes, path: Path) -> None:
+    """Hypothesis (PROFILE) writes damaged copies of `data` to `path`: each converts
+    or raises an InputError with a one-line message, never another exception."""
 
     @PROFILE
     @given(damaged(data))
     def check(mutated: bytes) -> None:
-        path = tmp_path / name
         path.write_bytes(mutated)
         _convert_or_input_error(path)
 
     check()
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_damaged_real_log_converts_or_is_an_input_error(name, tmp_path):
+    check_damaged_copies((REAL / name).read_bytes(), tmp_path / name)
 
 
 def test_every_truncation_of_a_small_log_is_handled(tmp_path):

@@ -42,7 +42,7 @@ def _factory(sandbox: str, url: str | None, image: str | None, workdir: str, api
 
     async def make(task: Any) -> Any:
         return await FlashSandbox.create(url, image=image.format(task_id=task.task_id if task else ""),
-                                         workdir=workdir, api_key=api_key)
+                                         workdir=workdir, api_key=api_key, env=task.env if task else None)
 
     return make
 

@@ -4,7 +4,13 @@ and marked not re-verified.
 
 A task directory holds the repository and a `task.json`:
 
-    {"task_id": "tiny-task", "test_command": "python -m pytest -q", "timeout_s": 120}
+    {"task_id": "tiny-task", "test_command": "python -m pytest -q", "timeout_s": 120,
+     "env": {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}}
+
+`env` (optional) is set for every process of the task's sandbox, the agent's tool
+commands and the test command alike, as a SWE-bench harness fixes the environment per
+task: the bundled example turns off the host's pytest plugins, so its verdict and its
+tool time do not depend on what else the host's Python has installed.
 
     task = load_task(Path("examples/tiny-task"))      # TaskSpec(repo=that dir, ...)
     v = await verify(sandbox, task)                    # Verdict(resolved=True, ...)
@@ -13,7 +19,7 @@ A task directory holds the repository and a `task.json`:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from replay.errors import InputError
@@ -27,12 +33,14 @@ TASK_FILE = "task.json"
 class TaskSpec:
     """One task: `repo` is the directory copied into a local sandbox (None when the
     sandbox image already holds it), `test_command` the command whose exit code 0
-    means resolved (None: no environment to verify in), `timeout_s` its deadline."""
+    means resolved (None: no environment to verify in), `timeout_s` its deadline (s),
+    `env` the variables set for every process of the task's sandbox (module docstring)."""
 
     task_id: str
     repo: Path | None = None
     test_command: str | None = None
     timeout_s: float = 600.0
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -69,7 +77,13 @@ def load_task(task_dir: Path) -> TaskSpec:
     timeout = obj.get("timeout_s", 600.0)
     if not isinstance(timeout, int | float) or timeout <= 0:
         raise InputError(path, None, "timeout_s", "expected a number > 0", timeout)
-    return TaskSpec(task_id=task_id, repo=Path(task_dir), test_command=cmd, timeout_s=float(timeout))
+    env = obj.get("env", {})
+    if not isinstance(env, dict):
+        raise InputError(path, None, "env", "expected an object of strings", env)
+    for name, value in env.items():
+        if not name or "=" in name or not isinstance(value, str):
+            raise InputError(path, None, f"env.{name}", "expected a string value under a name without '='", value)
+    return TaskSpec(task_id=task_id, repo=Path(task_dir), test_command=cmd, timeout_s=float(timeout), env=dict(env))
 
 
 def task_id_of(trajectory: Trajectory) -> str | None:

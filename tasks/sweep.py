@@ -74,7 +74,7 @@ def make_sandbox_factory(kind: str, url: str | None = None, image: str | None = 
         from replay.sandbox.flash import FlashSandbox
 
         async def make(task_spec: TaskSpec | None) -> Any:
-            return await FlashSandbox.create(url, image=image)
+            return await FlashSandbox.create(url, image=image, env=task_spec.env if task_spec else None)
 
         return make
     raise ValueError(f"sandbox: unknown sandbox {kind!r} (expected local, flash)")

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from benchmaker.lazy_exports import lazy_getattr
+
 TRUNCATION_MARKER = "\n[... {n} bytes of output truncated ...]\n"
 
 
@@ -75,8 +77,14 @@ def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
     return data[:half] + TRUNCATION_MARKER.format(n=cut).encode() + data[len(data) - half :], True
 
 
-from replay.sandbox.flash import FlashSandbox  # noqa: E402
-from replay.sandbox.local import LocalSandbox, LocalSandboxFactory  # noqa: E402
+# The sandboxes load on first use (PEP 562): the ProcessSpawner's helper process
+# imports replay.sandbox.spawner once per sweep point and needs neither httpx (FlashSandbox)
+# nor the local sandbox (issue #15: ~0.3 CPU s per point).
+__getattr__ = lazy_getattr(__name__, {
+    "FlashSandbox": "replay.sandbox.flash",
+    "LocalSandbox": "replay.sandbox.local",
+    "LocalSandboxFactory": "replay.sandbox.local",
+})
 
 __all__ = [
     "ExecResult",

@@ -163,7 +163,7 @@ class LocalSandbox:
 class LocalSandboxFactory:
     """A SandboxFactory (replay.harness) making a LocalSandbox per episode from the
     task's repo (an empty workspace when the task has none); `create_kwargs` go to
-    LocalSandbox.create.
+    LocalSandbox.create, the task's `env` (TaskSpec.env) over their `env`.
 
         factory = LocalSandboxFactory()
         await factory.start()          # before measurement: one ProcessSpawner
@@ -193,4 +193,8 @@ class LocalSandboxFactory:
 
     async def __call__(self, task: Any) -> LocalSandbox:
         repo = getattr(task, "repo", None) if task is not None else None
-        return await LocalSandbox.create(repo, spawner=self.spawner, **self.create_kwargs)
+        kwargs = self.create_kwargs
+        task_env = getattr(task, "env", None) if task is not None else None
+        if task_env:
+            kwargs = {**kwargs, "env": {**(kwargs.get("env") or {}), **task_env}}
+        return await LocalSandbox.create(repo, spawner=self.spawner, **kwargs)

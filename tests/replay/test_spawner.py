@@ -257,3 +257,18 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
     assert factory.spawner is None and await _gone(helper.pid)
     samples = (tmp_path / "run" / "points" / "c1" / "samples.jsonl").read_bytes().splitlines()
     assert len(samples) == 4  # the episode's 4 model calls, written as they finished
+
+
+def test_the_helper_imports_only_what_it_runs():
+    """The helper process starts once per sweep point: its import of
+    replay.sandbox.spawner loads neither httpx (FlashSandbox) nor the local sandbox,
+    the engine or pydantic (issue #15)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, replay.sandbox.spawner; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'httpx', 'pydantic', 'aiohttp', 'benchmaker'}), "
+            "sorted(m for m in sys.modules if m.startswith('replay.sandbox.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout
+    assert out == "['benchmaker'] ['replay.sandbox.spawner']\n"

@@ -9,6 +9,7 @@ import pytest
 
 from replay.errors import InputError
 from replay.sandbox import LocalSandbox
+from replay.sandbox.local import LocalSandboxFactory
 from replay.trajectory import RecordedOutcome, Source, Trajectory, match_key_for
 from replay.verifier import TaskSpec, carried, load_task, task_id_of, verify
 
@@ -17,8 +18,44 @@ TASK_DIR = Path(__file__).resolve().parents[2] / "examples" / "tiny-task"
 
 def test_load_task_reads_task_json():
     t = load_task(TASK_DIR)
-    assert (t.task_id, t.test_command, t.timeout_s, t.repo) == (
-        "tiny-task", "python3 -m pytest -q -p no:cacheprovider", 120.0, TASK_DIR)
+    assert (t.task_id, t.test_command, t.timeout_s, t.repo, t.env) == (
+        "tiny-task", "python3 -m pytest -q -p no:cacheprovider", 120.0, TASK_DIR,
+        {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ([1], r"task.json: env: expected an object of strings \(got \[1\]\)"),
+    ({"A": 1}, r"task.json: env.A: expected a string value under a name without '=' \(got 1\)"),
+    ({"A=B": "x"}, r"task.json: env.A=B: expected a string value"),
+])
+def test_bad_task_env_names_field(tmp_path: Path, env, message):
+    (tmp_path / "task.json").write_text(json.dumps({"task_id": "x", "env": env}))
+    with pytest.raises(InputError, match=message):
+        load_task(tmp_path)
+
+
+async def test_task_env_reaches_tool_commands_and_the_verifier(tmp_path: Path, monkeypatch):
+    """The task's env is set for every process of its sandbox (the factory's own env
+    under it), and the caller's environment does not leak in."""
+    monkeypatch.setenv("BM_CALLER_SECRET", "s3cret")
+    (tmp_path / "task.json").write_text(json.dumps({
+        "task_id": "x", "test_command": 'test "$TASK_FLAG" = on && test -z "$BM_CALLER_SECRET"',
+        "env": {"TASK_FLAG": "on", "BOTH": "task"}}))
+    task = load_task(tmp_path)
+    factory = LocalSandboxFactory(env={"BOTH": "factory", "FACTORY_ONLY": "f"})
+    sb = await factory(task)
+    try:
+        tool = await sb.exec('echo "$TASK_FLAG $BOTH $FACTORY_ONLY [$BM_CALLER_SECRET]"')
+        verdict = await verify(sb, task)
+    finally:
+        await sb.close()
+    assert tool.output == "on task f []\n"
+    assert (verdict.resolved, verdict.exit_code) == (True, 0)
+    plain = await LocalSandboxFactory()(TaskSpec("t", repo=tmp_path))
+    try:
+        assert (await plain.exec('echo "[$TASK_FLAG]"')).output == "[]\n"
+    finally:
+        await plain.close()
 
 
 def test_bad_task_file_names_field(tmp_path: Path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from replay.converters import _common
 from replay.converters._common import TrajectoryBuilder
 from replay.trajectory import ContextEdit, MessageRef, MessageSpan
 
@@ -58,9 +59,9 @@ class HistoryIndex:
         n_turns, before = len(b.turns), message_cursor(b)
         feed()
         if len(b.turns) > n_turns:
-            ref = MessageRef(turn=n_turns, item=0)
+            ref = _common._trusted_ref(turn=n_turns, item=0)  # ints >= 0 (lengths): valid by construction
         elif message_cursor(b) != before:
-            ref = MessageRef(turn=before[0], item=before[1])
+            ref = _common._trusted_ref(turn=before[0], item=before[1])
         else:
             return None
         self.order.append(ref)

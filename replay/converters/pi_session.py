@@ -145,20 +145,21 @@ def bash_execution_text(msg: dict[str, Any]) -> str:
     return text
 
 
+def _count(v: Any) -> int | None:
+    """A token count: an int >= 0 (not a bool), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
 def pi_usage(usage: Any) -> Usage | None:
     """Usage from a pi-ai `Usage` object (see module docstring); None when absent."""
     if not isinstance(usage, dict):
         return None
-
-    def n(key: str) -> int | None:
-        v = usage.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
-    inp, out, cr, cw = n("input"), n("output"), n("cacheRead"), n("cacheWrite")
+    inp, out = _count(usage.get("input")), _count(usage.get("output"))
     if inp is None and out is None:
         return None
+    cr, cw = _count(usage.get("cacheRead")), _count(usage.get("cacheWrite"))
     prompt = None if inp is None else inp + (cr or 0) + (cw or 0)
-    total = n("totalTokens")
+    total = _count(usage.get("totalTokens"))
     if total is None and prompt is not None and out is not None:
         total = prompt + out
     return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
@@ -215,7 +216,9 @@ def assistant_turn(
     ):
         usage = None
         builder.skip("usage_zero_on_failed_turn")
-    error = msg.get("errorMessage") if isinstance(msg.get("errorMessage"), str) and msg.get("errorMessage") else None
+    error = msg.get("errorMessage")
+    if not (isinstance(error, str) and error):
+        error = None
     started_ms = msg.get("timestamp")
     ended_ms = ms_from_iso(entry_timestamp)
     duration = None
@@ -232,7 +235,7 @@ def assistant_turn(
         ),
         usage=usage,
         timing=timing,
-        model=msg.get("model") if isinstance(msg.get("model"), str) else default_model,
+        model=model if isinstance(model := msg.get("model"), str) else default_model,
         error=error,
     )
 
@@ -350,7 +353,7 @@ class _Tree:
         if prev is not None and prev.retried:
             return False
         if self.linear:
-            return not any(stop < c < node.index for c in self.compactions)
+            return not self.compactions or not any(stop < c < node.index for c in self.compactions)
         between = self.path_to(node.parent, stop)
         first = between[0] if between else None
         parent_of_first = first.parent if first is not None else node.parent
@@ -435,13 +438,14 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         if kind == "message":
             msg = entry.get("message")
             is_turn = isinstance(msg, dict) and msg.get("role") == "assistant"
-            failed = parent
-            while failed is not None and failed.entry["type"] == "compaction":  # overflow: compact, then retry
-                failed = tree.by_id.get(failed.parent) if failed.parent is not None else None
-            if is_turn and failed is not None and _is_failed_call(failed.entry):
-                failed.retried = True  # pi's auto-retry: the failed message is not resent
-            if is_turn and not tree.extends(prev_turn, node):
-                builder.edit(tree.request_edit(node, builder))
+            if is_turn:
+                failed = parent
+                while failed is not None and failed.entry["type"] == "compaction":  # overflow: compact, then retry
+                    failed = tree.by_id.get(failed.parent) if failed.parent is not None else None
+                if failed is not None and _is_failed_call(failed.entry):
+                    failed.retried = True  # pi's auto-retry: the failed message is not resent
+                if not tree.extends(prev_turn, node):
+                    builder.edit(tree.request_edit(node, builder))
             n_turns = len(builder.turns)
             try:
                 node.pos = index.add(lambda: apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model))
@@ -451,9 +455,10 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 builder.skip("bad_entry")
             if len(builder.turns) > n_turns:
                 prev_turn = node
-                stamped = ms_from_iso(entry.get("timestamp"))
-                if forked_at is not None and stamped is not None and stamped < forked_at:
-                    builder.skip("turn_copied_from_parent_session")
+                if forked_at is not None:
+                    stamped = ms_from_iso(entry.get("timestamp"))
+                    if stamped is not None and stamped < forked_at:
+                        builder.skip("turn_copied_from_parent_session")
                 if isinstance(msg.get("model"), str):
                     node.model = msg["model"]
         elif kind == "branch_summary" and entry.get("summary"):

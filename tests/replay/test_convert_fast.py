@@ -177,3 +177,28 @@ def test_documents_parse_as_json_does_and_keep_their_errors() -> None:
     with pytest.raises(ConvertError) as err:
         read_json_document(_ctx(b'{"a": [1,\n 2 x]}'))
     assert str(err.value) == "f.jsonl:2: invalid JSON: Expecting ',' delimiter"
+
+
+@pytest.mark.parametrize("data", [
+    *(p.read_bytes() for p in INPUTS if p.is_file()),
+    b'{"a": 1}\n{"b": 2}\n', b"1\n2", b'{"a": 1}\n', b'{"a":\n 1}', b'[1,\n2]\n', b'\xef\xbb\xbf{"a": 1}\n{}',
+    b'{"a": NaN}\n{}', b'{"a": 1}\n\xff', b'"x"\n"y"', b'{"a": "\xed\xa0\x80"}\n{}', b"{}\n\x0b",
+])
+def test_detection_skips_the_whole_document_parse_only_when_json_would_fail(data: bytes) -> None:
+    """detect_bytes skips `json.loads` of the whole file (a JSONL log's first line is a
+    whole document and more follows) only where json would raise anyway."""
+    from replay.converters import _jsonl_with_more_lines
+
+    stripped = data.strip()
+    if stripped and _jsonl_with_more_lines(stripped):
+        with pytest.raises((json.JSONDecodeError, UnicodeDecodeError)):
+            json.loads(stripped)
+
+
+def test_pi_session_logs_are_told_by_their_first_line() -> None:
+    from replay.converters import _jsonl_with_more_lines, detect_bytes
+
+    data = (FIXTURES / "pi_v3_tree.jsonl").read_bytes()
+    assert _jsonl_with_more_lines(data.strip()) is True
+    assert detect_bytes(data) == "pi-session"
+    assert _jsonl_with_more_lines(b'{"messages": []}') is False  # one document: json decides

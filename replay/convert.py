@@ -387,7 +387,9 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
                 lines.append(_to_json(traj))
                 frep.turns += len(traj.turns)
                 skipped.update(traj.skipped)
-            fh.write(b"".join(line + b"\n" for line in lines))
+            for line in lines:  # written once the whole unit converted; no copy of the bytes
+                fh.write(line)
+                fh.write(b"\n")
             frep.trajectories = len(lines)
         except ConvertError as exc:
             frep.error = str(exc)

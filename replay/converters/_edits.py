@@ -58,13 +58,16 @@ class HistoryIndex:
         b = self.builder
         n_turns, before = len(b.turns), message_cursor(b)
         feed()
-        if len(b.turns) > n_turns:
-            ref = _common._trusted_ref(turn=n_turns, item=0)  # ints >= 0 (lengths): valid by construction
-        elif message_cursor(b) != before:
-            ref = _common._trusted_ref(turn=before[0], item=before[1])
-        else:
-            return None
-        self.order.append(ref)
+        if len(b.turns) > n_turns:  # ints >= 0 (lengths): valid refs by construction
+            return self.push(n_turns, 0)
+        if message_cursor(b) != before:
+            return self.push(*before)
+        return None
+
+    def push(self, turn: int | None, item: int) -> int:
+        """Record that the message just added to the builder is at (`turn`, `item`), for a
+        caller that knows it (`add` without its before/after comparison); its position."""
+        self.order.append(_common._trusted_ref(turn=turn, item=item))
         return len(self.order) - 1
 
     def spans(self, positions: Iterable[int]) -> list[MessageSpan]:

@@ -222,7 +222,7 @@ def assistant_turn(
     started_ms = msg.get("timestamp")
     ended_ms = ms_from_iso(entry_timestamp)
     duration = None
-    if isinstance(started_ms, int | float) and ended_ms is not None and ended_ms >= started_ms:
+    if isinstance(started_ms, (int, float)) and ended_ms is not None and ended_ms >= started_ms:
         duration = round(ended_ms - started_ms, 3)
     started_at = iso_from_ms(started_ms)
     timing = fast_timing(started_at=started_at, duration_ms=duration) if started_at or duration is not None else None
@@ -448,7 +448,11 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                     builder.edit(tree.request_edit(node, builder))
             n_turns = len(builder.turns)
             try:
-                node.pos = index.add(lambda: apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model))
+                if is_turn:  # apply_message's assistant case, which adds exactly one turn (or raises)
+                    assistant_turn(msg, builder, ctx, line, entry.get("timestamp"), node.model)
+                    node.pos = index.push(n_turns, 0)
+                else:
+                    node.pos = index.add(lambda: apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model))
             except ConvertError:
                 if not ctx.lenient:
                     raise

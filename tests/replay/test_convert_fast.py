@@ -202,3 +202,31 @@ def test_pi_session_logs_are_told_by_their_first_line() -> None:
     assert _jsonl_with_more_lines(data.strip()) is True
     assert detect_bytes(data) == "pi-session"
     assert _jsonl_with_more_lines(b'{"messages": []}') is False  # one document: json decides
+
+
+def test_synth_arguments_raw_is_json_dumps_and_raises_its_errors() -> None:
+    from replay.converters._common import synth_arguments_raw
+
+    for value in ({"cmd": "ls \u00e9\n", "n": [1, 2.5, 1e16, None, True, float("nan")]}, {1: 2, None: 3}, "x", [],
+                  {"k": "\ud800"}):
+        assert synth_arguments_raw(value) == json.dumps(value)
+    looped: list[object] = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        synth_arguments_raw({"a": looped})
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        synth_arguments_raw({"a": object()})
+    assert synth_arguments_raw({"a": [1]}) == '{"a": [1]}'  # an error leaves no stale marks behind
+
+
+def test_fast_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> None:
+    from pydantic import ValidationError
+
+    from replay.converters._common import fast_tool_call
+
+    with pytest.raises(ValidationError):
+        ToolCall(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})  # type: ignore[dict-item]
+    with pytest.raises(ValidationError):
+        fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})  # type: ignore[dict-item]
+    assert fast_tool_call(id="c", name="b", arguments_raw="{}", arguments={}) == ToolCall(
+        id="c", name="b", arguments_raw="{}", arguments={})

@@ -73,6 +73,7 @@ __all__ = [
     "FileReport",
     "convert_paths",
     "detect_format",
+    "gc_paused",
     "iter_trajectories",
     "load_trajectories",
     "read_trajectories",
@@ -288,12 +289,14 @@ def _unit_bytes(unit: Path) -> int:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Automatic cyclic garbage collection off while the block runs (back on after it,
-    if it was on). A converter allocates millions of containers (parsed JSON, models)
-    that live until its file is done, so the collector keeps re-scanning them: with it
-    on, the 500-session corpus converts ~25% slower (benchmarks/corpus.py, busy host).
-    Conversion makes almost no reference cycles; what it makes is collected after."""
+    if it was on, also on an error), for loops that build millions of objects that stay
+    (conversion, `load_trajectories`, a replay store's load). A converter allocates
+    millions of containers (parsed JSON, models) that live until its file is done, so the
+    collector keeps re-scanning them: with it on, the 500-session corpus converts ~25%
+    slower (benchmarks/corpus.py, busy host). Conversion makes almost no reference
+    cycles; what it makes is collected after."""
     was_on = gc.isenabled()
     gc.disable()
     try:
@@ -327,7 +330,7 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     progress observers; None: no one) gets a ConvertProgress at the start, after each
     unit and at the end (times from `clock`, s); one that raises is logged and not
     called again (it never fails the conversion). The process's automatic cyclic GC is
-    off while the files convert (`_gc_paused`).
+    off while the files convert (`gc_paused`).
     """
     out = Path(out) if out is not None else None
     _check_format(fmt, out or Path("."))
@@ -408,7 +411,7 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     files_done = 0
     try:
         tell(0)
-        with fh, _gc_paused():
+        with fh, gc_paused():
             for k, (unit, explicit) in enumerate(units):
                 convert_one(unit, explicit)
                 files_done = k + 1
@@ -464,7 +467,7 @@ def read_trajectories(path: Path) -> Iterator[Trajectory]:
 def load_trajectories(path: Path) -> list[Trajectory]:
     """Every Trajectory of a trajectories JSONL file, in order, each validated: the list of
     read_trajectories (same models, same TrajectoryFormatError `path:line: field: problem`
-    at the first bad line), read with automatic garbage collection paused (_gc_paused; on
+    at the first bad line), read with automatic garbage collection paused (gc_paused; on
     again after, also on an error). The models of a large file are millions of tracked
     objects that the collector would re-scan over and over while they accumulate: on
     the 500-session corpus (121,887 turns, 307 MB) this cuts the read from 9.3 to 3.7
@@ -472,7 +475,7 @@ def load_trajectories(path: Path) -> list[Trajectory]:
     not the cost: building the models from orjson's parse without validation (trusted
     constructors after exact type checks) took 11.5 CPU s there, and with the collector
     paused still ~15% more than validating."""
-    with _gc_paused():
+    with gc_paused():
         return list(read_trajectories(path))
 
 

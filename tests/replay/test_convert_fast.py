@@ -230,3 +230,20 @@ def test_fast_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> No
         fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})  # type: ignore[dict-item]
     assert fast_tool_call(id="c", name="b", arguments_raw="{}", arguments={}) == ToolCall(
         id="c", name="b", arguments_raw="{}", arguments={})
+
+
+@pytest.mark.parametrize("gc_on", [True, False])
+def test_gc_paused_turns_the_collector_off_and_restores_it_after_an_error(gc_on: bool) -> None:
+    import gc
+
+    from replay.convert import gc_paused
+
+    was = gc.isenabled()
+    (gc.enable if gc_on else gc.disable)()
+    try:
+        with pytest.raises(KeyError), gc_paused():
+            assert gc.isenabled() is False
+            raise KeyError("x")
+        assert gc.isenabled() is gc_on
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -444,43 +444,127 @@ class _AiohttpExchange:
 class _TransportExchange:
     """One call on an engine transport (benchmaker.transport: RawTransport by default),
     with the client's deadlines over the awaits: the total one from the call's start,
-    the idle one from each body read's start (asyncio.timeout_at, loop time)."""
+    the idle one from each body read's start (loop time). A deadline counts only inside
+    the awaits: time the consumer spends between reads never fires one, and a total
+    deadline already past when a read starts raises at once.
 
-    __slots__ = ("_client", "_spec", "_cm", "_chunks", "_total", "_loop")
+    Both deadlines are kept by one timer per call (loop.call_at), armed at the open and
+    re-armed only when it fires before the deadline in force (each read moves the idle
+    deadline later without touching it): a read costs a loop.time() and two stores,
+    where an asyncio.timeout_at per await cost ~20-30 us of client CPU each on uvloop
+    (3 per non-streamed call; issue #17 item 4). When the timer finds the deadline in
+    force reached during an await, it cancels the call's task and the await raises
+    TimeoutError (total) or _IdleTimeout (idle), as asyncio.timeout does: a cancellation
+    from elsewhere stays a CancelledError (Task.uncancel count)."""
+
+    __slots__ = ("_client", "_spec", "_cm", "_chunks", "_total", "_idle", "_loop", "_task", "_cancelling",
+                 "_read_at", "_inside", "_timer", "_armed", "_fired")
 
     def __init__(self, client: ModelClient, payload: bytes, stream: bool) -> None:
         self._client = client
         self._spec = RequestSpec("POST", client.url, client._headers, payload, stream)
         self._cm: Any = None
         self._chunks: Any = None
-        self._loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         total = client.timeout_s
-        self._total = None if total is None else self._loop.time() + total
+        self._total = None if total is None else loop.time() + total
+        self._idle = client.idle_timeout_s
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelling = 0
+        self._read_at: float | None = None  # loop time the current read started (None: in the open)
+        self._inside = False  # inside one of the call's awaits
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = 0.0  # loop time the timer is armed at
+        self._fired: str | None = None  # "total" / "idle": the deadline that cancelled the task
+
+    def _due(self) -> float | None:
+        """The deadline in force (loop time): the total one, or the current read's idle
+        one when earlier; None when neither applies."""
+        due = self._total
+        if self._read_at is not None and self._idle is not None:
+            at = self._read_at + self._idle
+            if due is None or at < due:
+                due = at
+        return due
+
+    def _arm(self, at: float) -> None:
+        self._armed = at
+        self._timer = self._loop.call_at(at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self._inside:  # between the call's awaits: the next await re-arms it
+            return
+        due = self._due()
+        if due is None:
+            return
+        if due > self._armed:  # the deadline moved on (a later read): wait for it
+            self._arm(due)
+            return
+        total = self._total
+        self._fired = "total" if total is not None and due >= total else "idle"
+        self._task.cancel()  # type: ignore[union-attr]
+
+    def _enter(self) -> None:
+        """Before each await: the total deadline may have passed between the awaits."""
+        if self._total is not None and self._loop.time() >= self._total:
+            raise TimeoutError
+        self._inside = True
+        if self._timer is None:
+            due = self._due()
+            if due is not None:
+                self._arm(due)
+
+    def _timed_out(self) -> Exception | None:
+        """After a CancelledError out of an await: the deadline's error when the timer
+        cancelled the task (and nothing else did), else None."""
+        if self._fired is not None and self._task.uncancel() <= self._cancelling:  # type: ignore[union-attr]
+            return _IdleTimeout() if self._fired == "idle" else TimeoutError()
+        return None
 
     async def open(self) -> tuple[int, Any]:
-        async with asyncio.timeout_at(self._total):
+        task = self._task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("ModelClient: a call runs inside a task (its deadlines cancel it)")
+        self._cancelling = task.cancelling()
+        self._inside = True
+        # armed no later than the first read's idle deadline, so no read re-arms it earlier
+        # (a timer that fires before the deadline in force only re-arms)
+        at = self._total
+        if self._idle is not None:
+            idle_at = self._loop.time() + self._idle
+            at = idle_at if at is None or idle_at < at else at
+        if at is not None:
+            self._arm(at)
+        try:
             self._cm = (await self._client._started_transport()).stream(self._spec)
             resp = await self._cm.__aenter__()
+        except asyncio.CancelledError:
+            err = self._timed_out()
+            if err is None:
+                raise
+            raise err from None
+        finally:
+            self._inside = False
         self._chunks = resp.chunks()
         return resp.status, resp.headers
 
     async def read(self) -> bytes:
-        idle = self._client.idle_timeout_s
-        deadline = self._total
-        if idle is not None:
-            at = self._loop.time() + idle
-            deadline = at if deadline is None or at < deadline else deadline
+        self._read_at = self._loop.time()
+        self._enter()
         try:
-            async with asyncio.timeout_at(deadline):
-                return await self._chunks.__anext__()
+            return await self._chunks.__anext__()
         except StopAsyncIteration:
             return b""
-        except TimeoutError:
-            if deadline is not self._total:
-                raise _IdleTimeout from None
-            raise
+        except asyncio.CancelledError:
+            err = self._timed_out()
+            if err is None:
+                raise
+            raise err from None
         except TransportError as exc:
             raise _BodyCut(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self._inside = False
 
     async def read_all(self) -> bytes:
         out = []
@@ -489,6 +573,9 @@ class _TransportExchange:
         return b"".join(out)
 
     async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._cm is not None:
             await self._cm.__aexit__(None, None, None)
 

@@ -9,6 +9,7 @@ import asyncio
 import socket
 
 import aiohttp
+import pytest
 
 from replay.model_client import ModelClient
 from tests.replay.test_harness_client import ScriptServer, _chunk
@@ -52,6 +53,44 @@ async def test_a_consumer_pause_does_not_count_toward_the_idle_deadline():
     r = s.result
     assert (r.outcome, r.content, r.finish_reason) == ("ok", "ab", "stop")
     assert r.model_time_ns < 0.4e9  # the pauses are not model time
+
+
+async def test_reads_within_the_idle_deadline_go_on_past_it_and_a_paused_consumer_meets_the_total_one():
+    # 8 reads 50 ms apart: 400 ms in all, each within the 150 ms idle deadline (the one
+    # timer armed at the open fires early and re-arms at the deadline then in force)
+    steady = [(0.0, _chunk({"role": "assistant"}))] + [(0.05, _chunk({"content": "x"})) for _ in range(8)] + [
+        (0.0, _chunk(finish="stop")), (0.0, b"data: [DONE]\n\n")]
+    async with ScriptServer(steady) as srv:
+        async with ModelClient(srv.url, idle_timeout_s=0.15) as client:
+            r = await client.chat(_MSG)
+        assert (r.outcome, r.content, r.finish_reason) == ("ok", "x" * 8, "stop")
+    async with ScriptServer(_DONE) as srv:  # the total deadline passes while the consumer pauses
+        async with ModelClient(srv.url, timeout_s=0.2) as client:
+            s = client.stream(_MSG)
+            async for _data in s:
+                await asyncio.sleep(0.3)  # outside the reads: never cancelled there
+            assert not asyncio.current_task().cancelling()
+    r = s.result
+    assert (r.outcome, r.timeout_kind, r.error) == ("timeout", "total", "timeout")
+
+
+async def test_a_cancellation_from_outside_stays_a_cancellation_within_the_deadlines():
+    stall = [(0.0, _chunk({"role": "assistant"})), (5.0, _chunk({"content": "a"}))]
+    async with ScriptServer(stall) as srv:
+        async with ModelClient(srv.url, timeout_s=10.0, idle_timeout_s=5.0) as client:
+            s = client.stream(_MSG)
+
+            async def consume() -> None:
+                async for _data in s:
+                    pass
+
+            task = asyncio.create_task(consume())
+            await asyncio.sleep(0.2)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    r = s.result
+    assert (r.outcome, r.timeout_kind, r.error) == ("cancelled", None, "cancelled before the body ended")
 
 
 async def test_refused_connection_and_a_body_cut_short():

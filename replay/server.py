@@ -68,6 +68,7 @@ import asyncio
 import gc
 import hmac
 import itertools
+import operator
 import os
 import socket
 import sys
@@ -83,7 +84,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from replay.latency import load_splitter, parse_latency
-from replay.store import RecordedObservation, ReplayStore, StreamBytes, exit_code_in
+from replay.store import RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes, exit_code_in
 from replay.trajectory import flatten_content, match_key_for_messages
 
 __all__ = ["DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "create_app", "main", "run_uvicorn", "serve", "uvicorn_config"]
@@ -105,6 +106,9 @@ class _TrajectoryCounters:
     __slots__ = ("served", "beyond_turns", "diverged", "div_status", "div_content", "bytes_out")
 
     def __init__(self) -> None:
+        self.zero()
+
+    def zero(self) -> None:
         self.served = self.beyond_turns = self.diverged = 0
         self.div_status = self.div_content = self.bytes_out = 0
 
@@ -114,7 +118,11 @@ class ReplayStats:
     (request bodies in, response bodies out), headers not included."""
 
     def __init__(self, store: ReplayStore) -> None:
-        self._store = store
+        # per trajectory, by StoredTrajectory.ordinal (the hot path: a list index) and by
+        # id; the same objects for the life of the stats (`reset` zeroes them in place),
+        # so the app's prepared replies hold them
+        self.by_ordinal = [_TrajectoryCounters() for _ in store.trajectories]
+        self.per_traj = {t.trajectory_id: c for t, c in zip(store.trajectories, self.by_ordinal)}
         self.reset()
 
     def reset(self) -> None:
@@ -126,11 +134,8 @@ class ReplayStats:
         self.div_status = self.div_content = 0
         self.bytes_in = self.bytes_out = 0
         self.recent_unknown_keys: deque[str] = deque(maxlen=20)
-        self.per_traj: dict[str, _TrajectoryCounters] = {
-            t.trajectory_id: _TrajectoryCounters() for t in self._store.trajectories
-        }
-        # the same counters by StoredTrajectory.ordinal (the hot path: a list index)
-        self.by_ordinal: list[_TrajectoryCounters] = list(self.per_traj.values())
+        for counters in self.by_ordinal:
+            counters.zero()
 
     def snapshot(self) -> dict[str, Any]:
         """The /stats JSON: {"requests" (chat requests received, all outcomes),
@@ -231,9 +236,13 @@ _CHAT_PATHS = frozenset(("/v1/chat/completions", "/chat/completions"))
 class _ReplayApp(Starlette):
     """The Starlette app whose front door is the hot path: a POST to a chat path is
     answered right in `__call__` (raw ASGI: no router, no middleware, no Request object,
-    no pydantic; orjson parse and precomputed bytes, one app frame per request);
-    everything else, and a chat path under a root_path, goes through Starlette's routes
-    (the chat routes re-enter the front door)."""
+    no pydantic; one orjson parse, the roles read in C, one dict lookup of the head user
+    texts). A non-streaming request for a turn that needs nothing from the request
+    beyond its key and assistant count gets that turn's prepared reply (the same two
+    ASGI messages each time, built on its first request: `_prepare_reply`); every other
+    chat request goes on to `_serve`. Everything else, and a chat path under a
+    root_path, goes through Starlette's routes (the chat routes re-enter the front
+    door)."""
 
     def __init__(self, store: ReplayStore, stats: ReplayStats, auth: bytes | None, policy: str,
                  **kwargs: Any) -> None:
@@ -242,10 +251,11 @@ class _ReplayApp(Starlette):
         self.stats = stats
         self.auth = auth
         self.policy = policy
-        # id(PreparedTurn) -> its 200 response headers, built on the turn's first request
-        # (the store's turns live as long as the app, so their ids stay theirs)
-        self._ok_headers: dict[int, list[tuple[bytes, bytes]]] = {}
         self._keys = _known_keys(store)
+        # head user texts (a `_keys` key) -> per turn index: its prepared reply (built on
+        # the first request for it), None where `_serve` must answer, or _UNPREPARED
+        self._replies: dict[Any, list[_Reply | object | None]] = {
+            _head_texts(entry): [_UNPREPARED] * len(entry.turns) for entry in store.trajectories}
 
     async def _reply(self, send: Any, status: int, body: bytes, extra: list | None = None) -> None:
         headers = [_JSON, (b"content-length", str(len(body)).encode())]
@@ -285,9 +295,9 @@ class _ReplayApp(Starlette):
             stats.bad_requests += 1
             await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}")
             return
-        try:  # the roles by dict.get over the list, in C; anything malformed raises
+        try:  # the roles by itemgetter over the list, in C; anything malformed raises
             messages = req["messages"]
-            roles = list(map(dict.get, messages, _ROLE))
+            roles = list(map(_ROLE, messages))
         except (TypeError, KeyError):
             problem, messages, roles = _scan_messages(req)  # names the problem
             if problem:
@@ -305,12 +315,53 @@ class _ReplayApp(Starlette):
                 stats.bad_requests += 1
                 await self._fail(send, 400, "bad_request", "messages: no message with role 'user'")
                 return
-            text: Any = content if type(content) is str else flatten_content(content)
-            key = self._keys.get(text) or match_key_for_messages([text])
+            head: Any = content if type(content) is str else flatten_content(content)
         else:
-            texts = tuple(flatten_content(messages[i].get("content"))
-                          for i in range(first_assistant) if roles[i] == "user")
-            key = self._keys.get(texts) or match_key_for_messages(list(texts))
+            head = tuple(flatten_content(messages[i].get("content"))
+                         for i in range(first_assistant) if roles[i] == "user")
+        replies = self._replies.get(head)
+        if replies is not None and n_assistant < len(replies) and req.get("stream") is not True:
+            reply = replies[n_assistant]
+            if reply is _UNPREPARED:
+                reply = replies[n_assistant] = self._prepare_reply(head, n_assistant)
+            if reply is not None:  # the recorded turn, as it is, at once: no check to make
+                start, body, size, counters = reply
+                stats.served += 1
+                counters.served += 1
+                await send(start)
+                await send(body)
+                stats.bytes_out += size
+                counters.bytes_out += size
+                return
+        await self._serve(send, t0, req, messages, roles, n_assistant, head)
+
+    def _prepare_reply(self, head: Any, turn_index: int) -> _Reply | None:
+        """The reply of turn `turn_index` of the trajectory whose head user texts are
+        `head` (a `_known_keys` key) to a non-streaming request with that many assistant
+        messages, when it needs nothing from the request: its key is unique (no system
+        text to compare), the turn is found by key and index (no context edit indexes
+        the pair), it is sent at once (instant latency) and the divergence policy checks
+        nothing on it; else None (`_serve` answers)."""
+        key = self._keys[head]
+        store = self.store
+        entry = store.lookup(key, None)
+        if entry is None or store.needs_system(key) or store.lookup_turn(key, turn_index) is not None:
+            return None
+        turn = entry.turns[turn_index]
+        if turn.final_offset_s > 0 or (self.policy != "off" and turn_index > 0 and turn.previous is not None):
+            return None
+        body = turn.body
+        headers = [_JSON, (b"content-length", str(len(body)).encode()), *turn.headers]
+        # the same two ASGI messages for every request of this turn (uvicorn only reads them)
+        return ({"type": "http.response.start", "status": 200, "headers": headers},
+                {"type": "http.response.body", "body": body}, len(body), self.stats.by_ordinal[entry.ordinal])
+
+    async def _serve(self, send: Any, t0: float, req: dict[str, Any], messages: list[Any], roles: list[Any],
+                     n_assistant: int, head: Any) -> None:
+        """Answer a chat request the prepared replies do not cover (module doc): match,
+        misses, divergence check, latency, streaming."""
+        stats = self.stats
+        key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
         if roles[0] == "system":  # where agents put it
             system = messages[0]
         else:
@@ -365,13 +416,7 @@ class _ReplayApp(Starlette):
             if turn.final_offset_s > 0:
                 await _sleep_until(t0 + turn.final_offset_s)
             body = turn.body
-            if extra is turn.headers:
-                headers = self._ok_headers.get(id(turn))
-                if headers is None:
-                    headers = self._ok_headers[id(turn)] = [
-                        _JSON, (b"content-length", str(len(body)).encode()), *extra]
-            else:
-                headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
+            headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             stats.bytes_out += len(body)
@@ -395,7 +440,18 @@ def _authorized(scope: Any, expected: bytes) -> bool:
     return False
 
 
-_ROLE = itertools.repeat("role")
+_ROLE = operator.itemgetter("role")
+_UNPREPARED = object()
+_Reply = tuple[dict[str, Any], dict[str, Any], int, _TrajectoryCounters]
+"""A prepared 200 reply: (http.response.start message, http.response.body message,
+body bytes, the trajectory's counters)."""
+
+
+def _head_texts(entry: StoredTrajectory) -> Any:
+    """The head user texts of a trajectory as `_known_keys` keys them: the first user
+    text alone, or the tuple of it and the user texts before the first turn."""
+    traj = entry.trajectory
+    return traj.first_user if not traj.user_before_turns else (traj.first_user, *traj.user_before_turns)
 
 
 def _known_keys(store: ReplayStore) -> dict[Any, str]:
@@ -406,9 +462,8 @@ def _known_keys(store: ReplayStore) -> dict[Any, str]:
     same texts, so the lookup is exact. Holds references to the store's strings only."""
     keys: dict[Any, str] = {}
     for entry in store.trajectories:
-        traj = entry.trajectory
-        texts = [traj.first_user, *traj.user_before_turns]
-        keys[texts[0] if len(texts) == 1 else tuple(texts)] = match_key_for_messages(texts)
+        head = _head_texts(entry)
+        keys[head] = match_key_for_messages([head] if type(head) is str else list(head))
     return keys
 
 
@@ -422,7 +477,7 @@ def _scan_messages(req: Any) -> tuple[str | None, list[dict[str, Any]], list[Any
     if not isinstance(messages, list):
         return f"messages: must be a list (got {type(messages).__name__})", [], []
     try:  # dict.get over the list in C; raises TypeError on a message that is no dict
-        return None, messages, list(map(dict.get, messages, _ROLE))
+        return None, messages, list(map(dict.get, messages, itertools.repeat("role")))
     except TypeError:
         for i, msg in enumerate(messages):
             if not isinstance(msg, dict):

@@ -72,3 +72,47 @@ async def test_requests_off_the_known_texts_still_match(tmp_path):
     assert (stats["served"], stats["bad_requests"], stats["misses"]["unknown_key"]) == (4, 4, 1)
     assert stats["trajectories"]["two"]["served"] == 2
     assert stats["trajectories"]["traj-keys-a"]["served"] == 2
+
+
+async def test_prepared_replies_answer_as_the_first_request_and_count_after_a_reset(tmp_path):
+    # a turn's second request is answered from its prepared reply (the first one builds it):
+    # same status, headers and bytes; its counters are the stats' own, reset in place
+    store, plain, two = _store(tmp_path)
+    app = create_app(store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        first = await _post(client, request_messages(plain, 1))
+        again = await _post(client, request_messages(plain, 1))
+        assert (first.status_code, again.status_code) == (200, 200)
+        assert again.content == first.content == store.lookup(plain.match_key, None).turns[1].body
+        assert list(again.headers.items()) == list(first.headers.items())
+        served = (await client.get("/stats")).json()["trajectories"]["traj-keys-a"]
+        assert (served["served"], served["bytes_out"]) == (2, 2 * len(first.content))
+        await client.post("/stats/reset")
+        await _post(client, request_messages(plain, 1))
+        # turn 2 of 2 recorded turns: past the prepared replies, 409 from the full path
+        beyond = await _post(client, request_messages(plain, 1) + [
+            {"role": "assistant", "content": "x"}, {"role": "user", "content": "more"}])
+        assert (beyond.status_code, beyond.json()["error"]["code"]) == (409, "beyond_turns")
+        stats = (await client.get("/stats")).json()
+    assert (stats["requests"], stats["served"], stats["misses"]["beyond_turns"]) == (2, 1, 1)
+    assert stats["trajectories"]["traj-keys-a"] == {
+        "served": 1, "misses": {"beyond_turns": 1, "diverged": 0},
+        "divergences": {"status": 0, "content": 0}, "bytes_out": len(first.content)}
+
+
+async def test_prepared_replies_leave_checked_turns_to_the_divergence_policy(tmp_path):
+    # policy status: turn 1 is checked on every request (never a prepared reply), so a
+    # changed exit code is flagged the second time too
+    store, plain, two = _store(tmp_path)
+    app = create_app(store, divergence="status")
+    messages = request_messages(plain, 1)
+    tool = next(i for i, m in enumerate(messages) if m["role"] == "tool")
+    messages[tool] = {**messages[tool], "content": "out 0\nexit code 3"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        for _ in range(2):
+            r = await _post(client, messages)
+            assert (r.status_code, r.headers.get("x-replay-divergence")) == (200, "status")
+        r = await _post(client, request_messages(plain, 0))  # turn 0: nothing to check
+        assert (r.status_code, r.headers.get("x-replay-divergence")) == (200, None)
+        stats = (await client.get("/stats")).json()
+    assert stats["divergences"] == {"status": 2, "content": 0, "total": 2}

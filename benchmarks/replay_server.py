@@ -1,7 +1,7 @@
 """Replay server benchmark (issues #3, #17): requests per server CPU second of the replay
 server beside a bare ASGI app on the same server stack, on each stack, in one run.
 
-    .venv/bin/python benchmarks/replay_server.py [--requests 3000] [--rounds 7] [--block 500]
+    .venv/bin/python benchmarks/replay_server.py [--requests 3000] [--rounds 9] [--block 0]
         [--concurrency 64] [--stacks h11,httptools,granian] [--stream]
 
 What it does: writes a 100-turn store (10 trajectories x 10 turns, ~600 characters of
@@ -17,13 +17,17 @@ httptools + uvloop: the fast stack the replay server uses by default), `granian`
 (granian's Rust HTTP server, ASGI interface, one worker, uvloop; only when the
 granian package is installed).
 
-One client process pinned to the other CPUs (aiohttp on uvloop, `--concurrency`
-requests in flight) sends every request with the full conversation up to its turn, as
-an agent would (bodies grow to ~17 KB). All servers run at once; a round sends
-`--requests` requests to each, in blocks of `--block` that take turns (block 1 to each
-server, block 2 to each, ...; 300 warm-up requests each first), so each server sees the
-same bodies at the client's full rate and a busy machine's slow and quick spells fall
-on all alike. A server's figure is requests / server CPU s, where server CPU s is the
+One client process pinned to the other CPUs (aiohttp on uvloop) sends every request
+with the full conversation up to its turn, as an agent would (bodies grow to ~17 KB).
+All servers run at once; a round sends `--requests` requests to each (300 warm-up
+requests each first). By default (`--block 0`) they are interleaved: `--concurrency`
+x servers workers each send request k to every server in turn, starting at a rotating
+one, so every server sees the same bodies at the same moments (~`--concurrency` in
+flight each) and a busy machine's slow and quick spells fall on all alike within a
+round: two identical bare apps then agree within ~2% per round, against ~7% with
+blocks. `--block N` sends blocks of N requests at `--concurrency` that take turns
+(block 1 to each server, block 2 to each, ...), the earlier method.
+A server's figure is requests / server CPU s, where server CPU s is the
 CPU time of its process tree (its threads' /proc/.../schedstat, in ns; granian runs a
 worker process) over the round. Per CPU second is the one-core capacity and is far less
 disturbed by other work on a shared machine than a wall rate.
@@ -276,35 +280,46 @@ def _start(stack: str, app: str, store: Path, cpu: int) -> _Server:
 
 async def _drive(targets: list[tuple[str, bool]], requests: list[tuple[bytes, str]], n: int, concurrency: int,
                  stream: bool, block: int) -> tuple[float, int]:
-    """Send `n` requests to each of `targets` ((url, replay?)) in blocks of `block`
-    requests taking turns (block 1 to every target, block 2 to every target, ...), each
-    block at full concurrency: every target sees the same bodies at the client's full
-    rate, and a busy machine's slow and quick spells fall on all alike. Returns (wall s,
-    bad responses)."""
+    """Send `n` requests to each of `targets` ((url, replay?)): `block` <= 0, interleaved
+    (concurrency x targets workers, each sending request k to every target in turn from
+    a rotating first one); else in blocks of `block` requests taking turns (block 1 to
+    every target, block 2 to every target, ...), each block at `concurrency`. Either
+    way every target sees the same bodies. Returns (wall s, bad responses)."""
     import aiohttp
 
     bad = 0
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
-        async def worker(url: str, replay: bool, counter: Any) -> None:
+        async def post(url: str, replay: bool, k: int) -> None:
             nonlocal bad
+            body, expected = requests[k % len(requests)]
+            if stream:
+                body = body[:-1] + b',"stream":true}'
+            async with session.post(url, data=body, headers={"content-type": "application/json"}) as resp:
+                data = await resp.read()
+            if resp.status != 200:
+                bad += 1
+            elif stream:
+                bad += not data.endswith(b"data: [DONE]\n\n")
+            # the same client work for every server (a slower client would offer a
+            # server fewer requests per wake-up): parse and compare the content
+            elif orjson.loads(data)["choices"][0]["message"]["content"] != (expected if replay else _BARE_CONTENT):
+                bad += 1
+
+        async def worker(url: str, replay: bool, counter: Any) -> None:
             for k in counter:
-                body, expected = requests[k % len(requests)]
-                if stream:
-                    body = body[:-1] + b',"stream":true}'
-                async with session.post(url, data=body,
-                                        headers={"content-type": "application/json"}) as resp:
-                    data = await resp.read()
-                if resp.status != 200:
-                    bad += 1
-                elif stream:
-                    bad += not data.endswith(b"data: [DONE]\n\n")
-                # the same client work for every server (a slower client would offer a
-                # server fewer requests per wake-up): parse and compare the content
-                elif orjson.loads(data)["choices"][0]["message"]["content"] != (expected if replay else _BARE_CONTENT):
-                    bad += 1
+                await post(url, replay, k)
+
+        async def interleaved(counter: Any) -> None:
+            for k in counter:  # request k to every target, starting at a rotating one
+                for j in range(len(targets)):
+                    await post(*targets[(k + j) % len(targets)], k)
 
         start = time.perf_counter()
+        if block <= 0:
+            counter = iter(range(n))
+            await asyncio.gather(*(interleaved(counter) for _ in range(concurrency * len(targets))))
+            return time.perf_counter() - start, bad
         for first in range(0, n, block):
             for url, replay in targets:
                 counter = iter(range(first, min(first + block, n)))
@@ -332,9 +347,10 @@ def _median(xs: list[float]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=3_000, help="measured requests per server per round")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--block", type=int, default=500, help="requests per server per turn within a round")
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--block", type=int, default=0,
+                        help="requests per server per turn within a round (0: interleaved, request by request)")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight per server")
     parser.add_argument("--stacks", default=",".join(STACKS),
                         help="comma-separated subset of h11,httptools,granian (granian needs the package)")
     parser.add_argument("--stream", action="store_true",
@@ -379,11 +395,12 @@ def main() -> int:
             run(order, WARMUP)
             print(f"store: {N_TRAJ} trajectories x {N_TURNS} turns (request bodies 1.6-17 KB); servers on CPU "
                   f"{server_cpu}, aiohttp client on CPUs {client_cpus}, concurrency {args.concurrency}, "
-                  f"{args.requests} requests per server per round, in blocks of {args.block} taking turns over the"
-                  f" {len(order)} servers")
+                  f"{args.requests} requests per server per round, "
+                  + (f"in blocks of {args.block} taking turns over the {len(order)} servers" if args.block > 0
+                     else f"interleaved request by request over the {len(order)} servers"))
             for rnd in range(1, args.rounds + 1):
                 cpu0 = {key: srv.cpu_s() for key, srv in servers.items()}
-                # the order of the servers within a block cycle flips every round
+                # the order of the servers within a cycle flips every round
                 elapsed, nbad = run(order if rnd % 2 else order[::-1], args.requests)
                 bad += nbad
                 cells = []

@@ -240,6 +240,33 @@ def assistant_turn(
     )
 
 
+def tool_result(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext,
+                line: int | None) -> tuple[int, int] | None:
+    """Attach a pi ToolResultMessage to the last turn as an Observation; its (turn, item)
+    MessageRef coordinates, None when nothing was added (a result for a call that already
+    has one: `duplicate_tool_result`; no turn yet: `orphan_observation`). Raises
+    ConvertError when `toolCallId` is not a string."""
+    call_id = msg.get("toolCallId")
+    if not isinstance(call_id, str):
+        raise ctx.error(line, "message.toolCallId", "toolResult without toolCallId", call_id)
+    if builder.has_observation(call_id):
+        builder.skip("duplicate_tool_result")
+        return None
+    obs = fast_observation(
+        tool_call_id=call_id,
+        name=msg.get("toolName"),
+        content=text_of(msg.get("content"), builder),
+        is_error=bool(msg.get("isError", False)),
+    )
+    if not builder.turns:
+        builder.observation(obs)  # counts it as orphan_observation
+        return None
+    last = builder.turns[-1]
+    at = (last.index, 1 + len(last.observations) + len(last.user_after))
+    builder.observation(obs)
+    return at
+
+
 def apply_message(
     msg: Any,
     builder: TrajectoryBuilder,
@@ -259,20 +286,7 @@ def apply_message(
     elif role == "assistant":
         assistant_turn(msg, builder, ctx, line, entry_timestamp, default_model)
     elif role == "toolResult":
-        call_id = msg.get("toolCallId")
-        if not isinstance(call_id, str):
-            raise ctx.error(line, "message.toolCallId", "toolResult without toolCallId", call_id)
-        if builder.has_observation(call_id):
-            builder.skip("duplicate_tool_result")
-            return
-        builder.observation(
-            fast_observation(
-                tool_call_id=call_id,
-                name=msg.get("toolName"),
-                content=text_of(msg.get("content"), builder),
-                is_error=bool(msg.get("isError", False)),
-            )
-        )
+        tool_result(msg, builder, ctx, line)
     elif role == "bashExecution":
         if msg.get("excludeFromContext"):
             builder.skip("bash_execution_excluded")
@@ -451,6 +465,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 if is_turn:  # apply_message's assistant case, which adds exactly one turn (or raises)
                     assistant_turn(msg, builder, ctx, line, entry.get("timestamp"), node.model)
                     node.pos = index.push(n_turns, 0)
+                elif type(msg) is dict and msg.get("role") == "toolResult":  # its toolResult case
+                    at = tool_result(msg, builder, ctx, line)
+                    node.pos = None if at is None else index.push(*at)
                 else:
                     node.pos = index.add(lambda: apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model))
             except ConvertError:

@@ -247,3 +247,27 @@ def test_gc_paused_turns_the_collector_off_and_restores_it_after_an_error(gc_on:
         assert gc.isenabled() is gc_on
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_pi_tool_result_returns_the_position_history_index_add_would_record() -> None:
+    from replay.converters._common import TrajectoryBuilder, fast_response
+    from replay.converters._edits import message_cursor
+    from replay.converters.pi_session import tool_result
+
+    ctx = FileContext("s.jsonl", "0" * 64, b"")
+    b = TrajectoryBuilder(ctx, "pi-session")
+    result = {"role": "toolResult", "toolCallId": "c1", "toolName": "bash", "content": [{"type": "text", "text": "ok"}]}
+    assert tool_result(result, b, ctx, 2) is None  # no turn yet
+    assert b.skipped == {"orphan_observation": 1}
+    b.user("task")
+    b.turn(fast_response(content="x", finish_reason="tool_calls"))
+    before = message_cursor(b)
+    assert tool_result(result, b, ctx, 3) == before == (0, 1)
+    assert tool_result(result, b, ctx, 4) is None  # the call has its result
+    assert b.skipped == {"orphan_observation": 1, "duplicate_tool_result": 1}
+    b.user("more")
+    assert tool_result({**result, "toolCallId": "c2", "isError": True}, b, ctx, 5) == (0, 3)
+    assert [(o.tool_call_id, o.content, o.is_error) for o in b.turns[0].observations] == [
+        ("c1", "ok", False), ("c2", "ok", True)]
+    with pytest.raises(ConvertError, match="toolCallId"):
+        tool_result({"role": "toolResult", "toolCallId": 7}, b, ctx, 6)

@@ -154,12 +154,15 @@ def pi_usage(usage: Any) -> Usage | None:
     """Usage from a pi-ai `Usage` object (see module docstring); None when absent."""
     if not isinstance(usage, dict):
         return None
-    inp, out = _count(usage.get("input")), _count(usage.get("output"))
+    # `type(v) is int and v >= 0` first: _count's answer for the usual case, without its call
+    inp = v if type(v := usage.get("input")) is int and v >= 0 else _count(v)
+    out = v if type(v := usage.get("output")) is int and v >= 0 else _count(v)
     if inp is None and out is None:
         return None
-    cr, cw = _count(usage.get("cacheRead")), _count(usage.get("cacheWrite"))
+    cr = v if type(v := usage.get("cacheRead")) is int and v >= 0 else _count(v)
+    cw = v if type(v := usage.get("cacheWrite")) is int and v >= 0 else _count(v)
     prompt = None if inp is None else inp + (cr or 0) + (cw or 0)
-    total = _count(usage.get("totalTokens"))
+    total = v if type(v := usage.get("totalTokens")) is int and v >= 0 else _count(v)
     if total is None and prompt is not None and out is not None:
         total = prompt + out
     return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
@@ -341,8 +344,9 @@ class _Tree:
             self.nodes.append(node)
             prev = entry_id
         # every entry the child of the one before it (all v1 files, most v2/v3): then a
-        # turn extends the previous one unless a compaction or a retry lies between
-        self.linear = all(n.parent == (self.nodes[i - 1].id if i else None) for i, n in enumerate(self.nodes))
+        # turn extends the previous one unless a compaction or a retry lies between (v1: so by construction)
+        self.linear = not tree or all(n.parent == (self.nodes[i - 1].id if i else None)
+                                      for i, n in enumerate(self.nodes))
         self.compactions = [n.index for n in self.nodes if n.entry["type"] == "compaction"]
         self.index: HistoryIndex | None = None  # set once the builder exists
         self.applied: set[str] = set()  # ids of compactions an edit has applied

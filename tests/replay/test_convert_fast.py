@@ -271,3 +271,21 @@ def test_pi_tool_result_returns_the_position_history_index_add_would_record() ->
         ("c1", "ok", False), ("c2", "ok", True)]
     with pytest.raises(ConvertError, match="toolCallId"):
         tool_result({"role": "toolResult", "toolCallId": 7}, b, ctx, 6)
+
+
+def test_pi_usage_counts_only_ints_of_zero_or_more() -> None:
+    from enum import IntEnum
+
+    from replay.converters.pi_session import pi_usage
+
+    class Three(IntEnum):
+        N = 3
+
+    assert pi_usage({"input": 3, "output": 5, "cacheRead": 7, "cacheWrite": 1}) == Usage(
+        prompt_tokens=11, completion_tokens=5, cached_tokens=7, total_tokens=16)
+    assert pi_usage({"input": True, "output": -1}) is None  # a bool and a negative count are no counts
+    assert pi_usage({"input": 2.0, "output": "5"}) is None
+    assert pi_usage({"input": Three.N, "output": 1, "cacheRead": -4, "totalTokens": 9}) == Usage(
+        prompt_tokens=3, completion_tokens=1, total_tokens=9)
+    assert pi_usage({"output": 4, "totalTokens": None}) == Usage(completion_tokens=4)
+    assert pi_usage([1]) is None

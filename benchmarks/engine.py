@@ -24,15 +24,27 @@ rounds of `--pair-seconds` runs, the figure the median of the per-round ratios.
    POST /sse (200 one-token content chunks per response, sent as 4 HTTP chunks at
    once) on each engine transport, in rounds with the same workload on NullTransport
    returning the same 200-chunk stream in 4 reads (no I/O; `closed:1`). events per
-   CPU s = token events of ok samples / self_checks.client_cpu_s. Targets, judged on
-   `raw`: real I/O >= 60,000; median of the per-round ratios real I/O / null >= 0.95.
+   CPU s = token events of ok samples / self_checks.client_cpu_s. Each real-I/O run
+   sits between two null runs (null, raw, null, aiohttp, null; the transports swap
+   places every other round) and its reference is their geometric mean, so a load
+   change during the round moves both sides. Targets, judged on `raw`: real I/O >=
+   60,000; median of the per-round ratios real I/O / reference >= 0.95.
    Each round also times a bare loop per transport (closed 64, POST of the same body
    and headers, read of the same /sse stream, no parsing): the CPU s per stream that
    the I/O alone costs on it, so null / (null + bare read) bounds the ratio any engine
-   on that client can reach. NullTransport with one event per read is printed beside
-   them (the per-read cost), and NullTransport waiting once per request on the event
-   loop (a 1 ns sleep, no I/O): a client on a socket waits at least once per request,
-   which the plain null path never does, so that ratio bounds every real-I/O client.
+   on that client can reach, and real - null - bare read (us per stream) is what the
+   engine itself adds on real I/O. NullTransport with one event per read is printed
+   beside them (the per-read cost), and NullTransport waiting once per request on the
+   event loop (a 1 ns sleep, no I/O): a client on a socket waits at least once per
+   request, which the plain null path never does. A last run on `raw` with counting
+   connections prints the socket reads and loop waits per stream (with this server
+   1 and 1: the whole response in one read; the null reference feeds the same bytes
+   in 4 reads, and with 1 read instead it measured the same within noise).
+   Every measured run of 1-2 starts after gc.collect(): garbage left by the previous
+   run (its summary, its samples read back) otherwise triggers a full collection
+   inside the next run, which only the real-I/O runs, allocating more, hit. A warm-up
+   run per transport and a null run come first, not counted: the first real-I/O run
+   of a process grows its heap (page faults no later run pays).
    profile: cProfile (timer time.thread_time: CPU, not wall) of one engine run of 1 and
    one of 2 on `raw`; the top `--profile-top` functions by own time (the run summary's
    SQL, after the run, included).
@@ -58,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import resource
 import statistics
@@ -79,7 +92,7 @@ for p in (REPO, REPO / "benchmarks"):
 from _servers import split_even, sse_body, sse_events, start_server  # noqa: E402
 
 from benchmaker import BenchConfig, BenchRunner, HttpWorkload, NullTransport, OpenAIChatWorkload, StaticDataset  # noqa: E402
-from benchmaker.http1 import RawTransport  # noqa: E402
+from benchmaker.http1 import RawTransport, _Conn  # noqa: E402
 from benchmaker.records import RequestSpec  # noqa: E402
 
 SSE_CHUNKS = 200
@@ -148,6 +161,7 @@ def bench_throughput(base: str, out: Path, seconds: float, pairs: int) -> dict[s
     rates: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
     cpus: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
     for rnd in range(1, pairs + 1):
+        _settled()
         cpu0 = time.process_time()
         n, wall = uvloop.run(_bare_loop(url, 64, seconds))
         cpu = time.process_time() - cpu0
@@ -156,6 +170,7 @@ def bench_throughput(base: str, out: Path, seconds: float, pairs: int) -> dict[s
         line = [f"  round {rnd}: bare aiohttp {bare_rates[-1]:>7,.0f} req/s {bare_cpu[-1]:>7,.0f} per cpu s"
                 f" ({1e6 / bare_cpu[-1]:.1f} us, util {cpu / wall:.2f})"]
         for t in TRANSPORTS:
+            _settled()
             cfg = BenchConfig(load="closed:64", duration_s=seconds, out_dir=out, transport=t)
             res = _run(BenchRunner(cfg, workload=HttpWorkload(url)))
             sc = res.summary["self_checks"]
@@ -292,6 +307,51 @@ async def _bare_raw_loop(url: str, concurrency: int, seconds: float, body: bytes
     return n
 
 
+def _settled() -> None:
+    """Collect the garbage of earlier runs (run summaries, samples read back) before a
+    measured run, so that no full collection of it lands inside the next run's CPU time:
+    measured here, a gen-2 collection left over from the previous run cost one real-I/O
+    run ~40 us per stream (the null runs, which allocate little, never triggered one)."""
+    gc.collect()
+
+
+class _CountingConn(_Conn):
+    """A RawTransport connection that counts socket reads and waits (figure 2's check of
+    what the real path does per stream; not used in measured runs)."""
+
+    __slots__ = ()
+    reads = 0
+    waits = 0
+
+    def data_received(self, data: bytes) -> None:
+        _CountingConn.reads += 1
+        super().data_received(data)
+
+    async def wait(self) -> None:
+        _CountingConn.waits += 1
+        await super().wait()
+
+
+def _reads_per_stream(base: str, out: Path, seconds: float) -> tuple[float, float, int]:
+    """(socket reads, waits, streams) per ok stream of one engine run on `raw` with
+    counting connections."""
+    import benchmaker.http1 as http1
+
+    _CountingConn.reads = _CountingConn.waits = 0
+    http1._Conn = _CountingConn  # RawTransport._connect builds its connections from the module name
+    try:
+        cfg = BenchConfig(load="closed:64", duration_s=seconds, out_dir=out, transport="raw")
+        res = _run(BenchRunner(cfg, workload=_chat(base + "/sse")))
+    finally:
+        http1._Conn = _Conn
+    n = res.summary["run"]["n_ok"]
+    return _CountingConn.reads / n, _CountingConn.waits / n, n
+
+
+def _loadavg() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[str, Any]:
     body = sse_body(SSE_CHUNKS)
     null = {"4 reads": tuple(split_even(body, 4)), "1 event/read": tuple(sse_events(SSE_CHUNKS))}
@@ -301,52 +361,89 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
                            workload=_chat("http://null/v1/chat/completions"),
                            transport=NullTransport(chunks=chunks, delay_s=delay_s))
 
+    def null4_run() -> float:
+        _settled()
+        return _events_per_cpu_s(null_runner(null["4 reads"]))[0]
+
+    print(f"  {_loadavg()} at the start")
+    # warm-up, not counted: the first real-I/O run of a process grows the heap (measured:
+    # 7.5 page faults per stream in the first raw run, 0.2-0.3 in every later one, 0.01
+    # in null runs), a one-time cost the null runs never pay
+    for t in TRANSPORTS:
+        _settled()
+        _run(BenchRunner(BenchConfig(load="closed:64", duration_s=min(seconds, 0.5), out_dir=out, transport=t),
+                         workload=_chat(base + "/sse")))
+    _run(null_runner(null["4 reads"]))
     real: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
     real_wall: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
-    null4, null1, null_wait = [], [], []
+    ref: dict[str, list[float]] = {t: [] for t in TRANSPORTS}  # the null reference of each real run
+    extra: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
+    null4, null1, null_wait, round_null = [], [], [], []
     bounds: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
     request = _chat(base + "/sse").request(0)
     for rnd in range(1, pairs + 1):
         line = [f"  round {rnd}:"]
-        for t in TRANSPORTS:
+        # each real-I/O run sits between two null runs; its reference is their geometric
+        # mean, which follows the machine's load through the round (null, raw, null,
+        # aiohttp, null); the transports swap places every other round
+        order = TRANSPORTS if rnd % 2 else TRANSPORTS[::-1]
+        nulls = [null4_run()]
+        for t in order:
+            _settled()
             cfg = BenchConfig(load="closed:64", duration_s=seconds, out_dir=out, transport=t)
             per_cpu, per_wall, n_ok = _events_per_cpu_s(BenchRunner(cfg, workload=_chat(base + "/sse")))
+            nulls.append(null4_run())
             real[t].append(per_cpu)
             real_wall[t].append(per_wall)
+            ref[t].append((nulls[-2] * nulls[-1]) ** 0.5)
             line.append(f"{t} closed:64 {per_cpu:>9,.0f} events per cpu s ({per_wall:,.0f} per wall s, {n_ok:,}"
-                        f" streams)")
-        null4.append(_events_per_cpu_s(null_runner(null["4 reads"]))[0])
-        null_us = SSE_CHUNKS / null4[-1] * 1e6  # client cpu per stream, no I/O
+                        f" streams; null around it {nulls[-2]:,.0f} / {nulls[-1]:,.0f})")
+        null4.extend(nulls)
+        _settled()
         # the same, waiting once per request on the loop (a 1 ns sleep): what a client
         # that must wait for its socket pays before any I/O
         null_wait.append(_events_per_cpu_s(null_runner(null["4 reads"], 1e-9))[0])
-        line.append(f"NullTransport 4 reads {null4[-1]:>9,.0f}, waiting once per request {null_wait[-1]:>9,.0f}"
-                    f" ({null_wait[-1] / null4[-1]:.3f})")
+        round_null.append(statistics.median(nulls))
+        line.append(f"NullTransport waiting once per request {null_wait[-1]:>9,.0f}"
+                    f" ({null_wait[-1] / round_null[-1]:.3f} of the round's median null)")
         # the I/O alone: POST /sse + read of the same stream, no parsing, on each client
         for t in TRANSPORTS:
+            _settled()
             cpu0 = time.process_time()
             if t == "aiohttp":
                 n, _ = uvloop.run(_bare_loop(base + "/sse", 64, seconds, request.body, request.headers))
             else:
                 n = uvloop.run(_bare_raw_loop(base + "/sse", 64, seconds, request.body, request.headers))
             io_us = (time.process_time() - cpu0) / n * 1e6
+            null_us = SSE_CHUNKS / ref[t][-1] * 1e6  # client cpu per stream, no I/O
+            real_us = SSE_CHUNKS / real[t][-1] * 1e6
             bounds[t].append(null_us / (null_us + io_us))
-            line.append(f"{t}: ratio {real[t][-1] / null4[-1]:.3f}, bare read {io_us:.0f} us per stream vs null's"
-                        f" {null_us:.0f}: bound {bounds[t][-1]:.3f}")
+            extra[t].append(real_us - null_us - io_us)
+            line.append(f"{t}: ratio {real[t][-1] / ref[t][-1]:.3f}, bare read {io_us:.0f} us per stream vs null's"
+                        f" {null_us:.0f}: bound {bounds[t][-1]:.3f}; the engine on it {real_us:.0f} us: beyond"
+                        f" null + bare read {extra[t][-1]:+.0f} us")
         print(";  ".join(line))
+    _settled()
     null1.append(_events_per_cpu_s(null_runner(null["1 event/read"]))[0])
     got: dict[str, Any] = {"null_4 reads": statistics.median(null4), "null_1 event/read": null1[0],
-                           "null_wait": statistics.median(w / n for w, n in zip(null_wait, null4))}
+                           "null_wait": statistics.median(w / n for w, n in zip(null_wait, round_null))}
     print(f"  median of {pairs} rounds, NullTransport waiting once per request on the loop / without:"
           f" {got['null_wait']:.3f} (no I/O: the cost of one wait on the event loop per request)")
     for t in TRANSPORTS:
-        got[f"ratio_{t}"] = statistics.median(r / n for r, n in zip(real[t], null4))
+        got[f"ratio_{t}"] = statistics.median(r / n for r, n in zip(real[t], ref[t]))
         got[f"bound_{t}"] = statistics.median(bounds[t])
+        got[f"extra_{t}"] = statistics.median(extra[t])
         got[f"per_cpu_{t}"] = statistics.median(real[t])
         got[f"per_wall_{t}"] = statistics.median(real_wall[t])
         print(f"  median of {pairs} rounds, real I/O on {t} / null (4 reads) events per cpu s: {got[f'ratio_{t}']:.3f};"
-              f" the I/O's own bound null / (null + bare {t} read): {got[f'bound_{t}']:.3f}")
+              f" the I/O's own bound null / (null + bare {t} read): {got[f'bound_{t}']:.3f}; the engine's cost on"
+              f" it beyond null + bare read: {got[f'extra_{t}']:+.0f} us per stream")
     print(f"  NullTransport 1 event/read: {null1[0]:,.0f} events per cpu s")
+    reads, waits, n = _reads_per_stream(base, out, min(seconds, 1.0))
+    got["reads_per_stream"] = reads
+    print(f"  what the raw path does per stream ({n:,} streams, counted in a separate run): {reads:.2f} socket reads,"
+          f" {waits:.2f} waits on the loop (the null reference: 4 reads, no wait)")
+    print(f"  {_loadavg()} at the end")
     return got
 
 
@@ -589,11 +686,13 @@ def main() -> int:
                 (f"streaming real I/O ({t}) / null per core, median", st[f"ratio_{t}"], ">= 0.95" if target else "-",
                  st[f"ratio_{t}"] >= 0.95 if target else None, "{:.3f}"),
                 (f"  bound: null / (null + bare {t} read), median", st[f"bound_{t}"], "-", None, "{:.3f}"),
+                (f"  engine on {t} beyond null + bare read (us/stream)", st[f"extra_{t}"], "-", None, "{:+.0f}"),
             ]
         rows += [
             ("  null waiting once per request / null, median", st["null_wait"], "-", None, "{:.3f}"),
             ("streaming events/s per core (null, 4 reads)", st["null_4 reads"], "-", None, "{:,.0f}"),
             ("streaming events/s per core (null, 1 ev/read)", st["null_1 event/read"], "-", None, "{:,.0f}"),
+            ("  raw path: socket reads per stream", st["reads_per_stream"], "-", None, "{:.2f}"),
         ]
     if const is not None:
         rows += [

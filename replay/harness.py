@@ -61,7 +61,7 @@ from aiohttp import web
 from benchmaker.records import Outcome, Sample
 from replay.context import request_messages
 from replay.episodes import Episode, TurnRecord
-from replay.model_client import ChatResult, ModelClient
+from replay.model_client import ChatResult, MessageLog, ModelClient
 from replay.sandbox import Sandbox, SandboxError
 from replay.sandbox.local import LocalSandboxFactory
 from replay.sandbox.spawner import InlineSpawner
@@ -393,19 +393,20 @@ async def run_episode(
 
 async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode: str,
                 sb: Sandbox | None, stream: bool, send_status_fields: bool) -> None:
-    # One list grows by each turn's block as the agent's context did; a turn that
+    # One MessageLog grows by each turn's block as the agent's context did; a turn that
     # carries a context edit (a pi compaction) rebuilds it with replay.context's rule
     # (summary + the history from keep_from), then it grows again. Rebuilding only at
-    # edits keeps the cost per turn that of the new block (the request's serialisation
-    # aside), not of the whole history (issue #17 item 4).
-    messages = initial_messages(trajectory)
+    # edits, and keeping each message's JSON bytes as it is appended, makes the cost per
+    # turn that of the new block plus one copy of the history's bytes, not a
+    # serialisation of the whole history (issue #17 item 4).
+    messages = MessageLog(initial_messages(trajectory))
     responses: list[dict[str, Any]] = []
     observations: list[list[dict[str, Any]]] = []
     last = len(trajectory.turns) - 1
     for i, recorded in enumerate(trajectory.turns):
         if recorded.context_edit is not None:
-            messages = request_messages(trajectory, i, responses, observations,
-                                        send_status_fields=send_status_fields)
+            messages = MessageLog(request_messages(trajectory, i, responses, observations,
+                                                   send_status_fields=send_status_fields))
         call = await _chat(st, client, messages, stream, i, recorded)
         rec = st.add_call(call, i, recorded)
         if call.status is not None and call.status < 400 and _served_with_divergence(call):
@@ -433,7 +434,7 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
         messages.extend({"role": "user", "content": u} for u in recorded.user_after)
 
 
-async def _chat(st: _Episode, client: ModelClient, messages: list[dict[str, Any]], stream: bool, turn_index: int,
+async def _chat(st: _Episode, client: ModelClient, messages: MessageLog, stream: bool, turn_index: int,
                 recorded: Turn | None) -> ChatResult:
     """One model call of the episode; when the episode is cancelled during it (run
     deadline, Ctrl-C), the call still becomes a turn and a `cancelled` sample before

@@ -76,17 +76,17 @@ async def harness_bodies(store: Path, traj: Trajectory, *, mode: str = "recorded
     from replay.model_client import ModelClient
 
     bodies: list[list[dict]] = []
-    orig = ModelClient.body
+    orig = ModelClient.stream
 
-    def body(self, messages, **kw):  # keep a copy of each request's messages as sent
-        bodies.append(json.loads(json.dumps(messages)))
+    def stream(self, messages, **kw):  # keep a copy of each request's messages as sent (a list or a MessageLog)
+        bodies.append(json.loads(json.dumps(list(messages))))
         return orig(self, messages, **kw)
 
-    ModelClient.body = body  # type: ignore[method-assign]
+    ModelClient.stream = stream  # type: ignore[method-assign]
     try:
         with running_server(store) as url:
             res = await run_episode(traj, url, mode=mode,
                                     sandbox=local_sandbox_factory() if mode == "execute" else None)
     finally:
-        ModelClient.body = orig  # type: ignore[method-assign]
+        ModelClient.stream = orig  # type: ignore[method-assign]
     return res, bodies

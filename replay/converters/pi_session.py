@@ -76,13 +76,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from replay.converters import _common
 from replay.converters._common import (
     ARGS_SYNTH,
     FileContext,
     TrajectoryBuilder,
     fast_observation,
-    fast_response,
-    fast_timing,
     fast_tool_call,
     fast_usage,
     iso_from_ms,
@@ -228,9 +227,13 @@ def assistant_turn(
     if isinstance(started_ms, (int, float)) and ended_ms is not None and ended_ms >= started_ms:
         duration = round(ended_ms - started_ms, 3)
     started_at = iso_from_ms(started_ms)
-    timing = fast_timing(started_at=started_at, duration_ms=duration) if started_at or duration is not None else None
+    # the unvalidated constructors fast_timing and fast_response would pick, without their
+    # checks: started_at is a str or None, duration a float >= 0 (`ended_ms` is a float) or
+    # None, the texts str (join raises otherwise), `calls` ToolCalls, `finish` a FinishReason
+    timing = _common._trusted_timing(ttft_ms=None, duration_ms=duration, started_at=started_at) \
+        if started_at or duration is not None else None
     builder.turn(
-        fast_response(
+        _common._trusted_response(
             content="\n".join(texts) if texts else None,
             reasoning="\n".join(thinking) if thinking else None,
             tool_calls=calls,

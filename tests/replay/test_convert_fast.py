@@ -289,3 +289,28 @@ def test_pi_usage_counts_only_ints_of_zero_or_more() -> None:
         prompt_tokens=3, completion_tokens=1, total_tokens=9)
     assert pi_usage({"output": 4, "totalTokens": None}) == Usage(completion_tokens=4)
     assert pi_usage([1]) is None
+
+
+def test_pi_turn_timings_of_odd_timestamps_are_the_validated_ones(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """assistant_turn builds Timing and Response unvalidated: the values it can produce
+    (a started_at or None, a float duration >= 0, inf included: written null, or None) give the same bytes."""
+    entries = [{"type": "session", "id": "s", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/"},
+               {"type": "message", "timestamp": "2025-01-01T00:00:01.000Z",
+                "message": {"role": "user", "content": "task"}}]
+    for k, started in enumerate(["-Infinity", "true", "1735689602000", "1735689603500.25", "NaN", "null",
+                                 "1e300"]):
+        entries.append(f'{{"type": "message", "timestamp": "2025-01-01T00:00:0{k + 2}.000Z", "message": '
+                       f'{{"role": "assistant", "content": [{{"type": "text", "text": "a{k}"}}, {{"type": "thinking", '
+                       f'"thinking": "t"}}], "stopReason": "stop", "timestamp": {started}}}}}')  # type: ignore[arg-type]
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(e if isinstance(e, str) else json.dumps(e) for e in entries) + "\n")
+    fast, old = _both([path], tmp_path, monkeypatch)
+    assert fast == old
+    turns = json.loads(fast)["turns"]
+    assert [t["timing"] for t in turns][:3] == [{"ttft_ms": None, "duration_ms": None, "started_at": None},  # inf
+                                                {"ttft_ms": None, "duration_ms": 1735689602999.0, "started_at": None},
+                                                {"ttft_ms": None, "duration_ms": 2000.0,
+                                                 "started_at": "2025-01-01T00:00:02Z"}]
+    assert turns[4]["timing"] is None and turns[5]["timing"] is None
+    assert turns[0]["response"]["content"] == "a0" and turns[0]["response"]["reasoning"] == "t"

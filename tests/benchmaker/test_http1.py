@@ -15,6 +15,7 @@ import gzip
 import socket
 import ssl
 import struct
+import sys
 import subprocess
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -649,3 +650,42 @@ async def test_large_body_is_paused_and_read_whole():
         await tr.aclose()
         server.close()
         await server.wait_closed()
+
+
+_HEAP_PASSES = """
+import resource, sys
+from benchmaker.http1 import keep_heap
+if sys.argv[1] == "keep" and not keep_heap():
+    print("no glibc")
+    raise SystemExit
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):  # one loop pass of 64 streams: 64 reads of 32 KB held, then freed
+    held = [bytearray(32 << 10) for _ in range(64)]
+    del held
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+def test_keep_heap_stops_page_faults_per_pass_of_reads() -> None:
+    """keep_heap (RawTransport.start) keeps the freed top of the heap: 20 passes of 64
+    x 32 KB fault their pages in once (~2 MB: ~500 faults), where glibc's default trim
+    hands them back and faults them in on every pass (~9,000), in a fresh process each."""
+
+    def faults(mode: str) -> str:
+        return subprocess.run([sys.executable, "-c", _HEAP_PASSES, mode], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    kept = faults("keep")
+    if kept == "no glibc":
+        pytest.skip("keep_heap changes nothing without glibc's mallopt")
+    default = int(faults("default"))
+    assert int(kept) < 1000 < 5000 < default, (kept, default)
+
+
+async def test_start_keeps_the_heap() -> None:
+    import benchmaker.http1 as http1
+
+    http1._heap_kept = None  # as in a fresh process (setting it twice is harmless)
+    await RawTransport().start()
+    assert http1._heap_kept is not None  # tried once per process; True on glibc
+    assert http1.keep_heap() is http1._heap_kept

@@ -99,7 +99,8 @@ def orjson_safe(data: bytes) -> bool:
     `data` that orjson accepts: false when a number token may have 19 or more digits
     (orjson turns an integer beyond 64 bits into a float, json keeps it an int). A digit
     run counts as a number when it follows `:`, `,`, `[` (JSON spaces and a `-` between)
-    or starts `data`; one inside a string that looks so only costs the slow path.
+    or starts `data` or a line (a JSONL record that is a bare number); one inside a
+    string that looks so only costs the slow path.
     Everything orjson refuses (NaN, Infinity, lone surrogates, a UTF-8 BOM, bad bytes or
     syntax) is re-parsed with `json`, whose value or error message stands. Cost: one
     `bytes.translate` and a substring search (~1 ms per MB)."""
@@ -111,9 +112,10 @@ def orjson_safe(data: bytes) -> bool:
             i -= 1
         if i > 0 and data[i - 1] == 45:  # "-"
             i -= 1
+        start = i
         while i > 0 and data[i - 1] in _JSON_SPACE:
             i -= 1
-        if i == 0 or data[i - 1] in b":,[":
+        if i == 0 or data[i - 1] in b":,[" or 10 in data[i:start]:  # 10: a newline, a JSONL record starts
             return False
         end = at + len(_LONG_RUN)
         while end < len(digits) and digits[end] == 48:  # past this run

@@ -110,6 +110,9 @@ def test_each_file_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     (b'[1,\n  12345678901234567890]', False),
     (b"12345678901234567890", False),
     (b'{"a": 123456789012345678}', True),  # 18 digits: orjson keeps it an int
+    (b'{"a": 1}\n123456789012345678901234\n', False),  # a JSONL record that is a bare number
+    (b'{"a": 1}\n  -123456789012345678901234', False),
+    (b'{"a": 1} 123456789012345678901234', True),  # not a document orjson accepts: json decides
 ])
 def test_orjson_safe_flags_numbers_of_19_digits_or_more(data: bytes, safe: bool) -> None:
     assert orjson_safe(data) is safe
@@ -314,3 +317,9 @@ def test_pi_turn_timings_of_odd_timestamps_are_the_validated_ones(tmp_path: Path
                                                  "started_at": "2025-01-01T00:00:02Z"}]
     assert turns[4]["timing"] is None and turns[5]["timing"] is None
     assert turns[0]["response"]["content"] == "a0" and turns[0]["response"]["reasoning"] == "t"
+
+
+def test_a_jsonl_record_that_is_a_big_number_keeps_json_s_int() -> None:
+    data = b'{"type": "session"}\n123456789012345678901234\n'
+    assert list(iter_jsonl(FileContext("x.jsonl", "0" * 64, data))) == [(1, {"type": "session"}),
+                                                                        (2, 123456789012345678901234)]

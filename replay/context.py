@@ -32,7 +32,7 @@ learn which request each turn answers.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from replay.trajectory import ContextEdit, MessageRef, MessageSpan, Observation, Response, Trajectory
@@ -43,6 +43,7 @@ __all__ = [
     "history_messages",
     "observation_message",
     "previous_turn",
+    "recorded_requests",
     "request_messages",
 ]
 
@@ -140,14 +141,40 @@ def request_messages(
         raise IndexError(f"turn {turn_index}: trajectory {traj.trajectory_id} has {len(traj.turns)} turns")
     history, refs = history_messages(
         traj, turn_index, responses_so_far, observations_so_far, send_status_fields=send_status_fields)
-    out: list[Message] = [] if traj.system is None else [{"role": "system", "content": traj.system}]
     edit = current_edit(traj, turn_index)
-    if edit is None:
-        return out + history
-    keys = [_ref_key(r) for r in refs]
+    return _request(traj, edit, history, None if edit is None else [_ref_key(r) for r in refs], len(history))
 
-    def position(ref: MessageRef) -> int:  # the first history message at or after ref
-        return bisect_left(keys, _ref_key(ref))
+
+def recorded_requests(traj: Trajectory, first: int = 0, *,
+                      send_status_fields: bool = True) -> Iterator[tuple[int, list[Message]]]:
+    """(k, request_messages(traj, k)) for each turn k from `first` on, with the recorded
+    responses and observations: the same lists, built from one history (its message
+    dicts made once and shared by every list, which are not to be changed), so a whole
+    trajectory costs its history's messages once plus a list of references per turn,
+    where calling request_messages per turn remakes the history's dicts each time
+    (quadratic in Python objects over a long session; issue #17 item 4)."""
+    history, refs = history_messages(traj, len(traj.turns), send_status_fields=send_status_fields)
+    keys = [_ref_key(r) for r in refs]
+    edit: ContextEdit | None = None if first == 0 else current_edit(traj, first - 1)
+    for k in range(first, len(traj.turns)):
+        if traj.turns[k].context_edit is not None:
+            edit = traj.turns[k].context_edit
+        yield k, _request(traj, edit, history, keys, bisect_left(keys, (k, 0)))
+
+
+def _request(traj: Trajectory, edit: ContextEdit | None, history: list[Message], keys: list[tuple[int, int]] | None,
+             n: int) -> list[Message]:
+    """The request of a turn whose un-edited history is `history[:n]` (`keys`: the ref
+    keys of `history`, needed with an edit) under `edit` (module doc)."""
+    out: list[Message] = [] if traj.system is None else [{"role": "system", "content": traj.system}]
+    if edit is None:
+        out.extend(history[:n] if n < len(history) else history)
+        return out
+    assert keys is not None
+
+    def position(ref: MessageRef) -> int:  # the first history message at or after ref, within history[:n]
+        p = bisect_left(keys, _ref_key(ref))
+        return p if p < n else n
 
     def spans(items: list[MessageSpan]) -> list[Message]:
         return [m for sp in items for m in history[position(sp.start):position(sp.end)]]
@@ -155,7 +182,8 @@ def request_messages(
     out.extend(spans(edit.head))
     out.extend({"role": "user", "content": s} for s in edit.summary)
     out.extend(spans(edit.keep))
-    return out + history[position(edit.keep_from):]
+    out.extend(history[position(edit.keep_from):n])
+    return out
 
 
 def _last_turn_between(start: tuple[int, int], end: tuple[int, int]) -> int | None:

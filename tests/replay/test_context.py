@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from replay.context import current_edit, history_messages, request_messages
+from replay.context import current_edit, history_messages, recorded_requests, request_messages
 from replay.trajectory import (
     ContextEdit,
     MessageRef,
+    MessageSpan,
     Observation,
     Response,
     Source,
@@ -84,3 +85,26 @@ def test_history_refs_name_each_message_and_bad_turns_raise():
     assert [(r.turn, r.item) for r in refs] == [(None, 0), (None, 1), (0, 0), (0, 1), (1, 0), (1, 1)]
     with pytest.raises(IndexError, match="turn 4: trajectory t has 4 turns"):
         request_messages(_traj(), 4)
+
+
+@pytest.mark.parametrize("edit", [
+    None,
+    ContextEdit(kind="compaction", summary=["SUMMARY"], keep_from=MessageRef(turn=1, item=1)),
+    # a branch: the opening messages and turn 0's block, then turn 2's block back to the tail
+    ContextEdit(kind="branch", summary=[], head=[MessageSpan(start=MessageRef(turn=None, item=0),
+                                                             end=MessageRef(turn=1, item=0))],
+                keep=[MessageSpan(start=MessageRef(turn=2, item=0), end=MessageRef(turn=3, item=0))],
+                keep_from=MessageRef(turn=3, item=0)),
+])
+@pytest.mark.parametrize("edit_at", [0, 2, 3])
+def test_recorded_requests_are_request_messages_of_each_turn_from_one_history(edit: ContextEdit | None,
+                                                                              edit_at: int) -> None:
+    t = _traj()
+    t.turns[edit_at].context_edit = edit
+    for first in range(5):
+        assert list(recorded_requests(t, first)) == [(k, request_messages(t, k)) for k in range(first, 4)]
+    reqs = dict(recorded_requests(t))
+    if edit is None:  # one history: turn 3's request holds turn 2's very dicts (not remade)
+        assert all(a is b for a, b in zip(reqs[2], reqs[3][: len(reqs[2])]) if a["role"] != "system")
+    assert list(recorded_requests(t, 1, send_status_fields=False)) == [
+        (k, request_messages(t, k, send_status_fields=False)) for k in range(1, 4)]

@@ -40,6 +40,13 @@ rounds of `--pair-seconds` runs, the figure the median of the per-round ratios.
    connections prints the socket reads and loop waits per stream (with this server
    1 and 1: the whole response in one read; the null reference feeds the same bytes
    in 4 reads, and with 1 read instead it measured the same within noise).
+   Where the rest goes (measured on a busy 2-core VM, load 2-6, ratios alternated in one
+   process): the engine on `raw` at closed:1, 8 and 64 gave 0.80, 0.78 and 0.76 of the
+   null run, so it is neither concurrency nor the batch of reads per loop pass; the
+   real path waits for its socket (1 wait per stream) and the null path never sleeps,
+   so on a busy machine the other processes that run meanwhile evict the client's
+   caches, which a wait on the loop alone (null, 1 ns sleep, no idle) does not show.
+   Yielding a read's pieces unjoined did not help (0.92 of joined, noise).
    Every measured run of 1-2 starts after gc.collect(): garbage left by the previous
    run (its summary, its samples read back) otherwise triggers a full collection
    inside the next run, which only the real-I/O runs, allocating more, hit. A warm-up

@@ -49,6 +49,8 @@ for _name, _path in COMMANDS.items():
 
 
 _exit_code: int | None = None  # what main() returned, for _fast_exit
+_START_ENV = dict(os.environ)  # the environment the process started with: a warm runner's key
+WARM_COMMANDS = ("swebench-replay", "llm-sweep")  # recipes.warm_runner.COMMANDS, without importing it
 
 
 def _fast_exit() -> None:
@@ -72,11 +74,24 @@ def _fast_exit() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI with `argv` (default sys.argv[1:]); returns the exit code. Called
     without `argv` (the console script), the process ends through _fast_exit, unless an
-    atexit handler was registered before (e.g. a coverage tool's: it must still run)."""
+    atexit handler was registered before (e.g. a coverage tool's: it must still run),
+    and a flow command runs in this user's warm runner when one serves it, else here,
+    after which one is started for the next call (recipes.warm_runner)."""
     global _exit_code
     if argv is None and atexit._ncallbacks() == 0:  # first: every other handler runs before it
         atexit.register(_fast_exit)
+    args = sys.argv[1:] if argv is None else argv
+    warm = argv is None and bool(args) and args[0] in WARM_COMMANDS
+    if warm:
+        from recipes import warm_runner
+
+        code = warm_runner.run_warm(args, _START_ENV)
+        if code is not None:
+            _exit_code = code
+            return code
     _exit_code = code = _run(argv)
+    if warm and code in (0, 1):  # the command ran (valid or not): keep a runner warm for the next call
+        warm_runner.start_in_background(_START_ENV)
     return code
 
 
@@ -102,6 +117,18 @@ def _run(argv: list[str] | None) -> int:
         return 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except BaseException as exc:
+        # SIGTERM during a flow run: Prefect's handler marks the run Crashed and raises
+        # TerminationSignal through the flow; a stop signal, not a crash: one line, 128 + N
+        prefect_exceptions = sys.modules.get("prefect.exceptions")
+        if prefect_exceptions is None or not isinstance(exc, prefect_exceptions.TerminationSignal):
+            raise
+        import signal
+
+        name = signal.Signals(exc.signal).name if exc.signal in signal.Signals._value2member_map_ else exc.signal
+        print(f"benchmaker: stopped by {name}: the flow run ended Crashed; what it wrote so far is kept",
+              file=sys.stderr)
+        return 128 + int(exc.signal)
     return result if isinstance(result, int) else 0
 
 

@@ -19,7 +19,8 @@ server keeps its state in Prefect's own database under `PREFECT_HOME` (Prefect's
 
     benchmaker server status    # URL, pid, log, uptime; exit 1 when none is running
     benchmaker server start     # start (or find) it now
-    benchmaker server stop      # SIGTERM its process group, SIGKILL after 10 s
+    benchmaker server stop      # SIGTERM its process group, SIGKILL after 10 s; the warm
+                                # runners of this home too (recipes.warm_runner)
 
 `BENCHMAKER_PREFECT_SERVER=ephemeral` keeps Prefect's temporary per-call server (the
 test suite sets it: tests must not leave a server running). A set `PREFECT_API_URL` is
@@ -113,8 +114,11 @@ def http_health(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie, exited but not yet collected, counts as gone)."""
+def process_alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, exited but not yet collected, counts as gone;
+    a pid that is not a positive int is never alive)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -133,7 +137,7 @@ def _is_prefect_server(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
-        return _alive(pid)  # no /proc (macOS): trust the pid
+        return process_alive(pid)  # no /proc (macOS): trust the pid
     return b"prefect" in cmdline and b"server" in cmdline
 
 
@@ -154,7 +158,7 @@ def find_server(home: Path, health: Health = http_health) -> ServerState | None:
     state = read_state(home)
     if state is None:
         return None
-    if not (_alive(state.pid) and _is_prefect_server(state.pid)):
+    if not (process_alive(state.pid) and _is_prefect_server(state.pid)):
         (home / STATE_NAME).unlink(missing_ok=True)
         return None
     if state.prefect_version and state.prefect_version != prefect_version():
@@ -257,7 +261,7 @@ def _kill_group(pid: int, grace_s: float = 10.0, sleep: Callable[[float], None] 
             for proc in _CHILDREN:
                 if proc.pid == pid:
                     proc.poll()  # collect our own child
-            if not _alive(pid):
+            if not process_alive(pid):
                 return
             sleep(0.1)
 
@@ -298,7 +302,7 @@ def stop_server(home: Path | None = None, grace_s: float = 10.0) -> ServerState 
     with _locked(home):
         state = read_state(home)
         (home / STATE_NAME).unlink(missing_ok=True)
-        if state is None or not (_alive(state.pid) and _is_prefect_server(state.pid)):
+        if state is None or not (process_alive(state.pid) and _is_prefect_server(state.pid)):
             return None
         _kill_group(state.pid, grace_s)
         return state
@@ -354,16 +358,26 @@ app.command(server_app)
 
 @server_app.command(name="status")
 def server_status() -> int:
-    """Print the local Prefect server's URL, pid, uptime and log; exit 0 when it runs
-    and answers its health check, 1 otherwise."""
+    """Print the local Prefect server's URL, pid, uptime and log, and the warm runners
+    kept for the flow commands (recipes.warm_runner); exit 0 when the server runs and
+    answers its health check, 1 otherwise."""
+    from recipes.warm_runner import runners
+
     home = prefect_home()
+    code = _print_server_status(home)
+    for r in runners(home):
+        print(f"warm runner: pid {r['pid']}, {r['state']}, since {r['started_at']}, {r['served']} command(s) served")
+    return code
+
+
+def _print_server_status(home: Path) -> int:
     if os.environ.get("PREFECT_API_URL"):
         print(f"PREFECT_API_URL is set ({os.environ['PREFECT_API_URL']}): flows use that server, not a local one")
     state = read_state(home)
     if state is None:
         print(f"no local Prefect server recorded in {home} (the next flow run starts one)")
         return 1
-    if not (_alive(state.pid) and _is_prefect_server(state.pid)):
+    if not (process_alive(state.pid) and _is_prefect_server(state.pid)):
         print(f"the local Prefect server (pid {state.pid}) is gone (log: {state.log}); the next flow run starts one")
         return 1
     healthy = http_health(state.url)
@@ -385,7 +399,11 @@ def server_start() -> int:
 @server_app.command(name="stop")
 def server_stop() -> int:
     """Stop the local Prefect server (exit 0 also when none was running)."""
+    from recipes.warm_runner import stop_runners
+
     state = stop_server()
     print(f"stopped the local Prefect server (pid {state.pid}, {state.url})" if state
           else f"no local Prefect server running (home {prefect_home()})")
+    for pid in stop_runners(prefect_home()):
+        print(f"stopped the warm runner (pid {pid})")
     return 0

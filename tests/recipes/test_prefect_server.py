@@ -210,6 +210,22 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
         # lag check trips on this busy 2-core host); what is under test is the server
         assert run.returncode in (0, 1), run.stdout[-2000:] + run.stderr[-2000:]
         assert "starting a local Prefect server" not in run.stderr  # reused, not started again
+        # the flow command left a warm runner (recipes/warm_runner.py): the next call runs in it
+        from recipes import warm_runner
+
+        home = tmp_path / "prefect-home"
+        deadline = time.monotonic() + 120
+        while [r["state"] for r in warm_runner.runners(home)] != ["ready"]:
+            assert time.monotonic() < deadline, (home / warm_runner.LOG_NAME).read_text()
+            time.sleep(0.1)
+        (runner,) = warm_runner.runners(home)
+        warm = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
+                     str(tmp_path / "art"), "--warehouse", str(tmp_path / "w.duckdb")], env)
+        assert warm.returncode in (0, 1), warm.stdout[-2000:] + warm.stderr[-2000:]
+        assert "| INFO    | Flow run" in warm.stderr and "sweep point c1: 1 episodes, 4 requests" in warm.stderr
+        assert "run bundle:" in warm.stdout
+        assert [r["served"] for r in warm_runner.runners(home)] == [1]
+        assert " exited with " in (home / warm_runner.LOG_NAME).read_text()
         status = _cli(["server", "status"], env)
         assert status.returncode == 0 and f"pid:     {pid}" in status.stdout and "(healthy)" in status.stdout
         # the flow run is on the reused server
@@ -219,11 +235,13 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:
             runs = json.loads(resp.read())
-        # one finished run (FAILED 'Invalid' when the busy host's loop lag voids its point)
-        assert [r["state_type"] in ("COMPLETED", "FAILED") for r in runs] == [True], runs
+        # two finished runs (FAILED 'Invalid' when the busy host's loop lag voids its point)
+        assert [r["state_type"] in ("COMPLETED", "FAILED") for r in runs] == [True, True], runs
         assert flow_call_s < 120  # generous: a temporary server alone costs 20-40 s here
     finally:
         stopped = _cli(["server", "stop"], env, timeout=60)
     assert stopped.returncode == 0 and "stopped the local Prefect server" in stopped.stdout
+    assert f"stopped the warm runner (pid {runner['pid']})" in stopped.stdout
+    assert _gone(runner["pid"])
     assert _cli(["server", "status"], env).returncode == 1
     assert _gone(pid)  # the server process has exited

@@ -118,3 +118,23 @@ def test_a_bundle_without_summary_loads_flagged_partial(tmp_path, capsys):
                  "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["run_id"], r["partial"]) for r in rows] == [("run-a", True), ("run-b", False)]
+
+
+def test_sigterm_during_a_flow_run_ends_in_one_line_and_143(monkeypatch, capsys):
+    """Prefect's SIGTERM handler, installed while a flow runs, marks the run Crashed and
+    raises TerminationSignal through the flow: the CLI prints one line and exits
+    128 + 15, as a process killed by SIGTERM does (no traceback)."""
+    from prefect.exceptions import TerminationSignal
+
+    import recipes.cli as cli
+
+    def app(*args, **kwargs):
+        raise TerminationSignal(signal=signal.SIGTERM)
+
+    monkeypatch.setattr(cli, "app", app)
+    assert main(["swebench-replay", "--logs", "x"]) == 143
+    err = capsys.readouterr().err
+    assert err == "benchmaker: stopped by SIGTERM: the flow run ended Crashed; what it wrote so far is kept\n"
+    monkeypatch.setattr(cli, "app", lambda *a, **k: (_ for _ in ()).throw(KeyError("other")))
+    with pytest.raises(KeyError):  # anything else is not ours to swallow
+        main(["swebench-replay"])

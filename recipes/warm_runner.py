@@ -1,0 +1,592 @@
+"""A warm runner: flow commands started from the CLI without paying Prefect's import
+(issue #15: on this 2-core host `import prefect` plus the flows cost 1.6-1.9 s of a
+1-point sweep's 2.3-2.6 s of overhead beside its flow work).
+
+After a flow command (COMMANDS) has run in the CLI's own process, the CLI starts one
+warm runner in the background (`python -m recipes.warm_runner`, its own session, log
+`$PREFECT_HOME/benchmaker-warm.log`): a process that imports the flow commands, Prefect
+and the flows once (PRELOAD), then waits on a Unix socket. A later call of a flow
+command connects, sends its argv, working directory and environment with its stdin,
+stdout and stderr (SCM_RIGHTS), and the runner forks a child that runs the command
+exactly as the console script would, on the caller's terminal; the caller forwards
+SIGINT, SIGTERM and SIGHUP to the child and exits with the child's exit code (128 + N
+for a child killed by signal N). Nothing of the run is measured differently: the child
+is a fresh process of its own, with its own event loops and threads, and it starts the
+replay server, the sandboxes and the clock exactly as an in-process run does.
+
+A call is served warm only when it would behave the same as a cold one; otherwise it
+runs in its own process as before, and says nothing:
+
+- the runner's key is the caller's environment (every variable but VOLATILE_ENV, which
+  neither we nor Prefect read), interpreter and installed `recipes` package: a runner
+  started under another environment has another socket (Prefect reads its settings and
+  logging configuration from the environment at import);
+- a runner whose imported files changed since it started (an edited flow, an upgraded
+  package: mtime or size of any module file it loaded, or the Prefect profiles file)
+  refuses and exits, and the next command starts a fresh one;
+- `BENCHMAKER_WARM_RUNNER=off` turns it off; `BENCHMAKER_PREFECT_SERVER=ephemeral` (the
+  test suite) too; `--help` and non-flow commands never use it.
+
+A runner exits after IDLE_S s without a request, when `benchmaker server stop` stops
+it with the local Prefect server, or when its socket is gone. Sockets live in a
+directory only the user can open (`$XDG_RUNTIME_DIR/benchmaker-warm`, else
+`/tmp/benchmaker-warm-<uid>`, mode 0700), next to a JSON record of each runner (pid,
+home, started_at, served). Limits: Ctrl-Z stops the caller, not the child (the child
+runs in the runner's session, without the terminal); a runner holds ~200 MB of memory
+while it waits.
+
+Wire protocol (one connection per command, newline-delimited JSON): the caller sends
+{"argv", "cwd", "env", "ignore", "fds"} with `fds` (which of 0, 1, 2 it passes)
+attached as SCM_RIGHTS; the runner answers {"pid": N} (served) or {"refused": why},
+then {"exit": CODE} when the child has ended ({"exit": 128 + N, "signal": N} when a
+signal killed it: the caller then ends by the same signal, as a shell expects). A caller that disconnects before
+(killed) hangs its child up (SIGHUP), unless the caller ignored SIGHUP (nohup).
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from recipes.prefect_server import process_alive
+
+WARM_ENV = "BENCHMAKER_WARM_RUNNER"
+COMMANDS = frozenset({"swebench-replay", "llm-sweep"})
+"""The CLI commands a warm runner serves: the flow commands of the main job."""
+PRELOAD = ("recipes.cli", "recipes.swebench_replay", "recipes.display", "flows.swebench_replay",
+           "flows.llm_sweep", "flows.outcome", "prefect.flow_engine", "prefect.task_engine",
+           "prefect.client.orchestration", "prefect.logging.handlers", "replay.progress", "replay.plan",
+           "tasks.serve", "tasks.sweep", "tasks.grade", "tasks.load", "tasks.report")
+"""What a runner imports before it waits: the commands, Prefect, the flows and what a
+flow run imports on its way (each module the child would otherwise import itself)."""
+VOLATILE_ENV = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES"})
+"""Variables that differ between shells and that neither we nor Prefect read: left out
+of the runner's key (the child gets the caller's values all the same)."""
+IDLE_S = 3600.0
+LOG_NAME = "benchmaker-warm.log"
+_STDIO = (0, 1, 2)
+_STARTED: list[subprocess.Popen[bytes]] = []  # runners this process started, held (a collected running Popen warns)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def key_of(env: dict[str, str]) -> str:
+    """The runner key (16 hex digits) of a caller with environment `env`: a hash of
+    this interpreter, the installed `recipes` package and `env` without VOLATILE_ENV."""
+    import recipes
+
+    items = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)
+    blob = json.dumps([sys.executable, os.path.dirname(recipes.__file__), items]).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def runtime_dir() -> Path:
+    """The directory of the runners' sockets and records, created mode 0700. Raises
+    OSError when it exists but belongs to another user or others may open it."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(base) / "benchmaker-warm" if base and os.path.isdir(base) else \
+        Path("/tmp") / f"benchmaker-warm-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(f"{path}: not a private directory of this user (mode {st.st_mode & 0o777:o})")
+    return path
+
+
+def prefect_home(env: dict[str, str]) -> Path:
+    """$PREFECT_HOME of `env` (~ expanded), else ~/.prefect (Prefect's default)."""
+    return Path(env.get("PREFECT_HOME") or "~/.prefect").expanduser()
+
+
+def wanted(argv: list[str], env: dict[str, str]) -> bool:
+    """True when a call with `argv` (the command first) and `env` may be served warm."""
+    return (bool(argv) and argv[0] in COMMANDS and not any(a in ("--help", "-h") for a in argv)
+            and env.get(WARM_ENV, "on") != "off" and env.get("BENCHMAKER_PREFECT_SERVER", "reuse") == "reuse")
+
+
+# --- the caller's side -----------------------------------------------------------------
+
+def run_warm(argv: list[str], env: dict[str, str]) -> int | None:
+    """Run the CLI command `argv` (without the program name) in this user's warm runner
+    for `env` (the environment the CLI process started with) and return its exit code,
+    or None when no runner served it (none running, refused, not wanted): the caller
+    then runs the command itself. Forwards SIGINT/SIGTERM/SIGHUP to the child while it
+    runs (those the caller ignores stay ignored in the child)."""
+    if not wanted(argv, env):
+        return None
+    try:
+        sock = _connect(runtime_dir(), key_of(env))
+    except OSError:
+        return None
+    if sock is None:
+        return None
+    with sock:
+        fds = [fd for fd in _STDIO if _valid_fd(fd)]
+        ignore = [int(s) for s in _SIGNALS if signal.getsignal(s) is signal.SIG_IGN]
+        request = {"argv": [sys.argv[0], *argv], "cwd": os.getcwd(), "env": env, "ignore": ignore, "fds": fds}
+        try:
+            socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], fds)
+            reader = sock.makefile("rb")
+            answer = json.loads(reader.readline() or b"{}")
+        except (OSError, ValueError):
+            return None
+        pid = answer.get("pid")
+        if not isinstance(pid, int):
+            return None  # refused (stale, another key): run cold
+        previous = {s: signal.signal(s, _forward_to(pid)) for s in _SIGNALS if int(s) not in ignore}
+        try:
+            line = reader.readline()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+    try:
+        answer = json.loads(line) if line else {}
+    except ValueError:
+        answer = {}
+    code, sig = answer.get("exit"), answer.get("signal")
+    if not isinstance(code, int):
+        print(f"benchmaker: the warm runner ended without the command's exit code (child pid {pid})",
+              file=sys.stderr)
+        return 1
+    if isinstance(sig, int) and sig in (int(s) for s in _SIGNALS):  # end as the child ended: by that signal
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    return code
+
+
+def _connect(rdir: Path, key: str, wait_s: float = 10.0) -> socket.socket | None:
+    """A connection to the runner of `key`, or None when none runs. A runner still
+    importing (record "starting", process alive) is waited for up to `wait_s` s: it is
+    ready sooner than this process would be after the same imports."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(rdir / f"{key}.sock"))
+            return sock
+        except OSError:
+            sock.close()
+        record = _read_record(rdir / f"{key}.json")
+        if not record or record.get("state") != "starting" or not process_alive(record.get("pid", 0)) \
+                or time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)
+
+
+def _valid_fd(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _forward_to(pid: int) -> Any:
+    def forward(signum: int, frame: Any) -> None:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    return forward
+
+
+def start_in_background(env: dict[str, str]) -> int | None:
+    """Start a warm runner for `env` unless one runs (or starts) for it already; returns
+    the new runner's pid, else None. Never raises: a runner that cannot start leaves the
+    next call cold (its log says why)."""
+    if env.get(WARM_ENV, "on") == "off" or env.get("BENCHMAKER_PREFECT_SERVER", "reuse") != "reuse":
+        return None
+    try:
+        key = key_of(env)
+        rdir = runtime_dir()
+        record = _read_record(rdir / f"{key}.json")
+        if record and process_alive(record.get("pid", 0)):
+            return None
+        home = prefect_home(env)
+        home.mkdir(parents=True, exist_ok=True)
+        with open(home / LOG_NAME, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "recipes.warm_runner", key], env=env, cwd="/",
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True)
+        _STARTED.append(proc)
+        _write_record(rdir / f"{key}.json", {"pid": proc.pid, "home": str(home), "state": "starting",
+                                             "started_at": _now(), "served": 0})
+        return proc.pid
+    except OSError:
+        return None
+
+
+def _records(home: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(record path, record) of every warm runner recorded for Prefect home `home`."""
+    try:
+        rdir = runtime_dir()
+    except OSError:
+        return []
+    found = []
+    for rec_path in sorted(rdir.glob("*.json")):
+        record = _read_record(rec_path)
+        if record and Path(record.get("home", "")) == home:
+            found.append((rec_path, record))
+    return found
+
+
+def stop_runners(home: Path, grace_s: float = 5.0) -> list[int]:
+    """SIGTERM every warm runner of Prefect home `home` (SIGKILL after `grace_s` s) and
+    remove its socket and record; returns their pids. Children still running a command
+    are left to finish."""
+    stopped = []
+    for rec_path, record in _records(home):
+        pid = record.get("pid", 0)
+        if process_alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while process_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+            stopped.append(pid)
+        rec_path.unlink(missing_ok=True)
+        rec_path.with_suffix(".sock").unlink(missing_ok=True)
+    return stopped
+
+
+def runners(home: Path) -> list[dict[str, Any]]:
+    """The live warm runners of Prefect home `home`: their records (pid, state
+    "starting"/"ready", started_at, served)."""
+    return [record for _, record in _records(home) if process_alive(record.get("pid", 0))]
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- the runner's side ------------------------------------------------------------------
+
+def module_files() -> dict[str, tuple[int, int]]:
+    """(mtime_ns, size) of every file a loaded module came from, and of the Prefect
+    profiles file, by path: what a runner compares before it serves."""
+    files: dict[str, tuple[int, int]] = {}
+    paths = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
+    paths.append(str(prefect_home(dict(os.environ)) / "profiles.toml"))
+    for path in paths:
+        if not path or path in files:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            files[path] = (-1, -1)
+            continue
+        files[path] = (st.st_mtime_ns, st.st_size)
+    return files
+
+
+def changed(files: dict[str, tuple[int, int]]) -> str | None:
+    """The first file of `files` (module_files) whose mtime or size differs now, else None."""
+    for path, seen in files.items():
+        try:
+            st = os.stat(path)
+            now = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            now = (-1, -1)
+        if now != seen:
+            return path
+    return None
+
+
+class Runner:
+    """The runner process (module docstring): `serve()` until idle, stopped or stale."""
+
+    def __init__(self, key: str, idle_s: float = IDLE_S):
+        self.key = key
+        self.idle_s = idle_s
+        self.rdir = runtime_dir()
+        self.sock_path = self.rdir / f"{key}.sock"
+        self.rec_path = self.rdir / f"{key}.json"
+        self.home = prefect_home(dict(os.environ))
+        self.children: dict[int, socket.socket] = {}  # child pid -> its caller's connection
+        self.ignored_hup: set[int] = set()
+        self.served = 0
+        self.started_at = _now()
+        self.stop = False
+
+    def log(self, message: str) -> None:
+        print(f"{_now()} warm runner {os.getpid()}: {message}", flush=True)
+
+    def serve(self) -> int:
+        for name in PRELOAD:
+            importlib.import_module(name)
+        import threading
+
+        if threading.active_count() != 1:  # fork() copies one thread: nothing may hold a lock
+            self.log(f"{threading.active_count()} threads after the imports; not serving")
+            return 1
+        self.files = module_files()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock_path.unlink(missing_ok=True)
+        listener.bind(str(self.sock_path))
+        os.chmod(self.sock_path, 0o600)
+        listener.listen(16)
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, self._on_term)
+        self._record("ready")
+        self.log(f"ready: key {self.key}, {len(self.files)} module files, socket {self.sock_path}")
+        sel = selectors.DefaultSelector()
+        sel.register(listener, selectors.EVENT_READ, "accept")
+        sel.register(wake_r, selectors.EVENT_READ, "wake")
+        last = time.monotonic()
+        try:
+            while not self.stop:
+                for sk, _ in sel.select(timeout=5.0):
+                    if sk.data == "accept":
+                        conn, _ = listener.accept()
+                        last = time.monotonic()
+                        self._handle(conn, listener, sel, wake_r, wake_w)
+                    elif sk.data == "wake":
+                        os.read(wake_r, 4096)
+                    else:  # a caller's connection: readable means it went away
+                        self._caller_gone(sk.data, sel)
+                self._reap(sel)
+                if not self.sock_path.exists() or (not self.children and time.monotonic() - last > self.idle_s):
+                    self.log("socket removed" if not self.sock_path.exists() else "idle; exiting")
+                    break
+        finally:
+            if self.rec_path.exists() and (_read_record(self.rec_path) or {}).get("pid") == os.getpid():
+                self.rec_path.unlink(missing_ok=True)
+                self.sock_path.unlink(missing_ok=True)
+        return 0
+
+    def _on_term(self, signum: int, frame: Any) -> None:
+        self.stop = True
+
+    def _record(self, state: str) -> None:
+        _write_record(self.rec_path, {"pid": os.getpid(), "home": str(self.home), "state": state,
+                                      "started_at": self.started_at, "served": self.served})
+
+    def _handle(self, conn: socket.socket, listener: socket.socket, sel: selectors.BaseSelector,
+                wake_r: int, wake_w: int) -> None:
+        fds: list[int] = []
+        try:
+            conn.settimeout(10.0)
+            data, fds = _recv_request(conn)
+            request = json.loads(data)
+            why = self._refusal(request, fds)
+            if why:
+                self.log(f"refused: {why}")
+                conn.sendall(json.dumps({"refused": why}).encode() + b"\n")
+                conn.close()
+                if why.startswith("changed"):
+                    self.stop = True
+                return
+            # the stop signals stay blocked across fork() until the child runs the command: one
+            # that arrives sooner is delivered then, to the command, not to the runner's handlers
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+            pid = os.fork()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.log(f"bad request: {exc!r}")
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            return
+        if pid == 0:  # the child: never returns
+            others = [c.fileno() for c in self.children.values()]
+            _child(request, fds, close=[listener.fileno(), conn.fileno(), wake_r, wake_w, sel.fileno(), *others],
+                   mask=mask)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for fd in fds:
+            os.close(fd)
+        self.served += 1
+        self.children[pid] = conn
+        if int(signal.SIGHUP) in request["ignore"]:
+            self.ignored_hup.add(pid)
+        conn.setblocking(True)
+        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        sel.register(conn, selectors.EVENT_READ, pid)
+        self._record("ready")
+        self.log(f"served pid {pid}: {' '.join(request['argv'][1:])}")
+
+    def _refusal(self, request: dict[str, Any], fds: list[int]) -> str | None:
+        if key_of(request["env"]) != self.key:
+            return "another environment"
+        if len(fds) != len(request["fds"]) or not set(request["fds"]) <= set(_STDIO):
+            return "stdio not passed"
+        path = changed(self.files)
+        return f"changed since the runner started: {path}" if path else None
+
+    def _caller_gone(self, pid: int, sel: selectors.BaseSelector) -> None:
+        conn = self.children.get(pid)
+        if conn is None:
+            return
+        sel.unregister(conn)
+        if pid not in self.ignored_hup:
+            try:
+                os.kill(pid, signal.SIGHUP)
+            except ProcessLookupError:
+                pass
+        self.log(f"caller of pid {pid} went away")
+
+    def _reap(self, sel: selectors.BaseSelector) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            self.ignored_hup.discard(pid)
+            if conn is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            answer = {"exit": 128 - code, "signal": -code} if code < 0 else {"exit": code}
+            code = answer["exit"]
+            try:
+                sel.unregister(conn)
+            except (KeyError, ValueError):
+                pass
+            try:
+                conn.sendall(json.dumps(answer).encode() + b"\n")
+            except OSError:
+                pass
+            conn.close()
+            self.log(f"pid {pid} exited with {code}")
+
+
+def _recv_request(conn: socket.socket) -> tuple[bytes, list[int]]:
+    data = b""
+    fds: list[int] = []
+    while not data.endswith(b"\n"):
+        chunk, more, _flags, _addr = socket.recv_fds(conn, 65536, len(_STDIO))
+        fds.extend(more)
+        if not chunk:
+            raise ValueError("connection closed before the request ended")
+        data += chunk
+        if len(data) > 16 * 2**20:
+            raise ValueError("request over 16 MiB")
+    return data, fds
+
+
+def _child(request: dict[str, Any], fds: list[int], close: list[int], mask: Any) -> None:
+    """The forked child: take the caller's stdio, directory, environment, argv and
+    signal dispositions, run the command as the console script does, exit with its
+    code (an uncaught KeyboardInterrupt: its traceback, then death by SIGINT, as
+    CPython ends). The stop signals are blocked until the command starts (`mask`: the
+    mask to restore). Never returns."""
+    code = 1
+    interrupted = False
+    try:
+        signal.set_wakeup_fd(-1)
+        for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for s in request["ignore"]:
+            signal.signal(s, signal.SIG_IGN)
+        for fd in close:
+            os.close(fd)
+        passed = dict(zip(request["fds"], fds, strict=True))
+        for target in _STDIO:
+            source = passed.get(target)
+            if source is None:
+                source = os.open(os.devnull, os.O_RDWR)
+            os.dup2(source, target)
+            os.close(source)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = list(request["argv"])
+        _rebind_stdio()
+        import atexit
+
+        from recipes import cli
+
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        code = cli._run(sys.argv[1:])
+        atexit._run_exitfuncs()  # Prefect's log and event drains, as at a normal exit
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - a child must never return into the runner's loop
+        import traceback
+
+        traceback.print_exc()
+        interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        if interrupted:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(130 if interrupted else code)
+
+
+def _rebind_stdio() -> None:
+    """New sys.stdin/stdout/stderr on the caller's descriptors (line-buffered on a
+    terminal, as Python makes them at start-up), rich consoles that decided colour and
+    terminal at import redecided, and Prefect's logging set up again on the new stderr."""
+    def reopen(fd: int, mode: str, old: Any) -> Any:
+        line = fd == 2 or os.isatty(fd)
+        return open(fd, mode, buffering=1 if line and mode == "w" else -1, closefd=False,  # noqa: SIM115
+                    encoding=getattr(old, "encoding", None) or "utf-8",
+                    errors=getattr(old, "errors", None) or "strict")
+
+    sys.stdin = sys.__stdin__ = reopen(0, "r", sys.__stdin__)
+    sys.stdout = sys.__stdout__ = reopen(1, "w", sys.__stdout__)
+    sys.stderr = sys.__stderr__ = reopen(2, "w", sys.__stderr__)
+    from rich.console import Console
+
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in ("recipes", "replay", "flows", "tasks", "benchmaker", "warehouse"):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, Console) and value._file is None:
+                value.__init__()  # a default Console: the same object (others hold it), redecided
+    from prefect.logging.configuration import setup_logging
+
+    setup_logging(incremental=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m recipes.warm_runner KEY`: serve as the runner of KEY (key_of of this
+    process's environment); exits 2 when KEY does not match it."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0] != key_of(dict(os.environ)):
+        print(f"usage: python -m recipes.warm_runner KEY (the key of this environment, {key_of(dict(os.environ))})",
+              file=sys.stderr)
+        return 2
+    return Runner(args[0]).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -195,6 +195,8 @@ def _units(paths: list[Path], out: Path | None) -> list[tuple[Path, bool]]:
         if p.is_file() or detect_dir(p) is not None:
             units.append((p, True))
             continue
+        if not p.is_dir():  # a pipe (`<(zcat x.gz)`), a socket or a device: read twice (hash, parse), it cannot be
+            raise ConvertError(p, None, None, "not a regular file or directory (write a pipe's logs to a file first)")
         found: list[Path] = []
         _walk(p.absolute(), found, out_resolved)
         if not found:

@@ -215,15 +215,21 @@ def test_a_stop_signal_ends_a_warm_command_as_it_ends_a_cold_one(env: dict[str, 
 
 @pytest.mark.slow
 def test_a_caller_that_dies_hangs_its_child_up(env: dict[str, str], tmp_path: Path):
-    _ready_runner(env)
-    fifo = tmp_path / "session.jsonl"
-    os.mkfifo(fifo)
-    proc = subprocess.Popen([str(BENCHMAKER), "swebench-replay", "--logs", str(fifo), "--dry-run"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    child = _served_child(env)
-    proc.kill()
-    proc.wait(timeout=30)
-    assert _gone(child)
+    """The flow command blocks on a Prefect API that never answers; its caller is
+    killed (SIGKILL: nothing forwarded), and the runner hangs the child up."""
+    api = SilentApi()
+    env["PREFECT_API_URL"] = api.url
+    try:
+        _ready_runner(env)
+        proc = subprocess.Popen([str(BENCHMAKER), *_flow_command(tmp_path, "killed")], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        api.wait_for_a_client(proc)
+        child = _served_child(env)
+        proc.kill()
+        proc.wait(timeout=30)
+        assert _gone(child)
+    finally:
+        api.close()
     deadline = time.monotonic() + 15
     while f"pid {child} exited with 129" not in _log(env):
         assert time.monotonic() < deadline, _log(env)

@@ -119,6 +119,18 @@ def test_missing_path_is_an_error(tmp_path):
     assert str(exc.value) == f"{tmp_path / 'nope.jsonl'}: no such file or directory"
 
 
+def test_a_pipe_is_refused_in_one_line_before_it_is_read(tmp_path):
+    """A FIFO (what `--logs <(zcat x.gz)` gives) would be read twice, hashed then
+    parsed: refused by name, without opening it (an open would block)."""
+    import os
+
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ConvertError) as exc:
+        convert_paths([fifo], tmp_path / "t.jsonl")
+    assert str(exc.value) == f"{fifo}: not a regular file or directory (write a pipe's logs to a file first)"
+
+
 def test_bad_field_names_line_and_field(tmp_path):
     src = tmp_path / "s.jsonl"
     src.write_text((FIXTURES / "pi_v3_tree.jsonl").read_text().replace('"stopReason":"toolUse"', '"stopReason":"weird"'))

@@ -55,7 +55,6 @@ next recorded answer; concurrent episodes of one trajectory share the rotation).
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
 import time
@@ -70,7 +69,8 @@ from pydantic import ValidationError
 
 from replay.errors import TrajectoryFormatError
 from replay.latency import LatencyModel, Splitter, parse_latency, regex_split
-from replay.context import previous_turn, request_messages
+from replay.context import previous_turn, recorded_requests, request_messages
+from replay.convert import gc_paused
 from replay.trajectory import Observation, Trajectory, Turn, Usage, flatten_content, match_key_for_messages
 
 __all__ = [
@@ -297,9 +297,7 @@ class ReplayStore:
         # the load allocates millions of objects that all stay: a collection cannot free
         # any, and the cyclic GC's full passes over them made a 500-trajectory load
         # ~1.5x slower (benchmarks/corpus.py)
-        gc_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             for line, traj in load_trajectories(path):
                 model = traj.model or DEFAULT_MODEL
                 turns = _prepare_turns(traj, model, latency, splitter, created)
@@ -314,9 +312,6 @@ class ReplayStore:
                     if key.by_system is None:
                         key.by_system = {key.first.trajectory.system: key.first}
                     key.by_system.setdefault(traj.system, entry)
-        finally:
-            if gc_enabled:
-                gc.enable()
         return cls(path=path, latency=latency, trajectories=stored, _index=index, _turn_index=turn_index,
                    splitter=splitter, created=created, stream_cache_bytes=stream_cache_bytes)
 
@@ -420,7 +415,7 @@ def _index_edited(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int]
     first = next((k for k, t in enumerate(traj.turns) if t.context_edit is not None), None)
     if first is None:
         return
-    edited = {k: request_messages(traj, k) for k in range(first, len(traj.turns))}
+    edited = dict(recorded_requests(traj, first))  # one history's dicts, shared: not quadratic in objects
     keys = {request_key(m) for m in edited.values()}
     for k in range(first):
         if (traj.match_key, k) in keys:

@@ -65,7 +65,8 @@ def _fast_exit() -> None:
         return
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: closed when the process started
+                stream.flush()
         except (OSError, ValueError):  # a closed or broken pipe: nothing more to write anyway
             pass
     os._exit(_exit_code)
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             _exit_code = code
             return code
     _exit_code = code = _run(argv)
-    if warm and code in (0, 1):  # the command ran (valid or not): keep a runner warm for the next call
+    if warm and code in (0, 1) and warm_runner.wanted(args, _START_ENV):  # it ran: keep a runner for the next call
         warm_runner.start_in_background(_START_ENV)
     return code
 
@@ -118,6 +119,16 @@ def _run(argv: list[str] | None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except BaseException as exc:
+        httpx = sys.modules.get("httpx")
+        if httpx is not None and isinstance(exc, httpx.ConnectError):
+            # a server the command needs (the Prefect API of PREFECT_API_URL, a .env or a
+            # profile; a sandbox coordinator) does not answer: one line, no traceback
+            try:
+                where = f" {exc.request.url}"
+            except RuntimeError:  # no request attached
+                where = ""
+            print(f"benchmaker: error: cannot reach{where}: {exc}", file=sys.stderr)
+            return 1
         # SIGTERM during a flow run: Prefect's handler marks the run Crashed and raises
         # TerminationSignal through the flow; a stop signal, not a crash: one line, 128 + N
         prefect_exceptions = sys.modules.get("prefect.exceptions")

@@ -18,9 +18,11 @@ A call is served warm only when it would behave the same as a cold one; otherwis
 runs in its own process as before, and says nothing:
 
 - the runner's key is the caller's environment (every variable but VOLATILE_ENV, which
-  neither we nor Prefect read), interpreter and installed `recipes` package: a runner
-  started under another environment has another socket (Prefect reads its settings and
-  logging configuration from the environment at import);
+  neither we nor Prefect read), interpreter, installed `recipes` package, the Prefect
+  settings files of its working directory (CWD_SETTINGS) and what a forked child takes
+  from its parent instead of the caller (CPU affinity, nice, umask, resource limits):
+  a caller with another key has another socket and its own runner (Prefect reads its
+  settings and logging configuration from the environment and those files at import);
 - a runner whose imported files changed since it started (an edited flow, an upgraded
   package: mtime or size of any module file it loaded, or the Prefect profiles file)
   refuses and exits, and the next command starts a fresh one;
@@ -28,7 +30,10 @@ runs in its own process as before, and says nothing:
   test suite) too; `--help` and non-flow commands never use it.
 
 A runner exits after IDLE_S s without a request, when `benchmaker server stop` stops
-it with the local Prefect server, or when its socket is gone. Sockets live in a
+it with the local Prefect server (SIGTERM: passed on to the commands it runs, which
+end as they would on SIGTERM), or when its socket is gone; a stopping or stale runner
+takes no new caller and exits once its children have ended. Each child writes its exit
+code to its caller itself, so a caller gets it even when the runner died first. Sockets live in a
 directory only the user can open (`$XDG_RUNTIME_DIR/benchmaker-warm`, else
 `/tmp/benchmaker-warm-<uid>`, mode 0700), next to a JSON record of each runner (pid,
 home, started_at, served). Limits: Ctrl-Z stops the caller, not the child (the child
@@ -71,9 +76,15 @@ PRELOAD = ("recipes.cli", "recipes.swebench_replay", "recipes.display", "flows.s
            "tasks.serve", "tasks.sweep", "tasks.grade", "tasks.load", "tasks.report")
 """What a runner imports before it waits: the commands, Prefect, the flows and what a
 flow run imports on its way (each module the child would otherwise import itself)."""
-VOLATILE_ENV = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES"})
-"""Variables that differ between shells and that neither we nor Prefect read: left out
-of the runner's key (the child gets the caller's values all the same)."""
+VOLATILE_ENV = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "SSH_CLIENT", "SSH_CONNECTION",
+                          "SSH_TTY", "TMUX_PANE", "WINDOWID", "TERM_SESSION_ID", "MAKEFLAGS", "MFLAGS", "MAKELEVEL",
+                          "MAKE_TERMOUT", "MAKE_TERMERR"})
+"""Variables that differ between shells, logins or make levels and that neither we nor
+Prefect read at import: left out of the runner's key (the child gets the caller's values
+all the same)."""
+CWD_SETTINGS = (".env", "prefect.toml", "pyproject.toml")
+"""Files of the working directory Prefect reads its settings from at import: their
+contents are part of the runner's key (a runner starts in its first caller's directory)."""
 IDLE_S = 3600.0
 LOG_NAME = "benchmaker-warm.log"
 _STDIO = (0, 1, 2)
@@ -81,14 +92,38 @@ _STARTED: list[subprocess.Popen[bytes]] = []  # runners this process started, he
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def key_of(env: dict[str, str]) -> str:
-    """The runner key (16 hex digits) of a caller with environment `env`: a hash of
-    this interpreter, the installed `recipes` package and `env` without VOLATILE_ENV."""
+def key_of(env: dict[str, str], cwd: str) -> str:
+    """The runner key (16 hex digits) of this process as a caller with environment `env`
+    in directory `cwd`: a hash of this interpreter, the installed `recipes` package, `env`
+    without VOLATILE_ENV, the contents of CWD_SETTINGS in `cwd` and this process's
+    settings that a forked child keeps from the runner (process_settings). A caller whose
+    key differs gets another runner; the runner itself inherited all of them from the
+    caller that started it."""
     import recipes
 
     items = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)
-    blob = json.dumps([sys.executable, os.path.dirname(recipes.__file__), items]).encode()
+    files = []
+    for name in CWD_SETTINGS:
+        try:
+            files.append(hashlib.sha256(Path(cwd, name).read_bytes()).hexdigest())
+        except OSError:
+            files.append(None)
+    blob = json.dumps([sys.executable, os.path.dirname(recipes.__file__), items, files, process_settings()]).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def process_settings() -> list[Any]:
+    """What a process passes to its children and a forked child would take from the
+    runner instead of the caller: CPU affinity, nice value, umask and every resource
+    limit (soft, hard)."""
+    import resource
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    limits = [(name, resource.getrlimit(getattr(resource, name))) for name in sorted(dir(resource))
+              if name.startswith("RLIMIT_")]
+    return [affinity, os.getpriority(os.PRIO_PROCESS, 0), mask, limits]
 
 
 def runtime_dir() -> Path:
@@ -125,16 +160,18 @@ def run_warm(argv: list[str], env: dict[str, str]) -> int | None:
     runs (those the caller ignores stay ignored in the child)."""
     if not wanted(argv, env):
         return None
+    fds = [fd for fd in _STDIO if _valid_fd(fd)]  # before the socket takes a free one of them
     try:
-        sock = _connect(runtime_dir(), key_of(env))
-    except OSError:
+        cwd = os.getcwd()
+        key = key_of(env, cwd)
+        sock = _connect(runtime_dir(), key)
+    except OSError:  # a removed working directory, no private runtime directory: run cold
         return None
     if sock is None:
         return None
     with sock:
-        fds = [fd for fd in _STDIO if _valid_fd(fd)]
         ignore = [int(s) for s in _SIGNALS if signal.getsignal(s) is signal.SIG_IGN]
-        request = {"argv": [sys.argv[0], *argv], "cwd": os.getcwd(), "env": env, "ignore": ignore, "fds": fds}
+        request = {"argv": [sys.argv[0], *argv], "cwd": cwd, "env": env, "key": key, "ignore": ignore, "fds": fds}
         try:
             socket.send_fds(sock, [json.dumps(request).encode() + b"\n"], fds)
             reader = sock.makefile("rb")
@@ -161,7 +198,8 @@ def run_warm(argv: list[str], env: dict[str, str]) -> int | None:
         return 1
     if isinstance(sig, int) and sig in (int(s) for s in _SIGNALS):  # end as the child ended: by that signal
         for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+            if stream is not None:
+                stream.flush()
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     return code
@@ -173,7 +211,7 @@ def _connect(rdir: Path, key: str, wait_s: float = 10.0) -> socket.socket | None
     ready sooner than this process would be after the same imports."""
     deadline = time.monotonic() + wait_s
     while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = _socket_above_stdio()
         try:
             sock.connect(str(rdir / f"{key}.sock"))
             return sock
@@ -184,6 +222,19 @@ def _connect(rdir: Path, key: str, wait_s: float = 10.0) -> socket.socket | None
                 or time.monotonic() > deadline:
             return None
         time.sleep(0.02)
+
+
+def _socket_above_stdio() -> socket.socket:
+    """A Unix stream socket whose descriptor is not 0, 1 or 2 (with stdout closed, a new
+    socket would take fd 1 and be passed to the child as its stdout)."""
+    import fcntl
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if sock.fileno() > 2:
+        return sock
+    fd = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, 3)
+    sock.close()
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=fd)
 
 
 def _valid_fd(fd: int) -> bool:
@@ -211,15 +262,15 @@ def start_in_background(env: dict[str, str]) -> int | None:
     if env.get(WARM_ENV, "on") == "off" or env.get("BENCHMAKER_PREFECT_SERVER", "reuse") != "reuse":
         return None
     try:
-        key = key_of(env)
+        key = key_of(env, os.getcwd())
         rdir = runtime_dir()
         record = _read_record(rdir / f"{key}.json")
         if record and process_alive(record.get("pid", 0)):
             return None
         home = prefect_home(env)
         home.mkdir(parents=True, exist_ok=True)
-        with open(home / LOG_NAME, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "recipes.warm_runner", key], env=env, cwd="/",
+        with open(home / LOG_NAME, "ab") as log:  # in this directory: Prefect reads CWD_SETTINGS from it
+            proc = subprocess.Popen([sys.executable, "-m", "recipes.warm_runner", key], env=env, cwd=os.getcwd(),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True, close_fds=True)
         _STARTED.append(proc)
@@ -244,10 +295,10 @@ def _records(home: Path) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def stop_runners(home: Path, grace_s: float = 5.0) -> list[int]:
+def stop_runners(home: Path, grace_s: float = 15.0) -> list[int]:
     """SIGTERM every warm runner of Prefect home `home` (SIGKILL after `grace_s` s) and
-    remove its socket and record; returns their pids. Children still running a command
-    are left to finish."""
+    remove its socket and record; returns their pids. A runner passes SIGTERM on to the
+    commands it runs and exits once their callers have their exit codes."""
     stopped = []
     for rec_path, record in _records(home):
         pid = record.get("pid", 0)
@@ -335,7 +386,7 @@ class Runner:
         self.ignored_hup: set[int] = set()
         self.served = 0
         self.started_at = _now()
-        self.stop = False
+        self.draining = False  # no new callers; exit once every child has ended
 
     def log(self, message: str) -> None:
         print(f"{_now()} warm runner {os.getpid()}: {message}", flush=True)
@@ -365,8 +416,11 @@ class Runner:
         sel.register(listener, selectors.EVENT_READ, "accept")
         sel.register(wake_r, selectors.EVENT_READ, "wake")
         last = time.monotonic()
+        self.listener, self.sel = listener, sel
         try:
-            while not self.stop:
+            while not (self.draining and not self.children):
+                if self.draining and listener.fileno() >= 0:
+                    self._stop_accepting()
                 for sk, _ in sel.select(timeout=5.0):
                     if sk.data == "accept":
                         conn, _ = listener.accept()
@@ -377,9 +431,10 @@ class Runner:
                     else:  # a caller's connection: readable means it went away
                         self._caller_gone(sk.data, sel)
                 self._reap(sel)
-                if not self.sock_path.exists() or (not self.children and time.monotonic() - last > self.idle_s):
-                    self.log("socket removed" if not self.sock_path.exists() else "idle; exiting")
-                    break
+                if not self.draining and (not self.sock_path.exists()
+                                          or (not self.children and time.monotonic() - last > self.idle_s)):
+                    self.log("socket removed; exiting" if not self.sock_path.exists() else "idle; exiting")
+                    self.draining = True
         finally:
             if self.rec_path.exists() and (_read_record(self.rec_path) or {}).get("pid") == os.getpid():
                 self.rec_path.unlink(missing_ok=True)
@@ -387,7 +442,24 @@ class Runner:
         return 0
 
     def _on_term(self, signum: int, frame: Any) -> None:
-        self.stop = True
+        """SIGTERM (`server stop`): take no new callers, pass SIGTERM on to the commands
+        that run (each ends as a cold one does on SIGTERM), exit when they have ended."""
+        self.draining = True
+        for pid in self.children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def _stop_accepting(self) -> None:
+        """Close the socket and drop the record (a new caller runs cold and starts a new
+        runner) while the children of this one finish."""
+        self.sel.unregister(self.listener)
+        self.listener.close()
+        if (_read_record(self.rec_path) or {}).get("pid") == os.getpid():
+            self.rec_path.unlink(missing_ok=True)
+            self.sock_path.unlink(missing_ok=True)
+        self.log(f"draining: {len(self.children)} command(s) still running")
 
     def _record(self, state: str) -> None:
         _write_record(self.rec_path, {"pid": os.getpid(), "home": str(self.home), "state": state,
@@ -406,7 +478,7 @@ class Runner:
                 conn.sendall(json.dumps({"refused": why}).encode() + b"\n")
                 conn.close()
                 if why.startswith("changed"):
-                    self.stop = True
+                    self.draining = True
                 return
             # the stop signals stay blocked across fork() until the child runs the command: one
             # that arrives sooner is delivered then, to the command, not to the runner's handlers
@@ -420,8 +492,8 @@ class Runner:
             return
         if pid == 0:  # the child: never returns
             others = [c.fileno() for c in self.children.values()]
-            _child(request, fds, close=[listener.fileno(), conn.fileno(), wake_r, wake_w, sel.fileno(), *others],
-                   mask=mask)
+            _child(request, fds, close=[listener.fileno(), wake_r, wake_w, sel.fileno(), *others], mask=mask,
+                   report=conn.fileno())
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in fds:
             os.close(fd)
@@ -436,8 +508,8 @@ class Runner:
         self.log(f"served pid {pid}: {' '.join(request['argv'][1:])}")
 
     def _refusal(self, request: dict[str, Any], fds: list[int]) -> str | None:
-        if key_of(request["env"]) != self.key:
-            return "another environment"
+        if request["key"] != self.key:
+            return "another key"
         if len(fds) != len(request["fds"]) or not set(request["fds"]) <= set(_STDIO):
             return "stdio not passed"
         path = changed(self.files)
@@ -496,12 +568,13 @@ def _recv_request(conn: socket.socket) -> tuple[bytes, list[int]]:
     return data, fds
 
 
-def _child(request: dict[str, Any], fds: list[int], close: list[int], mask: Any) -> None:
+def _child(request: dict[str, Any], fds: list[int], close: list[int], mask: Any, report: int) -> None:
     """The forked child: take the caller's stdio, directory, environment, argv and
-    signal dispositions, run the command as the console script does, exit with its
-    code (an uncaught KeyboardInterrupt: its traceback, then death by SIGINT, as
-    CPython ends). The stop signals are blocked until the command starts (`mask`: the
-    mask to restore). Never returns."""
+    signal dispositions, run the command as the console script does, tell the caller
+    its exit code itself on `report` (the caller's connection: it arrives even when the
+    runner is gone) and exit with it (an uncaught KeyboardInterrupt: its traceback, then
+    death by SIGINT, as CPython ends). The stop signals are blocked until the command
+    starts (`mask`: the mask to restore). Never returns."""
     code = 1
     interrupted = False
     try:
@@ -516,8 +589,9 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int], mask: Any)
         passed = dict(zip(request["fds"], fds, strict=True))
         for target in _STDIO:
             source = passed.get(target)
-            if source is None:
-                source = os.open(os.devnull, os.O_RDWR)
+            if source is None:  # closed in the caller: closed here too
+                os.close(target)
+                continue
             os.dup2(source, target)
             os.close(source)
         os.chdir(request["cwd"])
@@ -540,15 +614,33 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int], mask: Any)
         traceback.print_exc()
         interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
+        try:
+            _report(report, code, interrupted)
+        finally:
+            os._exit(130 if interrupted else code)  # whatever happened above: never back into the runner's loop
+
+
+def _report(report: int, code: int, interrupted: bool) -> None:
+    """The child's last steps: flush its output, tell the caller its exit code on
+    `report`, and die by SIGINT after an uncaught KeyboardInterrupt."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:  # None: closed when the process started
                 stream.flush()
-            except (OSError, ValueError):
-                pass
-        if interrupted:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-        os._exit(130 if interrupted else code)
+        except (OSError, ValueError):
+            pass
+    answer = {"exit": 130, "signal": int(signal.SIGINT)} if interrupted else {"exit": code}
+    # once the caller has its code it exits, and the runner hangs up a child whose caller
+    # went away: the stop signals stay blocked from here to the exit
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        os.write(report, json.dumps(answer).encode() + b"\n")
+    except OSError:  # the caller is gone
+        pass
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 
 def _rebind_stdio() -> None:
@@ -556,6 +648,8 @@ def _rebind_stdio() -> None:
     terminal, as Python makes them at start-up), rich consoles that decided colour and
     terminal at import redecided, and Prefect's logging set up again on the new stderr."""
     def reopen(fd: int, mode: str, old: Any) -> Any:
+        if not _valid_fd(fd):  # closed in the caller: None, as Python makes it at start-up
+            return None
         line = fd == 2 or os.isatty(fd)
         return open(fd, mode, buffering=1 if line and mode == "w" else -1, closefd=False,  # noqa: SIM115
                     encoding=getattr(old, "encoding", None) or "utf-8",
@@ -581,9 +675,9 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m recipes.warm_runner KEY`: serve as the runner of KEY (key_of of this
     process's environment); exits 2 when KEY does not match it."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or args[0] != key_of(dict(os.environ)):
-        print(f"usage: python -m recipes.warm_runner KEY (the key of this environment, {key_of(dict(os.environ))})",
-              file=sys.stderr)
+    key = key_of(dict(os.environ), os.getcwd())
+    if len(args) != 1 or args[0] != key:
+        print(f"usage: python -m recipes.warm_runner KEY (the key of this process here, {key})", file=sys.stderr)
         return 2
     return Runner(args[0]).serve()
 

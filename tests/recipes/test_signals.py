@@ -138,3 +138,20 @@ def test_sigterm_during_a_flow_run_ends_in_one_line_and_143(monkeypatch, capsys)
     monkeypatch.setattr(cli, "app", lambda *a, **k: (_ for _ in ()).throw(KeyError("other")))
     with pytest.raises(KeyError):  # anything else is not ours to swallow
         main(["swebench-replay"])
+
+
+def test_an_unreachable_prefect_api_is_one_line_and_exit_1(monkeypatch, capsys):
+    """A server the command needs that does not answer (the Prefect API of a stale
+    PREFECT_API_URL) is one line naming the URL, not httpx's traceback."""
+    import httpx
+
+    import recipes.cli as cli
+
+    def app(*args, **kwargs):
+        raise httpx.ConnectError("All connection attempts failed",
+                                 request=httpx.Request("GET", "http://127.0.0.1:9/api/health"))
+
+    monkeypatch.setattr(cli, "app", app)
+    assert main(["swebench-replay", "--logs", "x"]) == 1
+    assert capsys.readouterr().err == (
+        "benchmaker: error: cannot reach http://127.0.0.1:9/api/health: All connection attempts failed\n")

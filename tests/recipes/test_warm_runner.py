@@ -81,11 +81,39 @@ def _log(env: dict[str, str]) -> str:
 DRY_RUN = ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1,2", "--dry-run"]
 
 
-def test_the_key_ignores_only_volatile_variables():
+def test_the_key_ignores_only_volatile_variables(tmp_path: Path):
     base = {"HOME": "/h", "PATH": "/bin", "PWD": "/a", "SHLVL": "1"}
-    assert wr.key_of(base) == wr.key_of({**base, "PWD": "/b", "SHLVL": "3", "_": "/bin/x", "COLUMNS": "80"})
-    assert wr.key_of(base) != wr.key_of({**base, "PREFECT_PROFILE": "other"})
-    assert wr.key_of(base) != wr.key_of({**base, "HOME": "/g"})
+    cwd = str(tmp_path)
+    assert wr.key_of(base, cwd) == wr.key_of({**base, "PWD": "/b", "SHLVL": "3", "_": "/bin/x", "COLUMNS": "80",
+                                              "SSH_CLIENT": "10.0.0.1 5 22", "MAKELEVEL": "1"}, cwd)
+    assert wr.key_of(base, cwd) != wr.key_of({**base, "PREFECT_PROFILE": "other"}, cwd)
+    assert wr.key_of(base, cwd) != wr.key_of({**base, "HOME": "/g"}, cwd)
+    other = tmp_path / "other"
+    other.mkdir()
+    assert wr.key_of(base, cwd) == wr.key_of(base, str(other))  # same (absent) settings files: one runner
+    (other / ".env").write_text("PREFECT_LOGGING_LEVEL=WARNING\n")  # Prefect reads it at import
+    assert wr.key_of(base, cwd) != wr.key_of(base, str(other))
+
+
+def test_the_key_covers_what_a_forked_child_would_take_from_the_runner(tmp_path: Path):
+    """umask, nice, CPU affinity and resource limits are inherited by fork, not sent:
+    a caller with other ones gets another runner (started with its own)."""
+    import resource
+
+    base, cwd = {"PATH": "/bin"}, str(tmp_path)
+    key = wr.key_of(base, cwd)
+    old = os.umask(0o077)
+    try:
+        assert wr.key_of(base, cwd) != key
+    finally:
+        os.umask(old)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, soft), hard))
+    try:
+        assert wr.key_of(base, cwd) != key
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert wr.key_of(base, cwd) == key
 
 
 def test_only_flow_commands_in_the_reused_server_mode_are_served_warm():
@@ -245,6 +273,47 @@ def _served_child(env: dict[str, str], timeout_s: float = 60.0) -> int:
                 return int(line.split(": served pid ")[1].split(":")[0])
         time.sleep(0.02)
     raise AssertionError(_log(env))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("closed", ["1", "2"])
+def test_a_closed_stdout_or_stderr_stays_closed_and_the_command_runs(env: dict[str, str], closed: str):
+    """With fd 1 (or 2) closed, the caller's socket must not take its place and be
+    passed to the child as its output: the command runs, as a cold one does."""
+    _ready_runner(env)
+    other = "2" if closed == "1" else "1"
+    script = f'"$0" "$@" {closed}>&- {other}>/dev/null; echo "rc=$?" >&3'
+    runs = {}
+    for warm in (True, False):
+        run = subprocess.run(["bash", "-c", f"exec 3>&1; {script}", str(BENCHMAKER), *DRY_RUN], cwd=ROOT,
+                             env=env if warm else {**env, wr.WARM_ENV: "off"}, capture_output=True, text=True,
+                             timeout=120)
+        runs[warm] = run.stdout
+    assert runs[True] == runs[False]
+    assert runs[True] == "rc=0\n"  # the socket was not handed to the child as its output
+    assert ": served pid " in _log(env) and " exited with 0" in _log(env)
+
+
+@pytest.mark.slow
+def test_stopping_the_runner_mid_command_ends_the_command_as_sigterm_does(env: dict[str, str], tmp_path: Path):
+    """`server stop` (SIGTERM to the runner) while a warm command runs: the runner
+    passes SIGTERM on, the caller ends as a cold command does on SIGTERM, and the runner
+    exits after the caller has its code."""
+    api = SilentApi()
+    env["PREFECT_API_URL"] = api.url
+    try:
+        record = _ready_runner(env)
+        proc = subprocess.Popen([str(BENCHMAKER), *_flow_command(tmp_path, "stopped")], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        api.wait_for_a_client(proc)
+        child = _served_child(env)
+        stopped = _with_env(env, wr.stop_runners, Path(env["PREFECT_HOME"]))
+        proc.communicate(timeout=60)
+    finally:
+        api.close()
+    assert stopped == [record["pid"]] and proc.returncode == -signal.SIGTERM
+    assert _gone(child) and _gone(record["pid"])
+    assert f"pid {child} exited with 143" in _log(env) and "draining: 1 command(s) still running" in _log(env)
 
 
 @pytest.mark.slow

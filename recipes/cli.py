@@ -13,7 +13,7 @@ import atexit
 import os
 import sys
 
-from recipes.app import app
+from recipes.app import WARM_COMMANDS, app
 
 # Every command: CLI name -> "module:attribute" (a function, or the App of a command group).
 # A recipe module's `@app.command` decorators are no-ops for these names (recipes.app);
@@ -50,7 +50,6 @@ for _name, _path in COMMANDS.items():
 
 _exit_code: int | None = None  # what main() returned, for _fast_exit
 _START_ENV = dict(os.environ)  # the environment the process started with: a warm runner's key
-WARM_COMMANDS = ("swebench-replay", "llm-sweep")  # recipes.warm_runner.COMMANDS, without importing it
 
 
 def _fast_exit() -> None:
@@ -136,7 +135,10 @@ def _run(argv: list[str] | None) -> int:
             raise
         import signal
 
-        name = signal.Signals(exc.signal).name if exc.signal in signal.Signals._value2member_map_ else exc.signal
+        try:
+            name = signal.Signals(exc.signal).name
+        except ValueError:  # not a signal number this platform names
+            name = str(exc.signal)
         print(f"benchmaker: stopped by {name}: the flow run ended Crashed; what it wrote so far is kept",
               file=sys.stderr)
         return 128 + int(exc.signal)

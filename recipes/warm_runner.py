@@ -2,7 +2,7 @@
 (issue #15: on this 2-core host `import prefect` plus the flows cost 1.6-1.9 s of a
 1-point sweep's 2.3-2.6 s of overhead beside its flow work).
 
-After a flow command (COMMANDS) has run in the CLI's own process, the CLI starts one
+After a flow command (recipes.app.WARM_COMMANDS) has run in the CLI's own process, the CLI starts one
 warm runner in the background (`python -m recipes.warm_runner`, its own session, log
 `$PREFECT_HOME/benchmaker-warm.log`): a process that imports the flow commands, Prefect
 and the flows once (PRELOAD), then waits on a Unix socket. A later call of a flow
@@ -65,11 +65,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from recipes.app import WARM_COMMANDS
 from recipes.prefect_server import process_alive
 
 WARM_ENV = "BENCHMAKER_WARM_RUNNER"
-COMMANDS = frozenset({"swebench-replay", "llm-sweep"})
-"""The CLI commands a warm runner serves: the flow commands of the main job."""
 PRELOAD = ("recipes.cli", "recipes.swebench_replay", "recipes.display", "flows.swebench_replay",
            "flows.llm_sweep", "flows.outcome", "prefect.flow_engine", "prefect.task_engine",
            "prefect.client.orchestration", "prefect.logging.handlers", "replay.progress", "replay.plan",
@@ -146,7 +145,7 @@ def prefect_home(env: dict[str, str]) -> Path:
 
 def wanted(argv: list[str], env: dict[str, str]) -> bool:
     """True when a call with `argv` (the command first) and `env` may be served warm."""
-    return (bool(argv) and argv[0] in COMMANDS and not any(a in ("--help", "-h") for a in argv)
+    return (bool(argv) and argv[0] in WARM_COMMANDS and not any(a in ("--help", "-h") for a in argv)
             and env.get(WARM_ENV, "on") != "off" and env.get("BENCHMAKER_PREFECT_SERVER", "reuse") == "reuse")
 
 

@@ -35,6 +35,7 @@ import gc
 import hashlib
 import logging
 import os
+import signal
 import tempfile
 import time
 from collections import Counter
@@ -100,7 +101,9 @@ class FileReport:
 @dataclass
 class ConvertReport:
     """What `convert_paths` did. `skipped` sums every trajectory's skip counts and the
-    file-level ones (bad lines/rows/files in lenient mode) by reason."""
+    file-level ones (bad lines/rows/files in lenient mode) by reason. `workers`: the
+    processes that converted (1: the calling one); `workers_cpu_s`: the CPU s the worker
+    processes used (each one's process_time when it sent its last unit; 0.0 with 1)."""
 
     out: Path | None
     trajectories: int = 0
@@ -108,6 +111,8 @@ class ConvertReport:
     files: list[FileReport] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
     converter_version: int = CONVERTER_VERSION
+    workers: int = 1
+    workers_cpu_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the report."""
@@ -118,6 +123,8 @@ class ConvertReport:
             "converter_version": self.converter_version,
             "files": [vars(f) for f in self.files],
             "skipped": dict(self.skipped),
+            "workers": self.workers,
+            "workers_cpu_s": self.workers_cpu_s,
         }
 
 
@@ -311,10 +318,247 @@ def gc_paused() -> Iterator[None]:
 _to_json = Trajectory.__pydantic_serializer__.to_json
 """`traj.model_dump_json()` as UTF-8 bytes (model_dump_json decodes these very bytes)."""
 
+WORKERS_ENV = "BENCHMAKER_CONVERT_WORKERS"
+"""Environment variable that sets convert_paths' `workers` when the caller leaves it None:
+a number of processes (1: in this process) or `auto` (the same as unset)."""
+
+PARALLEL_MIN_BYTES = 24_000_000
+"""Automatic mode converts in worker processes only when the units total at least this
+many bytes of logs. Starting the pool costs ~0.3 s of wall clock the first time in a
+process (a forkserver interpreter importing this module; 2 workers forked from it: ~0.03
+s each later time), and the parent then receives every line through a pipe; at ~24 MB
+of logs per CPU s per process, 2 workers win back 0.3 s from ~15 MB on, and clearly
+(>= 1.3x) from ~25 MB (benchmarks/corpus.py --conversion-only, issue #17)."""
+
+_AUTO_MAX_WORKERS = 8
+"""At most this many workers in automatic mode: the parent receives and writes every
+line, ~1/20 of a worker's CPU per MB (benchmarks/corpus.py), so more would wait on it."""
+
+_IN_FLIGHT_PER_WORKER = 4
+"""Units submitted but not yet written, per worker: bounds the parent's memory to that
+many units' lines while a slow unit holds up the ones after it (they are written in order)."""
+
+
+@dataclass(slots=True)
+class _UnitResult:
+    """One unit converted: its FileReport, its lines (serialised trajectories, no
+    newline), the skip counts to add to the report's and, when not lenient, its error
+    (raised once every unit was tried)."""
+
+    file: FileReport
+    lines: list[bytes]
+    skipped: Counter[str]
+    failure: ConvertError | None = None
+
+
+def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) -> _UnitResult:
+    """Convert one unit as convert_paths does (the same in this process or in a worker):
+    a walked file that matches no format is skipped as a harbor job's file or a
+    companion file, counted as `unrecognized_file` (lenient) or a failure; a unit that
+    raises ConvertError keeps no lines (lenient: `file_error`)."""
+    frep = FileReport(path=str(unit), format=None)
+    skipped: Counter[str] = Counter()
+    data = detected = None
+    if unit.is_file():
+        data = unit.read_bytes()  # the one read of this file
+        detected = detect_bytes(data) if fmt is None else None
+    if not explicit and fmt is None and data is not None and detected is None:
+        kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(data)
+        if kind is not None:
+            frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
+            skipped[kind] += 1
+            return _UnitResult(frep, [], skipped)
+        exc = UnknownFormatError(unit, None, None, "content matches no log format")
+        frep.error = str(exc)
+        if lenient:
+            skipped["unrecognized_file"] += 1
+            return _UnitResult(frep, [], skipped)
+        return _UnitResult(frep, [], skipped, exc)
+    ctxs: list[FileContext] = []
+    lines: list[bytes] = []
+    try:
+        for traj in _iter_unit(unit, fmt, lenient, ctxs, data, detected):
+            frep.format = traj.source.format
+            lines.append(_to_json(traj))
+            frep.turns += len(traj.turns)
+            skipped.update(traj.skipped)
+        frep.trajectories = len(lines)
+    except ConvertError as exc:
+        frep.error = str(exc)
+        frep.turns = 0
+        if not lenient:
+            return _UnitResult(frep, [], skipped, exc)
+        lines = []
+        skipped["file_error"] += 1
+    if frep.format is None and frep.error is None:
+        frep.format = fmt
+    for ctx in ctxs:
+        skipped.update(ctx.skipped)
+    return _UnitResult(frep, lines, skipped)
+
+
+def _pack_error(exc: ConvertError | None) -> tuple[type[ConvertError], tuple[Any, ...], dict[str, Any]] | None:
+    """A ConvertError as picklable parts: its __init__ takes (path, line, field, problem),
+    not the message pickle would pass it, so it is rebuilt from its args and attributes."""
+    return None if exc is None else (type(exc), exc.args, dict(vars(exc)))
+
+
+def _unpack_error(packed: tuple[type[ConvertError], tuple[Any, ...], dict[str, Any]] | None) -> ConvertError | None:
+    if packed is None:
+        return None
+    cls, args, state = packed
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+def _worker_init() -> None:
+    """A worker ignores Ctrl-C (the parent stops it) and exits when the parent is gone
+    (killed: no orphan left waiting for work that never comes)."""
+    import multiprocessing
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent.sentinel,), name="exit-with-parent",
+                         daemon=True).start()
+
+
+def _exit_with_parent(sentinel: int) -> None:
+    from multiprocessing.connection import wait
+
+    wait([sentinel])
+    os._exit(1)
+
+
+def _convert_unit_in_worker(unit: Path, explicit: bool, fmt: str | None,
+                            lenient: bool) -> tuple[Any, ...]:
+    """_convert_unit in a worker process: (FileReport, lines, skipped, packed error,
+    worker pid, worker CPU s so far)."""
+    with gc_paused():
+        res = _convert_unit(unit, explicit, fmt, lenient)
+    return res.file, res.lines, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time()
+
+
+_preload_set = False
+
+
+def _pool_context() -> Any:
+    """The pool's multiprocessing context: forkserver where there is one (the caller may
+    be a Prefect process with threads: it is never forked), else spawn. The forkserver
+    preloads the main module and this one, so a worker is a fork of an interpreter that
+    has imported the converters (set once per process, before the forkserver starts;
+    one started by other code keeps its own preload)."""
+    import multiprocessing
+
+    global _preload_set
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    if not _preload_set:
+        ctx.set_forkserver_preload(["__main__", __name__])
+        _preload_set = True
+    return ctx
+
+
+def _stop_pool(pool: Any) -> None:
+    """Stop a pool now (an error or a signal while converting): cancel the units not
+    started, terminate the workers (a unit in progress would otherwise finish first) and
+    wait for them to exit."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # CPython's ProcessPoolExecutor
+    for proc in processes:
+        proc.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _convert_in_workers(units: list[tuple[Path, bool]], n_workers: int, fmt: str | None, lenient: bool,
+                        apply: Callable[[int, _UnitResult], None]) -> float:
+    """Convert `units` in `n_workers` worker processes, handing each result to `apply` in
+    unit order (at most _IN_FLIGHT_PER_WORKER * n_workers units are out at a time).
+    Returns the workers' CPU s (each one's process_time when it sent its last unit). On
+    any exception (also KeyboardInterrupt) the workers are stopped before it propagates."""
+    from collections import deque
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(n_workers, mp_context=_pool_context(), initializer=_worker_init)
+    cpu_s_by_pid: dict[int, float] = {}
+    pending: deque[Future[tuple[Any, ...]]] = deque()
+    window = _IN_FLIGHT_PER_WORKER * n_workers
+    submitted = 0
+    try:
+        for k in range(len(units)):
+            while submitted < len(units) and len(pending) < window:
+                unit, explicit = units[submitted]
+                pending.append(pool.submit(_convert_unit_in_worker, unit, explicit, fmt, lenient))
+                submitted += 1
+            frep, lines, skipped, failure, pid, cpu_s = pending.popleft().result()
+            cpu_s_by_pid[pid] = max(cpu_s, cpu_s_by_pid.get(pid, 0.0))
+            apply(k, _UnitResult(frep, lines, skipped, _unpack_error(failure)))
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
+    return sum(cpu_s_by_pid.values())
+
+
+def _resolve_workers(workers: int | None, n_units: int, total_bytes: Callable[[], int]) -> int:
+    """How many processes convert (1: this one); see convert_paths."""
+    if workers is None:
+        env = os.environ.get(WORKERS_ENV, "").strip()
+        if env and env.lower() != "auto":
+            try:
+                workers = int(env)
+            except ValueError:
+                workers = 0
+            if workers < 1:
+                raise ConvertError(WORKERS_ENV, None, None, "expected a number of worker processes >= 1 or auto", env)
+    elif workers < 1:
+        raise ValueError(f"workers: expected None or >= 1 (got {workers!r})")
+    if workers is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if cpus < 2 or n_units < 2 or total_bytes() < PARALLEL_MIN_BYTES:
+            return 1
+        workers = min(cpus, _AUTO_MAX_WORKERS)
+    return max(1, min(workers, n_units))
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while convert_paths ran (see _sigterm_unwinds)."""
+
+
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """In the main thread, when SIGTERM has its default action: SIGTERM raises inside the
+    block, so convert_paths' cleanup runs (workers stopped, temporary file removed), and
+    the process then ends by SIGTERM as it would have. Elsewhere (another thread, a
+    handler installed, e.g. Prefect's in a flow run) nothing changes."""
+    import threading
+
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one does not break the cleanup
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise SystemExit(128 + signal.SIGTERM) from None  # SIGTERM blocked in this thread
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
 
 def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None, lenient: bool = False,
                   progress: Callable[[ConvertProgress], None] | None = stage_progress,
-                  clock: Callable[[], float] = time.monotonic) -> ConvertReport:
+                  clock: Callable[[], float] = time.monotonic, workers: int | None = None) -> ConvertReport:
     """Convert every log under `paths` into one trajectories JSONL at `out` (one
     `Trajectory.model_dump_json()` per line) and return the report; `out` None only
     checks (everything is converted, nothing is written).
@@ -333,6 +577,23 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     unit and at the end (times from `clock`, s); one that raises is logged and not
     called again (it never fails the conversion). The process's automatic cyclic GC is
     off while the files convert (`gc_paused`).
+
+    `workers`: processes that convert units (`report.workers` says how many did). 1:
+    this process, one unit after the other. N >= 2: min(N, units) worker processes of a
+    concurrent.futures.ProcessPoolExecutor (forkserver context, else spawn: this process
+    is never forked; the main module is imported in them, as multiprocessing does, so a
+    script calling this guards its entry point with `if __name__ == "__main__"`). None:
+    the environment variable BENCHMAKER_CONVERT_WORKERS (a number, or `auto`; anything
+    else raises ConvertError naming it), else automatic: as many workers as CPUs this
+    process may run on (os.sched_getaffinity; at most 8) when there are >= 2 of them,
+    >= 2 units and >= PARALLEL_MIN_BYTES (24 MB) of logs, else 1. Workers give exactly
+    the output, errors, report and progress events of 1 worker: units are converted
+    whole in a worker and written here in input order (at most 4 units per worker are
+    out at a time), progress comes after each unit in that order, and every unit is
+    still tried before an error is raised. On an exception, Ctrl-C included, the
+    workers are terminated before it propagates; a worker exits when this process dies.
+    SIGTERM (in the main thread, with its default action) removes the temporary file
+    and stops the workers, then ends the process by SIGTERM as before.
     """
     out = Path(out) if out is not None else None
     _check_format(fmt, out or Path("."))
@@ -340,8 +601,17 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     report = ConvertReport(out=out)
     skipped: Counter[str] = Counter()
     failures: list[ConvertError] = []
+    sizes: list[int] = []
+
+    def unit_sizes() -> list[int]:
+        if not sizes and units:
+            sizes.extend(_unit_bytes(u) for u, _ in units)
+        return sizes
+
+    n_workers = _resolve_workers(workers, len(units), lambda: sum(unit_sizes()))
     started = clock()
-    sizes = [_unit_bytes(u) for u, _ in units] if progress is not None else []
+    if progress is not None:
+        unit_sizes()
     total_bytes = sum(sizes)
     done_bytes = 0
 
@@ -364,79 +634,52 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     else:
         fh = open(os.devnull, "wb")  # noqa: SIM115 - closed in finally
 
-    def convert_one(unit: Path, explicit: bool) -> None:
-        frep = FileReport(path=str(unit), format=None)
-        report.files.append(frep)
-        data = detected = None
-        if unit.is_file():
-            data = unit.read_bytes()  # the one read of this file
-            detected = detect_bytes(data) if fmt is None else None
-        if not explicit and fmt is None and data is not None and detected is None:
-            kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(data)
-            if kind is not None:
-                frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
-                skipped[kind] += 1
-                return
-            exc = UnknownFormatError(unit, None, None, "content matches no log format")
-            frep.error = str(exc)
-            if lenient:
-                skipped["unrecognized_file"] += 1
-            else:
-                failures.append(exc)
-            return
-        ctxs: list[FileContext] = []
-        try:
-            lines = []
-            for traj in _iter_unit(unit, fmt, lenient, ctxs, data, detected):
-                frep.format = traj.source.format
-                lines.append(_to_json(traj))
-                frep.turns += len(traj.turns)
-                skipped.update(traj.skipped)
-            for line in lines:  # written once the whole unit converted; no copy of the bytes
-                fh.write(line)
-                fh.write(b"\n")
-            frep.trajectories = len(lines)
-        except ConvertError as exc:
-            frep.error = str(exc)
-            frep.turns = 0
-            if not lenient:
-                failures.append(exc)
-                return
-            skipped["file_error"] += 1
-        if frep.format is None and frep.error is None:
-            frep.format = fmt
-        for ctx in ctxs:
-            skipped.update(ctx.skipped)
-        report.trajectories += frep.trajectories
-        report.turns += frep.turns
-
     files_done = 0
-    try:
-        tell(0)
-        with fh, gc_paused():
-            for k, (unit, explicit) in enumerate(units):
-                convert_one(unit, explicit)
-                files_done = k + 1
-                done_bytes += sizes[k] if sizes else 0
-                tell(files_done)
-        tell(files_done, finished=True)
-        if len(failures) == 1:
-            raise failures[0]
-        if failures:
-            raise UnreadableFilesError(failures, len(units))
-        if report.trajectories == 0:
-            where = units[0][0] if len(units) == 1 else Path(os.path.commonpath([str(u) for u, _ in units]) or ".")
-            raise EmptyInputError(where, None, None, f"no trajectories converted from {len(units)} input(s)")
-        if tmp_name is not None and out is not None:
-            os.chmod(tmp_name, 0o644)  # mkstemp creates 0600
-            os.replace(tmp_name, out)
-    except BaseException:
-        if tmp_name is not None:
-            try:
-                os.unlink(tmp_name)
-            except FileNotFoundError:
-                pass
-        raise
+
+    def apply(k: int, res: _UnitResult) -> None:
+        """Unit k's result into the output and the report, then the progress event."""
+        nonlocal files_done, done_bytes
+        report.files.append(res.file)
+        for line in res.lines:  # written once the whole unit converted; no copy of the bytes
+            fh.write(line)
+            fh.write(b"\n")
+        skipped.update(res.skipped)
+        if res.failure is not None:
+            failures.append(res.failure)
+        report.trajectories += res.file.trajectories
+        report.turns += res.file.turns
+        files_done = k + 1
+        done_bytes += sizes[k] if sizes else 0
+        tell(files_done)
+
+    with _sigterm_unwinds():
+        try:
+            tell(0)
+            with fh, gc_paused():
+                if n_workers > 1:
+                    report.workers_cpu_s = _convert_in_workers(units, n_workers, fmt, lenient, apply)
+                else:
+                    for k, (unit, explicit) in enumerate(units):
+                        apply(k, _convert_unit(unit, explicit, fmt, lenient))
+            report.workers = n_workers
+            tell(files_done, finished=True)
+            if len(failures) == 1:
+                raise failures[0]
+            if failures:
+                raise UnreadableFilesError(failures, len(units))
+            if report.trajectories == 0:
+                where = units[0][0] if len(units) == 1 else Path(os.path.commonpath([str(u) for u, _ in units]) or ".")
+                raise EmptyInputError(where, None, None, f"no trajectories converted from {len(units)} input(s)")
+            if tmp_name is not None and out is not None:
+                os.chmod(tmp_name, 0o644)  # mkstemp creates 0600
+                os.replace(tmp_name, out)
+        except BaseException:
+            if tmp_name is not None:
+                try:
+                    os.unlink(tmp_name)
+                except FileNotFoundError:
+                    pass
+            raise
     report.skipped = dict(sorted(skipped.items()))
     return report
 

@@ -3,7 +3,8 @@ and RSS, request matching cost at 500 vs 5 trajectories, warehouse load of a run
 that size.
 
     .venv/bin/python benchmarks/corpus.py [--trajectories 500] [--min-turns 50]
-        [--max-turns 450] [--rounds 7] [--repeat 20] [--keep DIR]
+        [--max-turns 450] [--rounds 7] [--conversion-rounds 3] [--workers N] [--repeat 20]
+        [--keep DIR] [--conversion-only]
 
 Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (SOURCES.md:
 914 messages, 453 assistant turns, 0.97 MB); exits 0 with a note when it is absent.
@@ -13,14 +14,23 @@ Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (SOURCES
    user message made unique (" [corpus task i]" appended: a distinct match key per
    file, as 500 SWE-bench tasks have), in one directory.
 2. Conversion: replay.convert.convert_paths over the directory into one
-   trajectories.jsonl; MB of logs per CPU s (process_time; wall s printed beside it:
-   on a shared 2-core machine the wall clock measures the neighbours). Target >= 50.
-   `--profile N` converts a second time under cProfile and prints its N costliest
-   functions (own time); `--compare-rev REV` converts the same logs with the code of git
-   revision REV (`git archive` into a temp dir) and with this checkout, each in a fresh
-   process, alternating, `--compare-rounds` times, and prints both figures (median) and
-   their ratio: before/after on the same host at the same load. `--conversion-only`
-   stops after this step.
+   trajectories.jsonl, as a user runs it, in a fresh interpreter per conversion (its
+   imports not counted; starting the workers' forkserver and pool counted), `--rounds`
+   rounds alternating (which goes first alternates too), median: 1 process
+   (`workers=1`): MB of logs per CPU s (process_time) and per wall s; the workers
+   (automatic choice, or `--workers N`): MB of logs per wall s and per CPU s counting
+   every process (the parent's process_time, each worker's process_time when it sent
+   its last unit, report.workers_cpu_s, and the forkserver's own CPU from /proc). The
+   outputs must be byte-identical (sha256 printed). Target >= 50 MB of logs per wall s
+   with the workers; the per-CPU figures beside it (on a shared 2-core machine the wall
+   clock also measures the neighbours: the load average is printed at the start and
+   the end). `--profile N` converts a second time in one process under cProfile and
+   prints its N costliest functions (own time); `--compare-rev REV` converts the same
+   logs in one process (BENCHMAKER_CONVERT_WORKERS=1) with the code of git revision REV
+   (`git archive` into a temp dir) and with this checkout, each in a fresh process,
+   alternating, `--compare-rounds` times, and prints both figures (median) and their
+   ratio: before/after on the same host at the same load. `--conversion-only` stops
+   after this step.
 3. Store: `python -m replay.server` on the corpus (replay.process.start_replay_server):
    the server process's CPU s when /health first answers (imports, the store load,
    which is nearly all of it, and the GC freeze; wall s beside it; ReplayStore.load is
@@ -48,6 +58,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
+import json
+import os
+import subprocess
 import random
 import statistics
 import sys
@@ -162,7 +176,12 @@ def main() -> int:
     ap.add_argument("--compare-rev", default=None, metavar="REV",
                     help="also convert with git revision REV's code, alternating with this checkout's")
     ap.add_argument("--compare-rounds", type=int, default=2, help="alternating rounds of --compare-rev")
+    ap.add_argument("--conversion-rounds", type=int, default=3,
+                    help="alternating rounds of the conversion figures (1 process, workers)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="workers of the parallel conversion (default: convert_paths' automatic choice)")
     args = ap.parse_args()
+    print(f"load average at start: {_loadavg()}")
     if not REAL.exists():
         print(f"{REAL} is absent: nothing to build the corpus from (skipped)")
         return 0
@@ -176,15 +195,27 @@ def main() -> int:
         print(f"1. logs: {args.trajectories} pi sessions, {n_turns:,} turns, {log_bytes / 1e6:,.1f} MB"
               f" (built in {time.perf_counter() - t0:.1f} s)")
 
-        traj_path = work / "trajectories.jsonl"
-        t0, c0 = time.perf_counter(), time.process_time()
-        report = convert_paths([log_dir], traj_path)
-        conv_s, conv_cpu = time.perf_counter() - t0, time.process_time() - c0
-        conv_rate = log_bytes / 1e6 / conv_cpu
-        print(f"2. conversion: {conv_s:.2f} s wall, {conv_cpu:.2f} s CPU: {conv_rate:,.1f} MB of logs per CPU s"
-              f" ({log_bytes / 1e6 / conv_s:,.1f} per wall s) -> {traj_path.stat().st_size / 1e6:,.1f} MB"
-              f" trajectories ({len(report.files)} files)")
-        rows.append(("conversion (MB of logs per CPU s)", conv_rate, ">= 50", conv_rate >= 50, "{:,.1f}"))
+        conv = measure_conversion(log_dir, work, args.conversion_rounds, args.workers)
+        traj_path = conv.pop("out")
+        mb = log_bytes / 1e6
+        serial_cpu, serial_wall = mb / conv["serial_cpu_s"], mb / conv["serial_wall_s"]
+        par_wall, par_cpu = mb / conv["par_wall_s"], mb / conv["par_cpu_s"]
+        n_workers = conv["workers"]
+        print(f"2. conversion, median of {args.conversion_rounds} alternating round(s), fresh processes:"
+              f" 1 process {conv['serial_wall_s']:.2f} s wall, {conv['serial_cpu_s']:.2f} s CPU:"
+              f" {serial_cpu:,.1f} MB of logs per CPU s ({serial_wall:,.1f} per wall s); {n_workers} workers"
+              f" {conv['par_wall_s']:.2f} s wall, {conv['par_cpu_s']:.2f} s CPU of all processes"
+              f" (parent {conv['par_parent_cpu_s']:.2f}, workers {conv['par_workers_cpu_s']:.2f},"
+              f" forkserver {conv['par_server_cpu_s']:.2f}): {par_wall:,.1f} MB of logs per wall s"
+              f" ({par_cpu:,.1f} per CPU s); wall {conv['serial_wall_s'] / conv['par_wall_s']:.2f}x of 1 process"
+              f" -> {traj_path.stat().st_size / 1e6:,.1f} MB trajectories, sha256 {conv['sha256'][:16]} both")
+        rows.append((f"conversion, {n_workers} workers (MB of logs per wall s)", par_wall, ">= 50", par_wall >= 50,
+                     "{:,.1f}"))
+        rows.append((f"  ({n_workers} workers, MB per CPU s of all processes)", par_cpu, "-", None, "{:,.1f}"))
+        rows.append(("  (1 process, MB of logs per CPU s)", serial_cpu, "-", None, "{:,.1f}"))
+        rows.append(("  (1 process, MB of logs per wall s)", serial_wall, "-", None, "{:,.1f}"))
+        rows.append((f"  ({n_workers} workers / 1 process, wall s)", conv["serial_wall_s"] / conv["par_wall_s"],
+                     "-", None, "{:.2f}x"))
         if args.profile:
             profile_conversion(log_dir, work / "trajectories-profiled.jsonl", args.profile)
         if args.compare_rev:
@@ -263,12 +294,80 @@ def main() -> int:
     return _table(rows)
 
 
+def _loadavg() -> str:
+    """The 1, 5 and 15 min load averages (os.getloadavg), e.g. `1.65 0.94 0.49`."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _table(rows: list[tuple[str, float, str, bool | None, str]]) -> int:
-    """Print the figures table; 0 when no target failed, else 1."""
-    print(f"\n{'figure':<46} {'value':>10} {'target':>9}  result")
+    """Print the figures table and the load average; 0 when no target failed, else 1."""
+    print(f"\n{'figure':<52} {'value':>10} {'target':>9}  result")
     for name, value, target, ok, fmt in rows:
-        print(f"{name:<46} {fmt.format(value):>10} {target:>9}  {'' if ok is None else 'PASS' if ok else 'FAIL'}")
+        print(f"{name:<52} {fmt.format(value):>10} {target:>9}  {'' if ok is None else 'PASS' if ok else 'FAIL'}")
+    print(f"load average at end: {_loadavg()}")
     return 0 if all(ok is not False for *_, ok, _ in rows) else 1
+
+
+_CONVERT_ROUND = """
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from replay.convert import convert_paths
+
+def forkserver_cpu_s():
+    # the forkserver's own CPU s (utime + stime of /proc/<pid>/stat; its workers are not in it)
+    total = 0.0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == os.getpid() and b"multiprocessing.forkserver" in (d / "cmdline").read_bytes():
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+if __name__ == "__main__":
+    workers = None if sys.argv[4] == "auto" else int(sys.argv[4])
+    t0, c0 = time.perf_counter(), time.process_time()
+    report = convert_paths([Path(sys.argv[2])], Path(sys.argv[3]), workers=workers)
+    wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "workers": report.workers,
+                      "workers_cpu_s": report.workers_cpu_s, "server_cpu_s": forkserver_cpu_s()}))
+"""
+
+
+def measure_conversion(log_dir: Path, work: Path, rounds: int, workers: int | None) -> dict[str, Any]:
+    """Median conversion figures of `log_dir` in 1 process and with workers (module doc,
+    step 2), `rounds` alternating rounds, each conversion in a fresh interpreter. Raises
+    AssertionError when the two outputs differ; `out`: the workers' output file."""
+    runs: dict[str, list[dict[str, Any]]] = {"serial": [], "par": []}
+    outs = {"serial": work / "trajectories-1-process.jsonl", "par": work / "trajectories.jsonl"}
+    arg = {"serial": "1", "par": "auto" if workers is None else str(workers)}
+    env = {k: v for k, v in os.environ.items() if k != "BENCHMAKER_CONVERT_WORKERS"}
+    for rnd in range(rounds):
+        for kind in ("serial", "par") if rnd % 2 == 0 else ("par", "serial"):
+            run = subprocess.run([sys.executable, "-c", _CONVERT_ROUND, str(REPO), str(log_dir), str(outs[kind]),
+                                  arg[kind]], check=True, capture_output=True, text=True, cwd=work, env=env)
+            runs[kind].append(json.loads(run.stdout.strip().splitlines()[-1]))
+    digests = {kind: hashlib.sha256(path.read_bytes()).hexdigest() for kind, path in outs.items()}
+    assert digests["serial"] == digests["par"], f"outputs differ: {digests}"
+    outs["serial"].unlink()
+    par = runs["par"]
+    med = statistics.median
+    return {
+        "serial_wall_s": med(r["wall_s"] for r in runs["serial"]),
+        "serial_cpu_s": med(r["cpu_s"] for r in runs["serial"]),
+        "par_wall_s": med(r["wall_s"] for r in par),
+        "par_cpu_s": med(r["cpu_s"] + r["workers_cpu_s"] + r["server_cpu_s"] for r in par),
+        "par_parent_cpu_s": med(r["cpu_s"] for r in par),
+        "par_workers_cpu_s": med(r["workers_cpu_s"] for r in par),
+        "par_server_cpu_s": med(r["server_cpu_s"] for r in par),
+        "workers": par[-1]["workers"],
+        "sha256": digests["par"],
+        "out": outs["par"],
+    }
 
 
 _CONVERT_CHILD = """
@@ -284,8 +383,8 @@ print(time.process_time() - c0)
 
 def compare_conversion(rev: str, log_dir: Path, work: Path, rounds: int) -> tuple[float, float]:
     """Median conversion CPU s of `log_dir` with revision `rev`'s code and with this
-    checkout's, each run in a fresh interpreter (imports not counted), alternating."""
-    import subprocess
+    checkout's, each run in a fresh interpreter (imports not counted), alternating, in
+    one process each (BENCHMAKER_CONVERT_WORKERS=1: CPU s per process)."""
 
     old_tree = work / f"rev-{rev}"
     old_tree.mkdir(parents=True, exist_ok=True)
@@ -296,20 +395,21 @@ def compare_conversion(rev: str, log_dir: Path, work: Path, rounds: int) -> tupl
         for tree in (old_tree, REPO) if rnd % 2 == 0 else (REPO, old_tree):
             out = work / "trajectories-compare.jsonl"
             run = subprocess.run([sys.executable, "-c", _CONVERT_CHILD, str(tree), str(log_dir), str(out)],
-                                 check=True, capture_output=True, text=True, cwd=work)
+                                 check=True, capture_output=True, text=True, cwd=work,
+                                 env={**os.environ, "BENCHMAKER_CONVERT_WORKERS": "1"})
             cpu[tree].append(float(run.stdout.strip().splitlines()[-1]))
             out.unlink(missing_ok=True)
     return statistics.median(cpu[old_tree]), statistics.median(cpu[REPO])
 
 
 def profile_conversion(log_dir: Path, out: Path, top: int) -> None:
-    """Convert `log_dir` again under cProfile and print the `top` functions by own time
+    """Convert `log_dir` again in this process (workers=1) under cProfile and print the `top` functions by own time
     (cProfile's overhead inflates Python-level calls: read it as where, not how much)."""
     import cProfile
     import pstats
 
     prof = cProfile.Profile()
-    prof.runcall(convert_paths, [log_dir], out)
+    prof.runcall(convert_paths, [log_dir], out, workers=1)  # the workers' time is not profiled here
     print(f"   conversion profile, top {top} by own time:")
     stats = pstats.Stats(prof)
     total = sum(tt for _, _, tt, _, _ in stats.stats.values())  # type: ignore[attr-defined]

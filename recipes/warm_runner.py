@@ -44,8 +44,10 @@ Wire protocol (one connection per command, newline-delimited JSON): the caller s
 {"argv", "cwd", "env", "ignore", "fds"} with `fds` (which of 0, 1, 2 it passes)
 attached as SCM_RIGHTS; the runner answers {"pid": N} (served) or {"refused": why},
 then {"exit": CODE} when the child has ended ({"exit": 128 + N, "signal": N} when a
-signal killed it: the caller then ends by the same signal, as a shell expects). A caller that disconnects before
-(killed) hangs its child up (SIGHUP), unless the caller ignored SIGHUP (nohup).
+signal killed it: the caller then ends by the same signal, as a shell expects); the child
+writes that line itself, and the caller answers "done" before it hangs up. A caller that
+disconnects without "done" (killed) hangs its child up (SIGHUP), unless the caller
+ignored SIGHUP (nohup).
 """
 
 from __future__ import annotations
@@ -181,8 +183,13 @@ def run_warm(argv: list[str], env: dict[str, str]) -> int | None:
         if not isinstance(pid, int):
             return None  # refused (stale, another key): run cold
         previous = {s: signal.signal(s, _forward_to(pid)) for s in _SIGNALS if int(s) not in ignore}
+        line = b""
         try:
             line = reader.readline()
+            if line:  # tell the runner the child's exit code arrived (not a caller gone)
+                sock.sendall(b"done\n")
+        except OSError:
+            pass
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -515,8 +522,18 @@ class Runner:
         return f"changed since the runner started: {path}" if path else None
 
     def _caller_gone(self, pid: int, sel: selectors.BaseSelector) -> None:
+        """A caller's connection became readable: it hung up, or said "done" (it has the
+        exit code its child wrote it, and the child is ending: reaped as it ends, not hung
+        up nor logged as a caller that went away)."""
         conn = self.children.get(pid)
         if conn is None:
+            return
+        try:
+            said = conn.recv(64)
+        except OSError:
+            said = b""
+        if said.startswith(b"done"):  # it has its exit code: the child is ending, reaped soon
+            sel.unregister(conn)
             return
         sel.unregister(conn)
         if pid not in self.ignored_hup:

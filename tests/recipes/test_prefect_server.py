@@ -225,7 +225,13 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
         assert "| INFO    | Flow run" in warm.stderr and "sweep point c1: 1 episodes, 4 requests" in warm.stderr
         assert "run bundle:" in warm.stdout
         assert [r["served"] for r in warm_runner.runners(home)] == [1]
-        assert " exited with " in (home / warm_runner.LOG_NAME).read_text()
+        # the child tells its caller its exit code before it exits: the runner reaps it (and
+        # logs the line) a moment after the caller has returned
+        deadline = time.monotonic() + 30
+        while " exited with " not in (log := (home / warm_runner.LOG_NAME).read_text()):
+            assert time.monotonic() < deadline, log
+            time.sleep(0.05)
+        assert "went away" not in log  # a caller that got its exit code is not one that went away
         status = _cli(["server", "status"], env)
         assert status.returncode == 0 and f"pid:     {pid}" in status.stdout and "(healthy)" in status.stdout
         # the flow run is on the reused server

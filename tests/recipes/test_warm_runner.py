@@ -154,6 +154,13 @@ def test_a_warm_call_prints_and_exits_as_a_cold_one(env: dict[str, str]):
         " ".join(DRY_RUN), " ".join(bad)]
     (after,) = _with_env(env, wr.runners, Path(env["PREFECT_HOME"]))
     assert (after["pid"], after["served"]) == (record["pid"], 2)
+    # each caller had its exit code from the child and said so: reaped, never "went away"
+    deadline = time.monotonic() + 30
+    while _log(env).count(" exited with ") < 2:
+        assert time.monotonic() < deadline, _log(env)
+        time.sleep(0.05)
+    assert [line.split(" exited with ")[1] for line in _log(env).splitlines() if " exited with " in line] == ["0", "2"]
+    assert "went away" not in _log(env)
 
 
 @pytest.mark.slow

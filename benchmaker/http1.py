@@ -18,7 +18,11 @@ Behaviour, the same as `AiohttpTransport` unless said otherwise:
   for a body without one (aiohttp's defaults for bytes data), then the spec's headers
   (a header the spec names replaces the default) and `Content-Length` of the body.
   Header names or values holding CR or LF raise ValueError (as aiohttp does), which the
-  runner records as a protocol_error. Redirects (301, 302, 303, 307, 308 with a
+  runner records as a protocol_error. The head is cached per (method, URL, headers,
+  empty body or not) without its Content-Length line, which is added per request.
+  The body is bytes, or a list or tuple of bytes-like pieces sent as their join (a
+  body of 64 KB or more goes by one writelines of the head and the pieces, not copied
+  here: replay.model_client.MessageLog sends a conversation's kept bytes so). Redirects (301, 302, 303, 307, 308 with a
   Location) are followed as aiohttp follows them, up to 10; as with aiohttp the
   sample's times then span the hops and its bytes_received is the last body's.
 - Bodies: Content-Length, chunked (trailers skipped) and close-delimited (HTTP/1.0 style:
@@ -367,11 +371,14 @@ def _headers_dict(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     return out
 
 
-def _head(spec: RequestSpec, target: _Target) -> bytes:
-    """The request line and headers of `spec` as bytes (UTF-8, as aiohttp encodes them).
+def _head(spec: RequestSpec, target: _Target, has_body: bool) -> tuple[str, bool]:
+    """The request line and headers of `spec` up to, not including, the Content-Length
+    line and the blank line that ends the head: (text, whether a Content-Length line
+    follows). `has_body`: the body is not empty (a `Content-Type` default is added then).
+    The bytes sent are the text's UTF-8 (as aiohttp encodes headers), then
+    `Content-Length: N\r\n` when the flag says so, then `\r\n` (`_head_bytes`).
     Raises ValueError when a header name or value holds CR or LF."""
     headers = spec.headers
-    body = spec.body
     parts = [spec.method, " ", target.target, " HTTP/1.1\r\n"]
     names = {k.lower() for k in headers} if headers else ()
     if "host" not in names:
@@ -381,7 +388,7 @@ def _head(spec: RequestSpec, target: _Target) -> bytes:
     for name, line in _DEFAULTS:
         if name not in names:
             parts.append(line)
-    if body and "content-type" not in names:
+    if has_body and "content-type" not in names:
         parts.append("Content-Type: application/octet-stream\r\n")
     n_lines = len(parts) - 3
     if headers:
@@ -390,14 +397,22 @@ def _head(spec: RequestSpec, target: _Target) -> bytes:
                 continue
             parts.append(f"{k}: {v}\r\n")
             n_lines += 1
-    if body or spec.method in ("POST", "PUT", "PATCH"):
-        parts.append(f"Content-Length: {len(body) if body else 0}\r\n")
-        n_lines += 1
-    parts.append("\r\n")
     text = "".join(parts)
-    if text.count("\n") != n_lines + 1 or text.count("\r") != n_lines + 1:  # one per line
+    if text.count("\n") != n_lines or text.count("\r") != n_lines:  # one per line
         raise ValueError(f"newline or carriage return in a header of the request to {spec.url}")
-    return text.encode("utf-8")
+    return text, has_body or spec.method in ("POST", "PUT", "PATCH")
+
+
+def _body_parts(body: Any) -> tuple[int, tuple[Any, ...] | None]:
+    """(length in bytes, pieces) of a request body: `bytes` (or another bytes-like
+    object) gives (len, None); a list or tuple of bytes-like pieces, sent one after the
+    other as if joined, gives (their total length, the pieces as a tuple); None is an
+    empty body."""
+    if body is None:
+        return 0, None
+    if type(body) is list or type(body) is tuple:
+        return sum(map(len, body)), tuple(body)
+    return len(body), None
 
 
 class _RawResponse:
@@ -446,9 +461,16 @@ class _RawResponse:
         target = tr._targets.get(spec.url)
         if target is None:
             target = tr._target(spec.url)
-        data = tr._request_bytes(spec, target)
         body = spec.body
-        big = body is not None and len(body) >= _JOIN_MAX
+        n, pieces = _body_parts(body)
+        head = tr._head_bytes(spec, target, n)
+        if n >= _JOIN_MAX:  # head and body by one writelines: the body is not copied here
+            data = None
+            out = (head, *pieces) if pieces is not None else (head, body)
+        elif pieces is not None:
+            data = b"".join((head, *pieces))
+        else:
+            data = head + body if n else head
         head_only = spec.method == "HEAD"
         for attempt in (0, 1):
             conn = tr._pop_idle(target.key) if tr._idle.get(target.key) else None
@@ -458,8 +480,8 @@ class _RawResponse:
             conn._reset(head_only)
             conn.active = True
             try:
-                if big:
-                    conn.transport.writelines((data, body))
+                if data is None:
+                    conn.transport.writelines(out)
                 else:
                     conn.transport.write(data)
                 while not conn.headers_done:
@@ -525,6 +547,22 @@ class _RawResponse:
         else:
             conn.close()
 
+    def headers_with_prefix(self, prefix: str) -> dict[str, str]:
+        """The headers whose lower-case name starts with `prefix` (lower-case), as
+        `headers` gives them, without building the whole dict."""
+        p = prefix.encode("latin-1")
+        if not p:
+            return dict(self.headers)
+        first = (p[:1], p[:1].upper())  # a cheap test that rules out most names
+        return _headers_dict([(k, v) for k, v in self._raw if k[:1] in first and k.lower().startswith(p)])
+
+    @property
+    def complete(self) -> bool:
+        """True when the body ended and every byte of it was read (the next read raises
+        StopAsyncIteration)."""
+        conn = self._conn
+        return conn is not None and conn.done and not conn.chunks
+
     def chunks(self) -> "_RawResponse":
         """The body as byte chunks, each all the bytes that arrived since the last one
         (an async iterator; never yields b"")."""
@@ -575,7 +613,7 @@ class RawTransport:
         self._keepalive_s = keepalive_s
         self._ssl: ssl.SSLContext | None = None
         self._targets: dict[str, _Target] = {}
-        self._heads: dict[tuple[Any, ...], bytes] = {}
+        self._heads: dict[tuple[Any, ...], tuple[bytes, bool]] = {}
         self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
         self._conns: set[_Conn] = set()
         self._open = 0  # connections open or being opened
@@ -620,18 +658,21 @@ class RawTransport:
             self._targets[url] = t
         return t
 
-    def _request_bytes(self, spec: RequestSpec, target: _Target) -> bytes:
-        """Request line, headers and (when under _JOIN_MAX) body, as bytes. The head is
-        cached per (method, URL, headers): a workload sends the same headers each time."""
+    def _head_bytes(self, spec: RequestSpec, target: _Target, n: int) -> bytes:
+        """The request line and headers of `spec` for a body of `n` bytes, with the blank
+        line that ends them. All but the Content-Length line is cached per (method, URL,
+        headers, body or not): a workload sends the same headers each time, whatever its
+        bodies' lengths (at most 4,096 entries)."""
         headers = spec.headers
-        key = (spec.method, spec.url, tuple(headers.items()) if headers else (), len(spec.body or b""))
-        head = self._heads.get(key)
-        if head is None:
-            head = _head(spec, target)
+        key = (spec.method, spec.url, tuple(headers.items()) if headers else (), n > 0)
+        cached = self._heads.get(key)
+        if cached is None:
+            text, with_length = _head(spec, target, n > 0)
+            cached = (text.encode("utf-8"), with_length)
             if len(self._heads) < 4096:
-                self._heads[key] = head
-        body = spec.body
-        return head + body if body and len(body) < _JOIN_MAX else head
+                self._heads[key] = cached
+        head, with_length = cached
+        return head + b"Content-Length: %d\r\n\r\n" % n if with_length else head + b"\r\n"
 
     def _pop_idle(self, key: tuple[str, str, int]) -> _Conn | None:
         """The most recently released live idle connection to `key`, or None."""

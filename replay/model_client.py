@@ -136,6 +136,8 @@ class _MessageParser(OpenAIChatParser):
                 self._content = [c]
             else:
                 self._content.append(c)
+            if len(delta) == 1:  # the common delta: text only
+                return
         for key in ("reasoning_content", "reasoning"):
             rc = delta.get(key)
             if type(rc) is str:
@@ -168,16 +170,21 @@ class _MessageParser(OpenAIChatParser):
 
     def _whole_body(self, choices: list[Any]) -> bool:
         generated = super()._whole_body(choices)
-        ch = next((c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0), None)
-        msg = ch.get("message") if ch is not None else None
-        if isinstance(msg, dict):
-            if isinstance(msg.get("content"), str):
-                self._content = [msg["content"]]
+        msg = None
+        for ch in choices:
+            if type(ch) is dict and ch.get("index", 0) == 0:
+                msg = ch.get("message")
+                break
+        if type(msg) is dict:
+            content = msg.get("content")
+            if type(content) is str:
+                self._content = [content]
             for key in ("reasoning_content", "reasoning"):
-                if isinstance(msg.get(key), str):
-                    self._reasoning = [msg[key]]
+                text = msg.get(key)
+                if type(text) is str:
+                    self._reasoning = [text]
                     break
-            for i, tc in enumerate(msg.get("tool_calls") or []):
+            for i, tc in enumerate(msg.get("tool_calls") or ()):
                 if not isinstance(tc, dict):
                     continue
                 fn = tc.get("function") or {}
@@ -344,6 +351,7 @@ class ModelClient:
         self._session = session
         self._transport = transport
         self._own_transport = session is None and transport is None
+        self._frames: dict[tuple[str | None, bool], tuple[bytes, bytes]] = {}  # see stream()
 
     async def _started_transport(self) -> Any:
         if self._transport is None:  # the engine's HTTP/1.1 client; the deadlines are ours
@@ -396,7 +404,19 @@ class ModelClient:
         error body is not yielded); its `.result` is complete once the iteration ended.
         `messages` may be a MessageLog: its kept bytes are sent (the same bytes)."""
         if type(messages) is MessageLog:
-            payload = messages.body_bytes(self.body([], stream=stream, model=model, **extra))
+            # the bytes around the messages depend on model, stream and extra only: kept
+            # per (model, stream) when there is no extra
+            key = None if extra else (model or self.model, stream)
+            frame = self._frames.get(key) if key is not None else None
+            if frame is None:
+                frame = MessageLog.frame(self.body([], stream=stream, model=model, **extra))
+                if key is not None and frame is not None and len(self._frames) < 64:
+                    self._frames[key] = frame
+            payload: bytes | list[bytes]
+            if frame is not None and messages._kept:
+                payload = messages._pieces(frame)
+            else:
+                payload = self.encode(self.body(messages.messages, stream=stream, model=model, **extra))
         else:
             payload = self.encode(self.body(messages, stream=stream, model=model, **extra))
         return ChatStream(self, payload, stream)
@@ -416,25 +436,32 @@ class ModelClient:
 class MessageLog:
     """A conversation's request messages, each message's JSON kept as bytes when it is
     appended (issue #17 item 4), so that sending turn k costs the serialisation of the
-    messages new since turn k-1 plus one copy of the history's bytes, where encoding the
-    whole body each turn re-serialises the history (0.6 ms at turn 400 of the 453-turn pi
-    session, 0.58 MB; quadratic over a session).
+    messages new since turn k-1, where encoding the whole body each turn re-serialises
+    the history (0.6 ms at turn 400 of the 453-turn pi session, 0.58 MB; quadratic over
+    a session).
 
         log = MessageLog(initial_messages)          # list-like: len, iteration, [i]
         log.append(response); log.extend(observation_messages)
         result = await client.chat(log)             # ModelClient.stream(log) likewise
 
     `body_bytes(body)` is byte for byte `ModelClient.encode(body)` of the body with these
-    messages in it (compact orjson: each message's bytes joined by ","). A message is
-    not to be changed once appended (its bytes are kept). A message orjson refuses (a
-    lone surrogate in a string, an int beyond 64 bits) stops the keeping: from then on
-    `body_bytes` encodes the whole body (ModelClient.encode, with its json.dumps fallback)."""
+    messages in it (compact orjson: each message's bytes joined by ","); `body_pieces(body)`
+    the same bytes as a list of pieces, which the engine's HTTP/1.1 client sends without
+    joining them (benchmaker.http1). The kept bytes are immutable segments whose sizes
+    at least halve from one to the next (a send joins the messages new since the last
+    one into a segment and merges it into the previous segment while that one is not
+    over twice its size), so a body is O(log n) pieces and a byte is copied O(log n)
+    times over a session, not once per turn. A message is not to be changed once
+    appended (its bytes are kept). A message orjson refuses (a lone surrogate in a
+    string, an int beyond 64 bits) stops the keeping: from then on the body is encoded
+    whole (ModelClient.encode, with its json.dumps fallback)."""
 
-    __slots__ = ("messages", "_joined", "_kept")
+    __slots__ = ("messages", "_segments", "_new", "_kept")
 
     def __init__(self, messages: Any = ()) -> None:
         self.messages: list[dict[str, Any]] = []
-        self._joined = bytearray()  # b'm0,m1,...' of the kept messages
+        self._segments: list[bytes] = []  # b'm0,m1', b',m2,m3', ...: the kept messages sent so far
+        self._new: list[bytes] = []  # the kept messages appended since (their bytes, no commas)
         self._kept = True
         self.extend(messages)
 
@@ -442,14 +469,10 @@ class MessageLog:
         self.messages.append(message)
         if self._kept:
             try:
-                data = orjson.dumps(message)
+                self._new.append(orjson.dumps(message))
             except orjson.JSONEncodeError:
                 self._kept = False
-                self._joined = bytearray()
-                return
-            if len(self.messages) > 1:
-                self._joined += b","
-            self._joined += data
+                self._segments, self._new = [], []
 
     def extend(self, messages: Any) -> None:
         for m in messages:
@@ -464,23 +487,52 @@ class MessageLog:
     def __getitem__(self, index: Any) -> Any:
         return self.messages[index]
 
-    def body_bytes(self, body: dict[str, Any]) -> bytes:
+    def _kept_segments(self) -> list[bytes]:
+        """The kept messages' bytes joined by ",", as segments (class docstring)."""
+        segments, new = self._segments, self._new
+        if new:
+            seg = b",".join(new) if not segments else b",".join((b"", *new))
+            new.clear()
+            while segments and len(segments[-1]) <= 2 * len(seg):
+                seg = segments.pop() + seg
+            segments.append(seg)
+        return segments
+
+    @staticmethod
+    def frame(body: dict[str, Any]) -> tuple[bytes, bytes] | None:
+        """(the bytes before, the bytes after) the messages' bytes in the encoding of
+        `body` (a ModelClient.body output): `{"model":"m","messages":[` and
+        `],"stream":false}`; None when `body` has no "messages" or orjson refuses the rest."""
+        keys = list(body)
+        if "messages" not in body:
+            return None
+        at = keys.index("messages")
+        head = {k: body[k] for k in keys[:at]}
+        tail = {k: body[k] for k in keys[at + 1:]}
+        try:
+            start = orjson.dumps(head)[:-1] + (b',"messages":[' if head else b'"messages":[')
+            end = b"]," + orjson.dumps(tail)[1:] if tail else b"]}"
+        except orjson.JSONEncodeError:
+            return None
+        return start, end
+
+    def _pieces(self, frame: tuple[bytes, bytes]) -> list[bytes]:
+        """The body's pieces in `frame` (kept messages only)."""
+        return [frame[0], *self._kept_segments(), frame[1]]
+
+    def body_pieces(self, body: dict[str, Any]) -> list[bytes]:
         """The request bytes of `body` (ModelClient.body output) with this log's messages
-        as its "messages" (whatever `body["messages"]` holds is left aside)."""
+        as its "messages" (whatever `body["messages"]` holds is left aside), as a list of
+        byte strings to send one after the other (joined: `body_bytes`)."""
         if self._kept:
-            keys = list(body)
-            at = keys.index("messages") if "messages" in body else -1
-            if at >= 0:
-                head = {k: body[k] for k in keys[:at]}
-                tail = {k: body[k] for k in keys[at + 1:]}
-                try:
-                    start = orjson.dumps(head)[:-1] + (b',"messages":[' if head else b'"messages":[')
-                    end = b"]," + orjson.dumps(tail)[1:] if tail else b"]}"
-                except orjson.JSONEncodeError:
-                    pass
-                else:
-                    return b"".join((start, self._joined, end))
-        return ModelClient.encode({**body, "messages": self.messages})
+            frame = self.frame(body)
+            if frame is not None:
+                return self._pieces(frame)
+        return [ModelClient.encode({**body, "messages": self.messages})]
+
+    def body_bytes(self, body: dict[str, Any]) -> bytes:
+        """`body_pieces(body)` joined: byte for byte `ModelClient.encode` of the body."""
+        return b"".join(self.body_pieces(body))
 
 
 class _IdleTimeout(Exception):
@@ -491,22 +543,32 @@ class _BodyCut(Exception):
     """The transport failed inside the body (a protocol error, as aiohttp's ClientPayloadError)."""
 
 
+def _replay_headers(headers: Any) -> dict[str, str]:
+    """The `x-replay-*` headers of a response's headers (a mapping), names lower-cased."""
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-replay-")}
+
+
 class _AiohttpExchange:
     """One call on a given aiohttp ClientSession (the session's pool and aiohttp's
-    timeouts: total, sock_read = idle)."""
+    timeouts: total, sock_read = idle). `open()` returns (status, the response's
+    `x-replay-*` headers, names lower-cased); `ended()` is never True (the body ends
+    with a read that returns b"")."""
 
     __slots__ = ("_session", "_client", "_payload", "_resp")
 
-    def __init__(self, session: aiohttp.ClientSession, client: ModelClient, payload: bytes) -> None:
+    def __init__(self, session: aiohttp.ClientSession, client: ModelClient, payload: bytes | list[bytes]) -> None:
         self._session = session
         self._client = client
-        self._payload = payload
+        self._payload = payload if type(payload) is bytes else b"".join(payload)
         self._resp: aiohttp.ClientResponse | None = None
 
     async def open(self) -> tuple[int, Any]:
         c = self._client
         resp = self._resp = await self._session.post(c.url, data=self._payload, headers=c._headers, timeout=c.timeout)
-        return resp.status, resp.headers
+        return resp.status, _replay_headers(resp.headers)
+
+    def ended(self) -> bool:
+        return False
 
     async def read(self) -> bytes:
         return await self._resp.content.readany()  # type: ignore[union-attr]
@@ -535,15 +597,20 @@ class _TransportExchange:
     TimeoutError (total) or _IdleTimeout (idle), as asyncio.timeout does: a cancellation
     from elsewhere stays a CancelledError (Task.uncancel count)."""
 
-    __slots__ = ("_client", "_spec", "_cm", "_chunks", "_total", "_idle", "_loop", "_task", "_cancelling",
+    __slots__ = ("_client", "_spec", "_cm", "_chunks", "_raw", "_total", "_idle", "_loop", "_task", "_cancelling",
                  "_read_at", "_inside", "_timer", "_armed", "_fired")
 
-    def __init__(self, client: ModelClient, payload: bytes, stream: bool) -> None:
+    def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool) -> None:
         self._client = client
         self._spec = RequestSpec("POST", client.url, client._headers, payload, stream)
         self._cm: Any = None
         self._chunks: Any = None
-        loop = self._loop = asyncio.get_running_loop()
+        self._raw: Any = None  # the response (http1._RawResponse), when on RawTransport
+        tr = client._transport
+        loop = tr._loop if type(tr) is RawTransport and tr._loop is not None else None
+        if loop is None:  # asyncio.get_running_loop costs a getpid() system call (CPython 3.11)
+            loop = asyncio.get_running_loop()
+        self._loop = loop
         total = client.timeout_s
         self._total = None if total is None else loop.time() + total
         self._idle = client.idle_timeout_s
@@ -601,7 +668,8 @@ class _TransportExchange:
         return None
 
     async def open(self) -> tuple[int, Any]:
-        task = self._task = asyncio.current_task()
+        loop = self._loop
+        task = self._task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("ModelClient: a call runs inside a task (its deadlines cancel it)")
         self._cancelling = task.cancelling()
@@ -610,13 +678,22 @@ class _TransportExchange:
         # (a timer that fires before the deadline in force only re-arms)
         at = self._total
         if self._idle is not None:
-            idle_at = self._loop.time() + self._idle
+            idle_at = loop.time() + self._idle
             at = idle_at if at is None or idle_at < at else at
         if at is not None:
             self._arm(at)
         try:
-            self._cm = (await self._client._started_transport()).stream(self._spec)
-            resp = await self._cm.__aenter__()
+            transport = self._client._transport
+            if transport is None:
+                transport = await self._client._started_transport()
+            spec = self._spec
+            if type(transport) is RawTransport:  # sends a list of pieces as they are
+                cm = self._cm = self._raw = transport.stream(spec)
+            else:
+                if type(spec.body) is list:
+                    spec.body = b"".join(spec.body)
+                cm = self._cm = transport.stream(spec)
+            resp = await cm.__aenter__()
         except asyncio.CancelledError:
             err = self._timed_out()
             if err is None:
@@ -625,7 +702,20 @@ class _TransportExchange:
         finally:
             self._inside = False
         self._chunks = resp.chunks()
-        return resp.status, resp.headers
+        if self._raw is not None:
+            return resp.status, self._raw.headers_with_prefix("x-replay-")
+        return resp.status, _replay_headers(resp.headers)
+
+    def ended(self) -> bool:
+        """True when the body is known to be over and every byte of it was read (on
+        RawTransport: no read returning b"" is needed then). Raises TimeoutError, as
+        that read would have, when the total deadline passed since the last read."""
+        raw = self._raw
+        if raw is None or not raw.complete:
+            return False
+        if self._total is not None and self._loop.time() >= self._total:
+            raise TimeoutError
+        return True
 
     async def read(self) -> bytes:
         self._read_at = self._loop.time()
@@ -662,7 +752,7 @@ class ChatStream:
     """Async iterator over the body reads of one call; `.result` is the ChatResult.
     Model time is accumulated inside the awaits only (module docstring)."""
 
-    def __init__(self, client: ModelClient, payload: bytes, stream: bool) -> None:
+    def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool) -> None:
         self._client = client
         self._payload = payload
         self._stream = stream
@@ -683,7 +773,8 @@ class ChatStream:
         else:
             ex = _TransportExchange(client, self._payload, self._stream)
         parser = _MessageParser(stream=self._stream)
-        s.bytes_sent = len(self._payload)
+        payload = self._payload
+        s.bytes_sent = len(payload) if type(payload) is bytes else sum(map(len, payload))
         finished = False
         t = pc()
         s.sent_ns = s.intended_ns = t - t0
@@ -693,7 +784,7 @@ class ChatStream:
             finally:
                 r.model_time_ns += pc() - t
             s.http_status = self.status = status
-            r.headers = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-replay-")}
+            r.headers = headers
             if status >= 400:
                 t = pc()
                 try:
@@ -722,6 +813,8 @@ class ChatStream:
                 s.bytes_received += len(data)
                 parser.feed(data, now - t0, s)
                 yield data
+                if ex.ended():  # the last bytes came with this read: no read for b""
+                    break
             s.end_ns = pc() - t0
             parser.finish(s)
             finished = True

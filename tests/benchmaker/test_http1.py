@@ -689,3 +689,90 @@ async def test_start_keeps_the_heap() -> None:
     await RawTransport().start()
     assert http1._heap_kept is not None  # tried once per process; True on glibc
     assert http1.keep_heap() is http1._heap_kept
+
+
+async def _body_server() -> tuple[asyncio.Server, int, list[bytes]]:
+    """A keep-alive server that records each request whole (head and Content-Length
+    body, as bytes) and answers it with a 2-byte body."""
+    requests: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                n = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                         if line.lower().startswith(b"content-length:"))
+                requests.append(head + await reader.readexactly(n))
+                writer.write(_length(b"ok"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], requests
+
+
+async def test_a_body_given_as_pieces_is_sent_as_their_join_and_the_head_is_cached_whatever_the_length():
+    # bytes bodies and lists/tuples of pieces, under and over the 64 KB one-write limit,
+    # alternating on one connection: the same bytes on the wire, each head with its own
+    # Content-Length, one cached head for them all (keyed without the length)
+    big = bytes(range(256)) * 400  # 102,400 bytes
+    bodies = [b'{"a":1}', [b'{"a"', b":", b"12}"], big, (big[:1000], big[1000:70000], b"", big[70000:]),
+              [b"x" * 10, b"y" * 20], [], b"tail"]
+    server, port, requests = await _body_server()
+    tr = RawTransport()
+    url = f"http://127.0.0.1:{port}/v1/x"
+    try:
+        for body in bodies:
+            async with tr.stream(RequestSpec("POST", url, {"Content-Type": "application/json"}, body)) as r:
+                assert await r.read() == b"ok"
+        heads = dict(tr._heads)
+    finally:
+        await tr.aclose()
+        server.close()
+        await server.wait_closed()
+    head = (f"POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\n"
+            "User-Agent: benchmaker\r\nContent-Type: application/json\r\n").encode()
+    joined = [body if isinstance(body, bytes) else b"".join(body) for body in bodies]
+    assert requests == [head + b"Content-Length: %d\r\n\r\n" % len(b) + b for b in joined]
+    assert tr.connections_opened == 1
+    assert list(heads.values()) == [(head, True), (head, True)]  # one per (headers, empty body or not)
+
+
+async def test_the_head_without_body_keeps_content_length_zero_only_for_methods_with_a_body():
+    server, port, heads = await _raw_server([_length(b"ok"), _length(b"ok")], None)
+    tr = RawTransport()
+    try:
+        for method in ("GET", "PUT"):
+            async with tr.stream(RequestSpec(method, f"http://127.0.0.1:{port}/", {}, [])) as r:
+                assert await r.read() == b"ok"
+    finally:
+        await tr.aclose()
+        server.close()
+        await server.wait_closed()
+    common = f"Host: 127.0.0.1:{port}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\nUser-Agent: benchmaker\r\n"
+    assert heads == [f"GET / HTTP/1.1\r\n{common}\r\n".encode(),
+                     f"PUT / HTTP/1.1\r\n{common}Content-Length: 0\r\n\r\n".encode()]
+
+
+async def test_x_replay_headers_are_picked_without_the_whole_dict():
+    resp = (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Replay-Turn: 3\r\nx-replay-turn: 4\r\nXY: no\r\n"
+            b"x-replay-trajectory: t-0\r\nX-Other: 1\r\n\r\nok")
+    server, port, _heads = await _raw_server([resp], None)
+    tr = RawTransport()
+    try:
+        async with tr.stream(RequestSpec("GET", f"http://127.0.0.1:{port}/")) as r:
+            picked = r.headers_with_prefix("x-replay-")
+            everything = r.headers_with_prefix("")
+            assert not r.complete  # the body's bytes are not read yet
+            assert await r.read() == b"ok"
+            assert r.complete
+    finally:
+        await tr.aclose()
+        server.close()
+        await server.wait_closed()
+    assert picked == {"x-replay-turn": "3, 4", "x-replay-trajectory": "t-0"}
+    assert everything == {"content-length": "2", "x-replay-turn": "3, 4", "xy": "no", "x-replay-trajectory": "t-0",
+                          "x-other": "1"}

@@ -128,3 +128,52 @@ async def test_a_given_aiohttp_session_is_used_and_left_open():
         async with ModelClient(srv.url) as client:  # the default: the engine's transport
             r2 = await client.chat(_MSG)
         assert (r2.outcome, r2.content, r2.sample.bytes_received) == ("ok", "ok", r.sample.bytes_received)
+
+
+async def test_a_body_that_came_whole_takes_no_read_for_its_end(monkeypatch):
+    # a non-streamed reply in one write: the body's one read ends the call (the read that
+    # would return b"" is skipped); the same reply on a given aiohttp session ends with it
+    body = (b'{"choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"stop"}],'
+            b'"usage":{"prompt_tokens":3,"completion_tokens":2}}')
+
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        n = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1])
+        await reader.readexactly(n)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Replay-Turn: 7\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    from replay import model_client
+
+    reads: list[bytes] = []
+    transport_read, session_read = model_client._TransportExchange.read, model_client._AiohttpExchange.read
+
+    async def counted_transport_read(self):  # type: ignore[no-untyped-def]
+        reads.append(await transport_read(self))
+        return reads[-1]
+
+    async def counted_session_read(self):  # type: ignore[no-untyped-def]
+        reads.append(await session_read(self))
+        return reads[-1]
+
+    monkeypatch.setattr(model_client._TransportExchange, "read", counted_transport_read)
+    monkeypatch.setattr(model_client._AiohttpExchange, "read", counted_session_read)
+    server = await asyncio.start_server(reply, "127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with ModelClient(url) as client:
+            r = await client.chat(_MSG, stream=False)
+        raw_reads = list(reads)
+        reads.clear()
+        async with aiohttp.ClientSession() as session:
+            r_session = await ModelClient(url, session=session).chat(_MSG, stream=False)
+    finally:
+        server.close()
+    assert raw_reads == [body]
+    assert reads == [body, b""]
+    for res in (r, r_session):
+        assert (res.outcome, res.content, res.finish_reason, res.sample.bytes_received) == ("ok", "hi there", "stop",
+                                                                                             len(body))
+        assert (res.headers, res.usage) == ({"x-replay-turn": "7"}, {"prompt_tokens": 3, "completion_tokens": 2})

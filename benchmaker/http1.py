@@ -361,10 +361,14 @@ def _header(raw: list[tuple[bytes, bytes]], name: bytes) -> str | None:
     return None
 
 
-def _headers_dict(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Response headers as a dict: lower-case names, repeated ones joined with ", "."""
+def _headers_dict(raw: list[tuple[bytes, bytes]], prefix: bytes = b"") -> dict[str, str]:
+    """Response headers as a dict: lower-case names, repeated ones joined with ", "; only
+    those whose lower-case name starts with `prefix` (lower-case) when one is given."""
     out: dict[str, str] = {}
+    n = len(prefix)
     for name, value in raw:
+        if n and name[:n].lower() != prefix:
+            continue
         k = name.decode("latin-1").lower()
         v = value.decode("latin-1")
         out[k] = f"{out[k]}, {v}" if k in out else v
@@ -550,11 +554,7 @@ class _RawResponse:
     def headers_with_prefix(self, prefix: str) -> dict[str, str]:
         """The headers whose lower-case name starts with `prefix` (lower-case), as
         `headers` gives them, without building the whole dict."""
-        p = prefix.encode("latin-1")
-        if not p:
-            return dict(self.headers)
-        first = (p[:1], p[:1].upper())  # a cheap test that rules out most names
-        return _headers_dict([(k, v) for k, v in self._raw if k[:1] in first and k.lower().startswith(p)])
+        return _headers_dict(self._raw, prefix.encode("latin-1"))
 
     @property
     def complete(self) -> bool:

@@ -177,3 +177,72 @@ async def test_a_body_that_came_whole_takes_no_read_for_its_end(monkeypatch):
         assert (res.outcome, res.content, res.finish_reason, res.sample.bytes_received) == ("ok", "hi there", "stop",
                                                                                              len(body))
         assert (res.headers, res.usage) == ({"x-replay-turn": "7"}, {"prompt_tokens": 3, "completion_tokens": 2})
+
+
+class _FakeLoop:
+    """call_at recorded, fired by hand: (when, callback, cancelled) per handle."""
+
+    def __init__(self) -> None:
+        self.handles: list[_FakeHandle] = []
+
+    def call_at(self, when: float, callback):  # type: ignore[no-untyped-def]
+        self.handles.append(_FakeHandle(when, callback))
+        return self.handles[-1]
+
+    def live(self) -> list[float]:
+        return [h.when for h in self.handles if not h.cancelled]
+
+
+class _FakeHandle:
+    def __init__(self, when: float, callback) -> None:  # type: ignore[no-untyped-def]
+        self.when, self.callback, self.cancelled = when, callback, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def fire(self) -> None:
+        self.cancelled = True
+        self.callback()
+
+
+class _FakeCall:
+    """A call as the watchdog sees it: `_armed`, and `_on_timer` re-arming at `later`."""
+
+    def __init__(self, name: str, fired: list[str], later: float | None = None) -> None:
+        self.name, self.fired, self.later, self._armed = name, fired, later, None
+        self.watchdog = None
+
+    def arm(self, watchdog, at: float) -> None:  # type: ignore[no-untyped-def]
+        self.watchdog, self._armed = watchdog, at
+        watchdog.arm(self, at)
+
+    def _on_timer(self) -> None:
+        self._armed = None
+        self.fired.append(self.name)
+        if self.later is not None:
+            at, self.later = self.later, None
+            self.arm(self.watchdog, at)
+
+
+def test_the_calls_of_a_client_share_one_timer_armed_at_the_earliest_time():
+    from replay.model_client import _Watchdog
+
+    loop, fired = _FakeLoop(), []
+    wd = _Watchdog(loop)  # type: ignore[arg-type]
+    a, b, c = _FakeCall("a", fired, later=25.0), _FakeCall("b", fired), _FakeCall("c", fired)
+    a.arm(wd, 10.0)
+    b.arm(wd, 20.0)  # later than the timer: no new one
+    assert loop.live() == [10.0]
+    c.arm(wd, 5.0)  # earlier: the timer moves
+    assert loop.live() == [5.0]
+    wd.disarm(c)  # ended first: the timer stays, fires for nobody and re-arms for a
+    loop.handles[-1].fire()
+    assert (fired, loop.live()) == ([], [10.0])
+    loop.handles[-1].fire()  # a's time: a re-arms at 25, the timer goes to b's 20
+    assert (fired, loop.live()) == (["a"], [20.0])
+    assert not wd.stop()  # calls in progress: the timer keeps running
+    loop.handles[-1].fire()
+    assert (fired, loop.live()) == (["a", "b"], [25.0])
+    loop.handles[-1].fire()
+    assert (fired, loop.live()) == (["a", "b", "a"], [])
+    assert wd.stop()

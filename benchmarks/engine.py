@@ -1,7 +1,8 @@
 """Engine benchmarks of issues #2 and #17, from one run on this machine (not part of CI).
 
     .venv/bin/python benchmarks/engine.py [--pairs 9] [--pair-seconds 1.5] [--seconds 5]
-        [--figures 1,2,3,4,profile] [--profile-top 25] [--no-pin] [--keep DIR]
+        [--figures 1,2,2i,3,4,profile] [--profile-top 25] [--callgrind-streams 128]
+        [--no-pin] [--keep DIR]
 
 A loopback server (benchmarks/_servers.py: raw asyncio protocol on uvloop, pre-built
 responses) runs in a separate process. For figures 1-2 and the profile it is pinned to
@@ -22,36 +23,78 @@ rounds of `--pair-seconds` runs, the figure the median of the per-round ratios.
    it implies for an engine on aiohttp.
 2. Streaming events per CPU s: BenchRunner `closed:64` + OpenAIChatWorkload against
    POST /sse (200 one-token content chunks per response, sent as 4 HTTP chunks at
-   once) on each engine transport, in rounds with the same workload on NullTransport
-   returning the same 200-chunk stream in 4 reads (no I/O; `closed:1`). events per
-   CPU s = token events of ok samples / self_checks.client_cpu_s. Each real-I/O run
-   sits between two null runs (null, raw, null, aiohttp, null; the transports swap
-   places every other round) and its reference is their geometric mean, so a load
-   change during the round moves both sides. Targets, judged on `raw`: real I/O >=
-   60,000; median of the per-round ratios real I/O / reference >= 0.95.
+   once) on each engine transport, in rounds with the same workload on the null
+   reference: NullTransport-like, no I/O, the same 200-chunk stream in 4 reads, run like
+   the real ones: `closed:64`, one wait on the event loop per request (a 1 ns sleep: a
+   socket client waits at least once per request) and each request the next of 128
+   distinct copies of the 4 reads, allocated before the run (as over a socket, no
+   stream parses bytes that an earlier stream just parsed, and 64 streams in flight
+   hold ~2 MB of body bytes). events per CPU s = token events of ok samples /
+   self_checks.client_cpu_s. Each real-I/O run sits between two reference runs (ref,
+   raw, ref, aiohttp, ref; the transports swap places every other round) and its
+   reference is their geometric mean, so a load change during the round moves both
+   sides. Targets, judged on `raw`: real I/O >= 60,000; median of the per-round ratios
+   real I/O / reference >= 0.95 (total client CPU: user and kernel).
+   Why this reference (issue #17): the one used before ran `closed:1` without a wait on
+   the same 4 bytes objects every stream (one hot stream, in cache; since a null
+   request never suspends, a `closed:64` null run without a wait is one stream at a time
+   too), while the real run interleaves 64 streams of fresh bytes. That old reference
+   is still run once per round and printed beside (`null one hot stream`), with the
+   real / old ratio. Measured: the reference executes +0.4% user-space instructions per
+   stream over the old one (figure 2i) and took the same CPU within noise (1.004 of it,
+   median of 9 rounds at load 2-3): the old reference was not what kept the ratio low.
+   Beside the total-CPU ratio: the client's user and system CPU us per stream of each
+   run (getrusage RUSAGE_SELF deltas at the runner's two clock reads; the kernel splits
+   a process's exact run time into user and system by sampled ticks, so the split is
+   an estimate), and the same ratio on user CPU only (user us per stream of the
+   reference / of the real run): where the gap is.
    Each round also times a bare loop per transport (closed 64, POST of the same body
    and headers, read of the same /sse stream, no parsing): the CPU s per stream that
    the I/O alone costs on it, so null / (null + bare read) bounds the ratio any engine
    on that client can reach, and real - null - bare read (us per stream) is what the
-   engine itself adds on real I/O. NullTransport with one event per read is printed
-   beside them (the per-read cost), and NullTransport waiting once per request on the
-   event loop (a 1 ns sleep, no I/O): a client on a socket waits at least once per
-   request, which the plain null path never does. A last run on `raw` with counting
-   connections prints the socket reads and loop waits per stream (with this server
-   1 and 1: the whole response in one read; the null reference feeds the same bytes
-   in 4 reads, and with 1 read instead it measured the same within noise).
-   Where the rest goes (measured on a busy 2-core VM, load 2-6, ratios alternated in one
-   process): the engine on `raw` at closed:1, 8 and 64 gave 0.80, 0.78 and 0.76 of the
-   null run, so it is neither concurrency nor the batch of reads per loop pass; the
-   real path waits for its socket (1 wait per stream) and the null path never sleeps,
-   so on a busy machine the other processes that run meanwhile evict the client's
-   caches, which a wait on the loop alone (null, 1 ns sleep, no idle) does not show.
-   Yielding a read's pieces unjoined did not help (0.92 of joined, noise).
+   engine itself adds on real I/O. NullTransport with one event per read (`closed:1`)
+   is printed beside them (the per-read cost). A last run on `raw` with counting
+   connections prints the socket reads, loop waits and request writes per stream (with
+   this server 1, 1 and 1: the whole response in one read) and the CPU the request's
+   write costs (CLOCK_THREAD_CPUTIME_ID, exact, around each transport.write, minus what
+   an empty interval shows): on loopback the kernel runs the server's TCP receive path
+   and the wake-up of its sleeping event loop (sock_def_readable, try_to_wake_up: an
+   IPI to the server's CPU, a VM exit on a VM) inside the client's write, so they are
+   charged to the client's CPU; over a network they would run on the server's host.
+   It is printed beside the total-CPU ratio, never subtracted from it. perf (cpu-clock
+   samples, 10 kHz, on the client during a raw run; kernel 5.5% of its samples, ~63 us
+   per stream at ~1,150 us per stream, load 3.4) split the kernel time as: the write's
+   own TCP send ~15 us, the server's receive path in it ~12 us, the server's wake-up
+   ~10 us, the 31 KB read ~8 us, timer interrupts ~9 us, samples.jsonl writes ~4 us,
+   epoll ~1 us. callgrind (figure 2i) puts the engine's user-space instructions on `raw`
+   at +1.3% over the reference (+62,000 per stream, of which ~35,000 in memcpy: uvloop
+   copies each read into a bytes object, llhttp each body piece, and the pieces of a
+   read are joined): the user-time gap beyond that is memory and cache stalls (each
+   loop pass reads 64 streams' 31 KB before any task parses its stream).
+   Earlier measurements (busy 2-core VM, load 2-6, against the old reference): the
+   engine on `raw` at closed:1, 8 and 64 gave 0.80, 0.78 and 0.76 of the null run, so
+   it is neither concurrency nor the batch of reads per loop pass. Yielding a read's
+   pieces unjoined did not help (0.92 of joined, noise).
    Every measured run of 1-2 starts after gc.collect(): garbage left by the previous
    run (its summary, its samples read back) otherwise triggers a full collection
    inside the next run, which only the real-I/O runs, allocating more, hit. A warm-up
    run per transport and a null run come first, not counted: the first real-I/O run
    of a process grows its heap (page faults no later run pays).
+2i. User-space instructions per stream, counted, not timed (when valgrind and
+   callgrind_control are on PATH; else skipped with the reason printed): the reference,
+   the old one-hot-stream null and `raw` (closed:64), each in its own process under
+   `valgrind --tool=callgrind --instr-atstart=no` (PYTHONHASHSEED=0): a warm-up run of
+   `--callgrind-streams` streams uninstrumented, then callgrind_control switches the
+   instrumentation on and a measured run of as many streams follows; the runner's
+   clock calls os.getppid() right after its first read and os.getpgrp() right before
+   its last, and callgrind zeroes its counters at the one (--zero-before) and dumps
+   them at the other (--dump-before), so the count is exactly the span behind
+   client_cpu_s. Instructions per ok stream = the dump's `totals:` / ok streams;
+   printed with the ratio reference / raw. User space only: no kernel work, no cache
+   or memory stall is counted. The run summary's SQL is skipped in those processes
+   (after the span; it takes minutes under valgrind). Repeated runs agree within ~0.3%
+   (how many sockets each loop pass finds ready varies); the load does not move it.
+   About 90 s.
    profile: cProfile (timer time.thread_time: CPU, not wall) of one engine run of 1 and
    one of 2 on `raw`; the top `--profile-top` functions by own time (the run summary's
    SQL, after the run, included).
@@ -70,7 +113,7 @@ rounds of `--pair-seconds` runs, the figure the median of the per-round ratios.
 
 Prints every figure and a final table (figure, value, target, pass/fail); exit code 1
 when a target fails. Figures 3-4 and the profile run the engine on `raw`. Runtime about
-4 minutes with the defaults.
+9 minutes with the defaults.
 """
 
 from __future__ import annotations
@@ -80,10 +123,13 @@ import asyncio
 import gc
 import os
 import resource
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +151,7 @@ from benchmaker.records import RequestSpec  # noqa: E402
 SSE_CHUNKS = 200
 TRANSPORTS = ("raw", "aiohttp")  # the engine's transports measured in figures 1-2; targets judge the first
 HOLD_STREAMS = 2000
+NULL_COPIES = 128  # distinct copies of the stream the null reference cycles through (~3.9 MB)
 
 
 def _rss_kb() -> int:
@@ -281,14 +328,6 @@ def _chat(url: str) -> OpenAIChatWorkload:
     return OpenAIChatWorkload(url, "m", StaticDataset(["Say something long."]), max_tokens=SSE_CHUNKS)
 
 
-def _events_per_cpu_s(runner: BenchRunner) -> tuple[float, float, int]:
-    """(token events per client cpu s, per wall s, ok streams) of one run."""
-    res = _run(runner)
-    sc = res.summary["self_checks"]
-    n_ok, events = _ok_token_events(res)
-    return events / sc["client_cpu_s"], events / sc["wall_s"], n_ok
-
-
 async def _bare_raw_loop(url: str, concurrency: int, seconds: float, body: bytes,
                          headers: dict[str, str]) -> int:
     """Streams read in `seconds` by `concurrency` tasks doing POST url + reading the body
@@ -314,6 +353,73 @@ async def _bare_raw_loop(url: str, concurrency: int, seconds: float, body: bytes
     return n
 
 
+class _RunnerClock(types.ModuleType):
+    """Stands in for the `time` module inside benchmaker.runner while installed: its
+    `process_time()` (which the runner calls exactly twice, at the start and at the end
+    of the measured span behind self_checks.client_cpu_s) also records
+    getrusage(RUSAGE_SELF) user and system seconds at both calls, and can call `on_start`
+    after the first and `on_end` before the second (the callgrind markers of figure 2i).
+    Every other attribute is the real module's."""
+
+    def __init__(self) -> None:
+        super().__init__("time")
+        self.marks: list[tuple[float, float]] = []
+        self.on_start: Any = None
+        self.on_end: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def process_time(self) -> float:
+        starting = len(self.marks) % 2 == 0
+        if not starting and self.on_end is not None:
+            self.on_end()
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        self.marks.append((r.ru_utime, r.ru_stime))
+        value = time.process_time()
+        if starting and self.on_start is not None:
+            self.on_start()
+        return value
+
+    def split(self) -> tuple[float, float]:
+        """(user s, system s) of the last measured span."""
+        (u0, s0), (u1, s1) = self.marks[-2:]
+        return u1 - u0, s1 - s0
+
+
+_CLOCK = _RunnerClock()
+
+
+def _install_clock() -> None:
+    """Route benchmaker.runner's clock through _CLOCK (this process only)."""
+    import benchmaker.runner as runner_mod
+
+    runner_mod.time = _CLOCK  # type: ignore[attr-defined]
+
+
+class _PoolNullTransport(NullTransport):
+    """NullTransport whose requests get the same 4 reads as figure 2's real streams, but
+    each request the next of `copies` distinct copies of them (allocated before the run,
+    so no copy is timed): as over a socket, no stream parses bytes an earlier stream
+    just parsed (a hot cache), while 64 streams in flight touch ~2 MB of body bytes per
+    loop pass, as the real ones do."""
+
+    def __init__(self, chunks: tuple[bytes, ...], copies: int, delay_s: float) -> None:
+        self._pool = [tuple(bytes(bytearray(c)) for c in chunks) for _ in range(copies)]
+        self._next = 0
+        super().__init__(chunks=chunks, delay_s=delay_s)
+
+    @property
+    def _chunks(self) -> tuple[bytes, ...]:  # read once per request by NullTransport.stream
+        chunks = self._pool[self._next]
+        self._next = (self._next + 1) % len(self._pool)
+        return chunks
+
+    @_chunks.setter
+    def _chunks(self, value: tuple[bytes, ...]) -> None:
+        pass  # NullTransport.__init__ sets it; the copies above stand in for it
+
+
 def _settled() -> None:
     """Collect the garbage of earlier runs (run summaries, samples read back) before a
     measured run, so that no full collection of it lands inside the next run's CPU time:
@@ -322,13 +428,48 @@ def _settled() -> None:
     gc.collect()
 
 
+_THREAD_CPU = time.CLOCK_THREAD_CPUTIME_ID
+
+
+class _TimedWrites:
+    """A transport proxy that adds the thread CPU time (clock_gettime
+    CLOCK_THREAD_CPUTIME_ID: user + kernel, exact, not sampled) of each `write` and
+    `writelines` to _CountingConn.write_ns; everything else goes to the real transport."""
+
+    __slots__ = ("_t",)
+
+    def __init__(self, transport: Any) -> None:
+        self._t = transport
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._t, name)
+
+    def write(self, data: bytes) -> None:
+        t0 = time.clock_gettime_ns(_THREAD_CPU)
+        self._t.write(data)
+        _CountingConn.write_ns += time.clock_gettime_ns(_THREAD_CPU) - t0
+        _CountingConn.writes += 1
+
+    def writelines(self, parts: Any) -> None:
+        t0 = time.clock_gettime_ns(_THREAD_CPU)
+        self._t.writelines(parts)
+        _CountingConn.write_ns += time.clock_gettime_ns(_THREAD_CPU) - t0
+        _CountingConn.writes += 1
+
+
 class _CountingConn(_Conn):
-    """A RawTransport connection that counts socket reads and waits (figure 2's check of
-    what the real path does per stream; not used in measured runs)."""
+    """A RawTransport connection that counts socket reads and waits, and times its
+    request writes (figure 2's check of what the real path does per stream; not used in
+    measured runs)."""
 
     __slots__ = ()
     reads = 0
     waits = 0
+    writes = 0
+    write_ns = 0
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(_TimedWrites(transport))
 
     def data_received(self, data: bytes) -> None:
         _CountingConn.reads += 1
@@ -339,12 +480,22 @@ class _CountingConn(_Conn):
         await super().wait()
 
 
-def _reads_per_stream(base: str, out: Path, seconds: float) -> tuple[float, float, int]:
-    """(socket reads, waits, streams) per ok stream of one engine run on `raw` with
-    counting connections."""
+def _clock_pair_ns(n: int = 20_000) -> float:
+    """CPU ns that an empty interval between two CLOCK_THREAD_CPUTIME_ID reads shows (what
+    each timed write's interval holds besides the write; subtracted from it): the
+    median over `n` back-to-back pairs."""
+    clock = time.clock_gettime_ns
+    return float(statistics.median(-clock(_THREAD_CPU) + clock(_THREAD_CPU) for _ in range(n)))
+
+
+def _reads_per_stream(base: str, out: Path, seconds: float) -> dict[str, float]:
+    """One engine run on `raw` with counting connections: per ok stream, socket reads,
+    loop waits, request writes and the CPU us those writes cost (the write syscall: the
+    client's TCP send and, on loopback, the server's receive path and wake-up that the
+    kernel runs in the sender's syscall; the clock reads' own cost subtracted)."""
     import benchmaker.http1 as http1
 
-    _CountingConn.reads = _CountingConn.waits = 0
+    _CountingConn.reads = _CountingConn.waits = _CountingConn.writes = _CountingConn.write_ns = 0
     http1._Conn = _CountingConn  # RawTransport._connect builds its connections from the module name
     try:
         cfg = BenchConfig(load="closed:64", duration_s=seconds, out_dir=out, transport="raw")
@@ -352,25 +503,61 @@ def _reads_per_stream(base: str, out: Path, seconds: float) -> tuple[float, floa
     finally:
         http1._Conn = _Conn
     n = res.summary["run"]["n_ok"]
-    return _CountingConn.reads / n, _CountingConn.waits / n, n
+    pair = _clock_pair_ns()
+    return {"reads": _CountingConn.reads / n, "waits": _CountingConn.waits / n, "writes": _CountingConn.writes / n,
+            "write_us": (_CountingConn.write_ns - pair * _CountingConn.writes) / n / 1e3, "streams": n,
+            "clock_pair_us": pair / 1e3}
 
 
 def _loadavg() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def _measured(runner: BenchRunner) -> dict[str, float]:
+    """One run: token events per client cpu s and per wall s, ok streams, and the
+    client's user and system CPU us per ok stream (getrusage over the runner's measured
+    span, see _RunnerClock)."""
+    res = _run(runner)
+    sc = res.summary["self_checks"]
+    n_ok, events = _ok_token_events(res)
+    user_s, sys_s = _CLOCK.split()
+    return {"per_cpu": events / sc["client_cpu_s"], "per_wall": events / sc["wall_s"], "n_ok": n_ok,
+            "user_us": user_s / n_ok * 1e6, "sys_us": sys_s / n_ok * 1e6}
+
+
+def _null_runner(kind: str, out: Path, seconds: float | None, max_requests: int | None = None,
+                 transport: Any = None) -> BenchRunner:
+    """The null-transport runs of figures 2 and 2i. `ref`: the reference, as the real
+    runs (closed:64, one wait on the loop per request, each stream the next of
+    NULL_COPIES distinct copies of the 4 reads; pass the transport to reuse its copies);
+    `hot`: the reference used before (closed:1, no wait, the same 4 bytes objects every
+    stream); `1ev`: as `hot` with one event per read."""
+    if kind == "ref":
+        load = "closed:64"
+        transport = transport or _PoolNullTransport(tuple(split_even(sse_body(SSE_CHUNKS), 4)), NULL_COPIES, 1e-9)
+    else:
+        load = "closed:1"
+        chunks = split_even(sse_body(SSE_CHUNKS), 4) if kind == "hot" else sse_events(SSE_CHUNKS)
+        transport = NullTransport(chunks=tuple(chunks))
+    cfg = BenchConfig(load=load, duration_s=seconds, max_requests=max_requests, out_dir=out)
+    return BenchRunner(cfg, workload=_chat("http://null/v1/chat/completions"), transport=transport)
+
+
+def _geo(a: float, b: float) -> float:
+    return (a * b) ** 0.5
+
+
 def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[str, Any]:
-    body = sse_body(SSE_CHUNKS)
-    null = {"4 reads": tuple(split_even(body, 4)), "1 event/read": tuple(sse_events(SSE_CHUNKS))}
+    _install_clock()
+    ref_tr = _PoolNullTransport(tuple(split_even(sse_body(SSE_CHUNKS), 4)), NULL_COPIES, 1e-9)
 
-    def null_runner(chunks: tuple[bytes, ...], delay_s: float = 0.0) -> BenchRunner:
-        return BenchRunner(BenchConfig(load="closed:1", duration_s=seconds, out_dir=out),
-                           workload=_chat("http://null/v1/chat/completions"),
-                           transport=NullTransport(chunks=chunks, delay_s=delay_s))
-
-    def null4_run() -> float:
+    def ref_run() -> dict[str, float]:
         _settled()
-        return _events_per_cpu_s(null_runner(null["4 reads"]))[0]
+        return _measured(_null_runner("ref", out, seconds, transport=ref_tr))
+
+    def real_runner(t: str, dur: float) -> BenchRunner:
+        cfg = BenchConfig(load="closed:64", duration_s=dur, out_dir=out, transport=t)
+        return BenchRunner(cfg, workload=_chat(base + "/sse"))
 
     print(f"  {_loadavg()} at the start")
     # warm-up, not counted: the first real-I/O run of a process grows the heap (measured:
@@ -378,41 +565,40 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
     # in null runs), a one-time cost the null runs never pay
     for t in TRANSPORTS:
         _settled()
-        _run(BenchRunner(BenchConfig(load="closed:64", duration_s=min(seconds, 0.5), out_dir=out, transport=t),
-                         workload=_chat(base + "/sse")))
-    _run(null_runner(null["4 reads"]))
-    real: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
-    real_wall: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
-    ref: dict[str, list[float]] = {t: [] for t in TRANSPORTS}  # the null reference of each real run
-    extra: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
-    null4, null1, null_wait, round_null = [], [], [], []
+        _run(real_runner(t, min(seconds, 0.5)))
+    _run(_null_runner("ref", out, min(seconds, 0.5), transport=ref_tr))
+    _run(_null_runner("hot", out, min(seconds, 0.5)))
+    real: dict[str, list[dict[str, float]]] = {t: [] for t in TRANSPORTS}
+    refs: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = {t: [] for t in TRANSPORTS}
+    ref_all: list[dict[str, float]] = []
+    hot: list[dict[str, float]] = []
+    hot_over_ref: list[float] = []
     bounds: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
+    extra: dict[str, list[float]] = {t: [] for t in TRANSPORTS}
     request = _chat(base + "/sse").request(0)
     for rnd in range(1, pairs + 1):
         line = [f"  round {rnd}:"]
-        # each real-I/O run sits between two null runs; its reference is their geometric
-        # mean, which follows the machine's load through the round (null, raw, null,
-        # aiohttp, null); the transports swap places every other round
+        # each real-I/O run sits between two reference runs (ref, raw, ref, aiohttp,
+        # ref), which follow the machine's load through the round; the transports swap
+        # places every other round
         order = TRANSPORTS if rnd % 2 else TRANSPORTS[::-1]
-        nulls = [null4_run()]
+        nulls = [ref_run()]
         for t in order:
             _settled()
-            cfg = BenchConfig(load="closed:64", duration_s=seconds, out_dir=out, transport=t)
-            per_cpu, per_wall, n_ok = _events_per_cpu_s(BenchRunner(cfg, workload=_chat(base + "/sse")))
-            nulls.append(null4_run())
-            real[t].append(per_cpu)
-            real_wall[t].append(per_wall)
-            ref[t].append((nulls[-2] * nulls[-1]) ** 0.5)
-            line.append(f"{t} closed:64 {per_cpu:>9,.0f} events per cpu s ({per_wall:,.0f} per wall s, {n_ok:,}"
-                        f" streams; null around it {nulls[-2]:,.0f} / {nulls[-1]:,.0f})")
-        null4.extend(nulls)
+            got = _measured(real_runner(t, seconds))
+            nulls.append(ref_run())
+            real[t].append(got)
+            refs[t].append((nulls[-2], nulls[-1]))
+            line.append(f"{t} {got['per_cpu']:>9,.0f} events per cpu s ({got['per_wall']:,.0f} per wall s,"
+                        f" {got['n_ok']:,} streams, user {got['user_us']:.0f} + sys {got['sys_us']:.0f} us per"
+                        f" stream; null around it {nulls[-2]['per_cpu']:,.0f} / {nulls[-1]['per_cpu']:,.0f})")
+        ref_all.extend(nulls)
         _settled()
-        # the same, waiting once per request on the loop (a 1 ns sleep): what a client
-        # that must wait for its socket pays before any I/O
-        null_wait.append(_events_per_cpu_s(null_runner(null["4 reads"], 1e-9))[0])
-        round_null.append(statistics.median(nulls))
-        line.append(f"NullTransport waiting once per request {null_wait[-1]:>9,.0f}"
-                    f" ({null_wait[-1] / round_null[-1]:.3f} of the round's median null)")
+        hot.append(_measured(_null_runner("hot", out, seconds)))
+        round_ref = statistics.median(n["per_cpu"] for n in nulls)
+        hot_over_ref.append(hot[-1]["per_cpu"] / round_ref)
+        line.append(f"null one hot stream (the old reference) {hot[-1]['per_cpu']:>9,.0f}"
+                    f" ({hot_over_ref[-1]:.3f} of the round's reference)")
         # the I/O alone: POST /sse + read of the same stream, no parsing, on each client
         for t in TRANSPORTS:
             _settled()
@@ -422,35 +608,151 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int) -> dict[st
             else:
                 n = uvloop.run(_bare_raw_loop(base + "/sse", 64, seconds, request.body, request.headers))
             io_us = (time.process_time() - cpu0) / n * 1e6
-            null_us = SSE_CHUNKS / ref[t][-1] * 1e6  # client cpu per stream, no I/O
-            real_us = SSE_CHUNKS / real[t][-1] * 1e6
+            a, b = refs[t][-1]
+            null_us = SSE_CHUNKS / _geo(a["per_cpu"], b["per_cpu"]) * 1e6  # client cpu per stream, no I/O
+            real_us = SSE_CHUNKS / real[t][-1]["per_cpu"] * 1e6
             bounds[t].append(null_us / (null_us + io_us))
             extra[t].append(real_us - null_us - io_us)
-            line.append(f"{t}: ratio {real[t][-1] / ref[t][-1]:.3f}, bare read {io_us:.0f} us per stream vs null's"
-                        f" {null_us:.0f}: bound {bounds[t][-1]:.3f}; the engine on it {real_us:.0f} us: beyond"
-                        f" null + bare read {extra[t][-1]:+.0f} us")
+            line.append(f"{t}: ratio {real[t][-1]['per_cpu'] / _geo(a['per_cpu'], b['per_cpu']):.3f}, bare read"
+                        f" {io_us:.0f} us per stream vs null's {null_us:.0f}: bound {bounds[t][-1]:.3f}; the engine"
+                        f" on it {real_us:.0f} us: beyond null + bare read {extra[t][-1]:+.0f} us")
         print(";  ".join(line))
     _settled()
-    null1.append(_events_per_cpu_s(null_runner(null["1 event/read"]))[0])
-    got: dict[str, Any] = {"null_4 reads": statistics.median(null4), "null_1 event/read": null1[0],
-                           "null_wait": statistics.median(w / n for w, n in zip(null_wait, round_null))}
-    print(f"  median of {pairs} rounds, NullTransport waiting once per request on the loop / without:"
-          f" {got['null_wait']:.3f} (no I/O: the cost of one wait on the event loop per request)")
+    null1 = _measured(_null_runner("1ev", out, seconds))["per_cpu"]
+    got: dict[str, Any] = {"null_ref": statistics.median(n["per_cpu"] for n in ref_all),
+                           "null_hot": statistics.median(h["per_cpu"] for h in hot), "null_1 event/read": null1,
+                           "hot_over_ref": statistics.median(hot_over_ref)}
+    ref_user = statistics.median(n["user_us"] for n in ref_all)
+    ref_sys = statistics.median(n["sys_us"] for n in ref_all)
+    print(f"  median of {pairs} rounds, null one hot stream (closed:1, the same bytes every stream: the reference"
+          f" before) / the reference: {got['hot_over_ref']:.3f}")
+    print(f"  cpu per stream by getrusage (user / system; the kernel splits a process's exact runtime by"
+          f" sampled ticks): null reference {ref_user:.0f} / {ref_sys:.0f} us;"
+          f" null one hot stream {statistics.median(h['user_us'] for h in hot):.0f} /"
+          f" {statistics.median(h['sys_us'] for h in hot):.0f} us")
     for t in TRANSPORTS:
-        got[f"ratio_{t}"] = statistics.median(r / n for r, n in zip(real[t], ref[t]))
+        pairs_ref = [_geo(a["per_cpu"], b["per_cpu"]) for a, b in refs[t]]
+        got[f"ratio_{t}"] = statistics.median(r["per_cpu"] / n for r, n in zip(real[t], pairs_ref))
+        # the same ratio on user CPU only: null's user us per stream / the real run's
+        got[f"user_ratio_{t}"] = statistics.median(_geo(a["user_us"], b["user_us"]) / r["user_us"]
+                                                   for r, (a, b) in zip(real[t], refs[t]))
+        got[f"hot_ratio_{t}"] = statistics.median(r["per_cpu"] / h["per_cpu"] for r, h in zip(real[t], hot))
+        got[f"user_us_{t}"] = statistics.median(r["user_us"] for r in real[t])
+        got[f"sys_us_{t}"] = statistics.median(r["sys_us"] for r in real[t])
         got[f"bound_{t}"] = statistics.median(bounds[t])
         got[f"extra_{t}"] = statistics.median(extra[t])
-        got[f"per_cpu_{t}"] = statistics.median(real[t])
-        got[f"per_wall_{t}"] = statistics.median(real_wall[t])
-        print(f"  median of {pairs} rounds, real I/O on {t} / null (4 reads) events per cpu s: {got[f'ratio_{t}']:.3f};"
-              f" the I/O's own bound null / (null + bare {t} read): {got[f'bound_{t}']:.3f}; the engine's cost on"
-              f" it beyond null + bare read: {got[f'extra_{t}']:+.0f} us per stream")
-    print(f"  NullTransport 1 event/read: {null1[0]:,.0f} events per cpu s")
-    reads, waits, n = _reads_per_stream(base, out, min(seconds, 1.0))
-    got["reads_per_stream"] = reads
-    print(f"  what the raw path does per stream ({n:,} streams, counted in a separate run): {reads:.2f} socket reads,"
-          f" {waits:.2f} waits on the loop (the null reference: 4 reads, no wait)")
+        got[f"per_cpu_{t}"] = statistics.median(r["per_cpu"] for r in real[t])
+        got[f"per_wall_{t}"] = statistics.median(r["per_wall"] for r in real[t])
+        print(f"  median of {pairs} rounds, real I/O on {t} / null reference, events per cpu s: {got[f'ratio_{t}']:.3f}"
+              f" (per user cpu s only: {got[f'user_ratio_{t}']:.3f}; against the old one-hot-stream reference:"
+              f" {got[f'hot_ratio_{t}']:.3f}); cpu per stream user {got[f'user_us_{t}']:.0f} + sys"
+              f" {got[f'sys_us_{t}']:.0f} us (null: {ref_user:.0f} + {ref_sys:.0f}); the I/O's own bound"
+              f" null / (null + bare {t} read): {got[f'bound_{t}']:.3f}; the engine's cost on it beyond null + bare"
+              f" read: {got[f'extra_{t}']:+.0f} us per stream")
+    print(f"  NullTransport 1 event/read: {null1:,.0f} events per cpu s")
+    c = _reads_per_stream(base, out, min(seconds, 1.0))
+    got["reads_per_stream"] = c["reads"]
+    got["write_us"] = c["write_us"]
+    gap_us = SSE_CHUNKS / got["per_cpu_raw"] * 1e6 - SSE_CHUNKS / got["null_ref"] * 1e6
+    print(f"  what the raw path does per stream ({c['streams']:,} streams, counted in a separate run): {c['reads']:.2f}"
+          f" socket reads, {c['waits']:.2f} waits on the loop, {c['writes']:.2f} request writes costing"
+          f" {c['write_us']:.1f} us of cpu (CLOCK_THREAD_CPUTIME_ID around each write, minus {c['clock_pair_us']:.2f}"
+          f" us that an empty interval shows; on loopback the kernel runs the server's receive path and its wake-up inside"
+          f" this write) beside the gap raw - null of {gap_us:.0f} us per stream (medians); the null reference:"
+          f" 4 reads, 1 wait, no write")
     print(f"  {_loadavg()} at the end")
+    return got
+
+
+# -- 2i. user-space instructions per stream (callgrind) -------------------------------
+
+
+def _callgrind_child(kind: str, base: str, streams: int) -> None:
+    """Figure 2i's measured process (run under callgrind by _callgrind_count): one warm-up
+    run, then "READY" on stdout and a line awaited on stdin (the parent switches
+    instrumentation on meanwhile), then the measured run with os.getppid() right after
+    the runner's first clock read and os.getpgrp() right before its last (callgrind zeroes
+    its counters at the one and dumps them at the other), then "RESULT ok_streams
+    token_events". The run summary's SQL is skipped here (after the measured span; hours
+    under valgrind)."""
+    _install_clock()
+    BenchRunner._summarize = lambda self, *a: {"run": {}, "self_checks": {}}  # type: ignore[method-assign]
+    out = Path(tempfile.mkdtemp(prefix="bench-engine-cg-"))
+
+    def runner() -> BenchRunner:
+        if kind == "raw":
+            cfg = BenchConfig(load="closed:64", max_requests=streams, out_dir=out, transport="raw")
+            return BenchRunner(cfg, workload=_chat(base + "/sse"))
+        return _null_runner(kind, out, None, max_requests=streams)
+
+    _run(runner())
+    _settled()
+    print("READY", flush=True)
+    sys.stdin.readline()
+    _CLOCK.on_start, _CLOCK.on_end = os.getppid, os.getpgrp
+    res = _run(runner())
+    _CLOCK.on_start = _CLOCK.on_end = None
+    n_ok, events = _ok_token_events(res)
+    print(f"RESULT {n_ok} {events}", flush=True)
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def _callgrind_count(kind: str, base: str, streams: int) -> tuple[int, int, int]:
+    """(user-space instructions of the measured span, ok streams, token events) of
+    _callgrind_child(kind) under valgrind --tool=callgrind, instrumentation switched on
+    by callgrind_control after the warm-up. Raises RuntimeError when a step fails."""
+    with tempfile.TemporaryDirectory(prefix="bench-engine-cg-") as d:
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={d}/cg.%p",
+               "--zero-before=getppid", "--dump-before=getpgrp", sys.executable, str(Path(__file__).resolve()),
+               "--callgrind-child", kind, "--callgrind-url", base, "--callgrind-streams", str(streams)]
+        env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict and set orders in every run
+        with open(f"{d}/valgrind.log", "w+") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+            try:
+                line = proc.stdout.readline()  # type: ignore[union-attr]
+                if line.strip() != "READY":
+                    raise RuntimeError(f"callgrind child ({kind}) did not start: {line!r}")
+                ctl = subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True, text=True)
+                if ctl.returncode != 0:
+                    raise RuntimeError(f"callgrind_control failed: {ctl.stdout} {ctl.stderr}".strip())
+                proc.stdin.write("go\n")  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+                line = proc.stdout.readline()  # type: ignore[union-attr]
+                proc.wait(timeout=600)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            if not line.startswith("RESULT "):
+                log.seek(0)
+                raise RuntimeError(f"callgrind child ({kind}) failed: {line!r} {log.read()[-2000:]}")
+        dumps = sorted(Path(d).glob(f"cg.{proc.pid}.*"))
+        if len(dumps) != 1:
+            raise RuntimeError(f"callgrind ({kind}): expected one dump of the measured span, got {dumps}")
+        totals = next(ln for ln in dumps[0].read_text().splitlines() if ln.startswith("totals:"))
+        n_ok, events = map(int, line.split()[1:3])
+        return int(totals.split()[1]), n_ok, events
+
+
+def bench_instructions(base: str, streams: int) -> dict[str, Any] | None:
+    """Figure 2i: user-space instructions per ok stream, raw vs the null reference (and
+    the old one-hot-stream reference), by callgrind; None when valgrind is missing."""
+    missing = [t for t in ("valgrind", "callgrind_control") if shutil.which(t) is None]
+    if missing:
+        print(f"  skipped: {' and '.join(missing)} not on PATH")
+        return None
+    got: dict[str, Any] = {}
+    for kind, name in (("ref", "null reference (closed:64, 1 wait, distinct copies)"),
+                       ("hot", "null one hot stream (the old reference)"), ("raw", "raw closed:64")):
+        t0 = time.perf_counter()
+        instr, n_ok, events = _callgrind_count(kind, base, streams)
+        got[kind] = instr / n_ok
+        print(f"  {name}: {instr:,} instructions over {n_ok:,} ok streams ({events:,} token events):"
+              f" {got[kind]:,.0f} per stream ({time.perf_counter() - t0:.0f} s under valgrind)")
+    got["ratio"] = got["ref"] / got["raw"]
+    print(f"  user space only (no kernel, no cache or memory stalls): null reference / raw instructions per stream"
+          f" {got['ratio']:.4f} (raw {got['raw'] - got['ref']:+,.0f} per stream); old reference / raw"
+          f" {got['hot'] / got['raw']:.4f}")
     return got
 
 
@@ -624,12 +926,19 @@ def main() -> int:
     ap.add_argument("--pair-seconds", type=float, default=1.5,
                     help="length of each run of figures 1-2's pairs (default 1.5)")
     ap.add_argument("--pairs", type=int, default=9, help="rounds of runs in figures 1-2 (default 9)")
-    ap.add_argument("--figures", default="1,2,3,4,profile",
-                    help="comma-separated figures to run (default all: 1,2,3,4,profile)")
+    ap.add_argument("--figures", default="1,2,2i,3,4,profile",
+                    help="comma-separated figures to run (default all: 1,2,2i,3,4,profile)")
+    ap.add_argument("--callgrind-streams", type=int, default=128,
+                    help="streams of each measured run under callgrind in figure 2i (default 128)")
+    ap.add_argument("--callgrind-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--callgrind-url", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--profile-top", type=int, default=25, help="profile entries printed per run (default 25)")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate CPUs")
     ap.add_argument("--keep", type=Path, default=None, help="write run bundles here (default: a temp dir, removed)")
     args = ap.parse_args()
+    if args.callgrind_child is not None:  # figure 2i's process under valgrind
+        _callgrind_child(args.callgrind_child, args.callgrind_url, args.callgrind_streams)
+        return 0
     _raise_fd_limit(HOLD_STREAMS * 2 + 1024)
     cpus = sorted(os.sched_getaffinity(0))
     pin = not args.no_pin and len(cpus) >= 2
@@ -645,7 +954,7 @@ def main() -> int:
     started = time.perf_counter()
     try:
         todo = set(args.figures.split(","))
-        thr = st = const = mem = None
+        thr = st = instr = const = mem = None
         if "1" in todo:
             print(f"1. non-streaming throughput, concurrency 64, GET /json, {args.pairs} pairs of"
                   f" {args.pair_seconds:g} s runs")
@@ -654,6 +963,10 @@ def main() -> int:
             print(f"2. streaming, {SSE_CHUNKS} content chunks per response, {args.pairs} pairs of"
                   f" {args.pair_seconds:g} s runs")
             st = bench_streaming(base, out, args.pair_seconds, args.pairs)
+        if "2i" in todo:
+            print(f"2i. user-space instructions per stream by callgrind (counted, not timed; {args.callgrind_streams}"
+                  f" streams per measured run)")
+            instr = bench_instructions(base, args.callgrind_streams)
         if "profile" in todo:
             print("profile (cProfile, client pinned as in 1-2)")
             profile_runs(base, out, args.pair_seconds, args.profile_top)
@@ -692,14 +1005,25 @@ def main() -> int:
                 (f"streaming events/s per wall s ({t})", st[f"per_wall_{t}"], "-", None, "{:,.0f}"),
                 (f"streaming real I/O ({t}) / null per core, median", st[f"ratio_{t}"], ">= 0.95" if target else "-",
                  st[f"ratio_{t}"] >= 0.95 if target else None, "{:.3f}"),
+                (f"  the same per user cpu s only ({t})", st[f"user_ratio_{t}"], "-", None, "{:.3f}"),
+                (f"  against the old one-hot-stream null ({t})", st[f"hot_ratio_{t}"], "-", None, "{:.3f}"),
+                (f"  cpu us/stream ({t}): user", st[f"user_us_{t}"], "-", None, "{:.0f}"),
+                (f"  cpu us/stream ({t}): system", st[f"sys_us_{t}"], "-", None, "{:.0f}"),
                 (f"  bound: null / (null + bare {t} read), median", st[f"bound_{t}"], "-", None, "{:.3f}"),
                 (f"  engine on {t} beyond null + bare read (us/stream)", st[f"extra_{t}"], "-", None, "{:+.0f}"),
             ]
         rows += [
-            ("  null waiting once per request / null, median", st["null_wait"], "-", None, "{:.3f}"),
-            ("streaming events/s per core (null, 4 reads)", st["null_4 reads"], "-", None, "{:,.0f}"),
+            ("streaming events/s per core (null reference)", st["null_ref"], "-", None, "{:,.0f}"),
+            ("  null one hot stream (old reference) / reference", st["hot_over_ref"], "-", None, "{:.3f}"),
             ("streaming events/s per core (null, 1 ev/read)", st["null_1 event/read"], "-", None, "{:,.0f}"),
             ("  raw path: socket reads per stream", st["reads_per_stream"], "-", None, "{:.2f}"),
+            ("  raw path: request write cpu us per stream", st["write_us"], "-", None, "{:.1f}"),
+        ]
+    if instr is not None:
+        rows += [
+            ("user-space instructions/stream, raw (callgrind)", instr["raw"], "-", None, "{:,.0f}"),
+            ("user-space instructions/stream, null reference", instr["ref"], "-", None, "{:,.0f}"),
+            ("  user space only: null / raw instructions", instr["ratio"], "-", None, "{:.4f}"),
         ]
     if const is not None:
         rows += [

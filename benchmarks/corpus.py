@@ -19,8 +19,10 @@ Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (SOURCES
    rounds alternating (which goes first alternates too), median: 1 process
    (`workers=1`): MB of logs per CPU s (process_time) and per wall s; the workers
    (automatic choice, or `--workers N`): MB of logs per wall s and per CPU s counting
-   every process (the parent's process_time, each worker's process_time when it sent
-   its last unit, report.workers_cpu_s, and the forkserver's own CPU from /proc). The
+   every process (the parent's process_time, with the first units it converts itself
+   while the workers start (report.workers_units: the others) and the joining of the
+   workers' part files, each worker's process_time when it sent its last unit,
+   report.workers_cpu_s, and the forkserver's own CPU from /proc). The
    outputs must be byte-identical (sha256 printed). Target >= 50 MB of logs per wall s
    with the workers; the per-CPU figures beside it (on a shared 2-core machine the wall
    clock also measures the neighbours: the load average is printed at the start and
@@ -205,7 +207,9 @@ def main() -> int:
               f" 1 process {conv['serial_wall_s']:.2f} s wall, {conv['serial_cpu_s']:.2f} s CPU:"
               f" {serial_cpu:,.1f} MB of logs per CPU s ({serial_wall:,.1f} per wall s); {n_workers} workers"
               f" {conv['par_wall_s']:.2f} s wall, {conv['par_cpu_s']:.2f} s CPU of all processes"
-              f" (parent {conv['par_parent_cpu_s']:.2f}, workers {conv['par_workers_cpu_s']:.2f},"
+              f" (parent {conv['par_parent_cpu_s']:.2f} with the {conv['par_parent_units']:.0f} of"
+              f" {conv['units']} units it converted while the workers started, workers"
+              f" {conv['par_workers_cpu_s']:.2f},"
               f" forkserver {conv['par_server_cpu_s']:.2f}): {par_wall:,.1f} MB of logs per wall s"
               f" ({par_cpu:,.1f} per CPU s); wall {conv['serial_wall_s'] / conv['par_wall_s']:.2f}x of 1 process"
               f" -> {traj_path.stat().st_size / 1e6:,.1f} MB trajectories, sha256 {conv['sha256'][:16]} both")
@@ -334,7 +338,8 @@ if __name__ == "__main__":
     report = convert_paths([Path(sys.argv[2])], Path(sys.argv[3]), workers=workers)
     wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     print(json.dumps({"wall_s": wall_s, "cpu_s": cpu_s, "workers": report.workers,
-                      "workers_cpu_s": report.workers_cpu_s, "server_cpu_s": forkserver_cpu_s()}))
+                      "workers_cpu_s": report.workers_cpu_s, "workers_units": report.workers_units,
+                      "units": len(report.files), "server_cpu_s": forkserver_cpu_s()}))
 """
 
 
@@ -365,6 +370,8 @@ def measure_conversion(log_dir: Path, work: Path, rounds: int, workers: int | No
         "par_workers_cpu_s": med(r["workers_cpu_s"] for r in par),
         "par_server_cpu_s": med(r["server_cpu_s"] for r in par),
         "workers": par[-1]["workers"],
+        "par_parent_units": med(r["units"] - r["workers_units"] for r in par),
+        "units": par[-1]["units"],
         "sha256": digests["par"],
         "out": outs["par"],
     }

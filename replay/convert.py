@@ -31,6 +31,7 @@ claiming to be complete.
 
 from __future__ import annotations
 
+import errno
 import gc
 import hashlib
 import logging
@@ -103,7 +104,9 @@ class ConvertReport:
     """What `convert_paths` did. `skipped` sums every trajectory's skip counts and the
     file-level ones (bad lines/rows/files in lenient mode) by reason. `workers`: the
     processes that converted (1: the calling one); `workers_cpu_s`: the CPU s the worker
-    processes used (each one's process_time when it sent its last unit; 0.0 with 1)."""
+    processes used (each one's process_time when it sent its last unit; 0.0 with 1);
+    `workers_units`: the units they converted (the calling process converted the first
+    others while they started; 0 with 1)."""
 
     out: Path | None
     trajectories: int = 0
@@ -113,6 +116,7 @@ class ConvertReport:
     converter_version: int = CONVERTER_VERSION
     workers: int = 1
     workers_cpu_s: float = 0.0
+    workers_units: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the report."""
@@ -125,6 +129,7 @@ class ConvertReport:
             "skipped": dict(self.skipped),
             "workers": self.workers,
             "workers_cpu_s": self.workers_cpu_s,
+            "workers_units": self.workers_units,
         }
 
 
@@ -326,29 +331,32 @@ PARALLEL_MIN_BYTES = 24_000_000
 """Automatic mode converts in worker processes only when the units total at least this
 many bytes of logs. Starting the pool costs ~0.3 s of wall clock the first time in a
 process (a forkserver interpreter importing this module; 2 workers forked from it: ~0.03
-s each later time), and the parent then receives every line through a pipe; at ~24 MB
-of logs per CPU s per process, 2 workers win back 0.3 s from ~15 MB on, and clearly
-(>= 1.3x) from ~25 MB (benchmarks/corpus.py --conversion-only, issue #17)."""
+s each later time; the parent converts the first units meanwhile), and the parent joins
+every unit's part file (os.copy_file_range); at ~24 MB of logs per CPU s per process, 2
+workers win back the start from ~15 MB on, and clearly (>= 1.3x) from ~25 MB
+(benchmarks/corpus.py --conversion-only, issue #17)."""
 
 _AUTO_MAX_WORKERS = 8
-"""At most this many workers in automatic mode: the parent receives and writes every
-line, ~1/20 of a worker's CPU per MB (benchmarks/corpus.py), so more would wait on it."""
+"""At most this many workers in automatic mode: the parent joins every unit's output, and
+starting more workers than the logs keep busy costs more than it wins."""
 
 _IN_FLIGHT_PER_WORKER = 4
-"""Units submitted but not yet written, per worker: bounds the parent's memory to that
-many units' lines while a slow unit holds up the ones after it (they are written in order)."""
+"""Units submitted but not yet joined, per worker: bounds the part files waiting in the
+output's directory while a slow unit holds up the ones after it (they are joined in order)."""
 
 
 @dataclass(slots=True)
 class _UnitResult:
     """One unit converted: its FileReport, its lines (serialised trajectories, no
     newline), the skip counts to add to the report's and, when not lenient, its error
-    (raised once every unit was tried)."""
+    (raised once every unit was tried). A worker's unit has no lines but `part`: the
+    file its lines were written to (each followed by a newline) and its size in bytes."""
 
     file: FileReport
     lines: list[bytes]
     skipped: Counter[str]
     failure: ConvertError | None = None
+    part: tuple[str, int] | None = None
 
 
 def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) -> _UnitResult:
@@ -413,13 +421,24 @@ def _unpack_error(packed: tuple[type[ConvertError], tuple[Any, ...], dict[str, A
     return exc
 
 
+_parts_lock: Any = None
+"""In a worker: held while a part file is created and written, and by the thread that
+removes them when the parent dies (so none is created after that)."""
+
+_parts_written: list[str] = []
+"""In a worker: the part files it wrote (the parent removes each once joined)."""
+
+
 def _worker_init() -> None:
     """A worker ignores Ctrl-C (the parent stops it) and exits when the parent is gone
-    (killed: no orphan left waiting for work that never comes)."""
+    (killed: no orphan left waiting for work that never comes), removing the part files
+    it wrote first (the parent would have joined and removed them)."""
     import multiprocessing
     import threading
 
+    global _parts_lock
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _parts_lock = threading.Lock()
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with_parent, args=(parent.sentinel,), name="exit-with-parent",
@@ -430,16 +449,83 @@ def _exit_with_parent(sentinel: int) -> None:
     from multiprocessing.connection import wait
 
     wait([sentinel])
+    _parts_lock.acquire()  # never released: a part being written is finished first, none comes after
+    for part in _parts_written:
+        try:
+            os.unlink(part)
+        except OSError:
+            pass
     os._exit(1)
 
 
-def _convert_unit_in_worker(unit: Path, explicit: bool, fmt: str | None,
-                            lenient: bool) -> tuple[Any, ...]:
-    """_convert_unit in a worker process: (FileReport, lines, skipped, packed error,
-    worker pid, worker CPU s so far)."""
+def _write_part(part: str, lines: list[bytes]) -> int:
+    """Write `lines` (each followed by a newline) to the new file `part` (mode 0600; an
+    existing one is an error); returns its size in bytes. Raises OSError (disk full)."""
+    with _parts_lock:
+        _parts_written.append(part)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            size = 0
+            for line in lines:
+                for chunk in (line, b"\n"):
+                    view = memoryview(chunk)
+                    while view:
+                        n = os.write(fd, view)
+                        view = view[n:]
+                        size += n
+        finally:
+            os.close(fd)
+    return size
+
+
+def _convert_unit_in_worker(unit: Path, explicit: bool, fmt: str | None, lenient: bool,
+                            part: str | None) -> tuple[Any, ...]:
+    """_convert_unit in a worker process, its lines written to the file `part` when it
+    has any (None: checking only, the lines are dropped): (FileReport, part size in bytes
+    or None when not written, skipped, packed error, worker pid, worker CPU s so far).
+    Only these few fields cross the pipe; the parent joins the part files."""
     with gc_paused():
         res = _convert_unit(unit, explicit, fmt, lenient)
-    return res.file, res.lines, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time()
+    size = _write_part(part, res.lines) if part is not None and res.lines else None
+    return res.file, size, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time()
+
+
+def _join_part(part: str, size: int, dst: int) -> None:
+    """Append the `size` bytes of the file `part` to the file descriptor `dst` (at its
+    offset) and remove `part`. The bytes are copied in the kernel (os.copy_file_range;
+    a plain read/write loop where it does not exist or the file system refuses it).
+    Raises OSError, also when `part` holds fewer bytes than `size`."""
+    src = os.open(part, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        left = size
+        while left:
+            n = _copy_range(src, dst, left)
+            if n == 0:
+                raise OSError(errno.EIO, f"{part}: {left} of its {size} bytes are missing")
+            left -= n
+    finally:
+        os.close(src)
+    os.unlink(part)
+
+
+_copy_file_range_works = hasattr(os, "copy_file_range")
+
+
+def _copy_range(src: int, dst: int, count: int) -> int:
+    """Copy up to `count` bytes from `src` to `dst` at their offsets; the bytes copied (0: at the end of src)."""
+    global _copy_file_range_works
+    if _copy_file_range_works:
+        try:
+            return os.copy_file_range(src, dst, count)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EPERM):
+                raise
+            _copy_file_range_works = False  # nothing was copied by the failed call
+    data = os.read(src, min(count, 1 << 20))
+    view = memoryview(data)
+    while view:
+        view = view[os.write(dst, view):]
+    return len(data)
 
 
 _preload_set = False
@@ -473,34 +559,86 @@ def _stop_pool(pool: Any) -> None:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
+_CONVERT_WHILE_POOL_STARTS = True
+"""convert_paths with workers converts the first units itself, in order, until its worker
+processes are up (a new forkserver imports the converters first: ~0.3 s of wall clock
+on an idle 2-core host, during which the workers cannot start). Tests turn it off so
+that every unit goes through the workers."""
+
+
+def _worker_ready() -> None:
+    """A no-op task (see _start_workers)."""
+
+
+def _start_workers(pool: Any, n_workers: int) -> None:
+    """Start the `n_workers` processes of a ProcessPoolExecutor now, not on the first
+    units' submits: each submit while no worker is idle starts one. Blocks until each is
+    forked (a new forkserver imports the converters first)."""
+    for _ in range(n_workers):
+        pool.submit(_worker_ready)
+
+
 def _convert_in_workers(units: list[tuple[Path, bool]], n_workers: int, fmt: str | None, lenient: bool,
-                        apply: Callable[[int, _UnitResult], None]) -> float:
+                        parts: str | None, apply: Callable[[int, _UnitResult], None]) -> tuple[float, int]:
     """Convert `units` in `n_workers` worker processes, handing each result to `apply` in
-    unit order (at most _IN_FLIGHT_PER_WORKER * n_workers units are out at a time).
-    Returns the workers' CPU s (each one's process_time when it sent its last unit). On
-    any exception (also KeyboardInterrupt) the workers are stopped before it propagates."""
+    unit order (at most _IN_FLIGHT_PER_WORKER * n_workers units are out at a time). Unit
+    k's lines go to the part file `f"{parts}.{k}"`, whose (path, size) `apply` gets as
+    the result's `part` (None: nothing is written, the lines are dropped); `apply` joins
+    and removes it. While a thread starts the workers, this process converts the first
+    units itself (_CONVERT_WHILE_POOL_STARTS; `apply` gets their lines). Returns the
+    workers' CPU s (each one's process_time when it sent its last unit) and the number
+    of units they converted. On any
+    exception (also KeyboardInterrupt) the workers are stopped and the part files of the
+    units submitted removed before it propagates."""
+    import threading
     from collections import deque
     from concurrent.futures import Future, ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(n_workers, mp_context=_pool_context(), initializer=_worker_init)
+    start_error: list[BaseException] = []
+
+    def start_workers() -> None:
+        try:
+            _start_workers(pool, n_workers)
+        except BaseException as exc:  # raised in the calling thread
+            start_error.append(exc)
+
+    starter = threading.Thread(target=start_workers, name="convert-workers-start", daemon=True)
+    starter.start()
     cpu_s_by_pid: dict[int, float] = {}
     pending: deque[Future[tuple[Any, ...]]] = deque()
     window = _IN_FLIGHT_PER_WORKER * n_workers
-    submitted = 0
+    k = submitted = here = 0
     try:
-        for k in range(len(units)):
+        while _CONVERT_WHILE_POOL_STARTS and starter.is_alive() and k < len(units):
+            apply(k, _convert_unit(*units[k], fmt, lenient))
+            k += 1
+        starter.join()
+        if start_error:
+            raise start_error[0]
+        submitted = here = k
+        for k in range(k, len(units)):
             while submitted < len(units) and len(pending) < window:
                 unit, explicit = units[submitted]
-                pending.append(pool.submit(_convert_unit_in_worker, unit, explicit, fmt, lenient))
+                part = None if parts is None else f"{parts}.{submitted}"
+                pending.append(pool.submit(_convert_unit_in_worker, unit, explicit, fmt, lenient, part))
                 submitted += 1
-            frep, lines, skipped, failure, pid, cpu_s = pending.popleft().result()
+            frep, size, skipped, failure, pid, cpu_s = pending.popleft().result()
             cpu_s_by_pid[pid] = max(cpu_s, cpu_s_by_pid.get(pid, 0.0))
-            apply(k, _UnitResult(frep, lines, skipped, _unpack_error(failure)))
+            part_k = None if size is None else (f"{parts}.{k}", size)
+            apply(k, _UnitResult(frep, [], skipped, _unpack_error(failure), part_k))
     except BaseException:
+        starter.join()
         _stop_pool(pool)
+        if parts is not None:
+            for j in range(k, submitted):
+                try:
+                    os.unlink(f"{parts}.{j}")
+                except FileNotFoundError:
+                    pass
         raise
     pool.shutdown(wait=True)
-    return sum(cpu_s_by_pid.values())
+    return sum(cpu_s_by_pid.values()), len(units) - here
 
 
 def _resolve_workers(workers: int | None, n_units: int, total_bytes: Callable[[], int]) -> int:
@@ -588,12 +726,16 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
     process may run on (os.sched_getaffinity; at most 8) when there are >= 2 of them,
     >= 2 units and >= PARALLEL_MIN_BYTES (24 MB) of logs, else 1. Workers give exactly
     the output, errors, report and progress events of 1 worker: units are converted
-    whole in a worker and written here in input order (at most 4 units per worker are
-    out at a time), progress comes after each unit in that order, and every unit is
-    still tried before an error is raised. On an exception, Ctrl-C included, the
-    workers are terminated before it propagates; a worker exits when this process dies.
-    SIGTERM (in the main thread, with its default action) removes the temporary file
-    and stops the workers, then ends the process by SIGTERM as before.
+    whole, this process converting the first ones itself while its workers start; a
+    worker writes a unit's lines to a part file beside the temporary output
+    (`.<out name>.XXXX.tmp.<unit index>`) and this process appends the part files to it
+    in input order, in the kernel (os.copy_file_range), removing each (at most 4 units
+    per worker are out at a time); progress comes after each unit in that order, and
+    every unit is still tried before an error is raised. On an exception, Ctrl-C
+    included, the workers are terminated and the part files removed before it
+    propagates; a worker exits when this process dies, removing the part files it
+    wrote. SIGTERM (in the main thread, with its default action) removes the temporary
+    and part files and stops the workers, then ends the process by SIGTERM as before.
     """
     out = Path(out) if out is not None else None
     _check_format(fmt, out or Path("."))
@@ -643,6 +785,9 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
         for line in res.lines:  # written once the whole unit converted; no copy of the bytes
             fh.write(line)
             fh.write(b"\n")
+        if res.part is not None:  # a worker's unit: its part file, after what fh holds
+            fh.flush()
+            _join_part(*res.part, fh.fileno())
         skipped.update(res.skipped)
         if res.failure is not None:
             failures.append(res.failure)
@@ -657,7 +802,9 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
             tell(0)
             with fh, gc_paused():
                 if n_workers > 1:
-                    report.workers_cpu_s = _convert_in_workers(units, n_workers, fmt, lenient, apply)
+                    parts = None if tmp_name is None else os.path.abspath(tmp_name)  # the workers' cwd may differ
+                    report.workers_cpu_s, report.workers_units = _convert_in_workers(
+                        units, n_workers, fmt, lenient, parts, apply)
                 else:
                     for k, (unit, explicit) in enumerate(units):
                         apply(k, _convert_unit(unit, explicit, fmt, lenient))

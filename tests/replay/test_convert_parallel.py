@@ -1,8 +1,10 @@
 """convert_paths in worker processes (issue #17 item 3) gives exactly what one process
 gives: the output bytes, the report, the progress events, the errors (class, text,
-path/line/field), the lenient counts, and no file at `out` on an error. Ctrl-C and
-SIGTERM stop the workers and remove the temporary file; the workers exit when their
-parent is killed.
+path/line/field), the lenient counts, and no file at `out` on an error; the workers'
+part files are joined (also by read/write where copy_file_range is refused) and
+removed, and the parent's own first units fit in between. Ctrl-C and SIGTERM stop the
+workers and remove the temporary and part files; the workers exit when their parent is
+killed, removing their part files.
 
 Inputs: the public recordings of tests/data/corpus, the cases of tests/data/cases/logs,
 the converter fixtures (a harbor job with its trial directories among them), and the
@@ -37,6 +39,14 @@ REAL_PI = REAL / "pi-session-v1-large.jsonl"
 needs_real = pytest.mark.skipif(not REAL_PI.exists(), reason="../shared/data/real is absent")
 
 
+@pytest.fixture(autouse=True)
+def every_unit_in_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent converts no unit itself while its workers start (on these small inputs
+    it would convert them all): every test below goes through the workers unless it
+    turns that back on."""
+    monkeypatch.setattr(convert_mod, "_CONVERT_WHILE_POOL_STARTS", False)
+
+
 def counting_clock() -> Callable[[], float]:
     """A clock that reads 0.0, 1.0, 2.0, ...: the same events need the same reads."""
     reads = iter(range(10**6))
@@ -58,6 +68,7 @@ def run(paths: list[Path], out: Path | None, workers: int, **kw: Any) -> dict[st
     else:
         assert report.workers == workers
         assert (report.workers_cpu_s > 0) == (workers > 1)
+        assert report.workers_units == (len(report.files) if workers > 1 else 0)  # every unit (fixture)
         seen["report"] = {k: v for k, v in report.to_dict().items() if k != "out" and not k.startswith("workers")}
     seen["events"] = events
     if out is not None:
@@ -173,6 +184,71 @@ def test_bad_files_lenient_counts_are_the_same(tmp_path: Path) -> None:
     assert serial["report"]["trajectories"] == 4
 
 
+def parts_left(d: Path) -> list[str]:
+    """The part files workers write beside the temporary output (`.out.jsonl.XXXX.tmp.K`)."""
+    return sorted(p.name for p in d.iterdir() if ".tmp." in p.name)
+
+
+def test_the_parent_converts_the_first_units_while_its_workers_start(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(convert_mod, "_CONVERT_WHILE_POOL_STARTS", True)
+    paths = [DATA / "corpus", DATA / "cases" / "logs", FIXTURES]
+    converted_here: list[str] = []
+    real_convert_unit, real_start_workers = convert_mod._convert_unit, convert_mod._start_workers
+    first_unit_done = threading.Event()
+    started: list[threading.Thread] = []
+
+    def convert_unit(unit: Path, *args: Any) -> Any:
+        converted_here.append(unit.name)
+        return real_convert_unit(unit, *args)
+
+    def start_workers(pool: Any, n_workers: int) -> None:
+        # the workers are up once the parent has converted its first unit, not before
+        started.append(threading.current_thread())
+        assert first_unit_done.wait(60)
+        real_start_workers(pool, n_workers)
+
+    def progress(ev: ConvertProgress) -> None:
+        if ev.files_done == 1:  # the parent converted unit 0 while the workers started
+            first_unit_done.set()
+            started[0].join(60)
+
+    (tmp_path / "serial").mkdir()
+    (tmp_path / "parallel").mkdir()
+    serial = run(paths, tmp_path / "serial" / "out.jsonl", 1)
+    monkeypatch.setattr(convert_mod, "_convert_unit", convert_unit)
+    monkeypatch.setattr(convert_mod, "_start_workers", start_workers)
+    out = tmp_path / "parallel" / "out.jsonl"
+    report = convert_paths(paths, out, workers=2, progress=progress)
+    assert converted_here == [Path(serial["report"]["files"][0]["path"]).name]  # the other 17 in the workers
+    assert report.workers == 2 and report.workers_cpu_s > 0 and report.workers_units == 17
+    assert out.read_bytes() == serial["bytes"]
+    assert {k: v for k, v in report.to_dict().items() if k != "out" and not k.startswith("workers")} \
+        == serial["report"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out.jsonl"]
+
+
+def test_parts_are_joined_by_read_and_write_where_copy_file_range_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    calls: list[int] = []
+
+    def refuse(src: int, dst: int, count: int, *args: Any) -> int:
+        calls.append(count)
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    monkeypatch.setattr(convert_mod, "_copy_file_range_works", True)
+    paths = [DATA / "corpus", FIXTURES]
+    serial, parallel = both(paths, tmp_path)
+    assert parallel == serial
+    assert len(calls) == 1  # refused once, then not tried again
+    assert convert_mod._copy_file_range_works is False
+
+
 def test_check_only_converts_in_workers_too(tmp_path: Path) -> None:
     paths = [DATA / "corpus", FIXTURES]
     assert run(paths, None, 2) == run(paths, None, 1)
@@ -219,6 +295,8 @@ def wait_in_first_event(ev):
         time.sleep(120)  # the signal arrives here, with the workers running
 
 if __name__ == "__main__":
+    import replay.convert
+    replay.convert._CONVERT_WHILE_POOL_STARTS = False  # every unit in the workers: part files exist
     convert_paths([Path(sys.argv[2])], Path(sys.argv[3]), workers=2, progress=wait_in_first_event)
 """
 
@@ -269,7 +347,12 @@ def test_a_signal_stops_the_workers_and_removes_the_temporary_file(sig: signal.S
             assert child.stdout.readline() == "converting\n"
             helpers = descendants(child.pid)
             assert len(helpers) >= 3  # the forkserver, its 2 workers (and the resource tracker)
-            assert [p.name for p in out.parent.iterdir()][0].startswith(".trajectories.jsonl.")  # the temporary file
+            names = sorted(p.name for p in out.parent.iterdir())
+            assert names[0].startswith(".trajectories.jsonl.") and names[0].endswith(".tmp")  # the temporary file
+            deadline = time.monotonic() + 60
+            while not parts_left(out.parent):  # the workers write the next units' part files
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
             child.send_signal(sig)
             assert child.wait(timeout=60) == -sig  # ends by the signal, as it would without workers
         finally:
@@ -281,6 +364,7 @@ def test_a_signal_stops_the_workers_and_removes_the_temporary_file(sig: signal.S
     assert running(helpers) == []  # no worker left behind, killed parent included
     left = sorted(p.name for p in out.parent.iterdir())
     if sig == signal.SIGKILL:
-        assert len(left) == 1 and left[0].endswith(".tmp")  # nothing runs in a SIGKILLed process
+        assert len(left) == 1 and left[0].endswith(".tmp")  # the workers removed their part files; nothing runs
+        # in a SIGKILLed process to remove its temporary file
     else:
         assert left == []

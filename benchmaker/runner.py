@@ -248,6 +248,7 @@ class BenchRunner:
         to = config.timeouts
         self._timeouts_s = [t for t in (to.total_s, to.ttft_s, to.idle_s) if t is not None]
         self._watched: set[_Watch] | None = set() if self._timeouts_s else None
+        self._loop: Any = None  # the running loop, set by run()
         # phase boundaries in ns, computed once (the hot path compares ints)
         self._warmup_ns = config.warmup_s * NS_PER_S
         self._cooldown_from_ns = (
@@ -277,6 +278,7 @@ class BenchRunner:
         """Run the benchmark; see the module docstring. Re-raises CancelledError after
         writing the partial bundle when the run itself is cancelled (Ctrl-C)."""
         cfg = self.config
+        self._loop = asyncio.get_running_loop()
         self.bundle_dir.mkdir(parents=True, exist_ok=True)
         self._writer = SampleWriter(self.bundle_dir / self._samples_name)
         self._transport = self._transport_override or make_transport(
@@ -559,7 +561,9 @@ class BenchRunner:
             return
         sample.bytes_sent = len(spec.body) if spec.body else 0
         sample.in_flight_at_send = self.live.in_flight
-        watch = _Watch(asyncio.current_task(), sample) if self._watched is not None else None
+        # the loop given: current_task() without it asks get_running_loop, which on
+        # Python 3.11 makes a getpid system call (once per request otherwise)
+        watch = _Watch(asyncio.current_task(self._loop), sample) if self._watched is not None else None
         sample.sent_ns = pc() - t0
         try:
             if watch is not None:

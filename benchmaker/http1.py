@@ -22,9 +22,10 @@ Behaviour, the same as `AiohttpTransport` unless said otherwise:
   empty body or not) without its Content-Length line, which is added per request.
   The body is bytes, or a list or tuple of bytes-like pieces sent as their join (a
   body of 64 KB or more goes by one writelines of the head and the pieces, not copied
-  here: replay.model_client.MessageLog sends a conversation's kept bytes so). Redirects (301, 302, 303, 307, 308 with a
-  Location) are followed as aiohttp follows them, up to 10; as with aiohttp the
-  sample's times then span the hops and its bytes_received is the last body's.
+  here: replay.model_client.MessageLog sends a conversation's kept bytes so).
+  Redirects (301, 302, 303, 307, 308 with a Location) are followed as aiohttp follows
+  them, up to 10; as with aiohttp the sample's times then span the hops and its
+  bytes_received is the last body's.
 - Bodies: Content-Length, chunked (trailers skipped) and close-delimited (HTTP/1.0 style:
   the body ends when the server closes; a reset there is a cut body, a TransportError,
   where aiohttp takes it for the body's end); `Content-Encoding: gzip`/`deflate` decoded with

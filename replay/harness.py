@@ -139,9 +139,13 @@ def byte_equal(call: ChatResult, recorded: Response) -> bool:
         return False
     if (call.reasoning or "") != (recorded.reasoning or ""):
         return False
-    got = [(tc.id, tc.name, tc.arguments) for tc in call.tool_calls]
-    want = [(tc.id, tc.name, tc.arguments_raw) for tc in recorded.tool_calls]
-    return got == want
+    got, want = call.tool_calls, recorded.tool_calls
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want):  # pairwise, without building two lists of tuples per turn
+        if g.id != w.id or g.name != w.name or g.arguments != w.arguments_raw:
+            return False
+    return True
 
 
 def _sha256(text: str | None) -> str | None:
@@ -197,11 +201,10 @@ class _Episode:
             else:
                 self._prompt_sum += s.prompt_tokens
                 self._output_sum += s.output_tokens  # type: ignore[operator]
-        rec = TurnRecord(  # what only the turn has; the call's figures are in its Sample
-            run_id=ep.run_id, sweep_point=ep.sweep_point, episode_id=ep.episode_id, turn_index=turn_index,
-            miss_kind=miss, n_tool_calls=len(call.tool_calls),
-            byte_equal=byte_equal(call, recorded.response) if (served and recorded is not None) else None,
-        )
+        # what only the turn has (the call's figures are in its Sample), by position:
+        # run_id, sweep_point, episode_id, turn_index, miss_kind, tool_time_ns, n_tool_calls, byte_equal
+        rec = TurnRecord(ep.run_id, ep.sweep_point, ep.episode_id, turn_index, miss, 0, len(call.tool_calls),
+                         byte_equal(call, recorded.response) if (served and recorded is not None) else None)
         self.turns.append(rec)
         s.run_id, s.sweep_point, s.worker, s.lane = ep.run_id, ep.sweep_point, ep.worker, "agent"
         s.meta = {"episode_id": ep.episode_id, "turn_index": turn_index, "miss_kind": miss,
@@ -409,9 +412,10 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
                                                    send_status_fields=send_status_fields))
         call = await _chat(st, client, messages, stream, i, recorded)
         rec = st.add_call(call, i, recorded)
-        if call.status is not None and call.status < 400 and _served_with_divergence(call):
+        status = call.sample.http_status
+        if status is not None and status < 400 and call.headers.get("x-replay-divergence"):
             st.result.server_divergences += 1
-        if not _served(call):
+        if call.sample.outcome not in SERVED_OUTCOMES:  # served(call)
             st.ep.outcome = _fail_outcome(call)
             st.ep.error = f"turn {i}: {call.outcome}" + (f" {call.status}" if call.status else "") + (
                 f": {call.error}" if call.error else "")
@@ -431,7 +435,8 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
                         for o in recorded.observations]
         observations.append(obs_msgs)
         messages.extend(obs_msgs)
-        messages.extend({"role": "user", "content": u} for u in recorded.user_after)
+        if recorded.user_after:
+            messages.extend({"role": "user", "content": u} for u in recorded.user_after)
 
 
 async def _chat(st: _Episode, client: ModelClient, messages: MessageLog, stream: bool, turn_index: int,
@@ -447,10 +452,6 @@ async def _chat(st: _Episode, client: ModelClient, messages: MessageLog, stream:
         st.add_call(s.result, turn_index, recorded)
         raise
     return s.result
-
-
-def _served_with_divergence(call: ChatResult) -> bool:
-    return bool(call.headers.get("x-replay-divergence"))
 
 
 async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, sb: Sandbox,

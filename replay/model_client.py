@@ -170,28 +170,35 @@ class _MessageParser(OpenAIChatParser):
 
     def _whole_body(self, choices: list[Any]) -> bool:
         generated = super()._whole_body(choices)
-        msg = None
         for ch in choices:
             if type(ch) is dict and ch.get("index", 0) == 0:
                 msg = ch.get("message")
+                if type(msg) is dict:
+                    self._message(msg)
                 break
-        if type(msg) is dict:
-            content = msg.get("content")
-            if type(content) is str:
-                self._content = [content]
-            for key in ("reasoning_content", "reasoning"):
-                text = msg.get(key)
-                if type(text) is str:
-                    self._reasoning = [text]
-                    break
-            for i, tc in enumerate(msg.get("tool_calls") or ()):
+        return generated
+
+    def _message(self, msg: dict[str, Any]) -> None:
+        """Keep a whole body's assistant message: content, the first reasoning string of
+        `reasoning_content` / `reasoning`, and each tool call (by its position)."""
+        content = msg.get("content")
+        if type(content) is str:
+            self._content = [content]
+        text = msg.get("reasoning_content")
+        if type(text) is not str:
+            text = msg.get("reasoning")
+        if type(text) is str:
+            self._reasoning = [text]
+        tcs = msg.get("tool_calls")
+        if tcs:
+            out = self.tool_calls
+            for i, tc in enumerate(tcs):
                 if not isinstance(tc, dict):
                     continue
                 fn = tc.get("function") or {}
-                self.tool_calls.append(ToolCallDelta(
-                    index=i, id=tc.get("id"), type=tc.get("type", "function"),
-                    name=fn.get("name") or "", arguments=fn.get("arguments") or ""))
-        return generated
+                # ToolCallDelta(index, id, type, name, arguments)
+                out.append(ToolCallDelta(i, tc.get("id"), tc.get("type", "function"), fn.get("name") or "",
+                                         fn.get("arguments") or ""))
 
     def raw_usage(self) -> dict[str, Any] | None:
         """The server's usage object: the last non-null `usage` of a stream, or the `usage`
@@ -476,17 +483,19 @@ class MessageLog:
         self.extend(messages)
 
     def append(self, message: dict[str, Any]) -> None:
-        self.messages.append(message)
-        if self._kept:
-            try:
-                self._new.append(orjson.dumps(message))
-            except orjson.JSONEncodeError:
-                self._kept = False
-                self._segments, self._new = [], []
+        self.extend((message,))
 
     def extend(self, messages: Any) -> None:
+        """Append each of `messages` (an iterable) and keep its bytes (class docstring)."""
+        msgs = self.messages
         for m in messages:
-            self.append(m)
+            msgs.append(m)
+            if self._kept:
+                try:
+                    self._new.append(orjson.dumps(m))
+                except orjson.JSONEncodeError:
+                    self._kept = False
+                    self._segments, self._new = [], []
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -822,7 +831,7 @@ class ChatStream:
         self._client = client
         self._payload = payload
         self._stream = stream
-        self.result = ChatResult(t0_ns=client.t0_ns)
+        self.result = ChatResult(Sample("", 0, "agent"), client.t0_ns)  # (sample, t0_ns), no default factory
         self.status: int | None = None
 
     def __aiter__(self) -> AsyncIterator[bytes]:

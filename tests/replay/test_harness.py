@@ -202,3 +202,29 @@ def test_episode_cli_resolves_the_example_in_execute_mode(tmp_path: Path, capsys
     record = json.loads((tmp_path / "ep" / "episodes.jsonl").read_text())
     assert (record["outcome"], record["resolved"], record["reverified"], record["n_turns"]) == ("ok", True, True, 4)
     assert "--workdir: mode execute needs a task directory" in capsys.readouterr().err
+
+
+def test_byte_equal_compares_content_reasoning_and_each_tool_call_exactly():
+    from replay.harness import byte_equal
+    from replay.model_client import ChatResult, ToolCallDelta
+    from replay.trajectory import Response, ToolCall
+
+    rec = Response(content=None, reasoning="", tool_calls=[
+        ToolCall(id="c1", name="bash", arguments_raw='{"cmd": "ls"}'), ToolCall(id="c2", name="read", arguments_raw="{}")])
+
+    def got(calls: list[tuple[str | None, str, str]], content: str | None = None, reasoning: str | None = None):
+        return ChatResult(content=content, reasoning=reasoning,
+                          tool_calls=[ToolCallDelta(i, cid, "function", name, args)
+                                      for i, (cid, name, args) in enumerate(calls)])
+
+    both = [("c1", "bash", '{"cmd": "ls"}'), ("c2", "read", "{}")]
+    assert byte_equal(got(both), rec) is True  # reasoning None == recorded ""
+    assert byte_equal(got(both, content=""), rec) is False  # "" is not None
+    assert byte_equal(got(both, reasoning="x"), rec) is False
+    assert byte_equal(got(both[:1]), rec) is False  # a call missing
+    assert byte_equal(got([*both, ("c3", "x", "")]), rec) is False  # a call more
+    assert byte_equal(got([("c1", "bash", '{"cmd":"ls"}'), both[1]]), rec) is False  # raw arguments, byte for byte
+    assert byte_equal(got([("c1", "Bash", '{"cmd": "ls"}'), both[1]]), rec) is False
+    assert byte_equal(got([both[0], (None, "read", "{}")]), rec) is False
+    assert byte_equal(got(both[::-1]), rec) is False  # order counts
+    assert byte_equal(got([]), Response(content=None)) is True

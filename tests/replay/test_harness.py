@@ -228,3 +228,15 @@ def test_byte_equal_compares_content_reasoning_and_each_tool_call_exactly():
     assert byte_equal(got([both[0], (None, "read", "{}")]), rec) is False
     assert byte_equal(got(both[::-1]), rec) is False  # order counts
     assert byte_equal(got([]), Response(content=None)) is True
+
+
+async def test_an_episode_result_reprs_as_a_summary_so_a_fresh_loop_ends_without_walking_every_call(tmp_path: Path):
+    # asyncio.run / uvloop.run repr the finished main task, its result included, when they
+    # put the SIGINT handler back: the repr must not walk every call of the episode
+    traj = _example()
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as srv:
+        res = await run_episode(traj, srv.url, mode="recorded", episode_id="ep1", stream=False)
+    assert len(res.calls) == 4
+    assert repr(res) == ("EpisodeResult(episode_id='ep1', outcome='ok', turns=4, calls=4, diff=None, "
+                         f"verdict={res.verdict!r}, divergences=0, server_divergences=0)")
+    assert repr(res.verdict).startswith("Verdict(resolved=")

@@ -121,14 +121,36 @@ class RunResult:
         return self.bundle_dir / "samples.jsonl"
 
 
+class _Boxed:
+    """The result of run_on_fresh_loop's main task, behind a constant repr (see there)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<result>"
+
+
+async def _boxed(coro: Any) -> _Boxed:
+    return _Boxed(await coro)
+
+
 def run_on_fresh_loop(coro: Any) -> Any:
     """Run `coro` to completion on a new event loop: uvloop's when it is installed,
-    else asyncio's. Returns its result; KeyboardInterrupt propagates."""
+    else asyncio's. Returns its result; KeyboardInterrupt propagates.
+
+    The main task returns the result in a box with a constant repr: in the main thread,
+    asyncio.run and uvloop.run (Python 3.11) put the SIGINT handler back through
+    signal.getsignal, whose enum lookup formats the repr of the handler, a partial
+    holding the finished task, result included, twice: 28-41 ms for a 453-turn
+    episode's result (issue #17)."""
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        return asyncio.run(_boxed(coro)).value
+    return uvloop.run(_boxed(coro)).value
 
 
 async def run_on_own_loop(coro: Any) -> Any:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from benchmaker.runner import run_on_own_loop
+from benchmaker.runner import run_on_fresh_loop, run_on_own_loop
 
 
 async def test_returns_the_result_from_another_thread_and_loop() -> None:
@@ -87,3 +87,31 @@ async def test_cancelled_before_its_loop_started_still_stops_it() -> None:
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 10)
     assert events == ["cancelled"]
+
+
+class _CountedRepr:
+    reprs = 0
+
+    def __repr__(self) -> str:
+        _CountedRepr.reprs += 1
+        return "counted"
+
+
+def test_a_fresh_loop_never_reprs_the_result() -> None:
+    """asyncio.run / uvloop.run in the main thread format the finished main task (its
+    result included) when they put the SIGINT handler back (Python 3.11): the result
+    comes back from a box with a constant repr, so a large result costs nothing there."""
+    assert threading.current_thread() is threading.main_thread()
+
+    async def main() -> _CountedRepr:
+        return _CountedRepr()
+
+    _CountedRepr.reprs = 0
+    result = run_on_fresh_loop(main())
+    assert type(result) is _CountedRepr and _CountedRepr.reprs == 0
+    with pytest.raises(ValueError, match="inner"):
+        run_on_fresh_loop(_raises())
+
+
+async def _raises() -> None:
+    raise ValueError("inner")

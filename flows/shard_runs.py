@@ -127,7 +127,14 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
             except Exception:  # noqa: BLE001 - still not final: report what it is
                 pass
         for fid in flow_run_ids:
-            out[fid] = await client.read_flow_run(fid)
+            fr = await client.read_flow_run(fid)
+            # wait_for_flow_run follows the events stream, which can fail or miss the final
+            # state (a CI run read CANCELLING): read the run until final or the deadline
+            while fid in told and not (fr.state is not None and fr.state.is_final()) \
+                    and time.monotonic() < deadline:
+                await asyncio.sleep(0.5)
+                fr = await client.read_flow_run(fid)
+            out[fid] = fr
     return out
 
 

@@ -23,7 +23,7 @@ from prefect.client.orchestration import get_client
 from prefect.deployments.flow_runs import arun_deployment
 from prefect.flow_runs import wait_for_flow_run
 from prefect.logging import get_run_logger
-from prefect.states import Cancelling
+from prefect.states import Cancelled, Cancelling
 from pydantic import BaseModel, Field
 
 from benchmaker.bundle import redact
@@ -107,10 +107,21 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
 
 async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float = 60.0) -> dict[Any, Any]:
     """Cancel flow runs and return them ({id: FlowRun}) once final (or after `wait_s`
-    s in all): each one not final goes to CANCELLING, which the work pool's worker turns
-    into killing the flow-run process (or, for a run it had not started, nothing) and
-    CANCELLED. Never straight to CANCELLED: a run being picked up at that moment would
-    leave CANCELLED for RUNNING and measure anyway. All are told first, then waited for."""
+    s in all). Each one not final is proposed CANCELLING under the server's
+    orchestration rules, as `prefect flow-run cancel` does (never forced): a run still
+    SCHEDULED (no infrastructure) goes straight to CANCELLED there and a worker's later
+    PENDING proposal for it is refused; a PENDING or RUNNING one goes to CANCELLING,
+    which its worker turns into killing the flow-run process and CANCELLED. Never
+    straight to CANCELLED: a run being picked up at that moment would leave CANCELLED
+    for RUNNING and measure anyway. All are told first, then waited for.
+
+    A run still CANCELLING at the deadline is one its worker never finished: Prefect
+    3.9's runner returns without a state when the cancel finds the attempt already
+    concluded or its process gone (runner/_cancellation_manager.py), and the server
+    refuses every state but CANCELLED from CANCELLING (EnforceCancellingToCancelled-
+    Transition), so the run would stay there; a CI run read CANCELLING after the whole
+    wait. It is proposed CANCELLED with a message that says so, as the server's own
+    cancelling timeout does after 300 s ("Flow run cancellation timed out")."""
     out: dict[Any, Any] = {}
     async with get_client() as client:
         told = []
@@ -118,8 +129,9 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
             fr = await client.read_flow_run(fid)
             if fr.state is not None and fr.state.is_final():
                 continue
-            await client.set_flow_run_state(fid, Cancelling(message=message), force=True)
-            told.append(fid)
+            result = await client.set_flow_run_state(fid, Cancelling(message=message))
+            if result.state is None or not result.state.is_final():  # CANCELLED at once: nothing to wait for
+                told.append(fid)
         deadline = time.monotonic() + wait_s
         for fid in told:
             try:
@@ -129,10 +141,14 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
         for fid in flow_run_ids:
             fr = await client.read_flow_run(fid)
             # wait_for_flow_run follows the events stream, which can fail or miss the final
-            # state (a CI run read CANCELLING): read the run until final or the deadline
+            # state: read the run until final or the deadline
             while fid in told and not (fr.state is not None and fr.state.is_final()) \
                     and time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
+                fr = await client.read_flow_run(fid)
+            if fid in told and fr.state is not None and fr.state.is_cancelling():
+                await client.set_flow_run_state(fid, Cancelled(
+                    message=f"{message}; its worker did not confirm the cancellation within {wait_s:g} s"))
                 fr = await client.read_flow_run(fid)
             out[fid] = fr
     return out

@@ -4,6 +4,8 @@ deployments of llm-sweep and swebench-replay from prefect.yaml (`prefect deploy`
 Prefect workers, then `prefect deployment run llm-sweep/distributed --watch` against the
 scenario server and `prefect deployment run swebench-replay/distributed --watch` on the
 bundled recording: exit 0, and the warehouse holds one run whose rows carry two shards.
+Shard runs past the shard timeout end CANCELLED, also those no worker had picked up and
+those whose worker never confirms the cancel (flows.shard_runs.cancel_flow_runs).
 Every process is started here and stopped (its process group) in teardown."""
 
 from __future__ import annotations
@@ -16,13 +18,20 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
 import orjson
 import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import FlowRun, State
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.states import Pending, Scheduled
 
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
+from flows.shard_runs import cancel_flow_runs
+from tasks.shard import ShardPoint
 
 REPO = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -217,3 +226,51 @@ async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path
     assert [r for r in summary["verdict"]["reasons"] if r.startswith("worker ")] == [
         "worker 0 did not finish in time (stopped)", "worker 1 did not finish in time (stopped)"]
     assert summary["verdict"]["valid"] is False
+
+
+
+async def _shard_run(state: State) -> FlowRun:
+    """A flow run of the shard deployment created in `state` (no worker involved)."""
+    point = ShardPoint(base_url="http://127.0.0.1:9", model="m", run_dir="/nonexistent", run_id="r",
+                       load="constant:1", sweep_point="constant-1", worker=0, shards=1, start_wall_ns=0)
+    async with get_client() as client:
+        deployment = await client.read_deployment_by_name("llm-sweep-shard/shard")
+        return await client.create_flow_run_from_deployment(
+            deployment.id, parameters={"point": point.as_params()}, state=state)
+
+
+@pytest.mark.prefect
+async def test_a_shard_run_no_worker_has_picked_up_is_cancelled_at_once(prefect_stack) -> None:
+    # a shard run still SCHEDULED when the shard timeout passes (its worker had not polled
+    # yet, as on a busy host): the server cancels it in the same call (no infrastructure
+    # to stop), so cancel_flow_runs returns it CANCELLED without waiting; scheduled an
+    # hour ahead, no worker takes it during the test
+    env, _ = prefect_stack
+    with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
+        fr = await _shard_run(Scheduled(scheduled_time=datetime.now(timezone.utc) + timedelta(hours=1)))
+        t0 = time.monotonic()
+        out = await cancel_flow_runs([fr.id], "not done within shard_timeout_s (3 s)", wait_s=30)
+        waited = time.monotonic() - t0
+    assert out[fr.id].state.type.value == "CANCELLED", out[fr.id].state
+    assert waited < 15, waited  # nothing to wait for
+
+
+@pytest.mark.prefect
+async def test_a_shard_run_whose_worker_never_confirms_the_cancel_ends_cancelled_with_a_message(prefect_stack) -> None:
+    # a run left CANCELLING by its worker (Prefect's runner returns without a state when
+    # the attempt had already concluded): here PENDING with no process and no worker
+    # holding it, so nobody acts on CANCELLING; at the deadline cancel_flow_runs marks it
+    # CANCELLED and says why
+    env, _ = prefect_stack
+    with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
+        fr = await _shard_run(Pending())
+        t0 = time.monotonic()
+        out = await cancel_flow_runs([fr.id], "not done within shard_timeout_s (3 s)", wait_s=4)
+        waited = time.monotonic() - t0
+        async with get_client() as client:
+            history = [s.type.value for s in await client.read_flow_run_states(fr.id)]
+    state = out[fr.id].state
+    assert (state.type.value, state.message) == (
+        "CANCELLED", "not done within shard_timeout_s (3 s); its worker did not confirm the cancellation within 4 s")
+    assert history == ["PENDING", "CANCELLING", "CANCELLED"]
+    assert 4 <= waited < 20, waited

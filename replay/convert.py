@@ -66,7 +66,7 @@ from replay.errors import (
     UnknownFormatError,
     UnreadableFilesError,
 )
-from replay.trajectory import Trajectory
+from replay.trajectory import Trajectory, trajectory_json
 
 __all__ = [
     "CONVERTER_VERSION",
@@ -320,8 +320,9 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-_to_json = Trajectory.__pydantic_serializer__.to_json
-"""`traj.model_dump_json()` as UTF-8 bytes (model_dump_json decodes these very bytes)."""
+_to_json = trajectory_json
+"""`traj.model_dump_json()` as UTF-8 bytes (replay.trajectory.trajectory_json: orjson from
+the models' fields, pydantic's serializer for what orjson refuses)."""
 
 WORKERS_ENV = "BENCHMAKER_CONVERT_WORKERS"
 """Environment variable that sets convert_paths' `workers` when the caller leaves it None:

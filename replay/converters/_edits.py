@@ -46,11 +46,30 @@ def _runs(positions: Iterable[int]) -> list[tuple[int, int]]:
 
 
 class HistoryIndex:
-    """The MessageRef of each history message of one builder, in history order."""
+    """The MessageRef of each history message of one builder, in history order. Kept as
+    (turn, item) pairs (`cursors`); the MessageRefs are made only for the edits that
+    name them (a file without edits makes none) and for `order`."""
 
     def __init__(self, builder: TrajectoryBuilder):
         self.builder = builder
-        self.order: list[MessageRef] = []
+        self.cursors: list[tuple[int | None, int]] = []
+        self._refs: list[MessageRef] = []
+
+    @property
+    def order(self) -> list[MessageRef]:
+        """The MessageRef of each history message so far, in history order (the same
+        objects from one call to the next)."""
+        refs = self._refs
+        if len(refs) < len(self.cursors):
+            refs.extend(_common._trusted_ref(turn=t, item=i) for t, i in self.cursors[len(refs):])
+        return refs
+
+    def _ref(self, position: int) -> MessageRef:
+        """The MessageRef of the history message at `position`."""
+        if position < len(self._refs):
+            return self._refs[position]
+        turn, item = self.cursors[position]  # ints >= 0 (lengths): a valid ref by construction
+        return _common._trusted_ref(turn=turn, item=item)
 
     def add(self, feed: Callable[[], object]) -> int | None:
         """Run `feed` (which adds at most one message to the builder) and return the
@@ -67,16 +86,16 @@ class HistoryIndex:
     def push(self, turn: int | None, item: int) -> int:
         """Record that the message just added to the builder is at (`turn`, `item`), for a
         caller that knows it (`add` without its before/after comparison); its position."""
-        self.order.append(_common._trusted_ref(turn=turn, item=item))
-        return len(self.order) - 1
+        self.cursors.append((turn, item))
+        return len(self.cursors) - 1
 
     def spans(self, positions: Iterable[int]) -> list[MessageSpan]:
         """The spans of history covering `positions` (ascending), as closed spans (one
         reaching the end of the history so far ends there: what is added later is not in it)."""
         out = []
         for a, b in _runs(positions):
-            end = self.order[b] if b < len(self.order) else self.builder.next_ref("user")
-            out.append(MessageSpan(start=self.order[a], end=end))
+            end = self._ref(b) if b < len(self.cursors) else self.builder.next_ref("user")
+            out.append(MessageSpan(start=self._ref(a), end=end))
         return out
 
     def edit(self, kind: str, keep: Iterable[int], *, head: Iterable[int] = (), summary: list[str] | None = None,
@@ -86,8 +105,8 @@ class HistoryIndex:
         follows (module doc)."""
         runs = _runs(keep)
         keep_from = self.builder.next_ref("user")  # what the history gets from now on
-        if runs and runs[-1][1] == len(self.order):  # the last run reaches the next turn: the open tail
-            keep_from = self.order[runs.pop()[0]]
+        if runs and runs[-1][1] == len(self.cursors):  # the last run reaches the next turn: the open tail
+            keep_from = self._ref(runs.pop()[0])
         return ContextEdit(kind=kind, head=self.spans(head), summary=summary or [],
                            keep=self.spans(p for a, b in runs for p in range(a, b)),
                            keep_from=keep_from, tokens_before=tokens_before)
@@ -141,7 +160,7 @@ class CondensedView:
         dropped goes whole, with its tool results (the SDK's View
         `filter_unmatched_tool_calls` and batch atomicity; OpenHands' ConversationMemory
         filters unmatched tool calls alike)."""
-        at = {(r.turn, r.item): p for p, r in enumerate(self.index.order)}
+        at = {c: p for p, c in enumerate(self.index.cursors)}
         out: set[int] = set()
         for turn in self.index.builder.turns:
             head = at.get((turn.index, 0))

@@ -355,7 +355,7 @@ def trusted_maker(cls: type[_M]) -> Callable[..., _M]:
     Callers keep the validating constructor for values they have not checked, so bad
     values still raise pydantic's ValidationError."""
     ns: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__, "_cls": cls,
-                          "_names": tuple(cls.model_fields)}
+                          "_names": set(cls.model_fields)}  # copied for each instance (set.copy: ~4x set(tuple))
     params, items = [], []
     for k, (name, info) in enumerate(cls.model_fields.items()):
         if info.default_factory is not None:  # list/dict/model defaults: None is never a valid value
@@ -372,7 +372,7 @@ def trusted_maker(cls: type[_M]) -> Callable[..., _M]:
     src = (f"def make(*, {', '.join(params)}):\n"
            f"    m = _new(_cls)\n"
            f"    _set(m, '__dict__', {{{', '.join(items)}}})\n"
-           f"    _set(m, '__pydantic_fields_set__', set(_names))\n"
+           f"    _set(m, '__pydantic_fields_set__', _names.copy())\n"
            f"    _set(m, '__pydantic_extra__', None)\n"
            f"    _set(m, '__pydantic_private__', None)\n"
            f"    return m\n")
@@ -549,7 +549,12 @@ class TrajectoryBuilder:
         self.turns[-1].observations.append(obs)
 
     def has_observation(self, tool_call_id: str) -> bool:
-        return bool(self.turns) and any(o.tool_call_id == tool_call_id for o in self.turns[-1].observations)
+        """True when the last turn has an observation for `tool_call_id`."""
+        if self.turns:
+            for o in self.turns[-1].observations:  # a loop, not any(): no generator per tool result
+                if o.tool_call_id == tool_call_id:
+                    return True
+        return False
 
     def build(
         self,

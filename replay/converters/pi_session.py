@@ -164,6 +164,11 @@ def pi_usage(usage: Any) -> Usage | None:
     total = v if type(v := usage.get("totalTokens")) is int and v >= 0 else _count(v)
     if total is None and prompt is not None and out is not None:
         total = prompt + out
+    if ((prompt is None or type(prompt) is int) and (out is None or type(out) is int)
+            and (cr is None or type(cr) is int) and (total is None or type(total) is int)):
+        # the counts fast_usage would check: ints >= 0 (`_count`), sums of them
+        return _common._trusted_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr,
+                                      reasoning_tokens=None, total_tokens=total)
     return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
 
 
@@ -190,24 +195,21 @@ def assistant_turn(
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text":
             texts.append(part.get("text", ""))
-        elif kind == "thinking":
-            thinking.append(part.get("thinking", ""))
         elif kind == "toolCall":
             call_id, name = part.get("id"), part.get("name")
             if not isinstance(call_id, str) or not isinstance(name, str):
+                if calls:
+                    builder.skip(ARGS_SYNTH, len(calls))  # as counted call by call before the bad one
                 raise ctx.error(line, f"message.content[{j}]", "toolCall without id or name", part)
             args = part.get("arguments", {})
-            builder.skip(ARGS_SYNTH)
-            calls.append(
-                fast_tool_call(
-                    id=call_id,
-                    name=name,
-                    arguments_raw=synth_arguments_raw(args),
-                    arguments=args if isinstance(args, dict) else None,
-                )
-            )
+            calls.append(fast_tool_call(id=call_id, name=name, arguments_raw=synth_arguments_raw(args),
+                                        arguments=args if isinstance(args, dict) else None))
+        elif kind == "thinking":
+            thinking.append(part.get("thinking", ""))
         else:
             builder.skip(f"assistant_part:{kind}")
+    if calls:
+        builder.skip(ARGS_SYNTH, len(calls))
     stop = msg.get("stopReason")
     if stop not in STOP_REASONS:
         raise ctx.error(line, "message.stopReason", "unknown stop reason", stop)
@@ -312,11 +314,16 @@ class _Entry:
     """One session entry in file order: its line, id, parent and (once fed to the
     builder) the position of the history message it produced."""
 
-    __slots__ = ("line", "entry", "id", "parent", "index", "pos", "model", "retried")
+    __slots__ = ("line", "entry", "id", "parent", "up", "index", "pos", "model", "retried")
 
     def __init__(self, line: int, entry: dict[str, Any], entry_id: str, parent: str | None, index: int):
-        self.line, self.entry, self.id, self.parent, self.index = line, entry, entry_id, parent, index
-        self.pos: int | None = None  # position in the history (`_Tree.order`), None: no message
+        self.line = line
+        self.entry = entry
+        self.id = entry_id
+        self.parent = parent
+        self.up: _Entry | None = None  # the parent's _Entry (`_Tree` sets it)
+        self.index = index
+        self.pos: int | None = None  # position in the history (`HistoryIndex`), None: no message
         self.model: str | None = None  # the model in force at this entry on its path
         self.retried = False  # a failed assistant message pi retried (left out of later requests)
 
@@ -346,6 +353,8 @@ class _Tree:
             self.by_id[entry_id] = node
             self.nodes.append(node)
             prev = entry_id
+        for node in self.nodes:  # once all are in: an id used twice names its last entry, as in by_id
+            node.up = self.by_id.get(node.parent) if node.parent is not None else None
         # every entry the child of the one before it (all v1 files, most v2/v3): then a
         # turn extends the previous one unless a compaction or a retry lies between (v1: so by construction)
         self.linear = not tree or all(n.parent == (self.nodes[i - 1].id if i else None)
@@ -454,7 +463,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     prev_turn: _Entry | None = None  # the entry of the latest assistant turn
     for node in tree.nodes:
         entry, line, kind = node.entry, node.line, node.entry["type"]
-        parent = tree.by_id.get(node.parent) if node.parent is not None else None
+        parent = node.up
         node.model = parent.model if parent is not None else header_model
         if kind == "message":
             msg = entry.get("message")
@@ -462,7 +471,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             if is_turn:
                 failed = parent
                 while failed is not None and failed.entry["type"] == "compaction":  # overflow: compact, then retry
-                    failed = tree.by_id.get(failed.parent) if failed.parent is not None else None
+                    failed = failed.up
                 if failed is not None and _is_failed_call(failed.entry):
                     failed.retried = True  # pi's auto-retry: the failed message is not resent
                 if not tree.extends(prev_turn, node):

@@ -59,6 +59,7 @@ from replay.converters import (
     detect_dir,
     harbor,
 )
+from replay.converters._common import keeping_first_records
 from replay.errors import (
     ConvertError,
     EmptyInputError,
@@ -162,10 +163,19 @@ def _unknown_format(path: Path) -> UnknownFormatError:
         path, None, None, f"unknown log format (expected one of {', '.join(FORMATS)}; pass --format to force one)")
 
 
+def _detect(data: bytes) -> tuple[str | None, dict[int, Any]]:
+    """detect_bytes(data) and the records it parsed with orjson (keeping_first_records),
+    for the converter's iter_jsonl (FileContext.first_records)."""
+    with keeping_first_records(data) as first:
+        return detect_bytes(data), first
+
+
 def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileContext] | None = None,
-               data: bytes | None = None, detected: str | None = None) -> Iterator[Trajectory]:
+               data: bytes | None = None, detected: str | None = None,
+               first: dict[int, Any] | None = None) -> Iterator[Trajectory]:
     """Trajectories of one unit. A file is read once (`data`: its bytes when the caller
-    has read them already, `detected`: their detect_bytes result) and hashed once."""
+    has read them already, `detected`: their detect_bytes result, `first`: the records
+    it parsed) and hashed once; the records detection parsed are not parsed again."""
     if path.is_dir():
         found = detect_format(path)  # raises the right error for any other directory
         if fmt not in (None, found):
@@ -176,12 +186,14 @@ def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileCon
         if not path.exists():
             raise ConvertError(path, None, None, "no such file or directory")
         data = path.read_bytes()
-    use = fmt or detected or detect_bytes(data)
+    use = fmt or detected
+    if use is None:
+        use, first = _detect(data)
     if use is None:
         raise _unknown_format(path)
     if use in DIR_FORMATS:
         raise UnknownFormatError(path, None, "format", f"{use} needs a directory, not a file")
-    ctx = FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient)
+    ctx = FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient, first_records=first)
     if ctx_out is not None:
         ctx_out.append(ctx)
     yield from CONVERTERS[use](ctx)
@@ -367,10 +379,11 @@ def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) ->
     raises ConvertError keeps no lines (lenient: `file_error`)."""
     frep = FileReport(path=str(unit), format=None)
     skipped: Counter[str] = Counter()
-    data = detected = None
+    data = detected = first = None
     if unit.is_file():
         data = unit.read_bytes()  # the one read of this file
-        detected = detect_bytes(data) if fmt is None else None
+        if fmt is None:
+            detected, first = _detect(data)
     if not explicit and fmt is None and data is not None and detected is None:
         kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(data)
         if kind is not None:
@@ -386,7 +399,7 @@ def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) ->
     ctxs: list[FileContext] = []
     lines: list[bytes] = []
     try:
-        for traj in _iter_unit(unit, fmt, lenient, ctxs, data, detected):
+        for traj in _iter_unit(unit, fmt, lenient, ctxs, data, detected, first):
             frep.format = traj.source.format
             lines.append(_to_json(traj))
             frep.turns += len(traj.turns)

@@ -15,6 +15,8 @@ import json
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar, get_args
@@ -74,6 +76,9 @@ class FileContext:
     data: bytes
     lenient: bool = False
     skipped: Counter[str] = field(default_factory=Counter)
+    first_records: dict[int, Any] | None = None
+    """Records of the first lines already parsed (line number -> value; keeping_first_records),
+    for iter_jsonl to use instead of parsing those lines again; taken by the first pass."""
 
     def error(self, line: int | None, fld: str | None, problem: str, *got: Any) -> ConvertError:
         """A ConvertError naming this file (`got` optional: the offending value)."""
@@ -150,14 +155,18 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
     and counted in `ctx.skipped` (`invalid_utf8_line`, `invalid_json_line`,
     `truncated_last_line`) instead. Lines parse with orjson when the file is
     `orjson_safe`; a line orjson refuses takes the `json` path, whose value or error
-    stands.
+    stands. Lines in `ctx.first_records` are not parsed again (the first call only).
     """
     raw_lines = ctx.data.split(b"\n")
     ends_with_newline = ctx.data.endswith(b"\n")
     fast = orjson_safe(ctx.data)
     loads = orjson.loads
+    first, ctx.first_records = ctx.first_records, None  # taken once: a second pass parses its own
     for idx, raw in enumerate(raw_lines, start=1):
         if idx < start_line or not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
+            continue
+        if first and idx in first:  # parsed by orjson for format detection: the value either parse gives
+            yield idx, first.pop(idx)
             continue
         if fast:
             try:
@@ -218,20 +227,44 @@ def iter_rows(ctx: FileContext, make: Callable[[Any, int, int], Trajectory]) -> 
         yield traj
 
 
+_keep_first: ContextVar[tuple[bytes, dict[int, Any]] | None] = ContextVar("_keep_first", default=None)
+
+
+@contextmanager
+def keeping_first_records(data: bytes) -> Iterator[dict[int, Any]]:
+    """While the block runs (in this thread or task), `first_jsonl_objects(data)` for
+    this very bytes object (format detection: `replay.converters.detect_bytes`) keeps
+    each record it parses with orjson in the dict yielded, by line number (1 = the first
+    line). Put in `FileContext.first_records`, they spare `iter_jsonl` a second parse of
+    those lines (the first 50 records: ~1/4 of a corpus pi session's bytes)."""
+    kept: dict[int, Any] = {}
+    token = _keep_first.set((data, kept))
+    try:
+        yield kept
+    finally:
+        _keep_first.reset(token)
+
+
 def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
     """Up to `limit` parsed objects from the first lines (bad lines ignored); used for
-    format detection only."""
+    format detection only (see keeping_first_records)."""
     out: list[Any] = []
+    keep = _keep_first.get()
+    kept = keep[1] if keep is not None and keep[0] is data else None
     start, end = 0, len(data)
+    line = 0
     while len(out) < limit and start < end:  # line by line: no copy of the lines not read
         stop = data.find(b"\n", start)
         stop = end if stop < 0 else stop
         raw, start = data[start:stop], stop + 1
+        line += 1
         if not raw.strip():
             continue
         if orjson_safe(raw):
             try:
-                out.append(orjson.loads(raw))
+                out.append(value := orjson.loads(raw))
+                if kept is not None:
+                    kept[line] = value
                 continue
             except orjson.JSONDecodeError:
                 pass

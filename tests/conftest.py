@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import warnings
 
 import pytest
@@ -22,6 +23,12 @@ HOST_LOAD_LIMIT_MS = "2000"
 def pytest_configure(config: pytest.Config) -> None:
     for name in ("BENCHMAKER_MAX_LOOP_LAG_MS", "BENCHMAKER_MAX_SCHEDULE_LAG_MS"):
         os.environ.setdefault(name, HOST_LOAD_LIMIT_MS)
+    # A suite started in the background by a shell without job control (`nohup make
+    # test &`, a script's `cmd &`) inherits SIGINT ignored and hands that to every child
+    # it starts, so the tests that stop a command with SIGINT would wait out their
+    # timeouts. A handler, unlike SIG_IGN, is reset to the default in an exec'd child.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -59,7 +59,7 @@ from replay.converters import (
     detect_dir,
     harbor,
 )
-from replay.converters._common import keeping_first_records
+from replay.converters._common import FirstRecords, keeping_first_records
 from replay.errors import (
     ConvertError,
     EmptyInputError,
@@ -163,16 +163,16 @@ def _unknown_format(path: Path) -> UnknownFormatError:
         path, None, None, f"unknown log format (expected one of {', '.join(FORMATS)}; pass --format to force one)")
 
 
-def _detect(data: bytes) -> tuple[str | None, dict[int, Any]]:
-    """detect_bytes(data) and the records it parsed with orjson (keeping_first_records),
-    for the converter's iter_jsonl (FileContext.first_records)."""
+def _detect(data: bytes) -> tuple[str | None, FirstRecords]:
+    """detect_bytes(data) and what it parsed with orjson (keeping_first_records), for the
+    converter's iter_jsonl (FileContext.first_records)."""
     with keeping_first_records(data) as first:
         return detect_bytes(data), first
 
 
 def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileContext] | None = None,
                data: bytes | None = None, detected: str | None = None,
-               first: dict[int, Any] | None = None) -> Iterator[Trajectory]:
+               first: FirstRecords | None = None) -> Iterator[Trajectory]:
     """Trajectories of one unit. A file is read once (`data`: its bytes when the caller
     has read them already, `detected`: their detect_bytes result, `first`: the records
     it parsed) and hashed once; the records detection parsed are not parsed again."""

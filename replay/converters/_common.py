@@ -76,9 +76,9 @@ class FileContext:
     data: bytes
     lenient: bool = False
     skipped: Counter[str] = field(default_factory=Counter)
-    first_records: dict[int, Any] | None = None
-    """Records of the first lines already parsed (line number -> value; keeping_first_records),
-    for iter_jsonl to use instead of parsing those lines again; taken by the first pass."""
+    first_records: FirstRecords | None = None
+    """What format detection parsed of `data` (keeping_first_records), for iter_jsonl to
+    use instead of parsing those lines (and checking the bytes) again; taken by its first pass."""
 
     def error(self, line: int | None, fld: str | None, problem: str, *got: Any) -> ConvertError:
         """A ConvertError naming this file (`got` optional: the offending value)."""
@@ -155,13 +155,15 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
     and counted in `ctx.skipped` (`invalid_utf8_line`, `invalid_json_line`,
     `truncated_last_line`) instead. Lines parse with orjson when the file is
     `orjson_safe`; a line orjson refuses takes the `json` path, whose value or error
-    stands. Lines in `ctx.first_records` are not parsed again (the first call only).
+    stands. Lines in `ctx.first_records` are not parsed again, nor the bytes checked
+    again when it knows (the first call only).
     """
     raw_lines = ctx.data.split(b"\n")
     ends_with_newline = ctx.data.endswith(b"\n")
-    fast = orjson_safe(ctx.data)
+    detected, ctx.first_records = ctx.first_records, None  # taken once: a second pass parses its own
+    first = detected.records if detected is not None else None
+    fast = detected.safe if detected is not None and detected.safe is not None else orjson_safe(ctx.data)
     loads = orjson.loads
-    first, ctx.first_records = ctx.first_records, None  # taken once: a second pass parses its own
     for idx, raw in enumerate(raw_lines, start=1):
         if idx < start_line or not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
             continue
@@ -227,17 +229,28 @@ def iter_rows(ctx: FileContext, make: Callable[[Any, int, int], Trajectory]) -> 
         yield traj
 
 
-_keep_first: ContextVar[tuple[bytes, dict[int, Any]] | None] = ContextVar("_keep_first", default=None)
+@dataclass
+class FirstRecords:
+    """What first_jsonl_objects learnt of one file's bytes under keeping_first_records:
+    the records it parsed with orjson by line number (1 = the first line) and
+    `orjson_safe` of the whole bytes (None: not computed)."""
+
+    records: dict[int, Any] = field(default_factory=dict)
+    safe: bool | None = None
+
+
+_keep_first: ContextVar[tuple[bytes, FirstRecords] | None] = ContextVar("_keep_first", default=None)
 
 
 @contextmanager
-def keeping_first_records(data: bytes) -> Iterator[dict[int, Any]]:
+def keeping_first_records(data: bytes) -> Iterator[FirstRecords]:
     """While the block runs (in this thread or task), `first_jsonl_objects(data)` for
-    this very bytes object (format detection: `replay.converters.detect_bytes`) keeps
-    each record it parses with orjson in the dict yielded, by line number (1 = the first
-    line). Put in `FileContext.first_records`, they spare `iter_jsonl` a second parse of
-    those lines (the first 50 records: ~1/4 of a corpus pi session's bytes)."""
-    kept: dict[int, Any] = {}
+    this very bytes object (format detection: `replay.converters.detect_bytes`) checks
+    the whole bytes with `orjson_safe` once (not line by line) and keeps it and each
+    record it parses with orjson in the FirstRecords yielded. Put in
+    `FileContext.first_records`, they spare `iter_jsonl` a second parse of those lines
+    (the first 50 records: ~1/4 of a corpus pi session's bytes) and of the check."""
+    kept = FirstRecords()
     token = _keep_first.set((data, kept))
     try:
         yield kept
@@ -251,6 +264,9 @@ def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
     out: list[Any] = []
     keep = _keep_first.get()
     kept = keep[1] if keep is not None and keep[0] is data else None
+    all_safe = False
+    if kept is not None:  # every line of bytes orjson_safe as a whole is so on its own
+        kept.safe = all_safe = orjson_safe(data)
     start, end = 0, len(data)
     line = 0
     while len(out) < limit and start < end:  # line by line: no copy of the lines not read
@@ -260,11 +276,11 @@ def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
         line += 1
         if not raw.strip():
             continue
-        if orjson_safe(raw):
+        if all_safe or orjson_safe(raw):
             try:
                 out.append(value := orjson.loads(raw))
                 if kept is not None:
-                    kept[line] = value
+                    kept.records[line] = value
                 continue
             except orjson.JSONDecodeError:
                 pass

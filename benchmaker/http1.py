@@ -92,6 +92,7 @@ _DEFAULTS = (("accept", "Accept: */*\r\n"), ("accept-encoding", "Accept-Encoding
 _DISCONNECTED = "ServerDisconnectedError: Server disconnected"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 10  # aiohttp's max_redirects
+_FRAMING_LENGTHS = frozenset({14, 16, 17})  # len(b"content-length"), content-encoding, transfer-encoding
 
 
 _TRIM_THRESHOLD = 32 << 20  # glibc M_TRIM_THRESHOLD set by keep_heap(): free heap top kept, bytes
@@ -257,29 +258,36 @@ class _Conn(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.raw_headers.append((name, value))
+        if len(name) in _FRAMING_LENGTHS:  # only these lengths can name a framing header
+            self._framing(name, value)
+
+    def _framing(self, name: bytes, value: bytes) -> None:
+        """Content-Length, Transfer-Encoding and Content-Encoding, as each header arrives
+        (a later one of a name wins); other names pass. Kept here rather than in a walk
+        of every header at their end (issue #17 item 4: one length test per header)."""
+        n = len(name)
+        if n == 14 and name.lower() == b"content-length":
+            try:
+                self._length = int(value)
+            except ValueError:
+                pass  # llhttp refuses it
+        elif n == 17 and name.lower() == b"transfer-encoding":
+            self._chunked = b"chunked" in value.lower()
+        elif n == 16 and name.lower() == b"content-encoding":
+            enc = value.strip().lower()
+            if enc in (b"gzip", b"x-gzip"):
+                self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif enc == b"deflate":
+                self._decoder = _Deflate()
 
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
         if 100 <= status < 200 and status != 101:  # interim response (100 Continue, 103): skip it
             self._interim = True
             self.raw_headers = []
+            self._length, self._chunked, self._decoder = None, False, None  # its headers frame nothing
             return
         self.status = status
-        for name, value in self.raw_headers:
-            n = len(name)
-            if n == 14 and name.lower() == b"content-length":
-                try:
-                    self._length = int(value)
-                except ValueError:
-                    pass  # llhttp refuses it
-            elif n == 17 and name.lower() == b"transfer-encoding":
-                self._chunked = b"chunked" in value.lower()
-            elif n == 16 and name.lower() == b"content-encoding":
-                enc = value.strip().lower()
-                if enc in (b"gzip", b"x-gzip"):
-                    self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                elif enc == b"deflate":
-                    self._decoder = _Deflate()
         if self._chunked:
             self._length = None
         if status in (204, 304):

@@ -691,7 +691,8 @@ class _TransportExchange:
         self._cancelling = 0
         self._read_at: float | None = None  # loop time the current read started (None: in the open)
         self._inside = False  # inside one of the call's awaits
-        self._watchdog = client._watchdog_of(loop)
+        wd = client._watchdog
+        self._watchdog = wd if wd is not None and wd.loop is loop else client._watchdog_of(loop)
         self._armed: float | None = None  # loop time the timer is armed at (None: not armed)
         self._fired: str | None = None  # "total" / "idle": the deadline that cancelled the task
 
@@ -724,16 +725,6 @@ class _TransportExchange:
         total = self._total
         self._fired = "total" if total is not None and due >= total else "idle"
         self._task.cancel()  # type: ignore[union-attr]
-
-    def _enter(self) -> None:
-        """Before each await: the total deadline may have passed between the awaits."""
-        if self._total is not None and self._loop.time() >= self._total:
-            raise TimeoutError
-        self._inside = True
-        if self._armed is None:
-            due = self._due()
-            if due is not None:
-                self._arm(due)
 
     def _timed_out(self) -> Exception | None:
         """After a CancelledError out of an await: the deadline's error when the timer
@@ -786,15 +777,26 @@ class _TransportExchange:
         RawTransport: no read returning b"" is needed then). Raises TimeoutError, as
         that read would have, when the total deadline passed since the last read."""
         raw = self._raw
-        if raw is None or not raw.complete:
+        if raw is None:
+            return False
+        conn = raw._conn  # raw.complete, without the property's call
+        if conn is None or not conn.done or conn.chunks:
             return False
         if self._total is not None and self._loop.time() >= self._total:
             raise TimeoutError
         return True
 
     async def read(self) -> bytes:
-        self._read_at = self._loop.time()
-        self._enter()
+        # before the await: the total deadline may have passed between the awaits (one
+        # loop time, the read's start, for both)
+        self._read_at = now = self._loop.time()
+        if self._total is not None and now >= self._total:
+            raise TimeoutError
+        self._inside = True
+        if self._armed is None:
+            due = self._due()
+            if due is not None:
+                self._arm(due)
         try:
             return await self._chunks.__anext__()
         except StopAsyncIteration:

@@ -94,7 +94,10 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
                 for f in sorted(pdir.iterdir()) if f.name != "grades.jsonl"}
 
     out_dir = tmp_path / "a"
-    kw = dict(logs=[EXAMPLE], concurrency_sweep=[2, 4], shards=2, out_dir=out_dir, warehouse=tmp_path / "w.duckdb",
+    # 50 ms a turn: the two shards' episodes overlap however late one shard starts on a
+    # busy host (at instant latency a CI run measured c4 at concurrency 3: invalid)
+    kw = dict(logs=[EXAMPLE], concurrency_sweep=[2, 4], shards=2, latency="fixed:50:0", out_dir=out_dir,
+              warehouse=tmp_path / "w.duckdb",
               dask_address=local_cluster.scheduler_address, start_lead_s=8.0)
     monkeypatch.setenv(FAIL_POINT_ENV, "c4")  # c2 completes, c4 measures, merges, then fails
     state = await swebench_replay_distributed(**kw, return_state=True)

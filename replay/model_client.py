@@ -691,8 +691,7 @@ class _TransportExchange:
         self._cancelling = 0
         self._read_at: float | None = None  # loop time the current read started (None: in the open)
         self._inside = False  # inside one of the call's awaits
-        wd = client._watchdog
-        self._watchdog = wd if wd is not None and wd.loop is loop else client._watchdog_of(loop)
+        self._watchdog = client._watchdog_of(loop)
         self._armed: float | None = None  # loop time the timer is armed at (None: not armed)
         self._fired: str | None = None  # "total" / "idle": the deadline that cancelled the task
 
@@ -777,10 +776,7 @@ class _TransportExchange:
         RawTransport: no read returning b"" is needed then). Raises TimeoutError, as
         that read would have, when the total deadline passed since the last read."""
         raw = self._raw
-        if raw is None:
-            return False
-        conn = raw._conn  # raw.complete, without the property's call
-        if conn is None or not conn.done or conn.chunks:
+        if raw is None or not raw.complete:
             return False
         if self._total is not None and self._loop.time() >= self._total:
             raise TimeoutError

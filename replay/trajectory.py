@@ -249,8 +249,6 @@ def match_key_for(first_user_text: str) -> str:
     return match_key_for_messages([first_user_text])
 
 
-
-
 _COERCED: dict[Any, tuple[type, bool]] = {int: (int, False), int | None: (int, True), float: (float, False),
                                          float | None: (float, True), bool: (bool, False), bool | None: (bool, True)}
 """Field annotations whose values pydantic's serializer coerces (a bool in an int field

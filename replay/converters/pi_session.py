@@ -164,11 +164,6 @@ def pi_usage(usage: Any) -> Usage | None:
     total = v if type(v := usage.get("totalTokens")) is int and v >= 0 else _count(v)
     if total is None and prompt is not None and out is not None:
         total = prompt + out
-    if ((prompt is None or type(prompt) is int) and (out is None or type(out) is int)
-            and (cr is None or type(cr) is int) and (total is None or type(total) is int)):
-        # the counts fast_usage would check: ints >= 0 (`_count`), sums of them
-        return _common._trusted_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr,
-                                      reasoning_tokens=None, total_tokens=total)
     return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
 
 

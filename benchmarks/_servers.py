@@ -1,15 +1,17 @@
 """A minimal, fast loopback HTTP/1.1 server for the engine benchmarks (raw asyncio
 protocol on uvloop; not a general server).
 
-    python benchmarks/_servers.py [--port 0] [--cpu 1] [--sse-chunks 200] [--sse-writes 4]
+    python benchmarks/_servers.py [--port 0] [--cpu 1] [--sse-chunks 200[,800...]] [--sse-writes 4]
 
 Prints `PORT <n>` on its first stdout line, then serves until SIGTERM/SIGINT. Routes
 (method ignored, keep-alive always, request bodies read by Content-Length):
 
     /json   200, a fixed 27-byte JSON body `{"ok":true,"n":1,"v":"abc"}` (Content-Length)
     /sse    200, chunked `text/event-stream`: an OpenAI chat stream of a role chunk,
-            `--sse-chunks` content chunks (one token each), a finish chunk, a usage-only
-            chunk and `data: [DONE]`, written as `--sse-writes` HTTP chunks at once
+            n content chunks (one token each; n the first of `--sse-chunks`), a finish
+            chunk, a usage-only chunk and `data: [DONE]`, written as `--sse-writes` HTTP
+            chunks at once
+    /sse/n  the same stream with n content chunks, for each n of `--sse-chunks`
     /hold   200, chunked `text/event-stream`: a role chunk and one content chunk, then
             nothing until the client closes the connection (an open stream)
 
@@ -50,10 +52,10 @@ def _chunked(pieces: list[bytes]) -> bytes:
 class _Proto(asyncio.Protocol):
     __slots__ = ("transport", "buf", "sse", "hold")
 
-    def __init__(self, sse: bytes, hold: bytes) -> None:
+    def __init__(self, sse: dict[bytes, bytes], hold: bytes) -> None:
         self.transport: asyncio.Transport | None = None
         self.buf = b""
-        self.sse = sse
+        self.sse = sse  # path -> the whole response
         self.hold = hold
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -80,8 +82,8 @@ class _Proto(asyncio.Protocol):
             buf = buf[total:]
             if path == b"/json":
                 self.transport.write(_JSON_RESP)
-            elif path == b"/sse":
-                self.transport.write(self.sse)
+            elif path in self.sse:
+                self.transport.write(self.sse[path])
             elif path == b"/hold":
                 self.transport.write(self.hold)
             else:
@@ -89,8 +91,9 @@ class _Proto(asyncio.Protocol):
         self.buf = buf
 
 
-async def _serve(port: int, sse_chunks: int, sse_writes: int) -> None:
-    sse = _SSE_HEAD + _chunked(split_even(sse_body(sse_chunks), sse_writes))
+async def _serve(port: int, sse_chunks: list[int], sse_writes: int) -> None:
+    sse = {b"/sse/%d" % n: _SSE_HEAD + _chunked(split_even(sse_body(n), sse_writes)) for n in sse_chunks}
+    sse[b"/sse"] = sse[b"/sse/%d" % sse_chunks[0]]
     first = sse_events(1)
     hold = _SSE_HEAD + b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in first[:2])
     loop = asyncio.get_running_loop()
@@ -107,7 +110,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--cpu", type=int, default=None, help="pin to this CPU (sched_setaffinity)")
-    ap.add_argument("--sse-chunks", type=int, default=200)
+    ap.add_argument("--sse-chunks", default="200", help="content chunks per /sse stream, comma-separated lengths")
     ap.add_argument("--sse-writes", type=int, default=4)
     args = ap.parse_args()
     if args.cpu is not None:
@@ -118,13 +121,16 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 16384)), hard))
     import uvloop
 
-    uvloop.run(_serve(args.port, args.sse_chunks, args.sse_writes))
+    uvloop.run(_serve(args.port, [int(n) for n in args.sse_chunks.split(",")], args.sse_writes))
 
 
-def start_server(*, cpu: int | None = None, sse_chunks: int = 200, sse_writes: int = 4) -> tuple[subprocess.Popen, int]:
-    """Start this server as a child process; return (process, port). Stop it with
-    `proc.terminate(); proc.wait()`. Raises RuntimeError when it does not print its port."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--sse-chunks", str(sse_chunks), "--sse-writes", str(sse_writes)]
+def start_server(*, cpu: int | None = None, sse_chunks: tuple[int, ...] = (200,),
+                 sse_writes: int = 4) -> tuple[subprocess.Popen, int]:
+    """Start this server as a child process serving /sse/n for each n of `sse_chunks`
+    (/sse: the first); return (process, port). Stop it with `proc.terminate();
+    proc.wait()`. Raises RuntimeError when it does not print its port."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--sse-chunks", ",".join(map(str, sse_chunks)),
+           "--sse-writes", str(sse_writes)]
     if cpu is not None:
         cmd += ["--cpu", str(cpu)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

@@ -13,7 +13,7 @@ import orjson
 import uvicorn
 
 from replay.latency import parse_latency
-from replay.server import bind_socket, create_app
+from replay.server import bind_socket, create_app, uvicorn_config
 from replay.store import ReplayStore
 from replay.trajectory import (
     Observation, Response, Source, Timing, ToolCall, Trajectory, Turn, Usage, match_key_for,
@@ -111,13 +111,12 @@ def running_server(
     store_path: Path, *, latency: str = "instant", token: str | None = None,
     divergence: str = "off",
 ) -> Iterator[str]:
-    """Serve `store_path` in-process (uvicorn in a daemon thread) on 127.0.0.1 port 0;
+    """Serve `store_path` in-process (uvicorn in a daemon thread, the CLI's uvicorn_config) on 127.0.0.1 port 0;
     yields the base URL; stops the server on exit."""
     store = ReplayStore.load(store_path, latency=parse_latency(latency))
     app = create_app(store, token=token, divergence=divergence)
     sock, url = bind_socket("127.0.0.1", 0)
-    config = uvicorn.Config(app, lifespan="off", access_log=False, log_level="warning")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app))  # the CLI's stack
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -4,6 +4,7 @@ Starlette routes did."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -12,10 +13,12 @@ from pathlib import Path
 import httpx
 import orjson
 import pytest
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from replay.errors import TrajectoryFormatError
 from replay.latency import parse_latency
-from replay.server import create_app, uvicorn_config
+from replay.server import CoalescedWrites, create_app, one_send_protocol, uvicorn_config
 from replay.store import ReplayStore
 from replay.trajectory import flatten_content
 from tests.replay.test_server_fixtures import make_trajectory, request_messages, running_server, write_store
@@ -26,8 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_config_picks_httptools_and_uvloop_by_default():
     # both are dependencies of the package (pyproject.toml), so "auto" is the fast stack
     cfg = uvicorn_config(object())
-    assert (cfg.http, cfg.loop) == ("httptools", "uvloop")
-    assert uvicorn_config(object(), http="h11").http == "h11"
+    assert issubclass(cfg.http, HttpToolsProtocol) and cfg.loop == "uvloop"
+    assert issubclass(uvicorn_config(object(), http="h11").http, H11Protocol)
     assert uvicorn_config(object(), lifespan="on").lifespan == "on"
     with pytest.raises(ValueError, match=r"http: unknown parser 'zttp' \(expected auto, httptools, h11\)"):
         uvicorn_config(object(), http="zttp")
@@ -60,6 +63,114 @@ def test_cli_serves_the_recorded_turns_on_each_parser(tmp_path, http):
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+def _write_syscalls(pid: int) -> int | None:
+    """The process's write-family system calls so far (/proc/PID/io `syscw`), None where
+    it cannot be read (not Linux, no task I/O accounting)."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("syscw:"))
+    except (OSError, StopIteration):
+        return None
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_each_reply_leaves_the_server_in_one_send(tmp_path, http):
+    # uvicorn writes the head at http.response.start and the body at http.response.body;
+    # CoalescedWrites joins them (a client otherwise wakes twice per reply). Counted as
+    # the server's write syscalls (uvloop writes sockets with write/writev), 20 replies
+    # of each kind on one keep-alive connection
+    traj = make_trajectory("one-send", 2)
+    path = write_store(tmp_path / "t.jsonl", [traj])
+    with subprocess.Popen([sys.executable, "-m", "replay.server", str(path), "--http", http],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO, text=True) as proc:
+        try:
+            url = proc.stdout.readline().strip()
+            with httpx.Client() as client:
+                for _ in range(200):  # the URL is printed before uvicorn starts accepting
+                    try:
+                        if client.get(url + "/health", timeout=1).status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        time.sleep(0.05)
+                if _write_syscalls(proc.pid) is None:
+                    pytest.skip("/proc/PID/io is not readable here")
+                for stream in (False, True):
+                    body = {"messages": request_messages(traj, 1), "stream": stream}
+                    assert client.post(url + "/v1/chat/completions", json=body).status_code == 200
+                    before = _write_syscalls(proc.pid)
+                    for _ in range(20):
+                        r = client.post(url + "/v1/chat/completions", json=body)
+                        assert r.status_code == 200 and r.content.endswith(b"[DONE]\n\n" if stream else b"}")
+                    assert _write_syscalls(proc.pid) - before == 20, ("stream" if stream else "json")
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+class _FakeTransport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = self.aborted = False
+        self.extra = {"peername": ("127.0.0.1", 1)}
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed or self.aborted
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def get_extra_info(self, name: str) -> object:
+        return self.extra.get(name)
+
+
+def test_coalesced_writes_join_one_loop_step():
+    async def main() -> list[list[bytes]]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        t = _FakeTransport()
+        w = CoalescedWrites(t, loop)
+        w.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        w.writelines([b"{", b"}"])
+        seen.append(list(t.writes))  # nothing sent within the step
+        await asyncio.sleep(0)
+        seen.append(list(t.writes))  # the step's writes in one send
+        w.write(b"next")
+        await asyncio.sleep(0)
+        seen.append(list(t.writes))
+        assert w.get_extra_info("peername") == ("127.0.0.1", 1)  # the rest is the transport's
+        w.write(b"last")
+        w.close()  # flushes before closing
+        seen.append(list(t.writes))
+        assert t.closed
+        w.write(b"after close")
+        await asyncio.sleep(0)  # dropped: the connection is closing
+        seen.append(list(t.writes))
+        t2 = _FakeTransport()
+        w2 = CoalescedWrites(t2, loop)
+        w2.write(b"held")
+        w2.abort()
+        await asyncio.sleep(0)
+        assert t2.aborted and t2.writes == []
+        return seen
+
+    seen = asyncio.run(main())
+    head = b"HTTP/1.1 200 OK\r\n\r\n"
+    assert seen == [[], [head + b"{}"], [head + b"{}", b"next"], [head + b"{}", b"next", b"last"],
+                    [head + b"{}", b"next", b"last"]]
+
+
+def test_one_send_protocol_refuses_another_parser():
+    with pytest.raises(ValueError, match="http: expected httptools or h11, got 'zttp'"):
+        one_send_protocol("zttp")
 
 
 def test_cli_refuses_an_unknown_parser(tmp_path):

@@ -156,20 +156,28 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
     and counted in `ctx.skipped` (`invalid_utf8_line`, `invalid_json_line`,
     `truncated_last_line`) instead. Lines parse with orjson when the file is
     `orjson_safe`; a line orjson refuses takes the `json` path, whose value or error
-    stands. Lines in `ctx.first_records` are not parsed again, nor the bytes checked
-    again when it knows (the first call only).
+    stands. Lines in `ctx.first_records` are not parsed again, nor copied, nor the bytes
+    checked again when it knows (the first call only).
     """
-    raw_lines = ctx.data.split(b"\n")
-    ends_with_newline = ctx.data.endswith(b"\n")
+    data = ctx.data
+    end = len(data)
     detected, ctx.first_records = ctx.first_records, None  # taken once: a second pass parses its own
     first = detected.records if detected is not None else None
-    fast = detected.safe if detected is not None and detected.safe is not None else orjson_safe(ctx.data)
+    fast = detected.safe if detected is not None and detected.safe is not None else orjson_safe(data)
     loads = orjson.loads
-    for idx, raw in enumerate(raw_lines, start=1):
-        if idx < start_line or not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
-            continue
+    idx, at = 0, 0
+    while at < end:  # line by line with find (memchr), not split: a kept line is not copied
+        stop = data.find(b"\n", at)
+        last = stop < 0  # the last line, without a newline
+        stop = end if last else stop
+        idx += 1
         if first and idx in first:  # parsed by orjson for format detection: the value either parse gives
-            yield idx, first.pop(idx)
+            at = stop + 1
+            if idx >= start_line:
+                yield idx, first.pop(idx)
+            continue
+        raw, at = data[at:stop], stop + 1
+        if idx < start_line or not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
             continue
         if fast:
             try:
@@ -189,7 +197,6 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
         try:
             yield idx, json.loads(text)
         except json.JSONDecodeError as exc:
-            last = idx == len(raw_lines) and not ends_with_newline
             reason = "truncated_last_line" if last else "invalid_json_line"
             if ctx.lenient:
                 ctx.skipped[reason] += 1

@@ -282,7 +282,7 @@ def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
         stop = end if stop < 0 else stop
         raw, start = data[start:stop], stop + 1
         line += 1
-        if not raw.strip():
+        if not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
             continue
         if all_safe or orjson_safe(raw):
             try:

@@ -36,8 +36,10 @@ Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (SOURCES
 3. Store: `python -m replay.server` on the corpus (replay.process.start_replay_server):
    the server process's CPU s when /health first answers (imports, the store load,
    which is nearly all of it, and the GC freeze; wall s beside it; ReplayStore.load is
-   also timed in-process), and its VmRSS after start-up and after the matching requests
-   below. Targets: load <= 10 CPU s, RSS <= 2 GB.
+   also timed in this process, after the server has stopped: a second 1.6 GB store alive
+   beside the server's load made its page faults cost ~2.5x the system CPU), and its
+   VmRSS after start-up and after the matching requests below. Targets: load <= 10 CPU
+   s, RSS <= 2 GB.
 4. Matching: the replay app (replay.server.create_app) over the 500-trajectory store and
    over a store of 5 of them, both in this process; the same requests (for those 5
    trajectories, at turns 0, 10, 50, 100, 200, 400 where they have them, bodies as an
@@ -230,9 +232,10 @@ def main() -> int:
         if args.conversion_only:
             return _table(rows)
 
-        t0, c0 = time.perf_counter(), time.process_time()
-        store = ReplayStore.load(traj_path, latency=parse_latency("instant"))
-        load_s, load_cpu = time.perf_counter() - t0, time.process_time() - c0
+        # the server first, while this process holds no store: with the in-process store
+        # (1.6 GB) alive, the server's 557,000 page faults of its load cost it 3.3-3.8 s of
+        # system CPU instead of 1.4 (measured, same fault count), and this process's
+        # collections over that store burnt ~2 CPU s beside it
         t0 = time.perf_counter()
         with start_replay_server(traj_path, startup_timeout_s=300) as srv:
             start_s = time.perf_counter() - t0
@@ -249,6 +252,9 @@ def main() -> int:
                                     headers={"content-type": "application/json"})
                     assert r.status_code == 200, (r.status_code, r.text[:200])
             rss1 = _rss_kib(srv.pid)
+        t0, c0 = time.perf_counter(), time.process_time()
+        store = ReplayStore.load(traj_path, latency=parse_latency("instant"))
+        load_s, load_cpu = time.perf_counter() - t0, time.process_time() - c0
         print(f"3. store: {store.n_turns:,} turns of {len(store.trajectories)} trajectories; ReplayStore.load"
               f" {load_s:.2f} s wall, {load_cpu:.2f} s CPU in-process; server ready after {start_s:.2f} s wall,"
               f" {start_cpu:.2f} s of its CPU (imports, load, GC freeze); server RSS {rss0 / 1024:,.0f} MiB"

@@ -8,6 +8,8 @@ import asyncio
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -36,14 +38,12 @@ def test_config_picks_httptools_and_uvloop_by_default():
         uvicorn_config(object(), http="zttp")
 
 
-@pytest.mark.parametrize("http", ["httptools", "h11"])
-def test_cli_serves_the_recorded_turns_on_each_parser(tmp_path, http):
-    traj = make_trajectory("stack", 2)
-    path = write_store(tmp_path / "t.jsonl", [traj])
-    store = ReplayStore.load(path, latency=parse_latency("instant"))
-    with subprocess.Popen(
-            [sys.executable, "-m", "replay.server", str(path), "--http", http],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO, text=True) as proc:
+@contextmanager
+def _cli_server(path: Path, http: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`python -m replay.server PATH --http HTTP` on 127.0.0.1: (process, base URL) once
+    /health answers; terminated on exit."""
+    with subprocess.Popen([sys.executable, "-m", "replay.server", str(path), "--http", http],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO, text=True) as proc:
         try:
             url = proc.stdout.readline().strip()
             assert url.startswith("http://127.0.0.1:")
@@ -53,16 +53,25 @@ def test_cli_serves_the_recorded_turns_on_each_parser(tmp_path, http):
                         break
                 except httpx.TransportError:
                     time.sleep(0.05)
-            for turn in (0, 1):
-                r = httpx.post(url + "/v1/chat/completions", json={"messages": request_messages(traj, turn)})
-                assert r.status_code == 200
-                got = orjson.loads(r.content)
-                want = orjson.loads(store.lookup(traj.match_key, None).turns[turn].body)
-                assert got.pop("created") >= want.pop("created")  # rendered at each load
-                assert got == want
+            yield proc, url
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+@pytest.mark.parametrize("http", ["httptools", "h11"])
+def test_cli_serves_the_recorded_turns_on_each_parser(tmp_path, http):
+    traj = make_trajectory("stack", 2)
+    path = write_store(tmp_path / "t.jsonl", [traj])
+    store = ReplayStore.load(path, latency=parse_latency("instant"))
+    with _cli_server(path, http) as (_, url):
+        for turn in (0, 1):
+            r = httpx.post(url + "/v1/chat/completions", json={"messages": request_messages(traj, turn)})
+            assert r.status_code == 200
+            got = orjson.loads(r.content)
+            want = orjson.loads(store.lookup(traj.match_key, None).turns[turn].body)
+            assert got.pop("created") >= want.pop("created")  # rendered at each load
+            assert got == want
 
 
 def _write_syscalls(pid: int) -> int | None:
@@ -83,30 +92,17 @@ def test_each_reply_leaves_the_server_in_one_send(tmp_path, http):
     # of each kind on one keep-alive connection
     traj = make_trajectory("one-send", 2)
     path = write_store(tmp_path / "t.jsonl", [traj])
-    with subprocess.Popen([sys.executable, "-m", "replay.server", str(path), "--http", http],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO, text=True) as proc:
-        try:
-            url = proc.stdout.readline().strip()
-            with httpx.Client() as client:
-                for _ in range(200):  # the URL is printed before uvicorn starts accepting
-                    try:
-                        if client.get(url + "/health", timeout=1).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        time.sleep(0.05)
-                if _write_syscalls(proc.pid) is None:
-                    pytest.skip("/proc/PID/io is not readable here")
-                for stream in (False, True):
-                    body = {"messages": request_messages(traj, 1), "stream": stream}
-                    assert client.post(url + "/v1/chat/completions", json=body).status_code == 200
-                    before = _write_syscalls(proc.pid)
-                    for _ in range(20):
-                        r = client.post(url + "/v1/chat/completions", json=body)
-                        assert r.status_code == 200 and r.content.endswith(b"[DONE]\n\n" if stream else b"}")
-                    assert _write_syscalls(proc.pid) - before == 20, ("stream" if stream else "json")
-        finally:
-            proc.terminate()
-            proc.wait(10)
+    with _cli_server(path, http) as (proc, url), httpx.Client() as client:
+        if _write_syscalls(proc.pid) is None:
+            pytest.skip("/proc/PID/io is not readable here")
+        for stream in (False, True):
+            body = {"messages": request_messages(traj, 1), "stream": stream}
+            assert client.post(url + "/v1/chat/completions", json=body).status_code == 200
+            before = _write_syscalls(proc.pid)
+            for _ in range(20):
+                r = client.post(url + "/v1/chat/completions", json=body)
+                assert r.status_code == 200 and r.content.endswith(b"[DONE]\n\n" if stream else b"}")
+            assert _write_syscalls(proc.pid) - before == 20, ("stream" if stream else "json")
 
 
 class _FakeTransport:

@@ -87,7 +87,8 @@ from replay.latency import load_splitter, parse_latency
 from replay.store import RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes, exit_code_in
 from replay.trajectory import flatten_content, match_key_for_messages
 
-__all__ = ["DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "create_app", "main", "run_uvicorn", "serve", "uvicorn_config"]
+__all__ = ["CoalescedWrites", "DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "create_app", "main", "one_send_protocol",
+           "run_uvicorn", "serve", "uvicorn_config"]
 
 DIVERGENCE_POLICIES = ("off", "status", "content")
 """Valid values of the divergence policy (module doc)."""

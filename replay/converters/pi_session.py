@@ -365,7 +365,7 @@ class _Tree:
         current = self.by_id.get(entry_id) if entry_id is not None else None
         while current is not None and current.index > stop_at:
             path.append(current)
-            current = self.by_id.get(current.parent) if current.parent is not None else None
+            current = current.up
         path.reverse()
         return path
 

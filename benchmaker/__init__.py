@@ -12,7 +12,7 @@ The 30-second tour:
 
 Units: time stamps in ns (perf_counter), metrics in ms or s as named (`ttft_ms`,
 `window_s`), rates in req/s, tokens as counted by the server's usage report.
-Definitions: DESIGN §4; SQL: benchmaker/sql/summary.sql.
+Definitions: DESIGN §4; SQL: benchmaker/engine/sql/summary.sql.
 """
 
 from typing import TYPE_CHECKING
@@ -20,47 +20,47 @@ from typing import TYPE_CHECKING
 from benchmaker.lazy_exports import lazy_getattr
 
 # Every public name -> its module, imported on first access (PEP 562): `import
-# benchmaker.errors` (every CLI command does) must not pay for aiohttp, httpx and DuckDB
+# benchmaker.engine.errors` (every CLI command does) must not pay for aiohttp, httpx and DuckDB
 # through the engine (issue #15), and the workloads import the engine, so an eager
 # import of them here would be circular.
 _EXPORTS = {
-    "SLO": "benchmaker.config", "BenchConfig": "benchmaker.config", "SelfCheckLimits": "benchmaker.config",
-    "Timeouts": "benchmaker.config",
-    "BenchmakerError": "benchmaker.errors", "ConfigError": "benchmaker.errors", "ConnectTimeout": "benchmaker.errors",
-    "RateSpecError": "benchmaker.errors", "RunInvalid": "benchmaker.errors", "TransportError": "benchmaker.errors",
-    "Burst": "benchmaker.load_models", "ClosedLoop": "benchmaker.load_models", "Constant": "benchmaker.load_models",
-    "Gamma": "benchmaker.load_models", "LoadModel": "benchmaker.load_models", "Poisson": "benchmaker.load_models",
-    "Ramp": "benchmaker.load_models", "Stages": "benchmaker.load_models", "Trace": "benchmaker.load_models",
-    "parse_duration_s": "benchmaker.load_models", "parse_rate_spec": "benchmaker.load_models",
-    "Outcome": "benchmaker.records", "Phase": "benchmaker.records", "RequestSpec": "benchmaker.records",
-    "Sample": "benchmaker.records", "TimeoutKind": "benchmaker.records",
-    "BenchRunner": "benchmaker.runner", "Lane": "benchmaker.runner", "RunResult": "benchmaker.runner",
-    "summarize_samples": "benchmaker.summary",
-    "AiohttpTransport": "benchmaker.transport", "HttpxTransport": "benchmaker.transport",
-    "NullTransport": "benchmaker.transport",
-    "HttpWorkload": "workloads.http",
-    "JsonlDataset": "workloads.datasets",
-    "OpenAIChatWorkload": "workloads.openai_chat",
-    "OpenAICompletionsWorkload": "workloads.openai_completions",
-    "ShareGPTDataset": "workloads.datasets",
-    "StaticDataset": "workloads.datasets",
-    "SyntheticDataset": "workloads.datasets",
+    "SLO": "benchmaker.engine.config", "BenchConfig": "benchmaker.engine.config", "SelfCheckLimits": "benchmaker.engine.config",
+    "Timeouts": "benchmaker.engine.config",
+    "BenchmakerError": "benchmaker.engine.errors", "ConfigError": "benchmaker.engine.errors", "ConnectTimeout": "benchmaker.engine.errors",
+    "RateSpecError": "benchmaker.engine.errors", "RunInvalid": "benchmaker.engine.errors", "TransportError": "benchmaker.engine.errors",
+    "Burst": "benchmaker.engine.load_models", "ClosedLoop": "benchmaker.engine.load_models", "Constant": "benchmaker.engine.load_models",
+    "Gamma": "benchmaker.engine.load_models", "LoadModel": "benchmaker.engine.load_models", "Poisson": "benchmaker.engine.load_models",
+    "Ramp": "benchmaker.engine.load_models", "Stages": "benchmaker.engine.load_models", "Trace": "benchmaker.engine.load_models",
+    "parse_duration_s": "benchmaker.engine.load_models", "parse_rate_spec": "benchmaker.engine.load_models",
+    "Outcome": "benchmaker.engine.records", "Phase": "benchmaker.engine.records", "RequestSpec": "benchmaker.engine.records",
+    "Sample": "benchmaker.engine.records", "TimeoutKind": "benchmaker.engine.records",
+    "BenchRunner": "benchmaker.engine.runner", "Lane": "benchmaker.engine.runner", "RunResult": "benchmaker.engine.runner",
+    "summarize_samples": "benchmaker.engine.summary",
+    "AiohttpTransport": "benchmaker.engine.transport", "HttpxTransport": "benchmaker.engine.transport",
+    "NullTransport": "benchmaker.engine.transport",
+    "HttpWorkload": "benchmaker.workloads.http",
+    "JsonlDataset": "benchmaker.workloads.datasets",
+    "OpenAIChatWorkload": "benchmaker.workloads.openai_chat",
+    "OpenAICompletionsWorkload": "benchmaker.workloads.openai_completions",
+    "ShareGPTDataset": "benchmaker.workloads.datasets",
+    "StaticDataset": "benchmaker.workloads.datasets",
+    "SyntheticDataset": "benchmaker.workloads.datasets",
 }
 
 if TYPE_CHECKING:  # the names for type checkers and editors
-    from benchmaker.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
-    from benchmaker.errors import (BenchmakerError, ConfigError, ConnectTimeout, RateSpecError, RunInvalid,
+    from benchmaker.engine.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
+    from benchmaker.engine.errors import (BenchmakerError, ConfigError, ConnectTimeout, RateSpecError, RunInvalid,
                                    TransportError)
-    from benchmaker.load_models import (Burst, ClosedLoop, Constant, Gamma, LoadModel, Poisson, Ramp, Stages, Trace,
+    from benchmaker.engine.load_models import (Burst, ClosedLoop, Constant, Gamma, LoadModel, Poisson, Ramp, Stages, Trace,
                                         parse_duration_s, parse_rate_spec)
-    from benchmaker.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
-    from benchmaker.runner import BenchRunner, Lane, RunResult
-    from benchmaker.summary import summarize_samples
-    from benchmaker.transport import AiohttpTransport, HttpxTransport, NullTransport
-    from workloads.datasets import JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
-    from workloads.http import HttpWorkload
-    from workloads.openai_chat import OpenAIChatWorkload
-    from workloads.openai_completions import OpenAICompletionsWorkload
+    from benchmaker.engine.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
+    from benchmaker.engine.runner import BenchRunner, Lane, RunResult
+    from benchmaker.engine.summary import summarize_samples
+    from benchmaker.engine.transport import AiohttpTransport, HttpxTransport, NullTransport
+    from benchmaker.workloads.datasets import JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
+    from benchmaker.workloads.http import HttpWorkload
+    from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+    from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)

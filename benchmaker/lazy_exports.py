@@ -2,7 +2,7 @@
 submodule of a package does not import all of them (issue #15: every CLI command paid
 for the engine, aiohttp, httpx and DuckDB through `benchmaker/__init__.py`).
 
-    _EXPORTS = {"BenchRunner": "benchmaker.runner", ...}
+    _EXPORTS = {"BenchRunner": "benchmaker.engine.runner", ...}
     __getattr__ = lazy_getattr(__name__, _EXPORTS)
 """
 

@@ -9,7 +9,7 @@ a note when it is absent). Builds the corpus as benchmarks/corpus.py does (500 p
 sessions of 50-450 turns, ~300 MB), starts one Prefect server on 127.0.0.1 (its own
 PREFECT_HOME in the work directory, stopped at the end), and runs
 
-    python -m recipes.cli swebench-replay --logs CORPUS --concurrency-sweep 1
+    python -m benchmaker.recipes.cli swebench-replay --logs CORPUS --concurrency-sweep 1
         --episodes-per-point 1 --out-dir OUT --warehouse WH
 
 with the code of git revision `--before` (`git archive`, default 2f350ae~1: the CLI
@@ -21,7 +21,7 @@ run (empty cache) and a second run (same --out-dir) of each. Figures per run:
 
 - to first request, s: from the command's start (wall clock, time.time) to the first
   model call the episode sent (the run's manifest t0_wall_ns + the smallest sent_ns of
-  the point's samples.jsonl: benchmaker.records.Sample times are ns from that t0);
+  the point's samples.jsonl: benchmaker.engine.records.Sample times are ns from that t0);
 - CLI CPU s to then: the command process's own user + system CPU (/proc/PID/stat,
   read every 20 ms; the last reading before the first request). The replay server's
   store load runs in its own process and is not in it (the same in both versions);
@@ -33,11 +33,11 @@ and the before/after ratios of one run are the comparison.
     .venv/bin/python benchmarks/convert_once.py --per-point-read [--rounds 2]
 
 times only a sweep point's read of the converted corpus, in this process: the
-conversion written once (replay.convert.convert_paths), then per round, alternating
+conversion written once (benchmaker.trajectories.convert.convert_paths), then per round, alternating
 which goes first, the read a point did before (`list(read_trajectories(path))`) and the
-one it does now (replay.convert.load_trajectories: the same validation, garbage
+one it does now (benchmaker.trajectories.convert.load_trajectories: the same validation, garbage
 collection paused), each its process CPU s (time.process_time, after a gc.collect),
-equal results checked; then tasks.sweep.point_trajectories twice, as the first and the
+equal results checked; then benchmaker.tasks.sweep.point_trajectories twice, as the first and the
 next point of a run (the next reuses the first's models). No Prefect server.
 """
 
@@ -123,7 +123,7 @@ def run_once(tree: Path, logs: Path, out_dir: Path, warehouse: Path, api_url: st
     before = {d for d in out_dir.iterdir()} if out_dir.exists() else set()
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "recipes.cli", "swebench-replay", "--logs", str(logs),
+    proc = subprocess.Popen([sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(logs),
                              "--concurrency-sweep", "1", "--episodes-per-point", "1", "--out-dir", str(out_dir),
                              "--warehouse", str(warehouse)], cwd=tree, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -152,8 +152,8 @@ def run_once(tree: Path, logs: Path, out_dir: Path, warehouse: Path, api_url: st
 def per_point_read(logs: Path, work: Path, rounds: int) -> None:
     """Print the CPU s of a sweep point's read of the conversion of `logs` before and
     after (module doc), best of `rounds`, and their ratio."""
-    from replay.convert import convert_paths, load_trajectories, read_trajectories
-    from tasks.sweep import point_trajectories
+    from benchmaker.trajectories.convert import convert_paths, load_trajectories, read_trajectories
+    from benchmaker.tasks.sweep import point_trajectories
 
     out = work / "trajectories.jsonl"
     report = convert_paths([logs], out, progress=None)
@@ -180,7 +180,7 @@ def per_point_read(logs: Path, work: Path, rounds: int) -> None:
         c0 = time.process_time()
         point_trajectories(out)
         points.append(time.process_time() - c0)
-    print(f"tasks.sweep.point_trajectories: first point {points[0]:.2f} CPU s, next point {points[1]:.3f} CPU s "
+    print(f"benchmaker.tasks.sweep.point_trajectories: first point {points[0]:.2f} CPU s, next point {points[1]:.3f} CPU s "
           f"(was {b:.2f} CPU s at every point)")
 
 

@@ -13,7 +13,7 @@ Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (SOURCES
    assistant message (n drawn uniformly from [min, max] turns, seeded) with its first
    user message made unique (" [corpus task i]" appended: a distinct match key per
    file, as 500 SWE-bench tasks have), in one directory.
-2. Conversion: replay.convert.convert_paths over the directory into one
+2. Conversion: benchmaker.trajectories.convert.convert_paths over the directory into one
    trajectories.jsonl, as a user runs it, in a fresh interpreter per conversion (its
    imports not counted; starting the workers' forkserver and pool counted), `--rounds`
    rounds alternating (which goes first alternates too), median: 1 process
@@ -33,24 +33,24 @@ Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (SOURCES
    alternating, `--compare-rounds` times, and prints both figures (median) and their
    ratio: before/after on the same host at the same load. `--conversion-only` stops
    after this step.
-3. Store: `python -m replay.server` on the corpus (replay.process.start_replay_server):
+3. Store: `python -m benchmaker.replay_server.server` on the corpus (benchmaker.replay_server.process.start_replay_server):
    the server process's CPU s when /health first answers (imports, the store load,
    which is nearly all of it, and the GC freeze; wall s beside it; ReplayStore.load is
    also timed in this process, after the server has stopped: a second 1.6 GB store alive
    beside the server's load made its page faults cost ~2.5x the system CPU), and its
    VmRSS after start-up and after the matching requests below. Targets: load <= 10 CPU
    s, RSS <= 2 GB.
-4. Matching: the replay app (replay.server.create_app) over the 500-trajectory store and
+4. Matching: the replay app (benchmaker.replay_server.server.create_app) over the 500-trajectory store and
    over a store of 5 of them, both in this process; the same requests (for those 5
    trajectories, at turns 0, 10, 50, 100, 200, 400 where they have them, bodies as an
-   agent sends them: replay.context.request_messages, the whole history) pass through
+   agent sends them: benchmaker.trajectories.context.request_messages, the whole history) pass through
    each app's ASGI callable `--repeat` times per measurement, `--rounds` measurements
    each, alternating (which store goes first alternates too), after gc.freeze() as the
    server does after its load. Cost = CPU s (process_time) per request: the JSON parse
    of the body, the key hash, the lookup and the response. Ratio = median over rounds
    of (500-store / 5-store). Target: within 10% (<= 1.10).
 5. Warehouse: a run bundle of the corpus's size (one samples.jsonl row per turn, made
-   as benchmarks/warehouse_load.py makes them) loaded with warehouse.loader.load_run
+   as benchmarks/warehouse_load.py makes them) loaded with benchmaker.warehouse.loader.load_run
    into a fresh DuckDB file; s and rows/s. (The corpus is not replayed here: 500
    episodes resend ~25 GB of history.)
 
@@ -81,13 +81,13 @@ for p in (REPO, REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from replay.context import request_messages  # noqa: E402
-from replay.convert import convert_paths, read_trajectories  # noqa: E402
-from replay.latency import parse_latency  # noqa: E402
-from replay.process import start_replay_server  # noqa: E402
-from replay.server import create_app  # noqa: E402
-from replay.store import ReplayStore  # noqa: E402
-from replay.trajectory import Trajectory  # noqa: E402
+from benchmaker.trajectories.context import request_messages  # noqa: E402
+from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
+from benchmaker.replay_server.latency import parse_latency  # noqa: E402
+from benchmaker.replay_server.process import start_replay_server  # noqa: E402
+from benchmaker.replay_server.server import create_app  # noqa: E402
+from benchmaker.replay_server.store import ReplayStore  # noqa: E402
+from benchmaker.trajectories.trajectory import Trajectory  # noqa: E402
 
 REAL = REPO.parent / "shared" / "data" / "real" / "pi-session-v1-large.jsonl"
 MATCH_TURNS = (0, 10, 50, 100, 200, 400)
@@ -128,7 +128,7 @@ def build_logs(src: Path, out_dir: Path, n: int, min_turns: int, max_turns: int,
 
 
 def request_body(traj: Trajectory, turn: int) -> bytes:
-    """The body an agent replaying `traj` sends for `turn` (replay.context.request_messages:
+    """The body an agent replaying `traj` sends for `turn` (benchmaker.trajectories.context.request_messages:
     the whole history as the log built it)."""
     return orjson.dumps({"model": traj.model or "replay", "messages": request_messages(traj, turn)})
 
@@ -267,7 +267,7 @@ def main() -> int:
         small_path.write_text("".join(t.model_dump_json() + "\n" for t in picked), encoding="utf-8")
         big_app = create_app(store)
         small_app = create_app(ReplayStore.load(small_path, latency=parse_latency("instant")))
-        gc.collect()  # as replay.server.serve does after its load: the stores out of the GC's sight
+        gc.collect()  # as benchmaker.replay_server.server.serve does after its load: the stores out of the GC's sight
         gc.freeze()
         sizes = [len(b) for b in bodies]
         big, small = [], []
@@ -286,7 +286,7 @@ def main() -> int:
         rows.append((f"matching {len(store.trajectories)} / 5 trajectories", ratio, "<= 1.10",
                      ratio <= 1.10 and not bad, "{:.3f}"))
 
-        from warehouse.loader import load_run
+        from benchmaker.warehouse.loader import load_run
         from warehouse_load import write_bundle
 
         run_dir = work / "run"
@@ -322,7 +322,7 @@ _CONVERT_ROUND = """
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from replay.convert import convert_paths
+from benchmaker.trajectories.convert import convert_paths
 
 def forkserver_cpu_s():
     # the forkserver's own CPU s (utime + stime of /proc/<pid>/stat; its workers are not in it)
@@ -387,7 +387,7 @@ _CONVERT_CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from replay.convert import convert_paths
+from benchmaker.trajectories.convert import convert_paths
 c0 = time.process_time()
 convert_paths([Path(sys.argv[2])], Path(sys.argv[3]))
 print(time.process_time() - c0)

@@ -13,7 +13,7 @@ rounds of `--pair-seconds` runs, the figure the median of the per-round ratios.
 
 1. Non-streaming, concurrency 64, GET /json (27-byte JSON body): a bare aiohttp loop
    (one ClientSession, 64 tasks, `get` + `read`), then BenchRunner with `closed:64` +
-   HttpWorkload on each engine transport (`raw`: benchmaker/http1.py, `aiohttp`), in
+   HttpWorkload on each engine transport (`raw`: benchmaker/engine/http1.py, `aiohttp`), in
    rounds. req/s = ok requests / wall time from the first send until the last worker
    stopped (engine: self_checks.wall_s); per client CPU second = ok requests /
    process_time (engine: self_checks.client_cpu_s). Targets, judged on `raw`: median
@@ -163,8 +163,8 @@ for p in (REPO, REPO / "benchmarks"):
 from _servers import split_even, sse_body, sse_events, start_server  # noqa: E402
 
 from benchmaker import BenchConfig, BenchRunner, HttpWorkload, NullTransport, OpenAIChatWorkload, StaticDataset  # noqa: E402
-from benchmaker.http1 import RawTransport, _Conn  # noqa: E402
-from benchmaker.records import RequestSpec  # noqa: E402
+from benchmaker.engine.http1 import RawTransport, _Conn  # noqa: E402
+from benchmaker.engine.records import RequestSpec  # noqa: E402
 
 SSE_CHUNKS = 200  # content chunks per stream of figures 2i and the profile, and figure 2's first length
 SSE_LENGTHS = (200, 800)  # figure 2's stream lengths (content chunks per stream), `--sse-chunks`
@@ -373,7 +373,7 @@ async def _bare_raw_loop(url: str, concurrency: int, seconds: float, body: bytes
 
 
 class _RunnerClock(types.ModuleType):
-    """Stands in for the `time` module inside benchmaker.runner while installed: its
+    """Stands in for the `time` module inside benchmaker.engine.runner while installed: its
     `process_time()` (which the runner calls exactly twice, at the start and at the end
     of the measured span behind self_checks.client_cpu_s) also records
     getrusage(RUSAGE_SELF) user and system seconds at both calls, and can call `on_start`
@@ -410,8 +410,8 @@ _CLOCK = _RunnerClock()
 
 
 def _install_clock() -> None:
-    """Route benchmaker.runner's clock through _CLOCK (this process only)."""
-    import benchmaker.runner as runner_mod
+    """Route benchmaker.engine.runner's clock through _CLOCK (this process only)."""
+    import benchmaker.engine.runner as runner_mod
 
     runner_mod.time = _CLOCK  # type: ignore[attr-defined]
 
@@ -512,7 +512,7 @@ def _reads_per_stream(base: str, out: Path, seconds: float, chunks: int) -> dict
     loop waits, request writes and the CPU us those writes cost (the write syscall: the
     client's TCP send and, on loopback, the server's receive path and wake-up that the
     kernel runs in the sender's syscall; the clock reads' own cost subtracted)."""
-    import benchmaker.http1 as http1
+    import benchmaker.engine.http1 as http1
 
     _CountingConn.reads = _CountingConn.waits = _CountingConn.writes = _CountingConn.write_ns = 0
     http1._Conn = _CountingConn  # RawTransport._connect builds its connections from the module name
@@ -888,7 +888,7 @@ async def _bare_constant(url: str, rate: float, seconds: float, warmup_s: float)
 async def _idle_loop_lag(seconds: float) -> dict[str, Any]:
     """Loop lag of an idle event loop (benchmaker's LoopLagMonitor, 10 ms ticks): the
     machine's scheduling noise floor at the moment."""
-    from benchmaker.selfcheck import LoopLagMonitor
+    from benchmaker.engine.selfcheck import LoopLagMonitor
 
     monitor = LoopLagMonitor()
     monitor.start()

@@ -1,5 +1,5 @@
 """Event-loop lag of execute-mode sweep points: commands spawned on the measuring loop
-(inline, the old way) vs by the helper process (replay.sandbox.spawner), in one run.
+(inline, the old way) vs by the helper process (benchmaker.agent.sandbox.spawner), in one run.
 
     .venv/bin/python benchmarks/execute_lag.py [--rounds 3] [--concurrency 1,2,4]
         [--episodes-per-slot 2] [--hogs 0]
@@ -8,7 +8,7 @@ What it does: converts the bundled recording (examples/recordings/tiny-task.pi.j
 the one `make demo` replays), starts one replay server on it (its own process, instant
 latency), then for each round plays every point of `--concurrency` in execute mode with
 the local sandbox (examples/tiny-task: read, edit, `python -m pytest` tool calls, then
-the verifier's test command) exactly as `make demo` does (replay.point_run.run_point on
+the verifier's test command) exactly as `make demo` does (benchmaker.sweep.point_run.run_point on
 the engine), once with each spawner: `inline` (LocalSandboxFactory never started: every
 git/bash/pytest process forks from the measuring loop, tree copies in a thread of it),
 `process` (the factory's helper, started before the clock) and `nice` (the same helper
@@ -55,12 +55,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmaker.calibrate import _idle_lag  # noqa: E402 - the calibration's idle-loop figure
-from replay.convert import iter_trajectories  # noqa: E402
-from replay.point_run import run_point  # noqa: E402
-from replay.process import start_replay_server  # noqa: E402
-from replay.sandbox import LocalSandboxFactory  # noqa: E402
-from replay.verifier import load_task  # noqa: E402
+from benchmaker.recipes.calibration import _idle_lag  # noqa: E402 - the calibration's idle-loop figure
+from benchmaker.trajectories.convert import iter_trajectories  # noqa: E402
+from benchmaker.sweep.point_run import run_point  # noqa: E402
+from benchmaker.replay_server.process import start_replay_server  # noqa: E402
+from benchmaker.agent.sandbox import LocalSandboxFactory  # noqa: E402
+from benchmaker.agent.verifier import load_task  # noqa: E402
 
 RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
 TASK_DIR = ROOT / "examples" / "tiny-task"

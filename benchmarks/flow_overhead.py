@@ -109,25 +109,25 @@ def _child(out_json: str, argv: list[str]) -> int:
 
     def last() -> None:  # registered first, so it runs last: the console script's exit path
         dump()
-        import recipes.cli
+        import benchmaker.recipes.cli
 
-        recipes.cli._fast_exit()  # os._exit when main() returned, else the usual teardown
+        benchmaker.recipes.cli._fast_exit()  # os._exit when main() returned, else the usual teardown
 
-    # The console script's main() registers recipes.cli._fast_exit as the first atexit
+    # The console script's main() registers benchmaker.recipes.cli._fast_exit as the first atexit
     # handler, but only when none exists yet; here the Prefect import below (timed before
     # main) registers logging's first, so this child registers the same exit path itself
     # (without it the figure counted ~0.5 s of interpreter teardown the real CLI skips).
     atexit.register(last)
     mark("python running")
-    import recipes.cli
+    import benchmaker.recipes.cli
 
-    mark("CLI imported (recipes.cli)")
-    recipes.cli.app["swebench-replay"]  # resolves the lazy command: imports its module
-    import recipes.swebench_replay as sr
+    mark("CLI imported (benchmaker.recipes.cli)")
+    benchmaker.recipes.cli.app["swebench-replay"]  # resolves the lazy command: imports its module
+    import benchmaker.recipes.swebench_replay as sr
 
     mark("command module imported")
-    import flows.outcome
-    import flows.swebench_replay  # noqa: F401 - imported here, not inside the command, to time it
+    import benchmaker.flows.outcome
+    import benchmaker.flows.swebench_replay  # noqa: F401 - imported here, not inside the command, to time it
 
     mark("Prefect + flows imported")
     import httpx
@@ -156,7 +156,7 @@ def _child(out_json: str, argv: list[str]) -> int:
             return self._cm.__exit__(*exc)
 
     sr.use_local_server = _Server
-    run_flow = flows.outcome.run_flow
+    run_flow = benchmaker.flows.outcome.run_flow
 
     async def timed_run_flow(*a, **k):
         mark("flow run created (API)")
@@ -166,9 +166,9 @@ def _child(out_json: str, argv: list[str]) -> int:
         finally:
             mark("flow engine returned")
 
-    flows.outcome.run_flow = timed_run_flow
+    benchmaker.flows.outcome.run_flow = timed_run_flow
     sys.argv = ["benchmaker", *argv]
-    code = recipes.cli.main()  # as the console script calls it (no argv: its exit path too)
+    code = benchmaker.recipes.cli.main()  # as the console script calls it (no argv: its exit path too)
     mark("table printed, main returned")
     return code
 
@@ -243,7 +243,7 @@ def _plain(args: list[str], cwd: Path, env: dict[str, str]) -> dict:
 
 def _wait_for_runner(home: Path, timeout_s: float = 120.0) -> dict | None:
     """The warm runner of `home` once it serves (None when none starts: turned off)."""
-    from recipes import warm_runner
+    from benchmaker.recipes import warm_runner
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -256,7 +256,7 @@ def _wait_for_runner(home: Path, timeout_s: float = 120.0) -> dict | None:
 
 def cli_overhead(keep_server: bool, repeat: int) -> int:
     """The default measurement (module docstring); exit 0 when both targets hold."""
-    from recipes.prefect_server import read_state
+    from benchmaker.recipes.prefect_server import read_state
 
     with tempfile.TemporaryDirectory(prefix="flow-overhead-") as tmp:
         home, cwd = Path(tmp) / "prefect-home", Path(tmp) / "work"
@@ -307,7 +307,7 @@ def within_flow(duration: float, sweep: str, latency: str) -> int:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()

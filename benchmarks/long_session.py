@@ -6,10 +6,10 @@ vs turn 400, beside the JSON serialisation cost of that turn's request body.
 Needs the real pi session ../shared/data/real/pi-session-v1-large.jsonl (453 turns;
 its late requests carry ~0.9 MB of history each); exits 0 with a note when absent.
 
-The session is converted (replay.convert), served by `python -m replay.server` in its
-own process (instant latency), and played `--rounds` times by replay.harness.run_episode
+The session is converted (benchmaker.trajectories.convert), served by `python -m benchmaker.replay_server.server` in its
+own process (instant latency), and played `--rounds` times by benchmaker.agent.harness.run_episode
 in mode "recorded" in this process, with no other work in it, each on a fresh uvloop
-event loop (benchmaker.runner.run_on_fresh_loop, the loop replay sweep points run on).
+event loop (benchmaker.engine.runner.run_on_fresh_loop, the loop replay sweep points run on).
 ModelClient.stream (each model call of the harness) is wrapped to stamp
 time.process_time() as each call starts: client CPU of turn t = the stamp of call t+1 -
 the stamp of call t (building the next request from the history, encoding and sending
@@ -17,10 +17,10 @@ it, reading and parsing the response, the episode's bookkeeping; the server's CP
 its own process); per turn, the median over the rounds. The call's exchange
 (model_client._TransportExchange) is wrapped too, to split that CPU in three:
 `request` from the call's start to the response headers (the body built from the
-history's kept bytes, replay.model_client.MessageLog, and sent; the wait for the
+history's kept bytes, benchmaker.agent.model_client.MessageLog, and sent; the wait for the
 headers), `response` from the headers to the body's end (reads and the stream parser),
 `rest` from there to the next call (the episode's bookkeeping, the next turn's block).
-After the runs, for each turn the request body the harness sent (replay.context.request_messages,
+After the runs, for each turn the request body the harness sent (benchmaker.trajectories.context.request_messages,
 `model_client.ModelClient.body`) is serialised again, timed with orjson.dumps (the
 floor of serialising the body from scratch) and json.dumps + encode (what ModelClient
 did before ModelClient.encode used orjson), median of 5 each.
@@ -29,7 +29,7 @@ The HTTP client's own share, measured on the same server with the same bodies (t
 window's middle turn, already encoded; client CPU per call, median of 5 interleaved
 rounds of 50 calls): `aiohttp` = a bare aiohttp ClientSession post + `read()` (the
 library ModelClient sends with), `raw` = the same exchange on the engine's own HTTP/1.1
-client (benchmaker.http1.RawTransport: one write, llhttp parse, body chunks read).
+client (benchmaker.engine.http1.RawTransport: one write, llhttp parse, body chunks read).
 client CPU - aiohttp is what ModelClient, the harness and the parser add on top of the
 library; aiohttp - raw is what moving ModelClient onto the engine's transport would
 save; (client CPU - raw) / orjson is what ModelClient, the harness and the parser add
@@ -65,12 +65,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from replay import model_client  # noqa: E402
-from replay.context import request_messages  # noqa: E402
-from replay.convert import convert_paths, read_trajectories  # noqa: E402
-from replay.harness import run_episode  # noqa: E402
-from replay.process import start_replay_server  # noqa: E402
-from benchmaker.runner import run_on_fresh_loop  # noqa: E402
+from benchmaker.agent import model_client  # noqa: E402
+from benchmaker.trajectories.context import request_messages  # noqa: E402
+from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
+from benchmaker.agent.harness import run_episode  # noqa: E402
+from benchmaker.replay_server.process import start_replay_server  # noqa: E402
+from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
 
 REAL = REPO.parent / "shared" / "data" / "real" / "pi-session-v1-large.jsonl"
 
@@ -92,8 +92,8 @@ async def _client_floors(base_url: str, payload: bytes, calls: int = 50, rounds:
     RuntimeError when a response is not 200."""
     import aiohttp
 
-    from benchmaker.http1 import RawTransport
-    from benchmaker.records import RequestSpec
+    from benchmaker.engine.http1 import RawTransport
+    from benchmaker.engine.records import RequestSpec
 
     url = base_url + "/v1/chat/completions"
     headers = {"Content-Type": "application/json"}

@@ -54,7 +54,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmaker import BenchConfig, BenchRunner, OpenAIChatWorkload, StaticDataset  # noqa: E402
-from benchmaker.runner import run_on_fresh_loop  # noqa: E402
+from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
 from benchmaker.testing.instant_server import start_instant_server  # noqa: E402
 
 _BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True,

@@ -4,7 +4,7 @@
                                              [--tokens 100] [--seconds 10]
 
 Writes one trajectory (first user message "replay itl probe", one turn of `--tokens`
-words), starts `replay.process.start_replay_server(..., latency="fixed:TTFT:ITL")` in
+words), starts `benchmaker.replay_server.process.start_replay_server(..., latency="fixed:TTFT:ITL")` in
 its own process, and runs BenchRunner `closed:STREAMS` with OpenAIChatWorkload against
 it for `--seconds`. Prints the engine-measured TTFT and ITL (summary.json, linear
 percentiles with counts) beside the setting, and the difference of the mean ITL from
@@ -24,8 +24,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmaker import BenchConfig, BenchRunner, OpenAIChatWorkload, StaticDataset  # noqa: E402
-from replay.process import start_replay_server  # noqa: E402
-from replay.trajectory import Response, Source, Trajectory, Turn, match_key_for  # noqa: E402
+from benchmaker.replay_server.process import start_replay_server  # noqa: E402
+from benchmaker.trajectories.trajectory import Response, Source, Trajectory, Turn, match_key_for  # noqa: E402
 
 PROMPT = "replay itl probe"
 

@@ -8,7 +8,7 @@
 What it does: converts one recorded trajectory (default: the 4-turn pi example), starts
 one replay server on it (its own process, instant latency: the model answers at once,
 so every cost measured is the client's or the server's), then runs sweep points exactly
-as `swebench-replay` does (replay.point_run.run_point: the engine with an episode as
+as `swebench-replay` does (benchmaker.sweep.point_run.run_point: the engine with an episode as
 its unit of work, each model call parsed by the engine's OpenAI parser and written to
 samples.jsonl): closed loops of C = 1, 16, 128, 512, 1,024 episodes in flight
 (`--episodes-per-slot` x C episodes each), then Poisson episode arrivals at
@@ -23,7 +23,7 @@ Printed per point, as a table:
                   (/stats: unknown key, beyond the recorded turns, diverged)
     valid         the point's verdict (engine self-checks, concurrency proof)
     ep/s          achieved episode rate (episodes / window, the engine's definition)
-    lag p99       event-loop lag p99 in ms (benchmaker.selfcheck.LoopLagMonitor)
+    lag p99       event-loop lag p99 in ms (benchmaker.engine.selfcheck.LoopLagMonitor)
     sched p99     episode schedule lag p99 in ms (sent - intended; open loop: queueing)
     client us/turn  client CPU per model call: the process's CPU time over the point
                   (time.process_time, the engine's self-check) / turns, in us
@@ -32,7 +32,7 @@ Printed per point, as a table:
 
 At the end one line says whether 1,024 episodes were in flight with 0 misses and loop
 lag p99 <= 10 ms (the issue's target), or at which point and why not. `--transport`
-names the engine transports the model calls go on (replay.point_run.run_point's
+names the engine transports the model calls go on (benchmaker.sweep.point_run.run_point's
 `transport`; default `raw`, the engine's HTTP/1.1 client): with several, every point
 runs on each in turn (column `transport`), and a last line gives the client CPU per
 turn of each against the first, point by point (issue #17). `--workers N`
@@ -65,10 +65,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmaker.runner import run_on_fresh_loop  # noqa: E402
-from replay.convert import convert_paths, read_trajectories  # noqa: E402
-from replay.point_run import run_point  # noqa: E402
-from replay.process import ReplayServerHandle, start_replay_server  # noqa: E402
+from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
+from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
+from benchmaker.sweep.point_run import run_point  # noqa: E402
+from benchmaker.replay_server.process import ReplayServerHandle, start_replay_server  # noqa: E402
 
 _LAG_TARGET_MS = 10.0
 

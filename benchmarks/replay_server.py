@@ -7,7 +7,7 @@ server beside a bare ASGI app on the same server stack, on each stack, in one ru
 What it does: writes a 100-turn store (10 trajectories x 10 turns, ~600 characters of
 content, one tool call and a ~1 KB observation per turn) to a temp dir and starts, each
 in its own process pinned to CPU 0 (`os.sched_setaffinity`), for every stack:
-- the replay server (`python -m replay.server STORE --http STACK`, instant latency);
+- the replay server (`python -m benchmaker.replay_server.server STORE --http STACK`, instant latency);
 - the bare app (`--serve-bare`, this file): a raw ASGI callable that reads the same
   request body, parses it with orjson and answers a fixed JSON body of the size of a
   replayed turn with the same headers. It is the stack's limit for this request: HTTP
@@ -67,7 +67,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from replay.trajectory import (  # noqa: E402
+from benchmaker.trajectories.trajectory import (  # noqa: E402
     Observation, Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for,
 )
 
@@ -154,16 +154,16 @@ async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 def granian_replay_app() -> Any:
     """Granian factory: the replay app over the store named by BENCH_REPLAY_STORE."""
-    from replay.latency import parse_latency
-    from replay.server import create_app
-    from replay.store import ReplayStore
+    from benchmaker.replay_server.latency import parse_latency
+    from benchmaker.replay_server.server import create_app
+    from benchmaker.replay_server.store import ReplayStore
 
     store = ReplayStore.load(Path(os.environ["BENCH_REPLAY_STORE"]), latency=parse_latency("instant"))
     return create_app(store)
 
 
 def _serve_bare(http: str) -> None:
-    from replay.server import bind_socket, run_uvicorn
+    from benchmaker.replay_server.server import bind_socket, run_uvicorn
 
     sock, url = bind_socket("127.0.0.1", 0)
     print(url, flush=True)
@@ -269,7 +269,7 @@ def _start(stack: str, app: str, store: Path, cpu: int) -> _Server:
             cmd.insert(-1, "--factory")
         return _Server(f"{app}/{stack}", cmd, cpu, env, port)
     if app == "replay":
-        cmd = [py, "-m", "replay.server", str(store), "--http", stack]
+        cmd = [py, "-m", "benchmaker.replay_server.server", str(store), "--http", stack]
     else:
         cmd = [py, str(Path(__file__).resolve()), "--serve-bare", stack]
     return _Server(f"{app}/{stack}", cmd, cpu, env, None)

@@ -5,14 +5,14 @@
 1. No-op transport (`BenchConfig(transport="null")`, HttpWorkload, nothing leaves the
    process), open loop: one process (BenchRunner) at `constant:RATE` (default 100,000/s,
    above its ceiling of ~45,000/s here) gives the 1-process ceiling C; then two
-   processes (benchmaker.workers.run_sharded, half the arrivals each) are offered
+   processes (benchmaker.engine.workers.run_sharded, half the arrivals each) are offered
    `--target` x C (default 1.85). req/s = ok requests / self_checks.wall_s (the slowest
    process's wall time from t0 to its last response, so falling behind shows).
    Scaling = req/s(2) / C; target >= 1.8x (the machine has 2 cores and the client is
    CPU-bound, so this is the engine's scaling, minus what else runs on the machine).
    Offering two processes far more than they can do would make each pile up ~100k
    queued tasks, and that measures the backlog, not the engine.
-2. Replay server (replay.process.start_replay_server, instant latency, one trajectory of
+2. Replay server (benchmaker.replay_server.process.start_replay_server, instant latency, one trajectory of
    16 words, OpenAIChatWorkload streaming), `closed:C` (default 64): the same 1 vs 2
    processes. The server is a third process on the same 2 cores; its CPU use
    (utime+stime from /proc/PID/stat over the run, in cores) is printed beside each
@@ -41,14 +41,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmaker.config import BenchConfig  # noqa: E402
-from benchmaker.runner import BenchRunner, RunResult  # noqa: E402
-from benchmaker.workers import run_sharded, single_lane  # noqa: E402
-from replay.process import start_replay_server  # noqa: E402
-from replay.trajectory import Response, Source, Trajectory, Turn, match_key_for  # noqa: E402
-from workloads.datasets import StaticDataset  # noqa: E402
-from workloads.http import HttpWorkload  # noqa: E402
-from workloads.openai_chat import OpenAIChatWorkload  # noqa: E402
+from benchmaker.engine.config import BenchConfig  # noqa: E402
+from benchmaker.engine.runner import BenchRunner, RunResult  # noqa: E402
+from benchmaker.engine.workers import run_sharded, single_lane  # noqa: E402
+from benchmaker.replay_server.process import start_replay_server  # noqa: E402
+from benchmaker.trajectories.trajectory import Response, Source, Trajectory, Turn, match_key_for  # noqa: E402
+from benchmaker.workloads.datasets import StaticDataset  # noqa: E402
+from benchmaker.workloads.http import HttpWorkload  # noqa: E402
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload  # noqa: E402
 
 PROMPT = "scaleout probe"
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -1,10 +1,10 @@
 """Load speed of the warehouse: 1,000,000 request rows (DESIGN §8; issue #5 target:
 <= 60 s on the 2-core reference machine).
 
-Writes a run bundle of `--rows` realistic samples.jsonl lines (benchmaker.records.Sample,
+Writes a run bundle of `--rows` realistic samples.jsonl lines (benchmaker.engine.records.Sample,
 streamed LLM requests with `--events` token events each on average, split into
 `--shards` files samples-w<k>.jsonl as a multi-worker run writes them) into a temp
-directory, then times warehouse.loader.load_run into a fresh DuckDB file, then a second
+directory, then times benchmaker.warehouse.loader.load_run into a fresh DuckDB file, then a second
 load of the same run (the idempotent replace path). Prints the figures; exits 1 when the
 first load exceeds `--target-s`.
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import orjson
 
-from benchmaker.records import Sample
-from warehouse.loader import load_run
+from benchmaker.engine.records import Sample
+from benchmaker.warehouse.loader import load_run
 
 MS = 1_000_000
 

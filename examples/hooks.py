@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmaker.config import BenchConfig
-from benchmaker.records import Outcome, RequestSpec, Sample
-from benchmaker.runner import BenchRunner
-from workloads.datasets import get_field, parse_field_path
-from workloads.http import HttpWorkload
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.records import Outcome, RequestSpec, Sample
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.workloads.datasets import get_field, parse_field_path
+from benchmaker.workloads.http import HttpWorkload
 
 SECRET_ENV = "HOOKS_SECRET"
 

@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 
 SCENARIO = {"ttft_ms": 20, "itl_ms": 5, "content_chunks": 32}
 

@@ -15,9 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmaker.config import BenchConfig
-from benchmaker.runner import BenchRunner
-from workloads.http import HttpWorkload
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.workloads.http import HttpWorkload
 
 
 def run_get(url: str, *, requests: int = 20, rate: str = "closed:1", out_dir: Path = Path("runs")):

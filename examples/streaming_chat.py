@@ -19,10 +19,10 @@ import os
 import sys
 from pathlib import Path
 
-from benchmaker.config import BenchConfig
-from benchmaker.runner import BenchRunner
-from workloads.datasets import SyntheticDataset
-from workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.workloads.datasets import SyntheticDataset
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 METRICS = ("ttft_ms", "itl_event_ms", "tpot_ms", "e2e_ms")
 

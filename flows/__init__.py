@@ -1,22 +1,22 @@
 """Prefect flows, one module per pipeline (DESIGN §2): `swebench_replay` (flow
-"swebench-replay", the main job) and `llm_sweep` (flow "llm-sweep"); `flows.retry`
+"swebench-replay", the main job) and `llm_sweep` (flow "llm-sweep"); `benchmaker.flows.retry`
 resumes a failed run of either under its own flow run id. Their `distributed` variants
-(flows.swebench_replay_distributed, flows.llm_sweep_distributed) run every sweep point
-as shards on several load hosts (flows.shard_runs).
+(benchmaker.flows.swebench_replay_distributed, benchmaker.flows.llm_sweep_distributed) run every sweep point
+as shards on several load hosts (benchmaker.flows.shard_runs).
 
 The two flows are imported on first access (PEP 562): `benchmaker swebench-replay`
-imports flows.swebench_replay without the llm-sweep flow and its engine tasks (issue #15).
+imports benchmaker.flows.swebench_replay without the llm-sweep flow and its engine tasks (issue #15).
 (Once a flow's module is imported, `flows.<name>` is that module, as for any package.)"""
 
 from typing import TYPE_CHECKING
 
 from benchmaker.lazy_exports import lazy_getattr
 
-_EXPORTS = {"llm_sweep": "flows.llm_sweep", "swebench_replay": "flows.swebench_replay"}
+_EXPORTS = {"llm_sweep": "benchmaker.flows.llm_sweep", "swebench_replay": "benchmaker.flows.swebench_replay"}
 
 if TYPE_CHECKING:  # the names for type checkers and editors
-    from flows.llm_sweep import llm_sweep
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.llm_sweep import llm_sweep
+    from benchmaker.flows.swebench_replay import swebench_replay
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS)
 

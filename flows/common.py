@@ -31,8 +31,8 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ValidationError
 
-from flows.outcome import record_flow_run
-from replay.sweep import point_complete, write_run_manifest
+from benchmaker.flows.outcome import record_flow_run
+from benchmaker.sweep.sweep import point_complete, write_run_manifest
 
 __all__ = ["ParameterError", "describe_errors", "fill_lag_limits", "flow_run_bundle_id",
            "lag_checks", "measure_point", "result_storage_for", "resume_or_write_manifest", "takes", "validated"]
@@ -72,12 +72,12 @@ def takes(model: type[BaseModel]) -> Callable[[F], F]:
 
 def fill_lag_limits(p: Any) -> Any:
     """Give a parameters model's `max_loop_lag_ms` / `max_schedule_lag_ms` left at None
-    the value a run uses (benchmaker.config.SelfCheckLimits: the environment's
+    the value a run uses (benchmaker.engine.config.SelfCheckLimits: the environment's
     BENCHMAKER_MAX_LOOP_LAG_MS / BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms), so the
     manifest keeps the limits every point was judged with; an explicit value wins.
-    Returns `p`. Raises ValueError (benchmaker.errors.ConfigError) naming the variable
+    Returns `p`. Raises ValueError (benchmaker.engine.errors.ConfigError) naming the variable
     when the environment's value is bad."""
-    from benchmaker.config import SelfCheckLimits
+    from benchmaker.engine.config import SelfCheckLimits
 
     if p.max_loop_lag_ms is None or p.max_schedule_lag_ms is None:
         limits = SelfCheckLimits(**lag_checks(p))
@@ -133,7 +133,7 @@ def flow_run_bundle_id(kind: str) -> str:
 
 def resume_or_write_manifest(run_dir: Path, *, run_id: str, kind: str, label: str | None,
                              config: dict[str, Any], workers: int = 1) -> int:
-    """Write `run_dir`/manifest.json (replay.sweep.write_run_manifest) unless an earlier
+    """Write `run_dir`/manifest.json (benchmaker.sweep.sweep.write_run_manifest) unless an earlier
     attempt of this flow run wrote it (a resumed run keeps its manifest); returns the
     manifest's `t0_wall_ns` (ns since the epoch). Raises ValueError when an existing
     manifest belongs to another run_id or has no integer t0_wall_ns."""
@@ -160,7 +160,7 @@ def result_storage_for(out_dir: Path) -> Path:
 async def measure_point(point_task: Any, pdir: Path, *args: Any, **kwargs: Any) -> Any:
     """`await point_task(*args, **kwargs)`, the task of one sweep point whose files go to
     `pdir`; when its result came from the cache (a resumed flow run) but the point's
-    files are gone (replay.sweep.point_complete), the point is measured again
+    files are gone (benchmaker.sweep.sweep.point_complete), the point is measured again
     (refresh_cache). A cache hit never runs the task body, so this check lives here.
     Returns the task's result."""
     out = await point_task(*args, **kwargs)

@@ -5,7 +5,7 @@ OpenAI-compatible endpoint, one BenchRunner run per sweep point, then load + rep
                           concurrency_sweep=[1, 8], duration_s=30))
 
 Points, in order: `closed:N` for each of `concurrency_sweep`, `poisson:R` for each of
-`rate_sweep`, then every rate spec in `loads` (benchmaker.load_models syntax). Each
+`rate_sweep`, then every rate spec in `loads` (benchmaker.engine.load_models syntax). Each
 point's samples carry `sweep_point` (e.g. "closed-8") and land in
 `<out_dir>/<run_id>/points/<point>/samples.jsonl`.
 """
@@ -20,16 +20,16 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from benchmaker.config import LagLimitMs
-from benchmaker.errors import RateSpecError
-from benchmaker.load_models import ClosedLoop, ParsedRateSpec, Poisson
-from flows.common import (ParameterError, fill_lag_limits, flow_run_bundle_id, lag_checks, measure_point,
+from benchmaker.engine.config import LagLimitMs
+from benchmaker.engine.errors import RateSpecError
+from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, Poisson
+from benchmaker.flows.common import (ParameterError, fill_lag_limits, flow_run_bundle_id, lag_checks, measure_point,
                           result_storage_for, resume_or_write_manifest, takes, validated)
-from flows.outcome import final_state
-from replay.sweep import engine_point_name, point_dir, write_sweep_points
-from tasks.engine import run_llm_sweep_point
-from tasks.load import load_warehouse
-from tasks.report import publish_report
+from benchmaker.flows.outcome import final_state
+from benchmaker.sweep.sweep import engine_point_name, point_dir, write_sweep_points
+from benchmaker.tasks.engine import run_llm_sweep_point
+from benchmaker.tasks.load import load_warehouse
+from benchmaker.tasks.report import publish_report
 
 __all__ = ["LlmSweepParams", "llm_sweep", "sweep_loads"]
 
@@ -75,12 +75,12 @@ def sweep_loads(concurrency_sweep: list[int] | None, rate_sweep: list[float] | N
 
 class LlmSweepParams(BaseModel):
     """The parameters of one llm-sweep run, the one definition behind the flow's
-    signature (flows.common.takes), its deployments' schema and the CLI's check:
+    signature (benchmaker.flows.common.takes), its deployments' schema and the CLI's check:
 
     base_url, model       the OpenAI-compatible endpoint and the model name it serves
     concurrency_sweep     closed-loop points (closed:N), each >= 1
     rate_sweep            Poisson points in requests/s (poisson:R), each > 0
-    loads                 further points as rate specs (benchmaker.load_models syntax),
+    loads                 further points as rate specs (benchmaker.engine.load_models syntax),
                           parsed here, once (ParsedRateSpec)
     duration_s            seconds per point; max_requests: requests per point
     prompt_words, max_tokens  the synthetic prompt's size and the answer's cap
@@ -93,7 +93,7 @@ class LlmSweepParams(BaseModel):
                           schedule lag p99 exceeds this, in ms (finite, > 0); either
                           left None: BENCHMAKER_MAX_LOOP_LAG_MS /
                           BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms, filled in at
-                          validation (flows.common.fill_lag_limits)
+                          validation (benchmaker.flows.common.fill_lag_limits)
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -9,9 +9,9 @@ Flows:
                      llm-sweep/distributed)
                      the orchestrator: for each point, submits N shard runs, waits for all,
                      merges them; then loads the run into the warehouse and publishes the
-                     sweep table, like flows.llm_sweep
+                     sweep table, like benchmaker.flows.llm_sweep
     llm-sweep-shard  (`llm_sweep_shard`; deployment llm-sweep-shard/shard) one shard of one
-                     point (tasks.shard.run_shard_point)
+                     point (benchmaker.tasks.shard.run_shard_point)
 
 Where shards run:
     Prefect work pool (default): `run_deployment(shard_deployment, ...)` per shard; the
@@ -28,26 +28,26 @@ Where shards run:
 Per point: the point directory is emptied, the earliest start is set to `start_lead_s`
 after the submission (wall clock, ns since the epoch; default MIN_START_LEAD_S), and the
 shards start together once all of them are ready (the readiness barrier of
-benchmaker.shared_start: each writes a ready record once its transport is open and its
+benchmaker.engine.shared_start: each writes a ready record once its transport is open and its
 workload built; the shared start is the last ready time + MIN_START_LEAD_S, not before
 the earliest start), however long the work pool's polling, a process start or a cold
 Dask worker's imports take. Every shard converts the start to its own monotonic clock,
 sends its slice k of N of the point's load, and writes into
 `<out_dir>/<run_id>/points/<point>/_shards/`. A shard still missing `shard_timeout_s`
 (at most DEFAULT_READY_TIMEOUT_S) after the earliest start makes the others fail naming
-it (benchmaker.shared_start.ShardsNotReady). The merged point (tasks.shard.merge_point)
+it (benchmaker.engine.shared_start.ShardsNotReady). The merged point (benchmaker.tasks.shard.merge_point)
 takes each shard's exit code from its flow run's (or task's) final state: COMPLETED = 0,
 anything else 1, so a failed shard is a verdict reason and the others' samples stay.
 
 Resume: each point is a task (`run_distributed_point`) cached per flow run, so
-`benchmaker retry FLOW_RUN_ID` (flows.retry) of a failed run keeps its manifest and the
+`benchmaker retry FLOW_RUN_ID` (benchmaker.flows.retry) of a failed run keeps its manifest and the
 points that completed, and measures from the first that did not.
 
 `out_dir` must be a path that every load host reaches at the same absolute path (a
 shared filesystem; a relative one is resolved on the orchestrator's host), unless
 `exchange` is set: then each shard writes locally and uploads its files under that
 path or fsspec URL (e.g. s3://bucket/exchange, with s3fs on every host), and the
-orchestrator downloads them into `out_dir` (tasks.shard.fetch_shards).
+orchestrator downloads them into `out_dir` (benchmaker.tasks.shard.fetch_shards).
 """
 
 from __future__ import annotations
@@ -62,19 +62,19 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field
 
-from benchmaker.exchange import Exchange
-from flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
+from benchmaker.engine.exchange import Exchange
+from benchmaker.flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
                           validated)
-from flows.llm_sweep import LlmSweepParams
-from flows.outcome import final_state
-from flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
-from replay.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
-from tasks.load import load_warehouse
-from tasks.progress import shard_progress
-from tasks.report import publish_report
-from tasks.shard import (ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task,
+from benchmaker.flows.llm_sweep import LlmSweepParams
+from benchmaker.flows.outcome import final_state
+from benchmaker.flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
+from benchmaker.sweep.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
+from benchmaker.tasks.load import load_warehouse
+from benchmaker.tasks.progress import shard_progress
+from benchmaker.tasks.report import publish_report
+from benchmaker.tasks.shard import (ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task,
                          shards_for_load)
-from tasks.sweep import FAIL_POINT_ENV, InjectedFault
+from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
 __all__ = ["DEFAULT_LEAD_S", "LlmSweepDistributedParams", "SHARD_DEPLOYMENT", "llm_sweep",
            "llm_sweep_distributed", "llm_sweep_shard", "run_distributed_point"]
@@ -83,15 +83,15 @@ SHARD_DEPLOYMENT = "llm-sweep-shard/shard"
 
 
 class LlmSweepDistributedParams(LlmSweepParams, ShardParams):
-    """The llm-sweep parameters (flows.llm_sweep.LlmSweepParams) plus where and how the
-    shards run (flows.shard_runs.ShardParams)."""
+    """The llm-sweep parameters (benchmaker.flows.llm_sweep.LlmSweepParams) plus where and how the
+    shards run (benchmaker.flows.shard_runs.ShardParams)."""
 
     shard_deployment: str = SHARD_DEPLOYMENT
 
 
 @flow(name="llm-sweep-shard", validate_parameters=True)
 async def llm_sweep_shard(point: ShardPoint) -> dict[str, Any]:
-    """One shard of one distributed sweep point on this host (tasks.shard.run_shard_point);
+    """One shard of one distributed sweep point on this host (benchmaker.tasks.shard.run_shard_point);
     returns the shard's self-checks. Fails (flow run Failed) when another shard was not
     ready in time (ShardsNotReady, naming it) or this one missed the shared start."""
     checks = await run_shard_point(point)
@@ -111,11 +111,11 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
     `start_lead_s` from now, runs `template.shards` shards (`template` with worker k and
     that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
     fetches their files from the exchange (if any) and merges them
-    (tasks.shard.merge_point). Returns {"row": the point's row, "shards": [{"worker",
+    (benchmaker.tasks.shard.merge_point). Returns {"row": the point's row, "shards": [{"worker",
     "flow_run_id"|"task_run_id", "state", "message"}]}. Cached per flow run (RUN_ID) on
-    its inputs, which hold no start time, so a resumed flow run (flows.retry) keeps the
+    its inputs, which hold no start time, so a resumed flow run (benchmaker.flows.retry) keeps the
     points that completed. Tests only: FAIL_POINT_ENV set to this point's name fails
-    it after the merge (tasks.sweep.InjectedFault)."""
+    it after the merge (benchmaker.tasks.sweep.InjectedFault)."""
     log = get_run_logger()
     name = template.sweep_point
     reset_point_dir(point_dir(Path(template.run_dir), name))
@@ -136,18 +136,18 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
 @flow(name="llm-sweep", validate_parameters=True)
 @takes(LlmSweepDistributedParams)
 async def llm_sweep(**params: Any) -> dict[str, Any]:
-    """The llm-sweep (flows.llm_sweep, same point parameters) with every point split
+    """The llm-sweep (benchmaker.flows.llm_sweep, same point parameters) with every point split
     into `shards` shards on other hosts (parameters: the fields of
     LlmSweepDistributedParams; module docstring; a `closed:C` point with
     C < shards runs on C shards). `start_lead_s`: time from
     submission to the earliest start (default DEFAULT_LEAD_S); `shard_timeout_s`: how
-    long to wait for a point's shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S,
+    long to wait for a point's shards (None: benchmaker.flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S,
     3 h; a shard still running then is a verdict reason, cancelled on a pool, abandoned
     on Dask where a running task cannot be stopped);
     `dask_address`: run the shards on that Dask cluster instead of
     `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
     (s3://bucket/prefix) every host reaches, through which the shards hand over their
-    files when `out_dir` is not shared (benchmaker.exchange).
+    files when `out_dir` is not shared (benchmaker.engine.exchange).
     Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "load",
     "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]]}."""
     p = validated(LlmSweepDistributedParams, "llm-sweep", params)

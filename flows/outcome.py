@@ -37,7 +37,7 @@ from prefect.context import get_run_context
 from prefect.flow_engine import run_flow
 from prefect.states import Completed, Failed, State
 
-from benchmaker.bundle import write_json_atomic
+from benchmaker.engine.bundle import write_json_atomic
 
 __all__ = ["AllPointsInvalid", "final_state", "invalid_summary", "record_flow_run", "result_of", "run_sweep_flow"]
 

@@ -1,13 +1,13 @@
 """Resume a failed flow run: run it again under the same flow run id, in this process.
 
-    python -m flows.retry 6c0a4887-55b2-45f7-af46-99dee7b406ef     # exit 0 when Completed
-    python -m flows.retry adorable-fox                               # the flow run's name
-    python -m flows.retry swebench-replay-20261201T010203Z-6c0a4887  # the bundle's run id
-    python -m flows.retry artifacts/swebench-replay-20261201T...     # the bundle directory
+    python -m benchmaker.flows.retry 6c0a4887-55b2-45f7-af46-99dee7b406ef     # exit 0 when Completed
+    python -m benchmaker.flows.retry adorable-fox                               # the flow run's name
+    python -m benchmaker.flows.retry swebench-replay-20261201T010203Z-6c0a4887  # the bundle's run id
+    python -m benchmaker.flows.retry artifacts/swebench-replay-20261201T...     # the bundle directory
     state = await retry_flow_run("6c0a4887-...")                    # from async code
 
 A flow run is named by its UUID, its name, the run id of its bundle
-(`<kind>-<created>-<first 8 hex of the UUID>`, flows.common.flow_run_bundle_id) or
+(`<kind>-<created>-<first 8 hex of the UUID>`, benchmaker.flows.common.flow_run_bundle_id) or
 the bundle directory (its manifest.json keeps `flow_run_id`); resolve_flow_run_id.
 
 Ctrl-C (SIGINT) or SIGTERM during `main` cancels the resumed run: Prefect's engine gets
@@ -22,15 +22,15 @@ never awaited"). For a flow run created from a deployment, `prefect flow-run ret
 (no entrypoint) works: it sets the run Scheduled and a worker runs it.
 
 Both variants of each flow resume: the single-process one and the distributed one
-(flows.swebench_replay_distributed, flows.llm_sweep_distributed; told apart by the
+(benchmaker.flows.swebench_replay_distributed, benchmaker.flows.llm_sweep_distributed; told apart by the
 run's deployment, parameters or flow version).
 
 What resumes: the run keeps its id and parameters (run_count + 1), so its bundle
-directory (`flows.swebench_replay.flow_run_bundle_id`) and every task cache key that
+directory (`benchmaker.flows.swebench_replay.flow_run_bundle_id`) and every task cache key that
 includes the flow run id are the same. Sweep points that completed before the failure
 are cache hits (their persisted results are read back, their files are not touched);
 the failed point and everything after it run. A new flow run has a new id and measures
-everything again (tasks.sweep.sweep_point_policy includes RUN_ID).
+everything again (benchmaker.tasks.sweep.sweep_point_policy includes RUN_ID).
 """
 
 from __future__ import annotations
@@ -76,11 +76,11 @@ _DISTRIBUTED_PARAMS = frozenset({"shards", "start_lead_s", "shard_deployment", "
 
 def _flows(distributed: bool) -> dict[str, Flow[..., Any]]:
     if distributed:
-        from flows.llm_sweep_distributed import llm_sweep
-        from flows.swebench_replay_distributed import swebench_replay
+        from benchmaker.flows.llm_sweep_distributed import llm_sweep
+        from benchmaker.flows.swebench_replay_distributed import swebench_replay
     else:
-        from flows.llm_sweep import llm_sweep
-        from flows.swebench_replay import swebench_replay
+        from benchmaker.flows.llm_sweep import llm_sweep
+        from benchmaker.flows.swebench_replay import swebench_replay
 
     return {swebench_replay.name: swebench_replay, llm_sweep.name: llm_sweep}
 
@@ -161,7 +161,7 @@ async def retry_flow_run(flow_run_id: UUID | str) -> Any:
         flow = _flows(await _is_distributed(client, flow_run)).get(name)
         if flow is None:
             raise ValueError(f"flow run {run_id}: flow {name!r} is not one of {', '.join(FLOWS)}")
-        await client.set_flow_run_state(run_id, Scheduled(message="Resumed by flows.retry"), force=True)
+        await client.set_flow_run_state(run_id, Scheduled(message="Resumed by benchmaker.flows.retry"), force=True)
         flow_run = await client.read_flow_run(run_id)
     # parameters=None: run_flow binds the run's stored (JSON) parameters to the flow's
     # signature, the engine validates them (Paths come back as Paths); for an async flow
@@ -198,23 +198,23 @@ async def _retry_interruptible(ref: str) -> tuple[UUID, Any, str | None]:
         if not received:
             raise
     await asyncio.wait({task}, timeout=CANCEL_GRACE_S)  # Prefect's engine stops what it can
-    await asyncio.wait_for(_cancel(run_id, f"interrupted by {received[0]} during flows.retry"), timeout=30)
+    await asyncio.wait_for(_cancel(run_id, f"interrupted by {received[0]} during benchmaker.flows.retry"), timeout=30)
     return run_id, None, received[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m flows.retry FLOW_RUN`: 0 when the resumed run Completed with every
+    """`python -m benchmaker.flows.retry FLOW_RUN`: 0 when the resumed run Completed with every
     point valid, 1 when it ended otherwise (Failed, or Completed named "Invalid":
-    flows.outcome), 2 for a refused reference (message on stderr), 128 + n after
+    benchmaker.flows.outcome), 2 for a refused reference (message on stderr), 128 + n after
     SIGINT/SIGTERM (the flow run is left Cancelled; the process exits at once)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m flows.retry FLOW_RUN (id, name, bundle run id or bundle directory)", file=sys.stderr)
+        print("usage: python -m benchmaker.flows.retry FLOW_RUN (id, name, bundle run id or bundle directory)", file=sys.stderr)
         return 2
     try:
         run_id, state, stopped_by = asyncio.run(_retry_interruptible(args[0]))
     except (ValueError, ObjectNotFound) as exc:
-        print(f"flows.retry: error: {exc or 'flow run ' + args[0] + ' not found'}", file=sys.stderr)
+        print(f"benchmaker.flows.retry: error: {exc or 'flow run ' + args[0] + ' not found'}", file=sys.stderr)
         return 2
     if stopped_by is not None:
         print(f"flow run {run_id}: Cancelled (interrupted by {stopped_by})", flush=True)

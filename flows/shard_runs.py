@@ -6,7 +6,7 @@ through prefect-dask. Both return the same (exit codes, info) pair for the merge
     codes, info = await shards_on_dask(points, run_shard_point_task, "tcp://scheduler:8786")
 
 A shard point is a dataclass with `run_id`, `sweep_point`, `worker` and `as_params()`
-(tasks.shard.ShardPoint, replay.shard.ReplayShardPoint). Exit codes: 0 = the shard's
+(benchmaker.tasks.shard.ShardPoint, benchmaker.sweep.shard.ReplayShardPoint). Exit codes: 0 = the shard's
 run COMPLETED, 1 = any other final state, None = not final after `timeout_s`.
 """
 
@@ -26,16 +26,16 @@ from prefect.logging import get_run_logger
 from prefect.states import Cancelled, Cancelling
 from pydantic import BaseModel, Field
 
-from benchmaker.bundle import redact
-from benchmaker.exchange import Exchange, absolute_exchange
-from benchmaker.shared_start import DEFAULT_READY_TIMEOUT_S, MIN_START_LEAD_S
+from benchmaker.engine.bundle import redact
+from benchmaker.engine.exchange import Exchange, absolute_exchange
+from benchmaker.engine.shared_start import DEFAULT_READY_TIMEOUT_S, MIN_START_LEAD_S
 
 __all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "ShardParams", "cancel_flow_runs",
            "checked_dask_address", "checked_exchange", "dask_task_runner", "run_shards", "shards_on_dask",
            "shards_on_pool"]
 
 # Default time from a point's submission to its EARLIEST start, s. The shared start
-# itself comes from the shards' readiness barrier (benchmaker.shared_start): the last
+# itself comes from the shards' readiness barrier (benchmaker.engine.shared_start): the last
 # shard's ready time + MIN_START_LEAD_S, however long a work pool's polling
 # (PREFECT_WORKER_QUERY_SECONDS, 10 s by default), a process start or a cold Dask
 # worker's imports take; a longer lead only lines the start up with something else.
@@ -51,7 +51,7 @@ class ShardParams(BaseModel):
 
     shards            shards (load hosts) per point, >= 1
     start_lead_s      s from a point's submission to its earliest start (None: DEFAULT_LEAD_S);
-                      the shards start together once all are ready (benchmaker.shared_start)
+                      the shards start together once all are ready (benchmaker.engine.shared_start)
     shard_deployment  the shard flow's deployment whose work pool runs the shards
     shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S)
     dask_address      run the shards on this Dask cluster instead (the `dask` extra)
@@ -159,13 +159,13 @@ async def run_shards(template: Any, *, start_lead_s: float, shard_task: Task, de
                      ) -> tuple[list[Any], list[int | None], list[dict[str, Any]]]:
     """Run one attempt of a point's `template.shards` shards: the earliest start is set
     `start_lead_s` s from now (wall-clock ns; the shards' readiness barrier fixes the
-    shared start, benchmaker.shared_start), shard k is `template` with worker k, that
+    shared start, benchmaker.engine.shared_start), shard k is `template` with worker k, that
     start and a ready timeout of min(DEFAULT_READY_TIMEOUT_S, `timeout_s`) unless the
     template sets one, and they run on the Dask cluster at
     `dask_address` (shards_on_dask with `shard_task`) or else on `deployment`'s work
     pool (shards_on_pool); a warning is logged per shard that did not complete.
     Returns (the shard points, exit codes, info), the info's state messages redacted
-    (benchmaker.bundle.redact: they may quote a URL)."""
+    (benchmaker.engine.bundle.redact: they may quote a URL)."""
     start_wall_ns = time.time_ns() + round(start_lead_s * 1e9)
     ready_timeout_s = template.ready_timeout_s
     if ready_timeout_s is None:
@@ -185,9 +185,9 @@ async def run_shards(template: Any, *, start_lead_s: float, shard_task: Task, de
 
 
 def checked_dask_address(address: str | None) -> None:
-    """Raises flows.common.ParameterError (before any work) when `address` is
+    """Raises benchmaker.flows.common.ParameterError (before any work) when `address` is
     given but prefect-dask (the `dask` extra) is not installed."""
-    from flows.common import ParameterError
+    from benchmaker.flows.common import ParameterError
 
     if address:
         try:
@@ -197,11 +197,11 @@ def checked_dask_address(address: str | None) -> None:
 
 
 def checked_exchange(url: str | None) -> str | None:
-    """The exchange URL a distributed flow uses (benchmaker.exchange): None stays None;
+    """The exchange URL a distributed flow uses (benchmaker.engine.exchange): None stays None;
     a relative path is made absolute here, where it was meant. Raises
-    flows.common.ParameterError (before any work) for a password in the URL,
+    benchmaker.flows.common.ParameterError (before any work) for a password in the URL,
     an unknown protocol or a protocol whose fsspec package is not installed."""
-    from flows.common import ParameterError
+    from benchmaker.flows.common import ParameterError
 
     if not url:
         return None

@@ -1,12 +1,12 @@
 """The main job: the `swebench-replay` flow (DESIGN §3): convert -> serve -> sweep ->
 grade -> load -> report.
 
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay
     out = asyncio.run(swebench_replay(logs=[Path("examples/recordings/tiny-task.pi.jsonl")],
                                       concurrency_sweep=[1, 2]))
     out["run_id"], out["run_dir"], out["points"]          # one summary row per point
 
-Parameters are the fields of `SwebenchReplayParams` (flows.common.takes makes them the
+Parameters are the fields of `SwebenchReplayParams` (benchmaker.flows.common.takes makes them the
 flow's signature). They are checked before any work: the types and bounds by
 Prefect/pydantic (a deployment's server refuses them too), then the rules a schema
 cannot state (exactly one of logs/trajectories, every path exists, no duplicate point,
@@ -20,7 +20,7 @@ Prefect's persisted task results (`result_storage` as a Path). The replay server
 stopped in `finally`, so also when a point fails for good or the run is cancelled.
 
 Resume: a Failed/Crashed/Cancelled flow run is run again under its own id with
-`python -m flows.retry FLOW_RUN_ID` (flows/retry.py; `prefect flow-run retry ID` for a
+`python -m benchmaker.flows.retry FLOW_RUN_ID` (flows/retry.py; `prefect flow-run retry ID` for a
 run created from a deployment). It writes into the same bundle directory, keeps the
 first attempt's manifest and t0, takes the sweep points that completed from the task
 cache (files untouched) and measures from the failed point on. A new flow run measures
@@ -38,20 +38,20 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from benchmaker.config import LagLimitMs
-from benchmaker.load_models import ClosedLoop, ParsedRateSpec
-from flows.common import (ParameterError, fill_lag_limits, flow_run_bundle_id, lag_checks, measure_point,
+from benchmaker.engine.config import LagLimitMs
+from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec
+from benchmaker.flows.common import (ParameterError, fill_lag_limits, flow_run_bundle_id, lag_checks, measure_point,
                           result_storage_for, resume_or_write_manifest, takes, validated)
-from flows.outcome import final_state
-from replay.convert import CONVERTER_VERSION
-from replay.point_run import replay_point_name
-from replay.sweep import point_dir, write_sweep_points
-from tasks.convert import cache_dir_of, convert_logs, logs_sha256
-from tasks.grade import grade, point_files_sha256
-from tasks.load import load_warehouse
-from tasks.report import publish_report
-from tasks.serve import start_replay_server, stop_replay_server
-from tasks.sweep import run_sweep_point
+from benchmaker.flows.outcome import final_state
+from benchmaker.trajectories.convert import CONVERTER_VERSION
+from benchmaker.sweep.point_run import replay_point_name
+from benchmaker.sweep.sweep import point_dir, write_sweep_points
+from benchmaker.tasks.convert import cache_dir_of, convert_logs, logs_sha256
+from benchmaker.tasks.grade import grade, point_files_sha256
+from benchmaker.tasks.load import load_warehouse
+from benchmaker.tasks.report import publish_report
+from benchmaker.tasks.serve import start_replay_server, stop_replay_server
+from benchmaker.tasks.sweep import run_sweep_point
 
 __all__ = ["Concurrency", "Mode", "ParameterError", "SwebenchReplayParams", "swebench_replay", "sweep_points",
            "trajectories_of", "validate_params"]
@@ -62,7 +62,7 @@ Mode = Literal["recorded", "execute", "command"]
 
 class SwebenchReplayParams(BaseModel):
     """The parameters of one swebench-replay run, the one definition behind the flow's
-    signature (flows.common.takes), its deployments' schema and the CLI's check:
+    signature (benchmaker.flows.common.takes), its deployments' schema and the CLI's check:
 
     logs / trajectories   agent log files or directories (converted, cached on their
                           content) or an already converted trajectories.jsonl
@@ -90,7 +90,7 @@ class SwebenchReplayParams(BaseModel):
                           episode schedule lag p99 exceeds this, in ms (finite, > 0);
                           either left None: BENCHMAKER_MAX_LOOP_LAG_MS /
                           BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms, filled in at
-                          validation (flows.common.fill_lag_limits: the manifest keeps
+                          validation (benchmaker.flows.common.fill_lag_limits: the manifest keeps
                           the limits every point was judged with)
     """
 
@@ -150,7 +150,7 @@ class SwebenchReplayParams(BaseModel):
         if self.sandbox == "flash" and self.mode != "recorded" and not (self.sandbox_url and self.sandbox_image):
             problems.append("sandbox_url: the flash sandbox needs sandbox_url and sandbox_image")
         try:
-            from replay.latency import parse_latency
+            from benchmaker.replay_server.latency import parse_latency
 
             parse_latency(self.latency)
         except ValueError as exc:
@@ -187,7 +187,7 @@ def validate_params(**params: Any) -> SwebenchReplayParams:
 
 def trajectories_of(p: SwebenchReplayParams) -> Path:
     """The trajectories.jsonl a run replays: `p.trajectories`, or the conversion of
-    `p.logs` into `<out_dir>/_cache/` (tasks.convert, cached on the logs' content, the
+    `p.logs` into `<out_dir>/_cache/` (benchmaker.tasks.convert, cached on the logs' content, the
     converter version and options; a complete conversion there, e.g. the CLI's, is
     returned as it is). Call it inside a flow run. Absolute path."""
     if not p.logs:
@@ -254,4 +254,4 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
         log.warning("invalid sweep points: %s", "; ".join(invalid))
     return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(p.warehouse.resolve()),
                         "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj),
-                        "load": loaded})  # Invalid / Failed when points are invalid (flows.outcome)
+                        "load": loaded})  # Invalid / Failed when points are invalid (benchmaker.flows.outcome)

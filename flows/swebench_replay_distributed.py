@@ -10,21 +10,21 @@ Flows:
                            the orchestrator: converts the logs once, then for each point
                            submits its shard runs, waits for all and merges them; then
                            grades, loads the run into the warehouse and publishes the
-                           sweep table, like flows.swebench_replay
+                           sweep table, like benchmaker.flows.swebench_replay
     swebench-replay-shard  (`swebench_replay_shard`; deployment swebench-replay-shard/shard)
-                           one shard of one point (tasks.replay_shard.replay_shard)
+                           one shard of one point (benchmaker.tasks.replay_shard.replay_shard)
 
-A point at concurrency C runs min(C, shards) shards (replay.shard): each owns a share of
+A point at concurrency C runs min(C, shards) shards (benchmaker.sweep.shard): each owns a share of
 the C episode slots and of the episode plan, starts its own replay server on its host
 (the mocked model never crosses the network), and plays its episodes from the shared
 start: once all shards are ready (server up, engine set up), the last one's ready time
 plus MIN_START_LEAD_S, not before `start_lead_s` after the submission (the readiness
-barrier, benchmaker.shared_start). Shards run on the work pool's `shards`
+barrier, benchmaker.engine.shared_start). Shards run on the work pool's `shards`
 queue (one worker per load host, `--limit 1`) or, with `dask_address`, as tasks on a
-Dask cluster (flows.shard_runs), exactly as for llm-sweep/distributed.
+Dask cluster (benchmaker.flows.shard_runs), exactly as for llm-sweep/distributed.
 
 Resume: each point is a task (`run_distributed_point`) cached per flow run, so
-`benchmaker retry FLOW_RUN_ID` (flows.retry) of a failed run keeps its manifest and the
+`benchmaker retry FLOW_RUN_ID` (benchmaker.flows.retry) of a failed run keeps its manifest and the
 points that completed, and measures from the first that did not.
 
 `out_dir` (where the trajectories are converted, the shards write and the run bundle
@@ -48,20 +48,20 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field, model_validator
 
-from benchmaker.exchange import Exchange
-from flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
+from benchmaker.engine.exchange import Exchange
+from benchmaker.flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
                           validated)
-from flows.outcome import final_state
-from flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
-from flows.swebench_replay import Concurrency, SwebenchReplayParams, trajectories_of
-from replay.convert import read_trajectories
-from replay.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
-from replay.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_sweep_points
-from tasks.grade import grade, point_files_sha256
-from tasks.load import load_warehouse
-from tasks.replay_shard import replay_shard, run_replay_shard_task, shard_progress
-from tasks.report import publish_report
-from tasks.sweep import FAIL_POINT_ENV, InjectedFault
+from benchmaker.flows.outcome import final_state
+from benchmaker.flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
+from benchmaker.flows.swebench_replay import Concurrency, SwebenchReplayParams, trajectories_of
+from benchmaker.trajectories.convert import read_trajectories
+from benchmaker.sweep.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
+from benchmaker.sweep.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_sweep_points
+from benchmaker.tasks.grade import grade, point_files_sha256
+from benchmaker.tasks.load import load_warehouse
+from benchmaker.tasks.replay_shard import replay_shard, run_replay_shard_task, shard_progress
+from benchmaker.tasks.report import publish_report
+from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
 __all__ = ["SHARD_DEPLOYMENT", "SwebenchReplayDistributedParams", "run_distributed_point", "swebench_replay",
            "swebench_replay_distributed", "swebench_replay_shard"]
@@ -70,9 +70,9 @@ SHARD_DEPLOYMENT = "swebench-replay-shard/shard"
 
 
 class SwebenchReplayDistributedParams(SwebenchReplayParams, ShardParams):
-    """The swebench-replay parameters (flows.swebench_replay.SwebenchReplayParams; a
+    """The swebench-replay parameters (benchmaker.flows.swebench_replay.SwebenchReplayParams; a
     default sweep of 2, 8) plus where and how the shards run
-    (flows.shard_runs.ShardParams)."""
+    (benchmaker.flows.shard_runs.ShardParams)."""
 
     concurrency_sweep: Annotated[list[Concurrency], Field(min_length=1)] = Field(default_factory=lambda: [2, 8])
     shard_deployment: str = SHARD_DEPLOYMENT
@@ -93,7 +93,7 @@ class SwebenchReplayDistributedParams(SwebenchReplayParams, ShardParams):
 @flow(name="swebench-replay-shard", validate_parameters=True)
 async def swebench_replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
     """One shard of one distributed agent-replay point on this host
-    (tasks.replay_shard.replay_shard); returns the shard's report. Fails (flow run
+    (benchmaker.tasks.replay_shard.replay_shard); returns the shard's report. Fails (flow run
     Failed) when it missed the shared start or its replay server did not start."""
     return await replay_shard(point)
 
@@ -106,13 +106,13 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
     `start_lead_s` from now, runs `template.shards` shards (`template` with worker k and
     that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
     fetches their files from the exchange (if any) and merges them
-    (replay.shard.merge_replay_point). Returns {"row": the point's summary row,
+    (benchmaker.sweep.shard.merge_replay_point). Returns {"row": the point's summary row,
     "shards": [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]}.
 
     Cached per flow run (RUN_ID) on its inputs, which hold no start time: a resumed
-    flow run (flows.retry) keeps the points that completed and measures from the
+    flow run (benchmaker.flows.retry) keeps the points that completed and measures from the
     first that did not. Tests only: FAIL_POINT_ENV set to this point's name fails it
-    after the merge (tasks.sweep.InjectedFault)."""
+    after the merge (benchmaker.tasks.sweep.InjectedFault)."""
     log = get_run_logger()
     sp, run_dir = template.sweep_point, Path(template.run_dir)
     reset_point_dir(point_dir(run_dir, sp))
@@ -135,17 +135,17 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)
 @takes(SwebenchReplayDistributedParams)
 async def swebench_replay(**params: Any) -> dict[str, Any]:
-    """The swebench-replay flow (flows.swebench_replay, same parameters) with every
+    """The swebench-replay flow (benchmaker.flows.swebench_replay, same parameters) with every
     point split into up to `shards` shards on other hosts (module docstring);
     parameters: the fields of SwebenchReplayDistributedParams.
     `start_lead_s`: time from submission to the earliest start (default
-    flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a point's
-    shards (None: flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard still running
+    benchmaker.flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a point's
+    shards (None: benchmaker.flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard still running
     then is a verdict reason, cancelled on a pool, abandoned on Dask where a running
     task cannot be stopped); `dask_address`: run the shards on that
     Dask cluster instead of `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
     (s3://bucket/prefix) every host reaches, through which the trajectories go out and
-    the shards' files come back when `out_dir` is not shared (benchmaker.exchange).
+    the shards' files come back when `out_dir` is not shared (benchmaker.engine.exchange).
 
     Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "trajectories",
     "load", "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state",

@@ -1,9 +1,9 @@
 """The `benchmaker` command-line app (cyclopts). Each recipe module defines its commands
-with `@app.command`; `recipes.cli` registers them all LAZILY, by import path
-("recipes.bench:llm"), so a command imports only its own module (and `benchmaker
+with `@app.command`; `benchmaker.recipes.cli` registers them all LAZILY, by import path
+("benchmaker.recipes.bench:llm"), so a command imports only its own module (and `benchmaker
 --help` none): `benchmaker sql` never pays for Prefect, Dask or plotly (issue #15).
 
-A decorator `@app.command` on a function or App that `recipes.cli` already registered
+A decorator `@app.command` on a function or App that `benchmaker.recipes.cli` already registered
 lazily under that name is a no-op: importing the module to run the command must not
 register it a second time. The one-line descriptions of the root help come from the
 commands' docstrings, read from the source without importing it (`describe_lazy`).
@@ -25,8 +25,8 @@ from cyclopts.command_spec import CommandSpec
 __all__ = ["WARM_COMMANDS", "BenchmakerApp", "app", "describe_lazy", "source_help"]
 
 WARM_COMMANDS = frozenset({"swebench-replay", "llm-sweep"})
-"""The flow commands of the main job, which a warm runner serves (recipes.warm_runner):
-here, where recipes.cli reads it without importing the runner's module."""
+"""The flow commands of the main job, which a warm runner serves (benchmaker.recipes.warm_runner):
+here, where benchmaker.recipes.cli reads it without importing the runner's module."""
 
 
 class BenchmakerApp(App):

@@ -3,7 +3,7 @@
 Each builds a BenchConfig and workload(s), runs the engine with a live view on a
 terminal, prints the summary tables and returns the exit code: 0 valid, 1 invalid run
 (verdict reasons printed), 2 bad input (one line naming the flag, no traceback; every
-bound is checked before any work, benchmaker.config), 130 interrupted by Ctrl-C, 143 by
+bound is checked before any work, benchmaker.engine.config), 130 interrupted by Ctrl-C, 143 by
 SIGTERM, 129 by SIGHUP (the partial bundle is written either way).
 """
 
@@ -19,21 +19,21 @@ from typing import Annotated, Any
 from cyclopts import Parameter
 from pydantic import ValidationError
 
-from benchmaker.config import BenchConfig, check_http_url, check_output_dir, check_output_file
-from benchmaker.config_file import format_validation_error
-from benchmaker.errors import ConfigError
-from benchmaker.load_models import parse_duration_s
-from benchmaker.monitors import PrometheusMonitor, build_monitors
-from benchmaker.runner import STOP_SIGNALS, BenchRunner, Lane, interrupt_exit_code, run_on_fresh_loop
-from benchmaker.workers import resolve_workers, run_sharded, single_lane
-from recipes.app import app
-from recipes.display import console, print_summary, run_with_progress
-from recipes.runfile import lanes_from_run_file, read_run_file
-from workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
-from workloads.graders import GradingHook, parse_grader_option
-from workloads.http import HttpWorkload
-from workloads.openai_chat import OpenAIChatWorkload
-from workloads.openai_completions import OpenAICompletionsWorkload
+from benchmaker.engine.config import BenchConfig, check_http_url, check_output_dir, check_output_file
+from benchmaker.engine.config_file import format_validation_error
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.load_models import parse_duration_s
+from benchmaker.engine.monitors import PrometheusMonitor, build_monitors
+from benchmaker.engine.runner import STOP_SIGNALS, BenchRunner, Lane, interrupt_exit_code, run_on_fresh_loop
+from benchmaker.engine.workers import resolve_workers, run_sharded, single_lane
+from benchmaker.recipes.app import app
+from benchmaker.recipes.display import console, print_summary, run_with_progress
+from benchmaker.recipes.runfile import lanes_from_run_file, read_run_file
+from benchmaker.workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
+from benchmaker.workloads.graders import GradingHook, parse_grader_option
+from benchmaker.workloads.http import HttpWorkload
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
 
 
 def _workers(value: str) -> int | str:
@@ -249,7 +249,7 @@ def llm(
         max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals and synthetic prompts.
         label: Run label stored with the run (e.g. nightly).
-        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/http1.py), aiohttp or httpx.
+        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/engine/http1.py), aiohttp or httpx.
         workers: Worker processes sharing the schedule (N or auto = usable CPUs).
         metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
         metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).

@@ -3,7 +3,7 @@
     benchmaker calibrate [--seconds 5] [--concurrency 64] [--sse-chunks 200] [--out FILE]
 
 Writes `--out`, else `$BENCHMAKER_CALIBRATION`, else `~/.cache/benchmaker/calibration.json`
-(benchmaker.calibrate). Every later run copies the latest calibration into its
+(benchmaker.recipes.calibration). Every later run copies the latest calibration into its
 manifest.json (`calibration`) and relates its offered rate to the ceiling in its
 summary (`self_checks.offered_rate_vs_ceiling`). Exit 0 when measured, 2 on bad input.
 """
@@ -15,9 +15,9 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from benchmaker.calibrate import calibrate as _calibrate
-from recipes.app import app
-from recipes.display import console
+from benchmaker.recipes.calibration import calibrate as _calibrate
+from benchmaker.recipes.app import app
+from benchmaker.recipes.display import console
 
 
 def _ms(v: float | None) -> str:

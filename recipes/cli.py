@@ -1,5 +1,5 @@
 """Entry point of the `benchmaker` console script: registers every command LAZILY on
-`recipes.app.app` (cyclopts import paths, COMMANDS) and runs the app. A command imports
+`benchmaker.recipes.app.app` (cyclopts import paths, COMMANDS) and runs the app. A command imports
 only its own recipe module when it runs or shows its help; `benchmaker --help` imports
 none (issue #15: `benchmaker sql` must not pay for Prefect, Dask or plotly).
 
@@ -13,34 +13,34 @@ import atexit
 import os
 import sys
 
-from recipes.app import WARM_COMMANDS, app
+from benchmaker.recipes.app import WARM_COMMANDS, app
 
 # Every command: CLI name -> "module:attribute" (a function, or the App of a command group).
-# A recipe module's `@app.command` decorators are no-ops for these names (recipes.app);
+# A recipe module's `@app.command` decorators are no-ops for these names (benchmaker.recipes.app);
 # a command missing here is missing from the CLI (tests/recipes/test_lazy_cli.py checks).
 COMMANDS = {
-    "llm": "recipes.bench:llm",
-    "http": "recipes.bench:http",
-    "run": "recipes.bench:run",
-    "retry": "recipes.retry:retry",
-    "serve-replay": "recipes.serve_replay:serve_replay",
-    "convert": "recipes.convert:convert",
-    "episode": "recipes.episode:episode",
-    "sql": "recipes.warehouse_cli:sql",
-    "runs": "recipes.warehouse_cli:runs",
-    "compare": "recipes.warehouse_cli:compare",
-    "export": "recipes.warehouse_cli:export",
-    "load": "recipes.warehouse_cli:load",
-    "report": "recipes.report:report",
-    "swebench-replay": "recipes.swebench_replay:swebench_replay",
-    "llm-sweep": "recipes.swebench_replay:llm_sweep",
-    "sandbox": "recipes.sandbox:sandbox",
-    "swebench": "recipes.swebench:swebench",
-    "trajectory-replay": "recipes.trajectory_replay:trajectory_replay",
-    "calibrate": "recipes.calibrate:calibrate",
-    "record": "recipes.record:record",
-    "sglang": "recipes.sglang:sglang",
-    "server": "recipes.prefect_server:server_app",
+    "llm": "benchmaker.recipes.bench:llm",
+    "http": "benchmaker.recipes.bench:http",
+    "run": "benchmaker.recipes.bench:run",
+    "retry": "benchmaker.recipes.retry:retry",
+    "serve-replay": "benchmaker.recipes.serve_replay:serve_replay",
+    "convert": "benchmaker.recipes.convert:convert",
+    "episode": "benchmaker.recipes.episode:episode",
+    "sql": "benchmaker.recipes.warehouse_cli:sql",
+    "runs": "benchmaker.recipes.warehouse_cli:runs",
+    "compare": "benchmaker.recipes.warehouse_cli:compare",
+    "export": "benchmaker.recipes.warehouse_cli:export",
+    "load": "benchmaker.recipes.warehouse_cli:load",
+    "report": "benchmaker.recipes.report:report",
+    "swebench-replay": "benchmaker.recipes.swebench_replay:swebench_replay",
+    "llm-sweep": "benchmaker.recipes.swebench_replay:llm_sweep",
+    "sandbox": "benchmaker.recipes.sandbox:sandbox",
+    "swebench": "benchmaker.recipes.swebench:swebench",
+    "trajectory-replay": "benchmaker.recipes.trajectory_replay:trajectory_replay",
+    "calibrate": "benchmaker.recipes.calibrate:calibrate",
+    "record": "benchmaker.recipes.record:record",
+    "sglang": "benchmaker.recipes.sglang:sglang",
+    "server": "benchmaker.recipes.prefect_server:server_app",
 }
 
 for _name, _path in COMMANDS.items():
@@ -54,7 +54,7 @@ _START_ENV = dict(os.environ)  # the environment the process started with: a war
 
 def _fast_exit() -> None:
     """The console script's last atexit handler (registered before any other, so every
-    other one, Prefect's log and event drains, tasks.serve's server stop, logging's
+    other one, Prefect's log and event drains, benchmaker.tasks.serve's server stop, logging's
     flush, has run): flush stdout/stderr and end the process with main()'s exit code,
     skipping the interpreter's teardown of every module and object, which took 2-3 s of
     wall time after a flow run on this busy host (benchmarks/flow_overhead.py). Nothing
@@ -76,14 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     without `argv` (the console script), the process ends through _fast_exit, unless an
     atexit handler was registered before (e.g. a coverage tool's: it must still run),
     and a flow command runs in this user's warm runner when one serves it, else here,
-    after which one is started for the next call (recipes.warm_runner)."""
+    after which one is started for the next call (benchmaker.recipes.warm_runner)."""
     global _exit_code
     if argv is None and atexit._ncallbacks() == 0:  # first: every other handler runs before it
         atexit.register(_fast_exit)
     args = sys.argv[1:] if argv is None else argv
     warm = argv is None and bool(args) and args[0] in WARM_COMMANDS
     if warm:
-        from recipes import warm_runner
+        from benchmaker.recipes import warm_runner
 
         code = warm_runner.run_warm(args, _START_ENV)
         if code is not None:
@@ -99,7 +99,7 @@ def _run(argv: list[str] | None) -> int:
     from cyclopts import CycloptsError
     from pydantic import ValidationError
 
-    from benchmaker.errors import BenchmakerError
+    from benchmaker.engine.errors import BenchmakerError
 
     try:
         result = app(argv if argv is not None else sys.argv[1:], result_action="return_value",
@@ -111,7 +111,7 @@ def _run(argv: list[str] | None) -> int:
         print(f"benchmaker: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except ValidationError as exc:  # a model a recipe built without naming the flag: still no dump
-        from benchmaker.config_file import format_validation_error
+        from benchmaker.engine.config_file import format_validation_error
 
         print(f"benchmaker: error: {format_validation_error(exc, None)}", file=sys.stderr)
         return 2

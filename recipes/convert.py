@@ -1,5 +1,5 @@
 """`benchmaker convert LOGS... -o trajectories.jsonl [--format F] [--lenient]`: convert
-agent logs into a trajectories JSONL (replay.convert.convert_paths) and print the report
+agent logs into a trajectories JSONL (benchmaker.trajectories.convert.convert_paths) and print the report
 as a table. Exit 0 on success; 2 on bad input with `benchmaker: error: ...`: one line
 for one bad input, else a count line and one line per input that could not be
 converted, each named by its full path (`--lenient` skips and counts them instead).
@@ -21,10 +21,10 @@ from cyclopts import Parameter
 from rich.console import Console
 from rich.table import Table
 
-from benchmaker.config import check_output_file
-from recipes.app import app
-from replay.convert import ConvertProgress, ConvertReport, convert_paths
-from replay.errors import InputError
+from benchmaker.engine.config import check_output_file
+from benchmaker.recipes.app import app
+from benchmaker.trajectories.convert import ConvertProgress, ConvertReport, convert_paths
+from benchmaker.trajectories.errors import InputError
 
 
 class ConvertProgressView:

@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from benchmaker.runner import BenchRunner
-from benchmaker.selfcheck import quantile_linear
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.selfcheck import quantile_linear
 
 console = Console()
 
@@ -134,7 +134,7 @@ def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
 
 
 def comparison_tables(cmp: Any, baseline_run: str, candidate_run: str) -> list[Table]:
-    """One rich table per matched sweep point of a `warehouse.compare.PointComparison`:
+    """One rich table per matched sweep point of a `benchmaker.warehouse.compare.PointComparison`:
     statistic, baseline, candidate, diff (candidate - baseline) with its 95% bootstrap
     CI, sample counts (requests) and verdict. Values in the statistic's unit (ms, req/s)."""
     tables = []
@@ -224,7 +224,7 @@ def _figures(ev: Any) -> str:
 
 
 class SweepProgressView:
-    """The terminal view of sweep points in progress (replay.progress events): one rich
+    """The terminal view of sweep points in progress (benchmaker.progress events): one rich
     progress bar per point with episodes done/total, model calls done/total and calls/s,
     requests in flight, misses so far, elapsed and ETA. Used as a context manager around
     a flow call; shows nothing (and registers nothing) when `out` is not a terminal."""
@@ -240,7 +240,7 @@ class SweepProgressView:
         self._observe: Any = None
 
     def __call__(self, ev: Any) -> None:
-        from replay.progress import StageEvent
+        from benchmaker.progress import StageEvent
 
         if isinstance(ev, StageEvent):
             key = f"stage:{ev.stage}"
@@ -257,7 +257,7 @@ class SweepProgressView:
 
     def __enter__(self) -> SweepProgressView:
         if self.out.is_terminal:
-            from replay.progress import observe
+            from benchmaker.progress import observe
 
             self._observe = observe(self)
             self._observe.__enter__()
@@ -272,12 +272,12 @@ class SweepProgressView:
 
 
 def print_plan(params: dict[str, Any], trajectories: Path, *, trusted: bool = False, out: Console | None = None) -> Any:
-    """Print the plan of a swebench-replay run (replay.plan: points x episodes x model
+    """Print the plan of a swebench-replay run (benchmaker.sweep.plan: points x episodes x model
     calls and an estimated duration) from the flow's parameters and the trajectories
     JSONL it replays; returns the SweepPlan. `trusted`: the file is the converter's own
-    output (the conversion cache), read without validation (replay.plan.plan_trajectories);
-    otherwise a bad line raises replay.errors.TrajectoryFormatError."""
-    from replay.plan import format_plan, plan_trajectories, sweep_plan
+    output (the conversion cache), read without validation (benchmaker.sweep.plan.plan_trajectories);
+    otherwise a bad line raises benchmaker.trajectories.errors.TrajectoryFormatError."""
+    from benchmaker.sweep.plan import format_plan, plan_trajectories, sweep_plan
 
     trajs = plan_trajectories(trajectories, trusted=trusted)
     plan = sweep_plan(trajs, params["concurrency_sweep"], episodes_per_point=params.get("episodes_per_point"),

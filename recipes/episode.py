@@ -1,5 +1,5 @@
 """`benchmaker episode`: play one recorded episode against an OpenAI-compatible endpoint
-(replay.harness.run_episode) and print its Episode record as JSON."""
+(benchmaker.agent.harness.run_episode) and print its Episode record as JSON."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import shlex
 from pathlib import Path
 from typing import Literal
 
-from benchmaker.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
-from recipes.app import app
+from benchmaker.engine.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
+from benchmaker.recipes.app import app
 
 
 @app.command(name="episode")
@@ -54,14 +54,14 @@ def episode(
     """
     import orjson
 
-    from benchmaker.errors import ConfigError
-    from benchmaker.records import Sample
-    from replay.convert import iter_trajectories, read_trajectories
-    from replay.errors import InputError, TrajectoryFormatError
-    from replay.harness import local_sandbox_factory, run_episode
-    from replay.verifier import TASK_FILE, TaskSpec, load_task, task_id_of
+    from benchmaker.engine.errors import ConfigError
+    from benchmaker.engine.records import Sample
+    from benchmaker.trajectories.convert import iter_trajectories, read_trajectories
+    from benchmaker.trajectories.errors import InputError, TrajectoryFormatError
+    from benchmaker.agent.harness import local_sandbox_factory, run_episode
+    from benchmaker.agent.verifier import TASK_FILE, TaskSpec, load_task, task_id_of
 
-    from benchmaker.config import check_http_url
+    from benchmaker.engine.config import check_http_url
 
     check_http_url(url, "--url")
     try:

@@ -20,7 +20,7 @@ server keeps its state in Prefect's own database under `PREFECT_HOME` (Prefect's
     benchmaker server status    # URL, pid, log, uptime; exit 1 when none is running
     benchmaker server start     # start (or find) it now
     benchmaker server stop      # SIGTERM its process group, SIGKILL after 10 s; the warm
-                                # runners of this home too (recipes.warm_runner)
+                                # runners of this home too (benchmaker.recipes.warm_runner)
 
 `BENCHMAKER_PREFECT_SERVER=ephemeral` keeps Prefect's temporary per-call server (the
 test suite sets it: tests must not leave a server running). A set `PREFECT_API_URL` is
@@ -48,8 +48,8 @@ from typing import Any
 
 from cyclopts import App
 
-from benchmaker.errors import BenchmakerError
-from recipes.app import app
+from benchmaker.engine.errors import BenchmakerError
+from benchmaker.recipes.app import app
 
 STATE_NAME = "benchmaker-server.json"
 LOG_NAME = "benchmaker-server.log"
@@ -359,9 +359,9 @@ app.command(server_app)
 @server_app.command(name="status")
 def server_status() -> int:
     """Print the local Prefect server's URL, pid, uptime and log, and the warm runners
-    kept for the flow commands (recipes.warm_runner); exit 0 when the server runs and
+    kept for the flow commands (benchmaker.recipes.warm_runner); exit 0 when the server runs and
     answers its health check, 1 otherwise."""
-    from recipes.warm_runner import runners
+    from benchmaker.recipes.warm_runner import runners
 
     home = prefect_home()
     code = _print_server_status(home)
@@ -399,7 +399,7 @@ def server_start() -> int:
 @server_app.command(name="stop")
 def server_stop() -> int:
     """Stop the local Prefect server (exit 0 also when none was running)."""
-    from recipes.warm_runner import stop_runners
+    from benchmaker.recipes.warm_runner import stop_runners
 
     state = stop_server()
     print(f"stopped the local Prefect server (pid {state.pid}, {state.url})" if state

@@ -1,5 +1,5 @@
 """`benchmaker record`: a recording proxy in front of an OpenAI-compatible endpoint
-(replay.recorder); every conversation relayed becomes a trajectory, replayable with
+(benchmaker.replay_server.recorder); every conversation relayed becomes a trajectory, replayable with
 `benchmaker serve-replay` / `swebench-replay`."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from benchmaker.config import check_output_file
-from recipes.app import app
+from benchmaker.engine.config import check_output_file
+from benchmaker.recipes.app import app
 
 
 @app.command(name="record")
@@ -40,8 +40,8 @@ def record(
         Record the first user message after a turn without tool calls as its
         observation (SWE-agent / mini-swe-agent text actions).
     """
-    from benchmaker.errors import ConfigError
-    from replay.recorder import serve_recorder
+    from benchmaker.engine.errors import ConfigError
+    from benchmaker.replay_server.recorder import serve_recorder
 
     if not upstream.startswith(("http://", "https://")):
         raise ConfigError(f"--upstream: expected an http(s) URL (got {upstream!r})")

@@ -3,7 +3,7 @@
     benchmaker report RUN_ID -o report.html [--warehouse FILE] [--baseline RUN_A]
 
 The warehouse is `--warehouse`, else env BENCHMAKER_WAREHOUSE, else ./warehouse.duckdb;
-it is opened read-only. The report itself is warehouse.report (documented there).
+it is opened read-only. The report itself is benchmaker.warehouse.report (documented there).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from benchmaker.config import check_output_file
-from recipes.app import app
-from warehouse.connection import default_warehouse
+from benchmaker.engine.config import check_output_file
+from benchmaker.recipes.app import app
+from benchmaker.warehouse.connection import default_warehouse
 
 
 @app.command(name="report")
@@ -42,7 +42,7 @@ def report(
         BASELINE RUN_ID`): differences with 95% bootstrap CIs, plotted and tabled.
     """
     check_output_file(output, "--output")
-    from warehouse.report import write_report  # plotly: only when a report is written
+    from benchmaker.warehouse.report import write_report  # plotly: only when a report is written
 
     path = write_report(warehouse if warehouse is not None else default_warehouse(), run_id, output,
                         baseline=baseline)

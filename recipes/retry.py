@@ -3,7 +3,7 @@ at the point that failed (flows/retry.py documents how)."""
 
 from __future__ import annotations
 
-from recipes.app import app
+from benchmaker.recipes.app import app
 
 
 @app.command(name="retry")
@@ -19,8 +19,8 @@ def retry(flow_run: str) -> int:
             run id of its bundle (swebench-replay-20261201T010203Z-6c0a4887) or the bundle
             directory (its manifest.json keeps flow_run_id).
     """
-    from flows.retry import main
-    from recipes.prefect_server import use_local_server
+    from benchmaker.flows.retry import main
+    from benchmaker.recipes.prefect_server import use_local_server
 
     with use_local_server():  # the runs of earlier CLI calls live on the reused local server
         return main([flow_run])

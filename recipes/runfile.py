@@ -13,8 +13,8 @@ or mixed lanes on one endpoint and one clock:
         - {name: chat, rate: "stages:2,8,2,8@30s", workload: {type: openai-chat, ...}}
         - {name: rag,  rate: "stages:8,2,8,2@30s", workload: {type: openai-chat, ...}}
 
-Monitors sampled during the run (benchmaker/monitors.py; rows in monitor.jsonl) and a
-request trace for replay (benchmaker/trace.py; replay with `load: trace:FILE[:SPEEDUP]`
+Monitors sampled during the run (benchmaker/engine/monitors.py; rows in monitor.jsonl) and a
+request trace for replay (benchmaker/engine/trace.py; replay with `load: trace:FILE[:SPEEDUP]`
 and `workload: {type: trace-replay, path: FILE}`):
 
     monitors:
@@ -34,13 +34,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from benchmaker.config import BenchConfig, RateSpec, SafeName
-from benchmaker.config_file import load_yaml, validate
-from benchmaker.load_models import Burst, load_model_of
-from benchmaker.monitors import MonitorSpec
-from benchmaker.runner import Lane
-from workloads.graders import GraderSpec, GradingHook, build_grader
-from workloads.registry import WorkloadSpec, build_workload
+from benchmaker.engine.config import BenchConfig, RateSpec, SafeName
+from benchmaker.engine.config_file import load_yaml, validate
+from benchmaker.engine.load_models import Burst, load_model_of
+from benchmaker.engine.monitors import MonitorSpec
+from benchmaker.engine.runner import Lane
+from benchmaker.workloads.graders import GraderSpec, GradingHook, build_grader
+from benchmaker.workloads.registry import WorkloadSpec, build_workload
 
 
 class LaneSpec(BaseModel):

@@ -17,12 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from benchmaker.config import check_http_url
-from benchmaker.errors import ConfigError
-from benchmaker.runner import BenchRunner
-from recipes.app import app
-from recipes.bench import _api_key, _config, _execute
-from workloads.sandbox import SandboxWorkload
+from benchmaker.engine.config import check_http_url
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.recipes.app import app
+from benchmaker.recipes.bench import _api_key, _config, _execute
+from benchmaker.workloads.sandbox import SandboxWorkload
 
 
 @app.command(name="sandbox")

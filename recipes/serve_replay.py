@@ -1,12 +1,12 @@
 """`benchmaker serve-replay`: serve recorded trajectories as an OpenAI-compatible
-endpoint (replay.server) in the foreground until Ctrl-C."""
+endpoint (benchmaker.replay_server.server) in the foreground until Ctrl-C."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
 
-from recipes.app import app
+from benchmaker.recipes.app import app
 
 
 @app.command(name="serve-replay")
@@ -37,15 +37,15 @@ def serve_replay(
         name when set, else the string itself. Default: no auth.
     divergence
         off | status | content: how observations that differ from the recording are
-        counted and answered (see replay.server).
+        counted and answered (see benchmaker.replay_server.server).
     tokenizer
         A Hugging Face tokenizer.json for the token split of fixed/recorded latency
         (needs the `tokenizers` extra); default: a regex split.
     """
-    from benchmaker.errors import ConfigError
-    from replay.errors import ReplayError
-    from replay.latency import LatencySpecError, TokenizerUnavailable
-    from replay.server import resolve_token, serve
+    from benchmaker.engine.errors import ConfigError
+    from benchmaker.trajectories.errors import ReplayError
+    from benchmaker.replay_server.latency import LatencySpecError, TokenizerUnavailable
+    from benchmaker.replay_server.server import resolve_token, serve
 
     try:
         serve(trajectories, host=host, port=port, latency=latency, token=resolve_token(token),

@@ -16,13 +16,13 @@ from typing import Any
 
 import orjson
 
-from benchmaker.config import check_http_url
-from benchmaker.errors import ConfigError
-from benchmaker.workers import single_lane
-from recipes.app import app
-from recipes.bench import _api_key, _config, _grading_hooks, _launch, _workers
-from workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
-from workloads.sglang import SGLangWorkload, read_input_ids
+from benchmaker.engine.config import check_http_url
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.workers import single_lane
+from benchmaker.recipes.app import app
+from benchmaker.recipes.bench import _api_key, _config, _grading_hooks, _launch, _workers
+from benchmaker.workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
+from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
 
 def _sglang_workload(url: str, dataset: Path | None, field: str, reference_field: str | None,
@@ -121,7 +121,7 @@ def sglang(
         max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals and synthetic prompts.
         label: Run label stored with the run.
-        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/http1.py), aiohttp or httpx.
+        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/engine/http1.py), aiohttp or httpx.
         workers: Worker processes sharing the schedule (N or auto).
         grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file.
         progress: Live progress display (default: on when stdout is a terminal).

@@ -1,4 +1,4 @@
-"""`benchmaker swebench`: a live coding agent (replay.live) against a real
+"""`benchmaker swebench`: a live coding agent (benchmaker.sweep.live) against a real
 OpenAI-compatible model over task directories, in a local or Flash sandbox; every run
 is written as trajectories in our schema (ready for `benchmaker swebench-replay
 --trajectories`) and graded with the verifier.
@@ -25,15 +25,15 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from benchmaker.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
-from benchmaker.errors import ConfigError
-from recipes.app import app
-from recipes.bench import _api_key
+from benchmaker.engine.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
+from benchmaker.engine.errors import ConfigError
+from benchmaker.recipes.app import app
+from benchmaker.recipes.bench import _api_key
 
 
 def _factory(sandbox: str, url: str | None, image: str | None, workdir: str, api_key: str | None) -> Any:
-    from replay.harness import local_sandbox_factory
-    from replay.sandbox import FlashSandbox
+    from benchmaker.agent.harness import local_sandbox_factory
+    from benchmaker.agent.sandbox import FlashSandbox
 
     if sandbox == "local":
         return local_sandbox_factory()
@@ -95,8 +95,8 @@ def swebench(
         label: Run label stored in the manifest.
         warehouse: DuckDB file to load the run into.
     """
-    from replay.errors import InputError
-    from replay.live import load_live_task, run_live
+    from benchmaker.trajectories.errors import InputError
+    from benchmaker.sweep.live import load_live_task, run_live
 
     if concurrency < 1 or attempts < 1 or max_turns < 1:
         raise ConfigError(f"--concurrency, --attempts, --max-turns: expected >= 1 "
@@ -135,7 +135,7 @@ def swebench(
     run = asyncio.run(main())
     _print(run, rid)
     if warehouse is not None:
-        from warehouse.loader import load_run
+        from benchmaker.warehouse.loader import load_run
 
         load_run(warehouse, run_dir)
         Console().print(f"warehouse:    {warehouse}")

@@ -17,7 +17,7 @@ distributed flows, flows/*_distributed.py, with prefect-dask, the `dask` extra):
 Without a Prefect server (PREFECT_API_URL) the Dask workers cannot reach this
 process's ephemeral Prefect and start one of their own on their first shard (5-10 s);
 the shards still start together, once all are ready (the readiness barrier,
-benchmaker.shared_start). (On a Prefect work pool: `prefect deployment run
+benchmaker.engine.shared_start). (On a Prefect work pool: `prefect deployment run
 swebench-replay/distributed`, README.)
 
 Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
@@ -34,9 +34,9 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from benchmaker.errors import ConfigError
-from recipes.app import app
-from recipes.prefect_server import use_local_server
+from benchmaker.engine.errors import ConfigError
+from benchmaker.recipes.app import app
+from benchmaker.recipes.prefect_server import use_local_server
 
 
 def _prefect_env() -> None:
@@ -54,11 +54,11 @@ def _ints(text: str, name: str) -> list[int]:
 
 def _seconds(text: str | None, name: str) -> float | None:
     """A duration flag in s: a number (120) or with a unit (120s, 500ms, 2m;
-    benchmaker.load_models.parse_duration_s). Raises ConfigError naming the flag."""
+    benchmaker.engine.load_models.parse_duration_s). Raises ConfigError naming the flag."""
     if text is None:
         return None
-    from benchmaker.errors import RateSpecError
-    from benchmaker.load_models import parse_duration_s
+    from benchmaker.engine.errors import RateSpecError
+    from benchmaker.engine.load_models import parse_duration_s
 
     try:
         return parse_duration_s(text)
@@ -78,9 +78,9 @@ def _distributed(shards: int, dask_address: str | None, exchange: str | None, st
                  shard_timeout: float | None) -> dict[str, Any] | None:
     """The distributed flows' extra parameters from the CLI options, or None for a
     single-process run (--shards 1 and no --dask-address). --start-lead None: the
-    flows' default (flows.shard_runs.DEFAULT_LEAD_S). Raises ConfigError,
+    flows' default (benchmaker.flows.shard_runs.DEFAULT_LEAD_S). Raises ConfigError,
     before anything runs, when --shards > 1 comes without --dask-address, a number is
-    out of range, the exchange is refused (flows.shard_runs.checked_exchange) or the
+    out of range, the exchange is refused (benchmaker.flows.shard_runs.checked_exchange) or the
     Dask scheduler does not answer within 5 s."""
     import math
 
@@ -96,8 +96,8 @@ def _distributed(shards: int, dask_address: str | None, exchange: str | None, st
            if v is not None and not (math.isfinite(v) and v > 0)]
     if bad:
         raise ConfigError("; ".join(bad))
-    from flows.shard_runs import DaskMissing, checked_exchange, dask_task_runner
-    from flows.swebench_replay import ParameterError
+    from benchmaker.flows.shard_runs import DaskMissing, checked_exchange, dask_task_runner
+    from benchmaker.flows.swebench_replay import ParameterError
 
     try:
         exchange = checked_exchange(exchange)
@@ -129,9 +129,9 @@ def _check_scheduler(address: str, timeout_s: float = 5.0) -> None:
 
 
 def print_sweep(out: dict[str, Any], title: str, console: Console | None = None) -> None:
-    """Print the sweep table (replay.sweep.TABLE_COLUMNS), invalid points with their
+    """Print the sweep table (benchmaker.sweep.sweep.TABLE_COLUMNS), invalid points with their
     reason, and where the run bundle, warehouse and HTML report are."""
-    from replay.sweep import sweep_table_rows
+    from benchmaker.sweep.sweep import sweep_table_rows
 
     console = console or Console()
     if not console.is_terminal:
@@ -168,14 +168,14 @@ def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_
                          counts: dict[str, int | None] | None = None,
                          lag_ms: tuple[float | None, float | None] = (None, None)) -> None:
     """Bounds the flows' parameter models leave to the host, checked before Prefect
-    starts (benchmaker.config): concurrency within what this host can hold in flight,
+    starts (benchmaker.engine.config): concurrency within what this host can hold in flight,
     durations and rates finite and in range, the lag limits `lag_ms` (--max-loop-lag-ms,
     --max-schedule-lag-ms) finite and > 0, URLs http(s), output paths writable.
     Raises ConfigError naming the flag."""
-    from benchmaker.config import (check_http_url, check_lag_limits, check_output_dir, check_output_file,
+    from benchmaker.engine.config import (check_http_url, check_lag_limits, check_output_dir, check_output_file,
                                    host_in_flight_limit)
-    from benchmaker.load_models import MAX_DURATION_S, MAX_RATE_PER_S
-    from warehouse.connection import default_warehouse
+    from benchmaker.engine.load_models import MAX_DURATION_S, MAX_RATE_PER_S
+    from benchmaker.warehouse.connection import default_warehouse
 
     limit, why = host_in_flight_limit()
     for c in concurrency:
@@ -218,8 +218,8 @@ def _check_engine_loads(specs: list[str], duration: float | None, max_requests: 
     an inf rate's max_requests); ConfigError naming the point otherwise."""
     from pydantic import ValidationError
 
-    from benchmaker.config import BenchConfig
-    from benchmaker.config_file import format_validation_error
+    from benchmaker.engine.config import BenchConfig
+    from benchmaker.engine.config_file import format_validation_error
 
     for spec in specs:
         try:
@@ -232,11 +232,11 @@ def _check_engine_loads(specs: list[str], duration: float | None, max_requests: 
 def _converted(p: Any) -> Path:
     """The logs of the validated swebench-replay parameters `p`, converted once for the
     whole run into the content-addressed cache the flow's convert task reads
-    (tasks.convert.ensure_converted: nothing is converted when a complete conversion is
+    (benchmaker.tasks.convert.ensure_converted: nothing is converted when a complete conversion is
     there; the task finds this one and converts nothing). Bad logs raise ConfigError
     with the converter's one-line error (exit 2), before Prefect starts."""
-    from replay.errors import InputError
-    from tasks.convert import cache_dir_of, ensure_converted
+    from benchmaker.trajectories.errors import InputError
+    from benchmaker.tasks.convert import cache_dir_of, ensure_converted
 
     try:
         return ensure_converted(p.logs, cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient)[0]
@@ -357,8 +357,8 @@ def swebench_replay(
                          out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url},
                          lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
     _prefect_env()
-    from flows.swebench_replay import ParameterError, validate_params
-    from warehouse.connection import default_warehouse
+    from benchmaker.flows.swebench_replay import ParameterError, validate_params
+    from benchmaker.warehouse.connection import default_warehouse
 
     params = dict(
         logs=logs or [], trajectories=trajectories,
@@ -376,7 +376,7 @@ def swebench_replay(
     # the flow gets what was validated here: rate specs parsed once (ParsedRateSpec, taken
     # as they are by the flow's parameters model), the lag limits this run uses
     params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
-    from recipes.display import SweepProgressView, print_plan
+    from benchmaker.recipes.display import SweepProgressView, print_plan
 
     # the scale-out options (and the scheduler) checked before the conversion writes to --out-dir
     dist = None if dry_run else _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
@@ -387,14 +387,14 @@ def swebench_replay(
     if dry_run:
         return 0
     if dist is not None:
-        from flows.swebench_replay_distributed import swebench_replay_distributed as flow
+        from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed as flow
         params.update(dist)
     else:
-        from flows.swebench_replay import swebench_replay as flow
+        from benchmaker.flows.swebench_replay import swebench_replay as flow
 
-    from flows.outcome import run_sweep_flow
+    from benchmaker.flows.outcome import run_sweep_flow
 
-    with use_local_server(), SweepProgressView():  # live progress only on a terminal (replay/progress.py)
+    with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
         out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
     print_sweep(out, "swebench-replay")
     print_open_loop(out["points"])
@@ -496,10 +496,10 @@ def llm_sweep(
         BENCHMAKER_MAX_SCHEDULE_LAG_MS).
     """
     _prefect_env()
-    from flows.common import validated
-    from flows.llm_sweep import LlmSweepParams
-    from flows.swebench_replay import ParameterError
-    from warehouse.connection import default_warehouse
+    from benchmaker.flows.common import validated
+    from benchmaker.flows.llm_sweep import LlmSweepParams
+    from benchmaker.flows.swebench_replay import ParameterError
+    from benchmaker.warehouse.connection import default_warehouse
 
     conc = _ints(concurrency_sweep, "--concurrency-sweep") if concurrency_sweep else None
     rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None
@@ -525,14 +525,14 @@ def llm_sweep(
     params.update(loads=p.loads, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
     if dist is not None:
-        from flows.llm_sweep_distributed import llm_sweep_distributed as flow
+        from benchmaker.flows.llm_sweep_distributed import llm_sweep_distributed as flow
     else:
-        from flows.llm_sweep import llm_sweep as flow
+        from benchmaker.flows.llm_sweep import llm_sweep as flow
 
-    from flows.outcome import run_sweep_flow
-    from recipes.display import SweepProgressView
+    from benchmaker.flows.outcome import run_sweep_flow
+    from benchmaker.recipes.display import SweepProgressView
 
-    with use_local_server(), SweepProgressView():  # live progress only on a terminal (replay/progress.py)
+    with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
         out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
     print_sweep(out, "llm-sweep")
     return 0 if all(r["valid"] for r in out["points"]) else 1

@@ -4,7 +4,7 @@
         --model m --sessions interleaved --concurrency 8 --active-sessions 32 --think exp:2s
 
 Runs the engine in a closed loop of `--concurrency` workers over
-`workloads.trajectory_replay.TrajectoryReplayWorkload` until every turn was sent (or
+`benchmaker.workloads.trajectory_replay.TrajectoryReplayWorkload` until every turn was sent (or
 `--duration`), prints the usual summary plus a prefix-cache table (expected cacheable
 prompt tokens vs the server's cached tokens) and returns 0 (valid run), 1 (invalid), 2
 (bad input), 130 (interrupted).
@@ -21,13 +21,13 @@ from typing import Any
 import orjson
 from rich.table import Table
 
-from benchmaker.config import check_http_url
-from benchmaker.errors import ConfigError
-from benchmaker.runner import BenchRunner, run_on_fresh_loop
-from recipes.app import app
-from recipes.bench import _config
-from recipes.display import console, print_summary, run_with_progress
-from workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
+from benchmaker.engine.config import check_http_url
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.runner import BenchRunner, run_on_fresh_loop
+from benchmaker.recipes.app import app
+from benchmaker.recipes.bench import _config
+from benchmaker.recipes.display import console, print_summary, run_with_progress
+from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
 
 __all__ = ["cache_report", "trajectory_replay"]
 

@@ -24,12 +24,12 @@ from cyclopts import Parameter
 from rich.console import Console
 from rich.table import Table
 
-from benchmaker.config import check_output_dir, check_output_file
-from recipes.app import app
-from warehouse.compare import compare_points
-from warehouse.connection import default_warehouse, open_readonly
-from warehouse.errors import WarehouseError
-from warehouse.loader import RUN_TABLES, load_run
+from benchmaker.engine.config import check_output_dir, check_output_file
+from benchmaker.recipes.app import app
+from benchmaker.warehouse.compare import compare_points
+from benchmaker.warehouse.connection import default_warehouse, open_readonly
+from benchmaker.warehouse.errors import WarehouseError
+from benchmaker.warehouse.loader import RUN_TABLES, load_run
 
 WarehouseOpt = Annotated[
     Path | None,
@@ -105,7 +105,7 @@ def sql(
 
     The connection touches nothing but the warehouse file: COPY TO, ATTACH, EXPORT,
     reading other files and loading extensions are refused, and SET cannot undo that
-    (warehouse.connection.SANDBOX_CONFIG).
+    (benchmaker.warehouse.connection.SANDBOX_CONFIG).
 
     Parameters
     ----------
@@ -150,7 +150,7 @@ def runs(
 ) -> int:
     """List the runs in the warehouse, newest first, with their headline numbers and
     whether each is partial (killed or interrupted; "PARTIAL" in the table's label) (a table
-    that fits 120 columns: recipes.display.runs_table; --csv/--json keep every column).
+    that fits 120 columns: benchmaker.recipes.display.runs_table; --csv/--json keep every column).
 
     Parameters
     ----------
@@ -182,7 +182,7 @@ def runs(
         )
         names, rows = [d[0] for d in cur.description], cur.fetchall()
         if fmt == "table":
-            from recipes.display import runs_table
+            from benchmaker.recipes.display import runs_table
 
             console = Console()
             if not console.is_terminal:  # piped or logged: no squeezing below 120 columns
@@ -230,7 +230,7 @@ def compare(
     json
         A JSON list of those rows (warnings on stderr).
     """
-    from recipes.display import print_comparison
+    from benchmaker.recipes.display import print_comparison
 
     fmt = _format(csv, json)
     con = open_readonly(_path(warehouse))

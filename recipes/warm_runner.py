@@ -2,8 +2,8 @@
 (issue #15: on this 2-core host `import prefect` plus the flows cost 1.6-1.9 s of a
 1-point sweep's 2.3-2.6 s of overhead beside its flow work).
 
-After a flow command (recipes.app.WARM_COMMANDS) has run in the CLI's own process, the CLI starts one
-warm runner in the background (`python -m recipes.warm_runner`, its own session, log
+After a flow command (benchmaker.recipes.app.WARM_COMMANDS) has run in the CLI's own process, the CLI starts one
+warm runner in the background (`python -m benchmaker.recipes.warm_runner`, its own session, log
 `$PREFECT_HOME/benchmaker-warm.log`): a process that imports the flow commands, Prefect
 and the flows once (PRELOAD), then waits on a Unix socket. A later call of a flow
 command connects, sends its argv, working directory and environment with its stdin,
@@ -67,14 +67,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from recipes.app import WARM_COMMANDS
-from recipes.prefect_server import process_alive
+from benchmaker.recipes.app import WARM_COMMANDS
+from benchmaker.recipes.prefect_server import process_alive
 
 WARM_ENV = "BENCHMAKER_WARM_RUNNER"
-PRELOAD = ("recipes.cli", "recipes.swebench_replay", "recipes.display", "flows.swebench_replay",
-           "flows.llm_sweep", "flows.outcome", "prefect.flow_engine", "prefect.task_engine",
-           "prefect.client.orchestration", "prefect.logging.handlers", "replay.progress", "replay.plan",
-           "tasks.serve", "tasks.sweep", "tasks.grade", "tasks.load", "tasks.report")
+PRELOAD = ("benchmaker.recipes.cli", "benchmaker.recipes.swebench_replay", "benchmaker.recipes.display", "benchmaker.flows.swebench_replay",
+           "benchmaker.flows.llm_sweep", "benchmaker.flows.outcome", "prefect.flow_engine", "prefect.task_engine",
+           "prefect.client.orchestration", "prefect.logging.handlers", "benchmaker.progress", "benchmaker.sweep.plan",
+           "benchmaker.tasks.serve", "benchmaker.tasks.sweep", "benchmaker.tasks.grade", "benchmaker.tasks.load", "benchmaker.tasks.report")
 """What a runner imports before it waits: the commands, Prefect, the flows and what a
 flow run imports on its way (each module the child would otherwise import itself)."""
 VOLATILE_ENV = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "SSH_CLIENT", "SSH_CONNECTION",
@@ -100,7 +100,7 @@ def key_of(env: dict[str, str], cwd: str) -> str:
     settings that a forked child keeps from the runner (process_settings). A caller whose
     key differs gets another runner; the runner itself inherited all of them from the
     caller that started it."""
-    import recipes
+    import benchmaker.recipes as recipes
 
     items = sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV)
     files = []
@@ -276,7 +276,7 @@ def start_in_background(env: dict[str, str]) -> int | None:
         home = prefect_home(env)
         home.mkdir(parents=True, exist_ok=True)
         with open(home / LOG_NAME, "ab") as log:  # in this directory: Prefect reads CWD_SETTINGS from it
-            proc = subprocess.Popen([sys.executable, "-m", "recipes.warm_runner", key], env=env, cwd=os.getcwd(),
+            proc = subprocess.Popen([sys.executable, "-m", "benchmaker.recipes.warm_runner", key], env=env, cwd=os.getcwd(),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True, close_fds=True)
         _STARTED.append(proc)
@@ -617,7 +617,7 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int], mask: Any,
         _rebind_stdio()
         import atexit
 
-        from recipes import cli
+        from benchmaker.recipes import cli
 
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         code = cli._run(sys.argv[1:])
@@ -688,12 +688,12 @@ def _rebind_stdio() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m recipes.warm_runner KEY`: serve as the runner of KEY (key_of of this
+    """`python -m benchmaker.recipes.warm_runner KEY`: serve as the runner of KEY (key_of of this
     process's environment); exits 2 when KEY does not match it."""
     args = sys.argv[1:] if argv is None else argv
     key = key_of(dict(os.environ), os.getcwd())
     if len(args) != 1 or args[0] != key:
-        print(f"usage: python -m recipes.warm_runner KEY (the key of this process here, {key})", file=sys.stderr)
+        print(f"usage: python -m benchmaker.recipes.warm_runner KEY (the key of this process here, {key})", file=sys.stderr)
         return 2
     return Runner(args[0]).serve()
 

@@ -13,7 +13,7 @@ task's source converts again. The output goes to a content-addressed path
 hashes the logs' digest, the converter version, the input paths (trajectories carry
 them in `source.path`), `format`, `lenient` and this module's conversion code), never
 under a run directory, so a later run can reuse it. The file is written atomically
-(replay.convert.convert_paths: a temporary file renamed into place once complete), so
+(benchmaker.trajectories.convert.convert_paths: a temporary file renamed into place once complete), so
 a file at that path is a complete conversion of exactly those inputs: the task, on a
 Prefect cache miss, returns it without converting again (`ensure_converted`). That is
 how `benchmaker swebench-replay` converts once per run: the CLI converts into this path
@@ -22,9 +22,9 @@ it; it also spares a reconversion when the Prefect result store was wiped.
 Deployments, which do not pass through the CLI, convert in the task.
 
 While it converts, the task reports per file to the progress observers
-(replay.progress): StageEvents of the stage `convert` whose done/total count files and
-whose detail holds MB of logs, turns and the ETA (replay.convert.stage_progress); the terminal view
-of `benchmaker swebench-replay` (recipes.display.SweepProgressView) shows them.
+(benchmaker.progress): StageEvents of the stage `convert` whose done/total count files and
+whose detail holds MB of logs, turns and the ETA (benchmaker.trajectories.convert.stage_progress); the terminal view
+of `benchmaker swebench-replay` (benchmaker.recipes.display.SweepProgressView) shows them.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
-from replay.convert import CONVERTER_VERSION, ConvertProgress, ConvertReport, convert_paths, stage_progress
+from benchmaker.trajectories.convert import CONVERTER_VERSION, ConvertProgress, ConvertReport, convert_paths, stage_progress
 
 __all__ = ["CONVERTER_VERSION", "cache_dir_of", "convert_logs", "converted_path", "ensure_converted", "logs_sha256",
            "stage_progress"]
@@ -98,8 +98,8 @@ def ensure_converted(paths: Sequence[Path], cache_dir: Path, *, fmt: str | None 
     `converted_path` under `cache_dir`: (path, None) when a complete one is there
     already (nothing is read but the logs' bytes for `logs_digest`, computed when not
     given), else (path, report) after converting into it once
-    (replay.convert.convert_paths, atomic; `progress` as there). Raises
-    replay.errors.InputError as the converter does (`path:line: field: problem`); then
+    (benchmaker.trajectories.convert.convert_paths, atomic; `progress` as there). Raises
+    benchmaker.trajectories.errors.InputError as the converter does (`path:line: field: problem`); then
     no file and no directory this call created is left behind."""
     paths = [Path(p).resolve() for p in paths]
     digest = logs_digest if logs_digest is not None else logs_sha256(paths)
@@ -133,7 +133,7 @@ def convert_logs(
     lenient: bool = False,
 ) -> Path:
     """Prefect shell over `ensure_converted`: returns the conversion of `paths` at its
-    `converted_path` under `cache_dir`, converting (replay.convert.convert_paths,
+    `converted_path` under `cache_dir`, converting (benchmaker.trajectories.convert.convert_paths,
     documented there) only when no complete file is there (a Prefect cache miss after
     the CLI converted, or with the result store wiped, converts nothing).
     `logs_digest` (logs_sha256 of `paths`) and `converter_version` (CONVERTER_VERSION)

@@ -10,13 +10,13 @@ from typing import Any
 from prefect import task
 from prefect.logging import get_run_logger
 
-from benchmaker.config import BenchConfig
-from replay.sweep import run_engine_point
-from tasks.progress import progress_artifact
-from tasks.sweep import sweep_point_policy
-from tasks.transient import retry_on_transient
-from workloads.datasets import SyntheticDataset
-from workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.engine.config import BenchConfig
+from benchmaker.sweep.sweep import run_engine_point
+from benchmaker.tasks.progress import progress_artifact
+from benchmaker.tasks.sweep import sweep_point_policy
+from benchmaker.tasks.transient import retry_on_transient
+from benchmaker.workloads.datasets import SyntheticDataset
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 __all__ = ["run_llm_sweep_point"]
 
@@ -38,12 +38,12 @@ async def run_llm_sweep_point(
     label: str | None = None,
     checks: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Prefect shell over replay.sweep.run_engine_point (documented there): OpenAI chat
+    """Prefect shell over benchmaker.sweep.sweep.run_engine_point (documented there): OpenAI chat
     requests (`base_url` + /v1/chat/completions, streaming, usage requested) over a
     seeded synthetic dataset of `prompt_words` words, at `load` (a rate spec). The API
     key is read from the environment variable named `api_key_env`, never passed as a
     parameter. `load` is parsed once: a ParsedRateSpec (the flow's parameters) is used as
-    it is. `checks`: the point's self-check limits (benchmaker.config.SelfCheckLimits
+    it is. `checks`: the point's self-check limits (benchmaker.engine.config.SelfCheckLimits
     fields, e.g. {"max_loop_lag_p99_ms": 50.0}; default the environment's or 10 ms).
     Point failures of single requests are samples, not exceptions."""
     url = base_url.rstrip("/")
@@ -53,7 +53,7 @@ async def run_llm_sweep_point(
                                   api_key=api_key)
     config = BenchConfig(load=load, duration_s=duration_s, max_requests=max_requests, run_id=run_id,
                          sweep_point=sweep_point, kind="llm-sweep", label=label, checks=checks or {})
-    with progress_artifact(run_id, sweep_point):  # the point's progress in the UI (replay.progress)
+    with progress_artifact(run_id, sweep_point):  # the point's progress in the UI (benchmaker.progress)
         row = await run_engine_point(config, workload, Path(run_dir))
     get_run_logger().info("sweep point %s: %d requests, %.1f req/s, p99 E2E %s ms%s", sweep_point,
                           row["n_requests"], row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],

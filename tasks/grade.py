@@ -11,8 +11,8 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
-from replay.grade import grade_files
-from replay.progress import stage
+from benchmaker.sweep.grade import grade_files
+from benchmaker.progress import stage
 
 __all__ = ["GRADED_FILES", "grade", "point_files_sha256"]
 
@@ -35,12 +35,12 @@ def point_files_sha256(pdir: Path) -> str:
 
 @task(name="grade", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
 def grade(point_dirs: list[Path], files_sha256: list[str]) -> list[Path]:
-    """Prefect shell over replay.grade.grade_files (documented there), once per point
+    """Prefect shell over benchmaker.sweep.grade.grade_files (documented there), once per point
     directory: writes `<point>/grades.jsonl` and returns those paths. `files_sha256`
     (point_files_sha256 of each directory) keys the cache."""
     out: list[Path] = []
     total = 0
-    with stage("grade", "sweep points", total=len(point_dirs)) as advance:  # live progress (replay.progress)
+    with stage("grade", "sweep points", total=len(point_dirs)) as advance:  # live progress (benchmaker.progress)
         for pdir in point_dirs:
             pdir = Path(pdir)
             manifest = pdir.parent.parent / "manifest.json"  # <run_dir>/points/<point>

@@ -1,14 +1,14 @@
 """Sweep-point progress as a Prefect progress artifact (issue #15 item 2), so a run started
 from the UI or a deployment shows it too: one artifact per point (key
 `sweep-progress-<run>-<point>`, lower-case), its progress in percent (0-100) and a
-description with the same figures as the terminal view (replay.progress).
+description with the same figures as the terminal view (benchmaker.progress).
 
     with progress_artifact(run_id, "c4"):
         async with watch_point("c4", ...):
             ...
 
 A distributed point's coordinator does the same with its shards' progress files merged
-(`shard_progress`, replay.progress.watch_shards).
+(`shard_progress`, benchmaker.progress.watch_shards).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from typing import Any
 
 from prefect.artifacts import acreate_progress_artifact, aupdate_progress_artifact
 
-from replay.progress import ProgressEvent, describe, observe, watch_shards
+from benchmaker.progress import ProgressEvent, describe, observe, watch_shards
 
 __all__ = ["ArtifactObserver", "progress_artifact", "shard_progress"]
 
 
 class ArtifactObserver:
-    """An observer (replay.progress) that creates the point's progress artifact on its
+    """An observer (benchmaker.progress) that creates the point's progress artifact on its
     first event and updates it at most every `min_interval_s` s (each update is an API
     call), and always on the last event."""
 
@@ -64,14 +64,14 @@ def progress_artifact(run_id: str, point: str) -> Iterator[ArtifactObserver]:
 @asynccontextmanager
 async def shard_progress(template: Any, interval_s: float | None = None) -> AsyncIterator[None]:
     """While the block runs (the coordinator waiting for the shards of `template`'s
-    point: a replay.shard.ReplayShardPoint or tasks.shard.ShardPoint, of which `run_dir`,
+    point: a benchmaker.sweep.shard.ReplayShardPoint or benchmaker.tasks.shard.ShardPoint, of which `run_dir`,
     `run_id`, `sweep_point`, `exchange` and `shards` are used), the point's progress
     merged from its `template.shards` shards' progress
-    files (replay.shard.read_shard_progress, replay.progress.watch_shards) goes to the
+    files (benchmaker.sweep.shard.read_shard_progress, benchmaker.progress.watch_shards) goes to the
     registered observers (the terminal view) and to the point's Prefect progress
     artifact, as a single-process point's does. Polls every `interval_s` s (default 1,
     2 through an exchange: each poll lists and reads its keys)."""
-    from replay.shard import read_shard_progress
+    from benchmaker.sweep.shard import read_shard_progress
 
     since = time.time_ns()  # an earlier attempt's straggler (in the exchange) is not this attempt
 

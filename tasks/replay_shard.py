@@ -1,8 +1,8 @@
 """One shard of a distributed agent-replay sweep point as a Prefect task (for a
 DaskTaskRunner) and as the body of the `swebench-replay-shard` flow: builds the
-sandbox factory and the verifier's tasks, then replay.shard.run_replay_shard
+sandbox factory and the verifier's tasks, then benchmaker.sweep.shard.run_replay_shard
 (documented there); and, on the coordinator, the live progress of a distributed point
-merged from its shards' progress files (tasks.progress.shard_progress).
+merged from its shards' progress files (benchmaker.tasks.progress.shard_progress).
 
     report = await replay_shard(ReplayShardPoint(...worker=k, shards=N...))
     async with shard_progress(template):   # while the coordinator waits for the shards
@@ -18,16 +18,16 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from replay.shard import ReplayShardPoint, run_replay_shard
-from tasks.progress import shard_progress
-from tasks.sweep import load_tasks, make_sandbox_factory
+from benchmaker.sweep.shard import ReplayShardPoint, run_replay_shard
+from benchmaker.tasks.progress import shard_progress
+from benchmaker.tasks.sweep import load_tasks, make_sandbox_factory
 
 __all__ = ["replay_shard", "run_replay_shard_task", "shard_progress"]
 
 
 async def replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
     """Run shard `point.worker` of its point on this host; returns its report
-    (replay.shard.run_replay_shard). Raises what that raises (ShardsNotReady, ShardLate,
+    (benchmaker.sweep.shard.run_replay_shard). Raises what that raises (ShardsNotReady, ShardLate,
     ReplayServerError, ValueError), and ValueError for a bad sandbox."""
     factory = (make_sandbox_factory(point.sandbox, point.sandbox_url, point.sandbox_image)
                if point.mode != "recorded" else None)

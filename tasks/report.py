@@ -1,4 +1,4 @@
-"""The report stage: the run's HTML report (warehouse.report.write_report) and Prefect
+"""The report stage: the run's HTML report (benchmaker.warehouse.report.write_report) and Prefect
 artifacts for a sweep (DESIGN §7): a table artifact of the sweep points, a markdown
 artifact with the same table plus where the results are, and a link artifact to the
 HTML report."""
@@ -14,8 +14,8 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact, cr
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from replay.sweep import TABLE_COLUMNS, sweep_table_markdown
-from warehouse.report import write_report
+from benchmaker.sweep.sweep import TABLE_COLUMNS, sweep_table_markdown
+from benchmaker.warehouse.report import write_report
 
 __all__ = ["artifact_key", "publish_report"]
 

@@ -10,7 +10,7 @@ receive a hashable key instead of the handle (a non-hashable task input silently
 disables caching, DESIGN §10). Every server still registered is stopped at interpreter
 exit (atexit); Prefect turns a worker's SIGTERM into an exception in the flow, so the
 flow's `finally` runs on cancellation too. A SIGKILLed flow process runs neither: on
-Linux its servers then get SIGTERM from the kernel (replay.process, PR_SET_PDEATHSIG).
+Linux its servers then get SIGTERM from the kernel (benchmaker.replay_server.process, PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from replay import process as _process
-from tasks.transient import retry_on_transient
+from benchmaker.replay_server import process as _process
+from benchmaker.tasks.transient import retry_on_transient
 
 __all__ = ["launch_server", "restart_if_dead", "running_servers", "server_handle", "server_url", "start_replay_server", "stop_all_servers",
            "stop_replay_server"]

@@ -3,7 +3,7 @@
 A distributed sweep point runs `N` shards, each on its own load host (a Prefect worker
 of a work pool, or a Dask worker), all writing into one staging bundle on a path every
 host reaches (mounted at the same absolute path everywhere: an NFS/SMB share), or,
-with `exchange` set (a path or fsspec URL, benchmaker.exchange), each writing into a
+with `exchange` set (a path or fsspec URL, benchmaker.engine.exchange), each writing into a
 local temporary bundle and uploading its two files under
 `<exchange>/<run_id>/points/<point>/_shards/a<T>/<run_id>/` when done (the orchestrator
 downloads them into the staging bundle before merge_point, `fetch_shards`):
@@ -14,7 +14,7 @@ downloads them into the staging bundle before merge_point, `fetch_shards`):
 
 Time (issue #8 item 3, issue #14): `start_wall_ns` (WALL-CLOCK ns since the epoch) is
 the attempt's earliest start; the shared start is fixed by a readiness barrier
-(benchmaker.shared_start.await_shared_start): once its transport is open and its
+(benchmaker.engine.shared_start.await_shared_start): once its transport is open and its
 workload built, each shard writes `ready-w<k>.json` beside the attempt's bundle
 (`_shards/a<T>/`, or the exchange's same key) and waits for all N records; the start is
 max(earliest, last ready + MIN_START_LEAD_S), the same on every shard. Each shard
@@ -27,15 +27,15 @@ the mtime the file server gives a file it just wrote) and stores it in its repor
 wall clock minus the shared start) and `barrier` (SharedStart.as_dict). Hosts whose
 `clock.wall_offset_ns` differ by D started about D apart in real time.
 
-`merge_point` merges the shards with `benchmaker.workers.merge_shards` (the same SQL
+`merge_point` merges the shards with `benchmaker.engine.workers.merge_shards` (the same SQL
 as a single-process run), moves `samples-w<k>.jsonl` and `worker-<k>.json` to
 `<run_dir>/points/<point>/` (the warehouse loader gives each row `shard = k`), writes
 `engine_summary.json` there and returns the point's summary row.
 
 While it runs, each shard writes its live progress (requests finished of its share of
-`max_requests`, in flight, errors; replay.progress.watch_engine with a ProgressWriter) to
+`max_requests`, in flight, errors; benchmaker.progress.watch_engine with a ProgressWriter) to
 `<run_dir>/points/<point>/_shards/a<T>/progress-w<k>.json` (the exchange's same key), which
-the coordinator merges into the point's progress (tasks.progress.shard_progress).
+the coordinator merges into the point's progress (benchmaker.tasks.progress.shard_progress).
 """
 
 from __future__ import annotations
@@ -52,18 +52,18 @@ import orjson
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from benchmaker.bundle import write_json_atomic
-from benchmaker.config import BenchConfig
-from benchmaker.exchange import Exchange, shards_key
-from benchmaker.load_models import ClosedLoop, load_model_of
-from benchmaker.runner import BenchRunner
-from benchmaker.shared_start import LATE_START_LIMIT_MS, ReadyBoard, StartBarrier, measure_clock_offset
-from benchmaker.workers import merge_shards
-from replay.progress import ProgressWriter, watch_engine
-from replay.shard import progress_name, write_atomic
-from replay.sweep import engine_point_row, point_dir, write_point_summary
-from workloads.datasets import SyntheticDataset
-from workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.engine.bundle import write_json_atomic
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.exchange import Exchange, shards_key
+from benchmaker.engine.load_models import ClosedLoop, load_model_of
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.shared_start import LATE_START_LIMIT_MS, ReadyBoard, StartBarrier, measure_clock_offset
+from benchmaker.engine.workers import merge_shards
+from benchmaker.progress import ProgressWriter, watch_engine
+from benchmaker.sweep.shard import progress_name, write_atomic
+from benchmaker.sweep.sweep import engine_point_row, point_dir, write_point_summary
+from benchmaker.workloads.datasets import SyntheticDataset
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 __all__ = [
     "ShardPoint",
@@ -123,7 +123,7 @@ def shards_for_load(load: str, shards: int) -> int:
 
 def chat_completions_url(base_url: str) -> str:
     """`base_url` (with or without /v1, or already the full URL) -> .../v1/chat/completions
-    (the same rule as tasks.engine.run_llm_sweep_point)."""
+    (the same rule as benchmaker.tasks.engine.run_llm_sweep_point)."""
     url = base_url.rstrip("/")
     if url.endswith("/chat/completions"):
         return url
@@ -158,15 +158,15 @@ def _workload(p: ShardPoint) -> OpenAIChatWorkload:
 
 async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     """Run shard `p.worker` of `p.shards` of one sweep point: the engine's slice k of N
-    of `p.load` (benchmaker.load_models), started at the shared start the readiness
+    of `p.load` (benchmaker.engine.load_models), started at the shared start the readiness
     barrier gives (not before `p.start_wall_ns`; module docstring), writing
     `samples-w<k>.jsonl` and `worker-<k>.json` into the staging bundle. Adds to the
     report's self_checks: `clock` (measure_clock_offset), `hostname`, `start_wall_ns`
-    (the shared start), `barrier` (benchmaker.shared_start.SharedStart.as_dict) and
+    (the shared start), `barrier` (benchmaker.engine.shared_start.SharedStart.as_dict) and
     `start_late_ns`. Returns those self_checks.
 
     Raises ValueError when not 0 <= worker < shards;
-    benchmaker.shared_start.ShardsNotReady naming the missing shards when they are not
+    benchmaker.engine.shared_start.ShardsNotReady naming the missing shards when they are not
     ready `p.ready_timeout_s` after `p.start_wall_ns`, ShardLate when this shard saw
     the last ready record only after the shared start (nothing is sent then).
     Single-request failures are samples, never exceptions."""
@@ -234,7 +234,7 @@ cached or retried: a retried shard would miss the shared start)."""
 
 def _point_row(pdir: Path, summary: dict[str, Any], sweep_point: str, duration_s: float | None,
                shards: int) -> dict[str, Any]:
-    """The sweep row of a merged point: replay.sweep.engine_point_row with `shards`."""
+    """The sweep row of a merged point: benchmaker.sweep.sweep.engine_point_row with `shards`."""
     return engine_point_row(pdir, summary, sweep_point, duration_s, shards=shards)
 
 
@@ -242,7 +242,7 @@ def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[di
                 ) -> dict[str, Any]:
     """Merge the `len(exit_codes)` shards of the point `p` describes (any `worker`;
     `start_wall_ns`: the attempt whose files are merged) with
-    benchmaker.workers.merge_shards: exit code 0 = the
+    benchmaker.engine.workers.merge_shards: exit code 0 = the
     shard completed; anything else (or a missing report) is a verdict reason
     "worker k died (exit code C)", and its samples, if any, still count. A shard that
     started more than LATE_START_LIMIT_MS late is a verdict reason too.
@@ -250,7 +250,7 @@ def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[di
     Files: samples-w<k>.jsonl and worker-<k>.json go to `<run_dir>/points/<point>/`,
     the merged summary (with `shards`: `shard_info`, e.g. flow run ids and states) to
     `engine_summary.json` and the row to `point_summary.json`; the staging directory
-    is removed. Returns the point's row (keys of replay.sweep.run_engine_point's row,
+    is removed. Returns the point's row (keys of benchmaker.sweep.sweep.run_engine_point's row,
     plus `shards`)."""
     n = len(exit_codes)
     config = _config(p, n)

@@ -5,16 +5,16 @@ each task run costs ~6.5 ms, DESIGN §7).
 
 Cache key: the inputs except the server key and t0 (a restarted server has a new port;
 t0 changes when the flow body re-runs), the task's source, and the flow run id
-(RUN_ID). Within one flow run a retried flow (flows.retry) resumes at the first point
+(RUN_ID). Within one flow run a retried flow (benchmaker.flows.retry) resumes at the first point
 that did not complete (earlier points are cache hits, read back from the persisted
 results); a separate run never reuses a measurement.
 
-Retries (2, after 2 s and 5 s) only on transient faults (tasks.transient): connection
+Retries (2, after 2 s and 5 s) only on transient faults (benchmaker.tasks.transient): connection
 refused/reset, or the replay server found dead after the point, in which case the
 point's files are discarded and the point runs again on a restarted server.
 
 Trajectories: a point reads them with `point_trajectories` (every line validated, with
-automatic garbage collection paused: replay.convert.load_trajectories), and keeps them
+automatic garbage collection paused: benchmaker.trajectories.convert.load_trajectories), and keeps them
 for the next point of the same run (one file, while its size, mtime and inode stay the
 same): the task gets a path, not 100k-turn objects (a task's inputs are hashed for its
 cache key), and a run reads the file once per flow process, not once per point.
@@ -36,19 +36,19 @@ from prefect import task
 from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
 from prefect.logging import get_run_logger
 
-from benchmaker.bundle import write_json_atomic
-from benchmaker.runner import run_on_own_loop
-from replay.convert import load_trajectories
-from replay.harness import SandboxFactory, local_sandbox_factory
-from replay.point_run import replay_point_name, run_point
-from replay.sweep import point_dir
-from replay.plan import planned_totals, planned_work
-from replay.progress import watch_point
-from replay.trajectory import Trajectory
-from replay.verifier import TaskSpec, load_task
-from tasks.progress import progress_artifact
-from tasks.serve import server_handle, server_url
-from tasks.transient import ReplayServerDied, retry_on_transient
+from benchmaker.engine.bundle import write_json_atomic
+from benchmaker.engine.runner import run_on_own_loop
+from benchmaker.trajectories.convert import load_trajectories
+from benchmaker.agent.harness import SandboxFactory, local_sandbox_factory
+from benchmaker.sweep.point_run import replay_point_name, run_point
+from benchmaker.sweep.sweep import point_dir
+from benchmaker.sweep.plan import planned_totals, planned_work
+from benchmaker.progress import watch_point
+from benchmaker.trajectories.trajectory import Trajectory
+from benchmaker.agent.verifier import TaskSpec, load_task
+from benchmaker.tasks.progress import progress_artifact
+from benchmaker.tasks.serve import server_handle, server_url
+from benchmaker.tasks.transient import ReplayServerDied, retry_on_transient
 
 __all__ = ["FAIL_POINT_ENV", "InjectedFault", "load_tasks", "make_sandbox_factory",
            "point_trajectories", "run_sweep_point", "sweep_point_policy"]
@@ -71,7 +71,7 @@ def make_sandbox_factory(kind: str, url: str | None = None, image: str | None = 
     if kind == "flash":
         if not url or not image:
             raise ValueError(f"sandbox flash: needs sandbox_url and sandbox_image (got {url!r}, {image!r})")
-        from replay.sandbox.flash import FlashSandbox
+        from benchmaker.agent.sandbox.flash import FlashSandbox
 
         async def make(task_spec: TaskSpec | None) -> Any:
             return await FlashSandbox.create(url, image=image, env=task_spec.env if task_spec else None)
@@ -86,7 +86,7 @@ _kept_lock = threading.Lock()
 
 def point_trajectories(path: Path) -> list[Trajectory]:
     """The trajectories of `path` for a sweep point (module doc), each validated
-    (replay.convert.load_trajectories; raises replay.errors.TrajectoryFormatError
+    (benchmaker.trajectories.convert.load_trajectories; raises benchmaker.trajectories.errors.TrajectoryFormatError
     `path:line: field: problem` at a bad line, OSError when the file cannot be read).
     The last file read is kept, keyed on its resolved path, size, mtime (ns) and inode,
     so the points of one run read it once; a new list each call (the models are shared:
@@ -105,7 +105,7 @@ def point_trajectories(path: Path) -> list[Trajectory]:
 
 
 def load_tasks(task_dirs: list[Path]) -> dict[str, TaskSpec]:
-    """task id -> TaskSpec of each directory's task.json (replay.verifier.load_task)."""
+    """task id -> TaskSpec of each directory's task.json (benchmaker.agent.verifier.load_task)."""
     specs = [load_task(Path(d)) for d in task_dirs]
     return {s.task_id: s for s in specs}
 
@@ -131,11 +131,11 @@ async def run_sweep_point(
     workers: int = 1,
     checks: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Prefect shell over replay.point_run.run_point (documented there) against the replay
-    server registered under `server_key` (tasks.serve): resets the server's /stats,
+    """Prefect shell over benchmaker.sweep.point_run.run_point (documented there) against the replay
+    server registered under `server_key` (benchmaker.tasks.serve): resets the server's /stats,
     runs the point (`closed:<concurrency>`, or the engine rate spec `load`: episodes
     started open-loop, a ParsedRateSpec from the flow's parameters: not parsed again;
-    `workers` engine worker processes; `checks` the point's benchmaker.config.
+    `workers` engine worker processes; `checks` the point's benchmaker.engine.config.
     SelfCheckLimits fields, e.g. {"max_loop_lag_p99_ms": 50.0}), writes
     `points/<point>/server_stats.json`, returns the summary row. Raises
     ReplayServerDied (transient) when the server exited during the point."""
@@ -147,11 +147,11 @@ async def run_sweep_point(
     factory = make_sandbox_factory(sandbox, sandbox_url, sandbox_image) if mode != "recorded" else None
     sp = replay_point_name(concurrency, load)
     episodes_total, calls_total = planned_totals(trajs, concurrency, episodes, duration_s)
-    with progress_artifact(run_id, sp):  # live progress: terminal view and Prefect artifact (replay.progress)
+    with progress_artifact(run_id, sp):  # live progress: terminal view and Prefect artifact (benchmaker.progress)
         async with watch_point(sp, stats=handle.stats, episodes_file=point_dir(Path(run_dir), sp) / "episodes.jsonl",
                                episodes_total=episodes_total, calls_total=calls_total, duration_s=duration_s,
                                work=planned_work(trajs, concurrency, episodes, duration_s), slots=concurrency):
-            # the point runs on an event loop of its own (benchmaker.runner.run_on_own_loop): the
+            # the point runs on an event loop of its own (benchmaker.engine.runner.run_on_own_loop): the
             # progress polls and Prefect's API calls on this task's loop add no lag to its stamps
             row = await run_on_own_loop(run_point(
                 trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,

@@ -5,8 +5,8 @@ Transient (anywhere in the exception's __cause__/__context__ chain):
     ConnectionError (refused, reset, aborted), aiohttp.ClientConnectionError,
     httpx.TransportError                  the network to a local server failed
     ReplayServerDied                      the replay server process exited mid-point
-    replay.process.ReplayServerError      the replay server did not come up
-    warehouse.errors.WarehouseLocked, a DuckDB "Could not set lock" IOException
+    benchmaker.replay_server.process.ReplayServerError      the replay server did not come up
+    benchmaker.warehouse.errors.WarehouseLocked, a DuckDB "Could not set lock" IOException
                                           another process held the warehouse file
 Everything else (ValueError, ConvertError, BundleError, ...) is final.
 """
@@ -18,9 +18,9 @@ from typing import Any
 import aiohttp
 import httpx
 
-from replay.process import ReplayServerError
-from warehouse.connection import is_lock_error
-from warehouse.errors import WarehouseLocked
+from benchmaker.replay_server.process import ReplayServerError
+from benchmaker.warehouse.connection import is_lock_error
+from benchmaker.warehouse.errors import WarehouseLocked
 
 __all__ = ["ReplayServerDied", "is_transient", "retry_on_transient"]
 

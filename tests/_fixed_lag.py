@@ -1,8 +1,8 @@
 """A loop-lag monitor with fixed figures, for tests of how lag limits judge a run
-(issue #14): monkeypatch it over benchmaker.runner.LoopLagMonitor and every run of
+(issue #14): monkeypatch it over benchmaker.engine.runner.LoopLagMonitor and every run of
 this process reports an event-loop lag p99 of LOOP_LAG_P99_MS, whatever the host does.
 
-    monkeypatch.setattr("benchmaker.runner.LoopLagMonitor", FixedLag)
+    monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ LOOP_LAG_P99_MS = 7.5
 
 
 class FixedLag:
-    """Stands in for benchmaker.selfcheck.LoopLagMonitor (same methods): stats() gives
+    """Stands in for benchmaker.engine.selfcheck.LoopLagMonitor (same methods): stats() gives
     p50 = p99 = max = LOOP_LAG_P99_MS over 100 samples; current_lag_ms() is 0 (no
     client-overload cause for a connect timeout)."""
 

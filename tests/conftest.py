@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-# Host-load thresholds of every run the suite makes (benchmaker.selfcheck): a test that
+# Host-load thresholds of every run the suite makes (benchmaker.engine.selfcheck): a test that
 # checks a bundle, a merge or warehouse rows must not turn on this host's load (loop and
 # schedule lag p99 pass 10 ms on a busy 2-core machine; with two CPU hogs at load
 # average 13, tests/busy.sh measured loop lag p99 382 ms and schedule lag p99 549 ms in a

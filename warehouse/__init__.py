@@ -6,11 +6,11 @@
     install_views(con)            views from warehouse/views/*.sql and summary.sql
 """
 
-from warehouse.compare import compare_runs
-from warehouse.connection import default_warehouse, open_readonly
-from warehouse.loader import LoadReport, load_run
-from warehouse.schema import migrate
-from warehouse.views import install_views
+from benchmaker.warehouse.compare import compare_runs
+from benchmaker.warehouse.connection import default_warehouse, open_readonly
+from benchmaker.warehouse.loader import LoadReport, load_run
+from benchmaker.warehouse.schema import migrate
+from benchmaker.warehouse.views import install_views
 
 __all__ = [
     "LoadReport",

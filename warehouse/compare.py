@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import duckdb
 import orjson
 
-from warehouse.errors import WarehouseError
+from benchmaker.warehouse.errors import WarehouseError
 
 # manifest config keys that say how a run was swept or where it wrote, not what it ran
 _SWEEP_KEYS = frozenset({

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.errors import WarehouseError, WarehouseLocked
-from warehouse.schema import STORAGE_COMPATIBILITY
+from benchmaker.warehouse.errors import WarehouseError, WarehouseLocked
+from benchmaker.warehouse.schema import STORAGE_COMPATIBILITY
 
 DEFAULT_WAIT_S = 120.0
 _LOCK_TEXT = "Could not set lock on file"
@@ -78,7 +78,7 @@ def connect_writer(path: Path, wait_s: float = DEFAULT_WAIT_S) -> duckdb.DuckDBP
     """A writable connection to the warehouse at `path` (created, with
     STORAGE_COMPATIBILITY, when absent). Waits up to `wait_s` seconds for another
     process's lock. Raises WarehouseLocked, or WarehouseError for other open failures.
-    Only the loader (warehouse.loader) writes; everything else uses open_readonly."""
+    Only the loader (benchmaker.warehouse.loader) writes; everything else uses open_readonly."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return _connect(Path(path), read_only=False, wait_s=wait_s)
 

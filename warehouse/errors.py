@@ -1,6 +1,6 @@
 """Errors raised by the warehouse.
 
-    BenchmakerError                 (benchmaker.errors)
+    BenchmakerError                 (benchmaker.engine.errors)
     └── WarehouseError              anything the warehouse refuses or cannot do
         ├── BundleError             a run bundle file is missing or malformed; the message
         │                           is `path:line: field: problem (got VALUE)` where known
@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from benchmaker.errors import BenchmakerError
+from benchmaker.engine.errors import BenchmakerError
 
 
 class WarehouseError(BenchmakerError):

@@ -1,8 +1,8 @@
 """Load one run bundle into the warehouse: the only code that writes the warehouse file.
 
 A load is idempotent per run_id. It opens the file for writing (waiting while another
-process holds the lock, warehouse.connection), applies pending migrations
-(warehouse.schema), re-creates the views (warehouse.views), then in ONE transaction:
+process holds the lock, benchmaker.warehouse.connection), applies pending migrations
+(benchmaker.warehouse.schema), re-creates the views (benchmaker.warehouse.views), then in ONE transaction:
 
     BEGIN;
     DELETE FROM <every run table> WHERE run_id = $run_id;
@@ -57,11 +57,11 @@ from typing import Any
 import duckdb
 import orjson
 
-from benchmaker.records import SAMPLE_COLUMNS
-from warehouse import views as _views
-from warehouse.connection import DEFAULT_WAIT_S, connect_writer
-from warehouse.errors import BundleError
-from warehouse.schema import migrate
+from benchmaker.engine.records import SAMPLE_COLUMNS
+from benchmaker.warehouse import views as _views
+from benchmaker.warehouse.connection import DEFAULT_WAIT_S, connect_writer
+from benchmaker.warehouse.errors import BundleError
+from benchmaker.warehouse.schema import migrate
 
 # Tables holding rows of a run, in the order they are deleted and filled.
 RUN_TABLES = (
@@ -99,7 +99,7 @@ class _JsonlTable:
 
 
 _POINT_DEFAULT = {"sweep_point": _POINT_FROM_FILE}
-# episodes/turns lines carry `shard` only in a distributed run (replay.shard)
+# episodes/turns lines carry `shard` only in a distributed run (benchmaker.sweep.shard)
 _SHARD_DEFAULT = {**_POINT_DEFAULT, "shard": "0"}
 
 _JSONL_TABLES = (

@@ -7,7 +7,7 @@ zoom, legend toggles: warehouse/plots.py) and the summary tables.
     html = render_report(con, run_id)        # on an open (read-only) connection
 
 Every number in the tables is a value of v_run_summary, v_sweep_summary or
-v_lane_summary, i.e. of benchmaker/sql/summary.sql, the SQL that wrote the bundle's
+v_lane_summary, i.e. of benchmaker/engine/sql/summary.sql, the SQL that wrote the bundle's
 summary.json (DESIGN §4, one definition). Each table cell carries the exact value as
 JSON in `data-value` (floats in their shortest round-trip form) beside its display
 text (4 significant digits), with `data-row`/`data-col` naming the metric:
@@ -24,7 +24,7 @@ resolved rate vs concurrency (episodes, via v_sweep_summary; re-verified and car
 as two series; replaced by a note when the run has no episodes), schedule lag over time, achieved concurrency over time and,
 for sweeps with a target, achieved vs target concurrency and, with a baseline run, the
 difference per matched sweep point of p50/p99 TTFT and E2E with their 95% bootstrap CIs
-(warehouse.compare.compare_points, the numbers of `benchmaker compare`; panel
+(benchmaker.warehouse.compare.compare_points, the numbers of `benchmaker compare`; panel
 "compare", with its table and warnings). A panel without data shows a `<p class="note">`
 instead of a chart. The queries are warehouse/queries/report_*.sql.
 """
@@ -43,10 +43,10 @@ from typing import Any
 
 import duckdb
 
-from warehouse.compare import PointComparison, compare_points
-from warehouse.connection import DEFAULT_WAIT_S, open_readonly
-from warehouse.errors import WarehouseError
-from warehouse.plots import Series, chart, draw_script, plotly_js
+from benchmaker.warehouse.compare import PointComparison, compare_points
+from benchmaker.warehouse.connection import DEFAULT_WAIT_S, open_readonly
+from benchmaker.warehouse.errors import WarehouseError
+from benchmaker.warehouse.plots import Series, chart, draw_script, plotly_js
 
 __all__ = ["ReportData", "collect_report_data", "render_html", "render_report", "write_report"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from warehouse.errors import MigrationError
+from benchmaker.warehouse.errors import MigrationError
 
 STORAGE_COMPATIBILITY = "v1.2.0"
 

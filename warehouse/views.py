@@ -2,9 +2,9 @@
 order of the relation name (STYLE §7), plus three whose body is a SELECT kept beside the
 code that runs it on one bundle (the one definition of each metric, DESIGN §4):
 
-    samples_summary    benchmaker/sql/summary.sql (request metrics; also summary.json)
-    episodes_summary   replay/sql/episode_summary.sql (episode metrics; also point_summary.json)
-    v_sweep_summary    replay/sql/sweep_summary.sql (the sweep table and the point verdict;
+    samples_summary    benchmaker/engine/sql/summary.sql (request metrics; also summary.json)
+    episodes_summary   benchmaker/sweep/sql/episode_summary.sql (episode metrics; also point_summary.json)
+    v_sweep_summary    benchmaker/sweep/sql/sweep_summary.sql (the sweep table and the point verdict;
                        also point_summary.json, sweep_points.jsonl and the CLI table)
 
 Order (sorted by name, which is also the dependency order):
@@ -27,7 +27,7 @@ import importlib.resources
 
 import duckdb
 
-from warehouse.errors import ViewError
+from benchmaker.warehouse.errors import ViewError
 
 SUMMARY_VIEW = "samples_summary"
 
@@ -40,8 +40,8 @@ _SHARED_SQL = (
 
 
 def summary_sql() -> str:
-    """The text of `benchmaker/sql/summary.sql` (one SELECT over a relation `samples`)."""
-    path = importlib.resources.files("benchmaker") / "sql" / "summary.sql"
+    """The text of `benchmaker/engine/sql/summary.sql` (one SELECT over a relation `samples`)."""
+    path = importlib.resources.files("benchmaker.engine") / "sql" / "summary.sql"
     return path.read_text(encoding="utf-8")
 
 

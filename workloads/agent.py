@@ -9,14 +9,14 @@ A user's agent is a class with one async method per episode:
             return {"ok": r.ok, "answer": r.content}
 
 loaded from `module:Class` (`load_agent_class`) and run through the engine's
-CallableWorkload seam (benchmaker.types) at closed-loop concurrency:
+CallableWorkload seam (benchmaker.engine.types) at closed-loop concurrency:
 
     workload: {type: agent, class: "mypkg.agents:MyAgent", url: http://127.0.0.1:8000,
                model: m, options: {...}}
     load: closed:8
     max_requests: 100              # episodes
 
-`client` is a `replay.model_client.ModelClient` on `url` (None when no url is given),
+`client` is a `benchmaker.agent.model_client.ModelClient` on `url` (None when no url is given),
 sending on one engine transport shared by the episodes (`transport`: `raw`, the
 engine's own HTTP/1.1 client, by default; `aiohttp` selectable; opened by `start()`
 before the clock, closed by `aclose()`); every `client.chat(...)` call is counted.
@@ -43,9 +43,9 @@ from typing import Any
 
 import orjson
 
-from benchmaker.errors import ConfigError
-from benchmaker.records import Outcome, Sample
-from benchmaker.transport import make_transport
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.records import Outcome, Sample
+from benchmaker.engine.transport import make_transport
 
 __all__ = ["AgentWorkload", "load_agent_class", "start_model_transport"]
 
@@ -53,7 +53,7 @@ __all__ = ["AgentWorkload", "load_agent_class", "start_model_transport"]
 async def start_model_transport(kind: str = "raw") -> Any:
     """An engine transport for the model calls of agent episodes (issue #17), started on
     the running loop: `kind` as the engine config's `transport` (`raw` default, the
-    engine's HTTP/1.1 client; `aiohttp`, `httpx`, `null`; benchmaker.transport). No
+    engine's HTTP/1.1 client; `aiohttp`, `httpx`, `null`; benchmaker.engine.transport). No
     connection cap (the pool grows to the episodes in flight) and no connect deadline
     (each ModelClient call keeps its own total and idle deadlines over every await).
     The caller closes it (`await transport.aclose()`). Raises ConfigError for an
@@ -174,7 +174,7 @@ class AgentWorkload:
     def _client(self) -> _CountingClient | None:
         if not self.url:
             return None
-        from replay.model_client import ModelClient
+        from benchmaker.agent.model_client import ModelClient
 
         return _CountingClient(ModelClient(self.url, api_key=self._api_key, model=self.model,
                                            transport=self._transport, timeout_s=self._timeout_s))

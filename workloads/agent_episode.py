@@ -1,11 +1,11 @@
 """Agent episodes of recorded trajectories as an engine workload (issue #12 items 1, 3).
 
 One instrument: an episode is the engine's unit of work. `EpisodeWorkload` is a
-CallableWorkload (benchmaker.types): the runner's load model decides when episode `seq`
+CallableWorkload (benchmaker.engine.types): the runner's load model decides when episode `seq`
 starts (`closed:C` = C episodes in flight; `poisson:R`, `constant:R`, `trace:FILE`
 start episodes at a rate) and stamps it like a request (intended, sent = just before
 the episode, end = just after); `execute` plays one episode with
-replay.harness.run_episode.
+benchmaker.agent.harness.run_episode.
 
     wl = EpisodeWorkload(plan, "http://127.0.0.1:8000", point_dir, run_id="r1", sweep_point="c8")
     runner = BenchRunner(BenchConfig(load="closed:8", max_requests=len(plan), ...), workload=wl,
@@ -16,13 +16,13 @@ OS at most `FLUSH_S` later (a flush task, as the engine's samples; no write sysc
 episode on the measuring loop), and at `aclose()`:
 
     samples.jsonl    one engine Sample per model call (the requests): parsed by the
-                     engine's OpenAI parser (replay.model_client), with finish_reason,
+                     engine's OpenAI parser (benchmaker.agent.model_client), with finish_reason,
                      bytes, token event stamps; lane "agent", seq = call order in this
                      workload, phase/stage of its episode, meta {episode_id, turn_index,
                      miss_kind, trajectory_id}
-    episodes.jsonl   replay.episodes.Episode: what only an episode has (tool time, misses,
+    episodes.jsonl   benchmaker.agent.episodes.Episode: what only an episode has (tool time, misses,
                      divergences, diff, verdict)
-    turns.jsonl      replay.episodes.TurnRecord: per turn, tool time, byte equality, miss
+    turns.jsonl      benchmaker.agent.episodes.TurnRecord: per turn, tool time, byte equality, miss
 
 The runner's own sample of an episode (the unit of work; its `samples_name` file) has:
 outcome ok when the episode ended ok, timeout when it timed out, else the failing
@@ -48,18 +48,18 @@ from typing import Any
 
 import orjson
 
-from benchmaker.bundle import SampleWriter
-from benchmaker.records import Outcome, Sample
-from replay.harness import EpisodeResult, SandboxFactory, run_episode, served
-from replay.model_client import ModelClient
-from replay.trajectory import Trajectory
-from replay.verifier import TaskSpec, task_id_of
-from workloads.agent import start_model_transport
+from benchmaker.engine.bundle import SampleWriter
+from benchmaker.engine.records import Outcome, Sample
+from benchmaker.agent.harness import EpisodeResult, SandboxFactory, run_episode, served
+from benchmaker.agent.model_client import ModelClient
+from benchmaker.trajectories.trajectory import Trajectory
+from benchmaker.agent.verifier import TaskSpec, task_id_of
+from benchmaker.workloads.agent import start_model_transport
 
 __all__ = ["EpisodeWorkload", "FLUSH_S"]
 
 FLUSH_S = 0.2
-"""Seconds between flushes of a workload's files (benchmaker.runner flushes samples so)."""
+"""Seconds between flushes of a workload's files (benchmaker.engine.runner flushes samples so)."""
 
 _OUTCOME = {"ok": Outcome.OK.value, "timeout": Outcome.TIMEOUT.value, "cancelled": Outcome.CANCELLED.value}
 
@@ -67,15 +67,15 @@ _OUTCOME = {"ok": Outcome.OK.value, "timeout": Outcome.TIMEOUT.value, "cancelled
 class EpisodeWorkload:
     """Plays one episode per `execute` call (module docstring); a CallableWorkload.
 
-    `plan`: the trajectories, in order (replay.sweep.episode_plan); `base_url`: the
+    `plan`: the trajectories, in order (benchmaker.sweep.sweep.episode_plan); `base_url`: the
     OpenAI-compatible endpoint (e.g. the replay server's); `out_dir`: where samples,
     episodes and turns files go (created by `start()`, appended to). `concurrency` is
     recorded on each episode line (the point's target; None for open loop). `mode`,
     `sandbox_factory`, `tasks` (task id -> TaskSpec), `command`, `api_key`, `stream`,
-    `send_status_fields`: as replay.harness.run_episode. `transport`: the engine
+    `send_status_fields`: as benchmaker.agent.harness.run_episode. `transport`: the engine
     transport the model calls go on, one per workload (per point, or per engine worker
     process), shared by its episodes (`raw` default: the engine's HTTP/1.1 client;
-    `aiohttp` selectable; workloads.agent.start_model_transport). `keep_results`: keep every
+    `aiohttp` selectable; benchmaker.workloads.agent.start_model_transport). `keep_results`: keep every
     EpisodeResult in `results` (finish order); `intervals` always holds each finished
     episode's (started_ns, ended_ns). Raises ValueError for an empty plan.
     """
@@ -148,7 +148,7 @@ class EpisodeWorkload:
         """Open the files and the transport shared by every episode's client, on this
         loop before the clock (no connection cap: C episodes in flight need C
         connections). With
-        `per_worker_files` (one workload per engine worker process, benchmaker.workers)
+        `per_worker_files` (one workload per engine worker process, benchmaker.engine.workers)
         the files are `samples-w<k>.jsonl`, `episodes-w<k>.jsonl`, `turns-w<k>.jsonl`,
         k being the worker of the first episode's sample, opened when it starts."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -156,7 +156,7 @@ class EpisodeWorkload:
             self._open("")
         self._transport = await start_model_transport(self.transport)
         self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
-        # a sandbox factory with a start() (replay.sandbox.LocalSandboxFactory) starts its
+        # a sandbox factory with a start() (benchmaker.agent.sandbox.LocalSandboxFactory) starts its
         # process spawner now, before the clock, so no episode forks from this loop
         if self.mode != "recorded" and getattr(self.sandbox_factory, "start", None) is not None:
             await self.sandbox_factory.start()  # type: ignore[union-attr]

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from benchmaker.errors import ConfigError
+from benchmaker.engine.errors import ConfigError
 
 __all__ = [
     "Dataset",

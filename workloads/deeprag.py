@@ -11,7 +11,7 @@ Input: JSONL, one row per line:
 
 Packing (per row, in file order of its passages): passages are added one by one while
 there are fewer than `depth` of them and the context stays within
-`context_tokens_target` tokens (words, or a tokenizer.json's ids: `workloads.tokens`).
+`context_tokens_target` tokens (words, or a tokenizer.json's ids: `benchmaker.workloads.tokens`).
 The first passage is always kept, even when it alone is over the target (then meta
 `over_target` is True), so no prompt is empty of context. The prompt reads:
 
@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from workloads.datasets import Dataset, DatasetError, Item, _read_jsonl, _short, get_field, parse_field_path
-from workloads.tokens import TokenCounter
+from benchmaker.workloads.datasets import Dataset, DatasetError, Item, _read_jsonl, _short, get_field, parse_field_path
+from benchmaker.workloads.tokens import TokenCounter
 
 __all__ = ["DeepRAGDataset", "pack_passages"]
 

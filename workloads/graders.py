@@ -15,7 +15,7 @@ picks another key). Only samples whose outcome is `ok` are graded. The hook then
                     the reason in `sample.error`
     sample.meta     {"answer": the extracted answer} when the grader extracts one
 
-Accuracy = n_correct / n_graded (benchmaker/sql/summary.sql), where graded means a grade
+Accuracy = n_correct / n_graded (benchmaker/engine/sql/summary.sql), where graded means a grade
 was set; "goodput of correct answers" counts correct answers that also met every SLO.
 
 Graders (YAML `grader: {type: ...}`):
@@ -49,8 +49,8 @@ from typing import Annotated, Any, Literal, Protocol
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from benchmaker.errors import ConfigError
-from benchmaker.records import Outcome, RequestSpec, Sample
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.records import Outcome, RequestSpec, Sample
 
 __all__ = [
     "ChoiceGrader",
@@ -471,7 +471,7 @@ class LLMJudgeGrader:
 
 
 class GradingHook:
-    """A PostResponseHook (benchmaker.types) that grades each `ok` sample.
+    """A PostResponseHook (benchmaker.engine.types) that grades each `ok` sample.
 
         GradingHook(ExactGrader())                         # every lane
         GradingHook({"qa": ChoiceGrader(), "chat": None})  # per lane; lanes not named: none
@@ -621,7 +621,7 @@ def parse_grader_option(value: str, base_dir: Path | None = None) -> tuple[Grade
     reference_key). Raises ConfigError naming `--grader`."""
     from pydantic import TypeAdapter, ValidationError
 
-    from benchmaker.config_file import format_validation_error
+    from benchmaker.engine.config_file import format_validation_error
 
     text = value.strip()
     if text.startswith("@"):

@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workloads.datasets import Dataset, DatasetError, Item, _check_messages, _short, get_field, parse_field_path
+from benchmaker.workloads.datasets import Dataset, DatasetError, Item, _check_messages, _short, get_field, parse_field_path
 
 __all__ = ["HFDataset", "import_datasets"]
 

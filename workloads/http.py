@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from benchmaker.records import Outcome, RequestSpec, Sample
+from benchmaker.engine.records import Outcome, RequestSpec, Sample
 
 __all__ = ["HttpParser", "HttpWorkload"]
 
@@ -67,7 +67,7 @@ class HttpParser:
 
 
 class HttpWorkload:
-    """The same HTTP request every time; implements `benchmaker.types.Workload`.
+    """The same HTTP request every time; implements `benchmaker.engine.types.Workload`.
 
     `body`: bytes sent as-is, a str sent as UTF-8, or a dict/list sent as JSON (orjson)
     with `Content-Type: application/json` unless headers set one. `expected_status`: one

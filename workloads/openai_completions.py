@@ -4,7 +4,7 @@
 
 A chunk is a token event when any choice carries a non-empty `text` (`choices[i].text`);
 text is content, so TTFC equals TTFT here. Framing, `[DONE]`, usage, outcomes and the
-non-streaming case follow `workloads.openai_chat` (documented there); the non-streamed
+non-streaming case follow `benchmaker.workloads.openai_chat` (documented there); the non-streamed
 body's text is `choices[0].text`.
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmaker.records import RequestSpec
-from workloads.openai_chat import OpenAIChatWorkload, OpenAIStreamParser
+from benchmaker.engine.records import RequestSpec
+from benchmaker.apis.openai_chat import OpenAIStreamParser
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 __all__ = ["OpenAICompletionsParser", "OpenAICompletionsWorkload"]
 
@@ -45,7 +46,7 @@ class OpenAICompletionsParser(OpenAIStreamParser):
 
 
 class OpenAICompletionsWorkload(OpenAIChatWorkload):
-    """Completions requests over a dataset; implements `benchmaker.types.Workload`.
+    """Completions requests over a dataset; implements `benchmaker.engine.types.Workload`.
 
         OpenAICompletionsWorkload(url, "m", ds, max_tokens=128)
 

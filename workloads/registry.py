@@ -22,21 +22,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from benchmaker.config import HttpUrlText, OptionalHttpUrl
-from benchmaker.errors import ConfigError
-from benchmaker.types import Workload
-from workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
-from workloads.deeprag import DeepRAGDataset
-from workloads.agent import AgentWorkload, load_agent_class
-from workloads.hf import HFDataset
-from workloads.http import HttpWorkload
-from workloads.openai_chat import OpenAIChatWorkload
-from workloads.openai_completions import OpenAICompletionsWorkload
-from workloads.trace_replay import TraceReplayWorkload
-from workloads.trace_synth import TraceSynthDataset, TraceSynthWorkload
-from workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
-from workloads.sandbox import SandboxWorkload
-from workloads.sglang import SGLangWorkload, read_input_ids
+from benchmaker.engine.config import HttpUrlText, OptionalHttpUrl
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.types import Workload
+from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
+from benchmaker.workloads.deeprag import DeepRAGDataset
+from benchmaker.workloads.agent import AgentWorkload, load_agent_class
+from benchmaker.workloads.hf import HFDataset
+from benchmaker.workloads.http import HttpWorkload
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
+from benchmaker.workloads.trace_replay import TraceReplayWorkload
+from benchmaker.workloads.trace_synth import TraceSynthDataset, TraceSynthWorkload
+from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
+from benchmaker.workloads.sandbox import SandboxWorkload
+from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
 __all__ = ["DatasetSpec", "WorkloadSpec", "build_dataset", "build_workload"]
 

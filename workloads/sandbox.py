@@ -7,7 +7,7 @@ lifecycle with each phase timed (issue #7 item 2).
                     sandbox_id="sb-1")                           # /exec on an existing sandbox
     SandboxWorkload("echo hi", target="flash", url=URL, image="alpine:3", mode="lifecycle")
 
-A CallableWorkload (benchmaker.types): the runner calls `execute` per sample and times
+A CallableWorkload (benchmaker.engine.types): the runner calls `execute` per sample and times
 it as E2E (`end_ns - sent_ns`). Per-phase times go to `sample.meta` in ms:
 
     exec mode       {"exec_ms", "exit_code"}
@@ -18,11 +18,11 @@ body read; local: `LocalSandbox.create` / `.exec` / `.close`). A phase that did 
 is absent. A lifecycle whose exec failed still deletes (timed) what it created.
 
 Targets:
-- `local` (default, embedded): `replay.sandbox.local.LocalSandbox`, a temp workspace and
+- `local` (default, embedded): `benchmaker.agent.sandbox.local.LocalSandbox`, a temp workspace and
   `bash -c COMMAND` subprocesses; exec mode shares one workspace made in `start()`,
   lifecycle mode makes one per sample (copy of `repo` when given, git baseline).
 - `flash`: the Flash Sandbox coordinator HTTP API (wire format as in
-  replay.sandbox.flash: `POST /sandboxes` -> {"id"}, `POST /sandboxes/{id}/exec`
+  benchmaker.agent.sandbox.flash: `POST /sandboxes` -> {"id"}, `POST /sandboxes/{id}/exec`
   {"script", "timeout_ms"} -> {"stdout", "stderr", "exit_code", ["error"]},
   `DELETE /sandboxes/{id}`) over one aiohttp session, without retries (a benchmark
   reports a 503, it does not hide it). The script is the command as given. Exec mode
@@ -46,7 +46,7 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 
-from benchmaker.records import Outcome, Sample, TimeoutKind
+from benchmaker.engine.records import Outcome, Sample, TimeoutKind
 
 __all__ = ["SandboxWorkload"]
 
@@ -186,7 +186,7 @@ class SandboxWorkload:
                     await self._flash.close()
                     raise RuntimeError(f"sandbox workload: cannot create the exec sandbox: {exc}") from exc
         elif self.mode == "exec":
-            from replay.sandbox.local import LocalSandbox
+            from benchmaker.agent.sandbox.local import LocalSandbox
 
             self._local = await LocalSandbox.create(self.repo, default_timeout_s=self.timeout_s)
 
@@ -283,8 +283,8 @@ class SandboxWorkload:
         return output
 
     async def _execute_local(self, sample: Sample, meta: dict[str, Any]) -> str | None:
-        from replay.sandbox import SandboxError
-        from replay.sandbox.local import LocalSandbox
+        from benchmaker.agent.sandbox import SandboxError
+        from benchmaker.agent.sandbox.local import LocalSandbox
 
         pc = time.perf_counter_ns
         sb = self._local

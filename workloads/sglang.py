@@ -35,10 +35,10 @@ token event (e.g. the stop token) are in `output_tokens` only.
 Usage: from the last `meta_info` seen: completion_tokens → output_tokens (sets
 usage_present), prompt_tokens, cached_tokens, reasoning_tokens. Missing → None.
 finish_reason: the `type` of the last non-null `finish_reason` (a plain string is kept);
-finish_class: its class by the one rule of workloads/generated.py (SGLang sends `stop`,
+finish_class: its class by the one rule of benchmaker/apis/generated.py (SGLang sends `stop`,
 `length`, `abort`), as for OpenAI chat.
 
-Generated output is the same rule as for OpenAI chat (workloads/generated.py) over the
+Generated output is the same rule as for OpenAI chat (benchmaker/apis/generated.py) over the
 fields /generate carries: non-empty new `text`, or, from a server started with
 `--skip-tokenizer-init` (events with `output_ids` and no `text`; SGLang versions differ on
 whether the ids are cumulative), new token ids: an event is a token event when its
@@ -65,12 +65,12 @@ from typing import Any
 
 import orjson
 
-from benchmaker.errors import ConfigError
-from benchmaker.records import Outcome, RequestSpec, Sample
-from benchmaker.sse import SSEParser
-from workloads.datasets import Dataset, DatasetError
-from workloads.generated import FINISH_FAILS, finish_class, finish_error
-from workloads.openai_chat import openai_headers
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.records import Outcome, RequestSpec, Sample
+from benchmaker.engine.sse import SSEParser
+from benchmaker.workloads.datasets import Dataset, DatasetError
+from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error
+from benchmaker.apis.openai_chat import openai_headers
 
 __all__ = ["SGLangParser", "SGLangWorkload", "read_input_ids"]
 
@@ -323,7 +323,7 @@ def _check_ids(ids: Any, where: str) -> list[int]:
 
 class SGLangWorkload:
     """`/generate` requests over a dataset (text) or token-id lists; implements
-    `benchmaker.types.Workload`.
+    `benchmaker.engine.types.Workload`.
 
         SGLangWorkload(url, ds)                                      # stream text prompts
         SGLangWorkload(url, ds, max_new_tokens=64, temperature=0.0)  # sampling_params

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmaker.errors import ConfigError
+from benchmaker.engine.errors import ConfigError
 
 __all__ = ["TokenCounter", "messages_text"]
 

@@ -1,4 +1,4 @@
-"""Replay the requests of a recorded trace (`--record-trace FILE`, benchmaker.trace).
+"""Replay the requests of a recorded trace (`--record-trace FILE`, benchmaker.engine.trace).
 
     wl = TraceReplayWorkload(Path("trace.jsonl"))                    # same URLs, same bodies
     wl = TraceReplayWorkload(path, url="http://127.0.0.1:9000/v1/chat/completions",
@@ -15,9 +15,9 @@ left out, `api_key` adds `Authorization: Bearer KEY`, `headers` are added last (
 win), and `url` replaces every recorded URL. The response parser is chosen by the
 recorded `protocol` (the recording workload's name): `openai-chat` and
 `openai-completions` use their stream parsers (TTFT, ITL, usage as in a live run);
-anything else is judged by status (2xx/3xx ok, like workloads.http).
+anything else is judged by status (2xx/3xx ok, like benchmaker.workloads.http).
 
-YAML (workloads.registry): `{type: trace-replay, path: trace.jsonl, url: ..., api_key:
+YAML (benchmaker.workloads.registry): `{type: trace-replay, path: trace.jsonl, url: ..., api_key:
 ..., headers: {...}}` with `load: trace:trace.jsonl[:SPEEDUP]`.
 """
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmaker.records import RequestSpec
-from benchmaker.trace import TraceRecord, read_trace
-from workloads.http import HttpParser
+from benchmaker.engine.records import RequestSpec
+from benchmaker.engine.trace import TraceRecord, read_trace
+from benchmaker.workloads.http import HttpParser
 
 __all__ = ["TraceReplayWorkload"]
 
@@ -37,8 +37,8 @@ _OK_STATUS = frozenset(range(200, 400))
 
 class TraceReplayWorkload:
     """The recorded requests of a trace file, in send order; implements
-    `benchmaker.types.Workload` (see module docstring). Raises ConfigError (from
-    benchmaker.trace.read_trace) naming `path:line: field` on a bad trace line."""
+    `benchmaker.engine.types.Workload` (see module docstring). Raises ConfigError (from
+    benchmaker.engine.trace.read_trace) naming `path:line: field` on a bad trace line."""
 
     name = "trace-replay"
 
@@ -74,11 +74,11 @@ class TraceReplayWorkload:
         """A fresh parser for the recorded protocol (module docstring)."""
         protocol = spec.meta.get("trace_protocol")
         if protocol == "openai-chat":
-            from workloads.openai_chat import OpenAIChatParser
+            from benchmaker.apis.openai_chat import OpenAIChatParser
 
             return OpenAIChatParser(stream=spec.stream)
         if protocol == "openai-completions":
-            from workloads.openai_completions import OpenAICompletionsParser
+            from benchmaker.workloads.openai_completions import OpenAICompletionsParser
 
             return OpenAICompletionsParser(stream=spec.stream)
         return HttpParser(_OK_STATUS)

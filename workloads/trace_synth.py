@@ -15,7 +15,7 @@ else file order. Counts are integers >= 0, named `input`, `prefix`, `new`, `outp
 input == prefix + new; a missing `prefix` on a later round is the previous round's
 input. `output` >= 1 is required: it becomes the request's `max_tokens`.
 
-Synthesis: a token is one word of a small vocabulary (`workloads.datasets._VOCAB`,
+Synthesis: a token is one word of a small vocabulary (`benchmaker.workloads.datasets._VOCAB`,
 each word one token in common BPE vocabularies), words joined by single spaces. Round
 k's prompt = round k-1's prompt (the exact same bytes) + " " + (prefix_k - input_{k-1})
 words standing in for the previous answer + new_k words; round 0 is input_0 words. So
@@ -43,9 +43,10 @@ import random
 from pathlib import Path
 from typing import Any, Literal
 
-from workloads.datasets import _VOCAB, Dataset, DatasetError, Item, _read_jsonl, _short
-from workloads.openai_chat import OpenAIChatWorkload, OpenAIChatParser
-from workloads.openai_completions import OpenAICompletionsParser
+from benchmaker.workloads.datasets import _VOCAB, Dataset, DatasetError, Item, _read_jsonl, _short
+from benchmaker.apis.openai_chat import OpenAIChatParser
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.workloads.openai_completions import OpenAICompletionsParser
 
 __all__ = ["TraceSynthDataset", "TraceSynthWorkload", "synthesize_sessions"]
 

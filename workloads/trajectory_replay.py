@@ -36,7 +36,7 @@ session (the prefix a prefix cache can hold: the server's own answer may differ 
 the recording, so the recorded reply is not counted), 0 on a session's first turn;
 the server's count is `sample.cached_tokens` (usage.prompt_tokens_details.
 cached_tokens). Estimates count words, or a tokenizer.json's ids (optional
-`tokenizers`), summed per message (`workloads.tokens`). Only hashes and lengths of
+`tokenizers`), summed per message (`benchmaker.workloads.tokens`). Only hashes and lengths of
 prompts go to meta, never their text: `prompt_sha256` (of the exact JSON bytes of the
 `messages` array sent), `prefix_sha256` (the previous turn's prompt_sha256).
 """
@@ -56,11 +56,11 @@ from typing import Any, Literal
 
 import orjson
 
-from benchmaker.errors import ConfigError
-from benchmaker.records import RequestSpec, Sample
-from workloads.datasets import DatasetError, _check_messages, _read_jsonl, _short
-from workloads.openai_chat import OpenAIChatParser, openai_headers
-from workloads.tokens import TokenCounter, messages_text
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.records import RequestSpec, Sample
+from benchmaker.workloads.datasets import DatasetError, _check_messages, _read_jsonl, _short
+from benchmaker.apis.openai_chat import OpenAIChatParser, openai_headers
+from benchmaker.workloads.tokens import TokenCounter, messages_text
 
 __all__ = ["Conversation", "ThinkTime", "TrajectoryReplayWorkload", "parse_think", "read_conversations"]
 
@@ -202,7 +202,7 @@ def _turns(conv: Conversation, count: TokenCounter) -> list[_Turn]:
 
 class TrajectoryReplayWorkload:
     """Multi-turn session replay over `/v1/chat/completions` (see module docstring);
-    implements `benchmaker.types.Workload` plus the closed-loop hook `next_think_s`.
+    implements `benchmaker.engine.types.Workload` plus the closed-loop hook `next_think_s`.
 
     Needs a closed loop of `concurrency` workers (`closed:N`); under an open loop no
     think hook runs and every request opens or continues sessions in claim order.

@@ -16,7 +16,7 @@ or from Python:
 
 An episode is `turns` chat calls in one growing conversation; it returns
 {"ok": <every answer contained the word>, "answers": [...]} (ok False becomes a
-`graded_wrong` sample). `client` is a replay.model_client.ModelClient: `await
+`graded_wrong` sample). `client` is a benchmaker.agent.model_client.ModelClient: `await
 client.chat(messages)` returns a ChatResult (`.ok`, `.content`, `.message()`).
 """
 

@@ -1,4 +1,4 @@
-"""benchmaker.summary.build_summary and benchmaker.workers.merge_shards as plain
+"""benchmaker.engine.summary.build_summary and benchmaker.engine.workers.merge_shards as plain
 functions: a sharded run's summary.json from its files and its config, no BenchRunner."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.config import BenchConfig
-from benchmaker.load_models import parse_rate_spec
-from benchmaker.records import Sample
-from benchmaker.summary import build_summary
-from benchmaker.workers import merge_shards
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.load_models import parse_rate_spec
+from benchmaker.engine.records import Sample
+from benchmaker.engine.summary import build_summary
+from benchmaker.engine.workers import merge_shards
 
 MS = 1_000_000
 

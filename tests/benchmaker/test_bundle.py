@@ -1,6 +1,6 @@
-"""Run bundle helpers (benchmaker/bundle.py)."""
+"""Run bundle helpers (benchmaker/engine/bundle.py)."""
 
-from benchmaker.bundle import redact
+from benchmaker.engine.bundle import redact
 
 
 def test_redact_hides_secrets_and_keeps_token_counts():

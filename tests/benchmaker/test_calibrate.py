@@ -1,4 +1,4 @@
-"""benchmaker.calibrate and `benchmaker calibrate`: the per-host ceiling file, and runs
+"""benchmaker.recipes.calibration and `benchmaker calibrate`: the per-host ceiling file, and runs
 carrying it in manifest.json and their self-checks."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.calibrate import (
+from benchmaker.recipes.calibration import (
     CALIBRATION_ENV,
     calibrate,
     calibration_for_manifest,
@@ -18,13 +18,13 @@ from benchmaker.calibrate import (
     load_calibration,
     write_calibration,
 )
-from benchmaker.config import BenchConfig
-from benchmaker.errors import ConfigError
-from benchmaker.records import RequestSpec
-from benchmaker.runner import BenchRunner
-from benchmaker.transport import NullTransport
-from workloads.datasets import StaticDataset
-from workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.records import RequestSpec
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.transport import NullTransport
+from benchmaker.workloads.datasets import StaticDataset
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 _BODY = b'{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}],"usage":{"completion_tokens":1}}'
 
@@ -53,7 +53,7 @@ def _cal(rate: float, hostname: str | None = None) -> dict:
 
 
 def test_calibrate_cli_writes_the_file_and_later_runs_carry_it(tmp_path, monkeypatch):
-    from recipes.cli import main
+    from benchmaker.recipes.cli import main
 
     path = tmp_path / "cache" / "calibration.json"
     monkeypatch.setenv(CALIBRATION_ENV, str(path))

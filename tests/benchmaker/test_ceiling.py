@@ -1,16 +1,17 @@
-"""benchmaker.ceiling: the stored calibration the engine reads, without importing the
-module that measures it (benchmaker.calibrate runs the engine: no import loop)."""
+"""benchmaker.engine.ceiling: the stored calibration the engine reads, without importing the
+module that measures it (benchmaker.recipes.calibration runs the engine: no import loop)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from benchmaker import calibrate, ceiling
+from benchmaker.engine import ceiling
+from benchmaker.recipes import calibration as calibrate
 
 
 def test_the_engine_does_not_import_the_calibration_run() -> None:
-    code = "import sys, benchmaker.runner; print('benchmaker.calibrate' in sys.modules)"
+    code = "import sys, benchmaker.engine.runner; print('benchmaker.recipes.calibration' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -1,4 +1,4 @@
-"""benchmaker.exchange: files through a path or an fsspec URL, both ways, and the
+"""benchmaker.engine.exchange: files through a path or an fsspec URL, both ways, and the
 clock against the storage (local disk: one clock; memory: microsecond stamps)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.exchange import Exchange, _mtime_ns
+from benchmaker.engine.exchange import Exchange, _mtime_ns
 
 
 @pytest.mark.parametrize("kind", ["path", "file-url", "memory"])
@@ -49,7 +49,7 @@ def test_mtime_of_each_filesystem_flavour() -> None:
 
 
 def test_relative_paths_are_made_absolute_and_passwords_refused(tmp_path: Path, monkeypatch) -> None:
-    from benchmaker.exchange import absolute_exchange
+    from benchmaker.engine.exchange import absolute_exchange
 
     monkeypatch.chdir(tmp_path)
     assert absolute_exchange("ex") == str(tmp_path / "ex")

@@ -15,14 +15,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.config import BenchConfig
-from benchmaker.records import RequestSpec, Sample
-from benchmaker.runner import BenchRunner
-from benchmaker.selfcheck import reasons_beyond_host_load
-from benchmaker.summary import nest_summary, summarize_samples
-from benchmaker.transport import NullTransport
-from workloads.datasets import StaticDataset
-from workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.records import RequestSpec, Sample
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.selfcheck import reasons_beyond_host_load
+from benchmaker.engine.summary import nest_summary, summarize_samples
+from benchmaker.engine.transport import NullTransport
+from benchmaker.workloads.datasets import StaticDataset
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 MS = 1_000_000
 
@@ -161,7 +161,7 @@ def test_synchronous_work_per_event_is_detected_as_loop_lag(tmp_path):
 
 
 def test_http_500s_and_cut_streams_are_failures_with_an_error_rate(tmp_path):
-    from recipes.cli import main
+    from benchmaker.recipes.cli import main
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0", "--scenario", "{}",
@@ -204,7 +204,7 @@ def test_requests_longer_than_the_window_are_counted_unfinished_and_the_window_s
         stdout=subprocess.PIPE, text=True)
     url = proc.stdout.readline().strip() + "/v1/chat/completions"
     try:
-        from benchmaker.runner import Lane
+        from benchmaker.engine.runner import Lane
 
         fast = OpenAIChatWorkload(url, "m", StaticDataset(["x"]), stream=False)
         slow = OpenAIChatWorkload(url, "slow", StaticDataset(["x"]), stream=False)

@@ -14,13 +14,13 @@ import time
 import orjson
 import pytest
 
-from benchmaker.config import BenchConfig, SelfCheckLimits, host_in_flight_limit
-from benchmaker.errors import ConfigError
-from benchmaker.load_models import Burst, parse_rate_spec
-from benchmaker.runner import BenchRunner, interrupt_exit_code
-from benchmaker.selfcheck import LoopLagMonitor, connect_timeout_cause, service_error_rate, verdict
-from benchmaker.transport import NullTransport
-from workloads.http import HttpWorkload
+from benchmaker.engine.config import BenchConfig, SelfCheckLimits, host_in_flight_limit
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.load_models import Burst, parse_rate_spec
+from benchmaker.engine.runner import BenchRunner, interrupt_exit_code
+from benchmaker.engine.selfcheck import LoopLagMonitor, connect_timeout_cause, service_error_rate, verdict
+from benchmaker.engine.transport import NullTransport
+from benchmaker.workloads.http import HttpWorkload
 
 NO_LAG = {"count": 0, "p50": None, "p99": None, "max": None}
 

@@ -1,4 +1,4 @@
-"""RawTransport (benchmaker/http1.py) against aiohttp, over real sockets on 127.0.0.1.
+"""RawTransport (benchmaker/engine/http1.py) against aiohttp, over real sockets on 127.0.0.1.
 
 Golden tests: the same scripted server answers the same workload once through
 AiohttpTransport and once through RawTransport, and every sample must say the same
@@ -24,10 +24,10 @@ import orjson
 import pytest
 
 from benchmaker import BenchConfig, BenchRunner, OpenAIChatWorkload, StaticDataset
-from benchmaker.errors import ConnectTimeout, TransportError
-from benchmaker.http1 import RawTransport
-from benchmaker.records import RequestSpec
-from benchmaker.transport import AiohttpTransport
+from benchmaker.engine.errors import ConnectTimeout, TransportError
+from benchmaker.engine.http1 import RawTransport
+from benchmaker.engine.records import RequestSpec
+from benchmaker.engine.transport import AiohttpTransport
 
 
 def _event(obj: dict | str) -> bytes:
@@ -654,7 +654,7 @@ async def test_large_body_is_paused_and_read_whole():
 
 _HEAP_PASSES = """
 import resource, sys
-from benchmaker.http1 import keep_heap
+from benchmaker.engine.http1 import keep_heap
 if sys.argv[1] == "keep" and not keep_heap():
     print("no glibc")
     raise SystemExit
@@ -683,7 +683,7 @@ def test_keep_heap_stops_page_faults_per_pass_of_reads() -> None:
 
 
 async def test_start_keeps_the_heap() -> None:
-    import benchmaker.http1 as http1
+    import benchmaker.engine.http1 as http1
 
     http1._heap_kept = None  # as in a fresh process (setting it twice is harmless)
     await RawTransport().start()

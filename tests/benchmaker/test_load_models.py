@@ -1,4 +1,4 @@
-"""Load models and the rate-spec grammar (benchmaker/load_models.py)."""
+"""Load models and the rate-spec grammar (benchmaker/engine/load_models.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.errors import RateSpecError
-from benchmaker.load_models import (
+from benchmaker.engine.errors import RateSpecError
+from benchmaker.engine.load_models import (
     ClosedLoop, Constant, Gamma, Poisson, Ramp, Stages, Trace, parse_duration_s, parse_rate_spec,
 )
 
@@ -149,8 +149,8 @@ def test_a_validated_spec_carries_its_model_and_stays_the_string(tmp_path):
 
     import orjson
 
-    from benchmaker.config import BenchConfig
-    from benchmaker.load_models import ParsedRateSpec, Poisson, load_model_of
+    from benchmaker.engine.config import BenchConfig
+    from benchmaker.engine.load_models import ParsedRateSpec, Poisson, load_model_of
 
     cfg = BenchConfig(load="poisson:5", max_requests=3)
     assert isinstance(cfg.load, ParsedRateSpec) and cfg.load.model == Poisson(5.0)

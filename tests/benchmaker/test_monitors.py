@@ -1,4 +1,4 @@
-"""benchmaker.monitors: Prometheus text to rows (rates, histogram quantiles, awkward
+"""benchmaker.engine.monitors: Prometheus text to rows (rates, histogram quantiles, awkward
 labels), function monitors, and a run against a loopback /metrics server whose rows
 land in the warehouse."""
 
@@ -14,15 +14,15 @@ import orjson
 import pytest
 from aiohttp import web
 
-from benchmaker.config import BenchConfig
-from benchmaker.errors import ConfigError
-from benchmaker.monitors import (
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.monitors import (
     FunctionMonitor, PrometheusMonitor, PrometheusMonitorSpec, PrometheusRates, build_monitors, histogram_quantile,
 )
-from benchmaker.runner import BenchRunner
-from benchmaker.selfcheck import reasons_beyond_host_load
-from warehouse.loader import load_run
-from workloads.http import HttpWorkload
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.selfcheck import reasons_beyond_host_load
+from benchmaker.warehouse.loader import load_run
+from benchmaker.workloads.http import HttpWorkload
 
 # A label value with a closing brace, escaped quotes, an escaped backslash and an
 # escaped newline (Prometheus text format 0.0.4 escapes: \\, \", \n).

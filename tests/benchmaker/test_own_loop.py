@@ -1,4 +1,4 @@
-"""benchmaker.runner.run_on_own_loop: a measurement awaited from a busy event loop runs on
+"""benchmaker.engine.runner.run_on_own_loop: a measurement awaited from a busy event loop runs on
 a loop (and thread) of its own, returns or raises as awaited directly, and is cancelled
 with its caller."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from benchmaker.runner import run_on_fresh_loop, run_on_own_loop
+from benchmaker.engine.runner import run_on_fresh_loop, run_on_own_loop
 
 
 async def test_returns_the_result_from_another_thread_and_loop() -> None:

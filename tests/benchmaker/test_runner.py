@@ -1,4 +1,4 @@
-"""The runner against real loopback servers (benchmaker/runner.py)."""
+"""The runner against real loopback servers (benchmaker/engine/runner.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import orjson
 import pytest
 from aiohttp import web
 
-from benchmaker.config import SLO, BenchConfig, Timeouts
-from benchmaker.records import RequestSpec, Sample
-from benchmaker.runner import BenchRunner, Lane
-from benchmaker.transport import NullTransport
+from benchmaker.engine.config import SLO, BenchConfig, Timeouts
+from benchmaker.engine.records import RequestSpec, Sample
+from benchmaker.engine.runner import BenchRunner, Lane
+from benchmaker.engine.transport import NullTransport
 
 
 class ReadParser:
@@ -241,7 +241,7 @@ async def test_cancelling_the_run_writes_a_partial_bundle(server, tmp_path):
 
 
 async def test_an_expected_error_status_is_ok_for_http_workloads(server, tmp_path):
-    from workloads.http import HttpWorkload
+    from benchmaker.workloads.http import HttpWorkload
 
     wl = HttpWorkload(server + "/fail", expected_status=503)
     result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=2), workload=wl).run()

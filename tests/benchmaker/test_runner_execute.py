@@ -7,11 +7,11 @@ import asyncio
 import json
 from pathlib import Path
 
-from benchmaker.config import BenchConfig, Timeouts
-from benchmaker.errors import TransportError
-from benchmaker.records import Outcome
-from benchmaker.runner import BenchRunner
-from benchmaker.types import CallableWorkload
+from benchmaker.engine.config import BenchConfig, Timeouts
+from benchmaker.engine.errors import TransportError
+from benchmaker.engine.records import Outcome
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.types import CallableWorkload
 
 
 class Steps:

@@ -11,11 +11,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from benchmaker.selfcheck import LoopLagMonitor
+from benchmaker.engine.selfcheck import LoopLagMonitor
 from benchmaker.testing import Scenario, ScenarioServer
 from tests.workloads._drive import drive
-from workloads.datasets import StaticDataset
-from workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.workloads.datasets import StaticDataset
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 MS = 1_000_000
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Self-checks (benchmaker/selfcheck.py) on given figures: the lag arithmetic on a scripted
+"""Self-checks (benchmaker/engine/selfcheck.py) on given figures: the lag arithmetic on a scripted
 clock, the verdict's host-load thresholds and where they come from (config, environment,
 CLI flags). Nothing here depends on how busy the host is."""
 
@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from benchmaker.config import BenchConfig, SelfCheckLimits
-from benchmaker.errors import ConfigError
-from benchmaker.selfcheck import (
+from benchmaker.engine.config import BenchConfig, SelfCheckLimits
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.selfcheck import (
     ENV_MAX_LOOP_LAG_MS,
     ENV_MAX_SCHEDULE_LAG_MS,
     LoopLagMonitor,
@@ -116,8 +116,8 @@ def test_a_bad_environment_limit_is_one_error_naming_the_variable(monkeypatch, r
 
 
 def test_cli_lag_flags_reach_the_config_and_bad_ones_name_the_flag(tmp_path, capsys):
-    from recipes.bench import _config
-    from recipes.cli import main
+    from benchmaker.recipes.bench import _config
+    from benchmaker.recipes.cli import main
 
     cfg = _config(load="closed:1", max_requests=1, out_dir=tmp_path,
                   checks={"max_error_rate": None, "max_loop_lag_p99_ms": 40.0, "max_schedule_lag_p99_ms": None})

@@ -1,4 +1,4 @@
-"""The shards' readiness barrier (benchmaker.shared_start, issue #14): every shard computes
+"""The shards' readiness barrier (benchmaker.engine.shared_start, issue #14): every shard computes
 the same shared start from the N ready records, a late shard delays it, a missing one
 stops the others with its name. Clocks are injected (each shard its own fake wall clock,
 advanced only by its own sleeps), the records go to a real temp dir or a real fsspec
@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.exchange import Exchange
-from benchmaker.shared_start import (MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, await_shared_start, post_ready,
+from benchmaker.engine.exchange import Exchange
+from benchmaker.engine.shared_start import (MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, await_shared_start, post_ready,
                                      ready_name, shared_start_of)
 
 S = 1_000_000_000  # ns per s

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmaker.sse import SSEParser
+from benchmaker.engine.sse import SSEParser
 
 
 def _feed_all(reads: list[bytes]) -> list[tuple[str | None, bytes]]:

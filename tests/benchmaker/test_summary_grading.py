@@ -1,4 +1,4 @@
-"""Grading columns of benchmaker/sql/summary.sql over hand-written samples: n_graded,
+"""Grading columns of benchmaker/engine/sql/summary.sql over hand-written samples: n_graded,
 n_correct, accuracy, correct_throughput_per_s, n_good_correct, goodput_correct_per_s;
 the same numbers through the warehouse's v_run_summary / v_lane_summary."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmaker.records import Sample
-from benchmaker.summary import nest_summary, summarize_samples
-from warehouse.connection import open_readonly
-from warehouse.loader import load_run
+from benchmaker.engine.records import Sample
+from benchmaker.engine.summary import nest_summary, summarize_samples
+from benchmaker.warehouse.connection import open_readonly
+from benchmaker.warehouse.loader import load_run
 
 S = 1_000_000_000  # ns per s
 

@@ -1,4 +1,4 @@
-"""SLO attainment judged by benchmaker/sql/summary.sql (not by the runner): hand-made
+"""SLO attainment judged by benchmaker/engine/sql/summary.sql (not by the runner): hand-made
 samples with the arithmetic in comments, the same numbers from the warehouse (run_slo
 over runs.slo), and a real run's goodput."""
 
@@ -11,11 +11,11 @@ import duckdb
 import orjson
 import pytest
 
-from benchmaker.bundle import build_manifest
-from benchmaker.config import SLO
-from benchmaker.records import Sample
-from benchmaker.summary import nest_summary, summarize_samples
-from warehouse.loader import load_run
+from benchmaker.engine.bundle import build_manifest
+from benchmaker.engine.config import SLO
+from benchmaker.engine.records import Sample
+from benchmaker.engine.summary import nest_summary, summarize_samples
+from benchmaker.warehouse.loader import load_run
 
 MS = 1_000_000
 

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from benchmaker.records import RequestSpec
-from benchmaker.transport import AiohttpTransport
+from benchmaker.engine.records import RequestSpec
+from benchmaker.engine.transport import AiohttpTransport
 
 BODY = b'data: {"a": 1}\n\n' * 50 + b"data: [DONE]\n\n"
 

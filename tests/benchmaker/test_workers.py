@@ -1,4 +1,4 @@
-"""Several worker processes, one run (benchmaker/workers.py)."""
+"""Several worker processes, one run (benchmaker/engine/workers.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from functools import partial
 import orjson
 import pytest
 
-from benchmaker.config import BenchConfig
-from benchmaker.errors import ConfigError
-from benchmaker.workers import resolve_workers, run_sharded, single_lane
-from workloads.http import HttpWorkload
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.workers import resolve_workers, run_sharded, single_lane
+from benchmaker.workloads.http import HttpWorkload
 
 
 def _http_workload() -> HttpWorkload:

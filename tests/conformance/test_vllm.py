@@ -26,7 +26,7 @@ import pytest
 from conformance.clients import (ClientRun, reset_prefix_cache, run_ours, run_paired, run_vllm_bench,
                                  vllm_definitions, write_prompts)
 from conformance.venvs import REPO
-from workloads.tokens import TokenCounter
+from benchmaker.workloads.tokens import TokenCounter
 
 CONFORMANCE = True  # gated: needs the conformance venvs (conftest)
 N, CONCURRENCY, OUTPUT_LEN, ROUNDS = 40, 4, 32, 2
@@ -205,7 +205,7 @@ def test_prefix_cache_replay_stores_cached_tokens_per_turn(vllm, tmp_path, out_d
     assert len(later) == 12
     assert all(0 < r["cached_tokens"] <= r["prompt_tokens"] for r in later)
     run = summary["run"]
-    hit_rate = run["prefix_cache_hit_rate"]  # the summary's own figure (benchmaker/sql/summary.sql)
+    hit_rate = run["prefix_cache_hit_rate"]  # the summary's own figure (benchmaker/engine/sql/summary.sql)
     assert hit_rate == run["cached_tokens_total"] / run["prompt_tokens_total"] and hit_rate > 0.5
     wh = tmp_path / "warehouse.duckdb"
     assert subprocess.run([BENCHMAKER, "load", str(bundle), "--warehouse", str(wh)],

@@ -23,10 +23,10 @@ import orjson
 import pytest
 from aiohttp import web
 
-from benchmaker.config import BenchConfig
+from benchmaker.engine.config import BenchConfig
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from recipes.cli import main as cli_main
-from warehouse.loader import load_run
+from benchmaker.recipes.cli import main as cli_main
+from benchmaker.warehouse.loader import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

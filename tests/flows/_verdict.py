@@ -1,10 +1,10 @@
 """Sweep-point verdicts in flow tests on a loaded host.
 
 A replay point runs on the engine, whose self-checks make a point invalid when its
-event loop lagged (p99 > 10 ms) or, open loop, its schedule lagged (benchmaker.selfcheck).
+event loop lagged (p99 > 10 ms) or, open loop, its schedule lagged (benchmaker.engine.selfcheck).
 Two cores shared by a Prefect harness and other tests can cause that alone; these
 helpers keep every other reason asserted, and the rows a flow returns even when every
-point was invalid for that reason only (the flow run then ends Failed: flows.outcome).
+point was invalid for that reason only (the flow run then ends Failed: benchmaker.flows.outcome).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def valid_but_loop_lag(row: dict[str, Any]) -> bool:
 async def run_flow(flow: Any, **params: Any) -> dict[str, Any]:
     """`await flow(**params)`'s result; when every point was invalid (AllPointsInvalid) for
     loop lag alone, the rows it carries. Any other reason re-raises."""
-    from flows.outcome import AllPointsInvalid
+    from benchmaker.flows.outcome import AllPointsInvalid
 
     try:
         return await flow(**params)

@@ -1,7 +1,7 @@
 """`benchmaker swebench-replay --logs` converts the logs once per run (issues #15, #17):
 the CLI converts them into the content-addressed cache before Prefect starts (to refuse
 bad logs and print the plan) and the flow's convert task finds that file and converts
-nothing. Counted for real: every call of replay.convert.convert_paths (the one
+nothing. Counted for real: every call of benchmaker.trajectories.convert.convert_paths (the one
 converter entry point, wherever it is called from) in real CLI runs of the flow on one
 Prefect harness; and a flow run as a deployment starts it (no CLI) still converts."""
 
@@ -31,22 +31,22 @@ pytestmark = [
 @pytest.fixture
 def conversions(monkeypatch) -> list[list[str]]:
     """The file names given to each convert_paths call from now on, in call order."""
-    import replay.convert
-    import tasks.convert
+    import benchmaker.trajectories.convert
+    import benchmaker.tasks.convert
 
-    real, calls = replay.convert.convert_paths, []
+    real, calls = benchmaker.trajectories.convert.convert_paths, []
 
     def counted(paths, out, **kw):
         calls.append([Path(p).name for p in paths])
         return real(paths, out, **kw)
 
-    for module in (replay.convert, tasks.convert):
+    for module in (benchmaker.trajectories.convert, benchmaker.tasks.convert):
         monkeypatch.setattr(module, "convert_paths", counted)
     return calls
 
 
 def test_a_cli_run_converts_each_log_once_and_a_second_run_none(tmp_path: Path, conversions, capsys) -> None:
-    from recipes.cli import main
+    from benchmaker.recipes.cli import main
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -77,7 +77,7 @@ def test_a_cli_run_converts_each_log_once_and_a_second_run_none(tmp_path: Path, 
 
 def test_a_deployment_run_converts_in_the_task_and_a_wiped_result_store_converts_nothing(
         tmp_path: Path, conversions) -> None:
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     kw = dict(logs=[EXAMPLE], concurrency_sweep=[1], out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb")
     first = asyncio.run(run_flow(swebench_replay, **kw))  # as `prefect deployment run` starts it: no CLI

@@ -24,7 +24,7 @@ def test_adhoc_replay_deployment_carries_nothing_of_the_example_task() -> None:
 
 
 def test_overriding_logs_of_the_adhoc_deployment_gives_valid_parameters(monkeypatch) -> None:
-    from flows.swebench_replay import validate_params
+    from benchmaker.flows.swebench_replay import validate_params
 
     monkeypatch.chdir(REPO)  # relative paths are relative to the checkout (the pull step)
     (adhoc,) = [d for d in _deployments() if d["flow_name"] == "swebench-replay" and d["name"] == "adhoc"]

@@ -12,12 +12,12 @@ import duckdb
 import orjson
 import pytest
 
-from benchmaker.shared_start import (MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, measure_clock_offset, post_ready,
+from benchmaker.engine.shared_start import (MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, measure_clock_offset, post_ready,
                                      start_at_ns_from_wall)
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from replay.sweep import point_dir, reset_point_dir, write_run_manifest
-from tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, shard_staging_dir
-from warehouse.loader import load_run
+from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest
+from benchmaker.tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, shard_staging_dir
+from benchmaker.warehouse.loader import load_run
 
 
 def _points(base: str, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[ShardPoint]:
@@ -50,7 +50,7 @@ def test_start_at_ns_from_wall_is_on_the_monotonic_clock() -> None:
 
 
 def test_a_closed_loop_smaller_than_the_shards_runs_on_fewer_shards() -> None:
-    from tasks.shard import shards_for_load
+    from benchmaker.tasks.shard import shards_for_load
 
     assert [shards_for_load(spec, 2) for spec in ("closed:1", "closed:2", "closed:8", "constant:1", "poisson:0.5")] \
         == [1, 2, 2, 2, 2]
@@ -96,7 +96,7 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
 
 
 async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path: Path) -> None:
-    from benchmaker.exchange import Exchange
+    from benchmaker.engine.exchange import Exchange
 
     run_dir = tmp_path / "rid"  # not written by the shards: they write locally and upload
     write_run_manifest(run_dir, run_id="rid", kind="llm-sweep", label=None, config={}, workers=2)
@@ -109,8 +109,8 @@ async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path:
     for c in checks:  # clocks measured against the exchange's storage
         assert c["clock"]["reference"] == "storage mtime (memory)" and abs(c["clock"]["wall_offset_ns"]) < 10**7, c
     assert sorted(Path(p).name for p in fetch_shards(points[0])) == [
-        "progress-w0.json", "progress-w1.json",  # their live progress (tasks.progress.shard_progress)
-        "ready-w0.json", "ready-w1.json",  # the readiness barrier's records (benchmaker.shared_start)
+        "progress-w0.json", "progress-w1.json",  # their live progress (benchmaker.tasks.progress.shard_progress)
+        "ready-w0.json", "ready-w1.json",  # the readiness barrier's records (benchmaker.engine.shared_start)
         "samples-w0.jsonl", "samples-w1.jsonl", "worker-0.json", "worker-1.json"]
     assert Exchange(url).get_dir("rid", tmp_path / "left") == []  # fetched files are removed there
     row = merge_point(points[0], [0, 0])
@@ -171,7 +171,7 @@ async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Pat
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 async def test_the_same_shards_run_on_a_dask_local_cluster(tmp_path: Path, local_cluster) -> None:
-    from flows.llm_sweep_distributed import llm_sweep_distributed
+    from benchmaker.flows.llm_sweep_distributed import llm_sweep_distributed
 
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
         out = await llm_sweep_distributed(
@@ -204,8 +204,8 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(tmp_path: 
 
     from prefect.settings import PREFECT_API_URL
 
-    from flows.llm_sweep_distributed import llm_sweep_distributed
-    from tasks.sweep import FAIL_POINT_ENV
+    from benchmaker.flows.llm_sweep_distributed import llm_sweep_distributed
+    from benchmaker.tasks.sweep import FAIL_POINT_ENV
 
     out_dir = tmp_path / "a"
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
@@ -224,7 +224,7 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(tmp_path: 
         env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(Path(__file__).parents[2]),
                    PREFECT_SERVER_ANALYTICS_ENABLED="false")
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "flows.retry", flow_run_id, cwd=Path(__file__).parents[2], env=env,
+            sys.executable, "-m", "benchmaker.flows.retry", flow_run_id, cwd=Path(__file__).parents[2], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         out, _ = await asyncio.wait_for(proc.communicate(), timeout=300)
         assert proc.returncode == 0, out.decode()[-4000:]

@@ -1,6 +1,6 @@
 """The lag limits of a distributed sweep point reach every shard's engine and the
-merged point's verdict (issue #14): llm-sweep shards (tasks.shard.ShardPoint) and
-agent-replay shards (replay.shard.ReplayShardPoint), two of each in process. The loop
+merged point's verdict (issue #14): llm-sweep shards (benchmaker.tasks.shard.ShardPoint) and
+agent-replay shards (benchmaker.sweep.shard.ReplayShardPoint), two of each in process. The loop
 lag is the injected monitor's (tests/_fixed_lag.py: p99 7.5 ms), so nothing depends on
 how busy the host is."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from replay.convert import convert_paths, read_trajectories
-from replay.shard import ReplayShardPoint, merge_replay_point, run_replay_shard
-from replay.sweep import point_dir, reset_point_dir, write_run_manifest
-from tasks.shard import ShardPoint, merge_point, run_shard_point
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.sweep.shard import ReplayShardPoint, merge_replay_point, run_replay_shard
+from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest
+from benchmaker.tasks.shard import ShardPoint, merge_point, run_shard_point
 from tests._fixed_lag import LOOP_LAG_P99_MS, FixedLag
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -33,7 +33,7 @@ def _expected(limit: str, prefixes: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("limit,lagged", [("5", True), ("7.5", False)])
 async def test_llm_sweep_shards_judge_with_the_given_loop_lag_limit(tmp_path, monkeypatch, limit, lagged) -> None:
-    monkeypatch.setattr("benchmaker.runner.LoopLagMonitor", FixedLag)
+    monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)
     run_dir = tmp_path / "rid"
     write_run_manifest(run_dir, run_id="rid", kind="llm-sweep", label=None, config={}, workers=2)
     reset_point_dir(point_dir(run_dir, "closed-2"))
@@ -52,7 +52,7 @@ async def test_llm_sweep_shards_judge_with_the_given_loop_lag_limit(tmp_path, mo
 
 @pytest.mark.parametrize("limit,lagged", [("5", True), ("7.5", False)])
 async def test_replay_shards_judge_with_the_given_loop_lag_limit(tmp_path, monkeypatch, limit, lagged) -> None:
-    monkeypatch.setattr("benchmaker.runner.LoopLagMonitor", FixedLag)
+    monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)
     traj = tmp_path / "trajectories.jsonl"
     convert_paths([EXAMPLE], traj)
     run_dir = tmp_path / "rid"

@@ -5,7 +5,7 @@ Prefect workers, then `prefect deployment run llm-sweep/distributed --watch` aga
 scenario server and `prefect deployment run swebench-replay/distributed --watch` on the
 bundled recording: exit 0, and the warehouse holds one run whose rows carry two shards.
 Shard runs past the shard timeout end CANCELLED, also those no worker had picked up and
-those whose worker never confirms the cancel (flows.shard_runs.cancel_flow_runs).
+those whose worker never confirms the cancel (benchmaker.flows.shard_runs.cancel_flow_runs).
 Every process is started here and stopped (its process group) in teardown."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Pending, Scheduled
 
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from flows.shard_runs import cancel_flow_runs
-from tasks.shard import ShardPoint
+from benchmaker.flows.shard_runs import cancel_flow_runs
+from benchmaker.tasks.shard import ShardPoint
 
 REPO = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -204,7 +204,7 @@ async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path
     async with ScenarioServer(Scenario()) as server:
         # the shared start is 20 s away and the shards get 3 s in all: both are cancelled
         # (waiting for the start, or not yet picked up), and nothing reaches the server
-        # every point invalid: the flow run ends Failed (flows.outcome), so --watch exits 1
+        # every point invalid: the flow run ends Failed (benchmaker.flows.outcome), so --watch exits 1
         out = await _deployment_run(
             env, logs, "llm-sweep/distributed",
             "--param", f'base_url="{server.url}"', "--param", 'model="m"', "--param", "shards=2",

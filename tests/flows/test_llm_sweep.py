@@ -1,4 +1,4 @@
-"""flows.llm_sweep: point specs (plain) and one real flow run against the scenario server."""
+"""benchmaker.flows.llm_sweep: point specs (plain) and one real flow run against the scenario server."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from flows.swebench_replay import ParameterError
+from benchmaker.flows.swebench_replay import ParameterError
 
 
 def test_sweep_loads_orders_points_and_names_bad_ones() -> None:
-    from flows.llm_sweep import sweep_loads
+    from benchmaker.flows.llm_sweep import sweep_loads
 
     assert sweep_loads([1, 8], [2.5], ["constant:3"]) == ["closed:1", "closed:8", "poisson:2.5", "constant:3"]
     with pytest.raises(ParameterError, match=r"loads\[0\]: .*'posson:3'"):
@@ -28,7 +28,7 @@ def test_sweep_loads_orders_points_and_names_bad_ones() -> None:
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 async def test_llm_sweep_flow_loads_every_point(tmp_path: Path) -> None:
     from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-    from flows.llm_sweep import llm_sweep
+    from benchmaker.flows.llm_sweep import llm_sweep
 
     async with ScenarioServer(Scenario(ttft_ms=20)) as server:
         base = server.chat_url.rsplit("/v1/", 1)[0]

@@ -1,4 +1,4 @@
-"""flows.outcome: a sweep flow run with invalid points ends in a state a scheduler can
+"""benchmaker.flows.outcome: a sweep flow run with invalid points ends in a state a scheduler can
 alert on, and the CLI still gets its table (issue #14 item 8)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from flows.outcome import AllPointsInvalid, final_state, invalid_summary
+from benchmaker.flows.outcome import AllPointsInvalid, final_state, invalid_summary
 
 OK = {"sweep_point": "c1", "valid": True, "invalid_reason": None}
 LATE = {"sweep_point": "c2", "valid": False, "invalid_reason": "worker 1 did not finish in time (stopped)"}
@@ -44,7 +44,7 @@ async def test_cli_gets_out_and_the_flow_run_keeps_the_state(tmp_path):
     from prefect import flow
     from prefect.client.orchestration import get_client
 
-    from flows.outcome import record_flow_run, run_sweep_flow
+    from benchmaker.flows.outcome import record_flow_run, run_sweep_flow
 
     @flow(name="outcome-probe")
     async def probe(points: list[dict], manifest: str) -> object:

@@ -1,4 +1,4 @@
-"""flows.swebench_replay.validate_params: bad parameters are refused, naming them,
+"""benchmaker.flows.swebench_replay.validate_params: bad parameters are refused, naming them,
 before any work (plain pydantic, no Prefect run)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.swebench_replay import ParameterError, validate_params
+from benchmaker.flows.swebench_replay import ParameterError, validate_params
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "tiny-task.pi.jsonl"
 
@@ -18,7 +18,7 @@ def test_good_parameters_pass() -> None:
 
 
 def test_open_loop_rates_are_points_after_the_closed_ones() -> None:
-    from flows.swebench_replay import sweep_points
+    from benchmaker.flows.swebench_replay import sweep_points
 
     p = validate_params(logs=[EXAMPLE], concurrency_sweep=[2], rates=["poisson:0.5", "constant:2"], duration_s=60)
     assert sweep_points(p) == [(2, None), (None, "poisson:0.5"), (None, "constant:2")]
@@ -49,25 +49,25 @@ def test_bad_parameters_are_named(params: dict, message: str) -> None:
 
 
 def test_cli_refuses_bad_sweep_before_prefect_starts(capsys: pytest.CaptureFixture[str]) -> None:
-    from recipes.cli import main
+    from benchmaker.recipes.cli import main
 
     rc = main(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1,0"])
     assert rc == 2
     assert capsys.readouterr().err == "benchmaker: error: --concurrency-sweep: expected a number >= 1 (got 0)\n"
 
 
-# --- one parameters model per flow (flows.common.takes) -----------------------------------
+# --- one parameters model per flow (benchmaker.flows.common.takes) -----------------------------------
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _flows_and_models():
-    from flows.llm_sweep import LlmSweepParams, llm_sweep
-    from flows.llm_sweep_distributed import LlmSweepDistributedParams
-    from flows.llm_sweep_distributed import llm_sweep as llm_sweep_distributed
-    from flows.swebench_replay import SwebenchReplayParams, swebench_replay
-    from flows.swebench_replay_distributed import SwebenchReplayDistributedParams
-    from flows.swebench_replay_distributed import swebench_replay as swebench_replay_distributed
+    from benchmaker.flows.llm_sweep import LlmSweepParams, llm_sweep
+    from benchmaker.flows.llm_sweep_distributed import LlmSweepDistributedParams
+    from benchmaker.flows.llm_sweep_distributed import llm_sweep as llm_sweep_distributed
+    from benchmaker.flows.swebench_replay import SwebenchReplayParams, swebench_replay
+    from benchmaker.flows.swebench_replay_distributed import SwebenchReplayDistributedParams
+    from benchmaker.flows.swebench_replay_distributed import swebench_replay as swebench_replay_distributed
 
     return [(swebench_replay, SwebenchReplayParams), (swebench_replay_distributed, SwebenchReplayDistributedParams),
             (llm_sweep, LlmSweepParams), (llm_sweep_distributed, LlmSweepDistributedParams)]
@@ -111,8 +111,8 @@ def test_every_deployment_parameters_validate_against_its_flow(monkeypatch: pyte
 
 
 def test_takes_refuses_a_function_with_named_parameters() -> None:
-    from flows.common import takes
-    from flows.swebench_replay import SwebenchReplayParams
+    from benchmaker.flows.common import takes
+    from benchmaker.flows.swebench_replay import SwebenchReplayParams
 
     def f(logs: list) -> None: ...
 
@@ -121,8 +121,8 @@ def test_takes_refuses_a_function_with_named_parameters() -> None:
 
 
 def test_llm_sweep_parameters_name_a_bad_load() -> None:
-    from flows.common import validated
-    from flows.llm_sweep import LlmSweepParams
+    from benchmaker.flows.common import validated
+    from benchmaker.flows.llm_sweep import LlmSweepParams
 
     with pytest.raises(ParameterError) as info:
         validated(LlmSweepParams, "llm-sweep", {"base_url": "http://x", "model": "m", "loads": ["posson:5"]})

@@ -1,5 +1,5 @@
 """Live progress of the swebench-replay flow (issue #15 item 2): the observers of
-replay.progress see every sweep point move to its planned model calls, and each point
+benchmaker.progress see every sweep point move to its planned model calls, and each point
 leaves a Prefect progress artifact at 100% for runs watched in the UI."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.progress import ProgressEvent, StageEvent, observe
+from benchmaker.progress import ProgressEvent, StageEvent, observe
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -33,7 +33,7 @@ async def _progress_artifacts(flow_run_id, key_suffix: str) -> list:
 
 
 async def test_every_point_reports_progress_and_a_progress_artifact(tmp_path: Path) -> None:
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     events: list[ProgressEvent] = []
     with observe(events.append):
@@ -59,7 +59,7 @@ async def test_every_point_reports_progress_and_a_progress_artifact(tmp_path: Pa
 
 async def test_llm_sweep_points_report_requests_done_and_a_progress_artifact(tmp_path: Path) -> None:
     from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-    from flows.llm_sweep import llm_sweep
+    from benchmaker.flows.llm_sweep import llm_sweep
 
     events: list[ProgressEvent] = []
     async with ScenarioServer(Scenario(ttft_ms=20)) as server:

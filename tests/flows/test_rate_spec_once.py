@@ -2,7 +2,7 @@
 limits of the sweep commands reach every point's verdict and the run's manifest
 (issue #14).
 
-The pydantic type (benchmaker.load_models.ParsedRateSpec) is checked on its own; then
+The pydantic type (benchmaker.engine.load_models.ParsedRateSpec) is checked on its own; then
 real Prefect runs of `benchmaker swebench-replay` and `benchmaker llm-sweep` from the
 CLI (in process, against the session's Prefect test server and, for llm-sweep, a
 scenario server on 127.0.0.1) count the calls of parse_rate_spec and judge the points
@@ -18,8 +18,8 @@ import orjson
 import pytest
 from pydantic import BaseModel
 
-from benchmaker.load_models import ClosedLoop, ParsedRateSpec, Poisson, parse_rate_spec
-from flows.swebench_replay import ParameterError, validate_params
+from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, Poisson, parse_rate_spec
+from benchmaker.flows.swebench_replay import ParameterError, validate_params
 from tests._fixed_lag import LOOP_LAG_P99_MS, FixedLag
 from tests.recipes.test_bench_cli import count_rate_spec_parses
 from tests.recipes.test_bench_cli import server  # noqa: F401 - the fixture: a scenario server on 127.0.0.1
@@ -63,7 +63,7 @@ def test_prefect_cache_keys_and_flow_parameters_see_the_plain_string() -> None:
     spec = ParsedRateSpec("poisson:5", parse_rate_spec("poisson:5"))
     # INPUTS cache policy: a resumed run's key equals the first attempt's
     assert hash_objects({"load": spec}, raise_on_failure=True) == hash_objects({"load": "poisson:5"})
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     params = swebench_replay.serialize_parameters({"rates": [spec]})
     assert json.dumps(params) == '{"rates": ["poisson:5"]}'
@@ -88,9 +88,9 @@ def _lag_reasons(row: dict) -> list[str]:
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_swebench_replay_parses_its_rate_once_and_judges_with_the_given_lag_limit(tmp_path, monkeypatch, capsys):
-    from recipes.cli import main
+    from benchmaker.recipes.cli import main
 
-    monkeypatch.setattr("benchmaker.runner.LoopLagMonitor", FixedLag)
+    monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)
     calls = count_rate_spec_parses(monkeypatch)
     args = ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--rate", "poisson:50",
             "--episodes-per-point", "2", "--max-schedule-lag-ms", "60000", "--warehouse", str(tmp_path / "w.duckdb")]
@@ -123,9 +123,9 @@ def test_swebench_replay_parses_its_rate_once_and_judges_with_the_given_lag_limi
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_llm_sweep_parses_each_load_once_and_judges_with_the_given_lag_limit(server, tmp_path, monkeypatch,
                                                                              capsys):
-    from recipes.cli import main
+    from benchmaker.recipes.cli import main
 
-    monkeypatch.setattr("benchmaker.runner.LoopLagMonitor", FixedLag)
+    monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)
     calls = count_rate_spec_parses(monkeypatch)
     code = main(["llm-sweep", "--base-url", server, "--model", "m", "--concurrency-sweep", "2",
                  "--rate-sweep", "40", "--loads", "constant:50", "--max-requests", "4", "--duration", "20",
@@ -153,7 +153,7 @@ def test_llm_sweep_parses_each_load_once_and_judges_with_the_given_lag_limit(ser
 async def test_a_flow_called_with_plain_strings_parses_at_its_parameters_once(tmp_path, monkeypatch) -> None:
     # as a deployment run: the parameters arrive as JSON strings; Prefect's validation of
     # the signature parses, the flow body's model and everything after take that object
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     calls = count_rate_spec_parses(monkeypatch)
     out = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[], rates=["constant:20"], episodes_per_point=1,

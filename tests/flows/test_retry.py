@@ -1,4 +1,4 @@
-"""flows.retry for real: a swebench-replay flow run that fails at its second sweep point,
+"""benchmaker.flows.retry for real: a swebench-replay flow run that fails at its second sweep point,
 resumed in another process under the same flow run id (the first point from the task
 cache, its files untouched; the failed point measured), then a new run measuring all."""
 
@@ -58,9 +58,9 @@ def _flow_run(flow_run_id: str):
 async def test_failed_run_resumes_at_failed_point_and_new_run_measures_all(tmp_path: Path, monkeypatch) -> None:
     from prefect.settings import PREFECT_API_URL
 
-    from flows.retry import retry_flow_run
-    from flows.swebench_replay import swebench_replay
-    from tasks.sweep import FAIL_POINT_ENV
+    from benchmaker.flows.retry import retry_flow_run
+    from benchmaker.flows.swebench_replay import swebench_replay
+    from benchmaker.tasks.sweep import FAIL_POINT_ENV
 
     out_dir = tmp_path / "artifacts"
     kw = dict(logs=[EXAMPLE], concurrency_sweep=[1, 2], out_dir=out_dir, warehouse=tmp_path / "wh.duckdb")
@@ -79,11 +79,11 @@ async def test_failed_run_resumes_at_failed_point_and_new_run_measures_all(tmp_p
     assert not (tmp_path / "wh.duckdb").exists()  # the load stage never ran
     assert _sweep_states(flow_run_id) == {1: ["Completed", "Failed"]}
 
-    # attempt 2: resumed from another process, as a user would (python -m flows.retry ID)
+    # attempt 2: resumed from another process, as a user would (python -m benchmaker.flows.retry ID)
     env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
                PREFECT_SERVER_ANALYTICS_ENABLED="false")
     env.pop(FAIL_POINT_ENV, None)
-    proc = subprocess.run([sys.executable, "-m", "flows.retry", flow_run_id], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "benchmaker.flows.retry", flow_run_id], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert proc.stdout.strip().endswith(f"flow run {flow_run_id}: Completed")
@@ -114,7 +114,7 @@ async def test_failed_run_resumes_at_failed_point_and_new_run_measures_all(tmp_p
 
 
 def test_retry_refuses_a_bad_id() -> None:
-    from flows.retry import main
+    from benchmaker.flows.retry import main
 
     assert main(["not-a-uuid"]) == 2
     assert main([]) == 2
@@ -123,9 +123,9 @@ def test_retry_refuses_a_bad_id() -> None:
 async def test_a_cached_point_whose_files_were_deleted_is_measured_again(tmp_path: Path, monkeypatch) -> None:
     import shutil
 
-    from flows.retry import retry_flow_run
-    from flows.swebench_replay import swebench_replay
-    from tasks.sweep import FAIL_POINT_ENV
+    from benchmaker.flows.retry import retry_flow_run
+    from benchmaker.flows.swebench_replay import swebench_replay
+    from benchmaker.tasks.sweep import FAIL_POINT_ENV
 
     out_dir = tmp_path / "artifacts"
     monkeypatch.setenv(FAIL_POINT_ENV, "c2")
@@ -156,9 +156,9 @@ async def test_retry_takes_the_name_run_id_or_bundle_of_a_flow_run_and_stops_on_
 
     from prefect.settings import PREFECT_API_URL
 
-    from flows.retry import resolve_flow_run_id
-    from flows.swebench_replay import swebench_replay
-    from tasks.sweep import FAIL_POINT_ENV
+    from benchmaker.flows.retry import resolve_flow_run_id
+    from benchmaker.flows.swebench_replay import swebench_replay
+    from benchmaker.tasks.sweep import FAIL_POINT_ENV
 
     out_dir = tmp_path / "artifacts"
     monkeypatch.setenv(FAIL_POINT_ENV, "c1")
@@ -179,7 +179,7 @@ async def test_retry_takes_the_name_run_id_or_bundle_of_a_flow_run_and_stops_on_
 
     env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
                PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    proc = subprocess.Popen([sys.executable, "-m", "flows.retry", fr.name], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "benchmaker.flows.retry", fr.name], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(1200):  # until the resumed run measures (a busy host starts Python slowly)

@@ -12,8 +12,8 @@ import duckdb
 import orjson
 import pytest
 
-from flows.swebench_replay import ParameterError
-from replay.sweep import point_dir
+from benchmaker.flows.swebench_replay import ParameterError
+from benchmaker.sweep.sweep import point_dir
 from tests.flows._verdict import reasons_but_loop_lag, run_flow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ pytestmark = [
 
 async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through_an_exchange(
         tmp_path: Path, local_cluster) -> None:
-    from flows.swebench_replay_distributed import swebench_replay_distributed
+    from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed
 
     # the shards reach the run only through the exchange (a file:// URL here, s3:// on a fleet)
     exchange = f"file://{tmp_path}/exchange"
@@ -70,7 +70,7 @@ async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through
 
 
 async def test_a_missing_trajectories_file_is_refused_before_any_work(tmp_path: Path) -> None:
-    from flows.swebench_replay_distributed import swebench_replay_distributed
+    from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed
 
     with pytest.raises(ParameterError, match=r"trajectories: no such file \(got '.*nope.jsonl'\)"):
         await swebench_replay_distributed(trajectories=tmp_path / "nope.jsonl", out_dir=tmp_path / "a")
@@ -85,8 +85,8 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
 
     from prefect.settings import PREFECT_API_URL
 
-    from flows.swebench_replay_distributed import swebench_replay_distributed
-    from tasks.sweep import FAIL_POINT_ENV
+    from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed
+    from benchmaker.tasks.sweep import FAIL_POINT_ENV
 
     def fingerprint(pdir: Path) -> dict[str, tuple[int, str]]:
         # the point stage's files (grades.jsonl is the grade stage's, written after all points)
@@ -111,7 +111,7 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
     # resumed from another process, as a user would: the distributed variant is chosen
     env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
                PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    proc = subprocess.run([sys.executable, "-m", "flows.retry", flow_run_id], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "benchmaker.flows.retry", flow_run_id], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert fingerprint(run_dir / "points" / "c2") == c2_before  # a cache hit: not measured again

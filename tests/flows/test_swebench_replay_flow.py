@@ -44,7 +44,7 @@ def _task_runs(flow_run_id: str) -> dict[str, list]:
 
 
 async def test_example_end_to_end_twice_reuses_conversion(tmp_path: Path) -> None:
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     kw = dict(logs=[EXAMPLE], concurrency_sweep=[1, 2], mode="execute", task_dirs=[TINY_TASK],
               out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb", label="test")
@@ -78,7 +78,7 @@ async def test_example_end_to_end_twice_reuses_conversion(tmp_path: Path) -> Non
 async def test_bad_parameters_refused_before_any_work(tmp_path: Path) -> None:
     from prefect.exceptions import ParameterTypeError
 
-    from flows.swebench_replay import ParameterError, swebench_replay
+    from benchmaker.flows.swebench_replay import ParameterError, swebench_replay
 
     with pytest.raises(ParameterTypeError, match="concurrency_sweep.0"):
         await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[0], out_dir=tmp_path / "a")
@@ -88,8 +88,8 @@ async def test_bad_parameters_refused_before_any_work(tmp_path: Path) -> None:
 
 
 async def test_killed_replay_server_point_is_retried(tmp_path: Path) -> None:
-    from flows.swebench_replay import swebench_replay
-    from tasks import serve
+    from benchmaker.flows.swebench_replay import swebench_replay
+    from benchmaker.tasks import serve
 
     killed: list[int] = []
 
@@ -125,10 +125,10 @@ async def test_killed_replay_server_point_is_retried(tmp_path: Path) -> None:
 async def test_sweep_point_cached_within_a_flow_run_only(tmp_path: Path) -> None:
     from prefect import flow
 
-    from flows.swebench_replay import result_storage_for
-    from replay.convert import convert_paths
-    from tasks.serve import launch_server, stop_replay_server
-    from tasks.sweep import run_sweep_point
+    from benchmaker.flows.swebench_replay import result_storage_for
+    from benchmaker.trajectories.convert import convert_paths
+    from benchmaker.tasks.serve import launch_server, stop_replay_server
+    from benchmaker.tasks.sweep import run_sweep_point
 
     traj = tmp_path / "t.jsonl"
     convert_paths([EXAMPLE], traj)
@@ -154,7 +154,7 @@ async def test_sweep_point_cached_within_a_flow_run_only(tmp_path: Path) -> None
 
 @pytest.mark.skipif(not (REAL / "pi-session-v1-large.jsonl").is_file(), reason="../shared/data/real absent")
 async def test_real_recordings_sweep_1_5(tmp_path: Path) -> None:
-    from flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     out = await run_flow(
         swebench_replay,

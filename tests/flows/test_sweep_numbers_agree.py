@@ -95,9 +95,9 @@ def _same(a: object, b: object) -> bool:
 
 
 async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) -> None:
-    from flows.swebench_replay import swebench_replay
-    from recipes.swebench_replay import print_sweep
-    from replay.point_summary import sweep_table_rows
+    from benchmaker.flows.swebench_replay import swebench_replay
+    from benchmaker.recipes.swebench_replay import print_sweep
+    from benchmaker.sweep.point_summary import sweep_table_rows
 
     out = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[1, 2], latency="fixed:20:2",
                                 out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb")

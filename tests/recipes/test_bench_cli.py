@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 
 SCENARIOS = {
     "default": {"ttft_ms": 10, "itl_ms": 2, "content_chunks": 8},
@@ -155,7 +155,7 @@ def test_yaml_two_lanes_with_typed_interpolation_and_dotenv(server, tmp_path, mo
 
 @pytest.mark.parametrize("name", ["llm.yaml", "http.yaml", "mixed-lanes.yaml"])
 def test_example_configs_validate(name, monkeypatch):
-    from recipes.runfile import read_run_file
+    from benchmaker.recipes.runfile import read_run_file
 
     monkeypatch.setenv("URL", "http://127.0.0.1:9/v1/chat/completions")
     path = Path(__file__).resolve().parents[2] / "examples" / "configs" / name
@@ -189,9 +189,9 @@ def test_llm_with_two_workers_writes_one_bundle_with_the_single_run_fields(serve
 
 
 def count_rate_spec_parses(monkeypatch) -> list[str]:
-    """Wrap benchmaker.load_models.parse_rate_spec wherever a loaded module bound it; the
+    """Wrap benchmaker.engine.load_models.parse_rate_spec wherever a loaded module bound it; the
     returned list gets the spec of every call."""
-    import benchmaker.load_models as load_models
+    import benchmaker.engine.load_models as load_models
 
     original, calls = load_models.parse_rate_spec, []
 

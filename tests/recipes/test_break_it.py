@@ -3,7 +3,7 @@
 Every case must exit 2 with one line on stderr that starts `benchmaker: error:` and
 names the flag or file:line:field, with no traceback, before any request is sent
 (the URL is the discard port: a case that ran would exit 0/1, not 2). Cases run
-through the real entry point `recipes.cli.main`, in process.
+through the real entry point `benchmaker.recipes.cli.main`, in process.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "tiny-task.pi.jsonl"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from recipes.convert import run_convert
-from replay.convert import ConvertProgress, convert_paths
+from benchmaker.recipes.convert import run_convert
+from benchmaker.trajectories.convert import ConvertProgress, convert_paths
 
 FILE_BYTES = 100_000
 
@@ -114,12 +114,12 @@ def test_bad_input_stops_the_line_then_prints_the_one_line_error(tmp_path: Path,
 
 
 def test_every_conversion_reports_per_file_to_the_progress_observers(tmp_path: Path) -> None:
-    """convert_paths' default progress goes to replay.progress observers, so the
-    swebench-replay CLI's conversion (tasks.convert.ensure_converted, before the flow)
+    """convert_paths' default progress goes to benchmaker.progress observers, so the
+    swebench-replay CLI's conversion (benchmaker.tasks.convert.ensure_converted, before the flow)
     shows per file in the terminal view that observes it."""
-    from replay.plan import plan_trajectories
-    from replay.progress import StageEvent, observe
-    from tasks.convert import ensure_converted
+    from benchmaker.sweep.plan import plan_trajectories
+    from benchmaker.progress import StageEvent, observe
+    from benchmaker.tasks.convert import ensure_converted
 
     seen: list[StageEvent] = []
     with observe(seen.append):

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from rich.console import Console
 
-from recipes.display import runs_table
+from benchmaker.recipes.display import runs_table
 
 NAMES = ["run_id", "kind", "label", "created_at", "n_samples", "n_ok", "request_throughput_per_s", "p50_ttft_ms",
          "p99_ttft_ms", "p50_e2e_ms", "p99_e2e_ms"]
@@ -27,7 +27,7 @@ def test_runs_table_fits_120_columns_with_whole_run_ids() -> None:
 
 
 def test_refusals_and_length_finishes_are_flagged_successes_not_errors() -> None:
-    from recipes.display import summary_tables
+    from benchmaker.recipes.display import summary_tables
 
     run = {"n_ok": 3, "n_sent": 5, "n_samples": 5, "n_aborted": 2, "n_refusal": 1, "n_length": 2,
            "n_content_filter": 0}

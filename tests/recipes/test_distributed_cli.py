@@ -35,7 +35,7 @@ def _query(wh: Path, sql: str) -> list[tuple]:
 def test_swebench_replay_with_two_shards_on_dask(tmp_path: Path, local_cluster) -> None:
     wh = tmp_path / "wh.duckdb"
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "4",
+        [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "4",
          "--latency", "fixed:50:0", "--shards", "2", "--dask-address", local_cluster.scheduler_address,
          "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -55,7 +55,7 @@ async def test_llm_sweep_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
     wh = tmp_path / "wh.duckdb"
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "recipes.cli", "llm-sweep", "--base-url", server.url, "--model", "m",
+            sys.executable, "-m", "benchmaker.recipes.cli", "llm-sweep", "--base-url", server.url, "--model", "m",
             "--loads", "constant:40", "--duration", "1", "--max-tokens", "8", "--shards", "2",
             "--dask-address", local_cluster.scheduler_address,
             "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh),
@@ -85,7 +85,7 @@ async def test_llm_sweep_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
 ])
 def test_scale_out_options_are_checked_before_anything_runs(tmp_path: Path, args: list[str], message: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), *args,
+        [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), *args,
          "--out-dir", str(tmp_path / "art")], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert message in proc.stderr and "secret" not in proc.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 from tests.replay.test_sandbox_flash import FakeFlash
 
 CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"

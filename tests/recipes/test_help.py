@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-import recipes.cli  # noqa: F401 - registers every command on the app
-from recipes.app import app
+import benchmaker.recipes.cli  # noqa: F401 - registers every command on the app
+from benchmaker.recipes.app import app
 
 
 def _leaf_commands(application, prefix=()):

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 from tests._fixed_lag import LOOP_LAG_P99_MS, FixedLag
 from tests.recipes.test_sglang_cli import server  # noqa: F401 - the fixture: a scenario server on 127.0.0.1
 
@@ -29,7 +29,7 @@ def _lag_reasons(summary: dict) -> list[str]:
 
 @pytest.mark.parametrize("command", ["sglang", "sandbox"])
 def test_the_lag_limits_given_reach_the_manifest_and_judge_the_run(command, server, tmp_path, monkeypatch):
-    monkeypatch.setattr("benchmaker.runner.LoopLagMonitor", FixedLag)
+    monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)
     argv = (["sglang", "--url", server + "/generate"] if command == "sglang"
             else ["sandbox", "--command", "true"]) + ["--max-requests", "3", "--max-schedule-lag-ms", "250"]
     code, manifest, summary = _run([*argv, "--max-loop-lag-ms", "5"], tmp_path / "low")

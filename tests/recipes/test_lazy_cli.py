@@ -1,7 +1,7 @@
-"""The CLI registers its commands lazily (recipes.cli COMMANDS, cyclopts import paths):
+"""The CLI registers its commands lazily (benchmaker.recipes.cli COMMANDS, cyclopts import paths):
 a command imports only its own module, so the commands that run no flow never import
 Prefect, Dask, plotly or the flows (issue #15), and the console script skips the
-interpreter's teardown once the command has returned (recipes.cli._fast_exit). Each
+interpreter's teardown once the command has returned (benchmaker.recipes.cli._fast_exit). Each
 check runs in a fresh interpreter: this test process has imported everything already."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _python(code: str, *args: str, timeout: float = 120) -> subprocess.Completed
 
 def _imported_by(argv: list[str]) -> tuple[int, list[str], str]:
     """(exit code, top-level packages of HEAVY imported, stdout) of main(argv) in a fresh interpreter."""
-    code = ("import json, sys\nfrom recipes.cli import main\nrc = main(json.loads(sys.argv[1]))\n"
+    code = ("import json, sys\nfrom benchmaker.recipes.cli import main\nrc = main(json.loads(sys.argv[1]))\n"
             "print('\\nIMPORTED', json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(json.loads(sys.argv[2])))))\n"
             "print('RC', rc)")
     proc = _python(code, json.dumps(argv), json.dumps(HEAVY))
@@ -73,15 +73,15 @@ def test_every_command_is_registered_lazily_and_resolves():
     description read from the source equals what the resolved command shows."""
     code = r"""
 import importlib, json, pkgutil
-import recipes, recipes.cli
+import recipes, benchmaker.recipes.cli
 from cyclopts import App
 from cyclopts.command_spec import CommandSpec
-from recipes.app import app, source_help
+from benchmaker.recipes.app import app, source_help
 for m in pkgutil.iter_modules(recipes.__path__):
     importlib.import_module(f"recipes.{m.name}")
 eager = sorted(n for n, c in app._commands.items() if not n.startswith("-") and not isinstance(c, CommandSpec))
 bad = []
-for name, path in recipes.cli.COMMANDS.items():
+for name, path in benchmaker.recipes.cli.COMMANDS.items():
     module, attr = path.split(":")
     target = getattr(importlib.import_module(module), attr)
     sub = app[name]
@@ -91,23 +91,23 @@ for name, path in recipes.cli.COMMANDS.items():
         ok = sub.default_command is target and source_help(path) == target.__doc__
     if not ok:
         bad.append(name)
-print(json.dumps({"eager": eager, "bad": bad, "n": len(recipes.cli.COMMANDS)}))
+print(json.dumps({"eager": eager, "bad": bad, "n": len(benchmaker.recipes.cli.COMMANDS)}))
 """
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
-    from recipes.cli import COMMANDS
+    from benchmaker.recipes.cli import COMMANDS
 
     assert result == {"eager": [], "bad": [], "n": len(COMMANDS)}
 
 
 def test_root_help_describes_every_command_without_importing_them():
-    code = ("import sys\nfrom recipes.cli import main\nmain(['--help'])\n"
+    code = ("import sys\nfrom benchmaker.recipes.cli import main\nmain(['--help'])\n"
             "print('LOADED', sorted(m for m in sys.modules if m.startswith('recipes.') and m not in "
-            "('recipes.cli', 'recipes.app')))")
+            "('benchmaker.recipes.cli', 'benchmaker.recipes.app')))")
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr
-    from recipes.cli import COMMANDS
+    from benchmaker.recipes.cli import COMMANDS
 
     listed = {line.split()[1] for line in proc.stdout.splitlines()
               if line.startswith("│ ") and len(line.split()) > 2 and not line.split()[1].startswith("-")}
@@ -119,7 +119,7 @@ def test_root_help_describes_every_command_without_importing_them():
 def test_console_script_exits_with_the_commands_code_and_complete_output(tmp_path):
     """main() without argv (the console script) ends the process through _fast_exit:
     the command's exit code and everything it printed, also when stdout is a pipe."""
-    script = "import sys\nfrom recipes.cli import main\nsys.exit(main())"
+    script = "import sys\nfrom benchmaker.recipes.cli import main\nsys.exit(main())"
     out_file = tmp_path / "t.jsonl"
     ok = _python(script, "convert", str(REPO / "examples/recordings/tiny-task.pi.jsonl"), "-o", str(out_file))
     assert ok.returncode == 0, ok.stderr
@@ -128,11 +128,11 @@ def test_console_script_exits_with_the_commands_code_and_complete_output(tmp_pat
     bad = _python(script, "sql")  # --query missing: exit 2, one error line
     assert bad.returncode == 2
     assert bad.stderr.startswith("benchmaker: error:")
-    crash = _python("import sys\nfrom recipes.cli import main\nimport recipes.cli\n"
-                    "recipes.cli._run = lambda argv: 1 / 0\nsys.exit(main())")
+    crash = _python("import sys\nfrom benchmaker.recipes.cli import main\nimport benchmaker.recipes.cli\n"
+                    "benchmaker.recipes.cli._run = lambda argv: 1 / 0\nsys.exit(main())")
     assert crash.returncode == 1  # no code returned: the usual teardown, with the traceback
     assert "ZeroDivisionError" in crash.stderr
     late = _python("import atexit, sys\natexit.register(lambda: print('EARLIER HANDLER RAN'))\n"
-                   "from recipes.cli import main\nsys.exit(main())", "sql")
+                   "from benchmaker.recipes.cli import main\nsys.exit(main())", "sql")
     assert late.returncode == 2  # a handler registered before main() still runs: no fast exit then
     assert late.stdout.strip() == "EARLIER HANDLER RAN"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -24,7 +24,7 @@ def test_dry_run_with_a_glob_of_logs_prints_only_the_plan(tmp_path: Path, capsys
     assert text.startswith("plan: 3 sweep point(s) x 2 trajectory(ies)")
     assert [line.split()[0] for line in text.splitlines()[1:4]] == ["c4", "c1", "c16"]  # in the sweep's order
     assert "  c16    16 in flight: 16 episode(s)," in text  # max(16, 2 trajectories) episodes
-    # nothing ran: the logs' one conversion is in the cache the run would have read (tasks.convert)
+    # nothing ran: the logs' one conversion is in the cache the run would have read (benchmaker.tasks.convert)
     assert [f.relative_to(out_dir).parts[::3] for f in out_dir.rglob("*") if f.is_file()] == \
         [("_cache", "trajectories.jsonl")]
     # the repeated flag is the same list

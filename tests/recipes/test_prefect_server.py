@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import prefect_server as ps
+from benchmaker.recipes import prefect_server as ps
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -186,7 +186,7 @@ def test_a_set_api_url_is_used_as_is_and_ephemeral_mode_starts_nothing(tmp_path:
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recipes.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "benchmaker.recipes.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -211,7 +211,7 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
         assert run.returncode in (0, 1), run.stdout[-2000:] + run.stderr[-2000:]
         assert "starting a local Prefect server" not in run.stderr  # reused, not started again
         # the flow command left a warm runner (recipes/warm_runner.py): the next call runs in it
-        from recipes import warm_runner
+        from benchmaker.recipes import warm_runner
 
         home = tmp_path / "prefect-home"
         deadline = time.monotonic() + 120

@@ -1,4 +1,4 @@
-"""#7 "done when": every recipe runs from the CLI (`recipes.cli.main`) against local
+"""#7 "done when": every recipe runs from the CLI (`benchmaker.recipes.cli.main`) against local
 servers started here, and its results load into the warehouse with exact row counts.
 
     http, llm (+ /metrics monitor), sglang, sandbox, trajectory-replay, run  -> `benchmaker load`
@@ -25,9 +25,9 @@ import orjson
 import pytest
 
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from recipes.cli import main
-from replay.process import start_replay_server
-from replay.store import load_trajectories
+from benchmaker.recipes.cli import main
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.replay_server.store import load_trajectories
 from tests.examples.test_examples import _metrics_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,7 +166,7 @@ async def test_run_yaml_two_lanes(tmp_path: Path, capsys):
 
 
 def test_swebench(tmp_path: Path, capsys):
-    from replay.convert import iter_trajectories
+    from benchmaker.trajectories.convert import iter_trajectories
 
     (traj,) = list(iter_trajectories(TINY_LOG))
     rec = tmp_path / "model.jsonl"
@@ -186,14 +186,14 @@ def _record_tiny_task(tmp_path: Path, capsys) -> Path:
     """`benchmaker record` (a subprocess, as users run it) in front of a replay server of
     the tiny-task recording; `benchmaker episode` plays the recording through it; SIGINT
     writes the trajectories file, which is returned."""
-    from replay.convert import iter_trajectories
+    from benchmaker.trajectories.convert import iter_trajectories
 
     (traj,) = list(iter_trajectories(TINY_LOG))
     original = tmp_path / "original.jsonl"
     original.write_text(traj.model_dump_json() + "\n")
     out = tmp_path / "recorded.jsonl"
     with start_replay_server(original) as upstream, subprocess.Popen(
-        [sys.executable, "-m", "recipes.cli", "record", "--upstream", upstream.url, "-o", str(out)],
+        [sys.executable, "-m", "benchmaker.recipes.cli", "record", "--upstream", upstream.url, "-o", str(out)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as proxy:
         try:
@@ -242,7 +242,7 @@ def test_swebench_replay_of_a_recording_loads_the_warehouse(tmp_path: Path, caps
     rec = _record_tiny_task(tmp_path, capsys)
     wh = tmp_path / "wh.duckdb"
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes.cli", "swebench-replay", "--trajectories", str(rec), "--concurrency-sweep",
+        [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--trajectories", str(rec), "--concurrency-sweep",
          "1,2", "--episodes-per-point", "2", "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh),
          "--label", "recorded"],
         cwd=ROOT, capture_output=True, text=True, timeout=180,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from replay.process import start_replay_server
-from replay.store import load_trajectories
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.replay_server.store import load_trajectories
 from tests.replay.test_recorder import _traj, _write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ def test_record_cli_writes_trajectories_on_sigint(tmp_path: Path):
                 {"role": "user", "content": traj.user_before_turns[0]}]
     with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as upstream:
         with subprocess.Popen(
-            [sys.executable, "-m", "recipes.cli", "record", "--upstream", upstream.url + "/v1", "-o", str(out)],
+            [sys.executable, "-m", "benchmaker.recipes.cli", "record", "--upstream", upstream.url + "/v1", "-o", str(out)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ) as proc:
             _relay_one(proc, messages)

@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 from tests.replay.test_sandbox_flash import FakeFlash
 
 

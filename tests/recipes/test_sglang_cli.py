@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 
 BIN = Path(sys.executable).with_name("benchmaker")
 
@@ -126,7 +126,7 @@ def test_sigterm_during_a_flow_run_ends_in_one_line_and_143(monkeypatch, capsys)
     128 + 15, as a process killed by SIGTERM does (no traceback)."""
     from prefect.exceptions import TerminationSignal
 
-    import recipes.cli as cli
+    import benchmaker.recipes.cli as cli
 
     def app(*args, **kwargs):
         raise TerminationSignal(signal=signal.SIGTERM)
@@ -145,7 +145,7 @@ def test_an_unreachable_prefect_api_is_one_line_and_exit_1(monkeypatch, capsys):
     PREFECT_API_URL) is one line naming the URL, not httpx's traceback."""
     import httpx
 
-    import recipes.cli as cli
+    import benchmaker.recipes.cli as cli
 
     def app(*args, **kwargs):
         raise httpx.ConnectError("All connection attempts failed",

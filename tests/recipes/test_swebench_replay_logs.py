@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "replay" / "fixtures"
 

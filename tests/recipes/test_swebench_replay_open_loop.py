@@ -19,7 +19,7 @@ EXAMPLE = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
 def test_rate_runs_episodes_open_loop_and_reports_offered_vs_achieved(tmp_path: Path) -> None:
     wh = tmp_path / "wh.duckdb"
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), "--rate", "constant:4",
+        [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), "--rate", "constant:4",
          "--duration", "1s", "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )

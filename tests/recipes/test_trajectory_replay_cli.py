@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from recipes.cli import main
-from recipes.trajectory_replay import cache_report
+from benchmaker.recipes.cli import main
+from benchmaker.recipes.trajectory_replay import cache_report
 
 
 @pytest.fixture(scope="module")

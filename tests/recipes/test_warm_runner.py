@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import warm_runner as wr
+from benchmaker.recipes import warm_runner as wr
 from tests.recipes.test_prefect_server import _gone
 
 ROOT = Path(__file__).resolve().parents[2]

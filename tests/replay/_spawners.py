@@ -1,5 +1,5 @@
 """Shared by the sandbox and spawner tests: the `spawner` fixture (each Spawner of
-replay.sandbox.spawner in turn) and `alive(pid)`."""
+benchmaker.agent.sandbox.spawner in turn) and `alive(pid)`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
+from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
 
 
 @pytest.fixture(params=["inline", "process"])

@@ -1,6 +1,6 @@
 """Test helper (no tests here): replay a trajectory turn by turn through a real replay
 server on 127.0.0.1, as a replaying agent does (each request built by
-`replay.context.request_messages` with the responses received so far)."""
+`benchmaker.trajectories.context.request_messages` with the responses received so far)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from replay.context import request_messages
-from replay.trajectory import Trajectory
+from benchmaker.trajectories.context import request_messages
+from benchmaker.trajectories.trajectory import Trajectory
 from tests.replay.test_server_fixtures import running_server
 
 
@@ -57,9 +57,9 @@ async def point_samples(store: Path, traj: Trajectory, run_dir: Path) -> tuple[d
     the point's samples (samples.jsonl) in turn order."""
     import orjson
 
-    from replay.point_run import run_point
-    from replay.process import start_replay_server
-    from replay.sweep import point_dir
+    from benchmaker.sweep.point_run import run_point
+    from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.sweep.sweep import point_dir
 
     with start_replay_server(store) as srv:
         row = await run_point([traj], srv.url, run_dir, run_id="r1", concurrency=1)
@@ -72,8 +72,8 @@ async def harness_bodies(store: Path, traj: Trajectory, *, mode: str = "recorded
     """Run one episode of `traj` with the engine harness against a replay server on
     `store` (execute mode in a local sandbox); returns the episode result and a copy
     of the messages of every request it sent, in order."""
-    from replay.harness import local_sandbox_factory, run_episode
-    from replay.model_client import ModelClient
+    from benchmaker.agent.harness import local_sandbox_factory, run_episode
+    from benchmaker.agent.model_client import ModelClient
 
     bodies: list[list[dict]] = []
     orig = ModelClient.stream

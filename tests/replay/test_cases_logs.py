@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 
-from replay.convert import convert_paths, detect_format, iter_trajectories
-from replay.converters.pi_session import compaction_text
+from benchmaker.trajectories.convert import convert_paths, detect_format, iter_trajectories
+from benchmaker.trajectories.converters.pi_session import compaction_text
 from tests.replay.replay_turns import replay_turns
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs"

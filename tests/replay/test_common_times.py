@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from replay.converters._common import iso_from_ms
+from benchmaker.trajectories.converters._common import iso_from_ms
 
 
 @pytest.mark.parametrize("ms", [1e70, -1e70, math.nan, math.inf, 10**30, "1770112801000", True, None])
@@ -29,7 +29,7 @@ def test_int_ms_fast_path_writes_datetimes_text() -> None:
     import random
     from datetime import UTC, datetime
 
-    from replay.converters._common import _ISO_FAST_LIMIT_MS
+    from benchmaker.trajectories.converters._common import _ISO_FAST_LIMIT_MS
 
     rng = random.Random(3)
     values = [0, 1, 999, 1000, 59_999, 60_000, 86_399_999, _ISO_FAST_LIMIT_MS - 1, _ISO_FAST_LIMIT_MS,

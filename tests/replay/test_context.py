@@ -1,11 +1,11 @@
-"""replay.context: the request messages of each turn, with and without context edits."""
+"""benchmaker.trajectories.context: the request messages of each turn, with and without context edits."""
 
 from __future__ import annotations
 
 import pytest
 
-from replay.context import current_edit, history_messages, recorded_requests, request_messages
-from replay.trajectory import (
+from benchmaker.trajectories.context import current_edit, history_messages, recorded_requests, request_messages
+from benchmaker.trajectories.trajectory import (
     ContextEdit,
     MessageRef,
     MessageSpan,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.convert import convert_paths
-from replay.errors import InputError
+from benchmaker.trajectories.convert import convert_paths
+from benchmaker.trajectories.errors import InputError
 
 from tests.replay.test_converters_fuzz import check_damaged_copies
 from tests.replay.test_pi_events_compaction import stream

@@ -1,4 +1,4 @@
-"""replay.convert: convert_paths / read_trajectories / detect_format errors and the
+"""benchmaker.trajectories.convert: convert_paths / read_trajectories / detect_format errors and the
 `benchmaker convert` CLI. Fixtures: tests/replay/fixtures/ (written for these tests)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import recipes.convert  # noqa: F401  (registers `convert` on the app)
-from recipes.app import app
-from replay.convert import CONVERTER_VERSION, convert_paths, detect_format, iter_trajectories, read_trajectories
-from replay.errors import ConvertError, EmptyInputError, TrajectoryFormatError, UnknownFormatError
+import benchmaker.recipes.convert  # noqa: F401  (registers `convert` on the app)
+from benchmaker.recipes.app import app
+from benchmaker.trajectories.convert import CONVERTER_VERSION, convert_paths, detect_format, iter_trajectories, read_trajectories
+from benchmaker.trajectories.errors import ConvertError, EmptyInputError, TrajectoryFormatError, UnknownFormatError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FORMATS = ("atif, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, openhands, openhands-conversation,"

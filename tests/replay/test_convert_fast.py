@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-import replay.convert as convert_mod
-from replay.converters import _common
-from replay.converters._common import FileContext, iter_jsonl, orjson_safe, read_json_document, trusted_maker
-from replay.convert import convert_paths
-from replay.errors import ConvertError
-from replay.trajectory import MessageRef, Observation, Response, Source, Timing, ToolCall, Trajectory, Turn, Usage
+import benchmaker.trajectories.convert as convert_mod
+from benchmaker.trajectories.converters import _common
+from benchmaker.trajectories.converters._common import FileContext, iter_jsonl, orjson_safe, read_json_document, trusted_maker
+from benchmaker.trajectories.convert import convert_paths
+from benchmaker.trajectories.errors import ConvertError
+from benchmaker.trajectories.trajectory import MessageRef, Observation, Response, Source, Timing, ToolCall, Trajectory, Turn, Usage
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -121,7 +121,7 @@ def test_orjson_safe_flags_numbers_of_19_digits_or_more(data: bytes, safe: bool)
 def test_fast_constructors_validate_what_they_cannot_vouch_for() -> None:
     from pydantic import ValidationError
 
-    from replay.converters._common import fast_observation, fast_response, fast_timing, fast_tool_call, fast_usage
+    from benchmaker.trajectories.converters._common import fast_observation, fast_response, fast_timing, fast_tool_call, fast_usage
 
     # values of the exact field types: the validated model, unvalidated
     assert fast_timing(duration_ms=5.0, started_at="t") == Timing(duration_ms=5.0, started_at="t")
@@ -190,7 +190,7 @@ def test_documents_parse_as_json_does_and_keep_their_errors() -> None:
 def test_detection_skips_the_whole_document_parse_only_when_json_would_fail(data: bytes) -> None:
     """detect_bytes skips `json.loads` of the whole file (a JSONL log's first line is a
     whole document and more follows) only where json would raise anyway."""
-    from replay.converters import _jsonl_with_more_lines
+    from benchmaker.trajectories.converters import _jsonl_with_more_lines
 
     stripped = data.strip()
     if stripped and _jsonl_with_more_lines(stripped):
@@ -199,7 +199,7 @@ def test_detection_skips_the_whole_document_parse_only_when_json_would_fail(data
 
 
 def test_pi_session_logs_are_told_by_their_first_line() -> None:
-    from replay.converters import _jsonl_with_more_lines, detect_bytes
+    from benchmaker.trajectories.converters import _jsonl_with_more_lines, detect_bytes
 
     data = (FIXTURES / "pi_v3_tree.jsonl").read_bytes()
     assert _jsonl_with_more_lines(data.strip()) is True
@@ -208,7 +208,7 @@ def test_pi_session_logs_are_told_by_their_first_line() -> None:
 
 
 def test_synth_arguments_raw_is_json_dumps_and_raises_its_errors() -> None:
-    from replay.converters._common import synth_arguments_raw
+    from benchmaker.trajectories.converters._common import synth_arguments_raw
 
     for value in ({"cmd": "ls \u00e9\n", "n": [1, 2.5, 1e16, None, True, float("nan")]}, {1: 2, None: 3}, "x", [],
                   {"k": "\ud800"}):
@@ -225,7 +225,7 @@ def test_synth_arguments_raw_is_json_dumps_and_raises_its_errors() -> None:
 def test_fast_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> None:
     from pydantic import ValidationError
 
-    from replay.converters._common import fast_tool_call
+    from benchmaker.trajectories.converters._common import fast_tool_call
 
     with pytest.raises(ValidationError):
         ToolCall(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})  # type: ignore[dict-item]
@@ -239,7 +239,7 @@ def test_fast_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> No
 def test_gc_paused_turns_the_collector_off_and_restores_it_after_an_error(gc_on: bool) -> None:
     import gc
 
-    from replay.convert import gc_paused
+    from benchmaker.trajectories.convert import gc_paused
 
     was = gc.isenabled()
     (gc.enable if gc_on else gc.disable)()
@@ -253,9 +253,9 @@ def test_gc_paused_turns_the_collector_off_and_restores_it_after_an_error(gc_on:
 
 
 def test_pi_tool_result_returns_the_position_history_index_add_would_record() -> None:
-    from replay.converters._common import TrajectoryBuilder, fast_response
-    from replay.converters._edits import message_cursor
-    from replay.converters.pi_session import tool_result
+    from benchmaker.trajectories.converters._common import TrajectoryBuilder, fast_response
+    from benchmaker.trajectories.converters._edits import message_cursor
+    from benchmaker.trajectories.converters.pi_session import tool_result
 
     ctx = FileContext("s.jsonl", "0" * 64, b"")
     b = TrajectoryBuilder(ctx, "pi-session")
@@ -279,7 +279,7 @@ def test_pi_tool_result_returns_the_position_history_index_add_would_record() ->
 def test_pi_usage_counts_only_ints_of_zero_or_more() -> None:
     from enum import IntEnum
 
-    from replay.converters.pi_session import pi_usage
+    from benchmaker.trajectories.converters.pi_session import pi_usage
 
     class Three(IntEnum):
         N = 3

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-import replay.convert as convert_mod
-from replay.convert import WORKERS_ENV, ConvertProgress, convert_paths
-from replay.errors import ConvertError, UnreadableFilesError
+import benchmaker.trajectories.convert as convert_mod
+from benchmaker.trajectories.convert import WORKERS_ENV, ConvertProgress, convert_paths
+from benchmaker.trajectories.errors import ConvertError, UnreadableFilesError
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
@@ -287,7 +287,7 @@ _CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from replay.convert import convert_paths
+from benchmaker.trajectories.convert import convert_paths
 
 def wait_in_first_event(ev):
     if ev.files_done == 1:
@@ -295,8 +295,8 @@ def wait_in_first_event(ev):
         time.sleep(120)  # the signal arrives here, with the workers running
 
 if __name__ == "__main__":
-    import replay.convert
-    replay.convert._CONVERT_WHILE_POOL_STARTS = False  # every unit in the workers: part files exist
+    import benchmaker.trajectories.convert
+    benchmaker.trajectories.convert._CONVERT_WHILE_POOL_STARTS = False  # every unit in the workers: part files exist
     convert_paths([Path(sys.argv[2])], Path(sys.argv[3]), workers=2, progress=wait_in_first_event)
 """
 

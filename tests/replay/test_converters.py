@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from replay.convert import detect_format, iter_trajectories
-from replay.converters.pi_session import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
-from replay.trajectory import match_key_for, match_key_for_messages
+from benchmaker.trajectories.convert import detect_format, iter_trajectories
+from benchmaker.trajectories.converters.pi_session import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
+from benchmaker.trajectories.trajectory import match_key_for, match_key_for_messages
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real"
@@ -177,7 +177,7 @@ def test_real_openhands_usage_and_tool_calls():
     ["openai-gpt4o-toolcall.chunks.jsonl", "deepseek-v4-flash-toolcall.chunks.jsonl", "swe-agent-pydicom-1458.all_preds.jsonl"],
 )
 def test_real_non_trajectory_files_are_unknown_format(name):
-    from replay.errors import UnknownFormatError
+    from benchmaker.trajectories.errors import UnknownFormatError
 
     with pytest.raises(UnknownFormatError, match="unknown log format"):
         detect_format(_real(name))

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.convert import convert_paths
-from replay.errors import InputError
+from benchmaker.trajectories.convert import convert_paths
+from benchmaker.trajectories.errors import InputError
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
 LOGS = ["pi-session-v1-large.jsonl", "swe-agent-pydicom-1458.traj", "openhands-basic.traj.json",
@@ -78,7 +78,7 @@ def test_every_truncation_of_a_small_log_is_handled(tmp_path):
 
 
 def test_convert_cli_names_the_bad_line_in_one_line(tmp_path, capsys):
-    from recipes.cli import main
+    from benchmaker.recipes.cli import main
 
     lines = (REAL / "pi-session-v1-large.jsonl").read_bytes().splitlines(keepends=True)
     path = tmp_path / "session.jsonl"

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from replay.context import request_messages
-from replay.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
+from benchmaker.trajectories.context import request_messages
+from benchmaker.trajectories.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
 from tests.replay.test_server_fixtures import running_server
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"

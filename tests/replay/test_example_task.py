@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from replay.convert import iter_trajectories
-from replay.harness import local_sandbox_factory, run_episode
-from replay.process import start_replay_server
-from replay.trajectory import Trajectory
-from replay.verifier import load_task
+from benchmaker.trajectories.convert import iter_trajectories
+from benchmaker.agent.harness import local_sandbox_factory, run_episode
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.trajectories.trajectory import Trajectory
+from benchmaker.agent.verifier import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "examples" / "tiny-task"

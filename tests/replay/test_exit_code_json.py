@@ -1,5 +1,5 @@
 """mini-swe-agent 2.x observations as JSON (`{"returncode": N, "output": ...}`, its
-observation_template): replay.store.exit_code_in reads the exit code they state, so the
+observation_template): benchmaker.replay_server.store.exit_code_in reads the exit code they state, so the
 replay server's status divergence check compares them (issue #13). Real replay server on
 127.0.0.1."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from replay.store import RecordedObservation, exit_code_in
-from replay.trajectory import Observation
+from benchmaker.replay_server.store import RecordedObservation, exit_code_in
+from benchmaker.trajectories.trajectory import Observation
 from tests.replay.test_server_fixtures import make_trajectory, request_messages, running_server, write_store
 
 

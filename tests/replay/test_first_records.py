@@ -10,8 +10,8 @@ from pathlib import Path
 
 import orjson
 
-from replay.convert import _detect, convert_paths
-from replay.converters._common import FileContext, first_jsonl_objects, iter_jsonl, keeping_first_records
+from benchmaker.trajectories.convert import _detect, convert_paths
+from benchmaker.trajectories.converters._common import FileContext, first_jsonl_objects, iter_jsonl, keeping_first_records
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -38,7 +38,7 @@ def test_detection_keeps_orjson_records_by_line_for_that_bytes_object_only() -> 
 
 
 def test_bytes_safe_as_a_whole_are_checked_once() -> None:
-    import replay.converters._common as common
+    import benchmaker.trajectories.converters._common as common
 
     data = _jsonl(*({"n": n, "s": "x" * 30} for n in range(60)))
     calls: list[int] = []
@@ -70,7 +70,7 @@ def test_iter_jsonl_takes_the_kept_records_once_and_parses_the_rest() -> None:
 
 
 def test_converted_bytes_are_unchanged(tmp_path: Path, monkeypatch) -> None:
-    import replay.convert as convert_mod
+    import benchmaker.trajectories.convert as convert_mod
 
     inputs = sorted(p for p in (DATA / "corpus").iterdir() if p.suffix == ".jsonl")
     convert_paths(inputs, tmp_path / "kept.jsonl")

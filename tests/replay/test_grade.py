@@ -1,13 +1,13 @@
-"""replay.grade: integrity, usage coverage, task outcome and sweep-point grades."""
+"""benchmaker.sweep.grade: integrity, usage coverage, task outcome and sweep-point grades."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from benchmaker.records import Sample
-from replay.episodes import Episode, TurnRecord
-from replay.grade import GRADE_KEYS, grade_files
+from benchmaker.engine.records import Sample
+from benchmaker.agent.episodes import Episode, TurnRecord
+from benchmaker.sweep.grade import GRADE_KEYS, grade_files
 
 
 def _ep(eid: str, **kw) -> dict:

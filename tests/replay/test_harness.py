@@ -1,4 +1,4 @@
-"""replay.harness: episodes against the real replay server (recorded mode, real
+"""benchmaker.agent.harness: episodes against the real replay server (recorded mode, real
 recordings), the concurrency proof, usage coverage, command mode, JSONL columns."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from replay.convert import iter_trajectories
-from replay.episodes import EPISODE_COLUMNS, TURN_COLUMNS
-from replay.harness import concurrency_proof, initial_messages, local_sandbox_factory, run_episode
-from replay.point_run import play_episodes
-from replay.process import start_replay_server
-from replay.trajectory import Trajectory
-from replay.verifier import load_task
+from benchmaker.trajectories.convert import iter_trajectories
+from benchmaker.agent.episodes import EPISODE_COLUMNS, TURN_COLUMNS
+from benchmaker.agent.harness import concurrency_proof, initial_messages, local_sandbox_factory, run_episode
+from benchmaker.sweep.point_run import play_episodes
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.trajectories.trajectory import Trajectory
+from benchmaker.agent.verifier import load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / ".." / "shared" / "data" / "real"
@@ -192,7 +192,7 @@ async def test_command_mode_runs_an_external_agent_through_the_measuring_proxy(t
 
 
 def test_episode_cli_resolves_the_example_in_execute_mode(tmp_path: Path, capsys):
-    from recipes.cli import main
+    from benchmaker.recipes.cli import main
 
     with start_replay_server(_write([_example()], tmp_path / "t.jsonl"), divergence="content") as srv:
         code = main(["episode", str(RECORDING), "--url", srv.url, "--mode", "execute",
@@ -205,9 +205,9 @@ def test_episode_cli_resolves_the_example_in_execute_mode(tmp_path: Path, capsys
 
 
 def test_byte_equal_compares_content_reasoning_and_each_tool_call_exactly():
-    from replay.harness import byte_equal
-    from replay.model_client import ChatResult, ToolCallDelta
-    from replay.trajectory import Response, ToolCall
+    from benchmaker.agent.harness import byte_equal
+    from benchmaker.agent.model_client import ChatResult, ToolCallDelta
+    from benchmaker.trajectories.trajectory import Response, ToolCall
 
     rec = Response(content=None, reasoning="", tool_calls=[
         ToolCall(id="c1", name="bash", arguments_raw='{"cmd": "ls"}'), ToolCall(id="c2", name="read", arguments_raw="{}")])

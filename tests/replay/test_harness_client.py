@@ -1,4 +1,4 @@
-"""replay.model_client: reassembly, first-token rules and model time (issue #6 item 2)."""
+"""benchmaker.agent.model_client: reassembly, first-token rules and model time (issue #6 item 2)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from replay.model_client import ModelClient
+from benchmaker.agent.model_client import ModelClient
 
 
 def _chunk(delta: dict | None = None, *, finish: str | None = None, usage: dict | None = None) -> bytes:
@@ -199,7 +199,7 @@ async def test_a_non_streamed_body_has_no_token_timeline_as_in_the_engine():
         async with ModelClient(srv.url) as client:
             res = await client.chat([{"role": "user", "content": "hi"}], stream=False)
         assert srv.bodies[0]["stream"] is False and "stream_options" not in srv.bodies[0]
-    # workloads/openai_chat.py: the first byte of a whole body is no first token
+    # benchmaker/apis/openai_chat.py: the first byte of a whole body is no first token
     assert (res.outcome, res.first_token_ns, res.sample.token_event_ns) == ("ok", None, None)
     assert (res.output_tokens, res.finish_reason, res.usage) == (4, "tool_calls", {"prompt_tokens": 3,
                                                                                    "completion_tokens": 4})

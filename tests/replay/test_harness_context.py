@@ -1,4 +1,4 @@
-"""replay.harness builds each turn's request with the log's context edits applied
+"""benchmaker.agent.harness builds each turn's request with the log's context edits applied
 (issue #13 item 4 on the engine-driven harness): a pi compaction is replayed through a
 real sweep point (engine, EpisodeWorkload, replay server process on 127.0.0.1) and the
 request bodies are checked turn by turn."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from replay.context import request_messages
-from replay.convert import convert_paths, read_trajectories
-from replay.model_client import ModelClient
+from benchmaker.trajectories.context import request_messages
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.agent.model_client import ModelClient
 from tests.replay.replay_turns import harness_bodies, point_samples
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs"

@@ -1,12 +1,12 @@
-"""replay.converters._edits.HistoryIndex keeps (turn, item) pairs and makes MessageRefs
+"""benchmaker.trajectories.converters._edits.HistoryIndex keeps (turn, item) pairs and makes MessageRefs
 only for what names them (issue #17 item 3): its `order`, spans and edits are those of
 the MessageRefs it used to keep."""
 
 from __future__ import annotations
 
-from replay.converters._common import FileContext, TrajectoryBuilder, fast_observation, fast_response
-from replay.converters._edits import HistoryIndex
-from replay.trajectory import ContextEdit, MessageRef, MessageSpan
+from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, fast_observation, fast_response
+from benchmaker.trajectories.converters._edits import HistoryIndex
+from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan
 
 
 def _index() -> tuple[TrajectoryBuilder, HistoryIndex]:

@@ -1,4 +1,4 @@
-"""replay.latency: spec parsing, send offsets, token splits."""
+"""benchmaker.replay_server.latency: spec parsing, send offsets, token splits."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import types
 
 import pytest
 
-from replay.latency import (
+from benchmaker.replay_server.latency import (
     LatencyModel, LatencySpecError, TokenizerUnavailable, load_splitter, parse_latency,
     regex_split,
 )
-from replay.trajectory import Timing
+from benchmaker.trajectories.trajectory import Timing
 from tests.replay.test_server_fixtures import NASTY, NASTY_ARGS, NASTY_REASONING
 
 

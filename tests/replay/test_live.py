@@ -1,4 +1,4 @@
-"""replay.live: the live coding agent against a scripted OpenAI-compatible model (the
+"""benchmaker.sweep.live: the live coding agent against a scripted OpenAI-compatible model (the
 replay server over examples/recordings/tiny-task.pi.jsonl), local sandbox, verifier;
 the trajectory it writes validates and replays with zero misses."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from replay.convert import iter_trajectories, read_trajectories
-from replay.harness import local_sandbox_factory, run_episode
-from replay.live import LIVE_FORMAT, PI_TOOL_SCHEMAS, load_live_task, run_live
-from replay.process import start_replay_server
+from benchmaker.trajectories.convert import iter_trajectories, read_trajectories
+from benchmaker.agent.harness import local_sandbox_factory, run_episode
+from benchmaker.sweep.live import LIVE_FORMAT, PI_TOOL_SCHEMAS, load_live_task, run_live
+from benchmaker.replay_server.process import start_replay_server
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "examples" / "tiny-task"

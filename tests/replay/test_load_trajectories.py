@@ -1,7 +1,7 @@
-"""replay.convert.load_trajectories (the whole-file read with garbage collection paused)
+"""benchmaker.trajectories.convert.load_trajectories (the whole-file read with garbage collection paused)
 gives the models of read_trajectories (==, model_dump, model_dump_json) on the converter
 fixtures and the real recordings (skipped when absent), raises the same one-line error at
-a damaged line, and leaves the collector as it found it. tasks.sweep.point_trajectories
+a damaged line, and leaves the collector as it found it. benchmaker.tasks.sweep.point_trajectories
 validates any file and reads it once while it is unchanged."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replay.convert import convert_paths, load_trajectories, read_trajectories
-from replay.errors import TrajectoryFormatError
-from replay.trajectory import Trajectory
-from tasks import sweep
+from benchmaker.trajectories.convert import convert_paths, load_trajectories, read_trajectories
+from benchmaker.trajectories.errors import TrajectoryFormatError
+from benchmaker.trajectories.trajectory import Trajectory
+from benchmaker.tasks import sweep
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"

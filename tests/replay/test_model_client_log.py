@@ -1,4 +1,4 @@
-"""replay.model_client.MessageLog (issue #17 item 4): a conversation whose messages keep
+"""benchmaker.agent.model_client.MessageLog (issue #17 item 4): a conversation whose messages keep
 their JSON bytes as they are appended sends, byte for byte, what encoding the whole body
 gives, and falls back to that encoding for a message orjson refuses."""
 
@@ -9,7 +9,7 @@ import json
 import orjson
 import pytest
 
-from replay.model_client import MessageLog, ModelClient
+from benchmaker.agent.model_client import MessageLog, ModelClient
 from tests.replay.test_harness_client import ScriptServer, _chunk
 
 _MSGS = [
@@ -97,7 +97,7 @@ def test_a_client_sends_a_log_as_pieces_of_exactly_the_encoded_body(model, strea
 async def test_a_log_goes_whole_through_an_aiohttp_session_and_a_given_transport() -> None:
     import aiohttp
 
-    from benchmaker.transport import AiohttpTransport
+    from benchmaker.engine.transport import AiohttpTransport
 
     done = [(0.0, _chunk({"content": "ok"})), (0.0, _chunk(finish="stop")), (0.0, b"data: [DONE]\n\n")]
     want = len(ModelClient.encode(ModelClient("http://unused", model="m").body(_MSGS)))

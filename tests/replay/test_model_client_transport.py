@@ -1,4 +1,4 @@
-"""replay.model_client on the engine's HTTP/1.1 client (benchmaker.http1.RawTransport,
+"""benchmaker.agent.model_client on the engine's HTTP/1.1 client (benchmaker.engine.http1.RawTransport,
 the default; issue #17 item 4) and on a given aiohttp session: the deadlines the client
 keeps itself (total from the call's start, idle per body read), transport failures and a
 body cut short, each as the outcome the aiohttp path gives."""
@@ -11,7 +11,7 @@ import socket
 import aiohttp
 import pytest
 
-from replay.model_client import ModelClient
+from benchmaker.agent.model_client import ModelClient
 from tests.replay.test_harness_client import ScriptServer, _chunk
 
 _MSG = [{"role": "user", "content": "hi"}]
@@ -145,7 +145,7 @@ async def test_a_body_that_came_whole_takes_no_read_for_its_end(monkeypatch):
         await writer.drain()
         writer.close()
 
-    from replay import model_client
+    from benchmaker.agent import model_client
 
     reads: list[bytes] = []
     transport_read, session_read = model_client._TransportExchange.read, model_client._AiohttpExchange.read
@@ -225,7 +225,7 @@ class _FakeCall:
 
 
 def test_the_calls_of_a_client_share_one_timer_armed_at_the_earliest_time():
-    from replay.model_client import _Watchdog
+    from benchmaker.agent.model_client import _Watchdog
 
     loop, fired = _FakeLoop(), []
     wd = _Watchdog(loop)  # type: ignore[arg-type]

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.context import request_messages
-from replay.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
+from benchmaker.trajectories.context import request_messages
+from benchmaker.trajectories.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
 from tests.replay.replay_turns import harness_bodies, replay_turns
 
 WRITTEN = Path(__file__).resolve().parents[1] / "data" / "written"

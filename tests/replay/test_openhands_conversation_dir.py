@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from recipes.cli import main
-from replay.context import request_messages
-from replay.convert import ConvertProgress, convert_paths, detect_format, iter_trajectories, read_trajectories
-from replay.converters import detect_dir
-from replay.converters.openhands_sdk import event_files
-from replay.errors import ConvertError, UnknownFormatError
+from benchmaker.recipes.cli import main
+from benchmaker.trajectories.context import request_messages
+from benchmaker.trajectories.convert import ConvertProgress, convert_paths, detect_format, iter_trajectories, read_trajectories
+from benchmaker.trajectories.converters import detect_dir
+from benchmaker.trajectories.converters.openhands_sdk import event_files
+from benchmaker.trajectories.errors import ConvertError, UnknownFormatError
 from tests.replay.replay_turns import replay_turns
 
 PARENT = Path(__file__).resolve().parents[1] / "data" / "written" / "openhands-sdk-conversations"

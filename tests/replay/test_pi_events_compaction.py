@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from replay.context import request_messages
-from replay.convert import convert_paths, detect_format, iter_trajectories
-from replay.converters.pi_events import PI_KEEP_RECENT_TOKENS, first_kept, pi_estimate_tokens
-from replay.converters.pi_session import compaction_text
-from replay.trajectory import MessageRef
+from benchmaker.trajectories.context import request_messages
+from benchmaker.trajectories.convert import convert_paths, detect_format, iter_trajectories
+from benchmaker.trajectories.converters.pi_events import PI_KEEP_RECENT_TOKENS, first_kept, pi_estimate_tokens
+from benchmaker.trajectories.converters.pi_session import compaction_text
+from benchmaker.trajectories.trajectory import MessageRef
 from tests.replay.replay_turns import replay_turns
 
 BIG = "x = 1\n" * 15_000  # 90,000 chars: 22,500 tokens by pi's estimate, over keepRecentTokens

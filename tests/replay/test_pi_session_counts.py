@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import orjson
 
-from replay.converters._common import FileContext, trusted_maker
-from replay.converters.pi_session import convert, pi_usage
-from replay.trajectory import Turn, Usage
+from benchmaker.trajectories.converters._common import FileContext, trusted_maker
+from benchmaker.trajectories.converters.pi_session import convert, pi_usage
+from benchmaker.trajectories.trajectory import Turn, Usage
 
 
 def _session(*messages: dict) -> FileContext:
@@ -53,7 +53,7 @@ def test_pi_usage_gives_the_validated_usage() -> None:
 
 def test_unvalidated_models_each_have_their_own_fields_set() -> None:
     make = trusted_maker(Turn)
-    from replay.trajectory import Response
+    from benchmaker.trajectories.trajectory import Response
 
     a, b = make(index=0, response=Response()), make(index=1, response=Response())
     assert a.model_fields_set == b.model_fields_set == set(Turn.model_fields)

@@ -1,4 +1,4 @@
-"""replay.plan.plan_trajectories: the plan's reader of a trajectories JSONL. Trusted
+"""benchmaker.sweep.plan.plan_trajectories: the plan's reader of a trajectories JSONL. Trusted
 (the converter's own output, parsed as plain JSON with no schema validation) and
 validated (read_trajectories) give the same PlanTrajectory, the same as built from the
 Trajectory models, on the bundled example, the converter fixtures and the real
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from replay.convert import convert_paths, read_trajectories
-from replay.errors import TrajectoryFormatError
-from replay.plan import PlanTrajectory, context_chars, plan_trajectories, plan_trajectory, sweep_plan
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.trajectories.errors import TrajectoryFormatError
+from benchmaker.sweep.plan import PlanTrajectory, context_chars, plan_trajectories, plan_trajectory, sweep_plan
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"

@@ -1,4 +1,4 @@
-"""replay.point_run and workloads.agent_episode: agent episodes on the engine (issue #12).
+"""benchmaker.sweep.point_run and benchmaker.workloads.agent_episode: agent episodes on the engine (issue #12).
 
 One instrument: a replayed turn and a `benchmaker llm` request give the same metrics for
 the same stream; every model call of a point is an engine Sample in samples.jsonl (with
@@ -14,16 +14,16 @@ import duckdb
 import orjson
 import pytest
 
-from benchmaker.records import Sample
-from benchmaker.summary import nest_summary, summarize_samples
+from benchmaker.engine.records import Sample
+from benchmaker.engine.summary import nest_summary, summarize_samples
 from benchmaker.testing import Scenario, ScenarioServer
-from recipes.cli import main
-from replay.convert import convert_paths, read_trajectories
-from replay.harness import run_episode
-from replay.point_run import play_episodes, replay_point_name, run_point
-from replay.process import start_replay_server
-from replay.sweep import point_dir, write_run_manifest, write_sweep_points
-from warehouse.loader import load_run
+from benchmaker.recipes.cli import main
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.agent.harness import run_episode
+from benchmaker.sweep.point_run import play_episodes, replay_point_name, run_point
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.sweep import point_dir, write_run_manifest, write_sweep_points
+from benchmaker.warehouse.loader import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -65,7 +65,7 @@ async def test_same_scripted_stream_gives_the_same_metrics_through_llm_and_a_rep
         assert llm_sample[key] == getattr(turn, key), key
     assert turn.bytes_sent > 0 and turn.bytes_received > 0 and llm_sample["bytes_received"] > 0
     llm, rep = _run_stats(bundle / "samples.jsonl"), _run_stats(replay_path)
-    # the same definitions (benchmaker/sql/summary.sql) over both; the times differ only by
+    # the same definitions (benchmaker/engine/sql/summary.sql) over both; the times differ only by
     # the two requests' own jitter on a busy host: 60 ms of margin on 100..500 ms values
     expect = {"ttft_ms": 200, "e2e_ms": 500, "tpot_ms": 100, "itl_event_ms": 100}
     for name, ms in expect.items():

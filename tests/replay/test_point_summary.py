@@ -1,4 +1,4 @@
-"""replay.point_summary: the sweep row of a point from hand-written files (exact values,
+"""benchmaker.sweep.point_summary: the sweep row of a point from hand-written files (exact values,
 the arithmetic in comments): request metrics by summary.sql over samples.jsonl, episode
 metrics by episode_summary.sql, the verdict by sweep_summary.sql."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.records import Sample
-from replay.episodes import Episode
-from replay.point_summary import engine_point_row, summarize_point, sweep_table_markdown, sweep_table_rows
+from benchmaker.engine.records import Sample
+from benchmaker.agent.episodes import Episode
+from benchmaker.sweep.point_summary import engine_point_row, summarize_point, sweep_table_markdown, sweep_table_rows
 
 MS = 1_000_000
 

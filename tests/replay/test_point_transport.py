@@ -10,15 +10,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.errors import ConfigError
-from benchmaker.http1 import RawTransport
-from benchmaker.transport import AiohttpTransport
-from replay.convert import convert_paths, read_trajectories
-from replay.point_run import run_point
-from replay.process import start_replay_server
-from replay.sweep import point_dir
-from workloads.agent import start_model_transport
-from workloads.agent_episode import EpisodeWorkload
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.http1 import RawTransport
+from benchmaker.engine.transport import AiohttpTransport
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.sweep.point_run import run_point
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.sweep import point_dir
+from benchmaker.workloads.agent import start_model_transport
+from benchmaker.workloads.agent_episode import EpisodeWorkload
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -83,8 +83,8 @@ async def test_an_unknown_transport_is_a_config_error() -> None:
 
 
 async def test_episode_lines_reach_the_file_by_the_flush_task_not_per_episode(tmp_path: Path) -> None:
-    from benchmaker.records import Sample
-    from workloads.agent_episode import FLUSH_S
+    from benchmaker.engine.records import Sample
+    from benchmaker.workloads.agent_episode import FLUSH_S
 
     traj = tmp_path / "traj.jsonl"
     convert_paths([EXAMPLE], traj)

@@ -1,4 +1,4 @@
-"""replay.progress (live progress of a sweep point) and replay.plan (the plan before
+"""benchmaker.progress (live progress of a sweep point) and benchmaker.sweep.plan (the plan before
 work): ETA arithmetic, snapshots from /stats, the watcher's events, plan estimates."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from replay.convert import iter_trajectories
-from replay.plan import context_chars, format_plan, planned_totals, sweep_plan
-from replay.progress import ProgressEvent, describe, eta_s, observe, snapshot, watch_point
-from replay.trajectory import Trajectory
+from benchmaker.trajectories.convert import iter_trajectories
+from benchmaker.sweep.plan import context_chars, format_plan, planned_totals, sweep_plan
+from benchmaker.progress import ProgressEvent, describe, eta_s, observe, snapshot, watch_point
+from benchmaker.trajectories.trajectory import Trajectory
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -137,7 +137,7 @@ def test_plan_of_a_real_453_turn_pi_session() -> None:
 
 
 def test_work_estimator_prices_growing_calls_with_a_fitted_cost_model() -> None:
-    from replay.progress import WorkEstimator
+    from benchmaker.progress import WorkEstimator
 
     est = WorkEstimator([[1.0, 2.0, 3.0, 4.0]], slots=1)  # one episode, calls of context 1..4 (10 in all)
     # elapsed = 2 s start-up + 0.5 s a call + 0.1 s a context unit: after 1, 2, 3 calls
@@ -151,7 +151,7 @@ def test_work_estimator_prices_growing_calls_with_a_fitted_cost_model() -> None:
 
 
 def test_context_chars_grow_with_every_earlier_turn() -> None:
-    from replay.plan import context_chars, planned_work
+    from benchmaker.sweep.plan import context_chars, planned_work
 
     t = _traj("a", 3, text="y" * 500)  # first user "task a" (6 characters), 500 characters a response
     assert context_chars(t) == pytest.approx([0.006, 0.506, 1.006])  # in thousands of characters
@@ -159,7 +159,7 @@ def test_context_chars_grow_with_every_earlier_turn() -> None:
 
 
 def test_stage_events_reach_sync_observers_and_skip_async_ones() -> None:
-    from replay.progress import StageEvent, stage
+    from benchmaker.progress import StageEvent, stage
 
     seen: list[StageEvent] = []
     now = [0.0]
@@ -178,8 +178,8 @@ def test_stage_events_reach_sync_observers_and_skip_async_ones() -> None:
 
 
 async def test_watch_engine_reports_an_engine_point_from_its_live_counters() -> None:
-    from benchmaker.runner import LiveStats
-    from replay.progress import watch_engine
+    from benchmaker.engine.runner import LiveStats
+    from benchmaker.progress import watch_engine
 
     live = LiveStats()
     events: list[ProgressEvent] = []

@@ -12,13 +12,13 @@ import httpx
 import orjson
 import pytest
 
-from benchmaker.records import Sample
-from benchmaker.summary import nest_summary, summarize_samples
-from replay.convert import convert_paths, read_trajectories
-from replay.harness import run_episode
-from replay.point_run import run_point
-from replay.process import start_replay_server
-from replay.sweep import point_dir
+from benchmaker.engine.records import Sample
+from benchmaker.engine.summary import nest_summary, summarize_samples
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.agent.harness import run_episode
+from benchmaker.sweep.point_run import run_point
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.sweep import point_dir
 from tests.replay.test_server_fixtures import running_server
 
 # pi v3 session tree, replayed whole: turn 0 tool call, turn 1 stop (an abandoned branch),
@@ -82,7 +82,7 @@ def test_summary_without_a_sent_request_but_recorded_errors_has_no_error_rate(tm
 
 
 def test_engine_verdict_error_rate_leaves_recorded_errors_out() -> None:
-    from benchmaker.selfcheck import service_error_rate
+    from benchmaker.engine.selfcheck import service_error_rate
 
     # 4 sent, 2 ok, 1 recorded_error, 1 timeout: 1 failed of 4 - 1 = 3
     assert service_error_rate({"n_sent": 4, "n_ok": 2, "n_recorded_error": 1, "n_timeout": 1}) == 1 / 3
@@ -90,8 +90,8 @@ def test_engine_verdict_error_rate_leaves_recorded_errors_out() -> None:
 
 
 def test_engine_verdict_counts_failed_requests_without_recorded_errors() -> None:
-    from benchmaker.config import SelfCheckLimits
-    from benchmaker.selfcheck import verdict
+    from benchmaker.engine.config import SelfCheckLimits
+    from benchmaker.engine.selfcheck import verdict
 
     run = {"n_sent": 10, "n_ok": 5, "n_recorded_error": 2, "n_timeout": 3}
     v = verdict(run, limits=SelfCheckLimits(), open_loop=False, target_concurrency=None,

@@ -1,4 +1,4 @@
-"""replay.recorder: an agent episode through the recording proxy in front of a replay
+"""benchmaker.replay_server.recorder: an agent episode through the recording proxy in front of a replay
 server yields trajectories that a fresh replay server replays with zero misses and
 byte-equal responses; bytes are relayed unchanged; flush is atomic; grouping rules."""
 
@@ -15,11 +15,11 @@ import pytest
 import uvicorn
 from starlette.applications import Starlette
 
-from replay.harness import run_episode
-from replay.process import start_replay_server
-from replay.recorder import ChatAssembler, create_recorder_app
-from replay.store import load_trajectories
-from replay.trajectory import (
+from benchmaker.agent.harness import run_episode
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.replay_server.recorder import ChatAssembler, create_recorder_app
+from benchmaker.replay_server.store import load_trajectories
+from benchmaker.trajectories.trajectory import (
     Observation, Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for_messages,
 )
 
@@ -126,7 +126,7 @@ async def test_real_recording_round_trips_through_proxy(tmp_path: Path):
     src = REAL / "swe-agent-pydicom-1458.traj"
     if not src.exists():
         pytest.skip(f"{src} absent")
-    from replay.convert import iter_trajectories
+    from benchmaker.trajectories.convert import iter_trajectories
 
     (original,) = list(iter_trajectories(src))
     out = tmp_path / "recorded.jsonl"

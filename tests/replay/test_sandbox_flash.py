@@ -1,4 +1,4 @@
-"""replay.sandbox.flash against a fake Flash coordinator on 127.0.0.1 (aiohttp)."""
+"""benchmaker.agent.sandbox.flash against a fake Flash coordinator on 127.0.0.1 (aiohttp)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from replay.sandbox import FlashSandbox, Sandbox, SandboxError
+from benchmaker.agent.sandbox import FlashSandbox, Sandbox, SandboxError
 
 
 class FakeFlash:

@@ -1,4 +1,4 @@
-"""replay.sandbox.local: workspace copy, timeout + process-group kill, truncation, diff."""
+"""benchmaker.agent.sandbox.local: workspace copy, timeout + process-group kill, truncation, diff."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.sandbox import LocalSandbox, Sandbox, SandboxError
-from replay.sandbox.spawner import Spawner
+from benchmaker.agent.sandbox import LocalSandbox, Sandbox, SandboxError
+from benchmaker.agent.sandbox.spawner import Spawner
 from tests.replay._spawners import alive, spawner  # noqa: F401 - the fixture
 
 

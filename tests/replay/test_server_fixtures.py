@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import uvicorn
 
-from replay.latency import parse_latency
-from replay.server import bind_socket, create_app, uvicorn_config
-from replay.store import ReplayStore
-from replay.trajectory import (
+from benchmaker.replay_server.latency import parse_latency
+from benchmaker.replay_server.server import bind_socket, create_app, uvicorn_config
+from benchmaker.replay_server.store import ReplayStore
+from benchmaker.trajectories.trajectory import (
     Observation, Response, Source, Timing, ToolCall, Trajectory, Turn, Usage, match_key_for,
 )
 

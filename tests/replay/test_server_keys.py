@@ -7,10 +7,10 @@ from __future__ import annotations
 import httpx
 import orjson
 
-from replay.latency import parse_latency
-from replay.server import _known_keys, create_app
-from replay.store import ReplayStore
-from replay.trajectory import match_key_for_messages
+from benchmaker.replay_server.latency import parse_latency
+from benchmaker.replay_server.server import _known_keys, create_app
+from benchmaker.replay_server.store import ReplayStore
+from benchmaker.trajectories.trajectory import match_key_for_messages
 from tests.replay.test_server_fixtures import make_trajectory, request_messages, write_store
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import orjson
 
-from replay.latency import regex_split
-from replay.process import start_replay_server
-from replay.trajectory import Response, Timing, Trajectory, Turn, match_key_for
+from benchmaker.replay_server.latency import regex_split
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.trajectories.trajectory import Response, Timing, Trajectory, Turn, match_key_for
 from tests.replay.test_server_fixtures import (
     make_trajectory, reassemble, request_messages, source, write_store,
 )

@@ -1,5 +1,5 @@
-"""replay.process.start_replay_server: the server in its own process (python -m
-replay.server), URL handover on stdout, readiness, token via the environment, stop."""
+"""benchmaker.replay_server.process.start_replay_server: the server in its own process (python -m
+benchmaker.replay_server.server), URL handover on stdout, readiness, token via the environment, stop."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from replay.process import ReplayServerError, start_replay_server
+from benchmaker.replay_server.process import ReplayServerError, start_replay_server
 from tests.replay.test_server_fixtures import make_trajectory, request_messages, write_store
 
 
@@ -61,10 +61,10 @@ def test_bad_latency_fails(tmp_path):
 
 
 def test_cli_serve_replay_prints_url_and_rejects_bad_input(tmp_path):
-    # `benchmaker serve-replay` through the console entry point (recipes.cli).
+    # `benchmaker serve-replay` through the console entry point (benchmaker.recipes.cli).
     path = write_store(tmp_path / "t.jsonl", [make_trajectory("cli", 1)])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "recipes.cli", "serve-replay", str(path), "--port", "0"],
+        [sys.executable, "-m", "benchmaker.recipes.cli", "serve-replay", str(path), "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()
@@ -74,7 +74,7 @@ def test_cli_serve_replay_prints_url_and_rejects_bad_input(tmp_path):
         proc.terminate()
         proc.communicate(timeout=10)
     bad = subprocess.run(
-        [sys.executable, "-m", "recipes.cli", "serve-replay", str(path), "--latency", "fixed:1"],
+        [sys.executable, "-m", "benchmaker.recipes.cli", "serve-replay", str(path), "--latency", "fixed:1"],
         capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
     assert bad.stderr.strip() == (
@@ -84,7 +84,7 @@ def test_cli_serve_replay_prints_url_and_rejects_bad_input(tmp_path):
 _PARENT = """
 import sys, threading, time
 from pathlib import Path
-from replay.process import start_replay_server
+from benchmaker.replay_server.process import start_replay_server
 out = []
 # started from a short-lived thread: the server must outlive that thread, not just the process
 t = threading.Thread(target=lambda: out.append(start_replay_server(Path(sys.argv[1]))))
@@ -105,7 +105,7 @@ def _exited(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
 def test_server_dies_when_its_parent_is_sigkilled(tmp_path):
-    from replay.process import parent_death_signal_supported
+    from benchmaker.replay_server.process import parent_death_signal_supported
 
     assert parent_death_signal_supported()
     path = write_store(tmp_path / "t.jsonl", [make_trajectory("orphan", 1)])

@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from replay.trajectory import Trajectory
+from benchmaker.trajectories.trajectory import Trajectory
 from tests.replay.test_server_fixtures import reassemble, running_server, sse_events, write_store
 
 REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real"
@@ -36,7 +36,7 @@ def _convert(name: str) -> Trajectory:
     path = REAL / name
     if not path.exists():
         pytest.skip(f"real recording {path} not present")
-    convert = pytest.importorskip("replay.convert")
+    convert = pytest.importorskip("benchmaker.trajectories.convert")
     trajectories = list(convert.iter_trajectories(path))
     assert len(trajectories) == 1
     return trajectories[0]

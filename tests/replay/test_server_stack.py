@@ -18,11 +18,11 @@ import pytest
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from replay.errors import TrajectoryFormatError
-from replay.latency import parse_latency
-from replay.server import CoalescedWrites, create_app, one_send_protocol, uvicorn_config
-from replay.store import ReplayStore
-from replay.trajectory import flatten_content
+from benchmaker.trajectories.errors import TrajectoryFormatError
+from benchmaker.replay_server.latency import parse_latency
+from benchmaker.replay_server.server import CoalescedWrites, create_app, one_send_protocol, uvicorn_config
+from benchmaker.replay_server.store import ReplayStore
+from benchmaker.trajectories.trajectory import flatten_content
 from tests.replay.test_server_fixtures import make_trajectory, request_messages, running_server, write_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,9 +40,9 @@ def test_config_picks_httptools_and_uvloop_by_default():
 
 @contextmanager
 def _cli_server(path: Path, http: str) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`python -m replay.server PATH --http HTTP` on 127.0.0.1: (process, base URL) once
+    """`python -m benchmaker.replay_server.server PATH --http HTTP` on 127.0.0.1: (process, base URL) once
     /health answers; terminated on exit."""
-    with subprocess.Popen([sys.executable, "-m", "replay.server", str(path), "--http", http],
+    with subprocess.Popen([sys.executable, "-m", "benchmaker.replay_server.server", str(path), "--http", http],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO, text=True) as proc:
         try:
             url = proc.stdout.readline().strip()
@@ -171,7 +171,7 @@ def test_one_send_protocol_refuses_another_parser():
 
 def test_cli_refuses_an_unknown_parser(tmp_path):
     path = write_store(tmp_path / "t.jsonl", [make_trajectory("x", 1)])
-    out = subprocess.run([sys.executable, "-m", "replay.server", str(path), "--http", "nope"],
+    out = subprocess.run([sys.executable, "-m", "benchmaker.replay_server.server", str(path), "--http", "nope"],
                          capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 2
     assert "invalid choice: 'nope'" in out.stderr
@@ -235,7 +235,7 @@ def test_turn_index_counts_every_assistant_message(tmp_path):
     ("no status here " * 100, None),
 ])
 def test_exit_code_in_with_substring_prechecks(text, code):
-    from replay.store import exit_code_in
+    from benchmaker.replay_server.store import exit_code_in
 
     assert exit_code_in(text) == code
 
@@ -261,9 +261,9 @@ def test_store_load_leaves_the_gc_as_it_was(tmp_path, enabled):
 
 def test_store_match_equals_lookup_turn_then_lookup(tmp_path):
     # match() is the hot path's one call for lookup_turn, needs_system and lookup
-    from replay.context import request_messages as log_request_messages
-    from replay.convert import iter_trajectories
-    from replay.store import request_key
+    from benchmaker.trajectories.context import request_messages as log_request_messages
+    from benchmaker.trajectories.convert import iter_trajectories
+    from benchmaker.replay_server.store import request_key
 
     pi = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs" / "pi-compaction-small.jsonl"
     edited = next(iter(iter_trajectories(pi)))

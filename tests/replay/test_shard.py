@@ -1,4 +1,4 @@
-"""replay.shard: the split of a point's episode slots and plan, two shards (each with its
+"""benchmaker.sweep.shard: the split of a point's episode slots and plan, two shards (each with its
 own replay server) merged into one point with a shard id on every row, a failed
 shard, a shard picked up late (the readiness barrier), a shard that never comes, and
 the merge of the servers' stats."""
@@ -13,13 +13,13 @@ import duckdb
 import orjson
 import pytest
 
-from benchmaker.exchange import Exchange
-from benchmaker.shared_start import MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, post_ready
-from replay.convert import convert_paths, read_trajectories
-from replay.shard import (ReplayShardPoint, fetch_replay_shards, merge_replay_point, merge_server_stats,
+from benchmaker.engine.exchange import Exchange
+from benchmaker.engine.shared_start import MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, post_ready
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.sweep.shard import (ReplayShardPoint, fetch_replay_shards, merge_replay_point, merge_server_stats,
                           run_replay_shard, shard_concurrency, shard_dir, shard_plan, shards_for)
-from replay.sweep import point_dir, reset_point_dir, write_run_manifest, write_sweep_points
-from warehouse.loader import load_run
+from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest, write_sweep_points
+from benchmaker.warehouse.loader import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"  # one trajectory of 4 turns
@@ -223,8 +223,8 @@ async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Pat
 
 
 async def test_a_sharded_point_plays_what_a_single_process_point_plays(tmp_path: Path, multi: Path) -> None:
-    from replay.process import start_replay_server
-    from replay.point_run import run_point
+    from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.sweep.point_run import run_point
 
     trajs = list(read_trajectories(multi))
     with start_replay_server(multi, latency="fixed:20:0") as srv:

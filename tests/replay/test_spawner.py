@@ -1,4 +1,4 @@
-"""replay.sandbox.spawner: the helper process and the inline spawner run commands the
+"""benchmaker.agent.sandbox.spawner: the helper process and the inline spawner run commands the
 same way (exit codes, output, limits, timeout and cancellation kill the group); a dead
 helper is a clear SandboxError; commands never fork from the measuring process."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.sandbox import TRUNCATION_MARKER, LocalSandboxFactory, SandboxError
-from replay.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
+from benchmaker.agent.sandbox import TRUNCATION_MARKER, LocalSandboxFactory, SandboxError
+from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
 from tests.replay._spawners import alive, spawner  # noqa: F401 - the fixture
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
@@ -199,10 +199,10 @@ async def test_factory_sandboxes_use_its_helper_once_started(tmp_path: Path):
 
 
 async def test_an_episode_whose_helper_died_ends_with_a_sandbox_error(tmp_path: Path):
-    from replay.convert import iter_trajectories
-    from replay.harness import run_episode
-    from replay.process import start_replay_server
-    from replay.verifier import load_task
+    from benchmaker.trajectories.convert import iter_trajectories
+    from benchmaker.agent.harness import run_episode
+    from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.agent.verifier import load_task
 
     root = Path(__file__).resolve().parents[2]
     (traj,) = list(iter_trajectories(root / "examples" / "recordings" / "tiny-task.pi.jsonl"))
@@ -228,10 +228,10 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
     sleep) is killed, the helper exits, and the model calls already made stay written."""
     import shutil
 
-    from replay.convert import iter_trajectories
-    from replay.point_run import run_point
-    from replay.process import start_replay_server
-    from replay.verifier import load_task
+    from benchmaker.trajectories.convert import iter_trajectories
+    from benchmaker.sweep.point_run import run_point
+    from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.agent.verifier import load_task
 
     root = Path(__file__).resolve().parents[2]
     task_dir = tmp_path / "task"
@@ -261,14 +261,14 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
 
 def test_the_helper_imports_only_what_it_runs():
     """The helper process starts once per sweep point: its import of
-    replay.sandbox.spawner loads neither httpx (FlashSandbox) nor the local sandbox,
+    benchmaker.agent.sandbox.spawner loads neither httpx (FlashSandbox) nor the local sandbox,
     the engine or pydantic (issue #15)."""
     import subprocess
     import sys
 
-    code = ("import sys, replay.sandbox.spawner; "
+    code = ("import sys, benchmaker.agent.sandbox.spawner; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'httpx', 'pydantic', 'aiohttp', 'benchmaker'}), "
-            "sorted(m for m in sys.modules if m.startswith('replay.sandbox.')))")
+            "sorted(m for m in sys.modules if m.startswith('benchmaker.agent.sandbox.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2]).stdout
-    assert out == "['benchmaker'] ['replay.sandbox.spawner']\n"
+    assert out == "['benchmaker'] ['benchmaker.agent.sandbox.spawner']\n"

@@ -1,4 +1,4 @@
-"""replay.store: loading trajectories.jsonl (errors name file, line, field), the key
+"""benchmaker.replay_server.store: loading trajectories.jsonl (errors name file, line, field), the key
 index and its selection rule, and the prepared response bytes."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from replay.errors import TrajectoryFormatError
-from replay.latency import parse_latency, regex_split
-from replay.store import ReplayStore, exit_code_in, load_trajectories
-from replay.trajectory import Observation, Timing
+from benchmaker.trajectories.errors import TrajectoryFormatError
+from benchmaker.replay_server.latency import parse_latency, regex_split
+from benchmaker.replay_server.store import ReplayStore, exit_code_in, load_trajectories
+from benchmaker.trajectories.trajectory import Observation, Timing
 from tests.replay.test_server_fixtures import (
     NASTY, NASTY_ARGS, NASTY_REASONING, make_trajectory, reassemble, sse_events, write_store,
 )

@@ -1,5 +1,5 @@
-"""replay.sweep: the episode plan, the sweep files, and one real point against a replay
-server (replay.point_run: on the engine) (the point summary SQL: tests/replay/test_point_summary.py)."""
+"""benchmaker.sweep.sweep: the episode plan, the sweep files, and one real point against a replay
+server (benchmaker.sweep.point_run: on the engine) (the point summary SQL: tests/replay/test_point_summary.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from replay.convert import convert_paths, read_trajectories
-from replay.episodes import Episode, TurnRecord
-from replay.point_run import run_point
-from replay.process import start_replay_server
-from replay.sweep import (
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.agent.episodes import Episode, TurnRecord
+from benchmaker.sweep.point_run import run_point
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.sweep import (
     episode_plan,
     point_dir,
     point_name,

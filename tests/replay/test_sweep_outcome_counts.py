@@ -12,14 +12,14 @@ import duckdb
 import orjson
 from rich.console import Console
 
-from benchmaker.records import Sample
-from recipes.swebench_replay import print_sweep
-from replay.episodes import Episode, TurnRecord
-from replay.point_summary import summarize_point, sweep_table_rows, write_point_summary
-from replay.sweep import point_dir, write_run_manifest, write_sweep_points
+from benchmaker.engine.records import Sample
+from benchmaker.recipes.swebench_replay import print_sweep
+from benchmaker.agent.episodes import Episode, TurnRecord
+from benchmaker.sweep.point_summary import summarize_point, sweep_table_rows, write_point_summary
+from benchmaker.sweep.sweep import point_dir, write_run_manifest, write_sweep_points
 from tests.warehouse.test_report import cells
-from warehouse.loader import load_run
-from warehouse.report import write_report
+from benchmaker.warehouse.loader import load_run
+from benchmaker.warehouse.report import write_report
 
 MS = 1_000_000
 RUN = "r-outcomes"

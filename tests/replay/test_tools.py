@@ -1,4 +1,4 @@
-"""replay.tools: pi bash/read/write/edit semantics and text actions, in a LocalSandbox."""
+"""benchmaker.agent.tools: pi bash/read/write/edit semantics and text actions, in a LocalSandbox."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.sandbox import LocalSandbox
-from replay.tools import parse_text_action, run_pi_tool, run_text_action
+from benchmaker.agent.sandbox import LocalSandbox
+from benchmaker.agent.tools import parse_text_action, run_pi_tool, run_text_action
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Match keys of replay/trajectory.py: single-prompt keys unchanged, multi-message keys
+"""Match keys of benchmaker/trajectories/trajectory.py: single-prompt keys unchanged, multi-message keys
 over all user messages before the first assistant message."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from replay.trajectory import match_key_for, match_key_for_messages
+from benchmaker.trajectories.trajectory import match_key_for, match_key_for_messages
 
 
 def _sha(text: str) -> str:

@@ -1,4 +1,4 @@
-"""replay.trajectory.trajectory_json writes exactly `model_dump_json().encode()`: orjson
+"""benchmaker.trajectories.trajectory.trajectory_json writes exactly `model_dump_json().encode()`: orjson
 from the models' fields where the two agree, pydantic's serializer for anything orjson
 refuses (issue #17 item 3)."""
 
@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from replay.trajectory import (
+from benchmaker.trajectories.trajectory import (
     ContextEdit,
     MessageRef,
     MessageSpan,

@@ -1,4 +1,4 @@
-"""tasks.convert: the content digest and the path that key the conversion cache, and the
+"""benchmaker.tasks.convert: the content digest and the path that key the conversion cache, and the
 one conversion into it (ensure_converted) that the CLI and the flow's task share."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.convert import converted_path, logs_sha256
+from benchmaker.tasks.convert import converted_path, logs_sha256
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "tiny-task.pi.jsonl"
 
@@ -63,12 +63,12 @@ def test_ensure_converted_converts_once_and_keeps_options_apart(tmp_path: Path, 
     """A lenient conversion of logs with a bad file does not answer a strict run of the
     same logs (which must still refuse them): the options key the path. A second call
     with the same inputs converts nothing."""
-    import tasks.convert
-    from replay.errors import InputError
-    from tasks.convert import ensure_converted
+    import benchmaker.tasks.convert
+    from benchmaker.trajectories.errors import InputError
+    from benchmaker.tasks.convert import ensure_converted
 
-    real, calls = tasks.convert.convert_paths, []
-    monkeypatch.setattr(tasks.convert, "convert_paths", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    real, calls = benchmaker.tasks.convert.convert_paths, []
+    monkeypatch.setattr(benchmaker.tasks.convert, "convert_paths", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
     logs, cache = _logs(tmp_path), tmp_path / "cache"
     out, report = ensure_converted(logs, cache, lenient=True, progress=None)
     # lenient: b's cut line skipped, its first 3 turns kept
@@ -85,8 +85,8 @@ def test_ensure_converted_converts_once_and_keeps_options_apart(tmp_path: Path, 
 
 
 def test_a_failed_conversion_leaves_no_directory_it_created(tmp_path: Path) -> None:
-    from replay.errors import InputError
-    from tasks.convert import ensure_converted
+    from benchmaker.trajectories.errors import InputError
+    from benchmaker.tasks.convert import ensure_converted
 
     logs = _logs(tmp_path)
     with pytest.raises(InputError):
@@ -95,16 +95,16 @@ def test_a_failed_conversion_leaves_no_directory_it_created(tmp_path: Path) -> N
 
 
 def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(tmp_path: Path) -> None:
-    """The swebench-replay conversion stage (tasks.convert.stage_progress): one StageEvent
+    """The swebench-replay conversion stage (benchmaker.tasks.convert.stage_progress): one StageEvent
     per file, files done/total with MB, turns and ETA, and the terminal view's last line."""
     import io
 
     from rich.console import Console
 
-    from recipes.display import SweepProgressView
-    from replay.convert import convert_paths
-    from replay.progress import StageEvent, observe
-    from tasks.convert import stage_progress
+    from benchmaker.recipes.display import SweepProgressView
+    from benchmaker.trajectories.convert import convert_paths
+    from benchmaker.progress import StageEvent, observe
+    from benchmaker.tasks.convert import stage_progress
     from tests.recipes.test_convert_progress import TIMES, clock, write_logs
 
     logs = write_logs(tmp_path, 3)

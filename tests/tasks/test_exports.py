@@ -6,11 +6,11 @@ import pytest
 
 
 @pytest.mark.parametrize("name", [
-    "tasks", "flows", "replay.sweep", "tasks.serve", "tasks.sweep", "replay.shard", "tasks.shard",
-    "tasks.replay_shard", "flows.shard_runs", "flows.swebench_replay_distributed", "flows.llm_sweep_distributed",
-    "benchmaker.exchange", "benchmaker.shared_start", "flows.common", "flows.swebench_replay", "flows.llm_sweep",
-    "replay.point_summary", "benchmaker.ceiling", "benchmaker.calibrate", "replay.point_run",
-    "workloads.agent_episode", "replay.live",
+    "tasks", "flows", "benchmaker.sweep.sweep", "benchmaker.tasks.serve", "benchmaker.tasks.sweep", "benchmaker.sweep.shard", "benchmaker.tasks.shard",
+    "benchmaker.tasks.replay_shard", "benchmaker.flows.shard_runs", "benchmaker.flows.swebench_replay_distributed", "benchmaker.flows.llm_sweep_distributed",
+    "benchmaker.engine.exchange", "benchmaker.engine.shared_start", "benchmaker.flows.common", "benchmaker.flows.swebench_replay", "benchmaker.flows.llm_sweep",
+    "benchmaker.sweep.point_summary", "benchmaker.engine.ceiling", "benchmaker.recipes.calibration", "benchmaker.sweep.point_run",
+    "benchmaker.workloads.agent_episode", "benchmaker.sweep.live",
 ])
 def test_all_is_sorted_and_importable(name: str) -> None:
     module = importlib.import_module(name)

@@ -1,12 +1,12 @@
-"""tasks.transient: only transient faults are retried."""
+"""benchmaker.tasks.transient: only transient faults are retried."""
 
 from __future__ import annotations
 
 import duckdb
 from prefect.states import Failed
 
-from tasks.transient import ReplayServerDied, is_transient, retry_on_transient
-from warehouse.errors import BundleError, WarehouseLocked
+from benchmaker.tasks.transient import ReplayServerDied, is_transient, retry_on_transient
+from benchmaker.warehouse.errors import BundleError, WarehouseLocked
 
 
 def _raised_from(outer: Exception, inner: Exception) -> Exception:

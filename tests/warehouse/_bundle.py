@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmaker.records import Sample
+from benchmaker.engine.records import Sample
 
 MS = 1_000_000  # ns per ms
 

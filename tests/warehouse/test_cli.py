@@ -7,7 +7,7 @@ import json
 
 import duckdb
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 from tests.warehouse._bundle import reference_bundle
 
 

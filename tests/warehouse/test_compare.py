@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from recipes.cli import main
+from benchmaker.recipes.cli import main
 from tests.warehouse._bundle import sample, write_jsonl, write_manifest
-from warehouse.compare import compare_points, compare_runs
-from warehouse.connection import open_readonly
-from warehouse.loader import load_run
+from benchmaker.warehouse.compare import compare_points, compare_runs
+from benchmaker.warehouse.connection import open_readonly
+from benchmaker.warehouse.loader import load_run
 
 
 def _run(tmp_path: Path, run_id: str, points: dict[int, float], *, config: dict | None = None,
@@ -108,7 +108,7 @@ def test_cli_prints_one_block_per_point_and_the_warnings(warehouse: Path, capsys
 
 
 def test_report_lists_sweep_points_by_number(warehouse: Path) -> None:
-    from warehouse.report import collect_report_data
+    from benchmaker.warehouse.report import collect_report_data
 
     con = open_readonly(warehouse)
     try:

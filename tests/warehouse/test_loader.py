@@ -1,4 +1,4 @@
-"""warehouse.loader: idempotent one-transaction loads, concurrent writers, bad input."""
+"""benchmaker.warehouse.loader: idempotent one-transaction loads, concurrent writers, bad input."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from benchmaker.records import SAMPLE_COLUMNS
+from benchmaker.engine.records import SAMPLE_COLUMNS
 from tests.warehouse._bundle import reference_bundle, sample, write_jsonl, write_manifest
-from warehouse.connection import connect_writer, open_readonly
-from warehouse.errors import BundleError, WarehouseLocked
-from warehouse.loader import RUN_TABLES, load_run, table_columns
+from benchmaker.warehouse.connection import connect_writer, open_readonly
+from benchmaker.warehouse.errors import BundleError, WarehouseLocked
+from benchmaker.warehouse.loader import RUN_TABLES, load_run, table_columns
 
 
 def _counts(db) -> dict[str, int]:
@@ -179,7 +179,7 @@ def test_lock_wait_is_bounded_and_names_the_file(tmp_path):
 def test_a_migration_numbered_below_an_applied_one_still_runs(tmp_path):
     """Migration numbers are handed out ahead of time, so 0008 may land after 0009 was
     applied to a file: it still runs (runs.partial exists), and loading works."""
-    from warehouse.schema import migrate, migrations
+    from benchmaker.warehouse.schema import migrate, migrations
 
     db = tmp_path / "w.duckdb"
     con = connect_writer(db)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import duckdb
 
-from replay.episodes import TurnRecord
+from benchmaker.agent.episodes import TurnRecord
 from tests.warehouse._bundle import sample, write_jsonl, write_manifest
-from warehouse.connection import open_readonly
-from warehouse.loader import load_run
-from warehouse.schema import migrate
+from benchmaker.warehouse.connection import open_readonly
+from benchmaker.warehouse.loader import load_run
+from benchmaker.warehouse.schema import migrate
 
 MODELS = ["claude-sonnet-4-5", "gpt-5.1-codex", None]  # the session switched models; then none named
 

@@ -13,18 +13,18 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmaker.config import BenchConfig
-from benchmaker.records import RequestSpec, Sample
-from benchmaker.runner import BenchRunner, Lane
-from benchmaker.transport import NullTransport
-from recipes.cli import main
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.records import RequestSpec, Sample
+from benchmaker.engine.runner import BenchRunner, Lane
+from benchmaker.engine.transport import NullTransport
+from benchmaker.recipes.cli import main
 from tests.warehouse._bundle import MS, reference_bundle, sample, write_jsonl, write_manifest
-from warehouse import report as report_mod
-from warehouse.errors import WarehouseError
-from warehouse.loader import load_run
-from warehouse.connection import open_readonly
-from warehouse.report import collect_report_data, render_report, write_report
-from warehouse.plots import Series, chart, plotly_js
+from benchmaker.warehouse import report as report_mod
+from benchmaker.warehouse.errors import WarehouseError
+from benchmaker.warehouse.loader import load_run
+from benchmaker.warehouse.connection import open_readonly
+from benchmaker.warehouse.report import collect_report_data, render_report, write_report
+from benchmaker.warehouse.plots import Series, chart, plotly_js
 
 
 # --- bundles -----------------------------------------------------------------------------

@@ -1,13 +1,13 @@
-"""warehouse.schema: ordered migrations, in-place upgrade, storage compatibility."""
+"""benchmaker.warehouse.schema: ordered migrations, in-place upgrade, storage compatibility."""
 
 from __future__ import annotations
 
 import duckdb
 
 from tests.warehouse._bundle import reference_bundle
-from warehouse.connection import connect_writer
-from warehouse.loader import load_run
-from warehouse.schema import STORAGE_COMPATIBILITY, current_version, migrate, migrations
+from benchmaker.warehouse.connection import connect_writer
+from benchmaker.warehouse.loader import load_run
+from benchmaker.warehouse.schema import STORAGE_COMPATIBILITY, current_version, migrate, migrations
 
 
 def test_migrations_are_numbered_from_one_without_gaps():
@@ -51,7 +51,7 @@ def test_file_is_created_with_the_compatibility_storage_version(tmp_path):
 
 
 def test_package_exports_are_sorted_and_exist():
-    import warehouse
+    import benchmaker.warehouse as warehouse
 
     assert warehouse.__all__ == sorted(warehouse.__all__)
     assert all(hasattr(warehouse, name) for name in warehouse.__all__)

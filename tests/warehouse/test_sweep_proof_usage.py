@@ -1,6 +1,6 @@
 """The concurrency proof and usage coverage of replay sweep points (issue #6 item 2) in
 the warehouse: a real sweep point (harness against the replay server) and a hand-written
-staggered point, written by replay.sweep's plain functions, loaded by load_run, read
+staggered point, written by benchmaker.sweep.sweep's plain functions, loaded by load_run, read
 back from v_sweep_summary: the same values as the points' own rows."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import duckdb
 
-from replay.convert import convert_paths, read_trajectories
-from replay.episodes import Episode
-from replay.point_run import run_point
-from replay.process import start_replay_server
-from replay.sweep import point_dir, summarize_point, write_run_manifest, write_sweep_points
-from warehouse.loader import load_run
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
+from benchmaker.agent.episodes import Episode
+from benchmaker.sweep.point_run import run_point
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.sweep import point_dir, summarize_point, write_run_manifest, write_sweep_points
+from benchmaker.warehouse.loader import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"

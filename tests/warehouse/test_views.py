@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.summary import summarize_samples
+from benchmaker.engine.summary import summarize_samples
 from tests.warehouse._bundle import E2ES_MS, TTFTS_MS, reference_bundle, sample, write_jsonl, write_manifest
-from warehouse.compare import compare_runs
-from warehouse.connection import connect_writer, open_readonly
-from warehouse.errors import ViewError
-from warehouse.loader import load_run
-from warehouse.views import view_files
+from benchmaker.warehouse.compare import compare_runs
+from benchmaker.warehouse.connection import connect_writer, open_readonly
+from benchmaker.warehouse.errors import ViewError
+from benchmaker.warehouse.loader import load_run
+from benchmaker.warehouse.views import view_files
 
 approx = pytest.approx  # rel 1e-12: only float rounding of the linear interpolation
 
@@ -99,7 +99,7 @@ def test_vllm_compat_has_vllm_keys_with_exact_values(warehouse):
 
 
 def test_run_summary_equals_summary_sql_over_the_bundle_files(tmp_path, warehouse):
-    # summary.json of a bundle is summary.sql over its samples.jsonl (benchmaker.summary)
+    # summary.json of a bundle is summary.sql over its samples.jsonl (benchmaker.engine.summary)
     from_files = [r for r in summarize_samples([tmp_path / "run-a" / "samples.jsonl"])]
     from_warehouse = _rows(warehouse, "SELECT * FROM samples_summary WHERE run_id = 'run-a'")
     assert from_warehouse == from_files
@@ -170,7 +170,7 @@ def test_every_view_file_holds_one_relation_named_as_the_file():
 
 
 def test_failing_view_names_its_file(tmp_path, monkeypatch):
-    import warehouse.views as views
+    import benchmaker.warehouse.views as views
 
     real = views.view_files
     monkeypatch.setattr(views, "view_files", lambda: real() + [("zz_bad", "warehouse/views/zz_bad.sql",

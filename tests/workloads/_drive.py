@@ -11,7 +11,7 @@ import time
 
 import aiohttp
 
-from benchmaker.records import Outcome, Sample
+from benchmaker.engine.records import Outcome, Sample
 
 
 async def drive(workload, seq: int = 0, session: aiohttp.ClientSession | None = None) -> tuple[Sample, object]:

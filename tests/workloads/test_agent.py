@@ -1,4 +1,4 @@
-"""workloads.agent: user-defined agent classes as a workload, one episode per sample,
+"""benchmaker.workloads.agent: user-defined agent classes as a workload, one episode per sample,
 through the runner against a scripted OpenAI-compatible server on 127.0.0.1."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.config import BenchConfig
-from benchmaker.errors import ConfigError
-from benchmaker.runner import BenchRunner
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.runner import BenchRunner
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from examples.agents.echo_agent import EchoAgent
-from recipes.runfile import read_run_file
-from workloads.agent import AgentWorkload, load_agent_class
+from benchmaker.recipes.runfile import read_run_file
+from benchmaker.workloads.agent import AgentWorkload, load_agent_class
 
 
 def _rows(res) -> list[dict]:

@@ -8,7 +8,7 @@ import sys
 import orjson
 import pytest
 
-from workloads.datasets import (
+from benchmaker.workloads.datasets import (
     DatasetError,
     JsonlDataset,
     ShareGPTDataset,
@@ -95,7 +95,7 @@ def test_synthetic_is_deterministic_across_processes():
     assert [len(i.prompt.split()) for i in ds] == [3, 5, 3, 5]
     assert SyntheticDataset([3, 5], count=4, seed=8).item(0).prompt != ds.item(0).prompt
     # a fresh interpreter with another hash seed makes the same prompts (no salted hash())
-    code = "from workloads.datasets import SyntheticDataset as S; print([i.prompt for i in S([3, 5], count=4, seed=7)])"
+    code = "from benchmaker.workloads.datasets import SyntheticDataset as S; print([i.prompt for i in S([3, 5], count=4, seed=7)])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
     assert out.stdout.strip() == repr([i.prompt for i in ds])

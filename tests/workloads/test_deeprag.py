@@ -8,13 +8,13 @@ import orjson
 import pytest
 from pydantic import TypeAdapter
 
-from benchmaker.config import BenchConfig
-from benchmaker.runner import BenchRunner
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.runner import BenchRunner
 from benchmaker.testing.scenario_server import ScenarioServer
-from workloads.datasets import DatasetError
-from workloads.deeprag import DeepRAGDataset
-from workloads.openai_chat import OpenAIChatWorkload
-from workloads.registry import DatasetSpec, build_dataset
+from benchmaker.workloads.datasets import DatasetError
+from benchmaker.workloads.deeprag import DeepRAGDataset
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.workloads.registry import DatasetSpec, build_dataset
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "data" / "deeprag.jsonl"
 

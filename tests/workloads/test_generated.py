@@ -1,10 +1,10 @@
-"""workloads.generated: the one "model generated something" rule and finish classes."""
+"""benchmaker.apis.generated: the one "model generated something" rule and finish classes."""
 
 from __future__ import annotations
 
 import pytest
 
-from workloads.generated import FINISH_CLASSES, FINISH_FAILS, Output, finish_class, finish_error, message_output
+from benchmaker.apis.generated import FINISH_CLASSES, FINISH_FAILS, Output, finish_class, finish_error, message_output
 
 
 @pytest.mark.parametrize(

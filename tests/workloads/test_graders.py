@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 from pydantic import TypeAdapter
 
-from benchmaker.errors import ConfigError
-from benchmaker.records import RequestSpec, Sample
-from workloads.graders import (
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.records import RequestSpec, Sample
+from benchmaker.workloads.graders import (
     ChoiceGrader,
     ContainsGrader,
     ExactGrader,

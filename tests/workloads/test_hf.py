@@ -1,4 +1,4 @@
-"""workloads.hf: HuggingFace datasets from a local directory (skipped without `datasets`)."""
+"""benchmaker.workloads.hf: HuggingFace datasets from a local directory (skipped without `datasets`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.datasets import DatasetError
-from workloads.hf import HFDataset
+from benchmaker.workloads.datasets import DatasetError
+from benchmaker.workloads.hf import HFDataset
 
 ROWS = {"question": ["2+2?", "Capital of France?"], "answer": ["4", "Paris"]}
 
@@ -53,7 +53,7 @@ def test_yaml_dataset_spec_resolves_relative_dirs(tmp_path: Path):
     datasets = pytest.importorskip("datasets", reason="optional extra benchmaker[hf] not installed")
     from pydantic import TypeAdapter
 
-    from workloads.registry import DatasetSpec, build_dataset
+    from benchmaker.workloads.registry import DatasetSpec, build_dataset
 
     datasets.Dataset.from_dict(ROWS).save_to_disk(str(tmp_path / "one"))
     spec = TypeAdapter(DatasetSpec).validate_python({"type": "hf", "path": "one", "field": "question", "limit": 1})

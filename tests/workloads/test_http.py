@@ -8,9 +8,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from benchmaker.records import Sample
+from benchmaker.engine.records import Sample
 from tests.workloads._drive import drive
-from workloads.http import HttpParser, HttpWorkload
+from benchmaker.workloads.http import HttpParser, HttpWorkload
 
 
 def test_dict_body_is_json_with_content_type():

@@ -9,12 +9,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.records import Sample
+from benchmaker.engine.records import Sample
 from benchmaker.testing import Scenario, ScenarioServer, ToolCallScript
-from benchmaker.types import StreamParser, Workload
+from benchmaker.engine.types import StreamParser, Workload
 from tests.workloads._drive import drive
-from workloads.datasets import StaticDataset
-from workloads.openai_chat import OpenAIChatParser, OpenAIChatWorkload
+from benchmaker.workloads.datasets import StaticDataset
+from benchmaker.apis.openai_chat import OpenAIChatParser
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 MS = 1_000_000  # ns per ms
 REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import orjson
 
-from benchmaker.records import Sample
+from benchmaker.engine.records import Sample
 from benchmaker.testing import Scenario, ScenarioServer
 from tests.workloads._drive import drive
-from workloads.datasets import StaticDataset
-from workloads.openai_completions import OpenAICompletionsParser, OpenAICompletionsWorkload
+from benchmaker.workloads.datasets import StaticDataset
+from benchmaker.workloads.openai_completions import OpenAICompletionsParser, OpenAICompletionsWorkload
 
 MS = 1_000_000
 

@@ -1,4 +1,4 @@
-"""workloads.sandbox through the runner: local and a fake Flash coordinator on 127.0.0.1."""
+"""benchmaker.workloads.sandbox through the runner: local and a fake Flash coordinator on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.config import BenchConfig
-from benchmaker.runner import BenchRunner
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.runner import BenchRunner
 from tests.replay.test_sandbox_flash import FakeFlash
-from workloads.sandbox import SandboxWorkload
+from benchmaker.workloads.sandbox import SandboxWorkload
 
 
 def _samples(result) -> list[dict]:

@@ -7,16 +7,16 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from benchmaker.config import BenchConfig
-from benchmaker.errors import ConfigError
-from benchmaker.records import Sample
-from benchmaker.runner import BenchRunner
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.records import Sample
+from benchmaker.engine.runner import BenchRunner
 from benchmaker.testing import Scenario, ScenarioServer
-from benchmaker.types import StreamParser, Workload
+from benchmaker.engine.types import StreamParser, Workload
 from tests.workloads._drive import drive
-from workloads.datasets import DatasetError, Item, StaticDataset
-from workloads.registry import build_workload
-from workloads.sglang import SGLangParser, SGLangWorkload, read_input_ids
+from benchmaker.workloads.datasets import DatasetError, Item, StaticDataset
+from benchmaker.workloads.registry import build_workload
+from benchmaker.workloads.sglang import SGLangParser, SGLangWorkload, read_input_ids
 
 MS = 1_000_000  # ns per ms
 DONE = b"data: [DONE]\n\n"
@@ -242,7 +242,7 @@ def test_runner_writes_token_counts_and_summary_tokens_per_event(tmp_path):
 def build_workload_from_yaml(url: str):
     from pydantic import TypeAdapter
 
-    from workloads.registry import WorkloadSpec
+    from benchmaker.workloads.registry import WorkloadSpec
 
     spec = TypeAdapter(WorkloadSpec).validate_python(
         {"type": "sglang", "url": url, "max_new_tokens": 10, "dataset": {"type": "static", "items": ["hi"]}}

@@ -16,16 +16,17 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmaker.config import BenchConfig
-from benchmaker.records import Sample
-from benchmaker.runner import BenchRunner
-from benchmaker.sse import SSEParser
-from replay.model_client import ModelClient
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.records import Sample
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.sse import SSEParser
+from benchmaker.agent.model_client import ModelClient
 from tests.workloads._drive import drive
-from warehouse.connection import open_readonly
-from warehouse.loader import load_run
-from workloads.datasets import StaticDataset
-from workloads.openai_chat import OpenAIChatParser, OpenAIChatWorkload
+from benchmaker.warehouse.connection import open_readonly
+from benchmaker.warehouse.loader import load_run
+from benchmaker.workloads.datasets import StaticDataset
+from benchmaker.apis.openai_chat import OpenAIChatParser
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 MS = 1_000_000  # ns per ms
 CASES_DIR = Path(__file__).resolve().parents[1] / "data" / "cases" / "streams"

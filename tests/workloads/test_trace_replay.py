@@ -1,4 +1,4 @@
-"""Trace record and replay round trip (benchmaker/trace.py, workloads/trace_replay.py):
+"""Trace record and replay round trip (benchmaker/engine/trace.py, workloads/trace_replay.py):
 a run records every request with its intended time (secrets redacted); `trace:FILE:2`
 plus TraceReplayWorkload sends the same bodies in the same order at half the gaps."""
 
@@ -12,14 +12,14 @@ import orjson
 import pytest
 from aiohttp import web
 
-from benchmaker.config import BenchConfig
-from benchmaker.errors import ConfigError
-from benchmaker.runner import BenchRunner
-from benchmaker.selfcheck import reasons_beyond_host_load
-from benchmaker.trace import read_trace, shard_trace_path
-from workloads.datasets import StaticDataset
-from workloads.openai_chat import OpenAIChatWorkload
-from workloads.trace_replay import TraceReplayWorkload
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.selfcheck import reasons_beyond_host_load
+from benchmaker.engine.trace import read_trace, shard_trace_path
+from benchmaker.workloads.datasets import StaticDataset
+from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.workloads.trace_replay import TraceReplayWorkload
 
 _CHUNKS = (
     b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
@@ -101,8 +101,8 @@ async def test_recorded_run_replays_same_bodies_in_order_at_scaled_times(tmp_pat
 
 
 def test_binary_bodies_round_trip_and_bad_lines_name_the_line(tmp_path: Path):
-    from benchmaker.records import RequestSpec
-    from benchmaker.trace import TraceWriter
+    from benchmaker.engine.records import RequestSpec
+    from benchmaker.engine.trace import TraceWriter
 
     path = tmp_path / "t.jsonl"
     tw = TraceWriter(path)

@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from workloads.datasets import DatasetError
-from workloads.trace_synth import TraceSynthDataset, TraceSynthWorkload, synthesize_sessions
+from benchmaker.workloads.datasets import DatasetError
+from benchmaker.workloads.trace_synth import TraceSynthDataset, TraceSynthWorkload, synthesize_sessions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def test_orderings(tmp_path):
 
 
 _PRINT = (
-    "import hashlib, sys; from workloads.trace_synth import TraceSynthDataset; "
+    "import hashlib, sys; from benchmaker.workloads.trace_synth import TraceSynthDataset; "
     "ds = TraceSynthDataset(sys.argv[1], order='shuffled', seed=5); "
     "print(hashlib.sha256('|'.join(it.prompt for it in ds).encode()).hexdigest())"
 )
@@ -115,7 +115,7 @@ def test_workload_sends_max_tokens_from_the_output_count(tmp_path):
 
 
 def test_yaml_run_file_builds_the_trace_synth_workload(tmp_path):
-    from recipes.runfile import read_run_file
+    from benchmaker.recipes.runfile import read_run_file
 
     write(tmp_path / "trace.jsonl", ROWS)
     cfg = tmp_path / "run.yaml"

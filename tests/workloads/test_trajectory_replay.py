@@ -11,12 +11,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.config import BenchConfig
-from benchmaker.errors import ConfigError
-from benchmaker.runner import BenchRunner
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.runner import BenchRunner
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from workloads.datasets import DatasetError
-from workloads.trajectory_replay import ThinkTime, TrajectoryReplayWorkload, parse_think, read_conversations
+from benchmaker.workloads.datasets import DatasetError
+from benchmaker.workloads.trajectory_replay import ThinkTime, TrajectoryReplayWorkload, parse_think, read_conversations
 
 
 def conv(tag: str, turns: int) -> list[dict]:

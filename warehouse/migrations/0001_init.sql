@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS lanes (
     spec        JSON                -- the lane's entry of manifest config.lanes, if any
 );
 
--- One row per request: benchmaker.records.SAMPLE_COLUMNS, plus the shard it came from.
+-- One row per request: benchmaker.engine.records.SAMPLE_COLUMNS, plus the shard it came from.
 CREATE TABLE IF NOT EXISTS requests (
     run_id              VARCHAR NOT NULL,
     seq                 BIGINT,

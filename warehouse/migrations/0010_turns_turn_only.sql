@@ -12,7 +12,7 @@
 -- request of its key (a bundle of `benchmaker episode --out` or an old live run, which
 -- wrote no samples) first becomes one, lane 'agent', phase 'measure', from its own
 -- figures (meta.source 'turns'). Bundles whose turns.jsonl still has these keys load as
--- before (warehouse.loader does the same for such turns without samples).
+-- before (benchmaker.warehouse.loader does the same for such turns without samples).
 INSERT INTO requests (run_id, lane, sweep_point, worker, phase, outcome, http_status, intended_ns, sent_ns,
                       first_token_ns, end_ns, usage_present, prompt_tokens, output_tokens, cached_tokens,
                       model, meta, shard, episode_id, turn_index)

@@ -1,6 +1,6 @@
 -- report_in_flight: achieved concurrency over the run's time, for the report: the number
 -- of measured requests in flight (sent_ns .. end_ns) and of episodes in flight
--- (started_ns .. ended_ns), as in benchmaker/sql/summary.sql and v_sweep_summary (ends
+-- (started_ns .. ended_ns), as in benchmaker/engine/sql/summary.sql and v_sweep_summary (ends
 -- sort before starts at the same instant). The span from the first to the last edge
 -- is cut into $n_bins equal bins; per series and bin, max_in_flight is the highest count
 -- in the bin: the count held on entering it or the count after any edge inside it.

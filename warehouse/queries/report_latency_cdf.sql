@@ -1,5 +1,5 @@
 -- report_latency_cdf: empirical CDF points of TTFT and ITL for the report's plots.
--- Same populations as benchmaker/sql/summary.sql: measured (phase = 'measure'),
+-- Same populations as benchmaker/engine/sql/summary.sql: measured (phase = 'measure'),
 -- successful requests; ttft_ms = first_token - sent; itl_event_ms = gaps between
 -- successive token-bearing events (pooled). One series per sweep point when the run has
 -- sweep points, else one per lane.

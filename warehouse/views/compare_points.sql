@@ -1,6 +1,6 @@
 -- compare_points(baseline_run, candidate_run, n_boot := 200, seed := 42, per_point := true):
 -- table macro. For p50 and p99 of TTFT and E2E (ms, measured phase, ok requests; the
--- definitions of benchmaker/sql/summary.sql: ttft = first_token - sent, e2e = end - sent),
+-- definitions of benchmaker/engine/sql/summary.sql: ttft = first_token - sent, e2e = end - sent),
 -- one row per matched sweep point and statistic: the baseline and candidate values, their
 -- difference (candidate - baseline), and a 95% percentile-bootstrap confidence interval
 -- of that difference. With per_point := false the whole run is one sample (point 'run'):
@@ -9,7 +9,7 @@
 -- Matching: the points of the two runs are matched by their target, not their label
 -- (compare_key: 'concurrency=N', else 'rate=R/s', else the label); point_order sorts
 -- them by number (N or R; a label sorts last). Points present in one run only have no
--- row here (warehouse.compare names them).
+-- row here (benchmaker.warehouse.compare names them).
 --
 -- Bootstrap (Efron & Tibshirani 1993, ch. 13, percentile interval): each run's values of
 -- a point are numbered in sorted order; resample b (0..n_boot-1) draws n indices

@@ -1,5 +1,5 @@
 -- run_slo: one row per run that declared an SLO (runs.slo, the manifest's `slo`): its
--- bounds in ms, NULL where not declared. benchmaker/sql/summary.sql (samples_summary)
+-- bounds in ms, NULL where not declared. benchmaker/engine/sql/summary.sql (samples_summary)
 -- judges every sample's slo_met by these, as the run bundle's summary.json does.
 CREATE OR REPLACE VIEW run_slo AS
 SELECT

@@ -1,5 +1,5 @@
 -- samples: the warehouse's `requests` rows with exactly the columns of
--- benchmaker.records.SAMPLE_COLUMNS (no `shard`), so benchmaker/sql/summary.sql runs
+-- benchmaker.engine.records.SAMPLE_COLUMNS (no `shard`), so benchmaker/engine/sql/summary.sql runs
 -- over every loaded run as it runs over one bundle's samples.jsonl.
 CREATE OR REPLACE VIEW samples AS
 SELECT

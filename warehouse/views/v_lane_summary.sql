@@ -1,5 +1,5 @@
 -- v_lane_summary: one row per (run, lane): samples_summary's rows with group_by = 'lane'
--- (benchmaker/sql/summary.sql unchanged), beside the lane's spec from the manifest.
+-- (benchmaker/engine/sql/summary.sql unchanged), beside the lane's spec from the manifest.
 -- Stat columns are structs {count, mean, min, p50, p90, p95, p99, max} (linear percentiles).
 CREATE OR REPLACE VIEW v_lane_summary AS
 WITH lane_rows AS (

@@ -1,5 +1,5 @@
 -- v_run_summary: one row per run. The summary columns are samples_summary's rows with
--- group_by = 'run', i.e. benchmaker/sql/summary.sql unchanged (same numbers as the
+-- group_by = 'run', i.e. benchmaker/engine/sql/summary.sql unchanged (same numbers as the
 -- bundle's summary.json "run" object); stat columns are structs
 -- {count, mean, min, p50, p90, p95, p99, max} in the unit of their name (linear
 -- percentiles, quantile_cont). Run facts from the manifest come first.

@@ -3,7 +3,7 @@
 -- total_output_tokens, request_throughput, request_goodput, output_throughput,
 -- total_token_throughput, {mean,median,std,p90,p95,p99}_{ttft,tpot,itl,e2el}_ms), one row
 -- per run (sweep_point NULL) and per sweep point, so results can be set side by side.
--- Values come from samples_summary (benchmaker/sql/summary.sql): median = p50 (linear);
+-- Values come from samples_summary (benchmaker/engine/sql/summary.sql): median = p50 (linear);
 -- itl = pooled gaps between token-bearing events (as vLLM pools per-chunk gaps);
 -- e2el = end - sent over ok requests; tpot = (end - first_token) / (output_tokens - 1).
 -- The std_* columns are population standard deviations (numpy np.std, as vLLM) over the

@@ -1,0 +1,920 @@
+"""Streaming OpenAI chat client for the agent harness, measured (DESIGN §4, issue #6.2, #12).
+
+`ModelClient.chat(messages)` posts `/v1/chat/completions` (`stream: true`,
+`stream_options.include_usage: true`) and returns a `ChatResult`: the assistant message
+as received (for the next request) and the call's engine `Sample` (one line of a
+point's samples.jsonl). `ModelClient.stream(messages)` yields each body read (bytes) as
+it arrives and fills the same `ChatResult` (`.result`) as it goes.
+
+HTTP: the engine's own HTTP/1.1 client by default (benchmaker.engine.http1.RawTransport, one
+keep-alive pool per ModelClient; `transport=` takes any engine transport), or a given
+aiohttp `session=` (its pool, aiohttp's timeouts). On the transport the client keeps the
+deadlines itself: `timeout_s` from the call's start over every await, `idle_timeout_s`
+from the start of each body read. A 0.13 MB request costs ~1x its orjson serialisation
+on RawTransport against ~3x on aiohttp (benchmarks/long_session.py, issue #17 item 4).
+A conversation kept in a `MessageLog` (the harness's) is sent from its messages' kept
+JSON bytes: a turn serialises only its new messages.
+Failures map to the same outcomes on both: connect deadline -> timeout (connect),
+refused or lost before the headers -> transport_error, a body cut short ->
+protocol_error, total/idle deadline -> timeout (total/idle).
+
+One instrument (issue #12 item 2): the body is parsed by the engine's one OpenAI stream
+parser (benchmaker.apis.openai_chat.OpenAIChatParser over benchmaker.engine.sse.SSEParser), so a
+replayed turn and a `benchmaker llm` request follow the same rules: what a token is
+(TTFT), token event stamps (ITL), usage (with the DeepSeek cached-token fallback),
+finish_reason and the outcome (`protocol_error` for a stream cut before `[DONE]`,
+`empty_output` without a token; a non-streamed body has no token timeline, so no TTFT).
+The parser sees body bytes only; the response headers are seen here: a complete
+response (ok, aborted or empty_output) carrying `x-replay-recorded-error` (a turn that
+failed in the original run, served as recorded) gets outcome `recorded_error`, set after
+the parser's finish.
+This module only adds what a conversation needs and the engine does not keep: the
+assistant message of choice 0 (content, reasoning, tool calls reassembled by index,
+arguments byte-exact), the raw usage object and the model time.
+
+Model time: the time spent *inside the awaits* on the model's response: the await that
+sends the request and receives the status line + headers, and every await on a body
+read. The time the consumer spends on what a read yields
+(a tool run, logging, a 200 ms sleep) is outside those awaits and never counted. httpx's
+`Response.elapsed` stops at the stream's close, so it would include the consumer's time
+(STYLE §3); this client times the awaits themselves.
+
+Stamps of the Sample are `time.perf_counter_ns() - t0_ns` (`ModelClient(t0_ns=...)`,
+the run's origin; default 0, i.e. absolute stamps), as the engine's:
+
+    sent_ns           just before the request is handed to the HTTP client
+    first_byte_ns     the first body read returned
+    first_token_ns    the read carrying the first token event (any generated text:
+                      `content`, `reasoning_content`/`reasoning`, tool-call name or
+                      arguments; a role-only or empty delta is not a token)
+    first_content_ns  the read carrying the first non-empty `content` (TTFC)
+    token_event_ns    every token event's read stamp (ITL)
+    end_ns            the body ended, or the call failed
+
+`ChatResult.sent_ns`, `first_token_ns`, `first_visible_ns` (= first_content), `end_ns`
+give the same stamps as absolute perf_counter_ns values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from benchmaker.engine.errors import ConnectTimeout, TransportError
+from benchmaker.engine.http1 import RawTransport
+from benchmaker.engine.records import Outcome, RequestSpec, Sample, TimeoutKind
+from benchmaker.apis.openai_chat import OpenAIChatParser
+
+_ERROR_BODY_LIMIT = 4096  # as the engine's runner keeps of an error body
+
+RECORDED_ERROR_HEADER = "x-replay-recorded-error"
+"""Response header of the replay server on a turn that failed in the original run
+(value: the recorded finish_reason; benchmaker/replay_server/server.py)."""
+
+# parser outcomes of a complete response that a recorded failure is served as: the
+# recorded finish reason (aborted), or no text at all; a cut or malformed stream stays
+# the failure it is
+_AS_RECORDED = frozenset({Outcome.OK.value, Outcome.ABORTED.value, Outcome.EMPTY_OUTPUT.value})
+
+
+@dataclass(slots=True)
+class ToolCallDelta:
+    """A tool call reassembled from stream deltas (by `index`); `arguments` is the
+    concatenation of every argument fragment, byte-exact."""
+
+    index: int
+    id: str | None = None
+    type: str = "function"
+    name: str = ""
+    arguments: str = ""
+
+
+class _MessageParser(OpenAIChatParser):
+    """The engine's OpenAI chat parser (token events, usage, finish_reason, outcome:
+    benchmaker/apis/openai_chat.py), which also keeps the assistant message of choice 0:
+    `content`/`reasoning` (None when no delta carried the field, "" when deltas carried
+    it empty), `tool_calls` (reassembled by index) and the last raw `usage` object.
+    Text parts are kept in lists and joined once (a turn streams one chunk per token)."""
+
+    __slots__ = ("_content", "_reasoning", "tool_calls", "_by_index")
+
+    def __init__(self, stream: bool = True) -> None:
+        super().__init__(stream)
+        self._content: list[str] | None = None
+        self._reasoning: list[str] | None = None
+        self.tool_calls: list[ToolCallDelta] = []
+        self._by_index: dict[Any, ToolCallDelta] = {}
+
+    @property
+    def content(self) -> str | None:
+        return None if self._content is None else "".join(self._content)
+
+    @property
+    def reasoning(self) -> str | None:
+        return None if self._reasoning is None else "".join(self._reasoning)
+
+    def _chunk(self, choices: Any) -> bool:
+        token = super()._chunk(choices)
+        for choice in choices:
+            if type(choice) is dict and choice.get("index", 0) == 0:
+                delta = choice.get("delta")
+                if delta and type(delta) is dict:
+                    self._delta(delta)
+        return token
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        c = delta.get("content")
+        if type(c) is str:
+            if self._content is None:
+                self._content = [c]
+            else:
+                self._content.append(c)
+            if len(delta) == 1:  # the common delta: text only
+                return
+        for key in ("reasoning_content", "reasoning"):
+            rc = delta.get(key)
+            if type(rc) is str:
+                if self._reasoning is None:
+                    self._reasoning = [rc]
+                else:
+                    self._reasoning.append(rc)
+        tcds = delta.get("tool_calls")
+        if not tcds:
+            return
+        for tcd in tcds:
+            if not isinstance(tcd, dict):
+                continue
+            idx = tcd.get("index", len(self.tool_calls))
+            tc = self._by_index.get(idx)
+            if tc is None:
+                tc = self._by_index[idx] = ToolCallDelta(index=idx)
+                self.tool_calls.append(tc)
+            if tcd.get("id"):
+                tc.id = tcd["id"]
+            if tcd.get("type"):
+                tc.type = tcd["type"]
+            fn = tcd.get("function")
+            if fn and type(fn) is dict:
+                name, args = fn.get("name"), fn.get("arguments")
+                if type(name) is str:
+                    tc.name += name
+                if type(args) is str:
+                    tc.arguments += args
+
+    def _whole_body(self, choices: list[Any]) -> bool:
+        generated = super()._whole_body(choices)
+        for ch in choices:
+            if type(ch) is dict and ch.get("index", 0) == 0:
+                msg = ch.get("message")
+                if type(msg) is dict:
+                    self._message(msg)
+                break
+        return generated
+
+    def _message(self, msg: dict[str, Any]) -> None:
+        """Keep a whole body's assistant message: content, the first reasoning string of
+        `reasoning_content` / `reasoning`, and each tool call (by its position)."""
+        content = msg.get("content")
+        if type(content) is str:
+            self._content = [content]
+        text = msg.get("reasoning_content")
+        if type(text) is not str:
+            text = msg.get("reasoning")
+        if type(text) is str:
+            self._reasoning = [text]
+        tcs = msg.get("tool_calls")
+        if tcs:
+            out = self.tool_calls
+            for i, tc in enumerate(tcs):
+                if not isinstance(tc, dict):
+                    continue
+                fn = tc.get("function") or {}
+                # ToolCallDelta(index, id, type, name, arguments)
+                out.append(ToolCallDelta(i, tc.get("id"), tc.get("type", "function"), fn.get("name") or "",
+                                         fn.get("arguments") or ""))
+
+    def raw_usage(self) -> dict[str, Any] | None:
+        """The server's usage object: the last non-null `usage` of a stream, or the `usage`
+        of a whole body (the parser's `_usage`, kept from its one parse of the body)."""
+        usage = self._usage
+        return usage if isinstance(usage, dict) else None
+
+
+@dataclass(slots=True)
+class ChatResult:
+    """The outcome of one chat call: its engine `sample` and the assistant message.
+
+    `sample` is a benchmaker.engine.records.Sample whose outcome, status, stamps (offsets from
+    `t0_ns`), token events, usage, finish_reason and bytes follow the engine's rules
+    (module docstring); the caller fills run_id, seq, lane, sweep_point and meta before
+    writing it. `outcome` is an Outcome value: ok, http_error (status >= 400; `error`
+    holds the error body), transport_error, timeout (`timeout_kind` connect, total or
+    idle), protocol_error, empty_output, aborted, recorded_error (module docstring). `content`/`reasoning` are None when no delta
+    carried the field, "" when deltas carried it empty. `usage` is the server's usage
+    object, None when it sent none (never zeros). `model_time_ns` is the time spent
+    inside the awaits on the response only. `headers` keeps the response's `x-replay-*`
+    headers (lower-cased names).
+    """
+
+    sample: Sample = field(default_factory=lambda: Sample(run_id="", seq=0, lane="agent"))
+    t0_ns: int = 0
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[ToolCallDelta] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    model_time_ns: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+
+    # -- the sample's fields, under the names the harness reads -----------------------
+
+    @property
+    def status(self) -> int | None:
+        return self.sample.http_status
+
+    @property
+    def outcome(self) -> str:
+        return self.sample.outcome
+
+    @property
+    def timeout_kind(self) -> str | None:
+        return self.sample.timeout_kind
+
+    @property
+    def error(self) -> str | None:
+        return self.sample.error
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.sample.finish_reason
+
+    @property
+    def ok(self) -> bool:
+        return self.sample.outcome == Outcome.OK.value
+
+    def _abs(self, offset: int | None) -> int | None:
+        return None if offset is None else offset + self.t0_ns
+
+    @property
+    def sent_ns(self) -> int:
+        """Absolute perf_counter_ns just before the request was sent."""
+        return self.sample.sent_ns + self.t0_ns  # type: ignore[operator]
+
+    @property
+    def first_byte_ns(self) -> int | None:
+        return self._abs(self.sample.first_byte_ns)
+
+    @property
+    def first_token_ns(self) -> int | None:
+        """Absolute stamp of the first token event (None: no token, or not streamed)."""
+        return self._abs(self.sample.first_token_ns)
+
+    @property
+    def first_visible_ns(self) -> int | None:
+        """Absolute stamp of the first non-empty `content` (TTFC)."""
+        return self._abs(self.sample.first_content_ns)
+
+    @property
+    def end_ns(self) -> int:
+        """Absolute perf_counter_ns when the body ended or the call failed."""
+        return self.sample.end_ns + self.t0_ns  # type: ignore[operator]
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        return self.sample.prompt_tokens
+
+    @property
+    def output_tokens(self) -> int | None:
+        return self.sample.output_tokens
+
+    @property
+    def cached_tokens(self) -> int | None:
+        return self.sample.cached_tokens
+
+    def message(self, *, include_reasoning: bool = True) -> dict[str, Any]:
+        """The assistant message as received, in OpenAI request shape:
+        {"role": "assistant", "content": str|None, "tool_calls": [...]} (tool_calls only
+        when there are some), plus "reasoning_content" when reasoning was received and
+        `include_reasoning`."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if include_reasoning and self.reasoning is not None:
+            msg["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            msg["tool_calls"] = [
+                {"id": tc.id, "type": tc.type, "function": {"name": tc.name, "arguments": tc.arguments}}
+                for tc in self.tool_calls
+            ]
+        return msg
+
+
+class ModelClient:
+    """An OpenAI-compatible chat client bound to one base URL.
+
+        client = ModelClient("http://127.0.0.1:8000", timeout_s=600.0)  # 600 s per call
+        result = await client.chat([{"role": "user", "content": "hi"}])
+        result.sample.first_token_ns - result.sample.sent_ns   # TTFT in ns
+        await client.aclose()
+
+    `base_url` may end in `/v1` or not; requests go to `<base>/v1/chat/completions`.
+    `api_key` becomes a bearer token. `timeout_s` bounds each whole call (total) and
+    `idle_timeout_s` each body read; a fired deadline gives outcome `timeout`.
+    `session`: an aiohttp ClientSession to send with (left open); else `transport`: an
+    engine transport (benchmaker.engine.transport; left open); else the client's own
+    RawTransport, closed by `aclose()`.
+    `t0_ns`: the perf_counter_ns origin of the samples' stamps (the run's t0).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout_s: float = 600.0,
+        idle_timeout_s: float | None = 300.0,
+        session: aiohttp.ClientSession | None = None,
+        transport: Any = None,
+        t0_ns: int = 0,
+    ) -> None:
+        base = base_url.rstrip("/")
+        if base.endswith("/v1"):
+            base = base[: -len("/v1")]
+        self.url = base + "/v1/chat/completions"
+        self.api_key = api_key
+        self.model = model
+        self.t0_ns = t0_ns
+        self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_read=idle_timeout_s)
+        self._headers = {"Content-Type": "application/json"}  # per call: never changed
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._session = session
+        self._transport = transport
+        self._own_transport = session is None and transport is None
+        self._frames: dict[tuple[str | None, bool], tuple[bytes, bytes]] = {}  # see stream()
+        self._watchdog: _Watchdog | None = None  # the deadline timer of the calls on the transport
+
+    def _watchdog_of(self, loop: asyncio.AbstractEventLoop) -> _Watchdog:
+        """The client's deadline timer on `loop` (a new one on a new loop)."""
+        wd = self._watchdog
+        if wd is None or wd.loop is not loop:
+            wd = self._watchdog = _Watchdog(loop)
+        return wd
+
+    async def _started_transport(self) -> Any:
+        if self._transport is None:  # the engine's HTTP/1.1 client; the deadlines are ours
+            self._transport = RawTransport(connect_timeout_s=None)
+            await self._transport.start()
+        return self._transport
+
+    async def aclose(self) -> None:
+        """Close the client's own connections (a given session or transport is the caller's)."""
+        if self._watchdog is not None and self._watchdog.stop():
+            self._watchdog = None
+        if self._own_transport and self._transport is not None:
+            await self._transport.aclose()
+            self._transport = None
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def body(
+        self, messages: list[dict[str, Any]], *, stream: bool = True, model: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        """The JSON request body: model (when known), messages, stream (+ include_usage)."""
+        body: dict[str, Any] = {}
+        m = model or self.model
+        if m is not None:
+            body["model"] = m
+        body["messages"] = messages
+        body["stream"] = stream
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        body.update(extra)
+        return body
+
+    async def chat(
+        self, messages: list[dict[str, Any]] | MessageLog, *, stream: bool = True, model: str | None = None, **extra: Any
+    ) -> ChatResult:
+        """One call, consumed whole. Never raises for HTTP/transport/protocol failures:
+        they become the result's `outcome` (STYLE §4)."""
+        s = self.stream(messages, stream=stream, model=model, **extra)
+        async for _ in s:
+            pass
+        return s.result
+
+    def stream(
+        self, messages: list[dict[str, Any]] | MessageLog, *, stream: bool = True, model: str | None = None,
+        **extra: Any
+    ) -> ChatStream:
+        """A `ChatStream`: iterate it to get each body read (bytes) as it arrives (an
+        error body is not yielded); its `.result` is complete once the iteration ended.
+        `messages` may be a MessageLog: its kept bytes are sent (the same bytes)."""
+        if type(messages) is MessageLog:
+            # the bytes around the messages depend on model, stream and extra only: kept
+            # per (model, stream) when there is no extra
+            key = None if extra else (model or self.model, stream)
+            frame = self._frames.get(key) if key is not None else None
+            if frame is None:
+                frame = MessageLog.frame(self.body([], stream=stream, model=model, **extra))
+                if key is not None and frame is not None and len(self._frames) < 64:
+                    self._frames[key] = frame
+            payload: bytes | list[bytes]
+            if frame is not None and messages._kept:
+                payload = messages._pieces(frame)
+            else:
+                payload = self.encode(self.body(messages.messages, stream=stream, model=model, **extra))
+        else:
+            payload = self.encode(self.body(messages, stream=stream, model=model, **extra))
+        return ChatStream(self, payload, stream)
+
+    @staticmethod
+    def encode(body: dict[str, Any]) -> bytes:
+        """The request bytes of `body`: compact UTF-8 JSON by orjson (issue #17 item 4:
+        4.67 -> 2.52 ms per turn at turn 400 of a long session against json.dumps).
+        What orjson refuses (a lone surrogate in a string, an int beyond 64 bits) is
+        written by json.dumps (ASCII, `\\udXXX` escapes), so no body fails to encode."""
+        try:
+            return orjson.dumps(body)
+        except orjson.JSONEncodeError:
+            return json.dumps(body).encode()
+
+
+class MessageLog:
+    """A conversation's request messages, each message's JSON kept as bytes when it is
+    appended (issue #17 item 4), so that sending turn k costs the serialisation of the
+    messages new since turn k-1, where encoding the whole body each turn re-serialises
+    the history (0.6 ms at turn 400 of the 453-turn pi session, 0.58 MB; quadratic over
+    a session).
+
+        log = MessageLog(initial_messages)          # list-like: len, iteration, [i]
+        log.append(response); log.extend(observation_messages)
+        result = await client.chat(log)             # ModelClient.stream(log) likewise
+
+    `body_bytes(body)` is byte for byte `ModelClient.encode(body)` of the body with these
+    messages in it (compact orjson: each message's bytes joined by ","); `body_pieces(body)`
+    the same bytes as a list of pieces, which the engine's HTTP/1.1 client sends without
+    joining them (benchmaker.engine.http1). The kept bytes are immutable segments whose sizes
+    at least halve from one to the next (a send joins the messages new since the last
+    one into a segment and merges it into the previous segment while that one is not
+    over twice its size), so a body is O(log n) pieces and a byte is copied O(log n)
+    times over a session, not once per turn. A message is not to be changed once
+    appended (its bytes are kept). A message orjson refuses (a lone surrogate in a
+    string, an int beyond 64 bits) stops the keeping: from then on the body is encoded
+    whole (ModelClient.encode, with its json.dumps fallback)."""
+
+    __slots__ = ("messages", "_segments", "_new", "_kept")
+
+    def __init__(self, messages: Any = ()) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self._segments: list[bytes] = []  # b'm0,m1', b',m2,m3', ...: the kept messages sent so far
+        self._new: list[bytes] = []  # the kept messages appended since (their bytes, no commas)
+        self._kept = True
+        self.extend(messages)
+
+    def append(self, message: dict[str, Any]) -> None:
+        self.extend((message,))
+
+    def extend(self, messages: Any) -> None:
+        """Append each of `messages` (an iterable) and keep its bytes (class docstring)."""
+        msgs = self.messages
+        for m in messages:
+            msgs.append(m)
+            if self._kept:
+                try:
+                    self._new.append(orjson.dumps(m))
+                except orjson.JSONEncodeError:
+                    self._kept = False
+                    self._segments, self._new = [], []
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __iter__(self) -> Any:
+        return iter(self.messages)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.messages[index]
+
+    def _kept_segments(self) -> list[bytes]:
+        """The kept messages' bytes joined by ",", as segments (class docstring)."""
+        segments, new = self._segments, self._new
+        if new:
+            seg = b",".join(new) if not segments else b",".join((b"", *new))
+            new.clear()
+            while segments and len(segments[-1]) <= 2 * len(seg):
+                seg = segments.pop() + seg
+            segments.append(seg)
+        return segments
+
+    @staticmethod
+    def frame(body: dict[str, Any]) -> tuple[bytes, bytes] | None:
+        """(the bytes before, the bytes after) the messages' bytes in the encoding of
+        `body` (a ModelClient.body output): `{"model":"m","messages":[` and
+        `],"stream":false}`; None when `body` has no "messages" or orjson refuses the rest."""
+        keys = list(body)
+        if "messages" not in body:
+            return None
+        at = keys.index("messages")
+        head = {k: body[k] for k in keys[:at]}
+        tail = {k: body[k] for k in keys[at + 1:]}
+        try:
+            start = orjson.dumps(head)[:-1] + (b',"messages":[' if head else b'"messages":[')
+            end = b"]," + orjson.dumps(tail)[1:] if tail else b"]}"
+        except orjson.JSONEncodeError:
+            return None
+        return start, end
+
+    def _pieces(self, frame: tuple[bytes, bytes]) -> list[bytes]:
+        """The body's pieces in `frame` (kept messages only)."""
+        return [frame[0], *self._kept_segments(), frame[1]]
+
+    def body_pieces(self, body: dict[str, Any]) -> list[bytes]:
+        """The request bytes of `body` (ModelClient.body output) with this log's messages
+        as its "messages" (whatever `body["messages"]` holds is left aside), as a list of
+        byte strings to send one after the other (joined: `body_bytes`)."""
+        if self._kept:
+            frame = self.frame(body)
+            if frame is not None:
+                return self._pieces(frame)
+        return [ModelClient.encode({**body, "messages": self.messages})]
+
+    def body_bytes(self, body: dict[str, Any]) -> bytes:
+        """`body_pieces(body)` joined: byte for byte `ModelClient.encode` of the body."""
+        return b"".join(self.body_pieces(body))
+
+
+class _IdleTimeout(Exception):
+    """A body read outlived the idle deadline (the transport path)."""
+
+
+class _BodyCut(Exception):
+    """The transport failed inside the body (a protocol error, as aiohttp's ClientPayloadError)."""
+
+
+def _replay_headers(headers: Any) -> dict[str, str]:
+    """The `x-replay-*` headers of a response's headers (a mapping), names lower-cased."""
+    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-replay-")}
+
+
+class _AiohttpExchange:
+    """One call on a given aiohttp ClientSession (the session's pool and aiohttp's
+    timeouts: total, sock_read = idle). `open()` returns (status, the response's
+    `x-replay-*` headers, names lower-cased); `ended()` is never True (the body ends
+    with a read that returns b"")."""
+
+    __slots__ = ("_session", "_client", "_payload", "_resp")
+
+    def __init__(self, session: aiohttp.ClientSession, client: ModelClient, payload: bytes | list[bytes]) -> None:
+        self._session = session
+        self._client = client
+        self._payload = payload if type(payload) is bytes else b"".join(payload)
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def open(self) -> tuple[int, Any]:
+        c = self._client
+        resp = self._resp = await self._session.post(c.url, data=self._payload, headers=c._headers, timeout=c.timeout)
+        return resp.status, _replay_headers(resp.headers)
+
+    def ended(self) -> bool:
+        return False
+
+    async def read(self) -> bytes:
+        return await self._resp.content.readany()  # type: ignore[union-attr]
+
+    async def read_all(self) -> bytes:
+        return await self._resp.read()  # type: ignore[union-attr]
+
+    async def close(self) -> None:
+        if self._resp is not None:
+            self._resp.release()
+
+
+class _Watchdog:
+    """The one loop timer of a client's calls in progress on one event loop: armed at
+    the earliest time a call asked for (`arm(call, at)`); when it fires, each call whose
+    time came (armed at or before the fired time) is dropped and gets `_on_timer()`,
+    and the timer is armed at the earliest time of the calls left. A call that ends
+    first is dropped (`disarm`) and the timer left as it is: firing with no call due,
+    it only re-arms for the others (issue #17 item 4: a loop.call_at and its cancel per
+    call cost ~3 us of client CPU on uvloop, in a 0.3 ms turn)."""
+
+    __slots__ = ("loop", "_handle", "_at", "_calls")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._handle: asyncio.TimerHandle | None = None
+        self._at = 0.0  # loop time the handle fires at
+        self._calls: set[_TransportExchange] = set()
+
+    def arm(self, call: _TransportExchange, at: float) -> None:
+        """Have `call._on_timer()` called once the loop time reaches `at` (its `_armed`)."""
+        self._calls.add(call)
+        if self._handle is None or at < self._at:
+            self._set(at)
+
+    def disarm(self, call: _TransportExchange) -> None:
+        self._calls.discard(call)
+
+    def stop(self) -> bool:
+        """Stop the timer when no call is in progress (the client closes); True if stopped."""
+        if self._calls:
+            return False
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        return True
+
+    def _set(self, at: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._at = at
+        self._handle = self.loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        at = self._at
+        for call in [c for c in self._calls if c._armed is not None and c._armed <= at]:
+            self._calls.discard(call)
+            call._on_timer()  # may arm again (a later deadline)
+        if self._calls:
+            first = min(c._armed for c in self._calls)  # type: ignore[type-var]
+            if self._handle is None or first < self._at:
+                self._set(first)  # type: ignore[arg-type]
+
+
+class _TransportExchange:
+    """One call on an engine transport (benchmaker.engine.transport: RawTransport by default),
+    with the client's deadlines over the awaits: the total one from the call's start,
+    the idle one from each body read's start (loop time). A deadline counts only inside
+    the awaits: time the consumer spends between reads never fires one, and a total
+    deadline already past when a read starts raises at once.
+
+    Both deadlines are kept by one timer per call, armed at the open and re-armed only
+    when it fires before the deadline in force (each read moves the idle deadline later
+    without touching it): a read costs a loop.time() and two stores, where an
+    asyncio.timeout_at per await cost ~20-30 us of client CPU each on uvloop (3 per
+    non-streamed call; issue #17 item 4). The timers of a client's calls share one loop
+    timer (`_Watchdog`), so a call arms none of its own. When the timer finds the deadline in
+    force reached during an await, it cancels the call's task and the await raises
+    TimeoutError (total) or _IdleTimeout (idle), as asyncio.timeout does: a cancellation
+    from elsewhere stays a CancelledError (Task.uncancel count)."""
+
+    __slots__ = ("_client", "_spec", "_cm", "_chunks", "_raw", "_total", "_idle", "_loop", "_task", "_cancelling",
+                 "_read_at", "_inside", "_watchdog", "_armed", "_fired")
+
+    def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool) -> None:
+        self._client = client
+        self._spec = RequestSpec("POST", client.url, client._headers, payload, stream)
+        self._cm: Any = None
+        self._chunks: Any = None
+        self._raw: Any = None  # the response (http1._RawResponse), when on RawTransport
+        tr = client._transport
+        loop = tr._loop if type(tr) is RawTransport and tr._loop is not None else None
+        if loop is None:  # asyncio.get_running_loop costs a getpid() system call (CPython 3.11)
+            loop = asyncio.get_running_loop()
+        self._loop = loop
+        total = client.timeout_s
+        self._total = None if total is None else loop.time() + total
+        self._idle = client.idle_timeout_s
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelling = 0
+        self._read_at: float | None = None  # loop time the current read started (None: in the open)
+        self._inside = False  # inside one of the call's awaits
+        self._watchdog = client._watchdog_of(loop)
+        self._armed: float | None = None  # loop time the timer is armed at (None: not armed)
+        self._fired: str | None = None  # "total" / "idle": the deadline that cancelled the task
+
+    def _due(self) -> float | None:
+        """The deadline in force (loop time): the total one, or the current read's idle
+        one when earlier; None when neither applies."""
+        due = self._total
+        if self._read_at is not None and self._idle is not None:
+            at = self._read_at + self._idle
+            if due is None or at < due:
+                due = at
+        return due
+
+    def _arm(self, at: float) -> None:
+        self._armed = at
+        self._watchdog.arm(self, at)
+
+    def _on_timer(self) -> None:
+        """The timer armed at `_armed` fired (called by the watchdog)."""
+        armed = self._armed
+        self._armed = None
+        if not self._inside:  # between the call's awaits: the next await re-arms it
+            return
+        due = self._due()
+        if due is None:
+            return
+        if due > armed:  # type: ignore[operator]  # the deadline moved on (a later read): wait for it
+            self._arm(due)
+            return
+        total = self._total
+        self._fired = "total" if total is not None and due >= total else "idle"
+        self._task.cancel()  # type: ignore[union-attr]
+
+    def _timed_out(self) -> Exception | None:
+        """After a CancelledError out of an await: the deadline's error when the timer
+        cancelled the task (and nothing else did), else None."""
+        if self._fired is not None and self._task.uncancel() <= self._cancelling:  # type: ignore[union-attr]
+            return _IdleTimeout() if self._fired == "idle" else TimeoutError()
+        return None
+
+    async def open(self) -> tuple[int, Any]:
+        loop = self._loop
+        task = self._task = asyncio.current_task(loop)
+        if task is None:
+            raise RuntimeError("ModelClient: a call runs inside a task (its deadlines cancel it)")
+        self._cancelling = task.cancelling()
+        self._inside = True
+        # armed no later than the first read's idle deadline, so no read re-arms it earlier
+        # (a timer that fires before the deadline in force only re-arms)
+        at = self._total
+        if self._idle is not None:
+            idle_at = loop.time() + self._idle
+            at = idle_at if at is None or idle_at < at else at
+        if at is not None:
+            self._arm(at)
+        try:
+            transport = self._client._transport
+            if transport is None:
+                transport = await self._client._started_transport()
+            spec = self._spec
+            if type(transport) is RawTransport:  # sends a list of pieces as they are
+                cm = self._cm = self._raw = transport.stream(spec)
+            else:
+                if type(spec.body) is list:
+                    spec.body = b"".join(spec.body)
+                cm = self._cm = transport.stream(spec)
+            resp = await cm.__aenter__()
+        except asyncio.CancelledError:
+            err = self._timed_out()
+            if err is None:
+                raise
+            raise err from None
+        finally:
+            self._inside = False
+        self._chunks = resp.chunks()
+        if self._raw is not None:
+            return resp.status, self._raw.headers_with_prefix("x-replay-")
+        return resp.status, _replay_headers(resp.headers)
+
+    def ended(self) -> bool:
+        """True when the body is known to be over and every byte of it was read (on
+        RawTransport: no read returning b"" is needed then). Raises TimeoutError, as
+        that read would have, when the total deadline passed since the last read."""
+        raw = self._raw
+        if raw is None or not raw.complete:
+            return False
+        if self._total is not None and self._loop.time() >= self._total:
+            raise TimeoutError
+        return True
+
+    async def read(self) -> bytes:
+        # before the await: the total deadline may have passed between the awaits (one
+        # loop time, the read's start, for both)
+        self._read_at = now = self._loop.time()
+        if self._total is not None and now >= self._total:
+            raise TimeoutError
+        self._inside = True
+        if self._armed is None:
+            due = self._due()
+            if due is not None:
+                self._arm(due)
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return b""
+        except asyncio.CancelledError:
+            err = self._timed_out()
+            if err is None:
+                raise
+            raise err from None
+        except TransportError as exc:
+            raise _BodyCut(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self._inside = False
+
+    async def read_all(self) -> bytes:
+        out = []
+        while data := await self.read():
+            out.append(data)
+        return b"".join(out)
+
+    async def close(self) -> None:
+        if self._armed is not None:
+            self._watchdog.disarm(self)
+            self._armed = None
+        if self._cm is not None:
+            await self._cm.__aexit__(None, None, None)
+
+
+class ChatStream:
+    """Async iterator over the body reads of one call; `.result` is the ChatResult.
+    Model time is accumulated inside the awaits only (module docstring)."""
+
+    def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool) -> None:
+        self._client = client
+        self._payload = payload
+        self._stream = stream
+        self.result = ChatResult(Sample("", 0, "agent"), client.t0_ns)  # (sample, t0_ns), no default factory
+        self.status: int | None = None
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._run()
+
+    async def _run(self) -> AsyncIterator[bytes]:
+        r = self.result
+        s = r.sample
+        client = self._client
+        t0 = client.t0_ns
+        pc = time.perf_counter_ns
+        if client._session is not None:
+            ex: Any = _AiohttpExchange(client._session, client, self._payload)
+        else:
+            ex = _TransportExchange(client, self._payload, self._stream)
+        parser = _MessageParser(stream=self._stream)
+        payload = self._payload
+        s.bytes_sent = len(payload) if type(payload) is bytes else sum(map(len, payload))
+        finished = False
+        t = pc()
+        s.sent_ns = s.intended_ns = t - t0
+        try:
+            try:
+                status, headers = await ex.open()
+            finally:
+                r.model_time_ns += pc() - t
+            s.http_status = self.status = status
+            r.headers = headers
+            if status >= 400:
+                t = pc()
+                try:
+                    body = await ex.read_all()
+                finally:
+                    now = pc()
+                    r.model_time_ns += now - t
+                s.end_ns = now - t0
+                s.first_byte_ns = s.end_ns if body else None
+                s.bytes_received = len(body)
+                s.outcome = Outcome.HTTP_ERROR.value
+                s.error = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace") or f"HTTP {status}"
+                finished = True
+                return
+            while True:
+                t = pc()
+                try:
+                    data = await ex.read()
+                finally:
+                    now = pc()
+                    r.model_time_ns += now - t
+                if not data:
+                    break
+                if s.bytes_received == 0:
+                    s.first_byte_ns = now - t0
+                s.bytes_received += len(data)
+                parser.feed(data, now - t0, s)
+                yield data
+                if ex.ended():  # the last bytes came with this read: no read for b""
+                    break
+            s.end_ns = pc() - t0
+            parser.finish(s)
+            finished = True
+            recorded = r.headers.get(RECORDED_ERROR_HEADER)
+            if recorded is not None and s.outcome in _AS_RECORDED:
+                s.outcome = Outcome.RECORDED_ERROR.value
+                s.error = f"failed in the original run (finish_reason {recorded}), served as recorded"
+        except (aiohttp.ConnectionTimeoutError, ConnectTimeout):
+            s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.CONNECT.value, "connect timeout"
+        except (aiohttp.SocketTimeoutError, _IdleTimeout):
+            s.outcome, s.timeout_kind = Outcome.TIMEOUT.value, TimeoutKind.IDLE.value
+            s.error = "idle timeout (no bytes within the read deadline)"
+        except TimeoutError:
+            s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.TOTAL.value, "timeout"
+        except aiohttp.ClientPayloadError as exc:
+            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
+        except _BodyCut as exc:
+            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, str(exc)
+        except (aiohttp.ClientError, TransportError) as exc:
+            s.outcome, s.error = Outcome.TRANSPORT_ERROR.value, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a parser bug becomes a sample (as in the runner)
+            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
+        finally:
+            await ex.close()
+            if s.end_ns is None:
+                s.end_ns = pc() - t0
+            if not finished and s.outcome == Outcome.OK.value:  # cancelled, or the consumer stopped reading
+                s.outcome, s.error = Outcome.CANCELLED.value, "cancelled before the body ended"
+            r.content, r.reasoning, r.tool_calls = parser.content, parser.reasoning, parser.tool_calls
+            r.usage = parser.raw_usage()

@@ -1,0 +1,200 @@
+"""Local sandbox: a per-episode temp copy of the task repository and bash subprocesses.
+
+    sb = await LocalSandbox.create(Path("examples/tiny-task"))   # copies, git-inits
+    res = await sb.exec("python -m pytest -q", timeout_s=60.0)   # 60 s, then killpg
+    patch = await sb.diff()
+    await sb.close()                                              # removes the temp dir
+
+Each command runs as `bash -c COMMAND` in its own session (`start_new_session`), so the
+command and everything it spawned form one process group: at the timeout, and after
+the command exits (stray background children), the group is killed with
+`os.killpg(pgid, SIGKILL)`. Output (stdout and stderr on one pipe, interleaved) is
+capped at `max_output_bytes`; the middle is cut with a marker.
+
+Not a security boundary: commands run as the current user on this host. File tools
+refuse paths that resolve outside the workspace. The environment is minimal (PATH,
+HOME inside the temp dir, LANG, plus `env`), so API keys of the caller do not leak
+into commands; the harness's Python is first on PATH so `python -m pytest` finds the
+same interpreter and packages.
+
+Where commands run: every process (bash, git) and the tree copy and removal go through
+a Spawner (benchmaker.agent.sandbox.spawner). A LocalSandboxFactory that was started (sweep
+points start theirs before the clock, benchmaker.workloads.agent_episode) hands its sandboxes one
+ProcessSpawner, a helper process, so nothing forks from the measuring event loop; a
+sandbox created on its own uses the InlineSpawner (same semantics, on the caller's loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmaker.agent.sandbox import ExecResult, SandboxError
+from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
+
+_GIT = ["git", "-c", "user.name=benchmaker", "-c", "user.email=benchmaker@localhost", "-c", "commit.gpgsign=false"]
+_IGNORED = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+
+
+class LocalSandbox:
+    """A temp workspace under `root` (a fresh temp dir); `workdir` is `root/workspace`;
+    `spawner` runs its processes (not owned: closing the sandbox leaves it running).
+    Create with `await LocalSandbox.create(repo)`."""
+
+    def __init__(self, root: Path, *, env: dict[str, str], max_output_bytes: int, default_timeout_s: float,
+                 spawner: Spawner | None = None):
+        self.root = root
+        self.workdir = str(root / "workspace")
+        self._env = env
+        self.max_output_bytes = max_output_bytes
+        self.default_timeout_s = default_timeout_s
+        self.spawner: Spawner = spawner or InlineSpawner()
+
+    @classmethod
+    async def create(
+        cls,
+        repo: Path | None = None,
+        *,
+        env: dict[str, str] | None = None,
+        max_output_bytes: int = 1_000_000,
+        default_timeout_s: float = 180.0,
+        tmp_dir: Path | None = None,
+        spawner: Spawner | None = None,
+    ) -> LocalSandbox:
+        """Copy `repo` (without its `.git`) into a fresh temp workspace, or start an
+        empty one when `repo` is None, and commit it as the git baseline. `spawner`:
+        where processes and the copy run (default InlineSpawner, module docstring).
+        Raises SandboxError when `repo` is not a directory, git fails or the spawner is
+        gone."""
+        if repo is not None and not Path(repo).is_dir():
+            raise SandboxError(f"{repo}: task repository is not a directory")
+        spawner = spawner or InlineSpawner()
+        root = Path(tempfile.mkdtemp(prefix="bm-sandbox-", dir=tmp_dir))
+        ws = root / "workspace"
+        home = root / "home"
+        home.mkdir()
+        try:
+            if repo is not None:
+                await spawner.copytree(repo, ws, ignore=(".git", "__pycache__", ".pytest_cache"))
+            else:
+                ws.mkdir()
+            path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
+            full_env = {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+                        "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb", **(env or {})}
+            sb = cls(root, env=full_env, max_output_bytes=max_output_bytes, default_timeout_s=default_timeout_s,
+                     spawner=spawner)
+            for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--allow-empty", "-m", "baseline"]):
+                await sb._git(*args)
+                if args[0] == "init":
+                    (ws / ".git" / "info").mkdir(parents=True, exist_ok=True)
+                    (ws / ".git" / "info" / "exclude").write_text(_IGNORED)
+            return sb
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+
+    async def _git(self, *args: str) -> str:
+        res = await self.spawner.run([*_GIT, *args], cwd=self.workdir, env=self._env, merge_stderr=False,
+                                     new_session=False)
+        if res.exit_code != 0:
+            raise SandboxError(f"git {' '.join(args)} failed ({res.exit_code}): {res.stderr.decode(errors='replace')}")
+        return res.stdout.decode("utf-8", "replace")
+
+    async def exec(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
+        """Run `bash -c command` in `workdir`; see the module docstring. `timeout_s`
+        None uses `default_timeout_s`. Never raises for the command's own failure;
+        raises SandboxError when the spawner is gone, OSError when bash cannot start.
+
+        `duration_ns` is the wall time of the command as the calling episode sees it:
+        perf_counter_ns from this call until its result is back on the caller's event
+        loop, so it holds the spawn, the command's run, the output capture, the kill of
+        its group and, with a ProcessSpawner, two pipe messages (~0.1-0.3 ms)."""
+        timeout = self.default_timeout_s if timeout_s is None else timeout_s
+        t0 = time.perf_counter_ns()
+        res = await self.spawner.run(["bash", "-c", command], cwd=self.workdir, env=self._env, timeout_s=timeout,
+                                     max_output_bytes=self.max_output_bytes)
+        return ExecResult(
+            exit_code=res.exit_code,
+            output=res.stdout.decode("utf-8", "replace"),
+            timed_out=res.timed_out,
+            truncated=res.truncated,
+            duration_ns=time.perf_counter_ns() - t0,
+        )
+
+    def _resolve(self, path: str) -> Path:
+        ws = Path(self.workdir).resolve()
+        p = Path(path)
+        full = (p if p.is_absolute() else ws / p).resolve()
+        if full != ws and ws not in full.parents:
+            raise SandboxError(f"{path}: path is outside the workspace")
+        return full
+
+    async def read_file(self, path: str) -> bytes:
+        return await asyncio.to_thread(self._resolve(path).read_bytes)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        full = self._resolve(path)
+
+        def _write() -> None:
+            full.parent.mkdir(parents=True, exist_ok=True)
+            full.write_bytes(data)
+
+        await asyncio.to_thread(_write)
+
+    async def diff(self) -> str:
+        """`git diff` of the work tree (new files included) against the baseline."""
+        await self._git("add", "-A")
+        return await self._git("-c", "core.quotepath=off", "diff", "--cached", "--binary", "HEAD")
+
+    async def close(self) -> None:
+        """Remove the temp dir (through the spawner; in a thread when it is gone)."""
+        try:
+            await self.spawner.rmtree(self.root)
+        except SandboxError:
+            await asyncio.to_thread(shutil.rmtree, self.root, True)
+
+
+class LocalSandboxFactory:
+    """A SandboxFactory (benchmaker.agent.harness) making a LocalSandbox per episode from the
+    task's repo (an empty workspace when the task has none); `create_kwargs` go to
+    LocalSandbox.create, the task's `env` (TaskSpec.env) over their `env`.
+
+        factory = LocalSandboxFactory()
+        await factory.start()          # before measurement: one ProcessSpawner
+        sb = await factory(task)       # per episode; the harness closes it
+        await factory.aclose()         # after the point: the helper exits
+
+    Started, every sandbox of the factory runs its processes and tree copies in the
+    factory's ProcessSpawner (benchmaker.agent.sandbox.spawner); never started (a single episode
+    outside a measured point), they use the InlineSpawner. Use it on the event loop
+    that started it. start() raises SandboxError when the helper cannot start."""
+
+    def __init__(self, *, nice: int = 0, **create_kwargs: Any):
+        self.create_kwargs = create_kwargs
+        self.nice = nice
+        self.spawner: ProcessSpawner | None = None
+
+    async def start(self) -> None:
+        """Start the ProcessSpawner (idempotent), at `nice` (ProcessSpawner.start)."""
+        if self.spawner is None:
+            self.spawner = await ProcessSpawner.start(nice=self.nice)
+
+    async def aclose(self) -> None:
+        """Stop the ProcessSpawner, killing whatever still runs in it (idempotent)."""
+        sp, self.spawner = self.spawner, None
+        if sp is not None:
+            await sp.aclose()
+
+    async def __call__(self, task: Any) -> LocalSandbox:
+        repo = getattr(task, "repo", None) if task is not None else None
+        kwargs = self.create_kwargs
+        task_env = getattr(task, "env", None) if task is not None else None
+        if task_env:
+            kwargs = {**kwargs, "env": {**(kwargs.get("env") or {}), **task_env}}
+        return await LocalSandbox.create(repo, spawner=self.spawner, **kwargs)

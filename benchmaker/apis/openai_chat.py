@@ -1,0 +1,454 @@
+"""The OpenAI chat completions wire API (`POST /v1/chat/completions`): request headers,
+usage, and the stream parser that turns `chat.completion.chunk` events into token events.
+The one place that knows this API's stream; the workload (benchmaker.workloads.openai_chat),
+the replay model client and the recorder use it.
+
+    wl = OpenAIChatWorkload("http://127.0.0.1:8000/v1/chat/completions", "m", dataset,
+                            max_tokens=256)          # streaming, usage requested
+    spec = wl.request(seq)                           # before the timed span
+    parser = wl.parser(spec)                         # fresh per request
+    parser.feed(read_bytes, t_ns, sample)            # once per transport read
+    parser.finish(sample)                            # at end of body (status < 400)
+
+What counts (DESIGN §4): a chunk is a token event when any choice's delta carries
+generated output by the one rule of benchmaker/apis/generated.py: non-empty `content` (a string
+or typed text parts), reasoning in any spelling (`reasoning_content`, `reasoning`,
+`reasoning_text`, `thinking`, `reasoning_details`), `refusal`, a tool call's name or arguments (also
+the legacy `function_call`), an audio transcript. A role-only delta, an empty string,
+`null`, and a usage-only chunk (`choices: []`) are never tokens. TTFT is the stamp of the
+first token event (a refusal delta counts: a refusal is generated output); TTFC
+(`first_content_ns`) of the first non-empty `content`. Each token-bearing chunk is one
+event; chunks that arrive in the same read share that read's stamp. The per-event token
+count is not stated by this protocol, so `token_event_tokens` stays None. `refusal` is set
+on the sample when any refusal text arrived.
+
+Text split inside a character is joined, not rejected: UTF-8 bytes split across reads stay
+in the SSE buffer until their event is complete (benchmaker/engine/sse.py), and a UTF-16
+surrogate pair written as JSON escapes split across two events (`"\\ud83d"` then
+`"\\ude00"`, as JavaScript servers can emit) is decoded with a fallback decoder (orjson
+rejects lone surrogates) and joined in the decoded chunks themselves, before any rule or
+subclass reads them: the high half is held back from its event and the character arrives
+with the event that completes it (as a partial UTF-8 sequence would), so an event that
+held only the half carries no token; a half never paired is dropped, a lone low half
+becomes U+FFFD. Every string a parser hands out is valid Unicode.
+
+Usage: the last non-null `usage` object seen wins: a usage-only final chunk
+(`choices: []`, OpenAI with `stream_options.include_usage`), usage on the finish chunk
+(DeepSeek), or `usage: null` on other chunks. `completion_tokens` → output_tokens (sets
+usage_present), `prompt_tokens`, `prompt_tokens_details.cached_tokens` (else DeepSeek's
+`prompt_cache_hit_tokens`) → cached_tokens, `completion_tokens_details.reasoning_tokens`.
+No usage → all None and usage_present False (never 0).
+
+Model: `sample.model` is the response's `model` field as sent: of the first chunk that
+names one (streaming), of the body (non-streaming); None when no object named one.
+
+Finish: `finish_reason` is the last non-null value sent; `finish_class` its class
+(benchmaker/apis/generated.py), or, when several choices finished, the class of the first
+failing one.
+
+Outcome set by finish() (streaming), first match wins:
+    protocol_error  a data line that is not a JSON object, an `error` object or an
+                    `event: error` in the stream, or the body ended before `data: [DONE]`
+                    (a cut stream is a failure even when it carried tokens)
+    aborted         a finish reason of a failing class (abort, error, cancelled, unknown
+                    values); `error` names it. Not a success: out of successful latency
+                    and throughput, even when tokens arrived before it
+    empty_output    a complete stream without any token event (only [DONE], only usage)
+    ok              otherwise (a refusal is ok, flagged `refusal`)
+Non-streaming (`stream=False`): the whole JSON body is parsed at finish(). There is no
+token timeline: first_token_ns, first_content_ns and token_event_ns stay None (the first
+byte of a non-streamed body is not a first token; E2E is the measure). Outcome: bad JSON
+or an `error` object → protocol_error; a failing finish class → aborted; no generated
+output in any `choices[i].message` → empty_output; else ok.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import orjson
+from orjson import JSONDecodeError, loads
+
+from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error, scan_output
+from benchmaker.engine.records import Outcome, Sample
+from benchmaker.engine.sse import SSEParser
+
+__all__ = [
+    "OpenAIChatParser",
+    "OpenAIStreamParser",
+    "apply_usage",
+    "join_surrogates",
+    "loads_json",
+    "openai_headers",
+]
+
+_OK = Outcome.OK.value
+_PROTOCOL_ERROR = Outcome.PROTOCOL_ERROR.value
+_EMPTY = Outcome.EMPTY_OUTPUT.value
+_ABORTED = Outcome.ABORTED.value
+
+# A JSON escape of a UTF-16 surrogate (\uD800-\uDFFF): the only input the fallback
+# decoder is tried on.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_ANY_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def loads_json(payload: bytes) -> tuple[Any, bool]:
+    """Decode one JSON document: `(value, has_surrogates)`.
+
+    orjson first; when it rejects a document that holds JSON-escaped UTF-16 surrogates
+    (a lone `\\ud83d` whose pair comes in the next event), the stdlib decoder, which
+    keeps lone surrogates as code points (has_surrogates True; join them with
+    `join_surrogates`). Raises orjson.JSONDecodeError (orjson's message) when both fail.
+    """
+    try:
+        return orjson.loads(payload), False
+    except orjson.JSONDecodeError as exc:
+        if _SURROGATE_ESCAPE.search(payload) is not None:
+            try:
+                return json.loads(payload), True
+            except (ValueError, RecursionError):
+                pass
+        raise exc
+
+
+def join_surrogates(text: str) -> str:
+    """`text` with UTF-16 surrogate pairs joined into their code point and any unpaired
+    surrogate replaced by U+FFFD. Text without surrogates is returned as is."""
+    if _ANY_SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _join_split_pairs(node: Any, path: tuple[Any, ...], held: dict[tuple[Any, ...], str] | None) -> None:
+    """Make every string under `node` (a dict or list, changed in place) surrogate-free.
+
+    With `held` (streaming): a string that ends with a high surrogate gives it up to
+    `held[path]`, and the string at the same path in the next event starts with it, so a
+    pair split across two events is joined in the event that completes the character.
+    Without (`None`, a whole body): unpaired halves become U+FFFD."""
+    items = node.items() if type(node) is dict else enumerate(node)
+    for key, value in items:
+        if type(value) is str:
+            at = (*path, key)
+            first = held.pop(at, "") if held else ""
+            if first or _ANY_SURROGATE.search(value) is not None:
+                value = first + value
+                if held is not None and value and "\ud800" <= value[-1] <= "\udbff":
+                    held[at] = value[-1]
+                    value = value[:-1]
+                node[key] = join_surrogates(value)
+        elif type(value) is dict or type(value) is list:
+            _join_split_pairs(value, (*path, key), held)
+
+
+def openai_headers(api_key: str | None, stream: bool, extra: dict[str, str] | None) -> dict[str, str]:
+    """Request headers: JSON content type, `Accept: text/event-stream` when streaming,
+    `Authorization: Bearer KEY` when api_key is set, then `extra` (wins on conflicts)."""
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    if extra:
+        headers.update(extra)
+    return headers
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def apply_usage(usage: Any, sample: Sample) -> None:
+    """Copy an OpenAI `usage` object onto the sample (see module docstring). Fields that
+    are absent or not non-negative ints stay None; usage_present is True only when
+    `completion_tokens` is such an int."""
+    if not isinstance(usage, dict):
+        return
+    sample.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+    sample.output_tokens = _int_or_none(usage.get("completion_tokens"))
+    sample.usage_present = sample.output_tokens is not None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek
+    sample.cached_tokens = _int_or_none(cached)
+    cdetails = usage.get("completion_tokens_details")
+    sample.reasoning_tokens = _int_or_none(cdetails.get("reasoning_tokens")) if isinstance(cdetails, dict) else None
+
+
+def _short(data: bytes | str, limit: int = 200) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _error_text(err: Any) -> str:
+    if isinstance(err, dict):
+        msg = err.get("message")
+        if isinstance(msg, str):
+            return msg
+    return _short(orjson.dumps(err))
+
+
+class OpenAIStreamParser:
+    """Shared machinery of OpenAI-style parsers: SSE framing, `[DONE]`, bad JSON (with the
+    split-surrogate fallback) and `error` objects, usage, finish_reason and its class,
+    refusal and the outcome. Subclasses implement `_chunk(choices) -> bool` (a token
+    event?) and `_whole_body(choices) -> bool` (generated output?), and report each
+    choice's finish reason with `_finished(reason)`.
+
+    `text` is the generated `content` (choice index 0) so far.
+    """
+
+    __slots__ = (
+        "stream",
+        "_parts",
+        "_sse",
+        "_done",
+        "_error",
+        "_usage",
+        "_finish_reason",
+        "_fail_class",
+        "_refusal",
+        "_held",
+        "_chars",
+        "_body",
+        "_n_events",
+        "_events",
+        "_n_sse",
+        "_head",
+    )
+
+    def __init__(self, stream: bool = True) -> None:
+        self.stream = stream
+        self._parts: list[str] = []
+        self._sse = SSEParser()
+        self._done = False  # saw data: [DONE]
+        self._error: str | None = None  # first protocol error
+        self._usage: Any = None
+        self._finish_reason: str | None = None
+        self._fail_class: str | None = None  # first failing finish class seen
+        self._refusal = False  # refusal text seen
+        self._held: dict[tuple[Any, ...], str] = {}  # high surrogates awaiting their pair, by path
+        self._chars = 0
+        self._body: list[bytes] = []
+        self._n_events = 0  # token events
+        self._events: list[int] | None = None  # sample.token_event_ns
+        self._n_sse = 0  # SSE events seen
+        self._head = b""  # first bytes of the body, for error messages
+
+    @property
+    def text(self) -> str:
+        """Generated `content` text so far (reasoning and tool calls excluded)."""
+        return "".join(self._parts)
+
+    # -- streaming ------------------------------------------------------------------
+
+    def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
+        """Parse one transport read that arrived at `t_ns` (ns from run t0)."""
+        if not self.stream:
+            self._body.append(data)
+            return
+        if not self._head:
+            self._head = data[:200]
+        for event, payload in self._sse.feed(data):
+            self._n_sse += 1
+            if self._done:
+                continue  # events after [DONE] carry nothing we measure
+            if payload == b"[DONE]":
+                self._done = True
+                continue
+            if event == "error":
+                self._fail(f"error event in stream: {_short(payload)}")
+                continue
+            try:
+                obj = loads(payload)
+                surrogates = False
+            except JSONDecodeError:
+                try:
+                    obj, surrogates = loads_json(payload)
+                except JSONDecodeError as exc:
+                    self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
+                    continue
+            if type(obj) is not dict:
+                self._fail(f"data line is not a JSON object (got {_short(payload)})")
+                continue
+            if sample.model is None:
+                model = obj.get("model")
+                if type(model) is str:
+                    sample.model = model
+            if surrogates or self._held:
+                choices = obj.get("choices")
+                if type(choices) is list:  # join pairs split across events, by choice index
+                    for pos, choice in enumerate(choices):
+                        if type(choice) is dict:
+                            _join_split_pairs(choice, (choice.get("index", pos),), self._held)
+            err = obj.get("error")
+            if err is not None:
+                self._fail(f"error in stream: {_error_text(err)}")
+                for choice in obj.get("choices") or ():  # OpenRouter: finish_reason "error" beside it
+                    if type(choice) is dict and choice.get("finish_reason") is not None:
+                        self._finished(choice["finish_reason"])
+                continue
+            usage = obj.get("usage")
+            if usage is not None:
+                self._usage = usage
+            choices = obj.get("choices")
+            if choices and self._chunk(choices):
+                # a token event at this read's stamp
+                if self._n_events == 0:
+                    sample.first_token_ns = t_ns
+                    events = sample.token_event_ns
+                    if events is None:
+                        events = sample.token_event_ns = []
+                    self._events = events
+                    events.append(t_ns)
+                else:
+                    self._events.append(t_ns)  # type: ignore[union-attr]
+                self._n_events += 1
+                sample.n_token_events += 1
+                if sample.first_content_ns is None and self._parts:
+                    sample.first_content_ns = t_ns
+
+    def _chunk(self, choices: Any) -> bool:
+        """Handle one chunk's `choices`; return True when it carries generated text.
+        Updates text, chars and finish_reason. Subclasses define the delta shape."""
+        raise NotImplementedError
+
+    def _fail(self, message: str) -> None:
+        if self._error is None:
+            self._error = message
+
+    def _finished(self, reason: Any) -> None:
+        """Record one choice's non-null finish reason: the last one is `finish_reason`,
+        the first of a failing class decides the class (benchmaker/apis/generated.py)."""
+        self._finish_reason = reason if type(reason) is str else _short(orjson.dumps(reason))
+        if self._fail_class is None:
+            cls = finish_class(reason)
+            if FINISH_FAILS[cls]:  # type: ignore[index]
+                self._fail_class = cls
+
+    def _ending(self, sample: Sample) -> str | None:
+        """Set finish_reason, finish_class, refusal and output_chars on the sample; return
+        the `error` of a failing finish class, else None."""
+        reason = self._finish_reason
+        sample.finish_reason = reason
+        cls = self._fail_class or finish_class(reason)
+        sample.finish_class = cls
+        sample.refusal = self._refusal
+        sample.output_chars = self._chars
+        if cls is not None and FINISH_FAILS[cls]:
+            return finish_error(reason, cls)
+        return None
+
+    # -- end of body -------------------------------------------------------------------
+
+    def finish(self, sample: Sample) -> None:
+        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
+        if not self.stream:
+            self._finish_whole(sample)
+            return
+        cut = self._sse.close()
+        if cut is not None and not self._done:
+            if cut == b"[DONE]":
+                self._done = True  # final blank line missing: complete enough
+            else:
+                self._fail(f"stream ended inside an event (got {_short(cut)})")
+        apply_usage(self._usage, sample)
+        failed = self._ending(sample)
+        if self._error is not None:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
+        elif not self._done:
+            if self._n_sse == 0:
+                sample.outcome = _PROTOCOL_ERROR
+                sample.error = f"no SSE event in body (got {_short(self._head)})"
+            else:
+                sample.outcome = _PROTOCOL_ERROR
+                sample.error = f"stream ended before data: [DONE] after {self._n_events} token events"
+        elif failed is not None:
+            sample.outcome, sample.error = _ABORTED, failed
+        elif self._n_events == 0:
+            sample.outcome = _EMPTY
+            sample.error = "complete stream without a generated token" + (
+                " (usage only)" if self._usage is not None else ""
+            )
+        else:
+            sample.outcome = _OK
+
+    def _finish_whole(self, sample: Sample) -> None:
+        body = b"".join(self._body)
+        self._body = []
+        try:
+            obj, surrogates = loads_json(body)
+        except orjson.JSONDecodeError as exc:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, f"bad JSON body: {exc} (got {_short(body)})"
+            return
+        if type(obj) is not dict:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, f"body is not a JSON object (got {_short(body)})"
+            return
+        if surrogates:
+            _join_split_pairs(obj, (), None)
+        self._usage = obj.get("usage")  # kept, as a stream's (benchmaker.agent.model_client reads it)
+        model = obj.get("model")
+        if type(model) is str:
+            sample.model = model
+        if obj.get("error") is not None:
+            sample.outcome, sample.error = _PROTOCOL_ERROR, f"error in body: {_error_text(obj['error'])}"
+            return
+        apply_usage(obj.get("usage"), sample)
+        choices = obj.get("choices")
+        generated = self._whole_body(choices) if isinstance(choices, list) else False
+        failed = self._ending(sample)
+        if failed is not None:
+            sample.outcome, sample.error = _ABORTED, failed
+        elif generated:
+            sample.outcome = _OK
+        else:
+            sample.outcome, sample.error = _EMPTY, "response without generated text"
+
+    def _whole_body(self, choices: list[Any]) -> bool:
+        """Handle a non-streamed body's `choices`; return True when there is generated text."""
+        raise NotImplementedError
+
+
+class OpenAIChatParser(OpenAIStreamParser):
+    """Parser of one `/v1/chat/completions` response (streamed or not); see module doc.
+
+    output_chars counts every generated character (benchmaker/apis/generated.py: content,
+    reasoning, refusal, tool-call names and arguments) of every choice. `text` is the
+    content of choice 0.
+    """
+
+    __slots__ = ()
+
+    def _chunk(self, choices: Any) -> bool:
+        return self._choices(choices, "delta")
+
+    def _whole_body(self, choices: list[Any]) -> bool:
+        return self._choices(choices, "message")
+
+    def _choices(self, choices: Any, key: str) -> bool:
+        """Take the generated output of each choice's `key` (`delta` or `message`) and
+        its finish reason; True when any choice generated something."""
+        generated = False
+        for choice in choices:
+            if type(choice) is not dict:
+                continue
+            msg = choice.get(key)
+            if msg and type(msg) is dict:
+                content = msg.get("content")
+                if len(msg) == 1 and type(content) is str:  # the common delta: text only
+                    chars, refusal = len(content), False
+                else:
+                    content, chars, refusal, _ = scan_output(msg)
+                if chars:
+                    generated = True
+                    self._chars += chars
+                    if content and choice.get("index", 0) == 0:
+                        self._parts.append(content)
+                    if refusal:
+                        self._refusal = True
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                self._finished(reason)
+        return generated

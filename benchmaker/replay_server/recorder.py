@@ -1,0 +1,594 @@
+"""The recording proxy: an OpenAI-compatible pass-through that writes every
+conversation it relays as a trajectory in our schema (benchmaker.trajectories.trajectory), so any
+agent's traffic becomes replayable by benchmaker.replay_server.server.
+
+    app = create_recorder_app("http://127.0.0.1:8000", Path("trajectories.jsonl"))
+    # or: benchmaker record --upstream http://127.0.0.1:8000 -o trajectories.jsonl
+
+Endpoints:
+- POST /v1/chat/completions, POST /chat/completions: forwarded to
+  `<upstream>/v1/chat/completions` with httpx (streamed, `Accept-Encoding: identity`);
+  the upstream's status, headers (hop-by-hop ones removed) and body bytes are relayed
+  to the client unchanged, chunk by chunk, and the exchange is recorded.
+- any other method/path under /v1/: forwarded the same way, not recorded (/v1/models).
+- POST /flush: writes the output file now; answers {"path", "trajectories", "turns",
+  "skipped"}. The file is also written at shutdown (lifespan). Each write replaces
+  the whole file atomically (temp file + rename) with every conversation so far.
+- GET /health: {"status": "ok", "conversations": N, "turns": M}.
+
+Grouping. A request belongs to the conversation of its task key: the replay match
+key (`match_key_for_messages`) over the flattened texts of its user messages before
+the first assistant message; the turn index is its number of assistant messages
+(the rule benchmaker.replay_server.server matches with). Per key the latest conversation is extended:
+- turn index == recorded turns: the response becomes the next turn; the request's
+  messages after its last assistant message are the previous turn's observations
+  (`tool` messages: content, tool_call_id, name (else the called tool's name), the
+  non-standard `is_error` and `exit_code` when present) and follow-up prompts (`user` messages → `user_after`);
+  with `text_actions=True` and a previous turn without tool calls, the first such
+  user message is its observation instead (SWE-agent / mini-swe-agent style).
+- turn index 0 with turns recorded: a new conversation with the same key (the same
+  task run again); the replay server serves the first of them.
+- 0 < turn index < recorded turns: a retry; the later turns are dropped and the
+  response recorded at that index (counted as skipped `superseded_turns`).
+- turn index > recorded turns: the proxy missed earlier turns (started mid-run);
+  relayed, not recorded (`unseen_turns`).
+Concurrent conversations with the same key are not told apart (the replay server
+could not tell them apart either).
+
+A turn is recorded from the response bytes as they pass: SSE chunks are reassembled
+(content, reasoning_content/reasoning, tool calls by index with the raw argument
+string, finish_reason, usage) and recorded the moment `data: [DONE]` (or the complete
+JSON body) is seen, before those bytes are relayed, so a client that sends its next
+request right after `[DONE]` finds the turn recorded. Responses with status >= 400,
+cut streams and bodies that do not parse are relayed but not recorded
+(`upstream_errors`, `incomplete`). Timing per turn: `started_at` (UTC wall clock when
+the request arrived), `ttft_ms` (first token-bearing chunk after arrival, streams
+only) and `duration_ms` (until complete), measured at the proxy.
+
+Secrets: request headers (Authorization, api keys) are forwarded, never recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from benchmaker.engine.sse import SSEParser
+from benchmaker.trajectories.trajectory import (
+    FinishReason,
+    Observation,
+    Response as TrajResponse,
+    Source,
+    Timing,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+    flatten_content,
+    match_key_for_messages,
+)
+
+__all__ = ["FORMAT", "ChatAssembler", "Recorder", "create_recorder_app"]
+
+FORMAT = "recording-proxy"
+"""`Source.format` of recorded trajectories."""
+
+_HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding",
+})
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "length",
+    "content_filter": "content_filter",
+}
+
+
+def _parse_arguments(raw: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _usage(obj: Any) -> Usage | None:
+    """Usage of an OpenAI `usage` object; None when absent or carrying no count."""
+    if not isinstance(obj, dict):
+        return None
+    details = obj.get("prompt_tokens_details")
+    cdetails = obj.get("completion_tokens_details")
+    usage = Usage(
+        prompt_tokens=_int(obj.get("prompt_tokens")),
+        completion_tokens=_int(obj.get("completion_tokens")),
+        cached_tokens=_int(details.get("cached_tokens")) if isinstance(details, dict) else None,
+        reasoning_tokens=_int(cdetails.get("reasoning_tokens")) if isinstance(cdetails, dict) else None,
+        total_tokens=_int(obj.get("total_tokens")),
+    )
+    return usage if any(v is not None for v in usage.model_dump().values()) else None
+
+
+@dataclass
+class _Call:
+    id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+
+class ChatAssembler:
+    """Reassembles one chat completion response from its body bytes.
+
+        asm = ChatAssembler(stream=True)
+        asm.feed(data, now_ns)      # per chunk of body bytes; True once complete
+        asm.finish()                # at end of body; True when complete
+        asm.response(), asm.usage   # the recorded Response and Usage (None: none sent)
+
+    Streams: complete at `data: [DONE]`; chunks' deltas are concatenated (`content`,
+    `reasoning_content` or `reasoning`, tool calls by `index`: id, name, argument
+    fragments byte-exact). Non-streamed bodies: complete when the bytes parse as a
+    JSON object (checked when `content_length` bytes arrived, else at finish()).
+    `error` says why an incomplete or bad body was not recordable.
+    """
+
+    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
+        self.stream = stream
+        self.content_length = content_length
+        self.complete = False
+        self.error: str | None = None
+        self.first_token_ns: int | None = None
+        self.content: str | None = None
+        self.reasoning: str | None = None
+        self.calls: dict[int, _Call] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self._sse = SSEParser() if stream else None
+        self._body: list[bytes] = []
+        self._n = 0
+
+    def feed(self, data: bytes, now_ns: int) -> bool:
+        """Take one chunk of body bytes that arrived at `now_ns`; returns `complete`."""
+        if self.complete or self.error:
+            return self.complete
+        if self._sse is None:
+            self._body.append(data)
+            self._n += len(data)
+            if self.content_length is not None and self._n >= self.content_length:
+                self._whole()
+            return self.complete
+        for _event, payload in self._sse.feed(data):
+            if payload.strip() == b"[DONE]":
+                self.complete = True
+                return True
+            try:
+                chunk = json.loads(payload)
+            except (ValueError, UnicodeDecodeError) as exc:
+                self.error = f"event data is not JSON: {exc}"
+                return False
+            if not isinstance(chunk, dict):
+                self.error = "event data is not a JSON object"
+                return False
+            if chunk.get("error") is not None:
+                self.error = "error object in stream"
+                return False
+            self._chunk(chunk, now_ns)
+        return self.complete
+
+    def finish(self) -> bool:
+        """End of body: parse a non-streamed body not yet complete; returns `complete`
+        (a stream without `[DONE]` is incomplete)."""
+        if not self.complete and not self.error:
+            if self._sse is None:
+                self._whole()
+            else:
+                self.error = "stream ended before [DONE]"
+        return self.complete
+
+    def _token(self, now_ns: int) -> None:
+        if self.first_token_ns is None:
+            self.first_token_ns = now_ns
+
+    def _chunk(self, chunk: dict[str, Any], now_ns: int) -> None:
+        usage = _usage(chunk.get("usage"))
+        if usage is not None:
+            self.usage = usage
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            c = delta.get("content")
+            if isinstance(c, str):
+                self.content = (self.content or "") + c
+                if c:
+                    self._token(now_ns)
+            for key in ("reasoning_content", "reasoning"):
+                r = delta.get(key)
+                if isinstance(r, str):
+                    self.reasoning = (self.reasoning or "") + r
+                    if r:
+                        self._token(now_ns)
+                    break
+            for tcd in delta.get("tool_calls") or []:
+                if not isinstance(tcd, dict):
+                    continue
+                call = self.calls.setdefault(tcd.get("index", len(self.calls)), _Call())
+                if tcd.get("id"):
+                    call.id = tcd["id"]
+                fn = tcd.get("function") or {}
+                if isinstance(fn.get("name"), str) and fn["name"]:
+                    call.name += fn["name"]
+                    self._token(now_ns)
+                if isinstance(fn.get("arguments"), str) and fn["arguments"]:
+                    call.arguments += fn["arguments"]
+                    self._token(now_ns)
+
+    def _whole(self) -> None:
+        try:
+            obj = json.loads(b"".join(self._body))
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.error = f"response body is not JSON: {exc}"
+            return
+        if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list) or not obj["choices"]:
+            self.error = "response body has no choices"
+            return
+        self.usage = _usage(obj.get("usage"))
+        choice = obj["choices"][0]
+        msg = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(msg, dict):
+            self.error = "choices[0].message is missing"
+            return
+        self.finish_reason = choice.get("finish_reason")
+        if isinstance(msg.get("content"), str):
+            self.content = msg["content"]
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(msg.get(key), str):
+                self.reasoning = msg[key]
+                break
+        for i, tc in enumerate(msg.get("tool_calls") or []):
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            fn = fn if isinstance(fn, dict) else {}
+            args = fn.get("arguments")
+            self.calls[i] = _Call(id=tc.get("id") if isinstance(tc, dict) else None, name=fn.get("name") or "",
+                                  arguments=args if isinstance(args, str) else json.dumps(args or {}))
+        self.complete = True
+
+    def response(self) -> tuple[TrajResponse, bool]:
+        """The assistant Response, and whether its finish reason was one we know
+        (an unknown or missing one maps to tool_calls when there are calls, else stop)."""
+        calls = []
+        for i in sorted(self.calls):
+            c = self.calls[i]
+            calls.append(ToolCall(id=c.id or f"call_{i}", name=c.name, arguments_raw=c.arguments,
+                                  arguments=_parse_arguments(c.arguments)))
+        known = self.finish_reason in _FINISH
+        reason: FinishReason = _FINISH[self.finish_reason] if known else ("tool_calls" if calls else "stop")
+        return TrajResponse(content=self.content, reasoning=self.reasoning, tool_calls=calls,
+                            finish_reason=reason), known or self.finish_reason is None
+
+
+@dataclass
+class _Conversation:
+    key: str
+    number: int
+    system: str | None
+    first_user: str
+    user_before_turns: list[str]
+    model: str | None
+    turns: list[Turn] = field(default_factory=list)
+    digest: Any = field(default_factory=hashlib.sha256)
+
+
+def _parse_request(body: bytes) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    try:
+        req = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None, []
+    if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
+        return None, []
+    return req, [m for m in req["messages"] if isinstance(m, dict)]
+
+
+class Recorder:
+    """Groups relayed exchanges into conversations and writes them as trajectories
+    (rules in the module docstring). Not thread-safe: used from one event loop.
+
+    `output`: the trajectories.jsonl to write. `text_actions`: treat the first user
+    message after a turn without tool calls as its observation.
+    """
+
+    def __init__(self, output: Path, *, text_actions: bool = False) -> None:
+        self.output = Path(output)
+        self.text_actions = text_actions
+        self.conversations: list[_Conversation] = []
+        self._latest: dict[str, _Conversation] = {}
+        self._numbers: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+
+    # -- grouping -------------------------------------------------------------------
+
+    def begin(self, messages: list[dict[str, Any]], model: str | None) -> tuple[_Conversation, int] | None:
+        """Place a request: returns (conversation, turn index) the response will be
+        recorded at, or None when it cannot be recorded (counted in `skipped`). Sets
+        the previous turn's observations from the request's messages."""
+        head: list[str] = []
+        system = None
+        n_assistant = 0
+        last_assistant = -1
+        for i, m in enumerate(messages):
+            role = m.get("role")
+            if role == "assistant":
+                n_assistant += 1
+                last_assistant = i
+            elif role == "user" and not n_assistant:
+                head.append(flatten_content(m.get("content")))
+            elif role == "system" and system is None:
+                system = flatten_content(m.get("content"))
+        if not head:
+            self.skipped["no_user_before_assistant"] += 1
+            return None
+        key = match_key_for_messages(head)
+        conv = self._latest.get(key)
+        if conv is None or (n_assistant == 0 and conv.turns):
+            if n_assistant > 0:
+                self.skipped["unseen_turns"] += 1
+                return None
+            self._numbers[key] += 1
+            conv = _Conversation(key, self._numbers[key], system, head[0], head[1:], model)
+            self._latest[key] = conv
+            self.conversations.append(conv)
+            return conv, 0
+        if n_assistant > len(conv.turns):
+            self.skipped["unseen_turns"] += 1
+            return None
+        if n_assistant < len(conv.turns):
+            self.skipped["superseded_turns"] += len(conv.turns) - n_assistant
+            del conv.turns[n_assistant:]
+        if n_assistant > 0:
+            self._observe(conv.turns[n_assistant - 1], messages[last_assistant + 1:])
+        return conv, n_assistant
+
+    def _observe(self, turn: Turn, after: list[dict[str, Any]]) -> None:
+        observations: list[Observation] = []
+        user_after: list[str] = []
+        text_obs = self.text_actions and not turn.response.tool_calls
+        tool_names = {tc.id: tc.name for tc in turn.response.tool_calls}
+        for m in after:
+            role = m.get("role")
+            text = flatten_content(m.get("content"))
+            if role == "tool":
+                is_error = m.get("is_error")
+                code = m.get("exit_code")
+                call_id = m.get("tool_call_id") if isinstance(m.get("tool_call_id"), str) else None
+                observations.append(Observation(
+                    tool_call_id=call_id,
+                    name=m.get("name") if isinstance(m.get("name"), str) else tool_names.get(call_id),
+                    content=text, is_error=is_error if isinstance(is_error, bool) else False,
+                    exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+                ))
+            elif role == "user":
+                if text_obs and not observations and not user_after:
+                    observations.append(Observation(content=text))
+                else:
+                    user_after.append(text)
+        turn.observations = observations
+        turn.user_after = user_after
+
+    def record(self, conv: _Conversation, index: int, asm: ChatAssembler, started_at: str,
+               t_start_ns: int, t_end_ns: int, raw: bytes) -> None:
+        """Record the completed response `asm` as turn `index` of `conv` (replacing a
+        superseded one). `raw` is the upstream body (hashed into the source sha256)."""
+        response, known = asm.response()
+        if not known:
+            self.skipped["unknown_finish_reason"] += 1
+        if index > len(conv.turns):  # a racing retry dropped the turns before it
+            self.skipped["unseen_turns"] += 1
+            return
+        if index < len(conv.turns):  # the conversation moved on meanwhile (a racing retry)
+            self.skipped["superseded_turns"] += len(conv.turns) - index
+            del conv.turns[index:]
+        ttft_ms = None if asm.first_token_ns is None else (asm.first_token_ns - t_start_ns) / 1e6
+        conv.turns.append(Turn(
+            index=index, response=response, usage=asm.usage,
+            timing=Timing(ttft_ms=ttft_ms, duration_ms=(t_end_ns - t_start_ns) / 1e6, started_at=started_at),
+        ))
+        conv.digest.update(raw)
+
+    # -- output ---------------------------------------------------------------------
+
+    def trajectories(self) -> list[Trajectory]:
+        """Every conversation with at least one turn, in the order they began."""
+        out = []
+        for line, conv in enumerate((c for c in self.conversations if c.turns), 1):
+            key_hash = hashlib.sha256(conv.key.encode("utf-8")).hexdigest()[:12]
+            task_id = conv.key[len("task:"):] if conv.key.startswith("task:") else None
+            out.append(Trajectory(
+                trajectory_id=f"rec-{key_hash}-{conv.number}",
+                source=Source(format=FORMAT, path=str(self.output), sha256=conv.digest.hexdigest(), line=line),
+                task_id=task_id, match_key=conv.key, model=conv.model, system=conv.system,
+                first_user=conv.first_user, user_before_turns=list(conv.user_before_turns),
+                terminated_by=conv.turns[-1].response.finish_reason,
+                turns=[t.model_copy(deep=True) for t in conv.turns],
+                skipped={},
+            ))
+        return out
+
+    def write(self) -> dict[str, Any]:
+        """Write every trajectory to `output` atomically (temp file, fsync, rename);
+        returns {"path", "trajectories", "turns", "skipped"}. Raises OSError."""
+        trajs = self.trajectories()
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.output.with_name(self.output.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for t in trajs:
+                f.write(t.model_dump_json() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.output)
+        return {"path": str(self.output), "trajectories": len(trajs), "turns": sum(len(t.turns) for t in trajs),
+                "skipped": dict(self.skipped)}
+
+
+def _upstream_v1(upstream: str) -> str:
+    base = upstream.rstrip("/")
+    return base if base.endswith("/v1") else base + "/v1"
+
+
+def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = False,
+                        timeout_s: float = 600.0, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
+    """The recording proxy app (module docstring) in front of `upstream` (a base URL,
+    with or without `/v1`), writing `output`. `timeout_s` bounds connect and each read
+    from the upstream. `app.state.recorder` is the Recorder."""
+    recorder = Recorder(output, text_actions=text_actions)
+    v1 = _upstream_v1(upstream)
+    state: dict[str, httpx.AsyncClient] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport)
+        try:
+            yield
+        finally:
+            await state["client"].aclose()
+            recorder.write()
+
+    def forward_headers(request: Request) -> dict[str, str]:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers["accept-encoding"] = "identity"
+        return headers
+
+    async def open_upstream(request: Request, url: str, body: bytes) -> httpx.Response | Response:
+        req = state["client"].build_request(request.method, url, content=body, headers=forward_headers(request),
+                                            params=request.query_params)
+        try:
+            return await state["client"].send(req, stream=True)
+        except httpx.HTTPError as exc:
+            return JSONResponse({"error": {"message": f"recording proxy: upstream {url}: {type(exc).__name__}: {exc}",
+                                           "type": "upstream_error", "param": None, "code": "upstream_error"}},
+                                status_code=502)
+
+    def relay_headers(resp: httpx.Response) -> dict[str, str]:
+        out = {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_BY_HOP}
+        if "content-length" in resp.headers and "content-encoding" not in resp.headers:
+            out["content-length"] = resp.headers["content-length"]
+        return out
+
+    async def chat(request: Request) -> Response:
+        t_start = time.perf_counter_ns()
+        started_at = datetime.now(timezone.utc).isoformat()
+        body = await request.body()
+        req, messages = _parse_request(body)
+        placed = recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None) \
+            if req is not None else None
+        if req is None:
+            recorder.skipped["bad_request"] += 1
+        resp = await open_upstream(request, v1 + "/chat/completions", body)
+        if not isinstance(resp, httpx.Response):
+            recorder.skipped["upstream_errors"] += 1
+            return resp
+        if resp.status_code >= 400:
+            recorder.skipped["upstream_errors"] += 1
+            placed = None
+        length = resp.headers.get("content-length")
+        asm = ChatAssembler(stream=req.get("stream") is True if req else False,
+                            content_length=int(length) if length and length.isdigit() else None)
+
+        async def relay():
+            raw: list[bytes] = []
+            recorded = placed is None
+            try:
+                async for data in resp.aiter_raw():
+                    if not recorded:
+                        raw.append(data)
+                        if asm.feed(data, time.perf_counter_ns()):
+                            recorder.record(placed[0], placed[1], asm, started_at, t_start,
+                                            time.perf_counter_ns(), b"".join(raw))
+                            recorded = True
+                    yield data
+                if not recorded:
+                    if asm.finish():
+                        recorder.record(placed[0], placed[1], asm, started_at, t_start, time.perf_counter_ns(),
+                                        b"".join(raw))
+                    else:
+                        recorder.skipped["incomplete"] += 1
+            finally:
+                await resp.aclose()
+
+        return StreamingResponse(relay(), status_code=resp.status_code, headers=relay_headers(resp))
+
+    async def passthrough(request: Request) -> Response:
+        body = await request.body()
+        resp = await open_upstream(request, v1 + "/" + request.path_params["path"], body)
+        if not isinstance(resp, httpx.Response):
+            return resp
+
+        async def relay():
+            try:
+                async for data in resp.aiter_raw():
+                    yield data
+            finally:
+                await resp.aclose()
+
+        return StreamingResponse(relay(), status_code=resp.status_code, headers=relay_headers(resp))
+
+    async def flush(request: Request) -> Response:
+        try:
+            return JSONResponse(recorder.write())
+        except OSError as exc:
+            return JSONResponse({"error": {"message": f"cannot write {recorder.output}: {exc}"}}, status_code=500)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "conversations": len(recorder.conversations),
+                             "turns": sum(len(c.turns) for c in recorder.conversations)})
+
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/flush", flush, methods=["POST"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+    ], lifespan=lifespan)
+    app.state.recorder = recorder
+    return app
+
+
+def serve_recorder(upstream: str, output: Path, *, host: str = "127.0.0.1", port: int = 0,
+                   text_actions: bool = False, announce: Any = None) -> None:
+    """Bind host:port, call `announce(url)` (default: print the URL as the first stdout
+    line), serve until SIGINT/SIGTERM, then write `output` and return (SIGINT) or let
+    uvicorn re-raise SIGTERM. Raises OSError (bind)."""
+    import sys
+
+    from benchmaker.replay_server.server import bind_socket, run_uvicorn
+
+    app = create_recorder_app(upstream, output, text_actions=text_actions)
+    sock, url = bind_socket(host, port)
+    if announce is None:
+        print(url, flush=True)
+        print(f"recording proxy: {url} -> {_upstream_v1(upstream)}, writing {output} "
+              f"(POST {url}/flush to write now)", file=sys.stderr, flush=True)
+    else:
+        announce(url)
+    try:  # the replay server's stack: httptools + uvloop when installed
+        run_uvicorn(app, sock, lifespan="on")
+    except KeyboardInterrupt:  # uvicorn re-raises SIGINT after its shutdown wrote the file
+        pass
+    finally:
+        sock.close()

@@ -1,0 +1,660 @@
+"""The replay store: trajectories.jsonl loaded, indexed by match key, and each turn
+rendered into the exact bytes the replay server sends (non-streaming bodies at load,
+streams on first use into a byte-bounded LRU cache).
+
+    store = ReplayStore.load(Path("trajectories.jsonl"), latency=parse_latency("instant"))
+    entry = store.lookup("task:django-123", system_text=None)   # StoredTrajectory | None
+    entry.turns[2].body                                          # non-streaming JSON bytes
+    store.stream(entry, 2).groups                                # [(offset_s, SSE bytes)]
+
+Selection rule when several trajectories share a match key: the first one in file
+order whose `system` equals the request's system text (the flattened content of the
+first message with role "system"); when none does (or the request has no system
+message), the first one in file order. A single trajectory per key is used without
+looking at the system message.
+
+Wire shapes (OpenAI Chat Completions; reasoning as vLLM/DeepSeek `reasoning_content`):
+- non-streaming: {"id", "object": "chat.completion", "created", "model", "choices":
+  [{"index": 0, "message": {"role": "assistant", "content": str|null,
+  "reasoning_content" (only when recorded), "tool_calls" (only when any): [{"id",
+  "type": "function", "function": {"name", "arguments": arguments_raw}}]},
+  "logprobs": null, "finish_reason": as recorded}], "usage" (only when recorded)}.
+- streaming: `data: <chat.completion.chunk>\\n\\n` events: the first carries
+  delta {"role": "assistant", "content": "" (null when the recorded content is null)};
+  then one event per token event (reasoning_content pieces, content pieces, per tool
+  call a head delta {"index", "id", "type": "function", "function": {"name",
+  "arguments": ""}} then {"index", "function": {"arguments": piece}} pieces); then a
+  finish event (delta {}, finish_reason); then, when the request sets
+  stream_options.include_usage and usage was recorded, {"choices": [], "usage"}; then
+  `data: [DONE]\\n\\n`. The role event goes out together with the first token event;
+  the finish/usage/[DONE] events together with the last.
+- usage: the recorded fields that are not None: prompt_tokens, completion_tokens,
+  total_tokens, prompt_tokens_details.cached_tokens,
+  completion_tokens_details.reasoning_tokens. A recording without usage gets no
+  "usage" key and no usage chunk.
+- "model" is the turn's recorded model (`Turn.model`), else the trajectory's, else
+  "replay".
+- a turn that failed in the original run (finish_reason "aborted" or "error") is served
+  as recorded (its partial content, that finish_reason) with the header
+  `x-replay-recorded-error: <finish_reason>`, so a client can count it apart from
+  errors of the system under test.
+
+Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are requested
+with a shorter history (`benchmaker.trajectories.context.request_messages`): the store computes the
+request key of each such turn from its recorded request (`request_key`) and
+`lookup_turn(key, n_assistant)` finds it; every other turn is found by the
+trajectory's match key and its index. A turn before the first edit whose (match key,
+index) an edited request shares is indexed by its request too (an OpenHands
+condensation keeps the task message first; a pi branch goes back to an earlier point);
+when several turns of a trajectory share a request key, `match` picks, among
+them, those whose request has the same number of messages and the same user messages
+after the last assistant message (all of them when none does) and serves those in turn,
+in recorded order (an identical request sent again, e.g. pi's automatic retry, gets the
+next recorded answer; concurrent episodes of one trajectory share the rotation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from pydantic import ValidationError
+
+from benchmaker.trajectories.errors import TrajectoryFormatError
+from benchmaker.replay_server.latency import LatencyModel, Splitter, parse_latency, regex_split
+from benchmaker.trajectories.context import previous_turn, recorded_requests, request_messages
+from benchmaker.trajectories.convert import gc_paused
+from benchmaker.trajectories.trajectory import Observation, Trajectory, Turn, Usage, flatten_content, match_key_for_messages
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "PreparedTurn",
+    "StreamBytes",
+    "RecordedObservation",
+    "ReplayStore",
+    "StoredTrajectory",
+    "exit_code_in",
+    "load_trajectories",
+    "request_key",
+]
+
+DEFAULT_MODEL = "replay"
+"""`model` of responses whose trajectory has no recorded model."""
+
+
+_EXIT_CODE_RES = (
+    re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>"),  # mini-swe-agent observations
+    re.compile(r"(?:exit(?:ed)? (?:with )?(?:code|status)|exit_code)\s*[:=]?\s*(-?\d+)", re.I),
+)
+# mini-swe-agent 2.x observation_template (config/mini.yaml and the 2.x benchmark configs):
+# a JSON object whose first key is "returncode", e.g. {"returncode": 0, "output": "..."},
+# or with "output_head"/"output_tail" for a long output, spread over lines or not
+_JSON_RETURNCODE_RE = re.compile(r'\{\s*"returncode"\s*:\s*(-?\d+)\s*[,}]')
+
+
+def exit_code_in(text: str) -> int | None:
+    """The exit code an observation text states: a JSON object with an integer
+    "returncode" (mini-swe-agent 2.x: `{"returncode": N, "output": ...}`),
+    `<returncode>N</returncode>` (mini-swe-agent 1.x and 2.x benchmark configs) or
+    `exit code N` / `exited with code N` / `exit status N` / `exit_code: N` (pi bash and
+    friends), first match wins; None when none is stated (a JSON "returncode" of null,
+    e.g. a timed-out command, states none).
+
+    Each pattern runs only on a text that holds its literal ('{' first and
+    '"returncode"'; "<returncode>"; "exit" in any case): the case-insensitive search
+    costs ~17 us per KB, the substring tests ~2 us (an 11 KB observation: 190 us -> 20 us).
+    The JSON form is read from its leading key by regex; a document whose "returncode"
+    is not its first key is parsed (orjson)."""
+    if (text[:1] == "{" or text.lstrip()[:1] == "{") and '"returncode"' in text:
+        stated = _json_returncode(text)
+        if stated is not _NOT_JSON:
+            return stated  # type: ignore[return-value]
+    if "<returncode>" in text:
+        m = _EXIT_CODE_RES[0].search(text)
+        if m:
+            return int(m.group(1))
+    # str.lower keeps "exit" exact for ASCII; other scripts go to the regex as they are
+    if not text.isascii() or "exit" in text.lower():
+        m = _EXIT_CODE_RES[1].search(text)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+_NOT_JSON = object()
+
+
+def _json_returncode(text: str) -> int | None | object:
+    """The "returncode" of a JSON object observation (exit_code_in): its int, None when
+    the object has the key with another value (null: none stated), or _NOT_JSON when
+    `text` is no JSON object with that key (the text forms are tried then)."""
+    m = _JSON_RETURNCODE_RE.match(text.lstrip())
+    if m:
+        return int(m.group(1))
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _NOT_JSON
+    if not isinstance(doc, dict) or "returncode" not in doc:
+        return _NOT_JSON
+    code = doc["returncode"]
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedObservation:
+    """A recorded observation in the form the divergence check compares: the
+    tool_call_id (None for text-action agents), the content, is_error, and the exit
+    code (the recorded one, else the one its text states, else None)."""
+
+    tool_call_id: str | None
+    content: str
+    is_error: bool
+    exit_code: int | None
+
+    @classmethod
+    def of(cls, obs: Observation) -> RecordedObservation:
+        code = obs.exit_code if obs.exit_code is not None else exit_code_in(obs.content)
+        return cls(obs.tool_call_id, obs.content, obs.is_error, code)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamBytes:
+    """The SSE response of one turn. groups: (offset_s, bytes) pairs, the events due at
+    offset_s seconds from the response start, in order, offsets non-decreasing (the
+    role event rides with the first). tail / tail_usage: the finish (+ usage) + [DONE]
+    events sent with the last group, without / with include_usage. n_events: token
+    events (>= 0). size: bytes held."""
+
+    groups: tuple[tuple[float, bytes], ...]
+    tail: bytes
+    tail_usage: bytes
+    n_events: int
+    size: int
+
+
+@dataclass(slots=True)
+class PreparedTurn:
+    """One recorded turn prepared for serving.
+
+    model: the response model name (turn's, else trajectory's, else "replay").
+    body: the non-streaming response bytes (rendered at load). final_offset_s: when
+    the non-streaming body is sent (offset of the last token event). observations:
+    what the tools returned after this turn (checked on the next turn). headers: extra
+    response headers (x-replay-trajectory, x-replay-turn, x-replay-recorded-error on
+    recorded failures). previous: the turn whose observations this turn's recorded
+    request ends with (`benchmaker.trajectories.context.previous_turn`: index - 1 unless a context edit
+    went back, None when the request holds no assistant message); the divergence check
+    compares against it. The streaming bytes are rendered on first use by
+    ReplayStore.stream (cached).
+    """
+
+    index: int
+    body: bytes
+    final_offset_s: float
+    observations: tuple[RecordedObservation, ...]
+    headers: list[tuple[bytes, bytes]]
+    turn: Turn
+    completion_id: str
+    model: str = DEFAULT_MODEL
+    previous: int | None = None
+
+
+@dataclass(slots=True)
+class StoredTrajectory:
+    """A trajectory of the store: its position in the file (0-based ordinal), its line
+    (1-based), the trajectory itself, the response model name, its prepared turns."""
+
+    ordinal: int
+    line: int
+    trajectory: Trajectory
+    model: str
+    turns: list[PreparedTurn]
+
+    @property
+    def trajectory_id(self) -> str:
+        return self.trajectory.trajectory_id
+
+
+@dataclass(slots=True)
+class _SameKey:
+    """Turns of one trajectory whose recorded requests share a request key (module doc):
+    (fingerprint of the request, entry, turn index) in recorded order, and the rotation
+    counter per fingerprint."""
+
+    turns: list[tuple[tuple[object, ...], StoredTrajectory, int]]
+    served: dict[tuple[object, ...] | None, int] = field(default_factory=dict)
+
+    def pick(self, messages: list[dict[str, Any]] | None) -> tuple[StoredTrajectory, int]:
+        tail = None if messages is None else _fingerprint(messages)
+        group = [t for t in self.turns if t[0] == tail] or self.turns
+        key = tail if group is not self.turns else None
+        n = self.served.get(key, 0)
+        self.served[key] = n + 1
+        _, entry, k = group[n % len(group)]
+        return entry, k
+
+
+def _fingerprint(messages: list[dict[str, Any]]) -> tuple[object, ...]:
+    """(number of messages, flattened contents of the user messages after the last
+    assistant message) of a request: tool results left out, as they differ in execute
+    mode."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return (len(messages), *(flatten_content(m.get("content")) for m in messages[last + 1:] if m.get("role") == "user"))
+
+
+@dataclass(slots=True)
+class _KeyEntry:
+    first: StoredTrajectory
+    by_system: dict[str | None, StoredTrajectory] | None  # None when the key is unique
+
+
+@dataclass
+class ReplayStore:
+    """Trajectories indexed by match key with every turn prepared (see module doc)."""
+
+    path: Path
+    latency: LatencyModel
+    trajectories: list[StoredTrajectory]
+    _index: dict[str, _KeyEntry] = field(repr=False)
+    _turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey] = field(
+        default_factory=dict, repr=False)
+    splitter: Splitter = regex_split
+    created: int = 0
+    stream_cache_bytes: int = 256 * 2**20
+    _cache: OrderedDict[tuple[int, int], StreamBytes] = field(default_factory=OrderedDict, repr=False)
+    _cache_size: int = 0
+
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        *,
+        latency: LatencyModel | None = None,
+        splitter: Splitter = regex_split,
+        created: int | None = None,
+        stream_cache_bytes: int = 256 * 2**20,
+    ) -> ReplayStore:
+        """Load `path` (trajectories.jsonl) and prepare every turn for `latency`
+        (default instant) with token pieces from `splitter`; `created` (unix s, default
+        now) goes into every response. Non-streaming bodies are rendered now; the
+        streaming bytes of a turn on its first streamed request, kept in an LRU cache
+        of at most `stream_cache_bytes` bytes (default 256 MiB; rendered streams run
+        ~20x the recorded text, so a whole large store would not fit). Raises
+        TrajectoryFormatError (see `load_trajectories`)."""
+        latency = latency or parse_latency("instant")
+        created = int(time.time()) if created is None else created
+        stored: list[StoredTrajectory] = []
+        index: dict[str, _KeyEntry] = {}
+        turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey] = {}
+        # the load allocates millions of objects that all stay: a collection cannot free
+        # any, and the cyclic GC's full passes over them made a 500-trajectory load
+        # ~1.5x slower (benchmarks/corpus.py)
+        with gc_paused():
+            for line, traj in load_trajectories(path):
+                model = traj.model or DEFAULT_MODEL
+                turns = _prepare_turns(traj, model, latency, splitter, created)
+                entry = StoredTrajectory(ordinal=len(stored), line=line, trajectory=traj, model=model,
+                                         turns=turns)
+                stored.append(entry)
+                _index_edited(turn_index, entry)
+                key = index.get(traj.match_key)
+                if key is None:
+                    index[traj.match_key] = _KeyEntry(first=entry, by_system=None)
+                else:
+                    if key.by_system is None:
+                        key.by_system = {key.first.trajectory.system: key.first}
+                    key.by_system.setdefault(traj.system, entry)
+        return cls(path=path, latency=latency, trajectories=stored, _index=index, _turn_index=turn_index,
+                   splitter=splitter, created=created, stream_cache_bytes=stream_cache_bytes)
+
+    def stream(self, entry: StoredTrajectory, turn_index: int) -> StreamBytes:
+        """The SSE bytes of `entry.turns[turn_index]` (module doc), from the cache or
+        rendered now and cached (least recently used streams are dropped beyond
+        `stream_cache_bytes`; a single stream larger than that is not cached)."""
+        key = (entry.ordinal, turn_index)
+        cache = self._cache
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+        prepared = entry.turns[turn_index]
+        out = _render_stream(prepared.turn, prepared.completion_id, prepared.model, self.latency,
+                             self.splitter, self.created)
+        if out.size <= self.stream_cache_bytes:
+            cache[key] = out
+            self._cache_size += out.size
+            while self._cache_size > self.stream_cache_bytes:
+                _, dropped = cache.popitem(last=False)
+                self._cache_size -= dropped.size
+        return out
+
+    @property
+    def stream_cache_size(self) -> int:
+        """Bytes of streams held in the cache now."""
+        return self._cache_size
+
+    def lookup(self, match_key: str, system_text: str | None) -> StoredTrajectory | None:
+        """The trajectory serving `match_key` (selection rule in the module doc), or
+        None when no trajectory has that key."""
+        entry = self._index.get(match_key)
+        if entry is None:
+            return None
+        if entry.by_system is None or system_text is None:
+            return entry.first
+        return entry.by_system.get(system_text, entry.first)
+
+    def lookup_turn(self, match_key: str, n_assistant: int) -> tuple[StoredTrajectory, int] | None:
+        """(trajectory, turn index) of a turn sent after a context edit whose recorded
+        request has this key and assistant-message count (module doc), else None."""
+        if not self._turn_index:
+            return None
+        hit = self._turn_index.get((match_key, n_assistant))
+        return hit.turns[0][1:] if isinstance(hit, _SameKey) else hit
+
+    def match(
+        self, match_key: str, n_assistant: int, system_message: dict[str, Any] | None,
+        messages: list[dict[str, Any]] | None = None,
+    ) -> tuple[StoredTrajectory, int] | None:
+        """(trajectory, turn index) serving a request with this key and assistant-message
+        count, its system message (None: it has none), in one call (the server's hot
+        path): `lookup_turn`'s hit (unless several trajectories share the key and
+        another one's system text is the request's), else (`lookup(match_key, the
+        flattened system text when several trajectories share the key)`, n_assistant); None when no
+        trajectory has the key. The turn index may be past the trajectory's turns.
+        `messages`: the request's, to choose among turns sharing a key (module doc)."""
+        if self._turn_index:
+            hit = self._turn_index.get((match_key, n_assistant))
+            if hit is not None:
+                if system_message is not None:  # another trajectory of the key, by system text
+                    shared = self._index.get(match_key)
+                    if shared is not None and shared.by_system is not None:
+                        chosen = shared.by_system.get(flatten_content(system_message.get("content")))
+                        owner = hit.turns[0][1] if isinstance(hit, _SameKey) else hit[0]
+                        if chosen is not None and chosen is not owner:
+                            return chosen, n_assistant
+                return hit.pick(messages) if isinstance(hit, _SameKey) else hit
+        entry = self._index.get(match_key)
+        if entry is None:
+            return None
+        if entry.by_system is None or system_message is None:
+            return entry.first, n_assistant
+        return entry.by_system.get(flatten_content(system_message.get("content")), entry.first), n_assistant
+
+    def needs_system(self, match_key: str) -> bool:
+        """True when several trajectories share `match_key` (the system text matters)."""
+        entry = self._index.get(match_key)
+        return entry is not None and entry.by_system is not None
+
+    @property
+    def n_turns(self) -> int:
+        """Recorded turns over all trajectories."""
+        return sum(len(t.turns) for t in self.trajectories)
+
+    @property
+    def models(self) -> list[str]:
+        """Distinct response model names (per turn), in file order."""
+        return list(dict.fromkeys(p.model for t in self.trajectories for p in t.turns))
+
+
+def _index_edited(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey],
+                  entry: StoredTrajectory) -> None:
+    """Index the turns of `entry` that the trajectory's match key and turn index cannot
+    find (module doc): every turn from the first context edit on, by its recorded
+    request's key, and each earlier turn whose (match key, index) one of those shares
+    (so `_SameKey` tells them apart; other earlier turns stay on the match-key path,
+    where trajectories sharing a key are chosen by system text)."""
+    traj = entry.trajectory
+    first = next((k for k, t in enumerate(traj.turns) if t.context_edit is not None), None)
+    if first is None:
+        return
+    edited = dict(recorded_requests(traj, first))  # one history's dicts, shared: not quadratic in objects
+    keys = {request_key(m) for m in edited.values()}
+    for k in range(first):
+        if (traj.match_key, k) in keys:
+            _index_turn(turn_index, entry, k, request_messages(traj, k))
+    for k, messages in edited.items():
+        _index_turn(turn_index, entry, k, messages)
+
+
+def _index_turn(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey],
+                entry: StoredTrajectory, k: int, messages: list[dict[str, Any]]) -> None:
+    """Index turn k of `entry` under its recorded request's key: the first trajectory
+    with a key keeps it; turns of that trajectory sharing it go into a `_SameKey`."""
+    key = request_key(messages)
+    hit = turn_index.get(key)
+    if hit is None:
+        turn_index[key] = (entry, k)
+        return
+    if isinstance(hit, tuple):
+        if hit[0] is not entry:
+            return
+        first_messages = request_messages(entry.trajectory, hit[1])
+        hit = turn_index[key] = _SameKey([(_fingerprint(first_messages), entry, hit[1])])
+    if hit.turns[0][1] is entry:
+        hit.turns.append((_fingerprint(messages), entry, k))
+
+
+def request_key(messages: list[dict[str, Any]]) -> tuple[str, int]:
+    """(task key, number of assistant messages) of a chat request's messages, the
+    replay server's matching rule: the key over the user messages before the first
+    assistant message (`match_key_for_messages` of their flattened contents), or over
+    the first user message when every user message follows an assistant one. Raises
+    ValueError when there is no user message."""
+    head: list[str] = []
+    first: str | None = None
+    n_assistant = 0
+    for msg in messages:
+        role = msg.get("role")
+        if role == "assistant":
+            n_assistant += 1
+        elif role == "user":
+            text = flatten_content(msg.get("content"))
+            if first is None:
+                first = text
+            if not n_assistant:
+                head.append(text)
+    if first is None:
+        raise ValueError("messages: no message with role 'user'")
+    return match_key_for_messages(head or [first]), n_assistant
+
+
+def load_trajectories(path: Path) -> list[tuple[int, Trajectory]]:
+    """Read and validate trajectories.jsonl: [(line number (1-based), Trajectory)].
+
+    Blank lines are skipped. Raises benchmaker.trajectories.errors.TrajectoryFormatError at the first
+    bad line (not UTF-8, not JSON, schema violation, duplicate trajectory_id), reading
+    `path:line: field.path: problem (got VALUE)`, and when the file holds no
+    trajectory (`path: no trajectories in the file`); OSError when it cannot be read.
+    Nothing is served from a store that failed to load.
+    """
+    data = Path(path).read_bytes()
+    out: list[tuple[int, Trajectory]] = []
+    seen: dict[str, int] = {}
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            traj = Trajectory.model_validate_json(raw)  # rejects invalid UTF-8 too
+        except ValidationError as exc:
+            try:  # the UTF-8 check only on the error path: it cost ~5% of a load
+                raw.decode("utf-8")
+            except UnicodeDecodeError as uexc:
+                raise TrajectoryFormatError(
+                    path, lineno, None, f"not UTF-8 at byte {uexc.start}",
+                    raw[uexc.start : uexc.start + 4],
+                ) from None
+            raise _format_error(path, lineno, exc) from None
+        first = seen.setdefault(traj.trajectory_id, lineno)
+        if first != lineno:
+            raise TrajectoryFormatError(
+                path, lineno, "trajectory_id", f"duplicate of line {first}", traj.trajectory_id)
+        out.append((lineno, traj))
+    if not out:
+        raise TrajectoryFormatError(path, None, None, "no trajectories in the file")
+    return out
+
+
+def _format_error(path: Path, lineno: int, exc: ValidationError) -> TrajectoryFormatError:
+    err = exc.errors(include_url=False)[0]
+    if err["type"] == "json_invalid":
+        return TrajectoryFormatError(path, lineno, None, err["msg"])
+    loc = ""
+    for part in err["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    return TrajectoryFormatError(path, lineno, loc or None, err["msg"], err.get("input"))
+
+
+def _usage_dict(usage: Usage | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    out: dict[str, Any] = {}
+    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = getattr(usage, name)
+        if value is not None:
+            out[name] = value
+    if usage.cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    if usage.reasoning_tokens is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    return out or None
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _prepare_turns(
+    traj: Trajectory, model: str, latency: LatencyModel, splitter: Splitter, created: int
+) -> list[PreparedTurn]:
+    digest = hashlib.sha256(traj.trajectory_id.encode("utf-8")).hexdigest()[:16]
+    traj_header = quote(traj.trajectory_id, safe="").encode("ascii")
+    edited = any(t.context_edit is not None for t in traj.turns)
+    out = []
+    for k, turn in enumerate(traj.turns):
+        prepared = _prepare_turn(
+            turn, f"chatcmpl-replay-{digest}-{turn.index}", turn.model or model, latency, splitter,
+            created, traj_header,
+        )
+        prepared.previous = previous_turn(traj, k) if edited else (k - 1 if k else None)
+        out.append(prepared)
+    return out
+
+
+def _message(turn: Turn) -> dict[str, Any]:
+    resp = turn.response
+    message: dict[str, Any] = {"role": "assistant", "content": resp.content}
+    if resp.reasoning is not None:
+        message["reasoning_content"] = resp.reasoning
+    if resp.tool_calls:
+        message["tool_calls"] = [
+            {"id": tc.id, "type": "function",
+             "function": {"name": tc.name, "arguments": tc.arguments_raw}}
+            for tc in resp.tool_calls
+        ]
+    return message
+
+
+def _n_events(turn: Turn, splitter: Splitter) -> int:
+    resp = turn.response
+    n = len(splitter(resp.reasoning or "")) + len(splitter(resp.content or ""))
+    return n + sum(1 + len(splitter(tc.arguments_raw)) for tc in resp.tool_calls)
+
+
+def _prepare_turn(
+    turn: Turn,
+    completion_id: str,
+    model: str,
+    latency: LatencyModel,
+    splitter: Splitter,
+    created: int,
+    traj_header: bytes,
+) -> PreparedTurn:
+    body_obj: dict[str, Any] = {
+        "id": completion_id, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": _message(turn), "logprobs": None,
+                     "finish_reason": turn.response.finish_reason}],
+    }
+    usage = _usage_dict(turn.usage)
+    if usage is not None:
+        body_obj["usage"] = usage
+    final_offset_s = 0.0
+    if latency.kind != "instant":
+        final_offset_s = latency.offsets_ms(_n_events(turn, splitter), turn.timing)[-1] / 1000.0
+    headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
+    if turn.response.finish_reason in ("aborted", "error"):
+        headers.append((b"x-replay-recorded-error", turn.response.finish_reason.encode()))
+    return PreparedTurn(
+        index=turn.index,
+        body=orjson.dumps(body_obj),
+        final_offset_s=final_offset_s,
+        observations=tuple(RecordedObservation.of(o) for o in turn.observations),
+        headers=headers,
+        turn=turn,
+        completion_id=completion_id,
+        model=model,
+    )
+
+
+def _render_stream(
+    turn: Turn, completion_id: str, model: str, latency: LatencyModel, splitter: Splitter,
+    created: int,
+) -> StreamBytes:
+    resp = turn.response
+    usage = _usage_dict(turn.usage)
+    # Every chunk is head + delta JSON + (finish_reason) + end: rendered by hand around
+    # orjson-encoded deltas, identical to orjson.dumps of the whole chunk object.
+    head = (b'data: {"id":' + orjson.dumps(completion_id)
+            + b',"object":"chat.completion.chunk","created":' + str(created).encode()
+            + b',"model":' + orjson.dumps(model) + b',"choices":[{"index":0,"delta":')
+    end = b',"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def chunk(delta: dict[str, Any]) -> bytes:
+        return head + orjson.dumps(delta) + end
+
+    events: list[bytes] = []
+    for piece in splitter(resp.reasoning or ""):
+        events.append(chunk({"reasoning_content": piece}))
+    for piece in splitter(resp.content or ""):
+        events.append(chunk({"content": piece}))
+    for i, tc in enumerate(resp.tool_calls):
+        events.append(chunk({"tool_calls": [{
+            "index": i, "id": tc.id, "type": "function",
+            "function": {"name": tc.name, "arguments": ""}}]}))
+        for piece in splitter(tc.arguments_raw):
+            events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+    n_events = len(events)
+    role = chunk({"role": "assistant", "content": "" if resp.content is not None else None})
+    offsets_s = [ms / 1000.0 for ms in latency.offsets_ms(n_events, turn.timing)]
+    if events:
+        events[0] = role + events[0]
+    else:
+        events = [role]
+
+    groups: list[tuple[float, list[bytes]]] = []
+    for offset, data in zip(offsets_s, events):
+        if groups and groups[-1][0] == offset:
+            groups[-1][1].append(data)
+        else:
+            groups.append((offset, [data]))
+
+    finish = (head + b'{},"logprobs":null,"finish_reason":' + orjson.dumps(resp.finish_reason)
+              + b"}]}\n\n")
+    done = b"data: [DONE]\n\n"
+    tail_usage = finish + done
+    if usage is not None:
+        tail_usage = finish + _sse({
+            "id": completion_id, "object": "chat.completion.chunk", "created": created,
+            "model": model, "choices": [], "usage": usage,
+        }) + done
+    joined = tuple((offset, b"".join(parts)) for offset, parts in groups)
+    size = sum(len(b) for _, b in joined) + len(finish) + len(done) + len(tail_usage)
+    return StreamBytes(groups=joined, tail=finish + done, tail_usage=tail_usage,
+                       n_events=n_events, size=size)

@@ -1,0 +1,219 @@
+"""Log converters, one module per format, and content-based format detection.
+
+Each converter is `convert(ctx: FileContext) -> Iterator[Trajectory]`; `CONVERTERS`
+maps the format name to it. Directory formats (`DIR_FORMATS`, `detect_dir`): a harbor
+trial directory (`harbor.convert_trial_dir`) and an OpenHands SDK conversation directory
+(base_state.json + events/, `openhands_sdk.convert_conversation_dir`) are each one input
+unit (see `benchmaker.trajectories.convert`).
+
+Detection (`detect_bytes`) looks at the content only, never the file name:
+  - a JSON document: object whose `history` is a list of OpenHands events → openhands
+    (one evaluation record); object with a `history` list of messages (with or without
+    `info`, `trajectory`) → swe-agent; object with
+    `schema_version` "ATIF-..." + `steps` → atif; object with `messages` and `info` or
+    `trajectory_format` "mini-swe-agent*" → mini-swe-agent; object with `messages` →
+    openai-messages; list of objects with `action`/`observation` → openhands; list of
+    OpenHands SDK events (objects with `kind`, `openhands_sdk.is_sdk_events`) → openhands; list of
+    messages with a `<returncode>` observation or a fenced-bash action → mini-swe-agent;
+    other list of messages → openai-messages;
+  - JSONL: first record `{"type": "meta"}` → harbor-jsonl; records whose `history`
+    holds OpenHands events (evaluation output.jsonl) or OpenHands SDK events one per line →
+    openhands; any pi event type among
+    the first records → pi-events; a `session` header or `message`/`model_change`
+    entries → pi-session; rows with `messages` → openai-messages.
+Anything else is unknown (None).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import orjson
+
+from benchmaker.trajectories.converters import (
+    atif,
+    harbor,
+    mini_swe_agent,
+    openai_messages,
+    openhands,
+    openhands_sdk,
+    pi_events,
+    pi_session,
+    swe_agent,
+)
+from benchmaker.trajectories.converters._common import CONVERTER_VERSION, FileContext, first_jsonl_objects
+from benchmaker.trajectories.converters.openhands_sdk import is_sdk_events
+from benchmaker.trajectories.trajectory import Trajectory
+
+CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
+    pi_session.FORMAT: pi_session.convert,
+    pi_events.FORMAT: pi_events.convert,
+    harbor.FORMAT_JSONL: harbor.convert_jsonl,
+    swe_agent.FORMAT: swe_agent.convert,
+    mini_swe_agent.FORMAT: mini_swe_agent.convert,
+    openhands.FORMAT: openhands.convert,
+    openai_messages.FORMAT: openai_messages.convert,
+    atif.FORMAT: atif.convert,
+}
+"""File formats by name (directory formats are in `DIR_FORMATS`)."""
+
+
+class DirFormat(NamedTuple):
+    """A directory format: `matches(path)` tells one, `convert(path, lenient=...)`
+    yields its trajectories."""
+
+    matches: Callable[[Path], bool]
+    convert: Callable[..., Iterator[Trajectory]]
+
+
+DIR_FORMATS: dict[str, DirFormat] = {
+    harbor.FORMAT_TRIAL: DirFormat(harbor.is_trial_dir, harbor.convert_trial_dir),
+    openhands_sdk.FORMAT_CONVERSATION: DirFormat(openhands_sdk.is_conversation_dir,
+                                                 openhands_sdk.convert_conversation_dir),
+}
+"""Formats whose unit is a directory, by name, in detection order."""
+
+FORMATS: tuple[str, ...] = tuple(sorted([*CONVERTERS, *DIR_FORMATS]))
+
+__all__ = ["CONVERTERS", "CONVERTER_VERSION", "DIR_FORMATS", "DirFormat", "FORMATS", "FileContext", "companion_kind",
+           "detect_bytes", "detect_dir"]
+
+
+def detect_dir(path: Path) -> str | None:
+    """The directory format of `path` (a harbor trial: result.json + agent/ or
+    verifier/; an OpenHands SDK conversation: base_state.json + events/), or None."""
+    for name, fmt in DIR_FORMATS.items():
+        if fmt.matches(path):
+            return name
+    return None
+
+
+_PI_SESSION_TYPES = {"message", "model_change", "thinking_level_change", "compaction", "branch_summary", "custom_message"}
+
+
+def _is_message_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
+
+
+def _looks_mini(messages: list[dict[str, Any]]) -> bool:
+    for m in messages:
+        content = m.get("content")
+        if not isinstance(content, str):
+            continue
+        if m.get("role") == "user" and content.lstrip().startswith("<returncode>"):
+            return True
+        if m.get("role") == "assistant" and ("```mswea_bash_command" in content or "```bash" in content):
+            return True
+    return False
+
+
+def _detect_document(doc: Any) -> str | None:
+    if isinstance(doc, dict):
+        if openhands.is_eval_record(doc):
+            return openhands.FORMAT
+        if _is_message_list(doc.get("history")) and "messages" not in doc:
+            return swe_agent.FORMAT
+        if str(doc.get("schema_version", "")).startswith("ATIF") and isinstance(doc.get("steps"), list):
+            return atif.FORMAT
+        if "messages" in doc:
+            if str(doc.get("trajectory_format", "")).startswith("mini-swe-agent") or isinstance(doc.get("info"), dict):
+                return mini_swe_agent.FORMAT
+            return openai_messages.FORMAT
+        return None
+    if isinstance(doc, list) and doc and all(isinstance(e, dict) for e in doc):
+        if all(("action" in e or "observation" in e) and "source" in e for e in doc) or is_sdk_events(doc):
+            return openhands.FORMAT
+        if _is_message_list(doc):
+            return mini_swe_agent.FORMAT if _looks_mini(doc) else openai_messages.FORMAT
+    return None
+
+
+_NOT_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+"""A byte `bytes.strip()` keeps (it strips ASCII whitespace: these six)."""
+
+
+def _jsonl_with_more_lines(data: bytes) -> bool:
+    """True when `json.loads(data.strip())` must fail without being tried: the first line
+    of the stripped bytes is a whole JSON document (orjson, which accepts only strict
+    JSON, parses it; json's scanner ends the same value at the same byte) and a non-space
+    byte follows it, so json stops with "Extra data" (or, decoding the whole file first,
+    on a bad byte). Saves stripping (a copy), decoding and scanning a whole JSONL log
+    (~2 ms per MB) to learn that."""
+    first = _NOT_SPACE.search(data)
+    if first is None:
+        return False
+    nl = data.find(b"\n", first.start())
+    if nl < 0 or _NOT_SPACE.search(data, nl) is None:  # no newline inside the stripped bytes
+        return False
+    try:
+        orjson.loads(data[first.start():nl])
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def detect_bytes(data: bytes) -> str | None:
+    """The format name of a file's content, or None when no converter recognises it
+    (see module docstring for the rules)."""
+    fmt = None
+    if not _jsonl_with_more_lines(data):  # a JSON document, or one line: stripped and tried whole
+        stripped = data.strip()
+        if not stripped:
+            return None
+        try:
+            fmt = _detect_document(json.loads(stripped))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            fmt = None
+    if fmt is not None:
+        return fmt
+    records = first_jsonl_objects(data)
+    if not records:
+        return None
+    first = records[0]
+    if harbor.is_meta_record(first):
+        return harbor.FORMAT_JSONL
+    if all(openhands.is_eval_record(r) for r in records) or is_sdk_events(records):
+        return openhands.FORMAT
+    types = {r.get("type") for r in records if isinstance(r, dict)}
+    if types & pi_events.EVENT_TYPES:
+        return pi_events.FORMAT
+    if (isinstance(first, dict) and first.get("type") == "session") or types & _PI_SESSION_TYPES:
+        return pi_session.FORMAT
+    if all(isinstance(r, dict) and "messages" in r for r in records):
+        return openai_messages.FORMAT
+    return None
+
+
+def _is_prediction(obj: Any) -> bool:
+    return isinstance(obj, dict) and "model_patch" in obj and "instance_id" in obj
+
+
+def companion_kind(data: bytes) -> str | None:
+    """The kind of a file agents write beside their logs that holds no conversation, or
+    None: `predictions` (SWE-agent / mini-swe-agent `preds.json` {instance_id: {...,
+    "model_patch"}}, `all_preds.jsonl` / OpenHands-style rows with `instance_id` and
+    `model_patch`), `eval_metadata` (OpenHands `metadata.json`: `agent_class` +
+    `llm_config`), `eval_report` (SWE-bench reports: {instance_id: {"resolved": bool}}
+    or an object with `resolved_ids` / `resolved_instances`). Only asked for a file
+    `detect_bytes` does not recognise."""
+    try:
+        doc = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        rows = first_jsonl_objects(data)
+        return "predictions" if rows and all(_is_prediction(r) for r in rows) else None
+    if isinstance(doc, list):
+        return "predictions" if doc and all(_is_prediction(r) for r in doc) else None
+    if not isinstance(doc, dict) or not doc:
+        return None
+    if _is_prediction(doc) or all(isinstance(v, dict) and "model_patch" in v for v in doc.values()):
+        return "predictions"
+    if "agent_class" in doc and "llm_config" in doc:
+        return "eval_metadata"
+    if "resolved_ids" in doc or "resolved_instances" in doc or all(
+            isinstance(v, dict) and isinstance(v.get("resolved"), bool) for v in doc.values()):
+        return "eval_report"
+    return None

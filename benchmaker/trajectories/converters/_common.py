@@ -1,0 +1,789 @@
+"""Shared pieces of the log converters: the per-file context, strict JSON/JSONL
+readers that point at the bad line, and `TrajectoryBuilder`, which turns a stream of
+user prompts, assistant responses and tool results into a `Trajectory`.
+
+Skip reasons: every converter counts what it did not carry into the trajectory in
+`Trajectory.skipped` under a short key (e.g. `thinking_level_change`,
+`arguments_raw_synthesized`); file-level skips (lenient mode) go to
+`FileContext.skipped`.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar, get_args
+
+import orjson
+from pydantic import BaseModel
+
+from benchmaker.trajectories.errors import ConvertError
+from benchmaker.trajectories.trajectory import (
+    ContextEdit,
+    FinishReason,
+    MessageRef,
+    Observation,
+    RecordedOutcome,
+    Response,
+    Source,
+    Timing,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+    flatten_content,
+    match_key_for_messages,
+)
+
+_M = TypeVar("_M", bound="BaseModel")
+
+CONVERTER_VERSION = 7
+"""Bump when any converter's output changes for the same input (part of cache keys).
+2: user messages between the first user message and the first assistant turn are kept
+in `user_before_turns` (and enter the match key) instead of being skipped.
+3: per-turn `model`, `context_edit` (pi compaction) and `error`; unknown roles and part
+types are skipped and counted instead of rejected; typed content parts read.
+4: pi session trees: every assistant entry is a turn (abandoned branches and retries
+included) with "branch" context edits (`head`/`keep` spans, trajectory schema 3).
+5: pi `--mode json` compaction events and OpenHands condensations become context edits;
+OpenHands software-agent-sdk event lists are read.
+6: pi context-overflow retries and `auto_retry_start` leave the failed call out; forked pi
+files count copied turns; stored OpenHands summary events are user messages; an edit's
+empty tail starts at the end of the history (a prompt after the edit is kept).
+7: OpenHands SDK events that form a tree (`parent_id`) are read along the active branch,
+a model switch logged as a state update names the later turns; SDK conversation
+directories (base_state.json + events/) are read."""
+
+ARGS_SYNTH = "arguments_raw_synthesized"
+"""Skip key: the log kept only parsed tool arguments, so `arguments_raw` is
+`json.dumps(arguments)` rather than the bytes the model emitted."""
+
+
+@dataclass
+class FileContext:
+    """One input unit being converted: `path` as given, its bytes' sha256, the bytes,
+    whether bad records are skipped (`lenient`) and the file-level skip counter."""
+
+    path: str
+    sha256: str
+    data: bytes
+    lenient: bool = False
+    skipped: Counter[str] = field(default_factory=Counter)
+    first_records: FirstRecords | None = None
+    """What format detection parsed of `data` (keeping_first_records), for iter_jsonl to
+    use instead of parsing those lines (and checking the bytes) again; taken by its first pass."""
+
+    def error(self, line: int | None, fld: str | None, problem: str, *got: Any) -> ConvertError:
+        """A ConvertError naming this file (`got` optional: the offending value)."""
+        return ConvertError(self.path, line, fld, problem, *got)
+
+    def text(self) -> str:
+        """The file decoded as UTF-8. Raises ConvertError naming the line of the first
+        invalid byte."""
+        try:
+            return self.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = self.data.count(b"\n", 0, exc.start) + 1
+            raise self.error(line, None, f"invalid UTF-8 at byte offset {exc.start}") from exc
+
+
+_DIGIT_CLASS = bytes(48 if 48 <= b <= 57 else b for b in range(256))  # every digit -> b"0"
+_LONG_RUN = b"0" * 19
+_JSON_SPACE = b" \t\r\n"
+
+
+def orjson_safe(data: bytes) -> bool:
+    """True when `orjson.loads` gives the same value as `json.loads` for any JSON in
+    `data` that orjson accepts: false when a number token may have 19 or more digits
+    (orjson turns an integer beyond 64 bits into a float, json keeps it an int). A digit
+    run counts as a number when it follows `:`, `,`, `[` (JSON spaces and a `-` between)
+    or starts `data` or a line (a JSONL record that is a bare number); one inside a
+    string that looks so only costs the slow path.
+    Everything orjson refuses (NaN, Infinity, lone surrogates, a UTF-8 BOM, bad bytes or
+    syntax) is re-parsed with `json`, whose value or error message stands. Cost: one
+    `bytes.translate` and a substring search (~1 ms per MB)."""
+    digits = data.translate(_DIGIT_CLASS)
+    at = digits.find(_LONG_RUN)
+    while at >= 0:
+        i = at
+        while i > 0 and digits[i - 1] == 48:  # the start of the digit run
+            i -= 1
+        if i > 0 and data[i - 1] == 45:  # "-"
+            i -= 1
+        start = i
+        while i > 0 and data[i - 1] in _JSON_SPACE:
+            i -= 1
+        if i == 0 or data[i - 1] in b":,[" or 10 in data[i:start]:  # 10: a newline, a JSONL record starts
+            return False
+        end = at + len(_LONG_RUN)
+        while end < len(digits) and digits[end] == 48:  # past this run
+            end += 1
+        at = digits.find(_LONG_RUN, end)
+    return True
+
+
+def read_json_document(ctx: FileContext) -> Any:
+    """Parse the whole file as one JSON document (orjson when `orjson_safe`, else or when
+    orjson refuses it `json`, so values and messages are json's). Raises ConvertError
+    with the line of the parse error (a document cut short says `truncated JSON`)."""
+    if orjson_safe(ctx.data):
+        try:
+            return orjson.loads(ctx.data)
+        except orjson.JSONDecodeError:
+            pass
+    text = ctx.text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(text.rstrip()):
+            raise ctx.error(exc.lineno, None, "truncated JSON document") from exc
+        raise ctx.error(exc.lineno, None, f"invalid JSON: {exc.msg}") from exc
+
+
+def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, Any]]:
+    """Yield `(line_number, object)` for each non-blank line from `start_line` on.
+
+    Raises ConvertError on a line that is not UTF-8, not JSON, or (last line without a
+    newline that does not parse) truncated. With `ctx.lenient` such lines are skipped
+    and counted in `ctx.skipped` (`invalid_utf8_line`, `invalid_json_line`,
+    `truncated_last_line`) instead. Lines parse with orjson when the file is
+    `orjson_safe`; a line orjson refuses takes the `json` path, whose value or error
+    stands. Lines in `ctx.first_records` are not parsed again, nor copied, nor the bytes
+    checked again when it knows (the first call only).
+    """
+    data = ctx.data
+    end = len(data)
+    detected, ctx.first_records = ctx.first_records, None  # taken once: a second pass parses its own
+    first = detected.records if detected is not None else None
+    fast = detected.safe if detected is not None and detected.safe is not None else orjson_safe(data)
+    loads = orjson.loads
+    idx, at = 0, 0
+    while at < end:  # line by line with find (memchr), not split: a kept line is not copied
+        stop = data.find(b"\n", at)
+        last = stop < 0  # the last line, without a newline
+        stop = end if last else stop
+        idx += 1
+        if first and idx in first:  # parsed by orjson for format detection: the value either parse gives
+            at = stop + 1
+            if idx >= start_line:
+                yield idx, first.pop(idx)
+            continue
+        raw, at = data[at:stop], stop + 1
+        if idx < start_line or not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
+            continue
+        if fast:
+            try:
+                value = loads(raw)
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                yield idx, value
+                continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if ctx.lenient:
+                ctx.skipped["invalid_utf8_line"] += 1
+                continue
+            raise ctx.error(idx, None, f"invalid UTF-8 at byte {exc.start} of the line") from exc
+        try:
+            yield idx, json.loads(text)
+        except json.JSONDecodeError as exc:
+            reason = "truncated_last_line" if last else "invalid_json_line"
+            if ctx.lenient:
+                ctx.skipped[reason] += 1
+                continue
+            if last:
+                raise ctx.error(idx, None, "truncated JSONL: the last line is incomplete") from exc
+            raise ctx.error(idx, None, f"invalid JSON: {exc.msg}") from exc
+
+
+def is_one_document(data: bytes) -> bool:
+    """True when the whole of `data` parses as one JSON document."""
+    try:
+        orjson.loads(data)
+        return True
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def iter_rows(ctx: FileContext, make: Callable[[Any, int, int], Trajectory]) -> Iterator[Trajectory]:
+    """One Trajectory per JSONL line: `make(row, line, index)` (index = position among
+    the trajectories yielded). Raises the ConvertError of a bad line; with
+    `ctx.lenient` the line is skipped and counted as `bad_row`."""
+    index = 0
+    for line, row in iter_jsonl(ctx):
+        try:
+            traj = make(row, line, index)
+        except ConvertError:
+            if not ctx.lenient:
+                raise
+            ctx.skipped["bad_row"] += 1
+            continue
+        index += 1
+        yield traj
+
+
+@dataclass
+class FirstRecords:
+    """What first_jsonl_objects learnt of one file's bytes under keeping_first_records:
+    the records it parsed with orjson by line number (1 = the first line) and
+    `orjson_safe` of the whole bytes (None: not computed)."""
+
+    records: dict[int, Any] = field(default_factory=dict)
+    safe: bool | None = None
+
+
+_keep_first: ContextVar[tuple[bytes, FirstRecords] | None] = ContextVar("_keep_first", default=None)
+
+
+@contextmanager
+def keeping_first_records(data: bytes) -> Iterator[FirstRecords]:
+    """While the block runs (in this thread or task), `first_jsonl_objects(data)` for
+    this very bytes object (format detection: `benchmaker.trajectories.converters.detect_bytes`) checks
+    the whole bytes with `orjson_safe` once (not line by line) and keeps it and each
+    record it parses with orjson in the FirstRecords yielded. Put in
+    `FileContext.first_records`, they spare `iter_jsonl` a second parse of those lines
+    (the first 50 records: ~1/4 of a corpus pi session's bytes) and of the check."""
+    kept = FirstRecords()
+    token = _keep_first.set((data, kept))
+    try:
+        yield kept
+    finally:
+        _keep_first.reset(token)
+
+
+def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
+    """Up to `limit` parsed objects from the first lines (bad lines ignored); used for
+    format detection only (see keeping_first_records)."""
+    out: list[Any] = []
+    keep = _keep_first.get()
+    kept = keep[1] if keep is not None and keep[0] is data else None
+    all_safe = False
+    if kept is not None:  # every line of bytes orjson_safe as a whole is so on its own
+        kept.safe = all_safe = orjson_safe(data)
+    start, end = 0, len(data)
+    line = 0
+    while len(out) < limit and start < end:  # line by line: no copy of the lines not read
+        stop = data.find(b"\n", start)
+        stop = end if stop < 0 else stop
+        raw, start = data[start:stop], stop + 1
+        line += 1
+        if not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
+            continue
+        if all_safe or orjson_safe(raw):
+            try:
+                out.append(value := orjson.loads(raw))
+                if kept is not None:
+                    kept.records[line] = value
+                continue
+            except orjson.JSONDecodeError:
+                pass
+        try:
+            out.append(json.loads(raw))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+    return out
+
+
+_dumps_markers: dict[int, Any] = {}
+_dumps = c_make_encoder(_dumps_markers, json.JSONEncoder().default, encode_basestring_ascii, None, ": ", ", ",
+                        False, False, True) if c_make_encoder is not None else None
+"""json.dumps' own C encoder with its defaults (ensure_ascii, ", "/": ", allow_nan, circular check),
+made once: json.dumps builds one per call (~1.7 us of a ~3 us call on small arguments)."""
+
+
+def synth_arguments_raw(arguments: Any) -> str:
+    """`arguments_raw` for logs that kept only parsed arguments: `json.dumps(arguments)`
+    (Python defaults; the same text, through one reused C encoder). A value json.dumps
+    refuses raises json.dumps' own error. Callers count `ARGS_SYNTH` in the trajectory's
+    skipped."""
+    if _dumps is not None:
+        try:
+            return "".join(_dumps(arguments, 0))
+        except Exception:  # noqa: BLE001 - json.dumps below raises the error it raises
+            _dumps_markers.clear()  # an error leaves the containers it was in marked
+    return json.dumps(arguments)
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """`ToolCall.arguments`: the parse of `raw` when it is a JSON object, else None."""
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def openai_usage(usage: Any) -> Usage | None:
+    """Usage from an OpenAI/litellm `usage` object: prompt, completion, total tokens,
+    `prompt_tokens_details.cached_tokens` (else Anthropic-style
+    `cache_read_input_tokens`) and `completion_tokens_details.reasoning_tokens`.
+    None when `usage` is not an object or holds none of these."""
+    if not isinstance(usage, dict):
+        return None
+    ptd = usage.get("prompt_tokens_details") or {}
+    ctd = usage.get("completion_tokens_details") or {}
+    cached = _int_or_none(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None
+    if cached is None:
+        cached = _int_or_none(usage.get("cache_read_input_tokens"))
+    result = fast_usage(
+        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+        completion_tokens=_int_or_none(usage.get("completion_tokens")),
+        cached_tokens=cached,
+        reasoning_tokens=_int_or_none(ctd.get("reasoning_tokens")) if isinstance(ctd, dict) else None,
+        total_tokens=_int_or_none(usage.get("total_tokens")),
+    )
+    return None if result == _NO_USAGE else result
+
+
+_ISO_FAST_LIMIT_MS = 2**32 * 1000
+"""iso_from_ms writes an int below this (year 2106) from its digits: there `ms / 1000` is
+within 0.25 us of the true value, so datetime's microseconds are exactly `ms % 1000`
+thousands (tests/replay/test_common_times.py compares the two)."""
+_ISO_MINUTES: dict[int, str] = {}  # epoch minute -> "YYYY-MM-DDTHH:MM:"
+_ISO_MINUTES_MAX = 4096
+_ISO_SECONDS = tuple(f"{s:02d}" for s in range(60))
+_ISO_MILLIS = ("Z", *(f".{m:03d}000Z" for m in range(1, 1000)))  # isoformat writes microseconds, none when 0
+
+
+def iso_from_ms(ms: Any) -> str | None:
+    """ISO-8601 UTC text of an epoch time in ms, None when `ms` is not a number or no
+    datetime (NaN, infinite, beyond year 9999: `1e70` in a damaged log):
+    `datetime.fromtimestamp(ms / 1000, UTC).isoformat()` with `Z` for `+00:00`. An int
+    ms from 1970 to 2106 (a pi message's `timestamp`) is written from a cached minute and
+    its own seconds and ms, the same text for a fifth of the cost."""
+    if type(ms) is int and 0 <= ms < _ISO_FAST_LIMIT_MS:
+        secs, milli = divmod(ms, 1000)
+        minute = _ISO_MINUTES.get(secs // 60)
+        if minute is None:
+            if len(_ISO_MINUTES) >= _ISO_MINUTES_MAX:
+                _ISO_MINUTES.clear()
+            minute = _ISO_MINUTES[secs // 60] = datetime.fromtimestamp(secs // 60 * 60, tz=UTC).isoformat()[:17]
+        return minute + _ISO_SECONDS[secs % 60] + _ISO_MILLIS[milli]
+    if not isinstance(ms, int | float) or isinstance(ms, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def ms_from_iso(text: Any) -> float | None:
+    """Epoch ms of an ISO-8601 timestamp (a trailing `Z` allowed), None when unparsable."""
+    if not isinstance(text, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp() * 1000
+
+
+def trusted_maker(cls: type[_M]) -> Callable[..., _M]:
+    """A constructor of the pydantic model `cls` that does NOT validate, for values the
+    caller has checked: each of its field's type (the very objects validation would
+    keep: str, int, float, None, model instances, lists), keyword arguments only, every
+    field without a default given. Fields left out get their defaults (a fresh one from
+    a default factory). The instance equals the validated one and serialises to the same
+    bytes (`__dict__` in field order, as validation builds it); its `model_fields_set`
+    is every field. Generated from `cls.model_fields` as dataclasses generate `__init__`,
+    so a field added to the schema is picked up. Cost ~1 us where validation costs
+    ~4-6 us per model here (`model_construct`, pure Python, costs more than validation).
+    Callers keep the validating constructor for values they have not checked, so bad
+    values still raise pydantic's ValidationError."""
+    # each attribute is set through its own descriptor's __set__ (BaseModel's __dict__ and
+    # slots): object.__setattr__ would pack its arguments into a tuple, check the class's
+    # __setattr__ and look the name up first (~1,900 of ~8,700 instructions per instance)
+    ns: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
+                          "_names": set(cls.model_fields)}  # copied for each instance (set.copy: ~4x set(tuple))
+    for slot in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
+        ns[f"_set{slot}"] = inspect.getattr_static(cls, slot).__set__
+    params, items = [], []
+    for k, (name, info) in enumerate(cls.model_fields.items()):
+        if info.default_factory is not None:  # list/dict/model defaults: None is never a valid value
+            ns[f"_f{k}"] = info.default_factory
+            params.append(f"{name}=None")
+            items.append(f"{name!r}: _f{k}() if {name} is None else {name}")
+        elif info.is_required():
+            params.append(name)
+            items.append(f"{name!r}: {name}")
+        else:
+            ns[f"_d{k}"] = info.default
+            params.append(f"{name}=_d{k}")
+            items.append(f"{name!r}: {name}")
+    src = (f"def make(*, {', '.join(params)}):\n"
+           f"    m = _new(_cls)\n"
+           f"    _set__dict__(m, {{{', '.join(items)}}})\n"
+           f"    _set__pydantic_fields_set__(m, _names.copy())\n"
+           f"    _set__pydantic_extra__(m, None)\n"
+           f"    _set__pydantic_private__(m, None)\n"
+           f"    return m\n")
+    exec(src, ns)  # noqa: S102 - code generated from the model's own field names
+    make = ns["make"]
+    make.__qualname__ = f"trusted_{cls.__name__}"
+    return make
+
+
+def _opt_str(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+# unvalidated constructors, called only after the checks next to each call (tests put
+# the validating ones back: tests/replay/test_convert_fast.py)
+_trusted_turn = trusted_maker(Turn)
+_trusted_ref = trusted_maker(MessageRef)
+_trusted_source = trusted_maker(Source)
+_trusted_trajectory = trusted_maker(Trajectory)
+_trusted_response = trusted_maker(Response)
+_trusted_tool_call = trusted_maker(ToolCall)
+_trusted_usage = trusted_maker(Usage)
+_trusted_timing = trusted_maker(Timing)
+_trusted_observation = trusted_maker(Observation)
+_FINISH_REASONS = frozenset(get_args(FinishReason))
+_STR_TYPE = frozenset((str,))
+_NO_USAGE = Usage()
+
+
+def fast_response(content: str | None = None, reasoning: str | None = None, tool_calls: list[ToolCall] | None = None,
+                  finish_reason: FinishReason = "stop") -> Response:
+    """`Response(...)`, without validation when every value has its field's exact type
+    (str/None texts, a list of ToolCall, a known finish reason), else validated (which
+    raises pydantic's ValidationError as before). The per-turn constructors here
+    (fast_tool_call, fast_usage, fast_timing, fast_observation likewise) are for the
+    converters' hot loops: a 453-turn session builds ~3,000 such models."""
+    calls = [] if tool_calls is None else tool_calls
+    # the checks are inline expressions, not helper calls: these run ~5 times per turn
+    if ((content is None or type(content) is str) and (reasoning is None or type(reasoning) is str)
+            and type(calls) is list and finish_reason in _FINISH_REASONS
+            and (not calls or all(type(c) is ToolCall for c in calls))):
+        return _trusted_response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
+    return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
+
+
+def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:  # noqa: A002
+    """`ToolCall(...)`, unvalidated when the values have the field types (see fast_response)."""
+    if (type(id) is str and type(name) is str and type(arguments_raw) is str
+            and (arguments is None or (type(arguments) is dict and _STR_TYPE.issuperset(map(type, arguments))))):
+        return _trusted_tool_call(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
+    return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
+
+
+def fast_usage(prompt_tokens: int | None = None, completion_tokens: int | None = None, cached_tokens: int | None = None,
+               reasoning_tokens: int | None = None, total_tokens: int | None = None) -> Usage:
+    """`Usage(...)`, unvalidated when every count is None or an int >= 0 (see fast_response)."""
+    if ((prompt_tokens is None or (type(prompt_tokens) is int and prompt_tokens >= 0))
+            and (completion_tokens is None or (type(completion_tokens) is int and completion_tokens >= 0))
+            and (cached_tokens is None or (type(cached_tokens) is int and cached_tokens >= 0))
+            and (reasoning_tokens is None or (type(reasoning_tokens) is int and reasoning_tokens >= 0))
+            and (total_tokens is None or (type(total_tokens) is int and total_tokens >= 0))):
+        return _trusted_usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                              cached_tokens=cached_tokens, reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
+    return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached_tokens,
+                 reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
+
+
+def fast_timing(ttft_ms: float | None = None, duration_ms: float | None = None, started_at: str | None = None) -> Timing:
+    """`Timing(...)`, unvalidated when the ms are None or floats >= 0 and `started_at` None
+    or a str (see fast_response)."""
+    if ((ttft_ms is None or (type(ttft_ms) is float and ttft_ms >= 0))  # an int is validated (it becomes a float)
+            and (duration_ms is None or (type(duration_ms) is float and duration_ms >= 0))
+            and (started_at is None or type(started_at) is str)):
+        return _trusted_timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
+    return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
+
+
+def fast_observation(content: str, tool_call_id: str | None = None, name: str | None = None, is_error: bool = False,
+                     exit_code: int | None = None) -> Observation:
+    """`Observation(...)`, unvalidated when the values have the field types (see fast_response)."""
+    if (type(content) is str and (tool_call_id is None or type(tool_call_id) is str)
+            and (name is None or type(name) is str) and type(is_error) is bool
+            and (exit_code is None or type(exit_code) is int)):
+        return _trusted_observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error,
+                                    exit_code=exit_code)
+    return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code)
+
+
+class TrajectoryBuilder:
+    """Accumulates one conversation in order and builds the `Trajectory`.
+
+    `user(text)` before the first turn sets `first_user`, later ones before the first
+    turn go to `user_before_turns`; after a turn it is appended to that turn's
+    `user_after`. `observation()` attaches to the last turn
+    (`orphan_observation` when there is none). `skip(reason)` counts what was dropped.
+    `edit(ContextEdit)` attaches a context edit to the next turn; `next_ref(role)` is
+    the MessageRef the next message of that role will get (`benchmaker.trajectories.context`).
+    """
+
+    def __init__(self, ctx: FileContext, fmt: str):
+        self.ctx = ctx
+        self.fmt = fmt
+        self.system: str | None = None
+        self.first_user: str | None = None
+        self.user_before_turns: list[str] = []
+        self.model: str | None = None
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.pending_edit: ContextEdit | None = None
+        self.exit_status: str | None = None  # from a mini-swe-agent 2.x `exit` message
+        self.submission: str | None = None
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        self.skipped[reason] += n
+
+    def set_system(self, text: str) -> None:
+        if self.system is None and self.first_user is None and not self.turns:
+            self.system = text
+        else:
+            self.skip("later_system_message")
+
+    def user(self, text: str) -> None:
+        if self.turns:
+            self.turns[-1].user_after.append(text)
+        elif self.first_user is None:
+            self.first_user = text
+        else:
+            self.user_before_turns.append(text)
+
+    def turn(
+        self,
+        response: Response,
+        usage: Usage | None = None,
+        timing: Timing | None = None,
+        model: str | None = None,
+        error: str | None = None,
+    ) -> Turn:
+        """Append a turn (model: the name that answered it; error: the recorded error
+        message of a failed call) carrying the pending context edit, if any."""
+        model = model or None
+        edit = self.pending_edit
+        if (type(response) is Response and (usage is None or type(usage) is Usage)
+                and (timing is None or type(timing) is Timing) and (model is None or type(model) is str)
+                and (error is None or type(error) is str)
+                and (edit is None or type(edit) is ContextEdit)):  # the shapes validation would check
+            turn = _trusted_turn(index=len(self.turns), model=model, response=response, usage=usage, timing=timing,
+                                 context_edit=edit, error=error)
+        else:  # raises pydantic's ValidationError, as it always did
+            turn = Turn(index=len(self.turns), response=response, usage=usage, timing=timing,
+                        model=model, error=error, context_edit=edit)
+        self.pending_edit = None
+        self.turns.append(turn)
+        if model:
+            self.model = model
+        return turn
+
+    def edit(self, edit: ContextEdit) -> None:
+        """Attach `edit` to the next turn (a later edit before that turn replaces it)."""
+        self.pending_edit = edit
+
+    def next_ref(self, role: str) -> MessageRef:
+        """The MessageRef the next message of `role` ("assistant" or another) gets."""
+        if role == "assistant":  # ints >= 0 by construction: no validation needed
+            return _trusted_ref(turn=len(self.turns), item=0)
+        if not self.turns:
+            return _trusted_ref(turn=None, item=0 if self.first_user is None else 1 + len(self.user_before_turns))
+        last = self.turns[-1]
+        return _trusted_ref(turn=last.index, item=1 + len(last.observations) + len(last.user_after))
+
+    def observation(self, obs: Observation) -> None:
+        if not self.turns:
+            self.skip("orphan_observation")
+            return
+        self.turns[-1].observations.append(obs)
+
+    def has_observation(self, tool_call_id: str) -> bool:
+        """True when the last turn has an observation for `tool_call_id`."""
+        if self.turns:
+            for o in self.turns[-1].observations:  # a loop, not any(): no generator per tool result
+                if o.tool_call_id == tool_call_id:
+                    return True
+        return False
+
+    def build(
+        self,
+        index: int,
+        *,
+        line: int | None = None,
+        task_id: str | None = None,
+        outcome: RecordedOutcome | None = None,
+        terminated_by: str | None = None,
+        source_path: str | None = None,
+        source_sha256: str | None = None,
+        source_format: str | None = None,
+    ) -> Trajectory:
+        """The Trajectory (index = position of this trajectory within its file).
+        Raises ConvertError when there is no user message or no assistant turn."""
+        where = line
+        if self.first_user is None:
+            raise self.ctx.error(where, None, "no user message before the first assistant turn")
+        if not self.turns:
+            raise self.ctx.error(where, None, "no assistant turn")
+        sha = source_sha256 or self.ctx.sha256
+        if terminated_by is None:
+            terminated_by = self.turns[-1].response.finish_reason
+        source = dict(format=source_format or self.fmt, path=source_path or self.ctx.path, sha256=sha, line=line,
+                      converter_version=CONVERTER_VERSION)
+        fields = dict(
+            trajectory_id=f"{sha[:16]}-{index}",
+            task_id=task_id,
+            match_key=match_key_for_messages([self.first_user, *self.user_before_turns]),
+            model=self.model,
+            system=self.system,
+            first_user=self.first_user,
+            user_before_turns=list(self.user_before_turns),
+            terminated_by=terminated_by,
+            outcome=outcome or RecordedOutcome(),
+            turns=list(self.turns),
+            skipped=dict(sorted(self.skipped.items())),
+        )
+        # the turns are Turn instances (built by `turn`); the rest is checked here, and
+        # anything of another shape takes the validating constructors (which raise)
+        if (type(source["format"]) is str and type(source["path"]) is str and type(sha) is str
+                and (line is None or (type(line) is int and line >= 0)) and type(self.first_user) is str
+                and all(_opt_str(fields[k]) for k in ("task_id", "model", "system", "terminated_by"))
+                and all(type(u) is str for u in self.user_before_turns) and type(fields["outcome"]) is RecordedOutcome
+                and all(type(t) is Turn for t in self.turns)
+                and all(type(k) is str and type(v) is int for k, v in fields["skipped"].items())):
+            return _trusted_trajectory(source=_trusted_source(**source), **fields)
+        return Trajectory(source=Source(**source), **fields)
+
+
+_TEXT_PARTS = ("text", "input_text", "output_text")
+_REASONING_PARTS = ("thinking", "reasoning")
+_IMAGE_PARTS = ("image", "image_url", "input_image")
+
+
+def _part_kind(part: Any) -> str:
+    if isinstance(part, str):
+        return "text"
+    if isinstance(part, dict):
+        kind = part.get("type")
+        if kind is None and isinstance(part.get("text"), str):
+            return "text"
+        return str(kind)
+    return type(part).__name__
+
+
+def count_part(kind: str, builder: TrajectoryBuilder | None) -> None:
+    """Count a content part that carries no text: `image_part` (an image, kept as a
+    counted placeholder) or `part:<type>` (a type the converter does not read)."""
+    if builder is not None:
+        builder.skip("image_part" if kind in _IMAGE_PARTS else f"part:{kind}")
+
+
+def text_of(content: Any, builder: TrajectoryBuilder | None = None) -> str:
+    """`flatten_content` (text parts joined with "\\n"), counting each part without text
+    via `count_part` (images as `image_part`, other types as `part:<type>`)."""
+    if builder is not None and isinstance(content, list):
+        for p in content:
+            if not isinstance(p, str) and not (isinstance(p, dict) and isinstance(p.get("text"), str)):
+                count_part(_part_kind(p), builder)
+    return flatten_content(content)
+
+
+@dataclass
+class Parts:
+    """A message `content` split by part type (Anthropic/OpenAI typed parts): the text
+    parts, the reasoning parts (`thinking`, `reasoning`), `tool_use` blocks as ToolCalls
+    and `tool_result` blocks as Observations, in order."""
+
+    texts: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_results: list[Observation] = field(default_factory=list)
+
+
+def split_parts(content: Any, builder: TrajectoryBuilder) -> Parts:
+    """Split a list of content parts (see `Parts`); a string is one text part, None none.
+    `tool_use.input` is kept parsed only, so its `arguments_raw` is synthesised
+    (`arguments_raw_synthesized`); `redacted_thinking` is counted
+    (`part:redacted_thinking`); images and unknown types via `count_part`."""
+    out = Parts()
+    if content is None:
+        return out
+    if isinstance(content, str):
+        out.texts.append(content)
+        return out
+    if not isinstance(content, list):
+        out.texts.append(str(content))
+        return out
+    for part in content:
+        kind = _part_kind(part)
+        if kind in _TEXT_PARTS:
+            out.texts.append(part if isinstance(part, str) else str(part.get("text", "")))
+        elif kind in _REASONING_PARTS:
+            text = part.get("thinking", part.get("reasoning", part.get("text")))
+            if isinstance(text, str):
+                out.reasoning.append(text)
+            else:
+                count_part(kind, builder)
+        elif kind == "tool_use" and isinstance(part.get("id"), str) and isinstance(part.get("name"), str):
+            args = part.get("input", {})
+            builder.skip(ARGS_SYNTH)
+            out.tool_calls.append(fast_tool_call(id=part["id"], name=part["name"], arguments_raw=synth_arguments_raw(args),
+                                                 arguments=args if isinstance(args, dict) else None))
+        elif kind == "tool_result" and isinstance(part.get("tool_use_id"), str):
+            out.tool_results.append(fast_observation(tool_call_id=part["tool_use_id"],
+                                                     content=text_of(part.get("content"), builder),
+                                                     is_error=part.get("is_error") is True))
+        else:
+            count_part(kind, builder)
+    return out
+
+
+def loads_lenient(text: str) -> Any:
+    """Parse a JSON string, else a Python literal (SWE-agent writes `tool_calls` as
+    `str(list_of_dicts)`: single quotes, True/None) with `ast.literal_eval` (literals
+    only: never `eval`). Raises ValueError when it is neither."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as exc:
+        raise ValueError(f"neither JSON nor a Python literal: {exc}") from None
+
+
+def tool_call_from_openai(tc: Any, builder: TrajectoryBuilder, where: str, ctx: FileContext, line: int | None) -> ToolCall:
+    """A ToolCall from an OpenAI `tool_calls[i]` object; `function.arguments` kept raw when
+    a string, synthesised (and counted) when the log holds an object."""
+    if not isinstance(tc, dict):
+        raise ctx.error(line, where, "expected a tool call object", tc)
+    fn = tc.get("function")
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise ctx.error(line, f"{where}.function.name", "missing tool name", fn)
+    call_id = tc.get("id")
+    if not isinstance(call_id, str):
+        raise ctx.error(line, f"{where}.id", "missing tool call id", call_id)
+    args = fn.get("arguments")
+    if isinstance(args, str):
+        return fast_tool_call(id=call_id, name=fn["name"], arguments_raw=args, arguments=parse_arguments(args))
+    if args is None:
+        args = {}
+    builder.skip(ARGS_SYNTH)
+    return fast_tool_call(
+        id=call_id,
+        name=fn["name"],
+        arguments_raw=synth_arguments_raw(args),
+        arguments=args if isinstance(args, dict) else None,
+    )

@@ -1,0 +1,108 @@
+"""ATIF trajectories (Agent Trajectory Interchange Format, the `agent/trajectory.json`
+harbor writes), one trajectory per file. Source: laude-institute/harbor
+docs/rfcs/0001-trajectory-format.md (ATIF v1.0-v1.5).
+
+Root: `{"schema_version": "ATIF-v1.x", "session_id", "agent": {"name", "version",
+"model_name"?}, "steps": [...], "final_metrics"?}`. Steps: `source` "system" (the system
+prompt in `message`), "user" (a prompt), "agent" (a turn: `message` is the content,
+`reasoning_content`, `tool_calls [{tool_call_id, function_name, arguments}]`,
+`observation {results: [{source_call_id, content}]}`, `metrics {prompt_tokens,
+completion_tokens, cached_tokens}`, `model_name`). ATIF keeps tool arguments parsed, so
+`arguments_raw` is synthesised (`arguments_raw_synthesized`). A step of another source is
+skipped and counted as `step_source:<name>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from benchmaker.trajectories.converters._common import (
+    ARGS_SYNTH,
+    FileContext,
+    TrajectoryBuilder,
+    read_json_document,
+    synth_arguments_raw,
+    text_of,
+)
+from benchmaker.trajectories.trajectory import Observation, Response, ToolCall, Trajectory, Usage
+
+FORMAT = "atif"
+
+
+def _usage(metrics: Any) -> Usage | None:
+    if not isinstance(metrics, dict):
+        return None
+
+    def n(key: str) -> int | None:
+        v = metrics.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    usage = Usage(prompt_tokens=n("prompt_tokens"), completion_tokens=n("completion_tokens"), cached_tokens=n("cached_tokens"))
+    return None if usage == Usage() else usage
+
+
+def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
+    """Feed an ATIF document into `builder`. Raises ConvertError (`steps[i].field`)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("steps"), list):
+        raise ctx.error(None, "steps", "expected an ATIF object with a `steps` list", type(doc).__name__)
+    agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else {}
+    if isinstance(agent.get("model_name"), str):
+        builder.model = agent["model_name"]
+    for i, step in enumerate(doc["steps"]):
+        where = f"steps[{i}]"
+        if not isinstance(step, dict):
+            raise ctx.error(None, where, "expected a step object", step)
+        source = step.get("source")
+        message = step.get("message", "")
+        text = message if isinstance(message, str) else text_of(message, builder)
+        if source == "system":
+            builder.set_system(text)
+        elif source == "user":
+            builder.user(text)
+        elif source == "agent":
+            calls = []
+            for j, tc in enumerate(step.get("tool_calls") or []):
+                if not isinstance(tc, dict) or not isinstance(tc.get("tool_call_id"), str):
+                    raise ctx.error(None, f"{where}.tool_calls[{j}].tool_call_id", "missing tool call id", tc)
+                args = tc.get("arguments", {})
+                builder.skip(ARGS_SYNTH)
+                calls.append(
+                    ToolCall(
+                        id=tc["tool_call_id"],
+                        name=str(tc.get("function_name", "")),
+                        arguments_raw=synth_arguments_raw(args),
+                        arguments=args if isinstance(args, dict) else None,
+                    )
+                )
+            reasoning = step.get("reasoning_content")
+            builder.turn(
+                Response(
+                    content=text,
+                    reasoning=reasoning if isinstance(reasoning, str) else None,
+                    tool_calls=calls,
+                    finish_reason="tool_calls" if calls else "stop",
+                ),
+                usage=_usage(step.get("metrics")),
+                model=step.get("model_name") if isinstance(step.get("model_name"), str) else None,
+            )
+            obs = step.get("observation")
+            for res in obs.get("results", []) if isinstance(obs, dict) else []:
+                if not isinstance(res, dict):
+                    continue
+                content = res.get("content")
+                builder.observation(
+                    Observation(
+                        tool_call_id=res.get("source_call_id") if isinstance(res.get("source_call_id"), str) else None,
+                        content=content if isinstance(content, str) else text_of(content, builder),
+                    )
+                )
+        else:
+            builder.skip(f"step_source:{source}")  # a source this converter does not read
+
+
+def convert(ctx: FileContext) -> Iterator[Trajectory]:
+    """Yield the one Trajectory of an ATIF file. Raises ConvertError."""
+    builder = TrajectoryBuilder(ctx, FORMAT)
+    build(read_json_document(ctx), ctx, builder)
+    yield builder.build(0)

@@ -1,0 +1,74 @@
+"""mini-swe-agent trajectories (`*.traj.json`), one trajectory per file. Source:
+SWE-agent/mini-swe-agent docs/usage/output_files.md and tests/test_data.
+
+Two shapes:
+  - a bare list of messages (early versions, e.g. tests/test_data/github_issue.traj.json);
+  - `{"info": {"exit_status", "submission", "model_stats", ...}, "messages": [...],
+    "trajectory_format": "mini-swe-agent-1" | "mini-swe-agent-1.1"}`.
+Assistant messages hold a THOUGHT and one fenced bash block (the action: a text action,
+no tool calls); the next user message is the observation, `<returncode>N</returncode>`
+giving `exit_code`. v2 messages may carry `extra.response.usage` (taken as usage),
+`extra.response.model` and tool calls (handled as in OpenAI message lists); a 2.x run
+ends with a message of role `exit` whose `extra` holds `exit_status` and `submission`
+(read as the outcome when `info` lacks them). The model name is
+`info.config.model.model_name` when the messages do not name one.
+
+Patch: `info.submission` when present. In the bare-list shape the run ends with the
+agent echoing `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` and mini-swe-agent putting the
+rest of that command's output (the submission) in the final user message; when the
+last assistant action has that marker and the final observation has no
+`<returncode>` tag, that observation is the patch and the exit status is `Submitted`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, read_json_document
+from benchmaker.trajectories.converters.openai_messages import feed_messages
+from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
+
+FORMAT = "mini-swe-agent"
+SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def convert(ctx: FileContext) -> Iterator[Trajectory]:
+    """Yield the one Trajectory of a mini-swe-agent trajectory file. Raises
+    ConvertError (`path: messages[i].field: problem`) on a malformed document."""
+    doc = read_json_document(ctx)
+    info: dict = {}
+    if isinstance(doc, dict):
+        info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+        messages = doc.get("messages")
+    else:
+        messages = doc
+    if not isinstance(messages, list):
+        raise ctx.error(None, "messages", "expected a list of messages", messages)
+    builder = TrajectoryBuilder(ctx, FORMAT)
+    feed_messages(messages, builder, ctx, None, text_actions=True)
+    patch = info.get("submission") if isinstance(info.get("submission"), str) else builder.submission
+    exit_status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else builder.exit_status
+    config = info.get("config") if isinstance(info.get("config"), dict) else {}
+    model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
+    if builder.model is None and isinstance(model_cfg.get("model_name"), str):
+        builder.model = model_cfg["model_name"]
+    last = builder.turns[-1] if builder.turns else None
+    if (
+        patch is None
+        and last is not None
+        and SUBMIT_MARKER in (last.response.content or "")
+        and len(last.observations) == 1
+        and last.observations[0].exit_code is None
+    ):
+        patch = last.observations[0].content
+        exit_status = exit_status or "Submitted"
+    name = Path(ctx.path).name
+    task_id = info.get("instance_id") if isinstance(info.get("instance_id"), str) else None
+    if task_id is None and isinstance(doc, dict) and isinstance(doc.get("instance_id"), str):
+        task_id = doc["instance_id"]  # 2.x writes it at the top level
+    yield builder.build(
+        0,
+        task_id=task_id or (name[: -len(".traj.json")] if name.endswith(".traj.json") else None),
+        outcome=RecordedOutcome(patch=patch, exit_status=exit_status),
+    )

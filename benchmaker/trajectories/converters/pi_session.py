@@ -1,0 +1,516 @@
+"""pi coding-agent session files (`~/.pi/agent/sessions/**/*.jsonl`), one trajectory per
+file. Source: badlogic/pi-mono packages/coding-agent/src/core/session-manager.ts and
+messages.ts.
+
+Line 1 is the header `{"type": "session", "id", "timestamp", "cwd", "version"?}`.
+Versions:
+  - v1 (no `version`): entries have no ids; the conversation is the file order (pi's
+    `migrateV1ToV2` makes each entry the parent of the next).
+  - v2/v3: every entry has `id` and `parentId`; the file is a tree. pi appends every
+    entry (a parent always comes before its children); `/tree` moves the leaf to an
+    earlier entry (optionally writing a `branch_summary` of the branch it leaves),
+    `/fork` copies a path into a new file, so one file can hold several branches.
+
+Branches: every assistant entry is a request the agent really sent, so every one is a
+turn, in file (= recorded) order, abandoned branches included. The history
+(`benchmaker.trajectories.context.history_messages`) holds the messages of all entries in file order; the
+request of the turn at assistant entry A is pi's `buildSessionContext(A.parentId)`: the
+path from the root to A's parent, with the latest compaction on that path applied. When
+that is not the previous turn's request plus the previous turn and the messages written
+since (a branch switch, a compaction), the turn gets a `ContextEdit` whose `summary` is
+the compaction summary (if any) and whose `keep` spans and `keep_from` tail name the
+path's messages in the history: kind "compaction" for the first turn after a compaction
+entry, else "branch" (a later branch of a compacted path repeats its summary). An
+assistant entry whose parent is an assistant message that failed (`stopReason` "error")
+is pi's automatic retry: pi drops the failed message from the agent's context before
+retrying and keeps it only in the file (agent-session.ts `_prepareRetry`), so the
+failed message is left out of the retry's request and of every request below it (the
+retry resends the failed call's request); so is a failed call whose child is a
+`compaction` the retry hangs below (a context overflow: pi compacts, drops the failed
+message and calls again). A file without branches, retries or
+compactions has no edits; one whose entries form a single path replays as before.
+
+Forks: `/fork` (and `pi --fork`) writes a new file whose header names the parent
+(`parentSession`, older `branchedFrom`) and copies the parent's entries (ids and
+timestamps kept) before the new ones. The copied assistant entries are replayed as turns
+too, so the file replays as the conversation it holds; they were sent in the parent
+session, so each is counted as `turn_copied_from_parent_session` (stamped before the
+fork's header): a corpus holding both files replays those requests twice.
+
+Entries:
+  - `message`: `message.role` user → a prompt (the first one is `first_user`, later
+    ones go to the previous turn's `user_after`); assistant → a turn; toolResult → an
+    observation (`toolCallId`, `toolName`, `isError`); bashExecution (a `!cmd` the user
+    ran) → a user message with pi's `bashExecutionToText` text, or skipped
+    (`bash_execution_excluded`) when `excludeFromContext`; custom/hookMessage → a user
+    message with its text.
+  - `branch_summary`, `custom_message` → user messages (as pi sends them to the model).
+  - `compaction {summary, firstKeptEntryIndex (v1: index of a line of the file, header
+    = 0) | firstKeptEntryId (v2/v3), tokensBefore}` → a `ContextEdit` on the next turn
+    below it: from then on pi sends the summary (as a user message, pi messages.ts
+    `COMPACTION_SUMMARY_PREFIX` + summary + `COMPACTION_SUMMARY_SUFFIX`) followed by the
+    path's messages from the first kept entry on (session-manager.ts
+    `buildSessionContext`; a first kept entry not on the path keeps nothing:
+    `compaction_keeps_nothing`); `benchmaker.trajectories.context.request_messages` rebuilds those requests.
+  - `model_change {modelId}` (or `{model: {id}}`) → the model of the turns below it on
+    its path whose message names none (an assistant message's own `model` wins and
+    holds for the entries below it, as in `buildSessionContext`).
+  - `thinking_level_change`, `custom`, `label`, `session_info` → counted in `skipped`
+    under their type.
+
+Assistant messages: `content` is a list of parts (a plain string is one text part); text
+parts joined with "\\n" are the content (None when there is
+no text part), `thinking` parts the reasoning, `toolCall` parts the tool calls. pi
+stores only parsed `arguments`, so `arguments_raw = json.dumps(arguments)` and each is
+counted under `arguments_raw_synthesized`. `stopReason` maps stop→stop,
+toolUse→tool_calls, length→length, aborted→aborted, error→error; aborted and error
+turns are kept, with their `errorMessage` as `Turn.error`. Usage (pi-ai `Usage`): prompt = input + cacheRead + cacheWrite,
+cached = cacheRead, completion = output, total = totalTokens or the sum; an aborted or
+error turn whose counts are all 0 gets usage None (`usage_zero_on_failed_turn`).
+Timing: `started_at` = `message.timestamp` (ms, set when the request starts);
+`duration_ms` = entry `timestamp` (written at message_end) minus it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from benchmaker.trajectories.converters import _common
+from benchmaker.trajectories.converters._common import (
+    ARGS_SYNTH,
+    FileContext,
+    TrajectoryBuilder,
+    fast_observation,
+    fast_tool_call,
+    fast_usage,
+    iso_from_ms,
+    iter_jsonl,
+    ms_from_iso,
+    synth_arguments_raw,
+    text_of,
+)
+from benchmaker.trajectories.converters._edits import HistoryIndex
+from benchmaker.trajectories.errors import ConvertError
+from benchmaker.trajectories.trajectory import (
+    ContextEdit,
+    FinishReason,
+    ToolCall,
+    Trajectory,
+    Usage,
+)
+
+FORMAT = "pi-session"
+
+STOP_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "toolUse": "tool_calls",
+    "length": "length",
+    "aborted": "aborted",
+    "error": "error",
+}
+
+_BRANCH_SUMMARY_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+_BRANCH_SUMMARY_SUFFIX = "</summary>"
+_SKIPPED_TYPES = {"thinking_level_change", "custom", "label", "session_info"}
+
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+
+
+def compaction_text(summary: str) -> str:
+    """The user-message text pi sends for a compaction summary (pi-mono messages.ts
+    `convertToLlm`, role `compactionSummary`)."""
+    return COMPACTION_SUMMARY_PREFIX + summary + COMPACTION_SUMMARY_SUFFIX
+
+
+def bash_execution_text(msg: dict[str, Any]) -> str:
+    """The user-message text pi sends for a `bashExecution` message
+    (pi-mono messages.ts `bashExecutionToText`)."""
+    text = f"Ran `{msg.get('command', '')}`\n"
+    output = msg.get("output")
+    text += f"```\n{output}\n```" if output else "(no output)"
+    exit_code = msg.get("exitCode")
+    if msg.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif exit_code is not None and exit_code != 0:
+        text += f"\n\nCommand exited with code {exit_code}"
+    if msg.get("truncated") and msg.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {msg['fullOutputPath']}]"
+    return text
+
+
+def _count(v: Any) -> int | None:
+    """A token count: an int >= 0 (not a bool), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def pi_usage(usage: Any) -> Usage | None:
+    """Usage from a pi-ai `Usage` object (see module docstring); None when absent."""
+    if not isinstance(usage, dict):
+        return None
+    # `type(v) is int and v >= 0` first: _count's answer for the usual case, without its call
+    inp = v if type(v := usage.get("input")) is int and v >= 0 else _count(v)
+    out = v if type(v := usage.get("output")) is int and v >= 0 else _count(v)
+    if inp is None and out is None:
+        return None
+    cr = v if type(v := usage.get("cacheRead")) is int and v >= 0 else _count(v)
+    cw = v if type(v := usage.get("cacheWrite")) is int and v >= 0 else _count(v)
+    prompt = None if inp is None else inp + (cr or 0) + (cw or 0)
+    total = v if type(v := usage.get("totalTokens")) is int and v >= 0 else _count(v)
+    if total is None and prompt is not None and out is not None:
+        total = prompt + out
+    return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
+
+
+def assistant_turn(
+    msg: dict[str, Any],
+    builder: TrajectoryBuilder,
+    ctx: FileContext,
+    line: int | None,
+    entry_timestamp: Any = None,
+    default_model: str | None = None,
+) -> None:
+    """Append the turn of a pi AssistantMessage (`default_model`: the model of the
+    latest `model_change`, used when the message names none). Raises ConvertError on an unknown
+    `stopReason`, a non-list `content` or a malformed tool call."""
+    content = msg.get("content")
+    if isinstance(content, str):  # some writers keep a plain-text answer as a string
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise ctx.error(line, "message.content", "expected a list of content parts or a string", content)
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCall] = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            texts.append(part.get("text", ""))
+        elif kind == "toolCall":
+            call_id, name = part.get("id"), part.get("name")
+            if not isinstance(call_id, str) or not isinstance(name, str):
+                if calls:
+                    builder.skip(ARGS_SYNTH, len(calls))  # as counted call by call before the bad one
+                raise ctx.error(line, f"message.content[{j}]", "toolCall without id or name", part)
+            args = part.get("arguments", {})
+            calls.append(fast_tool_call(id=call_id, name=name, arguments_raw=synth_arguments_raw(args),
+                                        arguments=args if isinstance(args, dict) else None))
+        elif kind == "thinking":
+            thinking.append(part.get("thinking", ""))
+        else:
+            builder.skip(f"assistant_part:{kind}")
+    if calls:
+        builder.skip(ARGS_SYNTH, len(calls))
+    stop = msg.get("stopReason")
+    if stop not in STOP_REASONS:
+        raise ctx.error(line, "message.stopReason", "unknown stop reason", stop)
+    finish = STOP_REASONS[stop]
+    usage = pi_usage(msg.get("usage"))
+    if usage is not None and finish in ("aborted", "error") and not any(
+        (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+    ):
+        usage = None
+        builder.skip("usage_zero_on_failed_turn")
+    error = msg.get("errorMessage")
+    if not (isinstance(error, str) and error):
+        error = None
+    started_ms = msg.get("timestamp")
+    ended_ms = ms_from_iso(entry_timestamp)
+    duration = None
+    if isinstance(started_ms, (int, float)) and ended_ms is not None and ended_ms >= started_ms:
+        duration = round(ended_ms - started_ms, 3)
+    started_at = iso_from_ms(started_ms)
+    # the unvalidated constructors fast_timing and fast_response would pick, without their
+    # checks: started_at is a str or None, duration a float >= 0 (`ended_ms` is a float) or
+    # None, the texts str (join raises otherwise), `calls` ToolCalls, `finish` a FinishReason
+    timing = _common._trusted_timing(ttft_ms=None, duration_ms=duration, started_at=started_at) \
+        if started_at or duration is not None else None
+    builder.turn(
+        _common._trusted_response(
+            content="\n".join(texts) if texts else None,
+            reasoning="\n".join(thinking) if thinking else None,
+            tool_calls=calls,
+            finish_reason=finish,
+        ),
+        usage=usage,
+        timing=timing,
+        model=model if isinstance(model := msg.get("model"), str) else default_model,
+        error=error,
+    )
+
+
+def tool_result(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext,
+                line: int | None) -> tuple[int, int] | None:
+    """Attach a pi ToolResultMessage to the last turn as an Observation; its (turn, item)
+    MessageRef coordinates, None when nothing was added (a result for a call that already
+    has one: `duplicate_tool_result`; no turn yet: `orphan_observation`). Raises
+    ConvertError when `toolCallId` is not a string."""
+    call_id = msg.get("toolCallId")
+    if not isinstance(call_id, str):
+        raise ctx.error(line, "message.toolCallId", "toolResult without toolCallId", call_id)
+    if builder.has_observation(call_id):
+        builder.skip("duplicate_tool_result")
+        return None
+    obs = fast_observation(
+        tool_call_id=call_id,
+        name=msg.get("toolName"),
+        content=text_of(msg.get("content"), builder),
+        is_error=bool(msg.get("isError", False)),
+    )
+    if not builder.turns:
+        builder.observation(obs)  # counts it as orphan_observation
+        return None
+    last = builder.turns[-1]
+    at = (last.index, 1 + len(last.observations) + len(last.user_after))
+    builder.observation(obs)
+    return at
+
+
+def apply_message(
+    msg: Any,
+    builder: TrajectoryBuilder,
+    ctx: FileContext,
+    line: int | None,
+    entry_timestamp: Any = None,
+    default_model: str | None = None,
+) -> None:
+    """Feed one pi AgentMessage (user, assistant, toolResult, bashExecution, custom,
+    branchSummary, compactionSummary) into `builder`; an unknown role is skipped and
+    counted as `role:<name>`. Raises ConvertError on a malformed message."""
+    if not isinstance(msg, dict):
+        raise ctx.error(line, "message", "expected a message object", msg)
+    role = msg.get("role")
+    if role == "user":
+        builder.user(text_of(msg.get("content"), builder))
+    elif role == "assistant":
+        assistant_turn(msg, builder, ctx, line, entry_timestamp, default_model)
+    elif role == "toolResult":
+        tool_result(msg, builder, ctx, line)
+    elif role == "bashExecution":
+        if msg.get("excludeFromContext"):
+            builder.skip("bash_execution_excluded")
+        else:
+            builder.user(bash_execution_text(msg))
+    elif role in ("custom", "hookMessage"):
+        builder.user(text_of(msg.get("content"), builder))
+    elif role == "branchSummary":
+        builder.user(_BRANCH_SUMMARY_PREFIX + str(msg.get("summary", "")) + _BRANCH_SUMMARY_SUFFIX)
+    elif role == "compactionSummary":
+        builder.user(compaction_text(str(msg.get("summary", ""))))
+    else:
+        builder.skip(f"role:{role}")
+
+
+class _Entry:
+    """One session entry in file order: its line, id, parent and (once fed to the
+    builder) the position of the history message it produced."""
+
+    __slots__ = ("line", "entry", "id", "parent", "up", "index", "pos", "model", "retried")
+
+    def __init__(self, line: int, entry: dict[str, Any], entry_id: str, parent: str | None, index: int):
+        self.line = line
+        self.entry = entry
+        self.id = entry_id
+        self.parent = parent
+        self.up: _Entry | None = None  # the parent's _Entry (`_Tree` sets it)
+        self.index = index
+        self.pos: int | None = None  # position in the history (`HistoryIndex`), None: no message
+        self.model: str | None = None  # the model in force at this entry on its path
+        self.retried = False  # a failed assistant message pi retried (left out of later requests)
+
+
+class _Tree:
+    """The session tree (v1 files: a chain in file order, as pi's `migrateV1ToV2`) and the
+    history built from ALL its entries in file order, so every request the agent sent,
+    on an abandoned branch too, can be rebuilt (module docstring)."""
+
+    def __init__(self, entries: list[tuple[int, dict[str, Any]]], ctx: FileContext, tree: bool):
+        self.ctx = ctx
+        self.by_id: dict[str, _Entry] = {}
+        self.nodes: list[_Entry] = []
+        prev: str | None = None
+        for i, (line, entry) in enumerate(entries):
+            if tree:
+                entry_id, parent = entry.get("id"), entry.get("parentId")
+                if not isinstance(entry_id, str):
+                    raise ctx.error(line, "id", "entry without an id in a v2/v3 session", entry_id)
+                if parent is not None and not isinstance(parent, str):
+                    raise ctx.error(line, "parentId", "expected an entry id (string) or null", parent)
+                if parent is not None and parent not in self.by_id:
+                    raise ctx.error(line, "parentId", "parent entry not found before this entry", parent)
+            else:
+                entry_id, parent = f"#{line}", prev  # v1: each entry's parent is the one before
+            node = _Entry(line, entry, entry_id, parent, i)
+            self.by_id[entry_id] = node
+            self.nodes.append(node)
+            prev = entry_id
+        for node in self.nodes:  # once all are in: an id used twice names its last entry, as in by_id
+            node.up = self.by_id.get(node.parent) if node.parent is not None else None
+        # every entry the child of the one before it (all v1 files, most v2/v3): then a
+        # turn extends the previous one unless a compaction or a retry lies between (v1: so by construction)
+        self.linear = not tree or all(n.parent == (self.nodes[i - 1].id if i else None)
+                                      for i, n in enumerate(self.nodes))
+        self.compactions = [n.index for n in self.nodes if n.entry["type"] == "compaction"]
+        self.index: HistoryIndex | None = None  # set once the builder exists
+        self.applied: set[str] = set()  # ids of compactions an edit has applied
+
+    def path_to(self, entry_id: str | None, stop_at: int = -1) -> list[_Entry]:
+        """The entries from the root (or, with `stop_at`, from the first entry after
+        file index `stop_at`) down to `entry_id`, root first."""
+        path: list[_Entry] = []
+        current = self.by_id.get(entry_id) if entry_id is not None else None
+        while current is not None and current.index > stop_at:
+            path.append(current)
+            current = current.up
+        path.reverse()
+        return path
+
+    def extends(self, prev: _Entry | None, node: _Entry) -> bool:
+        """True when the request of the assistant entry `node` is the request of the
+        assistant entry `prev` (None: the start) plus `prev` and every history message
+        written between them in file order: `prev` is an ancestor of `node`, every
+        message between them in the file is on `node`'s path, and no compaction is."""
+        stop = -1 if prev is None else prev.index
+        if prev is not None and prev.retried:
+            return False
+        if self.linear:
+            return not self.compactions or not any(stop < c < node.index for c in self.compactions)
+        between = self.path_to(node.parent, stop)
+        first = between[0] if between else None
+        parent_of_first = first.parent if first is not None else node.parent
+        if (None if prev is None else prev.id) != parent_of_first:
+            return False  # prev is not an ancestor of node
+        if any(e.entry["type"] == "compaction" for e in between):
+            return False
+        on_path = {e.index for e in between}
+        return all(n.pos is None or n.index in on_path for n in self.nodes[stop + 1:node.index])
+
+    def request_edit(self, node: _Entry, builder: TrajectoryBuilder) -> ContextEdit:
+        """The ContextEdit giving the request of the assistant entry `node` (the next
+        turn): pi's `buildSessionContext` at its parent entry, as spans of the history."""
+        path = self.path_to(node.parent)
+        compaction = next((e for e in reversed(path) if e.entry["type"] == "compaction"), None)
+        summary: list[str] = []
+        kept: list[_Entry] = path
+        tokens = None
+        if compaction is not None:
+            comp = compaction.entry
+            summary = [compaction_text(str(comp.get("summary", "")))]
+            at = path.index(compaction)
+            first_id = comp.get("firstKeptEntryId")
+            if not isinstance(first_id, str) and isinstance(comp.get("firstKeptEntryIndex"), int):
+                first_id = f"#{comp['firstKeptEntryIndex'] + 1}"  # v1: a file index, header = 0
+            start = next((i for i in range(at) if path[i].id == first_id), None)
+            if start is None:
+                builder.skip("compaction_keeps_nothing")
+                start = at
+            kept = path[start:at] + path[at + 1:]
+            raw = comp.get("tokensBefore")
+            tokens = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
+        positions = [e.pos for e in kept if e.pos is not None and not e.retried]
+        if compaction is None or compaction.id in self.applied:
+            return self.index.edit("branch", positions, summary=summary)
+        self.applied.add(compaction.id)
+        return self.index.edit("compaction", positions, summary=summary, tokens_before=tokens)
+
+
+def _is_failed_call(entry: dict[str, Any]) -> bool:
+    """An assistant message entry whose call failed (`stopReason` "error")."""
+    msg = entry.get("message")
+    return (entry.get("type") == "message" and isinstance(msg, dict) and msg.get("role") == "assistant"
+            and msg.get("stopReason") == "error")
+
+
+def convert(ctx: FileContext) -> Iterator[Trajectory]:
+    """Yield the one Trajectory of a pi session file (see module docstring).
+    Raises ConvertError naming the line and field of a malformed entry."""
+    records = list(iter_jsonl(ctx))
+    if not records:
+        raise ctx.error(None, None, "no entries")
+    header: dict[str, Any] = {}
+    first_line, first = records[0]
+    if isinstance(first, dict) and first.get("type") == "session":
+        header = first
+        records = records[1:]
+    entries: list[tuple[int, dict[str, Any]]] = []
+    for line, entry in records:
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+            if ctx.lenient:
+                ctx.skipped["bad_entry"] += 1
+                continue
+            raise ctx.error(line, "type", "expected an entry object with a `type`", entry)
+        entries.append((line, entry))
+    if not entries:
+        raise ctx.error(first_line, None, "session has no entries after the header")
+    version = header.get("version", 1)
+    tree = _Tree(entries, ctx, isinstance(version, int) and version >= 2)
+    builder = TrajectoryBuilder(ctx, FORMAT)
+    tree.index = index = HistoryIndex(builder)
+    header_model = header.get("modelId") if isinstance(header.get("modelId"), str) else None
+    # a fork (`/fork`, `--fork`: header `parentSession`, older `branchedFrom`) starts with
+    # a copy of the parent's entries, stamped before the new header
+    forked_at = ms_from_iso(header.get("timestamp")) if (header.get("parentSession") or header.get("branchedFrom")) \
+        else None
+    prev_turn: _Entry | None = None  # the entry of the latest assistant turn
+    for node in tree.nodes:
+        entry, line, kind = node.entry, node.line, node.entry["type"]
+        parent = node.up
+        node.model = parent.model if parent is not None else header_model
+        if kind == "message":
+            msg = entry.get("message")
+            is_turn = isinstance(msg, dict) and msg.get("role") == "assistant"
+            if is_turn:
+                failed = parent
+                while failed is not None and failed.entry["type"] == "compaction":  # overflow: compact, then retry
+                    failed = failed.up
+                if failed is not None and _is_failed_call(failed.entry):
+                    failed.retried = True  # pi's auto-retry: the failed message is not resent
+                if not tree.extends(prev_turn, node):
+                    builder.edit(tree.request_edit(node, builder))
+            n_turns = len(builder.turns)
+            try:
+                if is_turn:  # apply_message's assistant case, which adds exactly one turn (or raises)
+                    assistant_turn(msg, builder, ctx, line, entry.get("timestamp"), node.model)
+                    node.pos = index.push(n_turns, 0)
+                elif type(msg) is dict and msg.get("role") == "toolResult":  # its toolResult case
+                    at = tool_result(msg, builder, ctx, line)
+                    node.pos = None if at is None else index.push(*at)
+                else:
+                    node.pos = index.add(lambda: apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model))
+            except ConvertError:
+                if not ctx.lenient:
+                    raise
+                builder.skip("bad_entry")
+            if len(builder.turns) > n_turns:
+                prev_turn = node
+                if forked_at is not None:
+                    stamped = ms_from_iso(entry.get("timestamp"))
+                    if stamped is not None and stamped < forked_at:
+                        builder.skip("turn_copied_from_parent_session")
+                if isinstance(msg.get("model"), str):
+                    node.model = msg["model"]
+        elif kind == "branch_summary" and entry.get("summary"):
+            node.pos = index.add(lambda: builder.user(_BRANCH_SUMMARY_PREFIX + str(entry["summary"]) + _BRANCH_SUMMARY_SUFFIX))
+        elif kind == "custom_message":
+            node.pos = index.add(lambda: builder.user(text_of(entry.get("content"), builder)))
+        elif kind == "model_change":
+            named = entry.get("modelId")
+            if not isinstance(named, str) and isinstance(entry.get("model"), dict):
+                named = entry["model"].get("id")  # `model: {id, name}` in some writers
+            if isinstance(named, str):
+                node.model = named
+            else:
+                builder.skip("model_change")
+        elif kind == "compaction":
+            pass  # applied by the edit of the next turn on its path (`_Tree.request_edit`)
+        elif kind in _SKIPPED_TYPES:
+            builder.skip(kind)
+        else:
+            builder.skip(f"entry:{kind}")
+    if builder.model is None and header_model is not None:
+        builder.model = header_model
+    yield builder.build(0)

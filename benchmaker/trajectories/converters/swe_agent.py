@@ -1,0 +1,84 @@
+"""SWE-agent `.traj` files (one JSON document, one trajectory). Source: SWE-agent
+sweagent/types.py (`HistoryItem`, `AgentInfo`) and the trajectories in its
+tests/test_data.
+
+Shape: `{"environment": str, "trajectory": [steps], "history": [messages], "info":
+{"exit_status", "submission", "model_stats", ...}, "replay_config": <JSON string of the
+run config>}`; `trajectory`, `info` and `replay_config` may be missing (a history-only
+file converts with an empty outcome). `history` is the message list the model saw, so it
+is the source of the turns:
+  - text-action histories (SWE-agent 0.x): assistant `content` holds the thought and a
+    fenced command; the user message after it is the observation (as the model saw
+    it, with the open-file/cwd footer); demonstration messages (`is_demo`) are sent
+    to the model, so a demonstration can be the first user message;
+  - function-calling histories (SWE-agent 1.x): assistant `tool_calls` (raw
+    `function.arguments` strings), `tool` messages tied by `tool_call_ids`; both may be
+    written as Python-literal strings (`str(list)`), parsed with `ast.literal_eval`.
+`info.submission` is the recorded patch, byte for byte; `info.exit_status` the exit
+status. The task id is the file name without `.traj` (SWE-agent names it after the
+instance id). Per-call usage is not logged (usage None); `info.model_stats` holds
+totals only. The model name is `replay_config.agent.model.name` (SWE-agent 1.x
+`RunSingleConfig`), else `info.model_stats`/`environment` have none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, read_json_document
+from benchmaker.trajectories.converters.openai_messages import feed_messages
+from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
+
+FORMAT = "swe-agent"
+
+
+def model_of(replay_config: Any) -> str | None:
+    """`agent.model.name` (or `model_name`) of a SWE-agent `replay_config` (a JSON
+    string or an object); None when absent or unparsable."""
+    if isinstance(replay_config, str):
+        try:
+            replay_config = json.loads(replay_config)
+        except json.JSONDecodeError:
+            return None
+    agent = replay_config.get("agent") if isinstance(replay_config, dict) else None
+    model = agent.get("model") if isinstance(agent, dict) else None
+    if isinstance(model, dict):
+        for key in ("name", "model_name"):
+            if isinstance(model.get(key), str):
+                return model[key]
+    return None
+
+
+def convert(ctx: FileContext) -> Iterator[Trajectory]:
+    """Yield the one Trajectory of a SWE-agent `.traj` file. Raises ConvertError
+    (`path: history[i].field: problem`) on a malformed document."""
+    doc = read_json_document(ctx)
+    if not isinstance(doc, dict):
+        raise ctx.error(None, None, "expected a JSON object with `history`", doc)
+    history = doc.get("history")
+    if not isinstance(history, list):
+        raise ctx.error(None, "history", "expected a list of messages", history)
+    info = doc.get("info")
+    if info is None:
+        info = {}
+    elif not isinstance(info, dict):
+        raise ctx.error(None, "info", "expected an object", info)
+    builder = TrajectoryBuilder(ctx, FORMAT)
+    function_calling = any(isinstance(m, dict) and m.get("tool_calls") for m in history)
+    feed_messages(history, builder, ctx, None, field_prefix="history", text_actions=not function_calling)
+    builder.model = builder.model or model_of(doc.get("replay_config"))
+    submission = info.get("submission")
+    exit_status = info.get("exit_status")
+    name = Path(ctx.path).name
+    task_id = name[: -len(".traj")] if name.endswith(".traj") else Path(name).stem
+    yield builder.build(
+        0,
+        task_id=task_id,
+        outcome=RecordedOutcome(
+            patch=submission if isinstance(submission, str) else None,
+            exit_status=exit_status if isinstance(exit_status, str) else None,
+        ),
+    )

@@ -1,3 +1,0 @@
-"""replay package."""
-
-__all__: list[str] = []

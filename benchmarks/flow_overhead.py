@@ -12,11 +12,9 @@ separate processes, each timed from spawn to exit:
 1. `make demo`'s command (`benchmaker swebench-replay` on the bundled example, sweep
    1,2,4, execute mode): the first run (starts the server) and the second (reuses it);
 2. a 1-point sweep (`--concurrency-sweep 1`, recorded mode) on the reused server;
-3. the second `make demo` and the 1-point sweep again as a user runs them, the console
-   script served by the warm runner the earlier calls left (recipes/warm_runner.py):
-   wall time spawn to exit beside the flow run's own time. The targets are judged on
-   these; 1 and 2 run in their own process (BENCHMAKER_WARM_RUNNER=off) to show where
-   a cold call's time goes.
+3. the second `make demo` and the 1-point sweep again as a user runs them (the console
+   script): wall time spawn to exit beside the flow run's own time. The targets are
+   judged on these; 1 and 2 run instrumented to show where a call's time goes.
 
 For each it prints the wall time, the flow run's own time (its start -> end state, from
 the server's API: the work inside the flow, i.e. convert, serve, sweep, grade, load,
@@ -231,7 +229,7 @@ def _breakdown(name: str, run: dict, flow: dict) -> tuple[float, float]:
 
 def _plain(args: list[str], cwd: Path, env: dict[str, str]) -> dict:
     """Run the console script (`benchmaker swebench-replay ARGS`) as a user does, timed
-    from spawn to exit (the warm runner serves it when one is ready)."""
+    from spawn to exit."""
     t = time.time()
     proc = subprocess.run([str(Path(sys.executable).parent / "benchmaker"), "swebench-replay", *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=900)
@@ -239,19 +237,6 @@ def _plain(args: list[str], cwd: Path, env: dict[str, str]) -> dict:
     if proc.returncode not in (0, 1):
         sys.exit(f"benchmaker {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return {"wall": wall}
-
-
-def _wait_for_runner(home: Path, timeout_s: float = 120.0) -> dict | None:
-    """The warm runner of `home` once it serves (None when none starts: turned off)."""
-    from benchmaker.recipes import warm_runner
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ready = [r for r in warm_runner.runners(home) if r["state"] == "ready"]
-        if ready:
-            return ready[0]
-        time.sleep(0.1)
-    return None
 
 
 def cli_overhead(keep_server: bool, repeat: int) -> int:
@@ -262,25 +247,20 @@ def cli_overhead(keep_server: bool, repeat: int) -> int:
         home, cwd = Path(tmp) / "prefect-home", Path(tmp) / "work"
         cwd.mkdir()
         env = {k: v for k, v in os.environ.items()
-               if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PYTHONDONTWRITEBYTECODE",
-                            "BENCHMAKER_WARM_RUNNER")}
+               if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PYTHONDONTWRITEBYTECODE")}
         env["PREFECT_HOME"] = str(home)
-        cold_env = {**env, "BENCHMAKER_WARM_RUNNER": "off"}  # the instrumented runs: in their own process
         rows = []
         one_point = ["--logs", str(EXAMPLE), "--concurrency-sweep", "1"]
         try:
             for name, args in (("make demo, first run (starts the server)", DEMO_ARGS),
                                ("make demo, second run, cold (own process)", DEMO_ARGS),
                                *((f"1-point sweep (c1, recorded), cold #{i + 1}", one_point) for i in range(repeat))):
-                run = _timed(args, cwd, cold_env)
+                run = _timed(args, cwd, env)
                 flow = _flow_run(read_state(home).url, run.get("flow_run_id"))
                 rows.append((name, *_breakdown(name, run, flow)))
-            _plain(one_point, cwd, env)  # run cold, it leaves a warm runner (recipes/warm_runner.py)
-            runner = _wait_for_runner(home)
-            print(f"\nwarm runner: {'pid ' + str(runner['pid']) if runner else 'none started'}; "
-                  "the runs below are the console script as a user runs it, timed spawn to exit")
-            for name, args in (("make demo, second run (warm runner)", DEMO_ARGS),
-                               *((f"1-point sweep (c1, recorded), warm #{i + 1}", one_point) for i in range(repeat))):
+            print("\nthe runs below are the console script as a user runs it, timed spawn to exit")
+            for name, args in (("make demo, second run (console script)", DEMO_ARGS),
+                               *((f"1-point sweep (c1, recorded), plain #{i + 1}", one_point) for i in range(repeat))):
                 run = _plain(args, cwd, env)
                 flow = _flow_run(read_state(home).url, None)
                 rows.append((name, run["wall"], flow["end"] - flow["start"]))
@@ -291,8 +271,8 @@ def cli_overhead(keep_server: bool, repeat: int) -> int:
     print(f"\n{'command':<48}{'wall s':>9}{'flow s':>9}{'wall - flow':>13}")
     for name, wall, flow in rows:
         print(f"{name:<48}{wall:>9.2f}{flow:>9.2f}{wall - flow:>13.2f}")
-    second = next(r for r in rows if r[0].startswith("make demo, second run (warm"))
-    points = [r for r in rows if r[0].startswith("1-point sweep") and "warm" in r[0]]
+    second = next(r for r in rows if r[0].startswith("make demo, second run (console"))
+    points = [r for r in rows if r[0].startswith("1-point sweep") and "plain" in r[0]]
     best_point = min(points, key=lambda r: r[1] - r[2])
     ok_second = second[1] <= 15.0
     ok_point = best_point[1] - best_point[2] <= 2.0

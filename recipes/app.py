@@ -22,11 +22,7 @@ from typing import Any
 from cyclopts import App, Parameter
 from cyclopts.command_spec import CommandSpec
 
-__all__ = ["WARM_COMMANDS", "BenchmakerApp", "app", "describe_lazy", "source_help"]
-
-WARM_COMMANDS = frozenset({"swebench-replay", "llm-sweep"})
-"""The flow commands of the main job, which a warm runner serves (benchmaker.recipes.warm_runner):
-here, where benchmaker.recipes.cli reads it without importing the runner's module."""
+__all__ = ["BenchmakerApp", "app", "describe_lazy", "source_help"]
 
 
 class BenchmakerApp(App):

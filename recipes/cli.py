@@ -13,7 +13,7 @@ import atexit
 import os
 import sys
 
-from benchmaker.recipes.app import WARM_COMMANDS, app
+from benchmaker.recipes.app import app
 
 # Every command: CLI name -> "module:attribute" (a function, or the App of a command group).
 # A recipe module's `@app.command` decorators are no-ops for these names (benchmaker.recipes.app);
@@ -49,7 +49,6 @@ for _name, _path in COMMANDS.items():
 
 
 _exit_code: int | None = None  # what main() returned, for _fast_exit
-_START_ENV = dict(os.environ)  # the environment the process started with: a warm runner's key
 
 
 def _fast_exit() -> None:
@@ -74,24 +73,11 @@ def _fast_exit() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI with `argv` (default sys.argv[1:]); returns the exit code. Called
     without `argv` (the console script), the process ends through _fast_exit, unless an
-    atexit handler was registered before (e.g. a coverage tool's: it must still run),
-    and a flow command runs in this user's warm runner when one serves it, else here,
-    after which one is started for the next call (benchmaker.recipes.warm_runner)."""
+    atexit handler was registered before (e.g. a coverage tool's: it must still run)."""
     global _exit_code
     if argv is None and atexit._ncallbacks() == 0:  # first: every other handler runs before it
         atexit.register(_fast_exit)
-    args = sys.argv[1:] if argv is None else argv
-    warm = argv is None and bool(args) and args[0] in WARM_COMMANDS
-    if warm:
-        from benchmaker.recipes import warm_runner
-
-        code = warm_runner.run_warm(args, _START_ENV)
-        if code is not None:
-            _exit_code = code
-            return code
     _exit_code = code = _run(argv)
-    if warm and code in (0, 1) and warm_runner.wanted(args, _START_ENV):  # it ran: keep a runner for the next call
-        warm_runner.start_in_background(_START_ENV)
     return code
 
 

@@ -19,8 +19,7 @@ server keeps its state in Prefect's own database under `PREFECT_HOME` (Prefect's
 
     benchmaker server status    # URL, pid, log, uptime; exit 1 when none is running
     benchmaker server start     # start (or find) it now
-    benchmaker server stop      # SIGTERM its process group, SIGKILL after 10 s; the warm
-                                # runners of this home too (benchmaker.recipes.warm_runner)
+    benchmaker server stop      # SIGTERM its process group, SIGKILL after 10 s
 
 `BENCHMAKER_PREFECT_SERVER=ephemeral` keeps Prefect's temporary per-call server (the
 test suite sets it: tests must not leave a server running). A set `PREFECT_API_URL` is
@@ -358,16 +357,9 @@ app.command(server_app)
 
 @server_app.command(name="status")
 def server_status() -> int:
-    """Print the local Prefect server's URL, pid, uptime and log, and the warm runners
-    kept for the flow commands (benchmaker.recipes.warm_runner); exit 0 when the server runs and
-    answers its health check, 1 otherwise."""
-    from benchmaker.recipes.warm_runner import runners
-
-    home = prefect_home()
-    code = _print_server_status(home)
-    for r in runners(home):
-        print(f"warm runner: pid {r['pid']}, {r['state']}, since {r['started_at']}, {r['served']} command(s) served")
-    return code
+    """Print the local Prefect server's URL, pid, uptime and log; exit 0 when the server
+    runs and answers its health check, 1 otherwise."""
+    return _print_server_status(prefect_home())
 
 
 def _print_server_status(home: Path) -> int:
@@ -399,11 +391,7 @@ def server_start() -> int:
 @server_app.command(name="stop")
 def server_stop() -> int:
     """Stop the local Prefect server (exit 0 also when none was running)."""
-    from benchmaker.recipes.warm_runner import stop_runners
-
     state = stop_server()
     print(f"stopped the local Prefect server (pid {state.pid}, {state.url})" if state
           else f"no local Prefect server running (home {prefect_home()})")
-    for pid in stop_runners(prefect_home()):
-        print(f"stopped the warm runner (pid {pid})")
     return 0

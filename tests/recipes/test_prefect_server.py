@@ -210,28 +210,13 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
         # lag check trips on this busy 2-core host); what is under test is the server
         assert run.returncode in (0, 1), run.stdout[-2000:] + run.stderr[-2000:]
         assert "starting a local Prefect server" not in run.stderr  # reused, not started again
-        # the flow command left a warm runner (recipes/warm_runner.py): the next call runs in it
-        from benchmaker.recipes import warm_runner
-
-        home = tmp_path / "prefect-home"
-        deadline = time.monotonic() + 120
-        while [r["state"] for r in warm_runner.runners(home)] != ["ready"]:
-            assert time.monotonic() < deadline, (home / warm_runner.LOG_NAME).read_text()
-            time.sleep(0.1)
-        (runner,) = warm_runner.runners(home)
-        warm = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
+        # a second flow command reuses the same server
+        again = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
                      str(tmp_path / "art"), "--warehouse", str(tmp_path / "w.duckdb")], env)
-        assert warm.returncode in (0, 1), warm.stdout[-2000:] + warm.stderr[-2000:]
-        assert "| INFO    | Flow run" in warm.stderr and "sweep point c1: 1 episodes, 4 requests" in warm.stderr
-        assert "run bundle:" in warm.stdout
-        assert [r["served"] for r in warm_runner.runners(home)] == [1]
-        # the child tells its caller its exit code before it exits: the runner reaps it (and
-        # logs the line) a moment after the caller has returned
-        deadline = time.monotonic() + 30
-        while " exited with " not in (log := (home / warm_runner.LOG_NAME).read_text()):
-            assert time.monotonic() < deadline, log
-            time.sleep(0.05)
-        assert "went away" not in log  # a caller that got its exit code is not one that went away
+        assert again.returncode in (0, 1), again.stdout[-2000:] + again.stderr[-2000:]
+        assert "| INFO    | Flow run" in again.stderr and "sweep point c1: 1 episodes, 4 requests" in again.stderr
+        assert "run bundle:" in again.stdout
+        assert "starting a local Prefect server" not in again.stderr
         status = _cli(["server", "status"], env)
         assert status.returncode == 0 and f"pid:     {pid}" in status.stdout and "(healthy)" in status.stdout
         # the flow run is on the reused server
@@ -247,7 +232,5 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
     finally:
         stopped = _cli(["server", "stop"], env, timeout=60)
     assert stopped.returncode == 0 and "stopped the local Prefect server" in stopped.stdout
-    assert f"stopped the warm runner (pid {runner['pid']})" in stopped.stdout
-    assert _gone(runner["pid"])
     assert _cli(["server", "status"], env).returncode == 1
     assert _gone(pid)  # the server process has exited

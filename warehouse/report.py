@@ -65,7 +65,7 @@ _LANE_ROWS = (
 
 def _sql(name: str) -> str:
     """Text of warehouse/queries/<name>.sql."""
-    return (importlib.resources.files("warehouse") / "queries" / f"{name}.sql").read_text(encoding="utf-8")
+    return (importlib.resources.files("benchmaker.warehouse") / "queries" / f"{name}.sql").read_text(encoding="utf-8")
 
 
 def _query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:

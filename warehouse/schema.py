@@ -46,7 +46,7 @@ def migrations() -> list[Migration]:
     Raises MigrationError when a file name does not match `NNNN_<name>.sql` or two files
     share a version.
     """
-    root = importlib.resources.files("warehouse") / "migrations"
+    root = importlib.resources.files("benchmaker.warehouse") / "migrations"
     found: dict[int, Migration] = {}
     for entry in root.iterdir():
         if not entry.name.endswith(".sql"):

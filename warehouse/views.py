@@ -33,9 +33,9 @@ SUMMARY_VIEW = "samples_summary"
 
 # (view name, package, path in it) of the views whose SELECT lives beside its other reader
 _SHARED_SQL = (
-    (SUMMARY_VIEW, "benchmaker", "sql/summary.sql"),
-    ("episodes_summary", "replay", "sql/episode_summary.sql"),
-    ("v_sweep_summary", "replay", "sql/sweep_summary.sql"),
+    (SUMMARY_VIEW, "benchmaker.engine", "sql/summary.sql"),
+    ("episodes_summary", "benchmaker.sweep", "sql/episode_summary.sql"),
+    ("v_sweep_summary", "benchmaker.sweep", "sql/sweep_summary.sql"),
 )
 
 
@@ -47,7 +47,7 @@ def summary_sql() -> str:
 
 def view_files() -> list[tuple[str, str, str]]:
     """(relation name, file label, SQL) for every relation, in creation order."""
-    root = importlib.resources.files("warehouse") / "views"
+    root = importlib.resources.files("benchmaker.warehouse") / "views"
     items = [
         (entry.name[: -len(".sql")], f"warehouse/views/{entry.name}", entry.read_text(encoding="utf-8"))
         for entry in root.iterdir()
@@ -55,7 +55,7 @@ def view_files() -> list[tuple[str, str, str]]:
     ]
     for name, package, path in _SHARED_SQL:
         body = (importlib.resources.files(package) / path).read_text(encoding="utf-8").strip().rstrip(";")
-        items.append((name, f"{package}/{path}", f"CREATE OR REPLACE VIEW {name} AS\n{body}\n"))
+        items.append((name, f"{package.replace('.', '/')}/{path}", f"CREATE OR REPLACE VIEW {name} AS\n{body}\n"))
     return sorted(items)
 
 

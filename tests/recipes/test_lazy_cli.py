@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("prefect", "dask", "distributed", "plotly", "flows", "prefect_dask")
+HEAVY = ("prefect", "dask", "distributed", "plotly", "benchmaker.flows", "prefect_dask")
 
 
 def _python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -26,7 +26,7 @@ def _python(code: str, *args: str, timeout: float = 120) -> subprocess.Completed
 def _imported_by(argv: list[str]) -> tuple[int, list[str], str]:
     """(exit code, top-level packages of HEAVY imported, stdout) of main(argv) in a fresh interpreter."""
     code = ("import json, sys\nfrom benchmaker.recipes.cli import main\nrc = main(json.loads(sys.argv[1]))\n"
-            "print('\\nIMPORTED', json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(json.loads(sys.argv[2])))))\n"
+            "print('\\nIMPORTED', json.dumps(sorted(h for h in json.loads(sys.argv[2]) if any(m == h or m.startswith(h + '.') for m in sys.modules))))\n"
             "print('RC', rc)")
     proc = _python(code, json.dumps(argv), json.dumps(HEAVY))
     assert proc.returncode == 0, proc.stderr

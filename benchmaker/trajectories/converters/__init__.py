@@ -71,7 +71,8 @@ class DirFormat(NamedTuple):
 
 
 DIR_FORMATS: dict[str, DirFormat] = {
-    harbor.FORMAT_TRIAL: DirFormat(harbor.is_trial_dir, harbor.convert_trial_dir),
+    harbor.FORMAT_TRIAL: DirFormat(harbor.is_trial_dir, lambda trial, lenient=False: harbor.convert_trial_dir(
+        trial, detect=detect_bytes, converters=CONVERTERS, lenient=lenient)),
     openhands_sdk.FORMAT_CONVERSATION: DirFormat(openhands_sdk.is_conversation_dir,
                                                  openhands_sdk.convert_conversation_dir),
 }

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +72,7 @@ def _resolved_from_report(report: Any, task_id: str | None) -> bool | None:
     return None
 
 
-def _pick_agent_log(agent_dir: Path) -> tuple[Path, str, bytes] | None:
-    from benchmaker.trajectories.converters import detect_bytes  # late import: the registry imports this module
-
+def _pick_agent_log(agent_dir: Path, detect_bytes: Callable[[bytes], str | None]) -> tuple[Path, str, bytes] | None:
     found: list[tuple[int, str, Path, str, bytes]] = []
     for f in sorted(agent_dir.rglob("*")):
         if not f.is_file() or f.suffix not in (".json", ".jsonl", ".traj"):
@@ -90,11 +88,13 @@ def _pick_agent_log(agent_dir: Path) -> tuple[Path, str, bytes] | None:
     return path, fmt, data
 
 
-def convert_trial_dir(trial: Path, *, lenient: bool = False) -> Iterator[Trajectory]:
-    """Yield the Trajectory of one harbor trial directory. Raises ConvertError
+def convert_trial_dir(trial: Path, *, detect: Callable[[bytes], str | None],
+                      converters: Mapping[str, Callable[[FileContext], Iterator[Trajectory]]],
+                      lenient: bool = False) -> Iterator[Trajectory]:
+    """Yield the Trajectory of one harbor trial directory; its agent log's format is
+    told by `detect` and converted by `converters[format]` (the registry of
+    benchmaker.trajectories.converters, which hands them in). Raises ConvertError
     (`<trial>/agent: no agent log ...`, bad result.json / reward.txt)."""
-    from benchmaker.trajectories.converters import CONVERTERS
-
     result = _load_json(trial / "result.json", "result.json")
     if not isinstance(result, dict):
         raise ConvertError(trial / "result.json", None, None, "expected a TrialResult object", result)
@@ -115,7 +115,7 @@ def convert_trial_dir(trial: Path, *, lenient: bool = False) -> Iterator[Traject
     resolved = _resolved_from_report(_load_json(report_path, "report.json"), task_id) if report_path.is_file() else None
     exc_info = result.get("exception_info")
     exit_status = exc_info.get("exception_type") if isinstance(exc_info, dict) else None
-    picked = _pick_agent_log(trial / "agent") if (trial / "agent").is_dir() else None
+    picked = _pick_agent_log(trial / "agent", detect) if (trial / "agent").is_dir() else None
     if picked is None:
         raise ConvertError(trial, None, "agent", "no agent log found in agent/ (expected a pi, OpenHands, SWE-agent, mini-swe-agent or ATIF file)")
     log_path, inner, data = picked
@@ -124,7 +124,7 @@ def convert_trial_dir(trial: Path, *, lenient: bool = False) -> Iterator[Traject
     agent_info = result.get("agent_info")
     if isinstance(agent_info, dict) and isinstance(agent_info.get("model_info"), dict):
         model = agent_info["model_info"].get("name")
-    for traj in CONVERTERS[inner](ctx):
+    for traj in converters[inner](ctx):
         traj.source.format = f"{FORMAT_TRIAL}/{inner}"
         traj.task_id = task_id or traj.task_id
         traj.model = traj.model or (model if isinstance(model, str) else None)

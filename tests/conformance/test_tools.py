@@ -67,10 +67,26 @@ async def test_scripted_model_streams_the_same_call():
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] >= 1
 
 
+async def test_scripted_model_ends_with_a_final_answer_when_the_step_has_no_command():
+    script = [{"thought": "look", "command": "ls"}, {"thought": "Done: the tests pass.", "command": None}]
+    async with ScriptedModel(script) as model, aiohttp.ClientSession() as s:
+        url = model.url + "/v1/chat/completions"
+        async with s.post(url, json={"messages": _messages(1), "tools": BASH}) as r:
+            (choice,) = (await r.json())["choices"]
+        async with s.post(url, json={"messages": _messages(1), "tools": BASH, "stream": True}) as r:
+            text = (await r.read()).decode()
+    assert choice == {"index": 0, "message": {"role": "assistant", "content": "Done: the tests pass."},
+                      "finish_reason": "stop"}
+    chunks = [json.loads(e[len("data: "):]) for e in text.split("\n\n") if e.startswith("data: {")]
+    assert [c["choices"][0]["delta"] for c in chunks] == [{"role": "assistant", "content": ""},
+                                                          {"content": "Done: the tests pass."}, {}]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
 def test_load_script_names_the_bad_step(tmp_path):
     path = tmp_path / "script.json"
     path.write_text(json.dumps([{"thought": "a", "command": "ls"}, {"thought": "b", "command": 3}]))
-    with pytest.raises(ValueError, match=r"script.json: \[1\].command: expected a string \(got 3\)"):
+    with pytest.raises(ValueError, match=r"script.json: \[1\].command: expected a string or null \(got 3\)"):
         load_script(path)
     assert len(load_script(REPO / "conformance" / "mswea_script.json")) == 5
 

@@ -1,0 +1,78 @@
+"""Run the real pi coding agent (`@mariozechner/pi-coding-agent`, npm) on one task against
+a model server, offline: the command that `benchmaker swebench-replay --mode command`
+starts per episode, and the one the recording run starts.
+
+    python conformance/pi_agent.py --base-url {base_url} --task-file {workdir}/ISSUE.md \\
+        [--api openai-completions] [--model fake-model] [--session-dir DIR]
+
+Runs in the current directory (the harness starts it in the sandbox workdir). pi reads
+its providers from `~/.pi/agent/models.json`, so each run gets a HOME of its own (a
+temporary folder, removed at the end) holding one custom provider `bench`: `baseUrl`
+the given URL, `api` one of pi's wire APIs (`openai-completions` is chat completions;
+pi's others are `openai-responses`, `anthropic-messages` and `google-generative-ai`),
+`apiKey` "conformance", one model. Then `pi --provider bench --model MODEL -p TASK`
+(non-interactive: one prompt, tool calls until the model answers without one) with
+PI_OFFLINE=1 (no update checks or downloads). pi always streams. Its session log (JSONL)
+goes to `--session-dir` (default: inside the temporary HOME, so it is removed with it).
+The exit code is pi's; 2 when pi is not installed (the message names the install step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conformance.venvs import cache_dir  # noqa: E402
+
+PI_APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
+
+
+def pi_executable() -> Path:
+    """`<cache>/pi/bin/pi` (conformance/setup_venvs.sh pi installs it)."""
+    return cache_dir() / "pi" / "bin" / "pi"
+
+
+def models_json(base_url: str, api: str, model: str) -> dict:
+    """pi's `~/.pi/agent/models.json` with the one provider `bench` (module docstring)."""
+    return {"providers": {"bench": {"baseUrl": base_url, "api": api, "apiKey": "conformance",
+                                    "models": [{"id": model, "contextWindow": 128000, "maxTokens": 4096}]}}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line (module docstring)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--base-url", required=True, help="the API's base URL, e.g. http://127.0.0.1:PORT/v1")
+    ap.add_argument("--task-file", type=Path, required=True)
+    ap.add_argument("--api", choices=PI_APIS, default="openai-completions")
+    ap.add_argument("--model", default="fake-model")
+    ap.add_argument("--session-dir", type=Path, default=None)
+    args = ap.parse_args(argv)
+    pi = pi_executable()
+    if not pi.exists():
+        print(f"pi_agent: {pi} not found: run conformance/setup_venvs.sh pi (or make conformance)", file=sys.stderr)
+        return 2
+    task = args.task_file.read_text(encoding="utf-8")
+    home = Path(tempfile.mkdtemp(prefix="pi-home-"))
+    try:
+        agent_dir = home / ".pi" / "agent"
+        agent_dir.mkdir(parents=True)
+        (agent_dir / "models.json").write_text(json.dumps(models_json(args.base_url, args.api, args.model)))
+        session_dir = args.session_dir or home / "sessions"
+        session_dir.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
+        env.update(HOME=str(home), PI_OFFLINE="1", NO_COLOR="1")
+        cmd = [str(pi), "--provider", "bench", "--model", args.model, "--session-dir", str(session_dir), "-p", task]
+        return subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL).returncode
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

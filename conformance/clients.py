@@ -1,4 +1,4 @@
-"""The two clients of the conformance comparison (issue #16), run on one server with one
+"""The two clients of the conformance comparison, run on one server with one
 dataset file: `benchmaker run` (our engine, through the CLI) and `vllm bench serve`
 (vLLM's own benchmark client, from the vLLM venv).
 

@@ -40,7 +40,7 @@ from benchmaker.recipes.prefect_server import use_local_server
 
 
 def _prefect_env() -> None:
-    """Settings for an ephemeral Prefect run (DESIGN §10), unless the user set them."""
+    """Settings for an ephemeral Prefect run, unless the user set them."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 

@@ -1,5 +1,5 @@
-"""`vllm bench serve` and our engine against servers whose timing is known (issue #16
-item 3, a peer check as benchmarks/peers.py does for aiperf): the scenario server
+"""`vllm bench serve` and our engine against servers whose timing is known (a
+peer check as benchmarks/peers.py does for aiperf): the scenario server
 (benchmaker.testing.scenario_server) and the replay server (`serve-replay --latency
 fixed:TTFT:ITL`). Where the truth is scripted, ours must match it; vLLM's must match it
 where its definitions coincide with ours and differ by exactly what its definitions say

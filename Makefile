@@ -138,7 +138,7 @@ run-distributed-replay: $(STAMP)
 #                    under ~/.cache/benchmaker-conformance (once: ~6 min, ~3.5 GB; never .venv),
 #                    runs tests/conformance (a test whose install failed skips with the reason)
 #                    and prints the result tables (kept in CONFORMANCE_OUT). Not part of
-#                    `make test`; README "Conformance" says how long it takes.
+#                    `make test`; docs/conformance.md says how long it takes.
 CONFORMANCE_OUT ?= artifacts/conformance
 
 .PHONY: conformance

@@ -18,7 +18,7 @@ Without a Prefect server (PREFECT_API_URL) the Dask workers cannot reach this
 process's ephemeral Prefect and start one of their own on their first shard (5-10 s);
 the shards still start together, once all are ready (the readiness barrier,
 benchmaker.engine.shared_start). (On a Prefect work pool: `prefect deployment run
-swebench-replay/distributed`, README.)
+swebench-replay/distributed`, docs/several-machines.md.)
 
 Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
 concurrency never reached, a shard failed); 2 bad parameters, named, before anything runs.

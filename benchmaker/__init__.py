@@ -12,7 +12,7 @@ The 30-second tour:
 
 Units: time stamps in ns (perf_counter), metrics in ms or s as named (`ttft_ms`,
 `window_s`), rates in req/s, tokens as counted by the server's usage report.
-Definitions: DESIGN §4; SQL: benchmaker/engine/sql/summary.sql.
+Definitions: docs/metrics.md; SQL: benchmaker/engine/sql/summary.sql.
 """
 
 from typing import TYPE_CHECKING
@@ -21,7 +21,7 @@ from benchmaker.lazy_exports import lazy_getattr
 
 # Every public name -> its module, imported on first access (PEP 562): `import
 # benchmaker.engine.errors` (every CLI command does) must not pay for aiohttp, httpx and DuckDB
-# through the engine (issue #15), and the workloads import the engine, so an eager
+# through the engine, and the workloads import the engine, so an eager
 # import of them here would be circular.
 _EXPORTS = {
     "SLO": "benchmaker.engine.config", "BenchConfig": "benchmaker.engine.config", "SelfCheckLimits": "benchmaker.engine.config",

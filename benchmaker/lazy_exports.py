@@ -1,5 +1,5 @@
 """A package's public names imported on first access (PEP 562), so that importing one
-submodule of a package does not import all of them (issue #15: every CLI command paid
+submodule of a package does not import all of them (every CLI command paid
 for the engine, aiohttp, httpx and DuckDB through `benchmaker/__init__.py`).
 
     _EXPORTS = {"BenchRunner": "benchmaker.engine.runner", ...}

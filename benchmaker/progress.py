@@ -1,5 +1,5 @@
 """Live progress of a sweep point: episodes done/total, model calls (turns) done/total,
-calls per second, requests in flight, misses so far, elapsed and ETA (issue #15 item 2).
+calls per second, requests in flight, misses so far, elapsed and ETA.
 
 The sweep task wraps a point in `watch_point(...)`: a background asyncio task polls the
 point's two live sources every `interval_s` s and hands a `ProgressEvent` to every
@@ -395,7 +395,7 @@ async def watch_point(point: str, *, stats: Callable[[], dict[str, Any]], episod
         yield
 
 
-# --- a distributed point: its shards' progress, merged (issue #15) ---------------------------
+# --- a distributed point: its shards' progress, merged ---------------------------
 # Each shard of a distributed point (benchmaker.sweep.shard) runs watch_point on its own host with a
 # ProgressWriter as its sink: its latest ProgressEvent, as JSON, in a progress file next to
 # its files (or in the exchange). The coordinator polls those files (watch_shards) and emits

@@ -1,4 +1,4 @@
-"""SWE-bench-sized corpora (issue #17 item 3): conversion speed, replay store load time
+"""SWE-bench-sized corpora: conversion speed, replay store load time
 and RSS, request matching cost at 500 vs 5 trajectories, warehouse load of a run of
 that size.
 

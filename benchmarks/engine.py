@@ -49,7 +49,7 @@ rounds of `--pair-seconds` runs, the figure the median of the per-round ratios.
    to the bound at both lengths, and at 200 the bound itself is below the target on
    this VM. With a neighbour busy on the other CPU single rounds at 800 events swing
    0.89-1.09 and the fit is not readable.
-   Why this reference (issue #17): the one used before ran `closed:1` without a wait on
+   Why this reference: the one used before ran `closed:1` without a wait on
    the same 4 bytes objects every stream (one hot stream, in cache; since a null
    request never suspends, a `closed:64` null run without a wait is one stream at a time
    too), while the real run interleaves 64 streams of fresh bytes. That old reference

@@ -1,5 +1,5 @@
-"""Wall time of the main job from the command line beside the flow's own work (issue #15
-item 1; done when the second `make demo` takes <= 15 s and a 1-point sweep of the
+"""Wall time of the main job from the command line beside the flow's own work (done
+when the second `make demo` takes <= 15 s and a 1-point sweep of the
 bundled example costs <= 2 s more than its flow work). Not run by CI.
 
     .venv/bin/python benchmarks/flow_overhead.py [--keep-server] [--repeat 2]
@@ -18,7 +18,7 @@ separate processes, each timed from spawn to exit:
 
 For each it prints the wall time, the flow run's own time (its start -> end state, from
 the server's API: the work inside the flow, i.e. convert, serve, sweep, grade, load,
-report) and the difference, and where that difference goes (issue #15): each CLI call
+report) and the difference, and where that difference goes: each CLI call
 runs through this script's `--child` mode, the CLI in a process of its own as the
 console script runs it, with time marks (wall clock and the process's CPU s) after the
 interpreter start, the CLI import, the command's module, the Prefect + flows import, the
@@ -30,7 +30,7 @@ run: Prefect's bookkeeping between them) and the Prefect API calls this process 
 --keep-server. `--repeat N` times the 1-point sweep N times (default 2; the best is
 judged).
 
---within: the older figure (issue #4): one flow run in-process with `duration_s` per
+--within: the older figure: one flow run in-process with `duration_s` per
 point and a fixed replay latency, the flow wall time against the sum of its sweep-point
 task runs (overhead = convert, server start, grade, load, report, Prefect bookkeeping).
 """
@@ -282,7 +282,7 @@ def cli_overhead(keep_server: bool, repeat: int) -> int:
 
 
 def within_flow(duration: float, sweep: str, latency: str) -> int:
-    """The issue #4 figure (module docstring); exit 0 when the overhead is <= 10% of the points."""
+    """The --within figure (module docstring); exit 0 when the overhead is <= 10% of the points."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
@@ -319,7 +319,7 @@ def main() -> int:
         return _child(sys.argv[2], sys.argv[4:])
     ap.add_argument("--keep-server", action="store_true", help="leave the temporary local Prefect server running")
     ap.add_argument("--repeat", type=int, default=2, help="how many 1-point sweeps to time (default 2)")
-    ap.add_argument("--within", action="store_true", help="the in-flow overhead figure of issue #4 instead")
+    ap.add_argument("--within", action="store_true", help="the in-flow overhead figure instead")
     ap.add_argument("--duration", type=float, default=20.0, help="--within: seconds per sweep point (default 20)")
     ap.add_argument("--sweep", default="1,5", help="--within: concurrency sweep (default 1,5)")
     ap.add_argument("--latency", default="fixed:50:2", help="--within: replay latency (default fixed:50:2)")

@@ -1,4 +1,4 @@
-"""Long sessions (issue #17 item 4): client CPU per turn of a replayed episode at turn 10
+"""Long sessions: client CPU per turn of a replayed episode at turn 10
 vs turn 400, beside the JSON serialisation cost of that turn's request body.
 
     .venv/bin/python benchmarks/long_session.py [--stream] [--window 5] [--rounds 5]
@@ -41,7 +41,7 @@ body MB, client CPU ms per turn, orjson ms, json ms, client CPU / orjson, the re
 side / orjson, the response side in ms and, streamed, in us per token event (events per
 turn beside it), the rest, the aiohttp and raw exchanges / orjson, and (client CPU -
 raw) / orjson.
-Target (issue #17: the per-turn cost grows with the body only as the body's own
+Target (the per-turn cost grows with the body only as the body's own
 serialisation does): non-streamed, client CPU per turn <= 3x the serialisation cost at
 both turns. Streamed, a turn also parses every event of its response (~25-6,500 per turn
 in this session, a cost that grows with the response, not the request), so the 3x is

@@ -1,5 +1,5 @@
 """The engine vs a bare aiohttp loop vs a peer tool, against the same loopback server in
-one run (issue #6 item 4; not part of CI).
+one run (not part of CI).
 
     .venv/bin/python benchmarks/peers.py [--seconds 5] [--concurrency 32] [--chunks 200]
                                          [--peer auto|aiperf|none] [--peer-bin PATH]

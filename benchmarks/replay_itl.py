@@ -1,4 +1,4 @@
-"""Replay server in fixed-latency mode, measured by the engine (issue #3, not run by CI).
+"""Replay server in fixed-latency mode, measured by the engine (not run by CI).
 
     .venv/bin/python benchmarks/replay_itl.py [--streams 50] [--ttft-ms 100] [--itl-ms 20]
                                              [--tokens 100] [--seconds 10]

@@ -1,4 +1,4 @@
-"""How many agent episodes one host keeps in flight on the engine (issue #12 item 7).
+"""How many agent episodes one host keeps in flight on the engine.
 
     .venv/bin/python benchmarks/replay_scale.py [--concurrency 1,16,128,512,1024]
         [--poisson 100] [--poisson-duration 5] [--episodes-per-slot 2]
@@ -35,7 +35,7 @@ lag p99 <= 10 ms (the issue's target), or at which point and why not. `--transpo
 names the engine transports the model calls go on (benchmaker.sweep.point_run.run_point's
 `transport`; default `raw`, the engine's HTTP/1.1 client): with several, every point
 runs on each in turn (column `transport`), and a last line gives the client CPU per
-turn of each against the first, point by point (issue #17). `--workers N`
+turn of each against the first, point by point. `--workers N`
 runs each point in N engine worker processes (client us/turn is then the sum of their
 CPU per turn).
 
@@ -45,7 +45,7 @@ its concurrency with 0 misses and 0 failed calls (1,024 in flight: 2,048 episode
 loop lag p99 grows with the episodes in flight (87 ms at 16, 3.3 s at 1,024), so points
 from 16 up are invalid: with an instant model every episode is always ready and one
 loop runs ~2,000 turns/s. With the model calls on the engine's own HTTP/1.1 client
-(issue #17; `--concurrency 16,128 --episodes-per-slot 16 --poisson 0 --transport
+(`--concurrency 16,128 --episodes-per-slot 16 --poisson 0 --transport
 aiohttp,raw`, 2026-12-01, two runs in either order): client CPU per turn 268-273 us raw
 vs 332-365 us aiohttp at C=16, 300-317 us vs 376-391 us at C=128 (aiohttp / raw
 1.23-1.34x). Exit code 1 when a

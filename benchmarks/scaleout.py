@@ -1,4 +1,4 @@
-"""Scale-out on one host: 1 vs 2 engine processes (issue #8 item 5; not run by CI).
+"""Scale-out on one host: 1 vs 2 engine processes (not run by CI).
 
     .venv/bin/python benchmarks/scaleout.py [--seconds 5] [--rate 100000] [--concurrency 64]
 

@@ -13,7 +13,7 @@ Read patterns (how the transport hands bytes to feed()):
     1 event/read     every event in its own read (a slow server, low load)
     4 KiB reads      fixed 4,096-byte reads, cutting events anywhere (a fast server)
     CRLF, 1/read     the same stream with CRLF line ends (the general path)
-Target (issue #2): >= 60,000 streaming events/s per core for the whole engine, so this
+Target: >= 60,000 streaming events/s per core for the whole engine, so this
 part must be well above it.
 """
 

@@ -1,4 +1,4 @@
-"""Load speed of the warehouse: 1,000,000 request rows (DESIGN §8; issue #5 target:
+"""Load speed of the warehouse: 1,000,000 request rows (docs/query-the-warehouse.md; target:
 <= 60 s on the 2-core reference machine).
 
 Writes a run bundle of `--rows` realistic samples.jsonl lines (benchmaker.engine.records.Sample,

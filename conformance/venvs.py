@@ -1,4 +1,4 @@
-"""Where the conformance suite's own venvs live and whether they are usable (issue #16).
+"""Where the conformance suite's own venvs live and whether they are usable.
 
     cache_dir()                 # ~/.cache/benchmaker-conformance ($BENCHMAKER_CONFORMANCE_CACHE)
     venv_bin("vllm", "vllm")    # Path of an executable in a venv

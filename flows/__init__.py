@@ -1,11 +1,11 @@
-"""Prefect flows, one module per pipeline (DESIGN §2): `swebench_replay` (flow
+"""Prefect flows, one module per pipeline (docs/architecture.md): `swebench_replay` (flow
 "swebench-replay", the main job) and `llm_sweep` (flow "llm-sweep"); `benchmaker.flows.retry`
 resumes a failed run of either under its own flow run id. Their `distributed` variants
 (benchmaker.flows.swebench_replay_distributed, benchmaker.flows.llm_sweep_distributed) run every sweep point
 as shards on several load hosts (benchmaker.flows.shard_runs).
 
 The two flows are imported on first access (PEP 562): `benchmaker swebench-replay`
-imports benchmaker.flows.swebench_replay without the llm-sweep flow and its engine tasks (issue #15).
+imports benchmaker.flows.swebench_replay without the llm-sweep flow and its engine tasks.
 (Once a flow's module is imported, `flows.<name>` is that module, as for any package.)"""
 
 from typing import TYPE_CHECKING

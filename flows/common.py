@@ -153,7 +153,7 @@ def resume_or_write_manifest(run_dir: Path, *, run_id: str, kind: str, label: st
 def result_storage_for(out_dir: Path) -> Path:
     """Where Prefect persists task results (and cache records) for runs under
     `out_dir`: `<out_dir>/_cache/prefect-results`, absolute (a Path, never a str: a str
-    is read as a block slug, DESIGN §10)."""
+    is read as a block slug)."""
     return (Path(out_dir) / "_cache" / "prefect-results").resolve()
 
 

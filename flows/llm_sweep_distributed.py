@@ -1,5 +1,5 @@
 """The `distributed` variant of `llm-sweep`: each sweep point runs as N shards on N
-load hosts, merged into one run (issue #8 item 2; DESIGN §5, §9).
+load hosts, merged into one run (docs/several-machines.md).
 
     prefect deployment run llm-sweep/distributed --param base_url='"http://gpu-0:8000"' \\
         --param model='"m"' --param shards=2 --param out_dir='"/mnt/bench/artifacts"' --watch

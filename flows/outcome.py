@@ -1,4 +1,4 @@
-"""The final state of a sweep flow run, from the verdicts of its points (issue #14 item 8).
+"""The final state of a sweep flow run, from the verdicts of its points.
 
     return final_state(out)                 # last line of a sweep flow: out["points"][i]["valid"]
     out = await result_of(await flow(**params, return_state=True))   # a caller that needs `out`

@@ -1,4 +1,4 @@
-"""Where the shards of a distributed sweep point run (issue #8 item 2; DESIGN §9):
+"""Where the shards of a distributed sweep point run (docs/several-machines.md):
 one flow run per shard on a Prefect work pool, or one task per shard on a Dask cluster
 through prefect-dask. Both return the same (exit codes, info) pair for the merge.
 

@@ -1,4 +1,4 @@
-"""The main job: the `swebench-replay` flow (DESIGN §3): convert -> serve -> sweep ->
+"""The main job: the `swebench-replay` flow (docs/architecture.md): convert -> serve -> sweep ->
 grade -> load -> report.
 
     from benchmaker.flows.swebench_replay import swebench_replay

@@ -1,5 +1,5 @@
 """The `distributed` variant of `swebench-replay`: each sweep point runs as N shards on N
-load hosts, merged into one run (issue #8 item 2; DESIGN §5, §9).
+load hosts, merged into one run (docs/several-machines.md).
 
     prefect deployment run swebench-replay/distributed --param shards=2 \\
         --param concurrency_sweep='[8, 32]' --param out_dir='"/mnt/bench/artifacts"' --watch

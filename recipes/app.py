@@ -1,7 +1,7 @@
 """The `benchmaker` command-line app (cyclopts). Each recipe module defines its commands
 with `@app.command`; `benchmaker.recipes.cli` registers them all LAZILY, by import path
 ("benchmaker.recipes.bench:llm"), so a command imports only its own module (and `benchmaker
---help` none): `benchmaker sql` never pays for Prefect, Dask or plotly (issue #15).
+--help` none): `benchmaker sql` never pays for Prefect, Dask or plotly.
 
 A decorator `@app.command` on a function or App that `benchmaker.recipes.cli` already registered
 lazily under that name is a no-op: importing the module to run the command must not

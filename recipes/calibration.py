@@ -1,4 +1,4 @@
-"""This host's measurement ceiling (issue #6 item 3): `benchmaker calibrate`.
+"""This host's measurement ceiling: `benchmaker calibrate`.
 
     cal, path = calibrate(seconds=5)          # measures, writes the per-host file
     load_calibration()                        # the latest one, or None

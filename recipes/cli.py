@@ -1,7 +1,7 @@
 """Entry point of the `benchmaker` console script: registers every command LAZILY on
 `benchmaker.recipes.app.app` (cyclopts import paths, COMMANDS) and runs the app. A command imports
 only its own recipe module when it runs or shows its help; `benchmaker --help` imports
-none (issue #15: `benchmaker sql` must not pay for Prefect, Dask or plotly).
+none (`benchmaker sql` must not pay for Prefect, Dask or plotly).
 
 Exit codes: 0 ok; 1 the run finished but is invalid or crossed a threshold; 2 bad
 input (config, rate spec, arguments), reported in one line without a traceback.

@@ -1,4 +1,4 @@
-"""One local Prefect server that the CLI starts once and reuses (DESIGN §7, issue #15).
+"""One local Prefect server that the CLI starts once and reuses (docs/architecture.md).
 
 A flow run needs a Prefect API. Without `PREFECT_API_URL`, Prefect starts a temporary
 server inside every CLI call and stops it at the end: 20-40 s of wall time per run here,

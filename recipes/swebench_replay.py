@@ -18,7 +18,7 @@ Without a Prefect server (PREFECT_API_URL) the Dask workers cannot reach this
 process's ephemeral Prefect and start one of their own on their first shard (5-10 s);
 the shards still start together, once all are ready (the readiness barrier,
 benchmaker.engine.shared_start). (On a Prefect work pool: `prefect deployment run
-swebench-replay/distributed`, README.)
+swebench-replay/distributed`, docs/several-machines.md.)
 
 Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
 concurrency never reached, a shard failed); 2 bad parameters, named, before anything runs.
@@ -40,7 +40,7 @@ from benchmaker.recipes.prefect_server import use_local_server
 
 
 def _prefect_env() -> None:
-    """Settings for an ephemeral Prefect run (DESIGN §10), unless the user set them."""
+    """Settings for an ephemeral Prefect run, unless the user set them."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 

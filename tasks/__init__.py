@@ -1,4 +1,4 @@
-"""Prefect tasks, one per stage of a pipeline (DESIGN §2, §7); thin shells over plain
+"""Prefect tasks, one per stage of a pipeline (docs/architecture.md); thin shells over plain
 functions in replay/, warehouse/ and benchmaker/.
 
     convert_logs        benchmaker.tasks.convert   logs -> trajectories.jsonl (cached on content)

@@ -1,4 +1,4 @@
-"""The load stage: the only warehouse writer (DESIGN §8)."""
+"""The load stage: the only warehouse writer (docs/query-the-warehouse.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sweep-point progress as a Prefect progress artifact (issue #15 item 2), so a run started
+"""Sweep-point progress as a Prefect progress artifact, so a run started
 from the UI or a deployment shows it too: one artifact per point (key
 `sweep-progress-<run>-<point>`, lower-case), its progress in percent (0-100) and a
 description with the same figures as the terminal view (benchmaker.progress).

@@ -1,5 +1,5 @@
 """The report stage: the run's HTML report (benchmaker.warehouse.report.write_report) and Prefect
-artifacts for a sweep (DESIGN §7): a table artifact of the sweep points, a markdown
+artifacts for a sweep (docs/architecture.md): a table artifact of the sweep points, a markdown
 artifact with the same table plus where the results are, and a link artifact to the
 HTML report."""
 

@@ -1,5 +1,5 @@
 """The replay server stage: start it in its own process, find it again by key, restart
-it when it died, stop it at the end of the flow (DESIGN §3 `serve`).
+it when it died, stop it at the end of the flow (docs/architecture.md).
 
     key = start_replay_server(traj_path, latency="instant")     # Prefect task
     url = server_url(key)          # plain: the live server's base URL, restarted if dead
@@ -7,7 +7,7 @@ it when it died, stop it at the end of the flow (DESIGN §3 `serve`).
 
 Handles live in this process's registry (`_SERVERS`), keyed by a string, so tasks
 receive a hashable key instead of the handle (a non-hashable task input silently
-disables caching, DESIGN §10). Every server still registered is stopped at interpreter
+disables caching). Every server still registered is stopped at interpreter
 exit (atexit); Prefect turns a worker's SIGTERM into an exception in the flow, so the
 flow's `finally` runs on cancellation too. A SIGKILLed flow process runs neither: on
 Linux its servers then get SIGTERM from the kernel (benchmaker.replay_server.process, PR_SET_PDEATHSIG).

@@ -1,4 +1,4 @@
-"""One shard of a distributed engine sweep point (issue #8 item 2; DESIGN §5, §9).
+"""One shard of a distributed engine sweep point (docs/several-machines.md).
 
 A distributed sweep point runs `N` shards, each on its own load host (a Prefect worker
 of a work pool, or a Dask worker), all writing into one staging bundle on a path every
@@ -12,7 +12,7 @@ downloads them into the staging bundle before merge_point, `fetch_shards`):
     await run_shard_point(ShardPoint(...worker=k, shards=N, start_wall_ns=T...))
     row = merge_point(point, exit_codes=[0, 0])          # one point row, files in place
 
-Time (issue #8 item 3, issue #14): `start_wall_ns` (WALL-CLOCK ns since the epoch) is
+Time: `start_wall_ns` (WALL-CLOCK ns since the epoch) is
 the attempt's earliest start; the shared start is fixed by a readiness barrier
 (benchmaker.engine.shared_start.await_shared_start): once its transport is open and its
 workload built, each shard writes `ready-w<k>.json` beside the attempt's bundle

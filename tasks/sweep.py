@@ -1,5 +1,5 @@
 """The sweep stage: one async Prefect task per sweep point (never one per request:
-each task run costs ~6.5 ms, DESIGN §7).
+each task run costs ~6.5 ms).
 
     row = await run_sweep_point(key, traj, run_dir, run_id, concurrency=5, episodes=10)
 

@@ -1,4 +1,4 @@
-"""Which failures are transient, for Prefect `retry_condition_fn` (DESIGN §7, STYLE §6):
+"""Which failures are transient, for Prefect `retry_condition_fn` (docs/architecture.md):
 retries cover transient faults only, never bad input or bugs.
 
 Transient (anywhere in the exception's __cause__/__context__ chain):

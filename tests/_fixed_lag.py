@@ -1,5 +1,5 @@
-"""A loop-lag monitor with fixed figures, for tests of how lag limits judge a run
-(issue #14): monkeypatch it over benchmaker.engine.runner.LoopLagMonitor and every run of
+"""A loop-lag monitor with fixed figures, for tests of how lag limits judge a run:
+monkeypatch it over benchmaker.engine.runner.LoopLagMonitor and every run of
 this process reports an event-loop lag p99 of LOOP_LAG_P99_MS, whatever the host does.
 
     monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/busy.sh [PYTEST ARGS...]: run pytest (the whole suite, or the tests given) with a
 # CPU hog on every usable core, as a loaded laptop or a shared CI runner would be
-# (issue #14 item 10: the tests must not depend on an idle host). `make test-busy` runs it.
+# (the tests must not depend on an idle host). `make test-busy` runs it.
 #
 #   tests/busy.sh -q tests/benchmaker/test_golden.py    # one file under load
 #   BUSY_HOGS=4 tests/busy.sh -q -m 'not prefect'       # 4 hogs instead of one per core

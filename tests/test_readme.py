@@ -1,7 +1,15 @@
-"""Every `benchmaker` command in README.md's fenced ```sh blocks that uses only bundled
-files runs as written (issue #15 item 7), in README order, in a fresh directory holding
-the checkout's `examples/` (as a clone would), with `.venv/bin` first on PATH and the
-shell expanding globs.
+"""README.md and docs/ say what the code does.
+
+- The Quick start is exactly two commands, `make demo` and `make test`, and `make test`
+  is what CI runs (.ci/run).
+- Every link from README.md into docs/, and every link between docs/ pages, names a
+  page that exists (or one of PENDING_PAGES, written on another branch).
+- Every `benchmaker` command of a ```sh block in README.md or docs/*.md names a real
+  command and only flags that command has (its --help).
+- Every `benchmaker` command in README.md's ```sh blocks that uses only bundled files
+  runs as written, in README order, in a fresh directory holding the checkout's
+  `examples/` (as a clone would), with `.venv/bin` first on PATH and the shell
+  expanding globs.
 
 A command is run when it starts with `benchmaker` and has no placeholder (an upper-case
 word such as PORT or RUN_ID, `...`), no URL, no absolute or `../` path, every file it
@@ -11,8 +19,11 @@ others are listed by `test_readme_commands_are_classified` so a new one is seen.
 
 from __future__ import annotations
 
+import functools
+import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +31,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+# docs/ pages other branches write: a link to one may come before the page
+PENDING_PAGES = frozenset({
+    "api-openai-responses.md", "api-anthropic-messages.md", "api-gemini.md", "log-formats.md", "stream-rules.md",
+    "shared-host.md", "execute-mode-sandbox.md", "reading-results.md",
+})
 _PLACEHOLDER = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{1,}(?![\w-])|\.\.\.")
 _SKIP_COMMANDS = {"serve-replay", "record", "server"}
 
@@ -115,3 +132,113 @@ def test_readme_commands_on_bundled_files_run_as_written(tmp_path: Path) -> None
     assert len(ran) >= 6
     assert (tmp_path / "trajectories.jsonl").is_file() and (tmp_path / "warehouse.duckdb").is_file()
     assert any((tmp_path / "exports").rglob("*.parquet"))
+
+
+def _markdown_files() -> list[Path]:
+    return [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def test_quick_start_is_make_demo_and_make_test() -> None:
+    text = (REPO / "README.md").read_text()
+    section = re.search(r"^## Quick start\n(.*?)(?=^## )", text, flags=re.DOTALL | re.MULTILINE)
+    assert section is not None, "README.md has no `## Quick start` section"
+    blocks = re.findall(r"```sh\n(.*?)```", section.group(1), flags=re.DOTALL)
+    assert len(blocks) == 1, blocks
+    assert readme_commands(f"```sh\n{blocks[0]}```") == ["make demo", "make test"]
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == "make test"
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^demo: ", makefile, flags=re.MULTILINE) and re.search(r"^test: ", makefile, flags=re.MULTILINE)
+
+
+def doc_links(text: str) -> list[str]:
+    """The targets of the relative markdown links of `text`, `#anchor` kept (links with a
+    scheme, and pure anchors, are left out)."""
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", text)
+            if not t.startswith("#") and "://" not in t and not t.startswith("mailto:")]
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of markdown `text` (outside fenced blocks):
+    lower case, punctuation but `-` and `_` dropped, spaces as `-`."""
+    out = set()
+    for block_or_line in re.split(r"^```.*?^```", text, flags=re.DOTALL | re.MULTILINE):
+        for heading in re.findall(r"^#{1,6} +(.+?) *$", block_or_line, flags=re.MULTILINE):
+            out.add(re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-"))
+    return out
+
+
+def test_doc_links_resolve() -> None:
+    readme_links = [t for t in doc_links((REPO / "README.md").read_text()) if t.startswith("docs/")]
+    assert len(readme_links) >= 8, readme_links
+    for md in _markdown_files():
+        for link in doc_links(md.read_text()):
+            target, _, anchor = link.partition("#")
+            path = (md.parent / target).resolve()
+            pending = path.parent == DOCS and path.name in PENDING_PAGES
+            assert path.exists() or pending, f"{md.relative_to(REPO)}: link to {link}: no such file"
+            if anchor and path.exists():
+                assert anchor in anchors(path.read_text()), f"{md.relative_to(REPO)}: link to {link}: no such heading"
+
+
+def test_doc_links_and_anchors_are_read() -> None:
+    assert doc_links("[a](docs/x.md) [b](https://e.org/y.md) [c](#top) [d](metrics.md#ttft)") == \
+        ["docs/x.md", "metrics.md#ttft"]
+    text = "# Run nightly\n## 2. A real agent, end to end\n```sh\n# not a heading\n```\n### `make demo` (x)\n"
+    assert anchors(text) == {"run-nightly", "2-a-real-agent-end-to-end", "make-demo-x"}
+
+
+@functools.cache
+def _help_text(words: tuple[str, ...]) -> str:
+    """The --help text of the command `words` (("llm",), ("server", "status"))."""
+    from rich.console import Console
+
+    from benchmaker.recipes.cli import app
+
+    buf = io.StringIO()
+    app.help_print(list(words), console=Console(file=buf, width=400, color_system=None))
+    return buf.getvalue()
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(file name, command) of every `benchmaker` command in the ```sh blocks of README.md
+    and docs/*.md."""
+    return [(md.name, cmd) for md in _markdown_files() for cmd in readme_commands(md.read_text())
+            if cmd.startswith("benchmaker ")]
+
+
+def command_problems(cmd: str) -> list[str]:
+    """What in the `benchmaker` command `cmd` the CLI does not have: an unknown command,
+    or a flag (`--name`, `-o`) missing from that command's --help."""
+    from benchmaker.recipes.cli import COMMANDS, app
+
+    words = shlex.split(cmd)
+    if words[1] not in COMMANDS:
+        return [f"no command {words[1]!r}"]
+    path = words[1:2]
+    if len(words) > 2 and not words[2].startswith("-") and words[2] in app[words[1]]:
+        path.append(words[2])  # a command group's subcommand: `server status`
+    help_text = _help_text(tuple(path))
+    problems = []
+    for w in words[len(path) + 1:]:
+        flag = w.split("=", 1)[0]
+        if re.fullmatch(r"--?[a-z][a-z0-9-]*", flag) and \
+                not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text):
+            problems.append(f"`benchmaker {' '.join(path)}` has no flag {flag}")
+    return problems
+
+
+def test_command_problems_finds_what_the_cli_lacks() -> None:
+    assert command_problems("benchmaker llm --url U --model m --rate poisson:5 -o x") == \
+        ["`benchmaker llm` has no flag -o"]
+    assert command_problems("benchmaker lmm --url U") == ["no command 'lmm'"]
+    assert command_problems("benchmaker server status --no-such-flag") == \
+        ["`benchmaker server status` has no flag --no-such-flag"]
+    assert command_problems('benchmaker convert a.jsonl -o t.jsonl --lenient') == []
+
+
+def test_documented_commands_name_real_commands_and_flags() -> None:
+    cmds = documented_commands()
+    assert len(cmds) >= 20
+    for where, cmd in cmds:
+        assert command_problems(cmd) == [], f"{where}: {cmd}"

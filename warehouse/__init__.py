@@ -1,4 +1,4 @@
-"""The DuckDB warehouse: every run bundle loaded for SQL (DESIGN §8).
+"""The DuckDB warehouse: every run bundle loaded for SQL (docs/query-the-warehouse.md).
 
     load_run(warehouse, run_dir)  the only writer: one transaction per run, idempotent
     open_readonly(warehouse)      a read-only connection (waits while a load holds the lock)

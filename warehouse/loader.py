@@ -13,10 +13,10 @@ process holds the lock, benchmaker.warehouse.connection), applies pending migrat
 
 so a second load of the same bundle replaces the run's rows (identical counts), and a
 failed load leaves the warehouse as it was (no half-written run). Rows are never inserted
-with executemany (DESIGN §10: ~400x slower); the JSON is read by DuckDB itself with an
+with executemany (~400x slower); the JSON is read by DuckDB itself with an
 explicit `columns=` struct, so a column that is null in every line keeps its type.
 
-Bundle layout read (notes/CONTRACTS.md), each file optional except manifest.json, and each
+Bundle layout read (docs/architecture.md), each file optional except manifest.json, and each
 looked up both in the run directory and in every `points/<sweep_point>/` below it:
 
     manifest.json                      -> runs (one row)
@@ -28,7 +28,7 @@ looked up both in the run directory and in every `points/<sweep_point>/` below i
                                           and turn_index from meta for an agent's calls)
     episodes*.jsonl                    -> episodes (shard from the line; 0 without)
     turns*.jsonl                       -> turns (shard from the line; 0 without): what only a
-                                          turn has, its call being a request (#12 item 3); a
+                                          turn has, its call being a request; a
                                           line of the older shape (sent_ns, outcome, usage,
                                           model...) whose call has no request row also
                                           becomes one (lane 'agent', meta.source 'turns')
@@ -238,7 +238,7 @@ _MANIFEST_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def _read_manifest(run_dir: Path) -> dict[str, Any]:
-    """manifest.json of the bundle, checked field by field (notes/CONTRACTS.md)."""
+    """manifest.json of the bundle, checked field by field."""
     path = run_dir / "manifest.json"
     if not path.is_file():
         raise BundleError(f"{path}: missing (a run bundle needs manifest.json)")
@@ -324,7 +324,7 @@ def _insert_jsonl(
 
 
 # The request figures a turns.jsonl line carried before turns kept only what a turn has
-# (issue #12 item 3; migration 0010 moved the warehouse's rows of that shape the same way).
+# (migration 0010 moved the warehouse's rows of that shape the same way).
 _OLD_TURN_COLUMNS = {
     "run_id": "VARCHAR", "sweep_point": "VARCHAR", "episode_id": "VARCHAR", "turn_index": "INTEGER",
     "shard": "INTEGER", "sent_ns": "BIGINT", "first_token_ns": "BIGINT", "end_ns": "BIGINT",
@@ -336,7 +336,7 @@ _OLD_TURN_COLUMNS = {
 def _insert_requests_of_old_turns(con: duckdb.DuckDBPyConnection, files: list[Path], run_id: str) -> None:
     """A request row for each turns.jsonl line of the older shape (it has `sent_ns`)
     whose model call has no request of its (sweep_point, episode_id, turn_index): bundles
-    that wrote no samples.jsonl (`benchmaker episode --out`, live runs before issue #12)
+    that wrote no samples.jsonl (`benchmaker episode --out`, live runs written before turns moved to samples)
     keep their call's figures, now read from `requests` as every other call's. Only files
     whose first line has the older shape are read again."""
     files = [f for f in files if _first_line_has(f, b'"sent_ns"')]

@@ -8,7 +8,7 @@ zoom, legend toggles: warehouse/plots.py) and the summary tables.
 
 Every number in the tables is a value of v_run_summary, v_sweep_summary or
 v_lane_summary, i.e. of benchmaker/engine/sql/summary.sql, the SQL that wrote the bundle's
-summary.json (DESIGN §4, one definition). Each table cell carries the exact value as
+summary.json (docs/metrics.md, one definition). Each table cell carries the exact value as
 JSON in `data-value` (floats in their shortest round-trip form) beside its display
 text (4 significant digits), with `data-row`/`data-col` naming the metric:
 
@@ -310,7 +310,7 @@ def _resolved_panel(data: ReportData) -> str:
             else r.get("achieved_mean_concurrency")
 
     series = []
-    for key in ("resolved_rate_reverified", "resolved_rate_carried"):  # never mixed (DESIGN §6)
+    for key in ("resolved_rate_reverified", "resolved_rate_carried"):  # never mixed (docs/metrics.md)
         pts = [(x_of(r), r.get(key), str(r["sweep_point"])) for r in data.sweep]
         pts = [p for p in pts if p[0] is not None and p[1] is not None]
         if pts:

@@ -10,7 +10,7 @@ does nothing.
 
 Files are created with `storage_compatibility_version = STORAGE_COMPATIBILITY` so that
 older DuckDB builds can open them: DuckDB 2.0 writes a format DuckDB 1.x cannot read
-unless asked (DESIGN §10). "v1.2.0" lets any DuckDB >= 1.2 open the file, which covers
+unless asked. "v1.2.0" lets any DuckDB >= 1.2 open the file, which covers
 the `duckdb` CLI on PyPI (package `duckdb-cli`, 1.5.6 at the time of writing) and the
 Python package down to the `duckdb>=1.3` that pyproject allows. The setting only
 applies when DuckDB creates the file; the version is kept in the file after that.

@@ -1,6 +1,6 @@
 """Warehouse views: one relation per SQL file in `warehouse/views/`, created in sorted
-order of the relation name (STYLE §7), plus three whose body is a SELECT kept beside the
-code that runs it on one bundle (the one definition of each metric, DESIGN §4):
+order of the relation name, plus three whose body is a SELECT kept beside the
+code that runs it on one bundle (the one definition of each metric, docs/metrics.md):
 
     samples_summary    benchmaker/engine/sql/summary.sql (request metrics; also summary.json)
     episodes_summary   benchmaker/sweep/sql/episode_summary.sql (episode metrics; also point_summary.json)

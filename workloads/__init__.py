@@ -1,12 +1,12 @@
 """Workload types (protocols) and datasets; each turns items into requests and response
-bytes into token events, and never schedules (STYLE §1)."""
+bytes into token events, and never schedules (the engine's load model does)."""
 
 from typing import TYPE_CHECKING
 
 from benchmaker.lazy_exports import lazy_getattr
 
 # Every public name -> its module, imported on first access (PEP 562): a command or flow that
-# uses one workload does not import them all (issue #15).
+# uses one workload does not import them all.
 _EXPORTS = {
     "AgentWorkload": "benchmaker.workloads.agent",
     "Dataset": "benchmaker.workloads.datasets",

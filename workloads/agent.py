@@ -1,4 +1,4 @@
-"""User-defined agents as a workload: one episode per sample (issue #7 item 10).
+"""User-defined agents as a workload: one episode per sample.
 
 A user's agent is a class with one async method per episode:
 
@@ -23,7 +23,7 @@ before the clock, closed by `aclose()`); every `client.chat(...)` call is counte
 A sample is one episode: E2E is the whole `run_episode` call. The sample gets
 
     meta = {"episode_index", "result": <the returned dict>, "n_model_calls",
-            "model_time_ms": time awaiting the model's streams only (DESIGN §4)}
+            "model_time_ms": time awaiting the model's streams only (docs/metrics.md)}
     first_token_ns / first_content_ns   of the episode's first model call (offsets from t0)
     prompt_tokens / output_tokens       sums over its calls, only when every call carried
                                         usage (`usage_present`), else None
@@ -51,7 +51,7 @@ __all__ = ["AgentWorkload", "load_agent_class", "start_model_transport"]
 
 
 async def start_model_transport(kind: str = "raw") -> Any:
-    """An engine transport for the model calls of agent episodes (issue #17), started on
+    """An engine transport for the model calls of agent episodes, started on
     the running loop: `kind` as the engine config's `transport` (`raw` default, the
     engine's HTTP/1.1 client; `aiohttp`, `httpx`, `null`; benchmaker.engine.transport). No
     connection cap (the pool grows to the episodes in flight) and no connect deadline

@@ -1,4 +1,4 @@
-"""Agent episodes of recorded trajectories as an engine workload (issue #12 items 1, 3).
+"""Agent episodes of recorded trajectories as an engine workload.
 
 One instrument: an episode is the engine's unit of work. `EpisodeWorkload` is a
 CallableWorkload (benchmaker.engine.types): the runner's load model decides when episode `seq`

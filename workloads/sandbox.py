@@ -1,5 +1,5 @@
 """Sandbox workloads: command latency in a sandbox, and the create -> exec -> delete
-lifecycle with each phase timed (issue #7 item 2).
+lifecycle with each phase timed.
 
     SandboxWorkload("echo hi")                                   # local, exec mode
     SandboxWorkload("echo hi", mode="lifecycle")                 # local temp workspace per sample

@@ -8,7 +8,7 @@
 
 These are estimates made by the client, reported under their own names
 (`prompt_tokens_est`, `expected_cached_tokens`), never in place of the server's usage
-(DESIGN §4). The tokenizer path counts the ids of the raw text with no special tokens
+(docs/metrics.md). The tokenizer path counts the ids of the raw text with no special tokens
 and no chat template, so it is exact for the text and a lower bound for a chat prompt.
 """
 

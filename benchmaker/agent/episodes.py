@@ -1,10 +1,10 @@
 """Episode and turn records: one agent episode (episodes.jsonl) and its model calls
-(turns.jsonl), exactly as /work/notes/CONTRACTS.md defines them.
+(turns.jsonl) of a sweep point's files (docs/architecture.md).
 
 Every `*_ns` stamp is an integer offset in ns from the run's t0, taken with
-`time.perf_counter_ns()` (DESIGN §4). Unknown is None, never 0: token totals of an
+`time.perf_counter_ns()` (docs/metrics.md). Unknown is None, never 0: token totals of an
 episode are set only when every model call of it (including failed ones) carried
-server usage (`usage_complete`), otherwise they are None (issue #6 item 2).
+server usage (`usage_complete`), otherwise they are None.
 
     Episode     one line of episodes.jsonl
     TurnRecord  one line of turns.jsonl: what only a turn has (its model call is a
@@ -34,7 +34,7 @@ class TurnRecord:
     (warehouse `requests`) carries its timings, outcome, HTTP status, usage, finish
     reason, bytes and response model, with `meta.episode_id` / `meta.turn_index`
     (requests.episode_id / turn_index, migration 0007). A turn is keyed to it by
-    (run_id, sweep_point, episode_id, turn_index) (issue #12 item 3). In command mode
+    (run_id, sweep_point, episode_id, turn_index). In command mode
     `turn_index` is the number of assistant messages in the agent's request, so an
     agent that resends a call gives two turns (and two requests) of one index.
 
@@ -66,7 +66,7 @@ class TurnRecord:
 
 @dataclass(slots=True)
 class Episode:
-    """One agent episode (a line of episodes.jsonl); see CONTRACTS.md.
+    """One agent episode (a line of episodes.jsonl).
 
     `model_time_ns` sums, over the episode's model calls, the time spent awaiting the
     model's stream only (connect + headers + each body read), never the time the
@@ -111,7 +111,7 @@ class Episode:
         return asdict(self)
 
 
-# DuckDB column types of episodes.jsonl / turns.jsonl (CONTRACTS.md), in field order.
+# DuckDB column types of episodes.jsonl / turns.jsonl, in field order.
 EPISODE_COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR",
     "sweep_point": "VARCHAR",

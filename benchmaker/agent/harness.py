@@ -1,10 +1,10 @@
 """The agent harness: plays episodes of recorded trajectories against any
-OpenAI-compatible endpoint (DESIGN §6, issue #3 item 4) and measures them (#6 item 2).
+OpenAI-compatible endpoint (docs/replay-an-agent.md) and measures them.
 
     res = await run_episode(traj, "http://127.0.0.1:8000", mode="recorded", sample_sink=writer.write)
     res.calls[0].sample          # the engine Sample of the first model call
 
-Many episodes run on the engine, an episode being its unit of work (issue #12):
+Many episodes run on the engine, an episode being its unit of work:
 benchmaker.workloads.agent_episode.EpisodeWorkload, benchmaker.sweep.point_run.run_point.
 
 Modes:
@@ -413,7 +413,7 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
     # (summary + the history from keep_from), then it grows again. Rebuilding only at
     # edits, and keeping each message's JSON bytes as it is appended, makes the cost per
     # turn that of the new block plus one copy of the history's bytes, not a
-    # serialisation of the whole history (issue #17 item 4).
+    # serialisation of the whole history.
     messages = MessageLog(initial_messages(trajectory))
     responses: list[dict[str, Any]] = []
     observations: list[list[dict[str, Any]]] = []
@@ -569,7 +569,7 @@ class _MeasuringProxy:
 
 @dataclass(slots=True)
 class ConcurrencyProof:
-    """Whether C episodes really ran together (issue #6 item 2): `max_in_flight` is
+    """Whether C episodes really ran together: `max_in_flight` is
     the most episodes in flight at once; `all_started_before_first_finish` whether
     min(C, n_episodes) episodes had started before the first one finished. `valid`
     needs both; `reason` says why not. A serial executor has max_in_flight 1 and fails

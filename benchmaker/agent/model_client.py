@@ -1,4 +1,4 @@
-"""Streaming OpenAI chat client for the agent harness, measured (DESIGN §4, issue #6.2, #12).
+"""Streaming OpenAI chat client for the agent harness, measured (docs/metrics.md).
 
 `ModelClient.chat(messages)` posts `/v1/chat/completions` (`stream: true`,
 `stream_options.include_usage: true`) and returns a `ChatResult`: the assistant message
@@ -11,14 +11,14 @@ keep-alive pool per ModelClient; `transport=` takes any engine transport), or a 
 aiohttp `session=` (its pool, aiohttp's timeouts). On the transport the client keeps the
 deadlines itself: `timeout_s` from the call's start over every await, `idle_timeout_s`
 from the start of each body read. A 0.13 MB request costs ~1x its orjson serialisation
-on RawTransport against ~3x on aiohttp (benchmarks/long_session.py, issue #17 item 4).
+on RawTransport against ~3x on aiohttp (benchmarks/long_session.py).
 A conversation kept in a `MessageLog` (the harness's) is sent from its messages' kept
 JSON bytes: a turn serialises only its new messages.
 Failures map to the same outcomes on both: connect deadline -> timeout (connect),
 refused or lost before the headers -> transport_error, a body cut short ->
 protocol_error, total/idle deadline -> timeout (total/idle).
 
-One instrument (issue #12 item 2): the body is parsed by the engine's one OpenAI stream
+One instrument: the body is parsed by the engine's one OpenAI stream
 parser (benchmaker.apis.openai_chat.OpenAIChatParser over benchmaker.engine.sse.SSEParser), so a
 replayed turn and a `benchmaker llm` request follow the same rules: what a token is
 (TTFT), token event stamps (ITL), usage (with the DeepSeek cached-token fallback),
@@ -37,7 +37,7 @@ sends the request and receives the status line + headers, and every await on a b
 read. The time the consumer spends on what a read yields
 (a tool run, logging, a 200 ms sleep) is outside those awaits and never counted. httpx's
 `Response.elapsed` stops at the stream's close, so it would include the consumer's time
-(STYLE §3); this client times the awaits themselves.
+(the transport times nothing); this client times the awaits themselves.
 
 Stamps of the Sample are `time.perf_counter_ns() - t0_ns` (`ModelClient(t0_ns=...)`,
 the run's origin; default 0, i.e. absolute stamps), as the engine's:
@@ -407,7 +407,7 @@ class ModelClient:
         self, messages: list[dict[str, Any]] | MessageLog, *, stream: bool = True, model: str | None = None, **extra: Any
     ) -> ChatResult:
         """One call, consumed whole. Never raises for HTTP/transport/protocol failures:
-        they become the result's `outcome` (STYLE §4)."""
+        they become the result's `outcome`."""
         s = self.stream(messages, stream=stream, model=model, **extra)
         async for _ in s:
             pass
@@ -440,7 +440,7 @@ class ModelClient:
 
     @staticmethod
     def encode(body: dict[str, Any]) -> bytes:
-        """The request bytes of `body`: compact UTF-8 JSON by orjson (issue #17 item 4:
+        """The request bytes of `body`: compact UTF-8 JSON by orjson (
         4.67 -> 2.52 ms per turn at turn 400 of a long session against json.dumps).
         What orjson refuses (a lone surrogate in a string, an int beyond 64 bits) is
         written by json.dumps (ASCII, `\\udXXX` escapes), so no body fails to encode."""
@@ -452,7 +452,7 @@ class ModelClient:
 
 class MessageLog:
     """A conversation's request messages, each message's JSON kept as bytes when it is
-    appended (issue #17 item 4), so that sending turn k costs the serialisation of the
+    appended, so that sending turn k costs the serialisation of the
     messages new since turn k-1, where encoding the whole body each turn re-serialises
     the history (0.6 ms at turn 400 of the 453-turn pi session, 0.58 MB; quadratic over
     a session).
@@ -606,7 +606,7 @@ class _Watchdog:
     time came (armed at or before the fired time) is dropped and gets `_on_timer()`,
     and the timer is armed at the earliest time of the calls left. A call that ends
     first is dropped (`disarm`) and the timer left as it is: firing with no call due,
-    it only re-arms for the others (issue #17 item 4: a loop.call_at and its cancel per
+    it only re-arms for the others (a loop.call_at and its cancel per
     call cost ~3 us of client CPU on uvloop, in a 0.3 ms turn)."""
 
     __slots__ = ("loop", "_handle", "_at", "_calls")
@@ -664,7 +664,7 @@ class _TransportExchange:
     when it fires before the deadline in force (each read moves the idle deadline later
     without touching it): a read costs a loop.time() and two stores, where an
     asyncio.timeout_at per await cost ~20-30 us of client CPU each on uvloop (3 per
-    non-streamed call; issue #17 item 4). The timers of a client's calls share one loop
+    non-streamed call). The timers of a client's calls share one loop
     timer (`_Watchdog`), so a call arms none of its own. When the timer finds the deadline in
     force reached during an await, it cancels the call's task and the await raises
     TimeoutError (total) or _IdleTimeout (idle), as asyncio.timeout does: a cancellation

@@ -1,5 +1,5 @@
 """Task specs and the verifier: a per-task test command run in the sandbox decides
-`resolved` (DESIGN §6). Where no environment exists the recorded outcome is carried
+`resolved` (docs/replay-an-agent.md). Where no environment exists the recorded outcome is carried
 and marked not re-verified.
 
 A task directory holds the repository and a `task.json`:

@@ -7,7 +7,7 @@ through the OpenAI parser, the replay model client).
     finish_class("eos_token")            # -> "stop"
     FINISH_FAILS["abort"]                # -> True: the request failed
 
-Generated output (DESIGN §4 "token") is any non-empty text in a field that carries the
+Generated output (docs/metrics.md "token") is any non-empty text in a field that carries the
 model's output. The fields of an OpenAI chat `delta` / `message`:
 
     content            a string, or a list of typed parts: `{"type": "text"|"output_text",

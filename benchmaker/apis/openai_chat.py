@@ -10,7 +10,7 @@ the replay model client and the recorder use it.
     parser.feed(read_bytes, t_ns, sample)            # once per transport read
     parser.finish(sample)                            # at end of body (status < 400)
 
-What counts (DESIGN §4): a chunk is a token event when any choice's delta carries
+What counts (docs/metrics.md): a chunk is a token event when any choice's delta carries
 generated output by the one rule of benchmaker/apis/generated.py: non-empty `content` (a string
 or typed text parts), reasoning in any spelling (`reasoning_content`, `reasoning`,
 `reasoning_text`, `thinking`, `reasoning_details`), `refusal`, a tool call's name or arguments (also

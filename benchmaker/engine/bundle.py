@@ -98,7 +98,7 @@ def build_manifest(
     *, run_id: str, kind: str, label: str | None, config: dict[str, Any], seed: int | None,
     t0_wall_ns: int, workers: int = 1, slo: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest.json content (CONTRACTS: run bundle). `config` is redacted here."""
+    """The manifest.json content (the run bundle, docs/architecture.md). `config` is redacted here."""
     manifest = {
         "run_id": run_id,
         "kind": kind,

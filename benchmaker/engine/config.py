@@ -46,7 +46,7 @@ FD_RESERVE = 64  # descriptors kept free for files, pipes, the event loop, DNS
 BYTES_PER_IN_FLIGHT = 256 * 1024  # memory budget per in-flight request (task, buffers, socket)
 MAX_WORKERS = 256  # worker processes per host
 # default open-loop cap per usable CPU: one event loop past ~1,000 concurrent
-# connections spends its time opening them and the endpoint sees none (issue #14:
+# connections spends its time opening them and the endpoint sees none (
 # poisson:2000 held 19,304 in flight, 0 of 20,012 ok); --max-in-flight raises it
 IN_FLIGHT_PER_CPU = 1024
 
@@ -264,7 +264,7 @@ DEFAULT_MAX_ERROR_RATE = 0.1
 
 
 class SelfCheckLimits(_Strict):
-    """Thresholds that make a run invalid (DESIGN §4: a run that could not measure what
+    """Thresholds that make a run invalid (docs/metrics.md: a run that could not measure what
     it claims says so). Lags in ms (> 0), error rate as a fraction in 0..1: a run where
     more than max_error_rate of the requests failed (default 0.1: a target that died)
     is invalid with that reason; 1 (or None) turns the check off. The two lag limits
@@ -371,7 +371,7 @@ class BenchConfig(_Strict):
     def in_flight_cap(self) -> tuple[int, str]:
         """(cap on requests in flight per process in open loop, where it comes from):
         max_in_flight when given, else the smaller of host_in_flight_limit() and
-        IN_FLIGHT_PER_CPU per usable CPU (DESIGN §5: the client protects itself;
+        IN_FLIGHT_PER_CPU per usable CPU (docs/benchmark-an-endpoint.md: the client protects itself;
         arrivals beyond the cap are sent late or dropped per `overflow`, and the
         verdict notes name the cap)."""
         if self.max_in_flight is not None:

@@ -8,7 +8,7 @@
     └── RunInvalid           the run finished but could not measure what it claims
 
 Measurement failures of single requests never raise out of the runner: they become a
-Sample with an outcome (STYLE §4).
+Sample with an outcome.
 """
 
 from __future__ import annotations

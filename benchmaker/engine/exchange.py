@@ -1,5 +1,5 @@
 """Where the shards of a distributed run hand their files to the orchestrator when the
-load hosts share no filesystem (issue #8 item 2): a path or an fsspec URL every host
+load hosts share no filesystem: a path or an fsspec URL every host
 reaches (s3://bucket/prefix, gs://..., az://..., file:///mnt/x; the protocol's fsspec
 package must be installed on every host, e.g. s3fs).
 

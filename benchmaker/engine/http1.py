@@ -5,7 +5,7 @@ keep-alive pool.
     RawTransport()                         # connect deadline 10 s, unbounded pool
     RawTransport(connect_timeout_s=2.0, limit=256, verify_tls=False)
 
-Why (issue #17): on a loopback stream of 200 token events, aiohttp alone costs 115-140 us
+Why: on a loopback stream of 200 token events, aiohttp alone costs 115-140 us
 of client CPU per stream against 430-550 us for the engine's whole path on a transport
 without I/O, capping any aiohttp-based client near 0.8 of it; per non-streaming request
 aiohttp costs 78-90 us beside the engine's own 9. This client does what the engine needs
@@ -264,7 +264,7 @@ class _Conn(asyncio.Protocol):
     def _framing(self, name: bytes, value: bytes) -> None:
         """Content-Length, Transfer-Encoding and Content-Encoding, as each header arrives
         (a later one of a name wins); other names pass. Kept here rather than in a walk
-        of every header at their end (issue #17 item 4: one length test per header)."""
+        of every header at their end (one length test per header)."""
         n = len(name)
         if n == 14 and name.lower() == b"content-length":
             try:

@@ -1,4 +1,4 @@
-"""Load models: when requests are sent (DESIGN §5).
+"""Load models: when requests are sent (docs/benchmark-an-endpoint.md).
 
 Open-loop models put arrivals on one absolute timeline: `arrivals()` yields
 `(offset_ns, stage)` pairs, offsets in ns from the run's t0, non-decreasing, lazily (a
@@ -392,7 +392,7 @@ def _open_rate(text: str, spec: str) -> float:
 class ParsedRateSpec(str):
     """A rate-spec string that keeps the LoadModel it was parsed into (`model`), so the
     code after the edge where a spec enters (benchmaker.engine.config.RateSpec: CLI flag, YAML
-    field) reads the model instead of parsing the string again (issue #12 item 6). It
+    field) reads the model instead of parsing the string again. It
     is equal to, hashes and serialises as the plain string (manifests keep the spec
     users wrote); string methods return plain strings.
 

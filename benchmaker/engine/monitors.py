@@ -8,7 +8,7 @@
 Each monitor is sampled once when the run's clock starts, then every `interval_s`,
 and once more when the run stops (so a run shorter than the interval still gets a
 counter rate). Every row is stamped `t_ns = time.perf_counter_ns() - t0` of the
-sample's start, the run's clock (DESIGN §4), so rows align with samples.jsonl. Rows of
+sample's start, the run's clock (docs/metrics.md), so rows align with samples.jsonl. Rows of
 `monitor.jsonl` (read by benchmaker.warehouse.loader into `monitor_samples`):
 
     {"name": str, "labels": {str: str}, "t_ns": int, "value": float}

@@ -1,6 +1,6 @@
 """Request and sample records: what one request was meant to be, and what happened to it.
 
-A `Sample` is one line of `samples.jsonl` (DESIGN §4). Every timestamp is an integer
+A `Sample` is one line of `samples.jsonl` (docs/metrics.md). Every timestamp is an integer
 number of nanoseconds from `time.perf_counter_ns()` on the client, stored as an offset
 from the run's start (`t0`, taken once per run or per worker shard), so samples of one
 run share one timeline. Unknown is `None`, never 0.
@@ -31,7 +31,7 @@ from typing import Any
 
 
 class Outcome(str, enum.Enum):
-    """One outcome per request (DESIGN §4).
+    """One outcome per request (docs/metrics.md).
 
     ok               a complete, well-formed response with output
     http_error       status >= 400; the error body is kept in `error`

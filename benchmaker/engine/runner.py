@@ -9,7 +9,7 @@ Several lanes share one transport, one clock and one in-flight cap:
     BenchRunner(cfg, lanes=[Lane("chat", chat_wl, "poisson:5"),
                             Lane("rag", rag_wl, "stages:2,8@30s")])
 
-Timing (DESIGN §4): every stamp is `time.perf_counter_ns() - t0`. `sent_ns` is taken
+Timing (docs/metrics.md): every stamp is `time.perf_counter_ns() - t0`. `sent_ns` is taken
 after the workload built the request and the pre-request hooks ran, just before the
 transport call; `end_ns` when the body ended. Post-response hooks run after `end_ns`.
 Open loop: an arrival is dispatched at its intended offset whatever earlier requests
@@ -145,7 +145,7 @@ def run_on_fresh_loop(coro: Any) -> Any:
     asyncio.run and uvloop.run (Python 3.11) put the SIGINT handler back through
     signal.getsignal, whose enum lookup formats the repr of the handler, a partial
     holding the finished task, result included, twice: 28-41 ms for a 453-turn
-    episode's result (issue #17)."""
+    episode's result."""
     try:
         import uvloop
     except ImportError:
@@ -160,7 +160,7 @@ async def run_on_own_loop(coro: Any) -> Any:
     A measurement awaited inside a Prefect task shares that task's event loop with
     Prefect's own work (API calls, log shipping, progress artifacts), and each of those
     callbacks delays every token event and send queued behind it: event-loop lag that
-    the verdict rightly counts against the run (DESIGN §4 "achieved", issue #12 item 5).
+    the verdict rightly counts against the run (docs/metrics.md "achieved").
     On its own loop the measurement shares only the GIL with the caller, which the
     interpreter hands over every `sys.getswitchinterval()` (5 ms) at most.
 
@@ -283,7 +283,7 @@ class BenchRunner:
         self._monitor_runner: MonitorRunner | None = None
         self._record_trace = shard_trace_path(record_trace, worker, shards) if record_trace is not None else None
         self._trace: TraceWriter | None = None
-        # open-loop in-flight cap: max_in_flight, else what this host can hold (DESIGN §5)
+        # open-loop in-flight cap: max_in_flight, else what this host can hold (docs/benchmark-an-endpoint.md)
         self._cap, self._cap_source = config.in_flight_cap()
         self._cap_waits = 0  # open-loop arrivals that waited for a slot under the cap
         self._loop_lag: LoopLagMonitor | None = None

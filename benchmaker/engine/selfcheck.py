@@ -1,4 +1,4 @@
-"""Self-checks that run beside every measurement (DESIGN §4, issue #6).
+"""Self-checks that run beside every measurement (docs/metrics.md).
 
     LoopLagMonitor  every `interval_s` (default 10 ms) it sleeps and measures how late it
                     woke up: the event loop's lag, i.e. how long a ready callback (a

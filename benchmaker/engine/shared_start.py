@@ -1,4 +1,4 @@
-"""One start instant for shards on several hosts (issue #8 item 3, issue #14; DESIGN §5, §9).
+"""One start instant for shards on several hosts (docs/several-machines.md).
 
     earliest_wall_ns = time.time_ns() + 30_000_000_000   # orchestrator: not before 30 s from now
     ...                                                  # on each load host, once it can send:
@@ -10,7 +10,7 @@
     await sleep_until(start_at_ns)
     clock = measure_clock_offset(shared_dir)             # this host's wall clock vs storage
 
-The readiness barrier (issue #14): the orchestrator fixes only the EARLIEST start
+The readiness barrier: the orchestrator fixes only the EARLIEST start
 (`earliest_wall_ns`, the sweep's `start_lead_s` after the submission; the attempt's id,
 `start_wall_ns` in a shard point). Each shard, once it is ready to send (its transport
 open and workload built, or its replay server up), writes a ready record

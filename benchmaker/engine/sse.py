@@ -32,7 +32,7 @@ Speed: the common shape `data: {...}\\n\\n` without CR takes a `bytes.find(b"\\n
 with the `data: ` prefix tested in place; any CR in the buffered bytes sends that read
 through the general line splitter. A read that is exactly one such event at an event
 boundary (a server flushing each token event) skips the loop: ~0.7 us per read instead
-of ~2 us on a busy reference machine (issue #17). `benchmarks/sse_parse.py` measures
+of ~2 us on a busy reference machine. `benchmarks/sse_parse.py` measures
 events/s.
 """
 

@@ -1,4 +1,4 @@
-"""Run summaries computed by DuckDB SQL over samples (DESIGN §4).
+"""Run summaries computed by DuckDB SQL over samples (docs/metrics.md).
 
 The SQL lives in `benchmaker/engine/sql/summary.sql` and is the one definition used by the run
 bundle's summary.json, the warehouse views and the report. This module runs it over

@@ -1,8 +1,8 @@
 """Transports for the engine's hot path (see `benchmaker.engine.types.Transport`).
 
-Measured on this machine (issue #2): concurrency 64 against a loopback server, httpx's
+Measured on this machine: concurrency 64 against a loopback server, httpx's
 own pool gives 158 req/s, httpx over aiohttp 2,545 req/s, bare aiohttp 8,731 req/s; and
-(issue #17) the engine on RawTransport 2.5x bare aiohttp's requests per client CPU s. So:
+the engine on RawTransport 2.5x bare aiohttp's requests per client CPU s. So:
 
     RawTransport      `raw`, the default: the engine's own HTTP/1.1 client on httptools'
                       parser (benchmaker/engine/http1.py), ~1/4 of aiohttp's CPU per request
@@ -110,7 +110,7 @@ class _CountingConnector(aiohttp.TCPConnector):
 
 
 class AiohttpTransport:
-    """aiohttp transport (`--transport aiohttp`; the default was this until issue #17).
+    """aiohttp transport (`--transport aiohttp`; the default before RawTransport).
 
     AiohttpTransport(connect_timeout_s=5.0)   # connect deadline 5 s
     AiohttpTransport(limit=0)                 # no cap on pooled connections

@@ -1,4 +1,4 @@
-"""Several worker processes driving one run on one host (issue #8; DESIGN §5, §9).
+"""Several worker processes driving one run on one host (docs/several-machines.md).
 
     result = run_sharded(BenchConfig(load="poisson:4000", duration_s=60), lanes_factory, workers=2)
 

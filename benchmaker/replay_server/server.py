@@ -1,5 +1,5 @@
 """The replay server: an OpenAI-compatible chat completions service that answers from
-recorded trajectories (DESIGN §6). Self-contained: imports nothing from `benchmaker/`.
+recorded trajectories (docs/replay-an-agent.md). Self-contained: imports nothing from `benchmaker/`.
 
     python -m benchmaker.replay_server.server trajectories.jsonl --port 0 --latency fixed:200:20
     # first stdout line: the bound base URL, e.g. http://127.0.0.1:41873
@@ -665,7 +665,7 @@ def run_uvicorn(app: Any, sock: socket.socket, *, http: str = "auto", lifespan: 
     http: "httptools" (uvicorn's C parser: the fast stack), "h11" (the pure-Python h11
     parser), or "auto" (httptools when importable, else h11). The event loop is uvloop
     when importable, else asyncio's. httptools serves 2.3x the requests per CPU second
-    of h11 on 2-17 KB chat requests (benchmarks/replay_server.py, issue #17). Raises
+    of h11 on 2-17 KB chat requests (benchmarks/replay_server.py). Raises
     ValueError for another `http`, ImportError when "httptools" is asked for and the
     package is missing."""
     import uvicorn

@@ -1,4 +1,4 @@
-"""Grading of replayed episodes → grades.jsonl (CONTRACTS.md, DESIGN §3 `grade`).
+"""Grading of replayed episodes → grades.jsonl (docs/architecture.md, docs/metrics.md).
 
     grades = grade_files(out / "episodes.jsonl", out / "turns.jsonl", out / "grades.jsonl",
                          samples=sorted(out.glob("samples*.jsonl")),
@@ -9,9 +9,9 @@ Per episode (grader name → verdict, score):
   kind, no divergence and every served turn byte-equal to the recording; else
   "wrong" (0.0) with the reasons in `detail`.
 - `usage_coverage`: "correct" when every model call carried usage (token totals
-  known), else "wrong" naming how many calls lacked it (issue #6.2: never a partial sum),
+  known), else "wrong" naming how many calls lacked it (never a partial sum),
   counted over the episode's requests in samples.jsonl (a model call is a request:
-  turns.jsonl keeps only what a turn alone has, issue #12 item 3; a bundle written
+  turns.jsonl keeps only what a turn alone has; a bundle written
   before that still has prompt/output tokens on its turn lines, read when no sample of
   the episode is given).
 - `task_outcome`: "resolved"/"unresolved" (1.0/0.0) when a verifier ran; "carried"

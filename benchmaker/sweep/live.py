@@ -1,4 +1,4 @@
-"""A live coding agent: the harness's execute mode driven by a real model (issue #7 item 10).
+"""A live coding agent: the harness's execute mode driven by a real model.
 
     tasks = [load_live_task(Path("examples/tiny-task"))]
     run = await run_live(tasks, "http://127.0.0.1:8000", model="m", concurrency=2,
@@ -23,7 +23,7 @@ Files written to `out_dir` (each line appended as its episode finishes):
 `trajectories.jsonl` (schema benchmaker.trajectories.trajectory; source format "benchmaker-live",
 source.sha256 = sha256 of the trajectory's JSON without its source, recorded outcome =
 the diff as `patch`, the verifier's `resolved`, `exit_status` = terminated_by),
-`episodes.jsonl`, `turns.jsonl` (CONTRACTS.md; mode "execute", `byte_equal` None),
+`episodes.jsonl`, `turns.jsonl` (mode "execute", `byte_equal` None),
 `grades.jsonl` (grader "verifier": resolved / unresolved / error), `concurrency.json`.
 Several attempts of one task share one match key: a replay server serves the first.
 """

@@ -1,4 +1,4 @@
-"""The plan of a replay sweep before any work (issue #15 item 3): per point the episodes,
+"""The plan of a replay sweep before any work: per point the episodes,
 the model calls they make (one per recorded turn) and an estimated duration; printed by
 `benchmaker swebench-replay` before it starts, and alone with `--dry-run`.
 

@@ -1,4 +1,4 @@
-"""Run one agent-replay sweep point on the engine (issue #12 items 1, 3, 5).
+"""Run one agent-replay sweep point on the engine.
 
     row = await run_point(trajs, base_url, run_dir, run_id="r1", concurrency=8, episodes=16)
     row = await run_point(trajs, base_url, run_dir, run_id="r1", load="poisson:0.5", duration_s=120)

@@ -1,5 +1,5 @@
 """The summary row of a sweep point and the sweep table: every number comes from the SQL
-files that define it once (DESIGN §4), run over the point's own files.
+files that define it once (docs/metrics.md), run over the point's own files.
 
     row = summarize_point(pdir, sweep_point="c4", concurrency=4, episodes_target=8)
     row["valid"], row["invalid_reason"], row["p99_e2e_ms"], row["resolved_rate_reverified"]

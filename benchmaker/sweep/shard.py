@@ -1,5 +1,5 @@
 """One shard of a distributed agent-replay sweep point, and the merge of a point's
-shards (issue #8 item 2; DESIGN §5, §9). Plain functions; the Prefect flows in
+shards (docs/several-machines.md). Plain functions; the Prefect flows in
 flows/swebench_replay_distributed.py are thin shells over them.
 
 A point at concurrency C on N load hosts runs min(C, N) shards. Shard k owns the
@@ -9,7 +9,7 @@ k < C mod N) and, for a fixed number of episodes, the episodes of the point's on
 first C episodes start together across the shards. Each shard starts its OWN replay
 server on its host (loopback; the mocked model never crosses the network and scales
 with the hosts), waits for the shared start (the readiness barrier of
-benchmaker.engine.shared_start, issue #14: with its server up and its engine set up, it
+benchmaker.engine.shared_start: with its server up and its engine set up, it
 writes `ready-w<k>.json` beside the attempt's shard dirs, or under the exchange's same
 key, and starts at max(`start_wall_ns`, the last shard's ready time +
 MIN_START_LEAD_S), as every shard computes), plays its episodes, and leaves in

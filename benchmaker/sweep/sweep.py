@@ -1,5 +1,5 @@
 """Concurrency sweeps of agent replays: the points' names and directories, the episode
-plan, the run-level files (issue #4 items 1 and 3). Plain functions; the Prefect tasks in
+plan, the run-level files. Plain functions; the Prefect tasks in
 `tasks/` are thin shells over them. A point runs on the engine: benchmaker.sweep.point_run.
 
     name = point_name(5)                                  # "c5"
@@ -7,7 +7,7 @@ plan, the run-level files (issue #4 items 1 and 3). Plain functions; the Prefect
     row["valid"], row["achieved_max_concurrency"], row["p99_e2e_ms"]
     write_sweep_points(run_dir, [row, ...])               # run_dir/sweep_points.jsonl
 
-Layout under a run directory (notes/CONTRACTS.md):
+Layout under a run directory (docs/architecture.md):
 
     <run_dir>/manifest.json                   write_run_manifest
     <run_dir>/points/<point>/samples.jsonl    one engine Sample per model call (the
@@ -129,7 +129,7 @@ def write_run_manifest(
     seed: int | None = None,
     workers: int = 1,
 ) -> Path:
-    """Write `run_dir`/manifest.json (notes/CONTRACTS.md run bundle; secrets in `config`
+    """Write `run_dir`/manifest.json (the run bundle's; secrets in `config`
     redacted by benchmaker.engine.bundle.build_manifest); returns the path. The wall clock
     dates the manifest only."""
     run_dir = Path(run_dir)

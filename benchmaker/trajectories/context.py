@@ -1,6 +1,6 @@
 """What a replaying agent sends for each recorded turn: the request messages, with the
-log's own context edits applied (DESIGN §6 "Replayed context follows the log's own
-context edits").
+log's own context edits applied (docs/replay-an-agent.md: replayed context follows the log's own
+context edits).
 
     msgs = request_messages(traj, 4)                       # recorded responses/observations
     msgs = request_messages(traj, 4, responses_so_far=[call.message() for call in calls])
@@ -152,7 +152,7 @@ def recorded_requests(traj: Trajectory, first: int = 0, *,
     dicts made once and shared by every list, which are not to be changed), so a whole
     trajectory costs its history's messages once plus a list of references per turn,
     where calling request_messages per turn remakes the history's dicts each time
-    (quadratic in Python objects over a long session; issue #17 item 4)."""
+    (quadratic in Python objects over a long session)."""
     history, refs = history_messages(traj, len(traj.turns), send_status_fields=send_status_fields)
     keys = [_ref_key(r) for r in refs]
     edit: ContextEdit | None = None if first == 0 else current_edit(traj, first - 1)

@@ -1,4 +1,4 @@
-"""Convert agent logs into `trajectories.jsonl` (DESIGN §3 `convert`, §6 schema).
+"""Convert agent logs into `trajectories.jsonl` (docs/architecture.md).
 
     report = convert_paths([Path("logs/")], Path("out/trajectories.jsonl"))
     report.trajectories, report.turns          # counts written
@@ -347,7 +347,7 @@ process (a forkserver interpreter importing this module; 2 workers forked from i
 s each later time; the parent converts the first units meanwhile), and the parent joins
 every unit's part file (os.copy_file_range); at ~24 MB of logs per CPU s per process, 2
 workers win back the start from ~15 MB on, and clearly (>= 1.3x) from ~25 MB
-(benchmarks/corpus.py --conversion-only, issue #17)."""
+(benchmarks/corpus.py --conversion-only)."""
 
 _AUTO_MAX_WORKERS = 8
 """At most this many workers in automatic mode: the parent joins every unit's output, and

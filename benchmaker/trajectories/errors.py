@@ -8,7 +8,7 @@
         │   └── UnreadableFilesError several inputs cannot be converted (one line each)
         └── TrajectoryFormatError    a trajectories.jsonl line fails the schema
 
-The package imports nothing from the engine (DESIGN §2), so these do not derive from
+The package imports nothing from the engine (docs/architecture.md), so these do not derive from
 `benchmaker.engine.errors.BenchmakerError`; the `benchmaker convert` recipe catches
 `InputError` and reports it as a one-line error with exit code 2.
 """

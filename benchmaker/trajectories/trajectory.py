@@ -1,4 +1,4 @@
-"""The trajectory schema: one recorded agent run per JSONL line (DESIGN §6).
+"""The trajectory schema: one recorded agent run per JSONL line (docs/replay-an-agent.md).
 
 A trajectory keeps every assistant response exactly as recorded (text, reasoning, tool
 calls with the raw argument string and the parsed arguments, finish reason), the

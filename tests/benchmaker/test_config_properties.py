@@ -1,4 +1,4 @@
-"""Property tests of the configuration path (issue #14 item 9): rate specs, durations and
+"""Property tests of the configuration path: rate specs, durations and
 YAML run files built by hypothesis, valid or not, either parse into bounded values or
 raise the documented error (ConfigError and subclasses), never anything else."""
 

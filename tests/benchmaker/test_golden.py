@@ -1,4 +1,4 @@
-"""Golden scenarios (issue #6): each asserts exact or tightly bounded expected values.
+"""Golden scenarios: each asserts exact or tightly bounded expected values.
 
 Timing-free cases feed hand-made samples to the one summary SQL; timed cases run the
 engine against NullTransport or a loopback server.

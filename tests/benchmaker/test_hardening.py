@@ -1,4 +1,4 @@
-"""Engine hardening (issue #14): the error-rate policy, the host's in-flight cap and the
+"""Engine hardening: the error-rate policy, the host's in-flight cap and the
 client named as the bottleneck, stop signals, an infinite rate. Logic is tested with
 injected values; the runs use loopback servers and assert counts, never timings."""
 

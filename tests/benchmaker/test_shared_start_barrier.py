@@ -1,4 +1,4 @@
-"""The shards' readiness barrier (benchmaker.engine.shared_start, issue #14): every shard computes
+"""The shards' readiness barrier (benchmaker.engine.shared_start): every shard computes
 the same shared start from the N ready records, a late shard delays it, a missing one
 stops the others with its name. Clocks are injected (each shard its own fake wall clock,
 advanced only by its own sleeps), the records go to a real temp dir or a real fsspec

@@ -1,4 +1,4 @@
-"""SSEParser's one-event-per-read path (issue #17): a read that is exactly one
+"""SSEParser's one-event-per-read path: a read that is exactly one
 `data: X` event gives the same events as the line loop would, and any other read
 (event type, several data lines, CR, no space, a pending partial line) is not taken
 for one."""

@@ -1,5 +1,5 @@
 """AiohttpTransport's body iteration over real HTTP on 127.0.0.1: every framing yields
-the exact body bytes and ends without a trailing empty read (issue #17: a drained,
+the exact body bytes and ends without a trailing empty read (a drained,
 complete body ends the iteration at once)."""
 
 from __future__ import annotations

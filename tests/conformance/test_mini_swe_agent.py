@@ -1,4 +1,4 @@
-"""A real agent end to end (issue #16 item 2): mini-swe-agent 2.x (its own venv) solves
+"""A real agent end to end: mini-swe-agent 2.x (its own venv) solves
 examples/mswea-task against the scripted model (conformance/scripted_model.py playing
 conformance/mswea_script.json) with `benchmaker record` in between; mini-swe-agent's own
 trajectory file converts to the same turns; then `benchmaker swebench-replay --mode

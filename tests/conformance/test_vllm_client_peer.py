@@ -1,9 +1,9 @@
-"""`vllm bench serve` and our engine against servers whose timing is known (issue #16
-item 3, a peer check as benchmarks/peers.py does for aiperf): the scenario server
+"""`vllm bench serve` and our engine against servers whose timing is known (a
+peer check as benchmarks/peers.py does for aiperf): the scenario server
 (benchmaker.testing.scenario_server) and the replay server (`serve-replay --latency
 fixed:TTFT:ITL`). Where the truth is scripted, ours must match it; vLLM's must match it
 where its definitions coincide with ours and differ by exactly what its definitions say
-where they do not (README "Conformance"; vLLM 0.32.0 sources cited in conformance/clients.py).
+where they do not (docs/conformance.md; vLLM 0.32.0 sources cited in conformance/clients.py).
 
 Tolerance: 15 ms or 10 % of the scripted value, whichever is larger, for medians (the host
 has 2 cores shared with other work; client-side delays only add time).

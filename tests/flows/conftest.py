@@ -1,5 +1,5 @@
-"""One Prefect test harness for every flow test of the session (~10 s to start,
-DESIGN §10), with flow heartbeats and analytics off."""
+"""One Prefect test harness for every flow test of the session (~10 s to start),
+with flow heartbeats and analytics off."""
 
 from __future__ import annotations
 

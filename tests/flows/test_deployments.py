@@ -1,6 +1,6 @@
 """prefect.yaml: an ad-hoc deployment's stored parameters hold for any recording, so
 `prefect deployment run swebench-replay/adhoc --param logs='[...]'` never replays other
-recordings against the bundled example's task (issue #15 item 6)."""
+recordings against the bundled example's task."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The lag limits of a distributed sweep point reach every shard's engine and the
-merged point's verdict (issue #14): llm-sweep shards (benchmaker.tasks.shard.ShardPoint) and
+merged point's verdict: llm-sweep shards (benchmaker.tasks.shard.ShardPoint) and
 agent-replay shards (benchmaker.sweep.shard.ReplayShardPoint), two of each in process. The loop
 lag is the injected monitor's (tests/_fixed_lag.py: p99 7.5 ms), so nothing depends on
 how busy the host is."""

@@ -1,4 +1,4 @@
-"""The documented multi-host setup, on this machine (issue #8 item 4): a real Prefect
+"""The documented multi-host setup, on this machine: a real Prefect
 server on a private port, the `process` work pool, the distributed and shard
 deployments of llm-sweep and swebench-replay from prefect.yaml (`prefect deploy`), TWO
 Prefect workers, then `prefect deployment run llm-sweep/distributed --watch` against the

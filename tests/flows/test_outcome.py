@@ -1,5 +1,5 @@
 """benchmaker.flows.outcome: a sweep flow run with invalid points ends in a state a scheduler can
-alert on, and the CLI still gets its table (issue #14 item 8)."""
+alert on, and the CLI still gets its table."""
 
 from __future__ import annotations
 

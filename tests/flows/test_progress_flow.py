@@ -1,4 +1,4 @@
-"""Live progress of the swebench-replay flow (issue #15 item 2): the observers of
+"""Live progress of the swebench-replay flow: the observers of
 benchmaker.progress see every sweep point move to its planned model calls, and each point
 leaves a Prefect progress artifact at 100% for runs watched in the UI."""
 

@@ -1,6 +1,5 @@
-"""A rate spec is parsed once per run, where it enters (issue #12 item 6), and the lag
-limits of the sweep commands reach every point's verdict and the run's manifest
-(issue #14).
+"""A rate spec is parsed once per run, where it enters, and the lag
+limits of the sweep commands reach every point's verdict and the run's manifest.
 
 The pydantic type (benchmaker.engine.load_models.ParsedRateSpec) is checked on its own; then
 real Prefect runs of `benchmaker swebench-replay` and `benchmaker llm-sweep` from the

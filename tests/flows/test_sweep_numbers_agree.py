@@ -1,7 +1,7 @@
 """One replay run through the real swebench-replay flow: every summary number of a sweep
 point is the same in point_summary.json, the flow's rows (the CLI table), sweep_points.jsonl,
 v_sweep_summary, the HTML report and a hand-written SQL over `requests`, `episodes` and
-`turns` joined to `requests` (issue #12: every metric defined once; a turn keeps only what
+`turns` joined to `requests` (every metric defined once; a turn keeps only what
 a turn has)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
 ]
 
-# Request metrics written by hand over the warehouse's `requests` (DESIGN §4): window from
+# Request metrics written by hand over the warehouse's `requests` (docs/metrics.md): window from
 # the first intended send to the last completion, percentiles linear over successes.
 HAND_REQUESTS = """
 SELECT
@@ -66,8 +66,8 @@ ORDER BY a.sweep_point
 """
 
 
-# Turns joined to their requests by hand: a turn keeps only what a turn has (issue #12
-# item 3), its call's figures are read from the request of the same (episode, turn index).
+# Turns joined to their requests by hand: a turn keeps only what a turn has,
+# its call's figures are read from the request of the same (episode, turn index).
 # Every turn has exactly one request and every request of the point one turn, so counts
 # and percentiles over the join are the point's.
 HAND_TURNS = """

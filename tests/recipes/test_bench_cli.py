@@ -207,7 +207,7 @@ def count_rate_spec_parses(monkeypatch) -> list[str]:
 
 @pytest.mark.parametrize("rate", [["--rate", "poisson:100"], ["--rate", "closed:2"], []])
 def test_llm_parses_its_rate_spec_once(server, tmp_path, monkeypatch, rate):
-    # issue #12 item 6: the spec is parsed where it enters (BenchConfig validation); the
+    # the spec is parsed where it enters (BenchConfig validation); the
     # config checks and the runner read that model. No --rate: the default closed:1.
     calls = count_rate_spec_parses(monkeypatch)
     code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", *rate,

@@ -1,4 +1,4 @@
-"""The break-it corpus (issue #14): bad input a hostile or careless user gives the CLI.
+"""The break-it corpus: bad input a hostile or careless user gives the CLI.
 
 Every case must exit 2 with one line on stderr that starts `benchmaker: error:` and
 names the flag or file:line:field, with no traceback, before any request is sent
@@ -253,7 +253,7 @@ def test_bad_run_file_is_a_file_line_error_exit_2(text, piece, tmp_path, monkeyp
 
 
 def test_no_example_runs_an_interpreter_named_python():
-    """A stock host may have only `python3` (issue #14): examples and tests use
+    """A stock host may have only `python3`: examples and tests use
     `python3` or sys.executable, never a bare `python` command."""
     import re
     from pathlib import Path

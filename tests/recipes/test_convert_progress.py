@@ -1,4 +1,4 @@
-"""Live per-file progress of `benchmaker convert` (issue #15 item 2): on a terminal one
+"""Live per-file progress of `benchmaker convert`: on a terminal one
 rich line (files done/total, MB, turns, elapsed, ETA) redrawn per file, driven by an
 injected clock; nothing but the report when the output is not a terminal."""
 

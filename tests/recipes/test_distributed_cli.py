@@ -5,7 +5,7 @@ without a Dask address are refused before anything runs.
 
 The CLI's Prefect is ephemeral (in its own process), so the Dask workers cannot reach
 it and each starts a temporary Prefect server of its own on its first shard (5-10 s
-here): no --start-lead for it, the shards' readiness barrier waits for both (issue #14)."""
+here): no --start-lead for it, the shards' readiness barrier waits for both."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every option of every `benchmaker` command says what it does in `--help` (#14: the
+"""Every option of every `benchmaker` command says what it does in `--help` (the
 help showed only names and types, because the docstrings' parameter sections were in a
 form cyclopts does not parse)."""
 

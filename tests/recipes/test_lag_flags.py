@@ -1,4 +1,4 @@
-"""`--max-loop-lag-ms` / `--max-schedule-lag-ms` on `sglang` and `sandbox` (issue #14):
+"""`--max-loop-lag-ms` / `--max-schedule-lag-ms` on `sglang` and `sandbox`:
 the limits given reach the run's manifest and judge its verdict. The loop lag is the
 injected monitor's (tests/_fixed_lag.py: p99 7.5 ms), so the verdict does not depend on
 how busy the host is. Bad values: tests/recipes/test_break_it.py."""

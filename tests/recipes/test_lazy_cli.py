@@ -1,6 +1,6 @@
 """The CLI registers its commands lazily (benchmaker.recipes.cli COMMANDS, cyclopts import paths):
 a command imports only its own module, so the commands that run no flow never import
-Prefect, Dask, plotly or the flows (issue #15), and the console script skips the
+Prefect, Dask, plotly or the flows, and the console script skips the
 interpreter's teardown once the command has returned (benchmaker.recipes.cli._fast_exit). Each
 check runs in a fresh interpreter: this test process has imported everything already."""
 

@@ -1,4 +1,4 @@
-"""SIGTERM (and SIGHUP) stop a run as Ctrl-C does (issue #14 item 3): the real `benchmaker`
+"""SIGTERM (and SIGHUP) stop a run as Ctrl-C does: the real `benchmaker`
 process against a loopback server that never finishes a response; the partial bundle
 loads into the warehouse flagged partial, and `runs` shows it."""
 

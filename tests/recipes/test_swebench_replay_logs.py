@@ -1,6 +1,5 @@
 """`benchmaker swebench-replay --logs` refuses logs the converter cannot read with the
-converter's one-line error (exit 2) before any Prefect server is contacted or started
-(issue #13 item 7)."""
+converter's one-line error (exit 2) before any Prefect server is contacted or started."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`benchmaker swebench-replay --rate`: agent episodes started open-loop by the engine
-(issue #12 item 1), from the command line into the warehouse."""
+"""`benchmaker swebench-replay --rate`: agent episodes started open-loop by the engine,
+from the command line into the warehouse."""
 
 from __future__ import annotations
 

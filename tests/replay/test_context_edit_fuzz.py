@@ -1,7 +1,7 @@
 """The converters of agents that edit their context (pi session trees, pi event streams
 with compaction, OpenHands condensation in both formats) fed damaged copies of the
 written fixtures: each converts or raises the documented InputError, never another
-exception (#13, as tests/replay/test_converters_fuzz.py for the real recordings)."""
+exception (as tests/replay/test_converters_fuzz.py for the real recordings)."""
 
 from __future__ import annotations
 

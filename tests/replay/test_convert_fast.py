@@ -1,4 +1,4 @@
-"""The fast conversion path (issue #17 item 3) writes exactly the bytes of the old one.
+"""The fast conversion path writes exactly the bytes of the old one.
 
 The old path is the fast one with each shortcut put back (tests patch them in):
 `json.loads` for every line/document instead of orjson (`orjson_safe` false), the

@@ -1,4 +1,4 @@
-"""convert_paths in worker processes (issue #17 item 3) gives exactly what one process
+"""convert_paths in worker processes gives exactly what one process
 gives: the output bytes, the report, the progress events, the errors (class, text,
 path/line/field), the lenient counts, and no file at `out` on an error; the workers'
 part files are joined (also by read/write where copy_file_range is refused) and

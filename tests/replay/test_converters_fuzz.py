@@ -1,4 +1,4 @@
-"""Converters fed truncated or mutated real logs (issue #14 item 9): whatever hypothesis
+"""Converters fed truncated or mutated real logs: whatever hypothesis
 does to the bytes of a real recording (../shared/data/real), `convert_paths` either
 converts it or raises the documented InputError (`path:line: field: problem`), never
 another exception; the `benchmaker convert` CLI turns that into one line and exit 2."""

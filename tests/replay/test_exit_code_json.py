@@ -1,6 +1,6 @@
 """mini-swe-agent 2.x observations as JSON (`{"returncode": N, "output": ...}`, its
 observation_template): benchmaker.replay_server.store.exit_code_in reads the exit code they state, so the
-replay server's status divergence check compares them (issue #13). Real replay server on
+replay server's status divergence check compares them. Real replay server on
 127.0.0.1."""
 
 from __future__ import annotations

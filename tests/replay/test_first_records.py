@@ -1,4 +1,4 @@
-"""Records parsed for format detection are not parsed again (issue #17 item 3):
+"""Records parsed for format detection are not parsed again:
 keeping_first_records keeps what first_jsonl_objects parsed with orjson for the very
 bytes object converted (and checks those bytes with orjson_safe once, not line by line),
 and iter_jsonl yields those values, once, instead of parsing their lines again; the

@@ -1,4 +1,4 @@
-"""benchmaker.agent.model_client: reassembly, first-token rules and model time (issue #6 item 2)."""
+"""benchmaker.agent.model_client: reassembly, first-token rules and model time."""
 
 from __future__ import annotations
 

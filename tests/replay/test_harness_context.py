@@ -1,5 +1,5 @@
-"""benchmaker.agent.harness builds each turn's request with the log's context edits applied
-(issue #13 item 4 on the engine-driven harness): a pi compaction is replayed through a
+"""benchmaker.agent.harness builds each turn's request with the log's context edits applied:
+a pi compaction is replayed through a
 real sweep point (engine, EpisodeWorkload, replay server process on 127.0.0.1) and the
 request bodies are checked turn by turn."""
 

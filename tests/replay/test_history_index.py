@@ -1,5 +1,5 @@
 """benchmaker.trajectories.converters._edits.HistoryIndex keeps (turn, item) pairs and makes MessageRefs
-only for what names them (issue #17 item 3): its `order`, spans and edits are those of
+only for what names them: its `order`, spans and edits are those of
 the MessageRefs it used to keep."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""benchmaker.agent.model_client.MessageLog (issue #17 item 4): a conversation whose messages keep
+"""benchmaker.agent.model_client.MessageLog: a conversation whose messages keep
 their JSON bytes as they are appended sends, byte for byte, what encoding the whole body
 gives, and falls back to that encoding for a message orjson refuses."""
 

@@ -1,5 +1,5 @@
 """benchmaker.agent.model_client on the engine's HTTP/1.1 client (benchmaker.engine.http1.RawTransport,
-the default; issue #17 item 4) and on a given aiohttp session: the deadlines the client
+the default) and on a given aiohttp session: the deadlines the client
 keeps itself (total from the call's start, idle per body read), transport failures and a
 body cut short, each as the outcome the aiohttp path gives."""
 

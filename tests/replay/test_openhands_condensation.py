@@ -1,4 +1,4 @@
-"""OpenHands condensation and the software-agent-sdk event format (#13): after a
+"""OpenHands condensation and the software-agent-sdk event format: after a
 condensation the replay sends the context OpenHands would have sent: the forgotten
 events dropped, the summary as a user message at its offset.
 

@@ -1,4 +1,4 @@
-"""OpenHands software-agent-sdk conversation directories (#13 item 3): `base_state.json`
+"""OpenHands software-agent-sdk conversation directories: `base_state.json`
 + `events/event-NNNNN-<id>.json` is one unit and one trajectory, found inside a parent
 directory like a harbor trial directory; `benchmaker convert DIR` and `swebench-replay
 --logs DIR` take it. Fixture: tests/data/written/openhands-sdk-conversations/ (layout

@@ -1,4 +1,4 @@
-"""pi session trees (#13): every assistant entry of a session file is replayed, abandoned
+"""pi session trees: every assistant entry of a session file is replayed, abandoned
 branches and automatic retries included, each with the request pi sent for it.
 
 The reference here is written from pi's own rules, independently of the converter:

@@ -1,4 +1,4 @@
-"""Compaction inside pi `--mode json` event streams (#13): `compaction_end` (pi >= 0.45)
+"""Compaction inside pi `--mode json` event streams: `compaction_end` (pi >= 0.45)
 or `auto_compaction_end` (older) with a `CompactionResult` is replayed as the session
 converter replays a `compaction` entry: the summary, then the messages from the first
 kept one, found by pi's `findCutPoint` rule (the stream names no entry ids).

@@ -1,4 +1,4 @@
-"""pi session conversion shortcuts (issue #17 item 3) keep the old counts and models:
+"""pi session conversion shortcuts keep the old counts and models:
 `arguments_raw_synthesized` counted once per tool call (also for the calls before a
 malformed one in lenient mode), pi_usage's unvalidated Usage, the unvalidated models'
 own fields sets."""

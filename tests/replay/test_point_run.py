@@ -1,4 +1,4 @@
-"""benchmaker.sweep.point_run and benchmaker.workloads.agent_episode: agent episodes on the engine (issue #12).
+"""benchmaker.sweep.point_run and benchmaker.workloads.agent_episode: agent episodes on the engine.
 
 One instrument: a replayed turn and a `benchmaker llm` request give the same metrics for
 the same stream; every model call of a point is an engine Sample in samples.jsonl (with

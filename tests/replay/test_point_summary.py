@@ -54,7 +54,7 @@ def point(tmp_path: Path) -> Path:
         _req(0, 0, 10, 20, output_tokens=3), _req(1, 40, 5, 30, output_tokens=6), _req(2, 50, 20, 40),
         _req(3, 150, None, 50, outcome="http_error"),
     ])
-    # a turn line of the shape written before #12 item 3 (request figures on it): read as before
+    # a turn line of the shape written before migration 0010 (request figures on it): read as before
     _write(pdir / "turns.jsonl", [
         {"run_id": "r", "sweep_point": "c2", "episode_id": "c2-0", "turn_index": 0, "sent_ns": 0,
          "first_token_ns": 10 * MS, "end_ns": 20 * MS, "outcome": "ok", "byte_equal": False},

@@ -1,6 +1,6 @@
 """A replay sweep point's model calls go on the engine transport the point names (issue
 #17: the engine's own HTTP/1.1 client by default, aiohttp selectable), and both give the
-same samples against the same replay server (issue #12: one instrument)."""
+same samples against the same replay server (one instrument)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A replayed turn that failed in the original run (an aborted pi turn) is served as
 recorded with `x-replay-recorded-error`; the model client makes it outcome
 `recorded_error`, which summary.sql counts apart (`n_recorded_error`), out of the error
-rate and of the latency over successes, and which leaves the point valid (issue #13
-item 6 on the engine harness). Real replay server on 127.0.0.1."""
+rate and of the latency over successes, and which leaves the point valid (on the engine
+harness). Real replay server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ async def test_aborted_turn_replays_as_recorded_error_out_of_the_error_rate(tmp_
     assert run["e2e_ms"]["count"] == 3 and run["e2e_all_ms"]["count"] == 4
     # the point: error rate 0, no miss, the episode ok, valid
     assert (row["n_requests"], row["n_ok"], row["error_rate"], row["misses_total"]) == (4, 3, 0, 0)
-    assert (row["n_recorded_error"], row["n_aborted"]) == (1, 0)  # columns of the sweep row (#13)
+    assert (row["n_recorded_error"], row["n_aborted"]) == (1, 0)  # columns of the sweep row
     assert row["n_episodes_failed"] == 0 and row["valid"] is True, row.get("invalid_reason")
 
 
@@ -64,7 +64,7 @@ async def test_recorded_error_streamed_and_whole(tmp_path: Path, aborted, stream
     with running_server(store) as url:
         res = await run_episode(trajs[0], url, mode="recorded", stream=stream)
     assert [c.outcome for c in res.calls] == ["ok", "ok", "ok", "recorded_error"]
-    # each turn is keyed to its call's sample, which carries the outcome (#12 item 3)
+    # each turn is keyed to its call's sample, which carries the outcome
     assert [(c.sample.meta["episode_id"], c.sample.meta["turn_index"]) for c in res.calls] == \
         [(t.episode_id, t.turn_index) for t in res.turns] == [(res.episode.episode_id, i) for i in range(4)]
     assert res.episode.outcome == "ok" and res.episode.n_turns == 4  # served: the episode went on

@@ -1,4 +1,4 @@
-"""The replay server's task key on the hot path (issue #17): a request whose head user
+"""The replay server's task key on the hot path: a request whose head user
 texts are a recorded trajectory's gets the key by one lookup (`_known_keys`), any other
 request computes it (`match_key_for_messages`), and both give the same answers."""
 

@@ -1,4 +1,4 @@
-"""The replay server's HTTP stack (issue #17): uvicorn on httptools + uvloop by default,
+"""The replay server's HTTP stack: uvicorn on httptools + uvloop by default,
 h11 on request; the chat hot path's front door and one-pass message scan answer as the
 Starlette routes did."""
 

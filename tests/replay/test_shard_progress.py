@@ -1,4 +1,4 @@
-"""Live progress of a distributed sweep point (issue #15): each shard writes its latest
+"""Live progress of a distributed sweep point: each shard writes its latest
 progress event beside its files (or into the exchange), the coordinator merges them
 into one event of the point (benchmaker.progress.watch_shards). Real shards here (each
 with its own replay server), on a shared directory and through an exchange."""

@@ -262,7 +262,7 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
 def test_the_helper_imports_only_what_it_runs():
     """The helper process starts once per sweep point: its import of
     benchmaker.agent.sandbox.spawner loads neither httpx (FlashSandbox) nor the local sandbox,
-    the engine or pydantic (issue #15)."""
+    the engine or pydantic."""
     import subprocess
     import sys
 

@@ -1,4 +1,4 @@
-"""Recorded-error and aborted calls of a sweep point (issue #13): counted apart, with exact
+"""Recorded-error and aborted calls of a sweep point: counted apart, with exact
 values, in the point row (point_summary.json), v_sweep_summary, the HTML report and the
 CLI sweep table (print_sweep), from one hand-written bundle loaded into a real DuckDB file."""
 

@@ -1,6 +1,6 @@
 """benchmaker.trajectories.trajectory.trajectory_json writes exactly `model_dump_json().encode()`: orjson
 from the models' fields where the two agree, pydantic's serializer for anything orjson
-refuses (issue #17 item 3)."""
+refuses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each model call keeps the model that answered it (issue #13 item 5 on the engine
+"""Each model call keeps the model that answered it (on the engine
 harness): the parser reads the response's `model` field into Sample.model, the harness
 copies it to TurnRecord.model, and the warehouse loads both (requests.model,
 turns.model). Real replay server on 127.0.0.1, real DuckDB file."""

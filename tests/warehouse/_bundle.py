@@ -1,4 +1,4 @@
-"""Hand-written run bundles for the warehouse tests (notes/CONTRACTS.md layout)."""
+"""Hand-written run bundles for the warehouse tests (the layout of docs/architecture.md)."""
 
 from __future__ import annotations
 

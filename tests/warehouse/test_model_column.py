@@ -1,6 +1,6 @@
-"""Migration 0006: the model that answered each request lands in `requests.model` (issue
-#13 item 5); an agent turn's model is its request's (turns keep only what a turn has,
-issue #12 item 3, migration 0010): new-shape bundles, bundles whose turns.jsonl still
+"""Migration 0006: the model that answered each request lands in `requests.model`;
+an agent turn's model is its request's (turns keep only what a turn has,
+migration 0010): new-shape bundles, bundles whose turns.jsonl still
 carries the request fields (with and without samples), and a warehouse migrated from 9."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _agent_samples(run_id: str) -> list[dict]:
 
 
 def _old_turn(run_id: str, i: int, model: str | None) -> dict:
-    """A turns.jsonl line as written before #12 item 3: the call's figures on the turn."""
+    """A turns.jsonl line as written before migration 0010: the call's figures on the turn."""
     return {"run_id": run_id, "sweep_point": None, "episode_id": "e1", "turn_index": i,
             "sent_ns": 100_000_000 * i, "first_token_ns": 100_000_000 * i + 10_000_000,
             "end_ns": 100_000_000 * i + 100_000_000, "outcome": "ok", "http_status": 200, "miss_kind": None,
@@ -81,7 +81,7 @@ def test_old_turn_lines_with_samples_load_without_a_second_request(tmp_path):
 
 
 def test_old_turn_lines_without_samples_become_requests(tmp_path):
-    # `benchmaker episode --out` wrote turns.jsonl and no samples before #12 item 3
+    # `benchmaker episode --out` wrote turns.jsonl and no samples before migration 0010
     run = tmp_path / "run-e"
     write_manifest(run, "run-e")
     write_jsonl(run / "turns.jsonl", [_old_turn("run-e", i, m) for i, m in enumerate(MODELS)])

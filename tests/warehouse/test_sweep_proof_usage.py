@@ -1,4 +1,4 @@
-"""The concurrency proof and usage coverage of replay sweep points (issue #6 item 2) in
+"""The concurrency proof and usage coverage of replay sweep points in
 the warehouse: a real sweep point (harness against the replay server) and a hand-written
 staggered point, written by benchmaker.sweep.sweep's plain functions, loaded by load_run, read
 back from v_sweep_summary: the same values as the points' own rows."""

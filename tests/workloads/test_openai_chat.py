@@ -80,7 +80,7 @@ def test_non_stream_body_has_no_stream_options():
 
 
 def test_role_only_chunk_is_not_first_token():
-    # DESIGN §4 / issue #6: role chunk at 5 ms, first content at 500 ms -> TTFT 500 ms,
+    # docs/metrics.md: role chunk at 5 ms, first content at 500 ms -> TTFT 500 ms,
     # and no 495 ms "gap" (the role chunk is not an event).
     s, p = run([(5 * MS, ROLE), (500 * MS, chunk({"content": "Hi"})), (520 * MS, chunk({"content": "!"}, ) + chunk({}, "stop") + DONE)])
     assert s.outcome == "ok"

@@ -1,4 +1,4 @@
-"""Stream cases (issue #13): every file of tests/data/cases/streams/ gives the right value
+"""Stream cases: every file of tests/data/cases/streams/ gives the right value
 of ../shared/cases/README.md (and of the table below for the cases we added of the same
 kinds), and any split of its bytes into transport reads gives the same result as the
 whole stream (hypothesis), as do the real chunk recordings of ../shared/data/real turned

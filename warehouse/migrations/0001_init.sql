@@ -1,4 +1,4 @@
--- 0001_init: the base tables of the warehouse (DESIGN §8, notes/CONTRACTS.md).
+-- 0001_init: the base tables of the warehouse (docs/query-the-warehouse.md; the bundle: docs/architecture.md).
 -- Every table carries run_id; a load deletes a run's rows and inserts them again in one
 -- transaction (warehouse/loader.py). Time stamps named *_ns are integer ns offsets from
 -- the run's t0 (perf_counter_ns on the client); *_at columns are UTC wall-clock times.
@@ -81,7 +81,7 @@ CREATE TABLE IF NOT EXISTS requests (
     shard               INTEGER NOT NULL -- k of samples-w<k>.jsonl; 0 for samples.jsonl
 );
 
--- episodes.jsonl (CONTRACTS.md), one agent episode per row.
+-- episodes.jsonl, one agent episode per row.
 CREATE TABLE IF NOT EXISTS episodes (
     run_id              VARCHAR NOT NULL,
     sweep_point         VARCHAR,
@@ -112,7 +112,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     diff_sha256         VARCHAR
 );
 
--- turns.jsonl (CONTRACTS.md), one model call of an episode per row.
+-- turns.jsonl, one model call of an episode per row.
 CREATE TABLE IF NOT EXISTS turns (
     run_id          VARCHAR NOT NULL,
     sweep_point     VARCHAR,
@@ -132,7 +132,7 @@ CREATE TABLE IF NOT EXISTS turns (
     byte_equal      BOOLEAN
 );
 
--- grades.jsonl (CONTRACTS.md).
+-- grades.jsonl.
 CREATE TABLE IF NOT EXISTS grades (
     run_id      VARCHAR NOT NULL,
     sweep_point VARCHAR,

@@ -1,4 +1,4 @@
--- 0003: the concurrency proof and usage coverage of a sweep point (issue #6 item 2),
+-- 0003: the concurrency proof and usage coverage of a sweep point,
 -- as written by benchmaker.sweep.sweep.summarize_point into sweep_points.jsonl. NULL for points
 -- without episodes (engine sweeps) and for points derived from samples/episodes only.
 ALTER TABLE sweep_points ADD COLUMN IF NOT EXISTS max_in_flight INTEGER;                      -- most episodes in flight at once

@@ -1,4 +1,4 @@
--- 0004: distributed runs (issue #8 item 2): the shard (load host) that played every
+-- 0004: distributed runs: the shard (load host) that played every
 -- episode and turn, and how many shards a sweep point ran on. Rows loaded before this
 -- migration came from single-process runs: shard 0. And the verdict the writer of
 -- sweep_points.jsonl gave each point (engine self-checks, failed or late shards), which

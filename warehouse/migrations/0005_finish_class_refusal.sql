@@ -1,4 +1,4 @@
--- 0005: how each request's response ended (issue #13): the class of its finish reason
+-- 0005: how each request's response ended: the class of its finish reason
 -- (stop, length, tool_calls, content_filter, abort, error, cancelled, unknown; see
 -- benchmaker/apis/generated.py) and whether its output was a refusal. Rows loaded before this
 -- migration were not classified: finish_class stays NULL there, refusal NULL (unknown).

@@ -1,4 +1,4 @@
--- 0006: the model that answered each call (issue #13 item 5): a recorded trajectory
+-- 0006: the model that answered each call: a recorded trajectory
 -- can switch models mid-run (a pi `model_change`), and the replay server answers each
 -- turn under its own recorded name. `requests.model` is the `model` field of the
 -- response as the server sent it (Sample.model); `turns.model` the same for an agent

@@ -1,4 +1,4 @@
--- 0007: the agent episode and turn of a request (issue #12 item 3). Every model call of
+-- 0007: the agent episode and turn of a request. Every model call of
 -- a replayed episode is a request: an engine Sample in the point's samples.jsonl whose
 -- meta names its episode and turn. These two columns make the join to `episodes` and
 -- `turns` plain SQL, e.g. the TTFT of each turn of each recorded trajectory:

@@ -1,4 +1,4 @@
--- 0008: runs that did not finish (issue #14 item 3). `partial` is true when the bundle's
+-- 0008: runs that did not finish. `partial` is true when the bundle's
 -- summary.json says "partial": true (Ctrl-C, SIGTERM, SIGHUP: in-flight requests were
 -- recorded as cancelled) or when the bundle has no summary.json at all (the process was
 -- killed before it could write one); `partial_reason` says which. A partial run's rows

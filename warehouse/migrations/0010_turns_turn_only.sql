@@ -1,4 +1,4 @@
--- 0010: a turn keeps only what a turn has (issue #12 item 3). Every model call of an
+-- 0010: a turn keeps only what a turn has. Every model call of an
 -- agent episode is a request (an engine Sample in samples.jsonl, a row of `requests`
 -- with episode_id and turn_index since 0007), so the figures turns.jsonl used to repeat
 -- are read from there: timings (sent_ns, first_token_ns, end_ns), outcome, http_status,

@@ -1,4 +1,4 @@
--- report_schedule_lag: schedule lag (sent - intended, ms; DESIGN §4) over the run's
+-- report_schedule_lag: schedule lag (sent - intended, ms; docs/metrics.md) over the run's
 -- time, for the report. Measured requests that were sent are put in $n_bins equal bins
 -- of intended time; per bin: p50 (linear, quantile_cont) and max lag and the count.
 -- t_s is the bin's start in s from the run's t0 (intended_ns is an offset from t0).

@@ -1,5 +1,5 @@
 -- v_turns: each turn of an agent episode beside its model call. A turn keeps only what
--- a turn has (tool time, miss kind, tool calls, byte equality: issue #12 item 3); its
+-- a turn has (tool time, miss kind, tool calls, byte equality); its
 -- call is a request (an engine Sample), joined by (run_id, sweep_point, episode_id,
 -- turn_index). Times in ms from the request's stamps (client perf_counter_ns): TTFT =
 -- first token - sent, NULL when no token came; E2E = end - sent. The request columns

@@ -1,4 +1,4 @@
-"""Sandboxes: where an episode's tool calls run (DESIGN §6).
+"""Sandboxes: where an episode's tool calls run (docs/replay-an-agent.md).
 
     Sandbox       the protocol the harness and verifier use (below)
     ExecResult    one command's result
@@ -79,7 +79,7 @@ def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
 
 # The sandboxes load on first use (PEP 562): the ProcessSpawner's helper process
 # imports benchmaker.agent.sandbox.spawner once per sweep point and needs neither httpx (FlashSandbox)
-# nor the local sandbox (issue #15: ~0.3 CPU s per point).
+# nor the local sandbox (~0.3 CPU s per point).
 __getattr__ = lazy_getattr(__name__, {
     "FlashSandbox": "benchmaker.agent.sandbox.flash",
     "LocalSandbox": "benchmaker.agent.sandbox.local",

@@ -3,7 +3,7 @@
 -- `run_slo` (run_id, ttft_ms, tpot_ms, e2e_ms: the run's declared SLO bounds in ms, NULL
 -- where not declared; no row for a run without an SLO).
 -- The run bundle's summary.json, the warehouse's v_run_summary and the report all read
--- this one file (DESIGN §4, STYLE §7). Definitions:
+-- this one file (docs/metrics.md). Definitions:
 --   group_by      'run' (all samples), 'lane', 'stage', 'sweep_point'
 --   window_s      first intended send .. last completion of the measured samples (s)
 --   ttft_ms       first_token - sent, successes that produced a token

@@ -1,5 +1,5 @@
 -- episode_summary: one row per (run_id, sweep_point) of agent episodes: the one
--- definition of every episode metric (DESIGN §4, §6). Read by benchmaker.sweep.sweep.summarize_point
+-- definition of every episode metric (docs/metrics.md). Read by benchmaker.sweep.sweep.summarize_point
 -- (point_summary.json, the CLI table, the Prefect artifact) over one point's files and by
 -- the warehouse as the view `episodes_summary` over every run, which v_sweep_summary and
 -- the report read (benchmaker/sweep/sql/sweep_summary.sql). Relations in scope:
@@ -15,12 +15,12 @@
 --   n_turns_not_byte_equal  turns whose response differed from the recording
 --   resolved_rate_reverified  resolved / episodes re-verified with a known resolution
 --   resolved_rate_carried     resolved / episodes whose recorded outcome was carried
---                           (never mixed: DESIGN §6)
+--                           (never mixed)
 --   max_episodes_in_flight, mean_episodes_in_flight  max and time-weighted mean number
 --                           of episodes in flight (started_ns .. ended_ns; an episode
 --                           ending at the instant another starts does not overlap it)
 --   n_started_before_first_end  episodes started before the first episode ended (the
---                           concurrency proof of issue #6, judged in sweep_summary.sql)
+--                           concurrency proof, judged in sweep_summary.sql)
 --   n_episodes_usage_complete  episodes whose every model call carried server usage
 --                           (usage coverage itself is per request: summary.sql)
 -- Stamps are integer ns offsets from the run's t0 (time.perf_counter_ns()).

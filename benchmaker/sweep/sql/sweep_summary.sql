@@ -17,9 +17,9 @@
 --                     reason abort/error/cancelled/unknown) as summary.sql counts them
 --   episodes_summary  benchmaker/sweep/sql/episode_summary.sql: every episode metric
 -- Achieved concurrency: episodes in flight when the point has episodes, else requests
--- in flight. Concurrency proof (issue #6, for points with episodes and a target): the
+-- in flight. Concurrency proof (for points with episodes and a target): the
 -- most episodes in flight and the episodes started before the first one ended both reach
--- min(target, episodes). Verdict (DESIGN §4): invalid_reason is the first failed check
+-- min(target, episodes). Verdict (docs/metrics.md): invalid_reason is the first failed check
 -- of (nothing ran, achieved max < target, proof failed) followed by the writer's
 -- verdict_reasons; valid = invalid_reason IS NULL.
 WITH points AS (

@@ -1,5 +1,5 @@
 """wordstats: a tiny package with one bug, the task mini-swe-agent solves in benchmaker's
-conformance suite (issue #16)."""
+conformance suite."""
 
 from wordstats.counts import word_count
 

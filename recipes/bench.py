@@ -36,7 +36,7 @@ from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
 
 
-def _workers(value: str) -> int | str:
+def parse_workers(value: str) -> int | str:
     try:
         return "auto" if value == "auto" else resolve_workers(value)
     except ConfigError as exc:
@@ -57,7 +57,7 @@ _FLAGS = {
 }
 
 
-def _config(**kw: Any) -> BenchConfig:
+def make_config(**kw: Any) -> BenchConfig:
     """A BenchConfig of CLI values (None = not given; nested dicts for timeouts, slo,
     checks). Raises ConfigError with one line per bad flag, e.g. `--slo-ttft-ms: Input
     should be greater than 0 (got -5.0)`."""
@@ -93,7 +93,7 @@ def _check_llm_options(url: str, max_tokens: int | None, temperature: float | No
         check_output_file(record_trace, "--record-trace")
 
 
-def _execute(runner: BenchRunner, progress: bool | None) -> int:
+def execute_run(runner: BenchRunner, progress: bool | None) -> int:
     show = sys.stdout.isatty() if progress is None else progress
 
     async def main() -> Any:
@@ -111,7 +111,7 @@ def _execute(runner: BenchRunner, progress: bool | None) -> int:
     return 0 if result.valid else 1
 
 
-def _launch(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base_dir: Path | None = None,
+def launch_run(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base_dir: Path | None = None,
             manifest_extra: dict[str, Any] | None = None, lanes: list[Lane] | None = None,
             monitors: list[Any] | None = None, record_trace: Path | None = None,
             post_hooks: list[Any] | None = None) -> int:
@@ -121,7 +121,7 @@ def _launch(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base
     n = resolve_workers(cfg.workers)
     if n == 1:
         lanes = lanes if lanes is not None else lanes_factory()
-        return _execute(BenchRunner(cfg, lanes=lanes, base_dir=base_dir, manifest_extra=manifest_extra,
+        return execute_run(BenchRunner(cfg, lanes=lanes, base_dir=base_dir, manifest_extra=manifest_extra,
                                     monitors=monitors or (), record_trace=record_trace,
                                     post_hooks=post_hooks or ()), progress)
     if post_hooks:
@@ -153,7 +153,7 @@ def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: s
     return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key)
 
 
-def _api_key(api_key: str | None, api_key_env: str | None) -> str | None:
+def resolve_api_key(api_key: str | None, api_key_env: str | None) -> str | None:
     if api_key:
         return api_key
     if api_key_env:
@@ -258,12 +258,12 @@ def llm(
         reference_field: Field path of the expected answer in --dataset rows (for --grader).
         progress: Live progress display (default: on when stdout is a terminal).
     """
-    cfg = _config(
+    cfg = make_config(
         load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
         cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow,
         timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
         slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms}, seed=seed, label=label,
-        kind="llm", transport=transport, workers=_workers(workers),
+        kind="llm", transport=transport, workers=parse_workers(workers),
         checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
                 "max_schedule_lag_p99_ms": max_schedule_lag_ms},
     )
@@ -273,19 +273,19 @@ def llm(
     if api not in ("chat", "completions"):
         raise ConfigError(f"--api: expected chat or completions (got {api!r})")
     build = partial(_llm_workload, api, url, model, dataset, field, sharegpt, input_words, seed, stream,
-                    max_tokens, temperature, _api_key(api_key, api_key_env), reference_field)
-    hooks, grader_name = _grading_hooks(grader)
+                    max_tokens, temperature, resolve_api_key(api_key, api_key_env), reference_field)
+    hooks, grader_name = grading_hooks(grader)
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
     extra = {"workload": {"type": f"openai-{api}", "url": url, "model": model, "stream": stream,
                           "max_tokens": max_tokens, "dataset": dataset_name}}
     if grader_name is not None:
         extra["grader"] = grader_name  # the type only: an inline spec may hold a judge's api_key
-    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
+    return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
                    monitors=_metrics_monitors(metrics_url, metrics_interval), record_trace=record_trace, post_hooks=hooks)
 
 
-def _grading_hooks(grader: str | None) -> tuple[list[Any], str | None]:
+def grading_hooks(grader: str | None) -> tuple[list[Any], str | None]:
     """(post-response hooks, grader type) of a `--grader` value (([], None) when None);
     ConfigError on a bad one."""
     if grader is None:
@@ -346,9 +346,9 @@ def http(
         if not sep or not name.strip():
             raise ConfigError(f"--header: expected 'Name: value' (got {h!r})")
         headers[name.strip()] = value.strip()
-    cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
+    cfg = make_config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
                   max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
-                  kind="http", workers=_workers(workers),
+                  kind="http", workers=parse_workers(workers),
                   checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
                           "max_schedule_lag_p99_ms": max_schedule_lag_ms})
     check_http_url(url, "--url")
@@ -360,7 +360,7 @@ def http(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     extra = {"workload": {"type": "http", "url": url, "method": method, "headers": headers}}
-    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
+    return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
                    record_trace=record_trace)
 
 
@@ -382,7 +382,7 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
         rf.out_dir = Path.cwd() / rf.out_dir
     if workers is not None:
         try:
-            rf.workers = _workers(workers)
+            rf.workers = parse_workers(workers)
         except ValidationError as exc:
             raise ConfigError(format_validation_error(exc, None, names=_FLAGS)) from None
     check_output_dir(rf.out_dir, "--out-dir" if out_dir is not None else f"{config}: out_dir")
@@ -392,6 +392,6 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
     # in this process the lanes come from `rf` (the file read and its rates parsed once);
     # worker processes read the file anew
     lanes = rf.lanes(base) if resolve_workers(rf.workers) == 1 else None
-    return _launch(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base, lanes=lanes,
+    return launch_run(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base, lanes=lanes,
                    monitors=build_monitors(rf.monitors), record_trace=rf.record_trace,
                    post_hooks=rf.post_hooks(base))

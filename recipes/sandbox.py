@@ -21,7 +21,7 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
 from benchmaker.recipes.app import app
-from benchmaker.recipes.bench import _api_key, _config, _execute
+from benchmaker.recipes.bench import resolve_api_key, make_config, execute_run
 from benchmaker.workloads.sandbox import SandboxWorkload
 
 
@@ -83,7 +83,7 @@ def sandbox(
         label: Run label.
         progress: Live progress display.
     """
-    cfg = _config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
+    cfg = make_config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
                   max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
                   kind="sandbox", checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
                                           "max_schedule_lag_p99_ms": max_schedule_lag_ms})
@@ -95,9 +95,9 @@ def sandbox(
         workload = SandboxWorkload(
             command, target=target, mode=mode, url=url, sandbox_id=sandbox_id, image=image,
             sandbox_type=sandbox_type, template=template, memory_mb=memory_mb, cpu_cores=cpu_cores,
-            api_key=_api_key(None, api_key_env), timeout_s=timeout, repo=repo,
+            api_key=resolve_api_key(None, api_key_env), timeout_s=timeout, repo=repo,
         )
     except ValueError as exc:
         raise ConfigError(f"--{exc}") from None
     extra = {"workload": workload.describe()}
-    return _execute(BenchRunner(cfg, workload=workload, manifest_extra=extra), progress)
+    return execute_run(BenchRunner(cfg, workload=workload, manifest_extra=extra), progress)

@@ -20,7 +20,7 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.workers import single_lane
 from benchmaker.recipes.app import app
-from benchmaker.recipes.bench import _api_key, _config, _grading_hooks, _launch, _workers
+from benchmaker.recipes.bench import resolve_api_key, make_config, grading_hooks, launch_run, parse_workers
 from benchmaker.workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
 from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
@@ -126,12 +126,12 @@ def sglang(
         grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file.
         progress: Live progress display (default: on when stdout is a terminal).
     """
-    cfg = _config(
+    cfg = make_config(
         load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
         cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow,
         timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
         slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms}, seed=seed, label=label,
-        kind="llm", transport=transport, workers=_workers(workers),
+        kind="llm", transport=transport, workers=parse_workers(workers),
         checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
                 "max_schedule_lag_p99_ms": max_schedule_lag_ms},
     )
@@ -147,11 +147,11 @@ def sglang(
         if not isinstance(params, dict):
             raise ConfigError(f"--sampling-params: expected a JSON object (got {sampling_params!r})")
     build = partial(_sglang_workload, url, dataset, field, reference_field, sharegpt, input_ids_file, input_words,
-                    seed, stream, max_new_tokens, temperature, params, incremental, _api_key(api_key, api_key_env))
+                    seed, stream, max_new_tokens, temperature, params, incremental, resolve_api_key(api_key, api_key_env))
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
-    hooks, grader_name = _grading_hooks(grader)
+    hooks, grader_name = grading_hooks(grader)
     wl = lanes[0].workload
     extra: dict[str, Any] = {"workload": wl.describe()}
     if grader_name is not None:
         extra["grader"] = grader_name
-    return _launch(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes, post_hooks=hooks)
+    return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes, post_hooks=hooks)

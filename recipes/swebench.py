@@ -28,7 +28,7 @@ from rich.table import Table
 from benchmaker.engine.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
 from benchmaker.engine.errors import ConfigError
 from benchmaker.recipes.app import app
-from benchmaker.recipes.bench import _api_key
+from benchmaker.recipes.bench import resolve_api_key
 
 
 def _factory(sandbox: str, url: str | None, image: str | None, workdir: str, api_key: str | None) -> Any:
@@ -119,7 +119,7 @@ def swebench(
               "attempts": attempts, "max_turns": max_turns, "sandbox": sandbox, "sandbox_url": sandbox_url,
               "sandbox_image": sandbox_image, "temperature": temperature, "stream": stream}
     extra_body = {"temperature": temperature} if temperature is not None else None
-    api_key = _api_key(None, api_key_env)
+    api_key = resolve_api_key(None, api_key_env)
 
     async def main() -> Any:
         t0_wall = wall_ns()

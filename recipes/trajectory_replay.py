@@ -25,7 +25,7 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner, run_on_fresh_loop
 from benchmaker.recipes.app import app
-from benchmaker.recipes.bench import _config
+from benchmaker.recipes.bench import make_config
 from benchmaker.recipes.display import console, print_summary, run_with_progress
 from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
 
@@ -127,7 +127,7 @@ def trajectory_replay(
         active_sessions=active_sessions, think=parse_think(think), seed=seed, tokenizer=tokenizer,
         stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key,
     )
-    cfg = _config(load=f"closed:{wl.concurrency}", max_requests=wl.total_turns, duration_s=duration, seed=seed,
+    cfg = make_config(load=f"closed:{wl.concurrency}", max_requests=wl.total_turns, duration_s=duration, seed=seed,
                   label=label, kind="trajectory-replay", out_dir=out_dir, timeouts={"total_s": total_timeout})
     runner = BenchRunner(cfg, workload=wl, post_hooks=[wl.copy_meta],
                          manifest_extra={"workload": wl.describe()})

@@ -257,3 +257,21 @@ def test_the_wheel_installs_exactly_one_top_level_package(tmp_path: Path) -> Non
                    "benchmaker/warehouse/migrations/0001_init.sql", "benchmaker/engine/sql/summary.sql",
                    "benchmaker/sweep/sql/sweep_summary.sql"):
         assert member in names
+
+
+def private_imports(modules: dict[str, Path]) -> list[str]:
+    """Every `from benchmaker.x import _name` of a private function, class or constant
+    (not a module) defined in another module, as `file:line: importer <- module._name`."""
+    out = []
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("benchmaker"):
+                out += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {name} <- {node.module}.{a.name}"
+                        for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")
+                        and f"{node.module}.{a.name}" not in modules]
+    return out
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    assert private_imports(source_files()) == []

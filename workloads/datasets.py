@@ -161,26 +161,26 @@ def get_field(obj: Any, parts: list[str | int]) -> Any:
     return cur
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _check_messages(value: list[Any], where: str, fieldname: str) -> list[dict[str, Any]]:
+def check_messages(value: list[Any], where: str, fieldname: str) -> list[dict[str, Any]]:
     """Validate an OpenAI messages list; raises DatasetError naming the element."""
     if not value:
         raise DatasetError(f"{where}: {fieldname}: expected a non-empty list of messages (got [])")
     for i, msg in enumerate(value):
         if not isinstance(msg, dict):
-            raise DatasetError(f"{where}: {fieldname}[{i}]: expected an object (got {_short(msg)})")
+            raise DatasetError(f"{where}: {fieldname}[{i}]: expected an object (got {short_repr(msg)})")
         if msg.get("role") not in _ROLES:
             raise DatasetError(
-                f"{where}: {fieldname}[{i}].role: expected one of {', '.join(_ROLES)} (got {_short(msg.get('role'))})"
+                f"{where}: {fieldname}[{i}].role: expected one of {', '.join(_ROLES)} (got {short_repr(msg.get('role'))})"
             )
     return value
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed object) for each non-blank line; raises DatasetError."""
     try:
         fh = path.open("rb")
@@ -193,7 +193,7 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield lineno, orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: bad JSON: {exc} (got {_short(line[:80])})") from exc
+                raise DatasetError(f"{path}:{lineno}: bad JSON: {exc} (got {short_repr(line[:80])})") from exc
 
 
 # ---------------------------------------------------------------------------- datasets
@@ -215,12 +215,12 @@ class JsonlDataset(Dataset):
         parts = parse_field_path(field)
         ref_parts = parse_field_path(reference_field) if reference_field else None
         items: list[Item] = []
-        for lineno, obj in _read_jsonl(path):
+        for lineno, obj in read_jsonl(path):
             where = f"{path}:{lineno}"
             try:
                 value = get_field(obj, parts)
             except LookupError as exc:
-                raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {_short(obj)})") from None
+                raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {short_repr(obj)})") from None
             meta = {"dataset": path.name, "row": lineno}
             reference = None
             if ref_parts is not None:
@@ -229,13 +229,13 @@ class JsonlDataset(Dataset):
                 except LookupError:
                     reference = None
                 if reference is not None and not isinstance(reference, str):
-                    raise DatasetError(f"{where}: {reference_field}: expected a string (got {_short(reference)})")
+                    raise DatasetError(f"{where}: {reference_field}: expected a string (got {short_repr(reference)})")
             if isinstance(value, str):
                 items.append(Item(prompt=value, meta=meta, reference=reference))
             elif isinstance(value, list):
-                items.append(Item(messages=_check_messages(value, where, field), meta=meta, reference=reference))
+                items.append(Item(messages=check_messages(value, where, field), meta=meta, reference=reference))
             else:
-                raise DatasetError(f"{where}: {field}: expected a string or a list of messages (got {_short(value)})")
+                raise DatasetError(f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})")
         if not items:
             raise DatasetError(f"{path}: no items (empty file)")
         super().__init__(items, path.name)
@@ -300,26 +300,26 @@ class ShareGPTDataset(Dataset):
             for i, record in enumerate(records):
                 yield i, f"{path}:[{i}]", record
         else:
-            for lineno, record in _read_jsonl(path):
+            for lineno, record in read_jsonl(path):
                 yield lineno, f"{path}:{lineno}", record
 
     @staticmethod
     def _item(record: Any, where: str, meta: dict[str, Any]) -> Item | None:
         conv = record.get("conversations") if isinstance(record, dict) else None
         if not isinstance(conv, list):
-            raise DatasetError(f"{where}: conversations: expected a list of turns (got {_short(conv)})")
+            raise DatasetError(f"{where}: conversations: expected a list of turns (got {short_repr(conv)})")
         turns: list[tuple[str, str]] = []
         for i, turn in enumerate(conv):
             if not isinstance(turn, dict):
-                raise DatasetError(f"{where}: conversations[{i}]: expected an object (got {_short(turn)})")
+                raise DatasetError(f"{where}: conversations[{i}]: expected an object (got {short_repr(turn)})")
             role = _SHAREGPT_ROLES.get(turn.get("from"))  # type: ignore[arg-type]
             if role is None:
                 raise DatasetError(
-                    f"{where}: conversations[{i}].from: expected human, gpt or system (got {_short(turn.get('from'))})"
+                    f"{where}: conversations[{i}].from: expected human, gpt or system (got {short_repr(turn.get('from'))})"
                 )
             value = turn.get("value")
             if not isinstance(value, str):
-                raise DatasetError(f"{where}: conversations[{i}].value: expected a string (got {_short(value)})")
+                raise DatasetError(f"{where}: conversations[{i}].value: expected a string (got {short_repr(value)})")
             turns.append((role, value))
         first_user = next((i for i, (role, _) in enumerate(turns) if role == "user"), None)
         if first_user is None:
@@ -338,7 +338,7 @@ class ShareGPTDataset(Dataset):
 
 # A small vocabulary of common English words, each one token in the usual BPE
 # tokenizers (cl100k, Llama 3), so a prompt of N words is roughly N tokens.
-_VOCAB = (
+VOCAB = (
     "the of and to in is it you that he was for on are with as his they be at one have this "
     "from or had by word but what some we can out other were all there when up use your how "
     "said an each she which do their time if will way about many then them write would like so "
@@ -356,7 +356,7 @@ _VOCAB = (
 
 
 class SyntheticDataset(Dataset):
-    """Seeded synthetic prompts of given lengths in words (≈ tokens, see `_VOCAB`).
+    """Seeded synthetic prompts of given lengths in words (≈ tokens, see `VOCAB`).
 
     Item i (0 <= i < count) is `input_words[i % len(input_words)]` words drawn uniformly
     with `random.Random(seed * 1_000_003 + i)`: deterministic across processes and
@@ -369,7 +369,7 @@ class SyntheticDataset(Dataset):
     def __init__(self, input_words: int | Sequence[int], *, count: int = 100, seed: int = 0) -> None:
         lengths = [input_words] if isinstance(input_words, int) else list(input_words)
         if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
-            raise DatasetError(f"synthetic: input_words: expected integers >= 1 (got {_short(input_words)})")
+            raise DatasetError(f"synthetic: input_words: expected integers >= 1 (got {short_repr(input_words)})")
         if count < 1:
             raise DatasetError(f"synthetic: count: expected an integer >= 1 (got {count!r})")
         self.seed = seed
@@ -377,7 +377,7 @@ class SyntheticDataset(Dataset):
         for i in range(count):
             n = lengths[i % len(lengths)]
             rng = random.Random(seed * 1_000_003 + i)
-            prompt = " ".join(rng.choices(_VOCAB, k=n))
+            prompt = " ".join(rng.choices(VOCAB, k=n))
             items.append(Item(prompt=prompt, meta={"dataset": "synthetic", "row": i, "input_words": n}))
         super().__init__(items, "synthetic")
 
@@ -400,24 +400,24 @@ class StaticDataset(Dataset):
             elif isinstance(entry, str):
                 out.append(Item(prompt=entry, meta=meta))
             elif isinstance(entry, list):
-                out.append(Item(messages=_check_messages(entry, where, "messages"), meta=meta))
+                out.append(Item(messages=check_messages(entry, where, "messages"), meta=meta))
             elif isinstance(entry, dict):
                 unknown = set(entry) - {"prompt", "messages", "meta", "reference"}
                 if unknown:
                     raise DatasetError(f"{where}: {sorted(unknown)[0]}: unknown key (expected prompt, messages, meta, reference)")
                 prompt, messages = entry.get("prompt"), entry.get("messages")
                 if (prompt is None) == (messages is None):
-                    raise DatasetError(f"{where}: prompt: expected exactly one of prompt, messages (got {_short(entry)})")
+                    raise DatasetError(f"{where}: prompt: expected exactly one of prompt, messages (got {short_repr(entry)})")
                 if prompt is not None and not isinstance(prompt, str):
-                    raise DatasetError(f"{where}: prompt: expected a string (got {_short(prompt)})")
+                    raise DatasetError(f"{where}: prompt: expected a string (got {short_repr(prompt)})")
                 if messages is not None:
                     if not isinstance(messages, list):
-                        raise DatasetError(f"{where}: messages: expected a list (got {_short(messages)})")
-                    _check_messages(messages, where, "messages")
+                        raise DatasetError(f"{where}: messages: expected a list (got {short_repr(messages)})")
+                    check_messages(messages, where, "messages")
                 extra = entry.get("meta") or {}
                 if not isinstance(extra, dict):
-                    raise DatasetError(f"{where}: meta: expected an object (got {_short(extra)})")
+                    raise DatasetError(f"{where}: meta: expected an object (got {short_repr(extra)})")
                 out.append(Item(prompt, messages, {**extra, **meta}, entry.get("reference")))
             else:
-                raise DatasetError(f"{where}: expected a prompt string, messages list or object (got {_short(entry)})")
+                raise DatasetError(f"{where}: expected a prompt string, messages list or object (got {short_repr(entry)})")
         super().__init__(out, "static")

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmaker.workloads.datasets import Dataset, DatasetError, Item, _read_jsonl, _short, get_field, parse_field_path
+from benchmaker.workloads.datasets import Dataset, DatasetError, Item, read_jsonl, short_repr, get_field, parse_field_path
 from benchmaker.workloads.tokens import TokenCounter
 
 __all__ = ["DeepRAGDataset", "pack_passages"]
@@ -55,14 +55,14 @@ def _passage_text(index: int, passage: Any, where: str) -> str:
     if isinstance(passage, dict):
         text = passage.get("text")
         if not isinstance(text, str):
-            raise DatasetError(f"{where}: passages[{index}].text: expected a string (got {_short(text)})")
+            raise DatasetError(f"{where}: passages[{index}].text: expected a string (got {short_repr(text)})")
         title = passage.get("title")
         if title is None:
             return f"[{index + 1}] {text}"
         if not isinstance(title, str):
-            raise DatasetError(f"{where}: passages[{index}].title: expected a string (got {_short(title)})")
+            raise DatasetError(f"{where}: passages[{index}].title: expected a string (got {short_repr(title)})")
         return f"[{index + 1}] {title}\n{text}"
-    raise DatasetError(f"{where}: passages[{index}]: expected a string or {{title, text}} (got {_short(passage)})")
+    raise DatasetError(f"{where}: passages[{index}]: expected a string or {{title, text}} (got {short_repr(passage)})")
 
 
 def pack_passages(
@@ -113,19 +113,19 @@ class DeepRAGDataset(Dataset):
         count = TokenCounter(tokenizer)
         keep = [(name, parse_field_path(name)) for name in passthrough_meta]
         items: list[Item] = []
-        for lineno, row in _read_jsonl(path):
+        for lineno, row in read_jsonl(path):
             where = f"{path}:{lineno}"
             if not isinstance(row, dict):
-                raise DatasetError(f"{where}: expected an object with question, passages (got {_short(row)})")
+                raise DatasetError(f"{where}: expected an object with question, passages (got {short_repr(row)})")
             question = row.get("question")
             if not isinstance(question, str) or not question.strip():
-                raise DatasetError(f"{where}: question: expected a non-empty string (got {_short(question)})")
+                raise DatasetError(f"{where}: question: expected a non-empty string (got {short_repr(question)})")
             answer = row.get("answer")
             if answer is not None and not isinstance(answer, str):
-                raise DatasetError(f"{where}: answer: expected a string (got {_short(answer)})")
+                raise DatasetError(f"{where}: answer: expected a string (got {short_repr(answer)})")
             passages = row.get("passages")
             if not isinstance(passages, list) or not passages:
-                raise DatasetError(f"{where}: passages: expected a non-empty list (got {_short(passages)})")
+                raise DatasetError(f"{where}: passages: expected a non-empty list (got {short_repr(passages)})")
             texts = [_passage_text(i, p, where) for i, p in enumerate(passages)]
             chosen, context_tokens, over = pack_passages(texts, depth, context_tokens_target, count)
             prompt = "\n\n".join([_HEADER, *chosen, f"Question: {question}\nAnswer:"])

@@ -31,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmaker.workloads.datasets import Dataset, DatasetError, Item, _check_messages, _short, get_field, parse_field_path
+from benchmaker.workloads.datasets import Dataset, DatasetError, Item, check_messages, short_repr, get_field, parse_field_path
 
 __all__ = ["HFDataset", "import_datasets"]
 
@@ -95,7 +95,7 @@ class HFDataset(Dataset):
             try:
                 value = get_field(obj, parts)
             except LookupError as exc:
-                raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {_short(obj)})") from None
+                raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {short_repr(obj)})") from None
             reference = None
             if ref_parts is not None:
                 try:
@@ -103,14 +103,14 @@ class HFDataset(Dataset):
                 except LookupError:
                     reference = None
                 if reference is not None and not isinstance(reference, str):
-                    raise DatasetError(f"{where}: {reference_field}: expected a string (got {_short(reference)})")
+                    raise DatasetError(f"{where}: {reference_field}: expected a string (got {short_repr(reference)})")
             meta = {"dataset": f"{path}:{split}", "row": row}
             if isinstance(value, str):
                 items.append(Item(prompt=value, meta=meta, reference=reference))
             elif isinstance(value, list):
-                items.append(Item(messages=_check_messages(value, where, field), meta=meta, reference=reference))
+                items.append(Item(messages=check_messages(value, where, field), meta=meta, reference=reference))
             else:
-                raise DatasetError(f"{where}: {field}: expected a string or a list of messages (got {_short(value)})")
+                raise DatasetError(f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})")
         if not items:
             raise DatasetError(f"{label}: no items (empty split)")
         super().__init__(items, f"{Path(str(path)).name}:{split}")

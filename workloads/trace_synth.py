@@ -15,7 +15,7 @@ else file order. Counts are integers >= 0, named `input`, `prefix`, `new`, `outp
 input == prefix + new; a missing `prefix` on a later round is the previous round's
 input. `output` >= 1 is required: it becomes the request's `max_tokens`.
 
-Synthesis: a token is one word of a small vocabulary (`benchmaker.workloads.datasets._VOCAB`,
+Synthesis: a token is one word of a small vocabulary (`benchmaker.workloads.datasets.VOCAB`,
 each word one token in common BPE vocabularies), words joined by single spaces. Round
 k's prompt = round k-1's prompt (the exact same bytes) + " " + (prefix_k - input_{k-1})
 words standing in for the previous answer + new_k words; round 0 is input_0 words. So
@@ -43,7 +43,7 @@ import random
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmaker.workloads.datasets import _VOCAB, Dataset, DatasetError, Item, _read_jsonl, _short
+from benchmaker.workloads.datasets import VOCAB, Dataset, DatasetError, Item, read_jsonl, short_repr
 from benchmaker.apis.openai_chat import OpenAIChatParser
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsParser
@@ -59,29 +59,29 @@ def _count(row: dict[str, Any], name: str, where: str) -> int | None:
     if value is None:
         return None
     if type(value) is not int or value < 0:
-        raise DatasetError(f"{where}: {name}: expected an integer >= 0 (got {_short(value)})")
+        raise DatasetError(f"{where}: {name}: expected an integer >= 0 (got {short_repr(value)})")
     return value
 
 
 def _read_rows(path: Path) -> dict[str, list[tuple[int, int, dict[str, int]]]]:
     """Rows grouped by session (first-appearance order): (round key, line, counts)."""
     sessions: dict[str, list[tuple[int, int, dict[str, int]]]] = {}
-    for lineno, row in _read_jsonl(path):
+    for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
         if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected an object with session and token counts (got {_short(row)})")
+            raise DatasetError(f"{where}: expected an object with session and token counts (got {short_repr(row)})")
         session = row.get("session", row.get("session_id"))
         if not isinstance(session, (str, int)) or isinstance(session, bool):
-            raise DatasetError(f"{where}: session: expected a string or integer (got {_short(session)})")
+            raise DatasetError(f"{where}: session: expected a string or integer (got {short_repr(session)})")
         rnd = row.get("round")
         rows = sessions.setdefault(str(session), [])
         if rnd is None:
             rnd = len(rows)
         elif type(rnd) is not int or rnd < 0:
-            raise DatasetError(f"{where}: round: expected an integer >= 0 (got {_short(rnd)})")
+            raise DatasetError(f"{where}: round: expected an integer >= 0 (got {short_repr(rnd)})")
         counts = {k: _count(row, k, where) for k in ("input", "prefix", "new", "output")}
         if counts["output"] is None or counts["output"] < 1:
-            raise DatasetError(f"{where}: output: expected an integer >= 1 (got {_short(counts['output'])})")
+            raise DatasetError(f"{where}: output: expected an integer >= 1 (got {short_repr(counts['output'])})")
         rows.append((rnd, lineno, counts))  # type: ignore[arg-type]
     if not sessions:
         raise DatasetError(f"{path}: no rows (empty file)")
@@ -126,7 +126,7 @@ def synthesize_sessions(path: str | Path, *, seed: int | str = 0) -> dict[str, l
                 )
             if inp < 1:
                 raise DatasetError(f"{where}: input: expected >= 1 token (got {inp})")
-            words.extend(rng.choices(_VOCAB, k=inp - prev_input))
+            words.extend(rng.choices(VOCAB, k=inp - prev_input))
             prompt = " ".join(words)
             sha = hashlib.sha256(prompt.encode()).hexdigest()
             meta = {

@@ -58,7 +58,7 @@ import orjson
 
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import RequestSpec, Sample
-from benchmaker.workloads.datasets import DatasetError, _check_messages, _read_jsonl, _short
+from benchmaker.workloads.datasets import DatasetError, check_messages, read_jsonl, short_repr
 from benchmaker.apis.openai_chat import OpenAIChatParser, openai_headers
 from benchmaker.workloads.tokens import TokenCounter, messages_text
 
@@ -97,7 +97,7 @@ def read_conversations(path: str | Path) -> list[Conversation]:
     first bad row, or when no row has a turn."""
     path = Path(path)
     out: list[Conversation] = []
-    for lineno, row in _read_jsonl(path):
+    for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
         conv_id = f"row{lineno}"
         messages = row
@@ -109,11 +109,11 @@ def read_conversations(path: str | Path) -> list[Conversation]:
                 try:
                     messages = orjson.loads(messages)
                 except orjson.JSONDecodeError as exc:
-                    raise DatasetError(f"{where}: messages: bad JSON string: {exc} (got {_short(messages)})") from None
+                    raise DatasetError(f"{where}: messages: bad JSON string: {exc} (got {short_repr(messages)})") from None
         if not isinstance(messages, list):
             raise DatasetError(f"{where}: messages: expected a list of messages or a JSON string of one "
-                               f"(got {_short(messages)})")
-        _check_messages(messages, where, "messages")
+                               f"(got {short_repr(messages)})")
+        check_messages(messages, where, "messages")
         ends = [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
         if ends:
             out.append(Conversation(conv_id, lineno, messages, ends))

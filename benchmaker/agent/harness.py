@@ -203,7 +203,7 @@ class _Episode:
         if served:
             ep.n_turns += 1
         if call.t0_ns != self.t0:  # a client on another origin: the sample takes the episode's
-            _rebase(s, call.t0_ns - self.t0)
+            rebase_sample(s, call.t0_ns - self.t0)
             call.t0_ns = self.t0
         if self._ttft_sum is not None:
             self._ttft_sum = None if s.first_token_ns is None else self._ttft_sum + (s.first_token_ns - s.sent_ns)
@@ -244,7 +244,7 @@ class _Episode:
         return self.result
 
 
-def _rebase(s: Sample, delta_ns: int) -> None:
+def rebase_sample(s: Sample, delta_ns: int) -> None:
     """Shift every stamp of `s` by `delta_ns` (from one perf_counter_ns origin to another)."""
     for name in ("intended_ns", "sent_ns", "first_byte_ns", "first_token_ns", "first_content_ns", "end_ns"):
         v = getattr(s, name)

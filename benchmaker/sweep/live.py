@@ -47,7 +47,7 @@ from benchmaker.engine.bundle import SampleWriter
 from benchmaker.engine.records import Outcome, Sample
 from benchmaker.agent.episodes import Episode, TurnRecord
 from benchmaker.trajectories.errors import InputError
-from benchmaker.agent.harness import MISS_BY_STATUS, SampleSink, SandboxFactory, _rebase, concurrency_proof, observation_message
+from benchmaker.agent.harness import MISS_BY_STATUS, SampleSink, SandboxFactory, rebase_sample, concurrency_proof, observation_message
 from benchmaker.agent.harness import served as _served
 from benchmaker.agent.model_client import ChatResult, ModelClient
 from benchmaker.agent.sandbox import Sandbox, SandboxError
@@ -253,7 +253,7 @@ async def run_live_episode(
             if sample_sink is not None:
                 sample = call.sample
                 if call.t0_ns != t0:
-                    _rebase(sample, call.t0_ns - t0)
+                    rebase_sample(sample, call.t0_ns - t0)
                     call.t0_ns = t0
                 sample.run_id, sample.worker, sample.lane = run_id, worker, "agent"
                 sample.meta = {"episode_id": eid, "turn_index": i, "miss_kind": miss, "task_id": task.spec.task_id}

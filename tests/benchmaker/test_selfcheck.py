@@ -116,10 +116,10 @@ def test_a_bad_environment_limit_is_one_error_naming_the_variable(monkeypatch, r
 
 
 def test_cli_lag_flags_reach_the_config_and_bad_ones_name_the_flag(tmp_path, capsys):
-    from benchmaker.recipes.bench import _config
+    from benchmaker.recipes.bench import make_config
     from benchmaker.recipes.cli import main
 
-    cfg = _config(load="closed:1", max_requests=1, out_dir=tmp_path,
+    cfg = make_config(load="closed:1", max_requests=1, out_dir=tmp_path,
                   checks={"max_error_rate": None, "max_loop_lag_p99_ms": 40.0, "max_schedule_lag_p99_ms": None})
     assert cfg.checks.max_loop_lag_p99_ms == 40.0
     code = main(["http", "--url", "http://127.0.0.1:9/", "--max-requests", "1", "--out-dir", str(tmp_path),

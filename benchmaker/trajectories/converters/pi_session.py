@@ -76,7 +76,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters import _common
+import benchmaker.trajectories.converters._common as _common
 from benchmaker.trajectories.converters._common import (
     ARGS_SYNTH,
     FileContext,

@@ -1,8 +1,8 @@
 """Trajectories: the schema every recorded agent run is converted to (one turn per model
 call), the converters that read each agent's own logs (detected by content), the
 conversion with its cache key, and the context edits that rebuild a turn's request.
-It imports only benchmaker.progress (and pydantic): every reader of logs stands below the
-engine and the wire APIs.
+It imports only benchmaker.progress (and pydantic); the engine and the wire APIs below it
+are open to it.
 """
 
 from benchmaker.lazy_exports import lazy_getattr

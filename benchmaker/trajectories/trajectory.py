@@ -257,8 +257,7 @@ may have for trajectory_json to write it itself, whether None may be there too).
 
 
 def _fields_getter(models: tuple[type[BaseModel], ...]) -> Any:
-    """orjson's `default` for trajectory_json, generated from the models' fields (as
-    `_common.trusted_maker` generates constructors): a model of one of `models` (exact
+    """orjson's `default` for trajectory_json, generated from the models' fields: a model of one of `models` (exact
     class) gives its `__dict__` (its fields in field order) when each int/float/bool
     field holds a value of exactly that type (or None where allowed); anything else
     raises TypeError, so that orjson refuses the whole and the caller falls back."""

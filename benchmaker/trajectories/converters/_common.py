@@ -11,19 +11,16 @@ Skip reasons: every converter counts what it did not carry into the trajectory i
 from __future__ import annotations
 
 import ast
-import inspect
 import json
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar, get_args
+from typing import Any, get_args
 
 import orjson
-from pydantic import BaseModel
 
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import (
@@ -42,8 +39,6 @@ from benchmaker.trajectories.trajectory import (
     flatten_content,
     match_key_for_messages,
 )
-
-_M = TypeVar("_M", bound="BaseModel")
 
 CONVERTER_VERSION = 7
 """Bump when any converter's output changes for the same input (part of cache keys).
@@ -299,23 +294,10 @@ def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
     return out
 
 
-_dumps_markers: dict[int, Any] = {}
-_dumps = c_make_encoder(_dumps_markers, json.JSONEncoder().default, encode_basestring_ascii, None, ": ", ", ",
-                        False, False, True) if c_make_encoder is not None else None
-"""json.dumps' own C encoder with its defaults (ensure_ascii, ", "/": ", allow_nan, circular check),
-made once: json.dumps builds one per call (~1.7 us of a ~3 us call on small arguments)."""
-
-
 def synth_arguments_raw(arguments: Any) -> str:
     """`arguments_raw` for logs that kept only parsed arguments: `json.dumps(arguments)`
-    (Python defaults; the same text, through one reused C encoder). A value json.dumps
-    refuses raises json.dumps' own error. Callers count `ARGS_SYNTH` in the trajectory's
-    skipped."""
-    if _dumps is not None:
-        try:
-            return "".join(_dumps(arguments, 0))
-        except Exception:  # noqa: BLE001 - json.dumps below raises the error it raises
-            _dumps_markers.clear()  # an error leaves the containers it was in marked
+    (Python defaults). A value json.dumps refuses raises json.dumps' own error. Callers
+    count `ARGS_SYNTH` in the trajectory's skipped."""
     return json.dumps(arguments)
 
 
@@ -399,66 +381,10 @@ def ms_from_iso(text: Any) -> float | None:
     return dt.timestamp() * 1000
 
 
-def trusted_maker(cls: type[_M]) -> Callable[..., _M]:
-    """A constructor of the pydantic model `cls` that does NOT validate, for values the
-    caller has checked: each of its field's type (the very objects validation would
-    keep: str, int, float, None, model instances, lists), keyword arguments only, every
-    field without a default given. Fields left out get their defaults (a fresh one from
-    a default factory). The instance equals the validated one and serialises to the same
-    bytes (`__dict__` in field order, as validation builds it); its `model_fields_set`
-    is every field. Generated from `cls.model_fields` as dataclasses generate `__init__`,
-    so a field added to the schema is picked up. Cost ~1 us where validation costs
-    ~4-6 us per model here (`model_construct`, pure Python, costs more than validation).
-    Callers keep the validating constructor for values they have not checked, so bad
-    values still raise pydantic's ValidationError."""
-    # each attribute is set through its own descriptor's __set__ (BaseModel's __dict__ and
-    # slots): object.__setattr__ would pack its arguments into a tuple, check the class's
-    # __setattr__ and look the name up first (~1,900 of ~8,700 instructions per instance)
-    ns: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
-                          "_names": set(cls.model_fields)}  # copied for each instance (set.copy: ~4x set(tuple))
-    for slot in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
-        ns[f"_set{slot}"] = inspect.getattr_static(cls, slot).__set__
-    params, items = [], []
-    for k, (name, info) in enumerate(cls.model_fields.items()):
-        if info.default_factory is not None:  # list/dict/model defaults: None is never a valid value
-            ns[f"_f{k}"] = info.default_factory
-            params.append(f"{name}=None")
-            items.append(f"{name!r}: _f{k}() if {name} is None else {name}")
-        elif info.is_required():
-            params.append(name)
-            items.append(f"{name!r}: {name}")
-        else:
-            ns[f"_d{k}"] = info.default
-            params.append(f"{name}=_d{k}")
-            items.append(f"{name!r}: {name}")
-    src = (f"def make(*, {', '.join(params)}):\n"
-           f"    m = _new(_cls)\n"
-           f"    _set__dict__(m, {{{', '.join(items)}}})\n"
-           f"    _set__pydantic_fields_set__(m, _names.copy())\n"
-           f"    _set__pydantic_extra__(m, None)\n"
-           f"    _set__pydantic_private__(m, None)\n"
-           f"    return m\n")
-    exec(src, ns)  # noqa: S102 - code generated from the model's own field names
-    make = ns["make"]
-    make.__qualname__ = f"trusted_{cls.__name__}"
-    return make
-
-
 def _opt_str(value: Any) -> bool:
     return value is None or type(value) is str
 
 
-# unvalidated constructors, called only after the checks next to each call (tests put
-# the validating ones back: tests/replay/test_convert_fast.py)
-_trusted_turn = trusted_maker(Turn)
-_trusted_ref = trusted_maker(MessageRef)
-_trusted_source = trusted_maker(Source)
-_trusted_trajectory = trusted_maker(Trajectory)
-_trusted_response = trusted_maker(Response)
-_trusted_tool_call = trusted_maker(ToolCall)
-_trusted_usage = trusted_maker(Usage)
-_trusted_timing = trusted_maker(Timing)
-_trusted_observation = trusted_maker(Observation)
 _FINISH_REASONS = frozenset(get_args(FinishReason))
 _STR_TYPE = frozenset((str,))
 _NO_USAGE = Usage()
@@ -476,7 +402,7 @@ def fast_response(content: str | None = None, reasoning: str | None = None, tool
     if ((content is None or type(content) is str) and (reasoning is None or type(reasoning) is str)
             and type(calls) is list and finish_reason in _FINISH_REASONS
             and (not calls or all(type(c) is ToolCall for c in calls))):
-        return _trusted_response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
+        return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
     return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
 
 
@@ -484,7 +410,7 @@ def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, 
     """`ToolCall(...)`, unvalidated when the values have the field types (see fast_response)."""
     if (type(id) is str and type(name) is str and type(arguments_raw) is str
             and (arguments is None or (type(arguments) is dict and _STR_TYPE.issuperset(map(type, arguments))))):
-        return _trusted_tool_call(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
+        return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
     return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
 
 
@@ -496,7 +422,7 @@ def fast_usage(prompt_tokens: int | None = None, completion_tokens: int | None =
             and (cached_tokens is None or (type(cached_tokens) is int and cached_tokens >= 0))
             and (reasoning_tokens is None or (type(reasoning_tokens) is int and reasoning_tokens >= 0))
             and (total_tokens is None or (type(total_tokens) is int and total_tokens >= 0))):
-        return _trusted_usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                               cached_tokens=cached_tokens, reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
     return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached_tokens,
                  reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
@@ -508,7 +434,7 @@ def fast_timing(ttft_ms: float | None = None, duration_ms: float | None = None, 
     if ((ttft_ms is None or (type(ttft_ms) is float and ttft_ms >= 0))  # an int is validated (it becomes a float)
             and (duration_ms is None or (type(duration_ms) is float and duration_ms >= 0))
             and (started_at is None or type(started_at) is str)):
-        return _trusted_timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
+        return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
     return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
 
 
@@ -518,7 +444,7 @@ def fast_observation(content: str, tool_call_id: str | None = None, name: str | 
     if (type(content) is str and (tool_call_id is None or type(tool_call_id) is str)
             and (name is None or type(name) is str) and type(is_error) is bool
             and (exit_code is None or type(exit_code) is int)):
-        return _trusted_observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error,
+        return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error,
                                     exit_code=exit_code)
     return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code)
 
@@ -580,7 +506,7 @@ class TrajectoryBuilder:
                 and (timing is None or type(timing) is Timing) and (model is None or type(model) is str)
                 and (error is None or type(error) is str)
                 and (edit is None or type(edit) is ContextEdit)):  # the shapes validation would check
-            turn = _trusted_turn(index=len(self.turns), model=model, response=response, usage=usage, timing=timing,
+            turn = Turn(index=len(self.turns), model=model, response=response, usage=usage, timing=timing,
                                  context_edit=edit, error=error)
         else:  # raises pydantic's ValidationError, as it always did
             turn = Turn(index=len(self.turns), response=response, usage=usage, timing=timing,
@@ -598,11 +524,11 @@ class TrajectoryBuilder:
     def next_ref(self, role: str) -> MessageRef:
         """The MessageRef the next message of `role` ("assistant" or another) gets."""
         if role == "assistant":  # ints >= 0 by construction: no validation needed
-            return _trusted_ref(turn=len(self.turns), item=0)
+            return MessageRef(turn=len(self.turns), item=0)
         if not self.turns:
-            return _trusted_ref(turn=None, item=0 if self.first_user is None else 1 + len(self.user_before_turns))
+            return MessageRef(turn=None, item=0 if self.first_user is None else 1 + len(self.user_before_turns))
         last = self.turns[-1]
-        return _trusted_ref(turn=last.index, item=1 + len(last.observations) + len(last.user_after))
+        return MessageRef(turn=last.index, item=1 + len(last.observations) + len(last.user_after))
 
     def observation(self, obs: Observation) -> None:
         if not self.turns:
@@ -663,7 +589,7 @@ class TrajectoryBuilder:
                 and all(type(u) is str for u in self.user_before_turns) and type(fields["outcome"]) is RecordedOutcome
                 and all(type(t) is Turn for t in self.turns)
                 and all(type(k) is str and type(v) is int for k, v in fields["skipped"].items())):
-            return _trusted_trajectory(source=_trusted_source(**source), **fields)
+            return Trajectory(source=Source(**source), **fields)
         return Trajectory(source=Source(**source), **fields)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import benchmaker.trajectories.converters._common as _common
 from benchmaker.trajectories.converters._common import TrajectoryBuilder
 from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan
 
@@ -61,7 +60,7 @@ class HistoryIndex:
         objects from one call to the next)."""
         refs = self._refs
         if len(refs) < len(self.cursors):
-            refs.extend(_common._trusted_ref(turn=t, item=i) for t, i in self.cursors[len(refs):])
+            refs.extend(MessageRef(turn=t, item=i) for t, i in self.cursors[len(refs):])
         return refs
 
     def _ref(self, position: int) -> MessageRef:
@@ -69,7 +68,7 @@ class HistoryIndex:
         if position < len(self._refs):
             return self._refs[position]
         turn, item = self.cursors[position]  # ints >= 0 (lengths): a valid ref by construction
-        return _common._trusted_ref(turn=turn, item=item)
+        return MessageRef(turn=turn, item=item)
 
     def add(self, feed: Callable[[], object]) -> int | None:
         """Run `feed` (which adds at most one message to the builder) and return the

@@ -76,7 +76,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import benchmaker.trajectories.converters._common as _common
 from benchmaker.trajectories.converters._common import (
     ARGS_SYNTH,
     FileContext,
@@ -95,6 +94,8 @@ from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
     FinishReason,
+    Response,
+    Timing,
     ToolCall,
     Trajectory,
     Usage,
@@ -227,10 +228,10 @@ def assistant_turn(
     # the unvalidated constructors fast_timing and fast_response would pick, without their
     # checks: started_at is a str or None, duration a float >= 0 (`ended_ms` is a float) or
     # None, the texts str (join raises otherwise), `calls` ToolCalls, `finish` a FinishReason
-    timing = _common._trusted_timing(ttft_ms=None, duration_ms=duration, started_at=started_at) \
+    timing = Timing(ttft_ms=None, duration_ms=duration, started_at=started_at) \
         if started_at or duration is not None else None
     builder.turn(
-        _common._trusted_response(
+        Response(
             content="\n".join(texts) if texts else None,
             reasoning="\n".join(thinking) if thinking else None,
             tool_calls=calls,

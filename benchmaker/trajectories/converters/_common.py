@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, get_args
+from typing import Any
 
 import orjson
 
@@ -381,71 +381,37 @@ def ms_from_iso(text: Any) -> float | None:
     return dt.timestamp() * 1000
 
 
-def _opt_str(value: Any) -> bool:
-    return value is None or type(value) is str
-
-
-_FINISH_REASONS = frozenset(get_args(FinishReason))
-_STR_TYPE = frozenset((str,))
 _NO_USAGE = Usage()
 
 
 def fast_response(content: str | None = None, reasoning: str | None = None, tool_calls: list[ToolCall] | None = None,
                   finish_reason: FinishReason = "stop") -> Response:
-    """`Response(...)`, without validation when every value has its field's exact type
-    (str/None texts, a list of ToolCall, a known finish reason), else validated (which
-    raises pydantic's ValidationError as before). The per-turn constructors here
-    (fast_tool_call, fast_usage, fast_timing, fast_observation likewise) are for the
-    converters' hot loops: a 453-turn session builds ~3,000 such models."""
-    calls = [] if tool_calls is None else tool_calls
-    # the checks are inline expressions, not helper calls: these run ~5 times per turn
-    if ((content is None or type(content) is str) and (reasoning is None or type(reasoning) is str)
-            and type(calls) is list and finish_reason in _FINISH_REASONS
-            and (not calls or all(type(c) is ToolCall for c in calls))):
-        return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
-    return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
+    """`Response(...)` with positional arguments (pydantic models take keywords only).
+    Raises pydantic's ValidationError on a bad value."""
+    return Response(content=content, reasoning=reasoning, tool_calls=[] if tool_calls is None else tool_calls,
+                    finish_reason=finish_reason)
 
 
 def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:  # noqa: A002
-    """`ToolCall(...)`, unvalidated when the values have the field types (see fast_response)."""
-    if (type(id) is str and type(name) is str and type(arguments_raw) is str
-            and (arguments is None or (type(arguments) is dict and _STR_TYPE.issuperset(map(type, arguments))))):
-        return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
+    """`ToolCall(...)` with positional arguments (see fast_response)."""
     return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
 
 
 def fast_usage(prompt_tokens: int | None = None, completion_tokens: int | None = None, cached_tokens: int | None = None,
                reasoning_tokens: int | None = None, total_tokens: int | None = None) -> Usage:
-    """`Usage(...)`, unvalidated when every count is None or an int >= 0 (see fast_response)."""
-    if ((prompt_tokens is None or (type(prompt_tokens) is int and prompt_tokens >= 0))
-            and (completion_tokens is None or (type(completion_tokens) is int and completion_tokens >= 0))
-            and (cached_tokens is None or (type(cached_tokens) is int and cached_tokens >= 0))
-            and (reasoning_tokens is None or (type(reasoning_tokens) is int and reasoning_tokens >= 0))
-            and (total_tokens is None or (type(total_tokens) is int and total_tokens >= 0))):
-        return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                              cached_tokens=cached_tokens, reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
+    """`Usage(...)` with positional arguments, in tokens (see fast_response)."""
     return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached_tokens,
                  reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
 
 
 def fast_timing(ttft_ms: float | None = None, duration_ms: float | None = None, started_at: str | None = None) -> Timing:
-    """`Timing(...)`, unvalidated when the ms are None or floats >= 0 and `started_at` None
-    or a str (see fast_response)."""
-    if ((ttft_ms is None or (type(ttft_ms) is float and ttft_ms >= 0))  # an int is validated (it becomes a float)
-            and (duration_ms is None or (type(duration_ms) is float and duration_ms >= 0))
-            and (started_at is None or type(started_at) is str)):
-        return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
+    """`Timing(...)` with positional arguments, in ms (see fast_response)."""
     return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
 
 
 def fast_observation(content: str, tool_call_id: str | None = None, name: str | None = None, is_error: bool = False,
                      exit_code: int | None = None) -> Observation:
-    """`Observation(...)`, unvalidated when the values have the field types (see fast_response)."""
-    if (type(content) is str and (tool_call_id is None or type(tool_call_id) is str)
-            and (name is None or type(name) is str) and type(is_error) is bool
-            and (exit_code is None or type(exit_code) is int)):
-        return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error,
-                                    exit_code=exit_code)
+    """`Observation(...)` with positional arguments (see fast_response)."""
     return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code)
 
 
@@ -581,15 +547,6 @@ class TrajectoryBuilder:
             turns=list(self.turns),
             skipped=dict(sorted(self.skipped.items())),
         )
-        # the turns are Turn instances (built by `turn`); the rest is checked here, and
-        # anything of another shape takes the validating constructors (which raise)
-        if (type(source["format"]) is str and type(source["path"]) is str and type(sha) is str
-                and (line is None or (type(line) is int and line >= 0)) and type(self.first_user) is str
-                and all(_opt_str(fields[k]) for k in ("task_id", "model", "system", "terminated_by"))
-                and all(type(u) is str for u in self.user_before_turns) and type(fields["outcome"]) is RecordedOutcome
-                and all(type(t) is Turn for t in self.turns)
-                and all(type(k) is str and type(v) is int for k, v in fields["skipped"].items())):
-            return Trajectory(source=Source(**source), **fields)
         return Trajectory(source=Source(**source), **fields)
 
 

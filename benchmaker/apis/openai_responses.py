@@ -98,6 +98,7 @@ __all__ = [
     "ResponseCall",
     "ResponseOutput",
     "chat_messages",
+    "input_items",
     "response_object",
     "response_usage",
     "stream_events",
@@ -244,6 +245,43 @@ def chat_messages(req: Any) -> list[dict[str, Any]]:
             messages.append({"role": "tool", "tool_call_id": call_id, "content": _output_text(item.get("output"))})
         # other item types carry no chat message (module doc)
     return messages
+
+
+def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Responses `input` items of chat messages, the inverse of chat_messages:
+    a message -> {"type": "message", "role", "content"} (content as given: a string or
+    parts; chat `text` parts become `input_text`, or `output_text` for the assistant;
+    an assistant's `tool_calls` -> `function_call` items after its message, its
+    `reasoning_content` -> a `reasoning` item before it; a role "tool" message -> a
+    `function_call_output`. Raises ValueError naming `messages[i]` for a message that is
+    not an object."""
+    items: list[dict[str, Any]] = []
+    for i, msg in enumerate(messages):
+        if type(msg) is not dict:
+            raise ValueError(f"messages[{i}]: expected an object (got {_type_name(msg)})")
+        role = msg.get("role")
+        if role == "tool":
+            items.append({"type": "function_call_output", "call_id": msg.get("tool_call_id"),
+                          "output": _output_text(msg.get("content"))})
+            continue
+        content = msg.get("content")
+        if type(content) is list:
+            kind = "output_text" if role == "assistant" else "input_text"
+            content = [{"type": kind, "text": p["text"]} if type(p) is dict and p.get("type") == "text" else p
+                       for p in content]
+        if role == "assistant":
+            reasoning = msg.get("reasoning_content")
+            if type(reasoning) is str and reasoning:
+                items.append({"type": "reasoning", "summary": [{"type": "summary_text", "text": reasoning}]})
+            if content:
+                items.append({"type": "message", "role": "assistant", "content": content})
+            for call in msg.get("tool_calls") or ():
+                fn = call.get("function") or {}
+                items.append({"type": "function_call", "call_id": call.get("id"), "name": fn.get("name"),
+                              "arguments": fn.get("arguments") or ""})
+            continue
+        items.append({"type": "message", "role": role, "content": content if content is not None else ""})
+    return items
 
 
 # -- the response written back ---------------------------------------------------------

@@ -511,7 +511,7 @@ class OpenAIResponsesParser:
     event's (or the body's) response object, None before it; `usage` its usage."""
 
     __slots__ = ("stream", "_parts", "_sse", "_error", "_response", "_n_events", "_n_sse", "_head", "_body",
-                 "_chars", "_refusal", "_calls", "_failed_message")
+                 "_chars", "_refusal", "_calls", "_items")
 
     def __init__(self, stream: bool = True) -> None:
         self.stream = stream
@@ -526,7 +526,7 @@ class OpenAIResponsesParser:
         self._chars = 0
         self._refusal = False
         self._calls = False  # a call item was output
-        self._failed_message: str | None = None
+        self._items: list[dict[str, Any]] = []  # response.output_item.done items, in order
 
     @property
     def text(self) -> str:
@@ -542,6 +542,65 @@ class OpenAIResponsesParser:
     def usage(self) -> Any:
         """The final response's `usage` (None when absent)."""
         return None if self._response is None else self._response.get("usage")
+
+    @property
+    def error(self) -> str | None:
+        """The first protocol error seen (bad JSON, an error event), else None."""
+        return self._error
+
+    def output(self) -> ResponseOutput | None:
+        """What the response generated, once its terminal event (or whole body) was
+        read, else None: the final response's `output` items (else the
+        `response.output_item.done` items seen) as a ResponseOutput (module doc's
+        finish mapping, back to chat terms: completed -> stop / tool_calls,
+        max_output_tokens -> length, content_filter, failed -> error; usage from the
+        response; reasoning: summary texts, else content texts, joined with "\n";
+        several message items' texts are joined)."""
+        resp = self._response
+        if resp is None:
+            return None
+        items = resp.get("output") if type(resp.get("output")) is list and resp.get("output") else self._items
+        content: str | None = None
+        reasoning: str | None = None
+        calls: list[ResponseCall] = []
+        for item in items:
+            if type(item) is not dict:
+                continue
+            kind = item.get("type")
+            if kind == "message":
+                texts = [p.get("text") if p.get("type") != "refusal" else p.get("refusal")
+                         for p in item.get("content") or () if type(p) is dict]
+                text = "".join(t for t in texts if type(t) is str)
+                content = text if content is None else content + text
+            elif kind == "reasoning":
+                text = _reasoning_text(item)
+                if text is not None:
+                    reasoning = text if reasoning is None else reasoning + "\n" + text
+            elif kind in _CALL_ITEMS:
+                custom = kind == "custom_tool_call"
+                args = item.get("input" if custom else "arguments")
+                calls.append(ResponseCall(str(item.get("call_id") or item.get("id") or f"call_{len(calls)}"),
+                                          str(item.get("name") or ""), args if type(args) is str else "", custom))
+        status = resp.get("status")
+        details = resp.get("incomplete_details")
+        reason = details.get("reason") if type(details) is dict else None
+        if status == "incomplete":
+            finish = "content_filter" if reason == "content_filter" else "length"
+        elif status in ("failed", "cancelled"):
+            finish = "error"
+        else:
+            finish = "tool_calls" if calls else "stop"
+        usage = resp.get("usage") if type(resp.get("usage")) is dict else {}
+        idetails = usage.get("input_tokens_details")
+        odetails = usage.get("output_tokens_details")
+        err = resp.get("error")
+        return ResponseOutput(
+            content=content, reasoning=reasoning, calls=tuple(calls), finish_reason=finish,
+            error=_error_text(err) if err is not None else None,
+            input_tokens=_int_or_none(usage.get("input_tokens")), output_tokens=_int_or_none(usage.get("output_tokens")),
+            cached_tokens=_int_or_none(idetails.get("cached_tokens")) if type(idetails) is dict else None,
+            reasoning_tokens=_int_or_none(odetails.get("reasoning_tokens")) if type(odetails) is dict else None,
+            total_tokens=_int_or_none(usage.get("total_tokens")))
 
     def _fail(self, message: str) -> None:
         if self._error is None:
@@ -580,6 +639,8 @@ class OpenAIResponsesParser:
                 sample.n_token_events += 1
                 if sample.first_content_ns is None and kind in _TEXT_DELTAS:
                     sample.first_content_ns = t_ns
+            if kind == "response.output_item.done" and type(obj.get("item")) is dict:
+                self._items.append(obj["item"])
             resp = obj.get("response")
             if type(resp) is dict:
                 if sample.model is None and type(resp.get("model")) is str:

@@ -713,7 +713,7 @@ def responses_output(turn: Turn) -> ResponseOutput:
     calls (a call recorded from a Responses `custom_tool_call` stays one), finish,
     error and usage."""
     resp, usage = turn.response, turn.usage
-    calls = tuple(ResponseCall(tc.id, tc.name, tc.arguments_raw, getattr(tc, "type", None) == "custom")
+    calls = tuple(ResponseCall(tc.id, tc.name, tc.arguments_raw, tc.type == "custom")
                   for tc in resp.tool_calls)
     return ResponseOutput(
         content=resp.content, reasoning=resp.reasoning, calls=calls, finish_reason=resp.finish_reason,

@@ -100,6 +100,7 @@ __all__ = [
     "chat_messages",
     "input_items",
     "response_object",
+    "response_output",
     "response_usage",
     "stream_events",
 ]
@@ -505,6 +506,59 @@ def _error_text(err: Any) -> str:
     return _short(orjson.dumps(err))
 
 
+def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] | None = None) -> ResponseOutput:
+    """A `response` object (a body, a terminal event's response, or one a log kept) as a
+    ResponseOutput: its `output` items (`streamed_items` when `output` is empty), back in
+    chat terms: message texts joined (a refusal part's text included), reasoning from
+    summary texts, else content texts, joined with "\n"; function and custom tool calls
+    in order (`call_id`, else `id`, else `call_<k>`); finish: incomplete ->
+    "content_filter" or "length", failed / cancelled -> "error", completed -> "tool_calls"
+    when there is a call, else "stop"; `error.message`; usage counts (None where absent).
+    Other item types (web search calls and the like) carry nothing here."""
+    items = resp.get("output") if type(resp.get("output")) is list and resp.get("output") else (streamed_items or [])
+    content: str | None = None
+    reasoning: str | None = None
+    calls: list[ResponseCall] = []
+    for item in items:
+        if type(item) is not dict:
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            texts = [p.get("text") if p.get("type") != "refusal" else p.get("refusal")
+                     for p in item.get("content") or () if type(p) is dict]
+            text = "".join(t for t in texts if type(t) is str)
+            content = text if content is None else content + text
+        elif kind == "reasoning":
+            text = _reasoning_text(item)
+            if text is not None:
+                reasoning = text if reasoning is None else reasoning + "\n" + text
+        elif kind in _CALL_ITEMS:
+            custom = kind == "custom_tool_call"
+            args = item.get("input" if custom else "arguments")
+            calls.append(ResponseCall(str(item.get("call_id") or item.get("id") or f"call_{len(calls)}"),
+                                      str(item.get("name") or ""), args if type(args) is str else "", custom))
+    status = resp.get("status")
+    details = resp.get("incomplete_details")
+    reason = details.get("reason") if type(details) is dict else None
+    if status == "incomplete":
+        finish = "content_filter" if reason == "content_filter" else "length"
+    elif status in ("failed", "cancelled"):
+        finish = "error"
+    else:
+        finish = "tool_calls" if calls else "stop"
+    usage = resp.get("usage") if type(resp.get("usage")) is dict else {}
+    idetails = usage.get("input_tokens_details")
+    odetails = usage.get("output_tokens_details")
+    err = resp.get("error")
+    return ResponseOutput(
+        content=content, reasoning=reasoning, calls=tuple(calls), finish_reason=finish,
+        error=_error_text(err) if err is not None else None,
+        input_tokens=_int_or_none(usage.get("input_tokens")), output_tokens=_int_or_none(usage.get("output_tokens")),
+        cached_tokens=_int_or_none(idetails.get("cached_tokens")) if type(idetails) is dict else None,
+        reasoning_tokens=_int_or_none(odetails.get("reasoning_tokens")) if type(odetails) is dict else None,
+        total_tokens=_int_or_none(usage.get("total_tokens")))
+
+
 class OpenAIResponsesParser:
     """Parser of one `/v1/responses` response, streamed or not (rules in the module
     doc). `text` is the generated message text so far; `response` the terminal
@@ -550,57 +604,11 @@ class OpenAIResponsesParser:
 
     def output(self) -> ResponseOutput | None:
         """What the response generated, once its terminal event (or whole body) was
-        read, else None: the final response's `output` items (else the
-        `response.output_item.done` items seen) as a ResponseOutput (module doc's
-        finish mapping, back to chat terms: completed -> stop / tool_calls,
-        max_output_tokens -> length, content_filter, failed -> error; usage from the
-        response; reasoning: summary texts, else content texts, joined with "\n";
-        several message items' texts are joined)."""
-        resp = self._response
-        if resp is None:
+        read, else None: `response_output` of the final response, with the
+        `response.output_item.done` items seen standing in for an empty `output`."""
+        if self._response is None:
             return None
-        items = resp.get("output") if type(resp.get("output")) is list and resp.get("output") else self._items
-        content: str | None = None
-        reasoning: str | None = None
-        calls: list[ResponseCall] = []
-        for item in items:
-            if type(item) is not dict:
-                continue
-            kind = item.get("type")
-            if kind == "message":
-                texts = [p.get("text") if p.get("type") != "refusal" else p.get("refusal")
-                         for p in item.get("content") or () if type(p) is dict]
-                text = "".join(t for t in texts if type(t) is str)
-                content = text if content is None else content + text
-            elif kind == "reasoning":
-                text = _reasoning_text(item)
-                if text is not None:
-                    reasoning = text if reasoning is None else reasoning + "\n" + text
-            elif kind in _CALL_ITEMS:
-                custom = kind == "custom_tool_call"
-                args = item.get("input" if custom else "arguments")
-                calls.append(ResponseCall(str(item.get("call_id") or item.get("id") or f"call_{len(calls)}"),
-                                          str(item.get("name") or ""), args if type(args) is str else "", custom))
-        status = resp.get("status")
-        details = resp.get("incomplete_details")
-        reason = details.get("reason") if type(details) is dict else None
-        if status == "incomplete":
-            finish = "content_filter" if reason == "content_filter" else "length"
-        elif status in ("failed", "cancelled"):
-            finish = "error"
-        else:
-            finish = "tool_calls" if calls else "stop"
-        usage = resp.get("usage") if type(resp.get("usage")) is dict else {}
-        idetails = usage.get("input_tokens_details")
-        odetails = usage.get("output_tokens_details")
-        err = resp.get("error")
-        return ResponseOutput(
-            content=content, reasoning=reasoning, calls=tuple(calls), finish_reason=finish,
-            error=_error_text(err) if err is not None else None,
-            input_tokens=_int_or_none(usage.get("input_tokens")), output_tokens=_int_or_none(usage.get("output_tokens")),
-            cached_tokens=_int_or_none(idetails.get("cached_tokens")) if type(idetails) is dict else None,
-            reasoning_tokens=_int_or_none(odetails.get("reasoning_tokens")) if type(odetails) is dict else None,
-            total_tokens=_int_or_none(usage.get("total_tokens")))
+        return response_output(self._response, self._items)
 
     def _fail(self, message: str) -> None:
         if self._error is None:

@@ -190,3 +190,25 @@ async def test_mini_swe_agent_v2_responses_api_case(tmp_path: Path):
         assert (ep.outcome, ep.n_turns, ep.misses_unknown_key, ep.misses_beyond_turns, ep.misses_diverged) == (
             "ok", 2, 0, 0, 0)
     assert _replay_responses(store, t)["misses"]["total"] == 0
+
+
+WRITTEN = ROOT / "tests" / "data" / "written" / "codex-0.171-exec-rollout.jsonl"
+
+
+async def test_codex_0171_rollout_usage_records_after_outputs(tmp_path: Path):
+    """0.171 writes `token_usage_record` right after a call's outputs and `token_count`
+    after the call output: one turn per call, usage counted once."""
+    assert detect_format(WRITTEN) == "codex-rollout"
+    (t,) = list(iter_trajectories(WRITTEN))
+    assert (t.match_key, t.model, t.task_id) == ("task:codex-demo", "gpt-5.5", "01a23cf8-f838-7672-ad8c-657a8725c137")
+    assert t.user_before_turns == ["task_id: codex-demo\nWrite hello into out.txt"]
+    assert t.skipped == {"developer_message": 1}
+    assert [(c.id, c.name, c.arguments) for c in t.turns[0].response.tool_calls] == [
+        ("call_1", "exec_command", {"cmd": "echo hello > out.txt"})]
+    assert (t.turns[0].response.reasoning, t.turns[1].response.content) == (
+        "I will write the file.", "Done: out.txt holds hello.")
+    assert [o.tool_call_id for o in t.turns[0].observations] == ["call_1"]
+    assert [(u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens, u.total_tokens)
+            for u in (x.usage for x in t.turns)] == [(1000, 20, 0, 5, 1020), (1100, 8, 1000, 0, 1108)]
+    store = write_store(tmp_path / "t.jsonl", [t])
+    assert _replay_responses(store, t)["misses"]["total"] == 0

@@ -34,6 +34,7 @@ from benchmaker.workloads.graders import GradingHook, parse_grader_option
 from benchmaker.workloads.http import HttpWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
+from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
 
 
 def parse_workers(value: str) -> int | str:
@@ -149,7 +150,8 @@ def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: s
         ds = ShareGPTDataset(sharegpt)
     else:
         ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
-    cls = OpenAIChatWorkload if api == "chat" else OpenAICompletionsWorkload
+    cls = {"chat": OpenAIChatWorkload, "completions": OpenAICompletionsWorkload,
+           "responses": OpenAIResponsesWorkload}[api]
     return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key)
 
 
@@ -181,7 +183,7 @@ def llm(
     duration: str | None = None,
     max_requests: int | None = None,
     out_dir: Path = Path("runs"),
-    api: Annotated[str, Parameter(help="chat or completions")] = "chat",
+    api: Annotated[str, Parameter(help="chat, completions or responses")] = "chat",
     api_key: str | None = None,
     api_key_env: str | None = None,
     stream: bool = True,
@@ -215,7 +217,7 @@ def llm(
     reference_field: str | None = None,
     progress: bool | None = None,
 ) -> int:
-    """Benchmark an OpenAI-compatible endpoint (chat or completions).
+    """Benchmark an OpenAI-compatible endpoint (chat, completions or responses).
 
     Args:
         url: Full endpoint URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
@@ -224,7 +226,7 @@ def llm(
         duration: Stop sending after this long (10s, 2m).
         max_requests: Stop after this many requests.
         out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
-        api: chat (/v1/chat/completions) or completions (/v1/completions).
+        api: chat (/v1/chat/completions), completions (/v1/completions) or responses (/v1/responses; max tokens sent as max_output_tokens).
         api_key: Bearer token (prefer --api-key-env; never written to the bundle).
         api_key_env: Name of the environment variable holding the API key.
         stream: Stream responses (TTFT/ITL need it).
@@ -270,8 +272,8 @@ def llm(
     _check_llm_options(url, max_tokens, temperature, input_words, metrics_url, record_trace)
     if sum(x is not None for x in (dataset, sharegpt)) > 1:
         raise ConfigError("--dataset and --sharegpt: give at most one")
-    if api not in ("chat", "completions"):
-        raise ConfigError(f"--api: expected chat or completions (got {api!r})")
+    if api not in ("chat", "completions", "responses"):
+        raise ConfigError(f"--api: expected chat, completions or responses (got {api!r})")
     build = partial(_llm_workload, api, url, model, dataset, field, sharegpt, input_words, seed, stream,
                     max_tokens, temperature, resolve_api_key(api_key, api_key_env), reference_field)
     hooks, grader_name = grading_hooks(grader)

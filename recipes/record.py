@@ -22,7 +22,7 @@ def record(
     port: int = 0,
     text_actions: bool = False,
 ) -> int:
-    """Relay /v1/chat/completions to UPSTREAM and record each conversation as a
+    """Relay /v1/chat/completions and /v1/responses to UPSTREAM and record each conversation as a
     trajectory; prints the bound URL first. Point the agent's base URL at URL/v1.
     The file is written on Ctrl-C and on `POST URL/flush`, atomically.
 

@@ -27,6 +27,7 @@ _EXPORTS = {
     "HttpWorkload": "benchmaker.workloads.http",
     "OpenAIChatWorkload": "benchmaker.workloads.openai_chat",
     "OpenAICompletionsWorkload": "benchmaker.workloads.openai_completions",
+    "OpenAIResponsesWorkload": "benchmaker.workloads.openai_responses",
     "build_dataset": "benchmaker.workloads.registry",
     "build_workload": "benchmaker.workloads.registry",
     "SandboxWorkload": "benchmaker.workloads.sandbox",
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # the names for type checkers and editors
     from benchmaker.workloads.http import HttpWorkload
     from benchmaker.workloads.openai_chat import OpenAIChatWorkload
     from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
+    from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
     from benchmaker.workloads.registry import build_dataset, build_workload
     from benchmaker.workloads.sandbox import SandboxWorkload
     from benchmaker.workloads.sglang import SGLangWorkload
@@ -73,6 +75,7 @@ __all__ = [
     "NumericGrader",
     "OpenAIChatWorkload",
     "OpenAICompletionsWorkload",
+    "OpenAIResponsesWorkload",
     "RegexGrader",
     "SGLangWorkload",
     "SandboxWorkload",

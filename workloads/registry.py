@@ -7,6 +7,7 @@
       api_key: ${OPENAI_API_KEY:-}
       max_tokens: 64
       dataset: {type: synthetic, input_words: [128, 512], count: 100, seed: 1}
+      # api: responses             # openai-chat only: chat (default) or responses (/v1/responses)
 
 Datasets: `{type: jsonl, path, field, reference_field}`, `{type: sharegpt, path}`,
 `{type: synthetic, input_words, count, seed}`, `{type: static, items: [...]}`,
@@ -32,6 +33,7 @@ from benchmaker.workloads.hf import HFDataset
 from benchmaker.workloads.http import HttpWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
+from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
 from benchmaker.workloads.trace_replay import TraceReplayWorkload
 from benchmaker.workloads.trace_synth import TraceSynthDataset, TraceSynthWorkload
 from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
@@ -118,7 +120,11 @@ class _LLMSpec(_Strict):
 
 
 class OpenAIChatSpec(_LLMSpec):
+    """`type: openai-chat`; `api: responses` sends the same prompts to an OpenAI Responses
+    endpoint (`url` .../v1/responses; workloads/openai_responses.py)."""
+
     type: Literal["openai-chat"]
+    api: Literal["chat", "responses"] = "chat"
     include_usage: bool = True
 
 
@@ -298,7 +304,9 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
         extra_body=spec.extra_body, api_key=spec.api_key or None, include_usage=spec.include_usage,
         headers=spec.headers,
     )
-    cls = OpenAIChatWorkload if isinstance(spec, OpenAIChatSpec) else OpenAICompletionsWorkload
+    cls = OpenAICompletionsWorkload
+    if isinstance(spec, OpenAIChatSpec):
+        cls = OpenAIResponsesWorkload if spec.api == "responses" else OpenAIChatWorkload
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)
 
 

@@ -9,6 +9,7 @@ from benchmaker.lazy_exports import lazy_getattr
 
 _EXPORTS = {
     "OpenAIChatParser": "benchmaker.apis.openai_chat",
+    "OpenAIResponsesParser": "benchmaker.apis.openai_responses",
     "OpenAIStreamParser": "benchmaker.apis.openai_chat",
     "openai_headers": "benchmaker.apis.openai_chat",
     "finish_class": "benchmaker.apis.generated",

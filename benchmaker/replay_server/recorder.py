@@ -10,6 +10,10 @@ Endpoints:
   `<upstream>/v1/chat/completions` with httpx (streamed, `Accept-Encoding: identity`);
   the upstream's status, headers (hop-by-hop ones removed) and body bytes are relayed
   to the client unchanged, chunk by chunk, and the exchange is recorded.
+- POST /v1/responses, POST /responses: the same for OpenAI Responses, forwarded to
+  `<upstream>/v1/responses`; the request's input items are read as chat messages
+  (benchmaker.apis.openai_responses.chat_messages) for the grouping below, the response
+  by ResponsesAssembler (complete at `response.completed` / `.incomplete` / `.failed`).
 - any other method/path under /v1/: forwarded the same way, not recorded (/v1/models).
 - POST /flush: writes the output file now; answers {"path", "trajectories", "turns",
   "skipped"}. The file is also written at shutdown (lifespan). Each write replaces
@@ -67,6 +71,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from benchmaker.apis.openai_responses import OpenAIResponsesParser, chat_messages
+from benchmaker.engine.records import Sample
 from benchmaker.engine.sse import SSEParser
 from benchmaker.trajectories.trajectory import (
     FinishReason,
@@ -82,7 +88,7 @@ from benchmaker.trajectories.trajectory import (
     match_key_for_messages,
 )
 
-__all__ = ["FORMAT", "ChatAssembler", "Recorder", "create_recorder_app"]
+__all__ = ["FORMAT", "ChatAssembler", "Recorder", "ResponsesAssembler", "create_recorder_app"]
 
 FORMAT = "recording-proxy"
 """`Source.format` of recorded trajectories."""
@@ -284,6 +290,75 @@ class ChatAssembler:
                             finish_reason=reason), known or self.finish_reason is None
 
 
+class ResponsesAssembler:
+    """Reassembles one OpenAI Responses response (`/v1/responses`) from its body bytes,
+    with ChatAssembler's interface; the stream is read by
+    benchmaker.apis.openai_responses.OpenAIResponsesParser.
+
+    Streams: complete at the terminal event (`response.completed`, `.incomplete`,
+    `.failed`); the output is the terminal response's `output` items, else the
+    `response.output_item.done` items; `first_token_ns` is the first token event's
+    stamp. Non-streamed bodies: complete when the bytes parse as a response object.
+    A call recorded from a `custom_tool_call` keeps `type` "custom"."""
+
+    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
+        self.stream = stream
+        self.content_length = content_length
+        self.complete = False
+        self.error: str | None = None
+        self.first_token_ns: int | None = None
+        self.usage: Usage | None = None
+        self._parser = OpenAIResponsesParser(stream=stream)
+        self._sample = Sample(run_id="record", seq=0)
+        self._n = 0
+
+    def feed(self, data: bytes, now_ns: int) -> bool:
+        """Take one chunk of body bytes that arrived at `now_ns`; returns `complete`."""
+        if self.complete or self.error:
+            return self.complete
+        self._parser.feed(data, now_ns, self._sample)
+        if not self.stream:
+            self._n += len(data)
+            if self.content_length is not None and self._n >= self.content_length:
+                return self.finish()
+            return False
+        self.first_token_ns = self._sample.first_token_ns
+        if self._parser.error is not None:
+            self.error = self._parser.error
+        elif self._parser.response is not None:
+            self._done()
+        return self.complete
+
+    def finish(self) -> bool:
+        """End of body: read a non-streamed body not yet complete; returns `complete`."""
+        if not self.complete and not self.error:
+            self._parser.finish(self._sample)
+            if self._parser.response is None:
+                self.error = self._sample.error or "no response object"
+            else:
+                self._done()
+        return self.complete
+
+    def _done(self) -> None:
+        out = self._parser.output()
+        assert out is not None
+        self._out = out
+        usage = Usage(prompt_tokens=out.input_tokens, completion_tokens=out.output_tokens,
+                      cached_tokens=out.cached_tokens, reasoning_tokens=out.reasoning_tokens,
+                      total_tokens=out.total_tokens)
+        self.usage = usage if any(v is not None for v in usage.model_dump().values()) else None
+        self.complete = True
+
+    def response(self) -> tuple[TrajResponse, bool]:
+        """The assistant Response, and True (every Responses end state maps to one)."""
+        out = self._out
+        calls = [ToolCall(id=c.call_id, name=c.name, arguments_raw=c.arguments,
+                          arguments=None if c.custom else _parse_arguments(c.arguments),
+                          type="custom" if c.custom else None) for c in out.calls]
+        return TrajResponse(content=out.content, reasoning=out.reasoning, tool_calls=calls,
+                            finish_reason=out.finish_reason), True  # type: ignore[arg-type]
+
+
 @dataclass
 class _Conversation:
     key: str
@@ -296,11 +371,18 @@ class _Conversation:
     digest: Any = field(default_factory=hashlib.sha256)
 
 
-def _parse_request(body: bytes) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(request, its chat messages) of a request body; (None, []) when it cannot be read.
+    `api` "responses": the messages of its input items (openai_responses.chat_messages)."""
     try:
         req = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return None, []
+    if api == "responses":
+        try:
+            return req, chat_messages(req)
+        except ValueError:
+            return None, []
     if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
         return None, []
     return req, [m for m in req["messages"] if isinstance(m, dict)]
@@ -391,7 +473,7 @@ class Recorder:
         turn.observations = observations
         turn.user_after = user_after
 
-    def record(self, conv: _Conversation, index: int, asm: ChatAssembler, started_at: str,
+    def record(self, conv: _Conversation, index: int, asm: ChatAssembler | ResponsesAssembler, started_at: str,
                t_start_ns: int, t_end_ns: int, raw: bytes) -> None:
         """Record the completed response `asm` as turn `index` of `conv` (replacing a
         superseded one). `raw` is the upstream body (hashed into the source sha256)."""
@@ -491,15 +573,21 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         return out
 
     async def chat(request: Request) -> Response:
+        return await exchange(request, "chat")
+
+    async def responses(request: Request) -> Response:
+        return await exchange(request, "responses")
+
+    async def exchange(request: Request, api: str) -> Response:
         t_start = time.perf_counter_ns()
         started_at = datetime.now(timezone.utc).isoformat()
         body = await request.body()
-        req, messages = _parse_request(body)
+        req, messages = _parse_request(body, api)
         placed = recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None) \
             if req is not None else None
         if req is None:
             recorder.skipped["bad_request"] += 1
-        resp = await open_upstream(request, v1 + "/chat/completions", body)
+        resp = await open_upstream(request, v1 + ("/responses" if api == "responses" else "/chat/completions"), body)
         if not isinstance(resp, httpx.Response):
             recorder.skipped["upstream_errors"] += 1
             return resp
@@ -507,8 +595,9 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
             recorder.skipped["upstream_errors"] += 1
             placed = None
         length = resp.headers.get("content-length")
-        asm = ChatAssembler(stream=req.get("stream") is True if req else False,
-                            content_length=int(length) if length and length.isdigit() else None)
+        assembler = ResponsesAssembler if api == "responses" else ChatAssembler
+        asm = assembler(stream=req.get("stream") is True if req else False,
+                        content_length=int(length) if length and length.isdigit() else None)
 
         async def relay():
             raw: list[bytes] = []
@@ -561,6 +650,8 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
     app = Starlette(routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
         Route("/flush", flush, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),

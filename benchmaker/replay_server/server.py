@@ -7,6 +7,10 @@ recorded trajectories (docs/replay-an-agent.md). Self-contained: imports nothing
 Endpoints (all answer JSON; all but /health need `Authorization: Bearer TOKEN` when a
 token is set, else 401 with an OpenAI error body):
 - POST /v1/chat/completions, POST /chat/completions: the replayed response.
+- POST /v1/responses, POST /responses: the same, for an OpenAI Responses request: its
+  items read as chat messages (benchmaker.apis.openai_responses.chat_messages; a 400
+  `bad_request` names a malformed item), matched, checked and counted by the same rules,
+  the turn written back as a Responses `response` object or its event stream.
 - GET /v1/models, GET /models: the recorded model names.
 - GET /health: readiness, {"status": "ok", "trajectories": N, "turns": M}.
 - GET /stats: counters (see ReplayStats.snapshot); POST /stats/reset zeroes them.
@@ -83,6 +87,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from benchmaker.apis.openai_responses import chat_messages
 from benchmaker.replay_server.latency import load_splitter, parse_latency
 from benchmaker.replay_server.store import RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes, exit_code_in
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
@@ -232,6 +237,7 @@ def _observation_mismatch(
 
 
 _CHAT_PATHS = frozenset(("/v1/chat/completions", "/chat/completions"))
+_RESPONSES_PATHS = frozenset(("/v1/responses", "/responses"))
 
 
 class _ReplayApp(Starlette):
@@ -271,6 +277,10 @@ class _ReplayApp(Starlette):
         await self._reply(send, status, _error_body(status, code, message), extra)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in _RESPONSES_PATHS and scope["method"] == "POST" \
+                and not scope.get("root_path"):
+            await self._responses(receive, send, scope)
+            return
         if scope["type"] != "http" or scope["path"] not in _CHAT_PATHS or scope["method"] != "POST" \
                 or scope.get("root_path"):
             await super().__call__(scope, receive, send)
@@ -336,6 +346,47 @@ class _ReplayApp(Starlette):
                 return
         await self._serve(send, t0, req, messages, roles, n_assistant, head)
 
+    async def _responses(self, receive: Any, send: Any, scope: Any) -> None:
+        """Answer a POST to an OpenAI Responses path: the request's items as chat messages
+        (benchmaker.apis.openai_responses.chat_messages), then the chat rules (`_serve`),
+        the turn written back in the Responses shape; counted as chat requests are."""
+        stats = self.stats
+        stats.requests += 1
+        if self.auth is not None and not _authorized(scope, self.auth):
+            stats.unauthorized += 1
+            await self._reply(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
+            return
+        raw = await _read_body(receive)
+        if raw is None:
+            return
+        t0 = time.perf_counter()
+        stats.bytes_in += len(raw)
+        try:
+            req = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            stats.bad_requests += 1
+            await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}")
+            return
+        try:
+            messages = chat_messages(req)
+        except ValueError as exc:
+            stats.bad_requests += 1
+            await self._fail(send, 400, "bad_request", str(exc))
+            return
+        roles = [m["role"] for m in messages]
+        n_assistant = roles.count("assistant")
+        first_assistant = roles.index("assistant") if n_assistant else len(roles)
+        users = [i for i in range(first_assistant) if roles[i] == "user"]
+        if not users:
+            users = [i for i, role in enumerate(roles) if role == "user"][:1]
+        if not users:
+            stats.bad_requests += 1
+            await self._fail(send, 400, "bad_request", "input: no message with role 'user'")
+            return
+        texts = tuple(flatten_content(messages[i].get("content")) for i in users)
+        head = texts[0] if len(texts) == 1 else texts
+        await self._serve(send, t0, req, messages, roles, n_assistant, head, api="responses")
+
     def _prepare_reply(self, head: Any, turn_index: int) -> _Reply | None:
         """The reply of turn `turn_index` of the trajectory whose head user texts are
         `head` (a `_known_keys` key) to a non-streaming request with that many assistant
@@ -358,9 +409,10 @@ class _ReplayApp(Starlette):
                 {"type": "http.response.body", "body": body}, len(body), self.stats.by_ordinal[entry.ordinal])
 
     async def _serve(self, send: Any, t0: float, req: dict[str, Any], messages: list[Any], roles: list[Any],
-                     n_assistant: int, head: Any) -> None:
+                     n_assistant: int, head: Any, api: str = "chat") -> None:
         """Answer a chat request the prepared replies do not cover (module doc): match,
-        misses, divergence check, latency, streaming."""
+        misses, divergence check, latency, streaming. `api` "responses": the request
+        came as OpenAI Responses and the turn is written back in that shape."""
         stats = self.stats
         key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
         if roles[0] == "system":  # where agents put it
@@ -416,7 +468,7 @@ class _ReplayApp(Starlette):
         if not stream:
             if turn.final_offset_s > 0:
                 await _sleep_until(t0 + turn.final_offset_s)
-            body = turn.body
+            body = turn.body if api == "chat" else self.store.responses_body(entry, turn_index)
             headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": body})
@@ -424,6 +476,11 @@ class _ReplayApp(Starlette):
             counters.bytes_out += len(body)
             return
         stats.served_stream += 1
+        if api == "responses":
+            sent = await _stream(send, t0, self.store.responses_stream(entry, turn_index), True, extra)
+            stats.bytes_out += sent
+            counters.bytes_out += sent
+            return
         opts = req.get("stream_options")
         with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
         sent = await _stream(send, t0, self.store.stream(entry, turn_index), with_usage, extra)

@@ -67,6 +67,7 @@ from urllib.parse import quote
 import orjson
 from pydantic import ValidationError
 
+from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, response_object, stream_events
 from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.replay_server.latency import LatencyModel, Splitter, parse_latency, regex_split
 from benchmaker.trajectories.context import previous_turn, recorded_requests, request_messages
@@ -83,6 +84,7 @@ __all__ = [
     "exit_code_in",
     "load_trajectories",
     "request_key",
+    "responses_output",
 ]
 
 DEFAULT_MODEL = "replay"
@@ -330,6 +332,47 @@ class ReplayStore:
                              self.splitter, self.created)
         if out.size <= self.stream_cache_bytes:
             cache[key] = out
+            self._cache_size += out.size
+            while self._cache_size > self.stream_cache_bytes:
+                _, dropped = cache.popitem(last=False)
+                self._cache_size -= dropped.size
+        return out
+
+    def responses_body(self, entry: StoredTrajectory, turn_index: int) -> bytes:
+        """The non-streamed OpenAI Responses `response` object of `entry.turns[turn_index]`
+        (benchmaker.apis.openai_responses.response_object), rendered on each call."""
+        prepared = entry.turns[turn_index]
+        return orjson.dumps(response_object(responses_output(prepared.turn), response_id=_response_id(prepared),
+                                            model=prepared.model, created=self.created))
+
+    def responses_stream(self, entry: StoredTrajectory, turn_index: int) -> StreamBytes:
+        """The OpenAI Responses event stream of `entry.turns[turn_index]`
+        (benchmaker.apis.openai_responses.stream_events): one group per token event at
+        the latency model's offsets (the same count and offsets as the chat stream of
+        the turn), the events after the last one as `tail` and `tail_usage` (the usage
+        rides on `response.completed`). Cached with the chat streams."""
+        key = (entry.ordinal, turn_index, "responses")
+        cache = self._cache
+        hit = cache.get(key)  # type: ignore[call-overload]
+        if hit is not None:
+            cache.move_to_end(key)  # type: ignore[arg-type]
+            return hit
+        prepared = entry.turns[turn_index]
+        events, tail = stream_events(responses_output(prepared.turn), self.splitter, response_id=_response_id(prepared),
+                                     model=prepared.model, created=self.created)
+        offsets_s = [ms / 1000.0 for ms in self.latency.offsets_ms(len(events), prepared.turn.timing)]
+        groups: list[tuple[float, bytes]] = []
+        for offset, data in zip(offsets_s, events):
+            if groups and groups[-1][0] == offset:
+                groups[-1] = (offset, groups[-1][1] + data)
+            else:
+                groups.append((offset, data))
+        if not groups:
+            groups, tail = [(0.0, tail)], b""
+        size = sum(len(b) for _, b in groups) + 2 * len(tail)
+        out = StreamBytes(groups=tuple(groups), tail=tail, tail_usage=tail, n_events=len(events), size=size)
+        if out.size <= self.stream_cache_bytes:
+            cache[key] = out  # type: ignore[index]
             self._cache_size += out.size
             while self._cache_size > self.stream_cache_bytes:
                 _, dropped = cache.popitem(last=False)
@@ -658,3 +701,23 @@ def _render_stream(
     size = sum(len(b) for _, b in joined) + len(finish) + len(done) + len(tail_usage)
     return StreamBytes(groups=joined, tail=finish + done, tail_usage=tail_usage,
                        n_events=n_events, size=size)
+
+
+def _response_id(prepared: PreparedTurn) -> str:
+    """The Responses id of a prepared turn: `resp_` + its completion id's tail."""
+    return "resp_" + prepared.completion_id.removeprefix("chatcmpl-").replace("-", "")
+
+
+def responses_output(turn: Turn) -> ResponseOutput:
+    """A recorded turn as benchmaker.apis.openai_responses.ResponseOutput: its texts,
+    calls (a call recorded from a Responses `custom_tool_call` stays one), finish,
+    error and usage."""
+    resp, usage = turn.response, turn.usage
+    calls = tuple(ResponseCall(tc.id, tc.name, tc.arguments_raw, tc.type == "custom")
+                  for tc in resp.tool_calls)
+    return ResponseOutput(
+        content=resp.content, reasoning=resp.reasoning, calls=calls, finish_reason=resp.finish_reason,
+        error=turn.error,
+        input_tokens=usage.prompt_tokens if usage else None, output_tokens=usage.completion_tokens if usage else None,
+        cached_tokens=usage.cached_tokens if usage else None, reasoning_tokens=usage.reasoning_tokens if usage else None,
+        total_tokens=usage.total_tokens if usage else None)

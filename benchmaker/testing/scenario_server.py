@@ -11,8 +11,9 @@ As a process (prints its base URL on the first stdout line, serves until SIGINT/
     python -m benchmaker.testing.scenario_server --scenario @scenario.json \\
         --named slow='{"ttft_ms": 900}'
 
-Endpoints: `POST /v1/chat/completions`, `POST /v1/completions`, `POST /generate` (SGLang
-native; stream or not, as the request's `stream` says), `GET /v1/models`, `GET /health`. The scenario of a request is
+Endpoints: `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/responses`
+(OpenAI Responses), `POST /generate` (SGLang native; stream or not, as the request's
+`stream` says), `GET /v1/models`, `GET /health`. The scenario of a request is
 the one named by its `x-scenario` header, else the one named like its `model`, else the
 server's default; an unknown `x-scenario` name gets a 400.
 
@@ -28,6 +29,19 @@ content deltas, then the tool call (name chunk, then one chunk per argument piec
 reasoning/content chunk carries `tokens_per_chunk` tokens (words); tool-call chunks count
 one token each. usage.completion_tokens = all those tokens (or `completion_tokens`).
 Events due at the same offset go out in one write.
+
+`/v1/responses`: the same generated chunks as Responses events, written by
+benchmaker.apis.openai_responses.stream_events (`event:` + `data:` lines,
+`sequence_number`s): reasoning chunks as `response.reasoning_summary_text.delta`,
+content chunks as `response.output_text.delta`, the tool call's name chunk as its
+`response.output_item.added`, its argument pieces as
+`response.function_call_arguments.delta`, each at the generated chunk's offset; the
+events before the first one (`response.created`, `response.in_progress`, item and part
+heads) go with it, the closing events and `response.completed` (usage as
+`input_tokens`/`output_tokens`/`..._details`, null with usage="none") with the last.
+`finish_reason` "length" ends it `response.incomplete` (max_output_tokens), "error"
+`response.failed`. role_chunk, truncation, error injection and framing options apply to
+chat and completions only. Non-streamed: the `response` object.
 
 `/generate` (SGLang, sgl-project/sglang `http_server.py`): one event per content chunk,
 `{"text": <ALL text so far>, "meta_info": {"id", "finish_reason", "prompt_tokens",
@@ -52,6 +66,8 @@ from typing import Any, Literal
 
 import orjson
 from aiohttp import web
+
+from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, response_object, stream_events
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = ["Scenario", "ScenarioServer", "ToolCallScript", "main"]
@@ -143,7 +159,7 @@ class _Timeline:
 
     def __init__(self, sc: Scenario, kind: str, model: str) -> None:
         self.sc = sc
-        self.kind = kind  # "chat" | "completions" | "sglang"
+        self.kind = kind  # "chat" | "completions" | "responses" | "sglang"
         self.model = model
         self.eol = _EOL[sc.line_ending]
 
@@ -254,10 +270,64 @@ class _Timeline:
                 out.append((t, self._chunk([], usage=self.usage_obj())))
         return out
 
+    def _responses_output(self) -> tuple[ResponseOutput, dict[str, list[str]]]:
+        """The scenario as a Responses output, and each text's pieces (one per chunk)."""
+        sc = self.sc
+        words = sc.tokens_per_chunk
+        pieces: dict[str, list[str]] = {}
+        reasoning = content = None
+        if sc.reasoning_chunks:
+            reasoning = "think " * words * sc.reasoning_chunks
+            pieces[reasoning] = ["think " * words] * sc.reasoning_chunks
+        if sc.content_chunks or sc.tool_call is None:
+            content = "tok " * words * sc.content_chunks
+            pieces.setdefault(content, ["tok " * words] * sc.content_chunks)
+        calls: tuple[ResponseCall, ...] = ()
+        if sc.tool_call is not None:
+            args = "".join(sc.tool_call.argument_chunks)
+            pieces.setdefault(args, list(sc.tool_call.argument_chunks))
+            calls = (ResponseCall(sc.tool_call.id, sc.tool_call.name, args),)
+        reason = sc.finish_reason or ("tool_calls" if calls else "stop")
+        usage = self.usage_obj() if sc.usage != "none" else {}
+        details = usage.get("prompt_tokens_details") or {}
+        out = ResponseOutput(
+            content=content, reasoning=reasoning, calls=calls, finish_reason=reason,
+            input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
+            cached_tokens=details.get("cached_tokens"),
+            reasoning_tokens=(usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+            total_tokens=usage.get("total_tokens"))
+        return out, pieces
+
+    def _responses_events(self) -> list[tuple[float, bytes]]:
+        sc = self.sc
+        out, pieces = self._responses_output()
+        groups, tail = stream_events(out, lambda text: pieces.get(text, [text] if text else []),
+                                     response_id="resp_scenario", model=self.model, created=0)
+        gaps = (sc.itl_ms,) if isinstance(sc.itl_ms, (int, float)) else sc.itl_ms or (0.0,)
+        t = sc.ttft_ms
+        timed: list[tuple[float, bytes]] = []
+        for j, data in enumerate(groups):
+            if j:
+                t += gaps[min(j - 1, len(gaps) - 1)]
+            timed.append((t / 1000.0, data))
+        if timed:
+            timed[-1] = (timed[-1][0], timed[-1][1] + tail)
+        else:
+            timed.append((t / 1000.0, tail))
+        merged: list[tuple[float, bytes]] = []
+        for offset, data in timed:
+            if merged and merged[-1][0] == offset:
+                merged[-1] = (offset, merged[-1][1] + data)
+            else:
+                merged.append((offset, data))
+        return merged
+
     def events(self, replay_lines: list[bytes] | None) -> list[tuple[float, bytes]]:
         """Framed events (offset_s, bytes) after truncation/error injection, coalesced by
         equal offset."""
         sc = self.sc
+        if self.kind == "responses" and replay_lines is None:
+            return self._responses_events()
         if replay_lines is not None:
             payloads = [(i * sc.replay_delay_ms, line) for i, line in enumerate(replay_lines)]
         else:
@@ -291,6 +361,9 @@ class _Timeline:
         words = sc.tokens_per_chunk
         content = "tok " * words * sc.content_chunks
         reason = sc.finish_reason or ("tool_calls" if self.kind == "chat" and sc.tool_call is not None else "stop")
+        if self.kind == "responses":
+            return response_object(self._responses_output()[0], response_id="resp_scenario", model=self.model,
+                                   created=0)
         if self.kind == "sglang":
             total = sc.completion_tokens if sc.completion_tokens is not None else sc.content_chunks * words
             return {"text": content, "meta_info": self._sglang_meta(total, {"type": reason})}
@@ -320,7 +393,7 @@ class ScenarioServer:
     `scenario` is the default (Scenario() when None); `scenarios` maps names, chosen by
     the `x-scenario` header or the request's model. `port=0` picks a free port.
     After `start()`: `url` (base, no trailing slash), `chat_url`, `completions_url`,
-    `generate_url`.
+    `responses_url`, `generate_url`.
     `n_requests` counts answered requests; `last_body` is the last request's JSON body.
     """
 
@@ -352,6 +425,10 @@ class ScenarioServer:
         return self.url + "/v1/completions"
 
     @property
+    def responses_url(self) -> str:
+        return self.url + "/v1/responses"
+
+    @property
     def generate_url(self) -> str:
         return self.url + "/generate"
 
@@ -360,6 +437,7 @@ class ScenarioServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/responses", self._responses)
         app.router.add_post("/generate", self._generate)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
@@ -399,6 +477,9 @@ class ScenarioServer:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, "completions")
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, "responses")
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, "sglang")

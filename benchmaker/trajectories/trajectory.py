@@ -52,12 +52,15 @@ class _Model(BaseModel):
 class ToolCall(_Model):
     """One tool call as the model emitted it. `arguments_raw` is the exact string sent
     on the wire (OpenAI `function.arguments`); `arguments` its parse, None when the raw
-    string is not a JSON object."""
+    string is not a JSON object. `type`: "custom" for an OpenAI custom (free-form) tool
+    call, whose `arguments_raw` is its `input` (Responses `custom_tool_call`, e.g. Codex
+    CLI's apply_patch); None for a function call."""
 
     id: str
     name: str
     arguments_raw: str
     arguments: dict[str, Any] | None = None
+    type: str | None = None
 
 
 class Response(_Model):

@@ -18,7 +18,8 @@ Detection (`detect_bytes`) looks at the content only, never the file name:
     other list of messages → openai-messages;
   - JSONL: first record `{"type": "meta"}` → harbor-jsonl; records whose `history`
     holds OpenHands events (evaluation output.jsonl) or OpenHands SDK events one per line →
-    openhands; any pi event type among
+    openhands; records `{"type", "payload"}` of the Codex CLI rollout types
+    (session_meta, response_item, turn_context, event_msg, compacted) → codex-rollout; any pi event type among
     the first records → pi-events; a `session` header or `message`/`model_change`
     entries → pi-session; rows with `messages` → openai-messages.
 Anything else is unknown (None).
@@ -36,6 +37,7 @@ import orjson
 
 from benchmaker.trajectories.converters import (
     atif,
+    codex_rollout,
     harbor,
     mini_swe_agent,
     openai_messages,
@@ -58,6 +60,7 @@ CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
     openhands.FORMAT: openhands.convert,
     openai_messages.FORMAT: openai_messages.convert,
     atif.FORMAT: atif.convert,
+    codex_rollout.FORMAT: codex_rollout.convert,
 }
 """File formats by name (directory formats are in `DIR_FORMATS`)."""
 
@@ -179,6 +182,8 @@ def detect_bytes(data: bytes) -> str | None:
         return harbor.FORMAT_JSONL
     if all(openhands.is_eval_record(r) for r in records) or is_sdk_events(records):
         return openhands.FORMAT
+    if codex_rollout.is_rollout_records(records):
+        return codex_rollout.FORMAT
     types = {r.get("type") for r in records if isinstance(r, dict)}
     if types & pi_events.EVENT_TYPES:
         return pi_events.FORMAT

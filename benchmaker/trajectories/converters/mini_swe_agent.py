@@ -13,6 +13,14 @@ ends with a message of role `exit` whose `extra` holds `exit_status` and `submis
 (read as the outcome when `info` lacks them). The model name is
 `info.config.model.model_name` when the messages do not name one.
 
+A 2.x run made with its Responses-API model class (`LitellmResponseModel`) keeps each
+model call as the whole Responses `response` object (`object: "response"`, its `output`
+items: reasoning, message, function_call) and each tool result as a
+`function_call_output` item: a response becomes the assistant message its output items
+stand for (benchmaker.apis.openai_responses.chat_messages) with its model and usage
+(input/output/cached/reasoning tokens), a call output the tool message of its
+`call_id`.
+
 Patch: `info.submission` when present. In the bare-list shape the run ends with the
 agent echoing `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` and mini-swe-agent putting the
 rest of that command's output (the submission) in the final user message; when the
@@ -25,6 +33,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from typing import Any
+
+from benchmaker.apis.openai_responses import chat_messages, response_output
 from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, read_json_document
 from benchmaker.trajectories.converters.openai_messages import feed_messages
 from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
@@ -46,6 +57,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     if not isinstance(messages, list):
         raise ctx.error(None, "messages", "expected a list of messages", messages)
     builder = TrajectoryBuilder(ctx, FORMAT)
+    if any(isinstance(m, dict) and "role" not in m and (m.get("object") == "response" or "type" in m)
+           for m in messages):
+        messages = [_chat_message(m, i, ctx) for i, m in enumerate(messages)]
     feed_messages(messages, builder, ctx, None, text_actions=True)
     patch = info.get("submission") if isinstance(info.get("submission"), str) else builder.submission
     exit_status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else builder.exit_status
@@ -72,3 +86,34 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         task_id=task_id or (name[: -len(".traj.json")] if name.endswith(".traj.json") else None),
         outcome=RecordedOutcome(patch=patch, exit_status=exit_status),
     )
+
+
+def _chat_message(entry: Any, i: int, ctx: FileContext) -> Any:
+    """A Responses-API entry of a mini-swe-agent 2.x message list as a chat message (a
+    `response` object -> its assistant message with `model` and chat-style `usage`; an
+    input item such as `function_call_output` -> its message); chat messages as they
+    are. Raises ConvertError naming `messages[i]` for an item chat_messages refuses."""
+    if not isinstance(entry, dict) or "role" in entry:
+        return entry
+    if entry.get("object") == "response":
+        out = response_output(entry)
+        try:
+            msgs = chat_messages({"input": [x for x in entry.get("output") or () if isinstance(x, dict)]})
+        except ValueError as exc:
+            raise ctx.error(None, f"messages[{i}].output", str(exc)) from None
+        msg = msgs[0] if msgs else {"role": "assistant", "content": None}
+        usage: dict[str, Any] = {"prompt_tokens": out.input_tokens, "completion_tokens": out.output_tokens,
+                                 "total_tokens": out.total_tokens}
+        if out.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": out.cached_tokens}
+        if out.reasoning_tokens is not None:
+            usage["completion_tokens_details"] = {"reasoning_tokens": out.reasoning_tokens}
+        msg["usage"] = usage
+        if isinstance(entry.get("model"), str):
+            msg["model"] = entry["model"]
+        return msg
+    try:
+        msgs = chat_messages({"input": [entry]})
+    except ValueError as exc:
+        raise ctx.error(None, f"messages[{i}]", str(exc).removeprefix("input[0]")) from None
+    return msgs[0] if msgs else entry

@@ -1,0 +1,229 @@
+"""OpenAI Codex CLI rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`), one
+trajectory per file. Source: openai/codex `codex-rs/protocol/src/protocol.rs`
+(`RolloutItem`: `session_meta`, `response_item`, `compacted`, `turn_context`,
+`event_msg`; `EventMsg::TokenCount` with `info.last_token_usage`) and
+`codex-rs/core/src/rollout/` (what is persisted), read against a real 0.125 rollout.
+
+Each line is `{"timestamp", "type", "payload"}`:
+  - `session_meta`: `base_instructions.text` is the system prompt (Codex sends it as the
+    Responses `instructions`); `id` names the session.
+  - `turn_context`: `model` names the model of the calls that follow.
+  - `response_item`: a Responses item as sent or received. Inputs: `message` of role
+    user (a user message: before the first call `first_user` / `user_before_turns`, later
+    a follow-up), of role developer (Codex's permission and collaboration notes: not
+    kept, counted as `developer_message`), `function_call_output` /
+    `custom_tool_call_output` (an observation tied to its `call_id`). Outputs of the
+    model call being written: `reasoning` (summary texts, else content texts),
+    `message` of role assistant, `function_call` and `custom_tool_call` (a ToolCall of
+    `type` "custom", its `input` as `arguments_raw`), `web_search_call` (a server-side
+    tool: not replayable, counted as `web_search_call`).
+  - the end of one model call, with its usage (`input_tokens`, `cached_input_tokens`,
+    `output_tokens`, `reasoning_output_tokens`, `total_tokens`): `token_usage_record`
+    (`usage`, one per response, written right after its outputs: 0.17x), else `event_msg`
+    `token_count` with a non-null `info` (`info.last_token_usage`; 0.1xx writes it right
+    after the outputs, 0.17x after the call outputs too, and is then not read). The
+    outputs written since the previous call become one turn. A call output or user
+    message that arrives while outputs are pending also ends the call; the next usage
+    record is its usage. A usage record with no call to give it to is counted as
+    `token_count_without_output`; a call that never gets one keeps no usage and is
+    counted as `call_without_token_count`. Other event_msg lines (and 0.17x's
+    `world_state`) repeat what response items hold.
+  - `compacted` (`message`: the summary): a context edit ("compaction") before the next
+    turn: the opening user messages, then the summary as a user message, then what
+    follows.
+The log has no per-call timings (its timestamps are when lines were written), so turns
+carry none. Detection: JSONL whose records are all `{"type", "payload"}` objects, with a
+`session_meta` or `response_item` among the first ones. Read against real rollouts of
+0.125 (a public fixture) and 0.171 (written here against the replay server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from benchmaker.trajectories.converters._common import (
+    FileContext, TrajectoryBuilder, fast_usage, iter_jsonl, parse_arguments, text_of,
+)
+from benchmaker.trajectories.trajectory import (
+    ContextEdit, MessageRef, MessageSpan, Observation, Response, ToolCall, Trajectory,
+)
+
+FORMAT = "codex-rollout"
+
+
+def is_rollout_records(records: list[Any]) -> bool:
+    """True when the first records of a JSONL file are Codex rollout lines (module doc):
+    every one `{"type": str, "payload": object}`, a `session_meta` or `response_item`
+    among them."""
+    if not records or not all(isinstance(r, dict) and isinstance(r.get("type"), str)
+                              and isinstance(r.get("payload"), dict) for r in records):
+        return False
+    return any(r["type"] in ("session_meta", "response_item") for r in records)
+
+
+class _Call:
+    """The outputs of the model call being written."""
+
+    __slots__ = ("content", "reasoning", "calls", "n_items")
+
+    def __init__(self) -> None:
+        self.content: str | None = None
+        self.reasoning: str | None = None
+        self.calls: list[ToolCall] = []
+        self.n_items = 0
+
+
+def _texts(parts: Any) -> list[str]:
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)] \
+        if isinstance(parts, list) else []
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict) and isinstance(output.get("content"), str):  # older {"content", "success"}
+        return output["content"]
+    return "\n".join(_texts(output))
+
+
+def convert(ctx: FileContext) -> Iterator[Trajectory]:
+    """Yield the one Trajectory of a Codex rollout file. Raises ConvertError
+    (`path:line: payload.field: problem`) on a malformed line, or when the file has no
+    user message or no model call."""
+    builder = TrajectoryBuilder(ctx, FORMAT)
+    call = _Call()
+    model: str | None = None
+    session: str | None = None
+    names: dict[str, str] = {}
+    awaiting: list[Any] = []  # the turn an input closed, whose usage record is still to come
+    usage_records = False  # the file writes token_usage_record lines (token_count then repeats them)
+
+    def close(usage: Any) -> None:
+        nonlocal call
+        response = Response(content=call.content, reasoning=call.reasoning, tool_calls=call.calls,
+                            finish_reason="tool_calls" if call.calls else "stop")
+        turn = builder.turn(response, usage=usage, model=model)
+        call = _Call()
+        awaiting[:] = [] if usage is not None else [turn]
+
+    def end_call_by_input() -> None:
+        if call.n_items:
+            close(None)
+
+    def output_starts() -> None:
+        if awaiting and not call.n_items:
+            builder.skip("call_without_token_count")
+            awaiting.clear()
+
+    def usage_record(usage: Any) -> None:
+        if call.n_items:
+            close(usage)
+        elif awaiting:
+            awaiting.pop().usage = usage
+        else:
+            builder.skip("token_count_without_output")
+
+    for line, rec in iter_jsonl(ctx):
+        if not isinstance(rec, dict) or not isinstance(rec.get("payload"), dict):
+            raise ctx.error(line, "payload", "expected an object", rec.get("payload") if isinstance(rec, dict) else rec)
+        kind, p = rec.get("type"), rec["payload"]
+        if kind == "session_meta":
+            base = p.get("base_instructions")
+            text = base.get("text") if isinstance(base, dict) else base
+            if isinstance(text, str):
+                builder.set_system(text)
+            if isinstance(p.get("id"), str):
+                session = p["id"]
+        elif kind == "turn_context":
+            if isinstance(p.get("model"), str):
+                model = p["model"]
+        elif kind == "compacted":
+            end_call_by_input()
+            summary = p.get("message")
+            if not isinstance(summary, str):
+                raise ctx.error(line, "payload.message", "expected the compaction summary text", summary)
+            if builder.turns:
+                opening = 1 + len(builder.user_before_turns)
+                builder.edit(ContextEdit(
+                    kind="compaction",
+                    head=[MessageSpan(start=MessageRef(turn=None, item=0), end=MessageRef(turn=None, item=opening))],
+                    summary=[summary], keep_from=MessageRef(turn=len(builder.turns), item=0)))
+        elif kind == "token_usage_record":
+            usage_records = True
+            usage_record(_usage(p.get("usage")))
+        elif kind == "event_msg":
+            if p.get("type") != "token_count" or not isinstance(p.get("info"), dict) or usage_records:
+                continue
+            usage_record(_usage(p["info"].get("last_token_usage")))
+        elif kind == "response_item":
+            item = p.get("type")
+            if item == "message":
+                role = p.get("role")
+                text = text_of(p.get("content"), builder)
+                if role == "assistant":
+                    output_starts()
+                    call.content = text if call.content is None else call.content + text
+                    call.n_items += 1
+                elif role == "user":
+                    end_call_by_input()
+                    builder.user(text)
+                elif role in ("developer", "system"):
+                    builder.skip("developer_message")
+                else:
+                    raise ctx.error(line, "payload.role", "unknown message role", role)
+            elif item == "reasoning":
+                output_starts()
+                texts = _texts(p.get("summary")) or _texts(p.get("content"))
+                if texts:
+                    text = "\n".join(texts)
+                    call.reasoning = text if call.reasoning is None else call.reasoning + "\n" + text
+                call.n_items += 1
+            elif item in ("function_call", "custom_tool_call"):
+                output_starts()
+                custom = item == "custom_tool_call"
+                call_id, name = p.get("call_id"), p.get("name")
+                raw = p.get("input" if custom else "arguments")
+                where = "payload.input" if custom else "payload.arguments"
+                if not isinstance(call_id, str) or not isinstance(name, str):
+                    raise ctx.error(line, "payload.call_id", "a call needs a string call_id and name", call_id)
+                if not isinstance(raw, str):
+                    raise ctx.error(line, where, "expected a string", raw)
+                call.calls.append(ToolCall(id=call_id, name=name, arguments_raw=raw,
+                                           arguments=None if custom else parse_arguments(raw),
+                                           type="custom" if custom else None))
+                names[call_id] = name
+                call.n_items += 1
+            elif item in ("function_call_output", "custom_tool_call_output"):
+                end_call_by_input()
+                call_id = p.get("call_id")
+                if not isinstance(call_id, str):
+                    raise ctx.error(line, "payload.call_id", "expected a string", call_id)
+                builder.observation(Observation(tool_call_id=call_id, name=names.get(call_id),
+                                                content=_output_text(p.get("output"))))
+            elif item == "web_search_call":
+                output_starts()
+                builder.skip("web_search_call")
+                call.n_items += 1
+            else:
+                builder.skip(f"item:{item}")
+    if call.n_items:
+        close(None)
+    if awaiting:
+        builder.skip("call_without_token_count")
+    yield builder.build(0, task_id=session)
+
+
+def _usage(last: Any) -> Any:
+    """Usage of a Codex token usage object (module doc), None when it is not an object."""
+    if not isinstance(last, dict):
+        return None
+    return fast_usage(
+        prompt_tokens=_count(last, "input_tokens"), completion_tokens=_count(last, "output_tokens"),
+        cached_tokens=_count(last, "cached_input_tokens"), reasoning_tokens=_count(last, "reasoning_output_tokens"),
+        total_tokens=_count(last, "total_tokens"))
+
+
+def _count(usage: dict[str, Any], key: str) -> int | None:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

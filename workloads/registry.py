@@ -2,6 +2,7 @@
 
     workload:
       type: openai-chat            # http | openai-chat | openai-completions | sglang
+      api: chat                    # openai-chat only: chat | messages (Anthropic /v1/messages)
       url: http://127.0.0.1:8000/v1/chat/completions
       model: m
       api_key: ${OPENAI_API_KEY:-}
@@ -28,6 +29,7 @@ from benchmaker.engine.types import Workload
 from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
 from benchmaker.workloads.deeprag import DeepRAGDataset
 from benchmaker.workloads.agent import AgentWorkload, load_agent_class
+from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
 from benchmaker.workloads.hf import HFDataset
 from benchmaker.workloads.http import HttpWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
@@ -118,7 +120,11 @@ class _LLMSpec(_Strict):
 
 
 class OpenAIChatSpec(_LLMSpec):
+    """An LLM endpoint's chat-style API: `api` chat (OpenAI /v1/chat/completions) or
+    messages (Anthropic /v1/messages, max_tokens required); the same prompts either way."""
+
     type: Literal["openai-chat"]
+    api: Literal["chat", "messages"] = "chat"
     include_usage: bool = True
 
 
@@ -299,6 +305,8 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
         headers=spec.headers,
     )
     cls = OpenAIChatWorkload if isinstance(spec, OpenAIChatSpec) else OpenAICompletionsWorkload
+    if isinstance(spec, OpenAIChatSpec) and spec.api == "messages":
+        cls = AnthropicMessagesWorkload
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)
 
 

@@ -315,8 +315,8 @@ def stream_events(msg_id: str, model: str, resp: ResponseLike, usage: dict[str, 
                   splitter: Callable[[str], Sequence[str]], signature: str | None = None,
                   ) -> tuple[bytes, list[bytes], bytes]:
     """The SSE bytes of a recorded response as the API streams it: (head, token events,
-    tail). head: `message_start` (usage with output_tokens 0... as message_body's usage
-    but output_tokens 1, as the API sends) and, when there are blocks, the first
+    tail). head: `message_start` (message_body's usage with output_tokens 1, as the API
+    sends; 0 when none were recorded) and, when there are blocks, the first
     `content_block_start` and a `ping`. Each token event is one `content_block_delta`
     (text_delta, thinking_delta, input_json_delta; the pieces of `splitter`), with the
     events that must precede it (the previous block's signature_delta and
@@ -417,6 +417,21 @@ class AnthropicMessagesParser:
         self.message: dict[str, Any] | None = None
 
     @property
+    def stopped(self) -> bool:
+        """True once `message_stop` arrived (the stream is complete)."""
+        return self._stopped
+
+    @property
+    def error(self) -> str | None:
+        """The first protocol error seen (bad JSON, an `error` event), else None."""
+        return self._error
+
+    @property
+    def stop_reason(self) -> Any:
+        """The last non-null `stop_reason` sent (None so far)."""
+        return self._stop_reason
+
+    @property
     def text(self) -> str:
         """The text blocks' text so far, in block order."""
         return "".join(b.get("text", "") for _, b in sorted(self.blocks.items()) if b.get("type") == "text")
@@ -511,6 +526,8 @@ class AnthropicMessagesParser:
             return False
         if type(value) is not str or not value:
             return False
+        if "type" not in block:  # a delta without its content_block_start: the type it implies
+            block["type"] = "tool_use" if field == "input_json" else field
         block[field] = block.get(field, "") + value
         self._chars += len(value)
         return True

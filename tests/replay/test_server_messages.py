@@ -46,6 +46,12 @@ def server(tmp_path: Path):
         yield url
 
 
+@pytest.fixture
+def client(server: str):
+    with anthropic.Anthropic(base_url=server, api_key="sekret", max_retries=0) as sdk:
+        yield sdk
+
+
 def _turn1_messages() -> list[dict]:
     return [
         {"role": "user", "content": [{"type": "text", "text": TASK}]},
@@ -59,8 +65,7 @@ def _turn1_messages() -> list[dict]:
     ]
 
 
-def test_sdk_create_gets_recorded_blocks_and_usage(server):
-    client = anthropic.Anthropic(base_url=server, api_key="sekret", max_retries=0)
+def test_sdk_create_gets_recorded_blocks_and_usage(client):
     msg = client.messages.create(model="claude-test", max_tokens=100, system=[{"type": "text", "text": SYSTEM}],
                                  messages=[{"role": "user", "content": TASK}])
     assert [b.type for b in msg.content] == ["thinking", "text", "tool_use"]
@@ -74,8 +79,7 @@ def test_sdk_create_gets_recorded_blocks_and_usage(server):
     assert msg.usage.cache_creation_input_tokens == 0
 
 
-def test_sdk_stream_second_turn_after_tool_result(server):
-    client = anthropic.Anthropic(base_url=server, api_key="sekret", max_retries=0)
+def test_sdk_stream_second_turn_after_tool_result(client):
     with client.messages.stream(model="claude-test", max_tokens=100, system=SYSTEM,
                                 messages=_turn1_messages()) as stream:
         texts = list(stream.text_stream)
@@ -87,8 +91,7 @@ def test_sdk_stream_second_turn_after_tool_result(server):
     assert (final.usage.input_tokens, final.usage.cache_read_input_tokens, final.usage.output_tokens) == (100, 1200, 9)
 
 
-def test_sdk_stream_first_turn_thinking_and_tool_use(server):
-    client = anthropic.Anthropic(base_url=server, api_key="sekret", max_retries=0)
+def test_sdk_stream_first_turn_thinking_and_tool_use(client):
     with client.messages.stream(model="claude-test", max_tokens=100, system=SYSTEM,
                                 messages=[{"role": "user", "content": TASK}]) as stream:
         final = stream.get_final_message()
@@ -151,8 +154,7 @@ def test_misses_and_errors_are_counted_in_stats(server):
     assert (stats["bad_requests"], stats["unauthorized"]) == (1, 1)
 
 
-def test_count_tokens_gives_recorded_prompt_tokens(server):
-    client = anthropic.Anthropic(base_url=server, api_key="sekret", max_retries=0)
+def test_count_tokens_gives_recorded_prompt_tokens(server, client):
     counted = client.messages.count_tokens(model="claude-test", system=SYSTEM, messages=_turn1_messages())
     assert counted.input_tokens == 1300  # turn 1's recorded prompt_tokens
     stats = httpx.get(server + "/stats", headers={"Authorization": "Bearer sekret"}).json()

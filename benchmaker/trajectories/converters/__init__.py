@@ -19,7 +19,8 @@ Detection (`detect_bytes`) looks at the content only, never the file name:
   - JSONL: first record `{"type": "meta"}` → harbor-jsonl; records whose `history`
     holds OpenHands events (evaluation output.jsonl) or OpenHands SDK events one per line →
     openhands; any pi event type among
-    the first records → pi-events; a `session` header or `message`/`model_change`
+    the first records → pi-events; Claude Code session lines (`sessionId` and its
+    record types, `claude_code.is_claude_code`) → claude-code; a `session` header or `message`/`model_change`
     entries → pi-session; rows with `messages` → openai-messages.
 Anything else is unknown (None).
 """
@@ -36,6 +37,7 @@ import orjson
 
 from benchmaker.trajectories.converters import (
     atif,
+    claude_code,
     harbor,
     mini_swe_agent,
     openai_messages,
@@ -58,6 +60,7 @@ CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
     openhands.FORMAT: openhands.convert,
     openai_messages.FORMAT: openai_messages.convert,
     atif.FORMAT: atif.convert,
+    claude_code.FORMAT: claude_code.convert,
 }
 """File formats by name (directory formats are in `DIR_FORMATS`)."""
 
@@ -178,6 +181,8 @@ def detect_bytes(data: bytes) -> str | None:
         return harbor.FORMAT_JSONL
     if all(openhands.is_eval_record(r) for r in records) or is_sdk_events(records):
         return openhands.FORMAT
+    if claude_code.is_claude_code(records):
+        return claude_code.FORMAT
     types = {r.get("type") for r in records if isinstance(r, dict)}
     if types & pi_events.EVENT_TYPES:
         return pi_events.FORMAT

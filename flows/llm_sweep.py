@@ -13,7 +13,7 @@ point's samples carry `sweep_point` (e.g. "closed-8") and land in
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from prefect import flow
 from prefect.context import get_run_context
@@ -85,6 +85,7 @@ class LlmSweepParams(BaseModel):
     duration_s            seconds per point; max_requests: requests per point
     prompt_words, max_tokens  the synthetic prompt's size and the answer's cap
     api_key_env           name of the environment variable holding the API key
+    api                   chat (/v1/chat/completions) or messages (Anthropic /v1/messages)
     out_dir, warehouse    where the run bundle and the DuckDB warehouse go
     label                 free text stored with the run
     max_loop_lag_ms       a point is invalid when the client's event-loop lag p99
@@ -108,6 +109,7 @@ class LlmSweepParams(BaseModel):
     prompt_words: Annotated[int, Field(ge=1)] = 128
     max_tokens: Annotated[int, Field(ge=1)] | None = 128
     api_key_env: str | None = None
+    api: Literal["chat", "messages"] = "chat"
     out_dir: Path = Path("artifacts")
     warehouse: Path = Path("warehouse.duckdb")
     label: str | None = None
@@ -143,6 +145,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
               "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
               "api_key_env": p.api_key_env, "max_loop_lag_ms": p.max_loop_lag_ms,
               "max_schedule_lag_ms": p.max_schedule_lag_ms}
+    if p.api != "chat":
+        config["api"] = p.api
     resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config)
     log.info("run %s -> %s", run_id, run_dir)
     task = run_llm_sweep_point.with_options(result_storage=result_storage_for(Path(p.out_dir)))
@@ -151,6 +155,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
         name = engine_point_name(spec)
         args = dict(duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
                     max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, checks=lag_checks(p))
+        if p.api != "chat":  # only then: the point task's cache key of a chat sweep stays as it was
+            args["api"] = p.api
         rows.append(await measure_point(task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec,
                                         name, **args))
     write_sweep_points(run_dir, rows)

@@ -32,9 +32,18 @@ from benchmaker.recipes.runfile import lanes_from_run_file, read_run_file
 from benchmaker.workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
 from benchmaker.workloads.graders import GradingHook, parse_grader_option
 from benchmaker.workloads.http import HttpWorkload
+from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
 from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
+
+# `--api` value -> (workload class, manifest workload type)
+_LLM_APIS: dict[str, tuple[Any, str]] = {
+    "chat": (OpenAIChatWorkload, "openai-chat"),
+    "completions": (OpenAICompletionsWorkload, "openai-completions"),
+    "responses": (OpenAIResponsesWorkload, "openai-responses"),
+    "messages": (AnthropicMessagesWorkload, "anthropic-messages"),
+}
 
 
 def parse_workers(value: str) -> int | str:
@@ -150,8 +159,7 @@ def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: s
         ds = ShareGPTDataset(sharegpt)
     else:
         ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
-    cls = {"chat": OpenAIChatWorkload, "completions": OpenAICompletionsWorkload,
-           "responses": OpenAIResponsesWorkload}[api]
+    cls = _LLM_APIS[api][0]
     return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key)
 
 
@@ -183,7 +191,7 @@ def llm(
     duration: str | None = None,
     max_requests: int | None = None,
     out_dir: Path = Path("runs"),
-    api: Annotated[str, Parameter(help="chat, completions or responses")] = "chat",
+    api: Annotated[str, Parameter(help="chat, completions, responses or messages")] = "chat",
     api_key: str | None = None,
     api_key_env: str | None = None,
     stream: bool = True,
@@ -217,7 +225,7 @@ def llm(
     reference_field: str | None = None,
     progress: bool | None = None,
 ) -> int:
-    """Benchmark an OpenAI-compatible endpoint (chat, completions or responses).
+    """Benchmark an LLM endpoint: OpenAI chat, completions or Responses, or Anthropic Messages.
 
     Args:
         url: Full endpoint URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
@@ -226,8 +234,8 @@ def llm(
         duration: Stop sending after this long (10s, 2m).
         max_requests: Stop after this many requests.
         out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
-        api: chat (/v1/chat/completions), completions (/v1/completions) or responses (/v1/responses; max tokens sent as max_output_tokens).
-        api_key: Bearer token (prefer --api-key-env; never written to the bundle).
+        api: chat (/v1/chat/completions), completions (/v1/completions), responses (/v1/responses; max tokens sent as max_output_tokens) or messages (Anthropic /v1/messages; needs --max-tokens).
+        api_key: API key, sent as a Bearer token (messages: as x-api-key); prefer --api-key-env; never written to the bundle.
         api_key_env: Name of the environment variable holding the API key.
         stream: Stream responses (TTFT/ITL need it).
         max_tokens: max_tokens sent with each request.
@@ -272,14 +280,16 @@ def llm(
     _check_llm_options(url, max_tokens, temperature, input_words, metrics_url, record_trace)
     if sum(x is not None for x in (dataset, sharegpt)) > 1:
         raise ConfigError("--dataset and --sharegpt: give at most one")
-    if api not in ("chat", "completions", "responses"):
-        raise ConfigError(f"--api: expected chat, completions or responses (got {api!r})")
+    if api not in _LLM_APIS:
+        raise ConfigError(f"--api: expected {', '.join(_LLM_APIS)} (got {api!r})")
+    if api == "messages" and max_tokens is None:
+        raise ConfigError("--max-tokens: required with --api messages (the Messages API requires max_tokens)")
     build = partial(_llm_workload, api, url, model, dataset, field, sharegpt, input_words, seed, stream,
                     max_tokens, temperature, resolve_api_key(api_key, api_key_env), reference_field)
     hooks, grader_name = grading_hooks(grader)
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
-    extra = {"workload": {"type": f"openai-{api}", "url": url, "model": model, "stream": stream,
+    extra = {"workload": {"type": _LLM_APIS[api][1], "url": url, "model": model, "stream": stream,
                           "max_tokens": max_tokens, "dataset": dataset_name}}
     if grader_name is not None:
         extra["grader"] = grader_name  # the type only: an inline spec may hold a judge's api_key

@@ -433,6 +433,7 @@ def llm_sweep(
     prompt_words: int = 128,
     max_tokens: int | None = 128,
     api_key_env: str | None = None,
+    api: str = "chat",
     out_dir: Path = Path("artifacts"),
     warehouse: Path | None = None,
     label: str | None = None,
@@ -469,6 +470,9 @@ def llm_sweep(
         max_tokens sent with each request.
     api_key_env
         Name of the environment variable holding the API key (never the key itself).
+    api
+        chat (/v1/chat/completions is added to --base-url) or messages (Anthropic
+        /v1/messages; needs --max-tokens; one host: --shards 1).
     out_dir
         Folder for run bundles and the report.
     warehouse
@@ -505,6 +509,12 @@ def llm_sweep(
     rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None
     bad = [f"--concurrency-sweep: expected integers >= 1 (got {c})" for c in conc or [] if c < 1]
     bad += [f"--rate-sweep: expected numbers > 0 (got {r:g})" for r in rates or [] if r <= 0]
+    if api not in ("chat", "messages"):
+        bad.append(f"--api: expected chat or messages (got {api!r})")
+    elif api != "chat" and shards > 1:
+        bad.append(f"--api: {api} sweeps run on one host (got --shards {shards})")
+    elif api == "messages" and max_tokens is None:
+        bad.append("--max-tokens: required with --api messages")
     if bad:
         raise ConfigError("; ".join(bad))
     _check_sweep_options(concurrency=conc or [], duration=duration, out_dir=out_dir, warehouse=warehouse,
@@ -513,7 +523,7 @@ def llm_sweep(
                          lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
     params = dict(base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
                   duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
-                  api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
+                  api_key_env=api_key_env, api=api, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
                   max_loop_lag_ms=max_loop_lag_ms, max_schedule_lag_ms=max_schedule_lag_ms)
     try:
         p = validated(LlmSweepParams, "llm-sweep", params)  # parses each of --loads, once

@@ -15,6 +15,7 @@ from benchmaker.sweep.sweep import run_engine_point
 from benchmaker.tasks.progress import progress_artifact
 from benchmaker.tasks.sweep import sweep_point_policy
 from benchmaker.tasks.transient import retry_on_transient
+from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
 from benchmaker.workloads.datasets import SyntheticDataset
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
@@ -37,6 +38,7 @@ async def run_llm_sweep_point(
     api_key_env: str | None = None,
     label: str | None = None,
     checks: dict[str, float] | None = None,
+    api: str = "chat",
 ) -> dict[str, Any]:
     """Prefect shell over benchmaker.sweep.sweep.run_engine_point (documented there): OpenAI chat
     requests (`base_url` + /v1/chat/completions, streaming, usage requested) over a
@@ -45,12 +47,15 @@ async def run_llm_sweep_point(
     parameter. `load` is parsed once: a ParsedRateSpec (the flow's parameters) is used as
     it is. `checks`: the point's self-check limits (benchmaker.engine.config.SelfCheckLimits
     fields, e.g. {"max_loop_lag_p99_ms": 50.0}; default the environment's or 10 ms).
-    Point failures of single requests are samples, not exceptions."""
+    Point failures of single requests are samples, not exceptions. `api`: "chat", or
+    "messages" (Anthropic Messages requests to `base_url` + /v1/messages,
+    benchmaker.workloads.anthropic_messages; max_tokens required)."""
+    path = "/messages" if api == "messages" else "/chat/completions"
     url = base_url.rstrip("/")
-    url = url if url.endswith("/chat/completions") else (url if url.endswith("/v1") else url + "/v1") + "/chat/completions"
+    url = url if url.endswith(path) else (url if url.endswith("/v1") else url + "/v1") + path
     api_key = os.environ.get(api_key_env) if api_key_env else None
-    workload = OpenAIChatWorkload(url, model, SyntheticDataset(prompt_words, count=1000), max_tokens=max_tokens,
-                                  api_key=api_key)
+    cls = AnthropicMessagesWorkload if api == "messages" else OpenAIChatWorkload
+    workload = cls(url, model, SyntheticDataset(prompt_words, count=1000), max_tokens=max_tokens, api_key=api_key)
     config = BenchConfig(load=load, duration_s=duration_s, max_requests=max_requests, run_id=run_id,
                          sweep_point=sweep_point, kind="llm-sweep", label=label, checks=checks or {})
     with progress_artifact(run_id, sweep_point):  # the point's progress in the UI (benchmaker.progress)

@@ -7,17 +7,18 @@ The contract is read from the code's own import statements (every `import` and
 dependency). Layers, low to high; a module may import its own layer's package and any
 lower layer, never a higher one, and never a sibling package of its layer:
 
-    0  benchmaker.lazy_exports, benchmaker.progress, benchmaker.testing
+    0  benchmaker.lazy_exports, benchmaker.progress
     1  benchmaker.engine
     2  benchmaker.apis
-    3  benchmaker.trajectories
-    4  benchmaker.replay_server | benchmaker.agent   (siblings: neither imports the other)
-    5  benchmaker.workloads
-    6  benchmaker.sweep
-    7  benchmaker.warehouse
-    8  benchmaker.tasks
-    9  benchmaker.flows
-    10 benchmaker.recipes (the CLI)
+    3  benchmaker.testing (scripted local servers that speak the wire APIs)
+    4  benchmaker.trajectories
+    5  benchmaker.replay_server | benchmaker.agent   (siblings: neither imports the other)
+    6  benchmaker.workloads
+    7  benchmaker.sweep
+    8  benchmaker.warehouse
+    9  benchmaker.tasks
+    10 benchmaker.flows
+    11 benchmaker.recipes (the CLI)
 
 The top-level `benchmaker/__init__.py` names its public names lazily (strings, not
 imports), so it sits outside the layers.
@@ -40,9 +41,10 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "benchmaker"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("benchmaker.lazy_exports", "benchmaker.progress", "benchmaker.testing"),
+    ("benchmaker.lazy_exports", "benchmaker.progress"),
     ("benchmaker.engine",),
     ("benchmaker.apis",),
+    ("benchmaker.testing",),
     ("benchmaker.trajectories",),
     ("benchmaker.replay_server", "benchmaker.agent"),
     ("benchmaker.workloads",),

@@ -2,6 +2,7 @@
 
     workload:
       type: openai-chat            # http | openai-chat | openai-completions | sglang
+      api: chat                    # openai-chat only: chat | messages (Anthropic /v1/messages)
       url: http://127.0.0.1:8000/v1/chat/completions
       model: m
       api_key: ${OPENAI_API_KEY:-}
@@ -29,6 +30,7 @@ from benchmaker.engine.types import Workload
 from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
 from benchmaker.workloads.deeprag import DeepRAGDataset
 from benchmaker.workloads.agent import AgentWorkload, load_agent_class
+from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
 from benchmaker.workloads.hf import HFDataset
 from benchmaker.workloads.http import HttpWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
@@ -120,11 +122,12 @@ class _LLMSpec(_Strict):
 
 
 class OpenAIChatSpec(_LLMSpec):
-    """`type: openai-chat`; `api: responses` sends the same prompts to an OpenAI Responses
-    endpoint (`url` .../v1/responses; workloads/openai_responses.py)."""
+    """An LLM endpoint's chat-style API: `api` chat (OpenAI /v1/chat/completions),
+    responses (OpenAI /v1/responses; workloads/openai_responses.py) or messages (Anthropic
+    /v1/messages, max_tokens required); the same prompts in each."""
 
     type: Literal["openai-chat"]
-    api: Literal["chat", "responses"] = "chat"
+    api: Literal["chat", "responses", "messages"] = "chat"
     include_usage: bool = True
 
 
@@ -306,7 +309,7 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
     )
     cls = OpenAICompletionsWorkload
     if isinstance(spec, OpenAIChatSpec):
-        cls = OpenAIResponsesWorkload if spec.api == "responses" else OpenAIChatWorkload
+        cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(spec.api, OpenAIChatWorkload)
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)
 
 

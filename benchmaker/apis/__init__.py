@@ -8,6 +8,8 @@ It imports only benchmaker.engine.
 from benchmaker.lazy_exports import lazy_getattr
 
 _EXPORTS = {
+    "AnthropicMessagesParser": "benchmaker.apis.anthropic_messages",
+    "anthropic_headers": "benchmaker.apis.anthropic_messages",
     "OpenAIChatParser": "benchmaker.apis.openai_chat",
     "OpenAIResponsesParser": "benchmaker.apis.openai_responses",
     "OpenAIStreamParser": "benchmaker.apis.openai_chat",

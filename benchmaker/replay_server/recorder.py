@@ -14,7 +14,14 @@ Endpoints:
   `<upstream>/v1/responses`; the request's input items are read as chat messages
   (benchmaker.apis.openai_responses.chat_messages) for the grouping below, the response
   by ResponsesAssembler (complete at `response.completed` / `.incomplete` / `.failed`).
-- any other method/path under /v1/: forwarded the same way, not recorded (/v1/models).
+- POST /v1/messages (Anthropic Messages, also `?beta=true`), POST /messages: forwarded
+  to `<upstream>/v1/messages` and recorded the same way: the request's chat-shaped
+  messages (benchmaker.apis.anthropic_messages.chat_messages) place it, and
+  `MessagesAssembler` reassembles the response (thinking -> reasoning, text ->
+  content, tool_use -> tool calls with the input JSON as sent, stop_reason, usage
+  with cache read and creation tokens), complete at `message_stop`.
+- any other method/path under /v1/: forwarded the same way, not recorded (/v1/models,
+  /v1/messages/count_tokens).
 - POST /flush: writes the output file now; answers {"path", "trajectories", "turns",
   "skipped"}. The file is also written at shutdown (lifespan). Each write replaces
   the whole file atomically (temp file + rename) with every conversation so far.
@@ -71,7 +78,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from benchmaker.apis.openai_responses import OpenAIResponsesParser, chat_messages
+from benchmaker.apis.anthropic_messages import AnthropicMessagesParser, finish_reason_of
+from benchmaker.apis.anthropic_messages import chat_messages as messages_chat_messages
+from benchmaker.apis.openai_responses import OpenAIResponsesParser
+from benchmaker.apis.openai_responses import chat_messages as responses_chat_messages
 from benchmaker.engine.records import Sample
 from benchmaker.engine.sse import SSEParser
 from benchmaker.trajectories.trajectory import (
@@ -88,7 +98,7 @@ from benchmaker.trajectories.trajectory import (
     match_key_for_messages,
 )
 
-__all__ = ["FORMAT", "ChatAssembler", "Recorder", "ResponsesAssembler", "create_recorder_app"]
+__all__ = ["FORMAT", "ChatAssembler", "MessagesAssembler", "Recorder", "ResponsesAssembler", "create_recorder_app"]
 
 FORMAT = "recording-proxy"
 """`Source.format` of recorded trajectories."""
@@ -360,6 +370,93 @@ class ResponsesAssembler:
 
 
 @dataclass
+class MessagesAssembler:
+    """Reassembles one Anthropic Messages response from its body bytes, with
+    ChatAssembler's interface (`feed`, `finish`, `response`, `usage`, `first_token_ns`,
+    `error`), reading it with benchmaker.apis.anthropic_messages.AnthropicMessagesParser.
+
+    Streams: complete at `message_stop`; an `error` event or bad JSON makes it
+    unrecordable. Non-streamed bodies: complete when they parse as a `message` object
+    (checked when `content_length` bytes arrived, else at finish()). The Response:
+    thinking blocks' text joined -> reasoning (None without thinking blocks), text
+    blocks' text joined -> content (None without text blocks), tool_use blocks -> tool
+    calls (arguments_raw: the streamed `partial_json` joined, or the body's `input` as
+    compact JSON); stop_reason by `finish_reason_of`. Usage: prompt_tokens = input +
+    cache read + cache creation tokens, cached_tokens = cache read,
+    cache_creation_tokens, completion_tokens = output_tokens, reasoning_tokens =
+    output_tokens_details.thinking_tokens when sent.
+    """
+
+    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
+        self.stream = stream
+        self.content_length = content_length
+        self.complete = False
+        self.error: str | None = None
+        self.first_token_ns: int | None = None
+        self.usage: Usage | None = None
+        self._parser = AnthropicMessagesParser(stream=stream)
+        self._sample = Sample(run_id="record", seq=0)
+        self._n = 0
+
+    def feed(self, data: bytes, now_ns: int) -> bool:
+        """Take one chunk of body bytes that arrived at `now_ns`; returns `complete`."""
+        if self.complete or self.error:
+            return self.complete
+        self._parser.feed(data, now_ns, self._sample)
+        if not self.stream:
+            self._n += len(data)
+            if self.content_length is not None and self._n >= self.content_length:
+                self._end()
+            return self.complete
+        if self._parser.error is not None:
+            self.error = self._parser.error
+        elif self._parser.stopped:
+            self._end()
+        return self.complete
+
+    def finish(self) -> bool:
+        """End of body; returns `complete` (a stream without `message_stop` is incomplete)."""
+        if not self.complete and not self.error:
+            if self.stream:
+                self.error = "stream ended before message_stop"
+            else:
+                self._end()
+        return self.complete
+
+    def _end(self) -> None:
+        sample = self._sample
+        self._parser.finish(sample)
+        if sample.outcome == "protocol_error":
+            self.error = sample.error
+            return
+        self.first_token_ns = sample.first_token_ns
+        usage = self._parser.usage or {}
+        read, creation = _int(usage.get("cache_read_input_tokens")), _int(usage.get("cache_creation_input_tokens"))
+        recorded = Usage(prompt_tokens=sample.prompt_tokens, completion_tokens=sample.output_tokens,
+                         cached_tokens=read, cache_creation_tokens=creation, reasoning_tokens=sample.reasoning_tokens)
+        self.usage = recorded if any(v is not None for v in recorded.model_dump().values()) else None
+        self.complete = True
+
+    def response(self) -> tuple[TrajResponse, bool]:
+        """The assistant Response, and whether its stop reason was one we know."""
+        blocks = [b for _, b in sorted(self._parser.blocks.items())]
+        thinking = [b.get("thinking") or "" for b in blocks if b.get("type") == "thinking"]
+        texts = [b.get("text") or "" for b in blocks if b.get("type") == "text"]
+        calls = []
+        for i, b in enumerate(b for b in blocks if b.get("type") == "tool_use"):
+            raw = b["input_json"] if "input_json" in b else json.dumps(b.get("input") or {}, separators=(",", ":"))
+            calls.append(ToolCall(id=b.get("id") or f"toolu_{i}", name=b.get("name") or "", arguments_raw=raw,
+                                  arguments=_parse_arguments(raw) if raw else {}))
+        reason = self._parser.stop_reason
+        known = reason in ("end_turn", "stop_sequence", "pause_turn", "tool_use", "max_tokens", "refusal",
+                           "model_context_window_exceeded")
+        finish: FinishReason = finish_reason_of(reason) if known else ("tool_calls" if calls else "stop")  # type: ignore[assignment]
+        return TrajResponse(content="".join(texts) if texts else None,
+                            reasoning="".join(thinking) if thinking else None,
+                            tool_calls=calls, finish_reason=finish), known or reason is None
+
+
+@dataclass
 class _Conversation:
     key: str
     number: int
@@ -380,12 +477,22 @@ def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | Non
         return None, []
     if api == "responses":
         try:
-            return req, chat_messages(req)
+            return req, responses_chat_messages(req)
         except ValueError:
             return None, []
     if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
         return None, []
     return req, [m for m in req["messages"] if isinstance(m, dict)]
+
+
+def _parse_messages_request(body: bytes) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(request, its chat-shaped messages) of a Messages request body; (None, []) when
+    it is not JSON or not a Messages request."""
+    try:
+        req = json.loads(body)
+        return req, messages_chat_messages(req)
+    except (ValueError, UnicodeDecodeError):
+        return None, []
 
 
 class Recorder:
@@ -473,7 +580,8 @@ class Recorder:
         turn.observations = observations
         turn.user_after = user_after
 
-    def record(self, conv: _Conversation, index: int, asm: ChatAssembler | ResponsesAssembler, started_at: str,
+    def record(self, conv: _Conversation, index: int, asm: ChatAssembler | ResponsesAssembler | MessagesAssembler,
+               started_at: str,
                t_start_ns: int, t_end_ns: int, raw: bytes) -> None:
         """Record the completed response `asm` as turn `index` of `conv` (replacing a
         superseded one). `raw` is the upstream body (hashed into the source sha256)."""
@@ -577,17 +685,20 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
 
     async def responses(request: Request) -> Response:
         return await exchange(request, "responses")
+    async def messages(request: Request) -> Response:
+        return await exchange(request, "messages")
 
     async def exchange(request: Request, api: str) -> Response:
         t_start = time.perf_counter_ns()
         started_at = datetime.now(timezone.utc).isoformat()
         body = await request.body()
-        req, messages = _parse_request(body, api)
+        req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
         placed = recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None) \
             if req is not None else None
         if req is None:
             recorder.skipped["bad_request"] += 1
-        resp = await open_upstream(request, v1 + ("/responses" if api == "responses" else "/chat/completions"), body)
+        path = {"responses": "/responses", "messages": "/messages"}.get(api, "/chat/completions")
+        resp = await open_upstream(request, v1 + path, body)
         if not isinstance(resp, httpx.Response):
             recorder.skipped["upstream_errors"] += 1
             return resp
@@ -595,7 +706,7 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
             recorder.skipped["upstream_errors"] += 1
             placed = None
         length = resp.headers.get("content-length")
-        assembler = ResponsesAssembler if api == "responses" else ChatAssembler
+        assembler = {"responses": ResponsesAssembler, "messages": MessagesAssembler}.get(api, ChatAssembler)
         asm = assembler(stream=req.get("stream") is True if req else False,
                         content_length=int(length) if length and length.isdigit() else None)
 
@@ -652,6 +763,8 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/responses", responses, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/messages", messages, methods=["POST"]),
         Route("/flush", flush, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),

@@ -11,6 +11,14 @@ token is set, else 401 with an OpenAI error body):
   items read as chat messages (benchmaker.apis.openai_responses.chat_messages; a 400
   `bad_request` names a malformed item), matched, checked and counted by the same rules,
   the turn written back as a Responses `response` object or its event stream.
+- POST /v1/messages (also `?beta=true`), POST /messages: the same, for an Anthropic
+  Messages request (benchmaker.apis.anthropic_messages: its chat-shaped messages give
+  the key and the divergence check; the turn is written back as a Messages `message`
+  object or its event stream; errors in the Messages error shape, the same status
+  codes and counters; `x-api-key: TOKEN` is accepted beside the bearer token).
+- POST /v1/messages/count_tokens: {"input_tokens": N}, N the recorded prompt_tokens of
+  the turn the request would get, else the count of the tokenizer's pieces over the
+  request's texts. Side traffic: counted in `side_requests`, not in `requests`.
 - GET /v1/models, GET /models: the recorded model names.
 - GET /health: readiness, {"status": "ok", "trajectories": N, "turns": M}.
 - GET /stats: counters (see ReplayStats.snapshot); POST /stats/reset zeroes them.
@@ -88,6 +96,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from benchmaker.apis.openai_responses import chat_messages
+from benchmaker.apis import anthropic_messages
 from benchmaker.replay_server.latency import load_splitter, parse_latency
 from benchmaker.replay_server.store import RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes, exit_code_in
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
@@ -139,15 +148,19 @@ class ReplayStats:
         self.unknown_key = self.beyond_turns = self.diverged = 0
         self.div_status = self.div_content = 0
         self.bytes_in = self.bytes_out = 0
+        self.requests_by_api: dict[str, int] = {}  # requests of the non-chat APIs, by API name
+        self.side_requests = 0
         self.recent_unknown_keys: deque[str] = deque(maxlen=20)
         for counters in self.by_ordinal:
             counters.zero()
 
     def snapshot(self) -> dict[str, Any]:
-        """The /stats JSON: {"requests" (chat requests received, all outcomes),
+        """The /stats JSON: {"requests" (model requests received, every API, all outcomes),
         "served", "served_stream", "bad_requests", "unauthorized",
         "misses": {"unknown_key", "beyond_turns", "diverged", "total"},
         "divergences": {"status", "content", "total"}, "bytes_in", "bytes_out",
+        "requests_by_api": {api: requests of that API other than chat, e.g. "messages"},
+        "side_requests" (count_tokens and the like),
         "recent_unknown_keys": [<= 20 keys, latest last], "uptime_s",
         "trajectories": {trajectory_id: {"served", "misses": {"beyond_turns",
         "diverged"}, "divergences": {"status", "content"}, "bytes_out"}}}."""
@@ -164,6 +177,8 @@ class ReplayStats:
                             "total": self.div_status + self.div_content},
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
+            "requests_by_api": dict(self.requests_by_api),
+            "side_requests": self.side_requests,
             "recent_unknown_keys": list(self.recent_unknown_keys),
             "uptime_s": round(time.monotonic() - self.started, 3),
             "trajectories": {
@@ -240,6 +255,19 @@ _CHAT_PATHS = frozenset(("/v1/chat/completions", "/chat/completions"))
 _RESPONSES_PATHS = frozenset(("/v1/responses", "/responses"))
 
 
+def _head_of(messages: list[dict[str, Any]], roles: list[Any]) -> Any:
+    """The head user texts of chat-shaped messages as `_known_keys` keys them (the
+    chat front door's rule): the one user text before the first assistant message (else
+    the first user text), or the tuple of several; None when there is no user message."""
+    first_assistant = roles.index("assistant") if "assistant" in roles else len(roles)
+    users = [i for i in range(first_assistant) if roles[i] == "user"]
+    if len(users) > 1:
+        return tuple(flatten_content(messages[i].get("content")) for i in users)
+    if "user" not in roles:
+        return None
+    return flatten_content(messages[roles.index("user")].get("content"))
+
+
 class _ReplayApp(Starlette):
     """The Starlette app whose front door is the hot path: a POST to a chat path is
     answered right in `__call__` (raw ASGI: no router, no middleware, no Request object,
@@ -272,9 +300,11 @@ class _ReplayApp(Starlette):
         await send({"type": "http.response.body", "body": body})
         self.stats.bytes_out += len(body)
 
-    async def _fail(self, send: Any, status: int, code: str, message: str) -> None:
+    async def _fail(self, send: Any, status: int, code: str, message: str, api: str = "chat") -> None:
         extra = [(b"x-replay-miss", code.encode())] if status in (404, 409, 412) else None
-        await self._reply(send, status, _error_body(status, code, message), extra)
+        body = anthropic_messages.error_body(status, code, message) if api == "messages" \
+            else _error_body(status, code, message)
+        await self._reply(send, status, body, extra)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] in _RESPONSES_PATHS and scope["method"] == "POST" \
@@ -283,6 +313,10 @@ class _ReplayApp(Starlette):
             return
         if scope["type"] != "http" or scope["path"] not in _CHAT_PATHS or scope["method"] != "POST" \
                 or scope.get("root_path"):
+            if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path") \
+                    and scope["path"] in _MESSAGES_ROUTES:
+                await _MESSAGES_ROUTES[scope["path"]](self, scope, receive, send)
+                return
             await super().__call__(scope, receive, send)
             return
         stats = self.stats
@@ -408,11 +442,87 @@ class _ReplayApp(Starlette):
         return ({"type": "http.response.start", "status": 200, "headers": headers},
                 {"type": "http.response.body", "body": body}, len(body), self.stats.by_ordinal[entry.ordinal])
 
+    async def _read_request(self, scope: Any, receive: Any, send: Any, api: str) -> tuple[Any, float] | None:
+        """Auth, body and JSON of a request of a non-chat API (counted in requests and
+        requests_by_api): (parsed body, t0 perf_counter s) or None when answered (401,
+        400 bad_json) or the client left."""
+        stats = self.stats
+        stats.requests += 1
+        stats.requests_by_api[api] = stats.requests_by_api.get(api, 0) + 1
+        if self.auth is not None and not _authorized(scope, self.auth):
+            stats.unauthorized += 1
+            await self._reply(send, 401, anthropic_messages.error_body(401, "unauthorized", "missing or wrong API key"),
+                              [(b"www-authenticate", b"Bearer")])
+            return None
+        raw = await _read_body(receive)
+        if raw is None:
+            return None
+        t0 = time.perf_counter()
+        stats.bytes_in += len(raw)
+        try:
+            return orjson.loads(raw), t0
+        except orjson.JSONDecodeError as exc:
+            stats.bad_requests += 1
+            await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}", api)
+            return None
+
+    async def _messages(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer `POST /v1/messages` (module doc): the request's chat-shaped messages
+        (benchmaker.apis.anthropic_messages.chat_messages) go through `_serve`."""
+        got = await self._read_request(scope, receive, send, "messages")
+        if got is None:
+            return
+        req, t0 = got
+        try:
+            messages = anthropic_messages.chat_messages(req)
+        except ValueError as exc:
+            self.stats.bad_requests += 1
+            await self._fail(send, 400, "bad_request", str(exc), "messages")
+            return
+        roles = [m["role"] for m in messages]
+        head = _head_of(messages, roles)
+        if head is None:
+            self.stats.bad_requests += 1
+            await self._fail(send, 400, "bad_request", "messages: no user message with text", "messages")
+            return
+        await self._serve(send, t0, req, messages, roles, roles.count("assistant"), head, api="messages")
+
+    async def _count_tokens(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer `POST /v1/messages/count_tokens` (module doc) as side traffic."""
+        stats = self.stats
+        stats.side_requests += 1
+        if self.auth is not None and not _authorized(scope, self.auth):
+            stats.unauthorized += 1
+            await self._reply(send, 401, anthropic_messages.error_body(401, "unauthorized", "missing or wrong API key"))
+            return
+        raw = await _read_body(receive)
+        if raw is None:
+            return
+        stats.bytes_in += len(raw)
+        try:
+            messages = anthropic_messages.chat_messages(orjson.loads(raw))
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            await self._fail(send, 400, "bad_request", str(exc), "messages")
+            return
+        roles = [m["role"] for m in messages]
+        head = _head_of(messages, roles)
+        n_tokens = None
+        if head is not None:
+            key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
+            system = messages[0] if roles and roles[0] == "system" else None
+            hit = self.store.match(key, roles.count("assistant"), system, messages)
+            if hit is not None and hit[1] < len(hit[0].turns):
+                usage = hit[0].turns[hit[1]].turn.usage
+                n_tokens = usage.prompt_tokens if usage is not None else None
+        if n_tokens is None:
+            n_tokens = sum(len(self.store.splitter(flatten_content(m.get("content")))) for m in messages)
+        await self._reply(send, 200, orjson.dumps({"input_tokens": n_tokens}))
+
     async def _serve(self, send: Any, t0: float, req: dict[str, Any], messages: list[Any], roles: list[Any],
                      n_assistant: int, head: Any, api: str = "chat") -> None:
         """Answer a chat request the prepared replies do not cover (module doc): match,
-        misses, divergence check, latency, streaming. `api` "responses": the request
-        came as OpenAI Responses and the turn is written back in that shape."""
+        misses, divergence check, latency, streaming. `api`: the wire API the request
+        came in (chat, responses, messages): the shape of the reply and of its errors."""
         stats = self.stats
         key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
         if roles[0] == "system":  # where agents put it
@@ -423,7 +533,7 @@ class _ReplayApp(Starlette):
         if hit is None:
             stats.unknown_key += 1
             stats.recent_unknown_keys.append(key)
-            await self._fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}")
+            await self._fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}", api)
             return
         entry, turn_index = hit
         counters = stats.by_ordinal[entry.ordinal]
@@ -433,7 +543,7 @@ class _ReplayApp(Starlette):
             await self._fail(
                 send, 409, "beyond_turns",
                 f"trajectory {entry.trajectory_id} has {len(entry.turns)} recorded turns; "
-                f"the request asks for turn {turn_index} (its assistant message count)",
+                f"the request asks for turn {turn_index} (its assistant message count)", api,
             )
             return
         turn = entry.turns[turn_index]
@@ -458,7 +568,7 @@ class _ReplayApp(Starlette):
                     await self._fail(
                         send, 412, "diverged",
                         f"trajectory {entry.trajectory_id} turn {turn_index}: the request's "
-                        f"observations differ in {what} from the recording",
+                        f"observations differ in {what} from the recording", api,
                     )
                     return
                 extra = [*extra, (b"x-replay-divergence", b"status")]
@@ -468,7 +578,12 @@ class _ReplayApp(Starlette):
         if not stream:
             if turn.final_offset_s > 0:
                 await _sleep_until(t0 + turn.final_offset_s)
-            body = turn.body if api == "chat" else self.store.responses_body(entry, turn_index)
+            if api == "chat":
+                body = turn.body
+            elif api == "responses":
+                body = self.store.responses_body(entry, turn_index)
+            else:
+                body = self.store.body(entry, turn_index, api)
             headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": body})
@@ -483,7 +598,7 @@ class _ReplayApp(Starlette):
             return
         opts = req.get("stream_options")
         with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
-        sent = await _stream(send, t0, self.store.stream(entry, turn_index), with_usage, extra)
+        sent = await _stream(send, t0, self.store.stream(entry, turn_index, api), with_usage, extra)
         stats.bytes_out += sent
         counters.bytes_out += sent
 
@@ -492,13 +607,21 @@ _UNAUTHORIZED = _error_body(401, "unauthorized", "missing or wrong bearer token"
 
 
 def _authorized(scope: Any, expected: bytes) -> bool:
+    """The request's `authorization` header is `expected` (b"Bearer TOKEN"), or its
+    `x-api-key` header (Anthropic clients) is the TOKEN."""
     for name, value in scope["headers"]:
         if name == b"authorization":
             return hmac.compare_digest(value, expected)
+        if name == b"x-api-key":
+            return hmac.compare_digest(b"Bearer " + value, expected)
     return False
 
 
 _ROLE = operator.itemgetter("role")
+_MESSAGES_ROUTES: dict[str, Any] = {
+    **{path: _ReplayApp._messages for path in anthropic_messages.MESSAGES_PATHS},
+    "/v1/messages/count_tokens": _ReplayApp._count_tokens,
+}
 _UNPREPARED = object()
 _Reply = tuple[dict[str, Any], dict[str, Any], int, _TrajectoryCounters]
 """A prepared 200 reply: (http.response.start message, http.response.body message,

@@ -68,6 +68,7 @@ import orjson
 from pydantic import ValidationError
 
 from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, response_object, stream_events
+from benchmaker.apis import anthropic_messages
 from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.replay_server.latency import LatencyModel, Splitter, parse_latency, regex_split
 from benchmaker.trajectories.context import previous_turn, recorded_requests, request_messages
@@ -317,19 +318,24 @@ class ReplayStore:
         return cls(path=path, latency=latency, trajectories=stored, _index=index, _turn_index=turn_index,
                    splitter=splitter, created=created, stream_cache_bytes=stream_cache_bytes)
 
-    def stream(self, entry: StoredTrajectory, turn_index: int) -> StreamBytes:
-        """The SSE bytes of `entry.turns[turn_index]` (module doc), from the cache or
-        rendered now and cached (least recently used streams are dropped beyond
-        `stream_cache_bytes`; a single stream larger than that is not cached)."""
-        key = (entry.ordinal, turn_index)
+    def stream(self, entry: StoredTrajectory, turn_index: int, api: str = "chat") -> StreamBytes:
+        """The SSE bytes of `entry.turns[turn_index]` (module doc) in the wire API `api`
+        ("chat", or "messages": benchmaker.apis.anthropic_messages.stream_events at the
+        same offsets), from the cache or rendered now and cached (least recently used
+        streams are dropped beyond `stream_cache_bytes`; a single stream larger than
+        that is not cached)."""
+        key = (entry.ordinal, turn_index) if api == "chat" else (entry.ordinal, turn_index, api)
         cache = self._cache
         hit = cache.get(key)
         if hit is not None:
             cache.move_to_end(key)
             return hit
         prepared = entry.turns[turn_index]
-        out = _render_stream(prepared.turn, prepared.completion_id, prepared.model, self.latency,
-                             self.splitter, self.created)
+        if api == "messages":
+            out = _render_messages_stream(prepared, self.latency, self.splitter)
+        else:
+            out = _render_stream(prepared.turn, prepared.completion_id, prepared.model, self.latency,
+                                 self.splitter, self.created)
         if out.size <= self.stream_cache_bytes:
             cache[key] = out
             self._cache_size += out.size
@@ -378,6 +384,15 @@ class ReplayStore:
                 _, dropped = cache.popitem(last=False)
                 self._cache_size -= dropped.size
         return out
+    def body(self, entry: StoredTrajectory, turn_index: int, api: str) -> bytes:
+        """The non-streamed body of `entry.turns[turn_index]` in the wire API `api`
+        ("messages": a Messages `message` object, benchmaker.apis.anthropic_messages);
+        rendered per call (the chat body is `PreparedTurn.body`)."""
+        if api != "messages":
+            raise ValueError(f"api: expected messages (got {api!r})")
+        prepared = entry.turns[turn_index]
+        return orjson.dumps(anthropic_messages.message_body(
+            _message_id(prepared), prepared.model, prepared.turn.response, _messages_usage(prepared.turn.usage)))
 
     @property
     def stream_cache_size(self) -> int:
@@ -721,3 +736,40 @@ def responses_output(turn: Turn) -> ResponseOutput:
         input_tokens=usage.prompt_tokens if usage else None, output_tokens=usage.completion_tokens if usage else None,
         cached_tokens=usage.cached_tokens if usage else None, reasoning_tokens=usage.reasoning_tokens if usage else None,
         total_tokens=usage.total_tokens if usage else None)
+
+
+def _message_id(prepared: PreparedTurn) -> str:
+    """The Messages `id` of a turn: its completion id with the `msg_` prefix."""
+    return "msg_" + prepared.completion_id.removeprefix("chatcmpl-")
+
+
+def _messages_usage(usage: Usage | None) -> dict[str, int]:
+    """The Messages usage object of a recorded usage (benchmaker.apis.anthropic_messages.usage_object)."""
+    if usage is None:
+        return anthropic_messages.usage_object(None, None, None)
+    return anthropic_messages.usage_object(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
+                                           getattr(usage, "cache_creation_tokens", None))
+
+
+def _render_messages_stream(prepared: PreparedTurn, latency: LatencyModel, splitter: Splitter) -> StreamBytes:
+    """The Messages event stream of a turn (benchmaker.apis.anthropic_messages.stream_events)
+    as StreamBytes: the head rides with the first token event, the tail with the last;
+    token events at the latency model's offsets, as the chat stream's."""
+    turn = prepared.turn
+    head, events, tail = anthropic_messages.stream_events(
+        _message_id(prepared), prepared.model, turn.response, _messages_usage(turn.usage), splitter)
+    n_events = len(events)
+    offsets_s = [ms / 1000.0 for ms in latency.offsets_ms(n_events, turn.timing)]
+    if events:
+        events[0] = head + events[0]
+    else:
+        events = [head]
+    groups: list[tuple[float, list[bytes]]] = []
+    for offset, data in zip(offsets_s, events):
+        if groups and groups[-1][0] == offset:
+            groups[-1][1].append(data)
+        else:
+            groups.append((offset, [data]))
+    joined = tuple((offset, b"".join(parts)) for offset, parts in groups)
+    size = sum(len(b) for _, b in joined) + len(tail)
+    return StreamBytes(groups=joined, tail=tail, tail_usage=tail, n_events=n_events, size=size)

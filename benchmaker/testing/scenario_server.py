@@ -12,8 +12,8 @@ As a process (prints its base URL on the first stdout line, serves until SIGINT/
         --named slow='{"ttft_ms": 900}'
 
 Endpoints: `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/responses`
-(OpenAI Responses), `POST /generate` (SGLang native; stream or not, as the request's
-`stream` says), `GET /v1/models`, `GET /health`. The scenario of a request is
+(OpenAI Responses), `POST /v1/messages` (Anthropic Messages), `POST /generate` (SGLang
+native; stream or not, as the request's `stream` says), `GET /v1/models`, `GET /health`. The scenario of a request is
 the one named by its `x-scenario` header, else the one named like its `model`, else the
 server's default; an unknown `x-scenario` name gets a 400.
 
@@ -42,6 +42,19 @@ heads) go with it, the closing events and `response.completed` (usage as
 `finish_reason` "length" ends it `response.incomplete` (max_output_tokens), "error"
 `response.failed`. role_chunk, truncation, error injection and framing options apply to
 chat and completions only. Non-streamed: the `response` object.
+`/v1/messages` (benchmaker.apis.anthropic_messages has the event shapes): each event with
+its `event:` line; `message_start` (usage: input_tokens = prompt_tokens - cached_tokens,
+cache_read_input_tokens = cached_tokens or 0, output_tokens 1) at role_delay_ms; the
+generated chunks on the same timeline as chat's, as `content_block_delta` events:
+thinking_delta per reasoning chunk, text_delta per content chunk, input_json_delta per
+tool-call argument piece (the tool_use block's start, which carries the name, rides with
+its first piece and is no chunk of its own); each block's `content_block_start` (the
+first with a `ping`) rides with its first delta, its `content_block_stop` with the next
+event; `message_delta` (stop_reason end_turn / tool_use / the scenario's finish_reason;
+usage.output_tokens = completion_tokens, else the reasoning and content tokens plus one
+per argument piece) and `message_stop` at the last chunk's offset. error_after=N: an
+`event: error` after N events; `done=False` leaves out message_stop; usage="none"
+leaves out both usage objects.
 
 `/generate` (SGLang, sgl-project/sglang `http_server.py`): one event per content chunk,
 `{"text": <ALL text so far>, "meta_info": {"id", "finish_reason", "prompt_tokens",
@@ -166,6 +179,8 @@ class _Timeline:
     def _frame(self, payload: bytes) -> bytes:
         eol = self.eol
         head = b": keep-alive" + eol + eol if self.sc.keepalive_comments else b""
+        if self.kind == "messages":  # the event's type on its `event:` line
+            head += b"event: " + str(orjson.loads(payload).get("type")).encode() + eol
         return head + b"data: " + payload + eol + eol
 
     def _chunk(self, choices: list[Any], usage: Any = ..., **extra: Any) -> bytes:
@@ -228,11 +243,76 @@ class _Timeline:
             out.append((t, _dumps({"text": "tok " * words * (j + 1), "meta_info": self._sglang_meta(tokens, finish)})))
         return out
 
+    def _messages_tokens(self) -> int:
+        sc = self.sc
+        if sc.completion_tokens is not None:
+            return sc.completion_tokens
+        n = (sc.reasoning_chunks + sc.content_chunks) * sc.tokens_per_chunk
+        return n + (len(sc.tool_call.argument_chunks) if sc.tool_call is not None else 0)
+
+    def _messages_reason(self) -> str:
+        sc = self.sc
+        return sc.finish_reason or ("tool_use" if sc.tool_call is not None else "end_turn")
+
+    def _messages_usage(self) -> dict[str, Any]:
+        sc = self.sc
+        cached = sc.cached_tokens or 0
+        return {"input_tokens": sc.prompt_tokens - cached, "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": cached, "output_tokens": 1}
+
+    def _messages_payloads(self) -> list[tuple[float, bytes]]:
+        """The Messages events (module doc), each a data payload at its offset (ms)."""
+        sc = self.sc
+        words = sc.tokens_per_chunk
+        message: dict[str, Any] = {"id": "msg_scenario", "type": "message", "role": "assistant", "model": self.model,
+                                   "content": [], "stop_reason": None, "stop_sequence": None}
+        if sc.usage != "none":
+            message["usage"] = self._messages_usage()
+        out: list[tuple[float, bytes]] = [(sc.role_delay_ms, _dumps({"type": "message_start", "message": message}))]
+        blocks: list[tuple[dict[str, Any], str, str, list[str]]] = []
+        if sc.reasoning_chunks:
+            blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking",
+                           ["think " * words] * sc.reasoning_chunks))
+        if sc.content_chunks:
+            blocks.append(({"type": "text", "text": ""}, "text_delta", "text", ["tok " * words] * sc.content_chunks))
+        if sc.tool_call is not None:
+            tc = sc.tool_call
+            blocks.append(({"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}}, "input_json_delta",
+                           "partial_json", list(tc.argument_chunks)))
+        gaps = (sc.itl_ms,) if isinstance(sc.itl_ms, (int, float)) else sc.itl_ms or (0.0,)
+        t = max(sc.ttft_ms, sc.role_delay_ms)
+        j = 0
+        for index, (start, kind, field, pieces) in enumerate(blocks):
+            for k, piece in enumerate(pieces):
+                if j:
+                    t += gaps[min(j - 1, len(gaps) - 1)]
+                j += 1
+                if k == 0:
+                    if index:
+                        out.append((t, _dumps({"type": "content_block_stop", "index": index - 1})))
+                    out.append((t, _dumps({"type": "content_block_start", "index": index, "content_block": start})))
+                    if index == 0:
+                        out.append((t, _dumps({"type": "ping"})))
+                out.append((t, _dumps({"type": "content_block_delta", "index": index,
+                                       "delta": {"type": kind, field: piece}})))
+        if blocks:
+            out.append((t, _dumps({"type": "content_block_stop", "index": len(blocks) - 1})))
+        delta: dict[str, Any] = {"type": "message_delta",
+                                 "delta": {"stop_reason": self._messages_reason(), "stop_sequence": None}}
+        if sc.usage != "none":
+            delta["usage"] = {"output_tokens": self._messages_tokens()}
+        out.append((t, _dumps(delta)))
+        if sc.done:
+            out.append((t, _dumps({"type": "message_stop"})))
+        return out
+
     def payloads(self) -> list[tuple[float, bytes]]:
         """Data events (offset_s, JSON payload), without [DONE], in order."""
         sc = self.sc
         if self.kind == "sglang":
             return self._sglang_payloads()
+        if self.kind == "messages":
+            return self._messages_payloads()
         out: list[tuple[float, bytes]] = []
         chat = self.kind == "chat"
         if chat and sc.role_chunk:
@@ -337,6 +417,8 @@ class _Timeline:
         if sc.error_after is not None:
             payloads = payloads[: sc.error_after]
             err = {"error": {"message": "scenario stream error", "type": "server_error", "code": 500}}
+            if self.kind == "messages":
+                err = {"type": "error", "error": {"type": "api_error", "message": "scenario stream error"}}
             t = payloads[-1][0] if payloads else 0.0
             payloads.append((t, _dumps(err)))
             end_t = t
@@ -345,7 +427,7 @@ class _Timeline:
             done = False
             end_t = payloads[-1][0] if payloads else 0.0
         framed = [(t / 1000.0, self._frame(p)) for t, p in payloads]
-        if done:
+        if done and self.kind != "messages":  # a Messages stream ends with its message_stop event
             framed.append((end_t / 1000.0, self._frame(b"[DONE]")))
         merged: list[tuple[float, bytes]] = []
         for t, data in framed:
@@ -364,6 +446,22 @@ class _Timeline:
         if self.kind == "responses":
             return response_object(self._responses_output()[0], response_id="resp_scenario", model=self.model,
                                    created=0)
+        if self.kind == "messages":
+            content_blocks: list[dict[str, Any]] = []
+            if sc.reasoning_chunks:
+                content_blocks.append({"type": "thinking", "thinking": "think " * words * sc.reasoning_chunks,
+                                       "signature": "scenario"})
+            if content:
+                content_blocks.append({"type": "text", "text": content})
+            if sc.tool_call is not None:
+                tc = sc.tool_call
+                content_blocks.append({"type": "tool_use", "id": tc.id, "name": tc.name,
+                                       "input": orjson.loads("".join(tc.argument_chunks))})
+            message = {"id": "msg_scenario", "type": "message", "role": "assistant", "model": self.model,
+                       "content": content_blocks, "stop_reason": self._messages_reason(), "stop_sequence": None}
+            if sc.usage != "none":
+                message["usage"] = dict(self._messages_usage(), output_tokens=self._messages_tokens())
+            return message
         if self.kind == "sglang":
             total = sc.completion_tokens if sc.completion_tokens is not None else sc.content_chunks * words
             return {"text": content, "meta_info": self._sglang_meta(total, {"type": reason})}
@@ -393,7 +491,7 @@ class ScenarioServer:
     `scenario` is the default (Scenario() when None); `scenarios` maps names, chosen by
     the `x-scenario` header or the request's model. `port=0` picks a free port.
     After `start()`: `url` (base, no trailing slash), `chat_url`, `completions_url`,
-    `responses_url`, `generate_url`.
+    `responses_url`, `generate_url`, `messages_url`.
     `n_requests` counts answered requests; `last_body` is the last request's JSON body.
     """
 
@@ -432,6 +530,10 @@ class ScenarioServer:
     def generate_url(self) -> str:
         return self.url + "/generate"
 
+    @property
+    def messages_url(self) -> str:
+        return self.url + "/v1/messages"
+
     async def start(self) -> str:
         """Bind and serve; return the base URL."""
         app = web.Application()
@@ -439,6 +541,7 @@ class ScenarioServer:
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_post("/v1/responses", self._responses)
         app.router.add_post("/generate", self._generate)
+        app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handler_cancellation=True)
@@ -483,6 +586,9 @@ class ScenarioServer:
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, "sglang")
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, "messages")
 
     def _pick(self, request: web.Request, body: dict[str, Any]) -> Scenario | None:
         name = request.headers.get("x-scenario")

@@ -74,13 +74,17 @@ class Response(_Model):
 
 
 class Usage(_Model):
-    """Recorded token usage of one model call, in tokens; None fields were not logged."""
+    """Recorded token usage of one model call, in tokens; None fields were not logged.
+    `prompt_tokens` is the whole input (cached included, OpenAI's meaning);
+    `cached_tokens` the part read from the prompt cache; `cache_creation_tokens` the part
+    written to it (Anthropic `cache_creation_input_tokens`)."""
 
     prompt_tokens: int | None = Field(default=None, ge=0)
     completion_tokens: int | None = Field(default=None, ge=0)
     cached_tokens: int | None = Field(default=None, ge=0)
     reasoning_tokens: int | None = Field(default=None, ge=0)
     total_tokens: int | None = Field(default=None, ge=0)
+    cache_creation_tokens: int | None = Field(default=None, ge=0)
 
 
 class Timing(_Model):

@@ -20,7 +20,8 @@ Detection (`detect_bytes`) looks at the content only, never the file name:
     holds OpenHands events (evaluation output.jsonl) or OpenHands SDK events one per line →
     openhands; records `{"type", "payload"}` of the Codex CLI rollout types
     (session_meta, response_item, turn_context, event_msg, compacted) → codex-rollout; any pi event type among
-    the first records → pi-events; a `session` header or `message`/`model_change`
+    the first records → pi-events; Claude Code session lines (`sessionId` and its
+    record types, `claude_code.is_claude_code`) → claude-code; a `session` header or `message`/`model_change`
     entries → pi-session; rows with `messages` → openai-messages.
 Anything else is unknown (None).
 """
@@ -37,6 +38,7 @@ import orjson
 
 from benchmaker.trajectories.converters import (
     atif,
+    claude_code,
     codex_rollout,
     harbor,
     mini_swe_agent,
@@ -61,6 +63,7 @@ CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
     openai_messages.FORMAT: openai_messages.convert,
     atif.FORMAT: atif.convert,
     codex_rollout.FORMAT: codex_rollout.convert,
+    claude_code.FORMAT: claude_code.convert,
 }
 """File formats by name (directory formats are in `DIR_FORMATS`)."""
 
@@ -184,6 +187,8 @@ def detect_bytes(data: bytes) -> str | None:
         return openhands.FORMAT
     if codex_rollout.is_rollout_records(records):
         return codex_rollout.FORMAT
+    if claude_code.is_claude_code(records):
+        return claude_code.FORMAT
     types = {r.get("type") for r in records if isinstance(r, dict)}
     if types & pi_events.EVENT_TYPES:
         return pi_events.FORMAT

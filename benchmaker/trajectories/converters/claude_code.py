@@ -1,0 +1,326 @@
+"""Claude Code session files (`~/.claude/projects/<dir>/<session>.jsonl`, and the
+`agent-<id>.jsonl` files of its subagents), one or more trajectories per file.
+
+Format, read from real 2.x session files and the public parsers of them
+(e.g. marot/spotter `test/fixtures/transcripts`): one JSON object per line with `type`:
+
+    user        {"message": {"role": "user", "content": str | blocks}, "uuid",
+                 "parentUuid", "timestamp", "isSidechain", "isMeta"?,
+                 "isCompactSummary"?}; blocks: text, image, tool_result {tool_use_id,
+                 content: str | blocks, is_error}
+    assistant   {"message": {"model", "id", "role": "assistant", "content": [ONE
+                 block: text | thinking | redacted_thinking | tool_use], "stop_reason",
+                 "usage": {input_tokens, cache_creation_input_tokens,
+                 cache_read_input_tokens, output_tokens}}, "requestId", ...}: Claude
+                 Code writes one line per content block of a response, each with the
+                 response's usage so far, and runs tools while the response streams,
+                 so a tool_result line can sit between two blocks of one response
+    system      {"subtype": "compact_boundary", "compactMetadata": {"preTokens"}} and
+                 others (local_command, stop_hook_summary, ...)
+    progress    {"data": {"type": "agent_progress", "agentId", "message": {"type":
+                 "user" | "assistant", "message", "requestId", "timestamp"}}}: a
+                 subagent's (Task tool) messages as its run goes; other progress
+                 (hook_progress, ...) carries no message
+    summary, file-history-snapshot, queue-operation: no message
+
+Conversion, per thread (the main session: lines with `isSidechain` false; each
+subagent: the `agent_progress` messages of one `agentId`, or the `isSidechain` lines of
+one `agentId` / session in an agent file), each thread one trajectory (main first,
+then the subagents in order of appearance):
+  - one turn per `requestId` (assistant lines without one: per `message.id`), at the
+    place of its first line: thinking blocks' text joined -> reasoning, text blocks'
+    text joined -> content, tool_use -> tool calls (id, name, input as compact JSON:
+    `arguments_raw_synthesized`); finish_reason `stop_reason` mapped when the log has
+    one, else tool_calls with tool calls, else stop; `model` the call's model; usage
+    from its last line: prompt = input + cache read + cache creation tokens, cached =
+    cache read, cache_creation_tokens, completion = output_tokens.
+  - consecutive user lines are one user message (Claude Code merges them before
+    sending): tool_result blocks -> observations of the turn before (content text,
+    tool_use_id, is_error), the text of the rest joined with "\\n" -> one user message
+    (the first user message before any turn, else the turn's `user_after`); images and
+    documents are counted parts (`image_part`, `part:document`).
+  - a `compact_boundary` line and the `isCompactSummary` user message after it -> a
+    "compaction" ContextEdit on the next turn: the request is the summary then what
+    followed it (`tokens_before` from compactMetadata.preTokens); a compaction before
+    the first turn leaves the summary as the first user message.
+  - timing: `started_at` the timestamp of the line before the call's first line in the
+    thread (the request went out then), `duration_ms` to its last line's timestamp.
+    The per-block lines are written as blocks complete, so no TTFT is stated (None).
+  - skips counted: `synthetic_message` (assistant lines with model `<synthetic>`, e.g.
+    an API error shown to the user: no model call), `record:<type>` for lines without
+    a message, `arguments_raw_synthesized` per tool call.
+Detection (`is_claude_code`): JSONL whose records carry `sessionId` and a `type` of
+this format, with at least one `user`/`assistant` record holding a `message` object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmaker.trajectories.converters._common import (
+    ARGS_SYNTH,
+    FileContext,
+    TrajectoryBuilder,
+    iter_jsonl,
+    ms_from_iso,
+    parse_arguments,
+    synth_arguments_raw,
+    text_of,
+)
+from benchmaker.trajectories.trajectory import (
+    ContextEdit,
+    MessageRef,
+    Observation,
+    Response,
+    Timing,
+    ToolCall,
+    Trajectory,
+    Usage,
+)
+
+FORMAT = "claude-code"
+
+RECORD_TYPES = frozenset({"user", "assistant", "system", "progress", "summary", "file-history-snapshot",
+                          "queue-operation"})
+"""Values of `type` in Claude Code session files."""
+
+_STOP = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "tool_calls",
+         "max_tokens": "length", "model_context_window_exceeded": "length", "refusal": "content_filter"}
+
+
+def is_claude_code(records: list[Any]) -> bool:
+    """True when the first records of a JSONL file are Claude Code session lines (module doc)."""
+    dicts = [r for r in records if isinstance(r, dict)]
+    if not dicts or not all(r.get("type") in RECORD_TYPES for r in dicts):
+        return False
+    if not any("sessionId" in r for r in dicts):
+        return False
+    return any(r.get("type") in ("user", "assistant") and isinstance(r.get("message"), dict) for r in dicts) or any(
+        r.get("type") == "progress" for r in dicts)
+
+
+@dataclass
+class _Entry:
+    """One conversation line of a thread: its line number, kind (user, assistant,
+    compact), the message, and the fields conversion reads."""
+
+    line: int
+    kind: str
+    message: dict[str, Any]
+    timestamp: str | None
+    request_id: str | None = None
+    compact_summary: bool = False
+    pre_tokens: int | None = None
+
+
+@dataclass
+class _Thread:
+    entries: list[_Entry] = field(default_factory=list)
+
+
+def _thread_key(rec: dict[str, Any]) -> str:
+    if rec.get("isSidechain") is True:
+        return "sidechain:" + str(rec.get("agentId") or rec.get("sessionId") or "")
+    return "main"
+
+
+def _read_threads(ctx: FileContext, skipped: dict[str, int]) -> dict[str, _Thread]:
+    threads: dict[str, _Thread] = {}
+
+    def add(key: str, entry: _Entry) -> None:
+        threads.setdefault(key, _Thread()).entries.append(entry)
+
+    for line, rec in iter_jsonl(ctx):
+        if not isinstance(rec, dict):
+            raise ctx.error(line, None, "expected a JSON object", rec)
+        kind = rec.get("type")
+        if kind in ("user", "assistant") and isinstance(rec.get("message"), dict):
+            add(_thread_key(rec), _Entry(line, kind, rec["message"], rec.get("timestamp"), rec.get("requestId"),
+                                         rec.get("isCompactSummary") is True))
+        elif kind == "system" and rec.get("subtype") == "compact_boundary":
+            meta = rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
+            pre = meta.get("preTokens")
+            add(_thread_key(rec), _Entry(line, "compact", {}, rec.get("timestamp"),
+                                         pre_tokens=pre if type(pre) is int and pre >= 0 else None))
+        elif kind == "progress" and isinstance(rec.get("data"), dict) and rec["data"].get("type") == "agent_progress":
+            data = rec["data"]
+            inner = data.get("message")
+            if isinstance(inner, dict) and inner.get("type") in ("user", "assistant") \
+                    and isinstance(inner.get("message"), dict):
+                add("agent:" + str(data.get("agentId") or rec.get("parentToolUseID") or ""),
+                    _Entry(line, inner["type"], inner["message"], inner.get("timestamp"), inner.get("requestId")))
+        else:
+            name = f"record:{kind}" if kind != "progress" else f"record:progress:{(rec.get('data') or {}).get('type')}"
+            skipped[name] = skipped.get(name, 0) + 1
+    return threads
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _usage(usage: Any) -> Usage | None:
+    if not isinstance(usage, dict):
+        return None
+    uncached, read, creation = (_int(usage.get(k)) for k in (
+        "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    prompt = None if uncached is None else uncached + (read or 0) + (creation or 0)
+    out = Usage(prompt_tokens=prompt, completion_tokens=_int(usage.get("output_tokens")), cached_tokens=read,
+                cache_creation_tokens=creation)
+    return None if out == Usage() else out
+
+
+def _call_key(entry: _Entry) -> str:
+    return entry.request_id or "msg:" + str(entry.message.get("id") or entry.line)
+
+
+class _Converter:
+    """Builds one thread's trajectory (rules in the module doc)."""
+
+    def __init__(self, ctx: FileContext, entries: list[_Entry]) -> None:
+        self.ctx = ctx
+        self.entries = entries
+        self.builder = TrajectoryBuilder(ctx, FORMAT)
+
+    def run(self) -> TrajectoryBuilder:
+        entries = self.entries
+        calls: dict[str, list[_Entry]] = {}
+        for e in entries:
+            if e.kind == "assistant":
+                calls.setdefault(_call_key(e), []).append(e)
+        done: set[str] = set()
+        pending_user: list[str] = []
+        compact: _Entry | None = None
+        summary: str | None = None
+        previous_ts: str | None = None
+        for e in entries:
+            if e.kind == "compact":
+                self._flush_user(pending_user)
+                compact, summary = e, None
+            elif e.kind == "user":
+                if compact is not None and e.compact_summary and summary is None:
+                    summary = text_of(e.message.get("content"), self.builder)
+                else:
+                    self._user(e, pending_user)
+            elif e.kind == "assistant":
+                key = _call_key(e)
+                if key in done:
+                    previous_ts = e.timestamp
+                    continue
+                done.add(key)
+                if e.message.get("model") == "<synthetic>":
+                    self.builder.skip("synthetic_message")
+                    previous_ts = e.timestamp
+                    continue
+                if compact is not None:
+                    self._compaction(compact, summary, pending_user)
+                    compact = summary = None
+                self._flush_user(pending_user)
+                self._turn(calls[key], previous_ts)
+            previous_ts = e.timestamp or previous_ts
+        self._flush_user(pending_user)
+        return self.builder
+
+    def _user(self, e: _Entry, pending: list[str]) -> None:
+        content = e.message.get("content")
+        if isinstance(content, str):
+            pending.append(content)
+            return
+        rest: list[Any] = []
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                self._flush_user(pending)  # a text before a result stays before it
+                result = block.get("content")
+                self.builder.observation(Observation(
+                    tool_call_id=block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None,
+                    content=result if isinstance(result, str) else text_of(result, self.builder),
+                    is_error=block.get("is_error") is True))
+            else:
+                rest.append(block)
+        if rest:
+            pending.append(text_of(rest, self.builder))
+
+    def _flush_user(self, pending: list[str]) -> None:
+        if pending:
+            self.builder.user("\n".join(pending))
+            pending.clear()
+
+    def _compaction(self, compact: _Entry, summary: str | None, pending: list[str]) -> None:
+        """The ContextEdit of a compaction before the next turn: the summary, then the
+        user text that followed it (still pending, so kept from its ref on)."""
+        b = self.builder
+        if summary is None:
+            b.skip("compact_boundary_without_summary")
+            return
+        if not b.turns:  # nothing before it to drop: the summary opens the conversation
+            b.user(summary)
+            return
+        keep_from: MessageRef = b.next_ref("user") if pending else b.next_ref("assistant")
+        b.edit(ContextEdit(kind="compaction", summary=[summary], keep_from=keep_from, tokens_before=compact.pre_tokens))
+
+    def _turn(self, lines: list[_Entry], previous_ts: str | None) -> None:
+        b = self.builder
+        thinking: list[str] = []
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        stop = None
+        for e in lines:
+            if e.message.get("stop_reason") is not None:
+                stop = e.message["stop_reason"]
+            for block in e.message.get("content") or ():
+                if not isinstance(block, dict):
+                    continue
+                kind = block.get("type")
+                if kind == "text" and isinstance(block.get("text"), str):
+                    texts.append(block["text"])
+                elif kind == "thinking" and isinstance(block.get("thinking"), str):
+                    thinking.append(block["thinking"])
+                elif kind == "redacted_thinking":
+                    b.skip("redacted_thinking")
+                elif kind == "tool_use":
+                    raw = synth_arguments_raw(block.get("input", {}))
+                    b.skip(ARGS_SYNTH)
+                    calls.append(ToolCall(id=str(block.get("id") or f"toolu_{len(calls)}"),
+                                          name=str(block.get("name") or ""), arguments_raw=raw,
+                                          arguments=parse_arguments(raw)))
+                else:
+                    b.skip(f"part:{kind}")
+        finish = _STOP.get(stop) if isinstance(stop, str) else None
+        response = Response(content="".join(texts) if texts else None,
+                            reasoning="".join(thinking) if thinking else None, tool_calls=calls,
+                            finish_reason=finish or ("tool_calls" if calls else "stop"))  # type: ignore[arg-type]
+        last = lines[-1]
+        start_ms, end_ms = ms_from_iso(previous_ts), ms_from_iso(last.timestamp)
+        timing = None
+        if end_ms is not None:
+            duration = end_ms - start_ms if start_ms is not None and end_ms >= start_ms else None
+            timing = Timing(duration_ms=duration, started_at=previous_ts if duration is not None else None)
+        model = lines[0].message.get("model")
+        b.turn(response, usage=_usage(last.message.get("usage")), timing=timing,
+               model=model if isinstance(model, str) else None)
+
+
+def convert(ctx: FileContext) -> Iterator[Trajectory]:
+    """Yield the trajectories of a Claude Code session file: the main thread, then each
+    subagent thread (module doc). A thread with no assistant call is skipped (counted on
+    the first trajectory as `thread_without_calls`). Raises ConvertError."""
+    file_skips: dict[str, int] = {}
+    threads = _read_threads(ctx, file_skips)
+    built: list[TrajectoryBuilder] = []
+    empty = 0
+    for key in sorted(threads, key=lambda k: (k != "main", threads[k].entries[0].line)):
+        builder = _Converter(ctx, threads[key].entries).run()
+        if builder.turns and builder.first_user is not None:
+            built.append(builder)
+        else:
+            empty += 1
+    if not built:
+        raise ctx.error(None, None, "no Claude Code thread with a user message and a model call")
+    for name, n in file_skips.items():
+        built[0].skip(name, n)
+    if empty:
+        built[0].skip("thread_without_calls", empty)
+    for index, builder in enumerate(built):
+        yield builder.build(index)

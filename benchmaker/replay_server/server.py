@@ -822,14 +822,16 @@ def create_app(
             stats.count_side("head_probe")
             return Response(b"", headers={"x-replay-side": "head_probe"})
         stats.count_unknown_path(request.method, request.url.path)
-        served = request.url.path in known_paths  # served with another method
+        allowed = known_paths.get(request.url.path)  # a path served with another method
         body = orjson.dumps({"error": {
             "message": f"the replay server has no route for {request.method} {request.url.path} (it serves "
                        f"{', '.join(SERVED_ROUTES)})",
             "type": "replay_unknown_path", "param": None, "code": "unknown_path",
             "method": request.method, "path": request.url.path}})
-        return Response(body, status_code=405 if served else 404, media_type="application/json",
-                        headers={"x-replay-miss": "unknown_path"})
+        if allowed:
+            return Response(body, status_code=405, media_type="application/json",
+                            headers={"x-replay-miss": "unknown_path", "allow": allowed})
+        return Response(body, status_code=404, media_type="application/json", headers={"x-replay-miss": "unknown_path"})
 
     chat = _ChatRoute()
     app = _ReplayApp(store, stats, auth, divergence, routes=[
@@ -844,7 +846,8 @@ def create_app(
         Route("/{path:path}", unknown, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ])
     chat.app = app
-    known_paths = {route.path for route in app.routes if isinstance(route, Route) and "{" not in route.path}
+    known_paths = {route.path: ", ".join(sorted(route.methods or ())) for route in app.routes
+                   if isinstance(route, Route) and "{" not in route.path}
     app.state.store = store
     app.state.stats = stats
     return app

@@ -110,7 +110,7 @@ from benchmaker.replay_server.store import (DEFAULT_MODEL, PreparedTurn, Recorde
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
 
 __all__ = ["CoalescedWrites", "DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "SERVED_ROUTES", "UNKNOWN_PATHS_KEPT",
-           "create_app", "main", "one_send_protocol", "run_uvicorn", "serve", "uvicorn_config"]
+           "create_app", "latency_notice", "main", "one_send_protocol", "run_uvicorn", "serve", "uvicorn_config"]
 
 DIVERGENCE_POLICIES = ("off", "status", "content")
 """Valid values of the divergence policy (module doc)."""
@@ -1022,6 +1022,22 @@ def uvicorn_config(app: Any, *, http: str = "auto", lifespan: str = "off") -> An
     )
 
 
+def latency_notice(store: ReplayStore) -> str | None:
+    """The warning printed at start when the latency model is "recorded" and some turns
+    have no recorded timing (their log kept none: they are sent at once, as under
+    "instant"), naming how many and the source formats; None otherwise."""
+    if store.latency.kind != "recorded":
+        return None
+    untimed = store.untimed_turns
+    if not untimed:
+        return None
+    formats = sorted({t.trajectory.source.format for t in store.trajectories
+                      if any(p.turn.timing is None or (p.turn.timing.ttft_ms is None
+                                                       and p.turn.timing.duration_ms is None) for p in t.turns)})
+    return (f"replay server: warning: latency recorded: {untimed} of {store.n_turns} turns have no recorded timing "
+            f"(format {', '.join(formats)} logged none); they are sent at once, as with latency instant")
+
+
 def _announce(url: str, store: ReplayStore) -> None:
     print(url, flush=True)
     print(
@@ -1029,6 +1045,9 @@ def _announce(url: str, store: ReplayStore) -> None:
         f"{store.n_turns} turns from {store.path} (latency {store.latency.describe()})",
         file=sys.stderr, flush=True,
     )
+    notice = latency_notice(store)
+    if notice is not None:
+        print(notice, file=sys.stderr, flush=True)
 
 
 def resolve_token(value: str | None) -> str | None:

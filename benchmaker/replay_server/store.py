@@ -430,6 +430,13 @@ class ReplayStore:
         return sum(len(t.turns) for t in self.trajectories)
 
     @property
+    def untimed_turns(self) -> int:
+        """Recorded turns without a timing (`Turn.timing` None, or neither ttft_ms nor
+        duration_ms): under the recorded latency model they are sent at once."""
+        return sum(1 for t in self.trajectories for p in t.turns
+                   if p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None))
+
+    @property
     def models(self) -> list[str]:
         """Distinct response model names (per turn), in file order."""
         return list(dict.fromkeys(p.model for t in self.trajectories for p in t.turns))

@@ -15,7 +15,7 @@ Request -> chat messages (`request_messages`), so that a Gemini request has the 
 replay key as the chat completions request of the same conversation:
 - `systemInstruction` (a Content, or a string) -> {"role": "system", "content": its text}
 - a `contents[i]` of role "user" (or no role): each `functionResponse` part -> {"role":
-  "tool", "tool_call_id", "name", "content": `function_response_text`}; its `text` parts
+  "tool", "tool_call_id", "name" (when given), "content": `function_response_text`}; its `text` parts
   (and `inlineData` as an `image_url` data-URL part) -> one {"role": "user"} message
   after them (content: the text when it is one text part, else the list of parts)
 - a `contents[i]` of role "model" -> {"role": "assistant", "content": the non-thought text
@@ -45,8 +45,11 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from benchmaker.engine.sse import SSEParser
+
 __all__ = [
     "FINISH_REASONS",
+    "GeminiAssembler",
     "GEMINI_METHODS",
     "error_body",
     "finish_reason",
@@ -74,6 +77,13 @@ FINISH_REASONS = {
     "aborted": "OTHER",
 }
 """A trajectory's finish reason -> the Gemini `FinishReason` written back."""
+
+TRAJECTORY_FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
+                     "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
+                     "IMAGE_SAFETY": "content_filter", "OTHER": "error", "MALFORMED_FUNCTION_CALL": "error",
+                     "UNEXPECTED_TOOL_CALL": "error"}
+"""A Gemini `FinishReason` read back -> the trajectory's finish reason ("STOP" with
+function calls is "tool_calls"; another value: "error")."""
 
 _PATH = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:]+):([A-Za-z]+)$")
 
@@ -198,7 +208,9 @@ def _user(parts: list[dict[str, Any]], pending: dict[str, list[str]]) -> list[di
             if ids and call_id in ids:
                 ids.remove(call_id)
             text, is_error = function_response_text(resp.get("response"))
-            msg: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": name, "content": text}
+            msg: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
+            if name:
+                msg["name"] = name
             if is_error:
                 msg["is_error"] = True
             out.append(msg)
@@ -307,3 +319,143 @@ def error_body(status: int, message: str) -> bytes:
     status name (INVALID_ARGUMENT, UNAUTHENTICATED, NOT_FOUND, ABORTED,
     FAILED_PRECONDITION, else INTERNAL)}}."""
     return orjson.dumps({"error": {"code": status, "message": message, "status": _STATUS.get(status, "INTERNAL")}})
+
+
+class GeminiAssembler:
+    """Reassembles one Gemini answer from its response body bytes (the recorder's and any
+    client's view of a turn).
+
+        asm = GeminiAssembler(sse=True)
+        asm.feed(data, now_ns)      # per chunk of body bytes; True once complete
+        asm.finish()                # at end of body; True when complete
+
+    SSE (`alt=sse`): each `data:` event is one GenerateContentResponse; its candidate 0
+    parts are concatenated (non-empty text parts into `content`, `thought: true` text
+    into `reasoning`; None when there was none), each `functionCall` appended to `calls` as (id or None, name, args));
+    `finish_reason` and `usage` (the last `usageMetadata`, as sent) come from the events
+    that carry them. Complete at the first event with a `finishReason` (the API's last
+    event carries it) or, at finish(), when any event arrived. A JSON body (one response,
+    or an array of them from `streamGenerateContent` without `alt=sse`) is complete when
+    it parses. `first_token_ns`: the stamp of the first event with a non-empty text or a
+    function call. `error` says why a body was not recordable (not JSON, an `error`
+    object, no candidates)."""
+
+    def __init__(self, *, sse: bool) -> None:
+        self.complete = False
+        self.error: str | None = None
+        self.first_token_ns: int | None = None
+        self.content: str | None = None
+        self.reasoning: str | None = None
+        self.calls: list[tuple[str | None, str, dict[str, Any]]] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model_version: str | None = None
+        self._sse = SSEParser() if sse else None
+        self._body: list[bytes] = []
+        self._events = 0
+
+    def feed(self, data: bytes, now_ns: int) -> bool:
+        """Take one chunk of body bytes that arrived at `now_ns`; returns `complete`."""
+        if self.complete or self.error:
+            return self.complete
+        if self._sse is None:
+            self._body.append(data)
+            return False
+        for _event, payload in self._sse.feed(data):
+            try:
+                obj = orjson.loads(payload)
+            except orjson.JSONDecodeError as exc:
+                self.error = f"event data is not JSON: {exc}"
+                return False
+            self._response(obj, now_ns)
+            if self.error or self.complete:
+                break
+        return self.complete
+
+    def finish(self) -> bool:
+        """End of body: parse a JSON body, or close a stream that sent events; returns
+        `complete`."""
+        if self.complete or self.error:
+            return self.complete
+        if self._sse is not None:
+            if self._events:
+                self.complete = True
+            else:
+                self.error = "stream ended before any response event"
+            return self.complete
+        try:
+            obj = orjson.loads(b"".join(self._body))
+        except orjson.JSONDecodeError as exc:
+            self.error = f"response body is not JSON: {exc}"
+            return False
+        for item in obj if isinstance(obj, list) else [obj]:
+            self._response(item, None)
+            if self.error:
+                return False
+        if not self.error:
+            self.complete = True
+        return self.complete
+
+    def _response(self, obj: Any, now_ns: int | None) -> None:
+        if not isinstance(obj, dict):
+            self.error = "response is not a JSON object"
+            return
+        if obj.get("error") is not None:
+            self.error = "error object in the response"
+            return
+        self._events += 1
+        if isinstance(obj.get("usageMetadata"), dict):
+            self.usage = obj["usageMetadata"]
+        if isinstance(obj.get("modelVersion"), str):
+            self.model_version = obj["modelVersion"]
+        candidates = obj.get("candidates")
+        if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
+            return
+        cand = candidates[0]
+        content = cand.get("content") if isinstance(cand.get("content"), dict) else {}
+        for part in content.get("parts") or []:
+            if not isinstance(part, dict):
+                continue
+            call = part.get("functionCall")
+            if isinstance(call, dict):
+                args = call.get("args") if isinstance(call.get("args"), dict) else {}
+                self.calls.append((call.get("id") if isinstance(call.get("id"), str) else None,
+                                   call.get("name") if isinstance(call.get("name"), str) else "", args))
+                self._token(now_ns)
+            elif isinstance(part.get("text"), str) and part["text"]:  # an empty part (a final event's) adds nothing
+                if part.get("thought") is True:
+                    self.reasoning = (self.reasoning or "") + part["text"]
+                else:
+                    self.content = (self.content or "") + part["text"]
+                self._token(now_ns)
+        if isinstance(cand.get("finishReason"), str):
+            self.finish_reason = cand["finishReason"]
+            if self._sse is not None:
+                self.complete = True
+
+    def _token(self, now_ns: int | None) -> None:
+        if self.first_token_ns is None and now_ns is not None:
+            self.first_token_ns = now_ns
+
+    def trajectory_finish(self) -> str:
+        """The trajectory finish reason of the answer (TRAJECTORY_FINISH; "tool_calls"
+        for STOP with function calls; "stop" when none was sent)."""
+        if self.finish_reason in (None, "STOP"):
+            return "tool_calls" if self.calls else "stop"
+        return TRAJECTORY_FINISH.get(self.finish_reason, "error")
+
+    def usage_counts(self) -> tuple[int | None, int | None, int | None, int | None, int | None] | None:
+        """(prompt, completion, cached, reasoning, total) tokens of the usageMetadata
+        (completion = candidates + thoughts, the inverse of `usage_metadata`); None when
+        none was sent."""
+        u = self.usage
+        if u is None:
+            return None
+
+        def n(key: str) -> int | None:
+            v = u.get(key)
+            return v if type(v) is int and v >= 0 else None
+
+        cand, thoughts = n("candidatesTokenCount"), n("thoughtsTokenCount")
+        completion = None if cand is None and thoughts is None else (cand or 0) + (thoughts or 0)
+        return n("promptTokenCount"), completion, n("cachedContentTokenCount"), thoughts, n("totalTokenCount")

@@ -154,6 +154,7 @@ def _to_gemini(messages: list[dict]) -> dict:
     responses with the call ids."""
     contents: list[dict] = []
     system = None
+    names = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}
     for m in messages:
         if m["role"] == "system":
             system = {"parts": [{"text": m["content"]}]}
@@ -168,7 +169,7 @@ def _to_gemini(messages: list[dict]) -> dict:
         else:
             key = "error" if m.get("is_error") else "output"
             contents.append({"role": "user", "parts": [{"functionResponse": {
-                "id": m["tool_call_id"], "name": m.get("name", ""), "response": {key: m["content"]}}}]})
+                "id": m["tool_call_id"], "name": names[m["tool_call_id"]], "response": {key: m["content"]}}}]})
     return {"contents": contents, **({"systemInstruction": system} if system else {})}
 
 

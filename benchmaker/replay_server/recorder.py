@@ -16,7 +16,8 @@ Endpoints:
   chat messages by benchmaker.apis.gemini.request_messages and the answer assembled by
   its GeminiAssembler (complete at the event with `finishReason`, or at the end of a
   JSON body). A function call the upstream sent without `id` is recorded under the id
-  the client's next request answers it with.
+  the client's next request answers it with. A non-streamed call asking for a JSON
+  answer (Gemini CLI's router) is relayed, not recorded (`side_request`).
 - any other method/path under /v1/: forwarded the same way, not recorded (/v1/models).
 - POST /flush: writes the output file now; answers {"path", "trajectories", "turns",
   "skipped"}. The file is also written at shutdown (lifespan). Each write replaces
@@ -612,10 +613,15 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         body = await request.body()
         model, method = gemini.parse_path(request.url.path) or ("", "")
         try:
-            messages = gemini.request_messages(json.loads(body))
+            req = json.loads(body)
+            messages = gemini.request_messages(req)
         except (ValueError, UnicodeDecodeError):
             messages = None
             recorder.skipped["bad_request"] += 1
+        else:
+            if method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
+                messages = None
+                recorder.skipped["side_request"] += 1
         placed = recorder.begin(messages, model or None) if messages is not None else None
         if placed is not None and placed[1] > 0:
             _adopt_client_call_ids(placed[0].turns[placed[1] - 1])

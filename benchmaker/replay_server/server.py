@@ -18,8 +18,9 @@ token is set, else 401 with an OpenAI error body):
   as a Gemini model listing.
 - Side traffic (benchmaker.replay_server.side), answered 200 with header
   `x-replay-side: KIND` and counted by kind, never as a miss: a chat title request and
-  a Gemini JSON-answer request whose task key no trajectory has, and any HEAD request
-  no route serves.
+  any non-streamed Gemini request asking for a JSON answer (Gemini CLI's router and
+  other utility calls, which its session log never holds), and any HEAD request no
+  route serves.
 - Any other method and path: 404 (405 for a served path with another method)
   {"error": {"message" (naming the served routes),
   "type": "replay_unknown_path", "param": null, "code": "unknown_path", "method",
@@ -545,9 +546,7 @@ class _ReplayApp(Starlette):
         stream = method == "streamGenerateContent"
         sse = stream and gemini.wants_sse(scope.get("query_string", b""))
 
-        async def json_answer() -> bool:
-            if stream or not gemini.wants_json_answer(req):
-                return False
+        if not stream and gemini.wants_json_answer(req):  # a utility call: never in a session log
             config = req["generationConfig"]
             schema = config.get("responseJsonSchema", config.get("responseSchema"))
             text = orjson.dumps(schema_answer(schema)).decode("utf-8")
@@ -555,9 +554,9 @@ class _ReplayApp(Starlette):
             body = orjson.dumps(gemini.response_json([{"text": text}], "STOP", None, model or DEFAULT_MODEL,
                                                      "replay-side"))
             await self._reply(send, 200, body, [(b"x-replay-side", b"json_answer")])
-            return True
+            return
 
-        found = await self._resolve(send, req, messages, roles, n_assistant, head, fail, json_answer)
+        found = await self._resolve(send, req, messages, roles, n_assistant, head, fail)
         if found is None:
             return
         entry, turn_index, turn, counters, extra = found

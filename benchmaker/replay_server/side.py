@@ -2,11 +2,12 @@
 holds, recognised and answered so that the agent goes on (each answer counted by kind in
 the replay server's `/stats` under "side_requests", never as a miss).
 
-Kinds (only a request whose task key no trajectory has is looked at):
-- "title": a chat request without `tools` whose system text starts with "You are a title
-  generator" (opencode's title prompt, packages/opencode/src/session/prompt/title.txt);
-  answered with the text TITLE_TEXT.
-- "json_answer": a non-streamed Gemini `generateContent` request asking for JSON
+Kinds:
+- "title" (only when no trajectory has its task key): a chat request without `tools`
+  whose system text starts with "You are a title generator" (opencode's title prompt,
+  packages/opencode/src/session/prompt/title.txt); answered with the text TITLE_TEXT.
+- "json_answer" (whether or not a trajectory has its key: these calls repeat the
+  user's prompt): a non-streamed Gemini `generateContent` request asking for JSON
   (`generationConfig.responseMimeType` "application/json" or a response schema): Gemini
   CLI's router (packages/core/src/routing/strategies/classifierStrategy.ts) and its
   other utility calls through BaseLlmClient.generateJson; answered with

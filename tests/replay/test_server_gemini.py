@@ -167,15 +167,20 @@ def test_router_json_call_is_answered_as_side_traffic(store):
     body = {"contents": [{"role": "user", "parts": [{"text": "list the files"}]}],
             "systemInstruction": {"parts": [{"text": "You are a specialized Task Routing AI."}]},
             "generationConfig": {"responseMimeType": "application/json", "responseSchema": schema}}
-    path, _ = store
+    path, (alpha, _) = store
     with running_server(path) as url, httpx.Client() as client:
         r = _post(client, url, "generateContent", body)
+        # the router repeats the user's prompt: a side request even when a trajectory has its key
+        on_task = {**body, "contents": gemini_request(alpha, 0)["contents"]}
+        r2 = _post(client, url, "generateContent", on_task)
         stats = client.get(url + "/stats").json()
     assert r.status_code == 200
     assert r.headers["x-replay-side"] == "json_answer"
     text = r.json()["candidates"][0]["content"]["parts"][0]["text"]
     assert orjson.loads(text) == {"reasoning": "", "model_choice": "flash"}
-    assert stats["side_requests"] == {"json_answer": 1}
+    assert r2.content == r.content
+    assert stats["side_requests"] == {"json_answer": 2}
+    assert stats["served"] == 0
     assert stats["misses"]["total"] == 0
 
 

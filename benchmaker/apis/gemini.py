@@ -22,7 +22,9 @@ replay key as the chat completions request of the same conversation:
   parts joined, "reasoning_content": the thought texts joined (when any), "tool_calls":
   one per `functionCall` part ({"id", "type": "function", "function": {"name",
   "arguments": JSON of args}})}.
-The API leaves `id` out (Gemini CLI makes its own when it is missing): a functionCall
+Ids are read without the "<name>__" prefix Gemini CLI puts on every call id
+(`client_call_id`), so they compare as the server sent them. The API leaves `id` out
+(Gemini CLI makes its own when it is missing): a functionCall
 without one gets "call_<content index>_<part index>"; a functionResponse without one
 takes the id of the first unanswered functionCall with its name and an `id` in the
 model content before it, else its tool_call_id is None (the replay server's divergence
@@ -50,6 +52,8 @@ from benchmaker.engine.sse import SSEParser
 __all__ = [
     "FINISH_REASONS",
     "GeminiAssembler",
+    "TRAJECTORY_FINISH",
+    "client_call_id",
     "GEMINI_METHODS",
     "error_body",
     "finish_reason",
@@ -122,6 +126,14 @@ def function_response_text(response: Any) -> tuple[str, bool]:
     return orjson.dumps(response).decode("utf-8"), isinstance(response, dict) and "error" in response
 
 
+def client_call_id(call_id: str, name: str) -> str:
+    """A function call id as the server sent it: without the "<name>__" prefix Gemini CLI
+    adds to every call id it is given (packages/core/src/core/turn.ts
+    handlePendingFunctionCall), so "write_file__call_1" of tool write_file is "call_1"."""
+    prefix = f"{name}__"
+    return call_id[len(prefix):] if name and call_id.startswith(prefix) and len(call_id) > len(prefix) else call_id
+
+
 def _text_of(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
@@ -179,7 +191,7 @@ def _assistant(parts: list[dict[str, Any]], i: int, pending: dict[str, list[str]
         if isinstance(call, dict):
             name = call.get("name") if isinstance(call.get("name"), str) else ""
             if isinstance(call.get("id"), str):
-                call_id = call["id"]
+                call_id = client_call_id(call["id"], name)
                 pending.setdefault(name, []).append(call_id)
             else:
                 call_id = f"call_{i}_{j}"
@@ -204,7 +216,7 @@ def _user(parts: list[dict[str, Any]], pending: dict[str, list[str]]) -> list[di
         if isinstance(resp, dict):
             name = resp.get("name") if isinstance(resp.get("name"), str) else ""
             ids = pending.get(name)
-            call_id = resp.get("id") if isinstance(resp.get("id"), str) else (ids[0] if ids else None)
+            call_id = client_call_id(resp["id"], name) if isinstance(resp.get("id"), str) else (ids[0] if ids else None)
             if ids and call_id in ids:
                 ids.remove(call_id)
             text, is_error = function_response_text(resp.get("response"))

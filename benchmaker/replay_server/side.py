@@ -41,9 +41,11 @@ def schema_answer(schema: Any) -> Any:
     """The smallest value a JSON schema (OpenAPI `Schema` as the Gemini API takes it, type
     names in any case, or JSON Schema) accepts, deterministically: an object with each
     `required` property (all properties when none is required) set to its own answer;
-    the first `enum` value; "" for a string, 0 for a number or integer, False for a
-    boolean, [] for an array; None for a missing or unknown schema. Gemini CLI's router
-    thus gets {"reasoning": "", "model_choice": "flash"}."""
+    the first `enum` value; "" for a string; for a number or integer its `minimum`, else
+    1 (Gemini CLI's numerical router checks a 1-100 score its schema only describes);
+    False for a boolean, [] for an array; None for a missing or unknown schema. Gemini
+    CLI's routers thus get {"reasoning": "", "model_choice": "flash"} and
+    {"complexity_reasoning": "", "complexity_score": 1}."""
     if not isinstance(schema, dict):
         return None
     enum = schema.get("enum")
@@ -58,4 +60,7 @@ def schema_answer(schema: Any) -> Any:
         required = schema.get("required")
         names = [n for n in required if n in props] if isinstance(required, list) and required else list(props)
         return {name: schema_answer(props[name]) for name in names}
-    return {"string": "", "number": 0, "integer": 0, "boolean": False, "array": []}.get(kind or "")
+    if kind in ("number", "integer"):
+        minimum = schema.get("minimum")
+        return minimum if isinstance(minimum, int | float) and not isinstance(minimum, bool) else 1
+    return {"string": "", "boolean": False, "array": []}.get(kind or "")

@@ -72,3 +72,18 @@ def test_paths_and_sse():
     assert gemini.finish_reason("length") == "MAX_TOKENS"
     assert gemini.finish_reason("tool_calls") == "STOP"
     assert orjson.loads(gemini.error_body(404, "m")) == {"error": {"code": 404, "message": "m", "status": "NOT_FOUND"}}
+
+
+def test_gemini_cli_call_id_prefix_is_read_off():
+    # Gemini CLI answers the server's call id "call_1" as "write_file__call_1" (turn.ts)
+    assert gemini.client_call_id("write_file__call_1", "write_file") == "call_1"
+    assert gemini.client_call_id("call_1", "write_file") == "call_1"
+    assert gemini.client_call_id("write_file__", "write_file") == "write_file__"
+    req = {"contents": [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {"role": "model", "parts": [{"functionCall": {"id": "write_file__call_1", "name": "write_file", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "write_file__call_1", "name": "write_file",
+                                                         "response": {"output": "ok"}}}]}]}
+    messages = gemini.request_messages(req)
+    assert messages[1]["tool_calls"][0]["id"] == "call_1"
+    assert messages[2] == {"role": "tool", "tool_call_id": "call_1", "name": "write_file", "content": "ok"}

@@ -207,3 +207,49 @@ def test_real_gemini_cli_recording_converts_and_replays(tmp_path):
     assert traj.turns[0].usage.total_tokens == 5281  # the first gemini message's tokens.total
     assert all(t.timing is not None and t.timing.duration_ms is not None for t in traj.turns)
     _replay_both_apis(traj, store)
+
+
+def test_gemini_cli_0_6x_jsonl_layout(tmp_path):
+    # the layout Gemini CLI 0.61 writes: the environment message in a `$set` checkpoint, a
+    # model message rewritten by id once its tool call ran (ids prefixed "<tool>__"), and
+    # the function responses it sent logged as a user message
+    call = {"id": "write_file__call_w1", "name": "write_file", "args": {"file_path": "hello.md", "content": "Hello\n"},
+            "status": "success", "timestamp": "2026-12-03T17:42:56.354Z",
+            "result": [{"functionResponse": {"id": "write_file__call_w1", "name": "write_file",
+                                             "response": {"output": "Successfully created hello.md."}}}]}
+    model_1 = {"id": "m1", "timestamp": "2026-12-03T17:42:56.212Z", "type": "gemini", "content": "",
+               "thoughts": [{"subject": "", "description": "I will", "timestamp": "2026-12-03T17:42:56.211Z"},
+                            {"subject": "Writing", "description": "the file.", "timestamp": "2026-12-03T17:42:56.211Z"}],
+               "tokens": {"input": 1000, "output": 20, "cached": 0, "thoughts": 10, "tool": 0, "total": 1030},
+               "model": "gemini-3.1-pro-preview"}
+    lines = [
+        {**META, "kind": "main"},
+        {"$set": {"messages": [{"id": "env", "timestamp": "2026-12-03T17:42:55.035Z", "type": "user",
+                                "content": [{"text": "<session_context>\nThis is the Gemini CLI.\n</session_context>"}]}],
+                  "lastUpdated": "2026-12-03T17:42:55.035Z"}},
+        {"id": "u1", "timestamp": "2026-12-03T17:42:55.522Z", "type": "user",
+         "content": [{"text": "task_id: hello-1\nCreate hello.md."}]},
+        {"$set": {"lastUpdated": "2026-12-03T17:42:55.522Z"}},
+        model_1,
+        {**model_1, "toolCalls": [call]},
+        {"id": "u2", "timestamp": "2026-12-03T17:42:56.358Z", "type": "user",
+         "content": [{"functionResponse": call["result"][0]["functionResponse"]}]},
+        {"id": "m2", "timestamp": "2026-12-03T17:42:56.536Z", "type": "gemini", "content": "Created hello.md.",
+         "thoughts": [], "tokens": {"input": 1100, "output": 5, "cached": 0, "thoughts": 0, "tool": 0, "total": 1105},
+         "model": "gemini-3.1-pro-preview"},
+    ]
+    path = tmp_path / "session-2026-12-03T17-42-c166.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    (traj,) = iter_trajectories(path)
+    assert traj.first_user.startswith("<session_context>") and traj.user_before_turns == ["task_id: hello-1\nCreate hello.md."]
+    assert traj.match_key == "task:hello-1"
+    t0, t1 = traj.turns
+    assert t0.response.reasoning == "I will\n\n**Writing**\n\nthe file."
+    assert [(c.id, c.name) for c in t0.response.tool_calls] == [("call_w1", "write_file")]  # the server's id
+    assert [(o.tool_call_id, o.content) for o in t0.observations] == [("call_w1", "Successfully created hello.md.")]
+    assert t0.user_after == []  # the function-response message is no user prompt
+    assert t0.timing.duration_ms == 690.0  # 17:42:55.522 to the message at 17:42:56.212
+    assert t1.response.content == "Created hello.md."
+    store = tmp_path / "trajectories.jsonl"
+    convert_paths([path], store)
+    _replay_both_apis(traj, store)

@@ -84,8 +84,14 @@ def test_chat_misses_are_counted_by_api(store_path, tmp_path):
 
 def test_schema_answer_is_the_smallest_accepted_value():
     assert schema_answer({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": ["null", "boolean"]},
-                                                           "c": {"type": "array"}}}) == {"a": 0, "b": False, "c": []}
-    assert schema_answer({"type": "OBJECT", "properties": {"x": {"type": "STRING"}, "y": {"type": "NUMBER"}},
-                          "required": ["y"]}) == {"y": 0}
+                                                           "c": {"type": "array"}}}) == {"a": 1, "b": False, "c": []}
+    assert schema_answer({"type": "OBJECT", "properties": {"x": {"type": "STRING"}, "y": {"type": "NUMBER",
+                                                                                         "minimum": 5}},
+                          "required": ["y"]}) == {"y": 5}
+    # Gemini CLI's numerical router (numericalClassifierStrategy.ts) validates a score >= 1
+    assert schema_answer({"type": "OBJECT", "properties": {"complexity_reasoning": {"type": "STRING"},
+                                                           "complexity_score": {"type": "INTEGER"}},
+                          "required": ["complexity_reasoning", "complexity_score"]}) == {
+        "complexity_reasoning": "", "complexity_score": 1}
     assert schema_answer({"enum": ["pro", "flash"]}) == "pro"
     assert schema_answer(None) is None

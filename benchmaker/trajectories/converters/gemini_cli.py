@@ -18,21 +18,26 @@ A MessageRecord: {"id", "timestamp", "type": "user" | "gemini" | "info" | "error
 
 What is kept, per message:
   - "user": its text (text parts joined with "\\n", as a request's parts flatten) is a
-    user message (the first is `first_user`).
+    user message (the first is `first_user`; Gemini CLI 0.6x logs its environment
+    message, `<session_context>`, as the first); its `functionResponse` parts (0.6x logs
+    the results it sends) are observations of the last turn that its toolCalls did not
+    give already; a message without text parts is no user message.
   - "gemini": one turn (one model call; Gemini CLI appends the calls of a follow-up
     model call that brought no text and no thoughts to the same message, so such calls
     stay in that turn): content the text, reasoning the thoughts as "**subject**\\n\\n
-    description" joined with "\\n\\n" (Gemini CLI splits the model's thought text so),
-    a tool call per `toolCalls` entry (arguments_raw the JSON of `args`: counted under
+    description" (the description alone when the subject is empty) joined with "\\n\\n"
+    (Gemini CLI keeps the model's thought text parsed so: approximate), a tool call per
+    `toolCalls` entry (ids without the "<name>__" prefix Gemini CLI adds:
+    `benchmaker.apis.gemini.client_call_id`; arguments_raw the JSON of `args`: counted under
     `arguments_raw_synthesized`) and an observation per result (the functionResponse's
     `response` as `benchmaker.apis.gemini.function_response_text` reads it, which the
     replay server applies to a request too; is_error when the status is not
     "success"); usage from `tokens` (prompt = input, completion = output + thoughts,
     reasoning = thoughts, cached, total); finish_reason "tool_calls" when it called
     tools, else "stop"; timing.started_at the time of the record before it (the
-    request went out then) and duration_ms up to the message's own timestamp (text
-    answers) or to the first call's id stamp (Gemini CLI names a call
-    `<tool>-<ms since epoch>-<hex>` when the answer arrives).
+    request went out then) and duration_ms up to the first call's id stamp (Gemini CLI
+    0.2x names a call `<tool>-<ms since epoch>-<hex>` when the answer arrives), else up
+    to the message's own timestamp.
   - "info", "warning", "error": not model calls; counted under `info_message`,
     `warning_message`, `error_message`. A "gemini" message with no text, thoughts or
     tool calls is counted under `empty_model_message`.
@@ -47,7 +52,7 @@ from typing import Any
 
 import orjson
 
-from benchmaker.apis.gemini import function_response_text
+from benchmaker.apis.gemini import client_call_id, function_response_text
 from benchmaker.trajectories.converters._common import (
     ARGS_SYNTH,
     FileContext,
@@ -113,6 +118,28 @@ def _text(content: Any) -> str:
     return "\n".join(texts)
 
 
+def _user(builder: TrajectoryBuilder, content: Any) -> None:
+    """A user message: its functionResponse parts are observations of the last turn (those
+    its toolCalls did not give already; Gemini CLI >= 0.5x logs the results both ways),
+    its text parts a user message (none when it has no text part)."""
+    parts = [content] if isinstance(content, dict) else content if isinstance(content, list) else None
+    if parts is None:
+        builder.user(_text(content))
+        return
+    for part in parts:
+        resp = part.get("functionResponse") if isinstance(part, dict) else None
+        if not isinstance(resp, dict):
+            continue
+        name = resp.get("name") if isinstance(resp.get("name"), str) else ""
+        call_id = client_call_id(resp["id"], name) if isinstance(resp.get("id"), str) else None
+        if call_id is not None and builder.has_observation(call_id):
+            continue
+        text, is_error = function_response_text(resp.get("response"))
+        builder.observation(fast_observation(text, tool_call_id=call_id, name=name or None, is_error=is_error))
+    if any(isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str)) for p in parts):
+        builder.user(_text(parts))
+
+
 def _messages(ctx: FileContext) -> list[dict[str, Any]]:
     """The MessageRecords of the file as Gemini CLI loads them (module doc)."""
     if is_one_document(ctx.data):
@@ -147,7 +174,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     for i, msg in enumerate(_messages(ctx)):
         kind = msg["type"]
         if kind == "user":
-            builder.user(_text(msg.get("content")))
+            _user(builder, msg.get("content"))
         elif kind == "gemini":
             _turn(builder, msg, before, f"messages[{i}]", ctx)
         else:
@@ -161,7 +188,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
 def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, where: str, ctx: FileContext) -> None:
     content = _text(msg.get("content"))
     thoughts = [t for t in msg.get("thoughts") or [] if isinstance(t, dict)]
-    reasoning = "\n\n".join(f"**{t.get('subject', '')}**\n\n{t.get('description', '')}" for t in thoughts) or None
+    reasoning = "\n\n".join(_thought_text(t) for t in thoughts) or None
     calls = msg.get("toolCalls") or []
     if not isinstance(calls, list):
         raise ctx.error(None, f"{where}.toolCalls", "expected a list", calls)
@@ -173,7 +200,7 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             raise ctx.error(None, f"{where}.toolCalls[{k}]", "expected an object with a string name", call)
         args = call.get("args") if isinstance(call.get("args"), dict) else {}
-        call_id = call["id"] if isinstance(call.get("id"), str) else f"{call['name']}-{k}"
+        call_id = client_call_id(call["id"], call["name"]) if isinstance(call.get("id"), str) else f"{call['name']}-{k}"
         tool_calls.append(fast_tool_call(call_id, call["name"], orjson.dumps(args).decode("utf-8"), args))
         builder.skip(ARGS_SYNTH)
     tokens = msg.get("tokens") if isinstance(msg.get("tokens"), dict) else None
@@ -199,6 +226,12 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
                                                  is_error=is_error or call.get("status") not in (None, "success")))
 
 
+def _thought_text(thought: dict[str, Any]) -> str:
+    subject = thought.get("subject") if isinstance(thought.get("subject"), str) else ""
+    description = thought.get("description") if isinstance(thought.get("description"), str) else ""
+    return f"**{subject}**\n\n{description}" if subject else description
+
+
 def _int(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
@@ -206,11 +239,8 @@ def _int(value: Any) -> int | None:
 def _timing(before: str | None, msg: dict[str, Any], tool_calls: list[Any]) -> Any:
     start_ms = ms_from_iso(before)
     end_ms: float | None = None
-    if tool_calls:
-        m = _CALL_STAMP.search(tool_calls[0].id)
-        end_ms = float(m.group(1)) if m else None
-    else:
-        end_ms = ms_from_iso(msg.get("timestamp"))
+    m = _CALL_STAMP.search(tool_calls[0].id) if tool_calls else None
+    end_ms = float(m.group(1)) if m else ms_from_iso(msg.get("timestamp"))
     duration = None
     if start_ms is not None and end_ms is not None and end_ms >= start_ms:
         duration = round(end_ms - start_ms, 3)  # ms stamps: float noise below the µs

@@ -24,6 +24,7 @@ from rich.table import Table
 from benchmaker.engine.config import check_output_file
 from benchmaker.recipes.app import app
 from benchmaker.trajectories.convert import ConvertProgress, ConvertReport, convert_paths
+from benchmaker.trajectories.converters import FORMATS
 from benchmaker.trajectories.errors import InputError
 
 
@@ -96,12 +97,14 @@ def convert(
     /,
     *,
     output: Annotated[Path, Parameter(name=["--output", "-o"])] = Path("trajectories.jsonl"),
-    format: str | None = None,  # noqa: A002 - the CLI flag is --format
+    format: Annotated[str | None, Parameter(help=(  # noqa: A002 - the CLI flag is --format
+        "Force a format instead of detecting it from the content. Formats: " + ", ".join(FORMATS) + "."))] = None,
     lenient: bool = False,
 ) -> int:
     """Convert agent logs (pi session/event files, harbor trial dirs, SWE-agent .traj,
-    mini-swe-agent, OpenHands event files and SDK conversation dirs, OpenAI message rows)
-    into trajectories JSONL.
+    mini-swe-agent, OpenHands event files and SDK conversation dirs, Gemini CLI chat
+    recordings, OpenAI message rows) into trajectories JSONL; each file's format is
+    detected from its content (docs/log-formats.md).
 
     Parameters
     ----------
@@ -110,8 +113,6 @@ def convert(
         conversation directory, base_state.json + events/, are one unit each).
     output
         Output trajectories JSONL (written atomically).
-    format
-        Force a format instead of detecting it from the content.
     lenient
         Skip and count bad records and files instead of failing (without it, every
         file that cannot be converted is named and the exit code is 2).

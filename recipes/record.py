@@ -22,8 +22,10 @@ def record(
     port: int = 0,
     text_actions: bool = False,
 ) -> int:
-    """Relay /v1/chat/completions and /v1/responses to UPSTREAM and record each conversation as a
-    trajectory; prints the bound URL first. Point the agent's base URL at URL/v1.
+    """Relay /v1/chat/completions, /v1/responses, /v1/messages (and the Gemini API's
+    /v1beta/models/M:generateContent and :streamGenerateContent) to UPSTREAM and record
+    each conversation as a trajectory; prints the bound URL first. Point the agent's base
+    URL at URL/v1 (a Gemini client at URL).
     The file is written on Ctrl-C and on `POST URL/flush`, atomically.
 
     Parameters

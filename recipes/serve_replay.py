@@ -20,7 +20,8 @@ def serve_replay(
     divergence: Literal["off", "status", "content"] = "off",
     tokenizer: Path | None = None,
 ) -> int:
-    """Serve trajectories.jsonl as /v1/chat/completions and /v1/responses; prints the bound URL first.
+    """Serve trajectories.jsonl as /v1/chat/completions, /v1/responses, /v1/messages and
+    the Gemini API (/v1beta/models/M:generateContent, :streamGenerateContent); prints the bound URL first.
 
     Parameters
     ----------

@@ -20,6 +20,14 @@ Endpoints:
   `MessagesAssembler` reassembles the response (thinking -> reasoning, text ->
   content, tool_use -> tool calls with the input JSON as sent, stop_reason, usage
   with cache read and creation tokens), complete at `message_stop`.
+- POST /v1beta/models/{model}:generateContent and :streamGenerateContent (also /v1/,
+  /v1alpha/): the Gemini API, forwarded to the same path and query upstream (its root:
+  `upstream` without a trailing /v1) and recorded the same way, the request read as
+  chat messages by benchmaker.apis.gemini.request_messages and the answer assembled by
+  its GeminiAssembler (complete at the event with `finishReason`, or at the end of a
+  JSON body). A function call the upstream sent without `id` is recorded under the id
+  the client's next request answers it with. A non-streamed call asking for a JSON
+  answer (Gemini CLI's router) is relayed, not recorded (`side_request`).
 - any other method/path under /v1/: forwarded the same way, not recorded (/v1/models,
   /v1/messages/count_tokens).
 - POST /flush: writes the output file now; answers {"path", "trajectories", "turns",
@@ -78,6 +86,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from benchmaker.apis import gemini
 from benchmaker.apis.anthropic_messages import AnthropicMessagesParser, finish_reason_of
 from benchmaker.apis.anthropic_messages import chat_messages as messages_chat_messages
 from benchmaker.apis.openai_responses import OpenAIResponsesParser
@@ -636,6 +645,51 @@ class Recorder:
                 "skipped": dict(self.skipped)}
 
 
+_GEMINI_CALL_ID = "gemini_call_"
+"""Prefix of the id recorded for a Gemini function call the upstream sent without one."""
+
+
+class _GeminiAnswer:
+    """A completed GeminiAssembler as Recorder.record reads an assembler: `response()`,
+    `usage`, `first_token_ns`. A function call without id gets
+    "gemini_call_<turn>_<k>" until the client's next request names its own id
+    (`_adopt_client_call_ids`)."""
+
+    def __init__(self, asm: gemini.GeminiAssembler, turn_index: int) -> None:
+        self.asm = asm
+        self.first_token_ns = asm.first_token_ns
+        counts = asm.usage_counts()
+        self.usage = None if counts is None else Usage(
+            prompt_tokens=counts[0], completion_tokens=counts[1], cached_tokens=counts[2], reasoning_tokens=counts[3],
+            total_tokens=counts[4])
+        self.turn_index = turn_index
+
+    def response(self) -> tuple[TrajResponse, bool]:
+        asm = self.asm
+        calls = [ToolCall(id=call_id or f"{_GEMINI_CALL_ID}{self.turn_index}_{k}", name=name,
+                          arguments_raw=json.dumps(args, ensure_ascii=False, separators=(",", ":")), arguments=args)
+                 for k, (call_id, name, args) in enumerate(asm.calls)]
+        known = asm.finish_reason is None or asm.finish_reason in gemini.TRAJECTORY_FINISH
+        return TrajResponse(content=asm.content, reasoning=asm.reasoning, tool_calls=calls,
+                            finish_reason=asm.trajectory_finish()), known  # type: ignore[arg-type]
+
+
+def _adopt_client_call_ids(turn: Turn) -> None:
+    """Give the recorded function calls that came without id the ids the client answered
+    them with (Gemini CLI names each call itself): the k-th such call takes the id of the
+    k-th observation with its name, so a replayed answer carries the id the client's
+    function response will name."""
+    taken: set[int] = set()
+    for call in turn.response.tool_calls:
+        if not call.id.startswith(_GEMINI_CALL_ID):
+            continue
+        for k, obs in enumerate(turn.observations):
+            if k not in taken and obs.name == call.name and obs.tool_call_id is not None:
+                taken.add(k)
+                call.id = obs.tool_call_id
+                break
+
+
 def _upstream_v1(upstream: str) -> str:
     base = upstream.rstrip("/")
     return base if base.endswith("/v1") else base + "/v1"
@@ -748,6 +802,61 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
 
         return StreamingResponse(relay(), status_code=resp.status_code, headers=relay_headers(resp))
 
+    root = upstream.rstrip("/").removesuffix("/v1")
+
+    async def gemini_call(request: Request) -> Response:
+        """A Gemini generateContent / streamGenerateContent call: relayed to the same path
+        upstream and recorded like a chat call (the request read by
+        benchmaker.apis.gemini.request_messages, the answer by GeminiAssembler)."""
+        t_start = time.perf_counter_ns()
+        started_at = datetime.now(timezone.utc).isoformat()
+        body = await request.body()
+        model, method = gemini.parse_path(request.url.path) or ("", "")
+        try:
+            req = json.loads(body)
+            messages = gemini.request_messages(req)
+        except (ValueError, UnicodeDecodeError):
+            messages = None
+            recorder.skipped["bad_request"] += 1
+        else:
+            if method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
+                messages = None
+                recorder.skipped["side_request"] += 1
+        placed = recorder.begin(messages, model or None) if messages is not None else None
+        if placed is not None and placed[1] > 0:
+            _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
+        resp = await open_upstream(request, root + request.url.path, body)
+        if not isinstance(resp, httpx.Response):
+            recorder.skipped["upstream_errors"] += 1
+            return resp
+        if resp.status_code >= 400:
+            recorder.skipped["upstream_errors"] += 1
+            placed = None
+        asm = gemini.GeminiAssembler(sse=method == "streamGenerateContent" and gemini.wants_sse(request.url.query))
+
+        async def relay():
+            raw: list[bytes] = []
+            recorded = placed is None
+            try:
+                async for data in resp.aiter_raw():
+                    if not recorded:
+                        raw.append(data)
+                        if asm.feed(data, time.perf_counter_ns()):
+                            recorder.record(placed[0], placed[1], _GeminiAnswer(asm, placed[1]), started_at, t_start,
+                                            time.perf_counter_ns(), b"".join(raw))
+                            recorded = True
+                    yield data
+                if not recorded:
+                    if asm.finish():
+                        recorder.record(placed[0], placed[1], _GeminiAnswer(asm, placed[1]), started_at, t_start,
+                                        time.perf_counter_ns(), b"".join(raw))
+                    else:
+                        recorder.skipped["incomplete"] += 1
+            finally:
+                await resp.aclose()
+
+        return StreamingResponse(relay(), status_code=resp.status_code, headers=relay_headers(resp))
+
     async def flush(request: Request) -> Response:
         try:
             return JSONResponse(recorder.write())
@@ -767,6 +876,9 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         Route("/messages", messages, methods=["POST"]),
         Route("/flush", flush, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
+        Route("/v1beta/models/{call}", gemini_call, methods=["POST"]),
+        Route("/v1alpha/models/{call}", gemini_call, methods=["POST"]),
+        Route("/v1/models/{call}", gemini_call, methods=["POST"]),
         Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
     ], lifespan=lifespan)
     app.state.recorder = recorder

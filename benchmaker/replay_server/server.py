@@ -18,8 +18,26 @@ token is set, else 401 with an OpenAI error body):
   codes and counters; `x-api-key: TOKEN` is accepted beside the bearer token).
 - POST /v1/messages/count_tokens: {"input_tokens": N}, N the recorded prompt_tokens of
   the turn the request would get, else the count of the tokenizer's pieces over the
-  request's texts. Side traffic: counted in `side_requests`, not in `requests`.
-- GET /v1/models, GET /models: the recorded model names.
+  request's texts. Side traffic: counted in `side_requests` as "count_tokens", not in
+  `requests`.
+- POST /v1beta/models/{model}:generateContent and :streamGenerateContent (also under
+  /v1/ and /v1alpha/): the Gemini API (benchmaker.apis.gemini). The request's contents
+  become chat messages and are matched by the rules below; the turn goes back as a
+  GenerateContentResponse (streamed as SSE with `?alt=sse`, else a JSON array of one);
+  errors are Google API error bodies {"error": {"code", "message", "status"}} with the
+  same status codes and `x-replay-miss`. The key may come as `x-goog-api-key`, `key=`
+  or the bearer token.
+- GET /v1/models, GET /models: the recorded model names; GET /v1beta/models the same
+  as a Gemini model listing.
+- Side traffic (benchmaker.replay_server.side), answered 200 with header
+  `x-replay-side: KIND` and counted by kind, never as a miss: a chat title request and
+  any non-streamed Gemini request asking for a JSON answer (Gemini CLI's router and
+  other utility calls, which its session log never holds), and any HEAD request no
+  route serves.
+- Any other method and path: 404 (405 for a served path with another method)
+  {"error": {"message" (naming the served routes),
+  "type": "replay_unknown_path", "param": null, "code": "unknown_path", "method",
+  "path"}} with `x-replay-miss: unknown_path`, counted per "METHOD /path".
 - GET /health: readiness, {"status": "ok", "trajectories": N, "turns": M}.
 - GET /stats: counters (see ReplayStats.snapshot); POST /stats/reset zeroes them.
 
@@ -48,7 +66,9 @@ went back, e.g. a pi branch or retry, the turn the recorded request goes on from
 `PreparedTurn.previous`); the request's observations are the messages after its last
 assistant message:
 - When the recorded observations carry tool_call_ids, each is paired with the request
-  message of role "tool" with that tool_call_id; else they are paired in order with
+  message of role "tool" with that tool_call_id (tool messages without a tool_call_id,
+  e.g. Gemini function responses sent without `id`, answer in order the recorded
+  observations no id answered); else they are paired in order with
   the request's messages of role "tool" or "user" after the last assistant message
   (extra user messages are follow-ups, not observations).
 - status mismatch: a recorded observation with no request message; (when the
@@ -88,6 +108,7 @@ import time
 from collections import deque
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 from starlette.applications import Starlette
@@ -95,14 +116,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from benchmaker.apis import anthropic_messages, gemini
 from benchmaker.apis.openai_responses import chat_messages
-from benchmaker.apis import anthropic_messages
 from benchmaker.replay_server.latency import load_splitter, parse_latency
-from benchmaker.replay_server.store import RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes, exit_code_in
+from benchmaker.replay_server.side import TITLE_TEXT, is_title_request, schema_answer
+from benchmaker.replay_server.store import (DEFAULT_MODEL, PreparedTurn, RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes,
+                                            exit_code_in)
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
 
-__all__ = ["CoalescedWrites", "DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "create_app", "main", "one_send_protocol",
-           "run_uvicorn", "serve", "uvicorn_config"]
+__all__ = ["CoalescedWrites", "DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "SERVED_ROUTES", "UNKNOWN_PATHS_KEPT",
+           "create_app", "latency_notice", "main", "one_send_protocol", "run_uvicorn", "serve", "uvicorn_config"]
 
 DIVERGENCE_POLICIES = ("off", "status", "content")
 """Valid values of the divergence policy (module doc)."""
@@ -148,9 +171,11 @@ class ReplayStats:
         self.unknown_key = self.beyond_turns = self.diverged = 0
         self.div_status = self.div_content = 0
         self.bytes_in = self.bytes_out = 0
-        self.requests_by_api: dict[str, int] = {}  # requests of the non-chat APIs, by API name
-        self.side_requests = 0
         self.recent_unknown_keys: deque[str] = deque(maxlen=20)
+        self.requests_by_api: dict[str, int] = {}
+        self.misses_by_api: dict[str, dict[str, int]] = {}
+        self.side_requests: dict[str, int] = {}
+        self.unknown_paths: dict[str, int] = {}
         for counters in self.by_ordinal:
             counters.zero()
 
@@ -159,9 +184,12 @@ class ReplayStats:
         "served", "served_stream", "bad_requests", "unauthorized",
         "misses": {"unknown_key", "beyond_turns", "diverged", "total"},
         "divergences": {"status", "content", "total"}, "bytes_in", "bytes_out",
-        "requests_by_api": {api: requests of that API other than chat, e.g. "messages"},
-        "side_requests" (count_tokens and the like),
-        "recent_unknown_keys": [<= 20 keys, latest last], "uptime_s",
+        "recent_unknown_keys": [<= 20 keys, latest last], "requests_by_api" (requests
+        per wire API other than chat completions, e.g. {"gemini": 3}), "misses_by_api":
+        {api: {miss kind: count}} for every API ("chat_completions" included),
+        "side_requests": {kind: count} (benchmaker.replay_server.side), "unknown_paths":
+        {"METHOD /path": count} (at most UNKNOWN_PATHS_KEPT distinct, the rest under
+        "other"), "uptime_s",
         "trajectories": {trajectory_id: {"served", "misses": {"beyond_turns",
         "diverged"}, "divergences": {"status", "content"}, "bytes_out"}}}."""
         misses = self.unknown_key + self.beyond_turns + self.diverged
@@ -177,9 +205,11 @@ class ReplayStats:
                             "total": self.div_status + self.div_content},
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
-            "requests_by_api": dict(self.requests_by_api),
-            "side_requests": self.side_requests,
             "recent_unknown_keys": list(self.recent_unknown_keys),
+            "requests_by_api": dict(self.requests_by_api),
+            "misses_by_api": {api: dict(kinds) for api, kinds in self.misses_by_api.items()},
+            "side_requests": dict(self.side_requests),
+            "unknown_paths": dict(self.unknown_paths),
             "uptime_s": round(time.monotonic() - self.started, 3),
             "trajectories": {
                 tid: {"served": c.served,
@@ -189,6 +219,34 @@ class ReplayStats:
                 for tid, c in self.per_traj.items()
             },
         }
+
+
+    def count_miss(self, api: str, kind: str) -> None:
+        """Add 1 to the misses of kind `kind` on the wire API `api`."""
+        kinds = self.misses_by_api.setdefault(api, {})
+        kinds[kind] = kinds.get(kind, 0) + 1
+
+    def count_side(self, kind: str) -> None:
+        """Add 1 to the side requests of kind `kind` (benchmaker.replay_server.side)."""
+        self.side_requests[kind] = self.side_requests.get(kind, 0) + 1
+
+    def count_unknown_path(self, method: str, path: str) -> None:
+        """Add 1 to the requests for `method path`, which no route serves."""
+        name = f"{method} {path}"
+        if name not in self.unknown_paths and len(self.unknown_paths) >= UNKNOWN_PATHS_KEPT:
+            name = "other"
+        self.unknown_paths[name] = self.unknown_paths.get(name, 0) + 1
+
+
+UNKNOWN_PATHS_KEPT = 100
+"""Distinct unknown paths /stats names; more are counted under "other"."""
+
+
+SERVED_ROUTES = ("POST /v1/chat/completions", "POST /chat/completions",
+                 "POST /v1beta/models/{model}:generateContent", "POST /v1beta/models/{model}:streamGenerateContent",
+                 "GET /v1/models", "GET /models", "GET /v1beta/models", "GET /health", "GET /stats",
+                 "POST /stats/reset")
+"""The routes the server answers (named in the unknown-path error)."""
 
 
 def _error_body(status: int, code: str, message: str) -> bytes:
@@ -227,9 +285,19 @@ def _observation_mismatch(
         tool_msgs = [m for m in after if m.get("role") == "tool"]
         by_id = {m.get("tool_call_id"): m for m in tool_msgs}
         known = {r.tool_call_id for r in recorded}
-        if any(m.get("tool_call_id") not in known for m in tool_msgs):
+        # a tool message without an id (a Gemini functionResponse the client sent
+        # without one) answers, in order, the recorded observations no id answered
+        anonymous = [m for m in tool_msgs if m.get("tool_call_id") is None]
+        if any(m.get("tool_call_id") not in known for m in tool_msgs if m.get("tool_call_id") is not None):
             status = True
-        pairs = [(r, by_id.get(r.tool_call_id)) for r in recorded]
+        pairs = []
+        for r in recorded:
+            msg = by_id.get(r.tool_call_id) if r.tool_call_id is not None else None
+            if msg is None and anonymous:
+                msg = anonymous.pop(0)
+            pairs.append((r, msg))
+        if anonymous:
+            status = True
     else:
         obs_msgs = [m for m in after if m.get("role") in ("tool", "user")]
         pairs = [(r, obs_msgs[i] if i < len(obs_msgs) else None) for i, r in enumerate(recorded)]
@@ -301,7 +369,10 @@ class _ReplayApp(Starlette):
         self.stats.bytes_out += len(body)
 
     async def _fail(self, send: Any, status: int, code: str, message: str, api: str = "chat") -> None:
-        extra = [(b"x-replay-miss", code.encode())] if status in (404, 409, 412) else None
+        extra = None
+        if status in (404, 409, 412):
+            extra = [(b"x-replay-miss", code.encode())]
+            self.stats.count_miss("chat_completions" if api == "chat" else api, code)
         body = anthropic_messages.error_body(status, code, message) if api == "messages" \
             else _error_body(status, code, message)
         await self._reply(send, status, body, extra)
@@ -316,6 +387,10 @@ class _ReplayApp(Starlette):
             if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path") \
                     and scope["path"] in _MESSAGES_ROUTES:
                 await _MESSAGES_ROUTES[scope["path"]](self, scope, receive, send)
+                return
+            if scope["type"] == "http" and scope["method"] == "POST" \
+                    and (gemini.parse_path(scope["path"]) or ("", ""))[1] in gemini.GEMINI_METHODS:
+                await self.serve_gemini(scope, receive, send)
                 return
             await super().__call__(scope, receive, send)
             return
@@ -490,7 +565,7 @@ class _ReplayApp(Starlette):
     async def _count_tokens(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer `POST /v1/messages/count_tokens` (module doc) as side traffic."""
         stats = self.stats
-        stats.side_requests += 1
+        stats.count_side("count_tokens")
         if self.auth is not None and not _authorized(scope, self.auth):
             stats.unauthorized += 1
             await self._reply(send, 401, anthropic_messages.error_body(401, "unauthorized", "missing or wrong API key"))
@@ -523,55 +598,24 @@ class _ReplayApp(Starlette):
         """Answer a chat request the prepared replies do not cover (module doc): match,
         misses, divergence check, latency, streaming. `api`: the wire API the request
         came in (chat, responses, messages): the shape of the reply and of its errors."""
-        stats = self.stats
-        key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
-        if roles[0] == "system":  # where agents put it
-            system = messages[0]
-        else:
+        async def title() -> bool:
+            if api != "chat":  # a title request is a chat completions call (opencode's)
+                return False
             system = messages[roles.index("system")] if "system" in roles else None
-        hit = self.store.match(key, n_assistant, system, messages)  # a turn after a context edit, else by key
-        if hit is None:
-            stats.unknown_key += 1
-            stats.recent_unknown_keys.append(key)
-            await self._fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}", api)
+            text = None if system is None else flatten_content(system.get("content"))
+            if not is_title_request(text, bool(req.get("tools"))):
+                return False
+            await self._side_chat(send, req, "title", TITLE_TEXT)
+            return True
+
+        async def fail(send: Any, status: int, code: str, message: str) -> None:
+            await self._fail(send, status, code, message, api)
+
+        found = await self._resolve(send, req, messages, roles, n_assistant, head, fail, title)
+        if found is None:
             return
-        entry, turn_index = hit
-        counters = stats.by_ordinal[entry.ordinal]
-        if turn_index >= len(entry.turns):
-            stats.beyond_turns += 1
-            counters.beyond_turns += 1
-            await self._fail(
-                send, 409, "beyond_turns",
-                f"trajectory {entry.trajectory_id} has {len(entry.turns)} recorded turns; "
-                f"the request asks for turn {turn_index} (its assistant message count)", api,
-            )
-            return
-        turn = entry.turns[turn_index]
-        extra = turn.headers
-        if self.policy != "off" and n_assistant > 0 and turn.previous is not None:
-            last_assistant = len(roles) - 1 - roles[::-1].index("assistant")
-            status_bad, content_bad = _observation_mismatch(  # the turn the request goes on from
-                entry.turns[turn.previous].observations, messages, last_assistant)
-            if self.policy == "status":
-                content_bad = False
-            if status_bad or content_bad:
-                if status_bad:
-                    stats.div_status += 1
-                    counters.div_status += 1
-                else:
-                    stats.div_content += 1
-                    counters.div_content += 1
-                if self.policy == "content":
-                    stats.diverged += 1
-                    counters.diverged += 1
-                    what = "status" if status_bad else "content"
-                    await self._fail(
-                        send, 412, "diverged",
-                        f"trajectory {entry.trajectory_id} turn {turn_index}: the request's "
-                        f"observations differ in {what} from the recording", api,
-                    )
-                    return
-                extra = [*extra, (b"x-replay-divergence", b"status")]
+        entry, turn_index, turn, counters, extra = found
+        stats = self.stats
         stats.served += 1
         counters.served += 1
         stream = req.get("stream") is True
@@ -602,8 +646,186 @@ class _ReplayApp(Starlette):
         stats.bytes_out += sent
         counters.bytes_out += sent
 
+    async def _side_chat(self, send: Any, req: dict[str, Any], kind: str, text: str) -> None:
+        """Answer a chat request as side traffic of `kind` with the assistant text `text`
+        (streamed when asked), counted in stats.side_requests."""
+        self.stats.count_side(kind)
+        model = req.get("model") if isinstance(req.get("model"), str) else DEFAULT_MODEL
+        head = {"id": "chatcmpl-replay-side", "created": int(time.time()), "model": model}
+        extra = [(b"x-replay-side", kind.encode())]
+        if req.get("stream") is not True:
+            body = orjson.dumps({**head, "object": "chat.completion", "choices": [{
+                "index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                "finish_reason": "stop"}]})
+            await self._reply(send, 200, body, extra)
+            return
+        chunk = {**head, "object": "chat.completion.chunk"}
+        body = b"".join(b"data: " + orjson.dumps({**chunk, "choices": [{"index": 0, "delta": delta,
+                                                                          "logprobs": None, "finish_reason": fin}]})
+                        + b"\n\n" for delta, fin in (({"role": "assistant", "content": text}, None), ({}, "stop")))
+        body += b"data: [DONE]\n\n"
+        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]})
+        await send({"type": "http.response.body", "body": body})
+        self.stats.bytes_out += len(body)
+
+    async def serve_gemini(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer a Gemini `generateContent` / `streamGenerateContent` request (module doc):
+        the request's contents as chat messages (benchmaker.apis.gemini.request_messages)
+        matched as a chat request is, the turn written back in the Gemini shape; errors
+        as Google API error bodies with the chat route's status codes and header
+        `x-replay-miss`."""
+        stats = self.stats
+        stats.requests += 1
+        stats.requests_by_api["gemini"] = stats.requests_by_api.get("gemini", 0) + 1
+
+        async def fail(send: Any, status: int, code: str, message: str) -> None:
+            extra = None
+            if status in (404, 409, 412):
+                extra = [(b"x-replay-miss", code.encode())]
+                stats.count_miss("gemini", code)
+            await self._reply(send, status, gemini.error_body(status, f"{code}: {message}"), extra)
+
+        if self.auth is not None and not _authorized_gemini(scope, self.auth):
+            stats.unauthorized += 1
+            await fail(send, 401, "unauthorized", "missing or wrong API key (x-goog-api-key, key= or bearer token)")
+            return
+        raw = await _read_body(receive)
+        if raw is None:
+            return
+        t0 = time.perf_counter()
+        stats.bytes_in += len(raw)
+        model, method = gemini.parse_path(scope["path"]) or ("", "")
+        try:
+            req = orjson.loads(raw)
+            messages = gemini.request_messages(req)
+            roles = [m["role"] for m in messages]
+            n_assistant = roles.count("assistant")
+            first_assistant = roles.index("assistant") if n_assistant else len(roles)
+            heads = [flatten_content(messages[i]["content"]) for i in range(first_assistant) if roles[i] == "user"]
+            if not heads:
+                heads = [flatten_content(next(m for m in messages if m["role"] == "user")["content"])]
+        except orjson.JSONDecodeError as exc:
+            stats.bad_requests += 1
+            await fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}")
+            return
+        except (ValueError, StopIteration) as exc:
+            stats.bad_requests += 1
+            await fail(send, 400, "bad_request", str(exc) if isinstance(exc, ValueError)
+                       else "contents: no content with role 'user' and a text part")
+            return
+        head: Any = heads[0] if len(heads) == 1 else tuple(heads)
+        stream = method == "streamGenerateContent"
+        sse = stream and gemini.wants_sse(scope.get("query_string", b""))
+
+        if not stream and gemini.wants_json_answer(req):  # a utility call: never in a session log
+            config = req["generationConfig"]
+            schema = config.get("responseJsonSchema", config.get("responseSchema"))
+            text = orjson.dumps(schema_answer(schema)).decode("utf-8")
+            stats.count_side("json_answer")
+            body = orjson.dumps(gemini.response_json([{"text": text}], "STOP", None, model or DEFAULT_MODEL,
+                                                     "replay-side"))
+            await self._reply(send, 200, body, [(b"x-replay-side", b"json_answer")])
+            return
+
+        found = await self._resolve(send, req, messages, roles, n_assistant, head, fail)
+        if found is None:
+            return
+        entry, turn_index, turn, counters, extra = found
+        stats.served += 1
+        counters.served += 1
+        if sse:
+            stats.served_stream += 1
+            sent = await _stream(send, t0, self.store.api_stream(entry, turn_index, "gemini"), True, extra)
+        else:
+            if turn.final_offset_s > 0:
+                await _sleep_until(t0 + turn.final_offset_s)
+            body = self.store.api_body(entry, turn_index, "gemini")
+            if stream:  # streamGenerateContent without alt=sse: a JSON array of responses
+                body = b"[" + body + b"]"
+            headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            sent = len(body)
+        stats.bytes_out += sent
+        counters.bytes_out += sent
+
+    async def _resolve(self, send: Any, req: dict[str, Any], messages: list[Any], roles: list[Any],
+                       n_assistant: int, head: Any, fail: Any, on_unknown: Any = None,
+                       ) -> tuple[StoredTrajectory, int, PreparedTurn, _TrajectoryCounters, list] | None:
+        """The recorded turn a request of any API is answered with, as chat `messages`
+        (their `roles`, assistant count, head user texts): (trajectory, turn index, the
+        prepared turn, its counters, extra headers); or None after counting the miss
+        (or divergence) and answering it with `fail(send, status, code, message)`. When
+        no trajectory has the key and `await on_unknown()` returns True, that call
+        answered the request as side traffic (no miss counted) and None is returned."""
+        stats = self.stats
+        key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
+        if roles[0] == "system":  # where agents put it
+            system = messages[0]
+        else:
+            system = messages[roles.index("system")] if "system" in roles else None
+        hit = self.store.match(key, n_assistant, system, messages)  # a turn after a context edit, else by key
+        if hit is None:
+            if on_unknown is not None and await on_unknown():
+                return None
+            stats.unknown_key += 1
+            stats.recent_unknown_keys.append(key)
+            await fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}")
+            return None
+        entry, turn_index = hit
+        counters = stats.by_ordinal[entry.ordinal]
+        if turn_index >= len(entry.turns):
+            stats.beyond_turns += 1
+            counters.beyond_turns += 1
+            await fail(
+                send, 409, "beyond_turns",
+                f"trajectory {entry.trajectory_id} has {len(entry.turns)} recorded turns; "
+                f"the request asks for turn {turn_index} (its assistant message count)",
+            )
+            return None
+        turn = entry.turns[turn_index]
+        extra = turn.headers
+        if self.policy != "off" and n_assistant > 0 and turn.previous is not None:
+            last_assistant = len(roles) - 1 - roles[::-1].index("assistant")
+            status_bad, content_bad = _observation_mismatch(  # the turn the request goes on from
+                entry.turns[turn.previous].observations, messages, last_assistant)
+            if self.policy == "status":
+                content_bad = False
+            if status_bad or content_bad:
+                if status_bad:
+                    stats.div_status += 1
+                    counters.div_status += 1
+                else:
+                    stats.div_content += 1
+                    counters.div_content += 1
+                if self.policy == "content":
+                    stats.diverged += 1
+                    counters.diverged += 1
+                    what = "status" if status_bad else "content"
+                    await fail(
+                        send, 412, "diverged",
+                        f"trajectory {entry.trajectory_id} turn {turn_index}: the request's "
+                        f"observations differ in {what} from the recording",
+                    )
+                    return None
+                extra = [*extra, (b"x-replay-divergence", b"status")]
+        return entry, turn_index, turn, counters, extra
+
 
 _UNAUTHORIZED = _error_body(401, "unauthorized", "missing or wrong bearer token")
+
+
+def _authorized_gemini(scope: Any, expected: bytes) -> bool:
+    """The Gemini clients' ways to send the key: header `x-goog-api-key`, query `key=`,
+    or the bearer token; `expected` is b"Bearer " + token."""
+    token = expected[len(b"Bearer "):]
+    for name, value in scope["headers"]:
+        if name == b"x-goog-api-key":
+            return hmac.compare_digest(value, token)
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("key")
+    if query:
+        return hmac.compare_digest(query[-1].encode(), token)
+    return _authorized(scope, expected)
 
 
 def _authorized(scope: Any, expected: bytes) -> bool:
@@ -768,6 +990,27 @@ def create_app(
         stats.reset()
         return Response(orjson.dumps(stats.snapshot()), media_type="application/json")
 
+    gemini_models_body = orjson.dumps(gemini.model_listing(store.models))
+
+    async def gemini_models(request: Request) -> Response:
+        return guard(request) or Response(gemini_models_body, media_type="application/json")
+
+    async def unknown(request: Request) -> Response:
+        if request.method == "HEAD":  # a probe (Claude Code's HEAD /api/hello): side traffic
+            stats.count_side("head_probe")
+            return Response(b"", headers={"x-replay-side": "head_probe"})
+        stats.count_unknown_path(request.method, request.url.path)
+        allowed = known_paths.get(request.url.path)  # a path served with another method
+        body = orjson.dumps({"error": {
+            "message": f"the replay server has no route for {request.method} {request.url.path} (it serves "
+                       f"{', '.join(SERVED_ROUTES)})",
+            "type": "replay_unknown_path", "param": None, "code": "unknown_path",
+            "method": request.method, "path": request.url.path}})
+        if allowed:
+            return Response(body, status_code=405, media_type="application/json",
+                            headers={"x-replay-miss": "unknown_path", "allow": allowed})
+        return Response(body, status_code=404, media_type="application/json", headers={"x-replay-miss": "unknown_path"})
+
     chat = _ChatRoute()
     app = _ReplayApp(store, stats, auth, divergence, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
@@ -777,8 +1020,12 @@ def create_app(
         Route("/health", health, methods=["GET"]),
         Route("/stats", get_stats, methods=["GET"]),
         Route("/stats/reset", reset_stats, methods=["POST"]),
+        Route("/v1beta/models", gemini_models, methods=["GET"]),
+        Route("/{path:path}", unknown, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ])
     chat.app = app
+    known_paths = {route.path: ", ".join(sorted(route.methods or ())) for route in app.routes
+                   if isinstance(route, Route) and "{" not in route.path}
     app.state.store = store
     app.state.stats = stats
     return app
@@ -953,6 +1200,22 @@ def uvicorn_config(app: Any, *, http: str = "auto", lifespan: str = "off") -> An
     )
 
 
+def latency_notice(store: ReplayStore) -> str | None:
+    """The warning printed at start when the latency model is "recorded" and some turns
+    have no recorded timing (their log kept none: they are sent at once, as under
+    "instant"), naming how many and the source formats; None otherwise."""
+    if store.latency.kind != "recorded":
+        return None
+    untimed = store.untimed_turns
+    if not untimed:
+        return None
+    formats = sorted({t.trajectory.source.format for t in store.trajectories
+                      if any(p.turn.timing is None or (p.turn.timing.ttft_ms is None
+                                                       and p.turn.timing.duration_ms is None) for p in t.turns)})
+    return (f"replay server: warning: latency recorded: {untimed} of {store.n_turns} turns have no recorded timing "
+            f"(format {', '.join(formats)} logged none); they are sent at once, as with latency instant")
+
+
 def _announce(url: str, store: ReplayStore) -> None:
     print(url, flush=True)
     print(
@@ -960,6 +1223,9 @@ def _announce(url: str, store: ReplayStore) -> None:
         f"{store.n_turns} turns from {store.path} (latency {store.latency.describe()})",
         file=sys.stderr, flush=True,
     )
+    notice = latency_notice(store)
+    if notice is not None:
+        print(notice, file=sys.stderr, flush=True)
 
 
 def resolve_token(value: str | None) -> str | None:

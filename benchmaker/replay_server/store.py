@@ -69,6 +69,7 @@ from pydantic import ValidationError
 
 from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, response_object, stream_events
 from benchmaker.apis import anthropic_messages
+from benchmaker.apis import gemini
 from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.replay_server.latency import LatencyModel, Splitter, parse_latency, regex_split
 from benchmaker.trajectories.context import previous_turn, recorded_requests, request_messages
@@ -76,6 +77,7 @@ from benchmaker.trajectories.convert import gc_paused
 from benchmaker.trajectories.trajectory import Observation, Trajectory, Turn, Usage, flatten_content, match_key_for_messages
 
 __all__ = [
+    "API_RENDERERS",
     "DEFAULT_MODEL",
     "PreparedTurn",
     "StreamBytes",
@@ -384,6 +386,36 @@ class ReplayStore:
                 _, dropped = cache.popitem(last=False)
                 self._cache_size -= dropped.size
         return out
+
+    def api_body(self, entry: StoredTrajectory, turn_index: int, api: str) -> bytes:
+        """The non-streaming body of `entry.turns[turn_index]` in the wire API `api` (a key
+        of API_RENDERERS, e.g. "gemini"), rendered on each call (the chat completions
+        body is `PreparedTurn.body`). Raises KeyError for an unknown api."""
+        prepared = entry.turns[turn_index]
+        return API_RENDERERS[api][0](prepared, self.splitter)
+
+    def api_stream(self, entry: StoredTrajectory, turn_index: int, api: str) -> StreamBytes:
+        """The SSE bytes of `entry.turns[turn_index]` in the wire API `api` (API_RENDERERS),
+        its token events timed by the latency model as the chat stream's are (`tail` and
+        `tail_usage` are the same: the API always sends its usage); cached in the same LRU
+        as `stream`. Raises KeyError for an unknown api."""
+        key = (entry.ordinal, turn_index, api)
+        cache: Any = self._cache
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+        prepared = entry.turns[turn_index]
+        events, tail = API_RENDERERS[api][1](prepared, self.splitter)
+        out = _group_events(events, tail, self.latency.offsets_ms(len(events), prepared.turn.timing))
+        if out.size <= self.stream_cache_bytes:
+            cache[key] = out
+            self._cache_size += out.size
+            while self._cache_size > self.stream_cache_bytes:
+                _, dropped = cache.popitem(last=False)
+                self._cache_size -= dropped.size
+        return out
+
     def body(self, entry: StoredTrajectory, turn_index: int, api: str) -> bytes:
         """The non-streamed body of `entry.turns[turn_index]` in the wire API `api`
         ("messages": a Messages `message` object, benchmaker.apis.anthropic_messages);
@@ -455,6 +487,13 @@ class ReplayStore:
     def n_turns(self) -> int:
         """Recorded turns over all trajectories."""
         return sum(len(t.turns) for t in self.trajectories)
+
+    @property
+    def untimed_turns(self) -> int:
+        """Recorded turns without a timing (`Turn.timing` None, or neither ttft_ms nor
+        duration_ms): under the recorded latency model they are sent at once."""
+        return sum(1 for t in self.trajectories for p in t.turns
+                   if p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None))
 
     @property
     def models(self) -> list[str]:
@@ -773,3 +812,66 @@ def _render_messages_stream(prepared: PreparedTurn, latency: LatencyModel, split
     joined = tuple((offset, b"".join(parts)) for offset, parts in groups)
     size = sum(len(b) for _, b in joined) + len(tail)
     return StreamBytes(groups=joined, tail=tail, tail_usage=tail, n_events=n_events, size=size)
+
+
+def _group_events(events: list[bytes], tail: bytes, offsets_ms: list[float]) -> StreamBytes:
+    """StreamBytes of token `events` sent at `offsets_ms` (one per event; events at the
+    same offset in one group) and `tail` sent with the last group (alone at offset 0
+    when there is no event)."""
+    groups: list[tuple[float, list[bytes]]] = []
+    for offset_ms, data in zip(offsets_ms, events):
+        offset = offset_ms / 1000.0
+        if groups and groups[-1][0] == offset:
+            groups[-1][1].append(data)
+        else:
+            groups.append((offset, [data]))
+    joined = tuple((offset, b"".join(parts)) for offset, parts in groups) or ((offsets_ms[0] / 1000.0, b""),)
+    size = sum(len(b) for _, b in joined) + 2 * len(tail)
+    return StreamBytes(groups=joined, tail=tail, tail_usage=tail, n_events=len(events), size=size)
+
+
+def _gemini_answer(prepared: PreparedTurn) -> tuple[list[tuple[str, str, Any]], str, dict[str, int] | None]:
+    resp = prepared.turn.response
+    calls = []
+    for tc in resp.tool_calls:
+        args = tc.arguments
+        if args is None:
+            try:
+                args = orjson.loads(tc.arguments_raw)
+            except orjson.JSONDecodeError:
+                args = {}
+        calls.append((tc.id, tc.name, args))
+    u = prepared.turn.usage
+    usage = None if u is None else gemini.usage_metadata(
+        u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens, u.total_tokens)
+    return calls, gemini.finish_reason(resp.finish_reason), usage
+
+
+def _gemini_body(prepared: PreparedTurn, splitter: Splitter) -> bytes:
+    """A recorded turn as one GenerateContentResponse (benchmaker.apis.gemini)."""
+    resp = prepared.turn.response
+    calls, finish, usage = _gemini_answer(prepared)
+    parts = gemini.response_parts(resp.content, resp.reasoning, calls)
+    return orjson.dumps(gemini.response_json(parts, finish, usage, prepared.model, prepared.completion_id))
+
+
+def _gemini_events(prepared: PreparedTurn, splitter: Splitter) -> tuple[list[bytes], bytes]:
+    """A recorded turn as streamGenerateContent SSE events: one GenerateContentResponse per
+    token event (a thought piece, a text piece, a whole function call), then the final
+    one with an empty text part, finishReason and usageMetadata."""
+    resp = prepared.turn.response
+    calls, finish, usage = _gemini_answer(prepared)
+    model, rid = prepared.model, prepared.completion_id
+    events = [gemini.sse_event(gemini.response_json([{"text": piece, "thought": True}], None, None, model, rid))
+              for piece in splitter(resp.reasoning or "")]
+    events += [gemini.sse_event(gemini.response_json([{"text": piece}], None, None, model, rid))
+               for piece in splitter(resp.content or "")]
+    events += [gemini.sse_event(gemini.response_json(gemini.response_parts(None, None, [call]), None, None, model, rid))
+               for call in calls]
+    tail = gemini.sse_event(gemini.response_json([{"text": ""}], finish, usage, model, rid))
+    return events, tail
+
+
+API_RENDERERS: dict[str, tuple[Any, Any]] = {"gemini": (_gemini_body, _gemini_events)}
+"""Wire API name -> (body renderer, stream renderer) of a prepared turn: body(prepared,
+splitter) -> bytes; stream(prepared, splitter) -> (token event bytes, tail bytes)."""

@@ -12,7 +12,8 @@ directory is walked (sorted, recursively) and every such directory and every `.j
 named by its absolute path. Files agents write
 beside their logs are skipped and counted by kind: a harbor job's own `result.json` /
 `config.json` (beside its trial directories) as `harbor_job_file`; predictions
-(`preds.json`, `all_preds.jsonl`), OpenHands `metadata.json` and SWE-bench reports as
+(`preds.json`, `all_preds.jsonl`), OpenHands `metadata.json`, SWE-bench reports and
+per-call LLM logs (LiteLLM, OpenHands `llm_completions/`: `llm_call_log`) as
 `benchmaker.trajectories.converters.companion_kind` names them. Any other unit must convert: every unit
 is tried and each one that fails is named (`UnreadableFilesError` when there are
 several). The format of a unit is detected from its content
@@ -152,13 +153,20 @@ def detect_format(path: Path) -> str:
                                  " + agent/) nor an OpenHands conversation (base_state.json + events/)")
     if not path.exists():
         raise ConvertError(path, None, None, "no such file or directory")
-    fmt = detect_bytes(path.read_bytes())
+    data = path.read_bytes()
+    fmt = detect_bytes(data)
     if fmt is None:
-        raise _unknown_format(path)
+        raise _unknown_format(path, data)
     return fmt
 
 
-def _unknown_format(path: Path) -> UnknownFormatError:
+def _unknown_format(path: Path, data: bytes | None = None) -> UnknownFormatError:
+    """The error for content no format matches, naming the formats tried; a per-call LLM
+    log (companion_kind "llm_call_log") is named as such."""
+    if data is not None and companion_kind(data) == "llm_call_log":
+        return UnknownFormatError(
+            path, None, None, "a per-call LLM log (one model call: its request messages and response), not an agent "
+            f"run; convert the agent's own log (formats: {', '.join(FORMATS)})")
     return UnknownFormatError(
         path, None, None, f"unknown log format (expected one of {', '.join(FORMATS)}; pass --format to force one)")
 
@@ -190,7 +198,7 @@ def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileCon
     if use is None:
         use, first = _detect(data)
     if use is None:
-        raise _unknown_format(path)
+        raise _unknown_format(path, data)
     if use in DIR_FORMATS:
         raise UnknownFormatError(path, None, "format", f"{use} needs a directory, not a file")
     ctx = FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient, first_records=first)

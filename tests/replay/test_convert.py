@@ -15,7 +15,8 @@ from benchmaker.trajectories.convert import CONVERTER_VERSION, convert_paths, de
 from benchmaker.trajectories.errors import ConvertError, EmptyInputError, TrajectoryFormatError, UnknownFormatError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-FORMATS = ("atif, claude-code, codex-rollout, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, openhands, openhands-conversation,"
+FORMATS = ("atif, claude-code, codex-rollout, gemini-cli, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, openhands,"
+           " openhands-conversation,"
            " pi-events, pi-session, swe-agent")
 
 

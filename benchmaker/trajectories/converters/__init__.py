@@ -7,7 +7,11 @@ trial directory (`harbor.convert_trial_dir`) and an OpenHands SDK conversation d
 unit (see `benchmaker.trajectories.convert`).
 
 Detection (`detect_bytes`) looks at the content only, never the file name:
-  - a JSON document: object whose `history` is a list of OpenHands events → openhands
+  - a JSON document: object with a string `sessionId` and `messages` whose entries have
+    `id` and a Gemini CLI `type` (user, gemini, info, error, warning) and no `role` →
+    gemini-cli (checked first: never an OpenAI message list); a per-call LLM log
+    (`is_llm_call_log`: `messages` + `response` of one call) → None, named by
+    `companion_kind` as "llm_call_log"; object whose `history` is a list of OpenHands events → openhands
     (one evaluation record); object with a `history` list of messages (with or without
     `info`, `trajectory`) → swe-agent; object with
     `schema_version` "ATIF-..." + `steps` → atif; object with `messages` and `info` or
@@ -16,7 +20,9 @@ Detection (`detect_bytes`) looks at the content only, never the file name:
     OpenHands SDK events (objects with `kind`, `openhands_sdk.is_sdk_events`) → openhands; list of
     messages with a `<returncode>` observation or a fenced-bash action → mini-swe-agent;
     other list of messages → openai-messages;
-  - JSONL: first record `{"type": "meta"}` → harbor-jsonl; records whose `history`
+  - JSONL: a first record with string `sessionId` and `projectHash`, then Gemini CLI
+    message / `$rewindTo` / `$set` records → gemini-cli; rows that are all per-call LLM
+    logs → None ("llm_call_log"); first record `{"type": "meta"}` → harbor-jsonl; records whose `history`
     holds OpenHands events (evaluation output.jsonl) or OpenHands SDK events one per line →
     openhands; records `{"type", "payload"}` of the Codex CLI rollout types
     (session_meta, response_item, turn_context, event_msg, compacted) → codex-rollout; any pi event type among
@@ -40,6 +46,7 @@ from benchmaker.trajectories.converters import (
     atif,
     claude_code,
     codex_rollout,
+    gemini_cli,
     harbor,
     mini_swe_agent,
     openai_messages,
@@ -64,6 +71,7 @@ CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
     atif.FORMAT: atif.convert,
     codex_rollout.FORMAT: codex_rollout.convert,
     claude_code.FORMAT: claude_code.convert,
+    gemini_cli.FORMAT: gemini_cli.convert,
 }
 """File formats by name (directory formats are in `DIR_FORMATS`)."""
 
@@ -87,7 +95,7 @@ DIR_FORMATS: dict[str, DirFormat] = {
 FORMATS: tuple[str, ...] = tuple(sorted([*CONVERTERS, *DIR_FORMATS]))
 
 __all__ = ["CONVERTERS", "CONVERTER_VERSION", "DIR_FORMATS", "DirFormat", "FORMATS", "FileContext", "companion_kind",
-           "detect_bytes", "detect_dir"]
+           "detect_bytes", "detect_dir", "is_llm_call_log"]
 
 
 def detect_dir(path: Path) -> str | None:
@@ -118,8 +126,25 @@ def _looks_mini(messages: list[dict[str, Any]]) -> bool:
     return False
 
 
+def is_llm_call_log(doc: Any) -> bool:
+    """True for a per-call LLM log (one model call: its request `messages` and its
+    `response`), as LiteLLM's logging callbacks (StandardLoggingPayload: `call_type`,
+    `messages`, `response`) and OpenHands' `llm_completions/` logs (`messages`,
+    `response` with `choices`, `kwargs`, `timestamp`) write them. Such a file holds one
+    call, not an agent run: the run's calls are a directory of them, each repeating the
+    history, so none is converted (companion_kind "llm_call_log")."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        return False
+    response = doc.get("response")
+    return "call_type" in doc or (isinstance(response, dict) and ("choices" in response or "kwargs" in doc))
+
+
 def _detect_document(doc: Any) -> str | None:
     if isinstance(doc, dict):
+        if gemini_cli.is_conversation_record(doc):  # before `messages`: never an OpenAI message list
+            return gemini_cli.FORMAT
+        if is_llm_call_log(doc):
+            return None
         if openhands.is_eval_record(doc):
             return openhands.FORMAT
         if _is_message_list(doc.get("history")) and "messages" not in doc:
@@ -181,6 +206,10 @@ def detect_bytes(data: bytes) -> str | None:
     if not records:
         return None
     first = records[0]
+    if gemini_cli.is_jsonl_records(records):
+        return gemini_cli.FORMAT
+    if all(is_llm_call_log(r) for r in records):
+        return None
     if harbor.is_meta_record(first):
         return harbor.FORMAT_JSONL
     if all(openhands.is_eval_record(r) for r in records) or is_sdk_events(records):
@@ -209,13 +238,18 @@ def companion_kind(data: bytes) -> str | None:
     "model_patch"}}, `all_preds.jsonl` / OpenHands-style rows with `instance_id` and
     `model_patch`), `eval_metadata` (OpenHands `metadata.json`: `agent_class` +
     `llm_config`), `eval_report` (SWE-bench reports: {instance_id: {"resolved": bool}}
-    or an object with `resolved_ids` / `resolved_instances`). Only asked for a file
+    or an object with `resolved_ids` / `resolved_instances`), `llm_call_log` (a per-call
+    LLM log, `is_llm_call_log`, or JSONL rows of them). Only asked for a file
     `detect_bytes` does not recognise."""
     try:
         doc = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError):
         rows = first_jsonl_objects(data)
+        if rows and all(is_llm_call_log(r) for r in rows):
+            return "llm_call_log"
         return "predictions" if rows and all(_is_prediction(r) for r in rows) else None
+    if is_llm_call_log(doc):
+        return "llm_call_log"
     if isinstance(doc, list):
         return "predictions" if doc and all(_is_prediction(r) for r in doc) else None
     if not isinstance(doc, dict) or not doc:

@@ -40,7 +40,7 @@ from benchmaker.trajectories.trajectory import (
     match_key_for_messages,
 )
 
-CONVERTER_VERSION = 7
+CONVERTER_VERSION = 9
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
@@ -55,7 +55,10 @@ files count copied turns; stored OpenHands summary events are user messages; an 
 empty tail starts at the end of the history (a prompt after the edit is kept).
 7: OpenHands SDK events that form a tree (`parent_id`) are read along the active branch,
 a model switch logged as a state update names the later turns; SDK conversation
-directories (base_state.json + events/) are read."""
+directories (base_state.json + events/) are read.
+8: Gemini CLI chat recordings are read (no longer taken for OpenAI message lists);
+per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_log`
+instead of becoming one-call trajectories."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
 """Skip key: the log kept only parsed tool arguments, so `arguments_raw` is

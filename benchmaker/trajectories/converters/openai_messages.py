@@ -177,15 +177,30 @@ def _assistant(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext
     usage = openai_usage(msg.get("usage"))
     model = msg.get("model") if isinstance(msg.get("model"), str) else None
     extra = msg.get("extra")
-    if isinstance(extra, dict) and isinstance(extra.get("response"), dict):  # mini-swe-agent v2 `extra.response`
+    if isinstance(extra, dict) and isinstance(extra.get("response"), dict):  # mini-swe-agent `extra.response`
         response = extra["response"]
         usage = usage or openai_usage(response.get("usage"))
         model = model or (response.get("model") if isinstance(response.get("model"), str) else None)
+        if reasoning is None:  # the raw response's reasoning, which the message itself leaves out (1.x)
+            reasoning = _response_reasoning(response)
     builder.turn(
         Response(content=text, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason),
         usage=usage,
         model=model,
     )
+
+
+def _response_reasoning(response: dict[str, Any]) -> str | None:
+    """The reasoning text of a raw chat completion (`choices[0].message.reasoning_content`,
+    else `.reasoning`, as OpenRouter and vLLM return it), None when it has none."""
+    choices = response.get("choices")
+    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
+        return None
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(message.get(key), str) and message[key]:
+            return message[key]
+    return None
 
 
 def row_messages(row: dict[str, Any], ctx: FileContext, line: int | None) -> list[Any]:

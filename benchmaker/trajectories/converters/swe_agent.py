@@ -19,16 +19,37 @@ status. The task id is the file name without `.traj` (SWE-agent names it after t
 instance id). Per-call usage is not logged (usage None); `info.model_stats` holds
 totals only. The model name is `replay_config.agent.model.name` (SWE-agent 1.x
 `RunSingleConfig`), else `info.model_stats`/`environment` have none.
+
+Calls only in `trajectory`: SWE-agent 1.x can end with a call (typically `submit`) that
+is a step of `trajectory` (`response`, `thought`, `action`, `observation`) but no message
+of `history`. Each step past the history's turns becomes a turn (counted under
+`turn_from_trajectory`): in a text-action history the step's `response` is the content
+and its observation the next message; in a function-calling history content is the
+step's `thought` and the tool call (its id `<the file's task id>-step-<n>`;
+`arguments_raw_synthesized` counted too) is, when every recorded call calls one tool
+with a single `command` argument (SWE-agent's `bash`), that tool with {"command":
+action}, else, when the action is a bare tool name (`submit`), that tool with no
+arguments; any other step cannot be rebuilt (its arguments' names are not logged) and is
+counted under `call_only_in_trajectory`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, read_json_document
+from benchmaker.trajectories.converters._common import (
+    ARGS_SYNTH,
+    FileContext,
+    TrajectoryBuilder,
+    fast_observation,
+    fast_response,
+    fast_tool_call,
+    read_json_document,
+)
 from benchmaker.trajectories.converters.openai_messages import feed_messages
 from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
 
@@ -74,6 +95,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     exit_status = info.get("exit_status")
     name = Path(ctx.path).name
     task_id = name[: -len(".traj")] if name.endswith(".traj") else Path(name).stem
+    steps = doc.get("trajectory")
+    if isinstance(steps, list) and builder.turns and len(steps) > len(builder.turns):
+        _add_trajectory_steps(builder, steps[len(builder.turns):], len(builder.turns), function_calling, task_id)
     yield builder.build(
         0,
         task_id=task_id,
@@ -82,3 +106,43 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             exit_status=exit_status if isinstance(exit_status, str) else None,
         ),
     )
+
+
+_BARE_COMMAND = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An action that is a tool name alone (`submit`): a call of that tool without arguments."""
+
+
+def _single_command_tool(builder: TrajectoryBuilder) -> str | None:
+    """The one tool every recorded call calls with a single `command` argument, else None."""
+    names = set()
+    for turn in builder.turns:
+        for call in turn.response.tool_calls:
+            if call.arguments is None or list(call.arguments) != ["command"]:
+                return None
+            names.add(call.name)
+    return names.pop() if len(names) == 1 else None
+
+
+def _add_trajectory_steps(builder: TrajectoryBuilder, steps: list[Any], first: int, function_calling: bool,
+                          task_id: str) -> None:
+    """Turns for the `trajectory` steps past the history's turns (module doc)."""
+    tool = _single_command_tool(builder) if function_calling else None
+    for n, step in enumerate(steps, start=first):
+        if not isinstance(step, dict) or not isinstance(step.get("action"), str):
+            builder.skip("call_only_in_trajectory")
+            continue
+        observation = step.get("observation") if isinstance(step.get("observation"), str) else ""
+        if not function_calling and isinstance(step.get("response"), str):
+            builder.turn(fast_response(content=step["response"]))
+            builder.observation(fast_observation(observation))
+        elif function_calling and (tool is not None or _BARE_COMMAND.fullmatch(step["action"].strip())):
+            name, args = (tool, {"command": step["action"]}) if tool is not None else (step["action"].strip(), {})
+            call = fast_tool_call(f"{task_id}-step-{n}", name, json.dumps(args), args)
+            thought = step.get("thought") if isinstance(step.get("thought"), str) else None
+            builder.turn(fast_response(content=thought, tool_calls=[call], finish_reason="tool_calls"))
+            builder.observation(fast_observation(observation, tool_call_id=call.id, name=name))
+            builder.skip(ARGS_SYNTH)
+        else:
+            builder.skip("call_only_in_trajectory")
+            continue
+        builder.skip("turn_from_trajectory")

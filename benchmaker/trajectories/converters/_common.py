@@ -58,7 +58,10 @@ a model switch logged as a state update names the later turns; SDK conversation
 directories (base_state.json + events/) are read.
 8: Gemini CLI chat recordings are read (no longer taken for OpenAI message lists);
 per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_log`
-instead of becoming one-call trajectories."""
+instead of becoming one-call trajectories.
+9: Claude Code sessions and Codex CLI rollouts are read; a tool call keeps its `type`
+("custom" for a Responses custom tool call) and usage its cache creation tokens.
+Converters build every model with pydantic's validating constructors."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
 """Skip key: the log kept only parsed tool arguments, so `arguments_raw` is

@@ -69,6 +69,15 @@ class OpenAIChatWorkload:
         self.extra_body = dict(extra_body or {})
         self.include_usage = include_usage
         self._headers = openai_headers(api_key, stream, headers)
+        caps = [v for v in (self.extra_body.get("max_tokens", max_tokens), self.extra_body.get("max_completion_tokens"))
+                if type(v) is int]
+        self._max_tokens_sent = min(caps) if caps else None
+
+    def request_max_tokens(self, spec: RequestSpec) -> int | None:
+        """The cap on generated tokens the request `spec` sent (`max_tokens`, or
+        `max_completion_tokens` from extra_body, the smaller when both), in tokens; None
+        when it sent none. Its parser flags a usage count above it."""
+        return self._max_tokens_sent
 
     def body(self, seq: int) -> dict[str, Any]:
         """The JSON body (as a dict) of request `seq`."""
@@ -100,4 +109,4 @@ class OpenAIChatWorkload:
 
     def parser(self, spec: RequestSpec) -> OpenAIChatParser:
         """A fresh parser for the response to `spec`."""
-        return OpenAIChatParser(stream=spec.stream)
+        return OpenAIChatParser(stream=spec.stream, max_tokens=self.request_max_tokens(spec))

@@ -69,7 +69,7 @@ from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import Outcome, RequestSpec, Sample
 from benchmaker.engine.sse import SSEParser
 from benchmaker.workloads.datasets import Dataset, DatasetError
-from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error
+from benchmaker.apis.generated import finish_reason_sent, settle
 from benchmaker.apis.openai_chat import openai_headers
 
 __all__ = ["SGLangParser", "SGLangWorkload", "read_input_ids"]
@@ -213,21 +213,14 @@ class SGLangParser:
             sample.cached_tokens = _int_or_none(meta.get("cached_tokens"))
             sample.reasoning_tokens = _int_or_none(meta.get("reasoning_tokens"))
         reason = self._finish
-        kind: Any = reason
-        if isinstance(reason, dict):
-            kind = reason.get("type")
-            sample.finish_reason = kind if isinstance(kind, str) else _short(orjson.dumps(reason))
-            if not isinstance(kind, str):
-                kind = sample.finish_reason
-        elif isinstance(reason, str):
-            sample.finish_reason = reason
-        elif reason is not None:
-            kind = sample.finish_reason = _short(orjson.dumps(reason))
+        kind: Any = reason.get("type") if isinstance(reason, dict) else reason
+        if not isinstance(kind, str):
+            kind = reason
         sample.output_chars = len(self._text)
-        cls = sample.finish_class = finish_class(kind)
-        if cls is None or not FINISH_FAILS[cls]:
+        # /generate's `text` carries the reasoning as generated: nothing is hidden
+        error = settle(sample, finish_reason_sent(kind), reasoning_seen=True)
+        if error is None:
             return None
-        error = finish_error(kind, cls)
         msg = reason.get("message") if isinstance(reason, dict) else None
         return f"{error}: {msg}" if isinstance(msg, str) and msg else error
 

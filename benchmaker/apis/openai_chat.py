@@ -42,16 +42,20 @@ No usage → all None and usage_present False (never 0).
 Model: `sample.model` is the response's `model` field as sent: of the first chunk that
 names one (streaming), of the body (non-streaming); None when no object named one.
 
-Finish: `finish_reason` is the last non-null value sent; `finish_class` its class
-(benchmaker/apis/generated.py), or, when several choices finished, the class of the first
-failing one.
+Finish: `finish_reason` is the last value sent (`null` and `""` mean not finished yet);
+`finish_class` its class. The end-of-response rules of benchmaker/apis/generated.py
+(`settle`) decide the outcome from that last reason, set `hidden_reasoning_tokens`
+(usage reasoning tokens when no reasoning delta arrived) and `usage_invalid_reason`
+(counts that cannot be true: above the request's `max_tokens`, prompt + completion !=
+total_tokens, summed cumulatively).
 
 Outcome set by finish() (streaming), first match wins:
     protocol_error  a data line that is not a JSON object, an `error` object or an
                     `event: error` in the stream, or the body ended before `data: [DONE]`
                     (a cut stream is a failure even when it carried tokens)
-    aborted         a finish reason of a failing class (abort, error, cancelled, unknown
-                    values); `error` names it. Not a success: out of successful latency
+    aborted         a last finish reason of a failing class (abort, error, cancelled);
+                    `error` names it (a reason the product does not know completes
+                    the response: class `unknown`, outcome ok). Not a success: out of successful latency
                     and throughput, even when tokens arrived before it
     empty_output    a complete stream without any token event (only [DONE], only usage)
     ok              otherwise (a refusal is ok, flagged `refusal`)
@@ -71,7 +75,7 @@ from typing import Any
 import orjson
 from orjson import JSONDecodeError, loads
 
-from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error, scan_output
+from benchmaker.apis.generated import finish_outcome, finish_reason_sent, scan_output, settle
 from benchmaker.engine.records import Outcome, Sample
 from benchmaker.engine.sse import SSEParser
 
@@ -195,9 +199,12 @@ class OpenAIStreamParser:
     split-surrogate fallback) and `error` objects, usage, finish_reason and its class,
     refusal and the outcome. Subclasses implement `_chunk(choices) -> bool` (a token
     event?) and `_whole_body(choices) -> bool` (generated output?), and report each
-    choice's finish reason with `_finished(reason)`.
+    choice's finish reason with `_finished(reason)` and any reasoning delta with
+    `_reasoning_seen = True`.
 
-    `text` is the generated `content` (choice index 0) so far.
+    `max_tokens` is the request's cap on generated tokens (None: none sent): a usage
+    count above it is flagged (`usage_invalid_reason`). `text` is the generated
+    `content` (choice index 0) so far.
     """
 
     __slots__ = (
@@ -208,7 +215,9 @@ class OpenAIStreamParser:
         "_error",
         "_usage",
         "_finish_reason",
-        "_fail_class",
+        "_reasoning_seen",
+        "_last_by_choice",
+        "_max_tokens",
         "_refusal",
         "_held",
         "_chars",
@@ -219,15 +228,17 @@ class OpenAIStreamParser:
         "_head",
     )
 
-    def __init__(self, stream: bool = True) -> None:
+    def __init__(self, stream: bool = True, max_tokens: int | None = None) -> None:
         self.stream = stream
+        self._max_tokens = max_tokens
         self._parts: list[str] = []
         self._sse = SSEParser()
         self._done = False  # saw data: [DONE]
         self._error: str | None = None  # first protocol error
         self._usage: Any = None
         self._finish_reason: str | None = None
-        self._fail_class: str | None = None  # first failing finish class seen
+        self._reasoning_seen = False  # a reasoning delta arrived
+        self._last_by_choice: dict[Any, str] = {}  # choice index -> its last stated reason
         self._refusal = False  # refusal text seen
         self._held: dict[tuple[Any, ...], str] = {}  # high surrogates awaiting their pair, by path
         self._chars = 0
@@ -287,8 +298,8 @@ class OpenAIStreamParser:
             if err is not None:
                 self._fail(f"error in stream: {_error_text(err)}")
                 for choice in obj.get("choices") or ():  # OpenRouter: finish_reason "error" beside it
-                    if type(choice) is dict and choice.get("finish_reason") is not None:
-                        self._finished(choice["finish_reason"])
+                    if type(choice) is dict:
+                        self._finished(choice.get("finish_reason"), choice.get("index", 0))
                 continue
             usage = obj.get("usage")
             if usage is not None:
@@ -319,27 +330,33 @@ class OpenAIStreamParser:
         if self._error is None:
             self._error = message
 
-    def _finished(self, reason: Any) -> None:
-        """Record one choice's non-null finish reason: the last one is `finish_reason`,
-        the first of a failing class decides the class (benchmaker/apis/generated.py)."""
-        self._finish_reason = reason if type(reason) is str else _short(orjson.dumps(reason))
-        if self._fail_class is None:
-            cls = finish_class(reason)
-            if FINISH_FAILS[cls]:  # type: ignore[index]
-                self._fail_class = cls
+    def _finished(self, reason: Any, index: Any = 0) -> None:
+        """Record the finish reason choice `index` stated; `null` and `""` (not finished
+        yet) are ignored. The last stated reason is `finish_reason`; each choice's last
+        reason decides its outcome (benchmaker/apis/generated.py), and the response fails
+        when one choice's does."""
+        reason = finish_reason_sent(reason)
+        if reason is not None:
+            self._finish_reason = reason
+            self._last_by_choice[index] = reason
 
     def _ending(self, sample: Sample) -> str | None:
-        """Set finish_reason, finish_class, refusal and output_chars on the sample; return
-        the `error` of a failing finish class, else None."""
-        reason = self._finish_reason
-        sample.finish_reason = reason
-        cls = self._fail_class or finish_class(reason)
-        sample.finish_class = cls
+        """Set finish_reason, finish_class, refusal, output_chars, hidden reasoning and
+        the usage check on the sample (usage applied first); return the `error` of a
+        failing finish class, else None."""
         sample.refusal = self._refusal
         sample.output_chars = self._chars
-        if cls is not None and FINISH_FAILS[cls]:
-            return finish_error(reason, cls)
-        return None
+        usage = self._usage
+        total = usage.get("total_tokens") if isinstance(usage, dict) else None
+        decisive = self._finish_reason
+        for reason in self._last_by_choice.values():  # n > 1: the first choice that failed decides
+            if finish_outcome(reason)[1] is not None:
+                decisive = reason
+                break
+        error = settle(sample, decisive, reasoning_seen=self._reasoning_seen, total_tokens=total,
+                       max_tokens=self._max_tokens)
+        sample.finish_reason = self._finish_reason
+        return error
 
     # -- end of body -------------------------------------------------------------------
 
@@ -440,7 +457,9 @@ class OpenAIChatParser(OpenAIStreamParser):
                 if len(msg) == 1 and type(content) is str:  # the common delta: text only
                     chars, refusal = len(content), False
                 else:
-                    content, chars, refusal, _ = scan_output(msg)
+                    content, chars, refusal, reasoning = scan_output(msg)
+                    if reasoning:
+                        self._reasoning_seen = True
                 if chars:
                     generated = True
                     self._chars += chars
@@ -450,5 +469,5 @@ class OpenAIChatParser(OpenAIStreamParser):
                         self._refusal = True
             reason = choice.get("finish_reason")
             if reason is not None:
-                self._finished(reason)
+                self._finished(reason, choice.get("index", 0))
         return generated

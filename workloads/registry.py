@@ -6,6 +6,7 @@
       model: m
       api_key: ${OPENAI_API_KEY:-}
       max_tokens: 64
+      ignore_eos: true             # vLLM/SGLang: run on past EOS up to max_tokens
       dataset: {type: synthetic, input_words: [128, 512], count: 100, seed: 1}
 
 Datasets: `{type: jsonl, path, field, reference_field}`, `{type: sharegpt, path}`,
@@ -115,6 +116,7 @@ class _LLMSpec(_Strict):
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    ignore_eos: bool = False
 
 
 class OpenAIChatSpec(_LLMSpec):
@@ -296,7 +298,7 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
     kwargs = dict(
         stream=spec.stream, max_tokens=spec.max_tokens, temperature=spec.temperature,
         extra_body=spec.extra_body, api_key=spec.api_key or None, include_usage=spec.include_usage,
-        headers=spec.headers,
+        headers=spec.headers, ignore_eos=spec.ignore_eos,
     )
     cls = OpenAIChatWorkload if isinstance(spec, OpenAIChatSpec) else OpenAICompletionsWorkload
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)

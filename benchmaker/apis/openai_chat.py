@@ -54,9 +54,9 @@ Outcome set by finish() (streaming), first match wins:
                     `event: error` in the stream, or the body ended before `data: [DONE]`
                     (a cut stream is a failure even when it carried tokens)
     aborted         a last finish reason of a failing class (abort, error, cancelled);
-                    `error` names it (a reason the product does not know completes
-                    the response: class `unknown`, outcome ok). Not a success: out of successful latency
-                    and throughput, even when tokens arrived before it
+                    `error` names it. Not a success: out of successful latency and
+                    throughput, even when tokens arrived before it. A reason the product
+                    does not know completes the response (class `unknown`, outcome ok)
     empty_output    a complete stream without any token event (only [DONE], only usage)
     ok              otherwise (a refusal is ok, flagged `refusal`)
 Non-streaming (`stream=False`): the whole JSON body is parsed at finish(). There is no

@@ -84,7 +84,7 @@ def test_our_client_run_file_reads_back(tmp_path):
                          metrics_url="http://127.0.0.1:9/metrics")
     rf = read_run_file(path)
     assert (rf.load, rf.max_requests) == ("closed:2", 5)
-    assert rf.workload.max_tokens == 32 and rf.workload.extra_body == {"ignore_eos": True}
+    assert rf.workload.max_tokens == 32 and rf.workload.ignore_eos and rf.workload.extra_body == {}
     assert rf.workload.dataset.path == prompts and rf.workload.dataset.field == "prompt"
     assert rf.monitors[0].url == "http://127.0.0.1:9/metrics"
 

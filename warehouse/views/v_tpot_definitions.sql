@@ -7,9 +7,10 @@
 --                   (first_event_tokens_assumed); null where usage_invalid_reason is set
 --   tpot_vllm_ms    `vllm bench serve` (vllm/benchmarks/serve.py calculate_metrics:
 --                   tpot = (latency - ttft) / (output_len - 1), output_len >= 2; latency
---                   ends at the last data chunk, vllm/benchmarks/lib/endpoint_request_func.py):
+--                   ends at the last chunk with `choices`, or in versions that stamp every
+--                   data chunk at the usage chunk, vllm/benchmarks/lib/endpoint_request_func.py):
 --                   (end - first_token) / (output_tokens - 1). It counts hidden reasoning
---                   tokens and the time after the last token (a late usage chunk)
+--                   tokens, and the time after the last token where the version does
 --   tpot_aiperf_ms  aiperf inter_token_latency (src/aiperf/metrics/types/
 --                   inter_token_latency_metric.py: (request_latency - ttft)
 --                   / (output_sequence_length - first content chunk tokens), the chunk's
@@ -17,7 +18,8 @@
 --                   (end - first_token) / (output_tokens - first event tokens)
 -- Differences of timestamps that remain: vLLM's ttft is the first chunk with a `choices`
 -- list (a role-only chunk counts), ours and aiperf's the first with generated output;
--- vLLM's and aiperf's latency ends at the last data event, ours at the end of the body.
+-- vLLM's and aiperf's latency ends at their last stamped data event, ours at the end of
+-- the body (the same read for a normal stream).
 CREATE OR REPLACE VIEW v_tpot_definitions AS
 WITH base AS (
     SELECT

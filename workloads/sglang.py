@@ -49,7 +49,8 @@ match wins:
                     does not extend the previous event's text, or no `data: [DONE]` at
                     the end
     aborted         a finish reason of a failing class (`abort`, with its message, and
-                    error, cancelled or unknown values), even after text
+                    error, cancelled), even after text; a reason the product does not
+                    know completes the response (class `unknown`; apis/generated.py)
     empty_output    a complete stream without new text
     ok              otherwise
 Non-streaming: the body is one JSON object `{"text", "meta_info"}`; no token timeline

@@ -30,9 +30,9 @@
 --                 it); a failure never meets it. A run without an SLO keeps the samples'
 --                 own slo_met (NULL unless a writer judged it).
 --   goodput_per_s requests that met the SLO / window (null without an SLO)
---   n_aborted     responses the server ended with a failing finish reason (abort, error,
---                 cancelled, unknown; finish_class); not ok, so out of every latency and
---                 throughput figure over successes
+--   n_aborted     responses whose last finish reason says the server gave up (class
+--                 abort, error, cancelled; finish_class); not ok, so out of every latency
+--                 and throughput figure over successes
 --   n_recorded_error  replayed calls that failed in the original run, served as
 --                 recorded (outcome recorded_error, benchmaker/engine/records.py): not errors of
 --                 the system under test, so out of error_rate's numerator and

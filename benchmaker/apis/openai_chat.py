@@ -18,8 +18,12 @@ the legacy `function_call`), an audio transcript. A role-only delta, an empty st
 `null`, and a usage-only chunk (`choices: []`) are never tokens. TTFT is the stamp of the
 first token event (a refusal delta counts: a refusal is generated output); TTFC
 (`first_content_ns`) of the first non-empty `content`. Each token-bearing chunk is one
-event; chunks that arrive in the same read share that read's stamp. The per-event token
-count is not stated by this protocol, so `token_event_tokens` stays None. `refusal` is set
+event; chunks that arrive in the same read share that read's stamp. The protocol states
+no per-event token count, so `token_event_tokens` stays None, unless the server sends a
+running `usage` on the chunks themselves (vLLM's `stream_options.continuous_usage_stats`):
+then an event's count is its `completion_tokens` minus the previous chunk's (the first
+token event's: its whole count, so a bundled first chunk is counted as sent), None where
+the previous running count is unknown (e.g. usage on the last content chunk only). `refusal` is set
 on the sample when any refusal text arrived.
 
 Text split inside a character is joined, not rejected: UTF-8 bytes split across reads stay
@@ -217,6 +221,8 @@ class OpenAIStreamParser:
         "_finish_reason",
         "_reasoning_seen",
         "_last_by_choice",
+        "_running_ct",
+        "_event_tokens",
         "_max_tokens",
         "_refusal",
         "_held",
@@ -239,6 +245,8 @@ class OpenAIStreamParser:
         self._finish_reason: str | None = None
         self._reasoning_seen = False  # a reasoning delta arrived
         self._last_by_choice: dict[Any, str] = {}  # choice index -> its last stated reason
+        self._running_ct: int | None = None  # completion_tokens of the last chunk-level usage
+        self._event_tokens: list[int | None] | None = None  # sample.token_event_tokens, once stated
         self._refusal = False  # refusal text seen
         self._held: dict[tuple[Any, ...], str] = {}  # high surrogates awaiting their pair, by path
         self._chars = 0
@@ -302,8 +310,13 @@ class OpenAIStreamParser:
                         self._finished(choice.get("finish_reason"), choice.get("index", 0))
                 continue
             usage = obj.get("usage")
+            ct = None
             if usage is not None:
                 self._usage = usage
+                if type(usage) is dict:
+                    ct = usage.get("completion_tokens")
+                    if type(ct) is not int or ct < 0:
+                        ct = None
             choices = obj.get("choices")
             if choices and self._chunk(choices):
                 # a token event at this read's stamp
@@ -320,6 +333,23 @@ class OpenAIStreamParser:
                 sample.n_token_events += 1
                 if sample.first_content_ns is None and self._parts:
                     sample.first_content_ns = t_ns
+                if ct is not None or self._event_tokens is not None:
+                    self._count_event(ct, sample)
+            elif ct is not None and choices:
+                self._running_ct = ct  # a chunk without tokens (the role chunk): its running count
+
+    def _count_event(self, ct: int | None, sample: Sample) -> None:
+        """Record the token count of the token event just appended, from its chunk's
+        running `completion_tokens` (module docstring)."""
+        tokens = self._event_tokens
+        if tokens is None:
+            tokens = self._event_tokens = sample.token_event_tokens = [None] * (self._n_events - 1)
+        last = self._running_ct
+        if last is None and self._n_events == 1:
+            last = 0
+        tokens.append(ct - last if ct is not None and last is not None and ct >= last else None)
+        if ct is not None:
+            self._running_ct = ct
 
     def _chunk(self, choices: Any) -> bool:
         """Handle one chunk's `choices`; return True when it carries generated text.

@@ -34,14 +34,15 @@ Finish reasons (`finish_reason` of a choice, SGLang `meta_info.finish_reason.typ
 compared case-insensitively, fall in one class (`Sample.finish_class`):
 
     stop            stop, eos, eos_token, stop_sequence (TGI), end_turn (Anthropic-style)
-    length          length, max_tokens, model_length (Mistral), model_context_window_exceeded
+    length          length, max_tokens, max_output_tokens (Responses `incomplete_details`),
+                    model_length (Mistral), model_context_window_exceeded
     tool_calls      tool_calls, function_call (legacy), tool_use (Anthropic-style)
     content_filter  content_filter, refusal, safety, recitation, blocklist,
                     prohibited_content, spii (Gemini)
     abort           abort, aborted (vLLM, SGLang: the server gave up on the request),
                     insufficient_system_resource (DeepSeek: interrupted for lack of
                     resources)
-    error           error (OpenRouter, Mistral, vLLM), failed
+    error           error (OpenRouter, Mistral, vLLM), failed (Responses `status`)
     cancelled       cancelled, canceled
     unknown         any other value: the response completed with a reason the product
                     does not know (kept as sent, flagged by its class)
@@ -103,7 +104,7 @@ FINISH_CLASSES = tuple(FINISH_FAILS)
 
 _ALIASES: dict[str, str] = {
     "stop": "stop", "eos": "stop", "eos_token": "stop", "stop_sequence": "stop", "end_turn": "stop",
-    "length": "length", "max_tokens": "length", "model_length": "length",
+    "length": "length", "max_tokens": "length", "max_output_tokens": "length", "model_length": "length",
     "model_context_window_exceeded": "length",
     "tool_calls": "tool_calls", "function_call": "tool_calls", "tool_use": "tool_calls",
     "content_filter": "content_filter", "refusal": "content_filter", "safety": "content_filter",

@@ -45,6 +45,7 @@ def test_message_output_reads_every_generated_field(msg, expected):
     [
         ("stop", "stop"), ("eos_token", "stop"), ("stop_sequence", "stop"), ("end_turn", "stop"), ("STOP", "stop"),
         ("length", "length"), ("max_tokens", "length"), ("MAX_TOKENS", "length"), ("model_length", "length"),
+        ("max_output_tokens", "length"),
         ("tool_calls", "tool_calls"), ("function_call", "tool_calls"), ("tool_use", "tool_calls"),
         ("content_filter", "content_filter"), ("SAFETY", "content_filter"), ("refusal", "content_filter"),
         ("abort", "abort"), ("error", "error"), ("cancelled", "cancelled"), ("canceled", "cancelled"),

@@ -104,11 +104,12 @@ class SGLangParser:
     """
 
     __slots__ = ("stream", "incremental", "_text", "_sse", "_done", "_error", "_meta", "_finish",
-                 "_n_events", "_n_sse", "_last_ct", "_body", "_head", "_ids")
+                 "_n_events", "_n_sse", "_last_ct", "_body", "_head", "_ids", "_max_tokens")
 
-    def __init__(self, stream: bool = True, incremental: bool = False) -> None:
+    def __init__(self, stream: bool = True, incremental: bool = False, max_tokens: int | None = None) -> None:
         self.stream = stream
         self.incremental = incremental
+        self._max_tokens = max_tokens  # the request's max_new_tokens: a count above it is flagged
         self._text = ""
         self._sse = SSEParser()
         self._done = False
@@ -219,7 +220,7 @@ class SGLangParser:
             kind = reason
         sample.output_chars = len(self._text)
         # /generate's `text` carries the reasoning as generated: nothing is hidden
-        error = settle(sample, finish_reason_sent(kind), reasoning_seen=True)
+        error = settle(sample, finish_reason_sent(kind), reasoning_seen=True, max_tokens=self._max_tokens)
         if error is None:
             return None
         msg = reason.get("message") if isinstance(reason, dict) else None
@@ -399,7 +400,9 @@ class SGLangWorkload:
 
     def parser(self, spec: RequestSpec) -> SGLangParser:
         """A fresh parser for the response to `spec`."""
-        return SGLangParser(stream=spec.stream, incremental=self.incremental)
+        cap = self.sampling_params.get("max_new_tokens")
+        return SGLangParser(stream=spec.stream, incremental=self.incremental,
+                            max_tokens=cap if type(cap) is int else None)
 
     def describe(self) -> dict[str, Any]:
         """What the manifest records about this workload (no secrets)."""

@@ -249,3 +249,14 @@ def build_workload_from_yaml(url: str):
     wl = build_workload(spec)
     assert isinstance(wl, SGLangWorkload) and wl.sampling_params == {"max_new_tokens": 10}
     return wl
+
+
+def test_a_count_above_max_new_tokens_is_flagged_not_summed():
+    p = SGLangParser(stream=True, max_tokens=2)
+    s = Sample(run_id="t", seq=0)
+    for t, data in [(1, ev("a", 1)), (2, ev("ab", 2)), (3, ev("abc", 3, finish={"type": "length"}) + DONE)]:
+        p.feed(data, t, s)
+    p.finish(s)
+    assert (s.outcome, s.output_tokens, s.token_event_tokens) == ("ok", 3, [1, 1, 1])
+    assert s.usage_invalid_reason == "usage.completion_tokens 3 > the request's max_tokens 2"
+    assert s.hidden_reasoning_tokens is None  # no reasoning count stated

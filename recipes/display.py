@@ -68,8 +68,8 @@ def _stat_row(table: Table, name: str, stat: dict[str, Any] | None) -> None:
 
 
 # summary counts that are not failures: successes, and successes flagged by how they ended
-_FLAGGED = ("n_refusal", "n_length", "n_content_filter")
-_NOT_ERRORS = ("n_ok", "n_sent", "n_samples", "n_ok_with_usage", "n_good", *_FLAGGED)
+_FLAGGED = ("n_refusal", "n_length", "n_content_filter", "n_finish_unknown", "n_usage_invalid")
+_NOT_ERRORS = ("n_ok", "n_sent", "n_samples", "n_ok_with_usage", "n_good", "n_tpot_first_event_assumed", *_FLAGGED)
 
 
 def summary_tables(summary: dict[str, Any]) -> list[Table]:
@@ -97,6 +97,9 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
         ("goodput (req/s)", _fmt(run.get("goodput_per_s"))),
         ("concurrency max / mean", f"{_fmt(run.get('max_concurrency'))} / {_fmt(run.get('mean_concurrency'))}"),
     ]
+    if run.get("n_tpot_first_event_assumed"):
+        rows.append(("TPOT first token event", f"counted as 1 token in {run['n_tpot_first_event_assumed']} "
+                     "requests (the API states no per-event token count)"))
     for k, v in rows:
         head.add_row(k, v)
     lat = Table(title="latency (ms; linear percentiles, count = samples)")

@@ -15,6 +15,7 @@ Order (sorted by name, which is also the dependency order):
     samples               view over `requests` with exactly SAMPLE_COLUMNS
     samples_summary       CREATE OR REPLACE VIEW samples_summary AS <summary.sql>
     v_lane_summary, v_nightly_regression, v_run_summary, v_sweep_summary,
+    v_tpot_definitions (each request's TPOT by ours, vLLM's and aiperf's formulas),
     v_turns (each turn beside its request), v_vllm_compat
 
 DuckDB binds a view when it is created, so a file may only use relations that sort

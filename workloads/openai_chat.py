@@ -35,10 +35,14 @@ class OpenAIChatWorkload:
         OpenAIChatWorkload(url, "m", ds)                   # stream, usage requested
         OpenAIChatWorkload(url, "m", ds, stream=False, max_tokens=64, temperature=0.0)
         OpenAIChatWorkload(url, "m", ds, extra_body={"top_p": 0.9}, api_key=key)
+        OpenAIChatWorkload(url, "m", ds, max_tokens=32, ignore_eos=True)  # exactly 32 tokens
 
     Body (orjson): `{"model", "messages", "stream"}`, plus `"stream_options":
     {"include_usage": true}` when streaming and include_usage, `max_tokens` and
-    `temperature` when given, then `extra_body` merged last (its keys win). Messages
+    `temperature` when given, `"ignore_eos": true` when ignore_eos (a top-level body
+    field of vLLM's and SGLang's OpenAI-compatible servers: generation runs on past the
+    end-of-sequence token up to max_tokens; other servers may reject or ignore it), then
+    `extra_body` merged last (its keys win). Messages
     come from `dataset.item(seq).as_messages()`. The spec's meta is the item's meta plus
     `reference` when the item has one (for graders).
     `api_key` is sent as a Bearer token and never put in meta.
@@ -59,6 +63,7 @@ class OpenAIChatWorkload:
         api_key: str | None = None,
         include_usage: bool = True,
         headers: dict[str, str] | None = None,
+        ignore_eos: bool = False,
     ) -> None:
         self.url = url
         self.model = model
@@ -68,7 +73,17 @@ class OpenAIChatWorkload:
         self.temperature = temperature
         self.extra_body = dict(extra_body or {})
         self.include_usage = include_usage
+        self.ignore_eos = ignore_eos
         self._headers = openai_headers(api_key, stream, headers)
+        caps = [v for v in (self.extra_body.get("max_tokens", max_tokens), self.extra_body.get("max_completion_tokens"))
+                if type(v) is int]
+        self._max_tokens_sent = min(caps) if caps else None
+
+    def request_max_tokens(self, spec: RequestSpec) -> int | None:
+        """The cap on generated tokens the request `spec` sent (`max_tokens`, or
+        `max_completion_tokens` from extra_body, the smaller when both), in tokens; None
+        when it sent none. Its parser flags a usage count above it."""
+        return self._max_tokens_sent
 
     def body(self, seq: int) -> dict[str, Any]:
         """The JSON body (as a dict) of request `seq`."""
@@ -80,6 +95,8 @@ class OpenAIChatWorkload:
             body["max_tokens"] = self.max_tokens
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if self.ignore_eos:
+            body["ignore_eos"] = True
         body.update(self.extra_body)
         return body
 
@@ -100,4 +117,4 @@ class OpenAIChatWorkload:
 
     def parser(self, spec: RequestSpec) -> OpenAIChatParser:
         """A fresh parser for the response to `spec`."""
-        return OpenAIChatParser(stream=spec.stream)
+        return OpenAIChatParser(stream=spec.stream, max_tokens=self.request_max_tokens(spec))

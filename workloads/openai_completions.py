@@ -38,7 +38,7 @@ class OpenAICompletionsParser(OpenAIStreamParser):
                     self._parts.append(text)
             reason = choice.get("finish_reason")
             if reason is not None:
-                self._finish_reason = reason
+                self._finished(reason, choice.get("index", 0))
         return token
 
     def _whole_body(self, choices: list[Any]) -> bool:
@@ -63,4 +63,4 @@ class OpenAICompletionsWorkload(OpenAIChatWorkload):
 
     def parser(self, spec: RequestSpec) -> OpenAICompletionsParser:
         """A fresh parser for the response to `spec`."""
-        return OpenAICompletionsParser(stream=spec.stream)
+        return OpenAICompletionsParser(stream=spec.stream, max_tokens=self.request_max_tokens(spec))

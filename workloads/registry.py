@@ -7,6 +7,7 @@
       model: m
       api_key: ${OPENAI_API_KEY:-}
       max_tokens: 64
+      ignore_eos: true             # vLLM/SGLang: run on past EOS up to max_tokens
       dataset: {type: synthetic, input_words: [128, 512], count: 100, seed: 1}
       # api: responses             # openai-chat only: chat (default) or responses (/v1/responses)
 
@@ -119,6 +120,7 @@ class _LLMSpec(_Strict):
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
+    ignore_eos: bool = False
 
 
 class OpenAIChatSpec(_LLMSpec):
@@ -305,11 +307,14 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
     kwargs = dict(
         stream=spec.stream, max_tokens=spec.max_tokens, temperature=spec.temperature,
         extra_body=spec.extra_body, api_key=spec.api_key or None, include_usage=spec.include_usage,
-        headers=spec.headers,
+        headers=spec.headers, ignore_eos=spec.ignore_eos,
     )
     cls = OpenAICompletionsWorkload
     if isinstance(spec, OpenAIChatSpec):
         cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(spec.api, OpenAIChatWorkload)
+    if cls in (OpenAIResponsesWorkload, AnthropicMessagesWorkload):
+        if kwargs.pop("ignore_eos"):
+            raise ConfigError(f"ignore_eos: sent with api chat or completions only (got api {spec.api})")
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)
 
 

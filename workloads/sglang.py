@@ -49,7 +49,8 @@ match wins:
                     does not extend the previous event's text, or no `data: [DONE]` at
                     the end
     aborted         a finish reason of a failing class (`abort`, with its message, and
-                    error, cancelled or unknown values), even after text
+                    error, cancelled), even after text; a reason the product does not
+                    know completes the response (class `unknown`; apis/generated.py)
     empty_output    a complete stream without new text
     ok              otherwise
 Non-streaming: the body is one JSON object `{"text", "meta_info"}`; no token timeline
@@ -69,7 +70,7 @@ from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import Outcome, RequestSpec, Sample
 from benchmaker.engine.sse import SSEParser
 from benchmaker.workloads.datasets import Dataset, DatasetError
-from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error
+from benchmaker.apis.generated import finish_reason_sent, settle
 from benchmaker.apis.openai_chat import openai_headers
 
 __all__ = ["SGLangParser", "SGLangWorkload", "read_input_ids"]
@@ -103,11 +104,12 @@ class SGLangParser:
     """
 
     __slots__ = ("stream", "incremental", "_text", "_sse", "_done", "_error", "_meta", "_finish",
-                 "_n_events", "_n_sse", "_last_ct", "_body", "_head", "_ids")
+                 "_n_events", "_n_sse", "_last_ct", "_body", "_head", "_ids", "_max_tokens")
 
-    def __init__(self, stream: bool = True, incremental: bool = False) -> None:
+    def __init__(self, stream: bool = True, incremental: bool = False, max_tokens: int | None = None) -> None:
         self.stream = stream
         self.incremental = incremental
+        self._max_tokens = max_tokens  # the request's max_new_tokens: a count above it is flagged
         self._text = ""
         self._sse = SSEParser()
         self._done = False
@@ -213,21 +215,14 @@ class SGLangParser:
             sample.cached_tokens = _int_or_none(meta.get("cached_tokens"))
             sample.reasoning_tokens = _int_or_none(meta.get("reasoning_tokens"))
         reason = self._finish
-        kind: Any = reason
-        if isinstance(reason, dict):
-            kind = reason.get("type")
-            sample.finish_reason = kind if isinstance(kind, str) else _short(orjson.dumps(reason))
-            if not isinstance(kind, str):
-                kind = sample.finish_reason
-        elif isinstance(reason, str):
-            sample.finish_reason = reason
-        elif reason is not None:
-            kind = sample.finish_reason = _short(orjson.dumps(reason))
+        kind: Any = reason.get("type") if isinstance(reason, dict) else reason
+        if not isinstance(kind, str):
+            kind = reason
         sample.output_chars = len(self._text)
-        cls = sample.finish_class = finish_class(kind)
-        if cls is None or not FINISH_FAILS[cls]:
+        # /generate's `text` carries the reasoning as generated: nothing is hidden
+        error = settle(sample, finish_reason_sent(kind), reasoning_seen=True, max_tokens=self._max_tokens)
+        if error is None:
             return None
-        error = finish_error(kind, cls)
         msg = reason.get("message") if isinstance(reason, dict) else None
         return f"{error}: {msg}" if isinstance(msg, str) and msg else error
 
@@ -405,7 +400,9 @@ class SGLangWorkload:
 
     def parser(self, spec: RequestSpec) -> SGLangParser:
         """A fresh parser for the response to `spec`."""
-        return SGLangParser(stream=spec.stream, incremental=self.incremental)
+        cap = self.sampling_params.get("max_new_tokens")
+        return SGLangParser(stream=spec.stream, incremental=self.incremental,
+                            max_tokens=cap if type(cap) is int else None)
 
     def describe(self) -> dict[str, Any]:
         """What the manifest records about this workload (no secrets)."""

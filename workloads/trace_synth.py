@@ -188,4 +188,9 @@ class TraceSynthWorkload(OpenAIChatWorkload):
     def parser(self, spec: Any) -> OpenAIChatParser | OpenAICompletionsParser:
         """A fresh parser for the response (completions or chat)."""
         cls = OpenAICompletionsParser if self.api == "completions" else OpenAIChatParser
-        return cls(stream=spec.stream)
+        return cls(stream=spec.stream, max_tokens=self.request_max_tokens(spec))
+
+    def request_max_tokens(self, spec: Any) -> int | None:
+        """The request's `max_tokens`: its item's output count (carried in spec.meta)."""
+        cap = spec.meta.get("output_tokens")
+        return cap if type(cap) is int else None

@@ -105,8 +105,8 @@ class _MessageParser(OpenAIChatParser):
 
     __slots__ = ("_content", "_reasoning", "tool_calls", "_by_index")
 
-    def __init__(self, stream: bool = True) -> None:
-        super().__init__(stream)
+    def __init__(self, stream: bool = True, max_tokens: int | None = None) -> None:
+        super().__init__(stream, max_tokens)
         self._content: list[str] | None = None
         self._reasoning: list[str] | None = None
         self.tool_calls: list[ToolCallDelta] = []
@@ -436,7 +436,8 @@ class ModelClient:
                 payload = self.encode(self.body(messages.messages, stream=stream, model=model, **extra))
         else:
             payload = self.encode(self.body(messages, stream=stream, model=model, **extra))
-        return ChatStream(self, payload, stream)
+        caps = [v for v in (extra.get("max_tokens"), extra.get("max_completion_tokens")) if type(v) is int]
+        return ChatStream(self, payload, stream, min(caps) if caps else None)
 
     @staticmethod
     def encode(body: dict[str, Any]) -> bytes:
@@ -825,8 +826,10 @@ class ChatStream:
     """Async iterator over the body reads of one call; `.result` is the ChatResult.
     Model time is accumulated inside the awaits only (module docstring)."""
 
-    def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool) -> None:
+    def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool,
+                 max_tokens: int | None = None) -> None:
         self._client = client
+        self._max_tokens = max_tokens  # the body's cap: a usage count above it is flagged
         self._payload = payload
         self._stream = stream
         self.result = ChatResult(Sample("", 0, "agent"), client.t0_ns)  # (sample, t0_ns), no default factory
@@ -845,7 +848,7 @@ class ChatStream:
             ex: Any = _AiohttpExchange(client._session, client, self._payload)
         else:
             ex = _TransportExchange(client, self._payload, self._stream)
-        parser = _MessageParser(stream=self._stream)
+        parser = _MessageParser(stream=self._stream, max_tokens=self._max_tokens)
         payload = self._payload
         s.bytes_sent = len(payload) if type(payload) is bytes else sum(map(len, payload))
         finished = False

@@ -34,19 +34,35 @@ Finish reasons (`finish_reason` of a choice, SGLang `meta_info.finish_reason.typ
 compared case-insensitively, fall in one class (`Sample.finish_class`):
 
     stop            stop, eos, eos_token, stop_sequence (TGI), end_turn (Anthropic-style)
-    length          length, max_tokens, model_length (Mistral), model_context_window_exceeded
+    length          length, max_tokens, max_output_tokens (Responses `incomplete_details`),
+                    model_length (Mistral), model_context_window_exceeded
     tool_calls      tool_calls, function_call (legacy), tool_use (Anthropic-style)
     content_filter  content_filter, refusal, safety, recitation, blocklist,
                     prohibited_content, spii (Gemini)
-    abort           abort, aborted (vLLM, SGLang: the server gave up on the request)
-    error           error (OpenRouter, Mistral, vLLM)
+    abort           abort, aborted (vLLM, SGLang: the server gave up on the request),
+                    insufficient_system_resource (DeepSeek: interrupted for lack of
+                    resources)
+    error           error (OpenRouter, Mistral, vLLM), failed (Responses `status`)
     cancelled       cancelled, canceled
-    unknown         any other value (e.g. DeepSeek's insufficient_system_resource)
+    unknown         any other value: the response completed with a reason the product
+                    does not know (kept as sent, flagged by its class)
 
-The first four are completions (outcome `ok` when output was generated); the last four
-are failures (`FINISH_FAILS`): the parser records outcome `aborted` with the reason in
-`error`. Sources: OpenAI chat API reference (finish_reason), vLLM `FinishReason`, SGLang
-`FINISH_ABORT`, TGI `FinishReason`, OpenRouter and Mistral API references.
+The rules every parser applies at the end of a response (`settle`; docs/stream-rules.md):
+
+- `null` and `""` mean "not finished yet" (`finish_reason_sent`): SGLang 0.4.x and
+  Ollama-style servers write `""` on every content chunk and the real reason on the last.
+- The response's outcome is decided by the last reason the server sent.
+- Only the classes that say the server gave up (`FINISH_FAILS`: abort, error, cancelled)
+  fail the request: the parser records outcome `aborted` with `finish_error`'s text,
+  which names that reason. Any other reason completes it; a reason the product does not
+  know is kept as sent with class `unknown` (counted as `n_finish_unknown`).
+- Reasoning tokens the stream did not show (usage `reasoning_tokens` with no reasoning
+  delta seen) are `hidden_reasoning_tokens`: TPOT leaves them out.
+- A server's token counts that cannot be true are a finding on the sample
+  (`usage_problem` -> `usage_invalid_reason`), never a figure to sum.
+
+Sources: OpenAI chat API reference (finish_reason), vLLM `FinishReason`, SGLang
+`FINISH_ABORT`, TGI `FinishReason`, OpenRouter, Mistral and DeepSeek API references.
 """
 
 from __future__ import annotations
@@ -54,14 +70,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
+from benchmaker.engine.records import Sample
+
 __all__ = [
     "FINISH_CLASSES",
     "FINISH_FAILS",
     "Output",
     "finish_class",
     "finish_error",
+    "finish_outcome",
+    "finish_reason_sent",
+    "hidden_reasoning",
     "message_output",
     "scan_output",
+    "settle",
+    "usage_problem",
 ]
 
 # finish class -> does it fail the request
@@ -73,28 +98,29 @@ FINISH_FAILS: dict[str, bool] = {
     "abort": True,
     "error": True,
     "cancelled": True,
-    "unknown": True,
+    "unknown": False,
 }
 FINISH_CLASSES = tuple(FINISH_FAILS)
 
 _ALIASES: dict[str, str] = {
     "stop": "stop", "eos": "stop", "eos_token": "stop", "stop_sequence": "stop", "end_turn": "stop",
-    "length": "length", "max_tokens": "length", "model_length": "length",
+    "length": "length", "max_tokens": "length", "max_output_tokens": "length", "model_length": "length",
     "model_context_window_exceeded": "length",
     "tool_calls": "tool_calls", "function_call": "tool_calls", "tool_use": "tool_calls",
     "content_filter": "content_filter", "refusal": "content_filter", "safety": "content_filter",
     "recitation": "content_filter", "blocklist": "content_filter",
     "prohibited_content": "content_filter", "spii": "content_filter",
     "abort": "abort", "aborted": "abort",
-    "error": "error",
+    "insufficient_system_resource": "abort",
+    "error": "error", "failed": "error",
     "cancelled": "cancelled", "canceled": "cancelled",
 }
 
 
 def finish_class(reason: Any) -> str | None:
-    """The class of a finish reason (module docstring table); None when `reason` is None.
-    A non-string reason is `unknown`."""
-    if reason is None:
+    """The class of a finish reason (module docstring table); None when `reason` is None
+    or `""` (not finished). A non-string reason is `unknown`."""
+    if reason is None or reason == "":
         return None
     if type(reason) is not str:
         return "unknown"
@@ -103,13 +129,101 @@ def finish_class(reason: Any) -> str | None:
 
 def finish_error(reason: Any, cls: str) -> str:
     """The `error` text of a request failed by its finish reason, e.g.
-    `finish_reason 'abort' (class abort): the server ended the response without completing it`."""
+    `finish_reason 'abort' (class abort): the server aborted the request`."""
     what = {
         "abort": "the server aborted the request",
         "error": "the server ended the response with an error",
         "cancelled": "the server cancelled the request",
-    }.get(cls, "not a known completion (expected one of stop, length, tool_calls, content_filter)")
+    }.get(cls, "the server gave up on the request")
     return f"finish_reason {reason!r} (class {cls}): {what}"
+
+
+def finish_reason_sent(value: Any) -> str | None:
+    """The finish reason one chunk, event or body states, as text; None when it states
+    none: `null` and `""` both mean "not finished yet". A string is returned as sent; any
+    other JSON value (a number, an object) as its compact JSON text (class `unknown`)."""
+    if value is None or value == "":
+        return None
+    if type(value) is str:
+        return value
+    text = orjson.dumps(value).decode()
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def finish_outcome(reason: str | None) -> tuple[str | None, str | None]:
+    """(finish class, error) of a response whose last stated finish reason is `reason`
+    (None: it stated none). `error` is finish_error's text when the class fails the
+    request (abort, error, cancelled), else None: stop, length, tool_calls,
+    content_filter and `unknown` reasons complete it."""
+    cls = finish_class(reason)
+    if cls is not None and FINISH_FAILS[cls]:
+        return cls, finish_error(reason, cls)
+    return cls, None
+
+
+def hidden_reasoning(reasoning_tokens: int | None, reasoning_seen: bool) -> int | None:
+    """Reasoning tokens the server counted but the stream did not show, in tokens:
+    `reasoning_tokens` when no reasoning delta arrived, 0 when one did (they were
+    shown), None when usage stated no reasoning count."""
+    if reasoning_tokens is None:
+        return None
+    return 0 if reasoning_seen else reasoning_tokens
+
+
+def usage_problem(sample: Sample, *, total_tokens: Any = None, max_tokens: int | None = None) -> str | None:
+    """Why the server's token counts on `sample` cannot be true, or None when they can.
+
+    Reads the sample's prompt_tokens, output_tokens, reasoning_tokens, cached_tokens,
+    hidden_reasoning_tokens, n_token_events and output_chars (set them first), the
+    usage's `total_tokens` (any JSON value; only an int is checked) and the request's
+    `max_tokens` (None: no cap sent). Every failed check is named, `; `-joined:
+
+        output_tokens > max_tokens            the cap the request set
+        prompt + output != total_tokens       the usage's own sum
+        reasoning_tokens > output_tokens      (reasoning is part of the output)
+        cached_tokens > prompt_tokens         (cached is part of the prompt)
+        cumulative: the visible output tokens equal 1 + 2 + ... + k over k >= 3 token
+                    events and exceed the characters generated: a server that summed
+                    its running counts (each event re-counted every earlier token)
+    """
+    out, prompt = sample.output_tokens, sample.prompt_tokens
+    problems = []
+    if out is not None and max_tokens is not None and out > max_tokens:
+        problems.append(f"usage.completion_tokens {out} > the request's max_tokens {max_tokens}")
+    if out is not None and prompt is not None and type(total_tokens) is int and prompt + out != total_tokens:
+        problems.append(f"usage.prompt_tokens {prompt} + completion_tokens {out} != total_tokens {total_tokens}")
+    if out is not None and sample.reasoning_tokens is not None and sample.reasoning_tokens > out:
+        problems.append(f"usage reasoning_tokens {sample.reasoning_tokens} > completion_tokens {out}")
+    if prompt is not None and sample.cached_tokens is not None and sample.cached_tokens > prompt:
+        problems.append(f"usage cached_tokens {sample.cached_tokens} > prompt_tokens {prompt}")
+    k = sample.n_token_events
+    if out is not None and k >= 3:
+        visible = out - (sample.hidden_reasoning_tokens or 0)
+        if sample.output_chars and visible == k * (k + 1) // 2 and visible > sample.output_chars:
+            problems.append(f"usage.completion_tokens {out} = 1 + 2 + ... + {k} over {k} token events "
+                            f"({sample.output_chars} characters generated): counts summed cumulatively")
+    return "; ".join(problems) or None
+
+
+def settle(sample: Sample, reason: str | None, *, reasoning_seen: bool, total_tokens: Any = None,
+           max_tokens: int | None = None) -> str | None:
+    """Apply the end-of-response rules to `sample` once its usage fields, token events and
+    output_chars are set: finish_reason (`reason`, the last one the server stated, from
+    finish_reason_sent) and finish_class, hidden_reasoning_tokens, usage_invalid_reason
+    (usage_problem). Returns the `error` of a finish class that fails the request (the
+    parser then sets outcome `aborted`), else None.
+
+    Every API's parser calls it at the end of a response:
+
+        error = settle(sample, last_reason, reasoning_seen=saw_reasoning_delta,
+                       total_tokens=usage.get("total_tokens"), max_tokens=request_cap)
+    """
+    sample.finish_reason = reason
+    cls, error = finish_outcome(reason)
+    sample.finish_class = cls
+    sample.hidden_reasoning_tokens = hidden_reasoning(sample.reasoning_tokens, reasoning_seen)
+    sample.usage_invalid_reason = usage_problem(sample, total_tokens=total_tokens, max_tokens=max_tokens)
+    return error
 
 
 @dataclass(slots=True)

@@ -18,8 +18,12 @@ the legacy `function_call`), an audio transcript. A role-only delta, an empty st
 `null`, and a usage-only chunk (`choices: []`) are never tokens. TTFT is the stamp of the
 first token event (a refusal delta counts: a refusal is generated output); TTFC
 (`first_content_ns`) of the first non-empty `content`. Each token-bearing chunk is one
-event; chunks that arrive in the same read share that read's stamp. The per-event token
-count is not stated by this protocol, so `token_event_tokens` stays None. `refusal` is set
+event; chunks that arrive in the same read share that read's stamp. The protocol states
+no per-event token count, so `token_event_tokens` stays None, unless the server sends a
+running `usage` on the chunks themselves (vLLM's `stream_options.continuous_usage_stats`):
+then an event's count is its `completion_tokens` minus the previous chunk's (the first
+token event's: its whole count, so a bundled first chunk is counted as sent), None where
+the previous running count is unknown (e.g. usage on the last content chunk only). `refusal` is set
 on the sample when any refusal text arrived.
 
 Text split inside a character is joined, not rejected: UTF-8 bytes split across reads stay
@@ -42,17 +46,21 @@ No usage → all None and usage_present False (never 0).
 Model: `sample.model` is the response's `model` field as sent: of the first chunk that
 names one (streaming), of the body (non-streaming); None when no object named one.
 
-Finish: `finish_reason` is the last non-null value sent; `finish_class` its class
-(benchmaker/apis/generated.py), or, when several choices finished, the class of the first
-failing one.
+Finish: `finish_reason` is the last value sent (`null` and `""` mean not finished yet);
+`finish_class` its class. The end-of-response rules of benchmaker/apis/generated.py
+(`settle`) decide the outcome from that last reason, set `hidden_reasoning_tokens`
+(usage reasoning tokens when no reasoning delta arrived) and `usage_invalid_reason`
+(counts that cannot be true: above the request's `max_tokens`, prompt + completion !=
+total_tokens, summed cumulatively).
 
 Outcome set by finish() (streaming), first match wins:
     protocol_error  a data line that is not a JSON object, an `error` object or an
                     `event: error` in the stream, or the body ended before `data: [DONE]`
                     (a cut stream is a failure even when it carried tokens)
-    aborted         a finish reason of a failing class (abort, error, cancelled, unknown
-                    values); `error` names it. Not a success: out of successful latency
-                    and throughput, even when tokens arrived before it
+    aborted         a last finish reason of a failing class (abort, error, cancelled);
+                    `error` names it. Not a success: out of successful latency and
+                    throughput, even when tokens arrived before it. A reason the product
+                    does not know completes the response (class `unknown`, outcome ok)
     empty_output    a complete stream without any token event (only [DONE], only usage)
     ok              otherwise (a refusal is ok, flagged `refusal`)
 Non-streaming (`stream=False`): the whole JSON body is parsed at finish(). There is no
@@ -71,7 +79,7 @@ from typing import Any
 import orjson
 from orjson import JSONDecodeError, loads
 
-from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error, scan_output
+from benchmaker.apis.generated import finish_outcome, finish_reason_sent, scan_output, settle
 from benchmaker.engine.records import Outcome, Sample
 from benchmaker.engine.sse import SSEParser
 
@@ -195,9 +203,12 @@ class OpenAIStreamParser:
     split-surrogate fallback) and `error` objects, usage, finish_reason and its class,
     refusal and the outcome. Subclasses implement `_chunk(choices) -> bool` (a token
     event?) and `_whole_body(choices) -> bool` (generated output?), and report each
-    choice's finish reason with `_finished(reason)`.
+    choice's finish reason with `_finished(reason)` and any reasoning delta with
+    `_reasoning_seen = True`.
 
-    `text` is the generated `content` (choice index 0) so far.
+    `max_tokens` is the request's cap on generated tokens (None: none sent): a usage
+    count above it is flagged (`usage_invalid_reason`). `text` is the generated
+    `content` (choice index 0) so far.
     """
 
     __slots__ = (
@@ -208,7 +219,11 @@ class OpenAIStreamParser:
         "_error",
         "_usage",
         "_finish_reason",
-        "_fail_class",
+        "_reasoning_seen",
+        "_last_by_choice",
+        "_running_ct",
+        "_event_tokens",
+        "_max_tokens",
         "_refusal",
         "_held",
         "_chars",
@@ -219,15 +234,19 @@ class OpenAIStreamParser:
         "_head",
     )
 
-    def __init__(self, stream: bool = True) -> None:
+    def __init__(self, stream: bool = True, max_tokens: int | None = None) -> None:
         self.stream = stream
+        self._max_tokens = max_tokens
         self._parts: list[str] = []
         self._sse = SSEParser()
         self._done = False  # saw data: [DONE]
         self._error: str | None = None  # first protocol error
         self._usage: Any = None
         self._finish_reason: str | None = None
-        self._fail_class: str | None = None  # first failing finish class seen
+        self._reasoning_seen = False  # a reasoning delta arrived
+        self._last_by_choice: dict[Any, str] = {}  # choice index -> its last stated reason
+        self._running_ct: int | None = None  # completion_tokens of the last chunk-level usage
+        self._event_tokens: list[int | None] | None = None  # sample.token_event_tokens, once stated
         self._refusal = False  # refusal text seen
         self._held: dict[tuple[Any, ...], str] = {}  # high surrogates awaiting their pair, by path
         self._chars = 0
@@ -287,12 +306,17 @@ class OpenAIStreamParser:
             if err is not None:
                 self._fail(f"error in stream: {_error_text(err)}")
                 for choice in obj.get("choices") or ():  # OpenRouter: finish_reason "error" beside it
-                    if type(choice) is dict and choice.get("finish_reason") is not None:
-                        self._finished(choice["finish_reason"])
+                    if type(choice) is dict:
+                        self._finished(choice.get("finish_reason"), choice.get("index", 0))
                 continue
             usage = obj.get("usage")
+            ct = None
             if usage is not None:
                 self._usage = usage
+                if type(usage) is dict:
+                    ct = usage.get("completion_tokens")
+                    if type(ct) is not int or ct < 0:
+                        ct = None
             choices = obj.get("choices")
             if choices and self._chunk(choices):
                 # a token event at this read's stamp
@@ -309,6 +333,23 @@ class OpenAIStreamParser:
                 sample.n_token_events += 1
                 if sample.first_content_ns is None and self._parts:
                     sample.first_content_ns = t_ns
+                if ct is not None or self._event_tokens is not None:
+                    self._count_event(ct, sample)
+            elif ct is not None and choices:
+                self._running_ct = ct  # a chunk without tokens (the role chunk): its running count
+
+    def _count_event(self, ct: int | None, sample: Sample) -> None:
+        """Record the token count of the token event just appended, from its chunk's
+        running `completion_tokens` (module docstring)."""
+        tokens = self._event_tokens
+        if tokens is None:
+            tokens = self._event_tokens = sample.token_event_tokens = [None] * (self._n_events - 1)
+        last = self._running_ct
+        if last is None and self._n_events == 1:
+            last = 0
+        tokens.append(ct - last if ct is not None and last is not None and ct >= last else None)
+        if ct is not None:
+            self._running_ct = ct
 
     def _chunk(self, choices: Any) -> bool:
         """Handle one chunk's `choices`; return True when it carries generated text.
@@ -319,27 +360,33 @@ class OpenAIStreamParser:
         if self._error is None:
             self._error = message
 
-    def _finished(self, reason: Any) -> None:
-        """Record one choice's non-null finish reason: the last one is `finish_reason`,
-        the first of a failing class decides the class (benchmaker/apis/generated.py)."""
-        self._finish_reason = reason if type(reason) is str else _short(orjson.dumps(reason))
-        if self._fail_class is None:
-            cls = finish_class(reason)
-            if FINISH_FAILS[cls]:  # type: ignore[index]
-                self._fail_class = cls
+    def _finished(self, reason: Any, index: Any = 0) -> None:
+        """Record the finish reason choice `index` stated; `null` and `""` (not finished
+        yet) are ignored. The last stated reason is `finish_reason`; each choice's last
+        reason decides its outcome (benchmaker/apis/generated.py), and the response fails
+        when one choice's does."""
+        reason = finish_reason_sent(reason)
+        if reason is not None:
+            self._finish_reason = reason
+            self._last_by_choice[index] = reason
 
     def _ending(self, sample: Sample) -> str | None:
-        """Set finish_reason, finish_class, refusal and output_chars on the sample; return
-        the `error` of a failing finish class, else None."""
-        reason = self._finish_reason
-        sample.finish_reason = reason
-        cls = self._fail_class or finish_class(reason)
-        sample.finish_class = cls
+        """Set finish_reason, finish_class, refusal, output_chars, hidden reasoning and
+        the usage check on the sample (usage applied first); return the `error` of a
+        failing finish class, else None."""
         sample.refusal = self._refusal
         sample.output_chars = self._chars
-        if cls is not None and FINISH_FAILS[cls]:
-            return finish_error(reason, cls)
-        return None
+        usage = self._usage
+        total = usage.get("total_tokens") if isinstance(usage, dict) else None
+        decisive = self._finish_reason
+        for reason in self._last_by_choice.values():  # n > 1: the first choice that failed decides
+            if finish_outcome(reason)[1] is not None:
+                decisive = reason
+                break
+        error = settle(sample, decisive, reasoning_seen=self._reasoning_seen, total_tokens=total,
+                       max_tokens=self._max_tokens)
+        sample.finish_reason = self._finish_reason
+        return error
 
     # -- end of body -------------------------------------------------------------------
 
@@ -440,7 +487,9 @@ class OpenAIChatParser(OpenAIStreamParser):
                 if len(msg) == 1 and type(content) is str:  # the common delta: text only
                     chars, refusal = len(content), False
                 else:
-                    content, chars, refusal, _ = scan_output(msg)
+                    content, chars, refusal, reasoning = scan_output(msg)
+                    if reasoning:
+                        self._reasoning_seen = True
                 if chars:
                     generated = True
                     self._chars += chars
@@ -450,5 +499,5 @@ class OpenAIChatParser(OpenAIStreamParser):
                         self._refusal = True
             reason = choice.get("finish_reason")
             if reason is not None:
-                self._finished(reason)
+                self._finished(reason, choice.get("index", 0))
         return generated

@@ -42,9 +42,10 @@ class Outcome(str, enum.Enum):
     graded_wrong     a grader judged the output wrong
     grading_error    the grader itself failed
     cancelled        still in flight at the run deadline or at Ctrl-C
-    aborted          the server ended the response with a finish reason that is not a
-                     completion (abort, error, cancelled or an unknown value; see
-                     `finish_class`), with or without output; the reason is in `error`
+    aborted          the server ended the response with a finish reason that says it
+                     gave up (class abort, error or cancelled; see `finish_class`), with
+                     or without output; the reason is in `error`. A reason the product
+                     does not know completes the response (class `unknown`)
     dropped          an open-loop arrival refused by the in-flight cap (policy "drop");
                      never sent, so `sent_ns` is None
     recorded_error   a replayed model call that failed in the original run (aborted or
@@ -117,9 +118,18 @@ class Sample:
     the server's usage report (`usage_present`); they are None when it sent none.
     `model` is the `model` field of the response as sent (None when it named none).
 
-    `finish_reason` is the server's value as sent; `finish_class` its class (stop,
-    length, tool_calls, content_filter, abort, error, cancelled, unknown;
-    benchmaker/apis/generated.py), None when the response stated none. `refusal` is True when
+    `finish_reason` is the last value the server sent (`null` and `""` are not
+    values: not finished yet); `finish_class` its class (stop, length, tool_calls,
+    content_filter, abort, error, cancelled, unknown; benchmaker/apis/generated.py), None
+    when the response stated none.
+
+    `hidden_reasoning_tokens` are the usage's reasoning tokens when the stream showed no
+    reasoning delta (0 when it did, None when usage stated no reasoning count): TPOT
+    leaves them out of the output tokens. `usage_invalid_reason` names why the server's
+    token counts cannot be true (completion > the request's max_tokens, prompt +
+    completion != total, counts summed cumulatively; benchmaker/apis/generated.py
+    `usage_problem`), None when they can: such a sample's counts are kept as sent but
+    never summed into totals or used for TPOT. `refusal` is True when
     the output was (or held) a refusal (`delta.refusal`, refusal content parts): such a
     response is a success flagged, not an empty one.
     """
@@ -149,6 +159,8 @@ class Sample:
     output_tokens: int | None = None
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    hidden_reasoning_tokens: int | None = None
+    usage_invalid_reason: str | None = None
     output_chars: int = 0
     finish_reason: str | None = None
     model: str | None = None
@@ -193,6 +205,8 @@ SAMPLE_COLUMNS: dict[str, str] = {
     "output_tokens": "BIGINT",
     "cached_tokens": "BIGINT",
     "reasoning_tokens": "BIGINT",
+    "hidden_reasoning_tokens": "BIGINT",
+    "usage_invalid_reason": "VARCHAR",
     "output_chars": "BIGINT",
     "finish_reason": "VARCHAR",
     "model": "VARCHAR",

@@ -21,8 +21,11 @@ MS = 1_000_000
 
 
 def _s(seq: int, ft_ms: int | None, end_ms: int, out: int | None, outcome: str = "ok", **kw) -> Sample:
+    # token events: the first at ft_ms and, past one token, the last at end_ms
+    events = None if ft_ms is None else [ft_ms * MS] + ([end_ms * MS] if out and out > 1 else [])
     return Sample(run_id="slo", seq=seq, outcome=outcome, intended_ns=0, sent_ns=0,
                   first_token_ns=None if ft_ms is None else ft_ms * MS, end_ns=end_ms * MS,
+                  token_event_ns=events, n_token_events=len(events or ()),
                   usage_present=out is not None, output_tokens=out, **kw)
 
 

@@ -6,8 +6,9 @@ and the real mini-swe-agent, each from its own venv under the conformance cache
     BENCHMAKER_CONFORMANCE=1 .venv/bin/python -m pytest tests/conformance -s
 
 Without BENCHMAKER_CONFORMANCE=1 every test of a module that sets `CONFORMANCE = True`
-is skipped (plain `make test`); with it, a test whose venv could not be installed is
-skipped with the install's reason. test_tools.py (the suite's own servers and files, in
+is skipped (plain `make test`); with it, a test whose venv could not be installed fails
+with the install's reason, and one whose server cannot start fails with its log tail.
+Only an explicit opt-out skips: BENCHMAKER_CONFORMANCE_SKIP=vllm,mswea,pi (any of them). test_tools.py (the suite's own servers and files, in
 seconds, no venv) always runs. Result tables and logs go to $BENCHMAKER_CONFORMANCE_OUT
 (default artifacts/conformance).
 """
@@ -28,8 +29,8 @@ def pytest_collection_modifyitems(config, items):
     if ENABLED:
         return
     skip = pytest.mark.skip(reason="conformance suite: run with make conformance (BENCHMAKER_CONFORMANCE=1)")
-    for item in items:
-        if getattr(item.module, "CONFORMANCE", False):
+    for item in items:  # `is True`: another module's CONFORMANCE (a dict of cases) is not this flag
+        if getattr(item.module, "CONFORMANCE", None) is True:
             item.add_marker(skip)
 
 
@@ -41,11 +42,19 @@ def out_dir() -> Path:
     return path
 
 
+def opted_out() -> set[str]:
+    """The components $BENCHMAKER_CONFORMANCE_SKIP names (comma-separated: vllm, mswea, pi)."""
+    return {part.strip() for part in os.environ.get("BENCHMAKER_CONFORMANCE_SKIP", "").split(",") if part.strip()}
+
+
 def need(venv: str) -> None:
-    """Skip the calling test with the reason when conformance venv `venv` is unusable."""
+    """Skip the calling test when `venv` is opted out (BENCHMAKER_CONFORMANCE_SKIP); fail
+    it with the reason when the conformance venv `venv` is unusable."""
+    if venv in opted_out():
+        pytest.skip(f"{venv}: opted out by BENCHMAKER_CONFORMANCE_SKIP")
     reason = why_unusable(venv)
     if reason:
-        pytest.skip(reason)
+        pytest.fail(f"{reason} (BENCHMAKER_CONFORMANCE_SKIP={venv} opts out)", pytrace=False)
 
 
 @pytest.fixture(scope="session")

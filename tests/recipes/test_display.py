@@ -37,3 +37,20 @@ def test_refusals_and_length_finishes_are_flagged_successes_not_errors() -> None
             for line in console.export_text().splitlines() if line.count("│") == 3}
     assert rows["errors"] == "aborted 2"
     assert rows["successes flagged"] == "refusal 1, length 2"
+
+
+def test_unknown_finishes_and_impossible_usage_are_flagged_successes_and_tpot_says_what_it_assumed() -> None:
+    from benchmaker.recipes.display import summary_tables
+
+    run = {"n_ok": 3, "n_sent": 3, "n_samples": 3, "n_finish_unknown": 1, "n_usage_invalid": 1,
+           "n_tpot_first_event_assumed": 2, "output_tokens_total": None,
+           "token_totals_null_reason": "1 of 3 successful requests have server token counts that cannot be true"}
+    console = Console(width=160, record=True, color_system=None)
+    console.print(summary_tables({"run_id": "r", "run": run})[0])
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in console.export_text().splitlines() if line.count("│") == 3}
+    assert rows["errors"] == "none"
+    assert rows["successes flagged"] == "finish_unknown 1, usage_invalid 1"
+    assert rows["output tokens total"] == (
+        "null: 1 of 3 successful requests have server token counts that cannot be true")
+    assert rows["TPOT first token event"] == "counted as 1 token in 2 requests (the API states no per-event token count)"

@@ -28,6 +28,9 @@ def _req(seq: int, sent_ms: int, ttft_ms: int | None, e2e_ms: int, *, outcome: s
     return Sample(run_id="r", seq=seq, lane="agent", sweep_point=sweep_point, outcome=outcome,
                   intended_ns=sent_ms * MS, sent_ns=sent_ms * MS,
                   first_token_ns=None if ttft_ms is None else (sent_ms + ttft_ms) * MS,
+                  # two token events: the first token and the last, at the end of the body
+                  token_event_ns=None if ttft_ms is None else [(sent_ms + ttft_ms) * MS, (sent_ms + e2e_ms) * MS],
+                  n_token_events=0 if ttft_ms is None else 2,
                   end_ns=(sent_ms + e2e_ms) * MS, usage_present=output_tokens is not None,
                   output_tokens=output_tokens, prompt_tokens=None if output_tokens is None else 100).to_dict()
 

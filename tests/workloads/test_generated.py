@@ -45,19 +45,21 @@ def test_message_output_reads_every_generated_field(msg, expected):
     [
         ("stop", "stop"), ("eos_token", "stop"), ("stop_sequence", "stop"), ("end_turn", "stop"), ("STOP", "stop"),
         ("length", "length"), ("max_tokens", "length"), ("MAX_TOKENS", "length"), ("model_length", "length"),
+        ("max_output_tokens", "length"),
         ("tool_calls", "tool_calls"), ("function_call", "tool_calls"), ("tool_use", "tool_calls"),
         ("content_filter", "content_filter"), ("SAFETY", "content_filter"), ("refusal", "content_filter"),
         ("abort", "abort"), ("error", "error"), ("cancelled", "cancelled"), ("canceled", "cancelled"),
-        ("insufficient_system_resource", "unknown"), ("", "unknown"), (3, "unknown"), (None, None),
+        ("insufficient_system_resource", "abort"), ("failed", "error"), ("stop_token_hit", "unknown"),
+        ("", None), (3, "unknown"), (None, None),
     ],
 )
 def test_finish_reasons_fall_in_one_class(reason, cls):
     assert finish_class(reason) == cls
 
 
-def test_only_the_four_completions_are_ok():
+def test_only_the_classes_that_say_the_server_gave_up_fail():
     assert FINISH_CLASSES == (
         "stop", "length", "tool_calls", "content_filter", "abort", "error", "cancelled", "unknown")
-    assert [c for c in FINISH_CLASSES if not FINISH_FAILS[c]] == ["stop", "length", "tool_calls", "content_filter"]
+    assert [c for c in FINISH_CLASSES if FINISH_FAILS[c]] == ["abort", "error", "cancelled"]
     assert finish_error("cancelled", "cancelled") == (
         "finish_reason 'cancelled' (class cancelled): the server cancelled the request")

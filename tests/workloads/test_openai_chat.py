@@ -532,3 +532,23 @@ async def test_conformance_through_scenario_server(name):
     assert len(s.token_event_ns) == len(exp["events"]) and s.token_event_ns == sorted(s.token_event_ns)
     assert all(t - s.sent_ns >= i * delay_ms * MS for t, i in zip(s.token_event_ns, exp["events"]))
     assert (s.output_tokens, s.finish_reason, p.text) == (exp["output"], "tool_calls", exp["text"])
+
+
+def test_running_usage_on_each_chunk_states_the_tokens_of_each_event():
+    # vLLM continuous_usage_stats: the role chunk (0), a bundled first chunk of 3 tokens,
+    # then one token per chunk; the final usage chunk repeats the total
+    run_usage = lambda n: {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}  # noqa: E731
+    reads = [(1 * MS, chunk({"role": "assistant", "content": ""}, usage=run_usage(0))),
+             (10 * MS, chunk({"content": "a b c"}, usage=run_usage(3))),
+             (20 * MS, chunk({"content": " d"}, usage=run_usage(4))),
+             (30 * MS, chunk({"content": " e"}, usage=run_usage(5)) + chunk({}, "stop", usage=run_usage(5))
+              + chunk(choices=[], usage=run_usage(5)) + DONE)]
+    s, _ = run(reads)
+    assert (s.token_event_ns, s.token_event_tokens, s.output_tokens) == ([10 * MS, 20 * MS, 30 * MS], [3, 1, 1], 5)
+
+
+def test_usage_on_the_last_content_chunk_only_states_no_event_count():
+    reads = [(10 * MS, chunk({"content": "a"})), (20 * MS, chunk({"content": "b"})),
+             (30 * MS, chunk({"content": "c"}, "stop", usage={"prompt_tokens": 1, "completion_tokens": 3}) + DONE)]
+    s, _ = run(reads)
+    assert s.token_event_tokens == [None, None, None] and s.output_tokens == 3

@@ -135,8 +135,6 @@ def test_text_that_does_not_extend_the_previous_is_a_protocol_error():
         ([(1, ev("", 1, finish={"type": "stop"}) + DONE)], "empty_output", "complete stream without generated text"),
         ([(1, ev("a", 1, finish={"type": "abort", "message": "too long"}) + DONE)], "aborted",
          "finish_reason 'abort' (class abort): the server aborted the request: too long"),
-        ([(1, ev("a", 1, finish={"type": "eos_or_what"}) + DONE)], "aborted",
-         "finish_reason 'eos_or_what' (class unknown): not a known completion"),
         ([(1, b'data: {"text": "a"')], "protocol_error", "stream ended inside an event"),
         ([(1, b"hello")], "protocol_error", "no SSE event in body (got hello)"),
     ],
@@ -149,7 +147,8 @@ def test_failed_streams_get_their_outcome(reads, outcome, error):
 @pytest.mark.parametrize(
     ("finish", "outcome", "cls"),
     [({"type": "stop", "matched": 2}, "ok", "stop"), ({"type": "length", "length": 8}, "ok", "length"),
-     ("length", "ok", "length"), ({"type": "abort"}, "aborted", "abort")],
+     ("length", "ok", "length"), ({"type": "abort"}, "aborted", "abort"),
+     ({"type": "eos_or_what"}, "ok", "unknown")],
 )
 def test_finish_reason_is_classified_like_openai(finish, outcome, cls):
     s, _ = run([(1, ev("a", 1) + ev("ab", 2, finish=finish) + DONE)])
@@ -250,3 +249,14 @@ def build_workload_from_yaml(url: str):
     wl = build_workload(spec)
     assert isinstance(wl, SGLangWorkload) and wl.sampling_params == {"max_new_tokens": 10}
     return wl
+
+
+def test_a_count_above_max_new_tokens_is_flagged_not_summed():
+    p = SGLangParser(stream=True, max_tokens=2)
+    s = Sample(run_id="t", seq=0)
+    for t, data in [(1, ev("a", 1)), (2, ev("ab", 2)), (3, ev("abc", 3, finish={"type": "length"}) + DONE)]:
+        p.feed(data, t, s)
+    p.finish(s)
+    assert (s.outcome, s.output_tokens, s.token_event_tokens) == ("ok", 3, [1, 1, 1])
+    assert s.usage_invalid_reason == "usage.completion_tokens 3 > the request's max_tokens 2"
+    assert s.hidden_reasoning_tokens is None  # no reasoning count stated

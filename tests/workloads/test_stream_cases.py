@@ -67,13 +67,17 @@ CASES = {
         chars=2 + 2 + 1 + 3 + 7 + 3 + 3 + 1 + 2,  # th in k ing, "café 中 ", "😀\u2028x", "no.", f, {}
         output_tokens=16,
     ),
-    # DeepSeek's insufficient_system_resource is not a completion: failed, class unknown
+    # DeepSeek's insufficient_system_resource says the server gave up: failed, class abort
     "finish-unknown.sse": dict(
         outcome="aborted",
-        error="finish_reason 'insufficient_system_resource' (class unknown): not a known completion "
-              "(expected one of stop, length, tool_calls, content_filter)",
+        error="finish_reason 'insufficient_system_resource' (class abort): the server aborted the request",
         events=[1], content=1, text="Part", refusal=False,
-        finish_reason="insufficient_system_resource", finish_class="unknown", chars=4, output_tokens=1,
+        finish_reason="insufficient_system_resource", finish_class="abort", chars=4, output_tokens=1,
+    ),
+    # a reason the product does not know completes the response: ok, kept, class unknown
+    "finish-unrecognized.sse": dict(
+        outcome="ok", error=None, events=[1, 2], content=1, text="Done.", refusal=False,
+        finish_reason="stop_token_hit", finish_class="unknown", chars=5, output_tokens=2,
     ),
 }
 
@@ -280,7 +284,7 @@ async def test_stream_case_through_the_replay_model_client(name):
     s = result.sample
     assert (result.outcome, result.error, s.n_token_events) == (exp["outcome"], exp["error"], len(exp["events"]))
     assert (s.finish_class, s.refusal, s.output_chars) == (exp["finish_class"], exp["refusal"], exp["chars"])
-    if name in ("finish-abort.sse", "surrogate-split.sse", "finish-unknown.sse"):  # string content deltas
+    if name in ("finish-abort.sse", "surrogate-split.sse", "finish-unknown.sse", "finish-unrecognized.sse"):
         assert result.content == exp["text"]
     orjson.dumps(result.message())  # valid Unicode all through: no lone surrogate left
 

@@ -10,11 +10,19 @@
 --   ttfc_ms       first_content - sent
 --   e2e_ms        end - sent over successes; e2e_all_ms over every sent attempt;
 --                 e2e_intended_ms = end - intended over successes (coordinated omission)
---   tpot_ms       (end - first_token) / (output_tokens - 1), output_tokens >= 2
+--   tpot_ms       (last token event - first token event) / (visible output tokens - tokens
+--                 of the first event), over samples with >= 2 token events and a divisor
+--                 >= 1: visible output tokens = output_tokens - hidden_reasoning_tokens
+--                 (usage reasoning tokens the stream did not show); the first event's
+--                 tokens are token_event_tokens[1] where the protocol states them, else 1
+--                 (counted in n_tpot_first_event_assumed). Null where usage_invalid_reason
+--                 is set. E2E still ends at the end of the body; vLLM's and aiperf's TPOT
+--                 are in warehouse/views/v_tpot_definitions.sql (docs/stream-rules.md)
 --   itl_req_mean_ms  per request: (last event - first event) / (events - 1)
 --   itl_event_ms  pooled gaps between successive token-bearing events
 --   itl_token_ms  each gap divided by its request's mean tokens per event
---                 (output_tokens / n_token_events); needs server usage
+--                 (visible output tokens / n_token_events); needs server usage that can
+--                 be true
 --   schedule_lag_ms  sent - intended
 --   slo_met       judged here for every sample of a run with an SLO: a success whose
 --                 TTFT, TPOT and E2E are each <= its declared bound (a bound on a metric
@@ -22,9 +30,9 @@
 --                 it); a failure never meets it. A run without an SLO keeps the samples'
 --                 own slo_met (NULL unless a writer judged it).
 --   goodput_per_s requests that met the SLO / window (null without an SLO)
---   n_aborted     responses the server ended with a failing finish reason (abort, error,
---                 cancelled, unknown; finish_class); not ok, so out of every latency and
---                 throughput figure over successes
+--   n_aborted     responses whose last finish reason says the server gave up (class
+--                 abort, error, cancelled; finish_class); not ok, so out of every latency
+--                 and throughput figure over successes
 --   n_recorded_error  replayed calls that failed in the original run, served as
 --                 recorded (outcome recorded_error, benchmaker/engine/records.py): not errors of
 --                 the system under test, so out of error_rate's numerator and
@@ -32,6 +40,16 @@
 --   error_rate    1 - n_ok / (n_sent - n_recorded_error)
 --   n_refusal     successes whose output was a refusal (ok, flagged `refusal`)
 --   n_length, n_content_filter  successes that ended by the token limit / a content filter
+--   n_finish_unknown  successes that ended with a finish reason the product does not know
+--                 (finish_class 'unknown': completed, kept as sent)
+--   n_usage_invalid  successes whose server token counts cannot be true
+--                 (usage_invalid_reason: completion > max_tokens, prompt + completion !=
+--                 total, counts summed cumulatively); the token totals are then null
+--                 with token_totals_null_reason
+--   hidden_reasoning_tokens_total  reasoning tokens of the successes that their streams
+--                 did not show (null unless every success with usage stated its reasoning)
+--   n_tpot_first_event_assumed  successes whose TPOT counted the first token event as one
+--                 token because the protocol does not state per-event counts
 --   prefix_cache_hit_rate  cached prompt tokens / prompt tokens over the successes, both
 --                 from server usage (`usage.prompt_tokens_details.cached_tokens`, SGLang
 --                 `cached_tokens`); null unless every success reported both (unknown is
@@ -43,18 +61,28 @@
 --                 nothing was graded or no SLO was declared)
 -- Percentiles are linear interpolation (quantile_cont); every stat carries its count.
 -- Times in samples are integer ns; every metric here is in ms or s as named.
-WITH judged AS (
+WITH measured AS (
+    SELECT
+        *,
+        CASE WHEN usage_invalid_reason IS NULL AND len(token_event_ns) >= 2
+                  AND output_tokens - coalesce(hidden_reasoning_tokens, 0) - coalesce(token_event_tokens[1], 1) >= 1
+             THEN (token_event_ns[len(token_event_ns)] - token_event_ns[1]) / 1e6
+                  / (output_tokens - coalesce(hidden_reasoning_tokens, 0) - coalesce(token_event_tokens[1], 1))
+        END AS tpot_ms,
+        CASE WHEN usage_invalid_reason IS NULL THEN output_tokens - coalesce(hidden_reasoning_tokens, 0) END
+            AS visible_output_tokens
+    FROM samples
+),
+judged AS (
     SELECT
         s.* REPLACE (
             CASE WHEN o.ttft_ms IS NOT NULL OR o.tpot_ms IS NOT NULL OR o.e2e_ms IS NOT NULL
                  THEN s.outcome = 'ok'
                       AND coalesce((s.first_token_ns - s.sent_ns) / 1e6 <= o.ttft_ms, true)
-                      AND coalesce(CASE WHEN s.output_tokens >= 2 AND s.first_token_ns IS NOT NULL
-                                        THEN (s.end_ns - s.first_token_ns) / 1e6 / (s.output_tokens - 1) END
-                                   <= o.tpot_ms, true)
+                      AND coalesce(s.tpot_ms <= o.tpot_ms, true)
                       AND coalesce((s.end_ns - s.sent_ns) / 1e6 <= o.e2e_ms, true)
                  ELSE s.slo_met END AS slo_met)
-    FROM samples AS s
+    FROM measured AS s
     LEFT JOIN run_slo AS o ON o.run_id = s.run_id
 ),
 base AS (
@@ -67,13 +95,10 @@ base AS (
         (end_ns - sent_ns) / 1e6 AS e2e_ms,
         (end_ns - intended_ns) / 1e6 AS e2e_intended_ms,
         (sent_ns - intended_ns) / 1e6 AS schedule_lag_ms,
-        CASE WHEN output_tokens >= 2 AND first_token_ns IS NOT NULL
-             THEN (end_ns - first_token_ns) / 1e6 / (output_tokens - 1) END AS tpot_ms,
         CASE WHEN n_token_events >= 2
              THEN (token_event_ns[len(token_event_ns)] - token_event_ns[1]) / 1e6
                   / (len(token_event_ns) - 1) END AS itl_req_mean_ms,
-        CASE WHEN output_tokens IS NOT NULL AND n_token_events > 0
-             THEN output_tokens / n_token_events END AS tokens_per_event
+        CASE WHEN n_token_events > 0 THEN visible_output_tokens / n_token_events END AS tokens_per_event
     FROM judged
     WHERE phase = 'measure'
 ),
@@ -155,6 +180,12 @@ stats AS (
         count(*) FILTER (is_ok AND refusal) AS n_refusal,
         count(*) FILTER (is_ok AND finish_class = 'length') AS n_length,
         count(*) FILTER (is_ok AND finish_class = 'content_filter') AS n_content_filter,
+        count(*) FILTER (is_ok AND finish_class = 'unknown') AS n_finish_unknown,
+        count(*) FILTER (is_ok AND usage_invalid_reason IS NOT NULL) AS n_usage_invalid,
+        count(*) FILTER (is_ok AND usage_present AND reasoning_tokens IS NULL) AS n_ok_without_reasoning_count,
+        sum(hidden_reasoning_tokens) FILTER (is_ok) AS sum_hidden_reasoning_tokens,
+        count(*) FILTER (is_ok AND tpot_ms IS NOT NULL AND token_event_tokens[1] IS NULL)
+            AS n_tpot_first_event_assumed,
         count(*) FILTER (is_ok AND usage_present) AS n_ok_with_usage,
         count(*) FILTER (slo_met IS NOT NULL) AS n_slo_judged,
         count(*) FILTER (is_ok AND slo_met) AS n_good,
@@ -228,12 +259,18 @@ derived AS (
         s.*,
         (s.last_end_ns - s.first_intended_ns) / 1e9 AS window_s,
         s.n_ok_with_usage / nullif(s.n_ok, 0) AS usage_coverage,
-        CASE WHEN s.n_ok > 0 AND s.n_ok_with_usage = s.n_ok THEN s.sum_output_tokens END AS output_tokens_total,
-        CASE WHEN s.n_ok > 0 AND s.n_ok_with_usage = s.n_ok THEN s.sum_prompt_tokens END AS prompt_tokens_total,
+        s.n_ok > 0 AND s.n_ok_with_usage = s.n_ok AND s.n_usage_invalid = 0 AS totals_known,
+        CASE WHEN s.n_ok > 0 AND s.n_ok_with_usage = s.n_ok AND s.n_usage_invalid = 0
+             THEN s.sum_output_tokens END AS output_tokens_total,
+        CASE WHEN s.n_ok > 0 AND s.n_ok_with_usage = s.n_ok AND s.n_usage_invalid = 0
+             THEN s.sum_prompt_tokens END AS prompt_tokens_total,
         CASE
             WHEN s.n_ok = 0 THEN 'no successful request'
             WHEN s.n_ok_with_usage < s.n_ok
                 THEN (s.n_ok - s.n_ok_with_usage) || ' of ' || s.n_ok || ' successful requests lack server usage'
+            WHEN s.n_usage_invalid > 0
+                THEN s.n_usage_invalid || ' of ' || s.n_ok
+                     || ' successful requests have server token counts that cannot be true (usage_invalid_reason)'
         END AS token_totals_null_reason,
         CASE WHEN s.n_intended >= 2 AND s.last_intended_ns > s.first_intended_ns
              THEN (s.n_intended - 1) / ((s.last_intended_ns - s.first_intended_ns) / 1e9) END AS offered_rate_per_s,
@@ -247,16 +284,19 @@ SELECT
     d.n_samples, d.n_sent, d.n_ok, d.n_http_error, d.n_transport_error, d.n_timeout,
     d.n_protocol_error, d.n_empty_output, d.n_graded_wrong, d.n_grading_error,
     d.n_cancelled, d.n_dropped, d.n_aborted, d.n_recorded_error, d.error_rate,
-    d.n_refusal, d.n_length, d.n_content_filter,
+    d.n_refusal, d.n_length, d.n_content_filter, d.n_finish_unknown, d.n_usage_invalid,
+    d.n_tpot_first_event_assumed,
     d.window_s,
     d.n_ok / nullif(d.window_s, 0) AS request_throughput_per_s,
     d.offered_rate_per_s,
     d.achieved_send_rate_per_s,
     d.usage_coverage, d.n_ok_with_usage,
     d.output_tokens_total, d.prompt_tokens_total,
-    CASE WHEN d.n_ok > 0 AND d.n_ok_with_usage = d.n_ok THEN d.sum_cached_tokens END AS cached_tokens_total,
-    CASE WHEN d.n_ok > 0 AND d.n_ok_with_usage = d.n_ok AND d.n_ok_with_cached = d.n_ok
+    CASE WHEN d.totals_known THEN d.sum_cached_tokens END AS cached_tokens_total,
+    CASE WHEN d.totals_known AND d.n_ok_with_cached = d.n_ok
          THEN d.sum_cached_tokens / nullif(d.sum_prompt_tokens, 0) END AS prefix_cache_hit_rate,
+    CASE WHEN d.totals_known AND d.n_ok_without_reasoning_count = 0 THEN d.sum_hidden_reasoning_tokens END
+        AS hidden_reasoning_tokens_total,
     d.token_totals_null_reason,
     d.output_tokens_total / nullif(d.window_s, 0) AS output_throughput_tok_per_s,
     CASE WHEN d.n_slo_judged > 0 THEN d.n_good / nullif(d.window_s, 0) END AS goodput_per_s,

@@ -13,7 +13,7 @@ point's samples carry `sweep_point` (e.g. "closed-8") and land in
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from prefect import flow
 from prefect.context import get_run_context
@@ -78,6 +78,7 @@ class LlmSweepParams(BaseModel):
     signature (benchmaker.flows.common.takes), its deployments' schema and the CLI's check:
 
     base_url, model       the OpenAI-compatible endpoint and the model name it serves
+    api                   chat (/v1/chat/completions) or responses (/v1/responses)
     concurrency_sweep     closed-loop points (closed:N), each >= 1
     rate_sweep            Poisson points in requests/s (poisson:R), each > 0
     loads                 further points as rate specs (benchmaker.engine.load_models syntax),
@@ -100,6 +101,7 @@ class LlmSweepParams(BaseModel):
 
     base_url: str
     model: str
+    api: Literal["chat", "responses"] = "chat"
     concurrency_sweep: list[Annotated[int, Field(ge=1)]] | None = None
     rate_sweep: list[Annotated[float, Field(gt=0)]] | None = None
     loads: list[ParsedRateSpec] | None = None
@@ -139,7 +141,7 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
     run_dir = (Path(p.out_dir) / run_id).resolve()
-    config = {"base_url": p.base_url, "model": p.model, "loads": specs, "duration_s": p.duration_s,
+    config = {"base_url": p.base_url, "model": p.model, "api": p.api, "loads": specs, "duration_s": p.duration_s,
               "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
               "api_key_env": p.api_key_env, "max_loop_lag_ms": p.max_loop_lag_ms,
               "max_schedule_lag_ms": p.max_schedule_lag_ms}
@@ -150,7 +152,7 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     for spec in specs:
         name = engine_point_name(spec)
         args = dict(duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
-                    max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, checks=lag_checks(p))
+                    max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, checks=lag_checks(p), api=p.api)
         rows.append(await measure_point(task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec,
                                         name, **args))
     write_sweep_points(run_dir, rows)

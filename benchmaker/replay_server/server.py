@@ -594,12 +594,16 @@ async def _stream(
 
 class _ChatRoute:
     """ASGI endpoint of the chat routes (a chat path under a root_path): the request
-    re-enters the app's front door with the path as routed."""
+    re-enters the app's front door with the path as routed (`path`: the chat path, or
+    the Responses path for the Responses routes)."""
 
     app: Any = None
 
+    def __init__(self, path: str = "/v1/chat/completions") -> None:
+        self.path = path
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.app({**scope, "path": "/v1/chat/completions", "root_path": ""}, receive, send)
+        await self.app({**scope, "path": self.path, "root_path": ""}, receive, send)
 
 
 def create_app(
@@ -646,16 +650,19 @@ def create_app(
         return Response(orjson.dumps(stats.snapshot()), media_type="application/json")
 
     chat = _ChatRoute()
+    responses = _ChatRoute("/v1/responses")
     app = _ReplayApp(store, stats, auth, divergence, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/stats", get_stats, methods=["GET"]),
         Route("/stats/reset", reset_stats, methods=["POST"]),
     ])
-    chat.app = app
+    chat.app = responses.app = app
     app.state.store = store
     app.state.stats = stats
     return app

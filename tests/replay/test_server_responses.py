@@ -176,3 +176,17 @@ def test_diverged_observation_is_refused(tmp_path: Path):
         r = client.post(url + "/v1/responses", json={"model": "m", "input": items})
         assert r.status_code == 412 and r.json()["error"]["code"] == "diverged"
         assert client.get(url + "/stats").json()["divergences"]["status"] == 1
+
+
+async def test_responses_path_under_a_root_path_goes_through_starlette(tmp_path: Path):
+    from benchmaker.replay_server.latency import parse_latency
+    from benchmaker.replay_server.server import create_app
+    from benchmaker.replay_server.store import ReplayStore
+
+    traj = make_trajectory("root", 1)
+    app = create_app(ReplayStore.load(write_store(tmp_path / "t.jsonl", [traj]), latency=parse_latency("instant")))
+    transport = httpx.ASGITransport(app=app, root_path="/api")
+    async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
+        r = await client.post("/api/v1/responses", json={"input": traj.first_user})
+    assert r.status_code == 200
+    assert r.json()["output"][-1]["content"][0]["text"] == traj.turns[0].response.content

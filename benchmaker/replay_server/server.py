@@ -10,7 +10,10 @@ token is set, else 401 with an OpenAI error body):
 - POST /v1/responses, POST /responses: the same, for an OpenAI Responses request: its
   items read as chat messages (benchmaker.apis.openai_responses.chat_messages; a 400
   `bad_request` names a malformed item), matched, checked and counted by the same rules,
-  the turn written back as a Responses `response` object or its event stream.
+  the turn written back as a Responses `response` object or its event stream. A
+  request with `previous_response_id` (the id of a replayed turn) continues that turn's
+  recorded request and answer with its input (`ReplayStore.continued_messages`); an id
+  no turn answered with is a 404 `unknown_key` miss.
 - GET /v1/models, GET /models: the recorded model names.
 - GET /health: readiness, {"status": "ok", "trajectories": N, "turns": M}.
 - GET /stats: counters (see ReplayStats.snapshot); POST /stats/reset zeroes them.
@@ -373,6 +376,16 @@ class _ReplayApp(Starlette):
             stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", str(exc))
             return
+        previous = req.get("previous_response_id")
+        if previous is not None:  # the history is the turn that answered with that id, then the new input
+            before = self.store.continued_messages(previous) if type(previous) is str else None
+            if before is None:
+                stats.unknown_key += 1
+                stats.recent_unknown_keys.append(f"previous_response_id:{previous}")
+                await self._fail(send, 404, "unknown_key",
+                                 f"previous_response_id: no recorded turn answered with id {previous!r}")
+                return
+            messages = [*before, *(m for m in messages if m["role"] != "system")]
         roles = [m["role"] for m in messages]
         n_assistant = roles.count("assistant")
         first_assistant = roles.index("assistant") if n_assistant else len(roles)

@@ -190,3 +190,28 @@ async def test_responses_path_under_a_root_path_goes_through_starlette(tmp_path:
         r = await client.post("/api/v1/responses", json={"input": traj.first_user})
     assert r.status_code == 200
     assert r.json()["output"][-1]["content"][0]["text"] == traj.turns[0].response.content
+
+
+def test_previous_response_id_continues_the_replayed_turn(store):
+    path, traj = store
+    with running_server(path, divergence="content") as url:
+        client = _client(url)
+        first = client.responses.create(model="m", instructions=traj.system, input=responses_input(traj, 0))
+        # the agent sends only what is new: the call's output, chained by id
+        obs = traj.turns[0].observations[0]
+        second = client.responses.create(model="m", previous_response_id=first.id, input=[
+            {"type": "function_call_output", "call_id": obs.tool_call_id, "output": obs.content}])
+        assert second.output_text == f"{NASTY} #1"
+        third = client.responses.create(model="m", previous_response_id=second.id, input=[
+            {"type": "function_call_output", "call_id": "call_1", "output": traj.turns[1].observations[0].content}])
+        assert third.output_text == f"{NASTY} #2"
+        with pytest.raises(openai.NotFoundError, match="previous_response_id"):
+            client.responses.create(model="m", previous_response_id="resp_nope", input="hi")
+    # a changed observation after the chained turn is checked as in a full request
+    with httpx.Client() as raw, running_server(path, divergence="content") as url2:
+        r = raw.post(url2 + "/v1/responses", json={"model": "m", "input": responses_input(traj, 0)})
+        r = raw.post(url2 + "/v1/responses", json={"model": "m", "previous_response_id": r.json()["id"], "input": [
+            {"type": "function_call_output", "call_id": obs.tool_call_id, "output": "other\nexit code 2"}]})
+        assert (r.status_code, r.json()["error"]["code"]) == (412, "diverged")
+        stats = raw.get(url2 + "/stats").json()
+    assert stats["misses"] == {"unknown_key": 0, "beyond_turns": 0, "diverged": 1, "total": 1}

@@ -78,6 +78,8 @@ class LlmSweepParams(BaseModel):
     signature (benchmaker.flows.common.takes), its deployments' schema and the CLI's check:
 
     base_url, model       the OpenAI-compatible endpoint and the model name it serves
+    api                   chat (/v1/chat/completions), responses (/v1/responses) or messages
+                          (Anthropic /v1/messages, max_tokens required)
     concurrency_sweep     closed-loop points (closed:N), each >= 1
     rate_sweep            Poisson points in requests/s (poisson:R), each > 0
     loads                 further points as rate specs (benchmaker.engine.load_models syntax),
@@ -85,7 +87,6 @@ class LlmSweepParams(BaseModel):
     duration_s            seconds per point; max_requests: requests per point
     prompt_words, max_tokens  the synthetic prompt's size and the answer's cap
     api_key_env           name of the environment variable holding the API key
-    api                   chat (/v1/chat/completions) or messages (Anthropic /v1/messages)
     out_dir, warehouse    where the run bundle and the DuckDB warehouse go
     label                 free text stored with the run
     max_loop_lag_ms       a point is invalid when the client's event-loop lag p99
@@ -101,6 +102,7 @@ class LlmSweepParams(BaseModel):
 
     base_url: str
     model: str
+    api: Literal["chat", "responses", "messages"] = "chat"
     concurrency_sweep: list[Annotated[int, Field(ge=1)]] | None = None
     rate_sweep: list[Annotated[float, Field(gt=0)]] | None = None
     loads: list[ParsedRateSpec] | None = None
@@ -109,7 +111,6 @@ class LlmSweepParams(BaseModel):
     prompt_words: Annotated[int, Field(ge=1)] = 128
     max_tokens: Annotated[int, Field(ge=1)] | None = 128
     api_key_env: str | None = None
-    api: Literal["chat", "messages"] = "chat"
     out_dir: Path = Path("artifacts")
     warehouse: Path = Path("warehouse.duckdb")
     label: str | None = None

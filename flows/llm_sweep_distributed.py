@@ -159,7 +159,7 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
     run_dir = (Path(p.out_dir) / run_id).resolve()
-    config = {"base_url": p.base_url, "model": p.model, "loads": specs, "duration_s": p.duration_s,
+    config = {"base_url": p.base_url, "model": p.model, "api": p.api, "loads": specs, "duration_s": p.duration_s,
               "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
               "api_key_env": p.api_key_env, "shards": p.shards, "backend": backend, "start_lead_s": lead_s,
               "shard_deployment": p.shard_deployment if backend == "pool" else None, "dask_address": p.dask_address,
@@ -176,7 +176,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
                               sweep_point=engine_point_name(spec), worker=0, shards=n, start_wall_ns=0,
                               duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
                               max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, exchange=exchange,
-                              max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
+                              max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms,
+                              api=p.api)
         args = dict(start_lead_s=lead_s, shard_deployment=p.shard_deployment, shard_timeout_s=p.shard_timeout_s,
                     dask_address=p.dask_address)
         out = await measure_point(point_task, point_dir(run_dir, template.sweep_point), template, **args)

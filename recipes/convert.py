@@ -103,8 +103,9 @@ def convert(
 ) -> int:
     """Convert agent logs (pi session/event files, harbor trial dirs, SWE-agent .traj,
     mini-swe-agent, OpenHands event files and SDK conversation dirs, Gemini CLI chat
-    recordings, OpenAI message rows) into trajectories JSONL; each file's format is
-    detected from its content (docs/log-formats.md).
+    recordings, Claude Code sessions, Codex CLI rollouts, OpenAI message rows) into
+    trajectories JSONL; each file's format is detected from its content
+    (docs/log-formats.md).
 
     Parameters
     ----------

@@ -432,8 +432,8 @@ def llm_sweep(
     max_requests: int | None = None,
     prompt_words: int = 128,
     max_tokens: int | None = 128,
-    api_key_env: str | None = None,
     api: str = "chat",
+    api_key_env: str | None = None,
     out_dir: Path = Path("artifacts"),
     warehouse: Path | None = None,
     label: str | None = None,
@@ -451,7 +451,8 @@ def llm_sweep(
     Parameters
     ----------
     base_url
-        The endpoint's base URL (e.g. http://127.0.0.1:8000); /v1/chat/completions is added.
+        The endpoint's base URL (e.g. http://127.0.0.1:8000); /v1/chat/completions (or
+        /v1/responses with --api responses) is added.
     concurrency_sweep
         Closed-loop points, comma-separated (1,8,32 -> closed:1, closed:8, closed:32).
     rate_sweep
@@ -467,7 +468,9 @@ def llm_sweep(
     prompt_words
         Synthetic prompt length in words.
     max_tokens
-        max_tokens sent with each request.
+        max_tokens sent with each request (max_output_tokens with --api responses).
+    api
+        chat (/v1/chat/completions is added to --base-url) or responses (/v1/responses).
     api_key_env
         Name of the environment variable holding the API key (never the key itself).
     api
@@ -509,9 +512,9 @@ def llm_sweep(
     rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None
     bad = [f"--concurrency-sweep: expected integers >= 1 (got {c})" for c in conc or [] if c < 1]
     bad += [f"--rate-sweep: expected numbers > 0 (got {r:g})" for r in rates or [] if r <= 0]
-    if api not in ("chat", "messages"):
-        bad.append(f"--api: expected chat or messages (got {api!r})")
-    elif api != "chat" and shards > 1:
+    if api not in ("chat", "responses", "messages"):
+        bad.append(f"--api: expected chat, responses or messages (got {api!r})")
+    elif api == "messages" and shards > 1:
         bad.append(f"--api: {api} sweeps run on one host (got --shards {shards})")
     elif api == "messages" and max_tokens is None:
         bad.append("--max-tokens: required with --api messages")
@@ -521,9 +524,9 @@ def llm_sweep(
                          urls={"--base-url": base_url}, rates=rates or [], max_requests=max_requests,
                          counts={"--prompt-words": prompt_words, "--max-tokens": max_tokens},
                          lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
-    params = dict(base_url=base_url, model=model, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
+    params = dict(base_url=base_url, model=model, api=api, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
                   duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
-                  api_key_env=api_key_env, api=api, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
+                  api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
                   max_loop_lag_ms=max_loop_lag_ms, max_schedule_lag_ms=max_schedule_lag_ms)
     try:
         p = validated(LlmSweepParams, "llm-sweep", params)  # parses each of --loads, once

@@ -15,9 +15,7 @@ from benchmaker.sweep.sweep import run_engine_point
 from benchmaker.tasks.progress import progress_artifact
 from benchmaker.tasks.sweep import sweep_point_policy
 from benchmaker.tasks.transient import retry_on_transient
-from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
-from benchmaker.workloads.datasets import SyntheticDataset
-from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.tasks.shard import sweep_workload
 
 __all__ = ["run_llm_sweep_point"]
 
@@ -41,21 +39,18 @@ async def run_llm_sweep_point(
     api: str = "chat",
 ) -> dict[str, Any]:
     """Prefect shell over benchmaker.sweep.sweep.run_engine_point (documented there): OpenAI chat
-    requests (`base_url` + /v1/chat/completions, streaming, usage requested) over a
+    requests (`base_url` + /v1/chat/completions, streaming, usage requested; `api`
+    "responses": Responses requests to `base_url` + /v1/responses) over a
     seeded synthetic dataset of `prompt_words` words, at `load` (a rate spec). The API
     key is read from the environment variable named `api_key_env`, never passed as a
     parameter. `load` is parsed once: a ParsedRateSpec (the flow's parameters) is used as
     it is. `checks`: the point's self-check limits (benchmaker.engine.config.SelfCheckLimits
     fields, e.g. {"max_loop_lag_p99_ms": 50.0}; default the environment's or 10 ms).
-    Point failures of single requests are samples, not exceptions. `api`: "chat", or
-    "messages" (Anthropic Messages requests to `base_url` + /v1/messages,
-    benchmaker.workloads.anthropic_messages; max_tokens required)."""
-    path = "/messages" if api == "messages" else "/chat/completions"
-    url = base_url.rstrip("/")
-    url = url if url.endswith(path) else (url if url.endswith("/v1") else url + "/v1") + path
+    Point failures of single requests are samples, not exceptions. `api`: "chat",
+    "responses" or "messages" (benchmaker.tasks.shard.sweep_workload; messages needs
+    max_tokens)."""
     api_key = os.environ.get(api_key_env) if api_key_env else None
-    cls = AnthropicMessagesWorkload if api == "messages" else OpenAIChatWorkload
-    workload = cls(url, model, SyntheticDataset(prompt_words, count=1000), max_tokens=max_tokens, api_key=api_key)
+    workload = sweep_workload(api, base_url, model, prompt_words, max_tokens, api_key)
     config = BenchConfig(load=load, duration_s=duration_s, max_requests=max_requests, run_id=run_id,
                          sweep_point=sweep_point, kind="llm-sweep", label=label, checks=checks or {})
     with progress_artifact(run_id, sweep_point):  # the point's progress in the UI (benchmaker.progress)

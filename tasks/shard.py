@@ -63,17 +63,21 @@ from benchmaker.progress import ProgressWriter, watch_engine
 from benchmaker.sweep.shard import progress_name, write_atomic
 from benchmaker.sweep.sweep import engine_point_row, point_dir, write_point_summary
 from benchmaker.workloads.datasets import SyntheticDataset
+from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
 
 __all__ = [
     "ShardPoint",
     "chat_completions_url",
+    "endpoint_url",
     "fetch_shards",
     "merge_point",
     "run_shard_point",
     "run_shard_point_task",
     "shard_staging_dir",
     "shards_for_load",
+    "sweep_workload",
 ]
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ class ShardPoint:
     `max_loop_lag_ms` / `max_schedule_lag_ms`: the verdict's lag limits in ms, for
     every shard and the merge (None: the environment's or 10 ms). `start_wall_ns` is the
     attempt's earliest start (module docstring); `ready_timeout_s`: how long after it
-    the shards wait for each other's ready records (None: DEFAULT_READY_TIMEOUT_S)."""
+    the shards wait for each other's ready records (None: DEFAULT_READY_TIMEOUT_S). `api`:
+    chat or responses (sweep_workload)."""
 
     base_url: str
     model: str
@@ -106,6 +111,7 @@ class ShardPoint:
     max_loop_lag_ms: float | None = None
     max_schedule_lag_ms: float | None = None
     ready_timeout_s: float | None = None
+    api: str = "chat"
 
     def as_params(self) -> dict[str, Any]:
         """The fields as a dict (flow-run parameters)."""
@@ -130,6 +136,28 @@ def chat_completions_url(base_url: str) -> str:
     return (url if url.endswith("/v1") else url + "/v1") + "/chat/completions"
 
 
+def endpoint_url(base_url: str, api: str = "chat") -> str:
+    """`base_url` (with or without /v1, or already the full URL) -> the endpoint of
+    `api`: .../v1/chat/completions (chat), .../v1/responses (responses) or
+    .../v1/messages (messages)."""
+    if api == "chat":
+        return chat_completions_url(base_url)
+    path = "/messages" if api == "messages" else "/responses"
+    url = base_url.rstrip("/")
+    if url.endswith(path):
+        return url
+    return (url if url.endswith("/v1") else url + "/v1") + path
+
+
+def sweep_workload(api: str, base_url: str, model: str, prompt_words: int, max_tokens: int | None,
+                   api_key: str | None) -> OpenAIChatWorkload:
+    """The llm-sweep workload: streamed requests of `api` (chat, responses or messages)
+    at endpoint_url(base_url, api) over a synthetic dataset of `prompt_words` words."""
+    cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(api, OpenAIChatWorkload)
+    return cls(endpoint_url(base_url, api), model, SyntheticDataset(prompt_words, count=1000), max_tokens=max_tokens,
+               api_key=api_key)
+
+
 def shard_staging_dir(run_dir: Path, sweep_point: str, attempt: int | None = None) -> Path:
     """`<run_dir>/points/<sweep_point>/_shards/a<attempt>`: the shards' common engine
     out_dir for one attempt of the point (`attempt` = its shared start,
@@ -152,8 +180,7 @@ def _config(p: ShardPoint, shards: int) -> BenchConfig:
 
 def _workload(p: ShardPoint) -> OpenAIChatWorkload:
     api_key = os.environ.get(p.api_key_env) if p.api_key_env else None
-    return OpenAIChatWorkload(chat_completions_url(p.base_url), p.model, SyntheticDataset(p.prompt_words, count=1000),
-                              max_tokens=p.max_tokens, api_key=api_key)
+    return sweep_workload(p.api, p.base_url, p.model, p.prompt_words, p.max_tokens, api_key)
 
 
 async def run_shard_point(p: ShardPoint) -> dict[str, Any]:

@@ -623,61 +623,63 @@ class OpenAIResponsesParser:
             self._head = data[:200]
         for event, payload in self._sse.feed(data):
             self._n_sse += 1
-            if payload == b"[DONE]" or not payload:
-                continue
             try:
                 obj = loads(payload)
             except JSONDecodeError as exc:
-                self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
+                if payload != b"[DONE]" and payload:
+                    self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
                 continue
             if type(obj) is not dict:
                 self._fail(f"data line is not a JSON object (got {_short(payload)})")
                 continue
             kind = obj.get("type") or event
-            if kind == "error" or event == "error":
+            delta = obj.get("delta")
+            if type(delta) is str and kind != "error":  # the deltas: the hot path
+                if not delta:
+                    continue
+                if kind == "response.output_text.delta":
+                    self._parts.append(delta)
+                    if sample.first_content_ns is None:
+                        sample.first_content_ns = t_ns
+                elif kind == "response.refusal.delta":
+                    self._refusal = True
+                elif kind not in _REASONING_DELTAS and kind not in _CALL_DELTAS:
+                    continue
+                self._chars += len(delta)
+            elif kind == "error" or event == "error":
                 self._fail(f"error event in stream: {_error_text(obj.get('error', obj))}")
                 continue
-            if self._generated(kind, obj):
-                if self._n_events == 0:
-                    sample.first_token_ns = t_ns
-                    sample.token_event_ns = [t_ns]
-                else:
-                    sample.token_event_ns.append(t_ns)  # type: ignore[union-attr]
-                self._n_events += 1
-                sample.n_token_events += 1
-                if sample.first_content_ns is None and kind in _TEXT_DELTAS:
-                    sample.first_content_ns = t_ns
-            if kind == "response.output_item.done" and type(obj.get("item")) is dict:
-                self._items.append(obj["item"])
-            resp = obj.get("response")
-            if type(resp) is dict:
-                if sample.model is None and type(resp.get("model")) is str:
-                    sample.model = resp["model"]
-                if kind in _TERMINAL:
-                    self._response = resp
+            else:
+                if kind == "response.output_item.done" and type(obj.get("item")) is dict:
+                    self._items.append(obj["item"])
+                resp = obj.get("response")
+                if type(resp) is dict:
+                    if sample.model is None and type(resp.get("model")) is str:
+                        sample.model = resp["model"]
+                    if kind in _TERMINAL:
+                        self._response = resp
+                if kind != "response.output_item.added" or not self._call_added(obj):
+                    continue
+            # a token event at this read's stamp
+            if self._n_events == 0:
+                sample.first_token_ns = t_ns
+                sample.token_event_ns = [t_ns]
+            else:
+                sample.token_event_ns.append(t_ns)  # type: ignore[union-attr]
+            self._n_events += 1
+            sample.n_token_events += 1
 
-    def _generated(self, kind: Any, obj: dict[str, Any]) -> bool:
-        """True when event `kind` carries generated output; counts its characters."""
-        if kind == "response.output_item.added":
-            item = obj.get("item")
-            if type(item) is dict and item.get("type") in _CALL_ITEMS:
-                self._calls = True
-                name = item.get("name")
-                if type(name) is str and name:
-                    self._chars += len(name)
-                    return True
-            return False
-        delta = obj.get("delta")
-        if type(delta) is not str or not delta:
-            return False
-        if kind in _TEXT_DELTAS:
-            self._parts.append(delta)
-        elif kind == "response.refusal.delta":
-            self._refusal = True
-        elif kind not in _REASONING_DELTAS and kind not in _CALL_DELTAS:
-            return False
-        self._chars += len(delta)
-        return True
+    def _call_added(self, obj: dict[str, Any]) -> bool:
+        """True when a `response.output_item.added` adds a call with a non-empty name
+        (a token event); counts the name's characters."""
+        item = obj.get("item")
+        if type(item) is dict and item.get("type") in _CALL_ITEMS:
+            self._calls = True
+            name = item.get("name")
+            if type(name) is str and name:
+                self._chars += len(name)
+                return True
+        return False
 
     def _ending(self, resp: dict[str, Any], sample: Sample) -> str | None:
         """Set usage, finish_reason/class, refusal and output_chars from the final

@@ -117,6 +117,8 @@ class SSEParser:
             elif startswith(b"data: ", pos):
                 value = data[pos + 6 : nl]
                 self._data = value if self._data is None else self._data + b"\n" + value
+            elif startswith(b"event: ", pos) and nl > pos + 7:  # typed streams (Responses, Messages)
+                self._event = data[pos + 7 : nl].decode("utf-8", "replace")
             else:
                 self._field(data[pos:nl])
             pos = nl + 1

@@ -10,7 +10,10 @@ token is set, else 401 with an OpenAI error body):
 - POST /v1/responses, POST /responses: the same, for an OpenAI Responses request: its
   items read as chat messages (benchmaker.apis.openai_responses.chat_messages; a 400
   `bad_request` names a malformed item), matched, checked and counted by the same rules,
-  the turn written back as a Responses `response` object or its event stream.
+  the turn written back as a Responses `response` object or its event stream. A
+  request with `previous_response_id` (the id of a replayed turn) continues that turn's
+  recorded request and answer with its input (`ReplayStore.continued_messages`); an id
+  no turn answered with is a 404 `unknown_key` miss.
 - POST /v1/messages (also `?beta=true`), POST /messages: the same, for an Anthropic
   Messages request (benchmaker.apis.anthropic_messages: its chat-shaped messages give
   the key and the divergence check; the turn is written back as a Messages `message`
@@ -482,6 +485,16 @@ class _ReplayApp(Starlette):
             stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", str(exc))
             return
+        previous = req.get("previous_response_id")
+        if previous is not None:  # the history is the turn that answered with that id, then the new input
+            before = self.store.continued_messages(previous) if type(previous) is str else None
+            if before is None:
+                stats.unknown_key += 1
+                stats.recent_unknown_keys.append(f"previous_response_id:{previous}")
+                await self._fail(send, 404, "unknown_key",
+                                 f"previous_response_id: no recorded turn answered with id {previous!r}")
+                return
+            messages = [*before, *(m for m in messages if m["role"] != "system")]
         roles = [m["role"] for m in messages]
         n_assistant = roles.count("assistant")
         first_assistant = roles.index("assistant") if n_assistant else len(roles)
@@ -939,12 +952,16 @@ async def _stream(
 
 class _ChatRoute:
     """ASGI endpoint of the chat routes (a chat path under a root_path): the request
-    re-enters the app's front door with the path as routed."""
+    re-enters the app's front door with the path as routed (`path`: the chat path, or
+    the Responses path for the Responses routes)."""
 
     app: Any = None
 
+    def __init__(self, path: str = "/v1/chat/completions") -> None:
+        self.path = path
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.app({**scope, "path": "/v1/chat/completions", "root_path": ""}, receive, send)
+        await self.app({**scope, "path": self.path, "root_path": ""}, receive, send)
 
 
 def create_app(
@@ -1012,9 +1029,12 @@ def create_app(
         return Response(body, status_code=404, media_type="application/json", headers={"x-replay-miss": "unknown_path"})
 
     chat = _ChatRoute()
+    responses = _ChatRoute("/v1/responses")
     app = _ReplayApp(store, stats, auth, divergence, routes=[
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
@@ -1023,7 +1043,7 @@ def create_app(
         Route("/v1beta/models", gemini_models, methods=["GET"]),
         Route("/{path:path}", unknown, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
     ])
-    chat.app = app
+    chat.app = responses.app = app
     known_paths = {route.path: ", ".join(sorted(route.methods or ())) for route in app.routes
                    if isinstance(route, Route) and "{" not in route.path}
     app.state.store = store

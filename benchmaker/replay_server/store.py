@@ -276,6 +276,7 @@ class ReplayStore:
     stream_cache_bytes: int = 256 * 2**20
     _cache: OrderedDict[tuple[int, int], StreamBytes] = field(default_factory=OrderedDict, repr=False)
     _cache_size: int = 0
+    _response_ids: dict[str, tuple[StoredTrajectory, int]] | None = field(default=None, repr=False)
 
     @classmethod
     def load(
@@ -425,6 +426,20 @@ class ReplayStore:
         prepared = entry.turns[turn_index]
         return orjson.dumps(anthropic_messages.message_body(
             _message_id(prepared), prepared.model, prepared.turn.response, _messages_usage(prepared.turn.usage)))
+    def continued_messages(self, response_id: str) -> list[dict[str, Any]] | None:
+        """The chat messages a Responses request with `previous_response_id` =
+        `response_id` continues: the recorded request of the turn that answered with that
+        id (`responses_body` / `responses_stream` ids) and that turn's assistant message,
+        or None when no turn of the store has that id. The id index is built on the
+        first call."""
+        if self._response_ids is None:
+            self._response_ids = {_response_id(p): (entry, k) for entry in self.trajectories
+                                  for k, p in enumerate(entry.turns)}
+        hit = self._response_ids.get(response_id)
+        if hit is None:
+            return None
+        entry, k = hit
+        return [*request_messages(entry.trajectory, k), _message(entry.turns[k].turn)]
 
     @property
     def stream_cache_size(self) -> int:

@@ -40,3 +40,23 @@ async def test_llm_sweep_flow_loads_every_point(tmp_path: Path) -> None:
     got = con.execute("SELECT sweep_point, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall()
     con.close()
     assert got == [("closed-1", 12), ("closed-3", 12)]
+
+
+@pytest.mark.prefect
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+async def test_llm_sweep_api_responses_sends_responses_requests(tmp_path: Path) -> None:
+    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
+    from benchmaker.flows.llm_sweep import llm_sweep
+
+    async with ScenarioServer(Scenario(ttft_ms=5, content_chunks=4)) as server:
+        base = server.url
+        out = await llm_sweep(base_url=base, model="m", api="responses", concurrency_sweep=[2], max_requests=6,
+                              max_tokens=9, duration_s=None, out_dir=tmp_path / "a", warehouse=tmp_path / "w.duckdb")
+        assert server.last_body["max_output_tokens"] == 9 and "input" in server.last_body
+    assert [(r["sweep_point"], r["n_requests"], r["valid"]) for r in out["points"]] == [("closed-2", 6, True)]
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    got = con.execute("SELECT outcome, finish_reason, output_tokens, count(*) FROM requests GROUP BY ALL").fetchall()
+    con.close()
+    assert got == [("ok", "completed", 4, 6)]  # 4 one-token chunks per answer, read from response.completed

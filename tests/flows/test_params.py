@@ -99,7 +99,7 @@ def test_every_deployment_parameters_validate_against_its_flow(monkeypatch: pyte
     checked = 0
     for dep in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]:
         path, name = dep["entrypoint"].split(":")
-        flow = getattr(importlib.import_module(path[:-3].replace("/", ".")), name)
+        flow = getattr(importlib.import_module("benchmaker." + path[:-3].replace("/", ".")), name)
         if id(flow) not in models:
             continue  # the shard flows: their one `point` parameter is made by the orchestrator
         # what a run must add: the endpoint of llm-sweep (no default on purpose)

@@ -42,7 +42,8 @@ def _usage(i: int, o: int, cached: int = 0, reasoning: int = 0) -> dict:
 def small_rollout() -> str:
     """A rollout written by hand in the 0.125 layout: developer note, AGENTS.md and task
     prompts, a reasoning + function call turn, a parallel pair of calls, a custom
-    apply_patch call, a rate-limit token_count (info null), a compaction, a final answer."""
+    apply_patch call, a rate-limit token_count (info null), a follow-up prompt, the
+    summarization call and its compaction, a final answer."""
     msg = lambda role, text: {"type": "message", "role": role,  # noqa: E731
                               "content": [{"type": "input_text" if role != "assistant" else "output_text",
                                            "text": text}]}
@@ -73,6 +74,9 @@ def small_rollout() -> str:
                                 "input": "*** Begin Patch\n*** End Patch\n"}),
         _line("event_msg", _usage(160, 40, 128)),
         _line("response_item", {"type": "custom_tool_call_output", "call_id": "c4", "output": "Success."}),
+        _line("response_item", msg("user", "now run the tests")),
+        _line("response_item", msg("assistant", "Summary: calc.py fixed, tests next.")),  # the summarization call
+        _line("event_msg", _usage(170, 12)),
         _line("compacted", {"message": "Summary: calc.py fixed, tests next."}),
         _line("response_item", msg("assistant", "Done.")),
         _line("event_msg", _usage(60, 5, 0)),
@@ -87,10 +91,10 @@ def test_small_rollout_gives_one_turn_per_token_count(tmp_path: Path):
     (t,) = list(iter_trajectories(src))
     assert (t.system, t.first_user, t.user_before_turns, t.model, t.task_id) == (
         "You are Codex.", "# AGENTS.md instructions", ["fix calc.py"], "gpt-5.5", "sess-1")
-    assert len(t.turns) == 4
+    assert len(t.turns) == 5
     assert t.skipped == {"developer_message": 1}
     assert t.turns[0].response.reasoning == "look"
-    assert [[c.id for c in x.response.tool_calls] for x in t.turns] == [["c1"], ["c2", "c3"], ["c4"], []]
+    assert [[c.id for c in x.response.tool_calls] for x in t.turns] == [["c1"], ["c2", "c3"], ["c4"], [], []]
     custom = t.turns[2].response.tool_calls[0]
     assert (custom.type, custom.arguments_raw, custom.arguments) == ("custom", "*** Begin Patch\n*** End Patch\n", None)
     assert [(o.tool_call_id, o.name) for o in t.turns[1].observations] == [("c2", "exec_command"), ("c3", "exec_command")]
@@ -98,8 +102,13 @@ def test_small_rollout_gives_one_turn_per_token_count(tmp_path: Path):
     assert (u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens, u.total_tokens) == (
         130, 30, 100, 0, 160)
     assert t.turns[0].usage.reasoning_tokens == 8
-    assert t.turns[3].response.content == "Done." and t.turns[3].context_edit.kind == "compaction"
-    assert t.turns[3].context_edit.summary == ["Summary: calc.py fixed, tests next."]
+    assert t.turns[2].user_after == ["now run the tests"]
+    assert t.turns[4].response.content == "Done." and t.turns[4].context_edit.kind == "compaction"
+    # after the compaction Codex sends its opening messages, the later prompts, the summary
+    assert request_messages(t, 4) == [
+        {"role": "system", "content": "You are Codex."}, {"role": "user", "content": "# AGENTS.md instructions"},
+        {"role": "user", "content": "fix calc.py"}, {"role": "user", "content": "now run the tests"},
+        {"role": "user", "content": "Summary: calc.py fixed, tests next."}]
     assert all(x.timing is None for x in t.turns)  # the log has no per-call timings
 
 
@@ -138,9 +147,9 @@ async def test_small_rollout_replays_with_zero_misses(tmp_path: Path):
     with start_replay_server(store, divergence="content") as server:
         ep = (await run_episode(t, server.url, mode="recorded")).episode
         assert (ep.outcome, ep.n_turns, ep.misses_unknown_key, ep.misses_beyond_turns, ep.misses_diverged) == (
-            "ok", 4, 0, 0, 0)
+            "ok", 5, 0, 0, 0)
     stats = _replay_responses(store, t)
-    assert stats["misses"]["total"] == 0 and stats["served"] == 4
+    assert stats["misses"]["total"] == 0 and stats["served"] == 5
 
 
 @pytest.mark.skipif(not ROLLOUT.exists(), reason=f"real Codex rollout absent ({ROLLOUT})")

@@ -5,18 +5,47 @@ server replays with zero misses, streamed and not."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 
 from benchmaker.replay_server.process import start_replay_server
-from benchmaker.replay_server.recorder import ResponsesAssembler
+from benchmaker.replay_server.recorder import ResponsesAssembler, create_recorder_app
 from benchmaker.replay_server.store import load_trajectories
 from benchmaker.trajectories.trajectory import (
     Observation, Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for_messages,
 )
-from tests.replay.test_recorder import _proxy, _write
+
+
+def write_store(trajs: list[Trajectory], path: Path) -> Path:
+    path.write_text("".join(t.model_dump_json() + "\n" for t in trajs))
+    return path
+
+
+@contextlib.asynccontextmanager
+async def recording_proxy(upstream: str, out: Path) -> AsyncIterator[str]:
+    """The recording proxy served by uvicorn on this loop (127.0.0.1, port 0), with its
+    lifespan (shutdown writes the file); yields its base URL."""
+    app = create_recorder_app(upstream, out)
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        assert not task.done(), "proxy did not start"
+        await asyncio.sleep(0.005)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
 
 openai = pytest.importorskip("openai")
 
@@ -94,8 +123,8 @@ def _turns(t: Trajectory) -> list[tuple]:
 async def test_responses_agent_through_proxy_records_and_replays_with_zero_misses(tmp_path: Path, stream: bool):
     original = _traj()
     out = tmp_path / "recorded.jsonl"
-    with start_replay_server(_write([original], tmp_path / "t0.jsonl")) as upstream:
-        async with _proxy(upstream.url, out) as (url, _app):
+    with start_replay_server(write_store([original], tmp_path / "t0.jsonl")) as upstream:
+        async with recording_proxy(upstream.url, out) as url:
             got = await _episode(url, original, stream)
             async with httpx.AsyncClient() as c:
                 flushed = (await c.post(url + "/flush")).json()

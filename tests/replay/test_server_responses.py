@@ -176,3 +176,42 @@ def test_diverged_observation_is_refused(tmp_path: Path):
         r = client.post(url + "/v1/responses", json={"model": "m", "input": items})
         assert r.status_code == 412 and r.json()["error"]["code"] == "diverged"
         assert client.get(url + "/stats").json()["divergences"]["status"] == 1
+
+
+async def test_responses_path_under_a_root_path_goes_through_starlette(tmp_path: Path):
+    from benchmaker.replay_server.latency import parse_latency
+    from benchmaker.replay_server.server import create_app
+    from benchmaker.replay_server.store import ReplayStore
+
+    traj = make_trajectory("root", 1)
+    app = create_app(ReplayStore.load(write_store(tmp_path / "t.jsonl", [traj]), latency=parse_latency("instant")))
+    transport = httpx.ASGITransport(app=app, root_path="/api")
+    async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
+        r = await client.post("/api/v1/responses", json={"input": traj.first_user})
+    assert r.status_code == 200
+    assert r.json()["output"][-1]["content"][0]["text"] == traj.turns[0].response.content
+
+
+def test_previous_response_id_continues_the_replayed_turn(store):
+    path, traj = store
+    with running_server(path, divergence="content") as url:
+        client = _client(url)
+        first = client.responses.create(model="m", instructions=traj.system, input=responses_input(traj, 0))
+        # the agent sends only what is new: the call's output, chained by id
+        obs = traj.turns[0].observations[0]
+        second = client.responses.create(model="m", previous_response_id=first.id, input=[
+            {"type": "function_call_output", "call_id": obs.tool_call_id, "output": obs.content}])
+        assert second.output_text == f"{NASTY} #1"
+        third = client.responses.create(model="m", previous_response_id=second.id, input=[
+            {"type": "function_call_output", "call_id": "call_1", "output": traj.turns[1].observations[0].content}])
+        assert third.output_text == f"{NASTY} #2"
+        with pytest.raises(openai.NotFoundError, match="previous_response_id"):
+            client.responses.create(model="m", previous_response_id="resp_nope", input="hi")
+    # a changed observation after the chained turn is checked as in a full request
+    with httpx.Client() as raw, running_server(path, divergence="content") as url2:
+        r = raw.post(url2 + "/v1/responses", json={"model": "m", "input": responses_input(traj, 0)})
+        r = raw.post(url2 + "/v1/responses", json={"model": "m", "previous_response_id": r.json()["id"], "input": [
+            {"type": "function_call_output", "call_id": obs.tool_call_id, "output": "other\nexit code 2"}]})
+        assert (r.status_code, r.json()["error"]["code"]) == (412, "diverged")
+        stats = raw.get(url2 + "/stats").json()
+    assert stats["misses"] == {"unknown_key": 0, "beyond_turns": 0, "diverged": 1, "total": 1}

@@ -237,3 +237,11 @@ def test_yaml_api_responses_builds_the_responses_workload():
     with pytest.raises(ValueError, match="api"):
         TypeAdapter(WorkloadSpec).validate_python(
             {"type": "openai-chat", "api": "graphql", "url": "http://127.0.0.1:1/v1/x", "model": "m"})
+
+
+def test_sse_event_lines_on_the_fast_path_keep_the_spec_rules():
+    from benchmaker.engine.sse import SSEParser
+
+    # `event: x` (fast path), `event:` with no value (no type), `event:y` (no space)
+    got = SSEParser().feed(b"event: x\ndata: 1\n\nevent:\ndata: 2\n\nevent:y\ndata: 3\n\nevent: \xc3\xa9\ndata: 4\n\n")
+    assert got == [("x", b"1"), (None, b"2"), ("y", b"3"), ("\u00e9", b"4")]

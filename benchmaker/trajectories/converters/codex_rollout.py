@@ -29,8 +29,11 @@ Each line is `{"timestamp", "type", "payload"}`:
     counted as `call_without_token_count`. Other event_msg lines (and 0.17x's
     `world_state`) repeat what response items hold.
   - `compacted` (`message`: the summary): a context edit ("compaction") before the next
-    turn: the opening user messages, then the summary as a user message, then what
-    follows.
+    turn, as Codex rebuilds its history (`codex-rs/core/src/compact.rs`,
+    `build_compacted_history`): the opening messages (its initial context and the first
+    prompt), the later user prompts, then the summary as a user message. The
+    summarization call before it is a model call like any other (its summary message
+    and usage record): a turn.
 The log has no per-call timings (its timestamps are when lines were written), so turns
 carry none. Detection: JSONL whose records are all `{"type", "payload"}` objects, with a
 `session_meta` or `response_item` among the first ones. Read against real rollouts of
@@ -144,11 +147,8 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             if not isinstance(summary, str):
                 raise ctx.error(line, "payload.message", "expected the compaction summary text", summary)
             if builder.turns:
-                opening = 1 + len(builder.user_before_turns)
-                builder.edit(ContextEdit(
-                    kind="compaction",
-                    head=[MessageSpan(start=MessageRef(turn=None, item=0), end=MessageRef(turn=None, item=opening))],
-                    summary=[summary], keep_from=MessageRef(turn=len(builder.turns), item=0)))
+                builder.edit(ContextEdit(kind="compaction", head=_compacted_head(builder), summary=[summary],
+                                         keep_from=MessageRef(turn=len(builder.turns), item=0)))
         elif kind == "token_usage_record":
             usage_records = True
             usage_record(_usage(p.get("usage")))
@@ -212,6 +212,21 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     if awaiting:
         builder.skip("call_without_token_count")
     yield builder.build(0, task_id=session)
+
+
+def _compacted_head(builder: TrajectoryBuilder) -> list[MessageSpan]:
+    """The history Codex keeps at a compaction (module doc) as spans: the opening user
+    messages, then each later user prompt (`user_after` of the turns so far). Codex
+    keeps at most the last 20,000 tokens of prompts; the log does not say which were cut,
+    so all are kept."""
+    opening = 1 + len(builder.user_before_turns)
+    head = [MessageSpan(start=MessageRef(turn=None, item=0), end=MessageRef(turn=None, item=opening))]
+    for turn in builder.turns:
+        first = 1 + len(turn.observations)
+        for j in range(len(turn.user_after)):
+            head.append(MessageSpan(start=MessageRef(turn=turn.index, item=first + j),
+                                    end=MessageRef(turn=turn.index, item=first + j + 1)))
+    return head
 
 
 def _usage(last: Any) -> Any:

@@ -100,8 +100,8 @@ def convert(
     lenient: bool = False,
 ) -> int:
     """Convert agent logs (pi session/event files, harbor trial dirs, SWE-agent .traj,
-    mini-swe-agent, OpenHands event files and SDK conversation dirs, OpenAI message rows)
-    into trajectories JSONL.
+    mini-swe-agent, OpenHands event files and SDK conversation dirs, OpenAI message rows,
+    Claude Code session files) into trajectories JSONL.
 
     Parameters
     ----------

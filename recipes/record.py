@@ -22,8 +22,8 @@ def record(
     port: int = 0,
     text_actions: bool = False,
 ) -> int:
-    """Relay /v1/chat/completions to UPSTREAM and record each conversation as a
-    trajectory; prints the bound URL first. Point the agent's base URL at URL/v1.
+    """Relay /v1/chat/completions and /v1/messages (Anthropic) to UPSTREAM and record
+    each conversation as a trajectory; prints the bound URL first. Point the agent's base URL at URL/v1.
     The file is written on Ctrl-C and on `POST URL/flush`, atomically.
 
     Parameters

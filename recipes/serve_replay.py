@@ -20,7 +20,7 @@ def serve_replay(
     divergence: Literal["off", "status", "content"] = "off",
     tokenizer: Path | None = None,
 ) -> int:
-    """Serve trajectories.jsonl as /v1/chat/completions; prints the bound URL first.
+    """Serve trajectories.jsonl as /v1/chat/completions and /v1/messages (Anthropic); prints the bound URL first.
 
     Parameters
     ----------

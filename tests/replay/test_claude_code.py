@@ -204,8 +204,12 @@ def _v2_session() -> list[dict]:
              message={"role": "user", "content": "task_id: demo-2\nWrite hello to out.txt"}),
         line("attachment", "t1", "u1", "2026-12-03T17:48:19.200Z", attachment={"type": "todo"}),
         {"type": "api-request", "sessionId": "s2", "id": "req-a", "timestamp": "2026-12-03T17:48:20.750Z",
-         "params": {"model": "claude-opus-5-5"}},
-        {"type": "api-request-blob", "sessionId": "s2", "hash": "h", "message": [{"type": "text", "text": "x"}]},
+         "params": {"model": "claude-opus-5-5"}, "keep": 0, "tail": ["h1", "h2"]},
+        {"type": "api-request-blob", "sessionId": "s2", "hash": "h1", "message": {"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>\nAttribution.\n</system-reminder>\n"},
+            {"type": "text", "text": "task_id: demo-2\nWrite hello to out.txt"}]}},
+        {"type": "api-request-blob", "sessionId": "s2", "hash": "h2", "message": {"role": "system", "content": [
+            {"type": "text", "text": "# Environment"}]}},
         block("a1", "t1", "2026-12-03T17:48:20.824Z", "req-a", 0,
               {"type": "thinking", "thinking": "Use Bash.", "signature": "sig"}, "tool_use", usage),
         block("a2", "a1", "2026-12-03T17:48:20.871Z", "req-a", 1, {"type": "text", "text": "I'll write the file."},
@@ -216,7 +220,8 @@ def _v2_session() -> list[dict]:
         line("user", "u2", "a3", "2026-12-03T17:48:22.800Z", message={"role": "user", "content": [
             {"tool_use_id": "toolu_01ABC", "type": "tool_result", "content": "(Bash completed with no output)",
              "is_error": False}]}),
-        {"type": "api-request", "sessionId": "s2", "id": "req-b", "timestamp": "2026-12-03T17:48:22.892Z"},
+        {"type": "api-request", "sessionId": "s2", "id": "req-b", "timestamp": "2026-12-03T17:48:22.892Z",
+         "base": "req-a", "keep": 2, "tail": ["h3", "h4"]},
         block("a4", "u2", "2026-12-03T17:48:22.931Z", "req-b", 0, {"type": "text", "text": "Done."}, "end_turn",
               {"input_tokens": 100, "cache_read_input_tokens": 5000, "output_tokens": 8}),
         {"type": "cost-state", "sessionId": "s2", "totalCostUSD": 0.0},
@@ -229,6 +234,10 @@ async def test_claude_code_2_1_332_layout_converts_per_request_ref_and_replays(t
     assert detect_bytes(path.read_bytes()) == "claude-code"
     (traj,) = convert.iter_trajectories(path)
     assert traj.match_key == "task:demo-2" and traj.model == "claude-opus-5-5"
+    # the opening message as the first request sent it (its blob), reminder included
+    assert traj.first_user == ("<system-reminder>\nAttribution.\n</system-reminder>\n\n"
+                               "task_id: demo-2\nWrite hello to out.txt")
+    assert traj.skipped["opening_message_from_request_log"] == 1
     first, second = traj.turns
     assert (first.response.reasoning, first.response.content, first.response.finish_reason) == (
         "Use Bash.", "I'll write the file.", "tool_calls")
@@ -238,4 +247,5 @@ async def test_claude_code_2_1_332_layout_converts_per_request_ref_and_replays(t
     assert (first.timing.started_at, first.timing.duration_ms) == ("2026-12-03T17:48:20.750Z", 169.0)
     assert (second.response.content, second.timing.duration_ms) == ("Done.", 39.0)
     assert traj.skipped["record:attachment"] == 1 and traj.skipped["record:api-request"] == 2
+    assert traj.skipped["record:api-request-blob"] == 2
     await _replays_with_zero_misses([traj], tmp_path)

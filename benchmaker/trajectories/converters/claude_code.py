@@ -44,6 +44,10 @@ then the subagents in order of appearance):
     "compaction" ContextEdit on the next turn: the request is the summary then what
     followed it (`tokens_before` from compactMetadata.preTokens); a compaction before
     the first turn leaves the summary as the first user message.
+  - the opening user message: as the first request sent it when the file logs that
+    request whole (2.1.332 `api-request` with no `base`, its `tail` blobs present: the
+    `<system-reminder>` blocks Claude Code adds are part of it and of the replay key),
+    counted as `opening_message_from_request_log`; else the first user line.
   - timing: `started_at` the timestamp of the call's `api-request` record (2.1.332),
     else of the line before the call's first line in the thread (the request went out
     then), `duration_ms` to its last line's timestamp.
@@ -137,9 +141,41 @@ def _thread_key(rec: dict[str, Any]) -> str:
     return "main"
 
 
-def _read_threads(ctx: FileContext, skipped: dict[str, int], sent_at: dict[str, str]) -> dict[str, _Thread]:
-    """The conversation lines of the file by thread (module doc); `sent_at` gets the
-    timestamp of each `api-request` record by its id."""
+@dataclass
+class _Requests:
+    """What 2.1.332 logs of the requests themselves: each `api-request` record by id
+    ({"timestamp", "base", "tail"}) and each `api-request-blob` message by hash."""
+
+    by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+    blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def sent_at(self, request_id: str | None) -> str | None:
+        rec = self.by_id.get(request_id or "")
+        stamp = rec.get("timestamp") if rec else None
+        return stamp if isinstance(stamp, str) else None
+
+    def opening_users(self, request_id: str | None) -> list[str] | None:
+        """The flattened user messages before the first assistant message of a request
+        logged whole (no `base`: the first of a session) with every `tail` blob present,
+        else None."""
+        rec = self.by_id.get(request_id or "")
+        if not rec or rec.get("base") is not None or not isinstance(rec.get("tail"), list):
+            return None
+        users: list[str] = []
+        for h in rec["tail"]:
+            msg = self.blobs.get(h) if isinstance(h, str) else None
+            if msg is None:
+                return None
+            if msg.get("role") == "assistant":
+                break
+            if msg.get("role") == "user":
+                users.append(text_of(msg.get("content")))
+        return users or None
+
+
+def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests) -> dict[str, _Thread]:
+    """The conversation lines of the file by thread (module doc); `requests` gets the
+    `api-request` records and `api-request-blob` messages."""
     threads: dict[str, _Thread] = {}
 
     def add(key: str, entry: _Entry) -> None:
@@ -166,8 +202,10 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int], sent_at: dict[str, 
                 add("agent:" + str(data.get("agentId") or rec.get("parentToolUseID") or ""),
                     _Entry(line, inner["type"], inner["message"], inner.get("timestamp"), inner.get("requestId")))
         else:
-            if kind == "api-request" and isinstance(rec.get("id"), str) and isinstance(rec.get("timestamp"), str):
-                sent_at[rec["id"]] = rec["timestamp"]
+            if kind == "api-request" and isinstance(rec.get("id"), str):
+                requests.by_id[rec["id"]] = rec
+            elif kind == "api-request-blob" and isinstance(rec.get("hash"), str) and isinstance(rec.get("message"), dict):
+                requests.blobs[rec["hash"]] = rec["message"]
             name = f"record:{kind}" if kind != "progress" else f"record:progress:{(rec.get('data') or {}).get('type')}"
             skipped[name] = skipped.get(name, 0) + 1
     return threads
@@ -197,10 +235,11 @@ def _call_key(entry: _Entry) -> str:
 class _Converter:
     """Builds one thread's trajectory (rules in the module doc)."""
 
-    def __init__(self, ctx: FileContext, entries: list[_Entry], sent_at: dict[str, str]) -> None:
+    def __init__(self, ctx: FileContext, entries: list[_Entry], requests: _Requests) -> None:
         self.ctx = ctx
         self.entries = entries
-        self.sent_at = sent_at
+        self.requests = requests
+        self.first_request: str | None = None  # requestRef of the thread's first call
         self.builder = TrajectoryBuilder(ctx, FORMAT)
 
     def run(self) -> TrajectoryBuilder:
@@ -311,8 +350,10 @@ class _Converter:
                             reasoning="".join(thinking) if thinking else None, tool_calls=calls,
                             finish_reason=finish or ("tool_calls" if calls else "stop"))  # type: ignore[arg-type]
         last = lines[-1]
-        if lines[0].request_ref in self.sent_at:  # 2.1.332 logs when the request went out
-            previous_ts = self.sent_at[lines[0].request_ref]  # type: ignore[index]
+        if self.requests.sent_at(lines[0].request_ref) is not None:  # 2.1.332 logs when it went out
+            previous_ts = self.requests.sent_at(lines[0].request_ref)
+        if not b.turns:
+            self.first_request = lines[0].request_ref
         start_ms, end_ms = ms_from_iso(previous_ts), ms_from_iso(last.timestamp)
         timing = None
         if end_ms is not None:
@@ -328,12 +369,19 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     subagent thread (module doc). A thread with no assistant call is skipped (counted on
     the first trajectory as `thread_without_calls`). Raises ConvertError."""
     file_skips: dict[str, int] = {}
-    sent_at: dict[str, str] = {}
-    threads = _read_threads(ctx, file_skips, sent_at)
+    requests = _Requests()
+    threads = _read_threads(ctx, file_skips, requests)
     built: list[TrajectoryBuilder] = []
     empty = 0
     for key in sorted(threads, key=lambda k: (k != "main", threads[k].entries[0].line)):
-        builder = _Converter(ctx, threads[key].entries, sent_at).run()
+        converter = _Converter(ctx, threads[key].entries, requests)
+        builder = converter.run()
+        opening = requests.opening_users(converter.first_request)
+        if opening is not None and builder.first_user is not None and not builder.user_before_turns \
+                and opening[-1].endswith(builder.first_user):
+            # the opening user message as it was sent (2.1.332 logs it: reminders included)
+            builder.first_user, builder.user_before_turns = opening[0], opening[1:]
+            builder.skip("opening_message_from_request_log")
         if builder.turns and builder.first_user is not None:
             built.append(builder)
         else:

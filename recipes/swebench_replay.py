@@ -445,8 +445,9 @@ def llm_sweep(
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
 ) -> int:
-    """Sweep an OpenAI-compatible endpoint over concurrencies or rates (the llm-sweep
-    Prefect flow): one engine run per point, then load and report.
+    """Sweep an LLM endpoint (OpenAI chat, or Anthropic Messages with --api messages) over
+    concurrencies or rates (the llm-sweep Prefect flow): one engine run per point, then
+    load and report.
 
     Parameters
     ----------

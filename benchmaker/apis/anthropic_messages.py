@@ -129,6 +129,7 @@ def chat_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
     the replay key of the same conversation sent as chat (rules of the replay server):
 
         system (a string or text blocks)      -> {"role": "system", "content"}
+        a message with role system            -> {"role": "system", "content"} in place
         user content string                   -> {"role": "user", "content": str}
         user blocks: tool_result              -> {"role": "tool", "tool_call_id":
                                                   tool_use_id, "content": its text,
@@ -144,7 +145,8 @@ def chat_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
                                                   input as compact JSON)}
 
     Raises ValueError naming the field (`messages[3].content[1]: ...`) when the request
-    is not an object with a `messages` list of objects with role user or assistant."""
+    is not an object with a `messages` list of objects with role user, assistant or
+    system."""
     if not isinstance(req, dict):
         raise ValueError(f"request body must be a JSON object (got {type(req).__name__})")
     messages = req.get("messages")
@@ -161,8 +163,11 @@ def chat_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(msg, dict):
             raise ValueError(f"messages[{i}]: must be an object (got {type(msg).__name__})")
         role, content = msg.get("role"), msg.get("content")
-        if role not in ("user", "assistant"):
-            raise ValueError(f"messages[{i}].role: expected user or assistant (got {role!r})")
+        if role not in ("user", "assistant", "system"):
+            raise ValueError(f"messages[{i}].role: expected user, assistant or system (got {role!r})")
+        if role == "system":  # Claude Code 2.1.3xx sends its environment as a system message here
+            out.append({"role": "system", "content": content})
+            continue
         if isinstance(content, str):
             out.append({"role": role, "content": content})
             continue

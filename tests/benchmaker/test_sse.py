@@ -143,3 +143,12 @@ def test_random_events_with_mixed_line_ends_and_random_splits_give_the_same_even
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(stream) - 1)), max_size=20)))
     reads = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
     assert _feed_all(reads) == expected
+
+
+def test_event_names_decode_alike_on_every_path():
+    # LF-only reads take the event-name cache; a CR sends the same lines through _field
+    lf = b"event: content_block_delta\ndata: a\n\nevent: \ndata: b\n\nevent:message_stop\ndata: c\n\n"
+    for body in (lf, lf.replace(b"\n", b"\r\n")):
+        for _ in range(2):  # the second time from the cache
+            assert SSEParser().feed(body) == [("content_block_delta", b"a"), (None, b"b"), ("message_stop", b"c")]
+    assert SSEParser().feed("event: caf\u00e9\ndata: x\n\n".encode()) == [("caf\u00e9", b"x")]

@@ -179,3 +179,73 @@ async def test_compaction_is_a_context_edit_and_replays(tmp_path):
     assert (traj.turns[0].timing.started_at, traj.turns[0].timing.duration_ms) == ("2026-01-01T00:00:00.000Z", 2000.0)
     assert (traj.turns[2].usage.prompt_tokens, traj.turns[2].usage.cached_tokens) == (305, 300)
     await _replays_with_zero_misses([traj], tmp_path)
+
+
+def _v2_session() -> list[dict]:
+    """A session in the layout Claude Code 2.1.332 writes (written from one such file of a
+    scripted run): assistant lines carry `requestRef` (the id of the call's `api-request`
+    record, which logs when the request went out) instead of `requestId`; new record
+    types without a message (attachment, api-request, api-request-blob, cost-state, ...)."""
+    usage = {"input_tokens": 1000, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 4000,
+             "output_tokens": 30, "output_tokens_details": {"thinking_tokens": 0}}
+
+    def line(kind, uuid, parent, ts, **fields):
+        return {"type": kind, "uuid": uuid, "parentUuid": parent, "isSidechain": False, "sessionId": "s2",
+                "timestamp": ts, "version": "2.1.332", **fields}
+
+    def block(uuid, parent, ts, ref, index, content, stop, use):
+        return line("assistant", uuid, parent, ts, requestRef=ref, apiBlockIndex=index, message={
+            "model": "claude-opus-5-5", "id": "msg_" + ref, "type": "message", "role": "assistant",
+            "content": [content], "stop_reason": stop, "usage": use})
+
+    return [
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": "s2", "timestamp": "2026-12-03T17:48:19.000Z"},
+        line("user", "u1", None, "2026-12-03T17:48:19.100Z",
+             message={"role": "user", "content": "task_id: demo-2\nWrite hello to out.txt"}),
+        line("attachment", "t1", "u1", "2026-12-03T17:48:19.200Z", attachment={"type": "todo"}),
+        {"type": "api-request", "sessionId": "s2", "id": "req-a", "timestamp": "2026-12-03T17:48:20.750Z",
+         "params": {"model": "claude-opus-5-5"}, "keep": 0, "tail": ["h1", "h2"]},
+        {"type": "api-request-blob", "sessionId": "s2", "hash": "h1", "message": {"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>\nAttribution.\n</system-reminder>\n"},
+            {"type": "text", "text": "task_id: demo-2\nWrite hello to out.txt"}]}},
+        {"type": "api-request-blob", "sessionId": "s2", "hash": "h2", "message": {"role": "system", "content": [
+            {"type": "text", "text": "# Environment"}]}},
+        block("a1", "t1", "2026-12-03T17:48:20.824Z", "req-a", 0,
+              {"type": "thinking", "thinking": "Use Bash.", "signature": "sig"}, "tool_use", usage),
+        block("a2", "a1", "2026-12-03T17:48:20.871Z", "req-a", 1, {"type": "text", "text": "I'll write the file."},
+              "tool_use", usage),
+        block("a3", "a2", "2026-12-03T17:48:20.919Z", "req-a", 2,
+              {"type": "tool_use", "id": "toolu_01ABC", "name": "Bash",
+               "input": {"command": "echo hello > out.txt", "description": "Write hello"}}, "tool_use", usage),
+        line("user", "u2", "a3", "2026-12-03T17:48:22.800Z", message={"role": "user", "content": [
+            {"tool_use_id": "toolu_01ABC", "type": "tool_result", "content": "(Bash completed with no output)",
+             "is_error": False}]}),
+        {"type": "api-request", "sessionId": "s2", "id": "req-b", "timestamp": "2026-12-03T17:48:22.892Z",
+         "base": "req-a", "keep": 2, "tail": ["h3", "h4"]},
+        block("a4", "u2", "2026-12-03T17:48:22.931Z", "req-b", 0, {"type": "text", "text": "Done."}, "end_turn",
+              {"input_tokens": 100, "cache_read_input_tokens": 5000, "output_tokens": 8}),
+        {"type": "cost-state", "sessionId": "s2", "totalCostUSD": 0.0},
+    ]
+
+
+async def test_claude_code_2_1_332_layout_converts_per_request_ref_and_replays(tmp_path):
+    path = tmp_path / "v2.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _v2_session()))
+    assert detect_bytes(path.read_bytes()) == "claude-code"
+    (traj,) = convert.iter_trajectories(path)
+    assert traj.match_key == "task:demo-2" and traj.model == "claude-opus-5-5"
+    # the opening message as the first request sent it (its blob), reminder included
+    assert traj.first_user == ("<system-reminder>\nAttribution.\n</system-reminder>\n\n"
+                               "task_id: demo-2\nWrite hello to out.txt")
+    assert traj.skipped["opening_message_from_request_log"] == 1
+    first, second = traj.turns
+    assert (first.response.reasoning, first.response.content, first.response.finish_reason) == (
+        "Use Bash.", "I'll write the file.", "tool_calls")
+    assert [c.id for c in first.response.tool_calls] == ["toolu_01ABC"]
+    assert (first.usage.prompt_tokens, first.usage.cached_tokens, first.usage.completion_tokens) == (5000, 4000, 30)
+    # the api-request record's stamp (17:48:20.750) to the call's last block (20.919): 169 ms
+    assert (first.timing.started_at, first.timing.duration_ms) == ("2026-12-03T17:48:20.750Z", 169.0)
+    assert (second.response.content, second.timing.duration_ms) == ("Done.", 39.0)
+    assert traj.skipped["record:attachment"] == 1 and traj.skipped["record:api-request"] == 2
+    assert traj.skipped["record:api-request-blob"] == 2
+    await _replays_with_zero_misses([traj], tmp_path)

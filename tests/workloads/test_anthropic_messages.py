@@ -109,6 +109,10 @@ def test_request_maps_to_chat_messages():
         {"role": "tool", "tool_call_id": "t1", "content": "a\nb", "is_error": True},
         {"role": "user", "content": [{"type": "text", "text": "go on"}]},
     ]
+    # Claude Code 2.1.3xx puts its environment in a message with role system after the prompt
+    env = [{"type": "text", "text": "# Environment"}]
+    assert chat_messages({"messages": [{"role": "user", "content": "task"}, {"role": "system", "content": env}]}) == [
+        {"role": "user", "content": "task"}, {"role": "system", "content": env}]
     with pytest.raises(ValueError, match=r"messages\[0\]\.content: expected a string or a list"):
         chat_messages({"messages": [{"role": "user", "content": 3}]})
 

@@ -27,7 +27,8 @@ Conversion, per thread (the main session: lines with `isSidechain` false; each
 subagent: the `agent_progress` messages of one `agentId`, or the `isSidechain` lines of
 one `agentId` / session in an agent file), each thread one trajectory (main first,
 then the subagents in order of appearance):
-  - one turn per `requestId` (assistant lines without one: per `message.id`), at the
+  - one turn per `requestId` (2.1.332: per `requestRef`, the id of the call's
+    `api-request` record; lines with neither: per `message.id`), at the
     place of its first line: thinking blocks' text joined -> reasoning, text blocks'
     text joined -> content, tool_use -> tool calls (id, name, input as compact JSON:
     `arguments_raw_synthesized`); finish_reason `stop_reason` mapped when the log has
@@ -43,8 +44,13 @@ then the subagents in order of appearance):
     "compaction" ContextEdit on the next turn: the request is the summary then what
     followed it (`tokens_before` from compactMetadata.preTokens); a compaction before
     the first turn leaves the summary as the first user message.
-  - timing: `started_at` the timestamp of the line before the call's first line in the
-    thread (the request went out then), `duration_ms` to its last line's timestamp.
+  - the opening user message: as the first request sent it when the file logs that
+    request whole (2.1.332 `api-request` with no `base`, its `tail` blobs present: the
+    `<system-reminder>` blocks Claude Code adds are part of it and of the replay key),
+    counted as `opening_message_from_request_log`; else the first user line.
+  - timing: `started_at` the timestamp of the call's `api-request` record (2.1.332),
+    else of the line before the call's first line in the thread (the request went out
+    then), `duration_ms` to its last line's timestamp.
     The per-block lines are written as blocks complete, so no TTFT is stated (None).
   - skips counted: `synthetic_message` (assistant lines with model `<synthetic>`, e.g.
     an API error shown to the user: no model call), `record:<type>` for lines without
@@ -83,22 +89,30 @@ from benchmaker.trajectories.trajectory import (
 FORMAT = "claude-code"
 
 RECORD_TYPES = frozenset({"user", "assistant", "system", "progress", "summary", "file-history-snapshot",
-                          "queue-operation"})
-"""Values of `type` in Claude Code session files."""
+                          "queue-operation", "attachment", "last-prompt", "api-request", "api-request-shape",
+                          "api-request-blob", "tools-used", "cost-state", "atis-latch"})
+"""Values of `type` seen in Claude Code session files (2.1.38 and 2.1.332); other
+types are read as records without a message too."""
 
 _STOP = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "tool_calls",
          "max_tokens": "length", "model_context_window_exceeded": "length", "refusal": "content_filter"}
 
 
 def is_claude_code(records: list[Any]) -> bool:
-    """True when the first records of a JSONL file are Claude Code session lines (module doc)."""
+    """True when the first records of a JSONL file are Claude Code session lines: every
+    record an object with a string `type`, one carries `sessionId`, and a `user` or
+    `assistant` record holds a `message` object beside `parentUuid` and `isSidechain`
+    (the fields of Claude Code's conversation lines), or the records' types are all
+    known ones of this format with a `progress` among them."""
     dicts = [r for r in records if isinstance(r, dict)]
-    if not dicts or not all(r.get("type") in RECORD_TYPES for r in dicts):
+    if not dicts or len(dicts) != len(records) or not all(type(r.get("type")) is str for r in dicts):
         return False
     if not any("sessionId" in r for r in dicts):
         return False
-    return any(r.get("type") in ("user", "assistant") and isinstance(r.get("message"), dict) for r in dicts) or any(
-        r.get("type") == "progress" for r in dicts)
+    if any(r["type"] in ("user", "assistant") and isinstance(r.get("message"), dict) and "parentUuid" in r
+           and "isSidechain" in r for r in dicts):
+        return True
+    return all(r["type"] in RECORD_TYPES for r in dicts) and any(r["type"] == "progress" for r in dicts)
 
 
 @dataclass
@@ -111,6 +125,7 @@ class _Entry:
     message: dict[str, Any]
     timestamp: str | None
     request_id: str | None = None
+    request_ref: str | None = None
     compact_summary: bool = False
     pre_tokens: int | None = None
 
@@ -126,7 +141,41 @@ def _thread_key(rec: dict[str, Any]) -> str:
     return "main"
 
 
-def _read_threads(ctx: FileContext, skipped: dict[str, int]) -> dict[str, _Thread]:
+@dataclass
+class _Requests:
+    """What 2.1.332 logs of the requests themselves: each `api-request` record by id
+    ({"timestamp", "base", "tail"}) and each `api-request-blob` message by hash."""
+
+    by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+    blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def sent_at(self, request_id: str | None) -> str | None:
+        rec = self.by_id.get(request_id or "")
+        stamp = rec.get("timestamp") if rec else None
+        return stamp if isinstance(stamp, str) else None
+
+    def opening_users(self, request_id: str | None) -> list[str] | None:
+        """The flattened user messages before the first assistant message of a request
+        logged whole (no `base`: the first of a session) with every `tail` blob present,
+        else None."""
+        rec = self.by_id.get(request_id or "")
+        if not rec or rec.get("base") is not None or not isinstance(rec.get("tail"), list):
+            return None
+        users: list[str] = []
+        for h in rec["tail"]:
+            msg = self.blobs.get(h) if isinstance(h, str) else None
+            if msg is None:
+                return None
+            if msg.get("role") == "assistant":
+                break
+            if msg.get("role") == "user":
+                users.append(text_of(msg.get("content")))
+        return users or None
+
+
+def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests) -> dict[str, _Thread]:
+    """The conversation lines of the file by thread (module doc); `requests` gets the
+    `api-request` records and `api-request-blob` messages."""
     threads: dict[str, _Thread] = {}
 
     def add(key: str, entry: _Entry) -> None:
@@ -137,8 +186,9 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int]) -> dict[str, _Threa
             raise ctx.error(line, None, "expected a JSON object", rec)
         kind = rec.get("type")
         if kind in ("user", "assistant") and isinstance(rec.get("message"), dict):
+            ref = rec.get("requestRef")
             add(_thread_key(rec), _Entry(line, kind, rec["message"], rec.get("timestamp"), rec.get("requestId"),
-                                         rec.get("isCompactSummary") is True))
+                                         ref if isinstance(ref, str) else None, rec.get("isCompactSummary") is True))
         elif kind == "system" and rec.get("subtype") == "compact_boundary":
             meta = rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
             pre = meta.get("preTokens")
@@ -152,6 +202,10 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int]) -> dict[str, _Threa
                 add("agent:" + str(data.get("agentId") or rec.get("parentToolUseID") or ""),
                     _Entry(line, inner["type"], inner["message"], inner.get("timestamp"), inner.get("requestId")))
         else:
+            if kind == "api-request" and isinstance(rec.get("id"), str):
+                requests.by_id[rec["id"]] = rec
+            elif kind == "api-request-blob" and isinstance(rec.get("hash"), str) and isinstance(rec.get("message"), dict):
+                requests.blobs[rec["hash"]] = rec["message"]
             name = f"record:{kind}" if kind != "progress" else f"record:progress:{(rec.get('data') or {}).get('type')}"
             skipped[name] = skipped.get(name, 0) + 1
     return threads
@@ -173,15 +227,19 @@ def _usage(usage: Any) -> Usage | None:
 
 
 def _call_key(entry: _Entry) -> str:
-    return entry.request_id or "msg:" + str(entry.message.get("id") or entry.line)
+    """The model call of an assistant line: its `requestId` (2.1.38), else its
+    `requestRef` (2.1.332: the id of the call's `api-request` record), else its message id."""
+    return entry.request_id or entry.request_ref or "msg:" + str(entry.message.get("id") or entry.line)
 
 
 class _Converter:
     """Builds one thread's trajectory (rules in the module doc)."""
 
-    def __init__(self, ctx: FileContext, entries: list[_Entry]) -> None:
+    def __init__(self, ctx: FileContext, entries: list[_Entry], requests: _Requests) -> None:
         self.ctx = ctx
         self.entries = entries
+        self.requests = requests
+        self.first_request: str | None = None  # requestRef of the thread's first call
         self.builder = TrajectoryBuilder(ctx, FORMAT)
 
     def run(self) -> TrajectoryBuilder:
@@ -292,6 +350,10 @@ class _Converter:
                             reasoning="".join(thinking) if thinking else None, tool_calls=calls,
                             finish_reason=finish or ("tool_calls" if calls else "stop"))  # type: ignore[arg-type]
         last = lines[-1]
+        if self.requests.sent_at(lines[0].request_ref) is not None:  # 2.1.332 logs when it went out
+            previous_ts = self.requests.sent_at(lines[0].request_ref)
+        if not b.turns:
+            self.first_request = lines[0].request_ref
         start_ms, end_ms = ms_from_iso(previous_ts), ms_from_iso(last.timestamp)
         timing = None
         if end_ms is not None:
@@ -307,11 +369,19 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     subagent thread (module doc). A thread with no assistant call is skipped (counted on
     the first trajectory as `thread_without_calls`). Raises ConvertError."""
     file_skips: dict[str, int] = {}
-    threads = _read_threads(ctx, file_skips)
+    requests = _Requests()
+    threads = _read_threads(ctx, file_skips, requests)
     built: list[TrajectoryBuilder] = []
     empty = 0
     for key in sorted(threads, key=lambda k: (k != "main", threads[k].entries[0].line)):
-        builder = _Converter(ctx, threads[key].entries).run()
+        converter = _Converter(ctx, threads[key].entries, requests)
+        builder = converter.run()
+        opening = requests.opening_users(converter.first_request)
+        if opening is not None and builder.first_user is not None and not builder.user_before_turns \
+                and opening[-1].endswith(builder.first_user):
+            # the opening user message as it was sent (2.1.332 logs it: reminders included)
+            builder.first_user, builder.user_before_turns = opening[0], opening[1:]
+            builder.skip("opening_message_from_request_log")
         if builder.turns and builder.first_user is not None:
             built.append(builder)
         else:

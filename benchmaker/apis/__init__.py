@@ -8,6 +8,7 @@ It imports only benchmaker.engine.
 from benchmaker.lazy_exports import lazy_getattr
 
 _EXPORTS = {
+    "GeminiAssembler": "benchmaker.apis.gemini",
     "OpenAIChatParser": "benchmaker.apis.openai_chat",
     "OpenAIStreamParser": "benchmaker.apis.openai_chat",
     "openai_headers": "benchmaker.apis.openai_chat",

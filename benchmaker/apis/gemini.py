@@ -51,10 +51,10 @@ from benchmaker.engine.sse import SSEParser
 
 __all__ = [
     "FINISH_REASONS",
+    "GEMINI_METHODS",
     "GeminiAssembler",
     "TRAJECTORY_FINISH",
     "client_call_id",
-    "GEMINI_METHODS",
     "error_body",
     "finish_reason",
     "function_response_text",

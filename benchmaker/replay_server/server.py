@@ -19,8 +19,9 @@ token is set, else 401 with an OpenAI error body):
 - Side traffic (benchmaker.replay_server.side), answered 200 with header
   `x-replay-side: KIND` and counted by kind, never as a miss: a chat title request and
   any non-streamed Gemini request asking for a JSON answer (Gemini CLI's router and
-  other utility calls, which its session log never holds), and any HEAD request no
-  route serves.
+  other utility calls, which its session log never holds), a Gemini `:countTokens`
+  request (an estimate: benchmaker.apis.gemini.estimate_tokens), and any HEAD request
+  no route serves.
 - Any other method and path: 404 (405 for a served path with another method)
   {"error": {"message" (naming the served routes),
   "type": "replay_unknown_path", "param": null, "code": "unknown_path", "method",
@@ -230,6 +231,7 @@ UNKNOWN_PATHS_KEPT = 100
 
 SERVED_ROUTES = ("POST /v1/chat/completions", "POST /chat/completions",
                  "POST /v1beta/models/{model}:generateContent", "POST /v1beta/models/{model}:streamGenerateContent",
+                 "POST /v1beta/models/{model}:countTokens",
                  "GET /v1/models", "GET /models", "GET /v1beta/models", "GET /health", "GET /stats",
                  "POST /stats/reset")
 """The routes the server answers (named in the unknown-path error)."""
@@ -350,9 +352,12 @@ class _ReplayApp(Starlette):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] not in _CHAT_PATHS or scope["method"] != "POST" \
                 or scope.get("root_path"):
-            if scope["type"] == "http" and scope["method"] == "POST" \
-                    and (gemini.parse_path(scope["path"]) or ("", ""))[1] in gemini.GEMINI_METHODS:
+            method = (gemini.parse_path(scope["path"]) or ("", ""))[1] if scope["type"] == "http" else ""
+            if scope["type"] == "http" and scope["method"] == "POST" and method in gemini.GEMINI_METHODS:
                 await self.serve_gemini(scope, receive, send)
+                return
+            if scope["type"] == "http" and scope["method"] == "POST" and method == "countTokens":
+                await self.count_tokens(receive, send)
                 return
             await super().__call__(scope, receive, send)
             return
@@ -496,6 +501,21 @@ class _ReplayApp(Starlette):
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]})
         await send({"type": "http.response.body", "body": body})
         self.stats.bytes_out += len(body)
+
+    async def count_tokens(self, receive: Any, send: Any) -> None:
+        """Answer a Gemini `countTokens` request as side traffic ("count_tokens"):
+        {"totalTokens": benchmaker.apis.gemini.estimate_tokens(body)} (0 for a body that is
+        not JSON)."""
+        raw = await _read_body(receive)
+        if raw is None:
+            return
+        self.stats.bytes_in += len(raw)
+        self.stats.count_side("count_tokens")
+        try:
+            total = gemini.estimate_tokens(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            total = 0
+        await self._reply(send, 200, orjson.dumps({"totalTokens": total}), [(b"x-replay-side", b"count_tokens")])
 
     async def serve_gemini(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer a Gemini `generateContent` / `streamGenerateContent` request (module doc):

@@ -107,8 +107,9 @@ from starlette.routing import Route
 from benchmaker.apis import gemini
 from benchmaker.replay_server.latency import load_splitter, parse_latency
 from benchmaker.replay_server.side import TITLE_TEXT, is_title_request, schema_answer
-from benchmaker.replay_server.store import (DEFAULT_MODEL, PreparedTurn, RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes,
-                                            exit_code_in)
+from benchmaker.replay_server.store import (
+    DEFAULT_MODEL, PreparedTurn, RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes, exit_code_in,
+)
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
 
 __all__ = ["CoalescedWrites", "DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "SERVED_ROUTES", "UNKNOWN_PATHS_KEPT",
@@ -206,7 +207,6 @@ class ReplayStats:
                 for tid, c in self.per_traj.items()
             },
         }
-
 
     def count_miss(self, api: str, kind: str) -> None:
         """Add 1 to the misses of kind `kind` on the wire API `api`."""
@@ -357,7 +357,7 @@ class _ReplayApp(Starlette):
                 await self.serve_gemini(scope, receive, send)
                 return
             if scope["type"] == "http" and scope["method"] == "POST" and method == "countTokens":
-                await self.count_tokens(receive, send)
+                await self.count_tokens(scope, receive, send)
                 return
             await super().__call__(scope, receive, send)
             return
@@ -502,10 +502,14 @@ class _ReplayApp(Starlette):
         await send({"type": "http.response.body", "body": body})
         self.stats.bytes_out += len(body)
 
-    async def count_tokens(self, receive: Any, send: Any) -> None:
+    async def count_tokens(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer a Gemini `countTokens` request as side traffic ("count_tokens"):
         {"totalTokens": benchmaker.apis.gemini.estimate_tokens(body)} (0 for a body that is
         not JSON)."""
+        if self.auth is not None and not _authorized_gemini(scope, self.auth):
+            self.stats.unauthorized += 1
+            await self._reply(send, 401, gemini.error_body(401, "unauthorized: missing or wrong API key"))
+            return
         raw = await _read_body(receive)
         if raw is None:
             return

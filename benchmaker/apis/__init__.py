@@ -10,6 +10,7 @@ from benchmaker.lazy_exports import lazy_getattr
 _EXPORTS = {
     "AnthropicMessagesParser": "benchmaker.apis.anthropic_messages",
     "anthropic_headers": "benchmaker.apis.anthropic_messages",
+    "GeminiAssembler": "benchmaker.apis.gemini",
     "OpenAIChatParser": "benchmaker.apis.openai_chat",
     "OpenAIResponsesParser": "benchmaker.apis.openai_responses",
     "OpenAIStreamParser": "benchmaker.apis.openai_chat",

@@ -51,11 +51,12 @@ from benchmaker.engine.sse import SSEParser
 
 __all__ = [
     "FINISH_REASONS",
+    "GEMINI_METHODS",
     "GeminiAssembler",
     "TRAJECTORY_FINISH",
     "client_call_id",
-    "GEMINI_METHODS",
     "error_body",
+    "estimate_tokens",
     "finish_reason",
     "function_response_text",
     "model_listing",
@@ -236,6 +237,32 @@ def _user(parts: list[dict[str, Any]], pending: dict[str, list[str]]) -> list[di
         single = len(user_parts) == 1 and user_parts[0]["type"] == "text"
         out.append({"role": "user", "content": user_parts[0]["text"] if single else user_parts})
     return out
+
+
+def estimate_tokens(req: Any) -> int:
+    """The `totalTokens` of a countTokens request, estimated: ceil(characters / 4) over the
+    text parts (and the JSON of other parts) of `contents` (or
+    `generateContentRequest.contents`) and `systemInstruction` (the rule of thumb Gemini
+    CLI's own estimator uses for text). 0 for a body without contents."""
+    if not isinstance(req, dict):
+        return 0
+    inner = req.get("generateContentRequest")
+    body = inner if isinstance(inner, dict) else req
+    contents = body.get("contents")
+    items = list(contents) if isinstance(contents, list) else [contents] if contents is not None else []
+    if body.get("systemInstruction") is not None:
+        items.append(body["systemInstruction"])
+    chars = 0
+    for item in items:
+        parts = item.get("parts") if isinstance(item, dict) else [item]
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, str):
+                chars += len(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                chars += len(part["text"])
+            else:
+                chars += len(orjson.dumps(part))
+    return -(-chars // 4)
 
 
 def finish_reason(reason: str | None) -> str:

@@ -35,8 +35,9 @@ token is set, else 401 with an OpenAI error body):
 - Side traffic (benchmaker.replay_server.side), answered 200 with header
   `x-replay-side: KIND` and counted by kind, never as a miss: a chat title request and
   any non-streamed Gemini request asking for a JSON answer (Gemini CLI's router and
-  other utility calls, which its session log never holds), and any HEAD request no
-  route serves.
+  other utility calls, which its session log never holds), a Gemini `:countTokens`
+  request (an estimate: benchmaker.apis.gemini.estimate_tokens), and any HEAD request
+  no route serves.
 - Any other method and path: 404 (405 for a served path with another method)
   {"error": {"message" (naming the served routes),
   "type": "replay_unknown_path", "param": null, "code": "unknown_path", "method",
@@ -123,8 +124,9 @@ from benchmaker.apis import anthropic_messages, gemini
 from benchmaker.apis.openai_responses import chat_messages
 from benchmaker.replay_server.latency import load_splitter, parse_latency
 from benchmaker.replay_server.side import TITLE_TEXT, is_title_request, schema_answer
-from benchmaker.replay_server.store import (DEFAULT_MODEL, PreparedTurn, RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes,
-                                            exit_code_in)
+from benchmaker.replay_server.store import (
+    DEFAULT_MODEL, PreparedTurn, RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes, exit_code_in,
+)
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
 
 __all__ = ["CoalescedWrites", "DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "SERVED_ROUTES", "UNKNOWN_PATHS_KEPT",
@@ -223,7 +225,6 @@ class ReplayStats:
             },
         }
 
-
     def count_miss(self, api: str, kind: str) -> None:
         """Add 1 to the misses of kind `kind` on the wire API `api`."""
         kinds = self.misses_by_api.setdefault(api, {})
@@ -247,6 +248,7 @@ UNKNOWN_PATHS_KEPT = 100
 
 SERVED_ROUTES = ("POST /v1/chat/completions", "POST /chat/completions",
                  "POST /v1beta/models/{model}:generateContent", "POST /v1beta/models/{model}:streamGenerateContent",
+                 "POST /v1beta/models/{model}:countTokens",
                  "GET /v1/models", "GET /models", "GET /v1beta/models", "GET /health", "GET /stats",
                  "POST /stats/reset")
 """The routes the server answers (named in the unknown-path error)."""
@@ -391,9 +393,12 @@ class _ReplayApp(Starlette):
                     and scope["path"] in _MESSAGES_ROUTES:
                 await _MESSAGES_ROUTES[scope["path"]](self, scope, receive, send)
                 return
-            if scope["type"] == "http" and scope["method"] == "POST" \
-                    and (gemini.parse_path(scope["path"]) or ("", ""))[1] in gemini.GEMINI_METHODS:
+            method = (gemini.parse_path(scope["path"]) or ("", ""))[1] if scope["type"] == "http" else ""
+            if scope["type"] == "http" and scope["method"] == "POST" and method in gemini.GEMINI_METHODS:
                 await self.serve_gemini(scope, receive, send)
+                return
+            if scope["type"] == "http" and scope["method"] == "POST" and method == "countTokens":
+                await self.count_tokens(scope, receive, send)
                 return
             await super().__call__(scope, receive, send)
             return
@@ -680,6 +685,25 @@ class _ReplayApp(Starlette):
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]})
         await send({"type": "http.response.body", "body": body})
         self.stats.bytes_out += len(body)
+
+    async def count_tokens(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer a Gemini `countTokens` request as side traffic ("count_tokens"):
+        {"totalTokens": benchmaker.apis.gemini.estimate_tokens(body)} (0 for a body that is
+        not JSON)."""
+        if self.auth is not None and not _authorized_gemini(scope, self.auth):
+            self.stats.unauthorized += 1
+            await self._reply(send, 401, gemini.error_body(401, "unauthorized: missing or wrong API key"))
+            return
+        raw = await _read_body(receive)
+        if raw is None:
+            return
+        self.stats.bytes_in += len(raw)
+        self.stats.count_side("count_tokens")
+        try:
+            total = gemini.estimate_tokens(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            total = 0
+        await self._reply(send, 200, orjson.dumps({"totalTokens": total}), [(b"x-replay-side", b"count_tokens")])
 
     async def serve_gemini(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer a Gemini `generateContent` / `streamGenerateContent` request (module doc):

@@ -12,6 +12,8 @@ Kinds:
   CLI's router (packages/core/src/routing/strategies/classifierStrategy.ts) and its
   other utility calls through BaseLlmClient.generateJson; answered with
   `schema_answer(schema)` as JSON text.
+- "count_tokens": a Gemini `:countTokens` request (Gemini CLI's context manager
+  calibrates its estimates with it); answered {"totalTokens": an estimate}.
 - "head_probe": any `HEAD` request (Claude Code's `HEAD /api/hello`); answered 200 with
   no body.
 """
@@ -22,7 +24,7 @@ from typing import Any
 
 __all__ = ["SIDE_KINDS", "TITLE_TEXT", "is_title_request", "schema_answer"]
 
-SIDE_KINDS = ("title", "json_answer", "head_probe")
+SIDE_KINDS = ("title", "json_answer", "count_tokens", "head_probe")
 """The side-request kinds counted in /stats."""
 
 TITLE_TEXT = "Replayed session"

@@ -39,6 +39,10 @@ Wire shapes (OpenAI Chat Completions; reasoning as vLLM/DeepSeek `reasoning_cont
   `x-replay-recorded-error: <finish_reason>`, so a client can count it apart from
   errors of the system under test.
 
+Other wire APIs render the same prepared turn their own way (`API_RENDERERS`, e.g.
+"gemini": GenerateContentResponse objects, benchmaker.apis.gemini): `api_body` (rendered
+per request) and `api_stream` (cached with the chat streams).
+
 Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are requested
 with a shorter history (`benchmaker.trajectories.context.request_messages`): the store computes the
 request key of each such turn from its recorded request (`request_key`) and
@@ -831,8 +835,8 @@ def _render_messages_stream(prepared: PreparedTurn, latency: LatencyModel, split
 
 def _group_events(events: list[bytes], tail: bytes, offsets_ms: list[float]) -> StreamBytes:
     """StreamBytes of token `events` sent at `offsets_ms` (one per event; events at the
-    same offset in one group) and `tail` sent with the last group (alone at offset 0
-    when there is no event)."""
+    same offset in one group) and `tail` sent with the last group (alone at the first
+    offset when there is no event)."""
     groups: list[tuple[float, list[bytes]]] = []
     for offset_ms, data in zip(offsets_ms, events):
         offset = offset_ms / 1000.0

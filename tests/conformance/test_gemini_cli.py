@@ -68,7 +68,7 @@ def run_cli(cli: Path, url: str, home: Path, work: Path) -> subprocess.Completed
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "dummy",
            "GEMINI_CLI_TRUST_WORKSPACE": "true"}
     return subprocess.run([str(cli), "-p", PROMPT, "--yolo", "--output-format", "stream-json"], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=180, check=False)
 
 
 def test_gemini_cli_records_and_replays(tmp_path):

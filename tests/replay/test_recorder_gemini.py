@@ -4,8 +4,16 @@ misses over chat completions and over the Gemini API."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 import httpx
+import orjson
 import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
 
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.replay_server.store import load_trajectories
@@ -43,3 +51,49 @@ async def test_gemini_calls_through_the_proxy_record_the_conversation(tmp_path, 
     assert all(t.timing is not None and t.timing.duration_ms > 0 for t in rec.turns)
     replayed = replay_turns(out, rec, divergence="content")
     assert replayed.stats["misses"]["total"] == 0
+
+
+async def test_calls_without_ids_are_recorded_under_the_clients_ids(tmp_path):
+    # an upstream that, like the Gemini API, sends function calls without `id`
+    answers = [
+        {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "run", "args": {"cmd": "ls"}}}]},
+                         "finishReason": "STOP", "index": 0}],
+         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 3, "totalTokenCount": 13}},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "done"}]}, "finishReason": "STOP", "index": 0}]},
+    ]
+
+    async def upstream_call(request):
+        body = orjson.loads(await request.body())
+        n_model = sum(1 for c in body["contents"] if c.get("role") == "model")
+        return Response(b"data: " + orjson.dumps(answers[n_model]) + b"\r\n\r\n", media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1beta/models/{call}", upstream_call, methods=["POST"])])
+    sock = socket.create_server(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", access_log=False, log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.005)
+    out = tmp_path / "recorded.jsonl"
+    user = {"role": "user", "parts": [{"text": "list files"}]}
+    try:
+        async with _proxy(f"http://127.0.0.1:{sock.getsockname()[1]}", out) as (url, _app):
+            async with httpx.AsyncClient() as client:
+                call_url = f"{url}/v1beta/models/m:streamGenerateContent?alt=sse"
+                assert (await client.post(call_url, json={"contents": [user]})).status_code == 200
+                # Gemini CLI names the call itself ("run__" + its own id) and answers with that id
+                cid = "run__run_1764000000000_0"
+                second = {"contents": [user, {"role": "model", "parts": [{"functionCall": {"id": cid, "name": "run",
+                                                                                          "args": {"cmd": "ls"}}}]},
+                                       {"role": "user", "parts": [{"functionResponse": {
+                                           "id": cid, "name": "run", "response": {"output": "a.txt"}}}]}]}
+                assert (await client.post(call_url, json=second)).status_code == 200
+                await client.post(url + "/flush")
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+    (rec,) = [t for _, t in load_trajectories(out)]
+    t0 = rec.turns[0]
+    assert [(c.id, c.name, c.arguments) for c in t0.response.tool_calls] == [("run_1764000000000_0", "run", {"cmd": "ls"})]
+    assert [(o.tool_call_id, o.content) for o in t0.observations] == [("run_1764000000000_0", "a.txt")]
+    assert t0.usage.total_tokens == 13 and rec.turns[1].response.content == "done"

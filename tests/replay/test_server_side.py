@@ -27,10 +27,10 @@ def test_unknown_path_gets_a_named_error_counted_by_path(store_path):
         assert (err["code"], err["method"], err["path"]) == ("unknown_path", "POST", "/v1/embeddings")
         assert "POST /v1/chat/completions" in err["message"]
         client.post(url + "/v1/embeddings", json={})
-        assert client.get(url + "/v1beta/models/m:countTokens").status_code == 404
+        assert client.get(url + "/v1beta/models/m:embedContent").status_code == 404
         assert client.get(url + "/v1/chat/completions").status_code == 405  # served, with POST
         stats = client.get(url + "/stats").json()
-    assert stats["unknown_paths"] == {"POST /v1/embeddings": 2, "GET /v1beta/models/m:countTokens": 1,
+    assert stats["unknown_paths"] == {"POST /v1/embeddings": 2, "GET /v1beta/models/m:embedContent": 1,
                                       "GET /v1/chat/completions": 1}
     assert stats["misses"]["total"] == 0  # not a replay miss: no request of the agent's session
 
@@ -95,3 +95,14 @@ def test_schema_answer_is_the_smallest_accepted_value():
         "complexity_reasoning": "", "complexity_score": 1}
     assert schema_answer({"enum": ["pro", "flash"]}) == "pro"
     assert schema_answer(None) is None
+
+
+def test_gemini_count_tokens_is_side_traffic(store_path):
+    body = {"contents": [{"role": "user", "parts": [{"text": "x" * 10}]}],
+            "systemInstruction": {"parts": [{"text": "abc"}]}}
+    with running_server(store_path) as url, httpx.Client() as client:
+        r = client.post(url + "/v1beta/models/m:countTokens", json=body)
+        stats = client.get(url + "/stats").json()
+    assert r.status_code == 200 and r.headers["x-replay-side"] == "count_tokens"
+    assert r.json() == {"totalTokens": 4}  # ceil(13 characters / 4)
+    assert stats["side_requests"] == {"count_tokens": 1} and stats["unknown_paths"] == {}

@@ -198,13 +198,14 @@ async def test_factory_sandboxes_use_its_helper_once_started(tmp_path: Path):
             assert sb.spawner is helper
             token = f"{os.getpid()}{time.monotonic_ns() % 100000}"
             run = asyncio.ensure_future(sb.exec(f"cat a.txt; sleep 0.{token}"))
-            found: list[int] = []
-            while not found and not run.done():
+            parents: list[int] = []
+            while not parents and not run.done():
                 found = pids_running(f"0.{token}")
+                parents = parent_pids(found[0]) if found else []
                 await asyncio.sleep(0.01)
             res = await run
             assert res.output == "a\n"
-            assert found and helper.pid in parent_pids(found[0])  # the confined command descends from the helper
+            assert helper.pid in parents  # the confined command descends from the helper
         finally:
             await sb.close()
         assert not Path(sb.workdir).exists()

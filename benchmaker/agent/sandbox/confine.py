@@ -43,7 +43,8 @@ from dataclasses import dataclass
 
 from benchmaker.agent.sandbox import SandboxError
 
-__all__ = ["INSTALL_STEP", "SANDBOX_USER", "SYSTEM_ETC", "Confinement", "ConfinementError", "confinement"]
+__all__ = ["INSTALL_STEP", "SANDBOX_USER", "SYSTEM_ETC", "Confinement", "ConfinementError", "check_sandbox_choice",
+           "confinement"]
 
 SANDBOX_USER = "benchmaker-sandbox"
 """The user confined commands run as when the caller is root (`make install` creates it
@@ -191,3 +192,23 @@ def confinement() -> Confinement:
                                f"check that user namespaces are enabled, or pass --sandbox none to run "
                                f"commands unconfined")
     return conf
+
+
+def check_sandbox_choice(kind: str) -> str | None:
+    """Check the sandbox an execute- or command-mode run asked for, before any work:
+    "local" (confined) probes `confinement()` and returns None; "none" (a local
+    sandbox, unconfined) and "flash" (the Flash Sandbox service, confined or not by
+    that service, not by benchmaker) return the one warning line to print. Raises
+    ConfinementError for "local" where bwrap is absent or unusable, ValueError for
+    another kind."""
+    if kind == "local":
+        confinement()
+        return None
+    if kind == "none":
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        return (f"warning: --sandbox none: tool commands and the verifier run unconfined as {user} on this host "
+                f"(its files, its network); use it only for recordings you trust")
+    if kind == "flash":
+        return ("warning: --sandbox flash: tool commands run in the Flash sandbox service, confined only as that "
+                "service confines them")
+    raise ValueError(f"sandbox: unknown sandbox {kind!r} (expected local, none, flash)")

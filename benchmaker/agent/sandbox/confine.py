@@ -158,12 +158,12 @@ def _sandbox_ids() -> tuple[int, int]:
 
 @functools.cache
 def confinement() -> Confinement:
-    """This host's Confinement, probed once per process: bwrap found on PATH (or
-    /usr/bin), then `true` run confined (10 s deadline). Raises ConfinementError (one
+    """This host's Confinement, probed once per process: bwrap and setpriv found on
+    PATH, then `true` run confined (10 s deadline). Raises ConfinementError (one
     line: what failed and INSTALL_STEP, or `--sandbox none`) when bwrap is absent,
     setpriv is absent while the caller is root, or the probe fails (e.g. user
     namespaces disabled: its stderr is quoted)."""
-    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin", "/bin"])
+    path = os.environ.get("PATH", os.defpath)
     bwrap = shutil.which("bwrap", path=path)
     if bwrap is None:
         raise ConfinementError(f"execute mode confines commands with bubblewrap, and bwrap is not installed: "

@@ -1,4 +1,4 @@
-"""Execute mode confined: a recording whose tool commands try to read a private key by
+"""Execute and command mode confined: a recording whose tool commands try to read a private key by
 absolute path, write outside the task, open a TCP connection to a listener of this
 test and escalate is replayed; every attempt fails as the tool's failure (non-zero
 exit, a divergence from the recorded success in the episode) and nothing escapes.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -188,3 +189,49 @@ async def test_the_same_escapes_succeed_unconfined(scene: dict):
         time.sleep(0.02)
     assert s["listener"].accepted == 1
     assert res.verdict is not None and res.verdict.resolved is (os.geteuid() == 0)  # root reads the 0600 key
+
+
+_ESCAPING_AGENT = r'''
+import os, socket, sys
+escaped = []
+tries = {
+    "read key": lambda: open(sys.argv[1]).read(),
+    "write outside": lambda: open(sys.argv[2], "w").write("escaped"),
+    "connect": lambda: socket.create_connection(("127.0.0.1", int(sys.argv[3])), timeout=5),
+    "setuid": lambda: os.setuid(0),
+}
+for name, attempt in tries.items():
+    try:
+        attempt()
+        escaped.append(name)
+    except OSError:
+        pass
+if escaped:
+    print("escaped:", ", ".join(escaped))
+    sys.exit(42)
+'''
+
+
+async def test_a_command_mode_agent_reaches_only_the_proxy(scene: dict, tmp_path: Path):
+    """Command mode confined: the agent talks to the model through its base URL (the
+    episode resolves) while its key read, write outside, connection to the test's
+    listener and setuid all fail."""
+    from tests.replay.test_harness import _AGENT
+
+    s = scene
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir(mode=0o755)
+    os.chmod(agent_dir, 0o755)  # the confined agent's user must read its program
+    (agent_dir / "agent.py").write_text(_ESCAPING_AGENT + _AGENT)
+    (traj,) = list(iter_trajectories(ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"))
+    traj_file = tmp_path / "t.jsonl"
+    traj_file.write_text(traj.model_dump_json() + "\n")
+    with start_replay_server(traj_file, divergence="content") as srv:
+        res = await run_episode(traj, srv.url, mode="command", sandbox=local_sandbox_factory(),
+                                task=load_task(ROOT / "examples" / "tiny-task"),
+                                command=[sys.executable, str(agent_dir / "agent.py"), str(s["key"]),
+                                         str(s["outside"]), str(s["listener"].port)])
+    ep = res.episode
+    assert (ep.outcome, ep.error) == ("ok", None)  # exit 0: no attempt escaped; the proxy answered
+    assert (ep.n_requests, ep.resolved, ep.reverified) == (4, True, True)
+    assert s["listener"].accepted == 0 and not s["outside"].exists()

@@ -86,10 +86,13 @@ class Confinement:
     ro_paths: tuple[str, ...]
     etc: str
 
-    def wrap(self, argv: Sequence[str], *, workdir: str, home: str, rw_paths: Sequence[str] = ()) -> list[str]:
+    def wrap(self, argv: Sequence[str], *, workdir: str, home: str, rw_paths: Sequence[str] = (),
+             ro_paths: Sequence[str] = ()) -> list[str]:
         """The argv that runs `argv` confined with `workdir` as its cwd. `workdir`,
         `home` and `rw_paths` are bound read-write at their host paths (they must
-        exist); everything else per the module docstring."""
+        exist), `ro_paths` read-only beside the Python; everything else per the
+        module docstring."""
+        ro = [*self.ro_paths, *ro_paths]
         out = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
                "--unshare-cgroup-try", "--unshare-net", "--hostname", "sandbox"]
         if self.uid is None:
@@ -108,11 +111,11 @@ class Confinement:
         # bwrap makes missing mount points 0700 when run as root: every parent of a bind
         # is made 0755 first (after /tmp's tmpfs, which a workspace under /tmp lives in),
         # so the unprivileged user can walk to what is bound
-        parents = {os.path.dirname(p.rstrip("/")) for p in ["/etc/x", *self.ro_paths, *rw]}
+        parents = {os.path.dirname(p.rstrip("/")) for p in ["/etc/x", *ro, *rw]}
         for parent in sorted({a for p in parents for a in _ancestors(p)} - _MOUNTED):
             out += ["--perms", "0755", "--dir", parent]
         out += ["--ro-bind", self.etc, "/etc"]
-        for path in self.ro_paths:
+        for path in ro:
             out += ["--ro-bind", path, path]
         for path in rw:
             out += ["--bind", path, path]

@@ -42,7 +42,7 @@ from typing import Any
 
 from benchmaker.agent.sandbox import ExecResult, SandboxError
 from benchmaker.agent.sandbox.confine import Confinement, confinement
-from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
+from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, RunResult, Spawner
 
 _GIT = ["git", "-c", "user.name=benchmaker", "-c", "user.email=benchmaker@localhost", "-c", "commit.gpgsign=false"]
 _IGNORED = "__pycache__/\n*.pyc\n.pytest_cache/\n"
@@ -155,6 +155,45 @@ class LocalSandbox:
             truncated=res.truncated,
             duration_ns=time.perf_counter_ns() - t0,
         )
+
+    def agent_dir(self) -> str:
+        """A directory beside the workspace for a command-mode agent's prompt file and
+        the proxy's Unix socket (`root/agent`, created on first call; the sandbox's
+        user owns it when confined as root). Bound read-write by `run_agent`."""
+        d = self.root / "agent"
+        if not d.is_dir():
+            d.mkdir(mode=0o700)
+            conf = self.confinement
+            if conf is not None and conf.uid is not None:
+                os.chown(d, conf.uid, conf.gid or 0)
+        return str(d)
+
+    async def run_agent(self, argv: list[str], *, env: dict[str, str], timeout_s: float, proxy_port: int,
+                        proxy_socket: str | None) -> RunResult:
+        """Run a command-mode agent (`argv`) in the workspace. Confined, it runs under
+        bubblewrap like a tool command, its environment the sandbox's with `env` over
+        it, its 127.0.0.1:`proxy_port` relayed to the host's Unix socket `proxy_socket`
+        (inside agent_dir(); benchmaker.agent.sandbox.relay) and no other network; each
+        argv item that is an existing absolute path outside the workspace is bound
+        read-only (a file: its directory), so the agent's program is visible.
+        Unconfined (or `proxy_socket` None), it runs on this host as before: the
+        caller's environment with `env` over it. Returns the spawner's RunResult
+        (`timeout_s` then its group is killed). Raises SandboxError when the spawner
+        is gone, OSError when it cannot start."""
+        conf = self.confinement
+        if conf is None or proxy_socket is None:
+            return await self.spawner.run(argv, cwd=self.workdir, env={**os.environ, **env}, timeout_s=timeout_s)
+        from benchmaker.agent.sandbox.relay import relay_argv
+
+        ws = Path(self.workdir)
+        extra: list[str] = []
+        for item in argv:
+            p = Path(item)
+            if p.is_absolute() and p.exists() and p != ws and ws not in p.parents and p not in ws.parents:
+                extra.append(str(p if p.is_dir() else p.parent))
+        wrapped = conf.wrap(relay_argv(sys.executable, proxy_port, proxy_socket, argv), workdir=self.workdir,
+                            home=self.home, rw_paths=[self.agent_dir()], ro_paths=extra)
+        return await self.spawner.run(wrapped, cwd=self.workdir, env={**self._env, **env}, timeout_s=timeout_s)
 
     def _resolve(self, path: str) -> Path:
         ws = Path(self.workdir).resolve()

@@ -235,3 +235,22 @@ async def test_a_command_mode_agent_reaches_only_the_proxy(scene: dict, tmp_path
     assert (ep.outcome, ep.error) == ("ok", None)  # exit 0: no attempt escaped; the proxy answered
     assert (ep.n_requests, ep.resolved, ep.reverified) == (4, True, True)
     assert s["listener"].accepted == 0 and not s["outside"].exists()
+
+
+async def test_a_fifo_made_by_a_command_is_a_failed_read_not_a_hang(tmp_path: Path):
+    """The file tools run in the harness's process: a FIFO a command made in the
+    workspace would block their open() forever; it is refused as a tool failure."""
+    import asyncio
+
+    from benchmaker.agent.sandbox import LocalSandbox
+    from benchmaker.agent.tools import run_pi_tool
+
+    sb = await LocalSandbox.create(None)
+    try:
+        assert (await sb.exec("mkfifo pipe")).exit_code == 0
+        read = await asyncio.wait_for(run_pi_tool(sb, "read", {"path": "pipe"}), 30.0)
+        write = await asyncio.wait_for(run_pi_tool(sb, "write", {"path": "pipe", "content": "x"}), 30.0)
+    finally:
+        await sb.close()
+    assert (read.is_error, read.content) == (True, "pipe: not a regular file (refused like a path outside the workspace)")
+    assert write.is_error is True

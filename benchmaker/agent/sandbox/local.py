@@ -201,6 +201,9 @@ class LocalSandbox:
         full = (p if p.is_absolute() else ws / p).resolve()
         if full != ws and ws not in full.parents:
             raise SandboxError(f"{path}: path is outside the workspace")
+        if full.exists() and not (full.is_file() or full.is_dir()):
+            # a FIFO or device a command made would block this process's open() for good
+            raise SandboxError(f"{path}: not a regular file (refused like a path outside the workspace)")
         return full
 
     async def read_file(self, path: str) -> bytes:

@@ -7,6 +7,7 @@ fail)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -186,7 +187,7 @@ async def test_the_same_escapes_succeed_unconfined(scene: dict):
     assert Path(f"{s['outside']}.verifier").read_text() == "verifier\n"
     deadline = time.monotonic() + 5.0
     while s["listener"].accepted == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+        await asyncio.sleep(0.02)
     assert s["listener"].accepted == 1
     assert res.verdict is not None and res.verdict.resolved is (os.geteuid() == 0)  # root reads the 0600 key
 
@@ -240,8 +241,6 @@ async def test_a_command_mode_agent_reaches_only_the_proxy(scene: dict, tmp_path
 async def test_a_fifo_made_by_a_command_is_a_failed_read_not_a_hang(tmp_path: Path):
     """The file tools run in the harness's process: a FIFO a command made in the
     workspace would block their open() forever; it is refused as a tool failure."""
-    import asyncio
-
     from benchmaker.agent.sandbox import LocalSandbox
     from benchmaker.agent.tools import run_pi_tool
 

@@ -123,3 +123,15 @@ async def test_environment_does_not_leak_caller_secrets(repo: Path, spawner: Spa
     finally:
         await sb.close()
     assert res.output == "none 1\n"
+
+
+async def test_files_the_tools_write_stay_writable_by_confined_commands(repo: Path, spawner: Spawner):
+    """write_file runs in this process (root here): what it creates is handed to the
+    sandbox's user, so a later command can edit it and remove its directory."""
+    sb = await LocalSandbox.create(repo, spawner=spawner)
+    try:
+        await sb.write_file("made/by/tool.txt", b"one\n")
+        res = await sb.exec("echo two >> made/by/tool.txt && cat made/by/tool.txt && rm -r made && echo gone")
+    finally:
+        await sb.close()
+    assert (res.exit_code, res.output) == (0, "one\ntwo\ngone\n")

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-busy demo demo-llm bench bench-overhead clean
+.PHONY: install install-sandbox test test-busy demo demo-llm bench bench-overhead clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,7 +12,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# Execute mode confines tool commands with bubblewrap (docs/execute-mode-sandbox.md):
+# as root, install the Debian package and the unprivileged user commands run as; else
+# say what to ask for (the CLI refuses execute mode without bwrap, naming this step).
+SANDBOX_USER := benchmaker-sandbox
+install-sandbox:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap; \
+	else echo "make install: bubblewrap is not installed and cannot be installed here (not root or no apt-get):" \
+		"ask for the bubblewrap package; until then execute mode refuses (--sandbox none runs unconfined)"; fi
+	@if [ "$$(id -u)" = 0 ] && ! id $(SANDBOX_USER) >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1; then \
+		useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(SANDBOX_USER); fi
+
+install: $(STAMP) install-sandbox
 
 test: $(STAMP)
 	$(PY) -m pytest -q

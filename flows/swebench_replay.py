@@ -104,7 +104,7 @@ class SwebenchReplayParams(BaseModel):
     episodes_per_point: Annotated[int, Field(ge=1)] | None = None
     duration_s: Annotated[float, Field(gt=0)] | None = None
     mode: Mode = "recorded"
-    sandbox: Literal["local", "flash"] = "local"
+    sandbox: Literal["local", "none", "flash"] = "local"
     sandbox_url: str | None = None
     sandbox_image: str | None = None
     task_dirs: list[Path] = Field(default_factory=list)

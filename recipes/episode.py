@@ -24,6 +24,7 @@ def episode(
     command: str | None = None,
     api_key: str | None = None,
     out: Path | None = None,
+    sandbox: Literal["local", "none"] = "local",
 ) -> int:
     """Play one episode of a trajectory and print its episode record (JSON).
 
@@ -51,6 +52,9 @@ def episode(
     out
         Directory to write a run bundle into: manifest.json, episodes.jsonl, turns.jsonl
         and samples.jsonl (one engine Sample per model call).
+    sandbox
+        local (commands confined by bubblewrap, docs/execute-mode-sandbox.md) or none
+        (unconfined: warned).
     """
     import orjson
 
@@ -82,6 +86,10 @@ def episode(
         raise ConfigError(f"--workdir: mode {mode} needs a task directory")
     if mode == "command" and not command:
         raise ConfigError("--command: mode command needs the agent command line")
+    if workdir is not None:
+        from benchmaker.recipes.swebench_replay import check_sandbox_flag
+
+        check_sandbox_flag(sandbox, mode)
     task = None
     if workdir is not None:
         if not workdir.is_dir():
@@ -100,7 +108,7 @@ def episode(
         samples.append(s)
 
     res = asyncio.run(run_episode(
-        traj, url, mode=mode, sandbox=local_sandbox_factory() if workdir is not None else None, task=task,
+        traj, url, mode=mode, sandbox=local_sandbox_factory(confined=sandbox == "local") if workdir is not None else None, task=task,
         api_key=api_key, command=shlex.split(command) if command else None, run_id=run_id, sample_sink=keep,
     ))
     record = res.episode.to_dict()

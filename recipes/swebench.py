@@ -29,14 +29,16 @@ from benchmaker.engine.bundle import build_manifest, new_run_id, wall_ns, write_
 from benchmaker.engine.errors import ConfigError
 from benchmaker.recipes.app import app
 from benchmaker.recipes.bench import resolve_api_key
+from benchmaker.recipes.swebench_replay import check_sandbox_flag
 
 
 def _factory(sandbox: str, url: str | None, image: str | None, workdir: str, api_key: str | None) -> Any:
     from benchmaker.agent.harness import local_sandbox_factory
     from benchmaker.agent.sandbox import FlashSandbox
 
-    if sandbox == "local":
-        return local_sandbox_factory()
+    check_sandbox_flag(sandbox, "execute")
+    if sandbox in ("local", "none"):
+        return local_sandbox_factory(confined=sandbox == "local")
     if not url or not image:
         raise ConfigError("--sandbox-url, --sandbox-image: --sandbox flash needs both")
 
@@ -56,7 +58,7 @@ def swebench(
     concurrency: int = 1,
     attempts: int = 1,
     max_turns: int = 50,
-    sandbox: Literal["local", "flash"] = "local",
+    sandbox: Literal["local", "none", "flash"] = "local",
     sandbox_url: str | None = None,
     sandbox_image: str | None = None,
     sandbox_workdir: str = "/testbed",
@@ -80,7 +82,8 @@ def swebench(
         concurrency: Episodes in flight.
         attempts: Episodes per task.
         max_turns: Model calls per episode at most.
-        sandbox: local (temp copy of the task directory) or flash (Flash Sandbox coordinator).
+        sandbox: local (temp copy of the task directory, commands confined by bubblewrap), none (the
+            same, unconfined: warned) or flash (Flash Sandbox coordinator: warned).
         sandbox_url: Flash coordinator URL.
         sandbox_image: Flash image; {task_id} is substituted.
         sandbox_workdir: Repository path inside the Flash image.

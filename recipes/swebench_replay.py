@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -163,6 +164,23 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
     console.print(f"report:     {report if report.is_file() else '(not written)'}")
 
 
+def check_sandbox_flag(sandbox: str, mode: str) -> None:
+    """--sandbox of an execute- or command-mode run, before anything runs
+    (benchmaker.agent.sandbox.confine.check_sandbox_choice): prints the warning line of
+    an unconfined choice to stderr; raises ConfigError (one line naming the install
+    step) where the confined default cannot run. Recorded mode runs nothing: no check."""
+    if mode == "recorded":
+        return
+    from benchmaker.agent.sandbox.confine import ConfinementError, check_sandbox_choice
+
+    try:
+        warning = check_sandbox_choice(sandbox)
+    except ConfinementError as exc:
+        raise ConfigError(f"--sandbox {sandbox}: {exc}") from None
+    if warning:
+        print(warning, file=sys.stderr)
+
+
 def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_dir: Path, warehouse: Path | None,
                          urls: dict[str, str | None], rates: list[float] = (), max_requests: int | None = None,
                          counts: dict[str, int | None] | None = None,
@@ -254,7 +272,7 @@ def swebench_replay(
     episodes_per_point: int | None = None,
     duration: str | None = None,
     mode: Literal["recorded", "execute", "command"] = "recorded",
-    sandbox: Literal["local", "flash"] = "local",
+    sandbox: Literal["local", "none", "flash"] = "local",
     sandbox_url: str | None = None,
     sandbox_image: str | None = None,
     task_dirs: list[Path] | None = None,
@@ -300,8 +318,11 @@ def swebench_replay(
         recorded (tool results from the recording), execute (tools run in the sandbox),
         command (an external agent, --command, per task).
     sandbox
-        Where execute mode runs tools: local (a process per episode) or flash (a
-        sandbox service at --sandbox-url).
+        Where execute and command mode run tools and the verifier: local (a temp copy
+        of the task per episode, every command confined by bubblewrap: no network, no
+        file outside the copy, an unprivileged user under root; docs/execute-mode-sandbox.md),
+        none (the same copy, unconfined: warned) or flash (a sandbox service at
+        --sandbox-url: warned).
     sandbox_url
         Base URL of the flash sandbox service (execute mode, --sandbox flash).
     sandbox_image
@@ -356,6 +377,8 @@ def swebench_replay(
     _check_sweep_options(concurrency=_ints(concurrency_sweep, "--concurrency-sweep"), duration=duration,
                          out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url},
                          lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
+    if not dry_run:
+        check_sandbox_flag(sandbox, mode)
     _prefect_env()
     from benchmaker.flows.swebench_replay import ParameterError, validate_params
     from benchmaker.warehouse.connection import default_warehouse

@@ -27,6 +27,7 @@ name (e.g. "c2"), that point measures, writes its files, then fails with Injecte
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from pathlib import Path
@@ -64,10 +65,16 @@ class InjectedFault(RuntimeError):
 
 def make_sandbox_factory(kind: str, url: str | None = None, image: str | None = None) -> SandboxFactory:
     """A sandbox factory for the harness: "local" (a temp workspace per episode, from
-    the task's repo) or "flash" (Flash Sandbox at `url` running `image`). Raises
-    ValueError for an unknown kind or a flash sandbox without url/image."""
+    the task's repo, its commands confined by bubblewrap), "none" (the same workspace,
+    commands unconfined: a warning is logged) or "flash" (Flash Sandbox at `url`
+    running `image`). Raises ValueError for an unknown kind or a flash sandbox without
+    url/image, ConfinementError (benchmaker.agent.sandbox) for "local" without a
+    usable bwrap."""
     if kind == "local":
         return local_sandbox_factory()
+    if kind == "none":
+        logging.getLogger(__name__).warning("sandbox none: tool commands and the verifier run unconfined")
+        return local_sandbox_factory(confined=False)
     if kind == "flash":
         if not url or not image:
             raise ValueError(f"sandbox flash: needs sandbox_url and sandbox_image (got {url!r}, {image!r})")
@@ -77,7 +84,7 @@ def make_sandbox_factory(kind: str, url: str | None = None, image: str | None = 
             return await FlashSandbox.create(url, image=image, env=task_spec.env if task_spec else None)
 
         return make
-    raise ValueError(f"sandbox: unknown sandbox {kind!r} (expected local, flash)")
+    raise ValueError(f"sandbox: unknown sandbox {kind!r} (expected local, none, flash)")
 
 
 _kept: tuple[tuple[Any, ...], tuple[Trajectory, ...]] | None = None

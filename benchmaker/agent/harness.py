@@ -63,7 +63,7 @@ from benchmaker.trajectories.context import request_messages
 from benchmaker.agent.episodes import Episode, TurnRecord
 from benchmaker.agent.model_client import ChatResult, MessageLog, ModelClient
 from benchmaker.agent.sandbox import Sandbox, SandboxError
-from benchmaker.agent.sandbox.local import LocalSandboxFactory
+from benchmaker.agent.sandbox.local import LocalSandbox, LocalSandboxFactory
 from benchmaker.agent.sandbox.spawner import InlineSpawner
 from benchmaker.agent.tools import TextActionStyle, ToolOutcome, run_pi_tool, run_text_action
 from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Turn
@@ -473,26 +473,38 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
     command is an argv list whose items may use {prompt_file} (JSON with system,
     first_user, user_before_turns, model), {workdir}, {base_url} and {python}; it also
     gets OPENAI_BASE_URL, OPENAI_API_KEY and BENCHMAKER_PROMPT_FILE in its environment and
-    runs in the sandbox workdir on this host (so it reaches the proxy on 127.0.0.1)."""
-    async with _MeasuringProxy(base_url, st, api_key) as proxy:
-        with tempfile.TemporaryDirectory(prefix="bm-agent-") as tmp:
+    runs in the sandbox workdir. In a confined LocalSandbox (LocalSandbox.run_agent) it
+    runs under bubblewrap with only the proxy reachable (its 127.0.0.1 port relayed to
+    the proxy's Unix socket) and the prompt file in the sandbox's agent directory;
+    otherwise on this host (so it reaches the proxy on 127.0.0.1)."""
+    confined = isinstance(sb, LocalSandbox) and sb.confinement is not None
+    ipc = sb.agent_dir() if isinstance(sb, LocalSandbox) and confined else None
+    async with _MeasuringProxy(base_url, st, api_key, unix_dir=ipc) as proxy:
+        with tempfile.TemporaryDirectory(prefix="bm-agent-", dir=ipc) as tmp:
+            if ipc is not None:
+                os.chmod(tmp, 0o755)
             prompt = Path(tmp) / "prompt.json"
             prompt.write_text(json.dumps({"system": trajectory.system, "first_user": trajectory.first_user,
                                           "user_before_turns": trajectory.user_before_turns,
                                           "model": trajectory.model}))
+            if ipc is not None:
+                os.chmod(prompt, 0o644)
             subst = {"prompt_file": str(prompt), "workdir": sb.workdir, "base_url": proxy.url + "/v1",
                      "python": sys.executable}
             argv = [a.format(**subst) for a in command]
-            env = {**os.environ, "OPENAI_BASE_URL": proxy.url + "/v1", "OPENAI_API_KEY": api_key or "replay",
-                   "BENCHMAKER_PROMPT_FILE": str(prompt)}
+            agent_env = {"OPENAI_BASE_URL": proxy.url + "/v1", "OPENAI_API_KEY": api_key or "replay",
+                         "BENCHMAKER_PROMPT_FILE": str(prompt)}
             t0 = time.perf_counter_ns()
             script = " ".join(shlex.quote(a) for a in argv)
-            # the agent runs on this host (it must reach the proxy on 127.0.0.1), spawned by
-            # the sandbox's spawner (off the measuring loop when it is a started factory's
-            # helper, benchmaker.agent.sandbox.spawner); its process group is killed at the timeout,
-            # on cancellation and when it exits
-            spawner = getattr(sb, "spawner", None) or InlineSpawner()
-            res = await spawner.run(argv, cwd=sb.workdir, env=env, timeout_s=timeout_s)
+            # spawned by the sandbox's spawner (off the measuring loop when it is a started
+            # factory's helper, benchmaker.agent.sandbox.spawner); its process group is killed
+            # at the timeout, on cancellation and when it exits
+            if isinstance(sb, LocalSandbox):
+                res = await sb.run_agent(argv, env=agent_env, timeout_s=timeout_s, proxy_port=proxy.port,
+                                         proxy_socket=proxy.unix_path)
+            else:  # a remote sandbox: the agent runs on this host, beside the proxy
+                spawner = getattr(sb, "spawner", None) or InlineSpawner()
+                res = await spawner.run(argv, cwd=sb.workdir, env={**os.environ, **agent_env}, timeout_s=timeout_s)
             if res.timed_out:
                 st.ep.outcome, st.ep.error = "timeout", f"agent command timed out after {timeout_s:g} s: {script}"
                 return
@@ -515,10 +527,13 @@ class _MeasuringProxy:
     answered as SSE chunks (re-serialised, same JSON objects) or one JSON body; an
     upstream HTTP error is answered with its status and body."""
 
-    def __init__(self, base_url: str, st: _Episode, api_key: str | None):
+    def __init__(self, base_url: str, st: _Episode, api_key: str | None, unix_dir: str | None = None):
         self.client = ModelClient(base_url, api_key=api_key, t0_ns=st.t0)
         self.st = st
         self.url = ""
+        self.port = 0
+        # also served on a Unix socket in `unix_dir` (a confined agent's only way out)
+        self.unix_path = os.path.join(unix_dir, "proxy.sock") if unix_dir is not None else None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -553,8 +568,12 @@ class _MeasuringProxy:
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         await web.SockSite(self._runner, sock).start()
+        if self.unix_path is not None:
+            await web.UnixSite(self._runner, self.unix_path).start()
+            os.chmod(self.unix_path, 0o666)  # the sandbox's user connects; its directory is private
         return self
 
     async def __aexit__(self, *exc: object) -> None:

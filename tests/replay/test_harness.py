@@ -4,6 +4,7 @@ recordings), the concurrency proof, usage coverage, command mode, JSONL columns.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -176,7 +177,9 @@ print("agent done")
 
 
 async def test_command_mode_runs_an_external_agent_through_the_measuring_proxy(tmp_path: Path):
-    agent = tmp_path / "agent.py"
+    (tmp_path / "agent").mkdir(mode=0o755)  # readable by the confined agent's user (root: benchmaker-sandbox)
+    os.chmod(tmp_path / "agent", 0o755)
+    agent = tmp_path / "agent" / "agent.py"
     agent.write_text(_AGENT)
     traj = _example()
     with start_replay_server(_write([traj], tmp_path / "t.jsonl"), divergence="content") as srv:

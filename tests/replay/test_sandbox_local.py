@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pytest
 
 from benchmaker.agent.sandbox import LocalSandbox, Sandbox, SandboxError
 from benchmaker.agent.sandbox.spawner import Spawner
-from tests.replay._spawners import alive, spawner  # noqa: F401 - the fixture
+from tests.replay._spawners import alive, pids_running, spawner  # noqa: F401 - the fixture
 
 
 @pytest.fixture
@@ -51,7 +53,7 @@ async def test_exec_combines_output_and_exit_code(repo: Path, spawner: Spawner):
 
 async def test_timeout_kills_the_whole_process_group(repo: Path, spawner: Spawner, tmp_path: Path):
     pidfile = tmp_path / "child.pid"
-    sb = await LocalSandbox.create(repo, spawner=spawner)
+    sb = await LocalSandbox.create(repo, spawner=spawner, confined=False)
     try:
         t0 = time.monotonic()
         # a background grandchild that would outlive a plain kill of bash
@@ -64,6 +66,31 @@ async def test_timeout_kills_the_whole_process_group(repo: Path, spawner: Spawne
     child = int(pidfile.read_text())
     time.sleep(0.1)
     assert not alive(child)  # the sleeping grandchild is gone too
+
+
+async def test_timeout_kills_everything_a_confined_command_started(repo: Path, spawner: Spawner):
+    """Confined, the grandchild lives in the sandbox's PID namespace; it is found on the
+    host by a unique argument while the command runs, and gone after the timeout."""
+    token = f"30.{os.getpid()}{int(time.monotonic() * 1000) % 100000}"
+    sb = await LocalSandbox.create(repo, spawner=spawner)
+    try:
+        t0 = time.monotonic()
+        run = asyncio.ensure_future(sb.exec(f"(sleep {token} & wait) ; echo never", timeout_s=3.0))
+        seen: list[int] = []
+        while not seen and not run.done():
+            seen = pids_running(token)
+            await asyncio.sleep(0.02)
+        res = await run
+        elapsed = time.monotonic() - t0
+    finally:
+        await sb.close()
+    assert seen, "the confined sleep was never seen running"
+    assert res.timed_out is True and res.exit_code is None
+    assert elapsed < 15.0  # 3 s deadline, not 30 s
+    deadline = time.monotonic() + 5.0
+    while pids_running(token) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert pids_running(token) == []
 
 
 async def test_output_truncated_in_the_middle_with_marker(repo: Path, spawner: Spawner):
@@ -96,3 +123,15 @@ async def test_environment_does_not_leak_caller_secrets(repo: Path, spawner: Spa
     finally:
         await sb.close()
     assert res.output == "none 1\n"
+
+
+async def test_files_the_tools_write_stay_writable_by_confined_commands(repo: Path, spawner: Spawner):
+    """write_file runs in this process (root here): what it creates is handed to the
+    sandbox's user, so a later command can edit it and remove its directory."""
+    sb = await LocalSandbox.create(repo, spawner=spawner)
+    try:
+        await sb.write_file("made/by/tool.txt", b"one\n")
+        res = await sb.exec("echo two >> made/by/tool.txt && cat made/by/tool.txt && rm -r made && echo gone")
+    finally:
+        await sb.close()
+    assert (res.exit_code, res.output) == (0, "one\ntwo\ngone\n")

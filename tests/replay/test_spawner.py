@@ -14,7 +14,7 @@ import pytest
 
 from benchmaker.agent.sandbox import TRUNCATION_MARKER, LocalSandboxFactory, SandboxError
 from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
-from tests.replay._spawners import alive, spawner  # noqa: F401 - the fixture
+from tests.replay._spawners import alive, parent_pids, pids_running, spawner  # noqa: F401 - the fixture
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
 
@@ -34,6 +34,14 @@ async def _pid_from(path: Path, within_s: float = 20.0) -> int:
         assert time.monotonic() < deadline, f"{path} never written"
         await asyncio.sleep(0.02)
     return int(path.read_text())
+
+
+async def _pid_running(token: str, within_s: float) -> int:
+    deadline = time.monotonic() + within_s
+    while not (pids := pids_running(token)):
+        assert time.monotonic() < deadline, f"no process with argument {token} after {within_s:g} s"
+        await asyncio.sleep(0.02)
+    return pids[0]
 
 
 async def test_exit_code_and_interleaved_output(spawner: Spawner, tmp_path: Path):
@@ -188,8 +196,16 @@ async def test_factory_sandboxes_use_its_helper_once_started(tmp_path: Path):
         sb = await factory(type("Task", (), {"repo": repo})())
         try:
             assert sb.spawner is helper
-            res = await sb.exec("cat a.txt; echo $PPID")
-            assert res.output == f"a\n{helper.pid}\n"  # bash's parent is the helper
+            token = f"{os.getpid()}{time.monotonic_ns() % 100000}"
+            run = asyncio.ensure_future(sb.exec(f"cat a.txt; sleep 0.{token}"))
+            parents: list[int] = []
+            while not parents and not run.done():
+                found = pids_running(f"0.{token}")
+                parents = parent_pids(found[0]) if found else []
+                await asyncio.sleep(0.01)
+            res = await run
+            assert res.output == "a\n"
+            assert helper.pid in parents  # the confined command descends from the helper
         finally:
             await sb.close()
         assert not Path(sb.workdir).exists()
@@ -236,9 +252,9 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
     root = Path(__file__).resolve().parents[2]
     task_dir = tmp_path / "task"
     shutil.copytree(root / "examples" / "tiny-task", task_dir)
-    pidfile = tmp_path / "verifier.pid"
+    token = f"30.{os.getpid()}{time.monotonic_ns() % 100000}"  # the verifier's sleep, found on the host by it
     (task_dir / "task.json").write_text(
-        f'{{"task_id": "tiny-task", "test_command": "sleep 30 & echo $! > {pidfile}; wait", "timeout_s": 120}}')
+        f'{{"task_id": "tiny-task", "test_command": "sleep {token} & wait", "timeout_s": 120}}')
     task = load_task(task_dir)
     (traj,) = list(iter_trajectories(root / "examples" / "recordings" / "tiny-task.pi.jsonl"))
     (tmp_path / "t.jsonl").write_text(traj.model_dump_json() + "\n")
@@ -247,7 +263,7 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
         point = asyncio.ensure_future(run_point([traj], srv.url, tmp_path / "run", run_id="r", concurrency=1,
                                                 mode="execute", sandbox_factory=factory,
                                                 tasks={task.task_id: task}))
-        child = await _pid_from(pidfile, within_s=60.0)  # the 4 turns were played; the verifier runs
+        child = await _pid_running(token, within_s=60.0)  # the 4 turns were played; the verifier runs
         helper = factory.spawner
         assert helper is not None
         point.cancel()

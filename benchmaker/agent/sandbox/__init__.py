@@ -2,7 +2,9 @@
 
     Sandbox       the protocol the harness and verifier use (below)
     ExecResult    one command's result
-    LocalSandbox  per-episode temp workspace + subprocess (benchmaker.agent.sandbox.local), the default
+    LocalSandbox  per-episode temp workspace + subprocess (benchmaker.agent.sandbox.local), the default;
+                  its commands confined by bubblewrap unless told not to
+    ConfinementError  bwrap absent or unusable (benchmaker.agent.sandbox.confine)
     LocalSandboxFactory  a LocalSandbox per episode, processes spawned off the measuring
                   loop once started (benchmaker.agent.sandbox.local, benchmaker.agent.sandbox.spawner)
     FlashSandbox  Flash Sandbox coordinator over HTTP (benchmaker.agent.sandbox.flash)
@@ -81,12 +83,14 @@ def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
 # imports benchmaker.agent.sandbox.spawner once per sweep point and needs neither httpx (FlashSandbox)
 # nor the local sandbox (~0.3 CPU s per point).
 __getattr__ = lazy_getattr(__name__, {
+    "ConfinementError": "benchmaker.agent.sandbox.confine",
     "FlashSandbox": "benchmaker.agent.sandbox.flash",
     "LocalSandbox": "benchmaker.agent.sandbox.local",
     "LocalSandboxFactory": "benchmaker.agent.sandbox.local",
 })
 
 __all__ = [
+    "ConfinementError",
     "ExecResult",
     "FlashSandbox",
     "LocalSandbox",

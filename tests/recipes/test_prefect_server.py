@@ -365,6 +365,9 @@ def test_a_second_local_user_cannot_read_or_change_flow_runs(other_user: OtherUs
            if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")}
     env["PREFECT_HOME"] = str(home)
     try:
+        # started here with a long timeout (a first start migrates a fresh database: over
+        # 90 s at load 17 on 2 cores), then reused by the CLI's flow run
+        ps.ensure_server(home, say=lambda m: None, start=lambda h: ps.start_server(h, timeout_s=400))
         run = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
                     str(base / "art"), "--warehouse", str(base / "w.duckdb")], env)
         assert run.returncode in (0, 1), run.stdout[-2000:] + run.stderr[-2000:]

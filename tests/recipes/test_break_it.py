@@ -270,3 +270,66 @@ def test_no_example_runs_an_interpreter_named_python():
         if bare.search(line)
     ]
     assert offenders == [], f"bare `python` in {offenders}; use python3 or {sys.executable!r}"
+
+
+# -- hostile servers: bounded memory and deadlines (a real server on 127.0.0.1) ------------
+
+@pytest.fixture(scope="module")
+def hostile():
+    from tests.hostile_server import HostileServer
+
+    with HostileServer() as srv:
+        yield srv
+
+
+def _samples(run_dir: Path) -> list[dict]:
+    import json
+
+    [bundle] = list(run_dir.iterdir())
+    return [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("path,coding", [("/bomb-gzip", "gzip"), ("/bomb-deflate", "deflate")])
+def test_a_compression_bomb_response_ends_the_request_as_an_error(path, coding, hostile, tmp_path, monkeypatch,
+                                                                  capsys):
+    import resource
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["http", "--url", hostile.url + path, "--max-requests", "2", "--out-dir", "runs"])
+    capsys.readouterr()
+    assert code == 1  # every request failed: a failed run, with its samples kept
+    samples = _samples(tmp_path / "runs")
+    assert [s["outcome"] for s in samples] == ["transport_error", "transport_error"]
+    assert {s["error"] for s in samples} == {f"decoded body over {64 << 20} bytes (Content-Encoding {coding}): "
+                                             f"a compression bomb?"}
+    # 100 MiB decoded per request was refused at 64 MiB: never held (peak RSS well under 2 bombs)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 1_500_000  # KiB
+
+
+def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_hang(hostile, tmp_path, monkeypatch,
+                                                                                  capsys):
+    import json
+    import time
+
+    from benchmaker.testing.instant_server import start_instant_server
+
+    monkeypatch.chdir(tmp_path)
+    with start_instant_server(sse_chunks=5) as srv:
+        t = time.monotonic()
+        code = main(["llm", "--url", srv.url + "/v1/chat/completions", "--model", "m", "--duration", "2s",
+                     "--rate", "closed:1", "--metrics-url", hostile.url + "/metrics-bomb",
+                     "--metrics-url", hostile.url + "/metrics-endless", "--metrics-interval", "1s",
+                     "--out-dir", "runs"])
+        took_s = time.monotonic() - t
+    capsys.readouterr()
+    assert code in (0, 1)  # the run's own verdict (host load may void it); it ended
+    assert took_s < 60
+    [bundle] = list((tmp_path / "runs").iterdir())
+    monitors = json.loads((bundle / "summary.json").read_text())["self_checks"]["monitors"]
+    by_url = {name: m for name, m in monitors.items()}
+    errors = sorted(m["last_error"] for m in by_url.values())
+    assert len(errors) == 2 and all(m["rows"] == 0 and m["errors"] == m["samples"] for m in by_url.values())
+    assert errors[0].startswith(f"RuntimeError: GET {hostile.url}/metrics-endless: no whole answer within the "
+                                f"scrape deadline (1 s)")
+    assert errors[1] == (f"ValueError: GET {hostile.url}/metrics-bomb: body over {16 << 20} bytes decoded "
+                         f"(Content-Encoding gzip): a compression bomb?")

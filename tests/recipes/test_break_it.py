@@ -333,3 +333,60 @@ def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_han
                                 f"scrape deadline (1 s)")
     assert errors[1] == (f"ValueError: GET {hostile.url}/metrics-bomb: body over {16 << 20} bytes decoded "
                          f"(Content-Encoding gzip): a compression bomb?")
+
+
+# -- files that are not files, inputs that loop, outputs that are inputs, slow queries ------
+
+_PI_CYCLE = "\n".join([
+    '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work/x"}',
+    '{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user",'
+    '"content":[{"type":"text","text":"hi"}],"timestamp":1767225600000}}',
+    '{"type":"message","id":"b2","parentId":"a1","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":'
+    '"assistant","content":[{"type":"text","text":"ok"}],"api":"openai-completions","provider":"openai","model":"m",'
+    '"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2},"stopReason":"stop",'
+    '"timestamp":1767225601000}}',
+    # the id of line 2 again, as the child of line 3: line 3's parent link would loop
+    '{"type":"message","id":"a1","parentId":"b2","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"user",'
+    '"content":[{"type":"text","text":"again"}],"timestamp":1767225602000}}',
+]) + "\n"
+
+# (case id, argv builder over tmp_path (FIFO f.fifo, pi file cyc.jsonl, warehouse w.duckdb made), message)
+FILE_CASES = [
+    ("dataset-fifo", lambda d: [*LLM, "--dataset", f"{d}/f.fifo", *ONE], "f.fifo: is a FIFO (named pipe), not a "
+                                                                         "regular file"),
+    ("dataset-dev-zero", lambda d: [*LLM, "--dataset", "/dev/zero", *ONE], "/dev/zero: is a character device"),
+    ("trace-rate-fifo", lambda d: [*LLM, "--rate", f"trace:{d}/f.fifo", *ONE], "f.fifo is a FIFO"),
+    ("trace-rate-dev-zero", lambda d: [*LLM, "--rate", "trace:/dev/zero", *ONE], "/dev/zero is a character device"),
+    ("record-trace-fifo", lambda d: [*LLM, "--record-trace", f"{d}/f.fifo", *ONE],
+     "--record-trace: " + "{d}/f.fifo is a FIFO"),
+    ("run-file-fifo", lambda d: ["run", f"{d}/f.fifo"], "f.fifo: is a FIFO"),
+    ("convert-fifo", lambda d: ["convert", f"{d}/f.fifo", "-o", f"{d}/out.jsonl"], "not a regular file"),
+    ("pi-parent-cycle", lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/out.jsonl"],
+     "cyc.jsonl:3: parentId: names an id that a later entry (line 4) uses again: the session tree would loop "
+     "(got \"a1\")"),
+    ("convert-output-is-input", lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/cyc.jsonl"],
+     "cyc.jsonl: is also the output file (-o): converting would replace it"),
+    ("sql-timeout", lambda d: ["sql", "SELECT count(*) FROM range(100000000000) a", "--warehouse", f"{d}/w.duckdb",
+                               "--timeout", "0.5"],
+     "sql: --timeout: the query ran longer than 0.5 s and was stopped"),
+    ("sql-timeout-0", lambda d: ["sql", "SELECT 1", "--warehouse", f"{d}/w.duckdb", "--timeout", "0"],
+     "--timeout: expected seconds > 0"),
+]
+
+
+@pytest.mark.parametrize("make,piece", [c[1:] for c in FILE_CASES], ids=[c[0] for c in FILE_CASES])
+def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece, tmp_path, monkeypatch, capsys):
+    import time
+
+    import duckdb
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "f.fifo")
+    (tmp_path / "cyc.jsonl").write_text(_PI_CYCLE)
+    duckdb.connect(str(tmp_path / "w.duckdb")).close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
+    t = time.monotonic()
+    _one_line_error(capsys, main(make(tmp_path)), piece.replace("{d}", str(tmp_path)))
+    assert time.monotonic() - t < 30  # refused, not blocked on the FIFO nor run to the end
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
+    assert after == before and not (tmp_path / "runs").exists()  # nothing written, nothing replaced

@@ -69,6 +69,7 @@ AUTH_NAME = "benchmaker-server.auth"
 AUTH_USER = "benchmaker"
 MODE_ENV = "BENCHMAKER_PREFECT_SERVER"
 START_TIMEOUT_S = 90.0  # a first start migrates a fresh database: ~20-40 s on a busy 2-core host
+SLOW_GRACE_S = 30.0  # a live server of ours that fails its 2 s health check gets this long to answer
 
 _CHILDREN: list[Any] = []  # servers this process started (kept referenced; see start_server)
 
@@ -371,23 +372,39 @@ def _kill_group(pid: int, grace_s: float = 10.0, sleep: Callable[[float], None] 
 
 
 def ensure_server(home: Path | None = None, *, say: Say = print, health: Health = http_health,
-                  start: Callable[[Path], ServerState] = start_server) -> ServerState:
+                  start: Callable[[Path], ServerState] = start_server, grace_s: float = SLOW_GRACE_S,
+                  clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> ServerState:
     """The local server of `home` (default `prefect_home()`): found and reused, or
-    started (saying what and why through `say`). A live server of ours that fails its
-    health check, requires no authentication or runs another Prefect is stopped and
-    replaced; one of another user is left alone and not reused. Concurrent callers share one start (file lock).
-    Raises ServerError when a start fails."""
+    started (saying what and why through `say`). A live server of ours that requires
+    no authentication or runs another Prefect is stopped and replaced; one that only
+    fails its health check is slow, not dead (other runs may depend on it): it gets
+    `grace_s` s more to answer and is never killed here. One of another user is left
+    alone and not reused. Concurrent callers share one start (file lock).
+    Raises ServerError when a start fails, or naming the slow server when it does not
+    answer within `grace_s` s (`benchmaker server stop` restarts it)."""
     home = home or prefect_home()
     with _locked(home):
         state = find_server(home, health)
         if state is not None:
             return state
         stale = read_state(home)
+        if (stale is not None and stale.auth and stale.prefect_version in ("", prefect_version())
+                and process_alive(stale.pid) and _is_prefect_server(stale.pid) and owned_by_me(stale)):
+            say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) is slow to answer its "
+                f"health check; waiting up to {grace_s:g} s (it is not restarted: other runs may use it)")
+            deadline = clock() + grace_s
+            while clock() < deadline:
+                sleep(1.0)
+                if health(stale.url):
+                    return stale
+            raise ServerError(f"the local Prefect server (pid {stale.pid}, {stale.url}) is alive but did not answer "
+                              f"/health within {grace_s:g} s; it was left running (other runs may use it). Retry "
+                              f"later, or `benchmaker server stop` to restart it (log: {stale.log})")
         if stale is not None:
             why = (f"runs Prefect {stale.prefect_version}, this is {prefect_version()}"
                    if stale.prefect_version and stale.prefect_version != prefect_version()
-                   else "requires no authentication" if not stale.auth
-                   else "does not answer its health check")
+                   else "requires no authentication")
             say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) {why}; restarting it "
                 f"(log: {stale.log})")
             _kill_group(stale.pid)

@@ -390,3 +390,14 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
     assert time.monotonic() - t < 30  # refused, not blocked on the FIFO nor run to the end
     after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
     assert after == before and not (tmp_path / "runs").exists()  # nothing written, nothing replaced
+
+
+@pytest.mark.parametrize("upstream", ["http://me:pw-S3CRET@127.0.0.1:9", "http://ghp_S3CRET@127.0.0.1:9/v1",
+                                      "http://127.0.0.1:9/v1?api_key=S3CRET"])
+def test_record_refuses_credentials_in_the_upstream_url_without_printing_them(upstream, tmp_path, monkeypatch,
+                                                                              capsys):
+    monkeypatch.chdir(tmp_path)
+    err = _one_line_error(capsys, main(["record", "--upstream", upstream, "-o", "t.jsonl"]),
+                          "--upstream: expected a base URL without user:password@, ?query or #fragment")
+    assert "S3CRET" not in err and "***" in err
+    assert list(tmp_path.iterdir()) == []

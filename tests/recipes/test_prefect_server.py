@@ -112,14 +112,26 @@ def test_a_record_whose_process_is_gone_is_replaced(tmp_path: Path, fake: FakeSe
     assert second.pid != first.pid and len(fake.procs) == 2
 
 
-def test_a_live_server_failing_its_health_check_is_stopped_and_replaced(tmp_path: Path, fake: FakeServers) -> None:
+def test_a_slow_server_is_waited_for_and_never_killed(tmp_path: Path, fake: FakeServers) -> None:
     first = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
     fake.healthy.discard(first.url)
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+        if now[0] >= 5:  # busy for 5 s, then it answers again
+            fake.healthy.add(first.url)
+
     said: list[str] = []
-    second = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake))
-    assert "does not answer its health check; restarting it" in said[0]
-    assert fake.procs[0].wait(timeout=15) == -15  # SIGTERM to its process group
-    assert second.pid == fake.procs[1].pid
+    again = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake), grace_s=30,
+                             clock=lambda: now[0], sleep=sleep)
+    assert again == first and len(fake.procs) == 1 and now[0] == 5.0
+    assert "is slow to answer its health check; waiting up to 30 s (it is not restarted" in said[0]
+    fake.healthy.discard(first.url)  # now it never answers: a clear error, and it keeps running
+    with pytest.raises(ps.ServerError, match=r"is alive but did not answer /health within 30 s; it was left running"):
+        ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake), grace_s=30,
+                         clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert fake.procs[0].poll() is None and len(fake.procs) == 1
 
 
 def test_a_server_of_another_prefect_version_is_replaced(tmp_path: Path, fake: FakeServers) -> None:

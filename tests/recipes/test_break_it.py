@@ -401,3 +401,42 @@ def test_record_refuses_credentials_in_the_upstream_url_without_printing_them(up
                           "--upstream: expected a base URL without user:password@, ?query or #fragment")
     assert "S3CRET" not in err and "***" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def _sqlite_file(d: Path) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(d / "w.sqlite")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+
+
+def _bad_task(d: Path) -> None:
+    (d / "task").mkdir()
+    (d / "task" / "task.json").write_text('{"task_id": "t", "timeout_s": -5}')
+
+
+# checked before any work: the sweep would otherwise run to its end (or its first episode)
+# and only then find them
+PRE_WORK_CASES = [
+    ("swebench-warehouse-sqlite", _sqlite_file,
+     lambda d: ["swebench-replay", "--logs", str(EXAMPLE), "--warehouse", f"{d}/w.sqlite", "--dry-run"],
+     "--warehouse: "),
+    ("llm-sweep-warehouse-sqlite", _sqlite_file,
+     lambda d: ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency-sweep", "1",
+                "--warehouse", f"{d}/w.sqlite"], "--warehouse: "),
+    ("swebench-bad-task-json", _bad_task,
+     lambda d: ["swebench-replay", "--logs", str(EXAMPLE), "--mode", "execute", "--task-dirs", f"{d}/task",
+                "--dry-run"], "--task-dirs: {d}/task/task.json: timeout_s: expected a number > 0 (got -5)"),
+]
+
+
+@pytest.mark.parametrize("setup,make,piece", [c[1:] for c in PRE_WORK_CASES], ids=[c[0] for c in PRE_WORK_CASES])
+def test_warehouse_and_task_json_are_checked_before_any_work(setup, make, piece, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    setup(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    err = _one_line_error(capsys, main(make(tmp_path)), piece.replace("{d}", str(tmp_path)))
+    assert "w.sqlite" in err or "task.json" in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

@@ -182,25 +182,67 @@ class SampleWriter:
     `write(sample)` serialises with orjson into a buffer; `flush()` hands it to the OS
     (the runner calls it every 0.2 s and at the end, so at most that much is lost if the
     process is killed). `count` is the number of lines written.
+
+    A write that fails (ENOSPC: a full disk, EDQUOT, EIO) never raises: the file is cut
+    back to the whole lines of the last good flush (`kept` of them), later samples are
+    dropped (`dropped`), and `error` holds the OSError for the caller to report.
     """
 
     def __init__(self, path: Path):
         self.path = path
         self._f = open(path, "ab", buffering=1 << 16)
         self.count = 0
+        self.kept = 0  # lines on disk as of the last good flush
+        self._kept_bytes = self._f.tell()
+        self.dropped = 0
+        self.error: OSError | None = None
 
     def write(self, sample: Sample) -> None:
-        self._f.write(orjson.dumps(sample, option=orjson.OPT_APPEND_NEWLINE))
+        if self.error is not None:
+            self.dropped += 1
+            return
+        try:
+            self._f.write(orjson.dumps(sample, option=orjson.OPT_APPEND_NEWLINE))
+        except OSError as exc:  # the buffer filled and its flush failed
+            self.dropped += 1
+            self._fail(exc)
+            return
         self.count += 1
 
     def flush(self) -> None:
-        self._f.flush()
+        if self.error is not None or self._f.closed:
+            return
+        try:
+            self._f.flush()
+        except OSError as exc:
+            self._fail(exc)
+            return
+        self.kept, self._kept_bytes = self.count, self._f.tell()
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = exc
+        self.dropped += self.count - self.kept
+        self.count = self.kept
+        try:
+            self._f.close()  # tries the buffer once more; what it adds is cut below
+        except OSError:
+            pass
+        try:
+            os.truncate(self.path, self._kept_bytes)  # never needs space
+        except OSError:
+            pass
 
     def close(self) -> None:
-        if not self._f.closed:
-            self._f.flush()
+        if self._f.closed:
+            return
+        self.flush()
+        if self.error is not None:
+            return
+        try:
             os.fsync(self._f.fileno())
             self._f.close()
+        except OSError as exc:
+            self._fail(exc)
 
 
 def wall_ns() -> int:

@@ -440,3 +440,38 @@ def test_warehouse_and_task_json_are_checked_before_any_work(setup, make, piece,
     err = _one_line_error(capsys, main(make(tmp_path)), piece.replace("{d}", str(tmp_path)))
     assert "w.sqlite" in err or "task.json" in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, monkeypatch, capsys):
+    """ENOSPC from the sample writer (a 256 KiB tmpfs filled by the run): one line naming
+    samples.jsonl, exit 1, and the file holds exactly the whole samples it reports."""
+    import json
+    import subprocess
+
+    from benchmaker.testing.instant_server import start_instant_server
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs to fill needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        monkeypatch.chdir(tmp_path)
+        with start_instant_server(sse_chunks=50) as srv:
+            code = main(["llm", "--url", srv.url + "/v1/chat/completions", "--model", "m", "--rate", "closed:4",
+                         "--max-requests", "5000", "--out-dir", str(disk / "runs")])
+        out, err = capsys.readouterr()
+        assert code == 1, err
+        assert "Traceback" not in out + err and err.count("\n") == 1
+        [bundle] = list((disk / "runs").iterdir())
+        lines = (bundle / "samples.jsonl").read_text().splitlines()
+        assert err == (f"benchmaker: error: {bundle / 'samples.jsonl'}: cannot write samples (No space left on "
+                       f"device); the {len(lines)} samples written before it are kept there, "
+                       f"{5000 - len(lines)} later ones are not and no summary was written\n")
+        assert len(lines) > 100 and all(json.loads(line)["outcome"] == "ok" for line in lines)
+        assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

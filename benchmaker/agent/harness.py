@@ -256,6 +256,12 @@ def _rebase(s: Sample, delta_ns: int) -> None:
 
 _HTTP_ERROR = Outcome.HTTP_ERROR.value
 
+PRIVATE_ENV = frozenset({"PREFECT_API_AUTH_STRING", "PREFECT_API_KEY", "BENCHMAKER_REPLAY_TOKEN"})
+"""Environment variables of this process never passed to a command-mode agent: the
+local Prefect server's secret (benchmaker.recipes.prefect_server), a Prefect Cloud key
+and a replay server token. With them an agent could read and change the user's flow
+runs."""
+
 SERVED_OUTCOMES = frozenset({Outcome.OK.value, Outcome.EMPTY_OUTPUT.value, Outcome.ABORTED.value,
                              Outcome.RECORDED_ERROR.value})
 """Outcomes of a complete 2xx response, which the conversation goes on from: ok, and
@@ -473,7 +479,9 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
     command is an argv list whose items may use {prompt_file} (JSON with system,
     first_user, user_before_turns, model), {workdir}, {base_url} and {python}; it also
     gets OPENAI_BASE_URL, OPENAI_API_KEY and BENCHMAKER_PROMPT_FILE in its environment and
-    runs in the sandbox workdir on this host (so it reaches the proxy on 127.0.0.1)."""
+    runs in the sandbox workdir on this host (so it reaches the proxy on 127.0.0.1).
+    This process's environment is passed on without PRIVATE_ENV (the Prefect server's
+    secret and API key, a replay server token): an agent never gets them."""
     async with _MeasuringProxy(base_url, st, api_key) as proxy:
         with tempfile.TemporaryDirectory(prefix="bm-agent-") as tmp:
             prompt = Path(tmp) / "prompt.json"
@@ -483,7 +491,8 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
             subst = {"prompt_file": str(prompt), "workdir": sb.workdir, "base_url": proxy.url + "/v1",
                      "python": sys.executable}
             argv = [a.format(**subst) for a in command]
-            env = {**os.environ, "OPENAI_BASE_URL": proxy.url + "/v1", "OPENAI_API_KEY": api_key or "replay",
+            inherited = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+            env = {**inherited, "OPENAI_BASE_URL": proxy.url + "/v1", "OPENAI_API_KEY": api_key or "replay",
                    "BENCHMAKER_PROMPT_FILE": str(prompt)}
             t0 = time.perf_counter_ns()
             script = " ".join(shlex.quote(a) for a in argv)

@@ -42,9 +42,9 @@ import fcntl
 import json
 import os
 import secrets
-import stat
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time

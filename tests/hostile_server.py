@@ -17,6 +17,7 @@ import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 
 
 @functools.cache
@@ -79,7 +80,7 @@ class HostileServer:
         self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
         self._thread = threading.Thread(target=self._srv.serve_forever, daemon=True)
 
-    def __enter__(self) -> HostileServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

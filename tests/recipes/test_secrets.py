@@ -69,7 +69,7 @@ def test_a_run_with_secrets_everywhere_leaves_none_on_disk(tmp_path: Path, monke
     assert found == set()
     # the redacted values are there, as "***"
     trace = (tmp_path / "trace" / "trace.jsonl").read_text()
-    assert f'"url":"http://***@127.0.0.1:' in trace and "?api_key=***&auth=***" in trace
+    assert '"url":"http://***@127.0.0.1:' in trace and "?api_key=***&auth=***" in trace
     assert '"X-Custom":"***"' in trace and '"Content-Type":"application/json"' in trace
 
 

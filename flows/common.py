@@ -31,7 +31,7 @@ from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ValidationError
 
-from benchmaker.flows.outcome import record_flow_run
+from benchmaker.flows.outcome import record_flow_process, record_flow_run
 from benchmaker.sweep.sweep import point_complete, write_run_manifest
 
 __all__ = ["ParameterError", "describe_errors", "fill_lag_limits", "flow_run_bundle_id",
@@ -135,7 +135,8 @@ def resume_or_write_manifest(run_dir: Path, *, run_id: str, kind: str, label: st
                              config: dict[str, Any], workers: int = 1) -> int:
     """Write `run_dir`/manifest.json (benchmaker.sweep.sweep.write_run_manifest) unless an earlier
     attempt of this flow run wrote it (a resumed run keeps its manifest); returns the
-    manifest's `t0_wall_ns` (ns since the epoch). Raises ValueError when an existing
+    manifest's `t0_wall_ns` (ns since the epoch). Records this attempt's process
+    (benchmaker.flows.outcome.record_flow_process). Raises ValueError when an existing
     manifest belongs to another run_id or has no integer t0_wall_ns."""
     path = Path(run_dir) / "manifest.json"
     if not path.is_file():
@@ -147,6 +148,7 @@ def resume_or_write_manifest(run_dir: Path, *, run_id: str, kind: str, label: st
     t0 = manifest.get("t0_wall_ns")
     if not isinstance(t0, int) or isinstance(t0, bool):
         raise ValueError(f"{path}: t0_wall_ns: expected an integer (got {t0!r})")
+    record_flow_process(run_dir)
     return t0
 
 

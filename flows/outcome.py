@@ -25,7 +25,10 @@ in the bundle's manifest.json; `benchmaker retry` takes either, or the bundle's 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +42,11 @@ from prefect.states import Completed, Failed, State
 
 from benchmaker.engine.bundle import write_json_atomic
 
-__all__ = ["AllPointsInvalid", "final_state", "invalid_summary", "record_flow_run", "result_of", "run_sweep_flow"]
+__all__ = ["FLOW_PROCESS_FILE", "AllPointsInvalid", "final_state", "flow_process_gone", "invalid_summary",
+           "parameters_sha256", "process_start_ticks", "record_flow_process", "record_flow_run", "result_of",
+           "run_sweep_flow"]
+
+FLOW_PROCESS_FILE = "flow_process.json"
 
 
 class AllPointsInvalid(Exception):
@@ -81,9 +88,18 @@ async def result_of(state: State) -> dict[str, Any]:
         return exc.out
 
 
+def parameters_sha256(parameters: dict[str, Any] | None) -> str:
+    """SHA-256 (hex) of a flow run's parameters as the Prefect API stores them (JSON):
+    serialized with sorted keys, no spaces, non-JSON values as str."""
+    text = json.dumps(parameters or {}, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def record_flow_run(manifest_path: Path) -> None:
-    """Add `flow_run_id` (UUID) and `flow_run_name` of the current flow run to the
-    manifest at `manifest_path` (nothing outside a flow run)."""
+    """Add `flow_run_id` (UUID), `flow_run_name` and `flow_run_parameters_sha256`
+    (parameters_sha256 of the parameters it started with; `benchmaker retry` refuses
+    a run whose parameters changed since) of the current flow run to the manifest at
+    `manifest_path` (nothing outside a flow run)."""
     try:
         fr = get_run_context().flow_run
     except Exception:  # noqa: BLE001 - no run context: not inside a flow run
@@ -91,8 +107,46 @@ def record_flow_run(manifest_path: Path) -> None:
     if fr is None:
         return
     manifest = json.loads(Path(manifest_path).read_text("utf-8"))
-    manifest.update(flow_run_id=str(fr.id), flow_run_name=fr.name)
+    manifest.update(flow_run_id=str(fr.id), flow_run_name=fr.name,
+                    flow_run_parameters_sha256=parameters_sha256(fr.parameters))
     write_json_atomic(Path(manifest_path), manifest)
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (/proc/PID/stat field 22:
+    proc(5)); None when it is gone or there is no /proc. Tells a live process from a
+    later one that got the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 and fields[0] != "Z" else None
+
+
+def record_flow_process(run_dir: Path) -> None:
+    """Write `run_dir`/flow_process.json: {"host", "pid", "start_ticks"} of this process,
+    which runs the flow run's current attempt (rewritten by every attempt), so that
+    `benchmaker retry` can tell a Running run whose process is gone (SIGKILL, OOM)."""
+    pid = os.getpid()
+    write_json_atomic(Path(run_dir) / FLOW_PROCESS_FILE,
+                      {"host": socket.gethostname(), "pid": pid, "start_ticks": process_start_ticks(pid)})
+
+
+def flow_process_gone(run_dir: Path) -> tuple[bool, str]:
+    """(gone, description) of the process recorded in `run_dir`/flow_process.json:
+    gone when it ran on this host and no process with its pid and start time is alive.
+    Unknown (no record, another host) is not gone."""
+    try:
+        rec = json.loads((Path(run_dir) / FLOW_PROCESS_FILE).read_text("utf-8"))
+        host, pid, ticks = str(rec["host"]), int(rec["pid"]), rec.get("start_ticks")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False, f"no readable {Path(run_dir) / FLOW_PROCESS_FILE}"
+    what = f"pid {pid} on {host}"
+    if host != socket.gethostname():
+        return False, what + " (another host: cannot tell)"
+    now = process_start_ticks(pid)
+    return (now is None or (ticks is not None and now != ticks)), what
 
 
 def _print_stderr(text: str) -> None:

@@ -21,6 +21,19 @@ coroutine never runs and the run is left Scheduled ("coroutine 'run_flow_async' 
 never awaited"). For a flow run created from a deployment, `prefect flow-run retry ID`
 (no entrypoint) works: it sets the run Scheduled and a worker runs it.
 
+Before it runs, the resumed run's parameters are printed, and checked against the
+`flow_run_parameters_sha256` that its bundle's manifest.json stored when it started
+(benchmaker.flows.outcome.record_flow_run): a run whose parameters were changed on the
+Prefect server since (by the UI, the API or another user) is refused
+(ParametersChanged) unless `accept_changed`. The bundle is found where the
+parameters say (`out_dir`/<bundle run id>) and must be this user's and name this flow
+run: parameters pointing elsewhere find no matching manifest and are refused too.
+
+A Running run whose process is gone (SIGKILL, the OOM killer: no state change was
+ever sent) is set Crashed and resumed; its bundle's flow_process.json
+(benchmaker.flows.outcome.record_flow_process) names the process. A Running run
+whose process lives (or runs on another host) is refused.
+
 Both variants of each flow resume: the single-process one and the distributed one
 (benchmaker.flows.swebench_replay_distributed, benchmaker.flows.llm_sweep_distributed; told apart by the
 run's deployment, parameters or flow version).
@@ -40,6 +53,7 @@ import json
 import os
 import re
 import signal
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,15 +66,22 @@ from prefect.client.schemas.objects import StateType
 from prefect.client.schemas.sorting import FlowRunSort
 from prefect.exceptions import ObjectNotFound
 from prefect.flow_engine import run_flow
-from prefect.states import Cancelled, Scheduled
+from prefect.states import Cancelled, Crashed, Scheduled
 
-__all__ = ["FLOWS", "main", "resolve_flow_run_id", "retry_flow_run"]
+from benchmaker.flows.outcome import flow_process_gone, parameters_sha256
+
+__all__ = ["FLOWS", "ParametersChanged", "bundle_dir", "main", "resolve_flow_run_id", "retry_flow_run"]
 
 CANCEL_GRACE_S = 5.0  # how long Prefect's engine may take to stop after Ctrl-C
 # a bundle run id: <kind>-<YYYYmmddTHHMMSSZ>-<first 8 hex of the flow run id>
 _BUNDLE_RUN_ID = re.compile(r"(?P<kind>[a-z][a-z-]*)-\d{8}T\d{6}Z-(?P<prefix>[0-9a-f]{8})")
 
 RESUMABLE = (StateType.FAILED, StateType.CRASHED, StateType.CANCELLED)
+
+
+class ParametersChanged(ValueError):
+    """The flow run's parameters differ from the ones it started with (or that cannot
+    be checked); the message names the manifest."""
 
 
 # the flows this module resumes, by flow name (each in its single-process and its
@@ -141,26 +162,90 @@ async def resolve_flow_run_id(ref: str | UUID) -> UUID:
     return found[0].id
 
 
-async def retry_flow_run(flow_run_id: UUID | str) -> Any:
+def bundle_dir(flow_name: str, flow_run: Any) -> Path | None:
+    """The run bundle directory the flow run writes, by its parameters: `out_dir` /
+    `<flow name>-<created UTC>-<id[:8]>` (benchmaker.flows.common.flow_run_bundle_id),
+    resolved from this process's directory as the flow does; None without `out_dir`
+    or a creation time."""
+    out_dir = (flow_run.parameters or {}).get("out_dir")
+    created = flow_run.created or flow_run.expected_start_time
+    if not isinstance(out_dir, str) or created is None:
+        return None
+    return (Path(out_dir) / f"{flow_name}-{created.strftime('%Y%m%dT%H%M%SZ')}-{str(flow_run.id)[:8]}").resolve()
+
+
+def _check_parameters(run_id: UUID, run_dir: Path | None, parameters: dict[str, Any]) -> None:
+    """Raise ParametersChanged unless `run_dir`/manifest.json is a regular file of this
+    user, names flow run `run_id` and stores the hash of `parameters`."""
+    if run_dir is None:
+        raise ParametersChanged(f"flow run {run_id}: its parameters name no run bundle (out_dir); cannot check "
+                                f"them against the ones it started with")
+    path = run_dir / "manifest.json"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, encoding="utf-8") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                raise ParametersChanged(f"{path}: not a regular file of yours (uid {st.st_uid}); the run's "
+                                        f"parameters point at a bundle that is not its own")
+            manifest = json.loads(fh.read())
+    except (OSError, ValueError) as exc:
+        raise ParametersChanged(f"{path}: no readable manifest where the run's parameters put its bundle "
+                                f"({getattr(exc, 'strerror', None) or exc}); its parameters may have been "
+                                f"changed, or it failed before writing it") from None
+    if manifest.get("flow_run_id") != str(run_id):
+        raise ParametersChanged(f"{path}: flow_run_id: expected {run_id} (got {manifest.get('flow_run_id')!r}); "
+                                f"the run's parameters point at another run's bundle")
+    stored = manifest.get("flow_run_parameters_sha256")
+    if stored != parameters_sha256(parameters):
+        raise ParametersChanged(f"{path}: flow_run_parameters_sha256: the run's parameters changed after it started "
+                                f"(stored {stored or 'none'}, now {parameters_sha256(parameters)})")
+
+
+async def retry_flow_run(flow_run_id: UUID | str, *, accept_changed: bool = False,
+                         say: Any = None) -> Any:
     """Set the flow run `flow_run_id` back to Scheduled and run it again in this
     process with its stored parameters (see the module docstring). Returns its final
     Prefect State (Completed, or Failed with the exception as `state.data`).
 
-    `flow_run_id` may be anything resolve_flow_run_id takes. Raises ValueError for a
+    `flow_run_id` may be anything resolve_flow_run_id takes. `say(text)` gets the
+    parameters it resumes with (JSON, before anything runs). A Running run whose
+    process is gone is set Crashed first. Raises ParametersChanged when its parameters
+    are not the ones it started with and `accept_changed` is False; ValueError for a
     reference that names no single flow run, a flow run that is not Failed, Crashed or
-    Cancelled, or a flow that is not one of FLOWS; prefect.exceptions.ObjectNotFound
-    for an unknown id."""
+    Cancelled (or Running with its process gone), or a flow that is not one of FLOWS;
+    prefect.exceptions.ObjectNotFound for an unknown id."""
     run_id = await resolve_flow_run_id(flow_run_id)
     async with get_client() as client:
         flow_run = await client.read_flow_run(run_id)
         state = flow_run.state
+        name = (await client.read_flow(flow_run.flow_id)).name
+        run_dir = bundle_dir(name, flow_run)
+        if state is not None and state.type == StateType.RUNNING and run_dir is not None:
+            gone, what = flow_process_gone(run_dir)
+            if not gone:
+                raise ValueError(f"flow run {run_id}: Running ({what}); only a Failed, Crashed or Cancelled run, "
+                                 f"or a Running one whose process is gone, resumes")
+            await client.set_flow_run_state(run_id, Crashed(message=f"its process ({what}) is gone; found by "
+                                                                    f"benchmaker retry"), force=True)
+            flow_run = await client.read_flow_run(run_id)
+            state = flow_run.state
         if state is None or state.type not in RESUMABLE:
             raise ValueError(f"flow run {run_id}: only a Failed, Crashed or Cancelled run resumes "
                              f"(got {state.name if state else 'no state'}); start a new run to measure again")
-        name = (await client.read_flow(flow_run.flow_id)).name
         flow = _flows(await _is_distributed(client, flow_run)).get(name)
         if flow is None:
             raise ValueError(f"flow run {run_id}: flow {name!r} is not one of {', '.join(FLOWS)}")
+        if say is not None:
+            say(f"flow run {run_id} ({flow_run.name}) resumes with its parameters:\n"
+                + json.dumps(flow_run.parameters or {}, indent=2, sort_keys=True, default=str))
+        try:
+            _check_parameters(run_id, run_dir, flow_run.parameters or {})
+        except ParametersChanged:
+            if not accept_changed:
+                raise
+            if say is not None:
+                say(f"flow run {run_id}: resuming with changed or unchecked parameters (--accept-changed)")
         await client.set_flow_run_state(run_id, Scheduled(message="Resumed by benchmaker.flows.retry"), force=True)
         flow_run = await client.read_flow_run(run_id)
     # parameters=None: run_flow binds the run's stored (JSON) parameters to the flow's
@@ -174,12 +259,13 @@ async def _cancel(run_id: UUID, why: str) -> None:
         await client.set_flow_run_state(run_id, Cancelled(message=why), force=True)
 
 
-async def _retry_interruptible(ref: str) -> tuple[UUID, Any, str | None]:
+async def _retry_interruptible(ref: str, accept_changed: bool = False) -> tuple[UUID, Any, str | None]:
     """(flow run id, final state or None, the stop signal's name or None): retry_flow_run,
     cancelled by SIGINT/SIGTERM (module docstring)."""
     run_id = await resolve_flow_run_id(ref)
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(retry_flow_run(run_id))
+    task = asyncio.ensure_future(retry_flow_run(run_id, accept_changed=accept_changed,
+                                                say=lambda text: print(text, flush=True)))
     received: list[str] = []
 
     def stop(name: str) -> None:
@@ -203,16 +289,23 @@ async def _retry_interruptible(ref: str) -> tuple[UUID, Any, str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m benchmaker.flows.retry FLOW_RUN`: 0 when the resumed run Completed with every
-    point valid, 1 when it ended otherwise (Failed, or Completed named "Invalid":
-    benchmaker.flows.outcome), 2 for a refused reference (message on stderr), 128 + n after
-    SIGINT/SIGTERM (the flow run is left Cancelled; the process exits at once)."""
-    args = sys.argv[1:] if argv is None else argv
+    """`python -m benchmaker.flows.retry FLOW_RUN [--accept-changed]`: 0 when the resumed run
+    Completed with every point valid, 1 when it ended otherwise (Failed, or Completed named
+    "Invalid": benchmaker.flows.outcome), 2 for a refused reference or changed parameters
+    (one line on stderr), 128 + n after SIGINT/SIGTERM (the flow run is left Cancelled;
+    the process exits at once)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    accept_changed = "--accept-changed" in args
+    args = [a for a in args if a != "--accept-changed"]
     if len(args) != 1:
-        print("usage: python -m benchmaker.flows.retry FLOW_RUN (id, name, bundle run id or bundle directory)", file=sys.stderr)
+        print("usage: python -m benchmaker.flows.retry FLOW_RUN [--accept-changed] (id, name, bundle run id or bundle "
+              "directory)", file=sys.stderr)
         return 2
     try:
-        run_id, state, stopped_by = asyncio.run(_retry_interruptible(args[0]))
+        run_id, state, stopped_by = asyncio.run(_retry_interruptible(args[0], accept_changed))
+    except ParametersChanged as exc:
+        print(f"benchmaker: error: {exc}; resume anyway with --accept-changed", file=sys.stderr)
+        return 2
     except (ValueError, ObjectNotFound) as exc:
         print(f"benchmaker.flows.retry: error: {exc or 'flow run ' + args[0] + ' not found'}", file=sys.stderr)
         return 2

@@ -85,11 +85,14 @@ def _run(argv: list[str] | None) -> int:
     from cyclopts import CycloptsError
     from pydantic import ValidationError
 
-    from benchmaker.engine.errors import BenchmakerError
+    from benchmaker.engine.errors import BenchmakerError, RunFailed
 
     try:
         result = app(argv if argv is not None else sys.argv[1:], result_action="return_value",
                      print_error=False, exit_on_error=False)
+    except RunFailed as exc:  # a run that stopped with what it wrote kept: a failed run, not bad input
+        print(f"benchmaker: error: {exc}", file=sys.stderr)
+        return 1
     except BenchmakerError as exc:
         print(f"benchmaker: error: {exc}", file=sys.stderr)
         return 2

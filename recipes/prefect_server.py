@@ -13,6 +13,16 @@ profile or a test harness), the CLI's flow commands call `use_local_server()`, w
   most), records it, and says once what it started and why;
 - points this process at it (`PREFECT_API_URL`, environment and Prefect settings).
 
+The server requires authentication (Prefect's own HTTP Basic check:
+`PREFECT_SERVER_API_AUTH_STRING` on the server, `PREFECT_API_AUTH_STRING` on its
+clients). The secret, `benchmaker:<43 random URL-safe characters>`, is created once in
+`$PREFECT_HOME/benchmaker-server.auth` (mode 0600) and used by every later command of
+that user; PREFECT_HOME itself is kept 0700 (Prefect's database there holds every flow
+run's parameters). Only `GET /api/health` and `/api/ready` answer without it (Prefect
+lets probes through). A recorded server whose process, or whose listening socket,
+belongs to another user is never reused (nor signalled); nothing is sent to a server
+before its owner is checked.
+
 A file lock (`benchmaker-server.lock`) makes concurrent CLI calls share one start. The
 server keeps its state in Prefect's own database under `PREFECT_HOME` (Prefect's default
 `~/.prefect`), so the runs stay visible in its UI between calls.
@@ -31,8 +41,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -53,8 +65,11 @@ from benchmaker.recipes.app import app
 STATE_NAME = "benchmaker-server.json"
 LOG_NAME = "benchmaker-server.log"
 LOCK_NAME = "benchmaker-server.lock"
+AUTH_NAME = "benchmaker-server.auth"
+AUTH_USER = "benchmaker"
 MODE_ENV = "BENCHMAKER_PREFECT_SERVER"
 START_TIMEOUT_S = 90.0  # a first start migrates a fresh database: ~20-40 s on a busy 2-core host
+SLOW_GRACE_S = 30.0  # a live server of ours that fails its 2 s health check gets this long to answer
 
 _CHILDREN: list[Any] = []  # servers this process started (kept referenced; see start_server)
 
@@ -75,7 +90,9 @@ class ServerState:
                 log="/root/.prefect/benchmaker-server.log", started_at="2026-12-01T01:20:00+00:00")
     `pid` leads the server's own process group (signals go to the group); `started_at`
     is the wall clock (UTC, ISO 8601) when it was started; `prefect_version` the Prefect
-    it runs (a server of another version, e.g. after an upgrade, is replaced).
+    it runs (a server of another version, e.g. after an upgrade, is replaced); `auth`
+    whether it was started requiring the secret of `auth_secret` (a record without it,
+    from before servers required authentication, is replaced).
     """
 
     pid: int
@@ -84,6 +101,7 @@ class ServerState:
     log: str
     started_at: str
     prefect_version: str = ""
+    auth: bool = False
 
 
 def prefect_home() -> Path:
@@ -140,27 +158,111 @@ def _is_prefect_server(pid: int) -> bool:
     return b"prefect" in cmdline and b"server" in cmdline
 
 
+def pid_owner(pid: int) -> int | None:
+    """The uid owning process `pid` (the owner of /proc/PID), None when it is gone or
+    there is no /proc."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def listener_owner(port: int) -> int | None:
+    """The uid owning the socket listening on TCP `port` of 127.0.0.1 (or of every
+    address), from /proc/net/tcp and /proc/net/tcp6 (column `uid`, state 0A = LISTEN);
+    None when nothing listens there or there is no /proc."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 8 or fields[3] != "0A":
+                continue
+            addr, _, hex_port = fields[1].rpartition(":")
+            if int(hex_port, 16) == port and addr in ("0100007F", "00000000", "0" * 32,
+                                                     "0000000000000000FFFF00000100007F"):
+                return int(fields[7])
+    return None
+
+
+def owned_by_me(state: ServerState) -> bool:
+    """True when the recorded server's process and the socket listening on its port
+    both belong to this effective user (either unknown, without /proc, counts as
+    ours only when the other is). A server of another user is never reused or
+    signalled: it could read the secret a client sends it."""
+    me = os.geteuid()
+    owners = {pid_owner(state.pid), listener_owner(state.port)} - {None}
+    return owners == {me}
+
+
+def _private_dir(path: Path) -> None:
+    """Create `path` (mode 0700) or, when it exists and is ours, take group and other
+    access away from it. Raises ServerError when it belongs to another user."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    if st.st_uid != os.geteuid():
+        raise ServerError(f"PREFECT_HOME {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
+                          f"set PREFECT_HOME to a directory of your own")
+    if st.st_mode & 0o077:
+        path.chmod(stat.S_IMODE(st.st_mode) & 0o700)
+
+
+def auth_secret(home: Path) -> str:
+    """The `user:password` string of the local server of `home`: read from
+    `home`/benchmaker-server.auth, created there once (mode 0600, 256 random bits from
+    `secrets`) when missing. Raises ServerError when the file belongs to another user
+    or can be read by group or others (the secret must be taken as known: delete the
+    file and `benchmaker server stop`)."""
+    path = home / AUTH_NAME
+    _private_dir(home)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"{AUTH_USER}:{secrets.token_urlsafe(32)}\n")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise ServerError(f"{path}: cannot read the local server's secret ({exc.strerror})") from None
+    with os.fdopen(fd, encoding="utf-8") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise ServerError(f"{path}: the local server's secret must be a regular file of yours with mode 0600 "
+                              f"(got uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); delete it and run "
+                              f"`benchmaker server stop` to make a new one")
+        secret = fh.read().strip()
+    if not secret.startswith(f"{AUTH_USER}:") or len(secret) < len(AUTH_USER) + 33:
+        raise ServerError(f"{path}: expected `{AUTH_USER}:<secret>` on one line; delete it to make a new one")
+    return secret
+
+
 def read_state(home: Path) -> ServerState | None:
     """The recorded server of `home`, or None when there is no (readable) record."""
     try:
         data = json.loads((home / STATE_NAME).read_text(encoding="utf-8"))
         return ServerState(**{k: data[k] for k in ("pid", "port", "url", "log", "started_at")},
-                           prefect_version=str(data.get("prefect_version") or ""))
+                           prefect_version=str(data.get("prefect_version") or ""), auth=data.get("auth") is True)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def find_server(home: Path, health: Health = http_health) -> ServerState | None:
-    """The recorded server of `home` when its process is alive, healthy and runs this
-    Prefect version, else None. A record whose process is gone is deleted; a live but
-    unhealthy or other-version one is left for `ensure_server` to replace."""
+    """The recorded server of `home` when its process is alive, ours (owned_by_me),
+    requires authentication, healthy and runs this Prefect version, else None. A
+    record whose process is gone, or belongs to another user, is deleted; a live but
+    unhealthy, unauthenticated or other-version one is left for `ensure_server` to
+    replace."""
     state = read_state(home)
     if state is None:
         return None
-    if not (process_alive(state.pid) and _is_prefect_server(state.pid)):
+    if not (process_alive(state.pid) and _is_prefect_server(state.pid) and owned_by_me(state)):
         (home / STATE_NAME).unlink(missing_ok=True)
         return None
-    if state.prefect_version and state.prefect_version != prefect_version():
+    if (state.prefect_version and state.prefect_version != prefect_version()) or not state.auth:
         return None
     return state if health(state.url) else None
 
@@ -193,16 +295,19 @@ def start_server(home: Path, *, port: int | None = None, health: Health = http_h
                  sleep: Callable[[float], None] = time.sleep) -> ServerState:
     """Start a Prefect server on 127.0.0.1:`port` (default: a free port) in its own
     session, stdout/stderr appended to `home`/benchmaker-server.log, and wait until it
-    is healthy; records and returns it. Raises ServerError (with the log's last lines)
+    is healthy; records and returns it. The server requires `auth_secret(home)`.
+    Raises ServerError (with the log's last lines)
     when the process exits or is not healthy after `timeout_s` s (it is then killed)."""
-    home.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     url = f"http://127.0.0.1:{port}/api"
     log = home / LOG_NAME
+    # CSRF tokens are not needed: every API request carries the secret (a browser's
+    # cross-site request cannot)
     env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               PREFECT_SERVER_CSRF_PROTECTION_ENABLED="false")  # loopback only; see use_local_server
+               PREFECT_SERVER_CSRF_PROTECTION_ENABLED="false", PREFECT_SERVER_API_AUTH_STRING=auth_secret(home))
     env.pop("PREFECT_API_URL", None)
-    with open(log, "ab") as fh:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as fh:
         fh.write(f"--- {datetime.now(timezone.utc).isoformat()} benchmaker starts: "
                  f"{' '.join(server_command(port))}\n".encode())
         fh.flush()
@@ -211,7 +316,7 @@ def start_server(home: Path, *, port: int | None = None, health: Health = http_h
     _CHILDREN.append(proc)  # held: a collected running Popen warns (ResourceWarning)
     state = ServerState(pid=proc.pid, port=port, url=url, log=str(log),
                         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                        prefect_version=prefect_version())
+                        prefect_version=prefect_version(), auth=True)
     deadline = clock() + timeout_s
     while not health(url):
         if proc.poll() is not None:
@@ -223,6 +328,7 @@ def start_server(home: Path, *, port: int | None = None, health: Health = http_h
                               f"(log: {log}){_tail(log)}")
         sleep(poll_s)
     tmp = home / (STATE_NAME + ".tmp")
+    tmp.unlink(missing_ok=True)
     tmp.write_text(json.dumps(asdict(state), indent=2) + "\n", encoding="utf-8")
     tmp.replace(home / STATE_NAME)
     return state
@@ -238,7 +344,7 @@ def _tail(log: Path, lines: int = 15) -> str:
 
 @contextmanager
 def _locked(home: Path) -> Iterator[None]:
-    home.mkdir(parents=True, exist_ok=True)
+    _private_dir(home)
     with open(home / LOCK_NAME, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -266,21 +372,39 @@ def _kill_group(pid: int, grace_s: float = 10.0, sleep: Callable[[float], None] 
 
 
 def ensure_server(home: Path | None = None, *, say: Say = print, health: Health = http_health,
-                  start: Callable[[Path], ServerState] = start_server) -> ServerState:
+                  start: Callable[[Path], ServerState] = start_server, grace_s: float = SLOW_GRACE_S,
+                  clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> ServerState:
     """The local server of `home` (default `prefect_home()`): found and reused, or
-    started (saying what and why through `say`). A live server that fails its health
-    check is stopped and replaced. Concurrent callers share one start (file lock).
-    Raises ServerError when a start fails."""
+    started (saying what and why through `say`). A live server of ours that requires
+    no authentication or runs another Prefect is stopped and replaced; one that only
+    fails its health check is slow, not dead (other runs may depend on it): it gets
+    `grace_s` s more to answer and is never killed here. One of another user is left
+    alone and not reused. Concurrent callers share one start (file lock).
+    Raises ServerError when a start fails, or naming the slow server when it does not
+    answer within `grace_s` s (`benchmaker server stop` restarts it)."""
     home = home or prefect_home()
     with _locked(home):
         state = find_server(home, health)
         if state is not None:
             return state
         stale = read_state(home)
+        if (stale is not None and stale.auth and stale.prefect_version in ("", prefect_version())
+                and process_alive(stale.pid) and _is_prefect_server(stale.pid) and owned_by_me(stale)):
+            say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) is slow to answer its "
+                f"health check; waiting up to {grace_s:g} s (it is not restarted: other runs may use it)")
+            deadline = clock() + grace_s
+            while clock() < deadline:
+                sleep(1.0)
+                if health(stale.url):
+                    return stale
+            raise ServerError(f"the local Prefect server (pid {stale.pid}, {stale.url}) is alive but did not answer "
+                              f"/health within {grace_s:g} s; it was left running (other runs may use it). Retry "
+                              f"later, or `benchmaker server stop` to restart it (log: {stale.log})")
         if stale is not None:
             why = (f"runs Prefect {stale.prefect_version}, this is {prefect_version()}"
                    if stale.prefect_version and stale.prefect_version != prefect_version()
-                   else "does not answer its health check")
+                   else "requires no authentication")
             say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) {why}; restarting it "
                 f"(log: {stale.log})")
             _kill_group(stale.pid)
@@ -301,7 +425,7 @@ def stop_server(home: Path | None = None, grace_s: float = 10.0) -> ServerState 
     with _locked(home):
         state = read_state(home)
         (home / STATE_NAME).unlink(missing_ok=True)
-        if state is None or not (process_alive(state.pid) and _is_prefect_server(state.pid)):
+        if state is None or not (process_alive(state.pid) and _is_prefect_server(state.pid) and owned_by_me(state)):
             return None
         _kill_group(state.pid, grace_s)
         return state
@@ -313,8 +437,9 @@ def use_local_server(say: Say | None = None) -> Iterator[str | None]:
     local server (started when needed), set as PREFECT_API_URL in the environment (so
     child processes inherit it) and in Prefect's settings. Yields the URL, or None when
     BENCHMAKER_PREFECT_SERVER=ephemeral asks for Prefect's temporary server. With the
-    local server, the Prefect client asks for no CSRF token (the server enforces none)
-    unless PREFECT_CLIENT_CSRF_SUPPORT_ENABLED says otherwise.
+    local server, PREFECT_API_AUTH_STRING is set to its secret (environment, so child
+    processes inherit it, and settings), and the Prefect client asks for no CSRF token
+    (the server enforces none) unless PREFECT_CLIENT_CSRF_SUPPORT_ENABLED says otherwise.
     Raises ServerError when the server cannot be started, and BenchmakerError for an
     unknown BENCHMAKER_PREFECT_SERVER value."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -328,14 +453,22 @@ def use_local_server(say: Say | None = None) -> Iterator[str | None]:
         yield configured
         return
     state = ensure_server(say=say or _stderr)
+    secret = auth_secret(prefect_home())
     os.environ["PREFECT_API_URL"] = state.url
+    os.environ["PREFECT_API_AUTH_STRING"] = secret
     # our server, on loopback, enforces no CSRF tokens (start_server): a client that asks
     # for one first makes a round trip per client for nothing (3 per CLI flow run)
     os.environ.setdefault("PREFECT_CLIENT_CSRF_SUPPORT_ENABLED", "false")
-    from prefect.settings import PREFECT_API_URL, PREFECT_CLIENT_CSRF_SUPPORT_ENABLED, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_AUTH_STRING,
+        PREFECT_API_URL,
+        PREFECT_CLIENT_CSRF_SUPPORT_ENABLED,
+        temporary_settings,
+    )
 
     csrf = os.environ["PREFECT_CLIENT_CSRF_SUPPORT_ENABLED"].strip().lower() not in ("false", "0", "no", "off")
-    with temporary_settings({PREFECT_API_URL: state.url, PREFECT_CLIENT_CSRF_SUPPORT_ENABLED: csrf}):
+    with temporary_settings({PREFECT_API_URL: state.url, PREFECT_CLIENT_CSRF_SUPPORT_ENABLED: csrf,
+                             PREFECT_API_AUTH_STRING: secret}):
         yield state.url
 
 
@@ -376,7 +509,8 @@ def _print_server_status(home: Path) -> int:
     print(f"local Prefect server: {state.url} ({'healthy' if healthy else 'NOT answering /health'})\n"
           f"  UI:      {state.url.removesuffix('/api')}\n  pid:     {state.pid}\n"
           f"  up:      {_uptime(state.started_at)} (since {state.started_at})\n  log:     {state.log}\n"
-          f"  home:    {home}")
+          f"  home:    {home}\n"
+          f"  auth:    {'required; secret in ' + str(home / AUTH_NAME) if state.auth else 'NONE (restarted by the next flow run)'}")
     return 0 if healthy else 1
 
 

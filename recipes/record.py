@@ -31,7 +31,10 @@ def record(
     Parameters
     ----------
     upstream
-        Base URL of the real endpoint, e.g. http://127.0.0.1:8000 (with or without /v1).
+        Base URL of the real endpoint, e.g. http://127.0.0.1:8000 (with or without /v1),
+        without credentials: a `user:password@` or `?query` is refused (the proxy would
+        send it with every local caller's request); each caller sends its own
+        Authorization, which is forwarded and never recorded.
     output
         trajectories.jsonl to write (replaced on each write).
     host
@@ -42,11 +45,19 @@ def record(
         Record the first user message after a turn without tool calls as its
         observation (SWE-agent / mini-swe-agent text actions).
     """
+    from urllib.parse import urlsplit
+
+    from benchmaker.engine.bundle import redact_url
     from benchmaker.engine.errors import ConfigError
     from benchmaker.replay_server.recorder import serve_recorder
 
     if not upstream.startswith(("http://", "https://")):
-        raise ConfigError(f"--upstream: expected an http(s) URL (got {upstream!r})")
+        raise ConfigError(f"--upstream: expected an http(s) URL (got {redact_url(upstream)!r})")
+    parts = urlsplit(upstream)
+    if "@" in parts.netloc or parts.query or parts.fragment:
+        raise ConfigError(f"--upstream: expected a base URL without user:password@, ?query or #fragment (got "
+                          f"{redact_url(upstream)!r}): the proxy would send them with every local caller's request; "
+                          f"each caller sends its own Authorization, which is forwarded")
     try:
         check_output_file(output, "--output")
         serve_recorder(upstream, output, host=host, port=port, text_actions=text_actions)

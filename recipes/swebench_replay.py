@@ -188,7 +188,8 @@ def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_
     """Bounds the flows' parameter models leave to the host, checked before Prefect
     starts (benchmaker.engine.config): concurrency within what this host can hold in flight,
     durations and rates finite and in range, the lag limits `lag_ms` (--max-loop-lag-ms,
-    --max-schedule-lag-ms) finite and > 0, URLs http(s), output paths writable.
+    --max-schedule-lag-ms) finite and > 0, URLs http(s), output paths writable, an
+    existing warehouse a DuckDB file this DuckDB opens (not found only after the sweep).
     Raises ConfigError naming the flag."""
     from benchmaker.engine.config import (check_http_url, check_lag_limits, check_output_dir, check_output_file,
                                    host_in_flight_limit)
@@ -214,7 +215,32 @@ def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_
         if url is not None:
             check_http_url(url, flag)
     check_output_dir(out_dir, "--out-dir")
-    check_output_file(warehouse if warehouse is not None else default_warehouse(), "--warehouse")
+    wh = Path(warehouse if warehouse is not None else default_warehouse())
+    check_output_file(wh, "--warehouse")
+    if wh.exists():
+        from benchmaker.warehouse.connection import open_readonly
+        from benchmaker.warehouse.errors import WarehouseError, WarehouseLocked
+
+        try:
+            open_readonly(wh, wait_s=5.0).close()
+        except WarehouseLocked:
+            pass  # a load holds it: a warehouse
+        except WarehouseError as exc:
+            raise ConfigError(f"--warehouse: {exc}") from None
+
+
+def _check_task_dirs(task_dirs: list[Path]) -> None:
+    """Read every task dir's task.json now (benchmaker.agent.verifier.load_task), so a
+    bad one is a one-line error before Prefect starts. Raises ConfigError naming the
+    file and field."""
+    from benchmaker.agent.verifier import load_task
+    from benchmaker.trajectories.errors import InputError
+
+    for d in task_dirs:
+        try:
+            load_task(Path(d))
+        except InputError as exc:
+            raise ConfigError(f"--task-dirs: {exc}") from None
 
 
 def _flag_error(exc: Exception, flags: dict[str, str]) -> ConfigError:
@@ -377,6 +403,7 @@ def swebench_replay(
     _check_sweep_options(concurrency=_ints(concurrency_sweep, "--concurrency-sweep"), duration=duration,
                          out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url},
                          lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
+    _check_task_dirs(task_dirs or [])
     if not dry_run:
         check_sandbox_flag(sandbox, mode)
     _prefect_env()

@@ -100,6 +100,7 @@ def sql(
     warehouse: WarehouseOpt = None,
     csv: bool = False,
     json: bool = False,
+    timeout: float = 60.0,
 ) -> int:
     """Run one SQL query on a read-only connection to the warehouse and print the result.
 
@@ -118,24 +119,41 @@ def sql(
         Print CSV instead of a table.
     json
         Print a JSON list of objects instead of a table.
+    timeout
+        Stop the query after this many seconds (execution and fetching; default 60):
+        exit 2 with one line. DuckDB has no statement timeout of its own, so the
+        connection is interrupted (`DuckDBPyConnection.interrupt`).
     """
+    import math
+    import threading
+
     import duckdb
 
     fmt = _format(csv, json)
     if not query.strip():
         raise WarehouseError("sql: empty query (give a statement, e.g. \"SELECT * FROM runs\")")
+    if not (0 < timeout < math.inf):
+        raise WarehouseError(f"--timeout: expected seconds > 0 (got {timeout:g})")
     con = open_readonly(_path(warehouse), sandboxed=True)
+    timer = threading.Timer(timeout, con.interrupt)
+    timer.daemon = True
+    timer.start()
     try:
         try:
             cur = con.execute(query, param or [])
+            if cur.description is None:
+                return 0
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        except duckdb.InterruptException:
+            raise WarehouseError(f"sql: --timeout: the query ran longer than {timeout:g} s and was stopped "
+                                 f"(give a larger --timeout)") from None
         except duckdb.Error as exc:
             raise WarehouseError(f"sql: {str(exc).strip().splitlines()[0]}") from exc  # one line: no LINE/caret
-        if cur.description is None:
-            return 0
-        names = [d[0] for d in cur.description]
-        _emit(names, cur.fetchall(), fmt)
     finally:
+        timer.cancel()
         con.close()
+    _emit(names, rows, fmt)
     return 0
 
 

@@ -13,6 +13,7 @@ A distributed point's coordinator does the same with its shards' progress files 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -30,10 +31,14 @@ __all__ = ["ArtifactObserver", "progress_artifact", "shard_progress"]
 class ArtifactObserver:
     """An observer (benchmaker.progress) that creates the point's progress artifact on its
     first event and updates it at most every `min_interval_s` s (each update is an API
-    call), and always on the last event."""
+    call), and always on the last event. Each call gets `deadline_s` s (default 5): a
+    lost or slow Prefect server raises TimeoutError, and benchmaker.progress removes
+    the observer, so the point never waits on the API more than once (the client's
+    own retries against a lost server took a minute a call)."""
 
-    def __init__(self, run_id: str, point: str, min_interval_s: float = 2.0) -> None:
+    def __init__(self, run_id: str, point: str, min_interval_s: float = 2.0, deadline_s: float = 5.0) -> None:
         self.point = point
+        self.deadline_s = deadline_s
         self.key = re.sub(r"[^a-z0-9-]+", "-", f"sweep-progress-{run_id}-{point}".lower())
         self.min_interval_s = min_interval_s
         self.artifact_id: Any = None
@@ -47,10 +52,15 @@ class ArtifactObserver:
             return
         self._last = now
         pct = round(100.0 * (ev.fraction or 0.0), 1)
-        if self.artifact_id is None:
-            self.artifact_id = await acreate_progress_artifact(pct, key=self.key, description=describe(ev))
-        else:
-            await aupdate_progress_artifact(self.artifact_id, pct, description=describe(ev))
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                if self.artifact_id is None:
+                    self.artifact_id = await acreate_progress_artifact(pct, key=self.key, description=describe(ev))
+                else:
+                    await aupdate_progress_artifact(self.artifact_id, pct, description=describe(ev))
+        except TimeoutError:
+            raise TimeoutError(f"the Prefect API did not answer within {self.deadline_s:g} s; no more progress "
+                               f"artifact updates for {self.point}") from None
 
 
 @contextmanager

@@ -16,6 +16,7 @@ Linux its servers then get SIGTERM from the kernel (benchmaker.replay_server.pro
 from __future__ import annotations
 
 import atexit
+import secrets
 import threading
 import uuid
 from dataclasses import dataclass
@@ -29,8 +30,8 @@ from prefect.logging import get_run_logger
 from benchmaker.replay_server import process as _process
 from benchmaker.tasks.transient import retry_on_transient
 
-__all__ = ["launch_server", "restart_if_dead", "running_servers", "server_handle", "server_url", "start_replay_server", "stop_all_servers",
-           "stop_replay_server"]
+__all__ = ["launch_server", "new_token", "restart_if_dead", "running_servers", "server_handle", "server_url",
+           "start_replay_server", "stop_all_servers", "stop_replay_server"]
 
 
 @dataclass
@@ -49,10 +50,17 @@ def _start(trajectories: Path, options: dict[str, Any]) -> _process.ReplayServer
     return _process.start_replay_server(Path(trajectories), **options)
 
 
+def new_token() -> str:
+    """A fresh bearer token for a replay server: 256 random bits, URL-safe (43
+    characters, `secrets.token_urlsafe`)."""
+    return secrets.token_urlsafe(32)
+
+
 def launch_server(trajectories: Path, *, latency: str = "instant", divergence: str = "off",
                   token: str | None = None, startup_timeout_s: float = 60.0) -> str:
     """Start a replay server over `trajectories` on 127.0.0.1 (ephemeral port, waits
-    for /health) and register it; returns its key. Raises ReplayServerError when it
+    for /health) and register it; returns its key. `token`: the bearer token it
+    requires (None: none; a restart keeps it; `server_handle(key).token`). Raises ReplayServerError when it
     does not come up (its stderr tail in the message)."""
     options = dict(latency=latency, divergence=divergence, token=token, startup_timeout_s=startup_timeout_s)
     handle = _start(trajectories, options)
@@ -65,9 +73,11 @@ def launch_server(trajectories: Path, *, latency: str = "instant", divergence: s
 @task(name="start-replay-server", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 3],
       retry_condition_fn=retry_on_transient)
 def start_replay_server(trajectories: Path, latency: str = "instant", divergence: str = "off") -> str:
-    """Prefect shell over `launch_server` (never cached: a server is a live process).
-    Returns the registry key; the URL is `server_url(key)`."""
-    key = launch_server(trajectories, latency=latency, divergence=divergence)
+    """Prefect shell over `launch_server` (never cached: a server is a live process),
+    with a fresh bearer token (`new_token`): another local user can neither send it
+    requests nor reset its /stats. Returns the registry key; the URL is
+    `server_url(key)`, the token `server_handle(key).token`."""
+    key = launch_server(trajectories, latency=latency, divergence=divergence, token=new_token())
     get_run_logger().info("replay server %s at %s (pid %d)", key, server_url(key), server_handle(key).pid)
     return key
 

@@ -143,7 +143,8 @@ async def run_sweep_point(
     runs the point (`closed:<concurrency>`, or the engine rate spec `load`: episodes
     started open-loop, a ParsedRateSpec from the flow's parameters: not parsed again;
     `workers` engine worker processes; `checks` the point's benchmaker.engine.config.
-    SelfCheckLimits fields, e.g. {"max_loop_lag_p99_ms": 50.0}), writes
+    SelfCheckLimits fields, e.g. {"max_loop_lag_p99_ms": 50.0}); every request carries
+    the server's bearer token (its handle's `token`). Writes
     `points/<point>/server_stats.json`, returns the summary row. Raises
     ReplayServerDied (transient) when the server exited during the point."""
     log = get_run_logger()
@@ -163,7 +164,7 @@ async def run_sweep_point(
             row = await run_on_own_loop(run_point(
                 trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
                 duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
-                command=command, t0_ns=t0_ns, load=load, workers=workers, checks=checks,
+                command=command, t0_ns=t0_ns, load=load, workers=workers, checks=checks, api_key=handle.token,
             ))
     if handle.proc.poll() is not None:
         raise ReplayServerDied(

@@ -52,7 +52,25 @@ def is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and _LOCK_TEXT in str(exc)
 
 
+def _check_duckdb_file(path: Path) -> None:
+    """Raise WarehouseError unless `path` is absent, empty or starts like a DuckDB
+    database file (the magic "DUCK" at byte 8, DuckDB's storage header). Checked
+    before DuckDB opens it: DuckDB would take a SQLite file for one to attach and
+    try to download its sqlite_scanner extension."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except (FileNotFoundError, IsADirectoryError):
+        return
+    except OSError as exc:
+        raise WarehouseError(f"{path}: cannot read warehouse ({exc.strerror})") from None
+    if head and head[8:12] != b"DUCK":
+        kind = "a SQLite database" if head.startswith(b"SQLite forma") else "no DuckDB file header"
+        raise WarehouseError(f"{path}: not a DuckDB warehouse file ({kind}); give a .duckdb file or a new path")
+
+
 def _connect(path: Path, read_only: bool, wait_s: float, sandboxed: bool = False) -> duckdb.DuckDBPyConnection:
+    _check_duckdb_file(path)
     config: dict = {} if read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
     if sandboxed:
         config.update(SANDBOX_CONFIG)
@@ -63,7 +81,8 @@ def _connect(path: Path, read_only: bool, wait_s: float, sandboxed: bool = False
             return duckdb.connect(str(path), read_only=read_only, config=config)
         except duckdb.IOException as exc:
             if not is_lock_error(exc):
-                raise WarehouseError(f"{path}: cannot open warehouse: {exc}") from exc
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise WarehouseError(f"{path}: cannot open warehouse: {first}") from exc
             left = deadline - time.monotonic()
             if left <= 0:
                 raise WarehouseLocked(

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.files import not_regular
 
 __all__ = [
     "Dataset",
@@ -181,7 +182,11 @@ def check_messages(value: list[Any], where: str, fieldname: str) -> list[dict[st
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, parsed object) for each non-blank line; raises DatasetError."""
+    """Yield (line number, parsed object) for each non-blank line; raises DatasetError
+    (also for a FIFO or a device, before opening it)."""
+    problem = not_regular(path)
+    if problem is not None:
+        raise DatasetError(f"{path}: {problem}")
     try:
         fh = path.open("rb")
     except OSError as exc:
@@ -287,6 +292,9 @@ class ShareGPTDataset(Dataset):
 
     @staticmethod
     def _records(path: Path) -> Iterator[tuple[int, str, Any]]:
+        problem = not_regular(path)
+        if problem is not None:
+            raise DatasetError(f"{path}: {problem}")
         try:
             with path.open("rb") as fh:
                 head = fh.read(64).lstrip()

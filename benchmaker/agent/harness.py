@@ -62,7 +62,7 @@ from benchmaker.engine.records import Outcome, Sample
 from benchmaker.trajectories.context import request_messages
 from benchmaker.agent.episodes import Episode, TurnRecord
 from benchmaker.agent.model_client import ChatResult, MessageLog, ModelClient
-from benchmaker.agent.sandbox import Sandbox, SandboxError
+from benchmaker.agent.sandbox import PRIVATE_ENV, Sandbox, SandboxError
 from benchmaker.agent.sandbox.local import LocalSandbox, LocalSandboxFactory
 from benchmaker.agent.sandbox.spawner import InlineSpawner
 from benchmaker.agent.tools import TextActionStyle, ToolOutcome, run_pi_tool, run_text_action
@@ -255,6 +255,7 @@ def rebase_sample(s: Sample, delta_ns: int) -> None:
 
 
 _HTTP_ERROR = Outcome.HTTP_ERROR.value
+
 
 SERVED_OUTCOMES = frozenset({Outcome.OK.value, Outcome.EMPTY_OUTPUT.value, Outcome.ABORTED.value,
                              Outcome.RECORDED_ERROR.value})
@@ -476,7 +477,9 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
     runs in the sandbox workdir. In a confined LocalSandbox (LocalSandbox.run_agent) it
     runs under bubblewrap with only the proxy reachable (its 127.0.0.1 port relayed to
     the proxy's Unix socket) and the prompt file in the sandbox's agent directory;
-    otherwise on this host (so it reaches the proxy on 127.0.0.1)."""
+    otherwise on this host (so it reaches the proxy on 127.0.0.1), with this process's
+    environment less PRIVATE_ENV (the Prefect server's secret and API key, a replay
+    server token): an agent never gets them."""
     confined = isinstance(sb, LocalSandbox) and sb.confinement is not None
     ipc = sb.agent_dir() if isinstance(sb, LocalSandbox) and confined else None
     async with _MeasuringProxy(base_url, st, api_key, unix_dir=ipc) as proxy:
@@ -504,7 +507,8 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
                                          proxy_socket=proxy.unix_path)
             else:  # a remote sandbox: the agent runs on this host, beside the proxy
                 spawner = getattr(sb, "spawner", None) or InlineSpawner()
-                res = await spawner.run(argv, cwd=sb.workdir, env={**os.environ, **agent_env}, timeout_s=timeout_s)
+                inherited = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+                res = await spawner.run(argv, cwd=sb.workdir, env={**inherited, **agent_env}, timeout_s=timeout_s)
             if res.timed_out:
                 st.ep.outcome, st.ep.error = "timeout", f"agent command timed out after {timeout_s:g} s: {script}"
                 return

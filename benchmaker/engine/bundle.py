@@ -37,16 +37,27 @@ _SECRET_KEY = re.compile(
     re.IGNORECASE,
 )
 REDACTED = "***"
-# The password of a URL's userinfo (s3://KEY:SECRET@bucket, http://u:p@host): RFC 3986 §3.2.1.
-# A password may hold an unencoded '/' or '@' (AWS secrets hold '/'; parsers split the
-# userinfo at the LAST '@'), so it runs to the last '@' of the URL; a URL with a port and
-# an '@' later in its path (http://h:80/a@b) is masked too: leaking a secret is worse
-# than hiding a path.
-_URL_PASSWORD = re.compile(r"(://[^/?#@:\s]*:)[^\s]*@")
-# A secret-looking query parameter (?token=..., &api_key=..., &X-Amz-Signature=...).
-_QUERY_SECRET = re.compile(
-    r"([?&][^=&#\s]*(?:token|key|secret|password|passwd|signature|sig|credential)[^=&#\s]*=)[^&#\s]*",
-    re.IGNORECASE)
+# Request headers whose values are kept in files: they describe the request's format,
+# never who sends it. Every other header's value is written as "***" (X-Api-Key,
+# Ocp-Apim-Subscription-Key, Cookie, X-Auth, any custom header). Lower-case names.
+SAFE_HEADERS = frozenset({
+    "accept", "accept-charset", "accept-encoding", "accept-language", "cache-control", "connection",
+    "content-encoding", "content-language", "content-length", "content-type", "expect", "host", "pragma",
+    "te", "transfer-encoding", "user-agent", "anthropic-version", "openai-beta", "x-stainless-lang",
+    "x-stainless-package-version", "x-stainless-os", "x-stainless-arch", "x-stainless-runtime",
+    "x-stainless-runtime-version", "x-stainless-retry-count", "x-stainless-timeout", "x-request-id",
+})
+# A URL's userinfo (s3://KEY:SECRET@bucket, http://u:p@host, http://ghp_TOKEN@host):
+# RFC 3986 §3.2.1; all of it is replaced. A password may hold an unencoded '/' or '@'
+# (AWS secrets hold '/'; parsers split the userinfo at the LAST '@'), so with a ':' it
+# runs to the last '@' of the URL; a URL with a port and an '@' later in its path
+# (http://h:80/a@b) is masked too: leaking a secret is worse than hiding a path.
+_URL_PASSWORD = re.compile(r"(://)[^/?#@:\s]*:[^\s]*@")
+_URL_USER = re.compile(r"(://)[^/?#@:\s]+@")
+# Every query parameter's value (?api_key=..., &auth=..., &X-Amz-Signature=...): a name
+# tells nothing sure about its value (RFC 3986 §3.4).
+_QUERY_VALUE = re.compile(r"([?&][^=&#\s]+=)[^&#\s]*")
+_HEADER_LINE = re.compile(r"^\s*([^:\s]+)\s*:(.*)$")
 
 
 def new_run_id(prefix: str = "") -> str:
@@ -55,21 +66,61 @@ def new_run_id(prefix: str = "") -> str:
     return f"{prefix + '-' if prefix else ''}{stamp}-{secrets.token_hex(3)}"
 
 
+def redact_url(text: str) -> str:
+    """`text` with every URL's userinfo replaced by "***" (`http://u:p@h/` ->
+    `http://***@h/`, `http://ghp_x@h/` -> `http://***@h/`) and every query parameter's
+    value by "***" (`?api_key=s&n=1` -> `?api_key=***&n=***`); text without "://" is
+    returned as is."""
+    if "://" not in text:
+        return text
+    text = _URL_USER.sub(rf"\1{REDACTED}@", _URL_PASSWORD.sub(rf"\1{REDACTED}@", text))
+    return _QUERY_VALUE.sub(rf"\1{REDACTED}", text)
+
+
+def redact_headers(headers: Any) -> Any:
+    """Request headers as they may be written to a file: a mapping (name -> value) or
+    a list of "Name: value" lines, with the value of every header not in SAFE_HEADERS
+    (case-insensitive) replaced by "***" (an empty value stays empty). Anything else
+    is redacted as `redact` does."""
+    if isinstance(headers, dict):
+        return {k: (redact(v) if isinstance(k, str) and k.strip().lower() in SAFE_HEADERS
+                    else v if v in (None, "") else REDACTED) for k, v in headers.items()}
+    if isinstance(headers, (list, tuple)):
+        out = []
+        for line in headers:
+            m = _HEADER_LINE.match(line) if isinstance(line, str) else None
+            if m is None:
+                out.append(redact(line))
+            elif m.group(1).lower() in SAFE_HEADERS or not m.group(2).strip():
+                out.append(redact_url(line))
+            else:
+                out.append(f"{m.group(1)}: {REDACTED}")
+        return out
+    return redact(headers)
+
+
 def redact(value: Any) -> Any:
-    """A deep copy of `value` with the values of secret-looking keys (see _SECRET_KEY:
-    api_key, token, secret, password, authorization, cookie, credential as the key's last
-    word) replaced by "***", and in any string holding a URL the password of its
-    userinfo (`s3://key:secret@bucket` -> `s3://key:***@bucket`) and secret-looking
-    query values (`?token=***`)."""
+    """A deep copy of `value` as it may be written to a file: the values of
+    secret-looking keys (see _SECRET_KEY: api_key, token, secret, password,
+    authorization, cookie, credential as the key's last word) replaced by "***", the
+    value of a key named `headers` (or ending in `_headers` / `-headers`) redacted by
+    redact_headers, and in any string holding a URL its userinfo and query values
+    (redact_url)."""
     if isinstance(value, dict):
-        return {
-            k: (REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) and v not in (None, "") else redact(v))
-            for k, v in value.items()
-        }
+        out = {}
+        for k, v in value.items():
+            name = k.lower() if isinstance(k, str) else ""
+            if name and _SECRET_KEY.search(name) and v not in (None, ""):
+                out[k] = REDACTED
+            elif name == "headers" or name.endswith(("_headers", "-headers")):
+                out[k] = redact_headers(v)
+            else:
+                out[k] = redact(v)
+        return out
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
-    if isinstance(value, str) and "://" in value:
-        return _QUERY_SECRET.sub(rf"\1{REDACTED}", _URL_PASSWORD.sub(rf"\1{REDACTED}@", value))
+    if isinstance(value, str):
+        return redact_url(value)
     return value
 
 
@@ -131,25 +182,67 @@ class SampleWriter:
     `write(sample)` serialises with orjson into a buffer; `flush()` hands it to the OS
     (the runner calls it every 0.2 s and at the end, so at most that much is lost if the
     process is killed). `count` is the number of lines written.
+
+    A write that fails (ENOSPC: a full disk, EDQUOT, EIO) never raises: the file is cut
+    back to the whole lines of the last good flush (`kept` of them), later samples are
+    dropped (`dropped`), and `error` holds the OSError for the caller to report.
     """
 
     def __init__(self, path: Path):
         self.path = path
         self._f = open(path, "ab", buffering=1 << 16)
         self.count = 0
+        self.kept = 0  # lines on disk as of the last good flush
+        self._kept_bytes = self._f.tell()
+        self.dropped = 0
+        self.error: OSError | None = None
 
     def write(self, sample: Sample) -> None:
-        self._f.write(orjson.dumps(sample, option=orjson.OPT_APPEND_NEWLINE))
+        if self.error is not None:
+            self.dropped += 1
+            return
+        try:
+            self._f.write(orjson.dumps(sample, option=orjson.OPT_APPEND_NEWLINE))
+        except OSError as exc:  # the buffer filled and its flush failed
+            self.dropped += 1
+            self._fail(exc)
+            return
         self.count += 1
 
     def flush(self) -> None:
-        self._f.flush()
+        if self.error is not None or self._f.closed:
+            return
+        try:
+            self._f.flush()
+        except OSError as exc:
+            self._fail(exc)
+            return
+        self.kept, self._kept_bytes = self.count, self._f.tell()
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = exc
+        self.dropped += self.count - self.kept
+        self.count = self.kept
+        try:
+            self._f.close()  # tries the buffer once more; what it adds is cut below
+        except OSError:
+            pass
+        try:
+            os.truncate(self.path, self._kept_bytes)  # never needs space
+        except OSError:
+            pass
 
     def close(self) -> None:
-        if not self._f.closed:
-            self._f.flush()
+        if self._f.closed:
+            return
+        self.flush()
+        if self.error is not None:
+            return
+        try:
             os.fsync(self._f.fileno())
             self._f.close()
+        except OSError as exc:
+            self._fail(exc)
 
 
 def wall_ns() -> int:

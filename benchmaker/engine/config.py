@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WrapValidator, model_validator
 
 from benchmaker.engine.errors import ConfigError, RateSpecError
+from benchmaker.engine.files import not_regular
 from benchmaker.engine.load_models import (
     MAX_DURATION_S, Burst, LoadModel, ParsedRateSpec, load_model_of, parse_duration_s,
 )
@@ -180,10 +181,14 @@ def check_output_dir(path: Path, what: str = "out_dir") -> Path:
 def check_output_file(path: Path, what: str = "output") -> Path:
     """Check, before any work, that a file can be written at `path`: not a directory,
     its folder is or can be made a writable directory (check_output_dir), an existing
-    file writable. Raises ConfigError naming `what`. Creates nothing."""
+    file writable and regular (not a FIFO or device). Raises ConfigError naming `what`.
+    Creates nothing."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{what}: {path} is a directory; give a file name")
+    problem = not_regular(path)
+    if problem is not None:  # a FIFO would block the writer until someone reads it
+        raise ConfigError(f"{what}: {path} {problem}")
     base = _nearest_existing(path.absolute().parent)
     if not base.is_dir():
         raise ConfigError(f"{what}: {path} is under a file ({base}), not a directory")

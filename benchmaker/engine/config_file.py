@@ -30,6 +30,7 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ValidationError
 
 from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.files import not_regular
 
 M = TypeVar("M", bound=BaseModel)
 MAX_NODES = 100_000  # YAML nodes a config may expand to, aliases counted at each use
@@ -124,6 +125,9 @@ def load_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
     """Read a YAML mapping with interpolation; returns (data, {field path: line}).
     Raises ConfigError naming the file (and line) when it is missing, not YAML, not a
     mapping, or uses an unset variable."""
+    problem = not_regular(path)
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}")
     try:
         if path.is_file() and path.stat().st_size > MAX_BYTES:
             raise ConfigError(f"{path}: config larger than {MAX_BYTES // (1024 * 1024)} MiB")

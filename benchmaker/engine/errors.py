@@ -5,7 +5,8 @@
     │   └── RateSpecError    a rate-spec string that does not parse
     ├── TransportError       the request could not be sent or its body not read
     │   └── ConnectTimeout   the connect deadline fired
-    └── RunInvalid           the run finished but could not measure what it claims
+    ├── RunInvalid           the run finished but could not measure what it claims
+    └── RunFailed            the run stopped before its end; what it wrote is kept (exit 1)
 
 Measurement failures of single requests never raise out of the runner: they become a
 Sample with an outcome.
@@ -32,6 +33,11 @@ class TransportError(BenchmakerError):
 
 class ConnectTimeout(TransportError):
     """The connect deadline fired before a connection was made."""
+
+
+class RunFailed(BenchmakerError):
+    """A run that could not go on (a full disk); the message says what was kept and
+    where. The CLI exits 1 with it (a failed run, not bad input)."""
 
 
 class RunInvalid(BenchmakerError):

@@ -30,7 +30,10 @@ Behaviour, the same as `AiohttpTransport` unless said otherwise:
   the body ends when the server closes; a reset there is a cut body, a TransportError,
   where aiohttp takes it for the body's end); `Content-Encoding: gzip`/`deflate` decoded with
   zlib as it arrives (aiohttp's auto_decompress), so `bytes_received` counts decoded
-  bytes as with aiohttp; other codings pass through undecoded. 1xx interim responses
+  bytes as with aiohttp; other codings pass through undecoded. A decoded body over
+  MAX_DECODED_BODY_BYTES (64 MiB) ends the request with TransportError("decoded body
+  over ... (Content-Encoding gzip): a compression bomb?"): a 4 MB gzip of 4 GiB never
+  reaches memory (zlib is asked for at most the room left). 1xx interim responses
   are skipped. A HEAD response ends at its headers and its connection is not reused.
 - Reads: `chunks()` yields, per wait, every body byte that arrived since the last one
   (llhttp's pieces of one or more socket reads joined), never b"" (as aiohttp's
@@ -86,6 +89,7 @@ __all__ = ["RawTransport", "keep_heap"]
 
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 _HIGH_WATER = 1 << 20  # body bytes buffered unread before the socket is paused
+MAX_DECODED_BODY_BYTES = 64 << 20  # a response body decoded from gzip/deflate: more is refused
 _JOIN_MAX = 1 << 16  # a smaller body is sent in one write with its head; a larger one by writelines
 _DEFAULTS = (("accept", "Accept: */*\r\n"), ("accept-encoding", "Accept-Encoding: gzip, deflate\r\n"),
              ("user-agent", "User-Agent: benchmaker\r\n"))
@@ -300,7 +304,14 @@ class _Conn(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         if self._decoder is not None:
-            body = self._decoder.decompress(body)
+            room = MAX_DECODED_BODY_BYTES - self.nbody
+            body = self._decoder.decompress(body, room + 1)
+            if len(body) > room:  # zlib stopped at room + 1: the rest would be more
+                self._decoder = None
+                self._fail(TransportError(f"decoded body over {MAX_DECODED_BODY_BYTES} bytes (Content-Encoding "
+                                          f"{_header(self.raw_headers, b'content-encoding')}): a compression bomb?"))
+                self.close()
+                return
             if not body:
                 return
         elif self.done:
@@ -312,7 +323,7 @@ class _Conn(asyncio.Protocol):
         if self._interim:
             self._interim = False
             return
-        if self.done:
+        if self.done or self.exc is not None:  # a refused body (a bomb) never completes
             return
         self._complete()
         self.keep_alive = self._parser.should_keep_alive()
@@ -352,11 +363,11 @@ class _Deflate:
     def __init__(self) -> None:
         self._d: Any = None
 
-    def decompress(self, data: bytes) -> bytes:
+    def decompress(self, data: bytes, max_length: int = 0) -> bytes:
         if self._d is None:
             raw = not (len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0)
             self._d = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
-        return self._d.decompress(data)
+        return self._d.decompress(data, max_length)
 
     def flush(self) -> bytes:
         return self._d.flush() if self._d is not None else b""

@@ -288,6 +288,11 @@ class Trace(LoadModel):
         """Read a trace. Raises RateSpecError naming `path:line` on a bad line."""
         if not (0 < speedup < math.inf):
             raise RateSpecError(f"trace: speedup must be finite and > 0 (got {speedup:g})")
+        from benchmaker.engine.files import not_regular
+
+        problem = not_regular(path)
+        if problem is not None:
+            raise RateSpecError(f"trace: {path} {problem}")
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:

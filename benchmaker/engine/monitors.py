@@ -49,6 +49,7 @@ import inspect
 import math
 import os
 import time
+import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
@@ -78,6 +79,7 @@ MonitorRow = dict[str, Any]
 
 NS_PER_S = 1_000_000_000
 STOP_GRACE_S = 1.0  # MonitorRunner.stop: how long a sample in flight may take to finish
+MAX_METRICS_BYTES = 16 << 20  # a /metrics body, decoded: more is a failed sample
 
 
 class Monitor(Protocol):
@@ -260,10 +262,14 @@ class PrometheusMonitor:
         PrometheusMonitor(url, interval_s=5, metrics=["vllm:num_requests_*",
                           "vllm:time_to_first_token_seconds"], quantiles=(0.5, 0.99))
 
-    `timeout_s` bounds each scrape (default: min(interval_s, 10) s). `headers` are sent
-    with each scrape (e.g. a bearer token; never written anywhere). Rows: see
-    PrometheusRates. Raises (from collect) httpx errors, RuntimeError on HTTP >= 400,
-    ValueError on text that does not parse.
+    `timeout_s` bounds each whole scrape, body included (default: min(interval_s, 10)
+    s: a body that never ends is a failed sample, and the run's final sample cannot
+    hold its end). A body over MAX_METRICS_BYTES (16 MiB) decoded is refused, decoded
+    from gzip/deflate at most that far (a compression bomb never reaches memory).
+    `headers` are sent with each scrape (e.g. a bearer token; never written anywhere).
+    Rows: see PrometheusRates. Raises (from collect) httpx errors, RuntimeError on HTTP
+    >= 400 or past the deadline, ValueError on a body too large, in another coding or
+    not parsing.
     """
 
     def __init__(self, url: str, *, interval_s: float = 1.0, metrics: Sequence[str] | None = None,
@@ -288,11 +294,40 @@ class PrometheusMonitor:
     async def collect(self, t_ns: int) -> list[MonitorRow]:
         """One scrape stamped `t_ns`; see the class docstring for errors."""
         if self._client is None:
-            self._client = self._httpx.AsyncClient(timeout=self.timeout_s, headers=self.headers)
-        resp = await self._client.get(self.url)
-        if resp.status_code >= 400:
-            raise RuntimeError(f"GET {self.url}: HTTP {resp.status_code}: {resp.text[:200]}")
-        return self.rates.rows(resp.text, t_ns)
+            self._client = self._httpx.AsyncClient(timeout=self.timeout_s,
+                                                   headers={"accept-encoding": "gzip, deflate", **self.headers})
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                body, status = await self._scrape()
+        except TimeoutError:
+            raise RuntimeError(f"GET {self.url}: no whole answer within the scrape deadline "
+                               f"({self.timeout_s:g} s)") from None
+        if status >= 400:
+            raise RuntimeError(f"GET {self.url}: HTTP {status}: {body[:200].decode('utf-8', 'replace')}")
+        return self.rates.rows(body.decode("utf-8", "replace"), t_ns)
+
+    async def _scrape(self) -> tuple[bytes, int]:
+        """(decoded body, status) of one GET, at most MAX_METRICS_BYTES decoded."""
+        async with self._client.stream("GET", self.url) as resp:
+            coding = resp.headers.get("content-encoding", "identity").strip().lower()
+            if coding in ("gzip", "x-gzip"):
+                decoder: Any = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif coding == "deflate":
+                decoder = zlib.decompressobj()
+            elif coding in ("identity", ""):
+                decoder = None
+            else:
+                raise ValueError(f"GET {self.url}: Content-Encoding {coding!r}: expected gzip, deflate or none")
+            parts: list[bytes] = []
+            size = 0
+            async for raw in resp.aiter_raw():
+                data = raw if decoder is None else decoder.decompress(raw, MAX_METRICS_BYTES - size + 1)
+                size += len(data)
+                if size > MAX_METRICS_BYTES:
+                    raise ValueError(f"GET {self.url}: body over {MAX_METRICS_BYTES} bytes decoded (Content-Encoding "
+                                     f"{coding}){': a compression bomb?' if decoder is not None else ''}")
+                parts.append(data)
+            return b"".join(parts), resp.status_code
 
     async def aclose(self) -> None:
         if self._client is not None:

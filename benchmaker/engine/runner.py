@@ -48,7 +48,7 @@ from typing import Any
 from benchmaker.engine.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
 from benchmaker.engine.ceiling import calibration_for_manifest
 from benchmaker.engine.config import BenchConfig
-from benchmaker.engine.errors import ConfigError, ConnectTimeout, TransportError
+from benchmaker.engine.errors import ConfigError, ConnectTimeout, RunFailed, TransportError
 from benchmaker.engine.load_models import NS_PER_S, ClosedLoop, LoadModel, load_model_of
 from benchmaker.engine.monitors import Monitor, MonitorRunner
 from benchmaker.engine.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
@@ -389,6 +389,11 @@ class BenchRunner:
                     await wl.aclose()
                 except Exception:  # noqa: BLE001
                     pass
+        if self._writer.error is not None:
+            w = self._writer
+            raise RunFailed(f"{w.path}: cannot write samples ({w.error.strerror or w.error}); the {w.kept} samples "
+                            f"written before it are kept there, {w.dropped} later ones are not and no summary was "
+                            f"written")
         summary = self._summarize(monitor, interrupted, wall_s, cpu_s)
         self.result = RunResult(self.run_id, self.bundle_dir, summary)
         _pass_on_stop_signal(stop_signals, self.interrupted_by)

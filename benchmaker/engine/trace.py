@@ -17,9 +17,10 @@ in the trace):
 
 `timestamp` is the field `benchmaker.engine.load_models.Trace` reads, so `trace:FILE[:SPEEDUP]`
 replays the recorded arrival times (first arrival moved to 0, divided by SPEEDUP).
-Secrets: header values whose name looks secret (Authorization, api-key, x-api-key,
-token, cookie, ...; `benchmaker.engine.bundle.redact`) are written as "***"; the body is
-written as sent. With several worker shards, shard k writes `<stem>-w<k><suffix>`.
+Secrets: every header value but those of a short list of safe headers (Content-Type,
+Accept, User-Agent, ...: `benchmaker.engine.bundle.redact_headers`) is written as "***",
+and so are the URL's userinfo and query values (`redact_url`); the body is written as
+sent (a replay of the file needs its own credentials and query values). With several worker shards, shard k writes `<stem>-w<k><suffix>`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from benchmaker.engine.bundle import REDACTED, redact
+from benchmaker.engine.bundle import REDACTED, redact_headers, redact_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.load_models import NS_PER_S
 from benchmaker.engine.records import RequestSpec
@@ -102,7 +103,7 @@ class TraceWriter:
                 b64 = base64.b64encode(body).decode("ascii")
         line = {
             "timestamp": intended_ns / NS_PER_S, "seq": seq, "lane": lane, "protocol": protocol,
-            "method": spec.method, "url": spec.url, "headers": redact(dict(spec.headers)), "stream": spec.stream,
+            "method": spec.method, "url": redact_url(spec.url), "headers": redact_headers(dict(spec.headers)), "stream": spec.stream,
             "body": text, "body_b64": b64,
         }
         self._f.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))

@@ -135,6 +135,11 @@ class ReplayServerHandle:
         """Process id of the server."""
         return self.proc.pid
 
+    @property
+    def token(self) -> str | None:
+        """The bearer token the server requires on every endpoint but /health (None: none)."""
+        return self._token
+
     def _headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self._token}"} if self._token else {}
 

@@ -56,6 +56,7 @@ import os
 import re
 import shutil
 import socket
+import secrets
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -299,10 +300,11 @@ async def run_replay_shard(
 
 
 async def _start_server(traj_path: Path, latency: str, divergence: str) -> _process.ReplayServerHandle:
-    """benchmaker.replay_server.process.start_replay_server in a thread; a server that comes up after
+    """benchmaker.replay_server.process.start_replay_server in a thread, with a fresh
+    bearer token (256 random bits; the handle's `token`); a server that comes up after
     the caller was cancelled is stopped, never left running."""
     started = asyncio.ensure_future(asyncio.to_thread(_process.start_replay_server, traj_path, latency=latency,
-                                                      divergence=divergence))
+                                                      divergence=divergence, token=secrets.token_urlsafe(32)))
     try:
         return await asyncio.shield(started)
     except asyncio.CancelledError:
@@ -349,7 +351,7 @@ async def _play_shard(
                 plan if plan is not None else trajectories, server.url, out, run_id=p.run_id,
                 sweep_point=p.sweep_point, load=f"closed:{conc}",
                 duration_s=p.duration_s, concurrency=conc, mode=p.mode, sandbox_factory=sandbox_factory,
-                tasks=tasks, command=list(p.command) if p.command else None, api_key=api_key,
+                tasks=tasks, command=list(p.command) if p.command else None, api_key=api_key or server.token,
                 ready=ready, episode_prefix=f"{p.sweep_point}-w{p.worker}",
                 index_start=p.worker, index_step=p.shards,
                 checks={k: v for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms),

@@ -224,6 +224,9 @@ def _units(paths: list[Path], out: Path | None) -> list[tuple[Path, bool]]:
         p = Path(p)
         if not p.exists():
             raise ConvertError(p, None, None, "no such file or directory")
+        if p.is_file() and out_resolved is not None and p.resolve() == out_resolved:
+            raise ConvertError(p, None, None, "is also the output file (-o): converting would replace it; "
+                                              "give another output")
         if p.is_file() or detect_dir(p) is not None:
             units.append((p, True))
             continue

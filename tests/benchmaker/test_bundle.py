@@ -18,13 +18,14 @@ def test_redact_hides_secrets_and_keeps_token_counts():
     }
 
 
-def test_redact_hides_the_password_of_a_url_and_keeps_the_rest():
+def test_redact_hides_the_userinfo_and_query_values_of_a_url_and_keeps_the_rest():
     config = {"exchange": "s3://AKIA1:s3cr/et@bench/exchange", "base_url": "http://u:p@127.0.0.1:8000/v1",
               "plain": "http://127.0.0.1:8000", "mail": "a@b.c", "user_only": "sftp://me@host/x",
               "ftp_url": "ftp://bench:p@ss@host/x", "query": "https://h/p?a=1&token=T0K&X-Amz-Signature=s1",
               "message": "FileNotFoundError: s3://k:hunter2@b/x not found"}
-    assert redact(config) == {"exchange": "s3://AKIA1:***@bench/exchange",
-                              "base_url": "http://u:***@127.0.0.1:8000/v1", "plain": "http://127.0.0.1:8000",
-                              "mail": "a@b.c", "user_only": "sftp://me@host/x", "ftp_url": "ftp://bench:***@host/x",
-                              "query": "https://h/p?a=1&token=***&X-Amz-Signature=***",
-                              "message": "FileNotFoundError: s3://k:***@b/x not found"}
+    # a user name alone can be the token (http://ghp_TOKEN@host): all userinfo goes
+    assert redact(config) == {"exchange": "s3://***@bench/exchange",
+                              "base_url": "http://***@127.0.0.1:8000/v1", "plain": "http://127.0.0.1:8000",
+                              "mail": "a@b.c", "user_only": "sftp://***@host/x", "ftp_url": "ftp://***@host/x",
+                              "query": "https://h/p?a=***&token=***&X-Amz-Signature=***",
+                              "message": "FileNotFoundError: s3://***@b/x not found"}

@@ -4,6 +4,7 @@ cache, its files untouched; the failed point measured), then a new run measuring
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -199,3 +200,100 @@ async def test_retry_takes_the_name_run_id_or_bundle_of_a_flow_run_and_stops_on_
     assert out.strip().endswith(f"flow run {flow_run_id}: Cancelled (interrupted by SIGINT)")
     assert waited_s < 60  # CANCEL_GRACE_S (5 s) plus one API call; was ~145 s on a loaded host
     assert _flow_run(flow_run_id).state.type.value == "CANCELLED"
+
+
+async def test_changed_parameters_are_refused_unless_accepted(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A run whose parameters were rewritten on the server after it started (as another
+    user did through an unauthenticated server) is refused with one line; the
+    parameters are printed first; --accept-changed resumes it anyway."""
+    from prefect.client.orchestration import get_client
+
+    from benchmaker.flows.retry import ParametersChanged, main, retry_flow_run
+    from benchmaker.flows.swebench_replay import swebench_replay
+    from benchmaker.tasks.sweep import FAIL_POINT_ENV
+
+    out_dir = tmp_path / "artifacts"
+    monkeypatch.setenv(FAIL_POINT_ENV, "c1")
+    state = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[1], out_dir=out_dir,
+                                  warehouse=tmp_path / "wh.duckdb", return_state=True)
+    monkeypatch.delenv(FAIL_POINT_ENV)
+    assert state.is_failed()
+    flow_run_id = str(state.state_details.flow_run_id)
+    [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    from benchmaker.flows.outcome import parameters_sha256
+
+    params = _flow_run(flow_run_id).parameters
+    assert manifest["flow_run_parameters_sha256"] == parameters_sha256(params)
+    proc = json.loads((run_dir / "flow_process.json").read_text())
+    assert proc["pid"] == os.getpid() and isinstance(proc["start_ticks"], int)
+
+    async with get_client() as client:
+        await client.update_flow_run(flow_run_id, parameters={**params, "label": "changed-by-someone"})
+    with pytest.raises(ParametersChanged, match=r"manifest.json: flow_run_parameters_sha256: the run's parameters "
+                                                r"changed after it started \(stored [0-9a-f]{64}, now [0-9a-f]{64}\)"):
+        await retry_flow_run(flow_run_id)
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, [flow_run_id]) == 2
+    out, err = capsys.readouterr()
+    assert '"label": "changed-by-someone"' in out and f"flow run {flow_run_id}" in out  # shown before refusing
+    assert err.startswith("benchmaker: error: ") and err.count("\n") == 1 and "--accept-changed" in err
+
+    # parameters that point the bundle elsewhere find no manifest of this run: refused too
+    async with get_client() as client:
+        await client.update_flow_run(flow_run_id, parameters={**params, "out_dir": str(tmp_path / "elsewhere")})
+    with pytest.raises(ParametersChanged, match=r"elsewhere/.*manifest.json: no readable manifest"):
+        await retry_flow_run(flow_run_id)
+
+    async with get_client() as client:
+        await client.update_flow_run(flow_run_id, parameters={**params, "label": "changed-by-someone"})
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, [flow_run_id, "--accept-changed"]) == 0
+    out, _ = capsys.readouterr()
+    assert "resuming with changed or unchecked parameters (--accept-changed)" in out
+    assert out.strip().endswith(f"flow run {flow_run_id}: Completed")
+
+
+async def test_a_killed_running_run_is_marked_crashed_and_resumed(tmp_path: Path) -> None:
+    """SIGKILL leaves the flow run Running with no process: retry marks it Crashed
+    (its bundle's flow_process.json names the dead process) and resumes it."""
+    import asyncio
+    import signal
+
+    from prefect.settings import PREFECT_API_URL
+
+    from benchmaker.flows.retry import retry_flow_run
+
+    out_dir = tmp_path / "artifacts"
+    code = ("import asyncio, pathlib; from benchmaker.flows.swebench_replay import swebench_replay; "
+            f"asyncio.run(swebench_replay(logs=[pathlib.Path({str(EXAMPLE)!r})], concurrency_sweep=[1], "
+            f"out_dir=pathlib.Path({str(out_dir)!r}), latency='fixed:2500:0', "
+            f"warehouse=pathlib.Path({str(tmp_path / 'wh.duckdb')!r})))")
+    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
+               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(1800):  # until it measures (a busy host starts Python slowly)
+            await asyncio.sleep(0.1)
+            found = list(out_dir.glob("swebench-replay-*/flow_process.json"))
+            if found and json.loads(found[0].read_text())["pid"] == proc.pid:
+                break
+        else:
+            pytest.fail("the flow run never started")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    manifest = json.loads((found[0].parent / "manifest.json").read_text())
+    flow_run_id = manifest["flow_run_id"]
+    assert _flow_run(flow_run_id).state.name == "Running"  # nobody told the server
+    state = await retry_flow_run(flow_run_id)
+    assert state.is_completed() or state.name == "Invalid", state
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as client:
+        history = [s.name for s in await client.read_flow_run_states(flow_run_id)]
+    assert "Crashed" in history and history[-1] in ("Completed", "Invalid")

@@ -92,17 +92,24 @@ async def test_killed_replay_server_point_is_retried(tmp_path: Path) -> None:
     from benchmaker.tasks import serve
 
     killed: list[int] = []
+    without_token: list[int] = []
 
     def killer() -> None:  # kill the first server once it has served a request
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not killed:
-            for pid, url in serve.running_servers().values():
+            for key, (pid, url) in serve.running_servers().items():
                 try:
-                    if httpx.get(url + "/stats", timeout=1).json()["requests"] >= 1:
+                    if serve.server_handle(key).stats(timeout_s=1)["requests"] >= 1:
+                        # the flow's server wants its token: another local user gets 401 everywhere
+                        without_token.extend(r.status_code for r in (
+                            httpx.get(url + "/stats", timeout=5), httpx.post(url + "/stats/reset", timeout=5),
+                            httpx.post(url + "/v1/chat/completions", json={"model": "m", "messages": []},
+                                       timeout=5),
+                            httpx.get(url + "/stats", timeout=5, headers={"authorization": "Bearer guess"})))
                         os.kill(pid, signal.SIGKILL)
                         killed.append(pid)
                         return
-                except (httpx.HTTPError, ValueError):
+                except (httpx.HTTPError, ValueError, KeyError):
                     pass
             time.sleep(0.02)
 
@@ -112,7 +119,7 @@ async def test_killed_replay_server_point_is_retried(tmp_path: Path) -> None:
     out = await run_flow(swebench_replay, logs=[EXAMPLE], concurrency_sweep=[2], latency="fixed:300:0",
                          out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb")
     t.join(5)
-    assert len(killed) == 1
+    assert len(killed) == 1 and without_token == [401, 401, 401, 401]
     sweep_runs = _task_runs(out["flow_run_id"])["run-sweep-point"]
     assert [tr.run_count for tr in sweep_runs] == [2]  # failed once, retried once
     [row] = out["points"]

@@ -77,7 +77,7 @@ CLI_CASES = [
     ("transport-bogus", [*LLM, "--transport", "bogus", *ONE], "--transport:"),
     ("seed-neg", [*LLM, "--seed", "-1", *ONE], "--seed:"),
     ("label-control", [*LLM, "--label", "a\x1bb", *ONE], "--label: expected printable text"),
-    ("api-bogus", [*LLM, "--api", "bogus", *ONE], "--api: expected chat or completions"),
+    ("api-bogus", [*LLM, "--api", "bogus", *ONE], "--api: expected chat, completions, responses, messages"),
     ("metrics-interval-0", [*LLM, "--metrics-url", "http://127.0.0.1:9/metrics", "--metrics-interval", "0s", *ONE],
      "--metrics-interval:"),
     ("metrics-url-ftp", [*LLM, "--metrics-url", "ftp://x/metrics", *ONE], "--metrics-url:"),
@@ -270,3 +270,208 @@ def test_no_example_runs_an_interpreter_named_python():
         if bare.search(line)
     ]
     assert offenders == [], f"bare `python` in {offenders}; use python3 or {sys.executable!r}"
+
+
+# -- hostile servers: bounded memory and deadlines (a real server on 127.0.0.1) ------------
+
+@pytest.fixture(scope="module")
+def hostile():
+    from tests.hostile_server import HostileServer
+
+    with HostileServer() as srv:
+        yield srv
+
+
+def _samples(run_dir: Path) -> list[dict]:
+    import json
+
+    [bundle] = list(run_dir.iterdir())
+    return [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("path,coding", [("/bomb-gzip", "gzip"), ("/bomb-deflate", "deflate")])
+def test_a_compression_bomb_response_ends_the_request_as_an_error(path, coding, hostile, tmp_path, monkeypatch,
+                                                                  capsys):
+    import resource
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["http", "--url", hostile.url + path, "--max-requests", "2", "--out-dir", "runs"])
+    capsys.readouterr()
+    assert code == 1  # every request failed: a failed run, with its samples kept
+    samples = _samples(tmp_path / "runs")
+    assert [s["outcome"] for s in samples] == ["transport_error", "transport_error"]
+    assert {s["error"] for s in samples} == {f"decoded body over {64 << 20} bytes (Content-Encoding {coding}): "
+                                             f"a compression bomb?"}
+    # 100 MiB decoded per request was refused at 64 MiB: never held (peak RSS well under 2 bombs)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 1_500_000  # KiB
+
+
+def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_hang(hostile, tmp_path, monkeypatch,
+                                                                                  capsys):
+    import json
+    import time
+
+    from benchmaker.testing.instant_server import start_instant_server
+
+    monkeypatch.chdir(tmp_path)
+    with start_instant_server(sse_chunks=5) as srv:
+        t = time.monotonic()
+        code = main(["llm", "--url", srv.url + "/v1/chat/completions", "--model", "m", "--duration", "2s",
+                     "--rate", "closed:1", "--metrics-url", hostile.url + "/metrics-bomb",
+                     "--metrics-url", hostile.url + "/metrics-endless", "--metrics-interval", "1s",
+                     "--out-dir", "runs"])
+        took_s = time.monotonic() - t
+    capsys.readouterr()
+    assert code in (0, 1)  # the run's own verdict (host load may void it); it ended
+    assert took_s < 60
+    [bundle] = list((tmp_path / "runs").iterdir())
+    monitors = json.loads((bundle / "summary.json").read_text())["self_checks"]["monitors"]
+    by_url = {name: m for name, m in monitors.items()}
+    errors = sorted(m["last_error"] for m in by_url.values())
+    assert len(errors) == 2 and all(m["rows"] == 0 and m["errors"] == m["samples"] for m in by_url.values())
+    assert errors[0].startswith(f"RuntimeError: GET {hostile.url}/metrics-endless: no whole answer within the "
+                                f"scrape deadline (1 s)")
+    assert errors[1] == (f"ValueError: GET {hostile.url}/metrics-bomb: body over {16 << 20} bytes decoded "
+                         f"(Content-Encoding gzip): a compression bomb?")
+
+
+# -- files that are not files, inputs that loop, outputs that are inputs, slow queries ------
+
+_PI_CYCLE = "\n".join([
+    '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work/x"}',
+    '{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user",'
+    '"content":[{"type":"text","text":"hi"}],"timestamp":1767225600000}}',
+    '{"type":"message","id":"b2","parentId":"a1","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":'
+    '"assistant","content":[{"type":"text","text":"ok"}],"api":"openai-completions","provider":"openai","model":"m",'
+    '"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2},"stopReason":"stop",'
+    '"timestamp":1767225601000}}',
+    # the id of line 2 again, as the child of line 3: line 3's parent link would loop
+    '{"type":"message","id":"a1","parentId":"b2","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"user",'
+    '"content":[{"type":"text","text":"again"}],"timestamp":1767225602000}}',
+]) + "\n"
+
+# (case id, argv builder over tmp_path (FIFO f.fifo, pi file cyc.jsonl, warehouse w.duckdb made), message)
+FILE_CASES = [
+    ("dataset-fifo", lambda d: [*LLM, "--dataset", f"{d}/f.fifo", *ONE], "f.fifo: is a FIFO (named pipe), not a "
+                                                                         "regular file"),
+    ("dataset-dev-zero", lambda d: [*LLM, "--dataset", "/dev/zero", *ONE], "/dev/zero: is a character device"),
+    ("trace-rate-fifo", lambda d: [*LLM, "--rate", f"trace:{d}/f.fifo", *ONE], "f.fifo is a FIFO"),
+    ("trace-rate-dev-zero", lambda d: [*LLM, "--rate", "trace:/dev/zero", *ONE], "/dev/zero is a character device"),
+    ("record-trace-fifo", lambda d: [*LLM, "--record-trace", f"{d}/f.fifo", *ONE],
+     "--record-trace: " + "{d}/f.fifo is a FIFO"),
+    ("run-file-fifo", lambda d: ["run", f"{d}/f.fifo"], "f.fifo: is a FIFO"),
+    ("convert-fifo", lambda d: ["convert", f"{d}/f.fifo", "-o", f"{d}/out.jsonl"], "not a regular file"),
+    ("pi-parent-cycle", lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/out.jsonl"],
+     "cyc.jsonl:3: parentId: names an id that a later entry (line 4) uses again: the session tree would loop "
+     "(got \"a1\")"),
+    ("convert-output-is-input", lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/cyc.jsonl"],
+     "cyc.jsonl: is also the output file (-o): converting would replace it"),
+    ("sql-timeout", lambda d: ["sql", "SELECT count(*) FROM range(100000000000) a", "--warehouse", f"{d}/w.duckdb",
+                               "--timeout", "0.5"],
+     "sql: --timeout: the query ran longer than 0.5 s and was stopped"),
+    ("sql-timeout-0", lambda d: ["sql", "SELECT 1", "--warehouse", f"{d}/w.duckdb", "--timeout", "0"],
+     "--timeout: expected seconds > 0"),
+]
+
+
+@pytest.mark.parametrize("make,piece", [c[1:] for c in FILE_CASES], ids=[c[0] for c in FILE_CASES])
+def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece, tmp_path, monkeypatch, capsys):
+    import time
+
+    import duckdb
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "f.fifo")
+    (tmp_path / "cyc.jsonl").write_text(_PI_CYCLE)
+    duckdb.connect(str(tmp_path / "w.duckdb")).close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
+    t = time.monotonic()
+    _one_line_error(capsys, main(make(tmp_path)), piece.replace("{d}", str(tmp_path)))
+    assert time.monotonic() - t < 30  # refused, not blocked on the FIFO nor run to the end
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
+    assert after == before and not (tmp_path / "runs").exists()  # nothing written, nothing replaced
+
+
+@pytest.mark.parametrize("upstream", ["http://me:pw-S3CRET@127.0.0.1:9", "http://ghp_S3CRET@127.0.0.1:9/v1",
+                                      "http://127.0.0.1:9/v1?api_key=S3CRET"])
+def test_record_refuses_credentials_in_the_upstream_url_without_printing_them(upstream, tmp_path, monkeypatch,
+                                                                              capsys):
+    monkeypatch.chdir(tmp_path)
+    err = _one_line_error(capsys, main(["record", "--upstream", upstream, "-o", "t.jsonl"]),
+                          "--upstream: expected a base URL without user:password@, ?query or #fragment")
+    assert "S3CRET" not in err and "***" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _sqlite_file(d: Path) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(d / "w.sqlite")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+
+
+def _bad_task(d: Path) -> None:
+    (d / "task").mkdir()
+    (d / "task" / "task.json").write_text('{"task_id": "t", "timeout_s": -5}')
+
+
+# checked before any work: the sweep would otherwise run to its end (or its first episode)
+# and only then find them
+PRE_WORK_CASES = [
+    ("swebench-warehouse-sqlite", _sqlite_file,
+     lambda d: ["swebench-replay", "--logs", str(EXAMPLE), "--warehouse", f"{d}/w.sqlite", "--dry-run"],
+     "--warehouse: "),
+    ("llm-sweep-warehouse-sqlite", _sqlite_file,
+     lambda d: ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency-sweep", "1",
+                "--warehouse", f"{d}/w.sqlite"], "--warehouse: "),
+    ("swebench-bad-task-json", _bad_task,
+     lambda d: ["swebench-replay", "--logs", str(EXAMPLE), "--mode", "execute", "--task-dirs", f"{d}/task",
+                "--dry-run"], "--task-dirs: {d}/task/task.json: timeout_s: expected a number > 0 (got -5)"),
+]
+
+
+@pytest.mark.parametrize("setup,make,piece", [c[1:] for c in PRE_WORK_CASES], ids=[c[0] for c in PRE_WORK_CASES])
+def test_warehouse_and_task_json_are_checked_before_any_work(setup, make, piece, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    setup(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    err = _one_line_error(capsys, main(make(tmp_path)), piece.replace("{d}", str(tmp_path)))
+    assert "w.sqlite" in err or "task.json" in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, monkeypatch, capsys):
+    """ENOSPC from the sample writer (a 1 MiB tmpfs filled by the run): one line naming
+    samples.jsonl, exit 1, and the file holds exactly the whole samples it reports."""
+    import json
+    import subprocess
+
+    from benchmaker.testing.instant_server import start_instant_server
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs to fill needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        monkeypatch.chdir(tmp_path)
+        with start_instant_server(sse_chunks=50) as srv:
+            code = main(["llm", "--url", srv.url + "/v1/chat/completions", "--model", "m", "--rate", "closed:4",
+                         "--max-requests", "5000", "--out-dir", str(disk / "runs")])
+        out, err = capsys.readouterr()
+        assert code == 1, err
+        assert "Traceback" not in out + err and err.count("\n") == 1
+        [bundle] = list((disk / "runs").iterdir())
+        lines = (bundle / "samples.jsonl").read_text().splitlines()
+        assert err == (f"benchmaker: error: {bundle / 'samples.jsonl'}: cannot write samples (No space left on "
+                       f"device); the {len(lines)} samples written before it are kept there, "
+                       f"{5000 - len(lines)} later ones are not and no summary was written\n")
+        assert len(lines) > 100 and all(json.loads(line)["outcome"] == "ok" for line in lines)
+        assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

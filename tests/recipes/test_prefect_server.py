@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmaker.recipes import prefect_server as ps
+from tests.other_user import OtherUser, other_user  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
@@ -111,14 +112,26 @@ def test_a_record_whose_process_is_gone_is_replaced(tmp_path: Path, fake: FakeSe
     assert second.pid != first.pid and len(fake.procs) == 2
 
 
-def test_a_live_server_failing_its_health_check_is_stopped_and_replaced(tmp_path: Path, fake: FakeServers) -> None:
+def test_a_slow_server_is_waited_for_and_never_killed(tmp_path: Path, fake: FakeServers) -> None:
     first = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
     fake.healthy.discard(first.url)
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+        if now[0] >= 5:  # busy for 5 s, then it answers again
+            fake.healthy.add(first.url)
+
     said: list[str] = []
-    second = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake))
-    assert "does not answer its health check; restarting it" in said[0]
-    assert fake.procs[0].wait(timeout=15) == -15  # SIGTERM to its process group
-    assert second.pid == fake.procs[1].pid
+    again = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake), grace_s=30,
+                             clock=lambda: now[0], sleep=sleep)
+    assert again == first and len(fake.procs) == 1 and now[0] == 5.0
+    assert "is slow to answer its health check; waiting up to 30 s (it is not restarted" in said[0]
+    fake.healthy.discard(first.url)  # now it never answers: a clear error, and it keeps running
+    with pytest.raises(ps.ServerError, match=r"is alive but did not answer /health within 30 s; it was left running"):
+        ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake), grace_s=30,
+                         clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert fake.procs[0].poll() is None and len(fake.procs) == 1
 
 
 def test_a_server_of_another_prefect_version_is_replaced(tmp_path: Path, fake: FakeServers) -> None:
@@ -185,15 +198,130 @@ def test_a_set_api_url_is_used_as_is_and_ephemeral_mode_starts_nothing(tmp_path:
             pass
 
 
+def test_the_secret_is_made_once_readable_by_its_owner_only(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    secret = ps.auth_secret(home)
+    assert secret.startswith("benchmaker:") and len(secret) == len("benchmaker:") + 43
+    assert (home / "benchmaker-server.auth").stat().st_mode & 0o777 == 0o600
+    assert home.stat().st_mode & 0o777 == 0o700  # Prefect's database lives here: taken private
+    assert ps.auth_secret(home) == secret  # kept: later commands use the same one
+    assert ps.auth_secret(tmp_path / "other") != secret
+
+
+def test_a_secret_others_can_read_is_refused(tmp_path: Path) -> None:
+    ps.auth_secret(tmp_path)
+    (tmp_path / "benchmaker-server.auth").chmod(0o644)
+    with pytest.raises(ps.ServerError, match=r"benchmaker-server.auth: the local server's secret must be a regular "
+                                             r"file of yours with mode 0600 \(got uid \d+, mode 644\)"):
+        ps.auth_secret(tmp_path)
+
+
+def test_a_server_started_without_authentication_is_replaced(tmp_path: Path, fake: FakeServers) -> None:
+    ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
+    record = json.loads((tmp_path / "benchmaker-server.json").read_text())
+    del record["auth"]  # as recorded before servers required authentication
+    (tmp_path / "benchmaker-server.json").write_text(json.dumps(record))
+    said: list[str] = []
+    second = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake))
+    assert "requires no authentication; restarting it" in said[0]
+    assert fake.procs[0].wait(timeout=15) == -15 and second.pid == fake.procs[1].pid and second.auth
+
+
+def test_a_server_of_another_user_is_neither_reused_nor_signalled(tmp_path: Path, fake: FakeServers,
+                                                                   monkeypatch) -> None:
+    first = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
+    monkeypatch.setattr(ps, "pid_owner", lambda pid: os.geteuid() + 1 if pid == first.pid else os.geteuid())
+    said: list[str] = []
+    second = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake))
+    assert second.pid == fake.procs[1].pid and "restarting" not in " ".join(said)
+    assert fake.procs[0].poll() is None  # not ours: left running
+    assert ps.stop_server(tmp_path, grace_s=5) == second and fake.procs[0].poll() is None
+
+
+def test_a_listener_of_another_user_on_the_recorded_port_is_not_trusted(tmp_path: Path, fake: FakeServers,
+                                                                        monkeypatch) -> None:
+    first = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
+    monkeypatch.setattr(ps, "listener_owner", lambda port: os.geteuid() + 1 if port == first.port else None)
+    assert ps.find_server(tmp_path, fake.health) is None
+
+
+def test_pid_owner_reads_proc() -> None:
+    assert ps.pid_owner(os.getpid()) == os.geteuid()
+    assert ps.pid_owner(1) == 0
+
+
+def test_listener_owner_reads_the_socket_table() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        assert ps.listener_owner(port) is None  # bound, not listening
+        s.listen()
+        assert ps.listener_owner(port) == os.geteuid()
+
+
 def _cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "benchmaker.recipes.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
-@pytest.mark.slow  # a real `prefect server start` (10-40 s) and one flow run against it
+def _post(url: str, auth: str | None, body: bytes = b"{}", method: str = "POST") -> tuple[int, object]:
+    import base64
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if auth is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def _intrude(user: OtherUser, home: Path, url: str, run_id: str) -> dict:
+    """What the second user gets trying the owner's server (HTTP status per call) and
+    files (the error's name, or "read")."""
+    code = f"""
+import base64, json, os, urllib.error, urllib.request
+home, url, run_id = {str(home)!r}, {url!r}, {run_id!r}
+out = {{}}
+def call(path, body, method, auth=None):
+    h = {{"Content-Type": "application/json"}}
+    if auth:
+        h["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    req = urllib.request.Request(url + path, data=body, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+out["list"] = call("/flow_runs/filter", b"{{}}", "POST")
+out["list_guess"] = call("/flow_runs/filter", b"{{}}", "POST", auth="benchmaker:guess")
+out["read"] = call("/flow_runs/" + run_id, None, "GET")
+out["patch"] = call("/flow_runs/" + run_id, json.dumps({{"parameters": {{"mode": "execute"}}}}).encode(), "PATCH")
+out["logs"] = call("/logs/filter", b"{{}}", "POST")
+for name in ("benchmaker-server.auth", "prefect.db", "benchmaker-server.log"):
+    try:
+        open(os.path.join(home, name), "rb").read(1)
+        out[name] = "read"
+    except OSError as e:
+        out[name] = type(e).__name__
+print(json.dumps(out))
+"""
+    return user.probe(code)
+
+
+@pytest.mark.slow  # a real `prefect server start` (10-40 s) and two flow runs against it
 @pytest.mark.prefect
 def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     try:
         started = _cli(["server", "start"], env)
@@ -219,13 +347,11 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
         assert "starting a local Prefect server" not in again.stderr
         status = _cli(["server", "status"], env)
         assert status.returncode == 0 and f"pid:     {pid}" in status.stdout and "(healthy)" in status.stdout
-        # the flow run is on the reused server
-        import urllib.request
-
-        req = urllib.request.Request(f"{url}/flow_runs/filter", data=b"{}", method="POST",
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            runs = json.loads(resp.read())
+        # the flow run is on the reused server, readable only with the owner's secret
+        assert _post(f"{url}/flow_runs/filter", None) == (401, None)
+        assert _post(f"{url}/flow_runs/filter", "benchmaker:guess") == (401, None)
+        code, runs = _post(f"{url}/flow_runs/filter", ps.auth_secret(tmp_path / "prefect-home"))
+        assert code == 200
         # two finished runs (FAILED 'Invalid' when the busy host's loop lag voids its point)
         assert [r["state_type"] in ("COMPLETED", "FAILED") for r in runs] == [True, True], runs
         assert flow_call_s < 120  # generous: a temporary server alone costs 20-40 s here
@@ -234,3 +360,41 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
     assert stopped.returncode == 0 and "stopped the local Prefect server" in stopped.stdout
     assert _cli(["server", "status"], env).returncode == 1
     assert _gone(pid)  # the server process has exited
+
+
+@pytest.mark.slow  # a real `prefect server start` and one flow run, then a second local user tries it
+@pytest.mark.prefect
+def test_a_second_local_user_cannot_read_or_change_flow_runs(other_user: OtherUser) -> None:
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="bm-shared-host-"))
+    base.chmod(0o755)  # other users may walk to PREFECT_HOME, as to a home directory
+    home = base / "prefect-home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)  # as umask 022 makes ~/.prefect
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")}
+    env["PREFECT_HOME"] = str(home)
+    try:
+        # started here with a long timeout (a first start migrates a fresh database: over
+        # 90 s at load 17 on 2 cores), then reused by the CLI's flow run
+        ps.ensure_server(home, say=lambda m: None, start=lambda h: ps.start_server(h, timeout_s=400))
+        run = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
+                    str(base / "art"), "--warehouse", str(base / "w.duckdb")], env)
+        assert run.returncode in (0, 1), run.stdout[-2000:] + run.stderr[-2000:]
+        state = ps.read_state(home)
+        assert state is not None and state.auth
+        assert home.stat().st_mode & 0o777 == 0o700
+        code, runs = _post(f"{state.url}/flow_runs/filter", ps.auth_secret(home))
+        assert code == 200 and len(runs) == 1
+        run_id, params = runs[0]["id"], runs[0]["parameters"]
+        seen = _intrude(other_user, home, state.url, run_id)
+        assert seen == {"list": 401, "list_guess": 401, "read": 401, "patch": 401, "logs": 401,
+                        "benchmaker-server.auth": "PermissionError", "prefect.db": "PermissionError",
+                        "benchmaker-server.log": "PermissionError"}
+        code, after = _post(f"{state.url}/flow_runs/{run_id}", ps.auth_secret(home), body=None, method="GET")
+        assert code == 200 and after["parameters"] == params
+    finally:
+        _cli(["server", "stop"], env, timeout=60)
+        shutil.rmtree(base, ignore_errors=True)

@@ -176,6 +176,27 @@ print("agent done")
 '''
 
 
+async def test_command_mode_agent_gets_no_prefect_secret_nor_replay_token(tmp_path: Path, monkeypatch):
+    seen = tmp_path / "env.json"
+    agent = tmp_path / "agent.py"
+    agent.write_text(f"import json, os\njson.dump({{k: os.environ.get(k) for k in ('PREFECT_API_AUTH_STRING', "
+                     f"'PREFECT_API_KEY', 'BENCHMAKER_REPLAY_TOKEN', 'OPENAI_BASE_URL')}}, open({str(seen)!r}, 'w'))\n"
+                     + _AGENT)
+    monkeypatch.setenv("PREFECT_API_AUTH_STRING", "benchmaker:S3CRET")
+    monkeypatch.setenv("PREFECT_API_KEY", "pnu_S3CRET")
+    monkeypatch.setenv("BENCHMAKER_REPLAY_TOKEN", "S3CRET")
+    traj = _example()
+    # unconfined (--sandbox none): the agent runs on this host with this process's
+    # environment, less the secrets (a confined agent gets the sandbox's environment only)
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl"), divergence="content") as srv:
+        res = await run_episode(traj, srv.url, mode="command", sandbox=local_sandbox_factory(confined=False),
+                                task=load_task(TASK_DIR), command=[sys.executable, str(agent)])
+    assert res.episode.outcome == "ok"
+    env = json.loads(seen.read_text())
+    assert env.pop("OPENAI_BASE_URL").startswith("http://127.0.0.1:")
+    assert env == {"PREFECT_API_AUTH_STRING": None, "PREFECT_API_KEY": None, "BENCHMAKER_REPLAY_TOKEN": None}
+
+
 async def test_command_mode_runs_an_external_agent_through_the_measuring_proxy(tmp_path: Path):
     (tmp_path / "agent").mkdir(mode=0o755)  # readable by the confined agent's user (root: benchmaker-sandbox)
     os.chmod(tmp_path / "agent", 0o755)

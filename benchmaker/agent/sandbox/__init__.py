@@ -20,6 +20,12 @@ from typing import Protocol, runtime_checkable
 
 from benchmaker.lazy_exports import lazy_getattr
 
+PRIVATE_ENV = frozenset({"PREFECT_API_AUTH_STRING", "PREFECT_API_KEY", "BENCHMAKER_REPLAY_TOKEN"})
+"""Environment variables of this process never passed to a command-mode agent: the
+local Prefect server's secret (benchmaker.recipes.prefect_server), a Prefect Cloud key
+and a replay server token. With them an agent could read and change the user's flow
+runs."""
+
 TRUNCATION_MARKER = "\n[... {n} bytes of output truncated ...]\n"
 
 
@@ -95,6 +101,7 @@ __all__ = [
     "FlashSandbox",
     "LocalSandbox",
     "LocalSandboxFactory",
+    "PRIVATE_ENV",
     "Sandbox",
     "SandboxError",
     "TRUNCATION_MARKER",

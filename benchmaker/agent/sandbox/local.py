@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmaker.agent.sandbox import ExecResult, SandboxError
+from benchmaker.agent.sandbox import PRIVATE_ENV, ExecResult, SandboxError
 from benchmaker.agent.sandbox.confine import Confinement, confinement
 from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, RunResult, Spawner
 
@@ -182,7 +182,8 @@ class LocalSandbox:
         is gone, OSError when it cannot start."""
         conf = self.confinement
         if conf is None or proxy_socket is None:
-            return await self.spawner.run(argv, cwd=self.workdir, env={**os.environ, **env}, timeout_s=timeout_s)
+            inherited = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
+            return await self.spawner.run(argv, cwd=self.workdir, env={**inherited, **env}, timeout_s=timeout_s)
         from benchmaker.agent.sandbox.relay import relay_argv
 
         ws = Path(self.workdir)

@@ -351,6 +351,10 @@ class _Tree:
             prev = entry_id
         for node in self.nodes:  # once all are in: an id used twice names its last entry, as in by_id
             node.up = self.by_id.get(node.parent) if node.parent is not None else None
+            if node.up is not None and node.up.index >= node.index:
+                # a later entry reused the parent's id: walking up could loop forever
+                raise ctx.error(node.line, "parentId", f"names an id that a later entry (line {node.up.line}) "
+                                "uses again: the session tree would loop", node.parent)
         # every entry the child of the one before it (all v1 files, most v2/v3): then a
         # turn extends the previous one unless a compaction or a retry lies between (v1: so by construction)
         self.linear = not tree or all(n.parent == (self.nodes[i - 1].id if i else None)

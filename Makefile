@@ -95,9 +95,13 @@ worker: $(STAMP)
 run-adhoc: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/adhoc --watch
 
+# The demo shows the pipeline working: it exits 0 when it ran (converted, replayed, graded,
+# loaded, reported), also when a busy machine made points invalid (--exit-code pipeline);
+# its last screen says per point valid or why not, and how to get valid points.
 demo: $(STAMP)
 	$(VENV)/bin/benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \
-		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo
+		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo \
+		--exit-code pipeline
 
 # --- Several load hosts: llm-sweep/distributed and swebench-replay/distributed (issue #8) ---
 # The orchestrator flow runs on `make worker` (queue `default`, on the control host); the

@@ -20,8 +20,15 @@ the shards still start together, once all are ready (the readiness barrier,
 benchmaker.engine.shared_start). (On a Prefect work pool: `prefect deployment run
 swebench-replay/distributed`, README.)
 
-Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
-concurrency never reached, a shard failed); 2 bad parameters, named, before anything runs.
+Exit codes (`--exit-code verdict`, the default): 0 every point valid; 1 the run
+finished but a point is invalid (event-loop lag over its limit, target concurrency never
+reached, a shard failed); 2 bad parameters, named, before anything runs. With
+`--exit-code pipeline` (`make demo`) the exit code follows the pipeline instead: 0 when
+the flow ran (converted, replayed, graded, loaded, reported) and every point measured
+something, however its verdict; 1 when a point measured nothing (no request succeeded)
+or the flow failed. Either way the last lines printed are the verdict of each point in
+plain words, its key figures and how to get valid points
+(benchmaker.sweep.verdicts).
 """
 
 from __future__ import annotations
@@ -135,7 +142,7 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
 
     console = console or Console()
     if not console.is_terminal:
-        console.width = max(console.width, 140)  # piped/logged output: no column squeezing
+        console.width = max(console.width, 240)  # piped/logged output: no column squeezing
     headers, cells = sweep_table_rows(out["points"])
     split = headers.index("requests") + 2  # concurrency/volume columns, then latency/outcome
     for part, (lo, hi) in enumerate(((0, split), (split, len(headers)))):
@@ -154,13 +161,56 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
                   "(n_aborted); resolved ver./car. = rate among re-verified / carried outcomes")
     for row in out["points"]:
         if not row["valid"]:
-            console.print(f"[red]{row['sweep_point']} invalid: {row['invalid_reason']}[/red]")
+            console.print(f"{row['sweep_point']} invalid (as recorded): {row['invalid_reason']}", style="red",
+                          highlight=False, markup=False)
     run_dir = Path(out["run_dir"])
     console.print(f"run bundle: {run_dir}")
     console.print(f"warehouse:  {out['warehouse']}  (benchmaker sql \"SELECT * FROM v_sweep_summary "
                   f"WHERE run_id = '{out['run_id']}' ORDER BY target_concurrency\")")
     report = run_dir / "report.html"
     console.print(f"report:     {report if report.is_file() else '(not written)'}")
+
+
+ExitPolicy = Literal["verdict", "pipeline"]
+
+
+def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", console: Console | None = None) -> int:
+    """Print the sweep's answer, meant as the last screen of a sweep command: a heading
+    with how many points are valid, per point its verdict in plain words and its key
+    figures (benchmaker.sweep.verdicts), how to get valid points when some are invalid,
+    and what the exit code means. Returns the exit code under `exit_code`: "verdict"
+    0 when every point is valid, else 1; "pipeline" 0 when every point measured
+    something (benchmaker.sweep.verdicts.pipeline_failures is empty), else 1."""
+    from benchmaker.sweep.verdicts import advice, key_figures, pipeline_failures, verdict_line
+
+    console = console or Console()
+    points = out["points"]
+    n_valid = sum(1 for r in points if r.get("valid"))
+    console.print()
+    console.print(f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid", style="bold",
+                  highlight=False, markup=False)
+    for row in points:
+        console.print(f"  {verdict_line(row)}", style=None if row.get("valid") else "red", highlight=False,
+                      markup=False)
+        console.print(f"      {key_figures(row)}", highlight=False, markup=False)
+    for line in advice(points):
+        console.print(line, highlight=False, markup=False)
+    failed = pipeline_failures(points)
+    if exit_code == "pipeline":
+        if failed:
+            console.print(f"exit 1: the pipeline measured nothing at {', '.join(failed)}", highlight=False,
+                          markup=False)
+            return 1
+        if n_valid < len(points):
+            console.print("exit 0: the pipeline ran (converted, replayed, graded, loaded, reported); the invalid "
+                          "points stay marked invalid in the warehouse and the report (--exit-code verdict: "
+                          "exit 1 for them)", highlight=False, markup=False)
+        return 0
+    if n_valid < len(points):
+        console.print("exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)",
+                      highlight=False, markup=False)
+        return 1
+    return 0
 
 
 def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_dir: Path, warehouse: Path | None,
@@ -274,6 +324,7 @@ def swebench_replay(
     workers: int = 1,
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
+    exit_code: ExitPolicy = "verdict",
     dry_run: bool = False,
 ) -> int:
     """Replay recorded agent runs at each concurrency of a sweep (the swebench-replay
@@ -347,6 +398,9 @@ def swebench_replay(
         An open-loop point is invalid (exit 1, client-saturated) when its episode
         schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or
         BENCHMAKER_MAX_SCHEDULE_LAG_MS).
+    exit_code
+        verdict: exit 1 when a point is invalid; pipeline: exit 0 whenever the pipeline
+        ran and every point measured something, invalid points still marked (`make demo`).
     dry_run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
@@ -398,7 +452,7 @@ def swebench_replay(
         out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
     print_sweep(out, "swebench-replay")
     print_open_loop(out["points"])
-    return 0 if all(r["valid"] for r in out["points"]) else 1
+    return print_verdicts(out, exit_code)
 
 
 def print_open_loop(points: list[dict[str, Any]], console: Console | None = None) -> None:
@@ -443,6 +497,7 @@ def llm_sweep(
     shard_timeout: float | None = None,
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
+    exit_code: ExitPolicy = "verdict",
 ) -> int:
     """Sweep an OpenAI-compatible endpoint over concurrencies or rates (the llm-sweep
     Prefect flow): one engine run per point, then load and report.
@@ -494,6 +549,9 @@ def llm_sweep(
         An open-loop point is invalid (exit 1, client-saturated) when its schedule lag
         p99 (sent - intended) exceeds this, in ms (default 10, or
         BENCHMAKER_MAX_SCHEDULE_LAG_MS).
+    exit_code
+        verdict: exit 1 when a point is invalid; pipeline: exit 0 whenever the pipeline
+        ran and every point measured something, invalid points still marked (`make demo`).
     """
     _prefect_env()
     from benchmaker.flows.common import validated
@@ -535,4 +593,4 @@ def llm_sweep(
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
         out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
     print_sweep(out, "llm-sweep")
-    return 0 if all(r["valid"] for r in out["points"]) else 1
+    return print_verdicts(out, exit_code)

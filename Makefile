@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-busy demo demo-llm bench bench-overhead clean
+.PHONY: install test test-quick test-busy demo demo-llm bench bench-overhead clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The whole suite; the 25 slowest tests are listed at the end (mark a new one `slow`).
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
+
+# For development: the suite without the slow tests (`slow`, and every `prefect` flow
+# test: tests/conftest.py), in a few minutes.
+test-quick: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" $(TESTS)
 
 # The tests with a CPU hog on every core (tests/busy.sh): none may depend on an idle host.
 # TESTS=tests/benchmaker for a subset; BUSY_HOGS=N for N hogs.

@@ -256,7 +256,7 @@ class SweepProgressView:
         self.progress.update(self.tasks[ev.point], completed=100.0 * (ev.fraction or 0.0), figures=_figures(ev))
 
     def __enter__(self) -> SweepProgressView:
-        if self.out.is_terminal:
+        if self.out.is_interactive:  # a terminal that can redraw a line (not TERM=dumb)
             from benchmaker.progress import observe
 
             self._observe = observe(self)

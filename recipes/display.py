@@ -177,32 +177,46 @@ def _n_boot(cmp: Any) -> str:
 
 
 def runs_table(names: list[str], rows: list[tuple]) -> Table:
-    """The `benchmaker runs` table of the rows of its query (columns `names`: run_id,
-    kind, label, created_at, n_samples, n_ok, request_throughput_per_s, p50/p99 TTFT and
-    E2E in ms), fitting 120 columns: run ids whole (they are what `compare` and `sql`
-    take; ours start with the kind, which --csv/--json still give), requests as
-    "ok / all", each latency as "p50 / p99" ms, created_at as MM-DD HH:MM (UTC); only
-    the label wraps when the terminal is narrower."""
-    table = Table(title="runs, newest first (latencies p50 / p99 in ms, linear percentiles; kind: --json)",
+    """The `benchmaker runs` table of the rows of its query (warehouse/queries/
+    runs_list.sql, columns `names`: run_id, sweep_point, label, created_at, valid,
+    invalid_reason, n_samples, n_ok, request_throughput_per_s, p50/p99 TTFT and E2E in
+    ms), fitting 120 columns: run ids whole (they are what `compare` and `sql` take;
+    ours start with the kind, which --csv/--json still give), a sweep point's lines
+    under its run's with the point name indented, validity as "yes" or "NO" (the reason
+    in --csv/--json), requests as "ok / all", each latency as "p50 / p99" ms,
+    created_at as MM-DD HH:MM (UTC); only the label wraps when the terminal is narrower."""
+    table = Table(title="runs, newest first, a sweep run one line per point (latencies p50 / p99 in ms, linear "
+                        "percentiles; reasons and kind: --json)",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
                   show_edge=False)
     cells = []
+    shown: set[str] = set()
     for row in rows:
         r = dict(zip(names, row))
         created = r.get("created_at")
+        point = r.get("sweep_point")
+        first = r["run_id"] not in shown
+        shown.add(r["run_id"])
+        when = created.strftime("%m-%d %H:%M") if created is not None else "-"
+        if point is not None and first:  # the sweep run's own line: its id, label and date
+            cells.append((str(r["run_id"]), r.get("label") or "", when, "", "", "", "", ""))
+        valid = r.get("valid")
         cells.append((
-            str(r["run_id"]), r.get("label") or "", created.strftime("%m-%d %H:%M") if created is not None else "-",
+            f"  {point}" if point is not None else str(r["run_id"]),
+            "" if point is not None else r.get("label") or "",
+            "" if point is not None else when,
+            "-" if valid is None else ("yes" if valid else "NO"),
             f"{_fmt(r.get('n_ok'))} / {_fmt(r.get('n_samples'))}", _fmt(r.get("request_throughput_per_s")),
             f"{_fmt(r.get('p50_ttft_ms'), 1)} / {_fmt(r.get('p99_ttft_ms'), 1)}",
             f"{_fmt(r.get('p50_e2e_ms'), 1)} / {_fmt(r.get('p99_e2e_ms'), 1)}",
         ))
-    headers = ("run_id", "label", "created", "ok / requests", "req/s", "TTFT ms", "E2E ms")
+    headers = ("run_id / point", "label", "created", "valid", "ok / requests", "req/s", "TTFT ms", "E2E ms")
     for k, col in enumerate(headers):
         if col == "label":
             table.add_column(col, overflow="fold", min_width=5)
             continue
         width = max([len(col)] + [len(c[k]) for c in cells])
-        table.add_column(col, justify="left" if k < 3 else "right", no_wrap=True, min_width=width)
+        table.add_column(col, justify="left" if k < 4 else "right", no_wrap=True, min_width=width)
     for c in cells:
         table.add_row(*c)
     return table

@@ -148,9 +148,12 @@ def runs(
     csv: bool = False,
     json: bool = False,
 ) -> int:
-    """List the runs in the warehouse, newest first, with their headline numbers and
-    whether each is partial (killed or interrupted; "PARTIAL" in the table's label) (a table
-    that fits 120 columns: benchmaker.recipes.display.runs_table; --csv/--json keep every column).
+    """List the runs in the warehouse, newest first, with their headline numbers, whether
+    each is valid (and why not) and whether it is partial (killed or interrupted;
+    "PARTIAL" in the table's label). A sweep run (swebench-replay, llm-sweep) gets one
+    line per sweep point, never run-level figures that would add its sequential points
+    together (warehouse/queries/runs_list.sql). The table fits 120 columns
+    (benchmaker.recipes.display.runs_table); --csv/--json keep every column.
 
     Parameters
     ----------
@@ -163,23 +166,12 @@ def runs(
     json
         Print JSON with every column instead of the table.
     """
+    from benchmaker.warehouse.report import query_text
+
     fmt = _format(csv, json)
     con = open_readonly(_path(warehouse))
     try:
-        cur = con.execute(
-            """
-            SELECT run_id, kind, label, created_at, n_samples, n_ok,
-                   round(request_throughput_per_s, 3) AS request_throughput_per_s,
-                   round(ttft_ms.p50, 3) AS p50_ttft_ms, round(ttft_ms.p99, 3) AS p99_ttft_ms,
-                   round(e2e_ms.p50, 3) AS p50_e2e_ms, round(e2e_ms.p99, 3) AS p99_e2e_ms,
-                   (SELECT r.partial FROM runs AS r WHERE r.run_id = v.run_id) AS partial
-            FROM v_run_summary AS v
-            WHERE $label IS NULL OR label = $label
-            ORDER BY created_at DESC NULLS LAST, run_id
-            LIMIT $limit
-            """,
-            {"label": label, "limit": limit},
-        )
+        cur = con.execute(query_text("runs_list"), {"label": label, "limit": limit})
         names, rows = [d[0] for d in cur.description], cur.fetchall()
         if fmt == "table":
             from benchmaker.recipes.display import runs_table

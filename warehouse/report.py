@@ -48,7 +48,7 @@ from benchmaker.warehouse.connection import DEFAULT_WAIT_S, open_readonly
 from benchmaker.warehouse.errors import WarehouseError
 from benchmaker.warehouse.plots import Series, chart, draw_script, plotly_js
 
-__all__ = ["ReportData", "collect_report_data", "render_html", "render_report", "write_report"]
+__all__ = ["ReportData", "collect_report_data", "query_text", "render_html", "render_report", "write_report"]
 
 CDF_MAX_POINTS = 1000  # per CDF series (report_latency_cdf.sql thins above this)
 TIME_BINS = 200  # bins of the schedule-lag and in-flight panels
@@ -63,9 +63,13 @@ _LANE_ROWS = (
 )
 
 
-def _sql(name: str) -> str:
-    """Text of warehouse/queries/<name>.sql."""
+def query_text(name: str) -> str:
+    """Text of warehouse/queries/<name>.sql (the report's queries and the CLI's, such as
+    runs_list). Raises FileNotFoundError for an unknown name."""
     return (importlib.resources.files("benchmaker.warehouse") / "queries" / f"{name}.sql").read_text(encoding="utf-8")
+
+
+_sql = query_text
 
 
 def _query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:

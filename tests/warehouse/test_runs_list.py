@@ -1,0 +1,72 @@
+"""`benchmaker runs` of a sweep run: one line per point with that point's figures and
+verdict, never run-level figures that add sequential points together. An llm-sweep
+bundle written here by hand (each engine point's clock starts at its own zero, as the
+engine's does) is loaded into a real DuckDB file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+
+from benchmaker.engine.records import Sample
+from benchmaker.recipes.cli import main
+from benchmaker.sweep.point_summary import summarize_point, write_point_summary
+from benchmaker.sweep.sweep import point_dir, write_run_manifest, write_sweep_points
+from benchmaker.warehouse.loader import load_run
+
+MS = 1_000_000
+RUN = "llm-sweep-hand"
+
+
+def _request(point: str, seq: int, sent_ms: int) -> dict:
+    """A request of `point`: sent at `sent_ms` on the point's own clock, first token
+    10 ms later, done 100 ms after sending."""
+    return Sample(run_id=RUN, seq=seq, lane="llm", sweep_point=point, outcome="ok", finish_reason="stop",
+                  intended_ns=sent_ms * MS, sent_ns=sent_ms * MS, first_token_ns=(sent_ms + 10) * MS,
+                  end_ns=(sent_ms + 100) * MS, usage_present=True, prompt_tokens=10, output_tokens=5).to_dict()
+
+
+def _sweep(run_dir: Path) -> None:
+    """closed-1: 2 requests one after the other (0-100, 100-200 ms): 2 / 0.2 s = 10 req/s,
+    max 1 in flight. closed-2: 4 requests two at a time over the same 200 ms of its own
+    clock: 20 req/s, max 2 in flight; invalid (an engine verdict reason)."""
+    write_run_manifest(run_dir, run_id=RUN, kind="llm-sweep", label="hand", config={})
+    rows = []
+    for point, conc, starts, reasons in (("closed-1", 1, [0, 100], []),
+                                         ("closed-2", 2, [0, 0, 100, 100],
+                                          ["event-loop lag p99 38.42 ms > 10 ms: client-side timestamps "
+                                           "include client delay"])):
+        pdir = point_dir(run_dir, point)
+        pdir.mkdir(parents=True)
+        (pdir / "samples.jsonl").write_bytes(b"".join(orjson.dumps(_request(point, i, t),
+                                                                   option=orjson.OPT_APPEND_NEWLINE)
+                                                      for i, t in enumerate(starts)))
+        row = summarize_point(pdir, sweep_point=point, concurrency=conc, verdict_reasons=reasons)
+        write_point_summary(pdir, row)
+        rows.append(row)
+    write_sweep_points(run_dir, rows)
+
+
+def test_runs_of_an_llm_sweep_shows_each_point_and_no_summed_run_figures(tmp_path: Path, capsys) -> None:
+    _sweep(tmp_path / "run")
+    db = tmp_path / "w.duckdb"
+    load_run(db, tmp_path / "run")
+    assert main(["runs", "--warehouse", str(db), "--json"]) == 0
+    got = [{k: r[k] for k in ("run_id", "sweep_point", "valid", "n_samples", "n_ok", "request_throughput_per_s",
+                              "p50_ttft_ms", "p50_e2e_ms")} for r in json.loads(capsys.readouterr().out)]
+    # per point: 2 / 0.2 s and 4 / 0.2 s; the pooled run row (6 / 0.2 s = 30 req/s, the
+    # two points added together) is not among them
+    assert got == [
+        {"run_id": RUN, "sweep_point": "closed-1", "valid": True, "n_samples": 2, "n_ok": 2,
+         "request_throughput_per_s": 10.0, "p50_ttft_ms": 10.0, "p50_e2e_ms": 100.0},
+        {"run_id": RUN, "sweep_point": "closed-2", "valid": False, "n_samples": 4, "n_ok": 4,
+         "request_throughput_per_s": 20.0, "p50_ttft_ms": 10.0, "p50_e2e_ms": 100.0},
+    ]
+    assert main(["runs", "--warehouse", str(db)]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [RUN, "hand"] == lines[lines.index(next(x for x in lines if x and x[0] == RUN))][:2]
+    assert ["closed-1", "yes", "2", "/", "2", "10.00", "10.0", "/", "10.0", "100.0", "/", "100.0"] in lines
+    assert ["closed-2", "NO", "4", "/", "4", "20.00", "10.0", "/", "10.0", "100.0", "/", "100.0"] in lines
+    assert not any("30.00" in line for line in lines)

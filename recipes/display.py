@@ -108,6 +108,19 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
     return [head, lat]
 
 
+def monitor_failures(summary: dict[str, Any]) -> list[str]:
+    """One line per monitor of the run (summary.json `self_checks.monitors`) whose samples
+    failed, e.g. `monitor http://127.0.0.1:8000/metrics: 32 of 32 scrapes failed (last
+    error: ...); monitor.jsonl lacks them`; [] when every sample succeeded."""
+    lines = []
+    for name, stats in ((summary.get("self_checks") or {}).get("monitors") or {}).items():
+        errors = stats.get("errors") or 0
+        if errors:
+            lines.append(f"monitor {name}: {errors} of {stats.get('samples', errors)} scrapes failed (last error: "
+                         f"{stats.get('last_error')}); monitor.jsonl lacks them")
+    return lines
+
+
 def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
     """Print the summary tables, the verdict with its reasons, and the bundle path."""
     for table in summary_tables(summary):
@@ -123,6 +136,8 @@ def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
                       _fmt((body.get("ttft_ms") or {}).get("p50")), _fmt((body.get("ttft_ms") or {}).get("p99")),
                       _fmt((body.get("e2e_ms") or {}).get("p50")), _fmt((body.get("e2e_ms") or {}).get("p99")))
         console.print(t)
+    for line in monitor_failures(summary):
+        console.print(line, style="yellow", highlight=False, markup=False)
     verdict = summary["verdict"]
     if verdict["valid"]:
         console.print("[green]verdict: valid[/]")
@@ -183,7 +198,7 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
     ms), fitting 120 columns: run ids whole (they are what `compare` and `sql` take;
     ours start with the kind, which --csv/--json still give), a sweep point's lines
     under its run's with the point name indented, validity as "yes" or "NO" (the reason
-    in --csv/--json), requests as "ok / all", each latency as "p50 / p99" ms,
+    in --csv/--json), requests as "ok/all", each latency as "p50 / p99" ms,
     created_at as MM-DD HH:MM (UTC); only the label wraps when the terminal is narrower."""
     table = Table(title="runs, newest first, a sweep run one line per point (latencies p50 / p99 in ms, linear "
                         "percentiles; reasons and kind: --json)",
@@ -206,14 +221,14 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
             "" if point is not None else r.get("label") or "",
             "" if point is not None else when,
             "-" if valid is None else ("yes" if valid else "NO"),
-            f"{_fmt(r.get('n_ok'))} / {_fmt(r.get('n_samples'))}", _fmt(r.get("request_throughput_per_s")),
+            f"{_fmt(r.get('n_ok'))}/{_fmt(r.get('n_samples'))}", _fmt(r.get("request_throughput_per_s")),
             f"{_fmt(r.get('p50_ttft_ms'), 1)} / {_fmt(r.get('p99_ttft_ms'), 1)}",
             f"{_fmt(r.get('p50_e2e_ms'), 1)} / {_fmt(r.get('p99_e2e_ms'), 1)}",
         ))
-    headers = ("run_id / point", "label", "created", "valid", "ok / requests", "req/s", "TTFT ms", "E2E ms")
+    headers = ("run_id / point", "label", "created", "valid", "ok/requests", "req/s", "TTFT ms", "E2E ms")
     for k, col in enumerate(headers):
         if col == "label":
-            table.add_column(col, overflow="fold", min_width=5)
+            table.add_column(col, overflow="fold", min_width=3)
             continue
         width = max([len(col)] + [len(c[k]) for c in cells])
         table.add_column(col, justify="left" if k < 4 else "right", no_wrap=True, min_width=width)

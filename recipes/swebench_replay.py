@@ -171,6 +171,15 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
     console.print(f"report:     {report if report.is_file() else '(not written)'}")
 
 
+def _flow_failed(exc: Exception) -> int:
+    """Print a failed flow run's one-line reason (benchmaker.flows.outcome.FlowRunFailed:
+    its final state, the reason, how to resume) on stderr; returns exit code 1."""
+    import sys
+
+    print(f"benchmaker: error: {exc}", file=sys.stderr, flush=True)
+    return 1
+
+
 ExitPolicy = Literal["verdict", "pipeline"]
 
 
@@ -446,10 +455,17 @@ def swebench_replay(
     else:
         from benchmaker.flows.swebench_replay import swebench_replay as flow
 
-    from benchmaker.flows.outcome import run_sweep_flow
+    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
 
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
-        out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
+        try:
+            out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
+        except FlowRunFailed as exc:
+            failed: FlowRunFailed | None = exc  # printed once the live view is gone
+        else:
+            failed = None
+    if failed is not None:
+        return _flow_failed(failed)
     print_sweep(out, "swebench-replay")
     print_open_loop(out["points"])
     return print_verdicts(out, exit_code)
@@ -587,10 +603,17 @@ def llm_sweep(
     else:
         from benchmaker.flows.llm_sweep import llm_sweep as flow
 
-    from benchmaker.flows.outcome import run_sweep_flow
+    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
     from benchmaker.recipes.display import SweepProgressView
 
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
-        out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
+        try:
+            out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
+        except FlowRunFailed as exc:
+            failed: FlowRunFailed | None = exc  # printed once the live view is gone
+        else:
+            failed = None
+    if failed is not None:
+        return _flow_failed(failed)
     print_sweep(out, "llm-sweep")
     return print_verdicts(out, exit_code)

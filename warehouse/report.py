@@ -54,7 +54,7 @@ CDF_MAX_POINTS = 1000  # per CDF series (report_latency_cdf.sql thins above this
 TIME_BINS = 200  # bins of the schedule-lag and in-flight panels
 
 STAT_KEYS = ("count", "mean", "min", "p50", "p90", "p95", "p99", "max")
-_FACT_COLUMNS = ("run_id", "kind", "label", "created_at", "workers", "git_sha")
+_FACT_COLUMNS = ("run_id", "kind", "label", "created_at", "workers", "git_sha", "n_sweep_points")
 _LANE_ROWS = (
     "n_samples", "n_ok", "error_rate", "window_s", "request_throughput_per_s",
     "output_throughput_tok_per_s", "goodput_per_s", "max_concurrency", "mean_concurrency",

@@ -62,7 +62,30 @@ async def test_cli_gets_out_and_the_flow_run_keeps_the_state(tmp_path):
             fr = await client.read_flow_run(kept["flow_run_id"])
         assert fr.state.name == state_name
         # announced before the run, with what `benchmaker retry` takes
-        assert said[-1] == f"flow run {fr.id} ({fr.name}); if it fails: benchmaker retry {fr.id}"
+        assert said[-1] == f"flow run {fr.id} ({fr.name})"
         assert kept["flow_run_name"] == fr.name
     with pytest.raises(AllPointsInvalid):  # called directly, a Failed run raises with `out` attached
         await probe([LATE], str(manifest))
+
+
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+async def test_a_failed_flow_run_raises_its_reason_and_how_to_resume_it():
+    from prefect import flow
+
+    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
+
+    @flow(name="failing-probe")
+    async def failing(points: list[dict]) -> object:
+        raise OSError("warehouse.duckdb: could not set lock on file")
+
+    said: list[str] = []
+    with pytest.raises(FlowRunFailed) as caught:
+        await run_sweep_flow(failing, {"points": [OK]}, announce=said.append)
+    run_id = caught.value.flow_run_id
+    assert said == [f"flow run {run_id} ({said[0].split('(')[1].rstrip(')')})"]
+    message = str(caught.value)
+    assert message.startswith(f"flow run {run_id} (")
+    assert " ended Failed: " in message and "warehouse.duckdb: could not set lock on file" in message
+    assert message.endswith(f"`benchmaker retry {run_id}` resumes it, keeping the points already measured")

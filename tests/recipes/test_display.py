@@ -8,22 +8,22 @@ from rich.console import Console
 
 from benchmaker.recipes.display import runs_table
 
-NAMES = ["run_id", "kind", "label", "created_at", "n_samples", "n_ok", "request_throughput_per_s", "p50_ttft_ms",
-         "p99_ttft_ms", "p50_e2e_ms", "p99_e2e_ms"]
+NAMES = ["run_id", "sweep_point", "kind", "label", "created_at", "valid", "invalid_reason", "n_samples", "n_ok",
+         "request_throughput_per_s", "p50_ttft_ms", "p99_ttft_ms", "p50_e2e_ms", "p99_e2e_ms"]
 
 
 def test_runs_table_fits_120_columns_with_whole_run_ids() -> None:
     run_id = "swebench-replay-20261201T011631Z-589680ee"  # 41 characters, as the flows name runs
-    rows = [(run_id, "swebench-replay", "nightly-with-a-long-label", datetime(2026, 12, 1, 1, 16, 31), 12_345,
-             12_340, 1234.5678, 12.345, 1234.5, 123.4, 12_345.6)]
+    rows = [(run_id, None, "swebench-replay", "nightly-with-a-long-label", datetime(2026, 12, 1, 1, 16, 31), False,
+             "event-loop lag p99 12.00 ms > 10 ms", 12_345, 12_340, 1234.5678, 12.345, 1234.5, 123.4, 12_345.6)]
     console = Console(width=120, record=True, color_system=None)
     console.print(runs_table(NAMES, rows))
     lines = console.export_text().splitlines()
     assert max(len(line) for line in lines) <= 120
     row = next(line for line in lines if line.startswith(run_id))  # the id is never wrapped
-    # requests "ok / all", latencies "p50 / p99" ms (one decimal), created to the minute
-    assert "12-01 01:16" in row and "12340 / 12345" in row and "12.3 / 1234.5" in row
-    assert "123.4 / 12345.6" in row and "1234.57" in row
+    # requests "ok/all", latencies "p50 / p99" ms (one decimal), created to the minute
+    assert "12-01 01:16" in row and "12340/12345" in row and "12.3 / 1234.5" in row
+    assert "123.4 / 12345.6" in row and "1234.57" in row and " NO " in row
 
 
 def test_refusals_and_length_finishes_are_flagged_successes_not_errors() -> None:

@@ -29,7 +29,7 @@ def test_load_then_sql_json_and_csv(tmp_path, capsys, monkeypatch):
     # a table printed to a pipe is not squeezed into 80 columns: every header is whole
     assert main(["runs"]) == 0
     header = next(line for line in capsys.readouterr().out.splitlines() if "run_id" in line)
-    assert header.split() == ["run_id", "/", "point", "label", "created", "valid", "ok", "/", "requests", "req/s",
+    assert header.split() == ["run_id", "/", "point", "label", "created", "valid", "ok/requests", "req/s",
                               "TTFT", "ms", "E2E", "ms"]
 
 

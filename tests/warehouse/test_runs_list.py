@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import orjson
 
 from benchmaker.engine.records import Sample
@@ -67,6 +68,24 @@ def test_runs_of_an_llm_sweep_shows_each_point_and_no_summed_run_figures(tmp_pat
     assert main(["runs", "--warehouse", str(db)]) == 0
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert [RUN, "hand"] == lines[lines.index(next(x for x in lines if x and x[0] == RUN))][:2]
-    assert ["closed-1", "yes", "2", "/", "2", "10.00", "10.0", "/", "10.0", "100.0", "/", "100.0"] in lines
-    assert ["closed-2", "NO", "4", "/", "4", "20.00", "10.0", "/", "10.0", "100.0", "/", "100.0"] in lines
+    assert ["closed-1", "yes", "2/2", "10.00", "10.0", "/", "10.0", "100.0", "/", "100.0"] in lines
+    assert ["closed-2", "NO", "4/4", "20.00", "10.0", "/", "10.0", "100.0", "/", "100.0"] in lines
     assert not any("30.00" in line for line in lines)
+
+
+def test_a_sweep_runs_run_row_has_no_time_figures_over_its_sequential_points(tmp_path: Path) -> None:
+    _sweep(tmp_path / "run")
+    db = tmp_path / "w.duckdb"
+    load_run(db, tmp_path / "run")
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        run = con.execute("SELECT n_sweep_points, n_ok, request_throughput_per_s, max_concurrency, window_s, "
+                          "output_throughput_tok_per_s, e2e_ms.p50 FROM v_run_summary").fetchall()
+        points = con.execute("SELECT sweep_point, request_throughput_per_s, achieved_max_concurrency "
+                             "FROM v_sweep_summary ORDER BY sweep_point").fetchall()
+    finally:
+        con.close()
+    # counts and latencies pooled over both points (6 requests, E2E 100 ms each); no
+    # 30 req/s (10 + 20) nor max concurrency 3 (1 + 2)
+    assert run == [(2, 6, None, None, None, None, 100.0)]
+    assert points == [("closed-1", 10.0, 1), ("closed-2", 20.0, 2)]

@@ -135,6 +135,28 @@ def _check_scheduler(address: str, timeout_s: float = 5.0) -> None:
         raise ConfigError(f"--dask-address: no Dask scheduler answers at {address} ({exc})") from None
 
 
+# the v_sweep_summary columns the hint after a sweep selects: what a user reads first
+HINT_COLUMNS = ("sweep_point", "valid", "n_requests", "n_ok", "request_throughput_per_s", "p50_e2e_ms", "p99_e2e_ms",
+                "p50_ttft_ms", "p99_ttft_ms", "misses_total", "invalid_reason")
+
+
+def sql_hint(run_id: str, warehouse: Path) -> str:
+    """The `benchmaker sql` command line that shows a sweep run's points from the
+    warehouse (HINT_COLUMNS of v_sweep_summary, in sweep order), with `--warehouse`
+    when `warehouse` is not the default one (benchmaker.warehouse.connection.default_warehouse);
+    shell-quoted."""
+    import shlex
+
+    from benchmaker.warehouse.connection import default_warehouse
+
+    query = (f"SELECT {', '.join(HINT_COLUMNS)} FROM v_sweep_summary WHERE run_id = '{run_id}' "
+             "ORDER BY target_concurrency NULLS LAST, target_rate_per_s NULLS LAST, sweep_point")
+    line = f"benchmaker sql {shlex.quote(query)}"
+    if Path(warehouse).resolve() != default_warehouse().resolve():
+        line += f" --warehouse {shlex.quote(str(warehouse))}"
+    return line
+
+
 def print_sweep(out: dict[str, Any], title: str, console: Console | None = None) -> None:
     """Print the sweep table (benchmaker.sweep.sweep.TABLE_COLUMNS), invalid points with their
     reason, and where the run bundle, warehouse and HTML report are."""
@@ -165,8 +187,9 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
                           highlight=False, markup=False)
     run_dir = Path(out["run_dir"])
     console.print(f"run bundle: {run_dir}")
-    console.print(f"warehouse:  {out['warehouse']}  (benchmaker sql \"SELECT * FROM v_sweep_summary "
-                  f"WHERE run_id = '{out['run_id']}' ORDER BY target_concurrency\")")
+    console.print(f"warehouse:  {out['warehouse']}", highlight=False, markup=False)
+    console.print(f"  {sql_hint(out['run_id'], Path(out['warehouse']))}", highlight=False, markup=False,
+                  soft_wrap=True)
     report = run_dir / "report.html"
     console.print(f"report:     {report if report.is_file() else '(not written)'}")
 

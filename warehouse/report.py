@@ -430,6 +430,7 @@ h1 { font-size: 20px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28
 h3 { font-size: 14px; margin: 12px 0 6px; }
 .facts { color: #555; font-size: 13px; }
 .verdict.ok { color: #0a6e31; } .verdict.bad { color: #b00020; }
+tr.bad th, tr.bad td:nth-child(2) { color: #b00020; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(580px, 1fr)); gap: 16px; }
 .panel { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; background: #fafafa; }
 .panel .plot { width: 100%; min-height: 380px; }
@@ -458,6 +459,42 @@ def _header(data: ReportData) -> str:
             f'<p class="facts">{facts}</p>{verdict}')
 
 
+def _verdict_section(data: ReportData) -> str:
+    """The sweep's answer first: how many points are valid, then one row per point (its
+    verdict in plain words, benchmaker.sweep.verdicts; episodes, requests, throughput,
+    p50/p99 E2E, replay misses), then how to get valid points. Empty without sweep points."""
+    if not data.sweep:
+        return ""
+    from benchmaker.sweep.verdicts import advice, reasons_of
+
+    n_valid = sum(1 for r in data.sweep if r.get("valid"))
+    replay = any(r.get("n_episodes") for r in data.sweep)  # episodes and misses: replay points only
+
+    def num(v: Any, fmt: str = "{:.3g}") -> str:
+        return "-" if v is None else fmt.format(v)
+
+    head = ("<tr><th>point</th><th>verdict</th>" + ("<th>episodes</th>" if replay else "")
+            + "<th>requests (ok)</th><th>requests/s</th><th>E2E p50 / p99 (ms)</th>"
+            + ("<th>replay misses</th>" if replay else "") + "</tr>")
+    rows = []
+    for r in data.sweep:
+        valid = bool(r.get("valid"))
+        said = "valid" if valid else "INVALID: " + ("; ".join(x.plain for x in reasons_of(r)) or "no reason recorded")
+        rows.append(
+            f'<tr class="{"ok" if valid else "bad"}" data-point="{escape(str(r["sweep_point"]))}">'
+            f"<th>{escape(str(r['sweep_point']))}</th><td>{escape(said)}</td>"
+            + (f'<td class="num">{num(r.get("n_episodes"), "{}")}</td>' if replay else "")
+            + f'<td class="num">{num(r.get("n_requests"), "{}")} ({num(r.get("n_ok"), "{}")})</td>'
+            f'<td class="num">{num(r.get("request_throughput_per_s"))}</td>'
+            f'<td class="num">{num(r.get("p50_e2e_ms"))} / {num(r.get("p99_e2e_ms"))}</td>'
+            + (f'<td class="num">{num(r.get("misses_total"), "{}")}</td>' if replay else "") + "</tr>")
+    tips = "".join(f"<li>{escape(line.strip())}</li>" for line in advice(data.sweep, this_host=False)
+                   if line.strip())
+    return (f'<section data-section="verdict"><h2>Verdict: {n_valid} of {len(data.sweep)} points valid</h2>'
+            f'<table data-table="verdict"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+            + (f'<ul class="advice">{tips}</ul>' if tips else "") + "</section>")
+
+
 def render_html(data: ReportData) -> str:
     """The report page for collected data (see module docstring for its structure)."""
     order = [str(r["sweep_point"]) for r in data.sweep] or [str(r["lane"]) for r in data.lanes]
@@ -473,6 +510,7 @@ def render_html(data: ReportData) -> str:
     ]
     body = [
         _header(data),
+        _verdict_section(data),
         "<h2>Plots</h2>",
         '<div class="grid">' + "\n".join(p for p in panels if p) + "</div>",
         "<h2>Summary</h2>",

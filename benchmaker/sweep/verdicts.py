@@ -134,10 +134,11 @@ def _raised(limit_ms: float, got_ms: float) -> int:
 
 
 def advice(rows: Sequence[dict[str, Any]], load_average: float | None = None,
-           cores: int | None = None) -> list[str]:
+           cores: int | None = None, this_host: bool = True) -> list[str]:
     """Lines saying how to get valid points, from the reasons of the invalid `rows`
-    ([] when every point is valid): for lag, a quieter machine (`load_average`, default
-    os.getloadavg()'s 1-min figure, over `cores`, default os.cpu_count()), fewer points,
+    ([] when every point is valid): for lag, a quieter machine (on `this_host`, the
+    one running now: `load_average`, default os.getloadavg()'s 1-min figure, over
+    `cores`, default os.cpu_count(); a report read later names no load), fewer points,
     or the limit raised with its flag and variable, to a value above the worst lag seen;
     for a concurrency target not reached or not proven, more episodes per point."""
     reasons = [reason for r in rows if not r.get("valid") for reason in reasons_of(r)]
@@ -151,13 +152,14 @@ def advice(rows: Sequence[dict[str, Any]], load_average: float | None = None,
             continue
         worst = max(lags, key=lambda r: r.got_ms or 0.0)
         if not lines:
-            if load_average is None:
+            if load_average is None and this_host:
                 try:
                     load_average = os.getloadavg()[0]
                 except OSError:  # not available on this platform
                     load_average = None
             cores = cores or os.cpu_count() or 1
             busy = "" if load_average is None else f" (load average now {load_average:.1f} on {cores} cores)"
+            busy = busy if this_host else ""
             lines.append(f"To get valid points: run on a quieter machine{busy}, sweep fewer points or lower "
                          "concurrency, or raise the limit a point broke:")
         value = _raised(worst.limit_ms or 10.0, worst.got_ms or 0.0)

@@ -89,3 +89,30 @@ def test_a_sweep_runs_run_row_has_no_time_figures_over_its_sequential_points(tmp
     # 30 req/s (10 + 20) nor max concurrency 3 (1 + 2)
     assert run == [(2, 6, None, None, None, None, 100.0)]
     assert points == [("closed-1", 10.0, 1), ("closed-2", 20.0, 2)]
+
+
+def test_the_report_of_a_sweep_starts_with_its_verdict_per_point(tmp_path: Path) -> None:
+    import re
+
+    from benchmaker.warehouse.report import write_report
+
+    _sweep(tmp_path / "run")
+    db = tmp_path / "w.duckdb"
+    load_run(db, tmp_path / "run")
+    html = write_report(db, RUN, tmp_path / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('<section data-section="verdict">'):]
+    assert html.index('data-section="verdict"') < html.index("<h2>Plots</h2>")  # first, above the plots
+    assert section.startswith('<section data-section="verdict"><h2>Verdict: 1 of 2 points valid</h2>')
+    rows = re.findall(r'<tr class="(ok|bad)" data-point="([^"]+)"><th>[^<]+</th><td>([^<]+)</td>'
+                      r'<td class="num">([^<]+)</td><td class="num">([^<]+)</td><td class="num">([^<]+)</td></tr>',
+                      section)
+    # an llm sweep: no episodes nor replay misses columns; 2 and 4 requests at 10 and
+    # 20 req/s, E2E 100 ms each
+    assert "episodes" not in section.split("</thead>")[0] and "misses" not in section.split("</thead>")[0]
+    assert rows == [
+        ("ok", "closed-1", "valid", "2 (2)", "10", "100 / 100"),
+        ("bad", "closed-2", "INVALID: your machine was busy: the client&#x27;s event loop lagged 38 ms (p99; the "
+                            "limit is 10 ms), so the timings include client delay", "4 (4)", "20", "100 / 100"),
+    ]
+    assert "<li>--max-loop-lag-ms 50  (or BENCHMAKER_MAX_LOOP_LAG_MS=50)" in section
+    assert "load average now" not in section  # read later, on another host: the run's load is not known

@@ -69,7 +69,8 @@ def _stat_row(table: Table, name: str, stat: dict[str, Any] | None) -> None:
 
 # summary counts that are not failures: successes, and successes flagged by how they ended
 _FLAGGED = ("n_refusal", "n_length", "n_content_filter")
-_NOT_ERRORS = ("n_ok", "n_sent", "n_samples", "n_ok_with_usage", "n_good", *_FLAGGED)
+_NOT_ERRORS = ("n_ok", "n_sent", "n_samples", "n_ok_with_usage", "n_good", "n_graded", "n_correct",
+               "n_graded_wrong", "n_good_correct", *_FLAGGED)
 
 
 def summary_tables(summary: dict[str, Any]) -> list[Table]:
@@ -97,6 +98,10 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
         ("goodput (req/s)", _fmt(run.get("goodput_per_s"))),
         ("concurrency max / mean", f"{_fmt(run.get('max_concurrency'))} / {_fmt(run.get('mean_concurrency'))}"),
     ]
+    if run.get("n_graded"):  # answers graded: accuracy with its n (wrong answers are not errors)
+        rows.insert(1, ("accuracy (correct / graded)", f"{_fmt(run.get('accuracy'), 3)} ({run.get('n_correct', 0)} "
+                                                       f"of {run['n_graded']}; {run.get('n_graded_wrong') or 0} "
+                                                       "graded wrong)"))
     for k, v in rows:
         head.add_row(k, v)
     lat = Table(title="latency (ms; linear percentiles, count = samples)")

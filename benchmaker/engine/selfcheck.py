@@ -166,7 +166,8 @@ def verdict(
 ) -> dict[str, Any]:
     """Decide whether a run measured what it claims.
 
-    Invalid when: no request succeeded; the service error rate (service_error_rate)
+    Invalid when: no request succeeded (a response graded wrong counts as delivered);
+    the service error rate (service_error_rate)
     exceeds `limits.max_error_rate` (default 0.1: a target that died; 1 turns it off);
     open loop and the schedule-lag p99 exceeds `limits.max_schedule_lag_p99_ms` (client
     saturated); event-loop lag p99 exceeds `limits.max_loop_lag_p99_ms`; closed loop and
@@ -180,7 +181,9 @@ def verdict(
         reasons.append("interrupted before the end (partial run)")
     for failure in worker_failures or []:
         reasons.append(failure)
-    if run is None or not run.get("n_ok"):
+    if run is None or not (run.get("n_ok") or run.get("n_graded_wrong")):
+        # a graded_wrong answer is a delivered response (its quality is the accuracy):
+        # a run whose answers were all wrong still measured the service
         reasons.append("no request succeeded")
     else:
         err = service_error_rate(run)

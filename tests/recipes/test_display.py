@@ -37,3 +37,32 @@ def test_refusals_and_length_finishes_are_flagged_successes_not_errors() -> None
             for line in console.export_text().splitlines() if line.count("│") == 3}
     assert rows["errors"] == "aborted 2"
     assert rows["successes flagged"] == "refusal 1, length 2"
+
+
+def test_graded_answers_show_accuracy_with_its_n_and_wrong_answers_are_not_errors() -> None:
+    from benchmaker.recipes.display import summary_tables
+
+    # 4 answers graded: 1 correct (ok), 3 wrong (graded_wrong), 1 transport error
+    run = {"n_ok": 1, "n_sent": 5, "n_samples": 5, "n_graded": 4, "n_correct": 1, "n_graded_wrong": 3,
+           "n_transport_error": 1, "accuracy": 0.25}
+    console = Console(width=120, record=True, color_system=None)
+    console.print(summary_tables({"run_id": "r", "run": run})[0])
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in console.export_text().splitlines() if line.count("│") == 3}
+    assert rows["accuracy (correct / graded)"] == "0.250 (1 of 4; 3 graded wrong)"
+    assert rows["errors"] == "transport_error 1"
+
+
+def test_a_run_whose_answers_were_all_graded_wrong_measured_the_service() -> None:
+    from types import SimpleNamespace
+
+    from benchmaker.engine.selfcheck import verdict
+
+    limits = SimpleNamespace(max_error_rate=0.1, max_schedule_lag_p99_ms=10.0, max_loop_lag_p99_ms=10.0)
+    run = {"n_sent": 4, "n_ok": 0, "n_graded_wrong": 4, "max_concurrency": 1}
+    v = verdict(run, limits=limits, open_loop=False, target_concurrency=1, loop_lag={"p99": 1.0},
+                interrupted=False)
+    assert v == {"valid": True, "reasons": [], "notes": []}  # accuracy 0 of 4 is the finding, not a failure
+    v = verdict({"n_sent": 4, "n_ok": 0, "n_transport_error": 4, "max_concurrency": 1}, limits=limits,
+                open_loop=False, target_concurrency=1, loop_lag={"p99": 1.0}, interrupted=False)
+    assert v["reasons"] == ["no request succeeded"]

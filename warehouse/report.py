@@ -268,7 +268,9 @@ def _note(text: str) -> str:
 def _latency_throughput(data: ReportData) -> str:
     title = "Latency vs throughput"
     if data.sweep:
-        rows, names, source = data.sweep, [str(r["sweep_point"]) for r in data.sweep], "sweep point"
+        # each point labelled by name, an invalid one marked so on the plot itself
+        rows, source = data.sweep, "sweep point"
+        names = [str(r["sweep_point"]) + ("" if r.get("valid") else " (invalid)") for r in data.sweep]
         get = {f"{m} {q}": (lambda r, m=m, q=q: r.get(f"{q}_{m}_ms")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
     elif data.lanes:
         rows, names, source = data.lanes, [str(r["lane"]) for r in data.lanes], "lane"
@@ -282,7 +284,7 @@ def _latency_throughput(data: ReportData) -> str:
     if not any(x is not None for x in xs) or not any(any(v is not None for v in s.ys) for s in series):
         return _panel("latency-throughput", title, _note("No successful request: nothing to plot."))
     plot = chart(series, plot_id="latency-throughput", title=f"one point per {source}",
-                       x_label="request_throughput_per_s", y_label="latency (ms)", x_min=0, y_min=0)
+                       x_label="throughput (requests/s)", y_label="latency (ms)", x_min=0, y_min=0)
     return _panel("latency-throughput", title, plot,
                   "Percentiles of E2E (end - sent) and TTFT over successful measured requests; "
                   "throughput = completed requests / measurement window.")

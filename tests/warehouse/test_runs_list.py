@@ -116,3 +116,8 @@ def test_the_report_of_a_sweep_starts_with_its_verdict_per_point(tmp_path: Path)
     ]
     assert "<li>--max-loop-lag-ms 50  (or BENCHMAKER_MAX_LOOP_LAG_MS=50)" in section
     assert "load average now" not in section  # read later, on another host: the run's load is not known
+    # the latency-vs-throughput plot labels each point, the invalid one marked, axes in words
+    marker = '<script type="application/json" class="plot-figure" data-plot="latency-throughput">'
+    figure = json.loads(html[html.index(marker) + len(marker):].split("</script>")[0])
+    assert [t.get("text") for t in figure["data"] if t["name"] == "e2e p99"] == [["closed-1", "closed-2 (invalid)"]]
+    assert figure["layout"]["xaxis"]["title"]["text"] == "throughput (requests/s)"

@@ -151,7 +151,9 @@ def sql_hint(run_id: str, warehouse: Path) -> str:
 
     query = (f"SELECT {', '.join(HINT_COLUMNS)} FROM v_sweep_summary WHERE run_id = '{run_id}' "
              "ORDER BY target_concurrency NULLS LAST, target_rate_per_s NULLS LAST, sweep_point")
-    line = f"benchmaker sql {shlex.quote(query)}"
+    # double quotes read best around the single-quoted run id; shlex.quote when they cannot hold it
+    quoted = f'"{query}"' if not set(query) & set('"$`\\!') else shlex.quote(query)
+    line = f"benchmaker sql {quoted}"
     if Path(warehouse).resolve() != default_warehouse().resolve():
         line += f" --warehouse {shlex.quote(str(warehouse))}"
     return line

@@ -218,17 +218,18 @@ def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", conso
     from benchmaker.sweep.verdicts import advice, key_figures, pipeline_failures, verdict_line
 
     console = console or Console()
+    wrap = console.is_terminal  # piped or logged: one line per verdict, however long
     points = out["points"]
     n_valid = sum(1 for r in points if r.get("valid"))
     console.print()
     console.print(f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid", style="bold",
-                  highlight=False, markup=False)
+                  highlight=False, markup=False, soft_wrap=not wrap)
     for row in points:
         console.print(f"  {verdict_line(row)}", style=None if row.get("valid") else "red", highlight=False,
-                      markup=False)
-        console.print(f"      {key_figures(row)}", highlight=False, markup=False)
+                      markup=False, soft_wrap=not wrap)
+        console.print(f"      {key_figures(row)}", highlight=False, markup=False, soft_wrap=not wrap)
     for line in advice(points):
-        console.print(line, highlight=False, markup=False)
+        console.print(line, highlight=False, markup=False, soft_wrap=not wrap)
     failed = pipeline_failures(points)
     if exit_code == "pipeline":
         if failed:
@@ -238,11 +239,11 @@ def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", conso
         if n_valid < len(points):
             console.print("exit 0: the pipeline ran (converted, replayed, graded, loaded, reported); the invalid "
                           "points stay marked invalid in the warehouse and the report (--exit-code verdict: "
-                          "exit 1 for them)", highlight=False, markup=False)
+                          "exit 1 for them)", highlight=False, markup=False, soft_wrap=not wrap)
         return 0
     if n_valid < len(points):
         console.print("exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)",
-                      highlight=False, markup=False)
+                      highlight=False, markup=False, soft_wrap=not wrap)
         return 1
     return 0
 

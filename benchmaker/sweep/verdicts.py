@@ -92,6 +92,10 @@ def verdict_line(row: dict[str, Any]) -> str:
     return f"{point}: INVALID: " + ("; ".join(r.plain for r in reasons) if reasons else "no reason recorded")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _num(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
 
@@ -101,11 +105,11 @@ def key_figures(row: dict[str, Any]) -> str:
     episodes, requests (ok), request throughput (req/s), E2E p50/p99 (ms), TTFT p50/p99
     (ms), replay misses, resolved rate among re-verified episodes with its n."""
     parts: list[str] = []
-    if row.get("n_episodes") is not None:
-        parts.append(f"{row['n_episodes']} episodes")
+    if row.get("n_episodes"):  # an engine point (llm-sweep) has none
+        parts.append(_count(row["n_episodes"], "episode"))
     if row.get("n_requests") is not None:
         ok = row.get("n_ok")
-        parts.append(f"{row['n_requests']} requests" + (f" ({ok} ok)" if ok is not None else ""))
+        parts.append(_count(row["n_requests"], "request") + (f" ({ok} ok)" if ok is not None else ""))
     if row.get("request_throughput_per_s") is not None:
         parts.append(f"{_num(row['request_throughput_per_s'])} req/s")
     for name, key in (("E2E", "e2e"), ("TTFT", "ttft")):

@@ -56,7 +56,7 @@ def test_make_demo_on_a_busy_machine_exits_0_and_ends_with_the_verdict_per_point
     # per point its verdict, then its key figures: c1 one episode of 4 recorded turns, all resolved
     assert re.fullmatch(
         r"Verdict of run swebench-replay-\S+: 0 of 3 points valid "
-        rf"c1: {re.escape(busy)} 1 episodes, 4 requests \(4 ok\), [\d.]+ req/s, E2E p50 [\d.]+ ms / p99 [\d.]+ ms, "
+        rf"c1: {re.escape(busy)} 1 episode, 4 requests \(4 ok\), [\d.]+ req/s, E2E p50 [\d.]+ ms / p99 [\d.]+ ms, "
         r"TTFT p50 [\d.]+ ms / p99 [\d.]+ ms, 0 replay misses, resolved 1 of 1 re-verified "
         rf"c2: {re.escape(busy)} 2 episodes, 8 requests \(8 ok\), .*resolved 2 of 2 re-verified "
         rf"c4: {re.escape(busy)} 4 episodes, 16 requests \(16 ok\), .*resolved 4 of 4 re-verified "

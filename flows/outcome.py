@@ -63,9 +63,13 @@ class FlowRunFailed(Exception):
 
 
 def invalid_summary(points: list[dict[str, Any]]) -> str | None:
-    """`"c4: reason; c8: reason"` for the invalid points (`valid` false, reason from
-    `invalid_reason`), None when every point is valid."""
-    bad = [f"{p.get('sweep_point')}: {p.get('invalid_reason') or 'invalid'}" for p in points if not p.get("valid")]
+    """`"c4: reason; c8: reason"` for the invalid points (`valid` false), each reason of
+    `invalid_reason` in plain words (benchmaker.sweep.verdicts: "your machine was busy:
+    the client's event loop lagged 38 ms ..."), None when every point is valid."""
+    from benchmaker.sweep.verdicts import reasons_of
+
+    bad = [f"{p.get('sweep_point')}: {'; '.join(r.plain for r in reasons_of(p)) or 'invalid'}"
+           for p in points if not p.get("valid")]
     return "; ".join(bad) if bad else None
 
 

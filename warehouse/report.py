@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -363,8 +364,12 @@ def _in_flight_panel(data: ReportData) -> str:
     plot = chart(series, plot_id="in-flight", title=title, x_label="time (s from t0)",
                        y_label="max in flight per time bin", y_min=0)
     run = data.run
-    cap = (f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
-           f"{_display(run.get('mean_concurrency'))}.")
+    if run.get("max_concurrency") is None and data.sweep:  # a sweep: per point (v_sweep_summary)
+        cap = "Max in flight per point: " + ", ".join(
+            f"{r['sweep_point']} {_display(r.get('achieved_max_concurrency'))}" for r in data.sweep) + "."
+    else:
+        cap = (f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
+               f"{_display(run.get('mean_concurrency'))}.")
     return _panel("in-flight", title, plot, cap)
 
 
@@ -432,7 +437,7 @@ h1 { font-size: 20px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28
 h3 { font-size: 14px; margin: 12px 0 6px; }
 .facts { color: #555; font-size: 13px; }
 .verdict.ok { color: #0a6e31; } .verdict.bad { color: #b00020; }
-tr.bad th, tr.bad td:nth-child(2) { color: #b00020; }
+tr.bad th, tr.bad td:nth-child(2) { font-weight: bold; }  /* no colour: series colours are the plots' */
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(580px, 1fr)); gap: 16px; }
 .panel { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; background: #fafafa; }
 .panel .plot { width: 100%; min-height: 380px; }
@@ -510,11 +515,18 @@ def render_html(data: ReportData) -> str:
         _target_panel(data),
         _compare_panel(data),
     ]
+    # a card only where there is data: a panel with nothing to draw becomes a line below
+    drawn = [p for p in panels if p and ('class="plot"' in p or 'data-panel="compare"' in p)]
+    empty = [p for p in panels if p and p not in drawn]
+    not_plotted = "".join(
+        f"<li>{m.group(1)}: {m.group(2)}</li>" for p in empty
+        for m in [re.search(r"<h3>(.*?)</h3><p class=\"note\">(.*?)</p>", p)] if m)
     body = [
         _header(data),
         _verdict_section(data),
         "<h2>Plots</h2>",
-        '<div class="grid">' + "\n".join(p for p in panels if p) + "</div>",
+        '<div class="grid">' + "\n".join(drawn) + "</div>",
+        f'<ul class="not-plotted" data-section="not-plotted">{not_plotted}</ul>' if not_plotted else "",
         "<h2>Summary</h2>",
         _run_tables(data.run),
         _sweep_table(data.sweep),

@@ -267,9 +267,11 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
 
 def test_run_without_episodes_hides_the_resolved_panel_with_a_note(tmp_path):
     html, _ = _report(tmp_path, reference_bundle(tmp_path / "run-a"))
-    resolved = _panel(html, "resolved-concurrency")
-    assert 'class="plot"' not in resolved
-    assert "No episodes in this run" in resolved
+    # no card without data: the panel is a line under the plots instead
+    assert 'data-panel="resolved-concurrency"' not in html
+    not_plotted = re.search(r'<ul class="not-plotted" data-section="not-plotted">(.*?)</ul>', html, re.S).group(1)
+    assert ("<li>Resolved rate vs concurrency: No episodes in this run: resolved rate vs concurrency is not "
+            "plotted.</li>") in not_plotted
     assert 'data-panel="concurrency-target"' not in html  # no target concurrency declared
 
 

@@ -243,7 +243,8 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
     lt = traces(html, "latency-throughput")
     assert sorted(lt) == ["e2e p50", "e2e p99", "ttft p50", "ttft p99"]
     assert [len(t["x"]) for t in lt.values()] == [3] * 4  # one point per sweep point
-    assert lt["e2e p99"]["text"] == ["c1", "c2", "c4"] and lt["e2e p99"]["mode"] == "lines+markers"
+    # each point labelled on the plot (its name beside the marker), not only on hover
+    assert lt["e2e p99"]["text"] == ["c1", "c2", "c4"] and lt["e2e p99"]["mode"] == "lines+markers+text"
     resolved = traces(html, "resolved-concurrency")
     # (concurrency, resolved_rate_carried) from v_sweep_summary; no episode was
     # re-verified, so there is no re-verified series

@@ -53,16 +53,16 @@ def test_graded_answers_show_accuracy_with_its_n_and_wrong_answers_are_not_error
     assert rows["errors"] == "transport_error 1"
 
 
-def test_a_run_whose_answers_were_all_graded_wrong_measured_the_service() -> None:
+def test_a_run_whose_answers_were_all_graded_wrong_says_so_in_its_verdict() -> None:
     from types import SimpleNamespace
 
     from benchmaker.engine.selfcheck import verdict
 
     limits = SimpleNamespace(max_error_rate=0.1, max_schedule_lag_p99_ms=10.0, max_loop_lag_p99_ms=10.0)
-    run = {"n_sent": 4, "n_ok": 0, "n_graded_wrong": 4, "max_concurrency": 1}
+    run = {"n_sent": 4, "n_ok": 0, "n_graded": 4, "n_graded_wrong": 4, "max_concurrency": 1}
     v = verdict(run, limits=limits, open_loop=False, target_concurrency=1, loop_lag={"p99": 1.0},
                 interrupted=False)
-    assert v == {"valid": True, "reasons": [], "notes": []}  # accuracy 0 of 4 is the finding, not a failure
+    assert v["reasons"] == ["no request succeeded (4 answers graded wrong: accuracy 0 of 4)"]
     v = verdict({"n_sent": 4, "n_ok": 0, "n_transport_error": 4, "max_concurrency": 1}, limits=limits,
                 open_loop=False, target_concurrency=1, loop_lag={"p99": 1.0}, interrupted=False)
     assert v["reasons"] == ["no request succeeded"]

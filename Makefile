@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-sandbox test test-busy demo demo-llm bench bench-overhead clean
+.PHONY: install install-sandbox test test-quick test-busy demo demo-llm bench bench-overhead clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,14 @@ install-sandbox:
 
 install: $(STAMP) install-sandbox
 
+# The whole suite; the 25 slowest tests are listed at the end (mark a new one `slow`).
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
+
+# For development: the suite without the slow tests (`slow`, and every `prefect` flow
+# test: tests/conftest.py), in a few minutes.
+test-quick: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" $(TESTS)
 
 # The tests with a CPU hog on every core (tests/busy.sh): none may depend on an idle host.
 # TESTS=tests/benchmaker for a subset; BUSY_HOGS=N for N hogs.
@@ -108,9 +114,13 @@ worker: $(STAMP)
 run-adhoc: $(STAMP)
 	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/adhoc --watch
 
+# The demo shows the pipeline working: it exits 0 when it ran (converted, replayed, graded,
+# loaded, reported), also when a busy machine made points invalid (--exit-code pipeline);
+# its last screen says per point valid or why not, and how to get valid points.
 demo: $(STAMP)
 	$(VENV)/bin/benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \
-		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo
+		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo \
+		--exit-code pipeline
 
 # --- Several load hosts: llm-sweep/distributed and swebench-replay/distributed ---
 # The orchestrator flow runs on `make worker` (queue `default`, on the control host); the

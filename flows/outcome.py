@@ -42,9 +42,9 @@ from prefect.states import Completed, Failed, State
 
 from benchmaker.engine.bundle import write_json_atomic
 
-__all__ = ["FLOW_PROCESS_FILE", "AllPointsInvalid", "final_state", "flow_process_gone", "invalid_summary",
-           "parameters_sha256", "process_start_ticks", "record_flow_process", "record_flow_run", "result_of",
-           "run_sweep_flow"]
+__all__ = ["FLOW_PROCESS_FILE", "AllPointsInvalid", "FlowRunFailed", "final_state", "flow_process_gone",
+           "invalid_summary", "parameters_sha256", "process_start_ticks", "record_flow_process", "record_flow_run",
+           "result_of", "run_sweep_flow"]
 
 FLOW_PROCESS_FILE = "flow_process.json"
 
@@ -57,10 +57,25 @@ class AllPointsInvalid(Exception):
         self.out = out
 
 
+class FlowRunFailed(Exception):
+    """A sweep flow run ended Failed or Crashed for a reason other than its points'
+    verdicts (a task raised, the warehouse refused the load). The message names the
+    flow run, its final state and the state's message (the reason), and says how to
+    resume it; `flow_run_id` is the run's UUID."""
+
+    def __init__(self, message: str, flow_run_id: str):
+        super().__init__(message)
+        self.flow_run_id = flow_run_id
+
+
 def invalid_summary(points: list[dict[str, Any]]) -> str | None:
-    """`"c4: reason; c8: reason"` for the invalid points (`valid` false, reason from
-    `invalid_reason`), None when every point is valid."""
-    bad = [f"{p.get('sweep_point')}: {p.get('invalid_reason') or 'invalid'}" for p in points if not p.get("valid")]
+    """`"c4: reason; c8: reason"` for the invalid points (`valid` false), each reason of
+    `invalid_reason` in plain words (benchmaker.sweep.verdicts: "your machine was busy:
+    the client's event loop lagged 38 ms ..."), None when every point is valid."""
+    from benchmaker.sweep.verdicts import reasons_of
+
+    bad = [f"{p.get('sweep_point')}: {'; '.join(r.plain for r in reasons_of(p)) or 'invalid'}"
+           for p in points if not p.get("valid")]
     return "; ".join(bad) if bad else None
 
 
@@ -158,9 +173,18 @@ async def run_sweep_flow(flow: Flow[..., Any], params: dict[str, Any],
     """Run the sweep `flow` with `params` as the CLI does: create its flow run, announce
     its id and name (`flow run <UUID> (<name>)`, default on stderr) before anything is
     measured, run it in this process and return its `out` dict whatever the verdicts
-    (result_of). A flow that fails otherwise raises as its state's result does."""
+    (result_of). A flow run that ends Failed or Crashed otherwise raises FlowRunFailed
+    (its reason and how to resume it), chained to the flow's exception."""
     async with get_client() as client:
         flow_run = await client.create_flow_run(flow, parameters=flow.serialize_parameters(params))
-    announce(f"flow run {flow_run.id} ({flow_run.name}); if it fails: benchmaker retry {flow_run.id}")
+    announce(f"flow run {flow_run.id} ({flow_run.name})")
     state = await run_flow(flow=flow, flow_run=flow_run, parameters=params, return_type="state")
-    return await result_of(state)
+    try:
+        return await result_of(state)
+    except Exception as exc:
+        if not (state.is_failed() or state.is_crashed()):
+            raise
+        reason = state.message or f"{type(exc).__name__}: {exc}"
+        raise FlowRunFailed(f"flow run {flow_run.id} ({flow_run.name}) ended {state.name}: {reason}; "
+                            f"`benchmaker retry {flow_run.id}` resumes it, keeping the points already measured",
+                            str(flow_run.id)) from exc

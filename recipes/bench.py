@@ -80,7 +80,14 @@ def make_config(**kw: Any) -> BenchConfig:
     try:
         cfg = BenchConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, None, names=_FLAGS)) from None
+        import re
+
+        text = format_validation_error(exc, None, names=_FLAGS)
+        # a check across fields names them as BenchConfig does (duration_s): say the flags
+        for path, flag in _FLAGS.items():
+            if len(path) == 1 and "_" in path[0]:  # duration_s, max_requests, warmup_s, ... (not `load`)
+                text = re.sub(rf"(?<![\w-]){path[0]}\b", flag, text)
+        raise ConfigError(text) from None
     check_output_dir(cfg.out_dir, "--out-dir")
     return cfg
 

@@ -43,9 +43,19 @@ COMMANDS = {
     "server": "benchmaker.recipes.prefect_server:server_app",
 }
 
+# `benchmaker --help` lists the commands by job
+GROUPS = {
+    "Replay agent runs": ("swebench-replay", "convert", "serve-replay", "episode", "trajectory-replay", "record",
+                          "swebench", "retry"),
+    "Benchmark an endpoint": ("llm", "llm-sweep", "http", "run", "sglang", "sandbox", "calibrate"),
+    "Warehouse and results": ("runs", "sql", "compare", "report", "load", "export"),
+    "Prefect server": ("server",),
+}
+_GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
+
 for _name, _path in COMMANDS.items():
     if _name not in app:  # a recipe module imported before this one registered it already
-        app.command(_path, name=_name)
+        app.command(_path, name=_name, group=_GROUP_OF[_name])
 
 
 _exit_code: int | None = None  # what main() returned, for _fast_exit

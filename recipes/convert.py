@@ -59,7 +59,7 @@ class ConvertProgressView:
             self.progress.refresh()
 
     def __enter__(self) -> ConvertProgressView:
-        if self.out.is_terminal:
+        if self.out.is_interactive:  # a terminal that can redraw a line (not TERM=dumb)
             self._active = True
             self.progress.start()
         return self

@@ -69,7 +69,8 @@ def _stat_row(table: Table, name: str, stat: dict[str, Any] | None) -> None:
 
 # summary counts that are not failures: successes, and successes flagged by how they ended
 _FLAGGED = ("n_refusal", "n_length", "n_content_filter", "n_finish_unknown", "n_usage_invalid")
-_NOT_ERRORS = ("n_ok", "n_sent", "n_samples", "n_ok_with_usage", "n_good", "n_tpot_first_event_assumed", *_FLAGGED)
+_NOT_ERRORS = ("n_ok", "n_sent", "n_samples", "n_ok_with_usage", "n_good", "n_tpot_first_event_assumed", "n_graded",
+               "n_correct", "n_graded_wrong", "n_good_correct", *_FLAGGED)
 
 
 def summary_tables(summary: dict[str, Any]) -> list[Table]:
@@ -100,6 +101,10 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
     if run.get("n_tpot_first_event_assumed"):
         rows.append(("TPOT first token event", f"counted as 1 token in {run['n_tpot_first_event_assumed']} "
                      "requests (the API states no per-event token count)"))
+    if run.get("n_graded"):  # answers graded: accuracy with its n (wrong answers are not errors)
+        rows.insert(1, ("accuracy (correct / graded)", f"{_fmt(run.get('accuracy'), 3)} ({run.get('n_correct', 0)} "
+                                                       f"of {run['n_graded']}; {run.get('n_graded_wrong') or 0} "
+                                                       "graded wrong)"))
     for k, v in rows:
         head.add_row(k, v)
     lat = Table(title="latency (ms; linear percentiles, count = samples)")
@@ -109,6 +114,19 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
                  "e2e_ms", "e2e_all_ms", "e2e_intended_ms"):
         _stat_row(lat, name, run.get(name))
     return [head, lat]
+
+
+def monitor_failures(summary: dict[str, Any]) -> list[str]:
+    """One line per monitor of the run (summary.json `self_checks.monitors`) whose samples
+    failed, e.g. `monitor http://127.0.0.1:8000/metrics: 32 of 32 scrapes failed (last
+    error: ...); monitor.jsonl lacks them`; [] when every sample succeeded."""
+    lines = []
+    for name, stats in ((summary.get("self_checks") or {}).get("monitors") or {}).items():
+        errors = stats.get("errors") or 0
+        if errors:
+            lines.append(f"monitor {name}: {errors} of {stats.get('samples', errors)} scrapes failed (last error: "
+                         f"{stats.get('last_error')}); monitor.jsonl lacks them")
+    return lines
 
 
 def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
@@ -126,6 +144,8 @@ def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
                       _fmt((body.get("ttft_ms") or {}).get("p50")), _fmt((body.get("ttft_ms") or {}).get("p99")),
                       _fmt((body.get("e2e_ms") or {}).get("p50")), _fmt((body.get("e2e_ms") or {}).get("p99")))
         console.print(t)
+    for line in monitor_failures(summary):
+        console.print(line, style="yellow", highlight=False, markup=False)
     verdict = summary["verdict"]
     if verdict["valid"]:
         console.print("[green]verdict: valid[/]")
@@ -180,32 +200,46 @@ def _n_boot(cmp: Any) -> str:
 
 
 def runs_table(names: list[str], rows: list[tuple]) -> Table:
-    """The `benchmaker runs` table of the rows of its query (columns `names`: run_id,
-    kind, label, created_at, n_samples, n_ok, request_throughput_per_s, p50/p99 TTFT and
-    E2E in ms), fitting 120 columns: run ids whole (they are what `compare` and `sql`
-    take; ours start with the kind, which --csv/--json still give), requests as
-    "ok / all", each latency as "p50 / p99" ms, created_at as MM-DD HH:MM (UTC); only
-    the label wraps when the terminal is narrower."""
-    table = Table(title="runs, newest first (latencies p50 / p99 in ms, linear percentiles; kind: --json)",
+    """The `benchmaker runs` table of the rows of its query (warehouse/queries/
+    runs_list.sql, columns `names`: run_id, sweep_point, label, created_at, valid,
+    invalid_reason, n_samples, n_ok, request_throughput_per_s, p50/p99 TTFT and E2E in
+    ms), fitting 120 columns: run ids whole (they are what `compare` and `sql` take;
+    ours start with the kind, which --csv/--json still give), a sweep point's lines
+    under its run's with the point name indented, validity as "yes" or "NO" (the reason
+    in --csv/--json), requests as "ok/all", each latency as "p50 / p99" ms,
+    created_at as MM-DD HH:MM (UTC); only the label wraps when the terminal is narrower."""
+    table = Table(title="runs, newest first, a sweep run one line per point (latencies p50 / p99 in ms, linear "
+                        "percentiles; reasons and kind: --json)",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
                   show_edge=False)
     cells = []
+    shown: set[str] = set()
     for row in rows:
         r = dict(zip(names, row))
         created = r.get("created_at")
+        point = r.get("sweep_point")
+        first = r["run_id"] not in shown
+        shown.add(r["run_id"])
+        when = created.strftime("%m-%d %H:%M") if created is not None else "-"
+        if point is not None and first:  # the sweep run's own line: its id, label and date
+            cells.append((str(r["run_id"]), r.get("label") or "", when, "", "", "", "", ""))
+        valid = r.get("valid")
         cells.append((
-            str(r["run_id"]), r.get("label") or "", created.strftime("%m-%d %H:%M") if created is not None else "-",
-            f"{_fmt(r.get('n_ok'))} / {_fmt(r.get('n_samples'))}", _fmt(r.get("request_throughput_per_s")),
+            f"  {point}" if point is not None else str(r["run_id"]),
+            "" if point is not None else r.get("label") or "",
+            "" if point is not None else when,
+            "-" if valid is None else ("yes" if valid else "NO"),
+            f"{_fmt(r.get('n_ok'))}/{_fmt(r.get('n_samples'))}", _fmt(r.get("request_throughput_per_s")),
             f"{_fmt(r.get('p50_ttft_ms'), 1)} / {_fmt(r.get('p99_ttft_ms'), 1)}",
             f"{_fmt(r.get('p50_e2e_ms'), 1)} / {_fmt(r.get('p99_e2e_ms'), 1)}",
         ))
-    headers = ("run_id", "label", "created", "ok / requests", "req/s", "TTFT ms", "E2E ms")
+    headers = ("run_id / point", "label", "created", "valid", "ok/requests", "req/s", "TTFT ms", "E2E ms")
     for k, col in enumerate(headers):
         if col == "label":
-            table.add_column(col, overflow="fold", min_width=5)
+            table.add_column(col, overflow="fold", min_width=3)
             continue
         width = max([len(col)] + [len(c[k]) for c in cells])
-        table.add_column(col, justify="left" if k < 3 else "right", no_wrap=True, min_width=width)
+        table.add_column(col, justify="left" if k < 4 else "right", no_wrap=True, min_width=width)
     for c in cells:
         table.add_row(*c)
     return table
@@ -259,7 +293,7 @@ class SweepProgressView:
         self.progress.update(self.tasks[ev.point], completed=100.0 * (ev.fraction or 0.0), figures=_figures(ev))
 
     def __enter__(self) -> SweepProgressView:
-        if self.out.is_terminal:
+        if self.out.is_interactive:  # a terminal that can redraw a line (not TERM=dumb)
             from benchmaker.progress import observe
 
             self._observe = observe(self)

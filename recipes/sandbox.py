@@ -24,6 +24,8 @@ from benchmaker.recipes.app import app
 from benchmaker.recipes.bench import resolve_api_key, make_config, execute_run
 from benchmaker.workloads.sandbox import SandboxWorkload
 
+DEFAULT_SAMPLES = 10  # samples of a run given neither --duration nor --max-requests
+
 
 @app.command(name="sandbox")
 def sandbox(
@@ -72,7 +74,7 @@ def sandbox(
         api_key_env: Environment variable holding the Flash API key (never written to the bundle).
         rate: Rate spec (see `benchmaker llm --help`).
         duration: Stop sending after this long.
-        max_requests: Stop after this many samples.
+        max_requests: Stop after this many samples (default 10 when no --duration is given).
         out_dir: Folder for run bundles.
         max_in_flight: Cap on samples in flight.
         total_timeout: Deadline for a whole sample (exec or lifecycle).
@@ -83,6 +85,8 @@ def sandbox(
         label: Run label.
         progress: Live progress display.
     """
+    if duration is None and max_requests is None and rate.split(":", 1)[0].strip().lower() not in ("stages", "trace"):
+        max_requests = DEFAULT_SAMPLES  # `benchmaker sandbox --command 'echo hi'` runs as written
     cfg = make_config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
                   max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
                   kind="sandbox", checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,

@@ -20,8 +20,15 @@ the shards still start together, once all are ready (the readiness barrier,
 benchmaker.engine.shared_start). (On a Prefect work pool: `prefect deployment run
 swebench-replay/distributed`, docs/several-machines.md.)
 
-Exit codes: 0 every point valid; 1 the run finished but a point is invalid (target
-concurrency never reached, a shard failed); 2 bad parameters, named, before anything runs.
+Exit codes (`--exit-code verdict`, the default): 0 every point valid; 1 the run
+finished but a point is invalid (event-loop lag over its limit, target concurrency never
+reached, a shard failed); 2 bad parameters, named, before anything runs. With
+`--exit-code pipeline` (`make demo`) the exit code follows the pipeline instead: 0 when
+the flow ran (converted, replayed, graded, loaded, reported) and every point measured
+something, however its verdict; 1 when a point measured nothing (no request succeeded)
+or the flow failed. Either way the last lines printed are the verdict of each point in
+plain words, its key figures and how to get valid points
+(benchmaker.sweep.verdicts).
 """
 
 from __future__ import annotations
@@ -129,6 +136,30 @@ def _check_scheduler(address: str, timeout_s: float = 5.0) -> None:
         raise ConfigError(f"--dask-address: no Dask scheduler answers at {address} ({exc})") from None
 
 
+# the v_sweep_summary columns the hint after a sweep selects: what a user reads first
+HINT_COLUMNS = ("sweep_point", "valid", "n_requests", "n_ok", "request_throughput_per_s", "p50_e2e_ms", "p99_e2e_ms",
+                "p50_ttft_ms", "p99_ttft_ms", "misses_total", "invalid_reason")
+
+
+def sql_hint(run_id: str, warehouse: Path) -> str:
+    """The `benchmaker sql` command line that shows a sweep run's points from the
+    warehouse (HINT_COLUMNS of v_sweep_summary, in sweep order), with `--warehouse`
+    when `warehouse` is not the default one (benchmaker.warehouse.connection.default_warehouse);
+    shell-quoted."""
+    import shlex
+
+    from benchmaker.warehouse.connection import default_warehouse
+
+    query = (f"SELECT {', '.join(HINT_COLUMNS)} FROM v_sweep_summary WHERE run_id = '{run_id}' "
+             "ORDER BY target_concurrency NULLS LAST, target_rate_per_s NULLS LAST, sweep_point")
+    # double quotes read best around the single-quoted run id; shlex.quote when they cannot hold it
+    quoted = f'"{query}"' if not set(query) & set('"$`\\!') else shlex.quote(query)
+    line = f"benchmaker sql {quoted}"
+    if Path(warehouse).resolve() != default_warehouse().resolve():
+        line += f" --warehouse {shlex.quote(str(warehouse))}"
+    return line
+
+
 def print_sweep(out: dict[str, Any], title: str, console: Console | None = None) -> None:
     """Print the sweep table (benchmaker.sweep.sweep.TABLE_COLUMNS), invalid points with their
     reason, and where the run bundle, warehouse and HTML report are."""
@@ -136,7 +167,7 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
 
     console = console or Console()
     if not console.is_terminal:
-        console.width = max(console.width, 140)  # piped/logged output: no column squeezing
+        console.width = max(console.width, 240)  # piped/logged output: no column squeezing
     headers, cells = sweep_table_rows(out["points"])
     split = headers.index("requests") + 2  # concurrency/volume columns, then latency/outcome
     for part, (lo, hi) in enumerate(((0, split), (split, len(headers)))):
@@ -155,11 +186,13 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
                   "(n_aborted); resolved ver./car. = rate among re-verified / carried outcomes")
     for row in out["points"]:
         if not row["valid"]:
-            console.print(f"[red]{row['sweep_point']} invalid: {row['invalid_reason']}[/red]")
+            console.print(f"{row['sweep_point']} invalid (as recorded): {row['invalid_reason']}", style="red",
+                          highlight=False, markup=False)
     run_dir = Path(out["run_dir"])
     console.print(f"run bundle: {run_dir}")
-    console.print(f"warehouse:  {out['warehouse']}  (benchmaker sql \"SELECT * FROM v_sweep_summary "
-                  f"WHERE run_id = '{out['run_id']}' ORDER BY target_concurrency\")")
+    console.print(f"warehouse:  {out['warehouse']}", highlight=False, markup=False)
+    console.print(f"  {sql_hint(out['run_id'], Path(out['warehouse']))}", highlight=False, markup=False,
+                  soft_wrap=True)
     report = run_dir / "report.html"
     console.print(f"report:     {report if report.is_file() else '(not written)'}")
 
@@ -179,6 +212,56 @@ def check_sandbox_flag(sandbox: str, mode: str) -> None:
         raise ConfigError(f"--sandbox {sandbox}: {exc}") from None
     if warning:
         print(warning, file=sys.stderr)
+def _flow_failed(exc: Exception) -> int:
+    """Print a failed flow run's one-line reason (benchmaker.flows.outcome.FlowRunFailed:
+    its final state, the reason, how to resume) on stderr; returns exit code 1."""
+    import sys
+
+    print(f"benchmaker: error: {exc}", file=sys.stderr, flush=True)
+    return 1
+
+
+ExitPolicy = Literal["verdict", "pipeline"]
+
+
+def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", console: Console | None = None) -> int:
+    """Print the sweep's answer, meant as the last screen of a sweep command: a heading
+    with how many points are valid, per point its verdict in plain words and its key
+    figures (benchmaker.sweep.verdicts), how to get valid points when some are invalid,
+    and what the exit code means. Returns the exit code under `exit_code`: "verdict"
+    0 when every point is valid, else 1; "pipeline" 0 when every point measured
+    something (benchmaker.sweep.verdicts.pipeline_failures is empty), else 1."""
+    from benchmaker.sweep.verdicts import advice, key_figures, pipeline_failures, verdict_line
+
+    console = console or Console()
+    wrap = console.is_terminal  # piped or logged: one line per verdict, however long
+    points = out["points"]
+    n_valid = sum(1 for r in points if r.get("valid"))
+    console.print()
+    console.print(f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid", style="bold",
+                  highlight=False, markup=False, soft_wrap=not wrap)
+    for row in points:
+        console.print(f"  {verdict_line(row)}", style=None if row.get("valid") else "red", highlight=False,
+                      markup=False, soft_wrap=not wrap)
+        console.print(f"      {key_figures(row)}", highlight=False, markup=False, soft_wrap=not wrap)
+    for line in advice(points):
+        console.print(line, highlight=False, markup=False, soft_wrap=not wrap)
+    failed = pipeline_failures(points)
+    if exit_code == "pipeline":
+        if failed:
+            console.print(f"exit 1: the pipeline measured nothing at {', '.join(failed)}", highlight=False,
+                          markup=False)
+            return 1
+        if n_valid < len(points):
+            console.print("exit 0: the pipeline ran (converted, replayed, graded, loaded, reported); the invalid "
+                          "points stay marked invalid in the warehouse and the report (--exit-code verdict: "
+                          "exit 1 for them)", highlight=False, markup=False, soft_wrap=not wrap)
+        return 0
+    if n_valid < len(points):
+        console.print("exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)",
+                      highlight=False, markup=False, soft_wrap=not wrap)
+        return 1
+    return 0
 
 
 def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_dir: Path, warehouse: Path | None,
@@ -318,6 +401,7 @@ def swebench_replay(
     workers: int = 1,
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
+    exit_code: ExitPolicy = "verdict",
     dry_run: bool = False,
 ) -> int:
     """Replay recorded agent runs at each concurrency of a sweep (the swebench-replay
@@ -394,6 +478,9 @@ def swebench_replay(
         An open-loop point is invalid (exit 1, client-saturated) when its episode
         schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or
         BENCHMAKER_MAX_SCHEDULE_LAG_MS).
+    exit_code
+        verdict: exit 1 when a point is invalid; pipeline: exit 0 whenever the pipeline
+        ran and every point measured something, invalid points still marked (`make demo`).
     dry_run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
@@ -442,13 +529,20 @@ def swebench_replay(
     else:
         from benchmaker.flows.swebench_replay import swebench_replay as flow
 
-    from benchmaker.flows.outcome import run_sweep_flow
+    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
 
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
-        out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
+        try:
+            out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
+        except FlowRunFailed as exc:
+            failed: FlowRunFailed | None = exc  # printed once the live view is gone
+        else:
+            failed = None
+    if failed is not None:
+        return _flow_failed(failed)
     print_sweep(out, "swebench-replay")
     print_open_loop(out["points"])
-    return 0 if all(r["valid"] for r in out["points"]) else 1
+    return print_verdicts(out, exit_code)
 
 
 def print_open_loop(points: list[dict[str, Any]], console: Console | None = None) -> None:
@@ -494,6 +588,7 @@ def llm_sweep(
     shard_timeout: float | None = None,
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
+    exit_code: ExitPolicy = "verdict",
 ) -> int:
     """Sweep an LLM endpoint (OpenAI chat, or Anthropic Messages with --api messages) over
     concurrencies or rates (the llm-sweep Prefect flow): one engine run per point, then
@@ -552,6 +647,9 @@ def llm_sweep(
         An open-loop point is invalid (exit 1, client-saturated) when its schedule lag
         p99 (sent - intended) exceeds this, in ms (default 10, or
         BENCHMAKER_MAX_SCHEDULE_LAG_MS).
+    exit_code
+        verdict: exit 1 when a point is invalid; pipeline: exit 0 whenever the pipeline
+        ran and every point measured something, invalid points still marked (`make demo`).
     """
     _prefect_env()
     from benchmaker.flows.common import validated
@@ -593,10 +691,17 @@ def llm_sweep(
     else:
         from benchmaker.flows.llm_sweep import llm_sweep as flow
 
-    from benchmaker.flows.outcome import run_sweep_flow
+    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
     from benchmaker.recipes.display import SweepProgressView
 
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
-        out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
+        try:
+            out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
+        except FlowRunFailed as exc:
+            failed: FlowRunFailed | None = exc  # printed once the live view is gone
+        else:
+            failed = None
+    if failed is not None:
+        return _flow_failed(failed)
     print_sweep(out, "llm-sweep")
-    return 0 if all(r["valid"] for r in out["points"]) else 1
+    return print_verdicts(out, exit_code)

@@ -1,7 +1,7 @@
 """Warehouse commands of the `benchmaker` CLI: sql, runs, compare, export, load.
 
     benchmaker load RUN_DIR... [--warehouse FILE] [--token-events]
-    benchmaker sql "SELECT * FROM v_sweep_summary" [--warehouse FILE] [--csv | --json]
+    benchmaker sql "SELECT * FROM v_sweep_summary" [--warehouse FILE] [--csv | --json | --vertical | --wide]
     benchmaker runs [--label nightly] [--limit 20]
     benchmaker compare RUN_A RUN_B [--n-boot 200] [--seed 42] [--json]
     benchmaker export --parquet DIR
@@ -63,27 +63,68 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = None) -> None:
-    """Print rows as a rich table ("table"), CSV ("csv") or a JSON list of objects ("json")."""
+MAX_CELL_WIDTH = 40  # a narrow table's column is at most this wide, its longer values folded
+
+
+def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = None,
+          layout: str = "fit", console: Console | None = None) -> None:
+    """Print rows as a rich table ("table"), CSV ("csv") or a JSON list of objects ("json").
+
+    A table's `layout`: "fit" (the default) prints the leading columns that fit the
+    console's width (each at most MAX_CELL_WIDTH characters wide, longer values folded,
+    never cut) and names the columns left out on a line below; "wide" prints every column
+    whole, however wide the lines get; "vertical" prints one block per row, a
+    `name  value` line per column (as psql's expanded display)."""
     if fmt == "json":
         sys.stdout.write(
             orjson.dumps([_jsonable(dict(zip(names, r))) for r in rows], option=orjson.OPT_INDENT_2).decode()
             + "\n"
         )
-    elif fmt == "csv":
+        return
+    if fmt == "csv":
         writer = _csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(names)
         writer.writerows([[_cell(v) for v in r] for r in rows])
+        return
+    console = console or Console()
+    cells = [[_cell(v) for v in r] for r in rows]
+    if layout == "vertical":
+        width = max((len(n) for n in names), default=0)
+        if title:
+            console.print(title, highlight=False, markup=False)
+        for i, row in enumerate(cells, 1):
+            console.print(f"-[ row {i} ]" + "-" * max(0, width - 6), highlight=False, markup=False)
+            for name, value in zip(names, row):
+                console.print(f"{name:<{width}}  {value}", highlight=False, markup=False, soft_wrap=True)
+        if not cells:
+            console.print("(no rows)")
+        return
+    widths = [max([len(n)] + [len(c[i]) for c in cells]) for i, n in enumerate(names)]
+    if layout == "wide":
+        shown = list(range(len(names)))
+        console.width = max(console.width, sum(w + 3 for w in widths) + 1)
     else:
-        table = Table(title=title)
-        for name in names:
-            table.add_column(name, overflow="fold")
-        for r in rows:
-            table.add_row(*[_cell(v) for v in r])
-        console = Console()
         if not console.is_terminal:  # piped or logged: no squeezing into 80 columns
             console.width = max(console.width, 200)
-        console.print(table)
+        shown, used = [], 1
+        for i, w in enumerate(widths):
+            need = min(w, MAX_CELL_WIDTH) + 3  # the cell, its padding and its border
+            if shown and used + need > console.width:
+                break
+            shown.append(i)
+            used += need
+    table = Table(title=title)
+    for i in shown:
+        table.add_column(names[i], overflow="fold", no_wrap=False,
+                         max_width=None if layout == "wide" else MAX_CELL_WIDTH)
+    for c in cells:
+        table.add_row(*[c[i] for i in shown])
+    console.print(table)
+    left = [n for i, n in enumerate(names) if i not in shown]
+    if left:
+        console.print(f"{len(left)} more columns not shown: {', '.join(left)} (name them in the SELECT, or "
+                      "--vertical for one block per row, --wide for every column, --csv/--json)",
+                      highlight=False, markup=False)
 
 
 def _format(csv: bool, json: bool) -> str:
@@ -101,8 +142,13 @@ def sql(
     csv: bool = False,
     json: bool = False,
     timeout: float = 60.0,
+    wide: bool = False,
+    vertical: bool = False,
 ) -> int:
     """Run one SQL query on a read-only connection to the warehouse and print the result.
+
+    A table shows the leading columns that fit the terminal and names the others below
+    it; --vertical prints one block per row instead, --wide every column.
 
     The connection touches nothing but the warehouse file: COPY TO, ATTACH, EXPORT,
     reading other files and loading extensions are refused, and SET cannot undo that
@@ -123,6 +169,10 @@ def sql(
         Stop the query after this many seconds (execution and fetching; default 60):
         exit 2 with one line. DuckDB has no statement timeout of its own, so the
         connection is interrupted (`DuckDBPyConnection.interrupt`).
+    wide
+        Print every column of the table, however wide the lines get.
+    vertical
+        Print one block per row, one `column  value` line each (for wide results).
     """
     import math
     import threading
@@ -130,6 +180,8 @@ def sql(
     import duckdb
 
     fmt = _format(csv, json)
+    if wide and vertical:
+        raise WarehouseError("--wide and --vertical: choose one")
     if not query.strip():
         raise WarehouseError("sql: empty query (give a statement, e.g. \"SELECT * FROM runs\")")
     if not (0 < timeout < math.inf):
@@ -153,7 +205,7 @@ def sql(
     finally:
         timer.cancel()
         con.close()
-    _emit(names, rows, fmt)
+    _emit(names, rows, fmt, layout="wide" if wide else "vertical" if vertical else "fit")
     return 0
 
 
@@ -166,9 +218,12 @@ def runs(
     csv: bool = False,
     json: bool = False,
 ) -> int:
-    """List the runs in the warehouse, newest first, with their headline numbers and
-    whether each is partial (killed or interrupted; "PARTIAL" in the table's label) (a table
-    that fits 120 columns: benchmaker.recipes.display.runs_table; --csv/--json keep every column).
+    """List the runs in the warehouse, newest first, with their headline numbers, whether
+    each is valid (and why not) and whether it is partial (killed or interrupted;
+    "PARTIAL" in the table's label). A sweep run (swebench-replay, llm-sweep) gets one
+    line per sweep point, never run-level figures that would add its sequential points
+    together (warehouse/queries/runs_list.sql). The table fits 120 columns
+    (benchmaker.recipes.display.runs_table); --csv/--json keep every column.
 
     Parameters
     ----------
@@ -181,23 +236,12 @@ def runs(
     json
         Print JSON with every column instead of the table.
     """
+    from benchmaker.warehouse.report import query_text
+
     fmt = _format(csv, json)
     con = open_readonly(_path(warehouse))
     try:
-        cur = con.execute(
-            """
-            SELECT run_id, kind, label, created_at, n_samples, n_ok,
-                   round(request_throughput_per_s, 3) AS request_throughput_per_s,
-                   round(ttft_ms.p50, 3) AS p50_ttft_ms, round(ttft_ms.p99, 3) AS p99_ttft_ms,
-                   round(e2e_ms.p50, 3) AS p50_e2e_ms, round(e2e_ms.p99, 3) AS p99_e2e_ms,
-                   (SELECT r.partial FROM runs AS r WHERE r.run_id = v.run_id) AS partial
-            FROM v_run_summary AS v
-            WHERE $label IS NULL OR label = $label
-            ORDER BY created_at DESC NULLS LAST, run_id
-            LIMIT $limit
-            """,
-            {"label": label, "limit": limit},
-        )
+        cur = con.execute(query_text("runs_list"), {"label": label, "limit": limit})
         names, rows = [d[0] for d in cur.description], cur.fetchall()
         if fmt == "table":
             from benchmaker.recipes.display import runs_table

@@ -229,6 +229,14 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
         checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=shared.start_wall_ns,
                       barrier=shared.as_dict(), start_late_ns=checks["t0_wall_ns"] - shared.start_wall_ns)
         report = staging / f"worker-{p.worker}.json"
+        if p.shards == 1 and not report.is_file():
+            # a point on one shard (shards_for_load: closed:1 on two hosts): the engine ran
+            # it as a whole run and wrote summary.json, not a shard's report; merge_point
+            # reads the report, so it is written here from the same self-checks
+            summary = result.summary
+            write_json_atomic(report, {"self_checks": summary["self_checks"],
+                                       "interrupted": bool(summary.get("partial")),
+                                       "interrupted_by": summary.get("interrupted_by")})
         rep = orjson.loads(report.read_bytes())
         rep["self_checks"] = checks
         write_json_atomic(report, rep)

@@ -31,6 +31,15 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that runs a real Prefect flow (marker `prefect`) is also `slow`: a flow
+    run starts a Prefect server or harness and takes seconds even on a quiet host, so
+    `make test-quick` (`-m "not slow"`) leaves them out."""
+    for item in items:
+        if item.get_closest_marker("prefect") is not None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return ("benchmaker host-load limits: loop lag p99 <= {} ms, schedule lag p99 <= {} ms (tests/conftest.py)"
             .format(os.environ["BENCHMAKER_MAX_LOOP_LAG_MS"], os.environ["BENCHMAKER_MAX_SCHEDULE_LAG_MS"]))

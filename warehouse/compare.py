@@ -124,12 +124,15 @@ def compare_points(
     candidate_run: str,
     n_boot: int = 200,
     seed: int = 42,
+    min_n: int | None = None,
 ) -> PointComparison:
     """Per matched sweep point (same target concurrency or rate, `compare_key`): rows for
     p50/p99 TTFT and E2E (bootstrap 95% CIs of candidate - baseline) then request
-    throughput (req/s, no CI). Warnings name the points found in one run only and the
-    workload differences (`workload_warnings`). A run without sweep points is one point,
-    'run'.
+    throughput (req/s, no CI). A latency row gets no improvement/regression verdict when
+    the point is invalid in either run (verdict "invalid point") or either run has fewer
+    requests than `min_n` (None: min_n_for(statistic)) (verdict "n too small"). Warnings name the points
+    found in one run only, each withheld verdict with its reason, and the workload
+    differences (`workload_warnings`). A run without sweep points is one point, 'run'.
 
     Raises WarehouseError when either run is not in the warehouse or n_boot < 1.
     """
@@ -148,9 +151,22 @@ def compare_points(
     base, cand = points[baseline_run], points[candidate_run]
     order = sorted(set(base) & set(cand) | set(latency), key=lambda k: _order(k, base, cand))
     rows: list[Comparison] = []
+    withheld: list[str] = []
     for key in order:
-        rows += latency.get(key, [])
         b, c = base.get(key), cand.get(key)
+        small: dict[str, list[str]] = {}  # "n>=N" -> statistics
+        for row in latency.get(key, []):
+            row, why = _judged(row, b, c, min_n)
+            rows.append(row)
+            if why.startswith("n>="):
+                small.setdefault(why[3:], []).append(row.statistic)
+            elif why and why not in withheld:
+                withheld.append(why)
+        if small:
+            first = latency[key][0]
+            needs = ", ".join(f">= {n} for {', '.join(stats)}" for n, stats in small.items())
+            withheld.append(f"{key}: n = {first.n_baseline} / {first.n_candidate} requests is too small for a "
+                            f"verdict (a CI needs, in each run, {needs})")
         if b is None or c is None:
             continue
         diff = None if b["tput"] is None or c["tput"] is None else c["tput"] - b["tput"]
@@ -163,6 +179,7 @@ def compare_points(
                 if k not in other]
         if only:
             warnings.append(f"points only in {run}: {', '.join(only)} (not compared)")
+    warnings += withheld
     warnings += workload_warnings(con, baseline_run, candidate_run)
     return PointComparison(rows=rows, points=order, warnings=warnings)
 
@@ -174,7 +191,8 @@ def _points(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, dict]:
     rows = con.execute(
         """
         SELECT compare_key(p.concurrency, p.rate_per_s, p.sweep_point), p.sweep_point,
-               coalesce(p.concurrency::DOUBLE, p.rate_per_s), s.request_throughput_per_s, s.n_ok
+               coalesce(p.concurrency::DOUBLE, p.rate_per_s), s.request_throughput_per_s, s.n_ok,
+               s.valid, s.invalid_reason
         FROM sweep_points AS p
         LEFT JOIN v_sweep_summary AS s USING (run_id, sweep_point)
         WHERE p.run_id = $r
@@ -182,10 +200,58 @@ def _points(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, dict]:
         {"r": run_id},
     ).fetchall()
     if not rows:
-        rows = con.execute("SELECT 'run', NULL, NULL, request_throughput_per_s, n_ok FROM v_run_summary "
-                           "WHERE run_id = $r", {"r": run_id}).fetchall()
-    return {key: {"label": label, "order": order, "tput": tput, "n_ok": n_ok}
-            for key, label, order, tput, n_ok in rows}
+        rows = con.execute(
+            "SELECT 'run', NULL, NULL, v.request_throughput_per_s, v.n_ok, "
+            "CAST(r.summary -> '$.verdict.valid' AS BOOLEAN), "
+            "nullif(array_to_string(CAST(r.summary -> '$.verdict.reasons' AS VARCHAR[]), '; '), '') "
+            "FROM v_run_summary AS v JOIN runs AS r USING (run_id) WHERE run_id = $r", {"r": run_id}).fetchall()
+    return {key: {"label": label, "order": order, "tput": tput, "n_ok": n_ok, "valid": valid, "reason": reason}
+            for key, label, order, tput, n_ok, valid, reason in rows}
+
+
+# Fewest requests per run for a verdict on a statistic: a bootstrap interval from fewer
+# than MIN_N_FOR_CI values is not trusted (our rule), and a q-quantile needs at least
+# 1 / (1 - q) values before it is more than the largest one (p99: 100).
+MIN_N_FOR_CI = 20
+
+
+def min_n_for(statistic: str) -> int:
+    """Fewest requests per run for a verdict on `statistic` (e.g. "p99_e2e_ms": 100,
+    "p50_ttft_ms": MIN_N_FOR_CI)."""
+    if statistic.startswith("p") and statistic[1:3].isdigit():
+        q = int(statistic[1:3]) / 100
+        return max(MIN_N_FOR_CI, round(1 / (1 - q)))
+    return MIN_N_FOR_CI
+
+
+def _judged(row: Comparison, base: dict | None, cand: dict | None, min_n: int | None) -> tuple[Comparison, str]:
+    """`row` with its verdict withheld, and why ("" when it stands): "invalid point"
+    when the point is invalid in either run, "n too small" when either run has fewer
+    requests than `min_n` (None: min_n_for(row.statistic))."""
+    if row.verdict is None:
+        return row, ""
+    import dataclasses
+
+    bad = [f"{run} {p['label'] or 'run'} is invalid ({p['reason'] or 'no reason recorded'})"
+           for run, p in (("baseline", base), ("candidate", cand)) if p is not None and p.get("valid") is False]
+    if bad:
+        return dataclasses.replace(row, verdict="invalid point"), f"{row.point_key}: no verdict: {'; '.join(bad)}"
+    need = min_n_for(row.statistic) if min_n is None else min_n
+    if (row.n_baseline or 0) < need or (row.n_candidate or 0) < need:
+        return dataclasses.replace(row, verdict="n too small"), f"n>={need}"
+    return row, ""
+    import dataclasses
+
+    bad = [f"{run} {p['label'] or 'run'} is invalid ({p['reason'] or 'no reason recorded'})"
+           for run, p in (("baseline", base), ("candidate", cand)) if p is not None and p.get("valid") is False]
+    if bad:
+        return dataclasses.replace(row, verdict="invalid point"), f"{row.point_key}: no verdict: {'; '.join(bad)}"
+    need = min_n_for(row.statistic)
+    if (row.n_baseline or 0) < need or (row.n_candidate or 0) < need:
+        return (dataclasses.replace(row, verdict="n too small"),
+                f"{row.point_key} {row.statistic}: no verdict: n = {row.n_baseline} / {row.n_candidate} requests, "
+                f"a CI needs >= {need} in each run")
+    return row, None
 
 
 def _order(key: str, *runs: dict[str, dict]) -> tuple:

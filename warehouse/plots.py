@@ -34,9 +34,10 @@ _CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"f
 @dataclass(frozen=True)
 class Series:
     """One trace: `xs`/`ys` of equal length (None values are gaps, dropped); `labels`
-    per point (shown on hover, e.g. the sweep point); `color` a CSS colour or None for
-    plotly's palette; `err_low`/`err_high` the lower/upper ends of each point's interval
-    for style "errorbars" (absolute values, not offsets)."""
+    per point (written beside each marker and shown on hover, e.g. the sweep point);
+    `color` a CSS colour or None for plotly's palette; `err_low`/`err_high` the
+    lower/upper ends of each point's interval for style "errorbars" (absolute values,
+    not offsets)."""
 
     name: str
     xs: list[Any]
@@ -80,6 +81,8 @@ def _trace(s: Series) -> go.Scatter:
         })
     else:
         kw["mode"] = {"line": "lines", "linepoints": "lines+markers", "points": "markers"}[s.style]
+        if text and "markers" in kw["mode"]:  # labelled points show their label beside the marker
+            kw.update(mode=kw["mode"] + "+text", textposition="top left", textfont={"size": 11})
     return go.Scatter(**kw)
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -48,13 +49,13 @@ from benchmaker.warehouse.connection import DEFAULT_WAIT_S, open_readonly
 from benchmaker.warehouse.errors import WarehouseError
 from benchmaker.warehouse.plots import Series, chart, draw_script, plotly_js
 
-__all__ = ["ReportData", "collect_report_data", "render_html", "render_report", "write_report"]
+__all__ = ["ReportData", "collect_report_data", "query_text", "render_html", "render_report", "write_report"]
 
 CDF_MAX_POINTS = 1000  # per CDF series (report_latency_cdf.sql thins above this)
 TIME_BINS = 200  # bins of the schedule-lag and in-flight panels
 
 STAT_KEYS = ("count", "mean", "min", "p50", "p90", "p95", "p99", "max")
-_FACT_COLUMNS = ("run_id", "kind", "label", "created_at", "workers", "git_sha")
+_FACT_COLUMNS = ("run_id", "kind", "label", "created_at", "workers", "git_sha", "n_sweep_points")
 _LANE_ROWS = (
     "n_samples", "n_ok", "error_rate", "window_s", "request_throughput_per_s",
     "output_throughput_tok_per_s", "goodput_per_s", "max_concurrency", "mean_concurrency",
@@ -63,9 +64,13 @@ _LANE_ROWS = (
 )
 
 
-def _sql(name: str) -> str:
-    """Text of warehouse/queries/<name>.sql."""
+def query_text(name: str) -> str:
+    """Text of warehouse/queries/<name>.sql (the report's queries and the CLI's, such as
+    runs_list). Raises FileNotFoundError for an unknown name."""
     return (importlib.resources.files("benchmaker.warehouse") / "queries" / f"{name}.sql").read_text(encoding="utf-8")
+
+
+_sql = query_text
 
 
 def _query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -264,7 +269,9 @@ def _note(text: str) -> str:
 def _latency_throughput(data: ReportData) -> str:
     title = "Latency vs throughput"
     if data.sweep:
-        rows, names, source = data.sweep, [str(r["sweep_point"]) for r in data.sweep], "sweep point"
+        # each point labelled by name, an invalid one marked so on the plot itself
+        rows, source = data.sweep, "sweep point"
+        names = [str(r["sweep_point"]) + ("" if r.get("valid") else " (invalid)") for r in data.sweep]
         get = {f"{m} {q}": (lambda r, m=m, q=q: r.get(f"{q}_{m}_ms")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
     elif data.lanes:
         rows, names, source = data.lanes, [str(r["lane"]) for r in data.lanes], "lane"
@@ -278,7 +285,7 @@ def _latency_throughput(data: ReportData) -> str:
     if not any(x is not None for x in xs) or not any(any(v is not None for v in s.ys) for s in series):
         return _panel("latency-throughput", title, _note("No successful request: nothing to plot."))
     plot = chart(series, plot_id="latency-throughput", title=f"one point per {source}",
-                       x_label="request_throughput_per_s", y_label="latency (ms)", x_min=0, y_min=0)
+                       x_label="throughput (requests/s)", y_label="latency (ms)", x_min=0, y_min=0)
     return _panel("latency-throughput", title, plot,
                   "Percentiles of E2E (end - sent) and TTFT over successful measured requests; "
                   "throughput = completed requests / measurement window.")
@@ -357,8 +364,12 @@ def _in_flight_panel(data: ReportData) -> str:
     plot = chart(series, plot_id="in-flight", title=title, x_label="time (s from t0)",
                        y_label="max in flight per time bin", y_min=0)
     run = data.run
-    cap = (f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
-           f"{_display(run.get('mean_concurrency'))}.")
+    if run.get("max_concurrency") is None and data.sweep:  # a sweep: per point (v_sweep_summary)
+        cap = "Max in flight per point: " + ", ".join(
+            f"{r['sweep_point']} {_display(r.get('achieved_max_concurrency'))}" for r in data.sweep) + "."
+    else:
+        cap = (f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
+               f"{_display(run.get('mean_concurrency'))}.")
     return _panel("in-flight", title, plot, cap)
 
 
@@ -426,6 +437,7 @@ h1 { font-size: 20px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28
 h3 { font-size: 14px; margin: 12px 0 6px; }
 .facts { color: #555; font-size: 13px; }
 .verdict.ok { color: #0a6e31; } .verdict.bad { color: #b00020; }
+tr.bad th, tr.bad td:nth-child(2) { font-weight: bold; }  /* no colour: series colours are the plots' */
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(580px, 1fr)); gap: 16px; }
 .panel { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; background: #fafafa; }
 .panel .plot { width: 100%; min-height: 380px; }
@@ -454,6 +466,42 @@ def _header(data: ReportData) -> str:
             f'<p class="facts">{facts}</p>{verdict}')
 
 
+def _verdict_section(data: ReportData) -> str:
+    """The sweep's answer first: how many points are valid, then one row per point (its
+    verdict in plain words, benchmaker.sweep.verdicts; episodes, requests, throughput,
+    p50/p99 E2E, replay misses), then how to get valid points. Empty without sweep points."""
+    if not data.sweep:
+        return ""
+    from benchmaker.sweep.verdicts import advice, reasons_of
+
+    n_valid = sum(1 for r in data.sweep if r.get("valid"))
+    replay = any(r.get("n_episodes") for r in data.sweep)  # episodes and misses: replay points only
+
+    def num(v: Any, fmt: str = "{:.3g}") -> str:
+        return "-" if v is None else fmt.format(v)
+
+    head = ("<tr><th>point</th><th>verdict</th>" + ("<th>episodes</th>" if replay else "")
+            + "<th>requests (ok)</th><th>requests/s</th><th>E2E p50 / p99 (ms)</th>"
+            + ("<th>replay misses</th>" if replay else "") + "</tr>")
+    rows = []
+    for r in data.sweep:
+        valid = bool(r.get("valid"))
+        said = "valid" if valid else "INVALID: " + ("; ".join(x.plain for x in reasons_of(r)) or "no reason recorded")
+        rows.append(
+            f'<tr class="{"ok" if valid else "bad"}" data-point="{escape(str(r["sweep_point"]))}">'
+            f"<th>{escape(str(r['sweep_point']))}</th><td>{escape(said)}</td>"
+            + (f'<td class="num">{num(r.get("n_episodes"), "{}")}</td>' if replay else "")
+            + f'<td class="num">{num(r.get("n_requests"), "{}")} ({num(r.get("n_ok"), "{}")})</td>'
+            f'<td class="num">{num(r.get("request_throughput_per_s"))}</td>'
+            f'<td class="num">{num(r.get("p50_e2e_ms"))} / {num(r.get("p99_e2e_ms"))}</td>'
+            + (f'<td class="num">{num(r.get("misses_total"), "{}")}</td>' if replay else "") + "</tr>")
+    tips = "".join(f"<li>{escape(line.strip())}</li>" for line in advice(data.sweep, this_host=False)
+                   if line.strip())
+    return (f'<section data-section="verdict"><h2>Verdict: {n_valid} of {len(data.sweep)} points valid</h2>'
+            f'<table data-table="verdict"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+            + (f'<ul class="advice">{tips}</ul>' if tips else "") + "</section>")
+
+
 def render_html(data: ReportData) -> str:
     """The report page for collected data (see module docstring for its structure)."""
     order = [str(r["sweep_point"]) for r in data.sweep] or [str(r["lane"]) for r in data.lanes]
@@ -467,10 +515,18 @@ def render_html(data: ReportData) -> str:
         _target_panel(data),
         _compare_panel(data),
     ]
+    # a card only where there is data: a panel with nothing to draw becomes a line below
+    drawn = [p for p in panels if p and ('class="plot"' in p or 'data-panel="compare"' in p)]
+    empty = [p for p in panels if p and p not in drawn]
+    not_plotted = "".join(
+        f"<li>{m.group(1)}: {m.group(2)}</li>" for p in empty
+        for m in [re.search(r"<h3>(.*?)</h3><p class=\"note\">(.*?)</p>", p)] if m)
     body = [
         _header(data),
+        _verdict_section(data),
         "<h2>Plots</h2>",
-        '<div class="grid">' + "\n".join(p for p in panels if p) + "</div>",
+        '<div class="grid">' + "\n".join(drawn) + "</div>",
+        f'<ul class="not-plotted" data-section="not-plotted">{not_plotted}</ul>' if not_plotted else "",
         "<h2>Summary</h2>",
         _run_tables(data.run),
         _sweep_table(data.sweep),

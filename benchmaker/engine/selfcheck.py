@@ -166,7 +166,8 @@ def verdict(
 ) -> dict[str, Any]:
     """Decide whether a run measured what it claims.
 
-    Invalid when: no request succeeded; the service error rate (service_error_rate)
+    Invalid when: no request succeeded (with how many answers were graded wrong, when
+    some were); the service error rate (service_error_rate)
     exceeds `limits.max_error_rate` (default 0.1: a target that died; 1 turns it off);
     open loop and the schedule-lag p99 exceeds `limits.max_schedule_lag_p99_ms` (client
     saturated); event-loop lag p99 exceeds `limits.max_loop_lag_p99_ms`; closed loop and
@@ -181,7 +182,10 @@ def verdict(
     for failure in worker_failures or []:
         reasons.append(failure)
     if run is None or not run.get("n_ok"):
-        reasons.append("no request succeeded")
+        wrong = (run or {}).get("n_graded_wrong")
+        # every answer graded wrong: the responses came, say so beside the accuracy
+        reasons.append(f"no request succeeded ({wrong} answers graded wrong: accuracy 0 of {run.get('n_graded')})"
+                       if wrong else "no request succeeded")
     else:
         err = service_error_rate(run)
         if limits.max_error_rate is not None and limits.max_error_rate < 1 and err is not None \

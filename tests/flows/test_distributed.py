@@ -95,6 +95,27 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     assert _shard_rows(tmp_path / "w.duckdb") == [(0, 0, 20, 20), (1, 1, 20, 20)]
 
 
+async def test_closed_1_on_two_hosts_runs_as_one_shard_and_merges(tmp_path: Path) -> None:
+    # `make run-distributed` with its defaults: closed:1 and SHARDS=2 -> one shard
+    # (shards_for_load), which the engine runs as a whole run; its report is still there
+    from benchmaker.tasks.shard import shards_for_load
+
+    run_dir = tmp_path / "rid"
+    write_run_manifest(run_dir, run_id="rid", kind="llm-sweep", label=None, config={}, workers=1)
+    reset_point_dir(point_dir(run_dir, "constant-40"))
+    n = shards_for_load("closed:1", 2)
+    assert n == 1
+    async with ScenarioServer(Scenario(ttft_ms=5)) as server:
+        (point,) = _points(server.url, run_dir, n, time.time_ns() + 300_000_000, load="closed:1",
+                           max_requests=3)
+        (checks,) = await asyncio.gather(run_shard_point(point))
+    assert checks["worker"] == 0
+    row = merge_point(point, [0], [{"worker": 0}])
+    assert (row["n_requests"], row["n_ok"], row["shards"]) == (3, 3, 1), row
+    assert _reasons_but_loop_lag(row) == []
+    assert "worker-0.json" in {p.name for p in point_dir(run_dir, "constant-40").iterdir()}
+
+
 async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path: Path) -> None:
     from benchmaker.engine.exchange import Exchange
 

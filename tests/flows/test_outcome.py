@@ -27,12 +27,21 @@ def test_some_points_invalid_is_completed_named_invalid():
     assert state.message == "1 of 2 sweep points invalid: c2: worker 1 did not finish in time (stopped)"
 
 
+def test_the_state_message_says_a_busy_machine_in_plain_words():
+    busy = {"sweep_point": "c8", "valid": False,
+            "invalid_reason": "engine: event-loop lag p99 38.42 ms > 10 ms: client-side timestamps include client delay"}
+    assert final_state({"run_id": "r", "points": [OK, busy]}).message == (
+        "1 of 2 sweep points invalid: c8: your machine was busy: the client's event loop lagged 38 ms (p99; the "
+        "limit is 10 ms), so the timings include client delay")
+
+
 def test_every_point_invalid_is_failed_carrying_out():
     out = {"run_id": "r", "points": [LATE, LOW]}
     state = final_state(out)
     assert state.type.value == "FAILED"
+    # each reason in plain words (benchmaker.sweep.verdicts), an unknown one as recorded
     assert state.message == ("every sweep point is invalid (2 of 2): c2: worker 1 did not finish in time (stopped); "
-                             "c4: achieved concurrency 3 never reached the target 4")
+                             "c4: the target concurrency was never reached: at most 3 of 4 were in flight at once")
     assert isinstance(state.data, AllPointsInvalid) and state.data.out is out
 
 
@@ -62,7 +71,30 @@ async def test_cli_gets_out_and_the_flow_run_keeps_the_state(tmp_path):
             fr = await client.read_flow_run(kept["flow_run_id"])
         assert fr.state.name == state_name
         # announced before the run, with what `benchmaker retry` takes
-        assert said[-1] == f"flow run {fr.id} ({fr.name}); if it fails: benchmaker retry {fr.id}"
+        assert said[-1] == f"flow run {fr.id} ({fr.name})"
         assert kept["flow_run_name"] == fr.name
     with pytest.raises(AllPointsInvalid):  # called directly, a Failed run raises with `out` attached
         await probe([LATE], str(manifest))
+
+
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+async def test_a_failed_flow_run_raises_its_reason_and_how_to_resume_it():
+    from prefect import flow
+
+    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
+
+    @flow(name="failing-probe")
+    async def failing(points: list[dict]) -> object:
+        raise OSError("warehouse.duckdb: could not set lock on file")
+
+    said: list[str] = []
+    with pytest.raises(FlowRunFailed) as caught:
+        await run_sweep_flow(failing, {"points": [OK]}, announce=said.append)
+    run_id = caught.value.flow_run_id
+    assert said == [f"flow run {run_id} ({said[0].split('(')[1].rstrip(')')})"]
+    message = str(caught.value)
+    assert message.startswith(f"flow run {run_id} (")
+    assert " ended Failed: " in message and "warehouse.duckdb: could not set lock on file" in message
+    assert message.endswith(f"`benchmaker retry {run_id}` resumes it, keeping the points already measured")

@@ -229,3 +229,18 @@ def test_run_file_parses_each_lane_rate_once(server, tmp_path, monkeypatch):
     code = main(["run", str(cfg), "--no-progress"])
     assert code == 0, summary_of(tmp_path / "out")["verdict"]
     assert sorted(calls) == ["closed:1", "closed:1", "constant:50"]
+
+
+def test_failed_metrics_scrapes_are_printed_beside_the_verdict(server, tmp_path, capsys):
+    sock = socket.create_server(("127.0.0.1", 0))  # a port where nothing listens: every scrape fails
+    port = sock.getsockname()[1]
+    sock.close()
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--rate", "closed:1",
+          "--max-requests", "3", "--metrics-url", metrics, "--out-dir", str(tmp_path), "--no-progress"])
+    (name, stats), = summary_of(tmp_path)["self_checks"]["monitors"].items()
+    # sampled when the clock starts and when the run stops, at least: every one failed
+    assert stats["samples"] >= 2 and stats["errors"] == stats["samples"] and stats["rows"] == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"monitor {name}: {stats['samples']} of {stats['samples']} scrapes failed (last error: "
+            f"{' '.join(stats['last_error'].split())}); monitor.jsonl lacks them") in out

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from benchmaker.recipes.convert import run_convert
@@ -35,9 +36,17 @@ def clock(*values: float) -> Callable[[], float]:
     return lambda: next(it)
 
 
+@pytest.fixture(autouse=True)
+def _xterm(monkeypatch):
+    """The terminal these tests emulate is an xterm, whatever TERM the suite runs under
+    (rich draws no cursor codes for TERM=dumb, as Emacs shells and some CI set it)."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+
+
 def terminal() -> tuple[Console, io.StringIO]:
     buf = io.StringIO()
-    return Console(file=buf, force_terminal=True, width=240, color_system=None, legacy_windows=False), buf
+    return Console(file=buf, force_terminal=True, force_interactive=True, width=240, color_system=None,
+                   legacy_windows=False), buf
 
 
 # clock reads: start, the start event, after each of the 3 files, the last event

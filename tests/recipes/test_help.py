@@ -50,3 +50,15 @@ def test_every_option_has_a_description(command, capsys):
         if not described:
             undescribed.append(m.group(1))
     assert undescribed == [], f"benchmaker {' '.join(command)} --help: no description for {undescribed}"
+
+
+def test_the_root_help_lists_the_commands_by_job(capsys):
+    from benchmaker.recipes.cli import COMMANDS as REGISTERED, GROUPS
+
+    assert sorted(n for names in GROUPS.values() for n in names) == sorted(REGISTERED)  # each in one group
+    text = _help_text((), capsys)
+    titles = [t for t in GROUPS if f"─ {t} ─" in text]
+    assert titles == list(GROUPS), text
+    for title, names in GROUPS.items():
+        block = text.split(f"─ {title} ─", 1)[1].split("╰", 1)[0]
+        assert sorted(re.findall(r"^│ ([a-z-]+)\s", block, re.M)) == sorted(names), title

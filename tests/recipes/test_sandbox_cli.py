@@ -55,3 +55,20 @@ async def test_flash_exec_from_the_cli(tmp_path: Path, capsys):
     assert code == (0 if summary["verdict"]["valid"] else 1)
     assert [(r["outcome"], r["output_chars"], r["meta"]["exit_code"]) for r in rows] == [("ok", 2, 0)] * 4
     assert calls == [("POST", "/sandboxes/sb-x/exec")] * 4
+
+
+def test_sandbox_command_alone_runs_as_written(tmp_path: Path, capsys):
+    # neither --duration nor --max-requests: 10 samples (recipes/sandbox.py DEFAULT_SAMPLES)
+    code = main(["sandbox", "--command", "echo hi", "--out-dir", str(tmp_path), "--no-progress"])
+    manifest, rows = _rows(tmp_path)
+    assert code == 0, capsys.readouterr()
+    assert manifest["config"]["max_requests"] == 10 and manifest["config"]["duration_s"] is None
+    assert [r["outcome"] for r in rows] == ["ok"] * 10
+
+
+def test_a_load_without_an_end_names_the_flags(tmp_path: Path, capsys):
+    code = main(["llm", "--url", "http://127.0.0.1:9/v1/chat/completions", "--model", "m",
+                 "--out-dir", str(tmp_path), "--no-progress"])
+    assert code == 2
+    assert capsys.readouterr().err == ("benchmaker: error: options: give --duration or --max-requests (the load "
+                                       "never ends otherwise)\n")

@@ -94,7 +94,9 @@ def test_a_failed_conversion_leaves_no_directory_it_created(tmp_path: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
-def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(tmp_path: Path) -> None:
+def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(tmp_path: Path,
+                                                                               monkeypatch) -> None:
+    monkeypatch.setenv("TERM", "xterm-256color")  # the emulated terminal, whatever TERM the suite has
     """The swebench-replay conversion stage (benchmaker.tasks.convert.stage_progress): one StageEvent
     per file, files done/total with MB, turns and ETA, and the terminal view's last line."""
     import io
@@ -110,7 +112,8 @@ def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(
     logs = write_logs(tmp_path, 3)
     seen: list[StageEvent] = []
     buf = io.StringIO()
-    view = SweepProgressView(Console(file=buf, force_terminal=True, width=240, color_system=None))
+    view = SweepProgressView(Console(file=buf, force_terminal=True, force_interactive=True, width=240,
+                                      color_system=None))
     with view, observe(seen.append):
         convert_paths(logs, tmp_path / "out.jsonl", progress=stage_progress, clock=clock(*TIMES))
     assert seen == [

@@ -53,11 +53,14 @@ def warehouse(tmp_path: Path) -> Path:
 def test_points_are_matched_by_target_and_sorted_by_number(warehouse: Path) -> None:
     con = open_readonly(warehouse)
     try:
-        cmp = compare_points(con, "base", "cand", n_boot=50)
+        cmp = compare_points(con, "base", "cand", n_boot=50, min_n=1)  # 10 requests a point: judged anyway
     finally:
         con.close()
     assert cmp.points == ["concurrency=1", "concurrency=4", "concurrency=16"]  # 16 after 4: by number
-    assert cmp.warnings == []
+    # one request at a time (1 s apart, E2E < 0.5 s): c4 and c16 never reached their target
+    assert cmp.warnings == [
+        f"concurrency={n}: no verdict: baseline c{n} is invalid (achieved concurrency 1 < target {n}); "
+        f"candidate conc{n} is invalid (achieved concurrency 1 < target {n})" for n in (4, 16)]
     by = {(r.point_key, r.statistic): r for r in cmp.rows}
     c4 = by[("concurrency=4", "p50_ttft_ms")]
     # TTFT 20..29 vs 25..34 ms: medians 24.5 and 29.5 (linear), +5 ms at every resample
@@ -78,7 +81,7 @@ def test_points_are_matched_by_target_and_sorted_by_number(warehouse: Path) -> N
 def test_different_sweeps_and_workloads_are_warned_about(warehouse: Path) -> None:
     con = open_readonly(warehouse)
     try:
-        cmp = compare_points(con, "base", "short", n_boot=20)
+        cmp = compare_points(con, "base", "short", n_boot=20, min_n=1)
         pooled = compare_runs(con, "base", "short", n_boot=20)
     finally:
         con.close()
@@ -105,6 +108,38 @@ def test_cli_prints_one_block_per_point_and_the_warnings(warehouse: Path, capsys
     rows = json.loads(captured.out)
     assert {r["point_key"] for r in rows} == {"concurrency=1"} and len(rows) == 5
     assert "warning: workloads differ: config latency" in captured.err
+
+
+def test_no_verdict_on_an_invalid_point_or_with_too_few_requests(warehouse: Path, tmp_path: Path, capsys) -> None:
+    con = open_readonly(warehouse)
+    try:
+        cmp = compare_points(con, "base", "cand", n_boot=20)
+    finally:
+        con.close()
+    # 10 requests a point: below 20 for p50 and 100 for p99 (compare.min_n_for); c4 and
+    # c16 are invalid, which is said first
+    assert {r.verdict for r in cmp.rows if r.point_key == "concurrency=1" and r.verdict} == {"n too small"}
+    assert {r.verdict for r in cmp.rows if r.point_key == "concurrency=4" and r.verdict} == {"invalid point"}
+    assert cmp.warnings[0] == ("concurrency=1: n = 10 / 10 requests is too small for a verdict (a CI needs, in "
+                               "each run, >= 20 for p50_ttft_ms, p50_e2e_ms, >= 100 for p99_ttft_ms, p99_e2e_ms)")
+    # a candidate whose c1 is invalid: no verdict there, whatever n
+    db = tmp_path / "invalid.duckdb"
+    load_run(db, _run(tmp_path, "base2", {1: 20.0}))
+    cand = _run(tmp_path, "cand2", {1: 25.0})
+    write_jsonl(cand / "sweep_points.jsonl", [{"sweep_point": "c1", "concurrency": 1,
+                                                "verdict_reasons": "event-loop lag p99 38.00 ms > 10 ms"}])
+    load_run(db, cand)
+    con = open_readonly(db)
+    try:
+        cmp = compare_points(con, "base2", "cand2", n_boot=20, min_n=1)
+    finally:
+        con.close()
+    assert {r.verdict for r in cmp.rows if r.statistic != "request_throughput_per_s"} == {"invalid point"}
+    assert cmp.warnings == ["concurrency=1: no verdict: candidate c1 is invalid (event-loop lag p99 38.00 ms > 10 ms)"]
+    assert main(["compare", "base2", "cand2", "--warehouse", str(db), "--n-boot", "20"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "invalid point" in out and "regression" not in out
+    assert "warning: concurrency=1: no verdict: candidate c1 is invalid (event-loop lag p99 38.00 ms > 10 ms)" in out
 
 
 def test_report_lists_sweep_points_by_number(warehouse: Path) -> None:

@@ -243,7 +243,8 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
     lt = traces(html, "latency-throughput")
     assert sorted(lt) == ["e2e p50", "e2e p99", "ttft p50", "ttft p99"]
     assert [len(t["x"]) for t in lt.values()] == [3] * 4  # one point per sweep point
-    assert lt["e2e p99"]["text"] == ["c1", "c2", "c4"] and lt["e2e p99"]["mode"] == "lines+markers"
+    # each point labelled on the plot (its name beside the marker), not only on hover
+    assert lt["e2e p99"]["text"] == ["c1", "c2", "c4"] and lt["e2e p99"]["mode"] == "lines+markers+text"
     resolved = traces(html, "resolved-concurrency")
     # (concurrency, resolved_rate_carried) from v_sweep_summary; no episode was
     # re-verified, so there is no re-verified series
@@ -267,9 +268,11 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
 
 def test_run_without_episodes_hides_the_resolved_panel_with_a_note(tmp_path):
     html, _ = _report(tmp_path, reference_bundle(tmp_path / "run-a"))
-    resolved = _panel(html, "resolved-concurrency")
-    assert 'class="plot"' not in resolved
-    assert "No episodes in this run" in resolved
+    # no card without data: the panel is a line under the plots instead
+    assert 'data-panel="resolved-concurrency"' not in html
+    not_plotted = re.search(r'<ul class="not-plotted" data-section="not-plotted">(.*?)</ul>', html, re.S).group(1)
+    assert ("<li>Resolved rate vs concurrency: No episodes in this run: resolved rate vs concurrency is not "
+            "plotted.</li>") in not_plotted
     assert 'data-panel="concurrency-target"' not in html  # no target concurrency declared
 
 
@@ -312,13 +315,18 @@ def test_in_flight_series_reaches_the_summary_max(tmp_path):
     con = open_readonly(db)
     try:
         data = collect_report_data(con, "run-a")
+        # the summary's max over the run's one timeline (v_run_summary leaves it NULL for
+        # this two-point sweep: it is per point there)
+        (pooled_max,) = con.execute("SELECT max_concurrency FROM samples_summary WHERE group_by = 'run' "
+                                    "AND run_id = 'run-a'").fetchone()
     finally:
         con.close()
     req = [r for r in data.in_flight if r["series"] == "requests"]
     assert len(req) == report_mod.TIME_BINS
     # sent 0/100/200/300 ms, E2E 100..400 ms: [0,100] [100,300] [200,500] [300,700]
     # -> 1 in flight until 200 ms, 2 from 200 to 500 ms, 1 until 700 ms
-    assert max(r["max_in_flight"] for r in req) == data.run["max_concurrency"] == 2
+    assert max(r["max_in_flight"] for r in req) == pooled_max == 2
+    assert data.run["max_concurrency"] is None
     assert req[0]["max_in_flight"] == 1 and req[-1]["max_in_flight"] == 1
     assert req[0]["t_s"] == 0.0 and req[-1]["t_s"] == pytest.approx(0.7 * 199 / 200)
     assert data.schedule_lag and all(r["max_schedule_lag_ms"] == 0.0 for r in data.schedule_lag)

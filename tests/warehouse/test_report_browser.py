@@ -61,7 +61,7 @@ setTimeout(function () {
       const points = g ? [...g.querySelectorAll("path.point")].filter(p => {
         const b = p.getBoundingClientRect(); return b.width > 0 && b.height > 0; }) : [];
       const bars = g ? g.querySelectorAll(".errorbar").length : 0;
-      series.push({name: t.name, points: (t.x || []).length, mode: t.mode,
+      series.push({name: t.name, points: (t.x || []).length, mode: t.mode, labels: t.text || null,
                    path_length: line ? line.getTotalLength() : null,
                    markers_drawn: points.length, errorbars: bars});
     });
@@ -72,7 +72,12 @@ setTimeout(function () {
   }
   const pre = document.createElement("pre");
   pre.id = "render-check";
-  pre.textContent = JSON.stringify({plots: out, errors: window.__errors});
+  const v = document.querySelector("[data-section=verdict]");
+  const vr = v ? v.getBoundingClientRect() : null;
+  const verdict = v ? {y: vr.top + window.scrollY, height: vr.height, text: v.innerText} : null;
+  const empty = [...document.querySelectorAll("section.panel")].filter(p => !p.querySelector("div.plot"))
+    .map(p => p.dataset.panel);
+  pre.textContent = JSON.stringify({plots: out, errors: window.__errors, verdict: verdict, empty_panels: empty});
   document.body.appendChild(pre);
 }, 200);
 </script>
@@ -101,14 +106,21 @@ def _instrumented_report(tmp_path: Path, run_dir: Path) -> Path:
     return probed
 
 
-def _render_check(tmp_path: Path, page: Path) -> list[dict]:
-    """Every chart as laid out; fails on any page error or console.error."""
+def _page_check(tmp_path: Path, page: Path) -> dict:
+    """What the probe measured: `plots` (every chart as laid out), `verdict` (the
+    verdict section's position and text, None without one), `empty_panels` (panels
+    without a chart); fails on any page error or console.error."""
     dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
     m = re.search(r'<pre id="render-check">(.*?)</pre>', dom, re.S)
     assert m, "the probe did not run: " + dom[-500:]
     check = json.loads(_html.unescape(m.group(1)))
     assert check["errors"] == [], check["errors"]
-    return check["plots"]
+    return check
+
+
+def _render_check(tmp_path: Path, page: Path) -> list[dict]:
+    """Every chart as laid out; fails on any page error or console.error."""
+    return _page_check(tmp_path, page)["plots"]
 
 
 def _png_rgb(path: Path) -> tuple[int, int, list[bytes], int]:
@@ -219,3 +231,19 @@ def test_a_run_without_episodes_renders_its_plots_and_notes(tmp_path):
         for s in chart["series"]:
             if "lines" in s["mode"]:
                 assert s["path_length"] > 0, f"{chart['plot']}/{s['name']}"
+
+
+def test_a_sweep_report_opens_with_its_verdict_labelled_points_and_no_empty_card(tmp_path):
+    page = _instrumented_report(tmp_path, sweep_bundle(tmp_path / "sweep-1"))
+    check = _page_check(tmp_path, page)
+    verdict = check["verdict"]
+    # first, in the first screen (above every plot, within the window's first 1000 px)
+    assert verdict is not None and verdict["y"] + verdict["height"] < min(c["y"] for c in check["plots"])
+    assert verdict["y"] + verdict["height"] < 1000
+    lines = verdict["text"].splitlines()
+    assert lines[0].startswith("Verdict: ") and lines[0].endswith(" of 3 points valid")
+    assert [line.split("\t")[0] for line in lines if line.startswith("c")] == ["c1", "c2", "c4"]
+    by_plot = {c["plot"]: {s["name"]: s for s in c["series"]} for c in check["plots"]}
+    labels = by_plot["latency-throughput"]["e2e p99"]["labels"]
+    assert [label.split(" ")[0] for label in labels] == ["c1", "c2", "c4"]  # "(invalid)" after an invalid one
+    assert check["empty_panels"] == []

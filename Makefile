@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-busy demo demo-llm bench bench-overhead clean
+.PHONY: install lint test test-busy demo demo-llm bench bench-overhead clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+# The rules (pyproject.toml: [tool.ruff], [tool.mypy]): lint, formatting, types.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: lint
 	$(PY) -m pytest -q
 
 # The tests with a CPU hog on every core (tests/busy.sh): none may depend on an idle host.

@@ -233,7 +233,7 @@ class OpenAIStreamParser:
         self._chars = 0
         self._body: list[bytes] = []
         self._n_events = 0  # token events
-        self._events: list[int] | None = None  # sample.token_event_ns
+        self._events: list[int] = []  # sample.token_event_ns from the first token event
         self._n_sse = 0  # SSE events seen
         self._head = b""  # first bytes of the body, for error messages
 
@@ -304,7 +304,7 @@ class OpenAIStreamParser:
                     self._events = events
                     events.append(t_ns)
                 else:
-                    self._events.append(t_ns)  # type: ignore[union-attr]
+                    self._events.append(t_ns)
                 self._n_events += 1
                 sample.n_token_events += 1
                 if sample.first_content_ns is None and self._parts:
@@ -325,7 +325,7 @@ class OpenAIStreamParser:
         self._finish_reason = reason if type(reason) is str else _short(orjson.dumps(reason))
         if self._fail_class is None:
             cls = finish_class(reason)
-            if FINISH_FAILS[cls]:  # type: ignore[index]
+            if cls is not None and FINISH_FAILS[cls]:
                 self._fail_class = cls
 
     def _ending(self, sample: Sample) -> str | None:

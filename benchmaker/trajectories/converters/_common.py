@@ -13,13 +13,13 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]  # typeshed omits these C helpers of json
 from typing import Any, TypeVar, get_args
 
 import orjson
@@ -314,7 +314,7 @@ def synth_arguments_raw(arguments: Any) -> str:
     if _dumps is not None:
         try:
             return "".join(_dumps(arguments, 0))
-        except Exception:  # noqa: BLE001 - json.dumps below raises the error it raises
+        except Exception:  # json.dumps below raises the error it raises
             _dumps_markers.clear()  # an error leaves the containers it was in marked
     return json.dumps(arguments)
 
@@ -326,6 +326,12 @@ def parse_arguments(raw: str) -> dict[str, Any] | None:
     except (json.JSONDecodeError, TypeError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def dict_or_empty(value: Any) -> dict[str, Any]:
+    """`value` when it is a dict (a JSON object), else a new empty dict: an optional
+    object field read leniently."""
+    return value if isinstance(value, dict) else {}
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -438,7 +444,7 @@ def trusted_maker(cls: type[_M]) -> Callable[..., _M]:
            f"    _set__pydantic_extra__(m, None)\n"
            f"    _set__pydantic_private__(m, None)\n"
            f"    return m\n")
-    exec(src, ns)  # noqa: S102 - code generated from the model's own field names
+    exec(src, ns)  # code generated from the model's own field names
     make = ns["make"]
     make.__qualname__ = f"trusted_{cls.__name__}"
     return make
@@ -480,7 +486,7 @@ def fast_response(content: str | None = None, reasoning: str | None = None, tool
     return Response(content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish_reason)
 
 
-def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:  # noqa: A002
+def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:
     """`ToolCall(...)`, unvalidated when the values have the field types (see fast_response)."""
     if (type(id) is str and type(name) is str and type(arguments_raw) is str
             and (arguments is None or (type(arguments) is dict and _STR_TYPE.issuperset(map(type, arguments))))):
@@ -640,9 +646,9 @@ class TrajectoryBuilder:
         sha = source_sha256 or self.ctx.sha256
         if terminated_by is None:
             terminated_by = self.turns[-1].response.finish_reason
-        source = dict(format=source_format or self.fmt, path=source_path or self.ctx.path, sha256=sha, line=line,
+        source: dict[str, Any] = dict(format=source_format or self.fmt, path=source_path or self.ctx.path, sha256=sha, line=line,
                       converter_version=CONVERTER_VERSION)
-        fields = dict(
+        fields: dict[str, Any] = dict(
             trajectory_id=f"{sha[:16]}-{index}",
             task_id=task_id,
             match_key=match_key_for_messages([self.first_user, *self.user_before_turns]),

@@ -474,7 +474,7 @@ class _RawResponse:
         target = tr._targets.get(spec.url)
         if target is None:
             target = tr._target(spec.url)
-        body = spec.body
+        body: Any = spec.body  # bytes-like, or a list of pieces (_body_parts)
         n, pieces = _body_parts(body)
         head = tr._head_bytes(spec, target, n)
         if n >= _JOIN_MAX:  # head and body by one writelines: the body is not copied here

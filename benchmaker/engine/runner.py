@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmaker.engine.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
 from benchmaker.engine.ceiling import calibration_for_manifest
@@ -56,7 +56,14 @@ from benchmaker.engine.selfcheck import LoopLagMonitor, connect_timeout_cause
 from benchmaker.engine.summary import build_summary
 from benchmaker.engine.trace import TraceWriter, shard_trace_path
 from benchmaker.engine.transport import make_transport
-from benchmaker.engine.types import PostResponseHook, PreRequestHook, StreamParser, Transport, Workload
+from benchmaker.engine.types import (
+    CallableWorkload,
+    PostResponseHook,
+    PreRequestHook,
+    StreamParser,
+    Transport,
+    Workload,
+)
 
 _ERROR_BODY_MAX = 4096
 _WARMUP, _MEASURE, _COOLDOWN = Phase.WARMUP.value, Phase.MEASURE.value, Phase.COOLDOWN.value
@@ -69,7 +76,7 @@ class Lane:
     `load` is a rate spec or a LoadModel; None takes the config's `load`."""
 
     name: str
-    workload: Workload
+    workload: Workload | CallableWorkload
     load: str | LoadModel | None = None
     max_requests: int | None = None
 
@@ -219,7 +226,7 @@ class BenchRunner:
         self,
         config: BenchConfig,
         *,
-        workload: Workload | None = None,
+        workload: Workload | CallableWorkload | None = None,
         lanes: Sequence[Lane] | None = None,
         transport: Transport | None = None,
         pre_hooks: Sequence[PreRequestHook] = (),
@@ -567,12 +574,13 @@ class BenchRunner:
             if execute is not None:
                 spec, parser = RequestSpec("EXECUTE", lane.workload.name), None
             else:
-                spec = lane.workload.request(seq)
+                wl = cast(Workload, lane.workload)  # no `execute`: it builds requests
+                spec = wl.request(seq)
                 for hook in self._pre_hooks:
                     new = await _call_hook(hook, spec)
                     if new is not None:
                         spec = new
-                parser = lane.workload.parser(spec)
+                parser = wl.parser(spec)
             if self._trace is not None and execute is None:  # a CallableWorkload sends no request
                 self._trace.write(seq, lane.name, getattr(lane.workload, "name", None), intended_ns, spec)
             if spec.meta:  # the request's meta travels to its sample (records.RequestSpec)
@@ -586,7 +594,8 @@ class BenchRunner:
             self._end()
             self._finish(sample)
             return
-        sample.bytes_sent = len(spec.body) if spec.body else 0
+        body = spec.body
+        sample.bytes_sent = (sum(map(len, body)) if type(body) is list else len(body)) if body else 0
         sample.in_flight_at_send = self.live.in_flight
         # the loop given: current_task() without it asks get_running_loop, which on
         # Python 3.11 makes a getpid system call (once per request otherwise)

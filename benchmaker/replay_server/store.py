@@ -67,11 +67,18 @@ from urllib.parse import quote
 import orjson
 from pydantic import ValidationError
 
-from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.replay_server.latency import LatencyModel, Splitter, parse_latency, regex_split
 from benchmaker.trajectories.context import previous_turn, recorded_requests, request_messages
 from benchmaker.trajectories.convert import gc_paused
-from benchmaker.trajectories.trajectory import Observation, Trajectory, Turn, Usage, flatten_content, match_key_for_messages
+from benchmaker.trajectories.errors import TrajectoryFormatError
+from benchmaker.trajectories.trajectory import (
+    Observation,
+    Trajectory,
+    Turn,
+    Usage,
+    flatten_content,
+    match_key_for_messages,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -114,8 +121,8 @@ def exit_code_in(text: str) -> int | None:
     is not its first key is parsed (orjson)."""
     if (text[:1] == "{" or text.lstrip()[:1] == "{") and '"returncode"' in text:
         stated = _json_returncode(text)
-        if stated is not _NOT_JSON:
-            return stated  # type: ignore[return-value]
+        if stated is None or isinstance(stated, int):  # else _NOT_JSON
+            return stated
     if "<returncode>" in text:
         m = _EXIT_CODE_RES[0].search(text)
         if m:
@@ -639,7 +646,7 @@ def _render_stream(
         events = [role]
 
     groups: list[tuple[float, list[bytes]]] = []
-    for offset, data in zip(offsets_s, events):
+    for offset, data in zip(offsets_s, events, strict=True):  # one offset per event (max(1, n))
         if groups and groups[-1][0] == offset:
             groups[-1][1].append(data)
         else:

@@ -43,8 +43,8 @@ import random
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmaker.workloads.datasets import VOCAB, Dataset, DatasetError, Item, read_jsonl, short_repr
 from benchmaker.apis.openai_chat import OpenAIChatParser
+from benchmaker.workloads.datasets import VOCAB, Dataset, DatasetError, Item, read_jsonl, short_repr
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsParser
 

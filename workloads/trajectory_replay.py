@@ -56,10 +56,10 @@ from typing import Any, Literal
 
 import orjson
 
+from benchmaker.apis.openai_chat import OpenAIChatParser, openai_headers
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import RequestSpec, Sample
 from benchmaker.workloads.datasets import DatasetError, check_messages, read_jsonl, short_repr
-from benchmaker.apis.openai_chat import OpenAIChatParser, openai_headers
 from benchmaker.workloads.tokens import TokenCounter, messages_text
 
 __all__ = ["Conversation", "ThinkTime", "TrajectoryReplayWorkload", "parse_think", "read_conversations"]

@@ -13,7 +13,7 @@ from benchmaker.recipes.app import app
 
 
 def _leaf_commands(application, prefix=()):
-    for name, sub in application._commands.items() if hasattr(application, "_commands") else []:
+    for name, _sub in application._commands.items() if hasattr(application, "_commands") else []:
         if name.startswith("-"):
             continue
         sub_app = application[name]

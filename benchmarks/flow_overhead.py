@@ -125,7 +125,7 @@ def _child(out_json: str, argv: list[str]) -> int:
 
     mark("command module imported")
     import benchmaker.flows.outcome
-    import benchmaker.flows.swebench_replay  # noqa: F401 - imported here, not inside the command, to time it
+    import benchmaker.flows.swebench_replay  # imported here, not inside the command, to time it
 
     mark("Prefect + flows imported")
     import httpx

@@ -14,7 +14,7 @@ import os
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from cyclopts import Parameter
 from pydantic import ValidationError
@@ -29,14 +29,14 @@ from benchmaker.engine.workers import resolve_workers, run_sharded, single_lane
 from benchmaker.recipes.app import app
 from benchmaker.recipes.display import console, print_summary, run_with_progress
 from benchmaker.recipes.runfile import lanes_from_run_file, read_run_file
-from benchmaker.workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
+from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, SyntheticDataset
 from benchmaker.workloads.graders import GradingHook, parse_grader_option
 from benchmaker.workloads.http import HttpWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
 
 
-def parse_workers(value: str) -> int | str:
+def parse_workers(value: str) -> int | Literal["auto"]:
     try:
         return "auto" if value == "auto" else resolve_workers(value)
     except ConfigError as exc:
@@ -143,6 +143,7 @@ def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: s
                   input_words: list[int] | None, seed: int, stream: bool, max_tokens: int | None,
                   temperature: float | None, api_key: str | None, reference_field: str | None = None) -> Any:
     """The `benchmaker llm` workload (module level, so worker processes can rebuild it)."""
+    ds: Dataset
     if dataset is not None:
         ds = JsonlDataset(dataset, field, reference_field=reference_field)
     elif sharegpt is not None:
@@ -277,7 +278,7 @@ def llm(
     hooks, grader_name = grading_hooks(grader)
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
-    extra = {"workload": {"type": f"openai-{api}", "url": url, "model": model, "stream": stream,
+    extra: dict[str, Any] = {"workload": {"type": f"openai-{api}", "url": url, "model": model, "stream": stream,
                           "max_tokens": max_tokens, "dataset": dataset_name}}
     if grader_name is not None:
         extra["grader"] = grader_name  # the type only: an inline spec may hold a judge's api_key

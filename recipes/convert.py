@@ -96,7 +96,7 @@ def convert(
     /,
     *,
     output: Annotated[Path, Parameter(name=["--output", "-o"])] = Path("trajectories.jsonl"),
-    format: str | None = None,  # noqa: A002 - the CLI flag is --format
+    format: str | None = None,  # the CLI flag is --format
     lenient: bool = False,
 ) -> int:
     """Convert agent logs (pi session/event files, harbor trial dirs, SWE-agent .traj,

@@ -188,7 +188,7 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
                   show_edge=False)
     cells = []
     for row in rows:
-        r = dict(zip(names, row))
+        r = dict(zip(names, row, strict=True))
         created = r.get("created_at")
         cells.append((
             str(r["run_id"]), r.get("label") or "", created.strftime("%m-%d %H:%M") if created is not None else "-",

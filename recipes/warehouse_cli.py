@@ -67,7 +67,7 @@ def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = Non
     """Print rows as a rich table ("table"), CSV ("csv") or a JSON list of objects ("json")."""
     if fmt == "json":
         sys.stdout.write(
-            orjson.dumps([_jsonable(dict(zip(names, r))) for r in rows], option=orjson.OPT_INDENT_2).decode()
+            orjson.dumps([_jsonable(dict(zip(names, r, strict=True))) for r in rows], option=orjson.OPT_INDENT_2).decode()
             + "\n"
         )
     elif fmt == "csv":
@@ -270,7 +270,7 @@ def export(
     parquet.mkdir(parents=True, exist_ok=True)
     try:
         for table in RUN_TABLES:
-            n = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            n = (con.execute(f"SELECT count(*) FROM {table}").fetchone() or (0,))[0]
             if n == 0:
                 continue
             out = str(parquet / table).replace("'", "''")

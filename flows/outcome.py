@@ -25,6 +25,7 @@ in the bundle's manifest.json; `benchmaker retry` takes either, or the bundle's 
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections.abc import Callable
@@ -33,13 +34,14 @@ from typing import Any
 
 from prefect import Flow
 from prefect.client.orchestration import get_client
-from prefect.context import get_run_context
+from prefect.client.schemas.objects import FlowRun
+from prefect.context import FlowRunContext, get_run_context
 from prefect.flow_engine import run_flow
 from prefect.states import Completed, Failed, State
 
 from benchmaker.engine.bundle import write_json_atomic
 
-__all__ = ["AllPointsInvalid", "final_state", "invalid_summary", "record_flow_run", "result_of", "run_sweep_flow"]
+__all__ = ["AllPointsInvalid", "current_flow_run", "final_state", "invalid_summary", "record_flow_run", "result_of", "run_sweep_flow"]
 
 
 class AllPointsInvalid(Exception):
@@ -76,19 +78,26 @@ async def result_of(state: State) -> dict[str, Any]:
     the AllPointsInvalid's `out` when it Failed that way. Any other failure raises as
     `state.result()` does."""
     try:
-        return await state.result()  # type: ignore[misc]
+        return await state.result()
     except AllPointsInvalid as exc:
         return exc.out
+
+
+def current_flow_run() -> FlowRun:
+    """The flow run whose code this is (Prefect's run context is a FlowRunContext, not a
+    task run's). Raises RuntimeError elsewhere."""
+    ctx = get_run_context()  # raises MissingContextError (a RuntimeError) outside any run
+    if not isinstance(ctx, FlowRunContext) or ctx.flow_run is None:
+        raise RuntimeError("not in a Prefect flow run's own code")
+    return ctx.flow_run
 
 
 def record_flow_run(manifest_path: Path) -> None:
     """Add `flow_run_id` (UUID) and `flow_run_name` of the current flow run to the
     manifest at `manifest_path` (nothing outside a flow run)."""
     try:
-        fr = get_run_context().flow_run
-    except Exception:  # noqa: BLE001 - no run context: not inside a flow run
-        return
-    if fr is None:
+        fr = current_flow_run()
+    except RuntimeError:  # not in a flow run's own code
         return
     manifest = json.loads(Path(manifest_path).read_text("utf-8"))
     manifest.update(flow_run_id=str(fr.id), flow_run_name=fr.name)
@@ -108,5 +117,8 @@ async def run_sweep_flow(flow: Flow[..., Any], params: dict[str, Any],
     async with get_client() as client:
         flow_run = await client.create_flow_run(flow, parameters=flow.serialize_parameters(params))
     announce(f"flow run {flow_run.id} ({flow_run.name}); if it fails: benchmaker retry {flow_run.id}")
-    state = await run_flow(flow=flow, flow_run=flow_run, parameters=params, return_type="state")
+    run = run_flow(flow=flow, flow_run=flow_run, parameters=params, return_type="state")
+    state = await run if inspect.isawaitable(run) else run
+    if not isinstance(state, State):
+        raise TypeError(f"run_flow returned {type(state).__name__}, not a State")
     return await result_of(state)

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-sandbox test test-quick test-busy demo demo-llm bench bench-overhead clean
+.PHONY: install install-sandbox lint test test-quick test-busy demo demo-llm bench bench-overhead clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,15 @@ install-sandbox:
 
 install: $(STAMP) install-sandbox
 
-# The whole suite; the 25 slowest tests are listed at the end (mark a new one `slow`).
-test: $(STAMP)
+# The rules (pyproject.toml: [tool.ruff], [tool.mypy]): lint, formatting, types.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# The rules, then the whole suite; the 25 slowest tests are listed at the end (mark a
+# new one `slow`).
+test: lint
 	$(PY) -m pytest -q --durations=25
 
 # For development: the suite without the slow tests (`slow`, and every `prefect` flow

@@ -49,10 +49,27 @@ _EXPORTS = {
 
 if TYPE_CHECKING:  # the names for type checkers and editors
     from benchmaker.engine.config import SLO, BenchConfig, SelfCheckLimits, Timeouts
-    from benchmaker.engine.errors import (BenchmakerError, ConfigError, ConnectTimeout, RateSpecError, RunInvalid,
-                                   TransportError)
-    from benchmaker.engine.load_models import (Burst, ClosedLoop, Constant, Gamma, LoadModel, Poisson, Ramp, Stages, Trace,
-                                        parse_duration_s, parse_rate_spec)
+    from benchmaker.engine.errors import (
+        BenchmakerError,
+        ConfigError,
+        ConnectTimeout,
+        RateSpecError,
+        RunInvalid,
+        TransportError,
+    )
+    from benchmaker.engine.load_models import (
+        Burst,
+        ClosedLoop,
+        Constant,
+        Gamma,
+        LoadModel,
+        Poisson,
+        Ramp,
+        Stages,
+        Trace,
+        parse_duration_s,
+        parse_rate_spec,
+    )
     from benchmaker.engine.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
     from benchmaker.engine.runner import BenchRunner, Lane, RunResult
     from benchmaker.engine.summary import summarize_samples

@@ -158,7 +158,7 @@ def emit_sync(event: Any) -> None:
     e.g. a sync Prefect task in a worker thread); async observers are skipped, not
     called. An observer that raises is logged and removed."""
     for obs in list(_observers):
-        if inspect.iscoroutinefunction(obs) or inspect.iscoroutinefunction(getattr(obs, "__call__", None)):
+        if inspect.iscoroutinefunction(obs) or inspect.iscoroutinefunction(type(obs).__call__):
             continue
         try:
             obs(event)
@@ -458,7 +458,8 @@ def merge_shard_events(point: str, events: Sequence[ProgressEvent], shards: int,
 
     finished = reported and all(e.finished for e in events)
     etas = [e.eta_s for e in events if not e.finished]
-    eta = 0.0 if finished else (max(etas) if reported and etas and None not in etas else None)  # type: ignore[type-var]
+    known = [e for e in etas if e is not None]
+    eta = 0.0 if finished else (max(known) if reported and etas and len(known) == len(etas) else None)
     durations = [e.duration_s for e in events if e.duration_s is not None]
     return ProgressEvent(
         point=point, episodes_done=sum(e.episodes_done for e in events),

@@ -59,7 +59,7 @@ class _Proto(asyncio.Protocol):
         self.hold = hold
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf + data if self.buf else data

@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmaker.agent.sandbox.local import LocalSandbox
-from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner
+from benchmaker.agent.sandbox.local import LocalSandbox  # noqa: E402
+from benchmaker.agent.sandbox.spawner import InlineSpawner, ProcessSpawner, Spawner  # noqa: E402
 
 
 def _ms(ns: float) -> float:

@@ -152,8 +152,8 @@ def run_once(tree: Path, logs: Path, out_dir: Path, warehouse: Path, api_url: st
 def per_point_read(logs: Path, work: Path, rounds: int) -> None:
     """Print the CPU s of a sweep point's read of the conversion of `logs` before and
     after (module doc), best of `rounds`, and their ratio."""
-    from benchmaker.trajectories.convert import convert_paths, load_trajectories, read_trajectories
     from benchmaker.tasks.sweep import point_trajectories
+    from benchmaker.trajectories.convert import convert_paths, load_trajectories, read_trajectories
 
     out = work / "trajectories.jsonl"
     report = convert_paths([logs], out, progress=None)
@@ -200,7 +200,7 @@ def main() -> int:
         print(f"{REAL} is absent: nothing to build the corpus from (skipped)")
         return 0
     tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="bench-convert-once-")
-    work = args.keep or Path(tmp.name)  # type: ignore[union-attr]
+    work = args.keep or Path(tmp.name)
     work.mkdir(parents=True, exist_ok=True)
     server = None
     try:

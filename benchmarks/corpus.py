@@ -65,9 +65,9 @@ import gc
 import hashlib
 import json
 import os
-import subprocess
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -81,12 +81,12 @@ for p in (REPO, REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from benchmaker.trajectories.context import request_messages  # noqa: E402
-from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
 from benchmaker.replay_server.latency import parse_latency  # noqa: E402
 from benchmaker.replay_server.process import start_replay_server  # noqa: E402
 from benchmaker.replay_server.server import create_app  # noqa: E402
 from benchmaker.replay_server.store import ReplayStore  # noqa: E402
+from benchmaker.trajectories.context import request_messages  # noqa: E402
+from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
 from benchmaker.trajectories.trajectory import Trajectory  # noqa: E402
 
 REAL = REPO.parent / "shared" / "data" / "real" / "pi-session-v1-large.jsonl"
@@ -190,7 +190,7 @@ def main() -> int:
         print(f"{REAL} is absent: nothing to build the corpus from (skipped)")
         return 0
     tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="bench-corpus-")
-    work = args.keep or Path(tmp.name)  # type: ignore[union-attr]
+    work = args.keep or Path(tmp.name)
     rows = []
     try:
         log_dir = work / "logs"
@@ -278,7 +278,7 @@ def main() -> int:
                 cpu, nbad = asyncio.run(_serve_all(app, bodies * args.repeat))
                 out.append(cpu / (len(bodies) * args.repeat))
                 bad += nbad
-        ratio = statistics.median(b / s for b, s in zip(big, small))
+        ratio = statistics.median(b / s for b, s in zip(big, small, strict=False))
         print(f"4. matching: {len(bodies)} requests (bodies {min(sizes) / 1e3:,.0f}-{max(sizes) / 1e3:,.0f} KB,"
               f" mean {statistics.mean(sizes) / 1e3:,.0f} KB), {args.rounds} rounds: "
               f"{statistics.median(big) * 1e6:,.0f} us per request at {len(store.trajectories)} trajectories,"
@@ -286,8 +286,9 @@ def main() -> int:
         rows.append((f"matching {len(store.trajectories)} / 5 trajectories", ratio, "<= 1.10",
                      ratio <= 1.10 and not bad, "{:.3f}"))
 
-        from benchmaker.warehouse.loader import load_run
         from warehouse_load import write_bundle
+
+        from benchmaker.warehouse.loader import load_run
 
         run_dir = work / "run"
         size = write_bundle(run_dir, n_turns, 1, 32)
@@ -425,8 +426,8 @@ def profile_conversion(log_dir: Path, out: Path, top: int) -> None:
     prof.runcall(convert_paths, [log_dir], out, workers=1)  # the workers' time is not profiled here
     print(f"   conversion profile, top {top} by own time:")
     stats = pstats.Stats(prof)
-    total = sum(tt for _, _, tt, _, _ in stats.stats.values())  # type: ignore[attr-defined]
-    entries = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in stats.stats.values())
+    entries = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]
     for (file, line, fn), (_, calls, tt, ct, _) in entries:
         where = f"{Path(file).name}:{line}({fn})" if line else fn
         print(f"   {100 * tt / total:5.1f}% own {tt:6.2f} s  cum {ct:6.2f} s  {calls:>9,} calls  {where}")

@@ -257,8 +257,8 @@ def bench_throughput(base: str, out: Path, seconds: float, pairs: int) -> dict[s
         print(";  ".join(line))
     got: dict[str, Any] = {}
     for t in TRANSPORTS:
-        got[f"ratio_{t}"] = statistics.median(e / b for e, b in zip(rates[t], bare_rates))
-        got[f"cpu_ratio_{t}"] = statistics.median(e / b for e, b in zip(cpus[t], bare_cpu))
+        got[f"ratio_{t}"] = statistics.median(e / b for e, b in zip(rates[t], bare_rates, strict=False))
+        got[f"cpu_ratio_{t}"] = statistics.median(e / b for e, b in zip(cpus[t], bare_cpu, strict=False))
         print(f"  median of {pairs} rounds, engine on {t} / bare aiohttp: {got[f'ratio_{t}']:.3f} by wall time,"
               f" {got[f'cpu_ratio_{t}']:.3f} per client cpu s (engine {statistics.median(cpus[t]):,.0f},"
               f" bare {statistics.median(bare_cpu):,.0f} req per cpu s)")
@@ -281,17 +281,17 @@ class _MemoryResponse:
         self.headers: dict[str, str] = {}
         self._done = False
 
-    async def __aenter__(self) -> "_MemoryResponse":
+    async def __aenter__(self) -> _MemoryResponse:
         await asyncio.sleep(0)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         return None
 
-    def chunks(self) -> "_MemoryResponse":
+    def chunks(self) -> _MemoryResponse:
         return self
 
-    def __aiter__(self) -> "_MemoryResponse":
+    def __aiter__(self) -> _MemoryResponse:
         return self
 
     async def __anext__(self) -> bytes:
@@ -413,7 +413,7 @@ def _install_clock() -> None:
     """Route benchmaker.engine.runner's clock through _CLOCK (this process only)."""
     import benchmaker.engine.runner as runner_mod
 
-    runner_mod.time = _CLOCK  # type: ignore[attr-defined]
+    runner_mod.time = _CLOCK
 
 
 class _PoolNullTransport(NullTransport):
@@ -655,11 +655,11 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int, chunks: in
           f" {statistics.median(h['sys_us'] for h in hot):.0f} us")
     for t in TRANSPORTS:
         pairs_ref = [_geo(a["per_cpu"], b["per_cpu"]) for a, b in refs[t]]
-        got[f"ratio_{t}"] = statistics.median(r["per_cpu"] / n for r, n in zip(real[t], pairs_ref))
+        got[f"ratio_{t}"] = statistics.median(r["per_cpu"] / n for r, n in zip(real[t], pairs_ref, strict=False))
         # the same ratio on user CPU only: null's user us per stream / the real run's
         got[f"user_ratio_{t}"] = statistics.median(_geo(a["user_us"], b["user_us"]) / r["user_us"]
-                                                   for r, (a, b) in zip(real[t], refs[t]))
-        got[f"hot_ratio_{t}"] = statistics.median(r["per_cpu"] / h["per_cpu"] for r, h in zip(real[t], hot))
+                                                   for r, (a, b) in zip(real[t], refs[t], strict=False))
+        got[f"hot_ratio_{t}"] = statistics.median(r["per_cpu"] / h["per_cpu"] for r, h in zip(real[t], hot, strict=False))
         got[f"user_us_{t}"] = statistics.median(r["user_us"] for r in real[t])
         got[f"sys_us_{t}"] = statistics.median(r["sys_us"] for r in real[t])
         got[f"bound_{t}"] = statistics.median(bounds[t])
@@ -678,7 +678,7 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int, chunks: in
     got["reads_per_stream"] = c["reads"]
     got["write_us"] = c["write_us"]
     gap_us = statistics.median(chunks / r["per_cpu"] * 1e6 - chunks / _geo(a["per_cpu"], b["per_cpu"]) * 1e6
-                               for r, (a, b) in zip(real["raw"], refs["raw"]))
+                               for r, (a, b) in zip(real["raw"], refs["raw"], strict=False))
     print(f"  what the raw path does per stream ({c['streams']:,} streams, counted in a separate run): {c['reads']:.2f}"
           f" socket reads, {c['waits']:.2f} waits on the loop, {c['writes']:.2f} request writes costing"
           f" {c['write_us']:.1f} us of cpu (CLOCK_THREAD_CPUTIME_ID around each write, minus {c['clock_pair_us']:.2f}"
@@ -734,7 +734,7 @@ def _callgrind_child(kind: str, base: str, streams: int) -> None:
     token_events". The run summary's SQL is skipped here (after the measured span; hours
     under valgrind)."""
     _install_clock()
-    BenchRunner._summarize = lambda self, *a: {"run": {}, "self_checks": {}}  # type: ignore[method-assign]
+    BenchRunner._summarize = lambda self, *a: {"run": {}, "self_checks": {}}
     out = Path(tempfile.mkdtemp(prefix="bench-engine-cg-"))
 
     def runner() -> BenchRunner:
@@ -767,15 +767,15 @@ def _callgrind_count(kind: str, base: str, streams: int) -> tuple[int, int, int]
         with open(f"{d}/valgrind.log", "w+") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
             try:
-                line = proc.stdout.readline()  # type: ignore[union-attr]
+                line = proc.stdout.readline()
                 if line.strip() != "READY":
                     raise RuntimeError(f"callgrind child ({kind}) did not start: {line!r}")
                 ctl = subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], capture_output=True, text=True)
                 if ctl.returncode != 0:
                     raise RuntimeError(f"callgrind_control failed: {ctl.stdout} {ctl.stderr}".strip())
-                proc.stdin.write("go\n")  # type: ignore[union-attr]
-                proc.stdin.flush()  # type: ignore[union-attr]
-                line = proc.stdout.readline()  # type: ignore[union-attr]
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
                 proc.wait(timeout=600)
             finally:
                 if proc.poll() is None:
@@ -1018,7 +1018,7 @@ def main() -> int:
           f"{'CPU ' + str(cpus[0]) if pin else 'any CPU'}, {args.seconds:g} s per run, python {sys.version.split()[0]},"
           f" aiohttp {aiohttp.__version__}, uvloop {uvloop.__version__}")
     tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="bench-engine-")
-    out = args.keep or Path(tmp.name)  # type: ignore[union-attr]
+    out = args.keep or Path(tmp.name)
     started = time.perf_counter()
     try:
         todo = set(args.figures.split(","))

@@ -55,12 +55,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmaker.recipes.calibration import _idle_lag  # noqa: E402 - the calibration's idle-loop figure
-from benchmaker.trajectories.convert import iter_trajectories  # noqa: E402
-from benchmaker.sweep.point_run import run_point  # noqa: E402
-from benchmaker.replay_server.process import start_replay_server  # noqa: E402
 from benchmaker.agent.sandbox import LocalSandboxFactory  # noqa: E402
 from benchmaker.agent.verifier import load_task  # noqa: E402
+from benchmaker.recipes.calibration import _idle_lag  # noqa: E402 - the calibration's idle-loop figure
+from benchmaker.replay_server.process import start_replay_server  # noqa: E402
+from benchmaker.sweep.point_run import run_point  # noqa: E402
+from benchmaker.trajectories.convert import iter_trajectories  # noqa: E402
 
 RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
 TASK_DIR = ROOT / "examples" / "tiny-task"
@@ -145,7 +145,7 @@ async def main_async(args: argparse.Namespace) -> None:
     print(f"{'point':6} {'variant':8} {'p50':>7} {'p99':>7} {'max':>7} {'d p50':>7} {'d p99':>7} {'tool':>7}  valid")
     for c in concurrency:
         for v in VARIANTS:
-            def med(k: str) -> float:
+            def med(k: str, v: str = v, c: int = c) -> float:
                 return statistics.median(res[(v, c)][k] for res in results)
 
             d50 = statistics.median(res[("inline", c)]["p50"] - res[(v, c)]["p50"] for res in results)

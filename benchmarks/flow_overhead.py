@@ -64,7 +64,7 @@ def _iso(text: str) -> float:
 def _post(api_url: str, path: str, body: dict) -> list[dict]:
     req = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback server we started
+    with urllib.request.urlopen(req, timeout=10) as resp:  # loopback server we started
         return json.loads(resp.read())
 
 
@@ -72,7 +72,7 @@ def _flow_run(api_url: str, flow_run_id: str | None) -> dict:
     """The flow run `flow_run_id` (else the most recently started one): its start and
     end (epoch s) and its task runs [(name, start, end)] from the server's API."""
     if flow_run_id:
-        with urllib.request.urlopen(f"{api_url}/flow_runs/{flow_run_id}", timeout=10) as resp:  # noqa: S310
+        with urllib.request.urlopen(f"{api_url}/flow_runs/{flow_run_id}", timeout=10) as resp:
             run = json.loads(resp.read())
     else:
         (run,) = _post(api_url, "/flow_runs/filter", {"sort": "START_TIME_DESC", "limit": 1})
@@ -125,7 +125,7 @@ def _child(out_json: str, argv: list[str]) -> int:
 
     mark("command module imported")
     import benchmaker.flows.outcome
-    import benchmaker.flows.swebench_replay  # noqa: F401 - imported here, not inside the command, to time it
+    import benchmaker.flows.swebench_replay  # imported here, not inside the command, to time it
 
     mark("Prefect + flows imported")
     import httpx
@@ -303,7 +303,7 @@ def within_flow(duration: float, sweep: str, latency: str) -> int:
                      for tr in trs if tr.name.startswith("run-sweep-point")), key=lambda x: x[0])
     sum_s = sum(p[1] for p in points)
     print(f"{'sweep point task':<28}{'wall s':>10}")
-    for (_, s, name), row in zip(points, out["points"]):
+    for (_, s, name), row in zip(points, out["points"], strict=False):
         print(f"{name + ' (' + row['sweep_point'] + ')':<28}{s:>10.3f}")
     print(f"{'sum of points':<28}{sum_s:>10.3f}")
     print(f"{'flow run wall':<28}{flow_s:>10.3f}")

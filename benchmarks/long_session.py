@@ -66,11 +66,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmaker.agent import model_client  # noqa: E402
+from benchmaker.agent.harness import run_episode  # noqa: E402
+from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
+from benchmaker.replay_server.process import start_replay_server  # noqa: E402
 from benchmaker.trajectories.context import request_messages  # noqa: E402
 from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
-from benchmaker.agent.harness import run_episode  # noqa: E402
-from benchmaker.replay_server.process import start_replay_server  # noqa: E402
-from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
 
 REAL = REPO.parent / "shared" / "data" / "real" / "pi-session-v1-large.jsonl"
 
@@ -144,16 +144,16 @@ def main() -> int:
         orig_close = model_client._TransportExchange.close
         clock = time.process_time
 
-        def stream(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+        def stream(self, messages, **kwargs):
             stamps.append((_CALL, clock()))
             return orig_stream(self, messages, **kwargs)
 
-        async def open_(self):  # type: ignore[no-untyped-def]
+        async def open_(self):
             out = await orig_open(self)
             stamps.append((_HEADERS, clock()))
             return out
 
-        async def close(self):  # type: ignore[no-untyped-def]
+        async def close(self):
             stamps.append((_END, clock()))
             return await orig_close(self)
 
@@ -164,18 +164,18 @@ def main() -> int:
         with start_replay_server(traj_path, startup_timeout_s=60) as srv:
             for _ in range(args.rounds):
                 stamps.clear()
-                model_client.ModelClient.stream = stream  # type: ignore[method-assign]
-                model_client._TransportExchange.open = open_  # type: ignore[method-assign]
-                model_client._TransportExchange.close = close  # type: ignore[method-assign]
+                model_client.ModelClient.stream = stream
+                model_client._TransportExchange.open = open_
+                model_client._TransportExchange.close = close
                 try:
                     t0 = time.perf_counter()
                     result = run_on_fresh_loop(run_episode(traj, srv.url, mode="recorded", stream=args.stream))
                     wall = time.perf_counter() - t0
                     stamps.append((_CALL, clock()))
                 finally:
-                    model_client.ModelClient.stream = orig_stream  # type: ignore[method-assign]
-                    model_client._TransportExchange.open = orig_open  # type: ignore[method-assign]
-                    model_client._TransportExchange.close = orig_close  # type: ignore[method-assign]
+                    model_client.ModelClient.stream = orig_stream
+                    model_client._TransportExchange.open = orig_open
+                    model_client._TransportExchange.close = orig_close
                 per_round.append(_phases(stamps))
                 events = [len(c.sample.token_event_ns or ()) for c in result.calls]
                 print(f"episode: {len(per_round[-1])} of {len(traj.turns)} turns played in {wall:.1f} s, outcome "
@@ -199,8 +199,8 @@ def main() -> int:
         for t in range(lo, hi + 1):
             body = client.body(request_messages(traj, t), stream=args.stream)
             sizes.append(len(orjson.dumps(body)))
-            fast.append(_timed(lambda: orjson.dumps(body)))
-            slow.append(_timed(lambda: json.dumps(body).encode()))
+            fast.append(_timed(lambda body=body: orjson.dumps(body)))
+            slow.append(_timed(lambda body=body: json.dumps(body).encode()))
         c, req, resp, rest = (statistics.median(cpu[t][k] for t in range(lo, hi + 1)) for k in range(4))
         n_ev = statistics.median(events[lo : hi + 1])
         per_event = statistics.median(cpu[t][2] / events[t] for t in range(lo, hi + 1) if events[t]) \
@@ -240,7 +240,7 @@ def _phases(stamps: list[tuple[int, float]]) -> list[list[float]]:
     (failed before them) counts its whole time as request."""
     out: list[list[float]] = []
     starts = [i for i, (kind, _) in enumerate(stamps) if kind == _CALL]
-    for a, b in zip(starts, starts[1:]):
+    for a, b in zip(starts, starts[1:], strict=False):
         t0, t1 = stamps[a][1], stamps[b][1]
         marks = {kind: t for kind, t in stamps[a + 1 : b]}
         headers = marks.get(_HEADERS, t1)

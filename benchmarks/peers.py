@@ -218,8 +218,8 @@ def main() -> int:
         return max(vals) if vals else None
 
     bare, engine, peer = best("bare"), best("engine"), best("peer")
-    print("\nbest round (req/s):  bare %s  engine %s  peer %s" % tuple(
-        f"{v:,.0f}" if v else "-" for v in (bare, engine, peer)))
+    print("\nbest round (req/s):  bare {}  engine {}  peer {}".format(*tuple(
+        f"{v:,.0f}" if v else "-" for v in (bare, engine, peer))))
     print(f"ratio engine / bare: {engine / bare:.3f}")
     if peer:
         print(f"ratio peer (aiperf) / bare: {peer / bare:.3f}")

@@ -66,9 +66,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
-from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
-from benchmaker.sweep.point_run import run_point  # noqa: E402
 from benchmaker.replay_server.process import ReplayServerHandle, start_replay_server  # noqa: E402
+from benchmaker.sweep.point_run import run_point  # noqa: E402
+from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
 
 _LAG_TARGET_MS = 10.0
 
@@ -128,7 +128,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     cells = [[h for _, h in _COLUMNS]] + [[_fmt(r[k]) for k, _ in _COLUMNS] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(_COLUMNS))]
     for c in cells:
-        print("  ".join(v.rjust(w) for v, w in zip(c, widths)))
+        print("  ".join(v.rjust(w) for v, w in zip(c, widths, strict=False)))
     for r in rows:
         if not r["valid"]:
             print(f"  {r['target']}: invalid: {r['reason']}")

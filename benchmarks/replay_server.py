@@ -68,7 +68,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmaker.trajectories.trajectory import (  # noqa: E402
-    Observation, Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for,
+    Observation,
+    Response,
+    Source,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+    match_key_for,
 )
 
 N_TRAJ = 10
@@ -434,10 +441,10 @@ def main() -> int:
           f"{'replay us over bare':>20} {'replay/h11 replay':>18} {'RSS KiB':>9}")
     for stack in stacks:
         rep, bare = figures[(stack, "replay")], figures[(stack, "bare")]
-        ratios = [r / b for r, b in zip(rep, bare)]
+        ratios = [r / b for r, b in zip(rep, bare, strict=False)]
         ratio = _median(ratios)
-        over_us = _median([(1 / r - 1 / b) * 1e6 for r, b in zip(rep, bare)])
-        vs_h11 = _median([r / h for r, h in zip(rep, h11)]) if h11 else None
+        over_us = _median([(1 / r - 1 / b) * 1e6 for r, b in zip(rep, bare, strict=False)])
+        vs_h11 = _median([r / h for r, h in zip(rep, h11, strict=False)]) if h11 else None
         rows.append((stack, ratio, vs_h11))
         print(f"{stack:<10} {_median(rep):>17,.0f} {_median(bare):>15,.0f} {ratio:>12.3f} "
               f"{f'{min(ratios):.3f}-{max(ratios):.3f}':>12} {over_us:>20.1f} "

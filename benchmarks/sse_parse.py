@@ -25,8 +25,8 @@ from pathlib import Path
 
 import orjson
 
-from benchmaker.engine.records import Sample
 from benchmaker.apis.openai_chat import OpenAIChatParser
+from benchmaker.engine.records import Sample
 
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real" / "openai-gpt4o-toolcall.chunks.jsonl"
 _FALLBACK = [

@@ -262,7 +262,7 @@ def run_paired(base_url: str, prompts: Path, *, n: int, concurrency: int, output
             theirs.append(run_vllm_bench(base_url, prompts, n=n, concurrency=concurrency, output_len=output_len,
                                          work=work, tokenizer=tokenizer, model=model, timeout_s=timeout_s,
                                          started=started))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
+        except BaseException as exc:  # re-raised in the caller's thread below
             errors.append(exc)
             started.set()
 

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conformance.venvs import cache_dir  # noqa: E402
+from conformance.venvs import cache_dir
 
 PI_APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
 

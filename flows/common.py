@@ -27,11 +27,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ValidationError
 
-from benchmaker.flows.outcome import record_flow_process, record_flow_run
+from benchmaker.flows.outcome import current_flow_run, record_flow_process, record_flow_run
 from benchmaker.sweep.sweep import point_complete, write_run_manifest
 
 __all__ = ["ParameterError", "describe_errors", "fill_lag_limits", "flow_run_bundle_id",
@@ -64,7 +63,7 @@ def takes(model: type[BaseModel]) -> Callable[[F], F]:
             default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
             params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=annotation))
-        fn.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
+        fn.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]  # typeshed: no __signature__ on functions
         return fn
 
     return wrap
@@ -125,7 +124,7 @@ def flow_run_bundle_id(kind: str) -> str:
     """The run_id of the current flow run's bundle: `<kind>-<created UTC>-<flow run id
     [:8]>`. Stable across retries of one flow run (so a retried run resumes in the same
     directory), distinct across runs."""
-    fr = get_run_context().flow_run
+    fr = current_flow_run()
     created = fr.created or fr.expected_start_time
     stamp = created.strftime("%Y%m%dT%H%M%SZ") if created else time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     return f"{kind}-{stamp}-{str(fr.id)[:8]}"

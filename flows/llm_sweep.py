@@ -12,20 +12,29 @@ point's samples carry `sweep_point` (e.g. "closed-8") and land in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from prefect import flow
-from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchmaker.engine.config import LagLimitMs
 from benchmaker.engine.errors import RateSpecError
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, Poisson
-from benchmaker.flows.common import (ParameterError, fill_lag_limits, flow_run_bundle_id, lag_checks, measure_point,
-                          result_storage_for, resume_or_write_manifest, takes, validated)
-from benchmaker.flows.outcome import final_state
+from benchmaker.flows.common import (
+    ParameterError,
+    fill_lag_limits,
+    flow_run_bundle_id,
+    lag_checks,
+    measure_point,
+    result_storage_for,
+    resume_or_write_manifest,
+    takes,
+    validated,
+)
+from benchmaker.flows.outcome import current_flow_run, final_state
 from benchmaker.sweep.sweep import engine_point_name, point_dir, write_sweep_points
 from benchmaker.tasks.engine import run_llm_sweep_point
 from benchmaker.tasks.load import load_warehouse
@@ -35,7 +44,7 @@ __all__ = ["LlmSweepParams", "llm_sweep", "sweep_loads"]
 
 
 def _sweep_points(concurrency_sweep: list[int] | None, rate_sweep: list[float] | None,
-                  loads: list[str] | None) -> tuple[list[ParsedRateSpec], list[str]]:
+                  loads: Sequence[str] | None) -> tuple[list[ParsedRateSpec], list[str]]:
     """(rate specs of the sweep's points, problems: one `field: problem` line each).
     The closed:N and poisson:R points are built from their numbers (nothing parsed);
     `loads` are parsed unless already ParsedRateSpec (validated parameters)."""
@@ -165,4 +174,4 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     publish_report(run_id, rows, run_dir, warehouse=Path(p.warehouse).resolve(),
                    report_path=run_dir / "report.html", kind="llm-sweep")
     return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(Path(p.warehouse).resolve()),
-                        "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "load": loaded})
+                        "points": rows, "flow_run_id": str(current_flow_run().id), "load": loaded})

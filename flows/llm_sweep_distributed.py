@@ -54,26 +54,36 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
-from prefect.context import get_run_context
 from prefect.logging import get_run_logger
-from pydantic import Field
 
 from benchmaker.engine.exchange import Exchange
-from benchmaker.flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
-                          validated)
+from benchmaker.flows.common import (
+    flow_run_bundle_id,
+    measure_point,
+    result_storage_for,
+    resume_or_write_manifest,
+    takes,
+    validated,
+)
 from benchmaker.flows.llm_sweep import LlmSweepParams
-from benchmaker.flows.outcome import final_state
+from benchmaker.flows.outcome import current_flow_run, final_state
 from benchmaker.flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
 from benchmaker.sweep.sweep import engine_point_name, point_dir, reset_point_dir, write_sweep_points
 from benchmaker.tasks.load import load_warehouse
 from benchmaker.tasks.progress import shard_progress
 from benchmaker.tasks.report import publish_report
-from benchmaker.tasks.shard import (ShardPoint, fetch_shards, merge_point, run_shard_point, run_shard_point_task,
-                         shards_for_load)
+from benchmaker.tasks.shard import (
+    ShardPoint,
+    fetch_shards,
+    merge_point,
+    run_shard_point,
+    run_shard_point_task,
+    shards_for_load,
+)
 from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
 __all__ = ["DEFAULT_LEAD_S", "LlmSweepDistributedParams", "SHARD_DEPLOYMENT", "llm_sweep",
@@ -190,7 +200,7 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     loaded = load_warehouse(wh, run_dir)
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")
     return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
-                        "flow_run_id": str(get_run_context().flow_run.id), "load": loaded, "shards": shard_states})
+                        "flow_run_id": str(current_flow_run().id), "load": loaded, "shards": shard_states})
 
 
 # The entrypoint function is named `llm_sweep` because `prefect deploy --name FLOW/DEPLOYMENT`

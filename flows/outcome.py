@@ -36,7 +36,8 @@ from typing import Any
 
 from prefect import Flow
 from prefect.client.orchestration import get_client
-from prefect.context import get_run_context
+from prefect.client.schemas.objects import FlowRun
+from prefect.context import FlowRunContext, get_run_context
 from prefect.flow_engine import run_flow
 from prefect.states import Completed, Failed, State
 
@@ -98,7 +99,7 @@ async def result_of(state: State) -> dict[str, Any]:
     the AllPointsInvalid's `out` when it Failed that way. Any other failure raises as
     `state.result()` does."""
     try:
-        return await state.result()  # type: ignore[misc]
+        return await state.result()
     except AllPointsInvalid as exc:
         return exc.out
 
@@ -110,16 +111,23 @@ def parameters_sha256(parameters: dict[str, Any] | None) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def current_flow_run() -> FlowRun:
+    """The flow run whose code this is (Prefect's run context is a FlowRunContext, not a
+    task run's). Raises RuntimeError elsewhere."""
+    ctx = get_run_context()  # raises MissingContextError (a RuntimeError) outside any run
+    if not isinstance(ctx, FlowRunContext) or ctx.flow_run is None:
+        raise RuntimeError("not in a Prefect flow run's own code")
+    return ctx.flow_run
+
+
 def record_flow_run(manifest_path: Path) -> None:
     """Add `flow_run_id` (UUID), `flow_run_name` and `flow_run_parameters_sha256`
     (parameters_sha256 of the parameters it started with; `benchmaker retry` refuses
     a run whose parameters changed since) of the current flow run to the manifest at
     `manifest_path` (nothing outside a flow run)."""
     try:
-        fr = get_run_context().flow_run
-    except Exception:  # noqa: BLE001 - no run context: not inside a flow run
-        return
-    if fr is None:
+        fr = current_flow_run()
+    except RuntimeError:  # not in a flow run's own code
         return
     manifest = json.loads(Path(manifest_path).read_text("utf-8"))
     manifest.update(flow_run_id=str(fr.id), flow_run_name=fr.name,

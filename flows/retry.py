@@ -49,6 +49,7 @@ everything again (benchmaker.tasks.sweep.sweep_point_policy includes RUN_ID).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import re
@@ -251,7 +252,8 @@ async def retry_flow_run(flow_run_id: UUID | str, *, accept_changed: bool = Fals
     # parameters=None: run_flow binds the run's stored (JSON) parameters to the flow's
     # signature, the engine validates them (Paths come back as Paths); for an async flow
     # run_flow returns the coroutine that the Prefect CLI forgets to await
-    return await run_flow(flow=flow, flow_run=flow_run, return_type="state")
+    run = run_flow(flow=flow, flow_run=flow_run, return_type="state")
+    return await run if inspect.isawaitable(run) else run
 
 
 async def _cancel(run_id: UUID, why: str) -> None:

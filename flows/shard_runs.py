@@ -22,6 +22,7 @@ from prefect import Task, flow
 from prefect.client.orchestration import get_client
 from prefect.deployments.flow_runs import arun_deployment
 from prefect.flow_runs import wait_for_flow_run
+from prefect.futures import PrefectWrappedFuture
 from prefect.logging import get_run_logger
 from prefect.states import Cancelled, Cancelling
 from pydantic import BaseModel, Field
@@ -88,7 +89,7 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
     for fr in runs:
         try:
             fr = await wait_for_flow_run(fr.id, timeout=max(1, math.ceil(deadline - time.monotonic())))
-        except Exception:  # noqa: BLE001 - FlowRunWaitTimeout: cancelled below
+        except Exception:  # FlowRunWaitTimeout: cancelled below
             pass
         finished.append(fr)
     late = [fr.id for fr in finished if fr.state is None or not fr.state.is_final()]
@@ -97,7 +98,7 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
         finished = [stopped.get(fr.id, fr) for fr in finished]
     codes: list[int | None] = []
     info: list[dict[str, Any]] = []
-    for p, fr in zip(points, finished):
+    for p, fr in zip(points, finished, strict=True):  # one flow run per point
         state = fr.state
         codes.append(0 if state is not None and state.is_completed() else None if fr.id in late else 1)
         info.append({"worker": p.worker, "flow_run_id": str(fr.id), "state": state.type.value if state else None,
@@ -129,14 +130,14 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
             fr = await client.read_flow_run(fid)
             if fr.state is not None and fr.state.is_final():
                 continue
-            result = await client.set_flow_run_state(fid, Cancelling(message=message))
+            result: Any = await client.set_flow_run_state(fid, Cancelling(message=message))
             if result.state is None or not result.state.is_final():  # CANCELLED at once: nothing to wait for
                 told.append(fid)
         deadline = time.monotonic() + wait_s
         for fid in told:
             try:
                 await wait_for_flow_run(fid, timeout=max(1, math.ceil(deadline - time.monotonic())), client=client)
-            except Exception:  # noqa: BLE001 - still not final: report what it is
+            except Exception:  # still not final: report what it is
                 pass
         for fid in flow_run_ids:
             fr = await client.read_flow_run(fid)
@@ -178,7 +179,7 @@ async def run_shards(template: Any, *, start_lead_s: float, shard_task: Task, de
         codes, info = await shards_on_pool(points, deployment, timeout_s)
     info = redact(info)
     log = get_run_logger()
-    for p, i in zip(points, info):
+    for p, i in zip(points, info, strict=True):
         if i["state"] != "COMPLETED":
             log.warning("point %s shard %d ended %s: %s", p.sweep_point, i["worker"], i["state"], i["message"])
     return points, codes, info
@@ -242,12 +243,13 @@ async def shards_on_dask(points: list[Any], shard_task: Task, address: str, time
         deadline = time.monotonic() + (DEFAULT_SHARD_TIMEOUT_S if timeout_s is None else timeout_s)
         codes: list[int | None] = []
         info: list[dict[str, Any]] = []
-        for p, fut in zip(points, futures):
+        for p, fut in zip(points, futures, strict=True):
             # a blocking wait: keep this loop free
             await asyncio.to_thread(fut.wait, max(0.0, deadline - time.monotonic()))
             state = fut.state
             if not state.is_final():
-                fut.wrapped_future.cancel()
+                if isinstance(fut, PrefectWrappedFuture):  # a task runner's future (thread, Dask)
+                    fut.wrapped_future.cancel()
                 codes.append(None)
             else:
                 codes.append(0 if state.is_completed() else 1)

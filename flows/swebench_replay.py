@@ -34,16 +34,23 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from prefect import flow
-from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchmaker.engine.config import LagLimitMs
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec
-from benchmaker.flows.common import (ParameterError, fill_lag_limits, flow_run_bundle_id, lag_checks, measure_point,
-                          result_storage_for, resume_or_write_manifest, takes, validated)
-from benchmaker.flows.outcome import final_state
-from benchmaker.trajectories.convert import CONVERTER_VERSION
+from benchmaker.flows.common import (
+    ParameterError,
+    fill_lag_limits,
+    flow_run_bundle_id,
+    lag_checks,
+    measure_point,
+    result_storage_for,
+    resume_or_write_manifest,
+    takes,
+    validated,
+)
+from benchmaker.flows.outcome import current_flow_run, final_state
 from benchmaker.sweep.point_run import replay_point_name
 from benchmaker.sweep.sweep import point_dir, write_sweep_points
 from benchmaker.tasks.convert import cache_dir_of, convert_logs, logs_sha256
@@ -52,6 +59,7 @@ from benchmaker.tasks.load import load_warehouse
 from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.serve import start_replay_server, stop_replay_server
 from benchmaker.tasks.sweep import run_sweep_point
+from benchmaker.trajectories.convert import CONVERTER_VERSION
 
 __all__ = ["Concurrency", "Mode", "ParameterError", "SwebenchReplayParams", "swebench_replay", "sweep_points",
            "trajectories_of", "validate_params"]
@@ -191,10 +199,11 @@ def trajectories_of(p: SwebenchReplayParams) -> Path:
     converter version and options; a complete conversion there, e.g. the CLI's, is
     returned as it is). Call it inside a flow run. Absolute path."""
     if not p.logs:
+        assert p.trajectories is not None, "the params model requires logs or trajectories"
         return p.trajectories.resolve()
     convert = convert_logs.with_options(result_storage=result_storage_for(p.out_dir))
     paths = [x.resolve() for x in p.logs]
-    args = dict(paths=paths, logs_digest=logs_sha256(paths), converter_version=CONVERTER_VERSION,
+    args: dict[str, Any] = dict(paths=paths, logs_digest=logs_sha256(paths), converter_version=CONVERTER_VERSION,
                 cache_dir=cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient)
     traj = convert(**args)
     if not Path(traj).is_file():  # the cache record outlived the file: convert again
@@ -253,5 +262,5 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     if invalid:
         log.warning("invalid sweep points: %s", "; ".join(invalid))
     return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(p.warehouse.resolve()),
-                        "points": rows, "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj),
+                        "points": rows, "flow_run_id": str(current_flow_run().id), "trajectories": str(traj),
                         "load": loaded})  # Invalid / Failed when points are invalid (benchmaker.flows.outcome)

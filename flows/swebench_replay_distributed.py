@@ -44,17 +44,21 @@ from typing import Annotated, Any
 
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
-from prefect.context import get_run_context
 from prefect.logging import get_run_logger
 from pydantic import Field, model_validator
 
 from benchmaker.engine.exchange import Exchange
-from benchmaker.flows.common import (flow_run_bundle_id, measure_point, result_storage_for, resume_or_write_manifest, takes,
-                          validated)
-from benchmaker.flows.outcome import final_state
+from benchmaker.flows.common import (
+    flow_run_bundle_id,
+    measure_point,
+    result_storage_for,
+    resume_or_write_manifest,
+    takes,
+    validated,
+)
+from benchmaker.flows.outcome import current_flow_run, final_state
 from benchmaker.flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange, run_shards
 from benchmaker.flows.swebench_replay import Concurrency, SwebenchReplayParams, trajectories_of
-from benchmaker.trajectories.convert import read_trajectories
 from benchmaker.sweep.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point, shards_for
 from benchmaker.sweep.sweep import episode_plan, point_dir, point_name, reset_point_dir, write_sweep_points
 from benchmaker.tasks.grade import grade, point_files_sha256
@@ -62,6 +66,7 @@ from benchmaker.tasks.load import load_warehouse
 from benchmaker.tasks.replay_shard import replay_shard, run_replay_shard_task, shard_progress
 from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault
+from benchmaker.trajectories.convert import read_trajectories
 
 __all__ = ["SHARD_DEPLOYMENT", "SwebenchReplayDistributedParams", "run_distributed_point", "swebench_replay",
            "swebench_replay_distributed", "swebench_replay_shard"]
@@ -200,7 +205,7 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     loaded = load_warehouse(wh, run_dir)
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="swebench-replay")
     return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
-                        "flow_run_id": str(get_run_context().flow_run.id), "trajectories": str(traj), "load": loaded,
+                        "flow_run_id": str(current_flow_run().id), "trajectories": str(traj), "load": loaded,
                         "shards": shard_states})
 
 

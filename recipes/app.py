@@ -61,7 +61,7 @@ def source_help(import_path: str) -> str | None:
         if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets)
                 and isinstance(node.value, ast.Call)):
             for kw in node.value.keywords:
-                if kw.arg == "help" and isinstance(kw.value, ast.Constant):
+                if kw.arg == "help" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
                     return kw.value.value
     return None
 

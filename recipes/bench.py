@@ -14,7 +14,7 @@ import os
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from cyclopts import Parameter
 from pydantic import ValidationError
@@ -29,10 +29,10 @@ from benchmaker.engine.workers import resolve_workers, run_sharded, single_lane
 from benchmaker.recipes.app import app
 from benchmaker.recipes.display import console, print_summary, run_with_progress
 from benchmaker.recipes.runfile import lanes_from_run_file, read_run_file
-from benchmaker.workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
+from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
+from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, SyntheticDataset
 from benchmaker.workloads.graders import GradingHook, parse_grader_option
 from benchmaker.workloads.http import HttpWorkload
-from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
 from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
@@ -46,7 +46,7 @@ _LLM_APIS: dict[str, tuple[Any, str]] = {
 }
 
 
-def parse_workers(value: str) -> int | str:
+def parse_workers(value: str) -> int | Literal["auto"]:
     try:
         return "auto" if value == "auto" else resolve_workers(value)
     except ConfigError as exc:
@@ -161,6 +161,7 @@ def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: s
                   temperature: float | None, api_key: str | None, reference_field: str | None = None,
                   ignore_eos: bool = False) -> Any:
     """The `benchmaker llm` workload (module level, so worker processes can rebuild it)."""
+    ds: Dataset
     if dataset is not None:
         ds = JsonlDataset(dataset, field, reference_field=reference_field)
     elif sharegpt is not None:

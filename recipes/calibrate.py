@@ -15,8 +15,8 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from benchmaker.recipes.calibration import calibrate as _calibrate
 from benchmaker.recipes.app import app
+from benchmaker.recipes.calibration import calibrate as _calibrate
 from benchmaker.recipes.display import console
 
 

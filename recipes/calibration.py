@@ -38,14 +38,22 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from benchmaker.engine.ceiling import (CALIBRATION_ENV, SCHEMA_VERSION, calibration_for_manifest, calibration_path,
-                                ceiling_checks, host_facts, load_calibration, write_calibration)
+from benchmaker.engine.ceiling import (
+    CALIBRATION_ENV,
+    SCHEMA_VERSION,
+    calibration_for_manifest,
+    calibration_path,
+    ceiling_checks,
+    host_facts,
+    load_calibration,
+    write_calibration,
+)
 from benchmaker.engine.errors import ConfigError
 
 __all__ = [
@@ -204,7 +212,7 @@ def calibrate(seconds: float = 5.0, *, concurrency: int = 64, sse_chunks: int = 
         shutil.rmtree(work, ignore_errors=True)
     cal = {
         "schema": SCHEMA_VERSION,
-        "calibrated_at": datetime.now(timezone.utc).isoformat(),
+        "calibrated_at": datetime.now(UTC).isoformat(),
         "host": host_facts(),
         "python": sys.version.split()[0],
         "loop": _loop_name(),

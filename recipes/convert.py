@@ -97,7 +97,7 @@ def convert(
     /,
     *,
     output: Annotated[Path, Parameter(name=["--output", "-o"])] = Path("trajectories.jsonl"),
-    format: Annotated[str | None, Parameter(help=(  # noqa: A002 - the CLI flag is --format
+    format: Annotated[str | None, Parameter(help=(
         "Force a format instead of detecting it from the content. Formats: " + ", ".join(FORMATS) + "."))] = None,
     lenient: bool = False,
 ) -> int:

@@ -215,7 +215,7 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
     cells = []
     shown: set[str] = set()
     for row in rows:
-        r = dict(zip(names, row))
+        r = dict(zip(names, row, strict=True))
         created = r.get("created_at")
         point = r.get("sweep_point")
         first = r["run_id"] not in shown

@@ -58,14 +58,13 @@ def episode(
     """
     import orjson
 
+    from benchmaker.agent.harness import local_sandbox_factory, run_episode
+    from benchmaker.agent.verifier import TASK_FILE, TaskSpec, load_task, task_id_of
+    from benchmaker.engine.config import check_http_url
     from benchmaker.engine.errors import ConfigError
     from benchmaker.engine.records import Sample
     from benchmaker.trajectories.convert import iter_trajectories, read_trajectories
     from benchmaker.trajectories.errors import InputError, TrajectoryFormatError
-    from benchmaker.agent.harness import local_sandbox_factory, run_episode
-    from benchmaker.agent.verifier import TASK_FILE, TaskSpec, load_task, task_id_of
-
-    from benchmaker.engine.config import check_http_url
 
     check_http_url(url, "--url")
     try:

@@ -53,7 +53,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ def http_health(url: str, timeout_s: float = 2.0) -> bool:
     """True when `GET {url}/health` answers 200 with the JSON body `true` within
     `timeout_s` s (Prefect's health endpoint); False on any error."""
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as resp:  # noqa: S310 - loopback URL we built
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout_s) as resp:  # loopback URL we built
             return resp.status == 200 and json.loads(resp.read() or b"null") is True
     except (OSError, ValueError, urllib.error.URLError):
         return False
@@ -308,14 +308,14 @@ def start_server(home: Path, *, port: int | None = None, health: Health = http_h
     env.pop("PREFECT_API_URL", None)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "ab") as fh:
-        fh.write(f"--- {datetime.now(timezone.utc).isoformat()} benchmaker starts: "
+        fh.write(f"--- {datetime.now(UTC).isoformat()} benchmaker starts: "
                  f"{' '.join(server_command(port))}\n".encode())
         fh.flush()
         proc = popen(server_command(port), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                      env=env, start_new_session=True, close_fds=True)
     _CHILDREN.append(proc)  # held: a collected running Popen warns (ResourceWarning)
     state = ServerState(pid=proc.pid, port=port, url=url, log=str(log),
-                        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                         prefect_version=prefect_version(), auth=True)
     deadline = clock() + timeout_s
     while not health(url):
@@ -478,7 +478,7 @@ def _stderr(message: str) -> None:
 
 def _uptime(started_at: str) -> str:
     try:
-        s = int((datetime.now(timezone.utc) - datetime.fromisoformat(started_at)).total_seconds())
+        s = int((datetime.now(UTC) - datetime.fromisoformat(started_at)).total_seconds())
     except ValueError:
         return "?"
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"

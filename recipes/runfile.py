@@ -36,11 +36,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from benchmaker.engine.config import BenchConfig, RateSpec, SafeName
 from benchmaker.engine.config_file import load_yaml, validate
-from benchmaker.engine.load_models import Burst, load_model_of
+from benchmaker.engine.load_models import Burst, ClosedLoop, load_model_of
 from benchmaker.engine.monitors import MonitorSpec
 from benchmaker.engine.runner import Lane
 from benchmaker.workloads.graders import GraderSpec, GradingHook, build_grader
-from benchmaker.workloads.registry import WorkloadSpec, build_workload
+from benchmaker.workloads.registry import TrajectoryReplaySpec, WorkloadSpec, build_workload
 
 
 class LaneSpec(BaseModel):
@@ -69,18 +69,19 @@ class RunFile(BenchConfig):
     grader: GraderSpec | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> "RunFile":
+    def _one_source(self) -> RunFile:
         if (self.workload is None) == (self.mix is None):
             raise ValueError("give exactly one of `workload` or `mix`")
         if self.grader is not None and self.mix is not None:
             raise ValueError("`grader` goes with `workload`; with `mix`, put it on each lane")
         pairs = [(self.load, self.workload)] if self.workload is not None else [
-            (lane.rate, lane.workload) for lane in self.mix.lanes]
+            (lane.rate, lane.workload) for lane in (self.mix.lanes if self.mix is not None else [])]
         conc = []
         for lane in self.mix.lanes if self.mix is not None else []:
             kind = lane.rate.split(":", 1)[0].strip().lower()
-            if kind == "closed":
-                conc.append(load_model_of(lane.rate).concurrency)  # type: ignore[attr-defined]
+            model = load_model_of(lane.rate) if kind == "closed" else None
+            if isinstance(model, ClosedLoop):
+                conc.append(model.concurrency)
             elif kind != "trace" and isinstance(load_model_of(lane.rate), Burst) \
                     and lane.max_requests is None and self.max_requests is None:
                 raise ValueError(f"lane {lane.name}: an infinite rate ({lane.rate}: every request at t=0) "
@@ -88,7 +89,7 @@ class RunFile(BenchConfig):
         self.check_in_flight(conc)
         for load, wl in pairs:
             # multi-turn sessions advance per closed-loop worker: one worker per session slot
-            if getattr(wl, "type", None) == "trajectory-replay" and load.replace(" ", "") != f"closed:{wl.concurrency}":
+            if isinstance(wl, TrajectoryReplaySpec) and load.replace(" ", "") != f"closed:{wl.concurrency}":
                 raise ValueError(f"a trajectory-replay workload runs on closed:{wl.concurrency} "
                                  f"(its concurrency; got load {load!r})")
         return self

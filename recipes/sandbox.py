@@ -21,7 +21,7 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
 from benchmaker.recipes.app import app
-from benchmaker.recipes.bench import resolve_api_key, make_config, execute_run
+from benchmaker.recipes.bench import execute_run, make_config, resolve_api_key
 from benchmaker.workloads.sandbox import SandboxWorkload
 
 DEFAULT_SAMPLES = 10  # samples of a run given neither --duration nor --max-requests

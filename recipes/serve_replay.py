@@ -44,9 +44,9 @@ def serve_replay(
         (needs the `tokenizers` extra); default: a regex split.
     """
     from benchmaker.engine.errors import ConfigError
-    from benchmaker.trajectories.errors import ReplayError
     from benchmaker.replay_server.latency import LatencySpecError, TokenizerUnavailable
     from benchmaker.replay_server.server import resolve_token, serve
+    from benchmaker.trajectories.errors import ReplayError
 
     try:
         serve(trajectories, host=host, port=port, latency=latency, token=resolve_token(token),

@@ -20,8 +20,8 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.workers import single_lane
 from benchmaker.recipes.app import app
-from benchmaker.recipes.bench import resolve_api_key, make_config, grading_hooks, launch_run, parse_workers
-from benchmaker.workloads.datasets import JsonlDataset, ShareGPTDataset, SyntheticDataset
+from benchmaker.recipes.bench import grading_hooks, launch_run, make_config, parse_workers, resolve_api_key
+from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, SyntheticDataset
 from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
 
@@ -34,6 +34,7 @@ def _sglang_workload(url: str, dataset: Path | None, field: str, reference_field
         return SGLangWorkload(url, input_ids=read_input_ids(input_ids_file), stream=stream,
                               max_new_tokens=max_new_tokens, temperature=temperature,
                               sampling_params=sampling_params, incremental=incremental, api_key=api_key)
+    ds: Dataset
     if dataset is not None:
         ds = JsonlDataset(dataset, field, reference_field=reference_field)
     elif sharegpt is not None:
@@ -151,7 +152,7 @@ def sglang(
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     hooks, grader_name = grading_hooks(grader)
     wl = lanes[0].workload
-    extra: dict[str, Any] = {"workload": wl.describe()}
+    extra: dict[str, Any] = {"workload": wl.describe() if isinstance(wl, SGLangWorkload) else {}}
     if grader_name is not None:
         extra["grader"] = grader_name
     return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes, post_hooks=hooks)

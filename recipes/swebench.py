@@ -98,8 +98,8 @@ def swebench(
         label: Run label stored in the manifest.
         warehouse: DuckDB file to load the run into.
     """
-    from benchmaker.trajectories.errors import InputError
     from benchmaker.sweep.live import load_live_task, run_live
+    from benchmaker.trajectories.errors import InputError
 
     if concurrency < 1 or attempts < 1 or max_turns < 1:
         raise ConfigError(f"--concurrency, --attempts, --max-turns: expected >= 1 "

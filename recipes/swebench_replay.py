@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -175,7 +176,7 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
         cols = ([0] if lo else []) + list(range(lo, hi))
         for i in cols:
             table.add_column(headers[i], justify="left" if i == 0 else "right", no_wrap=True)
-        for row, c in zip(out["points"], cells):
+        for row, c in zip(out["points"], cells, strict=True):
             table.add_row(*(c[i] for i in cols), style=None if row["valid"] else "red")
         console.print(table)
     console.print("in flight = episodes in flight (requests for engine points; SQL: achieved_max/mean_concurrency, "
@@ -265,7 +266,7 @@ def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", conso
 
 
 def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_dir: Path, warehouse: Path | None,
-                         urls: dict[str, str | None], rates: list[float] = (), max_requests: int | None = None,
+                         urls: dict[str, str | None], rates: Sequence[float] = (), max_requests: int | None = None,
                          counts: dict[str, int | None] | None = None,
                          lag_ms: tuple[float | None, float | None] = (None, None)) -> None:
     """Bounds the flows' parameter models leave to the host, checked before Prefect
@@ -274,8 +275,13 @@ def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_
     --max-schedule-lag-ms) finite and > 0, URLs http(s), output paths writable, an
     existing warehouse a DuckDB file this DuckDB opens (not found only after the sweep).
     Raises ConfigError naming the flag."""
-    from benchmaker.engine.config import (check_http_url, check_lag_limits, check_output_dir, check_output_file,
-                                   host_in_flight_limit)
+    from benchmaker.engine.config import (
+        check_http_url,
+        check_lag_limits,
+        check_output_dir,
+        check_output_file,
+        host_in_flight_limit,
+    )
     from benchmaker.engine.load_models import MAX_DURATION_S, MAX_RATE_PER_S
     from benchmaker.warehouse.connection import default_warehouse
 
@@ -340,7 +346,7 @@ def _flag_error(exc: Exception, flags: dict[str, str]) -> ConfigError:
     return ConfigError("; ".join(re.sub(r"^([a-z_]+)(?:\[\d+\])?(?:\.\S+)?:", flag, line) for line in lines))
 
 
-def _check_engine_loads(specs: list[str], duration: float | None, max_requests: int | None) -> None:
+def _check_engine_loads(specs: Sequence[str], duration: float | None, max_requests: int | None) -> None:
     """Each point's engine config validates (the host's in-flight limit for closed:N,
     an inf rate's max_requests); ConfigError naming the point otherwise."""
     from pydantic import ValidationError
@@ -362,8 +368,8 @@ def _converted(p: Any) -> Path:
     (benchmaker.tasks.convert.ensure_converted: nothing is converted when a complete conversion is
     there; the task finds this one and converts nothing). Bad logs raise ConfigError
     with the converter's one-line error (exit 2), before Prefect starts."""
-    from benchmaker.trajectories.errors import InputError
     from benchmaker.tasks.convert import cache_dir_of, ensure_converted
+    from benchmaker.trajectories.errors import InputError
 
     try:
         return ensure_converted(p.logs, cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient)[0]
@@ -388,7 +394,7 @@ def swebench_replay(
     command: str | None = None,
     latency: str = "instant",
     divergence: Literal["off", "status", "content"] = "off",
-    format: str | None = None,  # noqa: A002 - the CLI flag is --format
+    format: str | None = None,  # the CLI flag is --format
     lenient: bool = False,
     out_dir: Path = Path("artifacts"),
     warehouse: Path | None = None,
@@ -484,10 +490,10 @@ def swebench_replay(
     dry_run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
-    duration = _seconds(duration, "--duration")  # "120s" -> 120.0
+    duration_s = _seconds(duration, "--duration")  # "120s" -> 120.0
     if concurrency_sweep is None:
         concurrency_sweep = "" if rate else "1,5"
-    _check_sweep_options(concurrency=_ints(concurrency_sweep, "--concurrency-sweep"), duration=duration,
+    _check_sweep_options(concurrency=_ints(concurrency_sweep, "--concurrency-sweep"), duration=duration_s,
                          out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url},
                          lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
     _check_task_dirs(task_dirs or [])
@@ -497,10 +503,10 @@ def swebench_replay(
     from benchmaker.flows.swebench_replay import ParameterError, validate_params
     from benchmaker.warehouse.connection import default_warehouse
 
-    params = dict(
+    params: dict[str, Any] = dict(
         logs=logs or [], trajectories=trajectories,
         concurrency_sweep=_ints(concurrency_sweep, "--concurrency-sweep") if concurrency_sweep else [],
-        rates=list(rate or []), workers=workers, episodes_per_point=episodes_per_point, duration_s=duration, mode=mode, sandbox=sandbox,
+        rates=list(rate or []), workers=workers, episodes_per_point=episodes_per_point, duration_s=duration_s, mode=mode, sandbox=sandbox,
         sandbox_url=sandbox_url, sandbox_image=sandbox_image, task_dirs=task_dirs or [],
         command=command.split() if command else None, latency=latency, divergence=divergence, log_format=format,
         lenient=lenient, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
@@ -520,6 +526,7 @@ def swebench_replay(
     with SweepProgressView():  # the conversion's progress per file on a terminal
         converted = bool(logs) and trajectories is None  # else validate_params refused it
         traj = _converted(p) if converted else trajectories
+        assert traj is not None, "validate_params requires logs or trajectories"
         print_plan(params, traj, trusted=converted)  # points x episodes x model calls and an estimate
     if dry_run:
         return 0

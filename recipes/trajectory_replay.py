@@ -16,7 +16,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from rich.table import Table
@@ -77,7 +77,7 @@ def trajectory_replay(
     *,
     url: str,
     model: str,
-    sessions: str = "contiguous",
+    sessions: Literal["contiguous", "interleaved"] = "contiguous",
     concurrency: int = 1,
     active_sessions: int | None = None,
     think: str | None = None,
@@ -123,7 +123,7 @@ def trajectory_replay(
     check_http_url(url, "--url")
     conversations = read_conversations(file)
     wl = TrajectoryReplayWorkload(
-        url, model, conversations, concurrency=min(concurrency, len(conversations)), sessions=sessions,  # type: ignore[arg-type]
+        url, model, conversations, concurrency=min(concurrency, len(conversations)), sessions=sessions,
         active_sessions=active_sessions, think=parse_think(think), seed=seed, tokenizer=tokenizer,
         stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key,
     )

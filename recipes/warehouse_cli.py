@@ -77,7 +77,7 @@ def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = Non
     `name  value` line per column (as psql's expanded display)."""
     if fmt == "json":
         sys.stdout.write(
-            orjson.dumps([_jsonable(dict(zip(names, r))) for r in rows], option=orjson.OPT_INDENT_2).decode()
+            orjson.dumps([_jsonable(dict(zip(names, r, strict=True))) for r in rows], option=orjson.OPT_INDENT_2).decode()
             + "\n"
         )
         return
@@ -94,7 +94,7 @@ def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = Non
             console.print(title, highlight=False, markup=False)
         for i, row in enumerate(cells, 1):
             console.print(f"-[ row {i} ]" + "-" * max(0, width - 6), highlight=False, markup=False)
-            for name, value in zip(names, row):
+            for name, value in zip(names, row, strict=True):
                 console.print(f"{name:<{width}}  {value}", highlight=False, markup=False, soft_wrap=True)
         if not cells:
             console.print("(no rows)")
@@ -332,7 +332,7 @@ def export(
     parquet.mkdir(parents=True, exist_ok=True)
     try:
         for table in RUN_TABLES:
-            n = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            n = (con.execute(f"SELECT count(*) FROM {table}").fetchone() or (0,))[0]
             if n == 0:
                 continue
             out = str(parquet / table).replace("'", "''")

@@ -39,7 +39,13 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
-from benchmaker.trajectories.convert import CONVERTER_VERSION, ConvertProgress, ConvertReport, convert_paths, stage_progress
+from benchmaker.trajectories.convert import (
+    CONVERTER_VERSION,
+    ConvertProgress,
+    ConvertReport,
+    convert_paths,
+    stage_progress,
+)
 
 __all__ = ["CONVERTER_VERSION", "cache_dir_of", "convert_logs", "converted_path", "ensure_converted", "logs_sha256",
            "stage_progress"]

@@ -13,9 +13,9 @@ from prefect.logging import get_run_logger
 from benchmaker.engine.config import BenchConfig
 from benchmaker.sweep.sweep import run_engine_point
 from benchmaker.tasks.progress import progress_artifact
+from benchmaker.tasks.shard import sweep_workload
 from benchmaker.tasks.sweep import sweep_point_policy
 from benchmaker.tasks.transient import retry_on_transient
-from benchmaker.tasks.shard import sweep_workload
 
 __all__ = ["run_llm_sweep_point"]
 

@@ -11,8 +11,8 @@ from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
-from benchmaker.sweep.grade import grade_files
 from benchmaker.progress import stage
+from benchmaker.sweep.grade import grade_files
 
 __all__ = ["GRADED_FILES", "grade", "point_files_sha256"]
 

@@ -9,8 +9,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
-from benchmaker.tasks.transient import retry_on_transient
 from benchmaker.progress import stage
+from benchmaker.tasks.transient import retry_on_transient
 from benchmaker.warehouse.loader import load_run
 
 __all__ = ["load_warehouse"]

@@ -67,8 +67,9 @@ class ArtifactObserver:
 def progress_artifact(run_id: str, point: str) -> Iterator[ArtifactObserver]:
     """Observe the progress of `point` into a Prefect progress artifact while the block
     runs (inside a task or flow run; outside one the artifact is not linked to a run)."""
-    with observe(ArtifactObserver(run_id, point)) as obs:
-        yield obs  # type: ignore[misc]
+    observer = ArtifactObserver(run_id, point)
+    with observe(observer):
+        yield observer
 
 
 @asynccontextmanager

@@ -43,7 +43,7 @@ def publish_report(
     if warehouse is not None and report_path is not None:
         try:
             write_report(Path(warehouse), run_id, Path(report_path))
-        except Exception as exc:  # noqa: BLE001 - see docstring
+        except Exception as exc:  # see docstring
             report_error = f"{type(exc).__name__}: {exc}"
             get_run_logger().warning("HTML report not written: %s", report_error)
     key = artifact_key(f"{kind}-sweep")

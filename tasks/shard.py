@@ -62,8 +62,8 @@ from benchmaker.engine.workers import merge_shards
 from benchmaker.progress import ProgressWriter, watch_engine
 from benchmaker.sweep.shard import progress_name, write_atomic
 from benchmaker.sweep.sweep import engine_point_row, point_dir, write_point_summary
-from benchmaker.workloads.datasets import SyntheticDataset
 from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
+from benchmaker.workloads.datasets import SyntheticDataset
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
 
@@ -204,7 +204,7 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     local = Path(tempfile.mkdtemp(prefix="benchmaker-shard-")) if exchange else None
     if local is not None:
         config = config.model_copy(update={"out_dir": local})
-    runner_kwargs = dict(workload=_workload(p), worker=p.worker, shards=p.shards,
+    runner_kwargs: dict[str, Any] = dict(workload=_workload(p), worker=p.worker, shards=p.shards,
                          samples_name=f"samples-w{p.worker}.jsonl")
     staging = Path(config.out_dir) / p.run_id
     attempt_key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
@@ -226,6 +226,7 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
             result = await runner.run()
         checks = dict(result.summary["self_checks"])
         shared = barrier.shared
+        assert shared is not None, "set by the barrier the run awaited"
         checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=shared.start_wall_ns,
                       barrier=shared.as_dict(), start_late_ns=checks["t0_wall_ns"] - shared.start_wall_ns)
         report = staging / f"worker-{p.worker}.json"

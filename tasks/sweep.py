@@ -37,19 +37,19 @@ from prefect import task
 from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
 from prefect.logging import get_run_logger
 
+from benchmaker.agent.harness import SandboxFactory, local_sandbox_factory
+from benchmaker.agent.verifier import TaskSpec, load_task
 from benchmaker.engine.bundle import write_json_atomic
 from benchmaker.engine.runner import run_on_own_loop
-from benchmaker.trajectories.convert import load_trajectories
-from benchmaker.agent.harness import SandboxFactory, local_sandbox_factory
+from benchmaker.progress import watch_point
+from benchmaker.sweep.plan import planned_totals, planned_work
 from benchmaker.sweep.point_run import replay_point_name, run_point
 from benchmaker.sweep.sweep import point_dir
-from benchmaker.sweep.plan import planned_totals, planned_work
-from benchmaker.progress import watch_point
-from benchmaker.trajectories.trajectory import Trajectory
-from benchmaker.agent.verifier import TaskSpec, load_task
 from benchmaker.tasks.progress import progress_artifact
 from benchmaker.tasks.serve import server_handle, server_url
 from benchmaker.tasks.transient import ReplayServerDied, retry_on_transient
+from benchmaker.trajectories.convert import load_trajectories
+from benchmaker.trajectories.trajectory import Trajectory
 
 __all__ = ["FAIL_POINT_ENV", "InjectedFault", "load_tasks", "make_sandbox_factory",
            "point_trajectories", "run_sweep_point", "sweep_point_policy"]

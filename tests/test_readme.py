@@ -84,7 +84,7 @@ def skip_reason(cmd: str, produced: frozenset[str] = frozenset({"trajectories.js
         return "has a placeholder"
     if "$" in cmd:
         return "needs environment values"
-    for prev, w in zip(words[1:], words[2:]):
+    for prev, w in zip(words[1:], words[2:], strict=False):
         if w.startswith("-") or prev in _OUTPUT_FLAGS:
             continue
         if re.search(r"\.(jsonl?|traj|yaml|yml)$", w) and not w.startswith("examples/") and w not in produced:

@@ -144,8 +144,9 @@ def compare_points(
         {"a": baseline_run, "b": candidate_run, "n": n_boot, "s": seed},
     )
     latency: dict[str, list[Comparison]] = {}
-    for key, bsp, csp, *rest in cur.fetchall():
-        latency.setdefault(key, []).append(Comparison(*rest, point_key=key, baseline_sweep_point=bsp,
+    for key, bsp, csp, stat, base, cand, diff, lo, hi, n_base, n_cand, boot, verdict in cur.fetchall():
+        latency.setdefault(key, []).append(Comparison(stat, base, cand, diff, lo, hi, n_base, n_cand, boot, verdict,
+                                                      point_key=key, baseline_sweep_point=bsp,
                                                       candidate_sweep_point=csp))
     points = {run: _points(con, run) for run in (baseline_run, candidate_run)}
     base, cand = points[baseline_run], points[candidate_run]

@@ -50,7 +50,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -265,8 +265,16 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
     return manifest
 
 
+def _first_value(cur: duckdb.DuckDBPyConnection) -> Any:
+    """The first column of the one row a count or INSERT statement returns."""
+    row = cur.fetchone()
+    if row is None:
+        raise duckdb.Error("the statement returned no row")
+    return row[0]
+
+
 def _delete_run(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
-    existed = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()[0] > 0
+    existed = _first_value(con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id])) > 0
     for table in RUN_TABLES:
         con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
     return existed
@@ -308,14 +316,12 @@ def _insert_jsonl(
     if "$run_id" in select:
         params["run_id"] = run_id
     try:
-        inserted = con.execute(sql, params).fetchone()[0]
+        inserted = _first_value(con.execute(sql, params))
     except duckdb.Error as exc:
         where = _locate_bad_line(files, read_cols, None)
         raise BundleError(where or f"{', '.join(map(str, files))}: {exc}") from exc
     if spec.run_id_in_file:
-        ours = con.execute(
-            f"SELECT count(*) FROM {spec.table} WHERE run_id = ?", [run_id]
-        ).fetchone()[0]
+        ours = _first_value(con.execute(f"SELECT count(*) FROM {spec.table} WHERE run_id = ?", [run_id]))
         if ours != inserted:
             where = _locate_bad_line(files, read_cols, run_id)
             raise BundleError(
@@ -480,7 +486,7 @@ def _insert_run(
     if created_at is not None:
         created = datetime.fromisoformat(created_at)
         if created.tzinfo is not None:
-            created = created.astimezone(timezone.utc).replace(tzinfo=None)
+            created = created.astimezone(UTC).replace(tzinfo=None)
 
     def js(key: str) -> str | None:
         value = manifest.get(key)

@@ -76,8 +76,8 @@ def _trace(s: Series) -> go.Scatter:
         hi = [s.err_high[i] if s.err_high and _ok(s.err_high[i]) else None for i in keep]
         kw.update(mode="markers", error_y={
             "type": "data", "symmetric": False,
-            "array": [h - y if h is not None else 0 for h, y in zip(hi, ys)],
-            "arrayminus": [y - lo_ if lo_ is not None else 0 for lo_, y in zip(lo, ys)],
+            "array": [h - y if h is not None else 0 for h, y in zip(hi, ys, strict=True)],
+            "arrayminus": [y - lo_ if lo_ is not None else 0 for lo_, y in zip(lo, ys, strict=True)],
         })
     else:
         kw["mode"] = {"line": "lines", "linepoints": "lines+markers", "points": "markers"}[s.style]

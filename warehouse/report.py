@@ -79,7 +79,7 @@ def _query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) ->
     except duckdb.Error as exc:
         raise WarehouseError(f"warehouse/queries/{name}.sql: {exc}") from exc
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row)) for row in cur.fetchall()]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
 
 @dataclass(slots=True)
@@ -235,7 +235,7 @@ def _transposed(table: str, rows: list[dict[str, Any]], key: str, metrics: list[
            + "".join(f"<th>{escape(n)}</th>" for n in names) + "</tr></thead><tbody>"]
     for m in metrics:
         out.append(f"<tr><th>{escape(m)}</th>"
-                   + "".join(_cell(m, n, _get(r, m)) for n, r in zip(names, rows)) + "</tr>")
+                   + "".join(_cell(m, n, _get(r, m)) for n, r in zip(names, rows, strict=True)) + "</tr>")
     out.append("</tbody></table></div>")
     return "\n".join(out)
 

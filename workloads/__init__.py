@@ -40,10 +40,23 @@ _EXPORTS = {
 
 if TYPE_CHECKING:  # the names for type checkers and editors
     from benchmaker.workloads.agent import AgentWorkload
-    from benchmaker.workloads.datasets import Dataset, Item, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
+    from benchmaker.workloads.datasets import (
+        Dataset,
+        Item,
+        JsonlDataset,
+        ShareGPTDataset,
+        StaticDataset,
+        SyntheticDataset,
+    )
     from benchmaker.workloads.deeprag import DeepRAGDataset
     from benchmaker.workloads.graders import (
-        ChoiceGrader, ContainsGrader, ExactGrader, JsonSchemaGrader, LLMJudgeGrader, NumericGrader, RegexGrader,
+        ChoiceGrader,
+        ContainsGrader,
+        ExactGrader,
+        JsonSchemaGrader,
+        LLMJudgeGrader,
+        NumericGrader,
+        RegexGrader,
     )
     from benchmaker.workloads.hf import HFDataset
     from benchmaker.workloads.http import HttpWorkload

@@ -143,7 +143,7 @@ class AgentWorkload:
         timeout_s: float = 600.0,
         transport: str = "raw",
     ) -> None:
-        self.agent = agent(**(options or {})) if inspect.isclass(agent) else agent
+        self.agent: Any = agent(**(options or {})) if inspect.isclass(agent) else agent
         if not inspect.iscoroutinefunction(getattr(self.agent, "run_episode", None)):
             raise ConfigError(f"agent: {type(self.agent).__name__} has no async run_episode(episode_index, client)")
         self.name = f"agent:{type(self.agent).__name__}"

@@ -48,12 +48,12 @@ from typing import Any
 
 import orjson
 
-from benchmaker.engine.bundle import SampleWriter
-from benchmaker.engine.records import Outcome, Sample
 from benchmaker.agent.harness import EpisodeResult, SandboxFactory, run_episode, served
 from benchmaker.agent.model_client import ModelClient
-from benchmaker.trajectories.trajectory import Trajectory
 from benchmaker.agent.verifier import TaskSpec, task_id_of
+from benchmaker.engine.bundle import SampleWriter
+from benchmaker.engine.records import Outcome, Sample
+from benchmaker.trajectories.trajectory import Trajectory
 from benchmaker.workloads.agent import start_model_transport
 
 __all__ = ["EpisodeWorkload", "FLUSH_S"]
@@ -158,8 +158,9 @@ class EpisodeWorkload:
         self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         # a sandbox factory with a start() (benchmaker.agent.sandbox.LocalSandboxFactory) starts its
         # process spawner now, before the clock, so no episode forks from this loop
-        if self.mode != "recorded" and getattr(self.sandbox_factory, "start", None) is not None:
-            await self.sandbox_factory.start()  # type: ignore[union-attr]
+        start = getattr(self.sandbox_factory, "start", None) if self.mode != "recorded" else None
+        if start is not None:
+            await start()
 
     async def aclose(self) -> None:
         """Close the transport, the sandbox factory (when it has aclose()) and the files
@@ -172,8 +173,9 @@ class EpisodeWorkload:
         if self._transport is not None:
             await self._transport.aclose()
             self._transport = None
-        if getattr(self.sandbox_factory, "aclose", None) is not None:
-            await self.sandbox_factory.aclose()  # type: ignore[union-attr]
+        aclose = getattr(self.sandbox_factory, "aclose", None)
+        if aclose is not None:
+            await aclose()
         for f in (self._episodes, self._turns):
             if f is not None and not f.closed:
                 f.close()
@@ -218,6 +220,7 @@ class EpisodeWorkload:
         traj = self.plan[index % len(self.plan)]
         tid = task_id_of(traj)
         writer = self._writer
+        assert writer is not None, "opened above"
         phase, stage = sample.phase, sample.stage
 
         def sink(s: Sample) -> None:

@@ -320,7 +320,7 @@ class ShareGPTDataset(Dataset):
         for i, turn in enumerate(conv):
             if not isinstance(turn, dict):
                 raise DatasetError(f"{where}: conversations[{i}]: expected an object (got {short_repr(turn)})")
-            role = _SHAREGPT_ROLES.get(turn.get("from"))  # type: ignore[arg-type]
+            role = _SHAREGPT_ROLES.get(frm) if isinstance(frm := turn.get("from"), str) else None
             if role is None:
                 raise DatasetError(
                     f"{where}: conversations[{i}].from: expected human, gpt or system (got {short_repr(turn.get('from'))})"

@@ -40,7 +40,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmaker.workloads.datasets import Dataset, DatasetError, Item, read_jsonl, short_repr, get_field, parse_field_path
+from benchmaker.workloads.datasets import (
+    Dataset,
+    DatasetError,
+    Item,
+    get_field,
+    parse_field_path,
+    read_jsonl,
+    short_repr,
+)
 from benchmaker.workloads.tokens import TokenCounter
 
 __all__ = ["DeepRAGDataset", "pack_passages"]

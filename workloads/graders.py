@@ -376,7 +376,7 @@ def _question(spec: RequestSpec) -> str:
     if isinstance(q, str):
         return q
     try:
-        body = orjson.loads(spec.body or b"{}")
+        body = orjson.loads(b"".join(spec.body) if isinstance(spec.body, list) else spec.body or b"{}")
     except orjson.JSONDecodeError:
         return ""
     if not isinstance(body, dict):
@@ -436,7 +436,6 @@ class LLMJudgeGrader:
                 .replace("{answer}", text))
 
     async def grade(self, text: str, reference: str | None, spec: RequestSpec) -> GradeResult:
-        import asyncio
 
         import aiohttp
 
@@ -449,7 +448,7 @@ class LLMJudgeGrader:
                 async with session.post(self.url, data=body, headers=self._headers) as resp:
                     raw = await resp.read()
                     status = resp.status
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise GradingError(f"judge: no answer within {self.timeout_s:g} s") from None
         except aiohttp.ClientError as exc:
             raise GradingError(f"judge: {type(exc).__name__}: {exc}") from None
@@ -598,7 +597,8 @@ def build_grader(spec: Any, base_dir: Path | None = None) -> Grader:
             raise ConfigError("grader json_schema: give exactly one of schema or schema_file")
         schema = spec.schema_
         if schema is None:
-            text = _read(spec.schema_file, base_dir, "schema_file")  # type: ignore[arg-type]
+            assert spec.schema_file is not None, "exactly one is given (checked above)"
+            text = _read(spec.schema_file, base_dir, "schema_file")
             try:
                 schema = orjson.loads(text)
             except orjson.JSONDecodeError as exc:

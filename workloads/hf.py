@@ -31,7 +31,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmaker.workloads.datasets import Dataset, DatasetError, Item, check_messages, short_repr, get_field, parse_field_path
+from benchmaker.workloads.datasets import (
+    Dataset,
+    DatasetError,
+    Item,
+    check_messages,
+    get_field,
+    parse_field_path,
+    short_repr,
+)
 
 __all__ = ["HFDataset", "import_datasets"]
 

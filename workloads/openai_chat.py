@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from benchmaker.apis.openai_chat import OpenAIChatParser, openai_headers
+from benchmaker.apis.openai_chat import OpenAIChatParser, OpenAIStreamParser, openai_headers
 from benchmaker.engine.records import RequestSpec
 from benchmaker.workloads.datasets import Dataset
 
@@ -115,6 +115,6 @@ class OpenAIChatWorkload:
             meta=_request_meta(self.dataset.item(seq)),
         )
 
-    def parser(self, spec: RequestSpec) -> OpenAIChatParser:
+    def parser(self, spec: RequestSpec) -> OpenAIStreamParser:
         """A fresh parser for the response to `spec`."""
         return OpenAIChatParser(stream=spec.stream, max_tokens=self.request_max_tokens(spec))

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmaker.engine.records import RequestSpec
 from benchmaker.apis.openai_chat import OpenAIStreamParser
+from benchmaker.engine.records import RequestSpec
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
 __all__ = ["OpenAICompletionsParser", "OpenAICompletionsWorkload"]

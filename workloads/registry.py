@@ -27,21 +27,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from benchmaker.engine.config import HttpUrlText, OptionalHttpUrl
 from benchmaker.engine.errors import ConfigError
-from benchmaker.engine.types import Workload
-from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
-from benchmaker.workloads.deeprag import DeepRAGDataset
+from benchmaker.engine.types import CallableWorkload, Workload
 from benchmaker.workloads.agent import AgentWorkload, load_agent_class
 from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
+from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, StaticDataset, SyntheticDataset
+from benchmaker.workloads.deeprag import DeepRAGDataset
 from benchmaker.workloads.hf import HFDataset
 from benchmaker.workloads.http import HttpWorkload
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsWorkload
 from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
+from benchmaker.workloads.sandbox import SandboxWorkload
+from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 from benchmaker.workloads.trace_replay import TraceReplayWorkload
 from benchmaker.workloads.trace_synth import TraceSynthDataset, TraceSynthWorkload
 from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
-from benchmaker.workloads.sandbox import SandboxWorkload
-from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
 __all__ = ["DatasetSpec", "WorkloadSpec", "build_dataset", "build_workload"]
 
@@ -273,7 +273,7 @@ def build_dataset(spec: Any, base_dir: Path | None = None) -> Dataset:
     return StaticDataset(spec.items)
 
 
-def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
+def build_workload(spec: Any, base_dir: Path | None = None) -> Workload | CallableWorkload:
     """Workload object of a WorkloadSpec (see module docstring)."""
     if isinstance(spec, HttpSpec):
         return HttpWorkload(spec.url, spec.method, spec.headers, spec.body, spec.expected_status)
@@ -281,10 +281,10 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload:
         path = spec.path if spec.path.is_absolute() or base_dir is None else base_dir / spec.path
         return TraceReplayWorkload(path, url=spec.url, api_key=spec.api_key or None, headers=spec.headers)
     if isinstance(spec, SandboxSpec):
-        return _build_sandbox(spec, base_dir)  # type: ignore[return-value]
+        return _build_sandbox(spec, base_dir)
     if isinstance(spec, AgentSpec):
         agent = load_agent_class(spec.class_, base_dir)
-        return AgentWorkload(agent, url=spec.url, model=spec.model, api_key=spec.api_key or None,  # type: ignore[return-value]
+        return AgentWorkload(agent, url=spec.url, model=spec.model, api_key=spec.api_key or None,
                              options=spec.options, timeout_s=spec.timeout_s)
     if isinstance(spec, SGLangSpec):
         return _build_sglang(spec, base_dir)

@@ -38,7 +38,6 @@ coordinator -> `http_error` with `error` naming the phase and body; connection f
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -90,7 +89,7 @@ class _Flash:
             async with self.session.request(method, self.base + path, json=body) as resp:
                 data = await resp.read()
                 status = resp.status
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise _PhaseError(Outcome.TIMEOUT.value, f"{phase}: {method} {path}: HTTP timeout") from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise _PhaseError(Outcome.TRANSPORT_ERROR.value,
@@ -162,7 +161,7 @@ class SandboxWorkload:
         self.cpu_cores = cpu_cores
         self.timeout_s = timeout_s
         self.repo = repo
-        self._flash = _Flash(url, api_key, http_timeout_s) if target == "flash" else None
+        self._flash = _Flash(url, api_key, http_timeout_s) if target == "flash" and url else None  # url checked above
         self._own_flash_id: str | None = None
         self._local: Any = None
 

@@ -66,12 +66,12 @@ from typing import Any
 
 import orjson
 
+from benchmaker.apis.generated import finish_reason_sent, settle
+from benchmaker.apis.openai_chat import openai_headers
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import Outcome, RequestSpec, Sample
 from benchmaker.engine.sse import SSEParser
 from benchmaker.workloads.datasets import Dataset, DatasetError
-from benchmaker.apis.generated import finish_reason_sent, settle
-from benchmaker.apis.openai_chat import openai_headers
 
 __all__ = ["SGLangParser", "SGLangWorkload", "read_input_ids"]
 
@@ -198,9 +198,9 @@ class SGLangParser:
             sample.first_content_ns = t_ns
             sample.token_event_ns = [t_ns]
             sample.token_event_tokens = [k]
-        else:
-            sample.token_event_ns.append(t_ns)  # type: ignore[union-attr]
-            sample.token_event_tokens.append(k)  # type: ignore[union-attr]
+        elif sample.token_event_ns is not None and sample.token_event_tokens is not None:  # set by the first
+            sample.token_event_ns.append(t_ns)
+            sample.token_event_tokens.append(k)
         self._n_events += 1
         sample.n_token_events += 1
 
@@ -375,7 +375,9 @@ class SGLangWorkload:
             i = seq % len(self.input_ids)
             ids = self.input_ids[i]
             return "input_ids", ids, {"dataset": "input_ids", "row": i, "input_tokens": len(ids)}
-        item = self.dataset.item(seq)  # type: ignore[union-attr]
+        dataset = self.dataset
+        assert dataset is not None, "a workload without input_ids has a dataset"
+        item = dataset.item(seq)
         meta = dict(item.meta)
         if item.reference is not None:
             meta["reference"] = item.reference

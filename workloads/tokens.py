@@ -42,7 +42,7 @@ class TokenCounter:
                 ) from None
             try:
                 self._tok = Tokenizer.from_file(str(tokenizer))
-            except Exception as exc:  # noqa: BLE001 - the library raises its own Exception type
+            except Exception as exc:  # the library raises its own Exception type
                 raise ConfigError(f"{tokenizer}: cannot load tokenizer ({exc})") from exc
             self.method = f"tokenizer:{Path(tokenizer).name}"
 

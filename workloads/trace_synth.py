@@ -43,8 +43,8 @@ import random
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmaker.workloads.datasets import VOCAB, Dataset, DatasetError, Item, read_jsonl, short_repr
 from benchmaker.apis.openai_chat import OpenAIChatParser
+from benchmaker.workloads.datasets import VOCAB, Dataset, DatasetError, Item, read_jsonl, short_repr
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.openai_completions import OpenAICompletionsParser
 
@@ -63,9 +63,9 @@ def _count(row: dict[str, Any], name: str, where: str) -> int | None:
     return value
 
 
-def _read_rows(path: Path) -> dict[str, list[tuple[int, int, dict[str, int]]]]:
+def _read_rows(path: Path) -> dict[str, list[tuple[int, int, dict[str, int | None]]]]:
     """Rows grouped by session (first-appearance order): (round key, line, counts)."""
-    sessions: dict[str, list[tuple[int, int, dict[str, int]]]] = {}
+    sessions: dict[str, list[tuple[int, int, dict[str, int | None]]]] = {}
     for lineno, row in read_jsonl(path):
         where = f"{path}:{lineno}"
         if not isinstance(row, dict):
@@ -82,7 +82,7 @@ def _read_rows(path: Path) -> dict[str, list[tuple[int, int, dict[str, int]]]]:
         counts = {k: _count(row, k, where) for k in ("input", "prefix", "new", "output")}
         if counts["output"] is None or counts["output"] < 1:
             raise DatasetError(f"{where}: output: expected an integer >= 1 (got {short_repr(counts['output'])})")
-        rows.append((rnd, lineno, counts))  # type: ignore[arg-type]
+        rows.append((rnd, lineno, counts))
     if not sessions:
         raise DatasetError(f"{path}: no rows (empty file)")
     return sessions

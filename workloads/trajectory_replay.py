@@ -56,10 +56,10 @@ from typing import Any, Literal
 
 import orjson
 
+from benchmaker.apis.openai_chat import OpenAIChatParser, openai_headers
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import RequestSpec, Sample
 from benchmaker.workloads.datasets import DatasetError, check_messages, read_jsonl, short_repr
-from benchmaker.apis.openai_chat import OpenAIChatParser, openai_headers
 from benchmaker.workloads.tokens import TokenCounter, messages_text
 
 __all__ = ["Conversation", "ThinkTime", "TrajectoryReplayWorkload", "parse_think", "read_conversations"]
@@ -149,6 +149,9 @@ class ThinkTime:
         return f"uniform:{self.a_s:g}..{self.b_s:g}" if self.kind == "uniform" else f"{self.kind}:{self.a_s:g}s"
 
 
+_THINK_KINDS: dict[str, Literal["const", "exp", "uniform"]] = {"const": "const", "exp": "exp", "uniform": "uniform"}
+
+
 def parse_think(spec: str | None) -> ThinkTime:
     """Parse `const:1s`, `exp:2s`, `uniform:0.5..3` (units s or ms; bare numbers are s;
     None or `0` = no think time). Raises ConfigError naming the spec and the forms."""
@@ -167,7 +170,7 @@ def parse_think(spec: str | None) -> ThinkTime:
         raise ConfigError(f"think time {spec!r}: uniform needs lo <= hi (got {a_s:g}..{b_s:g})")
     if not math.isfinite(a_s) or not math.isfinite(b_s):
         raise ConfigError(f"think time {spec!r}: {forms}")
-    return ThinkTime(kind, a_s, b_s)  # type: ignore[arg-type]
+    return ThinkTime(_THINK_KINDS[kind], a_s, b_s)
 
 
 # ---------------------------------------------------------------------------- workload

@@ -58,16 +58,16 @@ from typing import Any
 
 from aiohttp import web
 
-from benchmaker.engine.records import Outcome, Sample
-from benchmaker.trajectories.context import request_messages
 from benchmaker.agent.episodes import Episode, TurnRecord
 from benchmaker.agent.model_client import ChatResult, MessageLog, ModelClient
 from benchmaker.agent.sandbox import PRIVATE_ENV, Sandbox, SandboxError
 from benchmaker.agent.sandbox.local import LocalSandbox, LocalSandboxFactory
 from benchmaker.agent.sandbox.spawner import InlineSpawner
 from benchmaker.agent.tools import TextActionStyle, ToolOutcome, run_pi_tool, run_text_action
-from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Turn
 from benchmaker.agent.verifier import TaskSpec, Verdict, carried, task_id_of, verify
+from benchmaker.engine.records import Outcome, Sample
+from benchmaker.trajectories.context import request_messages
+from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Turn
 
 MISS_BY_STATUS: dict[int, str] = {404: "unknown_key", 409: "beyond_turns", 412: "diverged"}
 """Replay server status codes of a miss (benchmaker/replay_server/server.py docstring)."""
@@ -154,7 +154,7 @@ def byte_equal(call: ChatResult, recorded: Response) -> bool:
     got, want = call.tool_calls, recorded.tool_calls
     if len(got) != len(want):
         return False
-    for g, w in zip(got, want):  # pairwise, without building two lists of tuples per turn
+    for g, w in zip(got, want, strict=True):  # pairwise, without building two lists of tuples per turn
         if g.id != w.id or g.name != w.name or g.arguments != w.arguments_raw:
             return False
     return True
@@ -206,13 +206,14 @@ class _Episode:
             rebase_sample(s, call.t0_ns - self.t0)
             call.t0_ns = self.t0
         if self._ttft_sum is not None:
-            self._ttft_sum = None if s.first_token_ns is None else self._ttft_sum + (s.first_token_ns - s.sent_ns)
-        if self._prompt_sum is not None:
+            self._ttft_sum = (None if s.first_token_ns is None or s.sent_ns is None
+                              else self._ttft_sum + (s.first_token_ns - s.sent_ns))
+        if self._prompt_sum is not None and self._output_sum is not None:
             if s.prompt_tokens is None or s.output_tokens is None:
                 self._prompt_sum = self._output_sum = None
             else:
                 self._prompt_sum += s.prompt_tokens
-                self._output_sum += s.output_tokens  # type: ignore[operator]
+                self._output_sum += s.output_tokens
         # what only the turn has (the call's figures are in its Sample), by position:
         # run_id, sweep_point, episode_id, turn_index, miss_kind, tool_time_ns, n_tool_calls, byte_equal
         rec = TurnRecord(ep.run_id, ep.sweep_point, ep.episode_id, turn_index, miss, 0, len(call.tool_calls),
@@ -289,7 +290,7 @@ async def _execute_observations(
     recorded_by_id = {o.tool_call_id: o for o in recorded.observations if o.tool_call_id is not None}
     if call.tool_calls:
         for tc in call.tool_calls:
-            rec = recorded_by_id.get(tc.id)
+            rec = recorded_by_id.get(tc.id) if tc.id is not None else None
             if rec is None:
                 continue  # the recorded agent never ran it (aborted turn)
             try:
@@ -304,14 +305,14 @@ async def _execute_observations(
     text_obs = [o for o in recorded.observations if o.tool_call_id is None]
     if not text_obs:
         return msgs, tool_ns
-    out = await run_text_action(sb, call.content, text_action_style(trajectory))
-    if out is None:  # no parsable action: send the recorded observations, count it
+    acted = await run_text_action(sb, call.content, text_action_style(trajectory))
+    if acted is None:  # no parsable action: send the recorded observations, count it
         st.ep.divergences += 1
         st.result.divergence_details.append(f"turn {recorded.index}: no action to execute")
         return [observation_message(o, None) for o in text_obs], tool_ns
-    tool_ns += out.duration_ns
-    _compare(st, recorded.index, None, out, text_obs[0])
-    msgs.append(observation_message(out, None))
+    tool_ns += acted.duration_ns
+    _compare(st, recorded.index, None, acted, text_obs[0])
+    msgs.append(observation_message(acted, None))
     return msgs, tool_ns
 
 

@@ -67,10 +67,10 @@ from typing import Any
 import aiohttp
 import orjson
 
+from benchmaker.apis.openai_chat import OpenAIChatParser
 from benchmaker.engine.errors import ConnectTimeout, TransportError
 from benchmaker.engine.http1 import RawTransport
 from benchmaker.engine.records import Outcome, RequestSpec, Sample, TimeoutKind
-from benchmaker.apis.openai_chat import OpenAIChatParser
 
 _ERROR_BODY_LIMIT = 4096  # as the engine's runner keeps of an error body
 
@@ -261,10 +261,15 @@ class ChatResult:
     def _abs(self, offset: int | None) -> int | None:
         return None if offset is None else offset + self.t0_ns
 
+    def _stamped(self, offset: int | None, what: str) -> int:
+        if offset is None:
+            raise RuntimeError(f"the call has no {what} stamp (it has not run)")
+        return offset + self.t0_ns
+
     @property
     def sent_ns(self) -> int:
         """Absolute perf_counter_ns just before the request was sent."""
-        return self.sample.sent_ns + self.t0_ns  # type: ignore[operator]
+        return self._stamped(self.sample.sent_ns, "send")
 
     @property
     def first_byte_ns(self) -> int | None:
@@ -283,7 +288,7 @@ class ChatResult:
     @property
     def end_ns(self) -> int:
         """Absolute perf_counter_ns when the body ended or the call failed."""
-        return self.sample.end_ns + self.t0_ns  # type: ignore[operator]
+        return self._stamped(self.sample.end_ns, "end")
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -420,7 +425,7 @@ class ModelClient:
         """A `ChatStream`: iterate it to get each body read (bytes) as it arrives (an
         error body is not yielded); its `.result` is complete once the iteration ended.
         `messages` may be a MessageLog: its kept bytes are sent (the same bytes)."""
-        if type(messages) is MessageLog:
+        if isinstance(messages, MessageLog):
             # the bytes around the messages depend on model, stream and extra only: kept
             # per (model, stream) when there is no extra
             key = None if extra else (model or self.model, stream)
@@ -579,7 +584,7 @@ class _AiohttpExchange:
     def __init__(self, session: aiohttp.ClientSession, client: ModelClient, payload: bytes | list[bytes]) -> None:
         self._session = session
         self._client = client
-        self._payload = payload if type(payload) is bytes else b"".join(payload)
+        self._payload = payload if isinstance(payload, bytes) else b"".join(payload)
         self._resp: aiohttp.ClientResponse | None = None
 
     async def open(self) -> tuple[int, Any]:
@@ -590,11 +595,16 @@ class _AiohttpExchange:
     def ended(self) -> bool:
         return False
 
+    def _opened(self) -> aiohttp.ClientResponse:
+        if self._resp is None:
+            raise RuntimeError("the response is read after open() only")
+        return self._resp
+
     async def read(self) -> bytes:
-        return await self._resp.content.readany()  # type: ignore[union-attr]
+        return await self._opened().content.readany()
 
     async def read_all(self) -> bytes:
-        return await self._resp.read()  # type: ignore[union-attr]
+        return await self._opened().read()
 
     async def close(self) -> None:
         if self._resp is not None:
@@ -649,9 +659,9 @@ class _Watchdog:
             self._calls.discard(call)
             call._on_timer()  # may arm again (a later deadline)
         if self._calls:
-            first = min(c._armed for c in self._calls)  # type: ignore[type-var]
+            first = min(a for c in self._calls if (a := c._armed) is not None)  # every call here is armed
             if self._handle is None or first < self._at:
-                self._set(first)  # type: ignore[arg-type]
+                self._set(first)
 
 
 class _TransportExchange:
@@ -719,17 +729,18 @@ class _TransportExchange:
         due = self._due()
         if due is None:
             return
-        if due > armed:  # type: ignore[operator]  # the deadline moved on (a later read): wait for it
+        if armed is not None and due > armed:  # the deadline moved on (a later read): wait for it
             self._arm(due)
             return
         total = self._total
         self._fired = "total" if total is not None and due >= total else "idle"
-        self._task.cancel()  # type: ignore[union-attr]
+        if self._task is not None:
+            self._task.cancel()
 
     def _timed_out(self) -> Exception | None:
         """After a CancelledError out of an await: the deadline's error when the timer
         cancelled the task (and nothing else did), else None."""
-        if self._fired is not None and self._task.uncancel() <= self._cancelling:  # type: ignore[union-attr]
+        if self._fired is not None and self._task is not None and self._task.uncancel() <= self._cancelling:
             return _IdleTimeout() if self._fired == "idle" else TimeoutError()
         return None
 
@@ -850,7 +861,7 @@ class ChatStream:
             ex = _TransportExchange(client, self._payload, self._stream)
         parser = _MessageParser(stream=self._stream, max_tokens=self._max_tokens)
         payload = self._payload
-        s.bytes_sent = len(payload) if type(payload) is bytes else sum(map(len, payload))
+        s.bytes_sent = len(payload) if isinstance(payload, bytes) else sum(map(len, payload))
         finished = False
         t = pc()
         s.sent_ns = s.intended_ns = t - t0
@@ -911,7 +922,7 @@ class ChatStream:
             s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, str(exc)
         except (aiohttp.ClientError, TransportError) as exc:
             s.outcome, s.error = Outcome.TRANSPORT_ERROR.value, f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # noqa: BLE001 - a parser bug becomes a sample (as in the runner)
+        except Exception as exc:  # a parser bug becomes a sample (as in the runner)
             s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
         finally:
             await ex.close()

@@ -210,7 +210,7 @@ def _normalize(s: str) -> str:
 
 async def _edit(sb: Sandbox, args: dict[str, Any]) -> ToolOutcome:
     path, old, new = args.get("path"), args.get("oldText"), args.get("newText")
-    if not all(isinstance(v, str) for v in (path, old, new)):
+    if not (isinstance(path, str) and isinstance(old, str) and isinstance(new, str)):
         raise _ToolError("Validation failed for tool \"edit\": path, oldText, newText must be strings")
     try:
         raw = (await sb.read_file(path)).decode("utf-8", "replace")

@@ -22,8 +22,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmaker.trajectories.errors import InputError
 from benchmaker.agent.sandbox import Sandbox
+from benchmaker.trajectories.errors import InputError
 from benchmaker.trajectories.trajectory import Trajectory
 
 TASK_FILE = "task.json"

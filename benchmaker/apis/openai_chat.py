@@ -252,7 +252,7 @@ class OpenAIStreamParser:
         self._chars = 0
         self._body: list[bytes] = []
         self._n_events = 0  # token events
-        self._events: list[int] | None = None  # sample.token_event_ns
+        self._events: list[int] = []  # sample.token_event_ns from the first token event
         self._n_sse = 0  # SSE events seen
         self._head = b""  # first bytes of the body, for error messages
 
@@ -328,7 +328,7 @@ class OpenAIStreamParser:
                     self._events = events
                     events.append(t_ns)
                 else:
-                    self._events.append(t_ns)  # type: ignore[union-attr]
+                    self._events.append(t_ns)
                 self._n_events += 1
                 sample.n_token_events += 1
                 if sample.first_content_ns is None and self._parts:

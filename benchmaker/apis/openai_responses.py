@@ -83,8 +83,9 @@ Stream reading (`OpenAIResponsesParser`), the counterpart of OpenAIChatParser:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 from orjson import JSONDecodeError, loads

@@ -20,7 +20,7 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,7 @@ _HEADER_LINE = re.compile(r"^\s*([^:\s]+)\s*:(.*)$")
 
 def new_run_id(prefix: str = "") -> str:
     """A sortable unique run id: `[prefix-]YYYYmmddTHHMMSSZ-<6 hex>` (UTC)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{prefix + '-' if prefix else ''}{stamp}-{secrets.token_hex(3)}"
 
 
@@ -136,7 +136,7 @@ def _git_sha() -> str | None:
 
 
 def _versions() -> dict[str, Any]:
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in ("benchmaker", "aiohttp", "httptools", "httpx", "duckdb", "pydantic", "prefect", "orjson", "uvloop"):
         try:
             packages[name] = metadata.version(name)
@@ -154,7 +154,7 @@ def build_manifest(
         "run_id": run_id,
         "kind": kind,
         "label": label,
-        "created_at": datetime.fromtimestamp(t0_wall_ns / 1e9, timezone.utc).isoformat(),
+        "created_at": datetime.fromtimestamp(t0_wall_ns / 1e9, UTC).isoformat(),
         "t0_wall_ns": t0_wall_ns,
         "config": redact(config),
         "seed": seed,

@@ -103,7 +103,8 @@ def calibration_for_manifest(path: Path | None = None) -> dict[str, Any] | None:
         return {"path": str(path), "error": str(exc)}
     if cal is None:
         return None
-    host = cal.get("host") if isinstance(cal.get("host"), dict) else {}
+    h = cal.get("host")
+    host: dict[str, Any] = h if isinstance(h, dict) else {}
     return {**cal, "path": str(path), "host_matches": host.get("hostname") == socket.gethostname()}
 
 

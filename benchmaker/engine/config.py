@@ -36,7 +36,13 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from benchmaker.engine.errors import ConfigError, RateSpecError
 from benchmaker.engine.files import not_regular
 from benchmaker.engine.load_models import (
-    MAX_DURATION_S, Burst, LoadModel, ParsedRateSpec, load_model_of, parse_duration_s,
+    MAX_DURATION_S,
+    Burst,
+    ClosedLoop,
+    LoadModel,
+    ParsedRateSpec,
+    load_model_of,
+    parse_duration_s,
 )
 from benchmaker.engine.selfcheck import ENV_MAX_LOOP_LAG_MS, ENV_MAX_SCHEDULE_LAG_MS, env_limit_ms
 
@@ -341,7 +347,7 @@ class BenchConfig(_Strict):
     workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = 1
 
     @model_validator(mode="after")
-    def _has_an_end(self) -> "BenchConfig":
+    def _has_an_end(self) -> BenchConfig:
         kind = self.load.split(":", 1)[0].strip().lower()
         if self.duration_s is None and self.max_requests is None and kind not in ("stages", "trace"):
             raise ValueError("give duration_s or max_requests (the load never ends otherwise)")
@@ -365,8 +371,9 @@ class BenchConfig(_Strict):
             raise ValueError(f"max_in_flight {self.max_in_flight} is more than this host can hold in flight "
                              f"({limit}: {why})")
         conc = list(extra_concurrency or [])
-        if self.load.split(":", 1)[0].strip().lower() == "closed":
-            conc.append(int(self.load_model().concurrency))  # type: ignore[attr-defined]
+        model = self.load_model() if self.load.split(":", 1)[0].strip().lower() == "closed" else None
+        if isinstance(model, ClosedLoop):
+            conc.append(int(model.concurrency))
         n = 1 if self.workers == "auto" else self.workers
         per_process = math.ceil(sum(conc) / n) if conc else 0
         if per_process > limit:

@@ -22,7 +22,7 @@ import os
 import socket
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +31,7 @@ import fsspec
 
 __all__ = ["Exchange", "absolute_exchange", "shards_key"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MTIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created", "mtime_ns")
 
 
@@ -50,7 +50,7 @@ def _mtime_ns(info: dict[str, Any]) -> int | None:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         if isinstance(value, datetime):
             if value.tzinfo is None:
-                value = value.replace(tzinfo=timezone.utc)
+                value = value.replace(tzinfo=UTC)
             return (value - _EPOCH) // timedelta(microseconds=1) * 1000
         if isinstance(value, (int, float)):
             return round(value * 1e9)

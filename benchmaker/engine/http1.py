@@ -75,9 +75,9 @@ import ctypes
 import ssl
 import time
 import zlib
+from base64 import b64encode
 from collections import deque
 from typing import Any
-from base64 import b64encode
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import httptools
@@ -175,7 +175,7 @@ class _Conn(asyncio.Protocol):
         "paused", "received", "nbody", "consumed", "_length", "_chunked", "_decoder", "_interim",
     )
 
-    def __init__(self, owner: "RawTransport", key: tuple[str, str, int]) -> None:
+    def __init__(self, owner: RawTransport, key: tuple[str, str, int]) -> None:
         self._owner = owner
         self.key = key
         self.transport: Any = None
@@ -448,7 +448,7 @@ class _RawResponse:
 
     __slots__ = ("_tr", "_spec", "_conn", "status", "_raw", "_headers")
 
-    def __init__(self, transport: "RawTransport", spec: RequestSpec) -> None:
+    def __init__(self, transport: RawTransport, spec: RequestSpec) -> None:
         self._tr = transport
         self._spec = spec
         self._conn: _Conn | None = None
@@ -462,7 +462,7 @@ class _RawResponse:
             self._headers = _headers_dict(self._raw)
         return self._headers
 
-    async def __aenter__(self) -> "_RawResponse":
+    async def __aenter__(self) -> _RawResponse:
         spec = self._spec
         conn = await self._send(spec)
         hops = 0
@@ -485,7 +485,7 @@ class _RawResponse:
         target = tr._targets.get(spec.url)
         if target is None:
             target = tr._target(spec.url)
-        body = spec.body
+        body: Any = spec.body  # bytes-like, or a list of pieces (_body_parts)
         n, pieces = _body_parts(body)
         head = tr._head_bytes(spec, target, n)
         if n >= _JOIN_MAX:  # head and body by one writelines: the body is not copied here
@@ -494,13 +494,12 @@ class _RawResponse:
         elif pieces is not None:
             data = b"".join((head, *pieces))
         else:
-            data = head + body if n else head
+            data = head + body if body else head
         head_only = spec.method == "HEAD"
         for attempt in (0, 1):
-            conn = tr._pop_idle(target.key) if tr._idle.get(target.key) else None
-            reused = conn is not None
-            if conn is None:
-                conn = await tr._new_conn(target)
+            idle = tr._pop_idle(target.key) if tr._idle.get(target.key) else None
+            reused = idle is not None
+            conn = idle if idle is not None else await tr._new_conn(target)
             conn._reset(head_only)
             conn.active = True
             try:
@@ -583,16 +582,18 @@ class _RawResponse:
         conn = self._conn
         return conn is not None and conn.done and not conn.chunks
 
-    def chunks(self) -> "_RawResponse":
+    def chunks(self) -> _RawResponse:
         """The body as byte chunks, each all the bytes that arrived since the last one
         (an async iterator; never yields b"")."""
         return self
 
-    def __aiter__(self) -> "_RawResponse":
+    def __aiter__(self) -> _RawResponse:
         return self
 
     async def __anext__(self) -> bytes:
         conn = self._conn
+        if conn is None:
+            raise RuntimeError("the body is read inside the exchange's `async with` only")
         while True:
             chunks = conn.chunks
             if chunks:

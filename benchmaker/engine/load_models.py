@@ -66,7 +66,11 @@ class LoadModel:
     the canonical rate-spec string (stored in manifests)."""
 
     closed: bool = False
-    spec: str = ""
+
+    @property
+    def spec(self) -> str:
+        """The canonical rate-spec string, e.g. "poisson:5" (each model defines it)."""
+        raise NotImplementedError
 
     def arrivals(self, *, seed: int = 0, shard: int = 0, shards: int = 1) -> Iterator[Arrival]:
         """Yield `(offset_ns, stage)` for this shard, offsets non-decreasing."""
@@ -100,7 +104,7 @@ class Burst(LoadModel):
     kind: str = "constant"
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"{self.kind}:inf"
 
     def arrivals(self, *, seed: int = 0, shard: int = 0, shards: int = 1) -> Iterator[Arrival]:
@@ -118,7 +122,7 @@ class Constant(LoadModel):
         _check_rate(self.rate_per_s, "constant")
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"constant:{self.rate_per_s:g}"
 
     def arrivals(self, *, seed: int = 0, shard: int = 0, shards: int = 1) -> Iterator[Arrival]:
@@ -143,7 +147,7 @@ class Poisson(LoadModel):
         _check_rate(self.rate_per_s, "poisson")
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"poisson:{self.rate_per_s:g}"
 
     def arrivals(self, *, seed: int = 0, shard: int = 0, shards: int = 1) -> Iterator[Arrival]:
@@ -174,7 +178,7 @@ class Gamma(LoadModel):
             raise RateSpecError(f"gamma: burstiness must be in {lo:g}..{hi:g} (got {self.burstiness!r})")
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"gamma:{self.rate_per_s:g}:{self.burstiness:g}"
 
     def arrivals(self, *, seed: int = 0, shard: int = 0, shards: int = 1) -> Iterator[Arrival]:
@@ -209,7 +213,7 @@ class Ramp(LoadModel):
             )
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"ramp:{self.start_per_s:g}..{self.end_per_s:g}@{self.duration_s:g}s"
 
     def _time_of(self, n: float) -> float:
@@ -252,7 +256,7 @@ class Stages(LoadModel):
             raise RateSpecError("stages: one label per stage")
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return "stages:" + ",".join(f"{r:g}" for r in self.rates_per_s) + f"@{self.stage_s:g}s"
 
     def _all(self) -> Iterator[Arrival]:
@@ -280,11 +284,11 @@ class Trace(LoadModel):
     speedup: float = 1.0
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"trace:{self.source}" + (f":{self.speedup:g}" if self.speedup != 1 else "")
 
     @classmethod
-    def from_file(cls, path: Path, speedup: float = 1.0) -> "Trace":
+    def from_file(cls, path: Path, speedup: float = 1.0) -> Trace:
         """Read a trace. Raises RateSpecError naming `path:line` on a bad line."""
         if not (0 < speedup < math.inf):
             raise RateSpecError(f"trace: speedup must be finite and > 0 (got {speedup:g})")
@@ -341,7 +345,7 @@ class ClosedLoop(LoadModel):
             raise RateSpecError(f"closed: think time must be >= 0 s (got {self.think_s:g})")
 
     @property
-    def spec(self) -> str:  # type: ignore[override]
+    def spec(self) -> str:
         return f"closed:{self.concurrency}" + (f":{self.think_s:g}s" if self.think_s else "")
 
     def workers_for(self, shard: int = 0, shards: int = 1) -> int:
@@ -406,7 +410,7 @@ class ParsedRateSpec(str):
 
     model: LoadModel
 
-    def __new__(cls, spec: str, model: LoadModel) -> "ParsedRateSpec":
+    def __new__(cls, spec: str, model: LoadModel) -> ParsedRateSpec:
         self = super().__new__(cls, spec)
         self.model = model
         return self
@@ -415,14 +419,14 @@ class ParsedRateSpec(str):
         return (ParsedRateSpec, (str(self), self.model))
 
     @classmethod
-    def of(cls, spec: str) -> "ParsedRateSpec":
+    def of(cls, spec: str) -> ParsedRateSpec:
         """`spec` itself when already a ParsedRateSpec (no second parse), else the spec
         parsed now (a trace file relative to the working directory). Raises
         RateSpecError for a bad spec."""
         return spec if isinstance(spec, ParsedRateSpec) else cls(spec, parse_rate_spec(spec))
 
     @classmethod
-    def of_model(cls, model: LoadModel) -> "ParsedRateSpec":
+    def of_model(cls, model: LoadModel) -> ParsedRateSpec:
         """The ParsedRateSpec of a model built in code (e.g. ClosedLoop(8) for a
         concurrency sweep point): its canonical `spec` string, nothing parsed."""
         return cls(model.spec, model)

@@ -408,7 +408,7 @@ class MonitorRunner:
             while name in self._names:
                 name, k = f"{m.name}#{k}", k + 1
             self._names.append(name)
-        self._stats = {n: {"samples": 0, "errors": 0, "rows": 0, "last_error": None} for n in self._names}
+        self._stats: dict[str, dict[str, Any]] = {n: {"samples": 0, "errors": 0, "rows": 0, "last_error": None} for n in self._names}
         self._locks: list[asyncio.Lock] = []
 
     def start(self) -> None:
@@ -428,7 +428,7 @@ class MonitorRunner:
                 rows = await m.collect(t_ns)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - a monitor never stops the run
+            except Exception as exc:  # a monitor never stops the run
                 stats["errors"] += 1
                 stats["last_error"] = f"{type(exc).__name__}: {exc}"[:500]
                 return
@@ -452,7 +452,7 @@ class MonitorRunner:
         """Cancel the loops, take one final sample of each monitor, close monitors and
         the file (fsync'd). A sample in flight gets up to STOP_GRACE_S to finish:
         cancelled, its endpoint would have answered a scrape that left no row."""
-        for lock, t in zip(self._locks, self._tasks):
+        for lock, t in zip(self._locks, self._tasks, strict=True):
             try:
                 await asyncio.wait_for(lock.acquire(), STOP_GRACE_S)
             except TimeoutError:  # a slower sample is cancelled (its row is lost)
@@ -467,7 +467,7 @@ class MonitorRunner:
             for m in self.monitors:
                 try:
                     await m.aclose()
-                except Exception:  # noqa: BLE001 - closing must not hide the run's result
+                except Exception:  # closing must not hide the run's result
                     pass
             if self._f is not None and not self._f.closed:
                 self._f.flush()

@@ -97,7 +97,8 @@ class Phase(str, enum.Enum):
 class RequestSpec:
     """One HTTP request to send, built by a workload before the timed span starts.
 
-    `body` is the exact bytes sent. `meta` travels to the sample (prompt hash, dataset
+    `body` is the exact bytes sent; a list of byte pieces is sent as if joined, by the
+    raw transport (benchmaker.engine.http1) only. `meta` travels to the sample (prompt hash, dataset
     row id, expected answer for grading); it is never sent. `stream` tells the workload's
     parser to expect an event stream.
     """
@@ -105,7 +106,7 @@ class RequestSpec:
     method: str
     url: str
     headers: dict[str, str] = field(default_factory=dict)
-    body: bytes | None = None
+    body: bytes | list[bytes] | None = None
     stream: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
 

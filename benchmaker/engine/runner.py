@@ -39,11 +39,11 @@ import signal
 import threading
 import time
 from collections import deque
-from datetime import datetime, timezone
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmaker.engine.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
 from benchmaker.engine.ceiling import calibration_for_manifest
@@ -53,10 +53,17 @@ from benchmaker.engine.load_models import NS_PER_S, ClosedLoop, LoadModel, load_
 from benchmaker.engine.monitors import Monitor, MonitorRunner
 from benchmaker.engine.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
 from benchmaker.engine.selfcheck import LoopLagMonitor, connect_timeout_cause
-from benchmaker.engine.trace import TraceWriter, shard_trace_path
 from benchmaker.engine.summary import build_summary
+from benchmaker.engine.trace import TraceWriter, shard_trace_path
 from benchmaker.engine.transport import make_transport
-from benchmaker.engine.types import PostResponseHook, PreRequestHook, Transport, Workload
+from benchmaker.engine.types import (
+    CallableWorkload,
+    PostResponseHook,
+    PreRequestHook,
+    StreamParser,
+    Transport,
+    Workload,
+)
 
 _ERROR_BODY_MAX = 4096
 _WARMUP, _MEASURE, _COOLDOWN = Phase.WARMUP.value, Phase.MEASURE.value, Phase.COOLDOWN.value
@@ -69,20 +76,22 @@ class Lane:
     `load` is a rate spec or a LoadModel; None takes the config's `load`."""
 
     name: str
-    workload: Workload
+    workload: Workload | CallableWorkload
     load: str | LoadModel | None = None
     max_requests: int | None = None
 
 
 class _Watch:
     """One in-flight request under the deadline watchdog: its task, its sample, the
-    stamp of its last read (ns from t0) and the deadline that fired (None until then)."""
+    stamps of its send and its last read (ns from t0) and the deadline that fired (None
+    until then)."""
 
-    __slots__ = ("task", "sample", "last_read_ns", "fired")
+    __slots__ = ("task", "sample", "sent_ns", "last_read_ns", "fired")
 
     def __init__(self, task: Any, sample: Sample):
         self.task = task
         self.sample = sample
+        self.sent_ns = 0
         self.last_read_ns = 0
         self.fired: str | None = None
 
@@ -186,7 +195,7 @@ async def run_on_own_loop(coro: Any) -> Any:
                 pass
         try:
             await done
-        except BaseException:  # noqa: BLE001 - the caller's cancellation is what propagates
+        except BaseException:  # the caller's cancellation is what propagates
             pass
         raise
 
@@ -217,7 +226,7 @@ class BenchRunner:
         self,
         config: BenchConfig,
         *,
-        workload: Workload | None = None,
+        workload: Workload | CallableWorkload | None = None,
         lanes: Sequence[Lane] | None = None,
         transport: Transport | None = None,
         pre_hooks: Sequence[PreRequestHook] = (),
@@ -232,11 +241,13 @@ class BenchRunner:
         start_at_ns: int | None = None,
         ready: Callable[[], Awaitable[int]] | None = None,
     ):
-        if (workload is None) == (lanes is None):
+        if lanes is None:
+            if workload is None:
+                raise ConfigError("give exactly one of workload= or lanes=")
+            lanes = [Lane("default", workload)]
+        elif workload is not None:
             raise ConfigError("give exactly one of workload= or lanes=")
         self.config = config
-        if lanes is None:
-            lanes = [Lane("default", workload)]  # type: ignore[arg-type]
         self.lanes = list(lanes)
         names = [lane.name for lane in self.lanes]
         if len(set(names)) != len(names):
@@ -261,15 +272,15 @@ class BenchRunner:
         self._seq = 0
         self._stop_sending = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._slot_freed: asyncio.Event | None = None
+        self._slot_freed = asyncio.Event()  # made anew by run(); binds to its loop on first wait
         self._t0 = 0
-        self._writer: SampleWriter | None = None
+        self._writer: SampleWriter  # opened by run()
         self._transport: Any = None
         self.result: RunResult | None = None
         self._t0_wall: int | None = None
         to = config.timeouts
         self._timeouts_s = [t for t in (to.total_s, to.ttft_s, to.idle_s) if t is not None]
-        self._watched: set[_Watch] | None = set() if self._timeouts_s else None
+        self._watched: set[_Watch] = set()  # the requests the watchdog checks, when a deadline is set
         self._loop: Any = None  # the running loop, set by run()
         # phase boundaries in ns, computed once (the hot path compares ints)
         self._warmup_ns = config.warmup_s * NS_PER_S
@@ -340,7 +351,7 @@ class BenchRunner:
         t0_wall = self._t0_wall = wall_ns()
         self._t0 = self._start_at_ns if self._start_at_ns is not None else time.perf_counter_ns()
         manifest["t0_wall_ns"] = t0_wall
-        manifest["created_at"] = datetime.fromtimestamp(t0_wall / 1e9, timezone.utc).isoformat()
+        manifest["created_at"] = datetime.fromtimestamp(t0_wall / 1e9, UTC).isoformat()
         if self.worker == 0:
             write_json_atomic(self.bundle_dir / "manifest.json", manifest)
         cpu0 = time.process_time()
@@ -355,7 +366,7 @@ class BenchRunner:
             watchdog = asyncio.get_running_loop().create_task(self._watchdog(period_s))
         lane_tasks = [
             asyncio.get_running_loop().create_task(self._drive_lane(lane, model))
-            for lane, model in zip(self.lanes, self._models)
+            for lane, model in zip(self.lanes, self._models, strict=True)
         ]
         stop_signals = _install_stop_signals(self)
         try:
@@ -382,12 +393,12 @@ class BenchRunner:
             self._writer.close()
             try:
                 await self._transport.aclose()
-            except Exception:  # noqa: BLE001 - closing must not hide the run's result
+            except Exception:  # closing must not hide the run's result
                 pass
             for wl in started:
                 try:
                     await wl.aclose()
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
         if self._writer.error is not None:
             w = self._writer
@@ -563,16 +574,18 @@ class BenchRunner:
         t0 = self._t0
         sample = self._new_sample(lane, seq, intended_ns, stage)
         execute = self._executes[lane.name]
+        parser: StreamParser | _ExecuteText | None
         try:
             if execute is not None:
                 spec, parser = RequestSpec("EXECUTE", lane.workload.name), None
             else:
-                spec = lane.workload.request(seq)
+                wl = cast(Workload, lane.workload)  # no `execute`: it builds requests
+                spec = wl.request(seq)
                 for hook in self._pre_hooks:
                     new = await _call_hook(hook, spec)
                     if new is not None:
                         spec = new
-                parser = lane.workload.parser(spec)
+                parser = wl.parser(spec)
             if self._trace is not None and execute is None:  # a CallableWorkload sends no request
                 self._trace.write(seq, lane.name, getattr(lane.workload, "name", None), intended_ns, spec)
             if spec.meta:  # the request's meta travels to its sample (records.RequestSpec)
@@ -580,21 +593,22 @@ class BenchRunner:
         except asyncio.CancelledError:
             self._end()
             raise
-        except Exception as exc:  # noqa: BLE001 - a workload/hook bug becomes a sample
+        except Exception as exc:  # a workload/hook bug becomes a sample
             sample.outcome = Outcome.PROTOCOL_ERROR.value
             sample.error = f"building the request failed: {type(exc).__name__}: {exc}"
             self._end()
             self._finish(sample)
             return
-        sample.bytes_sent = len(spec.body) if spec.body else 0
+        body = spec.body
+        sample.bytes_sent = (sum(map(len, body)) if type(body) is list else len(body)) if body else 0
         sample.in_flight_at_send = self.live.in_flight
         # the loop given: current_task() without it asks get_running_loop, which on
         # Python 3.11 makes a getpid system call (once per request otherwise)
-        watch = _Watch(asyncio.current_task(self._loop), sample) if self._watched is not None else None
-        sample.sent_ns = pc() - t0
+        watch = _Watch(asyncio.current_task(self._loop), sample) if self._timeouts_s else None
+        sample.sent_ns = sent_ns = pc() - t0
         try:
             if watch is not None:
-                watch.last_read_ns = sample.sent_ns
+                watch.sent_ns = watch.last_read_ns = sent_ns
                 self._watched.add(watch)
             if execute is None:
                 await self._exchange(spec, parser, sample, watch, self._accepts[lane.name])
@@ -623,7 +637,7 @@ class BenchRunner:
                 self._end()
                 self._finish(sample)
                 raise
-        except Exception as exc:  # noqa: BLE001 - a parser bug must not kill the run
+        except Exception as exc:  # a parser bug must not kill the run
             sample.end_ns = sample.end_ns or pc() - t0
             sample.outcome = Outcome.PROTOCOL_ERROR.value
             sample.error = f"{type(exc).__name__}: {exc}"
@@ -632,20 +646,20 @@ class BenchRunner:
         self._end()
         if self._post_hooks:
             text = getattr(parser, "text", "") or ""
-            for hook in self._post_hooks:
+            for post in self._post_hooks:
                 try:
-                    await _call_hook(hook, spec, sample, text)
+                    await _call_hook(post, spec, sample, text)
                 except asyncio.CancelledError:  # run deadline or Ctrl-C while grading: keep the sample
                     sample.outcome = Outcome.GRADING_ERROR.value
                     sample.error = "post-response hook cancelled at the run deadline or interrupt"
                     self._finish(sample)
                     raise
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     sample.outcome = Outcome.GRADING_ERROR.value
                     sample.error = f"post-response hook failed: {type(exc).__name__}: {exc}"
         self._finish(sample)
 
-    async def _exchange(self, spec: RequestSpec, parser: Any, sample: Sample, watch: "_Watch | None",
+    async def _exchange(self, spec: RequestSpec, parser: Any, sample: Sample, watch: _Watch | None,
                         accepts: Any) -> None:
         """Send and read one response. A status >= 400 is an `http_error` with its body
         kept, unless the workload's `accepts_status(status)` says it is expected (an
@@ -694,9 +708,9 @@ class BenchRunner:
             for w in list(self._watched):
                 s = w.sample
                 kind = None
-                if total is not None and now >= s.sent_ns + total:
+                if total is not None and now >= w.sent_ns + total:
                     kind = TimeoutKind.TOTAL.value
-                elif ttft is not None and s.first_token_ns is None and now >= s.sent_ns + ttft:
+                elif ttft is not None and s.first_token_ns is None and now >= w.sent_ns + ttft:
                     kind = TimeoutKind.TTFT.value
                 elif idle is not None and now >= w.last_read_ns + idle:
                     kind = TimeoutKind.IDLE.value
@@ -714,10 +728,12 @@ class BenchRunner:
         live.finished += 1
         if sample.outcome == _OK:
             live.ok += 1
-            if sample.end_ns is not None and sample.sent_ns is not None:
-                live.recent_e2e_ms.append((sample.end_ns - sample.sent_ns) / 1e6)
-            if sample.first_token_ns is not None:
-                live.recent_ttft_ms.append((sample.first_token_ns - sample.sent_ns) / 1e6)
+            sent = sample.sent_ns
+            if sent is not None:
+                if sample.end_ns is not None:
+                    live.recent_e2e_ms.append((sample.end_ns - sent) / 1e6)
+                if sample.first_token_ns is not None:
+                    live.recent_ttft_ms.append((sample.first_token_ns - sent) / 1e6)
         else:
             live.errors += 1
         self._writer.write(sample)  # SLOs are judged by summary.sql (slo_met there), not here
@@ -729,7 +745,7 @@ class BenchRunner:
         config = cfg.model_dump(mode="json")
         config["lanes"] = [
             {"name": lane.name, "load": model.spec, "workload": _describe(lane.workload)}
-            for lane, model in zip(self.lanes, self._models)
+            for lane, model in zip(self.lanes, self._models, strict=True)
         ]
         self._calibration = calibration_for_manifest()  # `benchmaker calibrate`'s latest, or None
         return build_manifest(
@@ -740,7 +756,7 @@ class BenchRunner:
         )
 
     def _summarize(self, monitor: LoopLagMonitor, interrupted: bool, wall_s: float, cpu_s: float) -> dict[str, Any]:
-        self_checks = {
+        self_checks: dict[str, Any] = {
             "loop_lag_ms": monitor.stats(),
             "client_cpu_util": cpu_s / wall_s if wall_s > 0 else None,
             "client_cpu_s": cpu_s,
@@ -761,7 +777,7 @@ class BenchRunner:
                               {"self_checks": self_checks, "interrupted": interrupted,
                                "interrupted_by": self.interrupted_by})
             return {"run_id": self.run_id, "self_checks": self_checks, "partial": interrupted}
-        loads = {lane.name: m for lane, m in zip(self.lanes, self._models)}
+        loads = {lane.name: m for lane, m in zip(self.lanes, self._models, strict=True)}
         summary = build_summary(self.config, loads, [self.bundle_dir / self._samples_name], self_checks,
                                 self_checks["loop_lag_ms"], interrupted, run_id=self.run_id,
                                 calibration=self._calibration, interrupted_by=self.interrupted_by)
@@ -779,7 +795,7 @@ def interrupt_exit_code(signal_name: str | None) -> int:
     return 128 + (signal.Signals[signal_name].value if signal_name else signal.SIGINT.value)
 
 
-def _install_stop_signals(runner: "BenchRunner") -> list[tuple[int, Any]]:
+def _install_stop_signals(runner: BenchRunner) -> list[tuple[int, Any]]:
     """Make SIGTERM and SIGHUP stop the run as Ctrl-C does (the task running the run is
     cancelled: in-flight requests are recorded as `cancelled`, the partial bundle is
     written, `runner.interrupted_by` names the signal). Only possible in the main

@@ -67,7 +67,7 @@ def summarize_samples(paths: list[Path], slo: Any = None) -> list[dict[str, Any]
         create_run_slo(con, slo)
         cur = con.execute(summary_sql())
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
     finally:
         con.close()
 

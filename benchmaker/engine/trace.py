@@ -94,7 +94,7 @@ class TraceWriter:
 
     def write(self, seq: int, lane: str, protocol: str | None, intended_ns: int, spec: RequestSpec) -> None:
         """Record request `seq` of `lane`, intended at `intended_ns` (ns from t0)."""
-        body = spec.body
+        body = b"".join(spec.body) if isinstance(spec.body, list) else spec.body
         text = b64 = None
         if body is not None:
             try:

@@ -37,14 +37,14 @@ class _AiohttpResponse:
 
     __slots__ = ("_transport", "_spec", "_resp", "status", "headers")
 
-    def __init__(self, transport: "AiohttpTransport", spec: RequestSpec):
+    def __init__(self, transport: AiohttpTransport, spec: RequestSpec):
         self._transport = transport
         self._spec = spec
         self._resp: Any = None
         self.status = 0
         self.headers: Any = None
 
-    async def __aenter__(self) -> "_AiohttpResponse":
+    async def __aenter__(self) -> _AiohttpResponse:
         spec = self._spec
         tr = self._transport
         try:
@@ -55,7 +55,7 @@ class _AiohttpResponse:
             raise TransportError(f"cannot connect to {spec.url}: {exc.os_error or exc}") from exc
         except (aiohttp.ClientError, ConnectionError, OSError) as exc:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
-        except asyncio.TimeoutError as exc:  # sock_connect surfaces as this on some paths
+        except TimeoutError as exc:  # sock_connect surfaces as this on some paths
             raise ConnectTimeout(f"connect timeout after {tr._connect_timeout_s} s to {spec.url}") from exc
         self._resp = resp
         self.status = resp.status
@@ -65,12 +65,12 @@ class _AiohttpResponse:
     async def __aexit__(self, *exc: object) -> None:
         self._resp.release()
 
-    def chunks(self) -> "_AiohttpResponse":
+    def chunks(self) -> _AiohttpResponse:
         """The body as byte chunks, one per socket read (an async iterator; a class
         rather than an async generator, which costs a WeakSet entry per request)."""
         return self
 
-    def __aiter__(self) -> "_AiohttpResponse":
+    def __aiter__(self) -> _AiohttpResponse:
         return self
 
     async def __anext__(self) -> bytes:
@@ -99,7 +99,7 @@ class _CountingConnector(aiohttp.TCPConnector):
     which makes aiohttp create trace objects and await hooks on every request (measured
     ~14 us/request here, benchmarks/engine.py)."""
 
-    def __init__(self, owner: "AiohttpTransport", **kwargs: Any):
+    def __init__(self, owner: AiohttpTransport, **kwargs: Any):
         super().__init__(**kwargs)
         self._owner = owner
 

@@ -34,7 +34,8 @@ class StreamParser(Protocol):
     content so far (for graders).
     """
 
-    text: str
+    @property
+    def text(self) -> str: ...  # read-only: an attribute or a property
 
     def feed(self, data: bytes, t_ns: int, sample: Sample) -> None: ...
 

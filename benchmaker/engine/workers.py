@@ -32,8 +32,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
-import signal
 import queue as queue_mod
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -94,7 +94,7 @@ def _worker_main(k: int, n: int, config_json: str, lanes_factory: LanesFactory, 
 
 def _merge_self_checks(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     checks = [r["self_checks"] for r in reports]
-    worst = max((c["loop_lag_ms"] for c in checks), key=lambda s: s.get("p99") or 0.0, default={})
+    worst: dict[str, Any] = max((c["loop_lag_ms"] for c in checks), key=lambda s: s.get("p99") or 0.0, default={})
     merged = {
         "workers": checks,
         "loop_lag_ms": worst,
@@ -126,7 +126,7 @@ def lane_loads(config: BenchConfig, lanes: Sequence[Lane], base_dir: Path | None
 def merge_shards(bundle_dir: Path, config: BenchConfig, loads: Mapping[str, LoadModel], n: int,
                  exit_codes: list[int | None] | None = None, interrupted: bool = False,
                  interrupted_by: str | None = None) -> dict[str, Any]:
-    """Write and return the summary.json of the run `config` (its run_id set) whose `n`
+    """Write and return the summary.json of the run `config` (its run_id set; else the name of `bundle_dir`, which is out_dir/run_id) whose `n`
     shards wrote `samples-w<k>.jsonl` and `worker-<k>.json` into `bundle_dir` (one host
     or several sharing a path): benchmaker.engine.summary.build_summary with the targets of
     the whole run (`loads`: lane name -> load model, see lane_loads). A shard whose exit
@@ -153,7 +153,7 @@ def merge_shards(bundle_dir: Path, config: BenchConfig, loads: Mapping[str, Load
     self_checks, worst_lag = _merge_self_checks(reports)
     paths = sorted(bundle_dir.glob("samples-w*.jsonl"))
     summary = build_summary(config, loads, paths, self_checks, worst_lag, interrupted, failures,
-                            run_id=config.run_id, interrupted_by=interrupted_by)
+                            run_id=config.run_id or bundle_dir.name, interrupted_by=interrupted_by)
     summary["workers"] = n
     bundle_dir.mkdir(parents=True, exist_ok=True)  # no shard ran (all stopped before their start)
     write_json_atomic(bundle_dir / "summary.json", summary)
@@ -169,9 +169,10 @@ def run_sharded(
     sum of the workers' maxima (an upper bound of the run's). Raises ConfigError when
     `workers` < 1 and RuntimeError when a worker never reported ready."""
     n = resolve_workers(workers)
-    config = config.model_copy(update={"run_id": config.run_id or new_run_id(config.kind), "workers": n})
+    run_id = config.run_id or new_run_id(config.kind)
+    config = config.model_copy(update={"run_id": run_id, "workers": n})
     loads = lane_loads(config, lanes_factory(), base_dir)  # refuses bad lanes before any process starts
-    bundle_dir = Path(config.out_dir) / config.run_id
+    bundle_dir = Path(config.out_dir) / run_id
     bundle_dir.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
     ready = ctx.Queue()
@@ -213,7 +214,7 @@ def run_sharded(
             except queue_mod.Empty:
                 pending -= {k for k in pending if not procs[k].is_alive()}  # died: see failures
                 if pending and time.monotonic() > deadline:
-                    raise RuntimeError(f"worker(s) {sorted(pending)} not ready after {_READY_TIMEOUT_S:g} s")
+                    raise RuntimeError(f"worker(s) {sorted(pending)} not ready after {_READY_TIMEOUT_S:g} s") from None
         if not started:
             raise RuntimeError("no worker process started (see their stderr)")
         start_at_ns = time.perf_counter_ns() + _START_LEAD_NS
@@ -234,7 +235,7 @@ def run_sharded(
                 p.join()
     summary = merge_shards(bundle_dir, config, loads, n, [p.exitcode for p in procs], interrupted,
                            interrupted_by=received[0] if received else None)
-    result = RunResult(config.run_id, bundle_dir, summary)
+    result = RunResult(run_id, bundle_dir, summary)
     if interrupted or summary["partial"]:
         raise KeyboardInterrupt(*received[:1])
     return result

@@ -104,13 +104,13 @@ def parse_latency(spec: str) -> LatencyModel:
     "recorded". Raises LatencySpecError naming the spec and the valid forms."""
     text = spec.strip()
     if text in ("instant", "recorded"):
-        return LatencyModel(kind=text)  # type: ignore[arg-type]
+        return LatencyModel(kind="instant" if text == "instant" else "recorded")
     if text.startswith("fixed:"):
         parts = text.split(":")
         if len(parts) != 3:
             raise LatencySpecError(f"latency: expected fixed:TTFT_MS:ITL_MS (got {spec!r})")
         values = []
-        for name, raw in zip(("TTFT_MS", "ITL_MS"), parts[1:]):
+        for name, raw in zip(("TTFT_MS", "ITL_MS"), parts[1:], strict=True):
             try:
                 value = float(raw)
             except ValueError:
@@ -170,6 +170,6 @@ def load_splitter(tokenizer_path: Path | str | None) -> Splitter:
         encoding = tokenizer.encode(text, add_special_tokens=False)
         cuts = sorted({start for start, _end in encoding.offsets if 0 < start < len(text)})
         bounds = [0, *cuts, len(text)]
-        return [text[a:b] for a, b in zip(bounds, bounds[1:])]
+        return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
     return hf_split

@@ -75,8 +75,9 @@ import json
 import os
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,6 @@ from benchmaker.engine.sse import SSEParser
 from benchmaker.trajectories.trajectory import (
     FinishReason,
     Observation,
-    Response as TrajResponse,
     Source,
     Timing,
     ToolCall,
@@ -105,6 +105,9 @@ from benchmaker.trajectories.trajectory import (
     Usage,
     flatten_content,
     match_key_for_messages,
+)
+from benchmaker.trajectories.trajectory import (
+    Response as TrajResponse,
 )
 
 __all__ = ["FORMAT", "ChatAssembler", "MessagesAssembler", "Recorder", "ResponsesAssembler", "create_recorder_app"]
@@ -303,8 +306,9 @@ class ChatAssembler:
             c = self.calls[i]
             calls.append(ToolCall(id=c.id or f"call_{i}", name=c.name, arguments_raw=c.arguments,
                                   arguments=_parse_arguments(c.arguments)))
-        known = self.finish_reason in _FINISH
-        reason: FinishReason = _FINISH[self.finish_reason] if known else ("tool_calls" if calls else "stop")
+        mapped = _FINISH.get(self.finish_reason) if self.finish_reason is not None else None
+        known = mapped is not None
+        reason: FinishReason = mapped if mapped is not None else ("tool_calls" if calls else "stop")
         return TrajResponse(content=self.content, reasoning=self.reasoning, tool_calls=calls,
                             finish_reason=reason), known or self.finish_reason is None
 
@@ -577,7 +581,8 @@ class Recorder:
                 call_id = m.get("tool_call_id") if isinstance(m.get("tool_call_id"), str) else None
                 observations.append(Observation(
                     tool_call_id=call_id,
-                    name=m.get("name") if isinstance(m.get("name"), str) else tool_names.get(call_id),
+                    name=m.get("name") if isinstance(m.get("name"), str) else (
+                        tool_names.get(call_id) if call_id is not None else None),
                     content=text, is_error=is_error if isinstance(is_error, bool) else False,
                     exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
                 ))
@@ -744,7 +749,7 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
 
     async def exchange(request: Request, api: str) -> Response:
         t_start = time.perf_counter_ns()
-        started_at = datetime.now(timezone.utc).isoformat()
+        started_at = datetime.now(UTC).isoformat()
         body = await request.body()
         req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
         placed = recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None) \
@@ -764,21 +769,22 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         asm = assembler(stream=req.get("stream") is True if req else False,
                         content_length=int(length) if length and length.isdigit() else None)
 
-        async def relay():
+        async def relay() -> AsyncIterator[bytes]:
             raw: list[bytes] = []
-            recorded = placed is None
+            target = placed
+            recorded = target is None
             try:
                 async for data in resp.aiter_raw():
-                    if not recorded:
+                    if target is not None and not recorded:
                         raw.append(data)
                         if asm.feed(data, time.perf_counter_ns()):
-                            recorder.record(placed[0], placed[1], asm, started_at, t_start,
+                            recorder.record(target[0], target[1], asm, started_at, t_start,
                                             time.perf_counter_ns(), b"".join(raw))
                             recorded = True
                     yield data
-                if not recorded:
+                if target is not None and not recorded:
                     if asm.finish():
-                        recorder.record(placed[0], placed[1], asm, started_at, t_start, time.perf_counter_ns(),
+                        recorder.record(target[0], target[1], asm, started_at, t_start, time.perf_counter_ns(),
                                         b"".join(raw))
                     else:
                         recorder.skipped["incomplete"] += 1
@@ -793,7 +799,7 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         if not isinstance(resp, httpx.Response):
             return resp
 
-        async def relay():
+        async def relay() -> AsyncIterator[bytes]:
             try:
                 async for data in resp.aiter_raw():
                     yield data
@@ -809,7 +815,7 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         upstream and recorded like a chat call (the request read by
         benchmaker.apis.gemini.request_messages, the answer by GeminiAssembler)."""
         t_start = time.perf_counter_ns()
-        started_at = datetime.now(timezone.utc).isoformat()
+        started_at = datetime.now(UTC).isoformat()
         body = await request.body()
         model, method = gemini.parse_path(request.url.path) or ("", "")
         try:

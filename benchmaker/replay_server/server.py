@@ -111,7 +111,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs
 
 import orjson
@@ -125,7 +125,13 @@ from benchmaker.apis.openai_responses import chat_messages
 from benchmaker.replay_server.latency import load_splitter, parse_latency
 from benchmaker.replay_server.side import TITLE_TEXT, is_title_request, schema_answer
 from benchmaker.replay_server.store import (
-    DEFAULT_MODEL, PreparedTurn, RecordedObservation, ReplayStore, StoredTrajectory, StreamBytes, exit_code_in,
+    DEFAULT_MODEL,
+    PreparedTurn,
+    RecordedObservation,
+    ReplayStore,
+    StoredTrajectory,
+    StreamBytes,
+    exit_code_in,
 )
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
 
@@ -165,7 +171,7 @@ class ReplayStats:
         # id; the same objects for the life of the stats (`reset` zeroes them in place),
         # so the app's prepared replies hold them
         self.by_ordinal = [_TrajectoryCounters() for _ in store.trajectories]
-        self.per_traj = {t.trajectory_id: c for t, c in zip(store.trajectories, self.by_ordinal)}
+        self.per_traj = {t.trajectory_id: c for t, c in zip(store.trajectories, self.by_ordinal, strict=True)}
         self.reset()
 
     def reset(self) -> None:
@@ -362,7 +368,7 @@ class _ReplayApp(Starlette):
         self._keys = _known_keys(store)
         # head user texts (a `_keys` key) -> per turn index: its prepared reply (built on
         # the first request for it), None where `_serve` must answer, or _UNPREPARED
-        self._replies: dict[Any, list[_Reply | object | None]] = {
+        self._replies: dict[Any, list[Any]] = {  # a _Reply, _UNPREPARED or None per turn
             _head_texts(entry): [_UNPREPARED] * len(entry.turns) for entry in store.trajectories}
 
     async def _reply(self, send: Any, status: int, body: bytes, extra: list | None = None) -> None:
@@ -1129,7 +1135,8 @@ def serve(
         sock.close()
 
 
-def run_uvicorn(app: Any, sock: socket.socket, *, http: str = "auto", lifespan: str = "off") -> None:
+def run_uvicorn(app: Any, sock: socket.socket, *, http: str = "auto",
+                lifespan: Literal["auto", "on", "off"] = "off") -> None:
     """Serve the ASGI `app` with uvicorn on the listening `sock` until SIGINT/SIGTERM
     (graceful shutdown up to 2 s; no access log, Server or Date header).
 
@@ -1201,23 +1208,29 @@ def one_send_protocol(http: str) -> type[asyncio.Protocol]:
     """uvicorn's protocol class for the parser `http` ("httptools" or "h11") writing
     through CoalescedWrites: a response the app sends in one step leaves in one send.
     Raises ValueError for another parser, ImportError when its package is missing."""
+    base: Any
     if http == "httptools":
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        base = HttpToolsProtocol
     elif http == "h11":
-        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        base = H11Protocol
     else:
         raise ValueError(f"http: expected httptools or h11, got {http!r}")
 
-    class OneSendProtocol(base):  # type: ignore[valid-type, misc]
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
+    def connection_made(self: Any, transport: asyncio.Transport) -> None:
+        base.connection_made(self, CoalescedWrites(transport, self.loop))
 
-    OneSendProtocol.__name__ = OneSendProtocol.__qualname__ = f"OneSend{base.__name__}"
-    OneSendProtocol.__doc__ = f"uvicorn's {base.__name__}, its writes through CoalescedWrites."
-    return OneSendProtocol
+    name = f"OneSend{base.__name__}"
+    return type(name, (base,), {
+        "connection_made": connection_made, "__qualname__": name, "__module__": __name__,
+        "__doc__": f"uvicorn's {base.__name__}, its writes through CoalescedWrites.",
+    })
 
 
-def uvicorn_config(app: Any, *, http: str = "auto", lifespan: str = "off") -> Any:
+def uvicorn_config(app: Any, *, http: str = "auto", lifespan: Literal["auto", "on", "off"] = "off") -> Any:
     """The uvicorn.Config `run_uvicorn` serves with (its doc gives the rules): `.http`
     is the chosen parser's protocol class writing each response in one send
     (one_send_protocol), `.loop` names the loop. Raises ValueError, ImportError as

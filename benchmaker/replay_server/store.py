@@ -71,14 +71,20 @@ from urllib.parse import quote
 import orjson
 from pydantic import ValidationError
 
+from benchmaker.apis import anthropic_messages, gemini
 from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, response_object, stream_events
-from benchmaker.apis import anthropic_messages
-from benchmaker.apis import gemini
-from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.replay_server.latency import LatencyModel, Splitter, parse_latency, regex_split
 from benchmaker.trajectories.context import previous_turn, recorded_requests, request_messages
 from benchmaker.trajectories.convert import gc_paused
-from benchmaker.trajectories.trajectory import Observation, Trajectory, Turn, Usage, flatten_content, match_key_for_messages
+from benchmaker.trajectories.errors import TrajectoryFormatError
+from benchmaker.trajectories.trajectory import (
+    Observation,
+    Trajectory,
+    Turn,
+    Usage,
+    flatten_content,
+    match_key_for_messages,
+)
 
 __all__ = [
     "API_RENDERERS",
@@ -123,8 +129,8 @@ def exit_code_in(text: str) -> int | None:
     is not its first key is parsed (orjson)."""
     if (text[:1] == "{" or text.lstrip()[:1] == "{") and '"returncode"' in text:
         stated = _json_returncode(text)
-        if stated is not _NOT_JSON:
-            return stated  # type: ignore[return-value]
+        if stated is None or isinstance(stated, int):  # else _NOT_JSON
+            return stated
     if "<returncode>" in text:
         m = _EXIT_CODE_RES[0].search(text)
         if m:
@@ -375,7 +381,7 @@ class ReplayStore:
                                      model=prepared.model, created=self.created)
         offsets_s = [ms / 1000.0 for ms in self.latency.offsets_ms(len(events), prepared.turn.timing)]
         groups: list[tuple[float, bytes]] = []
-        for offset, data in zip(offsets_s, events):
+        for offset, data in zip(offsets_s, events, strict=True):
             if groups and groups[-1][0] == offset:
                 groups[-1] = (offset, groups[-1][1] + data)
             else:
@@ -755,7 +761,7 @@ def _render_stream(
         events = [role]
 
     groups: list[tuple[float, list[bytes]]] = []
-    for offset, data in zip(offsets_s, events):
+    for offset, data in zip(offsets_s, events, strict=True):  # one offset per event (max(1, n))
         if groups and groups[-1][0] == offset:
             groups[-1][1].append(data)
         else:
@@ -823,7 +829,7 @@ def _render_messages_stream(prepared: PreparedTurn, latency: LatencyModel, split
     else:
         events = [head]
     groups: list[tuple[float, list[bytes]]] = []
-    for offset, data in zip(offsets_s, events):
+    for offset, data in zip(offsets_s, events, strict=True):
         if groups and groups[-1][0] == offset:
             groups[-1][1].append(data)
         else:
@@ -838,7 +844,7 @@ def _group_events(events: list[bytes], tail: bytes, offsets_ms: list[float]) -> 
     same offset in one group) and `tail` sent with the last group (alone at the first
     offset when there is no event)."""
     groups: list[tuple[float, list[bytes]]] = []
-    for offset_ms, data in zip(offsets_ms, events):
+    for offset_ms, data in zip(offsets_ms, events, strict=True):
         offset = offset_ms / 1000.0
         if groups and groups[-1][0] == offset:
             groups[-1][1].append(data)

@@ -39,32 +39,39 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmaker.engine.bundle import SampleWriter
-from benchmaker.engine.records import Outcome, Sample
 from benchmaker.agent.episodes import Episode, TurnRecord
-from benchmaker.trajectories.errors import InputError
-from benchmaker.agent.harness import MISS_BY_STATUS, SampleSink, SandboxFactory, rebase_sample, concurrency_proof, observation_message
+from benchmaker.agent.harness import (
+    MISS_BY_STATUS,
+    SampleSink,
+    SandboxFactory,
+    concurrency_proof,
+    observation_message,
+    rebase_sample,
+)
 from benchmaker.agent.harness import served as _served
 from benchmaker.agent.model_client import ChatResult, ModelClient
 from benchmaker.agent.sandbox import Sandbox, SandboxError
 from benchmaker.agent.tools import run_pi_tool
+from benchmaker.agent.verifier import TASK_FILE, TaskSpec, Verdict, load_task, verify
+from benchmaker.engine.bundle import SampleWriter
+from benchmaker.engine.records import Outcome, Sample
+from benchmaker.trajectories.errors import InputError
 from benchmaker.trajectories.trajectory import (
     Observation,
     RecordedOutcome,
     Response,
     Source,
+    Timing,
     ToolCall,
     Trajectory,
     Turn,
     Usage,
-    Timing,
     match_key_for_messages,
 )
-from benchmaker.agent.verifier import TASK_FILE, TaskSpec, Verdict, load_task, verify
 from benchmaker.workloads.agent import start_model_transport
 
 __all__ = [
@@ -162,7 +169,7 @@ def _usage(call: ChatResult) -> Usage | None:
 
 def _timing(call: ChatResult) -> Timing:
     wall_sent_ns = time.time_ns() - (time.perf_counter_ns() - call.sent_ns)
-    started = datetime.fromtimestamp(wall_sent_ns / 1e9, timezone.utc).isoformat().replace("+00:00", "Z")
+    started = datetime.fromtimestamp(wall_sent_ns / 1e9, UTC).isoformat().replace("+00:00", "Z")
     ttft = None if call.first_token_ns is None else (call.first_token_ns - call.sent_ns) / 1e6
     return Timing(ttft_ms=ttft, duration_ms=(call.end_ns - call.sent_ns) / 1e6, started_at=started)
 
@@ -314,13 +321,14 @@ async def run_live_episode(
 
 
 def _finish(ep: Episode, calls: list[ChatResult], diff: str | None, verdict: Verdict | None, t0: int) -> None:
-    if calls and all(c.first_token_ns is not None for c in calls):
-        ep.first_token_ns_sum = sum(c.first_token_ns - c.sent_ns for c in calls)  # type: ignore[operator]
+    firsts = [first - c.sent_ns for c in calls if (first := c.first_token_ns) is not None]
+    if calls and len(firsts) == len(calls):
+        ep.first_token_ns_sum = sum(firsts)
     complete = bool(calls) and all(c.prompt_tokens is not None and c.output_tokens is not None for c in calls)
     ep.usage_complete = complete
     if complete:
-        ep.prompt_tokens = sum(c.prompt_tokens for c in calls)  # type: ignore[misc]
-        ep.output_tokens = sum(c.output_tokens for c in calls)  # type: ignore[misc]
+        ep.prompt_tokens = sum(c.prompt_tokens or 0 for c in calls)  # all known (complete)
+        ep.output_tokens = sum(c.output_tokens or 0 for c in calls)
     ep.diff_sha256 = None if diff is None else hashlib.sha256(diff.encode("utf-8")).hexdigest()
     if verdict is not None:
         ep.resolved, ep.reverified = verdict.resolved, verdict.reverified
@@ -329,6 +337,7 @@ def _finish(ep: Episode, calls: list[ChatResult], diff: str | None, verdict: Ver
 
 def _grade(res: LiveEpisodeResult, run_id: str) -> dict[str, Any]:
     v = res.verdict
+    detail: str | None
     if v is None or v.resolved is None:
         verdict, detail = "error", (v.error if v else None) or res.episode.error or "not verified"
     else:
@@ -387,17 +396,17 @@ class _LiveWorkload:
         self._handles = {n: open(p, "w", encoding="utf-8") for n, p in self.files.items()}
         self._writer = SampleWriter(self.out_dir / "samples.jsonl")
         self._transport = await start_model_transport(self.transport)
-        factory = self.kwargs.get("sandbox_factory")
-        if getattr(factory, "start", None) is not None:  # its process spawner, before the clock
-            await factory.start()  # benchmaker.agent.sandbox.LocalSandboxFactory
+        start = getattr(self.kwargs.get("sandbox_factory"), "start", None)
+        if start is not None:  # its process spawner, before the clock
+            await start()  # benchmaker.agent.sandbox.LocalSandboxFactory
 
     async def aclose(self) -> None:
         if self._transport is not None:
             await self._transport.aclose()
             self._transport = None
-        factory = self.kwargs.get("sandbox_factory")
-        if getattr(factory, "aclose", None) is not None:
-            await factory.aclose()
+        aclose = getattr(self.kwargs.get("sandbox_factory"), "aclose", None)
+        if aclose is not None:
+            await aclose()
         for h in self._handles.values():
             h.close()
         if self._writer is not None:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmaker.replay_server.latency import parse_latency
+from benchmaker.replay_server.latency import LatencyModel, parse_latency
 from benchmaker.sweep.sweep import episode_plan, point_name
 from benchmaker.trajectories.trajectory import Trajectory, Turn
 
@@ -90,12 +90,12 @@ def call_seconds(turn: Turn, latency: str, call_overhead_s: float = CALL_OVERHEA
     return _call_seconds(parse_latency(latency), t[1], t[2], call_overhead_s + context_kchars * context_s_per_kchar)
 
 
-def _call_seconds(model: object, tokens: int, recorded_ms: float | None, call_overhead_s: float) -> float:
+def _call_seconds(model: LatencyModel, tokens: int, recorded_ms: float | None, call_overhead_s: float) -> float:
     """`call_seconds` of a call whose response is `tokens` long and took `recorded_ms`
     (None: no timing recorded), its overhead with the context's share included."""
-    if model.kind == "fixed":  # type: ignore[attr-defined]
-        return call_overhead_s + (model.ttft_ms + model.itl_ms * (tokens - 1)) / 1000.0  # type: ignore[attr-defined]
-    if model.kind == "recorded" and recorded_ms is not None:  # type: ignore[attr-defined]
+    if model.kind == "fixed":
+        return call_overhead_s + (model.ttft_ms + model.itl_ms * (tokens - 1)) / 1000.0
+    if model.kind == "recorded" and recorded_ms is not None:
         return call_overhead_s + recorded_ms / 1000.0
     return call_overhead_s
 
@@ -229,12 +229,12 @@ def sweep_plan(trajectories: Sequence[Trajectory | PlanTrajectory], concurrency_
     if not trajectories:
         raise ValueError("trajectories: expected at least one trajectory (got none)")
     model = parse_latency(latency)
-    trajectories = [plan_trajectory(t) for t in trajectories]
+    plans = [plan_trajectory(t) for t in trajectories]
     episode_s = {t.trajectory_id: sum(_call_seconds(model, tokens, ms, call_overhead_s + k * context_s_per_kchar)
-                                      for k, tokens, ms in zip(t.context_kchars, t.tokens, t.recorded_ms))
-                 for t in trajectories}
+                                      for k, tokens, ms in zip(t.context_kchars, t.tokens, t.recorded_ms, strict=True))
+                 for t in plans}
     cpu_s = {t.trajectory_id: len(t.turns) * call_overhead_s + sum(t.context_kchars) * context_s_per_kchar
-             for t in trajectories}
+             for t in plans}
     mean_episode_s = sum(episode_s.values()) / len(episode_s)
     points = []
     for c in concurrency_sweep:
@@ -243,13 +243,13 @@ def sweep_plan(trajectories: Sequence[Trajectory | PlanTrajectory], concurrency_
         if duration_s is not None:
             points.append(PointPlan(point_name(c), c, None, None, duration_s + mean_episode_s))
             continue
-        plan = episode_plan(trajectories, c, episodes_per_point)
+        plan = episode_plan(plans, c, episodes_per_point)
         n_calls = sum(len(t.turns) for t in plan)
         points.append(PointPlan(point_name(c), c, len(plan), n_calls,
                                 max(_makespan([episode_s[t.trajectory_id] for t in plan], c),
                                     sum(cpu_s[t.trajectory_id] for t in plan))))
-    return SweepPlan(points=points, trajectories=len(trajectories),
-                     calls_per_trajectory=[len(t.turns) for t in trajectories], latency=latency,
+    return SweepPlan(points=points, trajectories=len(plans),
+                     calls_per_trajectory=[len(t.turns) for t in plans], latency=latency,
                      call_overhead_s=call_overhead_s, duration_s=duration_s,
                      context_s_per_kchar=context_s_per_kchar)
 

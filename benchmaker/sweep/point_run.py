@@ -43,16 +43,16 @@ from typing import Any
 
 import orjson
 
+from benchmaker.agent.harness import SandboxFactory, concurrency_proof
+from benchmaker.agent.verifier import TaskSpec
 from benchmaker.engine.bundle import write_json_atomic
 from benchmaker.engine.config import BenchConfig, Timeouts
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, load_model_of
 from benchmaker.engine.runner import BenchRunner
 from benchmaker.engine.workers import run_sharded, single_lane
-from benchmaker.agent.harness import SandboxFactory, concurrency_proof
 from benchmaker.sweep.point_summary import summarize_point, write_point_summary
 from benchmaker.sweep.sweep import engine_point_name, episode_plan, point_dir, point_name, reset_point_dir
 from benchmaker.trajectories.trajectory import Trajectory
-from benchmaker.agent.verifier import TaskSpec
 from benchmaker.workloads.agent_episode import EpisodeWorkload
 
 __all__ = ["EPISODE_SAMPLES", "PlayedEpisodes", "engine_self_checks", "play_episodes", "replay_point_name", "run_point"]
@@ -225,7 +225,7 @@ def engine_self_checks(summary: dict[str, Any]) -> dict[str, Any]:
     run = summary.get("run") or {}
     sc = summary.get("self_checks") or {}
     lanes = (summary.get("target") or {}).get("lanes") or {}
-    lane = next(iter(lanes.values()), {})
+    lane: dict[str, Any] = next(iter(lanes.values()), {})
     lag = run.get("schedule_lag_ms") or {}
     return {
         "load": lane.get("load"),
@@ -294,7 +294,7 @@ async def run_point(
     load = ParsedRateSpec.of(load)
     model = load.model
     closed = isinstance(model, ClosedLoop)
-    target_c = model.concurrency if closed else None
+    target_c = model.concurrency if isinstance(model, ClosedLoop) else None
     sp = replay_point_name(None, load)
     pdir = reset_point_dir(point_dir(run_dir, sp))
     if duration_s is None:

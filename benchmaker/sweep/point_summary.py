@@ -34,10 +34,10 @@ from typing import Any
 
 import duckdb
 
+from benchmaker.agent.episodes import EPISODE_COLUMNS, TURN_COLUMNS
 from benchmaker.engine.bundle import write_json_atomic
 from benchmaker.engine.records import SAMPLE_COLUMNS
 from benchmaker.engine.summary import create_run_slo, summary_sql
-from benchmaker.agent.episodes import EPISODE_COLUMNS, TURN_COLUMNS
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -193,6 +193,8 @@ def summarize_point(
         cur = con.execute(sweep_summary_sql())
         names = [d[0] for d in cur.description]
         values = cur.fetchone()
+        if values is None:  # one aggregate row always
+            raise RuntimeError("the sweep summary query returned no row")
     finally:
         con.close()
     row: dict[str, Any] = {
@@ -204,7 +206,7 @@ def summarize_point(
         "shards": shards,
         "verdict_reasons": reasons,
     }
-    row.update({k: _plain(v) for k, v in zip(names, values)})
+    row.update({k: _plain(v) for k, v in zip(names, values, strict=True)})
     return row
 
 

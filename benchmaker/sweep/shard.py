@@ -54,13 +54,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import secrets
 import shutil
 import socket
-import secrets
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -68,20 +68,24 @@ from typing import Any
 
 import orjson
 
+from benchmaker.agent.harness import SandboxFactory, concurrency_proof
+from benchmaker.agent.verifier import TaskSpec
 from benchmaker.engine.bundle import write_json_atomic
 from benchmaker.engine.exchange import Exchange, shards_key
-from benchmaker.engine.shared_start import (LATE_START_LIMIT_MS, ReadyBoard, StartBarrier, measure_clock_offset,
-                                     sleep_until)
+from benchmaker.engine.shared_start import (
+    LATE_START_LIMIT_MS,
+    ReadyBoard,
+    StartBarrier,
+    measure_clock_offset,
+    sleep_until,
+)
+from benchmaker.progress import ProgressEvent, ProgressWriter, event_from_json, watch_point
 from benchmaker.replay_server import process as _process
-from benchmaker.trajectories.convert import read_trajectories
-from benchmaker.agent.harness import SandboxFactory, concurrency_proof
 from benchmaker.sweep.plan import context_chars
 from benchmaker.sweep.point_run import EPISODE_SAMPLES, engine_self_checks, play_episodes
-from benchmaker.progress import ProgressEvent, ProgressWriter, event_from_json, watch_point
-from benchmaker.sweep.sweep import (episode_plan, point_dir, point_name, summarize_point,
-                          write_point_summary)
+from benchmaker.sweep.sweep import episode_plan, point_dir, point_name, summarize_point, write_point_summary
+from benchmaker.trajectories.convert import read_trajectories
 from benchmaker.trajectories.trajectory import Trajectory
-from benchmaker.agent.verifier import TaskSpec
 
 __all__ = [
     "ReplayShardPoint",
@@ -219,7 +223,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def _watch_shard(p: ReplayShardPoint, plan: Sequence[Trajectory] | None, conc: int, server: _process.ReplayServerHandle,
-                 out: Path, put: Callable[[bytes], None]) -> object:
+                 out: Path, put: Callable[[bytes], None]) -> AbstractAsyncContextManager[None]:
     """watch_point over the shard's replay server and episodes file, writing its events
     through `put` (ProgressWriter; every second); totals and the ETA's work from the
     shard's `plan` (None: run for a duration)."""
@@ -340,7 +344,7 @@ async def _play_shard(
             await watching.enter_async_context(_watch_shard(p, plan, conc, server, out, progress))
         engine: dict[str, Any] = {}
         if plan == []:  # fewer episodes than slots: this shard's slots got none
-            wake_late_ns = await sleep_until(await ready())
+            wake_late_ns: int | None = await sleep_until(await ready())
             t0_wall_ns = time.time_ns()
             out.mkdir(parents=True)
             for name in ("samples.jsonl", "episodes.jsonl", "turns.jsonl"):
@@ -364,10 +368,12 @@ async def _play_shard(
     finally:
         await watching.aclose()  # its last (finished) event, while the server still answers /stats
         await asyncio.to_thread(server.stop)
+    shared = ready.shared
+    assert shared is not None, "set by the barrier, which both branches awaited"
     return {"worker": p.worker, "shards": p.shards, "concurrency": conc,
             "episodes_planned": None if plan is None else len(plan), "hostname": socket.gethostname(),
-            "pid": os.getpid(), "clock": None, "start_wall_ns": ready.shared.start_wall_ns,
-            "barrier": ready.shared.as_dict(), "start_late_ns": t0_wall_ns - ready.shared.start_wall_ns, "wake_late_ns": wake_late_ns,
+            "pid": os.getpid(), "clock": None, "start_wall_ns": shared.start_wall_ns,
+            "barrier": shared.as_dict(), "start_late_ns": t0_wall_ns - shared.start_wall_ns, "wake_late_ns": wake_late_ns,
             "server_pid": server.pid, "engine": engine}
 
 

@@ -33,16 +33,20 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import duckdb
 import orjson
 
 from benchmaker.engine.bundle import build_manifest, wall_ns, write_json_atomic
-from benchmaker.sweep.point_summary import (TABLE_COLUMNS, engine_point_row, summarize_point, sweep_table_markdown,
-                                  sweep_table_rows, write_point_summary)
 from benchmaker.progress import watch_engine
-from benchmaker.trajectories.trajectory import Trajectory
+from benchmaker.sweep.point_summary import (
+    TABLE_COLUMNS,
+    engine_point_row,
+    summarize_point,
+    sweep_table_markdown,
+    sweep_table_rows,
+    write_point_summary,
+)
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -141,7 +145,10 @@ def write_run_manifest(
     return path
 
 
-def episode_plan(trajectories: Sequence[Trajectory], concurrency: int, episodes: int | None) -> list[Trajectory]:
+_T = TypeVar("_T")  # a Trajectory, or what a plan needs of one (sweep.plan.PlanTrajectory)
+
+
+def episode_plan(trajectories: Sequence[_T], concurrency: int, episodes: int | None) -> list[_T]:
     """The trajectories a point plays, in order: `episodes` of them (default
     max(concurrency, len(trajectories)), so every worker has one), cycling through
     `trajectories`. Raises ValueError when there is no trajectory or episodes < 1."""

@@ -175,7 +175,7 @@ class InstantServer:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
-    def __enter__(self) -> "InstantServer":
+    def __enter__(self) -> InstantServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -79,9 +79,9 @@ from typing import Any, Literal
 
 import orjson
 from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, response_object, stream_events
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = ["Scenario", "ScenarioServer", "ToolCallScript", "main"]
 
@@ -620,7 +620,7 @@ class ScenarioServer:
         sc = self._pick(request, body)
         if sc is None:
             return _error(400, f"unknown x-scenario {request.headers.get('x-scenario')!r}")
-        model = body.get("model") if isinstance(body.get("model"), str) else "scenario"
+        model = name if isinstance(name := body.get("model"), str) else "scenario"
         tl = _Timeline(sc, kind, model)
         if sc.status >= 400 or not body.get("stream"):
             await _sleep_until(loop, t0 + sc.latency_ms / 1000.0)
@@ -699,7 +699,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--named: expected NAME=JSON (got {entry!r})")
         named[name] = _load_scenario(text, f"--named {name}")
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
 
         runner_factory: Any = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux

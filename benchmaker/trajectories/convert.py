@@ -642,7 +642,7 @@ def _convert_in_workers(units: list[tuple[Path, bool]], n_workers: int, fmt: str
         if start_error:
             raise start_error[0]
         submitted = here = k
-        for k in range(k, len(units)):
+        for k in range(here, len(units)):
             while submitted < len(units) and len(pending) < window:
                 unit, explicit = units[submitted]
                 part = None if parts is None else f"{parts}.{submitted}"
@@ -799,7 +799,7 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
         fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
         fh = os.fdopen(fd, "wb")
     else:
-        fh = open(os.devnull, "wb")  # noqa: SIM115 - closed in finally
+        fh = open(os.devnull, "wb")  # closed in finally
 
     files_done = 0
 

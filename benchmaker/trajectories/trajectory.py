@@ -285,7 +285,7 @@ def _fields_getter(models: tuple[type[BaseModel], ...]) -> Any:
         else:
             lines.append("        return obj.__dict__")
     lines.append("    raise TypeError(cls.__name__)")
-    exec("\n".join(lines) + "\n", ns)  # noqa: S102 - code generated from the models' own field names
+    exec("\n".join(lines) + "\n", ns)  # code generated from the models' own field names
     return ns["fields_of"]
 
 

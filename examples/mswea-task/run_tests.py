@@ -7,7 +7,6 @@ import sys
 import unittest
 
 
-
 def ids(s):
     for t in s:
         yield from (ids(t) if isinstance(t, unittest.TestSuite) else [t.id()])

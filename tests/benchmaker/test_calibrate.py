@@ -9,6 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.records import RequestSpec
+from benchmaker.engine.runner import BenchRunner
+from benchmaker.engine.transport import NullTransport
 from benchmaker.recipes.calibration import (
     CALIBRATION_ENV,
     calibrate,
@@ -18,11 +23,6 @@ from benchmaker.recipes.calibration import (
     load_calibration,
     write_calibration,
 )
-from benchmaker.engine.config import BenchConfig
-from benchmaker.engine.errors import ConfigError
-from benchmaker.engine.records import RequestSpec
-from benchmaker.engine.runner import BenchRunner
-from benchmaker.engine.transport import NullTransport
 from benchmaker.workloads.datasets import StaticDataset
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 

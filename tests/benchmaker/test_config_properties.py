@@ -16,8 +16,19 @@ from hypothesis import strategies as st
 
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.errors import ConfigError
-from benchmaker.engine.load_models import (MAX_CONCURRENCY, MAX_DURATION_S, MAX_RATE_PER_S, MIN_RATE_PER_S, Burst, ClosedLoop,
-                                    Gamma, Ramp, Stages, parse_duration_s, parse_rate_spec)
+from benchmaker.engine.load_models import (
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_RATE_PER_S,
+    MIN_RATE_PER_S,
+    Burst,
+    ClosedLoop,
+    Gamma,
+    Ramp,
+    Stages,
+    parse_duration_s,
+    parse_rate_spec,
+)
 from benchmaker.recipes.runfile import read_run_file
 
 PROFILE = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

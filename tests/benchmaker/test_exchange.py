@@ -3,7 +3,7 @@ clock against the storage (local disk: one clock; memory: microsecond stamps).""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -42,7 +42,7 @@ def test_clock_offset_against_a_local_disk_is_within_a_tick(tmp_path: Path) -> N
 
 def test_mtime_of_each_filesystem_flavour() -> None:
     assert _mtime_ns({"mtime": 1.5}) == 1_500_000_000
-    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t = datetime(2026, 1, 1, tzinfo=UTC)
     assert _mtime_ns({"LastModified": t}) == 1_767_225_600_000_000_000  # S3: a datetime
     assert _mtime_ns({"updated": "2026-01-01T00:00:00.250Z"}) == 1_767_225_600_250_000_000  # GCS: ISO text
     assert _mtime_ns({"size": 1}) is None

@@ -15,8 +15,8 @@ import gzip
 import socket
 import ssl
 import struct
-import sys
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -74,7 +74,7 @@ class Scripted:
         self.url = ""
         self._handlers: set[asyncio.Task] = set()
 
-    async def start(self, ssl_ctx: ssl.SSLContext | None = None) -> "Scripted":
+    async def start(self, ssl_ctx: ssl.SSLContext | None = None) -> Scripted:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=ssl_ctx)
         port = self.server.sockets[0].getsockname()[1]
         self.url = f"{'https' if ssl_ctx else 'http'}://127.0.0.1:{port}"
@@ -321,7 +321,7 @@ async def test_error_statuses_keep_the_same_body(tmp_path, query):
     status = int(query.split("&")[0].split("=")[1])
     for v in views:
         assert v["outcome"] == "http_error" and v["http_status"] == status
-        assert v["error"] == '{"error": {"message": "overloaded \u00e9", "code": %d}}' % status
+        assert v["error"] == '{"error": {"message": "overloaded \u00e9", "code": ' + str(status) + "}}"
 
 
 async def test_connection_refused_is_the_same_transport_error(tmp_path):

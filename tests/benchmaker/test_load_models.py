@@ -9,7 +9,15 @@ import pytest
 
 from benchmaker.engine.errors import RateSpecError
 from benchmaker.engine.load_models import (
-    ClosedLoop, Constant, Gamma, Poisson, Ramp, Stages, Trace, parse_duration_s, parse_rate_spec,
+    ClosedLoop,
+    Constant,
+    Gamma,
+    Poisson,
+    Ramp,
+    Stages,
+    Trace,
+    parse_duration_s,
+    parse_rate_spec,
 )
 
 
@@ -52,7 +60,7 @@ def test_poisson_shards_merge_to_the_full_rate():
 def test_gamma_mean_rate_and_burstiness_changes_variance():
     def gaps(b):
         ts = [t for t, _ in take(Gamma(100, b).arrivals(seed=3), 10_001)]
-        return [y - x for x, y in zip(ts, ts[1:])]
+        return [y - x for x, y in zip(ts, ts[1:], strict=False)]
 
     bursty, even = gaps(0.25), gaps(4.0)
     mean = sum(bursty) / len(bursty)

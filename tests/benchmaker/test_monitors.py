@@ -17,7 +17,12 @@ from aiohttp import web
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.monitors import (
-    FunctionMonitor, PrometheusMonitor, PrometheusMonitorSpec, PrometheusRates, build_monitors, histogram_quantile,
+    FunctionMonitor,
+    PrometheusMonitor,
+    PrometheusMonitorSpec,
+    PrometheusRates,
+    build_monitors,
+    histogram_quantile,
 )
 from benchmaker.engine.runner import BenchRunner
 from benchmaker.engine.selfcheck import reasons_beyond_host_load
@@ -174,7 +179,7 @@ async def test_run_scrapes_loopback_metrics_into_bundle_and_warehouse(tmp_path: 
     assert stamps == sorted(stamps) and 0 <= stamps[0] < 50_000_000 and stamps[-1] >= 250_000_000
     rates = [r for r in prom if r["name"] == "vllm:prompt_tokens_total:rate_per_s"]
     assert len(rates) == scrapes - 1
-    for prev_t, r in zip(stamps, rates):  # +10 tokens per scrape over the scrape gap
+    for prev_t, r in zip(stamps, rates, strict=False):  # +10 tokens per scrape over the scrape gap
         assert r["value"] == pytest.approx(10 / ((r["t_ns"] - prev_t) / 1e9))
     p99 = [r["value"] for r in prom if r["name"] == "vllm:e2e_request_latency_seconds:p99"]
     assert p99 == pytest.approx([0.98] * (scrapes - 1))

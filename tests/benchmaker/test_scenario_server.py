@@ -13,9 +13,9 @@ import pytest
 
 from benchmaker.engine.selfcheck import LoopLagMonitor
 from benchmaker.testing import Scenario, ScenarioServer
-from tests.workloads._drive import drive
 from benchmaker.workloads.datasets import StaticDataset
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from tests.workloads._drive import drive
 
 MS = 1_000_000
 ROOT = Path(__file__).resolve().parents[2]

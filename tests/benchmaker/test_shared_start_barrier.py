@@ -13,8 +13,15 @@ import orjson
 import pytest
 
 from benchmaker.engine.exchange import Exchange
-from benchmaker.engine.shared_start import (MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, await_shared_start, post_ready,
-                                     ready_name, shared_start_of)
+from benchmaker.engine.shared_start import (
+    MIN_START_LEAD_S,
+    ReadyBoard,
+    ShardsNotReady,
+    await_shared_start,
+    post_ready,
+    ready_name,
+    shared_start_of,
+)
 
 S = 1_000_000_000  # ns per s
 EARLIEST = 1_700_000_000 * S  # the attempt's earliest start (wall-clock ns)

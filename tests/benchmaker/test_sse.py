@@ -141,7 +141,7 @@ def test_random_events_with_mixed_line_ends_and_random_splits_give_the_same_even
     stream = b"".join(parts)
     expected = [(kind, b"\n".join(values)) for kind, values, _ in events]
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(stream) - 1)), max_size=20)))
-    reads = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+    reads = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=False)]
     assert _feed_all(reads) == expected
 
 

@@ -38,7 +38,7 @@ def test_reads_that_are_not_one_plain_event():
         [("update", b"a")], [(None, b"a\nb")], [(None, b"a")], [(None, b"a")], [(None, b"a")],
         [(None, b"a")], [(None, b"a\nb")], [(None, b"a"), (None, b"b")], [(None, b"a")], [(None, b"a")],
     ]
-    for reads, want in zip(cases, expected):
+    for reads, want in zip(cases, expected, strict=False):
         assert _feed(reads) == want == _bytewise(b"".join(reads)), reads
 
 

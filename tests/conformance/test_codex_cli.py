@@ -23,7 +23,13 @@ from benchmaker.replay_server.process import start_replay_server
 from benchmaker.replay_server.store import load_trajectories
 from benchmaker.trajectories.convert import iter_trajectories
 from benchmaker.trajectories.trajectory import (
-    Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for,
+    Response,
+    Source,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+    match_key_for,
 )
 from conformance.venvs import cache_dir
 

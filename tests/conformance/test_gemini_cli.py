@@ -22,7 +22,14 @@ import pytest
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.trajectories.convert import convert_paths, iter_trajectories
 from benchmaker.trajectories.trajectory import (
-    Observation, Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for,
+    Observation,
+    Response,
+    Source,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+    match_key_for,
 )
 from conformance.venvs import cache_dir
 

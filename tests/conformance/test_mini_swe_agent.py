@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -93,11 +92,11 @@ def test_mini_swe_agent_trajectory_converts_to_the_recorded_turns(recording, tmp
     (recorded,) = [json.loads(line) for line in rec.read_text().splitlines()]
     assert converted["match_key"] == recorded["match_key"]
     assert len(converted["turns"]) == len(recorded["turns"]) == 5
-    for c, r in zip(converted["turns"], recorded["turns"]):
+    for c, r in zip(converted["turns"], recorded["turns"], strict=False):
         assert c["response"]["content"] == r["response"]["content"]
         assert [tc["arguments_raw"] for tc in c["response"]["tool_calls"]] == [
             tc["arguments_raw"] for tc in r["response"]["tool_calls"]]
-    for c, r in zip(converted["turns"][:4], recorded["turns"][:4]):
+    for c, r in zip(converted["turns"][:4], recorded["turns"][:4], strict=False):
         assert [o["content"] for o in c["observations"]] == [o["content"] for o in r["observations"]]
     assert converted["outcome"]["exit_status"] == "Submitted"
 

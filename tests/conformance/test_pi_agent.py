@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
 import duckdb
 import pytest

@@ -13,10 +13,10 @@ import urllib.request
 import aiohttp
 import pytest
 
+from benchmaker.recipes.runfile import read_run_file
 from conformance.clients import ours_run_file, url_process, write_prompts
 from conformance.scripted_model import ScriptedModel, load_script
 from conformance.venvs import REPO, why_unusable
-from benchmaker.recipes.runfile import read_run_file
 
 SCRIPT = [{"thought": "look", "command": "cat a.py"}, {"thought": "fix", "command": "sed -i 's/a/b/' a.py"}]
 BASH = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]

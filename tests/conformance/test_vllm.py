@@ -23,10 +23,17 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conformance.clients import (ClientRun, reset_prefix_cache, run_ours, run_paired, run_vllm_bench,
-                                 vllm_definitions, write_prompts)
-from conformance.venvs import REPO
 from benchmaker.workloads.tokens import TokenCounter
+from conformance.clients import (
+    ClientRun,
+    reset_prefix_cache,
+    run_ours,
+    run_paired,
+    run_vllm_bench,
+    vllm_definitions,
+    write_prompts,
+)
+from conformance.venvs import REPO
 
 CONFORMANCE = True  # gated: needs the conformance venvs (conftest)
 N, CONCURRENCY, OUTPUT_LEN, ROUNDS = 40, 4, 32, 2

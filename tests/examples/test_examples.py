@@ -24,8 +24,8 @@ import pytest
 from aiohttp import web
 
 from benchmaker.engine.config import BenchConfig
-from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from benchmaker.recipes.cli import main as cli_main
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from benchmaker.warehouse.loader import load_run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,8 +31,8 @@ pytestmark = [
 @pytest.fixture
 def conversions(monkeypatch) -> list[list[str]]:
     """The file names given to each convert_paths call from now on, in call order."""
-    import benchmaker.trajectories.convert
     import benchmaker.tasks.convert
+    import benchmaker.trajectories.convert
 
     real, calls = benchmaker.trajectories.convert.convert_paths, []
 

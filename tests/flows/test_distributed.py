@@ -12,11 +12,17 @@ import duckdb
 import orjson
 import pytest
 
-from benchmaker.engine.shared_start import (MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, measure_clock_offset, post_ready,
-                                     start_at_ns_from_wall)
-from benchmaker.testing.scenario_server import Scenario, ScenarioServer
+from benchmaker.engine.shared_start import (
+    MIN_START_LEAD_S,
+    ReadyBoard,
+    ShardsNotReady,
+    measure_clock_offset,
+    post_ready,
+    start_at_ns_from_wall,
+)
 from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest
 from benchmaker.tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, shard_staging_dir
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from benchmaker.warehouse.loader import load_run
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from benchmaker.sweep.shard import ReplayShardPoint, merge_replay_point, run_replay_shard
 from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest
 from benchmaker.tasks.shard import ShardPoint, merge_point, run_shard_point
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from tests._fixed_lag import LOOP_LAG_P99_MS, FixedLag
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "tiny-task.pi.jsonl"

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -29,9 +29,9 @@ from prefect.client.schemas.objects import FlowRun, State
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Pending, Scheduled
 
-from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from benchmaker.flows.shard_runs import cancel_flow_runs
 from benchmaker.tasks.shard import ShardPoint
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 
 REPO = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -247,7 +247,7 @@ async def test_a_shard_run_no_worker_has_picked_up_is_cancelled_at_once(prefect_
     # hour ahead, no worker takes it during the test
     env, _ = prefect_stack
     with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
-        fr = await _shard_run(Scheduled(scheduled_time=datetime.now(timezone.utc) + timedelta(hours=1)))
+        fr = await _shard_run(Scheduled(scheduled_time=datetime.now(UTC) + timedelta(hours=1)))
         t0 = time.monotonic()
         out = await cancel_flow_runs([fr.id], "not done within shard_timeout_s (3 s)", wait_s=30)
         waited = time.monotonic() - t0

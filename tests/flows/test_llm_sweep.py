@@ -27,8 +27,8 @@ def test_sweep_loads_orders_points_and_names_bad_ones() -> None:
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 async def test_llm_sweep_flow_loads_every_point(tmp_path: Path) -> None:
-    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
     from benchmaker.flows.llm_sweep import llm_sweep
+    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 
     async with ScenarioServer(Scenario(ttft_ms=20)) as server:
         base = server.chat_url.rsplit("/v1/", 1)[0]
@@ -47,8 +47,8 @@ async def test_llm_sweep_flow_loads_every_point(tmp_path: Path) -> None:
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 async def test_llm_sweep_api_responses_sends_responses_requests(tmp_path: Path) -> None:
-    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
     from benchmaker.flows.llm_sweep import llm_sweep
+    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 
     async with ScenarioServer(Scenario(ttft_ms=5, content_chunks=4)) as server:
         base = server.url

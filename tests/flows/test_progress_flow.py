@@ -58,8 +58,8 @@ async def test_every_point_reports_progress_and_a_progress_artifact(tmp_path: Pa
 
 
 async def test_llm_sweep_points_report_requests_done_and_a_progress_artifact(tmp_path: Path) -> None:
-    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
     from benchmaker.flows.llm_sweep import llm_sweep
+    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 
     events: list[ProgressEvent] = []
     async with ScenarioServer(Scenario(ttft_ms=20)) as server:

@@ -20,8 +20,10 @@ from pydantic import BaseModel
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, Poisson, parse_rate_spec
 from benchmaker.flows.swebench_replay import ParameterError, validate_params
 from tests._fixed_lag import LOOP_LAG_P99_MS, FixedLag
-from tests.recipes.test_bench_cli import count_rate_spec_parses
-from tests.recipes.test_bench_cli import server  # noqa: F401 - the fixture: a scenario server on 127.0.0.1
+from tests.recipes.test_bench_cli import (
+    count_rate_spec_parses,
+    server,  # noqa: F401 - the fixture: a scenario server on 127.0.0.1
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"

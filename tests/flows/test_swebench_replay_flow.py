@@ -133,9 +133,9 @@ async def test_sweep_point_cached_within_a_flow_run_only(tmp_path: Path) -> None
     from prefect import flow
 
     from benchmaker.flows.swebench_replay import result_storage_for
-    from benchmaker.trajectories.convert import convert_paths
     from benchmaker.tasks.serve import launch_server, stop_replay_server
     from benchmaker.tasks.sweep import run_sweep_point
+    from benchmaker.trajectories.convert import convert_paths
 
     traj = tmp_path / "t.jsonl"
     convert_paths([EXAMPLE], traj)

@@ -114,19 +114,19 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
     try:
         cur = con.execute("SELECT * FROM v_sweep_summary WHERE run_id = ? ORDER BY sweep_point", [run_id])
         names = [d[0] for d in cur.description]
-        view = [dict(zip(names, v)) for v in cur.fetchall()]
+        view = [dict(zip(names, v, strict=False)) for v in cur.fetchall()]
         cur = con.execute(HAND_REQUESTS, [run_id])
-        hand = [dict(zip([d[0] for d in cur.description], v)) for v in cur.fetchall()]
+        hand = [dict(zip([d[0] for d in cur.description], v, strict=False)) for v in cur.fetchall()]
         cur = con.execute(HAND_EPISODES, [run_id])
-        hand_eps = [dict(zip([d[0] for d in cur.description], v)) for v in cur.fetchall()]
+        hand_eps = [dict(zip([d[0] for d in cur.description], v, strict=False)) for v in cur.fetchall()]
         cur = con.execute(HAND_TURNS, [run_id])
-        hand_turns = [dict(zip([d[0] for d in cur.description], v)) for v in cur.fetchall()]
+        hand_turns = [dict(zip([d[0] for d in cur.description], v, strict=False)) for v in cur.fetchall()]
         n_turn_rows = con.execute("SELECT count(*) FROM turns WHERE run_id = ?", [run_id]).fetchone()[0]
     finally:
         con.close()
 
     # v_sweep_summary: every column equal to the point's row (same SQL, other relations)
-    for point, row in zip(view, files):
+    for point, row in zip(view, files, strict=False):
         differ = {k: (v, row.get(k)) for k, v in point.items() if k != "run_id" and not _same(v, row.get(k))}
         assert differ == {}, point["sweep_point"]
     # 1 trajectory of 4 turns: max(c, 1) episodes per point, every turn served with usage
@@ -135,14 +135,14 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
         [(1, 4, 4, 1.0, True), (2, 8, 8, 1.0, True)]
 
     # hand-written SQL over requests and episodes
-    for h, row in zip(hand, files):
+    for h, row in zip(hand, files, strict=False):
         assert {k: (v, row[k]) for k, v in h.items() if not _same(v, row[k])} == {}, h["sweep_point"]
-    for h, row in zip(hand_eps, files):
+    for h, row in zip(hand_eps, files, strict=False):
         assert {k: (v, row[k]) for k, v in h.items() if not _same(v, row[k])} == {}, h["sweep_point"]
     # turns joined to requests: one request per turn (4 + 8 turns), the same numbers
     assert n_turn_rows == sum(h["n_requests"] for h in hand_turns) == 12
     assert [h["sweep_point"] for h in hand_turns] == ["c1", "c2"]
-    for h, row in zip(hand_turns, files):
+    for h, row in zip(hand_turns, files, strict=False):
         assert {k: (v, row[k]) for k, v in h.items() if not _same(v, row[k])} == {}, h["sweep_point"]
 
     # the CLI table: the same cells whether formatted from the rows or from the view, and

@@ -126,8 +126,8 @@ def test_every_conversion_reports_per_file_to_the_progress_observers(tmp_path: P
     """convert_paths' default progress goes to benchmaker.progress observers, so the
     swebench-replay CLI's conversion (benchmaker.tasks.convert.ensure_converted, before the flow)
     shows per file in the terminal view that observes it."""
-    from benchmaker.sweep.plan import plan_trajectories
     from benchmaker.progress import StageEvent, observe
+    from benchmaker.sweep.plan import plan_trajectories
     from benchmaker.tasks.convert import ensure_converted
 
     seen: list[StageEvent] = []

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from benchmaker.recipes.cli import main
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from tests.replay.test_sandbox_flash import FakeFlash
 
 CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"

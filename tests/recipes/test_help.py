@@ -13,7 +13,7 @@ from benchmaker.recipes.app import app
 
 
 def _leaf_commands(application, prefix=()):
-    for name, sub in application._commands.items() if hasattr(application, "_commands") else []:
+    for name, _sub in application._commands.items() if hasattr(application, "_commands") else []:
         if name.startswith("-"):
             continue
         sub_app = application[name]
@@ -53,7 +53,8 @@ def test_every_option_has_a_description(command, capsys):
 
 
 def test_the_root_help_lists_the_commands_by_job(capsys):
-    from benchmaker.recipes.cli import COMMANDS as REGISTERED, GROUPS
+    from benchmaker.recipes.cli import COMMANDS as REGISTERED
+    from benchmaker.recipes.cli import GROUPS
 
     assert sorted(n for names in GROUPS.values() for n in names) == sorted(REGISTERED)  # each in one group
     text = _help_text((), capsys)

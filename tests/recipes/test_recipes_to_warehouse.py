@@ -24,10 +24,10 @@ import httpx
 import orjson
 import pytest
 
-from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from benchmaker.recipes.cli import main
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.replay_server.store import load_trajectories
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from tests.examples.test_examples import _metrics_app
 
 ROOT = Path(__file__).resolve().parents[2]

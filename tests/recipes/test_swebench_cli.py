@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 
 from benchmaker.recipes.cli import main
-from benchmaker.trajectories.convert import iter_trajectories, read_trajectories
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.trajectories.convert import iter_trajectories, read_trajectories
 
 ROOT = Path(__file__).resolve().parents[2]
 

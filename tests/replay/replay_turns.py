@@ -57,8 +57,8 @@ async def point_samples(store: Path, traj: Trajectory, run_dir: Path) -> tuple[d
     the point's samples (samples.jsonl) in turn order."""
     import orjson
 
-    from benchmaker.sweep.point_run import run_point
     from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.sweep.point_run import run_point
     from benchmaker.sweep.sweep import point_dir
 
     with start_replay_server(store) as srv:
@@ -82,11 +82,11 @@ async def harness_bodies(store: Path, traj: Trajectory, *, mode: str = "recorded
         bodies.append(json.loads(json.dumps(list(messages))))
         return orig(self, messages, **kw)
 
-    ModelClient.stream = stream  # type: ignore[method-assign]
+    ModelClient.stream = stream
     try:
         with running_server(store) as url:
             res = await run_episode(traj, url, mode=mode,
                                     sandbox=local_sandbox_factory() if mode == "execute" else None)
     finally:
-        ModelClient.stream = orig  # type: ignore[method-assign]
+        ModelClient.stream = orig
     return res, bodies

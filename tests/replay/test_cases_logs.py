@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from benchmaker.trajectories.convert import convert_paths, detect_format, iter_trajectories
 from benchmaker.trajectories.converters.pi_session import compaction_text
 from tests.replay.replay_turns import replay_turns

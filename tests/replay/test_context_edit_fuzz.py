@@ -12,7 +12,6 @@ import pytest
 
 from benchmaker.trajectories.convert import convert_paths
 from benchmaker.trajectories.errors import InputError
-
 from tests.replay.test_converters_fuzz import check_damaged_copies
 from tests.replay.test_pi_events_compaction import stream
 

@@ -11,7 +11,13 @@ import pytest
 
 import benchmaker.recipes.convert  # noqa: F401  (registers `convert` on the app)
 from benchmaker.recipes.app import app
-from benchmaker.trajectories.convert import CONVERTER_VERSION, convert_paths, detect_format, iter_trajectories, read_trajectories
+from benchmaker.trajectories.convert import (
+    CONVERTER_VERSION,
+    convert_paths,
+    detect_format,
+    iter_trajectories,
+    read_trajectories,
+)
 from benchmaker.trajectories.errors import ConvertError, EmptyInputError, TrajectoryFormatError, UnknownFormatError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -14,9 +14,14 @@ from pathlib import Path
 import pytest
 
 import benchmaker.trajectories.convert as convert_mod
-from benchmaker.trajectories.converters import _common
-from benchmaker.trajectories.converters._common import FileContext, iter_jsonl, orjson_safe, read_json_document
 from benchmaker.trajectories.convert import convert_paths
+from benchmaker.trajectories.converters import _common
+from benchmaker.trajectories.converters._common import (
+    FileContext,
+    iter_jsonl,
+    orjson_safe,
+    read_json_document,
+)
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import Observation, Response, Timing, ToolCall, Usage
 
@@ -100,7 +105,13 @@ def test_orjson_safe_flags_numbers_of_19_digits_or_more(data: bytes, safe: bool)
 def test_fast_constructors_validate_what_they_cannot_vouch_for() -> None:
     from pydantic import ValidationError
 
-    from benchmaker.trajectories.converters._common import fast_observation, fast_response, fast_timing, fast_tool_call, fast_usage
+    from benchmaker.trajectories.converters._common import (
+        fast_observation,
+        fast_response,
+        fast_timing,
+        fast_tool_call,
+        fast_usage,
+    )
 
     # values of the exact field types: the validated model, unvalidated
     assert fast_timing(duration_ms=5.0, started_at="t") == Timing(duration_ms=5.0, started_at="t")
@@ -116,9 +127,9 @@ def test_fast_constructors_validate_what_they_cannot_vouch_for() -> None:
     with pytest.raises(ValidationError):
         fast_response(finish_reason="done")
     with pytest.raises(ValidationError):
-        fast_observation(content=None)  # type: ignore[arg-type]
+        fast_observation(content=None)
     with pytest.raises(ValidationError):
-        fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments=[1])  # type: ignore[arg-type]
+        fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments=[1])
 
 
 def _ctx(data: bytes, lenient: bool = False) -> FileContext:
@@ -206,9 +217,9 @@ def test_fast_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> No
     from benchmaker.trajectories.converters._common import fast_tool_call
 
     with pytest.raises(ValidationError):
-        ToolCall(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})  # type: ignore[dict-item]
+        ToolCall(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})
     with pytest.raises(ValidationError):
-        fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})  # type: ignore[dict-item]
+        fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})
     assert fast_tool_call(id="c", name="b", arguments_raw="{}", arguments={}) == ToolCall(
         id="c", name="b", arguments_raw="{}", arguments={})
 
@@ -283,7 +294,7 @@ def test_pi_turn_timings_of_odd_timestamps_are_the_validated_ones(tmp_path: Path
                                  "1e300"]):
         entries.append(f'{{"type": "message", "timestamp": "2025-01-01T00:00:0{k + 2}.000Z", "message": '
                        f'{{"role": "assistant", "content": [{{"type": "text", "text": "a{k}"}}, {{"type": "thinking", '
-                       f'"thinking": "t"}}], "stopReason": "stop", "timestamp": {started}}}}}')  # type: ignore[arg-type]
+                       f'"thinking": "t"}}], "stopReason": "stop", "timestamp": {started}}}}}')
     path = tmp_path / "odd.jsonl"
     path.write_text("\n".join(e if isinstance(e, str) else json.dumps(e) for e in entries) + "\n")
     fast, old = _both([path], tmp_path, monkeypatch)

@@ -7,13 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from benchmaker.trajectories.convert import iter_trajectories
 from benchmaker.agent.harness import local_sandbox_factory, run_episode
-from benchmaker.replay_server.process import start_replay_server
-from benchmaker.trajectories.trajectory import Trajectory
 from benchmaker.agent.verifier import load_task
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.trajectories.convert import iter_trajectories
+from benchmaker.trajectories.trajectory import Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "examples" / "tiny-task"
@@ -60,7 +58,7 @@ async def test_execute_mode_resolves_the_task(tmp_path: Path):
     # usage recorded on all 4 turns: prompt 412 + 498+384 + 152+448 + 60+576, output 24+61+38+22
     assert ep.usage_complete is True
     assert (ep.prompt_tokens, ep.output_tokens) == (2530, 145)
-    assert ep.tool_time_ns > 0 and all(t.n_tool_calls == n for t, n in zip(res.turns, [1, 1, 1, 0]))
+    assert ep.tool_time_ns > 0 and all(t.n_tool_calls == n for t, n in zip(res.turns, [1, 1, 1, 0], strict=False))
     assert (stats["served"], stats["misses"]["total"], stats["divergences"]["total"]) == (4, 0, 0)
     assert (TASK_DIR / "tinycalc" / "ranges.py").read_text().endswith("range(start, stop))\n")  # source untouched
 

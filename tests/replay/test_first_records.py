@@ -11,7 +11,12 @@ from pathlib import Path
 import orjson
 
 from benchmaker.trajectories.convert import _detect, convert_paths
-from benchmaker.trajectories.converters._common import FileContext, first_jsonl_objects, iter_jsonl, keeping_first_records
+from benchmaker.trajectories.converters._common import (
+    FileContext,
+    first_jsonl_objects,
+    iter_jsonl,
+    keeping_first_records,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -66,7 +71,7 @@ def test_iter_jsonl_takes_the_kept_records_once_and_parses_the_rest() -> None:
     assert all(value is kept[line] for line, value in got)  # not parsed again
     assert ctx.first_records is None
     again = list(iter_jsonl(ctx))  # a second pass parses its own
-    assert again == got and all(a[1] is not b[1] for a, b in zip(again, got))
+    assert again == got and all(a[1] is not b[1] for a, b in zip(again, got, strict=False))
 
 
 def test_converted_bytes_are_unchanged(tmp_path: Path, monkeypatch) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmaker.engine.records import Sample
 from benchmaker.agent.episodes import Episode, TurnRecord
+from benchmaker.engine.records import Sample
 from benchmaker.sweep.grade import GRADE_KEYS, grade_files
 
 

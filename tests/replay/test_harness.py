@@ -11,13 +11,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from benchmaker.trajectories.convert import iter_trajectories
 from benchmaker.agent.episodes import EPISODE_COLUMNS, TURN_COLUMNS
 from benchmaker.agent.harness import concurrency_proof, initial_messages, local_sandbox_factory, run_episode
-from benchmaker.sweep.point_run import play_episodes
-from benchmaker.replay_server.process import start_replay_server
-from benchmaker.trajectories.trajectory import Trajectory
 from benchmaker.agent.verifier import load_task
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point_run import play_episodes
+from benchmaker.trajectories.convert import iter_trajectories
+from benchmaker.trajectories.trajectory import Trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / ".." / "shared" / "data" / "real"

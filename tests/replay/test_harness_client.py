@@ -8,7 +8,6 @@ import socket
 import time
 
 import orjson
-import pytest
 from aiohttp import web
 
 from benchmaker.agent.model_client import ModelClient

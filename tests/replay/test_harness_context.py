@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmaker.agent.model_client import ModelClient
 from benchmaker.trajectories.context import request_messages
 from benchmaker.trajectories.convert import convert_paths, read_trajectories
-from benchmaker.agent.model_client import ModelClient
 from tests.replay.replay_turns import harness_bodies, point_samples
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs"

@@ -28,7 +28,7 @@ def test_positions_and_order() -> None:
     order = index.order
     assert order == [MessageRef(turn=None, item=0), MessageRef(turn=0, item=0), MessageRef(turn=0, item=1),
                      MessageRef(turn=1, item=0), MessageRef(turn=1, item=1)]
-    assert index.order is order and all(a is b for a, b in zip(order, index.order))  # the same objects
+    assert index.order is order and all(a is b for a, b in zip(order, index.order, strict=False))  # the same objects
 
 
 def test_edits_name_the_positions() -> None:

@@ -9,7 +9,11 @@ import types
 import pytest
 
 from benchmaker.replay_server.latency import (
-    LatencyModel, LatencySpecError, TokenizerUnavailable, load_splitter, parse_latency,
+    LatencyModel,
+    LatencySpecError,
+    TokenizerUnavailable,
+    load_splitter,
+    parse_latency,
     regex_split,
 )
 from benchmaker.trajectories.trajectory import Timing

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.trajectories.convert import iter_trajectories, read_trajectories
 from benchmaker.agent.harness import local_sandbox_factory, run_episode
-from benchmaker.sweep.live import LIVE_FORMAT, PI_TOOL_SCHEMAS, load_live_task, run_live
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.live import LIVE_FORMAT, PI_TOOL_SCHEMAS, load_live_task, run_live
+from benchmaker.trajectories.convert import iter_trajectories, read_trajectories
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "examples" / "tiny-task"

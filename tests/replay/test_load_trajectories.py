@@ -13,10 +13,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from benchmaker.tasks import sweep
 from benchmaker.trajectories.convert import convert_paths, load_trajectories, read_trajectories
 from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.trajectories.trajectory import Trajectory
-from benchmaker.tasks import sweep
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"

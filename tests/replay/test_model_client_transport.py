@@ -35,7 +35,7 @@ async def test_idle_deadline_fires_between_reads_and_total_deadline_over_the_cal
         await asyncio.sleep(2)
         return await ScriptServer.handler(before_headers, request)
 
-    before_headers.handler = slow  # type: ignore[method-assign]
+    before_headers.handler = slow
     async with before_headers as srv:
         async with ModelClient(srv.url, timeout_s=0.3) as client:
             r = await client.chat(_MSG)
@@ -150,11 +150,11 @@ async def test_a_body_that_came_whole_takes_no_read_for_its_end(monkeypatch):
     reads: list[bytes] = []
     transport_read, session_read = model_client._TransportExchange.read, model_client._AiohttpExchange.read
 
-    async def counted_transport_read(self):  # type: ignore[no-untyped-def]
+    async def counted_transport_read(self):
         reads.append(await transport_read(self))
         return reads[-1]
 
-    async def counted_session_read(self):  # type: ignore[no-untyped-def]
+    async def counted_session_read(self):
         reads.append(await session_read(self))
         return reads[-1]
 
@@ -185,7 +185,7 @@ class _FakeLoop:
     def __init__(self) -> None:
         self.handles: list[_FakeHandle] = []
 
-    def call_at(self, when: float, callback):  # type: ignore[no-untyped-def]
+    def call_at(self, when: float, callback):
         self.handles.append(_FakeHandle(when, callback))
         return self.handles[-1]
 
@@ -194,7 +194,7 @@ class _FakeLoop:
 
 
 class _FakeHandle:
-    def __init__(self, when: float, callback) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, when: float, callback) -> None:
         self.when, self.callback, self.cancelled = when, callback, False
 
     def cancel(self) -> None:
@@ -212,7 +212,7 @@ class _FakeCall:
         self.name, self.fired, self.later, self._armed = name, fired, later, None
         self.watchdog = None
 
-    def arm(self, watchdog, at: float) -> None:  # type: ignore[no-untyped-def]
+    def arm(self, watchdog, at: float) -> None:
         self.watchdog, self._armed = watchdog, at
         watchdog.arm(self, at)
 
@@ -228,7 +228,7 @@ def test_the_calls_of_a_client_share_one_timer_armed_at_the_earliest_time():
     from benchmaker.agent.model_client import _Watchdog
 
     loop, fired = _FakeLoop(), []
-    wd = _Watchdog(loop)  # type: ignore[arg-type]
+    wd = _Watchdog(loop)
     a, b, c = _FakeCall("a", fired, later=25.0), _FakeCall("b", fired), _FakeCall("c", fired)
     a.arm(wd, 10.0)
     b.arm(wd, 20.0)  # later than the timer: no new one

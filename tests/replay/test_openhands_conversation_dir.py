@@ -14,7 +14,13 @@ import pytest
 
 from benchmaker.recipes.cli import main
 from benchmaker.trajectories.context import request_messages
-from benchmaker.trajectories.convert import ConvertProgress, convert_paths, detect_format, iter_trajectories, read_trajectories
+from benchmaker.trajectories.convert import (
+    ConvertProgress,
+    convert_paths,
+    detect_format,
+    iter_trajectories,
+    read_trajectories,
+)
 from benchmaker.trajectories.converters import detect_dir
 from benchmaker.trajectories.converters.openhands_sdk import event_files
 from benchmaker.trajectories.errors import ConvertError, UnknownFormatError

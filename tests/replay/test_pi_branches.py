@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmaker.agent.model_client import ModelClient
 from benchmaker.trajectories.context import previous_turn, request_messages
 from benchmaker.trajectories.convert import convert_paths, detect_format, iter_trajectories, read_trajectories
 from benchmaker.trajectories.converters.pi_session import COMPACTION_SUMMARY_PREFIX, COMPACTION_SUMMARY_SUFFIX
-from benchmaker.agent.model_client import ModelClient
 from tests.replay.replay_turns import harness_bodies, point_samples, replay_turns
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "written" / "pi_v3_branches.jsonl"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmaker.sweep.plan import PlanTrajectory, context_chars, plan_trajectories, plan_trajectory, sweep_plan
 from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from benchmaker.trajectories.errors import TrajectoryFormatError
-from benchmaker.sweep.plan import PlanTrajectory, context_chars, plan_trajectories, plan_trajectory, sweep_plan
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"

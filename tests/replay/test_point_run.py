@@ -14,15 +14,15 @@ import duckdb
 import orjson
 import pytest
 
+from benchmaker.agent.harness import run_episode
 from benchmaker.engine.records import Sample
 from benchmaker.engine.summary import nest_summary, summarize_samples
-from benchmaker.testing import Scenario, ScenarioServer
 from benchmaker.recipes.cli import main
-from benchmaker.trajectories.convert import convert_paths, read_trajectories
-from benchmaker.agent.harness import run_episode
-from benchmaker.sweep.point_run import play_episodes, replay_point_name, run_point
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point_run import play_episodes, replay_point_name, run_point
 from benchmaker.sweep.sweep import point_dir, write_run_manifest, write_sweep_points
+from benchmaker.testing import Scenario, ScenarioServer
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from benchmaker.warehouse.loader import load_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ async def test_same_scripted_stream_gives_the_same_metrics_through_llm_and_a_rep
     replay_sample = orjson.loads(replay_path.read_bytes())
     for stats, s in ((llm, llm_sample), (rep, replay_sample)):
         events = s["token_event_ns"]
-        gaps = sorted(b - a for a, b in zip(events, events[1:]))
+        gaps = sorted(b - a for a, b in zip(events, events[1:], strict=False))
         by_formula = {
             "ttft_ms": (s["first_token_ns"] - s["sent_ns"]) / 1e6,
             "e2e_ms": (s["end_ns"] - s["sent_ns"]) / 1e6,

@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from benchmaker.engine.records import Sample
 from benchmaker.agent.episodes import Episode
+from benchmaker.engine.records import Sample
 from benchmaker.sweep.point_summary import engine_point_row, summarize_point, sweep_table_markdown, sweep_table_rows
 
 MS = 1_000_000
@@ -177,7 +177,7 @@ def test_engine_point_takes_target_and_verdict_from_its_summary(tmp_path: Path) 
 def test_table_rows_format_the_row(point: Path) -> None:
     row = summarize_point(point, sweep_point="c2", concurrency=2)
     headers, cells = sweep_table_rows([json.loads(json.dumps(row))])
-    got = dict(zip(headers, cells[0]))
+    got = dict(zip(headers, cells[0], strict=False))
     assert (got["point"], got["target"], got["valid"], got["usage cov."], got["req/s"]) == \
         ("c2", "2", "yes", "0.667", "15.0")
     assert (got["resolved ver."], got["resolved car."], got["p50 E2E"]) == ("0.5", "1", "30.0")

@@ -13,10 +13,10 @@ import pytest
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.http1 import RawTransport
 from benchmaker.engine.transport import AiohttpTransport
-from benchmaker.trajectories.convert import convert_paths, read_trajectories
-from benchmaker.sweep.point_run import run_point
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from benchmaker.workloads.agent import start_model_transport
 from benchmaker.workloads.agent_episode import EpisodeWorkload
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.trajectories.convert import iter_trajectories
-from benchmaker.sweep.plan import context_chars, format_plan, planned_totals, sweep_plan
 from benchmaker.progress import ProgressEvent, describe, eta_s, observe, snapshot, watch_point
+from benchmaker.sweep.plan import context_chars, format_plan, planned_totals, sweep_plan
+from benchmaker.trajectories.convert import iter_trajectories
 from benchmaker.trajectories.trajectory import Trajectory
 
 REPO = Path(__file__).resolve().parents[2]

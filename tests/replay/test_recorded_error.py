@@ -12,13 +12,13 @@ import httpx
 import orjson
 import pytest
 
+from benchmaker.agent.harness import run_episode
 from benchmaker.engine.records import Sample
 from benchmaker.engine.summary import nest_summary, summarize_samples
-from benchmaker.trajectories.convert import convert_paths, read_trajectories
-from benchmaker.agent.harness import run_episode
-from benchmaker.sweep.point_run import run_point
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from tests.replay.test_server_fixtures import running_server
 
 # pi v3 session tree, replayed whole: turn 0 tool call, turn 1 stop (an abandoned branch),

@@ -19,7 +19,14 @@ from benchmaker.replay_server.process import start_replay_server
 from benchmaker.replay_server.recorder import ResponsesAssembler, create_recorder_app
 from benchmaker.replay_server.store import load_trajectories
 from benchmaker.trajectories.trajectory import (
-    Observation, Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for_messages,
+    Observation,
+    Response,
+    Source,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+    match_key_for_messages,
 )
 
 

@@ -8,10 +8,26 @@ import httpx
 import orjson
 import pytest
 
-from benchmaker.trajectories.trajectory import Response, Trajectory, ToolCall, Turn, match_key_for, match_key_for_messages
+from benchmaker.trajectories.trajectory import (
+    Response,
+    ToolCall,
+    Trajectory,
+    Turn,
+    match_key_for,
+    match_key_for_messages,
+)
 from tests.replay.test_server_fixtures import (
-    NASTY, NASTY_ARGS, NASTY_REASONING, first_user_for, make_trajectory, reassemble,
-    request_messages, running_server, source, sse_events, write_store,
+    NASTY,
+    NASTY_ARGS,
+    NASTY_REASONING,
+    first_user_for,
+    make_trajectory,
+    reassemble,
+    request_messages,
+    running_server,
+    source,
+    sse_events,
+    write_store,
 )
 
 

@@ -16,7 +16,15 @@ from benchmaker.replay_server.latency import parse_latency
 from benchmaker.replay_server.server import bind_socket, create_app, uvicorn_config
 from benchmaker.replay_server.store import ReplayStore
 from benchmaker.trajectories.trajectory import (
-    Observation, Response, Source, Timing, ToolCall, Trajectory, Turn, Usage, match_key_for,
+    Observation,
+    Response,
+    Source,
+    Timing,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+    match_key_for,
 )
 
 # Strings that break naive stream handling: multi-byte UTF-8, an astral emoji (a

@@ -11,7 +11,13 @@ import pytest
 
 from benchmaker.trajectories.trajectory import Trajectory
 from tests.replay.test_server_fixtures import (
-    NASTY, NASTY_ARGS, NASTY_REASONING, first_user_for, make_trajectory, request_messages, running_server,
+    NASTY,
+    NASTY_ARGS,
+    NASTY_REASONING,
+    first_user_for,
+    make_trajectory,
+    request_messages,
+    running_server,
     write_store,
 )
 

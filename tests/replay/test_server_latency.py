@@ -23,7 +23,11 @@ from benchmaker.replay_server.latency import regex_split
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.trajectories.trajectory import Response, Timing, Trajectory, Turn, match_key_for
 from tests.replay.test_server_fixtures import (
-    make_trajectory, reassemble, request_messages, source, write_store,
+    make_trajectory,
+    reassemble,
+    request_messages,
+    source,
+    write_store,
 )
 
 _LATE_MS = 140.0

@@ -11,7 +11,12 @@ import pytest
 
 from benchmaker.trajectories.trajectory import Trajectory
 from tests.replay.test_server_fixtures import (
-    NASTY, NASTY_ARGS, NASTY_REASONING, make_trajectory, running_server, write_store,
+    NASTY,
+    NASTY_ARGS,
+    NASTY_REASONING,
+    make_trajectory,
+    running_server,
+    write_store,
 )
 
 openai = pytest.importorskip("openai")
@@ -51,7 +56,7 @@ def test_sdk_non_streamed_gets_recorded_text_calls_and_usage(store):
     path, traj = store
     with running_server(path) as url:
         client = _client(url)
-        for t, turn in enumerate(traj.turns):
+        for t, _turn in enumerate(traj.turns):
             resp = client.responses.create(model="m", instructions=traj.system, input=responses_input(traj, t))
             assert resp.status == "completed"
             assert resp.model == "rec-model"
@@ -74,7 +79,7 @@ def test_sdk_streamed_gets_recorded_text_calls_and_usage(store):
     path, traj = store
     with running_server(path) as url:
         client = _client(url)
-        for t, turn in enumerate(traj.turns):
+        for t, _turn in enumerate(traj.turns):
             text, reasoning, args = [], [], []
             final = None
             with client.responses.stream(model="m", input=responses_input(traj, t)) as stream:

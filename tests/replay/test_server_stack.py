@@ -18,10 +18,10 @@ import pytest
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.replay_server.latency import parse_latency
 from benchmaker.replay_server.server import CoalescedWrites, create_app, one_send_protocol, uvicorn_config
 from benchmaker.replay_server.store import ReplayStore
+from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.trajectories.trajectory import flatten_content
 from tests.replay.test_server_fixtures import make_trajectory, request_messages, running_server, write_store
 
@@ -261,9 +261,9 @@ def test_store_load_leaves_the_gc_as_it_was(tmp_path, enabled):
 
 def test_store_match_equals_lookup_turn_then_lookup(tmp_path):
     # match() is the hot path's one call for lookup_turn, needs_system and lookup
+    from benchmaker.replay_server.store import request_key
     from benchmaker.trajectories.context import request_messages as log_request_messages
     from benchmaker.trajectories.convert import iter_trajectories
-    from benchmaker.replay_server.store import request_key
 
     pi = Path(__file__).resolve().parents[1] / "data" / "cases" / "logs" / "pi-compaction-small.jsonl"
     edited = next(iter(iter_trajectories(pi)))

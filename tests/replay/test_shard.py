@@ -15,10 +15,19 @@ import pytest
 
 from benchmaker.engine.exchange import Exchange
 from benchmaker.engine.shared_start import MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, post_ready
-from benchmaker.trajectories.convert import convert_paths, read_trajectories
-from benchmaker.sweep.shard import (ReplayShardPoint, fetch_replay_shards, merge_replay_point, merge_server_stats,
-                          run_replay_shard, shard_concurrency, shard_dir, shard_plan, shards_for)
+from benchmaker.sweep.shard import (
+    ReplayShardPoint,
+    fetch_replay_shards,
+    merge_replay_point,
+    merge_server_stats,
+    run_replay_shard,
+    shard_concurrency,
+    shard_dir,
+    shard_plan,
+    shards_for,
+)
 from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest, write_sweep_points
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from benchmaker.warehouse.loader import load_run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,11 +12,18 @@ from pathlib import Path
 import pytest
 
 from benchmaker.engine.exchange import Exchange
-from benchmaker.trajectories.convert import convert_paths, read_trajectories
-from benchmaker.progress import (ProgressEvent, ProgressWriter, event_from_json, event_to_json, merge_shard_events,
-                             observe, watch_shards)
+from benchmaker.progress import (
+    ProgressEvent,
+    ProgressWriter,
+    event_from_json,
+    event_to_json,
+    merge_shard_events,
+    observe,
+    watch_shards,
+)
 from benchmaker.sweep.shard import ReplayShardPoint, read_shard_progress, run_replay_shard
 from benchmaker.sweep.sweep import point_dir, reset_point_dir
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"  # one trajectory of 4 turns
@@ -142,8 +149,8 @@ def test_trajectories_fixture_is_one_recording_of_four_turns(traj: Path) -> None
 async def test_an_engine_point_in_shards_shows_its_requests_merged(tmp_path: Path) -> None:
     """llm-sweep's shards (benchmaker.tasks.shard.run_shard_point) write their engine progress the
     same way: constant:40 for 1 s on two shards = 20 requests each, 40 merged."""
-    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
     from benchmaker.tasks.shard import ShardPoint, run_shard_point
+    from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 
     run_dir = tmp_path / "rid"
     reset_point_dir(point_dir(run_dir, "constant-40"))

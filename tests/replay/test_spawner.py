@@ -215,10 +215,10 @@ async def test_factory_sandboxes_use_its_helper_once_started(tmp_path: Path):
 
 
 async def test_an_episode_whose_helper_died_ends_with_a_sandbox_error(tmp_path: Path):
-    from benchmaker.trajectories.convert import iter_trajectories
     from benchmaker.agent.harness import run_episode
-    from benchmaker.replay_server.process import start_replay_server
     from benchmaker.agent.verifier import load_task
+    from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.trajectories.convert import iter_trajectories
 
     root = Path(__file__).resolve().parents[2]
     (traj,) = list(iter_trajectories(root / "examples" / "recordings" / "tiny-task.pi.jsonl"))
@@ -244,10 +244,10 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
     sleep) is killed, the helper exits, and the model calls already made stay written."""
     import shutil
 
-    from benchmaker.trajectories.convert import iter_trajectories
-    from benchmaker.sweep.point_run import run_point
-    from benchmaker.replay_server.process import start_replay_server
     from benchmaker.agent.verifier import load_task
+    from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.sweep.point_run import run_point
+    from benchmaker.trajectories.convert import iter_trajectories
 
     root = Path(__file__).resolve().parents[2]
     task_dir = tmp_path / "task"

@@ -6,12 +6,18 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.replay_server.latency import parse_latency, regex_split
 from benchmaker.replay_server.store import ReplayStore, exit_code_in, load_trajectories
+from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.trajectories.trajectory import Observation, Timing
 from tests.replay.test_server_fixtures import (
-    NASTY, NASTY_ARGS, NASTY_REASONING, make_trajectory, reassemble, sse_events, write_store,
+    NASTY,
+    NASTY_ARGS,
+    NASTY_REASONING,
+    make_trajectory,
+    reassemble,
+    sse_events,
+    write_store,
 )
 
 

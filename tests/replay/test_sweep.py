@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from benchmaker.agent.episodes import Episode, TurnRecord
-from benchmaker.sweep.point_run import run_point
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import (
     episode_plan,
     point_dir,
@@ -21,6 +20,7 @@ from benchmaker.sweep.sweep import (
     sweep_table_markdown,
     write_sweep_points,
 )
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"

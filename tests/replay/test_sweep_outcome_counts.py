@@ -12,14 +12,14 @@ import duckdb
 import orjson
 from rich.console import Console
 
+from benchmaker.agent.episodes import Episode, TurnRecord
 from benchmaker.engine.records import Sample
 from benchmaker.recipes.swebench_replay import print_sweep
-from benchmaker.agent.episodes import Episode, TurnRecord
 from benchmaker.sweep.point_summary import summarize_point, sweep_table_rows, write_point_summary
 from benchmaker.sweep.sweep import point_dir, write_run_manifest, write_sweep_points
-from tests.warehouse.test_report import cells
 from benchmaker.warehouse.loader import load_run
 from benchmaker.warehouse.report import write_report
+from tests.warehouse.test_report import cells
 
 MS = 1_000_000
 RUN = "r-outcomes"
@@ -85,7 +85,7 @@ def test_recorded_errors_and_aborted_calls_are_columns_everywhere(tmp_path: Path
     assert (report[("n_recorded_error", "c1")][0], report[("n_aborted", "c1")][0]) == (1, 1)
 
     headers, table = sweep_table_rows([row])
-    cell = dict(zip(headers, table[0]))
+    cell = dict(zip(headers, table[0], strict=False))
     assert (cell["rec. errors"], cell["aborted"]) == ("1", "1")
     buf = io.StringIO()
     print_sweep({"points": [row], "run_id": RUN, "run_dir": str(run_dir), "warehouse": str(db)}, "swebench-replay",
@@ -96,4 +96,4 @@ def test_recorded_errors_and_aborted_calls_are_columns_everywhere(tmp_path: Path
     line = next(x for x in printed.splitlines() if x.startswith("│ c1") and "30.0" in x)
     names = [c.strip() for c in head.split("┃")[1:-1]]
     values = [c.strip() for c in line.split("│")[1:-1]]
-    assert dict(zip(names, values))["rec. errors"] == "1" and dict(zip(names, values))["aborted"] == "1"
+    assert dict(zip(names, values, strict=False))["rec. errors"] == "1" and dict(zip(names, values, strict=False))["aborted"] == "1"

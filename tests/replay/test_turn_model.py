@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from benchmaker.agent.harness import run_episode
-from benchmaker.sweep.point_run import run_point
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir, write_run_manifest, write_sweep_points
-from tests.replay.test_server_fixtures import make_trajectory, running_server, write_store
 from benchmaker.warehouse.loader import load_run
+from tests.replay.test_server_fixtures import make_trajectory, running_server, write_store
 
 
 def _switching(task: str = "t-models"):
@@ -66,8 +66,8 @@ async def test_two_models_of_one_trajectory_reach_samples_turns_and_the_warehous
 
 
 def test_engine_parser_keeps_the_first_named_model_of_a_stream_and_the_body_model() -> None:
-    from benchmaker.engine.records import Sample
     from benchmaker.apis.openai_chat import OpenAIChatParser
+    from benchmaker.engine.records import Sample
 
     chunks = [{"model": "m-a", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
               {"choices": [{"index": 0, "delta": {"content": "hi"}}]},  # names no model

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.trajectories.errors import InputError
 from benchmaker.agent.sandbox import LocalSandbox
 from benchmaker.agent.sandbox.local import LocalSandboxFactory
-from benchmaker.trajectories.trajectory import RecordedOutcome, Source, Trajectory, match_key_for
 from benchmaker.agent.verifier import TaskSpec, carried, load_task, task_id_of, verify
+from benchmaker.trajectories.errors import InputError
+from benchmaker.trajectories.trajectory import RecordedOutcome, Source, Trajectory, match_key_for
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "examples" / "tiny-task"
 

@@ -64,8 +64,8 @@ def test_ensure_converted_converts_once_and_keeps_options_apart(tmp_path: Path, 
     same logs (which must still refuse them): the options key the path. A second call
     with the same inputs converts nothing."""
     import benchmaker.tasks.convert
-    from benchmaker.trajectories.errors import InputError
     from benchmaker.tasks.convert import ensure_converted
+    from benchmaker.trajectories.errors import InputError
 
     real, calls = benchmaker.tasks.convert.convert_paths, []
     monkeypatch.setattr(benchmaker.tasks.convert, "convert_paths", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
@@ -85,8 +85,8 @@ def test_ensure_converted_converts_once_and_keeps_options_apart(tmp_path: Path, 
 
 
 def test_a_failed_conversion_leaves_no_directory_it_created(tmp_path: Path) -> None:
-    from benchmaker.trajectories.errors import InputError
     from benchmaker.tasks.convert import ensure_converted
+    from benchmaker.trajectories.errors import InputError
 
     logs = _logs(tmp_path)
     with pytest.raises(InputError):
@@ -103,10 +103,10 @@ def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(
 
     from rich.console import Console
 
-    from benchmaker.recipes.display import SweepProgressView
-    from benchmaker.trajectories.convert import convert_paths
     from benchmaker.progress import StageEvent, observe
+    from benchmaker.recipes.display import SweepProgressView
     from benchmaker.tasks.convert import stage_progress
+    from benchmaker.trajectories.convert import convert_paths
     from tests.recipes.test_convert_progress import TIMES, clock, write_logs
 
     logs = write_logs(tmp_path, 3)

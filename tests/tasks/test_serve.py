@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmaker.trajectories.convert import convert_paths
 from benchmaker.tasks.serve import launch_server, restart_if_dead, server_handle, server_url, stop_replay_server
+from benchmaker.trajectories.convert import convert_paths
 from tests.other_user import OtherUser, other_user  # noqa: F401 - a fixture
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recordings" / "tiny-task.pi.jsonl"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from benchmaker.recipes.cli import main
-from tests.warehouse._bundle import sample, write_jsonl, write_manifest
 from benchmaker.warehouse.compare import compare_points, compare_runs
 from benchmaker.warehouse.connection import open_readonly
 from benchmaker.warehouse.loader import load_run
+from tests.warehouse._bundle import sample, write_jsonl, write_manifest
 
 
 def _run(tmp_path: Path, run_id: str, points: dict[int, float], *, config: dict | None = None,

@@ -11,10 +11,10 @@ import time
 import pytest
 
 from benchmaker.engine.records import SAMPLE_COLUMNS
-from tests.warehouse._bundle import reference_bundle, sample, write_jsonl, write_manifest
 from benchmaker.warehouse.connection import connect_writer, open_readonly
 from benchmaker.warehouse.errors import BundleError, WarehouseLocked
 from benchmaker.warehouse.loader import RUN_TABLES, load_run, table_columns
+from tests.warehouse._bundle import reference_bundle, sample, write_jsonl, write_manifest
 
 
 def _counts(db) -> dict[str, int]:

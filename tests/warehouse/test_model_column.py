@@ -8,10 +8,10 @@ from __future__ import annotations
 import duckdb
 
 from benchmaker.agent.episodes import TurnRecord
-from tests.warehouse._bundle import sample, write_jsonl, write_manifest
 from benchmaker.warehouse.connection import open_readonly
 from benchmaker.warehouse.loader import load_run
 from benchmaker.warehouse.schema import migrate
+from tests.warehouse._bundle import sample, write_jsonl, write_manifest
 
 MODELS = ["claude-sonnet-4-5", "gpt-5.1-codex", None]  # the session switched models; then none named
 

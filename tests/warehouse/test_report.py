@@ -18,14 +18,13 @@ from benchmaker.engine.records import RequestSpec, Sample
 from benchmaker.engine.runner import BenchRunner, Lane
 from benchmaker.engine.transport import NullTransport
 from benchmaker.recipes.cli import main
-from tests.warehouse._bundle import MS, reference_bundle, sample, write_jsonl, write_manifest
 from benchmaker.warehouse import report as report_mod
+from benchmaker.warehouse.connection import open_readonly
 from benchmaker.warehouse.errors import WarehouseError
 from benchmaker.warehouse.loader import load_run
-from benchmaker.warehouse.connection import open_readonly
-from benchmaker.warehouse.report import collect_report_data, render_report, write_report
 from benchmaker.warehouse.plots import Series, chart, plotly_js
-
+from benchmaker.warehouse.report import collect_report_data, render_report, write_report
+from tests.warehouse._bundle import MS, reference_bundle, sample, write_jsonl, write_manifest
 
 # --- bundles -----------------------------------------------------------------------------
 
@@ -82,7 +81,7 @@ def sweep_bundle(run_dir: Path, run_id: str = "sweep-1") -> Path:
             t = point_start
             for e in range(2):
                 ep_start = t
-                for turn in range(3):
+                for _turn in range(3):
                     ttft = 20.0 * c + 3.0 * ((seq * 7) % 5)
                     gap = 5.0 + c + (seq % 3)
                     events = [ttft + gap * k for k in range(10)]

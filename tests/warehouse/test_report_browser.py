@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.warehouse._bundle import reference_bundle
-from tests.warehouse.test_report import sweep_bundle
 from benchmaker.warehouse.loader import load_run
 from benchmaker.warehouse.report import write_report
+from tests.warehouse._bundle import reference_bundle
+from tests.warehouse.test_report import sweep_bundle
 
 CHROMIUM = Path("/usr/bin/chromium")
 WINDOW = (1300, 2600)  # px; tall enough for every panel of the sweep report

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import duckdb
 
-from tests.warehouse._bundle import reference_bundle
 from benchmaker.warehouse.connection import connect_writer
 from benchmaker.warehouse.loader import load_run
 from benchmaker.warehouse.schema import STORAGE_COMPATIBILITY, current_version, migrate, migrations
+from tests.warehouse._bundle import reference_bundle
 
 
 def test_migrations_are_numbered_from_one_without_gaps():

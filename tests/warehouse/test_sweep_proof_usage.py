@@ -10,11 +10,11 @@ from pathlib import Path
 
 import duckdb
 
-from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from benchmaker.agent.episodes import Episode
-from benchmaker.sweep.point_run import run_point
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir, summarize_point, write_run_manifest, write_sweep_points
+from benchmaker.trajectories.convert import convert_paths, read_trajectories
 from benchmaker.warehouse.loader import load_run
 
 REPO = Path(__file__).resolve().parents[2]

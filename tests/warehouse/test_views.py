@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from benchmaker.engine.summary import summarize_samples
-from tests.warehouse._bundle import E2ES_MS, TTFTS_MS, reference_bundle, sample, write_jsonl, write_manifest
 from benchmaker.warehouse.compare import compare_runs
 from benchmaker.warehouse.connection import connect_writer, open_readonly
 from benchmaker.warehouse.errors import ViewError
 from benchmaker.warehouse.loader import load_run
 from benchmaker.warehouse.views import view_files
+from tests.warehouse._bundle import E2ES_MS, TTFTS_MS, reference_bundle, sample, write_jsonl, write_manifest
 
 approx = pytest.approx  # rel 1e-12: only float rounding of the linear interpolation
 
@@ -23,7 +23,7 @@ approx = pytest.approx  # rel 1e-12: only float rounding of the linear interpola
 def _rows(con, sql, params=None):
     cur = con.execute(sql, params or [])
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return [dict(zip(names, r, strict=False)) for r in cur.fetchall()]
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ import pytest
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
-from benchmaker.testing.scenario_server import Scenario, ScenarioServer
-from examples.agents.echo_agent import EchoAgent
 from benchmaker.recipes.runfile import read_run_file
+from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from benchmaker.workloads.agent import AgentWorkload, load_agent_class
+from examples.agents.echo_agent import EchoAgent
 
 
 def _rows(res) -> list[dict]:

@@ -9,8 +9,8 @@ import pytest
 from aiohttp import web
 
 from benchmaker.engine.records import Sample
-from tests.workloads._drive import drive
 from benchmaker.workloads.http import HttpParser, HttpWorkload
+from tests.workloads._drive import drive
 
 
 def test_dict_body_is_json_with_content_type():

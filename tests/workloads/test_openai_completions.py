@@ -6,9 +6,9 @@ import orjson
 
 from benchmaker.engine.records import Sample
 from benchmaker.testing import Scenario, ScenarioServer
-from tests.workloads._drive import drive
 from benchmaker.workloads.datasets import StaticDataset
 from benchmaker.workloads.openai_completions import OpenAICompletionsParser, OpenAICompletionsWorkload
+from tests.workloads._drive import drive
 
 MS = 1_000_000
 

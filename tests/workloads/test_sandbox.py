@@ -9,8 +9,8 @@ import pytest
 
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.runner import BenchRunner
-from tests.replay.test_sandbox_flash import FakeFlash
 from benchmaker.workloads.sandbox import SandboxWorkload
+from tests.replay.test_sandbox_flash import FakeFlash
 
 
 def _samples(result) -> list[dict]:
@@ -139,6 +139,6 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="url: target flash needs"):
         SandboxWorkload("true", target="flash")
     with pytest.raises(ValueError, match="mode: expected exec or lifecycle"):
-        SandboxWorkload("true", mode="boot")  # type: ignore[arg-type]
+        SandboxWorkload("true", mode="boot")
     with pytest.raises(ValueError, match="image: target flash needs an image"):
         SandboxWorkload("true", target="flash", url="http://127.0.0.1:1", mode="lifecycle")

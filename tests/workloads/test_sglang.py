@@ -11,12 +11,12 @@ from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import Sample
 from benchmaker.engine.runner import BenchRunner
-from benchmaker.testing import Scenario, ScenarioServer
 from benchmaker.engine.types import StreamParser, Workload
-from tests.workloads._drive import drive
+from benchmaker.testing import Scenario, ScenarioServer
 from benchmaker.workloads.datasets import DatasetError, Item, StaticDataset
 from benchmaker.workloads.registry import build_workload
 from benchmaker.workloads.sglang import SGLangParser, SGLangWorkload, read_input_ids
+from tests.workloads._drive import drive
 
 MS = 1_000_000  # ns per ms
 DONE = b"data: [DONE]\n\n"

@@ -16,17 +16,17 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmaker.agent.model_client import ModelClient
+from benchmaker.apis.openai_chat import OpenAIChatParser
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.records import Sample
 from benchmaker.engine.runner import BenchRunner
 from benchmaker.engine.sse import SSEParser
-from benchmaker.agent.model_client import ModelClient
-from tests.workloads._drive import drive
 from benchmaker.warehouse.connection import open_readonly
 from benchmaker.warehouse.loader import load_run
 from benchmaker.workloads.datasets import StaticDataset
-from benchmaker.apis.openai_chat import OpenAIChatParser
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from tests.workloads._drive import drive
 
 MS = 1_000_000  # ns per ms
 CASES_DIR = Path(__file__).resolve().parents[1] / "data" / "cases" / "streams"
@@ -116,7 +116,7 @@ def _by_event(data: bytes) -> tuple[Sample, OpenAIChatParser]:
     """Feed one read per event, event i at i ms."""
     cuts = [0, *_dispatch_offsets(data)]
     cuts[-1] = len(data)  # trailing bytes (a final LF) ride with the last event
-    return _feed([(i * MS, data[a:b]) for i, (a, b) in enumerate(zip(cuts, cuts[1:]))])
+    return _feed([(i * MS, data[a:b]) for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))])
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -175,7 +175,7 @@ class _Whole:
         """Reads cut at `cuts`, each stamped with its end offset, give the whole stream's
         result; each token event's stamp is the end of the read that completed it."""
         data, ends = self.data, [*cuts, len(self.data)]
-        s, p = _feed([(b, data[a:b]) for a, b in zip([0, *cuts], ends)])
+        s, p = _feed([(b, data[a:b]) for a, b in zip([0, *cuts], ends, strict=False)])
         assert _untimed(s, p) == self.result
 
         def stamp(event: int) -> int:
@@ -259,7 +259,7 @@ class RawSSEServer:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._runner.cleanup()  # type: ignore[union-attr]
+        await self._runner.cleanup()
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -93,7 +93,7 @@ async def test_recorded_run_replays_same_bodies_in_order_at_scaled_times(tmp_pat
     # trace:FILE:2 halves the gaps: intended at 0, 50, 100, 150, 200 ms
     assert [s["intended_ns"] for s in samples] == [0, 50_000_000, 100_000_000, 150_000_000, 200_000_000]
     assert [s["output_tokens"] for s in samples] == [2] * 5  # usage of the chat stream parser
-    gaps_ms = [(b[0] - a[0]) / 1e6 for a, b in zip(server.seen, server.seen[1:])]
+    gaps_ms = [(b[0] - a[0]) / 1e6 for a, b in zip(server.seen, server.seen[1:], strict=False)]
     # 50 ms apart at the server, loosely; or the host kept the engine from it, and its
     # self-checks say so (a stall of 750 ms was seen here under tests/busy.sh)
     v = second.summary["verdict"]

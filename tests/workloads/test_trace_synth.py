@@ -34,7 +34,7 @@ def test_each_round_starts_with_the_previous_rounds_prompt_bytes(tmp_path):
     sessions = synthesize_sessions(write(tmp_path / "t.jsonl", ROWS), seed=3)
     a = sessions["a"]
     assert [len(it.prompt.split()) for it in a] == [40, 100, 120]  # input counts; round 2: 100 + 20
-    for prev, nxt in zip(a, a[1:]):
+    for prev, nxt in zip(a, a[1:], strict=False):
         assert nxt.prompt.encode().startswith(prev.prompt.encode() + b" ")
         assert nxt.meta["prefix_sha256"] == prev.meta["prompt_sha256"]
     assert [len(it.prompt.split()) for it in sessions["b"]] == [30, 45]  # 35 + 10

@@ -128,7 +128,7 @@ async def test_contiguous_sessions_replay_every_turn_in_order_with_cache_counts(
         "row1": [0, 1, 2], "row2": [0, 1], "row3": [0, 1, 2, 3],
     }
     for turns in sessions.values():
-        for prev, nxt in zip(turns, turns[1:]):
+        for prev, nxt in zip(turns, turns[1:], strict=False):
             # never two turns of a session in flight; the 20 ms think gap in between
             assert nxt["sent_ns"] - prev["end_ns"] >= 19_000_000
             assert nxt["meta"]["think_before_s"] == 0.02
@@ -155,7 +155,7 @@ async def test_interleaved_sessions_alternate_and_keep_think_gaps(tmp_path):
     assert max(first_turns) < min(third_turns), order
     for turns in per_session(samples).values():
         assert [s["meta"]["turn"] for s in turns] == [0, 1, 2]
-        for prev, nxt in zip(turns, turns[1:]):
+        for prev, nxt in zip(turns, turns[1:], strict=False):
             assert nxt["sent_ns"] - prev["end_ns"] >= 29_000_000  # the 30 ms think gap
 
 

@@ -134,8 +134,9 @@ class _Capped:
             del self.tail[: len(self.tail) - (self.cap - half)]
 
     def value(self) -> tuple[bytes, bool]:
-        truncated = self.cap is not None and self.total > self.cap
-        marker = TRUNCATION_MARKER.format(n=self.total - self.cap).encode() if truncated else b""
+        cap = self.cap
+        truncated = cap is not None and self.total > cap
+        marker = TRUNCATION_MARKER.format(n=self.total - cap).encode() if cap is not None and truncated else b""
         return bytes(self.head) + marker + bytes(self.tail), truncated
 
 
@@ -467,7 +468,7 @@ async def _helper_main() -> None:
         except OSError as exc:
             reply({"id": rid, "ok": False, "error": {"kind": "os", "errno": exc.errno, "strerror": exc.strerror,
                                                      "filename": None if exc.filename is None else str(exc.filename)}})
-        except Exception as exc:  # noqa: BLE001 - every request gets an answer
+        except Exception as exc:  # every request gets an answer
             reply({"id": rid, "ok": False, "error": {"kind": "other", "message": f"{type(exc).__name__}: {exc}"}})
         finally:
             tasks.pop(rid, None)

@@ -316,6 +316,12 @@ def parse_arguments(raw: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def dict_or_empty(value: Any) -> dict[str, Any]:
+    """`value` when it is a dict (a JSON object), else a new empty dict: an optional
+    object field read leniently."""
+    return value if isinstance(value, dict) else {}
+
+
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -398,7 +404,7 @@ def fast_response(content: str | None = None, reasoning: str | None = None, tool
                     finish_reason=finish_reason)
 
 
-def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:  # noqa: A002
+def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:
     """`ToolCall(...)` with positional arguments (see fast_response)."""
     return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
 
@@ -538,9 +544,9 @@ class TrajectoryBuilder:
         sha = source_sha256 or self.ctx.sha256
         if terminated_by is None:
             terminated_by = self.turns[-1].response.finish_reason
-        source = dict(format=source_format or self.fmt, path=source_path or self.ctx.path, sha256=sha, line=line,
+        source: dict[str, Any] = dict(format=source_format or self.fmt, path=source_path or self.ctx.path, sha256=sha, line=line,
                       converter_version=CONVERTER_VERSION)
-        fields = dict(
+        fields: dict[str, Any] = dict(
             trajectory_id=f"{sha[:16]}-{index}",
             task_id=task_id,
             match_key=match_key_for_messages([self.first_user, *self.user_before_turns]),

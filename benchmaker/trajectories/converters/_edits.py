@@ -70,8 +70,8 @@ class HistoryIndex:
         turn, item = self.cursors[position]  # ints >= 0 (lengths): a valid ref by construction
         return MessageRef(turn=turn, item=item)
 
-    def add(self, feed: Callable[[], object]) -> int | None:
-        """Run `feed` (which adds at most one message to the builder) and return the
+    def add(self, feed: Callable[..., object]) -> int | None:
+        """Run `feed()` (which adds at most one message to the builder) and return the
         position of the message it added, None when it added none."""
         b = self.builder
         n_turns, before = len(b.turns), message_cursor(b)
@@ -126,7 +126,7 @@ class CondensedView:
         self.forgotten: set[object] = set()
         self.summary: tuple[str, int] | None = None
 
-    def add(self, event_id: object, in_view: bool, feed: Callable[[], object] | None = None,
+    def add(self, event_id: object, in_view: bool, feed: Callable[..., object] | None = None,
             same_as: object = None) -> None:
         """Record an event: `feed()` adds its message (if any) to the builder; `same_as`
         names an earlier event whose message it shares (actions of one model response)."""

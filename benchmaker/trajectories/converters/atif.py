@@ -21,6 +21,7 @@ from benchmaker.trajectories.converters._common import (
     ARGS_SYNTH,
     FileContext,
     TrajectoryBuilder,
+    dict_or_empty,
     read_json_document,
     synth_arguments_raw,
     text_of,
@@ -46,7 +47,7 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
     """Feed an ATIF document into `builder`. Raises ConvertError (`steps[i].field`)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("steps"), list):
         raise ctx.error(None, "steps", "expected an ATIF object with a `steps` list", type(doc).__name__)
-    agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else {}
+    agent = dict_or_empty(doc.get("agent"))
     if isinstance(agent.get("model_name"), str):
         builder.model = agent["model_name"]
     for i, step in enumerate(doc["steps"]):

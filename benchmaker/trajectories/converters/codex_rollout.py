@@ -46,10 +46,21 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmaker.trajectories.converters._common import (
-    FileContext, TrajectoryBuilder, fast_usage, iter_jsonl, parse_arguments, text_of,
+    FileContext,
+    TrajectoryBuilder,
+    fast_usage,
+    iter_jsonl,
+    parse_arguments,
+    text_of,
 )
 from benchmaker.trajectories.trajectory import (
-    ContextEdit, MessageRef, MessageSpan, Observation, Response, ToolCall, Trajectory,
+    ContextEdit,
+    MessageRef,
+    MessageSpan,
+    Observation,
+    Response,
+    ToolCall,
+    Trajectory,
 )
 
 FORMAT = "codex-rollout"

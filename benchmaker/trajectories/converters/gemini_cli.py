@@ -216,7 +216,7 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
                       tool_calls=tool_calls, finish_reason="tool_calls" if tool_calls else "stop"),
         usage=usage, timing=_timing(before, msg, tool_calls),
         model=msg.get("model") if isinstance(msg.get("model"), str) else None)
-    for call, tc in zip(calls, tool_calls):
+    for call, tc in zip(calls, tool_calls, strict=False):
         for part in call.get("result") or []:
             resp = part.get("functionResponse") if isinstance(part, dict) else None
             if not isinstance(resp, dict):

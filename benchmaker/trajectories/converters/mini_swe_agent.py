@@ -32,11 +32,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-
 from typing import Any
 
 from benchmaker.apis.openai_responses import chat_messages, response_output
-from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, read_json_document
+from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, dict_or_empty, read_json_document
 from benchmaker.trajectories.converters.openai_messages import feed_messages
 from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
 
@@ -50,7 +49,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     doc = read_json_document(ctx)
     info: dict = {}
     if isinstance(doc, dict):
-        info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+        info = dict_or_empty(doc.get("info"))
         messages = doc.get("messages")
     else:
         messages = doc
@@ -63,8 +62,8 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     feed_messages(messages, builder, ctx, None, text_actions=True)
     patch = info.get("submission") if isinstance(info.get("submission"), str) else builder.submission
     exit_status = info.get("exit_status") if isinstance(info.get("exit_status"), str) else builder.exit_status
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
+    config = dict_or_empty(info.get("config"))
+    model_cfg = dict_or_empty(config.get("model"))
     if builder.model is None and isinstance(model_cfg.get("model_name"), str):
         builder.model = model_cfg["model_name"]
     last = builder.turns[-1] if builder.turns else None

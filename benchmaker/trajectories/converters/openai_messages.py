@@ -25,6 +25,7 @@ from typing import Any
 from benchmaker.trajectories.converters._common import (
     FileContext,
     TrajectoryBuilder,
+    dict_or_empty,
     is_one_document,
     iter_rows,
     loads_lenient,
@@ -56,7 +57,7 @@ def reasoning_of(msg: dict[str, Any]) -> str | None:
             return msg[key]
     blocks = msg.get("thinking_blocks")
     if isinstance(blocks, list):
-        texts = [b.get("thinking") for b in blocks if isinstance(b, dict) and isinstance(b.get("thinking"), str)]
+        texts = [t for b in blocks if isinstance(b, dict) and isinstance(t := b.get("thinking"), str)]
         if texts:
             return "\n".join(texts)
     return None
@@ -129,7 +130,7 @@ def feed_messages(
                 Observation(tool_call_id=call_id, name=msg.get("name"), content=text_of(content, builder))
             )
         elif role == "exit":
-            extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
+            extra = dict_or_empty(msg.get("extra"))
             status, submission = extra.get("exit_status"), extra.get("submission")
             builder.exit_status = status if isinstance(status, str) else builder.exit_status
             if isinstance(submission, str):

@@ -57,6 +57,7 @@ from typing import Any
 from benchmaker.trajectories.converters._common import (
     FileContext,
     TrajectoryBuilder,
+    dict_or_empty,
     first_jsonl_objects,
     is_one_document,
     iter_jsonl,
@@ -69,7 +70,7 @@ from benchmaker.trajectories.converters._common import (
 from benchmaker.trajectories.converters._edits import CondensedView
 from benchmaker.trajectories.converters.openai_messages import FINISH_REASONS, reasoning_of
 from benchmaker.trajectories.converters.openhands_sdk import feed_sdk_events, is_sdk_events
-from benchmaker.trajectories.trajectory import Observation, RecordedOutcome, Response, Trajectory
+from benchmaker.trajectories.trajectory import FinishReason, Observation, RecordedOutcome, Response, Trajectory
 
 FORMAT = "openhands"
 
@@ -101,6 +102,7 @@ def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, w
         for j, tc in enumerate(raw_calls)
     ]
     finish = choices[0].get("finish_reason")
+    finish_reason: FinishReason
     if finish is None:
         finish_reason = "tool_calls" if calls else "stop"
     elif finish in FINISH_REASONS:
@@ -136,7 +138,7 @@ def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: i
         if not isinstance(ev, dict):
             raise ctx.error(line, where, "expected an event object", ev)
         tcm = ev.get("tool_call_metadata")
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        args = dict_or_empty(ev.get("args"))
         event_id = ev.get("id")
         if not isinstance(event_id, str | int) or isinstance(event_id, bool):
             event_id = ("index", i)  # no usable id: nothing can name this event
@@ -155,18 +157,19 @@ def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: i
                 mr = tcm["model_response"]
                 rid = mr.get("id")
                 if rid is None or rid != current_response_id:
-                    view.add(event_id, True, lambda: _turn_from_response(
+                    view.add(event_id, True, lambda mr=mr, where=where: _turn_from_response(
                         mr, builder, ctx, f"{where}.tool_call_metadata.model_response", line))
                     current_response_id, response_event = rid, event_id
                 else:
                     view.add(event_id, True, same_as=response_event)
             elif action == "message" and ev.get("source") == "user":
-                view.add(event_id, True, lambda: builder.user(text_of(args.get("content", ev.get("message", "")), builder)))
+                view.add(event_id, True, lambda args=args, ev=ev: builder.user(
+                    text_of(args.get("content", ev.get("message", "")), builder)))
             elif action == "system":
                 builder.set_system(text_of(args.get("content", ""), builder))
                 view.add(event_id, True)
             elif action == "message" and ev.get("source") == "agent":
-                view.add(event_id, True, lambda: builder.turn(
+                view.add(event_id, True, lambda args=args, ev=ev: builder.turn(
                     Response(content=args.get("content", ev.get("message")), finish_reason="stop")))
                 builder.skip("agent_message_without_model_response")
                 current_response_id = None
@@ -176,7 +179,7 @@ def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: i
         elif "observation" in ev:
             kind = ev["observation"]
             if isinstance(tcm, dict) and isinstance(tcm.get("tool_call_id"), str):
-                extras = ev.get("extras") if isinstance(ev.get("extras"), dict) else {}
+                extras = dict_or_empty(ev.get("extras"))
                 code = extras.get("exit_code")
                 content = ev.get("content", "")
                 obs = Observation(
@@ -186,9 +189,9 @@ def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: i
                     is_error=kind == "error",
                     exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
                 )
-                view.add(event_id, True, lambda: builder.observation(obs))
+                view.add(event_id, True, lambda obs=obs: builder.observation(obs))
             elif kind == "condense" and isinstance(ev.get("content"), str):  # a stored AgentCondensationObservation
-                view.add(event_id, True, lambda: builder.user(ev["content"]))
+                view.add(event_id, True, lambda ev=ev: builder.user(ev["content"]))
             else:
                 builder.skip(f"observation:{kind}")
                 view.add(event_id, True)
@@ -201,13 +204,13 @@ def _finish(builder: TrajectoryBuilder, ctx: FileContext, line: int | None, inde
             record: dict[str, Any] | None) -> Trajectory:
     if record is None:
         return builder.build(index, line=line)
-    metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
-    llm = metadata.get("llm_config") if isinstance(metadata.get("llm_config"), dict) else {}
+    metadata = dict_or_empty(record.get("metadata"))
+    llm = dict_or_empty(metadata.get("llm_config"))
     if not llm and isinstance(metadata.get("llm"), dict):  # SDK benchmarks: `metadata.llm` (an LLM)
         llm = metadata["llm"]
     if builder.model is None and isinstance(llm.get("model"), str):
         builder.model = llm["model"]
-    test_result = record.get("test_result") if isinstance(record.get("test_result"), dict) else {}
+    test_result = dict_or_empty(record.get("test_result"))
     patch = test_result.get("git_patch")
     task_id = record.get("instance_id")
     error = record.get("error")

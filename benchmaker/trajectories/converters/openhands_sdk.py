@@ -82,7 +82,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, parse_arguments, read_json_document, text_of
+from benchmaker.trajectories.converters._common import (
+    FileContext,
+    TrajectoryBuilder,
+    dict_or_empty,
+    parse_arguments,
+    read_json_document,
+    text_of,
+)
 from benchmaker.trajectories.converters._edits import CondensedView
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import Observation, RecordedOutcome, Response, ToolCall, Trajectory
@@ -145,7 +152,7 @@ def _observation(ev: dict[str, Any], kind: str, builder: TrajectoryBuilder) -> O
     elif kind == "UserRejectObservation":
         content, is_error = f"Action rejected: {ev.get('rejection_reason', 'User rejected the action')}", False
     else:
-        obs = ev.get("observation") if isinstance(ev.get("observation"), dict) else {}
+        obs = dict_or_empty(ev.get("observation"))
         is_error = obs.get("is_error") is True
         content = (ERROR_MESSAGE_HEADER if is_error else "") + _text(obs.get("content", []), builder)
         extra = ev.get("extended_content")
@@ -195,7 +202,7 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             builder.set_system(_text(parts, builder))
             view.add(event_id, in_view)
         elif kind == "MessageEvent":
-            msg = ev.get("llm_message") if isinstance(ev.get("llm_message"), dict) else {}
+            msg = dict_or_empty(ev.get("llm_message"))
             parts = msg.get("content", [])
             extra = ev.get("extended_content")
             if isinstance(parts, list) and isinstance(extra, list):
@@ -203,17 +210,17 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             text = _text(parts, builder)
             if ev.get("source") == "agent" or msg.get("role") == "assistant":
                 reasoning = msg.get("reasoning_content") if isinstance(msg.get("reasoning_content"), str) else None
-                view.add(event_id, in_view, lambda: builder.turn(
+                view.add(event_id, in_view, lambda text=text, reasoning=reasoning, model=model: builder.turn(
                     Response(content=text, reasoning=reasoning, finish_reason="stop"), model=model))
             else:
-                view.add(event_id, in_view, lambda: builder.user(text))
+                view.add(event_id, in_view, lambda text=text: builder.user(text))
         elif kind == "ActionEvent":
             tc = ev.get("tool_call")
             if not isinstance(tc, dict) or not isinstance(tc.get("name"), str):
                 builder.skip("action_event_without_tool_call")  # nothing to send as a call
                 view.add(event_id, in_view)
                 continue
-            raw = tc.get("arguments") if isinstance(tc.get("arguments"), str) else "{}"
+            raw = args if isinstance(args := tc.get("arguments"), str) else "{}"
             call = ToolCall(id=str(tc.get("id", ev.get("tool_call_id"))), name=tc["name"], arguments_raw=raw,
                             arguments=parse_arguments(raw))
             rid = ev.get("llm_response_id")
@@ -223,15 +230,15 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             else:
                 thought = _text(ev.get("thought", []), builder)
                 reasoning = ev.get("reasoning_content") if isinstance(ev.get("reasoning_content"), str) else None
-                view.add(event_id, in_view, lambda: builder.turn(Response(
+                view.add(event_id, in_view, lambda thought=thought, reasoning=reasoning, call=call, model=model: builder.turn(Response(
                     content=thought or None, reasoning=reasoning, tool_calls=[call], finish_reason="tool_calls"),
                     model=model))
                 response_id, response_event = rid, event_id
         elif kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
             obs = _observation(ev, kind, builder)
-            view.add(event_id, in_view, lambda: builder.observation(obs))
+            view.add(event_id, in_view, lambda obs=obs: builder.observation(obs))
         elif kind == "CondensationSummaryEvent" and isinstance(ev.get("summary"), str):
-            view.add(event_id, in_view, lambda: builder.user(ev["summary"]))
+            view.add(event_id, in_view, lambda ev=ev: builder.user(ev["summary"]))
         elif kind == "Condensation":
             ids = ev.get("forgotten_event_ids")
             if not isinstance(ids, list):
@@ -370,8 +377,8 @@ def convert_conversation_dir(conv: Path, *, lenient: bool = False) -> Iterator[T
     if others:
         builder.skip("not_an_event_file", len(others))
     feed_sdk_events(events, builder, ctx, None, EVENTS_DIR, state)
-    agent = state.get("agent") if isinstance(state.get("agent"), dict) else {}
-    llm = agent.get("llm") if isinstance(agent.get("llm"), dict) else {}
+    agent = dict_or_empty(state.get("agent"))
+    llm = dict_or_empty(agent.get("llm"))
     if builder.model is None and isinstance(llm.get("model"), str) and llm["model"]:
         builder.model = llm["model"]
     status = state.get("execution_status")

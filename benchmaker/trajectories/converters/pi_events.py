@@ -46,11 +46,10 @@ got no toolResult message (`observation_from_tool_execution_end`). `message_upda
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import json
 import math
+from collections.abc import Iterator
+from typing import Any
 
 from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, iter_jsonl, text_of
 from benchmaker.trajectories.converters._edits import HistoryIndex
@@ -209,7 +208,7 @@ class _State:
             for call in b.turns[-1].response.tool_calls:
                 obs = self.pending.pop(call.id, None)
                 if obs is not None and not b.has_observation(call.id):
-                    pos = self.index.add(lambda: b.observation(obs))
+                    pos = self.index.add(lambda obs=obs: b.observation(obs))
                     if pos is not None:
                         self.since.append((self.index.order[pos], {"role": "toolResult", "content": obs.content}))
                     b.skip("observation_from_tool_execution_end")

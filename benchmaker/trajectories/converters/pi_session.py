@@ -417,6 +417,7 @@ class _Tree:
             raw = comp.get("tokensBefore")
             tokens = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
         positions = [e.pos for e in kept if e.pos is not None and not e.retried]
+        assert self.index is not None, "request_edit runs once the builder (and its index) exists"
         if compaction is None or compaction.id in self.applied:
             return self.index.edit("branch", positions, summary=summary)
         self.applied.add(compaction.id)
@@ -466,7 +467,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         parent = node.up
         node.model = parent.model if parent is not None else header_model
         if kind == "message":
-            msg = entry.get("message")
+            msg: Any = entry.get("message")
             is_turn = isinstance(msg, dict) and msg.get("role") == "assistant"
             if is_turn:
                 failed = parent
@@ -485,7 +486,8 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                     at = tool_result(msg, builder, ctx, line)
                     node.pos = None if at is None else index.push(*at)
                 else:
-                    node.pos = index.add(lambda: apply_message(msg, builder, ctx, line, entry.get("timestamp"), node.model))
+                    node.pos = index.add(lambda msg=msg, line=line, entry=entry, node=node: apply_message(
+                        msg, builder, ctx, line, entry.get("timestamp"), node.model))
             except ConvertError:
                 if not ctx.lenient:
                     raise
@@ -499,9 +501,10 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 if isinstance(msg.get("model"), str):
                     node.model = msg["model"]
         elif kind == "branch_summary" and entry.get("summary"):
-            node.pos = index.add(lambda: builder.user(_BRANCH_SUMMARY_PREFIX + str(entry["summary"]) + _BRANCH_SUMMARY_SUFFIX))
+            node.pos = index.add(lambda entry=entry: builder.user(
+                _BRANCH_SUMMARY_PREFIX + str(entry["summary"]) + _BRANCH_SUMMARY_SUFFIX))
         elif kind == "custom_message":
-            node.pos = index.add(lambda: builder.user(text_of(entry.get("content"), builder)))
+            node.pos = index.add(lambda entry=entry: builder.user(text_of(entry.get("content"), builder)))
         elif kind == "model_change":
             named = entry.get("modelId")
             if not isinstance(named, str) and isinstance(entry.get("model"), dict):

@@ -44,9 +44,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FINISH_S", "Observer", "ProgressEvent", "ProgressWriter", "StageEvent", "WorkEstimator", "describe", "emit",
-           "emit_sync", "eta_s", "event_from_json", "event_to_json", "merge_shard_events", "observe", "snapshot",
-           "stage", "watch_engine", "watch_point", "watch_shards"]
+__all__ = [
+    "FINISH_S",
+    "Observer",
+    "ProgressEvent",
+    "ProgressWriter",
+    "StageEvent",
+    "WorkEstimator",
+    "describe",
+    "emit",
+    "emit_sync",
+    "eta_s",
+    "event_from_json",
+    "event_to_json",
+    "merge_shard_events",
+    "observe",
+    "snapshot",
+    "stage",
+    "watch_engine",
+    "watch_point",
+    "watch_shards",
+]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +113,7 @@ FINISH_S = 1.0
 """Seconds a point takes after its last model call (samples from turns, the summary SQL,
 the engine summary): ~1 s measured here on a 453-turn pi session point; added to the
 work-model ETA."""
+
 
 @dataclass(frozen=True, slots=True)
 class StageEvent:
@@ -148,9 +167,11 @@ def describe(ev: ProgressEvent) -> str:
     rate = f"{ev.calls_per_s:.1f}" if ev.calls_per_s is not None else "-"
     eta = "done" if ev.finished else (f"{ev.eta_s:.0f} s" if ev.eta_s is not None else "unknown")
     errors = f", errors {ev.errors}" if ev.errors else ""
-    return (f"sweep point {ev.point}: episodes {eps}, model calls {calls} ({rate}/s), "
-            f"requests in flight {ev.requests_in_flight}, misses {ev.misses}{errors}, "
-            f"elapsed {ev.elapsed_s:.0f} s, ETA {eta}")
+    return (
+        f"sweep point {ev.point}: episodes {eps}, model calls {calls} ({rate}/s), "
+        f"requests in flight {ev.requests_in_flight}, misses {ev.misses}{errors}, "
+        f"elapsed {ev.elapsed_s:.0f} s, ETA {eta}"
+    )
 
 
 def emit_sync(event: Any) -> None:
@@ -169,8 +190,9 @@ def emit_sync(event: Any) -> None:
 
 
 @contextmanager
-def stage(name: str, detail: str = "", total: int | None = None,
-          clock: Callable[[], float] = time.monotonic) -> Iterator[Callable[[int], None]]:
+def stage(
+    name: str, detail: str = "", total: int | None = None, clock: Callable[[], float] = time.monotonic
+) -> Iterator[Callable[[int], None]]:
     """Report a stage to the synchronous observers: a StageEvent when it starts, one per
     `advance(n)` call (n units more done), and a finished one when the block ends (also
     on an error). Yields `advance`."""
@@ -297,9 +319,16 @@ async def _polling(tick: Callable[[bool], Awaitable[None]], interval_s: float) -
 
 
 @asynccontextmanager
-async def watch_engine(point: str, live: Any, *, calls_total: int | None, duration_s: float | None,
-                       interval_s: float = 0.5, clock: Callable[[], float] = time.monotonic,
-                       sink: Observer | None = None) -> AsyncIterator[None]:
+async def watch_engine(
+    point: str,
+    live: Any,
+    *,
+    calls_total: int | None,
+    duration_s: float | None,
+    interval_s: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sink: Observer | None = None,
+) -> AsyncIterator[None]:
     """Progress of an engine sweep point (llm-sweep) from its runner's live counters
     (`benchmaker.engine.runner.LiveStats`: finished, in_flight, errors), emitted like
     `watch_point`'s events: requests finished of `calls_total` (max_requests) or the
@@ -316,11 +345,20 @@ async def watch_engine(point: str, live: Any, *, calls_total: int | None, durati
         elapsed = clock() - started
         done = int(live.finished)
         return ProgressEvent(
-            point=point, episodes_done=0, episodes_total=None, calls_done=done, calls_total=calls_total,
-            requests_in_flight=int(live.in_flight), misses=0, elapsed_s=elapsed,
+            point=point,
+            episodes_done=0,
+            episodes_total=None,
+            calls_done=done,
+            calls_total=calls_total,
+            requests_in_flight=int(live.in_flight),
+            misses=0,
+            elapsed_s=elapsed,
             eta_s=0.0 if finished else eta_s(done, calls_total, elapsed, duration_s),
-            calls_per_s=done / elapsed if elapsed > 0 and done else None, finished=finished,
-            duration_s=duration_s, errors=int(live.errors))
+            calls_per_s=done / elapsed if elapsed > 0 and done else None,
+            finished=finished,
+            duration_s=duration_s,
+            errors=int(live.errors),
+        )
 
     async with _polling(lambda finished: emit(event(finished), targets), interval_s):
         yield
@@ -334,32 +372,60 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
-def snapshot(point: str, stats: dict[str, Any] | None, episodes_done: int, episodes_total: int | None,
-             calls_total: int | None, elapsed_s: float, duration_s: float | None = None,
-             finished: bool = False) -> ProgressEvent:
+def snapshot(
+    point: str,
+    stats: dict[str, Any] | None,
+    episodes_done: int,
+    episodes_total: int | None,
+    calls_total: int | None,
+    elapsed_s: float,
+    duration_s: float | None = None,
+    finished: bool = False,
+) -> ProgressEvent:
     """The ProgressEvent of a point from the replay server's /stats JSON (None: not
     read yet) and the finished episodes counted in its episodes file."""
     stats = stats or {}
     misses = int((stats.get("misses") or {}).get("total") or 0)
-    answered = int(stats.get("served") or 0) + misses + int(stats.get("bad_requests") or 0) \
+    answered = (
+        int(stats.get("served") or 0)
+        + misses
+        + int(stats.get("bad_requests") or 0)
         + int(stats.get("unauthorized") or 0)
+    )
     in_flight = max(0, int(stats.get("requests") or 0) - answered)
     rate = answered / elapsed_s if elapsed_s > 0 and answered else None
     return ProgressEvent(
-        point=point, episodes_done=episodes_done, episodes_total=episodes_total, calls_done=answered,
-        calls_total=calls_total, requests_in_flight=in_flight, misses=misses, elapsed_s=elapsed_s,
-        eta_s=0.0 if finished else eta_s(answered, calls_total, elapsed_s, duration_s), calls_per_s=rate,
-        finished=finished, duration_s=duration_s,
+        point=point,
+        episodes_done=episodes_done,
+        episodes_total=episodes_total,
+        calls_done=answered,
+        calls_total=calls_total,
+        requests_in_flight=in_flight,
+        misses=misses,
+        elapsed_s=elapsed_s,
+        eta_s=0.0 if finished else eta_s(answered, calls_total, elapsed_s, duration_s),
+        calls_per_s=rate,
+        finished=finished,
+        duration_s=duration_s,
     )
 
 
 @asynccontextmanager
-async def watch_point(point: str, *, stats: Callable[[], dict[str, Any]], episodes_file: Path,
-                      episodes_total: int | None, calls_total: int | None, duration_s: float | None = None,
-                      work: Sequence[Sequence[float]] | None = None, slots: int | None = None,
-                      finish_s: float = FINISH_S, interval_s: float = 0.5,
-                      clock: Callable[[], float] = time.monotonic,
-                      sink: Observer | None = None) -> AsyncIterator[None]:
+async def watch_point(
+    point: str,
+    *,
+    stats: Callable[[], dict[str, Any]],
+    episodes_file: Path,
+    episodes_total: int | None,
+    calls_total: int | None,
+    duration_s: float | None = None,
+    work: Sequence[Sequence[float]] | None = None,
+    slots: int | None = None,
+    finish_s: float = FINISH_S,
+    interval_s: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sink: Observer | None = None,
+) -> AsyncIterator[None]:
     """Poll the point's live sources (module docstring) every `interval_s` s while the
     block runs and emit a ProgressEvent each time, then a last one with finished=True.
     With `sink` (e.g. a ProgressWriter: a shard's progress file), the events go to it
@@ -383,8 +449,16 @@ async def watch_point(point: str, *, stats: Callable[[], dict[str, Any]], episod
             last = await asyncio.to_thread(stats)
         except Exception:  # the server may be between restarts: keep the last figures
             pass
-        ev = snapshot(point, last, _count_lines(episodes_file), episodes_total, calls_total, clock() - started,
-                      duration_s, finished)
+        ev = snapshot(
+            point,
+            last,
+            _count_lines(episodes_file),
+            episodes_total,
+            calls_total,
+            clock() - started,
+            duration_s,
+            finished,
+        )
         if estimator is not None and not finished:
             left = estimator.observe(ev.elapsed_s, ev.calls_done, ev.episodes_done)
             if left is not None:
@@ -428,8 +502,9 @@ class ProgressWriter:
     blocking write: a file, an exchange key), in a thread, at most every
     `min_interval_s` s, and always the finished one."""
 
-    def __init__(self, put: Callable[[bytes], None], min_interval_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, put: Callable[[bytes], None], min_interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.put = put
         self.min_interval_s = min_interval_s
         self.clock = clock
@@ -462,12 +537,20 @@ def merge_shard_events(point: str, events: Sequence[ProgressEvent], shards: int,
     eta = 0.0 if finished else (max(known) if reported and etas and len(known) == len(etas) else None)
     durations = [e.duration_s for e in events if e.duration_s is not None]
     return ProgressEvent(
-        point=point, episodes_done=sum(e.episodes_done for e in events),
-        episodes_total=total([e.episodes_total for e in events]), calls_done=done,
+        point=point,
+        episodes_done=sum(e.episodes_done for e in events),
+        episodes_total=total([e.episodes_total for e in events]),
+        calls_done=done,
         calls_total=total([e.calls_total for e in events]),
-        requests_in_flight=sum(e.requests_in_flight for e in events), misses=sum(e.misses for e in events),
-        elapsed_s=elapsed_s, eta_s=eta, calls_per_s=done / elapsed_s if elapsed_s > 0 and done else None,
-        finished=finished, duration_s=max(durations) if durations else None, errors=sum(e.errors for e in events))
+        requests_in_flight=sum(e.requests_in_flight for e in events),
+        misses=sum(e.misses for e in events),
+        elapsed_s=elapsed_s,
+        eta_s=eta,
+        calls_per_s=done / elapsed_s if elapsed_s > 0 and done else None,
+        finished=finished,
+        duration_s=max(durations) if durations else None,
+        errors=sum(e.errors for e in events),
+    )
 
 
 ShardReader = Callable[[], "tuple[int | None, list[ProgressEvent]]"]
@@ -476,8 +559,9 @@ when no shard has reported yet; the latest event of each shard that has reported
 
 
 @asynccontextmanager
-async def watch_shards(point: str, read: ShardReader, *, shards: int, interval_s: float = 1.0,
-                       wall_ns: Callable[[], int] = time.time_ns) -> AsyncIterator[None]:
+async def watch_shards(
+    point: str, read: ShardReader, *, shards: int, interval_s: float = 1.0, wall_ns: Callable[[], int] = time.time_ns
+) -> AsyncIterator[None]:
     """While the block runs (the coordinator waiting for a distributed point's shards),
     call `read` (in a thread) every `interval_s` s and emit the merged event of the
     point's `shards` shards (merge_shard_events; elapsed since the shared start, 0

@@ -32,7 +32,9 @@ from pathlib import Path
 _JSON = b'{"ok":true,"n":1,"v":"abc"}'
 _JSON_RESP = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-    + str(len(_JSON)).encode() + b"\r\n\r\n" + _JSON
+    + str(len(_JSON)).encode()
+    + b"\r\n\r\n"
+    + _JSON
 )
 _SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 # The SSE payload builders are the package's instant server's (one definition).
@@ -124,13 +126,20 @@ def main() -> None:
     uvloop.run(_serve(args.port, [int(n) for n in args.sse_chunks.split(",")], args.sse_writes))
 
 
-def start_server(*, cpu: int | None = None, sse_chunks: tuple[int, ...] = (200,),
-                 sse_writes: int = 4) -> tuple[subprocess.Popen, int]:
+def start_server(
+    *, cpu: int | None = None, sse_chunks: tuple[int, ...] = (200,), sse_writes: int = 4
+) -> tuple[subprocess.Popen, int]:
     """Start this server as a child process serving /sse/n for each n of `sse_chunks`
     (/sse: the first); return (process, port). Stop it with `proc.terminate();
     proc.wait()`. Raises RuntimeError when it does not print its port."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--sse-chunks", ",".join(map(str, sse_chunks)),
-           "--sse-writes", str(sse_writes)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--sse-chunks",
+        ",".join(map(str, sse_chunks)),
+        "--sse-writes",
+        str(sse_writes),
+    ]
     if cpu is not None:
         cmd += ["--cpu", str(cpu)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

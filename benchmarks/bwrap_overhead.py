@@ -45,8 +45,10 @@ def _ms(ns: float) -> float:
 
 def _row(name: str, values_ns: list[int]) -> str:
     q = statistics.quantiles(values_ns, n=10, method="inclusive")
-    return (f"  {name:<11} n={len(values_ns):<4} p50 {_ms(statistics.median(values_ns)):7.2f} ms   "
-            f"p90 {_ms(q[8]):7.2f} ms   max {_ms(max(values_ns)):7.2f} ms")
+    return (
+        f"  {name:<11} n={len(values_ns):<4} p50 {_ms(statistics.median(values_ns)):7.2f} ms   "
+        f"p90 {_ms(q[8]):7.2f} ms   max {_ms(max(values_ns)):7.2f} ms"
+    )
 
 
 async def _measure(spawner: Spawner, command: str, calls: int) -> None:
@@ -70,8 +72,10 @@ async def _measure(spawner: Spawner, command: str, calls: int) -> None:
         print(_row("confined", on))
         print(_row("unconfined", off))
         diffs = [a - b for a, b in zip(on, off, strict=True)]
-        print(f"  overhead    median of paired differences (confined - unconfined): "
-              f"{_ms(statistics.median(diffs)):.2f} ms per call")
+        print(
+            f"  overhead    median of paired differences (confined - unconfined): "
+            f"{_ms(statistics.median(diffs)):.2f} ms per call"
+        )
     finally:
         await confined.close()
         await plain.close()

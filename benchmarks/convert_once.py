@@ -90,8 +90,13 @@ def start_prefect(home: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     env.pop("PREFECT_API_URL", None)
     log = (home / "server.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                             str(port)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/api"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -118,15 +123,38 @@ def first_request_wall_s(out_dir: Path, before: set[Path]) -> float:
 
 def run_once(tree: Path, logs: Path, out_dir: Path, warehouse: Path, api_url: str) -> dict[str, float]:
     """One `swebench-replay` command with the code of `tree`; its figures (module doc)."""
-    env = {**os.environ, "PREFECT_API_URL": api_url, "PYTHONPATH": str(tree), "BENCHMAKER_MAX_LOOP_LAG_MS": "100000",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": api_url,
+        "PYTHONPATH": str(tree),
+        "BENCHMAKER_MAX_LOOP_LAG_MS": "100000",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
     before = {d for d in out_dir.iterdir()} if out_dir.exists() else set()
     usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(logs),
-                             "--concurrency-sweep", "1", "--episodes-per-point", "1", "--out-dir", str(out_dir),
-                             "--warehouse", str(warehouse)], cwd=tree, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchmaker.recipes.cli",
+            "swebench-replay",
+            "--logs",
+            str(logs),
+            "--concurrency-sweep",
+            "1",
+            "--episodes-per-point",
+            "1",
+            "--out-dir",
+            str(out_dir),
+            "--warehouse",
+            str(warehouse),
+        ],
+        cwd=tree,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     readings: list[tuple[float, float]] = []  # (wall s, CPU s of the command process)
 
     def poll() -> None:
@@ -145,8 +173,11 @@ def run_once(tree: Path, logs: Path, out_dir: Path, warehouse: Path, api_url: st
         raise RuntimeError(f"{tree}: swebench-replay exited {proc.returncode}:\n{output[-3000:]}")
     first = first_request_wall_s(out_dir, before)
     cli_cpu = max((cpu for t, cpu in readings if t <= first), default=float("nan"))
-    return {"to_first_request_s": first - start, "cli_cpu_s": cli_cpu,
-            "command_cpu_s": (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)}
+    return {
+        "to_first_request_s": first - start,
+        "cli_cpu_s": cli_cpu,
+        "command_cpu_s": (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime),
+    }
 
 
 def per_point_read(logs: Path, work: Path, rounds: int) -> None:
@@ -157,13 +188,15 @@ def per_point_read(logs: Path, work: Path, rounds: int) -> None:
 
     out = work / "trajectories.jsonl"
     report = convert_paths([logs], out, progress=None)
-    print(f"converted: {report.trajectories} trajectories, {report.turns:,} turns, "
-          f"{out.stat().st_size / 1e6:,.0f} MB of trajectories.jsonl")
+    print(
+        f"converted: {report.trajectories} trajectories, {report.turns:,} turns, "
+        f"{out.stat().st_size / 1e6:,.0f} MB of trajectories.jsonl"
+    )
     reads = {"before": lambda: list(read_trajectories(out)), "after": lambda: load_trajectories(out)}
     cpu: dict[str, list[float]] = {"before": [], "after": []}
     for k in range(rounds):
         got = {}
-        for name in (("before", "after") if k % 2 == 0 else ("after", "before")):
+        for name in ("before", "after") if k % 2 == 0 else ("after", "before"):
             gc.collect()
             c0 = time.process_time()
             got[name] = reads[name]()
@@ -172,16 +205,20 @@ def per_point_read(logs: Path, work: Path, rounds: int) -> None:
         del got
         print(f"  round {k + 1}: before {cpu['before'][-1]:5.2f} CPU s, after {cpu['after'][-1]:5.2f} CPU s")
     b, a = min(cpu["before"]), min(cpu["after"])
-    print(f"per-point read of {report.turns:,} turns: before {b:.2f} CPU s, after {a:.2f} CPU s "
-          f"({b / a:.1f}x less CPU; best of {rounds})")
+    print(
+        f"per-point read of {report.turns:,} turns: before {b:.2f} CPU s, after {a:.2f} CPU s "
+        f"({b / a:.1f}x less CPU; best of {rounds})"
+    )
     gc.collect()
     points = []
     for _ in range(2):
         c0 = time.process_time()
         point_trajectories(out)
         points.append(time.process_time() - c0)
-    print(f"benchmaker.tasks.sweep.point_trajectories: first point {points[0]:.2f} CPU s, next point {points[1]:.3f} CPU s "
-          f"(was {b:.2f} CPU s at every point)")
+    print(
+        f"benchmaker.tasks.sweep.point_trajectories: first point {points[0]:.2f} CPU s, next point {points[1]:.3f} CPU s "
+        f"(was {b:.2f} CPU s at every point)"
+    )
 
 
 def main() -> int:
@@ -192,8 +229,11 @@ def main() -> int:
     ap.add_argument("--max-turns", type=int, default=450)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None, help="work directory kept (default: a temp dir, removed)")
-    ap.add_argument("--per-point-read", action="store_true",
-                    help="time only a sweep point's read of the converted corpus, before/after (module doc)")
+    ap.add_argument(
+        "--per-point-read",
+        action="store_true",
+        help="time only a sweep point's read of the converted corpus, before/after (module doc)",
+    )
     ap.add_argument("--rounds", type=int, default=2, help="rounds of --per-point-read (default 2)")
     args = ap.parse_args()
     if not REAL.exists():
@@ -212,8 +252,9 @@ def main() -> int:
             return 0
         old_tree = work / "before"
         old_tree.mkdir(exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before], check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", args.before], check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
         home = work / "prefect-home"
         home.mkdir(exist_ok=True)
@@ -224,18 +265,27 @@ def main() -> int:
         for name, which in order:
             out = work / f"out-{name}"
             figures[(name, which)] = f = run_once(trees[name], logs, out, work / f"wh-{name}.duckdb", api_url)
-            print(f"  {name:<6} {which} run: {f['to_first_request_s']:6.1f} s to the first request, "
-                  f"CLI CPU {f['cli_cpu_s']:6.1f} s to then, command CPU {f['command_cpu_s']:6.1f} s", flush=True)
-        print(f"\ncommand -> first request, {args.trajectories}-session corpus ({log_bytes / 1e6:,.0f} MB), "
-              f"before = {args.before}, after = this checkout")
+            print(
+                f"  {name:<6} {which} run: {f['to_first_request_s']:6.1f} s to the first request, "
+                f"CLI CPU {f['cli_cpu_s']:6.1f} s to then, command CPU {f['command_cpu_s']:6.1f} s",
+                flush=True,
+            )
+        print(
+            f"\ncommand -> first request, {args.trajectories}-session corpus ({log_bytes / 1e6:,.0f} MB), "
+            f"before = {args.before}, after = this checkout"
+        )
         print(f"{'run':<8}{'before s':>10}{'after s':>10}{'ratio':>8}{'CPU before':>12}{'CPU after':>11}{'ratio':>8}")
         for which in ("first", "second"):
             b, a = figures[("before", which)], figures[("after", which)]
-            print(f"{which:<8}{b['to_first_request_s']:>10.1f}{a['to_first_request_s']:>10.1f}"
-                  f"{b['to_first_request_s'] / a['to_first_request_s']:>7.2f}x"
-                  f"{b['cli_cpu_s']:>12.1f}{a['cli_cpu_s']:>11.1f}{b['cli_cpu_s'] / a['cli_cpu_s']:>7.2f}x")
-        print("(CPU: the CLI process's own user + system s up to the first request; wall s include the "
-              "replay server's store load and Prefect's work, the same in both)")
+            print(
+                f"{which:<8}{b['to_first_request_s']:>10.1f}{a['to_first_request_s']:>10.1f}"
+                f"{b['to_first_request_s'] / a['to_first_request_s']:>7.2f}x"
+                f"{b['cli_cpu_s']:>12.1f}{a['cli_cpu_s']:>11.1f}{b['cli_cpu_s'] / a['cli_cpu_s']:>7.2f}x"
+            )
+        print(
+            "(CPU: the CLI process's own user + system s up to the first request; wall s include the "
+            "replay server's store load and Prefect's work, the same in both)"
+        )
         return 0
     finally:
         if server is not None:  # its own process group (start_new_session): the server and its workers

@@ -135,8 +135,14 @@ def request_body(traj: Trajectory, turn: int) -> bytes:
 
 async def _serve_all(app: Any, bodies: list[bytes]) -> tuple[float, int]:
     """Pass every body through the ASGI app; (CPU s, responses that were not 200)."""
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "root_path": "",
-             "headers": [(b"content-type", b"application/json")], "query_string": b""}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+        "query_string": b"",
+    }
     bad = 0
 
     async def send(message: dict[str, Any]) -> None:
@@ -146,6 +152,7 @@ async def _serve_all(app: Any, bodies: list[bytes]) -> tuple[float, int]:
 
     cpu0 = time.process_time()
     for body in bodies:
+
         async def receive(body: bytes = body) -> dict[str, Any]:
             return {"type": "http.request", "body": body, "more_body": False}
 
@@ -174,16 +181,33 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=20, help="passes over the matching requests per measurement")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", type=Path, default=None, help="work directory kept (default: a temp dir, removed)")
-    ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="convert again under cProfile and print the N costliest functions")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="convert again under cProfile and print the N costliest functions",
+    )
     ap.add_argument("--conversion-only", action="store_true", help="stop after the conversion figure")
-    ap.add_argument("--compare-rev", default=None, metavar="REV",
-                    help="also convert with git revision REV's code, alternating with this checkout's")
+    ap.add_argument(
+        "--compare-rev",
+        default=None,
+        metavar="REV",
+        help="also convert with git revision REV's code, alternating with this checkout's",
+    )
     ap.add_argument("--compare-rounds", type=int, default=2, help="alternating rounds of --compare-rev")
-    ap.add_argument("--conversion-rounds", type=int, default=3,
-                    help="alternating rounds of the conversion figures (1 process, workers)")
-    ap.add_argument("--workers", type=int, default=None,
-                    help="workers of the parallel conversion (default: convert_paths' automatic choice)")
+    ap.add_argument(
+        "--conversion-rounds",
+        type=int,
+        default=3,
+        help="alternating rounds of the conversion figures (1 process, workers)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="workers of the parallel conversion (default: convert_paths' automatic choice)",
+    )
     args = ap.parse_args()
     print(f"load average at start: {_loadavg()}")
     if not REAL.exists():
@@ -196,8 +220,10 @@ def main() -> int:
         log_dir = work / "logs"
         t0 = time.perf_counter()
         log_bytes, n_turns = build_logs(REAL, log_dir, args.trajectories, args.min_turns, args.max_turns, args.seed)
-        print(f"1. logs: {args.trajectories} pi sessions, {n_turns:,} turns, {log_bytes / 1e6:,.1f} MB"
-              f" (built in {time.perf_counter() - t0:.1f} s)")
+        print(
+            f"1. logs: {args.trajectories} pi sessions, {n_turns:,} turns, {log_bytes / 1e6:,.1f} MB"
+            f" (built in {time.perf_counter() - t0:.1f} s)"
+        )
 
         conv = measure_conversion(log_dir, work, args.conversion_rounds, args.workers)
         traj_path = conv.pop("out")
@@ -205,30 +231,42 @@ def main() -> int:
         serial_cpu, serial_wall = mb / conv["serial_cpu_s"], mb / conv["serial_wall_s"]
         par_wall, par_cpu = mb / conv["par_wall_s"], mb / conv["par_cpu_s"]
         n_workers = conv["workers"]
-        print(f"2. conversion, median of {args.conversion_rounds} alternating round(s), fresh processes:"
-              f" 1 process {conv['serial_wall_s']:.2f} s wall, {conv['serial_cpu_s']:.2f} s CPU:"
-              f" {serial_cpu:,.1f} MB of logs per CPU s ({serial_wall:,.1f} per wall s); {n_workers} workers"
-              f" {conv['par_wall_s']:.2f} s wall, {conv['par_cpu_s']:.2f} s CPU of all processes"
-              f" (parent {conv['par_parent_cpu_s']:.2f} with the {conv['par_parent_units']:.0f} of"
-              f" {conv['units']} units it converted while the workers started, workers"
-              f" {conv['par_workers_cpu_s']:.2f},"
-              f" forkserver {conv['par_server_cpu_s']:.2f}): {par_wall:,.1f} MB of logs per wall s"
-              f" ({par_cpu:,.1f} per CPU s); wall {conv['serial_wall_s'] / conv['par_wall_s']:.2f}x of 1 process"
-              f" -> {traj_path.stat().st_size / 1e6:,.1f} MB trajectories, sha256 {conv['sha256'][:16]} both")
-        rows.append((f"conversion, {n_workers} workers (MB of logs per wall s)", par_wall, ">= 50", par_wall >= 50,
-                     "{:,.1f}"))
+        print(
+            f"2. conversion, median of {args.conversion_rounds} alternating round(s), fresh processes:"
+            f" 1 process {conv['serial_wall_s']:.2f} s wall, {conv['serial_cpu_s']:.2f} s CPU:"
+            f" {serial_cpu:,.1f} MB of logs per CPU s ({serial_wall:,.1f} per wall s); {n_workers} workers"
+            f" {conv['par_wall_s']:.2f} s wall, {conv['par_cpu_s']:.2f} s CPU of all processes"
+            f" (parent {conv['par_parent_cpu_s']:.2f} with the {conv['par_parent_units']:.0f} of"
+            f" {conv['units']} units it converted while the workers started, workers"
+            f" {conv['par_workers_cpu_s']:.2f},"
+            f" forkserver {conv['par_server_cpu_s']:.2f}): {par_wall:,.1f} MB of logs per wall s"
+            f" ({par_cpu:,.1f} per CPU s); wall {conv['serial_wall_s'] / conv['par_wall_s']:.2f}x of 1 process"
+            f" -> {traj_path.stat().st_size / 1e6:,.1f} MB trajectories, sha256 {conv['sha256'][:16]} both"
+        )
+        rows.append(
+            (f"conversion, {n_workers} workers (MB of logs per wall s)", par_wall, ">= 50", par_wall >= 50, "{:,.1f}")
+        )
         rows.append((f"  ({n_workers} workers, MB per CPU s of all processes)", par_cpu, "-", None, "{:,.1f}"))
         rows.append(("  (1 process, MB of logs per CPU s)", serial_cpu, "-", None, "{:,.1f}"))
         rows.append(("  (1 process, MB of logs per wall s)", serial_wall, "-", None, "{:,.1f}"))
-        rows.append((f"  ({n_workers} workers / 1 process, wall s)", conv["serial_wall_s"] / conv["par_wall_s"],
-                     "-", None, "{:.2f}x"))
+        rows.append(
+            (
+                f"  ({n_workers} workers / 1 process, wall s)",
+                conv["serial_wall_s"] / conv["par_wall_s"],
+                "-",
+                None,
+                "{:.2f}x",
+            )
+        )
         if args.profile:
             profile_conversion(log_dir, work / "trajectories-profiled.jsonl", args.profile)
         if args.compare_rev:
             old, new = compare_conversion(args.compare_rev, log_dir, work, args.compare_rounds)
-            print(f"   before/after, {args.compare_rounds} alternating round(s) in fresh processes:"
-                  f" {args.compare_rev} {log_bytes / 1e6 / old:,.1f} MB per CPU s ({old:.2f} CPU s),"
-                  f" this checkout {log_bytes / 1e6 / new:,.1f} ({new:.2f} CPU s): {old / new:.2f}x")
+            print(
+                f"   before/after, {args.compare_rounds} alternating round(s) in fresh processes:"
+                f" {args.compare_rev} {log_bytes / 1e6 / old:,.1f} MB per CPU s ({old:.2f} CPU s),"
+                f" this checkout {log_bytes / 1e6 / new:,.1f} ({new:.2f} CPU s): {old / new:.2f}x"
+            )
         if args.conversion_only:
             return _table(rows)
 
@@ -248,17 +286,20 @@ def main() -> int:
 
             with httpx.Client(timeout=60) as client:
                 for body in bodies:
-                    r = client.post(srv.url + "/v1/chat/completions", content=body,
-                                    headers={"content-type": "application/json"})
+                    r = client.post(
+                        srv.url + "/v1/chat/completions", content=body, headers={"content-type": "application/json"}
+                    )
                     assert r.status_code == 200, (r.status_code, r.text[:200])
             rss1 = _rss_kib(srv.pid)
         t0, c0 = time.perf_counter(), time.process_time()
         store = ReplayStore.load(traj_path, latency=parse_latency("instant"))
         load_s, load_cpu = time.perf_counter() - t0, time.process_time() - c0
-        print(f"3. store: {store.n_turns:,} turns of {len(store.trajectories)} trajectories; ReplayStore.load"
-              f" {load_s:.2f} s wall, {load_cpu:.2f} s CPU in-process; server ready after {start_s:.2f} s wall,"
-              f" {start_cpu:.2f} s of its CPU (imports, load, GC freeze); server RSS {rss0 / 1024:,.0f} MiB"
-              f" after start-up, {rss1 / 1024:,.0f} MiB after {len(bodies)} requests")
+        print(
+            f"3. store: {store.n_turns:,} turns of {len(store.trajectories)} trajectories; ReplayStore.load"
+            f" {load_s:.2f} s wall, {load_cpu:.2f} s CPU in-process; server ready after {start_s:.2f} s wall,"
+            f" {start_cpu:.2f} s of its CPU (imports, load, GC freeze); server RSS {rss0 / 1024:,.0f} MiB"
+            f" after start-up, {rss1 / 1024:,.0f} MiB after {len(bodies)} requests"
+        )
         rows.append(("store load, server CPU s to /health", start_cpu, "<= 10", start_cpu <= 10, "{:.2f}"))
         rows.append(("  (server start to /health, wall s)", start_s, "-", None, "{:.2f}"))
         rows.append(("server RSS (MiB)", max(rss0, rss1) / 1024, "<= 2048", max(rss0, rss1) <= 2 * 2**20, "{:,.0f}"))
@@ -279,12 +320,21 @@ def main() -> int:
                 out.append(cpu / (len(bodies) * args.repeat))
                 bad += nbad
         ratio = statistics.median(b / s for b, s in zip(big, small, strict=False))
-        print(f"4. matching: {len(bodies)} requests (bodies {min(sizes) / 1e3:,.0f}-{max(sizes) / 1e3:,.0f} KB,"
-              f" mean {statistics.mean(sizes) / 1e3:,.0f} KB), {args.rounds} rounds: "
-              f"{statistics.median(big) * 1e6:,.0f} us per request at {len(store.trajectories)} trajectories,"
-              f" {statistics.median(small) * 1e6:,.0f} us at 5; ratio {ratio:.3f}; non-200: {bad}")
-        rows.append((f"matching {len(store.trajectories)} / 5 trajectories", ratio, "<= 1.10",
-                     ratio <= 1.10 and not bad, "{:.3f}"))
+        print(
+            f"4. matching: {len(bodies)} requests (bodies {min(sizes) / 1e3:,.0f}-{max(sizes) / 1e3:,.0f} KB,"
+            f" mean {statistics.mean(sizes) / 1e3:,.0f} KB), {args.rounds} rounds: "
+            f"{statistics.median(big) * 1e6:,.0f} us per request at {len(store.trajectories)} trajectories,"
+            f" {statistics.median(small) * 1e6:,.0f} us at 5; ratio {ratio:.3f}; non-200: {bad}"
+        )
+        rows.append(
+            (
+                f"matching {len(store.trajectories)} / 5 trajectories",
+                ratio,
+                "<= 1.10",
+                ratio <= 1.10 and not bad,
+                "{:.3f}",
+            )
+        )
 
         from warehouse_load import write_bundle
 
@@ -295,9 +345,11 @@ def main() -> int:
         t0, c0 = time.perf_counter(), time.process_time()
         rep = load_run(work / "warehouse.duckdb", run_dir)
         wh_s, wh_cpu = time.perf_counter() - t0, time.process_time() - c0
-        print(f"5. warehouse: {n_turns:,} request rows ({size / 1e6:,.0f} MB samples.jsonl) loaded in {wh_s:.2f} s"
-              f" wall, {wh_cpu:.2f} s CPU (DuckDB's threads included) ({n_turns / wh_s:,.0f} rows/s;"
-              f" requests table {rep.rows['requests']:,})")
+        print(
+            f"5. warehouse: {n_turns:,} request rows ({size / 1e6:,.0f} MB samples.jsonl) loaded in {wh_s:.2f} s"
+            f" wall, {wh_cpu:.2f} s CPU (DuckDB's threads included) ({n_turns / wh_s:,.0f} rows/s;"
+            f" requests table {rep.rows['requests']:,})"
+        )
         rows.append(("warehouse load of a corpus-sized run (s)", wh_s, "-", None, "{:.2f}"))
     finally:
         if tmp is not None:
@@ -360,8 +412,14 @@ def measure_conversion(log_dir: Path, work: Path, rounds: int, workers: int | No
     env = {k: v for k, v in os.environ.items() if k != "BENCHMAKER_CONVERT_WORKERS"}
     for rnd in range(rounds):
         for kind in ("serial", "par") if rnd % 2 == 0 else ("par", "serial"):
-            run = subprocess.run([sys.executable, "-c", _CONVERT_ROUND, str(REPO), str(log_dir), str(outs[kind]),
-                                  arg[kind]], check=True, capture_output=True, text=True, cwd=work, env=env)
+            run = subprocess.run(
+                [sys.executable, "-c", _CONVERT_ROUND, str(REPO), str(log_dir), str(outs[kind]), arg[kind]],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=work,
+                env=env,
+            )
             runs[kind].append(json.loads(run.stdout.strip().splitlines()[-1]))
     digests = {kind: hashlib.sha256(path.read_bytes()).hexdigest() for kind, path in outs.items()}
     assert digests["serial"] == digests["par"], f"outputs differ: {digests}"
@@ -408,9 +466,14 @@ def compare_conversion(rev: str, log_dir: Path, work: Path, rounds: int) -> tupl
     for rnd in range(rounds):
         for tree in (old_tree, REPO) if rnd % 2 == 0 else (REPO, old_tree):
             out = work / "trajectories-compare.jsonl"
-            run = subprocess.run([sys.executable, "-c", _CONVERT_CHILD, str(tree), str(log_dir), str(out)],
-                                 check=True, capture_output=True, text=True, cwd=work,
-                                 env={**os.environ, "BENCHMAKER_CONVERT_WORKERS": "1"})
+            run = subprocess.run(
+                [sys.executable, "-c", _CONVERT_CHILD, str(tree), str(log_dir), str(out)],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=work,
+                env={**os.environ, "BENCHMAKER_CONVERT_WORKERS": "1"},
+            )
             cpu[tree].append(float(run.stdout.strip().splitlines()[-1]))
             out.unlink(missing_ok=True)
     return statistics.median(cpu[old_tree]), statistics.median(cpu[REPO])

@@ -207,8 +207,9 @@ def _run(runner: BenchRunner) -> Any:
 # -- 1. non-streaming throughput -----------------------------------------------------
 
 
-async def _bare_loop(url: str, concurrency: int, seconds: float, body: bytes | None = None,
-                     headers: dict[str, str] | None = None) -> tuple[int, float]:
+async def _bare_loop(
+    url: str, concurrency: int, seconds: float, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, float]:
     """(ok responses, wall s) of `concurrency` tasks doing GET url + read for `seconds`
     (POST `body` with `headers` when given)."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
@@ -219,7 +220,7 @@ async def _bare_loop(url: str, concurrency: int, seconds: float, body: bytes | N
         async def worker() -> None:
             nonlocal n
             while time.perf_counter() < deadline:
-                async with (session.get(url) if body is None else session.post(url, data=body, headers=headers)) as resp:
+                async with session.get(url) if body is None else session.post(url, data=body, headers=headers) as resp:
                     await resp.read()
                     if resp.status == 200:
                         n += 1
@@ -240,8 +241,10 @@ def bench_throughput(base: str, out: Path, seconds: float, pairs: int) -> dict[s
         cpu = time.process_time() - cpu0
         bare_rates.append(n / wall)
         bare_cpu.append(n / cpu)
-        line = [f"  round {rnd}: bare aiohttp {bare_rates[-1]:>7,.0f} req/s {bare_cpu[-1]:>7,.0f} per cpu s"
-                f" ({1e6 / bare_cpu[-1]:.1f} us, util {cpu / wall:.2f})"]
+        line = [
+            f"  round {rnd}: bare aiohttp {bare_rates[-1]:>7,.0f} req/s {bare_cpu[-1]:>7,.0f} per cpu s"
+            f" ({1e6 / bare_cpu[-1]:.1f} us, util {cpu / wall:.2f})"
+        ]
         for t in TRANSPORTS:
             _settled()
             cfg = BenchConfig(load="closed:64", duration_s=seconds, out_dir=out, transport=t)
@@ -250,23 +253,29 @@ def bench_throughput(base: str, out: Path, seconds: float, pairs: int) -> dict[s
             n_ok = res.summary["run"]["n_ok"]
             rates[t].append(n_ok / sc["wall_s"])
             cpus[t].append(n_ok / sc["client_cpu_s"])
-            line.append(f"engine on {t} {rates[t][-1]:>7,.0f} req/s {cpus[t][-1]:>7,.0f} per cpu s"
-                        f" ({1e6 / cpus[t][-1]:.1f} us, util {sc['client_cpu_util']:.2f}, ok {n_ok:,} of"
-                        f" {res.summary['run']['n_samples']:,}, conns {sc['connections_opened']},"
-                        f" ratio {cpus[t][-1] / bare_cpu[-1]:.3f})")
+            line.append(
+                f"engine on {t} {rates[t][-1]:>7,.0f} req/s {cpus[t][-1]:>7,.0f} per cpu s"
+                f" ({1e6 / cpus[t][-1]:.1f} us, util {sc['client_cpu_util']:.2f}, ok {n_ok:,} of"
+                f" {res.summary['run']['n_samples']:,}, conns {sc['connections_opened']},"
+                f" ratio {cpus[t][-1] / bare_cpu[-1]:.3f})"
+            )
         print(";  ".join(line))
     got: dict[str, Any] = {}
     for t in TRANSPORTS:
         got[f"ratio_{t}"] = statistics.median(e / b for e, b in zip(rates[t], bare_rates, strict=False))
         got[f"cpu_ratio_{t}"] = statistics.median(e / b for e, b in zip(cpus[t], bare_cpu, strict=False))
-        print(f"  median of {pairs} rounds, engine on {t} / bare aiohttp: {got[f'ratio_{t}']:.3f} by wall time,"
-              f" {got[f'cpu_ratio_{t}']:.3f} per client cpu s (engine {statistics.median(cpus[t]):,.0f},"
-              f" bare {statistics.median(bare_cpu):,.0f} req per cpu s)")
+        print(
+            f"  median of {pairs} rounds, engine on {t} / bare aiohttp: {got[f'ratio_{t}']:.3f} by wall time,"
+            f" {got[f'cpu_ratio_{t}']:.3f} per client cpu s (engine {statistics.median(cpus[t]):,.0f},"
+            f" bare {statistics.median(bare_cpu):,.0f} req per cpu s)"
+        )
     own_us = _engine_own_us(out, seconds)
     bare_us = 1e6 / statistics.median(bare_cpu)
-    print(f"  the engine's own cpu per request (in-memory transport, no I/O; minus a bare loop over the same"
-          f" transport): {own_us:.1f} us beside bare aiohttp's {bare_us:.1f} us: ratio on aiohttp at most"
-          f" {bare_us / (bare_us + own_us):.3f}")
+    print(
+        f"  the engine's own cpu per request (in-memory transport, no I/O; minus a bare loop over the same"
+        f" transport): {own_us:.1f} us beside bare aiohttp's {bare_us:.1f} us: ratio on aiohttp at most"
+        f" {bare_us / (bare_us + own_us):.3f}"
+    )
     got["own_us"] = own_us
     return got
 
@@ -332,8 +341,11 @@ def _engine_own_us(out: Path, seconds: float, rounds: int = 3) -> float:
 
     diffs = []
     for _ in range(rounds):
-        runner = BenchRunner(BenchConfig(load="closed:64", duration_s=seconds, out_dir=out),
-                             workload=HttpWorkload("http://memory/json"), transport=_MemoryTransport())
+        runner = BenchRunner(
+            BenchConfig(load="closed:64", duration_s=seconds, out_dir=out),
+            workload=HttpWorkload("http://memory/json"),
+            transport=_MemoryTransport(),
+        )
         res = _run(runner)
         engine_us = res.summary["self_checks"]["client_cpu_s"] / res.summary["run"]["n_ok"] * 1e6
         diffs.append(engine_us - uvloop.run(bare(64_000)))
@@ -347,8 +359,7 @@ def _chat(url: str, chunks: int = SSE_CHUNKS) -> OpenAIChatWorkload:
     return OpenAIChatWorkload(url, "m", StaticDataset(["Say something long."]), max_tokens=chunks)
 
 
-async def _bare_raw_loop(url: str, concurrency: int, seconds: float, body: bytes,
-                         headers: dict[str, str]) -> int:
+async def _bare_raw_loop(url: str, concurrency: int, seconds: float, body: bytes, headers: dict[str, str]) -> int:
     """Streams read in `seconds` by `concurrency` tasks doing POST url + reading the body
     through RawTransport (no parsing)."""
     tr = RawTransport()
@@ -523,9 +534,14 @@ def _reads_per_stream(base: str, out: Path, seconds: float, chunks: int) -> dict
         http1._Conn = _Conn
     n = res.summary["run"]["n_ok"]
     pair = _clock_pair_ns()
-    return {"reads": _CountingConn.reads / n, "waits": _CountingConn.waits / n, "writes": _CountingConn.writes / n,
-            "write_us": (_CountingConn.write_ns - pair * _CountingConn.writes) / n / 1e3, "streams": n,
-            "clock_pair_us": pair / 1e3}
+    return {
+        "reads": _CountingConn.reads / n,
+        "waits": _CountingConn.waits / n,
+        "writes": _CountingConn.writes / n,
+        "write_us": (_CountingConn.write_ns - pair * _CountingConn.writes) / n / 1e3,
+        "streams": n,
+        "clock_pair_us": pair / 1e3,
+    }
 
 
 def _loadavg() -> str:
@@ -540,12 +556,23 @@ def _measured(runner: BenchRunner) -> dict[str, float]:
     sc = res.summary["self_checks"]
     n_ok, events = _ok_token_events(res)
     user_s, sys_s = _CLOCK.split()
-    return {"per_cpu": events / sc["client_cpu_s"], "per_wall": events / sc["wall_s"], "n_ok": n_ok,
-            "user_us": user_s / n_ok * 1e6, "sys_us": sys_s / n_ok * 1e6}
+    return {
+        "per_cpu": events / sc["client_cpu_s"],
+        "per_wall": events / sc["wall_s"],
+        "n_ok": n_ok,
+        "user_us": user_s / n_ok * 1e6,
+        "sys_us": sys_s / n_ok * 1e6,
+    }
 
 
-def _null_runner(kind: str, out: Path, seconds: float | None, max_requests: int | None = None,
-                 transport: Any = None, chunks: int = SSE_CHUNKS) -> BenchRunner:
+def _null_runner(
+    kind: str,
+    out: Path,
+    seconds: float | None,
+    max_requests: int | None = None,
+    transport: Any = None,
+    chunks: int = SSE_CHUNKS,
+) -> BenchRunner:
     """The null-transport runs of figures 2 and 2i. `ref`: the reference, as the real
     runs (closed:64, one wait on the loop per request, each stream the next of
     NULL_COPIES distinct copies of the 4 reads; pass the transport to reuse its copies);
@@ -611,16 +638,20 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int, chunks: in
             nulls.append(ref_run())
             real[t].append(got)
             refs[t].append((nulls[-2], nulls[-1]))
-            line.append(f"{t} {got['per_cpu']:>9,.0f} events per cpu s ({got['per_wall']:,.0f} per wall s,"
-                        f" {got['n_ok']:,} streams, user {got['user_us']:.0f} + sys {got['sys_us']:.0f} us per"
-                        f" stream; null around it {nulls[-2]['per_cpu']:,.0f} / {nulls[-1]['per_cpu']:,.0f})")
+            line.append(
+                f"{t} {got['per_cpu']:>9,.0f} events per cpu s ({got['per_wall']:,.0f} per wall s,"
+                f" {got['n_ok']:,} streams, user {got['user_us']:.0f} + sys {got['sys_us']:.0f} us per"
+                f" stream; null around it {nulls[-2]['per_cpu']:,.0f} / {nulls[-1]['per_cpu']:,.0f})"
+            )
         ref_all.extend(nulls)
         _settled()
         hot.append(_measured(_null_runner("hot", out, seconds, chunks=chunks)))
         round_ref = statistics.median(n["per_cpu"] for n in nulls)
         hot_over_ref.append(hot[-1]["per_cpu"] / round_ref)
-        line.append(f"null one hot stream (the old reference) {hot[-1]['per_cpu']:>9,.0f}"
-                    f" ({hot_over_ref[-1]:.3f} of the round's reference)")
+        line.append(
+            f"null one hot stream (the old reference) {hot[-1]['per_cpu']:>9,.0f}"
+            f" ({hot_over_ref[-1]:.3f} of the round's reference)"
+        )
         # the I/O alone: POST /sse + read of the same stream, no parsing, on each client
         for t in TRANSPORTS:
             _settled()
@@ -636,30 +667,42 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int, chunks: in
             io[t].append(io_us)
             bounds[t].append(null_us / (null_us + io_us))
             extra[t].append(real_us - null_us - io_us)
-            line.append(f"{t}: ratio {real[t][-1]['per_cpu'] / _geo(a['per_cpu'], b['per_cpu']):.3f}, bare read"
-                        f" {io_us:.0f} us per stream vs null's {null_us:.0f}: bound {bounds[t][-1]:.3f}; the engine"
-                        f" on it {real_us:.0f} us: beyond null + bare read {extra[t][-1]:+.0f} us")
+            line.append(
+                f"{t}: ratio {real[t][-1]['per_cpu'] / _geo(a['per_cpu'], b['per_cpu']):.3f}, bare read"
+                f" {io_us:.0f} us per stream vs null's {null_us:.0f}: bound {bounds[t][-1]:.3f}; the engine"
+                f" on it {real_us:.0f} us: beyond null + bare read {extra[t][-1]:+.0f} us"
+            )
         print(";  ".join(line))
     _settled()
     null1 = _measured(_null_runner("1ev", out, seconds, chunks=chunks))["per_cpu"]
-    got: dict[str, Any] = {"null_ref": statistics.median(n["per_cpu"] for n in ref_all),
-                           "null_hot": statistics.median(h["per_cpu"] for h in hot), "null_1 event/read": null1,
-                           "hot_over_ref": statistics.median(hot_over_ref)}
+    got: dict[str, Any] = {
+        "null_ref": statistics.median(n["per_cpu"] for n in ref_all),
+        "null_hot": statistics.median(h["per_cpu"] for h in hot),
+        "null_1 event/read": null1,
+        "hot_over_ref": statistics.median(hot_over_ref),
+    }
     ref_user = statistics.median(n["user_us"] for n in ref_all)
     ref_sys = statistics.median(n["sys_us"] for n in ref_all)
-    print(f"  median of {pairs} rounds, null one hot stream (closed:1, the same bytes every stream: the reference"
-          f" before) / the reference: {got['hot_over_ref']:.3f}")
-    print(f"  cpu per stream by getrusage (user / system; the kernel splits a process's exact runtime by"
-          f" sampled ticks): null reference {ref_user:.0f} / {ref_sys:.0f} us;"
-          f" null one hot stream {statistics.median(h['user_us'] for h in hot):.0f} /"
-          f" {statistics.median(h['sys_us'] for h in hot):.0f} us")
+    print(
+        f"  median of {pairs} rounds, null one hot stream (closed:1, the same bytes every stream: the reference"
+        f" before) / the reference: {got['hot_over_ref']:.3f}"
+    )
+    print(
+        f"  cpu per stream by getrusage (user / system; the kernel splits a process's exact runtime by"
+        f" sampled ticks): null reference {ref_user:.0f} / {ref_sys:.0f} us;"
+        f" null one hot stream {statistics.median(h['user_us'] for h in hot):.0f} /"
+        f" {statistics.median(h['sys_us'] for h in hot):.0f} us"
+    )
     for t in TRANSPORTS:
         pairs_ref = [_geo(a["per_cpu"], b["per_cpu"]) for a, b in refs[t]]
         got[f"ratio_{t}"] = statistics.median(r["per_cpu"] / n for r, n in zip(real[t], pairs_ref, strict=False))
         # the same ratio on user CPU only: null's user us per stream / the real run's
-        got[f"user_ratio_{t}"] = statistics.median(_geo(a["user_us"], b["user_us"]) / r["user_us"]
-                                                   for r, (a, b) in zip(real[t], refs[t], strict=False))
-        got[f"hot_ratio_{t}"] = statistics.median(r["per_cpu"] / h["per_cpu"] for r, h in zip(real[t], hot, strict=False))
+        got[f"user_ratio_{t}"] = statistics.median(
+            _geo(a["user_us"], b["user_us"]) / r["user_us"] for r, (a, b) in zip(real[t], refs[t], strict=False)
+        )
+        got[f"hot_ratio_{t}"] = statistics.median(
+            r["per_cpu"] / h["per_cpu"] for r, h in zip(real[t], hot, strict=False)
+        )
         got[f"user_us_{t}"] = statistics.median(r["user_us"] for r in real[t])
         got[f"sys_us_{t}"] = statistics.median(r["sys_us"] for r in real[t])
         got[f"bound_{t}"] = statistics.median(bounds[t])
@@ -667,25 +710,31 @@ def bench_streaming(base: str, out: Path, seconds: float, pairs: int, chunks: in
         got[f"io_us_{t}"] = statistics.median(io[t])
         got[f"per_cpu_{t}"] = statistics.median(r["per_cpu"] for r in real[t])
         got[f"per_wall_{t}"] = statistics.median(r["per_wall"] for r in real[t])
-        print(f"  median of {pairs} rounds, real I/O on {t} / null reference, events per cpu s: {got[f'ratio_{t}']:.3f}"
-              f" (per user cpu s only: {got[f'user_ratio_{t}']:.3f}; against the old one-hot-stream reference:"
-              f" {got[f'hot_ratio_{t}']:.3f}); cpu per stream user {got[f'user_us_{t}']:.0f} + sys"
-              f" {got[f'sys_us_{t}']:.0f} us (null: {ref_user:.0f} + {ref_sys:.0f}); the I/O's own bound"
-              f" null / (null + bare {t} read): {got[f'bound_{t}']:.3f}; the engine's cost on it beyond null + bare"
-              f" read: {got[f'extra_{t}']:+.0f} us per stream")
+        print(
+            f"  median of {pairs} rounds, real I/O on {t} / null reference, events per cpu s: {got[f'ratio_{t}']:.3f}"
+            f" (per user cpu s only: {got[f'user_ratio_{t}']:.3f}; against the old one-hot-stream reference:"
+            f" {got[f'hot_ratio_{t}']:.3f}); cpu per stream user {got[f'user_us_{t}']:.0f} + sys"
+            f" {got[f'sys_us_{t}']:.0f} us (null: {ref_user:.0f} + {ref_sys:.0f}); the I/O's own bound"
+            f" null / (null + bare {t} read): {got[f'bound_{t}']:.3f}; the engine's cost on it beyond null + bare"
+            f" read: {got[f'extra_{t}']:+.0f} us per stream"
+        )
     print(f"  NullTransport 1 event/read: {null1:,.0f} events per cpu s")
     c = _reads_per_stream(base, out, min(seconds, 1.0), chunks)
     got["reads_per_stream"] = c["reads"]
     got["write_us"] = c["write_us"]
-    gap_us = statistics.median(chunks / r["per_cpu"] * 1e6 - chunks / _geo(a["per_cpu"], b["per_cpu"]) * 1e6
-                               for r, (a, b) in zip(real["raw"], refs["raw"], strict=False))
-    print(f"  what the raw path does per stream ({c['streams']:,} streams, counted in a separate run): {c['reads']:.2f}"
-          f" socket reads, {c['waits']:.2f} waits on the loop, {c['writes']:.2f} request writes costing"
-          f" {c['write_us']:.1f} us of cpu (CLOCK_THREAD_CPUTIME_ID around each write, minus {c['clock_pair_us']:.2f}"
-          f" us that an empty interval shows; on loopback the kernel runs the server's receive path and its wake-up inside"
-          f" this write) beside the gap raw - null reference of {gap_us:+.0f} us per stream (median of the rounds);"
-          f" the null reference:"
-          f" 4 reads, 1 wait, no write")
+    gap_us = statistics.median(
+        chunks / r["per_cpu"] * 1e6 - chunks / _geo(a["per_cpu"], b["per_cpu"]) * 1e6
+        for r, (a, b) in zip(real["raw"], refs["raw"], strict=False)
+    )
+    print(
+        f"  what the raw path does per stream ({c['streams']:,} streams, counted in a separate run): {c['reads']:.2f}"
+        f" socket reads, {c['waits']:.2f} waits on the loop, {c['writes']:.2f} request writes costing"
+        f" {c['write_us']:.1f} us of cpu (CLOCK_THREAD_CPUTIME_ID around each write, minus {c['clock_pair_us']:.2f}"
+        f" us that an empty interval shows; on loopback the kernel runs the server's receive path and its wake-up inside"
+        f" this write) beside the gap raw - null reference of {gap_us:+.0f} us per stream (median of the rounds);"
+        f" the null reference:"
+        f" 4 reads, 1 wait, no write"
+    )
     print(f"  {_loadavg()} at the end")
     return got
 
@@ -710,15 +759,21 @@ def _fit_stream_costs(st: dict[int, dict[str, Any]]) -> dict[str, float]:
     fit: dict[str, float] = {}
     fit["null_event_us"], fit["null_stream_us"] = solve(null[a], null[b])
     for t in TRANSPORTS:
-        fit[f"event_us_{t}"], fit[f"stream_us_{t}"] = solve(null[a] / st[a][f"ratio_{t}"],
-                                                            null[b] / st[b][f"ratio_{t}"])
+        fit[f"event_us_{t}"], fit[f"stream_us_{t}"] = solve(
+            null[a] / st[a][f"ratio_{t}"], null[b] / st[b][f"ratio_{t}"]
+        )
         fit[f"io_event_us_{t}"], fit[f"io_stream_us_{t}"] = solve(st[a][f"io_us_{t}"], st[b][f"io_us_{t}"])
         fit[f"event_ratio_{t}"] = fit["null_event_us"] / fit[f"event_us_{t}"]
-    print(f"  cpu per stream = fixed + events x per event, fitted from {a} and {b} events per stream: null reference"
-          f" {fit['null_stream_us']:.0f} + n x {fit['null_event_us']:.3f} us; "
-          + "; ".join(f"real I/O on {t} {fit[f'stream_us_{t}']:.0f} + n x {fit[f'event_us_{t}']:.3f} us (per event"
-                      f" null / real {fit[f'event_ratio_{t}']:.3f}), its bare read {fit[f'io_stream_us_{t}']:.0f} +"
-                      f" n x {fit[f'io_event_us_{t}']:.3f} us" for t in TRANSPORTS))
+    print(
+        f"  cpu per stream = fixed + events x per event, fitted from {a} and {b} events per stream: null reference"
+        f" {fit['null_stream_us']:.0f} + n x {fit['null_event_us']:.3f} us; "
+        + "; ".join(
+            f"real I/O on {t} {fit[f'stream_us_{t}']:.0f} + n x {fit[f'event_us_{t}']:.3f} us (per event"
+            f" null / real {fit[f'event_ratio_{t}']:.3f}), its bare read {fit[f'io_stream_us_{t}']:.0f} +"
+            f" n x {fit[f'io_event_us_{t}']:.3f} us"
+            for t in TRANSPORTS
+        )
+    )
     return fit
 
 
@@ -760,9 +815,22 @@ def _callgrind_count(kind: str, base: str, streams: int) -> tuple[int, int, int]
     _callgrind_child(kind) under valgrind --tool=callgrind, instrumentation switched on
     by callgrind_control after the warm-up. Raises RuntimeError when a step fails."""
     with tempfile.TemporaryDirectory(prefix="bench-engine-cg-") as d:
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={d}/cg.%p",
-               "--zero-before=getppid", "--dump-before=getpgrp", sys.executable, str(Path(__file__).resolve()),
-               "--callgrind-child", kind, "--callgrind-url", base, "--callgrind-streams", str(streams)]
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={d}/cg.%p",
+            "--zero-before=getppid",
+            "--dump-before=getpgrp",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--callgrind-child",
+            kind,
+            "--callgrind-url",
+            base,
+            "--callgrind-streams",
+            str(streams),
+        ]
         env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict and set orders in every run
         with open(f"{d}/valgrind.log", "w+") as log:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
@@ -800,17 +868,24 @@ def bench_instructions(base: str, streams: int) -> dict[str, Any] | None:
         print(f"  skipped: {' and '.join(missing)} not on PATH")
         return None
     got: dict[str, Any] = {}
-    for kind, name in (("ref", "null reference (closed:64, 1 wait, distinct copies)"),
-                       ("hot", "null one hot stream (the old reference)"), ("raw", "raw closed:64")):
+    for kind, name in (
+        ("ref", "null reference (closed:64, 1 wait, distinct copies)"),
+        ("hot", "null one hot stream (the old reference)"),
+        ("raw", "raw closed:64"),
+    ):
         t0 = time.perf_counter()
         instr, n_ok, events = _callgrind_count(kind, base, streams)
         got[kind] = instr / n_ok
-        print(f"  {name}: {instr:,} instructions over {n_ok:,} ok streams ({events:,} token events):"
-              f" {got[kind]:,.0f} per stream ({time.perf_counter() - t0:.0f} s under valgrind)")
+        print(
+            f"  {name}: {instr:,} instructions over {n_ok:,} ok streams ({events:,} token events):"
+            f" {got[kind]:,.0f} per stream ({time.perf_counter() - t0:.0f} s under valgrind)"
+        )
     got["ratio"] = got["ref"] / got["raw"]
-    print(f"  user space only (no kernel, no cache or memory stalls): null reference / raw instructions per stream"
-          f" {got['ratio']:.4f} (raw {got['raw'] - got['ref']:+,.0f} per stream); old reference / raw"
-          f" {got['hot'] / got['raw']:.4f}")
+    print(
+        f"  user space only (no kernel, no cache or memory stalls): null reference / raw instructions per stream"
+        f" {got['ratio']:.4f} (raw {got['raw'] - got['ref']:+,.0f} per stream); old reference / raw"
+        f" {got['hot'] / got['raw']:.4f}"
+    )
     return got
 
 
@@ -824,8 +899,10 @@ def profile_runs(base: str, out: Path, seconds: float, top: int) -> None:
     import io
     import pstats
 
-    for name, workload in (("non-streaming GET /json", HttpWorkload(base + "/json")),
-                           ("streaming POST /sse", _chat(base + "/sse"))):
+    for name, workload in (
+        ("non-streaming GET /json", HttpWorkload(base + "/json")),
+        ("streaming POST /sse", _chat(base + "/sse")),
+    ):
         cfg = BenchConfig(load="closed:64", duration_s=seconds, out_dir=out, transport=TRANSPORTS[0])
         runner = BenchRunner(cfg, workload=workload)
         prof = cProfile.Profile(time.thread_time)  # CPU time: preemption by other work is not counted
@@ -837,8 +914,10 @@ def profile_runs(base: str, out: Path, seconds: float, top: int) -> None:
         stats.sort_stats("tottime").print_stats(top)
         lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
         head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
-        print(f"  {name}: {res.summary['run']['n_ok']:,} ok requests under cProfile; top {top} by own time"
-              f" (the run summary's SQL after the run is included)")
+        print(
+            f"  {name}: {res.summary['run']['n_ok']:,} ok requests under cProfile; top {top} by own time"
+            f" (the run summary's SQL after the run is included)"
+        )
         for ln in lines[head : head + top + 1]:
             print("    " + ln.replace(str(REPO) + "/", "").replace(sys.prefix + "/", ""))
 
@@ -905,10 +984,13 @@ def bench_constant(base: str, out: Path, seconds: float) -> dict[str, Any]:
         e2e_b, lag_b = uvloop.run(_bare_constant(base + "/json", 1000.0, seconds, 1.0))
         got["bare_e2e_p99"].append(_p99(e2e_b))
         got["bare_lag_p99"].append(_p99(lag_b))
-        print(f"  round {rnd}: bare aiohttp open loop: E2E p99 {_p99(e2e_b):.3f} ms, send lag p99 {_p99(lag_b):.3f} ms"
-              f" ({len(e2e_b):,} requests)")
-        cfg = BenchConfig(load="constant:1000", duration_s=seconds + 1.0, warmup_s=1.0, out_dir=out,
-                          transport=TRANSPORTS[0])
+        print(
+            f"  round {rnd}: bare aiohttp open loop: E2E p99 {_p99(e2e_b):.3f} ms, send lag p99 {_p99(lag_b):.3f} ms"
+            f" ({len(e2e_b):,} requests)"
+        )
+        cfg = BenchConfig(
+            load="constant:1000", duration_s=seconds + 1.0, warmup_s=1.0, out_dir=out, transport=TRANSPORTS[0]
+        )
         res = _run(BenchRunner(cfg, workload=HttpWorkload(base + "/json")))
         summary = orjson.loads((res.bundle_dir / "summary.json").read_bytes())
         run = summary["run"]
@@ -916,13 +998,19 @@ def bench_constant(base: str, out: Path, seconds: float) -> dict[str, Any]:
         got["e2e_p99"].append(e2e["p99"])
         got["lag_p99"].append(lag["p99"])
         ll = summary["self_checks"]["loop_lag_ms"]
-        print(f"           engine: {run['n_ok']:,} ok of {run['n_samples']:,} (measured phase), offered "
-              f"{run['offered_rate_per_s']:.1f}/s, achieved {run['request_throughput_per_s']:.1f}/s,"
-              f" cpu util {summary['self_checks']['client_cpu_util']:.2f}")
-        print(f"           E2E ms          p50 {e2e['p50']:.3f}  p99 {e2e['p99']:.3f}  max {e2e['max']:.3f}"
-              f"  (count {e2e['count']:,})")
-        print(f"           schedule lag ms p50 {lag['p50']:.3f}  p99 {lag['p99']:.3f}  max {lag['max']:.3f}"
-              f"  (count {lag['count']:,})")
+        print(
+            f"           engine: {run['n_ok']:,} ok of {run['n_samples']:,} (measured phase), offered "
+            f"{run['offered_rate_per_s']:.1f}/s, achieved {run['request_throughput_per_s']:.1f}/s,"
+            f" cpu util {summary['self_checks']['client_cpu_util']:.2f}"
+        )
+        print(
+            f"           E2E ms          p50 {e2e['p50']:.3f}  p99 {e2e['p99']:.3f}  max {e2e['max']:.3f}"
+            f"  (count {e2e['count']:,})"
+        )
+        print(
+            f"           schedule lag ms p50 {lag['p50']:.3f}  p99 {lag['p99']:.3f}  max {lag['max']:.3f}"
+            f"  (count {lag['count']:,})"
+        )
         print(f"           loop lag ms     p50 {ll['p50']:.3f}  p99 {ll['p99']:.3f}  max {ll['max']:.3f}")
     # outside noise only ever adds latency, so the lower of two runs is the better
     # estimate of the engine's own tail; both runs are printed above
@@ -972,8 +1060,10 @@ def bench_memory(base: str, out: Path, seconds: float) -> dict[str, Any]:
         return {"kb_per_stream": None}
     peak = max(plateau)
     per = (peak - base_kb) / HOLD_STREAMS
-    print(f"  {HOLD_STREAMS:,} streams open ({first_bytes:,} got their first bytes), RSS baseline {base_kb / 1024:.1f} MiB,"
-          f" plateau {peak / 1024:.1f} MiB ({len(plateau)} samples, min {min(plateau) / 1024:.1f} MiB)")
+    print(
+        f"  {HOLD_STREAMS:,} streams open ({first_bytes:,} got their first bytes), RSS baseline {base_kb / 1024:.1f} MiB,"
+        f" plateau {peak / 1024:.1f} MiB ({len(plateau)} samples, min {min(plateau) / 1024:.1f} MiB)"
+    )
     print(f"  {per:.1f} KB per in-flight stream")
     return {"kb_per_stream": per}
 
@@ -981,20 +1071,31 @@ def bench_memory(base: str, out: Path, seconds: float) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0, help="length of figures 3-4's timed runs (default 5)")
-    ap.add_argument("--pair-seconds", type=float, default=1.5,
-                    help="length of each run of figures 1-2's pairs (default 1.5)")
+    ap.add_argument(
+        "--pair-seconds", type=float, default=1.5, help="length of each run of figures 1-2's pairs (default 1.5)"
+    )
     ap.add_argument("--pairs", type=int, default=9, help="rounds of runs in figures 1-2 (default 9)")
-    ap.add_argument("--figures", default="1,2,2i,3,4,profile",
-                    help="comma-separated figures to run (default all: 1,2,2i,3,4,profile)")
-    ap.add_argument("--callgrind-streams", type=int, default=128,
-                    help="streams of each measured run under callgrind in figure 2i (default 128)")
+    ap.add_argument(
+        "--figures",
+        default="1,2,2i,3,4,profile",
+        help="comma-separated figures to run (default all: 1,2,2i,3,4,profile)",
+    )
+    ap.add_argument(
+        "--callgrind-streams",
+        type=int,
+        default=128,
+        help="streams of each measured run under callgrind in figure 2i (default 128)",
+    )
     ap.add_argument("--callgrind-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--callgrind-url", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--profile-top", type=int, default=25, help="profile entries printed per run (default 25)")
-    ap.add_argument("--sse-chunks", default=",".join(map(str, SSE_LENGTHS)),
-                    help="figure 2's stream lengths, content chunks per stream, comma-separated (default"
-                         f" {','.join(map(str, SSE_LENGTHS))}; the per-event and per-stream costs are fitted"
-                         " from the shortest and the longest)")
+    ap.add_argument(
+        "--sse-chunks",
+        default=",".join(map(str, SSE_LENGTHS)),
+        help="figure 2's stream lengths, content chunks per stream, comma-separated (default"
+        f" {','.join(map(str, SSE_LENGTHS))}; the per-event and per-stream costs are fitted"
+        " from the shortest and the longest)",
+    )
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate CPUs")
     ap.add_argument("--keep", type=Path, default=None, help="write run bundles here (default: a temp dir, removed)")
     args = ap.parse_args()
@@ -1014,9 +1115,11 @@ def main() -> int:
     if pin:
         os.sched_setaffinity(0, {cpus[0]})
     base = f"http://127.0.0.1:{port}"
-    print(f"engine benchmarks: server pid {proc.pid} on {'CPU ' + str(cpus[1]) if pin else 'any CPU'}, client on "
-          f"{'CPU ' + str(cpus[0]) if pin else 'any CPU'}, {args.seconds:g} s per run, python {sys.version.split()[0]},"
-          f" aiohttp {aiohttp.__version__}, uvloop {uvloop.__version__}")
+    print(
+        f"engine benchmarks: server pid {proc.pid} on {'CPU ' + str(cpus[1]) if pin else 'any CPU'}, client on "
+        f"{'CPU ' + str(cpus[0]) if pin else 'any CPU'}, {args.seconds:g} s per run, python {sys.version.split()[0]},"
+        f" aiohttp {aiohttp.__version__}, uvloop {uvloop.__version__}"
+    )
     tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="bench-engine-")
     out = args.keep or Path(tmp.name)
     started = time.perf_counter()
@@ -1024,19 +1127,24 @@ def main() -> int:
         todo = set(args.figures.split(","))
         thr = st = fit = instr = const = mem = None
         if "1" in todo:
-            print(f"1. non-streaming throughput, concurrency 64, GET /json, {args.pairs} pairs of"
-                  f" {args.pair_seconds:g} s runs")
+            print(
+                f"1. non-streaming throughput, concurrency 64, GET /json, {args.pairs} pairs of"
+                f" {args.pair_seconds:g} s runs"
+            )
             thr = bench_throughput(base, out, args.pair_seconds, args.pairs)
         if "2" in todo:
             st = {}
             for n in lengths:
-                print(f"2. streaming, {n} content chunks per response, {args.pairs} pairs of"
-                      f" {args.pair_seconds:g} s runs")
+                print(
+                    f"2. streaming, {n} content chunks per response, {args.pairs} pairs of {args.pair_seconds:g} s runs"
+                )
                 st[n] = bench_streaming(base, out, args.pair_seconds, args.pairs, n)
             fit = _fit_stream_costs(st) if len(st) > 1 else None
         if "2i" in todo:
-            print(f"2i. user-space instructions per stream by callgrind (counted, not timed; {args.callgrind_streams}"
-                  f" streams per measured run)")
+            print(
+                f"2i. user-space instructions per stream by callgrind (counted, not timed; {args.callgrind_streams}"
+                f" streams per measured run)"
+            )
             instr = bench_instructions(base, args.callgrind_streams)
         if "profile" in todo:
             print("profile (cProfile, client pinned as in 1-2)")
@@ -1061,10 +1169,20 @@ def main() -> int:
         for t in TRANSPORTS:
             target = t == TRANSPORTS[0]
             rows += [
-                (f"non-streaming req/s / bare aiohttp ({t}), median", thr[f"ratio_{t}"], ">= 0.85" if target else "-",
-                 thr[f"ratio_{t}"] >= 0.85 if target else None, "{:.3f}"),
-                (f"non-streaming per client cpu s / bare aiohttp ({t})", thr[f"cpu_ratio_{t}"],
-                 ">= 0.95" if target else "-", thr[f"cpu_ratio_{t}"] >= 0.95 if target else None, "{:.3f}"),
+                (
+                    f"non-streaming req/s / bare aiohttp ({t}), median",
+                    thr[f"ratio_{t}"],
+                    ">= 0.85" if target else "-",
+                    thr[f"ratio_{t}"] >= 0.85 if target else None,
+                    "{:.3f}",
+                ),
+                (
+                    f"non-streaming per client cpu s / bare aiohttp ({t})",
+                    thr[f"cpu_ratio_{t}"],
+                    ">= 0.95" if target else "-",
+                    thr[f"cpu_ratio_{t}"] >= 0.95 if target else None,
+                    "{:.3f}",
+                ),
             ]
         rows.append(("  engine's own cpu per request, no I/O (us)", thr["own_us"], "-", None, "{:.1f}"))
     if st is not None:
@@ -1076,17 +1194,37 @@ def main() -> int:
                 target = t == TRANSPORTS[0]
                 judged = target and n == shortest
                 rows += [
-                    (f"streaming events/s per core ({t}, {n} ev)", got[f"per_cpu_{t}"], ">= 60,000" if target else "-",
-                     got[f"per_cpu_{t}"] >= 60_000 if target else None, "{:,.0f}"),
+                    (
+                        f"streaming events/s per core ({t}, {n} ev)",
+                        got[f"per_cpu_{t}"],
+                        ">= 60,000" if target else "-",
+                        got[f"per_cpu_{t}"] >= 60_000 if target else None,
+                        "{:,.0f}",
+                    ),
                     (f"  per wall s ({t}, {n} ev)", got[f"per_wall_{t}"], "-", None, "{:,.0f}"),
-                    (f"  real I/O / null per core ({t}, {n} ev), median", got[f"ratio_{t}"],
-                     ">= 0.95" if judged else "-", got[f"ratio_{t}"] >= 0.95 if judged else None, "{:.3f}"),
+                    (
+                        f"  real I/O / null per core ({t}, {n} ev), median",
+                        got[f"ratio_{t}"],
+                        ">= 0.95" if judged else "-",
+                        got[f"ratio_{t}"] >= 0.95 if judged else None,
+                        "{:.3f}",
+                    ),
                     (f"  bound: null / (null + bare read) ({t}, {n} ev)", got[f"bound_{t}"], "-", None, "{:.3f}"),
                     (f"  the same per user cpu s only ({t}, {n} ev)", got[f"user_ratio_{t}"], "-", None, "{:.3f}"),
-                    (f"  against the old one-hot-stream null ({t}, {n} ev)", got[f"hot_ratio_{t}"], "-", None,
-                     "{:.3f}"),
-                    (f"  cpu us/stream user / system ({t}, {n} ev)",
-                     f"{got[f'user_us_{t}']:.0f} / {got[f'sys_us_{t}']:.0f}", "-", None, "{}"),
+                    (
+                        f"  against the old one-hot-stream null ({t}, {n} ev)",
+                        got[f"hot_ratio_{t}"],
+                        "-",
+                        None,
+                        "{:.3f}",
+                    ),
+                    (
+                        f"  cpu us/stream user / system ({t}, {n} ev)",
+                        f"{got[f'user_us_{t}']:.0f} / {got[f'sys_us_{t}']:.0f}",
+                        "-",
+                        None,
+                        "{}",
+                    ),
                     (f"  beyond null + bare read, us/stream ({t}, {n} ev)", got[f"extra_{t}"], "-", None, "{:+.0f}"),
                 ]
             rows += [
@@ -1100,8 +1238,13 @@ def main() -> int:
             for t in TRANSPORTS:
                 rows += [
                     (f"per event: null / real I/O cpu ({t}, fitted)", fit[f"event_ratio_{t}"], "-", None, "{:.3f}"),
-                    (f"  per stream: real I/O - null, us ({t}, fitted)",
-                     fit[f"stream_us_{t}"] - fit["null_stream_us"], "-", None, "{:+.0f}"),
+                    (
+                        f"  per stream: real I/O - null, us ({t}, fitted)",
+                        fit[f"stream_us_{t}"] - fit["null_stream_us"],
+                        "-",
+                        None,
+                        "{:+.0f}",
+                    ),
                     (f"  per stream: its bare read, us ({t}, fitted)", fit[f"io_stream_us_{t}"], "-", None, "{:.0f}"),
                 ]
     if instr is not None:
@@ -1114,14 +1257,26 @@ def main() -> int:
         rows += [
             ("idle event loop lag p99 (ms): noise floor", const["idle_lag_p99"], "-", None, "{:.3f}"),
             ("E2E p99 at 1,000 req/s (ms), best of 2", const["e2e_p99"], "<= 2", const["e2e_p99"] <= 2.0, "{:.3f}"),
-            ("schedule lag p99 at 1,000 req/s (ms), best of 2", const["lag_p99"], "<= 2", const["lag_p99"] <= 2.0,
-             "{:.3f}"),
+            (
+                "schedule lag p99 at 1,000 req/s (ms), best of 2",
+                const["lag_p99"],
+                "<= 2",
+                const["lag_p99"] <= 2.0,
+                "{:.3f}",
+            ),
             ("  reference: bare aiohttp E2E p99, best of 2", const["bare_e2e_p99"], "-", None, "{:.3f}"),
             ("  reference: bare aiohttp send lag p99, best of 2", const["bare_lag_p99"], "-", None, "{:.3f}"),
         ]
     if mem is not None:
-        rows.append(("memory per in-flight stream (KB)", mem["kb_per_stream"], "<= 32",
-                     mem["kb_per_stream"] is not None and mem["kb_per_stream"] <= 32, "{:.1f}"))
+        rows.append(
+            (
+                "memory per in-flight stream (KB)",
+                mem["kb_per_stream"],
+                "<= 32",
+                mem["kb_per_stream"] is not None and mem["kb_per_stream"] <= 32,
+                "{:.1f}",
+            )
+        )
     print(f"\n{'figure':<50} {'value':>12} {'target':>10}  result")
     for name, value, target, ok, fmt in rows:
         shown = fmt.format(value) if value is not None else "n/a"

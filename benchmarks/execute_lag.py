@@ -89,26 +89,56 @@ def _point_figures(run_dir: Path, point: str, row: dict[str, Any]) -> dict[str, 
     with open(pdir / "turns.jsonl", "rb") as f:
         for line in f:
             tool_ns += json.loads(line).get("tool_time_ns") or 0
-    return {"p50": lag.get("p50"), "p99": lag.get("p99"), "max": lag.get("max"), "n": lag.get("count"),
-            "valid": row.get("valid"), "tool_s": tool_ns / 1e9, "reasons": row.get("verdict_reasons") or ""}
+    return {
+        "p50": lag.get("p50"),
+        "p99": lag.get("p99"),
+        "max": lag.get("max"),
+        "n": lag.get("count"),
+        "valid": row.get("valid"),
+        "tool_s": tool_ns / 1e9,
+        "reasons": row.get("verdict_reasons") or "",
+    }
 
 
-async def _round(trajs: list[Any], url: str, out: Path, r: int, order: tuple[str, ...], concurrency: list[int],
-                 per_slot: int, tasks: dict[str, Any], idle_s: float) -> dict[tuple[str, int], dict[str, Any]]:
+async def _round(
+    trajs: list[Any],
+    url: str,
+    out: Path,
+    r: int,
+    order: tuple[str, ...],
+    concurrency: list[int],
+    per_slot: int,
+    tasks: dict[str, Any],
+    idle_s: float,
+) -> dict[tuple[str, int], dict[str, Any]]:
     figures: dict[tuple[str, int], dict[str, Any]] = {}
     figures[("idle", 0)] = f = await _idle_lag(idle_s)
-    print(f"round {r} idle {idle_s:g} s  lag p50 {f['p50']:6.2f}  p99 {f['p99']:7.2f}  max {f['max']:7.2f} ms"
-          f"  n {f['count']:5}", flush=True)
+    print(
+        f"round {r} idle {idle_s:g} s  lag p50 {f['p50']:6.2f}  p99 {f['p99']:7.2f}  max {f['max']:7.2f} ms"
+        f"  n {f['count']:5}",
+        flush=True,
+    )
     for c in concurrency:
         for variant in order:
             run_dir = out / f"r{r}-{variant}"
-            row = await run_point(trajs, url, run_dir, run_id=f"lag-r{r}-{variant}", concurrency=c,
-                                  episodes=max(c, per_slot * c), mode="execute", sandbox_factory=_factory(variant),
-                                  tasks=tasks)
+            row = await run_point(
+                trajs,
+                url,
+                run_dir,
+                run_id=f"lag-r{r}-{variant}",
+                concurrency=c,
+                episodes=max(c, per_slot * c),
+                mode="execute",
+                sandbox_factory=_factory(variant),
+                tasks=tasks,
+            )
             figures[(variant, c)] = f = _point_figures(run_dir, f"c{c}", row)
-            print(f"round {r} c{c:<3} {variant:8} lag p50 {f['p50']:6.2f}  p99 {f['p99']:7.2f}  max {f['max']:7.2f} ms"
-                  f"  n {f['n']:5}  valid {str(f['valid']):5}  tool {f['tool_s']:6.2f} s"
-                  + (f"  ({f['reasons']})" if f["reasons"] else ""), flush=True)
+            print(
+                f"round {r} c{c:<3} {variant:8} lag p50 {f['p50']:6.2f}  p99 {f['p99']:7.2f}  max {f['max']:7.2f} ms"
+                f"  n {f['n']:5}  valid {str(f['valid']):5}  tool {f['tool_s']:6.2f} s"
+                + (f"  ({f['reasons']})" if f["reasons"] else ""),
+                flush=True,
+            )
     return figures
 
 
@@ -127,32 +157,42 @@ async def main_async(args: argparse.Namespace) -> None:
             out = Path(tmp)
             traj_file = out / "trajectories.jsonl"
             traj_file.write_text("".join(t.model_dump_json() + "\n" for t in trajs))
-            print(f"execute-mode loop lag: {len(trajs)} trajectory, points c{',c'.join(map(str, concurrency))}, "
-                  f"{args.episodes_per_slot} episodes per slot, {args.rounds} paired rounds, {args.hogs} CPU hogs, "
-                  f"{os.cpu_count()} CPUs, load {_load()}")
+            print(
+                f"execute-mode loop lag: {len(trajs)} trajectory, points c{',c'.join(map(str, concurrency))}, "
+                f"{args.episodes_per_slot} episodes per slot, {args.rounds} paired rounds, {args.hogs} CPU hogs, "
+                f"{os.cpu_count()} CPUs, load {_load()}"
+            )
             results: list[dict[tuple[str, int], dict[str, Any]]] = []
             with start_replay_server(traj_file) as srv:
                 for r in range(args.rounds):
                     order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
-                    results.append(await _round(trajs, srv.url, out, r, order, concurrency, args.episodes_per_slot,
-                                                tasks, args.idle_s))
+                    results.append(
+                        await _round(
+                            trajs, srv.url, out, r, order, concurrency, args.episodes_per_slot, tasks, args.idle_s
+                        )
+                    )
     finally:
         for h in hogs:
             h.kill()
             h.wait()
-    print(f"\nload at the end {_load()}; medians over {args.rounds} rounds, lag in ms; "
-          f"d = inline - variant, paired per round; tool = point's tool time in s")
+    print(
+        f"\nload at the end {_load()}; medians over {args.rounds} rounds, lag in ms; "
+        f"d = inline - variant, paired per round; tool = point's tool time in s"
+    )
     print(f"{'point':6} {'variant':8} {'p50':>7} {'p99':>7} {'max':>7} {'d p50':>7} {'d p99':>7} {'tool':>7}  valid")
     for c in concurrency:
         for v in VARIANTS:
+
             def med(k: str, v: str = v, c: int = c) -> float:
                 return statistics.median(res[(v, c)][k] for res in results)
 
             d50 = statistics.median(res[("inline", c)]["p50"] - res[(v, c)]["p50"] for res in results)
             d99 = statistics.median(res[("inline", c)]["p99"] - res[(v, c)]["p99"] for res in results)
             n_valid = sum(bool(res[(v, c)]["valid"]) for res in results)
-            print(f"c{c:<5} {v:8} {med('p50'):7.2f} {med('p99'):7.2f} {med('max'):7.2f} {d50:7.2f} {d99:7.2f} "
-                  f"{med('tool_s'):7.2f}  {n_valid} of {args.rounds}")
+            print(
+                f"c{c:<5} {v:8} {med('p50'):7.2f} {med('p99'):7.2f} {med('max'):7.2f} {d50:7.2f} {d99:7.2f} "
+                f"{med('tool_s'):7.2f}  {n_valid} of {args.rounds}"
+            )
     idle = statistics.median(res[("idle", 0)]["p99"] for res in results)
     print(f"idle loop p99 (median over rounds): {idle:.2f} ms")
 

@@ -51,8 +51,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
-DEMO_ARGS = ["--logs", str(EXAMPLE), "--concurrency-sweep", "1,2,4", "--mode", "execute",
-             "--task-dirs", str(REPO / "examples" / "tiny-task"), "--label", "demo"]  # the Makefile's demo
+DEMO_ARGS = [
+    "--logs",
+    str(EXAMPLE),
+    "--concurrency-sweep",
+    "1,2,4",
+    "--mode",
+    "execute",
+    "--task-dirs",
+    str(REPO / "examples" / "tiny-task"),
+    "--label",
+    "demo",
+]  # the Makefile's demo
 
 
 def _iso(text: str) -> float:
@@ -62,8 +72,9 @@ def _iso(text: str) -> float:
 
 
 def _post(api_url: str, path: str, body: dict) -> list[dict]:
-    req = urllib.request.Request(f"{api_url}{path}", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{api_url}{path}", data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:  # loopback server we started
         return json.loads(resp.read())
 
@@ -77,12 +88,19 @@ def _flow_run(api_url: str, flow_run_id: str | None) -> dict:
     else:
         (run,) = _post(api_url, "/flow_runs/filter", {"sort": "START_TIME_DESC", "limit": 1})
     tasks = _post(api_url, "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}, "limit": 200})
-    return {"start": _iso(run["start_time"]), "end": _iso(run["end_time"]),
-            "tasks": sorted((t["name"], _iso(t["start_time"]), _iso(t["end_time"]))
-                            for t in tasks if t.get("start_time") and t.get("end_time"))}
+    return {
+        "start": _iso(run["start_time"]),
+        "end": _iso(run["end_time"]),
+        "tasks": sorted(
+            (t["name"], _iso(t["start_time"]), _iso(t["end_time"]))
+            for t in tasks
+            if t.get("start_time") and t.get("end_time")
+        ),
+    }
 
 
 # --- the child: the CLI in this process, with time marks -----------------------------------
+
 
 def _child(out_json: str, argv: list[str]) -> int:
     """Run `benchmaker swebench-replay ARGV` in this process (as the console script
@@ -177,8 +195,13 @@ def _timed(args: list[str], cwd: Path, env: dict[str, str]) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out_json = fh.name
     t = time.time()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", out_json, "--", "swebench-replay", *args],
-                            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", out_json, "--", "swebench-replay", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     output, _ = proc.communicate(timeout=900)
     wall = time.time() - t
     if proc.returncode not in (0, 1):  # 1: finished, a point judged invalid (e.g. loop lag on a busy host)
@@ -199,8 +222,10 @@ def _breakdown(name: str, run: dict, flow: dict) -> tuple[float, float]:
     marks = [(label, wall, cpu) for label, wall, cpu in run["marks"]]
     engine_at = next((i for i, m in enumerate(marks) if m[0] == "flow engine returned"), None)
     if engine_at is not None:  # the flow run's own span, from the server, between create and return
-        marks[engine_at:engine_at] = [("flow run Running (engine set up)", flow["start"], None),
-                                      ("flow run ended (its work)", flow["end"], None)]
+        marks[engine_at:engine_at] = [
+            ("flow run Running (engine set up)", flow["start"], None),
+            ("flow run ended (its work)", flow["end"], None),
+        ]
     rows += marks
     print(f"\n{name}: where the wall time goes (process CPU s from the child's clock; '-' = not measured there)")
     print(f"  {'step ended':<52}{'wall s':>8}{'cpu s':>8}")
@@ -214,16 +239,24 @@ def _breakdown(name: str, run: dict, flow: dict) -> tuple[float, float]:
     print(f"  {'process exit seen by the parent':<52}{run['end'] - last_wall:8.2f}")
     flow_s = flow["end"] - flow["start"]
     in_tasks = sum(e - s for _, s, e in flow["tasks"])
-    print(f"  flow run {flow_s:.2f} s: task runs {in_tasks:.2f} s summed over {len(flow['tasks'])} "
-          f"({', '.join(f'{n.rsplit(chr(45), 1)[0]} {e - s:.2f}' for n, s, e in flow['tasks'])})")
+    print(
+        f"  flow run {flow_s:.2f} s: task runs {in_tasks:.2f} s summed over {len(flow['tasks'])} "
+        f"({', '.join(f'{n.rsplit(chr(45), 1)[0]} {e - s:.2f}' for n, s, e in flow['tasks'])})"
+    )
     calls = run["calls"]
     by: dict[str, list[float]] = {}
     for what, s in calls:
-        by.setdefault(what.split(" ")[0] + " " + "/".join(p for p in what.split(" ")[1].split("/")
-                                                           if not (len(p) == 36 and p.count("-") == 4)), []).append(s)
+        by.setdefault(
+            what.split(" ")[0]
+            + " "
+            + "/".join(p for p in what.split(" ")[1].split("/") if not (len(p) == 36 and p.count("-") == 4)),
+            [],
+        ).append(s)
     top = sorted(by.items(), key=lambda kv: -sum(kv[1]))[:6]
-    print(f"  API calls from the CLI process: {len(calls)}, {sum(s for _, s in calls):.2f} s in all; most time: "
-          + "; ".join(f"{k} x{len(v)} {sum(v):.2f} s" for k, v in top))
+    print(
+        f"  API calls from the CLI process: {len(calls)}, {sum(s for _, s in calls):.2f} s in all; most time: "
+        + "; ".join(f"{k} x{len(v)} {sum(v):.2f} s" for k, v in top)
+    )
     return run["wall"], flow_s
 
 
@@ -231,8 +264,14 @@ def _plain(args: list[str], cwd: Path, env: dict[str, str]) -> dict:
     """Run the console script (`benchmaker swebench-replay ARGS`) as a user does, timed
     from spawn to exit."""
     t = time.time()
-    proc = subprocess.run([str(Path(sys.executable).parent / "benchmaker"), "swebench-replay", *args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "benchmaker"), "swebench-replay", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     wall = time.time() - t
     if proc.returncode not in (0, 1):
         sys.exit(f"benchmaker {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -246,28 +285,39 @@ def cli_overhead(keep_server: bool, repeat: int) -> int:
     with tempfile.TemporaryDirectory(prefix="flow-overhead-") as tmp:
         home, cwd = Path(tmp) / "prefect-home", Path(tmp) / "work"
         cwd.mkdir()
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PYTHONDONTWRITEBYTECODE")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PYTHONDONTWRITEBYTECODE")
+        }
         env["PREFECT_HOME"] = str(home)
         rows = []
         one_point = ["--logs", str(EXAMPLE), "--concurrency-sweep", "1"]
         try:
-            for name, args in (("make demo, first run (starts the server)", DEMO_ARGS),
-                               ("make demo, second run, cold (own process)", DEMO_ARGS),
-                               *((f"1-point sweep (c1, recorded), cold #{i + 1}", one_point) for i in range(repeat))):
+            for name, args in (
+                ("make demo, first run (starts the server)", DEMO_ARGS),
+                ("make demo, second run, cold (own process)", DEMO_ARGS),
+                *((f"1-point sweep (c1, recorded), cold #{i + 1}", one_point) for i in range(repeat)),
+            ):
                 run = _timed(args, cwd, env)
                 flow = _flow_run(read_state(home).url, run.get("flow_run_id"))
                 rows.append((name, *_breakdown(name, run, flow)))
             print("\nthe runs below are the console script as a user runs it, timed spawn to exit")
-            for name, args in (("make demo, second run (console script)", DEMO_ARGS),
-                               *((f"1-point sweep (c1, recorded), plain #{i + 1}", one_point) for i in range(repeat))):
+            for name, args in (
+                ("make demo, second run (console script)", DEMO_ARGS),
+                *((f"1-point sweep (c1, recorded), plain #{i + 1}", one_point) for i in range(repeat)),
+            ):
                 run = _plain(args, cwd, env)
                 flow = _flow_run(read_state(home).url, None)
                 rows.append((name, run["wall"], flow["end"] - flow["start"]))
         finally:
             if not keep_server:
-                subprocess.run([str(Path(sys.executable).parent / "benchmaker"), "server", "stop"], env=env,
-                               capture_output=True, timeout=60)
+                subprocess.run(
+                    [str(Path(sys.executable).parent / "benchmaker"), "server", "stop"],
+                    env=env,
+                    capture_output=True,
+                    timeout=60,
+                )
     print(f"\n{'command':<48}{'wall s':>9}{'flow s':>9}{'wall - flow':>13}")
     for name, wall, flow in rows:
         print(f"{name:<48}{wall:>9.2f}{flow:>9.2f}{wall - flow:>13.2f}")
@@ -276,8 +326,10 @@ def cli_overhead(keep_server: bool, repeat: int) -> int:
     best_point = min(points, key=lambda r: r[1] - r[2])
     ok_second = second[1] <= 15.0
     ok_point = best_point[1] - best_point[2] <= 2.0
-    print(f"second make demo <= 15 s: {'yes' if ok_second else 'NO'} ({second[1]:.2f} s); "
-          f"1-point sweep <= flow work + 2 s: {'yes' if ok_point else 'NO'} (best +{best_point[1] - best_point[2]:.2f} s)")
+    print(
+        f"second make demo <= 15 s: {'yes' if ok_second else 'NO'} ({second[1]:.2f} s); "
+        f"1-point sweep <= flow work + 2 s: {'yes' if ok_point else 'NO'} (best +{best_point[1] - best_point[2]:.2f} s)"
+    )
     return 0 if ok_second and ok_point else 1
 
 
@@ -291,16 +343,29 @@ def within_flow(duration: float, sweep: str, latency: str) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        out = asyncio.run(swebench_replay(
-            logs=[EXAMPLE], concurrency_sweep=[int(x) for x in sweep.split(",")], duration_s=duration,
-            latency=latency, out_dir=Path(tmp) / "artifacts", warehouse=Path(tmp) / "w.duckdb"))
+        out = asyncio.run(
+            swebench_replay(
+                logs=[EXAMPLE],
+                concurrency_sweep=[int(x) for x in sweep.split(",")],
+                duration_s=duration,
+                latency=latency,
+                out_dir=Path(tmp) / "artifacts",
+                warehouse=Path(tmp) / "w.duckdb",
+            )
+        )
         call_s = time.perf_counter() - t
         with get_client(sync_client=True) as client:
             fr = client.read_flow_run(out["flow_run_id"])
             trs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[fr.id])))
     flow_s = (fr.end_time - fr.start_time).total_seconds()
-    points = sorted(((tr.start_time, (tr.end_time - tr.start_time).total_seconds(), tr.name)
-                     for tr in trs if tr.name.startswith("run-sweep-point")), key=lambda x: x[0])
+    points = sorted(
+        (
+            (tr.start_time, (tr.end_time - tr.start_time).total_seconds(), tr.name)
+            for tr in trs
+            if tr.name.startswith("run-sweep-point")
+        ),
+        key=lambda x: x[0],
+    )
     sum_s = sum(p[1] for p in points)
     print(f"{'sweep point task':<28}{'wall s':>10}")
     for (_, s, name), row in zip(points, out["points"], strict=False):

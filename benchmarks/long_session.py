@@ -178,12 +178,15 @@ def main() -> int:
                     model_client._TransportExchange.close = orig_close
                 per_round.append(_phases(stamps))
                 events = [len(c.sample.token_event_ns or ()) for c in result.calls]
-                print(f"episode: {len(per_round[-1])} of {len(traj.turns)} turns played in {wall:.1f} s, outcome "
-                      f"{result.episode.outcome} ({'streaming' if args.stream else 'non-streaming'})")
+                print(
+                    f"episode: {len(per_round[-1])} of {len(traj.turns)} turns played in {wall:.1f} s, outcome "
+                    f"{result.episode.outcome} ({'streaming' if args.stream else 'non-streaming'})"
+                )
             for centre in (10, 400):
                 if centre < len(traj.turns):
-                    payload = client.encode(client.body(request_messages(traj, centre), stream=args.stream,
-                                                        model=traj.model))
+                    payload = client.encode(
+                        client.body(request_messages(traj, centre), stream=args.stream, model=traj.model)
+                    )
                     floors[centre] = run_on_fresh_loop(_client_floors(srv.url, payload))
     turns = min(len(r) for r in per_round)
     cpu = [[statistics.median(r[t][k] for r in per_round) for k in range(4)] for t in range(turns)]
@@ -203,27 +206,38 @@ def main() -> int:
             slow.append(_timed(lambda body=body: json.dumps(body).encode()))
         c, req, resp, rest = (statistics.median(cpu[t][k] for t in range(lo, hi + 1)) for k in range(4))
         n_ev = statistics.median(events[lo : hi + 1])
-        per_event = statistics.median(cpu[t][2] / events[t] for t in range(lo, hi + 1) if events[t]) \
-            if any(events[lo : hi + 1]) else None
+        per_event = (
+            statistics.median(cpu[t][2] / events[t] for t in range(lo, hi + 1) if events[t])
+            if any(events[lo : hi + 1])
+            else None
+        )
         f, s = statistics.median(fast), statistics.median(slow)
         rows.append((centre, statistics.median(sizes), c, f, s, req, resp, n_ev, per_event, rest, *floors[centre]))
         ok &= (req if args.stream else c) <= 3 * f
-    print(f"\n{'turn':>5} {'body MB':>8} {'client CPU ms':>14} {'orjson ms':>10} {'json ms':>8}"
-          f" {'CPU/orjson':>11} {'request/orjson':>15} {'response ms':>12} {'events':>7} {'us/event':>9}"
-          f" {'rest ms':>8} {'aiohttp/orjson':>15} {'raw/orjson':>11} {'(CPU-raw)/orjson':>17}")
+    print(
+        f"\n{'turn':>5} {'body MB':>8} {'client CPU ms':>14} {'orjson ms':>10} {'json ms':>8}"
+        f" {'CPU/orjson':>11} {'request/orjson':>15} {'response ms':>12} {'events':>7} {'us/event':>9}"
+        f" {'rest ms':>8} {'aiohttp/orjson':>15} {'raw/orjson':>11} {'(CPU-raw)/orjson':>17}"
+    )
     for centre, size, c, f, s, req, resp, n_ev, per_event, rest, lib, raw in rows:
         ev = "-" if per_event is None else f"{per_event * 1e6:.1f}"
-        print(f"{centre:>5} {size / 1e6:>8.3f} {c * 1e3:>14.3f} {f * 1e3:>10.3f} {s * 1e3:>8.3f} {c / f:>11.1f}"
-              f" {req / f:>15.1f} {resp * 1e3:>12.3f} {n_ev:>7.0f} {ev:>9} {rest * 1e3:>8.3f} {lib / f:>15.1f}"
-              f" {raw / f:>11.1f} {(c - raw) / f:>17.1f}")
+        print(
+            f"{centre:>5} {size / 1e6:>8.3f} {c * 1e3:>14.3f} {f * 1e3:>10.3f} {s * 1e3:>8.3f} {c / f:>11.1f}"
+            f" {req / f:>15.1f} {resp * 1e3:>12.3f} {n_ev:>7.0f} {ev:>9} {rest * 1e3:>8.3f} {lib / f:>15.1f}"
+            f" {raw / f:>11.1f} {(c - raw) / f:>17.1f}"
+        )
     what = "request side (build + send, to the response headers)" if args.stream else "client CPU per turn"
-    print(f"(medians over turns {args.window} either side and {args.rounds} episodes; request + response + rest = "
-          f"client CPU; aiohttp and raw: one exchange of the middle turn's body; orjson: the body serialised "
-          f"from scratch, which the harness no longer does (MessageLog); (CPU-raw)/orjson: what the client, "
-          f"harness and parser add to the bare exchange)")
+    print(
+        f"(medians over turns {args.window} either side and {args.rounds} episodes; request + response + rest = "
+        f"client CPU; aiohttp and raw: one exchange of the middle turn's body; orjson: the body serialised "
+        f"from scratch, which the harness no longer does (MessageLog); (CPU-raw)/orjson: what the client, "
+        f"harness and parser add to the bare exchange)"
+    )
     if args.stream:
-        print("streamed: each turn also parses its response's token events, a cost of the response, not of the "
-              "request; the 3x target is only meaningful for the request side, the response side is per event")
+        print(
+            "streamed: each turn also parses its response's token events, a cost of the response, not of the "
+            "request; the 3x target is only meaningful for the request side, the response side is per event"
+        )
     print(f"target {what} <= 3x orjson: {'PASS' if ok else 'FAIL'}")
     total = sum(row[0] for row in cpu)
     print(f"client CPU over the episode: {total:.2f} s for {turns} turns")

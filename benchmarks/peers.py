@@ -57,8 +57,14 @@ from benchmaker import BenchConfig, BenchRunner, OpenAIChatWorkload, StaticDatas
 from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
 from benchmaker.testing.instant_server import start_instant_server  # noqa: E402
 
-_BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True,
-                    "stream_options": {"include_usage": True}}).encode()
+_BODY = json.dumps(
+    {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+).encode()
 
 
 # -- bare aiohttp ------------------------------------------------------------------------
@@ -93,12 +99,17 @@ async def _bare(url: str, concurrency: int, seconds: float) -> dict[str, float]:
 
 def _engine(url: str, concurrency: int, seconds: float, out: Path) -> dict[str, float]:
     wl = OpenAIChatWorkload(url, "m", StaticDataset(["x"]))
-    res = BenchRunner(BenchConfig(load=f"closed:{concurrency}", duration_s=seconds, out_dir=out, drain_s=10),
-                      workload=wl).run_sync()
+    res = BenchRunner(
+        BenchConfig(load=f"closed:{concurrency}", duration_s=seconds, out_dir=out, drain_s=10), workload=wl
+    ).run_sync()
     sc, run = res.summary["self_checks"], res.summary["run"]
     shutil.rmtree(res.bundle_dir, ignore_errors=True)
-    return {"req_per_s": run["n_ok"] / sc["wall_s"], "n": run["n_ok"], "wall_s": sc["wall_s"],
-            "cpu_s": sc["client_cpu_s"]}
+    return {
+        "req_per_s": run["n_ok"] / sc["wall_s"],
+        "n": run["n_ok"],
+        "wall_s": sc["wall_s"],
+        "cpu_s": sc["client_cpu_s"],
+    }
 
 
 # -- peer: aiperf --------------------------------------------------------------------------
@@ -137,8 +148,9 @@ def _offline_tokenizer(exe: str, hf_home: Path) -> str | None:
         return None
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     (repo / "refs" / "main").write_text(_SNAPSHOT)
-    made = subprocess.run([str(Path(exe).with_name("python")), "-c", _TOKENIZER_SCRIPT, str(snap)],
-                          capture_output=True, text=True)
+    made = subprocess.run(
+        [str(Path(exe).with_name("python")), "-c", _TOKENIZER_SCRIPT, str(snap)], capture_output=True, text=True
+    )
     if made.returncode != 0:
         return "local tokenizer: " + " | ".join(made.stderr.strip().splitlines()[-2:])
     return None
@@ -153,11 +165,35 @@ def _aiperf(exe: str, base_url: str, concurrency: int, seconds: float, chunks: i
     if err:
         return {"error": err}
     art = work / f"aiperf-{time.time_ns()}"
-    cmd = [exe, "profile", "--model", "m", "--url", base_url, "--endpoint-type", "chat", "--streaming",
-           "--concurrency", str(concurrency), "--benchmark-duration", str(seconds),
-           "--tokenizer", _TOKENIZER_REPO, "--prompt-input-tokens-mean", "1", "--prompt-input-tokens-stddev", "0",
-           "--prompt-output-tokens-mean", str(chunks), "--artifact-dir", str(art), "--ui-type", "none",
-           "--no-server-metrics", "--no-gpu-telemetry"]
+    cmd = [
+        exe,
+        "profile",
+        "--model",
+        "m",
+        "--url",
+        base_url,
+        "--endpoint-type",
+        "chat",
+        "--streaming",
+        "--concurrency",
+        str(concurrency),
+        "--benchmark-duration",
+        str(seconds),
+        "--tokenizer",
+        _TOKENIZER_REPO,
+        "--prompt-input-tokens-mean",
+        "1",
+        "--prompt-input-tokens-stddev",
+        "0",
+        "--prompt-output-tokens-mean",
+        str(chunks),
+        "--artifact-dir",
+        str(art),
+        "--ui-type",
+        "none",
+        "--no-server-metrics",
+        "--no-gpu-telemetry",
+    ]
     env = {**os.environ, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=seconds + 180)
@@ -187,28 +223,37 @@ def main() -> int:
 
     exe = None if args.peer == "none" else find_aiperf(args.peer_bin)
     if exe is None and args.peer != "none":
-        print("peer: no peer tool installed (aiperf not found; guidellm needs torch and a hub tokenizer): "
-              "comparing the engine with bare aiohttp only. Install aiperf in its own venv and pass --peer-bin.")
+        print(
+            "peer: no peer tool installed (aiperf not found; guidellm needs torch and a hub tokenizer): "
+            "comparing the engine with bare aiohttp only. Install aiperf in its own venv and pass --peer-bin."
+        )
     results: dict[str, list[dict[str, Any]]] = {"bare": [], "engine": [], "peer": []}
     work = Path(tempfile.mkdtemp(prefix="benchmaker-peers-"))
     try:
         with start_instant_server(sse_chunks=args.chunks) as server:
             url = server.url + "/v1/chat/completions"
-            print(f"server {server.url} ({args.chunks} chunks per stream), concurrency {args.concurrency}, "
-                  f"{args.seconds:g} s per run, {args.rounds} rounds")
+            print(
+                f"server {server.url} ({args.chunks} chunks per stream), concurrency {args.concurrency}, "
+                f"{args.seconds:g} s per run, {args.rounds} rounds"
+            )
             for rnd in range(1, args.rounds + 1):
                 b = run_on_fresh_loop(_bare(url, args.concurrency, args.seconds))
                 results["bare"].append(b)
                 e = _engine(url, args.concurrency, args.seconds, work)
                 results["engine"].append(e)
-                line = (f"round {rnd}: bare {b['req_per_s']:>8,.0f} req/s  engine {e['req_per_s']:>8,.0f} req/s"
-                        f"  (cpu per req: bare {b['cpu_s'] / b['n'] * 1e6:.0f} us, "
-                        f"engine {e['cpu_s'] / e['n'] * 1e6:.0f} us)")
+                line = (
+                    f"round {rnd}: bare {b['req_per_s']:>8,.0f} req/s  engine {e['req_per_s']:>8,.0f} req/s"
+                    f"  (cpu per req: bare {b['cpu_s'] / b['n'] * 1e6:.0f} us, "
+                    f"engine {e['cpu_s'] / e['n'] * 1e6:.0f} us)"
+                )
                 if exe is not None:
                     p = _aiperf(exe, server.url, args.concurrency, args.seconds, args.chunks, work)
                     results["peer"].append(p)
-                    line += (f"  aiperf {p['req_per_s']:>8,.0f} req/s" if "error" not in p
-                             else f"  aiperf failed: {p['error']}")
+                    line += (
+                        f"  aiperf {p['req_per_s']:>8,.0f} req/s"
+                        if "error" not in p
+                        else f"  aiperf failed: {p['error']}"
+                    )
                 print(line, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -218,8 +263,11 @@ def main() -> int:
         return max(vals) if vals else None
 
     bare, engine, peer = best("bare"), best("engine"), best("peer")
-    print("\nbest round (req/s):  bare {}  engine {}  peer {}".format(*tuple(
-        f"{v:,.0f}" if v else "-" for v in (bare, engine, peer))))
+    print(
+        "\nbest round (req/s):  bare {}  engine {}  peer {}".format(
+            *tuple(f"{v:,.0f}" if v else "-" for v in (bare, engine, peer))
+        )
+    )
     print(f"ratio engine / bare: {engine / bare:.3f}")
     if peer:
         print(f"ratio peer (aiperf) / bare: {peer / bare:.3f}")

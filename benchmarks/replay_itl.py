@@ -35,7 +35,8 @@ def write_store(path: Path, tokens: int) -> None:
     traj = Trajectory(
         trajectory_id="itl-probe",
         source=Source(format="synthetic", path=str(path), sha256=hashlib.sha256(content.encode()).hexdigest()),
-        match_key=match_key_for(PROMPT), first_user=PROMPT,
+        match_key=match_key_for(PROMPT),
+        first_user=PROMPT,
         turns=[Turn(index=0, response=Response(content=content, finish_reason="stop"))],
     )
     path.write_text(traj.model_dump_json() + "\n")
@@ -59,9 +60,13 @@ def main() -> int:
             stats = server.stats()
     run = result.summary["run"]
     ttft, itl, req = run["ttft_ms"], run["itl_event_ms"], run["itl_req_mean_ms"]
-    print(f"replay server fixed:{args.ttft_ms:g}:{args.itl_ms:g}, {args.tokens} tokens, closed:{args.streams}, "
-          f"{args.seconds:g} s; ok {run['n_ok']} of {run['n_samples']}; server misses {stats.get('misses')}")
-    print(f"  TTFT ms        mean {ttft['mean']:.3f}  p50 {ttft['p50']:.3f}  p99 {ttft['p99']:.3f}  (n={ttft['count']})")
+    print(
+        f"replay server fixed:{args.ttft_ms:g}:{args.itl_ms:g}, {args.tokens} tokens, closed:{args.streams}, "
+        f"{args.seconds:g} s; ok {run['n_ok']} of {run['n_samples']}; server misses {stats.get('misses')}"
+    )
+    print(
+        f"  TTFT ms        mean {ttft['mean']:.3f}  p50 {ttft['p50']:.3f}  p99 {ttft['p99']:.3f}  (n={ttft['count']})"
+    )
     print(f"  ITL event ms   mean {itl['mean']:.3f}  p50 {itl['p50']:.3f}  p99 {itl['p99']:.3f}  (n={itl['count']})")
     print(f"  ITL per-request mean ms  mean {req['mean']:.3f}  (n={req['count']})")
     diff = itl["mean"] - args.itl_ms

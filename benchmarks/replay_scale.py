@@ -79,13 +79,32 @@ def _server_cpu_s(pid: int) -> float:
     return sum(int(p.read_text().split()[0]) for p in Path(f"/proc/{pid}/task").glob("*/schedstat")) / 1e9
 
 
-async def _point(server: ReplayServerHandle, trajs: list, run_dir: Path, *, concurrency: int | None,
-                 load: str | None, episodes: int | None, duration_s: float | None, workers: int,
-                 transport: str = "raw") -> dict[str, Any]:
+async def _point(
+    server: ReplayServerHandle,
+    trajs: list,
+    run_dir: Path,
+    *,
+    concurrency: int | None,
+    load: str | None,
+    episodes: int | None,
+    duration_s: float | None,
+    workers: int,
+    transport: str = "raw",
+) -> dict[str, Any]:
     await asyncio.to_thread(server.reset_stats)
     cpu0 = _server_cpu_s(server.pid)
-    row = await run_point(trajs, server.url, run_dir, run_id="scale", concurrency=concurrency, load=load,
-                          episodes=episodes, duration_s=duration_s, workers=workers, transport=transport)
+    row = await run_point(
+        trajs,
+        server.url,
+        run_dir,
+        run_id="scale",
+        concurrency=concurrency,
+        load=load,
+        episodes=episodes,
+        duration_s=duration_s,
+        workers=workers,
+        transport=transport,
+    )
     server_cpu = _server_cpu_s(server.pid) - cpu0
     stats = await asyncio.to_thread(server.stats)
     turns = row["n_requests"] or 0
@@ -117,10 +136,20 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-_COLUMNS = (("target", "target"), ("transport", "transport"), ("max_conc", "max conc"), ("episodes", "episodes"), ("turns", "turns"),
-            ("misses", "misses"), ("valid", "valid"), ("ep_per_s", "ep/s"), ("lag_p99_ms", "lag p99 ms"),
-            ("sched_p99_ms", "sched p99 ms"), ("client_us_per_turn", "client us/turn"),
-            ("server_us_per_turn", "server us/turn"))
+_COLUMNS = (
+    ("target", "target"),
+    ("transport", "transport"),
+    ("max_conc", "max conc"),
+    ("episodes", "episodes"),
+    ("turns", "turns"),
+    ("misses", "misses"),
+    ("valid", "valid"),
+    ("ep_per_s", "ep/s"),
+    ("lag_p99_ms", "lag p99 ms"),
+    ("sched_p99_ms", "sched p99 ms"),
+    ("client_us_per_turn", "client us/turn"),
+    ("server_us_per_turn", "server us/turn"),
+)
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
@@ -151,9 +180,11 @@ def verdict_line(rows: list[dict[str, Any]], top: int) -> str:
         return f"REACHED: {top} episodes in flight, 0 misses, loop lag p99 {row['lag_p99_ms']:.2f} ms"
     cpu = row["client_us_per_turn"]
     if cpu:  # the loop holds every ready turn's client work: at instant latency it never idles
-        why.append(f"the client spends {cpu:,.0f} us of CPU per turn, so one event loop serves at most "
-                   f"~{1e6 / cpu:,.0f} turns/s; with an instant model every episode in flight is always ready, "
-                   f"and the loop lags by the work of all of them")
+        why.append(
+            f"the client spends {cpu:,.0f} us of CPU per turn, so one event loop serves at most "
+            f"~{1e6 / cpu:,.0f} turns/s; with an instant model every episode in flight is always ready, "
+            f"and the loop lags by the work of all of them"
+        )
     return f"NOT REACHED at {top}: " + "; ".join(why)
 
 
@@ -166,8 +197,9 @@ def transport_line(rows: list[dict[str, Any]], kinds: list[str]) -> str:
         base = by.get(kinds[0])
         for kind in kinds[1:]:
             if base and by.get(kind):
-                parts.append(f"{target}: {kind} {by[kind]:,.0f} us / {kinds[0]} {base:,.0f} us = "
-                             f"{by[kind] / base:.2f}x")
+                parts.append(
+                    f"{target}: {kind} {by[kind]:,.0f} us / {kinds[0]} {base:,.0f} us = {by[kind] / base:.2f}x"
+                )
     return "client CPU per turn by transport: " + ("; ".join(parts) or "-")
 
 
@@ -182,16 +214,35 @@ async def main_async(args: argparse.Namespace) -> int:
         with start_replay_server(traj, latency="instant") as server:
             for c in levels:
                 for kind in kinds:  # the transports back to back: one server, one moment of the host
-                    rows.append(await _point(server, trajs, Path(tmp) / "run", concurrency=c, load=None,
-                                             episodes=c * args.episodes_per_slot, duration_s=None,
-                                             workers=args.workers, transport=kind))
+                    rows.append(
+                        await _point(
+                            server,
+                            trajs,
+                            Path(tmp) / "run",
+                            concurrency=c,
+                            load=None,
+                            episodes=c * args.episodes_per_slot,
+                            duration_s=None,
+                            workers=args.workers,
+                            transport=kind,
+                        )
+                    )
                     print(f"done: closed {c} on {kind}", file=sys.stderr, flush=True)
             if args.poisson:
                 for kind in kinds:
-                    rows.append(await _point(server, trajs, Path(tmp) / "run", concurrency=None,
-                                             load=f"poisson:{args.poisson:g}", episodes=None,
-                                             duration_s=args.poisson_duration, workers=args.workers,
-                                             transport=kind))
+                    rows.append(
+                        await _point(
+                            server,
+                            trajs,
+                            Path(tmp) / "run",
+                            concurrency=None,
+                            load=f"poisson:{args.poisson:g}",
+                            episodes=None,
+                            duration_s=args.poisson_duration,
+                            workers=args.workers,
+                            transport=kind,
+                        )
+                    )
     print(f"trajectory {args.trajectory} ({len(trajs[0].turns)} turns), instant latency")
     print_table(rows)
     print(verdict_line(rows, max(levels)))

@@ -95,33 +95,62 @@ def _build_store(path: Path) -> list[tuple[bytes, str]]:
             turns = []
             for t in range(N_TURNS):
                 content = f"Step {t} of task {i}: I will inspect the code. " * 12
-                turns.append(Turn(
-                    index=t,
-                    response=Response(
-                        content=content,
-                        tool_calls=[ToolCall(id=f"call_{i}_{t}", name="bash",
-                                             arguments_raw=orjson.dumps({"command": f"grep -rn foo src/{t}"}).decode(),
-                                             arguments={"command": f"grep -rn foo src/{t}"})],
-                        finish_reason="tool_calls"),
-                    usage=Usage(prompt_tokens=1000 + t * 300, completion_tokens=150, total_tokens=1150 + t * 300),
-                    observations=[Observation(tool_call_id=f"call_{i}_{t}", name="bash",
-                                              content=f"src/{t}/a.py:1: foo = 1\n" * 40, exit_code=0)],
-                ))
-            traj = Trajectory(trajectory_id=f"bench-{i}", source=Source(format="bench", path="-", sha256="0"),
-                              match_key=match_key_for(first_user), model="bench-model", system=system,
-                              first_user=first_user, turns=turns)
+                turns.append(
+                    Turn(
+                        index=t,
+                        response=Response(
+                            content=content,
+                            tool_calls=[
+                                ToolCall(
+                                    id=f"call_{i}_{t}",
+                                    name="bash",
+                                    arguments_raw=orjson.dumps({"command": f"grep -rn foo src/{t}"}).decode(),
+                                    arguments={"command": f"grep -rn foo src/{t}"},
+                                )
+                            ],
+                            finish_reason="tool_calls",
+                        ),
+                        usage=Usage(prompt_tokens=1000 + t * 300, completion_tokens=150, total_tokens=1150 + t * 300),
+                        observations=[
+                            Observation(
+                                tool_call_id=f"call_{i}_{t}",
+                                name="bash",
+                                content=f"src/{t}/a.py:1: foo = 1\n" * 40,
+                                exit_code=0,
+                            )
+                        ],
+                    )
+                )
+            traj = Trajectory(
+                trajectory_id=f"bench-{i}",
+                source=Source(format="bench", path="-", sha256="0"),
+                match_key=match_key_for(first_user),
+                model="bench-model",
+                system=system,
+                first_user=first_user,
+                turns=turns,
+            )
             fh.write(traj.model_dump_json() + "\n")
-            messages: list[dict] = [{"role": "system", "content": system},
-                                    {"role": "user", "content": first_user}]
+            messages: list[dict] = [{"role": "system", "content": system}, {"role": "user", "content": first_user}]
             for turn in turns:
                 body = orjson.dumps({"model": "bench-model", "messages": messages})
                 requests.append((body, turn.response.content or ""))
                 tc = turn.response.tool_calls[0]
-                messages = [*messages,
-                            {"role": "assistant", "content": turn.response.content,
-                             "tool_calls": [{"id": tc.id, "type": "function",
-                                             "function": {"name": tc.name, "arguments": tc.arguments_raw}}]},
-                            {"role": "tool", "tool_call_id": tc.id, "content": turn.observations[0].content}]
+                messages = [
+                    *messages,
+                    {
+                        "role": "assistant",
+                        "content": turn.response.content,
+                        "tool_calls": [
+                            {
+                                "id": tc.id,
+                                "type": "function",
+                                "function": {"name": tc.name, "arguments": tc.arguments_raw},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": tc.id, "content": turn.observations[0].content},
+                ]
     return requests
 
 
@@ -131,10 +160,18 @@ def _build_store(path: Path) -> list[tuple[bytes, str]]:
 # (~600 characters of content, a tool call, usage) and the replay server's two
 # x-replay-* headers (the HTTP work of answering is the stack's, not the app's)
 _BARE_CONTENT = "x" * 827
-_BARE_REPLY = orjson.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": {
-    "role": "assistant", "content": _BARE_CONTENT}, "finish_reason": "stop"}]})
-_BARE_HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(_BARE_REPLY)).encode()),
-                 (b"x-replay-trajectory", b"bench-0"), (b"x-replay-turn", b"0")]
+_BARE_REPLY = orjson.dumps(
+    {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": _BARE_CONTENT}, "finish_reason": "stop"}],
+    }
+)
+_BARE_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"content-length", str(len(_BARE_REPLY)).encode()),
+    (b"x-replay-trajectory", b"bench-0"),
+    (b"x-replay-turn", b"0"),
+]
 
 
 async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -191,8 +228,9 @@ class _Server:
 
     def __init__(self, name: str, cmd: list[str], cpu: int, env: dict[str, str], port: int | None) -> None:
         self.name = name
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, text=True,
-                                     cwd=REPO)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, text=True, cwd=REPO
+        )
         os.sched_setaffinity(self.proc.pid, [cpu])
         if port is None:
             line = self.proc.stdout.readline() if self.proc.stdout else ""
@@ -270,8 +308,25 @@ def _start(stack: str, app: str, store: Path, cpu: int) -> _Server:
         port = _free_port()
         env["BENCH_REPLAY_STORE"] = str(store)
         target = "replay_server:granian_replay_app" if app == "replay" else "replay_server:bare_app"
-        cmd = [py, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
-               "--workers", "1", "--loop", "uvloop", "--log-level", "warning", "--no-ws", target]
+        cmd = [
+            py,
+            "-m",
+            "granian",
+            "--interface",
+            "asgi",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--loop",
+            "uvloop",
+            "--log-level",
+            "warning",
+            "--no-ws",
+            target,
+        ]
         if app == "replay":
             cmd.insert(-1, "--factory")
         return _Server(f"{app}/{stack}", cmd, cpu, env, port)
@@ -285,8 +340,14 @@ def _start(stack: str, app: str, store: Path, cpu: int) -> _Server:
 # -- the client process -----------------------------------------------------------------
 
 
-async def _drive(targets: list[tuple[str, bool]], requests: list[tuple[bytes, str]], n: int, concurrency: int,
-                 stream: bool, block: int) -> tuple[float, int]:
+async def _drive(
+    targets: list[tuple[str, bool]],
+    requests: list[tuple[bytes, str]],
+    n: int,
+    concurrency: int,
+    stream: bool,
+    block: int,
+) -> tuple[float, int]:
     """Send `n` requests to each of `targets` ((url, replay?)): `block` <= 0, interleaved
     (concurrency x targets workers, each sending request k to every target in turn from
     a rotating first one); else in blocks of `block` requests taking turns (block 1 to
@@ -297,6 +358,7 @@ async def _drive(targets: list[tuple[str, bool]], requests: list[tuple[bytes, st
     bad = 0
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
+
         async def post(url: str, replay: bool, k: int) -> None:
             nonlocal bad
             body, expected = requests[k % len(requests)]
@@ -355,13 +417,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=3_000, help="measured requests per server per round")
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--block", type=int, default=0,
-                        help="requests per server per turn within a round (0: interleaved, request by request)")
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=0,
+        help="requests per server per turn within a round (0: interleaved, request by request)",
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight per server")
-    parser.add_argument("--stacks", default=",".join(STACKS),
-                        help="comma-separated subset of h11,httptools,granian (granian needs the package)")
-    parser.add_argument("--stream", action="store_true",
-                        help="also stream the requests once from each replay server (instant latency)")
+    parser.add_argument(
+        "--stacks",
+        default=",".join(STACKS),
+        help="comma-separated subset of h11,httptools,granian (granian needs the package)",
+    )
+    parser.add_argument(
+        "--stream", action="store_true", help="also stream the requests once from each replay server (instant latency)"
+    )
     parser.add_argument("--serve-bare", metavar="HTTP", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_bare:
@@ -390,8 +460,15 @@ def main() -> int:
         client.start()
 
         def run(srvs: list[_Server], n: int, stream: bool = False) -> tuple[float, int]:
-            conn.send(([(srv.url + "/v1/chat/completions", srv.name.startswith("replay")) for srv in srvs],
-                       n, args.concurrency, stream, args.block))
+            conn.send(
+                (
+                    [(srv.url + "/v1/chat/completions", srv.name.startswith("replay")) for srv in srvs],
+                    n,
+                    args.concurrency,
+                    stream,
+                    args.block,
+                )
+            )
             return conn.recv()
 
         try:
@@ -400,11 +477,16 @@ def main() -> int:
                     servers[(stack, app)] = _start(stack, app, store_path, server_cpu)
             order = list(servers.values())
             run(order, WARMUP)
-            print(f"store: {N_TRAJ} trajectories x {N_TURNS} turns (request bodies 1.6-17 KB); servers on CPU "
-                  f"{server_cpu}, aiohttp client on CPUs {client_cpus}, concurrency {args.concurrency}, "
-                  f"{args.requests} requests per server per round, "
-                  + (f"in blocks of {args.block} taking turns over the {len(order)} servers" if args.block > 0
-                     else f"interleaved request by request over the {len(order)} servers"))
+            print(
+                f"store: {N_TRAJ} trajectories x {N_TURNS} turns (request bodies 1.6-17 KB); servers on CPU "
+                f"{server_cpu}, aiohttp client on CPUs {client_cpus}, concurrency {args.concurrency}, "
+                f"{args.requests} requests per server per round, "
+                + (
+                    f"in blocks of {args.block} taking turns over the {len(order)} servers"
+                    if args.block > 0
+                    else f"interleaved request by request over the {len(order)} servers"
+                )
+            )
             for rnd in range(1, args.rounds + 1):
                 cpu0 = {key: srv.cpu_s() for key, srv in servers.items()}
                 # the order of the servers within a cycle flips every round
@@ -415,15 +497,20 @@ def main() -> int:
                     rate = args.requests / max(srv.cpu_s() - cpu0[key], 1e-9)
                     figures.setdefault(key, []).append(rate)
                     cells.append(f"{key[1]}/{key[0]} {rate:>6,.0f}")
-                print(f"  round {rnd}: req per server CPU s: " + "  ".join(cells)
-                      + f"  ({args.requests * len(order) / elapsed:,.0f} req/s wall in all)")
+                print(
+                    f"  round {rnd}: req per server CPU s: "
+                    + "  ".join(cells)
+                    + f"  ({args.requests * len(order) / elapsed:,.0f} req/s wall in all)"
+                )
             stream_bad = 0
             if args.stream:
                 for stack in stacks:
                     elapsed, nbad = run([servers[(stack, "replay")]], args.requests, stream=True)
                     stream_bad += nbad
-                    print(f"  streaming (instant) on {stack}: {args.requests / elapsed:,.0f} req/s wall; "
-                          f"incomplete streams {nbad}")
+                    print(
+                        f"  streaming (instant) on {stack}: {args.requests / elapsed:,.0f} req/s wall; "
+                        f"incomplete streams {nbad}"
+                    )
             bad += stream_bad
             rss = {stack: servers[(stack, "replay")].rss_kib() for stack in stacks}
             for stack in stacks:
@@ -437,8 +524,10 @@ def main() -> int:
     rows = []
     ok = True
     h11 = figures.get(("h11", "replay"))
-    print(f"\n{'stack':<10} {'replay req/CPU s':>17} {'bare req/CPU s':>15} {'replay/bare':>12} {'range':>12} "
-          f"{'replay us over bare':>20} {'replay/h11 replay':>18} {'RSS KiB':>9}")
+    print(
+        f"\n{'stack':<10} {'replay req/CPU s':>17} {'bare req/CPU s':>15} {'replay/bare':>12} {'range':>12} "
+        f"{'replay us over bare':>20} {'replay/h11 replay':>18} {'RSS KiB':>9}"
+    )
     for stack in stacks:
         rep, bare = figures[(stack, "replay")], figures[(stack, "bare")]
         ratios = [r / b for r, b in zip(rep, bare, strict=False)]
@@ -446,19 +535,24 @@ def main() -> int:
         over_us = _median([(1 / r - 1 / b) * 1e6 for r, b in zip(rep, bare, strict=False)])
         vs_h11 = _median([r / h for r, h in zip(rep, h11, strict=False)]) if h11 else None
         rows.append((stack, ratio, vs_h11))
-        print(f"{stack:<10} {_median(rep):>17,.0f} {_median(bare):>15,.0f} {ratio:>12.3f} "
-              f"{f'{min(ratios):.3f}-{max(ratios):.3f}':>12} {over_us:>20.1f} "
-              f"{'-' if vs_h11 is None else f'{vs_h11:.2f}':>18} {rss[stack]:>9,}")
-    print("(medians over rounds; ratios are medians of the per-round ratios, range their min-max; replay us over"
-          " bare: server CPU us per request the replay app adds, median of the per-round differences)")
+        print(
+            f"{stack:<10} {_median(rep):>17,.0f} {_median(bare):>15,.0f} {ratio:>12.3f} "
+            f"{f'{min(ratios):.3f}-{max(ratios):.3f}':>12} {over_us:>20.1f} "
+            f"{'-' if vs_h11 is None else f'{vs_h11:.2f}':>18} {rss[stack]:>9,}"
+        )
+    print(
+        "(medians over rounds; ratios are medians of the per-round ratios, range their min-max; replay us over"
+        " bare: server CPU us per request the replay app adds, median of the per-round differences)"
+    )
     for stack, ratio, vs_h11 in rows:
         if stack == FAST:
             ok &= ratio >= 0.9
             print(f"target replay/bare on {FAST} >= 0.9: {ratio:.3f} {'PASS' if ratio >= 0.9 else 'FAIL'}")
             if vs_h11 is not None:
                 ok &= vs_h11 >= 2.0
-                print(f"target replay on {FAST} / replay on h11 >= 2: {vs_h11:.2f} "
-                      f"{'PASS' if vs_h11 >= 2.0 else 'FAIL'}")
+                print(
+                    f"target replay on {FAST} / replay on h11 >= 2: {vs_h11:.2f} {'PASS' if vs_h11 >= 2.0 else 'FAIL'}"
+                )
     print(f"wrong responses: {bad}; misses: {misses}")
     return 0 if ok and not bad and not misses else 1
 

@@ -103,9 +103,11 @@ def _line(name: str, workers: int, result: RunResult, server_cores: float | None
     rps, cores = _figure(result)
     v = result.summary["verdict"]
     extra = f", server {server_cores:.2f} cores" if server_cores is not None else ""
-    print(f"  {name:8s} {workers} process(es): {rps:9,.0f} req/s, client {cores:.2f} cores{extra}, "
-          f"{rps / cores if cores else 0:9,.0f} req per client CPU s; n_ok {result.summary['run']['n_ok']:,}; "
-          f"load avg {os.getloadavg()[0]:.2f}; verdict valid={v['valid']}")
+    print(
+        f"  {name:8s} {workers} process(es): {rps:9,.0f} req/s, client {cores:.2f} cores{extra}, "
+        f"{rps / cores if cores else 0:9,.0f} req per client CPU s; n_ok {result.summary['run']['n_ok']:,}; "
+        f"load avg {os.getloadavg()[0]:.2f}; verdict valid={v['valid']}"
+    )
     return rps
 
 
@@ -114,7 +116,8 @@ def _store(path: Path) -> None:
     traj = Trajectory(
         trajectory_id="scaleout-probe",
         source=Source(format="synthetic", path=str(path), sha256=hashlib.sha256(content.encode()).hexdigest()),
-        match_key=match_key_for(PROMPT), first_user=PROMPT,
+        match_key=match_key_for(PROMPT),
+        first_user=PROMPT,
         turns=[Turn(index=0, response=Response(content=content, finish_reason="stop"))],
     )
     path.write_text(traj.model_dump_json() + "\n")
@@ -127,9 +130,11 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=100_000.0, help="1-process offered rate (above its ceiling)")
     ap.add_argument("--target", type=float, default=1.85, help="2 processes get this times the 1-process ceiling")
     args = ap.parse_args()
-    print(f"machine: {os.cpu_count()} CPUs, usable {len(os.sched_getaffinity(0))}, load avg {os.getloadavg()[0]:.2f}; "
-          f"null: constant:{args.rate:g}; replay: closed:{args.concurrency}; "
-          f"{args.seconds:g} s per run (+1 s warm-up left out)")
+    print(
+        f"machine: {os.cpu_count()} CPUs, usable {len(os.sched_getaffinity(0))}, load avg {os.getloadavg()[0]:.2f}; "
+        f"null: constant:{args.rate:g}; replay: closed:{args.concurrency}; "
+        f"{args.seconds:g} s per run (+1 s warm-up left out)"
+    )
     cores = free_cores()
     print(f"two busy-looping processes get {cores:.2f} cores (2.00 = idle machine; caps the scaling below)")
     ok = True
@@ -137,14 +142,17 @@ def main() -> int:
         base = dict(load=f"closed:{args.concurrency}", duration_s=args.seconds + 1.0, warmup_s=1.0)  # replay
 
         print("1. no-op transport (HttpWorkload, transport=null), open loop")
-        cfg = BenchConfig(load=f"constant:{args.rate:g}", duration_s=args.seconds, transport="null",
-                          out_dir=Path(tmp) / "null")
+        cfg = BenchConfig(
+            load=f"constant:{args.rate:g}", duration_s=args.seconds, transport="null", out_dir=Path(tmp) / "null"
+        )
         factory = partial(single_lane, _null_workload)
         ceiling = _line("null", 1, _run(cfg, factory, 1))
         offered = round(ceiling * args.target)
         cfg = cfg.model_copy(update={"load": f"constant:{offered}"})
-        print(f"  one process's ceiling: {ceiling:,.0f} req/s; two processes offered {args.target:g}x that = "
-              f"constant:{offered}")
+        print(
+            f"  one process's ceiling: {ceiling:,.0f} req/s; two processes offered {args.target:g}x that = "
+            f"constant:{offered}"
+        )
         r2 = _line("null", 2, _run(cfg, factory, 2))
         scale = r2 / ceiling if ceiling else 0.0
         ok = scale >= 1.8
@@ -163,8 +171,10 @@ def main() -> int:
                 server_cores = (_cpu_s(server.pid) - c0) / (time.monotonic() - t0)
                 rates.append(_line("replay", workers, result, server_cores))
             misses = server.stats().get("misses")
-        print(f"  scaling 1 -> 2 processes: {rates[1] / rates[0]:.2f}x (client and server share "
-              f"{len(os.sched_getaffinity(0))} cores; server misses {misses})")
+        print(
+            f"  scaling 1 -> 2 processes: {rates[1] / rates[0]:.2f}x (client and server share "
+            f"{len(os.sched_getaffinity(0))} cores; server misses {misses})"
+        )
     return 0 if ok else 1
 
 

@@ -37,7 +37,20 @@ _FALLBACK = [
     b'"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_627de6ad19","choices":[{"index":0,'
     b'"delta":{"content":"PRE"},"logprobs":null,"finish_reason":null}],"obfuscation":"kxfWAnRUqJ"}',
 ]
-_WORDS = [" the", " quick", " brown", " fox", " jumps", " over", " lazy", " dog", ",", " caf\u00e9", "\u2028", " \u4e16"]
+_WORDS = [
+    " the",
+    " quick",
+    " brown",
+    " fox",
+    " jumps",
+    " over",
+    " lazy",
+    " dog",
+    ",",
+    " caf\u00e9",
+    "\u2028",
+    " \u4e16",
+]
 
 
 def build_stream(stream_len: int) -> bytes:
@@ -95,8 +108,10 @@ def main() -> None:
         "CRLF, 1/read": [p.replace(b"\n", b"\r\n") for p in _per_event(stream)],
     }
     src = "real gpt-4o capture" if REAL.exists() else "embedded gpt-4o chunk"
-    print(f"SSE + OpenAI chat parsing, {src}, {len(stream) / (args.stream_len + 4):.0f} B/event, "
-          f"{args.stream_len} content chunks/stream")
+    print(
+        f"SSE + OpenAI chat parsing, {src}, {len(stream) / (args.stream_len + 4):.0f} B/event, "
+        f"{args.stream_len} content chunks/stream"
+    )
     for name, reads in patterns.items():
         rate = measure(reads, args.stream_len, args.events)
         print(f"  {name:<14} {rate:>12,.0f} events/s  ({1e6 / rate:.2f} us/event)")

@@ -35,13 +35,24 @@ def write_bundle(run_dir: Path, rows: int, shards: int, events: int, seed: int =
     rng = random.Random(seed)
     run_id = "bench-load"
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "manifest.json").write_text(json.dumps({
-        "run_id": run_id, "kind": "llm", "label": "bench", "created_at": "2026-11-30T00:00:00Z",
-        "t0_wall_ns": time.time_ns(), "config": {"rate": "poisson:400"}, "seed": seed,
-        "versions": {"benchmaker": "0.1.0"}, "git_sha": None,
-        "host": {"hostname": "bench", "platform": sys.platform, "cpu_count": 2},
-        "workers": shards, "slo": {"ttft_ms": 500.0, "tpot_ms": 50.0, "e2e_ms": None},
-    }))
+    (run_dir / "manifest.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "kind": "llm",
+                "label": "bench",
+                "created_at": "2026-11-30T00:00:00Z",
+                "t0_wall_ns": time.time_ns(),
+                "config": {"rate": "poisson:400"},
+                "seed": seed,
+                "versions": {"benchmaker": "0.1.0"},
+                "git_sha": None,
+                "host": {"hostname": "bench", "platform": sys.platform, "cpu_count": 2},
+                "workers": shards,
+                "slo": {"ttft_ms": 500.0, "tpot_ms": 50.0, "e2e_ms": None},
+            }
+        )
+    )
     total = 0
     files = [open(run_dir / f"samples-w{k}.jsonl", "wb") for k in range(shards)]
     try:
@@ -57,21 +68,33 @@ def write_bundle(run_dir: Path, rows: int, shards: int, events: int, seed: int =
             ok = rng.random() > 0.01
             out_tokens = n_events + rng.randrange(0, 3)
             s = Sample(
-                run_id=run_id, seq=seq, lane="chat", sweep_point=f"rate-{400 * (1 + seq * 4 // rows)}",
-                worker=worker, outcome="ok" if ok else "http_error",
+                run_id=run_id,
+                seq=seq,
+                lane="chat",
+                sweep_point=f"rate-{400 * (1 + seq * 4 // rows)}",
+                worker=worker,
+                outcome="ok" if ok else "http_error",
                 error=None if ok else '{"error": {"message": "overloaded", "code": 503}}',
-                http_status=200 if ok else 503, intended_ns=intended, sent_ns=sent,
+                http_status=200 if ok else 503,
+                intended_ns=intended,
+                sent_ns=sent,
                 first_byte_ns=sent + ttft - MS if ok else None,
                 first_token_ns=token_ns[0] if ok else None,
-                first_content_ns=token_ns[0] if ok else None, end_ns=end if ok else sent + 3 * MS,
+                first_content_ns=token_ns[0] if ok else None,
+                end_ns=end if ok else sent + 3 * MS,
                 token_event_ns=token_ns if ok else None,
                 token_event_tokens=[None] * n_events if ok else None,
-                n_token_events=n_events if ok else 0, usage_present=ok,
+                n_token_events=n_events if ok else 0,
+                usage_present=ok,
                 prompt_tokens=rng.randrange(50, 2000) if ok else None,
-                output_tokens=out_tokens if ok else None, cached_tokens=0 if ok else None,
-                output_chars=4 * out_tokens if ok else 0, finish_reason="stop" if ok else None,
-                bytes_sent=rng.randrange(500, 8000), bytes_received=200 * n_events,
-                in_flight_at_send=rng.randrange(1, 64), slo_met=ttft <= 500 * MS,
+                output_tokens=out_tokens if ok else None,
+                cached_tokens=0 if ok else None,
+                output_chars=4 * out_tokens if ok else 0,
+                finish_reason="stop" if ok else None,
+                bytes_sent=rng.randrange(500, 8000),
+                bytes_received=200 * n_events,
+                in_flight_at_send=rng.randrange(1, 64),
+                slo_met=ttft <= 500 * MS,
                 meta={"prompt_sha256": f"{rng.getrandbits(64):016x}", "row": seq},
             )
             line = orjson.dumps(s.to_dict()) + b"\n"
@@ -99,8 +122,10 @@ def main() -> int:
         print(f"generated {args.rows:,} samples in {args.shards} shards, {size / 1e6:,.0f} MB, in {gen_s:.1f} s")
         db = Path(tmp) / "warehouse.duckdb"
         first = load_run(db, run_dir)
-        print(f"load (new file):       {first.seconds:6.2f} s  {args.rows / first.seconds:,.0f} rows/s  "
-              f"requests={first.rows['requests']:,}")
+        print(
+            f"load (new file):       {first.seconds:6.2f} s  {args.rows / first.seconds:,.0f} rows/s  "
+            f"requests={first.rows['requests']:,}"
+        )
         second = load_run(db, run_dir)
         print(f"load (replace run):    {second.seconds:6.2f} s  requests={second.rows['requests']:,}")
         print(f"warehouse file:        {db.stat().st_size / 1e6:,.0f} MB")

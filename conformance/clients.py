@@ -56,12 +56,22 @@ from typing import Any
 
 from conformance.venvs import REPO, venv_bin
 
-__all__ = ["ClientRun", "reset_prefix_cache", "run_ours", "run_paired", "run_vllm_bench", "url_process",
-           "vllm_definitions", "write_prompts"]
+__all__ = [
+    "ClientRun",
+    "reset_prefix_cache",
+    "run_ours",
+    "run_paired",
+    "run_vllm_bench",
+    "url_process",
+    "vllm_definitions",
+    "write_prompts",
+]
 
-_WORDS = ("cache token server request stream latency model prompt queue batch decode prefill "
-          "kernel thread memory block page schedule worker client socket buffer bytes chunk event "
-          "metric window sample rate burst load trace replay agent tool task patch test verify").split()
+_WORDS = (
+    "cache token server request stream latency model prompt queue batch decode prefill "
+    "kernel thread memory block page schedule worker client socket buffer bytes chunk event "
+    "metric window sample rate burst load trace replay agent tool task patch test verify"
+).split()
 
 
 @dataclass
@@ -97,8 +107,14 @@ def reset_prefix_cache(base_url: str) -> None:
         pass
 
 
-def _run(argv: list[str], log: Path, timeout_s: float, env: dict[str, str] | None = None,
-         ok_codes: tuple[int, ...] = (0,), ready: tuple[str, threading.Event] | None = None) -> tuple[float, float]:
+def _run(
+    argv: list[str],
+    log: Path,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    ok_codes: tuple[int, ...] = (0,),
+    ready: tuple[str, threading.Event] | None = None,
+) -> tuple[float, float]:
     """Run argv with output to `log`; returns (cpu_s, wall_s): the child's own user +
     system CPU (os.wait4, so runs in parallel threads do not mix) and its wall time.
     `ready` = (text, event): the event is set once `text` appears in the log (and always
@@ -107,8 +123,9 @@ def _run(argv: list[str], log: Path, timeout_s: float, env: dict[str, str] | Non
     t0 = time.perf_counter()
     try:
         with open(log, "wb") as f:
-            proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    cwd=REPO)
+            proc = subprocess.Popen(
+                argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=REPO
+            )
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
@@ -131,8 +148,18 @@ def _run(argv: list[str], log: Path, timeout_s: float, env: dict[str, str] | Non
     return cpu, wall
 
 
-def ours_run_file(path: Path, *, chat_url: str, prompts: Path, n: int, concurrency: int, output_len: int,
-                  model: str, label: str, metrics_url: str | None = None) -> Path:
+def ours_run_file(
+    path: Path,
+    *,
+    chat_url: str,
+    prompts: Path,
+    n: int,
+    concurrency: int,
+    output_len: int,
+    model: str,
+    label: str,
+    metrics_url: str | None = None,
+) -> Path:
     """Write the YAML run file of our client (module docstring); returns `path`."""
     lines = [
         f"load: closed:{concurrency}",
@@ -159,56 +186,134 @@ def _pct(stats: dict[str, Any] | None, key: str) -> float | None:
     return None if not stats or stats.get("count", 0) == 0 else stats.get(key)
 
 
-def run_ours(base_url: str, prompts: Path, *, n: int, concurrency: int, output_len: int, work: Path,
-             model: str = "tiny", label: str = "conformance", metrics: bool = False,
-             timeout_s: float = 900) -> ClientRun:
+def run_ours(
+    base_url: str,
+    prompts: Path,
+    *,
+    n: int,
+    concurrency: int,
+    output_len: int,
+    work: Path,
+    model: str = "tiny",
+    label: str = "conformance",
+    metrics: bool = False,
+    timeout_s: float = 900,
+) -> ClientRun:
     """`benchmaker run` of a run file (ours_run_file) against `<base_url>/v1/chat/completions`,
     with a Prometheus monitor on `<base_url>/metrics` when `metrics`. An invalid run (exit
     1, e.g. event-loop lag on a busy host) is returned with its reasons in
     `metrics["verdict"]` (else "valid"). Raises RuntimeError when the CLI fails otherwise."""
     work.mkdir(parents=True, exist_ok=True)
     tag = f"{label}-{time.time_ns()}"
-    cfg = ours_run_file(work / f"{tag}.yaml", chat_url=base_url + "/v1/chat/completions", prompts=prompts, n=n,
-                        concurrency=concurrency, output_len=output_len, model=model, label=label,
-                        metrics_url=base_url + "/metrics" if metrics else None)
+    cfg = ours_run_file(
+        work / f"{tag}.yaml",
+        chat_url=base_url + "/v1/chat/completions",
+        prompts=prompts,
+        n=n,
+        concurrency=concurrency,
+        output_len=output_len,
+        model=model,
+        label=label,
+        metrics_url=base_url + "/metrics" if metrics else None,
+    )
     out_dir = work / "runs"
     before = set(out_dir.iterdir()) if out_dir.exists() else set()
-    cpu, wall = _run([str(REPO / ".venv" / "bin" / "benchmaker"), "run", str(cfg), "--out-dir", str(out_dir),
-                      "--no-progress"], work / f"{tag}.log", timeout_s, ok_codes=(0, 1))
+    cpu, wall = _run(
+        [str(REPO / ".venv" / "bin" / "benchmaker"), "run", str(cfg), "--out-dir", str(out_dir), "--no-progress"],
+        work / f"{tag}.log",
+        timeout_s,
+        ok_codes=(0, 1),
+    )
     bundle = next(iter(sorted(set(out_dir.iterdir()) - before)))
     summary = json.loads((bundle / "summary.json").read_text())
     run = summary["run"]
-    m: dict[str, Any] = {"request_throughput_per_s": run["request_throughput_per_s"], "n_ok": run["n_ok"],
-                         "verdict": "valid" if summary["verdict"]["valid"] else "; ".join(summary["verdict"]["reasons"])}
+    m: dict[str, Any] = {
+        "request_throughput_per_s": run["request_throughput_per_s"],
+        "n_ok": run["n_ok"],
+        "verdict": "valid" if summary["verdict"]["valid"] else "; ".join(summary["verdict"]["reasons"]),
+    }
     for ours_key, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_event_ms", "itl"), ("e2e_ms", "e2e")):
         m[f"{key}_p50_ms"] = _pct(run.get(ours_key), "p50")
         m[f"{key}_p99_ms"] = _pct(run.get(ours_key), "p99")
     return ClientRun("benchmaker", m, cpu, wall, bundle, summary)
 
 
-def run_vllm_bench(base_url: str, prompts: Path, *, n: int, concurrency: int, output_len: int, work: Path,
-                   tokenizer: Path, model: str = "tiny", timeout_s: float = 900,
-                   started: threading.Event | None = None) -> ClientRun:
+def run_vllm_bench(
+    base_url: str,
+    prompts: Path,
+    *,
+    n: int,
+    concurrency: int,
+    output_len: int,
+    work: Path,
+    tokenizer: Path,
+    model: str = "tiny",
+    timeout_s: float = 900,
+    started: threading.Event | None = None,
+) -> ClientRun:
     """`vllm bench serve --backend openai-chat` (module docstring) with `--save-result
     --save-detailed`; the tokenizer folder is only used to count prompt lengths. `started`
     is set when it starts sending (it prints "Maximum request concurrency" just before).
     Raises RuntimeError when it fails."""
     work.mkdir(parents=True, exist_ok=True)
     name = f"vllm-bench-{time.time_ns()}.json"
-    argv = [str(venv_bin("vllm", "vllm")), "bench", "serve", "--backend", "openai-chat", "--base-url", base_url,
-            "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", str(tokenizer),
-            "--dataset-name", "custom", "--dataset-path", str(prompts), "--disable-shuffle", "--skip-chat-template",
-            "--custom-output-len", str(output_len), "--ignore-eos", "--num-prompts", str(n),
-            "--request-rate", "inf", "--max-concurrency", str(concurrency), "--ready-check-timeout-sec", "0",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--disable-tqdm",
-            "--save-result", "--save-detailed", "--result-dir", str(work), "--result-filename", name]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    argv = [
+        str(venv_bin("vllm", "vllm")),
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        base_url,
+        "--endpoint",
+        "/v1/chat/completions",
+        "--model",
+        model,
+        "--tokenizer",
+        str(tokenizer),
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        str(prompts),
+        "--disable-shuffle",
+        "--skip-chat-template",
+        "--custom-output-len",
+        str(output_len),
+        "--ignore-eos",
+        "--num-prompts",
+        str(n),
+        "--request-rate",
+        "inf",
+        "--max-concurrency",
+        str(concurrency),
+        "--ready-check-timeout-sec",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(work),
+        "--result-filename",
+        name,
+    ]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
     ready = ("Maximum request concurrency", started) if started is not None else None
     cpu, wall = _run(argv, work / (name[:-5] + ".log"), timeout_s, env, ready=ready)
     res = json.loads((work / name).read_text())
-    m: dict[str, float | None] = {"request_throughput_per_s": res.get("request_throughput"),
-                                  "n_ok": res.get("completed")}
+    m: dict[str, float | None] = {
+        "request_throughput_per_s": res.get("request_throughput"),
+        "n_ok": res.get("completed"),
+    }
     for key, theirs in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2e", "e2el")):
         m[f"{key}_p50_ms"] = res.get(f"p50_{theirs}_ms", res.get(f"median_{theirs}_ms"))
         m[f"{key}_p99_ms"] = res.get(f"p99_{theirs}_ms")
@@ -223,8 +328,9 @@ def url_process(argv: list[str], *, log: Path, timeout_s: float = 60.0) -> Itera
     output tail when it exits or prints no URL within `timeout_s`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as f:
-        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=REPO)
+        proc = subprocess.Popen(
+            argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO
+        )
     try:
         deadline = time.monotonic() + timeout_s
         url = None
@@ -248,8 +354,18 @@ def url_process(argv: list[str], *, log: Path, timeout_s: float = 60.0) -> Itera
                 proc.wait()
 
 
-def run_paired(base_url: str, prompts: Path, *, n: int, concurrency: int, output_len: int, work: Path,
-               tokenizer: Path, model: str = "tiny", timeout_s: float = 900) -> tuple[ClientRun, ClientRun]:
+def run_paired(
+    base_url: str,
+    prompts: Path,
+    *,
+    n: int,
+    concurrency: int,
+    output_len: int,
+    work: Path,
+    tokenizer: Path,
+    model: str = "tiny",
+    timeout_s: float = 900,
+) -> tuple[ClientRun, ClientRun]:
     """Both clients at the same time on one server, each with `concurrency` in flight: vLLM's
     client is started first (its imports take 10-30 s) and ours when vLLM's starts sending;
     returns (ours, vLLM's). Raises RuntimeError when either fails."""
@@ -259,9 +375,20 @@ def run_paired(base_url: str, prompts: Path, *, n: int, concurrency: int, output
 
     def peer() -> None:
         try:
-            theirs.append(run_vllm_bench(base_url, prompts, n=n, concurrency=concurrency, output_len=output_len,
-                                         work=work, tokenizer=tokenizer, model=model, timeout_s=timeout_s,
-                                         started=started))
+            theirs.append(
+                run_vllm_bench(
+                    base_url,
+                    prompts,
+                    n=n,
+                    concurrency=concurrency,
+                    output_len=output_len,
+                    work=work,
+                    tokenizer=tokenizer,
+                    model=model,
+                    timeout_s=timeout_s,
+                    started=started,
+                )
+            )
         except BaseException as exc:  # re-raised in the caller's thread below
             errors.append(exc)
             started.set()
@@ -270,8 +397,17 @@ def run_paired(base_url: str, prompts: Path, *, n: int, concurrency: int, output
     thread.start()
     try:
         started.wait(timeout_s)
-        ours = run_ours(base_url, prompts, n=n, concurrency=concurrency, output_len=output_len, work=work,
-                        model=model, label="conformance-paired", timeout_s=timeout_s)
+        ours = run_ours(
+            base_url,
+            prompts,
+            n=n,
+            concurrency=concurrency,
+            output_len=output_len,
+            work=work,
+            model=model,
+            label="conformance-paired",
+            timeout_s=timeout_s,
+        )
     finally:
         thread.join()
     if errors:
@@ -308,5 +444,8 @@ def vllm_definitions(samples: Path) -> dict[str, float | None]:
         e2e.append((last - r["sent_ns"]) / 1e6)
         if (r["output_tokens"] or 0) >= 2:
             tpot.append((last - r["first_byte_ns"]) / 1e6 / (r["output_tokens"] - 1))
-    return {"ttft_p50_ms": _linear_pct(ttft, 50), "tpot_p50_ms": _linear_pct(tpot, 50),
-            "e2e_p50_ms": _linear_pct(e2e, 50)}
+    return {
+        "ttft_p50_ms": _linear_pct(ttft, 50),
+        "tpot_p50_ms": _linear_pct(tpot, 50),
+        "e2e_p50_ms": _linear_pct(e2e, 50),
+    }

@@ -29,9 +29,25 @@ from pathlib import Path
 def mini_argv(base_url: str, task: str, output: Path, model: str) -> list[str]:
     """The `mini` command line (module docstring); `mini` is taken beside sys.executable."""
     mini = str(Path(sys.executable).with_name("mini"))
-    return [mini, "-y", "--exit-immediately", "-m", f"openai/{model}", "-t", task, "--cost-limit", "0",
-            "-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={base_url}",
-            "-c", "model.model_kwargs.api_key=conformance", "-o", str(output)]
+    return [
+        mini,
+        "-y",
+        "--exit-immediately",
+        "-m",
+        f"openai/{model}",
+        "-t",
+        task,
+        "--cost-limit",
+        "0",
+        "-c",
+        "mini.yaml",
+        "-c",
+        f"model.model_kwargs.api_base={base_url}",
+        "-c",
+        "model.model_kwargs.api_key=conformance",
+        "-o",
+        str(output),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,9 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     task = args.task_file.read_text(encoding="utf-8")
     output = args.output or Path.cwd() / ".mswea" / "traj.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "MSWEA_CONFIGURED": "true", "MSWEA_COST_TRACKING": "ignore_errors",
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MSWEA_SILENT_STARTUP": "1",
-           "MSWEA_GLOBAL_CONFIG_DIR": tempfile.mkdtemp(prefix="mswea-config-")}
+    env = {
+        **os.environ,
+        "MSWEA_CONFIGURED": "true",
+        "MSWEA_COST_TRACKING": "ignore_errors",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": tempfile.mkdtemp(prefix="mswea-config-"),
+    }
     argv_ = mini_argv(args.base_url, task, output, args.model)
     os.execve(argv_[0], argv_, env)
     return 0  # not reached

@@ -41,8 +41,16 @@ def pi_executable() -> Path:
 
 def models_json(base_url: str, api: str, model: str) -> dict:
     """pi's `~/.pi/agent/models.json` with the one provider `bench` (module docstring)."""
-    return {"providers": {"bench": {"baseUrl": base_url, "api": api, "apiKey": "conformance",
-                                    "models": [{"id": model, "contextWindow": 128000, "maxTokens": 4096}]}}}
+    return {
+        "providers": {
+            "bench": {
+                "baseUrl": base_url,
+                "api": api,
+                "apiKey": "conformance",
+                "models": [{"id": model, "contextWindow": 128000, "maxTokens": 4096}],
+            }
+        }
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

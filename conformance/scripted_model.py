@@ -89,9 +89,11 @@ class ScriptedModel:
         if step["command"] is None:  # a final answer
             return {"role": "assistant", "content": thought}, _n_tokens(thought)
         args = json.dumps({"command": step["command"]})
-        msg = {"role": "assistant", "content": thought,
-               "tool_calls": [{"id": f"call_{turn}", "type": "function",
-                               "function": {"name": "bash", "arguments": args}}]}
+        msg = {
+            "role": "assistant",
+            "content": thought,
+            "tool_calls": [{"id": f"call_{turn}", "type": "function", "function": {"name": "bash", "arguments": args}}],
+        }
         return msg, _n_tokens(thought + args)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -119,17 +121,34 @@ class ScriptedModel:
         self.stats["served"] += 1
         finish = "tool_calls" if "tool_calls" in msg else "stop"
         if not body.get("stream"):
-            return web.json_response({
-                "id": rid, "object": "chat.completion", "created": created, "model": self.model,
-                "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage})
+            return web.json_response(
+                {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": self.model,
+                    "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                    "usage": usage,
+                }
+            )
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         head = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": self.model}
         deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}, {"content": msg["content"]}]
         for call in msg.get("tool_calls", ()):
-            deltas += [{"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
-                                        "function": {"name": "bash", "arguments": ""}}]},
-                       {"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]}]
+            deltas += [
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": "bash", "arguments": ""},
+                        }
+                    ]
+                },
+                {"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]},
+            ]
         chunks = [{**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
         chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         opts = body.get("stream_options")

@@ -21,8 +21,17 @@ import os
 import sys
 import sysconfig
 
-SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-                  "<|eot_id|>", "<|pad|>", "<|python_tag|>", "<tool_call>", "</tool_call>"]
+SPECIAL_TOKENS = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|pad|>",
+    "<|python_tag|>",
+    "<tool_call>",
+    "</tool_call>",
+]
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
     "{{ m['content'] }}<|eot_id|>{% endfor %}"
@@ -41,17 +50,38 @@ def build(out: str) -> None:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    tok.train(files, trainers.BpeTrainer(vocab_size=1024, special_tokens=SPECIAL_TOKENS,
-                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                         show_progress=False))
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
-                                 pad_token="<|pad|>", chat_template=CHAT_TEMPLATE)
+    tok.train(
+        files,
+        trainers.BpeTrainer(
+            vocab_size=1024,
+            special_tokens=SPECIAL_TOKENS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|begin_of_text|>",
+        eos_token="<|eot_id|>",
+        pad_token="<|pad|>",
+        chat_template=CHAT_TEMPLATE,
+    )
     hf.save_pretrained(out)
     vocab = len(hf)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                      bos_token_id=hf.bos_token_id, eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id,
-                      tie_word_embeddings=False, torch_dtype="bfloat16")
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=2048,
+        bos_token_id=hf.bos_token_id,
+        eos_token_id=hf.eos_token_id,
+        pad_token_id=hf.pad_token_id,
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
     model.generation_config.eos_token_id = hf.eos_token_id

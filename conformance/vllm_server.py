@@ -57,8 +57,12 @@ def build_tiny_model(out: Path | None = None) -> Path:
     out = out or cache_dir() / "tiny-llama"
     if (out / ".built").is_file():
         return out
-    proc = subprocess.run([str(venv_bin("vllm", "python")), str(REPO / "conformance" / "tiny_model.py"), str(out)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(venv_bin("vllm", "python")), str(REPO / "conformance" / "tiny_model.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode != 0 or not (out / ".built").is_file():
         raise RuntimeError(f"tiny model build failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     return out
@@ -67,8 +71,15 @@ def build_tiny_model(out: Path | None = None) -> Path:
 class VllmServer:
     """The vLLM server (module docstring). `base_url` and `pid` are set inside `with`."""
 
-    def __init__(self, model_dir: Path, *, log: Path, start_timeout_s: float | None = None,
-                 stall_timeout_s: float | None = None, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        log: Path,
+        start_timeout_s: float | None = None,
+        stall_timeout_s: float | None = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.model_dir = Path(model_dir)
         self.log = Path(log)
         self.start_timeout_s = start_timeout_s
@@ -83,10 +94,26 @@ class VllmServer:
 
     def argv(self) -> list[str]:
         """The `vllm serve` command line."""
-        return [str(venv_bin("vllm", "vllm")), "serve", str(self.model_dir), "--served-model-name", MODEL_NAME,
-                "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "bfloat16", "--max-model-len", "2048",
-                "--max-num-seqs", "8", "--enable-prefix-caching", "--enable-prompt-tokens-details",
-                *self.extra_args]
+        return [
+            str(venv_bin("vllm", "vllm")),
+            "serve",
+            str(self.model_dir),
+            "--served-model-name",
+            MODEL_NAME,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dtype",
+            "bfloat16",
+            "--max-model-len",
+            "2048",
+            "--max-num-seqs",
+            "8",
+            "--enable-prefix-caching",
+            "--enable-prompt-tokens-details",
+            *self.extra_args,
+        ]
 
     def _tail(self) -> str:
         try:
@@ -99,14 +126,28 @@ class VllmServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
         vcache = cache_dir() / "vllm-cache"
         vcache.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
-               "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CACHE_ROOT": str(vcache), "VLLM_NO_USAGE_STATS": "1",
-               "DO_NOT_TRACK": "1", "VLLM_SERVER_DEV_MODE": "1"}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+            "VLLM_CACHE_ROOT": str(vcache),
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "VLLM_SERVER_DEV_MODE": "1",
+        }
         self.log.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         with open(self.log, "wb") as logf:
-            self._proc = subprocess.Popen(self.argv(), stdout=logf, stderr=subprocess.STDOUT, env=env,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self._proc = subprocess.Popen(
+                self.argv(),
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         deadline = None if self.start_timeout_s is None else t0 + self.start_timeout_s
         size, progress_at = -1, t0  # log size last seen, when it last grew
         while True:
@@ -128,8 +169,10 @@ class VllmServer:
                 size, progress_at = grown, now
             if now - progress_at > self.stall_timeout_s:
                 self.stop()
-                raise VllmStartError(f"vllm serve not healthy and its log silent for {self.stall_timeout_s:g} s "
-                                     f"({now - t0:.0f} s after start):\n{self._tail()}")
+                raise VllmStartError(
+                    f"vllm serve not healthy and its log silent for {self.stall_timeout_s:g} s "
+                    f"({now - t0:.0f} s after start):\n{self._tail()}"
+                )
             if deadline is not None and now > deadline:
                 self.stop()
                 raise VllmStartError(f"vllm serve not healthy after {self.start_timeout_s:g} s:\n{self._tail()}")

@@ -93,8 +93,16 @@ class JsonFieldHook:
         sample.meta = {**(sample.meta or {}), self.meta_key: value}
 
 
-def run_signed(url: str, secret: str, *, field: str = "result", body: str = "{}", requests: int = 20,
-               rate: str = "closed:1", out_dir: Path = Path("runs")):
+def run_signed(
+    url: str,
+    secret: str,
+    *,
+    field: str = "result",
+    body: str = "{}",
+    requests: int = 20,
+    rate: str = "closed:1",
+    out_dir: Path = Path("runs"),
+):
     """POST `body` (JSON text) to `url` `requests` times with both hooks; returns the
     RunResult. Raises ValueError when `body` is not JSON."""
     workload = HttpWorkload(url, "POST", body=json.loads(body), keep_body=True)
@@ -120,11 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     if not secret:
         print(f"hooks.py: set {SECRET_ENV} to the signing secret", file=sys.stderr)
         return 2
-    result = run_signed(args.url, secret, field=args.field, body=args.body, requests=args.requests,
-                        rate=args.rate, out_dir=args.out_dir)
+    result = run_signed(
+        args.url, secret, field=args.field, body=args.body, requests=args.requests, rate=args.rate, out_dir=args.out_dir
+    )
     run = result.summary["run"]
-    print(f"run {result.run_id}: {run['n_ok']} ok of {run['n_samples']}; "
-          f"{args.field} in samples.jsonl meta; bundle: {result.bundle_dir}")
+    print(
+        f"run {result.run_id}: {run['n_ok']} ok of {run['n_samples']}; "
+        f"{args.field} in samples.jsonl meta; bundle: {result.bundle_dir}"
+    )
     return 0 if result.valid else 1
 
 

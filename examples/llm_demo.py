@@ -21,7 +21,8 @@ SCENARIO = {"ttft_ms": 20, "itl_ms": 5, "content_chunks": 32}
 def demo(extra: list[str]) -> int:
     server = subprocess.Popen(
         [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0", "--scenario", json.dumps(SCENARIO)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         url = server.stdout.readline().strip()
@@ -29,8 +30,22 @@ def demo(extra: list[str]) -> int:
             print("the demo server did not start", file=sys.stderr)
             return 2
         print(f"scripted OpenAI-compatible server at {url}")
-        return main(["llm", "--url", f"{url}/v1/chat/completions", "--model", "demo", "--rate", "poisson:50",
-                     "--duration", "10s", "--out-dir", "runs", *extra])
+        return main(
+            [
+                "llm",
+                "--url",
+                f"{url}/v1/chat/completions",
+                "--model",
+                "demo",
+                "--rate",
+                "poisson:50",
+                "--duration",
+                "10s",
+                "--out-dir",
+                "runs",
+                *extra,
+            ]
+        )
     finally:
         server.terminate()
         server.wait(10)

@@ -27,11 +27,26 @@ from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 METRICS = ("ttft_ms", "itl_event_ms", "tpot_ms", "e2e_ms")
 
 
-def run_chat(url: str, model: str, *, requests: int = 20, rate: str = "closed:1", input_words: int = 128,
-             max_tokens: int | None = 64, out_dir: Path = Path("runs"), api_key: str | None = None):
+def run_chat(
+    url: str,
+    model: str,
+    *,
+    requests: int = 20,
+    rate: str = "closed:1",
+    input_words: int = 128,
+    max_tokens: int | None = 64,
+    out_dir: Path = Path("runs"),
+    api_key: str | None = None,
+):
     """Stream `requests` chat completions from `url` at `rate`; returns the RunResult."""
-    workload = OpenAIChatWorkload(url, model, SyntheticDataset(input_words, count=max(requests, 1), seed=1),
-                                  stream=True, max_tokens=max_tokens, api_key=api_key)
+    workload = OpenAIChatWorkload(
+        url,
+        model,
+        SyntheticDataset(input_words, count=max(requests, 1), seed=1),
+        stream=True,
+        max_tokens=max_tokens,
+        api_key=api_key,
+    )
     config = BenchConfig(load=rate, max_requests=requests, out_dir=out_dir, kind="llm", label="example-streaming")
     return BenchRunner(config, workload=workload).run_sync()
 
@@ -50,11 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.url is None:
         ap.print_usage()
         return 2
-    result = run_chat(args.url, args.model, requests=args.requests, rate=args.rate, input_words=args.input_words,
-                      max_tokens=args.max_tokens, out_dir=args.out_dir, api_key=os.environ.get("OPENAI_API_KEY"))
+    result = run_chat(
+        args.url,
+        args.model,
+        requests=args.requests,
+        rate=args.rate,
+        input_words=args.input_words,
+        max_tokens=args.max_tokens,
+        out_dir=args.out_dir,
+        api_key=os.environ.get("OPENAI_API_KEY"),
+    )
     run = result.summary["run"]
-    print(f"run {result.run_id}: {run['n_ok']} ok of {run['n_samples']}, "
-          f"output tokens {run['output_tokens_total']}")
+    print(f"run {result.run_id}: {run['n_ok']} ok of {run['n_samples']}, output tokens {run['output_tokens_total']}")
     for name in METRICS:
         m = run[name]
         if m["count"]:

@@ -33,8 +33,18 @@ from pydantic import BaseModel, ValidationError
 from benchmaker.flows.outcome import current_flow_run, record_flow_process, record_flow_run
 from benchmaker.sweep.sweep import point_complete, write_run_manifest
 
-__all__ = ["ParameterError", "describe_errors", "fill_lag_limits", "flow_run_bundle_id",
-           "lag_checks", "measure_point", "result_storage_for", "resume_or_write_manifest", "takes", "validated"]
+__all__ = [
+    "ParameterError",
+    "describe_errors",
+    "fill_lag_limits",
+    "flow_run_bundle_id",
+    "lag_checks",
+    "measure_point",
+    "result_storage_for",
+    "resume_or_write_manifest",
+    "takes",
+    "validated",
+]
 
 M = TypeVar("M", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,8 +71,9 @@ def takes(model: type[BaseModel]) -> Callable[[F], F]:
             if field.metadata:
                 annotation = Annotated[(annotation, *field.metadata)]
             default = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
-            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                            annotation=annotation))
+            params.append(
+                inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+            )
         fn.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]  # typeshed: no __signature__ on functions
         return fn
 
@@ -88,8 +99,11 @@ def fill_lag_limits(p: Any) -> Any:
 def lag_checks(p: Any) -> dict[str, float]:
     """The SelfCheckLimits fields a parameters model sets (BenchConfig `checks`):
     {"max_loop_lag_p99_ms": ..., "max_schedule_lag_p99_ms": ...}, None values left out."""
-    return {k: v for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms),
-                              ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms)) if v is not None}
+    return {
+        k: v
+        for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms), ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms))
+        if v is not None
+    }
 
 
 def describe_errors(exc: ValidationError) -> str:
@@ -130,8 +144,9 @@ def flow_run_bundle_id(kind: str) -> str:
     return f"{kind}-{stamp}-{str(fr.id)[:8]}"
 
 
-def resume_or_write_manifest(run_dir: Path, *, run_id: str, kind: str, label: str | None,
-                             config: dict[str, Any], workers: int = 1) -> int:
+def resume_or_write_manifest(
+    run_dir: Path, *, run_id: str, kind: str, label: str | None, config: dict[str, Any], workers: int = 1
+) -> int:
     """Write `run_dir`/manifest.json (benchmaker.sweep.sweep.write_run_manifest) unless an earlier
     attempt of this flow run wrote it (a resumed run keeps its manifest); returns the
     manifest's `t0_wall_ns` (ns since the epoch). Records this attempt's process

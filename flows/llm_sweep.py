@@ -43,15 +43,18 @@ from benchmaker.tasks.report import publish_report
 __all__ = ["LlmSweepParams", "llm_sweep", "sweep_loads"]
 
 
-def _sweep_points(concurrency_sweep: list[int] | None, rate_sweep: list[float] | None,
-                  loads: Sequence[str] | None) -> tuple[list[ParsedRateSpec], list[str]]:
+def _sweep_points(
+    concurrency_sweep: list[int] | None, rate_sweep: list[float] | None, loads: Sequence[str] | None
+) -> tuple[list[ParsedRateSpec], list[str]]:
     """(rate specs of the sweep's points, problems: one `field: problem` line each).
     The closed:N and poisson:R points are built from their numbers (nothing parsed);
     `loads` are parsed unless already ParsedRateSpec (validated parameters)."""
     specs: list[ParsedRateSpec] = []
     problems = []
-    for field, values, build in (("concurrency_sweep", concurrency_sweep, lambda c: ClosedLoop(int(c))),
-                                 ("rate_sweep", rate_sweep, lambda r: Poisson(float(f"{r:g}")))):
+    for field, values, build in (
+        ("concurrency_sweep", concurrency_sweep, lambda c: ClosedLoop(int(c))),
+        ("rate_sweep", rate_sweep, lambda r: Poisson(float(f"{r:g}"))),
+    ):
         for i, value in enumerate(values or []):
             try:
                 specs.append(ParsedRateSpec.of_model(build(value)))
@@ -71,8 +74,9 @@ def _sweep_points(concurrency_sweep: list[int] | None, rate_sweep: list[float] |
     return specs, problems
 
 
-def sweep_loads(concurrency_sweep: list[int] | None, rate_sweep: list[float] | None,
-                loads: list[str] | None) -> list[ParsedRateSpec]:
+def sweep_loads(
+    concurrency_sweep: list[int] | None, rate_sweep: list[float] | None, loads: list[str] | None
+) -> list[ParsedRateSpec]:
     """The rate specs of the sweep's points (module docstring). Raises ParameterError
     naming the parameter when there is no point, a spec does not parse, or two points
     get the same label."""
@@ -151,10 +155,18 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
     run_dir = (Path(p.out_dir) / run_id).resolve()
-    config = {"base_url": p.base_url, "model": p.model, "loads": specs, "duration_s": p.duration_s,
-              "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
-              "api_key_env": p.api_key_env, "max_loop_lag_ms": p.max_loop_lag_ms,
-              "max_schedule_lag_ms": p.max_schedule_lag_ms}
+    config = {
+        "base_url": p.base_url,
+        "model": p.model,
+        "loads": specs,
+        "duration_s": p.duration_s,
+        "max_requests": p.max_requests,
+        "prompt_words": p.prompt_words,
+        "max_tokens": p.max_tokens,
+        "api_key_env": p.api_key_env,
+        "max_loop_lag_ms": p.max_loop_lag_ms,
+        "max_schedule_lag_ms": p.max_schedule_lag_ms,
+    }
     if p.api != "chat":
         config["api"] = p.api
     resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config)
@@ -163,15 +175,39 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     rows = []
     for spec in specs:
         name = engine_point_name(spec)
-        args = dict(duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
-                    max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, checks=lag_checks(p))
+        args = dict(
+            duration_s=p.duration_s,
+            max_requests=p.max_requests,
+            prompt_words=p.prompt_words,
+            max_tokens=p.max_tokens,
+            api_key_env=p.api_key_env,
+            label=p.label,
+            checks=lag_checks(p),
+        )
         if p.api != "chat":  # only then: the point task's cache key of a chat sweep stays as it was
             args["api"] = p.api
-        rows.append(await measure_point(task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec,
-                                        name, **args))
+        rows.append(
+            await measure_point(
+                task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec, name, **args
+            )
+        )
     write_sweep_points(run_dir, rows)
     loaded = load_warehouse(Path(p.warehouse).resolve(), run_dir)
-    publish_report(run_id, rows, run_dir, warehouse=Path(p.warehouse).resolve(),
-                   report_path=run_dir / "report.html", kind="llm-sweep")
-    return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(Path(p.warehouse).resolve()),
-                        "points": rows, "flow_run_id": str(current_flow_run().id), "load": loaded})
+    publish_report(
+        run_id,
+        rows,
+        run_dir,
+        warehouse=Path(p.warehouse).resolve(),
+        report_path=run_dir / "report.html",
+        kind="llm-sweep",
+    )
+    return final_state(
+        {
+            "run_id": run_id,
+            "run_dir": str(run_dir),
+            "warehouse": str(Path(p.warehouse).resolve()),
+            "points": rows,
+            "flow_run_id": str(current_flow_run().id),
+            "load": loaded,
+        }
+    )

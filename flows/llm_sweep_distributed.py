@@ -86,8 +86,15 @@ from benchmaker.tasks.shard import (
 )
 from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault
 
-__all__ = ["DEFAULT_LEAD_S", "LlmSweepDistributedParams", "SHARD_DEPLOYMENT", "llm_sweep",
-           "llm_sweep_distributed", "llm_sweep_shard", "run_distributed_point"]
+__all__ = [
+    "DEFAULT_LEAD_S",
+    "LlmSweepDistributedParams",
+    "SHARD_DEPLOYMENT",
+    "llm_sweep",
+    "llm_sweep_distributed",
+    "llm_sweep_shard",
+    "run_distributed_point",
+]
 
 SHARD_DEPLOYMENT = "llm-sweep-shard/shard"
 
@@ -108,15 +115,27 @@ async def llm_sweep_shard(point: ShardPoint) -> dict[str, Any]:
     get_run_logger().info(
         "shard %d/%d of %s on %s: t0 %.3f ms after the shared start (%.3f s after the earliest, waited "
         "%.3f s for the other shards), wall clock %+.3f ms vs storage",
-        point.worker, point.shards, point.sweep_point, checks["hostname"], checks["start_late_ns"] / 1e6,
-        (checks["start_wall_ns"] - point.start_wall_ns) / 1e9, checks["barrier"]["waited_ns"] / 1e9,
-        checks["clock"]["wall_offset_ns"] / 1e6)
+        point.worker,
+        point.shards,
+        point.sweep_point,
+        checks["hostname"],
+        checks["start_late_ns"] / 1e6,
+        (checks["start_wall_ns"] - point.start_wall_ns) / 1e9,
+        checks["barrier"]["waited_ns"] / 1e9,
+        checks["clock"]["wall_offset_ns"] / 1e6,
+    )
     return checks
 
 
 @task(name="run-distributed-point", cache_policy=INPUTS + TASK_SOURCE + RUN_ID, persist_result=True)
-async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, shard_deployment: str,
-                                shard_timeout_s: float | None, dask_address: str | None) -> dict[str, Any]:
+async def run_distributed_point(
+    template: ShardPoint,
+    *,
+    start_lead_s: float,
+    shard_deployment: str,
+    shard_timeout_s: float | None,
+    dask_address: str | None,
+) -> dict[str, Any]:
     """One distributed point: empties the point directory, sets the earliest start
     `start_lead_s` from now, runs `template.shards` shards (`template` with worker k and
     that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
@@ -130,14 +149,25 @@ async def run_distributed_point(template: ShardPoint, *, start_lead_s: float, sh
     name = template.sweep_point
     reset_point_dir(point_dir(Path(template.run_dir), name))
     async with shard_progress(template):  # the shards' live progress, merged: terminal view and artifact
-        points, codes, info = await run_shards(template, start_lead_s=start_lead_s, shard_task=run_shard_point_task,
-                                               deployment=shard_deployment, timeout_s=shard_timeout_s,
-                                               dask_address=dask_address)
+        points, codes, info = await run_shards(
+            template,
+            start_lead_s=start_lead_s,
+            shard_task=run_shard_point_task,
+            deployment=shard_deployment,
+            timeout_s=shard_timeout_s,
+            dask_address=dask_address,
+        )
     fetch_shards(points[0])
     row = merge_point(points[0], codes, info)
-    log.info("sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s", name,
-             row["n_requests"], template.shards, row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],
-             "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    log.info(
+        "sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s",
+        name,
+        row["n_requests"],
+        template.shards,
+        row["request_throughput_per_s"] or 0.0,
+        row["p99_e2e_ms"],
+        "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
+    )
     if os.environ.get(FAIL_POINT_ENV) == name:
         raise InjectedFault(f"sweep point {name}: failure injected by {FAIL_POINT_ENV}")
     return {"row": row, "shards": info}
@@ -169,27 +199,64 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
     run_dir = (Path(p.out_dir) / run_id).resolve()
-    config = {"base_url": p.base_url, "model": p.model, "api": p.api, "loads": specs, "duration_s": p.duration_s,
-              "max_requests": p.max_requests, "prompt_words": p.prompt_words, "max_tokens": p.max_tokens,
-              "api_key_env": p.api_key_env, "shards": p.shards, "backend": backend, "start_lead_s": lead_s,
-              "shard_deployment": p.shard_deployment if backend == "pool" else None, "dask_address": p.dask_address,
-              "exchange": exchange, "max_loop_lag_ms": p.max_loop_lag_ms,
-              "max_schedule_lag_ms": p.max_schedule_lag_ms}
+    config = {
+        "base_url": p.base_url,
+        "model": p.model,
+        "api": p.api,
+        "loads": specs,
+        "duration_s": p.duration_s,
+        "max_requests": p.max_requests,
+        "prompt_words": p.prompt_words,
+        "max_tokens": p.max_tokens,
+        "api_key_env": p.api_key_env,
+        "shards": p.shards,
+        "backend": backend,
+        "start_lead_s": lead_s,
+        "shard_deployment": p.shard_deployment if backend == "pool" else None,
+        "dask_address": p.dask_address,
+        "exchange": exchange,
+        "max_loop_lag_ms": p.max_loop_lag_ms,
+        "max_schedule_lag_ms": p.max_schedule_lag_ms,
+    }
     resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config, workers=p.shards)
-    log.info("run %s -> %s (%d shards per point on %s)", run_id, run_dir, p.shards,
-             p.dask_address if p.dask_address else f"work pool of {p.shard_deployment}")
+    log.info(
+        "run %s -> %s (%d shards per point on %s)",
+        run_id,
+        run_dir,
+        p.shards,
+        p.dask_address if p.dask_address else f"work pool of {p.shard_deployment}",
+    )
     point_task = run_distributed_point.with_options(result_storage=result_storage_for(Path(p.out_dir)))
     rows, shard_states = [], []
     for spec in specs:
         n = shards_for_load(spec, p.shards)
-        template = ShardPoint(base_url=p.base_url, model=p.model, run_dir=str(run_dir), run_id=run_id, load=spec,
-                              sweep_point=engine_point_name(spec), worker=0, shards=n, start_wall_ns=0,
-                              duration_s=p.duration_s, max_requests=p.max_requests, prompt_words=p.prompt_words,
-                              max_tokens=p.max_tokens, api_key_env=p.api_key_env, label=p.label, exchange=exchange,
-                              max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms,
-                              api=p.api)
-        args = dict(start_lead_s=lead_s, shard_deployment=p.shard_deployment, shard_timeout_s=p.shard_timeout_s,
-                    dask_address=p.dask_address)
+        template = ShardPoint(
+            base_url=p.base_url,
+            model=p.model,
+            run_dir=str(run_dir),
+            run_id=run_id,
+            load=spec,
+            sweep_point=engine_point_name(spec),
+            worker=0,
+            shards=n,
+            start_wall_ns=0,
+            duration_s=p.duration_s,
+            max_requests=p.max_requests,
+            prompt_words=p.prompt_words,
+            max_tokens=p.max_tokens,
+            api_key_env=p.api_key_env,
+            label=p.label,
+            exchange=exchange,
+            max_loop_lag_ms=p.max_loop_lag_ms,
+            max_schedule_lag_ms=p.max_schedule_lag_ms,
+            api=p.api,
+        )
+        args = dict(
+            start_lead_s=lead_s,
+            shard_deployment=p.shard_deployment,
+            shard_timeout_s=p.shard_timeout_s,
+            dask_address=p.dask_address,
+        )
         out = await measure_point(point_task, point_dir(run_dir, template.sweep_point), template, **args)
         rows.append(out["row"])
         shard_states.append(out["shards"])
@@ -199,8 +266,17 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     wh = Path(p.warehouse).resolve()
     loaded = load_warehouse(wh, run_dir)
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")
-    return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
-                        "flow_run_id": str(current_flow_run().id), "load": loaded, "shards": shard_states})
+    return final_state(
+        {
+            "run_id": run_id,
+            "run_dir": str(run_dir),
+            "warehouse": str(wh),
+            "points": rows,
+            "flow_run_id": str(current_flow_run().id),
+            "load": loaded,
+            "shards": shard_states,
+        }
+    )
 
 
 # The entrypoint function is named `llm_sweep` because `prefect deploy --name FLOW/DEPLOYMENT`

@@ -43,9 +43,20 @@ from prefect.states import Completed, Failed, State
 
 from benchmaker.engine.bundle import write_json_atomic
 
-__all__ = ["FLOW_PROCESS_FILE", "AllPointsInvalid", "FlowRunFailed", "final_state", "flow_process_gone",
-           "invalid_summary", "parameters_sha256", "process_start_ticks", "record_flow_process", "record_flow_run",
-           "result_of", "run_sweep_flow"]
+__all__ = [
+    "FLOW_PROCESS_FILE",
+    "AllPointsInvalid",
+    "FlowRunFailed",
+    "final_state",
+    "flow_process_gone",
+    "invalid_summary",
+    "parameters_sha256",
+    "process_start_ticks",
+    "record_flow_process",
+    "record_flow_run",
+    "result_of",
+    "run_sweep_flow",
+]
 
 FLOW_PROCESS_FILE = "flow_process.json"
 
@@ -75,8 +86,11 @@ def invalid_summary(points: list[dict[str, Any]]) -> str | None:
     the client's event loop lagged 38 ms ..."), None when every point is valid."""
     from benchmaker.sweep.verdicts import reasons_of
 
-    bad = [f"{p.get('sweep_point')}: {'; '.join(r.plain for r in reasons_of(p)) or 'invalid'}"
-           for p in points if not p.get("valid")]
+    bad = [
+        f"{p.get('sweep_point')}: {'; '.join(r.plain for r in reasons_of(p)) or 'invalid'}"
+        for p in points
+        if not p.get("valid")
+    ]
     return "; ".join(bad) if bad else None
 
 
@@ -130,8 +144,9 @@ def record_flow_run(manifest_path: Path) -> None:
     except RuntimeError:  # not in a flow run's own code
         return
     manifest = json.loads(Path(manifest_path).read_text("utf-8"))
-    manifest.update(flow_run_id=str(fr.id), flow_run_name=fr.name,
-                    flow_run_parameters_sha256=parameters_sha256(fr.parameters))
+    manifest.update(
+        flow_run_id=str(fr.id), flow_run_name=fr.name, flow_run_parameters_sha256=parameters_sha256(fr.parameters)
+    )
     write_json_atomic(Path(manifest_path), manifest)
 
 
@@ -143,7 +158,7 @@ def process_start_ticks(pid: int) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return int(fields[19]) if len(fields) > 19 and fields[0] != "Z" else None
 
 
@@ -152,8 +167,10 @@ def record_flow_process(run_dir: Path) -> None:
     which runs the flow run's current attempt (rewritten by every attempt), so that
     `benchmaker retry` can tell a Running run whose process is gone (SIGKILL, OOM)."""
     pid = os.getpid()
-    write_json_atomic(Path(run_dir) / FLOW_PROCESS_FILE,
-                      {"host": socket.gethostname(), "pid": pid, "start_ticks": process_start_ticks(pid)})
+    write_json_atomic(
+        Path(run_dir) / FLOW_PROCESS_FILE,
+        {"host": socket.gethostname(), "pid": pid, "start_ticks": process_start_ticks(pid)},
+    )
 
 
 def flow_process_gone(run_dir: Path) -> tuple[bool, str]:
@@ -176,8 +193,9 @@ def _print_stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-async def run_sweep_flow(flow: Flow[..., Any], params: dict[str, Any],
-                         announce: Callable[[str], None] = _print_stderr) -> dict[str, Any]:
+async def run_sweep_flow(
+    flow: Flow[..., Any], params: dict[str, Any], announce: Callable[[str], None] = _print_stderr
+) -> dict[str, Any]:
     """Run the sweep `flow` with `params` as the CLI does: create its flow run, announce
     its id and name (`flow run <UUID> (<name>)`, default on stderr) before anything is
     measured, run it in this process and return its `out` dict whatever the verdicts
@@ -193,6 +211,8 @@ async def run_sweep_flow(flow: Flow[..., Any], params: dict[str, Any],
         if not (state.is_failed() or state.is_crashed()):
             raise
         reason = state.message or f"{type(exc).__name__}: {exc}"
-        raise FlowRunFailed(f"flow run {flow_run.id} ({flow_run.name}) ended {state.name}: {reason}; "
-                            f"`benchmaker retry {flow_run.id}` resumes it, keeping the points already measured",
-                            str(flow_run.id)) from exc
+        raise FlowRunFailed(
+            f"flow run {flow_run.id} ({flow_run.name}) ended {state.name}: {reason}; "
+            f"`benchmaker retry {flow_run.id}` resumes it, keeping the points already measured",
+            str(flow_run.id),
+        ) from exc

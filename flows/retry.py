@@ -92,8 +92,9 @@ FLOWS = ("swebench-replay", "llm-sweep")
 
 # Parameters only the distributed variants have (flows.*_distributed): a run that
 # carries one of them was made by that variant.
-_DISTRIBUTED_PARAMS = frozenset({"shards", "start_lead_s", "shard_deployment", "shard_timeout_s", "dask_address",
-                                 "exchange"})
+_DISTRIBUTED_PARAMS = frozenset(
+    {"shards", "start_lead_s", "shard_deployment", "shard_timeout_s", "dask_address", "exchange"}
+)
 
 
 def _flows(distributed: bool) -> dict[str, Flow[..., Any]]:
@@ -148,14 +149,19 @@ async def resolve_flow_run_id(ref: str | UUID) -> UUID:
         if m:
             found = []
             for offset in range(0, 1000, 200):  # the API serves at most 200 a page
-                runs = await client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=list(FLOWS))),
-                                                   sort=FlowRunSort.START_TIME_DESC, limit=200, offset=offset)
+                runs = await client.read_flow_runs(
+                    flow_filter=FlowFilter(name=FlowFilterName(any_=list(FLOWS))),
+                    sort=FlowRunSort.START_TIME_DESC,
+                    limit=200,
+                    offset=offset,
+                )
                 found += [r for r in runs if str(r.id).startswith(m["prefix"])]
                 if len(runs) < 200:
                     break
         else:
-            found = await client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[ref])),
-                                                limit=2)
+            found = await client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[ref])), limit=2
+            )
     if len(found) > 1:
         raise ValueError(f"flow_run: {ref!r} names {len(found)} flow runs; give the flow run id (UUID)")
     if not found:
@@ -179,32 +185,41 @@ def _check_parameters(run_id: UUID, run_dir: Path | None, parameters: dict[str, 
     """Raise ParametersChanged unless `run_dir`/manifest.json is a regular file of this
     user, names flow run `run_id` and stores the hash of `parameters`."""
     if run_dir is None:
-        raise ParametersChanged(f"flow run {run_id}: its parameters name no run bundle (out_dir); cannot check "
-                                f"them against the ones it started with")
+        raise ParametersChanged(
+            f"flow run {run_id}: its parameters name no run bundle (out_dir); cannot check "
+            f"them against the ones it started with"
+        )
     path = run_dir / "manifest.json"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, encoding="utf-8") as fh:
             st = os.fstat(fh.fileno())
             if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-                raise ParametersChanged(f"{path}: not a regular file of yours (uid {st.st_uid}); the run's "
-                                        f"parameters point at a bundle that is not its own")
+                raise ParametersChanged(
+                    f"{path}: not a regular file of yours (uid {st.st_uid}); the run's "
+                    f"parameters point at a bundle that is not its own"
+                )
             manifest = json.loads(fh.read())
     except (OSError, ValueError) as exc:
-        raise ParametersChanged(f"{path}: no readable manifest where the run's parameters put its bundle "
-                                f"({getattr(exc, 'strerror', None) or exc}); its parameters may have been "
-                                f"changed, or it failed before writing it") from None
+        raise ParametersChanged(
+            f"{path}: no readable manifest where the run's parameters put its bundle "
+            f"({getattr(exc, 'strerror', None) or exc}); its parameters may have been "
+            f"changed, or it failed before writing it"
+        ) from None
     if manifest.get("flow_run_id") != str(run_id):
-        raise ParametersChanged(f"{path}: flow_run_id: expected {run_id} (got {manifest.get('flow_run_id')!r}); "
-                                f"the run's parameters point at another run's bundle")
+        raise ParametersChanged(
+            f"{path}: flow_run_id: expected {run_id} (got {manifest.get('flow_run_id')!r}); "
+            f"the run's parameters point at another run's bundle"
+        )
     stored = manifest.get("flow_run_parameters_sha256")
     if stored != parameters_sha256(parameters):
-        raise ParametersChanged(f"{path}: flow_run_parameters_sha256: the run's parameters changed after it started "
-                                f"(stored {stored or 'none'}, now {parameters_sha256(parameters)})")
+        raise ParametersChanged(
+            f"{path}: flow_run_parameters_sha256: the run's parameters changed after it started "
+            f"(stored {stored or 'none'}, now {parameters_sha256(parameters)})"
+        )
 
 
-async def retry_flow_run(flow_run_id: UUID | str, *, accept_changed: bool = False,
-                         say: Any = None) -> Any:
+async def retry_flow_run(flow_run_id: UUID | str, *, accept_changed: bool = False, say: Any = None) -> Any:
     """Set the flow run `flow_run_id` back to Scheduled and run it again in this
     process with its stored parameters (see the module docstring). Returns its final
     Prefect State (Completed, or Failed with the exception as `state.data`).
@@ -225,21 +240,28 @@ async def retry_flow_run(flow_run_id: UUID | str, *, accept_changed: bool = Fals
         if state is not None and state.type == StateType.RUNNING and run_dir is not None:
             gone, what = flow_process_gone(run_dir)
             if not gone:
-                raise ValueError(f"flow run {run_id}: Running ({what}); only a Failed, Crashed or Cancelled run, "
-                                 f"or a Running one whose process is gone, resumes")
-            await client.set_flow_run_state(run_id, Crashed(message=f"its process ({what}) is gone; found by "
-                                                                    f"benchmaker retry"), force=True)
+                raise ValueError(
+                    f"flow run {run_id}: Running ({what}); only a Failed, Crashed or Cancelled run, "
+                    f"or a Running one whose process is gone, resumes"
+                )
+            await client.set_flow_run_state(
+                run_id, Crashed(message=f"its process ({what}) is gone; found by benchmaker retry"), force=True
+            )
             flow_run = await client.read_flow_run(run_id)
             state = flow_run.state
         if state is None or state.type not in RESUMABLE:
-            raise ValueError(f"flow run {run_id}: only a Failed, Crashed or Cancelled run resumes "
-                             f"(got {state.name if state else 'no state'}); start a new run to measure again")
+            raise ValueError(
+                f"flow run {run_id}: only a Failed, Crashed or Cancelled run resumes "
+                f"(got {state.name if state else 'no state'}); start a new run to measure again"
+            )
         flow = _flows(await _is_distributed(client, flow_run)).get(name)
         if flow is None:
             raise ValueError(f"flow run {run_id}: flow {name!r} is not one of {', '.join(FLOWS)}")
         if say is not None:
-            say(f"flow run {run_id} ({flow_run.name}) resumes with its parameters:\n"
-                + json.dumps(flow_run.parameters or {}, indent=2, sort_keys=True, default=str))
+            say(
+                f"flow run {run_id} ({flow_run.name}) resumes with its parameters:\n"
+                + json.dumps(flow_run.parameters or {}, indent=2, sort_keys=True, default=str)
+            )
         try:
             _check_parameters(run_id, run_dir, flow_run.parameters or {})
         except ParametersChanged:
@@ -266,8 +288,9 @@ async def _retry_interruptible(ref: str, accept_changed: bool = False) -> tuple[
     cancelled by SIGINT/SIGTERM (module docstring)."""
     run_id = await resolve_flow_run_id(ref)
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(retry_flow_run(run_id, accept_changed=accept_changed,
-                                                say=lambda text: print(text, flush=True)))
+    task = asyncio.ensure_future(
+        retry_flow_run(run_id, accept_changed=accept_changed, say=lambda text: print(text, flush=True))
+    )
     received: list[str] = []
 
     def stop(name: str) -> None:
@@ -300,8 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     accept_changed = "--accept-changed" in args
     args = [a for a in args if a != "--accept-changed"]
     if len(args) != 1:
-        print("usage: python -m benchmaker.flows.retry FLOW_RUN [--accept-changed] (id, name, bundle run id or bundle "
-              "directory)", file=sys.stderr)
+        print(
+            "usage: python -m benchmaker.flows.retry FLOW_RUN [--accept-changed] (id, name, bundle run id or bundle "
+            "directory)",
+            file=sys.stderr,
+        )
         return 2
     try:
         run_id, state, stopped_by = asyncio.run(_retry_interruptible(args[0], accept_changed))

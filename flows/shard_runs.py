@@ -31,9 +31,19 @@ from benchmaker.engine.bundle import redact
 from benchmaker.engine.exchange import Exchange, absolute_exchange
 from benchmaker.engine.shared_start import DEFAULT_READY_TIMEOUT_S, MIN_START_LEAD_S
 
-__all__ = ["DEFAULT_LEAD_S", "DEFAULT_SHARD_TIMEOUT_S", "DaskMissing", "ShardParams", "cancel_flow_runs",
-           "checked_dask_address", "checked_exchange", "dask_task_runner", "run_shards", "shards_on_dask",
-           "shards_on_pool"]
+__all__ = [
+    "DEFAULT_LEAD_S",
+    "DEFAULT_SHARD_TIMEOUT_S",
+    "DaskMissing",
+    "ShardParams",
+    "cancel_flow_runs",
+    "checked_dask_address",
+    "checked_exchange",
+    "dask_task_runner",
+    "run_shards",
+    "shards_on_dask",
+    "shards_on_pool",
+]
 
 # Default time from a point's submission to its EARLIEST start, s. The shared start
 # itself comes from the shards' readiness barrier (benchmaker.engine.shared_start): the last
@@ -71,8 +81,9 @@ class DaskMissing(ValueError):
     """dask_address was given but prefect-dask (the `dask` extra) is not installed."""
 
 
-async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | None
-                         ) -> tuple[list[int | None], list[dict[str, Any]]]:
+async def shards_on_pool(
+    points: list[Any], deployment: str, timeout_s: float | None
+) -> tuple[list[int | None], list[dict[str, Any]]]:
     """Submit one flow run of `deployment` per shard point (parameter `point`) and wait
     for all of them, at most `timeout_s` s in all (None: DEFAULT_SHARD_TIMEOUT_S). A
     shard run not final by then is cancelled (cancel_flow_runs) before this returns, so
@@ -81,9 +92,15 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
     "message"}]). Flow runs are named `<run_id>-<sweep_point>-w<worker>`."""
     runs = []
     for p in points:
-        runs.append(await arun_deployment(
-            deployment, parameters={"point": p.as_params()}, timeout=0,
-            flow_run_name=f"{p.run_id}-{p.sweep_point}-w{p.worker}", tags=["benchmaker", "shard"]))
+        runs.append(
+            await arun_deployment(
+                deployment,
+                parameters={"point": p.as_params()},
+                timeout=0,
+                flow_run_name=f"{p.run_id}-{p.sweep_point}-w{p.worker}",
+                tags=["benchmaker", "shard"],
+            )
+        )
     deadline = time.monotonic() + (DEFAULT_SHARD_TIMEOUT_S if timeout_s is None else timeout_s)
     finished = []
     for fr in runs:
@@ -101,8 +118,14 @@ async def shards_on_pool(points: list[Any], deployment: str, timeout_s: float | 
     for p, fr in zip(points, finished, strict=True):  # one flow run per point
         state = fr.state
         codes.append(0 if state is not None and state.is_completed() else None if fr.id in late else 1)
-        info.append({"worker": p.worker, "flow_run_id": str(fr.id), "state": state.type.value if state else None,
-                     "message": state.message if state else None})
+        info.append(
+            {
+                "worker": p.worker,
+                "flow_run_id": str(fr.id),
+                "state": state.type.value if state else None,
+                "message": state.message if state else None,
+            }
+        )
     return codes, info
 
 
@@ -143,21 +166,28 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
             fr = await client.read_flow_run(fid)
             # wait_for_flow_run follows the events stream, which can fail or miss the final
             # state: read the run until final or the deadline
-            while fid in told and not (fr.state is not None and fr.state.is_final()) \
-                    and time.monotonic() < deadline:
+            while fid in told and not (fr.state is not None and fr.state.is_final()) and time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
                 fr = await client.read_flow_run(fid)
             if fid in told and fr.state is not None and fr.state.is_cancelling():
-                await client.set_flow_run_state(fid, Cancelled(
-                    message=f"{message}; its worker did not confirm the cancellation within {wait_s:g} s"))
+                await client.set_flow_run_state(
+                    fid,
+                    Cancelled(message=f"{message}; its worker did not confirm the cancellation within {wait_s:g} s"),
+                )
                 fr = await client.read_flow_run(fid)
             out[fid] = fr
     return out
 
 
-async def run_shards(template: Any, *, start_lead_s: float, shard_task: Task, deployment: str,
-                     timeout_s: float | None, dask_address: str | None
-                     ) -> tuple[list[Any], list[int | None], list[dict[str, Any]]]:
+async def run_shards(
+    template: Any,
+    *,
+    start_lead_s: float,
+    shard_task: Task,
+    deployment: str,
+    timeout_s: float | None,
+    dask_address: str | None,
+) -> tuple[list[Any], list[int | None], list[dict[str, Any]]]:
     """Run one attempt of a point's `template.shards` shards: the earliest start is set
     `start_lead_s` s from now (wall-clock ns; the shards' readiness barrier fixes the
     shared start, benchmaker.engine.shared_start), shard k is `template` with worker k, that
@@ -171,8 +201,10 @@ async def run_shards(template: Any, *, start_lead_s: float, shard_task: Task, de
     ready_timeout_s = template.ready_timeout_s
     if ready_timeout_s is None:
         ready_timeout_s = DEFAULT_READY_TIMEOUT_S if timeout_s is None else min(DEFAULT_READY_TIMEOUT_S, timeout_s)
-    points = [replace(template, worker=k, start_wall_ns=start_wall_ns, ready_timeout_s=ready_timeout_s)
-              for k in range(template.shards)]
+    points = [
+        replace(template, worker=k, start_wall_ns=start_wall_ns, ready_timeout_s=ready_timeout_s)
+        for k in range(template.shards)
+    ]
     if dask_address:
         codes, info = await shards_on_dask(points, shard_task, dask_address, timeout_s)
     else:
@@ -212,8 +244,9 @@ def checked_exchange(url: str | None) -> str | None:
     except ValueError as exc:
         raise ParameterError(str(exc) if str(exc).startswith("exchange:") else f"exchange: {exc}") from None
     except ImportError as exc:
-        raise ParameterError(f"exchange: {exc} (install the fsspec package of that protocol on every host, "
-                             f"e.g. s3fs)") from None
+        raise ParameterError(
+            f"exchange: {exc} (install the fsspec package of that protocol on every host, e.g. s3fs)"
+        ) from None
     return url
 
 
@@ -227,8 +260,9 @@ def dask_task_runner(address: str) -> Any:
     return DaskTaskRunner(address=address)
 
 
-async def shards_on_dask(points: list[Any], shard_task: Task, address: str, timeout_s: float | None = None
-                         ) -> tuple[list[int | None], list[dict[str, Any]]]:
+async def shards_on_dask(
+    points: list[Any], shard_task: Task, address: str, timeout_s: float | None = None
+) -> tuple[list[int | None], list[dict[str, Any]]]:
     """Run `shard_task(point)` once per shard point on the Dask cluster at `address`
     (a subflow on a DaskTaskRunner: one task per shard), waiting at most `timeout_s` s
     in all (None: DEFAULT_SHARD_TIMEOUT_S). A shard not done by then is reported with
@@ -253,8 +287,14 @@ async def shards_on_dask(points: list[Any], shard_task: Task, address: str, time
                 codes.append(None)
             else:
                 codes.append(0 if state.is_completed() else 1)
-            info.append({"worker": p.worker, "task_run_id": str(fut.task_run_id), "state": state.type.value,
-                         "message": state.message})
+            info.append(
+                {
+                    "worker": p.worker,
+                    "task_run_id": str(fut.task_run_id),
+                    "state": state.type.value,
+                    "message": state.message,
+                }
+            )
         return codes, info
 
     return await dask_point(points)

@@ -61,8 +61,16 @@ from benchmaker.tasks.serve import start_replay_server, stop_replay_server
 from benchmaker.tasks.sweep import run_sweep_point
 from benchmaker.trajectories.convert import CONVERTER_VERSION
 
-__all__ = ["Concurrency", "Mode", "ParameterError", "SwebenchReplayParams", "swebench_replay", "sweep_points",
-           "trajectories_of", "validate_params"]
+__all__ = [
+    "Concurrency",
+    "Mode",
+    "ParameterError",
+    "SwebenchReplayParams",
+    "swebench_replay",
+    "sweep_points",
+    "trajectories_of",
+    "validate_params",
+]
 
 Concurrency = Annotated[int, Field(ge=1)]
 Mode = Literal["recorded", "execute", "command"]
@@ -131,8 +139,10 @@ class SwebenchReplayParams(BaseModel):
     def _rules(self) -> SwebenchReplayParams:
         problems: list[str] = []
         if bool(self.logs) == (self.trajectories is not None):
-            problems.append(f"logs: give logs paths or a trajectories file, not both or neither "
-                            f"(got logs={[str(p) for p in self.logs]}, trajectories={self.trajectories})")
+            problems.append(
+                f"logs: give logs paths or a trajectories file, not both or neither "
+                f"(got logs={[str(p) for p in self.logs]}, trajectories={self.trajectories})"
+            )
         for i, p in enumerate(self.logs):
             if not p.exists():
                 problems.append(f"logs[{i}]: no such file or directory (got {str(p)!r})")
@@ -203,8 +213,14 @@ def trajectories_of(p: SwebenchReplayParams) -> Path:
         return p.trajectories.resolve()
     convert = convert_logs.with_options(result_storage=result_storage_for(p.out_dir))
     paths = [x.resolve() for x in p.logs]
-    args: dict[str, Any] = dict(paths=paths, logs_digest=logs_sha256(paths), converter_version=CONVERTER_VERSION,
-                cache_dir=cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient)
+    args: dict[str, Any] = dict(
+        paths=paths,
+        logs_digest=logs_sha256(paths),
+        converter_version=CONVERTER_VERSION,
+        cache_dir=cache_dir_of(p.out_dir),
+        fmt=p.log_format,
+        lenient=p.lenient,
+    )
     traj = convert(**args)
     if not Path(traj).is_file():  # the cache record outlived the file: convert again
         traj = convert.with_options(refresh_cache=True)(**args)
@@ -226,8 +242,9 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     storage = result_storage_for(p.out_dir)
     run_id = flow_run_bundle_id("swebench-replay")
     run_dir = (p.out_dir / run_id).resolve()
-    t0_wall_ns = resume_or_write_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label,
-                                          config=p.model_dump(mode="json"))
+    t0_wall_ns = resume_or_write_manifest(
+        run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=p.model_dump(mode="json")
+    )
     log.info("run %s -> %s", run_id, run_dir)
 
     traj = trajectories_of(p)
@@ -242,12 +259,25 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     try:
         key = start_replay_server(traj, latency=p.latency, divergence=p.divergence)
         for c, rate in sweep_points(p):
-            args = dict(episodes=p.episodes_per_point, duration_s=p.duration_s, mode=p.mode, sandbox=p.sandbox,
-                        sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
-                        task_dirs=[d.resolve() for d in p.task_dirs], command=p.command, t0_ns=t0_ns,
-                        load=rate, workers=p.workers, checks=lag_checks(p))
-            rows.append(await measure_point(sweep_task, point_dir(run_dir, replay_point_name(c, rate)), key, traj,
-                                            run_dir, run_id, c, **args))
+            args = dict(
+                episodes=p.episodes_per_point,
+                duration_s=p.duration_s,
+                mode=p.mode,
+                sandbox=p.sandbox,
+                sandbox_url=p.sandbox_url,
+                sandbox_image=p.sandbox_image,
+                task_dirs=[d.resolve() for d in p.task_dirs],
+                command=p.command,
+                t0_ns=t0_ns,
+                load=rate,
+                workers=p.workers,
+                checks=lag_checks(p),
+            )
+            rows.append(
+                await measure_point(
+                    sweep_task, point_dir(run_dir, replay_point_name(c, rate)), key, traj, run_dir, run_id, c, **args
+                )
+            )
     finally:
         stop_replay_server(key)
     write_sweep_points(run_dir, rows)
@@ -256,11 +286,25 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     pdirs = [point_dir(run_dir, replay_point_name(c, rate)) for c, rate in sweep_points(p)]
     grade.with_options(result_storage=storage)(pdirs, [point_files_sha256(d) for d in pdirs])
     loaded = load_warehouse(p.warehouse.resolve(), run_dir)
-    publish_report(run_id, rows, run_dir, warehouse=p.warehouse.resolve(),
-                   report_path=run_dir / "report.html", kind="swebench-replay")
-    invalid = [f'{r["sweep_point"]} ({r.get("invalid_reason") or "invalid"})' for r in rows if not r["valid"]]
+    publish_report(
+        run_id,
+        rows,
+        run_dir,
+        warehouse=p.warehouse.resolve(),
+        report_path=run_dir / "report.html",
+        kind="swebench-replay",
+    )
+    invalid = [f"{r['sweep_point']} ({r.get('invalid_reason') or 'invalid'})" for r in rows if not r["valid"]]
     if invalid:
         log.warning("invalid sweep points: %s", "; ".join(invalid))
-    return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(p.warehouse.resolve()),
-                        "points": rows, "flow_run_id": str(current_flow_run().id), "trajectories": str(traj),
-                        "load": loaded})  # Invalid / Failed when points are invalid (benchmaker.flows.outcome)
+    return final_state(
+        {
+            "run_id": run_id,
+            "run_dir": str(run_dir),
+            "warehouse": str(p.warehouse.resolve()),
+            "points": rows,
+            "flow_run_id": str(current_flow_run().id),
+            "trajectories": str(traj),
+            "load": loaded,
+        }
+    )  # Invalid / Failed when points are invalid (benchmaker.flows.outcome)

@@ -68,8 +68,14 @@ from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault
 from benchmaker.trajectories.convert import read_trajectories
 
-__all__ = ["SHARD_DEPLOYMENT", "SwebenchReplayDistributedParams", "run_distributed_point", "swebench_replay",
-           "swebench_replay_distributed", "swebench_replay_shard"]
+__all__ = [
+    "SHARD_DEPLOYMENT",
+    "SwebenchReplayDistributedParams",
+    "run_distributed_point",
+    "swebench_replay",
+    "swebench_replay_distributed",
+    "swebench_replay_shard",
+]
 
 SHARD_DEPLOYMENT = "swebench-replay-shard/shard"
 
@@ -85,11 +91,15 @@ class SwebenchReplayDistributedParams(SwebenchReplayParams, ShardParams):
     @model_validator(mode="after")
     def _closed_points_only(self) -> SwebenchReplayDistributedParams:
         # shards split episode slots: open-loop rates and engine workers are single-host
-        problems = [f"rates: open-loop points run on one host (swebench-replay), not in shards "
-                    f"(got {self.rates})"] if self.rates else []
+        problems = (
+            [f"rates: open-loop points run on one host (swebench-replay), not in shards (got {self.rates})"]
+            if self.rates
+            else []
+        )
         if self.workers != 1:
-            problems.append(f"workers: shards are the distributed flow's processes; give shards instead "
-                            f"(got {self.workers})")
+            problems.append(
+                f"workers: shards are the distributed flow's processes; give shards instead (got {self.workers})"
+            )
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -104,9 +114,15 @@ async def swebench_replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
 
 
 @task(name="run-distributed-point", cache_policy=INPUTS + TASK_SOURCE + RUN_ID, persist_result=True)
-async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: int | None, start_lead_s: float,
-                                shard_deployment: str, shard_timeout_s: float | None,
-                                dask_address: str | None) -> dict[str, Any]:
+async def run_distributed_point(
+    template: ReplayShardPoint,
+    *,
+    episodes_target: int | None,
+    start_lead_s: float,
+    shard_deployment: str,
+    shard_timeout_s: float | None,
+    dask_address: str | None,
+) -> dict[str, Any]:
     """One distributed point: empties the point directory, sets the earliest start
     `start_lead_s` from now, runs `template.shards` shards (`template` with worker k and
     that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
@@ -122,16 +138,37 @@ async def run_distributed_point(template: ReplayShardPoint, *, episodes_target: 
     sp, run_dir = template.sweep_point, Path(template.run_dir)
     reset_point_dir(point_dir(run_dir, sp))
     async with shard_progress(template):  # the shards' live progress, merged: terminal view and artifact
-        points, codes, info = await run_shards(template, start_lead_s=start_lead_s, shard_task=run_replay_shard_task,
-                                               deployment=shard_deployment, timeout_s=shard_timeout_s,
-                                               dask_address=dask_address)
+        points, codes, info = await run_shards(
+            template,
+            start_lead_s=start_lead_s,
+            shard_task=run_replay_shard_task,
+            deployment=shard_deployment,
+            timeout_s=shard_timeout_s,
+            dask_address=dask_address,
+        )
     start_wall_ns = points[0].start_wall_ns
     fetch_replay_shards(run_dir, template.run_id, sp, template.exchange, start_wall_ns)
-    row = merge_replay_point(run_dir, sp, attempt=start_wall_ns, concurrency=template.concurrency, exit_codes=codes,
-                             shard_info=info, episodes_target=episodes_target, duration_s=template.duration_s)
-    log.info("sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %s%s",
-             sp, row["n_episodes"], template.shards, row["n_requests"], row["achieved_max_concurrency"],
-             template.concurrency, row["misses_total"], "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    row = merge_replay_point(
+        run_dir,
+        sp,
+        attempt=start_wall_ns,
+        concurrency=template.concurrency,
+        exit_codes=codes,
+        shard_info=info,
+        episodes_target=episodes_target,
+        duration_s=template.duration_s,
+    )
+    log.info(
+        "sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %s%s",
+        sp,
+        row["n_episodes"],
+        template.shards,
+        row["n_requests"],
+        row["achieved_max_concurrency"],
+        template.concurrency,
+        row["misses_total"],
+        "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
+    )
     if os.environ.get(FAIL_POINT_ENV) == sp:
         raise InjectedFault(f"sweep point {sp}: failure injected by {FAIL_POINT_ENV}")
     return {"row": row, "shards": info}
@@ -163,13 +200,25 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     log = get_run_logger()
     run_id = flow_run_bundle_id("swebench-replay")
     run_dir = (p.out_dir / run_id).resolve()
-    config = {**p.model_dump(mode="json"), "shards": p.shards, "backend": backend, "start_lead_s": lead_s,
-              "shard_deployment": p.shard_deployment if backend == "pool" else None, "dask_address": p.dask_address,
-              "exchange": exchange}
-    resume_or_write_manifest(run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=config,
-                             workers=p.shards)
-    log.info("run %s -> %s (up to %d shards per point on %s)", run_id, run_dir, p.shards,
-             p.dask_address if p.dask_address else f"work pool of {p.shard_deployment}")
+    config = {
+        **p.model_dump(mode="json"),
+        "shards": p.shards,
+        "backend": backend,
+        "start_lead_s": lead_s,
+        "shard_deployment": p.shard_deployment if backend == "pool" else None,
+        "dask_address": p.dask_address,
+        "exchange": exchange,
+    }
+    resume_or_write_manifest(
+        run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=config, workers=p.shards
+    )
+    log.info(
+        "run %s -> %s (up to %d shards per point on %s)",
+        run_id,
+        run_dir,
+        p.shards,
+        p.dask_address if p.dask_address else f"work pool of {p.shard_deployment}",
+    )
     traj = trajectories_of(p)
     n_traj = sum(1 for _ in read_trajectories(traj))
     traj_ref = str(traj)
@@ -182,15 +231,35 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     shard_states: list[list[dict[str, Any]]] = []
     for c in p.concurrency_sweep:
         template = ReplayShardPoint(
-            trajectories=traj_ref, run_dir=str(run_dir), run_id=run_id, concurrency=c, worker=0,
-            shards=shards_for(c, p.shards), start_wall_ns=0, episodes=p.episodes_per_point, duration_s=p.duration_s,
-            mode=p.mode, sandbox=p.sandbox, sandbox_url=p.sandbox_url, sandbox_image=p.sandbox_image,
+            trajectories=traj_ref,
+            run_dir=str(run_dir),
+            run_id=run_id,
+            concurrency=c,
+            worker=0,
+            shards=shards_for(c, p.shards),
+            start_wall_ns=0,
+            episodes=p.episodes_per_point,
+            duration_s=p.duration_s,
+            mode=p.mode,
+            sandbox=p.sandbox,
+            sandbox_url=p.sandbox_url,
+            sandbox_image=p.sandbox_image,
             task_dirs=tuple(str(d.resolve()) for d in p.task_dirs),
-            command=tuple(p.command) if p.command else None, latency=p.latency, divergence=p.divergence,
-            exchange=exchange, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
+            command=tuple(p.command) if p.command else None,
+            latency=p.latency,
+            divergence=p.divergence,
+            exchange=exchange,
+            max_loop_lag_ms=p.max_loop_lag_ms,
+            max_schedule_lag_ms=p.max_schedule_lag_ms,
+        )
         target = None if p.duration_s is not None else len(episode_plan(range(n_traj), c, p.episodes_per_point))
-        args = dict(episodes_target=target, start_lead_s=lead_s, shard_deployment=p.shard_deployment,
-                    shard_timeout_s=p.shard_timeout_s, dask_address=p.dask_address)
+        args = dict(
+            episodes_target=target,
+            start_lead_s=lead_s,
+            shard_deployment=p.shard_deployment,
+            shard_timeout_s=p.shard_timeout_s,
+            dask_address=p.dask_address,
+        )
         out = await measure_point(point_task, point_dir(run_dir, point_name(c)), template, **args)
         rows.append(out["row"])
         shard_states.append(out["shards"])
@@ -204,9 +273,18 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     wh = p.warehouse.resolve()
     loaded = load_warehouse(wh, run_dir)
     publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="swebench-replay")
-    return final_state({"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows,
-                        "flow_run_id": str(current_flow_run().id), "trajectories": str(traj), "load": loaded,
-                        "shards": shard_states})
+    return final_state(
+        {
+            "run_id": run_id,
+            "run_dir": str(run_dir),
+            "warehouse": str(wh),
+            "points": rows,
+            "flow_run_id": str(current_flow_run().id),
+            "trajectories": str(traj),
+            "load": loaded,
+            "shards": shard_states,
+        }
+    )
 
 
 # `prefect deploy --name swebench-replay/distributed` matches the flow part against the

@@ -34,8 +34,11 @@ class BenchmakerApp(App):
 
     def command(self, obj: Any = None, name: None | str | Iterable[str] = None, **kwargs: Any) -> Any:
         if obj is not None and not isinstance(obj, str) and name != "*":
-            names = ((name,) if isinstance(name, str) else tuple(name)) if name is not None else (
-                obj.name[:1] if isinstance(obj, App) else (self.name_transform(obj.__name__),))
+            names = (
+                ((name,) if isinstance(name, str) else tuple(name))
+                if name is not None
+                else (obj.name[:1] if isinstance(obj, App) else (self.name_transform(obj.__name__),))
+            )
             if names and isinstance(self._commands.get(names[0]), CommandSpec):
                 return obj  # resolved from its import path by the lazy registration
         return super().command(obj, name=name, **kwargs)
@@ -58,8 +61,11 @@ def source_help(import_path: str) -> str | None:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr:
             return ast.get_docstring(node, clean=False)
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets)
-                and isinstance(node.value, ast.Call)):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets)
+            and isinstance(node.value, ast.Call)
+        ):
             for kw in node.value.keywords:
                 if kw.arg == "help" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
                     return kw.value.value

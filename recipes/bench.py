@@ -55,15 +55,28 @@ def parse_workers(value: str) -> int | Literal["auto"]:
 
 # BenchConfig field path -> the flag that sets it (errors name the flag)
 _FLAGS = {
-    ("load",): "--rate", ("duration_s",): "--duration", ("max_requests",): "--max-requests",
-    ("out_dir",): "--out-dir", ("warmup_s",): "--warmup", ("cooldown_s",): "--cooldown",
-    ("max_in_flight",): "--max-in-flight", ("overflow",): "--overflow", ("seed",): "--seed",
-    ("label",): "--label", ("transport",): "--transport", ("workers",): "--workers",
-    ("timeouts", "ttft_s"): "--ttft-timeout", ("timeouts", "idle_s"): "--idle-timeout",
-    ("timeouts", "total_s"): "--total-timeout", ("slo", "ttft_ms"): "--slo-ttft-ms",
-    ("slo", "tpot_ms"): "--slo-tpot-ms", ("slo", "e2e_ms"): "--slo-e2e-ms",
-    ("checks", "max_error_rate"): "--max-error-rate", ("checks", "max_loop_lag_p99_ms"): "--max-loop-lag-ms",
-    ("checks", "max_schedule_lag_p99_ms"): "--max-schedule-lag-ms", (): "options",
+    ("load",): "--rate",
+    ("duration_s",): "--duration",
+    ("max_requests",): "--max-requests",
+    ("out_dir",): "--out-dir",
+    ("warmup_s",): "--warmup",
+    ("cooldown_s",): "--cooldown",
+    ("max_in_flight",): "--max-in-flight",
+    ("overflow",): "--overflow",
+    ("seed",): "--seed",
+    ("label",): "--label",
+    ("transport",): "--transport",
+    ("workers",): "--workers",
+    ("timeouts", "ttft_s"): "--ttft-timeout",
+    ("timeouts", "idle_s"): "--idle-timeout",
+    ("timeouts", "total_s"): "--total-timeout",
+    ("slo", "ttft_ms"): "--slo-ttft-ms",
+    ("slo", "tpot_ms"): "--slo-tpot-ms",
+    ("slo", "e2e_ms"): "--slo-e2e-ms",
+    ("checks", "max_error_rate"): "--max-error-rate",
+    ("checks", "max_loop_lag_p99_ms"): "--max-loop-lag-ms",
+    ("checks", "max_schedule_lag_p99_ms"): "--max-schedule-lag-ms",
+    (): "options",
 }
 
 
@@ -92,9 +105,14 @@ def make_config(**kw: Any) -> BenchConfig:
     return cfg
 
 
-def _check_llm_options(url: str, max_tokens: int | None, temperature: float | None,
-                       input_words: list[int] | None, metrics_url: list[str] | None,
-                       record_trace: Path | None) -> None:
+def _check_llm_options(
+    url: str,
+    max_tokens: int | None,
+    temperature: float | None,
+    input_words: list[int] | None,
+    metrics_url: list[str] | None,
+    record_trace: Path | None,
+) -> None:
     """The `llm` options BenchConfig does not hold; ConfigError naming the flag."""
     check_http_url(url, "--url")
     if max_tokens is not None and not 1 <= max_tokens <= 10_000_000:
@@ -121,26 +139,45 @@ def execute_run(runner: BenchRunner, progress: bool | None) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         if runner.result is not None:
             print_summary(runner.result.summary, runner.result.bundle_dir)
-        console.print(f"[yellow]interrupted{' by ' + runner.interrupted_by if runner.interrupted_by else ''}: "
-                      "partial bundle written[/]")
+        console.print(
+            f"[yellow]interrupted{' by ' + runner.interrupted_by if runner.interrupted_by else ''}: "
+            "partial bundle written[/]"
+        )
         return interrupt_exit_code(runner.interrupted_by)
     print_summary(result.summary, result.bundle_dir)
     return 0 if result.valid else 1
 
 
-def launch_run(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, base_dir: Path | None = None,
-            manifest_extra: dict[str, Any] | None = None, lanes: list[Lane] | None = None,
-            monitors: list[Any] | None = None, record_trace: Path | None = None,
-            post_hooks: list[Any] | None = None) -> int:
+def launch_run(
+    cfg: BenchConfig,
+    lanes_factory: Any,
+    progress: bool | None,
+    *,
+    base_dir: Path | None = None,
+    manifest_extra: dict[str, Any] | None = None,
+    lanes: list[Lane] | None = None,
+    monitors: list[Any] | None = None,
+    record_trace: Path | None = None,
+    post_hooks: list[Any] | None = None,
+) -> int:
     """Run in this process (workers = 1; `lanes` if already built) or in worker
     processes that build their own lanes with `lanes_factory`; print; exit code.
     `post_hooks` (graders) run in this process only: with workers > 1 a ConfigError."""
     n = resolve_workers(cfg.workers)
     if n == 1:
         lanes = lanes if lanes is not None else lanes_factory()
-        return execute_run(BenchRunner(cfg, lanes=lanes, base_dir=base_dir, manifest_extra=manifest_extra,
-                                    monitors=monitors or (), record_trace=record_trace,
-                                    post_hooks=post_hooks or ()), progress)
+        return execute_run(
+            BenchRunner(
+                cfg,
+                lanes=lanes,
+                base_dir=base_dir,
+                manifest_extra=manifest_extra,
+                monitors=monitors or (),
+                record_trace=record_trace,
+                post_hooks=post_hooks or (),
+            ),
+            progress,
+        )
     if post_hooks:
         raise ConfigError(f"grader: runs in one process only; use workers = 1 (got {n})")
     if monitors or record_trace is not None:
@@ -156,10 +193,22 @@ def launch_run(cfg: BenchConfig, lanes_factory: Any, progress: bool | None, *, b
     return 0 if result.valid else 1
 
 
-def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: str, sharegpt: Path | None,
-                  input_words: list[int] | None, seed: int, stream: bool, max_tokens: int | None,
-                  temperature: float | None, api_key: str | None, reference_field: str | None = None,
-                  ignore_eos: bool = False) -> Any:
+def _llm_workload(
+    api: str,
+    url: str,
+    model: str,
+    dataset: Path | None,
+    field: str,
+    sharegpt: Path | None,
+    input_words: list[int] | None,
+    seed: int,
+    stream: bool,
+    max_tokens: int | None,
+    temperature: float | None,
+    api_key: str | None,
+    reference_field: str | None = None,
+    ignore_eos: bool = False,
+) -> Any:
     """The `benchmaker llm` workload (module level, so worker processes can rebuild it)."""
     ds: Dataset
     if dataset is not None:
@@ -172,8 +221,16 @@ def _llm_workload(api: str, url: str, model: str, dataset: Path | None, field: s
         raise ConfigError(f"--ignore-eos: sent with --api chat or completions only (got --api {api})")
     cls = _LLM_APIS[api][0]
     if api in ("chat", "completions"):
-        return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key,
-                   ignore_eos=ignore_eos)
+        return cls(
+            url,
+            model,
+            ds,
+            stream=stream,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            api_key=api_key,
+            ignore_eos=ignore_eos,
+        )
     return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key)
 
 
@@ -285,13 +342,26 @@ def llm(
         progress: Live progress display (default: on when stdout is a terminal).
     """
     cfg = make_config(
-        load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
-        cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow,
+        load=rate,
+        duration_s=duration,
+        max_requests=max_requests,
+        out_dir=out_dir,
+        warmup_s=warmup,
+        cooldown_s=cooldown,
+        max_in_flight=max_in_flight,
+        overflow=overflow,
         timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
-        slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms}, seed=seed, label=label,
-        kind="llm", transport=transport, workers=parse_workers(workers),
-        checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
-                "max_schedule_lag_p99_ms": max_schedule_lag_ms},
+        slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms},
+        seed=seed,
+        label=label,
+        kind="llm",
+        transport=transport,
+        workers=parse_workers(workers),
+        checks={
+            "max_error_rate": max_error_rate,
+            "max_loop_lag_p99_ms": max_loop_lag_ms,
+            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
+        },
     )
     _check_llm_options(url, max_tokens, temperature, input_words, metrics_url, record_trace)
     if sum(x is not None for x in (dataset, sharegpt)) > 1:
@@ -300,17 +370,49 @@ def llm(
         raise ConfigError(f"--api: expected {', '.join(_LLM_APIS)} (got {api!r})")
     if api == "messages" and max_tokens is None:
         raise ConfigError("--max-tokens: required with --api messages (the Messages API requires max_tokens)")
-    build = partial(_llm_workload, api, url, model, dataset, field, sharegpt, input_words, seed, stream,
-                    max_tokens, temperature, resolve_api_key(api_key, api_key_env), reference_field, ignore_eos)
+    build = partial(
+        _llm_workload,
+        api,
+        url,
+        model,
+        dataset,
+        field,
+        sharegpt,
+        input_words,
+        seed,
+        stream,
+        max_tokens,
+        temperature,
+        resolve_api_key(api_key, api_key_env),
+        reference_field,
+        ignore_eos,
+    )
     hooks, grader_name = grading_hooks(grader)
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
-    extra = {"workload": {"type": _LLM_APIS[api][1], "url": url, "model": model, "stream": stream,
-                          "max_tokens": max_tokens, "ignore_eos": ignore_eos, "dataset": dataset_name}}
+    extra = {
+        "workload": {
+            "type": _LLM_APIS[api][1],
+            "url": url,
+            "model": model,
+            "stream": stream,
+            "max_tokens": max_tokens,
+            "ignore_eos": ignore_eos,
+            "dataset": dataset_name,
+        }
+    }
     if grader_name is not None:
         extra["grader"] = grader_name  # the type only: an inline spec may hold a judge's api_key
-    return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
-                   monitors=_metrics_monitors(metrics_url, metrics_interval), record_trace=record_trace, post_hooks=hooks)
+    return launch_run(
+        cfg,
+        partial(single_lane, build),
+        progress,
+        manifest_extra=extra,
+        lanes=lanes,
+        monitors=_metrics_monitors(metrics_url, metrics_interval),
+        record_trace=record_trace,
+        post_hooks=hooks,
+    )
 
 
 def grading_hooks(grader: str | None) -> tuple[list[Any], str | None]:
@@ -374,11 +476,23 @@ def http(
         if not sep or not name.strip():
             raise ConfigError(f"--header: expected 'Name: value' (got {h!r})")
         headers[name.strip()] = value.strip()
-    cfg = make_config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
-                  max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
-                  kind="http", workers=parse_workers(workers),
-                  checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
-                          "max_schedule_lag_p99_ms": max_schedule_lag_ms})
+    cfg = make_config(
+        load=rate,
+        duration_s=duration,
+        max_requests=max_requests,
+        out_dir=out_dir,
+        max_in_flight=max_in_flight,
+        timeouts={"total_s": total_timeout},
+        seed=seed,
+        label=label,
+        kind="http",
+        workers=parse_workers(workers),
+        checks={
+            "max_error_rate": max_error_rate,
+            "max_loop_lag_p99_ms": max_loop_lag_ms,
+            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
+        },
+    )
     check_http_url(url, "--url")
     if record_trace is not None:
         check_output_file(record_trace, "--record-trace")
@@ -388,13 +502,13 @@ def http(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     extra = {"workload": {"type": "http", "url": url, "method": method, "headers": headers}}
-    return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes,
-                   record_trace=record_trace)
+    return launch_run(
+        cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes, record_trace=record_trace
+    )
 
 
 @app.command(name="run")
-def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None,
-        progress: bool | None = None) -> int:
+def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None, progress: bool | None = None) -> int:
     """Run a YAML run file (engine settings plus a workload or mixed lanes).
 
     Args:
@@ -420,6 +534,13 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
     # in this process the lanes come from `rf` (the file read and its rates parsed once);
     # worker processes read the file anew
     lanes = rf.lanes(base) if resolve_workers(rf.workers) == 1 else None
-    return launch_run(rf, partial(lanes_from_run_file, config.resolve()), progress, base_dir=base, lanes=lanes,
-                   monitors=build_monitors(rf.monitors), record_trace=rf.record_trace,
-                   post_hooks=rf.post_hooks(base))
+    return launch_run(
+        rf,
+        partial(lanes_from_run_file, config.resolve()),
+        progress,
+        base_dir=base,
+        lanes=lanes,
+        monitors=build_monitors(rf.monitors),
+        record_trace=rf.record_trace,
+        post_hooks=rf.post_hooks(base),
+    )

@@ -30,8 +30,10 @@ def calibrate(
     seconds: Annotated[float, Parameter(help="seconds per throughput measurement (two of them)")] = 5.0,
     concurrency: Annotated[int, Parameter(help="closed-loop workers against the instant server")] = 64,
     sse_chunks: Annotated[int, Parameter(help="one-token content chunks per streamed response")] = 200,
-    out: Annotated[Path | None, Parameter(help="calibration file (default: $BENCHMAKER_CALIBRATION "
-                                                "or ~/.cache/benchmaker/calibration.json)")] = None,
+    out: Annotated[
+        Path | None,
+        Parameter(help="calibration file (default: $BENCHMAKER_CALIBRATION or ~/.cache/benchmaker/calibration.json)"),
+    ] = None,
 ) -> int:
     """Measure this host's ceiling (max request rate, streaming events/s, timer
     resolution, idle event-loop lag) against an instant local server and store it."""
@@ -43,10 +45,14 @@ def calibrate(
         ("streaming events", f"{cal['stream_events_per_s']:,.0f} events/s"),
         ("streaming events per client CPU s", f"{cal['stream_events_per_cpu_s']:,.0f} events/s"),
         ("perf_counter_ns granularity", f"{t['perf_counter_ns_granularity_ns']} ns"),
-        ("asyncio.sleep(1 ms) overshoot p50 / p99",
-         f"{_ms(t['sleep_overshoot_ms']['p50'])} / {_ms(t['sleep_overshoot_ms']['p99'])}"),
-        ("idle event-loop lag p50 / p99",
-         f"{_ms(cal['loop_idle_lag_ms']['p50'])} / {_ms(cal['loop_idle_lag_ms']['p99'])}"),
+        (
+            "asyncio.sleep(1 ms) overshoot p50 / p99",
+            f"{_ms(t['sleep_overshoot_ms']['p50'])} / {_ms(t['sleep_overshoot_ms']['p99'])}",
+        ),
+        (
+            "idle event-loop lag p50 / p99",
+            f"{_ms(cal['loop_idle_lag_ms']['p50'])} / {_ms(cal['loop_idle_lag_ms']['p99'])}",
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     console.print(f"calibration of {cal['host']['hostname']} ({cal['loop']}, {seconds:g} s per measurement)")

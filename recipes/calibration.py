@@ -68,11 +68,16 @@ __all__ = [
     "write_calibration",
 ]
 
+
 def _quantiles(values: list[float]) -> dict[str, Any]:
     from benchmaker.engine.selfcheck import quantile_linear
 
-    return {"count": len(values), "p50": quantile_linear(values, 0.5), "p99": quantile_linear(values, 0.99),
-            "max": max(values) if values else None}
+    return {
+        "count": len(values),
+        "p50": quantile_linear(values, 0.5),
+        "p99": quantile_linear(values, 0.99),
+        "max": max(values) if values else None,
+    }
 
 
 def _perf_counter_granularity_ns(n: int = 200_000) -> int | None:
@@ -115,8 +120,7 @@ async def _engine_run(workload: Any, concurrency: int, seconds: float, out_dir: 
     from benchmaker.engine.config import BenchConfig
     from benchmaker.engine.runner import BenchRunner
 
-    cfg = BenchConfig(load=f"closed:{concurrency}", duration_s=seconds, out_dir=out_dir, kind="calibrate",
-                      drain_s=10)
+    cfg = BenchConfig(load=f"closed:{concurrency}", duration_s=seconds, out_dir=out_dir, kind="calibrate", drain_s=10)
     result = await BenchRunner(cfg, workload=workload).run()
     n_ok = events = 0
     with open(result.samples_path, "rb") as f:
@@ -128,8 +132,9 @@ async def _engine_run(workload: Any, concurrency: int, seconds: float, out_dir: 
     return result, n_ok, events
 
 
-async def measure(base_url: str, *, seconds: float = 5.0, concurrency: int = 64, sse_chunks: int = 200,
-                  work_dir: Path) -> dict[str, Any]:
+async def measure(
+    base_url: str, *, seconds: float = 5.0, concurrency: int = 64, sse_chunks: int = 200, work_dir: Path
+) -> dict[str, Any]:
     """Measure against an instant server at `base_url` (http://127.0.0.1:PORT serving
     /json and /v1/chat/completions with `sse_chunks` chunks); run bundles go under
     `work_dir`. Returns the calibration dict (module docstring) without host/time
@@ -190,8 +195,9 @@ def _loop_name() -> str:
     return "uvloop"
 
 
-def calibrate(seconds: float = 5.0, *, concurrency: int = 64, sse_chunks: int = 200,
-              path: Path | None = None) -> tuple[dict[str, Any], Path]:
+def calibrate(
+    seconds: float = 5.0, *, concurrency: int = 64, sse_chunks: int = 200, path: Path | None = None
+) -> tuple[dict[str, Any], Path]:
     """Start the instant server, `measure`, write the result to `path` (default
     `calibration_path()`); returns (calibration, path). Takes about 2 x `seconds` +
     min(seconds, 2) + 0.5 s. Raises ConfigError for seconds <= 0 or concurrency < 1,
@@ -206,8 +212,9 @@ def calibrate(seconds: float = 5.0, *, concurrency: int = 64, sse_chunks: int = 
     work = Path(tempfile.mkdtemp(prefix="benchmaker-calibrate-"))
     try:
         with start_instant_server(sse_chunks=sse_chunks) as server:
-            body = run_on_fresh_loop(measure(server.url, seconds=seconds, concurrency=concurrency,
-                                             sse_chunks=sse_chunks, work_dir=work))
+            body = run_on_fresh_loop(
+                measure(server.url, seconds=seconds, concurrency=concurrency, sse_chunks=sse_chunks, work_dir=work)
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     cal = {

@@ -45,8 +45,16 @@ COMMANDS = {
 
 # `benchmaker --help` lists the commands by job
 GROUPS = {
-    "Replay agent runs": ("swebench-replay", "convert", "serve-replay", "episode", "trajectory-replay", "record",
-                          "swebench", "retry"),
+    "Replay agent runs": (
+        "swebench-replay",
+        "convert",
+        "serve-replay",
+        "episode",
+        "trajectory-replay",
+        "record",
+        "swebench",
+        "retry",
+    ),
     "Benchmark an endpoint": ("llm", "llm-sweep", "http", "run", "sglang", "sandbox", "calibrate"),
     "Warehouse and results": ("runs", "sql", "compare", "report", "load", "export"),
     "Prefect server": ("server",),
@@ -98,8 +106,12 @@ def _run(argv: list[str] | None) -> int:
     from benchmaker.engine.errors import BenchmakerError, RunFailed
 
     try:
-        result = app(argv if argv is not None else sys.argv[1:], result_action="return_value",
-                     print_error=False, exit_on_error=False)
+        result = app(
+            argv if argv is not None else sys.argv[1:],
+            result_action="return_value",
+            print_error=False,
+            exit_on_error=False,
+        )
     except RunFailed as exc:  # a run that stopped with what it wrote kept: a failed run, not bad input
         print(f"benchmaker: error: {exc}", file=sys.stderr)
         return 1
@@ -138,8 +150,9 @@ def _run(argv: list[str] | None) -> int:
             name = signal.Signals(exc.signal).name
         except ValueError:  # not a signal number this platform names
             name = str(exc.signal)
-        print(f"benchmaker: stopped by {name}: the flow run ended Crashed; what it wrote so far is kept",
-              file=sys.stderr)
+        print(
+            f"benchmaker: stopped by {name}: the flow run ended Crashed; what it wrote so far is kept", file=sys.stderr
+        )
         return 128 + int(exc.signal)
     return result if isinstance(result, int) else 0
 

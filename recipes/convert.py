@@ -41,8 +41,14 @@ class ConvertProgressView:
 
         self.out = out
         self.min_interval_s = min_interval_s
-        self.progress = Progress(TextColumn("[bold]convert"), BarColumn(bar_width=20), TextColumn("{task.fields[figures]}"),
-                                 console=out, auto_refresh=False, transient=False)
+        self.progress = Progress(
+            TextColumn("[bold]convert"),
+            BarColumn(bar_width=20),
+            TextColumn("{task.fields[figures]}"),
+            console=out,
+            auto_refresh=False,
+            transient=False,
+        )
         self.task = self.progress.add_task("convert", total=1, figures="")  # a total: no pulsing (timed) bar
         self._drawn: float | None = None
         self._active = False
@@ -97,8 +103,12 @@ def convert(
     /,
     *,
     output: Annotated[Path, Parameter(name=["--output", "-o"])] = Path("trajectories.jsonl"),
-    format: Annotated[str | None, Parameter(help=(
-        "Force a format instead of detecting it from the content. Formats: " + ", ".join(FORMATS) + "."))] = None,
+    format: Annotated[
+        str | None,
+        Parameter(
+            help=("Force a format instead of detecting it from the content. Formats: " + ", ".join(FORMATS) + ".")
+        ),
+    ] = None,
     lenient: bool = False,
 ) -> int:
     """Convert agent logs (pi session/event files, harbor trial dirs, SWE-agent .traj,
@@ -122,15 +132,23 @@ def convert(
     return run_convert(list(logs), output, fmt=format, lenient=lenient, console=Console())
 
 
-def run_convert(logs: list[Path], output: Path, *, fmt: str | None, lenient: bool, console: Console,
-                clock: Callable[[], float] = time.monotonic) -> int:
+def run_convert(
+    logs: list[Path],
+    output: Path,
+    *,
+    fmt: str | None,
+    lenient: bool,
+    console: Console,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
     """The `convert` command's work: convert with live progress on `console` when it is a
     terminal (ConvertProgressView; times from `clock`, s), then print the report table.
     Returns 0, or 2 after printing `benchmaker: error: ...` to stderr for bad input."""
     with ConvertProgressView(console) as view:
         try:
-            report: ConvertReport | InputError = convert_paths(logs, output, fmt=fmt, lenient=lenient,
-                                                               progress=view.callback, clock=clock)
+            report: ConvertReport | InputError = convert_paths(
+                logs, output, fmt=fmt, lenient=lenient, progress=view.callback, clock=clock
+            )
         except InputError as exc:
             report = exc
     if isinstance(report, InputError):  # printed after the live line has stopped

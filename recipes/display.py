@@ -33,10 +33,14 @@ def _live_table(runner: BenchRunner, started: float) -> Table:
 
     t = Table.grid(padding=(0, 2))
     t.add_row(
-        f"[bold]{time.monotonic() - started:6.1f}s[/]", f"sent {live.sent}", f"in flight {live.in_flight}",
-        f"ok {live.ok}", f"[red]errors {live.errors}[/]" if live.errors else "errors 0",
-        f"dropped {live.dropped}", f"E2E p50/p99 {q(e2e, .5)}/{q(e2e, .99)} ms",
-        f"TTFT p50/p99 {q(ttft, .5)}/{q(ttft, .99)} ms",
+        f"[bold]{time.monotonic() - started:6.1f}s[/]",
+        f"sent {live.sent}",
+        f"in flight {live.in_flight}",
+        f"ok {live.ok}",
+        f"[red]errors {live.errors}[/]" if live.errors else "errors 0",
+        f"dropped {live.dropped}",
+        f"E2E p50/p99 {q(e2e, 0.5)}/{q(e2e, 0.99)} ms",
+        f"TTFT p50/p99 {q(ttft, 0.5)}/{q(ttft, 0.99)} ms",
     )
     return t
 
@@ -69,8 +73,19 @@ def _stat_row(table: Table, name: str, stat: dict[str, Any] | None) -> None:
 
 # summary counts that are not failures: successes, and successes flagged by how they ended
 _FLAGGED = ("n_refusal", "n_length", "n_content_filter", "n_finish_unknown", "n_usage_invalid")
-_NOT_ERRORS = ("n_ok", "n_sent", "n_samples", "n_ok_with_usage", "n_good", "n_tpot_first_event_assumed", "n_graded",
-               "n_correct", "n_graded_wrong", "n_good_correct", *_FLAGGED)
+_NOT_ERRORS = (
+    "n_ok",
+    "n_sent",
+    "n_samples",
+    "n_ok_with_usage",
+    "n_good",
+    "n_tpot_first_event_assumed",
+    "n_graded",
+    "n_correct",
+    "n_graded_wrong",
+    "n_good_correct",
+    *_FLAGGED,
+)
 
 
 def summary_tables(summary: dict[str, Any]) -> list[Table]:
@@ -81,37 +96,68 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
     head.add_column("value", justify="right")
     rows = [
         ("requests ok / sent / all", f"{run.get('n_ok', 0)} / {run.get('n_sent', 0)} / {run.get('n_samples', 0)}"),
-        ("errors", ", ".join(f"{k[2:]} {v}" for k, v in run.items()
-                             if k.startswith("n_") and k not in _NOT_ERRORS and v) or "none"),
+        (
+            "errors",
+            ", ".join(f"{k[2:]} {v}" for k, v in run.items() if k.startswith("n_") and k not in _NOT_ERRORS and v)
+            or "none",
+        ),
         ("successes flagged", ", ".join(f"{k[2:]} {run[k]}" for k in _FLAGGED if run.get(k)) or "none"),
         ("error rate", _fmt(run.get("error_rate"), 4)),
         ("window (s)", _fmt(run.get("window_s"), 3)),
         ("request throughput (req/s)", _fmt(run.get("request_throughput_per_s"))),
-        ("offered / achieved send rate (req/s)",
-         f"{_fmt(run.get('offered_rate_per_s'))} / {_fmt(run.get('achieved_send_rate_per_s'))}"),
-        ("schedule lag p50 / p99 (ms)",
-         f"{_fmt((run.get('schedule_lag_ms') or {}).get('p50'), 3)} / {_fmt((run.get('schedule_lag_ms') or {}).get('p99'), 3)}"),
+        (
+            "offered / achieved send rate (req/s)",
+            f"{_fmt(run.get('offered_rate_per_s'))} / {_fmt(run.get('achieved_send_rate_per_s'))}",
+        ),
+        (
+            "schedule lag p50 / p99 (ms)",
+            f"{_fmt((run.get('schedule_lag_ms') or {}).get('p50'), 3)} / {_fmt((run.get('schedule_lag_ms') or {}).get('p99'), 3)}",
+        ),
         ("usage coverage", _fmt(run.get("usage_coverage"), 4)),
-        ("output tokens total", _fmt(run.get("output_tokens_total")) if run.get("output_tokens_total") is not None
-         else f"null: {run.get('token_totals_null_reason')}"),
+        (
+            "output tokens total",
+            _fmt(run.get("output_tokens_total"))
+            if run.get("output_tokens_total") is not None
+            else f"null: {run.get('token_totals_null_reason')}",
+        ),
         ("output throughput (tok/s)", _fmt(run.get("output_throughput_tok_per_s"))),
         ("goodput (req/s)", _fmt(run.get("goodput_per_s"))),
         ("concurrency max / mean", f"{_fmt(run.get('max_concurrency'))} / {_fmt(run.get('mean_concurrency'))}"),
     ]
     if run.get("n_tpot_first_event_assumed"):
-        rows.append(("TPOT first token event", f"counted as 1 token in {run['n_tpot_first_event_assumed']} "
-                     "requests (the API states no per-event token count)"))
+        rows.append(
+            (
+                "TPOT first token event",
+                f"counted as 1 token in {run['n_tpot_first_event_assumed']} "
+                "requests (the API states no per-event token count)",
+            )
+        )
     if run.get("n_graded"):  # answers graded: accuracy with its n (wrong answers are not errors)
-        rows.insert(1, ("accuracy (correct / graded)", f"{_fmt(run.get('accuracy'), 3)} ({run.get('n_correct', 0)} "
-                                                       f"of {run['n_graded']}; {run.get('n_graded_wrong') or 0} "
-                                                       "graded wrong)"))
+        rows.insert(
+            1,
+            (
+                "accuracy (correct / graded)",
+                f"{_fmt(run.get('accuracy'), 3)} ({run.get('n_correct', 0)} "
+                f"of {run['n_graded']}; {run.get('n_graded_wrong') or 0} "
+                "graded wrong)",
+            ),
+        )
     for k, v in rows:
         head.add_row(k, v)
     lat = Table(title="latency (ms; linear percentiles, count = samples)")
     for col in ("metric", "mean", "p50", "p90", "p99", "max", "count"):
         lat.add_column(col, justify="right" if col != "metric" else "left")
-    for name in ("ttft_ms", "ttfc_ms", "itl_event_ms", "itl_token_ms", "itl_req_mean_ms", "tpot_ms",
-                 "e2e_ms", "e2e_all_ms", "e2e_intended_ms"):
+    for name in (
+        "ttft_ms",
+        "ttfc_ms",
+        "itl_event_ms",
+        "itl_token_ms",
+        "itl_req_mean_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "e2e_all_ms",
+        "e2e_intended_ms",
+    ):
         _stat_row(lat, name, run.get(name))
     return [head, lat]
 
@@ -124,8 +170,10 @@ def monitor_failures(summary: dict[str, Any]) -> list[str]:
     for name, stats in ((summary.get("self_checks") or {}).get("monitors") or {}).items():
         errors = stats.get("errors") or 0
         if errors:
-            lines.append(f"monitor {name}: {errors} of {stats.get('samples', errors)} scrapes failed (last error: "
-                         f"{stats.get('last_error')}); monitor.jsonl lacks them")
+            lines.append(
+                f"monitor {name}: {errors} of {stats.get('samples', errors)} scrapes failed (last error: "
+                f"{stats.get('last_error')}); monitor.jsonl lacks them"
+            )
     return lines
 
 
@@ -139,10 +187,16 @@ def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
         for col in ("lane", "ok", "errors", "req/s", "TTFT p50", "TTFT p99", "E2E p50", "E2E p99"):
             t.add_column(col)
         for name, body in lanes.items():
-            t.add_row(name, _fmt(body.get("n_ok")), _fmt((body.get("n_sent") or 0) - (body.get("n_ok") or 0)),
-                      _fmt(body.get("request_throughput_per_s")),
-                      _fmt((body.get("ttft_ms") or {}).get("p50")), _fmt((body.get("ttft_ms") or {}).get("p99")),
-                      _fmt((body.get("e2e_ms") or {}).get("p50")), _fmt((body.get("e2e_ms") or {}).get("p99")))
+            t.add_row(
+                name,
+                _fmt(body.get("n_ok")),
+                _fmt((body.get("n_sent") or 0) - (body.get("n_ok") or 0)),
+                _fmt(body.get("request_throughput_per_s")),
+                _fmt((body.get("ttft_ms") or {}).get("p50")),
+                _fmt((body.get("ttft_ms") or {}).get("p99")),
+                _fmt((body.get("e2e_ms") or {}).get("p50")),
+                _fmt((body.get("e2e_ms") or {}).get("p99")),
+            )
         console.print(t)
     for line in monitor_failures(summary):
         console.print(line, style="yellow", highlight=False, markup=False)
@@ -172,8 +226,16 @@ def comparison_tables(cmp: Any, baseline_run: str, candidate_run: str) -> list[T
         for r in rows:
             ci = "-" if r.diff_ci_low is None else f"[{r.diff_ci_low:.2f}, {r.diff_ci_high:.2f}]"
             style = {"regression": "red", "improvement": "green"}.get(r.verdict or "")
-            table.add_row(r.statistic, _fmt(r.baseline_value), _fmt(r.candidate_value), _fmt(r.diff), ci,
-                          f"{_fmt(r.n_baseline)} / {_fmt(r.n_candidate)}", r.verdict or "-", style=style)
+            table.add_row(
+                r.statistic,
+                _fmt(r.baseline_value),
+                _fmt(r.candidate_value),
+                _fmt(r.diff),
+                ci,
+                f"{_fmt(r.n_baseline)} / {_fmt(r.n_candidate)}",
+                r.verdict or "-",
+                style=style,
+            )
         tables.append(table)
     return tables
 
@@ -184,9 +246,11 @@ def print_comparison(cmp: Any, baseline_run: str, candidate_run: str, out: Conso
     out = out or console
     if not out.is_terminal:
         out.width = max(out.width, 120)
-    out.print(f"[bold]{candidate_run}[/] (candidate) vs [bold]{baseline_run}[/] (baseline), per sweep point "
-              f"matched by target; diff = candidate - baseline; 95% bootstrap CI ({_n_boot(cmp)} resamples); "
-              f"n requests = baseline / candidate")
+    out.print(
+        f"[bold]{candidate_run}[/] (candidate) vs [bold]{baseline_run}[/] (baseline), per sweep point "
+        f"matched by target; diff = candidate - baseline; 95% bootstrap CI ({_n_boot(cmp)} resamples); "
+        f"n requests = baseline / candidate"
+    )
     for table in comparison_tables(cmp, baseline_run, candidate_run):
         out.print(table)
     if not cmp.points:
@@ -208,10 +272,16 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
     under its run's with the point name indented, validity as "yes" or "NO" (the reason
     in --csv/--json), requests as "ok/all", each latency as "p50 / p99" ms,
     created_at as MM-DD HH:MM (UTC); only the label wraps when the terminal is narrower."""
-    table = Table(title="runs, newest first, a sweep run one line per point (latencies p50 / p99 in ms, linear "
-                        "percentiles; reasons and kind: --json)",
-                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
-                  show_edge=False)
+    table = Table(
+        title="runs, newest first, a sweep run one line per point (latencies p50 / p99 in ms, linear "
+        "percentiles; reasons and kind: --json)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        collapse_padding=True,
+        pad_edge=False,
+        show_edge=False,
+    )
     cells = []
     shown: set[str] = set()
     for row in rows:
@@ -224,15 +294,18 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
         if point is not None and first:  # the sweep run's own line: its id, label and date
             cells.append((str(r["run_id"]), r.get("label") or "", when, "", "", "", "", ""))
         valid = r.get("valid")
-        cells.append((
-            f"  {point}" if point is not None else str(r["run_id"]),
-            "" if point is not None else r.get("label") or "",
-            "" if point is not None else when,
-            "-" if valid is None else ("yes" if valid else "NO"),
-            f"{_fmt(r.get('n_ok'))}/{_fmt(r.get('n_samples'))}", _fmt(r.get("request_throughput_per_s")),
-            f"{_fmt(r.get('p50_ttft_ms'), 1)} / {_fmt(r.get('p99_ttft_ms'), 1)}",
-            f"{_fmt(r.get('p50_e2e_ms'), 1)} / {_fmt(r.get('p99_e2e_ms'), 1)}",
-        ))
+        cells.append(
+            (
+                f"  {point}" if point is not None else str(r["run_id"]),
+                "" if point is not None else r.get("label") or "",
+                "" if point is not None else when,
+                "-" if valid is None else ("yes" if valid else "NO"),
+                f"{_fmt(r.get('n_ok'))}/{_fmt(r.get('n_samples'))}",
+                _fmt(r.get("request_throughput_per_s")),
+                f"{_fmt(r.get('p50_ttft_ms'), 1)} / {_fmt(r.get('p99_ttft_ms'), 1)}",
+                f"{_fmt(r.get('p50_e2e_ms'), 1)} / {_fmt(r.get('p99_e2e_ms'), 1)}",
+            )
+        )
     headers = ("run_id / point", "label", "created", "valid", "ok/requests", "req/s", "TTFT ms", "E2E ms")
     for k, col in enumerate(headers):
         if col == "label":
@@ -248,16 +321,21 @@ def runs_table(names: list[str], rows: list[tuple]) -> Table:
 def _figures(ev: Any) -> str:
     """A sweep point's live figures in ~70 characters (fits 80 columns beside its bar):
     episodes, model calls and calls/s, requests in flight, misses, elapsed, ETA."""
+
     def of(done: int, total: int | None) -> str:
         return f"{done}/{total}" if total is not None else f"{done}"
 
     rate = f" {ev.calls_per_s:.0f}/s" if ev.calls_per_s is not None else ""
     eta = "done" if ev.finished else (f"ETA {ev.eta_s:.0f}s" if ev.eta_s is not None else "ETA ?")
     if ev.episodes_total is None and ev.episodes_done == 0 and ev.misses == 0:  # an engine point (llm-sweep)
-        return (f"requests {of(ev.calls_done, ev.calls_total)}{rate} · {ev.requests_in_flight} in flight · "
-                f"{ev.errors} errors · {ev.elapsed_s:.0f}s {eta}")
-    return (f"ep {of(ev.episodes_done, ev.episodes_total)} · calls {of(ev.calls_done, ev.calls_total)}{rate} · "
-            f"{ev.requests_in_flight} in flight · {ev.misses} miss · {ev.elapsed_s:.0f}s {eta}")
+        return (
+            f"requests {of(ev.calls_done, ev.calls_total)}{rate} · {ev.requests_in_flight} in flight · "
+            f"{ev.errors} errors · {ev.elapsed_s:.0f}s {eta}"
+        )
+    return (
+        f"ep {of(ev.episodes_done, ev.episodes_total)} · calls {of(ev.calls_done, ev.calls_total)}{rate} · "
+        f"{ev.requests_in_flight} in flight · {ev.misses} miss · {ev.elapsed_s:.0f}s {eta}"
+    )
 
 
 class SweepProgressView:
@@ -271,8 +349,13 @@ class SweepProgressView:
 
         self.out = out or console
         self.progress = Progress(
-            TextColumn("[bold]{task.description:<7}"), BarColumn(bar_width=10),
-            TextColumn("{task.fields[figures]}"), console=self.out, transient=False, refresh_per_second=4)
+            TextColumn("[bold]{task.description:<7}"),
+            BarColumn(bar_width=10),
+            TextColumn("{task.fields[figures]}"),
+            console=self.out,
+            transient=False,
+            refresh_per_second=4,
+        )
         self.tasks: dict[str, Any] = {}
         self._observe: Any = None
 
@@ -317,7 +400,12 @@ def print_plan(params: dict[str, Any], trajectories: Path, *, trusted: bool = Fa
     from benchmaker.sweep.plan import format_plan, plan_trajectories, sweep_plan
 
     trajs = plan_trajectories(trajectories, trusted=trusted)
-    plan = sweep_plan(trajs, params["concurrency_sweep"], episodes_per_point=params.get("episodes_per_point"),
-                      duration_s=params.get("duration_s"), latency=params.get("latency") or "instant")
+    plan = sweep_plan(
+        trajs,
+        params["concurrency_sweep"],
+        episodes_per_point=params.get("episodes_per_point"),
+        duration_s=params.get("duration_s"),
+        latency=params.get("latency") or "instant",
+    )
     (out or console).print(format_plan(plan), highlight=False, soft_wrap=True)
     return plan

@@ -94,8 +94,11 @@ def episode(
         if not workdir.is_dir():
             raise ConfigError(f"--workdir: not a directory (got {str(workdir)!r})")
         try:
-            task = load_task(workdir) if (workdir / TASK_FILE).exists() else TaskSpec(
-                task_id_of(traj) or traj.trajectory_id, repo=workdir)
+            task = (
+                load_task(workdir)
+                if (workdir / TASK_FILE).exists()
+                else TaskSpec(task_id_of(traj) or traj.trajectory_id, repo=workdir)
+            )
         except InputError as exc:
             raise ConfigError(str(exc)) from exc
     run_id = new_run_id("episode")
@@ -106,22 +109,44 @@ def episode(
         s.seq = len(samples)
         samples.append(s)
 
-    res = asyncio.run(run_episode(
-        traj, url, mode=mode, sandbox=local_sandbox_factory(confined=sandbox == "local") if workdir is not None else None, task=task,
-        api_key=api_key, command=shlex.split(command) if command else None, run_id=run_id, sample_sink=keep,
-    ))
+    res = asyncio.run(
+        run_episode(
+            traj,
+            url,
+            mode=mode,
+            sandbox=local_sandbox_factory(confined=sandbox == "local") if workdir is not None else None,
+            task=task,
+            api_key=api_key,
+            command=shlex.split(command) if command else None,
+            run_id=run_id,
+            sample_sink=keep,
+        )
+    )
     record = res.episode.to_dict()
     if out is not None:  # a run bundle the warehouse loader accepts
         out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out / "manifest.json", build_manifest(
-            run_id=run_id, kind="episode", label=None, seed=None, t0_wall_ns=t0_wall,
-            config={"trajectories": str(traj_file), "trajectory_id": traj.trajectory_id, "url": url,
-                    "mode": mode, "workdir": str(workdir) if workdir else None},
-        ))
+        write_json_atomic(
+            out / "manifest.json",
+            build_manifest(
+                run_id=run_id,
+                kind="episode",
+                label=None,
+                seed=None,
+                t0_wall_ns=t0_wall,
+                config={
+                    "trajectories": str(traj_file),
+                    "trajectory_id": traj.trajectory_id,
+                    "url": url,
+                    "mode": mode,
+                    "workdir": str(workdir) if workdir else None,
+                },
+            ),
+        )
         (out / "episodes.jsonl").write_text(json.dumps(record) + "\n")
         (out / "turns.jsonl").write_text("".join(json.dumps(t.to_dict()) + "\n" for t in res.turns))
-        (out / "samples.jsonl").write_bytes(b"".join(orjson.dumps(x, option=orjson.OPT_APPEND_NEWLINE)
-                                                     for x in samples))
+        (out / "samples.jsonl").write_bytes(
+            b"".join(orjson.dumps(x, option=orjson.OPT_APPEND_NEWLINE) for x in samples)
+        )
     print(json.dumps(record, indent=1))
     for d in res.divergence_details:
         print(f"divergence: {d}")

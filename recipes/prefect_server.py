@@ -146,7 +146,7 @@ def process_alive(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True
-    return stat[stat.rindex(")") + 2:][:1] != "Z"
+    return stat[stat.rindex(")") + 2 :][:1] != "Z"
 
 
 def _is_prefect_server(pid: int) -> bool:
@@ -181,8 +181,12 @@ def listener_owner(port: int) -> int | None:
             if len(fields) < 8 or fields[3] != "0A":
                 continue
             addr, _, hex_port = fields[1].rpartition(":")
-            if int(hex_port, 16) == port and addr in ("0100007F", "00000000", "0" * 32,
-                                                     "0000000000000000FFFF00000100007F"):
+            if int(hex_port, 16) == port and addr in (
+                "0100007F",
+                "00000000",
+                "0" * 32,
+                "0000000000000000FFFF00000100007F",
+            ):
                 return int(fields[7])
     return None
 
@@ -203,8 +207,10 @@ def _private_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = path.stat()
     if st.st_uid != os.geteuid():
-        raise ServerError(f"PREFECT_HOME {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
-                          f"set PREFECT_HOME to a directory of your own")
+        raise ServerError(
+            f"PREFECT_HOME {path} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); "
+            f"set PREFECT_HOME to a directory of your own"
+        )
     if st.st_mode & 0o077:
         path.chmod(stat.S_IMODE(st.st_mode) & 0o700)
 
@@ -231,9 +237,11 @@ def auth_secret(home: Path) -> str:
     with os.fdopen(fd, encoding="utf-8") as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise ServerError(f"{path}: the local server's secret must be a regular file of yours with mode 0600 "
-                              f"(got uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); delete it and run "
-                              f"`benchmaker server stop` to make a new one")
+            raise ServerError(
+                f"{path}: the local server's secret must be a regular file of yours with mode 0600 "
+                f"(got uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); delete it and run "
+                f"`benchmaker server stop` to make a new one"
+            )
         secret = fh.read().strip()
     if not secret.startswith(f"{AUTH_USER}:") or len(secret) < len(AUTH_USER) + 33:
         raise ServerError(f"{path}: expected `{AUTH_USER}:<secret>` on one line; delete it to make a new one")
@@ -244,8 +252,11 @@ def read_state(home: Path) -> ServerState | None:
     """The recorded server of `home`, or None when there is no (readable) record."""
     try:
         data = json.loads((home / STATE_NAME).read_text(encoding="utf-8"))
-        return ServerState(**{k: data[k] for k in ("pid", "port", "url", "log", "started_at")},
-                           prefect_version=str(data.get("prefect_version") or ""), auth=data.get("auth") is True)
+        return ServerState(
+            **{k: data[k] for k in ("pid", "port", "url", "log", "started_at")},
+            prefect_version=str(data.get("prefect_version") or ""),
+            auth=data.get("auth") is True,
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -289,10 +300,17 @@ def server_command(port: int) -> list[str]:
     return [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
 
 
-def start_server(home: Path, *, port: int | None = None, health: Health = http_health,
-                 popen: Callable[..., Any] = subprocess.Popen, timeout_s: float = START_TIMEOUT_S,
-                 poll_s: float = 0.25, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> ServerState:
+def start_server(
+    home: Path,
+    *,
+    port: int | None = None,
+    health: Health = http_health,
+    popen: Callable[..., Any] = subprocess.Popen,
+    timeout_s: float = START_TIMEOUT_S,
+    poll_s: float = 0.25,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ServerState:
     """Start a Prefect server on 127.0.0.1:`port` (default: a free port) in its own
     session, stdout/stderr appended to `home`/benchmaker-server.log, and wait until it
     is healthy; records and returns it. The server requires `auth_secret(home)`.
@@ -303,29 +321,49 @@ def start_server(home: Path, *, port: int | None = None, health: Health = http_h
     log = home / LOG_NAME
     # CSRF tokens are not needed: every API request carries the secret (a browser's
     # cross-site request cannot)
-    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               PREFECT_SERVER_CSRF_PROTECTION_ENABLED="false", PREFECT_SERVER_API_AUTH_STRING=auth_secret(home))
+    env = dict(
+        os.environ,
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_SERVER_CSRF_PROTECTION_ENABLED="false",
+        PREFECT_SERVER_API_AUTH_STRING=auth_secret(home),
+    )
     env.pop("PREFECT_API_URL", None)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "ab") as fh:
-        fh.write(f"--- {datetime.now(UTC).isoformat()} benchmaker starts: "
-                 f"{' '.join(server_command(port))}\n".encode())
+        fh.write(f"--- {datetime.now(UTC).isoformat()} benchmaker starts: {' '.join(server_command(port))}\n".encode())
         fh.flush()
-        proc = popen(server_command(port), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                     env=env, start_new_session=True, close_fds=True)
+        proc = popen(
+            server_command(port),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
     _CHILDREN.append(proc)  # held: a collected running Popen warns (ResourceWarning)
-    state = ServerState(pid=proc.pid, port=port, url=url, log=str(log),
-                        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                        prefect_version=prefect_version(), auth=True)
+    state = ServerState(
+        pid=proc.pid,
+        port=port,
+        url=url,
+        log=str(log),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        prefect_version=prefect_version(),
+        auth=True,
+    )
     deadline = clock() + timeout_s
     while not health(url):
         if proc.poll() is not None:
-            raise ServerError(f"the Prefect server exited with code {proc.returncode} before it was healthy "
-                              f"(log: {log}){_tail(log)}")
+            raise ServerError(
+                f"the Prefect server exited with code {proc.returncode} before it was healthy (log: {log}){_tail(log)}"
+            )
         if clock() >= deadline:
             _kill_group(proc.pid, grace_s=5.0)
-            raise ServerError(f"the Prefect server at {url} was not healthy after {timeout_s:g} s; stopped it "
-                              f"(log: {log}){_tail(log)}")
+            raise ServerError(
+                f"the Prefect server at {url} was not healthy after {timeout_s:g} s; stopped it "
+                f"(log: {log}){_tail(log)}"
+            )
         sleep(poll_s)
     tmp = home / (STATE_NAME + ".tmp")
     tmp.unlink(missing_ok=True)
@@ -371,10 +409,16 @@ def _kill_group(pid: int, grace_s: float = 10.0, sleep: Callable[[float], None] 
             sleep(0.1)
 
 
-def ensure_server(home: Path | None = None, *, say: Say = print, health: Health = http_health,
-                  start: Callable[[Path], ServerState] = start_server, grace_s: float = SLOW_GRACE_S,
-                  clock: Callable[[], float] = time.monotonic,
-                  sleep: Callable[[float], None] = time.sleep) -> ServerState:
+def ensure_server(
+    home: Path | None = None,
+    *,
+    say: Say = print,
+    health: Health = http_health,
+    start: Callable[[Path], ServerState] = start_server,
+    grace_s: float = SLOW_GRACE_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ServerState:
     """The local server of `home` (default `prefect_home()`): found and reused, or
     started (saying what and why through `say`). A live server of ours that requires
     no authentication or runs another Prefect is stopped and replaced; one that only
@@ -389,31 +433,48 @@ def ensure_server(home: Path | None = None, *, say: Say = print, health: Health 
         if state is not None:
             return state
         stale = read_state(home)
-        if (stale is not None and stale.auth and stale.prefect_version in ("", prefect_version())
-                and process_alive(stale.pid) and _is_prefect_server(stale.pid) and owned_by_me(stale)):
-            say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) is slow to answer its "
-                f"health check; waiting up to {grace_s:g} s (it is not restarted: other runs may use it)")
+        if (
+            stale is not None
+            and stale.auth
+            and stale.prefect_version in ("", prefect_version())
+            and process_alive(stale.pid)
+            and _is_prefect_server(stale.pid)
+            and owned_by_me(stale)
+        ):
+            say(
+                f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) is slow to answer its "
+                f"health check; waiting up to {grace_s:g} s (it is not restarted: other runs may use it)"
+            )
             deadline = clock() + grace_s
             while clock() < deadline:
                 sleep(1.0)
                 if health(stale.url):
                     return stale
-            raise ServerError(f"the local Prefect server (pid {stale.pid}, {stale.url}) is alive but did not answer "
-                              f"/health within {grace_s:g} s; it was left running (other runs may use it). Retry "
-                              f"later, or `benchmaker server stop` to restart it (log: {stale.log})")
+            raise ServerError(
+                f"the local Prefect server (pid {stale.pid}, {stale.url}) is alive but did not answer "
+                f"/health within {grace_s:g} s; it was left running (other runs may use it). Retry "
+                f"later, or `benchmaker server stop` to restart it (log: {stale.log})"
+            )
         if stale is not None:
-            why = (f"runs Prefect {stale.prefect_version}, this is {prefect_version()}"
-                   if stale.prefect_version and stale.prefect_version != prefect_version()
-                   else "requires no authentication")
-            say(f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) {why}; restarting it "
-                f"(log: {stale.log})")
+            why = (
+                f"runs Prefect {stale.prefect_version}, this is {prefect_version()}"
+                if stale.prefect_version and stale.prefect_version != prefect_version()
+                else "requires no authentication"
+            )
+            say(
+                f"benchmaker: the local Prefect server (pid {stale.pid}, {stale.url}) {why}; restarting it "
+                f"(log: {stale.log})"
+            )
             _kill_group(stale.pid)
-        say(f"benchmaker: no PREFECT_API_URL is set, so starting a local Prefect server in the background "
+        say(
+            f"benchmaker: no PREFECT_API_URL is set, so starting a local Prefect server in the background "
             f"(loopback, data in {home}, log: {home / LOG_NAME}); later runs reuse it instead of paying "
-            f"20-40 s for a temporary one each time. `benchmaker server status|stop` manage it.")
+            f"20-40 s for a temporary one each time. `benchmaker server status|stop` manage it."
+        )
         state = start(home)
-        say(f"benchmaker: Prefect server ready at {state.url} (pid {state.pid}; UI at "
-            f"{state.url.removesuffix('/api')})")
+        say(
+            f"benchmaker: Prefect server ready at {state.url} (pid {state.pid}; UI at {state.url.removesuffix('/api')})"
+        )
         return state
 
 
@@ -467,8 +528,9 @@ def use_local_server(say: Say | None = None) -> Iterator[str | None]:
     )
 
     csrf = os.environ["PREFECT_CLIENT_CSRF_SUPPORT_ENABLED"].strip().lower() not in ("false", "0", "no", "off")
-    with temporary_settings({PREFECT_API_URL: state.url, PREFECT_CLIENT_CSRF_SUPPORT_ENABLED: csrf,
-                             PREFECT_API_AUTH_STRING: secret}):
+    with temporary_settings(
+        {PREFECT_API_URL: state.url, PREFECT_CLIENT_CSRF_SUPPORT_ENABLED: csrf, PREFECT_API_AUTH_STRING: secret}
+    ):
         yield state.url
 
 
@@ -506,11 +568,13 @@ def _print_server_status(home: Path) -> int:
         print(f"the local Prefect server (pid {state.pid}) is gone (log: {state.log}); the next flow run starts one")
         return 1
     healthy = http_health(state.url)
-    print(f"local Prefect server: {state.url} ({'healthy' if healthy else 'NOT answering /health'})\n"
-          f"  UI:      {state.url.removesuffix('/api')}\n  pid:     {state.pid}\n"
-          f"  up:      {_uptime(state.started_at)} (since {state.started_at})\n  log:     {state.log}\n"
-          f"  home:    {home}\n"
-          f"  auth:    {'required; secret in ' + str(home / AUTH_NAME) if state.auth else 'NONE (restarted by the next flow run)'}")
+    print(
+        f"local Prefect server: {state.url} ({'healthy' if healthy else 'NOT answering /health'})\n"
+        f"  UI:      {state.url.removesuffix('/api')}\n  pid:     {state.pid}\n"
+        f"  up:      {_uptime(state.started_at)} (since {state.started_at})\n  log:     {state.log}\n"
+        f"  home:    {home}\n"
+        f"  auth:    {'required; secret in ' + str(home / AUTH_NAME) if state.auth else 'NONE (restarted by the next flow run)'}"
+    )
     return 0 if healthy else 1
 
 
@@ -526,6 +590,9 @@ def server_start() -> int:
 def server_stop() -> int:
     """Stop the local Prefect server (exit 0 also when none was running)."""
     state = stop_server()
-    print(f"stopped the local Prefect server (pid {state.pid}, {state.url})" if state
-          else f"no local Prefect server running (home {prefect_home()})")
+    print(
+        f"stopped the local Prefect server (pid {state.pid}, {state.url})"
+        if state
+        else f"no local Prefect server running (home {prefect_home()})"
+    )
     return 0

@@ -55,9 +55,11 @@ def record(
         raise ConfigError(f"--upstream: expected an http(s) URL (got {redact_url(upstream)!r})")
     parts = urlsplit(upstream)
     if "@" in parts.netloc or parts.query or parts.fragment:
-        raise ConfigError(f"--upstream: expected a base URL without user:password@, ?query or #fragment (got "
-                          f"{redact_url(upstream)!r}): the proxy would send them with every local caller's request; "
-                          f"each caller sends its own Authorization, which is forwarded")
+        raise ConfigError(
+            f"--upstream: expected a base URL without user:password@, ?query or #fragment (got "
+            f"{redact_url(upstream)!r}): the proxy would send them with every local caller's request; "
+            f"each caller sends its own Authorization, which is forwarded"
+        )
     try:
         check_output_file(output, "--output")
         serve_recorder(upstream, output, host=host, port=port, text_actions=text_actions)

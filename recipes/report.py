@@ -44,7 +44,6 @@ def report(
     check_output_file(output, "--output")
     from benchmaker.warehouse.report import write_report  # plotly: only when a report is written
 
-    path = write_report(warehouse if warehouse is not None else default_warehouse(), run_id, output,
-                        baseline=baseline)
+    path = write_report(warehouse if warehouse is not None else default_warehouse(), run_id, output, baseline=baseline)
     print(f"wrote {path} (run {run_id})")
     return 0

@@ -74,24 +74,34 @@ class RunFile(BenchConfig):
             raise ValueError("give exactly one of `workload` or `mix`")
         if self.grader is not None and self.mix is not None:
             raise ValueError("`grader` goes with `workload`; with `mix`, put it on each lane")
-        pairs = [(self.load, self.workload)] if self.workload is not None else [
-            (lane.rate, lane.workload) for lane in (self.mix.lanes if self.mix is not None else [])]
+        pairs = (
+            [(self.load, self.workload)]
+            if self.workload is not None
+            else [(lane.rate, lane.workload) for lane in (self.mix.lanes if self.mix is not None else [])]
+        )
         conc = []
         for lane in self.mix.lanes if self.mix is not None else []:
             kind = lane.rate.split(":", 1)[0].strip().lower()
             model = load_model_of(lane.rate) if kind == "closed" else None
             if isinstance(model, ClosedLoop):
                 conc.append(model.concurrency)
-            elif kind != "trace" and isinstance(load_model_of(lane.rate), Burst) \
-                    and lane.max_requests is None and self.max_requests is None:
-                raise ValueError(f"lane {lane.name}: an infinite rate ({lane.rate}: every request at t=0) "
-                                 "needs max_requests (the lane's or the run's)")
+            elif (
+                kind != "trace"
+                and isinstance(load_model_of(lane.rate), Burst)
+                and lane.max_requests is None
+                and self.max_requests is None
+            ):
+                raise ValueError(
+                    f"lane {lane.name}: an infinite rate ({lane.rate}: every request at t=0) "
+                    "needs max_requests (the lane's or the run's)"
+                )
         self.check_in_flight(conc)
         for load, wl in pairs:
             # multi-turn sessions advance per closed-loop worker: one worker per session slot
             if isinstance(wl, TrajectoryReplaySpec) and load.replace(" ", "") != f"closed:{wl.concurrency}":
-                raise ValueError(f"a trajectory-replay workload runs on closed:{wl.concurrency} "
-                                 f"(its concurrency; got load {load!r})")
+                raise ValueError(
+                    f"a trajectory-replay workload runs on closed:{wl.concurrency} (its concurrency; got load {load!r})"
+                )
         return self
 
     def lanes(self, base_dir: Path | None) -> list[Lane]:
@@ -112,7 +122,8 @@ class RunFile(BenchConfig):
             specs = {lane.name: lane.grader for lane in self.mix.lanes}
         return [
             GradingHook({name: build_grader(spec, base_dir)}, reference_key=spec.reference_key)
-            for name, spec in specs.items() if spec is not None
+            for name, spec in specs.items()
+            if spec is not None
         ]
 
 

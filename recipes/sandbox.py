@@ -87,19 +87,41 @@ def sandbox(
     """
     if duration is None and max_requests is None and rate.split(":", 1)[0].strip().lower() not in ("stages", "trace"):
         max_requests = DEFAULT_SAMPLES  # `benchmaker sandbox --command 'echo hi'` runs as written
-    cfg = make_config(load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir,
-                  max_in_flight=max_in_flight, timeouts={"total_s": total_timeout}, seed=seed, label=label,
-                  kind="sandbox", checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
-                                          "max_schedule_lag_p99_ms": max_schedule_lag_ms})
+    cfg = make_config(
+        load=rate,
+        duration_s=duration,
+        max_requests=max_requests,
+        out_dir=out_dir,
+        max_in_flight=max_in_flight,
+        timeouts={"total_s": total_timeout},
+        seed=seed,
+        label=label,
+        kind="sandbox",
+        checks={
+            "max_error_rate": max_error_rate,
+            "max_loop_lag_p99_ms": max_loop_lag_ms,
+            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
+        },
+    )
     if url is not None:
         check_http_url(url, "--url")
     if repo is not None and not repo.is_dir():
         raise ConfigError(f"--repo: not a directory (got {str(repo)!r})")
     try:
         workload = SandboxWorkload(
-            command, target=target, mode=mode, url=url, sandbox_id=sandbox_id, image=image,
-            sandbox_type=sandbox_type, template=template, memory_mb=memory_mb, cpu_cores=cpu_cores,
-            api_key=resolve_api_key(None, api_key_env), timeout_s=timeout, repo=repo,
+            command,
+            target=target,
+            mode=mode,
+            url=url,
+            sandbox_id=sandbox_id,
+            image=image,
+            sandbox_type=sandbox_type,
+            template=template,
+            memory_mb=memory_mb,
+            cpu_cores=cpu_cores,
+            api_key=resolve_api_key(None, api_key_env),
+            timeout_s=timeout,
+            repo=repo,
         )
     except ValueError as exc:
         raise ConfigError(f"--{exc}") from None

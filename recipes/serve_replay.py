@@ -49,8 +49,15 @@ def serve_replay(
     from benchmaker.trajectories.errors import ReplayError
 
     try:
-        serve(trajectories, host=host, port=port, latency=latency, token=resolve_token(token),
-              divergence=divergence, tokenizer=tokenizer)
+        serve(
+            trajectories,
+            host=host,
+            port=port,
+            latency=latency,
+            token=resolve_token(token),
+            divergence=divergence,
+            tokenizer=tokenizer,
+        )
     except (ReplayError, LatencySpecError, TokenizerUnavailable) as exc:
         raise ConfigError(str(exc)) from exc
     except OSError as exc:

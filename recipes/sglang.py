@@ -25,15 +25,34 @@ from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset
 from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
 
-def _sglang_workload(url: str, dataset: Path | None, field: str, reference_field: str | None,
-                     sharegpt: Path | None, input_ids_file: Path | None, input_words: list[int] | None, seed: int,
-                     stream: bool, max_new_tokens: int | None, temperature: float | None,
-                     sampling_params: dict[str, Any], incremental: bool, api_key: str | None) -> SGLangWorkload:
+def _sglang_workload(
+    url: str,
+    dataset: Path | None,
+    field: str,
+    reference_field: str | None,
+    sharegpt: Path | None,
+    input_ids_file: Path | None,
+    input_words: list[int] | None,
+    seed: int,
+    stream: bool,
+    max_new_tokens: int | None,
+    temperature: float | None,
+    sampling_params: dict[str, Any],
+    incremental: bool,
+    api_key: str | None,
+) -> SGLangWorkload:
     """The `benchmaker sglang` workload (module level, so worker processes can rebuild it)."""
     if input_ids_file is not None:
-        return SGLangWorkload(url, input_ids=read_input_ids(input_ids_file), stream=stream,
-                              max_new_tokens=max_new_tokens, temperature=temperature,
-                              sampling_params=sampling_params, incremental=incremental, api_key=api_key)
+        return SGLangWorkload(
+            url,
+            input_ids=read_input_ids(input_ids_file),
+            stream=stream,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            sampling_params=sampling_params,
+            incremental=incremental,
+            api_key=api_key,
+        )
     ds: Dataset
     if dataset is not None:
         ds = JsonlDataset(dataset, field, reference_field=reference_field)
@@ -41,8 +60,16 @@ def _sglang_workload(url: str, dataset: Path | None, field: str, reference_field
         ds = ShareGPTDataset(sharegpt)
     else:
         ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
-    return SGLangWorkload(url, ds, stream=stream, max_new_tokens=max_new_tokens, temperature=temperature,
-                          sampling_params=sampling_params, incremental=incremental, api_key=api_key)
+    return SGLangWorkload(
+        url,
+        ds,
+        stream=stream,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        sampling_params=sampling_params,
+        incremental=incremental,
+        api_key=api_key,
+    )
 
 
 @app.command(name="sglang")
@@ -128,13 +155,26 @@ def sglang(
         progress: Live progress display (default: on when stdout is a terminal).
     """
     cfg = make_config(
-        load=rate, duration_s=duration, max_requests=max_requests, out_dir=out_dir, warmup_s=warmup,
-        cooldown_s=cooldown, max_in_flight=max_in_flight, overflow=overflow,
+        load=rate,
+        duration_s=duration,
+        max_requests=max_requests,
+        out_dir=out_dir,
+        warmup_s=warmup,
+        cooldown_s=cooldown,
+        max_in_flight=max_in_flight,
+        overflow=overflow,
         timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
-        slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms}, seed=seed, label=label,
-        kind="llm", transport=transport, workers=parse_workers(workers),
-        checks={"max_error_rate": max_error_rate, "max_loop_lag_p99_ms": max_loop_lag_ms,
-                "max_schedule_lag_p99_ms": max_schedule_lag_ms},
+        slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms},
+        seed=seed,
+        label=label,
+        kind="llm",
+        transport=transport,
+        workers=parse_workers(workers),
+        checks={
+            "max_error_rate": max_error_rate,
+            "max_loop_lag_p99_ms": max_loop_lag_ms,
+            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
+        },
     )
     check_http_url(url, "--url")
     if sum(x is not None for x in (dataset, sharegpt, input_ids_file)) > 1:
@@ -147,8 +187,23 @@ def sglang(
             raise ConfigError(f"--sampling-params: bad JSON: {exc} (got {sampling_params!r})") from None
         if not isinstance(params, dict):
             raise ConfigError(f"--sampling-params: expected a JSON object (got {sampling_params!r})")
-    build = partial(_sglang_workload, url, dataset, field, reference_field, sharegpt, input_ids_file, input_words,
-                    seed, stream, max_new_tokens, temperature, params, incremental, resolve_api_key(api_key, api_key_env))
+    build = partial(
+        _sglang_workload,
+        url,
+        dataset,
+        field,
+        reference_field,
+        sharegpt,
+        input_ids_file,
+        input_words,
+        seed,
+        stream,
+        max_new_tokens,
+        temperature,
+        params,
+        incremental,
+        resolve_api_key(api_key, api_key_env),
+    )
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     hooks, grader_name = grading_hooks(grader)
     wl = lanes[0].workload

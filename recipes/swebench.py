@@ -43,8 +43,13 @@ def _factory(sandbox: str, url: str | None, image: str | None, workdir: str, api
         raise ConfigError("--sandbox-url, --sandbox-image: --sandbox flash needs both")
 
     async def make(task: Any) -> Any:
-        return await FlashSandbox.create(url, image=image.format(task_id=task.task_id if task else ""),
-                                         workdir=workdir, api_key=api_key, env=task.env if task else None)
+        return await FlashSandbox.create(
+            url,
+            image=image.format(task_id=task.task_id if task else ""),
+            workdir=workdir,
+            api_key=api_key,
+            env=task.env if task else None,
+        )
 
     return make
 
@@ -102,8 +107,9 @@ def swebench(
     from benchmaker.trajectories.errors import InputError
 
     if concurrency < 1 or attempts < 1 or max_turns < 1:
-        raise ConfigError(f"--concurrency, --attempts, --max-turns: expected >= 1 "
-                          f"(got {concurrency}, {attempts}, {max_turns})")
+        raise ConfigError(
+            f"--concurrency, --attempts, --max-turns: expected >= 1 (got {concurrency}, {attempts}, {max_turns})"
+        )
     tasks = []
     for d in task_dirs:
         if not d.is_dir():
@@ -118,22 +124,46 @@ def swebench(
     rid = run_id or new_run_id("swebench")
     run_dir = out_dir / rid
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = {"url": url, "model": model, "task_dirs": [str(d) for d in task_dirs], "concurrency": concurrency,
-              "attempts": attempts, "max_turns": max_turns, "sandbox": sandbox, "sandbox_url": sandbox_url,
-              "sandbox_image": sandbox_image, "temperature": temperature, "stream": stream}
+    config = {
+        "url": url,
+        "model": model,
+        "task_dirs": [str(d) for d in task_dirs],
+        "concurrency": concurrency,
+        "attempts": attempts,
+        "max_turns": max_turns,
+        "sandbox": sandbox,
+        "sandbox_url": sandbox_url,
+        "sandbox_image": sandbox_image,
+        "temperature": temperature,
+        "stream": stream,
+    }
     extra_body = {"temperature": temperature} if temperature is not None else None
     api_key = resolve_api_key(None, api_key_env)
 
     async def main() -> Any:
         t0_wall = wall_ns()
         t0 = time.perf_counter_ns()
-        manifest = build_manifest(run_id=rid, kind="swebench", label=label, config=config, seed=None,
-                                  t0_wall_ns=t0_wall, workers=1, slo=None)
+        manifest = build_manifest(
+            run_id=rid, kind="swebench", label=label, config=config, seed=None, t0_wall_ns=t0_wall, workers=1, slo=None
+        )
         write_json_atomic(run_dir / "manifest.json", manifest)
-        return await run_live(tasks, url, model=model, sandbox_factory=factory, out_dir=run_dir, run_id=rid,
-                              concurrency=concurrency, attempts=attempts, api_key=api_key, system=system,
-                              max_turns=max_turns, stream=stream, send_status_fields=send_status_fields,
-                              extra_body=extra_body, t0_ns=t0)
+        return await run_live(
+            tasks,
+            url,
+            model=model,
+            sandbox_factory=factory,
+            out_dir=run_dir,
+            run_id=rid,
+            concurrency=concurrency,
+            attempts=attempts,
+            api_key=api_key,
+            system=system,
+            max_turns=max_turns,
+            stream=stream,
+            send_status_fields=send_status_fields,
+            extra_body=extra_body,
+            t0_ns=t0,
+        )
 
     run = asyncio.run(main())
     _print(run, rid)
@@ -154,10 +184,17 @@ def _print(run: Any, run_id: str) -> None:
         table.add_column(col, justify="left" if col == "episode" else "right", no_wrap=True)
     for r in sorted(run.results, key=lambda r: r.episode.episode_id):
         ep = r.episode
-        table.add_row(ep.episode_id, ep.outcome, str(ep.n_turns), str(ep.resolved),
-                      f"{ep.model_time_ns / 1e6:.1f}", f"{ep.tool_time_ns / 1e6:.1f}",
-                      str(ep.prompt_tokens), str(ep.output_tokens),
-                      style=None if ep.outcome == "ok" else "red")
+        table.add_row(
+            ep.episode_id,
+            ep.outcome,
+            str(ep.n_turns),
+            str(ep.resolved),
+            f"{ep.model_time_ns / 1e6:.1f}",
+            f"{ep.tool_time_ns / 1e6:.1f}",
+            str(ep.prompt_tokens),
+            str(ep.output_tokens),
+            style=None if ep.outcome == "ok" else "red",
+        )
     console.print(table)
     for r in run.results:
         if r.episode.error:

@@ -82,9 +82,9 @@ def _floats(text: str, name: str) -> list[float]:
         raise ConfigError(f"{name}: expected comma-separated numbers such as 2,5.5 (got {text!r})") from None
 
 
-
-def _distributed(shards: int, dask_address: str | None, exchange: str | None, start_lead: float | None,
-                 shard_timeout: float | None) -> dict[str, Any] | None:
+def _distributed(
+    shards: int, dask_address: str | None, exchange: str | None, start_lead: float | None, shard_timeout: float | None
+) -> dict[str, Any] | None:
     """The distributed flows' extra parameters from the CLI options, or None for a
     single-process run (--shards 1 and no --dask-address). --start-lead None: the
     flows' default (benchmaker.flows.shard_runs.DEFAULT_LEAD_S). Raises ConfigError,
@@ -97,12 +97,16 @@ def _distributed(shards: int, dask_address: str | None, exchange: str | None, st
         raise ConfigError(f"--shards: expected an integer >= 1 (got {shards})")
     if dask_address is None:
         if shards > 1 or exchange or start_lead is not None or shard_timeout is not None:
-            raise ConfigError("--shards/--exchange/--start-lead/--shard-timeout: need --dask-address (a Dask "
-                              "scheduler); on a Prefect work pool run the `distributed` deployment instead")
+            raise ConfigError(
+                "--shards/--exchange/--start-lead/--shard-timeout: need --dask-address (a Dask "
+                "scheduler); on a Prefect work pool run the `distributed` deployment instead"
+            )
         return None
-    bad = [f"{name}: expected a finite number > 0 (got {v:g})" for name, v in
-           (("--start-lead", start_lead), ("--shard-timeout", shard_timeout))
-           if v is not None and not (math.isfinite(v) and v > 0)]
+    bad = [
+        f"{name}: expected a finite number > 0 (got {v:g})"
+        for name, v in (("--start-lead", start_lead), ("--shard-timeout", shard_timeout))
+        if v is not None and not (math.isfinite(v) and v > 0)
+    ]
     if bad:
         raise ConfigError("; ".join(bad))
     from benchmaker.flows.shard_runs import DaskMissing, checked_exchange, dask_task_runner
@@ -114,8 +118,13 @@ def _distributed(shards: int, dask_address: str | None, exchange: str | None, st
     except (ParameterError, DaskMissing) as exc:
         raise ConfigError(str(exc)) from None
     _check_scheduler(dask_address)
-    return dict(shards=shards, dask_address=dask_address, exchange=exchange, start_lead_s=start_lead,
-                shard_timeout_s=shard_timeout)
+    return dict(
+        shards=shards,
+        dask_address=dask_address,
+        exchange=exchange,
+        start_lead_s=start_lead,
+        shard_timeout_s=shard_timeout,
+    )
 
 
 def _check_scheduler(address: str, timeout_s: float = 5.0) -> None:
@@ -138,8 +147,19 @@ def _check_scheduler(address: str, timeout_s: float = 5.0) -> None:
 
 
 # the v_sweep_summary columns the hint after a sweep selects: what a user reads first
-HINT_COLUMNS = ("sweep_point", "valid", "n_requests", "n_ok", "request_throughput_per_s", "p50_e2e_ms", "p99_e2e_ms",
-                "p50_ttft_ms", "p99_ttft_ms", "misses_total", "invalid_reason")
+HINT_COLUMNS = (
+    "sweep_point",
+    "valid",
+    "n_requests",
+    "n_ok",
+    "request_throughput_per_s",
+    "p50_e2e_ms",
+    "p99_e2e_ms",
+    "p50_ttft_ms",
+    "p99_ttft_ms",
+    "misses_total",
+    "invalid_reason",
+)
 
 
 def sql_hint(run_id: str, warehouse: Path) -> str:
@@ -151,8 +171,10 @@ def sql_hint(run_id: str, warehouse: Path) -> str:
 
     from benchmaker.warehouse.connection import default_warehouse
 
-    query = (f"SELECT {', '.join(HINT_COLUMNS)} FROM v_sweep_summary WHERE run_id = '{run_id}' "
-             "ORDER BY target_concurrency NULLS LAST, target_rate_per_s NULLS LAST, sweep_point")
+    query = (
+        f"SELECT {', '.join(HINT_COLUMNS)} FROM v_sweep_summary WHERE run_id = '{run_id}' "
+        "ORDER BY target_concurrency NULLS LAST, target_rate_per_s NULLS LAST, sweep_point"
+    )
     # double quotes read best around the single-quoted run id; shlex.quote when they cannot hold it
     quoted = f'"{query}"' if not set(query) & set('"$`\\!') else shlex.quote(query)
     line = f"benchmaker sql {quoted}"
@@ -179,21 +201,26 @@ def print_sweep(out: dict[str, Any], title: str, console: Console | None = None)
         for row, c in zip(out["points"], cells, strict=True):
             table.add_row(*(c[i] for i in cols), style=None if row["valid"] else "red")
         console.print(table)
-    console.print("in flight = episodes in flight (requests for engine points; SQL: achieved_max/mean_concurrency, "
-                  "max/mean_episodes_in_flight, max/mean_requests_in_flight); counts are episodes, turns, requests; "
-                  "times in ms (E2E/TTFT linear percentiles; model/tool mean per episode); "
-                  "rec. errors = calls that failed in the recording, served as recorded (SQL: n_recorded_error, "
-                  "not in error_rate); aborted = responses ended with finish reason abort/error/cancelled "
-                  "(n_aborted); resolved ver./car. = rate among re-verified / carried outcomes")
+    console.print(
+        "in flight = episodes in flight (requests for engine points; SQL: achieved_max/mean_concurrency, "
+        "max/mean_episodes_in_flight, max/mean_requests_in_flight); counts are episodes, turns, requests; "
+        "times in ms (E2E/TTFT linear percentiles; model/tool mean per episode); "
+        "rec. errors = calls that failed in the recording, served as recorded (SQL: n_recorded_error, "
+        "not in error_rate); aborted = responses ended with finish reason abort/error/cancelled "
+        "(n_aborted); resolved ver./car. = rate among re-verified / carried outcomes"
+    )
     for row in out["points"]:
         if not row["valid"]:
-            console.print(f"{row['sweep_point']} invalid (as recorded): {row['invalid_reason']}", style="red",
-                          highlight=False, markup=False)
+            console.print(
+                f"{row['sweep_point']} invalid (as recorded): {row['invalid_reason']}",
+                style="red",
+                highlight=False,
+                markup=False,
+            )
     run_dir = Path(out["run_dir"])
     console.print(f"run bundle: {run_dir}")
     console.print(f"warehouse:  {out['warehouse']}", highlight=False, markup=False)
-    console.print(f"  {sql_hint(out['run_id'], Path(out['warehouse']))}", highlight=False, markup=False,
-                  soft_wrap=True)
+    console.print(f"  {sql_hint(out['run_id'], Path(out['warehouse']))}", highlight=False, markup=False, soft_wrap=True)
     report = run_dir / "report.html"
     console.print(f"report:     {report if report.is_file() else '(not written)'}")
 
@@ -213,6 +240,8 @@ def check_sandbox_flag(sandbox: str, mode: str) -> None:
         raise ConfigError(f"--sandbox {sandbox}: {exc}") from None
     if warning:
         print(warning, file=sys.stderr)
+
+
 def _flow_failed(exc: Exception) -> int:
     """Print a failed flow run's one-line reason (benchmaker.flows.outcome.FlowRunFailed:
     its final state, the reason, how to resume) on stderr; returns exit code 1."""
@@ -239,36 +268,64 @@ def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", conso
     points = out["points"]
     n_valid = sum(1 for r in points if r.get("valid"))
     console.print()
-    console.print(f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid", style="bold",
-                  highlight=False, markup=False, soft_wrap=not wrap)
+    console.print(
+        f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid",
+        style="bold",
+        highlight=False,
+        markup=False,
+        soft_wrap=not wrap,
+    )
     for row in points:
-        console.print(f"  {verdict_line(row)}", style=None if row.get("valid") else "red", highlight=False,
-                      markup=False, soft_wrap=not wrap)
+        console.print(
+            f"  {verdict_line(row)}",
+            style=None if row.get("valid") else "red",
+            highlight=False,
+            markup=False,
+            soft_wrap=not wrap,
+        )
         console.print(f"      {key_figures(row)}", highlight=False, markup=False, soft_wrap=not wrap)
     for line in advice(points):
         console.print(line, highlight=False, markup=False, soft_wrap=not wrap)
     failed = pipeline_failures(points)
     if exit_code == "pipeline":
         if failed:
-            console.print(f"exit 1: the pipeline measured nothing at {', '.join(failed)}", highlight=False,
-                          markup=False)
+            console.print(
+                f"exit 1: the pipeline measured nothing at {', '.join(failed)}", highlight=False, markup=False
+            )
             return 1
         if n_valid < len(points):
-            console.print("exit 0: the pipeline ran (converted, replayed, graded, loaded, reported); the invalid "
-                          "points stay marked invalid in the warehouse and the report (--exit-code verdict: "
-                          "exit 1 for them)", highlight=False, markup=False, soft_wrap=not wrap)
+            console.print(
+                "exit 0: the pipeline ran (converted, replayed, graded, loaded, reported); the invalid "
+                "points stay marked invalid in the warehouse and the report (--exit-code verdict: "
+                "exit 1 for them)",
+                highlight=False,
+                markup=False,
+                soft_wrap=not wrap,
+            )
         return 0
     if n_valid < len(points):
-        console.print("exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)",
-                      highlight=False, markup=False, soft_wrap=not wrap)
+        console.print(
+            "exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)",
+            highlight=False,
+            markup=False,
+            soft_wrap=not wrap,
+        )
         return 1
     return 0
 
 
-def _check_sweep_options(*, concurrency: list[int], duration: float | None, out_dir: Path, warehouse: Path | None,
-                         urls: dict[str, str | None], rates: Sequence[float] = (), max_requests: int | None = None,
-                         counts: dict[str, int | None] | None = None,
-                         lag_ms: tuple[float | None, float | None] = (None, None)) -> None:
+def _check_sweep_options(
+    *,
+    concurrency: list[int],
+    duration: float | None,
+    out_dir: Path,
+    warehouse: Path | None,
+    urls: dict[str, str | None],
+    rates: Sequence[float] = (),
+    max_requests: int | None = None,
+    counts: dict[str, int | None] | None = None,
+    lag_ms: tuple[float | None, float | None] = (None, None),
+) -> None:
     """Bounds the flows' parameter models leave to the host, checked before Prefect
     starts (benchmaker.engine.config): concurrency within what this host can hold in flight,
     durations and rates finite and in range, the lag limits `lag_ms` (--max-loop-lag-ms,
@@ -358,8 +415,9 @@ def _check_engine_loads(specs: Sequence[str], duration: float | None, max_reques
         try:
             BenchConfig(load=spec, duration_s=duration, max_requests=max_requests)
         except ValidationError as exc:
-            raise ConfigError(format_validation_error(exc, None, names={("load",): f"point {spec}",
-                                                                          (): f"point {spec}"})) from None
+            raise ConfigError(
+                format_validation_error(exc, None, names={("load",): f"point {spec}", (): f"point {spec}"})
+            ) from None
 
 
 def _converted(p: Any) -> Path:
@@ -493,9 +551,14 @@ def swebench_replay(
     duration_s = _seconds(duration, "--duration")  # "120s" -> 120.0
     if concurrency_sweep is None:
         concurrency_sweep = "" if rate else "1,5"
-    _check_sweep_options(concurrency=_ints(concurrency_sweep, "--concurrency-sweep"), duration=duration_s,
-                         out_dir=out_dir, warehouse=warehouse, urls={"--sandbox-url": sandbox_url},
-                         lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
+    _check_sweep_options(
+        concurrency=_ints(concurrency_sweep, "--concurrency-sweep"),
+        duration=duration_s,
+        out_dir=out_dir,
+        warehouse=warehouse,
+        urls={"--sandbox-url": sandbox_url},
+        lag_ms=(max_loop_lag_ms, max_schedule_lag_ms),
+    )
     _check_task_dirs(task_dirs or [])
     if not dry_run:
         check_sandbox_flag(sandbox, mode)
@@ -504,13 +567,28 @@ def swebench_replay(
     from benchmaker.warehouse.connection import default_warehouse
 
     params: dict[str, Any] = dict(
-        logs=logs or [], trajectories=trajectories,
+        logs=logs or [],
+        trajectories=trajectories,
         concurrency_sweep=_ints(concurrency_sweep, "--concurrency-sweep") if concurrency_sweep else [],
-        rates=list(rate or []), workers=workers, episodes_per_point=episodes_per_point, duration_s=duration_s, mode=mode, sandbox=sandbox,
-        sandbox_url=sandbox_url, sandbox_image=sandbox_image, task_dirs=task_dirs or [],
-        command=command.split() if command else None, latency=latency, divergence=divergence, log_format=format,
-        lenient=lenient, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
-        max_loop_lag_ms=max_loop_lag_ms, max_schedule_lag_ms=max_schedule_lag_ms,
+        rates=list(rate or []),
+        workers=workers,
+        episodes_per_point=episodes_per_point,
+        duration_s=duration_s,
+        mode=mode,
+        sandbox=sandbox,
+        sandbox_url=sandbox_url,
+        sandbox_image=sandbox_image,
+        task_dirs=task_dirs or [],
+        command=command.split() if command else None,
+        latency=latency,
+        divergence=divergence,
+        log_format=format,
+        lenient=lenient,
+        out_dir=out_dir,
+        warehouse=warehouse or default_warehouse(),
+        label=label,
+        max_loop_lag_ms=max_loop_lag_ms,
+        max_schedule_lag_ms=max_schedule_lag_ms,
     )
     try:
         p = validate_params(**params)  # refuse bad parameters before Prefect starts
@@ -532,6 +610,7 @@ def swebench_replay(
         return 0
     if dist is not None:
         from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed as flow
+
         params.update(dist)
     else:
         from benchmaker.flows.swebench_replay import swebench_replay as flow
@@ -565,10 +644,12 @@ def print_open_loop(points: list[dict[str, Any]], console: Console | None = None
             return "-" if v is None else f"{v:.1f} ms"
 
         achieved = r.get("achieved_episode_rate_per_s")
-        console.print(f"{r['sweep_point']}: offered {r['offered_episode_rate_per_s']:g} episodes/s, achieved "
-                      f"{'-' if achieved is None else f'{achieved:.3g}'} episodes/s; episode schedule lag "
-                      f"p50 {ms(r.get('episode_schedule_lag_p50_ms'))}, p99 {ms(r.get('episode_schedule_lag_p99_ms'))}",
-                      highlight=False)
+        console.print(
+            f"{r['sweep_point']}: offered {r['offered_episode_rate_per_s']:g} episodes/s, achieved "
+            f"{'-' if achieved is None else f'{achieved:.3g}'} episodes/s; episode schedule lag "
+            f"p50 {ms(r.get('episode_schedule_lag_p50_ms'))}, p99 {ms(r.get('episode_schedule_lag_p99_ms'))}",
+            highlight=False,
+        )
 
 
 @app.command(name="llm-sweep")
@@ -676,14 +757,35 @@ def llm_sweep(
         bad.append("--max-tokens: required with --api messages")
     if bad:
         raise ConfigError("; ".join(bad))
-    _check_sweep_options(concurrency=conc or [], duration=duration, out_dir=out_dir, warehouse=warehouse,
-                         urls={"--base-url": base_url}, rates=rates or [], max_requests=max_requests,
-                         counts={"--prompt-words": prompt_words, "--max-tokens": max_tokens},
-                         lag_ms=(max_loop_lag_ms, max_schedule_lag_ms))
-    params = dict(base_url=base_url, model=model, api=api, concurrency_sweep=conc, rate_sweep=rates, loads=loads,
-                  duration_s=duration, max_requests=max_requests, prompt_words=prompt_words, max_tokens=max_tokens,
-                  api_key_env=api_key_env, out_dir=out_dir, warehouse=warehouse or default_warehouse(), label=label,
-                  max_loop_lag_ms=max_loop_lag_ms, max_schedule_lag_ms=max_schedule_lag_ms)
+    _check_sweep_options(
+        concurrency=conc or [],
+        duration=duration,
+        out_dir=out_dir,
+        warehouse=warehouse,
+        urls={"--base-url": base_url},
+        rates=rates or [],
+        max_requests=max_requests,
+        counts={"--prompt-words": prompt_words, "--max-tokens": max_tokens},
+        lag_ms=(max_loop_lag_ms, max_schedule_lag_ms),
+    )
+    params = dict(
+        base_url=base_url,
+        model=model,
+        api=api,
+        concurrency_sweep=conc,
+        rate_sweep=rates,
+        loads=loads,
+        duration_s=duration,
+        max_requests=max_requests,
+        prompt_words=prompt_words,
+        max_tokens=max_tokens,
+        api_key_env=api_key_env,
+        out_dir=out_dir,
+        warehouse=warehouse or default_warehouse(),
+        label=label,
+        max_loop_lag_ms=max_loop_lag_ms,
+        max_schedule_lag_ms=max_schedule_lag_ms,
+    )
     try:
         p = validated(LlmSweepParams, "llm-sweep", params)  # parses each of --loads, once
     except ParameterError as exc:

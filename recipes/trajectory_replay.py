@@ -52,7 +52,9 @@ def cache_report(samples_path: Path) -> dict[str, Any]:
                 cached += row["cached_tokens"]
                 expected_rep += meta["expected_cached_tokens"]
     return {
-        "samples": n, "reported": reported, "expected_cached_tokens": expected_all,
+        "samples": n,
+        "reported": reported,
+        "expected_cached_tokens": expected_all,
         "cached_tokens": cached if reported else None,
         "ratio": cached / expected_rep if reported and expected_rep else None,
     }
@@ -64,7 +66,9 @@ def _print_cache(report: dict[str, Any]) -> None:
         table.add_column(col, justify="right")
     ratio = report["ratio"]
     table.add_row(
-        str(report["samples"]), str(report["reported"]), str(report["expected_cached_tokens"]),
+        str(report["samples"]),
+        str(report["reported"]),
+        str(report["expected_cached_tokens"]),
         "-" if report["cached_tokens"] is None else str(report["cached_tokens"]),
         "-" if ratio is None else f"{ratio:.3f}",
     )
@@ -123,14 +127,31 @@ def trajectory_replay(
     check_http_url(url, "--url")
     conversations = read_conversations(file)
     wl = TrajectoryReplayWorkload(
-        url, model, conversations, concurrency=min(concurrency, len(conversations)), sessions=sessions,
-        active_sessions=active_sessions, think=parse_think(think), seed=seed, tokenizer=tokenizer,
-        stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key,
+        url,
+        model,
+        conversations,
+        concurrency=min(concurrency, len(conversations)),
+        sessions=sessions,
+        active_sessions=active_sessions,
+        think=parse_think(think),
+        seed=seed,
+        tokenizer=tokenizer,
+        stream=stream,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        api_key=api_key,
     )
-    cfg = make_config(load=f"closed:{wl.concurrency}", max_requests=wl.total_turns, duration_s=duration, seed=seed,
-                  label=label, kind="trajectory-replay", out_dir=out_dir, timeouts={"total_s": total_timeout})
-    runner = BenchRunner(cfg, workload=wl, post_hooks=[wl.copy_meta],
-                         manifest_extra={"workload": wl.describe()})
+    cfg = make_config(
+        load=f"closed:{wl.concurrency}",
+        max_requests=wl.total_turns,
+        duration_s=duration,
+        seed=seed,
+        label=label,
+        kind="trajectory-replay",
+        out_dir=out_dir,
+        timeouts={"total_s": total_timeout},
+    )
+    runner = BenchRunner(cfg, workload=wl, post_hooks=[wl.copy_meta], manifest_extra={"workload": wl.describe()})
     show = sys.stdout.isatty() if progress is None else progress
 
     async def main() -> Any:

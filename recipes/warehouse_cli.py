@@ -66,8 +66,14 @@ def _cell(value: Any) -> str:
 MAX_CELL_WIDTH = 40  # a narrow table's column is at most this wide, its longer values folded
 
 
-def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = None,
-          layout: str = "fit", console: Console | None = None) -> None:
+def _emit(
+    names: list[str],
+    rows: list[tuple],
+    fmt: str,
+    title: str | None = None,
+    layout: str = "fit",
+    console: Console | None = None,
+) -> None:
     """Print rows as a rich table ("table"), CSV ("csv") or a JSON list of objects ("json").
 
     A table's `layout`: "fit" (the default) prints the leading columns that fit the
@@ -77,7 +83,9 @@ def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = Non
     `name  value` line per column (as psql's expanded display)."""
     if fmt == "json":
         sys.stdout.write(
-            orjson.dumps([_jsonable(dict(zip(names, r, strict=True))) for r in rows], option=orjson.OPT_INDENT_2).decode()
+            orjson.dumps(
+                [_jsonable(dict(zip(names, r, strict=True))) for r in rows], option=orjson.OPT_INDENT_2
+            ).decode()
             + "\n"
         )
         return
@@ -115,16 +123,20 @@ def _emit(names: list[str], rows: list[tuple], fmt: str, title: str | None = Non
             used += need
     table = Table(title=title)
     for i in shown:
-        table.add_column(names[i], overflow="fold", no_wrap=False,
-                         max_width=None if layout == "wide" else MAX_CELL_WIDTH)
+        table.add_column(
+            names[i], overflow="fold", no_wrap=False, max_width=None if layout == "wide" else MAX_CELL_WIDTH
+        )
     for c in cells:
         table.add_row(*[c[i] for i in shown])
     console.print(table)
     left = [n for i, n in enumerate(names) if i not in shown]
     if left:
-        console.print(f"{len(left)} more columns not shown: {', '.join(left)} (name them in the SELECT, or "
-                      "--vertical for one block per row, --wide for every column, --csv/--json)",
-                      highlight=False, markup=False)
+        console.print(
+            f"{len(left)} more columns not shown: {', '.join(left)} (name them in the SELECT, or "
+            "--vertical for one block per row, --wide for every column, --csv/--json)",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _format(csv: bool, json: bool) -> str:
@@ -183,7 +195,7 @@ def sql(
     if wide and vertical:
         raise WarehouseError("--wide and --vertical: choose one")
     if not query.strip():
-        raise WarehouseError("sql: empty query (give a statement, e.g. \"SELECT * FROM runs\")")
+        raise WarehouseError('sql: empty query (give a statement, e.g. "SELECT * FROM runs")')
     if not (0 < timeout < math.inf):
         raise WarehouseError(f"--timeout: expected seconds > 0 (got {timeout:g})")
     con = open_readonly(_path(warehouse), sandboxed=True)
@@ -198,8 +210,9 @@ def sql(
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
         except duckdb.InterruptException:
-            raise WarehouseError(f"sql: --timeout: the query ran longer than {timeout:g} s and was stopped "
-                                 f"(give a larger --timeout)") from None
+            raise WarehouseError(
+                f"sql: --timeout: the query ran longer than {timeout:g} s and was stopped (give a larger --timeout)"
+            ) from None
         except duckdb.Error as exc:
             raise WarehouseError(f"sql: {str(exc).strip().splitlines()[0]}") from exc  # one line: no LINE/caret
     finally:
@@ -251,8 +264,10 @@ def runs(
                 console.width = max(console.width, 120)
             # a partial run (killed, interrupted: runs.partial) says so in its label cell
             at = names.index("label"), names.index("partial")
-            rows = [tuple(f"PARTIAL {v or ''}".strip() if i == at[0] and r[at[1]] else v for i, v in enumerate(r))
-                    for r in rows]
+            rows = [
+                tuple(f"PARTIAL {v or ''}".strip() if i == at[0] and r[at[1]] else v for i, v in enumerate(r))
+                for r in rows
+            ]
             console.print(runs_table(names, rows))
         else:
             _emit(names, rows, fmt)
@@ -303,9 +318,21 @@ def compare(
     if fmt == "table":
         print_comparison(cmp, run_a, run_b)
         return 0
-    names = ["point_key", "baseline_sweep_point", "candidate_sweep_point", "statistic", "baseline_value",
-             "candidate_value", "diff", "diff_ci_low", "diff_ci_high", "n_baseline", "n_candidate", "n_boot",
-             "verdict"]
+    names = [
+        "point_key",
+        "baseline_sweep_point",
+        "candidate_sweep_point",
+        "statistic",
+        "baseline_value",
+        "candidate_value",
+        "diff",
+        "diff_ci_low",
+        "diff_ci_high",
+        "n_baseline",
+        "n_candidate",
+        "n_boot",
+        "verdict",
+    ]
     _emit(names, [tuple(getattr(r, n) for n in names) for r in cmp.rows], fmt)
     for line in cmp.warnings:
         print(f"warning: {line}", file=sys.stderr)
@@ -372,6 +399,8 @@ def load(
         report = load_run(path, run_dir, token_events=token_events)
         rows = ", ".join(f"{t} {n}" for t, n in report.rows.items() if n)
         verb = "replaced" if report.replaced else "loaded"
-        print(f"{verb} {report.run_id} into {path} in {report.seconds:.2f} s: {rows}"
-              + (f" (PARTIAL: {report.partial_reason})" if report.partial_reason else ""))
+        print(
+            f"{verb} {report.run_id} into {path} in {report.seconds:.2f} s: {rows}"
+            + (f" (PARTIAL: {report.partial_reason})" if report.partial_reason else "")
+        )
     return 0

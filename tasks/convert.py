@@ -47,8 +47,15 @@ from benchmaker.trajectories.convert import (
     stage_progress,
 )
 
-__all__ = ["CONVERTER_VERSION", "cache_dir_of", "convert_logs", "converted_path", "ensure_converted", "logs_sha256",
-           "stage_progress"]
+__all__ = [
+    "CONVERTER_VERSION",
+    "cache_dir_of",
+    "convert_logs",
+    "converted_path",
+    "ensure_converted",
+    "logs_sha256",
+    "stage_progress",
+]
 
 
 def logs_sha256(paths: list[Path]) -> str:
@@ -83,23 +90,36 @@ def _code_sha256() -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def converted_path(cache_dir: Path, digest: str, converter_version: int, *, paths: Sequence[Path],
-                   fmt: str | None, lenient: bool) -> Path:
+def converted_path(
+    cache_dir: Path, digest: str, converter_version: int, *, paths: Sequence[Path], fmt: str | None, lenient: bool
+) -> Path:
     """Where the trajectories converted from the logs `paths` (absolute paths: they are
     made so here) with content `digest` (logs_sha256), by converter `converter_version`
     with the options `fmt` / `lenient`, live: `<cache_dir>/convert/<key[:16]>-v<version>/
     trajectories.jsonl`, the key a sha256 over all of these and the conversion code
     (`_code_sha256`). Any of them changing gives another path."""
     h = hashlib.sha256()
-    for part in (digest, str(converter_version), fmt or "", "lenient" if lenient else "strict", _code_sha256(),
-                 *(str(Path(p).resolve()) for p in paths)):
+    for part in (
+        digest,
+        str(converter_version),
+        fmt or "",
+        "lenient" if lenient else "strict",
+        _code_sha256(),
+        *(str(Path(p).resolve()) for p in paths),
+    ):
         h.update(part.encode("utf-8") + b"\0")
     return Path(cache_dir) / "convert" / f"{h.hexdigest()[:16]}-v{converter_version}" / "trajectories.jsonl"
 
 
-def ensure_converted(paths: Sequence[Path], cache_dir: Path, *, fmt: str | None = None, lenient: bool = False,
-                     logs_digest: str | None = None,
-                     progress: Callable[[ConvertProgress], None] | None = stage_progress) -> tuple[Path, ConvertReport | None]:
+def ensure_converted(
+    paths: Sequence[Path],
+    cache_dir: Path,
+    *,
+    fmt: str | None = None,
+    lenient: bool = False,
+    logs_digest: str | None = None,
+    progress: Callable[[ConvertProgress], None] | None = stage_progress,
+) -> tuple[Path, ConvertReport | None]:
     """The conversion of the logs `paths` (made absolute) at its content-addressed
     `converted_path` under `cache_dir`: (path, None) when a complete one is there
     already (nothing is read but the logs' bytes for `logs_digest`, computed when not
@@ -146,9 +166,15 @@ def convert_logs(
     are inputs so that they key the cache. Not retried: a conversion error is bad input."""
     out, report = ensure_converted(paths, cache_dir, fmt=fmt, lenient=lenient, logs_digest=logs_digest)
     if report is None:
-        get_run_logger().info("%s: complete conversion of these %d input(s) found, not converted again",
-                              out, len(paths))
+        get_run_logger().info(
+            "%s: complete conversion of these %d input(s) found, not converted again", out, len(paths)
+        )
     else:
-        get_run_logger().info("converted %d trajectories (%d turns) from %d file(s) into %s",
-                              report.trajectories, report.turns, len(report.files), out)
+        get_run_logger().info(
+            "converted %d trajectories (%d turns) from %d file(s) into %s",
+            report.trajectories,
+            report.turns,
+            len(report.files),
+            out,
+        )
     return out

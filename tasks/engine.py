@@ -20,8 +20,14 @@ from benchmaker.tasks.transient import retry_on_transient
 __all__ = ["run_llm_sweep_point"]
 
 
-@task(name="run-llm-sweep-point", cache_policy=sweep_point_policy, persist_result=True,
-      retries=2, retry_delay_seconds=[2, 5], retry_condition_fn=retry_on_transient)
+@task(
+    name="run-llm-sweep-point",
+    cache_policy=sweep_point_policy,
+    persist_result=True,
+    retries=2,
+    retry_delay_seconds=[2, 5],
+    retry_condition_fn=retry_on_transient,
+)
 async def run_llm_sweep_point(
     base_url: str,
     model: str,
@@ -51,11 +57,24 @@ async def run_llm_sweep_point(
     max_tokens)."""
     api_key = os.environ.get(api_key_env) if api_key_env else None
     workload = sweep_workload(api, base_url, model, prompt_words, max_tokens, api_key)
-    config = BenchConfig(load=load, duration_s=duration_s, max_requests=max_requests, run_id=run_id,
-                         sweep_point=sweep_point, kind="llm-sweep", label=label, checks=checks or {})
+    config = BenchConfig(
+        load=load,
+        duration_s=duration_s,
+        max_requests=max_requests,
+        run_id=run_id,
+        sweep_point=sweep_point,
+        kind="llm-sweep",
+        label=label,
+        checks=checks or {},
+    )
     with progress_artifact(run_id, sweep_point):  # the point's progress in the UI (benchmaker.progress)
         row = await run_engine_point(config, workload, Path(run_dir))
-    get_run_logger().info("sweep point %s: %d requests, %.1f req/s, p99 E2E %s ms%s", sweep_point,
-                          row["n_requests"], row["request_throughput_per_s"] or 0.0, row["p99_e2e_ms"],
-                          "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    get_run_logger().info(
+        "sweep point %s: %d requests, %.1f req/s, p99 E2E %s ms%s",
+        sweep_point,
+        row["n_requests"],
+        row["request_throughput_per_s"] or 0.0,
+        row["p99_e2e_ms"],
+        "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
+    )
     return row

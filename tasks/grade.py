@@ -45,13 +45,20 @@ def grade(point_dirs: list[Path], files_sha256: list[str]) -> list[Path]:
             pdir = Path(pdir)
             manifest = pdir.parent.parent / "manifest.json"  # <run_dir>/points/<point>
             run_id = json.loads(manifest.read_text("utf-8")).get("run_id") if manifest.is_file() else None
-            grades = grade_files(pdir / "episodes.jsonl", pdir / "turns.jsonl", pdir / "grades.jsonl",
-                                 samples=_samples(pdir),
-                                 server_stats=pdir / "server_stats.json", concurrency=pdir / "concurrency.json",
-                                 run_id=run_id, sweep_point=pdir.name)
+            grades = grade_files(
+                pdir / "episodes.jsonl",
+                pdir / "turns.jsonl",
+                pdir / "grades.jsonl",
+                samples=_samples(pdir),
+                server_stats=pdir / "server_stats.json",
+                concurrency=pdir / "concurrency.json",
+                run_id=run_id,
+                sweep_point=pdir.name,
+            )
             total += len(grades)
             out.append(pdir / "grades.jsonl")
             advance(1)
-    get_run_logger().info("graded %d sweep point(s): %d grade records (one per episode and per point check)",
-                          len(out), total)
+    get_run_logger().info(
+        "graded %d sweep point(s): %d grade records (one per episode and per point check)", len(out), total
+    )
     return out

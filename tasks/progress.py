@@ -59,8 +59,10 @@ class ArtifactObserver:
                 else:
                     await aupdate_progress_artifact(self.artifact_id, pct, description=describe(ev))
         except TimeoutError:
-            raise TimeoutError(f"the Prefect API did not answer within {self.deadline_s:g} s; no more progress "
-                               f"artifact updates for {self.point}") from None
+            raise TimeoutError(
+                f"the Prefect API did not answer within {self.deadline_s:g} s; no more progress "
+                f"artifact updates for {self.point}"
+            ) from None
 
 
 @contextmanager
@@ -87,8 +89,9 @@ async def shard_progress(template: Any, interval_s: float | None = None) -> Asyn
     since = time.time_ns()  # an earlier attempt's straggler (in the exchange) is not this attempt
 
     def read() -> tuple[int | None, list[ProgressEvent]]:
-        attempt, events = read_shard_progress(Path(template.run_dir), template.run_id, template.sweep_point,
-                                              template.exchange)
+        attempt, events = read_shard_progress(
+            Path(template.run_dir), template.run_id, template.sweep_point, template.exchange
+        )
         return (attempt, events) if attempt is not None and attempt >= since else (None, [])
 
     every = interval_s if interval_s is not None else (2.0 if template.exchange else 1.0)

@@ -29,18 +29,28 @@ async def replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
     """Run shard `point.worker` of its point on this host; returns its report
     (benchmaker.sweep.shard.run_replay_shard). Raises what that raises (ShardsNotReady, ShardLate,
     ReplayServerError, ValueError), and ValueError for a bad sandbox."""
-    factory = (make_sandbox_factory(point.sandbox, point.sandbox_url, point.sandbox_image)
-               if point.mode != "recorded" else None)
-    report = await run_replay_shard(point, sandbox_factory=factory,
-                                    tasks=load_tasks([Path(d) for d in point.task_dirs]))
+    factory = (
+        make_sandbox_factory(point.sandbox, point.sandbox_url, point.sandbox_image)
+        if point.mode != "recorded"
+        else None
+    )
+    report = await run_replay_shard(
+        point, sandbox_factory=factory, tasks=load_tasks([Path(d) for d in point.task_dirs])
+    )
     get_run_logger().info(
         "shard %d/%d of %s on %s: %s episodes in flight, t0 %.3f ms after the shared start, "
-        "wall clock %+.3f ms vs storage", point.worker, point.shards, point.sweep_point, report["hostname"],
-        report["concurrency"], report["start_late_ns"] / 1e6, report["clock"]["wall_offset_ns"] / 1e6)
+        "wall clock %+.3f ms vs storage",
+        point.worker,
+        point.shards,
+        point.sweep_point,
+        report["hostname"],
+        report["concurrency"],
+        report["start_late_ns"] / 1e6,
+        report["clock"]["wall_offset_ns"] / 1e6,
+    )
     return report
 
 
 run_replay_shard_task = task(name="run-swebench-replay-shard", cache_policy=NO_CACHE)(replay_shard)
 """replay_shard as a Prefect task (one per shard on a DaskTaskRunner; never cached or
 retried: a retried shard would miss the shared start)."""
-

@@ -52,9 +52,11 @@ def publish_report(
     md = sweep_table_markdown(rows, title=f"{kind} run `{run_id}`")
     md += f"\nRun directory: `{Path(run_dir).resolve()}`\n"
     if warehouse is not None:
-        md += (f"\nWarehouse: `{Path(warehouse).resolve()}`; read it with\n\n"
-               f"    duckdb -readonly {Path(warehouse).resolve()} "
-               f"\"SELECT * FROM v_sweep_summary WHERE run_id = '{run_id}'\"\n")
+        md += (
+            f"\nWarehouse: `{Path(warehouse).resolve()}`; read it with\n\n"
+            f"    duckdb -readonly {Path(warehouse).resolve()} "
+            f"\"SELECT * FROM v_sweep_summary WHERE run_id = '{run_id}'\"\n"
+        )
     report = None
     if report_path is not None and Path(report_path).is_file():
         report = Path(report_path).resolve().as_uri()

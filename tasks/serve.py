@@ -30,8 +30,17 @@ from prefect.logging import get_run_logger
 from benchmaker.replay_server import process as _process
 from benchmaker.tasks.transient import retry_on_transient
 
-__all__ = ["launch_server", "new_token", "restart_if_dead", "running_servers", "server_handle", "server_url",
-           "start_replay_server", "stop_all_servers", "stop_replay_server"]
+__all__ = [
+    "launch_server",
+    "new_token",
+    "restart_if_dead",
+    "running_servers",
+    "server_handle",
+    "server_url",
+    "start_replay_server",
+    "stop_all_servers",
+    "stop_replay_server",
+]
 
 
 @dataclass
@@ -56,8 +65,14 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def launch_server(trajectories: Path, *, latency: str = "instant", divergence: str = "off",
-                  token: str | None = None, startup_timeout_s: float = 60.0) -> str:
+def launch_server(
+    trajectories: Path,
+    *,
+    latency: str = "instant",
+    divergence: str = "off",
+    token: str | None = None,
+    startup_timeout_s: float = 60.0,
+) -> str:
     """Start a replay server over `trajectories` on 127.0.0.1 (ephemeral port, waits
     for /health) and register it; returns its key. `token`: the bearer token it
     requires (None: none; a restart keeps it; `server_handle(key).token`). Raises ReplayServerError when it
@@ -70,8 +85,13 @@ def launch_server(trajectories: Path, *, latency: str = "instant", divergence: s
     return key
 
 
-@task(name="start-replay-server", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=[1, 3],
-      retry_condition_fn=retry_on_transient)
+@task(
+    name="start-replay-server",
+    cache_policy=NO_CACHE,
+    retries=2,
+    retry_delay_seconds=[1, 3],
+    retry_condition_fn=retry_on_transient,
+)
 def start_replay_server(trajectories: Path, latency: str = "instant", divergence: str = "off") -> str:
     """Prefect shell over `launch_server` (never cached: a server is a live process),
     with a fresh bearer token (`new_token`): another local user can neither send it

@@ -80,6 +80,7 @@ __all__ = [
     "sweep_workload",
 ]
 
+
 @dataclass(frozen=True)
 class ShardPoint:
     """What one shard of one sweep point needs (all JSON-able: it is a flow/task
@@ -149,13 +150,19 @@ def endpoint_url(base_url: str, api: str = "chat") -> str:
     return (url if url.endswith("/v1") else url + "/v1") + path
 
 
-def sweep_workload(api: str, base_url: str, model: str, prompt_words: int, max_tokens: int | None,
-                   api_key: str | None) -> OpenAIChatWorkload:
+def sweep_workload(
+    api: str, base_url: str, model: str, prompt_words: int, max_tokens: int | None, api_key: str | None
+) -> OpenAIChatWorkload:
     """The llm-sweep workload: streamed requests of `api` (chat, responses or messages)
     at endpoint_url(base_url, api) over a synthetic dataset of `prompt_words` words."""
     cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(api, OpenAIChatWorkload)
-    return cls(endpoint_url(base_url, api), model, SyntheticDataset(prompt_words, count=1000), max_tokens=max_tokens,
-               api_key=api_key)
+    return cls(
+        endpoint_url(base_url, api),
+        model,
+        SyntheticDataset(prompt_words, count=1000),
+        max_tokens=max_tokens,
+        api_key=api_key,
+    )
 
 
 def shard_staging_dir(run_dir: Path, sweep_point: str, attempt: int | None = None) -> Path:
@@ -170,11 +177,20 @@ def shard_staging_dir(run_dir: Path, sweep_point: str, attempt: int | None = Non
 
 def _config(p: ShardPoint, shards: int) -> BenchConfig:
     return BenchConfig(
-        load=p.load, duration_s=p.duration_s, max_requests=p.max_requests, run_id=p.run_id,
-        sweep_point=p.sweep_point, kind="llm-sweep", label=p.label, workers=shards,
+        load=p.load,
+        duration_s=p.duration_s,
+        max_requests=p.max_requests,
+        run_id=p.run_id,
+        sweep_point=p.sweep_point,
+        kind="llm-sweep",
+        label=p.label,
+        workers=shards,
         out_dir=shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns),
-        checks={k: v for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms),
-                                  ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms)) if v is not None},
+        checks={
+            k: v
+            for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms), ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms))
+            if v is not None
+        },
     )
 
 
@@ -204,40 +220,69 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     local = Path(tempfile.mkdtemp(prefix="benchmaker-shard-")) if exchange else None
     if local is not None:
         config = config.model_copy(update={"out_dir": local})
-    runner_kwargs: dict[str, Any] = dict(workload=_workload(p), worker=p.worker, shards=p.shards,
-                         samples_name=f"samples-w{p.worker}.jsonl")
+    runner_kwargs: dict[str, Any] = dict(
+        workload=_workload(p), worker=p.worker, shards=p.shards, samples_name=f"samples-w{p.worker}.jsonl"
+    )
     staging = Path(config.out_dir) / p.run_id
     attempt_key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
-    board = (ReadyBoard.in_exchange(exchange, attempt_key) if exchange
-             else ReadyBoard.in_dir(shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)))
-    barrier = StartBarrier(board, worker=p.worker, shards=p.shards, earliest_wall_ns=p.start_wall_ns,
-                           timeout_s=p.ready_timeout_s, what=f"shard {p.worker}/{p.shards} of {p.sweep_point}")
+    board = (
+        ReadyBoard.in_exchange(exchange, attempt_key)
+        if exchange
+        else ReadyBoard.in_dir(shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns))
+    )
+    barrier = StartBarrier(
+        board,
+        worker=p.worker,
+        shards=p.shards,
+        earliest_wall_ns=p.start_wall_ns,
+        timeout_s=p.ready_timeout_s,
+        what=f"shard {p.worker}/{p.shards} of {p.sweep_point}",
+    )
     try:
         clock = exchange.clock_offset(attempt_key) if exchange else measure_clock_offset(staging)
         runner = BenchRunner(config, ready=barrier, **runner_kwargs)  # the barrier once it is set up
         progress_key = f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{progress_name(p.worker)}"
-        put = (partial(exchange.put_bytes, progress_key) if exchange else
-               partial(write_atomic, shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)
-                       / progress_name(p.worker)))
-        share = None if p.max_requests is None else (
-            p.max_requests // p.shards + (1 if p.worker < p.max_requests % p.shards else 0))  # runner's share
-        async with watch_engine(p.sweep_point, runner.live, calls_total=share, duration_s=p.duration_s,
-                                sink=ProgressWriter(put)):
+        put = (
+            partial(exchange.put_bytes, progress_key)
+            if exchange
+            else partial(
+                write_atomic,
+                shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns) / progress_name(p.worker),
+            )
+        )
+        share = (
+            None
+            if p.max_requests is None
+            else (p.max_requests // p.shards + (1 if p.worker < p.max_requests % p.shards else 0))
+        )  # runner's share
+        async with watch_engine(
+            p.sweep_point, runner.live, calls_total=share, duration_s=p.duration_s, sink=ProgressWriter(put)
+        ):
             result = await runner.run()
         checks = dict(result.summary["self_checks"])
         shared = barrier.shared
         assert shared is not None, "set by the barrier the run awaited"
-        checks.update(clock=clock, hostname=clock["hostname"], start_wall_ns=shared.start_wall_ns,
-                      barrier=shared.as_dict(), start_late_ns=checks["t0_wall_ns"] - shared.start_wall_ns)
+        checks.update(
+            clock=clock,
+            hostname=clock["hostname"],
+            start_wall_ns=shared.start_wall_ns,
+            barrier=shared.as_dict(),
+            start_late_ns=checks["t0_wall_ns"] - shared.start_wall_ns,
+        )
         report = staging / f"worker-{p.worker}.json"
         if p.shards == 1 and not report.is_file():
             # a point on one shard (shards_for_load: closed:1 on two hosts): the engine ran
             # it as a whole run and wrote summary.json, not a shard's report; merge_point
             # reads the report, so it is written here from the same self-checks
             summary = result.summary
-            write_json_atomic(report, {"self_checks": summary["self_checks"],
-                                       "interrupted": bool(summary.get("partial")),
-                                       "interrupted_by": summary.get("interrupted_by")})
+            write_json_atomic(
+                report,
+                {
+                    "self_checks": summary["self_checks"],
+                    "interrupted": bool(summary.get("partial")),
+                    "interrupted_by": summary.get("interrupted_by"),
+                },
+            )
         rep = orjson.loads(report.read_bytes())
         rep["self_checks"] = checks
         write_json_atomic(report, rep)
@@ -268,14 +313,16 @@ run_shard_point_task = task(name="run-llm-sweep-shard", cache_policy=NO_CACHE)(r
 cached or retried: a retried shard would miss the shared start)."""
 
 
-def _point_row(pdir: Path, summary: dict[str, Any], sweep_point: str, duration_s: float | None,
-               shards: int) -> dict[str, Any]:
+def _point_row(
+    pdir: Path, summary: dict[str, Any], sweep_point: str, duration_s: float | None, shards: int
+) -> dict[str, Any]:
     """The sweep row of a merged point: benchmaker.sweep.sweep.engine_point_row with `shards`."""
     return engine_point_row(pdir, summary, sweep_point, duration_s, shards=shards)
 
 
-def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[dict[str, Any]] | None = None
-                ) -> dict[str, Any]:
+def merge_point(
+    p: ShardPoint, exit_codes: list[int | None], shard_info: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """Merge the `len(exit_codes)` shards of the point `p` describes (any `worker`;
     `start_wall_ns`: the attempt whose files are merged) with
     benchmaker.engine.workers.merge_shards: exit code 0 = the
@@ -292,11 +339,15 @@ def merge_point(p: ShardPoint, exit_codes: list[int | None], shard_info: list[di
     config = _config(p, n)
     bundle_dir = Path(config.out_dir) / p.run_id
     summary = merge_shards(bundle_dir, config, {"default": config.load_model()}, n, list(exit_codes))
-    late = [(w["worker"], w["start_late_ns"] / 1e6) for w in summary["self_checks"]["workers"]
-            if w.get("start_late_ns") is not None and w["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS]
+    late = [
+        (w["worker"], w["start_late_ns"] / 1e6)
+        for w in summary["self_checks"]["workers"]
+        if w.get("start_late_ns") is not None and w["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS
+    ]
     for k, ms in late:
         summary["verdict"]["reasons"].append(
-            f"worker {k} started {ms:.1f} ms after the shared start (limit {LATE_START_LIMIT_MS:g} ms)")
+            f"worker {k} started {ms:.1f} ms after the shared start (limit {LATE_START_LIMIT_MS:g} ms)"
+        )
         summary["verdict"]["valid"] = False
     summary["shards"] = shard_info or []
     pdir = point_dir(Path(p.run_dir), p.sweep_point)

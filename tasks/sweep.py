@@ -51,8 +51,15 @@ from benchmaker.tasks.transient import ReplayServerDied, retry_on_transient
 from benchmaker.trajectories.convert import load_trajectories
 from benchmaker.trajectories.trajectory import Trajectory
 
-__all__ = ["FAIL_POINT_ENV", "InjectedFault", "load_tasks", "make_sandbox_factory",
-           "point_trajectories", "run_sweep_point", "sweep_point_policy"]
+__all__ = [
+    "FAIL_POINT_ENV",
+    "InjectedFault",
+    "load_tasks",
+    "make_sandbox_factory",
+    "point_trajectories",
+    "run_sweep_point",
+    "sweep_point_policy",
+]
 
 sweep_point_policy = (INPUTS - "server_key" - "t0_ns") + TASK_SOURCE + RUN_ID
 
@@ -117,8 +124,14 @@ def load_tasks(task_dirs: list[Path]) -> dict[str, TaskSpec]:
     return {s.task_id: s for s in specs}
 
 
-@task(name="run-sweep-point", cache_policy=sweep_point_policy, persist_result=True,
-      retries=2, retry_delay_seconds=[2, 5], retry_condition_fn=retry_on_transient)
+@task(
+    name="run-sweep-point",
+    cache_policy=sweep_point_policy,
+    persist_result=True,
+    retries=2,
+    retry_delay_seconds=[2, 5],
+    retry_condition_fn=retry_on_transient,
+)
 async def run_sweep_point(
     server_key: str,
     trajectories: Path,
@@ -156,26 +169,55 @@ async def run_sweep_point(
     sp = replay_point_name(concurrency, load)
     episodes_total, calls_total = planned_totals(trajs, concurrency, episodes, duration_s)
     with progress_artifact(run_id, sp):  # live progress: terminal view and Prefect artifact (benchmaker.progress)
-        async with watch_point(sp, stats=handle.stats, episodes_file=point_dir(Path(run_dir), sp) / "episodes.jsonl",
-                               episodes_total=episodes_total, calls_total=calls_total, duration_s=duration_s,
-                               work=planned_work(trajs, concurrency, episodes, duration_s), slots=concurrency):
+        async with watch_point(
+            sp,
+            stats=handle.stats,
+            episodes_file=point_dir(Path(run_dir), sp) / "episodes.jsonl",
+            episodes_total=episodes_total,
+            calls_total=calls_total,
+            duration_s=duration_s,
+            work=planned_work(trajs, concurrency, episodes, duration_s),
+            slots=concurrency,
+        ):
             # the point runs on an event loop of its own (benchmaker.engine.runner.run_on_own_loop): the
             # progress polls and Prefect's API calls on this task's loop add no lag to its stamps
-            row = await run_on_own_loop(run_point(
-                trajs, url, Path(run_dir), run_id=run_id, concurrency=concurrency, episodes=episodes,
-                duration_s=duration_s, mode=mode, sandbox_factory=factory, tasks=load_tasks(task_dirs or []),
-                command=command, t0_ns=t0_ns, load=load, workers=workers, checks=checks, api_key=handle.token,
-            ))
+            row = await run_on_own_loop(
+                run_point(
+                    trajs,
+                    url,
+                    Path(run_dir),
+                    run_id=run_id,
+                    concurrency=concurrency,
+                    episodes=episodes,
+                    duration_s=duration_s,
+                    mode=mode,
+                    sandbox_factory=factory,
+                    tasks=load_tasks(task_dirs or []),
+                    command=command,
+                    t0_ns=t0_ns,
+                    load=load,
+                    workers=workers,
+                    checks=checks,
+                    api_key=handle.token,
+                )
+            )
     if handle.proc.poll() is not None:
         raise ReplayServerDied(
             f"replay server (pid {handle.pid}) exited with code {handle.proc.returncode} during "
-            f"sweep point {sp}; the point runs again on a restarted server")
+            f"sweep point {sp}; the point runs again on a restarted server"
+        )
     stats = await asyncio.to_thread(handle.stats)
     write_json_atomic(point_dir(Path(run_dir), sp) / "server_stats.json", stats)
     if os.environ.get(FAIL_POINT_ENV) == sp:
         raise InjectedFault(f"sweep point {sp}: failure injected by {FAIL_POINT_ENV}")
-    log.info("sweep point %s: %d episodes, %d requests, max concurrency %s/%s, misses %s%s",
-             sp, row["n_episodes"], row["n_requests"], row["achieved_max_concurrency"],
-             concurrency if load is None else load, row["misses_total"],
-             "" if row["valid"] else f" INVALID: {row['invalid_reason']}")
+    log.info(
+        "sweep point %s: %d episodes, %d requests, max concurrency %s/%s, misses %s%s",
+        sp,
+        row["n_episodes"],
+        row["n_requests"],
+        row["achieved_max_concurrency"],
+        concurrency if load is None else load,
+        row["misses_total"],
+        "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
+    )
     return row

@@ -30,8 +30,14 @@ class ReplayServerDied(RuntimeError):
     point's measurements are discarded and the point is retried on a restarted server."""
 
 
-_TRANSIENT = (ConnectionError, aiohttp.ClientConnectionError, httpx.TransportError,
-              ReplayServerDied, ReplayServerError, WarehouseLocked)
+_TRANSIENT = (
+    ConnectionError,
+    aiohttp.ClientConnectionError,
+    httpx.TransportError,
+    ReplayServerDied,
+    ReplayServerError,
+    WarehouseLocked,
+)
 
 
 def is_transient(exc: BaseException | None) -> bool:

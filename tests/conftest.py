@@ -41,8 +41,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return ("benchmaker host-load limits: loop lag p99 <= {} ms, schedule lag p99 <= {} ms (tests/conftest.py)"
-            .format(os.environ["BENCHMAKER_MAX_LOOP_LAG_MS"], os.environ["BENCHMAKER_MAX_SCHEDULE_LAG_MS"]))
+    return "benchmaker host-load limits: loop lag p99 <= {} ms, schedule lag p99 <= {} ms (tests/conftest.py)".format(
+        os.environ["BENCHMAKER_MAX_LOOP_LAG_MS"], os.environ["BENCHMAKER_MAX_SCHEDULE_LAG_MS"]
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -24,9 +24,12 @@ from typing import Self
 def _bodies() -> dict[str, tuple[bytes, str]]:
     zeros = b"\0" * (100 << 20)
     lines = b"# filler comment line of a metrics page\n" * ((20 << 20) // 40)
-    return {"/bomb-gzip": (gzip.compress(zeros, 9), "gzip"), "/bomb-deflate": (zlib.compress(zeros, 9), "deflate"),
-            "/metrics-bomb": (gzip.compress(lines, 9), "gzip"),
-            "/metrics": (b"# TYPE up gauge\nup 1\n", "identity")}
+    return {
+        "/bomb-gzip": (gzip.compress(zeros, 9), "gzip"),
+        "/bomb-deflate": (zlib.compress(zeros, 9), "deflate"),
+        "/metrics-bomb": (gzip.compress(lines, 9), "gzip"),
+        "/metrics": (b"# TYPE up gauge\nup 1\n", "identity"),
+    }
 
 
 class _Handler(BaseHTTPRequestHandler):

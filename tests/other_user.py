@@ -28,8 +28,14 @@ class OtherUser:
         """Run Python `code` as this user (system python3, stdlib only) and return the
         JSON value it prints on its last stdout line. Raises AssertionError with its
         stderr when it exits non-zero."""
-        done = subprocess.run(["runuser", "-u", self.name, "--", PROBE_PYTHON, "-c", code], capture_output=True, check=False,
-                              text=True, timeout=timeout_s, cwd="/")
+        done = subprocess.run(
+            ["runuser", "-u", self.name, "--", PROBE_PYTHON, "-c", code],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=timeout_s,
+            cwd="/",
+        )
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -45,8 +51,12 @@ def other_user() -> Iterator[OtherUser]:
     if not os.path.exists(PROBE_PYTHON):
         pytest.skip(f"{PROBE_PYTHON} is missing: the second user's probes need a system Python")
     name = f"bmprobe{uuid.uuid4().hex[:8]}"
-    made = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name], check=False,
-                          capture_output=True, text=True)
+    made = subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     if made.returncode != 0:
         pytest.skip(f"useradd failed here: {made.stderr.strip()}")
     try:

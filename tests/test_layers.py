@@ -239,25 +239,39 @@ def test_tests_and_tools_import_the_one_package_only() -> None:
     for folder in ("tests", "benchmarks", "conformance", "examples"):
         for path in sorted((REPO / folder).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else []
+                )
                 found += [f"{path.relative_to(REPO)}:{node.lineno}: {n}" for n in names if n.split(".")[0] in old]
     assert found == []
 
 
 @pytest.mark.slow  # builds the wheel (~10-30 s)
 def test_the_wheel_installs_exactly_one_top_level_package(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                           "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = tmp_path.glob("benchmaker-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
     assert tops == {"benchmaker"}
-    for member in ("benchmaker/flows/swebench_replay.py", "benchmaker/tasks/sweep.py", "benchmaker/recipes/cli.py",
-                   "benchmaker/warehouse/migrations/0001_init.sql", "benchmaker/engine/sql/summary.sql",
-                   "benchmaker/sweep/sql/sweep_summary.sql"):
+    for member in (
+        "benchmaker/flows/swebench_replay.py",
+        "benchmaker/tasks/sweep.py",
+        "benchmaker/recipes/cli.py",
+        "benchmaker/warehouse/migrations/0001_init.sql",
+        "benchmaker/engine/sql/summary.sql",
+        "benchmaker/sweep/sql/sweep_summary.sql",
+    ):
         assert member in names
 
 
@@ -268,10 +282,13 @@ def private_imports(modules: dict[str, Path]) -> list[str]:
     for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("benchmaker"):
-                out += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {name} <- {node.module}.{a.name}"
-                        for a in node.names
-                        if a.name.startswith("_") and not a.name.startswith("__")
-                        and f"{node.module}.{a.name}" not in modules]
+                out += [
+                    f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {name} <- {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                    and not a.name.startswith("__")
+                    and f"{node.module}.{a.name}" not in modules
+                ]
     return out
 
 

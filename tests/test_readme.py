@@ -33,10 +33,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 # docs/ pages other branches write: a link to one may come before the page
-PENDING_PAGES = frozenset({
-    "api-openai-responses.md", "api-anthropic-messages.md", "api-gemini.md", "log-formats.md", "stream-rules.md",
-    "shared-host.md", "execute-mode-sandbox.md", "reading-results.md",
-})
+PENDING_PAGES = frozenset(
+    {
+        "api-openai-responses.md",
+        "api-anthropic-messages.md",
+        "api-gemini.md",
+        "log-formats.md",
+        "stream-rules.md",
+        "shared-host.md",
+        "execute-mode-sandbox.md",
+        "reading-results.md",
+    }
+)
 _PLACEHOLDER = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{1,}(?![\w-])|\.\.\.")
 _SKIP_COMMANDS = {"serve-replay", "record", "server"}
 
@@ -108,8 +116,9 @@ def test_readme_commands_are_classified() -> None:
     assert any("--dry-run" in c for c in runnable) and any("--logs examples/recordings/*" in c for c in runnable)
     for cmd in cmds:
         if cmd.startswith("benchmaker") and skip_reason(cmd) is not None:
-            assert any(m in skip_reason(cmd) for m in ("placeholder", "URL", "server", "outside", "environment",
-                                                       "provides")), cmd
+            assert any(
+                m in skip_reason(cmd) for m in ("placeholder", "URL", "server", "outside", "environment", "provides")
+            ), cmd
 
 
 @pytest.mark.slow  # a 3-point replay sweep of 25 episodes each, with a temporary Prefect server
@@ -122,8 +131,7 @@ def test_readme_commands_on_bundled_files_run_as_written(tmp_path: Path) -> None
     for cmd in readme_commands((REPO / "README.md").read_text()):
         if skip_reason(cmd) is not None:
             continue
-        proc = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         # exit 1 = the run finished and was loaded but a point was judged invalid (e.g. the
         # engine's event-loop lag check on this busy 2-core host); 2 = refused input
         ok = (0, 1) if cmd.split()[1] == "swebench-replay" and "--dry-run" not in cmd else (0,)
@@ -154,8 +162,11 @@ def test_quick_start_is_make_demo_and_make_test() -> None:
 def doc_links(text: str) -> list[str]:
     """The targets of the relative markdown links of `text`, `#anchor` kept (links with a
     scheme, and pure anchors, are left out)."""
-    return [t for t in re.findall(r"\]\(([^)\s]+)\)", text)
-            if not t.startswith("#") and "://" not in t and not t.startswith("mailto:")]
+    return [
+        t
+        for t in re.findall(r"\]\(([^)\s]+)\)", text)
+        if not t.startswith("#") and "://" not in t and not t.startswith("mailto:")
+    ]
 
 
 def anchors(text: str) -> set[str]:
@@ -182,8 +193,10 @@ def test_doc_links_resolve() -> None:
 
 
 def test_doc_links_and_anchors_are_read() -> None:
-    assert doc_links("[a](docs/x.md) [b](https://e.org/y.md) [c](#top) [d](metrics.md#ttft)") == \
-        ["docs/x.md", "metrics.md#ttft"]
+    assert doc_links("[a](docs/x.md) [b](https://e.org/y.md) [c](#top) [d](metrics.md#ttft)") == [
+        "docs/x.md",
+        "metrics.md#ttft",
+    ]
     text = "# Run nightly\n## 2. A real agent, end to end\n```sh\n# not a heading\n```\n### `make demo` (x)\n"
     assert anchors(text) == {"run-nightly", "2-a-real-agent-end-to-end", "make-demo-x"}
 
@@ -203,8 +216,12 @@ def _help_text(words: tuple[str, ...]) -> str:
 def documented_commands() -> list[tuple[str, str]]:
     """(file name, command) of every `benchmaker` command in the ```sh blocks of README.md
     and docs/*.md."""
-    return [(md.name, cmd) for md in _markdown_files() for cmd in readme_commands(md.read_text())
-            if cmd.startswith("benchmaker ")]
+    return [
+        (md.name, cmd)
+        for md in _markdown_files()
+        for cmd in readme_commands(md.read_text())
+        if cmd.startswith("benchmaker ")
+    ]
 
 
 def command_problems(cmd: str) -> list[str]:
@@ -220,21 +237,24 @@ def command_problems(cmd: str) -> list[str]:
         path.append(words[2])  # a command group's subcommand: `server status`
     help_text = _help_text(tuple(path))
     problems = []
-    for w in words[len(path) + 1:]:
+    for w in words[len(path) + 1 :]:
         flag = w.split("=", 1)[0]
-        if re.fullmatch(r"--?[a-z][a-z0-9-]*", flag) and \
-                not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text):
+        if re.fullmatch(r"--?[a-z][a-z0-9-]*", flag) and not re.search(
+            rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text
+        ):
             problems.append(f"`benchmaker {' '.join(path)}` has no flag {flag}")
     return problems
 
 
 def test_command_problems_finds_what_the_cli_lacks() -> None:
-    assert command_problems("benchmaker llm --url U --model m --rate poisson:5 -o x") == \
-        ["`benchmaker llm` has no flag -o"]
+    assert command_problems("benchmaker llm --url U --model m --rate poisson:5 -o x") == [
+        "`benchmaker llm` has no flag -o"
+    ]
     assert command_problems("benchmaker lmm --url U") == ["no command 'lmm'"]
-    assert command_problems("benchmaker server status --no-such-flag") == \
-        ["`benchmaker server status` has no flag --no-such-flag"]
-    assert command_problems('benchmaker convert a.jsonl -o t.jsonl --lenient') == []
+    assert command_problems("benchmaker server status --no-such-flag") == [
+        "`benchmaker server status` has no flag --no-such-flag"
+    ]
+    assert command_problems("benchmaker convert a.jsonl -o t.jsonl --lenient") == []
 
 
 def test_documented_commands_name_real_commands_and_flags() -> None:

@@ -1,9 +1,9 @@
 """The DuckDB warehouse: every run bundle loaded for SQL (docs/query-the-warehouse.md).
 
-    load_run(warehouse, run_dir)  the only writer: one transaction per run, idempotent
-    open_readonly(warehouse)      a read-only connection (waits while a load holds the lock)
-    migrate(con)                  ordered migrations, `schema_version` table
-    install_views(con)            views from warehouse/views/*.sql and summary.sql
+load_run(warehouse, run_dir)  the only writer: one transaction per run, idempotent
+open_readonly(warehouse)      a read-only connection (waits while a load holds the lock)
+migrate(con)                  ordered migrations, `schema_version` table
+install_views(con)            views from warehouse/views/*.sql and summary.sql
 """
 
 from benchmaker.warehouse.compare import compare_runs

@@ -26,10 +26,24 @@ import orjson
 from benchmaker.warehouse.errors import WarehouseError
 
 # manifest config keys that say how a run was swept or where it wrote, not what it ran
-_SWEEP_KEYS = frozenset({
-    "concurrency_sweep", "rate_sweep", "loads", "episodes_per_point", "duration_s", "out_dir", "warehouse",
-    "label", "run_id", "shards", "dask_address", "exchange", "start_lead_s", "shard_timeout_s",
-})
+_SWEEP_KEYS = frozenset(
+    {
+        "concurrency_sweep",
+        "rate_sweep",
+        "loads",
+        "episodes_per_point",
+        "duration_s",
+        "out_dir",
+        "warehouse",
+        "label",
+        "run_id",
+        "shards",
+        "dask_address",
+        "exchange",
+        "start_lead_s",
+        "shard_timeout_s",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +84,10 @@ class PointComparison:
 def _check(con: duckdb.DuckDBPyConnection, baseline_run: str, candidate_run: str, n_boot: int) -> None:
     if n_boot < 1:
         raise WarehouseError(f"n_boot: expected >= 1 (got {n_boot})")
-    known = {r[0] for r in con.execute("SELECT run_id FROM runs WHERE run_id IN (?, ?)",
-                                       [baseline_run, candidate_run]).fetchall()}
+    known = {
+        r[0]
+        for r in con.execute("SELECT run_id FROM runs WHERE run_id IN (?, ?)", [baseline_run, candidate_run]).fetchall()
+    }
     for run in (baseline_run, candidate_run):
         if run not in known:
             raise WarehouseError(f"run_id: no run {run!r} in the warehouse (see: benchmaker runs)")
@@ -145,9 +161,23 @@ def compare_points(
     )
     latency: dict[str, list[Comparison]] = {}
     for key, bsp, csp, stat, base, cand, diff, lo, hi, n_base, n_cand, boot, verdict in cur.fetchall():
-        latency.setdefault(key, []).append(Comparison(stat, base, cand, diff, lo, hi, n_base, n_cand, boot, verdict,
-                                                      point_key=key, baseline_sweep_point=bsp,
-                                                      candidate_sweep_point=csp))
+        latency.setdefault(key, []).append(
+            Comparison(
+                stat,
+                base,
+                cand,
+                diff,
+                lo,
+                hi,
+                n_base,
+                n_cand,
+                boot,
+                verdict,
+                point_key=key,
+                baseline_sweep_point=bsp,
+                candidate_sweep_point=csp,
+            )
+        )
     points = {run: _points(con, run) for run in (baseline_run, candidate_run)}
     base, cand = points[baseline_run], points[candidate_run]
     order = sorted(set(base) & set(cand) | set(latency), key=lambda k: _order(k, base, cand))
@@ -166,18 +196,33 @@ def compare_points(
         if small:
             first = latency[key][0]
             needs = ", ".join(f">= {n} for {', '.join(stats)}" for n, stats in small.items())
-            withheld.append(f"{key}: n = {first.n_baseline} / {first.n_candidate} requests is too small for a "
-                            f"verdict (a CI needs, in each run, {needs})")
+            withheld.append(
+                f"{key}: n = {first.n_baseline} / {first.n_candidate} requests is too small for a "
+                f"verdict (a CI needs, in each run, {needs})"
+            )
         if b is None or c is None:
             continue
         diff = None if b["tput"] is None or c["tput"] is None else c["tput"] - b["tput"]
-        rows.append(Comparison("request_throughput_per_s", b["tput"], c["tput"], diff, None, None, b["n_ok"],
-                               c["n_ok"], None, None, point_key=key, baseline_sweep_point=b["label"],
-                               candidate_sweep_point=c["label"]))
+        rows.append(
+            Comparison(
+                "request_throughput_per_s",
+                b["tput"],
+                c["tput"],
+                diff,
+                None,
+                None,
+                b["n_ok"],
+                c["n_ok"],
+                None,
+                None,
+                point_key=key,
+                baseline_sweep_point=b["label"],
+                candidate_sweep_point=c["label"],
+            )
+        )
     warnings = []
     for run, mine, other in ((baseline_run, base, cand), (candidate_run, cand, base)):
-        only = [f"{k} ({mine[k]['label']})" for k in sorted(mine, key=lambda k: _order(k, mine, {}))
-                if k not in other]
+        only = [f"{k} ({mine[k]['label']})" for k in sorted(mine, key=lambda k: _order(k, mine, {})) if k not in other]
         if only:
             warnings.append(f"points only in {run}: {', '.join(only)} (not compared)")
     warnings += withheld
@@ -205,9 +250,13 @@ def _points(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, dict]:
             "SELECT 'run', NULL, NULL, v.request_throughput_per_s, v.n_ok, "
             "CAST(r.summary -> '$.verdict.valid' AS BOOLEAN), "
             "nullif(array_to_string(CAST(r.summary -> '$.verdict.reasons' AS VARCHAR[]), '; '), '') "
-            "FROM v_run_summary AS v JOIN runs AS r USING (run_id) WHERE run_id = $r", {"r": run_id}).fetchall()
-    return {key: {"label": label, "order": order, "tput": tput, "n_ok": n_ok, "valid": valid, "reason": reason}
-            for key, label, order, tput, n_ok, valid, reason in rows}
+            "FROM v_run_summary AS v JOIN runs AS r USING (run_id) WHERE run_id = $r",
+            {"r": run_id},
+        ).fetchall()
+    return {
+        key: {"label": label, "order": order, "tput": tput, "n_ok": n_ok, "valid": valid, "reason": reason}
+        for key, label, order, tput, n_ok, valid, reason in rows
+    }
 
 
 # Fewest requests per run for a verdict on a statistic: a bootstrap interval from fewer
@@ -233,8 +282,11 @@ def _judged(row: Comparison, base: dict | None, cand: dict | None, min_n: int | 
         return row, ""
     import dataclasses
 
-    bad = [f"{run} {p['label'] or 'run'} is invalid ({p['reason'] or 'no reason recorded'})"
-           for run, p in (("baseline", base), ("candidate", cand)) if p is not None and p.get("valid") is False]
+    bad = [
+        f"{run} {p['label'] or 'run'} is invalid ({p['reason'] or 'no reason recorded'})"
+        for run, p in (("baseline", base), ("candidate", cand))
+        if p is not None and p.get("valid") is False
+    ]
     if bad:
         return dataclasses.replace(row, verdict="invalid point"), f"{row.point_key}: no verdict: {'; '.join(bad)}"
     need = min_n_for(row.statistic) if min_n is None else min_n
@@ -243,15 +295,20 @@ def _judged(row: Comparison, base: dict | None, cand: dict | None, min_n: int | 
     return row, ""
     import dataclasses
 
-    bad = [f"{run} {p['label'] or 'run'} is invalid ({p['reason'] or 'no reason recorded'})"
-           for run, p in (("baseline", base), ("candidate", cand)) if p is not None and p.get("valid") is False]
+    bad = [
+        f"{run} {p['label'] or 'run'} is invalid ({p['reason'] or 'no reason recorded'})"
+        for run, p in (("baseline", base), ("candidate", cand))
+        if p is not None and p.get("valid") is False
+    ]
     if bad:
         return dataclasses.replace(row, verdict="invalid point"), f"{row.point_key}: no verdict: {'; '.join(bad)}"
     need = min_n_for(row.statistic)
     if (row.n_baseline or 0) < need or (row.n_candidate or 0) < need:
-        return (dataclasses.replace(row, verdict="n too small"),
-                f"{row.point_key} {row.statistic}: no verdict: n = {row.n_baseline} / {row.n_candidate} requests, "
-                f"a CI needs >= {need} in each run")
+        return (
+            dataclasses.replace(row, verdict="n too small"),
+            f"{row.point_key} {row.statistic}: no verdict: n = {row.n_baseline} / {row.n_candidate} requests, "
+            f"a CI needs >= {need} in each run",
+        )
     return row, None
 
 
@@ -267,19 +324,29 @@ def workload_warnings(con: duckdb.DuckDBPyConnection, baseline_run: str, candida
     trajectories their episodes played (by trajectory_id), and the manifest config
     values other than how the run was swept or where it wrote (`_SWEEP_KEYS`). Empty
     when the workloads look the same."""
-    rows = {r[0]: r[1:] for r in con.execute(
-        "SELECT run_id, kind, config FROM runs WHERE run_id IN (?, ?)", [baseline_run, candidate_run]).fetchall()}
+    rows = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "SELECT run_id, kind, config FROM runs WHERE run_id IN (?, ?)", [baseline_run, candidate_run]
+        ).fetchall()
+    }
     (kind_a, config_a), (kind_b, config_b) = rows[baseline_run], rows[candidate_run]
     out = []
     if kind_a != kind_b:
         out.append(f"workloads differ: kind {kind_a!r} vs {kind_b!r}")
-    trajs = dict(con.execute(
-        "SELECT run_id, list(DISTINCT trajectory_id) FROM episodes WHERE run_id IN (?, ?) "
-        "AND trajectory_id IS NOT NULL GROUP BY run_id", [baseline_run, candidate_run]).fetchall())
+    trajs = dict(
+        con.execute(
+            "SELECT run_id, list(DISTINCT trajectory_id) FROM episodes WHERE run_id IN (?, ?) "
+            "AND trajectory_id IS NOT NULL GROUP BY run_id",
+            [baseline_run, candidate_run],
+        ).fetchall()
+    )
     ta, tb = set(trajs.get(baseline_run) or []), set(trajs.get(candidate_run) or [])
     if ta != tb:
-        out.append(f"workloads differ: trajectories played: {len(ta - tb)} only in {baseline_run}, "
-                   f"{len(tb - ta)} only in {candidate_run}, {len(ta & tb)} in both")
+        out.append(
+            f"workloads differ: trajectories played: {len(ta - tb)} only in {baseline_run}, "
+            f"{len(tb - ta)} only in {candidate_run}, {len(ta & tb)} in both"
+        )
     ca, cb = _config(config_a), _config(config_b)
     changed = [k for k in sorted(set(ca) | set(cb)) if k not in _SWEEP_KEYS and ca.get(k) != cb.get(k)]
     if changed:

@@ -86,8 +86,7 @@ def _connect(path: Path, read_only: bool, wait_s: float, sandboxed: bool = False
             left = deadline - time.monotonic()
             if left <= 0:
                 raise WarehouseLocked(
-                    f"{path}: warehouse still locked by another process after {wait_s:g} s "
-                    f"({exc})"
+                    f"{path}: warehouse still locked by another process after {wait_s:g} s ({exc})"
                 ) from exc
             time.sleep(min(left, delay * random.uniform(0.75, 1.25)))
             delay = min(delay * 2, 2.0)
@@ -110,6 +109,10 @@ def open_readonly(path: Path, wait_s: float = DEFAULT_WAIT_S, *, sandboxed: bool
     message), WarehouseLocked on timeout."""
     path = Path(path)
     if not path.is_file():
-        what = "is a directory, not a warehouse file" if path.is_dir() else "no warehouse file (load a run first: benchmaker load)"
+        what = (
+            "is a directory, not a warehouse file"
+            if path.is_dir()
+            else "no warehouse file (load a run first: benchmaker load)"
+        )
         raise WarehouseError(f"{path}: {what}")
     return _connect(path, read_only=True, wait_s=wait_s, sandboxed=sandboxed)

@@ -1,12 +1,12 @@
 """Errors raised by the warehouse.
 
-    BenchmakerError                 (benchmaker.engine.errors)
-    └── WarehouseError              anything the warehouse refuses or cannot do
-        ├── BundleError             a run bundle file is missing or malformed; the message
-        │                           is `path:line: field: problem (got VALUE)` where known
-        ├── WarehouseLocked         another process held the file lock past the wait limit
-        ├── MigrationError          a migration file failed; names the file
-        └── ViewError               a view file failed; names the file
+BenchmakerError                 (benchmaker.engine.errors)
+└── WarehouseError              anything the warehouse refuses or cannot do
+    ├── BundleError             a run bundle file is missing or malformed; the message
+    │                           is `path:line: field: problem (got VALUE)` where known
+    ├── WarehouseLocked         another process held the file lock past the wait limit
+    ├── MigrationError          a migration file failed; names the file
+    └── ViewError               a view file failed; names the file
 """
 
 from __future__ import annotations

@@ -106,18 +106,22 @@ _JSONL_TABLES = (
     _JsonlTable(
         "requests",
         "samples*.jsonl",
-        {"shard": "coalesce(TRY_CAST(nullif(regexp_extract(filename, "
-                  r"'samples-w(\d+)\.jsonl$', 1), '') AS INTEGER), 0)",
-         # a model call of an agent episode names its episode and turn in meta (0007)
-         "episode_id": "meta ->> 'episode_id'", "turn_index": "TRY_CAST(meta ->> 'turn_index' AS INTEGER)"},
+        {
+            "shard": "coalesce(TRY_CAST(nullif(regexp_extract(filename, "
+            r"'samples-w(\d+)\.jsonl$', 1), '') AS INTEGER), 0)",
+            # a model call of an agent episode names its episode and turn in meta (0007)
+            "episode_id": "meta ->> 'episode_id'",
+            "turn_index": "TRY_CAST(meta ->> 'turn_index' AS INTEGER)",
+        },
         _POINT_DEFAULT,
         True,
     ),
     _JsonlTable("episodes", "episodes*.jsonl", {}, _SHARD_DEFAULT, True),
     _JsonlTable("turns", "turns*.jsonl", {}, _SHARD_DEFAULT, True),
     _JsonlTable("grades", "grades*.jsonl", {}, _POINT_DEFAULT, True),
-    _JsonlTable("sweep_points", "sweep_points*.jsonl", {"run_id": "$run_id", "from_file": "true"}, _POINT_DEFAULT,
-                False),
+    _JsonlTable(
+        "sweep_points", "sweep_points*.jsonl", {"run_id": "$run_id", "from_file": "true"}, _POINT_DEFAULT, False
+    ),
     _JsonlTable("monitor_samples", "monitor*.jsonl", {"run_id": "$run_id"}, _POINT_DEFAULT, False),
 )
 
@@ -251,10 +255,7 @@ def _read_manifest(run_dir: Path) -> dict[str, Any]:
     for key, types in _MANIFEST_TYPES.items():
         value = manifest.get(key)
         if not isinstance(value, types) or (isinstance(value, bool) and int in types):
-            raise BundleError(
-                f"{path}: {key}: expected {'/'.join(t.__name__ for t in types)} "
-                f"(got {_show(value)})"
-            )
+            raise BundleError(f"{path}: {key}: expected {'/'.join(t.__name__ for t in types)} (got {_show(value)})")
     if manifest.get("created_at") is not None:
         try:
             datetime.fromisoformat(manifest["created_at"])
@@ -290,9 +291,7 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     return {name: dtype for name, dtype in rows}
 
 
-def _insert_jsonl(
-    con: duckdb.DuckDBPyConnection, spec: _JsonlTable, files: list[Path], run_id: str
-) -> None:
+def _insert_jsonl(con: duckdb.DuckDBPyConnection, spec: _JsonlTable, files: list[Path], run_id: str) -> None:
     """INSERT INTO spec.table SELECT ... FROM read_json(files) in one statement; on a
     DuckDB error, point at the first bad line (BundleError)."""
     table_cols = table_columns(con, spec.table)
@@ -324,18 +323,27 @@ def _insert_jsonl(
         ours = _first_value(con.execute(f"SELECT count(*) FROM {spec.table} WHERE run_id = ?", [run_id]))
         if ours != inserted:
             where = _locate_bad_line(files, read_cols, run_id)
-            raise BundleError(
-                where or f"{', '.join(map(str, files))}: run_id: lines of another run"
-            )
+            raise BundleError(where or f"{', '.join(map(str, files))}: run_id: lines of another run")
 
 
 # The request figures a turns.jsonl line carried before turns kept only what a turn has
 # (migration 0010 moved the warehouse's rows of that shape the same way).
 _OLD_TURN_COLUMNS = {
-    "run_id": "VARCHAR", "sweep_point": "VARCHAR", "episode_id": "VARCHAR", "turn_index": "INTEGER",
-    "shard": "INTEGER", "sent_ns": "BIGINT", "first_token_ns": "BIGINT", "end_ns": "BIGINT",
-    "outcome": "VARCHAR", "http_status": "INTEGER", "miss_kind": "VARCHAR", "prompt_tokens": "BIGINT",
-    "output_tokens": "BIGINT", "cached_tokens": "BIGINT", "model": "VARCHAR",
+    "run_id": "VARCHAR",
+    "sweep_point": "VARCHAR",
+    "episode_id": "VARCHAR",
+    "turn_index": "INTEGER",
+    "shard": "INTEGER",
+    "sent_ns": "BIGINT",
+    "first_token_ns": "BIGINT",
+    "end_ns": "BIGINT",
+    "outcome": "VARCHAR",
+    "http_status": "INTEGER",
+    "miss_kind": "VARCHAR",
+    "prompt_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "cached_tokens": "BIGINT",
+    "model": "VARCHAR",
 }
 
 
@@ -478,7 +486,10 @@ def _insert_token_events(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
 
 
 def _insert_run(
-    con: duckdb.DuckDBPyConnection, manifest: dict[str, Any], summary_text: str | None, run_dir: Path,
+    con: duckdb.DuckDBPyConnection,
+    manifest: dict[str, Any],
+    summary_text: str | None,
+    run_dir: Path,
     partial_reason: str | None = None,
 ) -> None:
     created_at = manifest.get("created_at")
@@ -536,9 +547,7 @@ def _partial(summary_text: str | None, has_sweep_points: bool = False) -> tuple[
 
 
 def _count_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, int]:
-    union = " UNION ALL ".join(
-        f"SELECT '{t}', count(*) FROM {t} WHERE run_id = $run_id" for t in RUN_TABLES
-    )
+    union = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t} WHERE run_id = $run_id" for t in RUN_TABLES)
     return {t: int(n) for t, n in con.execute(union, {"run_id": run_id}).fetchall()}
 
 
@@ -602,13 +611,10 @@ def _locate_bad_line(files: list[Path], columns: dict[str, str], run_id: str | N
                     return f"{path}:{lineno}: expected a JSON object (got {_show(obj)})"
                 if run_id is not None and obj.get("run_id") != run_id:
                     return (
-                        f"{path}:{lineno}: run_id: expected the manifest's {run_id!r} "
-                        f"(got {_show(obj.get('run_id'))})"
+                        f"{path}:{lineno}: run_id: expected the manifest's {run_id!r} (got {_show(obj.get('run_id'))})"
                     )
                 for name, dtype in columns.items():
                     problem = _type_problem(obj.get(name), dtype)
                     if problem:
                         return f"{path}:{lineno}: {name}: {problem} (got {_show(obj.get(name))})"
     return None
-
-

@@ -74,11 +74,15 @@ def _trace(s: Series) -> go.Scatter:
     elif s.style == "errorbars":
         lo = [s.err_low[i] if s.err_low and _ok(s.err_low[i]) else None for i in keep]
         hi = [s.err_high[i] if s.err_high and _ok(s.err_high[i]) else None for i in keep]
-        kw.update(mode="markers", error_y={
-            "type": "data", "symmetric": False,
-            "array": [h - y if h is not None else 0 for h, y in zip(hi, ys, strict=True)],
-            "arrayminus": [y - lo_ if lo_ is not None else 0 for lo_, y in zip(lo, ys, strict=True)],
-        })
+        kw.update(
+            mode="markers",
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [h - y if h is not None else 0 for h, y in zip(hi, ys, strict=True)],
+                "arrayminus": [y - lo_ if lo_ is not None else 0 for lo_, y in zip(lo, ys, strict=True)],
+            },
+        )
     else:
         kw["mode"] = {"line": "lines", "linepoints": "lines+markers", "points": "markers"}[s.style]
         if text and "markers" in kw["mode"]:  # labelled points show their label beside the marker
@@ -86,9 +90,19 @@ def _trace(s: Series) -> go.Scatter:
     return go.Scatter(**kw)
 
 
-def chart(series: list[Series], *, plot_id: str, title: str, x_label: str, y_label: str,
-          x_min: float | None = None, y_min: float | None = None, y_max: float | None = None,
-          x_category: bool = False, height: int = 380) -> str:
+def chart(
+    series: list[Series],
+    *,
+    plot_id: str,
+    title: str,
+    x_label: str,
+    y_label: str,
+    x_min: float | None = None,
+    y_min: float | None = None,
+    y_max: float | None = None,
+    x_category: bool = False,
+    height: int = 380,
+) -> str:
     """The HTML of one chart (module docstring): a div and its figure JSON. Axis ranges
     start at `x_min`/`y_min` and end at `y_max` when given (else plotly autoranges);
     `x_category` makes x a category axis (e.g. sweep points). Raises ValueError for an
@@ -96,11 +110,15 @@ def chart(series: list[Series], *, plot_id: str, title: str, x_label: str, y_lab
     traces = [_trace(s) for s in series]
     n_points = sum(len(t.x or ()) for t in traces)
     layout: dict[str, Any] = {
-        "title": {"text": title, "font": {"size": 13}}, "height": height,
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "hovermode": "closest",
+        "title": {"text": title, "font": {"size": 13}},
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+        "hovermode": "closest",
         "xaxis": {"title": {"text": x_label}, "gridcolor": "#e5e5e5", "zerolinecolor": "#bbb"},
         "yaxis": {"title": {"text": y_label}, "gridcolor": "#e5e5e5", "zerolinecolor": "#bbb"},
-        "legend": {"orientation": "h", "y": -0.22}, "plot_bgcolor": "#ffffff", "paper_bgcolor": "#fafafa",
+        "legend": {"orientation": "h", "y": -0.22},
+        "plot_bgcolor": "#ffffff",
+        "paper_bgcolor": "#fafafa",
     }
     if x_category:
         layout["xaxis"]["type"] = "category"
@@ -111,15 +129,26 @@ def chart(series: list[Series], *, plot_id: str, title: str, x_label: str, y_lab
     elif y_min == 0:
         layout["yaxis"]["rangemode"] = "tozero"
     if n_points == 0:
-        layout["annotations"] = [{"text": "no data", "showarrow": False, "xref": "paper", "yref": "paper",
-                                  "x": 0.5, "y": 0.5, "font": {"size": 16, "color": "#888"}}]
+        layout["annotations"] = [
+            {
+                "text": "no data",
+                "showarrow": False,
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "font": {"size": 16, "color": "#888"},
+            }
+        ]
     fig = go.Figure(data=traces, layout=layout)
     spec = fig.to_json(pretty=False, engine="json").replace("</", "<\\/")  # no "</script>" inside
     pid = escape(plot_id)
-    return (f'<div class="plot" id="plot-{pid}" data-plot="{pid}" data-traces="{len(traces)}" '
-            f'data-points="{n_points}"></div>'
-            f'<script type="application/json" class="plot-figure" data-plot="{pid}">'
-            f'{spec}</script>')
+    return (
+        f'<div class="plot" id="plot-{pid}" data-plot="{pid}" data-traces="{len(traces)}" '
+        f'data-points="{n_points}"></div>'
+        f'<script type="application/json" class="plot-figure" data-plot="{pid}">'
+        f"{spec}</script>"
+    )
 
 
 def plotly_js() -> str:
@@ -129,9 +158,11 @@ def plotly_js() -> str:
 
 def draw_script() -> str:
     """The script that draws every chart of the page (after plotly.js is loaded)."""
-    return ("<script>\n(function () {\n"
-            "  for (const el of document.querySelectorAll('script.plot-figure')) {\n"
-            "    const fig = JSON.parse(el.textContent);\n"
-            "    const div = document.getElementById('plot-' + el.dataset.plot);\n"
-            f"    Plotly.newPlot(div, fig.data, fig.layout, {json.dumps(_CONFIG)});\n"
-            "  }\n})();\n</script>")
+    return (
+        "<script>\n(function () {\n"
+        "  for (const el of document.querySelectorAll('script.plot-figure')) {\n"
+        "    const fig = JSON.parse(el.textContent);\n"
+        "    const div = document.getElementById('plot-' + el.dataset.plot);\n"
+        f"    Plotly.newPlot(div, fig.data, fig.layout, {json.dumps(_CONFIG)});\n"
+        "  }\n})();\n</script>"
+    )

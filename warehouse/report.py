@@ -57,10 +57,25 @@ TIME_BINS = 200  # bins of the schedule-lag and in-flight panels
 STAT_KEYS = ("count", "mean", "min", "p50", "p90", "p95", "p99", "max")
 _FACT_COLUMNS = ("run_id", "kind", "label", "created_at", "workers", "git_sha", "n_sweep_points")
 _LANE_ROWS = (
-    "n_samples", "n_ok", "error_rate", "window_s", "request_throughput_per_s",
-    "output_throughput_tok_per_s", "goodput_per_s", "max_concurrency", "mean_concurrency",
-    "ttft_ms.p50", "ttft_ms.p99", "e2e_ms.p50", "e2e_ms.p99", "itl_event_ms.p50",
-    "itl_event_ms.p99", "tpot_ms.p50", "tpot_ms.p99", "schedule_lag_ms.p50", "schedule_lag_ms.p99",
+    "n_samples",
+    "n_ok",
+    "error_rate",
+    "window_s",
+    "request_throughput_per_s",
+    "output_throughput_tok_per_s",
+    "goodput_per_s",
+    "max_concurrency",
+    "mean_concurrency",
+    "ttft_ms.p50",
+    "ttft_ms.p99",
+    "e2e_ms.p50",
+    "e2e_ms.p99",
+    "itl_event_ms.p50",
+    "itl_event_ms.p99",
+    "tpot_ms.p50",
+    "tpot_ms.p99",
+    "schedule_lag_ms.p50",
+    "schedule_lag_ms.p99",
 )
 
 
@@ -133,8 +148,9 @@ def render_report(con: duckdb.DuckDBPyConnection, run_id: str, baseline: str | N
     return render_html(collect_report_data(con, run_id, baseline))
 
 
-def write_report(warehouse: Path, run_id: str, out: Path, wait_s: float = DEFAULT_WAIT_S,
-                 baseline: str | None = None) -> Path:
+def write_report(
+    warehouse: Path, run_id: str, out: Path, wait_s: float = DEFAULT_WAIT_S, baseline: str | None = None
+) -> Path:
     """Render the report of `run_id` (compared with `baseline` when given) from the
     warehouse file (opened read-only, waiting up to `wait_s` s for a load's lock) into
     `out` (UTF-8, parents created); returns `out`. Raises WarehouseError (no such file
@@ -189,11 +205,16 @@ def _display(value: Any) -> str:
 
 def _cell(row: str, col: str, value: Any) -> str:
     value = _plain(value)
-    data = json.dumps(value, allow_nan=False) if not (isinstance(value, float) and not math.isfinite(value)) \
+    data = (
+        json.dumps(value, allow_nan=False)
+        if not (isinstance(value, float) and not math.isfinite(value))
         else json.dumps(str(value))
+    )
     cls = "num" if isinstance(value, (int, float)) and not isinstance(value, bool) else "txt"
-    return (f'<td class="{cls}" data-row="{escape(row)}" data-col="{escape(col)}" '
-            f'data-value="{escape(data)}">{escape(_display(value))}</td>')
+    return (
+        f'<td class="{cls}" data-row="{escape(row)}" data-col="{escape(col)}" '
+        f'data-value="{escape(data)}">{escape(_display(value))}</td>'
+    )
 
 
 def _get(row: dict[str, Any], key: str) -> Any:
@@ -214,28 +235,38 @@ def _run_tables(run: dict[str, Any]) -> str:
     summary = {k: v for k, v in run.items() if k not in _FACT_COLUMNS}
     stats = [k for k, v in summary.items() if isinstance(v, dict)]
     scalars = [k for k, v in summary.items() if not isinstance(v, dict)]
-    out = ['<h3>Requests (v_run_summary)</h3>',
-           '<table data-table="run"><thead><tr><th>metric</th><th>value</th></tr></thead><tbody>']
+    out = [
+        "<h3>Requests (v_run_summary)</h3>",
+        '<table data-table="run"><thead><tr><th>metric</th><th>value</th></tr></thead><tbody>',
+    ]
     for k in scalars:
         out.append(f"<tr><th>{escape(k)}</th>{_cell(k, 'value', summary[k])}</tr>")
     out.append("</tbody></table>")
-    out.append('<h3>Distributions (ms; linear percentiles, quantile_cont)</h3>')
-    out.append('<table data-table="run-stats"><thead><tr><th>metric</th>'
-               + "".join(f"<th>{c}</th>" for c in STAT_KEYS) + "</tr></thead><tbody>")
+    out.append("<h3>Distributions (ms; linear percentiles, quantile_cont)</h3>")
+    out.append(
+        '<table data-table="run-stats"><thead><tr><th>metric</th>'
+        + "".join(f"<th>{c}</th>" for c in STAT_KEYS)
+        + "</tr></thead><tbody>"
+    )
     for k in stats:
-        out.append(f"<tr><th>{escape(k)}</th>"
-                   + "".join(_cell(k, c, summary[k].get(c)) for c in STAT_KEYS) + "</tr>")
+        out.append(f"<tr><th>{escape(k)}</th>" + "".join(_cell(k, c, summary[k].get(c)) for c in STAT_KEYS) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 
 
 def _transposed(table: str, rows: list[dict[str, Any]], key: str, metrics: list[str]) -> str:
     names = [str(r[key]) if r[key] is not None else "(none)" for r in rows]
-    out = [f'<div class="scroll"><table data-table="{table}"><thead><tr><th>{escape(key)}</th>'
-           + "".join(f"<th>{escape(n)}</th>" for n in names) + "</tr></thead><tbody>"]
+    out = [
+        f'<div class="scroll"><table data-table="{table}"><thead><tr><th>{escape(key)}</th>'
+        + "".join(f"<th>{escape(n)}</th>" for n in names)
+        + "</tr></thead><tbody>"
+    ]
     for m in metrics:
-        out.append(f"<tr><th>{escape(m)}</th>"
-                   + "".join(_cell(m, n, _get(r, m)) for n, r in zip(names, rows, strict=True)) + "</tr>")
+        out.append(
+            f"<tr><th>{escape(m)}</th>"
+            + "".join(_cell(m, n, _get(r, m)) for n, r in zip(names, rows, strict=True))
+            + "</tr>"
+        )
     out.append("</tbody></table></div>")
     return "\n".join(out)
 
@@ -250,8 +281,9 @@ def _sweep_table(sweep: list[dict[str, Any]]) -> str:
 def _lane_table(lanes: list[dict[str, Any]]) -> str:
     if not lanes:
         return ""
-    return ("<h3>Lanes (v_lane_summary)</h3>\n"
-            + _transposed("lanes", lanes, "lane", ["n_requests_all_phases", *_LANE_ROWS]))
+    return "<h3>Lanes (v_lane_summary)</h3>\n" + _transposed(
+        "lanes", lanes, "lane", ["n_requests_all_phases", *_LANE_ROWS]
+    )
 
 
 # --- plots -------------------------------------------------------------------------------
@@ -275,64 +307,106 @@ def _latency_throughput(data: ReportData) -> str:
         get = {f"{m} {q}": (lambda r, m=m, q=q: r.get(f"{q}_{m}_ms")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
     elif data.lanes:
         rows, names, source = data.lanes, [str(r["lane"]) for r in data.lanes], "lane"
-        get = {f"{m} {q}": (lambda r, m=m, q=q: _get(r, f"{m}_ms.{q}")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
+        get = {
+            f"{m} {q}": (lambda r, m=m, q=q: _get(r, f"{m}_ms.{q}")) for m in ("e2e", "ttft") for q in ("p50", "p99")
+        }
     else:
         rows, names, source = [data.run], [str(data.info["run_id"])], "run"
-        get = {f"{m} {q}": (lambda r, m=m, q=q: _get(r, f"{m}_ms.{q}")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
+        get = {
+            f"{m} {q}": (lambda r, m=m, q=q: _get(r, f"{m}_ms.{q}")) for m in ("e2e", "ttft") for q in ("p50", "p99")
+        }
     xs = [r.get("request_throughput_per_s") for r in rows]
-    series = [Series(name, xs, [f(r) for r in rows], style="linepoints",
-                     labels=names if name == "e2e p99" else None) for name, f in get.items()]
+    series = [
+        Series(name, xs, [f(r) for r in rows], style="linepoints", labels=names if name == "e2e p99" else None)
+        for name, f in get.items()
+    ]
     if not any(x is not None for x in xs) or not any(any(v is not None for v in s.ys) for s in series):
         return _panel("latency-throughput", title, _note("No successful request: nothing to plot."))
-    plot = chart(series, plot_id="latency-throughput", title=f"one point per {source}",
-                       x_label="throughput (requests/s)", y_label="latency (ms)", x_min=0, y_min=0)
-    return _panel("latency-throughput", title, plot,
-                  "Percentiles of E2E (end - sent) and TTFT over successful measured requests; "
-                  "throughput = completed requests / measurement window.")
+    plot = chart(
+        series,
+        plot_id="latency-throughput",
+        title=f"one point per {source}",
+        x_label="throughput (requests/s)",
+        y_label="latency (ms)",
+        x_min=0,
+        y_min=0,
+    )
+    return _panel(
+        "latency-throughput",
+        title,
+        plot,
+        "Percentiles of E2E (end - sent) and TTFT over successful measured requests; "
+        "throughput = completed requests / measurement window.",
+    )
 
 
 def _cdf_panel(data: ReportData, metric: str, panel: str, title: str, x_label: str, order: list[str]) -> str:
     rows = [r for r in data.cdf if r["metric"] == metric]
     if not rows:
-        return _panel(panel, title, _note("No samples for this metric (no successful request with "
-                                          "token events)."))
+        return _panel(panel, title, _note("No samples for this metric (no successful request with token events)."))
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault(r["series"], []).append(r)
     names = [n for n in order if n in by] + sorted(n for n in by if n not in order)
-    series = [Series(f"{n} (n={by[n][0]['n']})", [r["value_ms"] for r in by[n]],
-                     [r["cum_fraction"] for r in by[n]], style="step") for n in names]
-    plot = chart(series, plot_id=panel, title=title, x_label=x_label,
-                       y_label="fraction of samples", x_min=0, y_min=0, y_max=1)
+    series = [
+        Series(
+            f"{n} (n={by[n][0]['n']})", [r["value_ms"] for r in by[n]], [r["cum_fraction"] for r in by[n]], style="step"
+        )
+        for n in names
+    ]
+    plot = chart(
+        series, plot_id=panel, title=title, x_label=x_label, y_label="fraction of samples", x_min=0, y_min=0, y_max=1
+    )
     return _panel(panel, title, plot)
 
 
 def _resolved_panel(data: ReportData) -> str:
     title = "Resolved rate vs concurrency"
     if not data.info.get("n_episodes"):
-        return _panel("resolved-concurrency", title,
-                      _note("No episodes in this run: resolved rate vs concurrency is not plotted."))
+        return _panel(
+            "resolved-concurrency",
+            title,
+            _note("No episodes in this run: resolved rate vs concurrency is not plotted."),
+        )
+
     def x_of(r: dict[str, Any]) -> Any:
-        return r.get("target_concurrency") if r.get("target_concurrency") is not None \
+        return (
+            r.get("target_concurrency")
+            if r.get("target_concurrency") is not None
             else r.get("achieved_mean_concurrency")
+        )
 
     series = []
     for key in ("resolved_rate_reverified", "resolved_rate_carried"):  # never mixed (docs/metrics.md)
         pts = [(x_of(r), r.get(key), str(r["sweep_point"])) for r in data.sweep]
         pts = [p for p in pts if p[0] is not None and p[1] is not None]
         if pts:
-            series.append(Series(key, [p[0] for p in pts], [p[1] for p in pts], style="linepoints",
-                                 labels=[p[2] for p in pts]))
+            series.append(
+                Series(key, [p[0] for p in pts], [p[1] for p in pts], style="linepoints", labels=[p[2] for p in pts])
+            )
     if not series:
-        return _panel("resolved-concurrency", title,
-                      _note("The run's episodes carry no sweep point with a known resolution: "
-                            "nothing to plot."))
-    plot = chart(series, plot_id="resolved-concurrency", title=title,
-                       x_label="concurrency (target, else achieved mean)", y_label="resolved rate",
-                       x_min=0, y_min=0, y_max=1)
-    return _panel("resolved-concurrency", title, plot,
-                  "resolved / episodes with a known resolution, per sweep point, re-verified (a verifier ran) "
-                  "and carried (the recording's outcome) apart (v_sweep_summary).")
+        return _panel(
+            "resolved-concurrency",
+            title,
+            _note("The run's episodes carry no sweep point with a known resolution: nothing to plot."),
+        )
+    plot = chart(
+        series,
+        plot_id="resolved-concurrency",
+        title=title,
+        x_label="concurrency (target, else achieved mean)",
+        y_label="resolved rate",
+        x_min=0,
+        y_min=0,
+        y_max=1,
+    )
+    return _panel(
+        "resolved-concurrency",
+        title,
+        plot,
+        "resolved / episodes with a known resolution, per sweep point, re-verified (a verifier ran) "
+        "and carried (the recording's outcome) apart (v_sweep_summary).",
+    )
 
 
 def _lag_panel(data: ReportData) -> str:
@@ -340,14 +414,23 @@ def _lag_panel(data: ReportData) -> str:
     if not data.schedule_lag:
         return _panel("schedule-lag", title, _note("No measured request was sent: no schedule lag."))
     xs = [r["t_s"] for r in data.schedule_lag]
-    series = [Series("max", xs, [r["max_schedule_lag_ms"] for r in data.schedule_lag]),
-              Series("p50", xs, [r["p50_schedule_lag_ms"] for r in data.schedule_lag])]
-    plot = chart(series, plot_id="schedule-lag", title=title,
-                       x_label="intended send time (s from t0)", y_label="schedule_lag_ms (sent - intended)",
-                       y_min=0)
+    series = [
+        Series("max", xs, [r["max_schedule_lag_ms"] for r in data.schedule_lag]),
+        Series("p50", xs, [r["p50_schedule_lag_ms"] for r in data.schedule_lag]),
+    ]
+    plot = chart(
+        series,
+        plot_id="schedule-lag",
+        title=title,
+        x_label="intended send time (s from t0)",
+        y_label="schedule_lag_ms (sent - intended)",
+        y_min=0,
+    )
     lag = data.run.get("schedule_lag_ms") or {}
-    cap = (f"Run: p50 {_display(lag.get('p50'))} ms, p99 {_display(lag.get('p99'))} ms "
-           f"over {_display(lag.get('count'))} requests; {TIME_BINS} time bins.")
+    cap = (
+        f"Run: p50 {_display(lag.get('p50'))} ms, p99 {_display(lag.get('p99'))} ms "
+        f"over {_display(lag.get('count'))} requests; {TIME_BINS} time bins."
+    )
     return _panel("schedule-lag", title, plot, cap)
 
 
@@ -359,17 +442,30 @@ def _in_flight_panel(data: ReportData) -> str:
     for r in data.in_flight:
         by.setdefault(r["series"], []).append(r)
     # requests first, episodes (the sweep's concurrency for agent runs) drawn on top
-    series = [Series(n, [r["t_s"] for r in rows], [r["max_in_flight"] for r in rows])
-              for n, rows in sorted(by.items(), key=lambda kv: kv[0] != "requests")]
-    plot = chart(series, plot_id="in-flight", title=title, x_label="time (s from t0)",
-                       y_label="max in flight per time bin", y_min=0)
+    series = [
+        Series(n, [r["t_s"] for r in rows], [r["max_in_flight"] for r in rows])
+        for n, rows in sorted(by.items(), key=lambda kv: kv[0] != "requests")
+    ]
+    plot = chart(
+        series,
+        plot_id="in-flight",
+        title=title,
+        x_label="time (s from t0)",
+        y_label="max in flight per time bin",
+        y_min=0,
+    )
     run = data.run
     if run.get("max_concurrency") is None and data.sweep:  # a sweep: per point (v_sweep_summary)
-        cap = "Max in flight per point: " + ", ".join(
-            f"{r['sweep_point']} {_display(r.get('achieved_max_concurrency'))}" for r in data.sweep) + "."
+        cap = (
+            "Max in flight per point: "
+            + ", ".join(f"{r['sweep_point']} {_display(r.get('achieved_max_concurrency'))}" for r in data.sweep)
+            + "."
+        )
     else:
-        cap = (f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
-               f"{_display(run.get('mean_concurrency'))}.")
+        cap = (
+            f"Run, requests: max {_display(run.get('max_concurrency'))}, time-weighted mean "
+            f"{_display(run.get('mean_concurrency'))}."
+        )
     return _panel("in-flight", title, plot, cap)
 
 
@@ -379,13 +475,21 @@ def _target_panel(data: ReportData) -> str:
         return ""
     xs = [r["target_concurrency"] for r in rows]
     names = [str(r["sweep_point"]) for r in rows]
-    series = [Series("target", xs, xs, style="line", color="#999999"),
-              Series("achieved max", xs, [r.get("achieved_max_concurrency") for r in rows],
-                     style="linepoints", labels=names),
-              Series("achieved mean", xs, [r.get("achieved_mean_concurrency") for r in rows], style="linepoints")]
+    series = [
+        Series("target", xs, xs, style="line", color="#999999"),
+        Series("achieved max", xs, [r.get("achieved_max_concurrency") for r in rows], style="linepoints", labels=names),
+        Series("achieved mean", xs, [r.get("achieved_mean_concurrency") for r in rows], style="linepoints"),
+    ]
     title = "Achieved vs target concurrency"
-    plot = chart(series, plot_id="concurrency-target", title=title, x_label="target_concurrency",
-                       y_label="in flight", x_min=0, y_min=0)
+    plot = chart(
+        series,
+        plot_id="concurrency-target",
+        title=title,
+        x_label="target_concurrency",
+        y_label="in flight",
+        x_min=0,
+        y_min=0,
+    )
     invalid = [f"{r['sweep_point']}: {r['invalid_reason']}" for r in rows if r.get("valid") is False]
     cap = "Invalid points: " + "; ".join(invalid) if invalid else "Every point reached its target."
     return _panel("concurrency-target", title, plot, cap)
@@ -399,34 +503,58 @@ def _compare_panel(data: ReportData) -> str:
     warn = "".join(f'<p class="note warn">warning: {escape(w)}</p>' for w in cmp.warnings)
     rows = [r for r in cmp.rows if r.diff_ci_low is not None]
     if not rows:
-        return _panel("compare", title, _note("No sweep point of the two runs has the same target: "
-                                              "nothing compared.") + warn)
+        return _panel(
+            "compare", title, _note("No sweep point of the two runs has the same target: nothing compared.") + warn
+        )
     series = []
     for stat in ("p50_ttft_ms", "p99_ttft_ms", "p50_e2e_ms", "p99_e2e_ms"):
         pts = [r for r in rows if r.statistic == stat]
         if pts:
-            series.append(Series(stat, [r.point_key for r in pts], [r.diff for r in pts], style="errorbars",
-                                 labels=[f"{r.baseline_sweep_point} -> {r.candidate_sweep_point}, {r.verdict}"
-                                         for r in pts],
-                                 err_low=[r.diff_ci_low for r in pts], err_high=[r.diff_ci_high for r in pts]))
-    plot = chart(series, plot_id="compare", title="candidate - baseline, 95% bootstrap CI",
-                 x_label="sweep point (matched by target)", y_label="difference (ms)", x_category=True)
-    head = "".join(f"<th>{c}</th>" for c in ("point", "statistic", "baseline", "candidate", "diff",
-                                              "95% CI", "n", "verdict"))
+            series.append(
+                Series(
+                    stat,
+                    [r.point_key for r in pts],
+                    [r.diff for r in pts],
+                    style="errorbars",
+                    labels=[f"{r.baseline_sweep_point} -> {r.candidate_sweep_point}, {r.verdict}" for r in pts],
+                    err_low=[r.diff_ci_low for r in pts],
+                    err_high=[r.diff_ci_high for r in pts],
+                )
+            )
+    plot = chart(
+        series,
+        plot_id="compare",
+        title="candidate - baseline, 95% bootstrap CI",
+        x_label="sweep point (matched by target)",
+        y_label="difference (ms)",
+        x_category=True,
+    )
+    head = "".join(
+        f"<th>{c}</th>" for c in ("point", "statistic", "baseline", "candidate", "diff", "95% CI", "n", "verdict")
+    )
     body = []
     for r in cmp.rows:
         ci = "–" if r.diff_ci_low is None else f"[{_display(r.diff_ci_low)}, {_display(r.diff_ci_high)}]"
         key = f"{r.point_key}/{r.statistic}"
-        body.append(f"<tr><th>{escape(r.point_key)}</th><th>{escape(r.statistic)}</th>"
-                    f"{_cell(key, 'baseline', r.baseline_value)}{_cell(key, 'candidate', r.candidate_value)}"
-                    f"{_cell(key, 'diff', r.diff)}<td>{escape(ci)}</td>"
-                    f"<td>{escape(_display(r.n_baseline))} / {escape(_display(r.n_candidate))}</td>"
-                    f"<td>{escape(r.verdict or '–')}</td></tr>")
-    table = (f'<div class="scroll"><table data-table="compare"><thead><tr>{head}</tr></thead><tbody>'
-             + "".join(body) + "</tbody></table></div>")
-    return _panel("compare", title, plot + warn + table,
-                  "Points matched by target concurrency or rate; latencies over successful measured "
-                  "requests; throughput in req/s has no interval (one ratio per point).")
+        body.append(
+            f"<tr><th>{escape(r.point_key)}</th><th>{escape(r.statistic)}</th>"
+            f"{_cell(key, 'baseline', r.baseline_value)}{_cell(key, 'candidate', r.candidate_value)}"
+            f"{_cell(key, 'diff', r.diff)}<td>{escape(ci)}</td>"
+            f"<td>{escape(_display(r.n_baseline))} / {escape(_display(r.n_candidate))}</td>"
+            f"<td>{escape(r.verdict or '–')}</td></tr>"
+        )
+    table = (
+        f'<div class="scroll"><table data-table="compare"><thead><tr>{head}</tr></thead><tbody>'
+        + "".join(body)
+        + "</tbody></table></div>"
+    )
+    return _panel(
+        "compare",
+        title,
+        plot + warn + table,
+        "Points matched by target concurrency or rate; latencies over successful measured "
+        "requests; throughput in req/s has no interval (one ratio per point).",
+    )
 
 
 # --- page --------------------------------------------------------------------------------
@@ -452,18 +580,20 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 def _header(data: ReportData) -> str:
     info = data.info
-    facts = " · ".join(f"{k}: {escape(_display(info.get(k)))}"
-                       for k in ("kind", "label", "created_at", "workers", "git_sha", "seed"))
+    facts = " · ".join(
+        f"{k}: {escape(_display(info.get(k)))}" for k in ("kind", "label", "created_at", "workers", "git_sha", "seed")
+    )
     verdict = ""
     if info.get("verdict"):
         v = json.loads(info["verdict"]) if isinstance(info["verdict"], str) else info["verdict"]
         if isinstance(v, dict) and "valid" in v:
             reasons = "; ".join(str(x) for x in v.get("reasons") or [])
             cls = "ok" if v["valid"] else "bad"
-            verdict = (f'<p class="verdict {cls}">Verdict: {"valid" if v["valid"] else "INVALID"}'
-                       f'{" — " + escape(reasons) if reasons else ""}</p>')
-    return (f"<h1>benchmaker report: {escape(str(info['run_id']))}</h1>"
-            f'<p class="facts">{facts}</p>{verdict}')
+            verdict = (
+                f'<p class="verdict {cls}">Verdict: {"valid" if v["valid"] else "INVALID"}'
+                f"{' — ' + escape(reasons) if reasons else ''}</p>"
+            )
+    return f'<h1>benchmaker report: {escape(str(info["run_id"]))}</h1><p class="facts">{facts}</p>{verdict}'
 
 
 def _verdict_section(data: ReportData) -> str:
@@ -480,9 +610,13 @@ def _verdict_section(data: ReportData) -> str:
     def num(v: Any, fmt: str = "{:.3g}") -> str:
         return "-" if v is None else fmt.format(v)
 
-    head = ("<tr><th>point</th><th>verdict</th>" + ("<th>episodes</th>" if replay else "")
-            + "<th>requests (ok)</th><th>requests/s</th><th>E2E p50 / p99 (ms)</th>"
-            + ("<th>replay misses</th>" if replay else "") + "</tr>")
+    head = (
+        "<tr><th>point</th><th>verdict</th>"
+        + ("<th>episodes</th>" if replay else "")
+        + "<th>requests (ok)</th><th>requests/s</th><th>E2E p50 / p99 (ms)</th>"
+        + ("<th>replay misses</th>" if replay else "")
+        + "</tr>"
+    )
     rows = []
     for r in data.sweep:
         valid = bool(r.get("valid"))
@@ -494,12 +628,16 @@ def _verdict_section(data: ReportData) -> str:
             + f'<td class="num">{num(r.get("n_requests"), "{}")} ({num(r.get("n_ok"), "{}")})</td>'
             f'<td class="num">{num(r.get("request_throughput_per_s"))}</td>'
             f'<td class="num">{num(r.get("p50_e2e_ms"))} / {num(r.get("p99_e2e_ms"))}</td>'
-            + (f'<td class="num">{num(r.get("misses_total"), "{}")}</td>' if replay else "") + "</tr>")
-    tips = "".join(f"<li>{escape(line.strip())}</li>" for line in advice(data.sweep, this_host=False)
-                   if line.strip())
-    return (f'<section data-section="verdict"><h2>Verdict: {n_valid} of {len(data.sweep)} points valid</h2>'
-            f'<table data-table="verdict"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
-            + (f'<ul class="advice">{tips}</ul>' if tips else "") + "</section>")
+            + (f'<td class="num">{num(r.get("misses_total"), "{}")}</td>' if replay else "")
+            + "</tr>"
+        )
+    tips = "".join(f"<li>{escape(line.strip())}</li>" for line in advice(data.sweep, this_host=False) if line.strip())
+    return (
+        f'<section data-section="verdict"><h2>Verdict: {n_valid} of {len(data.sweep)} points valid</h2>'
+        f'<table data-table="verdict"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+        + (f'<ul class="advice">{tips}</ul>' if tips else "")
+        + "</section>"
+    )
 
 
 def render_html(data: ReportData) -> str:
@@ -519,8 +657,11 @@ def render_html(data: ReportData) -> str:
     drawn = [p for p in panels if p and ('class="plot"' in p or 'data-panel="compare"' in p)]
     empty = [p for p in panels if p and p not in drawn]
     not_plotted = "".join(
-        f"<li>{m.group(1)}: {m.group(2)}</li>" for p in empty
-        for m in [re.search(r"<h3>(.*?)</h3><p class=\"note\">(.*?)</p>", p)] if m)
+        f"<li>{m.group(1)}: {m.group(2)}</li>"
+        for p in empty
+        for m in [re.search(r"<h3>(.*?)</h3><p class=\"note\">(.*?)</p>", p)]
+        if m
+    )
     body = [
         _header(data),
         _verdict_section(data),
@@ -533,7 +674,12 @@ def render_html(data: ReportData) -> str:
         _lane_table(data.lanes),
     ]
     title = f"benchmaker report {data.info['run_id']}"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{_CSS}</style>\n"
-            f'<script id="plotly-js">{plotly_js()}</script></head><body>\n'
-            + "\n".join(b for b in body if b) + "\n" + draw_script() + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{_CSS}</style>\n"
+        f'<script id="plotly-js">{plotly_js()}</script></head><body>\n'
+        + "\n".join(b for b in body if b)
+        + "\n"
+        + draw_script()
+        + "\n</body></html>\n"
+    )

@@ -53,14 +53,11 @@ def migrations() -> list[Migration]:
             continue
         m = _NAME.match(entry.name)
         if m is None:
-            raise MigrationError(
-                f"warehouse/migrations/{entry.name}: file name: expected NNNN_<name>.sql"
-            )
+            raise MigrationError(f"warehouse/migrations/{entry.name}: file name: expected NNNN_<name>.sql")
         version = int(m.group(1))
         if version in found:
             raise MigrationError(
-                f"warehouse/migrations/{entry.name}: version {version} also used by "
-                f"{found[version].name}"
+                f"warehouse/migrations/{entry.name}: version {version} also used by {found[version].name}"
             )
         found[version] = Migration(version, entry.name, entry.read_text(encoding="utf-8"))
     return [found[v] for v in sorted(found)]

@@ -157,8 +157,13 @@ class AgentWorkload:
     def describe(self) -> dict[str, Any]:
         """The manifest's description of this workload (no secrets)."""
         cls = type(self.agent)
-        return {"type": "agent", "class": f"{cls.__module__}:{cls.__qualname__}", "url": self.url, "model": self.model,
-                "transport": self.transport}
+        return {
+            "type": "agent",
+            "class": f"{cls.__module__}:{cls.__qualname__}",
+            "url": self.url,
+            "model": self.model,
+            "transport": self.transport,
+        }
 
     async def start(self) -> None:
         """Open the transport shared by the episodes' clients (start_model_transport)."""
@@ -176,8 +181,11 @@ class AgentWorkload:
             return None
         from benchmaker.agent.model_client import ModelClient
 
-        return _CountingClient(ModelClient(self.url, api_key=self._api_key, model=self.model,
-                                           transport=self._transport, timeout_s=self._timeout_s))
+        return _CountingClient(
+            ModelClient(
+                self.url, api_key=self._api_key, model=self.model, transport=self._transport, timeout_s=self._timeout_s
+            )
+        )
 
     async def execute(self, seq: int, sample: Sample, t0_ns: int) -> str | None:
         """One episode (module docstring); returns the result as JSON text for hooks."""

@@ -140,9 +140,14 @@ class EpisodeWorkload:
 
     def describe(self) -> dict[str, Any]:
         """The manifest's description of this workload (no secrets)."""
-        return {"type": "agent-episode", "url": self.base_url, "mode": self.mode, "transport": self.transport,
-                "episodes_in_plan": len(self.plan),
-                "trajectories": sorted({t.trajectory_id for t in self.plan})[:20]}
+        return {
+            "type": "agent-episode",
+            "url": self.base_url,
+            "mode": self.mode,
+            "transport": self.transport,
+            "episodes_in_plan": len(self.plan),
+            "trajectories": sorted({t.trajectory_id for t in self.plan})[:20],
+        }
 
     async def start(self) -> None:
         """Open the files and the transport shared by every episode's client, on this
@@ -230,15 +235,28 @@ class EpisodeWorkload:
             writer.write(s)
 
         slot = self._take_slot()
-        client = ModelClient(self.base_url, api_key=self._api_key, model=traj.model, transport=self._transport,
-                             t0_ns=t0_ns)
+        client = ModelClient(
+            self.base_url, api_key=self._api_key, model=traj.model, transport=self._transport, t0_ns=t0_ns
+        )
         try:
             res = await run_episode(
-                traj, self.base_url, mode=self.mode, sandbox=self.sandbox_factory,
-                task=self.tasks.get(tid) if tid else None, run_id=self.run_id, sweep_point=self.sweep_point,
-                concurrency=self.concurrency, episode_id=f"{self.prefix}-{index}", worker=slot, t0_ns=t0_ns,
-                client=client, api_key=self._api_key, stream=self.stream,
-                send_status_fields=self.send_status_fields, command=self.command, sample_sink=sink,
+                traj,
+                self.base_url,
+                mode=self.mode,
+                sandbox=self.sandbox_factory,
+                task=self.tasks.get(tid) if tid else None,
+                run_id=self.run_id,
+                sweep_point=self.sweep_point,
+                concurrency=self.concurrency,
+                episode_id=f"{self.prefix}-{index}",
+                worker=slot,
+                t0_ns=t0_ns,
+                client=client,
+                api_key=self._api_key,
+                stream=self.stream,
+                send_status_fields=self.send_status_fields,
+                command=self.command,
+                sample_sink=sink,
             )
         finally:
             heapq.heappush(self._free_slots, slot)
@@ -256,10 +274,15 @@ def _fill_episode_sample(sample: Sample, res: EpisodeResult, slot: int) -> None:
     ep = res.episode
     calls = res.calls
     sample.meta = {
-        "episode_id": ep.episode_id, "trajectory_id": ep.trajectory_id, "task_id": ep.task_id, "slot": slot,
-        "n_turns": ep.n_turns, "n_requests": ep.n_requests,
+        "episode_id": ep.episode_id,
+        "trajectory_id": ep.trajectory_id,
+        "task_id": ep.task_id,
+        "slot": slot,
+        "n_turns": ep.n_turns,
+        "n_requests": ep.n_requests,
         "misses": ep.misses_unknown_key + ep.misses_beyond_turns + ep.misses_diverged,
-        "model_time_ms": ep.model_time_ns / 1e6, "tool_time_ms": ep.tool_time_ns / 1e6,
+        "model_time_ms": ep.model_time_ns / 1e6,
+        "tool_time_ms": ep.tool_time_ns / 1e6,
     }
     if calls:
         first = calls[0].sample

@@ -55,8 +55,17 @@ class AnthropicMessagesWorkload(OpenAIChatWorkload):
     ) -> None:
         if max_tokens is None:
             raise ConfigError("max_tokens: required by the Messages API (give --max-tokens or max_tokens:)")
-        super().__init__(url, model, dataset, stream=stream, max_tokens=max_tokens, temperature=temperature,
-                         extra_body=extra_body, include_usage=False, headers=headers)
+        super().__init__(
+            url,
+            model,
+            dataset,
+            stream=stream,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            extra_body=extra_body,
+            include_usage=False,
+            headers=headers,
+        )
         self._headers = anthropic_headers(api_key, stream, headers)
 
     def body(self, seq: int) -> dict[str, Any]:
@@ -66,12 +75,19 @@ class AnthropicMessagesWorkload(OpenAIChatWorkload):
         for msg in self.dataset.item(seq).as_messages():
             if msg.get("role") == "system":
                 content = msg.get("content")
-                system.append(content if isinstance(content, str) else "".join(
-                    p.get("text", "") for p in content or () if isinstance(p, dict)))
+                system.append(
+                    content
+                    if isinstance(content, str)
+                    else "".join(p.get("text", "") for p in content or () if isinstance(p, dict))
+                )
             else:
                 messages.append(msg)
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": self.max_tokens,
-                                "stream": self.stream}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": self.max_tokens,
+            "stream": self.stream,
+        }
         if system:
             body["system"] = "\n\n".join(system)
         if self.temperature is not None:

@@ -240,7 +240,9 @@ class JsonlDataset(Dataset):
             elif isinstance(value, list):
                 items.append(Item(messages=check_messages(value, where, field), meta=meta, reference=reference))
             else:
-                raise DatasetError(f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})")
+                raise DatasetError(
+                    f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})"
+                )
         if not items:
             raise DatasetError(f"{path}: no items (empty file)")
         super().__init__(items, path.name)
@@ -412,10 +414,14 @@ class StaticDataset(Dataset):
             elif isinstance(entry, dict):
                 unknown = set(entry) - {"prompt", "messages", "meta", "reference"}
                 if unknown:
-                    raise DatasetError(f"{where}: {sorted(unknown)[0]}: unknown key (expected prompt, messages, meta, reference)")
+                    raise DatasetError(
+                        f"{where}: {sorted(unknown)[0]}: unknown key (expected prompt, messages, meta, reference)"
+                    )
                 prompt, messages = entry.get("prompt"), entry.get("messages")
                 if (prompt is None) == (messages is None):
-                    raise DatasetError(f"{where}: prompt: expected exactly one of prompt, messages (got {short_repr(entry)})")
+                    raise DatasetError(
+                        f"{where}: prompt: expected exactly one of prompt, messages (got {short_repr(entry)})"
+                    )
                 if prompt is not None and not isinstance(prompt, str):
                     raise DatasetError(f"{where}: prompt: expected a string (got {short_repr(prompt)})")
                 if messages is not None:
@@ -427,5 +433,7 @@ class StaticDataset(Dataset):
                     raise DatasetError(f"{where}: meta: expected an object (got {short_repr(extra)})")
                 out.append(Item(prompt, messages, {**extra, **meta}, entry.get("reference")))
             else:
-                raise DatasetError(f"{where}: expected a prompt string, messages list or object (got {short_repr(entry)})")
+                raise DatasetError(
+                    f"{where}: expected a prompt string, messages list or object (got {short_repr(entry)})"
+                )
         super().__init__(out, "static")

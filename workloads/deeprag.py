@@ -144,9 +144,15 @@ class DeepRAGDataset(Dataset):
                 except LookupError as exc:
                     raise DatasetError(f"{where}: {name}: passthrough field missing at {exc.args[0]}") from None
             meta.update(
-                dataset=path.name, row=lineno, depth=len(chosen), passages_available=len(passages),
-                context_tokens_est=context_tokens, prompt_tokens_est=count(prompt), prompt_chars=len(prompt),
-                token_method=count.method, over_target=over,
+                dataset=path.name,
+                row=lineno,
+                depth=len(chosen),
+                passages_available=len(passages),
+                context_tokens_est=context_tokens,
+                prompt_tokens_est=count(prompt),
+                prompt_chars=len(prompt),
+                token_method=count.method,
+                over_target=over,
             )
             items.append(Item(prompt=prompt, meta=meta, reference=answer))
         if not items:

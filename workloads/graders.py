@@ -202,7 +202,7 @@ def extract_number(text: str) -> float | None:
         spans.append(boxed[-1])
     marks = list(_ANSWER_MARK.finditer(text))
     if marks:
-        spans.append(text[marks[-1].end():])
+        spans.append(text[marks[-1].end() :])
     for span in spans:
         m = _NUMBER.search(span)
         if m:
@@ -261,9 +261,7 @@ def extract_choice(text: str, choices: str = "ABCD") -> str | None:
     cls = f"[{letters}]"
     up = f"[{re.escape(choices.upper())}]"
     delim = r"(?=[.)\],:*]|\s*$)"
-    phrase = re.compile(
-        rf"(?i:answer(?:\s+is)?)\s*[:=]?\s*(?:\*\*)?\s*(?:\(({cls})\)|({up})\b|({cls}){delim})"
-    )
+    phrase = re.compile(rf"(?i:answer(?:\s+is)?)\s*[:=]?\s*(?:\*\*)?\s*(?:\(({cls})\)|({up})\b|({cls}){delim})")
     for regex in (
         phrase,
         re.compile(rf"\*\*\s*\(?({cls})\)?[.):]?\s*\*\*"),
@@ -276,7 +274,7 @@ def extract_choice(text: str, choices: str = "ABCD") -> str | None:
     last = None
     for m in re.finditer(rf"\b({up})\b", text):
         if m.group(1) == "A":
-            nxt = re.match(r"\s+([a-z]\w*)", text[m.end():])
+            nxt = re.match(r"\s+([a-z]\w*)", text[m.end() :])
             if nxt and nxt.group(1) not in _A_VERBS:
                 continue
         last = m.group(1)
@@ -324,9 +322,7 @@ class JsonSchemaGrader:
         try:
             import jsonschema
         except ImportError:
-            raise ConfigError(
-                "grader json_schema needs the jsonschema package (pip install jsonschema)"
-            ) from None
+            raise ConfigError("grader json_schema needs the jsonschema package (pip install jsonschema)") from None
         cls = jsonschema.validators.validator_for(schema)
         try:
             cls.check_schema(schema)
@@ -416,8 +412,16 @@ class LLMJudgeGrader:
     name = "llm_judge"
     needs_reference = False
 
-    def __init__(self, url: str, model: str, *, template: str = DEFAULT_JUDGE_TEMPLATE, api_key: str | None = None,
-                 timeout_s: float = 60.0, max_tokens: int = 16) -> None:
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        *,
+        template: str = DEFAULT_JUDGE_TEMPLATE,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_tokens: int = 16,
+    ) -> None:
         if "{answer}" not in template:
             raise ConfigError("grader.template: must contain {answer}")
         self.url = url
@@ -431,18 +435,24 @@ class LLMJudgeGrader:
 
     def prompt(self, text: str, reference: str | None, spec: RequestSpec) -> str:
         """The filled-in template for one answer."""
-        return (self.template.replace("{question}", _question(spec))
-                .replace("{reference}", reference if reference is not None else "(none)")
-                .replace("{answer}", text))
+        return (
+            self.template.replace("{question}", _question(spec))
+            .replace("{reference}", reference if reference is not None else "(none)")
+            .replace("{answer}", text)
+        )
 
     async def grade(self, text: str, reference: str | None, spec: RequestSpec) -> GradeResult:
 
         import aiohttp
 
-        body = orjson.dumps({
-            "model": self.model, "messages": [{"role": "user", "content": self.prompt(text, reference, spec)}],
-            "temperature": 0, "max_tokens": self.max_tokens,
-        })
+        body = orjson.dumps(
+            {
+                "model": self.model,
+                "messages": [{"role": "user", "content": self.prompt(text, reference, spec)}],
+                "temperature": 0,
+                "max_tokens": self.max_tokens,
+            }
+        )
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as session:
                 async with session.post(self.url, data=body, headers=self._headers) as resp:
@@ -610,8 +620,14 @@ def build_grader(spec: Any, base_dir: Path | None = None) -> Grader:
         template = spec.template
         if spec.template_file is not None:
             template = _read(spec.template_file, base_dir, "template_file")
-        return LLMJudgeGrader(spec.url, spec.model, template=template or DEFAULT_JUDGE_TEMPLATE,
-                              api_key=spec.api_key or None, timeout_s=spec.timeout_s, max_tokens=spec.max_tokens)
+        return LLMJudgeGrader(
+            spec.url,
+            spec.model,
+            template=template or DEFAULT_JUDGE_TEMPLATE,
+            api_key=spec.api_key or None,
+            timeout_s=spec.timeout_s,
+            max_tokens=spec.max_tokens,
+        )
     raise ConfigError(f"grader: unknown spec {spec!r}")
 
 

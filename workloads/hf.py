@@ -87,8 +87,9 @@ class HFDataset(Dataset):
                         raise DatasetError(f"{path}: split: no split {split!r} (available: {', '.join(ds)})")
                     ds = ds[split]
             else:
-                ds = datasets.load_dataset(str(path), name, split=split,
-                                           cache_dir=str(cache_dir) if cache_dir is not None else None)
+                ds = datasets.load_dataset(
+                    str(path), name, split=split, cache_dir=str(cache_dir) if cache_dir is not None else None
+                )
         except DatasetError:
             raise
         except ValueError as exc:  # e.g. unknown split: datasets names the available ones
@@ -118,7 +119,9 @@ class HFDataset(Dataset):
             elif isinstance(value, list):
                 items.append(Item(messages=check_messages(value, where, field), meta=meta, reference=reference))
             else:
-                raise DatasetError(f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})")
+                raise DatasetError(
+                    f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})"
+                )
         if not items:
             raise DatasetError(f"{label}: no items (empty split)")
         super().__init__(items, f"{Path(str(path)).name}:{split}")

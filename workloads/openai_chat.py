@@ -20,6 +20,7 @@ from benchmaker.workloads.datasets import Dataset
 
 __all__ = ["OpenAIChatWorkload"]
 
+
 def _request_meta(item: Any) -> dict[str, Any]:
     """A request's meta: the item's meta plus `reference` when the item has one (for
     graders, workloads/graders.py; meta is never sent)."""
@@ -75,8 +76,11 @@ class OpenAIChatWorkload:
         self.include_usage = include_usage
         self.ignore_eos = ignore_eos
         self._headers = openai_headers(api_key, stream, headers)
-        caps = [v for v in (self.extra_body.get("max_tokens", max_tokens), self.extra_body.get("max_completion_tokens"))
-                if type(v) is int]
+        caps = [
+            v
+            for v in (self.extra_body.get("max_tokens", max_tokens), self.extra_body.get("max_completion_tokens"))
+            if type(v) is int
+        ]
         self._max_tokens_sent = min(caps) if caps else None
 
     def request_max_tokens(self, spec: RequestSpec) -> int | None:

@@ -36,8 +36,11 @@ class OpenAIResponsesWorkload(OpenAIChatWorkload):
 
     def body(self, seq: int) -> dict[str, Any]:
         """The JSON body (as a dict) of request `seq`."""
-        body: dict[str, Any] = {"model": self.model, "input": input_items(self.dataset.item(seq).as_messages()),
-                                "stream": self.stream}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": input_items(self.dataset.item(seq).as_messages()),
+            "stream": self.stream,
+        }
         if self.max_tokens is not None:
             body["max_output_tokens"] = self.max_tokens
         if self.temperature is not None:

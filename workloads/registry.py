@@ -242,8 +242,15 @@ class TrajectoryReplaySpec(_Strict):
 
 
 WorkloadSpec = Annotated[
-    HttpSpec | TraceReplaySpec | OpenAIChatSpec | OpenAICompletionsSpec | SandboxSpec | AgentSpec | SGLangSpec
-    | TraceSynthSpec | TrajectoryReplaySpec,
+    HttpSpec
+    | TraceReplaySpec
+    | OpenAIChatSpec
+    | OpenAICompletionsSpec
+    | SandboxSpec
+    | AgentSpec
+    | SGLangSpec
+    | TraceSynthSpec
+    | TrajectoryReplaySpec,
     Field(discriminator="type"),
 ]
 
@@ -263,13 +270,22 @@ def build_dataset(spec: Any, base_dir: Path | None = None) -> Dataset:
         return SyntheticDataset(spec.input_words, count=spec.count, seed=spec.seed)
     if isinstance(spec, DeepRAGSpec):
         return DeepRAGDataset(
-            resolve(spec.path), depth=spec.depth, context_tokens_target=spec.context_tokens_target,
-            passthrough_meta=spec.passthrough_meta, tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None,
+            resolve(spec.path),
+            depth=spec.depth,
+            context_tokens_target=spec.context_tokens_target,
+            passthrough_meta=spec.passthrough_meta,
+            tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None,
         )
     if isinstance(spec, HFSpec):
         local = resolve(Path(spec.path))
-        return HFDataset(str(local) if local.exists() else spec.path, split=spec.split, field=spec.field,
-                         reference_field=spec.reference_field, name=spec.name, limit=spec.limit)
+        return HFDataset(
+            str(local) if local.exists() else spec.path,
+            split=spec.split,
+            field=spec.field,
+            reference_field=spec.reference_field,
+            name=spec.name,
+            limit=spec.limit,
+        )
     return StaticDataset(spec.items)
 
 
@@ -284,34 +300,63 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload | Callab
         return _build_sandbox(spec, base_dir)
     if isinstance(spec, AgentSpec):
         agent = load_agent_class(spec.class_, base_dir)
-        return AgentWorkload(agent, url=spec.url, model=spec.model, api_key=spec.api_key or None,
-                             options=spec.options, timeout_s=spec.timeout_s)
+        return AgentWorkload(
+            agent,
+            url=spec.url,
+            model=spec.model,
+            api_key=spec.api_key or None,
+            options=spec.options,
+            timeout_s=spec.timeout_s,
+        )
     if isinstance(spec, SGLangSpec):
         return _build_sglang(spec, base_dir)
     if isinstance(spec, TrajectoryReplaySpec):
+
         def resolve(p: Path) -> Path:
             return p if p.is_absolute() or base_dir is None else base_dir / p
 
         return TrajectoryReplayWorkload(
-            spec.url, spec.model, read_conversations(resolve(spec.path)), concurrency=spec.concurrency,
-            sessions=spec.sessions, active_sessions=spec.active_sessions, think=parse_think(spec.think),
-            seed=spec.seed, tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None, stream=spec.stream,
-            max_tokens=spec.max_tokens, temperature=spec.temperature, api_key=spec.api_key or None,
+            spec.url,
+            spec.model,
+            read_conversations(resolve(spec.path)),
+            concurrency=spec.concurrency,
+            sessions=spec.sessions,
+            active_sessions=spec.active_sessions,
+            think=parse_think(spec.think),
+            seed=spec.seed,
+            tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None,
+            stream=spec.stream,
+            max_tokens=spec.max_tokens,
+            temperature=spec.temperature,
+            api_key=spec.api_key or None,
             headers=spec.headers,
         )
     if isinstance(spec, TraceSynthSpec):
         path = spec.path if spec.path.is_absolute() or base_dir is None else base_dir / spec.path
-        return TraceSynthWorkload(spec.url, spec.model, TraceSynthDataset(path, order=spec.order, seed=spec.seed),
-                                  api=spec.api, stream=spec.stream, api_key=spec.api_key or None,
-                                  headers=spec.headers)
+        return TraceSynthWorkload(
+            spec.url,
+            spec.model,
+            TraceSynthDataset(path, order=spec.order, seed=spec.seed),
+            api=spec.api,
+            stream=spec.stream,
+            api_key=spec.api_key or None,
+            headers=spec.headers,
+        )
     kwargs = dict(
-        stream=spec.stream, max_tokens=spec.max_tokens, temperature=spec.temperature,
-        extra_body=spec.extra_body, api_key=spec.api_key or None, include_usage=spec.include_usage,
-        headers=spec.headers, ignore_eos=spec.ignore_eos,
+        stream=spec.stream,
+        max_tokens=spec.max_tokens,
+        temperature=spec.temperature,
+        extra_body=spec.extra_body,
+        api_key=spec.api_key or None,
+        include_usage=spec.include_usage,
+        headers=spec.headers,
+        ignore_eos=spec.ignore_eos,
     )
     cls = OpenAICompletionsWorkload
     if isinstance(spec, OpenAIChatSpec):
-        cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(spec.api, OpenAIChatWorkload)
+        cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(
+            spec.api, OpenAIChatWorkload
+        )
     if cls in (OpenAIResponsesWorkload, AnthropicMessagesWorkload):
         if kwargs.pop("ignore_eos"):
             raise ConfigError(f"ignore_eos: sent with api chat or completions only (got api {spec.api})")
@@ -332,9 +377,17 @@ def _build_sglang(spec: SGLangSpec, base_dir: Path | None) -> SGLangWorkload:
     if ids is None:
         dataset = build_dataset(spec.dataset or SyntheticSpec(type="synthetic"), base_dir)
     return SGLangWorkload(
-        spec.url, dataset, input_ids=ids, stream=spec.stream, max_new_tokens=spec.max_new_tokens,
-        temperature=spec.temperature, sampling_params=spec.sampling_params, extra_body=spec.extra_body,
-        incremental=spec.incremental, api_key=spec.api_key or None, headers=spec.headers,
+        spec.url,
+        dataset,
+        input_ids=ids,
+        stream=spec.stream,
+        max_new_tokens=spec.max_new_tokens,
+        temperature=spec.temperature,
+        sampling_params=spec.sampling_params,
+        extra_body=spec.extra_body,
+        incremental=spec.incremental,
+        api_key=spec.api_key or None,
+        headers=spec.headers,
     )
 
 
@@ -343,9 +396,19 @@ def _build_sandbox(spec: SandboxSpec, base_dir: Path | None) -> SandboxWorkload:
     repo = spec.repo if spec.repo is None or spec.repo.is_absolute() or base_dir is None else base_dir / spec.repo
     try:
         return SandboxWorkload(
-            spec.command, target=spec.target, mode=spec.mode, url=spec.url, sandbox_id=spec.sandbox_id,
-            image=spec.image, sandbox_type=spec.sandbox_type, template=spec.template, memory_mb=spec.memory_mb,
-            cpu_cores=spec.cpu_cores, api_key=spec.api_key or None, timeout_s=spec.timeout_s, repo=repo,
+            spec.command,
+            target=spec.target,
+            mode=spec.mode,
+            url=spec.url,
+            sandbox_id=spec.sandbox_id,
+            image=spec.image,
+            sandbox_type=spec.sandbox_type,
+            template=spec.template,
+            memory_mb=spec.memory_mb,
+            cpu_cores=spec.cpu_cores,
+            api_key=spec.api_key or None,
+            timeout_s=spec.timeout_s,
+            repo=repo,
         )
     except ValueError as exc:
         raise ConfigError(f"workload (sandbox): {exc}") from None

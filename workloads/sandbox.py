@@ -92,8 +92,9 @@ class _Flash:
         except TimeoutError as exc:
             raise _PhaseError(Outcome.TIMEOUT.value, f"{phase}: {method} {path}: HTTP timeout") from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise _PhaseError(Outcome.TRANSPORT_ERROR.value,
-                              f"{phase}: {method} {path}: {type(exc).__name__}: {exc}") from exc
+            raise _PhaseError(
+                Outcome.TRANSPORT_ERROR.value, f"{phase}: {method} {path}: {type(exc).__name__}: {exc}"
+            ) from exc
         if status >= 400:
             text = data[:_ERROR_BODY_MAX].decode("utf-8", "replace")
             raise _PhaseError(Outcome.HTTP_ERROR.value, f"{phase}: {method} {path}: HTTP {status}: {text}", status)
@@ -102,8 +103,11 @@ class _Flash:
         try:
             return status, orjson.loads(data)
         except ValueError as exc:
-            raise _PhaseError(Outcome.PROTOCOL_ERROR.value,
-                              f"{phase}: {method} {path}: answer is not JSON (got {data[:200]!r})", status) from exc
+            raise _PhaseError(
+                Outcome.PROTOCOL_ERROR.value,
+                f"{phase}: {method} {path}: answer is not JSON (got {data[:200]!r})",
+                status,
+            ) from exc
 
 
 class SandboxWorkload:
@@ -147,8 +151,9 @@ class SandboxWorkload:
             if not url:
                 raise ValueError("url: target flash needs the coordinator URL")
             if not image and (mode == "lifecycle" or sandbox_id is None):
-                raise ValueError("image: target flash needs an image to create sandboxes from "
-                                 "(or give sandbox_id for exec mode)")
+                raise ValueError(
+                    "image: target flash needs an image to create sandboxes from (or give sandbox_id for exec mode)"
+                )
         self.command = command
         self.target = target
         self.mode = mode
@@ -167,8 +172,16 @@ class SandboxWorkload:
 
     def describe(self) -> dict[str, Any]:
         """The manifest's description of this workload (no secrets)."""
-        return {"type": "sandbox", "target": self.target, "mode": self.mode, "command": self.command,
-                "url": self.url, "sandbox_id": self.sandbox_id, "image": self.image, "timeout_s": self.timeout_s}
+        return {
+            "type": "sandbox",
+            "target": self.target,
+            "mode": self.mode,
+            "command": self.command,
+            "url": self.url,
+            "sandbox_id": self.sandbox_id,
+            "image": self.image,
+            "timeout_s": self.timeout_s,
+        }
 
     # -- lifecycle of the shared resources (runner: before the clock / after the run) --
 
@@ -216,9 +229,13 @@ class SandboxWorkload:
 
     async def _flash_create(self) -> str:
         assert self._flash is not None
-        body: dict[str, Any] = {"type": self.sandbox_type, "image": self.image,
-                                "command": ["tail", "-f", "/dev/null"],
-                                "memory_mb": self.memory_mb, "cpu_cores": self.cpu_cores}
+        body: dict[str, Any] = {
+            "type": self.sandbox_type,
+            "image": self.image,
+            "command": ["tail", "-f", "/dev/null"],
+            "memory_mb": self.memory_mb,
+            "cpu_cores": self.cpu_cores,
+        }
         if self.template:
             body["template"] = self.template
         _, data = await self._flash.call("create", "POST", "/sandboxes", body)
@@ -246,7 +263,9 @@ class SandboxWorkload:
             t = pc()
             try:
                 status, data = await self._flash.call(
-                    "exec", "POST", f"/sandboxes/{sid}/exec",
+                    "exec",
+                    "POST",
+                    f"/sandboxes/{sid}/exec",
                     {"script": self.command, "timeout_ms": int(self.timeout_s * 1000)},
                 )
             finally:
@@ -258,8 +277,15 @@ class SandboxWorkload:
             err = str(data.get("error") or "")
             code = data.get("exit_code")
             timed_out = "timeout" in err.lower() or "timed out" in err.lower()
-            _judge(sample, meta, None if timed_out or not isinstance(code, int) else code, timed_out, output,
-                   self.timeout_s, err)
+            _judge(
+                sample,
+                meta,
+                None if timed_out or not isinstance(code, int) else code,
+                timed_out,
+                output,
+                self.timeout_s,
+                err,
+            )
         except _PhaseError as exc:
             sample.outcome = exc.outcome
             sample.error = str(exc)
@@ -319,8 +345,15 @@ class SandboxWorkload:
         return output
 
 
-def _judge(sample: Sample, meta: dict[str, Any], exit_code: int | None, timed_out: bool, output: str,
-           timeout_s: float, err: str) -> None:
+def _judge(
+    sample: Sample,
+    meta: dict[str, Any],
+    exit_code: int | None,
+    timed_out: bool,
+    output: str,
+    timeout_s: float,
+    err: str,
+) -> None:
     """Outcome of a command that ran: ok (exit 0), graded_wrong (other exit code),
     timeout (the command's deadline)."""
     meta["exit_code"] = exit_code

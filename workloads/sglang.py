@@ -103,8 +103,23 @@ class SGLangParser:
     a delta instead of the whole text so far.
     """
 
-    __slots__ = ("stream", "incremental", "_text", "_sse", "_done", "_error", "_meta", "_finish",
-                 "_n_events", "_n_sse", "_last_ct", "_body", "_head", "_ids", "_max_tokens")
+    __slots__ = (
+        "stream",
+        "incremental",
+        "_text",
+        "_sse",
+        "_done",
+        "_error",
+        "_meta",
+        "_finish",
+        "_n_events",
+        "_n_sse",
+        "_last_ct",
+        "_body",
+        "_head",
+        "_ids",
+        "_max_tokens",
+    )
 
     def __init__(self, stream: bool = True, incremental: bool = False, max_tokens: int | None = None) -> None:
         self.stream = stream
@@ -176,7 +191,7 @@ class SGLangParser:
             if self.incremental:
                 delta = text
             elif text.startswith(self._text):
-                delta = text[len(self._text):]
+                delta = text[len(self._text) :]
             else:
                 self._fail(
                     f"cumulative text does not extend the previous event's text after {self._n_events} "
@@ -243,7 +258,8 @@ class SGLangParser:
         elif not self._done:
             sample.outcome = _PROTOCOL_ERROR
             sample.error = (
-                f"no SSE event in body (got {_short(self._head)})" if self._n_sse == 0
+                f"no SSE event in body (got {_short(self._head)})"
+                if self._n_sse == 0
                 else f"stream ended before data: [DONE] after {self._n_events} token events"
             )
         elif failed is not None:
@@ -354,7 +370,8 @@ class SGLangWorkload:
         self.dataset = dataset
         self.input_ids = (
             [_check_ids(list(ids), f"input_ids[{i}]") for i, ids in enumerate(input_ids)]
-            if input_ids is not None else None
+            if input_ids is not None
+            else None
         )
         if self.input_ids is not None and not self.input_ids:
             raise DatasetError("input_ids: no items")
@@ -397,19 +414,24 @@ class SGLangWorkload:
         """The seq-th request (items cycle): POST url with the body of `body(seq)`."""
         field, value, meta = self._item(seq)
         body = orjson.dumps(self._body(field, value))
-        return RequestSpec(method="POST", url=self.url, headers=dict(self._headers), body=body,
-                           stream=self.stream, meta=meta)
+        return RequestSpec(
+            method="POST", url=self.url, headers=dict(self._headers), body=body, stream=self.stream, meta=meta
+        )
 
     def parser(self, spec: RequestSpec) -> SGLangParser:
         """A fresh parser for the response to `spec`."""
         cap = self.sampling_params.get("max_new_tokens")
-        return SGLangParser(stream=spec.stream, incremental=self.incremental,
-                            max_tokens=cap if type(cap) is int else None)
+        return SGLangParser(
+            stream=spec.stream, incremental=self.incremental, max_tokens=cap if type(cap) is int else None
+        )
 
     def describe(self) -> dict[str, Any]:
         """What the manifest records about this workload (no secrets)."""
         return {
-            "type": "sglang", "url": self.url, "stream": self.stream, "incremental": self.incremental,
+            "type": "sglang",
+            "url": self.url,
+            "stream": self.stream,
+            "incremental": self.incremental,
             "input": "input_ids" if self.input_ids is not None else "text",
             "dataset": self.dataset.name if self.dataset is not None else "input_ids",
             "sampling_params": self.sampling_params,

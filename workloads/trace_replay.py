@@ -42,8 +42,9 @@ class TraceReplayWorkload:
 
     name = "trace-replay"
 
-    def __init__(self, path: Path, *, url: str | None = None, api_key: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, path: Path, *, url: str | None = None, api_key: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         self.path = Path(path)
         self.records: list[TraceRecord] = read_trace(self.path)
         self.url = url

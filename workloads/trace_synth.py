@@ -116,9 +116,7 @@ def synthesize_sessions(path: str | Path, *, seed: int | str = 0) -> dict[str, l
             if inp is None:
                 inp = prefix + new
             if inp != prefix + new or new < 0 or prefix < 0:
-                raise DatasetError(
-                    f"{where}: input: expected input == prefix + new (got {inp} != {prefix} + {new})"
-                )
+                raise DatasetError(f"{where}: input: expected input == prefix + new (got {inp} != {prefix} + {new})")
             if prefix < prev_input:
                 raise DatasetError(
                     f"{where}: prefix: expected >= the previous round's input {prev_input} for a growing "
@@ -130,9 +128,16 @@ def synthesize_sessions(path: str | Path, *, seed: int | str = 0) -> dict[str, l
             prompt = " ".join(words)
             sha = hashlib.sha256(prompt.encode()).hexdigest()
             meta = {
-                "dataset": path.name, "row": lineno, "session": session, "round": rnd, "input_tokens": inp,
-                "prefix_tokens": prefix, "new_tokens": new, "output_tokens": c["output"],
-                "prompt_sha256": sha, "prefix_sha256": prev_sha,
+                "dataset": path.name,
+                "row": lineno,
+                "session": session,
+                "round": rnd,
+                "input_tokens": inp,
+                "prefix_tokens": prefix,
+                "new_tokens": new,
+                "output_tokens": c["output"],
+                "prompt_sha256": sha,
+                "prefix_sha256": prev_sha,
             }
             items.append(Item(prompt=prompt, meta=meta))
             prev_sha = sha
@@ -168,8 +173,9 @@ class TraceSynthWorkload(OpenAIChatWorkload):
     byte-exact prefix is the whole prompt; `api="chat"` sends one user message. Other
     keywords as OpenAIChatWorkload (a `max_tokens` there is overridden per item)."""
 
-    def __init__(self, url: str, model: str, dataset: TraceSynthDataset, *, api: str = "completions",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, url: str, model: str, dataset: TraceSynthDataset, *, api: str = "completions", **kwargs: Any
+    ) -> None:
         if api not in ("completions", "chat"):
             raise DatasetError(f"api: expected completions or chat (got {api!r})")
         super().__init__(url, model, dataset, **kwargs)

@@ -109,10 +109,13 @@ def read_conversations(path: str | Path) -> list[Conversation]:
                 try:
                     messages = orjson.loads(messages)
                 except orjson.JSONDecodeError as exc:
-                    raise DatasetError(f"{where}: messages: bad JSON string: {exc} (got {short_repr(messages)})") from None
+                    raise DatasetError(
+                        f"{where}: messages: bad JSON string: {exc} (got {short_repr(messages)})"
+                    ) from None
         if not isinstance(messages, list):
-            raise DatasetError(f"{where}: messages: expected a list of messages or a JSON string of one "
-                               f"(got {short_repr(messages)})")
+            raise DatasetError(
+                f"{where}: messages: expected a list of messages or a JSON string of one (got {short_repr(messages)})"
+            )
         check_messages(messages, where, "messages")
         ends = [i for i, m in enumerate(messages) if m["role"] == "assistant" and i > 0]
         if ends:
@@ -193,10 +196,17 @@ def _turns(conv: Conversation, count: TokenCounter) -> list[_Turn]:
         sha = hashlib.sha256(raw).hexdigest()
         tokens = sum(per_msg[:end])
         meta = {
-            "session": conv.id, "row": conv.row, "turn": k, "turns": len(conv.turn_ends),
-            "prompt_messages": end, "prompt_sha256": sha, "prefix_sha256": prev_sha,
-            "prompt_bytes": len(raw), "prompt_tokens_est": tokens,
-            "expected_cached_tokens": prev_tokens if k else 0, "token_method": count.method,
+            "session": conv.id,
+            "row": conv.row,
+            "turn": k,
+            "turns": len(conv.turn_ends),
+            "prompt_messages": end,
+            "prompt_sha256": sha,
+            "prefix_sha256": prev_sha,
+            "prompt_bytes": len(raw),
+            "prompt_tokens_est": tokens,
+            "expected_cached_tokens": prev_tokens if k else 0,
+            "token_method": count.method,
         }
         out.append(_Turn(end, raw, meta))
         prev_tokens, prev_sha = tokens, sha
@@ -358,7 +368,14 @@ class TrajectoryReplayWorkload:
     def describe(self) -> dict[str, Any]:
         """Manifest entry of this workload (no prompts, no keys)."""
         return {
-            "type": self.name, "url": self.url, "model": self.model, "sessions": self.sessions_mode,
-            "concurrency": self.concurrency, "active_sessions": self.active_sessions, "think": self.think.spec,
-            "seed": self.seed, "conversations": len(self.conversations), "total_turns": self.total_turns,
+            "type": self.name,
+            "url": self.url,
+            "model": self.model,
+            "sessions": self.sessions_mode,
+            "concurrency": self.concurrency,
+            "active_sessions": self.active_sessions,
+            "think": self.think.spec,
+            "seed": self.seed,
+            "conversations": len(self.conversations),
+            "total_turns": self.total_turns,
         }

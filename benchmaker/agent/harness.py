@@ -111,9 +111,11 @@ class EpisodeResult:
     def __repr__(self) -> str:
         ep = self.episode
         diff = "None" if self.diff is None else f"<{len(self.diff)} chars>"
-        return (f"EpisodeResult(episode_id={ep.episode_id!r}, outcome={ep.outcome!r}, turns={len(self.turns)}, "
-                f"calls={len(self.calls)}, diff={diff}, verdict={self.verdict!r}, "
-                f"divergences={len(self.divergence_details)}, server_divergences={self.server_divergences})")
+        return (
+            f"EpisodeResult(episode_id={ep.episode_id!r}, outcome={ep.outcome!r}, turns={len(self.turns)}, "
+            f"calls={len(self.calls)}, diff={diff}, verdict={self.verdict!r}, "
+            f"divergences={len(self.divergence_details)}, server_divergences={self.server_divergences})"
+        )
 
 
 def text_action_style(trajectory: Trajectory) -> TextActionStyle:
@@ -132,8 +134,9 @@ def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
     return msgs
 
 
-def observation_message(obs: Observation | ToolOutcome, tool_call_id: str | None, *,
-                        send_status_fields: bool = True) -> dict[str, Any]:
+def observation_message(
+    obs: Observation | ToolOutcome, tool_call_id: str | None, *, send_status_fields: bool = True
+) -> dict[str, Any]:
     """The request message carrying one observation (module docstring)."""
     if tool_call_id is None:
         return {"role": "user", "content": obs.content}
@@ -167,15 +170,31 @@ def _sha256(text: str | None) -> str | None:
 class _Episode:
     """Book-keeping of one episode while it runs."""
 
-    def __init__(self, trajectory: Trajectory, mode: str, run_id: str, sweep_point: str | None,
-                 concurrency: int | None, episode_id: str, worker: int, t0_ns: int,
-                 sample_sink: SampleSink | None = None):
+    def __init__(
+        self,
+        trajectory: Trajectory,
+        mode: str,
+        run_id: str,
+        sweep_point: str | None,
+        concurrency: int | None,
+        episode_id: str,
+        worker: int,
+        t0_ns: int,
+        sample_sink: SampleSink | None = None,
+    ):
         self.t0 = t0_ns
         self.sink = sample_sink
         self.ep = Episode(
-            run_id=run_id, sweep_point=sweep_point, concurrency=concurrency, episode_id=episode_id,
-            trajectory_id=trajectory.trajectory_id, task_id=task_id_of(trajectory), mode=mode,
-            worker=worker, started_ns=time.perf_counter_ns() - t0_ns, ended_ns=0,
+            run_id=run_id,
+            sweep_point=sweep_point,
+            concurrency=concurrency,
+            episode_id=episode_id,
+            trajectory_id=trajectory.trajectory_id,
+            task_id=task_id_of(trajectory),
+            mode=mode,
+            worker=worker,
+            started_ns=time.perf_counter_ns() - t0_ns,
+            ended_ns=0,
         )
         self.turns: list[TurnRecord] = []
         self.calls: list[ChatResult] = []
@@ -206,8 +225,11 @@ class _Episode:
             rebase_sample(s, call.t0_ns - self.t0)
             call.t0_ns = self.t0
         if self._ttft_sum is not None:
-            self._ttft_sum = (None if s.first_token_ns is None or s.sent_ns is None
-                              else self._ttft_sum + (s.first_token_ns - s.sent_ns))
+            self._ttft_sum = (
+                None
+                if s.first_token_ns is None or s.sent_ns is None
+                else self._ttft_sum + (s.first_token_ns - s.sent_ns)
+            )
         if self._prompt_sum is not None and self._output_sum is not None:
             if s.prompt_tokens is None or s.output_tokens is None:
                 self._prompt_sum = self._output_sum = None
@@ -216,12 +238,24 @@ class _Episode:
                 self._output_sum += s.output_tokens
         # what only the turn has (the call's figures are in its Sample), by position:
         # run_id, sweep_point, episode_id, turn_index, miss_kind, tool_time_ns, n_tool_calls, byte_equal
-        rec = TurnRecord(ep.run_id, ep.sweep_point, ep.episode_id, turn_index, miss, 0, len(call.tool_calls),
-                         byte_equal(call, recorded.response) if (served and recorded is not None) else None)
+        rec = TurnRecord(
+            ep.run_id,
+            ep.sweep_point,
+            ep.episode_id,
+            turn_index,
+            miss,
+            0,
+            len(call.tool_calls),
+            byte_equal(call, recorded.response) if (served and recorded is not None) else None,
+        )
         self.turns.append(rec)
         s.run_id, s.sweep_point, s.worker, s.lane = ep.run_id, ep.sweep_point, ep.worker, "agent"
-        s.meta = {"episode_id": ep.episode_id, "turn_index": turn_index, "miss_kind": miss,
-                  "trajectory_id": ep.trajectory_id}
+        s.meta = {
+            "episode_id": ep.episode_id,
+            "turn_index": turn_index,
+            "miss_kind": miss,
+            "trajectory_id": ep.trajectory_id,
+        }
         if self.sink is not None:
             self.sink(s)
         return rec
@@ -258,8 +292,9 @@ def rebase_sample(s: Sample, delta_ns: int) -> None:
 _HTTP_ERROR = Outcome.HTTP_ERROR.value
 
 
-SERVED_OUTCOMES = frozenset({Outcome.OK.value, Outcome.EMPTY_OUTPUT.value, Outcome.ABORTED.value,
-                             Outcome.RECORDED_ERROR.value})
+SERVED_OUTCOMES = frozenset(
+    {Outcome.OK.value, Outcome.EMPTY_OUTPUT.value, Outcome.ABORTED.value, Outcome.RECORDED_ERROR.value}
+)
 """Outcomes of a complete 2xx response, which the conversation goes on from: ok, and
 what a recording holds as such and the replay serves back faithfully: recorded_error
 (a turn that failed in the original run, flagged by the replay server), and from
@@ -280,7 +315,11 @@ def _fail_outcome(call: ChatResult) -> str:
 
 
 async def _execute_observations(
-    sb: Sandbox, trajectory: Trajectory, call: ChatResult, recorded: Turn, st: _Episode,
+    sb: Sandbox,
+    trajectory: Trajectory,
+    call: ChatResult,
+    recorded: Turn,
+    st: _Episode,
     send_status_fields: bool,
 ) -> tuple[list[dict[str, Any]], int]:
     """Run the received response's tool calls (or text action) in `sb`; returns the
@@ -366,8 +405,17 @@ async def run_episode(
         raise ValueError(f"mode {mode} needs a sandbox")
     if mode == "command" and not command:
         raise ValueError("mode command needs a command")
-    st = _Episode(trajectory, mode, run_id, sweep_point, concurrency, episode_id or uuid.uuid4().hex[:16],
-                  worker, time.perf_counter_ns() if t0_ns is None else t0_ns, sample_sink)
+    st = _Episode(
+        trajectory,
+        mode,
+        run_id,
+        sweep_point,
+        concurrency,
+        episode_id or uuid.uuid4().hex[:16],
+        worker,
+        time.perf_counter_ns() if t0_ns is None else t0_ns,
+        sample_sink,
+    )
     own_client = client is None
     client = client or ModelClient(base_url, api_key=api_key, model=trajectory.model, t0_ns=st.t0)
     sb: Sandbox | None = None
@@ -408,8 +456,15 @@ async def run_episode(
     return result
 
 
-async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode: str,
-                sb: Sandbox | None, stream: bool, send_status_fields: bool) -> None:
+async def _play(
+    st: _Episode,
+    trajectory: Trajectory,
+    client: ModelClient,
+    mode: str,
+    sb: Sandbox | None,
+    stream: bool,
+    send_status_fields: bool,
+) -> None:
     # One MessageLog grows by each turn's block as the agent's context did; a turn that
     # carries a context edit (a pi compaction) rebuilds it with benchmaker.trajectories.context's rule
     # (summary + the history from keep_from), then it grows again. Rebuilding only at
@@ -422,8 +477,9 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
     last = len(trajectory.turns) - 1
     for i, recorded in enumerate(trajectory.turns):
         if recorded.context_edit is not None:
-            messages = MessageLog(request_messages(trajectory, i, responses, observations,
-                                                   send_status_fields=send_status_fields))
+            messages = MessageLog(
+                request_messages(trajectory, i, responses, observations, send_status_fields=send_status_fields)
+            )
         call = await _chat(st, client, messages, stream, i, recorded)
         rec = st.add_call(call, i, recorded)
         status = call.sample.http_status
@@ -431,8 +487,11 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
             st.result.server_divergences += 1
         if call.sample.outcome not in SERVED_OUTCOMES:  # served(call)
             st.ep.outcome = _fail_outcome(call)
-            st.ep.error = f"turn {i}: {call.outcome}" + (f" {call.status}" if call.status else "") + (
-                f": {call.error}" if call.error else "")
+            st.ep.error = (
+                f"turn {i}: {call.outcome}"
+                + (f" {call.status}" if call.status else "")
+                + (f": {call.error}" if call.error else "")
+            )
             return
         response = call.message()
         messages.append(response)
@@ -445,16 +504,19 @@ async def _play(st: _Episode, trajectory: Trajectory, client: ModelClient, mode:
             rec.tool_time_ns = tool_ns
             st.ep.tool_time_ns += tool_ns
         else:
-            obs_msgs = [observation_message(o, o.tool_call_id, send_status_fields=send_status_fields)
-                        for o in recorded.observations]
+            obs_msgs = [
+                observation_message(o, o.tool_call_id, send_status_fields=send_status_fields)
+                for o in recorded.observations
+            ]
         observations.append(obs_msgs)
         messages.extend(obs_msgs)
         if recorded.user_after:
             messages.extend({"role": "user", "content": u} for u in recorded.user_after)
 
 
-async def _chat(st: _Episode, client: ModelClient, messages: MessageLog, stream: bool, turn_index: int,
-                recorded: Turn | None) -> ChatResult:
+async def _chat(
+    st: _Episode, client: ModelClient, messages: MessageLog, stream: bool, turn_index: int, recorded: Turn | None
+) -> ChatResult:
     """One model call of the episode; when the episode is cancelled during it (run
     deadline, Ctrl-C), the call still becomes a turn and a `cancelled` sample before
     the cancellation goes on, as the engine counts a request cancelled in flight."""
@@ -468,8 +530,15 @@ async def _chat(st: _Episode, client: ModelClient, messages: MessageLog, stream:
     return s.result
 
 
-async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, sb: Sandbox,
-                           command: list[str], api_key: str | None, timeout_s: float) -> None:
+async def _command_episode(
+    st: _Episode,
+    trajectory: Trajectory,
+    base_url: str,
+    sb: Sandbox,
+    command: list[str],
+    api_key: str | None,
+    timeout_s: float,
+) -> None:
     """Command mode: run the agent command in the sandbox workspace with its base URL
     pointed at a measuring proxy in front of `base_url` (`_MeasuringProxy`). The
     command is an argv list whose items may use {prompt_file} (JSON with system,
@@ -488,24 +557,39 @@ async def _command_episode(st: _Episode, trajectory: Trajectory, base_url: str, 
             if ipc is not None:
                 os.chmod(tmp, 0o755)
             prompt = Path(tmp) / "prompt.json"
-            prompt.write_text(json.dumps({"system": trajectory.system, "first_user": trajectory.first_user,
-                                          "user_before_turns": trajectory.user_before_turns,
-                                          "model": trajectory.model}))
+            prompt.write_text(
+                json.dumps(
+                    {
+                        "system": trajectory.system,
+                        "first_user": trajectory.first_user,
+                        "user_before_turns": trajectory.user_before_turns,
+                        "model": trajectory.model,
+                    }
+                )
+            )
             if ipc is not None:
                 os.chmod(prompt, 0o644)
-            subst = {"prompt_file": str(prompt), "workdir": sb.workdir, "base_url": proxy.url + "/v1",
-                     "python": sys.executable}
+            subst = {
+                "prompt_file": str(prompt),
+                "workdir": sb.workdir,
+                "base_url": proxy.url + "/v1",
+                "python": sys.executable,
+            }
             argv = [a.format(**subst) for a in command]
-            agent_env = {"OPENAI_BASE_URL": proxy.url + "/v1", "OPENAI_API_KEY": api_key or "replay",
-                         "BENCHMAKER_PROMPT_FILE": str(prompt)}
+            agent_env = {
+                "OPENAI_BASE_URL": proxy.url + "/v1",
+                "OPENAI_API_KEY": api_key or "replay",
+                "BENCHMAKER_PROMPT_FILE": str(prompt),
+            }
             t0 = time.perf_counter_ns()
             script = " ".join(shlex.quote(a) for a in argv)
             # spawned by the sandbox's spawner (off the measuring loop when it is a started
             # factory's helper, benchmaker.agent.sandbox.spawner); its process group is killed
             # at the timeout, on cancellation and when it exits
             if isinstance(sb, LocalSandbox):
-                res = await sb.run_agent(argv, env=agent_env, timeout_s=timeout_s, proxy_port=proxy.port,
-                                         proxy_socket=proxy.unix_path)
+                res = await sb.run_agent(
+                    argv, env=agent_env, timeout_s=timeout_s, proxy_port=proxy.port, proxy_socket=proxy.unix_path
+                )
             else:  # a remote sandbox: the agent runs on this host, beside the proxy
                 spawner = getattr(sb, "spawner", None) or InlineSpawner()
                 inherited = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
@@ -553,8 +637,10 @@ class _MeasuringProxy:
         resp: web.StreamResponse | None = None
         async for data in s:  # relayed byte for byte as they arrive
             if resp is None:
-                resp = web.StreamResponse(status=s.status or 200, headers={
-                    "Content-Type": "text/event-stream" if stream else "application/json"})
+                resp = web.StreamResponse(
+                    status=s.status or 200,
+                    headers={"Content-Type": "text/event-stream" if stream else "application/json"},
+                )
                 await resp.prepare(request)
             await resp.write(data)
         call = s.result
@@ -628,5 +714,11 @@ def concurrency_proof(intervals: Iterable[tuple[int, int]], concurrency: int) ->
         reasons.append(f"max episodes in flight {best} < target {target}")
     if not overlap:
         reasons.append(f"only {started_before} of {target} episodes started before the first finished")
-    return ConcurrencyProof(concurrency, len(iv), best, overlap, not reasons and len(iv) > 0,
-                            "; ".join(reasons) if reasons else (None if iv else "no episodes"))
+    return ConcurrencyProof(
+        concurrency,
+        len(iv),
+        best,
+        overlap,
+        not reasons and len(iv) > 0,
+        "; ".join(reasons) if reasons else (None if iv else "no episodes"),
+    )

@@ -197,8 +197,11 @@ class _MessageParser(OpenAIChatParser):
                     continue
                 fn = tc.get("function") or {}
                 # ToolCallDelta(index, id, type, name, arguments)
-                out.append(ToolCallDelta(i, tc.get("id"), tc.get("type", "function"), fn.get("name") or "",
-                                         fn.get("arguments") or ""))
+                out.append(
+                    ToolCallDelta(
+                        i, tc.get("id"), tc.get("type", "function"), fn.get("name") or "", fn.get("arguments") or ""
+                    )
+                )
 
     def raw_usage(self) -> dict[str, Any] | None:
         """The server's usage object: the last non-null `usage` of a stream, or the `usage`
@@ -409,7 +412,12 @@ class ModelClient:
         return body
 
     async def chat(
-        self, messages: list[dict[str, Any]] | MessageLog, *, stream: bool = True, model: str | None = None, **extra: Any
+        self,
+        messages: list[dict[str, Any]] | MessageLog,
+        *,
+        stream: bool = True,
+        model: str | None = None,
+        **extra: Any,
     ) -> ChatResult:
         """One call, consumed whole. Never raises for HTTP/transport/protocol failures:
         they become the result's `outcome`."""
@@ -419,8 +427,12 @@ class ModelClient:
         return s.result
 
     def stream(
-        self, messages: list[dict[str, Any]] | MessageLog, *, stream: bool = True, model: str | None = None,
-        **extra: Any
+        self,
+        messages: list[dict[str, Any]] | MessageLog,
+        *,
+        stream: bool = True,
+        model: str | None = None,
+        **extra: Any,
     ) -> ChatStream:
         """A `ChatStream`: iterate it to get each body read (bytes) as it arrives (an
         error body is not yielded); its `.result` is complete once the iteration ended.
@@ -533,7 +545,7 @@ class MessageLog:
             return None
         at = keys.index("messages")
         head = {k: body[k] for k in keys[:at]}
-        tail = {k: body[k] for k in keys[at + 1:]}
+        tail = {k: body[k] for k in keys[at + 1 :]}
         try:
             start = orjson.dumps(head)[:-1] + (b',"messages":[' if head else b'"messages":[')
             end = b"]," + orjson.dumps(tail)[1:] if tail else b"]}"
@@ -681,8 +693,23 @@ class _TransportExchange:
     TimeoutError (total) or _IdleTimeout (idle), as asyncio.timeout does: a cancellation
     from elsewhere stays a CancelledError (Task.uncancel count)."""
 
-    __slots__ = ("_client", "_spec", "_cm", "_chunks", "_raw", "_total", "_idle", "_loop", "_task", "_cancelling",
-                 "_read_at", "_inside", "_watchdog", "_armed", "_fired")
+    __slots__ = (
+        "_client",
+        "_spec",
+        "_cm",
+        "_chunks",
+        "_raw",
+        "_total",
+        "_idle",
+        "_loop",
+        "_task",
+        "_cancelling",
+        "_read_at",
+        "_inside",
+        "_watchdog",
+        "_armed",
+        "_fired",
+    )
 
     def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool) -> None:
         self._client = client
@@ -837,8 +864,9 @@ class ChatStream:
     """Async iterator over the body reads of one call; `.result` is the ChatResult.
     Model time is accumulated inside the awaits only (module docstring)."""
 
-    def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool,
-                 max_tokens: int | None = None) -> None:
+    def __init__(
+        self, client: ModelClient, payload: bytes | list[bytes], stream: bool, max_tokens: int | None = None
+    ) -> None:
         self._client = client
         self._max_tokens = max_tokens  # the body's cap: a usage count above it is flagged
         self._payload = payload

@@ -134,7 +134,7 @@ def _js_length(s: str) -> int:
 async def _bash(sb: Sandbox, args: dict[str, Any]) -> ToolOutcome:
     command = args.get("command")
     if not isinstance(command, str):
-        raise _ToolError("Validation failed for tool \"bash\": command must be a string")
+        raise _ToolError('Validation failed for tool "bash": command must be a string')
     timeout = args.get("timeout")
     timeout_s = float(timeout) if isinstance(timeout, int | float) and timeout > 0 else DEFAULT_BASH_TIMEOUT_S
     res = await sb.exec(command, timeout_s=timeout_s)
@@ -164,7 +164,7 @@ async def _read_text(sb: Sandbox, path: str) -> str:
 async def _read(sb: Sandbox, args: dict[str, Any]) -> ToolOutcome:
     path = args.get("path")
     if not isinstance(path, str):
-        raise _ToolError("Validation failed for tool \"read\": path must be a string")
+        raise _ToolError('Validation failed for tool "read": path must be a string')
     text = await _read_text(sb, path)
     lines = text.split("\n")
     offset, limit = args.get("offset"), args.get("limit")
@@ -182,12 +182,17 @@ async def _read(sb: Sandbox, args: dict[str, Any]) -> ToolOutcome:
     first = start + 1
     if first_too_big:
         size = format_size(len(lines[start].encode()))
-        out = (f"[Line {first} is {size}, exceeds {format_size(DEFAULT_MAX_BYTES)} limit. "
-               f"Use bash: sed -n '{first}p' {path} | head -c {DEFAULT_MAX_BYTES}]")
+        out = (
+            f"[Line {first} is {size}, exceeds {format_size(DEFAULT_MAX_BYTES)} limit. "
+            f"Use bash: sed -n '{first}p' {path} | head -c {DEFAULT_MAX_BYTES}]"
+        )
     elif truncated:
         last = first + out_lines - 1
         limit_note = "" if by == "lines" else f" ({format_size(DEFAULT_MAX_BYTES)} limit)"
-        out = content + f"\n\n[Showing lines {first}-{last} of {len(lines)}{limit_note}. Use offset={last + 1} to continue.]"
+        out = (
+            content
+            + f"\n\n[Showing lines {first}-{last} of {len(lines)}{limit_note}. Use offset={last + 1} to continue.]"
+        )
     elif user_lines is not None and start + user_lines < len(lines):
         remaining = len(lines) - (start + user_lines)
         out = content + f"\n\n[{remaining} more lines in file. Use offset={start + user_lines + 1} to continue.]"
@@ -199,7 +204,7 @@ async def _read(sb: Sandbox, args: dict[str, Any]) -> ToolOutcome:
 async def _write(sb: Sandbox, args: dict[str, Any]) -> ToolOutcome:
     path, content = args.get("path"), args.get("content")
     if not isinstance(path, str) or not isinstance(content, str):
-        raise _ToolError("Validation failed for tool \"write\": path and content must be strings")
+        raise _ToolError('Validation failed for tool "write": path and content must be strings')
     await sb.write_file(path, content.encode("utf-8"))
     return ToolOutcome(f"Successfully wrote {_js_length(content)} bytes to {path}")
 
@@ -211,13 +216,13 @@ def _normalize(s: str) -> str:
 async def _edit(sb: Sandbox, args: dict[str, Any]) -> ToolOutcome:
     path, old, new = args.get("path"), args.get("oldText"), args.get("newText")
     if not (isinstance(path, str) and isinstance(old, str) and isinstance(new, str)):
-        raise _ToolError("Validation failed for tool \"edit\": path, oldText, newText must be strings")
+        raise _ToolError('Validation failed for tool "edit": path, oldText, newText must be strings')
     try:
         raw = (await sb.read_file(path)).decode("utf-8", "replace")
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
         raise _ToolError(f"File not found: {path}") from exc
     bom = "\ufeff" if raw.startswith("\ufeff") else ""
-    text = raw[len(bom):]
+    text = raw[len(bom) :]
     m = re.search(r"\r\n|\n|\r", text)
     ending = "\r\n" if m and m.group(0) == "\r\n" else "\n"
     content, old_n, new_n = _normalize(text), _normalize(old), _normalize(new)
@@ -231,7 +236,7 @@ async def _edit(sb: Sandbox, args: dict[str, Any]) -> ToolOutcome:
             f"Found {count} occurrences of the text in {path}. The text must be unique. Please provide more context to make it unique."
         )
     i = content.index(old_n)
-    updated = content[:i] + new_n + content[i + len(old_n):]
+    updated = content[:i] + new_n + content[i + len(old_n) :]
     if updated == content:
         raise _ToolError(
             f"No changes made to {path}. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected."
@@ -254,7 +259,7 @@ async def run_pi_tool(sandbox: Sandbox, name: str, arguments: dict[str, Any] | N
         if fn is None:
             out = ToolOutcome(f"Tool {name} not found", True)
         elif arguments is None:
-            out = ToolOutcome(f"Validation failed for tool \"{name}\": arguments are not a JSON object", True)
+            out = ToolOutcome(f'Validation failed for tool "{name}": arguments are not a JSON object', True)
         else:
             out = await fn(sandbox, arguments)
     except _ToolError as exc:
@@ -278,8 +283,9 @@ def parse_text_action(content: str | None, style: TextActionStyle) -> str | None
     return found[-1].strip() if found else None
 
 
-async def run_text_action(sandbox: Sandbox, content: str | None, style: TextActionStyle,
-                          *, timeout_s: float = DEFAULT_BASH_TIMEOUT_S) -> ToolOutcome | None:
+async def run_text_action(
+    sandbox: Sandbox, content: str | None, style: TextActionStyle, *, timeout_s: float = DEFAULT_BASH_TIMEOUT_S
+) -> ToolOutcome | None:
     """Run the action of a text-action response and format the observation like the
     agent would; None when the response holds no action (the agent would answer with a
     format error, which is not emulated)."""
@@ -290,11 +296,12 @@ async def run_text_action(sandbox: Sandbox, content: str | None, style: TextActi
     res = await sandbox.exec(command, timeout_s=timeout_s)
     if style == "mini-swe-agent":
         if res.timed_out:
-            text = f"The last command <command>{command}</command> timed out and has been killed.\n" \
-                   f"The output of the command was:\n <output>\n{res.output}\n</output>"
+            text = (
+                f"The last command <command>{command}</command> timed out and has been killed.\n"
+                f"The output of the command was:\n <output>\n{res.output}\n</output>"
+            )
         else:
             text = f"<returncode>{res.exit_code}</returncode>\n<output>\n{res.output}</output>"
     else:
         text = res.output if res.output.strip() else "Your command ran successfully and did not produce any output."
-    return ToolOutcome(text, bool(res.timed_out or res.exit_code), res.exit_code,
-                       time.perf_counter_ns() - t0)
+    return ToolOutcome(text, bool(res.timed_out or res.exit_code), res.exit_code, time.perf_counter_ns() - t0)

@@ -92,7 +92,7 @@ def task_id_of(trajectory: Trajectory) -> str | None:
     if trajectory.task_id:
         return trajectory.task_id
     if trajectory.match_key.startswith("task:"):
-        return trajectory.match_key[len("task:"):]
+        return trajectory.match_key[len("task:") :]
     return None
 
 

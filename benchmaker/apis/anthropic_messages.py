@@ -105,8 +105,11 @@ def anthropic_headers(api_key: str | None, stream: bool, extra: dict[str, str] |
     """Request headers: JSON content type, `Accept: text/event-stream` when streaming,
     `anthropic-version: 2023-06-01`, `x-api-key: KEY` when api_key is set, then `extra`
     (wins on conflicts)."""
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if stream else "application/json",
-               "anthropic-version": ANTHROPIC_VERSION}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream" if stream else "application/json",
+        "anthropic-version": ANTHROPIC_VERSION,
+    }
     if api_key:
         headers["x-api-key"] = api_key
     if extra:
@@ -151,8 +154,11 @@ def chat_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
         raise ValueError(f"request body must be a JSON object (got {type(req).__name__})")
     messages = req.get("messages")
     if not isinstance(messages, list):
-        raise ValueError("messages: missing or not a list" if messages is None
-                         else f"messages: must be a list (got {type(messages).__name__})")
+        raise ValueError(
+            "messages: missing or not a list"
+            if messages is None
+            else f"messages: must be a list (got {type(messages).__name__})"
+        )
     out: list[dict[str, Any]] = []
     system = req.get("system")
     if isinstance(system, str):
@@ -172,17 +178,23 @@ def chat_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({"role": role, "content": content})
             continue
         if not isinstance(content, list):
-            raise ValueError(f"messages[{i}].content: expected a string or a list of blocks "
-                             f"(got {type(content).__name__})")
+            raise ValueError(
+                f"messages[{i}].content: expected a string or a list of blocks (got {type(content).__name__})"
+            )
         if role == "user":
             parts = []
             for j, block in enumerate(content):
                 if not isinstance(block, dict):
                     raise ValueError(f"messages[{i}].content[{j}]: must be an object (got {type(block).__name__})")
                 if block.get("type") == "tool_result":
-                    out.append({"role": "tool", "tool_call_id": block.get("tool_use_id"),
-                                "content": _block_text(block.get("content")),
-                                "is_error": block.get("is_error") is True})
+                    out.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": block.get("tool_use_id"),
+                            "content": _block_text(block.get("content")),
+                            "is_error": block.get("is_error") is True,
+                        }
+                    )
                 else:
                     parts.append(block)
             if parts:
@@ -207,8 +219,13 @@ def _assistant(blocks: list[Any], i: int) -> dict[str, Any]:
         elif kind == "redacted_thinking":
             thinking.append("")
         elif kind == "tool_use":
-            calls.append({"id": block.get("id"), "type": "function", "function": {
-                "name": block.get("name"), "arguments": orjson.dumps(block.get("input", {})).decode()}})
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {"name": block.get("name"), "arguments": orjson.dumps(block.get("input", {})).decode()},
+                }
+            )
     msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if thinking:
         msg["reasoning_content"] = "".join(thinking)
@@ -238,12 +255,25 @@ class ResponseLike(Protocol):
     finish_reason: str
 
 
-_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens",
-                 "content_filter": "refusal"}
-_STOP_CLASSES = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "tool_calls",
-                 "max_tokens": "length", "model_context_window_exceeded": "length", "refusal": "content_filter"}
-_FINISH_REASONS = {"stop": "stop", "tool_calls": "tool_calls", "length": "length",
-                   "content_filter": "content_filter", "abort": "aborted", "cancelled": "aborted", "error": "error"}
+_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
+_STOP_CLASSES = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+_FINISH_REASONS = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+    "abort": "aborted",
+    "cancelled": "aborted",
+    "error": "error",
+}
 
 
 def stop_reason_for(finish_reason: str) -> str:
@@ -268,17 +298,24 @@ def finish_reason_of(stop_reason: Any) -> str:
     return _FINISH_REASONS.get(cls or "stop", "stop")
 
 
-def usage_object(prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None,
-                 cache_creation_tokens: int | None = None) -> dict[str, int]:
+def usage_object(
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    cached_tokens: int | None,
+    cache_creation_tokens: int | None = None,
+) -> dict[str, int]:
     """A Messages `usage` object of recorded counts in tokens (prompt_tokens the whole
     input, OpenAI's meaning): {"input_tokens": prompt - cached - creation (>= 0),
     "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"}; an
     unknown count is sent as 0 (the SDK requires the ints)."""
     read = cached_tokens or 0
     creation = cache_creation_tokens or 0
-    return {"input_tokens": max((prompt_tokens or 0) - read - creation, 0),
-            "cache_creation_input_tokens": creation, "cache_read_input_tokens": read,
-            "output_tokens": completion_tokens or 0}
+    return {
+        "input_tokens": max((prompt_tokens or 0) - read - creation, 0),
+        "cache_creation_input_tokens": creation,
+        "cache_read_input_tokens": read,
+        "output_tokens": completion_tokens or 0,
+    }
 
 
 def _signature(reasoning: str) -> str:
@@ -290,22 +327,32 @@ def _tool_input(tc: ToolCallLike) -> dict[str, Any]:
     return tc.arguments if isinstance(tc.arguments, dict) else {}
 
 
-def message_body(msg_id: str, model: str, resp: ResponseLike, usage: dict[str, int],
-                 signature: str | None = None) -> dict[str, Any]:
+def message_body(
+    msg_id: str, model: str, resp: ResponseLike, usage: dict[str, int], signature: str | None = None
+) -> dict[str, Any]:
     """The non-streamed `message` object of a recorded response: content blocks in the
     order thinking (when recorded; `signature` or a stand-in), text (when non-empty),
     tool_use (id, name, input: the parsed arguments, {} when they are not a JSON
     object); stop_reason by `stop_reason_for`; `usage` as given (`usage_object`)."""
     content: list[dict[str, Any]] = []
     if resp.reasoning is not None:
-        content.append({"type": "thinking", "thinking": resp.reasoning,
-                        "signature": signature or _signature(resp.reasoning)})
+        content.append(
+            {"type": "thinking", "thinking": resp.reasoning, "signature": signature or _signature(resp.reasoning)}
+        )
     if resp.content:
         content.append({"type": "text", "text": resp.content})
     for tc in resp.tool_calls:
         content.append({"type": "tool_use", "id": tc.id, "name": tc.name, "input": _tool_input(tc)})
-    return {"id": msg_id, "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": stop_reason_for(resp.finish_reason), "stop_sequence": None, "usage": usage}
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason_for(resp.finish_reason),
+        "stop_sequence": None,
+        "usage": usage,
+    }
 
 
 def _event(kind: bytes, obj: dict[str, Any]) -> bytes:
@@ -316,9 +363,14 @@ _PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 _STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
 
-def stream_events(msg_id: str, model: str, resp: ResponseLike, usage: dict[str, int],
-                  splitter: Callable[[str], Sequence[str]], signature: str | None = None,
-                  ) -> tuple[bytes, list[bytes], bytes]:
+def stream_events(
+    msg_id: str,
+    model: str,
+    resp: ResponseLike,
+    usage: dict[str, int],
+    splitter: Callable[[str], Sequence[str]],
+    signature: str | None = None,
+) -> tuple[bytes, list[bytes], bytes]:
     """The SSE bytes of a recorded response as the API streams it: (head, token events,
     tail). head: `message_start` (message_body's usage with output_tokens 1, as the API
     sends; 0 when none were recorded) and, when there are blocks, the first
@@ -330,42 +382,84 @@ def stream_events(msg_id: str, model: str, resp: ResponseLike, usage: dict[str, 
     `message_stop`. Block order and content as in `message_body`; a block without
     pieces (empty tool arguments) rides with the next event."""
     start_usage = dict(usage, output_tokens=1 if usage.get("output_tokens") else 0)
-    head = _event(b"message_start", {"type": "message_start", "message": {
-        "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": start_usage}})
+    head = _event(
+        b"message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": msg_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": start_usage,
+            },
+        },
+    )
     events: list[bytes] = []
     pending = b""  # non-token events waiting for the next token event
     index = 0
 
     def block(start: dict[str, Any], kind: str, field: str, pieces: Sequence[str], closing: bytes = b"") -> None:
         nonlocal pending, index, head
-        opening = _event(b"content_block_start", {"type": "content_block_start", "index": index,
-                                                  "content_block": start})
+        opening = _event(
+            b"content_block_start", {"type": "content_block_start", "index": index, "content_block": start}
+        )
         if index == 0:
             head += opening + _PING
         else:
             pending += opening
         for piece in pieces:
-            events.append(pending + _event(b"content_block_delta", {
-                "type": "content_block_delta", "index": index, "delta": {"type": kind, field: piece}}))
+            events.append(
+                pending
+                + _event(
+                    b"content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": {"type": kind, field: piece}},
+                )
+            )
             pending = b""
         pending += closing + _event(b"content_block_stop", {"type": "content_block_stop", "index": index})
         index += 1
 
     if resp.reasoning is not None:
-        sig = _event(b"content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
-            "type": "signature_delta", "signature": signature or _signature(resp.reasoning)}})
-        block({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking",
-              splitter(resp.reasoning), sig)
+        sig = _event(
+            b"content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": signature or _signature(resp.reasoning)},
+            },
+        )
+        block(
+            {"type": "thinking", "thinking": "", "signature": ""},
+            "thinking_delta",
+            "thinking",
+            splitter(resp.reasoning),
+            sig,
+        )
     if resp.content:
         block({"type": "text", "text": ""}, "text_delta", "text", splitter(resp.content))
     for tc in resp.tool_calls:
-        block({"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}}, "input_json_delta",
-              "partial_json", splitter(tc.arguments_raw))
-    tail = pending + _event(b"message_delta", {
-        "type": "message_delta", "delta": {"stop_reason": stop_reason_for(resp.finish_reason),
-                                           "stop_sequence": None},
-        "usage": {"output_tokens": usage.get("output_tokens", 0)}}) + _STOP
+        block(
+            {"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}},
+            "input_json_delta",
+            "partial_json",
+            splitter(tc.arguments_raw),
+        )
+    tail = (
+        pending
+        + _event(
+            b"message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason_for(resp.finish_reason), "stop_sequence": None},
+                "usage": {"output_tokens": usage.get("output_tokens", 0)},
+            },
+        )
+        + _STOP
+    )
     return head, events, tail
 
 
@@ -402,8 +496,22 @@ class AnthropicMessagesParser:
     (message_start's, or the whole body) and `usage` the merged usage object.
     """
 
-    __slots__ = ("stream", "_sse", "_error", "_stopped", "_n_sse", "_n_events", "_events", "_chars", "_head",
-                 "_body", "_stop_reason", "usage", "blocks", "message")
+    __slots__ = (
+        "stream",
+        "_sse",
+        "_error",
+        "_stopped",
+        "_n_sse",
+        "_n_events",
+        "_events",
+        "_chars",
+        "_head",
+        "_body",
+        "_stop_reason",
+        "usage",
+        "blocks",
+        "message",
+    )
 
     def __init__(self, stream: bool = True) -> None:
         self.stream = stream
@@ -543,8 +651,9 @@ class AnthropicMessagesParser:
             return
         sample.output_tokens = _count(usage.get("output_tokens"))
         sample.usage_present = sample.output_tokens is not None
-        parts = [_count(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens",
-                                                 "cache_creation_input_tokens")]
+        parts = [
+            _count(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        ]
         sample.prompt_tokens = None if parts[0] is None else sum(p or 0 for p in parts)
         sample.cached_tokens = parts[1]
         details = usage.get("output_tokens_details")
@@ -575,8 +684,11 @@ class AnthropicMessagesParser:
             sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
         elif not self._stopped:
             sample.outcome = _PROTOCOL_ERROR
-            sample.error = (f"no SSE event in body (got {_short(self._head)})" if self._n_sse == 0
-                            else f"stream ended before message_stop after {self._n_events} token events")
+            sample.error = (
+                f"no SSE event in body (got {_short(self._head)})"
+                if self._n_sse == 0
+                else f"stream ended before message_stop after {self._n_events} token events"
+            )
         elif failed is not None:
             sample.outcome, sample.error = _ABORTED, failed
         elif self._n_events == 0:

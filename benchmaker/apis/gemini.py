@@ -83,17 +83,32 @@ FINISH_REASONS = {
 }
 """A trajectory's finish reason -> the Gemini `FinishReason` written back."""
 
-TRAJECTORY_FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
-                     "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
-                     "IMAGE_SAFETY": "content_filter", "OTHER": "error", "MALFORMED_FUNCTION_CALL": "error",
-                     "UNEXPECTED_TOOL_CALL": "error"}
+TRAJECTORY_FINISH = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "OTHER": "error",
+    "MALFORMED_FUNCTION_CALL": "error",
+    "UNEXPECTED_TOOL_CALL": "error",
+}
 """A Gemini `FinishReason` read back -> the trajectory's finish reason ("STOP" with
 function calls is "tool_calls"; another value: "error")."""
 
 _PATH = re.compile(r"^/(v1beta|v1|v1alpha)/models/([^/:]+):([A-Za-z]+)$")
 
-_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 409: "ABORTED",
-           412: "FAILED_PRECONDITION", 500: "INTERNAL"}
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    412: "FAILED_PRECONDITION",
+    500: "INTERNAL",
+}
 
 
 def parse_path(path: str) -> tuple[str, str] | None:
@@ -121,7 +136,7 @@ def function_response_text(response: Any) -> tuple[str, bool]:
     if isinstance(response, str):
         return response, False
     if isinstance(response, dict) and len(response) == 1:
-        (key, value), = response.items()
+        ((key, value),) = response.items()
         if key in ("output", "error") and isinstance(value, str):
             return value, key == "error"
     return orjson.dumps(response).decode("utf-8"), isinstance(response, dict) and "error" in response
@@ -132,7 +147,7 @@ def client_call_id(call_id: str, name: str) -> str:
     adds to every call id it is given (packages/core/src/core/turn.ts
     handlePendingFunctionCall), so "write_file__call_1" of tool write_file is "call_1"."""
     prefix = f"{name}__"
-    return call_id[len(prefix):] if name and call_id.startswith(prefix) and len(call_id) > len(prefix) else call_id
+    return call_id[len(prefix) :] if name and call_id.startswith(prefix) and len(call_id) > len(prefix) else call_id
 
 
 def _text_of(content: Any, where: str) -> str:
@@ -197,8 +212,16 @@ def _assistant(parts: list[dict[str, Any]], i: int, pending: dict[str, list[str]
             else:
                 call_id = f"call_{i}_{j}"
             args = call.get("args")
-            calls.append({"id": call_id, "type": "function", "function": {
-                "name": name, "arguments": orjson.dumps(args if args is not None else {}).decode("utf-8")}})
+            calls.append(
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": orjson.dumps(args if args is not None else {}).decode("utf-8"),
+                    },
+                }
+            )
         elif isinstance(part.get("text"), str):
             (thoughts if part.get("thought") is True else texts).append(part["text"])
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
@@ -271,8 +294,13 @@ def finish_reason(reason: str | None) -> str:
     return FINISH_REASONS.get(reason or "stop", "STOP")
 
 
-def usage_metadata(prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None,
-                   reasoning_tokens: int | None, total_tokens: int | None) -> dict[str, int] | None:
+def usage_metadata(
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    cached_tokens: int | None,
+    reasoning_tokens: int | None,
+    total_tokens: int | None,
+) -> dict[str, int] | None:
     """The UsageMetadata of recorded usage (tokens), None when nothing was recorded.
     promptTokenCount = prompt_tokens; thoughtsTokenCount = reasoning_tokens;
     candidatesTokenCount = completion_tokens - reasoning_tokens (the API counts thoughts
@@ -299,8 +327,9 @@ def _call_part(call_id: str, name: str, args: Any) -> dict[str, Any]:
     return {"functionCall": {"id": call_id, "name": name, "args": args if isinstance(args, dict) else {}}}
 
 
-def response_parts(content: str | None, reasoning: str | None,
-                   tool_calls: list[tuple[str, str, Any]]) -> list[dict[str, Any]]:
+def response_parts(
+    content: str | None, reasoning: str | None, tool_calls: list[tuple[str, str, Any]]
+) -> list[dict[str, Any]]:
     """The candidate's parts of a recorded answer (module doc): `tool_calls` as (id, name,
     args object) triples."""
     parts: list[dict[str, Any]] = []
@@ -312,8 +341,9 @@ def response_parts(content: str | None, reasoning: str | None,
     return parts
 
 
-def response_json(parts: list[dict[str, Any]], finish: str | None, usage: dict[str, int] | None,
-                  model: str, response_id: str) -> dict[str, Any]:
+def response_json(
+    parts: list[dict[str, Any]], finish: str | None, usage: dict[str, int] | None, model: str, response_id: str
+) -> dict[str, Any]:
     """One GenerateContentResponse object: `parts` of candidate 0 (an empty list gives one
     empty text part: a Content needs a part), `finish` its finishReason (None: left out,
     a chunk before the last), `usage` its usageMetadata (None: left out)."""
@@ -342,15 +372,28 @@ def wants_json_answer(req: dict[str, Any]) -> bool:
     config = req.get("generationConfig")
     if not isinstance(config, dict):
         return False
-    return (config.get("responseMimeType") == "application/json" or "responseSchema" in config
-            or "responseJsonSchema" in config)
+    return (
+        config.get("responseMimeType") == "application/json"
+        or "responseSchema" in config
+        or "responseJsonSchema" in config
+    )
 
 
 def model_listing(names: list[str]) -> dict[str, Any]:
     """The `GET /v1beta/models` body: {"models": [{"name": "models/<name>", "baseModelId",
     "displayName", "supportedGenerationMethods": GEMINI_METHODS}]}."""
-    return {"models": [{"name": f"models/{n}", "baseModelId": n, "version": "replay", "displayName": n,
-                        "supportedGenerationMethods": list(GEMINI_METHODS)} for n in names]}
+    return {
+        "models": [
+            {
+                "name": f"models/{n}",
+                "baseModelId": n,
+                "version": "replay",
+                "displayName": n,
+                "supportedGenerationMethods": list(GEMINI_METHODS),
+            }
+            for n in names
+        ]
+    }
 
 
 def error_body(status: int, message: str) -> bytes:
@@ -458,8 +501,13 @@ class GeminiAssembler:
             call = part.get("functionCall")
             if isinstance(call, dict):
                 args = call.get("args") if isinstance(call.get("args"), dict) else {}
-                self.calls.append((call.get("id") if isinstance(call.get("id"), str) else None,
-                                   call.get("name") if isinstance(call.get("name"), str) else "", args))
+                self.calls.append(
+                    (
+                        call.get("id") if isinstance(call.get("id"), str) else None,
+                        call.get("name") if isinstance(call.get("name"), str) else "",
+                        args,
+                    )
+                )
                 self._token(now_ns)
             elif isinstance(part.get("text"), str) and part["text"]:  # an empty part (a final event's) adds nothing
                 if part.get("thought") is True:

@@ -103,17 +103,33 @@ FINISH_FAILS: dict[str, bool] = {
 FINISH_CLASSES = tuple(FINISH_FAILS)
 
 _ALIASES: dict[str, str] = {
-    "stop": "stop", "eos": "stop", "eos_token": "stop", "stop_sequence": "stop", "end_turn": "stop",
-    "length": "length", "max_tokens": "length", "max_output_tokens": "length", "model_length": "length",
+    "stop": "stop",
+    "eos": "stop",
+    "eos_token": "stop",
+    "stop_sequence": "stop",
+    "end_turn": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "max_output_tokens": "length",
+    "model_length": "length",
     "model_context_window_exceeded": "length",
-    "tool_calls": "tool_calls", "function_call": "tool_calls", "tool_use": "tool_calls",
-    "content_filter": "content_filter", "refusal": "content_filter", "safety": "content_filter",
-    "recitation": "content_filter", "blocklist": "content_filter",
-    "prohibited_content": "content_filter", "spii": "content_filter",
-    "abort": "abort", "aborted": "abort",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "tool_use": "tool_calls",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "safety": "content_filter",
+    "recitation": "content_filter",
+    "blocklist": "content_filter",
+    "prohibited_content": "content_filter",
+    "spii": "content_filter",
+    "abort": "abort",
+    "aborted": "abort",
     "insufficient_system_resource": "abort",
-    "error": "error", "failed": "error",
-    "cancelled": "cancelled", "canceled": "cancelled",
+    "error": "error",
+    "failed": "error",
+    "cancelled": "cancelled",
+    "canceled": "cancelled",
 }
 
 
@@ -200,13 +216,16 @@ def usage_problem(sample: Sample, *, total_tokens: Any = None, max_tokens: int |
     if out is not None and k >= 3:
         visible = out - (sample.hidden_reasoning_tokens or 0)
         if sample.output_chars and visible == k * (k + 1) // 2 and visible > sample.output_chars:
-            problems.append(f"usage.completion_tokens {out} = 1 + 2 + ... + {k} over {k} token events "
-                            f"({sample.output_chars} characters generated): counts summed cumulatively")
+            problems.append(
+                f"usage.completion_tokens {out} = 1 + 2 + ... + {k} over {k} token events "
+                f"({sample.output_chars} characters generated): counts summed cumulatively"
+            )
     return "; ".join(problems) or None
 
 
-def settle(sample: Sample, reason: str | None, *, reasoning_seen: bool, total_tokens: Any = None,
-           max_tokens: int | None = None) -> str | None:
+def settle(
+    sample: Sample, reason: str | None, *, reasoning_seen: bool, total_tokens: Any = None, max_tokens: int | None = None
+) -> str | None:
     """Apply the end-of-response rules to `sample` once its usage fields, token events and
     output_chars are set: finish_reason (`reason`, the last one the server stated, from
     finish_reason_sent) and finish_class, hidden_reasoning_tokens, usage_invalid_reason

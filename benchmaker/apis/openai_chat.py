@@ -383,8 +383,9 @@ class OpenAIStreamParser:
             if finish_outcome(reason)[1] is not None:
                 decisive = reason
                 break
-        error = settle(sample, decisive, reasoning_seen=self._reasoning_seen, total_tokens=total,
-                       max_tokens=self._max_tokens)
+        error = settle(
+            sample, decisive, reasoning_seen=self._reasoning_seen, total_tokens=total, max_tokens=self._max_tokens
+        )
         sample.finish_reason = self._finish_reason
         return error
 

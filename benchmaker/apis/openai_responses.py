@@ -217,8 +217,11 @@ def chat_messages(req: Any) -> list[dict[str, Any]]:
             content = _parts(item.get("content"), f"{at}.content")
             if role == "assistant":
                 msg = assistant()
-                text = content if type(content) is str else "\n".join(
-                    p["text"] for p in content if p.get("type") == "text")
+                text = (
+                    content
+                    if type(content) is str
+                    else "\n".join(p["text"] for p in content if p.get("type") == "text")
+                )
                 msg["content"] = text if msg["content"] is None else msg["content"] + text
                 continue
             turn = None
@@ -234,13 +237,15 @@ def chat_messages(req: Any) -> list[dict[str, Any]]:
                 name = _text_of(item.get("name"), f"{at}.name")
                 args = _text_of(item.get(_ASSISTANT_CALLS[kind]), f"{at}.{_ASSISTANT_CALLS[kind]}")
             assistant().setdefault("tool_calls", []).append(
-                {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}})
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+            )
         elif kind == "reasoning":
             text = _reasoning_text(item)
             msg = assistant()
             if text is not None:
-                msg["reasoning_content"] = text if "reasoning_content" not in msg \
-                    else msg["reasoning_content"] + "\n" + text
+                msg["reasoning_content"] = (
+                    text if "reasoning_content" not in msg else msg["reasoning_content"] + "\n" + text
+                )
         elif kind in _CALL_OUTPUTS:
             turn = None
             call_id = _text_of(item.get("call_id"), f"{at}.call_id")
@@ -263,14 +268,20 @@ def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             raise ValueError(f"messages[{i}]: expected an object (got {_type_name(msg)})")
         role = msg.get("role")
         if role == "tool":
-            items.append({"type": "function_call_output", "call_id": msg.get("tool_call_id"),
-                          "output": _output_text(msg.get("content"))})
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": msg.get("tool_call_id"),
+                    "output": _output_text(msg.get("content")),
+                }
+            )
             continue
         content = msg.get("content")
         if type(content) is list:
             kind = "output_text" if role == "assistant" else "input_text"
-            content = [{"type": kind, "text": p["text"]} if type(p) is dict and p.get("type") == "text" else p
-                       for p in content]
+            content = [
+                {"type": kind, "text": p["text"]} if type(p) is dict and p.get("type") == "text" else p for p in content
+            ]
         if role == "assistant":
             reasoning = msg.get("reasoning_content")
             if type(reasoning) is str and reasoning:
@@ -279,8 +290,14 @@ def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 items.append({"type": "message", "role": "assistant", "content": content})
             for call in msg.get("tool_calls") or ():
                 fn = call.get("function") or {}
-                items.append({"type": "function_call", "call_id": call.get("id"), "name": fn.get("name"),
-                              "arguments": fn.get("arguments") or ""})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.get("id"),
+                        "name": fn.get("name"),
+                        "arguments": fn.get("arguments") or "",
+                    }
+                )
             continue
         items.append({"type": "message", "role": role, "content": content if content is not None else ""})
     return items
@@ -352,34 +369,82 @@ def _items(out: ResponseOutput, response_id: str) -> list[dict[str, Any]]:
     tag = response_id.removeprefix("resp_")
     items: list[dict[str, Any]] = []
     if out.reasoning is not None:
-        items.append({"id": f"rs_{tag}", "type": "reasoning",
-                      "summary": [{"type": "summary_text", "text": out.reasoning}] if out.reasoning else []})
+        items.append(
+            {
+                "id": f"rs_{tag}",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": out.reasoning}] if out.reasoning else [],
+            }
+        )
     if out.content is not None or not out.calls:
-        items.append({"id": f"msg_{tag}", "type": "message", "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": out.content or "", "annotations": [],
-                                   "logprobs": []}]})
+        items.append(
+            {
+                "id": f"msg_{tag}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": out.content or "", "annotations": [], "logprobs": []}],
+            }
+        )
     for k, call in enumerate(out.calls):
         if call.custom:
-            items.append({"id": f"ctc_{tag}_{k}", "type": "custom_tool_call", "status": "completed",
-                          "call_id": call.call_id, "name": call.name, "input": call.arguments})
+            items.append(
+                {
+                    "id": f"ctc_{tag}_{k}",
+                    "type": "custom_tool_call",
+                    "status": "completed",
+                    "call_id": call.call_id,
+                    "name": call.name,
+                    "input": call.arguments,
+                }
+            )
         else:
-            items.append({"id": f"fc_{tag}_{k}", "type": "function_call", "status": "completed",
-                          "call_id": call.call_id, "name": call.name, "arguments": call.arguments})
+            items.append(
+                {
+                    "id": f"fc_{tag}_{k}",
+                    "type": "function_call",
+                    "status": "completed",
+                    "call_id": call.call_id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }
+            )
     return items
 
 
-def _response(out: ResponseOutput, response_id: str, model: str, created: int, status: str,
-              output: list[dict[str, Any]], usage: dict[str, Any] | None) -> dict[str, Any]:
+def _response(
+    out: ResponseOutput,
+    response_id: str,
+    model: str,
+    created: int,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None,
+) -> dict[str, Any]:
     _, incomplete, error = _status(out)
     return {
-        "id": response_id, "object": "response", "created_at": created, "status": status,
+        "id": response_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
         "error": error if status == "failed" else None,
         "incomplete_details": incomplete if status == "incomplete" else None,
-        "instructions": None, "max_output_tokens": None, "model": model, "output": output,
-        "parallel_tool_calls": True, "previous_response_id": None, "reasoning": None,
-        "store": False, "temperature": None, "text": {"format": {"type": "text"}},
-        "tool_choice": "auto", "tools": [], "top_p": None, "truncation": "disabled",
-        "usage": usage, "metadata": {},
+        "instructions": None,
+        "max_output_tokens": None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": None,
+        "store": False,
+        "temperature": None,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+        "truncation": "disabled",
+        "usage": usage,
+        "metadata": {},
     }
 
 
@@ -390,12 +455,22 @@ def response_object(out: ResponseOutput, *, response_id: str, model: str, create
 
 
 def _event(kind: str, seq: int, body: dict[str, Any]) -> bytes:
-    return (b"event: " + kind.encode() + b"\ndata: "
-            + orjson.dumps({"type": kind, "sequence_number": seq, **body}) + b"\n\n")
+    return (
+        b"event: "
+        + kind.encode()
+        + b"\ndata: "
+        + orjson.dumps({"type": kind, "sequence_number": seq, **body})
+        + b"\n\n"
+    )
 
 
 def stream_events(
-    out: ResponseOutput, split: Callable[[str], list[str]], *, response_id: str, model: str, created: int,
+    out: ResponseOutput,
+    split: Callable[[str], list[str]],
+    *,
+    response_id: str,
+    model: str,
+    created: int,
 ) -> tuple[list[bytes], bytes]:
     """The streamed events of `out` (module doc) as (groups, tail): `groups[i]` the
     bytes of token event i with the non-token events before it, `tail` the events after
@@ -428,28 +503,39 @@ def stream_events(
                 part = {"type": "summary_text", "text": ""}
                 emit("response.reasoning_summary_part.added", {**ids, "summary_index": 0, "part": part})
                 for piece in split(out.reasoning):
-                    emit("response.reasoning_summary_text.delta",
-                         {**ids, "summary_index": 0, "delta": piece}, token=True)
+                    emit(
+                        "response.reasoning_summary_text.delta", {**ids, "summary_index": 0, "delta": piece}, token=True
+                    )
                 emit("response.reasoning_summary_text.done", {**ids, "summary_index": 0, "text": out.reasoning})
-                emit("response.reasoning_summary_part.done",
-                     {**ids, "summary_index": 0, "part": {"type": "summary_text", "text": out.reasoning}})
+                emit(
+                    "response.reasoning_summary_part.done",
+                    {**ids, "summary_index": 0, "part": {"type": "summary_text", "text": out.reasoning}},
+                )
         elif kind == "message":
             text = out.content or ""
-            emit("response.output_item.added", {"output_index": index, "item": {
-                **item, "status": "in_progress", "content": []}})
+            emit(
+                "response.output_item.added",
+                {"output_index": index, "item": {**item, "status": "in_progress", "content": []}},
+            )
             empty = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             emit("response.content_part.added", {**ids, "content_index": 0, "part": empty})
             for piece in split(text):
-                emit("response.output_text.delta", {**ids, "content_index": 0, "delta": piece, "logprobs": []},
-                     token=True)
+                emit(
+                    "response.output_text.delta",
+                    {**ids, "content_index": 0, "delta": piece, "logprobs": []},
+                    token=True,
+                )
             emit("response.output_text.done", {**ids, "content_index": 0, "text": text, "logprobs": []})
             emit("response.content_part.done", {**ids, "content_index": 0, "part": item["content"][0]})
         else:
             custom = kind == "custom_tool_call"
             field_name = "input" if custom else "arguments"
             args = item[field_name]
-            emit("response.output_item.added", {"output_index": index, "item": {
-                **item, "status": "in_progress", field_name: ""}}, token=True)
+            emit(
+                "response.output_item.added",
+                {"output_index": index, "item": {**item, "status": "in_progress", field_name: ""}},
+                token=True,
+            )
             delta_kind = "response.custom_tool_call_input" if custom else "response.function_call_arguments"
             for piece in split(args):
                 emit(delta_kind + ".delta", {**ids, "delta": piece}, token=True)
@@ -458,8 +544,9 @@ def stream_events(
                 done["name"] = item["name"]
             emit(delta_kind + ".done", done)
         emit("response.output_item.done", {"output_index": index, "item": item})
-    terminal = {"completed": "response.completed", "incomplete": "response.incomplete",
-                "failed": "response.failed"}[status]
+    terminal = {"completed": "response.completed", "incomplete": "response.incomplete", "failed": "response.failed"}[
+        status
+    ]
     emit(terminal, {"response": _response(out, response_id, model, created, status, items, response_usage(out))})
     return groups, b"".join(pending)
 
@@ -525,8 +612,11 @@ def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] |
             continue
         kind = item.get("type")
         if kind == "message":
-            texts = [p.get("text") if p.get("type") != "refusal" else p.get("refusal")
-                     for p in item.get("content") or () if type(p) is dict]
+            texts = [
+                p.get("text") if p.get("type") != "refusal" else p.get("refusal")
+                for p in item.get("content") or ()
+                if type(p) is dict
+            ]
             text = "".join(t for t in texts if type(t) is str)
             content = text if content is None else content + text
         elif kind == "reasoning":
@@ -536,8 +626,14 @@ def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] |
         elif kind in _CALL_ITEMS:
             custom = kind == "custom_tool_call"
             args = item.get("input" if custom else "arguments")
-            calls.append(ResponseCall(str(item.get("call_id") or item.get("id") or f"call_{len(calls)}"),
-                                      str(item.get("name") or ""), args if type(args) is str else "", custom))
+            calls.append(
+                ResponseCall(
+                    str(item.get("call_id") or item.get("id") or f"call_{len(calls)}"),
+                    str(item.get("name") or ""),
+                    args if type(args) is str else "",
+                    custom,
+                )
+            )
     status = resp.get("status")
     details = resp.get("incomplete_details")
     reason = details.get("reason") if type(details) is dict else None
@@ -552,12 +648,17 @@ def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] |
     odetails = usage.get("output_tokens_details")
     err = resp.get("error")
     return ResponseOutput(
-        content=content, reasoning=reasoning, calls=tuple(calls), finish_reason=finish,
+        content=content,
+        reasoning=reasoning,
+        calls=tuple(calls),
+        finish_reason=finish,
         error=_error_text(err) if err is not None else None,
-        input_tokens=_int_or_none(usage.get("input_tokens")), output_tokens=_int_or_none(usage.get("output_tokens")),
+        input_tokens=_int_or_none(usage.get("input_tokens")),
+        output_tokens=_int_or_none(usage.get("output_tokens")),
         cached_tokens=_int_or_none(idetails.get("cached_tokens")) if type(idetails) is dict else None,
         reasoning_tokens=_int_or_none(odetails.get("reasoning_tokens")) if type(odetails) is dict else None,
-        total_tokens=_int_or_none(usage.get("total_tokens")))
+        total_tokens=_int_or_none(usage.get("total_tokens")),
+    )
 
 
 class OpenAIResponsesParser:
@@ -565,8 +666,21 @@ class OpenAIResponsesParser:
     doc). `text` is the generated message text so far; `response` the terminal
     event's (or the body's) response object, None before it; `usage` its usage."""
 
-    __slots__ = ("stream", "_parts", "_sse", "_error", "_response", "_n_events", "_n_sse", "_head", "_body",
-                 "_chars", "_refusal", "_calls", "_items")
+    __slots__ = (
+        "stream",
+        "_parts",
+        "_sse",
+        "_error",
+        "_response",
+        "_n_events",
+        "_n_sse",
+        "_head",
+        "_body",
+        "_chars",
+        "_refusal",
+        "_calls",
+        "_items",
+    )
 
     def __init__(self, stream: bool = True) -> None:
         self.stream = stream
@@ -722,8 +836,11 @@ class OpenAIResponsesParser:
             sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
         elif resp is None:
             sample.outcome = _PROTOCOL_ERROR
-            sample.error = (f"no SSE event in body (got {_short(self._head)})" if self._n_sse == 0 else
-                            f"stream ended before response.completed after {self._n_events} token events")
+            sample.error = (
+                f"no SSE event in body (got {_short(self._head)})"
+                if self._n_sse == 0
+                else f"stream ended before response.completed after {self._n_events} token events"
+            )
         elif failed is not None:
             sample.outcome, sample.error = _ABORTED, failed
         elif self._n_events == 0:

@@ -40,13 +40,37 @@ REDACTED = "***"
 # Request headers whose values are kept in files: they describe the request's format,
 # never who sends it. Every other header's value is written as "***" (X-Api-Key,
 # Ocp-Apim-Subscription-Key, Cookie, X-Auth, any custom header). Lower-case names.
-SAFE_HEADERS = frozenset({
-    "accept", "accept-charset", "accept-encoding", "accept-language", "cache-control", "connection",
-    "content-encoding", "content-language", "content-length", "content-type", "expect", "host", "pragma",
-    "te", "transfer-encoding", "user-agent", "anthropic-version", "openai-beta", "x-stainless-lang",
-    "x-stainless-package-version", "x-stainless-os", "x-stainless-arch", "x-stainless-runtime",
-    "x-stainless-runtime-version", "x-stainless-retry-count", "x-stainless-timeout", "x-request-id",
-})
+SAFE_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-charset",
+        "accept-encoding",
+        "accept-language",
+        "cache-control",
+        "connection",
+        "content-encoding",
+        "content-language",
+        "content-length",
+        "content-type",
+        "expect",
+        "host",
+        "pragma",
+        "te",
+        "transfer-encoding",
+        "user-agent",
+        "anthropic-version",
+        "openai-beta",
+        "x-stainless-lang",
+        "x-stainless-package-version",
+        "x-stainless-os",
+        "x-stainless-arch",
+        "x-stainless-runtime",
+        "x-stainless-runtime-version",
+        "x-stainless-retry-count",
+        "x-stainless-timeout",
+        "x-request-id",
+    }
+)
 # A URL's userinfo (s3://KEY:SECRET@bucket, http://u:p@host, http://ghp_TOKEN@host):
 # RFC 3986 §3.2.1; all of it is replaced. A password may hold an unencoded '/' or '@'
 # (AWS secrets hold '/'; parsers split the userinfo at the LAST '@'), so with a ':' it
@@ -83,8 +107,16 @@ def redact_headers(headers: Any) -> Any:
     (case-insensitive) replaced by "***" (an empty value stays empty). Anything else
     is redacted as `redact` does."""
     if isinstance(headers, dict):
-        return {k: (redact(v) if isinstance(k, str) and k.strip().lower() in SAFE_HEADERS
-                    else v if v in (None, "") else REDACTED) for k, v in headers.items()}
+        return {
+            k: (
+                redact(v)
+                if isinstance(k, str) and k.strip().lower() in SAFE_HEADERS
+                else v
+                if v in (None, "")
+                else REDACTED
+            )
+            for k, v in headers.items()
+        }
     if isinstance(headers, (list, tuple)):
         out = []
         for line in headers:
@@ -127,7 +159,10 @@ def redact(value: Any) -> Any:
 def _git_sha() -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
             cwd=Path(__file__).resolve().parent,
         )
     except (OSError, subprocess.SubprocessError):
@@ -146,8 +181,16 @@ def _versions() -> dict[str, Any]:
 
 
 def build_manifest(
-    *, run_id: str, kind: str, label: str | None, config: dict[str, Any], seed: int | None,
-    t0_wall_ns: int, workers: int = 1, slo: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
+    *,
+    run_id: str,
+    kind: str,
+    label: str | None,
+    config: dict[str, Any],
+    seed: int | None,
+    t0_wall_ns: int,
+    workers: int = 1,
+    slo: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest.json content (the run bundle, docs/architecture.md). `config` is redacted here."""
     manifest = {

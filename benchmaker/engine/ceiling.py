@@ -43,8 +43,15 @@ SCHEMA_VERSION = 1
 # offered rate at or above this share of the calibrated ceiling gets a verdict note
 CEILING_NOTE_RATIO = 0.5
 
-_REQUIRED = ("schema", "calibrated_at", "host", "max_request_rate_per_s", "stream_events_per_s", "timer",
-             "loop_idle_lag_ms")
+_REQUIRED = (
+    "schema",
+    "calibrated_at",
+    "host",
+    "max_request_rate_per_s",
+    "stream_events_per_s",
+    "timer",
+    "loop_idle_lag_ms",
+)
 
 
 def calibration_path() -> Path:
@@ -132,6 +139,8 @@ def ceiling_checks(calibration: dict[str, Any] | None, run: dict[str, Any] | Non
         ratio = rate / ceiling
         checks["offered_rate_vs_ceiling"] = ratio
         if ratio >= CEILING_NOTE_RATIO:
-            notes.append(f"offered rate {rate:,.0f} req/s is {ratio:.0%} of this host's calibrated ceiling "
-                         f"({ceiling:,.0f} req/s): client limits may shape the latencies")
+            notes.append(
+                f"offered rate {rate:,.0f} req/s is {ratio:.0%} of this host's calibrated ceiling "
+                f"({ceiling:,.0f} req/s): client limits may shape the latencies"
+            )
     return checks, notes

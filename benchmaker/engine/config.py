@@ -76,8 +76,9 @@ PositiveSeconds = Annotated[float, BeforeValidator(_duration), Field(gt=0, le=MA
 def check_safe_name(value: str, what: str = "name") -> str:
     """`value` if it matches SAFE_NAME, else ConfigError naming `what`."""
     if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
-        raise ConfigError(f"{what}: use letters, digits, '.', '_', '-' (start with a letter or digit, "
-                          f"at most 128) (got {value!r})")
+        raise ConfigError(
+            f"{what}: use letters, digits, '.', '_', '-' (start with a letter or digit, at most 128) (got {value!r})"
+        )
     return value
 
 
@@ -150,10 +151,12 @@ def host_in_flight_limit() -> tuple[int, str]:
     except (OSError, ValueError):
         pass
     if mem_cap is not None and mem_cap < fd_cap:
-        return mem_cap, (f"half the available memory at {BYTES_PER_IN_FLIGHT // 1024} KiB per in-flight "
-                         f"request ({mem_cap})")
-    return fd_cap, (f"the file-descriptor limit {fd_limit} (ulimit -n) minus {FD_RESERVE} reserved; "
-                    "raise it with `ulimit -n`")
+        return mem_cap, (
+            f"half the available memory at {BYTES_PER_IN_FLIGHT // 1024} KiB per in-flight request ({mem_cap})"
+        )
+    return fd_cap, (
+        f"the file-descriptor limit {fd_limit} (ulimit -n) minus {FD_RESERVE} reserved; raise it with `ulimit -n`"
+    )
 
 
 def _usable_cpus() -> int:
@@ -301,8 +304,11 @@ def check_lag_limits(max_loop_lag_ms: float | None, max_schedule_lag_ms: float |
 
     from benchmaker.engine.config_file import format_validation_error
 
-    given = {k: v for k, v in (("max_loop_lag_p99_ms", max_loop_lag_ms),
-                               ("max_schedule_lag_p99_ms", max_schedule_lag_ms)) if v is not None}
+    given = {
+        k: v
+        for k, v in (("max_loop_lag_p99_ms", max_loop_lag_ms), ("max_schedule_lag_p99_ms", max_schedule_lag_ms))
+        if v is not None
+    }
     try:
         return SelfCheckLimits.model_validate(given)
     except ValidationError as exc:
@@ -368,8 +374,9 @@ class BenchConfig(_Strict):
         worker processes."""
         limit, why = host_in_flight_limit()
         if self.max_in_flight is not None and self.max_in_flight > limit:
-            raise ValueError(f"max_in_flight {self.max_in_flight} is more than this host can hold in flight "
-                             f"({limit}: {why})")
+            raise ValueError(
+                f"max_in_flight {self.max_in_flight} is more than this host can hold in flight ({limit}: {why})"
+            )
         conc = list(extra_concurrency or [])
         model = self.load_model() if self.load.split(":", 1)[0].strip().lower() == "closed" else None
         if isinstance(model, ClosedLoop):
@@ -377,8 +384,10 @@ class BenchConfig(_Strict):
         n = 1 if self.workers == "auto" else self.workers
         per_process = math.ceil(sum(conc) / n) if conc else 0
         if per_process > limit:
-            raise ValueError(f"closed-loop concurrency {sum(conc)} over {n} worker process(es) is "
-                             f"{per_process} in flight per process, more than this host can hold ({limit}: {why})")
+            raise ValueError(
+                f"closed-loop concurrency {sum(conc)} over {n} worker process(es) is "
+                f"{per_process} in flight per process, more than this host can hold ({limit}: {why})"
+            )
 
     def in_flight_cap(self) -> tuple[int, str]:
         """(cap on requests in flight per process in open loop, where it comes from):
@@ -391,8 +400,9 @@ class BenchConfig(_Strict):
         limit, why = host_in_flight_limit()
         cpus = _usable_cpus()
         if IN_FLIGHT_PER_CPU * cpus < limit:
-            return IN_FLIGHT_PER_CPU * cpus, (f"default {IN_FLIGHT_PER_CPU} per usable CPU x {cpus}; "
-                                              "raise it with --max-in-flight / max_in_flight")
+            return IN_FLIGHT_PER_CPU * cpus, (
+                f"default {IN_FLIGHT_PER_CPU} per usable CPU x {cpus}; raise it with --max-in-flight / max_in_flight"
+            )
         return limit, f"host limit: {why}"
 
     def load_model(self, base_dir: Path | None = None) -> LoadModel:

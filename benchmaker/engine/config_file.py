@@ -112,8 +112,10 @@ def _check_expansion(root: yaml.Node, path: Path) -> None:
         for child in children:
             total += size(child)
             if total > MAX_NODES:
-                raise ConfigError(f"{path}:{node.start_mark.line + 1}: YAML aliases expand to more than "
-                                  f"{MAX_NODES} nodes (refused: an alias bomb?)")
+                raise ConfigError(
+                    f"{path}:{node.start_mark.line + 1}: YAML aliases expand to more than "
+                    f"{MAX_NODES} nodes (refused: an alias bomb?)"
+                )
         on_path.discard(key)
         sizes[key] = total
         return total
@@ -153,8 +155,12 @@ def load_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
         raise ConfigError(f"{path}: YAML nested too deeply") from None
 
 
-def format_validation_error(exc: ValidationError, path: Path | str | None, lines: dict[tuple, int] | None = None,
-                            names: dict[tuple, str] | None = None) -> str:
+def format_validation_error(
+    exc: ValidationError,
+    path: Path | str | None,
+    lines: dict[tuple, int] | None = None,
+    names: dict[tuple, str] | None = None,
+) -> str:
     """One line per pydantic error: `path:line: field.path: message (got VALUE)`.
 
     With `names` (field path -> what the user typed, e.g. ("slo", "ttft_ms") ->
@@ -184,9 +190,14 @@ def format_validation_error(exc: ValidationError, path: Path | str | None, lines
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        got = "" if err["type"] in ("extra_forbidden", "missing") or "(got " in msg or not loc \
-            or repr(err.get("input")) in msg \
+        got = (
+            ""
+            if err["type"] in ("extra_forbidden", "missing")
+            or "(got " in msg
+            or not loc
+            or repr(err.get("input")) in msg
             else f" (got {err.get('input')!r:.80})"
+        )
         where = f"{path}{':' + str(line) if line else ''}: " if path is not None else ""
         out.append(f"{where}{field}: {msg}{got}")
     return "\n".join(out)

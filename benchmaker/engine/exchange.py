@@ -66,12 +66,14 @@ def absolute_exchange(url: str) -> str:
     environment or the fsspec configuration instead)."""
     parts = urlsplit(url)
     if parts.password is not None:
-        raise ValueError(f"exchange: a password in the URL is refused (it would be stored with the run); give "
-                         f"credentials through the environment or fsspec config (got {parts.scheme}://...)")
+        raise ValueError(
+            f"exchange: a password in the URL is refused (it would be stored with the run); give "
+            f"credentials through the environment or fsspec config (got {parts.scheme}://...)"
+        )
     if "://" not in url:
         return str(Path(url).resolve())
-    if url.startswith("file://") and not url[len("file://"):].startswith("/"):
-        return "file://" + str(Path(url[len("file://"):]).resolve())
+    if url.startswith("file://") and not url[len("file://") :].startswith("/"):
+        return "file://" + str(Path(url[len("file://") :]).resolve())
     return url
 
 
@@ -108,7 +110,7 @@ class Exchange:
         out = {}
         for path in sorted(self.fs.glob(self._path(pattern))):
             try:
-                out[path[len(self.root):].lstrip("/")] = self.fs.cat_file(path)
+                out[path[len(self.root) :].lstrip("/")] = self.fs.cat_file(path)
             except FileNotFoundError:
                 continue
         return out
@@ -138,7 +140,7 @@ class Exchange:
         base = self._path(key)
         out = []
         for remote in sorted(self.fs.find(base)):
-            rel = remote[len(base):].lstrip("/") if remote.startswith(base) else remote.rsplit("/", 1)[-1]
+            rel = remote[len(base) :].lstrip("/") if remote.startswith(base) else remote.rsplit("/", 1)[-1]
             out.append(self.get_file(f"{key.strip('/')}/{rel}", Path(local_dir) / rel))
         return out
 
@@ -178,11 +180,19 @@ class Exchange:
             self.fs.rm(path)
         protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         if mtime is None:
-            return {"reference": None, "wall_offset_ns": None, "bracket_ns": after - before,
-                    "hostname": socket.gethostname()}
+            return {
+                "reference": None,
+                "wall_offset_ns": None,
+                "bracket_ns": after - before,
+                "hostname": socket.gethostname(),
+            }
         resolution = 1_000_000_000 if mtime % 1_000_000_000 == 0 else 0
-        return {"reference": f"storage mtime ({protocol})", "wall_offset_ns": (before + after) // 2 - mtime,
-                "bracket_ns": after - before + resolution, "hostname": socket.gethostname()}
+        return {
+            "reference": f"storage mtime ({protocol})",
+            "wall_offset_ns": (before + after) // 2 - mtime,
+            "bracket_ns": after - before + resolution,
+            "hostname": socket.gethostname(),
+        }
 
 
 def shards_key(run_id: str, sweep_point: str, attempt: int | None = None) -> str:

@@ -91,8 +91,11 @@ _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 _HIGH_WATER = 1 << 20  # body bytes buffered unread before the socket is paused
 MAX_DECODED_BODY_BYTES = 64 << 20  # a response body decoded from gzip/deflate: more is refused
 _JOIN_MAX = 1 << 16  # a smaller body is sent in one write with its head; a larger one by writelines
-_DEFAULTS = (("accept", "Accept: */*\r\n"), ("accept-encoding", "Accept-Encoding: gzip, deflate\r\n"),
-             ("user-agent", "User-Agent: benchmaker\r\n"))
+_DEFAULTS = (
+    ("accept", "Accept: */*\r\n"),
+    ("accept-encoding", "Accept-Encoding: gzip, deflate\r\n"),
+    ("user-agent", "User-Agent: benchmaker\r\n"),
+)
 _DISCONNECTED = "ServerDisconnectedError: Server disconnected"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 10  # aiohttp's max_redirects
@@ -170,9 +173,30 @@ class _Conn(asyncio.Protocol):
     """One connection and the state of the exchange on it (one at a time)."""
 
     __slots__ = (
-        "_owner", "key", "transport", "_parser", "closed", "idle_since", "active", "head_only",
-        "status", "raw_headers", "headers_done", "done", "keep_alive", "exc", "waiter", "chunks",
-        "paused", "received", "nbody", "consumed", "_length", "_chunked", "_decoder", "_interim",
+        "_owner",
+        "key",
+        "transport",
+        "_parser",
+        "closed",
+        "idle_since",
+        "active",
+        "head_only",
+        "status",
+        "raw_headers",
+        "headers_done",
+        "done",
+        "keep_alive",
+        "exc",
+        "waiter",
+        "chunks",
+        "paused",
+        "received",
+        "nbody",
+        "consumed",
+        "_length",
+        "_chunked",
+        "_decoder",
+        "_interim",
     )
 
     def __init__(self, owner: RawTransport, key: tuple[str, str, int]) -> None:
@@ -308,8 +332,12 @@ class _Conn(asyncio.Protocol):
             body = self._decoder.decompress(body, room + 1)
             if len(body) > room:  # zlib stopped at room + 1: the rest would be more
                 self._decoder = None
-                self._fail(TransportError(f"decoded body over {MAX_DECODED_BODY_BYTES} bytes (Content-Encoding "
-                                          f"{_header(self.raw_headers, b'content-encoding')}): a compression bomb?"))
+                self._fail(
+                    TransportError(
+                        f"decoded body over {MAX_DECODED_BODY_BYTES} bytes (Content-Encoding "
+                        f"{_header(self.raw_headers, b'content-encoding')}): a compression bomb?"
+                    )
+                )
                 self.close()
                 return
             if not body:
@@ -626,8 +654,14 @@ class RawTransport:
     `stream(spec)` raises ConnectTimeout / TransportError (on entering or while reading).
     """
 
-    def __init__(self, *, connect_timeout_s: float | None = 10.0, limit: int = 0, verify_tls: bool = True,
-                 keepalive_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        *,
+        connect_timeout_s: float | None = 10.0,
+        limit: int = 0,
+        verify_tls: bool = True,
+        keepalive_s: float = 15.0,
+    ) -> None:
         self._connect_timeout_s = connect_timeout_s
         self._limit = limit
         self._verify_tls = verify_tls
@@ -742,8 +776,13 @@ class RawTransport:
         cm = asyncio.timeout(self._connect_timeout_s)
         try:
             async with cm:
-                await loop.create_connection(lambda: conn, target.host, target.port, ssl=target.ssl,
-                                             server_hostname=target.host if target.ssl is not None else None)
+                await loop.create_connection(
+                    lambda: conn,
+                    target.host,
+                    target.port,
+                    ssl=target.ssl,
+                    server_hostname=target.host if target.ssl is not None else None,
+                )
         except TimeoutError as exc:
             if cm.expired():
                 raise ConnectTimeout(f"connect timeout after {self._connect_timeout_s} s to {target.url}") from exc

@@ -89,8 +89,9 @@ def _round_robin(it: Iterator[Arrival], shard: int, shards: int) -> Iterator[Arr
 
 def _check_rate(rate: float, what: str) -> float:
     if not (MIN_RATE_PER_S <= rate <= MAX_RATE_PER_S):
-        raise RateSpecError(f"{what}: rate must be in {MIN_RATE_PER_S:g}..{MAX_RATE_PER_S:g} req/s, or inf "
-                            f"(got {rate!r})")
+        raise RateSpecError(
+            f"{what}: rate must be in {MIN_RATE_PER_S:g}..{MAX_RATE_PER_S:g} req/s, or inf (got {rate!r})"
+        )
     return float(rate)
 
 
@@ -205,8 +206,11 @@ class Ramp(LoadModel):
     duration_s: float
 
     def __post_init__(self) -> None:
-        if not (0 <= self.start_per_s <= MAX_RATE_PER_S and MIN_RATE_PER_S <= self.end_per_s <= MAX_RATE_PER_S
-                and 0 < self.duration_s <= MAX_DURATION_S):
+        if not (
+            0 <= self.start_per_s <= MAX_RATE_PER_S
+            and MIN_RATE_PER_S <= self.end_per_s <= MAX_RATE_PER_S
+            and 0 < self.duration_s <= MAX_DURATION_S
+        ):
             raise RateSpecError(
                 "ramp: needs start >= 0, end > 0 req/s and a duration > 0 "
                 f"(got {self.start_per_s:g}..{self.end_per_s:g}@{self.duration_s:g}s)"
@@ -339,8 +343,9 @@ class ClosedLoop(LoadModel):
 
     def __post_init__(self) -> None:
         if not 1 <= self.concurrency <= MAX_CONCURRENCY:
-            raise RateSpecError(f"closed: concurrency must be a whole number in 1..{MAX_CONCURRENCY} "
-                                f"(got {self.concurrency})")
+            raise RateSpecError(
+                f"closed: concurrency must be a whole number in 1..{MAX_CONCURRENCY} (got {self.concurrency})"
+            )
         if self.think_s < 0:
             raise RateSpecError(f"closed: think time must be >= 0 s (got {self.think_s:g})")
 
@@ -453,8 +458,10 @@ class ParsedRateSpec(str):
                 raise PydanticCustomError("rate_spec", "{error}", {"error": str(exc)}) from None
 
         return core_schema.no_info_wrap_validator_function(
-            validate, core_schema.str_schema(),
-            serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="json"))
+            validate,
+            core_schema.str_schema(),
+            serialization=core_schema.plain_serializer_function_ser_schema(str, when_used="json"),
+        )
 
 
 def load_model_of(load: str | LoadModel, *, base_dir: Path | None = None) -> LoadModel:
@@ -493,8 +500,9 @@ def parse_rate_spec(spec: str, *, base_dir: Path | None = None) -> LoadModel:
         m = re.fullmatch(r"\s*([0-9.]+)\s*\.\.\s*([0-9.]+)\s*@\s*(\S+)\s*", rest)
         if not m:
             raise RateSpecError(f"rate spec {spec!r}: expected ramp:FROM..TO@DURATION, e.g. ramp:1..20@60s")
-        return Ramp(_number(m.group(1), spec), _number(m.group(2), spec),
-                    parse_duration_s(m.group(3), f"rate spec {spec!r}"))
+        return Ramp(
+            _number(m.group(1), spec), _number(m.group(2), spec), parse_duration_s(m.group(3), f"rate spec {spec!r}")
+        )
     if kind == "stages":
         rates, at, dur = rest.partition("@")
         if not at or not rates.strip():

@@ -170,8 +170,12 @@ class PrometheusRates:
     Raises ValueError when the text does not parse (prometheus_client's error).
     """
 
-    def __init__(self, metrics: Sequence[str] | None = None, quantiles: Sequence[float] = (0.5, 0.9, 0.99),
-                 extra_labels: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        metrics: Sequence[str] | None = None,
+        quantiles: Sequence[float] = (0.5, 0.9, 0.99),
+        extra_labels: Mapping[str, str] | None = None,
+    ) -> None:
         for q in quantiles:
             if not 0 <= q <= 1:
                 raise ConfigError(f"quantiles: expected values in 0..1 (got {q!r})")
@@ -272,9 +276,17 @@ class PrometheusMonitor:
     not parsing.
     """
 
-    def __init__(self, url: str, *, interval_s: float = 1.0, metrics: Sequence[str] | None = None,
-                 quantiles: Sequence[float] = (0.5, 0.9, 0.99), timeout_s: float | None = None,
-                 headers: Mapping[str, str] | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        interval_s: float = 1.0,
+        metrics: Sequence[str] | None = None,
+        quantiles: Sequence[float] = (0.5, 0.9, 0.99),
+        timeout_s: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
         if not interval_s > 0:
             raise ConfigError(f"monitors: interval_s must be > 0 (got {interval_s!r})")
         parts = urlsplit(url)
@@ -294,14 +306,16 @@ class PrometheusMonitor:
     async def collect(self, t_ns: int) -> list[MonitorRow]:
         """One scrape stamped `t_ns`; see the class docstring for errors."""
         if self._client is None:
-            self._client = self._httpx.AsyncClient(timeout=self.timeout_s,
-                                                   headers={"accept-encoding": "gzip, deflate", **self.headers})
+            self._client = self._httpx.AsyncClient(
+                timeout=self.timeout_s, headers={"accept-encoding": "gzip, deflate", **self.headers}
+            )
         try:
             async with asyncio.timeout(self.timeout_s):
                 body, status = await self._scrape()
         except TimeoutError:
-            raise RuntimeError(f"GET {self.url}: no whole answer within the scrape deadline "
-                               f"({self.timeout_s:g} s)") from None
+            raise RuntimeError(
+                f"GET {self.url}: no whole answer within the scrape deadline ({self.timeout_s:g} s)"
+            ) from None
         if status >= 400:
             raise RuntimeError(f"GET {self.url}: HTTP {status}: {body[:200].decode('utf-8', 'replace')}")
         return self.rates.rows(body.decode("utf-8", "replace"), t_ns)
@@ -324,8 +338,10 @@ class PrometheusMonitor:
                 data = raw if decoder is None else decoder.decompress(raw, MAX_METRICS_BYTES - size + 1)
                 size += len(data)
                 if size > MAX_METRICS_BYTES:
-                    raise ValueError(f"GET {self.url}: body over {MAX_METRICS_BYTES} bytes decoded (Content-Encoding "
-                                     f"{coding}){': a compression bomb?' if decoder is not None else ''}")
+                    raise ValueError(
+                        f"GET {self.url}: body over {MAX_METRICS_BYTES} bytes decoded (Content-Encoding "
+                        f"{coding}){': a compression bomb?' if decoder is not None else ''}"
+                    )
                 parts.append(data)
             return b"".join(parts), resp.status_code
 
@@ -347,9 +363,14 @@ class FunctionMonitor:
     collect) whatever the function raises, or TypeError when it returns no mapping.
     """
 
-    def __init__(self, fn: Callable[[], Mapping[str, float] | Awaitable[Mapping[str, float]]], *,
-                 interval_s: float = 1.0, labels: Mapping[str, str] | None = None,
-                 name: str | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[], Mapping[str, float] | Awaitable[Mapping[str, float]]],
+        *,
+        interval_s: float = 1.0,
+        labels: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
         if not interval_s > 0:
             raise ConfigError(f"monitors: interval_s must be > 0 (got {interval_s!r})")
         self.fn = fn
@@ -408,7 +429,9 @@ class MonitorRunner:
             while name in self._names:
                 name, k = f"{m.name}#{k}", k + 1
             self._names.append(name)
-        self._stats: dict[str, dict[str, Any]] = {n: {"samples": 0, "errors": 0, "rows": 0, "last_error": None} for n in self._names}
+        self._stats: dict[str, dict[str, Any]] = {
+            n: {"samples": 0, "errors": 0, "rows": 0, "last_error": None} for n in self._names
+        }
         self._locks: list[asyncio.Lock] = []
 
     def start(self) -> None:
@@ -545,12 +568,25 @@ def build_monitors(specs: Sequence[Any]) -> list[Monitor]:
         where = f"monitors[{i}]"
         try:
             if isinstance(spec, PrometheusMonitorSpec):
-                out.append(PrometheusMonitor(spec.url, interval_s=spec.interval_s, metrics=spec.metrics,
-                                             quantiles=spec.quantiles, timeout_s=spec.timeout_s,
-                                             headers=spec.headers))
+                out.append(
+                    PrometheusMonitor(
+                        spec.url,
+                        interval_s=spec.interval_s,
+                        metrics=spec.metrics,
+                        quantiles=spec.quantiles,
+                        timeout_s=spec.timeout_s,
+                        headers=spec.headers,
+                    )
+                )
             else:
-                out.append(FunctionMonitor(_import_callable(spec.function, where), interval_s=spec.interval_s,
-                                           labels=spec.labels, name=spec.function))
+                out.append(
+                    FunctionMonitor(
+                        _import_callable(spec.function, where),
+                        interval_s=spec.interval_s,
+                        labels=spec.labels,
+                        name=spec.function,
+                    )
+                )
         except ConfigError as exc:
             msg = str(exc)
             raise ConfigError(msg if msg.startswith(where) else f"{where}: {msg.removeprefix('monitors: ')}") from None

@@ -286,7 +286,8 @@ class BenchRunner:
         self._warmup_ns = config.warmup_s * NS_PER_S
         self._cooldown_from_ns = (
             (config.duration_s - config.cooldown_s) * NS_PER_S
-            if config.duration_s is not None and config.cooldown_s else None
+            if config.duration_s is not None and config.cooldown_s
+            else None
         )
         self._accepts = {lane.name: getattr(lane.workload, "accepts_status", None) for lane in self.lanes}
         self._executes = {lane.name: getattr(lane.workload, "execute", None) for lane in self.lanes}
@@ -402,9 +403,11 @@ class BenchRunner:
                     pass
         if self._writer.error is not None:
             w = self._writer
-            raise RunFailed(f"{w.path}: cannot write samples ({w.error.strerror or w.error}); the {w.kept} samples "
-                            f"written before it are kept there, {w.dropped} later ones are not and no summary was "
-                            f"written")
+            raise RunFailed(
+                f"{w.path}: cannot write samples ({w.error.strerror or w.error}); the {w.kept} samples "
+                f"written before it are kept there, {w.dropped} later ones are not and no summary was "
+                f"written"
+            )
         summary = self._summarize(monitor, interrupted, wall_s, cpu_s)
         self.result = RunResult(self.run_id, self.bundle_dir, summary)
         _pass_on_stop_signal(stop_signals, self.interrupted_by)
@@ -558,8 +561,14 @@ class BenchRunner:
 
     def _new_sample(self, lane: Lane, seq: int, intended_ns: int, stage: str | None) -> Sample:
         return Sample(
-            run_id=self.run_id, seq=seq, lane=lane.name, stage=stage, sweep_point=self.config.sweep_point,
-            worker=self.worker, phase=self._phase(intended_ns), intended_ns=intended_ns,
+            run_id=self.run_id,
+            seq=seq,
+            lane=lane.name,
+            stage=stage,
+            sweep_point=self.config.sweep_point,
+            worker=self.worker,
+            phase=self._phase(intended_ns),
+            intended_ns=intended_ns,
         )
 
     def _record_dropped(self, lane: Lane, seq: int, intended_ns: int, stage: str | None) -> None:
@@ -659,8 +668,9 @@ class BenchRunner:
                     sample.error = f"post-response hook failed: {type(exc).__name__}: {exc}"
         self._finish(sample)
 
-    async def _exchange(self, spec: RequestSpec, parser: Any, sample: Sample, watch: _Watch | None,
-                        accepts: Any) -> None:
+    async def _exchange(
+        self, spec: RequestSpec, parser: Any, sample: Sample, watch: _Watch | None, accepts: Any
+    ) -> None:
         """Send and read one response. A status >= 400 is an `http_error` with its body
         kept, unless the workload's `accepts_status(status)` says it is expected (an
         HTTP workload testing a 404 route); then its parser reads the body as usual.
@@ -749,8 +759,13 @@ class BenchRunner:
         ]
         self._calibration = calibration_for_manifest()  # `benchmaker calibrate`'s latest, or None
         return build_manifest(
-            run_id=self.run_id, kind=cfg.kind, label=cfg.label, config=config, seed=cfg.seed,
-            t0_wall_ns=t0_wall, workers=self.shards,
+            run_id=self.run_id,
+            kind=cfg.kind,
+            label=cfg.label,
+            config=config,
+            seed=cfg.seed,
+            t0_wall_ns=t0_wall,
+            workers=self.shards,
             slo=cfg.slo.model_dump() if cfg.slo is not None else None,
             extra={"calibration": self._calibration, **(self._manifest_extra or {})},
         )
@@ -773,17 +788,25 @@ class BenchRunner:
         if self._monitor_runner is not None:
             self_checks["monitors"] = self._monitor_runner.report()
         if self.shards > 1:  # a shard reports to its parent; the run's summary is merged there
-            write_json_atomic(self.bundle_dir / f"worker-{self.worker}.json",
-                              {"self_checks": self_checks, "interrupted": interrupted,
-                               "interrupted_by": self.interrupted_by})
+            write_json_atomic(
+                self.bundle_dir / f"worker-{self.worker}.json",
+                {"self_checks": self_checks, "interrupted": interrupted, "interrupted_by": self.interrupted_by},
+            )
             return {"run_id": self.run_id, "self_checks": self_checks, "partial": interrupted}
         loads = {lane.name: m for lane, m in zip(self.lanes, self._models, strict=True)}
-        summary = build_summary(self.config, loads, [self.bundle_dir / self._samples_name], self_checks,
-                                self_checks["loop_lag_ms"], interrupted, run_id=self.run_id,
-                                calibration=self._calibration, interrupted_by=self.interrupted_by)
+        summary = build_summary(
+            self.config,
+            loads,
+            [self.bundle_dir / self._samples_name],
+            self_checks,
+            self_checks["loop_lag_ms"],
+            interrupted,
+            run_id=self.run_id,
+            calibration=self._calibration,
+            interrupted_by=self.interrupted_by,
+        )
         write_json_atomic(self.bundle_dir / "summary.json", summary)
         return summary
-
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGHUP")

@@ -137,7 +137,8 @@ def connect_timeout_cause(error: str, connect_s: float, loop_lag_ms: float, in_f
         return "client", (
             f"client-side overload: the connect deadline ({connect_s:g} s) passed while this client's event "
             f"loop lagged {loop_lag_ms:.0f} ms with {in_flight} requests in flight; the endpoint may never "
-            f"have seen the request ({error})")
+            f"have seen the request ({error})"
+        )
     return "connect", error
 
 
@@ -155,14 +156,29 @@ def service_error_rate(run: dict[str, Any]) -> float | None:
 
 
 def _failure_kinds(run: dict[str, Any]) -> str:
-    kinds = ("transport_error", "timeout", "http_error", "protocol_error", "empty_output", "grading_error",
-             "cancelled", "dropped", "aborted")
+    kinds = (
+        "transport_error",
+        "timeout",
+        "http_error",
+        "protocol_error",
+        "empty_output",
+        "grading_error",
+        "cancelled",
+        "dropped",
+        "aborted",
+    )
     return ", ".join(f"{run[f'n_{k}']} {k}" for k in kinds if run.get(f"n_{k}")) or "none by kind"
 
 
 def verdict(
-    run: dict[str, Any] | None, *, limits: Any, open_loop: bool, target_concurrency: int | None,
-    loop_lag: dict[str, Any], interrupted: bool, worker_failures: list[str] | None = None,
+    run: dict[str, Any] | None,
+    *,
+    limits: Any,
+    open_loop: bool,
+    target_concurrency: int | None,
+    loop_lag: dict[str, Any],
+    interrupted: bool,
+    worker_failures: list[str] | None = None,
 ) -> dict[str, Any]:
     """Decide whether a run measured what it claims.
 
@@ -184,21 +200,28 @@ def verdict(
     if run is None or not run.get("n_ok"):
         wrong = (run or {}).get("n_graded_wrong")
         # every answer graded wrong: the responses came, say so beside the accuracy
-        reasons.append(f"no request succeeded ({wrong} answers graded wrong: accuracy 0 of {run.get('n_graded')})"
-                       if wrong else "no request succeeded")
+        reasons.append(
+            f"no request succeeded ({wrong} answers graded wrong: accuracy 0 of {run.get('n_graded')})"
+            if wrong
+            else "no request succeeded"
+        )
     else:
         err = service_error_rate(run)
-        if limits.max_error_rate is not None and limits.max_error_rate < 1 and err is not None \
-                and err > limits.max_error_rate:
+        if (
+            limits.max_error_rate is not None
+            and limits.max_error_rate < 1
+            and err is not None
+            and err > limits.max_error_rate
+        ):
             judged = run["n_sent"] - (run.get("n_recorded_error") or 0)
-            reasons.append(f"error rate {err:.2%} exceeds max_error_rate {limits.max_error_rate:.2%} "
-                           f"({judged - run['n_ok'] - (run.get('n_graded_wrong') or 0)} of "
-                           f"{judged} requests failed: {_failure_kinds(run)})")
+            reasons.append(
+                f"error rate {err:.2%} exceeds max_error_rate {limits.max_error_rate:.2%} "
+                f"({judged - run['n_ok'] - (run.get('n_graded_wrong') or 0)} of "
+                f"{judged} requests failed: {_failure_kinds(run)})"
+            )
         lag = (run.get("schedule_lag_ms") or {}).get("p99")
         if open_loop and lag is not None and lag > limits.max_schedule_lag_p99_ms:
-            reasons.append(
-                f"client-saturated: schedule lag p99 {lag:.2f} ms > {limits.max_schedule_lag_p99_ms:g} ms"
-            )
+            reasons.append(f"client-saturated: schedule lag p99 {lag:.2f} ms > {limits.max_schedule_lag_p99_ms:g} ms")
         if target_concurrency is not None:
             got = run.get("max_concurrency") or 0
             if got < target_concurrency:

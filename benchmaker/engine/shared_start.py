@@ -145,8 +145,12 @@ def measure_clock_offset(directory: Path) -> dict[str, Any]:
     after = time.time_ns()
     mtime = probe.stat().st_mtime_ns
     probe.unlink()
-    return {"reference": "storage mtime", "wall_offset_ns": (before + after) // 2 - mtime,
-            "bracket_ns": after - before, "hostname": socket.gethostname()}
+    return {
+        "reference": "storage mtime",
+        "wall_offset_ns": (before + after) // 2 - mtime,
+        "bracket_ns": after - before,
+        "hostname": socket.gethostname(),
+    }
 
 
 def ready_name(worker: int) -> str:
@@ -217,12 +221,17 @@ class SharedStart:
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a JSON-able dict (a shard's report)."""
-        return {"start_wall_ns": self.start_wall_ns, "earliest_wall_ns": self.earliest_wall_ns,
-                "ready_wall_ns": list(self.ready_wall_ns), "waited_ns": self.waited_ns}
+        return {
+            "start_wall_ns": self.start_wall_ns,
+            "earliest_wall_ns": self.earliest_wall_ns,
+            "ready_wall_ns": list(self.ready_wall_ns),
+            "waited_ns": self.waited_ns,
+        }
 
 
-def shared_start_of(ready_wall_ns: list[int] | tuple[int, ...], earliest_wall_ns: int,
-                    margin_s: float = MIN_START_LEAD_S) -> int:
+def shared_start_of(
+    ready_wall_ns: list[int] | tuple[int, ...], earliest_wall_ns: int, margin_s: float = MIN_START_LEAD_S
+) -> int:
     """The shared start (wall-clock ns) of shards ready at `ready_wall_ns` (ns since the
     epoch): max(`earliest_wall_ns`, max(ready) + `margin_s`). Raises ValueError for no
     ready time."""
@@ -231,15 +240,26 @@ def shared_start_of(ready_wall_ns: list[int] | tuple[int, ...], earliest_wall_ns
     return max(earliest_wall_ns, max(ready_wall_ns) + round(margin_s * 1e9))
 
 
-def post_ready(board: ReadyBoard, worker: int, shards: int, earliest_wall_ns: int,
-               wall_ns: Callable[[], int] = time.time_ns) -> int:
+def post_ready(
+    board: ReadyBoard, worker: int, shards: int, earliest_wall_ns: int, wall_ns: Callable[[], int] = time.time_ns
+) -> int:
     """Write shard `worker` of `shards`'s ready record for the attempt `earliest_wall_ns`
     on `board` (module docstring); returns its `ready_wall_ns` (`wall_ns()` at the
     write). Raises what the storage raises (OSError, the fsspec backend's errors)."""
     ready = wall_ns()
-    board.put(ready_name(worker), orjson.dumps({
-        "worker": worker, "shards": shards, "attempt": earliest_wall_ns, "ready_wall_ns": ready,
-        "hostname": socket.gethostname(), "pid": os.getpid()}))
+    board.put(
+        ready_name(worker),
+        orjson.dumps(
+            {
+                "worker": worker,
+                "shards": shards,
+                "attempt": earliest_wall_ns,
+                "ready_wall_ns": ready,
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+            }
+        ),
+    )
     return ready
 
 
@@ -255,15 +275,27 @@ def _ready_times(found: dict[str, bytes], shards: int, attempt: int) -> dict[int
             rec = orjson.loads(data)
         except orjson.JSONDecodeError:
             continue
-        if (isinstance(rec, dict) and rec.get("attempt") == attempt and rec.get("shards") == shards
-                and rec.get("worker") == int(m.group(1)) and isinstance(rec.get("ready_wall_ns"), int)):
+        if (
+            isinstance(rec, dict)
+            and rec.get("attempt") == attempt
+            and rec.get("shards") == shards
+            and rec.get("worker") == int(m.group(1))
+            and isinstance(rec.get("ready_wall_ns"), int)
+        ):
             out[rec["worker"]] = rec["ready_wall_ns"]
     return out
 
 
 async def await_shared_start(
-    board: ReadyBoard, *, worker: int, shards: int, earliest_wall_ns: int, timeout_s: float, what: str,
-    margin_s: float = MIN_START_LEAD_S, wall_ns: Callable[[], int] = time.time_ns,
+    board: ReadyBoard,
+    *,
+    worker: int,
+    shards: int,
+    earliest_wall_ns: int,
+    timeout_s: float,
+    what: str,
+    margin_s: float = MIN_START_LEAD_S,
+    wall_ns: Callable[[], int] = time.time_ns,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
 ) -> SharedStart:
     """The readiness barrier (module docstring): post this shard's ready record on
@@ -282,14 +314,16 @@ async def await_shared_start(
         ready = _ready_times(await asyncio.to_thread(board.read), shards, earliest_wall_ns)
         if len(ready) == shards:
             times = tuple(ready[k] for k in range(shards))
-            return SharedStart(shared_start_of(times, earliest_wall_ns, margin_s), earliest_wall_ns, times,
-                               wall_ns() - began)
+            return SharedStart(
+                shared_start_of(times, earliest_wall_ns, margin_s), earliest_wall_ns, times, wall_ns() - began
+            )
         now = wall_ns()
         if now >= deadline:
             missing = ", ".join(str(k) for k in range(shards) if k not in ready)
             raise ShardsNotReady(
                 f"{what}: shard {missing} of {shards} not ready {timeout_s:g} s after the earliest start "
-                f"(ready_timeout_s); nothing sent")
+                f"(ready_timeout_s); nothing sent"
+            )
         await sleep(min(board.poll_s, (deadline - now) / 1e9))
 
 
@@ -301,17 +335,23 @@ class StartBarrier:
     afterwards (None before). Raises ShardsNotReady (await_shared_start), ShardLate when
     the shared start has already passed."""
 
-    def __init__(self, board: ReadyBoard, *, worker: int, shards: int, earliest_wall_ns: int,
-                 timeout_s: float | None, what: str):
+    def __init__(
+        self, board: ReadyBoard, *, worker: int, shards: int, earliest_wall_ns: int, timeout_s: float | None, what: str
+    ):
         self.board, self.worker, self.shards, self.what = board, worker, shards, what
         self.earliest_wall_ns = earliest_wall_ns
         self.timeout_s = DEFAULT_READY_TIMEOUT_S if timeout_s is None else timeout_s
         self.shared: SharedStart | None = None
 
     async def __call__(self) -> int:
-        self.shared = await await_shared_start(self.board, worker=self.worker, shards=self.shards,
-                                               earliest_wall_ns=self.earliest_wall_ns, timeout_s=self.timeout_s,
-                                               what=self.what)
+        self.shared = await await_shared_start(
+            self.board,
+            worker=self.worker,
+            shards=self.shards,
+            earliest_wall_ns=self.earliest_wall_ns,
+            timeout_s=self.timeout_s,
+            what=self.what,
+        )
         start_at_ns = start_at_ns_from_wall(self.shared.start_wall_ns)
         check_lead(start_at_ns, self.what, min_lead_s=0.0)
         return start_at_ns

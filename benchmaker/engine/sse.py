@@ -80,9 +80,18 @@ class SSEParser:
         # flushes each event as it is made: one read per token event) skips the line
         # loop: X holds no LF (the first LF is the event's own) and the read no CR.
         n = len(data)
-        if (n >= 8 and self._data is None and self._event is None and not self._tail and self._started
-                and not self._skip_lf and data.startswith(b"data: ") and data.find(b"\n") == n - 2
-                and data[-1] == 10 and b"\r" not in data):
+        if (
+            n >= 8
+            and self._data is None
+            and self._event is None
+            and not self._tail
+            and self._started
+            and not self._skip_lf
+            and data.startswith(b"data: ")
+            and data.find(b"\n") == n - 2
+            and data[-1] == 10
+            and b"\r" not in data
+        ):
             return [(None, data[6:-2])]
         if not self._started:
             data = self._tail + data

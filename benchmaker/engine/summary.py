@@ -32,10 +32,7 @@ def samples_relation_sql(paths: list[Path]) -> str:
     SAMPLE_COLUMNS (so an all-null column keeps its type)."""
     cols = ", ".join(f"'{name}': '{typ}'" for name, typ in SAMPLE_COLUMNS.items())
     files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-    return (
-        f"read_json([{files}], format='newline_delimited', columns={{{cols}}}, "
-        "maximum_object_size=67108864)"
-    )
+    return f"read_json([{files}], format='newline_delimited', columns={{{cols}}}, maximum_object_size=67108864)"
 
 
 SLO_COLUMNS = ("ttft_ms", "tpot_ms", "e2e_ms")
@@ -49,8 +46,9 @@ def create_run_slo(con: duckdb.DuckDBPyConnection, slo: Any = None) -> None:
     con.execute("CREATE TEMP TABLE run_slo (run_id VARCHAR, ttft_ms DOUBLE, tpot_ms DOUBLE, e2e_ms DOUBLE)")
     bounds = slo if isinstance(slo, dict) or slo is None else slo.model_dump()
     if bounds and any(bounds.get(k) is not None for k in SLO_COLUMNS):
-        con.execute("INSERT INTO run_slo SELECT DISTINCT run_id, ?, ?, ? FROM samples",
-                    [bounds.get(k) for k in SLO_COLUMNS])
+        con.execute(
+            "INSERT INTO run_slo SELECT DISTINCT run_id, ?, ?, ? FROM samples", [bounds.get(k) for k in SLO_COLUMNS]
+        )
 
 
 def summarize_samples(paths: list[Path], slo: Any = None) -> list[dict[str, Any]]:
@@ -92,11 +90,14 @@ def cap_notes(self_checks: dict[str, Any], run: dict[str, Any] | None) -> list[s
     cap, source = self_checks.get("in_flight_cap"), self_checks.get("in_flight_cap_source")
     notes = []
     if self_checks.get("cap_waits"):
-        notes.append(f"client-side: {self_checks['cap_waits']} open-loop arrivals waited for a slot under the "
-                     f"in-flight cap {cap} ({source}); they were sent late (schedule lag)")
+        notes.append(
+            f"client-side: {self_checks['cap_waits']} open-loop arrivals waited for a slot under the "
+            f"in-flight cap {cap} ({source}); they were sent late (schedule lag)"
+        )
     if run is not None and run.get("n_dropped"):
-        notes.append(f"client-side: {run['n_dropped']} open-loop arrivals were dropped at the in-flight cap "
-                     f"{cap} ({source})")
+        notes.append(
+            f"client-side: {run['n_dropped']} open-loop arrivals were dropped at the in-flight cap {cap} ({source})"
+        )
     return notes
 
 
@@ -143,8 +144,11 @@ def build_summary(
         "partial": interrupted,
         "target": {
             "lanes": {
-                name: {"load": m.spec, "target_rate_per_s": m.target_rate_per_s(),
-                       "concurrency": m.concurrency if isinstance(m, ClosedLoop) else None}
+                name: {
+                    "load": m.spec,
+                    "target_rate_per_s": m.target_rate_per_s(),
+                    "concurrency": m.concurrency if isinstance(m, ClosedLoop) else None,
+                }
                 for name, m in loads.items()
             },
             "target_concurrency": target_conc,
@@ -152,10 +156,13 @@ def build_summary(
         },
         "verdict": verdict(
             # schedule lag is judged where arrivals are paced (not for inf = all at t0)
-            nested["run"], limits=config.checks,
+            nested["run"],
+            limits=config.checks,
             open_loop=any(not isinstance(m, (ClosedLoop, Burst)) for m in models),
             target_concurrency=target_conc,
-            loop_lag=loop_lag, interrupted=interrupted, worker_failures=list(worker_failures),
+            loop_lag=loop_lag,
+            interrupted=interrupted,
+            worker_failures=list(worker_failures),
         ),
         "self_checks": self_checks,
         **nested,
@@ -166,5 +173,6 @@ def build_summary(
         summary["interrupted_by"] = interrupted_by
         summary["verdict"]["reasons"] = [
             r.replace("interrupted before", f"interrupted by {interrupted_by} before")
-            for r in summary["verdict"]["reasons"]]
+            for r in summary["verdict"]["reasons"]
+        ]
     return summary

@@ -61,8 +61,14 @@ class TraceRecord:
         """A RequestSpec sending this request again; redacted headers ("***") are left
         out (the replaying workload adds its own credentials)."""
         headers = {k: v for k, v in self.headers.items() if v != REDACTED}
-        return RequestSpec(method=self.method, url=self.url, headers=headers, body=self.body, stream=self.stream,
-                           meta={"trace_seq": self.seq, "trace_lane": self.lane})
+        return RequestSpec(
+            method=self.method,
+            url=self.url,
+            headers=headers,
+            body=self.body,
+            stream=self.stream,
+            meta={"trace_seq": self.seq, "trace_lane": self.lane},
+        )
 
 
 def shard_trace_path(path: Path, worker: int, shards: int) -> Path:
@@ -102,9 +108,16 @@ class TraceWriter:
             except UnicodeDecodeError:
                 b64 = base64.b64encode(body).decode("ascii")
         line = {
-            "timestamp": intended_ns / NS_PER_S, "seq": seq, "lane": lane, "protocol": protocol,
-            "method": spec.method, "url": redact_url(spec.url), "headers": redact_headers(dict(spec.headers)), "stream": spec.stream,
-            "body": text, "body_b64": b64,
+            "timestamp": intended_ns / NS_PER_S,
+            "seq": seq,
+            "lane": lane,
+            "protocol": protocol,
+            "method": spec.method,
+            "url": redact_url(spec.url),
+            "headers": redact_headers(dict(spec.headers)),
+            "stream": spec.stream,
+            "body": text,
+            "body_b64": b64,
         }
         self._f.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
         self.count += 1
@@ -119,8 +132,9 @@ class TraceWriter:
             self._f.close()
 
 
-def _field(obj: dict[str, Any], name: str, types: tuple[type, ...], path: Path, lineno: int,
-           required: bool = True) -> Any:
+def _field(
+    obj: dict[str, Any], name: str, types: tuple[type, ...], path: Path, lineno: int, required: bool = True
+) -> Any:
     value = obj.get(name)
     if value is None and not required:
         return None
@@ -159,17 +173,19 @@ def read_trace(path: Path) -> list[TraceRecord]:
             except binascii.Error as exc:
                 raise ConfigError(f"{path}:{lineno}: body_b64: not base64 ({exc})") from exc
         headers = _field(obj, "headers", (dict,), path, lineno, required=False) or {}
-        records.append(TraceRecord(
-            timestamp_s=float(_field(obj, "timestamp", (int, float), path, lineno)),
-            seq=_field(obj, "seq", (int,), path, lineno),
-            lane=_field(obj, "lane", (str,), path, lineno, required=False) or "default",
-            protocol=_field(obj, "protocol", (str,), path, lineno, required=False),
-            method=_field(obj, "method", (str,), path, lineno),
-            url=_field(obj, "url", (str,), path, lineno),
-            headers={str(k): str(v) for k, v in headers.items()},
-            body=body,
-            stream=bool(obj.get("stream", False)),
-        ))
+        records.append(
+            TraceRecord(
+                timestamp_s=float(_field(obj, "timestamp", (int, float), path, lineno)),
+                seq=_field(obj, "seq", (int,), path, lineno),
+                lane=_field(obj, "lane", (str,), path, lineno, required=False) or "default",
+                protocol=_field(obj, "protocol", (str,), path, lineno, required=False),
+                method=_field(obj, "method", (str,), path, lineno),
+                url=_field(obj, "url", (str,), path, lineno),
+                headers={str(k): str(v) for k, v in headers.items()},
+                body=body,
+                stream=bool(obj.get("stream", False)),
+            )
+        )
     if not records:
         raise ConfigError(f"{path}: trace has no records")
     records.sort(key=lambda r: (r.timestamp_s, r.seq))

@@ -129,14 +129,19 @@ class AiohttpTransport:
     def _ensure_session(self) -> Any:
         if self._session is None:
             connector = _CountingConnector(
-                self, limit=self._limit, limit_per_host=0, ssl=None if self._verify_tls else False,
-                force_close=False, enable_cleanup_closed=False,
+                self,
+                limit=self._limit,
+                limit_per_host=0,
+                ssl=None if self._verify_tls else False,
+                force_close=False,
+                enable_cleanup_closed=False,
             )
             timeout = aiohttp.ClientTimeout(
                 total=None, connect=None, sock_connect=self._connect_timeout_s, sock_read=None
             )
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout,
+                connector=connector,
+                timeout=timeout,
                 auto_decompress=True,
             )
         return self._session

@@ -76,15 +76,29 @@ def single_lane(build_workload: Callable[[], Any]) -> list[Lane]:
     return [Lane("default", build_workload())]
 
 
-def _worker_main(k: int, n: int, config_json: str, lanes_factory: LanesFactory, base_dir: str | None,
-                 manifest_extra: dict[str, Any] | None, ready: Any, start: Any) -> None:
+def _worker_main(
+    k: int,
+    n: int,
+    config_json: str,
+    lanes_factory: LanesFactory,
+    base_dir: str | None,
+    manifest_extra: dict[str, Any] | None,
+    ready: Any,
+    start: Any,
+) -> None:
     config = BenchConfig.model_validate_json(config_json)
     lanes = lanes_factory()
     ready.put(k)
     start_at_ns = start.get(timeout=_READY_TIMEOUT_S)
     runner = BenchRunner(
-        config, lanes=lanes, worker=k, shards=n, samples_name=f"samples-w{k}.jsonl",
-        base_dir=Path(base_dir) if base_dir else None, manifest_extra=manifest_extra, start_at_ns=start_at_ns,
+        config,
+        lanes=lanes,
+        worker=k,
+        shards=n,
+        samples_name=f"samples-w{k}.jsonl",
+        base_dir=Path(base_dir) if base_dir else None,
+        manifest_extra=manifest_extra,
+        start_at_ns=start_at_ns,
     )
     try:
         run_on_fresh_loop(runner.run())
@@ -123,9 +137,15 @@ def lane_loads(config: BenchConfig, lanes: Sequence[Lane], base_dir: Path | None
     return out
 
 
-def merge_shards(bundle_dir: Path, config: BenchConfig, loads: Mapping[str, LoadModel], n: int,
-                 exit_codes: list[int | None] | None = None, interrupted: bool = False,
-                 interrupted_by: str | None = None) -> dict[str, Any]:
+def merge_shards(
+    bundle_dir: Path,
+    config: BenchConfig,
+    loads: Mapping[str, LoadModel],
+    n: int,
+    exit_codes: list[int | None] | None = None,
+    interrupted: bool = False,
+    interrupted_by: str | None = None,
+) -> dict[str, Any]:
     """Write and return the summary.json of the run `config` (its run_id set; else the name of `bundle_dir`, which is out_dir/run_id) whose `n`
     shards wrote `samples-w<k>.jsonl` and `worker-<k>.json` into `bundle_dir` (one host
     or several sharing a path): benchmaker.engine.summary.build_summary with the targets of
@@ -152,8 +172,17 @@ def merge_shards(bundle_dir: Path, config: BenchConfig, loads: Mapping[str, Load
             reports.append(rep)
     self_checks, worst_lag = _merge_self_checks(reports)
     paths = sorted(bundle_dir.glob("samples-w*.jsonl"))
-    summary = build_summary(config, loads, paths, self_checks, worst_lag, interrupted, failures,
-                            run_id=config.run_id or bundle_dir.name, interrupted_by=interrupted_by)
+    summary = build_summary(
+        config,
+        loads,
+        paths,
+        self_checks,
+        worst_lag,
+        interrupted,
+        failures,
+        run_id=config.run_id or bundle_dir.name,
+        interrupted_by=interrupted_by,
+    )
     summary["workers"] = n
     bundle_dir.mkdir(parents=True, exist_ok=True)  # no shard ran (all stopped before their start)
     write_json_atomic(bundle_dir / "summary.json", summary)
@@ -161,7 +190,11 @@ def merge_shards(bundle_dir: Path, config: BenchConfig, loads: Mapping[str, Load
 
 
 def run_sharded(
-    config: BenchConfig, lanes_factory: LanesFactory, workers: int, *, base_dir: Path | None = None,
+    config: BenchConfig,
+    lanes_factory: LanesFactory,
+    workers: int,
+    *,
+    base_dir: Path | None = None,
     manifest_extra: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run `config` with `workers` processes and merge them into one bundle (see the
@@ -179,9 +212,18 @@ def run_sharded(
     starts = [ctx.Queue() for _ in range(n)]
     procs = [
         ctx.Process(
-            target=_worker_main, name=f"benchmaker-worker-{k}",
-            args=(k, n, config.model_dump_json(), lanes_factory, str(base_dir) if base_dir else None,
-                  manifest_extra, ready, starts[k]),
+            target=_worker_main,
+            name=f"benchmaker-worker-{k}",
+            args=(
+                k,
+                n,
+                config.model_dump_json(),
+                lanes_factory,
+                str(base_dir) if base_dir else None,
+                manifest_extra,
+                ready,
+                starts[k],
+            ),
         )
         for k in range(n)
     ]
@@ -233,8 +275,15 @@ def run_sharded(
             if p.is_alive():
                 p.kill()
                 p.join()
-    summary = merge_shards(bundle_dir, config, loads, n, [p.exitcode for p in procs], interrupted,
-                           interrupted_by=received[0] if received else None)
+    summary = merge_shards(
+        bundle_dir,
+        config,
+        loads,
+        n,
+        [p.exitcode for p in procs],
+        interrupted,
+        interrupted_by=received[0] if received else None,
+    )
     result = RunResult(run_id, bundle_dir, summary)
     if interrupted or summary["partial"]:
         raise KeyboardInterrupt(*received[:1])

@@ -114,9 +114,7 @@ def parse_latency(spec: str) -> LatencyModel:
             try:
                 value = float(raw)
             except ValueError:
-                raise LatencySpecError(
-                    f"latency: {name} is not a number (got {raw!r} in {spec!r})"
-                ) from None
+                raise LatencySpecError(f"latency: {name} is not a number (got {raw!r} in {spec!r})") from None
             if not (value >= 0 and value != float("inf")):
                 raise LatencySpecError(f"latency: {name} must be finite and >= 0 (got {raw!r})")
             values.append(value)

@@ -83,7 +83,8 @@ class _Spawner:
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], queue.SimpleQueue[tuple[bool, Any]]]] = (
-            queue.SimpleQueue())
+            queue.SimpleQueue()
+        )
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -122,8 +123,7 @@ class ReplayServerHandle:
     `stop()` terminates it (SIGTERM, then SIGKILL after `grace_s`); usable as a context
     manager (stops on exit)."""
 
-    def __init__(self, proc: subprocess.Popen, url: str, token: str | None,
-                 stdout_path: Path, stderr_path: Path):
+    def __init__(self, proc: subprocess.Popen, url: str, token: str | None, stdout_path: Path, stderr_path: Path):
         self.proc = proc
         self.url = url
         self._token = token
@@ -218,9 +218,20 @@ def start_replay_server(
     out_fd, out_name = tempfile.mkstemp(prefix="replay-server-", suffix=".out")
     err_fd, err_name = tempfile.mkstemp(prefix="replay-server-", suffix=".err")
     stdout_path, stderr_path = Path(out_name), Path(err_name)
-    cmd = [python or sys.executable, "-m", "benchmaker.replay_server.server", str(trajectories),
-           "--host", host, "--port", str(port), "--latency", latency,
-           "--divergence", divergence]
+    cmd = [
+        python or sys.executable,
+        "-m",
+        "benchmaker.replay_server.server",
+        str(trajectories),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--latency",
+        latency,
+        "--divergence",
+        divergence,
+    ]
     env = dict(os.environ)
     env.pop(_TOKEN_ENV, None)
     if token:
@@ -232,9 +243,11 @@ def start_replay_server(
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo_root, env.get("PYTHONPATH")) if p)
     preexec = _die_with_parent(os.getpid())
     try:
-        proc = _spawner.run(lambda: subprocess.Popen(
-            cmd, stdout=out_fd, stderr=err_fd, stdin=subprocess.DEVNULL, env=env, close_fds=True,
-            preexec_fn=preexec))
+        proc = _spawner.run(
+            lambda: subprocess.Popen(
+                cmd, stdout=out_fd, stderr=err_fd, stdin=subprocess.DEVNULL, env=env, close_fds=True, preexec_fn=preexec
+            )
+        )
     finally:
         os.close(out_fd)
         os.close(err_fd)
@@ -267,8 +280,7 @@ def _wait_url(handle: ReplayServerHandle, deadline: float) -> str:
         if handle.proc.poll() is not None:
             raise _died(handle)
         if time.monotonic() > deadline:
-            raise ReplayServerError(
-                f"replay server printed no URL in time; stderr tail:\n{handle.stderr_tail()}")
+            raise ReplayServerError(f"replay server printed no URL in time; stderr tail:\n{handle.stderr_tail()}")
         time.sleep(0.02)
 
 
@@ -285,5 +297,6 @@ def _wait_health(handle: ReplayServerHandle, deadline: float) -> None:
             if time.monotonic() > deadline:
                 raise ReplayServerError(
                     f"replay server at {handle.url} did not answer /health in time; "
-                    f"stderr tail:\n{handle.stderr_tail()}")
+                    f"stderr tail:\n{handle.stderr_tail()}"
+                )
             time.sleep(0.02)

@@ -115,12 +115,26 @@ __all__ = ["FORMAT", "ChatAssembler", "MessagesAssembler", "Recorder", "Response
 FORMAT = "recording-proxy"
 """`Source.format` of recorded trajectories."""
 
-_HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding",
-})
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+    }
+)
 _FINISH: dict[str, FinishReason] = {
-    "stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "length",
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
     "content_filter": "content_filter",
 }
 
@@ -294,8 +308,11 @@ class ChatAssembler:
             fn = tc.get("function") if isinstance(tc, dict) else None
             fn = fn if isinstance(fn, dict) else {}
             args = fn.get("arguments")
-            self.calls[i] = _Call(id=tc.get("id") if isinstance(tc, dict) else None, name=fn.get("name") or "",
-                                  arguments=args if isinstance(args, str) else json.dumps(args or {}))
+            self.calls[i] = _Call(
+                id=tc.get("id") if isinstance(tc, dict) else None,
+                name=fn.get("name") or "",
+                arguments=args if isinstance(args, str) else json.dumps(args or {}),
+            )
         self.complete = True
 
     def response(self) -> tuple[TrajResponse, bool]:
@@ -304,13 +321,20 @@ class ChatAssembler:
         calls = []
         for i in sorted(self.calls):
             c = self.calls[i]
-            calls.append(ToolCall(id=c.id or f"call_{i}", name=c.name, arguments_raw=c.arguments,
-                                  arguments=_parse_arguments(c.arguments)))
+            calls.append(
+                ToolCall(
+                    id=c.id or f"call_{i}",
+                    name=c.name,
+                    arguments_raw=c.arguments,
+                    arguments=_parse_arguments(c.arguments),
+                )
+            )
         mapped = _FINISH.get(self.finish_reason) if self.finish_reason is not None else None
         known = mapped is not None
         reason: FinishReason = mapped if mapped is not None else ("tool_calls" if calls else "stop")
-        return TrajResponse(content=self.content, reasoning=self.reasoning, tool_calls=calls,
-                            finish_reason=reason), known or self.finish_reason is None
+        return TrajResponse(
+            content=self.content, reasoning=self.reasoning, tool_calls=calls, finish_reason=reason
+        ), known or self.finish_reason is None
 
 
 class ResponsesAssembler:
@@ -366,20 +390,32 @@ class ResponsesAssembler:
         out = self._parser.output()
         assert out is not None
         self._out = out
-        usage = Usage(prompt_tokens=out.input_tokens, completion_tokens=out.output_tokens,
-                      cached_tokens=out.cached_tokens, reasoning_tokens=out.reasoning_tokens,
-                      total_tokens=out.total_tokens)
+        usage = Usage(
+            prompt_tokens=out.input_tokens,
+            completion_tokens=out.output_tokens,
+            cached_tokens=out.cached_tokens,
+            reasoning_tokens=out.reasoning_tokens,
+            total_tokens=out.total_tokens,
+        )
         self.usage = usage if any(v is not None for v in usage.model_dump().values()) else None
         self.complete = True
 
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and True (every Responses end state maps to one)."""
         out = self._out
-        calls = [ToolCall(id=c.call_id, name=c.name, arguments_raw=c.arguments,
-                          arguments=None if c.custom else _parse_arguments(c.arguments),
-                          type="custom" if c.custom else None) for c in out.calls]
-        return TrajResponse(content=out.content, reasoning=out.reasoning, tool_calls=calls,
-                            finish_reason=out.finish_reason), True  # type: ignore[arg-type]
+        calls = [
+            ToolCall(
+                id=c.call_id,
+                name=c.name,
+                arguments_raw=c.arguments,
+                arguments=None if c.custom else _parse_arguments(c.arguments),
+                type="custom" if c.custom else None,
+            )
+            for c in out.calls
+        ]
+        return TrajResponse(
+            content=out.content, reasoning=out.reasoning, tool_calls=calls, finish_reason=out.finish_reason
+        ), True  # type: ignore[arg-type]
 
 
 @dataclass
@@ -445,8 +481,13 @@ class MessagesAssembler:
         self.first_token_ns = sample.first_token_ns
         usage = self._parser.usage or {}
         read, creation = _int(usage.get("cache_read_input_tokens")), _int(usage.get("cache_creation_input_tokens"))
-        recorded = Usage(prompt_tokens=sample.prompt_tokens, completion_tokens=sample.output_tokens,
-                         cached_tokens=read, cache_creation_tokens=creation, reasoning_tokens=sample.reasoning_tokens)
+        recorded = Usage(
+            prompt_tokens=sample.prompt_tokens,
+            completion_tokens=sample.output_tokens,
+            cached_tokens=read,
+            cache_creation_tokens=creation,
+            reasoning_tokens=sample.reasoning_tokens,
+        )
         self.usage = recorded if any(v is not None for v in recorded.model_dump().values()) else None
         self.complete = True
 
@@ -458,15 +499,31 @@ class MessagesAssembler:
         calls = []
         for i, b in enumerate(b for b in blocks if b.get("type") == "tool_use"):
             raw = b["input_json"] if "input_json" in b else json.dumps(b.get("input") or {}, separators=(",", ":"))
-            calls.append(ToolCall(id=b.get("id") or f"toolu_{i}", name=b.get("name") or "", arguments_raw=raw,
-                                  arguments=_parse_arguments(raw) if raw else {}))
+            calls.append(
+                ToolCall(
+                    id=b.get("id") or f"toolu_{i}",
+                    name=b.get("name") or "",
+                    arguments_raw=raw,
+                    arguments=_parse_arguments(raw) if raw else {},
+                )
+            )
         reason = self._parser.stop_reason
-        known = reason in ("end_turn", "stop_sequence", "pause_turn", "tool_use", "max_tokens", "refusal",
-                           "model_context_window_exceeded")
+        known = reason in (
+            "end_turn",
+            "stop_sequence",
+            "pause_turn",
+            "tool_use",
+            "max_tokens",
+            "refusal",
+            "model_context_window_exceeded",
+        )
         finish: FinishReason = finish_reason_of(reason) if known else ("tool_calls" if calls else "stop")  # type: ignore[assignment]
-        return TrajResponse(content="".join(texts) if texts else None,
-                            reasoning="".join(thinking) if thinking else None,
-                            tool_calls=calls, finish_reason=finish), known or reason is None
+        return TrajResponse(
+            content="".join(texts) if texts else None,
+            reasoning="".join(thinking) if thinking else None,
+            tool_calls=calls,
+            finish_reason=finish,
+        ), known or reason is None
 
 
 @dataclass
@@ -564,7 +621,7 @@ class Recorder:
             self.skipped["superseded_turns"] += len(conv.turns) - n_assistant
             del conv.turns[n_assistant:]
         if n_assistant > 0:
-            self._observe(conv.turns[n_assistant - 1], messages[last_assistant + 1:])
+            self._observe(conv.turns[n_assistant - 1], messages[last_assistant + 1 :])
         return conv, n_assistant
 
     def _observe(self, turn: Turn, after: list[dict[str, Any]]) -> None:
@@ -579,13 +636,17 @@ class Recorder:
                 is_error = m.get("is_error")
                 code = m.get("exit_code")
                 call_id = m.get("tool_call_id") if isinstance(m.get("tool_call_id"), str) else None
-                observations.append(Observation(
-                    tool_call_id=call_id,
-                    name=m.get("name") if isinstance(m.get("name"), str) else (
-                        tool_names.get(call_id) if call_id is not None else None),
-                    content=text, is_error=is_error if isinstance(is_error, bool) else False,
-                    exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
-                ))
+                observations.append(
+                    Observation(
+                        tool_call_id=call_id,
+                        name=m.get("name")
+                        if isinstance(m.get("name"), str)
+                        else (tool_names.get(call_id) if call_id is not None else None),
+                        content=text,
+                        is_error=is_error if isinstance(is_error, bool) else False,
+                        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+                    )
+                )
             elif role == "user":
                 if text_obs and not observations and not user_after:
                     observations.append(Observation(content=text))
@@ -594,9 +655,16 @@ class Recorder:
         turn.observations = observations
         turn.user_after = user_after
 
-    def record(self, conv: _Conversation, index: int, asm: ChatAssembler | ResponsesAssembler | MessagesAssembler,
-               started_at: str,
-               t_start_ns: int, t_end_ns: int, raw: bytes) -> None:
+    def record(
+        self,
+        conv: _Conversation,
+        index: int,
+        asm: ChatAssembler | ResponsesAssembler | MessagesAssembler,
+        started_at: str,
+        t_start_ns: int,
+        t_end_ns: int,
+        raw: bytes,
+    ) -> None:
         """Record the completed response `asm` as turn `index` of `conv` (replacing a
         superseded one). `raw` is the upstream body (hashed into the source sha256)."""
         response, known = asm.response()
@@ -609,10 +677,14 @@ class Recorder:
             self.skipped["superseded_turns"] += len(conv.turns) - index
             del conv.turns[index:]
         ttft_ms = None if asm.first_token_ns is None else (asm.first_token_ns - t_start_ns) / 1e6
-        conv.turns.append(Turn(
-            index=index, response=response, usage=asm.usage,
-            timing=Timing(ttft_ms=ttft_ms, duration_ms=(t_end_ns - t_start_ns) / 1e6, started_at=started_at),
-        ))
+        conv.turns.append(
+            Turn(
+                index=index,
+                response=response,
+                usage=asm.usage,
+                timing=Timing(ttft_ms=ttft_ms, duration_ms=(t_end_ns - t_start_ns) / 1e6, started_at=started_at),
+            )
+        )
         conv.digest.update(raw)
 
     # -- output ---------------------------------------------------------------------
@@ -622,16 +694,22 @@ class Recorder:
         out = []
         for line, conv in enumerate((c for c in self.conversations if c.turns), 1):
             key_hash = hashlib.sha256(conv.key.encode("utf-8")).hexdigest()[:12]
-            task_id = conv.key[len("task:"):] if conv.key.startswith("task:") else None
-            out.append(Trajectory(
-                trajectory_id=f"rec-{key_hash}-{conv.number}",
-                source=Source(format=FORMAT, path=str(self.output), sha256=conv.digest.hexdigest(), line=line),
-                task_id=task_id, match_key=conv.key, model=conv.model, system=conv.system,
-                first_user=conv.first_user, user_before_turns=list(conv.user_before_turns),
-                terminated_by=conv.turns[-1].response.finish_reason,
-                turns=[t.model_copy(deep=True) for t in conv.turns],
-                skipped={},
-            ))
+            task_id = conv.key[len("task:") :] if conv.key.startswith("task:") else None
+            out.append(
+                Trajectory(
+                    trajectory_id=f"rec-{key_hash}-{conv.number}",
+                    source=Source(format=FORMAT, path=str(self.output), sha256=conv.digest.hexdigest(), line=line),
+                    task_id=task_id,
+                    match_key=conv.key,
+                    model=conv.model,
+                    system=conv.system,
+                    first_user=conv.first_user,
+                    user_before_turns=list(conv.user_before_turns),
+                    terminated_by=conv.turns[-1].response.finish_reason,
+                    turns=[t.model_copy(deep=True) for t in conv.turns],
+                    skipped={},
+                )
+            )
         return out
 
     def write(self) -> dict[str, Any]:
@@ -646,8 +724,12 @@ class Recorder:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.output)
-        return {"path": str(self.output), "trajectories": len(trajs), "turns": sum(len(t.turns) for t in trajs),
-                "skipped": dict(self.skipped)}
+        return {
+            "path": str(self.output),
+            "trajectories": len(trajs),
+            "turns": sum(len(t.turns) for t in trajs),
+            "skipped": dict(self.skipped),
+        }
 
 
 _GEMINI_CALL_ID = "gemini_call_"
@@ -664,19 +746,34 @@ class _GeminiAnswer:
         self.asm = asm
         self.first_token_ns = asm.first_token_ns
         counts = asm.usage_counts()
-        self.usage = None if counts is None else Usage(
-            prompt_tokens=counts[0], completion_tokens=counts[1], cached_tokens=counts[2], reasoning_tokens=counts[3],
-            total_tokens=counts[4])
+        self.usage = (
+            None
+            if counts is None
+            else Usage(
+                prompt_tokens=counts[0],
+                completion_tokens=counts[1],
+                cached_tokens=counts[2],
+                reasoning_tokens=counts[3],
+                total_tokens=counts[4],
+            )
+        )
         self.turn_index = turn_index
 
     def response(self) -> tuple[TrajResponse, bool]:
         asm = self.asm
-        calls = [ToolCall(id=call_id or f"{_GEMINI_CALL_ID}{self.turn_index}_{k}", name=name,
-                          arguments_raw=json.dumps(args, ensure_ascii=False, separators=(",", ":")), arguments=args)
-                 for k, (call_id, name, args) in enumerate(asm.calls)]
+        calls = [
+            ToolCall(
+                id=call_id or f"{_GEMINI_CALL_ID}{self.turn_index}_{k}",
+                name=name,
+                arguments_raw=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
+                arguments=args,
+            )
+            for k, (call_id, name, args) in enumerate(asm.calls)
+        ]
         known = asm.finish_reason is None or asm.finish_reason in gemini.TRAJECTORY_FINISH
-        return TrajResponse(content=asm.content, reasoning=asm.reasoning, tool_calls=calls,
-                            finish_reason=asm.trajectory_finish()), known  # type: ignore[arg-type]
+        return TrajResponse(
+            content=asm.content, reasoning=asm.reasoning, tool_calls=calls, finish_reason=asm.trajectory_finish()
+        ), known  # type: ignore[arg-type]
 
 
 def _adopt_client_call_ids(turn: Turn) -> None:
@@ -700,8 +797,14 @@ def _upstream_v1(upstream: str) -> str:
     return base if base.endswith("/v1") else base + "/v1"
 
 
-def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = False,
-                        timeout_s: float = 600.0, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
+def create_recorder_app(
+    upstream: str,
+    output: Path,
+    *,
+    text_actions: bool = False,
+    timeout_s: float = 600.0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Starlette:
     """The recording proxy app (module docstring) in front of `upstream` (a base URL,
     with or without `/v1`), writing `output`. `timeout_s` bounds connect and each read
     from the upstream. `app.state.recorder` is the Recorder."""
@@ -724,14 +827,23 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         return headers
 
     async def open_upstream(request: Request, url: str, body: bytes) -> httpx.Response | Response:
-        req = state["client"].build_request(request.method, url, content=body, headers=forward_headers(request),
-                                            params=request.query_params)
+        req = state["client"].build_request(
+            request.method, url, content=body, headers=forward_headers(request), params=request.query_params
+        )
         try:
             return await state["client"].send(req, stream=True)
         except httpx.HTTPError as exc:
-            return JSONResponse({"error": {"message": f"recording proxy: upstream {url}: {type(exc).__name__}: {exc}",
-                                           "type": "upstream_error", "param": None, "code": "upstream_error"}},
-                                status_code=502)
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"recording proxy: upstream {url}: {type(exc).__name__}: {exc}",
+                        "type": "upstream_error",
+                        "param": None,
+                        "code": "upstream_error",
+                    }
+                },
+                status_code=502,
+            )
 
     def relay_headers(resp: httpx.Response) -> dict[str, str]:
         out = {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_BY_HOP}
@@ -744,6 +856,7 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
 
     async def responses(request: Request) -> Response:
         return await exchange(request, "responses")
+
     async def messages(request: Request) -> Response:
         return await exchange(request, "messages")
 
@@ -752,8 +865,11 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
         started_at = datetime.now(UTC).isoformat()
         body = await request.body()
         req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
-        placed = recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None) \
-            if req is not None else None
+        placed = (
+            recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None)
+            if req is not None
+            else None
+        )
         if req is None:
             recorder.skipped["bad_request"] += 1
         path = {"responses": "/responses", "messages": "/messages"}.get(api, "/chat/completions")
@@ -766,8 +882,10 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
             placed = None
         length = resp.headers.get("content-length")
         assembler = {"responses": ResponsesAssembler, "messages": MessagesAssembler}.get(api, ChatAssembler)
-        asm = assembler(stream=req.get("stream") is True if req else False,
-                        content_length=int(length) if length and length.isdigit() else None)
+        asm = assembler(
+            stream=req.get("stream") is True if req else False,
+            content_length=int(length) if length and length.isdigit() else None,
+        )
 
         async def relay() -> AsyncIterator[bytes]:
             raw: list[bytes] = []
@@ -778,14 +896,16 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
                     if target is not None and not recorded:
                         raw.append(data)
                         if asm.feed(data, time.perf_counter_ns()):
-                            recorder.record(target[0], target[1], asm, started_at, t_start,
-                                            time.perf_counter_ns(), b"".join(raw))
+                            recorder.record(
+                                target[0], target[1], asm, started_at, t_start, time.perf_counter_ns(), b"".join(raw)
+                            )
                             recorded = True
                     yield data
                 if target is not None and not recorded:
                     if asm.finish():
-                        recorder.record(target[0], target[1], asm, started_at, t_start, time.perf_counter_ns(),
-                                        b"".join(raw))
+                        recorder.record(
+                            target[0], target[1], asm, started_at, t_start, time.perf_counter_ns(), b"".join(raw)
+                        )
                     else:
                         recorder.skipped["incomplete"] += 1
             finally:
@@ -848,14 +968,28 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
                     if not recorded:
                         raw.append(data)
                         if asm.feed(data, time.perf_counter_ns()):
-                            recorder.record(placed[0], placed[1], _GeminiAnswer(asm, placed[1]), started_at, t_start,
-                                            time.perf_counter_ns(), b"".join(raw))
+                            recorder.record(
+                                placed[0],
+                                placed[1],
+                                _GeminiAnswer(asm, placed[1]),
+                                started_at,
+                                t_start,
+                                time.perf_counter_ns(),
+                                b"".join(raw),
+                            )
                             recorded = True
                     yield data
                 if not recorded:
                     if asm.finish():
-                        recorder.record(placed[0], placed[1], _GeminiAnswer(asm, placed[1]), started_at, t_start,
-                                        time.perf_counter_ns(), b"".join(raw))
+                        recorder.record(
+                            placed[0],
+                            placed[1],
+                            _GeminiAnswer(asm, placed[1]),
+                            started_at,
+                            t_start,
+                            time.perf_counter_ns(),
+                            b"".join(raw),
+                        )
                     else:
                         recorder.skipped["incomplete"] += 1
             finally:
@@ -870,29 +1004,44 @@ def create_recorder_app(upstream: str, output: Path, *, text_actions: bool = Fal
             return JSONResponse({"error": {"message": f"cannot write {recorder.output}: {exc}"}}, status_code=500)
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "conversations": len(recorder.conversations),
-                             "turns": sum(len(c.turns) for c in recorder.conversations)})
+        return JSONResponse(
+            {
+                "status": "ok",
+                "conversations": len(recorder.conversations),
+                "turns": sum(len(c.turns) for c in recorder.conversations),
+            }
+        )
 
-    app = Starlette(routes=[
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/chat/completions", chat, methods=["POST"]),
-        Route("/v1/responses", responses, methods=["POST"]),
-        Route("/responses", responses, methods=["POST"]),
-        Route("/v1/messages", messages, methods=["POST"]),
-        Route("/messages", messages, methods=["POST"]),
-        Route("/flush", flush, methods=["POST"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/v1beta/models/{call}", gemini_call, methods=["POST"]),
-        Route("/v1alpha/models/{call}", gemini_call, methods=["POST"]),
-        Route("/v1/models/{call}", gemini_call, methods=["POST"]),
-        Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
-    ], lifespan=lifespan)
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/chat/completions", chat, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/responses", responses, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/messages", messages, methods=["POST"]),
+            Route("/flush", flush, methods=["POST"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/v1beta/models/{call}", gemini_call, methods=["POST"]),
+            Route("/v1alpha/models/{call}", gemini_call, methods=["POST"]),
+            Route("/v1/models/{call}", gemini_call, methods=["POST"]),
+            Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+        ],
+        lifespan=lifespan,
+    )
     app.state.recorder = recorder
     return app
 
 
-def serve_recorder(upstream: str, output: Path, *, host: str = "127.0.0.1", port: int = 0,
-                   text_actions: bool = False, announce: Any = None) -> None:
+def serve_recorder(
+    upstream: str,
+    output: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    text_actions: bool = False,
+    announce: Any = None,
+) -> None:
     """Bind host:port, call `announce(url)` (default: print the URL as the first stdout
     line), serve until SIGINT/SIGTERM, then write `output` and return (SIGINT) or let
     uvicorn re-raise SIGTERM. Raises OSError (bind)."""
@@ -904,8 +1053,11 @@ def serve_recorder(upstream: str, output: Path, *, host: str = "127.0.0.1", port
     sock, url = bind_socket(host, port)
     if announce is None:
         print(url, flush=True)
-        print(f"recording proxy: {url} -> {_upstream_v1(upstream)}, writing {output} "
-              f"(POST {url}/flush to write now)", file=sys.stderr, flush=True)
+        print(
+            f"recording proxy: {url} -> {_upstream_v1(upstream)}, writing {output} (POST {url}/flush to write now)",
+            file=sys.stderr,
+            flush=True,
+        )
     else:
         announce(url)
     try:  # the replay server's stack: httptools + uvloop when installed

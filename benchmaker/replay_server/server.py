@@ -135,8 +135,21 @@ from benchmaker.replay_server.store import (
 )
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
 
-__all__ = ["CoalescedWrites", "DIVERGENCE_POLICIES", "HTTP_PARSERS", "ReplayStats", "SERVED_ROUTES", "UNKNOWN_PATHS_KEPT",
-           "create_app", "latency_notice", "main", "one_send_protocol", "run_uvicorn", "serve", "uvicorn_config"]
+__all__ = [
+    "CoalescedWrites",
+    "DIVERGENCE_POLICIES",
+    "HTTP_PARSERS",
+    "ReplayStats",
+    "SERVED_ROUTES",
+    "UNKNOWN_PATHS_KEPT",
+    "create_app",
+    "latency_notice",
+    "main",
+    "one_send_protocol",
+    "run_uvicorn",
+    "serve",
+    "uvicorn_config",
+]
 
 DIVERGENCE_POLICIES = ("off", "status", "content")
 """Valid values of the divergence policy (module doc)."""
@@ -210,10 +223,17 @@ class ReplayStats:
             "served_stream": self.served_stream,
             "bad_requests": self.bad_requests,
             "unauthorized": self.unauthorized,
-            "misses": {"unknown_key": self.unknown_key, "beyond_turns": self.beyond_turns,
-                       "diverged": self.diverged, "total": misses},
-            "divergences": {"status": self.div_status, "content": self.div_content,
-                            "total": self.div_status + self.div_content},
+            "misses": {
+                "unknown_key": self.unknown_key,
+                "beyond_turns": self.beyond_turns,
+                "diverged": self.diverged,
+                "total": misses,
+            },
+            "divergences": {
+                "status": self.div_status,
+                "content": self.div_content,
+                "total": self.div_status + self.div_content,
+            },
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
             "recent_unknown_keys": list(self.recent_unknown_keys),
@@ -223,10 +243,12 @@ class ReplayStats:
             "unknown_paths": dict(self.unknown_paths),
             "uptime_s": round(time.monotonic() - self.started, 3),
             "trajectories": {
-                tid: {"served": c.served,
-                      "misses": {"beyond_turns": c.beyond_turns, "diverged": c.diverged},
-                      "divergences": {"status": c.div_status, "content": c.div_content},
-                      "bytes_out": c.bytes_out}
+                tid: {
+                    "served": c.served,
+                    "misses": {"beyond_turns": c.beyond_turns, "diverged": c.diverged},
+                    "divergences": {"status": c.div_status, "content": c.div_content},
+                    "bytes_out": c.bytes_out,
+                }
                 for tid, c in self.per_traj.items()
             },
         }
@@ -252,11 +274,19 @@ UNKNOWN_PATHS_KEPT = 100
 """Distinct unknown paths /stats names; more are counted under "other"."""
 
 
-SERVED_ROUTES = ("POST /v1/chat/completions", "POST /chat/completions",
-                 "POST /v1beta/models/{model}:generateContent", "POST /v1beta/models/{model}:streamGenerateContent",
-                 "POST /v1beta/models/{model}:countTokens",
-                 "GET /v1/models", "GET /models", "GET /v1beta/models", "GET /health", "GET /stats",
-                 "POST /stats/reset")
+SERVED_ROUTES = (
+    "POST /v1/chat/completions",
+    "POST /chat/completions",
+    "POST /v1beta/models/{model}:generateContent",
+    "POST /v1beta/models/{model}:streamGenerateContent",
+    "POST /v1beta/models/{model}:countTokens",
+    "GET /v1/models",
+    "GET /models",
+    "GET /v1beta/models",
+    "GET /health",
+    "GET /stats",
+    "POST /stats/reset",
+)
 """The routes the server answers (named in the unknown-path error)."""
 
 
@@ -358,8 +388,7 @@ class _ReplayApp(Starlette):
     root_path, goes through Starlette's routes (the chat routes re-enter the front
     door)."""
 
-    def __init__(self, store: ReplayStore, stats: ReplayStats, auth: bytes | None, policy: str,
-                 **kwargs: Any) -> None:
+    def __init__(self, store: ReplayStore, stats: ReplayStats, auth: bytes | None, policy: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.store = store
         self.stats = stats
@@ -369,7 +398,8 @@ class _ReplayApp(Starlette):
         # head user texts (a `_keys` key) -> per turn index: its prepared reply (built on
         # the first request for it), None where `_serve` must answer, or _UNPREPARED
         self._replies: dict[Any, list[Any]] = {  # a _Reply, _UNPREPARED or None per turn
-            _head_texts(entry): [_UNPREPARED] * len(entry.turns) for entry in store.trajectories}
+            _head_texts(entry): [_UNPREPARED] * len(entry.turns) for entry in store.trajectories
+        }
 
     async def _reply(self, send: Any, status: int, body: bytes, extra: list | None = None) -> None:
         headers = [_JSON, (b"content-length", str(len(body)).encode())]
@@ -384,19 +414,34 @@ class _ReplayApp(Starlette):
         if status in (404, 409, 412):
             extra = [(b"x-replay-miss", code.encode())]
             self.stats.count_miss("chat_completions" if api == "chat" else api, code)
-        body = anthropic_messages.error_body(status, code, message) if api == "messages" \
+        body = (
+            anthropic_messages.error_body(status, code, message)
+            if api == "messages"
             else _error_body(status, code, message)
+        )
         await self._reply(send, status, body, extra)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] in _RESPONSES_PATHS and scope["method"] == "POST" \
-                and not scope.get("root_path"):
+        if (
+            scope["type"] == "http"
+            and scope["path"] in _RESPONSES_PATHS
+            and scope["method"] == "POST"
+            and not scope.get("root_path")
+        ):
             await self._responses(receive, send, scope)
             return
-        if scope["type"] != "http" or scope["path"] not in _CHAT_PATHS or scope["method"] != "POST" \
-                or scope.get("root_path"):
-            if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path") \
-                    and scope["path"] in _MESSAGES_ROUTES:
+        if (
+            scope["type"] != "http"
+            or scope["path"] not in _CHAT_PATHS
+            or scope["method"] != "POST"
+            or scope.get("root_path")
+        ):
+            if (
+                scope["type"] == "http"
+                and scope["method"] == "POST"
+                and not scope.get("root_path")
+                and scope["path"] in _MESSAGES_ROUTES
+            ):
                 await _MESSAGES_ROUTES[scope["path"]](self, scope, receive, send)
                 return
             method = (gemini.parse_path(scope["path"]) or ("", ""))[1] if scope["type"] == "http" else ""
@@ -451,8 +496,9 @@ class _ReplayApp(Starlette):
                 return
             head: Any = content if type(content) is str else flatten_content(content)
         else:
-            head = tuple(flatten_content(messages[i].get("content"))
-                         for i in range(first_assistant) if roles[i] == "user")
+            head = tuple(
+                flatten_content(messages[i].get("content")) for i in range(first_assistant) if roles[i] == "user"
+            )
         replies = self._replies.get(head)
         if replies is not None and n_assistant < len(replies) and req.get("stream") is not True:
             reply = replies[n_assistant]
@@ -502,8 +548,9 @@ class _ReplayApp(Starlette):
             if before is None:
                 stats.unknown_key += 1
                 stats.recent_unknown_keys.append(f"previous_response_id:{previous}")
-                await self._fail(send, 404, "unknown_key",
-                                 f"previous_response_id: no recorded turn answered with id {previous!r}")
+                await self._fail(
+                    send, 404, "unknown_key", f"previous_response_id: no recorded turn answered with id {previous!r}"
+                )
                 return
             messages = [*before, *(m for m in messages if m["role"] != "system")]
         roles = [m["role"] for m in messages]
@@ -538,8 +585,12 @@ class _ReplayApp(Starlette):
         body = turn.body
         headers = [_JSON, (b"content-length", str(len(body)).encode()), *turn.headers]
         # the same two ASGI messages for every request of this turn (uvicorn only reads them)
-        return ({"type": "http.response.start", "status": 200, "headers": headers},
-                {"type": "http.response.body", "body": body}, len(body), self.stats.by_ordinal[entry.ordinal])
+        return (
+            {"type": "http.response.start", "status": 200, "headers": headers},
+            {"type": "http.response.body", "body": body},
+            len(body),
+            self.stats.by_ordinal[entry.ordinal],
+        )
 
     async def _read_request(self, scope: Any, receive: Any, send: Any, api: str) -> tuple[Any, float] | None:
         """Auth, body and JSON of a request of a non-chat API (counted in requests and
@@ -550,8 +601,12 @@ class _ReplayApp(Starlette):
         stats.requests_by_api[api] = stats.requests_by_api.get(api, 0) + 1
         if self.auth is not None and not _authorized(scope, self.auth):
             stats.unauthorized += 1
-            await self._reply(send, 401, anthropic_messages.error_body(401, "unauthorized", "missing or wrong API key"),
-                              [(b"www-authenticate", b"Bearer")])
+            await self._reply(
+                send,
+                401,
+                anthropic_messages.error_body(401, "unauthorized", "missing or wrong API key"),
+                [(b"www-authenticate", b"Bearer")],
+            )
             return None
         raw = await _read_body(receive)
         if raw is None:
@@ -617,11 +672,21 @@ class _ReplayApp(Starlette):
             n_tokens = sum(len(self.store.splitter(flatten_content(m.get("content")))) for m in messages)
         await self._reply(send, 200, orjson.dumps({"input_tokens": n_tokens}))
 
-    async def _serve(self, send: Any, t0: float, req: dict[str, Any], messages: list[Any], roles: list[Any],
-                     n_assistant: int, head: Any, api: str = "chat") -> None:
+    async def _serve(
+        self,
+        send: Any,
+        t0: float,
+        req: dict[str, Any],
+        messages: list[Any],
+        roles: list[Any],
+        n_assistant: int,
+        head: Any,
+        api: str = "chat",
+    ) -> None:
         """Answer a chat request the prepared replies do not cover (module doc): match,
         misses, divergence check, latency, streaming. `api`: the wire API the request
         came in (chat, responses, messages): the shape of the reply and of its errors."""
+
         async def title() -> bool:
             if api != "chat":  # a title request is a chat completions call (opencode's)
                 return False
@@ -678,15 +743,29 @@ class _ReplayApp(Starlette):
         head = {"id": "chatcmpl-replay-side", "created": int(time.time()), "model": model}
         extra = [(b"x-replay-side", kind.encode())]
         if req.get("stream") is not True:
-            body = orjson.dumps({**head, "object": "chat.completion", "choices": [{
-                "index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                "finish_reason": "stop"}]})
+            body = orjson.dumps(
+                {
+                    **head,
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "logprobs": None,
+                            "finish_reason": "stop",
+                        }
+                    ],
+                }
+            )
             await self._reply(send, 200, body, extra)
             return
         chunk = {**head, "object": "chat.completion.chunk"}
-        body = b"".join(b"data: " + orjson.dumps({**chunk, "choices": [{"index": 0, "delta": delta,
-                                                                          "logprobs": None, "finish_reason": fin}]})
-                        + b"\n\n" for delta, fin in (({"role": "assistant", "content": text}, None), ({}, "stop")))
+        body = b"".join(
+            b"data: "
+            + orjson.dumps({**chunk, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}]})
+            + b"\n\n"
+            for delta, fin in (({"role": "assistant", "content": text}, None), ({}, "stop"))
+        )
         body += b"data: [DONE]\n\n"
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *extra]})
         await send({"type": "http.response.body", "body": body})
@@ -753,8 +832,12 @@ class _ReplayApp(Starlette):
             return
         except (ValueError, StopIteration) as exc:
             stats.bad_requests += 1
-            await fail(send, 400, "bad_request", str(exc) if isinstance(exc, ValueError)
-                       else "contents: no content with role 'user' and a text part")
+            await fail(
+                send,
+                400,
+                "bad_request",
+                str(exc) if isinstance(exc, ValueError) else "contents: no content with role 'user' and a text part",
+            )
             return
         head: Any = heads[0] if len(heads) == 1 else tuple(heads)
         stream = method == "streamGenerateContent"
@@ -765,8 +848,9 @@ class _ReplayApp(Starlette):
             schema = config.get("responseJsonSchema", config.get("responseSchema"))
             text = orjson.dumps(schema_answer(schema)).decode("utf-8")
             stats.count_side("json_answer")
-            body = orjson.dumps(gemini.response_json([{"text": text}], "STOP", None, model or DEFAULT_MODEL,
-                                                     "replay-side"))
+            body = orjson.dumps(
+                gemini.response_json([{"text": text}], "STOP", None, model or DEFAULT_MODEL, "replay-side")
+            )
             await self._reply(send, 200, body, [(b"x-replay-side", b"json_answer")])
             return
 
@@ -792,9 +876,17 @@ class _ReplayApp(Starlette):
         stats.bytes_out += sent
         counters.bytes_out += sent
 
-    async def _resolve(self, send: Any, req: dict[str, Any], messages: list[Any], roles: list[Any],
-                       n_assistant: int, head: Any, fail: Any, on_unknown: Any = None,
-                       ) -> tuple[StoredTrajectory, int, PreparedTurn, _TrajectoryCounters, list] | None:
+    async def _resolve(
+        self,
+        send: Any,
+        req: dict[str, Any],
+        messages: list[Any],
+        roles: list[Any],
+        n_assistant: int,
+        head: Any,
+        fail: Any,
+        on_unknown: Any = None,
+    ) -> tuple[StoredTrajectory, int, PreparedTurn, _TrajectoryCounters, list] | None:
         """The recorded turn a request of any API is answered with, as chat `messages`
         (their `roles`, assistant count, head user texts): (trajectory, turn index, the
         prepared turn, its counters, extra headers); or None after counting the miss
@@ -821,7 +913,9 @@ class _ReplayApp(Starlette):
             stats.beyond_turns += 1
             counters.beyond_turns += 1
             await fail(
-                send, 409, "beyond_turns",
+                send,
+                409,
+                "beyond_turns",
                 f"trajectory {entry.trajectory_id} has {len(entry.turns)} recorded turns; "
                 f"the request asks for turn {turn_index} (its assistant message count)",
             )
@@ -831,7 +925,8 @@ class _ReplayApp(Starlette):
         if self.policy != "off" and n_assistant > 0 and turn.previous is not None:
             last_assistant = len(roles) - 1 - roles[::-1].index("assistant")
             status_bad, content_bad = _observation_mismatch(  # the turn the request goes on from
-                entry.turns[turn.previous].observations, messages, last_assistant)
+                entry.turns[turn.previous].observations, messages, last_assistant
+            )
             if self.policy == "status":
                 content_bad = False
             if status_bad or content_bad:
@@ -846,7 +941,9 @@ class _ReplayApp(Starlette):
                     counters.diverged += 1
                     what = "status" if status_bad else "content"
                     await fail(
-                        send, 412, "diverged",
+                        send,
+                        412,
+                        "diverged",
                         f"trajectory {entry.trajectory_id} turn {turn_index}: the request's "
                         f"observations differ in {what} from the recording",
                     )
@@ -861,7 +958,7 @@ _UNAUTHORIZED = _error_body(401, "unauthorized", "missing or wrong bearer token"
 def _authorized_gemini(scope: Any, expected: bytes) -> bool:
     """The Gemini clients' ways to send the key: header `x-goog-api-key`, query `key=`,
     or the bearer token; `expected` is b"Bearer " + token."""
-    token = expected[len(b"Bearer "):]
+    token = expected[len(b"Bearer ") :]
     for name, value in scope["headers"]:
         if name == b"x-goog-api-key":
             return hmac.compare_digest(value, token)
@@ -949,7 +1046,11 @@ async def _sleep_until(deadline: float) -> None:
 
 
 async def _stream(
-    send: Any, t0: float, turn: StreamBytes, with_usage: bool, extra: list[tuple[bytes, bytes]],
+    send: Any,
+    t0: float,
+    turn: StreamBytes,
+    with_usage: bool,
+    extra: list[tuple[bytes, bytes]],
 ) -> int:
     """Send the SSE response `turn`: headers now, event groups at t0 + offset
     (perf_counter s), groups already due coalesced into one write. Returns the body
@@ -994,31 +1095,29 @@ class _ChatRoute:
         await self.app({**scope, "path": self.path, "root_path": ""}, receive, send)
 
 
-def create_app(
-    store: ReplayStore, *, token: str | None = None, divergence: str = "off"
-) -> Starlette:
+def create_app(store: ReplayStore, *, token: str | None = None, divergence: str = "off") -> Starlette:
     """The Starlette app serving `store` (endpoints and rules in the module doc).
     `token`: bearer token required on every endpoint but /health (None: no auth).
     Raises ValueError for a divergence policy not in DIVERGENCE_POLICIES."""
     if divergence not in DIVERGENCE_POLICIES:
-        raise ValueError(
-            f"divergence: unknown policy {divergence!r} (expected {', '.join(DIVERGENCE_POLICIES)})"
-        )
+        raise ValueError(f"divergence: unknown policy {divergence!r} (expected {', '.join(DIVERGENCE_POLICIES)})")
     stats = ReplayStats(store)
     auth = None if token is None else b"Bearer " + token.encode("utf-8")
     created = int(time.time())
-    models_body = orjson.dumps({"object": "list", "data": [
-        {"id": m, "object": "model", "created": created, "owned_by": "replay"}
-        for m in store.models
-    ]})
-    health_body = orjson.dumps(
-        {"status": "ok", "trajectories": len(store.trajectories), "turns": store.n_turns})
+    models_body = orjson.dumps(
+        {
+            "object": "list",
+            "data": [{"id": m, "object": "model", "created": created, "owned_by": "replay"} for m in store.models],
+        }
+    )
+    health_body = orjson.dumps({"status": "ok", "trajectories": len(store.trajectories), "turns": store.n_turns})
 
     def guard(request: Request) -> Response | None:
         if auth is None or _authorized(request.scope, auth):
             return None
-        return Response(_UNAUTHORIZED, status_code=401, media_type="application/json",
-                        headers={"www-authenticate": "Bearer"})
+        return Response(
+            _UNAUTHORIZED, status_code=401, media_type="application/json", headers={"www-authenticate": "Bearer"}
+        )
 
     async def models(request: Request) -> Response:
         return guard(request) or Response(models_body, media_type="application/json")
@@ -1027,8 +1126,7 @@ def create_app(
         return Response(health_body, media_type="application/json")
 
     async def get_stats(request: Request) -> Response:
-        return guard(request) or Response(orjson.dumps(stats.snapshot()),
-                                          media_type="application/json")
+        return guard(request) or Response(orjson.dumps(stats.snapshot()), media_type="application/json")
 
     async def reset_stats(request: Request) -> Response:
         denied = guard(request)
@@ -1048,34 +1146,55 @@ def create_app(
             return Response(b"", headers={"x-replay-side": "head_probe"})
         stats.count_unknown_path(request.method, request.url.path)
         allowed = known_paths.get(request.url.path)  # a path served with another method
-        body = orjson.dumps({"error": {
-            "message": f"the replay server has no route for {request.method} {request.url.path} (it serves "
-                       f"{', '.join(SERVED_ROUTES)})",
-            "type": "replay_unknown_path", "param": None, "code": "unknown_path",
-            "method": request.method, "path": request.url.path}})
+        body = orjson.dumps(
+            {
+                "error": {
+                    "message": f"the replay server has no route for {request.method} {request.url.path} (it serves "
+                    f"{', '.join(SERVED_ROUTES)})",
+                    "type": "replay_unknown_path",
+                    "param": None,
+                    "code": "unknown_path",
+                    "method": request.method,
+                    "path": request.url.path,
+                }
+            }
+        )
         if allowed:
-            return Response(body, status_code=405, media_type="application/json",
-                            headers={"x-replay-miss": "unknown_path", "allow": allowed})
+            return Response(
+                body,
+                status_code=405,
+                media_type="application/json",
+                headers={"x-replay-miss": "unknown_path", "allow": allowed},
+            )
         return Response(body, status_code=404, media_type="application/json", headers={"x-replay-miss": "unknown_path"})
 
     chat = _ChatRoute()
     responses = _ChatRoute("/v1/responses")
-    app = _ReplayApp(store, stats, auth, divergence, routes=[
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/chat/completions", chat, methods=["POST"]),
-        Route("/v1/responses", responses, methods=["POST"]),
-        Route("/responses", responses, methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/stats", get_stats, methods=["GET"]),
-        Route("/stats/reset", reset_stats, methods=["POST"]),
-        Route("/v1beta/models", gemini_models, methods=["GET"]),
-        Route("/{path:path}", unknown, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
-    ])
+    app = _ReplayApp(
+        store,
+        stats,
+        auth,
+        divergence,
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/chat/completions", chat, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/responses", responses, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/stats", get_stats, methods=["GET"]),
+            Route("/stats/reset", reset_stats, methods=["POST"]),
+            Route("/v1beta/models", gemini_models, methods=["GET"]),
+            Route("/{path:path}", unknown, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+        ],
+    )
     chat.app = responses.app = app
-    known_paths = {route.path: ", ".join(sorted(route.methods or ())) for route in app.routes
-                   if isinstance(route, Route) and "{" not in route.path}
+    known_paths = {
+        route.path: ", ".join(sorted(route.methods or ()))
+        for route in app.routes
+        if isinstance(route, Route) and "{" not in route.path
+    }
     app.state.store = store
     app.state.stats = stats
     return app
@@ -1135,8 +1254,9 @@ def serve(
         sock.close()
 
 
-def run_uvicorn(app: Any, sock: socket.socket, *, http: str = "auto",
-                lifespan: Literal["auto", "on", "off"] = "off") -> None:
+def run_uvicorn(
+    app: Any, sock: socket.socket, *, http: str = "auto", lifespan: Literal["auto", "on", "off"] = "off"
+) -> None:
     """Serve the ASGI `app` with uvicorn on the listening `sock` until SIGINT/SIGTERM
     (graceful shutdown up to 2 s; no access log, Server or Date header).
 
@@ -1224,10 +1344,16 @@ def one_send_protocol(http: str) -> type[asyncio.Protocol]:
         base.connection_made(self, CoalescedWrites(transport, self.loop))
 
     name = f"OneSend{base.__name__}"
-    return type(name, (base,), {
-        "connection_made": connection_made, "__qualname__": name, "__module__": __name__,
-        "__doc__": f"uvicorn's {base.__name__}, its writes through CoalescedWrites.",
-    })
+    return type(
+        name,
+        (base,),
+        {
+            "connection_made": connection_made,
+            "__qualname__": name,
+            "__module__": __name__,
+            "__doc__": f"uvicorn's {base.__name__}, its writes through CoalescedWrites.",
+        },
+    )
 
 
 def uvicorn_config(app: Any, *, http: str = "auto", lifespan: Literal["auto", "on", "off"] = "off") -> Any:
@@ -1252,8 +1378,16 @@ def uvicorn_config(app: Any, *, http: str = "auto", lifespan: Literal["auto", "o
     # turn is sent makes that turn a "Server disconnected" transport error (measured at
     # 1,024 episodes in flight: 1,432 of 7,013 calls, benchmarks/replay_scale.py)
     return uvicorn.Config(
-        app, http=one_send_protocol(http), loop=loop, lifespan=lifespan, access_log=False, log_level="warning",
-        timeout_graceful_shutdown=2, server_header=False, date_header=False, timeout_keep_alive=75,
+        app,
+        http=one_send_protocol(http),
+        loop=loop,
+        lifespan=lifespan,
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=2,
+        server_header=False,
+        date_header=False,
+        timeout_keep_alive=75,
     )
 
 
@@ -1266,11 +1400,20 @@ def latency_notice(store: ReplayStore) -> str | None:
     untimed = store.untimed_turns
     if not untimed:
         return None
-    formats = sorted({t.trajectory.source.format for t in store.trajectories
-                      if any(p.turn.timing is None or (p.turn.timing.ttft_ms is None
-                                                       and p.turn.timing.duration_ms is None) for p in t.turns)})
-    return (f"replay server: warning: latency recorded: {untimed} of {store.n_turns} turns have no recorded timing "
-            f"(format {', '.join(formats)} logged none); they are sent at once, as with latency instant")
+    formats = sorted(
+        {
+            t.trajectory.source.format
+            for t in store.trajectories
+            if any(
+                p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
+                for p in t.turns
+            )
+        }
+    )
+    return (
+        f"replay server: warning: latency recorded: {untimed} of {store.n_turns} turns have no recorded timing "
+        f"(format {', '.join(formats)} logged none); they are sent at once, as with latency instant"
+    )
 
 
 def _announce(url: str, store: ReplayStore) -> None:
@@ -1278,7 +1421,8 @@ def _announce(url: str, store: ReplayStore) -> None:
     print(
         f"replay server: {url} serving {len(store.trajectories)} trajectories, "
         f"{store.n_turns} turns from {store.path} (latency {store.latency.describe()})",
-        file=sys.stderr, flush=True,
+        file=sys.stderr,
+        flush=True,
     )
     notice = latency_notice(store)
     if notice is not None:
@@ -1298,7 +1442,9 @@ def main(argv: list[str] | None = None) -> int:
     [--token ENV_OR_VALUE] [--divergence off|status|content] [--tokenizer tokenizer.json]
     [--http auto|httptools|h11]`.
     Returns 0 after a clean shutdown, 2 on bad input (one line on stderr)."""
-    parser = argparse.ArgumentParser(prog="python -m benchmaker.replay_server.server", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmaker.replay_server.server", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("trajectories", type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
@@ -1306,13 +1452,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", default=None)
     parser.add_argument("--divergence", default="off", choices=DIVERGENCE_POLICIES)
     parser.add_argument("--tokenizer", type=Path, default=None)
-    parser.add_argument("--http", default="auto", choices=HTTP_PARSERS,
-                        help="HTTP parser: auto (httptools + uvloop when installed), httptools, h11")
+    parser.add_argument(
+        "--http",
+        default="auto",
+        choices=HTTP_PARSERS,
+        help="HTTP parser: auto (httptools + uvloop when installed), httptools, h11",
+    )
     args = parser.parse_args(argv)
     try:
-        serve(args.trajectories, host=args.host, port=args.port, latency=args.latency,
-              token=resolve_token(args.token), divergence=args.divergence,
-              tokenizer=args.tokenizer, http=args.http)
+        serve(
+            args.trajectories,
+            host=args.host,
+            port=args.port,
+            latency=args.latency,
+            token=resolve_token(args.token),
+            divergence=args.divergence,
+            tokenizer=args.tokenizer,
+            http=args.http,
+        )
     except (ValueError, RuntimeError, OSError, ImportError) as exc:
         print(f"replay server: error: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -262,7 +262,10 @@ def _fingerprint(messages: list[dict[str, Any]]) -> tuple[object, ...]:
     assistant message) of a request: tool results left out, as they differ in execute
     mode."""
     last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-    return (len(messages), *(flatten_content(m.get("content")) for m in messages[last + 1:] if m.get("role") == "user"))
+    return (
+        len(messages),
+        *(flatten_content(m.get("content")) for m in messages[last + 1 :] if m.get("role") == "user"),
+    )
 
 
 @dataclass(slots=True)
@@ -280,7 +283,8 @@ class ReplayStore:
     trajectories: list[StoredTrajectory]
     _index: dict[str, _KeyEntry] = field(repr=False)
     _turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey] = field(
-        default_factory=dict, repr=False)
+        default_factory=dict, repr=False
+    )
     splitter: Splitter = regex_split
     created: int = 0
     stream_cache_bytes: int = 256 * 2**20
@@ -317,8 +321,7 @@ class ReplayStore:
             for line, traj in load_trajectories(path):
                 model = traj.model or DEFAULT_MODEL
                 turns = _prepare_turns(traj, model, latency, splitter, created)
-                entry = StoredTrajectory(ordinal=len(stored), line=line, trajectory=traj, model=model,
-                                         turns=turns)
+                entry = StoredTrajectory(ordinal=len(stored), line=line, trajectory=traj, model=model, turns=turns)
                 stored.append(entry)
                 _index_edited(turn_index, entry)
                 key = index.get(traj.match_key)
@@ -328,8 +331,16 @@ class ReplayStore:
                     if key.by_system is None:
                         key.by_system = {key.first.trajectory.system: key.first}
                     key.by_system.setdefault(traj.system, entry)
-        return cls(path=path, latency=latency, trajectories=stored, _index=index, _turn_index=turn_index,
-                   splitter=splitter, created=created, stream_cache_bytes=stream_cache_bytes)
+        return cls(
+            path=path,
+            latency=latency,
+            trajectories=stored,
+            _index=index,
+            _turn_index=turn_index,
+            splitter=splitter,
+            created=created,
+            stream_cache_bytes=stream_cache_bytes,
+        )
 
     def stream(self, entry: StoredTrajectory, turn_index: int, api: str = "chat") -> StreamBytes:
         """The SSE bytes of `entry.turns[turn_index]` (module doc) in the wire API `api`
@@ -347,8 +358,9 @@ class ReplayStore:
         if api == "messages":
             out = _render_messages_stream(prepared, self.latency, self.splitter)
         else:
-            out = _render_stream(prepared.turn, prepared.completion_id, prepared.model, self.latency,
-                                 self.splitter, self.created)
+            out = _render_stream(
+                prepared.turn, prepared.completion_id, prepared.model, self.latency, self.splitter, self.created
+            )
         if out.size <= self.stream_cache_bytes:
             cache[key] = out
             self._cache_size += out.size
@@ -361,8 +373,14 @@ class ReplayStore:
         """The non-streamed OpenAI Responses `response` object of `entry.turns[turn_index]`
         (benchmaker.apis.openai_responses.response_object), rendered on each call."""
         prepared = entry.turns[turn_index]
-        return orjson.dumps(response_object(responses_output(prepared.turn), response_id=_response_id(prepared),
-                                            model=prepared.model, created=self.created))
+        return orjson.dumps(
+            response_object(
+                responses_output(prepared.turn),
+                response_id=_response_id(prepared),
+                model=prepared.model,
+                created=self.created,
+            )
+        )
 
     def responses_stream(self, entry: StoredTrajectory, turn_index: int) -> StreamBytes:
         """The OpenAI Responses event stream of `entry.turns[turn_index]`
@@ -377,8 +395,13 @@ class ReplayStore:
             cache.move_to_end(key)  # type: ignore[arg-type]
             return hit
         prepared = entry.turns[turn_index]
-        events, tail = stream_events(responses_output(prepared.turn), self.splitter, response_id=_response_id(prepared),
-                                     model=prepared.model, created=self.created)
+        events, tail = stream_events(
+            responses_output(prepared.turn),
+            self.splitter,
+            response_id=_response_id(prepared),
+            model=prepared.model,
+            created=self.created,
+        )
         offsets_s = [ms / 1000.0 for ms in self.latency.offsets_ms(len(events), prepared.turn.timing)]
         groups: list[tuple[float, bytes]] = []
         for offset, data in zip(offsets_s, events, strict=True):
@@ -434,8 +457,12 @@ class ReplayStore:
         if api != "messages":
             raise ValueError(f"api: expected messages (got {api!r})")
         prepared = entry.turns[turn_index]
-        return orjson.dumps(anthropic_messages.message_body(
-            _message_id(prepared), prepared.model, prepared.turn.response, _messages_usage(prepared.turn.usage)))
+        return orjson.dumps(
+            anthropic_messages.message_body(
+                _message_id(prepared), prepared.model, prepared.turn.response, _messages_usage(prepared.turn.usage)
+            )
+        )
+
     def continued_messages(self, response_id: str) -> list[dict[str, Any]] | None:
         """The chat messages a Responses request with `previous_response_id` =
         `response_id` continues: the recorded request of the turn that answered with that
@@ -443,8 +470,9 @@ class ReplayStore:
         or None when no turn of the store has that id. The id index is built on the
         first call."""
         if self._response_ids is None:
-            self._response_ids = {_response_id(p): (entry, k) for entry in self.trajectories
-                                  for k, p in enumerate(entry.turns)}
+            self._response_ids = {
+                _response_id(p): (entry, k) for entry in self.trajectories for k, p in enumerate(entry.turns)
+            }
         hit = self._response_ids.get(response_id)
         if hit is None:
             return None
@@ -475,7 +503,10 @@ class ReplayStore:
         return hit.turns[0][1:] if isinstance(hit, _SameKey) else hit
 
     def match(
-        self, match_key: str, n_assistant: int, system_message: dict[str, Any] | None,
+        self,
+        match_key: str,
+        n_assistant: int,
+        system_message: dict[str, Any] | None,
         messages: list[dict[str, Any]] | None = None,
     ) -> tuple[StoredTrajectory, int] | None:
         """(trajectory, turn index) serving a request with this key and assistant-message
@@ -517,8 +548,12 @@ class ReplayStore:
     def untimed_turns(self) -> int:
         """Recorded turns without a timing (`Turn.timing` None, or neither ttft_ms nor
         duration_ms): under the recorded latency model they are sent at once."""
-        return sum(1 for t in self.trajectories for p in t.turns
-                   if p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None))
+        return sum(
+            1
+            for t in self.trajectories
+            for p in t.turns
+            if p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
+        )
 
     @property
     def models(self) -> list[str]:
@@ -526,8 +561,9 @@ class ReplayStore:
         return list(dict.fromkeys(p.model for t in self.trajectories for p in t.turns))
 
 
-def _index_edited(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey],
-                  entry: StoredTrajectory) -> None:
+def _index_edited(
+    turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey], entry: StoredTrajectory
+) -> None:
     """Index the turns of `entry` that the trajectory's match key and turn index cannot
     find (module doc): every turn from the first context edit on, by its recorded
     request's key, and each earlier turn whose (match key, index) one of those shares
@@ -546,8 +582,12 @@ def _index_edited(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int]
         _index_turn(turn_index, entry, k, messages)
 
 
-def _index_turn(turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey],
-                entry: StoredTrajectory, k: int, messages: list[dict[str, Any]]) -> None:
+def _index_turn(
+    turn_index: dict[tuple[str, int], tuple[StoredTrajectory, int] | _SameKey],
+    entry: StoredTrajectory,
+    k: int,
+    messages: list[dict[str, Any]],
+) -> None:
     """Index turn k of `entry` under its recorded request's key: the first trajectory
     with a key keeps it; turns of that trajectory sharing it go into a `_SameKey`."""
     key = request_key(messages)
@@ -610,14 +650,16 @@ def load_trajectories(path: Path) -> list[tuple[int, Trajectory]]:
                 raw.decode("utf-8")
             except UnicodeDecodeError as uexc:
                 raise TrajectoryFormatError(
-                    path, lineno, None, f"not UTF-8 at byte {uexc.start}",
+                    path,
+                    lineno,
+                    None,
+                    f"not UTF-8 at byte {uexc.start}",
                     raw[uexc.start : uexc.start + 4],
                 ) from None
             raise _format_error(path, lineno, exc) from None
         first = seen.setdefault(traj.trajectory_id, lineno)
         if first != lineno:
-            raise TrajectoryFormatError(
-                path, lineno, "trajectory_id", f"duplicate of line {first}", traj.trajectory_id)
+            raise TrajectoryFormatError(path, lineno, "trajectory_id", f"duplicate of line {first}", traj.trajectory_id)
         out.append((lineno, traj))
     if not out:
         raise TrajectoryFormatError(path, None, None, "no trajectories in the file")
@@ -662,8 +704,13 @@ def _prepare_turns(
     out = []
     for k, turn in enumerate(traj.turns):
         prepared = _prepare_turn(
-            turn, f"chatcmpl-replay-{digest}-{turn.index}", turn.model or model, latency, splitter,
-            created, traj_header,
+            turn,
+            f"chatcmpl-replay-{digest}-{turn.index}",
+            turn.model or model,
+            latency,
+            splitter,
+            created,
+            traj_header,
         )
         prepared.previous = previous_turn(traj, k) if edited else (k - 1 if k else None)
         out.append(prepared)
@@ -677,8 +724,7 @@ def _message(turn: Turn) -> dict[str, Any]:
         message["reasoning_content"] = resp.reasoning
     if resp.tool_calls:
         message["tool_calls"] = [
-            {"id": tc.id, "type": "function",
-             "function": {"name": tc.name, "arguments": tc.arguments_raw}}
+            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments_raw}}
             for tc in resp.tool_calls
         ]
     return message
@@ -700,9 +746,13 @@ def _prepare_turn(
     traj_header: bytes,
 ) -> PreparedTurn:
     body_obj: dict[str, Any] = {
-        "id": completion_id, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": _message(turn), "logprobs": None,
-                     "finish_reason": turn.response.finish_reason}],
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": _message(turn), "logprobs": None, "finish_reason": turn.response.finish_reason}
+        ],
     }
     usage = _usage_dict(turn.usage)
     if usage is not None:
@@ -726,16 +776,26 @@ def _prepare_turn(
 
 
 def _render_stream(
-    turn: Turn, completion_id: str, model: str, latency: LatencyModel, splitter: Splitter,
+    turn: Turn,
+    completion_id: str,
+    model: str,
+    latency: LatencyModel,
+    splitter: Splitter,
     created: int,
 ) -> StreamBytes:
     resp = turn.response
     usage = _usage_dict(turn.usage)
     # Every chunk is head + delta JSON + (finish_reason) + end: rendered by hand around
     # orjson-encoded deltas, identical to orjson.dumps of the whole chunk object.
-    head = (b'data: {"id":' + orjson.dumps(completion_id)
-            + b',"object":"chat.completion.chunk","created":' + str(created).encode()
-            + b',"model":' + orjson.dumps(model) + b',"choices":[{"index":0,"delta":')
+    head = (
+        b'data: {"id":'
+        + orjson.dumps(completion_id)
+        + b',"object":"chat.completion.chunk","created":'
+        + str(created).encode()
+        + b',"model":'
+        + orjson.dumps(model)
+        + b',"choices":[{"index":0,"delta":'
+    )
     end = b',"logprobs":null,"finish_reason":null}]}\n\n'
 
     def chunk(delta: dict[str, Any]) -> bytes:
@@ -747,9 +807,15 @@ def _render_stream(
     for piece in splitter(resp.content or ""):
         events.append(chunk({"content": piece}))
     for i, tc in enumerate(resp.tool_calls):
-        events.append(chunk({"tool_calls": [{
-            "index": i, "id": tc.id, "type": "function",
-            "function": {"name": tc.name, "arguments": ""}}]}))
+        events.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": i, "id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
+                    ]
+                }
+            )
+        )
         for piece in splitter(tc.arguments_raw):
             events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
     n_events = len(events)
@@ -767,19 +833,27 @@ def _render_stream(
         else:
             groups.append((offset, [data]))
 
-    finish = (head + b'{},"logprobs":null,"finish_reason":' + orjson.dumps(resp.finish_reason)
-              + b"}]}\n\n")
+    finish = head + b'{},"logprobs":null,"finish_reason":' + orjson.dumps(resp.finish_reason) + b"}]}\n\n"
     done = b"data: [DONE]\n\n"
     tail_usage = finish + done
     if usage is not None:
-        tail_usage = finish + _sse({
-            "id": completion_id, "object": "chat.completion.chunk", "created": created,
-            "model": model, "choices": [], "usage": usage,
-        }) + done
+        tail_usage = (
+            finish
+            + _sse(
+                {
+                    "id": completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
+            + done
+        )
     joined = tuple((offset, b"".join(parts)) for offset, parts in groups)
     size = sum(len(b) for _, b in joined) + len(finish) + len(done) + len(tail_usage)
-    return StreamBytes(groups=joined, tail=finish + done, tail_usage=tail_usage,
-                       n_events=n_events, size=size)
+    return StreamBytes(groups=joined, tail=finish + done, tail_usage=tail_usage, n_events=n_events, size=size)
 
 
 def _response_id(prepared: PreparedTurn) -> str:
@@ -792,14 +866,19 @@ def responses_output(turn: Turn) -> ResponseOutput:
     calls (a call recorded from a Responses `custom_tool_call` stays one), finish,
     error and usage."""
     resp, usage = turn.response, turn.usage
-    calls = tuple(ResponseCall(tc.id, tc.name, tc.arguments_raw, tc.type == "custom")
-                  for tc in resp.tool_calls)
+    calls = tuple(ResponseCall(tc.id, tc.name, tc.arguments_raw, tc.type == "custom") for tc in resp.tool_calls)
     return ResponseOutput(
-        content=resp.content, reasoning=resp.reasoning, calls=calls, finish_reason=resp.finish_reason,
+        content=resp.content,
+        reasoning=resp.reasoning,
+        calls=calls,
+        finish_reason=resp.finish_reason,
         error=turn.error,
-        input_tokens=usage.prompt_tokens if usage else None, output_tokens=usage.completion_tokens if usage else None,
-        cached_tokens=usage.cached_tokens if usage else None, reasoning_tokens=usage.reasoning_tokens if usage else None,
-        total_tokens=usage.total_tokens if usage else None)
+        input_tokens=usage.prompt_tokens if usage else None,
+        output_tokens=usage.completion_tokens if usage else None,
+        cached_tokens=usage.cached_tokens if usage else None,
+        reasoning_tokens=usage.reasoning_tokens if usage else None,
+        total_tokens=usage.total_tokens if usage else None,
+    )
 
 
 def _message_id(prepared: PreparedTurn) -> str:
@@ -811,8 +890,9 @@ def _messages_usage(usage: Usage | None) -> dict[str, int]:
     """The Messages usage object of a recorded usage (benchmaker.apis.anthropic_messages.usage_object)."""
     if usage is None:
         return anthropic_messages.usage_object(None, None, None)
-    return anthropic_messages.usage_object(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
-                                           getattr(usage, "cache_creation_tokens", None))
+    return anthropic_messages.usage_object(
+        usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, getattr(usage, "cache_creation_tokens", None)
+    )
 
 
 def _render_messages_stream(prepared: PreparedTurn, latency: LatencyModel, splitter: Splitter) -> StreamBytes:
@@ -821,7 +901,8 @@ def _render_messages_stream(prepared: PreparedTurn, latency: LatencyModel, split
     token events at the latency model's offsets, as the chat stream's."""
     turn = prepared.turn
     head, events, tail = anthropic_messages.stream_events(
-        _message_id(prepared), prepared.model, turn.response, _messages_usage(turn.usage), splitter)
+        _message_id(prepared), prepared.model, turn.response, _messages_usage(turn.usage), splitter
+    )
     n_events = len(events)
     offsets_s = [ms / 1000.0 for ms in latency.offsets_ms(n_events, turn.timing)]
     if events:
@@ -867,8 +948,13 @@ def _gemini_answer(prepared: PreparedTurn) -> tuple[list[tuple[str, str, Any]], 
                 args = {}
         calls.append((tc.id, tc.name, args))
     u = prepared.turn.usage
-    usage = None if u is None else gemini.usage_metadata(
-        u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens, u.total_tokens)
+    usage = (
+        None
+        if u is None
+        else gemini.usage_metadata(
+            u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens, u.total_tokens
+        )
+    )
     return calls, gemini.finish_reason(resp.finish_reason), usage
 
 
@@ -887,12 +973,18 @@ def _gemini_events(prepared: PreparedTurn, splitter: Splitter) -> tuple[list[byt
     resp = prepared.turn.response
     calls, finish, usage = _gemini_answer(prepared)
     model, rid = prepared.model, prepared.completion_id
-    events = [gemini.sse_event(gemini.response_json([{"text": piece, "thought": True}], None, None, model, rid))
-              for piece in splitter(resp.reasoning or "")]
-    events += [gemini.sse_event(gemini.response_json([{"text": piece}], None, None, model, rid))
-               for piece in splitter(resp.content or "")]
-    events += [gemini.sse_event(gemini.response_json(gemini.response_parts(None, None, [call]), None, None, model, rid))
-               for call in calls]
+    events = [
+        gemini.sse_event(gemini.response_json([{"text": piece, "thought": True}], None, None, model, rid))
+        for piece in splitter(resp.reasoning or "")
+    ]
+    events += [
+        gemini.sse_event(gemini.response_json([{"text": piece}], None, None, model, rid))
+        for piece in splitter(resp.content or "")
+    ]
+    events += [
+        gemini.sse_event(gemini.response_json(gemini.response_parts(None, None, [call]), None, None, model, rid))
+        for call in calls
+    ]
     tail = gemini.sse_event(gemini.response_json([{"text": ""}], finish, usage, model, rid))
     return events, tail
 

@@ -36,15 +36,30 @@ from benchmaker.trajectories.errors import InputError
 GRADE_KEYS = ("run_id", "sweep_point", "episode_id", "seq", "grader", "verdict", "score", "detail")
 
 
-def _grade(ep: dict[str, Any] | None, grader: str, verdict: str, score: float | None, detail: str | None,
-           run_id: str | None = None, sweep_point: str | None = None) -> dict[str, Any]:
-    return {"run_id": ep["run_id"] if ep else run_id, "sweep_point": ep["sweep_point"] if ep else sweep_point,
-            "episode_id": ep["episode_id"] if ep else None, "seq": None, "grader": grader,
-            "verdict": verdict, "score": score, "detail": detail}
+def _grade(
+    ep: dict[str, Any] | None,
+    grader: str,
+    verdict: str,
+    score: float | None,
+    detail: str | None,
+    run_id: str | None = None,
+    sweep_point: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "run_id": ep["run_id"] if ep else run_id,
+        "sweep_point": ep["sweep_point"] if ep else sweep_point,
+        "episode_id": ep["episode_id"] if ep else None,
+        "seq": None,
+        "grader": grader,
+        "verdict": verdict,
+        "score": score,
+        "detail": detail,
+    }
 
 
-def grade_episode(ep: dict[str, Any], turns: list[dict[str, Any]],
-                  requests: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def grade_episode(
+    ep: dict[str, Any], turns: list[dict[str, Any]], requests: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """The three per-episode grades (module docstring) of one episodes.jsonl record,
     its turns.jsonl records and its requests (samples.jsonl lines of its model calls;
     only `prompt_tokens` / `output_tokens` are read)."""
@@ -60,16 +75,33 @@ def grade_episode(ep: dict[str, Any], turns: list[dict[str, Any]],
     unequal = [t["turn_index"] for t in turns if t.get("byte_equal") is False]
     if unequal:
         reasons.append(f"turns not byte-equal: {unequal}")
-    out.append(_grade(ep, "replay_integrity", "wrong" if reasons else "correct", 0.0 if reasons else 1.0,
-                      "; ".join(reasons) or None))
+    out.append(
+        _grade(
+            ep,
+            "replay_integrity",
+            "wrong" if reasons else "correct",
+            0.0 if reasons else 1.0,
+            "; ".join(reasons) or None,
+        )
+    )
     if ep["usage_complete"]:
         out.append(_grade(ep, "usage_coverage", "correct", 1.0, None))
     else:
         calls = requests or [t for t in turns if "prompt_tokens" in t]  # else an old bundle's turn lines
-        missing = (str(sum(1 for c in calls if c.get("prompt_tokens") is None or c.get("output_tokens") is None))
-                   if calls else "an unknown number")
-        out.append(_grade(ep, "usage_coverage", "wrong", 0.0,
-                          f"usage missing on {missing} of {ep['n_requests']} model calls; token totals null"))
+        missing = (
+            str(sum(1 for c in calls if c.get("prompt_tokens") is None or c.get("output_tokens") is None))
+            if calls
+            else "an unknown number"
+        )
+        out.append(
+            _grade(
+                ep,
+                "usage_coverage",
+                "wrong",
+                0.0,
+                f"usage missing on {missing} of {ep['n_requests']} model calls; token totals null",
+            )
+        )
     resolved = ep["resolved"]
     if ep["reverified"]:
         v = "resolved" if resolved else "unresolved"
@@ -108,13 +140,22 @@ def _requests_by_episode(samples: Sequence[Path]) -> dict[str, list[dict[str, An
             eid = (s.get("meta") or {}).get("episode_id")
             if eid is not None:
                 by_ep.setdefault(eid, []).append(
-                    {"prompt_tokens": s.get("prompt_tokens"), "output_tokens": s.get("output_tokens")})
+                    {"prompt_tokens": s.get("prompt_tokens"), "output_tokens": s.get("output_tokens")}
+                )
     return by_ep
 
 
-def grade_files(episodes: Path, turns: Path, out: Path, *, samples: Sequence[Path] = (),
-                server_stats: Path | None = None, concurrency: Path | None = None, run_id: str | None = None,
-                sweep_point: str | None = None) -> list[dict[str, Any]]:
+def grade_files(
+    episodes: Path,
+    turns: Path,
+    out: Path,
+    *,
+    samples: Sequence[Path] = (),
+    server_stats: Path | None = None,
+    concurrency: Path | None = None,
+    run_id: str | None = None,
+    sweep_point: str | None = None,
+) -> list[dict[str, Any]]:
     """Grade every episode of `episodes` (with its turns from `turns` and its model
     calls from the `samples` files: the point's samples*.jsonl), plus the sweep-point
     grades when `server_stats` / `concurrency` files exist; write them to `out` (one
@@ -137,15 +178,30 @@ def grade_files(episodes: Path, turns: Path, out: Path, *, samples: Sequence[Pat
         st = json.loads(server_stats.read_text())
         m, d = st["misses"]["total"], st["divergences"]["total"]
         bad = m or d
-        grades.append(_grade(None, "server_integrity", "wrong" if bad else "correct", 0.0 if bad else 1.0,
-                             f"server misses {st['misses']}, divergences {st['divergences']}",
-                             run_id, sweep_point))
+        grades.append(
+            _grade(
+                None,
+                "server_integrity",
+                "wrong" if bad else "correct",
+                0.0 if bad else 1.0,
+                f"server misses {st['misses']}, divergences {st['divergences']}",
+                run_id,
+                sweep_point,
+            )
+        )
     if concurrency is not None and concurrency.exists():
         pr = json.loads(concurrency.read_text())
-        grades.append(_grade(None, "concurrency_proof", "correct" if pr["valid"] else "wrong",
-                             1.0 if pr["valid"] else 0.0,
-                             pr["reason"] or f"max in flight {pr['max_in_flight']} of {pr['concurrency']}",
-                             run_id, sweep_point))
+        grades.append(
+            _grade(
+                None,
+                "concurrency_proof",
+                "correct" if pr["valid"] else "wrong",
+                1.0 if pr["valid"] else 0.0,
+                pr["reason"] or f"max in flight {pr['max_in_flight']} of {pr['concurrency']}",
+                run_id,
+                sweep_point,
+            )
+        )
     tmp = out.with_suffix(out.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for g in grades:

@@ -89,27 +89,65 @@ LIVE_FORMAT = "benchmaker-live"
 """`source.format` of trajectories written by the live agent."""
 
 PI_TOOL_SCHEMAS: list[dict[str, Any]] = [
-    {"type": "function", "function": {
-        "name": "bash", "description": "Run a bash command in the repository; returns stdout and stderr.",
-        "parameters": {"type": "object", "properties": {
-            "command": {"type": "string", "description": "The command."},
-            "timeout": {"type": "number", "description": "Timeout in seconds (default 180)."}},
-            "required": ["command"]}}},
-    {"type": "function", "function": {
-        "name": "read", "description": "Read a text file (first 2000 lines / 50 KB; use offset/limit for more).",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "offset": {"type": "integer", "description": "1-based first line."},
-            "limit": {"type": "integer", "description": "Number of lines."}},
-            "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "write", "description": "Create or overwrite a file.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}}},
-    {"type": "function", "function": {
-        "name": "edit", "description": "Replace one exact, unique occurrence of oldText with newText in a file.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "oldText": {"type": "string"}, "newText": {"type": "string"}},
-            "required": ["path", "oldText", "newText"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a bash command in the repository; returns stdout and stderr.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command."},
+                    "timeout": {"type": "number", "description": "Timeout in seconds (default 180)."},
+                },
+                "required": ["command"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read",
+            "description": "Read a text file (first 2000 lines / 50 KB; use offset/limit for more).",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "offset": {"type": "integer", "description": "1-based first line."},
+                    "limit": {"type": "integer", "description": "Number of lines."},
+                },
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write",
+            "description": "Create or overwrite a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "edit",
+            "description": "Replace one exact, unique occurrence of oldText with newText in a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "oldText": {"type": "string"},
+                    "newText": {"type": "string"},
+                },
+                "required": ["path", "oldText", "newText"],
+            },
+        },
+    },
 ]
 """OpenAI `tools` for pi's bash/read/write/edit (argument names as benchmaker.agent.tools runs them)."""
 
@@ -135,8 +173,10 @@ def load_live_task(task_dir: Path) -> LiveTask:
         raise InputError(path, None, "prompt", "expected a string", text)
     if not text:
         test = spec.test_command or "the test suite"
-        text = (f"The tests of this repository fail. Find and fix the bug so that `{test}` passes. "
-                "Use the tools to read, edit and run code; answer without a tool call when done.")
+        text = (
+            f"The tests of this repository fail. Find and fix the bug so that `{test}` passes. "
+            "Use the tools to read, edit and run code; answer without a tool call when done."
+        )
     return LiveTask(spec, f"task_id: {spec.task_id}\n{text}")
 
 
@@ -162,9 +202,13 @@ def _usage(call: ChatResult) -> Usage | None:
     def nat(v: Any) -> int | None:
         return v if isinstance(v, int) and v >= 0 else None
 
-    return Usage(prompt_tokens=nat(call.prompt_tokens), completion_tokens=nat(call.output_tokens),
-                 cached_tokens=nat(call.cached_tokens), reasoning_tokens=nat(reasoning),
-                 total_tokens=nat(u.get("total_tokens")))
+    return Usage(
+        prompt_tokens=nat(call.prompt_tokens),
+        completion_tokens=nat(call.output_tokens),
+        cached_tokens=nat(call.cached_tokens),
+        reasoning_tokens=nat(reasoning),
+        total_tokens=nat(u.get("total_tokens")),
+    )
 
 
 def _timing(call: ChatResult) -> Timing:
@@ -185,8 +229,14 @@ def _response(call: ChatResult, turn: int) -> Response:
             parsed = json.loads(tc.arguments) if tc.arguments else None
         except ValueError:
             parsed = None
-        tcs.append(ToolCall(id=tc.id, name=tc.name, arguments_raw=tc.arguments,
-                            arguments=parsed if isinstance(parsed, dict) else None))
+        tcs.append(
+            ToolCall(
+                id=tc.id,
+                name=tc.name,
+                arguments_raw=tc.arguments,
+                arguments=parsed if isinstance(parsed, dict) else None,
+            )
+        )
     finish = call.finish_reason if call.finish_reason in _FINISH else ("tool_calls" if tcs else "stop")
     return Response(content=call.content, reasoning=call.reasoning, tool_calls=tcs, finish_reason=finish)
 
@@ -230,13 +280,22 @@ async def run_live_episode(
         raise ValueError(f"max_turns: expected >= 1 (got {max_turns})")
     t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
     eid = episode_id or uuid.uuid4().hex[:16]
-    ep = Episode(run_id=run_id, sweep_point=None, concurrency=concurrency, episode_id=eid, trajectory_id=eid,
-                 task_id=task.spec.task_id, mode="execute", worker=worker,
-                 started_ns=time.perf_counter_ns() - t0, ended_ns=0)
+    ep = Episode(
+        run_id=run_id,
+        sweep_point=None,
+        concurrency=concurrency,
+        episode_id=eid,
+        trajectory_id=eid,
+        task_id=task.spec.task_id,
+        mode="execute",
+        worker=worker,
+        started_ns=time.perf_counter_ns() - t0,
+        ended_ns=0,
+    )
     records: list[TurnRecord] = []
     turns: list[Turn] = []
     calls: list[ChatResult] = []
-    messages: list[dict[str, Any]] = ([{"role": "system", "content": system}] if system is not None else [])
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system is not None else []
     messages.append({"role": "user", "content": task.prompt})
     terminated_by = "max_turns"
     own_client = client is None
@@ -254,8 +313,14 @@ async def run_live_episode(
             miss = MISS_BY_STATUS.get(call.status or 0) if call.outcome == Outcome.HTTP_ERROR.value else None
             if miss:
                 setattr(ep, f"misses_{miss}", getattr(ep, f"misses_{miss}") + 1)
-            rec = TurnRecord(run_id=run_id, sweep_point=None, episode_id=eid, turn_index=i, miss_kind=miss,
-                             n_tool_calls=len(call.tool_calls))
+            rec = TurnRecord(
+                run_id=run_id,
+                sweep_point=None,
+                episode_id=eid,
+                turn_index=i,
+                miss_kind=miss,
+                n_tool_calls=len(call.tool_calls),
+            )
             records.append(rec)
             if sample_sink is not None:
                 sample = call.sample
@@ -268,8 +333,11 @@ async def run_live_episode(
             if not _served(call):
                 terminated_by = "error"
                 ep.outcome = "timeout" if call.outcome == Outcome.TIMEOUT.value else "error"
-                ep.error = f"turn {i}: {call.outcome}" + (f" {call.status}" if call.status else "") + (
-                    f": {call.error}" if call.error else "")
+                ep.error = (
+                    f"turn {i}: {call.outcome}"
+                    + (f" {call.status}" if call.status else "")
+                    + (f": {call.error}" if call.error else "")
+                )
                 break
             ep.n_turns += 1
             response = _response(call, i)
@@ -282,12 +350,20 @@ async def run_live_episode(
                     args = None
                 out = await run_pi_tool(sb, tc.name, args if isinstance(args, dict) else None)
                 rec.tool_time_ns += out.duration_ns
-                observations.append(Observation(tool_call_id=tc.id, name=tc.name, content=out.content,
-                                                is_error=out.is_error, exit_code=out.exit_code))
+                observations.append(
+                    Observation(
+                        tool_call_id=tc.id,
+                        name=tc.name,
+                        content=out.content,
+                        is_error=out.is_error,
+                        exit_code=out.exit_code,
+                    )
+                )
                 messages.append(observation_message(out, tc.id, send_status_fields=send_status_fields))
             ep.tool_time_ns += rec.tool_time_ns
-            turns.append(Turn(index=i, response=response, usage=_usage(call), timing=_timing(call),
-                              observations=observations))
+            turns.append(
+                Turn(index=i, response=response, usage=_usage(call), timing=_timing(call), observations=observations)
+            )
             if not call.tool_calls:
                 terminated_by = "stop"
                 break
@@ -310,9 +386,14 @@ async def run_live_episode(
                 pass
         _finish(ep, calls, diff, verdict, t0)
     traj = Trajectory(
-        trajectory_id=eid, source=Source(format=LIVE_FORMAT, path=source_path, sha256="0" * 64),
-        task_id=task.spec.task_id, match_key=match_key_for_messages([task.prompt]), model=model, system=system,
-        first_user=task.prompt, terminated_by=terminated_by,
+        trajectory_id=eid,
+        source=Source(format=LIVE_FORMAT, path=source_path, sha256="0" * 64),
+        task_id=task.spec.task_id,
+        match_key=match_key_for_messages([task.prompt]),
+        model=model,
+        system=system,
+        first_user=task.prompt,
+        terminated_by=terminated_by,
         outcome=RecordedOutcome(patch=diff, resolved=verdict.resolved if verdict else None, exit_status=terminated_by),
         turns=turns,
     )
@@ -344,8 +425,16 @@ def _grade(res: LiveEpisodeResult, run_id: str) -> dict[str, Any]:
         verdict = "resolved" if v.resolved else "unresolved"
         detail = v.error or (f"exit_code={v.exit_code}" if v.exit_code is not None else None)
     score = None if verdict == "error" else (1.0 if verdict == "resolved" else 0.0)
-    return {"run_id": run_id, "sweep_point": None, "episode_id": res.episode.episode_id, "seq": None,
-            "grader": "verifier", "verdict": verdict, "score": score, "detail": detail}
+    return {
+        "run_id": run_id,
+        "sweep_point": None,
+        "episode_id": res.episode.episode_id,
+        "seq": None,
+        "grader": "verifier",
+        "verdict": verdict,
+        "score": score,
+        "detail": detail,
+    }
 
 
 @dataclass(slots=True)
@@ -369,8 +458,16 @@ class _LiveWorkload:
     the run's files (module docstring); each model call is an engine Sample in
     samples.jsonl."""
 
-    def __init__(self, tasks: list[LiveTask], base_url: str, out_dir: Path, run_id: str, concurrency: int,
-                 episode_kwargs: dict[str, Any], transport: str = "raw"):
+    def __init__(
+        self,
+        tasks: list[LiveTask],
+        base_url: str,
+        out_dir: Path,
+        run_id: str,
+        concurrency: int,
+        episode_kwargs: dict[str, Any],
+        transport: str = "raw",
+    ):
         self.name = "live-agent"
         self.tasks = tasks
         self.base_url = base_url
@@ -427,13 +524,26 @@ class _LiveWorkload:
         slot = heapq.heappop(self._free) if self._free else self._next_slot
         if slot == self._next_slot:
             self._next_slot += 1
-        client = ModelClient(self.base_url, api_key=self.kwargs.get("api_key"), model=self.kwargs.get("model"),
-                             transport=self._transport, t0_ns=t0_ns)
+        client = ModelClient(
+            self.base_url,
+            api_key=self.kwargs.get("api_key"),
+            model=self.kwargs.get("model"),
+            transport=self._transport,
+            t0_ns=t0_ns,
+        )
         try:
             res = await run_live_episode(
-                task, self.base_url, client=client, run_id=self.run_id,
-                episode_id=f"{self.run_id}-{task.spec.task_id}-{attempt}", worker=slot, concurrency=self.concurrency,
-                t0_ns=t0_ns, source_path=str(self.files["trajectories"]), sample_sink=sink, **self.kwargs,
+                task,
+                self.base_url,
+                client=client,
+                run_id=self.run_id,
+                episode_id=f"{self.run_id}-{task.spec.task_id}-{attempt}",
+                worker=slot,
+                concurrency=self.concurrency,
+                t0_ns=t0_ns,
+                source_path=str(self.files["trajectories"]),
+                sample_sink=sink,
+                **self.kwargs,
             )
         finally:
             heapq.heappush(self._free, slot)
@@ -447,8 +557,14 @@ class _LiveWorkload:
             f.flush()
         writer.flush()
         ep = res.episode
-        sample.meta = {"episode_id": ep.episode_id, "task_id": ep.task_id, "slot": slot, "n_turns": ep.n_turns,
-                       "n_requests": ep.n_requests, "resolved": ep.resolved}
+        sample.meta = {
+            "episode_id": ep.episode_id,
+            "task_id": ep.task_id,
+            "slot": slot,
+            "n_turns": ep.n_turns,
+            "n_requests": ep.n_requests,
+            "resolved": ep.resolved,
+        }
         if ep.outcome == "ok":
             sample.outcome = Outcome.OK.value
         else:
@@ -493,13 +609,28 @@ async def run_live(
     if not tasks:
         raise ValueError("tasks: expected at least one task (got [])")
     out_dir.mkdir(parents=True, exist_ok=True)
-    kwargs = dict(model=model, sandbox_factory=sandbox_factory, api_key=api_key, system=system, max_turns=max_turns,
-                  stream=stream, send_status_fields=send_status_fields, extra_body=extra_body)
+    kwargs = dict(
+        model=model,
+        sandbox_factory=sandbox_factory,
+        api_key=api_key,
+        system=system,
+        max_turns=max_turns,
+        stream=stream,
+        send_status_fields=send_status_fields,
+        extra_body=extra_body,
+    )
     wl = _LiveWorkload(tasks, base_url, out_dir, run_id, concurrency, kwargs, transport)
     staging = out_dir / "_engine"
-    cfg = BenchConfig(load=f"closed:{concurrency}", max_requests=attempts * len(tasks), run_id=run_id,
-                      kind="live-agent", out_dir=staging, drain_s=7 * 24 * 3600.0, transport=transport,
-                      timeouts=Timeouts(connect_s=None, total_s=None))
+    cfg = BenchConfig(
+        load=f"closed:{concurrency}",
+        max_requests=attempts * len(tasks),
+        run_id=run_id,
+        kind="live-agent",
+        out_dir=staging,
+        drain_s=7 * 24 * 3600.0,
+        transport=transport,
+        timeouts=Timeouts(connect_s=None, total_s=None),
+    )
     runner = BenchRunner(cfg, workload=wl, samples_name="episode_samples.jsonl", start_at_ns=t0_ns)
     result = await runner.run()
     os.replace(result.bundle_dir / "episode_samples.jsonl", out_dir / "episode_samples.jsonl")

@@ -35,9 +35,21 @@ from benchmaker.replay_server.latency import LatencyModel, parse_latency
 from benchmaker.sweep.sweep import episode_plan, point_name
 from benchmaker.trajectories.trajectory import Trajectory, Turn
 
-__all__ = ["CALL_OVERHEAD_S", "CONTEXT_S_PER_KCHAR", "PlanTrajectory", "PointPlan", "SweepPlan", "call_seconds",
-           "context_chars", "format_plan", "plan_trajectories", "plan_trajectory", "planned_totals", "planned_work",
-           "sweep_plan"]
+__all__ = [
+    "CALL_OVERHEAD_S",
+    "CONTEXT_S_PER_KCHAR",
+    "PlanTrajectory",
+    "PointPlan",
+    "SweepPlan",
+    "call_seconds",
+    "context_chars",
+    "format_plan",
+    "plan_trajectories",
+    "plan_trajectory",
+    "planned_totals",
+    "planned_work",
+    "sweep_plan",
+]
 
 CALL_OVERHEAD_S = 0.005
 """Seconds of client + harness + replay-server work per model call at `instant` latency,
@@ -81,8 +93,13 @@ class SweepPlan:
         return sum(p.estimated_s for p in self.points)
 
 
-def call_seconds(turn: Turn, latency: str, call_overhead_s: float = CALL_OVERHEAD_S,
-                 context_kchars: float = 0.0, context_s_per_kchar: float = CONTEXT_S_PER_KCHAR) -> float:
+def call_seconds(
+    turn: Turn,
+    latency: str,
+    call_overhead_s: float = CALL_OVERHEAD_S,
+    context_kchars: float = 0.0,
+    context_s_per_kchar: float = CONTEXT_S_PER_KCHAR,
+) -> float:
     """Estimated seconds of one replayed model call sending `context_kchars` thousand
     characters of context (module docstring). Raises benchmaker.replay_server.latency.LatencySpecError for
     a bad `latency`."""
@@ -107,8 +124,9 @@ def _turn_cost(turn: Turn) -> tuple[int, int, float | None]:
     r = turn.response
     added = len(r.content or "") + len(r.reasoning or "") + sum(len(c.arguments_raw) for c in r.tool_calls)
     added += sum(len(o.content) for o in turn.observations) + sum(map(len, turn.user_after))
-    tokens = (turn.usage.completion_tokens if turn.usage and turn.usage.completion_tokens else None) \
-        or max(1, len((r.content or "") + (r.reasoning or "")) // 4)
+    tokens = (turn.usage.completion_tokens if turn.usage and turn.usage.completion_tokens else None) or max(
+        1, len((r.content or "") + (r.reasoning or "")) // 4
+    )
     ms = None
     if turn.timing is not None:
         ms = turn.timing.duration_ms if turn.timing.duration_ms is not None else (turn.timing.ttft_ms or 0.0)
@@ -123,8 +141,9 @@ def _dict_turn_cost(turn: dict) -> tuple[int, int, float | None]:
     added = len(content) + len(reasoning) + sum(len(c["arguments_raw"]) for c in r["tool_calls"])
     added += sum(len(o["content"]) for o in turn["observations"]) + sum(map(len, turn["user_after"]))
     usage, timing = turn["usage"], turn["timing"]
-    tokens = (usage["completion_tokens"] if usage and usage["completion_tokens"] else None) \
-        or max(1, (len(content) + len(reasoning)) // 4)
+    tokens = (usage["completion_tokens"] if usage and usage["completion_tokens"] else None) or max(
+        1, (len(content) + len(reasoning)) // 4
+    )
     ms = None
     if timing is not None:
         ms = timing["duration_ms"] if timing["duration_ms"] is not None else (timing["ttft_ms"] or 0.0)
@@ -150,7 +169,9 @@ class PlanTrajectory:
         return self.context_kchars
 
 
-def _plan_trajectory(trajectory_id: str, start_chars: int, costs: list[tuple[int, int, float | None]]) -> PlanTrajectory:
+def _plan_trajectory(
+    trajectory_id: str, start_chars: int, costs: list[tuple[int, int, float | None]]
+) -> PlanTrajectory:
     size, ctx = start_chars, []
     for added, _, _ in costs:
         ctx.append(size / 1000.0)
@@ -204,8 +225,9 @@ def _makespan(durations: Sequence[float], slots: int) -> float:
     return end
 
 
-def planned_totals(trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None,
-                   duration_s: float | None) -> tuple[int | None, int | None]:
+def planned_totals(
+    trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None, duration_s: float | None
+) -> tuple[int | None, int | None]:
     """(episodes, model calls) a point will play: its episode plan (benchmaker.sweep.sweep.episode_plan;
     one per trajectory for an open-loop point without `episodes`) and the recorded turns
     of those episodes; (None, None) for a point run for a duration."""
@@ -219,10 +241,16 @@ def planned_totals(trajectories: Sequence[Trajectory], concurrency: int | None, 
     return len(plan), sum(len(t.turns) for t in plan)
 
 
-def sweep_plan(trajectories: Sequence[Trajectory | PlanTrajectory], concurrency_sweep: Sequence[int], *,
-               episodes_per_point: int | None = None, duration_s: float | None = None, latency: str = "instant",
-               call_overhead_s: float = CALL_OVERHEAD_S,
-               context_s_per_kchar: float = CONTEXT_S_PER_KCHAR) -> SweepPlan:
+def sweep_plan(
+    trajectories: Sequence[Trajectory | PlanTrajectory],
+    concurrency_sweep: Sequence[int],
+    *,
+    episodes_per_point: int | None = None,
+    duration_s: float | None = None,
+    latency: str = "instant",
+    call_overhead_s: float = CALL_OVERHEAD_S,
+    context_s_per_kchar: float = CONTEXT_S_PER_KCHAR,
+) -> SweepPlan:
     """The plan of a closed-loop replay sweep (module docstring) of Trajectories or their
     PlanTrajectory (`plan_trajectories`: the same plan). Raises ValueError for no
     trajectories or a concurrency < 1, LatencySpecError for a bad `latency`."""
@@ -230,11 +258,16 @@ def sweep_plan(trajectories: Sequence[Trajectory | PlanTrajectory], concurrency_
         raise ValueError("trajectories: expected at least one trajectory (got none)")
     model = parse_latency(latency)
     plans = [plan_trajectory(t) for t in trajectories]
-    episode_s = {t.trajectory_id: sum(_call_seconds(model, tokens, ms, call_overhead_s + k * context_s_per_kchar)
-                                      for k, tokens, ms in zip(t.context_kchars, t.tokens, t.recorded_ms, strict=True))
-                 for t in plans}
-    cpu_s = {t.trajectory_id: len(t.turns) * call_overhead_s + sum(t.context_kchars) * context_s_per_kchar
-             for t in plans}
+    episode_s = {
+        t.trajectory_id: sum(
+            _call_seconds(model, tokens, ms, call_overhead_s + k * context_s_per_kchar)
+            for k, tokens, ms in zip(t.context_kchars, t.tokens, t.recorded_ms, strict=True)
+        )
+        for t in plans
+    }
+    cpu_s = {
+        t.trajectory_id: len(t.turns) * call_overhead_s + sum(t.context_kchars) * context_s_per_kchar for t in plans
+    }
     mean_episode_s = sum(episode_s.values()) / len(episode_s)
     points = []
     for c in concurrency_sweep:
@@ -245,13 +278,26 @@ def sweep_plan(trajectories: Sequence[Trajectory | PlanTrajectory], concurrency_
             continue
         plan = episode_plan(plans, c, episodes_per_point)
         n_calls = sum(len(t.turns) for t in plan)
-        points.append(PointPlan(point_name(c), c, len(plan), n_calls,
-                                max(_makespan([episode_s[t.trajectory_id] for t in plan], c),
-                                    sum(cpu_s[t.trajectory_id] for t in plan))))
-    return SweepPlan(points=points, trajectories=len(plans),
-                     calls_per_trajectory=[len(t.turns) for t in plans], latency=latency,
-                     call_overhead_s=call_overhead_s, duration_s=duration_s,
-                     context_s_per_kchar=context_s_per_kchar)
+        points.append(
+            PointPlan(
+                point_name(c),
+                c,
+                len(plan),
+                n_calls,
+                max(
+                    _makespan([episode_s[t.trajectory_id] for t in plan], c), sum(cpu_s[t.trajectory_id] for t in plan)
+                ),
+            )
+        )
+    return SweepPlan(
+        points=points,
+        trajectories=len(plans),
+        calls_per_trajectory=[len(t.turns) for t in plans],
+        latency=latency,
+        call_overhead_s=call_overhead_s,
+        duration_s=duration_s,
+        context_s_per_kchar=context_s_per_kchar,
+    )
 
 
 def _duration(s: float) -> str:
@@ -266,17 +312,21 @@ def format_plan(plan: SweepPlan) -> str:
     """The plan as text: one line per point (episodes x model calls, estimate), the total,
     and what the estimate assumed."""
     calls = plan.calls_per_trajectory
-    lines = [f"plan: {len(plan.points)} sweep point(s) x {plan.trajectories} trajectory(ies) "
-             f"({min(calls)}-{max(calls)} model calls each, {sum(calls)} in all)"]
+    lines = [
+        f"plan: {len(plan.points)} sweep point(s) x {plan.trajectories} trajectory(ies) "
+        f"({min(calls)}-{max(calls)} model calls each, {sum(calls)} in all)"
+    ]
     for p in plan.points:
         if p.episodes is None:
             what = f"episodes for {plan.duration_s:g} s"
         else:
             what = f"{p.episodes} episode(s), {p.model_calls} model calls"
         lines.append(f"  {p.sweep_point:<6} {p.concurrency} in flight: {what}, ~{_duration(p.estimated_s)}")
-    lines.append(f"  total ~{_duration(plan.estimated_s)} (estimate: {plan.call_overhead_s * 1000:g} ms a call + "
-                 f"{plan.context_s_per_kchar * 1e6:g} us per 1000 characters of context + latency {plan.latency}; "
-                 f"tool time not counted; the live ETA refines it)")
+    lines.append(
+        f"  total ~{_duration(plan.estimated_s)} (estimate: {plan.call_overhead_s * 1000:g} ms a call + "
+        f"{plan.context_s_per_kchar * 1e6:g} us per 1000 characters of context + latency {plan.latency}; "
+        f"tool time not counted; the live ETA refines it)"
+    )
     return "\n".join(lines)
 
 
@@ -290,8 +340,9 @@ def context_chars(trajectory: Trajectory) -> list[float]:
     return list(plan_trajectory(trajectory).context_kchars)
 
 
-def planned_work(trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None,
-                 duration_s: float | None) -> list[list[float]] | None:
+def planned_work(
+    trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None, duration_s: float | None
+) -> list[list[float]] | None:
     """Per planned episode of a point (`planned_totals`' plan, in order), the
     `context_chars` of each of its calls; None for a point run for a duration."""
     if duration_s is not None:

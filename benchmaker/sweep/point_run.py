@@ -148,32 +148,58 @@ async def play_episodes(
     out_dir.mkdir(parents=True, exist_ok=True)
     n_max = episodes if duration_s is not None else (episodes or len(trajectories))
     if workers > 1 and (mode != "recorded" or sandbox_factory is not None):
-        raise ValueError(f"workers: more than one engine worker needs mode recorded without a sandbox "
-                         f"(got workers={workers}, mode={mode})")
+        raise ValueError(
+            f"workers: more than one engine worker needs mode recorded without a sandbox "
+            f"(got workers={workers}, mode={mode})"
+        )
     wl_args: dict[str, Any] = dict(
-        run_id=run_id, sweep_point=sweep_point, concurrency=concurrency, mode=mode,
-        sandbox_factory=sandbox_factory, tasks=tasks, command=command, api_key=api_key,
-        episode_prefix=episode_prefix, index_start=index_start if duration_s is not None else 0,
-        index_step=index_step if duration_s is not None else 1, transport=transport,
+        run_id=run_id,
+        sweep_point=sweep_point,
+        concurrency=concurrency,
+        mode=mode,
+        sandbox_factory=sandbox_factory,
+        tasks=tasks,
+        command=command,
+        api_key=api_key,
+        episode_prefix=episode_prefix,
+        index_start=index_start if duration_s is not None else 0,
+        index_step=index_step if duration_s is not None else 1,
+        transport=transport,
     )
     staging = out_dir / "_engine"
     cfg = BenchConfig(
-        load=load, duration_s=duration_s, max_requests=n_max, run_id=run_id, kind="agent-replay",
-        sweep_point=sweep_point, out_dir=staging, seed=seed, drain_s=_NO_DRAIN_S,
+        load=load,
+        duration_s=duration_s,
+        max_requests=n_max,
+        run_id=run_id,
+        kind="agent-replay",
+        sweep_point=sweep_point,
+        out_dir=staging,
+        seed=seed,
+        drain_s=_NO_DRAIN_S,
         timeouts=Timeouts(connect_s=None, total_s=None),  # each model call has its own (ModelClient)
-        checks=checks or {}, transport=transport,
+        checks=checks or {},
+        transport=transport,
     )
     if workers > 1:
-        factory = partial(single_lane, partial(EpisodeWorkload, list(trajectories), base_url, out_dir,
-                                               per_worker_files=True, **wl_args))
+        factory = partial(
+            single_lane,
+            partial(EpisodeWorkload, list(trajectories), base_url, out_dir, per_worker_files=True, **wl_args),
+        )
         result = await asyncio.to_thread(run_sharded, cfg, factory, workers, base_dir=base_dir)
         workload = EpisodeWorkload(trajectories, base_url, out_dir, **wl_args)
         intervals = _merge_worker_files(out_dir, result.bundle_dir, workers)
         n_calls = sum(_count_lines(p) for p in out_dir.glob("samples-w*.jsonl"))
     else:
         workload = EpisodeWorkload(trajectories, base_url, out_dir, keep_results=keep_results, **wl_args)
-        runner = BenchRunner(cfg, workload=workload, samples_name=EPISODE_SAMPLES, start_at_ns=start_at_ns,
-                             ready=ready, base_dir=base_dir)
+        runner = BenchRunner(
+            cfg,
+            workload=workload,
+            samples_name=EPISODE_SAMPLES,
+            start_at_ns=start_at_ns,
+            ready=ready,
+            base_dir=base_dir,
+        )
         result = await runner.run()
         os.replace(result.bundle_dir / EPISODE_SAMPLES, out_dir / EPISODE_SAMPLES)
         intervals, n_calls = workload.intervals, workload.n_calls
@@ -298,22 +324,42 @@ async def run_point(
     sp = replay_point_name(None, load)
     pdir = reset_point_dir(point_dir(run_dir, sp))
     if duration_s is None:
-        plan = episode_plan(trajectories, target_c or 1, episodes) if closed else episode_plan(
-            trajectories, 1, episodes)
+        plan = (
+            episode_plan(trajectories, target_c or 1, episodes) if closed else episode_plan(trajectories, 1, episodes)
+        )
     else:
         plan = list(trajectories)
     played = await play_episodes(
-        plan, base_url, pdir, run_id=run_id, sweep_point=sp, load=load,
-        episodes=episodes if duration_s is not None else len(plan), duration_s=duration_s,
-        concurrency=target_c, mode=mode, sandbox_factory=sandbox_factory, tasks=tasks, command=command,
-        api_key=api_key, start_at_ns=t0_ns if closed and workers == 1 else None, seed=seed, workers=workers,
-        checks=checks, transport=transport,
+        plan,
+        base_url,
+        pdir,
+        run_id=run_id,
+        sweep_point=sp,
+        load=load,
+        episodes=episodes if duration_s is not None else len(plan),
+        duration_s=duration_s,
+        concurrency=target_c,
+        mode=mode,
+        sandbox_factory=sandbox_factory,
+        tasks=tasks,
+        command=command,
+        api_key=api_key,
+        start_at_ns=t0_ns if closed and workers == 1 else None,
+        seed=seed,
+        workers=workers,
+        checks=checks,
+        transport=transport,
     )
     verdict = played.engine_summary["verdict"]
     row = summarize_point(
-        pdir, sweep_point=sp, concurrency=target_c, rate_per_s=model.target_rate_per_s(),
-        episodes_target=len(plan) if duration_s is None else episodes, duration_s=duration_s,
-        verdict_reasons=[f"engine: {r}" for r in verdict["reasons"]], run_id=run_id,
+        pdir,
+        sweep_point=sp,
+        concurrency=target_c,
+        rate_per_s=model.target_rate_per_s(),
+        episodes_target=len(plan) if duration_s is None else episodes,
+        duration_s=duration_s,
+        verdict_reasons=[f"engine: {r}" for r in verdict["reasons"]],
+        run_id=run_id,
     )
     row.update(engine_self_checks(played.engine_summary))
     write_point_summary(pdir, row)

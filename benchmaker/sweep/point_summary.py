@@ -126,8 +126,10 @@ def _relation(paths: list[Path], columns: dict[str, str], sweep_point: str) -> s
     typed = "{" + ", ".join(f"'{k}': '{v}'" for k, v in columns.items()) + "}"
     files = "[" + ", ".join(_quoted(p) for p in paths) + "]"
     sp = "'" + sweep_point.replace("'", "''") + "'"
-    return (f"SELECT * REPLACE ({sp} AS sweep_point) FROM read_json({files}, "
-            f"format='newline_delimited', columns={typed}, maximum_object_size=268435456)")
+    return (
+        f"SELECT * REPLACE ({sp} AS sweep_point) FROM read_json({files}, "
+        f"format='newline_delimited', columns={typed}, maximum_object_size=268435456)"
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -178,18 +180,22 @@ def summarize_point(
         con.execute(f"CREATE TEMP VIEW samples AS {_relation(sample_files, SAMPLE_COLUMNS, sweep_point)}")
         create_run_slo(con)  # a sweep declares no SLO (nor does its manifest: runs.slo)
         con.execute(f"CREATE TEMP VIEW samples_summary AS {summary_sql().strip().rstrip(';')}")
-        con.execute(f"CREATE TEMP VIEW episodes AS "
-                    f"{_relation([pdir / 'episodes.jsonl'], EPISODE_COLUMNS, sweep_point)}")
+        con.execute(
+            f"CREATE TEMP VIEW episodes AS {_relation([pdir / 'episodes.jsonl'], EPISODE_COLUMNS, sweep_point)}"
+        )
         con.execute(f"CREATE TEMP VIEW turns AS {_relation([pdir / 'turns.jsonl'], TURN_COLUMNS, sweep_point)}")
         con.execute(f"CREATE TEMP VIEW episodes_summary AS {episode_summary_sql().strip().rstrip(';')}")
         if run_id is None:
-            found = con.execute("SELECT coalesce((SELECT any_value(run_id) FROM samples), "
-                                "(SELECT any_value(run_id) FROM episodes))").fetchone()
+            found = con.execute(
+                "SELECT coalesce((SELECT any_value(run_id) FROM samples), (SELECT any_value(run_id) FROM episodes))"
+            ).fetchone()
             run_id = found[0] if found and found[0] is not None else ""
         cols = ", ".join(f"{k} {t}" for k, t in _POINT_COLUMNS.items())
         con.execute(f"CREATE TEMP TABLE sweep_points ({cols})")
-        con.execute("INSERT INTO sweep_points VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [run_id, sweep_point, concurrency, rate_per_s, episodes_target, shards, reasons])
+        con.execute(
+            "INSERT INTO sweep_points VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [run_id, sweep_point, concurrency, rate_per_s, episodes_target, shards, reasons],
+        )
         cur = con.execute(sweep_summary_sql())
         names = [d[0] for d in cur.description]
         values = cur.fetchone()
@@ -231,11 +237,16 @@ def engine_point_row(
     `summary` has no target lanes or verdict."""
     lane = next(iter(summary["target"]["lanes"].values()))
     target = summary["target"].get("target_concurrency")
-    row = summarize_point(pdir, sweep_point=sweep_point,
-                          concurrency=target if target is not None else lane["concurrency"],
-                          rate_per_s=lane["target_rate_per_s"], duration_s=duration_s,
-                          verdict_reasons=list(summary["verdict"]["reasons"]), shards=shards,
-                          run_id=summary.get("run_id"))
+    row = summarize_point(
+        pdir,
+        sweep_point=sweep_point,
+        concurrency=target if target is not None else lane["concurrency"],
+        rate_per_s=lane["target_rate_per_s"],
+        duration_s=duration_s,
+        verdict_reasons=list(summary["verdict"]["reasons"]),
+        shards=shards,
+        run_id=summary.get("run_id"),
+    )
     return {"load": lane["load"], **row}
 
 
@@ -267,11 +278,13 @@ def sweep_table_markdown(rows: Sequence[dict[str, Any]], title: str | None = Non
     lines.append("|" + "---|" * len(headers))
     lines.extend("| " + " | ".join(c) + " |" for c in cells)
     lines.append("")
-    lines.append("Times in ms (E2E, TTFT: linear percentiles over successful requests; model/tool: mean per "
-                 "episode); usage cov.: successful requests with server usage / successful requests; "
-                 "rec. errors: calls that failed in the recording, served as recorded (not in the error rate); "
-                 "aborted: responses ended with finish reason abort/error/cancelled; "
-                 "resolved ver./car.: rate among re-verified / carried outcomes.")
+    lines.append(
+        "Times in ms (E2E, TTFT: linear percentiles over successful requests; model/tool: mean per "
+        "episode); usage cov.: successful requests with server usage / successful requests; "
+        "rec. errors: calls that failed in the recording, served as recorded (not in the error rate); "
+        "aborted: responses ended with finish reason abort/error/cancelled; "
+        "resolved ver./car.: rate among re-verified / carried outcomes."
+    )
     invalid = [r for r in rows if not r.get("valid", True)]
     if invalid:
         lines.append("")

@@ -184,8 +184,9 @@ def progress_name(worker: int) -> str:
 _PROGRESS_FILE = re.compile(r"a(\d+)/progress-w(\d+)\.json$")
 
 
-def read_shard_progress(run_dir: Path, run_id: str, sweep_point: str, exchange: str | None = None
-                        ) -> tuple[int | None, list[ProgressEvent]]:
+def read_shard_progress(
+    run_dir: Path, run_id: str, sweep_point: str, exchange: str | None = None
+) -> tuple[int | None, list[ProgressEvent]]:
     """The live progress of a distributed point's shards (a benchmaker.progress.ShardReader):
     (the latest attempt's shared start in wall-clock ns, or None when no shard has
     written yet; the events of that attempt's shards, by worker), read from the run
@@ -222,16 +223,28 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _watch_shard(p: ReplayShardPoint, plan: Sequence[Trajectory] | None, conc: int, server: _process.ReplayServerHandle,
-                 out: Path, put: Callable[[bytes], None]) -> AbstractAsyncContextManager[None]:
+def _watch_shard(
+    p: ReplayShardPoint,
+    plan: Sequence[Trajectory] | None,
+    conc: int,
+    server: _process.ReplayServerHandle,
+    out: Path,
+    put: Callable[[bytes], None],
+) -> AbstractAsyncContextManager[None]:
     """watch_point over the shard's replay server and episodes file, writing its events
     through `put` (ProgressWriter; every second); totals and the ETA's work from the
     shard's `plan` (None: run for a duration)."""
     return watch_point(
-        p.sweep_point, stats=server.stats, episodes_file=out / "episodes.jsonl",
+        p.sweep_point,
+        stats=server.stats,
+        episodes_file=out / "episodes.jsonl",
         episodes_total=None if plan is None else len(plan),
-        calls_total=None if plan is None else sum(len(t.turns) for t in plan), duration_s=p.duration_s,
-        work=None if plan is None else [context_chars(t) for t in plan], slots=conc, sink=ProgressWriter(put))
+        calls_total=None if plan is None else sum(len(t.turns) for t in plan),
+        duration_s=p.duration_s,
+        work=None if plan is None else [context_chars(t) for t in plan],
+        slots=conc,
+        sink=ProgressWriter(put),
+    )
 
 
 async def run_replay_shard(
@@ -271,8 +284,10 @@ async def run_replay_shard(
     the shared start (nothing is sent then); ReplayServerError when
     the server does not start. Episode failures are episodes, never exceptions."""
     if not 0 <= p.worker < p.shards <= p.concurrency:
-        raise ValueError(f"worker: expected 0 <= worker < shards <= concurrency={p.concurrency} "
-                         f"(got worker {p.worker}, shards {p.shards})")
+        raise ValueError(
+            f"worker: expected 0 <= worker < shards <= concurrency={p.concurrency} "
+            f"(got worker {p.worker}, shards {p.shards})"
+        )
     what = f"shard {p.worker}/{p.shards} of {p.sweep_point}"
     exchange = Exchange(p.exchange) if p.exchange else None
     local = Path(tempfile.mkdtemp(prefix="benchmaker-replay-shard-")) if exchange else None
@@ -282,8 +297,9 @@ async def run_replay_shard(
             out = local / f"w{p.worker}"
             clock = exchange.clock_offset(shards_key(p.run_id, p.sweep_point, p.start_wall_ns))
             board = ReadyBoard.in_exchange(exchange, shards_key(p.run_id, p.sweep_point, p.start_wall_ns))
-            put = partial(exchange.put_bytes, f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/"
-                                              f"{progress_name(p.worker)}")
+            put = partial(
+                exchange.put_bytes, f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{progress_name(p.worker)}"
+            )
         else:
             traj_path = Path(p.trajectories)
             out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker, p.start_wall_ns)
@@ -291,8 +307,18 @@ async def run_replay_shard(
             board = ReadyBoard.in_dir(out.parent)
             put = partial(write_atomic, out.parent / progress_name(p.worker))
         trajs = list(read_trajectories(traj_path)) if trajectories is None else trajectories
-        report = await _play_shard(p, trajs, traj_path, out, board, what, sandbox_factory=sandbox_factory,
-                                   tasks=tasks, api_key=api_key, progress=put)
+        report = await _play_shard(
+            p,
+            trajs,
+            traj_path,
+            out,
+            board,
+            what,
+            sandbox_factory=sandbox_factory,
+            tasks=tasks,
+            api_key=api_key,
+            progress=put,
+        )
         report["clock"] = clock
         write_json_atomic(out / "shard.json", report)
         if exchange is not None:
@@ -307,8 +333,15 @@ async def _start_server(traj_path: Path, latency: str, divergence: str) -> _proc
     """benchmaker.replay_server.process.start_replay_server in a thread, with a fresh
     bearer token (256 random bits; the handle's `token`); a server that comes up after
     the caller was cancelled is stopped, never left running."""
-    started = asyncio.ensure_future(asyncio.to_thread(_process.start_replay_server, traj_path, latency=latency,
-                                                      divergence=divergence, token=secrets.token_urlsafe(32)))
+    started = asyncio.ensure_future(
+        asyncio.to_thread(
+            _process.start_replay_server,
+            traj_path,
+            latency=latency,
+            divergence=divergence,
+            token=secrets.token_urlsafe(32),
+        )
+    )
     try:
         return await asyncio.shield(started)
     except asyncio.CancelledError:
@@ -322,8 +355,16 @@ def _stop_if_started(fut: asyncio.Future) -> None:
 
 
 async def _play_shard(
-    p: ReplayShardPoint, trajectories: Sequence[Trajectory], traj_path: Path, out: Path, board: ReadyBoard,
-    what: str, *, sandbox_factory: SandboxFactory | None, tasks: dict[str, TaskSpec] | None, api_key: str | None,
+    p: ReplayShardPoint,
+    trajectories: Sequence[Trajectory],
+    traj_path: Path,
+    out: Path,
+    board: ReadyBoard,
+    what: str,
+    *,
+    sandbox_factory: SandboxFactory | None,
+    tasks: dict[str, TaskSpec] | None,
+    api_key: str | None,
     progress: Callable[[bytes], None] | None = None,
 ) -> dict[str, Any]:
     """The shard's replay server, wait and episodes (run_replay_shard), its progress
@@ -336,8 +377,14 @@ async def _play_shard(
     watching = AsyncExitStack()
     try:
         # with the server up and the engine set up: the barrier, then t0 on this host's clock
-        ready = StartBarrier(board, worker=p.worker, shards=p.shards, earliest_wall_ns=p.start_wall_ns,
-                             timeout_s=p.ready_timeout_s, what=what)
+        ready = StartBarrier(
+            board,
+            worker=p.worker,
+            shards=p.shards,
+            earliest_wall_ns=p.start_wall_ns,
+            timeout_s=p.ready_timeout_s,
+            what=what,
+        )
         if out.exists():
             shutil.rmtree(out)
         if progress is not None:
@@ -352,14 +399,32 @@ async def _play_shard(
         else:
             # the engine sets up (files, manifest) before the shared start, then waits for it
             played = await play_episodes(
-                plan if plan is not None else trajectories, server.url, out, run_id=p.run_id,
-                sweep_point=p.sweep_point, load=f"closed:{conc}",
-                duration_s=p.duration_s, concurrency=conc, mode=p.mode, sandbox_factory=sandbox_factory,
-                tasks=tasks, command=list(p.command) if p.command else None, api_key=api_key or server.token,
-                ready=ready, episode_prefix=f"{p.sweep_point}-w{p.worker}",
-                index_start=p.worker, index_step=p.shards,
-                checks={k: v for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms),
-                                          ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms)) if v is not None})
+                plan if plan is not None else trajectories,
+                server.url,
+                out,
+                run_id=p.run_id,
+                sweep_point=p.sweep_point,
+                load=f"closed:{conc}",
+                duration_s=p.duration_s,
+                concurrency=conc,
+                mode=p.mode,
+                sandbox_factory=sandbox_factory,
+                tasks=tasks,
+                command=list(p.command) if p.command else None,
+                api_key=api_key or server.token,
+                ready=ready,
+                episode_prefix=f"{p.sweep_point}-w{p.worker}",
+                index_start=p.worker,
+                index_step=p.shards,
+                checks={
+                    k: v
+                    for k, v in (
+                        ("max_loop_lag_p99_ms", p.max_loop_lag_ms),
+                        ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms),
+                    )
+                    if v is not None
+                },
+            )
             summary = played.engine_summary
             t0_wall_ns = summary["self_checks"]["t0_wall_ns"]
             wake_late_ns = _first_sent_ns(out / EPISODE_SAMPLES)
@@ -370,11 +435,21 @@ async def _play_shard(
         await asyncio.to_thread(server.stop)
     shared = ready.shared
     assert shared is not None, "set by the barrier, which both branches awaited"
-    return {"worker": p.worker, "shards": p.shards, "concurrency": conc,
-            "episodes_planned": None if plan is None else len(plan), "hostname": socket.gethostname(),
-            "pid": os.getpid(), "clock": None, "start_wall_ns": shared.start_wall_ns,
-            "barrier": shared.as_dict(), "start_late_ns": t0_wall_ns - shared.start_wall_ns, "wake_late_ns": wake_late_ns,
-            "server_pid": server.pid, "engine": engine}
+    return {
+        "worker": p.worker,
+        "shards": p.shards,
+        "concurrency": conc,
+        "episodes_planned": None if plan is None else len(plan),
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "clock": None,
+        "start_wall_ns": shared.start_wall_ns,
+        "barrier": shared.as_dict(),
+        "start_late_ns": t0_wall_ns - shared.start_wall_ns,
+        "wake_late_ns": wake_late_ns,
+        "server_pid": server.pid,
+        "engine": engine,
+    }
 
 
 def _first_sent_ns(path: Path) -> int | None:
@@ -383,8 +458,7 @@ def _first_sent_ns(path: Path) -> int | None:
     return min((t for t in sent if t is not None), default=None)
 
 
-def fetch_replay_shards(run_dir: Path, run_id: str, sweep_point: str, exchange: str | None,
-                        attempt: int) -> list[Path]:
+def fetch_replay_shards(run_dir: Path, run_id: str, sweep_point: str, exchange: str | None, attempt: int) -> list[Path]:
     """Download the shards' files of attempt `attempt` (its start_wall_ns) of
     `sweep_point` from the exchange at `exchange` into
     `<run_dir>/points/<sweep_point>/_shards/a<attempt>/`, then delete the point's shard
@@ -418,8 +492,9 @@ def merge_server_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _append_with_shard(src: Path, dst: Any, worker: int, update: dict[str, Any] | None = None,
-                       shards: int = 1) -> list[dict[str, Any]]:
+def _append_with_shard(
+    src: Path, dst: Any, worker: int, update: dict[str, Any] | None = None, shards: int = 1
+) -> list[dict[str, Any]]:
     """Append the lines of `src` to `dst` with `shard` = `worker` and the keys of
     `update`; an episode's `worker` (its asyncio worker j on the shard) becomes the
     point's slot j * shards + worker, as in a single-process run."""
@@ -488,10 +563,14 @@ def merge_replay_point(
             elif report is None:
                 reasons.append(f"shard {k} completed but left no report (shard.json)")
             elif report["start_late_ns"] / 1e6 > LATE_START_LIMIT_MS:
-                reasons.append(f"shard {k} started {report['start_late_ns'] / 1e6:.1f} ms after the shared start "
-                               f"(limit {LATE_START_LIMIT_MS:g} ms)")
+                reasons.append(
+                    f"shard {k} started {report['start_late_ns'] / 1e6:.1f} ms after the shared start "
+                    f"(limit {LATE_START_LIMIT_MS:g} ms)"
+                )
             if report is not None:
-                reasons.extend(f"shard {k} engine: {r}" for r in (report.get("engine") or {}).get("verdict_reasons", []))
+                reasons.extend(
+                    f"shard {k} engine: {r}" for r in (report.get("engine") or {}).get("verdict_reasons", [])
+                )
             reports.append({**(report or {"worker": k}), "exit_code": code, **(info[k] if k < len(info) else {})})
     if stats:
         write_json_atomic(pdir / "server_stats.json", merge_server_stats(stats))
@@ -499,8 +578,14 @@ def merge_replay_point(
     write_json_atomic(pdir / "concurrency.json", proof.to_dict())
     write_json_atomic(pdir / "shards.json", reports)
     shutil.rmtree(pdir / "_shards", ignore_errors=True)
-    row = summarize_point(pdir, sweep_point=sweep_point, concurrency=concurrency, episodes_target=episodes_target,
-                          duration_s=duration_s, verdict_reasons=reasons, shards=n)
+    row = summarize_point(
+        pdir,
+        sweep_point=sweep_point,
+        concurrency=concurrency,
+        episodes_target=episodes_target,
+        duration_s=duration_s,
+        verdict_reasons=reasons,
+        shards=n,
+    )
     write_point_summary(pdir, row)
     return row
-

@@ -67,6 +67,7 @@ __all__ = [
     "write_sweep_points",
 ]
 
+
 def point_name(concurrency: int) -> str:
     """The sweep_point label of the point at `concurrency` episodes in flight: "c<N>"."""
     return f"c{concurrency}"
@@ -138,8 +139,9 @@ def write_run_manifest(
     dates the manifest only."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    manifest = build_manifest(run_id=run_id, kind=kind, label=label, config=config, seed=seed,
-                              t0_wall_ns=wall_ns(), workers=workers)
+    manifest = build_manifest(
+        run_id=run_id, kind=kind, label=label, config=config, seed=seed, t0_wall_ns=wall_ns(), workers=workers
+    )
     path = run_dir / "manifest.json"
     write_json_atomic(path, manifest)
     return path
@@ -161,6 +163,7 @@ def episode_plan(trajectories: Sequence[_T], concurrency: int, episodes: int | N
 
 
 # --- engine sweeps (llm-sweep): one BenchRunner run per point --------------------------
+
 
 def engine_point_name(load: str) -> str:
     """The sweep_point label of an engine point from its rate spec: characters other

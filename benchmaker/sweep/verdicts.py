@@ -42,18 +42,23 @@ class Reason:
         if m := _LOOP_LAG.search(text):
             self.kind = "loop_lag"
             self.got_ms, self.limit_ms = float(m["got"]), float(m["limit"])
-            self.plain = (f"your machine was busy: the client's event loop lagged {_ms(self.got_ms)} "
-                          f"(p99; the limit is {self.limit_ms:g} ms), so the timings include client delay")
+            self.plain = (
+                f"your machine was busy: the client's event loop lagged {_ms(self.got_ms)} "
+                f"(p99; the limit is {self.limit_ms:g} ms), so the timings include client delay"
+            )
         elif m := _SCHEDULE_LAG.search(text):
             self.kind = "schedule_lag"
             self.got_ms, self.limit_ms = float(m["got"]), float(m["limit"])
-            self.plain = (f"the client fell behind its schedule: requests started {_ms(self.got_ms)} late "
-                          f"(p99; the limit is {self.limit_ms:g} ms); the machine was busy or the rate is "
-                          "more than this client can send")
+            self.plain = (
+                f"the client fell behind its schedule: requests started {_ms(self.got_ms)} late "
+                f"(p99; the limit is {self.limit_ms:g} ms); the machine was busy or the rate is "
+                "more than this client can send"
+            )
         elif m := _CONCURRENCY.search(text):
             self.kind = "concurrency"
-            self.plain = (f"the target concurrency was never reached: at most {m['got']} of {m['target']} "
-                          "were in flight at once")
+            self.plain = (
+                f"the target concurrency was never reached: at most {m['got']} of {m['target']} were in flight at once"
+            )
         elif m := _PROOF.search(text):
             self.kind = "proof"
             self.plain = f"the target concurrency was not proven: {m['why']}"
@@ -128,8 +133,9 @@ def pipeline_failures(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The sweep_point names of the points at which nothing was measured (a
     "no request succeeded" or "nothing ran at this point" reason): the pipeline failed
     there, whatever the host's load."""
-    return [str(r.get("sweep_point")) for r in rows
-            if any(reason.kind == "nothing_measured" for reason in reasons_of(r))]
+    return [
+        str(r.get("sweep_point")) for r in rows if any(reason.kind == "nothing_measured" for reason in reasons_of(r))
+    ]
 
 
 def _raised(limit_ms: float, got_ms: float) -> int:
@@ -137,8 +143,9 @@ def _raised(limit_ms: float, got_ms: float) -> int:
     return int(max(2 * limit_ms, math.ceil(got_ms * 1.25 / 10) * 10))
 
 
-def advice(rows: Sequence[dict[str, Any]], load_average: float | None = None,
-           cores: int | None = None, this_host: bool = True) -> list[str]:
+def advice(
+    rows: Sequence[dict[str, Any]], load_average: float | None = None, cores: int | None = None, this_host: bool = True
+) -> list[str]:
     """Lines saying how to get valid points, from the reasons of the invalid `rows`
     ([] when every point is valid): for lag, a quieter machine (on `this_host`, the
     one running now: `load_average`, default os.getloadavg()'s 1-min figure, over
@@ -149,8 +156,10 @@ def advice(rows: Sequence[dict[str, Any]], load_average: float | None = None,
     if not reasons:
         return []
     lines: list[str] = []
-    for kind, flag, env in (("loop_lag", "--max-loop-lag-ms", "BENCHMAKER_MAX_LOOP_LAG_MS"),
-                            ("schedule_lag", "--max-schedule-lag-ms", "BENCHMAKER_MAX_SCHEDULE_LAG_MS")):
+    for kind, flag, env in (
+        ("loop_lag", "--max-loop-lag-ms", "BENCHMAKER_MAX_LOOP_LAG_MS"),
+        ("schedule_lag", "--max-schedule-lag-ms", "BENCHMAKER_MAX_SCHEDULE_LAG_MS"),
+    ):
         lags = [r for r in reasons if r.kind == kind]
         if not lags:
             continue
@@ -164,14 +173,20 @@ def advice(rows: Sequence[dict[str, Any]], load_average: float | None = None,
             cores = cores or os.cpu_count() or 1
             busy = "" if load_average is None else f" (load average now {load_average:.1f} on {cores} cores)"
             busy = busy if this_host else ""
-            lines.append(f"To get valid points: run on a quieter machine{busy}, sweep fewer points or lower "
-                         "concurrency, or raise the limit a point broke:")
+            lines.append(
+                f"To get valid points: run on a quieter machine{busy}, sweep fewer points or lower "
+                "concurrency, or raise the limit a point broke:"
+            )
         value = _raised(worst.limit_ms or 10.0, worst.got_ms or 0.0)
-        lines.append(f"  {flag} {value}  (or {env}={value}); a raised limit is kept in the run's manifest: "
-                     "timings may then include up to that much client delay")
+        lines.append(
+            f"  {flag} {value}  (or {env}={value}); a raised limit is kept in the run's manifest: "
+            "timings may then include up to that much client delay"
+        )
     if any(r.kind in ("concurrency", "proof") for r in reasons):
-        lines.append("To reach and prove a concurrency target: more episodes per point (--episodes-per-point) "
-                     "or a longer point (--duration), so that the target's episodes run at once.")
+        lines.append(
+            "To reach and prove a concurrency target: more episodes per point (--episodes-per-point) "
+            "or a longer point (--duration), so that the target's episodes run at once."
+        )
     other = [r for r in reasons if r.kind in ("nothing_measured", "other")]
     if other:
         lines.append("Other reasons are the endpoint's or the replay's: see the run's samples and its report.")

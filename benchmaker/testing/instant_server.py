@@ -46,8 +46,14 @@ _CHUNK = (
 
 
 def _fixed(content_type: bytes, body: bytes) -> bytes:
-    return (b"HTTP/1.1 200 OK\r\nContent-Type: " + content_type + b"\r\nContent-Length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: "
+        + content_type
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
 
 
 def _event(payload: bytes) -> bytes:
@@ -61,10 +67,12 @@ def sse_events(n_content: int) -> list[bytes]:
     for i in range(n_content):
         out.append(_event(_CHUNK % (b'{"content":" tok%d"}' % (i % 1000), b"null")))
     out.append(_event(_CHUNK % (b"{}", b'"stop"')))
-    out.append(_event(
-        b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
-        b'"usage":{"prompt_tokens":10,"completion_tokens":%d,"total_tokens":%d}}' % (n_content, n_content + 10)
-    ))
+    out.append(
+        _event(
+            b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+            b'"usage":{"prompt_tokens":10,"completion_tokens":%d,"total_tokens":%d}}' % (n_content, n_content + 10)
+        )
+    )
     out.append(_event(b"[DONE]"))
     return out
 
@@ -185,8 +193,15 @@ class InstantServer:
 def start_instant_server(*, sse_chunks: int = 200, sse_writes: int = 4) -> InstantServer:
     """Start the server as a child process (`python -m benchmaker.testing.instant_server`)
     and wait for its port. Raises RuntimeError when it does not print `PORT <n>`."""
-    cmd = [sys.executable, "-m", "benchmaker.testing.instant_server",
-           "--sse-chunks", str(sse_chunks), "--sse-writes", str(sse_writes)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmaker.testing.instant_server",
+        "--sse-chunks",
+        str(sse_chunks),
+        "--sse-writes",
+        str(sse_writes),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line.startswith("PORT "):

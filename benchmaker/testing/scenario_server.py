@@ -102,14 +102,14 @@ class ToolCallScript(BaseModel):
 class Scenario(BaseModel):
     """What the server does for one request. Times in ms from the request's arrival.
 
-        Scenario()                                        # 8 content chunks at once, usage last
-        Scenario(role_delay_ms=5, ttft_ms=500)            # role chunk at 5 ms, content at 500 ms
-        Scenario(content_chunks=10, tokens_per_chunk=4, itl_ms=40)
-        Scenario(reasoning_chunks=50, reasoning_field="both")
-        Scenario(usage="none")                            # no usage anywhere
-        Scenario(status=500)                              # HTTP 500 with an OpenAI error body
-        Scenario(truncate_after=3)                        # 3 chunks, then end without [DONE]
-        Scenario(replay="x.chunks.jsonl", replay_delay_ms=20)
+    Scenario()                                        # 8 content chunks at once, usage last
+    Scenario(role_delay_ms=5, ttft_ms=500)            # role chunk at 5 ms, content at 500 ms
+    Scenario(content_chunks=10, tokens_per_chunk=4, itl_ms=40)
+    Scenario(reasoning_chunks=50, reasoning_field="both")
+    Scenario(usage="none")                            # no usage anywhere
+    Scenario(status=500)                              # HTTP 500 with an OpenAI error body
+    Scenario(truncate_after=3)                        # 3 chunks, then end without [DONE]
+    Scenario(replay="x.chunks.jsonl", replay_delay_ms=20)
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -198,7 +198,9 @@ class _Timeline:
         obj.update(extra)
         return _dumps(obj)
 
-    def _choice(self, delta: dict[str, Any] | None, text: str | None = None, finish: str | None = None) -> dict[str, Any]:
+    def _choice(
+        self, delta: dict[str, Any] | None, text: str | None = None, finish: str | None = None
+    ) -> dict[str, Any]:
         if self.kind == "chat":
             return {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}
         return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
@@ -257,28 +259,51 @@ class _Timeline:
     def _messages_usage(self) -> dict[str, Any]:
         sc = self.sc
         cached = sc.cached_tokens or 0
-        return {"input_tokens": sc.prompt_tokens - cached, "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": cached, "output_tokens": 1}
+        return {
+            "input_tokens": sc.prompt_tokens - cached,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached,
+            "output_tokens": 1,
+        }
 
     def _messages_payloads(self) -> list[tuple[float, bytes]]:
         """The Messages events (module doc), each a data payload at its offset (ms)."""
         sc = self.sc
         words = sc.tokens_per_chunk
-        message: dict[str, Any] = {"id": "msg_scenario", "type": "message", "role": "assistant", "model": self.model,
-                                   "content": [], "stop_reason": None, "stop_sequence": None}
+        message: dict[str, Any] = {
+            "id": "msg_scenario",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
         if sc.usage != "none":
             message["usage"] = self._messages_usage()
         out: list[tuple[float, bytes]] = [(sc.role_delay_ms, _dumps({"type": "message_start", "message": message}))]
         blocks: list[tuple[dict[str, Any], str, str, list[str]]] = []
         if sc.reasoning_chunks:
-            blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking",
-                           ["think " * words] * sc.reasoning_chunks))
+            blocks.append(
+                (
+                    {"type": "thinking", "thinking": "", "signature": ""},
+                    "thinking_delta",
+                    "thinking",
+                    ["think " * words] * sc.reasoning_chunks,
+                )
+            )
         if sc.content_chunks:
             blocks.append(({"type": "text", "text": ""}, "text_delta", "text", ["tok " * words] * sc.content_chunks))
         if sc.tool_call is not None:
             tc = sc.tool_call
-            blocks.append(({"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}}, "input_json_delta",
-                           "partial_json", list(tc.argument_chunks)))
+            blocks.append(
+                (
+                    {"type": "tool_use", "id": tc.id, "name": tc.name, "input": {}},
+                    "input_json_delta",
+                    "partial_json",
+                    list(tc.argument_chunks),
+                )
+            )
         gaps = (sc.itl_ms,) if isinstance(sc.itl_ms, (int, float)) else sc.itl_ms or (0.0,)
         t = max(sc.ttft_ms, sc.role_delay_ms)
         j = 0
@@ -293,12 +318,15 @@ class _Timeline:
                     out.append((t, _dumps({"type": "content_block_start", "index": index, "content_block": start})))
                     if index == 0:
                         out.append((t, _dumps({"type": "ping"})))
-                out.append((t, _dumps({"type": "content_block_delta", "index": index,
-                                       "delta": {"type": kind, field: piece}})))
+                out.append(
+                    (t, _dumps({"type": "content_block_delta", "index": index, "delta": {"type": kind, field: piece}}))
+                )
         if blocks:
             out.append((t, _dumps({"type": "content_block_stop", "index": len(blocks) - 1})))
-        delta: dict[str, Any] = {"type": "message_delta",
-                                 "delta": {"stop_reason": self._messages_reason(), "stop_sequence": None}}
+        delta: dict[str, Any] = {
+            "type": "message_delta",
+            "delta": {"stop_reason": self._messages_reason(), "stop_sequence": None},
+        }
         if sc.usage != "none":
             delta["usage"] = {"output_tokens": self._messages_tokens()}
         out.append((t, _dumps(delta)))
@@ -333,7 +361,9 @@ class _Timeline:
             first = {"index": 0, "id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
             gen.append(self._chunk([self._choice({"tool_calls": [first]})]))
             for piece in tc.argument_chunks:
-                gen.append(self._chunk([self._choice({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})]))
+                gen.append(
+                    self._chunk([self._choice({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})])
+                )
         gaps = (sc.itl_ms,) if isinstance(sc.itl_ms, (int, float)) else sc.itl_ms or (0.0,)
         t = max(sc.ttft_ms, sc.role_delay_ms if chat and sc.role_chunk else 0.0)
         for j, payload in enumerate(gen):
@@ -371,18 +401,28 @@ class _Timeline:
         usage = self.usage_obj() if sc.usage != "none" else {}
         details = usage.get("prompt_tokens_details") or {}
         out = ResponseOutput(
-            content=content, reasoning=reasoning, calls=calls, finish_reason=reason,
-            input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
+            content=content,
+            reasoning=reasoning,
+            calls=calls,
+            finish_reason=reason,
+            input_tokens=usage.get("prompt_tokens"),
+            output_tokens=usage.get("completion_tokens"),
             cached_tokens=details.get("cached_tokens"),
             reasoning_tokens=(usage.get("completion_tokens_details") or {}).get("reasoning_tokens"),
-            total_tokens=usage.get("total_tokens"))
+            total_tokens=usage.get("total_tokens"),
+        )
         return out, pieces
 
     def _responses_events(self) -> list[tuple[float, bytes]]:
         sc = self.sc
         out, pieces = self._responses_output()
-        groups, tail = stream_events(out, lambda text: pieces.get(text, [text] if text else []),
-                                     response_id="resp_scenario", model=self.model, created=0)
+        groups, tail = stream_events(
+            out,
+            lambda text: pieces.get(text, [text] if text else []),
+            response_id="resp_scenario",
+            model=self.model,
+            created=0,
+        )
         gaps = (sc.itl_ms,) if isinstance(sc.itl_ms, (int, float)) else sc.itl_ms or (0.0,)
         t = sc.ttft_ms
         timed: list[tuple[float, bytes]] = []
@@ -444,21 +484,36 @@ class _Timeline:
         content = "tok " * words * sc.content_chunks
         reason = sc.finish_reason or ("tool_calls" if self.kind == "chat" and sc.tool_call is not None else "stop")
         if self.kind == "responses":
-            return response_object(self._responses_output()[0], response_id="resp_scenario", model=self.model,
-                                   created=0)
+            return response_object(
+                self._responses_output()[0], response_id="resp_scenario", model=self.model, created=0
+            )
         if self.kind == "messages":
             content_blocks: list[dict[str, Any]] = []
             if sc.reasoning_chunks:
-                content_blocks.append({"type": "thinking", "thinking": "think " * words * sc.reasoning_chunks,
-                                       "signature": "scenario"})
+                content_blocks.append(
+                    {"type": "thinking", "thinking": "think " * words * sc.reasoning_chunks, "signature": "scenario"}
+                )
             if content:
                 content_blocks.append({"type": "text", "text": content})
             if sc.tool_call is not None:
                 tc = sc.tool_call
-                content_blocks.append({"type": "tool_use", "id": tc.id, "name": tc.name,
-                                       "input": orjson.loads("".join(tc.argument_chunks))})
-            message = {"id": "msg_scenario", "type": "message", "role": "assistant", "model": self.model,
-                       "content": content_blocks, "stop_reason": self._messages_reason(), "stop_sequence": None}
+                content_blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": tc.id,
+                        "name": tc.name,
+                        "input": orjson.loads("".join(tc.argument_chunks)),
+                    }
+                )
+            message = {
+                "id": "msg_scenario",
+                "type": "message",
+                "role": "assistant",
+                "model": self.model,
+                "content": content_blocks,
+                "stop_reason": self._messages_reason(),
+                "stop_sequence": None,
+            }
             if sc.usage != "none":
                 message["usage"] = dict(self._messages_usage(), output_tokens=self._messages_tokens())
             return message
@@ -472,14 +527,24 @@ class _Timeline:
             if sc.tool_call is not None:
                 tc = sc.tool_call
                 msg["tool_calls"] = [
-                    {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": "".join(tc.argument_chunks)}}
+                    {
+                        "id": tc.id,
+                        "type": "function",
+                        "function": {"name": tc.name, "arguments": "".join(tc.argument_chunks)},
+                    }
                 ]
             choice: dict[str, Any] = {"index": 0, "message": msg, "finish_reason": reason}
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": content, "finish_reason": reason}
             obj = "text_completion"
-        body: dict[str, Any] = {"id": "cmpl-scenario", "object": obj, "created": 0, "model": self.model, "choices": [choice]}
+        body: dict[str, Any] = {
+            "id": "cmpl-scenario",
+            "object": obj,
+            "created": 0,
+            "model": self.model,
+            "choices": [choice],
+        }
         if sc.usage != "none":
             body["usage"] = self.usage_obj()
         return body
@@ -638,7 +703,9 @@ class ScenarioServer:
             events = tl.events(self._replay_lines(sc.replay) if sc.replay else None)
             if len(self._event_cache) < 1024:
                 self._event_cache[key] = events
-        resp = web.StreamResponse(status=sc.status, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            status=sc.status, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         for offset, data in events:
             await _sleep_until(loop, t0 + offset)
@@ -685,7 +752,9 @@ def _load_scenario(text: str, where: str) -> Scenario:
 
 def main(argv: list[str] | None = None) -> None:
     """CLI entry: serve until SIGINT/SIGTERM; the first stdout line is the base URL."""
-    ap = argparse.ArgumentParser(prog="python -m benchmaker.testing.scenario_server", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmaker.testing.scenario_server", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (default)")
     ap.add_argument("--scenario", default="{}", help="default scenario: JSON or @file.json")

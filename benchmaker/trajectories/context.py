@@ -140,13 +140,15 @@ def request_messages(
     if not 0 <= turn_index < len(traj.turns):
         raise IndexError(f"turn {turn_index}: trajectory {traj.trajectory_id} has {len(traj.turns)} turns")
     history, refs = history_messages(
-        traj, turn_index, responses_so_far, observations_so_far, send_status_fields=send_status_fields)
+        traj, turn_index, responses_so_far, observations_so_far, send_status_fields=send_status_fields
+    )
     edit = current_edit(traj, turn_index)
     return _request(traj, edit, history, None if edit is None else [_ref_key(r) for r in refs], len(history))
 
 
-def recorded_requests(traj: Trajectory, first: int = 0, *,
-                      send_status_fields: bool = True) -> Iterator[tuple[int, list[Message]]]:
+def recorded_requests(
+    traj: Trajectory, first: int = 0, *, send_status_fields: bool = True
+) -> Iterator[tuple[int, list[Message]]]:
     """(k, request_messages(traj, k)) for each turn k from `first` on, with the recorded
     responses and observations: the same lists, built from one history (its message
     dicts made once and shared by every list, which are not to be changed), so a whole
@@ -162,8 +164,9 @@ def recorded_requests(traj: Trajectory, first: int = 0, *,
         yield k, _request(traj, edit, history, keys, bisect_left(keys, (k, 0)))
 
 
-def _request(traj: Trajectory, edit: ContextEdit | None, history: list[Message], keys: list[tuple[int, int]] | None,
-             n: int) -> list[Message]:
+def _request(
+    traj: Trajectory, edit: ContextEdit | None, history: list[Message], keys: list[tuple[int, int]] | None, n: int
+) -> list[Message]:
     """The request of a turn whose un-edited history is `history[:n]` (`keys`: the ref
     keys of `history`, needed with an edit) under `edit` (module doc)."""
     out: list[Message] = [] if traj.system is None else [{"role": "system", "content": traj.system}]
@@ -177,12 +180,12 @@ def _request(traj: Trajectory, edit: ContextEdit | None, history: list[Message],
         return p if p < n else n
 
     def spans(items: list[MessageSpan]) -> list[Message]:
-        return [m for sp in items for m in history[position(sp.start):position(sp.end)]]
+        return [m for sp in items for m in history[position(sp.start) : position(sp.end)]]
 
     out.extend(spans(edit.head))
     out.extend({"role": "user", "content": s} for s in edit.summary)
     out.extend(spans(edit.keep))
-    out.extend(history[position(edit.keep_from):n])
+    out.extend(history[position(edit.keep_from) : n])
     return out
 
 

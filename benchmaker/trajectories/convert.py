@@ -149,8 +149,13 @@ def detect_format(path: Path) -> str:
         found = detect_dir(path)
         if found is not None:
             return found
-        raise UnknownFormatError(path, None, None, "a directory that is neither a harbor trial directory (result.json"
-                                 " + agent/) nor an OpenHands conversation (base_state.json + events/)")
+        raise UnknownFormatError(
+            path,
+            None,
+            None,
+            "a directory that is neither a harbor trial directory (result.json"
+            " + agent/) nor an OpenHands conversation (base_state.json + events/)",
+        )
     if not path.exists():
         raise ConvertError(path, None, None, "no such file or directory")
     data = path.read_bytes()
@@ -165,10 +170,15 @@ def _unknown_format(path: Path, data: bytes | None = None) -> UnknownFormatError
     log (companion_kind "llm_call_log") is named as such."""
     if data is not None and companion_kind(data) == "llm_call_log":
         return UnknownFormatError(
-            path, None, None, "a per-call LLM log (one model call: its request messages and response), not an agent "
-            f"run; convert the agent's own log (formats: {', '.join(FORMATS)})")
+            path,
+            None,
+            None,
+            "a per-call LLM log (one model call: its request messages and response), not an agent "
+            f"run; convert the agent's own log (formats: {', '.join(FORMATS)})",
+        )
     return UnknownFormatError(
-        path, None, None, f"unknown log format (expected one of {', '.join(FORMATS)}; pass --format to force one)")
+        path, None, None, f"unknown log format (expected one of {', '.join(FORMATS)}; pass --format to force one)"
+    )
 
 
 def _detect(data: bytes) -> tuple[str | None, FirstRecords]:
@@ -178,16 +188,24 @@ def _detect(data: bytes) -> tuple[str | None, FirstRecords]:
         return detect_bytes(data), first
 
 
-def _iter_unit(path: Path, fmt: str | None, lenient: bool, ctx_out: list[FileContext] | None = None,
-               data: bytes | None = None, detected: str | None = None,
-               first: FirstRecords | None = None) -> Iterator[Trajectory]:
+def _iter_unit(
+    path: Path,
+    fmt: str | None,
+    lenient: bool,
+    ctx_out: list[FileContext] | None = None,
+    data: bytes | None = None,
+    detected: str | None = None,
+    first: FirstRecords | None = None,
+) -> Iterator[Trajectory]:
     """Trajectories of one unit. A file is read once (`data`: its bytes when the caller
     has read them already, `detected`: their detect_bytes result, `first`: the records
     it parsed) and hashed once; the records detection parsed are not parsed again."""
     if path.is_dir():
         found = detect_format(path)  # raises the right error for any other directory
         if fmt not in (None, found):
-            raise UnknownFormatError(path, None, "format", f"a directory of format {found} cannot be read as another format", fmt)
+            raise UnknownFormatError(
+                path, None, "format", f"a directory of format {found} cannot be read as another format", fmt
+            )
         yield from DIR_FORMATS[found].convert(path, lenient=lenient)
         return
     if data is None:
@@ -225,8 +243,9 @@ def _units(paths: list[Path], out: Path | None) -> list[tuple[Path, bool]]:
         if not p.exists():
             raise ConvertError(p, None, None, "no such file or directory")
         if p.is_file() and out_resolved is not None and p.resolve() == out_resolved:
-            raise ConvertError(p, None, None, "is also the output file (-o): converting would replace it; "
-                                              "give another output")
+            raise ConvertError(
+                p, None, None, "is also the output file (-o): converting would replace it; give another output"
+            )
         if p.is_file() or detect_dir(p) is not None:
             units.append((p, True))
             continue
@@ -235,7 +254,9 @@ def _units(paths: list[Path], out: Path | None) -> list[tuple[Path, bool]]:
         found: list[Path] = []
         _walk(p.absolute(), found, out_resolved)
         if not found:
-            raise EmptyInputError(p, None, None, f"directory has no log files ({', '.join(_LOG_SUFFIXES)} or harbor trial dirs)")
+            raise EmptyInputError(
+                p, None, None, f"directory has no log files ({', '.join(_LOG_SUFFIXES)} or harbor trial dirs)"
+            )
         units.extend((f, False) for f in found)
     return units
 
@@ -256,8 +277,7 @@ _HARBOR_JOB_FILES = ("result.json", "config.json")
 
 def _is_harbor_job_file(path: Path) -> bool:
     """A harbor job's own `result.json` / `config.json`: beside the job's trial dirs."""
-    return path.name in _HARBOR_JOB_FILES and any(
-        c.is_dir() and harbor.is_trial_dir(c) for c in path.parent.iterdir())
+    return path.name in _HARBOR_JOB_FILES and any(c.is_dir() and harbor.is_trial_dir(c) for c in path.parent.iterdir())
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,8 +321,10 @@ class ConvertProgress:
 
     def describe(self) -> str:
         """One line: `files 3/500 · 1.9/297.1 MB · 812 turns · 0.4 s · ETA 61 s`."""
-        return (f"files {self.files_done:,}/{self.files_total:,} · {self.volume_text()} · {self.elapsed_s:,.1f} s"
-                f" · {self.eta_text()}")
+        return (
+            f"files {self.files_done:,}/{self.files_total:,} · {self.volume_text()} · {self.elapsed_s:,.1f} s"
+            f" · {self.eta_text()}"
+        )
 
 
 def stage_progress(ev: ConvertProgress) -> None:
@@ -466,8 +488,9 @@ def _worker_init() -> None:
     _parts_lock = threading.Lock()
     parent = multiprocessing.parent_process()
     if parent is not None:
-        threading.Thread(target=_exit_with_parent, args=(parent.sentinel,), name="exit-with-parent",
-                         daemon=True).start()
+        threading.Thread(
+            target=_exit_with_parent, args=(parent.sentinel,), name="exit-with-parent", daemon=True
+        ).start()
 
 
 def _exit_with_parent(sentinel: int) -> None:
@@ -503,8 +526,9 @@ def _write_part(part: str, lines: list[bytes]) -> int:
     return size
 
 
-def _convert_unit_in_worker(unit: Path, explicit: bool, fmt: str | None, lenient: bool,
-                            part: str | None) -> tuple[Any, ...]:
+def _convert_unit_in_worker(
+    unit: Path, explicit: bool, fmt: str | None, lenient: bool, part: str | None
+) -> tuple[Any, ...]:
     """_convert_unit in a worker process, its lines written to the file `part` when it
     has any (None: checking only, the lines are dropped): (FileReport, part size in bytes
     or None when not written, skipped, packed error, worker pid, worker CPU s so far).
@@ -549,7 +573,7 @@ def _copy_range(src: int, dst: int, count: int) -> int:
     data = os.read(src, min(count, 1 << 20))
     view = memoryview(data)
     while view:
-        view = view[os.write(dst, view):]
+        view = view[os.write(dst, view) :]
     return len(data)
 
 
@@ -603,8 +627,14 @@ def _start_workers(pool: Any, n_workers: int) -> None:
         pool.submit(_worker_ready)
 
 
-def _convert_in_workers(units: list[tuple[Path, bool]], n_workers: int, fmt: str | None, lenient: bool,
-                        parts: str | None, apply: Callable[[int, _UnitResult], None]) -> tuple[float, int]:
+def _convert_in_workers(
+    units: list[tuple[Path, bool]],
+    n_workers: int,
+    fmt: str | None,
+    lenient: bool,
+    parts: str | None,
+    apply: Callable[[int, _UnitResult], None],
+) -> tuple[float, int]:
     """Convert `units` in `n_workers` worker processes, handing each result to `apply` in
     unit order (at most _IN_FLIGHT_PER_WORKER * n_workers units are out at a time). Unit
     k's lines go to the part file `f"{parts}.{k}"`, whose (path, size) `apply` gets as
@@ -699,8 +729,10 @@ def _sigterm_unwinds() -> Iterator[None]:
     handler installed, e.g. Prefect's in a flow run) nothing changes."""
     import threading
 
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         yield
         return
 
@@ -719,9 +751,16 @@ def _sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None, lenient: bool = False,
-                  progress: Callable[[ConvertProgress], None] | None = stage_progress,
-                  clock: Callable[[], float] = time.monotonic, workers: int | None = None) -> ConvertReport:
+def convert_paths(
+    paths: list[Path],
+    out: Path | None,
+    *,
+    fmt: str | None = None,
+    lenient: bool = False,
+    progress: Callable[[ConvertProgress], None] | None = stage_progress,
+    clock: Callable[[], float] = time.monotonic,
+    workers: int | None = None,
+) -> ConvertReport:
     """Convert every log under `paths` into one trajectories JSONL at `out` (one
     `Trajectory.model_dump_json()` per line) and return the report; `out` None only
     checks (everything is converted, nothing is written).
@@ -787,8 +826,18 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
         if progress is None:
             return
         try:
-            progress(ConvertProgress(files_done, len(units), done_bytes, total_bytes, report.trajectories,
-                                     report.turns, clock() - started, finished))
+            progress(
+                ConvertProgress(
+                    files_done,
+                    len(units),
+                    done_bytes,
+                    total_bytes,
+                    report.trajectories,
+                    report.turns,
+                    clock() - started,
+                    finished,
+                )
+            )
         except Exception as exc:  # progress never fails the conversion
             log.warning("conversion progress callback %r failed and is no longer called: %s", progress, exc)
             progress = None
@@ -829,7 +878,8 @@ def convert_paths(paths: list[Path], out: Path | None, *, fmt: str | None = None
                 if n_workers > 1:
                     parts = None if tmp_name is None else os.path.abspath(tmp_name)  # the workers' cwd may differ
                     report.workers_cpu_s, report.workers_units = _convert_in_workers(
-                        units, n_workers, fmt, lenient, parts, apply)
+                        units, n_workers, fmt, lenient, parts, apply
+                    )
                 else:
                     for k, (unit, explicit) in enumerate(units):
                         apply(k, _convert_unit(unit, explicit, fmt, lenient))
@@ -870,7 +920,9 @@ def read_trajectories(path: Path) -> Iterator[Trajectory]:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise TrajectoryFormatError(path, line_no, None, f"invalid UTF-8 at byte {exc.start} of the line") from exc
+                raise TrajectoryFormatError(
+                    path, line_no, None, f"invalid UTF-8 at byte {exc.start} of the line"
+                ) from exc
             try:
                 yield Trajectory.model_validate_json(text)
             except ValidationError as exc:
@@ -878,7 +930,9 @@ def read_trajectories(path: Path) -> Iterator[Trajectory]:
                 loc = _loc(err.get("loc", ()))
                 if err.get("type") == "json_invalid":
                     raise TrajectoryFormatError(path, line_no, None, f"invalid JSON: {err.get('msg')}") from exc
-                raise TrajectoryFormatError(path, line_no, loc or None, err.get("msg", "invalid"), err.get("input")) from exc
+                raise TrajectoryFormatError(
+                    path, line_no, loc or None, err.get("msg", "invalid"), err.get("input")
+                ) from exc
 
 
 def load_trajectories(path: Path) -> list[Trajectory]:

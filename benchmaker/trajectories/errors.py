@@ -78,7 +78,9 @@ class UnreadableFilesError(ConvertError):
 
     def __init__(self, errors: list[ConvertError], n_inputs: int):
         self.errors = list(errors)
-        message = (f"{len(self.errors)} of {n_inputs} log inputs could not be converted (--lenient skips them):\n  "
-                   + "\n  ".join(str(e) for e in self.errors))
+        message = (
+            f"{len(self.errors)} of {n_inputs} log inputs could not be converted (--lenient skips them):\n  "
+            + "\n  ".join(str(e) for e in self.errors)
+        )
         self.path, self.line, self.field, self.problem = "", None, None, message
         ValueError.__init__(self, message)

@@ -256,8 +256,14 @@ def match_key_for(first_user_text: str) -> str:
     return match_key_for_messages([first_user_text])
 
 
-_COERCED: dict[Any, tuple[type, bool]] = {int: (int, False), int | None: (int, True), float: (float, False),
-                                         float | None: (float, True), bool: (bool, False), bool | None: (bool, True)}
+_COERCED: dict[Any, tuple[type, bool]] = {
+    int: (int, False),
+    int | None: (int, True),
+    float: (float, False),
+    float | None: (float, True),
+    bool: (bool, False),
+    bool | None: (bool, True),
+}
 """Field annotations whose values pydantic's serializer coerces (a bool in an int field
 writes 1, an int in a float field 1.0) and orjson would not: (the one type a value there
 may have for trajectory_json to write it itself, whether None may be there too)."""
@@ -289,8 +295,22 @@ def _fields_getter(models: tuple[type[BaseModel], ...]) -> Any:
     return ns["fields_of"]
 
 
-_model_fields = _fields_getter((ToolCall, Turn, Response, Timing, Usage, Observation, MessageRef, MessageSpan,
-                                ContextEdit, Source, RecordedOutcome, Trajectory))  # the most frequent first
+_model_fields = _fields_getter(
+    (
+        ToolCall,
+        Turn,
+        Response,
+        Timing,
+        Usage,
+        Observation,
+        MessageRef,
+        MessageSpan,
+        ContextEdit,
+        Source,
+        RecordedOutcome,
+        Trajectory,
+    )
+)  # the most frequent first
 _JSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 _pydantic_json = Trajectory.__pydantic_serializer__.to_json
 

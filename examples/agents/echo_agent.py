@@ -40,8 +40,11 @@ class EchoAgent:
         for _ in range(self.turns):
             result = await client.chat(messages)
             if not result.ok:
-                return {"ok": False, "error": f"model call failed: {result.outcome} {result.error or ''}",
-                        "answers": answers}
+                return {
+                    "ok": False,
+                    "error": f"model call failed: {result.outcome} {result.error or ''}",
+                    "answers": answers,
+                }
             answers.append(result.content)
             messages.append(result.message())
             messages.append({"role": "user", "content": "Again."})

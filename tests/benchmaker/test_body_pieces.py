@@ -20,8 +20,9 @@ async def test_a_body_of_pieces_counts_its_bytes_and_is_traced_joined(tmp_path):
     cfg = BenchConfig(load="closed:1", max_requests=2, out_dir=tmp_path / "runs")
     wl = HttpWorkload("http://null/", "POST", {}, None, [200])
     trace = tmp_path / "trace.jsonl"
-    result = await BenchRunner(cfg, workload=wl, transport=NullTransport(chunks=(b"x",)), pre_hooks=[_in_pieces],
-                               record_trace=trace).run()
+    result = await BenchRunner(
+        cfg, workload=wl, transport=NullTransport(chunks=(b"x",)), pre_hooks=[_in_pieces], record_trace=trace
+    ).run()
     samples = [orjson.loads(x) for x in result.samples_path.read_bytes().splitlines()]
     assert [(s["outcome"], s["bytes_sent"]) for s in samples] == [("ok", 12), ("ok", 12)]
     lines = [orjson.loads(x) for x in trace.read_bytes().splitlines()]

@@ -18,16 +18,36 @@ MS = 1_000_000
 
 
 def _report(k: int) -> dict:
-    return {"self_checks": {"loop_lag_ms": {"count": 10, "p50": 0.1, "p99": 0.5 + k, "max": 1.0},
-                            "client_cpu_s": 0.5, "wall_s": 1.0, "max_in_flight": 2, "connections_opened": 2,
-                            "worker": k},
-            "interrupted": False}
+    return {
+        "self_checks": {
+            "loop_lag_ms": {"count": 10, "p50": 0.1, "p99": 0.5 + k, "max": 1.0},
+            "client_cpu_s": 0.5,
+            "wall_s": 1.0,
+            "max_in_flight": 2,
+            "connections_opened": 2,
+            "worker": k,
+        },
+        "interrupted": False,
+    }
 
 
 def _samples(path: Path, seqs: range, sent_ms: int) -> None:
-    path.write_bytes(b"".join(orjson.dumps(Sample(
-        run_id="r1", seq=i, intended_ns=sent_ms * MS, sent_ns=sent_ms * MS, first_token_ns=(sent_ms + 10) * MS,
-        end_ns=(sent_ms + 100) * MS).to_dict(), option=orjson.OPT_APPEND_NEWLINE) for i in seqs))
+    path.write_bytes(
+        b"".join(
+            orjson.dumps(
+                Sample(
+                    run_id="r1",
+                    seq=i,
+                    intended_ns=sent_ms * MS,
+                    sent_ns=sent_ms * MS,
+                    first_token_ns=(sent_ms + 10) * MS,
+                    end_ns=(sent_ms + 100) * MS,
+                ).to_dict(),
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
+            for i in seqs
+        )
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -46,8 +66,7 @@ def test_merge_shards_needs_only_the_files_and_the_config(tmp_path: Path) -> Non
     summary = merge_shards(bundle, config, {"default": parse_rate_spec("closed:4")}, 2, [0, 137])
     assert summary["workers"] == 2 and summary["run"]["n_ok"] == 4
     assert summary["target"]["target_concurrency"] == 4  # closed:4, max_requests 8 >= 4
-    assert summary["target"]["lanes"] == {"default": {"load": "closed:4", "target_rate_per_s": None,
-                                                      "concurrency": 4}}
+    assert summary["target"]["lanes"] == {"default": {"load": "closed:4", "target_rate_per_s": None, "concurrency": 4}}
     assert "worker 1 died (exit code 137)" in summary["verdict"]["reasons"]
     assert orjson.loads((bundle / "summary.json").read_bytes())["run"]["n_ok"] == 4
 
@@ -57,11 +76,28 @@ def test_a_shards_share_of_max_requests_caps_its_target(tmp_path: Path) -> None:
     _samples(tmp_path / "samples.jsonl", range(0, 2), 0)
     checks = {"loop_lag_ms": {"count": 1, "p99": 0.1}}
     # shard 1 of 2: closed:4 gives it 2 workers; max_requests 3 = 2 + 1 gives it 1
-    s = build_summary(config, {"default": parse_rate_spec("closed:4")}, [tmp_path / "samples.jsonl"], checks,
-                      checks["loop_lag_ms"], False, run_id="r1", worker=1, shards=2)
+    s = build_summary(
+        config,
+        {"default": parse_rate_spec("closed:4")},
+        [tmp_path / "samples.jsonl"],
+        checks,
+        checks["loop_lag_ms"],
+        False,
+        run_id="r1",
+        worker=1,
+        shards=2,
+    )
     assert s["target"]["target_concurrency"] == 1
     # interrupted by a signal: named in the summary and its verdict
-    s = build_summary(config, {"default": parse_rate_spec("closed:4")}, [tmp_path / "samples.jsonl"], checks,
-                      checks["loop_lag_ms"], True, run_id="r1", interrupted_by="SIGTERM")
+    s = build_summary(
+        config,
+        {"default": parse_rate_spec("closed:4")},
+        [tmp_path / "samples.jsonl"],
+        checks,
+        checks["loop_lag_ms"],
+        True,
+        run_id="r1",
+        interrupted_by="SIGTERM",
+    )
     assert s["interrupted_by"] == "SIGTERM"
     assert "interrupted by SIGTERM before the end (partial run)" in s["verdict"]["reasons"]

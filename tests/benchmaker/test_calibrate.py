@@ -47,9 +47,15 @@ def _noop_run(tmp_path: Path, load: str = "constant:100"):
 
 
 def _cal(rate: float, hostname: str | None = None) -> dict:
-    return {"schema": 1, "calibrated_at": "2026-01-01T00:00:00+00:00",
-            "host": {"hostname": hostname or socket.gethostname()}, "max_request_rate_per_s": rate,
-            "stream_events_per_s": 1.0, "timer": {}, "loop_idle_lag_ms": {}}
+    return {
+        "schema": 1,
+        "calibrated_at": "2026-01-01T00:00:00+00:00",
+        "host": {"hostname": hostname or socket.gethostname()},
+        "max_request_rate_per_s": rate,
+        "stream_events_per_s": 1.0,
+        "timer": {},
+        "loop_idle_lag_ms": {},
+    }
 
 
 def test_calibrate_cli_writes_the_file_and_later_runs_carry_it(tmp_path, monkeypatch):
@@ -98,8 +104,10 @@ def test_a_run_near_the_ceiling_gets_a_note(tmp_path, monkeypatch):
     assert result.summary["run"]["offered_rate_per_s"] == pytest.approx(100.0)
     ratio = result.summary["self_checks"]["offered_rate_vs_ceiling"]
     assert ratio == pytest.approx(100 / 150)
-    assert (f"offered rate 100 req/s is {ratio:.0%} of this host's calibrated ceiling (150 req/s): "
-            "client limits may shape the latencies") in result.summary["verdict"]["notes"]
+    assert (
+        f"offered rate 100 req/s is {ratio:.0%} of this host's calibrated ceiling (150 req/s): "
+        "client limits may shape the latencies"
+    ) in result.summary["verdict"]["notes"]
     assert not any("ceiling" in r for r in result.summary["verdict"]["reasons"])  # a note, never a reason
 
 

@@ -35,13 +35,14 @@ PROFILE = settings(max_examples=300, deadline=None, suppress_health_check=[Healt
 
 numbers = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(min_value=-10**15, max_value=10**15),
+    st.integers(min_value=-(10**15), max_value=10**15),
     st.sampled_from([0, -0.0, 1e-300, 1e300, 1e6, 1e6 + 1, 2**63, "inf", "-inf", "nan", "1e12", "0x10", "1_000"]),
 )
 number_text = numbers.map(str)
 junk = st.text(alphabet=string.printable, max_size=12)
 durations = st.one_of(
-    st.builds(lambda n, u: f"{n}{u}", number_text, st.sampled_from(["", "ms", "s", "m", "h", "d", " s"])), junk)
+    st.builds(lambda n, u: f"{n}{u}", number_text, st.sampled_from(["", "ms", "s", "m", "h", "d", " s"])), junk
+)
 
 
 def rate_specs():
@@ -121,16 +122,41 @@ def test_bench_config_is_valid_or_a_value_error(load, duration, max_requests):
 
 
 yaml_scalars = st.one_of(st.none(), st.booleans(), numbers, junk, rate_specs(), durations)
-yaml_values = st.recursive(yaml_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["type", "url", "name", "rate", "x"]), inner,
-                                                 max_size=3)), max_leaves=8)
-run_keys = st.sampled_from(["load", "duration_s", "max_requests", "warmup_s", "cooldown_s", "max_in_flight",
-                            "overflow", "timeouts", "slo", "checks", "seed", "run_id", "label", "workers",
-                            "workload", "mix", "record_trace", "bogus"])
+yaml_values = st.recursive(
+    yaml_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["type", "url", "name", "rate", "x"]), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+run_keys = st.sampled_from(
+    [
+        "load",
+        "duration_s",
+        "max_requests",
+        "warmup_s",
+        "cooldown_s",
+        "max_in_flight",
+        "overflow",
+        "timeouts",
+        "slo",
+        "checks",
+        "seed",
+        "run_id",
+        "label",
+        "workers",
+        "workload",
+        "mix",
+        "record_trace",
+        "bogus",
+    ]
+)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.dictionaries(run_keys, yaml_values, max_size=6), st.booleans())
 def test_a_run_file_is_read_or_a_config_error_naming_the_file(tmp_path_factory, data, as_text):
     path: Path = tmp_path_factory.mktemp("rf") / "run.yaml"

@@ -20,7 +20,9 @@ def test_a_directory_goes_up_and_comes_back_byte_equal(tmp_path: Path, kind: str
     (src / "a.jsonl").write_bytes(b'{"a": 1}\n')
     (src / "sub" / "b.json").write_bytes(b"[]")
     assert ex.put_dir(src, "run/points/c2/_shards/w0") == [
-        "run/points/c2/_shards/w0/a.jsonl", "run/points/c2/_shards/w0/sub/b.json"]
+        "run/points/c2/_shards/w0/a.jsonl",
+        "run/points/c2/_shards/w0/sub/b.json",
+    ]
     got = ex.get_dir("run/points/c2/_shards", tmp_path / "dst")
     assert got == [tmp_path / "dst" / "w0" / "a.jsonl", tmp_path / "dst" / "w0" / "sub" / "b.json"]
     assert (tmp_path / "dst" / "w0" / "a.jsonl").read_bytes() == b'{"a": 1}\n'

@@ -39,9 +39,21 @@ def test_fixed_stream_every_metric_equals_the_hand_computed_value(tmp_path):
     for _ in range(99):
         events.append(events[-1] + 20 * MS)
     events.append(events[-1] + 500 * MS)
-    s = Sample(run_id="g", seq=0, intended_ns=0, sent_ns=0, first_byte_ns=0, first_token_ns=events[0],
-               first_content_ns=events[0], end_ns=events[-1], token_event_ns=events, n_token_events=101,
-               usage_present=True, output_tokens=101, prompt_tokens=10)
+    s = Sample(
+        run_id="g",
+        seq=0,
+        intended_ns=0,
+        sent_ns=0,
+        first_byte_ns=0,
+        first_token_ns=events[0],
+        first_content_ns=events[0],
+        end_ns=events[-1],
+        token_event_ns=events,
+        n_token_events=101,
+        usage_present=True,
+        output_tokens=101,
+        prompt_tokens=10,
+    )
     run = summary_of(tmp_path, [s])
     assert run["ttft_ms"]["p50"] == 200.0
     assert run["e2e_ms"]["p50"] == 2680.0  # 200 + 99 * 20 + 500
@@ -57,8 +69,18 @@ def test_fixed_stream_every_metric_equals_the_hand_computed_value(tmp_path):
 
 def test_four_tokens_per_event_splits_per_token_itl(tmp_path):
     events = [i * 40 * MS for i in range(1, 11)]  # 10 chunks, 40 ms apart, 4 tokens each
-    s = Sample(run_id="g", seq=0, intended_ns=0, sent_ns=0, first_token_ns=events[0], end_ns=events[-1],
-               token_event_ns=events, n_token_events=10, usage_present=True, output_tokens=40)
+    s = Sample(
+        run_id="g",
+        seq=0,
+        intended_ns=0,
+        sent_ns=0,
+        first_token_ns=events[0],
+        end_ns=events[-1],
+        token_event_ns=events,
+        n_token_events=10,
+        usage_present=True,
+        output_tokens=40,
+    )
     run = summary_of(tmp_path, [s])
     assert run["itl_event_ms"]["p50"] == 40.0  # per-event gap
     assert run["itl_token_ms"]["p50"] == 10.0  # 40 ms over 4 tokens
@@ -79,8 +101,13 @@ def test_poisson_on_a_noop_transport_keeps_the_rate_or_says_it_could_not(tmp_pat
             return OpenAIChatWorkload("http://noop/", "m", StaticDataset(["x"]), stream=False).parser(spec)
 
     body = b'{"choices":[{"message":{"content":"ok"},"finish_reason":"stop"}],"usage":{"completion_tokens":1}}'
-    cfg = BenchConfig(load=f"poisson:{rate}", duration_s=2, out_dir=tmp_path, seed=3,
-                      checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10})  # the defaults
+    cfg = BenchConfig(
+        load=f"poisson:{rate}",
+        duration_s=2,
+        out_dir=tmp_path,
+        seed=3,
+        checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10},
+    )  # the defaults
     result = BenchRunner(cfg, workload=Wl(), transport=NullTransport(chunks=(body,))).run_sync()
     run, v = result.summary["run"], result.summary["verdict"]
     assert run["n_ok"] == run["n_samples"] > 0
@@ -93,8 +120,11 @@ def test_poisson_on_a_noop_transport_keeps_the_rate_or_says_it_could_not(tmp_pat
 
 
 def _scenario_server(scenario: dict):
-    proc = subprocess.Popen([sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
-                             "--scenario", json.dumps(scenario)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0", "--scenario", json.dumps(scenario)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     url = proc.stdout.readline().strip()
     return proc, url
 
@@ -110,8 +140,14 @@ def test_cap_one_on_a_500ms_server_reports_queueing_from_the_intended_time(tmp_p
     proc, url = _scenario_server({"latency_ms": 500, "content_chunks": 1})
     try:
         wl = OpenAIChatWorkload(url + "/v1/chat/completions", "m", StaticDataset(["x"]), stream=False)
-        cfg = BenchConfig(load="constant:10", duration_s=1.0, max_in_flight=1, out_dir=tmp_path, drain_s=10,
-                          checks={"max_schedule_lag_p99_ms": 10})  # the default, whatever the environment
+        cfg = BenchConfig(
+            load="constant:10",
+            duration_s=1.0,
+            max_in_flight=1,
+            out_dir=tmp_path,
+            drain_s=10,
+            checks={"max_schedule_lag_p99_ms": 10},
+        )  # the default, whatever the environment
         result = BenchRunner(cfg, workload=wl).run_sync()
     finally:
         _stop(proc)
@@ -150,8 +186,9 @@ def test_synchronous_work_per_event_is_detected_as_loop_lag(tmp_path):
                 self.inner.finish(sample)
 
         wl.parser = lambda spec: SlowParser(make_parser(spec))
-        cfg = BenchConfig(load="closed:8", duration_s=1.5, out_dir=tmp_path,
-                          checks={"max_loop_lag_p99_ms": 10})  # the default, whatever the environment
+        cfg = BenchConfig(
+            load="closed:8", duration_s=1.5, out_dir=tmp_path, checks={"max_loop_lag_p99_ms": 10}
+        )  # the default, whatever the environment
         result = BenchRunner(cfg, workload=wl).run_sync()
     finally:
         _stop(proc)
@@ -164,23 +201,59 @@ def test_http_500s_and_cut_streams_are_failures_with_an_error_rate(tmp_path):
     from benchmaker.recipes.cli import main
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0", "--scenario", "{}",
-         "--named", 'fail={"status": 500}', "--named", 'cut={"truncate_after": 3, "done": false}'],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "benchmaker.testing.scenario_server",
+            "--port",
+            "0",
+            "--scenario",
+            "{}",
+            "--named",
+            'fail={"status": 500}',
+            "--named",
+            'cut={"truncate_after": 3, "done": false}',
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     url = proc.stdout.readline().strip()
     try:
         import yaml
 
         cfg = tmp_path / "mix.yaml"
         chat = {"type": "openai-chat", "url": url + "/v1/chat/completions"}
-        cfg.write_text(yaml.safe_dump({
-            "max_requests": 40, "out_dir": str(tmp_path / "out"), "checks": {"max_error_rate": 0.1},
-            "mix": {"lanes": [
-                {"name": "ok", "rate": "constant:100", "max_requests": 18, "workload": {**chat, "model": "m"}},
-                {"name": "fail", "rate": "constant:100", "max_requests": 20, "workload": {**chat, "model": "fail"}},
-                {"name": "cut", "rate": "constant:100", "max_requests": 2, "workload": {**chat, "model": "cut"}},
-            ]},
-        }))
+        cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "max_requests": 40,
+                    "out_dir": str(tmp_path / "out"),
+                    "checks": {"max_error_rate": 0.1},
+                    "mix": {
+                        "lanes": [
+                            {
+                                "name": "ok",
+                                "rate": "constant:100",
+                                "max_requests": 18,
+                                "workload": {**chat, "model": "m"},
+                            },
+                            {
+                                "name": "fail",
+                                "rate": "constant:100",
+                                "max_requests": 20,
+                                "workload": {**chat, "model": "fail"},
+                            },
+                            {
+                                "name": "cut",
+                                "rate": "constant:100",
+                                "max_requests": 2,
+                                "workload": {**chat, "model": "cut"},
+                            },
+                        ]
+                    },
+                }
+            )
+        )
         code = main(["run", str(cfg), "--no-progress"])
     finally:
         _stop(proc)
@@ -190,18 +263,29 @@ def test_http_500s_and_cut_streams_are_failures_with_an_error_rate(tmp_path):
     assert code == 1
     assert (run["n_ok"], run["n_http_error"], run["n_protocol_error"]) == (18, 20, 2)
     assert run["error_rate"] == pytest.approx(22 / 40)  # 50% HTTP 500 + 5% cut streams
-    assert ("error rate 55.00% exceeds max_error_rate 10.00% (22 of 40 requests failed: 20 http_error, "
-            "2 protocol_error)") in summary["verdict"]["reasons"]
+    assert (
+        "error rate 55.00% exceeds max_error_rate 10.00% (22 of 40 requests failed: 20 http_error, 2 protocol_error)"
+    ) in summary["verdict"]["reasons"]
 
 
 def test_requests_longer_than_the_window_are_counted_unfinished_and_the_window_stated(tmp_path):
     # The "10 s window with 30 s requests", scaled by 1/10: a 1 s send window,
     # 3 s requests. Beside them a fast lane finishes, so the throughput window is defined.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
-         "--scenario", '{"latency_ms": 100, "content_chunks": 1}',
-         "--named", 'slow={"latency_ms": 3000, "content_chunks": 1}'],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "benchmaker.testing.scenario_server",
+            "--port",
+            "0",
+            "--scenario",
+            '{"latency_ms": 100, "content_chunks": 1}',
+            "--named",
+            'slow={"latency_ms": 3000, "content_chunks": 1}',
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     url = proc.stdout.readline().strip() + "/v1/chat/completions"
     try:
         from benchmaker.engine.runner import Lane
@@ -235,13 +319,26 @@ def test_requests_longer_than_the_window_are_counted_unfinished_and_the_window_s
 
 
 def _cached_sample(seq: int, prompt: int, cached: int | None) -> Sample:
-    return Sample(run_id="g", seq=seq, intended_ns=0, sent_ns=0, first_token_ns=10 * MS, end_ns=20 * MS,
-                  token_event_ns=[10 * MS], n_token_events=1, usage_present=True, output_tokens=1,
-                  prompt_tokens=prompt, cached_tokens=cached)
+    return Sample(
+        run_id="g",
+        seq=seq,
+        intended_ns=0,
+        sent_ns=0,
+        first_token_ns=10 * MS,
+        end_ns=20 * MS,
+        token_event_ns=[10 * MS],
+        n_token_events=1,
+        usage_present=True,
+        output_tokens=1,
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+    )
 
 
 def test_prefix_cache_hit_rate_is_cached_over_prompt_tokens_of_the_successes(tmp_path):
-    run = summary_of(tmp_path, [_cached_sample(0, 1000, 0), _cached_sample(1, 1000, 750), _cached_sample(2, 2000, 1500)])
+    run = summary_of(
+        tmp_path, [_cached_sample(0, 1000, 0), _cached_sample(1, 1000, 750), _cached_sample(2, 2000, 1500)]
+    )
     assert (run["cached_tokens_total"], run["prompt_tokens_total"]) == (2250, 4000)
     assert run["prefix_cache_hit_rate"] == 0.5625  # 2250 / 4000
 

@@ -31,13 +31,21 @@ def _run(n_sent: int, n_ok: int, **kinds: int) -> dict:
 
 def test_default_max_error_rate_makes_a_dead_target_run_invalid_and_1_turns_it_off():
     run = _run(243, 60, transport_error=183)  # the issue's run: 183 of 243 transport errors
-    v = verdict(run, limits=SelfCheckLimits(), open_loop=False, target_concurrency=None, loop_lag=NO_LAG,
-                interrupted=False)
+    v = verdict(
+        run, limits=SelfCheckLimits(), open_loop=False, target_concurrency=None, loop_lag=NO_LAG, interrupted=False
+    )
     # (243 - 60) / 243 = 0.7531
-    assert v["reasons"] == ["error rate 75.31% exceeds max_error_rate 10.00% (183 of 243 requests failed: "
-                            "183 transport_error)"]
-    off = verdict(run, limits=SelfCheckLimits(max_error_rate=1), open_loop=False, target_concurrency=None,
-                  loop_lag=NO_LAG, interrupted=False)
+    assert v["reasons"] == [
+        "error rate 75.31% exceeds max_error_rate 10.00% (183 of 243 requests failed: 183 transport_error)"
+    ]
+    off = verdict(
+        run,
+        limits=SelfCheckLimits(max_error_rate=1),
+        open_loop=False,
+        target_concurrency=None,
+        loop_lag=NO_LAG,
+        interrupted=False,
+    )
     assert off["valid"] is True
 
 
@@ -51,9 +59,11 @@ def test_connect_timeout_names_the_client_when_its_loop_lagged():
     # connect timeout 10 s: a tenth is 1,000 ms of loop lag
     kind, error = connect_timeout_cause("connect timeout", 10.0, 2500.0, 19304)
     assert kind == "client"
-    assert error == ("client-side overload: the connect deadline (10 s) passed while this client's event loop "
-                     "lagged 2500 ms with 19304 requests in flight; the endpoint may never have seen the request "
-                     "(connect timeout)")
+    assert error == (
+        "client-side overload: the connect deadline (10 s) passed while this client's event loop "
+        "lagged 2500 ms with 19304 requests in flight; the endpoint may never have seen the request "
+        "(connect timeout)"
+    )
     assert connect_timeout_cause("connect timeout", 10.0, 999.0, 5) == ("connect", "connect timeout")
     # short deadlines: at least 50 ms of lag before the client is blamed
     assert connect_timeout_cause("x", 0.1, 49.0, 1)[0] == "connect"
@@ -81,8 +91,11 @@ def test_host_limit_follows_the_fd_limit_and_caps_concurrency(monkeypatch):
         cfg = BenchConfig(load="poisson:5", duration_s=1)
         assert cfg.in_flight_cap() == (136, f"host limit: {why}")  # below 1024 per CPU
         assert BenchConfig(load="poisson:5", duration_s=1, max_in_flight=8).in_flight_cap() == (8, "max_in_flight")
-        with pytest.raises(ValueError, match=r"closed-loop concurrency 500 over 1 worker process\(es\) is 500 in "
-                                             r"flight per process, more than this host can hold \(136: the file"):
+        with pytest.raises(
+            ValueError,
+            match=r"closed-loop concurrency 500 over 1 worker process\(es\) is 500 in "
+            r"flight per process, more than this host can hold \(136: the file",
+        ):
             BenchConfig(load="closed:500", duration_s=1)
         BenchConfig(load="closed:500", duration_s=1, workers=4)  # 125 per process fits
     finally:
@@ -108,10 +121,11 @@ async def test_arrivals_beyond_the_cap_are_dropped_and_the_client_is_named(tmp_p
     result = await BenchRunner(cfg, workload=wl, transport=NullTransport(chunks=(b"x",))).run()
     run = result.summary["run"]
     assert (run["n_ok"], run["n_dropped"]) == (5, 15)
-    assert "client-side: 15 open-loop arrivals were dropped at the in-flight cap 5 (max_in_flight)" in \
-        result.summary["verdict"]["notes"]
-    dropped = [orjson.loads(x) for x in result.samples_path.read_bytes().splitlines()
-               if b'"dropped"' in x]
+    assert (
+        "client-side: 15 open-loop arrivals were dropped at the in-flight cap 5 (max_in_flight)"
+        in result.summary["verdict"]["notes"]
+    )
+    dropped = [orjson.loads(x) for x in result.samples_path.read_bytes().splitlines() if b'"dropped"' in x]
     assert {d["error"] for d in dropped} == {"client-side: in-flight cap 5 reached (max_in_flight); not sent"}
     assert result.summary["self_checks"]["in_flight_cap"] == 5
     # schedule lag is not judged for an infinite rate (every arrival is due at t=0)
@@ -126,7 +140,9 @@ async def test_open_loop_without_max_in_flight_is_capped_per_cpu(tmp_path):
     checks = result.summary["self_checks"]
     if 1024 * cpus < host_in_flight_limit()[0]:
         assert (checks["in_flight_cap"], checks["in_flight_cap_source"]) == (
-            1024 * cpus, f"default 1024 per usable CPU x {cpus}; raise it with --max-in-flight / max_in_flight")
+            1024 * cpus,
+            f"default 1024 per usable CPU x {cpus}; raise it with --max-in-flight / max_in_flight",
+        )
     else:
         assert checks["in_flight_cap_source"].startswith("host limit: ")
     assert result.summary["run"]["n_ok"] == 3
@@ -134,6 +150,7 @@ async def test_open_loop_without_max_in_flight_is_capped_per_cpu(tmp_path):
 
 async def _hanging_server() -> tuple[socket.socket, str]:
     """A loopback server that accepts connections and never answers."""
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await reader.read()
@@ -220,6 +237,8 @@ async def test_a_target_that_dies_makes_the_run_invalid_with_the_reason(tmp_path
     result = await BenchRunner(cfg, workload=HttpWorkload(url, "GET", {}, None, [200])).run()
     run = result.summary["run"]
     assert (run["n_ok"], run["n_transport_error"]) == (2, 8)
-    assert ("error rate 80.00% exceeds max_error_rate 10.00% (8 of 10 requests failed: 8 transport_error)"
-            in result.summary["verdict"]["reasons"])
+    assert (
+        "error rate 80.00% exceeds max_error_rate 10.00% (8 of 10 requests failed: 8 transport_error)"
+        in result.summary["verdict"]["reasons"]
+    )
     assert result.valid is False

@@ -35,16 +35,29 @@ def _event(obj: dict | str) -> bytes:
 
 
 def _chunk(delta: dict, finish: str | None = None) -> dict:
-    return {"id": "c1", "object": "chat.completion.chunk", "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 ROLE = _event(_chunk({"role": "assistant", "content": ""}))
 TOKENS = [_event(_chunk({"content": t})) for t in ("Hel", "lo \u2028", " w\u00f6rld")]
-TAIL = (_event(_chunk({}, "stop"))
-        + _event({"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [],
-                  "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}})
-        + _event("[DONE]"))
+TAIL = (
+    _event(_chunk({}, "stop"))
+    + _event(
+        {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "model": "m",
+            "choices": [],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+        }
+    )
+    + _event("[DONE]")
+)
 SSE = ROLE + b"".join(TOKENS) + TAIL
 HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -54,7 +67,13 @@ def _chunked(pieces: list[bytes]) -> bytes:
 
 
 def _length(body: bytes, ctype: bytes = b"text/event-stream", status: bytes = b"200 OK", extra: bytes = b"") -> bytes:
-    return b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n%s" % (status, ctype, len(body), extra, body)
+    return b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n%s" % (
+        status,
+        ctype,
+        len(body),
+        extra,
+        body,
+    )
 
 
 CHUNKED_RESPONSE = HEAD_CHUNKED + _chunked([ROLE, TOKENS[0] + TOKENS[1][:9], TOKENS[1][9:] + TOKENS[2], TAIL])
@@ -150,8 +169,9 @@ class Scripted:
         elif path == "/nothing":  # closes without any response
             return False
         elif path == "/close-reset":  # a close-delimited body cut by a reset
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + ROLE
-                         + TOKENS[0])
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + ROLE + TOKENS[0]
+            )
             await writer.drain()
             await asyncio.sleep(0.02)
             sock = writer.get_extra_info("socket")
@@ -162,7 +182,9 @@ class Scripted:
             code, to = int(q["code"][0]), q["to"][0]
             writer.write(b"HTTP/1.1 %d Moved\r\nLocation: %s\r\nContent-Length: 3\r\n\r\nbye" % (code, to.encode()))
         elif path == "/loop":  # redirects to itself
-            writer.write(b"HTTP/1.1 302 Found\r\nLocation: /loop\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nbye\r\n0\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 302 Found\r\nLocation: /loop\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nbye\r\n0\r\n\r\n"
+            )
         elif path == "/upgrade":
             writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
         elif path in ("/cut", "/reset"):  # head and half the body, then close or reset
@@ -178,7 +200,9 @@ class Scripted:
             status = int(q["status"][0])
             body = b'{"error": {"message": "overloaded \xc3\xa9", "code": %d}}' % status
             if q.get("chunked"):
-                writer.write(b"HTTP/1.1 %d Oops\r\nTransfer-Encoding: chunked\r\n\r\n" % status + _chunked([body[:5], body[5:]]))
+                writer.write(
+                    b"HTTP/1.1 %d Oops\r\nTransfer-Encoding: chunked\r\n\r\n" % status + _chunked([body[:5], body[5:]])
+                )
             else:
                 writer.write(_length(body, b"application/json", b"%d Oops" % status))
         elif path == "/stall":  # some events, then nothing for `hold` s (or a slow drip)
@@ -205,9 +229,25 @@ class Scripted:
 
 # -- golden: aiohttp and raw give the same samples ---------------------------------
 
-_COMPARED = ("outcome", "timeout_kind", "http_status", "n_token_events", "token_event_tokens", "usage_present",
-             "prompt_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "output_chars", "finish_reason",
-             "model", "finish_class", "refusal", "bytes_sent", "bytes_received")
+_COMPARED = (
+    "outcome",
+    "timeout_kind",
+    "http_status",
+    "n_token_events",
+    "token_event_tokens",
+    "usage_present",
+    "prompt_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "output_chars",
+    "finish_reason",
+    "model",
+    "finish_class",
+    "refusal",
+    "bytes_sent",
+    "bytes_received",
+)
 
 
 def _view(sample: dict, text: str) -> dict:
@@ -220,8 +260,16 @@ def _view(sample: dict, text: str) -> dict:
     return v
 
 
-async def _run(tmp_path: Path, kind: str, path: str, *, n: int = 3, load: str = "closed:1",
-               timeouts: dict | None = None, ssl_ctx: ssl.SSLContext | None = None) -> tuple[list[dict], dict, Scripted]:
+async def _run(
+    tmp_path: Path,
+    kind: str,
+    path: str,
+    *,
+    n: int = 3,
+    load: str = "closed:1",
+    timeouts: dict | None = None,
+    ssl_ctx: ssl.SSLContext | None = None,
+) -> tuple[list[dict], dict, Scripted]:
     """One run of `n` chat requests to `path` through transport `kind`, each with a fresh
     server: (compared views in seq order, self_checks, the server)."""
     server = await Scripted().start(ssl_ctx)
@@ -233,15 +281,22 @@ async def _run(tmp_path: Path, kind: str, path: str, *, n: int = 3, load: str = 
     transport = None
     if ssl_ctx is not None:
         transport = AiohttpTransport(verify_tls=False) if kind == "aiohttp" else RawTransport(verify_tls=False)
-    cfg = BenchConfig(load=load, max_requests=n, out_dir=tmp_path / kind, transport=kind,
-                      timeouts=timeouts or {}, checks={"max_error_rate": 1.0})
+    cfg = BenchConfig(
+        load=load,
+        max_requests=n,
+        out_dir=tmp_path / kind,
+        transport=kind,
+        timeouts=timeouts or {},
+        checks={"max_error_rate": 1.0},
+    )
     workload = OpenAIChatWorkload(server.url + path, "m", StaticDataset(["Say hello."]), max_tokens=8)
     try:
         result = await BenchRunner(cfg, workload=workload, transport=transport, post_hooks=[keep_text]).run()
     finally:
         await server.stop()
-    samples = sorted((orjson.loads(line) for line in result.samples_path.read_bytes().splitlines()),
-                     key=lambda s: s["seq"])
+    samples = sorted(
+        (orjson.loads(line) for line in result.samples_path.read_bytes().splitlines()), key=lambda s: s["seq"]
+    )
     return [_view(s, texts.get(s["seq"], "")) for s in samples], result.summary["self_checks"], server
 
 
@@ -250,17 +305,33 @@ async def _both(tmp_path: Path, path: str, *, timed: tuple[str, ...] = (), **kw)
     that depend on when a deadline fired); return (raw views, aiohttp's and raw's checks)."""
     a, a_checks, _ = await _run(tmp_path, "aiohttp", path, **kw)
     r, r_checks, _ = await _run(tmp_path, "raw", path, **kw)
-    assert [{k: v for k, v in x.items() if k not in timed} for x in r] == \
-        [{k: v for k, v in x.items() if k not in timed} for x in a]
+    assert [{k: v for k, v in x.items() if k not in timed} for x in r] == [
+        {k: v for k, v in x.items() if k not in timed} for x in a
+    ]
     return r, a_checks, r_checks
 
 
-OK_VIEW = {"outcome": "ok", "timeout_kind": None, "http_status": 200, "n_token_events": 3,
-           "token_event_tokens": None, "usage_present": True, "prompt_tokens": 7,
-           "output_tokens": 3, "cached_tokens": None, "reasoning_tokens": None, "output_chars": 13,
-           "finish_reason": "stop", "model": "m", "finish_class": "stop", "refusal": False,
-           "bytes_received": len(SSE), "text": "Hello \u2028 w\u00f6rld", "got_first_byte": True,
-           "got_first_token": True}
+OK_VIEW = {
+    "outcome": "ok",
+    "timeout_kind": None,
+    "http_status": 200,
+    "n_token_events": 3,
+    "token_event_tokens": None,
+    "usage_present": True,
+    "prompt_tokens": 7,
+    "output_tokens": 3,
+    "cached_tokens": None,
+    "reasoning_tokens": None,
+    "output_chars": 13,
+    "finish_reason": "stop",
+    "model": "m",
+    "finish_class": "stop",
+    "refusal": False,
+    "bytes_received": len(SSE),
+    "text": "Hello \u2028 w\u00f6rld",
+    "got_first_byte": True,
+    "got_first_token": True,
+}
 
 
 async def test_chunked_stream_split_at_every_byte_gives_the_same_samples(tmp_path):
@@ -330,8 +401,9 @@ async def test_connection_refused_is_the_same_transport_error(tmp_path):
     sock.close()  # nothing listens there now
     out = {}
     for kind in ("aiohttp", "raw"):
-        cfg = BenchConfig(load="closed:1", max_requests=2, out_dir=tmp_path / kind, transport=kind,
-                          checks={"max_error_rate": 1.0})
+        cfg = BenchConfig(
+            load="closed:1", max_requests=2, out_dir=tmp_path / kind, transport=kind, checks={"max_error_rate": 1.0}
+        )
         wl = OpenAIChatWorkload(f"http://127.0.0.1:{port}/v1/chat/completions", "m", StaticDataset(["x"]))
         result = await BenchRunner(cfg, workload=wl).run()
         out[kind] = [orjson.loads(line) for line in result.samples_path.read_bytes().splitlines()]
@@ -340,11 +412,14 @@ async def test_connection_refused_is_the_same_transport_error(tmp_path):
     assert out["raw"][0]["error"] == out["aiohttp"][0]["error"]  # "cannot connect to URL: [Errno 111] ..."
 
 
-@pytest.mark.parametrize(("query", "timeouts", "kind"), [
-    ("upto=role&hold=3", {"ttft_s": 0.3}, "ttft"),
-    ("upto=content&hold=3", {"idle_s": 0.3}, "idle"),
-    ("upto=drip", {"total_s": 0.4}, "total"),
-])
+@pytest.mark.parametrize(
+    ("query", "timeouts", "kind"),
+    [
+        ("upto=role&hold=3", {"ttft_s": 0.3}, "ttft"),
+        ("upto=content&hold=3", {"idle_s": 0.3}, "idle"),
+        ("upto=drip", {"total_s": 0.4}, "total"),
+    ],
+)
 async def test_each_timeout_kind_is_the_same(tmp_path, query, timeouts, kind):
     # the drip's token count depends on when the deadline fired (0.4 s / 50 ms: ~8)
     timed = ("n_token_events", "text") if kind == "total" else ()
@@ -388,8 +463,14 @@ async def test_connect_timeout_is_the_same(tmp_path):
             await probe.aclose()
         out = {}
         for kind in ("aiohttp", "raw"):
-            cfg = BenchConfig(load="closed:1", max_requests=1, out_dir=tmp_path / kind, transport=kind,
-                              timeouts={"connect_s": 0.3}, checks={"max_error_rate": 1.0})
+            cfg = BenchConfig(
+                load="closed:1",
+                max_requests=1,
+                out_dir=tmp_path / kind,
+                transport=kind,
+                timeouts={"connect_s": 0.3},
+                checks={"max_error_rate": 1.0},
+            )
             wl = OpenAIChatWorkload(f"http://127.0.0.1:{port}/v1/chat/completions", "m", StaticDataset(["x"]))
             result = await BenchRunner(cfg, workload=wl).run()
             out[kind] = orjson.loads(result.samples_path.read_bytes().splitlines()[0])
@@ -406,9 +487,28 @@ async def test_connect_timeout_is_the_same(tmp_path):
 @pytest.fixture(scope="module")
 def tls_server_ctx(tmp_path_factory) -> ssl.SSLContext:
     d = tmp_path_factory.mktemp("tls")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(d / "k.pem"),
-                    "-out", str(d / "c.pem")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(d / "k.pem"),
+            "-out",
+            str(d / "c.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(d / "c.pem", d / "k.pem")
     return ctx
@@ -510,8 +610,9 @@ async def test_request_head_carries_defaults_body_and_spec_headers():
     server, port, heads = await _raw_server([_length(b"ok")], None)
     tr = RawTransport()
     try:
-        spec = RequestSpec("POST", f"http://127.0.0.1:{port}/v1/x?a=1", headers={"Accept": "text/event-stream"},
-                           body=b'{"k": 1}')
+        spec = RequestSpec(
+            "POST", f"http://127.0.0.1:{port}/v1/x?a=1", headers={"Accept": "text/event-stream"}, body=b'{"k": 1}'
+        )
         async with tr.stream(spec) as r:
             assert await r.read() == b"ok"
             assert r.headers == {"content-type": "text/event-stream", "content-length": "2"}
@@ -519,9 +620,14 @@ async def test_request_head_carries_defaults_body_and_spec_headers():
         await tr.aclose()
         server.close()
         await server.wait_closed()
-    assert heads[0] == (f"POST /v1/x?a=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept-Encoding: gzip, deflate\r\n"
-                        "User-Agent: benchmaker\r\nContent-Type: application/octet-stream\r\n"
-                        "Accept: text/event-stream\r\nContent-Length: 8\r\n\r\n").encode()
+    assert (
+        heads[0]
+        == (
+            f"POST /v1/x?a=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept-Encoding: gzip, deflate\r\n"
+            "User-Agent: benchmaker\r\nContent-Type: application/octet-stream\r\n"
+            "Accept: text/event-stream\r\nContent-Length: 8\r\n\r\n"
+        ).encode()
+    )
 
 
 async def test_reset_inside_a_close_delimited_body_is_a_cut_not_an_end(tmp_path):
@@ -532,8 +638,11 @@ async def test_reset_inside_a_close_delimited_body_is_a_cut_not_an_end(tmp_path)
     a, _, _ = await _run(tmp_path, "aiohttp", "/close-reset", n=1)
     r, _, _ = await _run(tmp_path, "raw", "/close-reset", n=1)
     differ = {k: (a[0][k], r[0][k]) for k in a[0] if a[0][k] != r[0][k]}
-    assert differ == {"outcome": ("protocol_error", "transport_error"), "output_chars": (3, 0),
-                      "bytes_received": (len(ROLE + TOKENS[0]), 0)}
+    assert differ == {
+        "outcome": ("protocol_error", "transport_error"),
+        "output_chars": (3, 0),
+        "bytes_received": (len(ROLE + TOKENS[0]), 0),
+    }
     assert r[0]["text"] == "Hel" and r[0]["n_token_events"] == 1
 
 
@@ -555,8 +664,7 @@ async def test_url_is_percent_encoded_and_its_userinfo_becomes_basic_auth():
     server, port, heads = await _raw_server([_length(b"ok")] * 2, None)
     tr = RawTransport()
     try:
-        for url in (f"http://u%40x:p%C3%A9@127.0.0.1:{port}/v1/a b/\u00e9?q=%20x y",
-                    f"http://u:p@127.0.0.1:{port}/"):
+        for url in (f"http://u%40x:p%C3%A9@127.0.0.1:{port}/v1/a b/\u00e9?q=%20x y", f"http://u:p@127.0.0.1:{port}/"):
             headers = {} if "x:" in url else {"Authorization": "Bearer k"}  # the spec's own wins
             async with tr.stream(RequestSpec("GET", url, headers=headers)) as r:
                 assert await r.read() == b"ok"
@@ -565,8 +673,11 @@ async def test_url_is_percent_encoded_and_its_userinfo_becomes_basic_auth():
         server.close()
         await server.wait_closed()
     # "u@x:p\u00e9" as Basic credentials: base64 of b"u@x:p\xe9" (latin-1, as aiohttp's BasicAuth)
-    assert heads[0].split(b"\r\n")[:3] == [b"GET /v1/a%20b/%C3%A9?q=%20x%20y HTTP/1.1", b"Host: 127.0.0.1:%d" % port,
-                                           b"Authorization: Basic dUB4OnDp"]
+    assert heads[0].split(b"\r\n")[:3] == [
+        b"GET /v1/a%20b/%C3%A9?q=%20x%20y HTTP/1.1",
+        b"Host: 127.0.0.1:%d" % port,
+        b"Authorization: Basic dUB4OnDp",
+    ]
     assert b"Authorization: Bearer k\r\n" in heads[1] and b"Basic" not in heads[1]
 
 
@@ -622,6 +733,7 @@ async def test_pool_limit_caps_open_connections():
     server = await Scripted().start()
     tr = RawTransport(limit=2)
     try:
+
         async def one() -> bytes:
             async with tr.stream(RequestSpec("GET", server.url + "/plain?n=3")) as r:
                 return await r.read()
@@ -672,8 +784,9 @@ def test_keep_heap_stops_page_faults_per_pass_of_reads() -> None:
     hands them back and faults them in on every pass (~9,000), in a fresh process each."""
 
     def faults(mode: str) -> str:
-        return subprocess.run([sys.executable, "-c", _HEAP_PASSES, mode], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, "-c", _HEAP_PASSES, mode], capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     kept = faults("keep")
     if kept == "no glibc":
@@ -700,8 +813,11 @@ async def _body_server() -> tuple[asyncio.Server, int, list[bytes]]:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                n = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                         if line.lower().startswith(b"content-length:"))
+                n = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
                 requests.append(head + await reader.readexactly(n))
                 writer.write(_length(b"ok"))
                 await writer.drain()
@@ -719,8 +835,15 @@ async def test_a_body_given_as_pieces_is_sent_as_their_join_and_the_head_is_cach
     # alternating on one connection: the same bytes on the wire, each head with its own
     # Content-Length, one cached head for them all (keyed without the length)
     big = bytes(range(256)) * 400  # 102,400 bytes
-    bodies = [b'{"a":1}', [b'{"a"', b":", b"12}"], big, (big[:1000], big[1000:70000], b"", big[70000:]),
-              [b"x" * 10, b"y" * 20], [], b"tail"]
+    bodies = [
+        b'{"a":1}',
+        [b'{"a"', b":", b"12}"],
+        big,
+        (big[:1000], big[1000:70000], b"", big[70000:]),
+        [b"x" * 10, b"y" * 20],
+        [],
+        b"tail",
+    ]
     server, port, requests = await _body_server()
     tr = RawTransport()
     url = f"http://127.0.0.1:{port}/v1/x"
@@ -733,8 +856,10 @@ async def test_a_body_given_as_pieces_is_sent_as_their_join_and_the_head_is_cach
         await tr.aclose()
         server.close()
         await server.wait_closed()
-    head = (f"POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\n"
-            "User-Agent: benchmaker\r\nContent-Type: application/json\r\n").encode()
+    head = (
+        f"POST /v1/x HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\n"
+        "User-Agent: benchmaker\r\nContent-Type: application/json\r\n"
+    ).encode()
     joined = [body if isinstance(body, bytes) else b"".join(body) for body in bodies]
     assert requests == [head + b"Content-Length: %d\r\n\r\n" % len(b) + b for b in joined]
     assert tr.connections_opened == 1
@@ -753,13 +878,17 @@ async def test_the_head_without_body_keeps_content_length_zero_only_for_methods_
         server.close()
         await server.wait_closed()
     common = f"Host: 127.0.0.1:{port}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\nUser-Agent: benchmaker\r\n"
-    assert heads == [f"GET / HTTP/1.1\r\n{common}\r\n".encode(),
-                     f"PUT / HTTP/1.1\r\n{common}Content-Length: 0\r\n\r\n".encode()]
+    assert heads == [
+        f"GET / HTTP/1.1\r\n{common}\r\n".encode(),
+        f"PUT / HTTP/1.1\r\n{common}Content-Length: 0\r\n\r\n".encode(),
+    ]
 
 
 async def test_x_replay_headers_are_picked_without_the_whole_dict():
-    resp = (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Replay-Turn: 3\r\nx-replay-turn: 4\r\nXY: no\r\n"
-            b"x-replay-trajectory: t-0\r\nX-Other: 1\r\n\r\nok")
+    resp = (
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Replay-Turn: 3\r\nx-replay-turn: 4\r\nXY: no\r\n"
+        b"x-replay-trajectory: t-0\r\nX-Other: 1\r\n\r\nok"
+    )
     server, port, _heads = await _raw_server([resp], None)
     tr = RawTransport()
     try:
@@ -774,5 +903,10 @@ async def test_x_replay_headers_are_picked_without_the_whole_dict():
         server.close()
         await server.wait_closed()
     assert picked == {"x-replay-turn": "3, 4", "x-replay-trajectory": "t-0"}
-    assert everything == {"content-length": "2", "x-replay-turn": "3, 4", "xy": "no", "x-replay-trajectory": "t-0",
-                          "x-other": "1"}
+    assert everything == {
+        "content-length": "2",
+        "x-replay-turn": "3, 4",
+        "xy": "no",
+        "x-replay-trajectory": "t-0",
+        "x-other": "1",
+    }

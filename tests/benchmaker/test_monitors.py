@@ -31,7 +31,7 @@ from benchmaker.workloads.http import HttpWorkload
 
 # A label value with a closing brace, escaped quotes, an escaped backslash and an
 # escaped newline (Prometheus text format 0.0.4 escapes: \\, \", \n).
-AWKWARD_TEXT = r'we}ird \"q\" C:\\path\nx'
+AWKWARD_TEXT = r"we}ird \"q\" C:\\path\nx"
 AWKWARD = 'we}ird "q" C:\\path\nx'
 
 
@@ -63,13 +63,13 @@ def _metrics(k: int) -> str:
 
 def test_histogram_quantile_interpolates_like_prometheus():
     b = [(0.1, 2), (0.5, 6), (1.0, 8), (math.inf, 10)]
-    assert histogram_quantile(0.5, b) == pytest.approx(0.4)    # rank 5: 0.1 + 0.4 * (5-2)/(6-2)
-    assert histogram_quantile(0.1, b) == pytest.approx(0.05)   # rank 1 in the first bucket, from 0
-    assert histogram_quantile(0.9, b) == 1.0                   # rank 9 in +Inf: second highest bound
+    assert histogram_quantile(0.5, b) == pytest.approx(0.4)  # rank 5: 0.1 + 0.4 * (5-2)/(6-2)
+    assert histogram_quantile(0.1, b) == pytest.approx(0.05)  # rank 1 in the first bucket, from 0
+    assert histogram_quantile(0.9, b) == 1.0  # rank 9 in +Inf: second highest bound
     assert histogram_quantile(0.5, list(reversed(b))) == pytest.approx(0.4)  # order does not matter
-    assert histogram_quantile(0.5, [(0.1, 2), (0.5, 6)]) is None             # no +Inf bucket: NaN
-    assert histogram_quantile(0.5, [(0.1, 0), (math.inf, 0)]) is None        # no observation: NaN
-    assert histogram_quantile(0.5, [(-1.0, 4), (math.inf, 4)]) == -1.0       # lowest bound <= 0
+    assert histogram_quantile(0.5, [(0.1, 2), (0.5, 6)]) is None  # no +Inf bucket: NaN
+    assert histogram_quantile(0.5, [(0.1, 0), (math.inf, 0)]) is None  # no observation: NaN
+    assert histogram_quantile(0.5, [(-1.0, 4), (math.inf, 4)]) == -1.0  # lowest bound <= 0
     assert histogram_quantile(1.5, b) == math.inf and histogram_quantile(-1, b) == -math.inf
     # a non-monotonic count is raised to the one before (Prometheus ensureMonotonic):
     # [2, 1, 4, 4] reads as [2, 2, 4, 4]; rank 3 -> 0.5 + 0.5 * (3-2)/(4-2) (unfixed: 0.833)
@@ -80,19 +80,27 @@ def test_rates_quantiles_and_awkward_labels_from_two_scrapes():
     conv = PrometheusRates(metrics=["vllm:*"], quantiles=(0.5, 0.9, 0.99), extra_labels={"instance": "h:1"})
     first = conv.rows(_metrics(1), 1_000_000_000)
     # first scrape: only the gauge (counters and histograms need a previous scrape)
-    assert first == [{"name": "vllm:num_requests_running", "labels": {"model_name": AWKWARD, "instance": "h:1"},
-                      "t_ns": 1_000_000_000, "value": 1.0}]
+    assert first == [
+        {
+            "name": "vllm:num_requests_running",
+            "labels": {"model_name": AWKWARD, "instance": "h:1"},
+            "t_ns": 1_000_000_000,
+            "value": 1.0,
+        }
+    ]
     rows = conv.rows(_metrics(2), 1_500_000_000)  # 0.5 s later
     got = {r["name"]: r["value"] for r in rows}
-    assert got == pytest.approx({
-        "vllm:prompt_tokens_total:rate_per_s": 20.0,               # +10 over 0.5 s
-        "vllm:num_requests_running": 2.0,
-        "vllm:e2e_request_latency_seconds_count:rate_per_s": 8.0,  # +4 over 0.5 s
-        # interval's buckets [1, 3, 4, 4]: p50 rank 2 -> 0.1 + 0.4 * 1/2
-        "vllm:e2e_request_latency_seconds:p50": 0.3,
-        "vllm:e2e_request_latency_seconds:p90": 0.8,               # rank 3.6 -> 0.5 + 0.5 * 0.6
-        "vllm:e2e_request_latency_seconds:p99": 0.98,              # rank 3.96 -> 0.5 + 0.5 * 0.96
-    })
+    assert got == pytest.approx(
+        {
+            "vllm:prompt_tokens_total:rate_per_s": 20.0,  # +10 over 0.5 s
+            "vllm:num_requests_running": 2.0,
+            "vllm:e2e_request_latency_seconds_count:rate_per_s": 8.0,  # +4 over 0.5 s
+            # interval's buckets [1, 3, 4, 4]: p50 rank 2 -> 0.1 + 0.4 * 1/2
+            "vllm:e2e_request_latency_seconds:p50": 0.3,
+            "vllm:e2e_request_latency_seconds:p90": 0.8,  # rank 3.6 -> 0.5 + 0.5 * 0.6
+            "vllm:e2e_request_latency_seconds:p99": 0.98,  # rank 3.96 -> 0.5 + 0.5 * 0.96
+        }
+    )
     assert all(r["labels"] == {"model_name": AWKWARD, "instance": "h:1"} for r in rows)
     assert "process_cpu_seconds_total:rate_per_s" not in got  # filtered out by metrics=
 
@@ -114,8 +122,13 @@ def test_bad_text_raises():
 
 
 def test_specs_and_bad_values_name_the_monitor():
-    (m,) = build_monitors([PrometheusMonitorSpec(type="prometheus", url="http://127.0.0.1:1/metrics",
-                                                 interval_s="250ms", metrics=["vllm:*"])])
+    (m,) = build_monitors(
+        [
+            PrometheusMonitorSpec(
+                type="prometheus", url="http://127.0.0.1:1/metrics", interval_s="250ms", metrics=["vllm:*"]
+            )
+        ]
+    )
     assert isinstance(m, PrometheusMonitor) and m.interval_s == 0.25 and m.name == "prometheus:127.0.0.1:1"
     with pytest.raises(ConfigError, match=r"monitors\[0\]: url: expected an http\(s\) URL \(got 'ftp://x'\)"):
         build_monitors([PrometheusMonitorSpec(type="prometheus", url="ftp://x")])
@@ -154,13 +167,20 @@ async def test_run_scrapes_loopback_metrics_into_bundle_and_warehouse(tmp_path: 
         raise RuntimeError("probe down")
 
     try:
-        cfg = BenchConfig(load="constant:20", duration_s=0.3, out_dir=tmp_path, run_id="mon-run",
-                          checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10})  # the defaults
+        cfg = BenchConfig(
+            load="constant:20",
+            duration_s=0.3,
+            out_dir=tmp_path,
+            run_id="mon-run",
+            checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10},
+        )  # the defaults
         # timeout_s: the default (the 50 ms interval) lets a busy host time a scrape out after
         # the handler counted it, and its gauge row would be missing
-        mons = [PrometheusMonitor(base + "/metrics", interval_s=0.05, metrics=["vllm:*"], timeout_s=5),
-                FunctionMonitor(probe, interval_s=0.1, labels={"host": "a"}),
-                FunctionMonitor(broken, interval_s=0.1, name="broken")]
+        mons = [
+            PrometheusMonitor(base + "/metrics", interval_s=0.05, metrics=["vllm:*"], timeout_s=5),
+            FunctionMonitor(probe, interval_s=0.1, labels={"host": "a"}),
+            FunctionMonitor(broken, interval_s=0.1, name="broken"),
+        ]
         result = await BenchRunner(cfg, workload=HttpWorkload(base + "/ok"), monitors=mons).run()
     finally:
         await runner.cleanup()
@@ -199,6 +219,7 @@ async def test_run_scrapes_loopback_metrics_into_bundle_and_warehouse(tmp_path: 
     with duckdb.connect(str(wh), read_only=True) as con:
         got = con.execute(
             "SELECT run_id, count(*), max(value), any_value(labels ->> 'model_name') FROM monitor_samples "
-            "WHERE name = 'vllm:num_requests_running' GROUP BY run_id").fetchall()
+            "WHERE name = 'vllm:num_requests_running' GROUP BY run_id"
+        ).fetchall()
     assert got == [("mon-run", scrapes, float(scrapes), AWKWARD)]
     assert json.loads(json.dumps(AWKWARD)) == AWKWARD

@@ -110,7 +110,9 @@ async def test_ttft_and_e2e_follow_the_server_timing(server, tmp_path):
 
 
 async def test_http_error_keeps_the_body(server, tmp_path):
-    result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=2), workload=PathWorkload(server, "/fail")).run()
+    result = await BenchRunner(
+        cfg(tmp_path, load="closed:1", max_requests=2), workload=PathWorkload(server, "/fail")
+    ).run()
     samples = read_samples(result)
     assert [s["outcome"] for s in samples] == ["http_error", "http_error"]
     assert samples[0]["http_status"] == 503
@@ -192,7 +194,9 @@ async def test_warmup_samples_are_excluded_from_the_summary(tmp_path):
 async def test_lanes_share_one_clock_and_are_summarised_each(tmp_path):
     a, b = PathWorkload("http://null/a"), PathWorkload("http://null/b")
     lanes = [Lane("chat", a, "constant:10"), Lane("rag", b, "stages:5,20@0.4s")]
-    result = await BenchRunner(cfg(tmp_path, duration_s=0.8), lanes=lanes, transport=NullTransport(chunks=(b"x",))).run()
+    result = await BenchRunner(
+        cfg(tmp_path, duration_s=0.8), lanes=lanes, transport=NullTransport(chunks=(b"x",))
+    ).run()
     assert result.summary["lanes"]["chat"]["n_ok"] == 8
     assert result.summary["lanes"]["rag"]["n_ok"] == 2 + 8  # 0.4 s at 5/s then 0.4 s at 20/s
     assert result.summary["stages"]["s1"]["n_ok"] == 8
@@ -211,8 +215,13 @@ async def test_hooks_run_and_goodput_counts_slo(tmp_path):
             sample.outcome = "graded_wrong"
 
     c = cfg(tmp_path, load="closed:1", max_requests=4, slo=SLO(e2e_ms=1000))
-    result = await BenchRunner(c, workload=PathWorkload("http://null"), transport=NullTransport(chunks=(b"x",)),
-                               pre_hooks=[sign], post_hooks=[grade]).run()
+    result = await BenchRunner(
+        c,
+        workload=PathWorkload("http://null"),
+        transport=NullTransport(chunks=(b"x",)),
+        pre_hooks=[sign],
+        post_hooks=[grade],
+    ).run()
     run = result.summary["run"]
     assert seen == ["sig"] * 4
     assert run["n_ok"] == 2 and run["n_graded_wrong"] == 2
@@ -253,8 +262,9 @@ async def test_an_expected_error_status_is_ok_for_http_workloads(server, tmp_pat
 
 async def test_request_meta_travels_to_the_sample(tmp_path):
     wl = PathWorkload("http://null")  # its requests carry meta {"seq": seq}
-    result = await BenchRunner(cfg(tmp_path, load="closed:1", max_requests=2), workload=wl,
-                               transport=NullTransport(chunks=(b"x",))).run()
+    result = await BenchRunner(
+        cfg(tmp_path, load="closed:1", max_requests=2), workload=wl, transport=NullTransport(chunks=(b"x",))
+    ).run()
     assert [s["meta"] for s in read_samples(result)] == [{"seq": 0}, {"seq": 1}]
 
 
@@ -263,8 +273,9 @@ async def test_a_hook_cancelled_at_the_deadline_still_writes_its_sample(tmp_path
         await asyncio.sleep(30)
 
     c = cfg(tmp_path, load="constant:10", duration_s=0.15, drain_s=0.2)
-    result = await BenchRunner(c, workload=PathWorkload("http://null"), transport=NullTransport(chunks=(b"x",)),
-                               post_hooks=[slow_judge]).run()
+    result = await BenchRunner(
+        c, workload=PathWorkload("http://null"), transport=NullTransport(chunks=(b"x",)), post_hooks=[slow_judge]
+    ).run()
     samples = read_samples(result)
     assert len(samples) == 2  # arrivals at 0 and 100 ms
     assert {s["outcome"] for s in samples} == {"grading_error"}

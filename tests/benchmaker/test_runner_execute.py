@@ -66,8 +66,12 @@ async def test_execute_is_timed_and_failures_become_samples(tmp_path: Path):
     assert (rows[3]["timeout_kind"], rows[3]["outcome"]) == ("total", Outcome.TIMEOUT.value)
     assert wl.events == ["start", "execute 0", "execute 1", "execute 2", "execute 3", "aclose"]
     # post hooks ran for every finished sample with the returned text ("" when none)
-    assert seen == [("EXECUTE", "steps", "hello"), ("EXECUTE", "steps", ""), ("EXECUTE", "steps", ""),
-                    ("EXECUTE", "steps", "")]
+    assert seen == [
+        ("EXECUTE", "steps", "hello"),
+        ("EXECUTE", "steps", ""),
+        ("EXECUTE", "steps", ""),
+        ("EXECUTE", "steps", ""),
+    ]
 
 
 async def test_start_failure_stops_the_run_and_closes_started_workloads(tmp_path: Path):

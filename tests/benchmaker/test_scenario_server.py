@@ -111,9 +111,17 @@ async def test_health_and_models():
 
 async def test_cli_prints_url_and_serves():
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
-        "--scenario", json.dumps({"content_chunks": 3}), "--named", 'x={"content_chunks": 1}',
-        stdout=asyncio.subprocess.PIPE, cwd=str(ROOT),
+        sys.executable,
+        "-m",
+        "benchmaker.testing.scenario_server",
+        "--port",
+        "0",
+        "--scenario",
+        json.dumps({"content_chunks": 3}),
+        "--named",
+        'x={"content_chunks": 1}',
+        stdout=asyncio.subprocess.PIPE,
+        cwd=str(ROOT),
     )
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), 20)
@@ -131,7 +139,10 @@ async def test_cli_prints_url_and_serves():
 def test_cli_rejects_unknown_scenario_field():
     out = subprocess.run(
         [sys.executable, "-m", "benchmaker.testing.scenario_server", "--scenario", '{"ttft": 5}'],
-        capture_output=True, text=True, cwd=str(ROOT), timeout=20,
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        timeout=20,
     )
     assert out.returncode == 1
     assert out.stderr.strip() == "--scenario: ttft: Extra inputs are not permitted (got 5)"

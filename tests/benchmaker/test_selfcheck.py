@@ -27,14 +27,25 @@ def _lag(p99: float | None) -> dict:
 
 
 def _run(schedule_p99: float | None = None, max_concurrency: int = 4) -> dict:
-    return {"n_sent": 100, "n_ok": 100, "n_graded_wrong": 0, "max_concurrency": max_concurrency,
-            "schedule_lag_ms": {"p99": schedule_p99}}
+    return {
+        "n_sent": 100,
+        "n_ok": 100,
+        "n_graded_wrong": 0,
+        "max_concurrency": max_concurrency,
+        "schedule_lag_ms": {"p99": schedule_p99},
+    }
 
 
-def _verdict(run: dict, loop_p99: float | None = None, open_loop: bool = True,
-             limits: SelfCheckLimits = LIMITS_10, target: int | None = None) -> dict:
-    return verdict(run, limits=limits, open_loop=open_loop, target_concurrency=target, loop_lag=_lag(loop_p99),
-                   interrupted=False)
+def _verdict(
+    run: dict,
+    loop_p99: float | None = None,
+    open_loop: bool = True,
+    limits: SelfCheckLimits = LIMITS_10,
+    target: int | None = None,
+) -> dict:
+    return verdict(
+        run, limits=limits, open_loop=open_loop, target_concurrency=target, loop_lag=_lag(loop_p99), interrupted=False
+    )
 
 
 async def test_loop_lag_samples_are_wake_minus_sleep_minus_interval_on_a_scripted_clock():
@@ -78,18 +89,19 @@ def test_raised_limits_keep_every_other_reason():
     loose = SelfCheckLimits(max_loop_lag_p99_ms=250, max_schedule_lag_p99_ms=250)
     # the figures of a run on a host at load average 10 (11.45 / 12.08 ms): valid under 250 ms
     assert _verdict(_run(schedule_p99=11.45), loop_p99=12.08, limits=loose)["valid"] is True
-    v = _verdict(_run(schedule_p99=300.0, max_concurrency=2), loop_p99=251.0, limits=loose, open_loop=False,
-                 target=4)
-    assert v["reasons"] == ["achieved concurrency 2 never reached the target 4",
-                            "event-loop lag p99 251.00 ms > 250 ms: client-side timestamps include client delay"]
+    v = _verdict(_run(schedule_p99=300.0, max_concurrency=2), loop_p99=251.0, limits=loose, open_loop=False, target=4)
+    assert v["reasons"] == [
+        "achieved concurrency 2 never reached the target 4",
+        "event-loop lag p99 251.00 ms > 250 ms: client-side timestamps include client delay",
+    ]
 
 
 def test_reasons_beyond_host_load_drop_only_the_two_lag_reasons():
-    v = _verdict({**_run(schedule_p99=20.0, max_concurrency=1), "n_ok": 50, "n_timeout": 50}, loop_p99=30.0,
-                 target=4)
+    v = _verdict({**_run(schedule_p99=20.0, max_concurrency=1), "n_ok": 50, "n_timeout": 50}, loop_p99=30.0, target=4)
     assert reasons_beyond_host_load(v) == [
         "error rate 50.00% exceeds max_error_rate 10.00% (50 of 100 requests failed: 50 timeout)",
-        "achieved concurrency 1 never reached the target 4"]
+        "achieved concurrency 1 never reached the target 4",
+    ]
     assert reasons_beyond_host_load(_verdict(_run(schedule_p99=20.0), loop_p99=30.0)) == []
     assert reasons_beyond_host_load(_verdict(_run())) == []
 
@@ -119,10 +131,28 @@ def test_cli_lag_flags_reach_the_config_and_bad_ones_name_the_flag(tmp_path, cap
     from benchmaker.recipes.bench import make_config
     from benchmaker.recipes.cli import main
 
-    cfg = make_config(load="closed:1", max_requests=1, out_dir=tmp_path,
-                  checks={"max_error_rate": None, "max_loop_lag_p99_ms": 40.0, "max_schedule_lag_p99_ms": None})
+    cfg = make_config(
+        load="closed:1",
+        max_requests=1,
+        out_dir=tmp_path,
+        checks={"max_error_rate": None, "max_loop_lag_p99_ms": 40.0, "max_schedule_lag_p99_ms": None},
+    )
     assert cfg.checks.max_loop_lag_p99_ms == 40.0
-    code = main(["http", "--url", "http://127.0.0.1:9/", "--max-requests", "1", "--out-dir", str(tmp_path),
-                 "--max-loop-lag-ms", "-1", "--no-progress"])
+    code = main(
+        [
+            "http",
+            "--url",
+            "http://127.0.0.1:9/",
+            "--max-requests",
+            "1",
+            "--out-dir",
+            str(tmp_path),
+            "--max-loop-lag-ms",
+            "-1",
+            "--no-progress",
+        ]
+    )
     assert code == 2
-    assert capsys.readouterr().err == "benchmaker: error: --max-loop-lag-ms: Input should be greater than 0 (got -1.0)\n"
+    assert (
+        capsys.readouterr().err == "benchmaker: error: --max-loop-lag-ms: Input should be greater than 0 (got -1.0)\n"
+    )

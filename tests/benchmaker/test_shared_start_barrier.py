@@ -44,9 +44,16 @@ class FakeHost:
 
 
 async def _barrier(board: ReadyBoard, host: FakeHost, worker: int, shards: int, timeout_s: float = 60.0):
-    return await await_shared_start(board, worker=worker, shards=shards, earliest_wall_ns=EARLIEST,
-                                    timeout_s=timeout_s, what=f"shard {worker}/{shards} of c8",
-                                    wall_ns=host.wall_ns, sleep=host.sleep)
+    return await await_shared_start(
+        board,
+        worker=worker,
+        shards=shards,
+        earliest_wall_ns=EARLIEST,
+        timeout_s=timeout_s,
+        what=f"shard {worker}/{shards} of c8",
+        wall_ns=host.wall_ns,
+        sleep=host.sleep,
+    )
 
 
 def test_the_start_is_the_earliest_or_the_last_ready_time_plus_the_margin() -> None:
@@ -67,12 +74,15 @@ async def test_n_records_give_the_same_start_on_every_shard(tmp_path: Path) -> N
     assert {g.start_wall_ns for g in got} == {EARLIEST + 8 * S + 123}  # the last ready + 1 s, everywhere
     assert [g.ready_wall_ns for g in got] == [tuple(ready)] * 3
     assert {g.earliest_wall_ns for g in got} == {EARLIEST}
-    assert sorted(p.name for p in (tmp_path / "a1").iterdir()) == ["ready-w0.json", "ready-w1.json",
-                                                                   "ready-w2.json"]
+    assert sorted(p.name for p in (tmp_path / "a1").iterdir()) == ["ready-w0.json", "ready-w1.json", "ready-w2.json"]
     rec = orjson.loads((tmp_path / "a1" / "ready-w1.json").read_bytes())
     assert (rec["worker"], rec["shards"], rec["attempt"], rec["ready_wall_ns"]) == (1, 3, EARLIEST, ready[1])
-    assert got[0].as_dict() == {"start_wall_ns": EARLIEST + 8 * S + 123, "earliest_wall_ns": EARLIEST,
-                                "ready_wall_ns": ready, "waited_ns": got[0].waited_ns}
+    assert got[0].as_dict() == {
+        "start_wall_ns": EARLIEST + 8 * S + 123,
+        "earliest_wall_ns": EARLIEST,
+        "ready_wall_ns": ready,
+        "waited_ns": got[0].waited_ns,
+    }
 
 
 async def test_shards_ready_before_the_earliest_start_keep_it(tmp_path: Path) -> None:
@@ -99,12 +109,16 @@ async def test_a_late_shard_within_the_timeout_delays_everyone(tmp_path: Path) -
 async def test_a_missing_shard_stops_the_waiting_ones_naming_it(tmp_path: Path) -> None:
     board = ReadyBoard.in_dir(tmp_path)
     hosts = [FakeHost(EARLIEST - S), FakeHost(EARLIEST + S)]  # shards 0 and 2 of 3; shard 1 never comes
-    outcomes = await asyncio.gather(_barrier(board, hosts[0], 0, 3, timeout_s=4.0),
-                                    _barrier(board, hosts[1], 2, 3, timeout_s=4.0), return_exceptions=True)
+    outcomes = await asyncio.gather(
+        _barrier(board, hosts[0], 0, 3, timeout_s=4.0),
+        _barrier(board, hosts[1], 2, 3, timeout_s=4.0),
+        return_exceptions=True,
+    )
     for out in outcomes:
         assert isinstance(out, ShardsNotReady)
-    assert str(outcomes[0]) == ("shard 0/3 of c8: shard 1 of 3 not ready 4 s after the earliest start "
-                                "(ready_timeout_s); nothing sent")
+    assert str(outcomes[0]) == (
+        "shard 0/3 of c8: shard 1 of 3 not ready 4 s after the earliest start (ready_timeout_s); nothing sent"
+    )
     assert str(outcomes[1]).startswith("shard 2/3 of c8: shard 1 of 3 not ready")
     for h in hosts:  # each waited until the deadline (its own clock), not a poll longer
         assert h.now_ns == EARLIEST + 4 * S

@@ -35,8 +35,16 @@ def test_reads_that_are_not_one_plain_event():
         [b": keep-alive\n\n", b"data: a\n\n"],
     ]
     expected = [
-        [("update", b"a")], [(None, b"a\nb")], [(None, b"a")], [(None, b"a")], [(None, b"a")],
-        [(None, b"a")], [(None, b"a\nb")], [(None, b"a"), (None, b"b")], [(None, b"a")], [(None, b"a")],
+        [("update", b"a")],
+        [(None, b"a\nb")],
+        [(None, b"a")],
+        [(None, b"a")],
+        [(None, b"a")],
+        [(None, b"a")],
+        [(None, b"a\nb")],
+        [(None, b"a"), (None, b"b")],
+        [(None, b"a")],
+        [(None, b"a")],
     ]
     for reads, want in zip(cases, expected, strict=False):
         assert _feed(reads) == want == _bytewise(b"".join(reads)), reads

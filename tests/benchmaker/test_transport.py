@@ -20,7 +20,8 @@ def _chunked(pieces: list[bytes]) -> bytes:
 
 RESPONSES = {
     b"/length": b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY),
-    b"/chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + _chunked([BODY[:7], BODY[7:400], BODY[400:]]),
+    b"/chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + _chunked([BODY[:7], BODY[7:400], BODY[400:]]),
     b"/empty": b"HTTP/1.1 204 No Content\r\n\r\n",
 }
 
@@ -31,7 +32,9 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             head = await reader.readuntil(b"\r\n\r\n")
             path = head.split(b" ", 2)[1]
             if path == b"/slow":  # the body in two writes 50 ms apart (two reads at least)
-                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (10, BODY[:10]))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (10, BODY[:10])
+                )
                 await writer.drain()
                 await asyncio.sleep(0.05)
                 writer.write(_chunked([BODY[10:]]))

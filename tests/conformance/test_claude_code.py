@@ -33,23 +33,46 @@ PROMPT = "task_id: cc-demo\nWrite hello to out.txt"
 def _claude() -> str:
     found = os.environ.get("BENCHMAKER_CLAUDE") or (
         str(cache_dir() / "npm" / "node_modules" / ".bin" / "claude")
-        if (cache_dir() / "npm" / "node_modules" / ".bin" / "claude").exists() else shutil.which("claude"))
+        if (cache_dir() / "npm" / "node_modules" / ".bin" / "claude").exists()
+        else shutil.which("claude")
+    )
     if not found:
         pytest.skip("claude not found: npm install @anthropic-ai/claude-code, then set BENCHMAKER_CLAUDE")
     return found
 
 
 def _script(path: Path) -> Path:
-    traj = {"trajectory_id": "cc-script", "source": {"format": "test", "path": "inline", "sha256": "0"},
-            "match_key": "task:cc-demo", "model": "claude-opus-5-5", "first_user": PROMPT, "turns": [
-                {"index": 0, "response": {"content": "I'll write the file.", "reasoning": "Use Bash.", "tool_calls": [
-                    {"id": "toolu_01ABC", "name": "Bash",
-                     "arguments_raw": '{"command": "echo hello > out.txt", "description": "Write hello"}',
-                     "arguments": {"command": "echo hello > out.txt", "description": "Write hello"}}],
-                    "finish_reason": "tool_calls"},
-                 "usage": {"prompt_tokens": 5000, "completion_tokens": 30, "cached_tokens": 4000}},
-                {"index": 1, "response": {"content": "Done: out.txt holds hello.", "finish_reason": "stop"},
-                 "usage": {"prompt_tokens": 5100, "completion_tokens": 8, "cached_tokens": 5000}}]}
+    traj = {
+        "trajectory_id": "cc-script",
+        "source": {"format": "test", "path": "inline", "sha256": "0"},
+        "match_key": "task:cc-demo",
+        "model": "claude-opus-5-5",
+        "first_user": PROMPT,
+        "turns": [
+            {
+                "index": 0,
+                "response": {
+                    "content": "I'll write the file.",
+                    "reasoning": "Use Bash.",
+                    "tool_calls": [
+                        {
+                            "id": "toolu_01ABC",
+                            "name": "Bash",
+                            "arguments_raw": '{"command": "echo hello > out.txt", "description": "Write hello"}',
+                            "arguments": {"command": "echo hello > out.txt", "description": "Write hello"},
+                        }
+                    ],
+                    "finish_reason": "tool_calls",
+                },
+                "usage": {"prompt_tokens": 5000, "completion_tokens": 30, "cached_tokens": 4000},
+            },
+            {
+                "index": 1,
+                "response": {"content": "Done: out.txt holds hello.", "finish_reason": "stop"},
+                "usage": {"prompt_tokens": 5100, "completion_tokens": 8, "cached_tokens": 5000},
+            },
+        ],
+    }
     path.write_text(json.dumps(traj) + "\n")
     return path
 
@@ -58,11 +81,23 @@ def _run_claude(claude: str, base_url: str, root: Path, log: Path) -> dict:
     home, work = root / "home", root / "work"
     home.mkdir(parents=True)
     work.mkdir()
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "IS_SANDBOX": "1",
-           "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "dummy",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
-    done = subprocess.run([claude, "-p", PROMPT, "--dangerously-skip-permissions", "--output-format", "json"],
-                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "IS_SANDBOX": "1",
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+    done = subprocess.run(
+        [claude, "-p", PROMPT, "--dangerously-skip-permissions", "--output-format", "json"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     log.write_text(done.stdout + done.stderr)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (work / "out.txt").read_text() == "hello\n"
@@ -79,9 +114,12 @@ def test_claude_code_records_converts_and_replays_with_zero_misses(tmp_path, out
     claude = _claude()
     script = _script(tmp_path / "script.jsonl")
     recorded = tmp_path / "recorded.jsonl"
-    with url_process([BENCHMAKER, "serve-replay", str(script), "--port", "0"], log=out_dir / "cc-upstream.log") as up, \
-            url_process([BENCHMAKER, "record", "--upstream", up, "-o", str(recorded)],
-                        log=out_dir / "cc-record.log") as rec:
+    with (
+        url_process([BENCHMAKER, "serve-replay", str(script), "--port", "0"], log=out_dir / "cc-upstream.log") as up,
+        url_process(
+            [BENCHMAKER, "record", "--upstream", up, "-o", str(recorded)], log=out_dir / "cc-record.log"
+        ) as rec,
+    ):
         first = _run_claude(claude, rec, tmp_path / "a", out_dir / "cc-record-agent.log")
         flushed = _get(rec + "/flush", "POST")
         upstream_stats = _get(up + "/stats")
@@ -98,10 +136,16 @@ def test_claude_code_records_converts_and_replays_with_zero_misses(tmp_path, out
     assert traj["source"]["format"] == "claude-code" and traj["match_key"] == "task:cc-demo"
     assert [t["response"] for t in traj["turns"]] == [t["response"] for t in rec_traj["turns"]]
 
-    with url_process([BENCHMAKER, "serve-replay", str(converted), "--port", "0", "--divergence", "content"],
-                     log=out_dir / "cc-replay.log") as replay:
+    with url_process(
+        [BENCHMAKER, "serve-replay", str(converted), "--port", "0", "--divergence", "content"],
+        log=out_dir / "cc-replay.log",
+    ) as replay:
         again = _run_claude(claude, replay, tmp_path / "b", out_dir / "cc-replay-agent.log")
         stats = _get(replay + "/stats")
     assert (again["result"], again["num_turns"]) == ("Done: out.txt holds hello.", 2)
     assert (stats["served"], stats["served_stream"], stats["misses"]["total"], stats["divergences"]["total"]) == (
-        2, 2, 0, 0)
+        2,
+        2,
+        0,
+        0,
+    )

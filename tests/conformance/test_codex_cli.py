@@ -47,8 +47,12 @@ def codex_bin() -> Path:
         if npm is None:
             pytest.fail("npm is not installed (apt-get install npm): Codex CLI comes from the npm registry")
         root.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([npm, "install", "--prefix", str(root), "--no-audit", "--no-fund",
-                               f"@openai/codex@{CODEX_VERSION}"], capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [npm, "install", "--prefix", str(root), "--no-audit", "--no-fund", f"@openai/codex@{CODEX_VERSION}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if done.returncode != 0 or not exe.exists():
             pytest.fail(f"npm install @openai/codex@{CODEX_VERSION} failed: {done.stderr.strip()[-500:]}")
     return exe
@@ -56,18 +60,34 @@ def codex_bin() -> Path:
 
 def _task() -> Trajectory:
     return Trajectory(
-        trajectory_id="codex-task", source=Source(format="hand", path="inline", sha256="0" * 64),
-        match_key=match_key_for(TASK), model="gpt-5.5", first_user=TASK,
+        trajectory_id="codex-task",
+        source=Source(format="hand", path="inline", sha256="0" * 64),
+        match_key=match_key_for(TASK),
+        model="gpt-5.5",
+        first_user=TASK,
         turns=[
-            Turn(index=0, response=Response(
-                reasoning="I will write the file.", finish_reason="tool_calls",
-                tool_calls=[ToolCall(id="call_1", name="exec_command", arguments_raw='{"cmd":"echo hello > out.txt"}')]),
-                usage=Usage(prompt_tokens=1000, completion_tokens=20, total_tokens=1020, cached_tokens=0,
-                            reasoning_tokens=5)),
-            Turn(index=1, response=Response(content="Done: out.txt holds hello.", finish_reason="stop"),
-                 usage=Usage(prompt_tokens=1100, completion_tokens=8, total_tokens=1108, cached_tokens=1000,
-                             reasoning_tokens=0)),
-        ])
+            Turn(
+                index=0,
+                response=Response(
+                    reasoning="I will write the file.",
+                    finish_reason="tool_calls",
+                    tool_calls=[
+                        ToolCall(id="call_1", name="exec_command", arguments_raw='{"cmd":"echo hello > out.txt"}')
+                    ],
+                ),
+                usage=Usage(
+                    prompt_tokens=1000, completion_tokens=20, total_tokens=1020, cached_tokens=0, reasoning_tokens=5
+                ),
+            ),
+            Turn(
+                index=1,
+                response=Response(content="Done: out.txt holds hello.", finish_reason="stop"),
+                usage=Usage(
+                    prompt_tokens=1100, completion_tokens=8, total_tokens=1108, cached_tokens=1000, reasoning_tokens=0
+                ),
+            ),
+        ],
+    )
 
 
 def _run_codex(codex: Path, base_url: str, home: Path, work: Path) -> subprocess.CompletedProcess:
@@ -76,11 +96,18 @@ def _run_codex(codex: Path, base_url: str, home: Path, work: Path) -> subprocess
     work.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
         'model = "gpt-5.5"\nmodel_provider = "bench"\n\n[model_providers.bench]\nname = "bench"\n'
-        f'base_url = "{base_url}"\nwire_api = "responses"\nenv_key = "BENCH_API_KEY"\n')
+        f'base_url = "{base_url}"\nwire_api = "responses"\nenv_key = "BENCH_API_KEY"\n'
+    )
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "CODEX_HOME": str(home), "BENCH_API_KEY": "dummy"}
-    return subprocess.run([str(codex), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                           "--json", TASK], cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [str(codex), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json", TASK],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _replay_with_codex(codex: Path, store: Path, tmp: Path, name: str) -> dict:
@@ -96,8 +123,12 @@ def test_codex_records_converts_and_replays_with_zero_misses(codex_bin: Path, tm
     task.write_text(_task().model_dump_json() + "\n")
     recorded = tmp_path / "recorded.jsonl"
     with start_replay_server(task) as upstream:
-        proc = subprocess.Popen([sys.executable, "-m", "benchmaker.recipes.cli", "record", "--upstream", upstream.url,
-                                 "-o", str(recorded)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmaker.recipes.cli", "record", "--upstream", upstream.url, "-o", str(recorded)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             url = proc.stdout.readline().strip()
             assert url.startswith("http://127.0.0.1:"), proc.stderr.read()
@@ -118,7 +149,8 @@ def test_codex_records_converts_and_replays_with_zero_misses(codex_bin: Path, tm
     (rec,) = [t for _, t in load_trajectories(recorded)]
     assert rec.match_key == "task:codex-conformance"
     assert [(c.name, c.arguments_raw) for c in rec.turns[0].response.tool_calls] == [
-        ("exec_command", '{"cmd":"echo hello > out.txt"}')]
+        ("exec_command", '{"cmd":"echo hello > out.txt"}')
+    ]
     assert rec.turns[1].response.content == "Done: out.txt holds hello."
     (rollout,) = list((tmp_path / "home" / "sessions").rglob("rollout-*.jsonl"))
     (conv,) = list(iter_trajectories(rollout))

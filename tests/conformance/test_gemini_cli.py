@@ -35,9 +35,12 @@ from conformance.venvs import cache_dir
 
 CONFORMANCE = True  # gated: needs node and the Gemini CLI (module doc)
 PROMPT = "task_id: hello-1\nCreate hello.md containing the single line Hello."
-SETTINGS = {"general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
-            "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
-            "security": {"auth": {"selectedType": "gemini-api-key"}}}
+SETTINGS = {
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+}
 
 
 def gemini_cli() -> Path:
@@ -45,24 +48,42 @@ def gemini_cli() -> Path:
     env = os.environ.get("BENCHMAKER_GEMINI_CLI")
     path = Path(env) if env else cache_dir() / "gemini-cli" / "node_modules" / ".bin" / "gemini"
     if not path.exists() or shutil.which("node") is None:
-        pytest.skip(f"Gemini CLI not found at {path} (set BENCHMAKER_GEMINI_CLI, or: npm install --prefix "
-                    f"{cache_dir() / 'gemini-cli'} @google/gemini-cli)")
+        pytest.skip(
+            f"Gemini CLI not found at {path} (set BENCHMAKER_GEMINI_CLI, or: npm install --prefix "
+            f"{cache_dir() / 'gemini-cli'} @google/gemini-cli)"
+        )
     return path
 
 
 def scripted() -> Trajectory:
     args = {"file_path": "hello.md", "content": "Hello\n"}
     return Trajectory(
-        trajectory_id="hello-1", source=Source(format="test", path="inline", sha256="0" * 64), task_id="hello-1",
-        match_key=match_key_for(PROMPT), model="gemini-2.5-pro", first_user=PROMPT, turns=[
-            Turn(index=0, response=Response(reasoning="I will write the file.", tool_calls=[
-                ToolCall(id="call_w1", name="write_file", arguments_raw=json.dumps(args), arguments=args)],
-                finish_reason="tool_calls"),
+        trajectory_id="hello-1",
+        source=Source(format="test", path="inline", sha256="0" * 64),
+        task_id="hello-1",
+        match_key=match_key_for(PROMPT),
+        model="gemini-2.5-pro",
+        first_user=PROMPT,
+        turns=[
+            Turn(
+                index=0,
+                response=Response(
+                    reasoning="I will write the file.",
+                    tool_calls=[
+                        ToolCall(id="call_w1", name="write_file", arguments_raw=json.dumps(args), arguments=args)
+                    ],
+                    finish_reason="tool_calls",
+                ),
                 usage=Usage(prompt_tokens=1000, completion_tokens=30, reasoning_tokens=10, total_tokens=1030),
-                observations=[Observation(tool_call_id="call_w1", name="write_file", content="ok")]),
-            Turn(index=1, response=Response(content="Created hello.md.", finish_reason="stop"),
-                 usage=Usage(prompt_tokens=1100, completion_tokens=5, total_tokens=1105)),
-        ])
+                observations=[Observation(tool_call_id="call_w1", name="write_file", content="ok")],
+            ),
+            Turn(
+                index=1,
+                response=Response(content="Created hello.md.", finish_reason="stop"),
+                usage=Usage(prompt_tokens=1100, completion_tokens=5, total_tokens=1105),
+            ),
+        ],
+    )
 
 
 def run_cli(cli: Path, url: str, home: Path, work: Path) -> subprocess.CompletedProcess:
@@ -72,10 +93,22 @@ def run_cli(cli: Path, url: str, home: Path, work: Path) -> subprocess.Completed
     (home / ".gemini").mkdir(parents=True)
     work.mkdir(parents=True)
     (home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS))
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": "dummy",
-           "GEMINI_CLI_TRUST_WORKSPACE": "true"}
-    return subprocess.run([str(cli), "-p", PROMPT, "--yolo", "--output-format", "stream-json"], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=180, check=False)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GOOGLE_GEMINI_BASE_URL": url,
+        "GEMINI_API_KEY": "dummy",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    }
+    return subprocess.run(
+        [str(cli), "-p", PROMPT, "--yolo", "--output-format", "stream-json"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def test_gemini_cli_records_and_replays(tmp_path):

@@ -31,8 +31,10 @@ BENCHMAKER = str(REPO / ".venv" / "bin" / "benchmaker")
 
 def agent_command() -> str:
     """The command line of command mode (split on spaces by the harness)."""
-    return (f"{venv_bin('mswea', 'python')} {REPO / 'conformance' / 'mswea_agent.py'} "
-            "--base-url {base_url} --task-file {workdir}/ISSUE.md")
+    return (
+        f"{venv_bin('mswea', 'python')} {REPO / 'conformance' / 'mswea_agent.py'} "
+        "--base-url {base_url} --task-file {workdir}/ISSUE.md"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +47,36 @@ def recording(tmp_path_factory, out_dir):
     workdir = tmp / "work"
     shutil.copytree(TASK, workdir)
     traj = tmp / "mswea-task.traj.json"
-    scripted = [sys.executable, str(REPO / "conformance" / "scripted_model.py"), "--script", str(SCRIPT),
-                "--model", "tiny"]
-    with url_process(scripted, log=out_dir / "mswea-scripted-model.log") as model_url, \
-            url_process([BENCHMAKER, "record", "--upstream", model_url, "-o", str(rec)],
-                        log=out_dir / "mswea-record.log") as rec_url:
-        agent = subprocess.run([str(venv_bin("mswea", "python")), str(REPO / "conformance" / "mswea_agent.py"),
-                                "--base-url", rec_url + "/v1", "--task-file", "ISSUE.md", "--output", str(traj)],
-                               cwd=workdir, capture_output=True, text=True, timeout=600)
+    scripted = [
+        sys.executable,
+        str(REPO / "conformance" / "scripted_model.py"),
+        "--script",
+        str(SCRIPT),
+        "--model",
+        "tiny",
+    ]
+    with (
+        url_process(scripted, log=out_dir / "mswea-scripted-model.log") as model_url,
+        url_process(
+            [BENCHMAKER, "record", "--upstream", model_url, "-o", str(rec)], log=out_dir / "mswea-record.log"
+        ) as rec_url,
+    ):
+        agent = subprocess.run(
+            [
+                str(venv_bin("mswea", "python")),
+                str(REPO / "conformance" / "mswea_agent.py"),
+                "--base-url",
+                rec_url + "/v1",
+                "--task-file",
+                "ISSUE.md",
+                "--output",
+                str(traj),
+            ],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         (out_dir / "mswea-agent.log").write_text(agent.stdout + agent.stderr)
         assert agent.returncode == 0, agent.stdout[-2000:] + agent.stderr[-2000:]
         with urllib.request.urlopen(urllib.request.Request(rec_url + "/flush", data=b"", method="POST")) as r:
@@ -70,7 +94,8 @@ def test_agent_solves_the_task_through_the_recorder(recording):
     assert t["match_key"] == "task:mswea-task" and t["task_id"] == "mswea-task" and t["model"] == "tiny"
     script = json.loads(SCRIPT.read_text())
     assert [turn["response"]["tool_calls"][0]["arguments"] for turn in t["turns"]] == [
-        {"command": s["command"]} for s in script]
+        {"command": s["command"]} for s in script
+    ]
     assert [turn["response"]["content"] for turn in t["turns"]] == [s["thought"] for s in script]
     # each turn but the last is followed by the command's observation (mini-swe-agent's
     # JSON: returncode and output); the submit command ends the run, nothing follows it
@@ -95,7 +120,8 @@ def test_mini_swe_agent_trajectory_converts_to_the_recorded_turns(recording, tmp
     for c, r in zip(converted["turns"], recorded["turns"], strict=False):
         assert c["response"]["content"] == r["response"]["content"]
         assert [tc["arguments_raw"] for tc in c["response"]["tool_calls"]] == [
-            tc["arguments_raw"] for tc in r["response"]["tool_calls"]]
+            tc["arguments_raw"] for tc in r["response"]["tool_calls"]
+        ]
     for c, r in zip(converted["turns"][:4], recorded["turns"][:4], strict=False):
         assert [o["content"] for o in c["observations"]] == [o["content"] for o in r["observations"]]
     assert converted["outcome"]["exit_status"] == "Submitted"
@@ -104,11 +130,36 @@ def test_mini_swe_agent_trajectory_converts_to_the_recorded_turns(recording, tmp
 def test_command_mode_replay_of_the_real_agent_has_no_misses(recording, tmp_path, out_dir):
     rec, _, _ = recording
     wh = tmp_path / "warehouse.duckdb"
-    proc = subprocess.run([BENCHMAKER, "swebench-replay", "--trajectories", str(rec), "--mode", "command",
-                           "--command", agent_command(), "--task-dirs", str(TASK), "--concurrency-sweep", "1,4",
-                           "--episodes-per-point", "4", "--divergence", "content", "--out-dir", str(tmp_path / "art"),
-                           "--warehouse", str(wh), "--label", "conformance-mswea"],
-                          capture_output=True, text=True, timeout=1800, cwd=REPO)
+    proc = subprocess.run(
+        [
+            BENCHMAKER,
+            "swebench-replay",
+            "--trajectories",
+            str(rec),
+            "--mode",
+            "command",
+            "--command",
+            agent_command(),
+            "--task-dirs",
+            str(TASK),
+            "--concurrency-sweep",
+            "1,4",
+            "--episodes-per-point",
+            "4",
+            "--divergence",
+            "content",
+            "--out-dir",
+            str(tmp_path / "art"),
+            "--warehouse",
+            str(wh),
+            "--label",
+            "conformance-mswea",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
+    )
     (out_dir / "mswea-replay.log").write_text(proc.stdout + proc.stderr)
     # exit 1 = a sweep point is invalid; on a busy host the engine's event-loop lag check
     # can fire (checked below: no other reason is accepted)
@@ -117,7 +168,8 @@ def test_command_mode_replay_of_the_real_agent_has_no_misses(recording, tmp_path
     points = con.sql(
         "SELECT sweep_point, target_concurrency, achieved_max_concurrency, n_episodes, n_episodes_failed, n_turns, "
         "misses_total, divergences, n_reverified, n_resolved_reverified FROM v_sweep_summary "
-        "ORDER BY target_concurrency").fetchall()
+        "ORDER BY target_concurrency"
+    ).fetchall()
     # 4 episodes per point, 5 turns each = 20; every episode re-verified and resolved
     assert points == [("c1", 1, 1, 4, 0, 20, 0, 0, 4, 4), ("c4", 4, 4, 4, 0, 20, 0, 0, 4, 4)]
     verdicts = con.sql("SELECT sweep_point, valid, invalid_reason FROM v_sweep_summary ORDER BY 1").fetchall()

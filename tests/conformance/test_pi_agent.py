@@ -47,14 +47,36 @@ def recording(tmp_path_factory, out_dir):
     workdir = tmp / "work"
     shutil.copytree(TASK, workdir)
     sessions = tmp / "sessions"
-    scripted = [sys.executable, str(REPO / "conformance" / "scripted_model.py"), "--script", str(SCRIPT),
-                "--model", "fake-model"]
-    with url_process(scripted, log=out_dir / "pi-scripted-model.log") as model_url, \
-            url_process([BENCHMAKER, "record", "--upstream", model_url, "-o", str(rec)],
-                        log=out_dir / "pi-record.log") as rec_url:
-        agent = subprocess.run([sys.executable, str(PI_AGENT), "--base-url", rec_url + "/v1", "--task-file",
-                                "ISSUE.md", "--session-dir", str(sessions)],
-                               cwd=workdir, capture_output=True, text=True, timeout=600)
+    scripted = [
+        sys.executable,
+        str(REPO / "conformance" / "scripted_model.py"),
+        "--script",
+        str(SCRIPT),
+        "--model",
+        "fake-model",
+    ]
+    with (
+        url_process(scripted, log=out_dir / "pi-scripted-model.log") as model_url,
+        url_process(
+            [BENCHMAKER, "record", "--upstream", model_url, "-o", str(rec)], log=out_dir / "pi-record.log"
+        ) as rec_url,
+    ):
+        agent = subprocess.run(
+            [
+                sys.executable,
+                str(PI_AGENT),
+                "--base-url",
+                rec_url + "/v1",
+                "--task-file",
+                "ISSUE.md",
+                "--session-dir",
+                str(sessions),
+            ],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         (out_dir / "pi-agent.log").write_text(agent.stdout + agent.stderr)
         assert agent.returncode == 0, agent.stdout[-2000:] + agent.stderr[-2000:]
         with urllib.request.urlopen(urllib.request.Request(rec_url + "/flush", data=b"", method="POST")) as r:
@@ -73,7 +95,8 @@ def test_pi_solves_the_task_through_the_recorder(recording):
     script = json.loads(SCRIPT.read_text())
     assert [turn["response"]["content"] for turn in t["turns"]] == [s["thought"] for s in script]
     assert [[json.loads(c["arguments_raw"]) for c in turn["response"]["tool_calls"]] for turn in t["turns"]] == [
-        [{"command": s["command"]}] if s["command"] else [] for s in script]
+        [{"command": s["command"]}] if s["command"] else [] for s in script
+    ]
     # every tool call is followed by its observation; the final answer ends the run
     assert [len(turn["observations"]) for turn in t["turns"]] == [1, 1, 1, 1, 0]
     assert [turn["response"]["finish_reason"] for turn in t["turns"]] == ["tool_calls"] * 4 + ["stop"]
@@ -91,7 +114,8 @@ def test_pi_session_log_converts_to_the_recorded_turns(recording, tmp_path):
     for c, r in zip(converted["turns"], recorded["turns"], strict=True):
         assert c["response"]["content"] == r["response"]["content"]
         assert [tc["arguments_raw"] for tc in c["response"]["tool_calls"]] == [
-            tc["arguments_raw"] for tc in r["response"]["tool_calls"]]
+            tc["arguments_raw"] for tc in r["response"]["tool_calls"]
+        ]
         assert [o["content"] for o in c["observations"]] == [o["content"] for o in r["observations"]]
 
 
@@ -99,11 +123,36 @@ def test_pi_session_log_converts_to_the_recorded_turns(recording, tmp_path):
 def test_command_mode_replay_of_pi_has_no_misses(recording, tmp_path, out_dir, api):
     rec, _, _ = recording
     wh = tmp_path / "warehouse.duckdb"
-    proc = subprocess.run([BENCHMAKER, "swebench-replay", "--trajectories", str(rec), "--mode", "command",
-                           "--command", agent_command(api), "--task-dirs", str(TASK), "--concurrency-sweep", "1,4",
-                           "--episodes-per-point", "4", "--divergence", "content", "--out-dir", str(tmp_path / "art"),
-                           "--warehouse", str(wh), "--label", f"conformance-pi-{api}"],
-                          capture_output=True, text=True, timeout=1800, cwd=REPO)
+    proc = subprocess.run(
+        [
+            BENCHMAKER,
+            "swebench-replay",
+            "--trajectories",
+            str(rec),
+            "--mode",
+            "command",
+            "--command",
+            agent_command(api),
+            "--task-dirs",
+            str(TASK),
+            "--concurrency-sweep",
+            "1,4",
+            "--episodes-per-point",
+            "4",
+            "--divergence",
+            "content",
+            "--out-dir",
+            str(tmp_path / "art"),
+            "--warehouse",
+            str(wh),
+            "--label",
+            f"conformance-pi-{api}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
+    )
     (out_dir / f"pi-{api}-replay.log").write_text(proc.stdout + proc.stderr)
     # exit 1 = a sweep point is invalid; on a busy host the engine's event-loop lag check
     # can fire (checked below: no other reason is accepted)
@@ -112,7 +161,8 @@ def test_command_mode_replay_of_pi_has_no_misses(recording, tmp_path, out_dir, a
     points = con.sql(
         "SELECT sweep_point, target_concurrency, achieved_max_concurrency, n_episodes, n_episodes_failed, n_turns, "
         "misses_total, divergences, n_reverified, n_resolved_reverified FROM v_sweep_summary "
-        "ORDER BY target_concurrency").fetchall()
+        "ORDER BY target_concurrency"
+    ).fetchall()
     assert points == [("c1", 1, 1, 4, 0, 20, 0, 0, 4, 4), ("c4", 4, 4, 4, 0, 20, 0, 0, 4, 4)]
     verdicts = con.sql("SELECT sweep_point, valid, invalid_reason FROM v_sweep_summary ORDER BY 1").fetchall()
     for point, valid, reason in verdicts:

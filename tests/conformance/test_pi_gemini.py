@@ -33,23 +33,39 @@ def pi_bin() -> Path:
     env = os.environ.get("BENCHMAKER_PI")
     path = Path(env) if env else cache_dir() / "pi" / "node_modules" / ".bin" / "pi"
     if not path.exists() or shutil.which("node") is None:
-        pytest.skip(f"pi not found at {path} (set BENCHMAKER_PI, or: npm install --prefix {cache_dir() / 'pi'} "
-                    "@mariozechner/pi-coding-agent)")
+        pytest.skip(
+            f"pi not found at {path} (set BENCHMAKER_PI, or: npm install --prefix {cache_dir() / 'pi'} "
+            "@mariozechner/pi-coding-agent)"
+        )
     return path
 
 
 def scripted() -> Trajectory:
     args = {"path": "hello.md", "content": "Hello\n"}
     return Trajectory(
-        trajectory_id="hello-pi", source=Source(format="test", path="inline", sha256="0" * 64), task_id="hello-1",
-        match_key=match_key_for(PROMPT), model="fake-gemini", first_user=PROMPT, turns=[
-            Turn(index=0, response=Response(reasoning="Write it.", tool_calls=[
-                ToolCall(id="call_w1", name="write", arguments_raw=json.dumps(args), arguments=args)],
-                finish_reason="tool_calls"),
-                usage=Usage(prompt_tokens=1000, completion_tokens=30, reasoning_tokens=10, total_tokens=1030)),
-            Turn(index=1, response=Response(content="Created hello.md.", finish_reason="stop"),
-                 usage=Usage(prompt_tokens=1100, completion_tokens=5, total_tokens=1105)),
-        ])
+        trajectory_id="hello-pi",
+        source=Source(format="test", path="inline", sha256="0" * 64),
+        task_id="hello-1",
+        match_key=match_key_for(PROMPT),
+        model="fake-gemini",
+        first_user=PROMPT,
+        turns=[
+            Turn(
+                index=0,
+                response=Response(
+                    reasoning="Write it.",
+                    tool_calls=[ToolCall(id="call_w1", name="write", arguments_raw=json.dumps(args), arguments=args)],
+                    finish_reason="tool_calls",
+                ),
+                usage=Usage(prompt_tokens=1000, completion_tokens=30, reasoning_tokens=10, total_tokens=1030),
+            ),
+            Turn(
+                index=1,
+                response=Response(content="Created hello.md.", finish_reason="stop"),
+                usage=Usage(prompt_tokens=1100, completion_tokens=5, total_tokens=1105),
+            ),
+        ],
+    )
 
 
 def run_pi(pi: Path, url: str, home: Path, work: Path, sessions: Path) -> subprocess.CompletedProcess:
@@ -58,12 +74,27 @@ def run_pi(pi: Path, url: str, home: Path, work: Path, sessions: Path) -> subpro
     shutil.rmtree(work, ignore_errors=True)
     (home / ".pi" / "agent").mkdir(parents=True)
     work.mkdir(parents=True)
-    models = {"providers": {"fake": {"baseUrl": url + "/v1beta", "api": "google-generative-ai", "apiKey": "dummy",
-                                     "models": [{"id": "fake-gemini", "contextWindow": 128000, "maxTokens": 4096}]}}}
+    models = {
+        "providers": {
+            "fake": {
+                "baseUrl": url + "/v1beta",
+                "api": "google-generative-ai",
+                "apiKey": "dummy",
+                "models": [{"id": "fake-gemini", "contextWindow": 128000, "maxTokens": 4096}],
+            }
+        }
+    }
     (home / ".pi" / "agent" / "models.json").write_text(json.dumps(models))
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "PI_OFFLINE": "1"}
-    return subprocess.run([str(pi), "--provider", "fake", "--model", "fake-gemini", "--session-dir", str(sessions),
-                           "-p", PROMPT], cwd=work, env=env, capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(
+        [str(pi), "--provider", "fake", "--model", "fake-gemini", "--session-dir", str(sessions), "-p", PROMPT],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def test_pi_on_the_gemini_api_records_and_replays(tmp_path):

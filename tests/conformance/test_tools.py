@@ -25,9 +25,16 @@ BASH = [{"type": "function", "function": {"name": "bash", "parameters": {"type":
 def _messages(n_assistant: int) -> list[dict]:
     msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task_id: t\nfix it"}]
     for i in range(n_assistant):
-        msgs += [{"role": "assistant", "content": "x", "tool_calls": [
-            {"id": f"call_{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
-                 {"role": "tool", "tool_call_id": f"call_{i}", "content": "out"}]
+        msgs += [
+            {
+                "role": "assistant",
+                "content": "x",
+                "tool_calls": [
+                    {"id": f"call_{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": "out"},
+        ]
     return msgs
 
 
@@ -59,7 +66,7 @@ async def test_scripted_model_streams_the_same_call():
         body = {"messages": _messages(1), "tools": BASH, "stream": True, "stream_options": {"include_usage": True}}
         async with s.post(model.url + "/v1/chat/completions", json=body) as r:
             text = (await r.read()).decode()
-    events = [e[len("data: "):] for e in text.split("\n\n") if e.startswith("data: ")]
+    events = [e[len("data: ") :] for e in text.split("\n\n") if e.startswith("data: ")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
@@ -77,11 +84,17 @@ async def test_scripted_model_ends_with_a_final_answer_when_the_step_has_no_comm
             (choice,) = (await r.json())["choices"]
         async with s.post(url, json={"messages": _messages(1), "tools": BASH, "stream": True}) as r:
             text = (await r.read()).decode()
-    assert choice == {"index": 0, "message": {"role": "assistant", "content": "Done: the tests pass."},
-                      "finish_reason": "stop"}
-    chunks = [json.loads(e[len("data: "):]) for e in text.split("\n\n") if e.startswith("data: {")]
-    assert [c["choices"][0]["delta"] for c in chunks] == [{"role": "assistant", "content": ""},
-                                                          {"content": "Done: the tests pass."}, {}]
+    assert choice == {
+        "index": 0,
+        "message": {"role": "assistant", "content": "Done: the tests pass."},
+        "finish_reason": "stop",
+    }
+    chunks = [json.loads(e[len("data: ") :]) for e in text.split("\n\n") if e.startswith("data: {")]
+    assert [c["choices"][0]["delta"] for c in chunks] == [
+        {"role": "assistant", "content": ""},
+        {"content": "Done: the tests pass."},
+        {},
+    ]
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
 
 
@@ -95,9 +108,17 @@ def test_load_script_names_the_bad_step(tmp_path):
 
 def test_our_client_run_file_reads_back(tmp_path):
     prompts = write_prompts(tmp_path / "p.jsonl", 5)
-    path = ours_run_file(tmp_path / "run.yaml", chat_url="http://127.0.0.1:9/v1/chat/completions", prompts=prompts,
-                         n=5, concurrency=2, output_len=32, model="tiny", label="t",
-                         metrics_url="http://127.0.0.1:9/metrics")
+    path = ours_run_file(
+        tmp_path / "run.yaml",
+        chat_url="http://127.0.0.1:9/v1/chat/completions",
+        prompts=prompts,
+        n=5,
+        concurrency=2,
+        output_len=32,
+        model="tiny",
+        label="t",
+        metrics_url="http://127.0.0.1:9/metrics",
+    )
     rf = read_run_file(path)
     assert (rf.load, rf.max_requests) == ("closed:2", 5)
     assert rf.workload.max_tokens == 32 and rf.workload.ignore_eos and rf.workload.extra_body == {}
@@ -122,8 +143,12 @@ def test_why_unusable_names_the_fix(tmp_path, monkeypatch):
 
 
 def test_url_process_yields_the_url_and_stops_the_server(tmp_path):
-    argv = [sys.executable, str(REPO / "conformance" / "scripted_model.py"), "--script",
-            str(REPO / "conformance" / "mswea_script.json")]
+    argv = [
+        sys.executable,
+        str(REPO / "conformance" / "scripted_model.py"),
+        "--script",
+        str(REPO / "conformance" / "mswea_script.json"),
+    ]
     with url_process(argv, log=tmp_path / "model.log") as url:
         with urllib.request.urlopen(url + "/health", timeout=10) as r:
             assert json.load(r) == {"status": "ok", "steps": 5}
@@ -139,10 +164,16 @@ SETUP = REPO / "conformance" / "setup_venvs.sh"
 def _setup(tmp_path, component: str, **env: str) -> subprocess.CompletedProcess:
     # PYTHON=false, NPM=false: `python -m venv` and `npm install` fail at once, as installs
     # that cannot happen
-    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "BENCHMAKER_CONFORMANCE_CACHE": str(tmp_path / "c"),
-            "PYTHON": "false", "NPM": "false"}
-    return subprocess.run(["bash", str(SETUP), component], env={**base, **env}, capture_output=True, text=True,
-                          timeout=60)
+    base = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "BENCHMAKER_CONFORMANCE_CACHE": str(tmp_path / "c"),
+        "PYTHON": "false",
+        "NPM": "false",
+    }
+    return subprocess.run(
+        ["bash", str(SETUP), component], env={**base, **env}, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_setup_fails_naming_the_component_that_cannot_be_installed(tmp_path, monkeypatch):
@@ -174,8 +205,14 @@ def _need_vllm(tmp_path, **env: str) -> tuple[int, str]:
     test.write_text("from tests.conformance.conftest import need\n\n\ndef test_it():\n    need('vllm')\n")
     full = {k: v for k, v in os.environ.items() if k != "BENCHMAKER_CONFORMANCE_SKIP"}
     full.update(BENCHMAKER_CONFORMANCE_CACHE=str(tmp_path / "empty"), PYTHONPATH=str(REPO), **env)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(test)],
-                          cwd=REPO, env=full, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(test)],
+        cwd=REPO,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 

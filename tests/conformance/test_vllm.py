@@ -38,18 +38,26 @@ from conformance.venvs import REPO
 CONFORMANCE = True  # gated: needs the conformance venvs (conftest)
 N, CONCURRENCY, OUTPUT_LEN, ROUNDS = 40, 4, 32, 2
 BENCHMAKER = str(REPO / ".venv" / "bin" / "benchmaker")
-METRICS = [("request throughput (req/s)", "request_throughput_per_s"),
-           ("TTFT p50 (ms)", "ttft_p50_ms"), ("TTFT p99 (ms)", "ttft_p99_ms"),
-           ("TPOT p50 (ms)", "tpot_p50_ms"), ("TPOT p99 (ms)", "tpot_p99_ms"),
-           ("ITL p50 (ms)", "itl_p50_ms"), ("ITL p99 (ms)", "itl_p99_ms"),
-           ("E2E p50 (ms)", "e2e_p50_ms"), ("E2E p99 (ms)", "e2e_p99_ms")]
+METRICS = [
+    ("request throughput (req/s)", "request_throughput_per_s"),
+    ("TTFT p50 (ms)", "ttft_p50_ms"),
+    ("TTFT p99 (ms)", "ttft_p99_ms"),
+    ("TPOT p50 (ms)", "tpot_p50_ms"),
+    ("TPOT p99 (ms)", "tpot_p99_ms"),
+    ("ITL p50 (ms)", "itl_p50_ms"),
+    ("ITL p99 (ms)", "itl_p99_ms"),
+    ("E2E p50 (ms)", "e2e_p50_ms"),
+    ("E2E p99 (ms)", "e2e_p99_ms"),
+]
 
 
 def chat_prompt(text: str) -> str:
     """The prompt vLLM builds from one user message with the tiny model's chat template
     (conformance/tiny_model.py CHAT_TEMPLATE, add_generation_prompt)."""
-    return (f"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n{text}<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n")
+    return (
+        f"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n{text}<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
 
 
 def table(runs: list[ClientRun], names: list[str]) -> str:
@@ -61,8 +69,10 @@ def table(runs: list[ClientRun], names: list[str]) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     # vLLM's client definitions applied to our own samples (the same streams)
     ours_as_vllm = [vllm_definitions(r.out / "samples.jsonl") if r.client == "benchmaker" else {} for r in runs]
-    for label, key in (("TTFT p50, vLLM's definition on our samples (ms)", "ttft_p50_ms"),
-                       ("TPOT p50, vLLM's definition on our samples (ms)", "tpot_p50_ms")):
+    for label, key in (
+        ("TTFT p50, vLLM's definition on our samples (ms)", "ttft_p50_ms"),
+        ("TPOT p50, vLLM's definition on our samples (ms)", "tpot_p50_ms"),
+    ):
         cells = [f"{d[key]:.2f}" if d.get(key) is not None else "-" for d in ours_as_vllm]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("| client CPU (s) | " + " | ".join(f"{r.cpu_s:.1f}" for r in runs) + " |")
@@ -79,18 +89,46 @@ def comparison(vllm, tiny_model, out_dir, tmp_path_factory):
     runs: list[ClientRun] = []
     for _ in range(ROUNDS):
         reset_prefix_cache(vllm.base_url)
-        runs.append(run_ours(vllm.base_url, prompts, n=N, concurrency=CONCURRENCY, output_len=OUTPUT_LEN,
-                             work=work, metrics=True, label="conformance-vllm"))
+        runs.append(
+            run_ours(
+                vllm.base_url,
+                prompts,
+                n=N,
+                concurrency=CONCURRENCY,
+                output_len=OUTPUT_LEN,
+                work=work,
+                metrics=True,
+                label="conformance-vllm",
+            )
+        )
         reset_prefix_cache(vllm.base_url)
-        runs.append(run_vllm_bench(vllm.base_url, prompts, n=N, concurrency=CONCURRENCY, output_len=OUTPUT_LEN,
-                                   work=work, tokenizer=tiny_model))
+        runs.append(
+            run_vllm_bench(
+                vllm.base_url,
+                prompts,
+                n=N,
+                concurrency=CONCURRENCY,
+                output_len=OUTPUT_LEN,
+                work=work,
+                tokenizer=tiny_model,
+            )
+        )
     reset_prefix_cache(vllm.base_url)
-    paired = run_paired(vllm.base_url, prompts, n=N, concurrency=CONCURRENCY // 2, output_len=OUTPUT_LEN, work=work,
-                        tokenizer=tiny_model)
+    paired = run_paired(
+        vllm.base_url,
+        prompts,
+        n=N,
+        concurrency=CONCURRENCY // 2,
+        output_len=OUTPUT_LEN,
+        work=work,
+        tokenizer=tiny_model,
+    )
     names = [f"{r.client} r{i // 2 + 1}" for i, r in enumerate(runs)] + [f"{r.client} paired" for r in paired]
-    text = (f"vLLM {vllm.base_url} (started in {vllm.start_s:.0f} s); {N} requests, concurrency {CONCURRENCY}, "
-            f"{OUTPUT_LEN} output tokens (ignore_eos), same prompts file, alternated {ROUNDS}x; paired: both "
-            f"clients at once, {N} requests each at concurrency {CONCURRENCY // 2}\n\n" + table([*runs, *paired], names))
+    text = (
+        f"vLLM {vllm.base_url} (started in {vllm.start_s:.0f} s); {N} requests, concurrency {CONCURRENCY}, "
+        f"{OUTPUT_LEN} output tokens (ignore_eos), same prompts file, alternated {ROUNDS}x; paired: both "
+        f"clients at once, {N} requests each at concurrency {CONCURRENCY // 2}\n\n" + table([*runs, *paired], names)
+    )
     (out_dir / "vllm_table.md").write_text(text)
     print("\n" + text)
     return runs, paired, prompts
@@ -102,8 +140,12 @@ def test_both_clients_complete_every_request_within_tolerance(comparison):
     ours, theirs = (r.metrics for r in paired)
     # within a factor 1.5, or within an absolute bound where a quiet host makes the
     # figure a few ms (tokens then arrive several to one read: TPOT and ITL near 0)
-    for key, abs_ms in (("request_throughput_per_s", 0.0), ("ttft_p50_ms", 25.0), ("tpot_p50_ms", 10.0),
-                        ("itl_p50_ms", 10.0)):
+    for key, abs_ms in (
+        ("request_throughput_per_s", 0.0),
+        ("ttft_p50_ms", 25.0),
+        ("tpot_p50_ms", 10.0),
+        ("itl_p50_ms", 10.0),
+    ):
         a, b = ours[key], theirs[key]
         assert b / 1.5 <= a <= b * 1.5 or abs(a - b) <= abs_ms, (key, a, b)
 
@@ -150,17 +192,26 @@ def test_token_counts_equal_server_usage_and_tokenizer(comparison, tiny_model):
 def test_prometheus_monitor_scrapes_vllm_metrics_into_the_warehouse(comparison, tmp_path):
     runs, _, _ = comparison
     wh = tmp_path / "warehouse.duckdb"
-    load = subprocess.run([BENCHMAKER, "load", *[str(r.out) for r in runs[0::2]], "--warehouse", str(wh)],
-                          capture_output=True, text=True)
+    load = subprocess.run(
+        [BENCHMAKER, "load", *[str(r.out) for r in runs[0::2]], "--warehouse", str(wh)], capture_output=True, text=True
+    )
     assert load.returncode == 0, load.stderr
     con = duckdb.connect(str(wh), read_only=True)
     run_id = runs[0].raw["run_id"]
-    names = {n for (n,) in con.execute("SELECT DISTINCT name FROM monitor_samples WHERE run_id = ?", [run_id]).fetchall()}
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                 "vllm:prompt_tokens_total:rate_per_s", "vllm:generation_tokens_total:rate_per_s"):
+    names = {
+        n for (n,) in con.execute("SELECT DISTINCT name FROM monitor_samples WHERE run_id = ?", [run_id]).fetchall()
+    }
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:prompt_tokens_total:rate_per_s",
+        "vllm:generation_tokens_total:rate_per_s",
+    ):
         assert name in names, name
-    (running,) = con.execute("SELECT max(value) FROM monitor_samples WHERE run_id = ? AND "
-                             "name = 'vllm:num_requests_running'", [run_id]).fetchone()
+    (running,) = con.execute(
+        "SELECT max(value) FROM monitor_samples WHERE run_id = ? AND name = 'vllm:num_requests_running'", [run_id]
+    ).fetchone()
     assert 1 <= running <= CONCURRENCY
     # the generation-token rate integrated over the scrape intervals is the counter's
     # increase between the first and the last scrape: at most the run's N * OUTPUT_LEN =
@@ -168,10 +219,13 @@ def test_prometheus_monitor_scrapes_vllm_metrics_into_the_warehouse(comparison, 
     # goes out as the run's clock starts and a busy vLLM answers it after its first decode
     # steps, so what it makes before that answer is not in the integral (1223 of 1280 on a
     # loaded host, 767 on a quiet one where the 40 requests took 5 s).
-    (generated,) = con.execute("""
+    (generated,) = con.execute(
+        """
         WITH r AS (SELECT t_ns, value, t_ns - lag(t_ns) OVER (ORDER BY t_ns) AS dt_ns FROM monitor_samples
                    WHERE run_id = ? AND name = 'vllm:generation_tokens_total:rate_per_s')
-        SELECT sum(value * dt_ns / 1e9) FROM r WHERE dt_ns IS NOT NULL""", [run_id]).fetchone()
+        SELECT sum(value * dt_ns / 1e9) FROM r WHERE dt_ns IS NOT NULL""",
+        [run_id],
+    ).fetchone()
     assert 0.25 * N * OUTPUT_LEN <= generated <= N * OUTPUT_LEN + 0.5
 
 
@@ -184,10 +238,20 @@ def _conversations(path: Path, sessions: int = 4, turns: int = 4) -> Path:
         for s in range(sessions):
             msgs = [{"role": "system", "content": system}]
             for t in range(turns):
-                msgs.append({"role": "user", "content": f"session {s} turn {t}: " + " ".join(
-                    words[(s * 7 + t * 3 + i) % len(words)] for i in range(60))})
-                msgs.append({"role": "assistant", "content": f"reply {s}.{t}: " + " ".join(
-                    words[(s + t + i * 5) % len(words)] for i in range(60))})
+                msgs.append(
+                    {
+                        "role": "user",
+                        "content": f"session {s} turn {t}: "
+                        + " ".join(words[(s * 7 + t * 3 + i) % len(words)] for i in range(60)),
+                    }
+                )
+                msgs.append(
+                    {
+                        "role": "assistant",
+                        "content": f"reply {s}.{t}: "
+                        + " ".join(words[(s + t + i * 5) % len(words)] for i in range(60)),
+                    }
+                )
             f.write(json.dumps({"id": f"s{s}", "messages": msgs}) + "\n")
     return path
 
@@ -196,10 +260,31 @@ def test_prefix_cache_replay_stores_cached_tokens_per_turn(vllm, tmp_path, out_d
     convs = _conversations(tmp_path / "convs.jsonl")
     reset_prefix_cache(vllm.base_url)
     out = tmp_path / "runs"
-    proc = subprocess.run([BENCHMAKER, "trajectory-replay", str(convs), "--url", vllm.base_url + "/v1/chat/completions",
-                           "--model", "tiny", "--sessions", "contiguous", "--concurrency", "2", "--max-tokens", "8",
-                           "--out-dir", str(out), "--no-progress", "--label", "conformance-prefix"],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            BENCHMAKER,
+            "trajectory-replay",
+            str(convs),
+            "--url",
+            vllm.base_url + "/v1/chat/completions",
+            "--model",
+            "tiny",
+            "--sessions",
+            "contiguous",
+            "--concurrency",
+            "2",
+            "--max-tokens",
+            "8",
+            "--out-dir",
+            str(out),
+            "--no-progress",
+            "--label",
+            "conformance-prefix",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     (out_dir / "prefix-replay.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]  # 1: host-load verdict only
     (bundle,) = list(out.iterdir())
@@ -215,12 +300,22 @@ def test_prefix_cache_replay_stores_cached_tokens_per_turn(vllm, tmp_path, out_d
     hit_rate = run["prefix_cache_hit_rate"]  # the summary's own figure (benchmaker/engine/sql/summary.sql)
     assert hit_rate == run["cached_tokens_total"] / run["prompt_tokens_total"] and hit_rate > 0.5
     wh = tmp_path / "warehouse.duckdb"
-    assert subprocess.run([BENCHMAKER, "load", str(bundle), "--warehouse", str(wh)],
-                          capture_output=True).returncode == 0
+    assert (
+        subprocess.run([BENCHMAKER, "load", str(bundle), "--warehouse", str(wh)], capture_output=True).returncode == 0
+    )
     con = duckdb.connect(str(wh), read_only=True)
-    stored = con.execute("SELECT count(*), count(cached_tokens), sum(cached_tokens) FROM requests "
-                         "WHERE run_id = ?", [summary["run_id"]]).fetchone()
+    stored = con.execute(
+        "SELECT count(*), count(cached_tokens), sum(cached_tokens) FROM requests WHERE run_id = ?", [summary["run_id"]]
+    ).fetchone()
     assert stored == (16, 16, run["cached_tokens_total"])
-    (out_dir / "prefix_cache.json").write_text(json.dumps({
-        "requests": 16, "prompt_tokens_total": run["prompt_tokens_total"],
-        "cached_tokens_total": run["cached_tokens_total"], "hit_rate": hit_rate}) + "\n")
+    (out_dir / "prefix_cache.json").write_text(
+        json.dumps(
+            {
+                "requests": 16,
+                "prompt_tokens_total": run["prompt_tokens_total"],
+                "cached_tokens_total": run["cached_tokens_total"],
+                "hit_rate": hit_rate,
+            }
+        )
+        + "\n"
+    )

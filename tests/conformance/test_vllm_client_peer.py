@@ -51,13 +51,21 @@ def peer_rows(out_dir):
 
 def _scenario(tmp: Path, name: str, scenario: dict, tiny_model: Path) -> tuple[dict, dict]:
     """Both clients against a scenario server process; returns (ours, vLLM's) metrics."""
-    argv = [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
-            "--scenario", json.dumps(scenario)]
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmaker.testing.scenario_server",
+        "--port",
+        "0",
+        "--scenario",
+        json.dumps(scenario),
+    ]
     prompts = write_prompts(tmp / "prompts.jsonl", N)
     with url_process(argv, log=tmp / f"{name}.log") as url:
         ours = run_ours(url, prompts, n=N, concurrency=CONCURRENCY, output_len=CHUNKS, work=tmp, model="m")
-        theirs = run_vllm_bench(url, prompts, n=N, concurrency=CONCURRENCY, output_len=CHUNKS, work=tmp,
-                                tokenizer=tiny_model, model="m")
+        theirs = run_vllm_bench(
+            url, prompts, n=N, concurrency=CONCURRENCY, output_len=CHUNKS, work=tmp, tokenizer=tiny_model, model="m"
+        )
     assert ours.metrics["n_ok"] == N and theirs.metrics["n_ok"] == N
     return ours.metrics, theirs.metrics
 
@@ -65,8 +73,12 @@ def _scenario(tmp: Path, name: str, scenario: dict, tiny_model: Path) -> tuple[d
 def test_role_chunk_with_first_token_both_clients_match_the_script(tmp_path, tiny_model, peer_rows):
     # role chunk and first content chunk both at 200 ms (as vLLM's own server sends them),
     # then 15 more one-token chunks 20 ms apart; finish, usage and [DONE] with the last.
-    ours, theirs = _scenario(tmp_path, "with-role", {"role_delay_ms": TTFT_MS, "ttft_ms": TTFT_MS,
-                                                     "itl_ms": ITL_MS, "content_chunks": CHUNKS}, tiny_model)
+    ours, theirs = _scenario(
+        tmp_path,
+        "with-role",
+        {"role_delay_ms": TTFT_MS, "ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "content_chunks": CHUNKS},
+        tiny_model,
+    )
     # TTFT 200; ITL 20; TPOT (500 - 200) / (16 - 1) = 20
     for key, truth in (("ttft", TTFT_MS), ("itl", ITL_MS), ("tpot", ITL_MS)):
         peer_rows.append(("scenario, role at 200 ms", key, truth, ours[f"{key}_p50_ms"], theirs[f"{key}_p50_ms"]))
@@ -79,8 +91,12 @@ def test_early_role_chunk_is_vllm_ttft_but_not_ours(tmp_path, tiny_model, peer_r
     # `choices` (the role chunk) as TTFT: ~0; ours the first token: 200. vLLM's TPOT is
     # (latency - ttft) / 15 = (500 - 0) / 15 = 33.3 where the token gaps are 20; its ITL
     # list gains the 200 ms role->token gap (1 of 17 gaps per request: the p99).
-    ours, theirs = _scenario(tmp_path, "early-role", {"role_delay_ms": 0, "ttft_ms": TTFT_MS, "itl_ms": ITL_MS,
-                                                      "content_chunks": CHUNKS}, tiny_model)
+    ours, theirs = _scenario(
+        tmp_path,
+        "early-role",
+        {"role_delay_ms": 0, "ttft_ms": TTFT_MS, "itl_ms": ITL_MS, "content_chunks": CHUNKS},
+        tiny_model,
+    )
     vllm_tpot = (TTFT_MS + (CHUNKS - 1) * ITL_MS) / (CHUNKS - 1)
     for key, truth, theirs_expected in (("ttft", TTFT_MS, 0.0), ("itl", ITL_MS, ITL_MS), ("tpot", ITL_MS, vllm_tpot)):
         peer_rows.append(("scenario, role at 0 ms", key, truth, ours[f"{key}_p50_ms"], theirs[f"{key}_p50_ms"]))
@@ -95,21 +111,45 @@ def test_replay_server_fixed_latency_both_clients_match(tmp_path, tiny_model, pe
     # tool call, paced at fixed:200:20 (event i at 200 + 20 i ms, role chunk with event 0).
     need("vllm")
     traj = tmp_path / "trajectories.jsonl"
-    conv = subprocess.run([str(REPO / ".venv" / "bin" / "benchmaker"), "convert",
-                           str(REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"), "-o", str(traj)],
-                          capture_output=True, text=True)
+    conv = subprocess.run(
+        [
+            str(REPO / ".venv" / "bin" / "benchmaker"),
+            "convert",
+            str(REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"),
+            "-o",
+            str(traj),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert conv.returncode == 0, conv.stderr
     first = json.loads(traj.read_text().splitlines()[0])
     prompts = tmp_path / "replay-prompts.jsonl"
     prompts.write_text(json.dumps({"prompt": first["first_user"]}) + "\n")
     completion = first["turns"][0]["usage"]["completion_tokens"]
-    argv = [str(REPO / ".venv" / "bin" / "benchmaker"), "serve-replay", str(traj), "--port", "0",
-            "--latency", f"fixed:{TTFT_MS:g}:{ITL_MS:g}"]
+    argv = [
+        str(REPO / ".venv" / "bin" / "benchmaker"),
+        "serve-replay",
+        str(traj),
+        "--port",
+        "0",
+        "--latency",
+        f"fixed:{TTFT_MS:g}:{ITL_MS:g}",
+    ]
     with url_process(argv, log=tmp_path / "replay.log") as url:
-        ours = run_ours(url, prompts, n=N, concurrency=CONCURRENCY, output_len=completion, work=tmp_path,
-                        model=first["model"]).metrics
-        theirs = run_vllm_bench(url, prompts, n=N, concurrency=CONCURRENCY, output_len=completion, work=tmp_path,
-                                tokenizer=tiny_model, model=first["model"]).metrics
+        ours = run_ours(
+            url, prompts, n=N, concurrency=CONCURRENCY, output_len=completion, work=tmp_path, model=first["model"]
+        ).metrics
+        theirs = run_vllm_bench(
+            url,
+            prompts,
+            n=N,
+            concurrency=CONCURRENCY,
+            output_len=completion,
+            work=tmp_path,
+            tokenizer=tiny_model,
+            model=first["model"],
+        ).metrics
     assert ours["n_ok"] == N and theirs["n_ok"] == N
     for key, truth in (("ttft", TTFT_MS), ("itl", ITL_MS)):
         peer_rows.append(("replay fixed:200:20", key, truth, ours[f"{key}_p50_ms"], theirs[f"{key}_p50_ms"]))

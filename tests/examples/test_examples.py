@@ -45,8 +45,11 @@ def _read(out: Path) -> tuple[dict, dict, list[dict]]:
     """(manifest, summary, samples sorted by seq) of the only bundle under `out`."""
     b = _bundle(out)
     rows = [orjson.loads(x) for x in (b / "samples.jsonl").read_bytes().splitlines()]
-    return (orjson.loads((b / "manifest.json").read_bytes()), orjson.loads((b / "summary.json").read_bytes()),
-            sorted(rows, key=lambda r: (r["lane"], r["seq"])))
+    return (
+        orjson.loads((b / "manifest.json").read_bytes()),
+        orjson.loads((b / "summary.json").read_bytes()),
+        sorted(rows, key=lambda r: (r["lane"], r["seq"])),
+    )
 
 
 def _exit_matches(code: int, summary: dict) -> None:
@@ -102,11 +105,13 @@ def _metrics_app() -> tuple[_App, list[int]]:
 
     async def metrics(request: web.Request) -> web.Response:
         scrapes[0] += 1
-        text = ("# TYPE vllm:num_requests_running gauge\n"
-                'vllm:num_requests_running{model_name="my-model"} 3\n'
-                "# TYPE vllm:request_success_total counter\n"
-                f'vllm:request_success_total{{model_name="my-model"}} {10 * scrapes[0]}\n'
-                "# TYPE process_open_fds gauge\nprocess_open_fds 12\n")
+        text = (
+            "# TYPE vllm:num_requests_running gauge\n"
+            'vllm:num_requests_running{model_name="my-model"} 3\n'
+            "# TYPE vllm:request_success_total counter\n"
+            f'vllm:request_success_total{{model_name="my-model"}} {10 * scrapes[0]}\n'
+            "# TYPE process_open_fds gauge\nprocess_open_fds 12\n"
+        )
         return web.Response(text=text, content_type="text/plain")
 
     return _App([web.get("/metrics", metrics)]), scrapes
@@ -129,8 +134,9 @@ class _AuthScenarioServer(ScenarioServer):
 
 @pytest.mark.parametrize("script", ["minimal_get.py", "hooks.py", "streaming_chat.py"])
 def test_script_without_url_prints_usage_and_exits_2(script: str):
-    proc = subprocess.run([sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout.startswith(f"usage: python examples/{script}")
 
@@ -142,8 +148,9 @@ async def test_minimal_get(tmp_path: Path, capsys):
         code = await asyncio.to_thread(main, [srv.url + "/health", "--requests", "5", "--out-dir", str(tmp_path)])
     manifest, summary, rows = _read(tmp_path)
     _exit_matches(code, summary)
-    assert [(r["seq"], r["outcome"], r["http_status"], r["bytes_received"]) for r in rows] == \
-        [(i, "ok", 200, 2) for i in range(5)]  # /health answers "ok" (2 bytes)
+    assert [(r["seq"], r["outcome"], r["http_status"], r["bytes_received"]) for r in rows] == [
+        (i, "ok", 200, 2) for i in range(5)
+    ]  # /health answers "ok" (2 bytes)
     assert (manifest["kind"], manifest["label"]) == ("http", "example-get")
     assert summary["run"]["e2e_ms"]["count"] == 5
     assert f"run {manifest['run_id']}: 5 ok of 5" in capsys.readouterr().out
@@ -174,8 +181,20 @@ async def test_hooks_sign_requests_and_parse_a_response_field(tmp_path: Path, mo
     monkeypatch.setenv("HOOKS_SECRET", "s3cret-for-test")
     app, seen = _signed_api(b"s3cret-for-test")
     async with app:
-        code = await asyncio.to_thread(main, [app.url + "/api/score?v=1", "--field", "result.score",
-                                              "--body", '{"q": 7}', "--requests", "4", "--out-dir", str(tmp_path)])
+        code = await asyncio.to_thread(
+            main,
+            [
+                app.url + "/api/score?v=1",
+                "--field",
+                "result.score",
+                "--body",
+                '{"q": 7}',
+                "--requests",
+                "4",
+                "--out-dir",
+                str(tmp_path),
+            ],
+        )
     _, summary, rows = _read(tmp_path)
     _exit_matches(code, summary)
     assert seen == ['{"q":7}'] * 4  # every request passed the signature check (body as orjson wrote it)
@@ -210,8 +229,9 @@ async def test_streaming_chat(tmp_path: Path, capsys):
 
     sc = Scenario(ttft_ms=20, itl_ms=2, content_chunks=6)
     async with ScenarioServer(sc) as srv:
-        code = await asyncio.to_thread(main, [srv.chat_url, "--model", "m", "--requests", "4",
-                                              "--input-words", "16", "--out-dir", str(tmp_path)])
+        code = await asyncio.to_thread(
+            main, [srv.chat_url, "--model", "m", "--requests", "4", "--input-words", "16", "--out-dir", str(tmp_path)]
+        )
     manifest, summary, rows = _read(tmp_path)
     _exit_matches(code, summary)
     # 6 one-token content chunks per answer, usage on the last chunk (scenario default)
@@ -246,13 +266,15 @@ async def test_llm_dotenv_reads_endpoint_and_key_from_dotenv(tmp_path: Path, mon
     folder.mkdir()
     cfg = shutil.copy(CONFIGS / "llm-dotenv.yaml", folder / "llm-dotenv.yaml")
     async with _AuthScenarioServer(Scenario(content_chunks=3)) as srv:
-        env = _patched(CONFIGS / ".env.example", folder / ".env",
-                       ("LLM_URL=http://127.0.0.1:8000/v1/chat/completions", f"LLM_URL={srv.chat_url}"),
-                       ("LLM_MODEL=my-model", "LLM_MODEL=dotenv-model"),
-                       ("LLM_API_KEY=\n", "LLM_API_KEY=sk-dotenv-secret\n"))
+        env = _patched(
+            CONFIGS / ".env.example",
+            folder / ".env",
+            ("LLM_URL=http://127.0.0.1:8000/v1/chat/completions", f"LLM_URL={srv.chat_url}"),
+            ("LLM_MODEL=my-model", "LLM_MODEL=dotenv-model"),
+            ("LLM_API_KEY=\n", "LLM_API_KEY=sk-dotenv-secret\n"),
+        )
         assert env.exists()
-        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"),
-                                                  "--no-progress"])
+        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"), "--no-progress"])
         body = srv.last_body
     manifest, summary, rows = _read(tmp_path / "out")
     _exit_matches(code, summary)
@@ -265,15 +287,18 @@ async def test_llm_dotenv_reads_endpoint_and_key_from_dotenv(tmp_path: Path, mon
 
 async def test_llm_monitor_scrapes_metrics_into_the_warehouse(tmp_path: Path, monkeypatch, capsys):
     # 30 s of poisson:10 is long for a test: the same file with 8 requests one at a time
-    cfg = _patched(CONFIGS / "llm-monitor.yaml", tmp_path / "llm-monitor.yaml",
-                   ("load: poisson:10", "load: closed:1"), ("duration_s: 30s", "max_requests: 8"))
+    cfg = _patched(
+        CONFIGS / "llm-monitor.yaml",
+        tmp_path / "llm-monitor.yaml",
+        ("load: poisson:10", "load: closed:1"),
+        ("duration_s: 30s", "max_requests: 8"),
+    )
     metrics, scrapes = _metrics_app()
     async with ScenarioServer(Scenario(content_chunks=4)) as srv, metrics:
         monkeypatch.setenv("URL", srv.chat_url)
         monkeypatch.setenv("METRICS_URL", metrics.url + "/metrics")
         monkeypatch.setenv("METRICS_INTERVAL", "60s")  # longer than the run: a scrape at start and at stop
-        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"),
-                                                  "--no-progress"])
+        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"), "--no-progress"])
     manifest, summary, rows = _read(tmp_path / "out")
     _exit_matches(code, summary)
     assert len(rows) == 8 and scrapes == [2]
@@ -309,10 +334,12 @@ class _QAModel:
         text = f"The answer is {self.answers[body['messages'][-1]['content']]}."
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
-                  {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
-                  {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                  {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}}]
+        chunks = [
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}},
+        ]
         for c in chunks:
             await resp.write(b"data: " + orjson.dumps({"id": "x", "object": "chat.completion.chunk", **c}) + b"\n\n")
         await resp.write(b"data: [DONE]\n\n")
@@ -324,13 +351,15 @@ async def test_llm_grading_reports_accuracy(tmp_path: Path, monkeypatch, capsys)
     model = _QAModel()
     async with _App([web.post("/v1/chat/completions", model.chat)]) as app:
         monkeypatch.setenv("URL", app.url + "/v1/chat/completions")
-        code = await asyncio.to_thread(cli_main, ["run", str(CONFIGS / "llm-grading.yaml"),
-                                                  "--out-dir", str(tmp_path / "out"), "--no-progress"])
+        code = await asyncio.to_thread(
+            cli_main, ["run", str(CONFIGS / "llm-grading.yaml"), "--out-dir", str(tmp_path / "out"), "--no-progress"]
+        )
     manifest, summary, rows = _read(tmp_path / "out")
     _exit_matches(code, summary)
     # qa.jsonl has 8 rows; rows 2 (leap year) and 8 (Apollo 11) are answered wrongly
     assert [(r["meta"]["row"], r["grade"], r["outcome"]) for r in rows] == [
-        (n, "wrong" if n in (2, 8) else "correct", "graded_wrong" if n in (2, 8) else "ok") for n in range(1, 9)]
+        (n, "wrong" if n in (2, 8) else "correct", "graded_wrong" if n in (2, 8) else "ok") for n in range(1, 9)
+    ]
     run = summary["run"]
     assert (run["n_graded"], run["n_correct"], run["accuracy"]) == (8, 6, 0.75)
     wh = tmp_path / "wh.duckdb"
@@ -350,8 +379,7 @@ async def test_http_yaml(tmp_path: Path, monkeypatch, capsys):
     cfg = _patched(CONFIGS / "http.yaml", tmp_path / "http.yaml", ("duration_s: 30s", "duration_s: 0.5s"))
     async with ScenarioServer() as srv:
         monkeypatch.setenv("URL", srv.url + "/health")
-        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"),
-                                                  "--no-progress"])
+        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"), "--no-progress"])
     manifest, summary, rows = _read(tmp_path / "out")
     _exit_matches(code, summary)
     assert len(rows) == 50 and {(r["outcome"], r["http_status"]) for r in rows} == {("ok", 200)}
@@ -360,12 +388,15 @@ async def test_http_yaml(tmp_path: Path, monkeypatch, capsys):
 
 async def test_llm_yaml(tmp_path: Path, monkeypatch, capsys):
     # 60 s with 5 s warm-up is long for a test: the same file for 2 s with 0.5 s warm-up
-    cfg = _patched(CONFIGS / "llm.yaml", tmp_path / "llm.yaml", ("duration_s: 60s", "duration_s: 2s"),
-                   ("warmup_s: 5s", "warmup_s: 0.5s"))
+    cfg = _patched(
+        CONFIGS / "llm.yaml",
+        tmp_path / "llm.yaml",
+        ("duration_s: 60s", "duration_s: 2s"),
+        ("warmup_s: 5s", "warmup_s: 0.5s"),
+    )
     async with ScenarioServer(Scenario(content_chunks=5)) as srv:
         monkeypatch.setenv("URL", srv.chat_url)
-        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"),
-                                                  "--no-progress"])
+        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"), "--no-progress"])
         body = srv.last_body
     manifest, summary, rows = _read(tmp_path / "out")
     _exit_matches(code, summary)
@@ -380,12 +411,16 @@ async def test_llm_yaml(tmp_path: Path, monkeypatch, capsys):
 
 async def test_mixed_lanes_yaml(tmp_path: Path, monkeypatch, capsys):
     # 120 s of 30 s stages is long for a test: the same file with 250 ms stages for 1 s
-    cfg = _patched(CONFIGS / "mixed-lanes.yaml", tmp_path / "mixed.yaml", ("duration_s: 120s", "duration_s: 1s"),
-                   ("stages:2,8,2,8@30s", "stages:4,16,4,16@250ms"), ("stages:8,2,8,2@30s", "stages:16,4,16,4@250ms"))
+    cfg = _patched(
+        CONFIGS / "mixed-lanes.yaml",
+        tmp_path / "mixed.yaml",
+        ("duration_s: 120s", "duration_s: 1s"),
+        ("stages:2,8,2,8@30s", "stages:4,16,4,16@250ms"),
+        ("stages:8,2,8,2@30s", "stages:16,4,16,4@250ms"),
+    )
     async with ScenarioServer() as srv:
         monkeypatch.setenv("URL", srv.chat_url)
-        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"),
-                                                  "--no-progress"])
+        code = await asyncio.to_thread(cli_main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"), "--no-progress"])
     manifest, summary, rows = _read(tmp_path / "out")
     _exit_matches(code, summary)
     n_chat = _arrivals("stages:4,16,4,16@250ms", 1.0, seed=0)
@@ -400,7 +435,8 @@ def test_every_example_is_exercised():
     """Each script and config in examples/ is named by a test here or in
     tests/recipes/test_examples_agent_sandbox.py (a new example needs a test)."""
     tests = Path(__file__).read_text() + (ROOT / "tests" / "recipes" / "test_examples_agent_sandbox.py").read_text()
-    names = [p.name for p in EXAMPLES.glob("*.py")] + [p.name for p in CONFIGS.iterdir() if p.is_file()
-                                                        and p.name != ".gitignore"]
+    names = [p.name for p in EXAMPLES.glob("*.py")] + [
+        p.name for p in CONFIGS.iterdir() if p.is_file() and p.name != ".gitignore"
+    ]
     missing = [n for n in names if f'"{n}"' not in tests]
     assert names and missing == []

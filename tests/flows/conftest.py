@@ -21,7 +21,6 @@ def prefect_harness():
             yield
 
 
-
 @pytest.fixture(autouse=True)
 def _collect_prefect_client_sockets():
     """Collect, right after each flow test, the sockets that Prefect's and Dask's clients

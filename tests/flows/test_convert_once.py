@@ -52,13 +52,24 @@ def test_a_cli_run_converts_each_log_once_and_a_second_run_none(tmp_path: Path, 
     logs.mkdir()
     a, b = shutil.copy(EXAMPLE, logs / "a.pi.jsonl"), shutil.copy(PI_TREE, logs / "b.pi.jsonl")
     out = tmp_path / "artifacts"
-    argv = ["swebench-replay", "--logs", str(a), str(b), "--concurrency-sweep", "1", "--out-dir", str(out),
-            "--warehouse", str(tmp_path / "wh.duckdb")]
+    argv = [
+        "swebench-replay",
+        "--logs",
+        str(a),
+        str(b),
+        "--concurrency-sweep",
+        "1",
+        "--out-dir",
+        str(out),
+        "--warehouse",
+        str(tmp_path / "wh.duckdb"),
+    ]
     assert main(argv) in (0, 1)  # 1: a point invalid for loop lag alone on a loaded host
     assert conversions == [["a.pi.jsonl", "b.pi.jsonl"]]  # the CLI's one conversion; the task found it
     (cached,) = (out / "_cache" / "convert").glob("*/trajectories.jsonl")
-    assert capsys.readouterr().out.startswith("plan: 1 sweep point(s) x 2 trajectory(ies) (4-4 model calls each, "
-                                              "8 in all)")
+    assert capsys.readouterr().out.startswith(
+        "plan: 1 sweep point(s) x 2 trajectory(ies) (4-4 model calls each, 8 in all)"
+    )
     assert main(argv) in (0, 1)
     assert len(conversions) == 1  # the second run: none
     bundles = sorted(d for d in out.iterdir() if d.is_dir() and d.name != "_cache")
@@ -76,7 +87,8 @@ def test_a_cli_run_converts_each_log_once_and_a_second_run_none(tmp_path: Path, 
 
 
 def test_a_deployment_run_converts_in_the_task_and_a_wiped_result_store_converts_nothing(
-        tmp_path: Path, conversions) -> None:
+    tmp_path: Path, conversions
+) -> None:
     from benchmaker.flows.swebench_replay import swebench_replay
 
     kw = dict(logs=[EXAMPLE], concurrency_sweep=[1], out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb")

@@ -27,24 +27,41 @@ from benchmaker.warehouse.loader import load_run
 
 
 def _points(base: str, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[ShardPoint]:
-    return [ShardPoint(base_url=base, model="m", run_dir=str(run_dir), run_id="rid", load=kw.pop("load", "constant:40"),
-                       sweep_point="constant-40", worker=k, shards=n, start_wall_ns=start_wall_ns,
-                       duration_s=1.0, max_tokens=8, **kw)
-            for k in range(n)]
+    return [
+        ShardPoint(
+            base_url=base,
+            model="m",
+            run_dir=str(run_dir),
+            run_id="rid",
+            load=kw.pop("load", "constant:40"),
+            sweep_point="constant-40",
+            worker=k,
+            shards=n,
+            start_wall_ns=start_wall_ns,
+            duration_s=1.0,
+            max_tokens=8,
+            **kw,
+        )
+        for k in range(n)
+    ]
 
 
 def _reasons_but_loop_lag(row: dict) -> list[str]:
     """Verdict reasons other than event-loop and schedule lag (two shards and the server
     share this test's loop, and other tests may share the 2 cores)."""
-    return [r for r in (row["invalid_reason"] or "").split("; ")
-            if r and not r.startswith(("event-loop lag", "client-saturated"))]
+    return [
+        r
+        for r in (row["invalid_reason"] or "").split("; ")
+        if r and not r.startswith(("event-loop lag", "client-saturated"))
+    ]
 
 
 def _shard_rows(warehouse: Path) -> list[tuple]:
     con = duckdb.connect(str(warehouse), read_only=True)
     try:
-        return con.execute("SELECT shard, worker, count(*), count(DISTINCT seq) FROM requests "
-                           "GROUP BY ALL ORDER BY 1").fetchall()
+        return con.execute(
+            "SELECT shard, worker, count(*), count(DISTINCT seq) FROM requests GROUP BY ALL ORDER BY 1"
+        ).fetchall()
     finally:
         con.close()
 
@@ -58,8 +75,13 @@ def test_start_at_ns_from_wall_is_on_the_monotonic_clock() -> None:
 def test_a_closed_loop_smaller_than_the_shards_runs_on_fewer_shards() -> None:
     from benchmaker.tasks.shard import shards_for_load
 
-    assert [shards_for_load(spec, 2) for spec in ("closed:1", "closed:2", "closed:8", "constant:1", "poisson:0.5")] \
-        == [1, 2, 2, 2, 2]
+    assert [shards_for_load(spec, 2) for spec in ("closed:1", "closed:2", "closed:8", "constant:1", "poisson:0.5")] == [
+        1,
+        2,
+        2,
+        2,
+        2,
+    ]
 
 
 def test_measure_clock_offset_on_a_local_disk(tmp_path: Path) -> None:
@@ -89,8 +111,13 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     assert _reasons_but_loop_lag(row) == []
     pdir = point_dir(run_dir, "constant-40")
     assert sorted(p.name for p in pdir.iterdir()) == [
-        "engine_summary.json", "point_summary.json", "samples-w0.jsonl", "samples-w1.jsonl",
-        "worker-0.json", "worker-1.json"]  # staging removed
+        "engine_summary.json",
+        "point_summary.json",
+        "samples-w0.jsonl",
+        "samples-w1.jsonl",
+        "worker-0.json",
+        "worker-1.json",
+    ]  # staging removed
     summary = orjson.loads((pdir / "engine_summary.json").read_bytes())
     assert [w["worker"] for w in summary["self_checks"]["workers"]] == [0, 1]
     assert summary["workers"] == 2 and summary["shards"] == [{"worker": 0}, {"worker": 1}]
@@ -112,8 +139,7 @@ async def test_closed_1_on_two_hosts_runs_as_one_shard_and_merges(tmp_path: Path
     n = shards_for_load("closed:1", 2)
     assert n == 1
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
-        (point,) = _points(server.url, run_dir, n, time.time_ns() + 300_000_000, load="closed:1",
-                           max_requests=3)
+        (point,) = _points(server.url, run_dir, n, time.time_ns() + 300_000_000, load="closed:1", max_requests=3)
         (checks,) = await asyncio.gather(run_shard_point(point))
     assert checks["worker"] == 0
     row = merge_point(point, [0], [{"worker": 0}])
@@ -136,9 +162,15 @@ async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path:
     for c in checks:  # clocks measured against the exchange's storage
         assert c["clock"]["reference"] == "storage mtime (memory)" and abs(c["clock"]["wall_offset_ns"]) < 10**7, c
     assert sorted(Path(p).name for p in fetch_shards(points[0])) == [
-        "progress-w0.json", "progress-w1.json",  # their live progress (benchmaker.tasks.progress.shard_progress)
-        "ready-w0.json", "ready-w1.json",  # the readiness barrier's records (benchmaker.engine.shared_start)
-        "samples-w0.jsonl", "samples-w1.jsonl", "worker-0.json", "worker-1.json"]
+        "progress-w0.json",
+        "progress-w1.json",  # their live progress (benchmaker.tasks.progress.shard_progress)
+        "ready-w0.json",
+        "ready-w1.json",  # the readiness barrier's records (benchmaker.engine.shared_start)
+        "samples-w0.jsonl",
+        "samples-w1.jsonl",
+        "worker-0.json",
+        "worker-1.json",
+    ]
     assert Exchange(url).get_dir("rid", tmp_path / "left") == []  # fetched files are removed there
     row = merge_point(points[0], [0, 0])
     assert (row["n_requests"], row["n_ok"], row["shards"]) == (40, 40, 2), row
@@ -154,8 +186,12 @@ async def test_a_failed_shard_is_a_verdict_reason_and_the_other_half_stays(tmp_p
     async with ScenarioServer(Scenario()) as server:
         points = _points(server.url, run_dir, 2, time.time_ns() + 1_200_000_000)
         # shard 1 came (its ready record), then died: shard 0 runs its half
-        post_ready(ReadyBoard.in_dir(shard_staging_dir(run_dir, "constant-40", points[1].start_wall_ns)), 1, 2,
-                   points[1].start_wall_ns)
+        post_ready(
+            ReadyBoard.in_dir(shard_staging_dir(run_dir, "constant-40", points[1].start_wall_ns)),
+            1,
+            2,
+            points[1].start_wall_ns,
+        )
         await run_shard_point(points[0])
     row = merge_point(points[0], [0, 1])
     assert row["n_requests"] == 20  # shard 0's half of 40
@@ -184,8 +220,11 @@ async def test_a_shard_picked_up_after_the_earliest_start_delays_the_point(tmp_p
 
 async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Path) -> None:
     p = _points("http://127.0.0.1:9", tmp_path / "rid", 2, time.time_ns(), ready_timeout_s=0.5)[1]
-    with pytest.raises(ShardsNotReady, match=r"^shard 1/2 of constant-40: shard 0 of 2 not ready 0\.5 s after the "
-                                             r"earliest start \(ready_timeout_s\); nothing sent$"):
+    with pytest.raises(
+        ShardsNotReady,
+        match=r"^shard 1/2 of constant-40: shard 0 of 2 not ready 0\.5 s after the "
+        r"earliest start \(ready_timeout_s\); nothing sent$",
+    ):
         await run_shard_point(p)
     assert all(f.stat().st_size == 0 for f in (tmp_path / "rid").rglob("samples-w*.jsonl"))  # nothing sent
     with pytest.raises(ValueError, match=r"worker: expected 0 <= worker < shards=2 \(got 2\)"):
@@ -202,9 +241,17 @@ async def test_the_same_shards_run_on_a_dask_local_cluster(tmp_path: Path, local
 
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
         out = await llm_sweep_distributed(
-            base_url=server.url, model="m", shards=2, loads=["constant:40"], duration_s=1.0, max_tokens=8,
-            out_dir=tmp_path / "a", warehouse=tmp_path / "w.duckdb", dask_address=local_cluster.scheduler_address,
-            start_lead_s=8.0)  # cold Dask workers import Prefect + the engine first (~3 s here)
+            base_url=server.url,
+            model="m",
+            shards=2,
+            loads=["constant:40"],
+            duration_s=1.0,
+            max_tokens=8,
+            out_dir=tmp_path / "a",
+            warehouse=tmp_path / "w.duckdb",
+            dask_address=local_cluster.scheduler_address,
+            start_lead_s=8.0,
+        )  # cold Dask workers import Prefect + the engine first (~3 s here)
     [row] = out["points"]
     assert (row["n_requests"], row["n_ok"], row["shards"]) == (40, 40, 2)  # constant:40 for 1 s
     assert _reasons_but_loop_lag(row) == []
@@ -223,8 +270,9 @@ async def test_the_same_shards_run_on_a_dask_local_cluster(tmp_path: Path, local
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(tmp_path: Path, local_cluster,
-                                                                       monkeypatch) -> None:
+async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(
+    tmp_path: Path, local_cluster, monkeypatch
+) -> None:
     import os
     import subprocess
     import sys
@@ -236,9 +284,18 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(tmp_path: 
 
     out_dir = tmp_path / "a"
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
-        kw = dict(base_url=server.url, model="m", shards=2, loads=["constant:20", "constant:40"], duration_s=1.0,
-                  max_tokens=8, out_dir=out_dir, warehouse=tmp_path / "w.duckdb",
-                  dask_address=local_cluster.scheduler_address, start_lead_s=8.0)
+        kw = dict(
+            base_url=server.url,
+            model="m",
+            shards=2,
+            loads=["constant:20", "constant:40"],
+            duration_s=1.0,
+            max_tokens=8,
+            out_dir=out_dir,
+            warehouse=tmp_path / "w.duckdb",
+            dask_address=local_cluster.scheduler_address,
+            start_lead_s=8.0,
+        )
         monkeypatch.setenv(FAIL_POINT_ENV, "constant-40")  # constant-20 completes, constant-40 fails after it ran
         state = await llm_sweep_distributed(**kw, return_state=True)
         monkeypatch.delenv(FAIL_POINT_ENV)
@@ -248,11 +305,22 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(tmp_path: 
         [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
         first = point_dir(run_dir, "constant-20") / "engine_summary.json"
         first_before = (first.stat().st_mtime_ns, first.read_bytes())
-        env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(Path(__file__).parents[2]),
-                   PREFECT_SERVER_ANALYTICS_ENABLED="false")
+        env = dict(
+            os.environ,
+            PREFECT_API_URL=PREFECT_API_URL.value(),
+            PYTHONPATH=str(Path(__file__).parents[2]),
+            PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        )
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "benchmaker.flows.retry", flow_run_id, cwd=Path(__file__).parents[2], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            sys.executable,
+            "-m",
+            "benchmaker.flows.retry",
+            flow_run_id,
+            cwd=Path(__file__).parents[2],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         out, _ = await asyncio.wait_for(proc.communicate(), timeout=300)
         assert proc.returncode == 0, out.decode()[-4000:]
         # only constant-40 was measured again (40 more requests); constant-20 is a cache hit
@@ -260,7 +328,9 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(tmp_path: 
     assert (first.stat().st_mtime_ns, first.read_bytes()) == first_before
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     try:
-        assert con.execute("SELECT sweep_point, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() \
-            == [("constant-20", 20), ("constant-40", 40)]
+        assert con.execute("SELECT sweep_point, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() == [
+            ("constant-20", 20),
+            ("constant-40", 40),
+        ]
     finally:
         con.close()

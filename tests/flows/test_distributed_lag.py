@@ -38,10 +38,25 @@ async def test_llm_sweep_shards_judge_with_the_given_loop_lag_limit(tmp_path, mo
     write_run_manifest(run_dir, run_id="rid", kind="llm-sweep", label=None, config={}, workers=2)
     reset_point_dir(point_dir(run_dir, "closed-2"))
     start = time.time_ns() + 1_500_000_000
-    points = [ShardPoint(base_url="", model="m", run_dir=str(run_dir), run_id="rid", load="closed:2",
-                         sweep_point="closed-2", worker=k, shards=2, start_wall_ns=start, duration_s=None,
-                         max_requests=4, max_tokens=8, max_loop_lag_ms=float(limit), max_schedule_lag_ms=60000.0)
-              for k in range(2)]
+    points = [
+        ShardPoint(
+            base_url="",
+            model="m",
+            run_dir=str(run_dir),
+            run_id="rid",
+            load="closed:2",
+            sweep_point="closed-2",
+            worker=k,
+            shards=2,
+            start_wall_ns=start,
+            duration_s=None,
+            max_requests=4,
+            max_tokens=8,
+            max_loop_lag_ms=float(limit),
+            max_schedule_lag_ms=60000.0,
+        )
+        for k in range(2)
+    ]
     async with ScenarioServer(Scenario(ttft_ms=1)) as server:
         points = [ShardPoint(**{**p.as_params(), "base_url": server.url}) for p in points]
         await asyncio.gather(*(run_shard_point(p) for p in points))
@@ -59,9 +74,19 @@ async def test_replay_shards_judge_with_the_given_loop_lag_limit(tmp_path, monke
     write_run_manifest(run_dir, run_id="rid", kind="swebench-replay", label=None, config={}, workers=2)
     reset_point_dir(point_dir(run_dir, "c2"))
     start = time.time_ns() + 6_000_000_000  # each shard starts a replay server first (slow on a busy host)
-    points = [ReplayShardPoint(trajectories=str(traj), run_dir=str(run_dir), run_id="rid", concurrency=2, worker=k,
-                               shards=2, start_wall_ns=start, max_loop_lag_ms=float(limit))
-              for k in range(2)]
+    points = [
+        ReplayShardPoint(
+            trajectories=str(traj),
+            run_dir=str(run_dir),
+            run_id="rid",
+            concurrency=2,
+            worker=k,
+            shards=2,
+            start_wall_ns=start,
+            max_loop_lag_ms=float(limit),
+        )
+        for k in range(2)
+    ]
     trajs = list(read_trajectories(traj))
     await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
     row = merge_replay_point(run_dir, "c2", attempt=start, concurrency=2, exit_codes=[0, 0])

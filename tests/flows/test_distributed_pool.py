@@ -66,21 +66,24 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory):
     workers; yields the environment that talks to that server."""
     tmp_path = tmp_path_factory.mktemp("prefect-stack")
     port = _free_port()
-    env = {**os.environ,
-           "PREFECT_HOME": str(tmp_path / "prefect-home"),
-           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_WORKER_QUERY_SECONDS": "1",     # workers poll every 1 s (default 10)
-           "PREFECT_CLI_COLORS": "false",
-           "BENCHMAKER_HOME": str(REPO)}            # prefect.yaml's pull step
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_WORKER_QUERY_SECONDS": "1",  # workers poll every 1 s (default 10)
+        "PREFECT_CLI_COLORS": "false",
+        "BENCHMAKER_HOME": str(REPO),
+    }  # prefect.yaml's pull step
     procs: list[subprocess.Popen] = []
     logs = tmp_path / "logs"
     logs.mkdir()
 
     def spawn(name: str, *args: str) -> subprocess.Popen:
         out = open(logs / f"{name}.log", "wb")
-        p = subprocess.Popen([PREFECT, *args], env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            [PREFECT, *args], env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         out.close()
         procs.append(p)
         return p
@@ -101,9 +104,20 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory):
                 assert time.monotonic() < deadline, "Prefect server not healthy after 120 s"
                 time.sleep(0.5)
         run("work-pool", "create", POOL, "--type", "process")
-        run("--no-prompt", "deploy", "--prefect-file", str(REPO / "prefect.yaml"),
-            "--name", "llm-sweep/distributed", "--name", "llm-sweep-shard/shard",
-            "--name", "swebench-replay/distributed", "--name", "swebench-replay-shard/shard")
+        run(
+            "--no-prompt",
+            "deploy",
+            "--prefect-file",
+            str(REPO / "prefect.yaml"),
+            "--name",
+            "llm-sweep/distributed",
+            "--name",
+            "llm-sweep-shard/shard",
+            "--name",
+            "swebench-replay/distributed",
+            "--name",
+            "swebench-replay-shard/shard",
+        )
         for k in (1, 2):
             spawn(f"worker-{k}", "worker", "start", "--pool", POOL, "--name", f"load-host-{k}")
         yield env, logs
@@ -116,8 +130,18 @@ async def _deployment_run(env: dict, logs: Path, *args: str, expect: int = 0) ->
     """`prefect deployment run ARGS --watch`; asserts exit `expect` (output and worker logs
     in the message) and returns the output."""
     proc = await asyncio.create_subprocess_exec(
-        PREFECT, "deployment", "run", *args, "--watch", "--watch-interval", "1",
-        env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        PREFECT,
+        "deployment",
+        "run",
+        *args,
+        "--watch",
+        "--watch-interval",
+        "1",
+        env=env,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout=240)
     except TimeoutError:
@@ -136,20 +160,44 @@ async def test_deployment_run_of_a_two_shard_sweep_on_two_workers(tmp_path: Path
     wh = tmp_path / "w.duckdb"
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
         await _deployment_run(
-            env, logs, "llm-sweep/distributed",
-            "--param", f'base_url="{server.url}"', "--param", 'model="m"', "--param", "shards=2",
-            "--param", "concurrency_sweep=[]", "--param", 'loads=["constant:40"]', "--param", "duration_s=1",
-            "--param", "max_tokens=8", "--param", "start_lead_s=20",
-            "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"')
+            env,
+            logs,
+            "llm-sweep/distributed",
+            "--param",
+            f'base_url="{server.url}"',
+            "--param",
+            'model="m"',
+            "--param",
+            "shards=2",
+            "--param",
+            "concurrency_sweep=[]",
+            "--param",
+            'loads=["constant:40"]',
+            "--param",
+            "duration_s=1",
+            "--param",
+            "max_tokens=8",
+            "--param",
+            "start_lead_s=20",
+            "--param",
+            f'out_dir="{tmp_path / "a"}"',
+            "--param",
+            f'warehouse="{wh}"',
+        )
         served = server.n_requests
     assert served == 40  # constant:40 for 1 s, split over two shards
     con = duckdb.connect(str(wh), read_only=True)
     try:
-        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() \
-            == (1, "llm-sweep", 2)
+        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() == (
+            1,
+            "llm-sweep",
+            2,
+        )
         # every request row carries its shard; 40 arrivals dealt round-robin: 20 each
-        assert con.execute("SELECT shard, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() \
-            == [(0, 20), (1, 20)]
+        assert con.execute("SELECT shard, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() == [
+            (0, 20),
+            (1, 20),
+        ]
         assert con.execute("SELECT sweep_point, from_file FROM sweep_points").fetchall() == [("constant-40", True)]
         [run_dir] = [Path(r[0]) for r in con.execute("SELECT source_dir FROM runs").fetchall()]
     finally:
@@ -170,20 +218,33 @@ async def test_deployment_run_of_a_distributed_agent_replay_on_two_workers(tmp_p
     env, logs = prefect_stack
     wh = tmp_path / "w.duckdb"
     await _deployment_run(
-        env, logs, "swebench-replay/distributed", "--param", "concurrency_sweep=[4]", "--param", "shards=2",
-        "--param", 'latency="fixed:50:0"', "--param", "start_lead_s=20",
-        "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"')
+        env,
+        logs,
+        "swebench-replay/distributed",
+        "--param",
+        "concurrency_sweep=[4]",
+        "--param",
+        "shards=2",
+        "--param",
+        'latency="fixed:50:0"',
+        "--param",
+        "start_lead_s=20",
+        "--param",
+        f'out_dir="{tmp_path / "a"}"',
+        "--param",
+        f'warehouse="{wh}"',
+    )
     con = duckdb.connect(str(wh), read_only=True)
     try:
-        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() \
-            == (1, "swebench-replay", 2)
+        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() == (
+            1,
+            "swebench-replay",
+            2,
+        )
         # the bundled recording (one trajectory of 4 turns) at concurrency 4: two episodes per shard
-        assert con.execute("SELECT shard, count(*) FROM episodes GROUP BY 1 ORDER BY 1").fetchall() \
-            == [(0, 2), (1, 2)]
-        assert con.execute("SELECT shard, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() \
-            == [(0, 8), (1, 8)]
-        assert con.execute("SELECT sweep_point, shards, proof_ok FROM sweep_points").fetchall() \
-            == [("c4", 2, True)]
+        assert con.execute("SELECT shard, count(*) FROM episodes GROUP BY 1 ORDER BY 1").fetchall() == [(0, 2), (1, 2)]
+        assert con.execute("SELECT shard, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() == [(0, 8), (1, 8)]
+        assert con.execute("SELECT sweep_point, shards, proof_ok FROM sweep_points").fetchall() == [("c4", 2, True)]
         [run_dir] = [Path(r[0]) for r in con.execute("SELECT source_dir FROM runs").fetchall()]
     finally:
         con.close()
@@ -206,11 +267,31 @@ async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path
         # (waiting for the start, or not yet picked up), and nothing reaches the server
         # every point invalid: the flow run ends Failed (benchmaker.flows.outcome), so --watch exits 1
         out = await _deployment_run(
-            env, logs, "llm-sweep/distributed",
-            "--param", f'base_url="{server.url}"', "--param", 'model="m"', "--param", "shards=2",
-            "--param", "concurrency_sweep=[]", "--param", 'loads=["constant:40"]', "--param", "duration_s=1",
-            "--param", "start_lead_s=20", "--param", "shard_timeout_s=3",
-            "--param", f'out_dir="{tmp_path / "a"}"', "--param", f'warehouse="{wh}"', expect=1)
+            env,
+            logs,
+            "llm-sweep/distributed",
+            "--param",
+            f'base_url="{server.url}"',
+            "--param",
+            'model="m"',
+            "--param",
+            "shards=2",
+            "--param",
+            "concurrency_sweep=[]",
+            "--param",
+            'loads=["constant:40"]',
+            "--param",
+            "duration_s=1",
+            "--param",
+            "start_lead_s=20",
+            "--param",
+            "shard_timeout_s=3",
+            "--param",
+            f'out_dir="{tmp_path / "a"}"',
+            "--param",
+            f'warehouse="{wh}"',
+            expect=1,
+        )
         assert "Failed" in out
         await asyncio.sleep(22)  # past the shared start: a straggler would have sent by now
         served = server.n_requests
@@ -224,19 +305,30 @@ async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path
     summary = orjson.loads((run_dir / "points" / "constant-40" / "engine_summary.json").read_bytes())
     assert [(s["worker"], s["state"]) for s in summary["shards"]] == [(0, "CANCELLED"), (1, "CANCELLED")]
     assert [r for r in summary["verdict"]["reasons"] if r.startswith("worker ")] == [
-        "worker 0 did not finish in time (stopped)", "worker 1 did not finish in time (stopped)"]
+        "worker 0 did not finish in time (stopped)",
+        "worker 1 did not finish in time (stopped)",
+    ]
     assert summary["verdict"]["valid"] is False
-
 
 
 async def _shard_run(state: State) -> FlowRun:
     """A flow run of the shard deployment created in `state` (no worker involved)."""
-    point = ShardPoint(base_url="http://127.0.0.1:9", model="m", run_dir="/nonexistent", run_id="r",
-                       load="constant:1", sweep_point="constant-1", worker=0, shards=1, start_wall_ns=0)
+    point = ShardPoint(
+        base_url="http://127.0.0.1:9",
+        model="m",
+        run_dir="/nonexistent",
+        run_id="r",
+        load="constant:1",
+        sweep_point="constant-1",
+        worker=0,
+        shards=1,
+        start_wall_ns=0,
+    )
     async with get_client() as client:
         deployment = await client.read_deployment_by_name("llm-sweep-shard/shard")
         return await client.create_flow_run_from_deployment(
-            deployment.id, parameters={"point": point.as_params()}, state=state)
+            deployment.id, parameters={"point": point.as_params()}, state=state
+        )
 
 
 @pytest.mark.prefect
@@ -271,6 +363,8 @@ async def test_a_shard_run_whose_worker_never_confirms_the_cancel_ends_cancelled
             history = [s.type.value for s in await client.read_flow_run_states(fr.id)]
     state = out[fr.id].state
     assert (state.type.value, state.message) == (
-        "CANCELLED", "not done within shard_timeout_s (3 s); its worker did not confirm the cancellation within 4 s")
+        "CANCELLED",
+        "not done within shard_timeout_s (3 s); its worker did not confirm the cancellation within 4 s",
+    )
     assert history == ["PENDING", "CANCELLING", "CANCELLED"]
     assert 4 <= waited < 20, waited

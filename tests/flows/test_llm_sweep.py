@@ -32,10 +32,19 @@ async def test_llm_sweep_flow_loads_every_point(tmp_path: Path) -> None:
 
     async with ScenarioServer(Scenario(ttft_ms=20)) as server:
         base = server.chat_url.rsplit("/v1/", 1)[0]
-        out = await llm_sweep(base_url=base, model="m", concurrency_sweep=[1, 3], max_requests=12,
-                              duration_s=None, out_dir=tmp_path / "a", warehouse=tmp_path / "w.duckdb")
-    assert [(r["sweep_point"], r["n_requests"], r["achieved_max_concurrency"], r["valid"]) for r in out["points"]] \
-        == [("closed-1", 12, 1, True), ("closed-3", 12, 3, True)]  # max_requests=12 per point
+        out = await llm_sweep(
+            base_url=base,
+            model="m",
+            concurrency_sweep=[1, 3],
+            max_requests=12,
+            duration_s=None,
+            out_dir=tmp_path / "a",
+            warehouse=tmp_path / "w.duckdb",
+        )
+    assert [(r["sweep_point"], r["n_requests"], r["achieved_max_concurrency"], r["valid"]) for r in out["points"]] == [
+        ("closed-1", 12, 1, True),
+        ("closed-3", 12, 3, True),
+    ]  # max_requests=12 per point
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     got = con.execute("SELECT sweep_point, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall()
     con.close()
@@ -52,8 +61,17 @@ async def test_llm_sweep_api_responses_sends_responses_requests(tmp_path: Path) 
 
     async with ScenarioServer(Scenario(ttft_ms=5, content_chunks=4)) as server:
         base = server.url
-        out = await llm_sweep(base_url=base, model="m", api="responses", concurrency_sweep=[2], max_requests=6,
-                              max_tokens=9, duration_s=None, out_dir=tmp_path / "a", warehouse=tmp_path / "w.duckdb")
+        out = await llm_sweep(
+            base_url=base,
+            model="m",
+            api="responses",
+            concurrency_sweep=[2],
+            max_requests=6,
+            max_tokens=9,
+            duration_s=None,
+            out_dir=tmp_path / "a",
+            warehouse=tmp_path / "w.duckdb",
+        )
         assert server.last_body["max_output_tokens"] == 9 and "input" in server.last_body
     assert [(r["sweep_point"], r["n_requests"], r["valid"]) for r in out["points"]] == [("closed-2", 6, True)]
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)

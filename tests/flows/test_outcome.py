@@ -28,11 +28,15 @@ def test_some_points_invalid_is_completed_named_invalid():
 
 
 def test_the_state_message_says_a_busy_machine_in_plain_words():
-    busy = {"sweep_point": "c8", "valid": False,
-            "invalid_reason": "engine: event-loop lag p99 38.42 ms > 10 ms: client-side timestamps include client delay"}
+    busy = {
+        "sweep_point": "c8",
+        "valid": False,
+        "invalid_reason": "engine: event-loop lag p99 38.42 ms > 10 ms: client-side timestamps include client delay",
+    }
     assert final_state({"run_id": "r", "points": [OK, busy]}).message == (
         "1 of 2 sweep points invalid: c8: your machine was busy: the client's event loop lagged 38 ms (p99; the "
-        "limit is 10 ms), so the timings include client delay")
+        "limit is 10 ms), so the timings include client delay"
+    )
 
 
 def test_every_point_invalid_is_failed_carrying_out():
@@ -40,8 +44,10 @@ def test_every_point_invalid_is_failed_carrying_out():
     state = final_state(out)
     assert state.type.value == "FAILED"
     # each reason in plain words (benchmaker.sweep.verdicts), an unknown one as recorded
-    assert state.message == ("every sweep point is invalid (2 of 2): c2: worker 1 did not finish in time (stopped); "
-                             "c4: the target concurrency was never reached: at most 3 of 4 were in flight at once")
+    assert state.message == (
+        "every sweep point is invalid (2 of 2): c2: worker 1 did not finish in time (stopped); "
+        "c4: the target concurrency was never reached: at most 3 of 4 were in flight at once"
+    )
     assert isinstance(state.data, AllPointsInvalid) and state.data.out is out
 
 

@@ -25,23 +25,33 @@ def test_open_loop_rates_are_points_after_the_closed_ones() -> None:
     assert validate_params(logs=[EXAMPLE], concurrency_sweep=[], rates=["poisson:0.5"]).rates == ["poisson:0.5"]
 
 
-@pytest.mark.parametrize(("params", "message"), [
-    ({"logs": [EXAMPLE], "concurrency_sweep": [0]}, "concurrency_sweep[0]: expected a number >= 1 (got 0)"),
-    ({"logs": [EXAMPLE], "concurrency_sweep": []}, "concurrency_sweep: no point to run: give concurrency_sweep or "
-                                                    "rates (got neither)"),
-    ({"logs": [EXAMPLE], "rates": ["posson:1"]}, "rates[0]: unknown load model 'posson'"),
-    ({"logs": [EXAMPLE], "rates": ["closed:4"]}, "rates[0]: a closed loop is a concurrency_sweep point, not a rate"),
-    ({"logs": [EXAMPLE], "rates": ["poisson:1", "poisson:1"]}, "rates[1]: duplicate point (got 'poisson:1')"),
-    ({"logs": [EXAMPLE], "workers": 2, "mode": "command", "command": ["x"]},
-     "workers: more than one engine worker needs mode recorded (got mode command)"),
-    ({"logs": [EXAMPLE], "concurrency_sweep": [1, 1]}, "concurrency_sweep[1]: duplicate point (got 1)"),
-    ({"logs": [Path("/nonexistent/x.jsonl")]}, "logs[0]: no such file or directory (got '/nonexistent/x.jsonl')"),
-    ({}, "logs: give logs paths or a trajectories file"),
-    ({"logs": [EXAMPLE], "episodes_per_point": 2, "duration_s": 5}, "duration_s: give episodes_per_point or"),
-    ({"logs": [EXAMPLE], "mode": "command"}, "command: mode command needs the agent command"),
-    ({"logs": [EXAMPLE], "latency": "fixed:x"}, "latency: "),
-    ({"logs": [EXAMPLE], "mode": "replay"}, "mode: Input should be 'recorded', 'execute' or 'command'"),
-])
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"logs": [EXAMPLE], "concurrency_sweep": [0]}, "concurrency_sweep[0]: expected a number >= 1 (got 0)"),
+        (
+            {"logs": [EXAMPLE], "concurrency_sweep": []},
+            "concurrency_sweep: no point to run: give concurrency_sweep or rates (got neither)",
+        ),
+        ({"logs": [EXAMPLE], "rates": ["posson:1"]}, "rates[0]: unknown load model 'posson'"),
+        (
+            {"logs": [EXAMPLE], "rates": ["closed:4"]},
+            "rates[0]: a closed loop is a concurrency_sweep point, not a rate",
+        ),
+        ({"logs": [EXAMPLE], "rates": ["poisson:1", "poisson:1"]}, "rates[1]: duplicate point (got 'poisson:1')"),
+        (
+            {"logs": [EXAMPLE], "workers": 2, "mode": "command", "command": ["x"]},
+            "workers: more than one engine worker needs mode recorded (got mode command)",
+        ),
+        ({"logs": [EXAMPLE], "concurrency_sweep": [1, 1]}, "concurrency_sweep[1]: duplicate point (got 1)"),
+        ({"logs": [Path("/nonexistent/x.jsonl")]}, "logs[0]: no such file or directory (got '/nonexistent/x.jsonl')"),
+        ({}, "logs: give logs paths or a trajectories file"),
+        ({"logs": [EXAMPLE], "episodes_per_point": 2, "duration_s": 5}, "duration_s: give episodes_per_point or"),
+        ({"logs": [EXAMPLE], "mode": "command"}, "command: mode command needs the agent command"),
+        ({"logs": [EXAMPLE], "latency": "fixed:x"}, "latency: "),
+        ({"logs": [EXAMPLE], "mode": "replay"}, "mode: Input should be 'recorded', 'execute' or 'command'"),
+    ],
+)
 def test_bad_parameters_are_named(params: dict, message: str) -> None:
     with pytest.raises(ParameterError) as info:
         validate_params(**params)
@@ -69,8 +79,12 @@ def _flows_and_models():
     from benchmaker.flows.swebench_replay_distributed import SwebenchReplayDistributedParams
     from benchmaker.flows.swebench_replay_distributed import swebench_replay as swebench_replay_distributed
 
-    return [(swebench_replay, SwebenchReplayParams), (swebench_replay_distributed, SwebenchReplayDistributedParams),
-            (llm_sweep, LlmSweepParams), (llm_sweep_distributed, LlmSweepDistributedParams)]
+    return [
+        (swebench_replay, SwebenchReplayParams),
+        (swebench_replay_distributed, SwebenchReplayDistributedParams),
+        (llm_sweep, LlmSweepParams),
+        (llm_sweep_distributed, LlmSweepDistributedParams),
+    ]
 
 
 def test_each_flow_signature_is_its_parameters_model() -> None:
@@ -103,7 +117,10 @@ def test_every_deployment_parameters_validate_against_its_flow(monkeypatch: pyte
         if id(flow) not in models:
             continue  # the shard flows: their one `point` parameter is made by the orchestrator
         # what a run must add: the endpoint of llm-sweep (no default on purpose)
-        given = {**{k: v for k, v in RUN_TIME.items() if k in flow.parameters.properties}, **(dep.get("parameters") or {})}
+        given = {
+            **{k: v for k, v in RUN_TIME.items() if k in flow.parameters.properties},
+            **(dep.get("parameters") or {}),
+        }
         params = flow.validate_parameters(given)  # what the engine does with a deployment's run
         models[id(flow)](**params)  # and the rules of the flow's model
         checked += 1
@@ -129,6 +146,9 @@ def test_llm_sweep_parameters_name_a_bad_load() -> None:
     assert str(info.value).startswith("invalid llm-sweep parameters:\nloads[0]: ")
     with pytest.raises(ParameterError, match="concurrency_sweep: give concurrency_sweep, rate_sweep or loads"):
         validated(LlmSweepParams, "llm-sweep", {"base_url": "http://x", "model": "m"})
-    p = validated(LlmSweepParams, "llm-sweep", {"base_url": "http://x", "model": "m", "concurrency_sweep": [1, 8],
-                                                "rate_sweep": [2.5]})
+    p = validated(
+        LlmSweepParams,
+        "llm-sweep",
+        {"base_url": "http://x", "model": "m", "concurrency_sweep": [1, 8], "rate_sweep": [2.5]},
+    )
     assert p.specs() == ["closed:1", "closed:8", "poisson:2.5"]

@@ -55,7 +55,8 @@ def test_a_bad_spec_is_one_line_naming_the_field_and_the_spec() -> None:
     assert str(exc.value).splitlines()[1:] == [
         "rates[1]: unknown load model 'posson' in rate spec 'posson:1' (expected constant:RATE, poisson:RATE, "
         "gamma:RATE:BURSTINESS, ramp:FROM..TO@DURATION, stages:R1,R2,...@DURATION, closed:N[:THINK], "
-        "trace:FILE[:SPEEDUP]) (got 'posson:1')"]
+        "trace:FILE[:SPEEDUP]) (got 'posson:1')"
+    ]
 
 
 def test_prefect_cache_keys_and_flow_parameters_see_the_plain_string() -> None:
@@ -93,8 +94,21 @@ def test_swebench_replay_parses_its_rate_once_and_judges_with_the_given_lag_limi
 
     monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)
     calls = count_rate_spec_parses(monkeypatch)
-    args = ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--rate", "poisson:50",
-            "--episodes-per-point", "2", "--max-schedule-lag-ms", "60000", "--warehouse", str(tmp_path / "w.duckdb")]
+    args = [
+        "swebench-replay",
+        "--logs",
+        str(EXAMPLE),
+        "--concurrency-sweep",
+        "1",
+        "--rate",
+        "poisson:50",
+        "--episodes-per-point",
+        "2",
+        "--max-schedule-lag-ms",
+        "60000",
+        "--warehouse",
+        str(tmp_path / "w.duckdb"),
+    ]
     code = main([*args, "--out-dir", str(tmp_path / "a"), "--max-loop-lag-ms", "5"])
     # one parse: the CLI's (validate_params); the flow's parameters, the task, the point
     # runner and the engine take the ParsedRateSpec. c1 is built as ClosedLoop(1).
@@ -107,8 +121,9 @@ def test_swebench_replay_parses_its_rate_once_and_judges_with_the_given_lag_limi
     assert sorted(points) == ["c1", "poisson-50"]
     for row in points.values():
         assert row["valid"] is False
-        assert _lag_reasons(row) == [f"engine: event-loop lag p99 {LOOP_LAG_P99_MS:.2f} ms > 5 ms: "
-                                     "client-side timestamps include client delay"]
+        assert _lag_reasons(row) == [
+            f"engine: event-loop lag p99 {LOOP_LAG_P99_MS:.2f} ms > 5 ms: client-side timestamps include client delay"
+        ]
     # a limit above the recorded lag: no lag reason (other reasons a busy host may add
     # are not this test's subject)
     code = main([*args, "--out-dir", str(tmp_path / "b"), "--max-loop-lag-ms", "7.6"])
@@ -122,29 +137,55 @@ def test_swebench_replay_parses_its_rate_once_and_judges_with_the_given_lag_limi
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Prefect's client sockets
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
-def test_llm_sweep_parses_each_load_once_and_judges_with_the_given_lag_limit(server, tmp_path, monkeypatch,
-                                                                             capsys):
+def test_llm_sweep_parses_each_load_once_and_judges_with_the_given_lag_limit(server, tmp_path, monkeypatch, capsys):
     from benchmaker.recipes.cli import main
 
     monkeypatch.setattr("benchmaker.engine.runner.LoopLagMonitor", FixedLag)
     calls = count_rate_spec_parses(monkeypatch)
-    code = main(["llm-sweep", "--base-url", server, "--model", "m", "--concurrency-sweep", "2",
-                 "--rate-sweep", "40", "--loads", "constant:50", "--max-requests", "4", "--duration", "20",
-                 "--max-loop-lag-ms", "5", "--max-schedule-lag-ms", "60000", "--out-dir", str(tmp_path / "a"),
-                 "--warehouse", str(tmp_path / "w.duckdb")])
+    code = main(
+        [
+            "llm-sweep",
+            "--base-url",
+            server,
+            "--model",
+            "m",
+            "--concurrency-sweep",
+            "2",
+            "--rate-sweep",
+            "40",
+            "--loads",
+            "constant:50",
+            "--max-requests",
+            "4",
+            "--duration",
+            "20",
+            "--max-loop-lag-ms",
+            "5",
+            "--max-schedule-lag-ms",
+            "60000",
+            "--out-dir",
+            str(tmp_path / "a"),
+            "--warehouse",
+            str(tmp_path / "w.duckdb"),
+        ]
+    )
     # --loads parsed once by the CLI; closed:2 and poisson:40 are built from their numbers
     assert calls == ["constant:50"]
     assert code == 1, capsys.readouterr().out
     bundle = _bundle(tmp_path / "a")
     config = orjson.loads((bundle / "manifest.json").read_bytes())["config"]
-    assert (config["loads"], config["max_loop_lag_ms"], config["max_schedule_lag_ms"]) == \
-        (["closed:2", "poisson:40", "constant:50"], 5.0, 60000.0)
+    assert (config["loads"], config["max_loop_lag_ms"], config["max_schedule_lag_ms"]) == (
+        ["closed:2", "poisson:40", "constant:50"],
+        5.0,
+        60000.0,
+    )
     points = _points(bundle)
     assert sorted(points) == ["closed-2", "constant-50", "poisson-40"]
     for row in points.values():
         assert row["n_requests"] == 4 and row["valid"] is False
-        assert _lag_reasons(row) == [f"event-loop lag p99 {LOOP_LAG_P99_MS:.2f} ms > 5 ms: "
-                                     "client-side timestamps include client delay"]
+        assert _lag_reasons(row) == [
+            f"event-loop lag p99 {LOOP_LAG_P99_MS:.2f} ms > 5 ms: client-side timestamps include client delay"
+        ]
 
 
 @pytest.mark.prefect
@@ -157,8 +198,15 @@ async def test_a_flow_called_with_plain_strings_parses_at_its_parameters_once(tm
     from benchmaker.flows.swebench_replay import swebench_replay
 
     calls = count_rate_spec_parses(monkeypatch)
-    out = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[], rates=["constant:20"], episodes_per_point=1,
-                                max_schedule_lag_ms=60000.0, max_loop_lag_ms=60000.0, out_dir=tmp_path / "a",
-                                warehouse=tmp_path / "w.duckdb")
+    out = await swebench_replay(
+        logs=[EXAMPLE],
+        concurrency_sweep=[],
+        rates=["constant:20"],
+        episodes_per_point=1,
+        max_schedule_lag_ms=60000.0,
+        max_loop_lag_ms=60000.0,
+        out_dir=tmp_path / "a",
+        warehouse=tmp_path / "w.duckdb",
+    )
     assert calls == ["constant:20"]
     assert [(r["sweep_point"], r["n_episodes"]) for r in out["points"]] == [("constant-20", 1)]

@@ -30,8 +30,10 @@ pytestmark = [
 
 
 def _fingerprint(pdir: Path) -> dict[str, tuple[int, str]]:
-    return {name: ((pdir / name).stat().st_mtime_ns, hashlib.sha256((pdir / name).read_bytes()).hexdigest())
-            for name in POINT_FILES}
+    return {
+        name: ((pdir / name).stat().st_mtime_ns, hashlib.sha256((pdir / name).read_bytes()).hexdigest())
+        for name in POINT_FILES
+    }
 
 
 def _sweep_states(flow_run_id: str) -> dict[int, list[str]]:
@@ -81,11 +83,21 @@ async def test_failed_run_resumes_at_failed_point_and_new_run_measures_all(tmp_p
     assert _sweep_states(flow_run_id) == {1: ["Completed", "Failed"]}
 
     # attempt 2: resumed from another process, as a user would (python -m benchmaker.flows.retry ID)
-    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env = dict(
+        os.environ,
+        PREFECT_API_URL=PREFECT_API_URL.value(),
+        PYTHONPATH=str(REPO),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
     env.pop(FAIL_POINT_ENV, None)
-    proc = subprocess.run([sys.executable, "-m", "benchmaker.flows.retry", flow_run_id], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmaker.flows.retry", flow_run_id],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert proc.stdout.strip().endswith(f"flow run {flow_run_id}: Completed")
     fr = _flow_run(flow_run_id)
@@ -99,8 +111,10 @@ async def test_failed_run_resumes_at_failed_point_and_new_run_measures_all(tmp_p
     assert [d.name for d in out_dir.iterdir() if d.name != "_cache"] == [run_dir.name]
     run_id = json.loads(manifest_before)["run_id"]
     con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
-    rows = con.execute("SELECT run_id, sweep_point, n_episodes, achieved_max_concurrency, valid "
-                       "FROM v_sweep_summary ORDER BY sweep_point").fetchall()
+    rows = con.execute(
+        "SELECT run_id, sweep_point, n_episodes, achieved_max_concurrency, valid "
+        "FROM v_sweep_summary ORDER BY sweep_point"
+    ).fetchall()
     con.close()
     # one run, both points; 1 trajectory -> max(c, 1) episodes per point
     assert rows == [(run_id, "c1", 1, 1, True), (run_id, "c2", 2, 2, True)]
@@ -130,8 +144,9 @@ async def test_a_cached_point_whose_files_were_deleted_is_measured_again(tmp_pat
 
     out_dir = tmp_path / "artifacts"
     monkeypatch.setenv(FAIL_POINT_ENV, "c2")
-    state = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[1, 2], out_dir=out_dir,
-                                  warehouse=tmp_path / "wh.duckdb", return_state=True)
+    state = await swebench_replay(
+        logs=[EXAMPLE], concurrency_sweep=[1, 2], out_dir=out_dir, warehouse=tmp_path / "wh.duckdb", return_state=True
+    )
     monkeypatch.delenv(FAIL_POINT_ENV)
     flow_run_id = str(state.state_details.flow_run_id)
     [run_dir] = [d for d in out_dir.iterdir() if d.name != "_cache"]
@@ -147,7 +162,8 @@ async def test_a_cached_point_whose_files_were_deleted_is_measured_again(tmp_pat
 
 
 async def test_retry_takes_the_name_run_id_or_bundle_of_a_flow_run_and_stops_on_ctrl_c(
-        tmp_path: Path, monkeypatch) -> None:
+    tmp_path: Path, monkeypatch
+) -> None:
     """The flow run is named by its name, its bundle's run id or the bundle directory
     (manifest.json keeps flow_run_id), and Ctrl-C during the resumed run leaves it
     Cancelled and the process exits at once (130)."""
@@ -164,8 +180,14 @@ async def test_retry_takes_the_name_run_id_or_bundle_of_a_flow_run_and_stops_on_
     out_dir = tmp_path / "artifacts"
     monkeypatch.setenv(FAIL_POINT_ENV, "c1")
     # 4 turns at 2.5 s to the first token: a point takes >= 10 s, long enough to interrupt
-    state = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[1], out_dir=out_dir, latency="fixed:2500:0",
-                                  warehouse=tmp_path / "wh.duckdb", return_state=True)
+    state = await swebench_replay(
+        logs=[EXAMPLE],
+        concurrency_sweep=[1],
+        out_dir=out_dir,
+        latency="fixed:2500:0",
+        warehouse=tmp_path / "wh.duckdb",
+        return_state=True,
+    )
     monkeypatch.delenv(FAIL_POINT_ENV)
     assert state.is_failed()
     flow_run_id = str(state.state_details.flow_run_id)
@@ -178,10 +200,20 @@ async def test_retry_takes_the_name_run_id_or_bundle_of_a_flow_run_and_stops_on_
     with pytest.raises(ValueError, match="no flow run with the id, name or bundle run id 'no-such-run'"):
         await resolve_flow_run_id("no-such-run")
 
-    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    proc = subprocess.Popen([sys.executable, "-m", "benchmaker.flows.retry", fr.name], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ,
+        PREFECT_API_URL=PREFECT_API_URL.value(),
+        PYTHONPATH=str(REPO),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.flows.retry", fr.name],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for _ in range(1200):  # until the resumed run measures (a busy host starts Python slowly)
             await asyncio.sleep(0.1)
@@ -214,8 +246,9 @@ async def test_changed_parameters_are_refused_unless_accepted(tmp_path: Path, mo
 
     out_dir = tmp_path / "artifacts"
     monkeypatch.setenv(FAIL_POINT_ENV, "c1")
-    state = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[1], out_dir=out_dir,
-                                  warehouse=tmp_path / "wh.duckdb", return_state=True)
+    state = await swebench_replay(
+        logs=[EXAMPLE], concurrency_sweep=[1], out_dir=out_dir, warehouse=tmp_path / "wh.duckdb", return_state=True
+    )
     monkeypatch.delenv(FAIL_POINT_ENV)
     assert state.is_failed()
     flow_run_id = str(state.state_details.flow_run_id)
@@ -230,8 +263,11 @@ async def test_changed_parameters_are_refused_unless_accepted(tmp_path: Path, mo
 
     async with get_client() as client:
         await client.update_flow_run(flow_run_id, parameters={**params, "label": "changed-by-someone"})
-    with pytest.raises(ParametersChanged, match=r"manifest.json: flow_run_parameters_sha256: the run's parameters "
-                                                r"changed after it started \(stored [0-9a-f]{64}, now [0-9a-f]{64}\)"):
+    with pytest.raises(
+        ParametersChanged,
+        match=r"manifest.json: flow_run_parameters_sha256: the run's parameters "
+        r"changed after it started \(stored [0-9a-f]{64}, now [0-9a-f]{64}\)",
+    ):
         await retry_flow_run(flow_run_id)
     capsys.readouterr()
     assert await asyncio.to_thread(main, [flow_run_id]) == 2
@@ -265,14 +301,21 @@ async def test_a_killed_running_run_is_marked_crashed_and_resumed(tmp_path: Path
     from benchmaker.flows.retry import retry_flow_run
 
     out_dir = tmp_path / "artifacts"
-    code = ("import asyncio, pathlib; from benchmaker.flows.swebench_replay import swebench_replay; "
-            f"asyncio.run(swebench_replay(logs=[pathlib.Path({str(EXAMPLE)!r})], concurrency_sweep=[1], "
-            f"out_dir=pathlib.Path({str(out_dir)!r}), latency='fixed:2500:0', "
-            f"warehouse=pathlib.Path({str(tmp_path / 'wh.duckdb')!r})))")
-    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    code = (
+        "import asyncio, pathlib; from benchmaker.flows.swebench_replay import swebench_replay; "
+        f"asyncio.run(swebench_replay(logs=[pathlib.Path({str(EXAMPLE)!r})], concurrency_sweep=[1], "
+        f"out_dir=pathlib.Path({str(out_dir)!r}), latency='fixed:2500:0', "
+        f"warehouse=pathlib.Path({str(tmp_path / 'wh.duckdb')!r})))"
+    )
+    env = dict(
+        os.environ,
+        PREFECT_API_URL=PREFECT_API_URL.value(),
+        PYTHONPATH=str(REPO),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for _ in range(1800):  # until it measures (a busy host starts Python slowly)
             await asyncio.sleep(0.1)

@@ -30,16 +30,24 @@ pytestmark = [
 
 
 async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through_an_exchange(
-        tmp_path: Path, local_cluster) -> None:
+    tmp_path: Path, local_cluster
+) -> None:
     from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed
 
     # the shards reach the run only through the exchange (a file:// URL here, s3:// on a fleet)
     exchange = f"file://{tmp_path}/exchange"
     out = await run_flow(
         swebench_replay_distributed,
-        logs=[EXAMPLE], concurrency_sweep=[1, 4], shards=2, latency="fixed:50:0", out_dir=tmp_path / "a",
-        warehouse=tmp_path / "w.duckdb", dask_address=local_cluster.scheduler_address, start_lead_s=8.0,
-        exchange=exchange)
+        logs=[EXAMPLE],
+        concurrency_sweep=[1, 4],
+        shards=2,
+        latency="fixed:50:0",
+        out_dir=tmp_path / "a",
+        warehouse=tmp_path / "w.duckdb",
+        dask_address=local_cluster.scheduler_address,
+        start_lead_s=8.0,
+        exchange=exchange,
+    )
     assert list((tmp_path / "exchange").iterdir()) == []  # the run's files were fetched and removed there
     c1, c4 = out["points"]
     # c1: one slot, so one shard; c4: two shards of two episodes, each of the 4 recorded turns
@@ -53,18 +61,25 @@ async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through
     assert [s["clock"]["reference"] for s in shards] == ["storage mtime (file)"] * 2
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     try:
-        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() \
-            == (1, "swebench-replay", 2)
-        assert con.execute("SELECT sweep_point, shard, count(*) FROM episodes GROUP BY ALL ORDER BY ALL").fetchall() \
-            == [("c1", 0, 1), ("c4", 0, 2), ("c4", 1, 2)]
-        assert con.execute("SELECT sweep_point, shard, count(*) FROM requests GROUP BY ALL ORDER BY ALL").fetchall() \
-            == [("c1", 0, 4), ("c4", 0, 8), ("c4", 1, 8)]
-        assert con.execute("SELECT sweep_point, shards FROM sweep_points ORDER BY 1").fetchall() \
-            == [("c1", 1), ("c4", 2)]
+        assert con.execute("SELECT count(*), any_value(kind), any_value(workers) FROM runs").fetchone() == (
+            1,
+            "swebench-replay",
+            2,
+        )
+        assert con.execute(
+            "SELECT sweep_point, shard, count(*) FROM episodes GROUP BY ALL ORDER BY ALL"
+        ).fetchall() == [("c1", 0, 1), ("c4", 0, 2), ("c4", 1, 2)]
+        assert con.execute(
+            "SELECT sweep_point, shard, count(*) FROM requests GROUP BY ALL ORDER BY ALL"
+        ).fetchall() == [("c1", 0, 4), ("c4", 0, 8), ("c4", 1, 8)]
+        assert con.execute("SELECT sweep_point, shards FROM sweep_points ORDER BY 1").fetchall() == [
+            ("c1", 1),
+            ("c4", 2),
+        ]
         # every episode graded: replay integrity held on both shards' servers
-        assert con.execute("SELECT grader, verdict, count(*) FROM grades WHERE sweep_point = 'c4' "
-                           "GROUP BY ALL ORDER BY ALL").fetchall()[:2] == [
-            ("concurrency_proof", "correct", 1), ("replay_integrity", "correct", 4)]
+        assert con.execute(
+            "SELECT grader, verdict, count(*) FROM grades WHERE sweep_point = 'c4' GROUP BY ALL ORDER BY ALL"
+        ).fetchall()[:2] == [("concurrency_proof", "correct", 1), ("replay_integrity", "correct", 4)]
     finally:
         con.close()
 
@@ -77,8 +92,7 @@ async def test_a_missing_trajectories_file_is_refused_before_any_work(tmp_path: 
     assert not (tmp_path / "a").exists()
 
 
-async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Path, local_cluster,
-                                                                     monkeypatch) -> None:
+async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Path, local_cluster, monkeypatch) -> None:
     import hashlib
     import subprocess
     import sys
@@ -90,15 +104,25 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
 
     def fingerprint(pdir: Path) -> dict[str, tuple[int, str]]:
         # the point stage's files (grades.jsonl is the grade stage's, written after all points)
-        return {f.name: (f.stat().st_mtime_ns, hashlib.sha256(f.read_bytes()).hexdigest())
-                for f in sorted(pdir.iterdir()) if f.name != "grades.jsonl"}
+        return {
+            f.name: (f.stat().st_mtime_ns, hashlib.sha256(f.read_bytes()).hexdigest())
+            for f in sorted(pdir.iterdir())
+            if f.name != "grades.jsonl"
+        }
 
     out_dir = tmp_path / "a"
     # 50 ms a turn: the two shards' episodes overlap however late one shard starts on a
     # busy host (at instant latency a CI run measured c4 at concurrency 3: invalid)
-    kw = dict(logs=[EXAMPLE], concurrency_sweep=[2, 4], shards=2, latency="fixed:50:0", out_dir=out_dir,
-              warehouse=tmp_path / "w.duckdb",
-              dask_address=local_cluster.scheduler_address, start_lead_s=8.0)
+    kw = dict(
+        logs=[EXAMPLE],
+        concurrency_sweep=[2, 4],
+        shards=2,
+        latency="fixed:50:0",
+        out_dir=out_dir,
+        warehouse=tmp_path / "w.duckdb",
+        dask_address=local_cluster.scheduler_address,
+        start_lead_s=8.0,
+    )
     monkeypatch.setenv(FAIL_POINT_ENV, "c4")  # c2 completes, c4 measures, merges, then fails
     state = await swebench_replay_distributed(**kw, return_state=True)
     monkeypatch.delenv(FAIL_POINT_ENV)
@@ -109,10 +133,20 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
     manifest_before = (run_dir / "manifest.json").read_bytes()
 
     # resumed from another process, as a user would: the distributed variant is chosen
-    env = dict(os.environ, PREFECT_API_URL=PREFECT_API_URL.value(), PYTHONPATH=str(REPO),
-               PREFECT_SERVER_ANALYTICS_ENABLED="false")
-    proc = subprocess.run([sys.executable, "-m", "benchmaker.flows.retry", flow_run_id], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ,
+        PREFECT_API_URL=PREFECT_API_URL.value(),
+        PYTHONPATH=str(REPO),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmaker.flows.retry", flow_run_id],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert fingerprint(run_dir / "points" / "c2") == c2_before  # a cache hit: not measured again
     c4_after = fingerprint(run_dir / "points" / "c4")
@@ -121,9 +155,12 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
     assert (run_dir / "manifest.json").read_bytes() == manifest_before  # same run, same t0
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     try:
-        rows = con.execute("SELECT sweep_point, shards, n_episodes, invalid_reason FROM v_sweep_summary "
-                           "ORDER BY sweep_point").fetchall()
+        rows = con.execute(
+            "SELECT sweep_point, shards, n_episodes, invalid_reason FROM v_sweep_summary ORDER BY sweep_point"
+        ).fetchall()
         assert [(p, s, n, reasons_but_loop_lag({"invalid_reason": r})) for p, s, n, r in rows] == [
-            ("c2", 2, 2, []), ("c4", 2, 4, [])]
+            ("c2", 2, 2, []),
+            ("c4", 2, 4, []),
+        ]
     finally:
         con.close()

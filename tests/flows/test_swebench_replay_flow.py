@@ -46,14 +46,23 @@ def _task_runs(flow_run_id: str) -> dict[str, list]:
 async def test_example_end_to_end_twice_reuses_conversion(tmp_path: Path) -> None:
     from benchmaker.flows.swebench_replay import swebench_replay
 
-    kw = dict(logs=[EXAMPLE], concurrency_sweep=[1, 2], mode="execute", task_dirs=[TINY_TASK],
-              out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb", label="test")
+    kw = dict(
+        logs=[EXAMPLE],
+        concurrency_sweep=[1, 2],
+        mode="execute",
+        task_dirs=[TINY_TASK],
+        out_dir=tmp_path / "artifacts",
+        warehouse=tmp_path / "wh.duckdb",
+        label="test",
+    )
     first = await run_flow(swebench_replay, **kw)
     second = await run_flow(swebench_replay, **kw)
     assert first["run_id"] != second["run_id"]
     for out in (first, second):
-        assert [(r["sweep_point"], r["achieved_max_concurrency"], valid_but_loop_lag(r), r["misses_total"])
-                for r in out["points"]] == [("c1", 1, True, 0), ("c2", 2, True, 0)]
+        assert [
+            (r["sweep_point"], r["achieved_max_concurrency"], valid_but_loop_lag(r), r["misses_total"])
+            for r in out["points"]
+        ] == [("c1", 1, True, 0), ("c2", 2, True, 0)]
         # execute mode: the example task is fixed and re-verified in every episode (1 + 2)
         assert [(r["n_reverified"], r["resolved_rate_reverified"]) for r in out["points"]] == [(1, 1.0), (2, 1.0)]
     convert_first = _task_runs(first["flow_run_id"])["convert-logs"][0].state
@@ -61,16 +70,21 @@ async def test_example_end_to_end_twice_reuses_conversion(tmp_path: Path) -> Non
     assert convert_first.name == "Completed" and convert_second.name == "Cached"
     assert first["trajectories"] == second["trajectories"]
     con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
-    rows = con.execute("SELECT run_id, sweep_point, n_episodes, achieved_max_concurrency, valid, invalid_reason "
-                       "FROM v_sweep_summary ORDER BY run_id, sweep_point").fetchall()
+    rows = con.execute(
+        "SELECT run_id, sweep_point, n_episodes, achieved_max_concurrency, valid, invalid_reason "
+        "FROM v_sweep_summary ORDER BY run_id, sweep_point"
+    ).fetchall()
     con.close()
     # two runs, two points each; 1 trajectory -> max(c, 1) episodes per point; the view's
     # verdict is the rows' (loop lag alone may make a point invalid on a loaded host)
-    assert [r[:4] for r in rows] == sorted([(r, "c1", 1, 1) for r in (first["run_id"], second["run_id"])]
-                                           + [(r, "c2", 2, 2) for r in (first["run_id"], second["run_id"])])
+    assert [r[:4] for r in rows] == sorted(
+        [(r, "c1", 1, 1) for r in (first["run_id"], second["run_id"])]
+        + [(r, "c2", 2, 2) for r in (first["run_id"], second["run_id"])]
+    )
     by_point = {(p["sweep_point"], out["run_id"]): p for out in (first, second) for p in out["points"]}
-    assert [(r[4], r[5]) for r in rows] == [(by_point[(r[1], r[0])]["valid"], by_point[(r[1], r[0])]["invalid_reason"])
-                                            for r in rows]
+    assert [(r[4], r[5]) for r in rows] == [
+        (by_point[(r[1], r[0])]["valid"], by_point[(r[1], r[0])]["invalid_reason"]) for r in rows
+    ]
     run_dir = Path(first["run_dir"])
     assert (run_dir / "sweep_points.jsonl").is_file() and (run_dir / "points" / "c2" / "grades.jsonl").is_file()
 
@@ -101,11 +115,17 @@ async def test_killed_replay_server_point_is_retried(tmp_path: Path) -> None:
                 try:
                     if serve.server_handle(key).stats(timeout_s=1)["requests"] >= 1:
                         # the flow's server wants its token: another local user gets 401 everywhere
-                        without_token.extend(r.status_code for r in (
-                            httpx.get(url + "/stats", timeout=5), httpx.post(url + "/stats/reset", timeout=5),
-                            httpx.post(url + "/v1/chat/completions", json={"model": "m", "messages": []},
-                                       timeout=5),
-                            httpx.get(url + "/stats", timeout=5, headers={"authorization": "Bearer guess"})))
+                        without_token.extend(
+                            r.status_code
+                            for r in (
+                                httpx.get(url + "/stats", timeout=5),
+                                httpx.post(url + "/stats/reset", timeout=5),
+                                httpx.post(
+                                    url + "/v1/chat/completions", json={"model": "m", "messages": []}, timeout=5
+                                ),
+                                httpx.get(url + "/stats", timeout=5, headers={"authorization": "Bearer guess"}),
+                            )
+                        )
                         os.kill(pid, signal.SIGKILL)
                         killed.append(pid)
                         return
@@ -116,16 +136,26 @@ async def test_killed_replay_server_point_is_retried(tmp_path: Path) -> None:
     t = threading.Thread(target=killer, daemon=True)
     t.start()
     # 300 ms to first token per turn: a 4-turn episode lasts >= 1.2 s, time to kill mid-point
-    out = await run_flow(swebench_replay, logs=[EXAMPLE], concurrency_sweep=[2], latency="fixed:300:0",
-                         out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb")
+    out = await run_flow(
+        swebench_replay,
+        logs=[EXAMPLE],
+        concurrency_sweep=[2],
+        latency="fixed:300:0",
+        out_dir=tmp_path / "artifacts",
+        warehouse=tmp_path / "wh.duckdb",
+    )
     t.join(5)
     assert len(killed) == 1 and without_token == [401, 401, 401, 401]
     sweep_runs = _task_runs(out["flow_run_id"])["run-sweep-point"]
     assert [tr.run_count for tr in sweep_runs] == [2]  # failed once, retried once
     [row] = out["points"]
     # the retried point holds only the clean attempt's episodes
-    assert (row["n_episodes"], row["n_episodes_failed"], row["misses_total"], valid_but_loop_lag(row)) == \
-        (2, 0, 0, True)
+    assert (row["n_episodes"], row["n_episodes_failed"], row["misses_total"], valid_but_loop_lag(row)) == (
+        2,
+        0,
+        0,
+        True,
+    )
     assert serve.running_servers() == {}  # stopped at the end of the flow
 
 
@@ -165,10 +195,14 @@ async def test_real_recordings_sweep_1_5(tmp_path: Path) -> None:
 
     out = await run_flow(
         swebench_replay,
-        logs=[REAL / "pi-session-v1-large.jsonl", REAL / "swe-agent-pydicom-1458.traj"], concurrency_sweep=[1, 5],
-        out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb")
+        logs=[REAL / "pi-session-v1-large.jsonl", REAL / "swe-agent-pydicom-1458.traj"],
+        concurrency_sweep=[1, 5],
+        out_dir=tmp_path / "artifacts",
+        warehouse=tmp_path / "wh.duckdb",
+    )
     # 2 trajectories (453 + 12 recorded turns): c1 plays each once, c5 plays 5 cycling
-    assert [(r["sweep_point"], r["n_episodes"], r["achieved_max_concurrency"], r["misses_total"],
-             valid_but_loop_lag(r))
-            for r in out["points"]] == [("c1", 2, 1, 0, True), ("c5", 5, 5, 0, True)]
+    assert [
+        (r["sweep_point"], r["n_episodes"], r["achieved_max_concurrency"], r["misses_total"], valid_but_loop_lag(r))
+        for r in out["points"]
+    ] == [("c1", 2, 1, 0, True), ("c5", 5, 5, 0, True)]
     assert out["points"][0]["n_turns"] == 465

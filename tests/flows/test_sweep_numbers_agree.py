@@ -99,8 +99,13 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
     from benchmaker.recipes.swebench_replay import print_sweep
     from benchmaker.sweep.point_summary import sweep_table_rows
 
-    out = await swebench_replay(logs=[EXAMPLE], concurrency_sweep=[1, 2], latency="fixed:20:2",
-                                out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb")
+    out = await swebench_replay(
+        logs=[EXAMPLE],
+        concurrency_sweep=[1, 2],
+        latency="fixed:20:2",
+        out_dir=tmp_path / "artifacts",
+        warehouse=tmp_path / "wh.duckdb",
+    )
     run_id, run_dir = out["run_id"], Path(out["run_dir"])
     rows = out["points"]
     assert [r["sweep_point"] for r in rows] == ["c1", "c2"]
@@ -131,8 +136,10 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
         assert differ == {}, point["sweep_point"]
     # 1 trajectory of 4 turns: max(c, 1) episodes per point, every turn served with usage
     # (`valid` holds on a busy host too: the suite's host-load limits, tests/conftest.py)
-    assert [(p["n_episodes"], p["n_requests"], p["n_ok"], p["usage_coverage"], p["valid"]) for p in view] == \
-        [(1, 4, 4, 1.0, True), (2, 8, 8, 1.0, True)]
+    assert [(p["n_episodes"], p["n_requests"], p["n_ok"], p["usage_coverage"], p["valid"]) for p in view] == [
+        (1, 4, 4, 1.0, True),
+        (2, 8, 8, 1.0, True),
+    ]
 
     # hand-written SQL over requests and episodes
     for h, row in zip(hand, files, strict=False):
@@ -158,8 +165,23 @@ async def test_one_replay_run_shows_the_same_numbers_everywhere(tmp_path: Path) 
     # the report: its sweep table carries the view's values
     report = cells((run_dir / "report.html").read_text(encoding="utf-8"))["sweep"]
     for point in view:
-        for key in ("n_requests", "n_ok", "window_s", "request_throughput_per_s", "p50_e2e_ms", "p99_e2e_ms",
-                    "p50_ttft_ms", "p99_ttft_ms", "usage_coverage", "n_episodes", "achieved_max_concurrency",
-                    "misses_total", "resolved_rate_carried", "resolved_rate_reverified", "n_recorded_error",
-                    "n_aborted", "valid"):
+        for key in (
+            "n_requests",
+            "n_ok",
+            "window_s",
+            "request_throughput_per_s",
+            "p50_e2e_ms",
+            "p99_e2e_ms",
+            "p50_ttft_ms",
+            "p99_ttft_ms",
+            "usage_coverage",
+            "n_episodes",
+            "achieved_max_concurrency",
+            "misses_total",
+            "resolved_rate_carried",
+            "resolved_rate_reverified",
+            "n_recorded_error",
+            "n_aborted",
+            "valid",
+        ):
             assert _same(report[(key, point["sweep_point"])][0], point[key]), (key, point["sweep_point"])

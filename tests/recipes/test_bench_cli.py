@@ -24,9 +24,18 @@ SCENARIOS = {
 def server():
     named = [a for name, sc in SCENARIOS.items() if name != "default" for a in ("--named", f"{name}={json.dumps(sc)}")]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
-         "--scenario", json.dumps(SCENARIOS["default"]), *named],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmaker.testing.scenario_server",
+            "--port",
+            "0",
+            "--scenario",
+            json.dumps(SCENARIOS["default"]),
+            *named,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     url = proc.stdout.readline().strip()
     assert url.startswith("http://127.0.0.1:"), url
@@ -46,15 +55,31 @@ def summary_of(out: Path) -> dict:
 
 
 def test_llm_poisson_run_writes_a_full_bundle(server, tmp_path, capsys):
-    code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--rate", "poisson:100",
-                 "--duration", "2s", "--out-dir", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/chat/completions",
+            "--model",
+            "m",
+            "--rate",
+            "poisson:100",
+            "--duration",
+            "2s",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     summary = summary_of(tmp_path)
     run = summary["run"]
     assert code == 0, summary["verdict"]
     assert run["n_ok"] == run["n_samples"] > 150  # ~200 expected at 100/s for 2 s
     # achieved send rate as defined over the bundle's samples: (n_sent - 1) / (last - first sent)
     # (whether it keeps up with the offered rate is the verdict's business; test_golden.py)
-    sent = sorted(orjson.loads(x)["sent_ns"] for x in (only_bundle(tmp_path) / "samples.jsonl").read_bytes().splitlines())
+    sent = sorted(
+        orjson.loads(x)["sent_ns"] for x in (only_bundle(tmp_path) / "samples.jsonl").read_bytes().splitlines()
+    )
     assert run["achieved_send_rate_per_s"] == pytest.approx((len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9))
     assert run["usage_coverage"] == 1.0
     assert run["output_tokens_total"] == 8 * run["n_ok"]  # 8 one-token chunks per answer
@@ -66,8 +91,22 @@ def test_llm_poisson_run_writes_a_full_bundle(server, tmp_path, capsys):
 
 
 def test_role_only_chunk_then_token_at_50ms_gives_ttft_50ms(server, tmp_path):
-    code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "late", "--rate", "closed:1",
-                 "--max-requests", "3", "--out-dir", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/chat/completions",
+            "--model",
+            "late",
+            "--rate",
+            "closed:1",
+            "--max-requests",
+            "3",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     run = summary_of(tmp_path)["run"]
     assert code == 0
     # the role chunk goes out at 0 ms; the first token at 50 ms (plus loopback + scheduling: the
@@ -77,8 +116,24 @@ def test_role_only_chunk_then_token_at_50ms_gives_ttft_50ms(server, tmp_path):
 
 
 def test_missing_usage_gives_null_totals_with_the_reason(server, tmp_path):
-    main(["llm", "--url", server + "/v1/chat/completions", "--model", "nousage", "--rate", "closed:1",
-          "--max-requests", "4", "--max-tokens", "100", "--out-dir", str(tmp_path), "--no-progress"])
+    main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/chat/completions",
+            "--model",
+            "nousage",
+            "--rate",
+            "closed:1",
+            "--max-requests",
+            "4",
+            "--max-tokens",
+            "100",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     summary = summary_of(tmp_path)
     run = summary["run"]
     assert run["output_tokens_total"] is None and run["usage_coverage"] == 0.0
@@ -91,8 +146,20 @@ def test_unreachable_server_gives_transport_errors_and_exit_1(tmp_path, capsys):
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    code = main(["llm", "--url", f"http://127.0.0.1:{port}/v1/chat/completions", "--model", "m",
-                 "--max-requests", "3", "--out-dir", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "llm",
+            "--url",
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            "--model",
+            "m",
+            "--max-requests",
+            "3",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 1
     lines = (only_bundle(tmp_path) / "samples.jsonl").read_bytes().splitlines()
     assert [orjson.loads(x)["outcome"] for x in lines] == ["transport_error"] * 3
@@ -100,8 +167,21 @@ def test_unreachable_server_gives_transport_errors_and_exit_1(tmp_path, capsys):
 
 
 def test_bad_rate_spec_is_one_line_and_exit_2(tmp_path, capsys):
-    code = main(["llm", "--url", "http://127.0.0.1:1/v1/chat/completions", "--model", "m", "--rate", "posson:5",
-                 "--duration", "1s", "--out-dir", str(tmp_path)])
+    code = main(
+        [
+            "llm",
+            "--url",
+            "http://127.0.0.1:1/v1/chat/completions",
+            "--model",
+            "m",
+            "--rate",
+            "posson:5",
+            "--duration",
+            "1s",
+            "--out-dir",
+            str(tmp_path),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("benchmaker: error: --rate: unknown load model 'posson' in rate spec 'posson:5'")
@@ -149,7 +229,9 @@ def test_yaml_two_lanes_with_typed_interpolation_and_dotenv(server, tmp_path, mo
     assert summary["lanes"]["rag"]["n_ok"] == 3 + 8
     assert summary["stages"] == {"s0": summary["stages"]["s0"], "s1": summary["stages"]["s1"]}
     assert summary["stages"]["s0"]["n_ok"] == 3
-    lanes = {orjson.loads(x)["lane"] for x in (only_bundle(tmp_path / "out") / "samples.jsonl").read_bytes().splitlines()}
+    lanes = {
+        orjson.loads(x)["lane"] for x in (only_bundle(tmp_path / "out") / "samples.jsonl").read_bytes().splitlines()
+    }
     assert lanes == {"chat", "rag"}
 
 
@@ -165,16 +247,28 @@ def test_example_configs_validate(name, monkeypatch):
 
 def test_bad_lane_rate_names_file_line_and_field(tmp_path, capsys):
     cfg = tmp_path / "run.yaml"
-    cfg.write_text("duration_s: 1s\nmix:\n  lanes:\n    - name: a\n      rate: posson:5\n"
-                   "      workload: {type: http, url: http://x}\n")
+    cfg.write_text(
+        "duration_s: 1s\nmix:\n  lanes:\n    - name: a\n      rate: posson:5\n"
+        "      workload: {type: http, url: http://x}\n"
+    )
     assert main(["run", str(cfg)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"benchmaker: error: {cfg}:5: mix.lanes[0].rate: unknown load model 'posson'")
 
 
 def test_llm_with_two_workers_writes_one_bundle_with_the_single_run_fields(server, tmp_path):
-    args = ["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--rate", "constant:100",
-            "--duration", "1s", "--no-progress"]
+    args = [
+        "llm",
+        "--url",
+        server + "/v1/chat/completions",
+        "--model",
+        "m",
+        "--rate",
+        "constant:100",
+        "--duration",
+        "1s",
+        "--no-progress",
+    ]
     assert main([*args, "--out-dir", str(tmp_path / "one")]) == 0
     assert main([*args, "--out-dir", str(tmp_path / "two"), "--workers", "2"]) == 0
     one, two = summary_of(tmp_path / "one"), summary_of(tmp_path / "two")
@@ -210,8 +304,21 @@ def test_llm_parses_its_rate_spec_once(server, tmp_path, monkeypatch, rate):
     # the spec is parsed where it enters (BenchConfig validation); the
     # config checks and the runner read that model. No --rate: the default closed:1.
     calls = count_rate_spec_parses(monkeypatch)
-    code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", *rate,
-                 "--max-requests", "4", "--out-dir", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/chat/completions",
+            "--model",
+            "m",
+            *rate,
+            "--max-requests",
+            "4",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0, summary_of(tmp_path)["verdict"]
     assert calls == [rate[1] if rate else "closed:1"]
     assert summary_of(tmp_path)["run"]["n_ok"] == 4
@@ -222,9 +329,11 @@ def test_llm_parses_its_rate_spec_once(server, tmp_path, monkeypatch, rate):
 def test_run_file_parses_each_lane_rate_once(server, tmp_path, monkeypatch):
     # one parse per lane, plus the run's own `load` (a validated field, default closed:1)
     cfg = tmp_path / "mix.yaml"
-    cfg.write_text(f"max_requests: 6\nout_dir: {tmp_path / 'out'}\nmix:\n  lanes:\n"
-                   f"    - {{name: a, rate: 'constant:50', workload: {{type: openai-chat, url: '{server}/v1/chat/completions', model: m}}}}\n"
-                   f"    - {{name: b, rate: 'closed:1', max_requests: 2, workload: {{type: openai-chat, url: '{server}/v1/chat/completions', model: m}}}}\n")
+    cfg.write_text(
+        f"max_requests: 6\nout_dir: {tmp_path / 'out'}\nmix:\n  lanes:\n"
+        f"    - {{name: a, rate: 'constant:50', workload: {{type: openai-chat, url: '{server}/v1/chat/completions', model: m}}}}\n"
+        f"    - {{name: b, rate: 'closed:1', max_requests: 2, workload: {{type: openai-chat, url: '{server}/v1/chat/completions', model: m}}}}\n"
+    )
     calls = count_rate_spec_parses(monkeypatch)
     code = main(["run", str(cfg), "--no-progress"])
     assert code == 0, summary_of(tmp_path / "out")["verdict"]
@@ -236,11 +345,29 @@ def test_failed_metrics_scrapes_are_printed_beside_the_verdict(server, tmp_path,
     port = sock.getsockname()[1]
     sock.close()
     metrics = f"http://127.0.0.1:{port}/metrics"
-    main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--rate", "closed:1",
-          "--max-requests", "3", "--metrics-url", metrics, "--out-dir", str(tmp_path), "--no-progress"])
-    (name, stats), = summary_of(tmp_path)["self_checks"]["monitors"].items()
+    main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/chat/completions",
+            "--model",
+            "m",
+            "--rate",
+            "closed:1",
+            "--max-requests",
+            "3",
+            "--metrics-url",
+            metrics,
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
+    ((name, stats),) = summary_of(tmp_path)["self_checks"]["monitors"].items()
     # sampled when the clock starts and when the run stops, at least: every one failed
     assert stats["samples"] >= 2 and stats["errors"] == stats["samples"] and stats["rows"] == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert (f"monitor {name}: {stats['samples']} of {stats['samples']} scrapes failed (last error: "
-            f"{' '.join(stats['last_error'].split())}); monitor.jsonl lacks them") in out
+    assert (
+        f"monitor {name}: {stats['samples']} of {stats['samples']} scrapes failed (last error: "
+        f"{' '.join(stats['last_error'].split())}); monitor.jsonl lacks them"
+    ) in out

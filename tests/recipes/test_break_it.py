@@ -59,7 +59,11 @@ CLI_CASES = [
     ("slo-nan", [*LLM, "--slo-ttft-ms", "nan", *ONE], "--slo-ttft-ms: Input should be a finite number"),
     ("slo-neg", [*LLM, "--slo-ttft-ms", "-5", *ONE], "--slo-ttft-ms: Input should be greater than 0"),
     ("slo-inf", [*LLM, "--slo-e2e-ms", "inf", *ONE], "--slo-e2e-ms:"),
-    ("error-rate-5", [*LLM, "--max-error-rate", "5", *ONE], "--max-error-rate: Input should be less than or equal to 1"),
+    (
+        "error-rate-5",
+        [*LLM, "--max-error-rate", "5", *ONE],
+        "--max-error-rate: Input should be less than or equal to 1",
+    ),
     ("error-rate-neg", [*LLM, "--max-error-rate", "-0.1", *ONE], "--max-error-rate:"),
     ("error-rate-nan", [*LLM, "--max-error-rate", "nan", *ONE], "--max-error-rate:"),
     ("ttft-timeout-0", [*LLM, "--ttft-timeout", "0", *ONE], "--ttft-timeout: Input should be greater than 0"),
@@ -71,15 +75,21 @@ CLI_CASES = [
     ("workers-0", [*LLM, "--workers", "0", *ONE], "--workers:"),
     ("workers-word", [*LLM, "--workers", "many", *ONE], "--workers:"),
     ("max-in-flight-0", [*LLM, "--max-in-flight", "0", *ONE], "--max-in-flight:"),
-    ("max-in-flight-huge", [*LLM, "--rate", "poisson:5", "--max-in-flight", "999999999", *ONE],
-     "more than this host can hold in flight"),
+    (
+        "max-in-flight-huge",
+        [*LLM, "--rate", "poisson:5", "--max-in-flight", "999999999", *ONE],
+        "more than this host can hold in flight",
+    ),
     ("overflow-bogus", [*LLM, "--overflow", "bogus", *ONE], "--overflow:"),
     ("transport-bogus", [*LLM, "--transport", "bogus", *ONE], "--transport:"),
     ("seed-neg", [*LLM, "--seed", "-1", *ONE], "--seed:"),
     ("label-control", [*LLM, "--label", "a\x1bb", *ONE], "--label: expected printable text"),
     ("api-bogus", [*LLM, "--api", "bogus", *ONE], "--api: expected chat, completions, responses, messages"),
-    ("metrics-interval-0", [*LLM, "--metrics-url", "http://127.0.0.1:9/metrics", "--metrics-interval", "0s", *ONE],
-     "--metrics-interval:"),
+    (
+        "metrics-interval-0",
+        [*LLM, "--metrics-url", "http://127.0.0.1:9/metrics", "--metrics-interval", "0s", *ONE],
+        "--metrics-interval:",
+    ),
     ("metrics-url-ftp", [*LLM, "--metrics-url", "ftp://x/metrics", *ONE], "--metrics-url:"),
     ("url-words", ["llm", "--url", "not a url", "--model", "m", *ONE], "--url: expected an http:// or https://"),
     ("url-ftp", ["llm", "--url", "ftp://127.0.0.1/x", "--model", "m", *ONE], "--url: expected an http:// or https://"),
@@ -90,48 +100,146 @@ CLI_CASES = [
     ("http-header", ["http", "--url", "http://127.0.0.1:9/", "--header", "nocolon", *ONE], "--header:"),
     ("http-duration-0", ["http", "--url", "http://127.0.0.1:9/", "--duration", "0"], "--duration:"),
     ("sglang-url-ftp", ["sglang", "--url", "ftp://x/generate", *ONE], "--url:"),
-    ("sglang-slo-nan", ["sglang", "--url", "http://127.0.0.1:9/generate", "--slo-ttft-ms", "nan", *ONE],
-     "--slo-ttft-ms: Input should be a finite number"),
+    (
+        "sglang-slo-nan",
+        ["sglang", "--url", "http://127.0.0.1:9/generate", "--slo-ttft-ms", "nan", *ONE],
+        "--slo-ttft-ms: Input should be a finite number",
+    ),
     ("sandbox-timeout-0", ["sandbox", "--command", "true", "--total-timeout", "0", *ONE], "--total-timeout:"),
     ("sandbox-url-ftp", ["sandbox", "--command", "true", "--target", "flash", "--url", "ftp://x", *ONE], "--url:"),
-    ("llm-sweep-url-ftp", ["llm-sweep", "--base-url", "ftp://x", "--model", "m", "--concurrency-sweep", "1"],
-     "--base-url: expected an http:// or https://"),
-    ("llm-sweep-duration-nan", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m",
-                                "--concurrency-sweep", "1", "--duration", "nan"], "--duration: expected seconds"),
-    ("llm-sweep-rate-inf", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--rate-sweep", "inf"],
-     "--rate-sweep: expected requests/s"),
-    ("llm-sweep-concurrency-huge", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m",
-                                    "--concurrency-sweep", "100000000"], "more than this host can hold"),
-    ("llm-sweep-load-inf", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--loads",
-                            "constant:inf"], "point constant:inf: an infinite rate"),
-    ("swebench-concurrency-huge", ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "100000000",
-                                   "--dry-run"], "--concurrency-sweep: 100000000 in flight is more than"),
-    ("swebench-sandbox-url", ["swebench-replay", "--logs", str(EXAMPLE), "--mode", "execute", "--sandbox", "flash",
-                              "--sandbox-url", "ftp://x", "--sandbox-image", "i", "--dry-run"], "--sandbox-url:"),
-    ("sglang-loop-lag-0", ["sglang", "--url", "http://127.0.0.1:9/generate", "--max-loop-lag-ms", "0", *ONE],
-     "--max-loop-lag-ms: Input should be greater than 0 (got 0.0)"),
-    ("sglang-schedule-lag-nan", ["sglang", "--url", "http://127.0.0.1:9/generate", "--max-schedule-lag-ms", "nan",
-                                *ONE], "--max-schedule-lag-ms: Input should be a finite number"),
-    ("sandbox-loop-lag-inf", ["sandbox", "--command", "true", "--max-loop-lag-ms", "inf", *ONE],
-     "--max-loop-lag-ms: Input should be a finite number"),
-    ("sandbox-schedule-lag-neg", ["sandbox", "--command", "true", "--max-schedule-lag-ms", "-1", *ONE],
-     "--max-schedule-lag-ms: Input should be greater than 0 (got -1.0)"),
-    ("swebench-loop-lag-neg", ["swebench-replay", "--logs", str(EXAMPLE), "--max-loop-lag-ms", "-5", "--dry-run"],
-     "--max-loop-lag-ms: Input should be greater than 0 (got -5.0)"),
-    ("swebench-schedule-lag-inf", ["swebench-replay", "--logs", str(EXAMPLE), "--max-schedule-lag-ms", "inf",
-                                   "--dry-run"], "--max-schedule-lag-ms: Input should be a finite number"),
-    ("llm-sweep-loop-lag-nan", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m",
-                                "--concurrency-sweep", "1", "--max-loop-lag-ms", "nan"],
-     "--max-loop-lag-ms: Input should be a finite number"),
-    ("llm-sweep-schedule-lag-0", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m",
-                                  "--concurrency-sweep", "1", "--max-schedule-lag-ms", "0"],
-     "--max-schedule-lag-ms: Input should be greater than 0 (got 0.0)"),
-    ("swebench-rate-typo", ["swebench-replay", "--logs", str(EXAMPLE), "--rate", "posson:1", "--dry-run"],
-     "--rate: unknown load model 'posson' in rate spec 'posson:1'"),
-    ("swebench-rate-closed", ["swebench-replay", "--logs", str(EXAMPLE), "--rate", "closed:2", "--dry-run"],
-     "--rate: a closed loop is a concurrency_sweep point, not a rate (got 'closed:2')"),
-    ("llm-sweep-loads-typo", ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--loads",
-                              "posson:1"], "--loads: unknown load model 'posson' in rate spec 'posson:1'"),
+    (
+        "llm-sweep-url-ftp",
+        ["llm-sweep", "--base-url", "ftp://x", "--model", "m", "--concurrency-sweep", "1"],
+        "--base-url: expected an http:// or https://",
+    ),
+    (
+        "llm-sweep-duration-nan",
+        [
+            "llm-sweep",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--concurrency-sweep",
+            "1",
+            "--duration",
+            "nan",
+        ],
+        "--duration: expected seconds",
+    ),
+    (
+        "llm-sweep-rate-inf",
+        ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--rate-sweep", "inf"],
+        "--rate-sweep: expected requests/s",
+    ),
+    (
+        "llm-sweep-concurrency-huge",
+        ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency-sweep", "100000000"],
+        "more than this host can hold",
+    ),
+    (
+        "llm-sweep-load-inf",
+        ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--loads", "constant:inf"],
+        "point constant:inf: an infinite rate",
+    ),
+    (
+        "swebench-concurrency-huge",
+        ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "100000000", "--dry-run"],
+        "--concurrency-sweep: 100000000 in flight is more than",
+    ),
+    (
+        "swebench-sandbox-url",
+        [
+            "swebench-replay",
+            "--logs",
+            str(EXAMPLE),
+            "--mode",
+            "execute",
+            "--sandbox",
+            "flash",
+            "--sandbox-url",
+            "ftp://x",
+            "--sandbox-image",
+            "i",
+            "--dry-run",
+        ],
+        "--sandbox-url:",
+    ),
+    (
+        "sglang-loop-lag-0",
+        ["sglang", "--url", "http://127.0.0.1:9/generate", "--max-loop-lag-ms", "0", *ONE],
+        "--max-loop-lag-ms: Input should be greater than 0 (got 0.0)",
+    ),
+    (
+        "sglang-schedule-lag-nan",
+        ["sglang", "--url", "http://127.0.0.1:9/generate", "--max-schedule-lag-ms", "nan", *ONE],
+        "--max-schedule-lag-ms: Input should be a finite number",
+    ),
+    (
+        "sandbox-loop-lag-inf",
+        ["sandbox", "--command", "true", "--max-loop-lag-ms", "inf", *ONE],
+        "--max-loop-lag-ms: Input should be a finite number",
+    ),
+    (
+        "sandbox-schedule-lag-neg",
+        ["sandbox", "--command", "true", "--max-schedule-lag-ms", "-1", *ONE],
+        "--max-schedule-lag-ms: Input should be greater than 0 (got -1.0)",
+    ),
+    (
+        "swebench-loop-lag-neg",
+        ["swebench-replay", "--logs", str(EXAMPLE), "--max-loop-lag-ms", "-5", "--dry-run"],
+        "--max-loop-lag-ms: Input should be greater than 0 (got -5.0)",
+    ),
+    (
+        "swebench-schedule-lag-inf",
+        ["swebench-replay", "--logs", str(EXAMPLE), "--max-schedule-lag-ms", "inf", "--dry-run"],
+        "--max-schedule-lag-ms: Input should be a finite number",
+    ),
+    (
+        "llm-sweep-loop-lag-nan",
+        [
+            "llm-sweep",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--concurrency-sweep",
+            "1",
+            "--max-loop-lag-ms",
+            "nan",
+        ],
+        "--max-loop-lag-ms: Input should be a finite number",
+    ),
+    (
+        "llm-sweep-schedule-lag-0",
+        [
+            "llm-sweep",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--concurrency-sweep",
+            "1",
+            "--max-schedule-lag-ms",
+            "0",
+        ],
+        "--max-schedule-lag-ms: Input should be greater than 0 (got 0.0)",
+    ),
+    (
+        "swebench-rate-typo",
+        ["swebench-replay", "--logs", str(EXAMPLE), "--rate", "posson:1", "--dry-run"],
+        "--rate: unknown load model 'posson' in rate spec 'posson:1'",
+    ),
+    (
+        "swebench-rate-closed",
+        ["swebench-replay", "--logs", str(EXAMPLE), "--rate", "closed:2", "--dry-run"],
+        "--rate: a closed loop is a concurrency_sweep point, not a rate (got 'closed:2')",
+    ),
+    (
+        "llm-sweep-loads-typo",
+        ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--loads", "posson:1"],
+        "--loads: unknown load model 'posson' in rate spec 'posson:1'",
+    ),
     ("sql-empty", ["sql", ""], "sql: empty query"),
     ("sql-blank", ["sql", "  \n\t"], "sql: empty query"),
 ]
@@ -151,8 +259,10 @@ def test_bad_cli_input_is_a_one_line_error_exit_2(argv, piece, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     # the sweep commands setdefault these; set here, monkeypatch restores them after
     monkeypatch.setenv("PREFECT_SERVER_ANALYTICS_ENABLED", os.environ.get("PREFECT_SERVER_ANALYTICS_ENABLED", "false"))
-    monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
-                       os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90"))
+    monkeypatch.setenv(
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
+        os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90"),
+    )
     monkeypatch.setenv("BENCHMAKER_WAREHOUSE", str(tmp_path / "w.duckdb"))
     if argv[0] == "sql":  # a real (empty) warehouse, so only the query is wrong
         import duckdb
@@ -176,16 +286,32 @@ PATH_CASES = [
     ("report-o-dir", lambda a: ["report", "r1", "-o", str(a.parent)], "--output:", "is a directory"),
     ("report-o-under-file", lambda a: ["report", "r1", "-o", f"{a}/r.html"], "--output:", "under a file"),
     ("convert-o-dir", lambda a: ["convert", str(a), "-o", str(a.parent)], "--output:", "is a directory"),
-    ("load-warehouse-under-file", lambda a: ["load", str(a.parent), "--warehouse", f"{a}/w.duckdb"],
-     "--warehouse:", "under a file"),
-    ("load-warehouse-dir", lambda a: ["load", str(a.parent), "--warehouse", str(a.parent)], "--warehouse:",
-     "is a directory"),
+    (
+        "load-warehouse-under-file",
+        lambda a: ["load", str(a.parent), "--warehouse", f"{a}/w.duckdb"],
+        "--warehouse:",
+        "under a file",
+    ),
+    (
+        "load-warehouse-dir",
+        lambda a: ["load", str(a.parent), "--warehouse", str(a.parent)],
+        "--warehouse:",
+        "is a directory",
+    ),
     ("export-under-file", lambda a: ["export", "--parquet", f"{a}/pq"], "--parquet:", "under a file"),
     ("sql-warehouse-dir", lambda a: ["sql", "SELECT 1", "--warehouse", str(a.parent)], "", "is a directory"),
-    ("swebench-out-dir-under-file", lambda a: ["swebench-replay", "--logs", str(EXAMPLE), "--out-dir", f"{a}/x",
-                                               "--dry-run"], "--out-dir:", "under a file"),
-    ("swebench-warehouse-under-file", lambda a: ["swebench-replay", "--logs", str(EXAMPLE), "--warehouse",
-                                                 f"{a}/w.duckdb", "--dry-run"], "--warehouse:", "under a file"),
+    (
+        "swebench-out-dir-under-file",
+        lambda a: ["swebench-replay", "--logs", str(EXAMPLE), "--out-dir", f"{a}/x", "--dry-run"],
+        "--out-dir:",
+        "under a file",
+    ),
+    (
+        "swebench-warehouse-under-file",
+        lambda a: ["swebench-replay", "--logs", str(EXAMPLE), "--warehouse", f"{a}/w.duckdb", "--dry-run"],
+        "--warehouse:",
+        "under a file",
+    ),
 ]
 
 
@@ -206,10 +332,13 @@ def test_unwritable_out_dir_is_refused(tmp_path, monkeypatch, capsys):
     _one_line_error(capsys, main([*LLM, "--out-dir", str(locked / "runs"), *ONE]), "permission denied")
 
 
-BOMB = "\n".join(
-    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    + [f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(8)]
-) + "\n"
+BOMB = (
+    "\n".join(
+        ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+        + [f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(8)]
+    )
+    + "\n"
+)
 HTTP_WL = 'workload: {type: http, url: "http://127.0.0.1:9/"}\n'
 
 # (case id, YAML text, a piece of the message: the file name and line are checked too)
@@ -217,23 +346,41 @@ YAML_CASES = [
     ("billion-laughs", BOMB, ":6: YAML aliases expand to more than 100000 nodes"),
     ("self-alias", "a: &a [*a]\n", ":1: YAML alias refers to itself"),
     ("deep-nesting", "a: " + "[" * 2000 + "]" * 2000 + "\n", "YAML nested too deeply"),
-    ("run-id-traversal", "load: closed:1\nmax_requests: 1\nrun_id: ../../../tmp/x\n" + HTTP_WL,
-     ":3: run_id: use letters, digits"),
+    (
+        "run-id-traversal",
+        "load: closed:1\nmax_requests: 1\nrun_id: ../../../tmp/x\n" + HTTP_WL,
+        ":3: run_id: use letters, digits",
+    ),
     ("run-id-slash", "load: closed:1\nmax_requests: 1\nrun_id: a/b\n" + HTTP_WL, ":3: run_id:"),
     ("duration-inf", "load: closed:1\nduration_s: .inf\n" + HTTP_WL, ":2: duration_s:"),
     ("duration-nan", "load: closed:1\nduration_s: .nan\n" + HTTP_WL, ":2: duration_s:"),
     ("closed-inf", "load: closed:inf\nmax_requests: 1\n" + HTTP_WL, ":1: load:"),
     ("slo-nan", "load: closed:1\nmax_requests: 1\nslo: {ttft_ms: .nan}\n" + HTTP_WL, ":3: slo.ttft_ms:"),
-    ("error-rate-2", "load: closed:1\nmax_requests: 1\nchecks: {max_error_rate: 2}\n" + HTTP_WL,
-     ":3: checks.max_error_rate:"),
+    (
+        "error-rate-2",
+        "load: closed:1\nmax_requests: 1\nchecks: {max_error_rate: 2}\n" + HTTP_WL,
+        ":3: checks.max_error_rate:",
+    ),
     ("url-ftp", "load: closed:1\nmax_requests: 1\nworkload: {type: http, url: 'ftp://h/x'}\n", ":3: workload"),
     ("url-port", "load: closed:1\nmax_requests: 1\nworkload: {type: http, url: 'http://h:70000/'}\n", ":3: workload"),
-    ("lane-name-slash", "duration_s: 1\nmix:\n  lanes:\n    - {name: ../x, rate: 'closed:1', "
-     "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n", "mix.lanes[0].name:"),
-    ("lane-inf-no-max", "duration_s: 1\nmix:\n  lanes:\n    - {name: a, rate: 'constant:inf', "
-     "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n", "needs max_requests"),
-    ("lane-concurrency-over-host", "duration_s: 1\nmix:\n  lanes:\n    - {name: a, rate: 'closed:999999', "
-     "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n", "more than this host can hold"),
+    (
+        "lane-name-slash",
+        "duration_s: 1\nmix:\n  lanes:\n    - {name: ../x, rate: 'closed:1', "
+        "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n",
+        "mix.lanes[0].name:",
+    ),
+    (
+        "lane-inf-no-max",
+        "duration_s: 1\nmix:\n  lanes:\n    - {name: a, rate: 'constant:inf', "
+        "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n",
+        "needs max_requests",
+    ),
+    (
+        "lane-concurrency-over-host",
+        "duration_s: 1\nmix:\n  lanes:\n    - {name: a, rate: 'closed:999999', "
+        "workload: {type: http, url: 'http://127.0.0.1:9/'}}\n",
+        "more than this host can hold",
+    ),
     ("unknown-key", "load: closed:1\nmax_requests: 1\nbogus: 1\n" + HTTP_WL, ":3: bogus: unknown key"),
     ("not-a-mapping", "- 1\n- 2\n", ":1: expected a mapping"),
     ("out-dir-under-file", "load: closed:1\nmax_requests: 1\nout_dir: afile/runs\n" + HTTP_WL, "out_dir: "),
@@ -264,7 +411,9 @@ def test_no_example_runs_an_interpreter_named_python():
         f"{p.relative_to(root)}:{i}"
         for base in ("examples", "tests")
         for p in sorted((root / base).rglob("*"))
-        if p.suffix in (".yaml", ".yml", ".py", ".sh", ".json") and p.is_file() and p.name != Path(__file__).name
+        if p.suffix in (".yaml", ".yml", ".py", ".sh", ".json")
+        and p.is_file()
+        and p.name != Path(__file__).name
         and "recordings" not in p.parts  # recorded agent actions are data, replayed as recorded
         for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
         if bare.search(line)
@@ -273,6 +422,7 @@ def test_no_example_runs_an_interpreter_named_python():
 
 
 # -- hostile servers: bounded memory and deadlines (a real server on 127.0.0.1) ------------
+
 
 @pytest.fixture(scope="module")
 def hostile():
@@ -290,8 +440,7 @@ def _samples(run_dir: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("path,coding", [("/bomb-gzip", "gzip"), ("/bomb-deflate", "deflate")])
-def test_a_compression_bomb_response_ends_the_request_as_an_error(path, coding, hostile, tmp_path, monkeypatch,
-                                                                  capsys):
+def test_a_compression_bomb_response_ends_the_request_as_an_error(path, coding, hostile, tmp_path, monkeypatch, capsys):
     import resource
 
     monkeypatch.chdir(tmp_path)
@@ -300,14 +449,16 @@ def test_a_compression_bomb_response_ends_the_request_as_an_error(path, coding, 
     assert code == 1  # every request failed: a failed run, with its samples kept
     samples = _samples(tmp_path / "runs")
     assert [s["outcome"] for s in samples] == ["transport_error", "transport_error"]
-    assert {s["error"] for s in samples} == {f"decoded body over {64 << 20} bytes (Content-Encoding {coding}): "
-                                             f"a compression bomb?"}
+    assert {s["error"] for s in samples} == {
+        f"decoded body over {64 << 20} bytes (Content-Encoding {coding}): a compression bomb?"
+    }
     # 100 MiB decoded per request was refused at 64 MiB: never held (peak RSS well under 2 bombs)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 1_500_000  # KiB
 
 
-def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_hang(hostile, tmp_path, monkeypatch,
-                                                                                  capsys):
+def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_hang(
+    hostile, tmp_path, monkeypatch, capsys
+):
     import json
     import time
 
@@ -316,10 +467,27 @@ def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_han
     monkeypatch.chdir(tmp_path)
     with start_instant_server(sse_chunks=5) as srv:
         t = time.monotonic()
-        code = main(["llm", "--url", srv.url + "/v1/chat/completions", "--model", "m", "--duration", "2s",
-                     "--rate", "closed:1", "--metrics-url", hostile.url + "/metrics-bomb",
-                     "--metrics-url", hostile.url + "/metrics-endless", "--metrics-interval", "1s",
-                     "--out-dir", "runs"])
+        code = main(
+            [
+                "llm",
+                "--url",
+                srv.url + "/v1/chat/completions",
+                "--model",
+                "m",
+                "--duration",
+                "2s",
+                "--rate",
+                "closed:1",
+                "--metrics-url",
+                hostile.url + "/metrics-bomb",
+                "--metrics-url",
+                hostile.url + "/metrics-endless",
+                "--metrics-interval",
+                "1s",
+                "--out-dir",
+                "runs",
+            ]
+        )
         took_s = time.monotonic() - t
     capsys.readouterr()
     assert code in (0, 1)  # the run's own verdict (host load may void it); it ended
@@ -329,48 +497,80 @@ def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_han
     by_url = {name: m for name, m in monitors.items()}
     errors = sorted(m["last_error"] for m in by_url.values())
     assert len(errors) == 2 and all(m["rows"] == 0 and m["errors"] == m["samples"] for m in by_url.values())
-    assert errors[0].startswith(f"RuntimeError: GET {hostile.url}/metrics-endless: no whole answer within the "
-                                f"scrape deadline (1 s)")
-    assert errors[1] == (f"ValueError: GET {hostile.url}/metrics-bomb: body over {16 << 20} bytes decoded "
-                         f"(Content-Encoding gzip): a compression bomb?")
+    assert errors[0].startswith(
+        f"RuntimeError: GET {hostile.url}/metrics-endless: no whole answer within the scrape deadline (1 s)"
+    )
+    assert errors[1] == (
+        f"ValueError: GET {hostile.url}/metrics-bomb: body over {16 << 20} bytes decoded "
+        f"(Content-Encoding gzip): a compression bomb?"
+    )
 
 
 # -- files that are not files, inputs that loop, outputs that are inputs, slow queries ------
 
-_PI_CYCLE = "\n".join([
-    '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work/x"}',
-    '{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user",'
-    '"content":[{"type":"text","text":"hi"}],"timestamp":1767225600000}}',
-    '{"type":"message","id":"b2","parentId":"a1","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":'
-    '"assistant","content":[{"type":"text","text":"ok"}],"api":"openai-completions","provider":"openai","model":"m",'
-    '"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2},"stopReason":"stop",'
-    '"timestamp":1767225601000}}',
-    # the id of line 2 again, as the child of line 3: line 3's parent link would loop
-    '{"type":"message","id":"a1","parentId":"b2","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"user",'
-    '"content":[{"type":"text","text":"again"}],"timestamp":1767225602000}}',
-]) + "\n"
+_PI_CYCLE = (
+    "\n".join(
+        [
+            '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/work/x"}',
+            '{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user",'
+            '"content":[{"type":"text","text":"hi"}],"timestamp":1767225600000}}',
+            '{"type":"message","id":"b2","parentId":"a1","timestamp":"2026-01-01T00:00:01.000Z","message":{"role":'
+            '"assistant","content":[{"type":"text","text":"ok"}],"api":"openai-completions","provider":"openai","model":"m",'
+            '"usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2},"stopReason":"stop",'
+            '"timestamp":1767225601000}}',
+            # the id of line 2 again, as the child of line 3: line 3's parent link would loop
+            '{"type":"message","id":"a1","parentId":"b2","timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"user",'
+            '"content":[{"type":"text","text":"again"}],"timestamp":1767225602000}}',
+        ]
+    )
+    + "\n"
+)
 
 # (case id, argv builder over tmp_path (FIFO f.fifo, pi file cyc.jsonl, warehouse w.duckdb made), message)
 FILE_CASES = [
-    ("dataset-fifo", lambda d: [*LLM, "--dataset", f"{d}/f.fifo", *ONE], "f.fifo: is a FIFO (named pipe), not a "
-                                                                         "regular file"),
+    (
+        "dataset-fifo",
+        lambda d: [*LLM, "--dataset", f"{d}/f.fifo", *ONE],
+        "f.fifo: is a FIFO (named pipe), not a regular file",
+    ),
     ("dataset-dev-zero", lambda d: [*LLM, "--dataset", "/dev/zero", *ONE], "/dev/zero: is a character device"),
     ("trace-rate-fifo", lambda d: [*LLM, "--rate", f"trace:{d}/f.fifo", *ONE], "f.fifo is a FIFO"),
     ("trace-rate-dev-zero", lambda d: [*LLM, "--rate", "trace:/dev/zero", *ONE], "/dev/zero is a character device"),
-    ("record-trace-fifo", lambda d: [*LLM, "--record-trace", f"{d}/f.fifo", *ONE],
-     "--record-trace: " + "{d}/f.fifo is a FIFO"),
+    (
+        "record-trace-fifo",
+        lambda d: [*LLM, "--record-trace", f"{d}/f.fifo", *ONE],
+        "--record-trace: " + "{d}/f.fifo is a FIFO",
+    ),
     ("run-file-fifo", lambda d: ["run", f"{d}/f.fifo"], "f.fifo: is a FIFO"),
     ("convert-fifo", lambda d: ["convert", f"{d}/f.fifo", "-o", f"{d}/out.jsonl"], "not a regular file"),
-    ("pi-parent-cycle", lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/out.jsonl"],
-     "cyc.jsonl:3: parentId: names an id that a later entry (line 4) uses again: the session tree would loop "
-     "(got \"a1\")"),
-    ("convert-output-is-input", lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/cyc.jsonl"],
-     "cyc.jsonl: is also the output file (-o): converting would replace it"),
-    ("sql-timeout", lambda d: ["sql", "SELECT count(*) FROM range(100000000000) a", "--warehouse", f"{d}/w.duckdb",
-                               "--timeout", "0.5"],
-     "sql: --timeout: the query ran longer than 0.5 s and was stopped"),
-    ("sql-timeout-0", lambda d: ["sql", "SELECT 1", "--warehouse", f"{d}/w.duckdb", "--timeout", "0"],
-     "--timeout: expected seconds > 0"),
+    (
+        "pi-parent-cycle",
+        lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/out.jsonl"],
+        "cyc.jsonl:3: parentId: names an id that a later entry (line 4) uses again: the session tree would loop "
+        '(got "a1")',
+    ),
+    (
+        "convert-output-is-input",
+        lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/cyc.jsonl"],
+        "cyc.jsonl: is also the output file (-o): converting would replace it",
+    ),
+    (
+        "sql-timeout",
+        lambda d: [
+            "sql",
+            "SELECT count(*) FROM range(100000000000) a",
+            "--warehouse",
+            f"{d}/w.duckdb",
+            "--timeout",
+            "0.5",
+        ],
+        "sql: --timeout: the query ran longer than 0.5 s and was stopped",
+    ),
+    (
+        "sql-timeout-0",
+        lambda d: ["sql", "SELECT 1", "--warehouse", f"{d}/w.duckdb", "--timeout", "0"],
+        "--timeout: expected seconds > 0",
+    ),
 ]
 
 
@@ -392,13 +592,17 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
     assert after == before and not (tmp_path / "runs").exists()  # nothing written, nothing replaced
 
 
-@pytest.mark.parametrize("upstream", ["http://me:pw-S3CRET@127.0.0.1:9", "http://ghp_S3CRET@127.0.0.1:9/v1",
-                                      "http://127.0.0.1:9/v1?api_key=S3CRET"])
-def test_record_refuses_credentials_in_the_upstream_url_without_printing_them(upstream, tmp_path, monkeypatch,
-                                                                              capsys):
+@pytest.mark.parametrize(
+    "upstream",
+    ["http://me:pw-S3CRET@127.0.0.1:9", "http://ghp_S3CRET@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?api_key=S3CRET"],
+)
+def test_record_refuses_credentials_in_the_upstream_url_without_printing_them(upstream, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    err = _one_line_error(capsys, main(["record", "--upstream", upstream, "-o", "t.jsonl"]),
-                          "--upstream: expected a base URL without user:password@, ?query or #fragment")
+    err = _one_line_error(
+        capsys,
+        main(["record", "--upstream", upstream, "-o", "t.jsonl"]),
+        "--upstream: expected a base URL without user:password@, ?query or #fragment",
+    )
     assert "S3CRET" not in err and "***" in err
     assert list(tmp_path.iterdir()) == []
 
@@ -420,15 +624,43 @@ def _bad_task(d: Path) -> None:
 # checked before any work: the sweep would otherwise run to its end (or its first episode)
 # and only then find them
 PRE_WORK_CASES = [
-    ("swebench-warehouse-sqlite", _sqlite_file,
-     lambda d: ["swebench-replay", "--logs", str(EXAMPLE), "--warehouse", f"{d}/w.sqlite", "--dry-run"],
-     "--warehouse: "),
-    ("llm-sweep-warehouse-sqlite", _sqlite_file,
-     lambda d: ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency-sweep", "1",
-                "--warehouse", f"{d}/w.sqlite"], "--warehouse: "),
-    ("swebench-bad-task-json", _bad_task,
-     lambda d: ["swebench-replay", "--logs", str(EXAMPLE), "--mode", "execute", "--task-dirs", f"{d}/task",
-                "--dry-run"], "--task-dirs: {d}/task/task.json: timeout_s: expected a number > 0 (got -5)"),
+    (
+        "swebench-warehouse-sqlite",
+        _sqlite_file,
+        lambda d: ["swebench-replay", "--logs", str(EXAMPLE), "--warehouse", f"{d}/w.sqlite", "--dry-run"],
+        "--warehouse: ",
+    ),
+    (
+        "llm-sweep-warehouse-sqlite",
+        _sqlite_file,
+        lambda d: [
+            "llm-sweep",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--concurrency-sweep",
+            "1",
+            "--warehouse",
+            f"{d}/w.sqlite",
+        ],
+        "--warehouse: ",
+    ),
+    (
+        "swebench-bad-task-json",
+        _bad_task,
+        lambda d: [
+            "swebench-replay",
+            "--logs",
+            str(EXAMPLE),
+            "--mode",
+            "execute",
+            "--task-dirs",
+            f"{d}/task",
+            "--dry-run",
+        ],
+        "--task-dirs: {d}/task/task.json: timeout_s: expected a number > 0 (got -5)",
+    ),
 ]
 
 
@@ -454,23 +686,39 @@ def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, m
         pytest.skip("mounting a small tmpfs to fill needs root")
     disk = tmp_path / "disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True,
-                             text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
         monkeypatch.chdir(tmp_path)
         with start_instant_server(sse_chunks=50) as srv:
-            code = main(["llm", "--url", srv.url + "/v1/chat/completions", "--model", "m", "--rate", "closed:4",
-                         "--max-requests", "5000", "--out-dir", str(disk / "runs")])
+            code = main(
+                [
+                    "llm",
+                    "--url",
+                    srv.url + "/v1/chat/completions",
+                    "--model",
+                    "m",
+                    "--rate",
+                    "closed:4",
+                    "--max-requests",
+                    "5000",
+                    "--out-dir",
+                    str(disk / "runs"),
+                ]
+            )
         out, err = capsys.readouterr()
         assert code == 1, err
         assert "Traceback" not in out + err and err.count("\n") == 1
         [bundle] = list((disk / "runs").iterdir())
         lines = (bundle / "samples.jsonl").read_text().splitlines()
-        assert err == (f"benchmaker: error: {bundle / 'samples.jsonl'}: cannot write samples (No space left on "
-                       f"device); the {len(lines)} samples written before it are kept there, "
-                       f"{5000 - len(lines)} later ones are not and no summary was written\n")
+        assert err == (
+            f"benchmaker: error: {bundle / 'samples.jsonl'}: cannot write samples (No space left on "
+            f"device); the {len(lines)} samples written before it are kept there, "
+            f"{5000 - len(lines)} later ones are not and no summary was written\n"
+        )
         assert len(lines) > 100 and all(json.loads(line)["outcome"] == "ok" for line in lines)
         assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
     finally:

@@ -45,8 +45,9 @@ def _xterm(monkeypatch):
 
 def terminal() -> tuple[Console, io.StringIO]:
     buf = io.StringIO()
-    return Console(file=buf, force_terminal=True, force_interactive=True, width=240, color_system=None,
-                   legacy_windows=False), buf
+    return Console(
+        file=buf, force_terminal=True, force_interactive=True, width=240, color_system=None, legacy_windows=False
+    ), buf
 
 
 # clock reads: start, the start event, after each of the 3 files, the last event
@@ -82,8 +83,7 @@ def test_a_failing_progress_callback_never_fails_the_conversion(tmp_path: Path) 
 def test_terminal_shows_one_line_per_file_redrawn_at_most_every_tenth_of_a_second(tmp_path: Path) -> None:
     console, buf = terminal()
     logs = write_logs(tmp_path)
-    assert run_convert(logs, tmp_path / "out.jsonl", fmt=None, lenient=False, console=console,
-                       clock=clock(*TIMES)) == 0
+    assert run_convert(logs, tmp_path / "out.jsonl", fmt=None, lenient=False, console=console, clock=clock(*TIMES)) == 0
     live, _, table = buf.getvalue().partition("\x1b[?25h")  # the cursor is shown again when the line stops
     frames = live.removeprefix("\x1b[?25l").split("\r\x1b[2K")
     bar = "━" * 20
@@ -98,14 +98,20 @@ def test_terminal_shows_one_line_per_file_redrawn_at_most_every_tenth_of_a_secon
     ]
     rows = [line.split("│")[1:-1] for line in table.splitlines() if line.startswith("│")]
     assert [[c.strip() for c in r] for r in rows] == [
-        *([str(p), "openai-messages", "1", "1", ""] for p in logs), ["total", "", "3", "3", ""]]
+        *([str(p), "openai-messages", "1", "1", ""] for p in logs),
+        ["total", "", "3", "3", ""],
+    ]
 
 
 def test_not_a_terminal_prints_only_the_report(tmp_path: Path) -> None:
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=False, width=200)
-    assert run_convert(write_logs(tmp_path), tmp_path / "out.jsonl", fmt=None, lenient=False, console=console,
-                       clock=clock(*TIMES)) == 0
+    assert (
+        run_convert(
+            write_logs(tmp_path), tmp_path / "out.jsonl", fmt=None, lenient=False, console=console, clock=clock(*TIMES)
+        )
+        == 0
+    )
     out = buf.getvalue()
     assert "files" not in out and "\x1b" not in out
     assert out.splitlines()[0].strip() == f"convert → {tmp_path / 'out.jsonl'}"
@@ -115,8 +121,17 @@ def test_bad_input_stops_the_line_then_prints_the_one_line_error(tmp_path: Path,
     console, buf = terminal()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"messages": [\n')
-    assert run_convert([bad], tmp_path / "out.jsonl", fmt="openai-messages", lenient=False, console=console,
-                       clock=clock(0.0, 0.0, 0.5, 0.5)) == 2
+    assert (
+        run_convert(
+            [bad],
+            tmp_path / "out.jsonl",
+            fmt="openai-messages",
+            lenient=False,
+            console=console,
+            clock=clock(0.0, 0.0, 0.5, 0.5),
+        )
+        == 2
+    )
     assert capsys.readouterr().err == f"benchmaker: error: {bad}:1: invalid JSON: Expecting value\n"
     assert buf.getvalue().endswith("files 1/1 · 0.0/0.0 MB · 0 turns · 0.5 s · done\n\x1b[?25h")
     assert not (tmp_path / "out.jsonl").exists()
@@ -135,5 +150,9 @@ def test_every_conversion_reports_per_file_to_the_progress_observers(tmp_path: P
         out, _ = ensure_converted(write_logs(tmp_path, 2), tmp_path / "cache")
     assert len(plan_trajectories(out, trusted=True)) == 2
     assert [(e.stage, e.done, e.total, e.finished) for e in seen] == [
-        ("convert", 0, 2, False), ("convert", 1, 2, False), ("convert", 2, 2, False), ("convert", 2, 2, True)]
+        ("convert", 0, 2, False),
+        ("convert", 1, 2, False),
+        ("convert", 2, 2, False),
+        ("convert", 2, 2, True),
+    ]
     assert seen[-1].detail == "files · 0.2/0.2 MB · 2 turns"

@@ -42,17 +42,32 @@ def test_the_demo_exits_by_the_pipeline_not_by_the_verdicts():
 def test_make_demo_on_a_busy_machine_exits_0_and_ends_with_the_verdict_per_point(tmp_path: Path) -> None:
     wh = tmp_path / "wh.duckdb"
     proc = subprocess.run(
-        [sys.executable, "-c", _RUN_WITH_FIXED_LAG, *demo_argv(), "--max-loop-lag-ms", "5",
-         "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh)],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-c",
+            _RUN_WITH_FIXED_LAG,
+            *demo_argv(),
+            "--max-loop-lag-ms",
+            "5",
+            "--out-dir",
+            str(tmp_path / "art"),
+            "--warehouse",
+            str(wh),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
         # the test's own Prefect server may start slowly on a host this busy (load 16 seen)
         env={**os.environ, "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     screen = " ".join(proc.stdout.split())
-    tail = screen[screen.index("Verdict of run "):]
-    busy = ("INVALID: your machine was busy: the client's event loop lagged 7.5 ms (p99; the limit is 5 ms), "
-            "so the timings include client delay")
+    tail = screen[screen.index("Verdict of run ") :]
+    busy = (
+        "INVALID: your machine was busy: the client's event loop lagged 7.5 ms (p99; the limit is 5 ms), "
+        "so the timings include client delay"
+    )
     # per point its verdict, then its key figures: c1 one episode of 4 recorded turns, all resolved
     assert re.fullmatch(
         r"Verdict of run swebench-replay-\S+: 0 of 3 points valid "
@@ -64,11 +79,14 @@ def test_make_demo_on_a_busy_machine_exits_0_and_ends_with_the_verdict_per_point
         r"points or lower concurrency, or raise the limit a point broke: --max-loop-lag-ms 10 "
         r"\(or BENCHMAKER_MAX_LOOP_LAG_MS=10\); .* "
         r"exit 0: the pipeline ran \(converted, replayed, graded, loaded, reported\); the invalid points stay "
-        r"marked invalid in the warehouse and the report \(--exit-code verdict: exit 1 for them\)", tail), tail
+        r"marked invalid in the warehouse and the report \(--exit-code verdict: exit 1 for them\)",
+        tail,
+    ), tail
     # the invalid points stay invalid in the warehouse
     con = duckdb.connect(str(wh), read_only=True)
     try:
-        assert con.execute("SELECT sweep_point, valid, n_episodes FROM v_sweep_summary ORDER BY sweep_point"
-                           ).fetchall() == [("c1", False, 1), ("c2", False, 2), ("c4", False, 4)]
+        assert con.execute(
+            "SELECT sweep_point, valid, n_episodes FROM v_sweep_summary ORDER BY sweep_point"
+        ).fetchall() == [("c1", False, 1), ("c2", False, 2), ("c4", False, 4)]
     finally:
         con.close()

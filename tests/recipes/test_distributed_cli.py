@@ -35,15 +35,38 @@ def _query(wh: Path, sql: str) -> list[tuple]:
 def test_swebench_replay_with_two_shards_on_dask(tmp_path: Path, local_cluster) -> None:
     wh = tmp_path / "wh.duckdb"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "4",
-         "--latency", "fixed:50:0", "--shards", "2", "--dask-address", local_cluster.scheduler_address,
-         "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "benchmaker.recipes.cli",
+            "swebench-replay",
+            "--logs",
+            str(EXAMPLE),
+            "--concurrency-sweep",
+            "4",
+            "--latency",
+            "fixed:50:0",
+            "--shards",
+            "2",
+            "--dask-address",
+            local_cluster.scheduler_address,
+            "--out-dir",
+            str(tmp_path / "art"),
+            "--warehouse",
+            str(wh),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert _query(wh, "SELECT count(*), any_value(workers) FROM runs") == [(1, 2)]
     # c4 on two shards, two episodes of the recording's 4 turns each
     assert _query(wh, "SELECT sweep_point, shard, count(*) FROM episodes GROUP BY ALL ORDER BY ALL") == [
-        ("c4", 0, 2), ("c4", 1, 2)]
+        ("c4", 0, 2),
+        ("c4", 1, 2),
+    ]
     assert _query(wh, "SELECT sweep_point, shards, valid FROM v_sweep_summary ORDER BY 1") == [("c4", 2, True)]
 
 
@@ -55,11 +78,32 @@ async def test_llm_sweep_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
     wh = tmp_path / "wh.duckdb"
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "benchmaker.recipes.cli", "llm-sweep", "--base-url", server.url, "--model", "m",
-            "--loads", "constant:40", "--duration", "1", "--max-tokens", "8", "--shards", "2",
-            "--dask-address", local_cluster.scheduler_address,
-            "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh),
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            sys.executable,
+            "-m",
+            "benchmaker.recipes.cli",
+            "llm-sweep",
+            "--base-url",
+            server.url,
+            "--model",
+            "m",
+            "--loads",
+            "constant:40",
+            "--duration",
+            "1",
+            "--max-tokens",
+            "8",
+            "--shards",
+            "2",
+            "--dask-address",
+            local_cluster.scheduler_address,
+            "--out-dir",
+            str(tmp_path / "art"),
+            "--warehouse",
+            str(wh),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         out, _ = await asyncio.wait_for(proc.communicate(), timeout=300)
         served = server.n_requests
     # exit 0, or 1 when the loaded 2-core machine made the verdict flag client lag
@@ -68,25 +112,52 @@ async def test_llm_sweep_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
     assert _query(wh, "SELECT shard, count(*) FROM requests GROUP BY 1 ORDER BY 1") == [(0, 20), (1, 20)]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--shards", "2"], "--shards/--exchange/--start-lead/--shard-timeout: need --dask-address"),
-    (["--shards", "0"], "--shards: expected an integer >= 1 (got 0)"),
-    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--start-lead", "0"],
-     "--start-lead: expected a finite number > 0 (got 0)"),
-    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--shard-timeout", "nan"],
-     "--shard-timeout: expected a finite number > 0 (got nan)"),
-    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--exchange", "bogus://x"],
-     "exchange: Protocol not known: bogus"),
-    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--exchange", "s3://key:secret@bucket/x"],
-     "exchange: a password in the URL is refused"),
-    (["--shards", "2", "--dask-address", "tcp://127.0.0.1:9"],  # port 9 (discard): nothing listens here
-     "--dask-address: no Dask scheduler answers at tcp://127.0.0.1:9"),
-    (["--shards", "2", "--dask-address", "scheduler"], "--dask-address: expected tcp://HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shards", "2"], "--shards/--exchange/--start-lead/--shard-timeout: need --dask-address"),
+        (["--shards", "0"], "--shards: expected an integer >= 1 (got 0)"),
+        (
+            ["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--start-lead", "0"],
+            "--start-lead: expected a finite number > 0 (got 0)",
+        ),
+        (
+            ["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--shard-timeout", "nan"],
+            "--shard-timeout: expected a finite number > 0 (got nan)",
+        ),
+        (
+            ["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--exchange", "bogus://x"],
+            "exchange: Protocol not known: bogus",
+        ),
+        (
+            ["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--exchange", "s3://key:secret@bucket/x"],
+            "exchange: a password in the URL is refused",
+        ),
+        (
+            ["--shards", "2", "--dask-address", "tcp://127.0.0.1:9"],  # port 9 (discard): nothing listens here
+            "--dask-address: no Dask scheduler answers at tcp://127.0.0.1:9",
+        ),
+        (["--shards", "2", "--dask-address", "scheduler"], "--dask-address: expected tcp://HOST:PORT"),
+    ],
+)
 def test_scale_out_options_are_checked_before_anything_runs(tmp_path: Path, args: list[str], message: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), *args,
-         "--out-dir", str(tmp_path / "art")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "benchmaker.recipes.cli",
+            "swebench-replay",
+            "--logs",
+            str(EXAMPLE),
+            *args,
+            "--out-dir",
+            str(tmp_path / "art"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert message in proc.stderr and "secret" not in proc.stderr
     assert not (tmp_path / "art").exists()

@@ -30,8 +30,9 @@ async def test_agent_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     async with ScenarioServer(Scenario()) as srv:
         monkeypatch.setenv("MODEL_URL", srv.url)
         monkeypatch.setenv("ECHO_WORD", "tok")  # the scenario server answers "tok tok ..."
-        code = await asyncio.to_thread(main, ["run", str(CONFIGS / "agent.yaml"), "--out-dir", str(tmp_path),
-                                              "--no-progress"])
+        code = await asyncio.to_thread(
+            main, ["run", str(CONFIGS / "agent.yaml"), "--out-dir", str(tmp_path), "--no-progress"]
+        )
     rows = _rows(tmp_path, code)
     assert len(rows) == 20 and {r["outcome"] for r in rows} == {"ok"}
     assert {r["meta"]["n_model_calls"] for r in rows} == {2}  # turns: 2

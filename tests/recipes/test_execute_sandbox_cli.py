@@ -37,20 +37,42 @@ def no_bwrap(tmp_path: Path, monkeypatch):
     confinement.cache_clear()
 
 
-@pytest.mark.parametrize("argv", [
-    ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--mode", "execute",
-     "--task-dirs", str(TASK)],
-    ["episode", str(EXAMPLE), "--url", "http://127.0.0.1:9", "--mode", "execute", "--workdir", str(TASK)],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "swebench-replay",
+            "--logs",
+            str(EXAMPLE),
+            "--concurrency-sweep",
+            "1",
+            "--mode",
+            "execute",
+            "--task-dirs",
+            str(TASK),
+        ],
+        ["episode", str(EXAMPLE), "--url", "http://127.0.0.1:9", "--mode", "execute", "--workdir", str(TASK)],
+    ],
+)
 def test_execute_mode_without_bwrap_is_refused_in_one_line(argv, no_bwrap, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    code = main([*argv, *(["--out-dir", str(tmp_path / "out"), "--warehouse", str(tmp_path / "w.duckdb")]
-                          if argv[0] == "swebench-replay" else [])])
+    code = main(
+        [
+            *argv,
+            *(
+                ["--out-dir", str(tmp_path / "out"), "--warehouse", str(tmp_path / "w.duckdb")]
+                if argv[0] == "swebench-replay"
+                else []
+            ),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
-    assert err == ("benchmaker: error: --sandbox local: execute mode confines commands with bubblewrap, and bwrap "
-                   "is not installed: run make install (as root it runs apt-get install -y bubblewrap), or pass "
-                   "--sandbox none to run them unconfined\n")
+    assert err == (
+        "benchmaker: error: --sandbox local: execute mode confines commands with bubblewrap, and bwrap "
+        "is not installed: run make install (as root it runs apt-get install -y bubblewrap), or pass "
+        "--sandbox none to run them unconfined\n"
+    )
     assert not (tmp_path / "out").exists() and not (tmp_path / "w.duckdb").exists()  # refused before any work
 
 

@@ -29,8 +29,7 @@ def _help_text(command: tuple[str, ...], capsys) -> str:
     from rich.console import Console
 
     console = Console(width=400, force_terminal=False, color_system=None)
-    app([*command, "--help"], console=console, exit_on_error=False, print_error=False,
-        result_action="return_value")
+    app([*command, "--help"], console=console, exit_on_error=False, print_error=False, result_action="return_value")
     return capsys.readouterr().out
 
 

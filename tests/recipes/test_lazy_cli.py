@@ -19,26 +19,46 @@ HEAVY = ("prefect", "dask", "distributed", "plotly", "benchmaker.flows", "prefec
 
 
 def _python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, COLUMNS="200"))
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, COLUMNS="200"),
+    )
 
 
 def _imported_by(argv: list[str]) -> tuple[int, list[str], str]:
     """(exit code, top-level packages of HEAVY imported, stdout) of main(argv) in a fresh interpreter."""
-    code = ("import json, sys\nfrom benchmaker.recipes.cli import main\nrc = main(json.loads(sys.argv[1]))\n"
-            "print('\\nIMPORTED', json.dumps(sorted(h for h in json.loads(sys.argv[2]) if any(m == h or m.startswith(h + '.') for m in sys.modules))))\n"
-            "print('RC', rc)")
+    code = (
+        "import json, sys\nfrom benchmaker.recipes.cli import main\nrc = main(json.loads(sys.argv[1]))\n"
+        "print('\\nIMPORTED', json.dumps(sorted(h for h in json.loads(sys.argv[2]) if any(m == h or m.startswith(h + '.') for m in sys.modules))))\n"
+        "print('RC', rc)"
+    )
     proc = _python(code, json.dumps(argv), json.dumps(HEAVY))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    imported = json.loads(next(line for line in lines if line.startswith("IMPORTED "))[len("IMPORTED "):])
+    imported = json.loads(next(line for line in lines if line.startswith("IMPORTED "))[len("IMPORTED ") :])
     rc = int(next(line for line in lines if line.startswith("RC "))[3:])
     return rc, imported, proc.stdout
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["llm", "--help"], ["convert", "--help"], ["sql", "--help"],
-                                  ["runs", "--help"], ["report", "--help"], ["http", "--help"],
-                                  ["serve-replay", "--help"], ["swebench-replay", "--help"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["llm", "--help"],
+        ["convert", "--help"],
+        ["sql", "--help"],
+        ["runs", "--help"],
+        ["report", "--help"],
+        ["http", "--help"],
+        ["serve-replay", "--help"],
+        ["swebench-replay", "--help"],
+    ],
+    ids=" ".join,
+)
 def test_commands_without_a_flow_import_no_prefect_nor_plotly(argv):
     rc, imported, out = _imported_by(argv)
     assert rc == 0
@@ -59,8 +79,9 @@ def test_sql_runs_without_prefect(tmp_path):
 
 def test_convert_runs_without_prefect(tmp_path):
     out_file = tmp_path / "t.jsonl"
-    rc, imported, _ = _imported_by(["convert", str(REPO / "examples/recordings/tiny-task.pi.jsonl"),
-                                    "-o", str(out_file)])
+    rc, imported, _ = _imported_by(
+        ["convert", str(REPO / "examples/recordings/tiny-task.pi.jsonl"), "-o", str(out_file)]
+    )
     assert rc == 0
     assert imported == []
     assert len(out_file.read_text().splitlines()) == 1  # one trajectory
@@ -102,15 +123,20 @@ print(json.dumps({"eager": eager, "bad": bad, "n": len(benchmaker.recipes.cli.CO
 
 
 def test_root_help_describes_every_command_without_importing_them():
-    code = ("import sys\nfrom benchmaker.recipes.cli import main\nmain(['--help'])\n"
-            "print('LOADED', sorted(m for m in sys.modules if m.startswith('recipes.') and m not in "
-            "('benchmaker.recipes.cli', 'benchmaker.recipes.app')))")
+    code = (
+        "import sys\nfrom benchmaker.recipes.cli import main\nmain(['--help'])\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith('recipes.') and m not in "
+        "('benchmaker.recipes.cli', 'benchmaker.recipes.app')))"
+    )
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr
     from benchmaker.recipes.cli import COMMANDS
 
-    listed = {line.split()[1] for line in proc.stdout.splitlines()
-              if line.startswith("│ ") and len(line.split()) > 2 and not line.split()[1].startswith("-")}
+    listed = {
+        line.split()[1]
+        for line in proc.stdout.splitlines()
+        if line.startswith("│ ") and len(line.split()) > 2 and not line.split()[1].startswith("-")
+    }
     assert set(COMMANDS) <= listed
     assert "Run one SQL query on a read-only connection to the warehouse" in proc.stdout  # sql's description
     assert proc.stdout.splitlines()[-1] == "LOADED []"
@@ -128,11 +154,16 @@ def test_console_script_exits_with_the_commands_code_and_complete_output(tmp_pat
     bad = _python(script, "sql")  # --query missing: exit 2, one error line
     assert bad.returncode == 2
     assert bad.stderr.startswith("benchmaker: error:")
-    crash = _python("import sys\nfrom benchmaker.recipes.cli import main\nimport benchmaker.recipes.cli\n"
-                    "benchmaker.recipes.cli._run = lambda argv: 1 / 0\nsys.exit(main())")
+    crash = _python(
+        "import sys\nfrom benchmaker.recipes.cli import main\nimport benchmaker.recipes.cli\n"
+        "benchmaker.recipes.cli._run = lambda argv: 1 / 0\nsys.exit(main())"
+    )
     assert crash.returncode == 1  # no code returned: the usual teardown, with the traceback
     assert "ZeroDivisionError" in crash.stderr
-    late = _python("import atexit, sys\natexit.register(lambda: print('EARLIER HANDLER RAN'))\n"
-                   "from benchmaker.recipes.cli import main\nsys.exit(main())", "sql")
+    late = _python(
+        "import atexit, sys\natexit.register(lambda: print('EARLIER HANDLER RAN'))\n"
+        "from benchmaker.recipes.cli import main\nsys.exit(main())",
+        "sql",
+    )
     assert late.returncode == 2  # a handler registered before main() still runs: no fast exit then
     assert late.stdout.strip() == "EARLIER HANDLER RAN"

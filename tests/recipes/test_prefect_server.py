@@ -42,7 +42,7 @@ def _gone(pid: int, timeout_s: float = 15.0) -> bool:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except FileNotFoundError:
             return True
-        if stat[stat.rindex(")") + 2:][:1] == "Z":
+        if stat[stat.rindex(")") + 2 :][:1] == "Z":
             return True
         time.sleep(0.1)
     return False
@@ -123,14 +123,22 @@ def test_a_slow_server_is_waited_for_and_never_killed(tmp_path: Path, fake: Fake
             fake.healthy.add(first.url)
 
     said: list[str] = []
-    again = ps.ensure_server(tmp_path, say=said.append, health=fake.health, start=_start(fake), grace_s=30,
-                             clock=lambda: now[0], sleep=sleep)
+    again = ps.ensure_server(
+        tmp_path, say=said.append, health=fake.health, start=_start(fake), grace_s=30, clock=lambda: now[0], sleep=sleep
+    )
     assert again == first and len(fake.procs) == 1 and now[0] == 5.0
     assert "is slow to answer its health check; waiting up to 30 s (it is not restarted" in said[0]
     fake.healthy.discard(first.url)  # now it never answers: a clear error, and it keeps running
     with pytest.raises(ps.ServerError, match=r"is alive but did not answer /health within 30 s; it was left running"):
-        ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake), grace_s=30,
-                         clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+        ps.ensure_server(
+            tmp_path,
+            say=lambda m: None,
+            health=fake.health,
+            start=_start(fake),
+            grace_s=30,
+            clock=lambda: now[0],
+            sleep=lambda s: now.__setitem__(0, now[0] + s),
+        )
     assert fake.procs[0].poll() is None and len(fake.procs) == 1
 
 
@@ -156,8 +164,14 @@ def test_a_server_that_exits_while_starting_is_reported_with_its_log(tmp_path: P
 def test_a_server_never_healthy_is_killed_after_the_timeout(tmp_path: Path, fake: FakeServers) -> None:
     now = [0.0]
     with pytest.raises(ps.ServerError, match=r"was not healthy after 90 s; stopped it"):
-        ps.start_server(tmp_path, health=lambda url: False, popen=fake.popen, timeout_s=90,
-                        clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 30))
+        ps.start_server(
+            tmp_path,
+            health=lambda url: False,
+            popen=fake.popen,
+            timeout_s=90,
+            clock=lambda: now[0],
+            sleep=lambda s: now.__setitem__(0, now[0] + 30),
+        )
     assert fake.procs[0].poll() is not None  # 0, 30, 60, 90 s: killed at the fourth check
     assert ps.read_state(tmp_path) is None
 
@@ -172,8 +186,13 @@ def test_stop_kills_the_recorded_server_once(tmp_path: Path, fake: FakeServers) 
 def test_stop_leaves_a_recycled_pid_alone(tmp_path: Path) -> None:
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (tmp_path / "benchmaker-server.json").write_text(json.dumps(dict(
-            pid=other.pid, port=1, url="http://127.0.0.1:1/api", log="x", started_at="2026-01-01T00:00:00+00:00")))
+        (tmp_path / "benchmaker-server.json").write_text(
+            json.dumps(
+                dict(
+                    pid=other.pid, port=1, url="http://127.0.0.1:1/api", log="x", started_at="2026-01-01T00:00:00+00:00"
+                )
+            )
+        )
         assert ps.stop_server(tmp_path) is None
         assert other.poll() is None  # not a prefect server: not signalled
     finally:
@@ -213,8 +232,11 @@ def test_the_secret_is_made_once_readable_by_its_owner_only(tmp_path: Path) -> N
 def test_a_secret_others_can_read_is_refused(tmp_path: Path) -> None:
     ps.auth_secret(tmp_path)
     (tmp_path / "benchmaker-server.auth").chmod(0o644)
-    with pytest.raises(ps.ServerError, match=r"benchmaker-server.auth: the local server's secret must be a regular "
-                                             r"file of yours with mode 0600 \(got uid \d+, mode 644\)"):
+    with pytest.raises(
+        ps.ServerError,
+        match=r"benchmaker-server.auth: the local server's secret must be a regular "
+        r"file of yours with mode 0600 \(got uid \d+, mode 644\)",
+    ):
         ps.auth_secret(tmp_path)
 
 
@@ -229,8 +251,9 @@ def test_a_server_started_without_authentication_is_replaced(tmp_path: Path, fak
     assert fake.procs[0].wait(timeout=15) == -15 and second.pid == fake.procs[1].pid and second.auth
 
 
-def test_a_server_of_another_user_is_neither_reused_nor_signalled(tmp_path: Path, fake: FakeServers,
-                                                                   monkeypatch) -> None:
+def test_a_server_of_another_user_is_neither_reused_nor_signalled(
+    tmp_path: Path, fake: FakeServers, monkeypatch
+) -> None:
     first = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
     monkeypatch.setattr(ps, "pid_owner", lambda pid: os.geteuid() + 1 if pid == first.pid else os.geteuid())
     said: list[str] = []
@@ -240,8 +263,9 @@ def test_a_server_of_another_user_is_neither_reused_nor_signalled(tmp_path: Path
     assert ps.stop_server(tmp_path, grace_s=5) == second and fake.procs[0].poll() is None
 
 
-def test_a_listener_of_another_user_on_the_recorded_port_is_not_trusted(tmp_path: Path, fake: FakeServers,
-                                                                        monkeypatch) -> None:
+def test_a_listener_of_another_user_on_the_recorded_port_is_not_trusted(
+    tmp_path: Path, fake: FakeServers, monkeypatch
+) -> None:
     first = ps.ensure_server(tmp_path, say=lambda m: None, health=fake.health, start=_start(fake))
     monkeypatch.setattr(ps, "listener_owner", lambda port: os.geteuid() + 1 if port == first.port else None)
     assert ps.find_server(tmp_path, fake.health) is None
@@ -264,8 +288,14 @@ def test_listener_owner_reads_the_socket_table() -> None:
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchmaker.recipes.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "benchmaker.recipes.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _post(url: str, auth: str | None, body: bytes = b"{}", method: str = "POST") -> tuple[int, object]:
@@ -320,8 +350,11 @@ print(json.dumps(out))
 @pytest.mark.slow  # a real `prefect server start` (10-40 s) and two flow runs against it
 @pytest.mark.prefect
 def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")
+    }
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     try:
         started = _cli(["server", "start"], env)
@@ -331,16 +364,40 @@ def test_real_server_is_started_once_reused_by_a_flow_run_and_stopped(tmp_path: 
         pid = json.loads((tmp_path / "prefect-home" / "benchmaker-server.json").read_text())["pid"]
         assert ps.http_health(url)
         t0 = time.monotonic()
-        run = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
-                    str(tmp_path / "art"), "--warehouse", str(tmp_path / "w.duckdb")], env)
+        run = _cli(
+            [
+                "swebench-replay",
+                "--logs",
+                str(EXAMPLE),
+                "--concurrency-sweep",
+                "1",
+                "--out-dir",
+                str(tmp_path / "art"),
+                "--warehouse",
+                str(tmp_path / "w.duckdb"),
+            ],
+            env,
+        )
         flow_call_s = time.monotonic() - t0
         # exit 1: the run finished but its point was judged invalid (the engine's event-loop
         # lag check trips on this busy 2-core host); what is under test is the server
         assert run.returncode in (0, 1), run.stdout[-2000:] + run.stderr[-2000:]
         assert "starting a local Prefect server" not in run.stderr  # reused, not started again
         # a second flow command reuses the same server
-        again = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
-                     str(tmp_path / "art"), "--warehouse", str(tmp_path / "w.duckdb")], env)
+        again = _cli(
+            [
+                "swebench-replay",
+                "--logs",
+                str(EXAMPLE),
+                "--concurrency-sweep",
+                "1",
+                "--out-dir",
+                str(tmp_path / "art"),
+                "--warehouse",
+                str(tmp_path / "w.duckdb"),
+            ],
+            env,
+        )
         assert again.returncode in (0, 1), again.stdout[-2000:] + again.stderr[-2000:]
         assert "| INFO    | Flow run" in again.stderr and "sweep point c1: 1 episodes, 4 requests" in again.stderr
         assert "run bundle:" in again.stdout
@@ -373,15 +430,30 @@ def test_a_second_local_user_cannot_read_or_change_flow_runs(other_user: OtherUs
     home = base / "prefect-home"
     home.mkdir(mode=0o755)
     home.chmod(0o755)  # as umask 022 makes ~/.prefect
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")
+    }
     env["PREFECT_HOME"] = str(home)
     try:
         # started here with a long timeout (a first start migrates a fresh database: over
         # 90 s at load 17 on 2 cores), then reused by the CLI's flow run
         ps.ensure_server(home, say=lambda m: None, start=lambda h: ps.start_server(h, timeout_s=400))
-        run = _cli(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1", "--out-dir",
-                    str(base / "art"), "--warehouse", str(base / "w.duckdb")], env)
+        run = _cli(
+            [
+                "swebench-replay",
+                "--logs",
+                str(EXAMPLE),
+                "--concurrency-sweep",
+                "1",
+                "--out-dir",
+                str(base / "art"),
+                "--warehouse",
+                str(base / "w.duckdb"),
+            ],
+            env,
+        )
         assert run.returncode in (0, 1), run.stdout[-2000:] + run.stderr[-2000:]
         state = ps.read_state(home)
         assert state is not None and state.auth
@@ -390,9 +462,16 @@ def test_a_second_local_user_cannot_read_or_change_flow_runs(other_user: OtherUs
         assert code == 200 and len(runs) == 1
         run_id, params = runs[0]["id"], runs[0]["parameters"]
         seen = _intrude(other_user, home, state.url, run_id)
-        assert seen == {"list": 401, "list_guess": 401, "read": 401, "patch": 401, "logs": 401,
-                        "benchmaker-server.auth": "PermissionError", "prefect.db": "PermissionError",
-                        "benchmaker-server.log": "PermissionError"}
+        assert seen == {
+            "list": 401,
+            "list_guess": 401,
+            "read": 401,
+            "patch": 401,
+            "logs": 401,
+            "benchmaker-server.auth": "PermissionError",
+            "prefect.db": "PermissionError",
+            "benchmaker-server.log": "PermissionError",
+        }
         code, after = _post(f"{state.url}/flow_runs/{run_id}", ps.auth_secret(home), body=None, method="GET")
         assert code == 200 and after["parameters"] == params
     finally:

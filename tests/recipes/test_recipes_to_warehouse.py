@@ -76,8 +76,19 @@ def _valid_exit(code: int, bundle: Path) -> None:
 
 async def test_http(tmp_path: Path, capsys):
     async with ScenarioServer() as srv:
-        code = await asyncio.to_thread(main, ["http", "--url", srv.url + "/health", "--max-requests", "5",
-                                              "--out-dir", str(tmp_path / "out"), "--no-progress"])
+        code = await asyncio.to_thread(
+            main,
+            [
+                "http",
+                "--url",
+                srv.url + "/health",
+                "--max-requests",
+                "5",
+                "--out-dir",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ],
+        )
     bundle = _bundle(tmp_path / "out")
     _valid_exit(code, bundle)
     run_id = _load(bundle, tmp_path / "wh.duckdb", capsys)
@@ -88,9 +99,25 @@ async def test_http(tmp_path: Path, capsys):
 async def test_llm_with_metrics_monitor(tmp_path: Path, capsys):
     metrics, scrapes = _metrics_app()
     async with ScenarioServer(Scenario(content_chunks=4)) as srv, metrics:
-        code = await asyncio.to_thread(main, [
-            "llm", "--url", srv.chat_url, "--model", "m", "--max-requests", "6", "--metrics-url",
-            metrics.url + "/metrics", "--metrics-interval", "60s", "--out-dir", str(tmp_path / "out"), "--no-progress"])
+        code = await asyncio.to_thread(
+            main,
+            [
+                "llm",
+                "--url",
+                srv.chat_url,
+                "--model",
+                "m",
+                "--max-requests",
+                "6",
+                "--metrics-url",
+                metrics.url + "/metrics",
+                "--metrics-interval",
+                "60s",
+                "--out-dir",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ],
+        )
     bundle = _bundle(tmp_path / "out")
     _valid_exit(code, bundle)
     wh = tmp_path / "wh.duckdb"
@@ -104,21 +131,45 @@ async def test_llm_with_metrics_monitor(tmp_path: Path, capsys):
 
 async def test_sglang(tmp_path: Path, capsys):
     async with ScenarioServer(Scenario(content_chunks=5, cached_tokens=2)) as srv:
-        code = await asyncio.to_thread(main, ["sglang", "--url", srv.generate_url, "--max-requests", "3",
-                                              "--out-dir", str(tmp_path / "out"), "--no-progress"])
+        code = await asyncio.to_thread(
+            main,
+            [
+                "sglang",
+                "--url",
+                srv.generate_url,
+                "--max-requests",
+                "3",
+                "--out-dir",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ],
+        )
     bundle = _bundle(tmp_path / "out")
     _valid_exit(code, bundle)
     wh = tmp_path / "wh.duckdb"
     run_id = _load(bundle, wh, capsys)
     assert _counts(wh, run_id) == {"runs": 1, "requests": 3, "lanes": 1}
     # meta_info: 5 completion tokens (one per event), 10 prompt tokens, 2 cached
-    assert _query(wh, "SELECT output_tokens, prompt_tokens, cached_tokens, count(*) FROM requests GROUP BY ALL") \
-        == [(5, 10, 2, 3)]
+    assert _query(wh, "SELECT output_tokens, prompt_tokens, cached_tokens, count(*) FROM requests GROUP BY ALL") == [
+        (5, 10, 2, 3)
+    ]
 
 
 def test_sandbox(tmp_path: Path, capsys):
-    code = main(["sandbox", "--command", "echo hi", "--mode", "lifecycle", "--max-requests", "3",
-                 "--out-dir", str(tmp_path / "out"), "--no-progress"])
+    code = main(
+        [
+            "sandbox",
+            "--command",
+            "echo hi",
+            "--mode",
+            "lifecycle",
+            "--max-requests",
+            "3",
+            "--out-dir",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ]
+    )
     bundle = _bundle(tmp_path / "out")
     _valid_exit(code, bundle)
     wh = tmp_path / "wh.duckdb"
@@ -138,9 +189,22 @@ async def test_trajectory_replay(tmp_path: Path, capsys):
         convs.append({"id": tag, "messages": msgs})
     data.write_bytes(b"".join(orjson.dumps(c) + b"\n" for c in convs))
     async with ScenarioServer(Scenario(content_chunks=2, cached_tokens=3)) as srv:
-        code = await asyncio.to_thread(main, ["trajectory-replay", str(data), "--url", srv.chat_url, "--model", "m",
-                                              "--concurrency", "2", "--out-dir", str(tmp_path / "out"),
-                                              "--no-progress"])
+        code = await asyncio.to_thread(
+            main,
+            [
+                "trajectory-replay",
+                str(data),
+                "--url",
+                srv.chat_url,
+                "--model",
+                "m",
+                "--concurrency",
+                "2",
+                "--out-dir",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ],
+        )
     bundle = _bundle(tmp_path / "out")
     _valid_exit(code, bundle)
     wh = tmp_path / "wh.duckdb"
@@ -155,7 +219,8 @@ async def test_run_yaml_two_lanes(tmp_path: Path, capsys):
         cfg.write_text(
             "load: closed:1\nmax_requests: 7\nmix:\n  lanes:\n"
             f"    - {{name: chat, rate: 'closed:1', max_requests: 4, workload: {{type: openai-chat, url: '{srv.chat_url}', model: m}}}}\n"
-            f"    - {{name: health, rate: 'closed:1', max_requests: 3, workload: {{type: http, url: '{srv.url}/health'}}}}\n")
+            f"    - {{name: health, rate: 'closed:1', max_requests: 3, workload: {{type: http, url: '{srv.url}/health'}}}}\n"
+        )
         code = await asyncio.to_thread(main, ["run", str(cfg), "--out-dir", str(tmp_path / "out"), "--no-progress"])
     bundle = _bundle(tmp_path / "out")
     _valid_exit(code, bundle)
@@ -173,8 +238,25 @@ def test_swebench(tmp_path: Path, capsys):
     rec.write_text(traj.model_dump_json() + "\n")
     wh = tmp_path / "wh.duckdb"
     with start_replay_server(rec) as srv:
-        code = main(["swebench", "--url", srv.url, "--model", "gpt-4o-mini", "--task-dirs", str(TINY_TASK),
-                     "--attempts", "1", "--out-dir", str(tmp_path / "out"), "--run-id", "sw1", "--warehouse", str(wh)])
+        code = main(
+            [
+                "swebench",
+                "--url",
+                srv.url,
+                "--model",
+                "gpt-4o-mini",
+                "--task-dirs",
+                str(TINY_TASK),
+                "--attempts",
+                "1",
+                "--out-dir",
+                str(tmp_path / "out"),
+                "--run-id",
+                "sw1",
+                "--warehouse",
+                str(wh),
+            ]
+        )
     assert code == 0
     counts = _counts(wh, "sw1")
     # the recording has 4 model turns; the verifier writes one task_outcome grade per episode
@@ -192,10 +274,16 @@ def _record_tiny_task(tmp_path: Path, capsys) -> Path:
     original = tmp_path / "original.jsonl"
     original.write_text(traj.model_dump_json() + "\n")
     out = tmp_path / "recorded.jsonl"
-    with start_replay_server(original) as upstream, subprocess.Popen(
-        [sys.executable, "-m", "benchmaker.recipes.cli", "record", "--upstream", upstream.url, "-o", str(out)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    ) as proxy:
+    with (
+        start_replay_server(original) as upstream,
+        subprocess.Popen(
+            [sys.executable, "-m", "benchmaker.recipes.cli", "record", "--upstream", upstream.url, "-o", str(out)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as proxy,
+    ):
         try:
             url = proxy.stdout.readline().strip()
             assert url.startswith("http://127.0.0.1:"), proxy.stderr.read()
@@ -231,9 +319,12 @@ def test_record_then_replay_with_zero_misses(tmp_path: Path, capsys):
     counts = _counts(wh, episode["run_id"])
     # each turn's model call is a request (samples.jsonl), joined by episode and turn index
     assert (counts["episodes"], counts["turns"], counts["requests"]) == (1, 4, 4)
-    assert _query(wh, "SELECT t.turn_index, r.outcome, r.finish_reason IS NOT NULL FROM turns t JOIN requests r "
-                      "ON r.run_id = t.run_id AND r.episode_id = t.episode_id AND r.turn_index = t.turn_index "
-                      "ORDER BY 1") == [(i, "ok", True) for i in range(4)]
+    assert _query(
+        wh,
+        "SELECT t.turn_index, r.outcome, r.finish_reason IS NOT NULL FROM turns t JOIN requests r "
+        "ON r.run_id = t.run_id AND r.episode_id = t.episode_id AND r.turn_index = t.turn_index "
+        "ORDER BY 1",
+    ) == [(i, "ok", True) for i in range(4)]
 
 
 @pytest.mark.slow  # ~10 s: `benchmaker swebench-replay` starts an ephemeral Prefect server
@@ -242,18 +333,42 @@ def test_swebench_replay_of_a_recording_loads_the_warehouse(tmp_path: Path, caps
     rec = _record_tiny_task(tmp_path, capsys)
     wh = tmp_path / "wh.duckdb"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--trajectories", str(rec), "--concurrency-sweep",
-         "1,2", "--episodes-per-point", "2", "--out-dir", str(tmp_path / "art"), "--warehouse", str(wh),
-         "--label", "recorded"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "benchmaker.recipes.cli",
+            "swebench-replay",
+            "--trajectories",
+            str(rec),
+            "--concurrency-sweep",
+            "1,2",
+            "--episodes-per-point",
+            "2",
+            "--out-dir",
+            str(tmp_path / "art"),
+            "--warehouse",
+            str(wh),
+            "--label",
+            "recorded",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     # 0, or 1 when the engine's event-loop lag self-check alone made a point invalid (busy host)
-    assert proc.returncode == 0 or (proc.returncode == 1 and "event-loop lag" in proc.stdout), \
-        proc.stdout + proc.stderr
+    assert proc.returncode == 0 or (proc.returncode == 1 and "event-loop lag" in proc.stdout), proc.stdout + proc.stderr
     ((run_id,),) = _query(wh, "SELECT run_id FROM runs WHERE label = 'recorded'")
     counts = _counts(wh, run_id)
     # 2 points x 2 episodes x 4 turns (one request per model turn)
-    assert {t: counts.get(t) for t in ("runs", "sweep_points", "episodes", "turns", "requests")} == \
-        {"runs": 1, "sweep_points": 2, "episodes": 4, "turns": 16, "requests": 16}
-    assert _query(wh, "SELECT sweep_point, misses_total FROM v_sweep_summary ORDER BY sweep_point") == \
-        [("c1", 0), ("c2", 0)]
+    assert {t: counts.get(t) for t in ("runs", "sweep_points", "episodes", "turns", "requests")} == {
+        "runs": 1,
+        "sweep_points": 2,
+        "episodes": 4,
+        "turns": 16,
+        "requests": 16,
+    }
+    assert _query(wh, "SELECT sweep_point, misses_total FROM v_sweep_summary ORDER BY sweep_point") == [
+        ("c1", 0),
+        ("c2", 0),
+    ]

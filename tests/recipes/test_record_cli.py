@@ -21,12 +21,27 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_record_cli_writes_trajectories_on_sigint(tmp_path: Path):
     out = tmp_path / "rec.jsonl"
     traj = _traj()
-    messages = [{"role": "system", "content": traj.system}, {"role": "user", "content": traj.first_user},
-                {"role": "user", "content": traj.user_before_turns[0]}]
+    messages = [
+        {"role": "system", "content": traj.system},
+        {"role": "user", "content": traj.first_user},
+        {"role": "user", "content": traj.user_before_turns[0]},
+    ]
     with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as upstream:
         with subprocess.Popen(
-            [sys.executable, "-m", "benchmaker.recipes.cli", "record", "--upstream", upstream.url + "/v1", "-o", str(out)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "benchmaker.recipes.cli",
+                "record",
+                "--upstream",
+                upstream.url + "/v1",
+                "-o",
+                str(out),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         ) as proc:
             _relay_one(proc, messages)
     (rec,) = [t for _, t in load_trajectories(out)]

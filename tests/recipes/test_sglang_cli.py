@@ -18,9 +18,17 @@ from benchmaker.recipes.cli import main
 @pytest.fixture(scope="module")
 def server():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
-         "--scenario", json.dumps({"content_chunks": 4, "tokens_per_chunk": 2, "cached_tokens": 3})],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmaker.testing.scenario_server",
+            "--port",
+            "0",
+            "--scenario",
+            json.dumps({"content_chunks": 4, "tokens_per_chunk": 2, "cached_tokens": 3}),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     url = proc.stdout.readline().strip()
     assert url.startswith("http://127.0.0.1:"), url
@@ -52,8 +60,22 @@ def qa(tmp_path) -> Path:
 
 
 def test_sglang_recipe_streams_and_records_meta_info_tokens(server, tmp_path):
-    code = main(["sglang", "--url", server + "/generate", "--max-requests", "3", "--max-new-tokens", "8",
-                 "--sampling-params", '{"top_p": 0.9}', "--out-dir", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "sglang",
+            "--url",
+            server + "/generate",
+            "--max-requests",
+            "3",
+            "--max-new-tokens",
+            "8",
+            "--sampling-params",
+            '{"top_p": 0.9}',
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     rows = samples_of(tmp_path)
     assert [r["outcome"] for r in rows] == ["ok"] * 3
@@ -69,24 +91,78 @@ def test_sglang_recipe_streams_and_records_meta_info_tokens(server, tmp_path):
 def test_sglang_recipe_with_input_ids_and_a_grader(server, tmp_path, qa):
     ids = tmp_path / "ids.jsonl"
     ids.write_text("[1, 2, 3]\n")
-    code = main(["sglang", "--url", server + "/generate", "--max-requests", "2", "--input-ids-file", str(ids),
-                 "--out-dir", str(tmp_path / "a"), "--no-progress"])
+    code = main(
+        [
+            "sglang",
+            "--url",
+            server + "/generate",
+            "--max-requests",
+            "2",
+            "--input-ids-file",
+            str(ids),
+            "--out-dir",
+            str(tmp_path / "a"),
+            "--no-progress",
+        ]
+    )
     assert code == 0 and summary_of(tmp_path / "a")["run"]["n_ok"] == 2
-    code = main(["sglang", "--url", server + "/generate", "--max-requests", "4", "--dataset", str(qa),
-                 "--field", "q", "--reference-field", "a", "--grader", "contains",
-                 "--out-dir", str(tmp_path / "b"), "--no-progress"])
+    code = main(
+        [
+            "sglang",
+            "--url",
+            server + "/generate",
+            "--max-requests",
+            "4",
+            "--dataset",
+            str(qa),
+            "--field",
+            "q",
+            "--reference-field",
+            "a",
+            "--grader",
+            "contains",
+            "--out-dir",
+            str(tmp_path / "b"),
+            "--no-progress",
+        ]
+    )
     run = summary_of(tmp_path / "b")["run"]
     assert (run["n_graded"], run["n_correct"], run["accuracy"]) == (4, 2, 0.5)  # rows cycle: tok, banana, ...
     assert code == 0  # no --max-error-rate: wrong answers do not invalidate the run
 
 
 def test_llm_grader_accuracy_and_goodput_of_correct_answers(server, tmp_path, qa):
-    main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--max-requests", "4",
-          "--dataset", str(qa), "--field", "q", "--reference-field", "a", "--grader", "contains",
-          "--slo-e2e-ms", "10000", "--out-dir", str(tmp_path), "--no-progress"])
+    main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/chat/completions",
+            "--model",
+            "m",
+            "--max-requests",
+            "4",
+            "--dataset",
+            str(qa),
+            "--field",
+            "q",
+            "--reference-field",
+            "a",
+            "--grader",
+            "contains",
+            "--slo-e2e-ms",
+            "10000",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     rows = samples_of(tmp_path)
     assert [(r["grade"], r["outcome"]) for r in rows] == [
-        ("correct", "ok"), ("wrong", "graded_wrong"), ("correct", "ok"), ("wrong", "graded_wrong")]
+        ("correct", "ok"),
+        ("wrong", "graded_wrong"),
+        ("correct", "ok"),
+        ("wrong", "graded_wrong"),
+    ]
     assert rows[1]["error"] == "contains: text does not contain 'banana'"
     run = summary_of(tmp_path)["run"]
     assert (run["n_graded"], run["n_correct"], run["accuracy"], run["n_good_correct"]) == (4, 2, 0.5, 2)
@@ -127,13 +203,45 @@ mix:
 
 
 def test_bad_grader_input_is_one_line_and_exit_2(server, tmp_path, capsys):
-    code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--grader", "fuzzy",
-                 "--max-requests", "1", "--out-dir", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/chat/completions",
+            "--model",
+            "m",
+            "--grader",
+            "fuzzy",
+            "--max-requests",
+            "1",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 2 and "--grader: (top): Input tag 'fuzzy'" in capsys.readouterr().err
-    code = main(["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--grader", "exact",
-                 "--workers", "2", "--max-requests", "2", "--out-dir", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/chat/completions",
+            "--model",
+            "m",
+            "--grader",
+            "exact",
+            "--workers",
+            "2",
+            "--max-requests",
+            "2",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 2 and "grader: runs in one process only; use workers = 1 (got 2)" in capsys.readouterr().err
     cfg = tmp_path / "bad.yaml"
-    cfg.write_text(f'max_requests: 1\nworkload: {{type: sglang, url: "{server}/generate"}}\ngrader: {{type: regex, pattern: "("}}\n')
+    cfg.write_text(
+        f'max_requests: 1\nworkload: {{type: sglang, url: "{server}/generate"}}\ngrader: {{type: regex, pattern: "("}}\n'
+    )
     code = main(["run", str(cfg), "--no-progress"])
     assert code == 2 and "grader.pattern: bad regular expression" in capsys.readouterr().err

@@ -41,15 +41,30 @@ async def _server() -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{sock.getsockname()[1]}/v1/chat/completions"
 
 
-async def _run_until_in_flight_then_signal(tmp_path: Path, sig: signal.Signals, n_in_flight: int,
-                                           extra: list[str]) -> tuple[int, Path]:
+async def _run_until_in_flight_then_signal(
+    tmp_path: Path, sig: signal.Signals, n_in_flight: int, extra: list[str]
+) -> tuple[int, Path]:
     runner, url = await _server()
     out = tmp_path / "runs"
     try:
         proc = await asyncio.create_subprocess_exec(
-            str(BIN), "llm", "--url", url, "--model", "m", "--rate", "closed:3", "--duration", "120s",
-            "--out-dir", str(out), "--no-progress", *extra,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            str(BIN),
+            "llm",
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--rate",
+            "closed:3",
+            "--duration",
+            "120s",
+            "--out-dir",
+            str(out),
+            "--no-progress",
+            *extra,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         # wait (generously: a busy host starts Python slowly) until the run's clock started
         # and the server holds every closed-loop worker's request
         for _ in range(1200):
@@ -114,8 +129,18 @@ def test_a_bundle_without_summary_loads_flagged_partial(tmp_path, capsys):
     assert main(["load", str(bundle), str(complete), "--warehouse", str(db)]) == 0
     out = capsys.readouterr().out
     assert "(PARTIAL: no summary.json in the bundle (the run was killed before it finished))" in out
-    assert main(["sql", "SELECT run_id, partial, partial_reason FROM runs ORDER BY run_id", "--warehouse", str(db),
-                 "--json"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "SELECT run_id, partial, partial_reason FROM runs ORDER BY run_id",
+                "--warehouse",
+                str(db),
+                "--json",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert [(r["run_id"], r["partial"]) for r in rows] == [("run-a", True), ("run-b", False)]
 
@@ -148,10 +173,12 @@ def test_an_unreachable_prefect_api_is_one_line_and_exit_1(monkeypatch, capsys):
     import benchmaker.recipes.cli as cli
 
     def app(*args, **kwargs):
-        raise httpx.ConnectError("All connection attempts failed",
-                                 request=httpx.Request("GET", "http://127.0.0.1:9/api/health"))
+        raise httpx.ConnectError(
+            "All connection attempts failed", request=httpx.Request("GET", "http://127.0.0.1:9/api/health")
+        )
 
     monkeypatch.setattr(cli, "app", app)
     assert main(["swebench-replay", "--logs", "x"]) == 1
     assert capsys.readouterr().err == (
-        "benchmaker: error: cannot reach http://127.0.0.1:9/api/health: All connection attempts failed\n")
+        "benchmaker: error: cannot reach http://127.0.0.1:9/api/health: All connection attempts failed\n"
+    )

@@ -50,8 +50,9 @@ def replay_turns(store: Path, traj: Trajectory, *, divergence: str = "off") -> R
     return Replayed(requests, sizes, responses, headers, stats)
 
 
-async def point_samples(store: Path, traj: Trajectory, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any],
-                                                                             list[dict[str, Any]]]:
+async def point_samples(
+    store: Path, traj: Trajectory, run_dir: Path
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     """Run one sweep point (concurrency 1, one episode of `traj`) against a replay server
     process on `store`; returns the point's summary row, the server's /stats after, and
     the point's samples (samples.jsonl) in turn order."""
@@ -85,8 +86,9 @@ async def harness_bodies(store: Path, traj: Trajectory, *, mode: str = "recorded
     ModelClient.stream = stream
     try:
         with running_server(store) as url:
-            res = await run_episode(traj, url, mode=mode,
-                                    sandbox=local_sandbox_factory() if mode == "execute" else None)
+            res = await run_episode(
+                traj, url, mode=mode, sandbox=local_sandbox_factory() if mode == "execute" else None
+            )
     finally:
         ModelClient.stream = orig
     return res, bodies

@@ -109,7 +109,10 @@ def test_pi_compaction_replays_as_the_agent_sent_it(tmp_path):
             assert "x = 1\nx = 1" not in json.dumps(messages)  # not the 4 KB tool result
             assert [m["role"] for m in messages[1:4]] == ["user", "assistant", "user"]
             assert [m["content"] for m in messages[1:4]] == [
-                "Now add a test for it", "Which test framework?", "pytest, please"]
+                "Now add a test for it",
+                "Which test framework?",
+                "pytest, please",
+            ]
         else:
             assert messages[0] == {"role": "user", "content": "Add a greet() function to app.py"}
     assert run.stats["misses"]["total"] == 0 and run.stats["served"] == 6
@@ -128,8 +131,16 @@ def test_pi_string_content_and_model_object_are_read(tmp_path):
     turn["message"]["content"] = "Just text."  # a plain string, not a list of parts
     del turn["message"]["model"]
     lines[2] = json.dumps(turn)
-    lines.insert(2, json.dumps({"type": "model_change", "timestamp": "2026-01-05T10:00:02.000Z",
-                                "model": {"id": "acme-coder-2", "name": "Acme Coder 2"}}))
+    lines.insert(
+        2,
+        json.dumps(
+            {
+                "type": "model_change",
+                "timestamp": "2026-01-05T10:00:02.000Z",
+                "model": {"id": "acme-coder-2", "name": "Acme Coder 2"},
+            }
+        ),
+    )
     src = tmp_path / "s.jsonl"
     src.write_text("\n".join(lines) + "\n")
     t = next(iter_trajectories(src))
@@ -138,10 +149,15 @@ def test_pi_string_content_and_model_object_are_read(tmp_path):
 
 
 def test_atif_step_of_unknown_source_is_counted_not_rejected(tmp_path):
-    doc = {"schema_version": "ATIF-v1.5", "agent": {"name": "terminus-2", "model_name": "m"},
-           "steps": [{"source": "user", "message": "task"},
-                     {"source": "narrator", "message": "?"},
-                     {"source": "agent", "message": "done"}]}
+    doc = {
+        "schema_version": "ATIF-v1.5",
+        "agent": {"name": "terminus-2", "model_name": "m"},
+        "steps": [
+            {"source": "user", "message": "task"},
+            {"source": "narrator", "message": "?"},
+            {"source": "agent", "message": "done"},
+        ],
+    }
     src = tmp_path / "trajectory.json"
     src.write_text(json.dumps(doc))
     t = next(iter_trajectories(src))

@@ -32,8 +32,20 @@ def test_int_ms_fast_path_writes_datetimes_text() -> None:
     from benchmaker.trajectories.converters._common import _ISO_FAST_LIMIT_MS
 
     rng = random.Random(3)
-    values = [0, 1, 999, 1000, 59_999, 60_000, 86_399_999, _ISO_FAST_LIMIT_MS - 1, _ISO_FAST_LIMIT_MS,
-              1763681581545, 1770112801000, -1]
+    values = [
+        0,
+        1,
+        999,
+        1000,
+        59_999,
+        60_000,
+        86_399_999,
+        _ISO_FAST_LIMIT_MS - 1,
+        _ISO_FAST_LIMIT_MS,
+        1763681581545,
+        1770112801000,
+        -1,
+    ]
     values += [rng.randrange(_ISO_FAST_LIMIT_MS) for _ in range(30_000)]
     values += [rng.randrange(1_700_000_000_000, 1_800_000_000_000) for _ in range(30_000)]
     for ms in values:

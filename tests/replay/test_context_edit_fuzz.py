@@ -25,8 +25,10 @@ def _inputs() -> list[tuple[str, bytes]]:
         for msg in (e.get("message"), *(e.get("toolResults") or [])):
             if isinstance(msg, dict) and msg.get("role") == "toolResult":
                 msg["content"] = [{"type": "text", "text": "x = 1\n" * 20}]
-    return [*((n, (WRITTEN / n).read_bytes()) for n in NAMES),
-            ("pi-json.jsonl", "".join(json.dumps(e) + "\n" for e in small_stream).encode())]
+    return [
+        *((n, (WRITTEN / n).read_bytes()) for n in NAMES),
+        ("pi-json.jsonl", "".join(json.dumps(e) + "\n" for e in small_stream).encode()),
+    ]
 
 
 @pytest.mark.parametrize(("name", "data"), _inputs(), ids=lambda v: v if isinstance(v, str) else "")
@@ -50,8 +52,11 @@ HOSTILE = {  # shapes hypothesis rarely reaches: none may raise anything but Inp
     "sdk-unhashable-forgotten": (SDK, _edited(SDK, 9, forgotten_event_ids=[[1], {"a": 1}]), None),
     "sdk-offset-past-the-view": (SDK, _edited(SDK, 9, summary_offset=999), None),
     "legacy-dict-id": (LEGACY, _edited(LEGACY, 4, id={"x": 1}), None),
-    "legacy-huge-range": (LEGACY, _edited(LEGACY, 10, args={"forgotten_events_start_id": 0,
-                                                            "forgotten_events_end_id": 10**18}), None),
+    "legacy-huge-range": (
+        LEGACY,
+        _edited(LEGACY, 10, args={"forgotten_events_start_id": 0, "forgotten_events_end_id": 10**18}),
+        None,
+    ),
     "legacy-args-not-an-object": (LEGACY, _edited(LEGACY, 10, args="x"), None),
     "pi-parent-a-list": (PI, _edited(PI, 3, parentId=["x"]), "parentId: expected an entry id"),
     "pi-parent-later": (PI, _edited(PI, 9, parentId="e10"), "parentId: parent entry not found"),

@@ -21,9 +21,11 @@ from benchmaker.trajectories.convert import (
 from benchmaker.trajectories.errors import ConvertError, EmptyInputError, TrajectoryFormatError, UnknownFormatError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-FORMATS = ("atif, claude-code, codex-rollout, gemini-cli, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, openhands,"
-           " openhands-conversation,"
-           " pi-events, pi-session, swe-agent")
+FORMATS = (
+    "atif, claude-code, codex-rollout, gemini-cli, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, openhands,"
+    " openhands-conversation,"
+    " pi-events, pi-session, swe-agent"
+)
 
 
 def test_convert_directory_walks_files_and_trial_dirs(tmp_path):
@@ -108,7 +110,9 @@ def test_unknown_format_and_bad_format_name(tmp_path):
     assert str(exc.value) == f"{src}: unknown log format (expected one of {FORMATS}; pass --format to force one)"
     with pytest.raises(UnknownFormatError) as exc:
         convert_paths([FIXTURES / "pi_events.jsonl"], tmp_path / "t.jsonl", fmt="posson")
-    assert str(exc.value) == f'{tmp_path / "t.jsonl"}: format: unknown format (expected one of {FORMATS}) (got "posson")'
+    assert (
+        str(exc.value) == f'{tmp_path / "t.jsonl"}: format: unknown format (expected one of {FORMATS}) (got "posson")'
+    )
 
 
 def test_empty_directory_is_an_error(tmp_path):
@@ -140,7 +144,9 @@ def test_a_pipe_is_refused_in_one_line_before_it_is_read(tmp_path):
 
 def test_bad_field_names_line_and_field(tmp_path):
     src = tmp_path / "s.jsonl"
-    src.write_text((FIXTURES / "pi_v3_tree.jsonl").read_text().replace('"stopReason":"toolUse"', '"stopReason":"weird"'))
+    src.write_text(
+        (FIXTURES / "pi_v3_tree.jsonl").read_text().replace('"stopReason":"toolUse"', '"stopReason":"weird"')
+    )
     with pytest.raises(ConvertError) as exc:
         list(iter_trajectories(src))
     assert str(exc.value) == f'{src}:4: message.stopReason: unknown stop reason (got "weird")'
@@ -174,7 +180,9 @@ def test_harbor_trial_without_agent_log(tmp_path):
         f"{trial}: agent: no agent log found in agent/ "
         "(expected a pi, OpenHands, SWE-agent, mini-swe-agent or ATIF file)"
     )
-    (trial / "agent" / "trajectory.json").write_text((FIXTURES / "harbor_job" / "hb-1__abc" / "agent" / "trajectory.json").read_text())
+    (trial / "agent" / "trajectory.json").write_text(
+        (FIXTURES / "harbor_job" / "hb-1__abc" / "agent" / "trajectory.json").read_text()
+    )
     (trial / "verifier" / "reward.txt").write_text("one\n")
     with pytest.raises(ConvertError) as exc:
         list(iter_trajectories(trial))
@@ -210,7 +218,9 @@ def test_cli_convert_prints_report_and_exits_0(tmp_path, capsys):
 def test_cli_convert_bad_input_exits_2_with_one_line(tmp_path, capsys):
     src = tmp_path / "x.jsonl"
     src.write_text("hello\n")
-    rc = app(["convert", str(src), "-o", str(tmp_path / "t.jsonl"), "--format", "pi-session"], result_action="return_value")
+    rc = app(
+        ["convert", str(src), "-o", str(tmp_path / "t.jsonl"), "--format", "pi-session"], result_action="return_value"
+    )
     assert rc == 2
     err = capsys.readouterr().err
     assert err == f"benchmaker: error: {src}:1: invalid JSON: Expecting value\n"
@@ -264,10 +274,14 @@ def test_files_agents_write_beside_their_logs_are_skipped_by_kind(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(FIXTURES / "swe_agent_fc.traj", run / "django__django-1.traj")
-    (run / "preds.json").write_text(json.dumps(
-        {"django__django-1": {"model_name_or_path": "m", "instance_id": "django__django-1", "model_patch": "diff"}}))
-    (run / "all_preds.jsonl").write_text(json.dumps(
-        {"model_name_or_path": "m", "instance_id": "django__django-1", "model_patch": "diff"}) + "\n")
+    (run / "preds.json").write_text(
+        json.dumps(
+            {"django__django-1": {"model_name_or_path": "m", "instance_id": "django__django-1", "model_patch": "diff"}}
+        )
+    )
+    (run / "all_preds.jsonl").write_text(
+        json.dumps({"model_name_or_path": "m", "instance_id": "django__django-1", "model_patch": "diff"}) + "\n"
+    )
     (run / "metadata.json").write_text(json.dumps({"agent_class": "CodeActAgent", "llm_config": {"model": "m"}}))
     (run / "report.json").write_text(json.dumps({"django__django-1": {"resolved": True}}))
     report = convert_paths([run], tmp_path / "t.jsonl")

@@ -189,8 +189,9 @@ def parts_left(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir() if ".tmp." in p.name)
 
 
-def test_the_parent_converts_the_first_units_while_its_workers_start(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_parent_converts_the_first_units_while_its_workers_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import threading
 
     monkeypatch.setattr(convert_mod, "_CONVERT_WHILE_POOL_STARTS", True)
@@ -225,13 +226,13 @@ def test_the_parent_converts_the_first_units_while_its_workers_start(tmp_path: P
     assert converted_here == [Path(serial["report"]["files"][0]["path"]).name]  # the other 17 in the workers
     assert report.workers == 2 and report.workers_cpu_s > 0 and report.workers_units == 17
     assert out.read_bytes() == serial["bytes"]
-    assert {k: v for k, v in report.to_dict().items() if k != "out" and not k.startswith("workers")} \
-        == serial["report"]
+    assert {k: v for k, v in report.to_dict().items() if k != "out" and not k.startswith("workers")} == serial["report"]
     assert sorted(p.name for p in out.parent.iterdir()) == ["out.jsonl"]
 
 
 def test_parts_are_joined_by_read_and_write_where_copy_file_range_is_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import errno
 
     calls: list[int] = []
@@ -254,8 +255,9 @@ def test_check_only_converts_in_workers_too(tmp_path: Path) -> None:
     assert run(paths, None, 2) == run(paths, None, 1)
 
 
-def test_automatic_mode_uses_every_usable_cpu_above_the_threshold(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_automatic_mode_uses_every_usable_cpu_above_the_threshold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     paths = [DATA / "corpus", FIXTURES]  # 6 + 8 units, well under PARALLEL_MIN_BYTES
     monkeypatch.delenv(WORKERS_ENV, raising=False)
     assert convert_paths(paths, None, progress=None).workers == 1
@@ -276,7 +278,9 @@ def test_environment_variable_sets_the_workers(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv(WORKERS_ENV, "two")
     with pytest.raises(ConvertError) as err:
         convert_paths(paths, None, progress=None)
-    assert str(err.value) == 'BENCHMAKER_CONVERT_WORKERS: expected a number of worker processes >= 1 or auto (got "two")'
+    assert (
+        str(err.value) == 'BENCHMAKER_CONVERT_WORKERS: expected a number of worker processes >= 1 or auto (got "two")'
+    )
     with pytest.raises(ValueError, match=r"^workers: expected None or >= 1 \(got 0\)$"):
         convert_paths(paths, None, progress=None, workers=0)
 
@@ -340,8 +344,12 @@ def test_a_signal_stops_the_workers_and_removes_the_temporary_file(sig: signal.S
     for src in [*sorted((DATA / "corpus").iterdir()), *sorted((DATA / "cases" / "logs").iterdir())]:
         shutil.copy(src, logs / src.name)
     out = tmp_path / "out" / "trajectories.jsonl"
-    with subprocess.Popen([sys.executable, "-c", _CHILD, str(REPO), str(logs), str(out)],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as child:
+    with subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(REPO), str(logs), str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as child:
         try:
             assert child.stdout is not None
             assert child.stdout.readline() == "converting\n"

@@ -59,7 +59,10 @@ def test_real_pi_session_v1_turns_and_finish_reasons():
     # 21 aborted + 1 error carry errorMessage: 20 "Request was aborted.", 1 without the
     # period, 1 "terminated" (json scan); kept on the turn, no longer only counted
     assert Counter(x.error for x in t.turns if x.error) == {
-        "Request was aborted.": 20, "Request was aborted": 1, "terminated": 1}
+        "Request was aborted.": 20,
+        "Request was aborted": 1,
+        "terminated": 1,
+    }
     assert all(x.response.finish_reason in ("aborted", "error") for x in t.turns if x.error)
     assert t.skipped == {
         "arguments_raw_synthesized": 391,
@@ -148,7 +151,9 @@ def test_real_mini_swe_agent_actions_and_returncodes():
     assert codes == [1, 0, 0, 0, 0, 0, 0, 1, 0, None]  # <returncode> tags; the last is the submission
     assert t.outcome.exit_status == "Submitted"
     assert t.outcome.patch is not None and t.outcome.patch.startswith("diff --git a/tests/missing_colon.py")
-    assert t.turns[0].response.content.endswith("```mswea_bash_command\ncat /Users/fuchur/Documents/24/git_sync/swe-agent-test-repo/tests/./missing_colon.py\n```")
+    assert t.turns[0].response.content.endswith(
+        "```mswea_bash_command\ncat /Users/fuchur/Documents/24/git_sync/swe-agent-test-repo/tests/./missing_colon.py\n```"
+    )
 
 
 def test_real_openhands_usage_and_tool_calls():
@@ -174,7 +179,11 @@ def test_real_openhands_usage_and_tool_calls():
 
 @pytest.mark.parametrize(
     "name",
-    ["openai-gpt4o-toolcall.chunks.jsonl", "deepseek-v4-flash-toolcall.chunks.jsonl", "swe-agent-pydicom-1458.all_preds.jsonl"],
+    [
+        "openai-gpt4o-toolcall.chunks.jsonl",
+        "deepseek-v4-flash-toolcall.chunks.jsonl",
+        "swe-agent-pydicom-1458.all_preds.jsonl",
+    ],
 )
 def test_real_non_trajectory_files_are_unknown_format(name):
     from benchmaker.trajectories.errors import UnknownFormatError

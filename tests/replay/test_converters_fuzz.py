@@ -15,14 +15,20 @@ from benchmaker.trajectories.convert import convert_paths
 from benchmaker.trajectories.errors import InputError
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "real"
-LOGS = ["pi-session-v1-large.jsonl", "swe-agent-pydicom-1458.traj", "openhands-basic.traj.json",
-        "mini-swe-agent-github-issue.traj.json"]
+LOGS = [
+    "pi-session-v1-large.jsonl",
+    "swe-agent-pydicom-1458.traj",
+    "openhands-basic.traj.json",
+    "mini-swe-agent-github-issue.traj.json",
+]
 
-pytestmark = pytest.mark.skipif(not all((REAL / n).is_file() for n in LOGS),
-                                reason=f"real recordings not present in {REAL} (see its SOURCES.md)")
+pytestmark = pytest.mark.skipif(
+    not all((REAL / n).is_file() for n in LOGS), reason=f"real recordings not present in {REAL} (see its SOURCES.md)"
+)
 
-PROFILE = settings(max_examples=25, deadline=None,
-                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROFILE = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
 
 @st.composite
@@ -32,12 +38,14 @@ def damaged(draw, data: bytes) -> bytes:
     at = draw(st.integers(min_value=0, max_value=max(0, len(data) - 1)))
     if how == "truncate":
         return data[:at]
-    chunk = draw(st.binary(min_size=1, max_size=8) | st.sampled_from([b'"', b"{", b"}", b"\n", b"\x00", b"\xff",
-                                                                      b"null", b"[]", b"-1", b"1e999"]))
+    chunk = draw(
+        st.binary(min_size=1, max_size=8)
+        | st.sampled_from([b'"', b"{", b"}", b"\n", b"\x00", b"\xff", b"null", b"[]", b"-1", b"1e999"])
+    )
     if how == "replace":
-        return data[:at] + chunk + data[at + len(chunk):]
+        return data[:at] + chunk + data[at + len(chunk) :]
     if how == "delete":
-        return data[:at] + data[at + len(chunk):]
+        return data[:at] + data[at + len(chunk) :]
     return data[:at] + chunk + data[at:]
 
 

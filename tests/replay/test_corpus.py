@@ -22,14 +22,28 @@ REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real"
 # file -> (format, turns, tool calls, observations, task id, per-turn models, exit status)
 EXPECTED = {
     "mini-swe-agent-2.3-toolcall.traj.json": (
-        "mini-swe-agent", 3, 3, 2, "astropy__astropy-12907", ["deepseek-v4-flash"] * 3, "Submitted"),
+        "mini-swe-agent",
+        3,
+        3,
+        2,
+        "astropy__astropy-12907",
+        ["deepseek-v4-flash"] * 3,
+        "Submitted",
+    ),
     "mini-swe-agent-local.traj.json": ("mini-swe-agent", 2, 0, 2, "mini-swe-agent-local", [None, None], "Submitted"),
     # two agent messages without a model response, then the finish call (gpt-4o)
     "openhands-basic-interactions.json": ("openhands", 3, 1, 0, None, [None, None, "gpt-4o-2024-08-06"], None),
     "pi-session-v1-opus-head.jsonl": ("pi-session", 1, 2, 1, None, ["claude-opus-4-5"], None),
     "swe-agent-1x-function-calling.traj": ("swe-agent", 5, 5, 5, "swe-agent-1x-function-calling", [None] * 5, None),
     "swe-agent-enigma-ctf-networking_1.traj": (
-        "swe-agent", 3, 0, 2, "swe-agent-enigma-ctf-networking_1", [None] * 3, "submitted"),
+        "swe-agent",
+        3,
+        0,
+        2,
+        "swe-agent-enigma-ctf-networking_1",
+        [None] * 3,
+        "submitted",
+    ),
 }
 
 
@@ -53,11 +67,13 @@ def test_recorded_values_are_kept_exactly():
     u = mini.turns[0].usage
     assert (u.prompt_tokens, u.completion_tokens, u.cached_tokens) == (1689, 76, 1664)
     assert mini.turns[0].response.tool_calls[0].arguments == {
-        "command": 'cd /testbed && find . -path "*/separable*" -type f | head -20'}
+        "command": 'cd /testbed && find . -path "*/separable*" -type f | head -20'
+    }
     assert mini.outcome.patch.startswith("--- a/astropy/modeling/separable.py")  # info.submission wins over exit
     (swe,) = list(iter_trajectories(CORPUS / "swe-agent-1x-function-calling.traj"))
     assert swe.turns[2].response.tool_calls[0].arguments_raw == (
-        '{"search":"def division(a: float, b: float) -> float","replace":"def division(a: float, b: float) -> float:"}')
+        '{"search":"def division(a: float, b: float) -> float","replace":"def division(a: float, b: float) -> float:"}'
+    )
     (ctf,) = list(iter_trajectories(CORPUS / "swe-agent-enigma-ctf-networking_1.traj"))
     assert ctf.outcome.patch == "flag{d316759c281bf925d600be698a4973d5}"
     (oh,) = list(iter_trajectories(CORPUS / "openhands-basic-interactions.json"))
@@ -77,8 +93,11 @@ def test_corpus_directory_converts_fully_and_replays_with_zero_misses(tmp_path):
             received: list[dict] = []
             for k, turn in enumerate(t.turns):
                 for stream in (False, True):
-                    body = {"model": "m", "messages": request_messages(t, k, responses_so_far=received),
-                            "stream": stream}
+                    body = {
+                        "model": "m",
+                        "messages": request_messages(t, k, responses_so_far=received),
+                        "stream": stream,
+                    }
                     r = client.post(url + "/v1/chat/completions", json=body)
                     assert r.status_code == 200, (t.source.path, k, r.text)
                     assert r.headers["x-replay-turn"] == str(k)

@@ -29,8 +29,13 @@ def _write(traj: Trajectory, path: Path) -> Path:
 
 
 def test_task_fails_before_the_fix():
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=TASK_DIR,
-                       capture_output=True, text=True, env={"PYTHONDONTWRITEBYTECODE": "1", "PATH": ""})
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=TASK_DIR,
+        capture_output=True,
+        text=True,
+        env={"PYTHONDONTWRITEBYTECODE": "1", "PATH": ""},
+    )
     assert p.returncode == 1 and "2 failed" in p.stdout
 
 
@@ -45,8 +50,9 @@ def test_recording_converts_to_four_turns():
 async def test_execute_mode_resolves_the_task(tmp_path: Path):
     traj = _trajectory()
     with start_replay_server(_write(traj, tmp_path / "t.jsonl"), divergence="content") as srv:
-        res = await run_episode(traj, srv.url, mode="execute", sandbox=local_sandbox_factory(),
-                                task=load_task(TASK_DIR), run_id="ex")
+        res = await run_episode(
+            traj, srv.url, mode="execute", sandbox=local_sandbox_factory(), task=load_task(TASK_DIR), run_id="ex"
+        )
         stats = srv.stats()
     ep = res.episode
     assert (ep.outcome, ep.error) == ("ok", None)
@@ -76,8 +82,9 @@ def _tampered(content: str | None = None, is_error: bool | None = None) -> Traje
 async def test_tampered_observation_is_a_divergence_under_content_policy(tmp_path: Path):
     traj = _tampered(content="all tests passed (tampered)\n")
     with start_replay_server(_write(traj, tmp_path / "t.jsonl"), divergence="content") as srv:
-        res = await run_episode(traj, srv.url, mode="execute", sandbox=local_sandbox_factory(),
-                                task=load_task(TASK_DIR))
+        res = await run_episode(
+            traj, srv.url, mode="execute", sandbox=local_sandbox_factory(), task=load_task(TASK_DIR)
+        )
     ep = res.episode
     # harness: executed "all tests passed\n" != recorded; server: 412 on turn 3
     assert ep.divergences == 1
@@ -91,8 +98,9 @@ async def test_tampered_observation_is_a_divergence_under_content_policy(tmp_pat
 async def test_tampered_status_is_a_divergence_under_status_policy(tmp_path: Path):
     traj = _tampered(content="Command exited with code 1", is_error=True)
     with start_replay_server(_write(traj, tmp_path / "t.jsonl"), divergence="status") as srv:
-        res = await run_episode(traj, srv.url, mode="execute", sandbox=local_sandbox_factory(),
-                                task=load_task(TASK_DIR))
+        res = await run_episode(
+            traj, srv.url, mode="execute", sandbox=local_sandbox_factory(), task=load_task(TASK_DIR)
+        )
         stats = srv.stats()
     ep = res.episode
     assert ep.divergences == 1 and "is_error False != recorded True" in res.divergence_details[0]

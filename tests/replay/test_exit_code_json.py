@@ -18,24 +18,29 @@ from tests.replay.test_server_fixtures import make_trajectory, request_messages,
 
 def _obs(code: int | None, output: str) -> str:
     """An observation as mini-swe-agent 2.x's default template writes it (multi-line)."""
-    return "{\n  \"returncode\": " + json.dumps(code) + ",\n  \"output\": " + json.dumps(output) + "\n}"
+    return '{\n  "returncode": ' + json.dumps(code) + ',\n  "output": ' + json.dumps(output) + "\n}"
 
 
-@pytest.mark.parametrize("text, code", [
-    (_obs(0, "ok\n"), 0),
-    (_obs(2, "<returncode>5</returncode> exit code 7"), 2),  # the JSON key, not the output's text
-    ('{"returncode": 127, "output": "sh: 1: foo: not found\\n"}', 127),  # one-line template
-    ('{"returncode": -9, "output_head": "a", "output_tail": "b", "elided_chars": 3, "warning": "Output too long."}',
-     -9),
-    ('  {"returncode":1,"output":""}', 1),  # leading whitespace, compact
-    ('{"output": "x", "exception_info": "", "returncode": 4}', 4),  # not the first key: parsed
-    (_obs(None, "exit code 3"), None),  # null: the JSON states none; its output text is no code
-    ('{"returncode": true, "output": ""}', None),  # not an integer
-    ('{"output": "the returncode was 0"}', None),  # no returncode key
-    ('{"returncode": 1, "output": "cut', 1),  # a cut document still states it up front
-    ('{ broken "returncode" ... exit code 6', 6),  # not JSON: the text forms
-    ("<returncode>2</returncode>\n<output>x</output>", 2),  # the 1.x form still read
-])
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        (_obs(0, "ok\n"), 0),
+        (_obs(2, "<returncode>5</returncode> exit code 7"), 2),  # the JSON key, not the output's text
+        ('{"returncode": 127, "output": "sh: 1: foo: not found\\n"}', 127),  # one-line template
+        (
+            '{"returncode": -9, "output_head": "a", "output_tail": "b", "elided_chars": 3, "warning": "Output too long."}',
+            -9,
+        ),
+        ('  {"returncode":1,"output":""}', 1),  # leading whitespace, compact
+        ('{"output": "x", "exception_info": "", "returncode": 4}', 4),  # not the first key: parsed
+        (_obs(None, "exit code 3"), None),  # null: the JSON states none; its output text is no code
+        ('{"returncode": true, "output": ""}', None),  # not an integer
+        ('{"output": "the returncode was 0"}', None),  # no returncode key
+        ('{"returncode": 1, "output": "cut', 1),  # a cut document still states it up front
+        ('{ broken "returncode" ... exit code 6', 6),  # not JSON: the text forms
+        ("<returncode>2</returncode>\n<output>x</output>", 2),  # the 1.x form still read
+    ],
+)
 def test_exit_code_in_reads_the_json_form(text: str, code: int | None) -> None:
     assert exit_code_in(text) == code
 
@@ -51,8 +56,10 @@ def _mini_v2(task: str):
     traj = make_trajectory(task, 3, tool_call_ids=False)
     turns = []
     for t in traj.turns:
-        obs = [o.model_copy(update={"content": _obs(1 if t.index == 0 else 0, f"out {t.index}"), "exit_code": None})
-               for o in t.observations]
+        obs = [
+            o.model_copy(update={"content": _obs(1 if t.index == 0 else 0, f"out {t.index}"), "exit_code": None})
+            for o in t.observations
+        ]
         turns.append(t.model_copy(update={"observations": obs}))
     return traj.model_copy(update={"turns": turns})
 

@@ -26,8 +26,11 @@ def _jsonl(*records: object) -> bytes:
 
 
 def test_detection_keeps_orjson_records_by_line_for_that_bytes_object_only() -> None:
-    data = _jsonl({"type": "session", "id": "s"}, {"a": 1}) + b'\n  \nnot json\n{"big": 12345678901234567890123}\n' \
+    data = (
+        _jsonl({"type": "session", "id": "s"}, {"a": 1})
+        + b'\n  \nnot json\n{"big": 12345678901234567890123}\n'
         + _jsonl({"b": [2]})
+    )
     with keeping_first_records(data) as first:
         first_jsonl_objects(bytes(bytearray(data)))  # equal bytes, another object: not kept
         assert first.records == {} and first.safe is None

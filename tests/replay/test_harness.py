@@ -35,16 +35,18 @@ def _write(trajs: list[Trajectory], path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["swe-agent-pydicom-1458.traj",
-                                  "mini-swe-agent-github-issue.traj.json", "openhands-basic.traj.json"])
+@pytest.mark.parametrize(
+    "name", ["swe-agent-pydicom-1458.traj", "mini-swe-agent-github-issue.traj.json", "openhands-basic.traj.json"]
+)
 async def test_real_recordings_replay_byte_equal_with_zero_misses(tmp_path: Path, name: str):
     src = REAL / name
     if not src.exists():
         pytest.skip(f"{src} absent")
     trajs = list(iter_trajectories(src))
     with start_replay_server(_write(trajs, tmp_path / "t.jsonl"), divergence="content") as srv:
-        played = await play_episodes(trajs, srv.url, tmp_path / "out", run_id="real", sweep_point="c1",
-                                     load="closed:1", keep_results=True)
+        played = await play_episodes(
+            trajs, srv.url, tmp_path / "out", run_id="real", sweep_point="c1", load="closed:1", keep_results=True
+        )
         stats = srv.stats()
     (res,) = played.workload.results
     ep = res.episode
@@ -56,11 +58,15 @@ async def test_real_recordings_replay_byte_equal_with_zero_misses(tmp_path: Path
 
 
 def test_initial_messages_send_user_before_turns_after_first_user():
-    traj = _example().model_copy(update={"system": "sys", "first_user": "demo",
-                                         "user_before_turns": ["task prompt", "more"]})
+    traj = _example().model_copy(
+        update={"system": "sys", "first_user": "demo", "user_before_turns": ["task prompt", "more"]}
+    )
     assert initial_messages(traj) == [
-        {"role": "system", "content": "sys"}, {"role": "user", "content": "demo"},
-        {"role": "user", "content": "task prompt"}, {"role": "user", "content": "more"}]
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "demo"},
+        {"role": "user", "content": "task prompt"},
+        {"role": "user", "content": "more"},
+    ]
 
 
 @pytest.mark.slow  # ~7 s: 453 requests whose message lists grow to the whole session
@@ -89,8 +95,16 @@ async def test_pi_session_has_453_turns_and_usage_gaps_make_totals_null(tmp_path
 async def test_concurrency_5_on_the_engine_overlaps_and_files_match_contract_columns(tmp_path: Path):
     traj = _example()
     with start_replay_server(_write([traj], tmp_path / "t.jsonl"), latency="fixed:50:1") as srv:
-        played = await play_episodes([traj] * 5, srv.url, tmp_path / "p5", run_id="r1", sweep_point="c5",
-                                     load="closed:5", concurrency=5, keep_results=True)
+        played = await play_episodes(
+            [traj] * 5,
+            srv.url,
+            tmp_path / "p5",
+            run_id="r1",
+            sweep_point="c5",
+            load="closed:5",
+            concurrency=5,
+            keep_results=True,
+        )
     results = played.workload.results
     proof = concurrency_proof([(r.episode.started_ns, r.episode.ended_ns) for r in results], 5)
     # 5 episodes of 4 turns x >= 50 ms TTFT each: all 5 started long before any finished
@@ -107,10 +121,13 @@ async def test_concurrency_5_on_the_engine_overlaps_and_files_match_contract_col
     con = duckdb.connect()
     eps = con.execute(
         f"SELECT episode_id, n_turns, usage_complete, prompt_tokens FROM read_json('{tmp_path}/p5/episodes.jsonl', "
-        f"columns={EPISODE_COLUMNS!r}, format='newline_delimited') ORDER BY episode_id").fetchall()
+        f"columns={EPISODE_COLUMNS!r}, format='newline_delimited') ORDER BY episode_id"
+    ).fetchall()
     assert eps == [(f"c5-{i}", 4, True, 2530) for i in range(5)]
-    n = con.execute(f"SELECT count(*), bool_and(byte_equal) FROM read_json('{tmp_path}/p5/turns.jsonl', "
-                    f"columns={TURN_COLUMNS!r}, format='newline_delimited')").fetchone()
+    n = con.execute(
+        f"SELECT count(*), bool_and(byte_equal) FROM read_json('{tmp_path}/p5/turns.jsonl', "
+        f"columns={TURN_COLUMNS!r}, format='newline_delimited')"
+    ).fetchone()
     assert n == (20, True)  # 5 episodes x 4 turns
 
 
@@ -149,7 +166,7 @@ async def test_unknown_task_is_an_unknown_key_miss(tmp_path: Path):
     assert ep.first_token_ns_sum is None
 
 
-_AGENT = r'''
+_AGENT = r"""
 import json, os, sys, urllib.request
 p = json.load(open(os.environ["BENCHMAKER_PROMPT_FILE"]))
 msgs = [{"role": "user", "content": p["first_user"]}]
@@ -173,15 +190,16 @@ while True:
             out = "all tests passed\n"
         msgs.append({"role": "tool", "tool_call_id": tc["id"], "content": out})
 print("agent done")
-'''
+"""
 
 
 async def test_command_mode_agent_gets_no_prefect_secret_nor_replay_token(tmp_path: Path, monkeypatch):
     seen = tmp_path / "env.json"
     agent = tmp_path / "agent.py"
-    agent.write_text(f"import json, os\njson.dump({{k: os.environ.get(k) for k in ('PREFECT_API_AUTH_STRING', "
-                     f"'PREFECT_API_KEY', 'BENCHMAKER_REPLAY_TOKEN', 'OPENAI_BASE_URL')}}, open({str(seen)!r}, 'w'))\n"
-                     + _AGENT)
+    agent.write_text(
+        f"import json, os\njson.dump({{k: os.environ.get(k) for k in ('PREFECT_API_AUTH_STRING', "
+        f"'PREFECT_API_KEY', 'BENCHMAKER_REPLAY_TOKEN', 'OPENAI_BASE_URL')}}, open({str(seen)!r}, 'w'))\n" + _AGENT
+    )
     monkeypatch.setenv("PREFECT_API_AUTH_STRING", "benchmaker:S3CRET")
     monkeypatch.setenv("PREFECT_API_KEY", "pnu_S3CRET")
     monkeypatch.setenv("BENCHMAKER_REPLAY_TOKEN", "S3CRET")
@@ -189,8 +207,14 @@ async def test_command_mode_agent_gets_no_prefect_secret_nor_replay_token(tmp_pa
     # unconfined (--sandbox none): the agent runs on this host with this process's
     # environment, less the secrets (a confined agent gets the sandbox's environment only)
     with start_replay_server(_write([traj], tmp_path / "t.jsonl"), divergence="content") as srv:
-        res = await run_episode(traj, srv.url, mode="command", sandbox=local_sandbox_factory(confined=False),
-                                task=load_task(TASK_DIR), command=[sys.executable, str(agent)])
+        res = await run_episode(
+            traj,
+            srv.url,
+            mode="command",
+            sandbox=local_sandbox_factory(confined=False),
+            task=load_task(TASK_DIR),
+            command=[sys.executable, str(agent)],
+        )
     assert res.episode.outcome == "ok"
     env = json.loads(seen.read_text())
     assert env.pop("OPENAI_BASE_URL").startswith("http://127.0.0.1:")
@@ -204,8 +228,14 @@ async def test_command_mode_runs_an_external_agent_through_the_measuring_proxy(t
     agent.write_text(_AGENT)
     traj = _example()
     with start_replay_server(_write([traj], tmp_path / "t.jsonl"), divergence="content") as srv:
-        res = await run_episode(traj, srv.url, mode="command", sandbox=local_sandbox_factory(),
-                                task=load_task(TASK_DIR), command=[sys.executable, str(agent)])
+        res = await run_episode(
+            traj,
+            srv.url,
+            mode="command",
+            sandbox=local_sandbox_factory(),
+            task=load_task(TASK_DIR),
+            command=[sys.executable, str(agent)],
+        )
     ep = res.episode
     assert (ep.outcome, ep.error) == ("ok", None)
     assert (ep.n_requests, ep.n_turns, ep.misses_diverged) == (4, 4, 0)  # read, edit, bash, final
@@ -219,8 +249,20 @@ def test_episode_cli_resolves_the_example_in_execute_mode(tmp_path: Path, capsys
     from benchmaker.recipes.cli import main
 
     with start_replay_server(_write([_example()], tmp_path / "t.jsonl"), divergence="content") as srv:
-        code = main(["episode", str(RECORDING), "--url", srv.url, "--mode", "execute",
-                     "--workdir", str(TASK_DIR), "--out", str(tmp_path / "ep")])
+        code = main(
+            [
+                "episode",
+                str(RECORDING),
+                "--url",
+                srv.url,
+                "--mode",
+                "execute",
+                "--workdir",
+                str(TASK_DIR),
+                "--out",
+                str(tmp_path / "ep"),
+            ]
+        )
         bad = main(["episode", str(RECORDING), "--url", srv.url, "--mode", "execute"])
     assert (code, bad) == (0, 2)  # 2: execute without --workdir is bad input
     record = json.loads((tmp_path / "ep" / "episodes.jsonl").read_text())
@@ -233,13 +275,21 @@ def test_byte_equal_compares_content_reasoning_and_each_tool_call_exactly():
     from benchmaker.agent.model_client import ChatResult, ToolCallDelta
     from benchmaker.trajectories.trajectory import Response, ToolCall
 
-    rec = Response(content=None, reasoning="", tool_calls=[
-        ToolCall(id="c1", name="bash", arguments_raw='{"cmd": "ls"}'), ToolCall(id="c2", name="read", arguments_raw="{}")])
+    rec = Response(
+        content=None,
+        reasoning="",
+        tool_calls=[
+            ToolCall(id="c1", name="bash", arguments_raw='{"cmd": "ls"}'),
+            ToolCall(id="c2", name="read", arguments_raw="{}"),
+        ],
+    )
 
     def got(calls: list[tuple[str | None, str, str]], content: str | None = None, reasoning: str | None = None):
-        return ChatResult(content=content, reasoning=reasoning,
-                          tool_calls=[ToolCallDelta(i, cid, "function", name, args)
-                                      for i, (cid, name, args) in enumerate(calls)])
+        return ChatResult(
+            content=content,
+            reasoning=reasoning,
+            tool_calls=[ToolCallDelta(i, cid, "function", name, args) for i, (cid, name, args) in enumerate(calls)],
+        )
 
     both = [("c1", "bash", '{"cmd": "ls"}'), ("c2", "read", "{}")]
     assert byte_equal(got(both), rec) is True  # reasoning None == recorded ""
@@ -261,6 +311,8 @@ async def test_an_episode_result_reprs_as_a_summary_so_a_fresh_loop_ends_without
     with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as srv:
         res = await run_episode(traj, srv.url, mode="recorded", episode_id="ep1", stream=False)
     assert len(res.calls) == 4
-    assert repr(res) == ("EpisodeResult(episode_id='ep1', outcome='ok', turns=4, calls=4, diff=None, "
-                         f"verdict={res.verdict!r}, divergences=0, server_divergences=0)")
+    assert repr(res) == (
+        "EpisodeResult(episode_id='ep1', outcome='ok', turns=4, calls=4, diff=None, "
+        f"verdict={res.verdict!r}, divergences=0, server_divergences=0)"
+    )
     assert repr(res.verdict).startswith("Verdict(resolved=")

@@ -74,10 +74,15 @@ async def _consume(url: str, pause_s: float) -> tuple[object, int, int]:
 # Nothing for 300 ms, then the role chunk, 5 content chunks 20 ms apart (so each is its
 # own read), finish, usage and [DONE]: the model keeps us waiting 300 + 100 ms whatever
 # the consumer does.
-_GOLDEN = [(0.3, _chunk({"role": "assistant"}))] + [
-    (0.02, _chunk({"content": f"t{i}"})) for i in range(5)
-] + [(0.0, _chunk(finish="stop")), (0.0, _chunk(usage={"prompt_tokens": 3, "completion_tokens": 5})),
-     (0.0, b"data: [DONE]\n\n")]
+_GOLDEN = (
+    [(0.3, _chunk({"role": "assistant"}))]
+    + [(0.02, _chunk({"content": f"t{i}"})) for i in range(5)]
+    + [
+        (0.0, _chunk(finish="stop")),
+        (0.0, _chunk(usage={"prompt_tokens": 3, "completion_tokens": 5})),
+        (0.0, b"data: [DONE]\n\n"),
+    ]
+)
 
 
 async def test_model_time_ignores_consumer_pause_per_chunk():
@@ -123,10 +128,31 @@ async def test_role_only_chunk_is_not_first_token_and_visible_time_is_separate()
 async def test_tool_calls_reassembled_by_index_with_arguments_concatenated():
     script = [
         (0.0, _chunk({"role": "assistant", "content": None})),
-        (0.0, _chunk({"tool_calls": [{"index": 0, "id": "call_a", "type": "function",
-                                      "function": {"name": "bash", "arguments": ""}}]})),
-        (0.0, _chunk({"tool_calls": [{"index": 1, "id": "call_b", "type": "function",
-                                      "function": {"name": "read", "arguments": '{"pa'}}]})),
+        (
+            0.0,
+            _chunk(
+                {
+                    "tool_calls": [
+                        {"index": 0, "id": "call_a", "type": "function", "function": {"name": "bash", "arguments": ""}}
+                    ]
+                }
+            ),
+        ),
+        (
+            0.0,
+            _chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 1,
+                            "id": "call_b",
+                            "type": "function",
+                            "function": {"name": "read", "arguments": '{"pa'},
+                        }
+                    ]
+                }
+            ),
+        ),
         (0.0, _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"command": "ls"}'}}]})),
         (0.0, _chunk({"tool_calls": [{"index": 1, "function": {"arguments": 'th": "a.py"}'}}]})),
         (0.0, _chunk(finish="tool_calls")),
@@ -190,18 +216,35 @@ async def test_the_call_is_an_engine_sample_with_bytes_events_and_the_deepseek_c
 
 
 async def test_a_non_streamed_body_has_no_token_timeline_as_in_the_engine():
-    body = json.dumps({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": "ok", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 4}}).encode()
+    body = json.dumps(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": "ok",
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                        ],
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+        }
+    ).encode()
     async with ScriptServer([(0.0, body)]) as srv:
         async with ModelClient(srv.url) as client:
             res = await client.chat([{"role": "user", "content": "hi"}], stream=False)
         assert srv.bodies[0]["stream"] is False and "stream_options" not in srv.bodies[0]
     # benchmaker/apis/openai_chat.py: the first byte of a whole body is no first token
     assert (res.outcome, res.first_token_ns, res.sample.token_event_ns) == ("ok", None, None)
-    assert (res.output_tokens, res.finish_reason, res.usage) == (4, "tool_calls", {"prompt_tokens": 3,
-                                                                                   "completion_tokens": 4})
+    assert (res.output_tokens, res.finish_reason, res.usage) == (
+        4,
+        "tool_calls",
+        {"prompt_tokens": 3, "completion_tokens": 4},
+    )
     assert res.message()["tool_calls"][0]["function"] == {"name": "bash", "arguments": "{}"}
     assert res.content == "ok" and res.sample.bytes_received == len(body)
 

@@ -26,8 +26,13 @@ def test_positions_and_order() -> None:
     _, index = _index()
     assert index.cursors == [(None, 0), (0, 0), (0, 1), (1, 0), (1, 1)]
     order = index.order
-    assert order == [MessageRef(turn=None, item=0), MessageRef(turn=0, item=0), MessageRef(turn=0, item=1),
-                     MessageRef(turn=1, item=0), MessageRef(turn=1, item=1)]
+    assert order == [
+        MessageRef(turn=None, item=0),
+        MessageRef(turn=0, item=0),
+        MessageRef(turn=0, item=1),
+        MessageRef(turn=1, item=0),
+        MessageRef(turn=1, item=1),
+    ]
     assert index.order is order and all(a is b for a, b in zip(order, index.order, strict=False))  # the same objects
 
 
@@ -35,10 +40,13 @@ def test_edits_name_the_positions() -> None:
     b, index = _index()
     edit = index.edit("branch", [0, 1, 3, 4], summary=["s"], head=[2], tokens_before=9)
     assert edit == ContextEdit(
-        kind="branch", summary=["s"], tokens_before=9,
+        kind="branch",
+        summary=["s"],
+        tokens_before=9,
         head=[MessageSpan(start=MessageRef(turn=0, item=1), end=MessageRef(turn=1, item=0))],
         keep=[MessageSpan(start=MessageRef(turn=None, item=0), end=MessageRef(turn=0, item=1))],
-        keep_from=MessageRef(turn=1, item=0))
+        keep_from=MessageRef(turn=1, item=0),
+    )
     tail = index.edit("compaction", [0, 1])  # the last run ends before the history does: tail after it
     assert tail.keep_from == b.next_ref("user") == MessageRef(turn=1, item=2)
     assert tail.keep == [MessageSpan(start=MessageRef(turn=None, item=0), end=MessageRef(turn=0, item=1))]

@@ -28,14 +28,17 @@ def test_parse_latency_forms():
     assert parse_latency("fixed:200:20").describe() == "fixed:200:20"
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("posson", "unknown latency model 'posson' (expected instant, fixed:TTFT_MS:ITL_MS, recorded)"),
-    ("fixed:200", "expected fixed:TTFT_MS:ITL_MS (got 'fixed:200')"),
-    ("fixed:a:1", "TTFT_MS is not a number (got 'a' in 'fixed:a:1')"),
-    ("fixed:1:-2", "ITL_MS must be finite and >= 0 (got '-2')"),
-    ("fixed:1:inf", "ITL_MS must be finite and >= 0 (got 'inf')"),
-    ("fixed:nan:1", "TTFT_MS must be finite and >= 0 (got 'nan')"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("posson", "unknown latency model 'posson' (expected instant, fixed:TTFT_MS:ITL_MS, recorded)"),
+        ("fixed:200", "expected fixed:TTFT_MS:ITL_MS (got 'fixed:200')"),
+        ("fixed:a:1", "TTFT_MS is not a number (got 'a' in 'fixed:a:1')"),
+        ("fixed:1:-2", "ITL_MS must be finite and >= 0 (got '-2')"),
+        ("fixed:1:inf", "ITL_MS must be finite and >= 0 (got 'inf')"),
+        ("fixed:nan:1", "TTFT_MS must be finite and >= 0 (got 'nan')"),
+    ],
+)
 def test_parse_latency_errors(spec, message):
     with pytest.raises(LatencySpecError) as info:
         parse_latency(spec)
@@ -63,11 +66,24 @@ def test_offsets_recorded():
     assert rec.offsets_ms(2, None) == [0.0, 0.0]
 
 
-@pytest.mark.parametrize("text", [
-    NASTY, NASTY_ARGS, NASTY_REASONING, "", " ", "\r\n\r\n", "a\u2028\u2029b",
-    "x" * 100, "snake_case__name 1234567 ...!!!??", "\U0001F600" * 5, "e\u0301\u0301",
-    "\x00\x1f\x7f", "  leading and trailing  ",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        NASTY,
+        NASTY_ARGS,
+        NASTY_REASONING,
+        "",
+        " ",
+        "\r\n\r\n",
+        "a\u2028\u2029b",
+        "x" * 100,
+        "snake_case__name 1234567 ...!!!??",
+        "\U0001f600" * 5,
+        "e\u0301\u0301",
+        "\x00\x1f\x7f",
+        "  leading and trailing  ",
+    ],
+)
 def test_regex_split_is_exact(text):
     pieces = regex_split(text)
     assert "".join(pieces) == text
@@ -84,8 +100,10 @@ def test_load_splitter_default_is_regex():
     assert load_splitter(None) is regex_split
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tokenizers") is not None,
-                    reason="tokenizers is installed; the missing-package error cannot happen")
+@pytest.mark.skipif(
+    importlib.util.find_spec("tokenizers") is not None,
+    reason="tokenizers is installed; the missing-package error cannot happen",
+)
 def test_tokenizer_without_package_is_a_clear_error(tmp_path):
     with pytest.raises(TokenizerUnavailable, match=r"optional 'tokenizers' package is not installed"):
         load_splitter(tmp_path / "tokenizer.json")

@@ -17,8 +17,10 @@ def test_recorded_latency_names_the_untimed_turns(tmp_path):
     path = write_store(tmp_path / "t.jsonl", [timed, untimed])
     store = ReplayStore.load(path, latency=parse_latency("recorded"))
     assert store.untimed_turns == 3
-    assert latency_notice(store) == ("replay server: warning: latency recorded: 3 of 5 turns have no recorded timing "
-                                     "(format test logged none); they are sent at once, as with latency instant")
+    assert latency_notice(store) == (
+        "replay server: warning: latency recorded: 3 of 5 turns have no recorded timing "
+        "(format test logged none); they are sent at once, as with latency instant"
+    )
     assert latency_notice(ReplayStore.load(path, latency=parse_latency("instant"))) is None
     only_timed = write_store(tmp_path / "timed.jsonl", [timed])
     assert latency_notice(ReplayStore.load(only_timed, latency=parse_latency("recorded"))) is None

@@ -39,8 +39,15 @@ async def test_live_run_resolves_writes_trajectory_and_replays_with_zero_misses(
     out = tmp_path / "run"
     # content divergence policy + is_error: the "model" refuses any observation that differs from its recording
     with start_replay_server(model_recording, divergence="content") as srv:
-        run = await run_live([task], srv.url, model="gpt-4o-mini", sandbox_factory=local_sandbox_factory(),
-                             out_dir=out, run_id="live1", send_status_fields=True)
+        run = await run_live(
+            [task],
+            srv.url,
+            model="gpt-4o-mini",
+            sandbox_factory=local_sandbox_factory(),
+            out_dir=out,
+            run_id="live1",
+            send_status_fields=True,
+        )
         model_stats = srv.stats()
     (res,) = run.results
     ep = res.episode
@@ -53,7 +60,11 @@ async def test_live_run_resolves_writes_trajectory_and_replays_with_zero_misses(
 
     (traj,) = list(read_trajectories(out / "trajectories.jsonl"))  # validates against the schema
     assert (traj.source.format, traj.task_id, traj.match_key, traj.terminated_by) == (
-        LIVE_FORMAT, "tiny-task", "task:tiny-task", "stop")
+        LIVE_FORMAT,
+        "tiny-task",
+        "task:tiny-task",
+        "stop",
+    )
     assert (traj.outcome.resolved, traj.outcome.patch) == (True, res.diff)
     assert [tc.name for t in traj.turns for tc in t.response.tool_calls] == ["read", "edit", "bash"]
     assert traj.turns[2].observations[0].content == "all tests passed\n"  # run in the sandbox
@@ -68,7 +79,12 @@ async def test_live_run_resolves_writes_trajectory_and_replays_with_zero_misses(
         stats = srv.stats()
     rep = replayed.episode
     assert (rep.outcome, rep.n_turns, rep.misses_unknown_key, rep.misses_beyond_turns, rep.misses_diverged) == (
-        "ok", 4, 0, 0, 0)
+        "ok",
+        4,
+        0,
+        0,
+        0,
+    )
     assert [t.byte_equal for t in replayed.turns] == [True] * 4
     assert (stats["served"], stats["misses"]["total"]) == (4, 0)
 
@@ -77,8 +93,9 @@ async def test_model_failure_ends_the_episode_with_error_and_unresolved_grade(tm
     task = load_live_task(TASK_DIR)
     task.prompt = "task_id: other-task\nno recording has this key"
     with start_replay_server(model_recording) as srv:
-        run = await run_live([task], srv.url, model="m", sandbox_factory=local_sandbox_factory(),
-                             out_dir=tmp_path, run_id="r")
+        run = await run_live(
+            [task], srv.url, model="m", sandbox_factory=local_sandbox_factory(), out_dir=tmp_path, run_id="r"
+        )
     (res,) = run.results
     # 404 unknown key from the replay server on the first call
     assert (res.episode.outcome, res.episode.misses_unknown_key, res.episode.n_turns) == ("error", 1, 0)

@@ -20,8 +20,13 @@ from benchmaker.trajectories.trajectory import Trajectory
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
-FIXTURE_INPUTS = [DATA / "corpus", DATA / "written", DATA / "cases" / "logs", REPO / "tests" / "replay" / "fixtures",
-                  REPO / "examples" / "recordings"]
+FIXTURE_INPUTS = [
+    DATA / "corpus",
+    DATA / "written",
+    DATA / "cases" / "logs",
+    REPO / "tests" / "replay" / "fixtures",
+    REPO / "examples" / "recordings",
+]
 REAL = REPO.parent / "shared" / "data" / "real"
 
 
@@ -84,8 +89,9 @@ def test_a_damaged_line_raises_the_same_error_and_the_collector_is_restored(fixt
     assert str(loaded.value).startswith(f"{bad}:3: turns[0].index: ") and "\n" not in str(loaded.value)
 
 
-def test_point_trajectories_validates_and_reads_a_file_once_while_unchanged(fixtures_out: Path, tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_point_trajectories_validates_and_reads_a_file_once_while_unchanged(
+    fixtures_out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[Path] = []
 
     def spy(path: Path) -> list[Trajectory]:

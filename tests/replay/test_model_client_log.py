@@ -13,10 +13,14 @@ from benchmaker.agent.model_client import MessageLog, ModelClient
 from tests.replay.test_harness_client import ScriptServer, _chunk
 
 _MSGS = [
-    {"role": "system", "content": "sé \u2028 \"quoted\" \\ back"},
+    {"role": "system", "content": 'sé \u2028 "quoted" \\ back'},
     {"role": "user", "content": "hi"},
-    {"role": "assistant", "content": None, "reasoning_content": "think",
-     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"ls\"}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "think",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "a\nb", "is_error": False},
     {"role": "user", "content": "🙂 and more"},
 ]
@@ -46,15 +50,22 @@ def test_a_message_orjson_refuses_turns_the_log_to_whole_body_encoding() -> None
 
 
 async def test_a_call_with_a_log_sends_the_logs_bytes() -> None:
-    done = [(0.0, _chunk({"role": "assistant"})), (0.0, _chunk({"content": "ok"})), (0.0, _chunk(finish="stop")),
-            (0.0, b"data: [DONE]\n\n")]
+    done = [
+        (0.0, _chunk({"role": "assistant"})),
+        (0.0, _chunk({"content": "ok"})),
+        (0.0, _chunk(finish="stop")),
+        (0.0, b"data: [DONE]\n\n"),
+    ]
     async with ScriptServer(done) as srv:
         async with ModelClient(srv.url, model="m") as client:
             r = await client.chat(MessageLog(_MSGS))
             r_list = await client.chat(_MSGS)
     assert (r.outcome, r.content) == ("ok", "ok")
-    assert srv.bodies[0] == srv.bodies[1] == {"model": "m", "messages": _MSGS, "stream": True,
-                                              "stream_options": {"include_usage": True}}
+    assert (
+        srv.bodies[0]
+        == srv.bodies[1]
+        == {"model": "m", "messages": _MSGS, "stream": True, "stream_options": {"include_usage": True}}
+    )
     assert r.sample.bytes_sent == r_list.sample.bytes_sent == len(client.encode(client.body(_MSGS)))
 
 
@@ -80,8 +91,9 @@ def test_a_long_log_keeps_few_immutable_segments_and_its_bytes_stay_exact() -> N
     assert len(log._new) == 0
 
 
-@pytest.mark.parametrize(("model", "stream", "extra"), [("m", True, {}), (None, False, {}), ("m", False, {"seed": 1}),
-                                                         ("other", True, {})])
+@pytest.mark.parametrize(
+    ("model", "stream", "extra"), [("m", True, {}), (None, False, {}), ("m", False, {"seed": 1}), ("other", True, {})]
+)
 def test_a_client_sends_a_log_as_pieces_of_exactly_the_encoded_body(model, stream, extra) -> None:
     # the frame around the messages is kept per (model, stream); extra fields rebuild it
     client = ModelClient("http://unused", model="m")
@@ -110,5 +122,7 @@ async def test_a_log_goes_whole_through_an_aiohttp_session_and_a_given_transport
         finally:
             await transport.aclose()
     assert (r_session.outcome, r_session.content, r_transport.outcome, r_transport.content) == ("ok", "ok", "ok", "ok")
-    assert srv.bodies == [{"model": "m", "messages": _MSGS, "stream": True, "stream_options": {"include_usage": True}}] * 2
+    assert (
+        srv.bodies == [{"model": "m", "messages": _MSGS, "stream": True, "stream_options": {"include_usage": True}}] * 2
+    )
     assert r_session.sample.bytes_sent == r_transport.sample.bytes_sent == want

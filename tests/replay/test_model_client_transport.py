@@ -15,8 +15,12 @@ from benchmaker.agent.model_client import ModelClient
 from tests.replay.test_harness_client import ScriptServer, _chunk
 
 _MSG = [{"role": "user", "content": "hi"}]
-_DONE = [(0.0, _chunk({"role": "assistant"})), (0.0, _chunk({"content": "ok"})),
-         (0.0, _chunk(finish="stop")), (0.0, b"data: [DONE]\n\n")]
+_DONE = [
+    (0.0, _chunk({"role": "assistant"})),
+    (0.0, _chunk({"content": "ok"})),
+    (0.0, _chunk(finish="stop")),
+    (0.0, b"data: [DONE]\n\n"),
+]
 
 
 async def test_idle_deadline_fires_between_reads_and_total_deadline_over_the_call():
@@ -43,8 +47,13 @@ async def test_idle_deadline_fires_between_reads_and_total_deadline_over_the_cal
 
 
 async def test_a_consumer_pause_does_not_count_toward_the_idle_deadline():
-    script = [(0.0, _chunk({"role": "assistant"})), (0.0, _chunk({"content": "a"})),
-              (0.05, _chunk({"content": "b"})), (0.05, _chunk(finish="stop")), (0.0, b"data: [DONE]\n\n")]
+    script = [
+        (0.0, _chunk({"role": "assistant"})),
+        (0.0, _chunk({"content": "a"})),
+        (0.05, _chunk({"content": "b"})),
+        (0.05, _chunk(finish="stop")),
+        (0.0, b"data: [DONE]\n\n"),
+    ]
     async with ScriptServer(script) as srv:
         async with ModelClient(srv.url, idle_timeout_s=0.25) as client:
             s = client.stream(_MSG)
@@ -58,8 +67,11 @@ async def test_a_consumer_pause_does_not_count_toward_the_idle_deadline():
 async def test_reads_within_the_idle_deadline_go_on_past_it_and_a_paused_consumer_meets_the_total_one():
     # 8 reads 50 ms apart: 400 ms in all, each within the 150 ms idle deadline (the one
     # timer armed at the open fires early and re-arms at the deadline then in force)
-    steady = [(0.0, _chunk({"role": "assistant"}))] + [(0.05, _chunk({"content": "x"})) for _ in range(8)] + [
-        (0.0, _chunk(finish="stop")), (0.0, b"data: [DONE]\n\n")]
+    steady = (
+        [(0.0, _chunk({"role": "assistant"}))]
+        + [(0.05, _chunk({"content": "x"})) for _ in range(8)]
+        + [(0.0, _chunk(finish="stop")), (0.0, b"data: [DONE]\n\n")]
+    )
     async with ScriptServer(steady) as srv:
         async with ModelClient(srv.url, idle_timeout_s=0.15) as client:
             r = await client.chat(_MSG)
@@ -104,7 +116,7 @@ async def test_refused_connection_and_a_body_cut_short():
 
     async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\": 1")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"id": 1')
         await writer.drain()
         writer.close()
 
@@ -133,15 +145,19 @@ async def test_a_given_aiohttp_session_is_used_and_left_open():
 async def test_a_body_that_came_whole_takes_no_read_for_its_end(monkeypatch):
     # a non-streamed reply in one write: the body's one read ends the call (the read that
     # would return b"" is skipped); the same reply on a given aiohttp session ends with it
-    body = (b'{"choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"stop"}],'
-            b'"usage":{"prompt_tokens":3,"completion_tokens":2}}')
+    body = (
+        b'{"choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":3,"completion_tokens":2}}'
+    )
 
     async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         n = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1])
         await reader.readexactly(n)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Replay-Turn: 7\r\n"
-                     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Replay-Turn: 7\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+        )
         await writer.drain()
         writer.close()
 
@@ -174,8 +190,12 @@ async def test_a_body_that_came_whole_takes_no_read_for_its_end(monkeypatch):
     assert raw_reads == [body]
     assert reads == [body, b""]
     for res in (r, r_session):
-        assert (res.outcome, res.content, res.finish_reason, res.sample.bytes_received) == ("ok", "hi there", "stop",
-                                                                                             len(body))
+        assert (res.outcome, res.content, res.finish_reason, res.sample.bytes_received) == (
+            "ok",
+            "hi there",
+            "stop",
+            len(body),
+        )
         assert (res.headers, res.usage) == ({"x-replay-turn": "7"}, {"prompt_tokens": 3, "completion_tokens": 2})
 
 

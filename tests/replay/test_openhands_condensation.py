@@ -26,8 +26,15 @@ from tests.replay.replay_turns import harness_bodies, replay_turns
 WRITTEN = Path(__file__).resolve().parents[1] / "data" / "written"
 LEGACY = WRITTEN / "openhands-condensation.json"
 SDK = WRITTEN / "openhands-sdk-condensation.json"
-SDK_CONVERTIBLE = {"SystemPromptEvent", "MessageEvent", "ActionEvent", "ObservationEvent", "AgentErrorEvent",
-                   "UserRejectObservation", "CondensationSummaryEvent"}
+SDK_CONVERTIBLE = {
+    "SystemPromptEvent",
+    "MessageEvent",
+    "ActionEvent",
+    "ObservationEvent",
+    "AgentErrorEvent",
+    "UserRejectObservation",
+    "CondensationSummaryEvent",
+}
 
 
 @dataclass
@@ -55,7 +62,9 @@ def legacy_events(path: Path) -> list[Ev]:
         tcm = e.get("tool_call_metadata") or {}
         if e.get("action") == "condensation":
             a = e["args"]
-            ids = a["forgotten_event_ids"] or list(range(a["forgotten_events_start_id"], a["forgotten_events_end_id"] + 1))
+            ids = a["forgotten_event_ids"] or list(
+                range(a["forgotten_events_start_id"], a["forgotten_events_end_id"] + 1)
+            )
             out.append(Ev(e["id"], "condensation", forgets=ids, summary=a["summary"], offset=a["summary_offset"]))
         elif e.get("action") == "system":
             out.append(Ev(e["id"], "system", e["args"]["content"]))
@@ -76,8 +85,16 @@ def sdk_events(path: Path) -> list[Ev]:
     for e in json.loads(path.read_text()):
         k, conv = e["kind"], e["kind"] in SDK_CONVERTIBLE
         if k == "Condensation":
-            out.append(Ev(e["id"], "condensation", forgets=e["forgotten_event_ids"], summary=e["summary"],
-                          offset=e["summary_offset"], in_view=False))
+            out.append(
+                Ev(
+                    e["id"],
+                    "condensation",
+                    forgets=e["forgotten_event_ids"],
+                    summary=e["summary"],
+                    offset=e["summary_offset"],
+                    in_view=False,
+                )
+            )
         elif k == "SystemPromptEvent":
             out.append(Ev(e["id"], "system", e["system_prompt"]["text"]))
         elif k == "MessageEvent":
@@ -107,10 +124,18 @@ def reference_requests(events: list[Ev]) -> list[list[tuple[str, str | None]]]:
         gone_calls = {e.call for e in before if e.kind == "assistant" and e.response in gone}
         gone_calls |= {e.call for e in before if e.kind == "tool" and e.id in forgotten}
         gone |= {e.response for e in before if e.kind == "assistant" and e.call in gone_calls}
-        kept = [e for e in before if e.kind != "condensation" and e.in_view and e.id not in forgotten
-                and not (e.kind == "assistant" and e.response in gone)
-                and not (e.kind == "tool" and (e.call in gone_calls
-                                               or any(a.call == e.call and a.response in gone for a in before)))]
+        kept = [
+            e
+            for e in before
+            if e.kind != "condensation"
+            and e.in_view
+            and e.id not in forgotten
+            and not (e.kind == "assistant" and e.response in gone)
+            and not (
+                e.kind == "tool"
+                and (e.call in gone_calls or any(a.call == e.call and a.response in gone for a in before))
+            )
+        ]
         summary = next(((c.summary, c.offset) for c in reversed(conds) if c.summary is not None), None)
         items: list = list(kept)
         if summary is not None:
@@ -150,12 +175,19 @@ def test_legacy_condensation_edit_and_summary_offset() -> None:
     summary = "Ran the tests: test_add failed; calc.py add() subtracted, now fixed."
     # summary_offset 2: after the system action and the task message; the forgotten
     # events 4..7 (the first two model calls and their results, 4 KB of calc.py) are gone
-    assert _sent(t, 3) == [("user", "task_id: oh-cond-1\nFix the failing test in calc.py"), ("user", summary),
-                           ("assistant", "add() subtracts; fixing it."),
-                           ("tool", "The file /workspace/calc.py has been edited.")]
+    assert _sent(t, 3) == [
+        ("user", "task_id: oh-cond-1\nFix the failing test in calc.py"),
+        ("user", summary),
+        ("assistant", "add() subtracts; fixing it."),
+        ("tool", "The file /workspace/calc.py has been edited."),
+    ]
     # the second condensation (ids 8, 9, no summary) keeps the first one's summary in force
-    assert _sent(t, 4) == [("user", "task_id: oh-cond-1\nFix the failing test in calc.py"), ("user", summary),
-                           ("assistant", "Running the tests again."), ("tool", "..\n2 passed in 0.02s")]
+    assert _sent(t, 4) == [
+        ("user", "task_id: oh-cond-1\nFix the failing test in calc.py"),
+        ("user", summary),
+        ("assistant", "Running the tests again."),
+        ("tool", "..\n2 passed in 0.02s"),
+    ]
     assert t.turns[3].usage.prompt_tokens == 1500 and t.model == "claude-3-7-sonnet-20250219"
 
 
@@ -163,9 +195,16 @@ def test_sdk_events_read_and_batch_dropped_whole() -> None:
     (t,) = iter_trajectories(SDK)
     assert t.match_key == "task:sdk-cond-1"
     assert [[c.name for c in x.response.tool_calls] for x in t.turns] == [
-        ["terminal", "file_editor"], ["file_editor"], ["terminal"], []]
+        ["terminal", "file_editor"],
+        ["file_editor"],
+        ["terminal"],
+        [],
+    ]
     assert t.turns[0].response.tool_calls[1].arguments == {
-        "command": "view", "path": "/workspace/calc.py", "security_risk": "LOW"}
+        "command": "view",
+        "path": "/workspace/calc.py",
+        "security_risk": "LOW",
+    }
     assert [x.response.finish_reason for x in t.turns] == ["tool_calls", "tool_calls", "tool_calls", "stop"]
     assert t.turns[2].context_edit is not None and t.turns[2].context_edit.kind == "condensation"
     # forgetting one action and one result of the two-call batch drops the batch and both results
@@ -181,16 +220,24 @@ def test_sdk_events_one_per_line_and_in_an_eval_record(tmp_path: Path) -> None:
     (a,) = iter_trajectories(lines)
     (b,) = iter_trajectories(SDK)
     assert a.turns == b.turns
-    record = {"instance_id": "calc__calc-1", "test_result": {"git_patch": "diff --git a/calc.py b/calc.py\n"},
-              "instruction": "Fix the failing test in calc.py", "history": events,
-              "metadata": {"llm": {"model": "litellm_proxy/claude-sonnet-4-5-20250929"}, "max_iterations": 100},
-              "metrics": None, "error": None}
+    record = {
+        "instance_id": "calc__calc-1",
+        "test_result": {"git_patch": "diff --git a/calc.py b/calc.py\n"},
+        "instruction": "Fix the failing test in calc.py",
+        "history": events,
+        "metadata": {"llm": {"model": "litellm_proxy/claude-sonnet-4-5-20250929"}, "max_iterations": 100},
+        "metrics": None,
+        "error": None,
+    }
     out = tmp_path / "output.jsonl"
     out.write_text(json.dumps(record) + "\n")
     assert detect_format(out) == "openhands"
     (c,) = iter_trajectories(out)
-    assert (c.task_id, c.model, c.outcome.patch) == ("calc__calc-1", "litellm_proxy/claude-sonnet-4-5-20250929",
-                                                     "diff --git a/calc.py b/calc.py\n")
+    assert (c.task_id, c.model, c.outcome.patch) == (
+        "calc__calc-1",
+        "litellm_proxy/claude-sonnet-4-5-20250929",
+        "diff --git a/calc.py b/calc.py\n",
+    )
     assert c.turns == b.turns
 
 
@@ -215,8 +262,9 @@ async def test_harness_sends_the_condensed_view(tmp_path: Path, path: Path, even
     (traj,) = read_trajectories(out)
     res, bodies = await harness_bodies(out, traj)
     assert res.episode.n_turns == len(traj.turns) and res.episode.misses_unknown_key == 0
-    assert [[(m["role"], m["content"]) for m in b if m["role"] != "system"] for b in bodies] == \
-        reference_requests(events(path))
+    assert [[(m["role"], m["content"]) for m in b if m["role"] != "system"] for b in bodies] == reference_requests(
+        events(path)
+    )
 
 
 def test_condensed_and_plain_runs_of_one_task_are_told_apart_by_system(tmp_path: Path) -> None:
@@ -242,12 +290,29 @@ def test_stored_summary_events_are_user_messages(tmp_path: Path) -> None:
     # an AgentCondensationObservation stored as an event (OpenHands `observation:
     # "condense"`) and a stored SDK CondensationSummaryEvent: user messages with the text
     legacy = json.loads(LEGACY.read_text())
-    legacy.insert(2, {"id": 90, "timestamp": "2025-03-10T10:00:01.500000", "source": "agent",
-                      "message": "Summary", "observation": "condense", "content": "Earlier: nothing tried yet.",
-                      "extras": {}})
+    legacy.insert(
+        2,
+        {
+            "id": 90,
+            "timestamp": "2025-03-10T10:00:01.500000",
+            "source": "agent",
+            "message": "Summary",
+            "observation": "condense",
+            "content": "Earlier: nothing tried yet.",
+            "extras": {},
+        },
+    )
     sdk = json.loads(SDK.read_text())
-    sdk.insert(2, {"id": "summary-1", "timestamp": "2025-11-05T09:30:01.500000", "source": "environment",
-                   "kind": "CondensationSummaryEvent", "summary": "Earlier: nothing tried yet."})
+    sdk.insert(
+        2,
+        {
+            "id": "summary-1",
+            "timestamp": "2025-11-05T09:30:01.500000",
+            "source": "environment",
+            "kind": "CondensationSummaryEvent",
+            "summary": "Earlier: nothing tried yet.",
+        },
+    )
     for name, events in (("legacy.json", legacy), ("sdk.json", sdk)):
         path = tmp_path / name
         path.write_text(json.dumps(events))
@@ -259,16 +324,17 @@ def test_unknown_sdk_shapes_are_counted_not_rejected(tmp_path: Path) -> None:
     events = json.loads(SDK.read_text())
     del events[7]["tool_call"]  # an ActionEvent with nothing to send as a call
     events[9] = dict(events[9], forgotten_event_ids=None)  # a Condensation without ids
-    events.append({"id": "x-1", "timestamp": "2025-11-05T09:30:13.000000", "source": "environment",
-                   "kind": "PauseEvent"})
+    events.append(
+        {"id": "x-1", "timestamp": "2025-11-05T09:30:13.000000", "source": "environment", "kind": "PauseEvent"}
+    )
     path = tmp_path / "sdk.json"
     path.write_text(json.dumps(events))
     (t,) = iter_trajectories(path)
     assert len(t.turns) == 3
-    assert {k: t.skipped[k] for k in ("action_event_without_tool_call", "condensation_without_forgotten_events",
-                                      "event:PauseEvent")} == {"action_event_without_tool_call": 1,
-                                                               "condensation_without_forgotten_events": 1,
-                                                               "event:PauseEvent": 1}
+    assert {
+        k: t.skipped[k]
+        for k in ("action_event_without_tool_call", "condensation_without_forgotten_events", "event:PauseEvent")
+    } == {"action_event_without_tool_call": 1, "condensation_without_forgotten_events": 1, "event:PauseEvent": 1}
 
 
 def test_condensation_that_keeps_only_the_head_then_a_new_prompt(tmp_path: Path) -> None:
@@ -276,15 +342,26 @@ def test_condensation_that_keeps_only_the_head_then_a_new_prompt(tmp_path: Path)
     # the task, the summary, the new prompt (once: the head span ends where the history
     # ended at the condensation)
     events = json.loads(SDK.read_text())
-    keep = [e for e in events if e["kind"] in ("SystemPromptEvent", "MessageEvent") and e["source"] == "user"
-            or e["kind"] == "SystemPromptEvent"]
+    keep = [
+        e
+        for e in events
+        if e["kind"] in ("SystemPromptEvent", "MessageEvent")
+        and e["source"] == "user"
+        or e["kind"] == "SystemPromptEvent"
+    ]
     first_batch = [e for e in events[3:7]]  # the two-call batch and its results
     condensation = dict(events[9], forgotten_event_ids=[e["id"] for e in first_batch])
-    prompt = dict(events[1], id="again-1", llm_message=dict(events[1]["llm_message"],
-                                                            content=[{"type": "text", "text": "Continue, please."}]))
+    prompt = dict(
+        events[1],
+        id="again-1",
+        llm_message=dict(events[1]["llm_message"], content=[{"type": "text", "text": "Continue, please."}]),
+    )
     path = tmp_path / "sdk.json"
     path.write_text(json.dumps([*keep, *first_batch, condensation, prompt, *events[10:]]))
     (t,) = iter_trajectories(path)
-    assert _sent(t, 1) == [("user", "task_id: sdk-cond-1\nFix the failing test in calc.py"),
-                           ("user", condensation["summary"]), ("user", "Continue, please.")]
+    assert _sent(t, 1) == [
+        ("user", "task_id: sdk-cond-1\nFix the failing test in calc.py"),
+        ("user", condensation["summary"]),
+        ("user", "Continue, please."),
+    ]
     assert reference_requests(sdk_events(path)) == [_sent(t, k) for k in range(len(t.turns))]

@@ -39,8 +39,10 @@ def _event(conv: Path, idx: int) -> Path:
 
 def _shape(messages: list[dict]) -> list[tuple]:
     """(role, content, tool-call names, tool_call_id) of each request message."""
-    return [(m["role"], m.get("content"), [c["function"]["name"] for c in m.get("tool_calls") or []],
-             m.get("tool_call_id")) for m in messages]
+    return [
+        (m["role"], m.get("content"), [c["function"]["name"] for c in m.get("tool_calls") or []], m.get("tool_call_id"))
+        for m in messages
+    ]
 
 
 def test_a_conversation_directory_is_detected_by_its_layout() -> None:
@@ -48,8 +50,10 @@ def test_a_conversation_directory_is_detected_by_its_layout() -> None:
     assert detect_dir(PARENT) is None and detect_dir(PARENT.parent) is None
     with pytest.raises(UnknownFormatError) as exc:
         detect_format(PARENT)
-    assert str(exc.value) == (f"{PARENT}: a directory that is neither a harbor trial directory (result.json + agent/)"
-                              " nor an OpenHands conversation (base_state.json + events/)")
+    assert str(exc.value) == (
+        f"{PARENT}: a directory that is neither a harbor trial directory (result.json + agent/)"
+        " nor an OpenHands conversation (base_state.json + events/)"
+    )
     files, unread, others = event_files(CONV_A)
     assert [f.name[:11] for f in files] == [f"event-{i:05d}" for i in range(12)]  # index order; dot files left out
     assert unread == others == []
@@ -59,7 +63,9 @@ def test_a_parent_directory_gives_one_trajectory_per_conversation(tmp_path: Path
     out = tmp_path / "trajectories.jsonl"
     report = convert_paths([PARENT], out)
     assert [(f.path, f.format, f.trajectories, f.turns, f.error) for f in report.files] == [
-        (str(CONV_A), "openhands-conversation", 1, 3, None), (str(CONV_B), "openhands-conversation", 1, 2, None)]
+        (str(CONV_A), "openhands-conversation", 1, 3, None),
+        (str(CONV_B), "openhands-conversation", 1, 2, None),
+    ]
     assert (report.trajectories, report.turns) == (2, 5)
     assert report.skipped == {"event:ConversationStateUpdateEvent": 2, "observation_text_from_content": 5}
     a, b = read_trajectories(out)
@@ -67,7 +73,11 @@ def test_a_parent_directory_gives_one_trajectory_per_conversation(tmp_path: Path
     assert (a.model, b.model) == ("litellm_proxy/claude-sonnet-4-5-20250929", "openai/gpt-5-mini")
     assert all(t.model is None for t in [*a.turns, *b.turns])  # served under the trajectory's model
     assert (a.task_id, a.outcome.exit_status, a.source.format, a.source.path) == (
-        None, "finished", "openhands-conversation", str(CONV_A))
+        None,
+        "finished",
+        "openhands-conversation",
+        str(CONV_A),
+    )
     assert [t.response.finish_reason for t in a.turns] == ["tool_calls"] * 3
     assert [t.response.finish_reason for t in b.turns] == ["tool_calls", "stop"]
     # the two calls of one llm_response_id are one turn; events in file index order
@@ -91,8 +101,10 @@ def test_a_parent_directory_gives_one_trajectory_per_conversation(tmp_path: Path
 def test_formats_that_do_not_fit_a_conversation_dir_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UnknownFormatError) as exc:
         list(iter_trajectories(CONV_A, fmt="pi-session"))
-    assert str(exc.value) == (f"{CONV_A}: format: a directory of format openhands-conversation cannot be read as"
-                              ' another format (got "pi-session")')
+    assert str(exc.value) == (
+        f"{CONV_A}: format: a directory of format openhands-conversation cannot be read as"
+        ' another format (got "pi-session")'
+    )
     with pytest.raises(UnknownFormatError) as exc:
         list(iter_trajectories(_event(CONV_A, 1), fmt="openhands-conversation"))
     assert str(exc.value) == f"{_event(CONV_A, 1)}: format: openhands-conversation needs a directory, not a file"
@@ -106,7 +118,8 @@ def test_every_turn_replays_with_no_miss(tmp_path: Path) -> None:
         assert got.stats["misses"]["total"] == 0
         assert [r["model"] for r in got.responses] == [traj.model] * len(traj.turns)
         assert [r["choices"][0]["message"].get("content") for r in got.responses] == [
-            t.response.content for t in traj.turns]
+            t.response.content for t in traj.turns
+        ]
 
 
 @pytest.fixture
@@ -115,8 +128,7 @@ def conv(tmp_path: Path) -> Path:
     return Path(shutil.copytree(CONV_A, tmp_path / "logs" / CONV_A.name))
 
 
-def test_a_damaged_event_file_is_named_in_one_line_or_skipped_and_counted(conv: Path, tmp_path: Path,
-                                                                          capsys) -> None:
+def test_a_damaged_event_file_is_named_in_one_line_or_skipped_and_counted(conv: Path, tmp_path: Path, capsys) -> None:
     bad = _event(conv, 5)  # the terminal tool's observation
     bad.write_bytes(b'{"id": "a3f00005-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "kind": "Observation')
     out = tmp_path / "out.jsonl"
@@ -132,8 +144,7 @@ def test_a_damaged_event_file_is_named_in_one_line_or_skipped_and_counted(conv: 
     bad.write_bytes(b'{"id": "a3f00005-8d2e-4b6a-9c1f-5e7d3a2b1c0d"}')
     with pytest.raises(ConvertError) as exc:
         convert_paths([conv], out)
-    assert str(exc.value) == (f"{bad}: kind: expected an OpenHands SDK event object with a string `kind`"
-                              " (got None)")
+    assert str(exc.value) == (f"{bad}: kind: expected an OpenHands SDK event object with a string `kind` (got None)")
 
 
 def test_a_missing_event_index_and_stray_files(conv: Path, tmp_path: Path) -> None:
@@ -142,17 +153,21 @@ def test_a_missing_event_index_and_stray_files(conv: Path, tmp_path: Path) -> No
     (conv / "events" / "notes.txt").write_text("not an event")
     with pytest.raises(ConvertError) as exc:
         convert_paths([conv], None)
-    assert str(exc.value) == (f"{conv / 'events'}: 2 event file(s) after index 8 would not be read: an index is"
-                              f" missing or doubled (first: {_event(conv, 10).name})")
+    assert str(exc.value) == (
+        f"{conv / 'events'}: 2 event file(s) after index 8 would not be read: an index is"
+        f" missing or doubled (first: {_event(conv, 10).name})"
+    )
     report = convert_paths([conv], None, lenient=True)
     # events 0-8 as the SDK's EventLog loads them: the finish call's turn is gone
     assert (report.trajectories, report.turns) == (1, 2)
     assert (report.skipped["event_file_after_gap"], report.skipped["not_an_event_file"]) == (2, 1)
 
 
-@pytest.mark.parametrize(("text", "problem"), [("{", ":1: truncated JSON document"),
-                                               ("[1]", ": expected a ConversationState object (got [1])")],
-                         ids=["not-json", "not-an-object"])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("{", ":1: truncated JSON document"), ("[1]", ": expected a ConversationState object (got [1])")],
+    ids=["not-json", "not-an-object"],
+)
 def test_a_bad_base_state_is_named(conv: Path, text: str, problem: str) -> None:
     (conv / "base_state.json").write_text(text)
     with pytest.raises(ConvertError) as exc:
@@ -166,8 +181,11 @@ def test_conversion_progress_counts_a_conversation_dir_as_one_unit(tmp_path: Pat
     convert_paths([PARENT], tmp_path / "t.jsonl", progress=events.append, clock=lambda: float(next(ticks)))
     size = {d: sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) for d in (CONV_A, CONV_B)}
     assert [(e.files_done, e.files_total, e.bytes_done, e.trajectories, e.turns, e.finished) for e in events] == [
-        (0, 2, 0, 0, 0, False), (1, 2, size[CONV_A], 1, 3, False), (2, 2, size[CONV_A] + size[CONV_B], 2, 5, False),
-        (2, 2, size[CONV_A] + size[CONV_B], 2, 5, True)]
+        (0, 2, 0, 0, 0, False),
+        (1, 2, size[CONV_A], 1, 3, False),
+        (2, 2, size[CONV_A] + size[CONV_B], 2, 5, False),
+        (2, 2, size[CONV_A] + size[CONV_B], 2, 5, True),
+    ]
     assert {e.bytes_total for e in events} == {size[CONV_A] + size[CONV_B]}
 
 
@@ -186,16 +204,35 @@ def _branched(tmp_path: Path, leaf: str | None) -> Path:
         if i:
             f.write_text(json.dumps({**ev, "parent_id": events[i - 1]["id"]}))
     new = [
-        {**events[2], "id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "parent_id": events[1]["id"],
-         "llm_response_id": "chatcmpl-b3", "tool_call_id": "call_b3",
-         "tool_call": {**events[2]["tool_call"], "id": "call_b3",
-                       "arguments": json.dumps({"command": "find /workspace -name '*.py'"})}},
-        {**events[3], "id": "b7c20006-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "parent_id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
-         "tool_call_id": "call_b3", "action_id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
-         "observation": {**events[3]["observation"],
-                         "content": [{"type": "text", "text": "/workspace/a.py\n/workspace/b.py"}]}},
-        {**events[4], "id": "b7c20007-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "parent_id": "b7c20006-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
-         "llm_message": {**events[4]["llm_message"], "content": [{"type": "text", "text": "a.py and b.py."}]}},
+        {
+            **events[2],
+            "id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+            "parent_id": events[1]["id"],
+            "llm_response_id": "chatcmpl-b3",
+            "tool_call_id": "call_b3",
+            "tool_call": {
+                **events[2]["tool_call"],
+                "id": "call_b3",
+                "arguments": json.dumps({"command": "find /workspace -name '*.py'"}),
+            },
+        },
+        {
+            **events[3],
+            "id": "b7c20006-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+            "parent_id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+            "tool_call_id": "call_b3",
+            "action_id": "b7c20005-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+            "observation": {
+                **events[3]["observation"],
+                "content": [{"type": "text", "text": "/workspace/a.py\n/workspace/b.py"}],
+            },
+        },
+        {
+            **events[4],
+            "id": "b7c20007-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+            "parent_id": "b7c20006-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+            "llm_message": {**events[4]["llm_message"], "content": [{"type": "text", "text": "a.py and b.py."}]},
+        },
     ]
     for k, ev in enumerate(new, start=5):
         (conv / "events" / f"event-{k:05d}-{ev['id']}.json").write_text(json.dumps(ev))
@@ -204,10 +241,18 @@ def _branched(tmp_path: Path, leaf: str | None) -> Path:
     return conv
 
 
-@pytest.mark.parametrize(("leaf", "calls", "last"), [
-    (None, ["find /workspace -name '*.py'"], "a.py and b.py."),  # no leaf_event_id: the last event's branch
-    ("b7c20004-8d2e-4b6a-9c1f-5e7d3a2b1c0d", ["ls /workspace/*.py | wc -l"], "There are 2 Python files in /workspace."),
-], ids=["last-branch", "navigated-back"])
+@pytest.mark.parametrize(
+    ("leaf", "calls", "last"),
+    [
+        (None, ["find /workspace -name '*.py'"], "a.py and b.py."),  # no leaf_event_id: the last event's branch
+        (
+            "b7c20004-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+            ["ls /workspace/*.py | wc -l"],
+            "There are 2 Python files in /workspace.",
+        ),
+    ],
+    ids=["last-branch", "navigated-back"],
+)
 def test_a_branched_conversation_is_read_along_its_active_branch(tmp_path: Path, leaf, calls, last) -> None:
     conv = _branched(tmp_path, leaf)
     out = tmp_path / "t.jsonl"
@@ -226,8 +271,9 @@ def test_a_cycle_of_parents_is_named(tmp_path: Path) -> None:
     first.write_text(json.dumps({**json.loads(first.read_text()), "parent_id": "b7c20004-8d2e-4b6a-9c1f-5e7d3a2b1c0d"}))
     with pytest.raises(ConvertError) as exc:
         convert_paths([conv], None)
-    assert str(exc.value) == (f"{conv}: events[1].parent_id: the parents of event"
-                              " b7c20001-8d2e-4b6a-9c1f-5e7d3a2b1c0d form a cycle")
+    assert str(exc.value) == (
+        f"{conv}: events[1].parent_id: the parents of event b7c20001-8d2e-4b6a-9c1f-5e7d3a2b1c0d form a cycle"
+    )
 
 
 def test_a_branched_event_list_in_one_file_is_read_along_its_last_branch(tmp_path: Path) -> None:
@@ -276,15 +322,18 @@ def test_damaged_conversation_dirs_convert_or_are_input_errors(damage: str, tmp_
     check()
 
 
-@pytest.mark.parametrize(("event", "changes", "error"), [
-    (5, {"parent_id": ["x"]}, "events[5].parent_id: expected an event id (got ['x'])"),
-    (5, {"parent_id": 7}, "events[5].parent_id: expected an event id (got 7)"),
-    (6, {"parent_id": None}, None),  # the legacy chain: the event before
-    # the user prompt's id unusable: the branch's parent names no event, so it is a root
-    (1, {"id": {"a": 1}}, "no user message before the first assistant turn"),
-], ids=["parent-a-list", "parent-a-number", "parent-missing", "id-an-object"])
-def test_hostile_tree_fields_convert_or_are_named(event: int, changes: dict, error: str | None,
-                                                  tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("event", "changes", "error"),
+    [
+        (5, {"parent_id": ["x"]}, "events[5].parent_id: expected an event id (got ['x'])"),
+        (5, {"parent_id": 7}, "events[5].parent_id: expected an event id (got 7)"),
+        (6, {"parent_id": None}, None),  # the legacy chain: the event before
+        # the user prompt's id unusable: the branch's parent names no event, so it is a root
+        (1, {"id": {"a": 1}}, "no user message before the first assistant turn"),
+    ],
+    ids=["parent-a-list", "parent-a-number", "parent-missing", "id-an-object"],
+)
+def test_hostile_tree_fields_convert_or_are_named(event: int, changes: dict, error: str | None, tmp_path: Path) -> None:
     conv = _branched(tmp_path, None)
     f = _event(conv, event)
     f.write_text(json.dumps({**json.loads(f.read_text()), **changes}))
@@ -297,8 +346,11 @@ def test_hostile_tree_fields_convert_or_are_named(event: int, changes: dict, err
         assert str(exc.value) == f"{conv}: {error}"
 
 
-@pytest.mark.parametrize("state", [{"leaf_event_id": ["x"]}, {"agent": "x"}, {"agent": {"llm": 5}},
-                                   {"execution_status": 3}], ids=["leaf-a-list", "agent", "llm", "status"])
+@pytest.mark.parametrize(
+    "state",
+    [{"leaf_event_id": ["x"]}, {"agent": "x"}, {"agent": {"llm": 5}}, {"execution_status": 3}],
+    ids=["leaf-a-list", "agent", "llm", "status"],
+)
 def test_hostile_base_state_fields_convert(state: dict, tmp_path: Path) -> None:
     conv = _branched(tmp_path, None)
     base = conv / "base_state.json"
@@ -309,12 +361,21 @@ def test_hostile_base_state_fields_convert(state: dict, tmp_path: Path) -> None:
 
 def test_a_model_switch_logged_as_a_state_update_names_the_later_turns(tmp_path: Path) -> None:
     events = [json.loads(f.read_text()) for f in event_files(CONV_A)[0]]
-    switch = {"id": "a3f000ff-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "timestamp": "2025-11-12T14:02:08.500000",
-              "source": "environment", "kind": "ConversationStateUpdateEvent", "key": "agent",
-              "value": {"kind": "Agent", "llm": {"model": "openai/gpt-5", "usage_id": "gpt5"}, "tools": []}}
+    switch = {
+        "id": "a3f000ff-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+        "timestamp": "2025-11-12T14:02:08.500000",
+        "source": "environment",
+        "kind": "ConversationStateUpdateEvent",
+        "key": "agent",
+        "value": {"kind": "Agent", "llm": {"model": "openai/gpt-5", "usage_id": "gpt5"}, "tools": []},
+    }
     events.insert(9, switch)  # after the second model call's tool result, before the finish call
-    first = {**switch, "id": "a3f000fe-8d2e-4b6a-9c1f-5e7d3a2b1c0d", "key": "full_state",
-             "value": {"agent": {"kind": "Agent", "llm": {"model": "litellm_proxy/claude-sonnet-4-5-20250929"}}}}
+    first = {
+        **switch,
+        "id": "a3f000fe-8d2e-4b6a-9c1f-5e7d3a2b1c0d",
+        "key": "full_state",
+        "value": {"agent": {"kind": "Agent", "llm": {"model": "litellm_proxy/claude-sonnet-4-5-20250929"}}},
+    }
     events.insert(2, first)  # a snapshot of the whole state before the first call
     conv = tmp_path / CONV_A.name
     (conv / "events").mkdir(parents=True)

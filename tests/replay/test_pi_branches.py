@@ -82,7 +82,7 @@ def reference_requests(path: Path) -> list[list[tuple[str, str | None]]]:
             comp = chain[at]
             msgs.append(("user", COMPACTION_SUMMARY_PREFIX + comp["summary"] + COMPACTION_SUMMARY_SUFFIX))
             first = next((i for i in range(at) if chain[i]["id"] == comp["firstKeptEntryId"]), at)
-            picked = chain[first:at] + chain[at + 1:]
+            picked = chain[first:at] + chain[at + 1 :]
         for x in picked:
             if x["id"] in retried:
                 continue
@@ -102,10 +102,26 @@ def test_every_assistant_entry_is_a_turn_with_the_request_pi_sent():
     assert detect_format(FIXTURE) == "pi-session"
     # file order: e02 e04 | e06 e08(error) e09(retry) abandoned by /tree | e12 e15 e17
     assert [x.response.finish_reason for x in t.turns] == [
-        "tool_calls", "stop", "tool_calls", "error", "stop", "tool_calls", "stop", "stop"]
+        "tool_calls",
+        "stop",
+        "tool_calls",
+        "error",
+        "stop",
+        "tool_calls",
+        "stop",
+        "stop",
+    ]
     assert [x.response.content for x in t.turns][4] == "Done: it prints bonjour."
     assert [None if x.context_edit is None else x.context_edit.kind for x in t.turns] == [
-        None, None, None, None, "branch", "branch", "compaction", None]
+        None,
+        None,
+        None,
+        None,
+        "branch",
+        "branch",
+        "compaction",
+        None,
+    ]
     assert t.turns[6].context_edit.tokens_before == 3000
     assert "off_branch_entry" not in t.skipped
     ref = reference_requests(FIXTURE)
@@ -115,13 +131,22 @@ def test_every_assistant_entry_is_a_turn_with_the_request_pi_sent():
     assert got[4] == got[3] and ("assistant", "Wrote hello.py.") in got[4]
     # after /tree back to e04 with a summary: e01..e04, the branch summary, the new prompt
     french_summary = "The user asked for French output; hello.py was changed to print bonjour."
-    assert got[5] == [("user", "task_id: br-1\nWrite hello.py that prints a greeting"), ("assistant", None),
-                      ("tool", "Wrote 15 bytes to hello.py"), ("assistant", "Wrote hello.py."),
-                      ("user", BRANCH.format(french_summary)), ("user", "Make it print in Spanish instead")]
+    assert got[5] == [
+        ("user", "task_id: br-1\nWrite hello.py that prints a greeting"),
+        ("assistant", None),
+        ("tool", "Wrote 15 bytes to hello.py"),
+        ("assistant", "Wrote hello.py."),
+        ("user", BRANCH.format(french_summary)),
+        ("user", "Make it print in Spanish instead"),
+    ]
     # after the compaction: summary, the kept e11..e13, then what followed
-    assert got[7][1:] == [("user", "Make it print in Spanish instead"), ("assistant", None),
-                          ("tool", "Replaced 1 occurrence"), ("assistant", "Done: it prints hola."),
-                          ("user", "thanks")]
+    assert got[7][1:] == [
+        ("user", "Make it print in Spanish instead"),
+        ("assistant", None),
+        ("tool", "Replaced 1 occurrence"),
+        ("assistant", "Done: it prints hola."),
+        ("user", "thanks"),
+    ]
     for g in got[5:]:  # the abandoned branch is not resent
         assert ("user", "Now make it print in French") not in g and ("assistant", "Done: it prints bonjour.") not in g
 
@@ -195,24 +220,51 @@ async def test_branches_replayed_by_a_sweep_point_send_what_pi_sent(tmp_path: Pa
 def _tool_branch_session(path: Path) -> Path:
     """A v3 tree whose abandoned branch ends in a tool result: U, A0 (call c1), R(c1),
     A1 (call c2), R(c2); /tree back to R(c1), a new prompt, A2."""
+
     def msg(i: str, parent: str | None, m: dict) -> dict:
         return {"type": "message", "id": i, "parentId": parent, "timestamp": "2026-02-03T10:00:00.000Z", "message": m}
 
     def call(cid: str) -> dict:
-        return {"role": "assistant", "content": [{"type": "toolCall", "id": cid, "name": "bash", "arguments": {"command": "ls"}}],
-                "stopReason": "toolUse", "model": "m1", "usage": {"input": 10, "output": 2}, "timestamp": 1770112800000}
+        return {
+            "role": "assistant",
+            "content": [{"type": "toolCall", "id": cid, "name": "bash", "arguments": {"command": "ls"}}],
+            "stopReason": "toolUse",
+            "model": "m1",
+            "usage": {"input": 10, "output": 2},
+            "timestamp": 1770112800000,
+        }
 
     def result(cid: str, text: str) -> dict:
-        return {"role": "toolResult", "toolCallId": cid, "toolName": "bash", "content": [{"type": "text", "text": text}],
-                "isError": False, "timestamp": 1770112800000}
+        return {
+            "role": "toolResult",
+            "toolCallId": cid,
+            "toolName": "bash",
+            "content": [{"type": "text", "text": text}],
+            "isError": False,
+            "timestamp": 1770112800000,
+        }
 
-    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-02-03T10:00:00.000Z", "cwd": "/w"},
-             msg("u1", None, {"role": "user", "content": "task_id: br-2\nlist files", "timestamp": 1770112800000}),
-             msg("a0", "u1", call("c1")), msg("r1", "a0", result("c1", "a.py")),
-             msg("a1", "r1", call("c2")), msg("r2", "a1", result("c2", "a.py")),
-             msg("u2", "r1", {"role": "user", "content": "try another way", "timestamp": 1770112800000}),
-             msg("a2", "u2", {"role": "assistant", "content": [{"type": "text", "text": "Done."}], "stopReason": "stop",
-                              "model": "m1", "usage": {"input": 10, "output": 2}, "timestamp": 1770112800000})]
+    lines = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": "2026-02-03T10:00:00.000Z", "cwd": "/w"},
+        msg("u1", None, {"role": "user", "content": "task_id: br-2\nlist files", "timestamp": 1770112800000}),
+        msg("a0", "u1", call("c1")),
+        msg("r1", "a0", result("c1", "a.py")),
+        msg("a1", "r1", call("c2")),
+        msg("r2", "a1", result("c2", "a.py")),
+        msg("u2", "r1", {"role": "user", "content": "try another way", "timestamp": 1770112800000}),
+        msg(
+            "a2",
+            "u2",
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Done."}],
+                "stopReason": "stop",
+                "model": "m1",
+                "usage": {"input": 10, "output": 2},
+                "timestamp": 1770112800000,
+            },
+        ),
+    ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
 
@@ -250,22 +302,50 @@ async def test_harness_sends_each_branch_as_pi_did(tmp_path: Path, mode: str) ->
     else:  # same shape turn by turn: roles, and every non-tool message as pi sent it
         assert [[r for r, _ in _roles_contents(b)] for b in bodies] == [[r for r, _ in x] for x in ref]
         assert [[c for r, c in _roles_contents(b) if r != "tool"] for b in bodies] == [
-            [c for r, c in x if r != "tool"] for x in ref]
+            [c for r, c in x if r != "tool"] for x in ref
+        ]
 
 
 def test_forked_file_counts_the_turns_copied_from_its_parent(tmp_path: Path) -> None:
     # pi's createBranchedSession / forkFrom: a new header naming the parent session, then
     # the parent's entries as they were (ids, timestamps), then what the fork added
     lines = FIXTURE.read_text().splitlines()
-    header = dict(json.loads(lines[0]), id="f0rk", timestamp="2026-02-03T10:00:07.000Z",
-                  parentSession="/home/u/.pi/agent/sessions/--work-demo--/2026-02-03_a1b2.jsonl")
+    header = dict(
+        json.loads(lines[0]),
+        id="f0rk",
+        timestamp="2026-02-03T10:00:07.000Z",
+        parentSession="/home/u/.pi/agent/sessions/--work-demo--/2026-02-03_a1b2.jsonl",
+    )
     fork = [json.dumps(header), *lines[1:5]]  # e01..e04: copied
-    fork.append(json.dumps({"type": "message", "id": "f05", "parentId": "e04", "timestamp": "2026-02-03T10:00:08.000Z",
-                            "message": {"role": "user", "content": "And in German?", "timestamp": 1770112808000}}))
-    fork.append(json.dumps({"type": "message", "id": "f06", "parentId": "f05", "timestamp": "2026-02-03T10:00:09.000Z",
-                            "message": {"role": "assistant", "content": [{"type": "text", "text": "Hallo."}],
-                                        "stopReason": "stop", "usage": {"input": 40, "output": 3},
-                                        "model": "acme-coder-1", "timestamp": 1770112808500}}))
+    fork.append(
+        json.dumps(
+            {
+                "type": "message",
+                "id": "f05",
+                "parentId": "e04",
+                "timestamp": "2026-02-03T10:00:08.000Z",
+                "message": {"role": "user", "content": "And in German?", "timestamp": 1770112808000},
+            }
+        )
+    )
+    fork.append(
+        json.dumps(
+            {
+                "type": "message",
+                "id": "f06",
+                "parentId": "f05",
+                "timestamp": "2026-02-03T10:00:09.000Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Hallo."}],
+                    "stopReason": "stop",
+                    "usage": {"input": 40, "output": 3},
+                    "model": "acme-coder-1",
+                    "timestamp": 1770112808500,
+                },
+            }
+        )
+    )
     src = tmp_path / "fork.jsonl"
     src.write_text("\n".join(fork) + "\n")
     (t,) = iter_trajectories(src)
@@ -279,10 +359,21 @@ def test_overflow_compaction_in_a_session_retries_without_the_failed_call(tmp_pa
     lines = FIXTURE.read_text().splitlines()
     entries = [json.loads(x) for x in lines]
     by_id = {e.get("id"): e for e in entries}
-    failed = {"type": "message", "id": "e14x", "parentId": "e13", "timestamp": "2026-02-03T10:00:29.000Z",
-              "message": {"role": "assistant", "content": [], "stopReason": "error", "model": "acme-coder-1",
-                          "usage": {"input": 0, "output": 0}, "timestamp": 1770112828000,
-                          "errorMessage": "prompt is too long: 210000 tokens > 200000 maximum"}}
+    failed = {
+        "type": "message",
+        "id": "e14x",
+        "parentId": "e13",
+        "timestamp": "2026-02-03T10:00:29.000Z",
+        "message": {
+            "role": "assistant",
+            "content": [],
+            "stopReason": "error",
+            "model": "acme-coder-1",
+            "usage": {"input": 0, "output": 0},
+            "timestamp": 1770112828000,
+            "errorMessage": "prompt is too long: 210000 tokens > 200000 maximum",
+        },
+    }
     by_id["e14"]["parentId"] = "e14x"
     at = entries.index(by_id["e14"])
     entries.insert(at, failed)
@@ -293,5 +384,9 @@ def test_overflow_compaction_in_a_session_retries_without_the_failed_call(tmp_pa
     ref = reference_requests(src)  # pi's rule, the retried failed call left out
     assert [_roles_contents(request_messages(t, k)) for k in range(len(t.turns))] == ref
     summary = COMPACTION_SUMMARY_PREFIX + json.loads(lines[14])["summary"] + COMPACTION_SUMMARY_SUFFIX
-    assert ref[7] == [("user", summary), ("user", "Make it print in Spanish instead"), ("assistant", None),
-                      ("tool", "Replaced 1 occurrence")]  # e15: the kept e11..e13, not the failed e14x
+    assert ref[7] == [
+        ("user", summary),
+        ("user", "Make it print in Spanish instead"),
+        ("assistant", None),
+        ("tool", "Replaced 1 occurrence"),
+    ]  # e15: the kept e11..e13, not the failed e14x

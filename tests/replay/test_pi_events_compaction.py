@@ -27,13 +27,27 @@ SUMMARY = "The user asked to clean up big.py; it was read and edited."
 
 
 def _usage(inp: int, out: int) -> dict:
-    return {"input": inp, "output": out, "cacheRead": 0, "cacheWrite": 0, "totalTokens": inp + out,
-            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    return {
+        "input": inp,
+        "output": out,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": inp + out,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+    }
 
 
 def _assistant(content: list, stop: str, inp: int, t: int) -> dict:
-    return {"role": "assistant", "content": content, "api": "openai-completions", "provider": "acme",
-            "model": "acme-coder-1", "usage": _usage(inp, 10), "stopReason": stop, "timestamp": 1770000000000 + t}
+    return {
+        "role": "assistant",
+        "content": content,
+        "api": "openai-completions",
+        "provider": "acme",
+        "model": "acme-coder-1",
+        "usage": _usage(inp, 10),
+        "stopReason": stop,
+        "timestamp": 1770000000000 + t,
+    }
 
 
 def _call(cid: str, name: str, args: dict) -> dict:
@@ -41,8 +55,14 @@ def _call(cid: str, name: str, args: dict) -> dict:
 
 
 def _result(cid: str, name: str, text: str, t: int) -> dict:
-    return {"role": "toolResult", "toolCallId": cid, "toolName": name, "content": [{"type": "text", "text": text}],
-            "isError": False, "timestamp": 1770000000000 + t}
+    return {
+        "role": "toolResult",
+        "toolCallId": cid,
+        "toolName": name,
+        "content": [{"type": "text", "text": text}],
+        "isError": False,
+        "timestamp": 1770000000000 + t,
+    }
 
 
 def _user(text: str, t: int) -> dict:
@@ -53,40 +73,82 @@ def stream(end_type: str = "compaction_end", result: bool = True, retry: bool = 
     """Two prompts of `pi --mode json`, a threshold compaction between them; with
     `retry`, the last call of the first prompt fails (overloaded) and pi retries it."""
     a0 = _assistant([_call("c1", "read", {"path": "big.py"})], "toolUse", 200, 1)
-    a1 = _assistant([_call("c2", "edit", {"path": "big.py", "oldText": "x = 1\nx = 1\n", "newText": "x = 1\n"})],
-                    "toolUse", 22_800, 3)
+    a1 = _assistant(
+        [_call("c2", "edit", {"path": "big.py", "oldText": "x = 1\nx = 1\n", "newText": "x = 1\n"})],
+        "toolUse",
+        22_800,
+        3,
+    )
     a2 = _assistant([{"type": "text", "text": "Cleaned up."}], "stop", 22_850, 5)
     a3 = _assistant([{"type": "text", "text": "Added a docstring."}], "stop", 400, 9)
     failed = dict(_assistant([], "error", 0, 5), errorMessage="529 overloaded_error: Overloaded")
     start = end_type.replace("_end", "_start")
-    end: dict = {"type": end_type, "reason": "threshold", "aborted": False, "willRetry": False,
-                 "result": {"summary": SUMMARY, "firstKeptEntryId": "9f2c41aa", "tokensBefore": 22_860,
-                            "details": {"readFiles": ["big.py"], "modifiedFiles": ["big.py"]}} if result else None}
+    end: dict = {
+        "type": end_type,
+        "reason": "threshold",
+        "aborted": False,
+        "willRetry": False,
+        "result": {
+            "summary": SUMMARY,
+            "firstKeptEntryId": "9f2c41aa",
+            "tokensBefore": 22_860,
+            "details": {"readFiles": ["big.py"], "modifiedFiles": ["big.py"]},
+        }
+        if result
+        else None,
+    }
     return [
-        {"type": "session", "version": 3, "id": "0b6c2f7e-0000-4000-8000-00000000e013", "timestamp":
-         "2026-02-02T10:00:00.000Z", "cwd": "/work/demo"},
-        {"type": "agent_start"}, {"type": "turn_start"},
+        {
+            "type": "session",
+            "version": 3,
+            "id": "0b6c2f7e-0000-4000-8000-00000000e013",
+            "timestamp": "2026-02-02T10:00:00.000Z",
+            "cwd": "/work/demo",
+        },
+        {"type": "agent_start"},
+        {"type": "turn_start"},
         {"type": "message_start", "message": _user("task_id: ev-1\nClean up big.py", 0)},
         {"type": "message_end", "message": _user("task_id: ev-1\nClean up big.py", 0)},
         {"type": "message_end", "message": a0},
         {"type": "tool_execution_start", "toolCallId": "c1", "toolName": "read", "args": {"path": "big.py"}},
-        {"type": "tool_execution_end", "toolCallId": "c1", "toolName": "read",
-         "result": {"content": [{"type": "text", "text": BIG}]}, "isError": False},
+        {
+            "type": "tool_execution_end",
+            "toolCallId": "c1",
+            "toolName": "read",
+            "result": {"content": [{"type": "text", "text": BIG}]},
+            "isError": False,
+        },
         {"type": "message_end", "message": _result("c1", "read", BIG, 2)},
         {"type": "turn_end", "message": a0, "toolResults": [_result("c1", "read", BIG, 2)]},
-        {"type": "turn_start"}, {"type": "message_end", "message": a1},
+        {"type": "turn_start"},
+        {"type": "message_end", "message": a1},
         {"type": "message_end", "message": _result("c2", "edit", "Replaced 1 occurrence", 4)},
         {"type": "turn_end", "message": a1, "toolResults": [_result("c2", "edit", "Replaced 1 occurrence", 4)]},
-        *([{"type": "turn_start"}, {"type": "message_end", "message": failed},
-           {"type": "turn_end", "message": failed, "toolResults": []},
-           {"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 2000,
-            "errorMessage": "529 overloaded_error"}] if retry else []),
-        {"type": "turn_start"}, {"type": "message_end", "message": a2},
+        *(
+            [
+                {"type": "turn_start"},
+                {"type": "message_end", "message": failed},
+                {"type": "turn_end", "message": failed, "toolResults": []},
+                {
+                    "type": "auto_retry_start",
+                    "attempt": 1,
+                    "maxAttempts": 3,
+                    "delayMs": 2000,
+                    "errorMessage": "529 overloaded_error",
+                },
+            ]
+            if retry
+            else []
+        ),
+        {"type": "turn_start"},
+        {"type": "message_end", "message": a2},
         {"type": "turn_end", "message": a2, "toolResults": []},
         *([{"type": "auto_retry_end", "success": True, "attempt": 1}] if retry else []),
         {"type": "agent_end", "messages": []},
-        {"type": start, "reason": "threshold"}, end,
-        {"type": "agent_start"}, {"type": "turn_start"},
+        {"type": start, "reason": "threshold"},
+        end,
+        {"type": "agent_start"},
+        {"type": "turn_start"},
         {"type": "message_end", "message": _user("Now add a docstring", 8)},
         {"type": "message_end", "message": a3},
         {"type": "turn_end", "message": a3, "toolResults": []},
@@ -120,8 +182,12 @@ def test_compaction_event_keeps_what_pi_keeps(tmp_path: Path, end_type: str) -> 
     assert t.skipped["compaction_cut_by_pi_rule"] == 1
     msgs = request_messages(t, 3)
     assert [(m["role"], m["content"]) for m in msgs] == [
-        ("user", compaction_text(SUMMARY)), ("assistant", None), ("tool", "Replaced 1 occurrence"),
-        ("assistant", "Cleaned up."), ("user", "Now add a docstring")]
+        ("user", compaction_text(SUMMARY)),
+        ("assistant", None),
+        ("tool", "Replaced 1 occurrence"),
+        ("assistant", "Cleaned up."),
+        ("user", "Now add a docstring"),
+    ]
     assert msgs[1]["tool_calls"][0]["function"]["name"] == "edit"
     # before the compaction every request carries the 90,000-char read result
     assert all(_has_big(request_messages(t, k)) for k in (1, 2))
@@ -136,8 +202,13 @@ def test_retried_call_is_left_out_of_later_requests(tmp_path: Path) -> None:
     assert sent[3] == sent[2]  # the retry resends the failed call's request
     assert t.turns[3].context_edit.kind == "branch"
     # after the compaction the kept messages leave the failed call out too
-    assert sent[4] == [("user", compaction_text(SUMMARY)), ("assistant", None), ("tool", "Replaced 1 occurrence"),
-                       ("assistant", "Cleaned up."), ("user", "Now add a docstring")]
+    assert sent[4] == [
+        ("user", compaction_text(SUMMARY)),
+        ("assistant", None),
+        ("tool", "Replaced 1 occurrence"),
+        ("assistant", "Cleaned up."),
+        ("user", "Now add a docstring"),
+    ]
     out = tmp_path / "trajectories.jsonl"
     convert_paths([src], out)
     run = replay_turns(out, t)
@@ -182,13 +253,21 @@ def test_overflow_compaction_retries_without_the_failed_call(tmp_path: Path) -> 
     events = stream()
     at = next(i for i, e in enumerate(events) if e["type"] == "compaction_start")
     overflow = dict(_assistant([], "error", 0, 6), errorMessage="prompt is too long: 210000 tokens > 200000 maximum")
-    events[at:at] = [{"type": "turn_start"}, {"type": "message_end", "message": overflow},
-                     {"type": "turn_end", "message": overflow, "toolResults": []}]
+    events[at:at] = [
+        {"type": "turn_start"},
+        {"type": "message_end", "message": overflow},
+        {"type": "turn_end", "message": overflow, "toolResults": []},
+    ]
     end = next(e for e in events if e["type"] == "compaction_end")
     end.update(reason="overflow", willRetry=True)
     (t,) = iter_trajectories(_write(tmp_path, events))
     assert [x.response.finish_reason for x in t.turns] == ["tool_calls", "tool_calls", "stop", "error", "stop"]
     assert t.skipped["retried_call_left_out"] == 1
     sent = [(m["role"], m["content"]) for m in request_messages(t, 4)]
-    assert sent == [("user", compaction_text(SUMMARY)), ("assistant", None), ("tool", "Replaced 1 occurrence"),
-                    ("assistant", "Cleaned up."), ("user", "Now add a docstring")]
+    assert sent == [
+        ("user", compaction_text(SUMMARY)),
+        ("assistant", None),
+        ("tool", "Replaced 1 occurrence"),
+        ("assistant", "Cleaned up."),
+        ("user", "Now add a docstring"),
+    ]

@@ -18,10 +18,25 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
 FIXTURES = REPO / "tests" / "replay" / "fixtures"
 REAL = REPO.parent / "shared" / "data" / "real"
-INPUTS = [EXAMPLE, *(FIXTURES / n for n in ("pi_events.jsonl", "pi_v3_tree.jsonl", "swe_agent_fc.traj",
-                                             "swesmith_rows.jsonl", "harbor_trial.jsonl"))]
-REAL_INPUTS = ["pi-session-v1-large.jsonl", "swe-agent-pydicom-1458.traj", "openhands-basic.traj.json",
-               "mini-swe-agent-github-issue.traj.json"]
+INPUTS = [
+    EXAMPLE,
+    *(
+        FIXTURES / n
+        for n in (
+            "pi_events.jsonl",
+            "pi_v3_tree.jsonl",
+            "swe_agent_fc.traj",
+            "swesmith_rows.jsonl",
+            "harbor_trial.jsonl",
+        )
+    ),
+]
+REAL_INPUTS = [
+    "pi-session-v1-large.jsonl",
+    "swe-agent-pydicom-1458.traj",
+    "openhands-basic.traj.json",
+    "mini-swe-agent-github-issue.traj.json",
+]
 
 
 def test_the_example_reads_as_its_recorded_calls(tmp_path: Path) -> None:
@@ -29,8 +44,9 @@ def test_the_example_reads_as_its_recorded_calls(tmp_path: Path) -> None:
     convert_paths([EXAMPLE], out, progress=None)
     (t,) = plan_trajectories(out, trusted=True)
     # 4 calls: context 122, 314, 587, 702 characters; completion_tokens as recorded; durations in ms
-    assert t == PlanTrajectory(t.trajectory_id, (0.122, 0.314, 0.587, 0.702), (24, 61, 38, 22),
-                               (640.0, 910.0, 520.0, 430.0))
+    assert t == PlanTrajectory(
+        t.trajectory_id, (0.122, 0.314, 0.587, 0.702), (24, 61, 38, 22), (640.0, 910.0, 520.0, 430.0)
+    )
     assert len(t.turns) == 4
     # recorded latency: 4 x 5 ms + (640 + 910 + 520 + 430) ms; no context cost
     plan = sweep_plan([t], [1], latency="recorded", call_overhead_s=0.005, context_s_per_kchar=0.0)

@@ -41,16 +41,29 @@ def _run_stats(samples: Path) -> dict:
 
 
 async def test_same_scripted_stream_gives_the_same_metrics_through_llm_and_a_replayed_turn(
-        tmp_path: Path, example) -> None:
+    tmp_path: Path, example
+) -> None:
     # one fixed stream: role chunk at once, 4 content chunks from 200 ms, 100 ms apart,
     # usage last: TTFT ~200 ms, 3 ITL gaps of ~100 ms, E2E ~500 ms, TPOT ~300/3 = 100 ms
     scenario = Scenario(ttft_ms=200, itl_ms=100, content_chunks=4, completion_tokens=4)
     _, trajs = example
     one_turn = trajs[0].model_copy(update={"turns": trajs[0].turns[:1]})
     async with ScenarioServer(scenario) as srv:
-        code = await asyncio.to_thread(main, [
-            "llm", "--url", srv.chat_url, "--model", "m", "--max-requests", "1",
-            "--out-dir", str(tmp_path / "llm"), "--no-progress"])
+        code = await asyncio.to_thread(
+            main,
+            [
+                "llm",
+                "--url",
+                srv.chat_url,
+                "--model",
+                "m",
+                "--max-requests",
+                "1",
+                "--out-dir",
+                str(tmp_path / "llm"),
+                "--no-progress",
+            ],
+        )
         calls: list[Sample] = []
         res = await run_episode(one_turn, srv.url, mode="recorded", sample_sink=calls.append)
     assert code in (0, 1)  # 1 only when a self-check (loop lag) flags the busy host
@@ -106,7 +119,8 @@ async def test_point_writes_one_engine_sample_per_model_call_into_the_warehouse(
         assert s["n_token_events"] >= 1 and len(s["token_event_ns"]) == s["n_token_events"]
         assert s["sent_ns"] <= s["first_token_ns"] <= s["end_ns"]
     assert sorted((s["meta"]["episode_id"], s["meta"]["turn_index"]) for s in lines) == [
-        (f"c3-{e}", t) for e in range(3) for t in range(4)]
+        (f"c3-{e}", t) for e in range(3) for t in range(4)
+    ]
     # the engine ran the episodes as its unit of work: 3 in flight, closed:3
     engine = orjson.loads((pdir / "engine_summary.json").read_bytes())
     assert (engine["target"]["target_concurrency"], engine["run"]["max_concurrency"]) == (3, 3)
@@ -117,16 +131,19 @@ async def test_point_writes_one_engine_sample_per_model_call_into_the_warehouse(
     load_run(wh, run_dir)
     con = duckdb.connect(str(wh), read_only=True)
     try:
-        got = con.execute("SELECT count(*), count(finish_reason), count(*) FILTER (bytes_sent > 0), "
-                          "sum(bytes_sent) FROM requests").fetchone()
+        got = con.execute(
+            "SELECT count(*), count(finish_reason), count(*) FILTER (bytes_sent > 0), sum(bytes_sent) FROM requests"
+        ).fetchone()
     finally:
         con.close()
     assert got == (12, 12, 12, sum(s["bytes_sent"] for s in lines))
     con = duckdb.connect(str(wh), read_only=True)
     try:  # each request joins its episode and turn (migration 0007)
-        joined = con.execute("SELECT count(*), count(DISTINCT (r.episode_id, r.turn_index)) FROM requests r "
-                             "JOIN turns t USING (run_id, sweep_point, episode_id, turn_index) "
-                             "JOIN episodes e USING (run_id, sweep_point, episode_id)").fetchone()
+        joined = con.execute(
+            "SELECT count(*), count(DISTINCT (r.episode_id, r.turn_index)) FROM requests r "
+            "JOIN turns t USING (run_id, sweep_point, episode_id, turn_index) "
+            "JOIN episodes e USING (run_id, sweep_point, episode_id)"
+        ).fetchone()
     finally:
         con.close()
     assert joined == (12, 12)  # 3 episodes x 4 turns, one request each
@@ -156,9 +173,21 @@ def test_point_names_closed_loop_by_concurrency_and_open_loop_by_its_rate():
 async def test_episode_plan_cycles_with_a_shards_stride_in_duration_mode(tmp_path: Path, example) -> None:
     traj, trajs = example
     with start_replay_server(traj) as srv:
-        played = await play_episodes(trajs, srv.url, tmp_path / "w1", run_id="r1", sweep_point="c2",
-                                     load="closed:2", episodes=3, duration_s=60.0, concurrency=2,
-                                     episode_prefix="c2-w1", index_start=1, index_step=2, keep_results=True)
+        played = await play_episodes(
+            trajs,
+            srv.url,
+            tmp_path / "w1",
+            run_id="r1",
+            sweep_point="c2",
+            load="closed:2",
+            episodes=3,
+            duration_s=60.0,
+            concurrency=2,
+            episode_prefix="c2-w1",
+            index_start=1,
+            index_step=2,
+            keep_results=True,
+        )
     # at most 3 episodes: seq 0, 1, 2 -> indices 1, 3, 5 of the one cycle
     assert sorted(r.episode.episode_id for r in played.workload.results) == ["c2-w1-1", "c2-w1-3", "c2-w1-5"]
     assert played.n_calls == 12
@@ -173,7 +202,11 @@ async def test_point_in_two_engine_workers_splits_the_episodes_and_merges_the_fi
     # closed:4 over 2 workers: 2 episodes in flight on each, 8 episodes x 4 turns
     assert (row["n_episodes"], row["n_requests"], row["misses_total"]) == (8, 32, 0)
     assert sorted(p.name for p in pdir.glob("*samples-w*.jsonl")) == [
-        "episode_samples-w0.jsonl", "episode_samples-w1.jsonl", "samples-w0.jsonl", "samples-w1.jsonl"]
+        "episode_samples-w0.jsonl",
+        "episode_samples-w1.jsonl",
+        "samples-w0.jsonl",
+        "samples-w1.jsonl",
+    ]
     eps = [orjson.loads(x) for x in (pdir / "episodes.jsonl").read_bytes().splitlines()]
     assert sorted({e["worker"] for e in eps}) == [0, 1, 2, 3]  # slot j on worker k -> j * 2 + k
     engine = orjson.loads((pdir / "engine_summary.json").read_bytes())
@@ -194,4 +227,3 @@ async def test_a_model_call_cancelled_in_flight_is_a_cancelled_sample(example) -
     (s,) = calls  # written as the engine writes a request cancelled at the run deadline
     assert (s.outcome, s.meta["turn_index"], s.first_token_ns) == ("cancelled", 0, None)
     assert s.sent_ns is not None and s.end_ns >= s.sent_ns and s.bytes_sent > 0
-

@@ -18,21 +18,48 @@ MS = 1_000_000
 
 
 def _ep(i: int, start_ms: int, end_ms: int, **kw) -> dict:
-    return Episode(run_id="r", sweep_point="c2", concurrency=2, episode_id=f"c2-{i}", trajectory_id="t",
-                   task_id=None, mode="recorded", worker=i, started_ns=start_ms * MS, ended_ns=end_ms * MS,
-                   **kw).to_dict()
+    return Episode(
+        run_id="r",
+        sweep_point="c2",
+        concurrency=2,
+        episode_id=f"c2-{i}",
+        trajectory_id="t",
+        task_id=None,
+        mode="recorded",
+        worker=i,
+        started_ns=start_ms * MS,
+        ended_ns=end_ms * MS,
+        **kw,
+    ).to_dict()
 
 
-def _req(seq: int, sent_ms: int, ttft_ms: int | None, e2e_ms: int, *, outcome: str = "ok",
-         output_tokens: int | None = None, sweep_point: str | None = "c2") -> dict:
-    return Sample(run_id="r", seq=seq, lane="agent", sweep_point=sweep_point, outcome=outcome,
-                  intended_ns=sent_ms * MS, sent_ns=sent_ms * MS,
-                  first_token_ns=None if ttft_ms is None else (sent_ms + ttft_ms) * MS,
-                  # two token events: the first token and the last, at the end of the body
-                  token_event_ns=None if ttft_ms is None else [(sent_ms + ttft_ms) * MS, (sent_ms + e2e_ms) * MS],
-                  n_token_events=0 if ttft_ms is None else 2,
-                  end_ns=(sent_ms + e2e_ms) * MS, usage_present=output_tokens is not None,
-                  output_tokens=output_tokens, prompt_tokens=None if output_tokens is None else 100).to_dict()
+def _req(
+    seq: int,
+    sent_ms: int,
+    ttft_ms: int | None,
+    e2e_ms: int,
+    *,
+    outcome: str = "ok",
+    output_tokens: int | None = None,
+    sweep_point: str | None = "c2",
+) -> dict:
+    return Sample(
+        run_id="r",
+        seq=seq,
+        lane="agent",
+        sweep_point=sweep_point,
+        outcome=outcome,
+        intended_ns=sent_ms * MS,
+        sent_ns=sent_ms * MS,
+        first_token_ns=None if ttft_ms is None else (sent_ms + ttft_ms) * MS,
+        # two token events: the first token and the last, at the end of the body
+        token_event_ns=None if ttft_ms is None else [(sent_ms + ttft_ms) * MS, (sent_ms + e2e_ms) * MS],
+        n_token_events=0 if ttft_ms is None else 2,
+        end_ns=(sent_ms + e2e_ms) * MS,
+        usage_present=output_tokens is not None,
+        output_tokens=output_tokens,
+        prompt_tokens=None if output_tokens is None else 100,
+    ).to_dict()
 
 
 def _write(path: Path, rows: list[dict]) -> None:
@@ -44,24 +71,75 @@ def point(tmp_path: Path) -> Path:
     pdir = tmp_path / "points" / "c2"
     pdir.mkdir(parents=True)
     # episode 0: 0..100 ms, episode 1: 50..150 ms, episode 2: 150..200 ms (touches 1: no overlap)
-    _write(pdir / "episodes.jsonl", [
-        _ep(0, 0, 100, n_turns=2, n_requests=2, model_time_ns=60 * MS, tool_time_ns=10 * MS,
-            misses_beyond_turns=1, resolved=True, reverified=True),
-        _ep(1, 50, 150, n_turns=1, n_requests=1, model_time_ns=30 * MS, tool_time_ns=20 * MS,
-            divergences=2, resolved=False, reverified=True),
-        _ep(2, 150, 200, n_turns=1, n_requests=1, model_time_ns=30 * MS, tool_time_ns=0,
-            misses_unknown_key=1, resolved=True, reverified=False, outcome="error"),
-    ])
+    _write(
+        pdir / "episodes.jsonl",
+        [
+            _ep(
+                0,
+                0,
+                100,
+                n_turns=2,
+                n_requests=2,
+                model_time_ns=60 * MS,
+                tool_time_ns=10 * MS,
+                misses_beyond_turns=1,
+                resolved=True,
+                reverified=True,
+            ),
+            _ep(
+                1,
+                50,
+                150,
+                n_turns=1,
+                n_requests=1,
+                model_time_ns=30 * MS,
+                tool_time_ns=20 * MS,
+                divergences=2,
+                resolved=False,
+                reverified=True,
+            ),
+            _ep(
+                2,
+                150,
+                200,
+                n_turns=1,
+                n_requests=1,
+                model_time_ns=30 * MS,
+                tool_time_ns=0,
+                misses_unknown_key=1,
+                resolved=True,
+                reverified=False,
+                outcome="error",
+            ),
+        ],
+    )
     # requests (model calls): 0..20, 40..70, 50..90 ok; 150..200 an http_error
-    _write(pdir / "samples.jsonl", [
-        _req(0, 0, 10, 20, output_tokens=3), _req(1, 40, 5, 30, output_tokens=6), _req(2, 50, 20, 40),
-        _req(3, 150, None, 50, outcome="http_error"),
-    ])
+    _write(
+        pdir / "samples.jsonl",
+        [
+            _req(0, 0, 10, 20, output_tokens=3),
+            _req(1, 40, 5, 30, output_tokens=6),
+            _req(2, 50, 20, 40),
+            _req(3, 150, None, 50, outcome="http_error"),
+        ],
+    )
     # a turn line of the shape written before migration 0010 (request figures on it): read as before
-    _write(pdir / "turns.jsonl", [
-        {"run_id": "r", "sweep_point": "c2", "episode_id": "c2-0", "turn_index": 0, "sent_ns": 0,
-         "first_token_ns": 10 * MS, "end_ns": 20 * MS, "outcome": "ok", "byte_equal": False},
-    ])
+    _write(
+        pdir / "turns.jsonl",
+        [
+            {
+                "run_id": "r",
+                "sweep_point": "c2",
+                "episode_id": "c2-0",
+                "turn_index": 0,
+                "sent_ns": 0,
+                "first_token_ns": 10 * MS,
+                "end_ns": 20 * MS,
+                "outcome": "ok",
+                "byte_equal": False,
+            },
+        ],
+    )
     return pdir
 
 
@@ -101,8 +179,12 @@ def test_episode_metrics_and_overlap(point: Path) -> None:
     # episodes 0 and 1 started before the first end (100 ms): proof holds for target 2
     assert (row["all_started_before_first_finish"], row["proof_ok"], row["proof_reason"]) == (True, True, None)
     assert (row["started_ns"], row["ended_ns"]) == (0, 200 * MS)
-    assert (row["valid"], row["invalid_reason"], row["target_concurrency"], row["target_episodes"]) == \
-        (True, None, 2, 3)
+    assert (row["valid"], row["invalid_reason"], row["target_concurrency"], row["target_episodes"]) == (
+        True,
+        None,
+        2,
+        3,
+    )
 
 
 def test_point_below_target_concurrency_is_invalid(point: Path) -> None:
@@ -110,13 +192,15 @@ def test_point_below_target_concurrency_is_invalid(point: Path) -> None:
     assert row["valid"] is False
     # the first failed check only; the proof (target min(3, 3 episodes)) fails too
     assert row["invalid_reason"] == "achieved concurrency 2 < target 3"
-    assert row["proof_reason"] == ("max episodes in flight 2 < target 3; "
-                                   "only 2 of 3 episodes started before the first finished")
+    assert row["proof_reason"] == (
+        "max episodes in flight 2 < target 3; only 2 of 3 episodes started before the first finished"
+    )
 
 
 def test_writer_reasons_follow_the_points_own(point: Path) -> None:
-    row = summarize_point(point, sweep_point="c2", concurrency=3, shards=2,
-                          verdict_reasons=["shard 1 failed (exit code 1)"])
+    row = summarize_point(
+        point, sweep_point="c2", concurrency=3, shards=2, verdict_reasons=["shard 1 failed (exit code 1)"]
+    )
     assert (row["valid"], row["shards"], row["verdict_reasons"]) == (False, 2, "shard 1 failed (exit code 1)")
     assert row["invalid_reason"] == "achieved concurrency 2 < target 3; shard 1 failed (exit code 1)"
     ok = summarize_point(point, sweep_point="c2", concurrency=2, verdict_reasons=["late"])
@@ -150,8 +234,10 @@ def test_full_usage_coverage_gives_token_totals(tmp_path: Path) -> None:
     pdir.mkdir(parents=True)
     _write(pdir / "episodes.jsonl", [_ep(0, 0, 100), _ep(1, 10, 120)])
     # samples without a sweep_point (as a shard may write them) take the point's name
-    _write(pdir / "samples.jsonl", [_req(0, 0, 5, 50, output_tokens=5, sweep_point=None),
-                                    _req(1, 10, 5, 60, output_tokens=7, sweep_point=None)])
+    _write(
+        pdir / "samples.jsonl",
+        [_req(0, 0, 5, 50, output_tokens=5, sweep_point=None), _req(1, 10, 5, 60, output_tokens=7, sweep_point=None)],
+    )
     row = summarize_point(pdir, sweep_point="c2", concurrency=2)
     # 100 prompt tokens each; 5 + 7 output tokens
     assert (row["usage_coverage"], row["prompt_tokens_total"], row["output_tokens_total"]) == (1.0, 200, 12)
@@ -164,9 +250,14 @@ def test_engine_point_takes_target_and_verdict_from_its_summary(tmp_path: Path) 
     pdir.mkdir(parents=True)
     _write(pdir / "samples-w0.jsonl", [_req(0, 0, 5, 50, sweep_point="closed-2")])
     _write(pdir / "samples-w1.jsonl", [_req(1, 10, 5, 60, sweep_point="closed-2")])
-    summary = {"run_id": "r", "target": {"target_concurrency": 2, "lanes": {"default": {
-        "load": "closed:2", "target_rate_per_s": None, "concurrency": 2}}},
-        "verdict": {"valid": False, "reasons": ["event-loop lag p99 40.0 ms exceeds 10 ms"]}}
+    summary = {
+        "run_id": "r",
+        "target": {
+            "target_concurrency": 2,
+            "lanes": {"default": {"load": "closed:2", "target_rate_per_s": None, "concurrency": 2}},
+        },
+        "verdict": {"valid": False, "reasons": ["event-loop lag p99 40.0 ms exceeds 10 ms"]},
+    }
     row = engine_point_row(pdir, summary, "closed-2", 1.0, shards=2)
     # no episodes: achieved concurrency is requests in flight, 0..50 and 10..60 -> 2
     assert (row["load"], row["target_concurrency"], row["achieved_max_concurrency"]) == ("closed:2", 2, 2)
@@ -178,6 +269,11 @@ def test_table_rows_format_the_row(point: Path) -> None:
     row = summarize_point(point, sweep_point="c2", concurrency=2)
     headers, cells = sweep_table_rows([json.loads(json.dumps(row))])
     got = dict(zip(headers, cells[0], strict=False))
-    assert (got["point"], got["target"], got["valid"], got["usage cov."], got["req/s"]) == \
-        ("c2", "2", "yes", "0.667", "15.0")
+    assert (got["point"], got["target"], got["valid"], got["usage cov."], got["req/s"]) == (
+        "c2",
+        "2",
+        "yes",
+        "0.667",
+        "15.0",
+    )
     assert (got["resolved ver."], got["resolved car."], got["p50 E2E"]) == ("0.5", "1", "30.0")

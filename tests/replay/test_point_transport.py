@@ -24,8 +24,20 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
 
 # what the parser and the wire decide about a call: equal on every transport
-_SAME = ("outcome", "http_status", "n_token_events", "output_chars", "usage_present", "prompt_tokens",
-         "output_tokens", "cached_tokens", "finish_reason", "bytes_sent", "bytes_received", "error")
+_SAME = (
+    "outcome",
+    "http_status",
+    "n_token_events",
+    "output_chars",
+    "usage_present",
+    "prompt_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "finish_reason",
+    "bytes_sent",
+    "bytes_received",
+    "error",
+)
 
 
 def _calls(pdir: Path) -> dict[tuple[str, int], dict]:
@@ -40,8 +52,7 @@ async def test_a_point_gives_the_same_samples_on_raw_and_on_aiohttp(tmp_path: Pa
     rows = {}
     with start_replay_server(traj) as srv:
         for kind in ("raw", "aiohttp"):
-            rows[kind] = await run_point(trajs, srv.url, tmp_path / kind, run_id="r1", concurrency=3,
-                                         transport=kind)
+            rows[kind] = await run_point(trajs, srv.url, tmp_path / kind, run_id="r1", concurrency=3, transport=kind)
     raw, aio = _calls(point_dir(tmp_path / "raw", "c3")), _calls(point_dir(tmp_path / "aiohttp", "c3"))
     # 3 episodes x 4 recorded turns each, every one served
     assert sorted(raw) == sorted(aio) == [(f"c3-{e}", t) for e in range(3) for t in range(4)]
@@ -52,9 +63,16 @@ async def test_a_point_gives_the_same_samples_on_raw_and_on_aiohttp(tmp_path: Pa
         assert r["outcome"] == "ok" and r["bytes_received"] > 0 and r["n_token_events"] >= 1
     for kind in ("raw", "aiohttp"):
         assert (rows[kind]["n_requests"], rows[kind]["n_episodes"], rows[kind]["misses_total"]) == (12, 3, 0), kind
-    eps = {kind: sorted((orjson.loads(x) for x in (point_dir(tmp_path / kind, "c3") / "episode_samples.jsonl")
-                         .read_bytes().splitlines()), key=lambda e: e["meta"]["episode_id"])
-           for kind in ("raw", "aiohttp")}
+    eps = {
+        kind: sorted(
+            (
+                orjson.loads(x)
+                for x in (point_dir(tmp_path / kind, "c3") / "episode_samples.jsonl").read_bytes().splitlines()
+            ),
+            key=lambda e: e["meta"]["episode_id"],
+        )
+        for kind in ("raw", "aiohttp")
+    }
     for r, a in zip(eps["raw"], eps["aiohttp"], strict=True):
         for k in ("outcome", "bytes_sent", "bytes_received", "prompt_tokens", "output_tokens", "finish_reason"):
             assert r[k] == a[k], k
@@ -63,11 +81,18 @@ async def test_a_point_gives_the_same_samples_on_raw_and_on_aiohttp(tmp_path: Pa
 
 @pytest.mark.parametrize(("kind", "cls"), [("raw", RawTransport), ("aiohttp", AiohttpTransport)])
 async def test_an_episode_workload_opens_one_transport_of_its_kind_before_the_clock(
-        tmp_path: Path, kind: str, cls: type) -> None:
+    tmp_path: Path, kind: str, cls: type
+) -> None:
     traj = tmp_path / "traj.jsonl"
     convert_paths([EXAMPLE], traj)
-    wl = EpisodeWorkload(list(read_trajectories(traj)), "http://127.0.0.1:9", tmp_path / "out", run_id="r1",
-                         sweep_point="c1", transport=kind)
+    wl = EpisodeWorkload(
+        list(read_trajectories(traj)),
+        "http://127.0.0.1:9",
+        tmp_path / "out",
+        run_id="r1",
+        sweep_point="c1",
+        transport=kind,
+    )
     assert wl.describe()["transport"] == kind  # the manifest names it
     await wl.start()
     try:
@@ -89,8 +114,7 @@ async def test_episode_lines_reach_the_file_by_the_flush_task_not_per_episode(tm
     traj = tmp_path / "traj.jsonl"
     convert_paths([EXAMPLE], traj)
     with start_replay_server(traj) as srv:
-        wl = EpisodeWorkload(list(read_trajectories(traj)), srv.url, tmp_path / "out", run_id="r1",
-                             sweep_point="c1")
+        wl = EpisodeWorkload(list(read_trajectories(traj)), srv.url, tmp_path / "out", run_id="r1", sweep_point="c1")
         await wl.start()
         try:
             await wl.execute(0, Sample(run_id="r1", seq=0, lane="default"), 0)

@@ -32,8 +32,9 @@ def test_snapshot_counts_answered_calls_and_requests_in_flight() -> None:
     # answered = 8 served + 1 miss = 9; in flight = 12 received - 9; 9 calls in 3 s = 3/s; (36 - 9) / 3
     assert (ev.calls_done, ev.requests_in_flight, ev.misses, ev.calls_per_s, ev.eta_s) == (9, 3, 1, 3.0, 9.0)
     assert ev.fraction == 0.25  # 9 of 36 calls
-    assert describe(ev) == ("sweep point c4: episodes 2/8, model calls 9/36 (3.0/s), requests in flight 3, "
-                            "misses 1, elapsed 3 s, ETA 9 s")
+    assert describe(ev) == (
+        "sweep point c4: episodes 2/8, model calls 9/36 (3.0/s), requests in flight 3, misses 1, elapsed 3 s, ETA 9 s"
+    )
     assert snapshot("c4", None, 0, None, None, 0.0).eta_s is None  # /stats not read yet
 
 
@@ -46,8 +47,9 @@ async def test_watch_point_emits_moving_progress_and_a_last_finished_event(tmp_p
 
     events: list[ProgressEvent] = []
     with observe(events.append):
-        async with watch_point("c1", stats=stats, episodes_file=episodes, episodes_total=2, calls_total=6,
-                               interval_s=0.01):
+        async with watch_point(
+            "c1", stats=stats, episodes_file=episodes, episodes_total=2, calls_total=6, interval_s=0.01
+        ):
             for k in range(1, 7):
                 served[0] = k
                 if k in (3, 6):
@@ -67,8 +69,14 @@ async def test_a_failing_observer_is_dropped_without_failing_the_point(tmp_path:
         raise RuntimeError("terminal gone")
 
     with observe(seen.append), observe(broken):
-        async with watch_point("c2", stats=lambda: {}, episodes_file=tmp_path / "none.jsonl", episodes_total=None,
-                               calls_total=None, interval_s=0.01):
+        async with watch_point(
+            "c2",
+            stats=lambda: {},
+            episodes_file=tmp_path / "none.jsonl",
+            episodes_total=None,
+            calls_total=None,
+            interval_s=0.01,
+        ):
             await asyncio.sleep(0.03)
     assert seen[-1].finished and seen[-1].episodes_done == 0
 
@@ -82,11 +90,15 @@ async def test_without_observers_nothing_is_polled(tmp_path: Path) -> None:
 
 
 def _traj(tid: str, n_turns: int, text: str = "x" * 40) -> Trajectory:
-    return Trajectory.model_validate({
-        "trajectory_id": tid, "source": {"format": "test", "path": tid, "sha256": "0" * 64}, "match_key": tid,
-        "first_user": f"task {tid}",
-        "turns": [{"index": i, "response": {"content": text}} for i in range(n_turns)],
-    })
+    return Trajectory.model_validate(
+        {
+            "trajectory_id": tid,
+            "source": {"format": "test", "path": tid, "sha256": "0" * 64},
+            "match_key": tid,
+            "first_user": f"task {tid}",
+            "turns": [{"index": i, "response": {"content": text}} for i in range(n_turns)],
+        }
+    )
 
 
 def test_plan_estimates_episodes_on_slots_with_the_latency_model() -> None:
@@ -97,8 +109,9 @@ def test_plan_estimates_episodes_on_slots_with_the_latency_model() -> None:
     c1, c2 = plan.points
     assert (c1.episodes, c1.model_calls, c1.estimated_s) == (2, 8, pytest.approx(1.52))  # a then b on one slot
     assert (c2.episodes, c2.model_calls, c2.estimated_s) == (2, 8, pytest.approx(0.95))  # side by side
-    three = sweep_plan(trajs, [2], episodes_per_point=3, latency="fixed:100:10", call_overhead_s=0.0,
-                       context_s_per_kchar=0.0)
+    three = sweep_plan(
+        trajs, [2], episodes_per_point=3, latency="fixed:100:10", call_overhead_s=0.0, context_s_per_kchar=0.0
+    )
     assert three.points[0].estimated_s == pytest.approx(1.14)  # a, b, then a again when a's slot frees at 0.57
     # instant latency: 50 ms of CPU per call does not overlap: 8 calls x 0.05 = 0.4 s (> b's 0.25 s)
     cpu = sweep_plan(trajs, [2], latency="instant", call_overhead_s=0.05, context_s_per_kchar=0.0)
@@ -126,8 +139,9 @@ def test_plan_of_a_real_453_turn_pi_session() -> None:
     if not PI_LARGE.is_file():
         pytest.skip(f"real recording absent: {PI_LARGE}")
     trajs = list(iter_trajectories(PI_LARGE))
-    plan = sweep_plan(trajs, [1, 5, 25], episodes_per_point=25, latency="instant", call_overhead_s=0.005,
-                      context_s_per_kchar=0.00003)
+    plan = sweep_plan(
+        trajs, [1, 5, 25], episodes_per_point=25, latency="instant", call_overhead_s=0.005, context_s_per_kchar=0.00003
+    )
     # 25 episodes x 453 calls = 11,325 calls a point; one episode: 453 x 5 ms + 141,264.3 kchars
     # of context x 30 us = 2.265 + 4.238 = 6.503 s, CPU that does not overlap: 25 x that a point
     assert [p.model_calls for p in plan.points] == [11_325] * 3
@@ -174,7 +188,11 @@ def test_stage_events_reach_sync_observers_and_skip_async_ones() -> None:
             now[0] = 4.0
             advance(1)
     assert [(e.done, e.total, e.elapsed_s, e.finished) for e in seen] == [
-        (0, 2, 0.0, False), (1, 2, 1.5, False), (2, 2, 4.0, False), (2, 2, 4.0, True)]
+        (0, 2, 0.0, False),
+        (1, 2, 1.5, False),
+        (2, 2, 4.0, False),
+        (2, 2, 4.0, True),
+    ]
 
 
 async def test_watch_engine_reports_an_engine_point_from_its_live_counters() -> None:

@@ -42,8 +42,9 @@ async def test_aborted_turn_replays_as_recorded_error_out_of_the_error_rate(tmp_
         stats = httpx.get(srv.url + "/stats").json()
     assert stats["misses"]["total"] == 0 and stats["served"] == 4
     samples_path = point_dir(tmp_path / "run", "c1") / "samples.jsonl"
-    lines = sorted((orjson.loads(x) for x in samples_path.read_bytes().splitlines()),
-                   key=lambda s: s["meta"]["turn_index"])
+    lines = sorted(
+        (orjson.loads(x) for x in samples_path.read_bytes().splitlines()), key=lambda s: s["meta"]["turn_index"]
+    )
     assert [s["outcome"] for s in lines] == ["ok", "ok", "ok", "recorded_error"]
     assert lines[3]["error"] == "failed in the original run (finish_reason aborted), served as recorded"
     assert lines[3]["finish_reason"] == "aborted"
@@ -65,8 +66,11 @@ async def test_recorded_error_streamed_and_whole(tmp_path: Path, aborted, stream
         res = await run_episode(trajs[0], url, mode="recorded", stream=stream)
     assert [c.outcome for c in res.calls] == ["ok", "ok", "ok", "recorded_error"]
     # each turn is keyed to its call's sample, which carries the outcome
-    assert [(c.sample.meta["episode_id"], c.sample.meta["turn_index"]) for c in res.calls] == \
-        [(t.episode_id, t.turn_index) for t in res.turns] == [(res.episode.episode_id, i) for i in range(4)]
+    assert (
+        [(c.sample.meta["episode_id"], c.sample.meta["turn_index"]) for c in res.calls]
+        == [(t.episode_id, t.turn_index) for t in res.turns]
+        == [(res.episode.episode_id, i) for i in range(4)]
+    )
     assert res.episode.outcome == "ok" and res.episode.n_turns == 4  # served: the episode went on
 
 
@@ -74,8 +78,9 @@ def test_summary_without_a_sent_request_but_recorded_errors_has_no_error_rate(tm
     # only recorded errors sent: n_sent - n_recorded_error = 0, so the error rate is
     # unknown (NULL), never 0 or a division error
     path = tmp_path / "samples.jsonl"
-    rows = [Sample(run_id="r", seq=i, outcome="recorded_error", intended_ns=i, sent_ns=i, end_ns=i + 10)
-            for i in range(2)]
+    rows = [
+        Sample(run_id="r", seq=i, outcome="recorded_error", intended_ns=i, sent_ns=i, end_ns=i + 10) for i in range(2)
+    ]
     path.write_bytes(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))
     run = nest_summary(summarize_samples([path]))["run"]
     assert (run["n_sent"], run["n_recorded_error"], run["error_rate"]) == (2, 2, None)
@@ -94,8 +99,8 @@ def test_engine_verdict_counts_failed_requests_without_recorded_errors() -> None
     from benchmaker.engine.selfcheck import verdict
 
     run = {"n_sent": 10, "n_ok": 5, "n_recorded_error": 2, "n_timeout": 3}
-    v = verdict(run, limits=SelfCheckLimits(), open_loop=False, target_concurrency=None,
-                loop_lag={}, interrupted=False)
+    v = verdict(run, limits=SelfCheckLimits(), open_loop=False, target_concurrency=None, loop_lag={}, interrupted=False)
     # 3 failed of 10 - 2 = 8: 37.50% > the default 10%
-    assert any("error rate 37.50% exceeds" in r and "(3 of 8 requests failed: 3 timeout)" in r
-               for r in v["reasons"]), v["reasons"]
+    assert any("error rate 37.50% exceeds" in r and "(3 of 8 requests failed: 3 timeout)" in r for r in v["reasons"]), (
+        v["reasons"]
+    )

@@ -41,29 +41,63 @@ def _traj(tid: str = "t0", first_user: str = "Fix the bug in calc.py") -> Trajec
         trajectory_id=tid,
         source=Source(format="test", path="inline", sha256="0" * 64),
         match_key=match_key_for_messages([first_user, "Use small steps."]),
-        model="m-1", system="You are a coding agent.", first_user=first_user,
+        model="m-1",
+        system="You are a coding agent.",
+        first_user=first_user,
         user_before_turns=["Use small steps."],
         turns=[
-            Turn(index=0, response=Response(
-                content=None, reasoning="Look at the file first.",
-                tool_calls=[ToolCall(id="call_a", name="read", arguments_raw='{ "path" :"calc.py"}',
-                                     arguments={"path": "calc.py"})],
-                finish_reason="tool_calls"),
+            Turn(
+                index=0,
+                response=Response(
+                    content=None,
+                    reasoning="Look at the file first.",
+                    tool_calls=[
+                        ToolCall(
+                            id="call_a",
+                            name="read",
+                            arguments_raw='{ "path" :"calc.py"}',
+                            arguments={"path": "calc.py"},
+                        )
+                    ],
+                    finish_reason="tool_calls",
+                ),
                 usage=Usage(prompt_tokens=50, completion_tokens=12, total_tokens=62, cached_tokens=10),
-                observations=[Observation(tool_call_id="call_a", name="read", content="def add(a, b):\n  return a-b\n")]),
-            Turn(index=1, response=Response(
-                content="Fixing it — «ünïcode» ok.",
-                tool_calls=[ToolCall(id="call_b", name="edit", arguments_raw='{"old":"a-b","new":"a+b"}',
-                                     arguments={"old": "a-b", "new": "a+b"}),
-                            ToolCall(id="call_c", name="bash", arguments_raw='{"command":"pytest -q"}',
-                                     arguments={"command": "pytest -q"})],
-                finish_reason="tool_calls"),
+                observations=[
+                    Observation(tool_call_id="call_a", name="read", content="def add(a, b):\n  return a-b\n")
+                ],
+            ),
+            Turn(
+                index=1,
+                response=Response(
+                    content="Fixing it — «ünïcode» ok.",
+                    tool_calls=[
+                        ToolCall(
+                            id="call_b",
+                            name="edit",
+                            arguments_raw='{"old":"a-b","new":"a+b"}',
+                            arguments={"old": "a-b", "new": "a+b"},
+                        ),
+                        ToolCall(
+                            id="call_c",
+                            name="bash",
+                            arguments_raw='{"command":"pytest -q"}',
+                            arguments={"command": "pytest -q"},
+                        ),
+                    ],
+                    finish_reason="tool_calls",
+                ),
                 usage=Usage(prompt_tokens=90, completion_tokens=30, total_tokens=120),
-                observations=[Observation(tool_call_id="call_b", name="edit", content="ok"),
-                              Observation(tool_call_id="call_c", name="bash", content="1 failed", is_error=True)],
-                user_after=["Please also run the linter."]),
-            Turn(index=2, response=Response(content="Done: add() fixed.", finish_reason="stop"),
-                 usage=Usage(prompt_tokens=140, completion_tokens=6, total_tokens=146)),
+                observations=[
+                    Observation(tool_call_id="call_b", name="edit", content="ok"),
+                    Observation(tool_call_id="call_c", name="bash", content="1 failed", is_error=True),
+                ],
+                user_after=["Please also run the linter."],
+            ),
+            Turn(
+                index=2,
+                response=Response(content="Done: add() fixed.", finish_reason="stop"),
+                usage=Usage(prompt_tokens=140, completion_tokens=6, total_tokens=146),
+            ),
         ],
     )
 
@@ -112,7 +146,11 @@ async def test_episode_through_proxy_replays_with_zero_misses_and_byte_equal(tmp
     # the recording equals the original: same key, prompts, responses, usage, observations
     assert rec.match_key == original.match_key
     assert (rec.system, rec.first_user, rec.user_before_turns, rec.model) == (
-        original.system, original.first_user, original.user_before_turns, "m-1")
+        original.system,
+        original.first_user,
+        original.user_before_turns,
+        "m-1",
+    )
     assert _responses(rec) == _responses(original)
     assert rec.terminated_by == "stop" and rec.source.format == "recording-proxy"
     assert all(t.timing is not None and t.timing.duration_ms > 0 for t in rec.turns)
@@ -150,10 +188,16 @@ async def test_real_recording_round_trips_through_proxy(tmp_path: Path):
 
 
 async def test_proxy_relays_upstream_bytes_unchanged(tmp_path: Path):
-    body = {"model": "m-1", "stream": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "system", "content": "You are a coding agent."},
-                         {"role": "user", "content": "Fix the bug in calc.py"},
-                         {"role": "user", "content": "Use small steps."}]}
+    body = {
+        "model": "m-1",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "Fix the bug in calc.py"},
+            {"role": "user", "content": "Use small steps."},
+        ],
+    }
     with start_replay_server(_write([_traj()], tmp_path / "t0.jsonl")) as upstream:
         async with httpx.AsyncClient() as c:
             direct = await c.post(upstream.url + "/v1/chat/completions", json=body)
@@ -161,8 +205,9 @@ async def test_proxy_relays_upstream_bytes_unchanged(tmp_path: Path):
                 via = await c.post(url + "/v1/chat/completions", json=body)
                 plain = await c.post(url + "/v1/chat/completions", json={**body, "stream": False})
                 models = await c.get(url + "/v1/models")
-                missing = await c.post(url + "/v1/chat/completions",
-                                       json={**body, "messages": [{"role": "user", "content": "unknown"}]})
+                missing = await c.post(
+                    url + "/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "unknown"}]}
+                )
     assert via.status_code == 200 and via.content == direct.content
     assert via.headers["content-type"] == direct.headers["content-type"]
     assert plain.json()["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == '{ "path" :"calc.py"}'

@@ -24,12 +24,23 @@ from tests.replay.test_recorder import _proxy, _traj, _write
 
 
 def _answers(traj) -> list[tuple]:
-    return [(t.response.content, t.response.reasoning, [(c.id, c.name, c.arguments) for c in t.response.tool_calls],
-             t.response.finish_reason, t.usage, t.observations, t.user_after) for t in traj.turns]
+    return [
+        (
+            t.response.content,
+            t.response.reasoning,
+            [(c.id, c.name, c.arguments) for c in t.response.tool_calls],
+            t.response.finish_reason,
+            t.usage,
+            t.observations,
+            t.user_after,
+        )
+        for t in traj.turns
+    ]
 
 
-@pytest.mark.parametrize("method, query", [("streamGenerateContent", "?alt=sse"), ("streamGenerateContent", ""),
-                                           ("generateContent", "")])
+@pytest.mark.parametrize(
+    "method, query", [("streamGenerateContent", "?alt=sse"), ("streamGenerateContent", ""), ("generateContent", "")]
+)
 async def test_gemini_calls_through_the_proxy_record_the_conversation(tmp_path, method, query):
     original = _traj()
     out = tmp_path / "recorded.jsonl"
@@ -44,7 +55,12 @@ async def test_gemini_calls_through_the_proxy_record_the_conversation(tmp_path, 
     assert flushed == {"path": str(out), "trajectories": 1, "turns": 3, "skipped": {}}
     (rec,) = [t for _, t in load_trajectories(out)]
     assert (rec.match_key, rec.system, rec.first_user, rec.user_before_turns, rec.model) == (
-        original.match_key, original.system, original.first_user, original.user_before_turns, "m-1")
+        original.match_key,
+        original.system,
+        original.first_user,
+        original.user_before_turns,
+        "m-1",
+    )
     # everything but the raw argument bytes (the Gemini API sends args as an object)
     assert _answers(rec) == _answers(original)
     assert rec.turns[0].response.tool_calls[0].arguments_raw == '{"path":"calc.py"}'
@@ -56,10 +72,21 @@ async def test_gemini_calls_through_the_proxy_record_the_conversation(tmp_path, 
 async def test_calls_without_ids_are_recorded_under_the_clients_ids(tmp_path):
     # an upstream that, like the Gemini API, sends function calls without `id`
     answers = [
-        {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "run", "args": {"cmd": "ls"}}}]},
-                         "finishReason": "STOP", "index": 0}],
-         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 3, "totalTokenCount": 13}},
-        {"candidates": [{"content": {"role": "model", "parts": [{"text": "done"}]}, "finishReason": "STOP", "index": 0}]},
+        {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"functionCall": {"name": "run", "args": {"cmd": "ls"}}}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 3, "totalTokenCount": 13},
+        },
+        {
+            "candidates": [
+                {"content": {"role": "model", "parts": [{"text": "done"}]}, "finishReason": "STOP", "index": 0}
+            ]
+        },
     ]
 
     async def upstream_call(request):
@@ -82,10 +109,21 @@ async def test_calls_without_ids_are_recorded_under_the_clients_ids(tmp_path):
                 assert (await client.post(call_url, json={"contents": [user]})).status_code == 200
                 # Gemini CLI names the call itself ("run__" + its own id) and answers with that id
                 cid = "run__run_1764000000000_0"
-                second = {"contents": [user, {"role": "model", "parts": [{"functionCall": {"id": cid, "name": "run",
-                                                                                          "args": {"cmd": "ls"}}}]},
-                                       {"role": "user", "parts": [{"functionResponse": {
-                                           "id": cid, "name": "run", "response": {"output": "a.txt"}}}]}]}
+                second = {
+                    "contents": [
+                        user,
+                        {
+                            "role": "model",
+                            "parts": [{"functionCall": {"id": cid, "name": "run", "args": {"cmd": "ls"}}}],
+                        },
+                        {
+                            "role": "user",
+                            "parts": [
+                                {"functionResponse": {"id": cid, "name": "run", "response": {"output": "a.txt"}}}
+                            ],
+                        },
+                    ]
+                }
                 assert (await client.post(call_url, json=second)).status_code == 200
                 await client.post(url + "/flush")
     finally:
@@ -94,6 +132,8 @@ async def test_calls_without_ids_are_recorded_under_the_clients_ids(tmp_path):
         sock.close()
     (rec,) = [t for _, t in load_trajectories(out)]
     t0 = rec.turns[0]
-    assert [(c.id, c.name, c.arguments) for c in t0.response.tool_calls] == [("run_1764000000000_0", "run", {"cmd": "ls"})]
+    assert [(c.id, c.name, c.arguments) for c in t0.response.tool_calls] == [
+        ("run_1764000000000_0", "run", {"cmd": "ls"})
+    ]
     assert [(o.tool_call_id, o.content) for o in t0.observations] == [("run_1764000000000_0", "a.txt")]
     assert t0.usage.total_tokens == 13 and rec.turns[1].response.content == "done"

@@ -54,6 +54,7 @@ async def recording_proxy(upstream: str, out: Path) -> AsyncIterator[str]:
         await task
         sock.close()
 
+
 openai = pytest.importorskip("openai")
 
 PATCH = "*** Begin Patch\n*** Update File: calc.py\n-  return a-b\n+  return a+b\n*** End Patch\n"
@@ -64,28 +65,54 @@ def _traj() -> Trajectory:
     a final answer. Usage with cached and reasoning tokens on each."""
     first_user = "Fix the bug in calc.py"
     return Trajectory(
-        trajectory_id="r0", source=Source(format="test", path="inline", sha256="0" * 64),
-        match_key=match_key_for_messages([first_user]), model="gpt-rec", system="You are Codex.",
+        trajectory_id="r0",
+        source=Source(format="test", path="inline", sha256="0" * 64),
+        match_key=match_key_for_messages([first_user]),
+        model="gpt-rec",
+        system="You are Codex.",
         first_user=first_user,
         turns=[
-            Turn(index=0, response=Response(
-                content=None, reasoning="Read the file first.",
-                tool_calls=[ToolCall(id="call_a", name="shell", arguments_raw='{"command":["cat","calc.py"]}',
-                                     arguments={"command": ["cat", "calc.py"]})],
-                finish_reason="tool_calls"),
-                usage=Usage(prompt_tokens=50, completion_tokens=12, total_tokens=62, cached_tokens=10,
-                            reasoning_tokens=8),
-                observations=[Observation(tool_call_id="call_a", name="shell", content="def add(a, b):\n  return a-b\n")]),
-            Turn(index=1, response=Response(
-                content="Fixing it — «ünïcode».",
-                tool_calls=[ToolCall(id="call_b", name="apply_patch", arguments_raw=PATCH, type="custom")],
-                finish_reason="tool_calls"),
-                usage=Usage(prompt_tokens=90, completion_tokens=30, total_tokens=120, cached_tokens=0,
-                            reasoning_tokens=0),
-                observations=[Observation(tool_call_id="call_b", name="apply_patch", content="Success.")]),
-            Turn(index=2, response=Response(content="Done: add() fixed.", finish_reason="stop"),
-                 usage=Usage(prompt_tokens=140, completion_tokens=6, total_tokens=146, cached_tokens=64,
-                             reasoning_tokens=0)),
+            Turn(
+                index=0,
+                response=Response(
+                    content=None,
+                    reasoning="Read the file first.",
+                    tool_calls=[
+                        ToolCall(
+                            id="call_a",
+                            name="shell",
+                            arguments_raw='{"command":["cat","calc.py"]}',
+                            arguments={"command": ["cat", "calc.py"]},
+                        )
+                    ],
+                    finish_reason="tool_calls",
+                ),
+                usage=Usage(
+                    prompt_tokens=50, completion_tokens=12, total_tokens=62, cached_tokens=10, reasoning_tokens=8
+                ),
+                observations=[
+                    Observation(tool_call_id="call_a", name="shell", content="def add(a, b):\n  return a-b\n")
+                ],
+            ),
+            Turn(
+                index=1,
+                response=Response(
+                    content="Fixing it — «ünïcode».",
+                    tool_calls=[ToolCall(id="call_b", name="apply_patch", arguments_raw=PATCH, type="custom")],
+                    finish_reason="tool_calls",
+                ),
+                usage=Usage(
+                    prompt_tokens=90, completion_tokens=30, total_tokens=120, cached_tokens=0, reasoning_tokens=0
+                ),
+                observations=[Observation(tool_call_id="call_b", name="apply_patch", content="Success.")],
+            ),
+            Turn(
+                index=2,
+                response=Response(content="Done: add() fixed.", finish_reason="stop"),
+                usage=Usage(
+                    prompt_tokens=140, completion_tokens=6, total_tokens=146, cached_tokens=64, reasoning_tokens=0
+                ),
+            ),
         ],
     )
 
@@ -103,7 +130,9 @@ def _output_items(output) -> list[dict]:
 async def _episode(url: str, traj: Trajectory, stream: bool) -> list:
     """Run the Responses agent loop over `traj`'s observations; returns the responses."""
     client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
-    items: list[dict] = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": traj.first_user}]}]
+    items: list[dict] = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": traj.first_user}]}
+    ]
     got = []
     for turn in traj.turns:
         if stream:
@@ -141,7 +170,11 @@ async def test_responses_agent_through_proxy_records_and_replays_with_zero_misse
     assert flushed == {"path": str(out), "trajectories": 1, "turns": 3, "skipped": {}}
     (rec,) = [t for _, t in load_trajectories(out)]
     assert (rec.match_key, rec.system, rec.first_user, rec.model) == (
-        original.match_key, original.system, original.first_user, "m")
+        original.match_key,
+        original.system,
+        original.first_user,
+        "m",
+    )
     assert _turns(rec) == _turns(original)
     assert all(t.timing is not None and t.timing.duration_ms > 0 for t in rec.turns)
     assert all((t.timing.ttft_ms is not None) == stream for t in rec.turns)
@@ -153,12 +186,16 @@ async def test_responses_agent_through_proxy_records_and_replays_with_zero_misse
 
 
 def test_assembler_waits_for_the_terminal_event_and_marks_a_cut_stream():
-    done = (b'event: response.output_item.done\ndata: {"type":"response.output_item.done","sequence_number":3,'
-            b'"output_index":0,"item":{"type":"message","role":"assistant","content":'
-            b'[{"type":"output_text","text":"hi"}]}}\n\n')
+    done = (
+        b'event: response.output_item.done\ndata: {"type":"response.output_item.done","sequence_number":3,'
+        b'"output_index":0,"item":{"type":"message","role":"assistant","content":'
+        b'[{"type":"output_text","text":"hi"}]}}\n\n'
+    )
     delta = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"hi"}\n\n'
-    completed = (b'event: response.completed\ndata: {"type":"response.completed","response":{"status":"completed",'
-                 b'"output":[],"usage":{"input_tokens":3,"output_tokens":1,"total_tokens":4}}}\n\n')
+    completed = (
+        b'event: response.completed\ndata: {"type":"response.completed","response":{"status":"completed",'
+        b'"output":[],"usage":{"input_tokens":3,"output_tokens":1,"total_tokens":4}}}\n\n'
+    )
     asm = ResponsesAssembler(stream=True)
     assert asm.feed(delta, 5) is False and asm.feed(done, 6) is False
     assert asm.feed(completed, 9) is True and asm.first_token_ns == 5

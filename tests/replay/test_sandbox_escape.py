@@ -57,27 +57,83 @@ class _Listener:
 def _pi_session(commands: list[str]) -> str:
     """A pi session log: one bash tool call per command, each recorded as succeeding
     with output "ok", then a final answer."""
-    lines = [{"type": "session", "id": "5e55a0b1-0000-4000-8000-00000000e5c4", "timestamp": "2026-01-01T00:00:00.000Z",
-              "cwd": "/work/escape", "provider": "openai", "modelId": "gpt-4o-mini", "thinkingLevel": "off"},
-             {"type": "message", "timestamp": "2026-01-01T00:00:00.000Z",
-              "message": {"role": "user", "content": [{"type": "text", "text": "task_id: escape\nTry to get out."}],
-                          "timestamp": 1767225600000}}]
-    usage = {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 15,
-             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+    lines = [
+        {
+            "type": "session",
+            "id": "5e55a0b1-0000-4000-8000-00000000e5c4",
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "cwd": "/work/escape",
+            "provider": "openai",
+            "modelId": "gpt-4o-mini",
+            "thinkingLevel": "off",
+        },
+        {
+            "type": "message",
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": {
+                "role": "user",
+                "content": [{"type": "text", "text": "task_id: escape\nTry to get out."}],
+                "timestamp": 1767225600000,
+            },
+        },
+    ]
+    usage = {
+        "input": 10,
+        "output": 5,
+        "cacheRead": 0,
+        "cacheWrite": 0,
+        "totalTokens": 15,
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+    }
     t = 1767225600000
     for i, cmd in enumerate(commands):
         t += 10
-        lines.append({"type": "message", "timestamp": "2026-01-01T00:00:01.000Z", "message": {
-            "role": "assistant", "content": [{"type": "toolCall", "id": f"call_{i}", "name": "bash",
-                                              "arguments": {"command": cmd}}],
-            "api": "openai-completions", "provider": "openai", "model": "gpt-4o-mini", "usage": usage,
-            "stopReason": "toolUse", "timestamp": t}})
-        lines.append({"type": "message", "timestamp": "2026-01-01T00:00:01.000Z", "message": {
-            "role": "toolResult", "toolCallId": f"call_{i}", "toolName": "bash",
-            "content": [{"type": "text", "text": "ok\n"}], "isError": False, "timestamp": t + 5}})
-    lines.append({"type": "message", "timestamp": "2026-01-01T00:00:02.000Z", "message": {
-        "role": "assistant", "content": [{"type": "text", "text": "done"}], "api": "openai-completions",
-        "provider": "openai", "model": "gpt-4o-mini", "usage": usage, "stopReason": "stop", "timestamp": t + 20}})
+        lines.append(
+            {
+                "type": "message",
+                "timestamp": "2026-01-01T00:00:01.000Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "toolCall", "id": f"call_{i}", "name": "bash", "arguments": {"command": cmd}}],
+                    "api": "openai-completions",
+                    "provider": "openai",
+                    "model": "gpt-4o-mini",
+                    "usage": usage,
+                    "stopReason": "toolUse",
+                    "timestamp": t,
+                },
+            }
+        )
+        lines.append(
+            {
+                "type": "message",
+                "timestamp": "2026-01-01T00:00:01.000Z",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": f"call_{i}",
+                    "toolName": "bash",
+                    "content": [{"type": "text", "text": "ok\n"}],
+                    "isError": False,
+                    "timestamp": t + 5,
+                },
+            }
+        )
+    lines.append(
+        {
+            "type": "message",
+            "timestamp": "2026-01-01T00:00:02.000Z",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "done"}],
+                "api": "openai-completions",
+                "provider": "openai",
+                "model": "gpt-4o-mini",
+                "usage": usage,
+                "stopReason": "stop",
+                "timestamp": t + 20,
+            },
+        }
+    )
     return "".join(json.dumps(x) + "\n" for x in lines)
 
 
@@ -95,12 +151,22 @@ def scene(tmp_path: Path):
     task.mkdir()
     (task / "a.txt").write_text("a\n")
     outside = tmp_path / "outside-marker"
-    (task / "task.json").write_text(json.dumps({
-        "task_id": "escape", "timeout_s": 60,
-        "test_command": f"echo verifier > {outside}.verifier && cat {key}"}))
+    (task / "task.json").write_text(
+        json.dumps(
+            {"task_id": "escape", "timeout_s": 60, "test_command": f"echo verifier > {outside}.verifier && cat {key}"}
+        )
+    )
     listener = _Listener()
-    s = {"tag": tag, "key": key, "caller_home": caller_home, "task": task, "outside": outside,
-         "tmp_marker": Path(f"/tmp/escape-marker-{tag}"), "listener": listener, "tmp_path": tmp_path}
+    s = {
+        "tag": tag,
+        "key": key,
+        "caller_home": caller_home,
+        "task": task,
+        "outside": outside,
+        "tmp_marker": Path(f"/tmp/escape-marker-{tag}"),
+        "listener": listener,
+        "tmp_path": tmp_path,
+    }
     try:
         yield s
     finally:
@@ -118,7 +184,7 @@ def _commands(s: dict, *, host_writes: bool) -> list[str]:
         f"echo escaped > {s['outside']}",
         f"echo escaped > {s['caller_home']}/x",
         f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)\"",
-        "python3 -c \"import os; os.setuid(0)\"",
+        'python3 -c "import os; os.setuid(0)"',
     ]
     if host_writes:
         cmds += [
@@ -140,8 +206,14 @@ async def _replay(s: dict, commands: list[str], *, confined: bool):
     traj_file = s["tmp_path"] / f"escape-{confined}.trajectories.jsonl"
     traj_file.write_text(traj.model_dump_json() + "\n")
     with start_replay_server(traj_file) as srv:
-        return await run_episode(traj, srv.url, mode="execute", sandbox=local_sandbox_factory(confined=confined),
-                                 task=load_task(s["task"]), run_id="escape")
+        return await run_episode(
+            traj,
+            srv.url,
+            mode="execute",
+            sandbox=local_sandbox_factory(confined=confined),
+            task=load_task(s["task"]),
+            run_id="escape",
+        )
 
 
 async def test_every_escape_is_a_failed_tool_call_and_nothing_escapes(scene: dict):
@@ -181,7 +253,8 @@ async def test_the_same_escapes_succeed_unconfined(scene: dict):
     # output differs from the recorded "ok"); setuid(0) succeeds only for root
     setuid = "content" if os.geteuid() == 0 else "content, is_error True != recorded False"
     assert res.divergence_details == [f"turn {i} call call_{i}: content" for i in range(4)] + [
-        f"turn 4 call call_4: {setuid}"]
+        f"turn 4 call call_4: {setuid}"
+    ]
     assert s["outside"].read_text() == "escaped\n"
     assert (s["caller_home"] / "x").read_text() == "escaped\n"
     assert Path(f"{s['outside']}.verifier").read_text() == "verifier\n"
@@ -192,7 +265,7 @@ async def test_the_same_escapes_succeed_unconfined(scene: dict):
     assert res.verdict is not None and res.verdict.resolved is (os.geteuid() == 0)  # root reads the 0600 key
 
 
-_ESCAPING_AGENT = r'''
+_ESCAPING_AGENT = r"""
 import os, socket, sys
 escaped = []
 tries = {
@@ -210,7 +283,7 @@ for name, attempt in tries.items():
 if escaped:
     print("escaped:", ", ".join(escaped))
     sys.exit(42)
-'''
+"""
 
 
 async def test_a_command_mode_agent_reaches_only_the_proxy(scene: dict, tmp_path: Path):
@@ -228,10 +301,20 @@ async def test_a_command_mode_agent_reaches_only_the_proxy(scene: dict, tmp_path
     traj_file = tmp_path / "t.jsonl"
     traj_file.write_text(traj.model_dump_json() + "\n")
     with start_replay_server(traj_file, divergence="content") as srv:
-        res = await run_episode(traj, srv.url, mode="command", sandbox=local_sandbox_factory(),
-                                task=load_task(ROOT / "examples" / "tiny-task"),
-                                command=[sys.executable, str(agent_dir / "agent.py"), str(s["key"]),
-                                         str(s["outside"]), str(s["listener"].port)])
+        res = await run_episode(
+            traj,
+            srv.url,
+            mode="command",
+            sandbox=local_sandbox_factory(),
+            task=load_task(ROOT / "examples" / "tiny-task"),
+            command=[
+                sys.executable,
+                str(agent_dir / "agent.py"),
+                str(s["key"]),
+                str(s["outside"]),
+                str(s["listener"].port),
+            ],
+        )
     ep = res.episode
     assert (ep.outcome, ep.error) == ("ok", None)  # exit 0: no attempt escaped; the proxy answered
     assert (ep.n_requests, ep.resolved, ep.reverified) == (4, True, True)
@@ -251,5 +334,8 @@ async def test_a_fifo_made_by_a_command_is_a_failed_read_not_a_hang(tmp_path: Pa
         write = await asyncio.wait_for(run_pi_tool(sb, "write", {"path": "pipe", "content": "x"}), 30.0)
     finally:
         await sb.close()
-    assert (read.is_error, read.content) == (True, "pipe: not a regular file (refused like a path outside the workspace)")
+    assert (read.is_error, read.content) == (
+        True,
+        "pipe: not a regular file (refused like a path outside the workspace)",
+    )
     assert write.is_error is True

@@ -55,7 +55,9 @@ class FakeFlash:
         body = await request.json()
         try:
             p = await asyncio.to_thread(
-                subprocess.run, ["bash", "-c", body["script"]], capture_output=True,
+                subprocess.run,
+                ["bash", "-c", body["script"]],
+                capture_output=True,
                 timeout=body.get("timeout_ms", 60000) / 1000,
             )
         except subprocess.TimeoutExpired:
@@ -142,4 +144,3 @@ async def test_failed_baseline_deletes_the_sandbox(tmp_path: Path):
         with pytest.raises(SandboxError, match="git baseline failed"):
             await FlashSandbox.create(fake.url, image="img", workdir=str(tmp_path / "missing"), backoff_s=0.01)
         assert fake.deleted == ["sb-1"]
-

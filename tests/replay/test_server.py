@@ -61,22 +61,28 @@ def test_non_streaming_serves_each_turn_byte_exact(store):
             else:
                 assert "reasoning_content" not in msg  # only when recorded
             if turn.response.tool_calls:
-                assert msg["tool_calls"] == [{"id": f"call_{t}", "type": "function",
-                                              "function": {"name": "bash", "arguments": NASTY_ARGS}}]
+                assert msg["tool_calls"] == [
+                    {"id": f"call_{t}", "type": "function", "function": {"name": "bash", "arguments": NASTY_ARGS}}
+                ]
             else:
                 assert "tool_calls" not in msg
             # Usage as recorded by make_trajectory: 100 + t, 20 + t, 120 + 2t, cached 64.
-            assert body["usage"] == {"prompt_tokens": 100 + t, "completion_tokens": 20 + t,
-                                     "total_tokens": 120 + 2 * t,
-                                     "prompt_tokens_details": {"cached_tokens": 64}}
+            assert body["usage"] == {
+                "prompt_tokens": 100 + t,
+                "completion_tokens": 20 + t,
+                "total_tokens": 120 + 2 * t,
+                "prompt_tokens_details": {"cached_tokens": 64},
+            }
         # beta was recorded without usage: no "usage" key at all.
         r = client.post(url + "/chat/completions", json={"messages": request_messages(beta, 1)})
         assert r.status_code == 200
         assert "usage" not in r.json()
         assert r.json()["choices"][0]["message"]["content"] == f"{NASTY} #1"
         # Raw bytes: the JSON string on the wire decodes to the recorded text exactly.
-        assert orjson.loads(r.content)["choices"][0]["message"]["content"].encode() == \
-            beta.turns[1].response.content.encode()
+        assert (
+            orjson.loads(r.content)["choices"][0]["message"]["content"].encode()
+            == beta.turns[1].response.content.encode()
+        )
 
 
 def test_misses_by_kind_in_stats(store):
@@ -101,8 +107,7 @@ def test_misses_by_kind_in_stats(store):
     assert stats["misses"] == {"unknown_key": 2, "beyond_turns": 1, "diverged": 0, "total": 3}
     assert stats["trajectories"]["traj-alpha"]["misses"] == {"beyond_turns": 1, "diverged": 0}
     assert stats["trajectories"]["traj-beta"]["served"] == 1
-    assert stats["recent_unknown_keys"] == [
-        "task:nope", match_key_for("no task line here")]
+    assert stats["recent_unknown_keys"] == ["task:nope", match_key_for("no task line here")]
 
 
 def test_bad_requests_get_400_with_message(store):
@@ -137,8 +142,7 @@ def test_bearer_token(store):
         r = client.post(url + "/v1/chat/completions", json=body)
         assert r.status_code == 401
         assert r.json()["error"]["code"] == "unauthorized"
-        r = client.post(url + "/v1/chat/completions", json=body,
-                        headers={"authorization": "Bearer wrong"})
+        r = client.post(url + "/v1/chat/completions", json=body, headers={"authorization": "Bearer wrong"})
         assert r.status_code == 401
         assert client.post(url + "/v1/chat/completions", json=body, headers=good).status_code == 200
         assert client.get(url + "/v1/models").status_code == 401
@@ -181,8 +185,10 @@ def test_same_key_picks_by_system_then_file_order(tmp_path):
     b = make_trajectory("dup", 2, trajectory_id="second", system="sys B")
     path = write_store(tmp_path / "t.jsonl", [a, b])
     with running_server(path) as url, httpx.Client() as client:
+
         def served(msgs):
             return _chat(client, url, msgs).headers["x-replay-trajectory"]
+
         assert served(request_messages(a, 0)) == "first"
         assert served(request_messages(b, 0)) == "second"  # system "sys B" disambiguates
         assert served(request_messages(b, 0, system=False)) == "first"  # no system: file order
@@ -198,9 +204,15 @@ def test_shared_first_user_is_told_apart_by_the_user_messages_before_the_first_t
     trajs = []
     for name in ("one", "two"):
         prompt = f"We're currently solving issue {name}."
-        trajs.append(make_trajectory(name, 2, tool_call_ids=False).model_copy(update={
-            "first_user": demo, "user_before_turns": [prompt],
-            "match_key": match_key_for_messages([demo, prompt])}))
+        trajs.append(
+            make_trajectory(name, 2, tool_call_ids=False).model_copy(
+                update={
+                    "first_user": demo,
+                    "user_before_turns": [prompt],
+                    "match_key": match_key_for_messages([demo, prompt]),
+                }
+            )
+        )
     assert trajs[0].match_key != trajs[1].match_key
     path = write_store(tmp_path / "t.jsonl", trajs)
     with running_server(path, divergence="content") as url, httpx.Client() as client:
@@ -212,8 +224,7 @@ def test_shared_first_user_is_told_apart_by_the_user_messages_before_the_first_t
                 assert r.headers["x-replay-turn"] == str(t)
                 assert r.json()["choices"][0]["message"]["content"] == turn.response.content
         # The demonstration alone is the key neither trajectory has.
-        r = _chat(client, url, [{"role": "system", "content": trajs[0].system},
-                                {"role": "user", "content": demo}])
+        r = _chat(client, url, [{"role": "system", "content": trajs[0].system}, {"role": "user", "content": demo}])
         assert r.status_code == 404
         stats = client.get(url + "/stats").json()
     assert stats["served"] == 4  # 2 trajectories x 2 turns
@@ -225,8 +236,11 @@ def test_list_content_first_user_matches(store):
     path, (alpha, _) = store
     # flatten_content joins text parts with "\n" and skips non-text parts.
     head, tail = alpha.first_user.split("\n", 1)
-    parts = [{"type": "text", "text": head}, {"type": "image_url", "image_url": {"url": "x"}},
-             {"type": "text", "text": tail}]
+    parts = [
+        {"type": "text", "text": head},
+        {"type": "image_url", "image_url": {"url": "x"}},
+        {"type": "text", "text": tail},
+    ]
     with running_server(path) as url, httpx.Client() as client:
         r = _chat(client, url, [{"role": "user", "content": parts}])
     assert r.status_code == 200
@@ -256,25 +270,31 @@ def test_streaming_shapes_and_byte_equality(store, latency):
         assert events[-1] == b"[DONE]"
         usage_chunk = orjson.loads(events[-2])
         assert usage_chunk["choices"] == []
-        assert usage_chunk["usage"] == {"prompt_tokens": 100, "completion_tokens": 20,
-                                        "total_tokens": 120,
-                                        "prompt_tokens_details": {"cached_tokens": 64}}
+        assert usage_chunk["usage"] == {
+            "prompt_tokens": 100,
+            "completion_tokens": 20,
+            "total_tokens": 120,
+            "prompt_tokens_details": {"cached_tokens": 64},
+        }
         finish = orjson.loads(events[-3])
-        assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None,
-                                        "finish_reason": "tool_calls"}
+        assert finish["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "tool_calls"}
         # Tool-call deltas: the first carries index/id/type/name, the rest only pieces.
-        tc_deltas = [orjson.loads(e)["choices"][0]["delta"]["tool_calls"][0]
-                     for e in events[:-1] if b'"tool_calls":[' in e]
-        assert tc_deltas[0] == {"index": 0, "id": "call_0", "type": "function",
-                                "function": {"name": "bash", "arguments": ""}}
+        tc_deltas = [
+            orjson.loads(e)["choices"][0]["delta"]["tool_calls"][0] for e in events[:-1] if b'"tool_calls":[' in e
+        ]
+        assert tc_deltas[0] == {
+            "index": 0,
+            "id": "call_0",
+            "type": "function",
+            "function": {"name": "bash", "arguments": ""},
+        }
         assert all(d.keys() == {"index", "function"} and d["index"] == 0 for d in tc_deltas[1:])
         assert len(tc_deltas) > 3  # NASTY_ARGS split into several pieces
         got = reassemble(events)
         assert got["role"] == "assistant"
         assert got["content"] == alpha.turns[0].response.content
         assert got["reasoning"] == NASTY_REASONING
-        assert got["tool_calls"] == [{"id": "call_0", "type": "function", "name": "bash",
-                                      "arguments": NASTY_ARGS}]
+        assert got["tool_calls"] == [{"id": "call_0", "type": "function", "name": "bash", "arguments": NASTY_ARGS}]
         assert got["content"].encode("utf-8") == alpha.turns[0].response.content.encode("utf-8")
         assert got["done"]
         # Without include_usage: no usage chunk; the finish chunk is right before [DONE].
@@ -294,12 +314,23 @@ def test_streaming_shapes_and_byte_equality(store, latency):
 def test_streaming_two_tool_calls_and_null_content(tmp_path):
     first_user = first_user_for("multi")
     traj = Trajectory(
-        trajectory_id="multi", source=source(), match_key=match_key_for(first_user),
+        trajectory_id="multi",
+        source=source(),
+        match_key=match_key_for(first_user),
         first_user=first_user,
-        turns=[Turn(index=0, response=Response(
-            content=None, finish_reason="tool_calls",
-            tool_calls=[ToolCall(id="a", name="read", arguments_raw='{"path": "x.py"}'),
-                        ToolCall(id="b", name="edit", arguments_raw="")]))],
+        turns=[
+            Turn(
+                index=0,
+                response=Response(
+                    content=None,
+                    finish_reason="tool_calls",
+                    tool_calls=[
+                        ToolCall(id="a", name="read", arguments_raw='{"path": "x.py"}'),
+                        ToolCall(id="b", name="edit", arguments_raw=""),
+                    ],
+                ),
+            )
+        ],
     )
     path = write_store(tmp_path / "t.jsonl", [traj])
     with running_server(path) as url, httpx.Client() as client:
@@ -312,8 +343,13 @@ def test_streaming_two_tool_calls_and_null_content(tmp_path):
         {"id": "a", "type": "function", "name": "read", "arguments": '{"path": "x.py"}'},
         {"id": "b", "type": "function", "name": "edit", "arguments": ""},
     ]
-    heads = [d for e in events[:-1] for c in orjson.loads(e)["choices"]
-             for d in c["delta"].get("tool_calls", []) if "id" in d]
+    heads = [
+        d
+        for e in events[:-1]
+        for c in orjson.loads(e)["choices"]
+        for d in c["delta"].get("tool_calls", [])
+        if "id" in d
+    ]
     assert [h["index"] for h in heads] == [0, 1]
     assert body["model"] == "replay"  # no recorded model
     assert body["choices"][0]["message"]["content"] is None

@@ -30,7 +30,7 @@ from benchmaker.trajectories.trajectory import (
 # Strings that break naive stream handling: multi-byte UTF-8, an astral emoji (a
 # surrogate pair in UTF-16 / JSON \u escapes), a ZWJ sequence, CRLF, U+2028 (a line
 # break for str.splitlines), a lone CR, a tab and a JSON-significant quote/backslash.
-NASTY = "Héllo wörld 😀 👩‍💻\r\nline\u2028two\rthree\t\"q\" \\ end ∑ 中文"
+NASTY = 'Héllo wörld 😀 👩‍💻\r\nline\u2028two\rthree\t"q" \\ end ∑ 中文'
 NASTY_ARGS = '{"command": "printf \'%s\\\\n\' 😀 \\"x\\"", "path": "a\u2028b"}'
 NASTY_REASONING = "think… 🤔\r\n\u2028done"
 
@@ -61,25 +61,40 @@ def make_trajectory(
     for t in range(n_turns):
         last = t == n_turns - 1
         cid = f"call_{t}"
-        turns.append(Turn(
-            index=t,
-            response=Response(
-                content=f"{NASTY} #{t}",
-                reasoning=NASTY_REASONING if t == 0 else None,
-                tool_calls=[] if last else [ToolCall(id=cid, name="bash", arguments_raw=NASTY_ARGS)],
-                finish_reason="stop" if last else "tool_calls",
-            ),
-            usage=Usage(prompt_tokens=100 + t, completion_tokens=20 + t, total_tokens=120 + 2 * t,
-                        cached_tokens=64) if usage else None,
-            timing=timing,
-            observations=[] if last else [Observation(
-                tool_call_id=cid if tool_call_ids else None, name="bash",
-                content=f"out {t}\nexit code 0", exit_code=0)],
-        ))
+        turns.append(
+            Turn(
+                index=t,
+                response=Response(
+                    content=f"{NASTY} #{t}",
+                    reasoning=NASTY_REASONING if t == 0 else None,
+                    tool_calls=[] if last else [ToolCall(id=cid, name="bash", arguments_raw=NASTY_ARGS)],
+                    finish_reason="stop" if last else "tool_calls",
+                ),
+                usage=Usage(prompt_tokens=100 + t, completion_tokens=20 + t, total_tokens=120 + 2 * t, cached_tokens=64)
+                if usage
+                else None,
+                timing=timing,
+                observations=[]
+                if last
+                else [
+                    Observation(
+                        tool_call_id=cid if tool_call_ids else None,
+                        name="bash",
+                        content=f"out {t}\nexit code 0",
+                        exit_code=0,
+                    )
+                ],
+            )
+        )
     return Trajectory(
-        trajectory_id=trajectory_id or f"traj-{task}", source=source(), task_id=task,
-        match_key=match_key_for(first_user), model="rec-model", system=system,
-        first_user=first_user, turns=turns,
+        trajectory_id=trajectory_id or f"traj-{task}",
+        source=source(),
+        task_id=task,
+        match_key=match_key_for(first_user),
+        model="rec-model",
+        system=system,
+        first_user=first_user,
+        turns=turns,
     )
 
 
@@ -102,9 +117,10 @@ def request_messages(traj: Trajectory, turn: int, *, system: bool = True) -> lis
         r = t.response
         msg: dict = {"role": "assistant", "content": r.content}
         if r.tool_calls:
-            msg["tool_calls"] = [{"id": tc.id, "type": "function",
-                                  "function": {"name": tc.name, "arguments": tc.arguments_raw}}
-                                 for tc in r.tool_calls]
+            msg["tool_calls"] = [
+                {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments_raw}}
+                for tc in r.tool_calls
+            ]
         messages.append(msg)
         for o in t.observations:
             if o.tool_call_id is not None:
@@ -116,7 +132,10 @@ def request_messages(traj: Trajectory, turn: int, *, system: bool = True) -> lis
 
 @contextmanager
 def running_server(
-    store_path: Path, *, latency: str = "instant", token: str | None = None,
+    store_path: Path,
+    *,
+    latency: str = "instant",
+    token: str | None = None,
     divergence: str = "off",
 ) -> Iterator[str]:
     """Serve `store_path` in-process (uvicorn in a daemon thread, the CLI's uvicorn_config) on 127.0.0.1 port 0;
@@ -148,7 +167,7 @@ def sse_events(raw: bytes) -> list[bytes]:
     for block in raw[:-2].split(b"\n\n"):
         assert block.startswith(b"data: "), block[:50]
         assert b"\n" not in block, block[:80]
-        out.append(block[len(b"data: "):])
+        out.append(block[len(b"data: ") :])
     return out
 
 
@@ -156,8 +175,15 @@ def reassemble(events: list[bytes]) -> dict:
     """Concatenate the deltas of chat.completion.chunk events into
     {"role", "content", "reasoning", "tool_calls": [{"id", "type", "name", "arguments"}],
     "finish_reason", "usage", "done"}."""
-    out: dict = {"role": None, "content": None, "reasoning": None, "tool_calls": [],
-                 "finish_reason": None, "usage": None, "done": False}
+    out: dict = {
+        "role": None,
+        "content": None,
+        "reasoning": None,
+        "tool_calls": [],
+        "finish_reason": None,
+        "usage": None,
+        "done": False,
+    }
     for ev in events:
         assert not out["done"], "event after [DONE]"
         if ev == b"[DONE]":
@@ -177,8 +203,9 @@ def reassemble(events: list[bytes]) -> dict:
             for tc in delta.get("tool_calls") or []:
                 idx = tc["index"]
                 if idx == len(out["tool_calls"]):
-                    out["tool_calls"].append({"id": tc["id"], "type": tc["type"],
-                                              "name": tc["function"]["name"], "arguments": ""})
+                    out["tool_calls"].append(
+                        {"id": tc["id"], "type": tc["type"], "name": tc["function"]["name"], "arguments": ""}
+                    )
                 out["tool_calls"][idx]["arguments"] += tc["function"].get("arguments", "")
             if choice.get("finish_reason") is not None:
                 out["finish_reason"] = choice["finish_reason"]

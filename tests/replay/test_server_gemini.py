@@ -49,8 +49,11 @@ def gemini_request(traj: Trajectory, turn: int, *, with_ids: bool = True) -> dic
             if with_ids:
                 resp["id"] = msg["tool_call_id"]
             contents.append({"role": "user", "parts": [{"functionResponse": resp}]})
-    return {"systemInstruction": {"parts": [{"text": traj.system}]}, "contents": contents,
-            "tools": [{"functionDeclarations": [{"name": "bash", "description": "run"}]}]}
+    return {
+        "systemInstruction": {"parts": [{"text": traj.system}]},
+        "contents": contents,
+        "tools": [{"functionDeclarations": [{"name": "bash", "description": "run"}]}],
+    }
 
 
 def _post(client: httpx.Client, url: str, method: str, body: dict, query: str = "") -> httpx.Response:
@@ -68,12 +71,17 @@ def test_generate_content_answers_each_turn_in_gemini_shape(store):
             parts = ([{"text": NASTY_REASONING, "thought": True}] if t == 0 else []) + [{"text": f"{NASTY} #{t}"}]
             if t < 2:
                 parts.append({"functionCall": {"id": f"call_{t}", "name": "bash", "args": orjson.loads(NASTY_ARGS)}})
-            assert body["candidates"] == [{"content": {"role": "model", "parts": parts},
-                                           "finishReason": "STOP", "index": 0}]
+            assert body["candidates"] == [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ]
             # make_trajectory's usage: prompt 100 + t, completion 20 + t (no reasoning
             # count, so all of it is candidates), total 120 + 2t, cached 64
-            assert body["usageMetadata"] == {"promptTokenCount": 100 + t, "candidatesTokenCount": 20 + t,
-                                             "cachedContentTokenCount": 64, "totalTokenCount": 120 + 2 * t}
+            assert body["usageMetadata"] == {
+                "promptTokenCount": 100 + t,
+                "candidatesTokenCount": 20 + t,
+                "cachedContentTokenCount": 64,
+                "totalTokenCount": 120 + 2 * t,
+            }
             assert body["modelVersion"] == "rec-model"
         r = _post(client, url, "generateContent", gemini_request(beta, 1))
         assert "usageMetadata" not in r.json()  # beta was recorded without usage
@@ -85,7 +93,7 @@ def test_generate_content_answers_each_turn_in_gemini_shape(store):
 
 def _sse_chunks(raw: bytes) -> list[dict]:
     assert raw.endswith(b"\r\n\r\n")
-    return [orjson.loads(event[len(b"data: "):]) for event in raw.split(b"\r\n\r\n") if event]
+    return [orjson.loads(event[len(b"data: ") :]) for event in raw.split(b"\r\n\r\n") if event]
 
 
 @pytest.mark.parametrize("latency", ["instant", "fixed:5:1"])
@@ -101,7 +109,8 @@ def test_stream_generate_content_sse_reassembles_to_the_recorded_turn(store, lat
     assert "".join(p["text"] for p in parts if p.get("thought")) == NASTY_REASONING
     assert "".join(p["text"] for p in parts if "text" in p and not p.get("thought")) == f"{NASTY} #0"
     assert [p["functionCall"] for p in parts if "functionCall" in p] == [
-        {"id": "call_0", "name": "bash", "args": orjson.loads(NASTY_ARGS)}]
+        {"id": "call_0", "name": "bash", "args": orjson.loads(NASTY_ARGS)}
+    ]
     assert all("finishReason" not in c["candidates"][0] for c in chunks[:-1])
     assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
     assert chunks[-1]["usageMetadata"]["promptTokenCount"] == 100
@@ -159,20 +168,28 @@ def test_gemini_key_in_header_or_query(store):
     with running_server(path, token="sekrit") as url, httpx.Client() as client:
         body = gemini_request(alpha, 0)
         assert _post(client, url, "generateContent", body).status_code == 401
-        assert client.post(f"{url}/v1beta/models/m:generateContent", json=body,
-                           headers={"x-goog-api-key": "sekrit"}).status_code == 200
+        assert (
+            client.post(
+                f"{url}/v1beta/models/m:generateContent", json=body, headers={"x-goog-api-key": "sekrit"}
+            ).status_code
+            == 200
+        )
         assert _post(client, url, "generateContent", body, "?key=sekrit").status_code == 200
         assert _post(client, url, "generateContent", body, "?key=wrong").status_code == 401
 
 
 def test_router_json_call_is_answered_as_side_traffic(store):
     # Gemini CLI's classifier: a non-streamed generateContent asking for JSON by schema
-    schema = {"type": "OBJECT", "properties": {"reasoning": {"type": "STRING"},
-                                               "model_choice": {"type": "STRING", "enum": ["flash", "pro"]}},
-              "required": ["reasoning", "model_choice"]}
-    body = {"contents": [{"role": "user", "parts": [{"text": "list the files"}]}],
-            "systemInstruction": {"parts": [{"text": "You are a specialized Task Routing AI."}]},
-            "generationConfig": {"responseMimeType": "application/json", "responseSchema": schema}}
+    schema = {
+        "type": "OBJECT",
+        "properties": {"reasoning": {"type": "STRING"}, "model_choice": {"type": "STRING", "enum": ["flash", "pro"]}},
+        "required": ["reasoning", "model_choice"],
+    }
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "list the files"}]}],
+        "systemInstruction": {"parts": [{"text": "You are a specialized Task Routing AI."}]},
+        "generationConfig": {"responseMimeType": "application/json", "responseSchema": schema},
+    }
     path, (alpha, _) = store
     with running_server(path) as url, httpx.Client() as client:
         r = _post(client, url, "generateContent", body)
@@ -212,8 +229,7 @@ def test_google_genai_sdk_parses_the_replayed_turns(store):
         assert [(c.id, c.name, c.args) for c in resp.function_calls] == [("call_1", "bash", orjson.loads(NASTY_ARGS))]
         assert resp.usage_metadata.prompt_token_count == 101
         assert resp.candidates[0].finish_reason == types.FinishReason.STOP
-        chunks = list(client.models.generate_content_stream(model="rec-model", contents=req["contents"],
-                                                            config=config))
+        chunks = list(client.models.generate_content_stream(model="rec-model", contents=req["contents"], config=config))
         text = "".join(p.text for c in chunks for p in c.candidates[0].content.parts or [] if p.text and not p.thought)
         assert text == f"{NASTY} #1"
         assert chunks[-1].usage_metadata.total_token_count == 122

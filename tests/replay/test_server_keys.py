@@ -17,9 +17,13 @@ from tests.replay.test_server_fixtures import make_trajectory, request_messages,
 def _store(tmp_path):
     plain = make_trajectory("keys-a", 2)
     # SWE-agent shape: two user messages before the first assistant one, no task_id line
-    two = make_trajectory("keys-b", 2, trajectory_id="two").model_copy(update={
-        "first_user": "demonstration text", "user_before_turns": ["the task prompt"],
-        "match_key": match_key_for_messages(["demonstration text", "the task prompt"])})
+    two = make_trajectory("keys-b", 2, trajectory_id="two").model_copy(
+        update={
+            "first_user": "demonstration text",
+            "user_before_turns": ["the task prompt"],
+            "match_key": match_key_for_messages(["demonstration text", "the task prompt"]),
+        }
+    )
     path = write_store(tmp_path / "t.jsonl", [plain, two])
     return ReplayStore.load(path, latency=parse_latency("instant")), plain, two
 
@@ -28,8 +32,7 @@ def test_known_keys_are_the_computed_keys(tmp_path):
     store, plain, two = _store(tmp_path)
     assert _known_keys(store) == {
         plain.first_user: "task:keys-a",
-        ("demonstration text", "the task prompt"): match_key_for_messages(
-            ["demonstration text", "the task prompt"]),
+        ("demonstration text", "the task prompt"): match_key_for_messages(["demonstration text", "the task prompt"]),
     }
 
 
@@ -43,7 +46,11 @@ async def test_requests_off_the_known_texts_still_match(tmp_path):
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         # the recorded texts: looked up
         r = await _post(client, request_messages(plain, 1))
-        assert (r.status_code, r.headers["x-replay-trajectory"], r.headers["x-replay-turn"]) == (200, "traj-keys-a", "1")
+        assert (r.status_code, r.headers["x-replay-trajectory"], r.headers["x-replay-turn"]) == (
+            200,
+            "traj-keys-a",
+            "1",
+        )
         r = await _post(client, request_messages(two, 1))
         assert (r.status_code, r.headers["x-replay-trajectory"], r.headers["x-replay-turn"]) == (200, "two", "1")
         # another text with the same task_id line, and the recorded text as typed parts: computed
@@ -90,14 +97,19 @@ async def test_prepared_replies_answer_as_the_first_request_and_count_after_a_re
         await client.post("/stats/reset")
         await _post(client, request_messages(plain, 1))
         # turn 2 of 2 recorded turns: past the prepared replies, 409 from the full path
-        beyond = await _post(client, request_messages(plain, 1) + [
-            {"role": "assistant", "content": "x"}, {"role": "user", "content": "more"}])
+        beyond = await _post(
+            client,
+            request_messages(plain, 1) + [{"role": "assistant", "content": "x"}, {"role": "user", "content": "more"}],
+        )
         assert (beyond.status_code, beyond.json()["error"]["code"]) == (409, "beyond_turns")
         stats = (await client.get("/stats")).json()
     assert (stats["requests"], stats["served"], stats["misses"]["beyond_turns"]) == (2, 1, 1)
     assert stats["trajectories"]["traj-keys-a"] == {
-        "served": 1, "misses": {"beyond_turns": 1, "diverged": 0},
-        "divergences": {"status": 0, "content": 0}, "bytes_out": len(first.content)}
+        "served": 1,
+        "misses": {"beyond_turns": 1, "diverged": 0},
+        "divergences": {"status": 0, "content": 0},
+        "bytes_out": len(first.content),
+    }
 
 
 async def test_prepared_replies_leave_checked_turns_to_the_divergence_policy(tmp_path):

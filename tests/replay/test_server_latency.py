@@ -48,7 +48,7 @@ def _timed_stream(url: str, messages: list) -> tuple[list[tuple[float, bytes]], 
                 now_ms = (time.perf_counter() - t_send) * 1000
                 buf += data
                 *complete, buf = buf.split(b"\n\n")
-                events.extend((now_ms, e[len(b"data: "):]) for e in complete)
+                events.extend((now_ms, e[len(b"data: ") :]) for e in complete)
     assert buf == b""
     return events, headers_ms
 
@@ -62,7 +62,9 @@ def _content_text(n_tokens: int) -> str:
 def _single_turn_store(tmp_path: Path, content: str, timing: Timing | None = None) -> tuple[Path, Trajectory]:
     first_user = "task_id: timed\n"
     traj = Trajectory(
-        trajectory_id="timed", source=source(), match_key=match_key_for(first_user),
+        trajectory_id="timed",
+        source=source(),
+        match_key=match_key_for(first_user),
         first_user=first_user,
         turns=[Turn(index=0, response=Response(content=content), timing=timing)],
     )
@@ -111,8 +113,7 @@ def test_recorded_timing_and_non_streaming_wait(tmp_path):
         events, _ = _timed_stream(srv.url, request_messages(traj, 0))
         token_events = [t for t, e in events if b'"content":" word"' in e]
         t_send = time.perf_counter()
-        r = httpx.post(srv.url + "/v1/chat/completions",
-                       json={"messages": request_messages(traj, 0)}, timeout=10)
+        r = httpx.post(srv.url + "/v1/chat/completions", json={"messages": request_messages(traj, 0)}, timeout=10)
         non_stream_ms = (time.perf_counter() - t_send) * 1000
     assert len(token_events) == n
     for i, arrival_ms in enumerate(token_events):

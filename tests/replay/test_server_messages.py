@@ -22,18 +22,36 @@ SYSTEM = "You are a coding agent."
 
 def _trajectory() -> dict:
     return {
-        "trajectory_id": "cc-1", "source": {"format": "test", "path": "x", "sha256": "0"},
-        "match_key": match_key_for(TASK), "model": "claude-test", "system": SYSTEM, "first_user": TASK,
+        "trajectory_id": "cc-1",
+        "source": {"format": "test", "path": "x", "sha256": "0"},
+        "match_key": match_key_for(TASK),
+        "model": "claude-test",
+        "system": SYSTEM,
+        "first_user": TASK,
         "turns": [
-            {"index": 0, "response": {
-                "content": "Let me look at the file.", "reasoning": "The test fails; read calc.py first.",
-                "tool_calls": [{"id": "toolu_01", "name": "Read", "arguments_raw": '{"path": "calc.py"}',
-                                "arguments": {"path": "calc.py"}}],
-                "finish_reason": "tool_calls"},
-             "usage": {"prompt_tokens": 1200, "completion_tokens": 42, "cached_tokens": 1000},
-             "observations": [{"tool_call_id": "toolu_01", "content": "def add(a, b): return a - b"}]},
-            {"index": 1, "response": {"content": "Fixed: add now returns a + b.", "finish_reason": "stop"},
-             "usage": {"prompt_tokens": 1300, "completion_tokens": 9, "cached_tokens": 1200}},
+            {
+                "index": 0,
+                "response": {
+                    "content": "Let me look at the file.",
+                    "reasoning": "The test fails; read calc.py first.",
+                    "tool_calls": [
+                        {
+                            "id": "toolu_01",
+                            "name": "Read",
+                            "arguments_raw": '{"path": "calc.py"}',
+                            "arguments": {"path": "calc.py"},
+                        }
+                    ],
+                    "finish_reason": "tool_calls",
+                },
+                "usage": {"prompt_tokens": 1200, "completion_tokens": 42, "cached_tokens": 1000},
+                "observations": [{"tool_call_id": "toolu_01", "content": "def add(a, b): return a - b"}],
+            },
+            {
+                "index": 1,
+                "response": {"content": "Fixed: add now returns a + b.", "finish_reason": "stop"},
+                "usage": {"prompt_tokens": 1300, "completion_tokens": 9, "cached_tokens": 1200},
+            },
         ],
     }
 
@@ -55,19 +73,34 @@ def client(server: str):
 def _turn1_messages() -> list[dict]:
     return [
         {"role": "user", "content": [{"type": "text", "text": TASK}]},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "The test fails; read calc.py first.", "signature": "sig"},
-            {"type": "text", "text": "Let me look at the file."},
-            {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"path": "calc.py"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_01",
-             "content": [{"type": "text", "text": "def add(a, b): return a - b"}]}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "The test fails; read calc.py first.", "signature": "sig"},
+                {"type": "text", "text": "Let me look at the file."},
+                {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"path": "calc.py"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_01",
+                    "content": [{"type": "text", "text": "def add(a, b): return a - b"}],
+                }
+            ],
+        },
     ]
 
 
 def test_sdk_create_gets_recorded_blocks_and_usage(client):
-    msg = client.messages.create(model="claude-test", max_tokens=100, system=[{"type": "text", "text": SYSTEM}],
-                                 messages=[{"role": "user", "content": TASK}])
+    msg = client.messages.create(
+        model="claude-test",
+        max_tokens=100,
+        system=[{"type": "text", "text": SYSTEM}],
+        messages=[{"role": "user", "content": TASK}],
+    )
     assert [b.type for b in msg.content] == ["thinking", "text", "tool_use"]
     assert msg.content[0].thinking == "The test fails; read calc.py first."
     assert msg.content[1].text == "Let me look at the file."
@@ -80,8 +113,9 @@ def test_sdk_create_gets_recorded_blocks_and_usage(client):
 
 
 def test_sdk_stream_second_turn_after_tool_result(client):
-    with client.messages.stream(model="claude-test", max_tokens=100, system=SYSTEM,
-                                messages=_turn1_messages()) as stream:
+    with client.messages.stream(
+        model="claude-test", max_tokens=100, system=SYSTEM, messages=_turn1_messages()
+    ) as stream:
         texts = list(stream.text_stream)
         final = stream.get_final_message()
     assert "".join(texts) == "Fixed: add now returns a + b."
@@ -92,8 +126,9 @@ def test_sdk_stream_second_turn_after_tool_result(client):
 
 
 def test_sdk_stream_first_turn_thinking_and_tool_use(client):
-    with client.messages.stream(model="claude-test", max_tokens=100, system=SYSTEM,
-                                messages=[{"role": "user", "content": TASK}]) as stream:
+    with client.messages.stream(
+        model="claude-test", max_tokens=100, system=SYSTEM, messages=[{"role": "user", "content": TASK}]
+    ) as stream:
         final = stream.get_final_message()
     assert [b.type for b in final.content] == ["thinking", "text", "tool_use"]
     assert final.content[0].thinking == "The test fails; read calc.py first."
@@ -105,8 +140,7 @@ def test_sdk_stream_first_turn_thinking_and_tool_use(client):
 
 
 def test_raw_stream_event_order_with_event_lines(server):
-    body = {"model": "claude-test", "max_tokens": 10, "stream": True,
-            "messages": [{"role": "user", "content": TASK}]}
+    body = {"model": "claude-test", "max_tokens": 10, "stream": True, "messages": [{"role": "user", "content": TASK}]}
     r = httpx.post(server + "/v1/messages?beta=true", json=body, headers={"x-api-key": "sekret"})
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/event-stream")
@@ -118,12 +152,25 @@ def test_raw_stream_event_order_with_event_lines(server):
         kinds.append(kind)
     collapsed = [k for i, k in enumerate(kinds) if i == 0 or k != kinds[i - 1]]
     assert collapsed == [
-        "message_start", "content_block_start", "ping", "content_block_delta", "content_block_stop",  # thinking
-        "content_block_start", "content_block_delta", "content_block_stop",  # text
-        "content_block_start", "content_block_delta", "content_block_stop",  # tool_use
-        "message_delta", "message_stop"]
-    deltas = [orjson.loads(b.split(b"\n")[1][6:])["delta"]["type"]
-              for b in r.content.split(b"\n\n")[:-1] if b.startswith(b"event: content_block_delta")]
+        "message_start",
+        "content_block_start",
+        "ping",
+        "content_block_delta",
+        "content_block_stop",  # thinking
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",  # text
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",  # tool_use
+        "message_delta",
+        "message_stop",
+    ]
+    deltas = [
+        orjson.loads(b.split(b"\n")[1][6:])["delta"]["type"]
+        for b in r.content.split(b"\n\n")[:-1]
+        if b.startswith(b"event: content_block_delta")
+    ]
     assert deltas.count("signature_delta") == 1
     assert deltas.index("signature_delta") == deltas.count("thinking_delta")  # right after the thinking
     assert set(deltas) == {"thinking_delta", "signature_delta", "text_delta", "input_json_delta"}
@@ -131,21 +178,26 @@ def test_raw_stream_event_order_with_event_lines(server):
 
 def test_misses_and_errors_are_counted_in_stats(server):
     headers = {"x-api-key": "sekret"}
-    unknown = httpx.post(server + "/v1/messages", headers=headers,
-                         json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "other"}]})
+    unknown = httpx.post(
+        server + "/v1/messages",
+        headers=headers,
+        json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "other"}]},
+    )
     assert unknown.status_code == 404
     assert unknown.json()["type"] == "error"
     assert unknown.json()["error"]["type"] == "not_found_error"
     assert unknown.headers["x-replay-miss"] == "unknown_key"
     wrong = _turn1_messages()
     wrong[2]["content"][0]["content"] = "something else"
-    diverged = httpx.post(server + "/v1/messages", headers=headers,
-                          json={"model": "m", "max_tokens": 5, "messages": wrong})
+    diverged = httpx.post(
+        server + "/v1/messages", headers=headers, json={"model": "m", "max_tokens": 5, "messages": wrong}
+    )
     assert diverged.status_code == 412
     bad = httpx.post(server + "/v1/messages", headers=headers, json={"model": "m", "messages": [{"role": "x"}]})
     assert bad.status_code == 400
     assert bad.json()["error"]["message"] == (
-        "bad_request: messages[0].role: expected user, assistant or system (got 'x')")
+        "bad_request: messages[0].role: expected user, assistant or system (got 'x')"
+    )
     denied = httpx.post(server + "/v1/messages", json={"model": "m", "messages": []})
     assert denied.status_code == 401
     stats = httpx.get(server + "/stats", headers={"Authorization": "Bearer sekret"}).json()

@@ -25,12 +25,16 @@ def test_start_serve_stats_stop(tmp_path):
         port = int(srv.url.rsplit(":", 1)[1])
         assert port > 0  # port 0 was replaced by the bound ephemeral port
         assert srv.pid != os.getpid()
-        r = httpx.post(srv.url + "/v1/chat/completions",
-                       json={"messages": request_messages(traj, 1)},
-                       headers={"authorization": "Bearer tok-123"})
+        r = httpx.post(
+            srv.url + "/v1/chat/completions",
+            json={"messages": request_messages(traj, 1)},
+            headers={"authorization": "Bearer tok-123"},
+        )
         assert r.status_code == 200
-        assert httpx.post(srv.url + "/v1/chat/completions",
-                          json={"messages": request_messages(traj, 1)}).status_code == 401
+        assert (
+            httpx.post(srv.url + "/v1/chat/completions", json={"messages": request_messages(traj, 1)}).status_code
+            == 401
+        )
         stats = srv.stats()
         assert stats["served"] == 1
         assert stats["unauthorized"] == 1
@@ -65,7 +69,10 @@ def test_cli_serve_replay_prints_url_and_rejects_bad_input(tmp_path):
     path = write_store(tmp_path / "t.jsonl", [make_trajectory("cli", 1)])
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmaker.recipes.cli", "serve-replay", str(path), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
@@ -75,10 +82,12 @@ def test_cli_serve_replay_prints_url_and_rejects_bad_input(tmp_path):
         proc.communicate(timeout=10)
     bad = subprocess.run(
         [sys.executable, "-m", "benchmaker.recipes.cli", "serve-replay", str(path), "--latency", "fixed:1"],
-        capture_output=True, text=True, timeout=60)
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2
-    assert bad.stderr.strip() == (
-        "benchmaker: error: latency: expected fixed:TTFT_MS:ITL_MS (got 'fixed:1')")
+    assert bad.stderr.strip() == ("benchmaker: error: latency: expected fixed:TTFT_MS:ITL_MS (got 'fixed:1')")
 
 
 _PARENT = """
@@ -110,8 +119,13 @@ def test_server_dies_when_its_parent_is_sigkilled(tmp_path):
     assert parent_death_signal_supported()
     path = write_store(tmp_path / "t.jsonl", [make_trajectory("orphan", 1)])
     repo = str(Path(__file__).resolve().parents[2])
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(path)], stdout=subprocess.PIPE, text=True,
-                              cwd=repo, env=dict(os.environ, PYTHONPATH=repo))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+        env=dict(os.environ, PYTHONPATH=repo),
+    )
     try:
         pid_s, url = parent.stdout.readline().split()
         pid = int(pid_s)

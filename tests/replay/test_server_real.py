@@ -76,16 +76,20 @@ def test_real_recording_replays_byte_exact(tmp_path, name):
             msg = r.json()["choices"][0]["message"]
             assert msg["content"] == rec.content, t
             assert msg.get("reasoning_content") == rec.reasoning, t
-            assert [tc["function"]["arguments"] for tc in msg.get("tool_calls", [])] == \
-                [tc.arguments_raw for tc in rec.tool_calls], t
-            r = client.post(url + "/v1/chat/completions", content=orjson.dumps(
-                {"messages": messages, "stream": True, "stream_options": {"include_usage": True}}))
+            assert [tc["function"]["arguments"] for tc in msg.get("tool_calls", [])] == [
+                tc.arguments_raw for tc in rec.tool_calls
+            ], t
+            r = client.post(
+                url + "/v1/chat/completions",
+                content=orjson.dumps({"messages": messages, "stream": True, "stream_options": {"include_usage": True}}),
+            )
             assert r.status_code == 200, (t, r.text[:300])
             got = reassemble(sse_events(r.content))
             assert got["content"] == rec.content, t
             assert got["reasoning"] == rec.reasoning, t
-            assert [(c["id"], c["name"], c["arguments"]) for c in got["tool_calls"]] == \
-                [(c.id, c.name, c.arguments_raw) for c in rec.tool_calls], t
+            assert [(c["id"], c["name"], c["arguments"]) for c in got["tool_calls"]] == [
+                (c.id, c.name, c.arguments_raw) for c in rec.tool_calls
+            ], t
             assert got["finish_reason"] == rec.finish_reason
             assert got["done"]
         stats = client.get(url + "/stats").json()

@@ -32,15 +32,27 @@ def responses_input(traj: Trajectory, turn: int) -> list[dict]:
     """The input items Codex-style agents send for `turn`: the task as a user message,
     then per earlier turn its reasoning, message and function calls as output items and
     each observation as a function_call_output."""
-    items: list[dict] = [{"type": "message", "role": "user",
-                          "content": [{"type": "input_text", "text": traj.first_user}]}]
+    items: list[dict] = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": traj.first_user}]}
+    ]
     for t in traj.turns[:turn]:
         r = t.response
         if r.reasoning is not None:
-            items.append({"type": "reasoning", "id": f"rs_{t.index}", "encrypted_content": None,
-                          "summary": [{"type": "summary_text", "text": r.reasoning}]})
-        items.append({"type": "message", "role": "assistant",
-                      "content": [{"type": "output_text", "text": r.content, "annotations": []}]})
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{t.index}",
+                    "encrypted_content": None,
+                    "summary": [{"type": "summary_text", "text": r.reasoning}],
+                }
+            )
+        items.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": r.content, "annotations": []}],
+            }
+        )
         for tc in r.tool_calls:
             items.append({"type": "function_call", "call_id": tc.id, "name": tc.name, "arguments": tc.arguments_raw})
         for o in t.observations:
@@ -134,22 +146,34 @@ def test_raw_event_order_and_sequence_numbers(store):
         return out
 
     assert collapse(kinds) == [
-        "response.created", "response.in_progress",
+        "response.created",
+        "response.in_progress",
         "response.output_item.added",  # reasoning
-        "response.reasoning_summary_part.added", "response.reasoning_summary_text.delta",
-        "response.reasoning_summary_text.done", "response.reasoning_summary_part.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
         "response.output_item.done",
         "response.output_item.added",  # message
-        "response.content_part.added", "response.output_text.delta", "response.output_text.done",
-        "response.content_part.done", "response.output_item.done",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
         "response.output_item.added",  # function call
-        "response.function_call_arguments.delta", "response.function_call_arguments.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
         "response.output_item.done",
         "response.completed",
     ]
     usage = events[-1][1]["response"]["usage"]
-    assert usage == {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 64}, "output_tokens": 20,
-                     "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 120}
+    assert usage == {
+        "input_tokens": 100,
+        "input_tokens_details": {"cached_tokens": 64},
+        "output_tokens": 20,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 120,
+    }
 
 
 def test_misses_and_bad_items_are_counted(store):
@@ -204,19 +228,35 @@ def test_previous_response_id_continues_the_replayed_turn(store):
         first = client.responses.create(model="m", instructions=traj.system, input=responses_input(traj, 0))
         # the agent sends only what is new: the call's output, chained by id
         obs = traj.turns[0].observations[0]
-        second = client.responses.create(model="m", previous_response_id=first.id, input=[
-            {"type": "function_call_output", "call_id": obs.tool_call_id, "output": obs.content}])
+        second = client.responses.create(
+            model="m",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": obs.tool_call_id, "output": obs.content}],
+        )
         assert second.output_text == f"{NASTY} #1"
-        third = client.responses.create(model="m", previous_response_id=second.id, input=[
-            {"type": "function_call_output", "call_id": "call_1", "output": traj.turns[1].observations[0].content}])
+        third = client.responses.create(
+            model="m",
+            previous_response_id=second.id,
+            input=[
+                {"type": "function_call_output", "call_id": "call_1", "output": traj.turns[1].observations[0].content}
+            ],
+        )
         assert third.output_text == f"{NASTY} #2"
         with pytest.raises(openai.NotFoundError, match="previous_response_id"):
             client.responses.create(model="m", previous_response_id="resp_nope", input="hi")
     # a changed observation after the chained turn is checked as in a full request
     with httpx.Client() as raw, running_server(path, divergence="content") as url2:
         r = raw.post(url2 + "/v1/responses", json={"model": "m", "input": responses_input(traj, 0)})
-        r = raw.post(url2 + "/v1/responses", json={"model": "m", "previous_response_id": r.json()["id"], "input": [
-            {"type": "function_call_output", "call_id": obs.tool_call_id, "output": "other\nexit code 2"}]})
+        r = raw.post(
+            url2 + "/v1/responses",
+            json={
+                "model": "m",
+                "previous_response_id": r.json()["id"],
+                "input": [
+                    {"type": "function_call_output", "call_id": obs.tool_call_id, "output": "other\nexit code 2"}
+                ],
+            },
+        )
         assert (r.status_code, r.json()["error"]["code"]) == (412, "diverged")
         stats = raw.get(url2 + "/stats").json()
     assert stats["misses"] == {"unknown_key": 0, "beyond_turns": 0, "diverged": 1, "total": 1}

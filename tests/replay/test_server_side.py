@@ -30,8 +30,11 @@ def test_unknown_path_gets_a_named_error_counted_by_path(store_path):
         assert client.get(url + "/v1beta/models/m:embedContent").status_code == 404
         assert client.get(url + "/v1/chat/completions").status_code == 405  # served, with POST
         stats = client.get(url + "/stats").json()
-    assert stats["unknown_paths"] == {"POST /v1/embeddings": 2, "GET /v1beta/models/m:embedContent": 1,
-                                      "GET /v1/chat/completions": 1}
+    assert stats["unknown_paths"] == {
+        "POST /v1/embeddings": 2,
+        "GET /v1beta/models/m:embedContent": 1,
+        "GET /v1/chat/completions": 1,
+    }
     assert stats["misses"]["total"] == 0  # not a replay miss: no request of the agent's session
 
 
@@ -48,10 +51,15 @@ def test_head_probe_is_side_traffic(store_path):
 
 def _title_request(stream: bool) -> dict:
     # opencode's title request: its title prompt, the user's message, no tools
-    return {"model": "small", "stream": stream, "messages": [
-        {"role": "system", "content": "You are a title generator. You output ONLY a thread title."},
-        {"role": "user", "content": "Generate a title for this conversation:"},
-        {"role": "user", "content": "fix the failing test"}]}
+    return {
+        "model": "small",
+        "stream": stream,
+        "messages": [
+            {"role": "system", "content": "You are a title generator. You output ONLY a thread title."},
+            {"role": "user", "content": "Generate a title for this conversation:"},
+            {"role": "user", "content": "fix the failing test"},
+        ],
+    }
 
 
 def test_title_request_is_side_traffic_streamed_or_not(store_path):
@@ -61,7 +69,7 @@ def test_title_request_is_side_traffic_streamed_or_not(store_path):
         assert r.headers["x-replay-side"] == "title"
         assert r.json()["choices"][0]["message"]["content"] == "Replayed session"
         r = client.post(url + "/v1/chat/completions", json=_title_request(True))
-        events = [e[len(b"data: "):] for e in r.content.split(b"\n\n") if e]
+        events = [e[len(b"data: ") :] for e in r.content.split(b"\n\n") if e]
         assert events[-1] == b"[DONE]"
         assert orjson.loads(events[0])["choices"][0]["delta"]["content"] == "Replayed session"
         assert orjson.loads(events[1])["choices"][0]["finish_reason"] == "stop"
@@ -83,23 +91,36 @@ def test_chat_misses_are_counted_by_api(store_path, tmp_path):
 
 
 def test_schema_answer_is_the_smallest_accepted_value():
-    assert schema_answer({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": ["null", "boolean"]},
-                                                           "c": {"type": "array"}}}) == {"a": 1, "b": False, "c": []}
-    assert schema_answer({"type": "OBJECT", "properties": {"x": {"type": "STRING"}, "y": {"type": "NUMBER",
-                                                                                         "minimum": 5}},
-                          "required": ["y"]}) == {"y": 5}
+    assert schema_answer(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": ["null", "boolean"]}, "c": {"type": "array"}},
+        }
+    ) == {"a": 1, "b": False, "c": []}
+    assert schema_answer(
+        {
+            "type": "OBJECT",
+            "properties": {"x": {"type": "STRING"}, "y": {"type": "NUMBER", "minimum": 5}},
+            "required": ["y"],
+        }
+    ) == {"y": 5}
     # Gemini CLI's numerical router (numericalClassifierStrategy.ts) validates a score >= 1
-    assert schema_answer({"type": "OBJECT", "properties": {"complexity_reasoning": {"type": "STRING"},
-                                                           "complexity_score": {"type": "INTEGER"}},
-                          "required": ["complexity_reasoning", "complexity_score"]}) == {
-        "complexity_reasoning": "", "complexity_score": 1}
+    assert schema_answer(
+        {
+            "type": "OBJECT",
+            "properties": {"complexity_reasoning": {"type": "STRING"}, "complexity_score": {"type": "INTEGER"}},
+            "required": ["complexity_reasoning", "complexity_score"],
+        }
+    ) == {"complexity_reasoning": "", "complexity_score": 1}
     assert schema_answer({"enum": ["pro", "flash"]}) == "pro"
     assert schema_answer(None) is None
 
 
 def test_gemini_count_tokens_is_side_traffic(store_path):
-    body = {"contents": [{"role": "user", "parts": [{"text": "x" * 10}]}],
-            "systemInstruction": {"parts": [{"text": "abc"}]}}
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "x" * 10}]}],
+        "systemInstruction": {"parts": [{"text": "abc"}]},
+    }
     with running_server(store_path) as url, httpx.Client() as client:
         r = client.post(url + "/v1beta/models/m:countTokens", json=body)
         stats = client.get(url + "/stats").json()

@@ -42,8 +42,13 @@ def test_config_picks_httptools_and_uvloop_by_default():
 def _cli_server(path: Path, http: str) -> Iterator[tuple[subprocess.Popen, str]]:
     """`python -m benchmaker.replay_server.server PATH --http HTTP` on 127.0.0.1: (process, base URL) once
     /health answers; terminated on exit."""
-    with subprocess.Popen([sys.executable, "-m", "benchmaker.replay_server.server", str(path), "--http", http],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO, text=True) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.replay_server.server", str(path), "--http", http],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        text=True,
+    ) as proc:
         try:
             url = proc.stdout.readline().strip()
             assert url.startswith("http://127.0.0.1:")
@@ -102,7 +107,7 @@ def test_each_reply_leaves_the_server_in_one_send(tmp_path, http):
             for _ in range(20):
                 r = client.post(url + "/v1/chat/completions", json=body)
                 assert r.status_code == 200 and r.content.endswith(b"[DONE]\n\n" if stream else b"}")
-            assert _write_syscalls(proc.pid) - before == 20, ("stream" if stream else "json")
+            assert _write_syscalls(proc.pid) - before == 20, "stream" if stream else "json"
 
 
 class _FakeTransport:
@@ -160,8 +165,13 @@ def test_coalesced_writes_join_one_loop_step():
 
     seen = asyncio.run(main())
     head = b"HTTP/1.1 200 OK\r\n\r\n"
-    assert seen == [[], [head + b"{}"], [head + b"{}", b"next"], [head + b"{}", b"next", b"last"],
-                    [head + b"{}", b"next", b"last"]]
+    assert seen == [
+        [],
+        [head + b"{}"],
+        [head + b"{}", b"next"],
+        [head + b"{}", b"next", b"last"],
+        [head + b"{}", b"next", b"last"],
+    ]
 
 
 def test_one_send_protocol_refuses_another_parser():
@@ -171,8 +181,13 @@ def test_one_send_protocol_refuses_another_parser():
 
 def test_cli_refuses_an_unknown_parser(tmp_path):
     path = write_store(tmp_path / "t.jsonl", [make_trajectory("x", 1)])
-    out = subprocess.run([sys.executable, "-m", "benchmaker.replay_server.server", str(path), "--http", "nope"],
-                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmaker.replay_server.server", str(path), "--http", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "invalid choice: 'nope'" in out.stderr
 
@@ -201,8 +216,7 @@ def test_front_door_and_routes_agree(tmp_path):
 async def test_root_path_goes_through_starlette(tmp_path):
     # a chat path under a root_path is not the front door's: Starlette strips the prefix
     traj = make_trajectory("root", 1)
-    app = create_app(ReplayStore.load(write_store(tmp_path / "t.jsonl", [traj]),
-                                      latency=parse_latency("instant")))
+    app = create_app(ReplayStore.load(write_store(tmp_path / "t.jsonl", [traj]), latency=parse_latency("instant")))
     transport = httpx.ASGITransport(app=app, root_path="/api")
     async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
         r = await client.post("/api/v1/chat/completions", json={"messages": request_messages(traj, 0)})
@@ -225,15 +239,18 @@ def test_turn_index_counts_every_assistant_message(tmp_path):
         assert (r.status_code, r.json()["error"]["code"]) == (409, "beyond_turns")
 
 
-@pytest.mark.parametrize("text, code", [
-    ("ls\nexit code 2", 2),
-    ("EXIT STATUS: 4", 4),
-    ("<returncode>7</returncode>\n<output>exit code 1</output>", 7),  # first pattern first
-    ("<returncode>x</returncode> exited with code 3", 3),
-    ("résumé: exit code 5", 5),  # not ASCII: the regex runs on the text as it is
-    ("Größe: Exit_Code=6", 6),
-    ("no status here " * 100, None),
-])
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ("ls\nexit code 2", 2),
+        ("EXIT STATUS: 4", 4),
+        ("<returncode>7</returncode>\n<output>exit code 1</output>", 7),  # first pattern first
+        ("<returncode>x</returncode> exited with code 3", 3),
+        ("résumé: exit code 5", 5),  # not ASCII: the regex runs on the text as it is
+        ("Größe: Exit_Code=6", 6),
+        ("no status here " * 100, None),
+    ],
+)
 def test_exit_code_in_with_substring_prechecks(text, code):
     from benchmaker.replay_server.store import exit_code_in
 
@@ -285,8 +302,13 @@ def test_store_match_equals_lookup_turn_then_lookup(tmp_path):
     for k in range(len(edited.turns)):  # turns before and after the compaction
         msgs = log_request_messages(edited, k)
         cases.append((*request_key(msgs), next((m for m in msgs if m["role"] == "system"), None)))
-    for system in ({"role": "system", "content": "S2"}, {"role": "system", "content": [{"type": "text", "text": "S2"}]},
-                   {"role": "system", "content": None}, {"role": "system", "content": "other"}, None):
+    for system in (
+        {"role": "system", "content": "S2"},
+        {"role": "system", "content": [{"type": "text", "text": "S2"}]},
+        {"role": "system", "content": None},
+        {"role": "system", "content": "other"},
+        None,
+    ):
         cases.append((a.match_key, 1, system))
     cases.append(("task:none", 0, None))
     assert any(store.lookup_turn(key, n) is not None for key, n, _ in cases)  # the edit's turns are in

@@ -59,8 +59,12 @@ def multi(tmp_path: Path) -> Path:
 def _got_ready_then_died(p: ReplayShardPoint, worker: int) -> None:
     """Shard `worker` of `p`'s attempt posted its ready record (it came), then ran no
     further: the other shards start without waiting for it."""
-    post_ready(ReadyBoard.in_dir(shard_dir(Path(p.run_dir), p.sweep_point, worker, p.start_wall_ns).parent), worker,
-               p.shards, p.start_wall_ns)
+    post_ready(
+        ReadyBoard.in_dir(shard_dir(Path(p.run_dir), p.sweep_point, worker, p.start_wall_ns).parent),
+        worker,
+        p.shards,
+        p.start_wall_ns,
+    )
 
 
 def _episodes(pdir: Path) -> list[dict]:
@@ -68,8 +72,19 @@ def _episodes(pdir: Path) -> list[dict]:
 
 
 def _points(traj: Path, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[ReplayShardPoint]:
-    return [ReplayShardPoint(trajectories=str(traj), run_dir=str(run_dir), run_id="rid", concurrency=4, worker=k,
-                             shards=n, start_wall_ns=start_wall_ns, **kw) for k in range(n)]
+    return [
+        ReplayShardPoint(
+            trajectories=str(traj),
+            run_dir=str(run_dir),
+            run_id="rid",
+            concurrency=4,
+            worker=k,
+            shards=n,
+            start_wall_ns=start_wall_ns,
+            **kw,
+        )
+        for k in range(n)
+    ]
 
 
 def test_slots_and_plan_are_split_without_overlap() -> None:
@@ -82,14 +97,28 @@ def test_slots_and_plan_are_split_without_overlap() -> None:
 
 
 def test_server_stats_of_two_servers_add_up() -> None:
-    a = {"requests": 3, "misses": {"unknown_key": 1, "total": 1}, "uptime_s": 2.0, "recent_unknown_keys": ["k1"],
-         "trajectories": {"t": {"served": 2}}}
-    b = {"requests": 5, "misses": {"unknown_key": 0, "total": 0}, "uptime_s": 3.5, "recent_unknown_keys": ["k2"],
-         "trajectories": {"t": {"served": 4}, "u": {"served": 1}}}
+    a = {
+        "requests": 3,
+        "misses": {"unknown_key": 1, "total": 1},
+        "uptime_s": 2.0,
+        "recent_unknown_keys": ["k1"],
+        "trajectories": {"t": {"served": 2}},
+    }
+    b = {
+        "requests": 5,
+        "misses": {"unknown_key": 0, "total": 0},
+        "uptime_s": 3.5,
+        "recent_unknown_keys": ["k2"],
+        "trajectories": {"t": {"served": 4}, "u": {"served": 1}},
+    }
     assert merge_server_stats([a, b]) == {
-        "requests": 8, "misses": {"unknown_key": 1, "total": 1}, "uptime_s": 3.5,
-        "recent_unknown_keys": ["k1", "k2"], "trajectories": {"t": {"served": 6}, "u": {"served": 1}},
-        "servers": 2}
+        "requests": 8,
+        "misses": {"unknown_key": 1, "total": 1},
+        "uptime_s": 3.5,
+        "recent_unknown_keys": ["k1", "k2"],
+        "trajectories": {"t": {"served": 6}, "u": {"served": 1}},
+        "servers": 2,
+    }
 
 
 async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_path: Path, traj: Path) -> None:
@@ -107,17 +136,31 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
         assert 0 <= r["start_late_ns"] < 150_000_000, r
         assert r["start_wall_ns"] == r["barrier"]["start_wall_ns"] >= points[0].start_wall_ns
     assert reports[0]["barrier"]["ready_wall_ns"] == reports[1]["barrier"]["ready_wall_ns"]
-    row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0],
-                             shard_info=[{"flow_run_id": "a"}, {"flow_run_id": "b"}])
+    row = merge_replay_point(
+        run_dir,
+        "c4",
+        attempt=points[0].start_wall_ns,
+        concurrency=4,
+        exit_codes=[0, 0],
+        shard_info=[{"flow_run_id": "a"}, {"flow_run_id": "b"}],
+    )
     # 4 episodes (default plan: max(concurrency 4, 1 trajectory)) of the recording's 4 turns
     assert (row["n_episodes"], row["n_turns"], row["n_requests"], row["shards"]) == (4, 16, 16, 2)
     assert (row["achieved_max_concurrency"], row["proof_ok"], row["misses_total"]) == (4, True, 0)
     assert _reasons_but_loop_lag(row) == []
     pdir = point_dir(run_dir, "c4")
     assert sorted(p.name for p in pdir.iterdir()) == [
-        "concurrency.json", "episode_samples-w0.jsonl", "episode_samples-w1.jsonl", "episodes.jsonl",
-        "point_summary.json", "samples-w0.jsonl", "samples-w1.jsonl", "server_stats.json", "shards.json",
-        "turns.jsonl"]  # _shards removed
+        "concurrency.json",
+        "episode_samples-w0.jsonl",
+        "episode_samples-w1.jsonl",
+        "episodes.jsonl",
+        "point_summary.json",
+        "samples-w0.jsonl",
+        "samples-w1.jsonl",
+        "server_stats.json",
+        "shards.json",
+        "turns.jsonl",
+    ]  # _shards removed
     stats = orjson.loads((pdir / "server_stats.json").read_bytes())
     assert (stats["requests"], stats["misses"]["total"], stats["servers"]) == (16, 0, 2)
     shards = orjson.loads((pdir / "shards.json").read_bytes())
@@ -133,32 +176,49 @@ async def test_two_shards_merge_into_one_point_with_a_shard_id_on_every_row(tmp_
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     try:
         for table, per_shard in (("episodes", 2), ("turns", 8), ("requests", 8)):
-            assert con.execute(f"SELECT shard, count(*) FROM {table} GROUP BY 1 ORDER BY 1").fetchall() \
-                == [(0, per_shard), (1, per_shard)], table
+            assert con.execute(f"SELECT shard, count(*) FROM {table} GROUP BY 1 ORDER BY 1").fetchall() == [
+                (0, per_shard),
+                (1, per_shard),
+            ], table
         assert con.execute("SELECT shards, concurrency FROM sweep_points").fetchall() == [(2, 4)]
     finally:
         con.close()
 
 
 async def test_shards_get_the_trajectories_and_hand_back_their_files_through_an_exchange(
-        tmp_path: Path, traj: Path) -> None:
+    tmp_path: Path, traj: Path
+) -> None:
     url = f"memory://{tmp_path.name}/exchange"
     ex = Exchange(url)
     ex.put_file(traj, "rid/trajectories.jsonl")
     run_dir = tmp_path / "rid"
     reset_point_dir(point_dir(run_dir, "c4"))
-    points = [ReplayShardPoint(**{**p.as_params(), "trajectories": "rid/trajectories.jsonl", "exchange": url})
-              for p in _points(traj, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:50:0")]
+    points = [
+        ReplayShardPoint(**{**p.as_params(), "trajectories": "rid/trajectories.jsonl", "exchange": url})
+        for p in _points(traj, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:50:0")
+    ]
     reports = await asyncio.gather(*(run_replay_shard(p) for p in points))  # each reads the file it downloaded
     assert [r["clock"]["reference"] for r in reports] == ["storage mtime (memory)"] * 2
     assert list(point_dir(run_dir, "c4").iterdir()) == []  # the shards wrote elsewhere
     got = fetch_replay_shards(run_dir, "rid", "c4", url, points[0].start_wall_ns)
     assert sorted(p.relative_to(point_dir(run_dir, "c4")).as_posix() for p in got) == sorted(
-        [f"_shards/a{points[0].start_wall_ns}/w{k}/{name}" for k in (0, 1)
-         for name in ("concurrency.json", "engine_summary.json", "episode_samples.jsonl", "episodes.jsonl",
-                      "samples.jsonl", "server_stats.json", "shard.json", "turns.jsonl")]
+        [
+            f"_shards/a{points[0].start_wall_ns}/w{k}/{name}"
+            for k in (0, 1)
+            for name in (
+                "concurrency.json",
+                "engine_summary.json",
+                "episode_samples.jsonl",
+                "episodes.jsonl",
+                "samples.jsonl",
+                "server_stats.json",
+                "shard.json",
+                "turns.jsonl",
+            )
+        ]
         + [f"_shards/a{points[0].start_wall_ns}/progress-w{k}.json" for k in (0, 1)]  # their live progress
-        + [f"_shards/a{points[0].start_wall_ns}/ready-w{k}.json" for k in (0, 1)])  # the barrier's records
+        + [f"_shards/a{points[0].start_wall_ns}/ready-w{k}.json" for k in (0, 1)]
+    )  # the barrier's records
     assert ex.get_dir("rid/points", tmp_path / "left") == []  # fetched files are removed there
     row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0])
     assert (row["n_episodes"], row["n_turns"], row["achieved_max_concurrency"]) == (4, 16, 4)
@@ -214,20 +274,30 @@ async def test_a_shard_picked_up_after_the_earliest_start_delays_the_point(tmp_p
 
 
 async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Path, traj: Path) -> None:
-    p = ReplayShardPoint(**{**_points(traj, tmp_path / "rid", 2, time.time_ns())[1].as_params(),
-                            "ready_timeout_s": 0.5})
-    with pytest.raises(ShardsNotReady, match=r"^shard 1/2 of c4: shard 0 of 2 not ready 0\.5 s after the earliest "
-                                             r"start \(ready_timeout_s\); nothing sent$"):
+    p = ReplayShardPoint(
+        **{**_points(traj, tmp_path / "rid", 2, time.time_ns())[1].as_params(), "ready_timeout_s": 0.5}
+    )
+    with pytest.raises(
+        ShardsNotReady,
+        match=r"^shard 1/2 of c4: shard 0 of 2 not ready 0\.5 s after the earliest "
+        r"start \(ready_timeout_s\); nothing sent$",
+    ):
         await run_replay_shard(p, list(read_trajectories(traj)))
     attempt = shard_dir(tmp_path / "rid", "c4", 1, p.start_wall_ns).parent
     assert (attempt / "ready-w1.json").is_file()
     assert not list(attempt.rglob("shard.json"))
     assert all(f.stat().st_size == 0 for f in attempt.rglob("*samples*.jsonl"))  # nothing sent
-    with pytest.raises(ValueError, match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
-                                         r"shards 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
+        r"shards 5\)",
+    ):
         await run_replay_shard(ReplayShardPoint(**{**p.as_params(), "worker": 0, "shards": 5}), [])
-    with pytest.raises(ValueError, match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
-                                         r"shards 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
+        r"shards 5\)",
+    ):
         await run_replay_shard(ReplayShardPoint(**{**p.as_params(), "worker": 0, "shards": 5}), [])
 
 
@@ -242,8 +312,9 @@ async def test_a_sharded_point_plays_what_a_single_process_point_plays(tmp_path:
     reset_point_dir(point_dir(run_dir, "c4"))
     points = _points(multi, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:20:0", episodes=6)
     await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
-    sharded = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0],
-                                 episodes_target=6)
+    sharded = merge_replay_point(
+        run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0], episodes_target=6
+    )
     # episodes 0..5 of the one plan cycle the 4 trajectories (4+2+2+4 turns, then 4+2): 18 turns
     keys = ("n_episodes", "n_turns", "n_requests", "achieved_max_concurrency", "misses_total", "episodes")
     assert [sharded[k] for k in keys] == [single[k] for k in keys] == [6, 18, 18, 4, 0, 6]
@@ -261,8 +332,9 @@ async def test_in_duration_mode_the_shards_start_on_every_trajectory(tmp_path: P
     reset_point_dir(point_dir(run_dir, "c4"))
     points = _points(multi, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:20:0", duration_s=0.2)
     await asyncio.gather(*(run_replay_shard(p, trajs) for p in points))
-    row = merge_replay_point(run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0],
-                             duration_s=0.2)
+    row = merge_replay_point(
+        run_dir, "c4", attempt=points[0].start_wall_ns, concurrency=4, exit_codes=[0, 0], duration_s=0.2
+    )
     assert (row["achieved_max_concurrency"], row["misses_total"]) == (4, 0)
     assert _reasons_but_loop_lag(row) == []
     first = {e["episode_id"]: e["trajectory_id"] for e in _episodes(point_dir(run_dir, "c4"))}

@@ -30,8 +30,18 @@ EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"  # one traject
 
 
 def _ev(**kw) -> ProgressEvent:
-    base = dict(point="c4", episodes_done=0, episodes_total=2, calls_done=0, calls_total=8, requests_in_flight=0,
-                misses=0, elapsed_s=1.0, eta_s=None, calls_per_s=None)
+    base = dict(
+        point="c4",
+        episodes_done=0,
+        episodes_total=2,
+        calls_done=0,
+        calls_total=8,
+        requests_in_flight=0,
+        misses=0,
+        elapsed_s=1.0,
+        eta_s=None,
+        calls_per_s=None,
+    )
     return ProgressEvent(**{**base, **kw})
 
 
@@ -46,8 +56,9 @@ def test_merged_event_sums_the_shards_and_waits_for_all_of_them() -> None:
     assert (one.calls_done, one.calls_total, one.episodes_total, one.eta_s) == (6, None, None, None)
     no_eta = merge_shard_events("c4", [a, _ev(calls_done=0)], shards=2, elapsed_s=4.0)
     assert no_eta.eta_s is None  # a shard without an ETA yet: the point's is unknown
-    done = merge_shard_events("c4", [_ev(calls_done=8, finished=True), _ev(calls_done=8, finished=True, eta_s=0.0)],
-                              shards=2, elapsed_s=9.0)
+    done = merge_shard_events(
+        "c4", [_ev(calls_done=8, finished=True), _ev(calls_done=8, finished=True, eta_s=0.0)], shards=2, elapsed_s=9.0
+    )
     assert (done.calls_done, done.finished, done.eta_s, done.fraction) == (16, True, 0.0, 1.0)
     assert merge_shard_events("c4", [], shards=2, elapsed_s=0.0).calls_done == 0
 
@@ -96,7 +107,12 @@ def _check(seen: list[ProgressEvent], start_wall_ns: int) -> None:
     # 4 episodes (default plan of concurrency 4 over one trajectory) x 4 turns, 2 per shard
     last = seen[-1]
     assert (last.point, last.episodes_done, last.episodes_total, last.calls_done, last.calls_total) == (
-        "c4", 4, 4, 16, 16)
+        "c4",
+        4,
+        4,
+        16,
+        16,
+    )
     assert (last.finished, last.eta_s, last.misses, last.requests_in_flight) == (True, 0.0, 0, 0)
     # the point was visible before its shards were done: both had reported their plans
     live = [e for e in seen if not e.finished and e.calls_total == 16]
@@ -110,14 +126,27 @@ async def test_a_distributed_point_shows_its_shards_progress_merged(tmp_path: Pa
     run_dir = tmp_path / "rid"
     reset_point_dir(point_dir(run_dir, "c4"))
     start = time.time_ns() + 8_000_000_000  # room for two replay servers to start on a busy host
-    points = [ReplayShardPoint(trajectories=str(traj), run_dir=str(run_dir), run_id="rid", concurrency=4,
-                               worker=k, shards=2, start_wall_ns=start, latency="fixed:50:0") for k in range(2)]
+    points = [
+        ReplayShardPoint(
+            trajectories=str(traj),
+            run_dir=str(run_dir),
+            run_id="rid",
+            concurrency=4,
+            worker=k,
+            shards=2,
+            start_wall_ns=start,
+            latency="fixed:50:0",
+        )
+        for k in range(2)
+    ]
     seen = await _two_shards_watched(points, lambda: read_shard_progress(run_dir, "rid", "c4"))
     _check(seen, start)
     attempt, events = read_shard_progress(run_dir, "rid", "c4")
     assert attempt == start
     assert [(e.calls_done, e.calls_total, e.episodes_total, e.finished) for e in events] == [
-        (8, 8, 2, True), (8, 8, 2, True)]  # each shard's own file: its half of the point
+        (8, 8, 2, True),
+        (8, 8, 2, True),
+    ]  # each shard's own file: its half of the point
     assert read_shard_progress(tmp_path / "other", "rid", "c4") == (None, [])
 
 
@@ -128,14 +157,26 @@ async def test_shards_progress_travels_through_an_exchange(tmp_path: Path, traj:
     run_dir = tmp_path / "rid"
     reset_point_dir(point_dir(run_dir, "c4"))
     start = time.time_ns() + 8_000_000_000  # room for two replay servers to start on a busy host
-    points = [ReplayShardPoint(trajectories="rid/trajectories.jsonl", run_dir=str(run_dir), run_id="rid",
-                               concurrency=4, worker=k, shards=2, start_wall_ns=start, latency="fixed:50:0",
-                               exchange=url) for k in range(2)]
+    points = [
+        ReplayShardPoint(
+            trajectories="rid/trajectories.jsonl",
+            run_dir=str(run_dir),
+            run_id="rid",
+            concurrency=4,
+            worker=k,
+            shards=2,
+            start_wall_ns=start,
+            latency="fixed:50:0",
+            exchange=url,
+        )
+        for k in range(2)
+    ]
     seen = await _two_shards_watched(points, lambda: read_shard_progress(run_dir, "rid", "c4", url))
     _check(seen, start)
     assert list(point_dir(run_dir, "c4").iterdir()) == []  # nothing written on the coordinator's side
     assert sorted(ex.read_glob("rid/points/c4/_shards/a*/progress-w*.json")) == [
-        f"rid/points/c4/_shards/a{start}/progress-w{k}.json" for k in (0, 1)]
+        f"rid/points/c4/_shards/a{start}/progress-w{k}.json" for k in (0, 1)
+    ]
     # a straggler of an earlier attempt is not mixed into the latest one
     ex.put_bytes(f"rid/points/c4/_shards/a{start - 10**9}/progress-w0.json", event_to_json(_ev(calls_done=99)))
     attempt, events = read_shard_progress(run_dir, "rid", "c4", url)
@@ -157,12 +198,26 @@ async def test_an_engine_point_in_shards_shows_its_requests_merged(tmp_path: Pat
     start = time.time_ns() + 4_000_000_000
     seen: list[ProgressEvent] = []
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
-        points = [ShardPoint(base_url=server.url, model="m", run_dir=str(run_dir), run_id="rid", load="constant:40",
-                             sweep_point="constant-40", worker=k, shards=2, start_wall_ns=start, duration_s=1.0,
-                             max_tokens=8) for k in range(2)]
+        points = [
+            ShardPoint(
+                base_url=server.url,
+                model="m",
+                run_dir=str(run_dir),
+                run_id="rid",
+                load="constant:40",
+                sweep_point="constant-40",
+                worker=k,
+                shards=2,
+                start_wall_ns=start,
+                duration_s=1.0,
+                max_tokens=8,
+            )
+            for k in range(2)
+        ]
         with observe(seen.append):
-            async with watch_shards("constant-40", lambda: read_shard_progress(run_dir, "rid", "constant-40"),
-                                    shards=2, interval_s=0.1):
+            async with watch_shards(
+                "constant-40", lambda: read_shard_progress(run_dir, "rid", "constant-40"), shards=2, interval_s=0.1
+            ):
                 await asyncio.gather(*(run_shard_point(p) for p in points))
     last = seen[-1]
     assert (last.calls_done, last.calls_total, last.errors, last.finished, last.duration_s) == (40, None, 0, True, 1.0)

@@ -47,12 +47,22 @@ async def _pid_running(token: str, within_s: float) -> int:
 async def test_exit_code_and_interleaved_output(spawner: Spawner, tmp_path: Path):
     res = await spawner.run(["bash", "-c", "echo out; echo err >&2; exit 3"], cwd=tmp_path, env=ENV)
     assert (res.exit_code, res.stdout, res.stderr, res.timed_out, res.truncated, res.total_bytes) == (
-        3, b"out\nerr\n", b"", False, False, 8)  # "out\n" + "err\n"
+        3,
+        b"out\nerr\n",
+        b"",
+        False,
+        False,
+        8,
+    )  # "out\n" + "err\n"
 
 
 async def test_stderr_apart_cwd_and_exact_env(spawner: Spawner, tmp_path: Path):
-    res = await spawner.run(["bash", "-c", "pwd; echo ${HOME:-nohome} $X; echo e >&2"], cwd=tmp_path,
-                            env={**ENV, "X": "1"}, merge_stderr=False)
+    res = await spawner.run(
+        ["bash", "-c", "pwd; echo ${HOME:-nohome} $X; echo e >&2"],
+        cwd=tmp_path,
+        env={**ENV, "X": "1"},
+        merge_stderr=False,
+    )
     assert (res.exit_code, res.stdout, res.stderr) == (0, f"{tmp_path}\nnohome 1\n".encode(), b"e\n")
 
 
@@ -62,8 +72,12 @@ async def test_signal_death_is_a_negative_exit_code(spawner: Spawner, tmp_path: 
 
 
 async def test_output_over_the_limit_keeps_head_and_tail(spawner: Spawner, tmp_path: Path):
-    res = await spawner.run(["bash", "-c", "printf 'a%.0s' $(seq 500); printf 'b%.0s' $(seq 500)"],
-                            cwd=tmp_path, env=ENV, max_output_bytes=100)
+    res = await spawner.run(
+        ["bash", "-c", "printf 'a%.0s' $(seq 500); printf 'b%.0s' $(seq 500)"],
+        cwd=tmp_path,
+        env=ENV,
+        max_output_bytes=100,
+    )
     # 1,000 bytes written, 100 kept: the first 50 'a', the marker for 900, the last 50 'b'
     assert res.stdout == b"a" * 50 + TRUNCATION_MARKER.format(n=900).encode() + b"b" * 50
     assert (res.truncated, res.total_bytes, res.exit_code) == (True, 1000, 0)
@@ -72,8 +86,9 @@ async def test_output_over_the_limit_keeps_head_and_tail(spawner: Spawner, tmp_p
 async def test_timeout_kills_the_whole_group(spawner: Spawner, tmp_path: Path):
     pidfile = tmp_path / "child.pid"
     t0 = time.monotonic()
-    res = await spawner.run(["bash", "-c", f"(sleep 30 & echo $! > {pidfile}; wait); echo never"], cwd=tmp_path,
-                            env=ENV, timeout_s=0.5)
+    res = await spawner.run(
+        ["bash", "-c", f"(sleep 30 & echo $! > {pidfile}; wait); echo never"], cwd=tmp_path, env=ENV, timeout_s=0.5
+    )
     assert (res.timed_out, res.exit_code, res.stdout) == (True, None, b"")
     assert time.monotonic() - t0 < 15.0  # the 0.5 s deadline, not sleep's 30 s (wide margin: busy host)
     assert await _gone(int(pidfile.read_text()))  # the background grandchild too
@@ -81,8 +96,9 @@ async def test_timeout_kills_the_whole_group(spawner: Spawner, tmp_path: Path):
 
 async def test_stray_background_child_is_killed_after_exit(spawner: Spawner, tmp_path: Path):
     pidfile = tmp_path / "child.pid"
-    res = await spawner.run(["bash", "-c", f"sleep 30 >/dev/null 2>&1 & echo $! > {pidfile}; exit 0"],
-                            cwd=tmp_path, env=ENV)
+    res = await spawner.run(
+        ["bash", "-c", f"sleep 30 >/dev/null 2>&1 & echo $! > {pidfile}; exit 0"], cwd=tmp_path, env=ENV
+    )
     assert res.exit_code == 0
     assert await _gone(int(pidfile.read_text()))
 
@@ -96,8 +112,9 @@ async def test_failed_spawn_raises_the_same_oserror(spawner: Spawner, tmp_path: 
 
 async def test_cancellation_kills_the_group_before_it_propagates(spawner: Spawner, tmp_path: Path):
     pidfile = tmp_path / "child.pid"
-    task = asyncio.ensure_future(spawner.run(
-        ["bash", "-c", f"sleep 30 & echo $! > {pidfile}; wait"], cwd=tmp_path, env=ENV, timeout_s=60.0))
+    task = asyncio.ensure_future(
+        spawner.run(["bash", "-c", f"sleep 30 & echo $! > {pidfile}; wait"], cwd=tmp_path, env=ENV, timeout_s=60.0)
+    )
     child = await _pid_from(pidfile)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -171,8 +188,9 @@ async def test_a_killed_helper_fails_pending_and_later_calls_clearly(tmp_path: P
 async def test_closing_the_helper_kills_what_runs_in_it(tmp_path: Path):
     pidfile = tmp_path / "child.pid"
     sp = await ProcessSpawner.start()
-    pending = asyncio.ensure_future(sp.run(["bash", "-c", f"sleep 30 & echo $! > {pidfile}; wait"], cwd=tmp_path,
-                                           env=ENV))
+    pending = asyncio.ensure_future(
+        sp.run(["bash", "-c", f"sleep 30 & echo $! > {pidfile}; wait"], cwd=tmp_path, env=ENV)
+    )
     child = await _pid_from(pidfile)
     await sp.aclose()
     with pytest.raises(SandboxError, match=rf"^sandbox spawner \(pid {sp.pid}\) was closed"):
@@ -230,12 +248,15 @@ async def test_an_episode_whose_helper_died_ends_with_a_sandbox_error(tmp_path: 
     os.kill(pid, signal.SIGKILL)
     try:
         with start_replay_server(tmp_path / "t.jsonl") as srv:
-            res = await run_episode(traj, srv.url, mode="execute", sandbox=factory,
-                                    task=load_task(root / "examples" / "tiny-task"))
+            res = await run_episode(
+                traj, srv.url, mode="execute", sandbox=factory, task=load_task(root / "examples" / "tiny-task")
+            )
     finally:
         await factory.aclose()
     assert (res.episode.outcome, res.episode.error) == (
-        "error", f"sandbox: sandbox spawner (pid {pid}) exited with code -9")
+        "error",
+        f"sandbox: sandbox spawner (pid {pid}) exited with code -9",
+    )
 
 
 @pytest.mark.slow  # ~7 s: an execute-mode point on the engine, the example task's pytest runs
@@ -254,15 +275,25 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
     shutil.copytree(root / "examples" / "tiny-task", task_dir)
     token = f"30.{os.getpid()}{time.monotonic_ns() % 100000}"  # the verifier's sleep, found on the host by it
     (task_dir / "task.json").write_text(
-        f'{{"task_id": "tiny-task", "test_command": "sleep {token} & wait", "timeout_s": 120}}')
+        f'{{"task_id": "tiny-task", "test_command": "sleep {token} & wait", "timeout_s": 120}}'
+    )
     task = load_task(task_dir)
     (traj,) = list(iter_trajectories(root / "examples" / "recordings" / "tiny-task.pi.jsonl"))
     (tmp_path / "t.jsonl").write_text(traj.model_dump_json() + "\n")
     factory = LocalSandboxFactory()
     with start_replay_server(tmp_path / "t.jsonl") as srv:
-        point = asyncio.ensure_future(run_point([traj], srv.url, tmp_path / "run", run_id="r", concurrency=1,
-                                                mode="execute", sandbox_factory=factory,
-                                                tasks={task.task_id: task}))
+        point = asyncio.ensure_future(
+            run_point(
+                [traj],
+                srv.url,
+                tmp_path / "run",
+                run_id="r",
+                concurrency=1,
+                mode="execute",
+                sandbox_factory=factory,
+                tasks={task.task_id: task},
+            )
+        )
         child = await _pid_running(token, within_s=60.0)  # the 4 turns were played; the verifier runs
         helper = factory.spawner
         assert helper is not None
@@ -282,9 +313,16 @@ def test_the_helper_imports_only_what_it_runs():
     import subprocess
     import sys
 
-    code = ("import sys, benchmaker.agent.sandbox.spawner; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'httpx', 'pydantic', 'aiohttp', 'benchmaker'}), "
-            "sorted(m for m in sys.modules if m.startswith('benchmaker.agent.sandbox.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2]).stdout
+    code = (
+        "import sys, benchmaker.agent.sandbox.spawner; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'httpx', 'pydantic', 'aiohttp', 'benchmaker'}), "
+        "sorted(m for m in sys.modules if m.startswith('benchmaker.agent.sandbox.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    ).stdout
     assert out == "['benchmaker'] ['benchmaker.agent.sandbox.spawner']\n"

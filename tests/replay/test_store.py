@@ -46,10 +46,11 @@ def test_load_errors_name_file_line_field(tmp_path):
     assert msg.startswith(f"{path}:2: turns[1].usage.completion_tokens: Input should be a valid integer")
     assert msg.endswith('(got "12a")')
     assert error(good.encode() + b"\n" + good.encode()[:40] + b"\n").startswith(f"{path}:2: ")
-    assert error(b"\n" + good.encode().replace(b"Please", b"Pl\xe9ase")) == \
-        f"{path}:2: not UTF-8 at byte {good.index('Please') + 2} (got {bytes([0xE9]) + b'ase' !r})"
-    assert error((good + "\n" + good).encode()) == \
-        f'{path}:2: trajectory_id: duplicate of line 1 (got "traj-a")'
+    assert (
+        error(b"\n" + good.encode().replace(b"Please", b"Pl\xe9ase"))
+        == f"{path}:2: not UTF-8 at byte {good.index('Please') + 2} (got {bytes([0xE9]) + b'ase'!r})"
+    )
+    assert error((good + "\n" + good).encode()) == f'{path}:2: trajectory_id: duplicate of line 1 (got "traj-a")'
     assert error(b"\n \n") == f"{path}: no trajectories in the file"
 
 
@@ -141,14 +142,17 @@ def test_prepared_groups_follow_latency(tmp_path):
     assert rec.trajectories[0].turns[0].final_offset_s == 0.1
 
 
-@pytest.mark.parametrize("text, code", [
-    ("<returncode>2</returncode>\n<output>x</output>", 2),
-    ("Command exited with code 127", 127),
-    ("...\nexit code -1", -1),
-    ("exit_code: 0", 0),
-    ("Exit status 3", 3),
-    ("all fine", None),
-])
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ("<returncode>2</returncode>\n<output>x</output>", 2),
+        ("Command exited with code 127", 127),
+        ("...\nexit code -1", -1),
+        ("exit_code: 0", 0),
+        ("Exit status 3", 3),
+        ("all fine", None),
+    ],
+)
 def test_exit_code_in(text, code):
     assert exit_code_in(text) == code
 

@@ -27,11 +27,22 @@ RUN = "r-outcomes"
 
 def _call(seq: int, sent_ms: int, outcome: str, finish_reason: str | None) -> dict:
     """A model call of episode c1-0, turn `seq`: 30 ms, first token at 10 ms."""
-    return Sample(run_id=RUN, seq=seq, lane="agent", sweep_point="c1", outcome=outcome,
-                  finish_reason=finish_reason, intended_ns=sent_ms * MS, sent_ns=sent_ms * MS,
-                  first_token_ns=(sent_ms + 10) * MS, end_ns=(sent_ms + 30) * MS, usage_present=True,
-                  prompt_tokens=100, output_tokens=5,
-                  meta={"episode_id": "c1-0", "turn_index": seq, "miss_kind": None}).to_dict()
+    return Sample(
+        run_id=RUN,
+        seq=seq,
+        lane="agent",
+        sweep_point="c1",
+        outcome=outcome,
+        finish_reason=finish_reason,
+        intended_ns=sent_ms * MS,
+        sent_ns=sent_ms * MS,
+        first_token_ns=(sent_ms + 10) * MS,
+        end_ns=(sent_ms + 30) * MS,
+        usage_present=True,
+        prompt_tokens=100,
+        output_tokens=5,
+        meta={"episode_id": "c1-0", "turn_index": seq, "miss_kind": None},
+    ).to_dict()
 
 
 def _bundle(run_dir: Path) -> Path:
@@ -40,17 +51,38 @@ def _bundle(run_dir: Path) -> Path:
     pdir.mkdir(parents=True)
     # turns 0, 1 ok; 2 failed in the original recording (served as recorded); 3 the server
     # ended with finish_reason abort; 4 ok
-    calls = [_call(0, 0, "ok", "tool_calls"), _call(1, 40, "ok", "tool_calls"),
-             _call(2, 80, "recorded_error", "aborted"), _call(3, 120, "aborted", "abort"),
-             _call(4, 160, "ok", "stop")]
-    (pdir / "samples.jsonl").write_bytes(b"".join(orjson.dumps(c, option=orjson.OPT_APPEND_NEWLINE)
-                                                  for c in calls))
-    ep = Episode(run_id=RUN, sweep_point="c1", concurrency=1, episode_id="c1-0", trajectory_id="t", task_id=None,
-                 mode="recorded", worker=0, started_ns=0, ended_ns=190 * MS, n_turns=5, n_requests=5)
+    calls = [
+        _call(0, 0, "ok", "tool_calls"),
+        _call(1, 40, "ok", "tool_calls"),
+        _call(2, 80, "recorded_error", "aborted"),
+        _call(3, 120, "aborted", "abort"),
+        _call(4, 160, "ok", "stop"),
+    ]
+    (pdir / "samples.jsonl").write_bytes(b"".join(orjson.dumps(c, option=orjson.OPT_APPEND_NEWLINE) for c in calls))
+    ep = Episode(
+        run_id=RUN,
+        sweep_point="c1",
+        concurrency=1,
+        episode_id="c1-0",
+        trajectory_id="t",
+        task_id=None,
+        mode="recorded",
+        worker=0,
+        started_ns=0,
+        ended_ns=190 * MS,
+        n_turns=5,
+        n_requests=5,
+    )
     (pdir / "episodes.jsonl").write_text(json.dumps(ep.to_dict()) + "\n")
-    (pdir / "turns.jsonl").write_text("".join(
-        json.dumps(TurnRecord(run_id=RUN, sweep_point="c1", episode_id="c1-0", turn_index=i,
-                              byte_equal=True).to_dict()) + "\n" for i in range(5)))
+    (pdir / "turns.jsonl").write_text(
+        "".join(
+            json.dumps(
+                TurnRecord(run_id=RUN, sweep_point="c1", episode_id="c1-0", turn_index=i, byte_equal=True).to_dict()
+            )
+            + "\n"
+            for i in range(5)
+        )
+    )
     return pdir
 
 
@@ -69,13 +101,17 @@ def test_recorded_errors_and_aborted_calls_are_columns_everywhere(tmp_path: Path
     load_run(db, run_dir)
     con = duckdb.connect(str(db), read_only=True)
     try:
-        view = con.execute("SELECT n_requests, n_ok, n_recorded_error, n_aborted, error_rate FROM v_sweep_summary "
-                           "WHERE run_id = ?", [RUN]).fetchall()
+        view = con.execute(
+            "SELECT n_requests, n_ok, n_recorded_error, n_aborted, error_rate FROM v_sweep_summary WHERE run_id = ?",
+            [RUN],
+        ).fetchall()
         # the same counts by hand over the turns joined to their requests
         hand = con.execute(
             "SELECT count(*) FILTER (r.outcome = 'recorded_error'), count(*) FILTER (r.outcome = 'aborted') "
             "FROM turns t JOIN requests r USING (run_id, sweep_point, episode_id, turn_index) "
-            "WHERE t.run_id = ?", [RUN]).fetchall()
+            "WHERE t.run_id = ?",
+            [RUN],
+        ).fetchall()
     finally:
         con.close()
     assert view == [(5, 3, 1, 1, 0.25)]
@@ -88,12 +124,18 @@ def test_recorded_errors_and_aborted_calls_are_columns_everywhere(tmp_path: Path
     cell = dict(zip(headers, table[0], strict=False))
     assert (cell["rec. errors"], cell["aborted"]) == ("1", "1")
     buf = io.StringIO()
-    print_sweep({"points": [row], "run_id": RUN, "run_dir": str(run_dir), "warehouse": str(db)}, "swebench-replay",
-                console=Console(file=buf, width=300, force_terminal=False))
+    print_sweep(
+        {"points": [row], "run_id": RUN, "run_dir": str(run_dir), "warehouse": str(db)},
+        "swebench-replay",
+        console=Console(file=buf, width=300, force_terminal=False),
+    )
     printed = buf.getvalue()
     # the second table: its header names the columns, the c1 line carries their cells
     head = next(x for x in printed.splitlines() if "rec. errors" in x)
     line = next(x for x in printed.splitlines() if x.startswith("│ c1") and "30.0" in x)
     names = [c.strip() for c in head.split("┃")[1:-1]]
     values = [c.strip() for c in line.split("│")[1:-1]]
-    assert dict(zip(names, values, strict=False))["rec. errors"] == "1" and dict(zip(names, values, strict=False))["aborted"] == "1"
+    assert (
+        dict(zip(names, values, strict=False))["rec. errors"] == "1"
+        and dict(zip(names, values, strict=False))["aborted"] == "1"
+    )

@@ -59,10 +59,10 @@ async def test_read_whole_offset_limit_and_truncation(sb):
 
 
 async def test_write_reports_js_string_length(sb):
-    out = await run_pi_tool(sb, "write", {"path": "d/new.txt", "content": "h\u00e9\U0001F600"})
+    out = await run_pi_tool(sb, "write", {"path": "d/new.txt", "content": "h\u00e9\U0001f600"})
     # JS length: h (1) + é (1) + 😀 (2 UTF-16 code units) = 4, while UTF-8 has 7 bytes
     assert out.content == "Successfully wrote 4 bytes to d/new.txt"
-    assert await sb.read_file("d/new.txt") == "h\u00e9\U0001F600".encode()
+    assert await sb.read_file("d/new.txt") == "h\u00e9\U0001f600".encode()
 
 
 async def test_edit_exact_unique_and_errors(sb):

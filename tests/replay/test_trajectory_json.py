@@ -28,23 +28,40 @@ from benchmaker.trajectories.trajectory import (
 )
 
 
-def _traj(arguments: dict | None = None, content: str = "out", duration: float | None = 12.5,
-          reward: float | None = None) -> Trajectory:
+def _traj(
+    arguments: dict | None = None, content: str = "out", duration: float | None = 12.5, reward: float | None = None
+) -> Trajectory:
     call = ToolCall(id="c1", name="bash", arguments_raw="{}", arguments=arguments)
-    edit = ContextEdit(kind="branch", keep=[MessageSpan(start=MessageRef(turn=None, item=0), end=MessageRef(turn=0))],
-                       summary=["s"], keep_from=MessageRef(turn=1, item=0), tokens_before=7)
+    edit = ContextEdit(
+        kind="branch",
+        keep=[MessageSpan(start=MessageRef(turn=None, item=0), end=MessageRef(turn=0))],
+        summary=["s"],
+        keep_from=MessageRef(turn=1, item=0),
+        tokens_before=7,
+    )
     turns = [
-        Turn(index=0, model="m", response=Response(content="a", reasoning="r", tool_calls=[call], finish_reason="tool_calls"),
-             usage=Usage(prompt_tokens=3, completion_tokens=2, cached_tokens=0, total_tokens=5),
-             timing=Timing(duration_ms=duration, started_at="2025-11-20T23:33:02.351000Z"),
-             observations=[Observation(tool_call_id="c1", name="bash", content=content, is_error=True, exit_code=2)],
-             user_after=["next"]),
+        Turn(
+            index=0,
+            model="m",
+            response=Response(content="a", reasoning="r", tool_calls=[call], finish_reason="tool_calls"),
+            usage=Usage(prompt_tokens=3, completion_tokens=2, cached_tokens=0, total_tokens=5),
+            timing=Timing(duration_ms=duration, started_at="2025-11-20T23:33:02.351000Z"),
+            observations=[Observation(tool_call_id="c1", name="bash", content=content, is_error=True, exit_code=2)],
+            user_after=["next"],
+        ),
         Turn(index=1, response=Response(content=None), context_edit=edit, error="boom"),
     ]
-    return Trajectory(trajectory_id="t-0", source=Source(format="pi-session", path="p", sha256="0" * 64, line=None),
-                      match_key="sha256:x", first_user="hi", user_before_turns=["again"], terminated_by="stop",
-                      outcome=RecordedOutcome(patch="diff", resolved=True, reward=reward), turns=turns,
-                      skipped={"a": 1})
+    return Trajectory(
+        trajectory_id="t-0",
+        source=Source(format="pi-session", path="p", sha256="0" * 64, line=None),
+        match_key="sha256:x",
+        first_user="hi",
+        user_before_turns=["again"],
+        terminated_by="stop",
+        outcome=RecordedOutcome(patch="diff", resolved=True, reward=reward),
+        turns=turns,
+        skipped={"a": 1},
+    )
 
 
 def _nested(depth: int) -> list:
@@ -59,15 +76,44 @@ def _same(traj: Trajectory) -> None:
 
 
 def test_every_model_and_field_kind_writes_pydantics_bytes() -> None:
-    _same(_traj(arguments={"path": "a/b", "n": 3, "x": 1.5, "ok": True, "none": None, "list": [1, "2", [3.0]],
-                           "nested": {"k": {"deep": [{}]}}, "big": 2**64 - 1, "neg": -(2**63)}, reward=0.5))
+    _same(
+        _traj(
+            arguments={
+                "path": "a/b",
+                "n": 3,
+                "x": 1.5,
+                "ok": True,
+                "none": None,
+                "list": [1, "2", [3.0]],
+                "nested": {"k": {"deep": [{}]}},
+                "big": 2**64 - 1,
+                "neg": -(2**63),
+            },
+            reward=0.5,
+        )
+    )
     _same(_traj(arguments=None, duration=None))
 
 
 def test_floats_write_the_same_digits() -> None:
     rng = random.Random(7)
-    values = [0.0, -0.0, 0.1, 1e15, 1e16, 1e21, 1e22, 1e-7, 5e-324, 1.7976931348623157e308, 2.0**53, 1763681581545.0,
-              math.nan, math.inf, -math.inf]
+    values = [
+        0.0,
+        -0.0,
+        0.1,
+        1e15,
+        1e16,
+        1e21,
+        1e22,
+        1e-7,
+        5e-324,
+        1.7976931348623157e308,
+        2.0**53,
+        1763681581545.0,
+        math.nan,
+        math.inf,
+        -math.inf,
+    ]
     values += [struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0] for _ in range(2000)]
     values += [round(rng.uniform(0, 1e6), 3) for _ in range(2000)]
     _same(_traj(arguments={"v": values}))
@@ -77,15 +123,24 @@ def test_floats_write_the_same_digits() -> None:
 
 
 def test_strings_write_the_same_escapes() -> None:
-    text = "".join(chr(i) for i in range(0x800)) + "\u2028\u2029\U0001f600\ufeff\"\\/"
+    text = "".join(chr(i) for i in range(0x800)) + '\u2028\u2029\U0001f600\ufeff"\\/'
     _same(_traj(arguments={text: text}, content=text))
 
 
-@pytest.mark.parametrize("value", [
-    2**64, -(2**63) - 1,  # beyond orjson's 64-bit ints
-    {1, 2}, b"bytes", datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC), (1, [2]),
-    type("S", (str,), {})("sub"), type("I", (int,), {})(3),
-], ids=["big", "small", "set", "bytes", "datetime", "tuple", "str_subclass", "int_subclass"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        2**64,
+        -(2**63) - 1,  # beyond orjson's 64-bit ints
+        {1, 2},
+        b"bytes",
+        datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC),
+        (1, [2]),
+        type("S", (str,), {})("sub"),
+        type("I", (int,), {})(3),
+    ],
+    ids=["big", "small", "set", "bytes", "datetime", "tuple", "str_subclass", "int_subclass"],
+)
 def test_what_orjson_refuses_or_writes_otherwise_takes_pydantics_serializer(value: object) -> None:
     traj = _traj(arguments={"v": value})
     if isinstance(value, (set, bytes)):  # pydantic writes them (a list, a string): so does trajectory_json

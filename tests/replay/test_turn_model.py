@@ -46,10 +46,13 @@ async def test_two_models_of_one_trajectory_reach_samples_turns_and_the_warehous
         row = await run_point([_switching()], srv.url, run_dir, run_id="r-models", concurrency=1)
     write_sweep_points(run_dir, [row])
     pdir = point_dir(run_dir, "c1")
-    samples = sorted((orjson.loads(x) for x in (pdir / "samples.jsonl").read_bytes().splitlines()),
-                     key=lambda s: s["meta"]["turn_index"])
-    turns = sorted((orjson.loads(x) for x in (pdir / "turns.jsonl").read_bytes().splitlines()),
-                   key=lambda t: t["turn_index"])
+    samples = sorted(
+        (orjson.loads(x) for x in (pdir / "samples.jsonl").read_bytes().splitlines()),
+        key=lambda s: s["meta"]["turn_index"],
+    )
+    turns = sorted(
+        (orjson.loads(x) for x in (pdir / "turns.jsonl").read_bytes().splitlines()), key=lambda t: t["turn_index"]
+    )
     want = ["rec-model", "acme-coder-2", "rec-model"]
     assert [s["model"] for s in samples] == want
     assert [t["turn_index"] for t in turns] == [0, 1, 2] and not any("model" in t for t in turns)
@@ -58,8 +61,10 @@ async def test_two_models_of_one_trajectory_reach_samples_turns_and_the_warehous
     con = duckdb.connect(str(wh), read_only=True)
     try:
         req = con.execute("SELECT turn_index, model FROM requests ORDER BY turn_index").fetchall()
-        trn = con.execute("SELECT t.turn_index, r.model FROM turns t JOIN requests r "
-                          "USING (run_id, sweep_point, episode_id, turn_index) ORDER BY t.turn_index").fetchall()
+        trn = con.execute(
+            "SELECT t.turn_index, r.model FROM turns t JOIN requests r "
+            "USING (run_id, sweep_point, episode_id, turn_index) ORDER BY t.turn_index"
+        ).fetchall()
     finally:
         con.close()
     assert req == trn == [(0, "rec-model"), (1, "acme-coder-2"), (2, "rec-model")]
@@ -69,9 +74,11 @@ def test_engine_parser_keeps_the_first_named_model_of_a_stream_and_the_body_mode
     from benchmaker.apis.openai_chat import OpenAIChatParser
     from benchmaker.engine.records import Sample
 
-    chunks = [{"model": "m-a", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
-              {"choices": [{"index": 0, "delta": {"content": "hi"}}]},  # names no model
-              {"model": "m-b", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    chunks = [
+        {"model": "m-a", "choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "hi"}}]},  # names no model
+        {"model": "m-b", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
     body = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
     s = Sample(run_id="r", seq=0)
     p = OpenAIChatParser(stream=True)
@@ -80,8 +87,11 @@ def test_engine_parser_keeps_the_first_named_model_of_a_stream_and_the_body_mode
     assert (s.outcome, s.model) == ("ok", "m-a")
     whole = Sample(run_id="r", seq=1)
     p = OpenAIChatParser(stream=False)
-    p.feed(orjson.dumps({"model": "m-c", "choices": [{"index": 0, "message": {"content": "x"},
-                                                      "finish_reason": "stop"}]}), 1, whole)
+    p.feed(
+        orjson.dumps({"model": "m-c", "choices": [{"index": 0, "message": {"content": "x"}, "finish_reason": "stop"}]}),
+        1,
+        whole,
+    )
     p.finish(whole)
     assert (whole.outcome, whole.model) == ("ok", "m-c")
     none = Sample(run_id="r", seq=2)

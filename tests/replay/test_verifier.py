@@ -19,15 +19,22 @@ TASK_DIR = Path(__file__).resolve().parents[2] / "examples" / "tiny-task"
 def test_load_task_reads_task_json():
     t = load_task(TASK_DIR)
     assert (t.task_id, t.test_command, t.timeout_s, t.repo, t.env) == (
-        "tiny-task", "python3 -m pytest -q -p no:cacheprovider", 120.0, TASK_DIR,
-        {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+        "tiny-task",
+        "python3 -m pytest -q -p no:cacheprovider",
+        120.0,
+        TASK_DIR,
+        {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ([1], r"task.json: env: expected an object of strings \(got \[1\]\)"),
-    ({"A": 1}, r"task.json: env.A: expected a string value under a name without '=' \(got 1\)"),
-    ({"A=B": "x"}, r"task.json: env.A=B: expected a string value"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ([1], r"task.json: env: expected an object of strings \(got \[1\]\)"),
+        ({"A": 1}, r"task.json: env.A: expected a string value under a name without '=' \(got 1\)"),
+        ({"A=B": "x"}, r"task.json: env.A=B: expected a string value"),
+    ],
+)
 def test_bad_task_env_names_field(tmp_path: Path, env, message):
     (tmp_path / "task.json").write_text(json.dumps({"task_id": "x", "env": env}))
     with pytest.raises(InputError, match=message):
@@ -38,9 +45,15 @@ async def test_task_env_reaches_tool_commands_and_the_verifier(tmp_path: Path, m
     """The task's env is set for every process of its sandbox (the factory's own env
     under it), and the caller's environment does not leak in."""
     monkeypatch.setenv("BM_CALLER_SECRET", "s3cret")
-    (tmp_path / "task.json").write_text(json.dumps({
-        "task_id": "x", "test_command": 'test "$TASK_FLAG" = on && test -z "$BM_CALLER_SECRET"',
-        "env": {"TASK_FLAG": "on", "BOTH": "task"}}))
+    (tmp_path / "task.json").write_text(
+        json.dumps(
+            {
+                "task_id": "x",
+                "test_command": 'test "$TASK_FLAG" = on && test -z "$BM_CALLER_SECRET"',
+                "env": {"TASK_FLAG": "on", "BOTH": "task"},
+            }
+        )
+    )
     task = load_task(tmp_path)
     factory = LocalSandboxFactory(env={"BOTH": "factory", "FACTORY_ONLY": "f"})
     sb = await factory(task)
@@ -86,9 +99,15 @@ async def test_verify_unresolved_then_resolved_after_fix():
 
 
 def _traj(first_user: str, task_id: str | None = None, resolved: bool | None = None) -> Trajectory:
-    return Trajectory(trajectory_id="t", source=Source(format="x", path="p", sha256="0"), task_id=task_id,
-                      match_key=match_key_for(first_user), first_user=first_user, turns=[],
-                      outcome=RecordedOutcome(resolved=resolved))
+    return Trajectory(
+        trajectory_id="t",
+        source=Source(format="x", path="p", sha256="0"),
+        task_id=task_id,
+        match_key=match_key_for(first_user),
+        first_user=first_user,
+        turns=[],
+        outcome=RecordedOutcome(resolved=resolved),
+    )
 
 
 def test_task_id_and_carried_outcome():

@@ -40,12 +40,16 @@ def test_converted_path_is_keyed_on_everything_that_changes_the_output(tmp_path:
     key, version = path.parent.name.split("-")
     assert (len(key), int(key, 16) >= 0, version) == (16, True, "v3")
     # the same inputs, the same path (a relative path is made absolute first)
-    assert converted_path(tmp_path, "ab" * 32, 3, paths=[Path(os.path.relpath(logs[0]))], fmt=None,
-                          lenient=False) == path
-    others = [converted_path(tmp_path, "cd" * 32, 3, **base), converted_path(tmp_path, "ab" * 32, 4, **base),
-              converted_path(tmp_path, "ab" * 32, 3, **{**base, "paths": [tmp_path / "b.jsonl"]}),
-              converted_path(tmp_path, "ab" * 32, 3, **{**base, "fmt": "pi-session"}),
-              converted_path(tmp_path, "ab" * 32, 3, **{**base, "lenient": True})]
+    assert (
+        converted_path(tmp_path, "ab" * 32, 3, paths=[Path(os.path.relpath(logs[0]))], fmt=None, lenient=False) == path
+    )
+    others = [
+        converted_path(tmp_path, "cd" * 32, 3, **base),
+        converted_path(tmp_path, "ab" * 32, 4, **base),
+        converted_path(tmp_path, "ab" * 32, 3, **{**base, "paths": [tmp_path / "b.jsonl"]}),
+        converted_path(tmp_path, "ab" * 32, 3, **{**base, "fmt": "pi-session"}),
+        converted_path(tmp_path, "ab" * 32, 3, **{**base, "lenient": True}),
+    ]
     assert len({path, *others}) == 6
 
 
@@ -68,7 +72,9 @@ def test_ensure_converted_converts_once_and_keeps_options_apart(tmp_path: Path, 
     from benchmaker.trajectories.errors import InputError
 
     real, calls = benchmaker.tasks.convert.convert_paths, []
-    monkeypatch.setattr(benchmaker.tasks.convert, "convert_paths", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    monkeypatch.setattr(
+        benchmaker.tasks.convert, "convert_paths", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw)
+    )
     logs, cache = _logs(tmp_path), tmp_path / "cache"
     out, report = ensure_converted(logs, cache, lenient=True, progress=None)
     # lenient: b's cut line skipped, its first 3 turns kept
@@ -94,8 +100,7 @@ def test_a_failed_conversion_leaves_no_directory_it_created(tmp_path: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
-def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(tmp_path: Path,
-                                                                               monkeypatch) -> None:
+def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TERM", "xterm-256color")  # the emulated terminal, whatever TERM the suite has
     """The swebench-replay conversion stage (benchmaker.tasks.convert.stage_progress): one StageEvent
     per file, files done/total with MB, turns and ETA, and the terminal view's last line."""
@@ -112,8 +117,9 @@ def test_conversion_reports_per_file_stage_events_and_the_sweep_view_shows_them(
     logs = write_logs(tmp_path, 3)
     seen: list[StageEvent] = []
     buf = io.StringIO()
-    view = SweepProgressView(Console(file=buf, force_terminal=True, force_interactive=True, width=240,
-                                      color_system=None))
+    view = SweepProgressView(
+        Console(file=buf, force_terminal=True, force_interactive=True, width=240, color_system=None)
+    )
     with view, observe(seen.append):
         convert_paths(logs, tmp_path / "out.jsonl", progress=stage_progress, clock=clock(*TIMES))
     assert seen == [

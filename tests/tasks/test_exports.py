@@ -5,13 +5,33 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", [
-    "tasks", "flows", "benchmaker.sweep.sweep", "benchmaker.tasks.serve", "benchmaker.tasks.sweep", "benchmaker.sweep.shard", "benchmaker.tasks.shard",
-    "benchmaker.tasks.replay_shard", "benchmaker.flows.shard_runs", "benchmaker.flows.swebench_replay_distributed", "benchmaker.flows.llm_sweep_distributed",
-    "benchmaker.engine.exchange", "benchmaker.engine.shared_start", "benchmaker.flows.common", "benchmaker.flows.swebench_replay", "benchmaker.flows.llm_sweep",
-    "benchmaker.sweep.point_summary", "benchmaker.engine.ceiling", "benchmaker.recipes.calibration", "benchmaker.sweep.point_run",
-    "benchmaker.workloads.agent_episode", "benchmaker.sweep.live",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tasks",
+        "flows",
+        "benchmaker.sweep.sweep",
+        "benchmaker.tasks.serve",
+        "benchmaker.tasks.sweep",
+        "benchmaker.sweep.shard",
+        "benchmaker.tasks.shard",
+        "benchmaker.tasks.replay_shard",
+        "benchmaker.flows.shard_runs",
+        "benchmaker.flows.swebench_replay_distributed",
+        "benchmaker.flows.llm_sweep_distributed",
+        "benchmaker.engine.exchange",
+        "benchmaker.engine.shared_start",
+        "benchmaker.flows.common",
+        "benchmaker.flows.swebench_replay",
+        "benchmaker.flows.llm_sweep",
+        "benchmaker.sweep.point_summary",
+        "benchmaker.engine.ceiling",
+        "benchmaker.recipes.calibration",
+        "benchmaker.sweep.point_run",
+        "benchmaker.workloads.agent_episode",
+        "benchmaker.sweep.live",
+    ],
+)
 def test_all_is_sorted_and_importable(name: str) -> None:
     module = importlib.import_module(name)
     assert module.__all__ == sorted(module.__all__)

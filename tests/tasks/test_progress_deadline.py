@@ -14,8 +14,19 @@ from benchmaker.tasks.progress import ArtifactObserver
 
 
 def _event(finished: bool) -> ProgressEvent:
-    return ProgressEvent(point="c1", episodes_done=1, episodes_total=2, calls_done=3, calls_total=8,
-                         requests_in_flight=1, misses=0, elapsed_s=1.0, eta_s=2.0, calls_per_s=3.0, finished=finished)
+    return ProgressEvent(
+        point="c1",
+        episodes_done=1,
+        episodes_total=2,
+        calls_done=3,
+        calls_total=8,
+        requests_in_flight=1,
+        misses=0,
+        elapsed_s=1.0,
+        eta_s=2.0,
+        calls_per_s=3.0,
+        finished=finished,
+    )
 
 
 def test_a_hung_prefect_api_costs_one_deadline_then_no_more_calls(monkeypatch) -> None:

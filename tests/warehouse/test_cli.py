@@ -19,18 +19,44 @@ def test_load_then_sql_json_and_csv(tmp_path, capsys, monkeypatch):
     assert main(["sql", "SELECT sweep_point, p50_ttft_ms FROM v_sweep_summary ORDER BY 1", "--json"]) == 0
     # TTFT 10/20 ms in c1 and 30/40 ms in c2 -> medians 15 and 35
     assert json.loads(capsys.readouterr().out) == [
-        {"sweep_point": "c1", "p50_ttft_ms": 15.0}, {"sweep_point": "c2", "p50_ttft_ms": 35.0}]
+        {"sweep_point": "c1", "p50_ttft_ms": 15.0},
+        {"sweep_point": "c2", "p50_ttft_ms": 35.0},
+    ]
     assert main(["sql", "SELECT run_id, n_ok FROM v_run_summary", "--csv"]) == 0
     assert capsys.readouterr().out == "run_id,n_ok\nrun-a,4\n"
     # placeholders take --param values, in order
-    assert main(["sql", "SELECT sweep_point, n_requests FROM v_sweep_summary WHERE run_id = ? AND n_requests >= ? "
-                        "ORDER BY 1", "--param", "run-a", "--param", "2", "--csv"]) == 0
+    assert (
+        main(
+            [
+                "sql",
+                "SELECT sweep_point, n_requests FROM v_sweep_summary WHERE run_id = ? AND n_requests >= ? ORDER BY 1",
+                "--param",
+                "run-a",
+                "--param",
+                "2",
+                "--csv",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == "sweep_point,n_requests\nc1,2\nc2,2\n"
     # a table printed to a pipe is not squeezed into 80 columns: every header is whole
     assert main(["runs"]) == 0
     header = next(line for line in capsys.readouterr().out.splitlines() if "run_id" in line)
-    assert header.split() == ["run_id", "/", "point", "label", "created", "valid", "ok/requests", "req/s",
-                              "TTFT", "ms", "E2E", "ms"]
+    assert header.split() == [
+        "run_id",
+        "/",
+        "point",
+        "label",
+        "created",
+        "valid",
+        "ok/requests",
+        "req/s",
+        "TTFT",
+        "ms",
+        "E2E",
+        "ms",
+    ]
 
 
 def test_sql_error_and_unknown_run_exit_2(tmp_path, capsys):
@@ -69,7 +95,10 @@ def test_sql_is_sandboxed_no_file_writes_attach_or_settings(tmp_path, capsys, mo
     assert duckdb.connect(str(other)).execute("SELECT count(*) FROM runs").fetchone() == (1,)
     for empty in ["", "   \n "]:
         assert main(["sql", empty, "--warehouse", str(db)]) == 2
-        assert capsys.readouterr().err == "benchmaker: error: sql: empty query (give a statement, e.g. \"SELECT * FROM runs\")\n"
+        assert (
+            capsys.readouterr().err
+            == 'benchmaker: error: sql: empty query (give a statement, e.g. "SELECT * FROM runs")\n'
+        )
     assert main(["sql", "SELECT count(*) AS n FROM runs", "--warehouse", str(db), "--csv"]) == 0
     assert capsys.readouterr().out == "n\n1\n"  # reading the warehouse itself still works
 
@@ -89,7 +118,9 @@ def test_compare_json_and_parquet_export_partitions(tmp_path, capsys):
     assert main(["export", "--parquet", str(out), "--warehouse", str(db)]) == 0
     part = out / "requests" / "date=2026-11-29" / "run_id=run-a"  # manifest created_at
     assert part.is_dir()
-    n = duckdb.connect().execute(
-        f"SELECT count(*) FROM read_parquet('{out}/requests/**/*.parquet', hive_partitioning=true)"
-    ).fetchone()[0]
+    n = (
+        duckdb.connect()
+        .execute(f"SELECT count(*) FROM read_parquet('{out}/requests/**/*.parquet', hive_partitioning=true)")
+        .fetchone()[0]
+    )
     assert n == 4

@@ -16,8 +16,9 @@ from benchmaker.warehouse.loader import load_run
 from tests.warehouse._bundle import sample, write_jsonl, write_manifest
 
 
-def _run(tmp_path: Path, run_id: str, points: dict[int, float], *, config: dict | None = None,
-         label_prefix: str = "c") -> Path:
+def _run(
+    tmp_path: Path, run_id: str, points: dict[int, float], *, config: dict | None = None, label_prefix: str = "c"
+) -> Path:
     """A run with one sweep point per target concurrency N (label `<prefix>N`): 10
     requests each, TTFT = base + i ms and E2E = 10 * TTFT for i = 0..9, base = points[N]."""
     run_dir = tmp_path / run_id
@@ -30,12 +31,22 @@ def _run(tmp_path: Path, run_id: str, points: dict[int, float], *, config: dict 
     for n, base in points.items():
         for i in range(10):
             ttft = base + i
-            rows.append(sample(run_id, seq, sent_ms=1000.0 * seq, ttft_ms=ttft, e2e_ms=10 * ttft, output_tokens=11,
-                               sweep_point=f"{label_prefix}{n}"))
+            rows.append(
+                sample(
+                    run_id,
+                    seq,
+                    sent_ms=1000.0 * seq,
+                    ttft_ms=ttft,
+                    e2e_ms=10 * ttft,
+                    output_tokens=11,
+                    sweep_point=f"{label_prefix}{n}",
+                )
+            )
             seq += 1
     write_jsonl(run_dir / "samples.jsonl", rows)
-    write_jsonl(run_dir / "sweep_points.jsonl",
-                [{"sweep_point": f"{label_prefix}{n}", "concurrency": n} for n in points])
+    write_jsonl(
+        run_dir / "sweep_points.jsonl", [{"sweep_point": f"{label_prefix}{n}", "concurrency": n} for n in points]
+    )
     return run_dir
 
 
@@ -44,8 +55,9 @@ def warehouse(tmp_path: Path) -> Path:
     db = tmp_path / "w.duckdb"
     load_run(db, _run(tmp_path, "base", {1: 10.0, 4: 20.0, 16: 40.0}, config={"latency": "instant"}))
     # same targets, other labels; every latency 5 ms (TTFT) and 50 ms (E2E) higher at c4 only
-    load_run(db, _run(tmp_path, "cand", {1: 10.0, 4: 25.0, 16: 40.0}, config={"latency": "instant"},
-                      label_prefix="conc"))
+    load_run(
+        db, _run(tmp_path, "cand", {1: 10.0, 4: 25.0, 16: 40.0}, config={"latency": "instant"}, label_prefix="conc")
+    )
     load_run(db, _run(tmp_path, "short", {1: 10.0, 2: 12.0}, config={"latency": "fixed:50:2"}))
     return db
 
@@ -60,7 +72,9 @@ def test_points_are_matched_by_target_and_sorted_by_number(warehouse: Path) -> N
     # one request at a time (1 s apart, E2E < 0.5 s): c4 and c16 never reached their target
     assert cmp.warnings == [
         f"concurrency={n}: no verdict: baseline c{n} is invalid (achieved concurrency 1 < target {n}); "
-        f"candidate conc{n} is invalid (achieved concurrency 1 < target {n})" for n in (4, 16)]
+        f"candidate conc{n} is invalid (achieved concurrency 1 < target {n})"
+        for n in (4, 16)
+    ]
     by = {(r.point_key, r.statistic): r for r in cmp.rows}
     c4 = by[("concurrency=4", "p50_ttft_ms")]
     # TTFT 20..29 vs 25..34 ms: medians 24.5 and 29.5 (linear), +5 ms at every resample
@@ -120,14 +134,18 @@ def test_no_verdict_on_an_invalid_point_or_with_too_few_requests(warehouse: Path
     # c16 are invalid, which is said first
     assert {r.verdict for r in cmp.rows if r.point_key == "concurrency=1" and r.verdict} == {"n too small"}
     assert {r.verdict for r in cmp.rows if r.point_key == "concurrency=4" and r.verdict} == {"invalid point"}
-    assert cmp.warnings[0] == ("concurrency=1: n = 10 / 10 requests is too small for a verdict (a CI needs, in "
-                               "each run, >= 20 for p50_ttft_ms, p50_e2e_ms, >= 100 for p99_ttft_ms, p99_e2e_ms)")
+    assert cmp.warnings[0] == (
+        "concurrency=1: n = 10 / 10 requests is too small for a verdict (a CI needs, in "
+        "each run, >= 20 for p50_ttft_ms, p50_e2e_ms, >= 100 for p99_ttft_ms, p99_e2e_ms)"
+    )
     # a candidate whose c1 is invalid: no verdict there, whatever n
     db = tmp_path / "invalid.duckdb"
     load_run(db, _run(tmp_path, "base2", {1: 20.0}))
     cand = _run(tmp_path, "cand2", {1: 25.0})
-    write_jsonl(cand / "sweep_points.jsonl", [{"sweep_point": "c1", "concurrency": 1,
-                                                "verdict_reasons": "event-loop lag p99 38.00 ms > 10 ms"}])
+    write_jsonl(
+        cand / "sweep_points.jsonl",
+        [{"sweep_point": "c1", "concurrency": 1, "verdict_reasons": "event-loop lag p99 38.00 ms > 10 ms"}],
+    )
     load_run(db, cand)
     con = open_readonly(db)
     try:

@@ -52,31 +52,58 @@ def test_loading_the_same_run_twice_leaves_identical_row_counts(tmp_path):
 def test_shards_and_point_folders_all_land_with_their_sweep_point_and_shard(tmp_path):
     run = tmp_path / "run-s"
     write_manifest(run, "run-s")
-    write_jsonl(run / "points" / "c4" / "samples-w0.jsonl",
-                [sample("run-s", 0, 0, 10, 100, 11), sample("run-s", 1, 0, 10, 100, 11)])
+    write_jsonl(
+        run / "points" / "c4" / "samples-w0.jsonl",
+        [sample("run-s", 0, 0, 10, 100, 11), sample("run-s", 1, 0, 10, 100, 11)],
+    )
     write_jsonl(run / "points" / "c4" / "samples-w1.jsonl", [sample("run-s", 2, 0, 10, 100, 11)])
-    write_jsonl(run / "points" / "c4" / "episodes.jsonl", [{
-        "run_id": "run-s", "sweep_point": None, "concurrency": 4, "episode_id": "e1",
-        "trajectory_id": "t1", "task_id": None, "mode": "recorded", "worker": 0,
-        "started_ns": 0, "ended_ns": 10, "n_turns": 1, "n_requests": 1, "model_time_ns": 5,
-        "tool_time_ns": 1, "first_token_ns_sum": None, "misses_unknown_key": 0,
-        "misses_beyond_turns": 0, "misses_diverged": 0, "divergences": 0, "outcome": "ok",
-        "error": None, "resolved": None, "reverified": False, "usage_complete": False,
-        "prompt_tokens": None, "output_tokens": None, "diff_sha256": None}])
+    write_jsonl(
+        run / "points" / "c4" / "episodes.jsonl",
+        [
+            {
+                "run_id": "run-s",
+                "sweep_point": None,
+                "concurrency": 4,
+                "episode_id": "e1",
+                "trajectory_id": "t1",
+                "task_id": None,
+                "mode": "recorded",
+                "worker": 0,
+                "started_ns": 0,
+                "ended_ns": 10,
+                "n_turns": 1,
+                "n_requests": 1,
+                "model_time_ns": 5,
+                "tool_time_ns": 1,
+                "first_token_ns_sum": None,
+                "misses_unknown_key": 0,
+                "misses_beyond_turns": 0,
+                "misses_diverged": 0,
+                "divergences": 0,
+                "outcome": "ok",
+                "error": None,
+                "resolved": None,
+                "reverified": False,
+                "usage_complete": False,
+                "prompt_tokens": None,
+                "output_tokens": None,
+                "diff_sha256": None,
+            }
+        ],
+    )
     (run / "points" / "c4" / "server_stats.json").write_text(json.dumps({"misses": {"total": 0}}))
     db = tmp_path / "w.duckdb"
     report = load_run(db, run)
     assert report.rows["requests"] == 3
     con = open_readonly(db)
-    assert con.execute(
-        "SELECT shard, sweep_point, count(*) FROM requests GROUP BY ALL ORDER BY 1"
-    ).fetchall() == [(0, "c4", 2), (1, "c4", 1)]
+    assert con.execute("SELECT shard, sweep_point, count(*) FROM requests GROUP BY ALL ORDER BY 1").fetchall() == [
+        (0, "c4", 2),
+        (1, "c4", 1),
+    ]
     assert con.execute("SELECT sweep_point, concurrency, from_file FROM sweep_points").fetchall() == [
         ("c4", 4, False)  # concurrency taken from the episodes of the point
     ]
-    assert con.execute("SELECT sweep_point, stats->>'$.misses.total' FROM server_stats").fetchall() == [
-        ("c4", "0")
-    ]
+    assert con.execute("SELECT sweep_point, stats->>'$.misses.total' FROM server_stats").fetchall() == [("c4", "0")]
     # all-null columns keep their type (explicit columns=): first_token_ns_sum is BIGINT
     assert con.execute("SELECT typeof(first_token_ns_sum) FROM episodes").fetchone()[0] == "BIGINT"
     con.close()
@@ -111,9 +138,7 @@ def test_value_of_wrong_type_names_file_line_and_field(tmp_path):
     db = tmp_path / "w.duckdb"
     with pytest.raises(BundleError) as err:
         load_run(db, run)
-    assert str(err.value) == (
-        f'{run / "samples-w2.jsonl"}:1: output_tokens: expected an integer (BIGINT) (got "12a")'
-    )
+    assert str(err.value) == (f'{run / "samples-w2.jsonl"}:1: output_tokens: expected an integer (BIGINT) (got "12a")')
     assert _counts(db)["runs"] == 0  # nothing of run-b was written
 
 
@@ -146,12 +171,11 @@ def test_two_loads_started_at_once_from_two_processes_both_land(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0]
     con = open_readonly(db)
     assert con.execute("SELECT run_id, count(*) FROM requests GROUP BY 1 ORDER BY 1").fetchall() == [
-        ("run-0", 4), ("run-1", 4)
+        ("run-0", 4),
+        ("run-1", 4),
     ]
     # the file reopens and every row reads back through the views: not corrupt
-    assert con.execute("SELECT run_id, n_ok FROM v_run_summary ORDER BY 1").fetchall() == [
-        ("run-0", 4), ("run-1", 4)
-    ]
+    assert con.execute("SELECT run_id, n_ok FROM v_run_summary ORDER BY 1").fetchall() == [("run-0", 4), ("run-1", 4)]
     con.close()
 
 
@@ -160,8 +184,7 @@ def test_lock_wait_is_bounded_and_names_the_file(tmp_path):
     run = reference_bundle(tmp_path / "run-a")
     load_run(db, run)
     code = (  # another process holds the write lock for up to 30 s
-        "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); "
-        "print('held', flush=True); time.sleep(30)"
+        "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(30)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
     try:

@@ -86,23 +86,48 @@ def sweep_bundle(run_dir: Path, run_id: str = "sweep-1") -> Path:
                     gap = 5.0 + c + (seq % 3)
                     events = [ttft + gap * k for k in range(10)]
                     e2e = events[-1] + 1.0
-                    row = sample(run_id, seq, sent_ms=t, ttft_ms=ttft, e2e_ms=e2e, output_tokens=10,
-                                 events_ms=events, sweep_point=name, lane="agent", worker=w)
+                    row = sample(
+                        run_id,
+                        seq,
+                        sent_ms=t,
+                        ttft_ms=ttft,
+                        e2e_ms=e2e,
+                        output_tokens=10,
+                        events_ms=events,
+                        sweep_point=name,
+                        lane="agent",
+                        worker=w,
+                    )
                     row["intended_ns"] -= int(((seq * 13) % 7) * 0.2 * MS)  # 0..1.2 ms lag
                     rows.append(row)
                     seq += 1
                     t += e2e + 30.0  # tool time between turns
                 ep_index = w * 2 + e
-                episodes.append({
-                    "run_id": run_id, "sweep_point": name, "concurrency": c,
-                    "episode_id": f"{name}-e{ep_index}", "trajectory_id": f"t{ep_index}",
-                    "mode": "recorded", "worker": w, "started_ns": int(ep_start * MS),
-                    "ended_ns": int(t * MS), "n_turns": 3, "n_requests": 3,
-                    "model_time_ns": 0, "tool_time_ns": 0, "misses_unknown_key": 0,
-                    "misses_beyond_turns": 0, "misses_diverged": 0, "divergences": 0,
-                    "outcome": "ok", "resolved": ep_index < {1: 2, 2: 3, 4: 4}[c],
-                    "reverified": False, "usage_complete": True,
-                })
+                episodes.append(
+                    {
+                        "run_id": run_id,
+                        "sweep_point": name,
+                        "concurrency": c,
+                        "episode_id": f"{name}-e{ep_index}",
+                        "trajectory_id": f"t{ep_index}",
+                        "mode": "recorded",
+                        "worker": w,
+                        "started_ns": int(ep_start * MS),
+                        "ended_ns": int(t * MS),
+                        "n_turns": 3,
+                        "n_requests": 3,
+                        "model_time_ns": 0,
+                        "tool_time_ns": 0,
+                        "misses_unknown_key": 0,
+                        "misses_beyond_turns": 0,
+                        "misses_diverged": 0,
+                        "divergences": 0,
+                        "outcome": "ok",
+                        "resolved": ep_index < {1: 2, 2: 3, 4: 4}[c],
+                        "reverified": False,
+                        "usage_complete": True,
+                    }
+                )
             t_ms = max(t_ms, t)
         write_jsonl(run_dir / "points" / name / "samples.jsonl", rows)
         write_jsonl(run_dir / "points" / name / "episodes.jsonl", episodes)
@@ -182,8 +207,14 @@ def test_report_tables_equal_summary_json_of_a_real_run(tmp_path):
     point = summary["sweep_points"]["c2"]
     sweep = {row: v for (row, col), (v, _) in t["sweep"].items() if col == "c2"}
     assert sweep["n_requests"] == point["n_samples"]
-    for name in ("n_ok", "error_rate", "window_s", "request_throughput_per_s",
-                 "output_throughput_tok_per_s", "goodput_per_s"):
+    for name in (
+        "n_ok",
+        "error_rate",
+        "window_s",
+        "request_throughput_per_s",
+        "output_throughput_tok_per_s",
+        "goodput_per_s",
+    ):
         assert sweep[name] == point[name], name
     for metric, struct in (("e2e", "e2e_ms"), ("ttft", "ttft_ms"), ("itl", "itl_event_ms"), ("tpot", "tpot_ms")):
         assert sweep[f"n_{metric}"] == point[struct]["count"]
@@ -229,8 +260,12 @@ def _panel(html: str, name: str) -> str:
 
 def figures(html: str) -> dict[str, dict]:
     """plot id -> the plotly figure (data, layout) the page draws there."""
-    return {m.group(1): json.loads(m.group(2).replace("<\\/", "</")) for m in re.finditer(
-        r'<script type="application/json" class="plot-figure" data-plot="([^"]+)">(.*?)</script>', html, re.S)}
+    return {
+        m.group(1): json.loads(m.group(2).replace("<\\/", "</"))
+        for m in re.finditer(
+            r'<script type="application/json" class="plot-figure" data-plot="([^"]+)">(.*?)</script>', html, re.S
+        )
+    }
 
 
 def traces(html: str, plot: str) -> dict[str, dict]:
@@ -270,8 +305,9 @@ def test_run_without_episodes_hides_the_resolved_panel_with_a_note(tmp_path):
     # no card without data: the panel is a line under the plots instead
     assert 'data-panel="resolved-concurrency"' not in html
     not_plotted = re.search(r'<ul class="not-plotted" data-section="not-plotted">(.*?)</ul>', html, re.S).group(1)
-    assert ("<li>Resolved rate vs concurrency: No episodes in this run: resolved rate vs concurrency is not "
-            "plotted.</li>") in not_plotted
+    assert (
+        "<li>Resolved rate vs concurrency: No episodes in this run: resolved rate vs concurrency is not plotted.</li>"
+    ) in not_plotted
     assert 'data-panel="concurrency-target"' not in html  # no target concurrency declared
 
 
@@ -292,9 +328,10 @@ def test_cdf_has_one_series_per_sweep_point(tmp_path, monkeypatch):
 def test_cdf_thinning_over_one_series(tmp_path, monkeypatch):
     run_dir = tmp_path / "run-b"
     write_manifest(run_dir, "run-b")
-    write_jsonl(run_dir / "samples.jsonl",
-                [sample("run-b", i, sent_ms=10.0 * i, ttft_ms=float(i + 1), e2e_ms=50.0, output_tokens=2)
-                 for i in range(10)])
+    write_jsonl(
+        run_dir / "samples.jsonl",
+        [sample("run-b", i, sent_ms=10.0 * i, ttft_ms=float(i + 1), e2e_ms=50.0, output_tokens=2) for i in range(10)],
+    )
     db = tmp_path / "w.duckdb"
     load_run(db, run_dir)
     monkeypatch.setattr(report_mod, "CDF_MAX_POINTS", 3)
@@ -316,8 +353,9 @@ def test_in_flight_series_reaches_the_summary_max(tmp_path):
         data = collect_report_data(con, "run-a")
         # the summary's max over the run's one timeline (v_run_summary leaves it NULL for
         # this two-point sweep: it is per point there)
-        (pooled_max,) = con.execute("SELECT max_concurrency FROM samples_summary WHERE group_by = 'run' "
-                                    "AND run_id = 'run-a'").fetchone()
+        (pooled_max,) = con.execute(
+            "SELECT max_concurrency FROM samples_summary WHERE group_by = 'run' AND run_id = 'run-a'"
+        ).fetchone()
     finally:
         con.close()
     req = [r for r in data.in_flight if r["series"] == "requests"]
@@ -336,7 +374,7 @@ def test_report_is_self_contained(tmp_path):
     # plotly.js inlined once, exactly the installed package's bundle (no CDN, no src=)
     m = re.search(r'<script id="plotly-js">(.*?)</script>', html, re.S)
     assert m and m.group(1) == plotly_js() and html.count(plotly_js()) == 1
-    lower = (html[:m.start()] + html[m.end():]).lower()
+    lower = (html[: m.start()] + html[m.end() :]).lower()
     for needle in ("<link", "src=", "href=", "url(", "@import", "http://", "https://"):
         assert needle not in lower, needle
     assert len(figures(html)) == lower.count('<div class="plot"') == 7
@@ -373,17 +411,32 @@ def _figure(html: str) -> dict:
 
 
 def test_step_series_is_a_staircase_from_zero():
-    fig = _figure(chart([Series("cdf", [1.0, 2.0], [0.5, 1.0], style="step")], plot_id="p", title="t",
-                        x_label="x", y_label="y"))
+    fig = _figure(
+        chart([Series("cdf", [1.0, 2.0], [0.5, 1.0], style="step")], plot_id="p", title="t", x_label="x", y_label="y")
+    )
     (t,) = fig["data"]
     # a first point at y = 0 on the first x, then plotly's horizontal-then-vertical steps
     assert (t["x"], t["y"], t["line"]["shape"], t["mode"]) == ([1.0, 1.0, 2.0], [0.0, 0.5, 1.0], "hv", "lines")
 
 
 def test_error_bars_are_offsets_of_the_interval_ends():
-    html = chart([Series("p99", ["concurrency=1", "concurrency=4"], [5.0, -2.0], style="errorbars",
-                         err_low=[4.0, -3.5], err_high=[6.5, None])],
-                 plot_id="c", title="t", x_label="x", y_label="y", x_category=True)
+    html = chart(
+        [
+            Series(
+                "p99",
+                ["concurrency=1", "concurrency=4"],
+                [5.0, -2.0],
+                style="errorbars",
+                err_low=[4.0, -3.5],
+                err_high=[6.5, None],
+            )
+        ],
+        plot_id="c",
+        title="t",
+        x_label="x",
+        y_label="y",
+        x_category=True,
+    )
     (t,) = _figure(html)["data"]
     # [4, 6.5] around 5 -> -1 / +1.5; [-3.5, unknown] around -2 -> -1.5 / 0
     assert t["error_y"]["array"] == [1.5, 0] and t["error_y"]["arrayminus"] == [1.0, 1.5]

@@ -86,11 +86,20 @@ setTimeout(function () {
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
         "--virtual-time-budget=15000",
-        "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND", "--force-device-scale-factor=1",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--disable-sync",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--force-device-scale-factor=1",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
         *args,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
@@ -130,8 +139,8 @@ def _png_rgb(path: Path) -> tuple[int, int, list[bytes], int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat = 8, b""
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
             assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
@@ -145,7 +154,7 @@ def _png_rgb(path: Path) -> tuple[int, int, list[bytes], int]:
     prev = bytearray(stride)
     for y in range(height):
         f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             a = line[i - bpp] if i >= bpp else 0
             b = prev[i]
@@ -179,8 +188,15 @@ def _coloured_pixels(rows: list[bytes], bpp: int, box: dict) -> int:
     return n
 
 
-SWEEP_PLOTS = {"latency-throughput", "ttft-cdf", "itl-cdf", "resolved-concurrency", "schedule-lag",
-               "in-flight", "concurrency-target"}
+SWEEP_PLOTS = {
+    "latency-throughput",
+    "ttft-cdf",
+    "itl-cdf",
+    "resolved-concurrency",
+    "schedule-lag",
+    "in-flight",
+    "concurrency-target",
+}
 
 
 def test_every_plot_of_a_sweep_report_is_drawn_in_chromium(tmp_path):
@@ -225,8 +241,7 @@ def test_screenshot_has_series_ink_inside_every_plot(tmp_path):
 def test_a_run_without_episodes_renders_its_plots_and_notes(tmp_path):
     page = _instrumented_report(tmp_path, reference_bundle(tmp_path / "run-a"))
     check = _render_check(tmp_path, page)
-    assert {c["plot"] for c in check} == {"latency-throughput", "ttft-cdf", "itl-cdf", "schedule-lag",
-                                          "in-flight"}
+    assert {c["plot"] for c in check} == {"latency-throughput", "ttft-cdf", "itl-cdf", "schedule-lag", "in-flight"}
     for chart in check:
         for s in chart["series"]:
             if "lines" in s["mode"]:

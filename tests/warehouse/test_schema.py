@@ -42,9 +42,7 @@ def test_file_is_created_with_the_compatibility_storage_version(tmp_path):
     db = tmp_path / "w.duckdb"
     load_run(db, reference_bundle(tmp_path / "run-a"))
     con = duckdb.connect(str(db), read_only=True)
-    tags = con.execute(
-        "SELECT tags FROM duckdb_databases() WHERE path = ?", [str(db)]
-    ).fetchone()[0]
+    tags = con.execute("SELECT tags FROM duckdb_databases() WHERE path = ?", [str(db)]).fetchone()[0]
     con.close()
     # DuckDB 2.0 records the format version as "<version>+"; default would be v2.0.0+.
     assert tags["storage_version"] == STORAGE_COMPATIBILITY + "+"

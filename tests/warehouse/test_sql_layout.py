@@ -49,7 +49,8 @@ def test_vertical_prints_one_block_per_row_and_wide_every_column(tmp_path, capsy
         "-[ row 2 ]-----\n"
         "sweep_point  c2\n"
         "n_requests   2\n"
-        "p50_ttft_ms  35\n")
+        "p50_ttft_ms  35\n"
+    )
     assert main(["sql", "SELECT * FROM v_sweep_summary", "--warehouse", str(db), "--wide"]) == 0
     out = capsys.readouterr().out
     assert "more columns not shown" not in out and "invalid_reason" in out and "…" not in out

@@ -57,23 +57,42 @@ def test_the_verdict_written_with_a_sweep_point_is_kept(tmp_path):
     # c1 reached its target, but its writer found it invalid (e.g. a shard failed);
     # c2 was written without reasons: the view's own checks still apply to it (its
     # stored `valid` is the writer's copy of the verdict, not an input)
-    write_jsonl(run_dir / "sweep_points.jsonl", [
-        {"sweep_point": "c1", "concurrency": 1, "valid": False, "invalid_reason": "shard 1 failed (exit code 1)",
-         "verdict_reasons": "shard 1 failed (exit code 1)", "shards": 2},
-        {"sweep_point": "c2", "concurrency": 2, "valid": True, "invalid_reason": None, "shards": 2}])
+    write_jsonl(
+        run_dir / "sweep_points.jsonl",
+        [
+            {
+                "sweep_point": "c1",
+                "concurrency": 1,
+                "valid": False,
+                "invalid_reason": "shard 1 failed (exit code 1)",
+                "verdict_reasons": "shard 1 failed (exit code 1)",
+                "shards": 2,
+            },
+            {"sweep_point": "c2", "concurrency": 2, "valid": True, "invalid_reason": None, "shards": 2},
+        ],
+    )
     db = tmp_path / "w.duckdb"
     load_run(db, run_dir)
     con = open_readonly(db)
     try:
-        rows = _rows(con, "SELECT sweep_point, achieved_max_concurrency, shards, valid, invalid_reason "
-                          "FROM v_sweep_summary ORDER BY sweep_point")
+        rows = _rows(
+            con,
+            "SELECT sweep_point, achieved_max_concurrency, shards, valid, invalid_reason "
+            "FROM v_sweep_summary ORDER BY sweep_point",
+        )
     finally:
         con.close()
     # c1: requests 0 (0..100 ms) and 1 (100..200 ms) touch, never overlap: 1 in flight
     assert rows == [
-        {"sweep_point": "c1", "achieved_max_concurrency": 1, "shards": 2, "valid": False,
-         "invalid_reason": "shard 1 failed (exit code 1)"},
-        {"sweep_point": "c2", "achieved_max_concurrency": 2, "shards": 2, "valid": True, "invalid_reason": None}]
+        {
+            "sweep_point": "c1",
+            "achieved_max_concurrency": 1,
+            "shards": 2,
+            "valid": False,
+            "invalid_reason": "shard 1 failed (exit code 1)",
+        },
+        {"sweep_point": "c2", "achieved_max_concurrency": 2, "shards": 2, "valid": True, "invalid_reason": None},
+    ]
 
 
 def test_vllm_compat_has_vllm_keys_with_exact_values(warehouse):
@@ -83,7 +102,7 @@ def test_vllm_compat_has_vllm_keys_with_exact_values(warehouse):
     assert run["mean_ttft_ms"] == 25.0 and run["median_ttft_ms"] == 25.0
     assert run["p99_ttft_ms"] == approx(39.7, rel=1e-12)
     # population std of 10, 20, 30, 40 = sqrt(125) (numpy np.std, as vLLM)
-    assert run["std_ttft_ms"] == approx(125 ** 0.5, rel=1e-12)
+    assert run["std_ttft_ms"] == approx(125**0.5, rel=1e-12)
     # TPOT 9, 18, 27, 36 ms: median 22.5, p99 = 27 + 0.97 * 9 = 35.73
     assert run["median_tpot_ms"] == approx(22.5, rel=1e-12)
     assert run["p99_tpot_ms"] == approx(35.73, rel=1e-12)
@@ -107,9 +126,18 @@ def test_run_summary_equals_summary_sql_over_the_bundle_files(tmp_path, warehous
     bundle_run = next(r for r in from_files if r["group_by"] == "run")
     # the reference bundle is a sweep of two points (c1, c2): figures over a time window
     # would mix its sequential points, so they are per point only (v_sweep_summary)
-    per_point = {"window_s", "request_throughput_per_s", "offered_rate_per_s", "achieved_send_rate_per_s",
-                 "output_throughput_tok_per_s", "goodput_per_s", "max_concurrency", "mean_concurrency",
-                 "correct_throughput_per_s", "goodput_correct_per_s"}
+    per_point = {
+        "window_s",
+        "request_throughput_per_s",
+        "offered_rate_per_s",
+        "achieved_send_rate_per_s",
+        "output_throughput_tok_per_s",
+        "goodput_per_s",
+        "max_concurrency",
+        "mean_concurrency",
+        "correct_throughput_per_s",
+        "goodput_correct_per_s",
+    }
     assert run["n_sweep_points"] == 2
     for key, value in bundle_run.items():
         if key not in ("group_by", "group_key"):
@@ -121,11 +149,20 @@ def test_run_summary_equals_summary_sql_over_the_bundle_files(tmp_path, warehous
 def _slow_run(tmp_path, run_id, created_at, extra_ms):
     run = tmp_path / run_id
     write_manifest(run, run_id, created_at=created_at)
-    write_jsonl(run / "samples.jsonl", [
-        sample(run_id, i, sent_ms=10.0 * i, ttft_ms=10.0 + extra_ms + (i % 7), e2e_ms=100.0 + extra_ms + (i % 5),
-               output_tokens=11)
-        for i in range(60)
-    ])
+    write_jsonl(
+        run / "samples.jsonl",
+        [
+            sample(
+                run_id,
+                i,
+                sent_ms=10.0 * i,
+                ttft_ms=10.0 + extra_ms + (i % 7),
+                e2e_ms=100.0 + extra_ms + (i % 5),
+                output_tokens=11,
+            )
+            for i in range(60)
+        ],
+    )
     return run
 
 
@@ -179,8 +216,14 @@ def test_failing_view_names_its_file(tmp_path, monkeypatch):
     import benchmaker.warehouse.views as views
 
     real = views.view_files
-    monkeypatch.setattr(views, "view_files", lambda: real() + [("zz_bad", "warehouse/views/zz_bad.sql",
-                                                                 "CREATE OR REPLACE VIEW zz_bad AS SELECT nope FROM runs")])
+    monkeypatch.setattr(
+        views,
+        "view_files",
+        lambda: (
+            real()
+            + [("zz_bad", "warehouse/views/zz_bad.sql", "CREATE OR REPLACE VIEW zz_bad AS SELECT nope FROM runs")]
+        ),
+    )
     with pytest.raises(ViewError, match=r"^warehouse/views/zz_bad.sql: .*nope"):
         load_run(tmp_path / "w.duckdb", reference_bundle(tmp_path / "run-a"))
 
@@ -204,9 +247,17 @@ def test_warehouse_opens_in_the_duckdb_cli(tmp_path):
     db = tmp_path / "w.duckdb"
     load_run(db, reference_bundle(tmp_path / "run-a"))
     out = subprocess.run(
-        [cli, "-readonly", "-csv", str(db), "-c",
-         "SELECT run_id, p50_ttft_ms FROM v_sweep_summary ORDER BY sweep_point"],
-        capture_output=True, text=True, timeout=60,
+        [
+            cli,
+            "-readonly",
+            "-csv",
+            str(db),
+            "-c",
+            "SELECT run_id, p50_ttft_ms FROM v_sweep_summary ORDER BY sweep_point",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["run_id,p50_ttft_ms", "run-a,15.0", "run-a,35.0"]  # 10/20, 30/40 ms

@@ -100,7 +100,11 @@ async def test_yaml_agent_workload_with_module_beside_the_file(tmp_path: Path):
     res = await BenchRunner(rf, lanes=rf.lanes(tmp_path)).run()
     rows = _rows(res)
     assert [(r["outcome"], r["meta"]["result"]["value"]) for r in rows] == [
-        ("ok", 0), ("graded_wrong", 10), ("ok", 20), ("graded_wrong", 30)]
+        ("ok", 0),
+        ("graded_wrong", 10),
+        ("ok", 20),
+        ("graded_wrong", 30),
+    ]
     manifest = json.loads((res.bundle_dir / "manifest.json").read_text())
     assert manifest["config"]["lanes"][0]["workload"]["class"] == "my_agents_7x:Counter"
 

@@ -32,8 +32,15 @@ def ev(obj: dict) -> bytes:
 
 
 def start(usage: dict | None = None) -> bytes:
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "content": [],
-               "stop_reason": None, "stop_sequence": None}
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+    }
     if usage is not None:
         message["usage"] = usage
     return ev({"type": "message_start", "message": message})
@@ -71,12 +78,19 @@ USAGE = {"input_tokens": 20, "cache_creation_input_tokens": 30, "cache_read_inpu
 
 def test_body_moves_system_out_and_headers_carry_key_and_version():
     ds = StaticDataset([[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]])
-    wl = AnthropicMessagesWorkload("http://h/v1/messages", "m", ds, max_tokens=16, temperature=0.0,
-                                   api_key="k", extra_body={"top_k": 5})
+    wl = AnthropicMessagesWorkload(
+        "http://h/v1/messages", "m", ds, max_tokens=16, temperature=0.0, api_key="k", extra_body={"top_k": 5}
+    )
     spec = wl.request(0)
-    assert orjson.loads(spec.body) == {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                                       "max_tokens": 16, "stream": True, "system": "Be brief.",
-                                       "temperature": 0.0, "top_k": 5}
+    assert orjson.loads(spec.body) == {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 16,
+        "stream": True,
+        "system": "Be brief.",
+        "temperature": 0.0,
+        "top_k": 5,
+    }
     assert spec.headers["x-api-key"] == "k" and spec.headers["anthropic-version"] == "2023-06-01"
     assert "Authorization" not in spec.headers
     with pytest.raises(ConfigError, match="max_tokens: required"):
@@ -85,34 +99,60 @@ def test_body_moves_system_out_and_headers_carry_key_and_version():
 
 def test_yaml_api_messages_builds_the_messages_workload():
     spec = TypeAdapter(WorkloadSpec).validate_python(
-        {"type": "openai-chat", "api": "messages", "url": "http://127.0.0.1:1/v1/messages", "model": "m",
-         "max_tokens": 8, "dataset": {"type": "static", "items": ["hi"]}})
+        {
+            "type": "openai-chat",
+            "api": "messages",
+            "url": "http://127.0.0.1:1/v1/messages",
+            "model": "m",
+            "max_tokens": 8,
+            "dataset": {"type": "static", "items": ["hi"]},
+        }
+    )
     wl = build_workload(spec)
     assert isinstance(wl, AnthropicMessagesWorkload)
     assert orjson.loads(wl.request(0).body)["max_tokens"] == 8
 
 
 def test_request_maps_to_chat_messages():
-    req = {"system": [{"type": "text", "text": "S"}], "messages": [
-        {"role": "user", "content": "task"},
-        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "x"},
-                                          {"type": "text", "text": "ok"},
-                                          {"type": "tool_use", "id": "t1", "name": "ls", "input": {"d": "."}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a\nb", "is_error": True},
-                                     {"type": "text", "text": "go on"}]},
-    ]}
+    req = {
+        "system": [{"type": "text", "text": "S"}],
+        "messages": [
+            {"role": "user", "content": "task"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "x"},
+                    {"type": "text", "text": "ok"},
+                    {"type": "tool_use", "id": "t1", "name": "ls", "input": {"d": "."}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "a\nb", "is_error": True},
+                    {"type": "text", "text": "go on"},
+                ],
+            },
+        ],
+    }
     assert chat_messages(req) == [
         {"role": "system", "content": [{"type": "text", "text": "S"}]},
         {"role": "user", "content": "task"},
-        {"role": "assistant", "content": "ok", "reasoning_content": "hm", "tool_calls": [
-            {"id": "t1", "type": "function", "function": {"name": "ls", "arguments": '{"d":"."}'}}]},
+        {
+            "role": "assistant",
+            "content": "ok",
+            "reasoning_content": "hm",
+            "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "ls", "arguments": '{"d":"."}'}}],
+        },
         {"role": "tool", "tool_call_id": "t1", "content": "a\nb", "is_error": True},
         {"role": "user", "content": [{"type": "text", "text": "go on"}]},
     ]
     # Claude Code 2.1.3xx puts its environment in a message with role system after the prompt
     env = [{"type": "text", "text": "# Environment"}]
     assert chat_messages({"messages": [{"role": "user", "content": "task"}, {"role": "system", "content": env}]}) == [
-        {"role": "user", "content": "task"}, {"role": "system", "content": env}]
+        {"role": "user", "content": "task"},
+        {"role": "system", "content": env},
+    ]
     with pytest.raises(ValueError, match=r"messages\[0\]\.content: expected a string or a list"):
         chat_messages({"messages": [{"role": "user", "content": 3}]})
 
@@ -121,16 +161,21 @@ def test_request_maps_to_chat_messages():
 
 
 def test_every_text_thinking_and_json_delta_is_a_token_event():
-    s, p = run([
-        (5 * MS, start(USAGE)),
-        (10 * MS, block(0, "thinking", thinking="", signature="") + ev({"type": "ping"})),  # no token yet
-        (20 * MS, delta(0, "thinking_delta", "thinking", "Let me")),
-        (30 * MS, delta(0, "signature_delta", "signature", "sig") + ev({"type": "content_block_stop", "index": 0})),
-        (40 * MS, block(1, "text", text="") + delta(1, "text_delta", "text", "Hi")),
-        (50 * MS, delta(1, "text_delta", "text", "")),  # empty: not a token
-        (60 * MS, block(2, "tool_use", id="t", name="ls", input={}) + delta(2, "input_json_delta", "partial_json", "{}")),
-        (70 * MS, end("tool_use", 9)),
-    ])
+    s, p = run(
+        [
+            (5 * MS, start(USAGE)),
+            (10 * MS, block(0, "thinking", thinking="", signature="") + ev({"type": "ping"})),  # no token yet
+            (20 * MS, delta(0, "thinking_delta", "thinking", "Let me")),
+            (30 * MS, delta(0, "signature_delta", "signature", "sig") + ev({"type": "content_block_stop", "index": 0})),
+            (40 * MS, block(1, "text", text="") + delta(1, "text_delta", "text", "Hi")),
+            (50 * MS, delta(1, "text_delta", "text", "")),  # empty: not a token
+            (
+                60 * MS,
+                block(2, "tool_use", id="t", name="ls", input={}) + delta(2, "input_json_delta", "partial_json", "{}"),
+            ),
+            (70 * MS, end("tool_use", 9)),
+        ]
+    )
     assert (s.outcome, s.error) == ("ok", None)
     assert s.token_event_ns == [20 * MS, 40 * MS, 60 * MS] and s.n_token_events == 3
     assert (s.first_token_ns, s.first_content_ns) == (20 * MS, 40 * MS)
@@ -141,16 +186,28 @@ def test_every_text_thinking_and_json_delta_is_a_token_event():
     assert (p.text, p.reasoning, p.blocks[0]["signature"], p.blocks[2]["input_json"]) == ("Hi", "Let me", "sig", "{}")
 
 
-@pytest.mark.parametrize(("reads", "outcome", "error"), [
-    ([start(USAGE), block(0, "text", text=""), delta(0, "text_delta", "text", "a")],
-     "protocol_error", "stream ended before message_stop after 1 token events"),
-    ([start(USAGE), ev({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})],
-     "protocol_error", "error event in stream: Overloaded"),
-    ([start(USAGE), end("end_turn")], "empty_output", "complete stream without a generated token"),
-    ([b"data: {nope\n\n"], "protocol_error", None),
-    ([start(USAGE), delta(0, "text_delta", "text", "a"), end("aborted")], "aborted",
-     "finish_reason 'aborted' (class abort): the server aborted the request"),
-])
+@pytest.mark.parametrize(
+    ("reads", "outcome", "error"),
+    [
+        (
+            [start(USAGE), block(0, "text", text=""), delta(0, "text_delta", "text", "a")],
+            "protocol_error",
+            "stream ended before message_stop after 1 token events",
+        ),
+        (
+            [start(USAGE), ev({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})],
+            "protocol_error",
+            "error event in stream: Overloaded",
+        ),
+        ([start(USAGE), end("end_turn")], "empty_output", "complete stream without a generated token"),
+        ([b"data: {nope\n\n"], "protocol_error", None),
+        (
+            [start(USAGE), delta(0, "text_delta", "text", "a"), end("aborted")],
+            "aborted",
+            "finish_reason 'aborted' (class abort): the server aborted the request",
+        ),
+    ],
+)
 def test_failed_streams_get_their_outcome(reads, outcome, error):
     s, _ = run([(i * MS, r) for i, r in enumerate(reads)])
     assert s.outcome == outcome
@@ -160,8 +217,16 @@ def test_failed_streams_get_their_outcome(reads, outcome, error):
         assert s.error.startswith("bad JSON in data line")
 
 
-@pytest.mark.parametrize(("reason", "cls"), [("end_turn", "stop"), ("stop_sequence", "stop"), ("pause_turn", "stop"),
-                                              ("max_tokens", "length"), ("refusal", "content_filter")])
+@pytest.mark.parametrize(
+    ("reason", "cls"),
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("pause_turn", "stop"),
+        ("max_tokens", "length"),
+        ("refusal", "content_filter"),
+    ],
+)
 def test_stop_reasons_complete_the_request(reason, cls):
     s, _ = run([(0, start(USAGE) + delta(0, "text_delta", "text", "a") + end(reason))])
     assert (s.outcome, s.finish_reason, s.finish_class) == ("ok", reason, cls)
@@ -173,16 +238,32 @@ def test_no_usage_is_none_never_zero():
 
 
 def test_non_streamed_body():
-    body = {"id": "m", "type": "message", "role": "assistant", "model": "claude-x", "stop_reason": "end_turn",
-            "content": [{"type": "text", "text": "Paris"}],
-            "usage": {"input_tokens": 7, "cache_read_input_tokens": 3, "output_tokens": 2,
-                      "output_tokens_details": {"thinking_tokens": 0}}}
+    body = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": "Paris"}],
+        "usage": {
+            "input_tokens": 7,
+            "cache_read_input_tokens": 3,
+            "output_tokens": 2,
+            "output_tokens_details": {"thinking_tokens": 0},
+        },
+    }
     p = AnthropicMessagesParser(stream=False)
     s = Sample(run_id="t", seq=0)
     p.feed(orjson.dumps(body), 0, s)
     p.finish(s)
     assert (s.outcome, p.text, s.prompt_tokens, s.cached_tokens, s.output_tokens, s.reasoning_tokens) == (
-        "ok", "Paris", 10, 3, 2, 0)
+        "ok",
+        "Paris",
+        10,
+        3,
+        2,
+        0,
+    )
     assert s.first_token_ns is None and s.token_event_ns is None
     err = AnthropicMessagesParser(stream=False)
     err.feed(b'{"type": "error", "error": {"type": "api_error", "message": "boom"}}', 0, s)
@@ -194,13 +275,24 @@ def test_non_streamed_body():
 
 
 async def test_scenario_server_messages_stream_timeline():
-    sc = Scenario(ttft_ms=30, itl_ms=10, reasoning_chunks=2, content_chunks=3, tokens_per_chunk=2,
-                  prompt_tokens=50, cached_tokens=40)
+    sc = Scenario(
+        ttft_ms=30,
+        itl_ms=10,
+        reasoning_chunks=2,
+        content_chunks=3,
+        tokens_per_chunk=2,
+        prompt_tokens=50,
+        cached_tokens=40,
+    )
     async with ScenarioServer(sc) as server:
         wl = AnthropicMessagesWorkload(server.messages_url, "m", StaticDataset(["hi"]), max_tokens=64)
         s, p = await drive(wl)
-        assert server.last_body == {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                                    "max_tokens": 64, "stream": True}
+        assert server.last_body == {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 64,
+            "stream": True,
+        }
     assert s.outcome == "ok", s.error
     assert (p.reasoning, p.text) == ("think think " * 2, "tok tok " * 3)
     assert s.n_token_events == 5
@@ -213,8 +305,9 @@ async def test_scenario_server_messages_stream_timeline():
 
 async def test_scenario_server_messages_whole_body_with_tool_use():
     async with ScenarioServer(Scenario(content_chunks=2, tool_call={"name": "ls"})) as server:
-        s, p = await drive(AnthropicMessagesWorkload(server.messages_url, "m", StaticDataset(["hi"]),
-                                                     max_tokens=8, stream=False))
+        s, p = await drive(
+            AnthropicMessagesWorkload(server.messages_url, "m", StaticDataset(["hi"]), max_tokens=8, stream=False)
+        )
     assert (s.outcome, p.text, s.output_tokens, s.finish_reason) == ("ok", "tok tok ", 4, "tool_use")
     assert p.blocks[1] == {"type": "tool_use", "id": "call_0", "name": "ls", "input": {"city": "Paris"}}
 
@@ -222,8 +315,11 @@ async def test_scenario_server_messages_whole_body_with_tool_use():
 @pytest.fixture(scope="module")
 def server():
     scenario = {"ttft_ms": 40, "itl_ms": 20, "content_chunks": 6, "prompt_tokens": 30, "cached_tokens": 10}
-    proc = subprocess.Popen([sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0",
-                             "--scenario", json.dumps(scenario)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0", "--scenario", json.dumps(scenario)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     url = proc.stdout.readline().strip()
     assert url.startswith("http://127.0.0.1:"), url
     yield url
@@ -234,9 +330,30 @@ def server():
 
 def test_llm_api_messages_measures_the_scripted_timeline(server, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("MSG_KEY", "k")
-    code = main(["llm", "--url", server + "/v1/messages", "--api", "messages", "--model", "m", "--max-tokens", "64",
-                 "--api-key-env", "MSG_KEY", "--rate", "closed:1", "--max-requests", "5",
-                 "--out-dir", str(tmp_path), "--no-progress", "--max-loop-lag-ms", "1000"])
+    code = main(
+        [
+            "llm",
+            "--url",
+            server + "/v1/messages",
+            "--api",
+            "messages",
+            "--model",
+            "m",
+            "--max-tokens",
+            "64",
+            "--api-key-env",
+            "MSG_KEY",
+            "--rate",
+            "closed:1",
+            "--max-requests",
+            "5",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+            "--max-loop-lag-ms",
+            "1000",
+        ]
+    )
     (bundle,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     summary = orjson.loads((bundle / "summary.json").read_bytes())
     run = summary["run"]
@@ -255,7 +372,21 @@ def test_llm_api_messages_measures_the_scripted_timeline(server, tmp_path: Path,
 
 
 def test_llm_api_messages_without_max_tokens_is_one_line_exit_2(tmp_path, capsys):
-    code = main(["llm", "--url", "http://127.0.0.1:9/v1/messages", "--api", "messages", "--model", "m",
-                 "--max-requests", "1", "--out-dir", str(tmp_path), "--no-progress"])
+    code = main(
+        [
+            "llm",
+            "--url",
+            "http://127.0.0.1:9/v1/messages",
+            "--api",
+            "messages",
+            "--model",
+            "m",
+            "--max-requests",
+            "1",
+            "--out-dir",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert code == 2
     assert "--max-tokens: required with --api messages" in capsys.readouterr().err

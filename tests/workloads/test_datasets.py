@@ -64,11 +64,22 @@ def test_jsonl_wrong_type_and_bad_json(tmp_path):
 def test_sharegpt_takes_first_human_turn_and_skips_leading_assistant(tmp_path):
     f = tmp_path / "sg.json"
     records = [
-        {"id": "a", "conversations": [
-            {"from": "system", "value": "sys"}, {"from": "human", "value": "q1"},
-            {"from": "gpt", "value": "a1"}, {"from": "human", "value": "q2"}]},
-        {"id": "b", "conversations": [  # starts with the assistant
-            {"from": "gpt", "value": "Hello! How can I help?"}, {"from": "human", "value": "q"}]},
+        {
+            "id": "a",
+            "conversations": [
+                {"from": "system", "value": "sys"},
+                {"from": "human", "value": "q1"},
+                {"from": "gpt", "value": "a1"},
+                {"from": "human", "value": "q2"},
+            ],
+        },
+        {
+            "id": "b",
+            "conversations": [  # starts with the assistant
+                {"from": "gpt", "value": "Hello! How can I help?"},
+                {"from": "human", "value": "q"},
+            ],
+        },
         {"id": "c", "conversations": [{"from": "gpt", "value": "only assistant"}]},
     ]
     f.write_bytes(orjson.dumps(records))
@@ -84,9 +95,12 @@ def test_sharegpt_takes_first_human_turn_and_skips_leading_assistant(tmp_path):
 
 def test_sharegpt_jsonl_bad_role_names_line_and_field(tmp_path):
     f = tmp_path / "sg.jsonl"
-    f.write_text('{"conversations": [{"from": "human", "value": "q"}]}\n'
-                 '{"conversations": [{"from": "bot", "value": "q"}]}\n')
-    with pytest.raises(DatasetError, match=r"sg\.jsonl:2: conversations\[0\]\.from: expected human, gpt or system \(got 'bot'\)"):
+    f.write_text(
+        '{"conversations": [{"from": "human", "value": "q"}]}\n{"conversations": [{"from": "bot", "value": "q"}]}\n'
+    )
+    with pytest.raises(
+        DatasetError, match=r"sg\.jsonl:2: conversations\[0\]\.from: expected human, gpt or system \(got 'bot'\)"
+    ):
         ShareGPTDataset(f)
 
 
@@ -96,8 +110,14 @@ def test_synthetic_is_deterministic_across_processes():
     assert SyntheticDataset([3, 5], count=4, seed=8).item(0).prompt != ds.item(0).prompt
     # a fresh interpreter with another hash seed makes the same prompts (no salted hash())
     code = "from benchmaker.workloads.datasets import SyntheticDataset as S; print([i.prompt for i in S([3, 5], count=4, seed=7)])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "12345", "PATH": ""}, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "12345", "PATH": ""},
+        cwd=str(__import__("pathlib").Path(__file__).parents[2]),
+    )
     assert out.stdout.strip() == repr([i.prompt for i in ds])
 
 

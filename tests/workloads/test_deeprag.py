@@ -96,8 +96,13 @@ def test_bad_rows_name_line_and_field(tmp_path, row, message):
 
 def test_yaml_spec_builds_the_dataset_relative_to_the_config_folder():
     spec = TypeAdapter(DatasetSpec).validate_python(
-        {"type": "deeprag", "path": "data/deeprag.jsonl", "depth": 3, "context_tokens_target": 40,
-         "passthrough_meta": ["answer"]}
+        {
+            "type": "deeprag",
+            "path": "data/deeprag.jsonl",
+            "depth": 3,
+            "context_tokens_target": 40,
+            "passthrough_meta": ["answer"],
+        }
     )
     ds = build_dataset(spec, EXAMPLE.parents[1])
     assert len(ds) == 3  # three rows in examples/data/deeprag.jsonl

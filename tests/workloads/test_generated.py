@@ -16,17 +16,30 @@ from benchmaker.apis.generated import FINISH_CLASSES, FINISH_FAILS, Output, fini
         ({"content": "Hi"}, Output("Hi", 2, False)),
         ({"content": [{"type": "text", "text": "a"}, {"type": "output_text", "text": "bc"}]}, Output("abc", 3, False)),
         ({"content": [{"type": "refusal", "refusal": "no"}]}, Output("", 2, True)),
-        ({"content": [{"type": "thinking", "thinking": "hmm"}, {"type": "reasoning_text", "text": "x"}]},
-         Output("", 4, False, "hmmx")),  # reasoning parts: 3 + 1 chars, not content
+        (
+            {"content": [{"type": "thinking", "thinking": "hmm"}, {"type": "reasoning_text", "text": "x"}]},
+            Output("", 4, False, "hmmx"),
+        ),  # reasoning parts: 3 + 1 chars, not content
         ({"content": [{"type": "image_url", "image_url": {"url": "u"}}, "stray", None]}, Output("", 0, False)),
-        ({"reasoning_content": "ab", "reasoning": "c", "reasoning_text": "d", "thinking": "e"},
-         Output("", 5, False, "abcde")),
-        ({"reasoning_details": [{"type": "reasoning.text", "text": "abc"},
-                                {"type": "reasoning.summary", "summary": "s"},
-                                {"type": "reasoning.encrypted", "data": "QUJD"}]}, Output("", 4, False, "abcs")),
+        (
+            {"reasoning_content": "ab", "reasoning": "c", "reasoning_text": "d", "thinking": "e"},
+            Output("", 5, False, "abcde"),
+        ),
+        (
+            {
+                "reasoning_details": [
+                    {"type": "reasoning.text", "text": "abc"},
+                    {"type": "reasoning.summary", "summary": "s"},
+                    {"type": "reasoning.encrypted", "data": "QUJD"},
+                ]
+            },
+            Output("", 4, False, "abcs"),
+        ),
         # OpenRouter sends the same text in `reasoning` and `reasoning_details`: counted once
-        ({"reasoning": "abc", "reasoning_details": [{"type": "reasoning.text", "text": "abc"}]},
-         Output("", 3, False, "abc")),
+        (
+            {"reasoning": "abc", "reasoning_details": [{"type": "reasoning.text", "text": "abc"}]},
+            Output("", 3, False, "abc"),
+        ),
         ({"refusal": "I can't"}, Output("", 7, True)),
         ({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]}, Output("", 3, False)),
         ({"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": ""}}]}, Output("", 0, False)),
@@ -43,14 +56,32 @@ def test_message_output_reads_every_generated_field(msg, expected):
 @pytest.mark.parametrize(
     ("reason", "cls"),
     [
-        ("stop", "stop"), ("eos_token", "stop"), ("stop_sequence", "stop"), ("end_turn", "stop"), ("STOP", "stop"),
-        ("length", "length"), ("max_tokens", "length"), ("MAX_TOKENS", "length"), ("model_length", "length"),
+        ("stop", "stop"),
+        ("eos_token", "stop"),
+        ("stop_sequence", "stop"),
+        ("end_turn", "stop"),
+        ("STOP", "stop"),
+        ("length", "length"),
+        ("max_tokens", "length"),
+        ("MAX_TOKENS", "length"),
+        ("model_length", "length"),
         ("max_output_tokens", "length"),
-        ("tool_calls", "tool_calls"), ("function_call", "tool_calls"), ("tool_use", "tool_calls"),
-        ("content_filter", "content_filter"), ("SAFETY", "content_filter"), ("refusal", "content_filter"),
-        ("abort", "abort"), ("error", "error"), ("cancelled", "cancelled"), ("canceled", "cancelled"),
-        ("insufficient_system_resource", "abort"), ("failed", "error"), ("stop_token_hit", "unknown"),
-        ("", None), (3, "unknown"), (None, None),
+        ("tool_calls", "tool_calls"),
+        ("function_call", "tool_calls"),
+        ("tool_use", "tool_calls"),
+        ("content_filter", "content_filter"),
+        ("SAFETY", "content_filter"),
+        ("refusal", "content_filter"),
+        ("abort", "abort"),
+        ("error", "error"),
+        ("cancelled", "cancelled"),
+        ("canceled", "cancelled"),
+        ("insufficient_system_resource", "abort"),
+        ("failed", "error"),
+        ("stop_token_hit", "unknown"),
+        ("", None),
+        (3, "unknown"),
+        (None, None),
     ],
 )
 def test_finish_reasons_fall_in_one_class(reason, cls):
@@ -59,7 +90,16 @@ def test_finish_reasons_fall_in_one_class(reason, cls):
 
 def test_only_the_classes_that_say_the_server_gave_up_fail():
     assert FINISH_CLASSES == (
-        "stop", "length", "tool_calls", "content_filter", "abort", "error", "cancelled", "unknown")
+        "stop",
+        "length",
+        "tool_calls",
+        "content_filter",
+        "abort",
+        "error",
+        "cancelled",
+        "unknown",
+    )
     assert [c for c in FINISH_CLASSES if FINISH_FAILS[c]] == ["abort", "error", "cancelled"]
     assert finish_error("cancelled", "cancelled") == (
-        "finish_reason 'cancelled' (class cancelled): the server cancelled the request")
+        "finish_reason 'cancelled' (class cancelled): the server cancelled the request"
+    )

@@ -57,13 +57,13 @@ async def grade(grader, text, reference=None, outcome="ok", lane="default", **kw
         ("(b)", "B"),
         ("c.", "C"),
         ("B) Paris\nbecause it is the capital", "B"),
-        ("A cat sat on the mat, so C", "C"),       # "A cat": the article, not choice A
-        ("It is a tricky one", None),              # lower-case "a" is never a bare choice
-        ("the answer is a cat", None),             # "answer is a" + a word: the article
-        ("A is correct", "A"),                      # "A is": a choice
+        ("A cat sat on the mat, so C", "C"),  # "A cat": the article, not choice A
+        ("It is a tricky one", None),  # lower-case "a" is never a bare choice
+        ("the answer is a cat", None),  # "answer is a" + a word: the article
+        ("A is correct", "A"),  # "A is": a choice
         ("Therefore, the answer is A.", "A"),
         ("I first thought A, but the answer is (C)", "C"),  # the answer phrase wins
-        ("E", None),                                # not among ABCD
+        ("E", None),  # not among ABCD
     ],
 )
 def test_extract_choice(text, letter):
@@ -73,11 +73,11 @@ def test_extract_choice(text, letter):
 @pytest.mark.parametrize(
     ("text", "number"),
     [
-        ("3 + 4 = 7, then 8. #### 7", 7.0),        # GSM8K marker wins over the last number
+        ("3 + 4 = 7, then 8. #### 7", 7.0),  # GSM8K marker wins over the last number
         ("so \\boxed{42}. Check: 17", 42.0),
         ("The answer is $1,234.50 total, not 99", 1234.5),
-        ("x = -3.5 then 2", 2.0),                   # no marker: the last number
-        ("minus five is −5", -5.0),                 # U+2212 minus
+        ("x = -3.5 then 2", 2.0),  # no marker: the last number
+        ("minus five is −5", -5.0),  # U+2212 minus
         ("1e3 apples", 1000.0),
         ("no digits here", None),
     ],

@@ -49,8 +49,13 @@ def run(reads: list[tuple[int, bytes]]) -> tuple[Sample, OpenAIChatParser]:
 def test_stream_body_asks_for_usage_and_merges_extra_body_last():
     ds = StaticDataset(["hello", [{"role": "user", "content": "2+2?"}]])
     wl = OpenAIChatWorkload(
-        "http://h/v1/chat/completions", "m", ds, max_tokens=64, temperature=0.0,
-        extra_body={"top_p": 0.5, "max_tokens": 32}, api_key="sk-x",
+        "http://h/v1/chat/completions",
+        "m",
+        ds,
+        max_tokens=64,
+        temperature=0.0,
+        extra_body={"top_p": 0.5, "max_tokens": 32},
+        api_key="sk-x",
     )
     spec = wl.request(3)  # seq 3 cycles to item 1
     assert isinstance(wl, Workload) and isinstance(wl.parser(spec), StreamParser)
@@ -82,7 +87,20 @@ def test_non_stream_body_has_no_stream_options():
 def test_role_only_chunk_is_not_first_token():
     # docs/metrics.md: role chunk at 5 ms, first content at 500 ms -> TTFT 500 ms,
     # and no 495 ms "gap" (the role chunk is not an event).
-    s, p = run([(5 * MS, ROLE), (500 * MS, chunk({"content": "Hi"})), (520 * MS, chunk({"content": "!"}, ) + chunk({}, "stop") + DONE)])
+    s, p = run(
+        [
+            (5 * MS, ROLE),
+            (500 * MS, chunk({"content": "Hi"})),
+            (
+                520 * MS,
+                chunk(
+                    {"content": "!"},
+                )
+                + chunk({}, "stop")
+                + DONE,
+            ),
+        ]
+    )
     assert s.outcome == "ok"
     assert s.first_token_ns == 500 * MS
     assert s.first_content_ns == 500 * MS
@@ -123,7 +141,9 @@ def test_reasoning_deltas_of_both_spellings_set_ttft_before_ttfc():
 def test_four_tokens_per_chunk_gives_one_event_per_chunk():
     # 10 chunks of 4 tokens every 40 ms; usage 40 = 4 x 10 chunks.
     reads = [(40 * MS * (k + 1), chunk({"content": "a b c d "})) for k in range(10)]
-    reads.append((400 * MS, chunk({}, "stop") + chunk(choices=[], usage={"prompt_tokens": 3, "completion_tokens": 40}) + DONE))
+    reads.append(
+        (400 * MS, chunk({}, "stop") + chunk(choices=[], usage={"prompt_tokens": 3, "completion_tokens": 40}) + DONE)
+    )
     s, _ = run(reads)
     assert s.token_event_ns == [40 * MS * (k + 1) for k in range(10)]
     assert s.n_token_events == 10
@@ -222,7 +242,8 @@ def test_several_events_per_read_share_the_read_stamp():
 
 def test_usage_on_finish_chunk_with_null_elsewhere_and_details():
     usage = {
-        "prompt_tokens": 374, "completion_tokens": 61,
+        "prompt_tokens": 374,
+        "completion_tokens": 61,
         "prompt_tokens_details": {"cached_tokens": 256},
         "completion_tokens_details": {"reasoning_tokens": 17},
     }
@@ -261,8 +282,10 @@ def test_error_object_in_stream_is_protocol_error():
 
 def test_mid_stream_error_chunk_is_protocol_error_with_its_finish_class():
     # OpenRouter's mid-stream error: an `error` object and finish_reason "error" in one chunk
-    err = (b'data: {"error": {"code": "server_error", "message": "Provider disconnected"}, '
-           b'"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}\n\n')
+    err = (
+        b'data: {"error": {"code": "server_error", "message": "Provider disconnected"}, '
+        b'"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}\n\n'
+    )
     s, _ = run([(1 * MS, chunk({"content": "x"}) + err + DONE)])
     assert (s.outcome, s.error) == ("protocol_error", "error in stream: Provider disconnected")
     assert (s.finish_reason, s.finish_class) == ("error", "error")
@@ -284,10 +307,18 @@ def test_json_body_to_a_stream_request_is_protocol_error():
 
 
 def test_non_stream_body_has_no_token_timeline():
-    body = orjson.dumps({
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello", "reasoning_content": "hm"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 4, "completion_tokens": 3},
-    })
+    body = orjson.dumps(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "Hello", "reasoning_content": "hm"},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 4, "completion_tokens": 3},
+        }
+    )
     p = OpenAIChatParser(stream=False)
     s = Sample(run_id="t", seq=0)
     p.feed(body[:10], 5 * MS, s)
@@ -298,7 +329,9 @@ def test_non_stream_body_has_no_token_timeline():
 
 
 def test_non_stream_without_generated_text_is_empty_output():
-    body = orjson.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]})
+    body = orjson.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
+    )
     p = OpenAIChatParser(stream=False)
     s = Sample(run_id="t", seq=0)
     p.feed(body, 1, s)
@@ -316,8 +349,17 @@ def whole(obj) -> tuple[Sample, OpenAIChatParser]:
 
 
 def test_non_stream_refusal_is_ok_and_flagged():
-    s, p = whole({"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "refusal": "No."},
-                               "finish_reason": "stop"}]})
+    s, p = whole(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "refusal": "No."},
+                    "finish_reason": "stop",
+                }
+            ]
+        }
+    )
     assert (s.outcome, s.refusal, s.output_chars, p.text, s.finish_class) == ("ok", True, 3, "", "stop")
 
 
@@ -354,7 +396,7 @@ def test_surrogate_pair_split_across_events_is_joined():
     hi = b'data: {"choices":[{"index":0,"delta":{"content":"a\\ud83d"}}]}\n\n'
     lo = b'data: {"choices":[{"index":0,"delta":{"content":"\\ude00b"}}]}\n\n'
     s, p = run([(1 * MS, hi), (2 * MS, lo + chunk({}, "stop") + DONE)])
-    assert (s.outcome, p.text, s.token_event_ns) == ("ok", "a\U0001F600b", [1 * MS, 2 * MS])
+    assert (s.outcome, p.text, s.token_event_ns) == ("ok", "a\U0001f600b", [1 * MS, 2 * MS])
     assert s.output_chars == 3  # a + one emoji + b
 
 
@@ -362,8 +404,11 @@ def test_a_half_character_alone_is_no_token_and_joins_the_next_event():
     # a JavaScript server's stream: "\ud83d" alone at 1 ms, "\ude00" at 2 ms, in the
     # arguments of a tool call: the character (and the token) arrives at 2 ms
     def args(escaped: bytes) -> bytes:
-        return (b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"'
-                + escaped + b'"}}]}}]}\n\n')
+        return (
+            b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"'
+            + escaped
+            + b'"}}]}}]}\n\n'
+        )
 
     s, _ = run([(1 * MS, args(b"\\ud83d")), (2 * MS, args(b"\\ude00") + chunk({}, "tool_calls") + DONE)])
     assert (s.outcome, s.first_token_ns, s.token_event_ns, s.output_chars) == ("ok", 2 * MS, [2 * MS], 1)
@@ -385,10 +430,10 @@ def test_bad_json_with_a_surrogate_escape_is_still_a_protocol_error():
 
 
 def test_utf8_bytes_split_across_reads_are_joined():
-    data = chunk({"content": "\u00e9\u4e2d\U0001F600"}) + DONE
+    data = chunk({"content": "\u00e9\u4e2d\U0001f600"}) + DONE
     at = data.index("\u4e2d".encode()) + 1  # inside the 3-byte sequence of U+4E2D
     s, p = run([(1 * MS, data[:at]), (2 * MS, data[at:])])
-    assert (s.outcome, p.text, s.output_chars, s.token_event_ns) == ("ok", "\u00e9\u4e2d\U0001F600", 3, [2 * MS])
+    assert (s.outcome, p.text, s.output_chars, s.token_event_ns) == ("ok", "\u00e9\u4e2d\U0001f600", 3, [2 * MS])
 
 
 # -- end to end through the scenario server ---------------------------------------------------------
@@ -490,10 +535,30 @@ DEEPSEEK = REAL / "deepseek-v4-flash-toolcall.chunks.jsonl"
 # deepseek: chunk 0 role + reasoning_content "", 1-17 reasoning deltas, 18 tool name
 # "weather", 19-28 argument pieces, 29 finish with usage (usage null elsewhere).
 CONFORMANCE = {
-    "gpt4o": dict(path=GPT4O, first=1, events=list(range(1, 5)), ttfc=1, prompt=58, output=12, cached=0,
-                  reasoning=0, chars=17, text="PRE_TOOL"),
-    "deepseek": dict(path=DEEPSEEK, first=1, events=list(range(1, 29)), ttfc=None, prompt=374, output=61,
-                     cached=256, reasoning=17, chars=116, text=""),
+    "gpt4o": dict(
+        path=GPT4O,
+        first=1,
+        events=list(range(1, 5)),
+        ttfc=1,
+        prompt=58,
+        output=12,
+        cached=0,
+        reasoning=0,
+        chars=17,
+        text="PRE_TOOL",
+    ),
+    "deepseek": dict(
+        path=DEEPSEEK,
+        first=1,
+        events=list(range(1, 29)),
+        ttfc=None,
+        prompt=374,
+        output=61,
+        cached=256,
+        reasoning=17,
+        chars=116,
+        text="",
+    ),
 }
 
 
@@ -514,7 +579,11 @@ def test_conformance_direct_feed(name):
     assert s.token_event_ns == [i * MS for i in exp["events"]]
     assert s.first_content_ns == (None if exp["ttfc"] is None else exp["ttfc"] * MS)
     assert (s.prompt_tokens, s.output_tokens, s.cached_tokens, s.reasoning_tokens) == (
-        exp["prompt"], exp["output"], exp["cached"], exp["reasoning"])
+        exp["prompt"],
+        exp["output"],
+        exp["cached"],
+        exp["reasoning"],
+    )
     assert (s.finish_reason, s.output_chars, p.text) == ("tool_calls", exp["chars"], exp["text"])
 
 
@@ -538,17 +607,27 @@ def test_running_usage_on_each_chunk_states_the_tokens_of_each_event():
     # vLLM continuous_usage_stats: the role chunk (0), a bundled first chunk of 3 tokens,
     # then one token per chunk; the final usage chunk repeats the total
     run_usage = lambda n: {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}  # noqa: E731
-    reads = [(1 * MS, chunk({"role": "assistant", "content": ""}, usage=run_usage(0))),
-             (10 * MS, chunk({"content": "a b c"}, usage=run_usage(3))),
-             (20 * MS, chunk({"content": " d"}, usage=run_usage(4))),
-             (30 * MS, chunk({"content": " e"}, usage=run_usage(5)) + chunk({}, "stop", usage=run_usage(5))
-              + chunk(choices=[], usage=run_usage(5)) + DONE)]
+    reads = [
+        (1 * MS, chunk({"role": "assistant", "content": ""}, usage=run_usage(0))),
+        (10 * MS, chunk({"content": "a b c"}, usage=run_usage(3))),
+        (20 * MS, chunk({"content": " d"}, usage=run_usage(4))),
+        (
+            30 * MS,
+            chunk({"content": " e"}, usage=run_usage(5))
+            + chunk({}, "stop", usage=run_usage(5))
+            + chunk(choices=[], usage=run_usage(5))
+            + DONE,
+        ),
+    ]
     s, _ = run(reads)
     assert (s.token_event_ns, s.token_event_tokens, s.output_tokens) == ([10 * MS, 20 * MS, 30 * MS], [3, 1, 1], 5)
 
 
 def test_usage_on_the_last_content_chunk_only_states_no_event_count():
-    reads = [(10 * MS, chunk({"content": "a"})), (20 * MS, chunk({"content": "b"})),
-             (30 * MS, chunk({"content": "c"}, "stop", usage={"prompt_tokens": 1, "completion_tokens": 3}) + DONE)]
+    reads = [
+        (10 * MS, chunk({"content": "a"})),
+        (20 * MS, chunk({"content": "b"})),
+        (30 * MS, chunk({"content": "c"}, "stop", usage={"prompt_tokens": 1, "completion_tokens": 3}) + DONE),
+    ]
     s, _ = run(reads)
     assert s.token_event_tokens == [None, None, None] and s.output_tokens == 3

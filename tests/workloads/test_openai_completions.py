@@ -17,8 +17,11 @@ def test_body_uses_prompt_from_messages_text():
     ds = StaticDataset([[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]])
     wl = OpenAICompletionsWorkload("http://h/v1/completions", "m", ds, max_tokens=8)
     assert orjson.loads(wl.request(0).body) == {
-        "model": "m", "prompt": "Be brief.\n2+2?", "stream": True,
-        "stream_options": {"include_usage": True}, "max_tokens": 8,
+        "model": "m",
+        "prompt": "Be brief.\n2+2?",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 8,
     }
 
 
@@ -30,7 +33,12 @@ def test_text_chunks_are_tokens_and_content():
     s = Sample(run_id="t", seq=0)
     p.feed(c(""), 1 * MS, s)  # empty text is not a token
     p.feed(c("4"), 9 * MS, s)
-    p.feed(c("", "stop") + b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}\n\ndata: [DONE]\n\n', 10 * MS, s)
+    p.feed(
+        c("", "stop")
+        + b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}\n\ndata: [DONE]\n\n',
+        10 * MS,
+        s,
+    )
     p.finish(s)
     assert (s.first_token_ns, s.first_content_ns, s.token_event_ns) == (9 * MS, 9 * MS, [9 * MS])
     assert (s.outcome, s.output_tokens, s.finish_reason, p.text) == ("ok", 1, "stop", "4")

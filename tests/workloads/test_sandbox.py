@@ -36,7 +36,9 @@ async def test_local_exec_ok_and_output_chars(tmp_path: Path):
 async def test_local_nonzero_exit_is_graded_wrong_not_transport_error(tmp_path: Path):
     res = await _run(tmp_path, SandboxWorkload("echo bad; exit 3"), n=2)
     rows = _samples(res)
-    assert [(r["outcome"], r["grade"], r["meta"]["exit_code"]) for r in rows] == [("graded_wrong", "exit_code=3", 3)] * 2
+    assert [(r["outcome"], r["grade"], r["meta"]["exit_code"]) for r in rows] == [
+        ("graded_wrong", "exit_code=3", 3)
+    ] * 2
     assert rows[0]["error"] == "command exited with code 3: bad\n"
 
 
@@ -79,8 +81,14 @@ async def test_flash_lifecycle_create_exec_delete(tmp_path: Path):
     # FakeFlash names a sandbox sb-<live count + 1>: sb-1 was deleted before the 2nd create
     assert [r["meta"]["sandbox_id"] for r in rows] == ["sb-1", "sb-1"]
     assert all(r["meta"]["create_ms"] > 0 and r["meta"]["exec_ms"] > 0 and r["meta"]["delete_ms"] > 0 for r in rows)
-    assert calls == [("POST", "/sandboxes"), ("POST", "/sandboxes/sb-1/exec"), ("DELETE", "/sandboxes/sb-1"),
-                     ("POST", "/sandboxes"), ("POST", "/sandboxes/sb-1/exec"), ("DELETE", "/sandboxes/sb-1")]
+    assert calls == [
+        ("POST", "/sandboxes"),
+        ("POST", "/sandboxes/sb-1/exec"),
+        ("DELETE", "/sandboxes/sb-1"),
+        ("POST", "/sandboxes"),
+        ("POST", "/sandboxes/sb-1/exec"),
+        ("DELETE", "/sandboxes/sb-1"),
+    ]
     assert deleted == ["sb-1", "sb-1"]
 
 

@@ -48,8 +48,14 @@ def run(reads, incremental=False) -> tuple[Sample, SGLangParser]:
 
 def test_text_body_carries_sampling_params_and_meta_keeps_the_reference():
     ds = StaticDataset([Item(prompt="2+2?", reference="4"), [{"role": "user", "content": "hi"}]])
-    wl = SGLangWorkload("http://h/generate", ds, max_new_tokens=16, temperature=0.0,
-                        sampling_params={"top_p": 0.5, "temperature": 0.7}, extra_body={"rid": "x"})
+    wl = SGLangWorkload(
+        "http://h/generate",
+        ds,
+        max_new_tokens=16,
+        temperature=0.0,
+        sampling_params={"top_p": 0.5, "temperature": 0.7},
+        extra_body={"rid": "x"},
+    )
     spec = wl.request(0)
     assert isinstance(wl, Workload) and isinstance(wl.parser(spec), StreamParser)
     assert orjson.loads(spec.body) == {
@@ -89,13 +95,15 @@ def test_dataset_and_input_ids_are_exclusive_and_ids_are_checked(tmp_path):
 
 
 def test_cumulative_text_gives_deltas_and_token_counts_per_event():
-    s, p = run([
-        (10 * MS, ev("", 0)),                      # empty first event: not a token
-        (20 * MS, ev("Hel", 1)),                   # token event 1: 1 token
-        (30 * MS, ev("Hel", 2) + ev("Hello", 3)),  # a partial token, then "lo": 3-1 = 2 tokens
-        (40 * MS, ev("Hello world", 5)),           # 2 tokens
-        (50 * MS, ev("Hello world", 6, finish={"type": "stop", "matched": 2}) + DONE),  # stop token, no text
-    ])
+    s, p = run(
+        [
+            (10 * MS, ev("", 0)),  # empty first event: not a token
+            (20 * MS, ev("Hel", 1)),  # token event 1: 1 token
+            (30 * MS, ev("Hel", 2) + ev("Hello", 3)),  # a partial token, then "lo": 3-1 = 2 tokens
+            (40 * MS, ev("Hello world", 5)),  # 2 tokens
+            (50 * MS, ev("Hello world", 6, finish={"type": "stop", "matched": 2}) + DONE),  # stop token, no text
+        ]
+    )
     assert p.text == "Hello world"
     assert s.outcome == "ok" and s.error is None
     assert s.first_token_ns == s.first_content_ns == 20 * MS
@@ -133,8 +141,11 @@ def test_text_that_does_not_extend_the_previous_is_a_protocol_error():
         ([(1, b'data: {"error": {"message": "boom"}}\n\n' + DONE)], "protocol_error", "error in stream: boom"),
         ([(1, b"data: {bad\n\n" + DONE)], "protocol_error", "bad JSON in data line"),
         ([(1, ev("", 1, finish={"type": "stop"}) + DONE)], "empty_output", "complete stream without generated text"),
-        ([(1, ev("a", 1, finish={"type": "abort", "message": "too long"}) + DONE)], "aborted",
-         "finish_reason 'abort' (class abort): the server aborted the request: too long"),
+        (
+            [(1, ev("a", 1, finish={"type": "abort", "message": "too long"}) + DONE)],
+            "aborted",
+            "finish_reason 'abort' (class abort): the server aborted the request: too long",
+        ),
         ([(1, b'data: {"text": "a"')], "protocol_error", "stream ended inside an event"),
         ([(1, b"hello")], "protocol_error", "no SSE event in body (got hello)"),
     ],
@@ -146,9 +157,13 @@ def test_failed_streams_get_their_outcome(reads, outcome, error):
 
 @pytest.mark.parametrize(
     ("finish", "outcome", "cls"),
-    [({"type": "stop", "matched": 2}, "ok", "stop"), ({"type": "length", "length": 8}, "ok", "length"),
-     ("length", "ok", "length"), ({"type": "abort"}, "aborted", "abort"),
-     ({"type": "eos_or_what"}, "ok", "unknown")],
+    [
+        ({"type": "stop", "matched": 2}, "ok", "stop"),
+        ({"type": "length", "length": 8}, "ok", "length"),
+        ("length", "ok", "length"),
+        ({"type": "abort"}, "aborted", "abort"),
+        ({"type": "eos_or_what"}, "ok", "unknown"),
+    ],
 )
 def test_finish_reason_is_classified_like_openai(finish, outcome, cls):
     s, _ = run([(1, ev("a", 1) + ev("ab", 2, finish=finish) + DONE)])
@@ -160,8 +175,11 @@ def test_token_id_output_without_text_counts_by_completion_tokens(cumulative):
     # --skip-tokenizer-init: events carry output_ids and no text; ids [5], [5, 6, 7], then
     # the final event repeats the count (no new token) with the finish reason
     ids = [[5], [5, 6, 7], [5, 6, 7]] if cumulative else [[5], [6, 7], [7]]
-    reads = [(1 * MS, ev(ct=1, output_ids=ids[0])), (2 * MS, ev(ct=3, output_ids=ids[1])),
-             (3 * MS, ev(ct=3, output_ids=ids[2], finish={"type": "stop"}) + DONE)]
+    reads = [
+        (1 * MS, ev(ct=1, output_ids=ids[0])),
+        (2 * MS, ev(ct=3, output_ids=ids[1])),
+        (3 * MS, ev(ct=3, output_ids=ids[2], finish={"type": "stop"}) + DONE),
+    ]
     s, p = run(reads)
     assert (s.outcome, s.first_token_ns, s.token_event_ns) == ("ok", 1 * MS, [1 * MS, 2 * MS])
     assert s.token_event_tokens == [1, 2]  # 1 - 0, 3 - 1

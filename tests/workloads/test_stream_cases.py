@@ -38,31 +38,55 @@ CASES = {
     # README: outcome ok, TTFT at the first non-empty refusal delta (event 1: event 0 is the
     # role chunk with refusal ""), 2 token events; flagged refusal; no content so no TTFC
     "refusal-only.sse": dict(
-        outcome="ok", error=None, events=[1, 2], content=None, text="", refusal=True,
-        finish_reason="stop", finish_class="stop", chars=10 + 24,  # "I'm sorry," + " I can't help with that."
+        outcome="ok",
+        error=None,
+        events=[1, 2],
+        content=None,
+        text="",
+        refusal=True,
+        finish_reason="stop",
+        finish_class="stop",
+        chars=10 + 24,  # "I'm sorry," + " I can't help with that."
         output_tokens=9,
     ),
     # README: not a success: failed (aborted) with its reason; its tokens still timed
     "finish-abort.sse": dict(
         outcome="aborted",
         error="finish_reason 'abort' (class abort): the server aborted the request",
-        events=[1, 2], content=1, text="One, two, three", refusal=False,
-        finish_reason="abort", finish_class="abort", chars=9 + 6,  # "One, two," + " three"
+        events=[1, 2],
+        content=1,
+        text="One, two, three",
+        refusal=False,
+        finish_reason="abort",
+        finish_class="abort",
+        chars=9 + 6,  # "One, two," + " three"
         output_tokens=4,
     ),
     # U+1F600 as "\ud83d" (event 2) then "\ude00!" (event 3): joined in event 3, the one
     # that completes the character (event 2 carries half a character: no token), 1 char
     "surrogate-split.sse": dict(
-        outcome="ok", error=None, events=[1, 3], content=1, text="Hi \U0001F600!", refusal=False,
-        finish_reason="stop", finish_class="stop", chars=3 + 1 + 1,  # "Hi " + emoji + "!"
+        outcome="ok",
+        error=None,
+        events=[1, 3],
+        content=1,
+        text="Hi \U0001f600!",
+        refusal=False,
+        finish_reason="stop",
+        finish_class="stop",
+        chars=3 + 1 + 1,  # "Hi " + emoji + "!"
         output_tokens=3,
     ),
     # CRLF, comments, reasoning in 4 spellings (events 1-4; event 5 is encrypted only),
     # content as typed parts with raw 2/3/4-byte UTF-8 and U+2028 (6, 7), a refusal part
     # (8), tool name (9) and arguments (10); finish "length" is ok, named in the class
     "typed-parts-crlf.sse": dict(
-        outcome="ok", error=None, events=[1, 2, 3, 4, 6, 7, 8, 9, 10], content=6,
-        text="caf\u00e9 \u4e2d \U0001F600\u2028x", refusal=True, finish_reason="length",
+        outcome="ok",
+        error=None,
+        events=[1, 2, 3, 4, 6, 7, 8, 9, 10],
+        content=6,
+        text="caf\u00e9 \u4e2d \U0001f600\u2028x",
+        refusal=True,
+        finish_reason="length",
         finish_class="length",
         chars=2 + 2 + 1 + 3 + 7 + 3 + 3 + 1 + 2,  # th in k ing, "café 中 ", "😀\u2028x", "no.", f, {}
         output_tokens=16,
@@ -71,13 +95,27 @@ CASES = {
     "finish-unknown.sse": dict(
         outcome="aborted",
         error="finish_reason 'insufficient_system_resource' (class abort): the server aborted the request",
-        events=[1], content=1, text="Part", refusal=False,
-        finish_reason="insufficient_system_resource", finish_class="abort", chars=4, output_tokens=1,
+        events=[1],
+        content=1,
+        text="Part",
+        refusal=False,
+        finish_reason="insufficient_system_resource",
+        finish_class="abort",
+        chars=4,
+        output_tokens=1,
     ),
     # a reason the product does not know completes the response: ok, kept, class unknown
     "finish-unrecognized.sse": dict(
-        outcome="ok", error=None, events=[1, 2], content=1, text="Done.", refusal=False,
-        finish_reason="stop_token_hit", finish_class="unknown", chars=5, output_tokens=2,
+        outcome="ok",
+        error=None,
+        events=[1, 2],
+        content=1,
+        text="Done.",
+        refusal=False,
+        finish_reason="stop_token_hit",
+        finish_class="unknown",
+        chars=5,
+        output_tokens=2,
     ),
 }
 
@@ -316,12 +354,9 @@ def test_aborted_responses_are_out_of_successful_latency_and_throughput(tmp_path
     con = open_readonly(db)
     try:
         rows = con.execute(
-            "SELECT outcome, finish_reason, finish_class, refusal, count(*) FROM requests "
-            "GROUP BY ALL ORDER BY outcome"
+            "SELECT outcome, finish_reason, finish_class, refusal, count(*) FROM requests GROUP BY ALL ORDER BY outcome"
         ).fetchall()
-        summary = con.execute(
-            "SELECT n_ok, n_aborted, n_refusal FROM v_run_summary WHERE run_id = 'cases'"
-        ).fetchall()
+        summary = con.execute("SELECT n_ok, n_aborted, n_refusal FROM v_run_summary WHERE run_id = 'cases'").fetchall()
     finally:
         con.close()
     assert rows == [("aborted", "abort", "abort", False, 2), ("ok", "stop", "stop", True, 2)]

@@ -41,32 +41,67 @@ SHARED = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared"
 # request's cap as sent (None: none sent).
 RIGHT = {
     "streams/refusal-only.sse": dict(
-        outcome="ok", error=None, finish_reason="stop", finish_class="stop", events=2, tokens=9),
+        outcome="ok", error=None, finish_reason="stop", finish_class="stop", events=2, tokens=9
+    ),
     "streams/finish-abort.sse": dict(
-        outcome="aborted", error="finish_reason 'abort' (class abort): the server aborted the request",
-        finish_reason="abort", finish_class="abort", events=2, tokens=4),
+        outcome="aborted",
+        error="finish_reason 'abort' (class abort): the server aborted the request",
+        finish_reason="abort",
+        finish_class="abort",
+        events=2,
+        tokens=4,
+    ),
     "streams/finish-unknown.sse": dict(
         outcome="aborted",
         error="finish_reason 'insufficient_system_resource' (class abort): the server aborted the request",
-        finish_reason="insufficient_system_resource", finish_class="abort", events=1, tokens=1),
+        finish_reason="insufficient_system_resource",
+        finish_class="abort",
+        events=1,
+        tokens=1,
+    ),
     "streams/finish-unrecognized.sse": dict(
-        outcome="ok", error=None, finish_reason="stop_token_hit", finish_class="unknown", events=2, tokens=2),
+        outcome="ok", error=None, finish_reason="stop_token_hit", finish_class="unknown", events=2, tokens=2
+    ),
     "streams/surrogate-split.sse": dict(
-        outcome="ok", error=None, finish_reason="stop", finish_class="stop", events=2, tokens=3),
+        outcome="ok", error=None, finish_reason="stop", finish_class="stop", events=2, tokens=3
+    ),
     "streams/typed-parts-crlf.sse": dict(
-        outcome="ok", error=None, finish_reason="length", finish_class="length", events=9, tokens=16),
+        outcome="ok", error=None, finish_reason="length", finish_class="length", events=9, tokens=16
+    ),
     "streams-timed/finish-reason-empty-string.sse": dict(
-        outcome="ok", error=None, finish_reason="stop", finish_class="stop", events=4, tokens=4),
+        outcome="ok", error=None, finish_reason="stop", finish_class="stop", events=4, tokens=4
+    ),
     "streams-timed/hidden-reasoning-tokens.sse": dict(
-        outcome="ok", error=None, finish_reason="stop", finish_class="stop", events=20, tokens=220, hidden=200,
-        tpot_ms=20.0),  # (1385 - 1005) / (220 - 200 - 1)
+        outcome="ok",
+        error=None,
+        finish_reason="stop",
+        finish_class="stop",
+        events=20,
+        tokens=220,
+        hidden=200,
+        tpot_ms=20.0,
+    ),  # (1385 - 1005) / (220 - 200 - 1)
     "streams-timed/usage-after-delay.sse": dict(
-        outcome="ok", error=None, finish_reason="stop", finish_class="stop", events=10, tokens=10,
-        tpot_ms=20.0, e2e_ms=785.0),  # (285 - 105) / (10 - 1); the body ends at 785
+        outcome="ok",
+        error=None,
+        finish_reason="stop",
+        finish_class="stop",
+        events=10,
+        tokens=10,
+        tpot_ms=20.0,
+        e2e_ms=785.0,
+    ),  # (285 - 105) / (10 - 1); the body ends at 785
     "streams-timed/usage-exceeds-max-tokens.sse": dict(
-        outcome="ok", error=None, finish_reason="length", finish_class="length", events=16, tokens=136,
-        max_tokens=16, invalid="usage.completion_tokens 136 > the request's max_tokens 16; "
-                               "usage.completion_tokens 136 = 1 + 2 + ... + 16 over 16 token events"),
+        outcome="ok",
+        error=None,
+        finish_reason="length",
+        finish_class="length",
+        events=16,
+        tokens=136,
+        max_tokens=16,
+        invalid="usage.completion_tokens 136 > the request's max_tokens 16; "
+        "usage.completion_tokens 136 = 1 + 2 + ... + 16 over 16 token events",
+    ),
 }
 
 
@@ -79,7 +114,7 @@ def _timed_events(name: str) -> list[tuple[int, bytes]]:
         m = re.match(rb": delay_ms=(\d+(?:\.\d+)?)\n", event)
         if m:
             t += float(m.group(1))
-            event = event[m.end():]
+            event = event[m.end() :]
         out.append((round(t), event + b"\n\n"))
     return out
 
@@ -120,7 +155,8 @@ def test_case_gives_its_right_value_through_the_parser(name):
     assert s.hidden_reasoning_tokens == exp.get("hidden")
     invalid = exp.get("invalid")
     assert (s.usage_invalid_reason or "").startswith(invalid or "") and (s.usage_invalid_reason is None) == (
-        invalid is None), s.usage_invalid_reason
+        invalid is None
+    ), s.usage_invalid_reason
 
 
 def _summary(tmp_path: Path, samples: list[Sample]) -> dict:
@@ -141,12 +177,14 @@ def test_tpot_is_the_token_span_over_the_visible_tokens_after_the_first(tmp_path
 
 
 def test_impossible_counts_are_flagged_counted_and_never_summed(tmp_path):
-    run = _summary(tmp_path, [_parsed("streams-timed/usage-exceeds-max-tokens.sse"),
-                              _parsed("streams/refusal-only.sse")])
+    run = _summary(
+        tmp_path, [_parsed("streams-timed/usage-exceeds-max-tokens.sse"), _parsed("streams/refusal-only.sse")]
+    )
     assert (run["n_ok"], run["n_usage_invalid"]) == (2, 1)
     assert (run["output_tokens_total"], run["prompt_tokens_total"], run["cached_tokens_total"]) == (None, None, None)
     assert run["token_totals_null_reason"] == (
-        "1 of 2 successful requests have server token counts that cannot be true (usage_invalid_reason)")
+        "1 of 2 successful requests have server token counts that cannot be true (usage_invalid_reason)"
+    )
     assert run["tpot_ms"]["count"] == 1  # the flagged sample's TPOT is not computed from 136
 
 
@@ -157,9 +195,20 @@ def test_an_unknown_finish_reason_completes_and_is_counted(tmp_path):
 
 def test_the_first_event_counts_as_its_stated_tokens(tmp_path):
     # SGLang-style per-event counts: 4 tokens came with the first event, 1 with each of 3 more
-    s = Sample(run_id="truths", seq=0, intended_ns=0, sent_ns=0, first_token_ns=100 * MS, end_ns=160 * MS,
-               token_event_ns=[100 * MS, 120 * MS, 140 * MS, 160 * MS], token_event_tokens=[4, 1, 1, 1],
-               n_token_events=4, usage_present=True, output_tokens=7, prompt_tokens=5)
+    s = Sample(
+        run_id="truths",
+        seq=0,
+        intended_ns=0,
+        sent_ns=0,
+        first_token_ns=100 * MS,
+        end_ns=160 * MS,
+        token_event_ns=[100 * MS, 120 * MS, 140 * MS, 160 * MS],
+        token_event_tokens=[4, 1, 1, 1],
+        n_token_events=4,
+        usage_present=True,
+        output_tokens=7,
+        prompt_tokens=5,
+    )
     run = _summary(tmp_path, [s])
     assert run["tpot_ms"]["p50"] == 20.0 and run["n_tpot_first_event_assumed"] == 0  # 60 / (7 - 4)
 
@@ -167,15 +216,38 @@ def test_the_first_event_counts_as_its_stated_tokens(tmp_path):
 @pytest.mark.parametrize(
     ("fields", "total", "cap", "reason"),
     [
-        (dict(prompt_tokens=10, output_tokens=5), 16, None, "usage.prompt_tokens 10 + completion_tokens 5 != total_tokens 16"),
-        (dict(prompt_tokens=10, output_tokens=5, reasoning_tokens=6), 15, None,
-         "usage reasoning_tokens 6 > completion_tokens 5"),
-        (dict(prompt_tokens=10, output_tokens=5, cached_tokens=11), 15, None, "usage cached_tokens 11 > prompt_tokens 10"),
+        (
+            dict(prompt_tokens=10, output_tokens=5),
+            16,
+            None,
+            "usage.prompt_tokens 10 + completion_tokens 5 != total_tokens 16",
+        ),
+        (
+            dict(prompt_tokens=10, output_tokens=5, reasoning_tokens=6),
+            15,
+            None,
+            "usage reasoning_tokens 6 > completion_tokens 5",
+        ),
+        (
+            dict(prompt_tokens=10, output_tokens=5, cached_tokens=11),
+            15,
+            None,
+            "usage cached_tokens 11 > prompt_tokens 10",
+        ),
         (dict(prompt_tokens=10, output_tokens=5), 15, 5, None),
-        (dict(prompt_tokens=10, output_tokens=6, n_token_events=3, output_chars=30), 16, None, None),  # 6 = 1+2+3, 30 chars
-        (dict(prompt_tokens=10, output_tokens=6, n_token_events=3, output_chars=3), 16, None,
-         "usage.completion_tokens 6 = 1 + 2 + ... + 3 over 3 token events (3 characters generated): counts summed "
-         "cumulatively"),
+        (
+            dict(prompt_tokens=10, output_tokens=6, n_token_events=3, output_chars=30),
+            16,
+            None,
+            None,
+        ),  # 6 = 1+2+3, 30 chars
+        (
+            dict(prompt_tokens=10, output_tokens=6, n_token_events=3, output_chars=3),
+            16,
+            None,
+            "usage.completion_tokens 6 = 1 + 2 + ... + 3 over 3 token events (3 characters generated): counts summed "
+            "cumulatively",
+        ),
     ],
 )
 def test_usage_checks_name_what_cannot_be_true(fields, total, cap, reason):
@@ -185,9 +257,14 @@ def test_usage_checks_name_what_cannot_be_true(fields, total, cap, reason):
 def test_settle_is_the_one_call_a_parser_makes():
     s = Sample(run_id="r", seq=0, output_tokens=30, reasoning_tokens=20, n_token_events=10, output_chars=40)
     assert settle(s, "cancelled", reasoning_seen=False) == (
-        "finish_reason 'cancelled' (class cancelled): the server cancelled the request")
+        "finish_reason 'cancelled' (class cancelled): the server cancelled the request"
+    )
     assert (s.finish_reason, s.finish_class, s.hidden_reasoning_tokens, s.usage_invalid_reason) == (
-        "cancelled", "cancelled", 20, None)
+        "cancelled",
+        "cancelled",
+        20,
+        None,
+    )
     assert settle(s, "weird_end", reasoning_seen=True, max_tokens=16) is None
     assert (s.finish_class, s.hidden_reasoning_tokens) == ("unknown", 0)
     assert s.usage_invalid_reason == "usage.completion_tokens 30 > the request's max_tokens 16"
@@ -201,8 +278,9 @@ class TimedServer:
     events, each after its `: delay_ms=N`."""
 
     def __init__(self, name: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(TIMED_SERVER), str(CASES / name)],
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(TIMED_SERVER), str(CASES / name)], stdout=subprocess.PIPE, text=True
+        )
         line = self.proc.stdout.readline().split()  # type: ignore[union-attr]
         assert line[:1] == ["PORT"], line
         self.base = f"http://127.0.0.1:{line[1]}"
@@ -227,8 +305,20 @@ def timed_server():
 
 
 def _llm(base: str, out: Path, max_tokens: int | None) -> int:
-    args = ["llm", "--url", base + "/v1/chat/completions", "--model", "m", "--max-requests", "1",
-            "--out-dir", str(out), "--no-progress", "--max-loop-lag-ms", "1000"]
+    args = [
+        "llm",
+        "--url",
+        base + "/v1/chat/completions",
+        "--model",
+        "m",
+        "--max-requests",
+        "1",
+        "--out-dir",
+        str(out),
+        "--no-progress",
+        "--max-loop-lag-ms",
+        "1000",
+    ]
     return main(args + (["--max-tokens", str(max_tokens)] if max_tokens else []))
 
 
@@ -248,7 +338,10 @@ def test_case_gives_its_right_value_through_benchmaker_llm(timed_server, tmp_pat
     assert (s["outcome"], s["error"]) == (exp["outcome"], exp["error"])
     assert (s["finish_reason"], s["finish_class"]) == (exp["finish_reason"], exp["finish_class"])
     assert (s["n_token_events"], s["output_tokens"], s["hidden_reasoning_tokens"]) == (
-        exp["events"], exp["tokens"], exp.get("hidden"))
+        exp["events"],
+        exp["tokens"],
+        exp.get("hidden"),
+    )
     assert (s["usage_invalid_reason"] or "").startswith(exp.get("invalid") or "")
     assert (s["usage_invalid_reason"] is None) == ("invalid" not in exp)
     assert run["n_finish_unknown"] == (1 if exp["finish_class"] == "unknown" else 0)
@@ -287,7 +380,8 @@ def test_the_warehouse_sets_our_tpot_beside_vllms_and_aiperfs(timed_server, tmp_
     try:
         ours, vllm, aiperf, hidden, assumed = con.execute(
             "SELECT tpot_ms, tpot_vllm_ms, tpot_aiperf_ms, hidden_reasoning_tokens, first_event_tokens_assumed "
-            "FROM v_tpot_definitions").fetchone()
+            "FROM v_tpot_definitions"
+        ).fetchone()
         (compat,) = con.execute("SELECT median_tpot_ms FROM v_vllm_compat WHERE sweep_point IS NULL").fetchone()
         (summary,) = con.execute("SELECT tpot_ms.p50 FROM v_run_summary").fetchone()
         span, after_first = con.execute(
@@ -335,10 +429,43 @@ def test_llm_ignore_eos_is_sent_in_the_body_as_vllm_and_sglang_expect(tmp_path):
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        code = main(["llm", "--url", url, "--model", "m", "--max-requests", "2", "--max-tokens", "32",
-                     "--ignore-eos", "--out-dir", str(tmp_path / "on"), "--no-progress", "--max-loop-lag-ms", "1000"])
-        code_off = main(["llm", "--url", url, "--model", "m", "--max-requests", "1", "--max-tokens", "32",
-                         "--out-dir", str(tmp_path / "off"), "--no-progress", "--max-loop-lag-ms", "1000"])
+        code = main(
+            [
+                "llm",
+                "--url",
+                url,
+                "--model",
+                "m",
+                "--max-requests",
+                "2",
+                "--max-tokens",
+                "32",
+                "--ignore-eos",
+                "--out-dir",
+                str(tmp_path / "on"),
+                "--no-progress",
+                "--max-loop-lag-ms",
+                "1000",
+            ]
+        )
+        code_off = main(
+            [
+                "llm",
+                "--url",
+                url,
+                "--model",
+                "m",
+                "--max-requests",
+                "1",
+                "--max-tokens",
+                "32",
+                "--out-dir",
+                str(tmp_path / "off"),
+                "--no-progress",
+                "--max-loop-lag-ms",
+                "1000",
+            ]
+        )
     finally:
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
@@ -352,11 +479,21 @@ def test_llm_ignore_eos_is_sent_in_the_body_as_vllm_and_sglang_expect(tmp_path):
 
 
 def test_yaml_ignore_eos_key_is_sent_in_the_body():
-    spec = OpenAIChatSpec(type="openai-chat", url="http://127.0.0.1:9/v1/chat/completions", model="m",
-                          max_tokens=32, ignore_eos=True, dataset={"type": "static", "items": ["hi"]})
+    spec = OpenAIChatSpec(
+        type="openai-chat",
+        url="http://127.0.0.1:9/v1/chat/completions",
+        model="m",
+        max_tokens=32,
+        ignore_eos=True,
+        dataset={"type": "static", "items": ["hi"]},
+    )
     body = orjson.loads(build_workload(spec).request(0).body)
     assert (body["ignore_eos"], body["max_tokens"]) == (True, 32)
-    plain = OpenAIChatSpec(type="openai-chat", url="http://127.0.0.1:9/v1/chat/completions", model="m",
-                           dataset={"type": "static", "items": ["hi"]})
+    plain = OpenAIChatSpec(
+        type="openai-chat",
+        url="http://127.0.0.1:9/v1/chat/completions",
+        model="m",
+        dataset={"type": "static", "items": ["hi"]},
+    )
     assert "ignore_eos" not in orjson.loads(build_workload(plain).request(0).body)
     assert StaticDataset(["hi"]).item(0).as_messages() == body["messages"]

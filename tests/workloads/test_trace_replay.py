@@ -68,8 +68,12 @@ async def test_recorded_run_replays_same_bodies_in_order_at_scaled_times(tmp_pat
         recorded = list(server.seen)
         server.seen.clear()
         replay_wl = TraceReplayWorkload(trace, api_key="sk-new")
-        cfg2 = BenchConfig(load=f"trace:{trace}:2", out_dir=tmp_path, run_id="replay",
-                           checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10})  # the defaults
+        cfg2 = BenchConfig(
+            load=f"trace:{trace}:2",
+            out_dir=tmp_path,
+            run_id="replay",
+            checks={"max_loop_lag_p99_ms": 10, "max_schedule_lag_p99_ms": 10},
+        )  # the defaults
         second = await BenchRunner(cfg2, workload=replay_wl).run()
     assert first.summary["run"]["n_ok"] == 5
     text = trace.read_text()
@@ -80,7 +84,8 @@ async def test_recorded_run_replays_same_bodies_in_order_at_scaled_times(tmp_pat
     assert [x["seq"] for x in lines] == [0, 1, 2, 3, 4]
     assert {x["headers"]["Authorization"] for x in lines} == {"***"}
     assert {(x["protocol"], x["lane"], x["stream"], x["body_b64"]) for x in lines} == {
-        ("openai-chat", "default", True, None)}
+        ("openai-chat", "default", True, None)
+    }
     assert [x["body"].encode() for x in lines] == [body for _, body, _ in recorded]
 
     # replay: same bodies, same order, own credentials, parsed as chat (usage read)

@@ -52,9 +52,21 @@ def test_orderings(tmp_path):
     path = write(tmp_path / "t.jsonl", ROWS)
     key = lambda ds: [(it.meta["session"], it.meta["round"]) for it in ds]  # noqa: E731
     assert key(TraceSynthDataset(path, order="contiguous")) == [
-        ("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("7", 0)]
+        ("a", 0),
+        ("a", 1),
+        ("a", 2),
+        ("b", 0),
+        ("b", 1),
+        ("7", 0),
+    ]
     assert key(TraceSynthDataset(path, order="round-robin")) == [
-        ("a", 0), ("b", 0), ("7", 0), ("a", 1), ("b", 1), ("a", 2)]
+        ("a", 0),
+        ("b", 0),
+        ("7", 0),
+        ("a", 1),
+        ("b", 1),
+        ("a", 2),
+    ]
     shuffled = key(TraceSynthDataset(path, order="shuffled", seed=1))
     assert sorted(shuffled) == sorted(key(TraceSynthDataset(path)))
     assert shuffled == key(TraceSynthDataset(path, order="shuffled", seed=1))  # seeded: the same again
@@ -77,21 +89,29 @@ def test_prompts_are_identical_across_processes_with_different_hash_seeds(tmp_pa
     digests = set()
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        out = subprocess.run([sys.executable, "-c", _PRINT, str(path)], cwd=ROOT, env=env,
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", _PRINT, str(path)], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+        )
         digests.add(out.stdout.strip())
     assert len(digests) == 1
-    assert digests == {__import__("hashlib").sha256(
-        "|".join(it.prompt for it in TraceSynthDataset(path, order="shuffled", seed=5)).encode()).hexdigest()}
+    assert digests == {
+        __import__("hashlib")
+        .sha256("|".join(it.prompt for it in TraceSynthDataset(path, order="shuffled", seed=5)).encode())
+        .hexdigest()
+    }
 
 
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ({"session": "a", "round": 1, "prefix": 10, "new": 5, "output": 1},
-         r"t\.jsonl:2: prefix: expected >= the previous round's input 40 for a growing prefix \(got 10\)"),
-        ({"session": "a", "round": 1, "input": 50, "prefix": 40, "new": 5, "output": 1},
-         r"t\.jsonl:2: input: expected input == prefix \+ new \(got 50 != 40 \+ 5\)"),
+        (
+            {"session": "a", "round": 1, "prefix": 10, "new": 5, "output": 1},
+            r"t\.jsonl:2: prefix: expected >= the previous round's input 40 for a growing prefix \(got 10\)",
+        ),
+        (
+            {"session": "a", "round": 1, "input": 50, "prefix": 40, "new": 5, "output": 1},
+            r"t\.jsonl:2: input: expected input == prefix \+ new \(got 50 != 40 \+ 5\)",
+        ),
         ({"session": "a", "round": 1, "input": 50}, r"t\.jsonl:2: output: expected an integer >= 1 \(got None\)"),
         ({"session": "a", "input": -1, "output": 1}, r"t\.jsonl:2: input: expected an integer >= 0 \(got -1\)"),
         ({"round": 1, "input": 50, "output": 1}, r"t\.jsonl:2: session: expected a string or integer"),
@@ -119,8 +139,10 @@ def test_yaml_run_file_builds_the_trace_synth_workload(tmp_path):
 
     write(tmp_path / "trace.jsonl", ROWS)
     cfg = tmp_path / "run.yaml"
-    cfg.write_text("load: closed:1\nmax_requests: 6\nworkload: {type: trace-synth, url: http://127.0.0.1:1/v1/completions,"
-                   " model: m, path: trace.jsonl, order: round-robin}\n")
+    cfg.write_text(
+        "load: closed:1\nmax_requests: 6\nworkload: {type: trace-synth, url: http://127.0.0.1:1/v1/completions,"
+        " model: m, path: trace.jsonl, order: round-robin}\n"
+    )
     (lane,) = read_run_file(cfg).lanes(tmp_path)  # the path resolves against the file's folder
     bodies = [orjson.loads(lane.workload.request(seq).body) for seq in range(6)]
     assert [b["max_tokens"] for b in bodies] == [8, 5, 3, 16, 6, 4]  # round-robin: a, b, 7, a, b, a

@@ -46,7 +46,9 @@ def test_rows_as_arrays_objects_and_json_strings(tmp_path):
     )
     convs = read_conversations(path)
     assert [(c.id, c.row, c.turn_ends) for c in convs] == [
-        ("row1", 1, [2, 4]), ("b", 2, [2]), ("row3", 3, [2, 4, 6]),
+        ("row1", 1, [2, 4]),
+        ("b", 2, [2]),
+        ("row3", 3, [2, 4, 6]),
     ]
 
 
@@ -117,15 +119,20 @@ async def test_contiguous_sessions_replay_every_turn_in_order_with_cache_counts(
     convs = read_conversations(write(tmp_path / "c.jsonl", conv("a", 3), conv("b", 2), conv("c", 4)))
     async with ScenarioServer(Scenario(cached_tokens=7, content_chunks=2, itl_ms=1)) as server:
         wl = TrajectoryReplayWorkload(server.chat_url, "m", convs, concurrency=2, think=parse_think("const:20ms"))
-        runner = BenchRunner(BenchConfig(load="closed:2", max_requests=wl.total_turns, out_dir=tmp_path),
-                             workload=wl, post_hooks=[wl.copy_meta])
+        runner = BenchRunner(
+            BenchConfig(load="closed:2", max_requests=wl.total_turns, out_dir=tmp_path),
+            workload=wl,
+            post_hooks=[wl.copy_meta],
+        )
         result = await asyncio.wait_for(runner.run(), 10)
     samples = samples_of(result)
     assert len(samples) == wl.total_turns == 9  # 3 + 2 + 4 turns
     assert all(s["outcome"] == "ok" and s["cached_tokens"] == 7 for s in samples)  # scenario's cached_tokens
     sessions = per_session(samples)
     assert {k: [s["meta"]["turn"] for s in v] for k, v in sessions.items()} == {
-        "row1": [0, 1, 2], "row2": [0, 1], "row3": [0, 1, 2, 3],
+        "row1": [0, 1, 2],
+        "row2": [0, 1],
+        "row3": [0, 1, 2, 3],
     }
     for turns in sessions.values():
         for prev, nxt in zip(turns, turns[1:], strict=False):
@@ -141,10 +148,20 @@ async def test_contiguous_sessions_replay_every_turn_in_order_with_cache_counts(
 async def test_interleaved_sessions_alternate_and_keep_think_gaps(tmp_path):
     convs = read_conversations(write(tmp_path / "c.jsonl", *(conv(t, 3) for t in "abcd")))
     async with ScenarioServer(Scenario(content_chunks=1)) as server:
-        wl = TrajectoryReplayWorkload(server.chat_url, "m", convs, concurrency=2, sessions="interleaved",
-                                      active_sessions=4, think=parse_think("const:30ms"))
-        runner = BenchRunner(BenchConfig(load="closed:2", max_requests=wl.total_turns, out_dir=tmp_path),
-                             workload=wl, post_hooks=[wl.copy_meta])
+        wl = TrajectoryReplayWorkload(
+            server.chat_url,
+            "m",
+            convs,
+            concurrency=2,
+            sessions="interleaved",
+            active_sessions=4,
+            think=parse_think("const:30ms"),
+        )
+        runner = BenchRunner(
+            BenchConfig(load="closed:2", max_requests=wl.total_turns, out_dir=tmp_path),
+            workload=wl,
+            post_hooks=[wl.copy_meta],
+        )
         result = await asyncio.wait_for(runner.run(), 10)
     samples = sorted(samples_of(result), key=lambda s: s["sent_ns"])
     assert len(samples) == 12
@@ -172,8 +189,12 @@ async def test_failed_turns_and_raising_hooks_never_stall_a_session(tmp_path):
 
     async with ScenarioServer(Scenario(content_chunks=1), {"fail": Scenario(status=500)}) as server:
         wl = TrajectoryReplayWorkload(server.chat_url, "m", convs, concurrency=2, think=parse_think("const:5ms"))
-        runner = BenchRunner(BenchConfig(load="closed:2", max_requests=100, out_dir=tmp_path), workload=wl,
-                             pre_hooks=[route], post_hooks=[wl.copy_meta])
+        runner = BenchRunner(
+            BenchConfig(load="closed:2", max_requests=100, out_dir=tmp_path),
+            workload=wl,
+            pre_hooks=[route],
+            post_hooks=[wl.copy_meta],
+        )
         result = await asyncio.wait_for(runner.run(), 10)
     samples = samples_of(result)
     assert len(samples) == 8  # 2 sessions x 4 turns, although max_requests allowed 100
@@ -192,8 +213,9 @@ def test_more_workers_than_conversations_ends_cleanly(tmp_path):
     async def run():
         async with ScenarioServer(Scenario(content_chunks=1)) as server:
             wl = TrajectoryReplayWorkload(server.chat_url, "m", convs, concurrency=1)
-            runner = BenchRunner(BenchConfig(load="closed:3", max_requests=10, out_dir=tmp_path), workload=wl,
-                                 post_hooks=[wl.copy_meta])
+            runner = BenchRunner(
+                BenchConfig(load="closed:3", max_requests=10, out_dir=tmp_path), workload=wl, post_hooks=[wl.copy_meta]
+            )
             return await asyncio.wait_for(runner.run(), 10)
 
     samples = samples_of(asyncio.run(run()))

@@ -88,12 +88,15 @@ def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
 # The sandboxes load on first use (PEP 562): the ProcessSpawner's helper process
 # imports benchmaker.agent.sandbox.spawner once per sweep point and needs neither httpx (FlashSandbox)
 # nor the local sandbox (~0.3 CPU s per point).
-__getattr__ = lazy_getattr(__name__, {
-    "ConfinementError": "benchmaker.agent.sandbox.confine",
-    "FlashSandbox": "benchmaker.agent.sandbox.flash",
-    "LocalSandbox": "benchmaker.agent.sandbox.local",
-    "LocalSandboxFactory": "benchmaker.agent.sandbox.local",
-})
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "ConfinementError": "benchmaker.agent.sandbox.confine",
+        "FlashSandbox": "benchmaker.agent.sandbox.flash",
+        "LocalSandbox": "benchmaker.agent.sandbox.local",
+        "LocalSandboxFactory": "benchmaker.agent.sandbox.local",
+    },
+)
 
 __all__ = [
     "ConfinementError",

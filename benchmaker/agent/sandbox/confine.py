@@ -44,8 +44,16 @@ from dataclasses import dataclass
 
 from benchmaker.agent.sandbox import SandboxError
 
-__all__ = ["INSTALL_STEP", "SANDBOX_USER", "SYSTEM_ETC", "Confinement", "ConfinementError", "check_sandbox_choice",
-           "confinement", "staged_etc"]
+__all__ = [
+    "INSTALL_STEP",
+    "SANDBOX_USER",
+    "SYSTEM_ETC",
+    "Confinement",
+    "ConfinementError",
+    "check_sandbox_choice",
+    "confinement",
+    "staged_etc",
+]
 
 SANDBOX_USER = "benchmaker-sandbox"
 """The user confined commands run as when the caller is root (`make install` creates it
@@ -54,10 +62,32 @@ as a system user); `nobody` when it does not exist."""
 INSTALL_STEP = "make install (as root it runs apt-get install -y bubblewrap)"
 
 SYSTEM_ETC = (
-    "alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "environment", "gai.conf",
-    "group", "host.conf", "hostname", "hosts", "inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-    "locale.alias", "localtime", "mime.types", "nsswitch.conf", "os-release", "passwd", "profile", "profile.d",
-    "protocols", "services", "ssl", "timezone",
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "environment",
+    "gai.conf",
+    "group",
+    "host.conf",
+    "hostname",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "profile",
+    "profile.d",
+    "protocols",
+    "services",
+    "ssl",
+    "timezone",
 )
 """The /etc entries a confined command sees (read-only, those that exist): what libc,
 bash, git and Python look up. Not /etc/shadow, /etc/ssh, /etc/sudoers."""
@@ -86,15 +116,31 @@ class Confinement:
     ro_paths: tuple[str, ...]
     etc: str
 
-    def wrap(self, argv: Sequence[str], *, workdir: str, home: str, rw_paths: Sequence[str] = (),
-             ro_paths: Sequence[str] = ()) -> list[str]:
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        workdir: str,
+        home: str,
+        rw_paths: Sequence[str] = (),
+        ro_paths: Sequence[str] = (),
+    ) -> list[str]:
         """The argv that runs `argv` confined with `workdir` as its cwd. `workdir`,
         `home` and `rw_paths` are bound read-write at their host paths (they must
         exist), `ro_paths` read-only beside the Python; everything else per the
         module docstring."""
         ro = [*self.ro_paths, *ro_paths]
-        out = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-               "--unshare-cgroup-try", "--unshare-net", "--hostname", "sandbox"]
+        out = [
+            self.bwrap,
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--unshare-net",
+            "--hostname",
+            "sandbox",
+        ]
         if self.uid is None:
             out.append("--unshare-user")
         else:
@@ -105,8 +151,24 @@ class Confinement:
                 out += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 out += ["--ro-bind", top, top]
-        out += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
-                "--perms", "0755", "--dir", "/var", "--perms", "1777", "--tmpfs", "/var/tmp"]
+        out += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--perms",
+            "1777",
+            "--tmpfs",
+            "/tmp",
+            "--perms",
+            "0755",
+            "--dir",
+            "/var",
+            "--perms",
+            "1777",
+            "--tmpfs",
+            "/var/tmp",
+        ]
         rw = [home, workdir, *rw_paths]
         # bwrap makes missing mount points 0700 when run as root: every parent of a bind
         # is made 0755 first (after /tmp's tmpfs, which a workspace under /tmp lives in),
@@ -122,9 +184,22 @@ class Confinement:
         if self.setpriv is None:
             return out + ["--chdir", workdir, "--", *argv]
         # bwrap's root holds no CAP_DAC_*: the user changes into its own workdir itself
-        return out + ["--chdir", "/", "--", self.setpriv, f"--reuid={self.uid}", f"--regid={self.gid}",
-                      "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
-                      "/usr/bin/env", f"--chdir={workdir}", "--", *argv]
+        return out + [
+            "--chdir",
+            "/",
+            "--",
+            self.setpriv,
+            f"--reuid={self.uid}",
+            f"--regid={self.gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "/usr/bin/env",
+            f"--chdir={workdir}",
+            "--",
+            *argv,
+        ]
 
 
 def _ancestors(path: str) -> list[str]:
@@ -136,8 +211,13 @@ def _ancestors(path: str) -> list[str]:
 def _python_paths() -> tuple[str, ...]:
     """The Python prefixes to bind (outside /usr, deduplicated, real paths)."""
     seen: list[str] = []
-    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-              os.path.dirname(os.path.realpath(sys.executable))):
+    for p in (
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    ):
         real = os.path.realpath(p)
         if real.startswith("/usr/") or real == "/usr" or not os.path.isdir(real):
             continue
@@ -194,13 +274,17 @@ def confinement() -> Confinement:
     path = os.environ.get("PATH", os.defpath)
     bwrap = shutil.which("bwrap", path=path)
     if bwrap is None:
-        raise ConfinementError(f"execute mode confines commands with bubblewrap, and bwrap is not installed: "
-                               f"run {INSTALL_STEP}, or pass --sandbox none to run them unconfined")
+        raise ConfinementError(
+            f"execute mode confines commands with bubblewrap, and bwrap is not installed: "
+            f"run {INSTALL_STEP}, or pass --sandbox none to run them unconfined"
+        )
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv", path=path)
         if setpriv is None:
-            raise ConfinementError("running as root, execute mode switches to an unprivileged user with setpriv "
-                                   "(util-linux), which is not installed: apt-get install -y util-linux")
+            raise ConfinementError(
+                "running as root, execute mode switches to an unprivileged user with setpriv "
+                "(util-linux), which is not installed: apt-get install -y util-linux"
+            )
         uid, gid = _sandbox_ids()
         conf = Confinement(bwrap, setpriv, uid, gid, _python_paths(), staged_etc())
     else:
@@ -212,13 +296,17 @@ def confinement() -> Confinement:
         try:
             res = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ConfinementError(f"bwrap could not start a sandbox ({exc}); run {INSTALL_STEP}, "
-                                   f"or pass --sandbox none to run commands unconfined") from exc
+            raise ConfinementError(
+                f"bwrap could not start a sandbox ({exc}); run {INSTALL_STEP}, "
+                f"or pass --sandbox none to run commands unconfined"
+            ) from exc
     if res.returncode != 0:
         why = res.stderr.decode(errors="replace").strip().splitlines()
-        raise ConfinementError(f"bwrap cannot create a sandbox here ({why[-1] if why else f'exit {res.returncode}'}); "
-                               f"check that user namespaces are enabled, or pass --sandbox none to run "
-                               f"commands unconfined")
+        raise ConfinementError(
+            f"bwrap cannot create a sandbox here ({why[-1] if why else f'exit {res.returncode}'}); "
+            f"check that user namespaces are enabled, or pass --sandbox none to run "
+            f"commands unconfined"
+        )
     return conf
 
 
@@ -234,9 +322,13 @@ def check_sandbox_choice(kind: str) -> str | None:
         return None
     if kind == "none":
         user = pwd.getpwuid(os.geteuid()).pw_name
-        return (f"warning: --sandbox none: tool commands and the verifier run unconfined as {user} on this host "
-                f"(its files, its network); use it only for recordings you trust")
+        return (
+            f"warning: --sandbox none: tool commands and the verifier run unconfined as {user} on this host "
+            f"(its files, its network); use it only for recordings you trust"
+        )
     if kind == "flash":
-        return ("warning: --sandbox flash: tool commands run in the Flash sandbox service, confined only as that "
-                "service confines them")
+        return (
+            "warning: --sandbox flash: tool commands run in the Flash sandbox service, confined only as that "
+            "service confines them"
+        )
     raise ValueError(f"sandbox: unknown sandbox {kind!r} (expected local, none, flash)")

@@ -93,15 +93,26 @@ class FlashSandbox:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         client = httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=headers, timeout=http_timeout_s)
         payload: dict[str, Any] = {
-            "type": type, "image": image, "command": ["tail", "-f", "/dev/null"],
-            "memory_mb": memory_mb, "cpu_cores": cpu_cores,
+            "type": type,
+            "image": image,
+            "command": ["tail", "-f", "/dev/null"],
+            "memory_mb": memory_mb,
+            "cpu_cores": cpu_cores,
         }
         if template:
             payload["template"] = template
         if env:
             payload["env"] = env
-        probe = cls(client, "", workdir, retries=retries, backoff_s=backoff_s, max_backoff_s=max_backoff_s,
-                    max_output_bytes=max_output_bytes, default_timeout_s=default_timeout_s)
+        probe = cls(
+            client,
+            "",
+            workdir,
+            retries=retries,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            max_output_bytes=max_output_bytes,
+            default_timeout_s=default_timeout_s,
+        )
         try:
             data = await probe._request("POST", "sandboxes", json=payload)
             sid = data.get("id") if isinstance(data, dict) else None
@@ -193,15 +204,14 @@ class FlashSandbox:
     async def write_file(self, path: str, data: bytes) -> None:
         full = shlex.quote(self._path(path))
         b64 = base64.b64encode(data).decode()
-        res = await self.exec(
-            f'mkdir -p "$(dirname {full})" && printf %s {b64} | base64 -d > {full}', timeout_s=60.0
-        )
+        res = await self.exec(f'mkdir -p "$(dirname {full})" && printf %s {b64} | base64 -d > {full}', timeout_s=60.0)
         if res.exit_code != 0:
             raise SandboxError(f"{path}: write failed ({res.exit_code}): {res.output[-300:]}")
 
     async def diff(self) -> str:
-        res = await self.exec(f"{_GIT} add -A && {_GIT} -c core.quotepath=off diff --cached --binary HEAD",
-                              timeout_s=120.0)
+        res = await self.exec(
+            f"{_GIT} add -A && {_GIT} -c core.quotepath=off diff --cached --binary HEAD", timeout_s=120.0
+        )
         if res.exit_code != 0:
             raise SandboxError(f"sandbox {self.id}: git diff failed ({res.exit_code}): {res.output[-300:]}")
         return res.output

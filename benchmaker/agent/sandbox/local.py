@@ -54,8 +54,16 @@ class LocalSandbox:
     `confinement` wraps them (None: unconfined). Create with
     `await LocalSandbox.create(repo)`."""
 
-    def __init__(self, root: Path, *, env: dict[str, str], max_output_bytes: int, default_timeout_s: float,
-                 spawner: Spawner | None = None, confinement: Confinement | None = None):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        env: dict[str, str],
+        max_output_bytes: int,
+        default_timeout_s: float,
+        spawner: Spawner | None = None,
+        confinement: Confinement | None = None,
+    ):
         self.root = root
         self.workdir = str(root / "workspace")
         self.home = str(root / "home")
@@ -98,10 +106,23 @@ class LocalSandbox:
             else:
                 ws.mkdir()
             path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
-            full_env = {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-                        "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb", **(env or {})}
-            sb = cls(root, env=full_env, max_output_bytes=max_output_bytes, default_timeout_s=default_timeout_s,
-                     spawner=spawner, confinement=conf)
+            full_env = {
+                "PATH": path,
+                "HOME": str(home),
+                "LANG": "C.UTF-8",
+                "LC_ALL": "C.UTF-8",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "TERM": "dumb",
+                **(env or {}),
+            }
+            sb = cls(
+                root,
+                env=full_env,
+                max_output_bytes=max_output_bytes,
+                default_timeout_s=default_timeout_s,
+                spawner=spawner,
+                confinement=conf,
+            )
             # the baseline is committed by the caller on the untouched copy; from here on
             # every git call on the tree runs confined (a command may rewrite .git/config)
             for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--allow-empty", "-m", "baseline"]):
@@ -110,12 +131,18 @@ class LocalSandbox:
                     (ws / ".git" / "info").mkdir(parents=True, exist_ok=True)
                     (ws / ".git" / "info" / "exclude").write_text(_IGNORED)
             if conf is not None and conf.uid is not None:
-                res = await spawner.run(["chown", "-R", "--no-dereference", f"{conf.uid}:{conf.gid}", str(ws),
-                                         str(home)], cwd=str(root), env=full_env, merge_stderr=True,
-                                        new_session=False)
+                res = await spawner.run(
+                    ["chown", "-R", "--no-dereference", f"{conf.uid}:{conf.gid}", str(ws), str(home)],
+                    cwd=str(root),
+                    env=full_env,
+                    merge_stderr=True,
+                    new_session=False,
+                )
                 if res.exit_code != 0:
-                    raise SandboxError(f"chown of the workspace failed ({res.exit_code}): "
-                                       f"{res.stdout.decode(errors='replace').strip()}")
+                    raise SandboxError(
+                        f"chown of the workspace failed ({res.exit_code}): "
+                        f"{res.stdout.decode(errors='replace').strip()}"
+                    )
             return sb
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
@@ -128,8 +155,13 @@ class LocalSandbox:
 
     async def _git(self, *args: str, confined: bool = True) -> str:
         argv = self._argv([*_GIT, *args]) if confined else [*_GIT, *args]
-        res = await self.spawner.run(argv, cwd=self.workdir, env=self._env, merge_stderr=False,
-                                     new_session=self.confinement is not None and confined)
+        res = await self.spawner.run(
+            argv,
+            cwd=self.workdir,
+            env=self._env,
+            merge_stderr=False,
+            new_session=self.confinement is not None and confined,
+        )
         if res.exit_code != 0:
             raise SandboxError(f"git {' '.join(args)} failed ({res.exit_code}): {res.stderr.decode(errors='replace')}")
         return res.stdout.decode("utf-8", "replace")
@@ -146,8 +178,13 @@ class LocalSandbox:
         bwrap's setup of the sandbox (benchmarks/bwrap_overhead.py prints it)."""
         timeout = self.default_timeout_s if timeout_s is None else timeout_s
         t0 = time.perf_counter_ns()
-        res = await self.spawner.run(self._argv(["bash", "-c", command]), cwd=self.workdir, env=self._env,
-                                     timeout_s=timeout, max_output_bytes=self.max_output_bytes)
+        res = await self.spawner.run(
+            self._argv(["bash", "-c", command]),
+            cwd=self.workdir,
+            env=self._env,
+            timeout_s=timeout,
+            max_output_bytes=self.max_output_bytes,
+        )
         return ExecResult(
             exit_code=res.exit_code,
             output=res.stdout.decode("utf-8", "replace"),
@@ -168,8 +205,9 @@ class LocalSandbox:
                 os.chown(d, conf.uid, conf.gid or 0)
         return str(d)
 
-    async def run_agent(self, argv: list[str], *, env: dict[str, str], timeout_s: float, proxy_port: int,
-                        proxy_socket: str | None) -> RunResult:
+    async def run_agent(
+        self, argv: list[str], *, env: dict[str, str], timeout_s: float, proxy_port: int, proxy_socket: str | None
+    ) -> RunResult:
         """Run a command-mode agent (`argv`) in the workspace. Confined, it runs under
         bubblewrap like a tool command, its environment the sandbox's with `env` over
         it, its 127.0.0.1:`proxy_port` relayed to the host's Unix socket `proxy_socket`
@@ -192,8 +230,13 @@ class LocalSandbox:
             p = Path(item)
             if p.is_absolute() and p.exists() and p != ws and ws not in p.parents and p not in ws.parents:
                 extra.append(str(p if p.is_dir() else p.parent))
-        wrapped = conf.wrap(relay_argv(sys.executable, proxy_port, proxy_socket, argv), workdir=self.workdir,
-                            home=self.home, rw_paths=[self.agent_dir()], ro_paths=extra)
+        wrapped = conf.wrap(
+            relay_argv(sys.executable, proxy_port, proxy_socket, argv),
+            workdir=self.workdir,
+            home=self.home,
+            rw_paths=[self.agent_dir()],
+            ro_paths=extra,
+        )
         return await self.spawner.run(wrapped, cwd=self.workdir, env={**self._env, **env}, timeout_s=timeout_s)
 
     def _resolve(self, path: str) -> Path:

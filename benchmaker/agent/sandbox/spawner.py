@@ -96,12 +96,21 @@ class RunResult:
 class Spawner(Protocol):
     """Where LocalSandbox runs commands and copies trees (module docstring)."""
 
-    async def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[str, str],
-                  timeout_s: float | None = None, max_output_bytes: int | None = None,
-                  merge_stderr: bool = True, new_session: bool = True) -> RunResult: ...
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str],
+        env: dict[str, str],
+        timeout_s: float | None = None,
+        max_output_bytes: int | None = None,
+        merge_stderr: bool = True,
+        new_session: bool = True,
+    ) -> RunResult: ...
 
-    async def copytree(self, src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                       ignore: Sequence[str] = ()) -> None: ...
+    async def copytree(
+        self, src: str | os.PathLike[str], dst: str | os.PathLike[str], ignore: Sequence[str] = ()
+    ) -> None: ...
 
     async def rmtree(self, path: str | os.PathLike[str]) -> None: ...
 
@@ -164,18 +173,31 @@ def _kill(proc: asyncio.subprocess.Process, new_session: bool) -> None:
         proc.kill()
 
 
-async def run_command(argv: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[str, str],
-                      timeout_s: float | None = None, max_output_bytes: int | None = None,
-                      merge_stderr: bool = True, new_session: bool = True) -> RunResult:
+async def run_command(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str],
+    env: dict[str, str],
+    timeout_s: float | None = None,
+    max_output_bytes: int | None = None,
+    merge_stderr: bool = True,
+    new_session: bool = True,
+) -> RunResult:
     """Run `argv` on the running event loop with the module docstring's semantics and
     return its RunResult. Raises OSError when the spawn itself fails. Cancelled, it
     kills the command (its group with `new_session`), waits for it, then re-raises."""
     t0 = time.perf_counter_ns()
-    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, start_new_session=new_session, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
-    ))
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            start_new_session=new_session,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
+        )
+    )
     try:
         proc = await asyncio.shield(spawn)
     except asyncio.CancelledError:
@@ -208,8 +230,15 @@ async def run_command(argv: Sequence[str], *, cwd: str | os.PathLike[str], env: 
             r.cancel()
     stdout, trunc_out = out.value()
     stderr, trunc_err = err.value()
-    return RunResult(None if timed_out else proc.returncode, stdout, stderr, timed_out, trunc_out or trunc_err,
-                     out.total + err.total, time.perf_counter_ns() - t0)
+    return RunResult(
+        None if timed_out else proc.returncode,
+        stdout,
+        stderr,
+        timed_out,
+        trunc_out or trunc_err,
+        out.total + err.total,
+        time.perf_counter_ns() - t0,
+    )
 
 
 def _copytree(src: str, dst: str, ignore: Sequence[str]) -> None:
@@ -222,14 +251,30 @@ class InlineSpawner:
     for sandboxes used outside a measured point and as the baseline of
     benchmarks/execute_lag.py. Nothing to start; aclose() does nothing."""
 
-    async def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[str, str],
-                  timeout_s: float | None = None, max_output_bytes: int | None = None,
-                  merge_stderr: bool = True, new_session: bool = True) -> RunResult:
-        return await run_command(argv, cwd=cwd, env=env, timeout_s=timeout_s, max_output_bytes=max_output_bytes,
-                                 merge_stderr=merge_stderr, new_session=new_session)
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str],
+        env: dict[str, str],
+        timeout_s: float | None = None,
+        max_output_bytes: int | None = None,
+        merge_stderr: bool = True,
+        new_session: bool = True,
+    ) -> RunResult:
+        return await run_command(
+            argv,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout_s,
+            max_output_bytes=max_output_bytes,
+            merge_stderr=merge_stderr,
+            new_session=new_session,
+        )
 
-    async def copytree(self, src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                       ignore: Sequence[str] = ()) -> None:
+    async def copytree(
+        self, src: str | os.PathLike[str], dst: str | os.PathLike[str], ignore: Sequence[str] = ()
+    ) -> None:
         await asyncio.to_thread(_copytree, os.fspath(src), os.fspath(dst), tuple(ignore))
 
     async def rmtree(self, path: str | os.PathLike[str]) -> None:
@@ -245,8 +290,11 @@ def _raise_remote(error: dict[str, Any]) -> None:
     if error.get("kind") == "os":
         code = error.get("errno")
         if isinstance(code, int):
-            raise OSError(code, error.get("strerror") or os.strerror(code), *(
-                [error["filename"]] if error.get("filename") is not None else []))
+            raise OSError(
+                code,
+                error.get("strerror") or os.strerror(code),
+                *([error["filename"]] if error.get("filename") is not None else []),
+            )
         raise OSError(error.get("strerror") or "spawn failed")
     raise SandboxError(f"sandbox spawner: {error.get('message', 'request failed')}")
 
@@ -269,8 +317,9 @@ class ProcessSpawner:
         self._closing = False
 
     @classmethod
-    async def start(cls, *, python: str | None = None, startup_timeout_s: float = 30.0,
-                    nice: int = 0) -> ProcessSpawner:
+    async def start(
+        cls, *, python: str | None = None, startup_timeout_s: float = 30.0, nice: int = 0
+    ) -> ProcessSpawner:
         """Start the helper (`benchmaker.agent.sandbox.spawner.main` in `python`, default: this
         interpreter) in a session of its own (a terminal's Ctrl-C reaches only the
         client, which then cancels what runs) and wait for its ready frame, up to
@@ -279,8 +328,12 @@ class ProcessSpawner:
         measuring loop gets a CPU before them (tool time then grows instead of loop lag).
         Raises SandboxError when it exits or is not ready in time (it is killed)."""
         proc = await asyncio.create_subprocess_exec(
-            python or sys.executable, "-c", f"from benchmaker.agent.sandbox.spawner import main; main({int(nice)})",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            python or sys.executable,
+            "-c",
+            f"from benchmaker.agent.sandbox.spawner import main; main({int(nice)})",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
         sp = cls(proc)
@@ -390,20 +443,45 @@ class ProcessSpawner:
             _raise_remote(reply.get("error") or {})
         return reply, payload
 
-    async def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[str, str],
-                  timeout_s: float | None = None, max_output_bytes: int | None = None,
-                  merge_stderr: bool = True, new_session: bool = True) -> RunResult:
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str],
+        env: dict[str, str],
+        timeout_s: float | None = None,
+        max_output_bytes: int | None = None,
+        merge_stderr: bool = True,
+        new_session: bool = True,
+    ) -> RunResult:
         """run_command in the helper. Raises OSError for a failed spawn, SandboxError
         when the helper is gone."""
-        reply, payload = await self._call({
-            "op": "run", "argv": list(argv), "cwd": os.fspath(cwd), "env": env, "timeout_s": timeout_s,
-            "max_output_bytes": max_output_bytes, "merge_stderr": merge_stderr, "new_session": new_session})
+        reply, payload = await self._call(
+            {
+                "op": "run",
+                "argv": list(argv),
+                "cwd": os.fspath(cwd),
+                "env": env,
+                "timeout_s": timeout_s,
+                "max_output_bytes": max_output_bytes,
+                "merge_stderr": merge_stderr,
+                "new_session": new_session,
+            }
+        )
         n_out = reply["n_stdout"]
-        return RunResult(reply["exit_code"], payload[:n_out], payload[n_out:], reply["timed_out"],
-                         reply["truncated"], reply["total_bytes"], reply["duration_ns"])
+        return RunResult(
+            reply["exit_code"],
+            payload[:n_out],
+            payload[n_out:],
+            reply["timed_out"],
+            reply["truncated"],
+            reply["total_bytes"],
+            reply["duration_ns"],
+        )
 
-    async def copytree(self, src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                       ignore: Sequence[str] = ()) -> None:
+    async def copytree(
+        self, src: str | os.PathLike[str], dst: str | os.PathLike[str], ignore: Sequence[str] = ()
+    ) -> None:
         """shutil.copytree(src, dst, symlinks=True, ignore=ignore_patterns(*ignore)) in
         the helper. Raises OSError (e.g. FileExistsError) as shutil does."""
         await self._call({"op": "copytree", "src": os.fspath(src), "dst": os.fspath(dst), "ignore": list(ignore)})
@@ -436,7 +514,8 @@ async def _helper_main() -> None:
     reader = asyncio.StreamReader(limit=2**26)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
     w_transport, w_protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(1, "wb", buffering=0))
+        asyncio.streams.FlowControlMixin, os.fdopen(1, "wb", buffering=0)
+    )
     writer = asyncio.StreamWriter(w_transport, w_protocol, None, loop)
     tasks: dict[int, asyncio.Task[None]] = {}
 
@@ -449,12 +528,28 @@ async def _helper_main() -> None:
         try:
             op = msg["op"]
             if op == "run":
-                res = await run_command(msg["argv"], cwd=msg["cwd"], env=msg["env"], timeout_s=msg["timeout_s"],
-                                        max_output_bytes=msg["max_output_bytes"], merge_stderr=msg["merge_stderr"],
-                                        new_session=msg["new_session"])
-                reply({"id": rid, "ok": True, "exit_code": res.exit_code, "timed_out": res.timed_out,
-                       "truncated": res.truncated, "total_bytes": res.total_bytes, "duration_ns": res.duration_ns,
-                       "n_stdout": len(res.stdout)}, res.stdout + res.stderr)
+                res = await run_command(
+                    msg["argv"],
+                    cwd=msg["cwd"],
+                    env=msg["env"],
+                    timeout_s=msg["timeout_s"],
+                    max_output_bytes=msg["max_output_bytes"],
+                    merge_stderr=msg["merge_stderr"],
+                    new_session=msg["new_session"],
+                )
+                reply(
+                    {
+                        "id": rid,
+                        "ok": True,
+                        "exit_code": res.exit_code,
+                        "timed_out": res.timed_out,
+                        "truncated": res.truncated,
+                        "total_bytes": res.total_bytes,
+                        "duration_ns": res.duration_ns,
+                        "n_stdout": len(res.stdout),
+                    },
+                    res.stdout + res.stderr,
+                )
             elif op == "copytree":
                 await asyncio.to_thread(_copytree, msg["src"], msg["dst"], tuple(msg["ignore"]))
                 reply({"id": rid, "ok": True})
@@ -466,8 +561,18 @@ async def _helper_main() -> None:
         except asyncio.CancelledError:
             reply({"id": rid, "cancelled": True})
         except OSError as exc:
-            reply({"id": rid, "ok": False, "error": {"kind": "os", "errno": exc.errno, "strerror": exc.strerror,
-                                                     "filename": None if exc.filename is None else str(exc.filename)}})
+            reply(
+                {
+                    "id": rid,
+                    "ok": False,
+                    "error": {
+                        "kind": "os",
+                        "errno": exc.errno,
+                        "strerror": exc.strerror,
+                        "filename": None if exc.filename is None else str(exc.filename),
+                    },
+                }
+            )
         except Exception as exc:  # every request gets an answer
             reply({"id": rid, "ok": False, "error": {"kind": "other", "message": f"{type(exc).__name__}: {exc}"}})
         finally:

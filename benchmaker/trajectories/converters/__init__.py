@@ -85,17 +85,32 @@ class DirFormat(NamedTuple):
 
 
 DIR_FORMATS: dict[str, DirFormat] = {
-    harbor.FORMAT_TRIAL: DirFormat(harbor.is_trial_dir, lambda trial, lenient=False: harbor.convert_trial_dir(
-        trial, detect=detect_bytes, converters=CONVERTERS, lenient=lenient)),
-    openhands_sdk.FORMAT_CONVERSATION: DirFormat(openhands_sdk.is_conversation_dir,
-                                                 openhands_sdk.convert_conversation_dir),
+    harbor.FORMAT_TRIAL: DirFormat(
+        harbor.is_trial_dir,
+        lambda trial, lenient=False: harbor.convert_trial_dir(
+            trial, detect=detect_bytes, converters=CONVERTERS, lenient=lenient
+        ),
+    ),
+    openhands_sdk.FORMAT_CONVERSATION: DirFormat(
+        openhands_sdk.is_conversation_dir, openhands_sdk.convert_conversation_dir
+    ),
 }
 """Formats whose unit is a directory, by name, in detection order."""
 
 FORMATS: tuple[str, ...] = tuple(sorted([*CONVERTERS, *DIR_FORMATS]))
 
-__all__ = ["CONVERTERS", "CONVERTER_VERSION", "DIR_FORMATS", "DirFormat", "FORMATS", "FileContext", "companion_kind",
-           "detect_bytes", "detect_dir", "is_llm_call_log"]
+__all__ = [
+    "CONVERTERS",
+    "CONVERTER_VERSION",
+    "DIR_FORMATS",
+    "DirFormat",
+    "FORMATS",
+    "FileContext",
+    "companion_kind",
+    "detect_bytes",
+    "detect_dir",
+    "is_llm_call_log",
+]
 
 
 def detect_dir(path: Path) -> str | None:
@@ -107,7 +122,14 @@ def detect_dir(path: Path) -> str | None:
     return None
 
 
-_PI_SESSION_TYPES = {"message", "model_change", "thinking_level_change", "compaction", "branch_summary", "custom_message"}
+_PI_SESSION_TYPES = {
+    "message",
+    "model_change",
+    "thinking_level_change",
+    "compaction",
+    "branch_summary",
+    "custom_message",
+}
 
 
 def _is_message_list(value: Any) -> bool:
@@ -182,7 +204,7 @@ def _jsonl_with_more_lines(data: bytes) -> bool:
     if nl < 0 or _NOT_SPACE.search(data, nl) is None:  # no newline inside the stripped bytes
         return False
     try:
-        orjson.loads(data[first.start():nl])
+        orjson.loads(data[first.start() : nl])
     except orjson.JSONDecodeError:
         return False
     return True
@@ -258,7 +280,10 @@ def companion_kind(data: bytes) -> str | None:
         return "predictions"
     if "agent_class" in doc and "llm_config" in doc:
         return "eval_metadata"
-    if "resolved_ids" in doc or "resolved_instances" in doc or all(
-            isinstance(v, dict) and isinstance(v.get("resolved"), bool) for v in doc.values()):
+    if (
+        "resolved_ids" in doc
+        or "resolved_instances" in doc
+        or all(isinstance(v, dict) and isinstance(v.get("resolved"), bool) for v in doc.values())
+    ):
         return "eval_report"
     return None

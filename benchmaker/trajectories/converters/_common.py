@@ -396,12 +396,20 @@ def ms_from_iso(text: Any) -> float | None:
 _NO_USAGE = Usage()
 
 
-def fast_response(content: str | None = None, reasoning: str | None = None, tool_calls: list[ToolCall] | None = None,
-                  finish_reason: FinishReason = "stop") -> Response:
+def fast_response(
+    content: str | None = None,
+    reasoning: str | None = None,
+    tool_calls: list[ToolCall] | None = None,
+    finish_reason: FinishReason = "stop",
+) -> Response:
     """`Response(...)` with positional arguments (pydantic models take keywords only).
     Raises pydantic's ValidationError on a bad value."""
-    return Response(content=content, reasoning=reasoning, tool_calls=[] if tool_calls is None else tool_calls,
-                    finish_reason=finish_reason)
+    return Response(
+        content=content,
+        reasoning=reasoning,
+        tool_calls=[] if tool_calls is None else tool_calls,
+        finish_reason=finish_reason,
+    )
 
 
 def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:
@@ -409,20 +417,37 @@ def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, 
     return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
 
 
-def fast_usage(prompt_tokens: int | None = None, completion_tokens: int | None = None, cached_tokens: int | None = None,
-               reasoning_tokens: int | None = None, total_tokens: int | None = None) -> Usage:
+def fast_usage(
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
+    total_tokens: int | None = None,
+) -> Usage:
     """`Usage(...)` with positional arguments, in tokens (see fast_response)."""
-    return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached_tokens,
-                 reasoning_tokens=reasoning_tokens, total_tokens=total_tokens)
+    return Usage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached_tokens=cached_tokens,
+        reasoning_tokens=reasoning_tokens,
+        total_tokens=total_tokens,
+    )
 
 
-def fast_timing(ttft_ms: float | None = None, duration_ms: float | None = None, started_at: str | None = None) -> Timing:
+def fast_timing(
+    ttft_ms: float | None = None, duration_ms: float | None = None, started_at: str | None = None
+) -> Timing:
     """`Timing(...)` with positional arguments, in ms (see fast_response)."""
     return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
 
 
-def fast_observation(content: str, tool_call_id: str | None = None, name: str | None = None, is_error: bool = False,
-                     exit_code: int | None = None) -> Observation:
+def fast_observation(
+    content: str,
+    tool_call_id: str | None = None,
+    name: str | None = None,
+    is_error: bool = False,
+    exit_code: int | None = None,
+) -> Observation:
     """`Observation(...)` with positional arguments (see fast_response)."""
     return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code)
 
@@ -480,15 +505,33 @@ class TrajectoryBuilder:
         message of a failed call) carrying the pending context edit, if any."""
         model = model or None
         edit = self.pending_edit
-        if (type(response) is Response and (usage is None or type(usage) is Usage)
-                and (timing is None or type(timing) is Timing) and (model is None or type(model) is str)
-                and (error is None or type(error) is str)
-                and (edit is None or type(edit) is ContextEdit)):  # the shapes validation would check
-            turn = Turn(index=len(self.turns), model=model, response=response, usage=usage, timing=timing,
-                                 context_edit=edit, error=error)
+        if (
+            type(response) is Response
+            and (usage is None or type(usage) is Usage)
+            and (timing is None or type(timing) is Timing)
+            and (model is None or type(model) is str)
+            and (error is None or type(error) is str)
+            and (edit is None or type(edit) is ContextEdit)
+        ):  # the shapes validation would check
+            turn = Turn(
+                index=len(self.turns),
+                model=model,
+                response=response,
+                usage=usage,
+                timing=timing,
+                context_edit=edit,
+                error=error,
+            )
         else:  # raises pydantic's ValidationError, as it always did
-            turn = Turn(index=len(self.turns), response=response, usage=usage, timing=timing,
-                        model=model, error=error, context_edit=edit)
+            turn = Turn(
+                index=len(self.turns),
+                response=response,
+                usage=usage,
+                timing=timing,
+                model=model,
+                error=error,
+                context_edit=edit,
+            )
         self.pending_edit = None
         self.turns.append(turn)
         if model:
@@ -544,8 +587,13 @@ class TrajectoryBuilder:
         sha = source_sha256 or self.ctx.sha256
         if terminated_by is None:
             terminated_by = self.turns[-1].response.finish_reason
-        source: dict[str, Any] = dict(format=source_format or self.fmt, path=source_path or self.ctx.path, sha256=sha, line=line,
-                      converter_version=CONVERTER_VERSION)
+        source: dict[str, Any] = dict(
+            format=source_format or self.fmt,
+            path=source_path or self.ctx.path,
+            sha256=sha,
+            line=line,
+            converter_version=CONVERTER_VERSION,
+        )
         fields: dict[str, Any] = dict(
             trajectory_id=f"{sha[:16]}-{index}",
             task_id=task_id,
@@ -634,12 +682,22 @@ def split_parts(content: Any, builder: TrajectoryBuilder) -> Parts:
         elif kind == "tool_use" and isinstance(part.get("id"), str) and isinstance(part.get("name"), str):
             args = part.get("input", {})
             builder.skip(ARGS_SYNTH)
-            out.tool_calls.append(fast_tool_call(id=part["id"], name=part["name"], arguments_raw=synth_arguments_raw(args),
-                                                 arguments=args if isinstance(args, dict) else None))
+            out.tool_calls.append(
+                fast_tool_call(
+                    id=part["id"],
+                    name=part["name"],
+                    arguments_raw=synth_arguments_raw(args),
+                    arguments=args if isinstance(args, dict) else None,
+                )
+            )
         elif kind == "tool_result" and isinstance(part.get("tool_use_id"), str):
-            out.tool_results.append(fast_observation(tool_call_id=part["tool_use_id"],
-                                                     content=text_of(part.get("content"), builder),
-                                                     is_error=part.get("is_error") is True))
+            out.tool_results.append(
+                fast_observation(
+                    tool_call_id=part["tool_use_id"],
+                    content=text_of(part.get("content"), builder),
+                    is_error=part.get("is_error") is True,
+                )
+            )
         else:
             count_part(kind, builder)
     return out
@@ -659,7 +717,9 @@ def loads_lenient(text: str) -> Any:
         raise ValueError(f"neither JSON nor a Python literal: {exc}") from None
 
 
-def tool_call_from_openai(tc: Any, builder: TrajectoryBuilder, where: str, ctx: FileContext, line: int | None) -> ToolCall:
+def tool_call_from_openai(
+    tc: Any, builder: TrajectoryBuilder, where: str, ctx: FileContext, line: int | None
+) -> ToolCall:
     """A ToolCall from an OpenAI `tool_calls[i]` object; `function.arguments` kept raw when
     a string, synthesised (and counted) when the log holds an object."""
     if not isinstance(tc, dict):

@@ -60,7 +60,7 @@ class HistoryIndex:
         objects from one call to the next)."""
         refs = self._refs
         if len(refs) < len(self.cursors):
-            refs.extend(MessageRef(turn=t, item=i) for t, i in self.cursors[len(refs):])
+            refs.extend(MessageRef(turn=t, item=i) for t, i in self.cursors[len(refs) :])
         return refs
 
     def _ref(self, position: int) -> MessageRef:
@@ -97,8 +97,15 @@ class HistoryIndex:
             out.append(MessageSpan(start=self._ref(a), end=end))
         return out
 
-    def edit(self, kind: str, keep: Iterable[int], *, head: Iterable[int] = (), summary: list[str] | None = None,
-             tokens_before: int | None = None) -> ContextEdit:
+    def edit(
+        self,
+        kind: str,
+        keep: Iterable[int],
+        *,
+        head: Iterable[int] = (),
+        summary: list[str] | None = None,
+        tokens_before: int | None = None,
+    ) -> ContextEdit:
         """The ContextEdit whose request, at the next turn, is the messages at `head`,
         then `summary`, then the messages at `keep` (positions ascending), then what
         follows (module doc)."""
@@ -106,9 +113,14 @@ class HistoryIndex:
         keep_from = self.builder.next_ref("user")  # what the history gets from now on
         if runs and runs[-1][1] == len(self.cursors):  # the last run reaches the next turn: the open tail
             keep_from = self._ref(runs.pop()[0])
-        return ContextEdit(kind=kind, head=self.spans(head), summary=summary or [],
-                           keep=self.spans(p for a, b in runs for p in range(a, b)),
-                           keep_from=keep_from, tokens_before=tokens_before)
+        return ContextEdit(
+            kind=kind,
+            head=self.spans(head),
+            summary=summary or [],
+            keep=self.spans(p for a, b in runs for p in range(a, b)),
+            keep_from=keep_from,
+            tokens_before=tokens_before,
+        )
 
 
 class CondensedView:
@@ -126,8 +138,9 @@ class CondensedView:
         self.forgotten: set[object] = set()
         self.summary: tuple[str, int] | None = None
 
-    def add(self, event_id: object, in_view: bool, feed: Callable[..., object] | None = None,
-            same_as: object = None) -> None:
+    def add(
+        self, event_id: object, in_view: bool, feed: Callable[..., object] | None = None, same_as: object = None
+    ) -> None:
         """Record an event: `feed()` adds its message (if any) to the builder; `same_as`
         names an earlier event whose message it shares (actions of one model response)."""
         pos = self.index.add(feed) if feed is not None else None
@@ -150,8 +163,11 @@ class CondensedView:
         head = sorted({self.positions[e] for e in view[:cut] if e in self.positions} - dropped)
         rest = {self.positions[e] for e, _ in self.events if e not in self.forgotten and e in self.positions}
         keep = sorted(rest - dropped - set(head))
-        self.index.builder.edit(self.index.edit(
-            "condensation", keep, head=head, summary=[self.summary[0]] if self.summary is not None else []))
+        self.index.builder.edit(
+            self.index.edit(
+                "condensation", keep, head=head, summary=[self.summary[0]] if self.summary is not None else []
+            )
+        )
 
     def _unmatched(self, dropped: set[int]) -> set[int]:
         """Positions of tool calls and tool results left without their pair by `dropped`:
@@ -163,7 +179,9 @@ class CondensedView:
         out: set[int] = set()
         for turn in self.index.builder.turns:
             head = at.get((turn.index, 0))
-            results = [at.get((turn.index, 1 + j)) for j, o in enumerate(turn.observations) if o.tool_call_id is not None]
+            results = [
+                at.get((turn.index, 1 + j)) for j, o in enumerate(turn.observations) if o.tool_call_id is not None
+            ]
             group = {p for p in (head, *results) if p is not None}
             if group & dropped:
                 out |= group

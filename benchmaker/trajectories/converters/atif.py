@@ -39,7 +39,9 @@ def _usage(metrics: Any) -> Usage | None:
         v = metrics.get(key)
         return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
-    usage = Usage(prompt_tokens=n("prompt_tokens"), completion_tokens=n("completion_tokens"), cached_tokens=n("cached_tokens"))
+    usage = Usage(
+        prompt_tokens=n("prompt_tokens"), completion_tokens=n("completion_tokens"), cached_tokens=n("cached_tokens")
+    )
     return None if usage == Usage() else usage
 
 

@@ -88,14 +88,37 @@ from benchmaker.trajectories.trajectory import (
 
 FORMAT = "claude-code"
 
-RECORD_TYPES = frozenset({"user", "assistant", "system", "progress", "summary", "file-history-snapshot",
-                          "queue-operation", "attachment", "last-prompt", "api-request", "api-request-shape",
-                          "api-request-blob", "tools-used", "cost-state", "atis-latch"})
+RECORD_TYPES = frozenset(
+    {
+        "user",
+        "assistant",
+        "system",
+        "progress",
+        "summary",
+        "file-history-snapshot",
+        "queue-operation",
+        "attachment",
+        "last-prompt",
+        "api-request",
+        "api-request-shape",
+        "api-request-blob",
+        "tools-used",
+        "cost-state",
+        "atis-latch",
+    }
+)
 """Values of `type` seen in Claude Code session files (2.1.38 and 2.1.332); other
 types are read as records without a message too."""
 
-_STOP = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "tool_calls",
-         "max_tokens": "length", "model_context_window_exceeded": "length", "refusal": "content_filter"}
+_STOP = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
 
 
 def is_claude_code(records: list[Any]) -> bool:
@@ -109,8 +132,13 @@ def is_claude_code(records: list[Any]) -> bool:
         return False
     if not any("sessionId" in r for r in dicts):
         return False
-    if any(r["type"] in ("user", "assistant") and isinstance(r.get("message"), dict) and "parentUuid" in r
-           and "isSidechain" in r for r in dicts):
+    if any(
+        r["type"] in ("user", "assistant")
+        and isinstance(r.get("message"), dict)
+        and "parentUuid" in r
+        and "isSidechain" in r
+        for r in dicts
+    ):
         return True
     return all(r["type"] in RECORD_TYPES for r in dicts) and any(r["type"] == "progress" for r in dicts)
 
@@ -187,24 +215,45 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests
         kind = rec.get("type")
         if kind in ("user", "assistant") and isinstance(rec.get("message"), dict):
             ref = rec.get("requestRef")
-            add(_thread_key(rec), _Entry(line, kind, rec["message"], rec.get("timestamp"), rec.get("requestId"),
-                                         ref if isinstance(ref, str) else None, rec.get("isCompactSummary") is True))
+            add(
+                _thread_key(rec),
+                _Entry(
+                    line,
+                    kind,
+                    rec["message"],
+                    rec.get("timestamp"),
+                    rec.get("requestId"),
+                    ref if isinstance(ref, str) else None,
+                    rec.get("isCompactSummary") is True,
+                ),
+            )
         elif kind == "system" and rec.get("subtype") == "compact_boundary":
             meta = rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
             pre = meta.get("preTokens")
-            add(_thread_key(rec), _Entry(line, "compact", {}, rec.get("timestamp"),
-                                         pre_tokens=pre if type(pre) is int and pre >= 0 else None))
+            add(
+                _thread_key(rec),
+                _Entry(
+                    line, "compact", {}, rec.get("timestamp"), pre_tokens=pre if type(pre) is int and pre >= 0 else None
+                ),
+            )
         elif kind == "progress" and isinstance(rec.get("data"), dict) and rec["data"].get("type") == "agent_progress":
             data = rec["data"]
             inner = data.get("message")
-            if isinstance(inner, dict) and inner.get("type") in ("user", "assistant") \
-                    and isinstance(inner.get("message"), dict):
-                add("agent:" + str(data.get("agentId") or rec.get("parentToolUseID") or ""),
-                    _Entry(line, inner["type"], inner["message"], inner.get("timestamp"), inner.get("requestId")))
+            if (
+                isinstance(inner, dict)
+                and inner.get("type") in ("user", "assistant")
+                and isinstance(inner.get("message"), dict)
+            ):
+                add(
+                    "agent:" + str(data.get("agentId") or rec.get("parentToolUseID") or ""),
+                    _Entry(line, inner["type"], inner["message"], inner.get("timestamp"), inner.get("requestId")),
+                )
         else:
             if kind == "api-request" and isinstance(rec.get("id"), str):
                 requests.by_id[rec["id"]] = rec
-            elif kind == "api-request-blob" and isinstance(rec.get("hash"), str) and isinstance(rec.get("message"), dict):
+            elif (
+                kind == "api-request-blob" and isinstance(rec.get("hash"), str) and isinstance(rec.get("message"), dict)
+            ):
                 requests.blobs[rec["hash"]] = rec["message"]
             name = f"record:{kind}" if kind != "progress" else f"record:progress:{(rec.get('data') or {}).get('type')}"
             skipped[name] = skipped.get(name, 0) + 1
@@ -218,11 +267,16 @@ def _int(value: Any) -> int | None:
 def _usage(usage: Any) -> Usage | None:
     if not isinstance(usage, dict):
         return None
-    uncached, read, creation = (_int(usage.get(k)) for k in (
-        "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    uncached, read, creation = (
+        _int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
     prompt = None if uncached is None else uncached + (read or 0) + (creation or 0)
-    out = Usage(prompt_tokens=prompt, completion_tokens=_int(usage.get("output_tokens")), cached_tokens=read,
-                cache_creation_tokens=creation)
+    out = Usage(
+        prompt_tokens=prompt,
+        completion_tokens=_int(usage.get("output_tokens")),
+        cached_tokens=read,
+        cache_creation_tokens=creation,
+    )
     return None if out == Usage() else out
 
 
@@ -291,10 +345,13 @@ class _Converter:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 self._flush_user(pending)  # a text before a result stays before it
                 result = block.get("content")
-                self.builder.observation(Observation(
-                    tool_call_id=block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None,
-                    content=result if isinstance(result, str) else text_of(result, self.builder),
-                    is_error=block.get("is_error") is True))
+                self.builder.observation(
+                    Observation(
+                        tool_call_id=block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None,
+                        content=result if isinstance(result, str) else text_of(result, self.builder),
+                        is_error=block.get("is_error") is True,
+                    )
+                )
             else:
                 rest.append(block)
         if rest:
@@ -340,15 +397,23 @@ class _Converter:
                 elif kind == "tool_use":
                     raw = synth_arguments_raw(block.get("input", {}))
                     b.skip(ARGS_SYNTH)
-                    calls.append(ToolCall(id=str(block.get("id") or f"toolu_{len(calls)}"),
-                                          name=str(block.get("name") or ""), arguments_raw=raw,
-                                          arguments=parse_arguments(raw)))
+                    calls.append(
+                        ToolCall(
+                            id=str(block.get("id") or f"toolu_{len(calls)}"),
+                            name=str(block.get("name") or ""),
+                            arguments_raw=raw,
+                            arguments=parse_arguments(raw),
+                        )
+                    )
                 else:
                     b.skip(f"part:{kind}")
         finish = _STOP.get(stop) if isinstance(stop, str) else None
-        response = Response(content="".join(texts) if texts else None,
-                            reasoning="".join(thinking) if thinking else None, tool_calls=calls,
-                            finish_reason=finish or ("tool_calls" if calls else "stop"))  # type: ignore[arg-type]
+        response = Response(
+            content="".join(texts) if texts else None,
+            reasoning="".join(thinking) if thinking else None,
+            tool_calls=calls,
+            finish_reason=finish or ("tool_calls" if calls else "stop"),
+        )  # type: ignore[arg-type]
         last = lines[-1]
         if self.requests.sent_at(lines[0].request_ref) is not None:  # 2.1.332 logs when it went out
             previous_ts = self.requests.sent_at(lines[0].request_ref)
@@ -360,8 +425,12 @@ class _Converter:
             duration = end_ms - start_ms if start_ms is not None and end_ms >= start_ms else None
             timing = Timing(duration_ms=duration, started_at=previous_ts if duration is not None else None)
         model = lines[0].message.get("model")
-        b.turn(response, usage=_usage(last.message.get("usage")), timing=timing,
-               model=model if isinstance(model, str) else None)
+        b.turn(
+            response,
+            usage=_usage(last.message.get("usage")),
+            timing=timing,
+            model=model if isinstance(model, str) else None,
+        )
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
@@ -377,8 +446,12 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         converter = _Converter(ctx, threads[key].entries, requests)
         builder = converter.run()
         opening = requests.opening_users(converter.first_request)
-        if opening is not None and builder.first_user is not None and not builder.user_before_turns \
-                and opening[-1].endswith(builder.first_user):
+        if (
+            opening is not None
+            and builder.first_user is not None
+            and not builder.user_before_turns
+            and opening[-1].endswith(builder.first_user)
+        ):
             # the opening user message as it was sent (2.1.332 logs it: reminders included)
             builder.first_user, builder.user_before_turns = opening[0], opening[1:]
             builder.skip("opening_message_from_request_log")

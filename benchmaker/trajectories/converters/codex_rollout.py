@@ -70,8 +70,9 @@ def is_rollout_records(records: list[Any]) -> bool:
     """True when the first records of a JSONL file are Codex rollout lines (module doc):
     every one `{"type": str, "payload": object}`, a `session_meta` or `response_item`
     among them."""
-    if not records or not all(isinstance(r, dict) and isinstance(r.get("type"), str)
-                              and isinstance(r.get("payload"), dict) for r in records):
+    if not records or not all(
+        isinstance(r, dict) and isinstance(r.get("type"), str) and isinstance(r.get("payload"), dict) for r in records
+    ):
         return False
     return any(r["type"] in ("session_meta", "response_item") for r in records)
 
@@ -89,8 +90,11 @@ class _Call:
 
 
 def _texts(parts: Any) -> list[str]:
-    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)] \
-        if isinstance(parts, list) else []
+    return (
+        [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if isinstance(parts, list)
+        else []
+    )
 
 
 def _output_text(output: Any) -> str:
@@ -115,8 +119,12 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
 
     def close(usage: Any) -> None:
         nonlocal call
-        response = Response(content=call.content, reasoning=call.reasoning, tool_calls=call.calls,
-                            finish_reason="tool_calls" if call.calls else "stop")
+        response = Response(
+            content=call.content,
+            reasoning=call.reasoning,
+            tool_calls=call.calls,
+            finish_reason="tool_calls" if call.calls else "stop",
+        )
         turn = builder.turn(response, usage=usage, model=model)
         call = _Call()
         awaiting[:] = [] if usage is not None else [turn]
@@ -158,8 +166,14 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             if not isinstance(summary, str):
                 raise ctx.error(line, "payload.message", "expected the compaction summary text", summary)
             if builder.turns:
-                builder.edit(ContextEdit(kind="compaction", head=_compacted_head(builder), summary=[summary],
-                                         keep_from=MessageRef(turn=len(builder.turns), item=0)))
+                builder.edit(
+                    ContextEdit(
+                        kind="compaction",
+                        head=_compacted_head(builder),
+                        summary=[summary],
+                        keep_from=MessageRef(turn=len(builder.turns), item=0),
+                    )
+                )
         elif kind == "token_usage_record":
             usage_records = True
             usage_record(_usage(p.get("usage")))
@@ -200,9 +214,15 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                     raise ctx.error(line, "payload.call_id", "a call needs a string call_id and name", call_id)
                 if not isinstance(raw, str):
                     raise ctx.error(line, where, "expected a string", raw)
-                call.calls.append(ToolCall(id=call_id, name=name, arguments_raw=raw,
-                                           arguments=None if custom else parse_arguments(raw),
-                                           type="custom" if custom else None))
+                call.calls.append(
+                    ToolCall(
+                        id=call_id,
+                        name=name,
+                        arguments_raw=raw,
+                        arguments=None if custom else parse_arguments(raw),
+                        type="custom" if custom else None,
+                    )
+                )
                 names[call_id] = name
                 call.n_items += 1
             elif item in ("function_call_output", "custom_tool_call_output"):
@@ -210,8 +230,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 call_id = p.get("call_id")
                 if not isinstance(call_id, str):
                     raise ctx.error(line, "payload.call_id", "expected a string", call_id)
-                builder.observation(Observation(tool_call_id=call_id, name=names.get(call_id),
-                                                content=_output_text(p.get("output"))))
+                builder.observation(
+                    Observation(tool_call_id=call_id, name=names.get(call_id), content=_output_text(p.get("output")))
+                )
             elif item == "web_search_call":
                 output_starts()
                 builder.skip("web_search_call")
@@ -235,8 +256,12 @@ def _compacted_head(builder: TrajectoryBuilder) -> list[MessageSpan]:
     for turn in builder.turns:
         first = 1 + len(turn.observations)
         for j in range(len(turn.user_after)):
-            head.append(MessageSpan(start=MessageRef(turn=turn.index, item=first + j),
-                                    end=MessageRef(turn=turn.index, item=first + j + 1)))
+            head.append(
+                MessageSpan(
+                    start=MessageRef(turn=turn.index, item=first + j),
+                    end=MessageRef(turn=turn.index, item=first + j + 1),
+                )
+            )
     return head
 
 
@@ -245,9 +270,12 @@ def _usage(last: Any) -> Any:
     if not isinstance(last, dict):
         return None
     return fast_usage(
-        prompt_tokens=_count(last, "input_tokens"), completion_tokens=_count(last, "output_tokens"),
-        cached_tokens=_count(last, "cached_input_tokens"), reasoning_tokens=_count(last, "reasoning_output_tokens"),
-        total_tokens=_count(last, "total_tokens"))
+        prompt_tokens=_count(last, "input_tokens"),
+        completion_tokens=_count(last, "output_tokens"),
+        cached_tokens=_count(last, "cached_input_tokens"),
+        reasoning_tokens=_count(last, "reasoning_output_tokens"),
+        total_tokens=_count(last, "total_tokens"),
+    )
 
 
 def _count(usage: dict[str, Any], key: str) -> int | None:

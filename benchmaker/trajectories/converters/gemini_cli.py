@@ -145,8 +145,9 @@ def _messages(ctx: FileContext) -> list[dict[str, Any]]:
     if is_one_document(ctx.data):
         doc = read_json_document(ctx)
         if not is_conversation_record(doc):
-            raise ctx.error(None, "messages", "expected a Gemini CLI conversation record "
-                                              "(sessionId and messages with id and type)")
+            raise ctx.error(
+                None, "messages", "expected a Gemini CLI conversation record (sessionId and messages with id and type)"
+            )
         return list(doc["messages"])
     by_id: dict[str, dict[str, Any]] = {}
     for line, record in iter_jsonl(ctx):
@@ -207,15 +208,24 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
     usage = None
     if tokens is not None:
         output, thoughts_n = _int(tokens.get("output")), _int(tokens.get("thoughts"))
-        usage = fast_usage(prompt_tokens=_int(tokens.get("input")),
-                           completion_tokens=None if output is None else output + (thoughts_n or 0),
-                           cached_tokens=_int(tokens.get("cached")), reasoning_tokens=thoughts_n,
-                           total_tokens=_int(tokens.get("total")))
+        usage = fast_usage(
+            prompt_tokens=_int(tokens.get("input")),
+            completion_tokens=None if output is None else output + (thoughts_n or 0),
+            cached_tokens=_int(tokens.get("cached")),
+            reasoning_tokens=thoughts_n,
+            total_tokens=_int(tokens.get("total")),
+        )
     builder.turn(
-        fast_response(content=content if content or not tool_calls else None, reasoning=reasoning,
-                      tool_calls=tool_calls, finish_reason="tool_calls" if tool_calls else "stop"),
-        usage=usage, timing=_timing(before, msg, tool_calls),
-        model=msg.get("model") if isinstance(msg.get("model"), str) else None)
+        fast_response(
+            content=content if content or not tool_calls else None,
+            reasoning=reasoning,
+            tool_calls=tool_calls,
+            finish_reason="tool_calls" if tool_calls else "stop",
+        ),
+        usage=usage,
+        timing=_timing(before, msg, tool_calls),
+        model=msg.get("model") if isinstance(msg.get("model"), str) else None,
+    )
     for call, tc in zip(calls, tool_calls, strict=False):
         for part in call.get("result") or []:
             resp = part.get("functionResponse") if isinstance(part, dict) else None
@@ -223,8 +233,14 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
                 builder.skip("non_function_response_part")
                 continue
             text, is_error = function_response_text(resp.get("response"))
-            builder.observation(fast_observation(text, tool_call_id=tc.id, name=tc.name,
-                                                 is_error=is_error or call.get("status") not in (None, "success")))
+            builder.observation(
+                fast_observation(
+                    text,
+                    tool_call_id=tc.id,
+                    name=tc.name,
+                    is_error=is_error or call.get("status") not in (None, "success"),
+                )
+            )
 
 
 def _thought_text(thought: dict[str, Any]) -> str:

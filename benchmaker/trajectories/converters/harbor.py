@@ -88,9 +88,13 @@ def _pick_agent_log(agent_dir: Path, detect_bytes: Callable[[bytes], str | None]
     return path, fmt, data
 
 
-def convert_trial_dir(trial: Path, *, detect: Callable[[bytes], str | None],
-                      converters: Mapping[str, Callable[[FileContext], Iterator[Trajectory]]],
-                      lenient: bool = False) -> Iterator[Trajectory]:
+def convert_trial_dir(
+    trial: Path,
+    *,
+    detect: Callable[[bytes], str | None],
+    converters: Mapping[str, Callable[[FileContext], Iterator[Trajectory]]],
+    lenient: bool = False,
+) -> Iterator[Trajectory]:
     """Yield the Trajectory of one harbor trial directory; its agent log's format is
     told by `detect` and converted by `converters[format]` (the registry of
     benchmaker.trajectories.converters, which hands them in). Raises ConvertError
@@ -117,7 +121,12 @@ def convert_trial_dir(trial: Path, *, detect: Callable[[bytes], str | None],
     exit_status = exc_info.get("exception_type") if isinstance(exc_info, dict) else None
     picked = _pick_agent_log(trial / "agent", detect) if (trial / "agent").is_dir() else None
     if picked is None:
-        raise ConvertError(trial, None, "agent", "no agent log found in agent/ (expected a pi, OpenHands, SWE-agent, mini-swe-agent or ATIF file)")
+        raise ConvertError(
+            trial,
+            None,
+            "agent",
+            "no agent log found in agent/ (expected a pi, OpenHands, SWE-agent, mini-swe-agent or ATIF file)",
+        )
     log_path, inner, data = picked
     ctx = FileContext(str(log_path), hashlib.sha256(data).hexdigest(), data, lenient)
     model = None
@@ -150,7 +159,12 @@ def convert_jsonl(ctx: FileContext) -> Iterator[Trajectory]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ctx.error(1, None, "first line is not a JSON meta record") from exc
     if not is_meta_record(meta):
-        raise ctx.error(1, "type", 'first line must be a meta record {"type": "meta", ...}', meta.get("type") if isinstance(meta, dict) else meta)
+        raise ctx.error(
+            1,
+            "type",
+            'first line must be a meta record {"type": "meta", ...}',
+            meta.get("type") if isinstance(meta, dict) else meta,
+        )
     rest = b"\n" + ctx.data[first_nl + 1 :] if first_nl >= 0 else b""
     inner_ctx = FileContext(ctx.path, ctx.sha256, rest, ctx.lenient, ctx.skipped)
     records = [obj for _, obj in iter_jsonl(FileContext(ctx.path, ctx.sha256, rest, True))][:50]

@@ -56,8 +56,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     if not isinstance(messages, list):
         raise ctx.error(None, "messages", "expected a list of messages", messages)
     builder = TrajectoryBuilder(ctx, FORMAT)
-    if any(isinstance(m, dict) and "role" not in m and (m.get("object") == "response" or "type" in m)
-           for m in messages):
+    if any(
+        isinstance(m, dict) and "role" not in m and (m.get("object") == "response" or "type" in m) for m in messages
+    ):
         messages = [_chat_message(m, i, ctx) for i, m in enumerate(messages)]
     feed_messages(messages, builder, ctx, None, text_actions=True)
     patch = info.get("submission") if isinstance(info.get("submission"), str) else builder.submission
@@ -101,8 +102,11 @@ def _chat_message(entry: Any, i: int, ctx: FileContext) -> Any:
         except ValueError as exc:
             raise ctx.error(None, f"messages[{i}].output", str(exc)) from None
         msg = msgs[0] if msgs else {"role": "assistant", "content": None}
-        usage: dict[str, Any] = {"prompt_tokens": out.input_tokens, "completion_tokens": out.output_tokens,
-                                 "total_tokens": out.total_tokens}
+        usage: dict[str, Any] = {
+            "prompt_tokens": out.input_tokens,
+            "completion_tokens": out.output_tokens,
+            "total_tokens": out.total_tokens,
+        }
         if out.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": out.cached_tokens}
         if out.reasoning_tokens is not None:

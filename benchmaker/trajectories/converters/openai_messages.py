@@ -96,7 +96,9 @@ def feed_messages(
         if role in ("system", "developer"):
             builder.set_system(text_of(content, builder))
         elif role == "user":
-            if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "tool_result" for p in content):
+            if isinstance(content, list) and any(
+                isinstance(p, dict) and p.get("type") == "tool_result" for p in content
+            ):
                 parts = split_parts(content, builder)
                 for obs in parts.tool_results:
                     builder.observation(obs)
@@ -166,7 +168,9 @@ def _assistant(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext
             reasoning = "\n".join(parts.reasoning)
         typed = parts.tool_calls
     raw_calls = _tool_calls(msg, ctx, line, where)
-    calls = [tool_call_from_openai(tc, builder, f"{where}.tool_calls[{j}]", ctx, line) for j, tc in enumerate(raw_calls)]
+    calls = [
+        tool_call_from_openai(tc, builder, f"{where}.tool_calls[{j}]", ctx, line) for j, tc in enumerate(raw_calls)
+    ]
     calls.extend(typed)
     finish = msg.get("finish_reason")
     if finish is None:
@@ -195,7 +199,9 @@ def _response_reasoning(response: dict[str, Any]) -> str | None:
     """The reasoning text of a raw chat completion (`choices[0].message.reasoning_content`,
     else `.reasoning`, as OpenRouter and vLLM return it), None when it has none."""
     choices = response.get("choices")
-    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    message = (
+        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    )
     if not isinstance(message, dict):
         return None
     for key in ("reasoning_content", "reasoning"):

@@ -122,8 +122,9 @@ def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, w
     )
 
 
-def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: int, prefix: str = "",
-                       record: dict[str, Any] | None = None) -> Trajectory:
+def _events_trajectory(
+    events: Any, ctx: FileContext, line: int | None, index: int, prefix: str = "", record: dict[str, Any] | None = None
+) -> Trajectory:
     if not isinstance(events, list):
         raise ctx.error(line, prefix.rstrip(".") or None, "expected a JSON array of events", events)
     builder = TrajectoryBuilder(ctx, FORMAT)
@@ -157,20 +158,33 @@ def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: i
                 mr = tcm["model_response"]
                 rid = mr.get("id")
                 if rid is None or rid != current_response_id:
-                    view.add(event_id, True, lambda mr=mr, where=where: _turn_from_response(
-                        mr, builder, ctx, f"{where}.tool_call_metadata.model_response", line))
+                    view.add(
+                        event_id,
+                        True,
+                        lambda mr=mr, where=where: _turn_from_response(
+                            mr, builder, ctx, f"{where}.tool_call_metadata.model_response", line
+                        ),
+                    )
                     current_response_id, response_event = rid, event_id
                 else:
                     view.add(event_id, True, same_as=response_event)
             elif action == "message" and ev.get("source") == "user":
-                view.add(event_id, True, lambda args=args, ev=ev: builder.user(
-                    text_of(args.get("content", ev.get("message", "")), builder)))
+                view.add(
+                    event_id,
+                    True,
+                    lambda args=args, ev=ev: builder.user(text_of(args.get("content", ev.get("message", "")), builder)),
+                )
             elif action == "system":
                 builder.set_system(text_of(args.get("content", ""), builder))
                 view.add(event_id, True)
             elif action == "message" and ev.get("source") == "agent":
-                view.add(event_id, True, lambda args=args, ev=ev: builder.turn(
-                    Response(content=args.get("content", ev.get("message")), finish_reason="stop")))
+                view.add(
+                    event_id,
+                    True,
+                    lambda args=args, ev=ev: builder.turn(
+                        Response(content=args.get("content", ev.get("message")), finish_reason="stop")
+                    ),
+                )
                 builder.skip("agent_message_without_model_response")
                 current_response_id = None
             else:
@@ -200,8 +214,9 @@ def _events_trajectory(events: Any, ctx: FileContext, line: int | None, index: i
     return _finish(builder, ctx, line, index, record)
 
 
-def _finish(builder: TrajectoryBuilder, ctx: FileContext, line: int | None, index: int,
-            record: dict[str, Any] | None) -> Trajectory:
+def _finish(
+    builder: TrajectoryBuilder, ctx: FileContext, line: int | None, index: int, record: dict[str, Any] | None
+) -> Trajectory:
     if record is None:
         return builder.build(index, line=line)
     metadata = dict_or_empty(record.get("metadata"))
@@ -218,8 +233,10 @@ def _finish(builder: TrajectoryBuilder, ctx: FileContext, line: int | None, inde
         index,
         line=line,
         task_id=str(task_id) if isinstance(task_id, str | int) and not isinstance(task_id, bool) else None,
-        outcome=RecordedOutcome(patch=patch if isinstance(patch, str) else None,
-                                exit_status=error if isinstance(error, str) and error else None),
+        outcome=RecordedOutcome(
+            patch=patch if isinstance(patch, str) else None,
+            exit_status=error if isinstance(error, str) and error else None,
+        ),
     )
 
 
@@ -228,9 +245,12 @@ def is_eval_record(obj: Any) -> bool:
     events (objects with `action` or `observation` and no chat `role`: SWE-agent history
     messages carry an `action` field too; or SDK events, `openhands_sdk.is_sdk_events`)."""
     history = obj.get("history") if isinstance(obj, dict) else None
-    return (isinstance(history, list) and bool(history)
-            and all(isinstance(e, dict) and "role" not in e for e in history)
-            and (any("action" in e or "observation" in e for e in history) or is_sdk_events(history)))
+    return (
+        isinstance(history, list)
+        and bool(history)
+        and all(isinstance(e, dict) and "role" not in e for e in history)
+        and (any("action" in e or "observation" in e for e in history) or is_sdk_events(history))
+    )
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:

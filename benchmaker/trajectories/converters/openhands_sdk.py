@@ -105,10 +105,17 @@ EVENT_NAME_RE = re.compile(r"^event-(?P<idx>\d{5,})(?:-(?P<event_id>[0-9a-fA-F\-
 `event-00003.json` (All-Hands-AI/agent-sdk @ 56e372db1fbe2339e438188bfe948d5bf284062c,
 openhands/sdk/conversation/persistence_const.py)."""
 
-LLM_CONVERTIBLE = frozenset({
-    "SystemPromptEvent", "MessageEvent", "ActionEvent", "ObservationEvent", "AgentErrorEvent",
-    "UserRejectObservation", "CondensationSummaryEvent",
-})
+LLM_CONVERTIBLE = frozenset(
+    {
+        "SystemPromptEvent",
+        "MessageEvent",
+        "ActionEvent",
+        "ObservationEvent",
+        "AgentErrorEvent",
+        "UserRejectObservation",
+        "CondensationSummaryEvent",
+    }
+)
 """Kinds that take a place in the SDK's View (`LLMConvertibleEvent` subclasses)."""
 
 KINDS = LLM_CONVERTIBLE | {"Condensation", "CondensationRequest", "ConversationStateUpdateEvent", "PauseEvent"}
@@ -121,9 +128,12 @@ ERROR_MESSAGE_HEADER = "[An error occurred during execution.]\n"
 def is_sdk_events(value: Any) -> bool:
     """True for a non-empty list of objects with a string `kind`, some of them SDK
     event kinds (`KINDS`)."""
-    return (isinstance(value, list) and bool(value)
-            and all(isinstance(e, dict) and isinstance(e.get("kind"), str) for e in value)
-            and any(e["kind"] in KINDS for e in value))
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(e, dict) and isinstance(e.get("kind"), str) for e in value)
+        and any(e["kind"] in KINDS for e in value)
+    )
 
 
 def _text(parts: Any, builder: TrajectoryBuilder) -> str:
@@ -159,12 +169,19 @@ def _observation(ev: dict[str, Any], kind: str, builder: TrajectoryBuilder) -> O
         if isinstance(extra, list) and extra:
             content += "\n" + _text(extra, builder)
         builder.skip("observation_text_from_content")
-    return Observation(tool_call_id=str(ev.get("tool_call_id")), name=ev.get("tool_name"), content=content,
-                       is_error=is_error)
+    return Observation(
+        tool_call_id=str(ev.get("tool_call_id")), name=ev.get("tool_name"), content=content, is_error=is_error
+    )
 
 
-def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileContext, line: int | None,
-                    prefix: str = "", state: dict[str, Any] | None = None) -> None:
+def feed_sdk_events(
+    events: list[Any],
+    builder: TrajectoryBuilder,
+    ctx: FileContext,
+    line: int | None,
+    prefix: str = "",
+    state: dict[str, Any] | None = None,
+) -> None:
     """Feed an SDK event list into `builder` (module docstring): the active branch when
     the events form a tree (`active_branch`, HEAD from `state`, the conversation's
     base_state, when given); an ActionEvent without a `tool_call` is counted
@@ -210,8 +227,13 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             text = _text(parts, builder)
             if ev.get("source") == "agent" or msg.get("role") == "assistant":
                 reasoning = msg.get("reasoning_content") if isinstance(msg.get("reasoning_content"), str) else None
-                view.add(event_id, in_view, lambda text=text, reasoning=reasoning, model=model: builder.turn(
-                    Response(content=text, reasoning=reasoning, finish_reason="stop"), model=model))
+                view.add(
+                    event_id,
+                    in_view,
+                    lambda text=text, reasoning=reasoning, model=model: builder.turn(
+                        Response(content=text, reasoning=reasoning, finish_reason="stop"), model=model
+                    ),
+                )
             else:
                 view.add(event_id, in_view, lambda text=text: builder.user(text))
         elif kind == "ActionEvent":
@@ -221,8 +243,12 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
                 view.add(event_id, in_view)
                 continue
             raw = args if isinstance(args := tc.get("arguments"), str) else "{}"
-            call = ToolCall(id=str(tc.get("id", ev.get("tool_call_id"))), name=tc["name"], arguments_raw=raw,
-                            arguments=parse_arguments(raw))
+            call = ToolCall(
+                id=str(tc.get("id", ev.get("tool_call_id"))),
+                name=tc["name"],
+                arguments_raw=raw,
+                arguments=parse_arguments(raw),
+            )
             rid = ev.get("llm_response_id")
             if rid is not None and rid == response_id and builder.turns:
                 builder.turns[-1].response.tool_calls.append(call)
@@ -230,9 +256,16 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             else:
                 thought = _text(ev.get("thought", []), builder)
                 reasoning = ev.get("reasoning_content") if isinstance(ev.get("reasoning_content"), str) else None
-                view.add(event_id, in_view, lambda thought=thought, reasoning=reasoning, call=call, model=model: builder.turn(Response(
-                    content=thought or None, reasoning=reasoning, tool_calls=[call], finish_reason="tool_calls"),
-                    model=model))
+                view.add(
+                    event_id,
+                    in_view,
+                    lambda thought=thought, reasoning=reasoning, call=call, model=model: builder.turn(
+                        Response(
+                            content=thought or None, reasoning=reasoning, tool_calls=[call], finish_reason="tool_calls"
+                        ),
+                        model=model,
+                    ),
+                )
                 response_id, response_event = rid, event_id
         elif kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
             obs = _observation(ev, kind, builder)
@@ -244,8 +277,11 @@ def feed_sdk_events(events: list[Any], builder: TrajectoryBuilder, ctx: FileCont
             if not isinstance(ids, list):
                 builder.skip("condensation_without_forgotten_events")
                 ids = []
-            view.forget([*(x for x in ids if isinstance(x, str | int) and not isinstance(x, bool)), event_id],
-                        ev.get("summary"), ev.get("summary_offset"))
+            view.forget(
+                [*(x for x in ids if isinstance(x, str | int) and not isinstance(x, bool)), event_id],
+                ev.get("summary"),
+                ev.get("summary_offset"),
+            )
         elif kind == "CondensationRequest":
             view.forgotten.add(event_id)
             builder.skip("event:CondensationRequest")
@@ -324,9 +360,12 @@ def _read_event(path: Path, data: bytes) -> dict[str, Any]:
     ctx = FileContext(str(path), "", data)
     ev = read_json_document(ctx)
     if not isinstance(ev, dict) or not isinstance(ev.get("kind"), str):
-        raise ctx.error(None, "kind" if isinstance(ev, dict) else None,
-                        "expected an OpenHands SDK event object with a string `kind`",
-                        ev.get("kind") if isinstance(ev, dict) else ev)
+        raise ctx.error(
+            None,
+            "kind" if isinstance(ev, dict) else None,
+            "expected an OpenHands SDK event object with a string `kind`",
+            ev.get("kind") if isinstance(ev, dict) else ev,
+        )
     return ev
 
 
@@ -351,8 +390,13 @@ def convert_conversation_dir(conv: Path, *, lenient: bool = False) -> Iterator[T
         raise ConvertError(base_path, None, None, "expected a ConversationState object", state)
     files, unread, others = event_files(conv)
     if unread and not lenient:
-        raise ConvertError(conv / EVENTS_DIR, None, None, f"{len(unread)} event file(s) after index {len(files) - 1}"
-                           f" would not be read: an index is missing or doubled (first: {unread[0]})")
+        raise ConvertError(
+            conv / EVENTS_DIR,
+            None,
+            None,
+            f"{len(unread)} event file(s) after index {len(files) - 1}"
+            f" would not be read: an index is missing or doubled (first: {unread[0]})",
+        )
     events: list[dict[str, Any]] = []
     bad = 0
     for f in files:

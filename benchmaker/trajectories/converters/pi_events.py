@@ -116,7 +116,8 @@ def pi_estimate_tokens(msg: dict[str, Any]) -> int:
                 chars += len(str(part.get("thinking", "")))
             elif kind == "toolCall":
                 chars += len(str(part.get("name", ""))) + len(
-                    json.dumps(part.get("arguments"), separators=(",", ":"), ensure_ascii=False))
+                    json.dumps(part.get("arguments"), separators=(",", ":"), ensure_ascii=False)
+                )
     elif role == "assistant" and isinstance(content, str):
         chars = len(content)
     elif role == "bashExecution":
@@ -177,8 +178,12 @@ class _State:
         if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
             b.skip("compaction_without_result")
             return
-        if event.get("willRetry") is True and b.turns and b.turns[-1].response.finish_reason == "error" \
-                and self.last_turn_pos is not None:  # a context overflow: the failed call is retried
+        if (
+            event.get("willRetry") is True
+            and b.turns
+            and b.turns[-1].response.finish_reason == "error"
+            and self.last_turn_pos is not None
+        ):  # a context overflow: the failed call is retried
             self.dropped.add(self.last_turn_pos)
             b.skip("retried_call_left_out")
         keep = first_kept(self.since, PI_KEEP_RECENT_TOKENS)
@@ -186,8 +191,9 @@ class _State:
         self.start = self.index.order.index(keep) if keep is not None else len(self.index.order)
         self.summary = [compaction_text(result["summary"])]
         tokens = result.get("tokensBefore")
-        self._edit("compaction", tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0
-                   else None)
+        self._edit(
+            "compaction", tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None
+        )
         self.since = []
 
     def retry(self) -> None:

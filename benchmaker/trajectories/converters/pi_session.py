@@ -111,9 +111,7 @@ STOP_REASONS: dict[str, FinishReason] = {
     "error": "error",
 }
 
-_BRANCH_SUMMARY_PREFIX = (
-    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
-)
+_BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 _BRANCH_SUMMARY_SUFFIX = "</summary>"
 _SKIPPED_TYPES = {"thinking_level_change", "custom", "label", "session_info"}
 
@@ -198,8 +196,14 @@ def assistant_turn(
                     builder.skip(ARGS_SYNTH, len(calls))  # as counted call by call before the bad one
                 raise ctx.error(line, f"message.content[{j}]", "toolCall without id or name", part)
             args = part.get("arguments", {})
-            calls.append(fast_tool_call(id=call_id, name=name, arguments_raw=synth_arguments_raw(args),
-                                        arguments=args if isinstance(args, dict) else None))
+            calls.append(
+                fast_tool_call(
+                    id=call_id,
+                    name=name,
+                    arguments_raw=synth_arguments_raw(args),
+                    arguments=args if isinstance(args, dict) else None,
+                )
+            )
         elif kind == "thinking":
             thinking.append(part.get("thinking", ""))
         else:
@@ -211,8 +215,10 @@ def assistant_turn(
         raise ctx.error(line, "message.stopReason", "unknown stop reason", stop)
     finish = STOP_REASONS[stop]
     usage = pi_usage(msg.get("usage"))
-    if usage is not None and finish in ("aborted", "error") and not any(
-        (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+    if (
+        usage is not None
+        and finish in ("aborted", "error")
+        and not any((usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens))
     ):
         usage = None
         builder.skip("usage_zero_on_failed_turn")
@@ -228,8 +234,11 @@ def assistant_turn(
     # the unvalidated constructors fast_timing and fast_response would pick, without their
     # checks: started_at is a str or None, duration a float >= 0 (`ended_ms` is a float) or
     # None, the texts str (join raises otherwise), `calls` ToolCalls, `finish` a FinishReason
-    timing = Timing(ttft_ms=None, duration_ms=duration, started_at=started_at) \
-        if started_at or duration is not None else None
+    timing = (
+        Timing(ttft_ms=None, duration_ms=duration, started_at=started_at)
+        if started_at or duration is not None
+        else None
+    )
     builder.turn(
         Response(
             content="\n".join(texts) if texts else None,
@@ -244,8 +253,9 @@ def assistant_turn(
     )
 
 
-def tool_result(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext,
-                line: int | None) -> tuple[int, int] | None:
+def tool_result(
+    msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext, line: int | None
+) -> tuple[int, int] | None:
     """Attach a pi ToolResultMessage to the last turn as an Observation; its (turn, item)
     MessageRef coordinates, None when nothing was added (a result for a call that already
     has one: `duplicate_tool_result`; no turn yet: `orphan_observation`). Raises
@@ -353,12 +363,17 @@ class _Tree:
             node.up = self.by_id.get(node.parent) if node.parent is not None else None
             if node.up is not None and node.up.index >= node.index:
                 # a later entry reused the parent's id: walking up could loop forever
-                raise ctx.error(node.line, "parentId", f"names an id that a later entry (line {node.up.line}) "
-                                "uses again: the session tree would loop", node.parent)
+                raise ctx.error(
+                    node.line,
+                    "parentId",
+                    f"names an id that a later entry (line {node.up.line}) uses again: the session tree would loop",
+                    node.parent,
+                )
         # every entry the child of the one before it (all v1 files, most v2/v3): then a
         # turn extends the previous one unless a compaction or a retry lies between (v1: so by construction)
-        self.linear = not tree or all(n.parent == (self.nodes[i - 1].id if i else None)
-                                      for i, n in enumerate(self.nodes))
+        self.linear = not tree or all(
+            n.parent == (self.nodes[i - 1].id if i else None) for i, n in enumerate(self.nodes)
+        )
         self.compactions = [n.index for n in self.nodes if n.entry["type"] == "compaction"]
         self.index: HistoryIndex | None = None  # set once the builder exists
         self.applied: set[str] = set()  # ids of compactions an edit has applied
@@ -392,7 +407,7 @@ class _Tree:
         if any(e.entry["type"] == "compaction" for e in between):
             return False
         on_path = {e.index for e in between}
-        return all(n.pos is None or n.index in on_path for n in self.nodes[stop + 1:node.index])
+        return all(n.pos is None or n.index in on_path for n in self.nodes[stop + 1 : node.index])
 
     def request_edit(self, node: _Entry, builder: TrajectoryBuilder) -> ContextEdit:
         """The ContextEdit giving the request of the assistant entry `node` (the next
@@ -413,7 +428,7 @@ class _Tree:
             if start is None:
                 builder.skip("compaction_keeps_nothing")
                 start = at
-            kept = path[start:at] + path[at + 1:]
+            kept = path[start:at] + path[at + 1 :]
             raw = comp.get("tokensBefore")
             tokens = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
         positions = [e.pos for e in kept if e.pos is not None and not e.retried]
@@ -427,8 +442,12 @@ class _Tree:
 def _is_failed_call(entry: dict[str, Any]) -> bool:
     """An assistant message entry whose call failed (`stopReason` "error")."""
     msg = entry.get("message")
-    return (entry.get("type") == "message" and isinstance(msg, dict) and msg.get("role") == "assistant"
-            and msg.get("stopReason") == "error")
+    return (
+        entry.get("type") == "message"
+        and isinstance(msg, dict)
+        and msg.get("role") == "assistant"
+        and msg.get("stopReason") == "error"
+    )
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
@@ -459,8 +478,9 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     header_model = header.get("modelId") if isinstance(header.get("modelId"), str) else None
     # a fork (`/fork`, `--fork`: header `parentSession`, older `branchedFrom`) starts with
     # a copy of the parent's entries, stamped before the new header
-    forked_at = ms_from_iso(header.get("timestamp")) if (header.get("parentSession") or header.get("branchedFrom")) \
-        else None
+    forked_at = (
+        ms_from_iso(header.get("timestamp")) if (header.get("parentSession") or header.get("branchedFrom")) else None
+    )
     prev_turn: _Entry | None = None  # the entry of the latest assistant turn
     for node in tree.nodes:
         entry, line, kind = node.entry, node.line, node.entry["type"]
@@ -486,8 +506,11 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                     at = tool_result(msg, builder, ctx, line)
                     node.pos = None if at is None else index.push(*at)
                 else:
-                    node.pos = index.add(lambda msg=msg, line=line, entry=entry, node=node: apply_message(
-                        msg, builder, ctx, line, entry.get("timestamp"), node.model))
+                    node.pos = index.add(
+                        lambda msg=msg, line=line, entry=entry, node=node: apply_message(
+                            msg, builder, ctx, line, entry.get("timestamp"), node.model
+                        )
+                    )
             except ConvertError:
                 if not ctx.lenient:
                     raise
@@ -501,8 +524,11 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 if isinstance(msg.get("model"), str):
                     node.model = msg["model"]
         elif kind == "branch_summary" and entry.get("summary"):
-            node.pos = index.add(lambda entry=entry: builder.user(
-                _BRANCH_SUMMARY_PREFIX + str(entry["summary"]) + _BRANCH_SUMMARY_SUFFIX))
+            node.pos = index.add(
+                lambda entry=entry: builder.user(
+                    _BRANCH_SUMMARY_PREFIX + str(entry["summary"]) + _BRANCH_SUMMARY_SUFFIX
+                )
+            )
         elif kind == "custom_message":
             node.pos = index.add(lambda entry=entry: builder.user(text_of(entry.get("content"), builder)))
         elif kind == "model_change":

@@ -97,7 +97,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     task_id = name[: -len(".traj")] if name.endswith(".traj") else Path(name).stem
     steps = doc.get("trajectory")
     if isinstance(steps, list) and builder.turns and len(steps) > len(builder.turns):
-        _add_trajectory_steps(builder, steps[len(builder.turns):], len(builder.turns), function_calling, task_id)
+        _add_trajectory_steps(builder, steps[len(builder.turns) :], len(builder.turns), function_calling, task_id)
     yield builder.build(
         0,
         task_id=task_id,
@@ -123,8 +123,9 @@ def _single_command_tool(builder: TrajectoryBuilder) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def _add_trajectory_steps(builder: TrajectoryBuilder, steps: list[Any], first: int, function_calling: bool,
-                          task_id: str) -> None:
+def _add_trajectory_steps(
+    builder: TrajectoryBuilder, steps: list[Any], first: int, function_calling: bool, task_id: str
+) -> None:
     """Turns for the `trajectory` steps past the history's turns (module doc)."""
     tool = _single_command_tool(builder) if function_calling else None
     for n, step in enumerate(steps, start=first):

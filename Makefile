@@ -19,7 +19,7 @@ SANDBOX_USER := benchmaker-sandbox
 install-sandbox:
 	@if command -v bwrap >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap; \
+		(apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap; \
 	else echo "make install: bubblewrap is not installed and cannot be installed here (not root or no apt-get):" \
 		"ask for the bubblewrap package; until then execute mode refuses (--sandbox none runs unconfined)"; fi
 	@if [ "$$(id -u)" = 0 ] && ! id $(SANDBOX_USER) >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1; then \
@@ -35,12 +35,12 @@ lint: $(STAMP)
 
 # The rules, then the whole suite; the 25 slowest tests are listed at the end (mark a
 # new one `slow`).
-test: lint
+test: lint install-sandbox
 	$(PY) -m pytest -q --durations=25
 
 # For development: the suite without the slow tests (`slow`, and every `prefect` flow
 # test: tests/conftest.py), in a few minutes.
-test-quick: $(STAMP)
+test-quick: $(STAMP) install-sandbox
 	$(PY) -m pytest -q -m "not slow" $(TESTS)
 
 # The tests with a CPU hog on every core (tests/busy.sh): none may depend on an idle host.
@@ -124,7 +124,7 @@ run-adhoc: $(STAMP)
 # The demo shows the pipeline working: it exits 0 when it ran (converted, replayed, graded,
 # loaded, reported), also when a busy machine made points invalid (--exit-code pipeline);
 # its last screen says per point valid or why not, and how to get valid points.
-demo: $(STAMP)
+demo: $(STAMP) install-sandbox
 	$(VENV)/bin/benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \
 		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo \
 		--exit-code pipeline

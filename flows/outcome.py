@@ -30,7 +30,7 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +204,14 @@ async def run_sweep_flow(
     async with get_client() as client:
         flow_run = await client.create_flow_run(flow, parameters=flow.serialize_parameters(params))
     announce(f"flow run {flow_run.id} ({flow_run.name})")
-    state = await run_flow(flow=flow, flow_run=flow_run, parameters=params, return_type="state")
+    # run_flow's return type covers every kind of flow: a sweep flow is async, and
+    # return_type="state" makes its coroutine give the final State
+    running = run_flow(flow=flow, flow_run=flow_run, parameters=params, return_type="state")
+    if not isinstance(running, Coroutine):
+        raise TypeError(f"flow {flow.name}: expected an async flow")
+    state = await running
+    if not isinstance(state, State):
+        raise TypeError(f"flow {flow.name}: expected a final State (got {type(state).__name__})")
     try:
         return await result_of(state)
     except Exception as exc:

@@ -390,7 +390,7 @@ def llm(
     hooks, grader_name = grading_hooks(grader)
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
-    extra = {
+    extra: dict[str, Any] = {
         "workload": {
             "type": _LLM_APIS[api][1],
             "url": url,

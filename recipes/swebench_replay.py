@@ -768,7 +768,7 @@ def llm_sweep(
         counts={"--prompt-words": prompt_words, "--max-tokens": max_tokens},
         lag_ms=(max_loop_lag_ms, max_schedule_lag_ms),
     )
-    params = dict(
+    params: dict[str, Any] = dict(
         base_url=base_url,
         model=model,
         api=api,

@@ -352,11 +352,13 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload | Callab
         headers=spec.headers,
         ignore_eos=spec.ignore_eos,
     )
-    cls = OpenAICompletionsWorkload
+    cls: type[OpenAIChatWorkload] = OpenAICompletionsWorkload
     if isinstance(spec, OpenAIChatSpec):
-        cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(
-            spec.api, OpenAIChatWorkload
-        )
+        by_api: dict[str, type[OpenAIChatWorkload]] = {
+            "responses": OpenAIResponsesWorkload,
+            "messages": AnthropicMessagesWorkload,
+        }
+        cls = by_api.get(spec.api, OpenAIChatWorkload)
     if cls in (OpenAIResponsesWorkload, AnthropicMessagesWorkload):
         if kwargs.pop("ignore_eos"):
             raise ConfigError(f"ignore_eos: sent with api chat or completions only (got api {spec.api})")

@@ -247,12 +247,18 @@ class ToolCallLike(Protocol):
 
 
 class ResponseLike(Protocol):
-    """A recorded response (benchmaker.trajectories.trajectory.Response has this shape)."""
+    """A recorded response (benchmaker.trajectories.trajectory.Response has this shape).
+    Read-only members, so that a Response's narrower types (list[ToolCall], a Literal
+    finish_reason) match."""
 
-    content: str | None
-    reasoning: str | None
-    tool_calls: Sequence[ToolCallLike]
-    finish_reason: str
+    @property
+    def content(self) -> str | None: ...
+    @property
+    def reasoning(self) -> str | None: ...
+    @property
+    def tool_calls(self) -> Sequence[ToolCallLike]: ...
+    @property
+    def finish_reason(self) -> str: ...
 
 
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}

@@ -205,7 +205,9 @@ def _assistant(parts: list[dict[str, Any]], i: int, pending: dict[str, list[str]
     for j, part in enumerate(parts):
         call = part.get("functionCall")
         if isinstance(call, dict):
-            name = call.get("name") if isinstance(call.get("name"), str) else ""
+            name = call.get("name")
+            if not isinstance(name, str):
+                name = ""
             if isinstance(call.get("id"), str):
                 call_id = client_call_id(call["id"], name)
                 pending.setdefault(name, []).append(call_id)
@@ -238,7 +240,9 @@ def _user(parts: list[dict[str, Any]], pending: dict[str, list[str]]) -> list[di
     for part in parts:
         resp = part.get("functionResponse")
         if isinstance(resp, dict):
-            name = resp.get("name") if isinstance(resp.get("name"), str) else ""
+            name = resp.get("name")
+            if not isinstance(name, str):
+                name = ""
             ids = pending.get(name)
             call_id = client_call_id(resp["id"], name) if isinstance(resp.get("id"), str) else (ids[0] if ids else None)
             if ids and call_id in ids:
@@ -494,18 +498,22 @@ class GeminiAssembler:
         if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
             return
         cand = candidates[0]
-        content = cand.get("content") if isinstance(cand.get("content"), dict) else {}
+        content = cand.get("content")
+        if not isinstance(content, dict):
+            content = {}
         for part in content.get("parts") or []:
             if not isinstance(part, dict):
                 continue
             call = part.get("functionCall")
             if isinstance(call, dict):
-                args = call.get("args") if isinstance(call.get("args"), dict) else {}
+                args = call.get("args")
+                call_id = call.get("id")
+                name = call.get("name")
                 self.calls.append(
                     (
-                        call.get("id") if isinstance(call.get("id"), str) else None,
-                        call.get("name") if isinstance(call.get("name"), str) else "",
-                        args,
+                        call_id if isinstance(call_id, str) else None,
+                        name if isinstance(name, str) else "",
+                        args if isinstance(args, dict) else {},
                     )
                 )
                 self._token(now_ns)

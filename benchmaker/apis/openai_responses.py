@@ -219,7 +219,7 @@ def chat_messages(req: Any) -> list[dict[str, Any]]:
                 msg = assistant()
                 text = (
                     content
-                    if type(content) is str
+                    if isinstance(content, str)
                     else "\n".join(p["text"] for p in content if p.get("type") == "text")
                 )
                 msg["content"] = text if msg["content"] is None else msg["content"] + text
@@ -240,11 +240,11 @@ def chat_messages(req: Any) -> list[dict[str, Any]]:
                 {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
             )
         elif kind == "reasoning":
-            text = _reasoning_text(item)
+            thought = _reasoning_text(item)
             msg = assistant()
-            if text is not None:
+            if thought is not None:
                 msg["reasoning_content"] = (
-                    text if "reasoning_content" not in msg else msg["reasoning_content"] + "\n" + text
+                    thought if "reasoning_content" not in msg else msg["reasoning_content"] + "\n" + thought
                 )
         elif kind in _CALL_OUTPUTS:
             turn = None
@@ -603,7 +603,8 @@ def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] |
     "content_filter" or "length", failed / cancelled -> "error", completed -> "tool_calls"
     when there is a call, else "stop"; `error.message`; usage counts (None where absent).
     Other item types (web search calls and the like) carry nothing here."""
-    items = resp.get("output") if type(resp.get("output")) is list and resp.get("output") else (streamed_items or [])
+    output = resp.get("output")
+    items = output if type(output) is list and output else (streamed_items or [])
     content: str | None = None
     reasoning: str | None = None
     calls: list[ResponseCall] = []
@@ -620,9 +621,9 @@ def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] |
             text = "".join(t for t in texts if type(t) is str)
             content = text if content is None else content + text
         elif kind == "reasoning":
-            text = _reasoning_text(item)
-            if text is not None:
-                reasoning = text if reasoning is None else reasoning + "\n" + text
+            thought = _reasoning_text(item)
+            if thought is not None:
+                reasoning = thought if reasoning is None else reasoning + "\n" + thought
         elif kind in _CALL_ITEMS:
             custom = kind == "custom_tool_call"
             args = item.get("input" if custom else "arguments")
@@ -643,7 +644,8 @@ def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] |
         finish = "error"
     else:
         finish = "tool_calls" if calls else "stop"
-    usage = resp.get("usage") if type(resp.get("usage")) is dict else {}
+    raw_usage = resp.get("usage")
+    usage = raw_usage if type(raw_usage) is dict else {}
     idetails = usage.get("input_tokens_details")
     odetails = usage.get("output_tokens_details")
     err = resp.get("error")

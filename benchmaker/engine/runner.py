@@ -401,8 +401,8 @@ class BenchRunner:
                     await wl.aclose()
                 except Exception:
                     pass
-        if self._writer.error is not None:
-            w = self._writer
+        w = self._writer
+        if w.error is not None:
             raise RunFailed(
                 f"{w.path}: cannot write samples ({w.error.strerror or w.error}); the {w.kept} samples "
                 f"written before it are kept there, {w.dropped} later ones are not and no summary was "

@@ -202,7 +202,7 @@ def verdict(
         # every answer graded wrong: the responses came, say so beside the accuracy
         reasons.append(
             f"no request succeeded ({wrong} answers graded wrong: accuracy 0 of {run.get('n_graded')})"
-            if wrong
+            if wrong and run is not None
             else "no request succeeded"
         )
     else:

@@ -415,7 +415,7 @@ class ResponsesAssembler:
         ]
         return TrajResponse(
             content=out.content, reasoning=out.reasoning, tool_calls=calls, finish_reason=out.finish_reason
-        ), True  # type: ignore[arg-type]
+        ), True
 
 
 @dataclass
@@ -773,7 +773,7 @@ class _GeminiAnswer:
         known = asm.finish_reason is None or asm.finish_reason in gemini.TRAJECTORY_FINISH
         return TrajResponse(
             content=asm.content, reasoning=asm.reasoning, tool_calls=calls, finish_reason=asm.trajectory_finish()
-        ), known  # type: ignore[arg-type]
+        ), known
 
 
 def _adopt_client_call_ids(turn: Turn) -> None:
@@ -881,7 +881,11 @@ def create_recorder_app(
             recorder.skipped["upstream_errors"] += 1
             placed = None
         length = resp.headers.get("content-length")
-        assembler = {"responses": ResponsesAssembler, "messages": MessagesAssembler}.get(api, ChatAssembler)
+        assemblers: dict[str, type[ChatAssembler | ResponsesAssembler | MessagesAssembler]] = {
+            "responses": ResponsesAssembler,
+            "messages": MessagesAssembler,
+        }
+        assembler = assemblers.get(api, ChatAssembler)
         asm = assembler(
             stream=req.get("stream") is True if req else False,
             content_length=int(length) if length and length.isdigit() else None,

@@ -58,7 +58,9 @@ def schema_answer(schema: Any) -> Any:
         kind = next((k for k in kind if k != "null"), None)
     kind = kind.lower() if isinstance(kind, str) else ("object" if "properties" in schema else None)
     if kind == "object":
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        props = schema.get("properties")
+        if not isinstance(props, dict):
+            props = {}
         required = schema.get("required")
         names = [n for n in required if n in props] if isinstance(required, list) and required else list(props)
         return {name: schema_answer(props[name]) for name in names}

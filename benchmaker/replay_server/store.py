@@ -288,7 +288,9 @@ class ReplayStore:
     splitter: Splitter = regex_split
     created: int = 0
     stream_cache_bytes: int = 256 * 2**20
-    _cache: OrderedDict[tuple[int, int], StreamBytes] = field(default_factory=OrderedDict, repr=False)
+    _cache: OrderedDict[tuple[int, int] | tuple[int, int, str], StreamBytes] = field(
+        default_factory=OrderedDict, repr=False
+    )
     _cache_size: int = 0
     _response_ids: dict[str, tuple[StoredTrajectory, int]] | None = field(default=None, repr=False)
 
@@ -390,9 +392,9 @@ class ReplayStore:
         rides on `response.completed`). Cached with the chat streams."""
         key = (entry.ordinal, turn_index, "responses")
         cache = self._cache
-        hit = cache.get(key)  # type: ignore[call-overload]
+        hit = cache.get(key)
         if hit is not None:
-            cache.move_to_end(key)  # type: ignore[arg-type]
+            cache.move_to_end(key)
             return hit
         prepared = entry.turns[turn_index]
         events, tail = stream_events(
@@ -414,7 +416,7 @@ class ReplayStore:
         size = sum(len(b) for _, b in groups) + 2 * len(tail)
         out = StreamBytes(groups=tuple(groups), tail=tail, tail_usage=tail, n_events=len(events), size=size)
         if out.size <= self.stream_cache_bytes:
-            cache[key] = out  # type: ignore[index]
+            cache[key] = out
             self._cache_size += out.size
             while self._cache_size > self.stream_cache_bytes:
                 _, dropped = cache.popitem(last=False)
@@ -434,7 +436,7 @@ class ReplayStore:
         `tail_usage` are the same: the API always sends its usage); cached in the same LRU
         as `stream`. Raises KeyError for an unknown api."""
         key = (entry.ordinal, turn_index, api)
-        cache: Any = self._cache
+        cache = self._cache
         hit = cache.get(key)
         if hit is not None:
             cache.move_to_end(key)

@@ -456,7 +456,7 @@ class _Timeline:
         done = sc.done
         if sc.error_after is not None:
             payloads = payloads[: sc.error_after]
-            err = {"error": {"message": "scenario stream error", "type": "server_error", "code": 500}}
+            err: dict[str, Any] = {"error": {"message": "scenario stream error", "type": "server_error", "code": 500}}
             if self.kind == "messages":
                 err = {"type": "error", "error": {"type": "api_error", "message": "scenario stream error"}}
             t = payloads[-1][0] if payloads else 0.0
@@ -505,7 +505,7 @@ class _Timeline:
                         "input": orjson.loads("".join(tc.argument_chunks)),
                     }
                 )
-            message = {
+            message: dict[str, Any] = {
                 "id": "msg_scenario",
                 "type": "message",
                 "role": "assistant",

@@ -258,7 +258,7 @@ class LocalSandbox:
         as root, what it creates is handed to the sandbox's user."""
         full = self._resolve(path)
         conf = self.confinement
-        owner = (conf.uid, conf.gid) if conf is not None and conf.uid is not None else None
+        owner = (conf.uid, conf.gid or 0) if conf is not None and conf.uid is not None else None
 
         def _write() -> None:
             made = [p for p in reversed(full.parents) if not p.exists()]

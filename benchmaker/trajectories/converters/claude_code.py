@@ -228,7 +228,9 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests
                 ),
             )
         elif kind == "system" and rec.get("subtype") == "compact_boundary":
-            meta = rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
+            meta = rec.get("compactMetadata")
+            if not isinstance(meta, dict):
+                meta = {}
             pre = meta.get("preTokens")
             add(
                 _thread_key(rec),
@@ -413,7 +415,7 @@ class _Converter:
             reasoning="".join(thinking) if thinking else None,
             tool_calls=calls,
             finish_reason=finish or ("tool_calls" if calls else "stop"),
-        )  # type: ignore[arg-type]
+        )
         last = lines[-1]
         if self.requests.sent_at(lines[0].request_ref) is not None:  # 2.1.332 logs when it went out
             previous_ts = self.requests.sent_at(lines[0].request_ref)

@@ -130,7 +130,9 @@ def _user(builder: TrajectoryBuilder, content: Any) -> None:
         resp = part.get("functionResponse") if isinstance(part, dict) else None
         if not isinstance(resp, dict):
             continue
-        name = resp.get("name") if isinstance(resp.get("name"), str) else ""
+        name = resp.get("name")
+        if not isinstance(name, str):
+            name = ""
         call_id = client_call_id(resp["id"], name) if isinstance(resp.get("id"), str) else None
         if call_id is not None and builder.has_observation(call_id):
             continue
@@ -244,8 +246,12 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
 
 
 def _thought_text(thought: dict[str, Any]) -> str:
-    subject = thought.get("subject") if isinstance(thought.get("subject"), str) else ""
-    description = thought.get("description") if isinstance(thought.get("description"), str) else ""
+    subject = thought.get("subject")
+    description = thought.get("description")
+    if not isinstance(subject, str):
+        subject = ""
+    if not isinstance(description, str):
+        description = ""
     return f"**{subject}**\n\n{description}" if subject else description
 
 

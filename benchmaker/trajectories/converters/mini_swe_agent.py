@@ -101,7 +101,7 @@ def _chat_message(entry: Any, i: int, ctx: FileContext) -> Any:
             msgs = chat_messages({"input": [x for x in entry.get("output") or () if isinstance(x, dict)]})
         except ValueError as exc:
             raise ctx.error(None, f"messages[{i}].output", str(exc)) from None
-        msg = msgs[0] if msgs else {"role": "assistant", "content": None}
+        msg: dict[str, Any] = msgs[0] if msgs else {"role": "assistant", "content": None}
         usage: dict[str, Any] = {
             "prompt_tokens": out.input_tokens,
             "completion_tokens": out.output_tokens,

@@ -132,7 +132,9 @@ def _add_trajectory_steps(
         if not isinstance(step, dict) or not isinstance(step.get("action"), str):
             builder.skip("call_only_in_trajectory")
             continue
-        observation = step.get("observation") if isinstance(step.get("observation"), str) else ""
+        observation = step.get("observation")
+        if not isinstance(observation, str):
+            observation = ""
         if not function_calling and isinstance(step.get("response"), str):
             builder.turn(fast_response(content=step["response"]))
             builder.observation(fast_observation(observation))

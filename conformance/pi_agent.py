@@ -3,7 +3,7 @@ a model server, offline: the command that `benchmaker swebench-replay --mode com
 starts per episode, and the one the recording run starts.
 
     python conformance/pi_agent.py --base-url {base_url} --task-file {workdir}/ISSUE.md \\
-        [--api openai-completions] [--model fake-model] [--session-dir DIR]
+        [--api openai-completions] [--model fake-model] [--session-dir DIR] [--pi PREFIX]
 
 Runs in the current directory (the harness starts it in the sandbox workdir). pi reads
 its providers from `~/.pi/agent/models.json`, so each run gets a HOME of its own (a
@@ -14,7 +14,11 @@ pi's others are `openai-responses`, `anthropic-messages` and `google-generative-
 (non-interactive: one prompt, tool calls until the model answers without one) with
 PI_OFFLINE=1 (no update checks or downloads). pi always streams. Its session log (JSONL)
 goes to `--session-dir` (default: inside the temporary HOME, so it is removed with it).
-The exit code is pi's; 2 when pi is not installed (the message names the install step).
+`--pi` is pi's npm prefix (default: the conformance cache's, conformance/setup_venvs.sh
+pi): given as an absolute path on the command line, the confined sandbox of command mode
+binds it read-only, so the agent reaches it under a caller's home the sandbox's user
+cannot read. The exit code is pi's; 2 when pi is not installed (the message names the
+install step).
 """
 
 from __future__ import annotations
@@ -28,15 +32,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conformance.venvs import cache_dir
-
 PI_APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
 
 
-def pi_executable() -> Path:
-    """`<cache>/pi/bin/pi` (conformance/setup_venvs.sh pi installs it)."""
-    return cache_dir() / "pi" / "bin" / "pi"
+def pi_prefix() -> Path:
+    """`<cache>/pi`, the npm prefix conformance/setup_venvs.sh pi installs into: the
+    cache is $BENCHMAKER_CONFORMANCE_CACHE, else ~/.cache/benchmaker-conformance (as
+    conformance.venvs.cache_dir; this script runs inside the sandbox on its own, without
+    the repository on its path)."""
+    env = os.environ.get("BENCHMAKER_CONFORMANCE_CACHE")
+    return (Path(env) if env else Path.home() / ".cache" / "benchmaker-conformance") / "pi"
 
 
 def models_json(base_url: str, api: str, model: str) -> dict:
@@ -61,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api", choices=PI_APIS, default="openai-completions")
     ap.add_argument("--model", default="fake-model")
     ap.add_argument("--session-dir", type=Path, default=None)
+    ap.add_argument("--pi", type=Path, default=None, help="pi's npm prefix (default: the conformance cache's)")
     args = ap.parse_args(argv)
-    pi = pi_executable()
+    pi = (args.pi or pi_prefix()) / "node_modules" / ".bin" / "pi"
     if not pi.exists():
         print(f"pi_agent: {pi} not found: run conformance/setup_venvs.sh pi (or make conformance)", file=sys.stderr)
         return 2

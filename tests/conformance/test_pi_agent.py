@@ -20,6 +20,7 @@ import duckdb
 import pytest
 
 from conformance.clients import url_process
+from conformance.pi_agent import pi_prefix
 from conformance.venvs import REPO
 from tests.conformance.conftest import need
 
@@ -34,7 +35,10 @@ REPLAY_APIS = ("openai-completions",)
 
 def agent_command(api: str) -> str:
     """The command line of command mode (split on spaces by the harness)."""
-    return f"{sys.executable} {PI_AGENT} --base-url {{base_url}} --task-file {{workdir}}/ISSUE.md --api {api}"
+    return (
+        f"{sys.executable} {PI_AGENT} --base-url {{base_url}} --task-file {{workdir}}/ISSUE.md --api {api} "
+        f"--pi {pi_prefix()}"
+    )
 
 
 @pytest.fixture(scope="module")

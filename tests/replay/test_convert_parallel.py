@@ -102,7 +102,7 @@ def test_public_recordings_cases_and_fixtures_give_the_same_bytes_report_and_eve
     paths = [DATA / "corpus", DATA / "cases" / "logs", FIXTURES]
     serial, parallel = both(paths, tmp_path)
     assert parallel == serial
-    assert serial["report"]["trajectories"] == 6 + 4 + 8  # the three directories' counts
+    assert serial["report"]["trajectories"] == 6 + 5 + 8  # the three directories' counts
     assert serial["report"]["skipped"]["harbor_job_file"] == 1  # the harbor job's result.json
     assert len(serial["events"]) == 1 + len(serial["report"]["files"]) + 1  # start, each unit, finished
     assert serial["left"] == ["out.jsonl"]
@@ -223,8 +223,8 @@ def test_the_parent_converts_the_first_units_while_its_workers_start(
     monkeypatch.setattr(convert_mod, "_start_workers", start_workers)
     out = tmp_path / "parallel" / "out.jsonl"
     report = convert_paths(paths, out, workers=2, progress=progress)
-    assert converted_here == [Path(serial["report"]["files"][0]["path"]).name]  # the other 17 in the workers
-    assert report.workers == 2 and report.workers_cpu_s > 0 and report.workers_units == 17
+    assert converted_here == [Path(serial["report"]["files"][0]["path"]).name]  # the other 18 in the workers
+    assert report.workers == 2 and report.workers_cpu_s > 0 and report.workers_units == 18
     assert out.read_bytes() == serial["bytes"]
     assert {k: v for k, v in report.to_dict().items() if k != "out" and not k.startswith("workers")} == serial["report"]
     assert sorted(p.name for p in out.parent.iterdir()) == ["out.jsonl"]

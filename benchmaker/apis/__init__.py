@@ -1,4 +1,5 @@
-"""The wire APIs, one module each, each the single place that knows its API: the request
+"""The wire APIs, one module each (OpenAI chat, OpenAI Responses, Anthropic Messages,
+Gemini, SGLang `/generate`), each the single place that knows its API: the request
 headers, what counts as generated output and a token event, usage, finish reasons and
 outcomes (generated.py holds the rules every API shares). The engine's workloads, the
 replay model client and the recorder read streams through these modules.
@@ -14,6 +15,7 @@ _EXPORTS = {
     "OpenAIChatParser": "benchmaker.apis.openai_chat",
     "OpenAIResponsesParser": "benchmaker.apis.openai_responses",
     "OpenAIStreamParser": "benchmaker.apis.openai_chat",
+    "SGLangParser": "benchmaker.apis.sglang",
     "openai_headers": "benchmaker.apis.openai_chat",
     "finish_class": "benchmaker.apis.generated",
     "message_output": "benchmaker.apis.generated",

@@ -67,8 +67,17 @@ from typing import Any, Protocol
 
 import orjson
 
-from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error
-from benchmaker.engine.records import Outcome, Sample
+from benchmaker.apis.generated import (
+    FINISH_FAILS,
+    close_stream,
+    close_whole,
+    finish_class,
+    finish_error,
+    short,
+    token_count,
+    whole_object,
+)
+from benchmaker.engine.records import Sample
 from benchmaker.engine.sse import SSEParser
 
 __all__ = [
@@ -91,12 +100,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 MESSAGES_PATHS = ("/v1/messages", "/messages")
 """The request paths of this API (a `?beta=true` query string does not change the path)."""
-
-_OK = Outcome.OK.value
-_PROTOCOL_ERROR = Outcome.PROTOCOL_ERROR.value
-_EMPTY = Outcome.EMPTY_OUTPUT.value
-_ABORTED = Outcome.ABORTED.value
-
 
 # -- requests -----------------------------------------------------------------------------
 
@@ -480,15 +483,6 @@ def error_body(status: int, code: str, message: str) -> bytes:
 # -- the stream parser ----------------------------------------------------------------------
 
 
-def _short(data: bytes | str, limit: int = 200) -> str:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 class AnthropicMessagesParser:
     """Parser of one `/v1/messages` response, streamed or not (rules in the module doc).
 
@@ -582,10 +576,10 @@ class AnthropicMessagesParser:
             try:
                 obj = orjson.loads(payload)
             except orjson.JSONDecodeError as exc:
-                self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
+                self._fail(f"bad JSON in data line: {exc} (got {short(payload)})")
                 continue
             if type(obj) is not dict:
-                self._fail(f"data line is not a JSON object (got {_short(payload)})")
+                self._fail(f"data line is not a JSON object (got {short(payload)})")
                 continue
             kind = obj.get("type")
             if kind == "content_block_delta":
@@ -622,7 +616,7 @@ class AnthropicMessagesParser:
             elif kind == "error" or event == "error":
                 err = obj.get("error")
                 msg = err.get("message") if isinstance(err, dict) else None
-                self._fail(f"error event in stream: {msg if isinstance(msg, str) else _short(payload)}")
+                self._fail(f"error event in stream: {msg if isinstance(msg, str) else short(payload)}")
 
     def _delta(self, obj: dict[str, Any]) -> bool:
         """Apply one content_block_delta to its block; True when it carries generated text."""
@@ -655,20 +649,21 @@ class AnthropicMessagesParser:
         usage = self.usage
         if not usage:
             return
-        sample.output_tokens = _count(usage.get("output_tokens"))
+        sample.output_tokens = token_count(usage.get("output_tokens"))
         sample.usage_present = sample.output_tokens is not None
         parts = [
-            _count(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+            token_count(usage.get(k))
+            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
         ]
         sample.prompt_tokens = None if parts[0] is None else sum(p or 0 for p in parts)
         sample.cached_tokens = parts[1]
         details = usage.get("output_tokens_details")
         if isinstance(details, dict):
-            sample.reasoning_tokens = _count(details.get("thinking_tokens"))
+            sample.reasoning_tokens = token_count(details.get("thinking_tokens"))
 
     def _ending(self, sample: Sample) -> str | None:
         reason = self._stop_reason
-        sample.finish_reason = reason if reason is None or type(reason) is str else _short(orjson.dumps(reason))
+        sample.finish_reason = reason if reason is None or type(reason) is str else short(orjson.dumps(reason))
         cls = stop_class(reason)
         sample.finish_class = cls
         sample.output_chars = self._chars
@@ -683,45 +678,26 @@ class AnthropicMessagesParser:
             return
         cut = self._sse.close()
         if cut is not None and not self._stopped:
-            self._fail(f"stream ended inside an event (got {_short(cut)})")
+            self._fail(f"stream ended inside an event (got {short(cut)})")
         self._apply_usage(sample)
-        failed = self._ending(sample)
-        if self._error is not None:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
-        elif not self._stopped:
-            sample.outcome = _PROTOCOL_ERROR
-            sample.error = (
-                f"no SSE event in body (got {_short(self._head)})"
-                if self._n_sse == 0
-                else f"stream ended before message_stop after {self._n_events} token events"
-            )
-        elif failed is not None:
-            sample.outcome, sample.error = _ABORTED, failed
-        elif self._n_events == 0:
-            sample.outcome, sample.error = _EMPTY, "complete stream without a generated token"
-        else:
-            sample.outcome = _OK
+        close_stream(
+            sample,
+            error=self._error,
+            complete=self._stopped,
+            failed=self._ending(sample),
+            n_sse=self._n_sse,
+            n_events=self._n_events,
+            head=self._head,
+            end="message_stop",
+        )
 
     def _finish_whole(self, sample: Sample) -> None:
         body = b"".join(self._body)
         self._body = []
-        try:
-            obj = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, f"bad JSON body: {exc} (got {_short(body)})"
-            return
-        if type(obj) is not dict:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, f"body is not a JSON object (got {_short(body)})"
-            return
-        if obj.get("type") == "error" or obj.get("error") is not None:
-            err = obj.get("error")
-            msg = err.get("message") if isinstance(err, dict) else None
-            sample.outcome = _PROTOCOL_ERROR
-            sample.error = f"error in body: {msg if isinstance(msg, str) else _short(body)}"
+        obj = whole_object(body, sample, error_of=_body_error)
+        if obj is None:
             return
         self.message = obj
-        if type(obj.get("model")) is str:
-            sample.model = obj["model"]
         self._merge_usage(obj.get("usage"))
         self._apply_usage(sample)
         self._stop_reason = obj.get("stop_reason")
@@ -736,10 +712,12 @@ class AnthropicMessagesParser:
                 value = str(block.get("name") or "") + orjson.dumps(block.get("input", {})).decode()
             if type(value) is str:
                 self._chars += len(value)
-        failed = self._ending(sample)
-        if failed is not None:
-            sample.outcome, sample.error = _ABORTED, failed
-        elif self._chars:
-            sample.outcome = _OK
-        else:
-            sample.outcome, sample.error = _EMPTY, "response without generated text"
+        close_whole(sample, self._ending(sample), self._chars > 0)
+
+
+def _body_error(obj: dict[str, Any]) -> Any:
+    """The error a Messages body states: `{"type": "error", "error": {...}}` (or any
+    `error` field), else None."""
+    if obj.get("type") == "error":
+        return obj.get("error") or obj
+    return obj.get("error")

@@ -61,23 +61,31 @@ The rules every parser applies at the end of a response (`settle`; docs/stream-r
 - A server's token counts that cannot be true are a finding on the sample
   (`usage_problem` -> `usage_invalid_reason`), never a figure to sum.
 
+How a response's end decides its outcome, the same cascade for every API: a stream
+by `close_stream` (protocol error, cut before the API's terminal event, aborted by its
+finish, empty, ok), a whole body parsed by `whole_object` and closed by `close_whole`.
+
 Sources: OpenAI chat API reference (finish_reason), vLLM `FinishReason`, SGLang
 `FINISH_ABORT`, TGI `FinishReason`, OpenRouter, Mistral and DeepSeek API references.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from benchmaker.engine.records import Sample
+from benchmaker.engine.records import Outcome, Sample
 
 __all__ = [
     "FINISH_CLASSES",
     "FINISH_FAILS",
     "Output",
+    "close_stream",
+    "close_whole",
+    "error_text",
     "finish_class",
     "finish_error",
     "finish_outcome",
@@ -86,7 +94,10 @@ __all__ = [
     "message_output",
     "scan_output",
     "settle",
+    "short",
+    "token_count",
     "usage_problem",
+    "whole_object",
 ]
 
 # finish class -> does it fail the request
@@ -131,6 +142,121 @@ _ALIASES: dict[str, str] = {
     "cancelled": "cancelled",
     "canceled": "cancelled",
 }
+
+
+def short(data: bytes | str, limit: int = 200) -> str:
+    """`data` as text for an error message: bytes decoded as UTF-8 (bad bytes replaced),
+    cut to `limit` characters with "..." appended when longer."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def error_text(err: Any) -> str:
+    """The text of an error object a server sent: its `message` string, else the
+    object as compact JSON (`short`)."""
+    if type(err) is dict:
+        msg = err.get("message")
+        if type(msg) is str:
+            return msg
+    return short(orjson.dumps(err))
+
+
+def token_count(value: Any) -> int | None:
+    """A token count a server sent: `value` when it is an int >= 0, else None (absent,
+    null, negative, a float, a string, a bool)."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def _error_field(obj: dict[str, Any]) -> Any:
+    return obj.get("error")
+
+
+def whole_object(
+    body: bytes,
+    sample: Sample,
+    *,
+    loads: Callable[[bytes], Any] = orjson.loads,
+    error_of: Callable[[dict[str, Any]], Any] = _error_field,
+) -> dict[str, Any] | None:
+    """The JSON object of a non-streamed response body, or None when the body is not
+    one or states an error; then `sample` has outcome protocol_error and `error` one of
+
+        bad JSON body: <decoder message> (got <body>)      loads raised JSONDecodeError
+        body is not a JSON object (got <body>)
+        error in body: <error_text>                         error_of(obj) is not None
+
+    `loads` decodes the bytes (raises orjson.JSONDecodeError); `error_of` returns the
+    error object a body states (default: its `error` field), None when it states none.
+    A string `model` in the object is set as `sample.model`, also on an error body."""
+    try:
+        obj = loads(body)
+    except orjson.JSONDecodeError as exc:
+        sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, f"bad JSON body: {exc} (got {short(body)})"
+        return None
+    if type(obj) is not dict:
+        sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, f"body is not a JSON object (got {short(body)})"
+        return None
+    model = obj.get("model")
+    if type(model) is str:
+        sample.model = model
+    err = error_of(obj)
+    if err is not None:
+        sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, f"error in body: {error_text(err)}"
+        return None
+    return obj
+
+
+def close_whole(sample: Sample, failed: str | None, generated: bool) -> None:
+    """Set the outcome of a non-streamed response read by `whole_object`, first match
+    wins: aborted with `failed` (settle's error of a failing finish class, None when
+    none); ok when it `generated` output; else empty_output."""
+    if failed is not None:
+        sample.outcome, sample.error = Outcome.ABORTED.value, failed
+    elif generated:
+        sample.outcome = Outcome.OK.value
+    else:
+        sample.outcome, sample.error = Outcome.EMPTY_OUTPUT.value, "response without generated text"
+
+
+def close_stream(
+    sample: Sample,
+    *,
+    error: str | None,
+    complete: bool,
+    failed: str | None,
+    n_sse: int,
+    n_events: int,
+    head: bytes,
+    end: str,
+    empty: str = "complete stream without a generated token",
+) -> None:
+    """Set the outcome of a streamed response whose body ended, first match wins:
+
+        protocol_error  `error` (the parser's first protocol error: bad JSON, an error
+                        event), else the stream not `complete` (its API's terminal
+                        event `end` never came): "no SSE event in body (got <head>)"
+                        when there was no SSE event (`n_sse` 0), else "stream ended
+                        before <end> after <n_events> token events"
+        aborted         `failed`: settle's error of a failing finish class
+        empty_output    no token event (`n_events` 0): `empty` is the error text
+        ok              otherwise
+
+    `head` is the body's first bytes (up to 200)."""
+    if error is not None:
+        sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, error
+    elif not complete:
+        sample.outcome = Outcome.PROTOCOL_ERROR.value
+        sample.error = (
+            f"no SSE event in body (got {short(head)})"
+            if n_sse == 0
+            else f"stream ended before {end} after {n_events} token events"
+        )
+    elif failed is not None:
+        sample.outcome, sample.error = Outcome.ABORTED.value, failed
+    elif n_events == 0:
+        sample.outcome, sample.error = Outcome.EMPTY_OUTPUT.value, empty
+    else:
+        sample.outcome = Outcome.OK.value
 
 
 def finish_class(reason: Any) -> str | None:

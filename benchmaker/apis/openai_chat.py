@@ -79,8 +79,19 @@ from typing import Any
 import orjson
 from orjson import JSONDecodeError, loads
 
-from benchmaker.apis.generated import finish_outcome, finish_reason_sent, scan_output, settle
-from benchmaker.engine.records import Outcome, Sample
+from benchmaker.apis.generated import (
+    close_stream,
+    close_whole,
+    error_text,
+    finish_outcome,
+    finish_reason_sent,
+    scan_output,
+    settle,
+    short,
+    token_count,
+    whole_object,
+)
+from benchmaker.engine.records import Sample
 from benchmaker.engine.sse import SSEParser
 
 __all__ = [
@@ -92,10 +103,6 @@ __all__ = [
     "openai_headers",
 ]
 
-_OK = Outcome.OK.value
-_PROTOCOL_ERROR = Outcome.PROTOCOL_ERROR.value
-_EMPTY = Outcome.EMPTY_OUTPUT.value
-_ABORTED = Outcome.ABORTED.value
 
 # A JSON escape of a UTF-16 surrogate (\uD800-\uDFFF): the only input the fallback
 # decoder is tried on.
@@ -120,6 +127,15 @@ def loads_json(payload: bytes) -> tuple[Any, bool]:
             except (ValueError, RecursionError):
                 pass
         raise exc
+
+
+def _loads_joined(payload: bytes) -> Any:
+    """`loads_json` of a whole body, its surrogate pairs joined (unpaired halves
+    become U+FFFD)."""
+    obj, surrogates = loads_json(payload)
+    if surrogates and (type(obj) is dict or type(obj) is list):
+        _join_split_pairs(obj, (), None)
+    return obj
 
 
 def join_surrogates(text: str) -> str:
@@ -163,39 +179,22 @@ def openai_headers(api_key: str | None, stream: bool, extra: dict[str, str] | No
     return headers
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def apply_usage(usage: Any, sample: Sample) -> None:
     """Copy an OpenAI `usage` object onto the sample (see module docstring). Fields that
     are absent or not non-negative ints stay None; usage_present is True only when
     `completion_tokens` is such an int."""
     if not isinstance(usage, dict):
         return
-    sample.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-    sample.output_tokens = _int_or_none(usage.get("completion_tokens"))
+    sample.prompt_tokens = token_count(usage.get("prompt_tokens"))
+    sample.output_tokens = token_count(usage.get("completion_tokens"))
     sample.usage_present = sample.output_tokens is not None
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if cached is None:
         cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek
-    sample.cached_tokens = _int_or_none(cached)
+    sample.cached_tokens = token_count(cached)
     cdetails = usage.get("completion_tokens_details")
-    sample.reasoning_tokens = _int_or_none(cdetails.get("reasoning_tokens")) if isinstance(cdetails, dict) else None
-
-
-def _short(data: bytes | str, limit: int = 200) -> str:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _error_text(err: Any) -> str:
-    if isinstance(err, dict):
-        msg = err.get("message")
-        if isinstance(msg, str):
-            return msg
-    return _short(orjson.dumps(err))
+    sample.reasoning_tokens = token_count(cdetails.get("reasoning_tokens")) if isinstance(cdetails, dict) else None
 
 
 class OpenAIStreamParser:
@@ -278,7 +277,7 @@ class OpenAIStreamParser:
                 self._done = True
                 continue
             if event == "error":
-                self._fail(f"error event in stream: {_short(payload)}")
+                self._fail(f"error event in stream: {short(payload)}")
                 continue
             try:
                 obj = loads(payload)
@@ -287,10 +286,10 @@ class OpenAIStreamParser:
                 try:
                     obj, surrogates = loads_json(payload)
                 except JSONDecodeError as exc:
-                    self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
+                    self._fail(f"bad JSON in data line: {exc} (got {short(payload)})")
                     continue
             if type(obj) is not dict:
-                self._fail(f"data line is not a JSON object (got {_short(payload)})")
+                self._fail(f"data line is not a JSON object (got {short(payload)})")
                 continue
             if sample.model is None:
                 model = obj.get("model")
@@ -304,7 +303,7 @@ class OpenAIStreamParser:
                             _join_split_pairs(choice, (choice.get("index", pos),), self._held)
             err = obj.get("error")
             if err is not None:
-                self._fail(f"error in stream: {_error_text(err)}")
+                self._fail(f"error in stream: {error_text(err)}")
                 for choice in obj.get("choices") or ():  # OpenRouter: finish_reason "error" beside it
                     if type(choice) is dict:
                         self._finished(choice.get("finish_reason"), choice.get("index", 0))
@@ -401,58 +400,31 @@ class OpenAIStreamParser:
             if cut == b"[DONE]":
                 self._done = True  # final blank line missing: complete enough
             else:
-                self._fail(f"stream ended inside an event (got {_short(cut)})")
+                self._fail(f"stream ended inside an event (got {short(cut)})")
         apply_usage(self._usage, sample)
-        failed = self._ending(sample)
-        if self._error is not None:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
-        elif not self._done:
-            if self._n_sse == 0:
-                sample.outcome = _PROTOCOL_ERROR
-                sample.error = f"no SSE event in body (got {_short(self._head)})"
-            else:
-                sample.outcome = _PROTOCOL_ERROR
-                sample.error = f"stream ended before data: [DONE] after {self._n_events} token events"
-        elif failed is not None:
-            sample.outcome, sample.error = _ABORTED, failed
-        elif self._n_events == 0:
-            sample.outcome = _EMPTY
-            sample.error = "complete stream without a generated token" + (
-                " (usage only)" if self._usage is not None else ""
-            )
-        else:
-            sample.outcome = _OK
+        close_stream(
+            sample,
+            error=self._error,
+            complete=self._done,
+            failed=self._ending(sample),
+            n_sse=self._n_sse,
+            n_events=self._n_events,
+            head=self._head,
+            end="data: [DONE]",
+            empty="complete stream without a generated token" + (" (usage only)" if self._usage is not None else ""),
+        )
 
     def _finish_whole(self, sample: Sample) -> None:
         body = b"".join(self._body)
         self._body = []
-        try:
-            obj, surrogates = loads_json(body)
-        except orjson.JSONDecodeError as exc:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, f"bad JSON body: {exc} (got {_short(body)})"
+        obj = whole_object(body, sample, loads=_loads_joined)
+        if obj is None:
             return
-        if type(obj) is not dict:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, f"body is not a JSON object (got {_short(body)})"
-            return
-        if surrogates:
-            _join_split_pairs(obj, (), None)
         self._usage = obj.get("usage")  # kept, as a stream's (benchmaker.agent.model_client reads it)
-        model = obj.get("model")
-        if type(model) is str:
-            sample.model = model
-        if obj.get("error") is not None:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, f"error in body: {_error_text(obj['error'])}"
-            return
-        apply_usage(obj.get("usage"), sample)
+        apply_usage(self._usage, sample)
         choices = obj.get("choices")
         generated = self._whole_body(choices) if isinstance(choices, list) else False
-        failed = self._ending(sample)
-        if failed is not None:
-            sample.outcome, sample.error = _ABORTED, failed
-        elif generated:
-            sample.outcome = _OK
-        else:
-            sample.outcome, sample.error = _EMPTY, "response without generated text"
+        close_whole(sample, self._ending(sample), generated)
 
     def _whole_body(self, choices: list[Any]) -> bool:
         """Handle a non-streamed body's `choices`; return True when there is generated text."""

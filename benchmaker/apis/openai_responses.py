@@ -90,8 +90,18 @@ from typing import Any
 import orjson
 from orjson import JSONDecodeError, loads
 
-from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error
-from benchmaker.engine.records import Outcome, Sample
+from benchmaker.apis.generated import (
+    FINISH_FAILS,
+    close_stream,
+    close_whole,
+    error_text,
+    finish_class,
+    finish_error,
+    short,
+    token_count,
+    whole_object,
+)
+from benchmaker.engine.records import Sample
 from benchmaker.engine.sse import SSEParser
 
 __all__ = [
@@ -106,10 +116,6 @@ __all__ = [
     "stream_events",
 ]
 
-_OK = Outcome.OK.value
-_PROTOCOL_ERROR = Outcome.PROTOCOL_ERROR.value
-_EMPTY = Outcome.EMPTY_OUTPUT.value
-_ABORTED = Outcome.ABORTED.value
 
 # -- request items -> chat messages ----------------------------------------------------
 
@@ -562,36 +568,19 @@ _STATUS_CLASS = {"completed": "stop", "failed": "error", "cancelled": "cancelled
 _REASON_CLASS = {"max_output_tokens": "length", "content_filter": "content_filter", "max_tokens": "length"}
 
 
-def _short(data: bytes | str, limit: int = 200) -> str:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def apply_usage(usage: Any, sample: Sample) -> None:
     """Copy a Responses `usage` object onto the sample (module doc). Fields that are
     absent or not non-negative ints stay None; usage_present is True only when
     `output_tokens` is such an int."""
     if type(usage) is not dict:
         return
-    sample.prompt_tokens = _int_or_none(usage.get("input_tokens"))
-    sample.output_tokens = _int_or_none(usage.get("output_tokens"))
+    sample.prompt_tokens = token_count(usage.get("input_tokens"))
+    sample.output_tokens = token_count(usage.get("output_tokens"))
     sample.usage_present = sample.output_tokens is not None
     details = usage.get("input_tokens_details")
-    sample.cached_tokens = _int_or_none(details.get("cached_tokens")) if type(details) is dict else None
+    sample.cached_tokens = token_count(details.get("cached_tokens")) if type(details) is dict else None
     details = usage.get("output_tokens_details")
-    sample.reasoning_tokens = _int_or_none(details.get("reasoning_tokens")) if type(details) is dict else None
-
-
-def _error_text(err: Any) -> str:
-    if type(err) is dict:
-        msg = err.get("message")
-        if type(msg) is str:
-            return msg
-    return _short(orjson.dumps(err))
+    sample.reasoning_tokens = token_count(details.get("reasoning_tokens")) if type(details) is dict else None
 
 
 def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] | None = None) -> ResponseOutput:
@@ -654,12 +643,12 @@ def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] |
         reasoning=reasoning,
         calls=tuple(calls),
         finish_reason=finish,
-        error=_error_text(err) if err is not None else None,
-        input_tokens=_int_or_none(usage.get("input_tokens")),
-        output_tokens=_int_or_none(usage.get("output_tokens")),
-        cached_tokens=_int_or_none(idetails.get("cached_tokens")) if type(idetails) is dict else None,
-        reasoning_tokens=_int_or_none(odetails.get("reasoning_tokens")) if type(odetails) is dict else None,
-        total_tokens=_int_or_none(usage.get("total_tokens")),
+        error=error_text(err) if err is not None else None,
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        cached_tokens=token_count(idetails.get("cached_tokens")) if type(idetails) is dict else None,
+        reasoning_tokens=token_count(odetails.get("reasoning_tokens")) if type(odetails) is dict else None,
+        total_tokens=token_count(usage.get("total_tokens")),
     )
 
 
@@ -744,10 +733,10 @@ class OpenAIResponsesParser:
                 obj = loads(payload)
             except JSONDecodeError as exc:
                 if payload != b"[DONE]" and payload:
-                    self._fail(f"bad JSON in data line: {exc} (got {_short(payload)})")
+                    self._fail(f"bad JSON in data line: {exc} (got {short(payload)})")
                 continue
             if type(obj) is not dict:
-                self._fail(f"data line is not a JSON object (got {_short(payload)})")
+                self._fail(f"data line is not a JSON object (got {short(payload)})")
                 continue
             kind = obj.get("type") or event
             delta = obj.get("delta")
@@ -764,7 +753,7 @@ class OpenAIResponsesParser:
                     continue
                 self._chars += len(delta)
             elif kind == "error" or event == "error":
-                self._fail(f"error event in stream: {_error_text(obj.get('error', obj))}")
+                self._fail(f"error event in stream: {error_text(obj.get('error', obj))}")
                 continue
             else:
                 if kind == "response.output_item.done" and type(obj.get("item")) is dict:
@@ -820,7 +809,7 @@ class OpenAIResponsesParser:
         sample.output_chars = self._chars
         if cls is not None and FINISH_FAILS.get(cls, True):
             err = resp.get("error")
-            detail = f": {_error_text(err)}" if err is not None else ""
+            detail = f": {error_text(err)}" if err is not None else ""
             return finish_error(reason, cls) + detail
         return None
 
@@ -831,40 +820,24 @@ class OpenAIResponsesParser:
             return
         cut = self._sse.close()
         if cut is not None and self._response is None:
-            self._fail(f"stream ended inside an event (got {_short(cut)})")
+            self._fail(f"stream ended inside an event (got {short(cut)})")
         resp = self._response
-        failed = self._ending(resp, sample) if resp is not None else None
-        if self._error is not None:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, self._error
-        elif resp is None:
-            sample.outcome = _PROTOCOL_ERROR
-            sample.error = (
-                f"no SSE event in body (got {_short(self._head)})"
-                if self._n_sse == 0
-                else f"stream ended before response.completed after {self._n_events} token events"
-            )
-        elif failed is not None:
-            sample.outcome, sample.error = _ABORTED, failed
-        elif self._n_events == 0:
-            sample.outcome, sample.error = _EMPTY, "complete stream without a generated token"
-        else:
-            sample.outcome = _OK
+        close_stream(
+            sample,
+            error=self._error,
+            complete=resp is not None,
+            failed=self._ending(resp, sample) if resp is not None else None,
+            n_sse=self._n_sse,
+            n_events=self._n_events,
+            head=self._head,
+            end="response.completed",
+        )
 
     def _finish_whole(self, sample: Sample) -> None:
         body = b"".join(self._body)
         self._body = []
-        try:
-            obj = loads(body)
-        except JSONDecodeError as exc:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, f"bad JSON body: {exc} (got {_short(body)})"
-            return
-        if type(obj) is not dict:
-            sample.outcome, sample.error = _PROTOCOL_ERROR, f"body is not a JSON object (got {_short(body)})"
-            return
-        if type(obj.get("model")) is str:
-            sample.model = obj["model"]
-        if obj.get("error") is not None and obj.get("status") != "failed":
-            sample.outcome, sample.error = _PROTOCOL_ERROR, f"error in body: {_error_text(obj['error'])}"
+        obj = whole_object(body, sample, loads=loads, error_of=_body_error)
+        if obj is None:
             return
         self._response = obj
         generated = False
@@ -897,10 +870,10 @@ class OpenAIResponsesParser:
                         self._parts.append(part["text"])
                         self._chars += len(part["text"])
                         generated = True
-        failed = self._ending(obj, sample)
-        if failed is not None:
-            sample.outcome, sample.error = _ABORTED, failed
-        elif generated:
-            sample.outcome = _OK
-        else:
-            sample.outcome, sample.error = _EMPTY, "response without generated text"
+        close_whole(sample, self._ending(obj, sample), generated)
+
+
+def _body_error(obj: dict[str, Any]) -> Any:
+    """The error a response body states, unless it is a `failed` response (aborted, not
+    a protocol error)."""
+    return obj.get("error") if obj.get("status") != "failed" else None

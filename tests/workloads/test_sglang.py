@@ -7,6 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from benchmaker.apis.sglang import SGLangParser
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import Sample
@@ -15,7 +16,7 @@ from benchmaker.engine.types import StreamParser, Workload
 from benchmaker.testing import Scenario, ScenarioServer
 from benchmaker.workloads.datasets import DatasetError, Item, StaticDataset
 from benchmaker.workloads.registry import build_workload
-from benchmaker.workloads.sglang import SGLangParser, SGLangWorkload, read_input_ids
+from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 from tests.workloads._drive import drive
 
 MS = 1_000_000  # ns per ms

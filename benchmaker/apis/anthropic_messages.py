@@ -530,7 +530,7 @@ class AnthropicMessagesParser:
         self.message: dict[str, Any] | None = None
 
     @property
-    def stopped(self) -> bool:
+    def ended(self) -> bool:
         """True once `message_stop` arrived (the stream is complete)."""
         return self._stopped
 

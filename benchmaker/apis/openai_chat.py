@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -95,12 +96,14 @@ from benchmaker.engine.records import Sample
 from benchmaker.engine.sse import SSEParser
 
 __all__ = [
+    "OpenAIChatAssembler",
     "OpenAIChatParser",
     "OpenAIStreamParser",
     "apply_usage",
     "join_surrogates",
     "loads_json",
     "openai_headers",
+    "ToolCallDelta",
 ]
 
 
@@ -259,6 +262,23 @@ class OpenAIStreamParser:
     def text(self) -> str:
         """Generated `content` text so far (reasoning and tool calls excluded)."""
         return "".join(self._parts)
+
+    @property
+    def ended(self) -> bool:
+        """True once `data: [DONE]` arrived (the stream is complete)."""
+        return self._done
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """The server's usage object: the last non-null `usage` of a stream, or the
+        `usage` of a whole body; None when it sent none."""
+        usage = self._usage
+        return usage if isinstance(usage, dict) else None
+
+    @property
+    def error(self) -> str | None:
+        """The first protocol error seen (bad JSON, an `error` object or event), else None."""
+        return self._error
 
     # -- streaming ------------------------------------------------------------------
 
@@ -474,3 +494,123 @@ class OpenAIChatParser(OpenAIStreamParser):
             if reason is not None:
                 self._finished(reason, choice.get("index", 0))
         return generated
+
+
+@dataclass(slots=True)
+class ToolCallDelta:
+    """A tool call reassembled from stream deltas (by `index`); `arguments` is the
+    concatenation of every argument fragment, byte-exact."""
+
+    index: int
+    id: str | None = None
+    type: str = "function"
+    name: str = ""
+    arguments: str = ""
+
+
+class OpenAIChatAssembler(OpenAIChatParser):
+    """The OpenAI chat parser (token events, usage, finish_reason, outcome) that also
+    keeps the assistant message of choice 0:
+    `content`/`reasoning` (None when no delta carried the field, "" when deltas carried
+    it empty) and `tool_calls` (reassembled by index, in the order first seen).
+    Text parts are kept in lists and joined once (a turn streams one chunk per token)."""
+
+    __slots__ = ("_content", "_reasoning", "tool_calls", "_by_index")
+
+    def __init__(self, stream: bool = True, max_tokens: int | None = None) -> None:
+        super().__init__(stream, max_tokens)
+        self._content: list[str] | None = None
+        self._reasoning: list[str] | None = None
+        self.tool_calls: list[ToolCallDelta] = []
+        self._by_index: dict[Any, ToolCallDelta] = {}
+
+    @property
+    def content(self) -> str | None:
+        return None if self._content is None else "".join(self._content)
+
+    @property
+    def reasoning(self) -> str | None:
+        return None if self._reasoning is None else "".join(self._reasoning)
+
+    def _chunk(self, choices: Any) -> bool:
+        token = super()._chunk(choices)
+        for choice in choices:
+            if type(choice) is dict and choice.get("index", 0) == 0:
+                delta = choice.get("delta")
+                if delta and type(delta) is dict:
+                    self._delta(delta)
+        return token
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        c = delta.get("content")
+        if type(c) is str:
+            if self._content is None:
+                self._content = [c]
+            else:
+                self._content.append(c)
+            if len(delta) == 1:  # the common delta: text only
+                return
+        for key in ("reasoning_content", "reasoning"):
+            rc = delta.get(key)
+            if type(rc) is str:
+                if self._reasoning is None:
+                    self._reasoning = [rc]
+                else:
+                    self._reasoning.append(rc)
+        tcds = delta.get("tool_calls")
+        if not tcds:
+            return
+        for tcd in tcds:
+            if not isinstance(tcd, dict):
+                continue
+            idx = tcd.get("index", len(self.tool_calls))
+            tc = self._by_index.get(idx)
+            if tc is None:
+                tc = self._by_index[idx] = ToolCallDelta(index=idx)
+                self.tool_calls.append(tc)
+            if tcd.get("id"):
+                tc.id = tcd["id"]
+            if tcd.get("type"):
+                tc.type = tcd["type"]
+            fn = tcd.get("function")
+            if fn and type(fn) is dict:
+                name, args = fn.get("name"), fn.get("arguments")
+                if type(name) is str:
+                    tc.name += name
+                if type(args) is str:
+                    tc.arguments += args
+
+    def _whole_body(self, choices: list[Any]) -> bool:
+        generated = super()._whole_body(choices)
+        for ch in choices:
+            if type(ch) is dict and ch.get("index", 0) == 0:
+                msg = ch.get("message")
+                if type(msg) is dict:
+                    self._message(msg)
+                break
+        return generated
+
+    def _message(self, msg: dict[str, Any]) -> None:
+        """Keep a whole body's assistant message: content, the first reasoning string of
+        `reasoning_content` / `reasoning`, and each tool call (by its position)."""
+        content = msg.get("content")
+        if type(content) is str:
+            self._content = [content]
+        text = msg.get("reasoning_content")
+        if type(text) is not str:
+            text = msg.get("reasoning")
+        if type(text) is str:
+            self._reasoning = [text]
+        tcs = msg.get("tool_calls")
+        if tcs:
+            out = self.tool_calls
+            for i, tc in enumerate(tcs):
+                if not isinstance(tc, dict):
+                    continue
+                fn = tc.get("function") or {}
+                # ToolCallDelta(index, id, type, name, arguments)
+                out.append(
+                    ToolCallDelta(
+                        i, tc.get("id"), tc.get("type", "function"), fn.get("name") or "", fn.get("arguments") or ""
+                    )
+                )

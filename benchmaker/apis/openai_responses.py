@@ -704,6 +704,12 @@ class OpenAIResponsesParser:
         return None if self._response is None else self._response.get("usage")
 
     @property
+    def ended(self) -> bool:
+        """True once the terminal event (`response.completed`, `.incomplete`, `.failed`)
+        or the whole body was read."""
+        return self._response is not None
+
+    @property
     def error(self) -> str | None:
         """The first protocol error seen (bad JSON, an error event), else None."""
         return self._error

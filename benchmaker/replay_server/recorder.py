@@ -90,10 +90,11 @@ from starlette.routing import Route
 from benchmaker.apis import gemini
 from benchmaker.apis.anthropic_messages import AnthropicMessagesParser, finish_reason_of
 from benchmaker.apis.anthropic_messages import chat_messages as messages_chat_messages
+from benchmaker.apis.generated import token_count
+from benchmaker.apis.openai_chat import OpenAIChatAssembler
 from benchmaker.apis.openai_responses import OpenAIResponsesParser
 from benchmaker.apis.openai_responses import chat_messages as responses_chat_messages
-from benchmaker.engine.records import Sample
-from benchmaker.engine.sse import SSEParser
+from benchmaker.engine.records import Outcome, Sample
 from benchmaker.trajectories.trajectory import (
     FinishReason,
     Observation,
@@ -147,215 +148,32 @@ def _parse_arguments(raw: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+class _Answer:
+    """One response as the recorder reads it from its body bytes, through its API's
+    parser in benchmaker.apis (the engine's), with a recording sample of its own.
 
+        asm = ChatAssembler(stream=True)   # or ResponsesAssembler, MessagesAssembler
+        asm.feed(data, now_ns)             # per chunk of body bytes; True once complete
+        asm.finish()                       # at end of body; True when complete
+        asm.response(), asm.usage          # the recorded Response and Usage (None: none sent)
 
-def _usage(obj: Any) -> Usage | None:
-    """Usage of an OpenAI `usage` object; None when absent or carrying no count."""
-    if not isinstance(obj, dict):
-        return None
-    details = obj.get("prompt_tokens_details")
-    cdetails = obj.get("completion_tokens_details")
-    usage = Usage(
-        prompt_tokens=_int(obj.get("prompt_tokens")),
-        completion_tokens=_int(obj.get("completion_tokens")),
-        cached_tokens=_int(details.get("cached_tokens")) if isinstance(details, dict) else None,
-        reasoning_tokens=_int(cdetails.get("reasoning_tokens")) if isinstance(cdetails, dict) else None,
-        total_tokens=_int(obj.get("total_tokens")),
-    )
-    return usage if any(v is not None for v in usage.model_dump().values()) else None
+    Streams: complete at the API's terminal event (the parser's `ended`); a protocol
+    error (bad JSON, an error object or event) makes it unrecordable. Non-streamed
+    bodies: complete when the parser reads them without a protocol error (checked when
+    `content_length` bytes arrived, else at finish()). `error` says why an incomplete
+    or bad body was not recordable (the parser's error). `first_token_ns` is the first
+    token event's stamp (the parser's rule). Usage: the sample's counts (prompt,
+    output, cached, reasoning tokens) plus the usage object's `total_tokens` and
+    `cache_creation_input_tokens`; None when no count was sent."""
 
-
-@dataclass
-class _Call:
-    id: str | None = None
-    name: str = ""
-    arguments: str = ""
-
-
-class ChatAssembler:
-    """Reassembles one chat completion response from its body bytes.
-
-        asm = ChatAssembler(stream=True)
-        asm.feed(data, now_ns)      # per chunk of body bytes; True once complete
-        asm.finish()                # at end of body; True when complete
-        asm.response(), asm.usage   # the recorded Response and Usage (None: none sent)
-
-    Streams: complete at `data: [DONE]`; chunks' deltas are concatenated (`content`,
-    `reasoning_content` or `reasoning`, tool calls by `index`: id, name, argument
-    fragments byte-exact). Non-streamed bodies: complete when the bytes parse as a
-    JSON object (checked when `content_length` bytes arrived, else at finish()).
-    `error` says why an incomplete or bad body was not recordable.
-    """
-
-    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
-        self.stream = stream
-        self.content_length = content_length
-        self.complete = False
-        self.error: str | None = None
-        self.first_token_ns: int | None = None
-        self.content: str | None = None
-        self.reasoning: str | None = None
-        self.calls: dict[int, _Call] = {}
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
-        self._sse = SSEParser() if stream else None
-        self._body: list[bytes] = []
-        self._n = 0
-
-    def feed(self, data: bytes, now_ns: int) -> bool:
-        """Take one chunk of body bytes that arrived at `now_ns`; returns `complete`."""
-        if self.complete or self.error:
-            return self.complete
-        if self._sse is None:
-            self._body.append(data)
-            self._n += len(data)
-            if self.content_length is not None and self._n >= self.content_length:
-                self._whole()
-            return self.complete
-        for _event, payload in self._sse.feed(data):
-            if payload.strip() == b"[DONE]":
-                self.complete = True
-                return True
-            try:
-                chunk = json.loads(payload)
-            except (ValueError, UnicodeDecodeError) as exc:
-                self.error = f"event data is not JSON: {exc}"
-                return False
-            if not isinstance(chunk, dict):
-                self.error = "event data is not a JSON object"
-                return False
-            if chunk.get("error") is not None:
-                self.error = "error object in stream"
-                return False
-            self._chunk(chunk, now_ns)
-        return self.complete
-
-    def finish(self) -> bool:
-        """End of body: parse a non-streamed body not yet complete; returns `complete`
-        (a stream without `[DONE]` is incomplete)."""
-        if not self.complete and not self.error:
-            if self._sse is None:
-                self._whole()
-            else:
-                self.error = "stream ended before [DONE]"
-        return self.complete
-
-    def _token(self, now_ns: int) -> None:
-        if self.first_token_ns is None:
-            self.first_token_ns = now_ns
-
-    def _chunk(self, chunk: dict[str, Any], now_ns: int) -> None:
-        usage = _usage(chunk.get("usage"))
-        if usage is not None:
-            self.usage = usage
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
-            delta = choice.get("delta") or {}
-            c = delta.get("content")
-            if isinstance(c, str):
-                self.content = (self.content or "") + c
-                if c:
-                    self._token(now_ns)
-            for key in ("reasoning_content", "reasoning"):
-                r = delta.get(key)
-                if isinstance(r, str):
-                    self.reasoning = (self.reasoning or "") + r
-                    if r:
-                        self._token(now_ns)
-                    break
-            for tcd in delta.get("tool_calls") or []:
-                if not isinstance(tcd, dict):
-                    continue
-                call = self.calls.setdefault(tcd.get("index", len(self.calls)), _Call())
-                if tcd.get("id"):
-                    call.id = tcd["id"]
-                fn = tcd.get("function") or {}
-                if isinstance(fn.get("name"), str) and fn["name"]:
-                    call.name += fn["name"]
-                    self._token(now_ns)
-                if isinstance(fn.get("arguments"), str) and fn["arguments"]:
-                    call.arguments += fn["arguments"]
-                    self._token(now_ns)
-
-    def _whole(self) -> None:
-        try:
-            obj = json.loads(b"".join(self._body))
-        except (ValueError, UnicodeDecodeError) as exc:
-            self.error = f"response body is not JSON: {exc}"
-            return
-        if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list) or not obj["choices"]:
-            self.error = "response body has no choices"
-            return
-        self.usage = _usage(obj.get("usage"))
-        choice = obj["choices"][0]
-        msg = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(msg, dict):
-            self.error = "choices[0].message is missing"
-            return
-        self.finish_reason = choice.get("finish_reason")
-        if isinstance(msg.get("content"), str):
-            self.content = msg["content"]
-        for key in ("reasoning_content", "reasoning"):
-            if isinstance(msg.get(key), str):
-                self.reasoning = msg[key]
-                break
-        for i, tc in enumerate(msg.get("tool_calls") or []):
-            fn = tc.get("function") if isinstance(tc, dict) else None
-            fn = fn if isinstance(fn, dict) else {}
-            args = fn.get("arguments")
-            self.calls[i] = _Call(
-                id=tc.get("id") if isinstance(tc, dict) else None,
-                name=fn.get("name") or "",
-                arguments=args if isinstance(args, str) else json.dumps(args or {}),
-            )
-        self.complete = True
-
-    def response(self) -> tuple[TrajResponse, bool]:
-        """The assistant Response, and whether its finish reason was one we know
-        (an unknown or missing one maps to tool_calls when there are calls, else stop)."""
-        calls = []
-        for i in sorted(self.calls):
-            c = self.calls[i]
-            calls.append(
-                ToolCall(
-                    id=c.id or f"call_{i}",
-                    name=c.name,
-                    arguments_raw=c.arguments,
-                    arguments=_parse_arguments(c.arguments),
-                )
-            )
-        mapped = _FINISH.get(self.finish_reason) if self.finish_reason is not None else None
-        known = mapped is not None
-        reason: FinishReason = mapped if mapped is not None else ("tool_calls" if calls else "stop")
-        return TrajResponse(
-            content=self.content, reasoning=self.reasoning, tool_calls=calls, finish_reason=reason
-        ), known or self.finish_reason is None
-
-
-class ResponsesAssembler:
-    """Reassembles one OpenAI Responses response (`/v1/responses`) from its body bytes,
-    with ChatAssembler's interface; the stream is read by
-    benchmaker.apis.openai_responses.OpenAIResponsesParser.
-
-    Streams: complete at the terminal event (`response.completed`, `.incomplete`,
-    `.failed`); the output is the terminal response's `output` items, else the
-    `response.output_item.done` items; `first_token_ns` is the first token event's
-    stamp. Non-streamed bodies: complete when the bytes parse as a response object.
-    A call recorded from a `custom_tool_call` keeps `type` "custom"."""
-
-    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
+    def __init__(self, parser: Any, *, stream: bool, content_length: int | None) -> None:
         self.stream = stream
         self.content_length = content_length
         self.complete = False
         self.error: str | None = None
         self.first_token_ns: int | None = None
         self.usage: Usage | None = None
-        self._parser = OpenAIResponsesParser(stream=stream)
+        self._parser = parser
         self._sample = Sample(run_id="record", seq=0)
         self._n = 0
 
@@ -367,42 +185,82 @@ class ResponsesAssembler:
         if not self.stream:
             self._n += len(data)
             if self.content_length is not None and self._n >= self.content_length:
-                return self.finish()
-            return False
-        self.first_token_ns = self._sample.first_token_ns
-        if self._parser.error is not None:
+                self._end()
+        elif self._parser.error is not None:
             self.error = self._parser.error
-        elif self._parser.response is not None:
-            self._done()
+        elif self._parser.ended:
+            self._end()
         return self.complete
 
     def finish(self) -> bool:
-        """End of body: read a non-streamed body not yet complete; returns `complete`."""
+        """End of body; returns `complete` (a stream cut before its terminal event is
+        incomplete)."""
         if not self.complete and not self.error:
-            self._parser.finish(self._sample)
-            if self._parser.response is None:
-                self.error = self._sample.error or "no response object"
-            else:
-                self._done()
+            self._end()
         return self.complete
 
-    def _done(self) -> None:
-        out = self._parser.output()
-        assert out is not None
-        self._out = out
+    def _end(self) -> None:
+        sample = self._sample
+        self._parser.finish(sample)
+        if sample.outcome == Outcome.PROTOCOL_ERROR.value:
+            self.error = sample.error
+            return
+        self.first_token_ns = sample.first_token_ns
+        raw = self._parser.usage if isinstance(self._parser.usage, dict) else {}
         usage = Usage(
-            prompt_tokens=out.input_tokens,
-            completion_tokens=out.output_tokens,
-            cached_tokens=out.cached_tokens,
-            reasoning_tokens=out.reasoning_tokens,
-            total_tokens=out.total_tokens,
+            prompt_tokens=sample.prompt_tokens,
+            completion_tokens=sample.output_tokens,
+            cached_tokens=sample.cached_tokens,
+            cache_creation_tokens=token_count(raw.get("cache_creation_input_tokens")),
+            reasoning_tokens=sample.reasoning_tokens,
+            total_tokens=token_count(raw.get("total_tokens")),
         )
         self.usage = usage if any(v is not None for v in usage.model_dump().values()) else None
         self.complete = True
 
+
+class ChatAssembler(_Answer):
+    """A chat completion response, read by benchmaker.apis.openai_chat.OpenAIChatAssembler
+    (content and reasoning of choice 0, tool calls by `index` with their argument
+    fragments byte-exact); complete at `data: [DONE]`."""
+
+    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
+        super().__init__(OpenAIChatAssembler(stream=stream), stream=stream, content_length=content_length)
+
+    def response(self) -> tuple[TrajResponse, bool]:
+        """The assistant Response, and whether its finish reason was one we know
+        (an unknown or missing one maps to tool_calls when there are calls, else stop)."""
+        parser = self._parser
+        calls = [
+            ToolCall(
+                id=c.id or f"call_{c.index}",
+                name=c.name,
+                arguments_raw=c.arguments,
+                arguments=_parse_arguments(c.arguments),
+            )
+            for c in sorted(parser.tool_calls, key=lambda c: c.index)
+        ]
+        sent = self._sample.finish_reason
+        mapped = _FINISH.get(sent) if sent is not None else None
+        reason: FinishReason = mapped if mapped is not None else ("tool_calls" if calls else "stop")
+        return TrajResponse(
+            content=parser.content, reasoning=parser.reasoning, tool_calls=calls, finish_reason=reason
+        ), mapped is not None or sent is None
+
+
+class ResponsesAssembler(_Answer):
+    """An OpenAI Responses response (`/v1/responses`), read by
+    benchmaker.apis.openai_responses.OpenAIResponsesParser; complete at the terminal
+    event (`response.completed`, `.incomplete`, `.failed`). The output is the terminal
+    response's `output` items, else the `response.output_item.done` items. A call
+    recorded from a `custom_tool_call` keeps `type` "custom"."""
+
+    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
+        super().__init__(OpenAIResponsesParser(stream=stream), stream=stream, content_length=content_length)
+
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and True (every Responses end state maps to one)."""
-        out = self._out
+        out = self._parser.output()
         calls = [
             ToolCall(
                 id=c.call_id,
@@ -418,78 +276,24 @@ class ResponsesAssembler:
         ), True
 
 
-@dataclass
-class MessagesAssembler:
-    """Reassembles one Anthropic Messages response from its body bytes, with
-    ChatAssembler's interface (`feed`, `finish`, `response`, `usage`, `first_token_ns`,
-    `error`), reading it with benchmaker.apis.anthropic_messages.AnthropicMessagesParser.
+_STOP_REASONS = frozenset(
+    ("end_turn", "stop_sequence", "pause_turn", "tool_use", "max_tokens", "refusal", "model_context_window_exceeded")
+)
 
-    Streams: complete at `message_stop`; an `error` event or bad JSON makes it
-    unrecordable. Non-streamed bodies: complete when they parse as a `message` object
-    (checked when `content_length` bytes arrived, else at finish()). The Response:
-    thinking blocks' text joined -> reasoning (None without thinking blocks), text
-    blocks' text joined -> content (None without text blocks), tool_use blocks -> tool
-    calls (arguments_raw: the streamed `partial_json` joined, or the body's `input` as
-    compact JSON); stop_reason by `finish_reason_of`. Usage: prompt_tokens = input +
-    cache read + cache creation tokens, cached_tokens = cache read,
-    cache_creation_tokens, completion_tokens = output_tokens, reasoning_tokens =
-    output_tokens_details.thinking_tokens when sent.
-    """
+
+class MessagesAssembler(_Answer):
+    """An Anthropic Messages response, read by
+    benchmaker.apis.anthropic_messages.AnthropicMessagesParser; complete at
+    `message_stop`. The Response: thinking blocks' text joined -> reasoning (None
+    without thinking blocks), text blocks' text joined -> content (None without text
+    blocks), tool_use blocks -> tool calls (arguments_raw: the streamed `partial_json`
+    joined, or the body's `input` as compact JSON); stop_reason by `finish_reason_of`.
+    Usage: prompt_tokens = input + cache read + cache creation tokens, cached_tokens =
+    cache read, cache_creation_tokens, completion_tokens = output_tokens,
+    reasoning_tokens = output_tokens_details.thinking_tokens when sent."""
 
     def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
-        self.stream = stream
-        self.content_length = content_length
-        self.complete = False
-        self.error: str | None = None
-        self.first_token_ns: int | None = None
-        self.usage: Usage | None = None
-        self._parser = AnthropicMessagesParser(stream=stream)
-        self._sample = Sample(run_id="record", seq=0)
-        self._n = 0
-
-    def feed(self, data: bytes, now_ns: int) -> bool:
-        """Take one chunk of body bytes that arrived at `now_ns`; returns `complete`."""
-        if self.complete or self.error:
-            return self.complete
-        self._parser.feed(data, now_ns, self._sample)
-        if not self.stream:
-            self._n += len(data)
-            if self.content_length is not None and self._n >= self.content_length:
-                self._end()
-            return self.complete
-        if self._parser.error is not None:
-            self.error = self._parser.error
-        elif self._parser.stopped:
-            self._end()
-        return self.complete
-
-    def finish(self) -> bool:
-        """End of body; returns `complete` (a stream without `message_stop` is incomplete)."""
-        if not self.complete and not self.error:
-            if self.stream:
-                self.error = "stream ended before message_stop"
-            else:
-                self._end()
-        return self.complete
-
-    def _end(self) -> None:
-        sample = self._sample
-        self._parser.finish(sample)
-        if sample.outcome == "protocol_error":
-            self.error = sample.error
-            return
-        self.first_token_ns = sample.first_token_ns
-        usage = self._parser.usage or {}
-        read, creation = _int(usage.get("cache_read_input_tokens")), _int(usage.get("cache_creation_input_tokens"))
-        recorded = Usage(
-            prompt_tokens=sample.prompt_tokens,
-            completion_tokens=sample.output_tokens,
-            cached_tokens=read,
-            cache_creation_tokens=creation,
-            reasoning_tokens=sample.reasoning_tokens,
-        )
-        self.usage = recorded if any(v is not None for v in recorded.model_dump().values()) else None
-        self.complete = True
+        super().__init__(AnthropicMessagesParser(stream=stream), stream=stream, content_length=content_length)
 
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and whether its stop reason was one we know."""
@@ -508,15 +312,7 @@ class MessagesAssembler:
                 )
             )
         reason = self._parser.stop_reason
-        known = reason in (
-            "end_turn",
-            "stop_sequence",
-            "pause_turn",
-            "tool_use",
-            "max_tokens",
-            "refusal",
-            "model_context_window_exceeded",
-        )
+        known = reason in _STOP_REASONS
         finish: FinishReason = finish_reason_of(reason) if known else ("tool_calls" if calls else "stop")  # type: ignore[assignment]
         return TrajResponse(
             content="".join(texts) if texts else None,

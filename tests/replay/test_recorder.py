@@ -287,4 +287,4 @@ def test_assembler_reassembles_split_tool_call_deltas_and_waits_for_done():
 def test_assembler_marks_a_cut_stream_incomplete():
     asm = ChatAssembler(stream=True)
     asm.feed(b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n', 0)
-    assert asm.finish() is False and asm.error == "stream ended before [DONE]"
+    assert asm.finish() is False and asm.error == "stream ended before data: [DONE] after 1 token events"

@@ -136,7 +136,7 @@ def test_assembler_waits_for_message_stop_and_rejects_error_events():
         b'"delta":{"type":"text_delta","text":"hi"}}\n\n'
     )
     assert asm.feed(head, 10) is False
-    assert asm.finish() is False and asm.error == "stream ended before message_stop"
+    assert asm.finish() is False and asm.error == "stream ended before message_stop after 1 token events"
     bad = MessagesAssembler(stream=True)
     bad.feed(head + b'event: error\ndata: {"type":"error","error":{"message":"Overloaded"}}\n\n', 10)
     assert bad.error == "error event in stream: Overloaded"

@@ -707,33 +707,25 @@ class _ReplayApp(Starlette):
         stats = self.stats
         stats.served += 1
         counters.served += 1
-        stream = req.get("stream") is True
-        if not stream:
-            if turn.final_offset_s > 0:
-                await _sleep_until(t0 + turn.final_offset_s)
-            if api == "chat":
-                body = turn.body
-            elif api == "responses":
-                body = self.store.responses_body(entry, turn_index)
-            else:
-                body = self.store.body(entry, turn_index, api)
-            headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            stats.bytes_out += len(body)
-            counters.bytes_out += len(body)
-            return
-        stats.served_stream += 1
-        if api == "responses":
-            sent = await _stream(send, t0, self.store.responses_stream(entry, turn_index), True, extra)
-            stats.bytes_out += sent
-            counters.bytes_out += sent
-            return
-        opts = req.get("stream_options")
-        with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
-        sent = await _stream(send, t0, self.store.stream(entry, turn_index, api), with_usage, extra)
+        if req.get("stream") is True:
+            stats.served_stream += 1
+            opts = req.get("stream_options")  # chat's; the other APIs always send their usage
+            with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
+            sent = await _stream(send, t0, self.store.stream(entry, turn_index, api), with_usage, extra)
+        else:
+            sent = await self._send_body(send, t0, turn, self.store.body(entry, turn_index, api), extra)
         stats.bytes_out += sent
         counters.bytes_out += sent
+
+    async def _send_body(self, send: Any, t0: float, turn: PreparedTurn, body: bytes, extra: list) -> int:
+        """Send a non-streamed reply `body` once the turn's final offset from `t0` (the
+        request's arrival, perf_counter s) passed; returns the bytes sent."""
+        if turn.final_offset_s > 0:
+            await _sleep_until(t0 + turn.final_offset_s)
+        headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return len(body)
 
     async def _side_chat(self, send: Any, req: dict[str, Any], kind: str, text: str) -> None:
         """Answer a chat request as side traffic of `kind` with the assistant text `text`
@@ -862,17 +854,12 @@ class _ReplayApp(Starlette):
         counters.served += 1
         if sse:
             stats.served_stream += 1
-            sent = await _stream(send, t0, self.store.api_stream(entry, turn_index, "gemini"), True, extra)
+            sent = await _stream(send, t0, self.store.stream(entry, turn_index, "gemini"), True, extra)
         else:
-            if turn.final_offset_s > 0:
-                await _sleep_until(t0 + turn.final_offset_s)
-            body = self.store.api_body(entry, turn_index, "gemini")
+            body = self.store.body(entry, turn_index, "gemini")
             if stream:  # streamGenerateContent without alt=sse: a JSON array of responses
                 body = b"[" + body + b"]"
-            headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            sent = len(body)
+            sent = await self._send_body(send, t0, turn, body, extra)
         stats.bytes_out += sent
         counters.bytes_out += sent
 

@@ -39,9 +39,11 @@ Wire shapes (OpenAI Chat Completions; reasoning as vLLM/DeepSeek `reasoning_cont
   `x-replay-recorded-error: <finish_reason>`, so a client can count it apart from
   errors of the system under test.
 
-Other wire APIs render the same prepared turn their own way (`API_RENDERERS`, e.g.
-"gemini": GenerateContentResponse objects, benchmaker.apis.gemini): `api_body` (rendered
-per request) and `api_stream` (cached with the chat streams).
+Every wire API renders the same prepared turn its own way, registered in
+`API_RENDERERS` (chat; responses: benchmaker.apis.openai_responses; messages:
+benchmaker.apis.anthropic_messages; gemini: GenerateContentResponse objects,
+benchmaker.apis.gemini): `store.body(entry, turn, api)` and `store.stream(entry, turn,
+api)` (streams cached in one LRU).
 
 Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are requested
 with a shorter history (`benchmaker.trajectories.context.request_messages`): the store computes the
@@ -63,6 +65,7 @@ import hashlib
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -346,104 +349,16 @@ class ReplayStore:
 
     def stream(self, entry: StoredTrajectory, turn_index: int, api: str = "chat") -> StreamBytes:
         """The SSE bytes of `entry.turns[turn_index]` (module doc) in the wire API `api`
-        ("chat", or "messages": benchmaker.apis.anthropic_messages.stream_events at the
-        same offsets), from the cache or rendered now and cached (least recently used
-        streams are dropped beyond `stream_cache_bytes`; a single stream larger than
-        that is not cached)."""
-        key = (entry.ordinal, turn_index) if api == "chat" else (entry.ordinal, turn_index, api)
-        cache = self._cache
-        hit = cache.get(key)
-        if hit is not None:
-            cache.move_to_end(key)
-            return hit
-        prepared = entry.turns[turn_index]
-        if api == "messages":
-            out = _render_messages_stream(prepared, self.latency, self.splitter)
-        else:
-            out = _render_stream(
-                prepared.turn, prepared.completion_id, prepared.model, self.latency, self.splitter, self.created
-            )
-        if out.size <= self.stream_cache_bytes:
-            cache[key] = out
-            self._cache_size += out.size
-            while self._cache_size > self.stream_cache_bytes:
-                _, dropped = cache.popitem(last=False)
-                self._cache_size -= dropped.size
-        return out
-
-    def responses_body(self, entry: StoredTrajectory, turn_index: int) -> bytes:
-        """The non-streamed OpenAI Responses `response` object of `entry.turns[turn_index]`
-        (benchmaker.apis.openai_responses.response_object), rendered on each call."""
-        prepared = entry.turns[turn_index]
-        return orjson.dumps(
-            response_object(
-                responses_output(prepared.turn),
-                response_id=_response_id(prepared),
-                model=prepared.model,
-                created=self.created,
-            )
-        )
-
-    def responses_stream(self, entry: StoredTrajectory, turn_index: int) -> StreamBytes:
-        """The OpenAI Responses event stream of `entry.turns[turn_index]`
-        (benchmaker.apis.openai_responses.stream_events): one group per token event at
-        the latency model's offsets (the same count and offsets as the chat stream of
-        the turn), the events after the last one as `tail` and `tail_usage` (the usage
-        rides on `response.completed`). Cached with the chat streams."""
-        key = (entry.ordinal, turn_index, "responses")
-        cache = self._cache
-        hit = cache.get(key)
-        if hit is not None:
-            cache.move_to_end(key)
-            return hit
-        prepared = entry.turns[turn_index]
-        events, tail = stream_events(
-            responses_output(prepared.turn),
-            self.splitter,
-            response_id=_response_id(prepared),
-            model=prepared.model,
-            created=self.created,
-        )
-        offsets_s = [ms / 1000.0 for ms in self.latency.offsets_ms(len(events), prepared.turn.timing)]
-        groups: list[tuple[float, bytes]] = []
-        for offset, data in zip(offsets_s, events, strict=True):
-            if groups and groups[-1][0] == offset:
-                groups[-1] = (offset, groups[-1][1] + data)
-            else:
-                groups.append((offset, data))
-        if not groups:
-            groups, tail = [(0.0, tail)], b""
-        size = sum(len(b) for _, b in groups) + 2 * len(tail)
-        out = StreamBytes(groups=tuple(groups), tail=tail, tail_usage=tail, n_events=len(events), size=size)
-        if out.size <= self.stream_cache_bytes:
-            cache[key] = out
-            self._cache_size += out.size
-            while self._cache_size > self.stream_cache_bytes:
-                _, dropped = cache.popitem(last=False)
-                self._cache_size -= dropped.size
-        return out
-
-    def api_body(self, entry: StoredTrajectory, turn_index: int, api: str) -> bytes:
-        """The non-streaming body of `entry.turns[turn_index]` in the wire API `api` (a key
-        of API_RENDERERS, e.g. "gemini"), rendered on each call (the chat completions
-        body is `PreparedTurn.body`). Raises KeyError for an unknown api."""
-        prepared = entry.turns[turn_index]
-        return API_RENDERERS[api][0](prepared, self.splitter)
-
-    def api_stream(self, entry: StoredTrajectory, turn_index: int, api: str) -> StreamBytes:
-        """The SSE bytes of `entry.turns[turn_index]` in the wire API `api` (API_RENDERERS),
-        its token events timed by the latency model as the chat stream's are (`tail` and
-        `tail_usage` are the same: the API always sends its usage); cached in the same LRU
-        as `stream`. Raises KeyError for an unknown api."""
+        (a key of API_RENDERERS), from the cache or rendered now and cached (least
+        recently used streams are dropped beyond `stream_cache_bytes`; a single stream
+        larger than that is not cached). Raises KeyError for an unknown api."""
         key = (entry.ordinal, turn_index, api)
         cache = self._cache
         hit = cache.get(key)
         if hit is not None:
             cache.move_to_end(key)
             return hit
-        prepared = entry.turns[turn_index]
-        events, tail = API_RENDERERS[api][1](prepared, self.splitter)
-        out = _group_events(events, tail, self.latency.offsets_ms(len(events), prepared.turn.timing))
+        out = API_RENDERERS[api][1](entry.turns[turn_index], self)
         if out.size <= self.stream_cache_bytes:
             cache[key] = out
             self._cache_size += out.size
@@ -452,18 +367,11 @@ class ReplayStore:
                 self._cache_size -= dropped.size
         return out
 
-    def body(self, entry: StoredTrajectory, turn_index: int, api: str) -> bytes:
-        """The non-streamed body of `entry.turns[turn_index]` in the wire API `api`
-        ("messages": a Messages `message` object, benchmaker.apis.anthropic_messages);
-        rendered per call (the chat body is `PreparedTurn.body`)."""
-        if api != "messages":
-            raise ValueError(f"api: expected messages (got {api!r})")
-        prepared = entry.turns[turn_index]
-        return orjson.dumps(
-            anthropic_messages.message_body(
-                _message_id(prepared), prepared.model, prepared.turn.response, _messages_usage(prepared.turn.usage)
-            )
-        )
+    def body(self, entry: StoredTrajectory, turn_index: int, api: str = "chat") -> bytes:
+        """The non-streamed body of `entry.turns[turn_index]` in the wire API `api` (a key
+        of API_RENDERERS): the chat body rendered at load (`PreparedTurn.body`), the
+        others per call. Raises KeyError for an unknown api."""
+        return API_RENDERERS[api][0](entry.turns[turn_index], self)
 
     def continued_messages(self, response_id: str) -> list[dict[str, Any]] | None:
         """The chat messages a Responses request with `previous_response_id` =
@@ -820,21 +728,7 @@ def _render_stream(
         )
         for piece in splitter(tc.arguments_raw):
             events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
-    n_events = len(events)
     role = chunk({"role": "assistant", "content": "" if resp.content is not None else None})
-    offsets_s = [ms / 1000.0 for ms in latency.offsets_ms(n_events, turn.timing)]
-    if events:
-        events[0] = role + events[0]
-    else:
-        events = [role]
-
-    groups: list[tuple[float, list[bytes]]] = []
-    for offset, data in zip(offsets_s, events, strict=True):  # one offset per event (max(1, n))
-        if groups and groups[-1][0] == offset:
-            groups[-1][1].append(data)
-        else:
-            groups.append((offset, [data]))
-
     finish = head + b'{},"logprobs":null,"finish_reason":' + orjson.dumps(resp.finish_reason) + b"}]}\n\n"
     done = b"data: [DONE]\n\n"
     tail_usage = finish + done
@@ -853,9 +747,8 @@ def _render_stream(
             )
             + done
         )
-    joined = tuple((offset, b"".join(parts)) for offset, parts in groups)
-    size = sum(len(b) for _, b in joined) + len(finish) + len(done) + len(tail_usage)
-    return StreamBytes(groups=joined, tail=finish + done, tail_usage=tail_usage, n_events=n_events, size=size)
+    offsets_ms = latency.offsets_ms(len(events), turn.timing)
+    return _group_events(events, offsets_ms, head=role, tail=finish + done, tail_usage=tail_usage)
 
 
 def _response_id(prepared: PreparedTurn) -> str:
@@ -897,45 +790,87 @@ def _messages_usage(usage: Usage | None) -> dict[str, int]:
     )
 
 
-def _render_messages_stream(prepared: PreparedTurn, latency: LatencyModel, splitter: Splitter) -> StreamBytes:
-    """The Messages event stream of a turn (benchmaker.apis.anthropic_messages.stream_events)
-    as StreamBytes: the head rides with the first token event, the tail with the last;
-    token events at the latency model's offsets, as the chat stream's."""
-    turn = prepared.turn
-    head, events, tail = anthropic_messages.stream_events(
-        _message_id(prepared), prepared.model, turn.response, _messages_usage(turn.usage), splitter
-    )
+def _group_events(
+    events: list[bytes], offsets_ms: list[float], *, head: bytes = b"", tail: bytes, tail_usage: bytes | None = None
+) -> StreamBytes:
+    """StreamBytes of token `events` sent at `offsets_ms` (one per event, at least one:
+    LatencyModel.offsets_ms; events at the same offset in one group): `head` (the
+    events before the first token event) rides with the first event, `tail` (and
+    `tail_usage`, the tail with usage; default `tail`) with the last group; with no
+    event, `head` alone at the first offset."""
     n_events = len(events)
-    offsets_s = [ms / 1000.0 for ms in latency.offsets_ms(n_events, turn.timing)]
-    if events:
-        events[0] = head + events[0]
-    else:
-        events = [head]
+    if head:
+        events = [head + events[0], *events[1:]] if events else [head]
     groups: list[tuple[float, list[bytes]]] = []
-    for offset, data in zip(offsets_s, events, strict=True):
-        if groups and groups[-1][0] == offset:
-            groups[-1][1].append(data)
-        else:
-            groups.append((offset, [data]))
-    joined = tuple((offset, b"".join(parts)) for offset, parts in groups)
-    size = sum(len(b) for _, b in joined) + len(tail)
-    return StreamBytes(groups=joined, tail=tail, tail_usage=tail, n_events=n_events, size=size)
-
-
-def _group_events(events: list[bytes], tail: bytes, offsets_ms: list[float]) -> StreamBytes:
-    """StreamBytes of token `events` sent at `offsets_ms` (one per event; events at the
-    same offset in one group) and `tail` sent with the last group (alone at the first
-    offset when there is no event)."""
-    groups: list[tuple[float, list[bytes]]] = []
-    for offset_ms, data in zip(offsets_ms, events, strict=True):
+    for offset_ms, data in zip(offsets_ms, events, strict=False):
         offset = offset_ms / 1000.0
         if groups and groups[-1][0] == offset:
             groups[-1][1].append(data)
         else:
             groups.append((offset, [data]))
     joined = tuple((offset, b"".join(parts)) for offset, parts in groups) or ((offsets_ms[0] / 1000.0, b""),)
-    size = sum(len(b) for _, b in joined) + 2 * len(tail)
-    return StreamBytes(groups=joined, tail=tail, tail_usage=tail, n_events=len(events), size=size)
+    if tail_usage is None:
+        tail_usage = tail
+    size = sum(len(b) for _, b in joined) + len(tail) + len(tail_usage)
+    return StreamBytes(groups=joined, tail=tail, tail_usage=tail_usage, n_events=n_events, size=size)
+
+
+def _offsets(store: ReplayStore, prepared: PreparedTurn, events: list[bytes]) -> list[float]:
+    return store.latency.offsets_ms(len(events), prepared.turn.timing)
+
+
+def _chat_body(prepared: PreparedTurn, store: ReplayStore) -> bytes:
+    return prepared.body
+
+
+def _chat_stream(prepared: PreparedTurn, store: ReplayStore) -> StreamBytes:
+    return _render_stream(
+        prepared.turn, prepared.completion_id, prepared.model, store.latency, store.splitter, store.created
+    )
+
+
+def _responses_body(prepared: PreparedTurn, store: ReplayStore) -> bytes:
+    """The OpenAI Responses `response` object of a turn
+    (benchmaker.apis.openai_responses.response_object)."""
+    out = responses_output(prepared.turn)
+    return orjson.dumps(
+        response_object(out, response_id=_response_id(prepared), model=prepared.model, created=store.created)
+    )
+
+
+def _responses_stream(prepared: PreparedTurn, store: ReplayStore) -> StreamBytes:
+    """The OpenAI Responses event stream of a turn
+    (benchmaker.apis.openai_responses.stream_events): one group per token event, the
+    usage on `response.completed` in the tail."""
+    events, tail = stream_events(
+        responses_output(prepared.turn),
+        store.splitter,
+        response_id=_response_id(prepared),
+        model=prepared.model,
+        created=store.created,
+    )
+    return _group_events(events, _offsets(store, prepared, events), tail=tail)
+
+
+def _messages_body(prepared: PreparedTurn, store: ReplayStore) -> bytes:
+    """The Messages `message` object of a turn (benchmaker.apis.anthropic_messages)."""
+    usage = _messages_usage(prepared.turn.usage)
+    return orjson.dumps(
+        anthropic_messages.message_body(_message_id(prepared), prepared.model, prepared.turn.response, usage)
+    )
+
+
+def _messages_stream(prepared: PreparedTurn, store: ReplayStore) -> StreamBytes:
+    """The Messages event stream of a turn (benchmaker.apis.anthropic_messages.stream_events):
+    the head rides with the first token event, the tail with the last."""
+    head, events, tail = anthropic_messages.stream_events(
+        _message_id(prepared),
+        prepared.model,
+        prepared.turn.response,
+        _messages_usage(prepared.turn.usage),
+        store.splitter,
+    )
+    return _group_events(events, _offsets(store, prepared, events), head=head, tail=tail)
 
 
 def _gemini_answer(prepared: PreparedTurn) -> tuple[list[tuple[str, str, Any]], str, dict[str, int] | None]:
@@ -960,7 +895,7 @@ def _gemini_answer(prepared: PreparedTurn) -> tuple[list[tuple[str, str, Any]], 
     return calls, gemini.finish_reason(resp.finish_reason), usage
 
 
-def _gemini_body(prepared: PreparedTurn, splitter: Splitter) -> bytes:
+def _gemini_body(prepared: PreparedTurn, store: ReplayStore) -> bytes:
     """A recorded turn as one GenerateContentResponse (benchmaker.apis.gemini)."""
     resp = prepared.turn.response
     calls, finish, usage = _gemini_answer(prepared)
@@ -968,10 +903,11 @@ def _gemini_body(prepared: PreparedTurn, splitter: Splitter) -> bytes:
     return orjson.dumps(gemini.response_json(parts, finish, usage, prepared.model, prepared.completion_id))
 
 
-def _gemini_events(prepared: PreparedTurn, splitter: Splitter) -> tuple[list[bytes], bytes]:
+def _gemini_stream(prepared: PreparedTurn, store: ReplayStore) -> StreamBytes:
     """A recorded turn as streamGenerateContent SSE events: one GenerateContentResponse per
     token event (a thought piece, a text piece, a whole function call), then the final
     one with an empty text part, finishReason and usageMetadata."""
+    splitter = store.splitter
     resp = prepared.turn.response
     calls, finish, usage = _gemini_answer(prepared)
     model, rid = prepared.model, prepared.completion_id
@@ -988,9 +924,17 @@ def _gemini_events(prepared: PreparedTurn, splitter: Splitter) -> tuple[list[byt
         for call in calls
     ]
     tail = gemini.sse_event(gemini.response_json([{"text": ""}], finish, usage, model, rid))
-    return events, tail
+    return _group_events(events, _offsets(store, prepared, events), tail=tail)
 
 
-API_RENDERERS: dict[str, tuple[Any, Any]] = {"gemini": (_gemini_body, _gemini_events)}
-"""Wire API name -> (body renderer, stream renderer) of a prepared turn: body(prepared,
-splitter) -> bytes; stream(prepared, splitter) -> (token event bytes, tail bytes)."""
+API_RENDERERS: dict[
+    str, tuple[Callable[[PreparedTurn, ReplayStore], bytes], Callable[[PreparedTurn, ReplayStore], StreamBytes]]
+] = {
+    "chat": (_chat_body, _chat_stream),
+    "responses": (_responses_body, _responses_stream),
+    "messages": (_messages_body, _messages_stream),
+    "gemini": (_gemini_body, _gemini_stream),
+}
+"""Wire API name -> (body renderer, stream renderer) of a prepared turn, each called as
+renderer(prepared, store): the body as bytes; the stream as StreamBytes whose token
+events the latency model times as the chat stream's (the same count per turn)."""

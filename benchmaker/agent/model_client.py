@@ -6,17 +6,20 @@ as received (for the next request) and the call's engine `Sample` (one line of a
 point's samples.jsonl). `ModelClient.stream(messages)` yields each body read (bytes) as
 it arrives and fills the same `ChatResult` (`.result`) as it goes.
 
-HTTP: the engine's own HTTP/1.1 client by default (benchmaker.engine.http1.RawTransport, one
-keep-alive pool per ModelClient; `transport=` takes any engine transport), or a given
-aiohttp `session=` (its pool, aiohttp's timeouts). On the transport the client keeps the
-deadlines itself: `timeout_s` from the call's start over every await, `idle_timeout_s`
-from the start of each body read. A 0.13 MB request costs ~1x its orjson serialisation
-on RawTransport against ~3x on aiohttp (benchmarks/long_session.py).
+HTTP: an engine transport (benchmaker.engine.transport): the engine's own HTTP/1.1 client
+by default (benchmaker.engine.http1.RawTransport, one keep-alive pool per ModelClient),
+any engine transport given as `transport=`, or the engine's AiohttpTransport over a
+given aiohttp `session=` (its pool). On every transport the client keeps the deadlines
+itself: `timeout_s` from the call's start over every await, `idle_timeout_s` from the
+start of each body read. A 0.13 MB request costs ~1x its orjson serialisation on
+RawTransport against ~3x on aiohttp (benchmarks/long_session.py).
 A conversation kept in a `MessageLog` (the harness's) is sent from its messages' kept
 JSON bytes: a turn serialises only its new messages.
-Failures map to the same outcomes on both: connect deadline -> timeout (connect),
-refused or lost before the headers -> transport_error, a body cut short ->
-protocol_error, total/idle deadline -> timeout (total/idle).
+Failures map to outcomes by the engine's rules (benchmaker.engine.runner:
+record_http_error, record_failure): status >= 400 -> http_error, connect deadline ->
+timeout (connect), refused or lost before the headers -> transport_error, total
+deadline -> timeout (total); and two of the client's own: a body cut short ->
+protocol_error, the idle deadline -> timeout (idle).
 
 One instrument: the body is parsed by the engine's one OpenAI stream
 parser (benchmaker.apis.openai_chat.OpenAIChatParser over benchmaker.engine.sse.SSEParser), so a
@@ -68,11 +71,11 @@ import aiohttp
 import orjson
 
 from benchmaker.apis.openai_chat import OpenAIChatAssembler, ToolCallDelta
-from benchmaker.engine.errors import ConnectTimeout, TransportError
+from benchmaker.engine.errors import TransportError
 from benchmaker.engine.http1 import RawTransport
 from benchmaker.engine.records import Outcome, RequestSpec, Sample, TimeoutKind
-
-_ERROR_BODY_LIMIT = 4096  # as the engine's runner keeps of an error body
+from benchmaker.engine.runner import record_failure, record_http_error
+from benchmaker.engine.transport import AiohttpTransport
 
 RECORDED_ERROR_HEADER = "x-replay-recorded-error"
 """Response header of the replay server on a turn that failed in the original run
@@ -206,9 +209,10 @@ class ModelClient:
     `base_url` may end in `/v1` or not; requests go to `<base>/v1/chat/completions`.
     `api_key` becomes a bearer token. `timeout_s` bounds each whole call (total) and
     `idle_timeout_s` each body read; a fired deadline gives outcome `timeout`.
-    `session`: an aiohttp ClientSession to send with (left open); else `transport`: an
-    engine transport (benchmaker.engine.transport; left open); else the client's own
-    RawTransport, closed by `aclose()`.
+    `session`: an aiohttp ClientSession to send with (through the engine's
+    AiohttpTransport; left open); else `transport`: an engine transport
+    (benchmaker.engine.transport; left open); else the client's own RawTransport,
+    closed by `aclose()`.
     `t0_ns`: the perf_counter_ns origin of the samples' stamps (the run's t0).
     """
 
@@ -233,13 +237,13 @@ class ModelClient:
         self.t0_ns = t0_ns
         self.timeout_s = timeout_s
         self.idle_timeout_s = idle_timeout_s
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_read=idle_timeout_s)
         self._headers = {"Content-Type": "application/json"}  # per call: never changed
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        self._session = session
-        self._transport = transport
         self._own_transport = session is None and transport is None
+        if session is not None:  # the engine's aiohttp transport over it; the deadlines are ours
+            transport = AiohttpTransport(connect_timeout_s=None, session=session)
+        self._transport = transport
         self._frames: dict[tuple[str | None, bool], tuple[bytes, bytes]] = {}  # see stream()
         self._watchdog: _Watchdog | None = None  # the deadline timer of the calls on the transport
 
@@ -459,44 +463,6 @@ def _replay_headers(headers: Any) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-replay-")}
 
 
-class _AiohttpExchange:
-    """One call on a given aiohttp ClientSession (the session's pool and aiohttp's
-    timeouts: total, sock_read = idle). `open()` returns (status, the response's
-    `x-replay-*` headers, names lower-cased); `ended()` is never True (the body ends
-    with a read that returns b"")."""
-
-    __slots__ = ("_session", "_client", "_payload", "_resp")
-
-    def __init__(self, session: aiohttp.ClientSession, client: ModelClient, payload: bytes | list[bytes]) -> None:
-        self._session = session
-        self._client = client
-        self._payload = payload if isinstance(payload, bytes) else b"".join(payload)
-        self._resp: aiohttp.ClientResponse | None = None
-
-    async def open(self) -> tuple[int, Any]:
-        c = self._client
-        resp = self._resp = await self._session.post(c.url, data=self._payload, headers=c._headers, timeout=c.timeout)
-        return resp.status, _replay_headers(resp.headers)
-
-    def ended(self) -> bool:
-        return False
-
-    def _opened(self) -> aiohttp.ClientResponse:
-        if self._resp is None:
-            raise RuntimeError("the response is read after open() only")
-        return self._resp
-
-    async def read(self) -> bytes:
-        return await self._opened().content.readany()
-
-    async def read_all(self) -> bytes:
-        return await self._opened().read()
-
-    async def close(self) -> None:
-        if self._resp is not None:
-            self._resp.release()
-
-
 class _Watchdog:
     """The one loop timer of a client's calls in progress on one event loop: armed at
     the earliest time a call asked for (`arm(call, at)`); when it fires, each call whose
@@ -592,7 +558,7 @@ class _TransportExchange:
         self._chunks: Any = None
         self._raw: Any = None  # the response (http1._RawResponse), when on RawTransport
         tr = client._transport
-        loop = tr._loop if type(tr) is RawTransport and tr._loop is not None else None
+        loop = tr.loop if type(tr) is RawTransport else None
         if loop is None:  # asyncio.get_running_loop costs a getpid() system call (CPython 3.11)
             loop = asyncio.get_running_loop()
         self._loop = loop
@@ -757,10 +723,7 @@ class ChatStream:
         client = self._client
         t0 = client.t0_ns
         pc = time.perf_counter_ns
-        if client._session is not None:
-            ex: Any = _AiohttpExchange(client._session, client, self._payload)
-        else:
-            ex = _TransportExchange(client, self._payload, self._stream)
+        ex = _TransportExchange(client, self._payload, self._stream)
         parser = OpenAIChatAssembler(stream=self._stream, max_tokens=self._max_tokens)
         payload = self._payload
         s.bytes_sent = len(payload) if isinstance(payload, bytes) else sum(map(len, payload))
@@ -781,11 +744,7 @@ class ChatStream:
                 finally:
                     now = pc()
                     r.model_time_ns += now - t
-                s.end_ns = now - t0
-                s.first_byte_ns = s.end_ns if body else None
-                s.bytes_received = len(body)
-                s.outcome = Outcome.HTTP_ERROR.value
-                s.error = body[:_ERROR_BODY_LIMIT].decode("utf-8", "replace") or f"HTTP {status}"
+                record_http_error(s, status, body, now - t0)
                 finished = True
                 return
             while True:
@@ -811,21 +770,13 @@ class ChatStream:
             if recorded is not None and s.outcome in _AS_RECORDED:
                 s.outcome = Outcome.RECORDED_ERROR.value
                 s.error = f"failed in the original run (finish_reason {recorded}), served as recorded"
-        except (aiohttp.ConnectionTimeoutError, ConnectTimeout):
-            s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.CONNECT.value, "connect timeout"
-        except (aiohttp.SocketTimeoutError, _IdleTimeout):
+        except _IdleTimeout:
             s.outcome, s.timeout_kind = Outcome.TIMEOUT.value, TimeoutKind.IDLE.value
             s.error = "idle timeout (no bytes within the read deadline)"
-        except TimeoutError:
-            s.outcome, s.timeout_kind, s.error = Outcome.TIMEOUT.value, TimeoutKind.TOTAL.value, "timeout"
-        except aiohttp.ClientPayloadError as exc:
-            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
         except _BodyCut as exc:
             s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, str(exc)
-        except (aiohttp.ClientError, TransportError) as exc:
-            s.outcome, s.error = Outcome.TRANSPORT_ERROR.value, f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # a parser bug becomes a sample (as in the runner)
-            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # the engine's mapping: connect/total deadline, transport, a parser bug
+            record_failure(s, exc)
         finally:
             await ex.close()
             if s.end_ns is None:

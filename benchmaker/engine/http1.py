@@ -682,6 +682,12 @@ class RawTransport:
         self._loop = asyncio.get_running_loop()
         keep_heap()
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the transport is bound to (by start() or its first
+        connection), None before."""
+        return self._loop
+
     def stream(self, spec: RequestSpec) -> _RawResponse:
         """An async context manager that sends `spec` on entering (see Transport)."""
         return _RawResponse(self, spec)

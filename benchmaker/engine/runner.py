@@ -130,6 +130,38 @@ class RunResult:
         return self.bundle_dir / "samples.jsonl"
 
 
+def record_http_error(sample: Sample, status: int, body: bytes, end_ns: int) -> None:
+    """Record on `sample` a response of status >= 400 that its request did not accept:
+    outcome http_error, `error` the body's first 4096 bytes as UTF-8 (bad bytes
+    replaced; "HTTP <status>" for an empty body), bytes_received, end_ns (ns from t0)
+    and first_byte_ns (end_ns when the body had bytes, else None)."""
+    sample.end_ns = end_ns
+    sample.first_byte_ns = end_ns if body else None
+    sample.bytes_received = len(body)
+    sample.outcome = Outcome.HTTP_ERROR.value
+    sample.error = body[:_ERROR_BODY_MAX].decode("utf-8", "replace") or f"HTTP {status}"
+
+
+def record_failure(sample: Sample, exc: Exception) -> None:
+    """Record on `sample` the outcome of a request that raised `exc` instead of ending
+    (a cancellation is not one):
+
+        ConnectTimeout   timeout, timeout_kind connect, `error` its text
+        TimeoutError     timeout, timeout_kind total, `error` "timeout"
+        TransportError   transport_error, `error` its text
+        any other        protocol_error, `error` "<Type>: <text>" (a parser or
+                         workload bug becomes a sample)
+    """
+    if isinstance(exc, ConnectTimeout):
+        sample.outcome, sample.timeout_kind, sample.error = Outcome.TIMEOUT.value, TimeoutKind.CONNECT.value, str(exc)
+    elif isinstance(exc, TimeoutError):
+        sample.outcome, sample.timeout_kind, sample.error = Outcome.TIMEOUT.value, TimeoutKind.TOTAL.value, "timeout"
+    elif isinstance(exc, TransportError):
+        sample.outcome, sample.error = Outcome.TRANSPORT_ERROR.value, str(exc)
+    else:
+        sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
+
+
 class _Boxed:
     """The result of run_on_fresh_loop's main task, behind a constant repr (see there)."""
 
@@ -624,14 +656,11 @@ class BenchRunner:
             else:
                 parser = _ExecuteText(await execute(seq, sample, t0))
                 sample.end_ns = sample.end_ns or pc() - t0
-        except ConnectTimeout as exc:
+        except (ConnectTimeout, TransportError) as exc:
             sample.end_ns = pc() - t0
-            sample.outcome = Outcome.TIMEOUT.value
-            sample.timeout_kind, sample.error = self._connect_timeout_cause(str(exc))
-        except TransportError as exc:
-            sample.end_ns = pc() - t0
-            sample.outcome = Outcome.TRANSPORT_ERROR.value
-            sample.error = str(exc)
+            record_failure(sample, exc)
+            if isinstance(exc, ConnectTimeout):
+                sample.timeout_kind, sample.error = self._connect_timeout_cause(str(exc))
         except asyncio.CancelledError:
             sample.end_ns = pc() - t0
             # the watchdog cancelled it for a deadline, and nothing else asked to cancel
@@ -681,11 +710,7 @@ class BenchRunner:
             sample.http_status = resp.status
             if resp.status >= 400 and not (accepts is not None and accepts(resp.status)):
                 body = await resp.read()
-                sample.end_ns = pc() - t0
-                sample.first_byte_ns = sample.end_ns if body else None
-                sample.bytes_received = len(body)
-                sample.outcome = Outcome.HTTP_ERROR.value
-                sample.error = body[:_ERROR_BODY_MAX].decode("utf-8", "replace") or f"HTTP {resp.status}"
+                record_http_error(sample, resp.status, body, pc() - t0)
                 return
             feed = parser.feed
             nbytes = 0

@@ -48,7 +48,9 @@ class _AiohttpResponse:
         spec = self._spec
         tr = self._transport
         try:
-            resp = await tr._ensure_session().request(spec.method, spec.url, headers=spec.headers, data=spec.body)
+            resp = await tr._ensure_session().request(
+                spec.method, spec.url, headers=spec.headers, data=spec.body, timeout=tr._timeout
+            )
         except aiohttp.ServerTimeoutError as exc:
             raise ConnectTimeout(f"connect timeout after {tr._connect_timeout_s} s to {spec.url}") from exc
         except aiohttp.ClientConnectorError as exc:
@@ -116,14 +118,26 @@ class AiohttpTransport:
     AiohttpTransport(limit=0)                 # no cap on pooled connections
 
     `limit` caps open connections (0 = unbounded; the runner's `max_in_flight` is the
-    cap that is measured). Raises ConnectTimeout / TransportError from `stream`.
+    cap that is measured). `session`: a ClientSession to send with instead of one of
+    its own (its pool, with the transport's timeouts; left open by aclose, and its
+    connections are not counted). Raises ConnectTimeout / TransportError from `stream`.
     """
 
-    def __init__(self, *, connect_timeout_s: float | None = 10.0, limit: int = 0, verify_tls: bool = True):
+    def __init__(
+        self,
+        *,
+        connect_timeout_s: float | None = 10.0,
+        limit: int = 0,
+        verify_tls: bool = True,
+        session: aiohttp.ClientSession | None = None,
+    ):
         self._connect_timeout_s = connect_timeout_s
         self._limit = limit
         self._verify_tls = verify_tls
-        self._session: Any = None
+        self._session: Any = session
+        self._own_session = session is None
+        # every request's timeouts (a given session's own are not used): connect only
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout_s, sock_read=None)
         self.connections_opened = 0
 
     def _ensure_session(self) -> Any:
@@ -136,14 +150,7 @@ class AiohttpTransport:
                 force_close=False,
                 enable_cleanup_closed=False,
             )
-            timeout = aiohttp.ClientTimeout(
-                total=None, connect=None, sock_connect=self._connect_timeout_s, sock_read=None
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=timeout,
-                auto_decompress=True,
-            )
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, auto_decompress=True)
         return self._session
 
     async def start(self) -> None:
@@ -155,7 +162,7 @@ class AiohttpTransport:
         return _AiohttpResponse(self, spec)
 
     async def aclose(self) -> None:
-        if self._session is not None:
+        if self._session is not None and self._own_session:
             await self._session.close()
             self._session = None
 

@@ -69,7 +69,7 @@ import orjson
 
 from benchmaker.apis.generated import (
     FINISH_FAILS,
-    close_stream,
+    BodyReader,
     close_whole,
     finish_class,
     finish_error,
@@ -78,7 +78,6 @@ from benchmaker.apis.generated import (
     whole_object,
 )
 from benchmaker.engine.records import Sample
-from benchmaker.engine.sse import SSEParser
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -483,7 +482,7 @@ def error_body(status: int, code: str, message: str) -> bytes:
 # -- the stream parser ----------------------------------------------------------------------
 
 
-class AnthropicMessagesParser:
+class AnthropicMessagesParser(BodyReader):
     """Parser of one `/v1/messages` response, streamed or not (rules in the module doc).
 
         parser = AnthropicMessagesParser(stream=True)
@@ -497,16 +496,9 @@ class AnthropicMessagesParser:
     """
 
     __slots__ = (
-        "stream",
-        "_sse",
-        "_error",
         "_stopped",
-        "_n_sse",
-        "_n_events",
         "_events",
         "_chars",
-        "_head",
-        "_body",
         "_stop_reason",
         "usage",
         "blocks",
@@ -514,16 +506,10 @@ class AnthropicMessagesParser:
     )
 
     def __init__(self, stream: bool = True) -> None:
-        self.stream = stream
-        self._sse = SSEParser()
-        self._error: str | None = None
+        super().__init__(stream)
         self._stopped = False  # saw message_stop
-        self._n_sse = 0
-        self._n_events = 0
         self._events: list[int] | None = None
         self._chars = 0
-        self._head = b""
-        self._body: list[bytes] = []
         self._stop_reason: Any = None
         self.usage: dict[str, Any] | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
@@ -533,11 +519,6 @@ class AnthropicMessagesParser:
     def ended(self) -> bool:
         """True once `message_stop` arrived (the stream is complete)."""
         return self._stopped
-
-    @property
-    def error(self) -> str | None:
-        """The first protocol error seen (bad JSON, an `error` event), else None."""
-        return self._error
 
     @property
     def stop_reason(self) -> Any:
@@ -554,32 +535,17 @@ class AnthropicMessagesParser:
         """The thinking blocks' text so far, in block order."""
         return "".join(b.get("thinking", "") for _, b in sorted(self.blocks.items()) if b.get("type") == "thinking")
 
-    def _fail(self, message: str) -> None:
-        if self._error is None:
-            self._error = message
-
     def _merge_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
             self.usage = {**(self.usage or {}), **{k: v for k, v in usage.items() if v is not None}}
 
     def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
         """Parse one transport read that arrived at `t_ns` (ns from run t0)."""
-        if not self.stream:
-            self._body.append(data)
-            return
-        if not self._head:
-            self._head = data[:200]
-        for event, payload in self._sse.feed(data):
-            self._n_sse += 1
+        for event, payload in self._read(data):
             if self._stopped:
                 continue
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError as exc:
-                self._fail(f"bad JSON in data line: {exc} (got {short(payload)})")
-                continue
-            if type(obj) is not dict:
-                self._fail(f"data line is not a JSON object (got {short(payload)})")
+            obj = self._object(payload)
+            if obj is None:
                 continue
             kind = obj.get("type")
             if kind == "content_block_delta":
@@ -676,25 +642,12 @@ class AnthropicMessagesParser:
         if not self.stream:
             self._finish_whole(sample)
             return
-        cut = self._sse.close()
-        if cut is not None and not self._stopped:
-            self._fail(f"stream ended inside an event (got {short(cut)})")
+        self._close_sse(self._stopped)
         self._apply_usage(sample)
-        close_stream(
-            sample,
-            error=self._error,
-            complete=self._stopped,
-            failed=self._ending(sample),
-            n_sse=self._n_sse,
-            n_events=self._n_events,
-            head=self._head,
-            end="message_stop",
-        )
+        self._close(sample, complete=self._stopped, failed=self._ending(sample), end="message_stop")
 
     def _finish_whole(self, sample: Sample) -> None:
-        body = b"".join(self._body)
-        self._body = []
-        obj = whole_object(body, sample, error_of=_body_error)
+        obj = whole_object(self._whole(), sample, error_of=_body_error)
         if obj is None:
             return
         self.message = obj

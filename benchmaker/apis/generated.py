@@ -78,8 +78,10 @@ from typing import Any
 import orjson
 
 from benchmaker.engine.records import Outcome, Sample
+from benchmaker.engine.sse import SSEEvent, SSEParser
 
 __all__ = [
+    "BodyReader",
     "FINISH_CLASSES",
     "FINISH_FAILS",
     "Output",
@@ -511,3 +513,101 @@ def message_output(msg: Any) -> Output:
     if type(msg) is not dict:
         return Output()
     return Output(*scan_output(msg))
+
+
+class BodyReader:
+    """What every API's response parser keeps of the body, streamed or whole: the
+    SSE framing (benchmaker.engine.sse.SSEParser), the first protocol error, the
+    count of SSE events and token events, the body's first 200 bytes (for error
+    texts) and a whole body's bytes. A parser subclasses it:
+
+        for event, payload in self._read(data):   # in feed(): a stream's SSE events
+            obj = self._object(payload)             # (none for a whole body: kept)
+        complete = self._close_sse(complete)        # in finish(), streamed
+        self._close(sample, complete=..., failed=..., end="message_stop")
+        body = self._whole()                        # in finish(), not streamed
+    """
+
+    __slots__ = ("stream", "_sse", "_error", "_n_sse", "_n_events", "_head", "_body")
+
+    def __init__(self, stream: bool = True) -> None:
+        self.stream = stream
+        self._sse = SSEParser()
+        self._error: str | None = None  # first protocol error
+        self._n_sse = 0  # SSE events seen
+        self._n_events = 0  # token events
+        self._head = b""  # first bytes of the body, for error messages
+        self._body: list[bytes] = []
+
+    @property
+    def error(self) -> str | None:
+        """The first protocol error seen (bad JSON, an error object or event), else None."""
+        return self._error
+
+    def _fail(self, message: str) -> None:
+        if self._error is None:
+            self._error = message
+
+    def _read(self, data: bytes) -> list[SSEEvent]:
+        """The SSE events one read of a streamed body completed; none for a whole body,
+        whose bytes are kept for `_whole`."""
+        if not self.stream:
+            self._body.append(data)
+            return []
+        if not self._head:
+            self._head = data[:200]
+        events = self._sse.feed(data)
+        self._n_sse += len(events)
+        return events
+
+    def _object(self, payload: bytes) -> dict[str, Any] | None:
+        """The JSON object of one event's data; None, with the protocol error recorded,
+        when it is bad JSON or not an object."""
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            self._fail(f"bad JSON in data line: {exc} (got {short(payload)})")
+            return None
+        if type(obj) is not dict:
+            self._fail(f"data line is not a JSON object (got {short(payload)})")
+            return None
+        return obj
+
+    def _close_sse(self, complete: bool, *, done: bool = False) -> bool:
+        """End of a streamed body: a last event without its closing blank line is a
+        protocol error unless the stream was already `complete`; with `done`, a last
+        `[DONE]` without it completes the stream. Returns whether it is complete."""
+        cut = self._sse.close()
+        if cut is not None and not complete:
+            if done and cut == b"[DONE]":
+                return True
+            self._fail(f"stream ended inside an event (got {short(cut)})")
+        return complete
+
+    def _close(
+        self,
+        sample: Sample,
+        *,
+        complete: bool,
+        failed: str | None,
+        end: str,
+        empty: str = "complete stream without a generated token",
+    ) -> None:
+        """`close_stream` of this body's stream."""
+        close_stream(
+            sample,
+            error=self._error,
+            complete=complete,
+            failed=failed,
+            n_sse=self._n_sse,
+            n_events=self._n_events,
+            head=self._head,
+            end=end,
+            empty=empty,
+        )
+
+    def _whole(self) -> bytes:
+        """A whole body's bytes (released here)."""
+        body = b"".join(self._body)
+        self._body = []
+        return body

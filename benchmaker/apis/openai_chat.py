@@ -81,7 +81,7 @@ import orjson
 from orjson import JSONDecodeError, loads
 
 from benchmaker.apis.generated import (
-    close_stream,
+    BodyReader,
     close_whole,
     error_text,
     finish_outcome,
@@ -93,7 +93,6 @@ from benchmaker.apis.generated import (
     whole_object,
 )
 from benchmaker.engine.records import Sample
-from benchmaker.engine.sse import SSEParser
 
 __all__ = [
     "OpenAIChatAssembler",
@@ -200,7 +199,7 @@ def apply_usage(usage: Any, sample: Sample) -> None:
     sample.reasoning_tokens = token_count(cdetails.get("reasoning_tokens")) if isinstance(cdetails, dict) else None
 
 
-class OpenAIStreamParser:
+class OpenAIStreamParser(BodyReader):
     """Shared machinery of OpenAI-style parsers: SSE framing, `[DONE]`, bad JSON (with the
     split-surrogate fallback) and `error` objects, usage, finish_reason and its class,
     refusal and the outcome. Subclasses implement `_chunk(choices) -> bool` (a token
@@ -214,11 +213,8 @@ class OpenAIStreamParser:
     """
 
     __slots__ = (
-        "stream",
         "_parts",
-        "_sse",
         "_done",
-        "_error",
         "_usage",
         "_finish_reason",
         "_reasoning_seen",
@@ -229,20 +225,14 @@ class OpenAIStreamParser:
         "_refusal",
         "_held",
         "_chars",
-        "_body",
-        "_n_events",
         "_events",
-        "_n_sse",
-        "_head",
     )
 
     def __init__(self, stream: bool = True, max_tokens: int | None = None) -> None:
-        self.stream = stream
+        super().__init__(stream)
         self._max_tokens = max_tokens
         self._parts: list[str] = []
-        self._sse = SSEParser()
         self._done = False  # saw data: [DONE]
-        self._error: str | None = None  # first protocol error
         self._usage: Any = None
         self._finish_reason: str | None = None
         self._reasoning_seen = False  # a reasoning delta arrived
@@ -252,11 +242,7 @@ class OpenAIStreamParser:
         self._refusal = False  # refusal text seen
         self._held: dict[tuple[Any, ...], str] = {}  # high surrogates awaiting their pair, by path
         self._chars = 0
-        self._body: list[bytes] = []
-        self._n_events = 0  # token events
         self._events: list[int] = []  # sample.token_event_ns from the first token event
-        self._n_sse = 0  # SSE events seen
-        self._head = b""  # first bytes of the body, for error messages
 
     @property
     def text(self) -> str:
@@ -275,22 +261,11 @@ class OpenAIStreamParser:
         usage = self._usage
         return usage if isinstance(usage, dict) else None
 
-    @property
-    def error(self) -> str | None:
-        """The first protocol error seen (bad JSON, an `error` object or event), else None."""
-        return self._error
-
     # -- streaming ------------------------------------------------------------------
 
     def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
         """Parse one transport read that arrived at `t_ns` (ns from run t0)."""
-        if not self.stream:
-            self._body.append(data)
-            return
-        if not self._head:
-            self._head = data[:200]
-        for event, payload in self._sse.feed(data):
-            self._n_sse += 1
+        for event, payload in self._read(data):
             if self._done:
                 continue  # events after [DONE] carry nothing we measure
             if payload == b"[DONE]":
@@ -375,10 +350,6 @@ class OpenAIStreamParser:
         Updates text, chars and finish_reason. Subclasses define the delta shape."""
         raise NotImplementedError
 
-    def _fail(self, message: str) -> None:
-        if self._error is None:
-            self._error = message
-
     def _finished(self, reason: Any, index: Any = 0) -> None:
         """Record the finish reason choice `index` stated; `null` and `""` (not finished
         yet) are ignored. The last stated reason is `finish_reason`; each choice's last
@@ -415,29 +386,18 @@ class OpenAIStreamParser:
         if not self.stream:
             self._finish_whole(sample)
             return
-        cut = self._sse.close()
-        if cut is not None and not self._done:
-            if cut == b"[DONE]":
-                self._done = True  # final blank line missing: complete enough
-            else:
-                self._fail(f"stream ended inside an event (got {short(cut)})")
+        self._done = self._close_sse(self._done, done=True)  # a last [DONE] without its blank line: complete
         apply_usage(self._usage, sample)
-        close_stream(
+        self._close(
             sample,
-            error=self._error,
             complete=self._done,
             failed=self._ending(sample),
-            n_sse=self._n_sse,
-            n_events=self._n_events,
-            head=self._head,
             end="data: [DONE]",
             empty="complete stream without a generated token" + (" (usage only)" if self._usage is not None else ""),
         )
 
     def _finish_whole(self, sample: Sample) -> None:
-        body = b"".join(self._body)
-        self._body = []
-        obj = whole_object(body, sample, loads=_loads_joined)
+        obj = whole_object(self._whole(), sample, loads=_loads_joined)
         if obj is None:
             return
         self._usage = obj.get("usage")  # kept, as a stream's (benchmaker.agent.model_client reads it)

@@ -88,21 +88,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from orjson import JSONDecodeError, loads
 
 from benchmaker.apis.generated import (
     FINISH_FAILS,
-    close_stream,
+    BodyReader,
     close_whole,
     error_text,
     finish_class,
     finish_error,
-    short,
     token_count,
     whole_object,
 )
 from benchmaker.engine.records import Sample
-from benchmaker.engine.sse import SSEParser
 
 __all__ = [
     "OpenAIResponsesParser",
@@ -652,21 +649,14 @@ def response_output(resp: dict[str, Any], streamed_items: list[dict[str, Any]] |
     )
 
 
-class OpenAIResponsesParser:
+class OpenAIResponsesParser(BodyReader):
     """Parser of one `/v1/responses` response, streamed or not (rules in the module
     doc). `text` is the generated message text so far; `response` the terminal
     event's (or the body's) response object, None before it; `usage` its usage."""
 
     __slots__ = (
-        "stream",
         "_parts",
-        "_sse",
-        "_error",
         "_response",
-        "_n_events",
-        "_n_sse",
-        "_head",
-        "_body",
         "_chars",
         "_refusal",
         "_calls",
@@ -674,15 +664,9 @@ class OpenAIResponsesParser:
     )
 
     def __init__(self, stream: bool = True) -> None:
-        self.stream = stream
+        super().__init__(stream)
         self._parts: list[str] = []
-        self._sse = SSEParser()
-        self._error: str | None = None  # first protocol error
         self._response: dict[str, Any] | None = None  # the terminal event's response
-        self._n_events = 0
-        self._n_sse = 0
-        self._head = b""
-        self._body: list[bytes] = []
         self._chars = 0
         self._refusal = False
         self._calls = False  # a call item was output
@@ -709,11 +693,6 @@ class OpenAIResponsesParser:
         or the whole body was read."""
         return self._response is not None
 
-    @property
-    def error(self) -> str | None:
-        """The first protocol error seen (bad JSON, an error event), else None."""
-        return self._error
-
     def output(self) -> ResponseOutput | None:
         """What the response generated, once its terminal event (or whole body) was
         read, else None: `response_output` of the final response, with the
@@ -722,27 +701,13 @@ class OpenAIResponsesParser:
             return None
         return response_output(self._response, self._items)
 
-    def _fail(self, message: str) -> None:
-        if self._error is None:
-            self._error = message
-
     def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
         """Parse one transport read that arrived at `t_ns` (ns from run t0)."""
-        if not self.stream:
-            self._body.append(data)
-            return
-        if not self._head:
-            self._head = data[:200]
-        for event, payload in self._sse.feed(data):
-            self._n_sse += 1
-            try:
-                obj = loads(payload)
-            except JSONDecodeError as exc:
-                if payload != b"[DONE]" and payload:
-                    self._fail(f"bad JSON in data line: {exc} (got {short(payload)})")
+        for event, payload in self._read(data):
+            if payload == b"[DONE]" or not payload:  # not Responses events; some proxies add them
                 continue
-            if type(obj) is not dict:
-                self._fail(f"data line is not a JSON object (got {short(payload)})")
+            obj = self._object(payload)
+            if obj is None:
                 continue
             kind = obj.get("type") or event
             delta = obj.get("delta")
@@ -824,25 +789,17 @@ class OpenAIResponsesParser:
         if not self.stream:
             self._finish_whole(sample)
             return
-        cut = self._sse.close()
-        if cut is not None and self._response is None:
-            self._fail(f"stream ended inside an event (got {short(cut)})")
+        self._close_sse(self._response is not None)
         resp = self._response
-        close_stream(
+        self._close(
             sample,
-            error=self._error,
             complete=resp is not None,
             failed=self._ending(resp, sample) if resp is not None else None,
-            n_sse=self._n_sse,
-            n_events=self._n_events,
-            head=self._head,
             end="response.completed",
         )
 
     def _finish_whole(self, sample: Sample) -> None:
-        body = b"".join(self._body)
-        self._body = []
-        obj = whole_object(body, sample, loads=loads, error_of=_body_error)
+        obj = whole_object(self._whole(), sample, error_of=_body_error)
         if obj is None:
             return
         self._response = obj

@@ -54,10 +54,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from benchmaker.apis.generated import (
-    close_stream,
+    BodyReader,
     close_whole,
     error_text,
     finish_reason_sent,
@@ -67,12 +65,11 @@ from benchmaker.apis.generated import (
     whole_object,
 )
 from benchmaker.engine.records import Sample
-from benchmaker.engine.sse import SSEParser
 
 __all__ = ["SGLangParser"]
 
 
-class SGLangParser:
+class SGLangParser(BodyReader):
     """Parser of one `/generate` response (streamed or not); see the module docstring.
 
     `text` is the generated text so far. `incremental=True` reads each event's `text` as
@@ -80,38 +77,25 @@ class SGLangParser:
     """
 
     __slots__ = (
-        "stream",
         "incremental",
         "_text",
-        "_sse",
         "_done",
-        "_error",
         "_meta",
         "_finish",
-        "_n_events",
-        "_n_sse",
         "_last_ct",
-        "_body",
-        "_head",
         "_ids",
         "_max_tokens",
     )
 
     def __init__(self, stream: bool = True, incremental: bool = False, max_tokens: int | None = None) -> None:
-        self.stream = stream
+        super().__init__(stream)
         self.incremental = incremental
         self._max_tokens = max_tokens  # the request's max_new_tokens: a count above it is flagged
         self._text = ""
-        self._sse = SSEParser()
         self._done = False
-        self._error: str | None = None
         self._meta: dict[str, Any] | None = None  # last meta_info
         self._finish: Any = None  # last non-null finish_reason
-        self._n_events = 0  # token events
-        self._n_sse = 0
         self._last_ct: int | None = 0  # completion_tokens at the previous token event
-        self._body: list[bytes] = []
-        self._head = b""
         self._ids = False  # token-id output seen (no text)
 
     @property
@@ -119,31 +103,16 @@ class SGLangParser:
         """Generated text so far."""
         return self._text
 
-    def _fail(self, message: str) -> None:
-        if self._error is None:
-            self._error = message
-
     def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
         """Parse one transport read that arrived at `t_ns` (ns from run t0)."""
-        if not self.stream:
-            self._body.append(data)
-            return
-        if not self._head:
-            self._head = data[:200]
-        for _event, payload in self._sse.feed(data):
-            self._n_sse += 1
+        for _event, payload in self._read(data):
             if self._done:
                 continue
             if payload == b"[DONE]":
                 self._done = True
                 continue
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError as exc:
-                self._fail(f"bad JSON in data line: {exc} (got {short(payload)})")
-                continue
-            if type(obj) is not dict:
-                self._fail(f"data line is not a JSON object (got {short(payload)})")
+            obj = self._object(payload)
+            if obj is None:
                 continue
             if obj.get("error") is not None:
                 self._fail(f"error in stream: {error_text(obj['error'])}")
@@ -222,28 +191,17 @@ class SGLangParser:
         if not self.stream:
             self._finish_whole(sample)
             return
-        cut = self._sse.close()
-        if cut is not None and not self._done:
-            if cut == b"[DONE]":
-                self._done = True
-            else:
-                self._fail(f"stream ended inside an event (got {short(cut)})")
-        close_stream(
+        self._done = self._close_sse(self._done, done=True)
+        self._close(
             sample,
-            error=self._error,
             complete=self._done,
             failed=self._apply_meta(sample),
-            n_sse=self._n_sse,
-            n_events=self._n_events,
-            head=self._head,
             end="data: [DONE]",
             empty="complete stream without generated text",
         )
 
     def _finish_whole(self, sample: Sample) -> None:
-        body = b"".join(self._body)
-        self._body = []
-        obj = whole_object(body, sample)
+        obj = whole_object(self._whole(), sample)
         if obj is None:
             return
         meta = obj.get("meta_info")

@@ -376,7 +376,7 @@ class ReplayStore:
     def continued_messages(self, response_id: str) -> list[dict[str, Any]] | None:
         """The chat messages a Responses request with `previous_response_id` =
         `response_id` continues: the recorded request of the turn that answered with that
-        id (`responses_body` / `responses_stream` ids) and that turn's assistant message,
+        id (the Responses body and stream ids) and that turn's assistant message,
         or None when no turn of the store has that id. The id index is built on the
         first call."""
         if self._response_ids is None:

@@ -455,7 +455,7 @@ class Recorder:
         self,
         conv: _Conversation,
         index: int,
-        asm: ChatAssembler | ResponsesAssembler | MessagesAssembler,
+        asm: ChatAssembler | ResponsesAssembler | MessagesAssembler | _GeminiAnswer,
         started_at: str,
         t_start_ns: int,
         t_end_ns: int,
@@ -533,27 +533,34 @@ _GEMINI_CALL_ID = "gemini_call_"
 
 
 class _GeminiAnswer:
-    """A completed GeminiAssembler as Recorder.record reads an assembler: `response()`,
-    `usage`, `first_token_ns`. A function call without id gets
-    "gemini_call_<turn>_<k>" until the client's next request names its own id
-    (`_adopt_client_call_ids`)."""
+    """A Gemini answer, read by benchmaker.apis.gemini.GeminiAssembler, as the recorder
+    reads the other APIs' answers: `feed`, `finish`, then `response()`, `usage`,
+    `first_token_ns`. A function call without id gets "gemini_call_<turn>_<k>" until
+    the client's next request names its own id (`_adopt_client_call_ids`)."""
 
     def __init__(self, asm: gemini.GeminiAssembler, turn_index: int) -> None:
         self.asm = asm
-        self.first_token_ns = asm.first_token_ns
-        counts = asm.usage_counts()
-        self.usage = (
-            None
-            if counts is None
-            else Usage(
-                prompt_tokens=counts[0],
-                completion_tokens=counts[1],
-                cached_tokens=counts[2],
-                reasoning_tokens=counts[3],
-                total_tokens=counts[4],
-            )
-        )
         self.turn_index = turn_index
+        self.feed = asm.feed
+        self.finish = asm.finish
+
+    @property
+    def first_token_ns(self) -> int | None:
+        return self.asm.first_token_ns
+
+    @property
+    def usage(self) -> Usage | None:
+        counts = self.asm.usage_counts()
+        if counts is None:
+            return None
+        prompt, completion, cached, reasoning, total = counts
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=cached,
+            reasoning_tokens=reasoning,
+            total_tokens=total,
+        )
 
     def response(self) -> tuple[TrajResponse, bool]:
         asm = self.asm
@@ -687,25 +694,29 @@ def create_recorder_app(
             content_length=int(length) if length and length.isdigit() else None,
         )
 
+        return record_relay(resp, asm, placed, started_at, t_start)
+
+    def record_relay(
+        resp: httpx.Response, asm: Any, placed: tuple[_Conversation, int] | None, started_at: str, t_start: int
+    ) -> Response:
+        """Relay the upstream's response, feeding its body to `asm` (an answer as
+        Recorder.record reads one) and recording it as turn `placed` the moment it is
+        complete, before the bytes that completed it are relayed."""
+
         async def relay() -> AsyncIterator[bytes]:
             raw: list[bytes] = []
-            target = placed
-            recorded = target is None
+            recorded = placed is None
             try:
                 async for data in resp.aiter_raw():
-                    if target is not None and not recorded:
+                    if placed is not None and not recorded:
                         raw.append(data)
                         if asm.feed(data, time.perf_counter_ns()):
-                            recorder.record(
-                                target[0], target[1], asm, started_at, t_start, time.perf_counter_ns(), b"".join(raw)
-                            )
+                            recorder.record(*placed, asm, started_at, t_start, time.perf_counter_ns(), b"".join(raw))
                             recorded = True
                     yield data
-                if target is not None and not recorded:
+                if placed is not None and not recorded:
                     if asm.finish():
-                        recorder.record(
-                            target[0], target[1], asm, started_at, t_start, time.perf_counter_ns(), b"".join(raw)
-                        )
+                        recorder.record(*placed, asm, started_at, t_start, time.perf_counter_ns(), b"".join(raw))
                     else:
                         recorder.skipped["incomplete"] += 1
             finally:
@@ -758,44 +769,9 @@ def create_recorder_app(
         if resp.status_code >= 400:
             recorder.skipped["upstream_errors"] += 1
             placed = None
-        asm = gemini.GeminiAssembler(sse=method == "streamGenerateContent" and gemini.wants_sse(request.url.query))
-
-        async def relay():
-            raw: list[bytes] = []
-            recorded = placed is None
-            try:
-                async for data in resp.aiter_raw():
-                    if not recorded:
-                        raw.append(data)
-                        if asm.feed(data, time.perf_counter_ns()):
-                            recorder.record(
-                                placed[0],
-                                placed[1],
-                                _GeminiAnswer(asm, placed[1]),
-                                started_at,
-                                t_start,
-                                time.perf_counter_ns(),
-                                b"".join(raw),
-                            )
-                            recorded = True
-                    yield data
-                if not recorded:
-                    if asm.finish():
-                        recorder.record(
-                            placed[0],
-                            placed[1],
-                            _GeminiAnswer(asm, placed[1]),
-                            started_at,
-                            t_start,
-                            time.perf_counter_ns(),
-                            b"".join(raw),
-                        )
-                    else:
-                        recorder.skipped["incomplete"] += 1
-            finally:
-                await resp.aclose()
-
-        return StreamingResponse(relay(), status_code=resp.status_code, headers=relay_headers(resp))
+        sse = method == "streamGenerateContent" and gemini.wants_sse(request.url.query)
+        answer = _GeminiAnswer(gemini.GeminiAssembler(sse=sse), placed[1] if placed is not None else 0)
+        return record_relay(resp, answer, placed, started_at, t_start)
 
     async def flush(request: Request) -> Response:
         try:

@@ -1,0 +1,212 @@
+"""A Prefect server lost mid-command (recipes/api_watch.py): what counts as lost (a
+refused connect, never a slow server), the fail-fast settings, the one line; and, slow,
+a real CLI run whose real Prefect server is killed mid-run exits 1 promptly with its
+results kept."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmaker.recipes import api_watch as aw
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def shared_settings():
+    """The settings that threads without a settings context see (Prefect's event and log
+    workers), and the logger level, that fail_fast changes: restored after the test."""
+    from prefect.settings import get_current_settings
+
+    box: list = []
+    seer = threading.Thread(target=lambda: box.append(get_current_settings()))
+    seer.start()
+    seer.join()
+    shared = box[0]
+    saved = (shared.client.max_retries, shared.logging.to_api.enabled, shared.internal.logging_level)
+    level = logging.getLogger("prefect.events.clients").level
+    yield shared
+    shared.client.max_retries, shared.logging.to_api.enabled, shared.internal.logging_level = saved
+    logging.getLogger("prefect.events.clients").setLevel(level)
+
+
+def test_refused_only_when_nothing_listens() -> None:
+    port = _free_port()
+    assert aw.refused("127.0.0.1", port) is True
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen(1)
+        assert aw.refused("127.0.0.1", port) is False
+        # a slow server: it listens but never accepts; the kernel completes the connect
+        assert aw.refused("127.0.0.1", port) is False
+
+
+def _wait_lost(watch: aw.ApiWatch, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while watch.lost_at is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_lost_after_consecutive_refusals_only() -> None:
+    answers = iter([True, False, True, False, True, True, True])
+    lost: list[int] = []
+    watch = aw.ApiWatch(
+        "http://127.0.0.1:1/api",
+        poll_s=0.001,
+        misses=2,
+        on_lost=lambda: lost.append(1),
+        probe=lambda h, p: next(answers),
+    ).start()
+    _wait_lost(watch)
+    watch.stop()
+    assert lost == [1] and watch.lost_at is not None  # the 5th and 6th answers, once
+    assert next(answers) is True  # the 7th was never asked: the watch ended when it called on_lost
+    assert (watch.host, watch.port) == ("127.0.0.1", 1)
+    with pytest.raises(ValueError, match="no host to watch"):
+        aw.ApiWatch("unix:///tmp/x")
+
+
+def test_fail_fast_makes_one_attempt_and_sends_no_logs(shared_settings) -> None:
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, get_current_settings, temporary_settings
+
+    with temporary_settings({PREFECT_CLIENT_MAX_RETRIES: 5}):
+        settings = get_current_settings()
+        assert settings is not shared_settings
+        act = threading.Thread(target=aw.fail_fast(settings))  # on a thread of its own, as the watch's
+        act.start()
+        act.join()
+        assert PREFECT_CLIENT_MAX_RETRIES.value() == 0 and settings.logging.to_api.enabled is False
+        assert settings.internal.logging_level == "CRITICAL"
+    assert shared_settings.client.max_retries == 0 and shared_settings.internal.logging_level == "CRITICAL"
+    assert logging.getLogger("prefect.events.clients").level == logging.CRITICAL
+
+
+def test_a_server_killed_during_the_body_ends_it_through_exit_lost(shared_settings) -> None:
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    port = _free_port()
+    exits: list[aw.ApiWatch] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", port))
+    server.listen(8)
+    with temporary_settings({PREFECT_CLIENT_MAX_RETRIES: 5}):
+        with aw.exit_if_api_lost(f"http://127.0.0.1:{port}/api", poll_s=0.05, exit_lost=exits.append) as watch:
+            time.sleep(0.3)
+            assert watch is not None and watch.lost_at is None  # listening: not lost
+            server.close()
+            for _ in range(200):
+                if watch.lost_at is not None:
+                    break
+                time.sleep(0.05)
+            assert PREFECT_CLIENT_MAX_RETRIES.value() == 0  # later calls fail at once
+        assert exits == [watch]
+        line = aw.lost_message(watch)
+    assert re.fullmatch(
+        rf"benchmaker: error: lost the Prefect server at http://127\.0\.0\.1:{port}/api \(nothing listens there "
+        r"since \d\d:\d\d:\d\d UTC: stopped or killed\); what was measured is none \(the run had not started\); "
+        r"the flow run stays Running there: `benchmaker retry <flow run id>` resumes it once the server runs again",
+        line,
+    )
+
+
+def test_a_server_that_is_back_when_the_body_ends_changes_nothing(shared_settings) -> None:
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    exits: list[aw.ApiWatch] = []
+    answers = [True, True]  # refused twice (lost), then back
+    with temporary_settings({PREFECT_CLIENT_MAX_RETRIES: 5}):
+        probe = lambda h, p: answers.pop(0) if answers else False  # noqa: E731
+        with aw.exit_if_api_lost("http://127.0.0.1:1/api", poll_s=0.001, probe=probe, exit_lost=exits.append) as watch:
+            assert watch is not None
+            _wait_lost(watch)
+            assert watch.lost_at is not None
+        assert exits == []
+    with aw.exit_if_api_lost(None) as nothing:
+        assert nothing is None
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.recipes.cli", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow  # a real `prefect server start` (10-40 s), killed during a CLI flow run
+@pytest.mark.prefect
+def test_a_run_whose_server_is_killed_exits_1_promptly_with_its_results(tmp_path: Path) -> None:
+    from benchmaker.recipes import prefect_server as ps
+
+    home = tmp_path / "prefect-home"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")
+    }
+    env.update(PREFECT_HOME=str(home), PYTHONPATH=str(ROOT))
+    state = ps.ensure_server(home, say=lambda m: None, start=lambda h: ps.start_server(h, timeout_s=400))
+    art = tmp_path / "art"
+    run = _cli(
+        [
+            "swebench-replay",
+            "--logs",
+            str(EXAMPLE),
+            "--concurrency-sweep",
+            "1,2",
+            "--latency",
+            "fixed:2000:0",
+            "--out-dir",
+            str(art),
+            "--warehouse",
+            str(tmp_path / "w.duckdb"),
+        ],
+        env,
+    )
+    try:
+        deadline = time.monotonic() + 300  # a busy host starts Python and converts slowly
+        while not list(art.glob("swebench-replay-*/flow_process.json")):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.2)
+        os.killpg(state.pid, signal.SIGKILL)  # the server and its children, at once
+        _, err = run.communicate(timeout=400)
+        exited = time.time()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        ps.stop_server(home, grace_s=5)
+    (run_dir,) = art.glob("swebench-replay-*")
+    assert run.returncode == 1, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"benchmaker: error: lost the Prefect server at {state.url} (nothing listens there since ")
+    assert f"what was measured is kept in {run_dir};" in last
+    # measured on without the API: both points' summaries, the sweep's points and the report
+    for name in ("points/c1/point_summary.json", "points/c2/point_summary.json", "sweep_points.jsonl"):
+        assert (run_dir / name).is_file(), name
+    assert json.loads((run_dir / "points/c2/point_summary.json").read_text())["episodes"] == 2
+    # and it ended within seconds of its last file (it hung ~2-4 min on Prefect's retries and drains)
+    last_write = max(p.stat().st_mtime for p in run_dir.rglob("*") if p.is_file())
+    assert exited - last_write < 30, exited - last_write

@@ -19,6 +19,7 @@ only fail). A server that came back by then leaves the command to end as usual.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -71,14 +72,17 @@ class ApiWatch:
         self._thread = threading.Thread(target=self._run, name="prefect-api-watch", daemon=True)
 
     def start(self) -> ApiWatch:
+        """Start polling; returns self."""
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop polling and wait for the thread (at most one probe, 2 s)."""
         self._stop.set()
         self._thread.join()
 
     def gone(self) -> bool:
+        """True when a connect to the API's host and port is refused now."""
         return self.probe(self.host, self.port)
 
     def _run(self) -> None:
@@ -111,17 +115,22 @@ def fail_fast(settings: Any) -> Callable[[], None]:
 
 
 def lost_message(watch: ApiWatch) -> str:
-    """The one line of a command whose Prefect server was lost: the server, when, and the
-    run folders this process recorded (benchmaker.flows.outcome.recorded_run_dirs)."""
+    """The one line of a command whose Prefect server was lost: the server, when, the run
+    folders this process recorded (benchmaker.flows.outcome.recorded_run_dirs) and how to
+    resume the last one's flow run (its manifest.json's `flow_run_id`)."""
     from benchmaker.flows.outcome import recorded_run_dirs
 
-    dirs = recorded_run_dirs()
-    kept = f"kept in {', '.join(map(str, dict.fromkeys(dirs)))}" if dirs else "none (the run had not started)"
+    dirs = list(dict.fromkeys(recorded_run_dirs()))
+    kept = f"kept in {', '.join(map(str, dirs))}" if dirs else "none (the run had not started)"
+    try:
+        run_id = str(json.loads((dirs[-1] / "manifest.json").read_text(encoding="utf-8"))["flow_run_id"])
+    except (IndexError, OSError, ValueError, KeyError, TypeError):
+        run_id = "<flow run id>"
     when = watch.lost_at.strftime("%H:%M:%S UTC") if watch.lost_at else "now"
     return (
         f"benchmaker: error: lost the Prefect server at {watch.url} (nothing listens there since {when}: "
         f"stopped or killed); what was measured is {kept}; the flow run stays Running there: "
-        f"`benchmaker retry <flow run id>` resumes it once the server runs again"
+        f"`benchmaker retry {run_id}` resumes it once the server runs again"
     )
 
 

@@ -367,7 +367,7 @@ def ensure_server(
             _kill_group(old.pid)
         say(
             f"benchmaker: no PREFECT_API_URL is set, so starting a local Prefect server in the background "
-            f"(loopback, data in {home}, log: {home / LOG_NAME}); later runs reuse it instead of paying "
+            f"(data in {home}, log: {home / LOG_NAME}); later runs reuse it instead of paying "
             f"20-40 s for a temporary one each time. `benchmaker server status|stop` manage it."
         )
         state = start(home)

@@ -15,7 +15,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,52 +147,63 @@ def test_a_server_that_is_back_when_the_body_ends_changes_nothing(shared_setting
         assert nothing is None
 
 
-def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "benchmaker.recipes.cli", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+@dataclass
+class LocalServer:
+    """A real local Prefect server under a temporary PREFECT_HOME, and the environment of
+    a CLI process that reuses it."""
+
+    home: Path
+    env: dict[str, str]
+    state: Any
+
+    def replay(self, out: Path, sweep: str, latency: str) -> subprocess.Popen:
+        """`benchmaker swebench-replay` of the bundled example, started in the background."""
+        args = ["--concurrency-sweep", sweep, "--latency", latency, "--warehouse", str(out / "w.duckdb")]
+        return subprocess.Popen(
+            [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), *args]
+            + ["--out-dir", str(out / "art")],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+@pytest.fixture
+def local_server(tmp_path: Path) -> Iterator[LocalServer]:
+    from benchmaker.recipes import prefect_server as ps
+
+    home = tmp_path / "prefect-home"
+    drop = ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(PREFECT_HOME=str(home), PYTHONPATH=str(ROOT))
+    # a long start timeout: a first start migrates a fresh database (over 90 s when busy)
+    state = ps.ensure_server(home, say=lambda m: None, start=lambda h: ps.start_server(h, timeout_s=400))
+    try:
+        yield LocalServer(home, env, state)
+    finally:
+        ps.stop_server(home, grace_s=5)
+
+
+def _wait_for(run: subprocess.Popen, pattern: str, under: Path) -> Path:
+    """The first file matching `pattern` under `under`, waiting while `run` runs (300 s at most)."""
+    deadline = time.monotonic() + 300  # a busy host starts Python and converts slowly
+    while not (found := list(under.glob(pattern))):
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.2)
+    return found[0]
 
 
 @pytest.mark.slow  # a real `prefect server start` (10-40 s), killed during a CLI flow run
 @pytest.mark.prefect
-def test_a_run_whose_server_is_killed_exits_1_promptly_with_its_results(tmp_path: Path) -> None:
-    from benchmaker.recipes import prefect_server as ps
-
-    home = tmp_path / "prefect-home"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")
-    }
-    env.update(PREFECT_HOME=str(home), PYTHONPATH=str(ROOT))
-    state = ps.ensure_server(home, say=lambda m: None, start=lambda h: ps.start_server(h, timeout_s=400))
-    art = tmp_path / "art"
-    run = _cli(
-        [
-            "swebench-replay",
-            "--logs",
-            str(EXAMPLE),
-            "--concurrency-sweep",
-            "1,2",
-            "--latency",
-            "fixed:2000:0",
-            "--out-dir",
-            str(art),
-            "--warehouse",
-            str(tmp_path / "w.duckdb"),
-        ],
-        env,
-    )
+def test_a_run_whose_server_is_killed_exits_1_promptly_with_its_results(
+    tmp_path: Path, local_server: LocalServer
+) -> None:
+    state, art = local_server.state, tmp_path / "art"
+    run = local_server.replay(tmp_path, "1,2", "fixed:2000:0")
     try:
-        deadline = time.monotonic() + 300  # a busy host starts Python and converts slowly
-        while not list(art.glob("swebench-replay-*/flow_process.json")):
-            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-            time.sleep(0.2)
+        _wait_for(run, "swebench-replay-*/flow_process.json", art)
         os.killpg(state.pid, signal.SIGKILL)  # the server and its children, at once
         _, err = run.communicate(timeout=400)
         exited = time.time()
@@ -197,12 +211,15 @@ def test_a_run_whose_server_is_killed_exits_1_promptly_with_its_results(tmp_path
         if run.poll() is None:
             run.kill()
             run.wait()
-        ps.stop_server(home, grace_s=5)
     (run_dir,) = art.glob("swebench-replay-*")
     assert run.returncode == 1, err[-3000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"benchmaker: error: lost the Prefect server at {state.url} (nothing listens there since ")
-    assert f"what was measured is kept in {run_dir};" in last
+    flow_run_id = json.loads((run_dir / "manifest.json").read_text())["flow_run_id"]
+    assert last.endswith(
+        f"what was measured is kept in {run_dir}; the flow run stays Running there: "
+        f"`benchmaker retry {flow_run_id}` resumes it once the server runs again"
+    )
     # measured on without the API: both points' summaries, the sweep's points and the report
     for name in ("points/c1/point_summary.json", "points/c2/point_summary.json", "sweep_points.jsonl"):
         assert (run_dir / name).is_file(), name
@@ -210,3 +227,52 @@ def test_a_run_whose_server_is_killed_exits_1_promptly_with_its_results(tmp_path
     # and it ended within seconds of its last file (it hung ~2-4 min on Prefect's retries and drains)
     last_write = max(p.stat().st_mtime for p in run_dir.rglob("*") if p.is_file())
     assert exited - last_write < 30, exited - last_write
+
+
+def _states(url: str, secret: str, flow_run_id: str) -> list[str]:
+    """The names of the flow run's states on the server, oldest first (Prefect's REST API)."""
+    import base64
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"{url}/flow_run_states/?flow_run_id={flow_run_id}",
+        headers={"Authorization": "Basic " + base64.b64encode(secret.encode()).decode()},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        states = json.loads(resp.read())
+    return [s["name"] for s in sorted(states, key=lambda s: s["timestamp"])]
+
+
+@pytest.mark.slow  # a real `prefect server start`, a CLI flow run SIGKILLed, then `benchmaker retry`
+@pytest.mark.prefect
+def test_a_sigkilled_cli_run_is_marked_crashed_and_resumed_by_retry(tmp_path: Path, local_server: LocalServer) -> None:
+    from benchmaker.recipes import prefect_server as ps
+
+    state, art, env = local_server.state, tmp_path / "art", local_server.env
+    run = local_server.replay(tmp_path, "1,2", "fixed:3000:0")
+    try:
+        _wait_for(run, "swebench-replay-*/points/c1/point_summary.json", art)  # killed while c2 measures
+        run.send_signal(signal.SIGKILL)
+        run.communicate(timeout=60)
+        (run_dir,) = art.glob("swebench-replay-*")
+        flow_run_id = json.loads((run_dir / "manifest.json").read_text())["flow_run_id"]
+        secret = ps.auth_secret(local_server.home)
+        assert _states(state.url, secret, flow_run_id)[-1] == "Running"  # nobody told the server
+        retry = subprocess.run(
+            [sys.executable, "-m", "benchmaker.recipes.cli", "retry", flow_run_id],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        # 1: resumed and finished, its point judged invalid (event-loop lag on a busy host)
+        assert retry.returncode in (0, 1), retry.stdout[-3000:] + retry.stderr[-3000:]
+        assert re.search(rf"^flow run {flow_run_id}: (Completed|Invalid)", retry.stdout, re.M), retry.stdout
+        history = _states(state.url, secret, flow_run_id)
+        assert "Crashed" in history and history[-1] in ("Completed", "Invalid"), history
+        assert (run_dir / "points/c2/point_summary.json").is_file()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()

@@ -7,14 +7,17 @@ queued events (each tries 11 websocket connects 1 s apart) and logs against noth
 command hung for minutes after the run's end.
 
 `exit_if_api_lost(url)` watches the API while the command's body runs: the server is lost
-when a TCP connect to its host and port is refused on `misses` polls in a row (nothing
-listens: stopped or killed). A slow server still accepts connections (the kernel's listen
-backlog), so it is never taken as lost; nothing is sent to it and nothing is signalled.
-Once lost, Prefect's client makes each later call once (max_retries 0), sends no more
-logs to the API and prints no error per lost event. When the body ends and the server is still gone, the command prints one
-line naming the server, when it was lost and where the run's results were kept, stops
-this process's replay servers and exits 1 at once (Prefect's drains skipped: they could
-only fail). A server that came back by then leaves the command to end as usual.
+when, after a connect that went through, a TCP connect to its host and port is refused
+on `misses` polls in a row (nothing listens any more: stopped or killed; a URL where
+nothing ever listened fails the command's first API call at once anyway). A slow
+server still accepts connections (the kernel's listen backlog), so it is never taken as
+lost; no request is sent to it and nothing is signalled. Once lost, Prefect's client makes
+each later call once (max_retries 0), sends no more logs to the API and prints no error
+per lost event. When the body ends and the server is still gone, the command prints one
+line naming the server, when it was lost, where the run's results were kept and the
+flow run to retry, stops this process's replay servers and exits 1 at once (Prefect's
+drains skipped: they could only fail). A server that came back by then leaves the
+command to end as usual.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ def refused(host: str, port: int, timeout_s: float = 2.0) -> bool:
 
 class ApiWatch:
     """Polls the Prefect API of `url` every `poll_s` s from a daemon thread; `lost_at` (UTC)
-    is set, and `on_lost()` called once, after `misses` refused connects in a row.
+    is set, and `on_lost()` called once, after `misses` refused connects in a row that
+    follow a connect that was not refused.
     `gone()` checks again now. Raises ValueError for a URL without a host."""
 
     def __init__(
@@ -86,9 +90,11 @@ class ApiWatch:
         return self.probe(self.host, self.port)
 
     def _run(self) -> None:
-        missed = 0
+        seen, missed = False, 0  # lost only once it was there: a wrong URL fails on its own, at once
         while not self._stop.wait(self.poll_s):
-            missed = missed + 1 if self.gone() else 0
+            gone = self.gone()
+            seen = seen or not gone
+            missed = missed + 1 if gone and seen else 0
             if missed >= self.misses:
                 self.lost_at = datetime.now(UTC)
                 self.on_lost()

@@ -70,7 +70,8 @@ def _wait_lost(watch: aw.ApiWatch, timeout_s: float = 10.0) -> None:
 
 
 def test_lost_after_consecutive_refusals_only() -> None:
-    answers = iter([True, False, True, False, True, True, True])
+    # refused before it was ever there (not lost: a wrong URL), there, one miss, there, two
+    answers = iter([True, True, True, False, True, False, True, True, True])
     lost: list[int] = []
     watch = aw.ApiWatch(
         "http://127.0.0.1:1/api",
@@ -81,8 +82,8 @@ def test_lost_after_consecutive_refusals_only() -> None:
     ).start()
     _wait_lost(watch)
     watch.stop()
-    assert lost == [1] and watch.lost_at is not None  # the 5th and 6th answers, once
-    assert next(answers) is True  # the 7th was never asked: the watch ended when it called on_lost
+    assert lost == [1] and watch.lost_at is not None  # the 7th and 8th answers, once
+    assert next(answers) is True  # the 9th was never asked: the watch ended when it called on_lost
     assert (watch.host, watch.port) == ("127.0.0.1", 1)
     with pytest.raises(ValueError, match="no host to watch"):
         aw.ApiWatch("unix:///tmp/x")
@@ -135,7 +136,7 @@ def test_a_server_that_is_back_when_the_body_ends_changes_nothing(shared_setting
     from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
 
     exits: list[aw.ApiWatch] = []
-    answers = [True, True]  # refused twice (lost), then back
+    answers = [False, True, True]  # there, refused twice (lost), then back
     with temporary_settings({PREFECT_CLIENT_MAX_RETRIES: 5}):
         probe = lambda h, p: answers.pop(0) if answers else False  # noqa: E731
         with aw.exit_if_api_lost("http://127.0.0.1:1/api", poll_s=0.001, probe=probe, exit_lost=exits.append) as watch:

@@ -66,60 +66,43 @@ clean:
 	rm -rf $(VENV) artifacts runs
 
 # --- Prefect: local server, deployments, worker (prefect.yaml; docs/run-nightly.md) ---------
-# make prefect-server   start a Prefect server in the background (log: prefect-server.log),
-#                       wait for /api/health; PREFECT_PORT=4300 for another port,
-#                       PREFECT_HOST=0.0.0.0 to let other hosts (load hosts) reach it
-# make prefect-server-stop   stop the server that make prefect-server started
+# make prefect-server   `benchmaker server start`: the one local Prefect server the CLI starts
+#                       and reuses (authenticated, its secret in $PREFECT_HOME/benchmaker-server.auth;
+#                       log: $PREFECT_HOME/benchmaker-server.log); PREFECT_PORT=4300 for another
+#                       port, PREFECT_HOST=0.0.0.0 to let other hosts (load hosts) reach it
+# make prefect-server-stop   `benchmaker server stop`
 # make deploy           create the `process` work pool and deploy every prefect.yaml deployment
 # make worker           start a worker on the pool's `default` queue (flow runs, not shards;
 #                       foreground; Ctrl-C stops it)
 # make run-adhoc        prefect deployment run swebench-replay/adhoc --watch (exit 0 when completed)
 # make demo             the main job on the bundled example (PREFECT_API_URL, else the local
 #                       Prefect server the CLI starts once and reuses: benchmaker server status|stop)
+# Every `prefect` command runs through `benchmaker server exec`: PREFECT_API_URL (and
+# PREFECT_API_AUTH_STRING) as set, else the local server's URL and secret.
 PREFECT_PORT ?= 4200
 PREFECT_HOST ?= 127.0.0.1
-PREFECT_API_URL ?= http://127.0.0.1:$(PREFECT_PORT)/api
-PREFECT_SERVER_LOG ?= prefect-server.log
-PREFECT_SERVER_PID := .prefect-server.pid
 WORK_POOL := benchmaker-process  # must match work_pool.name in prefect.yaml
-PREFECT_ENV := PREFECT_API_URL=$(PREFECT_API_URL) PREFECT_SERVER_ANALYTICS_ENABLED=false
-PREFECT := $(VENV)/bin/prefect
+BENCHMAKER := $(VENV)/bin/benchmaker
+PREFECT := $(BENCHMAKER) server exec -- $(VENV)/bin/prefect
 
 .PHONY: prefect-server prefect-server-stop deploy worker run-adhoc
 
 prefect-server: $(STAMP)
-	@if [ -f $(PREFECT_SERVER_PID) ] && kill -0 $$(cat $(PREFECT_SERVER_PID)) 2>/dev/null; then \
-	  echo "Prefect server already running (pid $$(cat $(PREFECT_SERVER_PID)); make prefect-server-stop)"; \
-	else \
-	  PREFECT_SERVER_ANALYTICS_ENABLED=false setsid nohup $(PREFECT) server start --host $(PREFECT_HOST) \
-	    --port $(PREFECT_PORT) > $(PREFECT_SERVER_LOG) 2>&1 < /dev/null & echo $$! > $(PREFECT_SERVER_PID); \
-	fi
-	@for i in $$(seq 1 180); do \
-	  $(PY) -c "import urllib.request as u; u.urlopen('$(PREFECT_API_URL)/health', timeout=2)" 2>/dev/null \
-	    && { echo "Prefect server healthy at $(PREFECT_API_URL) (log: $(PREFECT_SERVER_LOG))"; exit 0; }; \
-	  kill -0 $$(cat $(PREFECT_SERVER_PID)) 2>/dev/null || { tail -20 $(PREFECT_SERVER_LOG) >&2; rm -f $(PREFECT_SERVER_PID); \
-	    echo "Prefect server exited (log: $(PREFECT_SERVER_LOG))" >&2; exit 1; }; \
-	  sleep 0.5; \
-	done; echo "Prefect server not healthy after 90 s (log: $(PREFECT_SERVER_LOG))" >&2; exit 1
+	$(BENCHMAKER) server start --port $(PREFECT_PORT) --host $(PREFECT_HOST)
 
-prefect-server-stop:
-	@if [ -f $(PREFECT_SERVER_PID) ]; then \
-	  kill -TERM -$$(cat $(PREFECT_SERVER_PID)) 2>/dev/null || true; \
-	  for i in $$(seq 1 40); do kill -0 $$(cat $(PREFECT_SERVER_PID)) 2>/dev/null || break; sleep 0.25; done; \
-	  kill -KILL -$$(cat $(PREFECT_SERVER_PID)) 2>/dev/null || true; \
-	  rm -f $(PREFECT_SERVER_PID); echo "Prefect server stopped"; \
-	else echo "no Prefect server started by make prefect-server"; fi
+prefect-server-stop: $(STAMP)
+	$(BENCHMAKER) server stop
 
 deploy: $(STAMP)
-	$(PREFECT_ENV) $(PREFECT) work-pool inspect $(WORK_POOL) >/dev/null 2>&1 || \
-		$(PREFECT_ENV) $(PREFECT) work-pool create $(WORK_POOL) --type process
-	BENCHMAKER_HOME=$(CURDIR) $(PREFECT_ENV) $(PREFECT) --no-prompt deploy --all
+	$(PREFECT) work-pool inspect $(WORK_POOL) >/dev/null 2>&1 || \
+		$(PREFECT) work-pool create $(WORK_POOL) --type process
+	BENCHMAKER_HOME=$(CURDIR) $(PREFECT) --no-prompt deploy --all
 
 worker: $(STAMP)
-	$(PREFECT_ENV) $(PREFECT) worker start --pool $(WORK_POOL) --work-queue default
+	$(PREFECT) worker start --pool $(WORK_POOL) --work-queue default
 
 run-adhoc: $(STAMP)
-	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/adhoc --watch
+	$(PREFECT) deployment run swebench-replay/adhoc --watch
 
 # The demo shows the pipeline working: it exits 0 when it ran (converted, replayed, graded,
 # loaded, reported), also when a busy machine made points invalid (--exit-code pipeline);
@@ -152,14 +135,14 @@ EXCHANGE_PARAM := $(if $(EXCHANGE),--param exchange='"$(EXCHANGE)"',)
 .PHONY: worker-shard run-distributed run-distributed-replay
 
 worker-shard: $(STAMP)
-	$(PREFECT_ENV) $(PREFECT) worker start --pool $(WORK_POOL) --work-queue shards --limit 1
+	$(PREFECT) worker start --pool $(WORK_POOL) --work-queue shards --limit 1
 
 run-distributed: $(STAMP)
-	$(PREFECT_ENV) $(PREFECT) deployment run llm-sweep/distributed --param base_url='"$(BASE_URL)"' \
+	$(PREFECT) deployment run llm-sweep/distributed --param base_url='"$(BASE_URL)"' \
 		--param model='"$(MODEL)"' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' $(EXCHANGE_PARAM) --watch
 
 run-distributed-replay: $(STAMP)
-	$(PREFECT_ENV) $(PREFECT) deployment run swebench-replay/distributed --param logs='["$(LOGS)"]' \
+	$(PREFECT) deployment run swebench-replay/distributed --param logs='["$(LOGS)"]' \
 		--param concurrency_sweep='[$(SWEEP)]' --param shards=$(SHARDS) --param out_dir='"$(OUT_DIR)"' \
 		$(EXCHANGE_PARAM) --watch
 

@@ -53,6 +53,7 @@ __all__ = [
     "parameters_sha256",
     "process_start_ticks",
     "record_flow_process",
+    "recorded_run_dirs",
     "record_flow_run",
     "result_of",
     "run_sweep_flow",
@@ -162,15 +163,24 @@ def process_start_ticks(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 and fields[0] != "Z" else None
 
 
+_RECORDED: list[Path] = []  # the run folders of this process's flow runs, oldest first
+
+
 def record_flow_process(run_dir: Path) -> None:
     """Write `run_dir`/flow_process.json: {"host", "pid", "start_ticks"} of this process,
     which runs the flow run's current attempt (rewritten by every attempt), so that
     `benchmaker retry` can tell a Running run whose process is gone (SIGKILL, OOM)."""
     pid = os.getpid()
+    _RECORDED.append(Path(run_dir))
     write_json_atomic(
         Path(run_dir) / FLOW_PROCESS_FILE,
         {"host": socket.gethostname(), "pid": pid, "start_ticks": process_start_ticks(pid)},
     )
+
+
+def recorded_run_dirs() -> list[Path]:
+    """The run folders whose flow runs this process ran (record_flow_process), oldest first."""
+    return list(_RECORDED)
 
 
 def flow_process_gone(run_dir: Path) -> tuple[bool, str]:

@@ -24,7 +24,11 @@ def retry(flow_run: str, *, accept_changed: bool = False) -> int:
         accept_changed: Resume even when the run's parameters are not the ones it started with.
     """
     from benchmaker.flows.retry import main
+    from benchmaker.recipes.api_watch import exit_if_api_lost
     from benchmaker.recipes.prefect_server import use_local_server
 
-    with use_local_server():  # the runs of earlier CLI calls live on the reused local server
+    with (
+        use_local_server() as api_url,
+        exit_if_api_lost(api_url),
+    ):  # the runs of earlier CLI calls live on the reused local server
         return main([flow_run, *(["--accept-changed"] if accept_changed else [])])

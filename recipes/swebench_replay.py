@@ -44,6 +44,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmaker.engine.errors import ConfigError
+from benchmaker.recipes.api_watch import exit_if_api_lost
 from benchmaker.recipes.app import app
 from benchmaker.recipes.prefect_server import use_local_server
 
@@ -617,7 +618,11 @@ def swebench_replay(
 
     from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
 
-    with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
+    with (
+        use_local_server() as api_url,
+        exit_if_api_lost(api_url),
+        SweepProgressView(),
+    ):  # live progress only on a terminal (benchmaker/progress.py)
         try:
             out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
         except FlowRunFailed as exc:
@@ -803,7 +808,11 @@ def llm_sweep(
     from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
     from benchmaker.recipes.display import SweepProgressView
 
-    with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
+    with (
+        use_local_server() as api_url,
+        exit_if_api_lost(api_url),
+        SweepProgressView(),
+    ):  # live progress only on a terminal (benchmaker/progress.py)
         try:
             out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
         except FlowRunFailed as exc:

@@ -217,6 +217,36 @@ def test_a_set_api_url_is_used_as_is_and_ephemeral_mode_starts_nothing(tmp_path:
             pass
 
 
+def test_exec_runs_a_command_against_the_same_api(tmp_path: Path, monkeypatch, capfd) -> None:
+    from benchmaker.recipes.cli import main
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    monkeypatch.setenv("PREFECT_API_URL", "http://10.0.0.5:4200/api")
+    monkeypatch.delenv("BENCHMAKER_PREFECT_SERVER", raising=False)
+    show = "import os, sys; print(os.environ['PREFECT_API_URL']); sys.exit(7)"
+    assert main(["server", "exec", "--", sys.executable, "-c", show]) == 7  # the command's own code
+    assert capfd.readouterr().out == "http://10.0.0.5:4200/api\n"
+    assert not (tmp_path / "benchmaker-server.json").exists()  # a set API URL: nothing started
+    assert main(["server", "exec"]) == 2
+    assert "server exec: give the command to run" in capfd.readouterr().err
+
+
+def test_the_makefile_starts_and_stops_the_server_through_the_cli() -> None:
+    """One way to start the server: the Makefile's targets call `benchmaker server`, and
+    its prefect commands run through `benchmaker server exec` (the URL and the secret)."""
+    dry = subprocess.run(
+        ["make", "-n", "prefect-server", "prefect-server-stop", "worker", "deploy", "STAMP="],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert dry[0].endswith("/bin/benchmaker server start --port 4200 --host 127.0.0.1")
+    assert dry[1].endswith("/bin/benchmaker server stop")
+    prefect = [line for line in dry[2:] if "/bin/prefect" in line]
+    assert len(prefect) == 4 and all("/bin/benchmaker server exec -- " in line for line in prefect), prefect
+
+
 def test_the_secret_is_made_once_readable_by_its_owner_only(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o755)

@@ -1,0 +1,220 @@
+"""Command mode when the agent strays (benchmaker.agent.harness): a scripted agent (a small
+Python script run as the agent command) that sends an observation the recording does
+not have is stopped promptly and reported diverged; the point's verdict counts what
+succeeded; the patch hash covers the task's files only; nothing is left in the temp
+folder."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmaker.agent.harness import local_sandbox_factory, run_episode, task_diff
+from benchmaker.agent.verifier import load_task
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point_run import run_point
+from benchmaker.sweep.verdicts import pipeline_failures, reasons_of
+from benchmaker.trajectories.convert import iter_trajectories
+from benchmaker.trajectories.trajectory import Trajectory
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
+TASK_DIR = ROOT / "examples" / "tiny-task"
+
+# The recorded tiny-task run (read, edit, bash, final answer), played by a script. With
+# DIVERGE=1 its `read` result is not the file's text (the recorded observation), so the
+# replay server refuses its next request (412 diverged); with RETRY=1 it then retries
+# that request forever, as an agent's HTTP client does on errors. Every run drops files
+# of its own: one in the workspace under a fresh name (as an agent's trajectory or
+# config) and a folder in its temp directory that it never removes.
+_AGENT = r"""
+import json, os, sys, tempfile, time, urllib.error, urllib.request, uuid
+p = json.load(open(os.environ["BENCHMAKER_PROMPT_FILE"]))
+diverge, retry = os.environ.get("DIVERGE") == "1", os.environ.get("RETRY") == "1"
+tempfile.mkdtemp(prefix="agent-config-")
+os.makedirs(".agent", exist_ok=True)
+open(os.path.join(".agent", uuid.uuid4().hex + ".json"), "w").write("{}")
+msgs = [{"role": "user", "content": p["first_user"]}]
+base = os.environ["OPENAI_BASE_URL"]
+while True:
+    req = urllib.request.Request(base + "/chat/completions", data=json.dumps({"messages": msgs}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        msg = json.load(urllib.request.urlopen(req))["choices"][0]["message"]
+    except urllib.error.HTTPError:
+        if not retry:
+            sys.exit(3)
+        time.sleep(0.05)
+        continue
+    msgs.append(msg)
+    if not msg.get("tool_calls"):
+        break
+    for tc in msg["tool_calls"]:
+        args = json.loads(tc["function"]["arguments"])
+        if tc["function"]["name"] == "edit":
+            src = open(args["path"]).read().replace(args["oldText"], args["newText"])
+            open(args["path"], "w").write(src)
+            out = "Successfully replaced text in " + args["path"] + "."
+        elif tc["function"]["name"] == "read":
+            out = "not what was recorded" if diverge else open(args["path"]).read()
+        else:
+            out = "all tests passed\n"
+        msgs.append({"role": "tool", "tool_call_id": tc["id"], "content": out})
+"""
+
+
+def _example() -> Trajectory:
+    (t,) = list(iter_trajectories(RECORDING))
+    return t
+
+
+class _TempFolder:
+    """A folder made this process's and the agents' TMPDIR; `new()` lists the entries
+    made since `mark()` (the replay server's own log files are there before)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.before: set[Path] = set()
+
+    def mark(self) -> None:
+        self.before = set(self.path.iterdir())
+
+    def new(self) -> list[Path]:
+        return sorted(set(self.path.iterdir()) - self.before)
+
+
+@pytest.fixture
+def agent_tmp(tmp_path: Path, monkeypatch) -> _TempFolder:
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return _TempFolder(tmp)
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.py"
+    path.write_text(_AGENT)
+    return path
+
+
+@pytest.fixture
+def replay(tmp_path: Path):
+    traj = _example()
+    path = tmp_path / "t.jsonl"
+    path.write_text(traj.model_dump_json() + "\n")
+    with start_replay_server(path, divergence="content") as srv:
+        yield traj, srv
+
+
+async def test_a_diverged_agent_retrying_is_stopped_after_the_grace(
+    agent: Path, agent_tmp: _TempFolder, replay, monkeypatch
+):
+    traj, srv = replay
+    monkeypatch.setenv("DIVERGE", "1")
+    monkeypatch.setenv("RETRY", "1")
+    agent_tmp.mark()
+    t0 = time.monotonic()
+    res = await run_episode(
+        traj,
+        srv.url,
+        mode="command",
+        sandbox=local_sandbox_factory(confined=False),
+        task=load_task(TASK_DIR),
+        command=[sys.executable, str(agent)],
+        stray_grace_s=0.5,
+    )
+    elapsed_s = time.monotonic() - t0
+    ep = res.episode
+    # 0.5 s of grace, the agent's start and the verifier's pytest run; it would retry for
+    # the command's 3600 s deadline otherwise (30 s: a margin for a busy machine)
+    assert elapsed_s < 30.0
+    assert ep.outcome == "diverged"
+    assert ep.error == "turn 1: the replay server refused the agent's request (diverged, HTTP 412); stopped 0.5 s later"
+    assert ep.n_turns == 1 and ep.misses_diverged >= 2  # the read turn, then the refused request retried
+    assert ep.n_requests == 1 + ep.misses_diverged
+    assert agent_tmp.new() == []  # the agent's temp folder went with the episode
+
+
+async def test_a_diverged_agent_that_exits_is_reported_diverged(
+    agent: Path, agent_tmp: _TempFolder, replay, monkeypatch
+):
+    traj, srv = replay
+    monkeypatch.setenv("DIVERGE", "1")
+    agent_tmp.mark()
+    res = await run_episode(
+        traj,
+        srv.url,
+        mode="command",
+        sandbox=local_sandbox_factory(confined=False),
+        task=load_task(TASK_DIR),
+        command=[sys.executable, str(agent)],
+    )
+    ep = res.episode
+    assert ep.outcome == "diverged"
+    assert ep.error == (
+        "turn 1: the replay server refused the agent's request (diverged, HTTP 412); it exited with code 3 after it"
+    )
+    assert (ep.n_turns, ep.n_requests, ep.misses_diverged) == (1, 2, 1)
+    assert agent_tmp.new() == []
+
+
+async def test_equal_task_changes_hash_equal_whatever_the_agent_drops(agent: Path, agent_tmp: _TempFolder, replay):
+    traj, srv = replay
+    agent_tmp.mark()
+    results = [
+        await run_episode(
+            traj,
+            srv.url,
+            mode="command",
+            sandbox=local_sandbox_factory(confined=False),
+            task=load_task(TASK_DIR),
+            command=[sys.executable, str(agent)],
+        )
+        for _ in range(2)
+    ]
+    a, b = results
+    assert [r.episode.outcome for r in results] == ["ok", "ok"]
+    assert a.diff != b.diff  # each run dropped a file of its own under .agent/
+    assert a.diff is not None and b.diff is not None and ".agent/" in a.diff and ".agent/" in b.diff
+    patch = task_diff(a.diff)
+    assert patch == task_diff(b.diff)
+    assert patch.startswith("diff --git a/tinycalc/ranges.py b/tinycalc/ranges.py\n")
+    assert patch.count("diff --git ") == 1  # the fix only
+    assert a.episode.diff_sha256 == b.episode.diff_sha256 == hashlib.sha256(patch.encode()).hexdigest()
+    assert agent_tmp.new() == []
+
+
+async def test_a_point_whose_episodes_all_diverged_counts_what_succeeded(
+    agent: Path, agent_tmp: _TempFolder, replay, tmp_path: Path, monkeypatch
+):
+    traj, srv = replay
+    monkeypatch.setenv("DIVERGE", "1")
+    agent_tmp.mark()
+    row = await run_point(
+        [traj],
+        srv.url,
+        tmp_path / "run",
+        run_id="strays",
+        concurrency=2,
+        episodes=2,
+        mode="command",
+        sandbox_factory=local_sandbox_factory(confined=False),
+        tasks={"tiny-task": load_task(TASK_DIR)},
+        command=[sys.executable, str(agent)],
+        checks={"max_loop_lag_p99_ms": 10_000.0},  # a busy machine is not under test here
+    )
+    # per episode: the read turn served (1 ok request), the next refused (412 diverged)
+    assert (row["n_episodes"], row["n_episodes_failed"], row["n_episodes_diverged"]) == (2, 2, 2)
+    assert (row["n_requests"], row["n_ok"], row["misses_diverged"]) == (4, 2, 2)
+    texts = [r.text for r in reasons_of(row)]
+    assert "no episode succeeded: 2 of 2 failed (2 diverged), 2 of 4 requests succeeded" in texts
+    assert "no request succeeded" not in row["invalid_reason"]
+    assert pipeline_failures([row]) == ["c2"]
+    assert agent_tmp.new() == []

@@ -8,8 +8,10 @@ Many episodes run on the engine, an episode being its unit of work:
 benchmaker.workloads.agent_episode.EpisodeWorkload, benchmaker.sweep.point_run.run_point.
 
 Modes:
-- `recorded`: the request starts with the system prompt (when recorded), the first
-  user message and the `user_before_turns` messages; each response is appended *as
+- `recorded`: every request carries the trajectory's recorded tool definitions
+  (`Trajectory.tools`, chat shape) when it has any, as the agent sent them; it starts
+  with the system prompt (when recorded), the first user message and the
+  `user_before_turns` messages; each response is appended *as
   received*, then the recorded observations of that turn, then its `user_after`
   messages; the next turn is sent. A turn that carries a context edit (a pi
   compaction: `Turn.context_edit`) is sent as the agent sent it: the request is
@@ -520,7 +522,7 @@ async def _play(
             messages = MessageLog(
                 request_messages(trajectory, i, responses, observations, send_status_fields=send_status_fields)
             )
-        call = await _chat(st, client, messages, stream, i, recorded)
+        call = await _chat(st, client, messages, stream, i, recorded, trajectory.tools)
         rec = st.add_call(call, i, recorded)
         status = call.sample.http_status
         if status is not None and status < 400 and call.headers.get("x-replay-divergence"):
@@ -555,12 +557,19 @@ async def _play(
 
 
 async def _chat(
-    st: _Episode, client: ModelClient, messages: MessageLog, stream: bool, turn_index: int, recorded: Turn | None
+    st: _Episode,
+    client: ModelClient,
+    messages: MessageLog,
+    stream: bool,
+    turn_index: int,
+    recorded: Turn | None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> ChatResult:
-    """One model call of the episode; when the episode is cancelled during it (run
+    """One model call of the episode, carrying `tools` (the trajectory's recorded tool
+    definitions) when there are any; when the episode is cancelled during it (run
     deadline, Ctrl-C), the call still becomes a turn and a `cancelled` sample before
     the cancellation goes on, as the engine counts a request cancelled in flight."""
-    s = client.stream(messages, stream=stream)
+    s = client.stream(messages, stream=stream, tools=tools) if tools else client.stream(messages, stream=stream)
     try:
         async for _ in s:
             pass

@@ -87,6 +87,7 @@ __all__ = [
     "OpenAIChatParser",
     "OpenAIStreamParser",
     "apply_usage",
+    "chat_tools",
     "join_surrogates",
     "loads_json",
     "openai_headers",
@@ -502,3 +503,15 @@ class OpenAIChatParser(OpenAIStreamParser):
             if reason is not None:
                 self._finished(reason, choice.get("index", 0))
         return generated
+
+
+def chat_tools(req: Any) -> list[dict[str, Any]] | None:
+    """The tool definitions of a chat completions request body (`req`, parsed JSON): its
+    `tools` array as sent (`{"type": "function", "function": {"name", "description",
+    "parameters"}}` or `{"type": "custom", "custom": {...}}`, openai-python
+    `ChatCompletionToolUnionParam`), the items that are objects; None when the request
+    has no non-empty `tools` list."""
+    tools = req.get("tools") if isinstance(req, dict) else None
+    if not isinstance(tools, list):
+        return None
+    return [t for t in tools if isinstance(t, dict)] or None

@@ -52,7 +52,10 @@ the first assistant message; the turn index is its number of assistant messages
 - turn index > recorded turns: the proxy missed earlier turns (started mid-run);
   relayed, not recorded (`unseen_turns`).
 Concurrent conversations with the same key are not told apart (the replay server
-could not tell them apart either).
+could not tell them apart either). The tool definitions a conversation's requests
+carry (the first that has any) become the trajectory's `tools`, in chat shape
+whatever the API (the apis modules' `chat_tools`: Responses function/custom tools,
+Messages client tools, Gemini function declarations).
 
 A turn is recorded from the response bytes as they pass: SSE chunks are reassembled
 (content, reasoning_content/reasoning, tool calls by index with the raw argument
@@ -90,8 +93,11 @@ from starlette.routing import Route
 from benchmaker.apis import gemini
 from benchmaker.apis.anthropic_messages import AnthropicMessagesParser, finish_reason_of
 from benchmaker.apis.anthropic_messages import chat_messages as messages_chat_messages
+from benchmaker.apis.anthropic_messages import chat_tools as messages_chat_tools
+from benchmaker.apis.openai_chat import chat_tools
 from benchmaker.apis.openai_responses import OpenAIResponsesParser
 from benchmaker.apis.openai_responses import chat_messages as responses_chat_messages
+from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
 from benchmaker.engine.records import Sample
 from benchmaker.engine.sse import SSEParser
 from benchmaker.trajectories.trajectory import (
@@ -534,6 +540,7 @@ class _Conversation:
     first_user: str
     user_before_turns: list[str]
     model: str | None
+    tools: list[dict[str, Any]] | None = None
     turns: list[Turn] = field(default_factory=list)
     digest: Any = field(default_factory=hashlib.sha256)
 
@@ -553,6 +560,14 @@ def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | Non
     if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
         return None, []
     return req, [m for m in req["messages"] if isinstance(m, dict)]
+
+
+_TOOLS_OF = {
+    "chat": chat_tools,
+    "responses": responses_chat_tools,
+    "messages": messages_chat_tools,
+}
+"""Each recorded API's reader of a request's tool definitions, in chat shape."""
 
 
 def _parse_messages_request(body: bytes) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -583,10 +598,14 @@ class Recorder:
 
     # -- grouping -------------------------------------------------------------------
 
-    def begin(self, messages: list[dict[str, Any]], model: str | None) -> tuple[_Conversation, int] | None:
+    def begin(
+        self, messages: list[dict[str, Any]], model: str | None, tools: list[dict[str, Any]] | None = None
+    ) -> tuple[_Conversation, int] | None:
         """Place a request: returns (conversation, turn index) the response will be
         recorded at, or None when it cannot be recorded (counted in `skipped`). Sets
-        the previous turn's observations from the request's messages."""
+        the previous turn's observations from the request's messages. `tools`: the
+        request's tool definitions in chat shape (the apis modules' `chat_tools`),
+        kept as the conversation's when it has none yet."""
         head: list[str] = []
         system = None
         n_assistant = 0
@@ -610,7 +629,7 @@ class Recorder:
                 self.skipped["unseen_turns"] += 1
                 return None
             self._numbers[key] += 1
-            conv = _Conversation(key, self._numbers[key], system, head[0], head[1:], model)
+            conv = _Conversation(key, self._numbers[key], system, head[0], head[1:], model, tools)
             self._latest[key] = conv
             self.conversations.append(conv)
             return conv, 0
@@ -622,6 +641,8 @@ class Recorder:
             del conv.turns[n_assistant:]
         if n_assistant > 0:
             self._observe(conv.turns[n_assistant - 1], messages[last_assistant + 1 :])
+        if conv.tools is None:
+            conv.tools = tools
         return conv, n_assistant
 
     def _observe(self, turn: Turn, after: list[dict[str, Any]]) -> None:
@@ -706,6 +727,7 @@ class Recorder:
                     first_user=conv.first_user,
                     user_before_turns=list(conv.user_before_turns),
                     terminated_by=conv.turns[-1].response.finish_reason,
+                    tools=conv.tools,
                     turns=[t.model_copy(deep=True) for t in conv.turns],
                     skipped={},
                 )
@@ -866,7 +888,9 @@ def create_recorder_app(
         body = await request.body()
         req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
         placed = (
-            recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None)
+            recorder.begin(
+                messages, req.get("model") if isinstance(req.get("model"), str) else None, _TOOLS_OF[api](req)
+            )
             if req is not None
             else None
         )
@@ -952,7 +976,7 @@ def create_recorder_app(
             if method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
                 messages = None
                 recorder.skipped["side_request"] += 1
-        placed = recorder.begin(messages, model or None) if messages is not None else None
+        placed = recorder.begin(messages, model or None, gemini.chat_tools(req)) if messages is not None else None
         if placed is not None and placed[1] > 0:
             _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
         resp = await open_upstream(request, root + request.url.path, body)

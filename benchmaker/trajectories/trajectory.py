@@ -21,8 +21,9 @@ Schema versions: 1 had one model per trajectory and no context edits; 2 adds per
 `context_edit` (the agent replaced its history before this turn, e.g. a pi compaction;
 see `benchmaker.trajectories.context`) and `error` (the recorded error message of a turn that failed in
 the original run, `finish_reason` "aborted" or "error"); 3 adds a context edit's `head`
-and `keep` spans (pi branches, OpenHands condensation). Version 1 and 2 lines still
-validate (the new fields default to None or empty).
+and `keep` spans (pi branches, OpenHands condensation); 4 adds `tools`, the tool
+definitions the agent sent (the request's `tools` array, in OpenAI chat completions
+shape). Version 1 to 3 lines still validate (the new fields default to None or empty).
 
 Match key: over all user messages before the first assistant message (`first_user`,
 then `user_before_turns`): an explicit `task_id: <id>` line in one of them, else the
@@ -40,7 +41,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "aborted"]
 
@@ -202,6 +203,12 @@ class Trajectory(_Model):
     replaying agent sends them right after `first_user`. Part of the match key."""
     terminated_by: str | None = None
     outcome: RecordedOutcome = Field(default_factory=RecordedOutcome)
+    tools: list[dict[str, Any]] | None = None
+    """The tool definitions the agent sent with its model calls (the request's `tools`
+    array), in OpenAI chat completions shape: `{"type": "function", "function": {"name",
+    "description", "parameters"}}` (a custom tool: `{"type": "custom", "custom": {...}}`),
+    as benchmaker.apis' `chat_tools` read them from any wire API; None when the log has
+    none. A replaying harness sends them with every request."""
     turns: list[Turn]
     skipped: dict[str, int] = Field(default_factory=dict)
 

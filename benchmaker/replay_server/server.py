@@ -1394,26 +1394,33 @@ def uvicorn_config(app: Any, *, http: str = "auto", lifespan: Literal["auto", "o
 def latency_notice(store: ReplayStore) -> str | None:
     """The warning printed at start when the latency model is "recorded" and some turns
     have no recorded timing (their log kept none: they are sent at once, as under
-    "instant"), naming how many and the source formats; None otherwise."""
+    "instant"), naming how many, the source formats and the trajectories (their ids in
+    file order, the first 5 and how many more); None otherwise."""
     if store.latency.kind != "recorded":
         return None
     untimed = store.untimed_turns
     if not untimed:
         return None
-    formats = sorted(
-        {
-            t.trajectory.source.format
-            for t in store.trajectories
-            if any(
-                p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
-                for p in t.turns
-            )
-        }
-    )
+    trajs = [
+        t.trajectory
+        for t in store.trajectories
+        if any(
+            p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
+            for p in t.turns
+        )
+    ]
+    formats = sorted({t.source.format for t in trajs})
+    named = ", ".join(t.trajectory_id for t in trajs[:_NAMED])
+    more = f" and {len(trajs) - _NAMED} more" if len(trajs) > _NAMED else ""
     return (
         f"replay server: warning: latency recorded: {untimed} of {store.n_turns} turns have no recorded timing "
-        f"(format {', '.join(formats)} logged none); they are sent at once, as with latency instant"
+        f"(format {', '.join(formats)} logged none: trajectories {named}{more}); "
+        "they are sent at once, as with latency instant"
     )
+
+
+_NAMED = 5
+"""Trajectories latency_notice names before it says how many more."""
 
 
 def _announce(url: str, store: ReplayStore) -> None:

@@ -22,6 +22,8 @@ from typing import Any
 
 import orjson
 
+from benchmaker.apis.anthropic_messages import chat_tools as messages_chat_tools
+from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
@@ -452,6 +454,33 @@ def fast_observation(
     return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code)
 
 
+def chat_shape_tools(value: Any) -> list[dict[str, Any]] | None:
+    """Tool definitions as a log keeps them, in OpenAI chat completions shape (the
+    shape of `Trajectory.tools`), whatever API they were written for, item by item: a
+    chat tool (`{"type", "function": {...}}` or `{"type": "custom", "custom": {...}}`)
+    as it is; an Anthropic tool (`input_schema`) and a flat function tool (`{"type":
+    "function" | "custom", "name", ...}`: OpenAI Responses, OpenTelemetry GenAI
+    `gen_ai.tool.definitions`) through the apis modules' `chat_tools`; a bare `{"name",
+    "description", "parameters"}` as a function. Anything else (hosted tools, non-objects)
+    is left out. None when `value` is not a list or nothing is left."""
+    if not isinstance(value, list):
+        return None
+    out: list[dict[str, Any]] = []
+    for item in value:
+        if not isinstance(item, dict) or not item:
+            continue
+        kind = item.get("type")
+        if isinstance(kind, str) and isinstance(item.get(kind), dict):
+            out.append(item)
+        elif "input_schema" in item:
+            out.extend(messages_chat_tools({"tools": [item]}) or ())
+        elif kind in ("function", "custom"):
+            out.extend(responses_chat_tools({"tools": [item]}) or ())
+        elif kind is None and isinstance(item.get("name"), str):
+            out.append({"type": "function", "function": item})
+    return out or None
+
+
 class TrajectoryBuilder:
     """Accumulates one conversation in order and builds the `Trajectory`.
 
@@ -475,6 +504,7 @@ class TrajectoryBuilder:
         self.pending_edit: ContextEdit | None = None
         self.exit_status: str | None = None  # from a mini-swe-agent 2.x `exit` message
         self.submission: str | None = None
+        self.tools: list[dict[str, Any]] | None = None  # the log's tool definitions (chat_shape_tools)
 
     def skip(self, reason: str, n: int = 1) -> None:
         self.skipped[reason] += n
@@ -604,6 +634,7 @@ class TrajectoryBuilder:
             user_before_turns=list(self.user_before_turns),
             terminated_by=terminated_by,
             outcome=outcome or RecordedOutcome(),
+            tools=self.tools,
             turns=list(self.turns),
             skipped=dict(sorted(self.skipped.items())),
         )

@@ -5,7 +5,10 @@ Row shape (one trajectory per line; SWE-smith trajectories dataset):
 
     {"messages": [{"role": "system", ...}, {"role": "user", ...}, ...] | "<JSON string>",
      "instance_id": "...", "model": "...", "resolved": true, "patch": "...",
-     "traj_id": "..."}
+     "traj_id": "...", "tools": [...]}
+
+A row's `tools` (the tool definitions sent with the messages, as in a logged request
+body) become the trajectory's `tools` (chat_shape_tools).
 
 A single JSON file holding one such object, or a bare list of messages, is one
 trajectory too. Assistant messages become turns (`tool_calls` with the raw
@@ -25,6 +28,7 @@ from typing import Any
 from benchmaker.trajectories.converters._common import (
     FileContext,
     TrajectoryBuilder,
+    chat_shape_tools,
     dict_or_empty,
     is_one_document,
     iter_rows,
@@ -230,6 +234,7 @@ def _row_trajectory(row: Any, ctx: FileContext, line: int | None, index: int):
     feed_messages(row_messages(row, ctx, line), builder, ctx, line)
     if isinstance(row.get("model"), str):
         builder.model = row["model"]
+    builder.tools = chat_shape_tools(row.get("tools"))
     patch = row.get("patch", row.get("model_patch"))
     resolved = row.get("resolved")
     task_id = row.get("instance_id", row.get("task_id"))

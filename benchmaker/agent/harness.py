@@ -145,10 +145,14 @@ def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
 def observation_message(
     obs: Observation | ToolOutcome, tool_call_id: str | None, *, send_status_fields: bool = True
 ) -> dict[str, Any]:
-    """The request message carrying one observation (module docstring)."""
+    """The request message carrying one observation (module docstring); its content
+    is a recorded observation's content parts when it has some (`Observation.parts`: a
+    result with an image), else its text."""
+    parts = obs.parts if isinstance(obs, Observation) else None
+    content: str | list[dict[str, Any]] = obs.content if parts is None else parts
     if tool_call_id is None:
-        return {"role": "user", "content": obs.content}
-    msg: dict[str, Any] = {"role": "tool", "tool_call_id": tool_call_id, "content": obs.content}
+        return {"role": "user", "content": content}
+    msg: dict[str, Any] = {"role": "tool", "tool_call_id": tool_call_id, "content": content}
     if send_status_fields:
         msg["is_error"] = obs.is_error
     return msg

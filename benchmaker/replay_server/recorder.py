@@ -41,8 +41,9 @@ the first assistant message; the turn index is its number of assistant messages
 (the rule benchmaker.replay_server.server matches with). Per key the latest conversation is extended:
 - turn index == recorded turns: the response becomes the next turn; the request's
   messages after its last assistant message are the previous turn's observations
-  (`tool` messages: content, tool_call_id, name (else the called tool's name), the
-  non-standard `is_error` and `exit_code` when present) and follow-up prompts (`user` messages → `user_after`);
+  (`tool` messages: content (and its content parts when it holds an image), tool_call_id,
+  name (else the called tool's name), the non-standard `is_error` and `exit_code` when
+  present) and follow-up prompts (`user` messages → `user_after`);
   with `text_actions=True` and a previous turn without tool calls, the first such
   user message is its observation instead (SWE-agent / mini-swe-agent style).
 - turn index 0 with turns recorded: a new conversation with the same key (the same
@@ -109,6 +110,7 @@ from benchmaker.trajectories.trajectory import (
     Trajectory,
     Turn,
     Usage,
+    content_parts,
     flatten_content,
     match_key_for_messages,
 )
@@ -653,6 +655,7 @@ class Recorder:
         for m in after:
             role = m.get("role")
             text = flatten_content(m.get("content"))
+            parts = content_parts(m.get("content"))  # a result with an image: kept whole
             if role == "tool":
                 is_error = m.get("is_error")
                 code = m.get("exit_code")
@@ -666,11 +669,12 @@ class Recorder:
                         content=text,
                         is_error=is_error if isinstance(is_error, bool) else False,
                         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+                        parts=parts,
                     )
                 )
             elif role == "user":
                 if text_obs and not observations and not user_after:
-                    observations.append(Observation(content=text))
+                    observations.append(Observation(content=text, parts=parts))
                 else:
                     user_after.append(text)
         turn.observations = observations

@@ -11,7 +11,8 @@ The history of a trajectory is the conversation as the agent built it without ed
 (`history_messages`). Observation messages have the shape the replay server pairs for
 its divergence check: `{"role": "tool", "tool_call_id", "content", "is_error"}` for an
 observation with a tool_call_id (`is_error` left out with `send_status_fields=False`),
-else `{"role": "user", "content"}`.
+else `{"role": "user", "content"}`; `content` is the observation's content parts when it
+has some (`Observation.parts`: a result with an image), else its text.
 
 The request of turn k is the system prompt (when recorded), then:
   - no context edit on turns 0..k: the whole history before assistant(k);
@@ -67,9 +68,10 @@ def assistant_message(response: Response) -> Message:
 
 def observation_message(obs: Observation, *, send_status_fields: bool = True) -> Message:
     """The request message carrying one recorded observation (module doc)."""
+    content = obs.content if obs.parts is None else obs.parts
     if obs.tool_call_id is None:
-        return {"role": "user", "content": obs.content}
-    msg: Message = {"role": "tool", "tool_call_id": obs.tool_call_id, "content": obs.content}
+        return {"role": "user", "content": content}
+    msg: Message = {"role": "tool", "tool_call_id": obs.tool_call_id, "content": content}
     if send_status_fields:
         msg["is_error"] = obs.is_error
     return msg

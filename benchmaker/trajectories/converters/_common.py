@@ -38,11 +38,12 @@ from benchmaker.trajectories.trajectory import (
     Trajectory,
     Turn,
     Usage,
+    content_parts,
     flatten_content,
     match_key_for_messages,
 )
 
-CONVERTER_VERSION = 9
+CONVERTER_VERSION = 10
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
@@ -63,6 +64,8 @@ per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_
 instead of becoming one-call trajectories.
 9: Claude Code sessions and Codex CLI rollouts are read; a tool call keeps its `type`
 ("custom" for a Responses custom tool call) and usage its cache creation tokens.
+10: tool definitions a log carries become `Trajectory.tools`; a tool result holding an
+image keeps it as content parts (`Observation.parts`) instead of counting `image_part`.
 Converters build every model with pydantic's validating constructors."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
@@ -449,9 +452,22 @@ def fast_observation(
     name: str | None = None,
     is_error: bool = False,
     exit_code: int | None = None,
+    parts: list[dict[str, Any]] | None = None,
 ) -> Observation:
     """`Observation(...)` with positional arguments (see fast_response)."""
-    return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code)
+    return Observation(
+        tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code, parts=parts
+    )
+
+
+def result_content(content: Any, builder: TrajectoryBuilder | None = None) -> tuple[str, list[dict[str, Any]] | None]:
+    """A tool result's `content` as an Observation keeps it: (its text, `text_of`; its
+    content parts when it holds an image, `content_parts`, else None). Images kept as
+    parts are not counted; other parts without text are (`count_part`)."""
+    if isinstance(content, str):
+        return content, None
+    parts = content_parts(content)
+    return text_of(content, builder, images_kept=parts is not None), parts
 
 
 def chat_shape_tools(value: Any) -> list[dict[str, Any]] | None:
@@ -664,13 +680,16 @@ def count_part(kind: str, builder: TrajectoryBuilder | None) -> None:
         builder.skip("image_part" if kind in _IMAGE_PARTS else f"part:{kind}")
 
 
-def text_of(content: Any, builder: TrajectoryBuilder | None = None) -> str:
+def text_of(content: Any, builder: TrajectoryBuilder | None = None, *, images_kept: bool = False) -> str:
     """`flatten_content` (text parts joined with "\\n"), counting each part without text
-    via `count_part` (images as `image_part`, other types as `part:<type>`)."""
+    via `count_part` (images as `image_part`, other types as `part:<type>`); with
+    `images_kept` (the caller keeps them as content parts) images are not counted."""
     if builder is not None and isinstance(content, list):
         for p in content:
             if not isinstance(p, str) and not (isinstance(p, dict) and isinstance(p.get("text"), str)):
-                count_part(_part_kind(p), builder)
+                kind = _part_kind(p)
+                if not (images_kept and kind in _IMAGE_PARTS):
+                    count_part(kind, builder)
     return flatten_content(content)
 
 
@@ -722,11 +741,10 @@ def split_parts(content: Any, builder: TrajectoryBuilder) -> Parts:
                 )
             )
         elif kind == "tool_result" and isinstance(part.get("tool_use_id"), str):
+            text, parts = result_content(part.get("content"), builder)
             out.tool_results.append(
                 fast_observation(
-                    tool_call_id=part["tool_use_id"],
-                    content=text_of(part.get("content"), builder),
-                    is_error=part.get("is_error") is True,
+                    tool_call_id=part["tool_use_id"], content=text, is_error=part.get("is_error") is True, parts=parts
                 )
             )
         else:

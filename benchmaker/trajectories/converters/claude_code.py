@@ -37,9 +37,10 @@ then the subagents in order of appearance):
     cache read, cache_creation_tokens, completion = output_tokens.
   - consecutive user lines are one user message (Claude Code merges them before
     sending): tool_result blocks -> observations of the turn before (content text,
-    tool_use_id, is_error), the text of the rest joined with "\\n" -> one user message
-    (the first user message before any turn, else the turn's `user_after`); images and
-    documents are counted parts (`image_part`, `part:document`).
+    tool_use_id, is_error; a result holding an image keeps it in `parts`), the text of
+    the rest joined with "\\n" -> one user message (the first user message before any
+    turn, else the turn's `user_after`); images and documents there are counted parts
+    (`image_part`, `part:document`).
   - a `compact_boundary` line and the `isCompactSummary` user message after it -> a
     "compaction" ContextEdit on the next turn: the request is the summary then what
     followed it (`tokens_before` from compactMetadata.preTokens); a compaction before
@@ -72,6 +73,7 @@ from benchmaker.trajectories.converters._common import (
     iter_jsonl,
     ms_from_iso,
     parse_arguments,
+    result_content,
     synth_arguments_raw,
     text_of,
 )
@@ -346,12 +348,13 @@ class _Converter:
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 self._flush_user(pending)  # a text before a result stays before it
-                result = block.get("content")
+                text, parts = result_content(block.get("content"), self.builder)
                 self.builder.observation(
                     Observation(
                         tool_call_id=block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None,
-                        content=result if isinstance(result, str) else text_of(result, self.builder),
+                        content=text,
                         is_error=block.get("is_error") is True,
+                        parts=parts,
                     )
                 )
             else:

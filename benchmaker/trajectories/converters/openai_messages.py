@@ -35,6 +35,7 @@ from benchmaker.trajectories.converters._common import (
     loads_lenient,
     openai_usage,
     read_json_document,
+    result_content,
     split_parts,
     text_of,
     tool_call_from_openai,
@@ -132,8 +133,9 @@ def feed_messages(
                     builder.skip("extra_tool_call_ids", len(ids) - 1)
             if not isinstance(call_id, str):
                 raise ctx.error(line, f"{where}.tool_call_id", "tool message without a tool call id", call_id)
+            text, result_parts = result_content(content, builder)
             builder.observation(
-                Observation(tool_call_id=call_id, name=msg.get("name"), content=text_of(content, builder))
+                Observation(tool_call_id=call_id, name=msg.get("name"), content=text, parts=result_parts)
             )
         elif role == "exit":
             extra = dict_or_empty(msg.get("extra"))

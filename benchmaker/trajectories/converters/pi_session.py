@@ -86,6 +86,7 @@ from benchmaker.trajectories.converters._common import (
     iso_from_ms,
     iter_jsonl,
     ms_from_iso,
+    result_content,
     synth_arguments_raw,
     text_of,
 )
@@ -266,11 +267,13 @@ def tool_result(
     if builder.has_observation(call_id):
         builder.skip("duplicate_tool_result")
         return None
+    text, parts = result_content(msg.get("content"), builder)
     obs = fast_observation(
         tool_call_id=call_id,
         name=msg.get("toolName"),
-        content=text_of(msg.get("content"), builder),
+        content=text,
         is_error=bool(msg.get("isError", False)),
+        parts=parts,
     )
     if not builder.turns:
         builder.observation(obs)  # counts it as orphan_observation

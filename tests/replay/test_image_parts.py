@@ -1,0 +1,108 @@
+"""Content parts with images are kept and sent on replay: a tool result that holds an
+image keeps it as chat content parts (`Observation.parts`, `content_parts`) in the
+converters (pi session, OpenAI messages) and is sent that way by the harness; the
+replay server matches it by its text, so the replay has 0 misses and 0 divergences."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from benchmaker.agent.harness import run_episode
+from benchmaker.agent.model_client import ModelClient
+from benchmaker.replay_server.process import start_replay_server
+from benchmaker.trajectories.convert import iter_trajectories
+from benchmaker.trajectories.trajectory import content_parts, flatten_content
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
+PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+DATA_URL = "data:image/png;base64," + PNG_B64
+
+
+def test_content_parts_reads_the_image_parts_of_every_api():
+    text = {"type": "text", "text": "the screenshot:"}
+    want = [{"type": "text", "text": "the screenshot:"}, {"type": "image_url", "image_url": {"url": DATA_URL}}]
+    for image in (
+        {"type": "image", "data": PNG_B64, "mimeType": "image/png"},  # pi
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}},  # Anthropic
+        {"type": "image_url", "image_url": {"url": DATA_URL, "detail": "low"}},  # OpenAI chat
+        {"type": "input_image", "image_url": DATA_URL},  # OpenAI Responses
+        {"inlineData": {"mimeType": "image/png", "data": PNG_B64}},  # Gemini
+    ):
+        assert content_parts([text, image]) == want, image
+    assert content_parts([text]) is None and content_parts("just text") is None
+    assert flatten_content([text, {"type": "image", "data": PNG_B64, "mimeType": "image/png"}]) == "the screenshot:"
+
+
+def _pi_session_with_an_image(path: Path) -> Path:
+    """The bundled tiny-task pi session, its first tool result (the `read` of
+    tinycalc/ranges.py) followed by an image block, as pi's read tool returns for an image."""
+    lines = RECORDING.read_text().splitlines()
+    for i, line in enumerate(lines):
+        entry = json.loads(line)
+        msg = entry.get("message") or {}
+        if msg.get("role") == "toolResult":
+            msg["content"].append({"type": "image", "data": PNG_B64, "mimeType": "image/png"})
+            lines[i] = json.dumps(entry)
+            break
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def test_a_pi_tool_result_image_is_kept_and_sent_on_replay(tmp_path: Path):
+    (traj,) = list(iter_trajectories(_pi_session_with_an_image(tmp_path / "session.jsonl")))
+    obs = traj.turns[0].observations[0]
+    assert obs.parts == [
+        {"type": "text", "text": obs.content},
+        {"type": "image_url", "image_url": {"url": DATA_URL}},
+    ]
+    assert "image_part" not in traj.skipped  # kept, not counted as dropped
+    path = tmp_path / "t.jsonl"
+    path.write_text(traj.model_dump_json() + "\n")
+
+    bodies: list[bytes] = []
+
+    async def on_start(session: Any, ctx: Any, params: Any) -> None:
+        bodies.append(b"")
+
+    async def on_chunk(session: Any, ctx: Any, params: aiohttp.TraceRequestChunkSentParams) -> None:
+        bodies[-1] += params.chunk
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(on_start)
+    trace.on_request_chunk_sent.append(on_chunk)
+    with start_replay_server(path, divergence="content") as srv:
+        async with aiohttp.ClientSession(trace_configs=[trace]) as session:
+            res = await run_episode(traj, srv.url, client=ModelClient(srv.url, model=traj.model, session=session))
+        stats = srv.stats()
+    ep = res.episode
+    assert (ep.outcome, ep.n_turns, stats["misses"]["total"], stats["divergences"]["total"]) == ("ok", 4, 0, 0)
+    second = json.loads(bodies[1])
+    (tool_msg,) = [m for m in second["messages"] if m["role"] == "tool"]
+    assert tool_msg["content"] == obs.parts  # the image went with the result
+
+
+def test_an_openai_messages_tool_result_keeps_its_image(tmp_path: Path):
+    image = {"type": "image_url", "image_url": {"url": DATA_URL}}
+    row = {
+        "messages": [
+            {"role": "user", "content": "Take a screenshot."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "done"}, image]},
+            {"role": "assistant", "content": "Here it is."},
+        ]
+    }
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    (traj,) = list(iter_trajectories(path))
+    (obs,) = traj.turns[0].observations
+    assert (obs.content, obs.parts) == ("done", [{"type": "text", "text": "done"}, image])
+    assert "image_part" not in traj.skipped

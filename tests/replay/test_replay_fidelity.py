@@ -214,6 +214,7 @@ async def test_replayed_requests_carry_the_recorded_tools_within_1pct_of_the_age
         stats = srv.stats()
     ep = res.episode
     assert (ep.outcome, ep.n_turns, ep.misses_diverged, stats["misses"]["total"]) == ("ok", 4, 0, 0)
+    assert stats["tools_differ"] == 0  # the replay server found the recorded tools in every request
     assert all(t.byte_equal for t in res.turns)
     assert len(replayed) == 4
     for turn, (ours, theirs) in enumerate(zip(replayed, agent_bodies, strict=True)):
@@ -225,3 +226,17 @@ async def test_replayed_requests_carry_the_recorded_tools_within_1pct_of_the_age
         # bytes) where the SDK leaves `stream` out
         assert len(ours) - len(theirs) == (0 if stream else len(b',"stream":false')), turn
     assert [c.sample.bytes_sent for c in res.calls] == [len(b) for b in replayed]
+
+
+async def test_the_replay_server_flags_requests_without_the_recorded_tools(tmp_path: Path):
+    recorded = tmp_path / "recorded.jsonl"
+    async with ScriptedModel(SCRIPT) as model, _recorder(model.url, recorded) as proxy:
+        await _agent(proxy, False)
+    (traj,) = [Trajectory.model_validate_json(line) for line in recorded.read_text().splitlines()]
+    bare = traj.model_copy(update={"tools": None})  # a harness that would not send them
+    with start_replay_server(recorded, divergence="content") as srv:
+        res = await run_episode(bare, srv.url, mode="recorded", stream=False, send_status_fields=False)
+        stats = srv.stats()
+    assert (res.episode.outcome, res.episode.n_turns, stats["misses"]["total"]) == ("ok", 4, 0)  # served all the same
+    assert stats["tools_differ"] == 4 and stats["trajectories"][traj.trajectory_id]["tools_differ"] == 4
+    assert [c.headers.get("x-replay-tools") for c in res.calls] == ["differ"] * 4

@@ -47,6 +47,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from benchmaker.apis.openai_chat import tool_items
 from benchmaker.engine.sse import SSEParser
 
 __all__ = [
@@ -170,14 +171,9 @@ def chat_tools(req: Any) -> list[dict[str, Any]] | None:
     "description" (when given), "parameters"}}` (Gemini API `Tool`,
     `FunctionDeclaration`); built-in tools (googleSearch, codeExecution) are left out.
     None when no declaration is found."""
-    tools = req.get("tools") if isinstance(req, dict) else None
-    if not isinstance(tools, list):
-        return None
     out = []
-    for tool in tools:
-        decls = (
-            (tool.get("functionDeclarations") or tool.get("function_declarations")) if isinstance(tool, dict) else None
-        )
+    for tool in tool_items(req):
+        decls = tool.get("functionDeclarations") or tool.get("function_declarations")
         for decl in decls if isinstance(decls, list) else ():
             if not isinstance(decl, dict) or not isinstance(decl.get("name"), str):
                 continue

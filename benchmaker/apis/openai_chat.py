@@ -91,6 +91,7 @@ __all__ = [
     "join_surrogates",
     "loads_json",
     "openai_headers",
+    "tool_items",
 ]
 
 _OK = Outcome.OK.value
@@ -511,7 +512,11 @@ def chat_tools(req: Any) -> list[dict[str, Any]] | None:
     "parameters"}}` or `{"type": "custom", "custom": {...}}`, openai-python
     `ChatCompletionToolUnionParam`), the items that are objects; None when the request
     has no non-empty `tools` list."""
+    return tool_items(req) or None
+
+
+def tool_items(req: Any) -> list[dict[str, Any]]:
+    """The objects of a request body's `tools` list, in order, any API ([] when `req` is
+    not an object or has no `tools` list); each API's `chat_tools` reads them."""
     tools = req.get("tools") if isinstance(req, dict) else None
-    if not isinstance(tools, list):
-        return None
-    return [t for t in tools if isinstance(t, dict)] or None
+    return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []

@@ -91,6 +91,7 @@ import orjson
 from orjson import JSONDecodeError, loads
 
 from benchmaker.apis.generated import FINISH_FAILS, finish_class, finish_error
+from benchmaker.apis.openai_chat import tool_items
 from benchmaker.engine.records import Outcome, Sample
 from benchmaker.engine.sse import SSEParser
 
@@ -264,12 +265,9 @@ def chat_tools(req: Any) -> list[dict[str, Any]] | None:
     `CustomToolParam`, `ChatCompletionToolUnionParam`); hosted tools (web_search,
     file_search, ...), which chat completions has no shape for, are left out. None when
     no tool is left."""
-    tools = req.get("tools") if isinstance(req, dict) else None
-    if not isinstance(tools, list):
-        return None
     out = []
-    for tool in tools:
-        if isinstance(tool, dict) and tool.get("type") in ("function", "custom") and isinstance(tool.get("name"), str):
+    for tool in tool_items(req):
+        if tool.get("type") in ("function", "custom") and isinstance(tool.get("name"), str):
             kind = tool["type"]
             out.append({"type": kind, kind: {k: v for k, v in tool.items() if k != "type"}})
     return out or None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmaker.agent.harness import local_sandbox_factory, run_episode, task_diff
+from benchmaker.agent.harness import EpisodeResult, local_sandbox_factory, run_episode, task_diff
 from benchmaker.agent.verifier import load_task
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.sweep.point_run import run_point
@@ -113,23 +113,28 @@ def replay(tmp_path: Path):
         yield traj, srv
 
 
-async def test_a_diverged_agent_retrying_is_stopped_after_the_grace(
-    agent: Path, agent_tmp: _TempFolder, replay, monkeypatch
-):
+async def _command_episode(replay, agent: Path, **kw) -> EpisodeResult:
+    """One command-mode episode of the tiny task with the scripted agent, unconfined."""
     traj, srv = replay
-    monkeypatch.setenv("DIVERGE", "1")
-    monkeypatch.setenv("RETRY", "1")
-    agent_tmp.mark()
-    t0 = time.monotonic()
-    res = await run_episode(
+    return await run_episode(
         traj,
         srv.url,
         mode="command",
         sandbox=local_sandbox_factory(confined=False),
         task=load_task(TASK_DIR),
         command=[sys.executable, str(agent)],
-        stray_grace_s=0.5,
+        **kw,
     )
+
+
+async def test_a_diverged_agent_retrying_is_stopped_after_the_grace(
+    agent: Path, agent_tmp: _TempFolder, replay, monkeypatch
+):
+    monkeypatch.setenv("DIVERGE", "1")
+    monkeypatch.setenv("RETRY", "1")
+    agent_tmp.mark()
+    t0 = time.monotonic()
+    res = await _command_episode(replay, agent, stray_grace_s=0.5)
     elapsed_s = time.monotonic() - t0
     ep = res.episode
     # 0.5 s of grace, the agent's start and the verifier's pytest run; it would retry for
@@ -145,17 +150,9 @@ async def test_a_diverged_agent_retrying_is_stopped_after_the_grace(
 async def test_a_diverged_agent_that_exits_is_reported_diverged(
     agent: Path, agent_tmp: _TempFolder, replay, monkeypatch
 ):
-    traj, srv = replay
     monkeypatch.setenv("DIVERGE", "1")
     agent_tmp.mark()
-    res = await run_episode(
-        traj,
-        srv.url,
-        mode="command",
-        sandbox=local_sandbox_factory(confined=False),
-        task=load_task(TASK_DIR),
-        command=[sys.executable, str(agent)],
-    )
+    res = await _command_episode(replay, agent)
     ep = res.episode
     assert ep.outcome == "diverged"
     assert ep.error == (
@@ -166,19 +163,8 @@ async def test_a_diverged_agent_that_exits_is_reported_diverged(
 
 
 async def test_equal_task_changes_hash_equal_whatever_the_agent_drops(agent: Path, agent_tmp: _TempFolder, replay):
-    traj, srv = replay
     agent_tmp.mark()
-    results = [
-        await run_episode(
-            traj,
-            srv.url,
-            mode="command",
-            sandbox=local_sandbox_factory(confined=False),
-            task=load_task(TASK_DIR),
-            command=[sys.executable, str(agent)],
-        )
-        for _ in range(2)
-    ]
+    results = [await _command_episode(replay, agent) for _ in range(2)]
     a, b = results
     assert [r.episode.outcome for r in results] == ["ok", "ok"]
     assert a.diff != b.diff  # each run dropped a file of its own under .agent/

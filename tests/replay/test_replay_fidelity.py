@@ -10,11 +10,7 @@ its body is within 1% of the agent's own in bytes.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +18,13 @@ import aiohttp
 import httpx
 import openai
 import pytest
-import uvicorn
 
 from benchmaker.agent.harness import run_episode
 from benchmaker.agent.model_client import ModelClient
 from benchmaker.replay_server.process import start_replay_server
-from benchmaker.replay_server.recorder import create_recorder_app
 from benchmaker.trajectories.trajectory import Trajectory
 from conformance.scripted_model import ScriptedModel
+from tests.replay.test_recorder_responses import recording_proxy
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -113,25 +108,6 @@ SYSTEM = "\n".join(
 TASK = "task_id: fidelity-tools\nCheck that the repository's tests pass and report what you find."
 
 
-@contextlib.asynccontextmanager
-async def _recorder(upstream: str, out: Path) -> AsyncIterator[str]:
-    """The recording proxy served by uvicorn on this loop (127.0.0.1, port 0); its
-    shutdown writes `out`."""
-    app = create_recorder_app(upstream, out)
-    sock = socket.create_server(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        assert not task.done(), "proxy did not start"
-        await asyncio.sleep(0.005)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-
-
 async def _agent(base_url: str, stream: bool) -> list[bytes]:
     """The agent loop with the official OpenAI SDK; returns its request bodies as sent."""
     sent: list[bytes] = []
@@ -188,7 +164,7 @@ async def _agent(base_url: str, stream: bool) -> list[bytes]:
 @pytest.mark.parametrize("stream", [True, False])
 async def test_replayed_requests_carry_the_recorded_tools_within_1pct_of_the_agents_bytes(tmp_path: Path, stream: bool):
     recorded = tmp_path / "recorded.jsonl"
-    async with ScriptedModel(SCRIPT) as model, _recorder(model.url, recorded) as proxy:
+    async with ScriptedModel(SCRIPT) as model, recording_proxy(model.url, recorded) as proxy:
         agent_bodies = await _agent(proxy, stream)
     (traj,) = [Trajectory.model_validate_json(line) for line in recorded.read_text().splitlines()]
     assert traj.tools == TOOLS  # kept as the agent sent them
@@ -230,7 +206,7 @@ async def test_replayed_requests_carry_the_recorded_tools_within_1pct_of_the_age
 
 async def test_the_replay_server_flags_requests_without_the_recorded_tools(tmp_path: Path):
     recorded = tmp_path / "recorded.jsonl"
-    async with ScriptedModel(SCRIPT) as model, _recorder(model.url, recorded) as proxy:
+    async with ScriptedModel(SCRIPT) as model, recording_proxy(model.url, recorded) as proxy:
         await _agent(proxy, False)
     (traj,) = [Trajectory.model_validate_json(line) for line in recorded.read_text().splitlines()]
     bare = traj.model_copy(update={"tools": None})  # a harness that would not send them

@@ -26,46 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
 TASK_DIR = ROOT / "examples" / "tiny-task"
 
-# The recorded tiny-task run (read, edit, bash, final answer), played by a script. With
-# DIVERGE=1 its `read` result is not the file's text (the recorded observation), so the
-# replay server refuses its next request (412 diverged); with RETRY=1 it then retries
-# that request forever, as an agent's HTTP client does on errors. Every run drops files
-# of its own: one in the workspace under a fresh name (as an agent's trajectory or
-# config) and a folder in its temp directory that it never removes.
-_AGENT = r"""
-import json, os, sys, tempfile, time, urllib.error, urllib.request, uuid
-p = json.load(open(os.environ["BENCHMAKER_PROMPT_FILE"]))
-diverge, retry = os.environ.get("DIVERGE") == "1", os.environ.get("RETRY") == "1"
-tempfile.mkdtemp(prefix="agent-config-")
-os.makedirs(".agent", exist_ok=True)
-open(os.path.join(".agent", uuid.uuid4().hex + ".json"), "w").write("{}")
-msgs = [{"role": "user", "content": p["first_user"]}]
-base = os.environ["OPENAI_BASE_URL"]
-while True:
-    req = urllib.request.Request(base + "/chat/completions", data=json.dumps({"messages": msgs}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        msg = json.load(urllib.request.urlopen(req))["choices"][0]["message"]
-    except urllib.error.HTTPError:
-        if not retry:
-            sys.exit(3)
-        time.sleep(0.05)
-        continue
-    msgs.append(msg)
-    if not msg.get("tool_calls"):
-        break
-    for tc in msg["tool_calls"]:
-        args = json.loads(tc["function"]["arguments"])
-        if tc["function"]["name"] == "edit":
-            src = open(args["path"]).read().replace(args["oldText"], args["newText"])
-            open(args["path"], "w").write(src)
-            out = "Successfully replaced text in " + args["path"] + "."
-        elif tc["function"]["name"] == "read":
-            out = "not what was recorded" if diverge else open(args["path"]).read()
-        else:
-            out = "all tests passed\n"
-        msgs.append({"role": "tool", "tool_call_id": tc["id"], "content": out})
-"""
+# The scripted agent (its flags: DIVERGE, RETRY, STRAYS in its docstring); every run
+# here drops files of its own (STRAYS).
+_AGENT = (Path(__file__).parent / "fixtures" / "tiny_task_agent.py").read_text()
 
 
 def _example() -> Trajectory:
@@ -98,7 +61,8 @@ def agent_tmp(tmp_path: Path, monkeypatch) -> _TempFolder:
 
 
 @pytest.fixture
-def agent(tmp_path: Path) -> Path:
+def agent(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv("STRAYS", "1")
     path = tmp_path / "agent.py"
     path.write_text(_AGENT)
     return path

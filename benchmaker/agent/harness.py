@@ -132,12 +132,13 @@ def text_action_style(trajectory: Trajectory) -> TextActionStyle:
 
 
 def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
-    """[system (when recorded), first user, each of user_before_turns] in OpenAI
-    request shape."""
+    """[system (when recorded), first user (its content parts when it held an image:
+    `first_user_parts`), each of user_before_turns] in OpenAI request shape."""
     msgs: list[dict[str, Any]] = []
     if trajectory.system is not None:
         msgs.append({"role": "system", "content": trajectory.system})
-    msgs.append({"role": "user", "content": trajectory.first_user})
+    first = trajectory.first_user if trajectory.first_user_parts is None else trajectory.first_user_parts
+    msgs.append({"role": "user", "content": first})
     msgs.extend({"role": "user", "content": u} for u in trajectory.user_before_turns)
     return msgs
 

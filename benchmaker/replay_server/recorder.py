@@ -56,7 +56,8 @@ Concurrent conversations with the same key are not told apart (the replay server
 could not tell them apart either). The tool definitions a conversation's requests
 carry (the first that has any) become the trajectory's `tools`, in chat shape
 whatever the API (the apis modules' `chat_tools`: Responses function/custom tools,
-Messages client tools, Gemini function declarations).
+Messages client tools, Gemini function declarations); a first user message holding an
+image is kept as content parts too (`first_user_parts`).
 
 A turn is recorded from the response bytes as they pass: SSE chunks are reassembled
 (content, reasoning_content/reasoning, tool calls by index with the raw argument
@@ -543,6 +544,7 @@ class _Conversation:
     user_before_turns: list[str]
     model: str | None
     tools: list[dict[str, Any]] | None = None
+    first_user_parts: list[dict[str, Any]] | None = None
     turns: list[Turn] = field(default_factory=list)
     digest: Any = field(default_factory=hashlib.sha256)
 
@@ -609,6 +611,7 @@ class Recorder:
         request's tool definitions in chat shape (the apis modules' `chat_tools`),
         kept as the conversation's when it has none yet."""
         head: list[str] = []
+        first_content: Any = None
         system = None
         n_assistant = 0
         last_assistant = -1
@@ -618,6 +621,8 @@ class Recorder:
                 n_assistant += 1
                 last_assistant = i
             elif role == "user" and not n_assistant:
+                if not head:
+                    first_content = m.get("content")
                 head.append(flatten_content(m.get("content")))
             elif role == "system" and system is None:
                 system = flatten_content(m.get("content"))
@@ -632,6 +637,7 @@ class Recorder:
                 return None
             self._numbers[key] += 1
             conv = _Conversation(key, self._numbers[key], system, head[0], head[1:], model, tools)
+            conv.first_user_parts = content_parts(first_content)
             self._latest[key] = conv
             self.conversations.append(conv)
             return conv, 0
@@ -729,6 +735,7 @@ class Recorder:
                     model=conv.model,
                     system=conv.system,
                     first_user=conv.first_user,
+                    first_user_parts=conv.first_user_parts,
                     user_before_turns=list(conv.user_before_turns),
                     terminated_by=conv.turns[-1].response.finish_reason,
                     tools=conv.tools,

@@ -23,7 +23,8 @@ see `benchmaker.trajectories.context`) and `error` (the recorded error message o
 the original run, `finish_reason` "aborted" or "error"); 3 adds a context edit's `head`
 and `keep` spans (pi branches, OpenHands condensation); 4 adds `tools`, the tool
 definitions the agent sent (the request's `tools` array, in OpenAI chat completions
-shape) and an observation's `parts` (a tool result's images, as chat content parts).
+shape), an observation's `parts` and `first_user_parts` (a tool result's or the prompt's
+images, as chat content parts).
 Version 1 to 3 lines still validate (the new fields default to None or empty).
 
 Match key: over all user messages before the first assistant message (`first_user`,
@@ -202,6 +203,10 @@ class Trajectory(_Model):
     model: str | None = None
     system: str | None = None
     first_user: str
+    first_user_parts: list[dict[str, Any]] | None = None
+    """The first user message as chat content parts when it held an image
+    (`content_parts`; its text parts joined are `first_user`), which a replaying harness
+    sends instead of `first_user`; None for a text-only prompt."""
     user_before_turns: list[str] = Field(default_factory=list)
     """User messages after `first_user` and before the first assistant turn, in order
     (e.g. SWE-agent sends a demonstration first and the task prompt second); a

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from benchmaker.agent.harness import run_episode
+from benchmaker.agent.harness import initial_messages, run_episode
 from benchmaker.agent.model_client import ModelClient
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.trajectories.convert import iter_trajectories
@@ -106,3 +106,70 @@ def test_an_openai_messages_tool_result_keeps_its_image(tmp_path: Path):
     (obs,) = traj.turns[0].observations
     assert (obs.content, obs.parts) == ("done", [{"type": "text", "text": "done"}, image])
     assert "image_part" not in traj.skipped
+
+
+def _pi_session_with_an_image_in_the_prompt(path: Path) -> Path:
+    """The bundled tiny-task pi session, its prompt followed by a screenshot (pi keeps a
+    pasted image as an `image` block of the user message)."""
+    lines = RECORDING.read_text().splitlines()
+    for i, line in enumerate(lines):
+        entry = json.loads(line)
+        msg = entry.get("message") or {}
+        if msg.get("role") == "user":
+            msg["content"].append({"type": "image", "data": PNG_B64, "mimeType": "image/png"})
+            lines[i] = json.dumps(entry)
+            break
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def test_a_prompt_image_is_kept_and_sent_and_the_key_stays_its_text(tmp_path: Path):
+    (plain,) = list(iter_trajectories(RECORDING))
+    (traj,) = list(iter_trajectories(_pi_session_with_an_image_in_the_prompt(tmp_path / "session.jsonl")))
+    assert traj.first_user == plain.first_user and traj.match_key == plain.match_key
+    assert traj.first_user_parts == [
+        {"type": "text", "text": traj.first_user},
+        {"type": "image_url", "image_url": {"url": DATA_URL}},
+    ]
+    assert "image_part" not in traj.skipped
+    assert initial_messages(traj)[-1] == {"role": "user", "content": traj.first_user_parts}
+    path = tmp_path / "t.jsonl"
+    path.write_text(traj.model_dump_json() + "\n")
+    with start_replay_server(path, divergence="content") as srv:
+        res = await run_episode(traj, srv.url)
+        stats = srv.stats()
+    assert (res.episode.outcome, res.episode.n_turns, stats["misses"]["total"]) == ("ok", 4, 0)
+
+
+def test_the_recorder_keeps_a_prompt_image_and_a_tool_result_image(tmp_path: Path):
+    from benchmaker.replay_server.recorder import ChatAssembler, Recorder
+
+    image = {"type": "image_url", "image_url": {"url": DATA_URL}}
+    rec = Recorder(tmp_path / "out.jsonl")
+    first = [{"role": "user", "content": [{"type": "text", "text": "What is on this screen?"}, image]}]
+    call = {"id": "c1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}
+    answers = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "assistant", "content": "A login form."},
+    ]
+    requests = [
+        first,
+        [
+            *first,
+            answers[0],
+            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "ok"}, image]},
+        ],
+    ]
+    for i, (messages, answer) in enumerate(zip(requests, answers, strict=True)):
+        placed = rec.begin(messages, "m")
+        assert placed is not None and placed[1] == i
+        body = json.dumps({"choices": [{"index": 0, "message": answer, "finish_reason": "stop"}]}).encode()
+        asm = ChatAssembler(stream=False)
+        asm.feed(body, 0)
+        assert asm.finish()
+        rec.record(placed[0], placed[1], asm, "2026-01-01T00:00:00+00:00", 0, 1, body)
+    (traj,) = rec.trajectories()
+    assert traj.first_user == "What is on this screen?"
+    assert traj.first_user_parts == [{"type": "text", "text": "What is on this screen?"}, image]
+    (obs,) = traj.turns[0].observations
+    assert (obs.content, obs.parts) == ("ok", [{"type": "text", "text": "ok"}, image])

@@ -64,8 +64,9 @@ per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_
 instead of becoming one-call trajectories.
 9: Claude Code sessions and Codex CLI rollouts are read; a tool call keeps its `type`
 ("custom" for a Responses custom tool call) and usage its cache creation tokens.
-10: tool definitions a log carries become `Trajectory.tools`; a tool result holding an
-image keeps it as content parts (`Observation.parts`) instead of counting `image_part`.
+10: tool definitions a log carries become `Trajectory.tools`; a tool result or first
+user message holding an image keeps it as content parts (`Observation.parts`,
+`Trajectory.first_user_parts`) instead of counting `image_part`.
 Converters build every model with pydantic's validating constructors."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
@@ -461,9 +462,9 @@ def fast_observation(
 
 
 def result_content(content: Any, builder: TrajectoryBuilder | None = None) -> tuple[str, list[dict[str, Any]] | None]:
-    """A tool result's `content` as an Observation keeps it: (its text, `text_of`; its
-    content parts when it holds an image, `content_parts`, else None). Images kept as
-    parts are not counted; other parts without text are (`count_part`)."""
+    """A tool result's or user message's `content` as a trajectory keeps it: (its text,
+    `text_of`; its content parts when it holds an image, `content_parts`, else None).
+    Images kept as parts are not counted; other parts without text are (`count_part`)."""
     if isinstance(content, str):
         return content, None
     parts = content_parts(content)
@@ -513,6 +514,7 @@ class TrajectoryBuilder:
         self.fmt = fmt
         self.system: str | None = None
         self.first_user: str | None = None
+        self.first_user_parts: list[dict[str, Any]] | None = None
         self.user_before_turns: list[str] = []
         self.model: str | None = None
         self.turns: list[Turn] = []
@@ -531,11 +533,18 @@ class TrajectoryBuilder:
         else:
             self.skip("later_system_message")
 
-    def user(self, text: str) -> None:
+    def user(self, text: str, parts: list[dict[str, Any]] | None = None) -> None:
+        """A user message: its text and, when it held an image, its content parts
+        (`result_content`), kept for the first user message (`first_user_parts`); a later
+        message's images are counted (`image_part`)."""
+        if self.first_user is None and not self.turns:
+            self.first_user = text
+            self.first_user_parts = parts
+            return
+        if parts is not None:
+            self.skip("image_part", sum(1 for p in parts if p["type"] == "image_url"))
         if self.turns:
             self.turns[-1].user_after.append(text)
-        elif self.first_user is None:
-            self.first_user = text
         else:
             self.user_before_turns.append(text)
 
@@ -647,6 +656,7 @@ class TrajectoryBuilder:
             model=self.model,
             system=self.system,
             first_user=self.first_user,
+            first_user_parts=self.first_user_parts,
             user_before_turns=list(self.user_before_turns),
             terminated_by=terminated_by,
             outcome=outcome or RecordedOutcome(),

@@ -110,13 +110,15 @@ def feed_messages(
                 if parts.texts:
                     builder.user("\n".join(parts.texts))
                 continue
-            text = text_of(content, builder)
+            text, user_parts = result_content(content, builder)
             last = builder.turns[-1] if builder.turns else None
             if text_actions and last is not None and not last.observations and not last.user_after:
                 m = _RETURNCODE.search(text)
-                builder.observation(Observation(content=text, exit_code=int(m.group(1)) if m else None))
+                builder.observation(
+                    Observation(content=text, exit_code=int(m.group(1)) if m else None, parts=user_parts)
+                )
             else:
-                builder.user(text)
+                builder.user(text, user_parts)
         elif role == "assistant":
             _assistant(msg, builder, ctx, line, where)
         elif role in ("tool", "function"):

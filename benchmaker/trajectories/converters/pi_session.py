@@ -299,7 +299,7 @@ def apply_message(
         raise ctx.error(line, "message", "expected a message object", msg)
     role = msg.get("role")
     if role == "user":
-        builder.user(text_of(msg.get("content"), builder))
+        builder.user(*result_content(msg.get("content"), builder))
     elif role == "assistant":
         assistant_turn(msg, builder, ctx, line, entry_timestamp, default_model)
     elif role == "toolResult":
@@ -533,7 +533,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 )
             )
         elif kind == "custom_message":
-            node.pos = index.add(lambda entry=entry: builder.user(text_of(entry.get("content"), builder)))
+            node.pos = index.add(lambda entry=entry: builder.user(*result_content(entry.get("content"), builder)))
         elif kind == "model_change":
             named = entry.get("modelId")
             if not isinstance(named, str) and isinstance(entry.get("model"), dict):

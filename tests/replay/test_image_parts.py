@@ -173,3 +173,24 @@ def test_the_recorder_keeps_a_prompt_image_and_a_tool_result_image(tmp_path: Pat
     assert traj.first_user_parts == [{"type": "text", "text": "What is on this screen?"}, image]
     (obs,) = traj.turns[0].observations
     assert (obs.content, obs.parts) == ("ok", [{"type": "text", "text": "ok"}, image])
+
+
+def test_a_codex_prompt_image_is_kept_and_a_later_ones_counted(tmp_path: Path):
+    from tests.replay.test_codex_rollout import small_rollout
+
+    image = {"type": "input_image", "image_url": DATA_URL}
+    lines = small_rollout().splitlines()
+    users = [i for i, line in enumerate(lines) if '"role": "user"' in line and '"response_item"' in line]
+    for i in users[:2]:  # the AGENTS.md prompt (the first user message) and the task prompt
+        entry = json.loads(lines[i])
+        entry["payload"]["content"].append(image)
+        lines[i] = json.dumps(entry)
+    path = tmp_path / "rollout-2026-05-11T11-26-55-x.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    (traj,) = list(iter_trajectories(path))
+    assert traj.source.format == "codex-rollout"
+    assert traj.first_user_parts == [
+        {"type": "text", "text": "# AGENTS.md instructions"},
+        {"type": "image_url", "image_url": {"url": DATA_URL}},
+    ]
+    assert traj.skipped["image_part"] == 1  # the task prompt's image: only the first prompt keeps its parts

@@ -194,3 +194,54 @@ def test_a_codex_prompt_image_is_kept_and_a_later_ones_counted(tmp_path: Path):
         {"type": "image_url", "image_url": {"url": DATA_URL}},
     ]
     assert traj.skipped["image_part"] == 1  # the task prompt's image: only the first prompt keeps its parts
+
+
+async def test_a_claude_code_screenshot_prompt_and_tool_result_image_replay(tmp_path: Path):
+    from tests.replay.test_claude_code import _assistant, _line
+
+    source = {"type": "base64", "media_type": "image/png", "data": PNG_B64}
+    usage = {"input_tokens": 10, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": 5}
+    prompt = [{"type": "text", "text": "Why does this page look broken?"}, {"type": "image", "source": source}]
+    result = [{"type": "text", "text": "saved shot.png"}, {"type": "image", "source": source}]
+    lines = [
+        _line("user", "u1", None, "2026-01-01T00:00:00.000Z", message={"role": "user", "content": prompt}),
+        _assistant(
+            "a1",
+            "u1",
+            "2026-01-01T00:00:01.000Z",
+            "r1",
+            [{"type": "tool_use", "id": "toolu_1", "name": "Screenshot", "input": {}}],
+            usage,
+        ),
+        _line(
+            "user",
+            "u2",
+            "a1",
+            "2026-01-01T00:00:02.000Z",
+            message={
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}],
+            },
+        ),
+        _assistant(
+            "a2", "u2", "2026-01-01T00:00:03.000Z", "r2", [{"type": "text", "text": "The CSS is missing."}], usage
+        ),
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (traj,) = list(iter_trajectories(path))
+    image = {"type": "image_url", "image_url": {"url": DATA_URL}}
+    assert traj.source.format == "claude-code"
+    assert (traj.first_user, traj.first_user_parts) == (
+        "Why does this page look broken?",
+        [{"type": "text", "text": "Why does this page look broken?"}, image],
+    )
+    (obs,) = traj.turns[0].observations
+    assert (obs.content, obs.parts) == ("saved shot.png", [{"type": "text", "text": "saved shot.png"}, image])
+    assert "image_part" not in traj.skipped
+    store = tmp_path / "t.jsonl"
+    store.write_text(traj.model_dump_json() + "\n")
+    with start_replay_server(store, divergence="content") as srv:
+        res = await run_episode(traj, srv.url)
+        stats = srv.stats()
+    assert (res.episode.outcome, res.episode.n_turns, stats["misses"]["total"]) == ("ok", 2, 0)

@@ -18,7 +18,7 @@ from benchmaker.agent.harness import EpisodeResult, local_sandbox_factory, run_e
 from benchmaker.agent.verifier import load_task
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.sweep.point_run import run_point
-from benchmaker.sweep.verdicts import pipeline_failures, reasons_of
+from benchmaker.sweep.verdicts import pipeline_failures, reasons_of, verdict_line
 from benchmaker.trajectories.convert import iter_trajectories
 from benchmaker.trajectories.trajectory import Trajectory
 
@@ -167,4 +167,5 @@ async def test_a_point_whose_episodes_all_diverged_counts_what_succeeded(
     assert "no episode succeeded: 2 of 2 failed (2 diverged), 2 of 4 requests succeeded" in texts
     assert "no request succeeded" not in row["invalid_reason"]
     assert pipeline_failures([row]) == ["c2"]
+    assert "no episode ran to its end: 2 of 2 failed (2 diverged), 2 of 4 requests succeeded" in verdict_line(row)
     assert agent_tmp.new() == []

@@ -38,14 +38,15 @@ def test_content_parts_reads_the_image_parts_of_every_api():
     assert flatten_content([text, {"type": "image", "data": PNG_B64, "mimeType": "image/png"}]) == "the screenshot:"
 
 
-def _pi_session_with_an_image(path: Path) -> Path:
-    """The bundled tiny-task pi session, its first tool result (the `read` of
-    tinycalc/ranges.py) followed by an image block, as pi's read tool returns for an image."""
+def _pi_session_with_an_image(path: Path, role: str) -> Path:
+    """The bundled tiny-task pi session, its first message of `role` followed by an image
+    block: "toolResult" (the `read` of tinycalc/ranges.py, as pi's read tool returns an
+    image) or "user" (the prompt with a pasted screenshot)."""
     lines = RECORDING.read_text().splitlines()
     for i, line in enumerate(lines):
         entry = json.loads(line)
         msg = entry.get("message") or {}
-        if msg.get("role") == "toolResult":
+        if msg.get("role") == role:
             msg["content"].append({"type": "image", "data": PNG_B64, "mimeType": "image/png"})
             lines[i] = json.dumps(entry)
             break
@@ -54,7 +55,7 @@ def _pi_session_with_an_image(path: Path) -> Path:
 
 
 async def test_a_pi_tool_result_image_is_kept_and_sent_on_replay(tmp_path: Path):
-    (traj,) = list(iter_trajectories(_pi_session_with_an_image(tmp_path / "session.jsonl")))
+    (traj,) = list(iter_trajectories(_pi_session_with_an_image(tmp_path / "session.jsonl", "toolResult")))
     obs = traj.turns[0].observations[0]
     assert obs.parts == [
         {"type": "text", "text": obs.content},
@@ -108,24 +109,9 @@ def test_an_openai_messages_tool_result_keeps_its_image(tmp_path: Path):
     assert "image_part" not in traj.skipped
 
 
-def _pi_session_with_an_image_in_the_prompt(path: Path) -> Path:
-    """The bundled tiny-task pi session, its prompt followed by a screenshot (pi keeps a
-    pasted image as an `image` block of the user message)."""
-    lines = RECORDING.read_text().splitlines()
-    for i, line in enumerate(lines):
-        entry = json.loads(line)
-        msg = entry.get("message") or {}
-        if msg.get("role") == "user":
-            msg["content"].append({"type": "image", "data": PNG_B64, "mimeType": "image/png"})
-            lines[i] = json.dumps(entry)
-            break
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 async def test_a_prompt_image_is_kept_and_sent_and_the_key_stays_its_text(tmp_path: Path):
     (plain,) = list(iter_trajectories(RECORDING))
-    (traj,) = list(iter_trajectories(_pi_session_with_an_image_in_the_prompt(tmp_path / "session.jsonl")))
+    (traj,) = list(iter_trajectories(_pi_session_with_an_image(tmp_path / "session.jsonl", "user")))
     assert traj.first_user == plain.first_user and traj.match_key == plain.match_key
     assert traj.first_user_parts == [
         {"type": "text", "text": traj.first_user},

@@ -15,12 +15,23 @@ from benchmaker.agent.harness import initial_messages, run_episode
 from benchmaker.agent.model_client import ModelClient
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.trajectories.convert import iter_trajectories
-from benchmaker.trajectories.trajectory import content_parts, flatten_content
+from benchmaker.trajectories.trajectory import Trajectory, content_parts, flatten_content
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "examples" / "recordings" / "tiny-task.pi.jsonl"
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 DATA_URL = "data:image/png;base64," + PNG_B64
+
+
+async def _replayed(traj: Trajectory, tmp_path: Path) -> tuple[str, int, int]:
+    """(episode outcome, turns, replay-server misses) of `traj` replayed in recorded
+    mode against the replay server (divergence policy content)."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(traj.model_dump_json() + "\n")
+    with start_replay_server(path, divergence="content") as srv:
+        res = await run_episode(traj, srv.url)
+        stats = srv.stats()
+    return res.episode.outcome, res.episode.n_turns, stats["misses"]["total"]
 
 
 def test_content_parts_reads_the_image_parts_of_every_api():
@@ -119,12 +130,7 @@ async def test_a_prompt_image_is_kept_and_sent_and_the_key_stays_its_text(tmp_pa
     ]
     assert "image_part" not in traj.skipped
     assert initial_messages(traj)[-1] == {"role": "user", "content": traj.first_user_parts}
-    path = tmp_path / "t.jsonl"
-    path.write_text(traj.model_dump_json() + "\n")
-    with start_replay_server(path, divergence="content") as srv:
-        res = await run_episode(traj, srv.url)
-        stats = srv.stats()
-    assert (res.episode.outcome, res.episode.n_turns, stats["misses"]["total"]) == ("ok", 4, 0)
+    assert await _replayed(traj, tmp_path) == ("ok", 4, 0)
 
 
 def test_the_recorder_keeps_a_prompt_image_and_a_tool_result_image(tmp_path: Path):
@@ -225,9 +231,4 @@ async def test_a_claude_code_screenshot_prompt_and_tool_result_image_replay(tmp_
     (obs,) = traj.turns[0].observations
     assert (obs.content, obs.parts) == ("saved shot.png", [{"type": "text", "text": "saved shot.png"}, image])
     assert "image_part" not in traj.skipped
-    store = tmp_path / "t.jsonl"
-    store.write_text(traj.model_dump_json() + "\n")
-    with start_replay_server(store, divergence="content") as srv:
-        res = await run_episode(traj, srv.url)
-        stats = srv.stats()
-    assert (res.episode.outcome, res.episode.n_turns, stats["misses"]["total"]) == ("ok", 2, 0)
+    assert await _replayed(traj, tmp_path) == ("ok", 2, 0)

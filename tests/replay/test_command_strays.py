@@ -7,6 +7,7 @@ folder."""
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import tempfile
 import time
@@ -77,14 +78,15 @@ def replay(tmp_path: Path):
         yield traj, srv
 
 
-async def _command_episode(replay, agent: Path, **kw) -> EpisodeResult:
-    """One command-mode episode of the tiny task with the scripted agent, unconfined."""
+async def _command_episode(replay, agent: Path, confined: bool = False, **kw) -> EpisodeResult:
+    """One command-mode episode of the tiny task with the scripted agent (unconfined:
+    it inherits this process's environment, the flags included)."""
     traj, srv = replay
     return await run_episode(
         traj,
         srv.url,
         mode="command",
-        sandbox=local_sandbox_factory(confined=False),
+        sandbox=local_sandbox_factory(confined=confined),
         task=load_task(TASK_DIR),
         command=[sys.executable, str(agent)],
         **kw,
@@ -109,6 +111,24 @@ async def test_a_diverged_agent_retrying_is_stopped_after_the_grace(
     assert ep.n_turns == 1 and ep.misses_diverged >= 2  # the read turn, then the refused request retried
     assert ep.n_requests == 1 + ep.misses_diverged
     assert agent_tmp.new() == []  # the agent's temp folder went with the episode
+
+
+async def test_a_confined_diverged_agent_retrying_is_stopped_too(agent: Path, tmp_path: Path):
+    # confined (bubblewrap) the agent gets the sandbox's environment only: its flags go
+    # in the script itself
+    os.chmod(tmp_path, 0o755)  # readable by the sandbox's user
+    agent.write_text('import os\nos.environ.update(DIVERGE="1", RETRY="1")\n' + _AGENT)
+    os.chmod(agent, 0o644)
+    traj = _example()
+    path = tmp_path / "t.jsonl"
+    path.write_text(traj.model_dump_json() + "\n")
+    t0 = time.monotonic()
+    with start_replay_server(path, divergence="content") as srv:
+        res = await _command_episode((traj, srv), agent, confined=True, stray_grace_s=0.5)
+    assert time.monotonic() - t0 < 30.0  # as above: a margin for a busy machine
+    ep = res.episode
+    assert ep.outcome == "diverged", ep.error
+    assert ep.error == "turn 1: the replay server refused the agent's request (diverged, HTTP 412); stopped 0.5 s later"
 
 
 async def test_a_diverged_agent_that_exits_is_reported_diverged(

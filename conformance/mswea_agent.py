@@ -5,22 +5,25 @@ task, and the one the recording run starts.
     $CACHE/mswea/bin/python conformance/mswea_agent.py --base-url {base_url} \\
         --task-file {workdir}/ISSUE.md [--output traj.json] [--model tiny]
 
-Runs in the current directory (the harness starts it in the sandbox workdir). It execs
-`mini` from the interpreter's own venv with: `-m openai/<model>` (LiteLLM's OpenAI
+Runs in the current directory (the harness starts it in the sandbox workdir). It runs
+`mini` from the interpreter's own venv (a child process, waited for) with: `-m openai/<model>` (LiteLLM's OpenAI
 provider: requests go to `<base_url>/chat/completions`, non-streaming, with a `bash`
 tool), `-c mini.yaml -c model.model_kwargs.api_base=<base_url>`, the task text read from
 `--task-file`, `-y --exit-immediately` (no prompts), `--cost-limit 0`, and the
 trajectory written to `--output` (default `<cwd>/.mswea/traj.json`). Environment:
 MSWEA_CONFIGURED=true, MSWEA_COST_TRACKING=ignore_errors, LITELLM_LOCAL_MODEL_COST_MAP=True
 (no network), MSWEA_SILENT_STARTUP=1, MSWEA_GLOBAL_CONFIG_DIR a temporary folder (no
-writes to ~/.config). The agent stops when a command's output starts with
-COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; its exit code is `mini`'s.
+writes to ~/.config), removed when `mini` exits (in command mode the harness also gives
+the agent a TMPDIR of its own, removed with the episode, for when it is killed). The
+agent stops when a command's output starts with COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT;
+the exit code is `mini`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -60,17 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     task = args.task_file.read_text(encoding="utf-8")
     output = args.output or Path.cwd() / ".mswea" / "traj.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "MSWEA_CONFIGURED": "true",
-        "MSWEA_COST_TRACKING": "ignore_errors",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "MSWEA_SILENT_STARTUP": "1",
-        "MSWEA_GLOBAL_CONFIG_DIR": tempfile.mkdtemp(prefix="mswea-config-"),
-    }
-    argv_ = mini_argv(args.base_url, task, output, args.model)
-    os.execve(argv_[0], argv_, env)
-    return 0  # not reached
+    with tempfile.TemporaryDirectory(prefix="mswea-config-") as config_dir:
+        env = {
+            **os.environ,
+            "MSWEA_CONFIGURED": "true",
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "MSWEA_SILENT_STARTUP": "1",
+            "MSWEA_GLOBAL_CONFIG_DIR": config_dir,
+        }
+        return subprocess.run(mini_argv(args.base_url, task, output, args.model), env=env, check=False).returncode
 
 
 if __name__ == "__main__":

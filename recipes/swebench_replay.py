@@ -25,8 +25,8 @@ finished but a point is invalid (event-loop lag over its limit, target concurren
 reached, a shard failed); 2 bad parameters, named, before anything runs. With
 `--exit-code pipeline` (`make demo`) the exit code follows the pipeline instead: 0 when
 the flow ran (converted, replayed, graded, loaded, reported) and every point measured
-something, however its verdict; 1 when a point measured nothing (no request succeeded)
-or the flow failed. Either way the last lines printed are the verdict of each point in
+something, however its verdict; 1 when a point measured nothing (no request succeeded),
+no episode of a point succeeded (each failed or diverged), or the flow failed. Either way the last lines printed are the verdict of each point in
 plain words, its key figures and how to get valid points
 (benchmaker.sweep.verdicts).
 """

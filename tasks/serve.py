@@ -3,6 +3,7 @@ it when it died, stop it at the end of the flow (docs/architecture.md).
 
     key = start_replay_server(traj_path, latency="instant")     # Prefect task
     url = server_url(key)          # plain: the live server's base URL, restarted if dead
+    server_warnings(key)           # plain: what it warned of at start (logged by the task)
     stop_replay_server(key)        # plain, idempotent; call it in the flow's `finally`
 
 Handles live in this process's registry (`_SERVERS`), keyed by a string, so tasks
@@ -37,6 +38,7 @@ __all__ = [
     "running_servers",
     "server_handle",
     "server_url",
+    "server_warnings",
     "start_replay_server",
     "stop_all_servers",
     "stop_replay_server",
@@ -98,8 +100,19 @@ def start_replay_server(trajectories: Path, latency: str = "instant", divergence
     requests nor reset its /stats. Returns the registry key; the URL is
     `server_url(key)`, the token `server_handle(key).token`."""
     key = launch_server(trajectories, latency=latency, divergence=divergence, token=new_token())
-    get_run_logger().info("replay server %s at %s (pid %d)", key, server_url(key), server_handle(key).pid)
+    logger = get_run_logger()
+    logger.info("replay server %s at %s (pid %d)", key, server_url(key), server_handle(key).pid)
+    for line in server_warnings(key):  # e.g. latency recorded over logs without timings
+        logger.warning("%s", line)
     return key
+
+
+def server_warnings(key: str) -> list[str]:
+    """The warnings the replay server registered under `key` printed at start (its
+    stderr lines holding "warning:", e.g. `latency recorded` over turns whose log kept no
+    timing, naming the trajectories), in order; [] when there are none. Raises KeyError
+    naming the key."""
+    return [line for line in server_handle(key).stderr_tail(200).splitlines() if " warning: " in line]
 
 
 def server_handle(key: str) -> _process.ReplayServerHandle:

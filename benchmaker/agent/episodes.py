@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 Mode = Literal["recorded", "execute", "command"]
-EpisodeOutcome = Literal["ok", "error", "timeout", "cancelled"]
+EpisodeOutcome = Literal["ok", "error", "timeout", "cancelled", "diverged"]
 MissKind = Literal["unknown_key", "beyond_turns", "diverged"]
 
 MODES: tuple[str, ...] = ("recorded", "execute", "command")
@@ -76,7 +76,9 @@ class Episode:
     by miss kind; `divergences` counts observations (execute mode) that differ from the
     recorded ones. `resolved`/`reverified`: a verifier ran (`reverified` true) or the
     recorded outcome was carried (false). `diff_sha256` is the sha256 of the final
-    workspace `git diff` (None without a workspace).
+    workspace `git diff` restricted to the task's files (benchmaker.agent.harness.task_diff;
+    None without a workspace). `outcome`: ok, error, timeout, cancelled, or diverged (command
+    mode: the agent sent a request the replay server refused, and was stopped).
     """
 
     run_id: str

@@ -8,8 +8,10 @@ Many episodes run on the engine, an episode being its unit of work:
 benchmaker.workloads.agent_episode.EpisodeWorkload, benchmaker.sweep.point_run.run_point.
 
 Modes:
-- `recorded`: the request starts with the system prompt (when recorded), the first
-  user message and the `user_before_turns` messages; each response is appended *as
+- `recorded`: every request carries the trajectory's recorded tool definitions
+  (`Trajectory.tools`, chat shape) when it has any, as the agent sent them; it starts
+  with the system prompt (when recorded), the first user message and the
+  `user_before_turns` messages; each response is appended *as
   received*, then the recorded observations of that turn, then its `user_after`
   messages; the next turn is sent. A turn that carries a context edit (a pi
   compaction: `Turn.context_edit`) is sent as the agent sent it: the request is
@@ -42,9 +44,11 @@ every model call carried usage (else None, `usage_complete` False), resolved
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
 import socket
 import sys
@@ -71,6 +75,10 @@ from benchmaker.trajectories.trajectory import Observation, Response, Trajectory
 
 MISS_BY_STATUS: dict[int, str] = {404: "unknown_key", 409: "beyond_turns", 412: "diverged"}
 """Replay server status codes of a miss (benchmaker/replay_server/server.py docstring)."""
+
+STRAY_GRACE_S = 2.0
+"""Command mode: seconds an agent whose request the replay server refused may take to
+exit on its own before its process group is killed (run_episode `stray_grace_s`)."""
 
 SandboxFactory = Callable[[TaskSpec | None], Awaitable[Sandbox]]
 SampleSink = Callable[[Sample], None]
@@ -124,12 +132,13 @@ def text_action_style(trajectory: Trajectory) -> TextActionStyle:
 
 
 def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
-    """[system (when recorded), first user, each of user_before_turns] in OpenAI
-    request shape."""
+    """[system (when recorded), first user (its content parts when it held an image:
+    `first_user_parts`), each of user_before_turns] in OpenAI request shape."""
     msgs: list[dict[str, Any]] = []
     if trajectory.system is not None:
         msgs.append({"role": "system", "content": trajectory.system})
-    msgs.append({"role": "user", "content": trajectory.first_user})
+    first = trajectory.first_user if trajectory.first_user_parts is None else trajectory.first_user_parts
+    msgs.append({"role": "user", "content": first})
     msgs.extend({"role": "user", "content": u} for u in trajectory.user_before_turns)
     return msgs
 
@@ -137,10 +146,14 @@ def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
 def observation_message(
     obs: Observation | ToolOutcome, tool_call_id: str | None, *, send_status_fields: bool = True
 ) -> dict[str, Any]:
-    """The request message carrying one observation (module docstring)."""
+    """The request message carrying one observation (module docstring); its content
+    is a recorded observation's content parts when it has some (`Observation.parts`: a
+    result with an image), else its text."""
+    parts = obs.parts if isinstance(obs, Observation) else None
+    content: str | list[dict[str, Any]] = obs.content if parts is None else parts
     if tool_call_id is None:
-        return {"role": "user", "content": obs.content}
-    msg: dict[str, Any] = {"role": "tool", "tool_call_id": tool_call_id, "content": obs.content}
+        return {"role": "user", "content": content}
+    msg: dict[str, Any] = {"role": "tool", "tool_call_id": tool_call_id, "content": content}
     if send_status_fields:
         msg["is_error"] = obs.is_error
     return msg
@@ -165,6 +178,35 @@ def byte_equal(call: ChatResult, recorded: Response) -> bool:
 
 def _sha256(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def task_diff(diff: str) -> str:
+    """The sections of a `git diff` (the sandbox's, against the task's baseline commit)
+    that touch the task's files: a file of the baseline changed, deleted or renamed.
+    A section with a `new file mode` header (a file the episode created) is left out:
+    an agent drops its own files in the workspace (its config, its trajectory, caches)
+    and they would make equal patches hash apart. Sections keep their bytes and order;
+    a section starts at a line beginning with "diff --git " (a hunk line starts with
+    " ", "+", "-" or "\\", so it never does). Format: git-diff(1), "generating
+    patch text with -p"."""
+    kept: list[str] = []
+    section: list[str] = []
+    new_file = False
+    for line in _LINES.findall(diff):  # split after LF only: a hunk line may hold U+2028 or a CR
+        if line.startswith("diff --git "):
+            if not new_file:
+                kept.extend(section)
+            section, new_file = [line], False
+        else:
+            section.append(line)
+            new_file = new_file or line.startswith("new file mode ")  # a header line only
+    if not new_file:
+        kept.extend(section)
+    return "".join(kept)
+
+
+_LINES = re.compile(r"[^\n]*\n|[^\n]+")
+"""A text's lines, each with its LF (the last one without, when the text ends without)."""
 
 
 class _Episode:
@@ -269,7 +311,7 @@ class _Episode:
         ep.usage_complete = complete
         if complete:
             ep.prompt_tokens, ep.output_tokens = self._prompt_sum, self._output_sum
-        ep.diff_sha256 = _sha256(diff)
+        ep.diff_sha256 = _sha256(None if diff is None else task_diff(diff))
         if verdict is not None:
             ep.resolved, ep.reverified = verdict.resolved, verdict.reverified
         ep.ended_ns = time.perf_counter_ns() - self.t0
@@ -385,6 +427,7 @@ async def run_episode(
     send_status_fields: bool = True,
     command: list[str] | None = None,
     command_timeout_s: float = 3600.0,
+    stray_grace_s: float = STRAY_GRACE_S,
     sample_sink: SampleSink | None = None,
 ) -> EpisodeResult:
     """Play one episode of `trajectory` against `base_url` (module docstring).
@@ -394,6 +437,10 @@ async def run_episode(
     `recorded` (then the final diff is of the untouched workspace). `task` gives the
     verifier's test command (verified when a sandbox exists and the mode is execute
     or command; else the recorded outcome is carried, `reverified` False).
+    `command_timeout_s`: the agent command's deadline in command mode (s);
+    `stray_grace_s`: how long (s) an agent whose request the replay server refused
+    (a miss: it strayed from the recording) may take to exit on its own before it is
+    stopped; the episode's outcome is then "diverged" (`_command_episode`).
     `t0_ns`: the run's perf_counter_ns origin (default: now). `sample_sink` gets each
     model call's engine Sample as the call finishes (SampleSink). Model-call failures and
     sandbox failures never raise: they end the episode with outcome "error"/"timeout"
@@ -430,7 +477,7 @@ async def run_episode(
                 sb, own_sb = await sandbox(task), True
         if mode == "command":
             assert sb is not None and command is not None
-            await _command_episode(st, trajectory, base_url, sb, command, api_key, command_timeout_s)
+            await _command_episode(st, trajectory, base_url, sb, command, api_key, command_timeout_s, stray_grace_s)
         else:
             await _play(st, trajectory, client, mode, sb, stream, send_status_fields)
         if sb is not None:
@@ -480,7 +527,7 @@ async def _play(
             messages = MessageLog(
                 request_messages(trajectory, i, responses, observations, send_status_fields=send_status_fields)
             )
-        call = await _chat(st, client, messages, stream, i, recorded)
+        call = await _chat(st, client, messages, stream, i, recorded, trajectory.tools)
         rec = st.add_call(call, i, recorded)
         status = call.sample.http_status
         if status is not None and status < 400 and call.headers.get("x-replay-divergence"):
@@ -515,12 +562,19 @@ async def _play(
 
 
 async def _chat(
-    st: _Episode, client: ModelClient, messages: MessageLog, stream: bool, turn_index: int, recorded: Turn | None
+    st: _Episode,
+    client: ModelClient,
+    messages: MessageLog,
+    stream: bool,
+    turn_index: int,
+    recorded: Turn | None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> ChatResult:
-    """One model call of the episode; when the episode is cancelled during it (run
+    """One model call of the episode, carrying `tools` (the trajectory's recorded tool
+    definitions) when there are any; when the episode is cancelled during it (run
     deadline, Ctrl-C), the call still becomes a turn and a `cancelled` sample before
     the cancellation goes on, as the engine counts a request cancelled in flight."""
-    s = client.stream(messages, stream=stream)
+    s = client.stream(messages, stream=stream, tools=tools) if tools else client.stream(messages, stream=stream)
     try:
         async for _ in s:
             pass
@@ -538,18 +592,28 @@ async def _command_episode(
     command: list[str],
     api_key: str | None,
     timeout_s: float,
+    stray_grace_s: float = STRAY_GRACE_S,
 ) -> None:
     """Command mode: run the agent command in the sandbox workspace with its base URL
     pointed at a measuring proxy in front of `base_url` (`_MeasuringProxy`). The
     command is an argv list whose items may use {prompt_file} (JSON with system,
     first_user, user_before_turns, model), {workdir}, {base_url} and {python}; it also
-    gets OPENAI_BASE_URL, OPENAI_API_KEY and BENCHMAKER_PROMPT_FILE in its environment and
-    runs in the sandbox workdir. In a confined LocalSandbox (LocalSandbox.run_agent) it
+    gets OPENAI_BASE_URL, OPENAI_API_KEY, BENCHMAKER_PROMPT_FILE and TMPDIR (a folder
+    of its own, removed with everything in it when the episode ends, so an agent's
+    temporary files never outlive it) in its environment and runs in the sandbox
+    workdir. In a confined LocalSandbox (LocalSandbox.run_agent) it
     runs under bubblewrap with only the proxy reachable (its 127.0.0.1 port relayed to
     the proxy's Unix socket) and the prompt file in the sandbox's agent directory;
     otherwise on this host (so it reaches the proxy on 127.0.0.1), with this process's
     environment less PRIVATE_ENV (the Prefect server's secret and API key, a replay
-    server token): an agent never gets them."""
+    server token): an agent never gets them.
+
+    An agent that strays: the first request the replay server refuses (a miss:
+    unknown_key, beyond_turns or diverged; the refusal is relayed to the agent) starts
+    a grace of `stray_grace_s` s for the agent to exit on its own; then its process
+    group is killed (an agent retrying the refused request would otherwise retry for
+    minutes). Either way the episode's outcome is "diverged" and its error names the
+    turn, the miss kind and the status."""
     confined = isinstance(sb, LocalSandbox) and sb.confinement is not None
     ipc = sb.agent_dir() if isinstance(sb, LocalSandbox) and confined else None
     async with _MeasuringProxy(base_url, st, api_key, unix_dir=ipc) as proxy:
@@ -569,6 +633,10 @@ async def _command_episode(
             )
             if ipc is not None:
                 os.chmod(prompt, 0o644)
+            agent_tmp = Path(tmp) / "tmp"
+            agent_tmp.mkdir(mode=0o1777 if ipc is not None else 0o700)
+            if ipc is not None:
+                os.chmod(agent_tmp, 0o1777)  # the sandbox's user writes there
             subst = {
                 "prompt_file": str(prompt),
                 "workdir": sb.workdir,
@@ -580,6 +648,7 @@ async def _command_episode(
                 "OPENAI_BASE_URL": proxy.url + "/v1",
                 "OPENAI_API_KEY": api_key or "replay",
                 "BENCHMAKER_PROMPT_FILE": str(prompt),
+                "TMPDIR": str(agent_tmp),
             }
             t0 = time.perf_counter_ns()
             script = " ".join(shlex.quote(a) for a in argv)
@@ -587,20 +656,27 @@ async def _command_episode(
             # factory's helper, benchmaker.agent.sandbox.spawner); its process group is killed
             # at the timeout, on cancellation and when it exits
             if isinstance(sb, LocalSandbox):
-                res = await sb.run_agent(
+                agent = sb.run_agent(
                     argv, env=agent_env, timeout_s=timeout_s, proxy_port=proxy.port, proxy_socket=proxy.unix_path
                 )
             else:  # a remote sandbox: the agent runs on this host, beside the proxy
                 spawner = getattr(sb, "spawner", None) or InlineSpawner()
                 inherited = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
-                res = await spawner.run(argv, cwd=sb.workdir, env={**inherited, **agent_env}, timeout_s=timeout_s)
-            if res.timed_out:
-                st.ep.outcome, st.ep.error = "timeout", f"agent command timed out after {timeout_s:g} s: {script}"
-                return
+                agent = spawner.run(argv, cwd=sb.workdir, env={**inherited, **agent_env}, timeout_s=timeout_s)
+            res = await _until_strayed(asyncio.ensure_future(agent), proxy.strayed, stray_grace_s)
             wall = time.perf_counter_ns() - t0
             # tool time: the agent's wall time not spent awaiting the model
             st.ep.tool_time_ns = max(0, wall - st.ep.model_time_ns)
-            if res.exit_code != 0:
+            if proxy.stray is not None:
+                how = (
+                    f"stopped {stray_grace_s:g} s later"
+                    if res is None
+                    else f"it exited with code {res.exit_code} after it"
+                )
+                st.ep.outcome, st.ep.error = "diverged", f"{proxy.stray}; {how}"
+            elif res is None or res.timed_out:
+                st.ep.outcome, st.ep.error = "timeout", f"agent command timed out after {timeout_s:g} s: {script}"
+            elif res.exit_code != 0:
                 st.ep.outcome = "error"
                 st.ep.error = f"agent exited with code {res.exit_code}: {res.stdout[-500:].decode(errors='replace')}"
             elif any(not _served(c) for c in st.calls):
@@ -609,18 +685,44 @@ async def _command_episode(
                 st.ep.error = f"model call failed: {bad.outcome} {bad.status or ''}"
 
 
+async def _until_strayed(agent: asyncio.Future[Any], strayed: asyncio.Event, grace_s: float) -> Any:
+    """The agent run's result, or None when `strayed` was set and the agent had not
+    finished `grace_s` s later (then it is cancelled: its process group is killed).
+    Cancelled itself, it cancels the agent run too."""
+    watch = asyncio.ensure_future(strayed.wait())
+    try:
+        await asyncio.wait({agent, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if not agent.done():
+            await asyncio.wait({agent}, timeout=grace_s)
+        if agent.done():
+            return agent.result()
+        agent.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await agent
+        return None
+    finally:
+        watch.cancel()
+        if not agent.done():
+            agent.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await agent
+
+
 class _MeasuringProxy:
     """A loopback OpenAI chat endpoint in front of `base_url` for command mode: each
     agent request is forwarded with ModelClient (so model time, TTFT and usage are
     measured exactly as in the other modes and recorded as turns of the episode) and
     answered as SSE chunks (re-serialised, same JSON objects) or one JSON body; an
-    upstream HTTP error is answered with its status and body."""
+    upstream HTTP error is answered with its status and body. The first call the
+    replay server refused as a miss sets `strayed` and describes itself in `stray`."""
 
     def __init__(self, base_url: str, st: _Episode, api_key: str | None, unix_dir: str | None = None):
         self.client = ModelClient(base_url, api_key=api_key, t0_ns=st.t0)
         self.st = st
         self.url = ""
         self.port = 0
+        self.strayed = asyncio.Event()
+        self.stray: str | None = None
         # also served on a Unix socket in `unix_dir` (a confined agent's only way out)
         self.unix_path = os.path.join(unix_dir, "proxy.sock") if unix_dir is not None else None
 
@@ -644,7 +746,10 @@ class _MeasuringProxy:
                 await resp.prepare(request)
             await resp.write(data)
         call = s.result
-        self.st.add_call(call, n_assistant, None)
+        rec = self.st.add_call(call, n_assistant, None)
+        if rec.miss_kind is not None and self.stray is None:
+            self.stray = f"turn {n_assistant}: the replay server refused the agent's request ({rec.miss_kind}, HTTP {call.status})"
+            self.strayed.set()
         if resp is None:
             if call.outcome == Outcome.HTTP_ERROR.value:
                 return web.Response(status=call.status or 502, text=call.error or "", content_type="application/json")

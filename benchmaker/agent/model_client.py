@@ -244,7 +244,8 @@ class ModelClient:
         if session is not None:  # the engine's aiohttp transport over it; the deadlines are ours
             transport = AiohttpTransport(connect_timeout_s=None, session=session)
         self._transport = transport
-        self._frames: dict[tuple[str | None, bool], tuple[bytes, bytes]] = {}  # see stream()
+        # see stream(): (model, stream, id of the tools list) -> (that list, frame)
+        self._frames: dict[tuple[str | None, bool, int], tuple[Any, tuple[bytes, bytes]]] = {}
         self._watchdog: _Watchdog | None = None  # the deadline timer of the calls on the transport
 
     def _watchdog_of(self, loop: asyncio.AbstractEventLoop) -> _Watchdog:
@@ -317,13 +318,17 @@ class ModelClient:
         `messages` may be a MessageLog: its kept bytes are sent (the same bytes)."""
         if isinstance(messages, MessageLog):
             # the bytes around the messages depend on model, stream and extra only: kept
-            # per (model, stream) when there is no extra
-            key = None if extra else (model or self.model, stream)
-            frame = self._frames.get(key) if key is not None else None
+            # per (model, stream) when there is no extra, and per (model, stream, the
+            # tools list) when `tools` is the only extra (a replayed trajectory's: one
+            # list object per trajectory, held by the entry, so its id stays its own)
+            tools = extra.get("tools") if len(extra) == 1 else None
+            key = (model or self.model, stream, id(tools)) if not extra or tools is not None else None
+            cached = self._frames.get(key) if key is not None else None
+            frame = cached[1] if cached is not None and cached[0] is tools else None
             if frame is None:
                 frame = MessageLog.frame(self.body([], stream=stream, model=model, **extra))
                 if key is not None and frame is not None and len(self._frames) < 64:
-                    self._frames[key] = frame
+                    self._frames[key] = (tools, frame)
             payload: bytes | list[bytes]
             if frame is not None and messages._kept:
                 payload = messages._pieces(frame)

@@ -85,6 +85,7 @@ __all__ = [
     "MESSAGES_PATHS",
     "anthropic_headers",
     "chat_messages",
+    "chat_tools",
     "error_body",
     "finish_reason_of",
     "message_body",
@@ -117,6 +118,34 @@ def anthropic_headers(api_key: str | None, stream: bool, extra: dict[str, str] |
     if extra:
         headers.update(extra)
     return headers
+
+
+def chat_tools(req: Any) -> list[dict[str, Any]] | None:
+    """The tool definitions of a Messages request body (`req`, parsed JSON) in chat
+    completions shape, in order: a client tool `{"name", "description", "input_schema"}`
+    (`type` absent or "custom"; anthropic-sdk-python `ToolParam`) becomes `{"type":
+    "function", "function": {"name", "description" (when given), "parameters":
+    input_schema}}`; server tools (a versioned `type` such as "web_search_20250305" or
+    "bash_20250124"), which chat completions has no shape for, are left out. None when
+    no tool is left."""
+    tools = req.get("tools") if isinstance(req, dict) else None
+    if not isinstance(tools, list):
+        return None
+    out = []
+    for tool in tools:
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type", "custom") != "custom"
+            or not isinstance(tool.get("name"), str)
+        ):
+            continue
+        fn: dict[str, Any] = {"name": tool["name"]}
+        if "description" in tool:
+            fn["description"] = tool["description"]
+        if "input_schema" in tool:
+            fn["parameters"] = tool["input_schema"]
+        out.append({"type": "function", "function": fn})
+    return out or None
 
 
 def _block_text(content: Any) -> str:

@@ -47,6 +47,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from benchmaker.apis.openai_chat import tool_items
 from benchmaker.engine.sse import SSEParser
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "GEMINI_METHODS",
     "GeminiAssembler",
     "TRAJECTORY_FINISH",
+    "chat_tools",
     "client_call_id",
     "error_body",
     "estimate_tokens",
@@ -159,6 +161,30 @@ def _text_of(content: Any, where: str) -> str:
     if not isinstance(parts, list):
         raise ValueError(f"{where}.parts: must be a list (got {type(parts).__name__})")
     return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def chat_tools(req: Any) -> list[dict[str, Any]] | None:
+    """The function declarations of a generateContent request body (`req`, parsed JSON)
+    in chat completions shape, in order: each `tools[i].functionDeclarations[j]`
+    (`function_declarations` also read) `{"name", "description", "parameters" or
+    "parametersJsonSchema"}` becomes `{"type": "function", "function": {"name",
+    "description" (when given), "parameters"}}` (Gemini API `Tool`,
+    `FunctionDeclaration`); built-in tools (googleSearch, codeExecution) are left out.
+    None when no declaration is found."""
+    out = []
+    for tool in tool_items(req):
+        decls = tool.get("functionDeclarations") or tool.get("function_declarations")
+        for decl in decls if isinstance(decls, list) else ():
+            if not isinstance(decl, dict) or not isinstance(decl.get("name"), str):
+                continue
+            fn: dict[str, Any] = {"name": decl["name"]}
+            if "description" in decl:
+                fn["description"] = decl["description"]
+            params = decl.get("parametersJsonSchema", decl.get("parameters"))
+            if params is not None:
+                fn["parameters"] = params
+            out.append({"type": "function", "function": fn})
+    return out or None
 
 
 def request_messages(req: Any) -> list[dict[str, Any]]:

@@ -99,10 +99,12 @@ __all__ = [
     "OpenAIChatParser",
     "OpenAIStreamParser",
     "apply_usage",
+    "chat_tools",
     "join_surrogates",
     "loads_json",
     "openai_headers",
     "ToolCallDelta",
+    "tool_items",
 ]
 
 
@@ -574,3 +576,19 @@ class OpenAIChatAssembler(OpenAIChatParser):
                         i, tc.get("id"), tc.get("type", "function"), fn.get("name") or "", fn.get("arguments") or ""
                     )
                 )
+
+
+def chat_tools(req: Any) -> list[dict[str, Any]] | None:
+    """The tool definitions of a chat completions request body (`req`, parsed JSON): its
+    `tools` array as sent (`{"type": "function", "function": {"name", "description",
+    "parameters"}}` or `{"type": "custom", "custom": {...}}`, openai-python
+    `ChatCompletionToolUnionParam`), the items that are objects; None when the request
+    has no non-empty `tools` list."""
+    return tool_items(req) or None
+
+
+def tool_items(req: Any) -> list[dict[str, Any]]:
+    """The objects of a request body's `tools` list, in order, any API ([] when `req` is
+    not an object or has no `tools` list); each API's `chat_tools` reads them."""
+    tools = req.get("tools") if isinstance(req, dict) else None
+    return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []

@@ -99,6 +99,7 @@ from benchmaker.apis.generated import (
     token_count,
     whole_object,
 )
+from benchmaker.apis.openai_chat import tool_items
 from benchmaker.engine.records import Sample
 
 __all__ = [
@@ -106,6 +107,7 @@ __all__ = [
     "ResponseCall",
     "ResponseOutput",
     "chat_messages",
+    "chat_tools",
     "input_items",
     "response_object",
     "response_output",
@@ -255,6 +257,23 @@ def chat_messages(req: Any) -> list[dict[str, Any]]:
             messages.append({"role": "tool", "tool_call_id": call_id, "content": _output_text(item.get("output"))})
         # other item types carry no chat message (module doc)
     return messages
+
+
+def chat_tools(req: Any) -> list[dict[str, Any]] | None:
+    """The tool definitions of a Responses request body (`req`, parsed JSON) in chat
+    completions shape, in order: a function tool `{"type": "function", "name",
+    "description", "parameters", "strict"}` becomes `{"type": "function", "function":
+    {...the same fields but type}}`, a custom tool `{"type": "custom", "name", ...}`
+    becomes `{"type": "custom", "custom": {...}}` (openai-python `FunctionToolParam`,
+    `CustomToolParam`, `ChatCompletionToolUnionParam`); hosted tools (web_search,
+    file_search, ...), which chat completions has no shape for, are left out. None when
+    no tool is left."""
+    out = []
+    for tool in tool_items(req):
+        if tool.get("type") in ("function", "custom") and isinstance(tool.get("name"), str):
+            kind = tool["type"]
+            out.append({"type": kind, kind: {k: v for k, v in tool.items() if k != "type"}})
+    return out or None
 
 
 def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

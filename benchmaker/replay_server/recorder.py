@@ -41,8 +41,9 @@ the first assistant message; the turn index is its number of assistant messages
 (the rule benchmaker.replay_server.server matches with). Per key the latest conversation is extended:
 - turn index == recorded turns: the response becomes the next turn; the request's
   messages after its last assistant message are the previous turn's observations
-  (`tool` messages: content, tool_call_id, name (else the called tool's name), the
-  non-standard `is_error` and `exit_code` when present) and follow-up prompts (`user` messages → `user_after`);
+  (`tool` messages: content (and its content parts when it holds an image), tool_call_id,
+  name (else the called tool's name), the non-standard `is_error` and `exit_code` when
+  present) and follow-up prompts (`user` messages → `user_after`);
   with `text_actions=True` and a previous turn without tool calls, the first such
   user message is its observation instead (SWE-agent / mini-swe-agent style).
 - turn index 0 with turns recorded: a new conversation with the same key (the same
@@ -52,7 +53,11 @@ the first assistant message; the turn index is its number of assistant messages
 - turn index > recorded turns: the proxy missed earlier turns (started mid-run);
   relayed, not recorded (`unseen_turns`).
 Concurrent conversations with the same key are not told apart (the replay server
-could not tell them apart either).
+could not tell them apart either). The tool definitions a conversation's requests
+carry (the first that has any) become the trajectory's `tools`, in chat shape
+whatever the API (the apis modules' `chat_tools`: Responses function/custom tools,
+Messages client tools, Gemini function declarations); a first user message holding an
+image is kept as content parts too (`first_user_parts`).
 
 A turn is recorded from the response bytes as they pass: SSE chunks are reassembled
 (content, reasoning_content/reasoning, tool calls by index with the raw argument
@@ -90,10 +95,12 @@ from starlette.routing import Route
 from benchmaker.apis import gemini
 from benchmaker.apis.anthropic_messages import AnthropicMessagesParser, finish_reason_of
 from benchmaker.apis.anthropic_messages import chat_messages as messages_chat_messages
+from benchmaker.apis.anthropic_messages import chat_tools as messages_chat_tools
 from benchmaker.apis.generated import token_count
-from benchmaker.apis.openai_chat import OpenAIChatAssembler
+from benchmaker.apis.openai_chat import OpenAIChatAssembler, chat_tools
 from benchmaker.apis.openai_responses import OpenAIResponsesParser
 from benchmaker.apis.openai_responses import chat_messages as responses_chat_messages
+from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
 from benchmaker.engine.records import Outcome, Sample
 from benchmaker.trajectories.trajectory import (
     FinishReason,
@@ -104,6 +111,7 @@ from benchmaker.trajectories.trajectory import (
     Trajectory,
     Turn,
     Usage,
+    content_parts,
     flatten_content,
     match_key_for_messages,
 )
@@ -330,6 +338,8 @@ class _Conversation:
     first_user: str
     user_before_turns: list[str]
     model: str | None
+    tools: list[dict[str, Any]] | None = None
+    first_user_parts: list[dict[str, Any]] | None = None
     turns: list[Turn] = field(default_factory=list)
     digest: Any = field(default_factory=hashlib.sha256)
 
@@ -349,6 +359,14 @@ def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | Non
     if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
         return None, []
     return req, [m for m in req["messages"] if isinstance(m, dict)]
+
+
+_TOOLS_OF = {
+    "chat": chat_tools,
+    "responses": responses_chat_tools,
+    "messages": messages_chat_tools,
+}
+"""Each recorded API's reader of a request's tool definitions, in chat shape."""
 
 
 def _parse_messages_request(body: bytes) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -379,11 +397,16 @@ class Recorder:
 
     # -- grouping -------------------------------------------------------------------
 
-    def begin(self, messages: list[dict[str, Any]], model: str | None) -> tuple[_Conversation, int] | None:
+    def begin(
+        self, messages: list[dict[str, Any]], model: str | None, tools: list[dict[str, Any]] | None = None
+    ) -> tuple[_Conversation, int] | None:
         """Place a request: returns (conversation, turn index) the response will be
         recorded at, or None when it cannot be recorded (counted in `skipped`). Sets
-        the previous turn's observations from the request's messages."""
+        the previous turn's observations from the request's messages. `tools`: the
+        request's tool definitions in chat shape (the apis modules' `chat_tools`),
+        kept as the conversation's when it has none yet."""
         head: list[str] = []
+        first_content: Any = None
         system = None
         n_assistant = 0
         last_assistant = -1
@@ -393,6 +416,8 @@ class Recorder:
                 n_assistant += 1
                 last_assistant = i
             elif role == "user" and not n_assistant:
+                if not head:
+                    first_content = m.get("content")
                 head.append(flatten_content(m.get("content")))
             elif role == "system" and system is None:
                 system = flatten_content(m.get("content"))
@@ -406,7 +431,8 @@ class Recorder:
                 self.skipped["unseen_turns"] += 1
                 return None
             self._numbers[key] += 1
-            conv = _Conversation(key, self._numbers[key], system, head[0], head[1:], model)
+            conv = _Conversation(key, self._numbers[key], system, head[0], head[1:], model, tools)
+            conv.first_user_parts = content_parts(first_content)
             self._latest[key] = conv
             self.conversations.append(conv)
             return conv, 0
@@ -418,6 +444,8 @@ class Recorder:
             del conv.turns[n_assistant:]
         if n_assistant > 0:
             self._observe(conv.turns[n_assistant - 1], messages[last_assistant + 1 :])
+        if conv.tools is None:
+            conv.tools = tools
         return conv, n_assistant
 
     def _observe(self, turn: Turn, after: list[dict[str, Any]]) -> None:
@@ -428,6 +456,7 @@ class Recorder:
         for m in after:
             role = m.get("role")
             text = flatten_content(m.get("content"))
+            parts = content_parts(m.get("content"))  # a result with an image: kept whole
             if role == "tool":
                 is_error = m.get("is_error")
                 code = m.get("exit_code")
@@ -441,11 +470,12 @@ class Recorder:
                         content=text,
                         is_error=is_error if isinstance(is_error, bool) else False,
                         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+                        parts=parts,
                     )
                 )
             elif role == "user":
                 if text_obs and not observations and not user_after:
-                    observations.append(Observation(content=text))
+                    observations.append(Observation(content=text, parts=parts))
                 else:
                     user_after.append(text)
         turn.observations = observations
@@ -500,8 +530,10 @@ class Recorder:
                     model=conv.model,
                     system=conv.system,
                     first_user=conv.first_user,
+                    first_user_parts=conv.first_user_parts,
                     user_before_turns=list(conv.user_before_turns),
                     terminated_by=conv.turns[-1].response.finish_reason,
+                    tools=conv.tools,
                     turns=[t.model_copy(deep=True) for t in conv.turns],
                     skipped={},
                 )
@@ -669,7 +701,9 @@ def create_recorder_app(
         body = await request.body()
         req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
         placed = (
-            recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None)
+            recorder.begin(
+                messages, req.get("model") if isinstance(req.get("model"), str) else None, _TOOLS_OF[api](req)
+            )
             if req is not None
             else None
         )
@@ -759,7 +793,7 @@ def create_recorder_app(
             if method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
                 messages = None
                 recorder.skipped["side_request"] += 1
-        placed = recorder.begin(messages, model or None) if messages is not None else None
+        placed = recorder.begin(messages, model or None, gemini.chat_tools(req)) if messages is not None else None
         if placed is not None and placed[1] > 0:
             _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
         resp = await open_upstream(request, root + request.url.path, body)

@@ -90,6 +90,11 @@ assistant message:
   adds 1 to divergences.status (if any status mismatch) else divergences.content, and
   gets 412 `diverged` (counted as a miss of kind diverged), not the recorded turn.
 
+Tools: a trajectory with recorded tool definitions (`Trajectory.tools`) checks that a
+request it serves offers each of them by name (any API's `tools`, Gemini function
+declarations); one that lacks some is served as usual, with header `x-replay-tools:
+differ`, and counted in `tools_differ` (total and per trajectory), never as a miss.
+
 Latency: groups of SSE events are sent at absolute deadlines on time.perf_counter()
 (response start + offset, response start = the moment the request body has been
 read), never before and without accumulating lateness; events already due when the
@@ -165,14 +170,14 @@ _SSE_HEADERS = [
 
 
 class _TrajectoryCounters:
-    __slots__ = ("served", "beyond_turns", "diverged", "div_status", "div_content", "bytes_out")
+    __slots__ = ("served", "beyond_turns", "diverged", "div_status", "div_content", "tools_differ", "bytes_out")
 
     def __init__(self) -> None:
         self.zero()
 
     def zero(self) -> None:
         self.served = self.beyond_turns = self.diverged = 0
-        self.div_status = self.div_content = self.bytes_out = 0
+        self.div_status = self.div_content = self.tools_differ = self.bytes_out = 0
 
 
 class ReplayStats:
@@ -194,6 +199,7 @@ class ReplayStats:
         self.bad_requests = self.unauthorized = 0
         self.unknown_key = self.beyond_turns = self.diverged = 0
         self.div_status = self.div_content = 0
+        self.tools_differ = 0
         self.bytes_in = self.bytes_out = 0
         self.recent_unknown_keys: deque[str] = deque(maxlen=20)
         self.requests_by_api: dict[str, int] = {}
@@ -207,15 +213,15 @@ class ReplayStats:
         """The /stats JSON: {"requests" (model requests received, every API, all outcomes),
         "served", "served_stream", "bad_requests", "unauthorized",
         "misses": {"unknown_key", "beyond_turns", "diverged", "total"},
-        "divergences": {"status", "content", "total"}, "bytes_in", "bytes_out",
-        "recent_unknown_keys": [<= 20 keys, latest last], "requests_by_api" (requests
+        "divergences": {"status", "content", "total"}, "tools_differ" (served requests
+        that lack a recorded tool definition), "bytes_in", "bytes_out", "recent_unknown_keys": [<= 20 keys, latest last], "requests_by_api" (requests
         per wire API other than chat completions, e.g. {"gemini": 3}), "misses_by_api":
         {api: {miss kind: count}} for every API ("chat_completions" included),
         "side_requests": {kind: count} (benchmaker.replay_server.side), "unknown_paths":
         {"METHOD /path": count} (at most UNKNOWN_PATHS_KEPT distinct, the rest under
         "other"), "uptime_s",
         "trajectories": {trajectory_id: {"served", "misses": {"beyond_turns",
-        "diverged"}, "divergences": {"status", "content"}, "bytes_out"}}}."""
+        "diverged"}, "divergences": {"status", "content"}, "tools_differ", "bytes_out"}}}."""
         misses = self.unknown_key + self.beyond_turns + self.diverged
         return {
             "requests": self.requests,
@@ -234,6 +240,7 @@ class ReplayStats:
                 "content": self.div_content,
                 "total": self.div_status + self.div_content,
             },
+            "tools_differ": self.tools_differ,
             "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out,
             "recent_unknown_keys": list(self.recent_unknown_keys),
@@ -247,6 +254,7 @@ class ReplayStats:
                     "served": c.served,
                     "misses": {"beyond_turns": c.beyond_turns, "diverged": c.diverged},
                     "divergences": {"status": c.div_status, "content": c.div_content},
+                    "tools_differ": c.tools_differ,
                     "bytes_out": c.bytes_out,
                 }
                 for tid, c in self.per_traj.items()
@@ -362,6 +370,27 @@ def _observation_mismatch(
 
 _CHAT_PATHS = frozenset(("/v1/chat/completions", "/chat/completions"))
 _RESPONSES_PATHS = frozenset(("/v1/responses", "/responses"))
+
+
+def _request_tool_names(req: Any) -> frozenset[str]:
+    """The names of the tools a request of any API offers: each `tools[i]` object's
+    name under its type's key (chat completions: `function.name`, `custom.name`), else
+    its own `name` (Responses, Messages), and each Gemini `functionDeclarations[j].name`."""
+    tools = req.get("tools") if isinstance(req, dict) else None
+    names: set[str] = set()
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict):
+            continue
+        decls = tool.get("functionDeclarations", tool.get("function_declarations"))
+        if isinstance(decls, list):
+            names.update(d["name"] for d in decls if isinstance(d, dict) and isinstance(d.get("name"), str))
+            continue
+        kind = tool.get("type")
+        inner = tool.get(kind) if isinstance(kind, str) else None
+        name = inner.get("name") if isinstance(inner, dict) else tool.get("name")
+        if isinstance(name, str):
+            names.add(name)
+    return frozenset(names)
 
 
 def _head_of(messages: list[dict[str, Any]], roles: list[Any]) -> Any:
@@ -572,8 +601,9 @@ class _ReplayApp(Starlette):
         `head` (a `_known_keys` key) to a non-streaming request with that many assistant
         messages, when it needs nothing from the request: its key is unique (no system
         text to compare), the turn is found by key and index (no context edit indexes
-        the pair), it is sent at once (instant latency) and the divergence policy checks
-        nothing on it; else None (`_serve` answers)."""
+        the pair), it is sent at once (instant latency), the divergence policy checks
+        nothing on it and its trajectory has no recorded tools to check; else None
+        (`_serve` answers)."""
         key = self._keys[head]
         store = self.store
         entry = store.lookup(key, None)
@@ -581,6 +611,8 @@ class _ReplayApp(Starlette):
             return None
         turn = entry.turns[turn_index]
         if turn.final_offset_s > 0 or (self.policy != "off" and turn_index > 0 and turn.previous is not None):
+            return None
+        if entry.tool_names is not None:
             return None
         body = turn.body
         headers = [_JSON, (b"content-length", str(len(body)).encode()), *turn.headers]
@@ -909,6 +941,11 @@ class _ReplayApp(Starlette):
             return None
         turn = entry.turns[turn_index]
         extra = turn.headers
+        names = entry.tool_names
+        if names is not None and not names <= _request_tool_names(req):
+            stats.tools_differ += 1
+            counters.tools_differ += 1
+            extra = [*extra, (b"x-replay-tools", b"differ")]
         if self.policy != "off" and n_assistant > 0 and turn.previous is not None:
             last_assistant = len(roles) - 1 - roles[::-1].index("assistant")
             status_bad, content_bad = _observation_mismatch(  # the turn the request goes on from
@@ -1381,26 +1418,33 @@ def uvicorn_config(app: Any, *, http: str = "auto", lifespan: Literal["auto", "o
 def latency_notice(store: ReplayStore) -> str | None:
     """The warning printed at start when the latency model is "recorded" and some turns
     have no recorded timing (their log kept none: they are sent at once, as under
-    "instant"), naming how many and the source formats; None otherwise."""
+    "instant"), naming how many, the source formats and the trajectories (their ids in
+    file order, the first 5 and how many more); None otherwise."""
     if store.latency.kind != "recorded":
         return None
     untimed = store.untimed_turns
     if not untimed:
         return None
-    formats = sorted(
-        {
-            t.trajectory.source.format
-            for t in store.trajectories
-            if any(
-                p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
-                for p in t.turns
-            )
-        }
-    )
+    trajs = [
+        t.trajectory
+        for t in store.trajectories
+        if any(
+            p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
+            for p in t.turns
+        )
+    ]
+    formats = sorted({t.source.format for t in trajs})
+    named = ", ".join(t.trajectory_id for t in trajs[:_NAMED])
+    more = f" and {len(trajs) - _NAMED} more" if len(trajs) > _NAMED else ""
     return (
         f"replay server: warning: latency recorded: {untimed} of {store.n_turns} turns have no recorded timing "
-        f"(format {', '.join(formats)} logged none); they are sent at once, as with latency instant"
+        f"(format {', '.join(formats)} logged none: trajectories {named}{more}); "
+        "they are sent at once, as with latency instant"
     )
+
+
+_NAMED = 5
+"""Trajectories latency_notice names before it says how many more."""
 
 
 def _announce(url: str, store: ReplayStore) -> None:

@@ -240,6 +240,16 @@ class StoredTrajectory:
     def trajectory_id(self) -> str:
         return self.trajectory.trajectory_id
 
+    @property
+    def tool_names(self) -> frozenset[str] | None:
+        """The names of the recorded tool definitions (`Trajectory.tools`, chat shape:
+        a tool's name is under its type's key), None when the trajectory has none."""
+        tools = self.trajectory.tools
+        if tools is None:
+            return None
+        inner = (t.get(t.get("type", "function")) for t in tools)
+        return frozenset(d["name"] for d in inner if isinstance(d, dict) and isinstance(d.get("name"), str))
+
 
 @dataclass(slots=True)
 class _SameKey:

@@ -55,7 +55,15 @@ from benchmaker.sweep.sweep import engine_point_name, episode_plan, point_dir, p
 from benchmaker.trajectories.trajectory import Trajectory
 from benchmaker.workloads.agent_episode import EpisodeWorkload
 
-__all__ = ["EPISODE_SAMPLES", "PlayedEpisodes", "engine_self_checks", "play_episodes", "replay_point_name", "run_point"]
+__all__ = [
+    "EPISODE_SAMPLES",
+    "PlayedEpisodes",
+    "engine_reasons",
+    "engine_self_checks",
+    "play_episodes",
+    "replay_point_name",
+    "run_point",
+]
 
 EPISODE_SAMPLES = "episode_samples.jsonl"
 """The engine's samples of a point's episodes (not requests: the loader's samples*.jsonl
@@ -243,6 +251,19 @@ def _merge_worker_files(out_dir: Path, bundle_dir: Path, workers: int) -> list[t
     return intervals
 
 
+_NO_REQUEST_SUCCEEDED = "no request succeeded"
+"""benchmaker.engine.selfcheck.verdict's reason when no unit of work ended ok."""
+
+
+def engine_reasons(summary: dict[str, Any]) -> list[str]:
+    """The engine verdict's reasons of an episode run (its summary.json dict) that a
+    sweep point takes as its own: all but "no request succeeded", which there means no
+    *episode* ended ok (the engine's unit of work is an episode) while some of their
+    model calls may have; benchmaker/sweep/sql/sweep_summary.sql decides that case with
+    the counts of both ("no episode succeeded: ...")."""
+    return [r for r in summary["verdict"]["reasons"] if not r.startswith(_NO_REQUEST_SUCCEEDED)]
+
+
 def engine_self_checks(summary: dict[str, Any]) -> dict[str, Any]:
     """The engine figures a replay point adds to its row: offered vs achieved episode
     rate (per s), episode schedule lag p50/p99 (ms, sent - intended: queueing of
@@ -309,7 +330,7 @@ async def run_point(
     parsed again); a plain string is parsed here, once (a trace file relative to the
     working directory).
 
-    Returns summarize_point's row with the engine verdict's reasons as verdict reasons
+    Returns summarize_point's row with the engine verdict's reasons (engine_reasons) as verdict reasons
     plus engine_self_checks (offered vs achieved episode rate, schedule lag, loop lag,
     client CPU). Raises ValueError for concurrency < 1, no concurrency nor load, or no
     trajectories; episode failures never raise."""
@@ -350,7 +371,6 @@ async def run_point(
         checks=checks,
         transport=transport,
     )
-    verdict = played.engine_summary["verdict"]
     row = summarize_point(
         pdir,
         sweep_point=sp,
@@ -358,7 +378,7 @@ async def run_point(
         rate_per_s=model.target_rate_per_s(),
         episodes_target=len(plan) if duration_s is None else episodes,
         duration_s=duration_s,
-        verdict_reasons=[f"engine: {r}" for r in verdict["reasons"]],
+        verdict_reasons=[f"engine: {r}" for r in engine_reasons(played.engine_summary)],
         run_id=run_id,
     )
     row.update(engine_self_checks(played.engine_summary))

@@ -82,7 +82,7 @@ from benchmaker.engine.shared_start import (
 from benchmaker.progress import ProgressEvent, ProgressWriter, event_from_json, watch_point
 from benchmaker.replay_server import process as _process
 from benchmaker.sweep.plan import context_chars
-from benchmaker.sweep.point_run import EPISODE_SAMPLES, engine_self_checks, play_episodes
+from benchmaker.sweep.point_run import EPISODE_SAMPLES, engine_reasons, engine_self_checks, play_episodes
 from benchmaker.sweep.sweep import episode_plan, point_dir, point_name, summarize_point, write_point_summary
 from benchmaker.trajectories.convert import read_trajectories
 from benchmaker.trajectories.trajectory import Trajectory
@@ -428,7 +428,7 @@ async def _play_shard(
             summary = played.engine_summary
             t0_wall_ns = summary["self_checks"]["t0_wall_ns"]
             wake_late_ns = _first_sent_ns(out / EPISODE_SAMPLES)
-            engine = {**engine_self_checks(summary), "verdict_reasons": list(summary["verdict"]["reasons"])}
+            engine = {**engine_self_checks(summary), "verdict_reasons": engine_reasons(summary)}
         write_json_atomic(out / "server_stats.json", await asyncio.to_thread(server.stats))
     finally:
         await watching.aclose()  # its last (finished) event, while the server still answers /stats

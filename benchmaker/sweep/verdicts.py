@@ -3,7 +3,7 @@
     verdict_line(row)   "c4: INVALID: your machine was busy: the client's event loop lagged 38 ms ..."
     key_figures(row)    "4 episodes, 16 requests (16 ok), 7.33 req/s, E2E p50 1.57 ms / p99 8.1 ms, ..."
     advice(rows)        what to change to get valid points (quieter machine, fewer points, a limit)
-    pipeline_failures(rows)   the points at which nothing was measured (no request succeeded)
+    pipeline_failures(rows)   the points at which nothing was measured or no episode succeeded
 
 `row` is a sweep point's summary row (benchmaker/sweep/sql/sweep_summary.sql: `valid`,
 `invalid_reason`, the counts and percentiles). `invalid_reason` joins the reasons with
@@ -30,7 +30,7 @@ _PROOF = re.compile(r"concurrency proof failed: (?P<why>.*)")
 
 class Reason:
     """One verdict reason: `text` as recorded, `kind` ("loop_lag", "schedule_lag",
-    "concurrency", "proof", "nothing_measured" or "other"), `got_ms` / `limit_ms` for the
+    "concurrency", "proof", "nothing_measured", "no_episode_succeeded" or "other"), `got_ms` / `limit_ms` for the
     two lag kinds (p99, in ms), and `plain`, the reason in plain words."""
 
     __slots__ = ("got_ms", "kind", "limit_ms", "plain", "text")
@@ -62,6 +62,9 @@ class Reason:
         elif m := _PROOF.search(text):
             self.kind = "proof"
             self.plain = f"the target concurrency was not proven: {m['why']}"
+        elif text.startswith("no episode succeeded: "):
+            self.kind = "no_episode_succeeded"
+            self.plain = f"no episode ran to its end: {text.removeprefix('no episode succeeded: ')}"
         elif "no request succeeded" in text or "nothing ran at this point" in text:
             self.kind = "nothing_measured"
             self.plain = f"nothing was measured: {text}"
@@ -131,11 +134,11 @@ def key_figures(row: dict[str, Any]) -> str:
 
 def pipeline_failures(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The sweep_point names of the points at which nothing was measured (a
-    "no request succeeded" or "nothing ran at this point" reason): the pipeline failed
-    there, whatever the host's load."""
-    return [
-        str(r.get("sweep_point")) for r in rows if any(reason.kind == "nothing_measured" for reason in reasons_of(r))
-    ]
+    "no request succeeded" or "nothing ran at this point" reason) or no episode
+    succeeded ("no episode succeeded: ..."): the pipeline failed there, whatever the
+    host's load."""
+    failed = ("nothing_measured", "no_episode_succeeded")
+    return [str(r.get("sweep_point")) for r in rows if any(reason.kind in failed for reason in reasons_of(r))]
 
 
 def _raised(limit_ms: float, got_ms: float) -> int:
@@ -187,7 +190,7 @@ def advice(
             "To reach and prove a concurrency target: more episodes per point (--episodes-per-point) "
             "or a longer point (--duration), so that the target's episodes run at once."
         )
-    other = [r for r in reasons if r.kind in ("nothing_measured", "other")]
+    other = [r for r in reasons if r.kind in ("nothing_measured", "no_episode_succeeded", "other")]
     if other:
         lines.append("Other reasons are the endpoint's or the replay's: see the run's samples and its report.")
     return lines

@@ -11,7 +11,9 @@ The history of a trajectory is the conversation as the agent built it without ed
 (`history_messages`). Observation messages have the shape the replay server pairs for
 its divergence check: `{"role": "tool", "tool_call_id", "content", "is_error"}` for an
 observation with a tool_call_id (`is_error` left out with `send_status_fields=False`),
-else `{"role": "user", "content"}`.
+else `{"role": "user", "content"}`; `content` is the observation's content parts when it
+has some (`Observation.parts`: a result with an image), else its text. The first user
+message is sent as its content parts when it held an image (`first_user_parts`).
 
 The request of turn k is the system prompt (when recorded), then:
   - no context edit on turns 0..k: the whole history before assistant(k);
@@ -67,9 +69,10 @@ def assistant_message(response: Response) -> Message:
 
 def observation_message(obs: Observation, *, send_status_fields: bool = True) -> Message:
     """The request message carrying one recorded observation (module doc)."""
+    content = obs.content if obs.parts is None else obs.parts
     if obs.tool_call_id is None:
-        return {"role": "user", "content": obs.content}
-    msg: Message = {"role": "tool", "tool_call_id": obs.tool_call_id, "content": obs.content}
+        return {"role": "user", "content": content}
+    msg: Message = {"role": "tool", "tool_call_id": obs.tool_call_id, "content": content}
     if send_status_fields:
         msg["is_error"] = obs.is_error
     return msg
@@ -90,7 +93,8 @@ def history_messages(
     Raises IndexError when `upto_turn` is not in 0..len(turns)."""
     if not 0 <= upto_turn <= len(traj.turns):
         raise IndexError(f"turn {upto_turn}: trajectory {traj.trajectory_id} has {len(traj.turns)} turns")
-    msgs: list[Message] = [{"role": "user", "content": traj.first_user}]
+    first = traj.first_user if traj.first_user_parts is None else traj.first_user_parts
+    msgs: list[Message] = [{"role": "user", "content": first}]
     refs: list[MessageRef] = [MessageRef(turn=None, item=0)]
     for i, text in enumerate(traj.user_before_turns, start=1):
         msgs.append({"role": "user", "content": text})

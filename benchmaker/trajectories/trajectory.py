@@ -21,8 +21,11 @@ Schema versions: 1 had one model per trajectory and no context edits; 2 adds per
 `context_edit` (the agent replaced its history before this turn, e.g. a pi compaction;
 see `benchmaker.trajectories.context`) and `error` (the recorded error message of a turn that failed in
 the original run, `finish_reason` "aborted" or "error"); 3 adds a context edit's `head`
-and `keep` spans (pi branches, OpenHands condensation). Version 1 and 2 lines still
-validate (the new fields default to None or empty).
+and `keep` spans (pi branches, OpenHands condensation); 4 adds `tools`, the tool
+definitions the agent sent (the request's `tools` array, in OpenAI chat completions
+shape), an observation's `parts` and `first_user_parts` (a tool result's or the prompt's
+images, as chat content parts).
+Version 1 to 3 lines still validate (the new fields default to None or empty).
 
 Match key: over all user messages before the first assistant message (`first_user`,
 then `user_before_turns`): an explicit `task_id: <id>` line in one of them, else the
@@ -40,7 +43,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "aborted"]
 
@@ -97,13 +100,17 @@ class Timing(_Model):
 
 class Observation(_Model):
     """A tool result that followed a response: `tool_call_id` ties it to a ToolCall
-    (None for text-action agents); `exit_code` when the tool reported one."""
+    (None for text-action agents); `exit_code` when the tool reported one. `content`
+    is the result's text (text parts joined with "\\n"); `parts`, when the result held
+    an image, is the whole result as chat content parts (`content_parts`), which a
+    replaying harness sends instead of `content`; None for a text-only result."""
 
     tool_call_id: str | None = None
     name: str | None = None
     content: str
     is_error: bool = False
     exit_code: int | None = None
+    parts: list[dict[str, Any]] | None = None
 
 
 class MessageRef(_Model):
@@ -196,12 +203,22 @@ class Trajectory(_Model):
     model: str | None = None
     system: str | None = None
     first_user: str
+    first_user_parts: list[dict[str, Any]] | None = None
+    """The first user message as chat content parts when it held an image
+    (`content_parts`; its text parts joined are `first_user`), which a replaying harness
+    sends instead of `first_user`; None for a text-only prompt."""
     user_before_turns: list[str] = Field(default_factory=list)
     """User messages after `first_user` and before the first assistant turn, in order
     (e.g. SWE-agent sends a demonstration first and the task prompt second); a
     replaying agent sends them right after `first_user`. Part of the match key."""
     terminated_by: str | None = None
     outcome: RecordedOutcome = Field(default_factory=RecordedOutcome)
+    tools: list[dict[str, Any]] | None = None
+    """The tool definitions the agent sent with its model calls (the request's `tools`
+    array), in OpenAI chat completions shape: `{"type": "function", "function": {"name",
+    "description", "parameters"}}` (a custom tool: `{"type": "custom", "custom": {...}}`),
+    as benchmaker.apis' `chat_tools` read them from any wire API; None when the log has
+    none. A replaying harness sends them with every request."""
     turns: list[Turn]
     skipped: dict[str, int] = Field(default_factory=dict)
 
@@ -225,6 +242,64 @@ def flatten_content(content: Any) -> str:
                 parts.append(part["text"])
         return "\n".join(parts)
     return str(content)
+
+
+_TEXT_PART_TYPES = ("text", "input_text", "output_text")
+
+
+def _image_url(part: dict[str, Any]) -> str | None:
+    """The URL (a `data:` URL for inline bytes) of an image content part of any API, or
+    None when `part` is not one (module docstring of `content_parts`)."""
+    kind = part.get("type")
+    if kind == "image_url":  # OpenAI chat: {"image_url": {"url"}} (or the bare string)
+        url = part.get("image_url")
+        url = url.get("url") if isinstance(url, dict) else url
+        return url if isinstance(url, str) else None
+    if kind == "input_image":  # OpenAI Responses: {"image_url": "..."}
+        url = part.get("image_url")
+        return url if isinstance(url, str) else None
+    if kind == "image":
+        source = part.get("source")
+        if isinstance(source, dict):  # Anthropic: {"source": {"type": "base64" | "url", ...}}
+            if source.get("type") == "url" and isinstance(source.get("url"), str):
+                return source["url"]
+            media, data = source.get("media_type"), source.get("data")
+        else:  # pi: {"data", "mimeType"}
+            media, data = part.get("mimeType"), part.get("data")
+        if isinstance(media, str) and isinstance(data, str):
+            return f"data:{media};base64,{data}"
+        return None
+    inline = part.get("inlineData")  # Gemini: {"inlineData": {"mimeType", "data"}}
+    if isinstance(inline, dict) and isinstance(inline.get("mimeType"), str) and isinstance(inline.get("data"), str):
+        return f"data:{inline['mimeType']};base64,{inline['data']}"
+    return None
+
+
+def content_parts(content: Any) -> list[dict[str, Any]] | None:
+    """A message or tool result `content` that holds an image, as OpenAI chat content
+    parts in order: text parts (`text`, `input_text`, `output_text`, or a bare string)
+    `{"type": "text", "text"}`, image parts of any API `{"type": "image_url",
+    "image_url": {"url"}}` (OpenAI chat `image_url`, Responses `input_image`, Anthropic
+    `image` with a base64 or url `source`, pi `image` {data, mimeType}, Gemini
+    `inlineData`: inline bytes become a `data:<mime>;base64,<data>` URL); other parts
+    are left out. None when `content` is not a list or holds no image (its text is then
+    all there is: `flatten_content`). The text parts joined with "\\n" are
+    `flatten_content(content)`. Sources: openai-python `ChatCompletionContentPartParam`,
+    anthropic-sdk-python `ImageBlockParam`, pi-ai `ImageContent`, Gemini API `Blob`."""
+    if not isinstance(content, list):
+        return None
+    parts: list[dict[str, Any]] = []
+    images = 0
+    for part in content:
+        if isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+        elif isinstance(part, dict):
+            if isinstance(part.get("text"), str) and part.get("type", "text") in _TEXT_PART_TYPES:
+                parts.append({"type": "text", "text": part["text"]})
+            elif (url := _image_url(part)) is not None:
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+                images += 1
+    return parts if images else None
 
 
 _KEY_SEPARATOR = "\n\x1e\n"

@@ -166,31 +166,7 @@ async def test_unknown_task_is_an_unknown_key_miss(tmp_path: Path):
     assert ep.first_token_ns_sum is None
 
 
-_AGENT = r"""
-import json, os, sys, urllib.request
-p = json.load(open(os.environ["BENCHMAKER_PROMPT_FILE"]))
-msgs = [{"role": "user", "content": p["first_user"]}]
-base = os.environ["OPENAI_BASE_URL"]
-while True:
-    req = urllib.request.Request(base + "/chat/completions", data=json.dumps({"messages": msgs}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    msg = json.load(urllib.request.urlopen(req))["choices"][0]["message"]
-    msgs.append(msg)
-    if not msg.get("tool_calls"):
-        break
-    for tc in msg["tool_calls"]:
-        args = json.loads(tc["function"]["arguments"])
-        if tc["function"]["name"] == "edit":
-            src = open(args["path"]).read().replace(args["oldText"], args["newText"])
-            open(args["path"], "w").write(src)
-            out = "Successfully replaced text in " + args["path"] + "."
-        elif tc["function"]["name"] == "read":
-            out = open(args["path"]).read()
-        else:
-            out = "all tests passed\n"
-        msgs.append({"role": "tool", "tool_call_id": tc["id"], "content": out})
-print("agent done")
-"""
+_AGENT = (Path(__file__).parent / "fixtures" / "tiny_task_agent.py").read_text()  # DIVERGE, RETRY, STRAYS unset
 
 
 async def test_command_mode_agent_gets_no_prefect_secret_nor_replay_token(tmp_path: Path, monkeypatch):

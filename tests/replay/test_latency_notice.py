@@ -19,7 +19,7 @@ def test_recorded_latency_names_the_untimed_turns(tmp_path):
     assert store.untimed_turns == 3
     assert latency_notice(store) == (
         "replay server: warning: latency recorded: 3 of 5 turns have no recorded timing "
-        "(format test logged none); they are sent at once, as with latency instant"
+        "(format test logged none: trajectories traj-untimed); they are sent at once, as with latency instant"
     )
     assert latency_notice(ReplayStore.load(path, latency=parse_latency("instant"))) is None
     only_timed = write_store(tmp_path / "timed.jsonl", [timed])
@@ -31,3 +31,13 @@ def test_the_server_process_prints_the_notice(tmp_path):
     with start_replay_server(path, latency="recorded") as srv:
         tail = srv.stderr_tail()
     assert "warning: latency recorded: 2 of 2 turns have no recorded timing" in tail
+
+
+def test_the_notice_names_five_untimed_trajectories_and_counts_the_rest(tmp_path):
+    trajs = [make_trajectory(f"u{i}", 1) for i in range(7)]
+    store = ReplayStore.load(write_store(tmp_path / "t.jsonl", trajs), latency=parse_latency("recorded"))
+    assert latency_notice(store) == (
+        "replay server: warning: latency recorded: 7 of 7 turns have no recorded timing "
+        "(format test logged none: trajectories traj-u0, traj-u1, traj-u2, traj-u3, traj-u4 and 2 more); "
+        "they are sent at once, as with latency instant"
+    )

@@ -108,6 +108,7 @@ async def test_prepared_replies_answer_as_the_first_request_and_count_after_a_re
         "served": 1,
         "misses": {"beyond_turns": 1, "diverged": 0},
         "divergences": {"status": 0, "content": 0},
+        "tools_differ": 0,
         "bytes_out": len(first.content),
     }
 

@@ -9,7 +9,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmaker.tasks.serve import launch_server, restart_if_dead, server_handle, server_url, stop_replay_server
+from benchmaker.tasks.serve import (
+    launch_server,
+    restart_if_dead,
+    server_handle,
+    server_url,
+    server_warnings,
+    stop_replay_server,
+)
 from benchmaker.trajectories.convert import convert_paths
 from tests.other_user import OtherUser, other_user  # noqa: F401 - a fixture
 
@@ -70,3 +77,23 @@ print(json.dumps([call("/stats", "GET"), call("/stats/reset", "POST", b""),
         assert (stats["unauthorized"], stats["served"]) == (1, 0)  # the chat call: counted, refused
     finally:
         stop_replay_server(key)
+
+
+def test_the_flow_sees_the_servers_warning_of_logs_without_timings(tmp_path: Path) -> None:
+    from tests.replay.test_server_fixtures import make_trajectory, write_store
+
+    store = write_store(tmp_path / "t.jsonl", [make_trajectory("untimed", 2)])  # no recorded timings
+    key = launch_server(store, latency="recorded")
+    try:
+        warnings = server_warnings(key)
+    finally:
+        stop_replay_server(key)
+    assert warnings == [
+        "replay server: warning: latency recorded: 2 of 2 turns have no recorded timing "
+        "(format test logged none: trajectories traj-untimed); they are sent at once, as with latency instant"
+    ]
+    plain = launch_server(store, latency="instant")
+    try:
+        assert server_warnings(plain) == []
+    finally:
+        stop_replay_server(plain)

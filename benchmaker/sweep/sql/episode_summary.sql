@@ -8,6 +8,8 @@
 -- Request metrics (latency, throughput, usage coverage) are not here: a model call is a
 -- request, defined once in benchmaker/engine/sql/summary.sql. Definitions:
 --   n_episodes_failed       episodes whose outcome is not 'ok'
+--   n_episodes_diverged     episodes whose outcome is 'diverged' (command mode: the agent
+--                           sent a request the replay server refused, and was stopped)
 --   mean_model_time_ms      mean per episode of the time spent awaiting the model's stream
 --   mean_tool_time_ms       mean per episode of the time spent running tool calls
 --   misses_*                replay-server misses by kind (unknown key, beyond the recorded
@@ -32,6 +34,7 @@ episode_stats AS (
         run_id, sweep_point,
         count(*) AS n_episodes,
         count(*) FILTER (outcome <> 'ok') AS n_episodes_failed,
+        count(*) FILTER (outcome = 'diverged') AS n_episodes_diverged,
         coalesce(sum(n_turns), 0) AS n_turns,
         avg(model_time_ns) / 1e6 AS mean_model_time_ms,
         avg(tool_time_ns) / 1e6 AS mean_tool_time_ms,
@@ -88,7 +91,7 @@ started_early AS (
 )
 SELECT
     s.run_id, s.sweep_point,
-    s.n_episodes, s.n_episodes_failed, s.n_turns,
+    s.n_episodes, s.n_episodes_failed, s.n_episodes_diverged, s.n_turns,
     s.mean_model_time_ms, s.mean_tool_time_ms,
     s.misses_unknown_key, s.misses_beyond_turns, s.misses_diverged,
     s.misses_unknown_key + s.misses_beyond_turns + s.misses_diverged AS misses_total,

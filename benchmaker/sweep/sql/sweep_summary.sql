@@ -20,8 +20,10 @@
 -- in flight. Concurrency proof (for points with episodes and a target): the
 -- most episodes in flight and the episodes started before the first one ended both reach
 -- min(target, episodes). Verdict (docs/metrics.md): invalid_reason is the first failed check
--- of (nothing ran, achieved max < target, proof failed) followed by the writer's
--- verdict_reasons; valid = invalid_reason IS NULL.
+-- of (nothing ran, achieved max < target, proof failed), then "no episode succeeded" with
+-- what did (episodes failed and diverged, requests that succeeded: a model call of a
+-- failed episode may have), followed by the writer's verdict_reasons; valid =
+-- invalid_reason IS NULL. Reasons are '; '-joined, so none holds '; '.
 WITH points AS (
     SELECT run_id, sweep_point, concurrency, rate_per_s, episodes, shards,
            nullif(verdict_reasons, '') AS verdict_reasons
@@ -54,6 +56,7 @@ joined AS (
         r.max_concurrency::INTEGER AS max_requests_in_flight,
         r.mean_concurrency::DOUBLE AS mean_requests_in_flight,
         coalesce(e.n_episodes, 0) AS n_episodes, coalesce(e.n_episodes_failed, 0) AS n_episodes_failed,
+        coalesce(e.n_episodes_diverged, 0) AS n_episodes_diverged,
         coalesce(e.n_turns, 0) AS n_turns, e.mean_model_time_ms, e.mean_tool_time_ms,
         e.misses_unknown_key, e.misses_beyond_turns, e.misses_diverged, e.misses_total, e.divergences,
         e.n_turns_not_byte_equal,
@@ -99,6 +102,10 @@ judged AS (
                     THEN 'achieved concurrency ' || achieved_max_concurrency || ' < target ' || target_concurrency
                 WHEN proof_reason IS NOT NULL THEN 'concurrency proof failed: ' || proof_reason
             END,
+            CASE WHEN n_episodes > 0 AND n_episodes_failed = n_episodes
+                 THEN 'no episode succeeded: ' || n_episodes_failed || ' of ' || n_episodes || ' failed ('
+                      || n_episodes_diverged || ' diverged), ' || n_ok || ' of ' || n_requests
+                      || ' requests succeeded' END,
             verdict_reasons), '') AS invalid_reason
     FROM proved
 )

@@ -22,6 +22,8 @@ from typing import Any
 
 import orjson
 
+from benchmaker.apis.anthropic_messages import chat_tools as messages_chat_tools
+from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
@@ -36,11 +38,12 @@ from benchmaker.trajectories.trajectory import (
     Trajectory,
     Turn,
     Usage,
+    content_parts,
     flatten_content,
     match_key_for_messages,
 )
 
-CONVERTER_VERSION = 9
+CONVERTER_VERSION = 10
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
@@ -61,6 +64,9 @@ per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_
 instead of becoming one-call trajectories.
 9: Claude Code sessions and Codex CLI rollouts are read; a tool call keeps its `type`
 ("custom" for a Responses custom tool call) and usage its cache creation tokens.
+10: tool definitions a log carries become `Trajectory.tools`; a tool result or first
+user message holding an image keeps it as content parts (`Observation.parts`,
+`Trajectory.first_user_parts`) instead of counting `image_part`.
 Converters build every model with pydantic's validating constructors."""
 
 ARGS_SYNTH = "arguments_raw_synthesized"
@@ -447,9 +453,49 @@ def fast_observation(
     name: str | None = None,
     is_error: bool = False,
     exit_code: int | None = None,
+    parts: list[dict[str, Any]] | None = None,
 ) -> Observation:
     """`Observation(...)` with positional arguments (see fast_response)."""
-    return Observation(tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code)
+    return Observation(
+        tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code, parts=parts
+    )
+
+
+def result_content(content: Any, builder: TrajectoryBuilder | None = None) -> tuple[str, list[dict[str, Any]] | None]:
+    """A tool result's or user message's `content` as a trajectory keeps it: (its text,
+    `text_of`; its content parts when it holds an image, `content_parts`, else None).
+    Images kept as parts are not counted; other parts without text are (`count_part`)."""
+    if isinstance(content, str):
+        return content, None
+    parts = content_parts(content)
+    return text_of(content, builder, images_kept=parts is not None), parts
+
+
+def chat_shape_tools(value: Any) -> list[dict[str, Any]] | None:
+    """Tool definitions as a log keeps them, in OpenAI chat completions shape (the
+    shape of `Trajectory.tools`), whatever API they were written for, item by item: a
+    chat tool (`{"type", "function": {...}}` or `{"type": "custom", "custom": {...}}`)
+    as it is; an Anthropic tool (`input_schema`) and a flat function tool (`{"type":
+    "function" | "custom", "name", ...}`: OpenAI Responses, OpenTelemetry GenAI
+    `gen_ai.tool.definitions`) through the apis modules' `chat_tools`; a bare `{"name",
+    "description", "parameters"}` as a function. Anything else (hosted tools, non-objects)
+    is left out. None when `value` is not a list or nothing is left."""
+    if not isinstance(value, list):
+        return None
+    out: list[dict[str, Any]] = []
+    for item in value:
+        if not isinstance(item, dict) or not item:
+            continue
+        kind = item.get("type")
+        if isinstance(kind, str) and isinstance(item.get(kind), dict):
+            out.append(item)
+        elif "input_schema" in item:
+            out.extend(messages_chat_tools({"tools": [item]}) or ())
+        elif kind in ("function", "custom"):
+            out.extend(responses_chat_tools({"tools": [item]}) or ())
+        elif kind is None and isinstance(item.get("name"), str):
+            out.append({"type": "function", "function": item})
+    return out or None
 
 
 class TrajectoryBuilder:
@@ -468,6 +514,7 @@ class TrajectoryBuilder:
         self.fmt = fmt
         self.system: str | None = None
         self.first_user: str | None = None
+        self.first_user_parts: list[dict[str, Any]] | None = None
         self.user_before_turns: list[str] = []
         self.model: str | None = None
         self.turns: list[Turn] = []
@@ -475,6 +522,7 @@ class TrajectoryBuilder:
         self.pending_edit: ContextEdit | None = None
         self.exit_status: str | None = None  # from a mini-swe-agent 2.x `exit` message
         self.submission: str | None = None
+        self.tools: list[dict[str, Any]] | None = None  # the log's tool definitions (chat_shape_tools)
 
     def skip(self, reason: str, n: int = 1) -> None:
         self.skipped[reason] += n
@@ -485,11 +533,18 @@ class TrajectoryBuilder:
         else:
             self.skip("later_system_message")
 
-    def user(self, text: str) -> None:
+    def user(self, text: str, parts: list[dict[str, Any]] | None = None) -> None:
+        """A user message: its text and, when it held an image, its content parts
+        (`result_content`), kept for the first user message (`first_user_parts`); a later
+        message's images are counted (`image_part`)."""
+        if self.first_user is None and not self.turns:
+            self.first_user = text
+            self.first_user_parts = parts
+            return
+        if parts is not None:
+            self.skip("image_part", sum(1 for p in parts if p["type"] == "image_url"))
         if self.turns:
             self.turns[-1].user_after.append(text)
-        elif self.first_user is None:
-            self.first_user = text
         else:
             self.user_before_turns.append(text)
 
@@ -601,9 +656,11 @@ class TrajectoryBuilder:
             model=self.model,
             system=self.system,
             first_user=self.first_user,
+            first_user_parts=self.first_user_parts,
             user_before_turns=list(self.user_before_turns),
             terminated_by=terminated_by,
             outcome=outcome or RecordedOutcome(),
+            tools=self.tools,
             turns=list(self.turns),
             skipped=dict(sorted(self.skipped.items())),
         )
@@ -633,13 +690,16 @@ def count_part(kind: str, builder: TrajectoryBuilder | None) -> None:
         builder.skip("image_part" if kind in _IMAGE_PARTS else f"part:{kind}")
 
 
-def text_of(content: Any, builder: TrajectoryBuilder | None = None) -> str:
+def text_of(content: Any, builder: TrajectoryBuilder | None = None, *, images_kept: bool = False) -> str:
     """`flatten_content` (text parts joined with "\\n"), counting each part without text
-    via `count_part` (images as `image_part`, other types as `part:<type>`)."""
+    via `count_part` (images as `image_part`, other types as `part:<type>`); with
+    `images_kept` (the caller keeps them as content parts) images are not counted."""
     if builder is not None and isinstance(content, list):
         for p in content:
             if not isinstance(p, str) and not (isinstance(p, dict) and isinstance(p.get("text"), str)):
-                count_part(_part_kind(p), builder)
+                kind = _part_kind(p)
+                if not (images_kept and kind in _IMAGE_PARTS):
+                    count_part(kind, builder)
     return flatten_content(content)
 
 
@@ -691,11 +751,10 @@ def split_parts(content: Any, builder: TrajectoryBuilder) -> Parts:
                 )
             )
         elif kind == "tool_result" and isinstance(part.get("tool_use_id"), str):
+            text, parts = result_content(part.get("content"), builder)
             out.tool_results.append(
                 fast_observation(
-                    tool_call_id=part["tool_use_id"],
-                    content=text_of(part.get("content"), builder),
-                    is_error=part.get("is_error") is True,
+                    tool_call_id=part["tool_use_id"], content=text, is_error=part.get("is_error") is True, parts=parts
                 )
             )
         else:

@@ -3,7 +3,8 @@ harbor writes), one trajectory per file. Source: laude-institute/harbor
 docs/rfcs/0001-trajectory-format.md (ATIF v1.0-v1.5).
 
 Root: `{"schema_version": "ATIF-v1.x", "session_id", "agent": {"name", "version",
-"model_name"?}, "steps": [...], "final_metrics"?}`. Steps: `source` "system" (the system
+"model_name"?, "tool_definitions"?}, "steps": [...], "final_metrics"?}`; the agent's
+`tool_definitions` (ATIF v1.5+) become the trajectory's `tools` (chat_shape_tools). Steps: `source` "system" (the system
 prompt in `message`), "user" (a prompt), "agent" (a turn: `message` is the content,
 `reasoning_content`, `tool_calls [{tool_call_id, function_name, arguments}]`,
 `observation {results: [{source_call_id, content}]}`, `metrics {prompt_tokens,
@@ -21,6 +22,7 @@ from benchmaker.trajectories.converters._common import (
     ARGS_SYNTH,
     FileContext,
     TrajectoryBuilder,
+    chat_shape_tools,
     dict_or_empty,
     read_json_document,
     synth_arguments_raw,
@@ -52,6 +54,7 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
     agent = dict_or_empty(doc.get("agent"))
     if isinstance(agent.get("model_name"), str):
         builder.model = agent["model_name"]
+    builder.tools = chat_shape_tools(agent.get("tool_definitions"))
     for i, step in enumerate(doc["steps"]):
         where = f"steps[{i}]"
         if not isinstance(step, dict):

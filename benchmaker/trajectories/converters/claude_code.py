@@ -37,9 +37,11 @@ then the subagents in order of appearance):
     cache read, cache_creation_tokens, completion = output_tokens.
   - consecutive user lines are one user message (Claude Code merges them before
     sending): tool_result blocks -> observations of the turn before (content text,
-    tool_use_id, is_error), the text of the rest joined with "\\n" -> one user message
-    (the first user message before any turn, else the turn's `user_after`); images and
-    documents are counted parts (`image_part`, `part:document`).
+    tool_use_id, is_error; a result holding an image keeps it in `parts`), the text of
+    the rest joined with "\\n" -> one user message (the first user message before any
+    turn, else the turn's `user_after`); a first user message holding an image keeps
+    its content parts (`first_user_parts`), a later one's images are counted
+    (`image_part`), documents too (`part:document`).
   - a `compact_boundary` line and the `isCompactSummary` user message after it -> a
     "compaction" ContextEdit on the next turn: the request is the summary then what
     followed it (`tokens_before` from compactMetadata.preTokens); a compaction before
@@ -72,6 +74,7 @@ from benchmaker.trajectories.converters._common import (
     iter_jsonl,
     ms_from_iso,
     parse_arguments,
+    result_content,
     synth_arguments_raw,
     text_of,
 )
@@ -84,6 +87,7 @@ from benchmaker.trajectories.trajectory import (
     ToolCall,
     Trajectory,
     Usage,
+    flatten_content,
 )
 
 FORMAT = "claude-code"
@@ -305,7 +309,7 @@ class _Converter:
             if e.kind == "assistant":
                 calls.setdefault(_call_key(e), []).append(e)
         done: set[str] = set()
-        pending_user: list[str] = []
+        pending_user: list[str | list[dict[str, Any]]] = []
         compact: _Entry | None = None
         summary: str | None = None
         previous_ts: str | None = None
@@ -337,7 +341,7 @@ class _Converter:
         self._flush_user(pending_user)
         return self.builder
 
-    def _user(self, e: _Entry, pending: list[str]) -> None:
+    def _user(self, e: _Entry, pending: list[str | list[dict[str, Any]]]) -> None:
         content = e.message.get("content")
         if isinstance(content, str):
             pending.append(content)
@@ -346,25 +350,41 @@ class _Converter:
         for block in content if isinstance(content, list) else ():
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 self._flush_user(pending)  # a text before a result stays before it
-                result = block.get("content")
+                text, parts = result_content(block.get("content"), self.builder)
                 self.builder.observation(
                     Observation(
                         tool_call_id=block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else None,
-                        content=result if isinstance(result, str) else text_of(result, self.builder),
+                        content=text,
                         is_error=block.get("is_error") is True,
+                        parts=parts,
                     )
                 )
             else:
                 rest.append(block)
         if rest:
-            pending.append(text_of(rest, self.builder))
+            text, parts = result_content(rest, self.builder)
+            pending.append(text if parts is None else parts)
 
-    def _flush_user(self, pending: list[str]) -> None:
-        if pending:
-            self.builder.user("\n".join(pending))
-            pending.clear()
+    def _flush_user(self, pending: list[str | list[dict[str, Any]]]) -> None:
+        """The pending user lines as one user message: their texts joined with "\\n";
+        when a line held an image, the message's content parts (every line's, in order),
+        its text then the parts' text (`flatten_content`, as the replay server reads it)."""
+        if not pending:
+            return
+        texts = [item for item in pending if isinstance(item, str)]
+        if len(texts) == len(pending):
+            self.builder.user("\n".join(texts))
+        else:
+            parts: list[dict[str, Any]] = []
+            for item in pending:
+                if isinstance(item, str):
+                    parts.append({"type": "text", "text": item})
+                else:
+                    parts.extend(item)
+            self.builder.user(flatten_content(parts), parts)
+        pending.clear()
 
-    def _compaction(self, compact: _Entry, summary: str | None, pending: list[str]) -> None:
+    def _compaction(self, compact: _Entry, summary: str | None, pending: list[str | list[dict[str, Any]]]) -> None:
         """The ContextEdit of a compaction before the next turn: the summary, then the
         user text that followed it (still pending, so kept from its ref on)."""
         b = self.builder

@@ -51,6 +51,7 @@ from benchmaker.trajectories.converters._common import (
     fast_usage,
     iter_jsonl,
     parse_arguments,
+    result_content,
     text_of,
 )
 from benchmaker.trajectories.trajectory import (
@@ -185,14 +186,19 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             item = p.get("type")
             if item == "message":
                 role = p.get("role")
-                text = text_of(p.get("content"), builder)
+                # a user message's images are kept as its content parts (TrajectoryBuilder.user)
+                text, parts = (
+                    result_content(p.get("content"), builder)
+                    if role == "user"
+                    else (text_of(p.get("content"), builder), None)
+                )
                 if role == "assistant":
                     output_starts()
                     call.content = text if call.content is None else call.content + text
                     call.n_items += 1
                 elif role == "user":
                     end_call_by_input()
-                    builder.user(text)
+                    builder.user(text, parts)
                 elif role in ("developer", "system"):
                     builder.skip("developer_message")
                 else:

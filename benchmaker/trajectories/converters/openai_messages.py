@@ -5,7 +5,10 @@ Row shape (one trajectory per line; SWE-smith trajectories dataset):
 
     {"messages": [{"role": "system", ...}, {"role": "user", ...}, ...] | "<JSON string>",
      "instance_id": "...", "model": "...", "resolved": true, "patch": "...",
-     "traj_id": "..."}
+     "traj_id": "...", "tools": [...]}
+
+A row's `tools` (the tool definitions sent with the messages, as in a logged request
+body) become the trajectory's `tools` (chat_shape_tools).
 
 A single JSON file holding one such object, or a bare list of messages, is one
 trajectory too. Assistant messages become turns (`tool_calls` with the raw
@@ -25,12 +28,14 @@ from typing import Any
 from benchmaker.trajectories.converters._common import (
     FileContext,
     TrajectoryBuilder,
+    chat_shape_tools,
     dict_or_empty,
     is_one_document,
     iter_rows,
     loads_lenient,
     openai_usage,
     read_json_document,
+    result_content,
     split_parts,
     text_of,
     tool_call_from_openai,
@@ -105,13 +110,15 @@ def feed_messages(
                 if parts.texts:
                     builder.user("\n".join(parts.texts))
                 continue
-            text = text_of(content, builder)
+            text, user_parts = result_content(content, builder)
             last = builder.turns[-1] if builder.turns else None
             if text_actions and last is not None and not last.observations and not last.user_after:
                 m = _RETURNCODE.search(text)
-                builder.observation(Observation(content=text, exit_code=int(m.group(1)) if m else None))
+                builder.observation(
+                    Observation(content=text, exit_code=int(m.group(1)) if m else None, parts=user_parts)
+                )
             else:
-                builder.user(text)
+                builder.user(text, user_parts)
         elif role == "assistant":
             _assistant(msg, builder, ctx, line, where)
         elif role in ("tool", "function"):
@@ -128,8 +135,9 @@ def feed_messages(
                     builder.skip("extra_tool_call_ids", len(ids) - 1)
             if not isinstance(call_id, str):
                 raise ctx.error(line, f"{where}.tool_call_id", "tool message without a tool call id", call_id)
+            text, result_parts = result_content(content, builder)
             builder.observation(
-                Observation(tool_call_id=call_id, name=msg.get("name"), content=text_of(content, builder))
+                Observation(tool_call_id=call_id, name=msg.get("name"), content=text, parts=result_parts)
             )
         elif role == "exit":
             extra = dict_or_empty(msg.get("extra"))
@@ -230,6 +238,7 @@ def _row_trajectory(row: Any, ctx: FileContext, line: int | None, index: int):
     feed_messages(row_messages(row, ctx, line), builder, ctx, line)
     if isinstance(row.get("model"), str):
         builder.model = row["model"]
+    builder.tools = chat_shape_tools(row.get("tools"))
     patch = row.get("patch", row.get("model_patch"))
     resolved = row.get("resolved")
     task_id = row.get("instance_id", row.get("task_id"))

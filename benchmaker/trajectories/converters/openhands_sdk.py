@@ -7,8 +7,9 @@ Every event is a JSON object with `kind` (the class name), `id` (a UUID string),
 come as a JSON array, as JSONL (one event per line), or under `history` of an
 evaluation output record (OpenHands/benchmarks `output.jsonl`, read by `openhands`).
 What the LLM is sent, per event kind (each class's `to_llm_message`):
-  - `SystemPromptEvent {system_prompt: {text}, dynamic_context?: {text}}` → the system
-    prompt (the two text blocks joined with "\\n");
+  - `SystemPromptEvent {system_prompt: {text}, dynamic_context?: {text}, tools?}` → the system
+    prompt (the two text blocks joined with "\\n"); its `tools` (the tool definitions
+    sent to the LLM) become the trajectory's `tools` (chat_shape_tools);
   - `MessageEvent {source, llm_message: {role, content: [parts], reasoning_content?},
     extended_content}` → a user prompt (source "user"), or an assistant turn without
     tool calls (source "agent", finish_reason stop);
@@ -85,6 +86,7 @@ from typing import Any
 from benchmaker.trajectories.converters._common import (
     FileContext,
     TrajectoryBuilder,
+    chat_shape_tools,
     dict_or_empty,
     parse_arguments,
     read_json_document,
@@ -217,6 +219,7 @@ def feed_sdk_events(
         if kind == "SystemPromptEvent":
             parts = [p for p in (ev.get("system_prompt"), ev.get("dynamic_context")) if isinstance(p, dict)]
             builder.set_system(_text(parts, builder))
+            builder.tools = builder.tools or chat_shape_tools(ev.get("tools"))
             view.add(event_id, in_view)
         elif kind == "MessageEvent":
             msg = dict_or_empty(ev.get("llm_message"))

@@ -51,7 +51,12 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, iter_jsonl, text_of
+from benchmaker.trajectories.converters._common import (
+    FileContext,
+    TrajectoryBuilder,
+    iter_jsonl,
+    result_content,
+)
 from benchmaker.trajectories.converters._edits import HistoryIndex
 from benchmaker.trajectories.converters.pi_session import apply_message, compaction_text
 from benchmaker.trajectories.errors import ConvertError
@@ -267,11 +272,13 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                     raise ctx.error(line, "toolCallId", "tool_execution_end without toolCallId", call_id)
                 result = event.get("result")
                 content = result.get("content") if isinstance(result, dict) else result
+                text, parts = result_content(content, b)
                 state.pending[call_id] = Observation(
                     tool_call_id=call_id,
                     name=event.get("toolName"),
-                    content=text_of(content, b) if not isinstance(content, str) else content,
+                    content=text,
                     is_error=bool(event.get("isError", False)),
+                    parts=parts,
                 )
                 if b.has_observation(call_id):
                     state.pending.pop(call_id)

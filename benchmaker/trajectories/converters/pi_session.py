@@ -86,6 +86,7 @@ from benchmaker.trajectories.converters._common import (
     iso_from_ms,
     iter_jsonl,
     ms_from_iso,
+    result_content,
     synth_arguments_raw,
     text_of,
 )
@@ -266,11 +267,13 @@ def tool_result(
     if builder.has_observation(call_id):
         builder.skip("duplicate_tool_result")
         return None
+    text, parts = result_content(msg.get("content"), builder)
     obs = fast_observation(
         tool_call_id=call_id,
         name=msg.get("toolName"),
-        content=text_of(msg.get("content"), builder),
+        content=text,
         is_error=bool(msg.get("isError", False)),
+        parts=parts,
     )
     if not builder.turns:
         builder.observation(obs)  # counts it as orphan_observation
@@ -296,7 +299,7 @@ def apply_message(
         raise ctx.error(line, "message", "expected a message object", msg)
     role = msg.get("role")
     if role == "user":
-        builder.user(text_of(msg.get("content"), builder))
+        builder.user(*result_content(msg.get("content"), builder))
     elif role == "assistant":
         assistant_turn(msg, builder, ctx, line, entry_timestamp, default_model)
     elif role == "toolResult":
@@ -530,7 +533,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
                 )
             )
         elif kind == "custom_message":
-            node.pos = index.add(lambda entry=entry: builder.user(text_of(entry.get("content"), builder)))
+            node.pos = index.add(lambda entry=entry: builder.user(*result_content(entry.get("content"), builder)))
         elif kind == "model_change":
             named = entry.get("modelId")
             if not isinstance(named, str) and isinstance(entry.get("model"), dict):

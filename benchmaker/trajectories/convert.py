@@ -60,7 +60,8 @@ from benchmaker.trajectories.converters import (
     detect_dir,
     harbor,
 )
-from benchmaker.trajectories.converters._common import FirstRecords, keeping_first_records
+from benchmaker.trajectories.converters.json_reading import keeping_first_records
+from benchmaker.trajectories.converters.source_file import FirstRecords
 from benchmaker.trajectories.errors import (
     ConvertError,
     EmptyInputError,

@@ -15,13 +15,9 @@ import pytest
 
 import benchmaker.trajectories.convert as convert_mod
 from benchmaker.trajectories.convert import convert_paths
-from benchmaker.trajectories.converters import _common
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    iter_jsonl,
-    orjson_safe,
-    read_json_document,
-)
+from benchmaker.trajectories.converters import json_reading
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, orjson_safe, read_json_document
+from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import Observation, Response, Timing, ToolCall, Usage
 
@@ -40,7 +36,7 @@ INPUTS = sorted(
 
 def _old_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Put every shortcut back: json parsing, model_dump_json."""
-    monkeypatch.setattr(_common, "orjson_safe", lambda data: False)
+    monkeypatch.setattr(json_reading, "orjson_safe", lambda data: False)
     monkeypatch.setattr(convert_mod, "_to_json", lambda traj: traj.model_dump_json().encode("utf-8"))
 
 
@@ -116,7 +112,7 @@ def test_orjson_safe_flags_numbers_of_19_digits_or_more(data: bytes, safe: bool)
 def test_fast_constructors_validate_what_they_cannot_vouch_for() -> None:
     from pydantic import ValidationError
 
-    from benchmaker.trajectories.converters._common import (
+    from benchmaker.trajectories.converters.builder import (
         fast_observation,
         fast_response,
         fast_timing,
@@ -232,7 +228,7 @@ def test_pi_session_logs_are_told_by_their_first_line() -> None:
 
 
 def test_synth_arguments_raw_is_json_dumps_and_raises_its_errors() -> None:
-    from benchmaker.trajectories.converters._common import synth_arguments_raw
+    from benchmaker.trajectories.converters.tool_calls import synth_arguments_raw
 
     for value in (
         {"cmd": "ls \u00e9\n", "n": [1, 2.5, 1e16, None, True, float("nan")]},
@@ -253,7 +249,7 @@ def test_synth_arguments_raw_is_json_dumps_and_raises_its_errors() -> None:
 def test_fast_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> None:
     from pydantic import ValidationError
 
-    from benchmaker.trajectories.converters._common import fast_tool_call
+    from benchmaker.trajectories.converters.builder import fast_tool_call
 
     with pytest.raises(ValidationError):
         ToolCall(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})
@@ -282,8 +278,8 @@ def test_gc_paused_turns_the_collector_off_and_restores_it_after_an_error(gc_on:
 
 
 def test_pi_tool_result_returns_the_position_history_index_add_would_record() -> None:
-    from benchmaker.trajectories.converters._common import TrajectoryBuilder, fast_response
     from benchmaker.trajectories.converters._edits import message_cursor
+    from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_response
     from benchmaker.trajectories.converters.pi_session import tool_result
 
     ctx = FileContext("s.jsonl", "0" * 64, b"")

@@ -22,19 +22,17 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    TrajectoryBuilder,
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.content_parts import split_parts, text_of
+from benchmaker.trajectories.converters.json_reading import (
     dict_or_empty,
     is_one_document,
     iter_rows,
-    loads_lenient,
-    openai_usage,
     read_json_document,
-    split_parts,
-    text_of,
-    tool_call_from_openai,
 )
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.tool_calls import loads_lenient, tool_call_from_openai
+from benchmaker.trajectories.converters.usage import openai_usage
 from benchmaker.trajectories.trajectory import FinishReason, Observation, RecordedOutcome, Response, ToolCall
 
 FORMAT = "openai-messages"

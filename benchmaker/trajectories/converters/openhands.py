@@ -54,22 +54,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    TrajectoryBuilder,
+from benchmaker.trajectories.converters._edits import CondensedView
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.content_parts import text_of
+from benchmaker.trajectories.converters.json_reading import (
     dict_or_empty,
     first_jsonl_objects,
     is_one_document,
     iter_jsonl,
     iter_rows,
-    openai_usage,
     read_json_document,
-    text_of,
-    tool_call_from_openai,
 )
-from benchmaker.trajectories.converters._edits import CondensedView
 from benchmaker.trajectories.converters.openai_messages import FINISH_REASONS, reasoning_of
 from benchmaker.trajectories.converters.openhands_sdk import feed_sdk_events, is_sdk_events
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.tool_calls import tool_call_from_openai
+from benchmaker.trajectories.converters.usage import openai_usage
 from benchmaker.trajectories.trajectory import FinishReason, Observation, RecordedOutcome, Response, Trajectory
 
 FORMAT = "openhands"

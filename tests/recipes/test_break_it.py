@@ -456,6 +456,45 @@ def test_a_compression_bomb_response_ends_the_request_as_an_error(path, coding, 
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 1_500_000  # KiB
 
 
+@pytest.mark.parametrize("path,coding", [("/bomb-gzip", "gzip"), ("/bomb-deflate", "deflate")])
+def test_a_compression_bomb_ends_the_request_as_an_error_on_the_aiohttp_transport(
+    path, coding, hostile, tmp_path, monkeypatch, capsys
+):
+    import resource
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["llm", "--url", hostile.url + path, "--model", "m", "--transport", "aiohttp"]
+    code = main([*argv, "--max-requests", "2", "--out-dir", "runs"])
+    capsys.readouterr()
+    assert code == 1  # every request failed: a failed run, with its samples kept
+    samples = _samples(tmp_path / "runs")
+    assert [s["outcome"] for s in samples] == ["transport_error", "transport_error"]
+    assert {s["error"] for s in samples} == {
+        f"decoded body over {64 << 20} bytes (Content-Encoding {coding}): a compression bomb?"
+    }
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 1_500_000  # KiB: never held whole
+
+
+def test_the_aiohttp_transport_reads_a_decoded_error_body_under_the_same_cap(hostile):
+    import asyncio
+
+    from benchmaker.engine.errors import TransportError
+    from benchmaker.engine.records import RequestSpec
+    from benchmaker.engine.transport import AiohttpTransport
+
+    async def read(path: str) -> bytes:
+        transport = AiohttpTransport()
+        try:
+            async with transport.stream(RequestSpec("GET", hostile.url + path, {}, None)) as resp:
+                return await resp.read()
+        finally:
+            await transport.aclose()
+
+    assert asyncio.run(read("/metrics-bomb")) == b"# filler comment line of a metrics page\n" * ((20 << 20) // 40)
+    with pytest.raises(TransportError, match=r"^decoded body over 67108864 bytes \(Content-Encoding gzip\)"):
+        asyncio.run(read("/bomb-gzip"))
+
+
 def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_hang(
     hostile, tmp_path, monkeypatch, capsys
 ):

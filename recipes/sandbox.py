@@ -15,12 +15,12 @@ whole exec or lifecycle. A non-zero exit code is a `graded_wrong` sample.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 from benchmaker.recipes.bench import execute_run, make_config, resolve_api_key
 from benchmaker.workloads.sandbox import SandboxWorkload
 
@@ -38,10 +38,10 @@ def sandbox(
     image: str | None = None,
     sandbox_type: str = "",
     template: str | None = None,
-    memory_mb: int = 512,
-    cpu_cores: float = 1.0,
+    memory_mb: Annotated[int, within(1, 1 << 20)] = 512,
+    cpu_cores: Annotated[float, within(above=0, high=1024)] = 1.0,
     repo: Path | None = None,
-    timeout: float = 60.0,
+    timeout: Annotated[float, within(above=0, high=2_592_000)] = 60.0,
     api_key_env: str | None = None,
     rate: str = "closed:1",
     duration: str | None = None,

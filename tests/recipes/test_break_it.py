@@ -428,6 +428,16 @@ YAML_CASES = [
     ),
     ("unknown-key", "load: closed:1\nmax_requests: 1\nbogus: 1\n" + HTTP_WL, ":3: bogus: unknown key"),
     ("not-a-mapping", "- 1\n- 2\n", ":1: expected a mapping"),
+    (
+        "duplicate-key",
+        "load: closed:1\nmax_requests: 1\nload: closed:2\n" + HTTP_WL,
+        ":3: not valid YAML: duplicate key 'load' (first at line 1)",
+    ),
+    (
+        "duplicate-nested-key",
+        "load: closed:1\nmax_requests: 1\nworkload:\n  type: http\n  url: 'http://127.0.0.1:9/'\n  url: 'http://x/'\n",
+        ":6: not valid YAML: duplicate key 'url' (first at line 5)",
+    ),
     ("out-dir-under-file", "load: closed:1\nmax_requests: 1\nout_dir: afile/runs\n" + HTTP_WL, "out_dir: "),
 ]
 
@@ -442,6 +452,14 @@ def test_bad_run_file_is_a_file_line_error_exit_2(text, piece, tmp_path, monkeyp
     err = _one_line_error(capsys, main(["run", str(run_yaml)]), piece)
     assert str(run_yaml) in err
     assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "tmp").exists()
+
+
+def test_a_grader_file_with_a_duplicate_key_is_a_file_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "g.yaml").write_text("type: numeric\nabs_tol: 0.1\nabs_tol: 5\n")
+    err = _one_line_error(capsys, main([*LLM, "--grader", "@g.yaml", *ONE]), "--grader: g.yaml:3: not YAML/JSON: ")
+    assert err.endswith("duplicate key 'abs_tol' (first at line 2)\n")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_no_example_runs_an_interpreter_named_python():

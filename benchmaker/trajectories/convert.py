@@ -19,6 +19,11 @@ is tried and each one that fails is named (`UnreadableFilesError` when there are
 several). The format of a unit is detected from its content
 (`benchmaker.trajectories.converters.detect_bytes`) unless `fmt` names one.
 
+Two units that hold the same session (two copies of one log: the same bytes, hence the
+same trajectory ids) are refused: the later one fails with a ConvertError naming both
+files (lenient: it is skipped and counted as `duplicate_session`); replayed, the copy
+would count the session twice.
+
 Errors (`benchmaker.trajectories.errors`): a missing path, an empty directory, an unknown format, bad
 bytes/JSON/fields (`path:line: field: problem (got VALUE)`), and an input that yields
 zero trajectories all raise `ConvertError` subclasses. With `lenient=True` bad records
@@ -404,6 +409,8 @@ class _UnitResult:
     skipped: Counter[str]
     failure: ConvertError | None = None
     part: tuple[str, int] | None = None
+    ids: list[str] = field(default_factory=list)
+    """The trajectory ids of its lines, in order."""
 
 
 def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) -> _UnitResult:
@@ -432,10 +439,12 @@ def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) ->
         return _UnitResult(frep, [], skipped, exc)
     ctxs: list[FileContext] = []
     lines: list[bytes] = []
+    ids: list[str] = []
     try:
         for traj in _iter_unit(unit, fmt, lenient, ctxs, data, detected, first):
             frep.format = traj.source.format
             lines.append(_to_json(traj))
+            ids.append(traj.trajectory_id)
             frep.turns += len(traj.turns)
             skipped.update(traj.skipped)
         frep.trajectories = len(lines)
@@ -444,13 +453,34 @@ def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) ->
         frep.turns = 0
         if not lenient:
             return _UnitResult(frep, [], skipped, exc)
-        lines = []
+        lines, ids = [], []
         skipped["file_error"] += 1
     if frep.format is None and frep.error is None:
         frep.format = fmt
     for ctx in ctxs:
         skipped.update(ctx.skipped)
-    return _UnitResult(frep, lines, skipped)
+    return _UnitResult(frep, lines, skipped, ids=ids)
+
+
+def _refuse_copy(res: _UnitResult, first: str, trajectory_id: str, lenient: bool) -> None:
+    """Drop the unit of `res`, whose trajectory `trajectory_id` the unit `first` already
+    gave (two copies of one session): its lines and part file go, its report says why;
+    its failure is a ConvertError naming both files (lenient: counted as
+    `duplicate_session` instead)."""
+    if res.part is not None:
+        os.unlink(res.part[0])
+    exc = ConvertError(
+        res.file.path,
+        None,
+        None,
+        f"holds the same session as {first} (trajectory_id {trajectory_id}): a copy of one log "
+        "would replay it twice; remove one copy",
+    )
+    res.lines, res.part, res.ids = [], None, []
+    res.file.error, res.file.trajectories, res.file.turns = str(exc), 0, 0
+    res.skipped = Counter({"duplicate_session": 1}) if lenient else Counter()
+    if not lenient:
+        res.failure = exc
 
 
 def _pack_error(exc: ConvertError | None) -> tuple[type[ConvertError], tuple[Any, ...], dict[str, Any]] | None:
@@ -532,12 +562,13 @@ def _convert_unit_in_worker(
 ) -> tuple[Any, ...]:
     """_convert_unit in a worker process, its lines written to the file `part` when it
     has any (None: checking only, the lines are dropped): (FileReport, part size in bytes
-    or None when not written, skipped, packed error, worker pid, worker CPU s so far).
+    or None when not written, skipped, packed error, worker pid, worker CPU s so far,
+    trajectory ids).
     Only these few fields cross the pipe; the parent joins the part files."""
     with gc_paused():
         res = _convert_unit(unit, explicit, fmt, lenient)
     size = _write_part(part, res.lines) if part is not None and res.lines else None
-    return res.file, size, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time()
+    return res.file, size, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time(), res.ids
 
 
 def _join_part(part: str, size: int, dst: int) -> None:
@@ -679,10 +710,10 @@ def _convert_in_workers(
                 part = None if parts is None else f"{parts}.{submitted}"
                 pending.append(pool.submit(_convert_unit_in_worker, unit, explicit, fmt, lenient, part))
                 submitted += 1
-            frep, size, skipped, failure, pid, cpu_s = pending.popleft().result()
+            frep, size, skipped, failure, pid, cpu_s, ids = pending.popleft().result()
             cpu_s_by_pid[pid] = max(cpu_s, cpu_s_by_pid.get(pid, 0.0))
             part_k = None if size is None else (f"{parts}.{k}", size)
-            apply(k, _UnitResult(frep, [], skipped, _unpack_error(failure), part_k))
+            apply(k, _UnitResult(frep, [], skipped, _unpack_error(failure), part_k, ids))
     except BaseException:
         starter.join()
         _stop_pool(pool)
@@ -852,10 +883,15 @@ def convert_paths(
         fh = open(os.devnull, "wb")  # closed in finally
 
     files_done = 0
+    first_unit: dict[str, str] = {}  # trajectory id -> the unit that gave it
 
     def apply(k: int, res: _UnitResult) -> None:
         """Unit k's result into the output and the report, then the progress event."""
         nonlocal files_done, done_bytes
+        copied = next((tid for tid in res.ids if tid in first_unit), None)
+        if copied is not None:
+            _refuse_copy(res, first_unit[copied], copied, lenient)
+        first_unit.update(dict.fromkeys(res.ids, res.file.path))
         report.files.append(res.file)
         for line in res.lines:  # written once the whole unit converted; no copy of the bytes
             fh.write(line)

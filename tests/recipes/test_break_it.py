@@ -695,6 +695,23 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [["convert", "logs", "-o", "out.jsonl"], ["swebench-replay", "--logs", "logs", "--dry-run", "--out-dir", "art"]],
+    ids=["convert", "swebench-replay"],
+)
+def test_two_copies_of_one_session_in_a_logs_directory_are_one_line_naming_both(argv, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "logs").mkdir()
+    shutil.copyfile(EXAMPLE, tmp_path / "logs" / "a.jsonl")
+    shutil.copyfile(EXAMPLE, tmp_path / "logs" / "b.jsonl")
+    err = _one_line_error(capsys, main(argv), f"{tmp_path}/logs/b.jsonl: holds the same session as ")
+    assert f"as {tmp_path}/logs/a.jsonl (trajectory_id " in err
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "art").exists()
+
+
+@pytest.mark.parametrize(
     "upstream",
     ["http://me:pw-S3CRET@127.0.0.1:9", "http://ghp_S3CRET@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?api_key=S3CRET"],
 )

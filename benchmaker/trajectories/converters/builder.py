@@ -24,7 +24,7 @@ from benchmaker.trajectories.trajectory import (
     match_key_for_messages,
 )
 
-CONVERTER_VERSION = 9
+CONVERTER_VERSION = 10
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
@@ -45,6 +45,8 @@ per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_
 instead of becoming one-call trajectories.
 9: Claude Code sessions and Codex CLI rollouts are read; a tool call keeps its `type`
 ("custom" for a Responses custom tool call) and usage its cache creation tokens.
+10: a log that holds the same session as an earlier input (a copy: the same trajectory
+ids) is refused (lenient: skipped as `duplicate_session`) instead of converted twice.
 Converters build every model with pydantic's validating constructors."""
 
 

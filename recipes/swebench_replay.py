@@ -414,14 +414,18 @@ def _converted(p: Any) -> Path:
     whole run into the content-addressed cache the flow's convert task reads
     (benchmaker.tasks.convert.ensure_converted: nothing is converted when a complete conversion is
     there; the task finds this one and converts nothing). Bad logs raise ConfigError
-    with the converter's one-line error (exit 2), before Prefect starts."""
+    with the converter's one-line error (exit 2), before Prefect starts; a conversion
+    that cannot be written (a full disk) raises RunFailed naming it (exit 1)."""
+    from benchmaker.engine.errors import RunFailed
     from benchmaker.tasks.convert import cache_dir_of, ensure_converted
-    from benchmaker.trajectories.errors import InputError
+    from benchmaker.trajectories.errors import InputError, OutputWriteError
 
     try:
         return ensure_converted(p.logs, cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient)[0]
     except InputError as exc:
         raise ConfigError(str(exc)) from None
+    except OutputWriteError as exc:
+        raise RunFailed(str(exc)) from None
 
 
 @app.command(name="swebench-replay")

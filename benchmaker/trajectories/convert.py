@@ -32,7 +32,9 @@ trajectories is still an error); walked files matching no format are then counte
 `unrecognized_file`. `convert_paths(paths, None)` checks without writing. The output is
 written to a temporary file in the output's directory and moved into place with
 `os.replace` only when everything succeeded, so a failed run leaves no output file
-claiming to be complete.
+claiming to be complete; a write that fails for want of room (a full disk or quota, a
+file too large, EIO) raises OutputWriteError naming the output, with nothing left at it
+(an existing file untouched).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ from benchmaker.trajectories.converters.source_file import FirstRecords
 from benchmaker.trajectories.errors import (
     ConvertError,
     EmptyInputError,
+    OutputWriteError,
     TrajectoryFormatError,
     UnknownFormatError,
     UnreadableFilesError,
@@ -93,6 +96,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _LOG_SUFFIXES = (".json", ".jsonl", ".traj")
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+"""The errnos of a write that found no room (or a failing disk): OutputWriteError."""
 
 
 @dataclass
@@ -932,12 +937,17 @@ def convert_paths(
             if tmp_name is not None and out is not None:
                 os.chmod(tmp_name, 0o644)  # mkstemp creates 0600
                 os.replace(tmp_name, out)
-        except BaseException:
+        except BaseException as exc:
             if tmp_name is not None:
                 try:
                     os.unlink(tmp_name)
                 except FileNotFoundError:
                     pass
+            if isinstance(exc, OSError) and exc.errno in _NO_ROOM and out is not None:
+                untouched = " (the file already there is untouched)" if out.exists() else ""
+                raise OutputWriteError(
+                    f"{out}: cannot write the trajectories ({exc.strerror}); nothing was written there{untouched}"
+                ) from exc
             raise
     report.skipped = dict(sorted(skipped.items()))
     return report

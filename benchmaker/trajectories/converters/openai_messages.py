@@ -26,7 +26,8 @@ from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import split_parts, text_of
 from benchmaker.trajectories.converters.json_reading import (
     dict_or_empty,
-    is_one_document,
+    first_byte,
+    is_one_multiline_document,
     iter_rows,
     read_json_document,
 )
@@ -246,8 +247,8 @@ def convert(ctx: FileContext) -> Iterator[Any]:
     """Yield one Trajectory per row (JSONL) or one for a JSON document (a row object or
     a bare message list). Raises ConvertError (`path:line: messages[i].field: ...`);
     with `ctx.lenient` a bad row is skipped and counted as `bad_row`."""
-    stripped = ctx.data.strip()
-    if stripped.startswith(b"[") or (stripped.startswith(b"{") and b"\n" in stripped and is_one_document(stripped)):
+    lead = first_byte(ctx.data)
+    if lead == ord("[") or (lead == ord("{") and is_one_multiline_document(ctx.data)):
         doc = read_json_document(ctx)  # a bare message list, or one pretty-printed row
         if isinstance(doc, list):
             doc = {"messages": doc}

@@ -59,8 +59,9 @@ from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import text_of
 from benchmaker.trajectories.converters.json_reading import (
     dict_or_empty,
+    first_byte,
     first_jsonl_objects,
-    is_one_document,
+    is_one_multiline_document,
     iter_jsonl,
     iter_rows,
     read_json_document,
@@ -258,14 +259,14 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     or evaluation output.jsonl (one per line), see module docstring. Raises
     ConvertError (`path:line: history[i].field: problem`, i = index in the event list);
     with `ctx.lenient` a bad output.jsonl line is skipped and counted as `bad_row`."""
-    stripped = ctx.data.lstrip()
-    if stripped.startswith(b"["):
+    lead = first_byte(ctx.data)
+    if lead == ord("["):
         yield _events_trajectory(read_json_document(ctx), ctx, None, 0)
         return
     if is_sdk_events(first_jsonl_objects(ctx.data, 1)):  # SDK events, one per line
         yield _events_trajectory([e for _, e in iter_jsonl(ctx)], ctx, None, 0)
         return
-    if stripped.startswith(b"{") and b"\n" in stripped.strip() and is_one_document(stripped):
+    if lead == ord("{") and is_one_multiline_document(ctx.data):
         doc = read_json_document(ctx)
         yield _events_trajectory(doc.get("history") if isinstance(doc, dict) else doc, ctx, None, 0, "history", doc)
         return

@@ -358,3 +358,43 @@ def test_a_jsonl_record_that_is_a_big_number_keeps_json_s_int() -> None:
         (1, {"type": "session"}),
         (2, 123456789012345678901234),
     ]
+
+
+def _orjson_safe_whole(data: bytes) -> bool:
+    """orjson_safe as it was, over one translated copy of the whole bytes: the reference."""
+    digits = data.translate(bytes(48 if 48 <= b <= 57 else b for b in range(256)))
+    at = digits.find(b"0" * 19)
+    while at >= 0:
+        i = at
+        while i > 0 and digits[i - 1] == 48:
+            i -= 1
+        if i > 0 and data[i - 1] == 45:
+            i -= 1
+        start = i
+        while i > 0 and data[i - 1] in b" \t\r\n":
+            i -= 1
+        if i == 0 or data[i - 1] in b":,[" or 10 in data[i:start]:
+            return False
+        end = at + 19
+        while end < len(digits) and digits[end] == 48:
+            end += 1
+        at = digits.find(b"0" * 19, end)
+    return True
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 19, 20, 64])
+def test_orjson_safe_by_chunks_answers_as_over_the_whole_bytes(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    monkeypatch.setattr(json_reading, "_SAFE_CHUNK", chunk)
+    rng = random.Random(chunk)
+    pieces = [b'"', b"a", b" ", b"\n", b":", b",", b"[", b"-", b"{", b"}"]
+    seen = set()
+    for _ in range(3000):
+        data = b"".join(
+            rng.choice(pieces) if rng.random() < 0.5 else b"7" * rng.choice([1, 5, 18, 19, 25, 40])
+            for _ in range(rng.randrange(1, 12))
+        )
+        assert orjson_safe(data) is _orjson_safe_whole(data), data
+        seen.add(_orjson_safe_whole(data))
+    assert seen == {True, False}  # both answers were tried

@@ -24,6 +24,12 @@ _LONG_RUN = b"0" * 19
 _JSON_SPACE = b" \t\r\n"
 
 
+_DIGITS = frozenset(b"0123456789")
+_SAFE_CHUNK = 1 << 20
+"""orjson_safe translates this many bytes at a time: its memory is one chunk, not a copy
+of the file."""
+
+
 def orjson_safe(data: bytes) -> bool:
     """True when `orjson.loads` gives the same value as `json.loads` for any JSON in
     `data` that orjson accepts: false when a number token may have 19 or more digits
@@ -32,26 +38,41 @@ def orjson_safe(data: bytes) -> bool:
     or starts `data` or a line (a JSONL record that is a bare number); one inside a
     string that looks so only costs the slow path.
     Everything orjson refuses (NaN, Infinity, lone surrogates, a UTF-8 BOM, bad bytes or
-    syntax) is re-parsed with `json`, whose value or error message stands. Cost: one
-    `bytes.translate` and a substring search (~1 ms per MB)."""
-    digits = data.translate(_DIGIT_CLASS)
-    at = digits.find(_LONG_RUN)
-    while at >= 0:
-        i = at
-        while i > 0 and digits[i - 1] == 48:  # the start of the digit run
-            i -= 1
-        if i > 0 and data[i - 1] == 45:  # "-"
-            i -= 1
-        start = i
-        while i > 0 and data[i - 1] in _JSON_SPACE:
-            i -= 1
-        if i == 0 or data[i - 1] in b":,[" or 10 in data[i:start]:  # 10: a newline, a JSONL record starts
-            return False
-        end = at + len(_LONG_RUN)
-        while end < len(digits) and digits[end] == 48:  # past this run
-            end += 1
-        at = digits.find(_LONG_RUN, end)
+    syntax) is re-parsed with `json`, whose value or error message stands. Cost: a
+    `bytes.translate` of each _SAFE_CHUNK (and 18 bytes more, so a run that starts in the
+    chunk is seen whole) and a substring search (~1 ms per MB)."""
+    n, pos = len(data), 0
+    while pos < n:
+        stop = min(pos + _SAFE_CHUNK, n)
+        window = data[pos : stop + len(_LONG_RUN) - 1].translate(_DIGIT_CLASS)
+        next_pos = stop
+        at = window.find(_LONG_RUN)
+        while 0 <= at < stop - pos:  # a run of 19 digits or more starts in this chunk
+            run = pos + at
+            if _number_at(data, run):
+                return False
+            end = run + len(_LONG_RUN)
+            while end < n and data[end] in _DIGITS:  # past this run
+                end += 1
+            if end >= stop:  # the next chunk starts after it
+                next_pos = end
+                break
+            at = window.find(_LONG_RUN, end - pos)
+        pos = next_pos
     return True
+
+
+def _number_at(data: bytes, run: int) -> bool:
+    """Whether the digit run at `run` of `data` is a number token (orjson_safe)."""
+    i = run
+    while i > 0 and data[i - 1] in _DIGITS:  # the start of the digit run
+        i -= 1
+    if i > 0 and data[i - 1] == 45:  # "-"
+        i -= 1
+    start = i
+    while i > 0 and data[i - 1] in _JSON_SPACE:
+        i -= 1
+    return i == 0 or data[i - 1] in b":,[" or 10 in data[i:start]  # 10: a newline, a JSONL record starts
 
 
 def read_json_document(ctx: FileContext) -> Any:

@@ -69,8 +69,9 @@ import orjson
 
 from benchmaker.apis.openai_chat import OpenAIChatParser
 from benchmaker.engine.errors import ConnectTimeout, TransportError
-from benchmaker.engine.http1 import RawTransport
+from benchmaker.engine.http1 import RawTransport, compression_bomb
 from benchmaker.engine.records import Outcome, RequestSpec, Sample, TimeoutKind
+from benchmaker.engine.transport import decoded_body_room
 
 _ERROR_BODY_LIMIT = 4096  # as the engine's runner keeps of an error body
 
@@ -589,19 +590,22 @@ class _AiohttpExchange:
     """One call on a given aiohttp ClientSession (the session's pool and aiohttp's
     timeouts: total, sock_read = idle). `open()` returns (status, the response's
     `x-replay-*` headers, names lower-cased); `ended()` is never True (the body ends
-    with a read that returns b"")."""
+    with a read that returns b""). A body aiohttp decodes is cut at
+    MAX_DECODED_BODY_BYTES as the engine's transports cut it (`compression_bomb`)."""
 
-    __slots__ = ("_session", "_client", "_payload", "_resp")
+    __slots__ = ("_session", "_client", "_payload", "_resp", "_room")
 
     def __init__(self, session: aiohttp.ClientSession, client: ModelClient, payload: bytes | list[bytes]) -> None:
         self._session = session
         self._client = client
         self._payload = payload if isinstance(payload, bytes) else b"".join(payload)
         self._resp: aiohttp.ClientResponse | None = None
+        self._room: int | None = None  # decoded bytes still allowed; None: not decoded
 
     async def open(self) -> tuple[int, Any]:
         c = self._client
         resp = self._resp = await self._session.post(c.url, data=self._payload, headers=c._headers, timeout=c.timeout)
+        self._room = decoded_body_room(resp.headers)
         return resp.status, _replay_headers(resp.headers)
 
     def ended(self) -> bool:
@@ -613,10 +617,20 @@ class _AiohttpExchange:
         return self._resp
 
     async def read(self) -> bytes:
-        return await self._opened().content.readany()
+        data = await self._opened().content.readany()
+        if self._room is not None:
+            self._room -= len(data)
+            if self._room < 0:
+                raise compression_bomb(self._opened().headers.get("Content-Encoding"))
+        return data
 
     async def read_all(self) -> bytes:
-        return await self._opened().read()
+        if self._room is None:
+            return await self._opened().read()
+        chunks = []
+        while data := await self.read():
+            chunks.append(data)
+        return b"".join(chunks)
 
     async def close(self) -> None:
         if self._resp is not None:

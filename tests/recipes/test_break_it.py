@@ -842,3 +842,23 @@ def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, m
         assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_the_agents_aiohttp_session_ends_a_compression_bomb_as_an_error(stream, hostile):
+    import asyncio
+
+    import aiohttp
+
+    from benchmaker.agent.model_client import ModelClient
+
+    async def call():
+        async with aiohttp.ClientSession() as session:
+            client = ModelClient(hostile.url + "/bomb-gzip", model="m", session=session)
+            return await client.chat([{"role": "user", "content": "hi"}], stream=stream)
+
+    res = asyncio.run(call())
+    assert (res.outcome, res.error) == (
+        "transport_error",
+        f"TransportError: decoded body over {64 << 20} bytes (Content-Encoding gzip): a compression bomb?",
+    )

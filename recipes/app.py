@@ -19,10 +19,10 @@ import importlib.util
 from collections.abc import Iterable
 from typing import Any
 
-from cyclopts import App, Parameter
+from cyclopts import App, Parameter, validators
 from cyclopts.command_spec import CommandSpec
 
-__all__ = ["BenchmakerApp", "app", "describe_lazy", "source_help"]
+__all__ = ["BenchmakerApp", "app", "describe_lazy", "source_help", "within"]
 
 
 class BenchmakerApp(App):
@@ -46,6 +46,15 @@ class BenchmakerApp(App):
     def help_print(self, tokens: Any = None, **kwargs: Any) -> None:
         describe_lazy(self)
         super().help_print(tokens, **kwargs)
+
+
+def within(low: float | None = None, high: float | None = None, *, above: float | None = None) -> Parameter:
+    """A cyclopts Parameter for a number flag that must lie in [low, high] (`above`: a
+    strict lower bound instead of `low`); NaN is outside every range. Used as
+    `port: Annotated[int, within(0, 65535)] = 0`; a value outside is refused by cyclopts
+    before the command runs, in one line naming the flag (exit 2):
+    `Invalid value "70000" for --port. Must be <= 65535.`"""
+    return Parameter(validator=validators.Number(gte=low, lte=high, gt=above))
 
 
 def source_help(import_path: str) -> str | None:

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 from benchmaker.recipes.calibration import calibrate as _calibrate
 from benchmaker.recipes.display import console
 
@@ -29,7 +29,9 @@ def calibrate(
     *,
     seconds: Annotated[float, Parameter(help="seconds per throughput measurement (two of them)")] = 5.0,
     concurrency: Annotated[int, Parameter(help="closed-loop workers against the instant server")] = 64,
-    sse_chunks: Annotated[int, Parameter(help="one-token content chunks per streamed response")] = 200,
+    sse_chunks: Annotated[
+        int, Parameter(help="one-token content chunks per streamed response"), within(1, 1_000_000)
+    ] = 200,
     out: Annotated[
         Path | None,
         Parameter(help="calibration file (default: $BENCHMAKER_CALIBRATION or ~/.cache/benchmaker/calibration.json)"),

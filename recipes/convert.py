@@ -25,7 +25,7 @@ from benchmaker.engine.config import check_output_file
 from benchmaker.recipes.app import app
 from benchmaker.trajectories.convert import ConvertProgress, ConvertReport, convert_paths
 from benchmaker.trajectories.converters import FORMATS
-from benchmaker.trajectories.errors import InputError
+from benchmaker.trajectories.errors import InputError, OutputWriteError
 
 
 class ConvertProgressView:
@@ -143,16 +143,17 @@ def run_convert(
 ) -> int:
     """The `convert` command's work: convert with live progress on `console` when it is a
     terminal (ConvertProgressView; times from `clock`, s), then print the report table.
-    Returns 0, or 2 after printing `benchmaker: error: ...` to stderr for bad input."""
+    Returns 0, or 2 after printing `benchmaker: error: ...` to stderr for bad input, 1
+    when the output could not be written (a full disk: OutputWriteError)."""
     with ConvertProgressView(console) as view:
         try:
-            report: ConvertReport | InputError = convert_paths(
+            report: ConvertReport | InputError | OutputWriteError = convert_paths(
                 logs, output, fmt=fmt, lenient=lenient, progress=view.callback, clock=clock
             )
-        except InputError as exc:
+        except (InputError, OutputWriteError) as exc:
             report = exc
-    if isinstance(report, InputError):  # printed after the live line has stopped
+    if isinstance(report, InputError | OutputWriteError):  # printed after the live line has stopped
         print(f"benchmaker: error: {report}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(report, InputError) else 1
     render_report(report, console)
     return 0

@@ -10,7 +10,7 @@ from typing import Annotated
 from cyclopts import Parameter
 
 from benchmaker.engine.config import check_output_file
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 
 
 @app.command(name="record")
@@ -19,7 +19,7 @@ def record(
     upstream: str,
     output: Annotated[Path, Parameter(name=["--output", "-o"])] = Path("trajectories.jsonl"),
     host: str = "127.0.0.1",
-    port: int = 0,
+    port: Annotated[int, within(0, 65535)] = 0,
     text_actions: bool = False,
 ) -> int:
     """Relay /v1/chat/completions, /v1/responses, /v1/messages (and the Gemini API's

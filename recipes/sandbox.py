@@ -15,13 +15,14 @@ whole exec or lifecycle. A non-zero exit code is a `graded_wrong` sample.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 from benchmaker.recipes.bench import execute_run, make_config, resolve_api_key
+from benchmaker.recipes.swebench_replay import check_sandbox_flag
 from benchmaker.workloads.sandbox import SandboxWorkload
 
 DEFAULT_SAMPLES = 10  # samples of a run given neither --duration nor --max-requests
@@ -32,16 +33,17 @@ def sandbox(
     *,
     command: str,
     target: Literal["local", "flash"] = "local",
+    sandbox: Literal["local", "none"] = "local",
     mode: Literal["exec", "lifecycle"] = "exec",
     url: str | None = None,
     sandbox_id: str | None = None,
     image: str | None = None,
     sandbox_type: str = "",
     template: str | None = None,
-    memory_mb: int = 512,
-    cpu_cores: float = 1.0,
+    memory_mb: Annotated[int, within(1, 1 << 20)] = 512,
+    cpu_cores: Annotated[float, within(above=0, high=1024)] = 1.0,
     repo: Path | None = None,
-    timeout: float = 60.0,
+    timeout: Annotated[float, within(above=0, high=2_592_000)] = 60.0,
     api_key_env: str | None = None,
     rate: str = "closed:1",
     duration: str | None = None,
@@ -61,6 +63,7 @@ def sandbox(
     Args:
         command: Shell command run in the sandbox per sample (exit code 0 = ok).
         target: local (temp workspace + bash subprocess, embedded) or flash (Flash Sandbox coordinator).
+        sandbox: Target local: local (commands confined by bubblewrap; refused up front where bwrap cannot run) or none (unconfined: warned).
         mode: exec (on one sandbox) or lifecycle (create -> exec -> delete per sample).
         url: Flash coordinator base URL (target flash).
         sandbox_id: Existing Flash sandbox for exec mode (default: one is created before the run).
@@ -107,6 +110,8 @@ def sandbox(
         check_http_url(url, "--url")
     if repo is not None and not repo.is_dir():
         raise ConfigError(f"--repo: not a directory (got {str(repo)!r})")
+    if target == "local":  # the flags are right; before any work: no bundle for a run that cannot start
+        check_sandbox_flag(sandbox, "command")
     try:
         workload = SandboxWorkload(
             command,
@@ -122,6 +127,7 @@ def sandbox(
             api_key=resolve_api_key(None, api_key_env),
             timeout_s=timeout,
             repo=repo,
+            confined=sandbox == "local",
         )
     except ValueError as exc:
         raise ConfigError(f"--{exc}") from None

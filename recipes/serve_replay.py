@@ -4,9 +4,9 @@ endpoint (benchmaker.replay_server.server) in the foreground until Ctrl-C."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 
 
 @app.command(name="serve-replay")
@@ -14,7 +14,7 @@ def serve_replay(
     trajectories: Path,
     *,
     host: str = "127.0.0.1",
-    port: int = 0,
+    port: Annotated[int, within(0, 65535)] = 0,
     latency: str = "instant",
     token: str | None = None,
     divergence: Literal["off", "status", "content"] = "off",

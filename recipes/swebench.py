@@ -20,14 +20,14 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from rich.console import Console
 from rich.table import Table
 
 from benchmaker.engine.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
 from benchmaker.engine.errors import ConfigError
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 from benchmaker.recipes.bench import resolve_api_key
 from benchmaker.recipes.swebench_replay import check_sandbox_flag
 
@@ -70,7 +70,7 @@ def swebench(
     sandbox_api_key_env: str | None = None,
     api_key_env: str | None = None,
     system_file: Path | None = None,
-    temperature: float | None = None,
+    temperature: Annotated[float | None, within(0, 100)] = None,
     stream: bool = True,
     send_status_fields: bool = False,
     out_dir: Path = Path("artifacts"),

@@ -38,14 +38,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from rich.console import Console
 from rich.table import Table
 
 from benchmaker.engine.errors import ConfigError
 from benchmaker.recipes.api_watch import exit_if_api_lost
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 from benchmaker.recipes.prefect_server import use_local_server
 
 
@@ -89,13 +89,9 @@ def _distributed(
     """The distributed flows' extra parameters from the CLI options, or None for a
     single-process run (--shards 1 and no --dask-address). --start-lead None: the
     flows' default (benchmaker.flows.shard_runs.DEFAULT_LEAD_S). Raises ConfigError,
-    before anything runs, when --shards > 1 comes without --dask-address, a number is
-    out of range, the exchange is refused (benchmaker.flows.shard_runs.checked_exchange) or the
+    before anything runs, when --shards > 1 comes without --dask-address, the exchange
+    is refused (benchmaker.flows.shard_runs.checked_exchange) or the
     Dask scheduler does not answer within 5 s."""
-    import math
-
-    if shards < 1:
-        raise ConfigError(f"--shards: expected an integer >= 1 (got {shards})")
     if dask_address is None:
         if shards > 1 or exchange or start_lead is not None or shard_timeout is not None:
             raise ConfigError(
@@ -103,13 +99,6 @@ def _distributed(
                 "scheduler); on a Prefect work pool run the `distributed` deployment instead"
             )
         return None
-    bad = [
-        f"{name}: expected a finite number > 0 (got {v:g})"
-        for name, v in (("--start-lead", start_lead), ("--shard-timeout", shard_timeout))
-        if v is not None and not (math.isfinite(v) and v > 0)
-    ]
-    if bad:
-        raise ConfigError("; ".join(bad))
     from benchmaker.flows.shard_runs import DaskMissing, checked_exchange, dask_task_runner
     from benchmaker.flows.swebench_replay import ParameterError
 
@@ -426,14 +415,18 @@ def _converted(p: Any) -> Path:
     whole run into the content-addressed cache the flow's convert task reads
     (benchmaker.tasks.convert.ensure_converted: nothing is converted when a complete conversion is
     there; the task finds this one and converts nothing). Bad logs raise ConfigError
-    with the converter's one-line error (exit 2), before Prefect starts."""
+    with the converter's one-line error (exit 2), before Prefect starts; a conversion
+    that cannot be written (a full disk) raises RunFailed naming it (exit 1)."""
+    from benchmaker.engine.errors import RunFailed
     from benchmaker.tasks.convert import cache_dir_of, ensure_converted
-    from benchmaker.trajectories.errors import InputError
+    from benchmaker.trajectories.errors import InputError, OutputWriteError
 
     try:
         return ensure_converted(p.logs, cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient)[0]
     except InputError as exc:
         raise ConfigError(str(exc)) from None
+    except OutputWriteError as exc:
+        raise RunFailed(str(exc)) from None
 
 
 @app.command(name="swebench-replay")
@@ -458,11 +451,11 @@ def swebench_replay(
     out_dir: Path = Path("artifacts"),
     warehouse: Path | None = None,
     label: str | None = None,
-    shards: int = 1,
+    shards: Annotated[int, within(1, 4096)] = 1,
     dask_address: str | None = None,
     exchange: str | None = None,
-    start_lead: float | None = None,
-    shard_timeout: float | None = None,
+    start_lead: Annotated[float | None, within(above=0, high=2_592_000)] = None,
+    shard_timeout: Annotated[float | None, within(above=0, high=2_592_000)] = None,
     workers: int = 1,
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
@@ -674,11 +667,11 @@ def llm_sweep(
     out_dir: Path = Path("artifacts"),
     warehouse: Path | None = None,
     label: str | None = None,
-    shards: int = 1,
+    shards: Annotated[int, within(1, 4096)] = 1,
     dask_address: str | None = None,
     exchange: str | None = None,
-    start_lead: float | None = None,
-    shard_timeout: float | None = None,
+    start_lead: Annotated[float | None, within(above=0, high=2_592_000)] = None,
+    shard_timeout: Annotated[float | None, within(above=0, high=2_592_000)] = None,
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
     exit_code: ExitPolicy = "verdict",

@@ -16,7 +16,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from rich.table import Table
@@ -24,7 +24,7 @@ from rich.table import Table
 from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner, run_on_fresh_loop
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 from benchmaker.recipes.bench import make_config
 from benchmaker.recipes.display import console, print_summary, run_with_progress
 from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
@@ -83,10 +83,10 @@ def trajectory_replay(
     model: str,
     sessions: Literal["contiguous", "interleaved"] = "contiguous",
     concurrency: int = 1,
-    active_sessions: int | None = None,
+    active_sessions: Annotated[int | None, within(1, 1_000_000)] = None,
     think: str | None = None,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
+    max_tokens: Annotated[int | None, within(1, 10_000_000)] = None,
+    temperature: Annotated[float | None, within(0, 100)] = None,
     stream: bool = True,
     tokenizer: Path | None = None,
     duration: str | None = None,

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmaker.engine.config import check_output_dir, check_output_file
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import app, within
 from benchmaker.warehouse.compare import compare_points
 from benchmaker.warehouse.connection import default_warehouse, open_readonly
 from benchmaker.warehouse.errors import WarehouseError
@@ -227,7 +227,7 @@ def runs(
     *,
     warehouse: WarehouseOpt = None,
     label: str | None = None,
-    limit: int = 50,
+    limit: Annotated[int, within(1, 1_000_000_000)] = 50,
     csv: bool = False,
     json: bool = False,
 ) -> int:
@@ -283,7 +283,7 @@ def compare(
     *,
     warehouse: WarehouseOpt = None,
     n_boot: int = 200,
-    seed: int = 42,
+    seed: Annotated[int, within(0, 2**63 - 1)] = 42,
     csv: bool = False,
     json: bool = False,
 ) -> int:

@@ -3,6 +3,7 @@ that never ends. Real sockets (http.server in a thread); started per test.
 
     with HostileServer() as srv:
         srv.url + "/bomb-gzip"       # 200, Content-Encoding gzip: 100 MiB of zeros in ~100 KB
+                                     # (also at /bomb-gzip/v1/..., for clients given a base URL)
         srv.url + "/bomb-deflate"    # the same as zlib-wrapped deflate
         srv.url + "/metrics-bomb"    # gzip of 20 MiB of Prometheus comment lines
         srv.url + "/metrics-endless" # 200, then one comment line every 50 ms, never ending
@@ -57,7 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
                 pass
             self.close_connection = True
             return
-        body, coding = _bodies().get(path, (b"", "identity"))
+        body, coding = _bodies().get(path.split("/v1/")[0], (b"", "identity"))  # a base URL's API path too
         self.send_response(200 if body else 404)
         self.send_header("Content-Type", "text/plain")
         if coding != "identity":

@@ -637,7 +637,7 @@ def parse_grader_option(value: str, base_dir: Path | None = None) -> tuple[Grade
     reference_key). Raises ConfigError naming `--grader`."""
     from pydantic import TypeAdapter, ValidationError
 
-    from benchmaker.engine.config_file import format_validation_error
+    from benchmaker.engine.config_file import UniqueKeyLoader, format_validation_error
 
     text = value.strip()
     if text.startswith("@"):
@@ -645,11 +645,14 @@ def parse_grader_option(value: str, base_dir: Path | None = None) -> tuple[Grade
         import yaml
 
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
         except OSError as exc:
             raise ConfigError(f"--grader: cannot read {path} ({exc.strerror})") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--grader: {path}: not YAML/JSON: {exc}") from None
+        except yaml.YAMLError as exc:  # one line: the problem at its line, not PyYAML's excerpt
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+            raise ConfigError(f"--grader: {where}: not YAML/JSON: {problem}") from None
         base_dir = path.resolve().parent
     elif text.startswith("{"):
         try:

@@ -116,8 +116,9 @@ class SandboxWorkload:
     `target` "local" | "flash"; `mode` "exec" | "lifecycle". Flash needs `url`; exec
     mode on flash uses `sandbox_id` or creates one sandbox (from `image`) in `start()`;
     lifecycle on flash needs `image`. `timeout_s` is the command's deadline (s), sent
-    as `timeout_ms`. `repo` (local) is copied into each lifecycle workspace.
-    Raises ValueError on an unknown target/mode or a missing url/image.
+    as `timeout_ms`. `repo` (local) is copied into each lifecycle workspace. `confined`
+    (local): commands run under bubblewrap (benchmaker.agent.sandbox.confine); False runs
+    them unconfined. Raises ValueError on an unknown target/mode or a missing url/image.
     """
 
     name = "sandbox"
@@ -139,6 +140,7 @@ class SandboxWorkload:
         timeout_s: float = 60.0,
         http_timeout_s: float = 600.0,
         repo: Path | None = None,
+        confined: bool = True,
     ) -> None:
         url, sandbox_id, image = url or None, sandbox_id or None, image or None  # "" (unset env) = absent
         if target not in ("local", "flash"):
@@ -166,6 +168,7 @@ class SandboxWorkload:
         self.cpu_cores = cpu_cores
         self.timeout_s = timeout_s
         self.repo = repo
+        self.confined = confined
         self._flash = _Flash(url, api_key, http_timeout_s) if target == "flash" and url else None  # url checked above
         self._own_flash_id: str | None = None
         self._local: Any = None
@@ -200,7 +203,7 @@ class SandboxWorkload:
         elif self.mode == "exec":
             from benchmaker.agent.sandbox.local import LocalSandbox
 
-            self._local = await LocalSandbox.create(self.repo, default_timeout_s=self.timeout_s)
+            self._local = await LocalSandbox.create(self.repo, default_timeout_s=self.timeout_s, confined=self.confined)
 
     async def aclose(self) -> None:
         """Delete what `start()` created and close the HTTP session."""
@@ -319,7 +322,9 @@ class SandboxWorkload:
             if self.mode == "lifecycle":
                 t = pc()
                 try:
-                    created = sb = await LocalSandbox.create(self.repo, default_timeout_s=self.timeout_s)
+                    created = sb = await LocalSandbox.create(
+                        self.repo, default_timeout_s=self.timeout_s, confined=self.confined
+                    )
                 finally:
                     meta["create_ms"] = (pc() - t) / 1e6
                 meta["sandbox_id"] = created.root.name

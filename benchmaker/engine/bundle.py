@@ -219,33 +219,38 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-class SampleWriter:
-    """Appends Samples to a samples.jsonl file as they finish.
+class JsonlAppender:
+    """Appends lines (bytes ending in a newline) to a file, buffered; a write that fails
+    keeps what is whole on disk.
 
-    `write(sample)` serialises with orjson into a buffer; `flush()` hands it to the OS
-    (the runner calls it every 0.2 s and at the end, so at most that much is lost if the
-    process is killed). `count` is the number of lines written.
+        out = JsonlAppender(Path("monitor.jsonl"))           # "ab"; mode="wb" truncates
+        out.write_line(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+        out.flush()                                          # hands the buffer to the OS
+        out.close()                                          # flush + fsync
 
-    A write that fails (ENOSPC: a full disk, EDQUOT, EIO) never raises: the file is cut
-    back to the whole lines of the last good flush (`kept` of them), later samples are
-    dropped (`dropped`), and `error` holds the OSError for the caller to report.
+    `count` is the number of lines written. A write, flush or close that fails (ENOSPC:
+    a full disk, EDQUOT, EIO) never raises: the file is cut back to the whole lines of
+    the last good flush (`kept` of them), later lines are dropped (`dropped`), and
+    `error` holds the OSError for the caller to report (`loss(what)` says it in one
+    line). Opening raises OSError as `open` does.
     """
 
-    def __init__(self, path: Path):
-        self.path = path
-        self._f = open(path, "ab", buffering=1 << 16)
+    def __init__(self, path: Path, mode: str = "ab"):
+        self.path = Path(path)
+        self._f = open(self.path, mode, buffering=1 << 16)
         self.count = 0
         self.kept = 0  # lines on disk as of the last good flush
         self._kept_bytes = self._f.tell()
         self.dropped = 0
         self.error: OSError | None = None
 
-    def write(self, sample: Sample) -> None:
+    def write_line(self, line: bytes) -> None:
+        """Append `line` (ending in a newline) to the buffer."""
         if self.error is not None:
             self.dropped += 1
             return
         try:
-            self._f.write(orjson.dumps(sample, option=orjson.OPT_APPEND_NEWLINE))
+            self._f.write(line)
         except OSError as exc:  # the buffer filled and its flush failed
             self.dropped += 1
             self._fail(exc)
@@ -286,6 +291,30 @@ class SampleWriter:
             self._f.close()
         except OSError as exc:
             self._fail(exc)
+
+    def loss(self, what: str, noun: str) -> str:
+        """The failed write in one line: `path: cannot write WHAT (strerror); the KEPT NOUN
+        written before it are kept there, DROPPED later ones are not`."""
+        err = self.error
+        why = (err.strerror or str(err)) if err is not None else "no error"
+        return (
+            f"{self.path}: cannot write {what} ({why}); the {self.kept} {noun} written before it are kept "
+            f"there, {self.dropped} later ones are not"
+        )
+
+
+class SampleWriter(JsonlAppender):
+    """Appends Samples to a samples.jsonl file as they finish (a JsonlAppender: a failed
+    write keeps the whole lines of the last good flush and never raises).
+
+    `write(sample)` serialises with orjson into a buffer; `flush()` hands it to the OS
+    (the runner calls it every 0.2 s and at the end, so at most that much is lost if the
+    process is killed). `count` is the number of lines written.
+    """
+
+    def write(self, sample: Sample) -> None:
+        """Append `sample` as one JSON line."""
+        self.write_line(orjson.dumps(sample, option=orjson.OPT_APPEND_NEWLINE))
 
 
 def wall_ns() -> int:

@@ -16,6 +16,9 @@ Aliases (`&a` / `*a`) are allowed within bounds: a file whose aliases expand to 
 than MAX_NODES nodes (the "billion laughs" attack: nine levels of nine-fold aliases)
 or refer to themselves (`a: &a [*a]`) is a ConfigError naming the line, found by
 counting before anything is expanded.
+
+A key given twice in one mapping is refused (`UniqueKeyLoader`) with the line of the
+second and of the first: PyYAML's own loaders keep the last silently.
 """
 
 from __future__ import annotations
@@ -35,6 +38,33 @@ from benchmaker.engine.files import not_regular
 M = TypeVar("M", bound=BaseModel)
 MAX_NODES = 100_000  # YAML nodes a config may expand to, aliases counted at each use
 MAX_BYTES = 10 * 1024 * 1024  # a config file larger than this is refused
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader that refuses a mapping holding the same key twice, for every
+    YAML a user gives (run files, `--grader @file.yaml`): raises
+    yaml.constructor.ConstructorError whose `problem` names the key and the line of its
+    first use and whose `problem_mark` is the second (YAML 1.2 says keys are unique;
+    PyYAML keeps the last one silently). Keys compare by tag and text, so `a` and
+    `"a"` are one key, `1` and `"1"` two."""
+
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
+        node = super().compose_mapping_node(anchor)
+        first: dict[tuple[str, str], yaml.Node] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            seen = first.setdefault((key_node.tag, key_node.value), key_node)
+            if seen is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key_node.value!r} (first at line {seen.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+        return node
+
+
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -71,7 +101,7 @@ def _interpolate(node: yaml.Node, env: dict[str, str], path: Path, where: str) -
     whole = _VAR.fullmatch(value)
     if whole:
         text = lookup(whole)
-        return yaml.safe_load(text) if text.strip() else text
+        return yaml.load(text, Loader=UniqueKeyLoader) if text.strip() else text
     return _VAR.sub(lookup, value)
 
 
@@ -126,7 +156,7 @@ def _check_expansion(root: yaml.Node, path: Path) -> None:
 def load_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
     """Read a YAML mapping with interpolation; returns (data, {field path: line}).
     Raises ConfigError naming the file (and line) when it is missing, not YAML, not a
-    mapping, or uses an unset variable."""
+    mapping, holds a key twice in one mapping, or uses an unset variable."""
     problem = not_regular(path)
     if problem is not None:
         raise ConfigError(f"{path}: {problem}")
@@ -139,7 +169,7 @@ def load_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=UniqueKeyLoader)
     except RecursionError:
         raise ConfigError(f"{path}: YAML nested too deeply") from None
     except yaml.YAMLError as exc:

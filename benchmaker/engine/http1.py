@@ -85,11 +85,13 @@ import httptools
 from benchmaker.engine.errors import ConnectTimeout, TransportError
 from benchmaker.engine.records import RequestSpec
 
-__all__ = ["RawTransport", "keep_heap"]
+__all__ = ["MAX_DECODED_BODY_BYTES", "RawTransport", "compression_bomb", "keep_heap"]
 
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 _HIGH_WATER = 1 << 20  # body bytes buffered unread before the socket is paused
-MAX_DECODED_BODY_BYTES = 64 << 20  # a response body decoded from gzip/deflate: more is refused
+MAX_DECODED_BODY_BYTES = 64 << 20
+"""The most bytes a response body decoded from its Content-Encoding may hold, for every
+transport of the engine: more ends the request with `compression_bomb(coding)`."""
 _JOIN_MAX = 1 << 16  # a smaller body is sent in one write with its head; a larger one by writelines
 _DEFAULTS = (
     ("accept", "Accept: */*\r\n"),
@@ -332,12 +334,7 @@ class _Conn(asyncio.Protocol):
             body = self._decoder.decompress(body, room + 1)
             if len(body) > room:  # zlib stopped at room + 1: the rest would be more
                 self._decoder = None
-                self._fail(
-                    TransportError(
-                        f"decoded body over {MAX_DECODED_BODY_BYTES} bytes (Content-Encoding "
-                        f"{_header(self.raw_headers, b'content-encoding')}): a compression bomb?"
-                    )
-                )
+                self._fail(compression_bomb(_header(self.raw_headers, b"content-encoding")))
                 self.close()
                 return
             if not body:
@@ -380,6 +377,14 @@ class _Conn(asyncio.Protocol):
         """Wait for the next read (or close); a cancellation propagates."""
         fut = self.waiter = self._owner._loop.create_future()
         await fut
+
+
+def compression_bomb(coding: str | None) -> TransportError:
+    """The error that ends a request whose body decodes to more than
+    MAX_DECODED_BODY_BYTES (`coding`: its Content-Encoding header, as sent)."""
+    return TransportError(
+        f"decoded body over {MAX_DECODED_BODY_BYTES} bytes (Content-Encoding {coding}): a compression bomb?"
+    )
 
 
 class _Deflate:

@@ -47,7 +47,6 @@ import fnmatch
 import importlib
 import inspect
 import math
-import os
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -58,6 +57,7 @@ from urllib.parse import urlsplit
 import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from benchmaker.engine.bundle import JsonlAppender
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.load_models import parse_duration_s
 
@@ -414,7 +414,9 @@ class MonitorRunner:
     Samples of one monitor never overlap: the next is due `interval_s` after the
     previous was due (absolute schedule, no drift); a sample that took longer than
     the interval makes the due ones collapse into one. Rows are flushed to the OS
-    after every sample.
+    after every sample. A write that fails (a full disk) stops no monitor and raises
+    nothing: the file keeps the whole rows of the last good flush and `error` holds the
+    OSError (`benchmaker.engine.bundle.JsonlAppender`; `loss()` says it in one line).
     """
 
     def __init__(self, monitors: Sequence[Monitor], path: Path, t0_ns: int) -> None:
@@ -422,7 +424,7 @@ class MonitorRunner:
         self.path = Path(path)
         self.t0_ns = t0_ns
         self._tasks: list[asyncio.Task[None]] = []
-        self._f: Any = None
+        self._out: JsonlAppender | None = None
         self._names: list[str] = []
         for m in self.monitors:  # unique report keys: a repeated name gets "#2", "#3"
             name, k = m.name, 2
@@ -436,7 +438,7 @@ class MonitorRunner:
 
     def start(self) -> None:
         """Open the file and start one task per monitor on the running loop."""
-        self._f = open(self.path, "ab")
+        self._out = JsonlAppender(self.path)
         loop = asyncio.get_running_loop()
         self._locks = [asyncio.Lock() for _ in self.monitors]
         self._tasks = [loop.create_task(self._loop(i)) for i in range(len(self.monitors))]
@@ -455,9 +457,10 @@ class MonitorRunner:
                 stats["errors"] += 1
                 stats["last_error"] = f"{type(exc).__name__}: {exc}"[:500]
                 return
-            if rows:
-                self._f.write(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in rows))
-                self._f.flush()
+            if rows and self._out is not None:
+                for r in rows:
+                    self._out.write_line(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE))
+                self._out.flush()
                 stats["rows"] += len(rows)
 
     async def _loop(self, i: int) -> None:
@@ -492,10 +495,17 @@ class MonitorRunner:
                     await m.aclose()
                 except Exception:  # closing must not hide the run's result
                     pass
-            if self._f is not None and not self._f.closed:
-                self._f.flush()
-                os.fsync(self._f.fileno())
-                self._f.close()
+            if self._out is not None:
+                self._out.close()
+
+    @property
+    def error(self) -> OSError | None:
+        """The OSError of the write to `path` that failed, None while every write went through."""
+        return self._out.error if self._out is not None else None
+
+    def loss(self) -> str:
+        """The failed write in one line: the file, why, the rows kept and dropped."""
+        return self._out.loss("monitor rows", "rows") if self._out is not None else f"{self.path}: not opened"
 
     def report(self) -> dict[str, dict[str, Any]]:
         """Per monitor name: samples taken, errors, rows written, last error text."""

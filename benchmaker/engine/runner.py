@@ -435,16 +435,15 @@ class BenchRunner:
                     pass
         w = self._writer
         if w.error is not None:
-            raise RunFailed(
-                f"{w.path}: cannot write samples ({w.error.strerror or w.error}); the {w.kept} samples "
-                f"written before it are kept there, {w.dropped} later ones are not and no summary was "
-                f"written"
-            )
+            raise RunFailed(w.loss("samples", "samples") + " and no summary was written")
         summary = self._summarize(monitor, interrupted, wall_s, cpu_s)
         self.result = RunResult(self.run_id, self.bundle_dir, summary)
         _pass_on_stop_signal(stop_signals, self.interrupted_by)
         if interrupted:
             raise asyncio.CancelledError("run interrupted; partial bundle written")
+        lost = [out.loss() for out in (self._trace, self._monitor_runner) if out is not None and out.error is not None]
+        if lost:  # the samples and summary are whole: a failed run that says what it kept
+            raise RunFailed(f"{'; '.join(lost)}; the samples and summary are complete in {self.bundle_dir}")
         return self.result
 
     # -- scheduling ---------------------------------------------------------------------

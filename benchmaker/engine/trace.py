@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from benchmaker.engine.bundle import REDACTED, redact_headers, redact_url
+from benchmaker.engine.bundle import REDACTED, JsonlAppender, redact_headers, redact_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.load_models import NS_PER_S
 from benchmaker.engine.records import RequestSpec
@@ -89,14 +88,29 @@ class TraceWriter:
 
     Lines are buffered and handed to the OS by `flush()` (the runner flushes with its
     samples, every 0.2 s) and at `close()` (fsync'd). Raises OSError when the file
-    cannot be created.
+    cannot be created. A later write that fails (a full disk) never raises: the file
+    keeps the whole lines of the last good flush and `error` holds the OSError
+    (`benchmaker.engine.bundle.JsonlAppender`; `loss()` says it in one line).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(self.path, "wb", buffering=1 << 16)
-        self.count = 0
+        self._out = JsonlAppender(self.path, "wb")
+
+    @property
+    def count(self) -> int:
+        """Requests written (those a failed write dropped not counted)."""
+        return self._out.count
+
+    @property
+    def error(self) -> OSError | None:
+        """The OSError of the write that failed, None while every write went through."""
+        return self._out.error
+
+    def loss(self) -> str:
+        """The failed write in one line: the file, why, the requests kept and dropped."""
+        return self._out.loss("the request trace", "requests")
 
     def write(self, seq: int, lane: str, protocol: str | None, intended_ns: int, spec: RequestSpec) -> None:
         """Record request `seq` of `lane`, intended at `intended_ns` (ns from t0)."""
@@ -119,17 +133,13 @@ class TraceWriter:
             "body": text,
             "body_b64": b64,
         }
-        self._f.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
-        self.count += 1
+        self._out.write_line(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
 
     def flush(self) -> None:
-        self._f.flush()
+        self._out.flush()
 
     def close(self) -> None:
-        if not self._f.closed:
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
+        self._out.close()
 
 
 def _field(

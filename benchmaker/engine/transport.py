@@ -8,7 +8,8 @@ the engine on RawTransport 2.5x bare aiohttp's requests per client CPU s. So:
                       parser (benchmaker/engine/http1.py), ~1/4 of aiohttp's CPU per request
     AiohttpTransport  `aiohttp`: one aiohttp ClientSession, keep-alive pool, no
                       client-side timeouts except connect (the runner owns the rest);
-                      the same samples (tests/benchmaker/test_http1.py)
+                      the same samples (tests/benchmaker/test_http1.py), the same cap
+                      on a decoded body (http1.MAX_DECODED_BODY_BYTES)
     HttpxTransport    httpx.AsyncClient, for users who need its features
     NullTransport     answers every request at once with a canned body, no I/O:
                       measures the engine itself (scheduler accuracy, events/s)
@@ -20,27 +21,46 @@ TCP handshake per request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
 
 from benchmaker.engine.errors import ConnectTimeout, TransportError
+from benchmaker.engine.http1 import MAX_DECODED_BODY_BYTES, compression_bomb
 from benchmaker.engine.records import RequestSpec
+
+_AIOHTTP_DECODES = frozenset({"gzip", "deflate", "br", "zstd"})
+"""The Content-Encodings aiohttp's auto_decompress decodes (aiohttp/http_parser.py):
+others reach the caller as sent."""
+
+
+def decoded_body_room(headers: Mapping[str, str]) -> int | None:
+    """The bytes an aiohttp response body with these headers may bring once decoded:
+    MAX_DECODED_BODY_BYTES when aiohttp decodes its Content-Encoding (gzip, deflate,
+    br, zstd), None (no cap: the body arrives as sent) otherwise. A reader subtracts
+    what it reads and raises `compression_bomb` below 0."""
+    coding = headers.get("Content-Encoding")
+    return MAX_DECODED_BODY_BYTES if coding is not None and coding.strip().lower() in _AIOHTTP_DECODES else None
 
 
 class _AiohttpResponse:
     """One aiohttp exchange as an async context manager (a plain class: cheaper than an
     @asynccontextmanager generator on the hot path). Entering sends the request and
-    returns self with `status` and `headers`; leaving releases the connection."""
+    returns self with `status` and `headers`; leaving releases the connection.
 
-    __slots__ = ("_transport", "_spec", "_resp", "status", "headers")
+    A body aiohttp decodes (gzip, deflate, br, zstd) is counted as it is read: past
+    MAX_DECODED_BODY_BYTES the read raises `compression_bomb` (aiohttp decodes in
+    bounded pieces as the reader drains, so the bomb never reaches memory whole)."""
+
+    __slots__ = ("_transport", "_spec", "_resp", "_room", "status", "headers")
 
     def __init__(self, transport: AiohttpTransport, spec: RequestSpec):
         self._transport = transport
         self._spec = spec
         self._resp: Any = None
+        self._room: int | None = None  # decoded bytes still allowed; None: not decoded
         self.status = 0
         self.headers: Any = None
 
@@ -62,6 +82,7 @@ class _AiohttpResponse:
         self._resp = resp
         self.status = resp.status
         self.headers = resp.headers  # a read-only multidict; not copied on the hot path
+        self._room = decoded_body_room(resp.headers)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -87,9 +108,17 @@ class _AiohttpResponse:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
         if not data:
             raise StopAsyncIteration
+        if self._room is not None:
+            self._room -= len(data)
+            if self._room < 0:
+                raise compression_bomb(self.headers.get("Content-Encoding"))
         return data
 
     async def read(self) -> bytes:
+        """The whole body; a decoded one over MAX_DECODED_BODY_BYTES raises
+        `compression_bomb` (read by chunks, never held whole)."""
+        if self._room is not None:
+            return b"".join([data async for data in self])
         try:
             return await self._resp.read()
         except (aiohttp.ClientError, ConnectionError, OSError) as exc:

@@ -19,6 +19,11 @@ is tried and each one that fails is named (`UnreadableFilesError` when there are
 several). The format of a unit is detected from its content
 (`benchmaker.trajectories.converters.detect_bytes`) unless `fmt` names one.
 
+Two units that hold the same session (two copies of one log: the same bytes, hence the
+same trajectory ids) are refused: the later one fails with a ConvertError naming both
+files (lenient: it is skipped and counted as `duplicate_session`); replayed, the copy
+would count the session twice.
+
 Errors (`benchmaker.trajectories.errors`): a missing path, an empty directory, an unknown format, bad
 bytes/JSON/fields (`path:line: field: problem (got VALUE)`), and an input that yields
 zero trajectories all raise `ConvertError` subclasses. With `lenient=True` bad records
@@ -27,7 +32,9 @@ trajectories is still an error); walked files matching no format are then counte
 `unrecognized_file`. `convert_paths(paths, None)` checks without writing. The output is
 written to a temporary file in the output's directory and moved into place with
 `os.replace` only when everything succeeded, so a failed run leaves no output file
-claiming to be complete.
+claiming to be complete; a write that fails for want of room (a full disk or quota, a
+file too large, EIO) raises OutputWriteError naming the output, with nothing left at it
+(an existing file untouched).
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
@@ -60,10 +67,12 @@ from benchmaker.trajectories.converters import (
     detect_dir,
     harbor,
 )
-from benchmaker.trajectories.converters._common import FirstRecords, keeping_first_records
+from benchmaker.trajectories.converters.json_reading import keeping_first_records
+from benchmaker.trajectories.converters.source_file import FirstRecords
 from benchmaker.trajectories.errors import (
     ConvertError,
     EmptyInputError,
+    OutputWriteError,
     TrajectoryFormatError,
     UnknownFormatError,
     UnreadableFilesError,
@@ -87,6 +96,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _LOG_SUFFIXES = (".json", ".jsonl", ".traj")
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+"""The errnos of a write that found no room (or a failing disk): OutputWriteError."""
 
 
 @dataclass
@@ -393,23 +404,36 @@ output's directory while a slow unit holds up the ones after it (they are joined
 
 @dataclass(slots=True)
 class _UnitResult:
-    """One unit converted: its FileReport, its lines (serialised trajectories, no
-    newline), the skip counts to add to the report's and, when not lenient, its error
-    (raised once every unit was tried). A worker's unit has no lines but `part`: the
-    file its lines were written to (each followed by a newline) and its size in bytes."""
+    """One unit converted: its FileReport, the skip counts to add to the report's, when
+    not lenient its error (raised once every unit was tried), the trajectory ids of its
+    lines in order, and where its lines went: from offset `start` of the sink it was
+    given (the output, where it is the last unit until the next one), or, a worker's
+    unit, the part file `part` (path, size in bytes)."""
 
     file: FileReport
-    lines: list[bytes]
     skipped: Counter[str]
     failure: ConvertError | None = None
     part: tuple[str, int] | None = None
+    ids: list[str] = field(default_factory=list)
+    start: int | None = None
 
 
-def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) -> _UnitResult:
+def _cut(sink: BinaryIO, offset: int) -> None:
+    """Remove what `sink` holds from `offset` on (a unit's lines that must not stay)."""
+    sink.seek(offset)
+    sink.truncate()
+
+
+def _convert_unit(
+    unit: Path, explicit: bool, fmt: str | None, lenient: bool, sink: BinaryIO | None = None
+) -> _UnitResult:
     """Convert one unit as convert_paths does (the same in this process or in a worker):
     a walked file that matches no format is skipped as a harbor job's file or a
     companion file, counted as `unrecognized_file` (lenient) or a failure; a unit that
-    raises ConvertError keeps no lines (lenient: `file_error`)."""
+    raises ConvertError keeps no lines (lenient: `file_error`). Each trajectory's line
+    (and a newline) goes to `sink` as soon as it is converted, so the unit's trajectories
+    are never held together (None: checking only, the lines are dropped); a unit that
+    fails is cut from `sink` again. A write that fails raises its OSError."""
     frep = FileReport(path=str(unit), format=None)
     skipped: Counter[str] = Counter()
     data = detected = first = None
@@ -422,34 +446,63 @@ def _convert_unit(unit: Path, explicit: bool, fmt: str | None, lenient: bool) ->
         if kind is not None:
             frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
             skipped[kind] += 1
-            return _UnitResult(frep, [], skipped)
+            return _UnitResult(frep, skipped)
         exc = UnknownFormatError(unit, None, None, "content matches no log format")
         frep.error = str(exc)
         if lenient:
             skipped["unrecognized_file"] += 1
-            return _UnitResult(frep, [], skipped)
-        return _UnitResult(frep, [], skipped, exc)
+            return _UnitResult(frep, skipped)
+        return _UnitResult(frep, skipped, exc)
     ctxs: list[FileContext] = []
-    lines: list[bytes] = []
+    ids: list[str] = []
+    start = sink.tell() if sink is not None else None
     try:
         for traj in _iter_unit(unit, fmt, lenient, ctxs, data, detected, first):
             frep.format = traj.source.format
-            lines.append(_to_json(traj))
+            if sink is not None:
+                sink.write(_to_json(traj))
+                sink.write(b"\n")
+            ids.append(traj.trajectory_id)
             frep.turns += len(traj.turns)
             skipped.update(traj.skipped)
-        frep.trajectories = len(lines)
+        frep.trajectories = len(ids)
     except ConvertError as exc:
+        if sink is not None and start is not None:
+            _cut(sink, start)
         frep.error = str(exc)
         frep.turns = 0
         if not lenient:
-            return _UnitResult(frep, [], skipped, exc)
-        lines = []
+            return _UnitResult(frep, skipped, exc)
+        ids = []
         skipped["file_error"] += 1
     if frep.format is None and frep.error is None:
         frep.format = fmt
     for ctx in ctxs:
         skipped.update(ctx.skipped)
-    return _UnitResult(frep, lines, skipped)
+    return _UnitResult(frep, skipped, ids=ids, start=start)
+
+
+def _refuse_copy(res: _UnitResult, first: str, trajectory_id: str, lenient: bool, sink: BinaryIO) -> None:
+    """Drop the unit of `res`, whose trajectory `trajectory_id` the unit `first` already
+    gave (two copies of one session): its lines (in `sink`, the output, from `res.start`)
+    or part file go, its report says why; its failure is a ConvertError naming both
+    files (lenient: counted as `duplicate_session` instead)."""
+    if res.part is not None:
+        os.unlink(res.part[0])
+    if res.start is not None:
+        _cut(sink, res.start)
+    exc = ConvertError(
+        res.file.path,
+        None,
+        None,
+        f"holds the same session as {first} (trajectory_id {trajectory_id}): a copy of one log "
+        "would replay it twice; remove one copy",
+    )
+    res.part, res.ids, res.start = None, [], None
+    res.file.error, res.file.trajectories, res.file.turns = str(exc), 0, 0
+    res.skipped = Counter({"duplicate_session": 1}) if lenient else Counter()
+    if not lenient:
+        res.failure = exc
 
 
 def _pack_error(exc: ConvertError | None) -> tuple[type[ConvertError], tuple[Any, ...], dict[str, Any]] | None:
@@ -506,37 +559,35 @@ def _exit_with_parent(sentinel: int) -> None:
     os._exit(1)
 
 
-def _write_part(part: str, lines: list[bytes]) -> int:
-    """Write `lines` (each followed by a newline) to the new file `part` (mode 0600; an
-    existing one is an error); returns its size in bytes. Raises OSError (disk full)."""
+def _open_part(part: str) -> BinaryIO:
+    """The new file `part` (mode 0600; an existing one is an error), open for writing and
+    registered for removal should the parent die (created under `_parts_lock`: none is
+    created after that removal). Raises OSError."""
     with _parts_lock:
         _parts_written.append(part)
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            size = 0
-            for line in lines:
-                for chunk in (line, b"\n"):
-                    view = memoryview(chunk)
-                    while view:
-                        n = os.write(fd, view)
-                        view = view[n:]
-                        size += n
-        finally:
-            os.close(fd)
-    return size
+    return os.fdopen(fd, "wb", buffering=1 << 16)
 
 
 def _convert_unit_in_worker(
     unit: Path, explicit: bool, fmt: str | None, lenient: bool, part: str | None
 ) -> tuple[Any, ...]:
-    """_convert_unit in a worker process, its lines written to the file `part` when it
-    has any (None: checking only, the lines are dropped): (FileReport, part size in bytes
-    or None when not written, skipped, packed error, worker pid, worker CPU s so far).
+    """_convert_unit in a worker process, its lines written to the file `part` as they
+    are converted (None: checking only, the lines are dropped; a unit that writes none
+    leaves no part file): (FileReport, part size in bytes or None when not written,
+    skipped, packed error, worker pid, worker CPU s so far, trajectory ids).
     Only these few fields cross the pipe; the parent joins the part files."""
+    size = None
     with gc_paused():
-        res = _convert_unit(unit, explicit, fmt, lenient)
-    size = _write_part(part, res.lines) if part is not None and res.lines else None
-    return res.file, size, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time()
+        if part is None:
+            res = _convert_unit(unit, explicit, fmt, lenient)
+        else:
+            with _open_part(part) as sink:
+                res = _convert_unit(unit, explicit, fmt, lenient, sink)
+                size = sink.tell() or None
+            if size is None:
+                os.unlink(part)
+    return res.file, size, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time(), res.ids
 
 
 def _join_part(part: str, size: int, dst: int) -> None:
@@ -634,13 +685,14 @@ def _convert_in_workers(
     lenient: bool,
     parts: str | None,
     apply: Callable[[int, _UnitResult], None],
+    sink: BinaryIO | None,
 ) -> tuple[float, int]:
     """Convert `units` in `n_workers` worker processes, handing each result to `apply` in
     unit order (at most _IN_FLIGHT_PER_WORKER * n_workers units are out at a time). Unit
     k's lines go to the part file `f"{parts}.{k}"`, whose (path, size) `apply` gets as
     the result's `part` (None: nothing is written, the lines are dropped); `apply` joins
     and removes it. While a thread starts the workers, this process converts the first
-    units itself (_CONVERT_WHILE_POOL_STARTS; `apply` gets their lines). Returns the
+    units itself (_CONVERT_WHILE_POOL_STARTS), their lines into `sink` (the output). Returns the
     workers' CPU s (each one's process_time when it sent its last unit) and the number
     of units they converted. On any
     exception (also KeyboardInterrupt) the workers are stopped and the part files of the
@@ -666,7 +718,7 @@ def _convert_in_workers(
     k = submitted = here = 0
     try:
         while _CONVERT_WHILE_POOL_STARTS and starter.is_alive() and k < len(units):
-            apply(k, _convert_unit(*units[k], fmt, lenient))
+            apply(k, _convert_unit(*units[k], fmt, lenient, sink))
             k += 1
         starter.join()
         if start_error:
@@ -678,10 +730,10 @@ def _convert_in_workers(
                 part = None if parts is None else f"{parts}.{submitted}"
                 pending.append(pool.submit(_convert_unit_in_worker, unit, explicit, fmt, lenient, part))
                 submitted += 1
-            frep, size, skipped, failure, pid, cpu_s = pending.popleft().result()
+            frep, size, skipped, failure, pid, cpu_s, ids = pending.popleft().result()
             cpu_s_by_pid[pid] = max(cpu_s, cpu_s_by_pid.get(pid, 0.0))
             part_k = None if size is None else (f"{parts}.{k}", size)
-            apply(k, _UnitResult(frep, [], skipped, _unpack_error(failure), part_k))
+            apply(k, _UnitResult(frep, skipped, _unpack_error(failure), part_k, ids))
     except BaseException:
         starter.join()
         _stop_pool(pool)
@@ -851,14 +903,17 @@ def convert_paths(
         fh = open(os.devnull, "wb")  # closed in finally
 
     files_done = 0
+    sink = fh if out is not None else None  # a unit's lines go straight to the output
+    first_unit: dict[str, str] = {}  # trajectory id -> the unit that gave it
 
     def apply(k: int, res: _UnitResult) -> None:
         """Unit k's result into the output and the report, then the progress event."""
         nonlocal files_done, done_bytes
+        copied = next((tid for tid in res.ids if tid in first_unit), None)
+        if copied is not None:
+            _refuse_copy(res, first_unit[copied], copied, lenient, fh)
+        first_unit.update(dict.fromkeys(res.ids, res.file.path))
         report.files.append(res.file)
-        for line in res.lines:  # written once the whole unit converted; no copy of the bytes
-            fh.write(line)
-            fh.write(b"\n")
         if res.part is not None:  # a worker's unit: its part file, after what fh holds
             fh.flush()
             _join_part(*res.part, fh.fileno())
@@ -878,11 +933,11 @@ def convert_paths(
                 if n_workers > 1:
                     parts = None if tmp_name is None else os.path.abspath(tmp_name)  # the workers' cwd may differ
                     report.workers_cpu_s, report.workers_units = _convert_in_workers(
-                        units, n_workers, fmt, lenient, parts, apply
+                        units, n_workers, fmt, lenient, parts, apply, sink
                     )
                 else:
                     for k, (unit, explicit) in enumerate(units):
-                        apply(k, _convert_unit(unit, explicit, fmt, lenient))
+                        apply(k, _convert_unit(unit, explicit, fmt, lenient, sink))
             report.workers = n_workers
             tell(files_done, finished=True)
             if len(failures) == 1:
@@ -895,12 +950,17 @@ def convert_paths(
             if tmp_name is not None and out is not None:
                 os.chmod(tmp_name, 0o644)  # mkstemp creates 0600
                 os.replace(tmp_name, out)
-        except BaseException:
+        except BaseException as exc:
             if tmp_name is not None:
                 try:
                     os.unlink(tmp_name)
                 except FileNotFoundError:
                     pass
+            if isinstance(exc, OSError) and exc.errno in _NO_ROOM and out is not None:
+                untouched = " (the file already there is untouched)" if out.exists() else ""
+                raise OutputWriteError(
+                    f"{out}: cannot write the trajectories ({exc.strerror}); nothing was written there{untouched}"
+                ) from exc
             raise
     report.skipped = dict(sorted(skipped.items()))
     return report

@@ -7,10 +7,12 @@
         │   ├── EmptyInputError      no log files / the input yields zero trajectories
         │   └── UnreadableFilesError several inputs cannot be converted (one line each)
         └── TrajectoryFormatError    a trajectories.jsonl line fails the schema
+    └── OutputWriteError         the output could not be written (a full disk); nothing left there
 
 The package imports nothing from the engine (docs/architecture.md), so these do not derive from
 `benchmaker.engine.errors.BenchmakerError`; the `benchmaker convert` recipe catches
-`InputError` and reports it as a one-line error with exit code 2.
+`InputError` and reports it as a one-line error with exit code 2, `OutputWriteError` with
+exit code 1 (a failed run).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ class ReplayError(Exception):
 def _got(value: Any) -> str:
     text = repr(value) if not isinstance(value, str) else '"' + value + '"'
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+class OutputWriteError(ReplayError):
+    """Writing an output file failed (ENOSPC: a full disk, EDQUOT, EFBIG, EIO); the
+    message names the file, why, and what is left there."""
 
 
 class InputError(ReplayError, ValueError):

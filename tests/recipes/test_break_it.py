@@ -240,6 +240,51 @@ CLI_CASES = [
         ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--loads", "posson:1"],
         "--loads: unknown load model 'posson' in rate spec 'posson:1'",
     ),
+    ("runs-limit-neg", ["runs", "--limit", "-1"], 'Invalid value "-1" for --limit. Must be >= 1.'),
+    ("runs-limit-huge", ["runs", "--limit", "10000000000000000000000"], "for --limit. Must be <= 1000000000."),
+    ("serve-replay-port-70000", ["serve-replay", str(EXAMPLE), "--port", "70000"], "for --port. Must be <= 65535."),
+    ("serve-replay-port-neg", ["serve-replay", str(EXAMPLE), "--port", "-1"], 'Invalid value "-1" for --port.'),
+    ("record-port-70000", ["record", "--upstream", "http://127.0.0.1:9", "--port", "70000"], "for --port. Must be"),
+    ("compare-seed-neg", ["compare", "a", "b", "--seed", "-1"], 'Invalid value "-1" for --seed. Must be >= 0.'),
+    ("calibrate-sse-chunks-0", ["calibrate", "--sse-chunks", "0"], 'Invalid value "0" for --sse-chunks.'),
+    ("sandbox-memory-neg", ["sandbox", "--command", "true", "--memory-mb", "-1"], "for --memory-mb. Must be >= 1."),
+    ("sandbox-cpu-nan", ["sandbox", "--command", "true", "--cpu-cores", "nan"], 'Invalid value "nan" for --cpu-cores.'),
+    ("sandbox-timeout-neg", ["sandbox", "--command", "true", "--timeout", "-1"], "for --timeout. Must be > 0."),
+    (
+        "trajectory-replay-active-0",
+        ["trajectory-replay", str(EXAMPLE), "--url", URL, "--model", "m", "--active-sessions", "0"],
+        'Invalid value "0" for --active-sessions. Must be >= 1.',
+    ),
+    (
+        "trajectory-replay-max-tokens-neg",
+        ["trajectory-replay", str(EXAMPLE), "--url", URL, "--model", "m", "--max-tokens", "-1"],
+        'Invalid value "-1" for --max-tokens.',
+    ),
+    (
+        "trajectory-replay-temperature-nan",
+        ["trajectory-replay", str(EXAMPLE), "--url", URL, "--model", "m", "--temperature", "nan"],
+        'Invalid value "nan" for --temperature.',
+    ),
+    (
+        "swebench-temperature-nan",
+        ["swebench", "--url", URL, "--model", "m", "--task-dirs", str(EXAMPLE.parent), "--temperature", "nan"],
+        'Invalid value "nan" for --temperature.',
+    ),
+    (
+        "swebench-replay-shards-0",
+        ["swebench-replay", "--logs", str(EXAMPLE), "--shards", "0", "--dry-run"],
+        'Invalid value "0" for --shards. Must be >= 1.',
+    ),
+    (
+        "swebench-replay-start-lead-neg",
+        ["swebench-replay", "--logs", str(EXAMPLE), "--start-lead", "-1", "--dry-run"],
+        "for --start-lead. Must be > 0.",
+    ),
+    (
+        "llm-sweep-shard-timeout-inf",
+        ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--shard-timeout", "inf"],
+        'Invalid value "inf" for --shard-timeout. Must be <= 2592000.',
+    ),
     ("sql-empty", ["sql", ""], "sql: empty query"),
     ("sql-blank", ["sql", "  \n\t"], "sql: empty query"),
 ]
@@ -383,6 +428,16 @@ YAML_CASES = [
     ),
     ("unknown-key", "load: closed:1\nmax_requests: 1\nbogus: 1\n" + HTTP_WL, ":3: bogus: unknown key"),
     ("not-a-mapping", "- 1\n- 2\n", ":1: expected a mapping"),
+    (
+        "duplicate-key",
+        "load: closed:1\nmax_requests: 1\nload: closed:2\n" + HTTP_WL,
+        ":3: not valid YAML: duplicate key 'load' (first at line 1)",
+    ),
+    (
+        "duplicate-nested-key",
+        "load: closed:1\nmax_requests: 1\nworkload:\n  type: http\n  url: 'http://127.0.0.1:9/'\n  url: 'http://x/'\n",
+        ":6: not valid YAML: duplicate key 'url' (first at line 5)",
+    ),
     ("out-dir-under-file", "load: closed:1\nmax_requests: 1\nout_dir: afile/runs\n" + HTTP_WL, "out_dir: "),
 ]
 
@@ -397,6 +452,14 @@ def test_bad_run_file_is_a_file_line_error_exit_2(text, piece, tmp_path, monkeyp
     err = _one_line_error(capsys, main(["run", str(run_yaml)]), piece)
     assert str(run_yaml) in err
     assert not (tmp_path / "runs").exists() and not (tmp_path.parent / "tmp").exists()
+
+
+def test_a_grader_file_with_a_duplicate_key_is_a_file_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "g.yaml").write_text("type: numeric\nabs_tol: 0.1\nabs_tol: 5\n")
+    err = _one_line_error(capsys, main([*LLM, "--grader", "@g.yaml", *ONE]), "--grader: g.yaml:3: not YAML/JSON: ")
+    assert err.endswith("duplicate key 'abs_tol' (first at line 2)\n")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_no_example_runs_an_interpreter_named_python():
@@ -454,6 +517,45 @@ def test_a_compression_bomb_response_ends_the_request_as_an_error(path, coding, 
     }
     # 100 MiB decoded per request was refused at 64 MiB: never held (peak RSS well under 2 bombs)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 1_500_000  # KiB
+
+
+@pytest.mark.parametrize("path,coding", [("/bomb-gzip", "gzip"), ("/bomb-deflate", "deflate")])
+def test_a_compression_bomb_ends_the_request_as_an_error_on_the_aiohttp_transport(
+    path, coding, hostile, tmp_path, monkeypatch, capsys
+):
+    import resource
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["llm", "--url", hostile.url + path, "--model", "m", "--transport", "aiohttp"]
+    code = main([*argv, "--max-requests", "2", "--out-dir", "runs"])
+    capsys.readouterr()
+    assert code == 1  # every request failed: a failed run, with its samples kept
+    samples = _samples(tmp_path / "runs")
+    assert [s["outcome"] for s in samples] == ["transport_error", "transport_error"]
+    assert {s["error"] for s in samples} == {
+        f"decoded body over {64 << 20} bytes (Content-Encoding {coding}): a compression bomb?"
+    }
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 1_500_000  # KiB: never held whole
+
+
+def test_the_aiohttp_transport_reads_a_decoded_error_body_under_the_same_cap(hostile):
+    import asyncio
+
+    from benchmaker.engine.errors import TransportError
+    from benchmaker.engine.records import RequestSpec
+    from benchmaker.engine.transport import AiohttpTransport
+
+    async def read(path: str) -> bytes:
+        transport = AiohttpTransport()
+        try:
+            async with transport.stream(RequestSpec("GET", hostile.url + path, {}, None)) as resp:
+                return await resp.read()
+        finally:
+            await transport.aclose()
+
+    assert asyncio.run(read("/metrics-bomb")) == b"# filler comment line of a metrics page\n" * ((20 << 20) // 40)
+    with pytest.raises(TransportError, match=r"^decoded body over 67108864 bytes \(Content-Encoding gzip\)"):
+        asyncio.run(read("/bomb-gzip"))
 
 
 def test_a_metrics_bomb_and_an_endless_metrics_body_are_failed_samples_not_a_hang(
@@ -593,6 +695,23 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [["convert", "logs", "-o", "out.jsonl"], ["swebench-replay", "--logs", "logs", "--dry-run", "--out-dir", "art"]],
+    ids=["convert", "swebench-replay"],
+)
+def test_two_copies_of_one_session_in_a_logs_directory_are_one_line_naming_both(argv, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "logs").mkdir()
+    shutil.copyfile(EXAMPLE, tmp_path / "logs" / "a.jsonl")
+    shutil.copyfile(EXAMPLE, tmp_path / "logs" / "b.jsonl")
+    err = _one_line_error(capsys, main(argv), f"{tmp_path}/logs/b.jsonl: holds the same session as ")
+    assert f"as {tmp_path}/logs/a.jsonl (trajectory_id " in err
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "art").exists()
+
+
+@pytest.mark.parametrize(
     "upstream",
     ["http://me:pw-S3CRET@127.0.0.1:9", "http://ghp_S3CRET@127.0.0.1:9/v1", "http://127.0.0.1:9/v1?api_key=S3CRET"],
 )
@@ -723,3 +842,23 @@ def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, m
         assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_the_agents_aiohttp_session_ends_a_compression_bomb_as_an_error(stream, hostile):
+    import asyncio
+
+    import aiohttp
+
+    from benchmaker.agent.model_client import ModelClient
+
+    async def call():
+        async with aiohttp.ClientSession() as session:
+            client = ModelClient(hostile.url + "/bomb-gzip", model="m", session=session)
+            return await client.chat([{"role": "user", "content": "hi"}], stream=stream)
+
+    res = asyncio.run(call())
+    assert (res.outcome, res.error) == (
+        "transport_error",
+        f"TransportError: decoded body over {64 << 20} bytes (Content-Encoding gzip): a compression bomb?",
+    )

@@ -116,14 +116,14 @@ async def test_llm_sweep_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
     "args, message",
     [
         (["--shards", "2"], "--shards/--exchange/--start-lead/--shard-timeout: need --dask-address"),
-        (["--shards", "0"], "--shards: expected an integer >= 1 (got 0)"),
+        (["--shards", "0"], 'Invalid value "0" for --shards. Must be >= 1.'),
         (
             ["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--start-lead", "0"],
-            "--start-lead: expected a finite number > 0 (got 0)",
+            'Invalid value "0.0" for --start-lead. Must be > 0.',
         ),
         (
             ["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--shard-timeout", "nan"],
-            "--shard-timeout: expected a finite number > 0 (got nan)",
+            'Invalid value "nan" for --shard-timeout. Must be <= 2592000.',
         ),
         (
             ["--shards", "2", "--dask-address", "tcp://127.0.0.1:9", "--exchange", "bogus://x"],

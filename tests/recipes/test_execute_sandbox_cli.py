@@ -52,6 +52,7 @@ def no_bwrap(tmp_path: Path, monkeypatch):
             str(TASK),
         ],
         ["episode", str(EXAMPLE), "--url", "http://127.0.0.1:9", "--mode", "execute", "--workdir", str(TASK)],
+        ["sandbox", "--command", "true", "--max-requests", "1"],
     ],
 )
 def test_execute_mode_without_bwrap_is_refused_in_one_line(argv, no_bwrap, tmp_path, monkeypatch, capsys):
@@ -62,6 +63,8 @@ def test_execute_mode_without_bwrap_is_refused_in_one_line(argv, no_bwrap, tmp_p
             *(
                 ["--out-dir", str(tmp_path / "out"), "--warehouse", str(tmp_path / "w.duckdb")]
                 if argv[0] == "swebench-replay"
+                else ["--out-dir", str(tmp_path / "out")]
+                if argv[0] == "sandbox"
                 else []
             ),
         ]
@@ -69,11 +72,22 @@ def test_execute_mode_without_bwrap_is_refused_in_one_line(argv, no_bwrap, tmp_p
     err = capsys.readouterr().err
     assert code == 2
     assert err == (
-        "benchmaker: error: --sandbox local: execute mode confines commands with bubblewrap, and bwrap "
+        "benchmaker: error: --sandbox local: local sandboxes confine commands with bubblewrap, and bwrap "
         "is not installed: run make install (as root it runs apt-get install -y bubblewrap), or pass "
         "--sandbox none to run them unconfined\n"
     )
     assert not (tmp_path / "out").exists() and not (tmp_path / "w.duckdb").exists()  # refused before any work
+
+
+def test_the_sandbox_command_runs_unconfined_without_bwrap_when_told_and_warns(no_bwrap, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    code = main(["sandbox", "--command", "true", "--sandbox", "none", "--max-requests", "2", "--out-dir", str(runs)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert err.startswith("warning: --sandbox none: tool commands and the verifier run unconfined as ")
+    [bundle] = list(runs.iterdir())
+    samples = [json.loads(line) for line in (bundle / "samples.jsonl").read_text().splitlines()]
+    assert [s["outcome"] for s in samples] == ["ok", "ok"]
 
 
 def test_unconfined_choices_print_one_warning_line(capsys):

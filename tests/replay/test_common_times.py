@@ -1,4 +1,4 @@
-"""converters._common.iso_from_ms: an epoch-ms value no datetime can hold (a damaged
+"""converters.timestamps.iso_from_ms: an epoch-ms value no datetime can hold (a damaged
 log's `1e70`, NaN, infinity) is no time, not a crash (found by
 tests/replay/test_context_edit_fuzz.py)."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from benchmaker.trajectories.converters._common import iso_from_ms
+from benchmaker.trajectories.converters.timestamps import iso_from_ms
 
 
 @pytest.mark.parametrize("ms", [1e70, -1e70, math.nan, math.inf, 10**30, "1770112801000", True, None])
@@ -29,7 +29,7 @@ def test_int_ms_fast_path_writes_datetimes_text() -> None:
     import random
     from datetime import UTC, datetime
 
-    from benchmaker.trajectories.converters._common import _ISO_FAST_LIMIT_MS
+    from benchmaker.trajectories.converters.timestamps import _ISO_FAST_LIMIT_MS
 
     rng = random.Random(3)
     values = [

@@ -15,13 +15,9 @@ import pytest
 
 import benchmaker.trajectories.convert as convert_mod
 from benchmaker.trajectories.convert import convert_paths
-from benchmaker.trajectories.converters import _common
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    iter_jsonl,
-    orjson_safe,
-    read_json_document,
-)
+from benchmaker.trajectories.converters import json_reading
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, orjson_safe, read_json_document
+from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import Observation, Response, Timing, ToolCall, Usage
 
@@ -40,7 +36,7 @@ INPUTS = sorted(
 
 def _old_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Put every shortcut back: json parsing, model_dump_json."""
-    monkeypatch.setattr(_common, "orjson_safe", lambda data: False)
+    monkeypatch.setattr(json_reading, "orjson_safe", lambda data: False)
     monkeypatch.setattr(convert_mod, "_to_json", lambda traj: traj.model_dump_json().encode("utf-8"))
 
 
@@ -116,7 +112,7 @@ def test_orjson_safe_flags_numbers_of_19_digits_or_more(data: bytes, safe: bool)
 def test_fast_constructors_validate_what_they_cannot_vouch_for() -> None:
     from pydantic import ValidationError
 
-    from benchmaker.trajectories.converters._common import (
+    from benchmaker.trajectories.converters.builder import (
         fast_observation,
         fast_response,
         fast_timing,
@@ -232,7 +228,7 @@ def test_pi_session_logs_are_told_by_their_first_line() -> None:
 
 
 def test_synth_arguments_raw_is_json_dumps_and_raises_its_errors() -> None:
-    from benchmaker.trajectories.converters._common import synth_arguments_raw
+    from benchmaker.trajectories.converters.tool_calls import synth_arguments_raw
 
     for value in (
         {"cmd": "ls \u00e9\n", "n": [1, 2.5, 1e16, None, True, float("nan")]},
@@ -253,7 +249,7 @@ def test_synth_arguments_raw_is_json_dumps_and_raises_its_errors() -> None:
 def test_fast_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> None:
     from pydantic import ValidationError
 
-    from benchmaker.trajectories.converters._common import fast_tool_call
+    from benchmaker.trajectories.converters.builder import fast_tool_call
 
     with pytest.raises(ValidationError):
         ToolCall(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})
@@ -282,8 +278,8 @@ def test_gc_paused_turns_the_collector_off_and_restores_it_after_an_error(gc_on:
 
 
 def test_pi_tool_result_returns_the_position_history_index_add_would_record() -> None:
-    from benchmaker.trajectories.converters._common import TrajectoryBuilder, fast_response
     from benchmaker.trajectories.converters._edits import message_cursor
+    from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_response
     from benchmaker.trajectories.converters.pi_session import tool_result
 
     ctx = FileContext("s.jsonl", "0" * 64, b"")
@@ -362,3 +358,43 @@ def test_a_jsonl_record_that_is_a_big_number_keeps_json_s_int() -> None:
         (1, {"type": "session"}),
         (2, 123456789012345678901234),
     ]
+
+
+def _orjson_safe_whole(data: bytes) -> bool:
+    """orjson_safe as it was, over one translated copy of the whole bytes: the reference."""
+    digits = data.translate(bytes(48 if 48 <= b <= 57 else b for b in range(256)))
+    at = digits.find(b"0" * 19)
+    while at >= 0:
+        i = at
+        while i > 0 and digits[i - 1] == 48:
+            i -= 1
+        if i > 0 and data[i - 1] == 45:
+            i -= 1
+        start = i
+        while i > 0 and data[i - 1] in b" \t\r\n":
+            i -= 1
+        if i == 0 or data[i - 1] in b":,[" or 10 in data[i:start]:
+            return False
+        end = at + 19
+        while end < len(digits) and digits[end] == 48:
+            end += 1
+        at = digits.find(b"0" * 19, end)
+    return True
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 19, 20, 64])
+def test_orjson_safe_by_chunks_answers_as_over_the_whole_bytes(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    monkeypatch.setattr(json_reading, "_SAFE_CHUNK", chunk)
+    rng = random.Random(chunk)
+    pieces = [b'"', b"a", b" ", b"\n", b":", b",", b"[", b"-", b"{", b"}"]
+    seen = set()
+    for _ in range(3000):
+        data = b"".join(
+            rng.choice(pieces) if rng.random() < 0.5 else b"7" * rng.choice([1, 5, 18, 19, 25, 40])
+            for _ in range(rng.randrange(1, 12))
+        )
+        assert orjson_safe(data) is _orjson_safe_whole(data), data
+        seen.add(_orjson_safe_whole(data))
+    assert seen == {True, False}  # both answers were tried

@@ -376,3 +376,34 @@ def test_a_signal_stops_the_workers_and_removes_the_temporary_file(sig: signal.S
         # in a SIGKILLed process to remove its temporary file
     else:
         assert left == []
+
+
+def test_two_copies_of_one_session_are_refused_naming_both_files_in_workers_too(tmp_path: Path) -> None:
+    example = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        shutil.copyfile(example, logs / name)
+    serial, parallel = both([logs], tmp_path)
+    assert serial == parallel
+    name, text, path, *_ = serial["error"]
+    assert (name, path) == ("ConvertError", str(logs / "b.jsonl"))
+    assert text.startswith(f"{logs / 'b.jsonl'}: holds the same session as {logs / 'a.jsonl'} (trajectory_id ")
+    assert serial["bytes"] is None and serial["left"] == []  # nothing written
+
+
+def test_a_copy_of_a_session_is_skipped_and_counted_when_lenient(tmp_path: Path) -> None:
+    example = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
+        shutil.copyfile(example, logs / name)
+    alone = convert_paths([logs / "a.jsonl"], tmp_path / "alone.jsonl", progress=None)
+    serial, parallel = both([logs], tmp_path, lenient=True)
+    assert serial == parallel
+    assert serial["bytes"] == (tmp_path / "alone.jsonl").read_bytes()  # the first copy only
+    report = serial["report"]
+    assert report["trajectories"] == alone.trajectories == 1
+    assert report["skipped"]["duplicate_session"] == 2
+    assert [f["trajectories"] for f in report["files"]] == [1, 0, 0]
+    assert serial["left"] == ["out.jsonl"]  # no part file left

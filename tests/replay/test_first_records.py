@@ -11,12 +11,8 @@ from pathlib import Path
 import orjson
 
 from benchmaker.trajectories.convert import _detect, convert_paths
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    first_jsonl_objects,
-    iter_jsonl,
-    keeping_first_records,
-)
+from benchmaker.trajectories.converters.json_reading import first_jsonl_objects, iter_jsonl, keeping_first_records
+from benchmaker.trajectories.converters.source_file import FileContext
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -46,7 +42,7 @@ def test_detection_keeps_orjson_records_by_line_for_that_bytes_object_only() -> 
 
 
 def test_bytes_safe_as_a_whole_are_checked_once() -> None:
-    import benchmaker.trajectories.converters._common as common
+    import benchmaker.trajectories.converters.json_reading as common
 
     data = _jsonl(*({"n": n, "s": "x" * 30} for n in range(60)))
     calls: list[int] = []

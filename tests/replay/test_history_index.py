@@ -4,8 +4,9 @@ the MessageRefs it used to keep."""
 
 from __future__ import annotations
 
-from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, fast_observation, fast_response
 from benchmaker.trajectories.converters._edits import HistoryIndex
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_response
+from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import orjson
 
-from benchmaker.trajectories.converters._common import FileContext
 from benchmaker.trajectories.converters.pi_session import convert, pi_usage
+from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import Usage
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from benchmaker.apis import anthropic_messages, gemini, openai_chat, openai_responses
 from benchmaker.trajectories.convert import iter_trajectories
-from benchmaker.trajectories.converters._common import chat_shape_tools
+from benchmaker.trajectories.converters.tool_calls import chat_shape_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT / ".." / "shared" / "data"

@@ -275,7 +275,7 @@ def confinement() -> Confinement:
     bwrap = shutil.which("bwrap", path=path)
     if bwrap is None:
         raise ConfinementError(
-            f"execute mode confines commands with bubblewrap, and bwrap is not installed: "
+            f"local sandboxes confine commands with bubblewrap, and bwrap is not installed: "
             f"run {INSTALL_STEP}, or pass --sandbox none to run them unconfined"
         )
     if os.geteuid() == 0:

@@ -56,8 +56,10 @@ from benchmaker.trajectories.converters import (
     pi_session,
     swe_agent,
 )
-from benchmaker.trajectories.converters._common import CONVERTER_VERSION, FileContext, first_jsonl_objects
+from benchmaker.trajectories.converters.builder import CONVERTER_VERSION
+from benchmaker.trajectories.converters.json_reading import first_jsonl_objects
 from benchmaker.trajectories.converters.openhands_sdk import is_sdk_events
+from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import Trajectory
 
 CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from benchmaker.trajectories.converters._common import TrajectoryBuilder
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan
 
 

@@ -18,16 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    ARGS_SYNTH,
-    FileContext,
-    TrajectoryBuilder,
-    chat_shape_tools,
-    dict_or_empty,
-    read_json_document,
-    synth_arguments_raw,
-    text_of,
-)
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.content_parts import text_of
+from benchmaker.trajectories.converters.json_reading import dict_or_empty, read_json_document
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, chat_shape_tools, synth_arguments_raw
 from benchmaker.trajectories.trajectory import Observation, Response, ToolCall, Trajectory, Usage
 
 FORMAT = "atif"

@@ -67,17 +67,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    ARGS_SYNTH,
-    FileContext,
-    TrajectoryBuilder,
-    iter_jsonl,
-    ms_from_iso,
-    parse_arguments,
-    result_content,
-    synth_arguments_raw,
-    text_of,
-)
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.content_parts import result_content, text_of
+from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.timestamps import ms_from_iso
+from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, parse_arguments, synth_arguments_raw
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
     MessageRef,

@@ -45,15 +45,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    TrajectoryBuilder,
-    fast_usage,
-    iter_jsonl,
-    parse_arguments,
-    result_content,
-    text_of,
-)
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_usage
+from benchmaker.trajectories.converters.content_parts import result_content, text_of
+from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.tool_calls import parse_arguments
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
     MessageRef,

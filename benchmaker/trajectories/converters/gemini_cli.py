@@ -53,20 +53,18 @@ from typing import Any
 import orjson
 
 from benchmaker.apis.gemini import client_call_id, function_response_text
-from benchmaker.trajectories.converters._common import (
-    ARGS_SYNTH,
-    FileContext,
+from benchmaker.trajectories.converters.builder import (
     TrajectoryBuilder,
     fast_observation,
     fast_response,
     fast_timing,
     fast_tool_call,
     fast_usage,
-    is_one_document,
-    iter_jsonl,
-    ms_from_iso,
-    read_json_document,
 )
+from benchmaker.trajectories.converters.json_reading import is_one_document, iter_jsonl, read_json_document
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.timestamps import ms_from_iso
+from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH
 from benchmaker.trajectories.trajectory import Trajectory
 
 FORMAT = "gemini-cli"

@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, iter_jsonl
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
 

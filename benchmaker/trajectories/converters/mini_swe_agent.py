@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmaker.apis.openai_responses import chat_messages, response_output
-from benchmaker.trajectories.converters._common import FileContext, TrajectoryBuilder, dict_or_empty, read_json_document
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.json_reading import dict_or_empty, read_json_document
 from benchmaker.trajectories.converters.openai_messages import feed_messages
+from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
 
 FORMAT = "mini-swe-agent"

@@ -25,21 +25,18 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    TrajectoryBuilder,
-    chat_shape_tools,
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.content_parts import result_content, split_parts, text_of
+from benchmaker.trajectories.converters.json_reading import (
     dict_or_empty,
-    is_one_document,
+    first_byte,
+    is_one_multiline_document,
     iter_rows,
-    loads_lenient,
-    openai_usage,
     read_json_document,
-    result_content,
-    split_parts,
-    text_of,
-    tool_call_from_openai,
 )
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.tool_calls import chat_shape_tools, loads_lenient, tool_call_from_openai
+from benchmaker.trajectories.converters.usage import openai_usage
 from benchmaker.trajectories.trajectory import FinishReason, Observation, RecordedOutcome, Response, ToolCall
 
 FORMAT = "openai-messages"
@@ -257,8 +254,8 @@ def convert(ctx: FileContext) -> Iterator[Any]:
     """Yield one Trajectory per row (JSONL) or one for a JSON document (a row object or
     a bare message list). Raises ConvertError (`path:line: messages[i].field: ...`);
     with `ctx.lenient` a bad row is skipped and counted as `bad_row`."""
-    stripped = ctx.data.strip()
-    if stripped.startswith(b"[") or (stripped.startswith(b"{") and b"\n" in stripped and is_one_document(stripped)):
+    lead = first_byte(ctx.data)
+    if lead == ord("[") or (lead == ord("{") and is_one_multiline_document(ctx.data)):
         doc = read_json_document(ctx)  # a bare message list, or one pretty-printed row
         if isinstance(doc, list):
             doc = {"messages": doc}

@@ -54,22 +54,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    TrajectoryBuilder,
+from benchmaker.trajectories.converters._edits import CondensedView
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.content_parts import text_of
+from benchmaker.trajectories.converters.json_reading import (
     dict_or_empty,
+    first_byte,
     first_jsonl_objects,
-    is_one_document,
+    is_one_multiline_document,
     iter_jsonl,
     iter_rows,
-    openai_usage,
     read_json_document,
-    text_of,
-    tool_call_from_openai,
 )
-from benchmaker.trajectories.converters._edits import CondensedView
 from benchmaker.trajectories.converters.openai_messages import FINISH_REASONS, reasoning_of
 from benchmaker.trajectories.converters.openhands_sdk import feed_sdk_events, is_sdk_events
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.tool_calls import tool_call_from_openai
+from benchmaker.trajectories.converters.usage import openai_usage
 from benchmaker.trajectories.trajectory import FinishReason, Observation, RecordedOutcome, Response, Trajectory
 
 FORMAT = "openhands"
@@ -258,14 +259,14 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     or evaluation output.jsonl (one per line), see module docstring. Raises
     ConvertError (`path:line: history[i].field: problem`, i = index in the event list);
     with `ctx.lenient` a bad output.jsonl line is skipped and counted as `bad_row`."""
-    stripped = ctx.data.lstrip()
-    if stripped.startswith(b"["):
+    lead = first_byte(ctx.data)
+    if lead == ord("["):
         yield _events_trajectory(read_json_document(ctx), ctx, None, 0)
         return
     if is_sdk_events(first_jsonl_objects(ctx.data, 1)):  # SDK events, one per line
         yield _events_trajectory([e for _, e in iter_jsonl(ctx)], ctx, None, 0)
         return
-    if stripped.startswith(b"{") and b"\n" in stripped.strip() and is_one_document(stripped):
+    if lead == ord("{") and is_one_multiline_document(ctx.data):
         doc = read_json_document(ctx)
         yield _events_trajectory(doc.get("history") if isinstance(doc, dict) else doc, ctx, None, 0, "history", doc)
         return

@@ -83,16 +83,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    TrajectoryBuilder,
-    chat_shape_tools,
-    dict_or_empty,
-    parse_arguments,
-    read_json_document,
-    text_of,
-)
 from benchmaker.trajectories.converters._edits import CondensedView
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.content_parts import text_of
+from benchmaker.trajectories.converters.json_reading import dict_or_empty, read_json_document
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.tool_calls import chat_shape_tools, parse_arguments
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import Observation, RecordedOutcome, Response, ToolCall, Trajectory
 

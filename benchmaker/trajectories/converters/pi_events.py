@@ -51,14 +51,12 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    FileContext,
-    TrajectoryBuilder,
-    iter_jsonl,
-    result_content,
-)
 from benchmaker.trajectories.converters._edits import HistoryIndex
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.content_parts import result_content
+from benchmaker.trajectories.converters.json_reading import iter_jsonl
 from benchmaker.trajectories.converters.pi_session import apply_message, compaction_text
+from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import MessageRef, Observation, Trajectory
 

@@ -76,21 +76,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    ARGS_SYNTH,
-    FileContext,
-    TrajectoryBuilder,
-    fast_observation,
-    fast_tool_call,
-    fast_usage,
-    iso_from_ms,
-    iter_jsonl,
-    ms_from_iso,
-    result_content,
-    synth_arguments_raw,
-    text_of,
-)
 from benchmaker.trajectories.converters._edits import HistoryIndex
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_tool_call, fast_usage
+from benchmaker.trajectories.converters.content_parts import result_content, text_of
+from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.timestamps import iso_from_ms, ms_from_iso
+from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, synth_arguments_raw
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import (
     ContextEdit,

@@ -41,16 +41,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmaker.trajectories.converters._common import (
-    ARGS_SYNTH,
-    FileContext,
+from benchmaker.trajectories.converters.builder import (
     TrajectoryBuilder,
     fast_observation,
     fast_response,
     fast_tool_call,
-    read_json_document,
 )
+from benchmaker.trajectories.converters.json_reading import read_json_document
 from benchmaker.trajectories.converters.openai_messages import feed_messages
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH
 from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
 
 FORMAT = "swe-agent"

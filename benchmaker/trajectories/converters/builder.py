@@ -1,0 +1,281 @@
+"""Building a `Trajectory`: `TrajectoryBuilder` turns a stream of user prompts,
+assistant responses, tool results and context edits into one; the `fast_*` functions
+build its models with positional arguments; `CONVERTER_VERSION` versions the output."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.trajectory import (
+    ContextEdit,
+    FinishReason,
+    MessageRef,
+    Observation,
+    RecordedOutcome,
+    Response,
+    Source,
+    Timing,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+    match_key_for_messages,
+)
+
+CONVERTER_VERSION = 11
+"""Bump when any converter's output changes for the same input (part of cache keys).
+2: user messages between the first user message and the first assistant turn are kept
+in `user_before_turns` (and enter the match key) instead of being skipped.
+3: per-turn `model`, `context_edit` (pi compaction) and `error`; unknown roles and part
+types are skipped and counted instead of rejected; typed content parts read.
+4: pi session trees: every assistant entry is a turn (abandoned branches and retries
+included) with "branch" context edits (`head`/`keep` spans, trajectory schema 3).
+5: pi `--mode json` compaction events and OpenHands condensations become context edits;
+OpenHands software-agent-sdk event lists are read.
+6: pi context-overflow retries and `auto_retry_start` leave the failed call out; forked pi
+files count copied turns; stored OpenHands summary events are user messages; an edit's
+empty tail starts at the end of the history (a prompt after the edit is kept).
+7: OpenHands SDK events that form a tree (`parent_id`) are read along the active branch,
+a model switch logged as a state update names the later turns; SDK conversation
+directories (base_state.json + events/) are read.
+8: Gemini CLI chat recordings are read (no longer taken for OpenAI message lists);
+per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_log`
+instead of becoming one-call trajectories.
+9: Claude Code sessions and Codex CLI rollouts are read; a tool call keeps its `type`
+("custom" for a Responses custom tool call) and usage its cache creation tokens.
+10: a log that holds the same session as an earlier input (a copy: the same trajectory
+ids) is refused (lenient: skipped as `duplicate_session`) instead of converted twice.
+11: tool definitions a log carries become `Trajectory.tools`; a tool result or first
+user message holding an image keeps it as content parts (`Observation.parts`,
+`Trajectory.first_user_parts`) instead of counting `image_part`.
+Converters build every model with pydantic's validating constructors."""
+
+
+def fast_response(
+    content: str | None = None,
+    reasoning: str | None = None,
+    tool_calls: list[ToolCall] | None = None,
+    finish_reason: FinishReason = "stop",
+) -> Response:
+    """`Response(...)` with positional arguments (pydantic models take keywords only).
+    Raises pydantic's ValidationError on a bad value."""
+    return Response(
+        content=content,
+        reasoning=reasoning,
+        tool_calls=[] if tool_calls is None else tool_calls,
+        finish_reason=finish_reason,
+    )
+
+
+def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:
+    """`ToolCall(...)` with positional arguments (see fast_response)."""
+    return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
+
+
+def fast_usage(
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
+    total_tokens: int | None = None,
+) -> Usage:
+    """`Usage(...)` with positional arguments, in tokens (see fast_response)."""
+    return Usage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached_tokens=cached_tokens,
+        reasoning_tokens=reasoning_tokens,
+        total_tokens=total_tokens,
+    )
+
+
+def fast_timing(
+    ttft_ms: float | None = None, duration_ms: float | None = None, started_at: str | None = None
+) -> Timing:
+    """`Timing(...)` with positional arguments, in ms (see fast_response)."""
+    return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
+
+
+def fast_observation(
+    content: str,
+    tool_call_id: str | None = None,
+    name: str | None = None,
+    is_error: bool = False,
+    exit_code: int | None = None,
+    parts: list[dict[str, Any]] | None = None,
+) -> Observation:
+    """`Observation(...)` with positional arguments (see fast_response)."""
+    return Observation(
+        tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code, parts=parts
+    )
+
+
+class TrajectoryBuilder:
+    """Accumulates one conversation in order and builds the `Trajectory`.
+
+    `user(text)` before the first turn sets `first_user`, later ones before the first
+    turn go to `user_before_turns`; after a turn it is appended to that turn's
+    `user_after`. `observation()` attaches to the last turn
+    (`orphan_observation` when there is none). `skip(reason)` counts what was dropped.
+    `edit(ContextEdit)` attaches a context edit to the next turn; `next_ref(role)` is
+    the MessageRef the next message of that role will get (`benchmaker.trajectories.context`).
+    """
+
+    def __init__(self, ctx: FileContext, fmt: str):
+        self.ctx = ctx
+        self.fmt = fmt
+        self.system: str | None = None
+        self.first_user: str | None = None
+        self.first_user_parts: list[dict[str, Any]] | None = None
+        self.user_before_turns: list[str] = []
+        self.model: str | None = None
+        self.turns: list[Turn] = []
+        self.skipped: Counter[str] = Counter()
+        self.pending_edit: ContextEdit | None = None
+        self.exit_status: str | None = None  # from a mini-swe-agent 2.x `exit` message
+        self.submission: str | None = None
+        self.tools: list[dict[str, Any]] | None = None  # the log's tool definitions (chat_shape_tools)
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        self.skipped[reason] += n
+
+    def set_system(self, text: str) -> None:
+        if self.system is None and self.first_user is None and not self.turns:
+            self.system = text
+        else:
+            self.skip("later_system_message")
+
+    def user(self, text: str, parts: list[dict[str, Any]] | None = None) -> None:
+        """A user message: its text and, when it held an image, its content parts
+        (`result_content`), kept for the first user message (`first_user_parts`); a later
+        message's images are counted (`image_part`)."""
+        if self.first_user is None and not self.turns:
+            self.first_user = text
+            self.first_user_parts = parts
+            return
+        if parts is not None:
+            self.skip("image_part", sum(1 for p in parts if p["type"] == "image_url"))
+        if self.turns:
+            self.turns[-1].user_after.append(text)
+        else:
+            self.user_before_turns.append(text)
+
+    def turn(
+        self,
+        response: Response,
+        usage: Usage | None = None,
+        timing: Timing | None = None,
+        model: str | None = None,
+        error: str | None = None,
+    ) -> Turn:
+        """Append a turn (model: the name that answered it; error: the recorded error
+        message of a failed call) carrying the pending context edit, if any."""
+        model = model or None
+        edit = self.pending_edit
+        if (
+            type(response) is Response
+            and (usage is None or type(usage) is Usage)
+            and (timing is None or type(timing) is Timing)
+            and (model is None or type(model) is str)
+            and (error is None or type(error) is str)
+            and (edit is None or type(edit) is ContextEdit)
+        ):  # the shapes validation would check
+            turn = Turn(
+                index=len(self.turns),
+                model=model,
+                response=response,
+                usage=usage,
+                timing=timing,
+                context_edit=edit,
+                error=error,
+            )
+        else:  # raises pydantic's ValidationError, as it always did
+            turn = Turn(
+                index=len(self.turns),
+                response=response,
+                usage=usage,
+                timing=timing,
+                model=model,
+                error=error,
+                context_edit=edit,
+            )
+        self.pending_edit = None
+        self.turns.append(turn)
+        if model:
+            self.model = model
+        return turn
+
+    def edit(self, edit: ContextEdit) -> None:
+        """Attach `edit` to the next turn (a later edit before that turn replaces it)."""
+        self.pending_edit = edit
+
+    def next_ref(self, role: str) -> MessageRef:
+        """The MessageRef the next message of `role` ("assistant" or another) gets."""
+        if role == "assistant":  # ints >= 0 by construction: no validation needed
+            return MessageRef(turn=len(self.turns), item=0)
+        if not self.turns:
+            return MessageRef(turn=None, item=0 if self.first_user is None else 1 + len(self.user_before_turns))
+        last = self.turns[-1]
+        return MessageRef(turn=last.index, item=1 + len(last.observations) + len(last.user_after))
+
+    def observation(self, obs: Observation) -> None:
+        if not self.turns:
+            self.skip("orphan_observation")
+            return
+        self.turns[-1].observations.append(obs)
+
+    def has_observation(self, tool_call_id: str) -> bool:
+        """True when the last turn has an observation for `tool_call_id`."""
+        if self.turns:
+            for o in self.turns[-1].observations:  # a loop, not any(): no generator per tool result
+                if o.tool_call_id == tool_call_id:
+                    return True
+        return False
+
+    def build(
+        self,
+        index: int,
+        *,
+        line: int | None = None,
+        task_id: str | None = None,
+        outcome: RecordedOutcome | None = None,
+        terminated_by: str | None = None,
+        source_path: str | None = None,
+        source_sha256: str | None = None,
+        source_format: str | None = None,
+    ) -> Trajectory:
+        """The Trajectory (index = position of this trajectory within its file).
+        Raises ConvertError when there is no user message or no assistant turn."""
+        where = line
+        if self.first_user is None:
+            raise self.ctx.error(where, None, "no user message before the first assistant turn")
+        if not self.turns:
+            raise self.ctx.error(where, None, "no assistant turn")
+        sha = source_sha256 or self.ctx.sha256
+        if terminated_by is None:
+            terminated_by = self.turns[-1].response.finish_reason
+        source: dict[str, Any] = dict(
+            format=source_format or self.fmt,
+            path=source_path or self.ctx.path,
+            sha256=sha,
+            line=line,
+            converter_version=CONVERTER_VERSION,
+        )
+        fields: dict[str, Any] = dict(
+            trajectory_id=f"{sha[:16]}-{index}",
+            task_id=task_id,
+            match_key=match_key_for_messages([self.first_user, *self.user_before_turns]),
+            model=self.model,
+            system=self.system,
+            first_user=self.first_user,
+            first_user_parts=self.first_user_parts,
+            user_before_turns=list(self.user_before_turns),
+            terminated_by=terminated_by,
+            outcome=outcome or RecordedOutcome(),
+            tools=self.tools,
+            turns=list(self.turns),
+            skipped=dict(sorted(self.skipped.items())),
+        )
+        return Trajectory(source=Source(**source), **fields)

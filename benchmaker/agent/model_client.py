@@ -17,9 +17,9 @@ A conversation kept in a `MessageLog` (the harness's) is sent from its messages'
 JSON bytes: a turn serialises only its new messages.
 Failures map to outcomes by the engine's rules (benchmaker.engine.runner:
 record_http_error, record_failure): status >= 400 -> http_error, connect deadline ->
-timeout (connect), refused or lost before the headers -> transport_error, total
-deadline -> timeout (total); and two of the client's own: a body cut short ->
-protocol_error, the idle deadline -> timeout (idle).
+timeout (connect), refused or lost before the headers or inside the body (a body cut
+short, a decoded body over the cap) -> transport_error, total deadline -> timeout
+(total); and the client's own idle deadline -> timeout (idle).
 
 One instrument: the body is parsed by the engine's one OpenAI stream
 parser (benchmaker.apis.openai_chat.OpenAIChatParser over benchmaker.engine.sse.SSEParser), so a
@@ -71,7 +71,6 @@ import aiohttp
 import orjson
 
 from benchmaker.apis.openai_chat import OpenAIChatAssembler, ToolCallDelta
-from benchmaker.engine.errors import TransportError
 from benchmaker.engine.http1 import RawTransport
 from benchmaker.engine.records import Outcome, RequestSpec, Sample, TimeoutKind
 from benchmaker.engine.runner import record_failure, record_http_error
@@ -459,10 +458,6 @@ class _IdleTimeout(Exception):
     """A body read outlived the idle deadline (the transport path)."""
 
 
-class _BodyCut(Exception):
-    """The transport failed inside the body (a protocol error, as aiohttp's ClientPayloadError)."""
-
-
 def _replay_headers(headers: Any) -> dict[str, str]:
     """The `x-replay-*` headers of a response's headers (a mapping), names lower-cased."""
     return {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-replay-")}
@@ -686,8 +681,6 @@ class _TransportExchange:
             if err is None:
                 raise
             raise err from None
-        except TransportError as exc:
-            raise _BodyCut(f"{type(exc).__name__}: {exc}") from exc
         finally:
             self._inside = False
 
@@ -778,8 +771,6 @@ class ChatStream:
         except _IdleTimeout:
             s.outcome, s.timeout_kind = Outcome.TIMEOUT.value, TimeoutKind.IDLE.value
             s.error = "idle timeout (no bytes within the read deadline)"
-        except _BodyCut as exc:
-            s.outcome, s.error = Outcome.PROTOCOL_ERROR.value, str(exc)
         except Exception as exc:  # the engine's mapping: connect/total deadline, transport, a parser bug
             record_failure(s, exc)
         finally:

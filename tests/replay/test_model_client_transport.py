@@ -1,7 +1,7 @@
 """benchmaker.agent.model_client on the engine's HTTP/1.1 client (benchmaker.engine.http1.RawTransport,
 the default) and on a given aiohttp session: the deadlines the client
 keeps itself (total from the call's start, idle per body read), transport failures and a
-body cut short, each as the outcome the aiohttp path gives."""
+body cut short, each as the outcome the engine's runner gives (record_failure)."""
 
 from __future__ import annotations
 
@@ -127,8 +127,8 @@ async def test_refused_connection_and_a_body_cut_short():
             r = await client.chat(_MSG, stream=False)
     finally:
         server.close()
-    assert (r.outcome, r.status, r.sample.bytes_received) == ("protocol_error", 200, 8)
-    assert r.error.startswith("TransportError: response body cut")
+    assert (r.outcome, r.status, r.sample.bytes_received) == ("transport_error", 200, 8)
+    assert r.error.startswith("response body cut")
 
 
 async def test_a_given_aiohttp_session_is_used_and_left_open():

@@ -76,14 +76,14 @@ TOOLS: list[dict[str, Any]] = [
 SCRIPT = [
     {"thought": "Let me see what the repository holds.", "command": "ls -la"},
     {"thought": "The notes file should say what to fix.", "command": "cat NOTES.md"},
-    {"thought": "Run the tests before changing anything.", "command": "python -m pytest -q"},
+    {"thought": "Run the tests before changing anything.", "command": "python3 -m pytest -q"},
     {"thought": "The tests pass; nothing to fix.", "command": None},
 ]
 
 OUTPUTS = {
     "ls -la": "total 12\ndrwxr-xr-x 3 user user 4096 .\n-rw-r--r-- 1 user user  120 NOTES.md\ndrwxr-xr-x 2 user user 4096 tests\n",
     "cat NOTES.md": "# Notes\nThe range helper was fixed last week; check that the tests still pass.\n",
-    "python -m pytest -q": "....                                                   [100%]\n4 passed in 0.02s\n",
+    "python3 -m pytest -q": "....                                                   [100%]\n4 passed in 0.02s\n",
 }
 
 # a system prompt of the size agents send (pi's is ~2 KB, Claude Code's tens of KB): the

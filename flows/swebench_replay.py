@@ -15,8 +15,9 @@ parameter fails the flow run with a ParameterError naming it, e.g.
 `concurrency_sweep[0]: expected an integer >= 1 (got 0)`.
 
 Files: `<out_dir>/<run_id>/` is the run bundle (manifest.json, points/c<N>/...,
-sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions and
-Prefect's persisted task results (`result_storage` as a Path). The replay server is
+sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions
+(benchmaker.tasks.convert) and Prefect's persisted results of the sweep points
+(`result_storage` as a Path). The replay server is
 stopped in `finally`, so also when a point fails for good or the run is cancelled.
 
 Resume: a Failed/Crashed/Cancelled flow run is run again under its own id with
@@ -53,13 +54,12 @@ from benchmaker.flows.common import (
 from benchmaker.flows.outcome import current_flow_run, final_state
 from benchmaker.sweep.point_run import replay_point_name
 from benchmaker.sweep.sweep import point_dir, write_sweep_points
-from benchmaker.tasks.convert import cache_dir_of, convert_logs, logs_sha256
+from benchmaker.tasks.convert import cache_dir_of, convert_logs
 from benchmaker.tasks.grade import grade, point_files_sha256
 from benchmaker.tasks.load import load_warehouse
 from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.serve import start_replay_server, stop_replay_server
 from benchmaker.tasks.sweep import run_sweep_point
-from benchmaker.trajectories.convert import CONVERTER_VERSION
 
 __all__ = [
     "Concurrency",
@@ -205,26 +205,14 @@ def validate_params(**params: Any) -> SwebenchReplayParams:
 
 def trajectories_of(p: SwebenchReplayParams) -> Path:
     """The trajectories.jsonl a run replays: `p.trajectories`, or the conversion of
-    `p.logs` into `<out_dir>/_cache/` (benchmaker.tasks.convert, cached on the logs' content, the
-    converter version and options; a complete conversion there, e.g. the CLI's, is
-    returned as it is). Call it inside a flow run. Absolute path."""
+    `p.logs` in `<out_dir>/_cache/` (benchmaker.tasks.convert: the one conversion cache,
+    keyed on the logs' content, the converter version and options; a complete
+    conversion there is returned as it is). Call it inside a flow run. Absolute path."""
     if not p.logs:
         assert p.trajectories is not None, "the params model requires logs or trajectories"
         return p.trajectories.resolve()
-    convert = convert_logs.with_options(result_storage=result_storage_for(p.out_dir))
     paths = [x.resolve() for x in p.logs]
-    args: dict[str, Any] = dict(
-        paths=paths,
-        logs_digest=logs_sha256(paths),
-        converter_version=CONVERTER_VERSION,
-        cache_dir=cache_dir_of(p.out_dir),
-        fmt=p.log_format,
-        lenient=p.lenient,
-    )
-    traj = convert(**args)
-    if not Path(traj).is_file():  # the cache record outlived the file: convert again
-        traj = convert.with_options(refresh_cache=True)(**args)
-    return Path(traj)
+    return Path(convert_logs(paths, cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient))
 
 
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)

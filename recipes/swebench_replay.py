@@ -422,10 +422,10 @@ def _check_engine_loads(specs: Sequence[str], duration: float | None, max_reques
 
 def _converted(p: Any) -> Path:
     """The logs of the validated swebench-replay parameters `p`, converted once for the
-    whole run into the content-addressed cache the flow's convert task reads
-    (benchmaker.tasks.convert.ensure_converted: nothing is converted when a complete conversion is
-    there; the task finds this one and converts nothing). Bad logs raise ConfigError
-    with the converter's one-line error (exit 2), before Prefect starts."""
+    whole run into the content-addressed conversion cache (benchmaker.tasks.convert.
+    ensure_converted: nothing is converted when a complete conversion is there); the
+    flow is given this file. Bad logs raise ConfigError with the converter's one-line
+    error (exit 2), before Prefect starts."""
     from benchmaker.tasks.convert import cache_dir_of, ensure_converted
     from benchmaker.trajectories.errors import InputError
 
@@ -608,6 +608,8 @@ def swebench_replay(
         print_plan(params, traj, trusted=converted)  # points x episodes x model calls and an estimate
     if dry_run:
         return 0
+    # the flow replays the conversion made here: the logs are read once per run
+    params.update(logs=[], trajectories=traj)
     if dist is not None:
         from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed as flow
 

@@ -34,9 +34,10 @@ ever sent) is set Crashed and resumed; its bundle's flow_process.json
 (benchmaker.flows.outcome.record_flow_process) names the process. A Running run
 whose process lives (or runs on another host) is refused.
 
-Both variants of each flow resume: the single-process one and the distributed one
-(benchmaker.flows.swebench_replay_distributed, benchmaker.flows.llm_sweep_distributed; told apart by the
-run's deployment, parameters or flow version).
+Every variant resumes: swebench-replay (one flow, local or sharded) and both of
+llm-sweep, the single-process one and the distributed one
+(benchmaker.flows.llm_sweep_distributed; told apart by the run's deployment, parameters
+or flow version).
 
 What resumes: the run keeps its id and parameters (run_count + 1), so its bundle
 directory (`benchmaker.flows.swebench_replay.flow_run_bundle_id`) and every task cache key that
@@ -100,10 +101,9 @@ _DISTRIBUTED_PARAMS = frozenset(
 def _flows(distributed: bool) -> dict[str, Flow[..., Any]]:
     if distributed:
         from benchmaker.flows.llm_sweep_distributed import llm_sweep
-        from benchmaker.flows.swebench_replay_distributed import swebench_replay
     else:
         from benchmaker.flows.llm_sweep import llm_sweep
-        from benchmaker.flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay  # one flow, local or sharded
 
     return {swebench_replay.name: swebench_replay, llm_sweep.name: llm_sweep}
 

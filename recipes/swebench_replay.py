@@ -9,7 +9,7 @@ where the run bundle, warehouse and report are.
     benchmaker llm-sweep --base-url http://127.0.0.1:8000 --model m --concurrency-sweep 1,8 --duration 30
 
 Several load hosts from the command line, on a Dask cluster (no Prefect server: the
-distributed flows, flows/*_distributed.py, with prefect-dask, the `dask` extra):
+flows sharded, with prefect-dask, the `dask` extra):
 
     benchmaker swebench-replay --logs ... --concurrency-sweep 8,32 --shards 2 \
         --dask-address tcp://scheduler:8786 [--exchange s3://bucket/x] [--start-lead 10]
@@ -375,20 +375,6 @@ def _check_sweep_options(
             raise ConfigError(f"--warehouse: {exc}") from None
 
 
-def _check_task_dirs(task_dirs: list[Path]) -> None:
-    """Read every task dir's task.json now (benchmaker.agent.verifier.load_task), so a
-    bad one is a one-line error before Prefect starts. Raises ConfigError naming the
-    file and field."""
-    from benchmaker.agent.verifier import load_task
-    from benchmaker.trajectories.errors import InputError
-
-    for d in task_dirs:
-        try:
-            load_task(Path(d))
-        except InputError as exc:
-            raise ConfigError(f"--task-dirs: {exc}") from None
-
-
 def _flag_error(exc: Exception, flags: dict[str, str]) -> ConfigError:
     """A flow's ParameterError ("invalid <flow> parameters:" and one `field[i]: problem`
     line each) as one line naming the flags: each field becomes its flag (`flags`, else
@@ -559,7 +545,6 @@ def swebench_replay(
         urls={"--sandbox-url": sandbox_url},
         lag_ms=(max_loop_lag_ms, max_schedule_lag_ms),
     )
-    _check_task_dirs(task_dirs or [])
     if not dry_run:
         check_sandbox_flag(sandbox, mode)
     _prefect_env()
@@ -611,13 +596,9 @@ def swebench_replay(
     # the flow replays the conversion made here: the logs are read once per run
     params.update(logs=[], trajectories=traj)
     if dist is not None:
-        from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed as flow
-
-        params.update(dist)
-    else:
-        from benchmaker.flows.swebench_replay import swebench_replay as flow
-
+        params.update(dist, sharded=True)
     from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
+    from benchmaker.flows.swebench_replay import swebench_replay as flow
 
     with use_local_server(), SweepProgressView():  # live progress only on a terminal (benchmaker/progress.py)
         try:

@@ -163,6 +163,7 @@ async def test_sweep_point_cached_within_a_flow_run_only(tmp_path: Path) -> None
     from prefect import flow
 
     from benchmaker.flows.swebench_replay import result_storage_for
+    from benchmaker.sweep.point import ReplayPoint
     from benchmaker.tasks.serve import launch_server, stop_replay_server
     from benchmaker.tasks.sweep import run_sweep_point
     from benchmaker.trajectories.convert import convert_paths
@@ -177,7 +178,7 @@ async def test_sweep_point_cached_within_a_flow_run_only(tmp_path: Path) -> None
         try:
             stamps = []
             for _ in range(2):  # a re-executed flow body (flow retry) calls the point again
-                await task(key, traj, run_dir, "r", 1)
+                await task(key, traj, run_dir, "r", ReplayPoint(load="closed:1"))
                 stamps.append((run_dir / "points" / "c1" / "episodes.jsonl").stat().st_mtime_ns)
             return stamps
         finally:

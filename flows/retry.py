@@ -86,13 +86,13 @@ class ParametersChanged(ValueError):
     be checked); the message names the manifest."""
 
 
-# the flows this module resumes, by flow name (each in its single-process and its
-# distributed variant)
+# the flows this module resumes, by flow name (swebench-replay, local or sharded;
+# llm-sweep in its single-process and its distributed variant)
 FLOWS = ("swebench-replay", "llm-sweep")
 
 
-# Parameters only the distributed variants have (flows.*_distributed): a run that
-# carries one of them was made by that variant.
+# Parameters only llm-sweep's distributed variant has (flows.llm_sweep_distributed): a
+# run that carries one of them was made by that variant.
 _DISTRIBUTED_PARAMS = frozenset(
     {"shards", "start_lead_s", "shard_deployment", "shard_timeout_s", "dask_address", "exchange"}
 )
@@ -254,7 +254,9 @@ async def retry_flow_run(flow_run_id: UUID | str, *, accept_changed: bool = Fals
                 f"flow run {run_id}: only a Failed, Crashed or Cancelled run resumes "
                 f"(got {state.name if state else 'no state'}); start a new run to measure again"
             )
-        flow = _flows(await _is_distributed(client, flow_run)).get(name)
+        # swebench-replay is one flow, local or sharded; llm-sweep has two variants
+        distributed = name != "swebench-replay" and await _is_distributed(client, flow_run)
+        flow = _flows(distributed).get(name)
         if flow is None:
             raise ValueError(f"flow run {run_id}: flow {name!r} is not one of {', '.join(FLOWS)}")
         if say is not None:

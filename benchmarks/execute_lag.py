@@ -59,6 +59,7 @@ from benchmaker.agent.sandbox import LocalSandboxFactory  # noqa: E402
 from benchmaker.agent.verifier import load_task  # noqa: E402
 from benchmaker.recipes.calibration import _idle_lag  # noqa: E402 - the calibration's idle-loop figure
 from benchmaker.replay_server.process import start_replay_server  # noqa: E402
+from benchmaker.sweep.point import ReplayPoint  # noqa: E402
 from benchmaker.sweep.point_run import run_point  # noqa: E402
 from benchmaker.trajectories.convert import iter_trajectories  # noqa: E402
 
@@ -125,10 +126,8 @@ async def _round(
                 trajs,
                 url,
                 run_dir,
+                ReplayPoint(load=f"closed:{c}", episodes=max(c, per_slot * c), mode="execute"),
                 run_id=f"lag-r{r}-{variant}",
-                concurrency=c,
-                episodes=max(c, per_slot * c),
-                mode="execute",
                 sandbox_factory=_factory(variant),
                 tasks=tasks,
             )

@@ -67,6 +67,7 @@ if str(REPO) not in sys.path:
 
 from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
 from benchmaker.replay_server.process import ReplayServerHandle, start_replay_server  # noqa: E402
+from benchmaker.sweep.point import ReplayPoint  # noqa: E402
 from benchmaker.sweep.point_run import run_point  # noqa: E402
 from benchmaker.trajectories.convert import convert_paths, read_trajectories  # noqa: E402
 
@@ -97,12 +98,13 @@ async def _point(
         trajs,
         server.url,
         run_dir,
+        ReplayPoint(
+            load=load if load is not None else f"closed:{concurrency}",
+            episodes=episodes,
+            duration_s=duration_s,
+            workers=workers,
+        ),
         run_id="scale",
-        concurrency=concurrency,
-        load=load,
-        episodes=episodes,
-        duration_s=duration_s,
-        workers=workers,
         transport=transport,
     )
     server_cpu = _server_cpu_s(server.pid) - cpu0

@@ -34,9 +34,10 @@ ever sent) is set Crashed and resumed; its bundle's flow_process.json
 (benchmaker.flows.outcome.record_flow_process) names the process. A Running run
 whose process lives (or runs on another host) is refused.
 
-Both variants of each flow resume: the single-process one and the distributed one
-(benchmaker.flows.swebench_replay_distributed, benchmaker.flows.llm_sweep_distributed; told apart by the
-run's deployment, parameters or flow version).
+Every variant resumes: swebench-replay (one flow, local or sharded) and both of
+llm-sweep, the single-process one and the distributed one
+(benchmaker.flows.llm_sweep_distributed; told apart by the run's deployment, parameters
+or flow version).
 
 What resumes: the run keeps its id and parameters (run_count + 1), so its bundle
 directory (`benchmaker.flows.swebench_replay.flow_run_bundle_id`) and every task cache key that
@@ -85,13 +86,13 @@ class ParametersChanged(ValueError):
     be checked); the message names the manifest."""
 
 
-# the flows this module resumes, by flow name (each in its single-process and its
-# distributed variant)
+# the flows this module resumes, by flow name (swebench-replay, local or sharded;
+# llm-sweep in its single-process and its distributed variant)
 FLOWS = ("swebench-replay", "llm-sweep")
 
 
-# Parameters only the distributed variants have (flows.*_distributed): a run that
-# carries one of them was made by that variant.
+# Parameters only llm-sweep's distributed variant has (flows.llm_sweep_distributed): a
+# run that carries one of them was made by that variant.
 _DISTRIBUTED_PARAMS = frozenset(
     {"shards", "start_lead_s", "shard_deployment", "shard_timeout_s", "dask_address", "exchange"}
 )
@@ -100,10 +101,9 @@ _DISTRIBUTED_PARAMS = frozenset(
 def _flows(distributed: bool) -> dict[str, Flow[..., Any]]:
     if distributed:
         from benchmaker.flows.llm_sweep_distributed import llm_sweep
-        from benchmaker.flows.swebench_replay_distributed import swebench_replay
     else:
         from benchmaker.flows.llm_sweep import llm_sweep
-        from benchmaker.flows.swebench_replay import swebench_replay
+    from benchmaker.flows.swebench_replay import swebench_replay  # one flow, local or sharded
 
     return {swebench_replay.name: swebench_replay, llm_sweep.name: llm_sweep}
 
@@ -254,7 +254,9 @@ async def retry_flow_run(flow_run_id: UUID | str, *, accept_changed: bool = Fals
                 f"flow run {run_id}: only a Failed, Crashed or Cancelled run resumes "
                 f"(got {state.name if state else 'no state'}); start a new run to measure again"
             )
-        flow = _flows(await _is_distributed(client, flow_run)).get(name)
+        # swebench-replay is one flow, local or sharded; llm-sweep has two variants
+        distributed = name != "swebench-replay" and await _is_distributed(client, flow_run)
+        flow = _flows(distributed).get(name)
         if flow is None:
             raise ValueError(f"flow run {run_id}: flow {name!r} is not one of {', '.join(FLOWS)}")
         if say is not None:

@@ -1,22 +1,29 @@
 """The main job: the `swebench-replay` flow (docs/architecture.md): convert -> serve -> sweep ->
-grade -> load -> report.
+grade -> load -> report, on this host or, with `sharded`, every point split into shards
+on several load hosts (benchmaker.flows.swebench_replay_shard).
 
     from benchmaker.flows.swebench_replay import swebench_replay
     out = asyncio.run(swebench_replay(logs=[Path("examples/recordings/tiny-task.pi.jsonl")],
                                       concurrency_sweep=[1, 2]))
     out["run_id"], out["run_dir"], out["points"]          # one summary row per point
+    out = asyncio.run(swebench_replay(logs=[...], concurrency_sweep=[8, 32], sharded=True,
+                                      shards=2, dask_address="tcp://scheduler:8786"))
 
 Parameters are the fields of `SwebenchReplayParams` (benchmaker.flows.common.takes makes them the
 flow's signature). They are checked before any work: the types and bounds by
 Prefect/pydantic (a deployment's server refuses them too), then the rules a schema
-cannot state (exactly one of logs/trajectories, every path exists, no duplicate point,
+cannot state (exactly one of logs/trajectories, every path exists, every task.json
+reads, no duplicate point,
 episodes or duration, a command for command mode, a latency spec that parses). A bad
 parameter fails the flow run with a ParameterError naming it, e.g.
-`concurrency_sweep[0]: expected an integer >= 1 (got 0)`.
+`concurrency_sweep[0]: expected an integer >= 1 (got 0)`. The validated parameters
+build the run's points once (`SwebenchReplayParams.points`: benchmaker.sweep.point.
+ReplayPoint), which go unchanged to the sweep task and on to the engine.
 
 Files: `<out_dir>/<run_id>/` is the run bundle (manifest.json, points/c<N>/...,
-sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions and
-Prefect's persisted task results (`result_storage` as a Path). The replay server is
+sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions
+(benchmaker.tasks.convert) and Prefect's persisted results of the sweep points
+(`result_storage` as a Path). The replay server is
 stopped in `finally`, so also when a point fails for good or the run is cancelled.
 
 Resume: a Failed/Crashed/Cancelled flow run is run again under its own id with
@@ -35,15 +42,16 @@ from typing import Annotated, Any, Literal
 
 from prefect import flow
 from prefect.logging import get_run_logger
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from benchmaker.agent.verifier import load_task
 from benchmaker.engine.config import LagLimitMs
+from benchmaker.engine.exchange import Exchange
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec
 from benchmaker.flows.common import (
     ParameterError,
     fill_lag_limits,
     flow_run_bundle_id,
-    lag_checks,
     measure_point,
     result_storage_for,
     resume_or_write_manifest,
@@ -51,15 +59,19 @@ from benchmaker.flows.common import (
     validated,
 )
 from benchmaker.flows.outcome import current_flow_run, final_state
-from benchmaker.sweep.point_run import replay_point_name
-from benchmaker.sweep.sweep import point_dir, write_sweep_points
-from benchmaker.tasks.convert import cache_dir_of, convert_logs, logs_sha256
+from benchmaker.flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange
+from benchmaker.flows.swebench_replay_shard import SHARD_DEPLOYMENT, run_distributed_point
+from benchmaker.sweep.point import Mode, ReplayPoint
+from benchmaker.sweep.shard import ReplayShardPoint, shards_for
+from benchmaker.sweep.sweep import episode_plan, point_dir, write_sweep_points
+from benchmaker.tasks.convert import cache_dir_of, convert_logs
 from benchmaker.tasks.grade import grade, point_files_sha256
 from benchmaker.tasks.load import load_warehouse
 from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.serve import start_replay_server, stop_replay_server
 from benchmaker.tasks.sweep import run_sweep_point
-from benchmaker.trajectories.convert import CONVERTER_VERSION
+from benchmaker.trajectories.convert import read_trajectories
+from benchmaker.trajectories.errors import InputError
 
 __all__ = [
     "Concurrency",
@@ -67,16 +79,14 @@ __all__ = [
     "ParameterError",
     "SwebenchReplayParams",
     "swebench_replay",
-    "sweep_points",
     "trajectories_of",
     "validate_params",
 ]
 
 Concurrency = Annotated[int, Field(ge=1)]
-Mode = Literal["recorded", "execute", "command"]
 
 
-class SwebenchReplayParams(BaseModel):
+class SwebenchReplayParams(ShardParams):
     """The parameters of one swebench-replay run, the one definition behind the flow's
     signature (benchmaker.flows.common.takes), its deployments' schema and the CLI's check:
 
@@ -108,6 +118,10 @@ class SwebenchReplayParams(BaseModel):
                           BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms, filled in at
                           validation (benchmaker.flows.common.fill_lag_limits: the manifest keeps
                           the limits every point was judged with)
+    sharded               split every point into shards on several load hosts (closed-loop
+                          points only, one engine worker each), where and how by the
+                          benchmaker.flows.shard_runs.ShardParams fields: shards, start_lead_s,
+                          shard_deployment, shard_timeout_s, dask_address, exchange
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -134,6 +148,8 @@ class SwebenchReplayParams(BaseModel):
     label: str | None = None
     max_loop_lag_ms: LagLimitMs | None = None
     max_schedule_lag_ms: LagLimitMs | None = None
+    sharded: bool = False
+    shard_deployment: str = SHARD_DEPLOYMENT
 
     @model_validator(mode="after")
     def _rules(self) -> SwebenchReplayParams:
@@ -151,6 +167,11 @@ class SwebenchReplayParams(BaseModel):
         for i, p in enumerate(self.task_dirs):
             if not (p / "task.json").is_file():
                 problems.append(f"task_dirs[{i}]: no task.json in it (got {str(p)!r})")
+                continue
+            try:
+                load_task(p)  # read once here, so a bad field is refused before any work
+            except InputError as exc:
+                problems.append(f"task_dirs[{i}]: {exc}")
         seen: set[int] = set()
         for i, c in enumerate(self.concurrency_sweep):
             if c in seen:
@@ -159,6 +180,7 @@ class SwebenchReplayParams(BaseModel):
         if not self.concurrency_sweep and not self.rates:
             problems.append("concurrency_sweep: no point to run: give concurrency_sweep or rates (got neither)")
         problems += _rate_problems(self.rates)
+        problems += self._shard_problems()
         if self.workers > 1 and self.mode != "recorded":
             problems.append(f"workers: more than one engine worker needs mode recorded (got mode {self.mode})")
         if self.episodes_per_point is not None and self.duration_s is not None:
@@ -177,6 +199,53 @@ class SwebenchReplayParams(BaseModel):
             raise ValueError("\n".join(problems))
         return fill_lag_limits(self)
 
+    def _shard_problems(self) -> list[str]:
+        """The rules of a sharded run (shards split episode slots: open-loop rates and
+        engine workers are single-host), and shard settings without `sharded`."""
+        if not self.sharded:
+            given = [k for k in ("dask_address", "exchange", "start_lead_s", "shard_timeout_s") if getattr(self, k)]
+            return [f"{k}: a setting of sharded runs; give sharded true (got {getattr(self, k)!r})" for k in given]
+        problems = (
+            [f"rates: open-loop points run on one host (swebench-replay), not in shards (got {self.rates})"]
+            if self.rates
+            else []
+        )
+        if self.workers != 1:
+            problems.append(
+                f"workers: shards are the distributed flow's processes; give shards instead (got {self.workers})"
+            )
+        return problems
+
+    def points(self) -> list[ReplayPoint]:
+        """The run's points in order, each spec built here once from the validated
+        parameters: a closed loop per concurrency_sweep entry (split over
+        shards_for(C, shards) shards when sharded), then an open loop per rate spec;
+        task_dirs made absolute."""
+        common: dict[str, Any] = dict(
+            episodes=self.episodes_per_point,
+            duration_s=self.duration_s,
+            mode=self.mode,
+            sandbox=self.sandbox,
+            sandbox_url=self.sandbox_url,
+            sandbox_image=self.sandbox_image,
+            task_dirs=tuple(str(d.resolve()) for d in self.task_dirs),
+            command=tuple(self.command) if self.command else None,
+            latency=self.latency,
+            divergence=self.divergence,
+            max_loop_lag_ms=self.max_loop_lag_ms,
+            max_schedule_lag_ms=self.max_schedule_lag_ms,
+            workers=self.workers,
+        )
+        closed = [
+            ReplayPoint(
+                load=ParsedRateSpec.of_model(ClosedLoop(c)),
+                shards=shards_for(c, self.shards) if self.sharded else 1,
+                **common,
+            )
+            for c in self.concurrency_sweep
+        ]
+        return closed + [ReplayPoint(load=r, **common) for r in self.rates]
+
 
 def _rate_problems(rates: list[ParsedRateSpec]) -> list[str]:
     """One `rates[i]: problem (got VALUE)` line per rate spec that is a closed loop
@@ -191,12 +260,6 @@ def _rate_problems(rates: list[ParsedRateSpec]) -> list[str]:
     return problems
 
 
-def sweep_points(p: SwebenchReplayParams) -> list[tuple[int | None, ParsedRateSpec | None]]:
-    """The run's points in order, as (concurrency, rate spec): each of concurrency_sweep
-    (closed loop), then each of rates (open loop)."""
-    return [(c, None) for c in p.concurrency_sweep] + [(None, r) for r in p.rates]
-
-
 def validate_params(**params: Any) -> SwebenchReplayParams:
     """The validated SwebenchReplayParams of `params`. Raises ParameterError with one
     `field: problem (got VALUE)` line per problem, before anything runs."""
@@ -205,52 +268,22 @@ def validate_params(**params: Any) -> SwebenchReplayParams:
 
 def trajectories_of(p: SwebenchReplayParams) -> Path:
     """The trajectories.jsonl a run replays: `p.trajectories`, or the conversion of
-    `p.logs` into `<out_dir>/_cache/` (benchmaker.tasks.convert, cached on the logs' content, the
-    converter version and options; a complete conversion there, e.g. the CLI's, is
-    returned as it is). Call it inside a flow run. Absolute path."""
+    `p.logs` in `<out_dir>/_cache/` (benchmaker.tasks.convert: the one conversion cache,
+    keyed on the logs' content, the converter version and options; a complete
+    conversion there is returned as it is). Call it inside a flow run. Absolute path."""
     if not p.logs:
         assert p.trajectories is not None, "the params model requires logs or trajectories"
         return p.trajectories.resolve()
-    convert = convert_logs.with_options(result_storage=result_storage_for(p.out_dir))
     paths = [x.resolve() for x in p.logs]
-    args: dict[str, Any] = dict(
-        paths=paths,
-        logs_digest=logs_sha256(paths),
-        converter_version=CONVERTER_VERSION,
-        cache_dir=cache_dir_of(p.out_dir),
-        fmt=p.log_format,
-        lenient=p.lenient,
-    )
-    traj = convert(**args)
-    if not Path(traj).is_file():  # the cache record outlived the file: convert again
-        traj = convert.with_options(refresh_cache=True)(**args)
-    return Path(traj)
+    return Path(convert_logs(paths, cache_dir_of(p.out_dir), fmt=p.log_format, lenient=p.lenient))
 
 
-@flow(name="swebench-replay", log_prints=False, validate_parameters=True)
-@takes(SwebenchReplayParams)
-async def swebench_replay(**params: Any) -> dict[str, Any]:
-    """Replay recorded agent runs at each concurrency of `concurrency_sweep` and load
-    the results into the warehouse. Parameters: the fields of SwebenchReplayParams
-    (one keyword argument each, as in a deployment's `parameters:`).
-
-    Returns {"run_id", "run_dir", "warehouse", "points": [summary row per point],
-    "flow_run_id", "trajectories", "load": {...}}.
-    """
-    p = validate_params(**params)
-    log = get_run_logger()
-    storage = result_storage_for(p.out_dir)
-    run_id = flow_run_bundle_id("swebench-replay")
-    run_dir = (p.out_dir / run_id).resolve()
-    t0_wall_ns = resume_or_write_manifest(
-        run_dir, run_id=run_id, kind="swebench-replay", label=p.label, config=p.model_dump(mode="json")
-    )
-    log.info("run %s -> %s", run_id, run_dir)
-
-    traj = trajectories_of(p)
-
-    # serve + sweep: one async task per point; the server is always stopped
-    sweep_task = run_sweep_point.with_options(result_storage=storage)
+async def _sweep_here(
+    p: SwebenchReplayParams, points: list[ReplayPoint], traj: Path, run_dir: Path, run_id: str, t0_wall_ns: int
+) -> list[dict[str, Any]]:
+    """Serve + sweep on this host: one replay server for the run (always stopped), one
+    async task per point; returns the points' summary rows."""
+    sweep_task = run_sweep_point.with_options(result_storage=result_storage_for(p.out_dir))
     rows: list[dict[str, Any]] = []
     key: str | None = None
     # the run's t0 on this process's perf_counter clock: episode stamps of a resumed run
@@ -258,42 +291,120 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     t0_ns = time.perf_counter_ns() - (time.time_ns() - t0_wall_ns)
     try:
         key = start_replay_server(traj, latency=p.latency, divergence=p.divergence)
-        for c, rate in sweep_points(p):
-            args = dict(
-                episodes=p.episodes_per_point,
-                duration_s=p.duration_s,
-                mode=p.mode,
-                sandbox=p.sandbox,
-                sandbox_url=p.sandbox_url,
-                sandbox_image=p.sandbox_image,
-                task_dirs=[d.resolve() for d in p.task_dirs],
-                command=p.command,
-                t0_ns=t0_ns,
-                load=rate,
-                workers=p.workers,
-                checks=lag_checks(p),
-            )
-            rows.append(
-                await measure_point(
-                    sweep_task, point_dir(run_dir, replay_point_name(c, rate)), key, traj, run_dir, run_id, c, **args
-                )
-            )
+        for point in points:
+            pdir = point_dir(run_dir, point.name)
+            rows.append(await measure_point(sweep_task, pdir, key, traj, run_dir, run_id, point, t0_ns=t0_ns))
     finally:
         stop_replay_server(key)
+    return rows
+
+
+async def _sweep_in_shards(
+    p: SwebenchReplayParams, points: list[ReplayPoint], traj: Path, run_dir: Path, run_id: str, exchange: str | None
+) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """Every point as shards on other hosts (benchmaker.flows.swebench_replay_shard.
+    run_distributed_point); the trajectories go out through `exchange` when given.
+    Returns (the points' summary rows, per point its shards' states)."""
+    n_traj = sum(1 for _ in read_trajectories(traj))
+    traj_ref = str(traj)
+    if exchange:  # the shards download the trajectories from the exchange
+        traj_ref = f"{run_id}/trajectories.jsonl"
+        Exchange(exchange).put_file(traj, traj_ref)
+    point_task = run_distributed_point.with_options(result_storage=result_storage_for(p.out_dir))
+    lead_s = p.start_lead_s if p.start_lead_s is not None else DEFAULT_LEAD_S["dask" if p.dask_address else "pool"]
+    rows: list[dict[str, Any]] = []
+    shard_states: list[list[dict[str, Any]]] = []
+    for point in points:
+        template = ReplayShardPoint(
+            point=point,
+            trajectories=traj_ref,
+            run_dir=str(run_dir),
+            run_id=run_id,
+            worker=0,
+            start_wall_ns=0,
+            exchange=exchange,
+        )
+        c = template.concurrency
+        target = None if point.duration_s is not None else len(episode_plan(range(n_traj), c, point.episodes))
+        args = dict(
+            episodes_target=target,
+            start_lead_s=lead_s,
+            shard_deployment=p.shard_deployment,
+            shard_timeout_s=p.shard_timeout_s,
+            dask_address=p.dask_address,
+        )
+        out = await measure_point(point_task, point_dir(run_dir, point.name), template, **args)
+        rows.append(out["row"])
+        shard_states.append(out["shards"])
+    if exchange:
+        Exchange(exchange).remove(run_id)
+    return rows, shard_states
+
+
+@flow(name="swebench-replay", log_prints=False, validate_parameters=True)
+@takes(SwebenchReplayParams)
+async def swebench_replay(**params: Any) -> dict[str, Any]:
+    """Replay recorded agent runs at each point of the sweep (`concurrency_sweep`, then
+    `rates`) and load the results into the warehouse; with `sharded`, every point runs
+    as up to `shards` shards on other hosts (benchmaker.flows.swebench_replay_shard):
+    `start_lead_s`: time from submission to the earliest start (default
+    benchmaker.flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a
+    point's shards (None: benchmaker.flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard
+    still running then is a verdict reason, cancelled on a pool, abandoned on Dask where a
+    running task cannot be stopped); `dask_address`: run the shards on that Dask cluster
+    instead of `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
+    (s3://bucket/prefix) every host reaches, through which the trajectories go out and
+    the shards' files come back when `out_dir` is not shared (benchmaker.engine.exchange).
+    Parameters: the fields of SwebenchReplayParams (one keyword argument each, as in a
+    deployment's `parameters:`).
+
+    Returns {"run_id", "run_dir", "warehouse", "points": [summary row per point],
+    "flow_run_id", "trajectories", "load": {...}}, and when sharded "shards": [per point:
+    [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]]. Raises
+    ParameterError (before any work) for a bad parameter.
+    """
+    p = validate_params(**params)
+    log = get_run_logger()
+    run_id = flow_run_bundle_id("swebench-replay")
+    run_dir = (p.out_dir / run_id).resolve()
+    config: dict[str, Any] = p.model_dump(mode="json")
+    exchange = None
+    if p.sharded:
+        checked_dask_address(p.dask_address)  # refuse before any work when the extra is missing
+        exchange = checked_exchange(p.exchange)
+        backend = "dask" if p.dask_address else "pool"
+        config.update(
+            backend=backend,
+            start_lead_s=p.start_lead_s if p.start_lead_s is not None else DEFAULT_LEAD_S[backend],
+            shard_deployment=p.shard_deployment if backend == "pool" else None,
+            exchange=exchange,
+        )
+    t0_wall_ns = resume_or_write_manifest(
+        run_dir,
+        run_id=run_id,
+        kind="swebench-replay",
+        label=p.label,
+        config=config,
+        workers=p.shards if p.sharded else 1,
+    )
+    where = f"up to {p.shards} shards per point on {p.dask_address or f'work pool of {p.shard_deployment}'}"
+    log.info("run %s -> %s%s", run_id, run_dir, f" ({where})" if p.sharded else "")
+
+    traj = trajectories_of(p)
+    points = p.points()
+    extra: dict[str, Any] = {}
+    if p.sharded:
+        rows, extra["shards"] = await _sweep_in_shards(p, points, traj, run_dir, run_id, exchange)
+    else:
+        rows = await _sweep_here(p, points, traj, run_dir, run_id, t0_wall_ns)
     write_sweep_points(run_dir, rows)
 
     # grade (cached on the point files' content), load, report
-    pdirs = [point_dir(run_dir, replay_point_name(c, rate)) for c, rate in sweep_points(p)]
-    grade.with_options(result_storage=storage)(pdirs, [point_files_sha256(d) for d in pdirs])
-    loaded = load_warehouse(p.warehouse.resolve(), run_dir)
-    publish_report(
-        run_id,
-        rows,
-        run_dir,
-        warehouse=p.warehouse.resolve(),
-        report_path=run_dir / "report.html",
-        kind="swebench-replay",
-    )
+    pdirs = [point_dir(run_dir, point.name) for point in points]
+    grade.with_options(result_storage=result_storage_for(p.out_dir))(pdirs, [point_files_sha256(d) for d in pdirs])
+    wh = p.warehouse.resolve()
+    loaded = load_warehouse(wh, run_dir)
+    publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="swebench-replay")
     invalid = [f"{r['sweep_point']} ({r.get('invalid_reason') or 'invalid'})" for r in rows if not r["valid"]]
     if invalid:
         log.warning("invalid sweep points: %s", "; ".join(invalid))
@@ -301,10 +412,11 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
         {
             "run_id": run_id,
             "run_dir": str(run_dir),
-            "warehouse": str(p.warehouse.resolve()),
+            "warehouse": str(wh),
             "points": rows,
             "flow_run_id": str(current_flow_run().id),
             "trajectories": str(traj),
             "load": loaded,
+            **extra,
         }
     )  # Invalid / Failed when points are invalid (benchmaker.flows.outcome)

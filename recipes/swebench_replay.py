@@ -9,7 +9,7 @@ where the run bundle, warehouse and report are.
     benchmaker llm-sweep --base-url http://127.0.0.1:8000 --model m --concurrency-sweep 1,8 --duration 30
 
 Several load hosts from the command line, on a Dask cluster (no Prefect server: the
-distributed flows, flows/*_distributed.py, with prefect-dask, the `dask` extra):
+flows sharded, with prefect-dask, the `dask` extra):
 
     benchmaker swebench-replay --logs ... --concurrency-sweep 8,32 --shards 2 \
         --dask-address tcp://scheduler:8786 [--exchange s3://bucket/x] [--start-lead 10]
@@ -365,20 +365,6 @@ def _check_sweep_options(
             raise ConfigError(f"--warehouse: {exc}") from None
 
 
-def _check_task_dirs(task_dirs: list[Path]) -> None:
-    """Read every task dir's task.json now (benchmaker.agent.verifier.load_task), so a
-    bad one is a one-line error before Prefect starts. Raises ConfigError naming the
-    file and field."""
-    from benchmaker.agent.verifier import load_task
-    from benchmaker.trajectories.errors import InputError
-
-    for d in task_dirs:
-        try:
-            load_task(Path(d))
-        except InputError as exc:
-            raise ConfigError(f"--task-dirs: {exc}") from None
-
-
 def _flag_error(exc: Exception, flags: dict[str, str]) -> ConfigError:
     """A flow's ParameterError ("invalid <flow> parameters:" and one `field[i]: problem`
     line each) as one line naming the flags: each field becomes its flag (`flags`, else
@@ -412,11 +398,11 @@ def _check_engine_loads(specs: Sequence[str], duration: float | None, max_reques
 
 def _converted(p: Any) -> Path:
     """The logs of the validated swebench-replay parameters `p`, converted once for the
-    whole run into the content-addressed cache the flow's convert task reads
-    (benchmaker.tasks.convert.ensure_converted: nothing is converted when a complete conversion is
-    there; the task finds this one and converts nothing). Bad logs raise ConfigError
-    with the converter's one-line error (exit 2), before Prefect starts; a conversion
-    that cannot be written (a full disk) raises RunFailed naming it (exit 1)."""
+    whole run into the content-addressed conversion cache (benchmaker.tasks.convert.
+    ensure_converted: nothing is converted when a complete conversion is there); the
+    flow is given this file. Bad logs raise ConfigError with the converter's one-line
+    error (exit 2), before Prefect starts; a conversion that cannot be written (a full
+    disk) raises RunFailed naming it (exit 1)."""
     from benchmaker.engine.errors import RunFailed
     from benchmaker.tasks.convert import cache_dir_of, ensure_converted
     from benchmaker.trajectories.errors import InputError, OutputWriteError
@@ -553,7 +539,6 @@ def swebench_replay(
         urls={"--sandbox-url": sandbox_url},
         lag_ms=(max_loop_lag_ms, max_schedule_lag_ms),
     )
-    _check_task_dirs(task_dirs or [])
     if not dry_run:
         check_sandbox_flag(sandbox, mode)
     _prefect_env()
@@ -602,14 +587,12 @@ def swebench_replay(
         print_plan(params, traj, trusted=converted)  # points x episodes x model calls and an estimate
     if dry_run:
         return 0
+    # the flow replays the conversion made here: the logs are read once per run
+    params.update(logs=[], trajectories=traj)
     if dist is not None:
-        from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed as flow
-
-        params.update(dist)
-    else:
-        from benchmaker.flows.swebench_replay import swebench_replay as flow
-
+        params.update(dist, sharded=True)
     from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
+    from benchmaker.flows.swebench_replay import swebench_replay as flow
 
     with (
         use_local_server() as api_url,

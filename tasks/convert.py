@@ -1,25 +1,22 @@
 """The convert stage: logs -> trajectories.jsonl, cached on the logs' content.
 
-    digest = logs_sha256([Path("logs/")])                    # plain
-    traj = convert_logs(paths, digest, CONVERTER_VERSION, cache_dir)   # Prefect task
     out, report = ensure_converted(paths, cache_dir)         # plain: what the task runs
+    traj = convert_logs(paths, cache_dir)                    # Prefect task (no result cache)
 
-The cache key (INPUTS + TASK_SOURCE) covers the content sha256 of every log file, the
-converter version, the format/lenient options and the output directory, so a second run
-on the same logs is a cache hit (Prefect logs `Finished in state Cached(type=COMPLETED)`)
-and returns the same file; any change of a log's bytes, of the converters or of this
-task's source converts again. The output goes to a content-addressed path
+One cache, one key, one artifact: the output goes to a content-addressed path
 `<cache_dir>/convert/<key[:16]>-v<version>/trajectories.jsonl` (`converted_path`: the key
-hashes the logs' digest, the converter version, the input paths (trajectories carry
-them in `source.path`), `format`, `lenient` and this module's conversion code), never
-under a run directory, so a later run can reuse it. The file is written atomically
-(benchmaker.trajectories.convert.convert_paths: a temporary file renamed into place once complete), so
-a file at that path is a complete conversion of exactly those inputs: the task, on a
-Prefect cache miss, returns it without converting again (`ensure_converted`). That is
-how `benchmaker swebench-replay` converts once per run: the CLI converts into this path
-before Prefect starts (to refuse bad logs and print the plan) and the flow's task finds
-it; it also spares a reconversion when the Prefect result store was wiped.
-Deployments, which do not pass through the CLI, convert in the task.
+hashes the logs' content digest (`logs_sha256`, read once per conversion request), the
+converter version, the input paths (trajectories carry them in `source.path`),
+`format`, `lenient` and this module's conversion code), never under a run directory,
+so a later run can reuse it; any change of a log's bytes, of the converters or of
+the options converts again. The file is written atomically
+(benchmaker.trajectories.convert.convert_paths: a temporary file renamed into place once
+complete), so a file at that path is a complete conversion of exactly those inputs and
+is returned without converting again (`ensure_converted`). Prefect keeps no result
+record of the task (NO_CACHE): the file is the cache. `benchmaker swebench-replay`
+converts before Prefect starts (to refuse bad logs and print the plan) and hands the
+flow the converted file, so a CLI run reads the logs once; deployments, which do not
+pass through the CLI, convert in the task.
 
 While it converts, the task reports per file to the progress observers
 (benchmaker.progress): StageEvents of the stage `convert` whose done/total count files and
@@ -36,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prefect import task
-from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from benchmaker.trajectories.convert import (
@@ -117,18 +114,16 @@ def ensure_converted(
     *,
     fmt: str | None = None,
     lenient: bool = False,
-    logs_digest: str | None = None,
     progress: Callable[[ConvertProgress], None] | None = stage_progress,
 ) -> tuple[Path, ConvertReport | None]:
     """The conversion of the logs `paths` (made absolute) at its content-addressed
     `converted_path` under `cache_dir`: (path, None) when a complete one is there
-    already (nothing is read but the logs' bytes for `logs_digest`, computed when not
-    given), else (path, report) after converting into it once
+    already (nothing is read but the logs' bytes, hashed once for the key), else (path, report) after converting into it once
     (benchmaker.trajectories.convert.convert_paths, atomic; `progress` as there). Raises
     benchmaker.trajectories.errors.InputError as the converter does (`path:line: field: problem`); then
     no file and no directory this call created is left behind."""
     paths = [Path(p).resolve() for p in paths]
-    digest = logs_digest if logs_digest is not None else logs_sha256(paths)
+    digest = logs_sha256(paths)
     out = converted_path(cache_dir, digest, CONVERTER_VERSION, paths=paths, fmt=fmt, lenient=lenient)
     if out.is_file():
         return out, None
@@ -149,22 +144,15 @@ def ensure_converted(
     return out, report
 
 
-@task(name="convert-logs", cache_policy=INPUTS + TASK_SOURCE, persist_result=True)
-def convert_logs(
-    paths: list[Path],
-    logs_digest: str,
-    converter_version: int,
-    cache_dir: Path,
-    fmt: str | None = None,
-    lenient: bool = False,
-) -> Path:
+@task(name="convert-logs", cache_policy=NO_CACHE)
+def convert_logs(paths: list[Path], cache_dir: Path, fmt: str | None = None, lenient: bool = False) -> Path:
     """Prefect shell over `ensure_converted`: returns the conversion of `paths` at its
-    `converted_path` under `cache_dir`, converting (benchmaker.trajectories.convert.convert_paths,
-    documented there) only when no complete file is there (a Prefect cache miss after
-    the CLI converted, or with the result store wiped, converts nothing).
-    `logs_digest` (logs_sha256 of `paths`) and `converter_version` (CONVERTER_VERSION)
-    are inputs so that they key the cache. Not retried: a conversion error is bad input."""
-    out, report = ensure_converted(paths, cache_dir, fmt=fmt, lenient=lenient, logs_digest=logs_digest)
+    `converted_path` under `cache_dir` (absolute), converting
+    (benchmaker.trajectories.convert.convert_paths, documented there) only when no
+    complete file is there. No Prefect result cache: the content-addressed file is the
+    one cache (module docstring). Not retried: a conversion error is bad input
+    (benchmaker.trajectories.errors.InputError)."""
+    out, report = ensure_converted(paths, cache_dir, fmt=fmt, lenient=lenient)
     if report is None:
         get_run_logger().info(
             "%s: complete conversion of these %d input(s) found, not converted again", out, len(paths)

@@ -20,7 +20,7 @@ from prefect.logging import get_run_logger
 
 from benchmaker.sweep.shard import ReplayShardPoint, run_replay_shard
 from benchmaker.tasks.progress import shard_progress
-from benchmaker.tasks.sweep import load_tasks, make_sandbox_factory
+from benchmaker.tasks.sweep import load_tasks, sandbox_factory_of
 
 __all__ = ["replay_shard", "run_replay_shard_task", "shard_progress"]
 
@@ -28,14 +28,10 @@ __all__ = ["replay_shard", "run_replay_shard_task", "shard_progress"]
 async def replay_shard(point: ReplayShardPoint) -> dict[str, Any]:
     """Run shard `point.worker` of its point on this host; returns its report
     (benchmaker.sweep.shard.run_replay_shard). Raises what that raises (ShardsNotReady, ShardLate,
-    ReplayServerError, ValueError), and ValueError for a bad sandbox."""
-    factory = (
-        make_sandbox_factory(point.sandbox, point.sandbox_url, point.sandbox_image)
-        if point.mode != "recorded"
-        else None
-    )
+    ReplayServerError, ValueError), and ConfinementError for a local sandbox without bwrap."""
+    spec = point.point
     report = await run_replay_shard(
-        point, sandbox_factory=factory, tasks=load_tasks([Path(d) for d in point.task_dirs])
+        point, sandbox_factory=sandbox_factory_of(spec), tasks=load_tasks([Path(d) for d in spec.task_dirs])
     )
     get_run_logger().info(
         "shard %d/%d of %s on %s: %s episodes in flight, t0 %.3f ms after the shared start, "

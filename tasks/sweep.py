@@ -1,7 +1,7 @@
 """The sweep stage: one async Prefect task per sweep point (never one per request:
 each task run costs ~6.5 ms).
 
-    row = await run_sweep_point(key, traj, run_dir, run_id, concurrency=5, episodes=10)
+    row = await run_sweep_point(key, traj, run_dir, run_id, ReplayPoint(load="closed:5", episodes=10))
 
 Cache key: the inputs except the server key and t0 (a restarted server has a new port;
 t0 changes when the flow body re-runs), the task's source, and the flow run id
@@ -43,7 +43,8 @@ from benchmaker.engine.bundle import write_json_atomic
 from benchmaker.engine.runner import run_on_own_loop
 from benchmaker.progress import watch_point
 from benchmaker.sweep.plan import planned_totals, planned_work
-from benchmaker.sweep.point_run import replay_point_name, run_point
+from benchmaker.sweep.point import ReplayPoint
+from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir
 from benchmaker.tasks.progress import progress_artifact
 from benchmaker.tasks.serve import server_handle, server_url
@@ -55,9 +56,9 @@ __all__ = [
     "FAIL_POINT_ENV",
     "InjectedFault",
     "load_tasks",
-    "make_sandbox_factory",
     "point_trajectories",
     "run_sweep_point",
+    "sandbox_factory_of",
     "sweep_point_policy",
 ]
 
@@ -70,28 +71,28 @@ class InjectedFault(RuntimeError):
     """The failure a test asked for through FAIL_POINT_ENV (never transient)."""
 
 
-def make_sandbox_factory(kind: str, url: str | None = None, image: str | None = None) -> SandboxFactory:
-    """A sandbox factory for the harness: "local" (a temp workspace per episode, from
-    the task's repo, its commands confined by bubblewrap), "none" (the same workspace,
-    commands unconfined: a warning is logged) or "flash" (Flash Sandbox at `url`
-    running `image`). Raises ValueError for an unknown kind or a flash sandbox without
-    url/image, ConfinementError (benchmaker.agent.sandbox) for "local" without a
-    usable bwrap."""
-    if kind == "local":
+def sandbox_factory_of(point: ReplayPoint) -> SandboxFactory | None:
+    """The harness's sandbox factory for `point`: None in recorded mode (no tool runs),
+    else by `point.sandbox`: "local" (a temp workspace per episode, from the task's
+    repo, its commands confined by bubblewrap), "none" (the same workspace, commands
+    unconfined: a warning is logged) or "flash" (Flash Sandbox at `point.sandbox_url`
+    running `point.sandbox_image`, which the parameters model requires). Raises
+    ConfinementError (benchmaker.agent.sandbox) for "local" without a usable bwrap."""
+    if point.mode == "recorded":
+        return None
+    if point.sandbox == "local":
         return local_sandbox_factory()
-    if kind == "none":
+    if point.sandbox == "none":
         logging.getLogger(__name__).warning("sandbox none: tool commands and the verifier run unconfined")
         return local_sandbox_factory(confined=False)
-    if kind == "flash":
-        if not url or not image:
-            raise ValueError(f"sandbox flash: needs sandbox_url and sandbox_image (got {url!r}, {image!r})")
-        from benchmaker.agent.sandbox.flash import FlashSandbox
+    from benchmaker.agent.sandbox.flash import FlashSandbox
 
-        async def make(task_spec: TaskSpec | None) -> Any:
-            return await FlashSandbox.create(url, image=image, env=task_spec.env if task_spec else None)
+    url, image = str(point.sandbox_url), str(point.sandbox_image)
 
-        return make
-    raise ValueError(f"sandbox: unknown sandbox {kind!r} (expected local, none, flash)")
+    async def make(task_spec: TaskSpec | None) -> Any:
+        return await FlashSandbox.create(url, image=image, env=task_spec.env if task_spec else None)
+
+    return make
 
 
 _kept: tuple[tuple[Any, ...], tuple[Trajectory, ...]] | None = None
@@ -137,36 +138,21 @@ async def run_sweep_point(
     trajectories: Path,
     run_dir: Path,
     run_id: str,
-    concurrency: int | None,
-    episodes: int | None = None,
-    duration_s: float | None = None,
-    mode: str = "recorded",
-    sandbox: str = "local",
-    sandbox_url: str | None = None,
-    sandbox_image: str | None = None,
-    task_dirs: list[Path] | None = None,
-    command: list[str] | None = None,
+    point: ReplayPoint,
     t0_ns: int | None = None,
-    load: str | None = None,
-    workers: int = 1,
-    checks: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Prefect shell over benchmaker.sweep.point_run.run_point (documented there) against the replay
-    server registered under `server_key` (benchmaker.tasks.serve): resets the server's /stats,
-    runs the point (`closed:<concurrency>`, or the engine rate spec `load`: episodes
-    started open-loop, a ParsedRateSpec from the flow's parameters: not parsed again;
-    `workers` engine worker processes; `checks` the point's benchmaker.engine.config.
-    SelfCheckLimits fields, e.g. {"max_loop_lag_p99_ms": 50.0}); every request carries
-    the server's bearer token (its handle's `token`). Writes
-    `points/<point>/server_stats.json`, returns the summary row. Raises
-    ReplayServerDied (transient) when the server exited during the point."""
+    """Prefect shell over benchmaker.sweep.point_run.run_point (documented there): runs
+    `point` (benchmaker.sweep.point.ReplayPoint, as the flow's parameters model built
+    it) against the replay server registered under `server_key` (benchmaker.tasks.serve),
+    whose /stats it resets first; every request carries the server's bearer token (its
+    handle's `token`). Writes `points/<point>/server_stats.json`, returns the summary
+    row. Raises ReplayServerDied (transient) when the server exited during the point."""
     log = get_run_logger()
     url = server_url(server_key)  # restarts the server when an earlier attempt killed it
     handle = server_handle(server_key)
     await asyncio.to_thread(handle.reset_stats)
     trajs = await asyncio.to_thread(point_trajectories, Path(trajectories))
-    factory = make_sandbox_factory(sandbox, sandbox_url, sandbox_image) if mode != "recorded" else None
-    sp = replay_point_name(concurrency, load)
+    sp, concurrency, episodes, duration_s = point.name, point.concurrency, point.episodes, point.duration_s
     episodes_total, calls_total = planned_totals(trajs, concurrency, episodes, duration_s)
     with progress_artifact(run_id, sp):  # live progress: terminal view and Prefect artifact (benchmaker.progress)
         async with watch_point(
@@ -186,18 +172,11 @@ async def run_sweep_point(
                     trajs,
                     url,
                     Path(run_dir),
+                    point,
                     run_id=run_id,
-                    concurrency=concurrency,
-                    episodes=episodes,
-                    duration_s=duration_s,
-                    mode=mode,
-                    sandbox_factory=factory,
-                    tasks=load_tasks(task_dirs or []),
-                    command=command,
+                    sandbox_factory=sandbox_factory_of(point),
+                    tasks=load_tasks([Path(d) for d in point.task_dirs]),
                     t0_ns=t0_ns,
-                    load=load,
-                    workers=workers,
-                    checks=checks,
                     api_key=handle.token,
                 )
             )
@@ -216,7 +195,7 @@ async def run_sweep_point(
         row["n_episodes"],
         row["n_requests"],
         row["achieved_max_concurrency"],
-        concurrency if load is None else load,
+        point.load if concurrency is None else concurrency,
         row["misses_total"],
         "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
     )

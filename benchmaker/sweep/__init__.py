@@ -13,6 +13,7 @@ _EXPORTS = {
     "point_name": "benchmaker.sweep.sweep",
     "summarize_point": "benchmaker.sweep.point_summary",
     "sweep_plan": "benchmaker.sweep.plan",
+    "ReplayPoint": "benchmaker.sweep.point",
     "ReplayShardPoint": "benchmaker.sweep.shard",
     "run_live": "benchmaker.sweep.live",
 }

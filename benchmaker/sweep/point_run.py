@@ -1,8 +1,11 @@
 """Run one agent-replay sweep point on the engine.
 
-    row = await run_point(trajs, base_url, run_dir, run_id="r1", concurrency=8, episodes=16)
-    row = await run_point(trajs, base_url, run_dir, run_id="r1", load="poisson:0.5", duration_s=120)
-    out = await play_episodes(plan, base_url, out_dir, run_id="r1", sweep_point="c8", load="closed:8")
+    row = await run_point(trajs, base_url, run_dir, ReplayPoint(load="closed:8", episodes=16), run_id="r1")
+    row = await run_point(trajs, base_url, run_dir, ReplayPoint(load="poisson:0.5", duration_s=120), run_id="r1")
+    out = await play_episodes(plan, base_url, out_dir, ReplayPoint(load="closed:8"), run_id="r1", sweep_point="c8")
+
+The point (benchmaker.sweep.point.ReplayPoint) is built and checked where the run's
+parameters enter; these functions take it as it is.
 
 One instrument: the point is one `benchmaker.engine.runner.BenchRunner` run whose unit of work
 is an episode (benchmaker.workloads.agent_episode.EpisodeWorkload). The engine's load model starts
@@ -47,11 +50,11 @@ from benchmaker.agent.harness import SandboxFactory, concurrency_proof
 from benchmaker.agent.verifier import TaskSpec
 from benchmaker.engine.bundle import write_json_atomic
 from benchmaker.engine.config import BenchConfig, Timeouts
-from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, load_model_of
 from benchmaker.engine.runner import BenchRunner
 from benchmaker.engine.workers import run_sharded, single_lane
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_summary import summarize_point, write_point_summary
-from benchmaker.sweep.sweep import engine_point_name, episode_plan, point_dir, point_name, reset_point_dir
+from benchmaker.sweep.sweep import episode_plan, point_dir, reset_point_dir
 from benchmaker.trajectories.trajectory import Trajectory
 from benchmaker.workloads.agent_episode import EpisodeWorkload
 
@@ -61,7 +64,6 @@ __all__ = [
     "engine_reasons",
     "engine_self_checks",
     "play_episodes",
-    "replay_point_name",
     "run_point",
 ]
 
@@ -70,20 +72,6 @@ EPISODE_SAMPLES = "episode_samples.jsonl"
 glob does not match it)."""
 
 _NO_DRAIN_S = 7 * 24 * 3600.0  # episodes started before the end run to their end
-
-
-def replay_point_name(concurrency: int | None, load: str | None) -> str:
-    """The sweep_point label: "c<C>" for a closed loop of C episodes (given as
-    `concurrency` or as load "closed:C"), else the rate spec made a label
-    ("poisson:0.5" -> "poisson-0.5", benchmaker.sweep.sweep.engine_point_name)."""
-    if load is None:
-        if concurrency is None:
-            raise ValueError("give concurrency or load")
-        return point_name(concurrency)
-    model = load_model_of(load)  # a ParsedRateSpec's model: nothing parsed again
-    if isinstance(model, ClosedLoop) and not model.think_s:
-        return point_name(model.concurrency)
-    return engine_point_name(load)
 
 
 @dataclass(slots=True)
@@ -101,17 +89,12 @@ async def play_episodes(
     trajectories: Sequence[Trajectory],
     base_url: str,
     out_dir: Path,
+    point: ReplayPoint,
     *,
     run_id: str,
     sweep_point: str,
-    load: str,
-    episodes: int | None = None,
-    duration_s: float | None = None,
-    concurrency: int | None = None,
-    mode: str = "recorded",
     sandbox_factory: SandboxFactory | None = None,
     tasks: dict[str, TaskSpec] | None = None,
-    command: list[str] | None = None,
     api_key: str | None = None,
     start_at_ns: int | None = None,
     ready: Callable[[], Awaitable[int]] | None = None,
@@ -121,53 +104,45 @@ async def play_episodes(
     seed: int = 0,
     keep_results: bool = False,
     base_dir: Path | None = None,
-    workers: int = 1,
-    checks: dict[str, Any] | None = None,
     transport: str = "raw",
 ) -> PlayedEpisodes:
-    """Play episodes on the engine into `out_dir` (samples.jsonl, episodes.jsonl,
-    turns.jsonl, episode_samples.jsonl, engine_summary.json, and with `concurrency`
-    concurrency.json; module docstring).
+    """Play the episodes of `point` on the engine into `out_dir` (samples.jsonl,
+    episodes.jsonl, turns.jsonl, episode_samples.jsonl, engine_summary.json, and for a
+    closed loop concurrency.json; module docstring), labelled `sweep_point`.
 
-    `load` is the engine rate spec of episode starts (`closed:C`, `poisson:R`, ...;
-    benchmaker.engine.load_models), a ParsedRateSpec (its model used, not parsed again) or a
-    string parsed here. `checks`: the engine's self-check limits
-    (benchmaker.engine.config.SelfCheckLimits fields, e.g. {"max_loop_lag_p99_ms": 50.0};
-    default: the environment's or 10 ms). `transport`: the engine config's transport the
-    model calls go on (`raw` default, `aiohttp`; one per point or engine worker process,
-    opened before the clock; EpisodeWorkload). Without `duration_s`, one episode per item of
-    `trajectories` (an episode plan, `episodes` defaulting to its length); with it,
-    episodes start until `duration_s` s, episode seq playing
+    Episodes start at `point.load` (its parsed model; `closed:C` keeps C in flight and
+    C is recorded on the episode lines), under the point's lag limits
+    (`point.checks()`), in `point.workers` engine worker processes. Without
+    `point.duration_s`, one episode per item of `trajectories` (an episode plan); with
+    it, episodes start until `duration_s` s, episode seq playing
     trajectories[(index_start + seq * index_step) mod len] (a shard's share of the one
-    cycle) and at most `episodes` of them. `concurrency` is recorded on the episode lines.
+    cycle) and at most `point.episodes` of them. `transport`: the engine config's
+    transport the model calls go on (`raw` default, `aiohttp`; one per point or engine
+    worker process, opened before the clock; EpisodeWorkload).
     `start_at_ns`: the perf_counter_ns instant of t0 (a shared start; default: now).
     `ready`: awaited once the engine is set up, returns that instant instead
     (benchmaker.engine.runner.BenchRunner; a shards' readiness barrier).
-    `workers` > 1 runs the episodes in that many engine worker processes
-    (benchmaker.engine.workers.run_sharded: each takes its share of the load, e.g. C/N episodes
-    in flight, on one t0) and merges their files into the point's; recorded mode only
-    (a sandbox factory does not cross processes), `start_at_ns`, `ready` and `keep_results`
-    unused there.
-    Raises ValueError for no trajectories, benchmaker.engine.errors.RateSpecError for a bad
-    `load`. Episode failures never raise: they are samples with an outcome."""
+    `point.workers` > 1 runs the episodes in that many engine worker processes
+    (benchmaker.engine.workers.run_sharded: each takes its share of the load, e.g. C/N
+    episodes in flight, on one t0) and merges their files into the point's; the
+    parameters model allows it in recorded mode only (a sandbox factory does not cross
+    processes); `start_at_ns`, `ready` and `keep_results` unused there.
+    Raises ValueError for no trajectories. Episode failures never raise: they are
+    samples with an outcome."""
     if not trajectories:
         raise ValueError("trajectories: expected at least one trajectory (got none)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    n_max = episodes if duration_s is not None else (episodes or len(trajectories))
-    if workers > 1 and (mode != "recorded" or sandbox_factory is not None):
-        raise ValueError(
-            f"workers: more than one engine worker needs mode recorded without a sandbox "
-            f"(got workers={workers}, mode={mode})"
-        )
+    duration_s, workers, concurrency = point.duration_s, point.workers, point.concurrency
+    n_max = point.episodes if duration_s is not None else len(trajectories)
     wl_args: dict[str, Any] = dict(
         run_id=run_id,
         sweep_point=sweep_point,
         concurrency=concurrency,
-        mode=mode,
+        mode=point.mode,
         sandbox_factory=sandbox_factory,
         tasks=tasks,
-        command=command,
+        command=list(point.command) if point.command else None,
         api_key=api_key,
         episode_prefix=episode_prefix,
         index_start=index_start if duration_s is not None else 0,
@@ -176,7 +151,7 @@ async def play_episodes(
     )
     staging = out_dir / "_engine"
     cfg = BenchConfig(
-        load=load,
+        load=point.load,
         duration_s=duration_s,
         max_requests=n_max,
         run_id=run_id,
@@ -186,7 +161,7 @@ async def play_episodes(
         seed=seed,
         drain_s=_NO_DRAIN_S,
         timeouts=Timeouts(connect_s=None, total_s=None),  # each model call has its own (ModelClient)
-        checks=checks or {},
+        checks=point.checks(),
         transport=transport,
     )
     if workers > 1:
@@ -291,93 +266,63 @@ async def run_point(
     trajectories: Sequence[Trajectory],
     base_url: str,
     run_dir: Path,
+    point: ReplayPoint,
     *,
     run_id: str,
-    concurrency: int | None = None,
-    load: str | None = None,
-    episodes: int | None = None,
-    duration_s: float | None = None,
-    mode: str = "recorded",
     sandbox_factory: SandboxFactory | None = None,
     tasks: dict[str, TaskSpec] | None = None,
-    command: list[str] | None = None,
     api_key: str | None = None,
     t0_ns: int | None = None,
     seed: int = 0,
-    workers: int = 1,
-    checks: dict[str, Any] | None = None,
     transport: str = "raw",
 ) -> dict[str, Any]:
-    """Run one sweep point against `base_url` (an OpenAI-compatible base URL, e.g. the
-    replay server's) and summarise it; files in `run_dir/points/<point>/` (module
-    docstring), emptied first (a retried point never mixes attempts).
+    """Run the sweep point `point` against `base_url` (an OpenAI-compatible base URL,
+    e.g. the replay server's) and summarise it; files in
+    `run_dir/points/<point.name>/` (module docstring), emptied first (a retried point
+    never mixes attempts).
 
-    The load is `closed:<concurrency>` (point "c<C>") or `load` (any engine rate spec;
-    an open-loop point is named after it, replay_point_name). Either a fixed number of
-    episodes (`episodes`, default benchmaker.sweep.sweep.episode_plan: max(C, trajectories)) or,
-    with `duration_s`, episodes started until then, cycling through `trajectories`.
-    Open loop without `duration_s` plays `episodes` (default one per trajectory).
+    Either a fixed number of episodes (`point.episodes`, default
+    benchmaker.sweep.sweep.episode_plan: max(C, trajectories); open loop: one per
+    trajectory) or, with `point.duration_s`, episodes started until then, cycling
+    through `trajectories` (play_episodes).
 
     `t0_ns`: the run's perf_counter_ns origin, so the stamps of a closed-loop point lie
     on the run's one timeline (default: the point's start); an open-loop point's
     schedule starts at the point's start, so its stamps do too (an origin in the past
-    would make its first arrivals late).
-
-    `workers`: engine worker processes (play_episodes), as `--workers` of engine runs.
-    `checks`: the engine's self-check limits (play_episodes), e.g. the loop-lag limit.
-    `transport`: the model calls' engine transport (play_episodes; `raw` default).
-    `load` may be a ParsedRateSpec (a flow's parameter: its model is used, nothing is
-    parsed again); a plain string is parsed here, once (a trace file relative to the
-    working directory).
+    would make its first arrivals late). `transport`: the model calls' engine
+    transport (play_episodes; `raw` default).
 
     Returns summarize_point's row with the engine verdict's reasons (engine_reasons) as verdict reasons
     plus engine_self_checks (offered vs achieved episode rate, schedule lag, loop lag,
-    client CPU). Raises ValueError for concurrency < 1, no concurrency nor load, or no
-    trajectories; episode failures never raise."""
-    if load is None:
-        if concurrency is None or concurrency < 1:
-            raise ValueError(f"concurrency: expected >= 1 (got {concurrency})")
-        load = ParsedRateSpec.of_model(ClosedLoop(concurrency))  # "closed:C", built, not parsed
-    load = ParsedRateSpec.of(load)
-    model = load.model
-    closed = isinstance(model, ClosedLoop)
-    target_c = model.concurrency if isinstance(model, ClosedLoop) else None
-    sp = replay_point_name(None, load)
+    client CPU). Raises ValueError for no trajectories; episode failures never raise."""
+    target_c = point.concurrency
+    sp = point.name
     pdir = reset_point_dir(point_dir(run_dir, sp))
-    if duration_s is None:
-        plan = (
-            episode_plan(trajectories, target_c or 1, episodes) if closed else episode_plan(trajectories, 1, episodes)
-        )
+    if point.duration_s is None:
+        plan = episode_plan(trajectories, target_c or 1, point.episodes)
     else:
         plan = list(trajectories)
     played = await play_episodes(
         plan,
         base_url,
         pdir,
+        point,
         run_id=run_id,
         sweep_point=sp,
-        load=load,
-        episodes=episodes if duration_s is not None else len(plan),
-        duration_s=duration_s,
-        concurrency=target_c,
-        mode=mode,
         sandbox_factory=sandbox_factory,
         tasks=tasks,
-        command=command,
         api_key=api_key,
-        start_at_ns=t0_ns if closed and workers == 1 else None,
+        start_at_ns=t0_ns if target_c is not None and point.workers == 1 else None,
         seed=seed,
-        workers=workers,
-        checks=checks,
         transport=transport,
     )
     row = summarize_point(
         pdir,
         sweep_point=sp,
         concurrency=target_c,
-        rate_per_s=model.target_rate_per_s(),
-        episodes_target=len(plan) if duration_s is None else episodes,
-        duration_s=duration_s,
+        rate_per_s=point.load.model.target_rate_per_s(),
+        episodes_target=len(plan) if point.duration_s is None else point.episodes,
+        duration_s=point.duration_s,
         verdict_reasons=[f"engine: {r}" for r in engine_reasons(played.engine_summary)],
         run_id=run_id,
     )

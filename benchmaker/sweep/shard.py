@@ -82,8 +82,9 @@ from benchmaker.engine.shared_start import (
 from benchmaker.progress import ProgressEvent, ProgressWriter, event_from_json, watch_point
 from benchmaker.replay_server import process as _process
 from benchmaker.sweep.plan import context_chars
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_run import EPISODE_SAMPLES, engine_reasons, engine_self_checks, play_episodes
-from benchmaker.sweep.sweep import episode_plan, point_dir, point_name, summarize_point, write_point_summary
+from benchmaker.sweep.sweep import episode_plan, point_dir, summarize_point, write_point_summary
 from benchmaker.trajectories.convert import read_trajectories
 from benchmaker.trajectories.trajectory import Trajectory
 
@@ -106,46 +107,45 @@ __all__ = [
 @dataclass(frozen=True)
 class ReplayShardPoint:
     """What one shard of one agent-replay sweep point needs (all JSON-able: it is a
-    flow/task parameter). `trajectories`, `run_dir` and `task_dirs` must be the same
-    absolute paths on every host. `concurrency` and `episodes` are the WHOLE point's
-    (episodes None: the default plan, benchmaker.sweep.sweep.episode_plan); `shards` the number
-    of shards of this point (shards_for). With `exchange` (a path or fsspec URL,
-    benchmaker.engine.exchange), `trajectories` is a key under it and `run_dir` is not
-    written by the shard. `max_loop_lag_ms` / `max_schedule_lag_ms`: the engine
-    verdict's lag limits in ms (None: the environment's or 10 ms). `start_wall_ns` is the
-    attempt's earliest start; `ready_timeout_s` how long after it the shards wait for
-    each other's ready records (None: DEFAULT_READY_TIMEOUT_S; module docstring)."""
+    flow/task parameter): the whole point's spec `point` (benchmaker.sweep.point.
+    ReplayPoint: a closed loop; its `episodes` and concurrency are the WHOLE point's,
+    `point.shards` the number of shards, shards_for), where the run is, and which shard
+    of which attempt this is. `trajectories`, `run_dir` and the point's `task_dirs`
+    must be the same absolute paths on every host. With `exchange` (a path or fsspec
+    URL, benchmaker.engine.exchange), `trajectories` is a key under it and `run_dir` is
+    not written by the shard. `start_wall_ns` is the attempt's earliest start;
+    `ready_timeout_s` how long after it the shards wait for each other's ready records
+    (None: DEFAULT_READY_TIMEOUT_S; module docstring)."""
 
+    point: ReplayPoint
     trajectories: str
     run_dir: str
     run_id: str
-    concurrency: int
     worker: int
-    shards: int
     start_wall_ns: int
-    episodes: int | None = None
-    duration_s: float | None = None
-    mode: str = "recorded"
-    sandbox: str = "local"
-    sandbox_url: str | None = None
-    sandbox_image: str | None = None
-    task_dirs: tuple[str, ...] = ()
-    command: tuple[str, ...] | None = None
-    latency: str = "instant"
-    divergence: str = "off"
     exchange: str | None = None
-    max_loop_lag_ms: float | None = None
-    max_schedule_lag_ms: float | None = None
     ready_timeout_s: float | None = None
 
     @property
     def sweep_point(self) -> str:
         """The point's label, "c<concurrency>"."""
-        return point_name(self.concurrency)
+        return self.point.name
+
+    @property
+    def concurrency(self) -> int:
+        """Episodes in flight of the whole point (its closed loop)."""
+        c = self.point.concurrency
+        assert c is not None, "a sharded point is a closed loop (the parameters model's rule)"
+        return c
+
+    @property
+    def shards(self) -> int:
+        """The number of shards of the point."""
+        return self.point.shards
 
     def as_params(self) -> dict[str, Any]:
-        """The fields as a dict (flow-run parameters)."""
-        return asdict(self)
+        """The fields as a JSON-able dict (flow-run parameters)."""
+        return {**asdict(self), "point": self.point.model_dump(mode="json")}
 
 
 def shards_for(concurrency: int, shards: int) -> int:
@@ -240,7 +240,7 @@ def _watch_shard(
         episodes_file=out / "episodes.jsonl",
         episodes_total=None if plan is None else len(plan),
         calls_total=None if plan is None else sum(len(t.turns) for t in plan),
-        duration_s=p.duration_s,
+        duration_s=p.point.duration_s,
         work=None if plan is None else [context_chars(t) for t in plan],
         slots=conc,
         sink=ProgressWriter(put),
@@ -256,8 +256,8 @@ async def run_replay_shard(
     api_key: str | None = None,
 ) -> dict[str, Any]:
     """Run shard `p.worker` of `p.shards` of one sweep point on this host (module
-    docstring): start a replay server over `p.trajectories` (`p.latency`,
-    `p.divergence`), wait for `p.start_wall_ns`, play the shard's episodes
+    docstring): start a replay server over `p.trajectories` (`p.point.latency`,
+    `p.point.divergence`), wait for `p.start_wall_ns`, play the shard's episodes
     (`trajectories`: the file's trajectories in order, read from it when None) with
     its share of the concurrency, then write its files into shard_dir and stop the
     server. With `p.exchange` (benchmaker.engine.exchange), `p.trajectories` is a key there:
@@ -371,9 +371,11 @@ async def _play_shard(
     through `progress` (_watch_shard); its report without the clock."""
     conc = shard_concurrency(p.concurrency, p.shards, p.worker)
     plan = None
-    if p.duration_s is None:
-        plan = shard_plan(episode_plan(trajectories, p.concurrency, p.episodes), p.concurrency, p.shards, p.worker)
-    server = await _start_server(traj_path, p.latency, p.divergence)
+    if p.point.duration_s is None:
+        plan = shard_plan(
+            episode_plan(trajectories, p.concurrency, p.point.episodes), p.concurrency, p.shards, p.worker
+        )
+    server = await _start_server(traj_path, p.point.latency, p.point.divergence)
     watching = AsyncExitStack()
     try:
         # with the server up and the engine set up: the barrier, then t0 on this host's clock
@@ -402,28 +404,16 @@ async def _play_shard(
                 plan if plan is not None else trajectories,
                 server.url,
                 out,
+                p.point.with_load(f"closed:{conc}"),  # this shard's share of the slots
                 run_id=p.run_id,
                 sweep_point=p.sweep_point,
-                load=f"closed:{conc}",
-                duration_s=p.duration_s,
-                concurrency=conc,
-                mode=p.mode,
                 sandbox_factory=sandbox_factory,
                 tasks=tasks,
-                command=list(p.command) if p.command else None,
                 api_key=api_key or server.token,
                 ready=ready,
                 episode_prefix=f"{p.sweep_point}-w{p.worker}",
                 index_start=p.worker,
                 index_step=p.shards,
-                checks={
-                    k: v
-                    for k, v in (
-                        ("max_loop_lag_p99_ms", p.max_loop_lag_ms),
-                        ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms),
-                    )
-                    if v is not None
-                },
             )
             summary = played.engine_summary
             t0_wall_ns = summary["self_checks"]["t0_wall_ns"]

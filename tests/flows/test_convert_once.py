@@ -1,13 +1,15 @@
-"""`benchmaker swebench-replay --logs` converts the logs once per run (issues #15, #17):
-the CLI converts them into the content-addressed cache before Prefect starts (to refuse
-bad logs and print the plan) and the flow's convert task finds that file and converts
-nothing. Counted for real: every call of benchmaker.trajectories.convert.convert_paths (the one
-converter entry point, wherever it is called from) in real CLI runs of the flow on one
-Prefect harness; and a flow run as a deployment starts it (no CLI) still converts."""
+"""`benchmaker swebench-replay --logs` converts the logs once per run: the CLI converts
+them into the content-addressed cache before Prefect starts (to refuse bad logs and
+print the plan) and hands the flow that file. Counted for real: every call of
+benchmaker.trajectories.convert.convert_paths (the one converter entry point, wherever
+it is called from) in real CLI runs of the flow on one Prefect harness; and a flow run
+as a deployment starts it (no CLI) converts in its task, into the same one cache (the
+file; Prefect keeps no result record of the conversion)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
@@ -65,8 +67,11 @@ def test_a_cli_run_converts_each_log_once_and_a_second_run_none(tmp_path: Path, 
         str(tmp_path / "wh.duckdb"),
     ]
     assert main(argv) in (0, 1)  # 1: a point invalid for loop lag alone on a loaded host
-    assert conversions == [["a.pi.jsonl", "b.pi.jsonl"]]  # the CLI's one conversion; the task found it
+    assert conversions == [["a.pi.jsonl", "b.pi.jsonl"]]  # the CLI's one conversion
     (cached,) = (out / "_cache" / "convert").glob("*/trajectories.jsonl")
+    (bundle,) = (d for d in out.iterdir() if d.is_dir() and d.name != "_cache")
+    config = json.loads((bundle / "manifest.json").read_text())["config"]
+    assert (config["logs"], config["trajectories"]) == ([], str(cached))  # the flow replayed the CLI's file
     assert capsys.readouterr().out.startswith(
         "plan: 1 sweep point(s) x 2 trajectory(ies) (4-4 model calls each, 8 in all)"
     )
@@ -86,17 +91,16 @@ def test_a_cli_run_converts_each_log_once_and_a_second_run_none(tmp_path: Path, 
     assert cached.is_file()
 
 
-def test_a_deployment_run_converts_in_the_task_and_a_wiped_result_store_converts_nothing(
-    tmp_path: Path, conversions
-) -> None:
+def test_a_deployment_run_converts_in_the_task_and_a_second_run_finds_the_file(tmp_path: Path, conversions) -> None:
     from benchmaker.flows.swebench_replay import swebench_replay
 
     kw = dict(logs=[EXAMPLE], concurrency_sweep=[1], out_dir=tmp_path / "artifacts", warehouse=tmp_path / "wh.duckdb")
     first = asyncio.run(run_flow(swebench_replay, **kw))  # as `prefect deployment run` starts it: no CLI
     assert conversions == [["tiny-task.pi.jsonl"]]
     assert _task_runs(first["flow_run_id"])["convert-logs"][0].state.name == "Completed"
-    shutil.rmtree(tmp_path / "artifacts" / "_cache" / "prefect-results")  # Prefect's cache record gone
     second = asyncio.run(run_flow(swebench_replay, **kw))
-    assert len(conversions) == 1  # the task ran (a cache miss) and found the complete file
+    assert len(conversions) == 1  # the task ran (no Prefect cache) and found the complete file
     assert _task_runs(second["flow_run_id"])["convert-logs"][0].state.name == "Completed"
     assert second["trajectories"] == first["trajectories"]
+    (cached,) = (tmp_path / "artifacts" / "_cache" / "convert").glob("*/trajectories.jsonl")
+    assert first["trajectories"] == str(cached)  # one cached artifact: the file

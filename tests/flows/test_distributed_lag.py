@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.shard import ReplayShardPoint, merge_replay_point, run_replay_shard
 from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest
 from benchmaker.tasks.shard import ShardPoint, merge_point, run_shard_point
@@ -76,14 +77,12 @@ async def test_replay_shards_judge_with_the_given_loop_lag_limit(tmp_path, monke
     start = time.time_ns() + 6_000_000_000  # each shard starts a replay server first (slow on a busy host)
     points = [
         ReplayShardPoint(
+            point=ReplayPoint(load="closed:2", shards=2, max_loop_lag_ms=float(limit)),
             trajectories=str(traj),
             run_dir=str(run_dir),
             run_id="rid",
-            concurrency=2,
             worker=k,
-            shards=2,
             start_wall_ns=start,
-            max_loop_lag_ms=float(limit),
         )
         for k in range(2)
     ]

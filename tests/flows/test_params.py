@@ -18,10 +18,19 @@ def test_good_parameters_pass() -> None:
 
 
 def test_open_loop_rates_are_points_after_the_closed_ones() -> None:
-    from benchmaker.flows.swebench_replay import sweep_points
-
     p = validate_params(logs=[EXAMPLE], concurrency_sweep=[2], rates=["poisson:0.5", "constant:2"], duration_s=60)
-    assert sweep_points(p) == [(2, None), (None, "poisson:0.5"), (None, "constant:2")]
+    points = p.points()
+    assert [(q.name, q.load, q.concurrency) for q in points] == [
+        ("c2", "closed:2", 2),
+        ("poisson-0.5", "poisson:0.5", None),
+        ("constant-2", "constant:2", None),
+    ]
+    assert points[1].load is p.rates[0]  # the spec parsed at the edge, passed on as it is
+    limits = (p.max_loop_lag_ms, p.max_schedule_lag_ms)  # filled in at the edge (fill_lag_limits)
+    assert {(q.duration_s, q.episodes, q.shards, q.max_loop_lag_ms, q.max_schedule_lag_ms) for q in points} == {
+        (60.0, None, 1, *limits)
+    }
+    assert None not in limits
     assert validate_params(logs=[EXAMPLE], concurrency_sweep=[], rates=["poisson:0.5"]).rates == ["poisson:0.5"]
 
 
@@ -50,6 +59,18 @@ def test_open_loop_rates_are_points_after_the_closed_ones() -> None:
         ({"logs": [EXAMPLE], "mode": "command"}, "command: mode command needs the agent command"),
         ({"logs": [EXAMPLE], "latency": "fixed:x"}, "latency: "),
         ({"logs": [EXAMPLE], "mode": "replay"}, "mode: Input should be 'recorded', 'execute' or 'command'"),
+        (
+            {"logs": [EXAMPLE], "sharded": True, "rates": ["poisson:1"]},
+            "rates: open-loop points run on one host (swebench-replay), not in shards (got ['poisson:1'])",
+        ),
+        (
+            {"logs": [EXAMPLE], "sharded": True, "workers": 2},
+            "workers: shards are the distributed flow's processes; give shards instead (got 2)",
+        ),
+        (
+            {"logs": [EXAMPLE], "dask_address": "tcp://127.0.0.1:8786"},
+            "dask_address: a setting of sharded runs; give sharded true (got 'tcp://127.0.0.1:8786')",
+        ),
     ],
 )
 def test_bad_parameters_are_named(params: dict, message: str) -> None:
@@ -76,12 +97,9 @@ def _flows_and_models():
     from benchmaker.flows.llm_sweep_distributed import LlmSweepDistributedParams
     from benchmaker.flows.llm_sweep_distributed import llm_sweep as llm_sweep_distributed
     from benchmaker.flows.swebench_replay import SwebenchReplayParams, swebench_replay
-    from benchmaker.flows.swebench_replay_distributed import SwebenchReplayDistributedParams
-    from benchmaker.flows.swebench_replay_distributed import swebench_replay as swebench_replay_distributed
 
     return [
         (swebench_replay, SwebenchReplayParams),
-        (swebench_replay_distributed, SwebenchReplayDistributedParams),
         (llm_sweep, LlmSweepParams),
         (llm_sweep_distributed, LlmSweepDistributedParams),
     ]
@@ -95,9 +113,20 @@ def test_each_flow_signature_is_its_parameters_model() -> None:
         assert list(schema.properties) == list(model.model_fields), flow.name
         required = [name for name, f in model.model_fields.items() if f.is_required()]
         assert (schema.required or []) == required, flow.name
-    # the distributed variant keeps its own default sweep: 2, 8
-    (_, _), (dist, _), _, _ = _flows_and_models()
-    assert parameter_schema(dist).properties["concurrency_sweep"]["default"] == [2, 8]
+
+
+def test_one_flow_named_swebench_replay_runs_here_or_sharded() -> None:
+    import yaml
+
+    entrypoints = {
+        d["entrypoint"]
+        for d in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]
+        if d["flow_name"] == "swebench-replay"
+    }
+    assert entrypoints == {"flows/swebench_replay.py:swebench_replay"}  # nightly, adhoc and distributed
+    p = validate_params(logs=[EXAMPLE], concurrency_sweep=[1, 4], sharded=True, shards=3)
+    assert [(q.name, q.shards, q.workers) for q in p.points()] == [("c1", 1, 1), ("c4", 3, 1)]
+    assert [q.shards for q in validate_params(logs=[EXAMPLE], concurrency_sweep=[4], shards=3).points()] == [1]
 
 
 RUN_TIME = {"base_url": "http://127.0.0.1:8000", "model": "m"}
@@ -124,7 +153,7 @@ def test_every_deployment_parameters_validate_against_its_flow(monkeypatch: pyte
         params = flow.validate_parameters(given)  # what the engine does with a deployment's run
         models[id(flow)](**params)  # and the rules of the flow's model
         checked += 1
-    assert checked >= 5  # swebench-replay nightly/adhoc, llm-sweep, both distributed
+    assert checked >= 5  # swebench-replay nightly/adhoc/distributed, llm-sweep and its distributed
 
 
 def test_takes_refuses_a_function_with_named_parameters() -> None:

@@ -47,7 +47,8 @@ def _sweep_states(flow_run_id: str) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for tr in sorted(runs, key=lambda tr: tr.expected_start_time):
         if tr.name.startswith("run-sweep-point"):
-            out.setdefault(tr.flow_run_run_count, []).append(tr.state.name)
+            # a task run just created may have no state yet
+            out.setdefault(tr.flow_run_run_count, []).append(tr.state.name if tr.state else None)
     return out
 
 

@@ -1,4 +1,5 @@
-"""Distributed swebench-replay (flows/swebench_replay_distributed.py): the same
+"""Sharded swebench-replay (flows/swebench_replay.py with sharded, its shard side in
+flows/swebench_replay_shard.py): the same
 shards through prefect-dask on a distributed.LocalCluster, end to end into the
 warehouse. The work-pool end-to-end run is in test_distributed_pool.py; the shard and
 the merge themselves in tests/replay/test_shard.py."""
@@ -32,13 +33,14 @@ pytestmark = [
 async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through_an_exchange(
     tmp_path: Path, local_cluster
 ) -> None:
-    from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     # the shards reach the run only through the exchange (a file:// URL here, s3:// on a fleet)
     exchange = f"file://{tmp_path}/exchange"
     out = await run_flow(
-        swebench_replay_distributed,
+        swebench_replay,
         logs=[EXAMPLE],
+        sharded=True,
         concurrency_sweep=[1, 4],
         shards=2,
         latency="fixed:50:0",
@@ -85,10 +87,10 @@ async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through
 
 
 async def test_a_missing_trajectories_file_is_refused_before_any_work(tmp_path: Path) -> None:
-    from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed
+    from benchmaker.flows.swebench_replay import swebench_replay
 
     with pytest.raises(ParameterError, match=r"trajectories: no such file \(got '.*nope.jsonl'\)"):
-        await swebench_replay_distributed(trajectories=tmp_path / "nope.jsonl", out_dir=tmp_path / "a")
+        await swebench_replay(trajectories=tmp_path / "nope.jsonl", out_dir=tmp_path / "a", sharded=True)
     assert not (tmp_path / "a").exists()
 
 
@@ -99,7 +101,7 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
 
     from prefect.settings import PREFECT_API_URL
 
-    from benchmaker.flows.swebench_replay_distributed import swebench_replay_distributed
+    from benchmaker.flows.swebench_replay import swebench_replay
     from benchmaker.tasks.sweep import FAIL_POINT_ENV
 
     def fingerprint(pdir: Path) -> dict[str, tuple[int, str]]:
@@ -116,6 +118,7 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
     kw = dict(
         logs=[EXAMPLE],
         concurrency_sweep=[2, 4],
+        sharded=True,
         shards=2,
         latency="fixed:50:0",
         out_dir=out_dir,
@@ -124,7 +127,7 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
         start_lead_s=8.0,
     )
     monkeypatch.setenv(FAIL_POINT_ENV, "c4")  # c2 completes, c4 measures, merges, then fails
-    state = await swebench_replay_distributed(**kw, return_state=True)
+    state = await swebench_replay(**kw, return_state=True)
     monkeypatch.delenv(FAIL_POINT_ENV)
     assert state.is_failed()
     flow_run_id = str(state.state_details.flow_run_id)
@@ -132,7 +135,7 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
     c2_before, c4_before = fingerprint(run_dir / "points" / "c2"), fingerprint(run_dir / "points" / "c4")
     manifest_before = (run_dir / "manifest.json").read_bytes()
 
-    # resumed from another process, as a user would: the distributed variant is chosen
+    # resumed from another process, as a user would: the one flow, sharded again
     env = dict(
         os.environ,
         PREFECT_API_URL=PREFECT_API_URL.value(),

@@ -59,11 +59,12 @@ async def point_samples(
     import orjson
 
     from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.sweep.point import ReplayPoint
     from benchmaker.sweep.point_run import run_point
     from benchmaker.sweep.sweep import point_dir
 
     with start_replay_server(store) as srv:
-        row = await run_point([traj], srv.url, run_dir, run_id="r1", concurrency=1)
+        row = await run_point([traj], srv.url, run_dir, ReplayPoint(load="closed:1"), run_id="r1")
         stats = httpx.get(srv.url + "/stats").json()
     lines = [orjson.loads(x) for x in (point_dir(run_dir, "c1") / "samples.jsonl").read_bytes().splitlines()]
     return row, stats, sorted(lines, key=lambda s: s["meta"]["turn_index"])

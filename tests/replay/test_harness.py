@@ -15,6 +15,7 @@ from benchmaker.agent.episodes import EPISODE_COLUMNS, TURN_COLUMNS
 from benchmaker.agent.harness import concurrency_proof, initial_messages, local_sandbox_factory, run_episode
 from benchmaker.agent.verifier import load_task
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_run import play_episodes
 from benchmaker.trajectories.convert import iter_trajectories
 from benchmaker.trajectories.trajectory import Trajectory
@@ -45,7 +46,13 @@ async def test_real_recordings_replay_byte_equal_with_zero_misses(tmp_path: Path
     trajs = list(iter_trajectories(src))
     with start_replay_server(_write(trajs, tmp_path / "t.jsonl"), divergence="content") as srv:
         played = await play_episodes(
-            trajs, srv.url, tmp_path / "out", run_id="real", sweep_point="c1", load="closed:1", keep_results=True
+            trajs,
+            srv.url,
+            tmp_path / "out",
+            ReplayPoint(load="closed:1"),
+            run_id="real",
+            sweep_point="c1",
+            keep_results=True,
         )
         stats = srv.stats()
     (res,) = played.workload.results
@@ -99,10 +106,9 @@ async def test_concurrency_5_on_the_engine_overlaps_and_files_match_contract_col
             [traj] * 5,
             srv.url,
             tmp_path / "p5",
+            ReplayPoint(load="closed:5"),
             run_id="r1",
             sweep_point="c5",
-            load="closed:5",
-            concurrency=5,
             keep_results=True,
         )
     results = played.workload.results

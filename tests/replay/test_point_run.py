@@ -19,7 +19,8 @@ from benchmaker.engine.records import Sample
 from benchmaker.engine.summary import nest_summary, summarize_samples
 from benchmaker.recipes.cli import main
 from benchmaker.replay_server.process import start_replay_server
-from benchmaker.sweep.point_run import play_episodes, replay_point_name, run_point
+from benchmaker.sweep.point import ReplayPoint, replay_point_name
+from benchmaker.sweep.point_run import play_episodes, run_point
 from benchmaker.sweep.sweep import point_dir, write_run_manifest, write_sweep_points
 from benchmaker.testing import Scenario, ScenarioServer
 from benchmaker.trajectories.convert import convert_paths, read_trajectories
@@ -106,7 +107,7 @@ async def test_point_writes_one_engine_sample_per_model_call_into_the_warehouse(
     run_dir = tmp_path / "run"
     write_run_manifest(run_dir, run_id="r1", kind="swebench-replay", label="t", config={})
     with start_replay_server(traj) as srv:
-        row = await run_point(trajs, srv.url, run_dir, run_id="r1", concurrency=3)
+        row = await run_point(trajs, srv.url, run_dir, ReplayPoint(load="closed:3"), run_id="r1")
     write_sweep_points(run_dir, [row])
     pdir = point_dir(run_dir, "c3")
     lines = [orjson.loads(x) for x in (pdir / "samples.jsonl").read_bytes().splitlines()]
@@ -153,7 +154,9 @@ async def test_point_writes_one_engine_sample_per_model_call_into_the_warehouse(
 async def test_open_loop_point_starts_episodes_at_the_offered_rate(tmp_path: Path, example) -> None:
     traj, trajs = example
     with start_replay_server(traj) as srv:
-        row = await run_point(trajs, srv.url, tmp_path / "run", run_id="r1", load="constant:20", duration_s=0.5)
+        row = await run_point(
+            trajs, srv.url, tmp_path / "run", ReplayPoint(load="constant:20", duration_s=0.5), run_id="r1"
+        )
     pdir = point_dir(tmp_path / "run", "constant-20")
     # constant 20/s for 0.5 s: episodes intended at 0, 50, ..., 450 ms -> 10 episodes
     assert (row["sweep_point"], row["concurrency"], row["rate_per_s"]) == ("constant-20", None, 20.0)
@@ -166,9 +169,9 @@ async def test_open_loop_point_starts_episodes_at_the_offered_rate(tmp_path: Pat
 
 
 def test_point_names_closed_loop_by_concurrency_and_open_loop_by_its_rate():
-    assert replay_point_name(8, None) == "c8"
-    assert replay_point_name(None, "closed:16") == "c16"
-    assert replay_point_name(None, "poisson:0.5") == "poisson-0.5"
+    assert replay_point_name("closed:8") == ReplayPoint(load="closed:8").name == "c8"
+    assert replay_point_name("closed:16") == "c16"
+    assert replay_point_name("poisson:0.5") == "poisson-0.5"
 
 
 async def test_episode_plan_cycles_with_a_shards_stride_in_duration_mode(tmp_path: Path, example) -> None:
@@ -178,12 +181,9 @@ async def test_episode_plan_cycles_with_a_shards_stride_in_duration_mode(tmp_pat
             trajs,
             srv.url,
             tmp_path / "w1",
+            ReplayPoint(load="closed:2", episodes=3, duration_s=60.0),
             run_id="r1",
             sweep_point="c2",
-            load="closed:2",
-            episodes=3,
-            duration_s=60.0,
-            concurrency=2,
             episode_prefix="c2-w1",
             index_start=1,
             index_step=2,
@@ -198,7 +198,9 @@ async def test_episode_plan_cycles_with_a_shards_stride_in_duration_mode(tmp_pat
 async def test_point_in_two_engine_workers_splits_the_episodes_and_merges_the_files(tmp_path: Path, example) -> None:
     traj, trajs = example
     with start_replay_server(traj) as srv:
-        row = await run_point(trajs, srv.url, tmp_path / "run", run_id="r1", concurrency=4, episodes=8, workers=2)
+        row = await run_point(
+            trajs, srv.url, tmp_path / "run", ReplayPoint(load="closed:4", episodes=8, workers=2), run_id="r1"
+        )
     pdir = point_dir(tmp_path / "run", "c4")
     # closed:4 over 2 workers: 2 episodes in flight on each, 8 episodes x 4 turns
     assert (row["n_episodes"], row["n_requests"], row["misses_total"]) == (8, 32, 0)

@@ -14,6 +14,7 @@ from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.http1 import RawTransport
 from benchmaker.engine.transport import AiohttpTransport
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir
 from benchmaker.trajectories.convert import convert_paths, read_trajectories
@@ -52,7 +53,9 @@ async def test_a_point_gives_the_same_samples_on_raw_and_on_aiohttp(tmp_path: Pa
     rows = {}
     with start_replay_server(traj) as srv:
         for kind in ("raw", "aiohttp"):
-            rows[kind] = await run_point(trajs, srv.url, tmp_path / kind, run_id="r1", concurrency=3, transport=kind)
+            rows[kind] = await run_point(
+                trajs, srv.url, tmp_path / kind, ReplayPoint(load="closed:3"), run_id="r1", transport=kind
+            )
     raw, aio = _calls(point_dir(tmp_path / "raw", "c3")), _calls(point_dir(tmp_path / "aiohttp", "c3"))
     # 3 episodes x 4 recorded turns each, every one served
     assert sorted(raw) == sorted(aio) == [(f"c3-{e}", t) for e in range(3) for t in range(4)]

@@ -16,6 +16,7 @@ from benchmaker.agent.harness import run_episode
 from benchmaker.engine.records import Sample
 from benchmaker.engine.summary import nest_summary, summarize_samples
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir
 from benchmaker.trajectories.convert import convert_paths, read_trajectories
@@ -38,7 +39,7 @@ def aborted(tmp_path: Path) -> tuple[Path, list]:
 async def test_aborted_turn_replays_as_recorded_error_out_of_the_error_rate(tmp_path: Path, aborted) -> None:
     store, trajs = aborted
     with start_replay_server(store) as srv:
-        row = await run_point(trajs, srv.url, tmp_path / "run", run_id="r1", concurrency=1)
+        row = await run_point(trajs, srv.url, tmp_path / "run", ReplayPoint(load="closed:1"), run_id="r1")
         stats = httpx.get(srv.url + "/stats").json()
     assert stats["misses"]["total"] == 0 and stats["served"] == 4
     samples_path = point_dir(tmp_path / "run", "c1") / "samples.jsonl"

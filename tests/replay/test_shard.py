@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
 import orjson
 import pytest
+from pydantic import TypeAdapter
 
 from benchmaker.engine.exchange import Exchange
 from benchmaker.engine.shared_start import MIN_START_LEAD_S, ReadyBoard, ShardsNotReady, post_ready
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.shard import (
     ReplayShardPoint,
     fetch_replay_shards,
@@ -74,14 +77,12 @@ def _episodes(pdir: Path) -> list[dict]:
 def _points(traj: Path, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[ReplayShardPoint]:
     return [
         ReplayShardPoint(
+            point=ReplayPoint(load="closed:4", shards=n, **kw),
             trajectories=str(traj),
             run_dir=str(run_dir),
             run_id="rid",
-            concurrency=4,
             worker=k,
-            shards=n,
             start_wall_ns=start_wall_ns,
-            **kw,
         )
         for k in range(n)
     ]
@@ -194,7 +195,7 @@ async def test_shards_get_the_trajectories_and_hand_back_their_files_through_an_
     run_dir = tmp_path / "rid"
     reset_point_dir(point_dir(run_dir, "c4"))
     points = [
-        ReplayShardPoint(**{**p.as_params(), "trajectories": "rid/trajectories.jsonl", "exchange": url})
+        replace(p, trajectories="rid/trajectories.jsonl", exchange=url)
         for p in _points(traj, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:50:0")
     ]
     reports = await asyncio.gather(*(run_replay_shard(p) for p in points))  # each reads the file it downloaded
@@ -274,9 +275,7 @@ async def test_a_shard_picked_up_after_the_earliest_start_delays_the_point(tmp_p
 
 
 async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Path, traj: Path) -> None:
-    p = ReplayShardPoint(
-        **{**_points(traj, tmp_path / "rid", 2, time.time_ns())[1].as_params(), "ready_timeout_s": 0.5}
-    )
+    p = replace(_points(traj, tmp_path / "rid", 2, time.time_ns())[1], ready_timeout_s=0.5)
     with pytest.raises(
         ShardsNotReady,
         match=r"^shard 1/2 of c4: shard 0 of 2 not ready 0\.5 s after the earliest "
@@ -292,13 +291,9 @@ async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Pat
         match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
         r"shards 5\)",
     ):
-        await run_replay_shard(ReplayShardPoint(**{**p.as_params(), "worker": 0, "shards": 5}), [])
-    with pytest.raises(
-        ValueError,
-        match=r"expected 0 <= worker < shards <= concurrency=4 \(got worker 0, "
-        r"shards 5\)",
-    ):
-        await run_replay_shard(ReplayShardPoint(**{**p.as_params(), "worker": 0, "shards": 5}), [])
+        await run_replay_shard(replace(p, worker=0, point=p.point.model_copy(update={"shards": 5})), [])
+    # as a flow-run parameter and back (the shard flow's `point`): the same point
+    assert TypeAdapter(ReplayShardPoint).validate_python(p.as_params()) == p
 
 
 async def test_a_sharded_point_plays_what_a_single_process_point_plays(tmp_path: Path, multi: Path) -> None:
@@ -307,7 +302,9 @@ async def test_a_sharded_point_plays_what_a_single_process_point_plays(tmp_path:
 
     trajs = list(read_trajectories(multi))
     with start_replay_server(multi, latency="fixed:20:0") as srv:
-        single = await run_point(trajs, srv.url, tmp_path / "single", run_id="rid", concurrency=4, episodes=6)
+        single = await run_point(
+            trajs, srv.url, tmp_path / "single", ReplayPoint(load="closed:4", episodes=6), run_id="rid"
+        )
     run_dir = tmp_path / "rid"
     reset_point_dir(point_dir(run_dir, "c4"))
     points = _points(multi, run_dir, 2, time.time_ns() + 2_500_000_000, latency="fixed:20:0", episodes=6)

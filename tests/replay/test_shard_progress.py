@@ -21,6 +21,7 @@ from benchmaker.progress import (
     observe,
     watch_shards,
 )
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.shard import ReplayShardPoint, read_shard_progress, run_replay_shard
 from benchmaker.sweep.sweep import point_dir, reset_point_dir
 from benchmaker.trajectories.convert import convert_paths, read_trajectories
@@ -128,14 +129,12 @@ async def test_a_distributed_point_shows_its_shards_progress_merged(tmp_path: Pa
     start = time.time_ns() + 8_000_000_000  # room for two replay servers to start on a busy host
     points = [
         ReplayShardPoint(
+            point=ReplayPoint(load="closed:4", shards=2, latency="fixed:50:0"),
             trajectories=str(traj),
             run_dir=str(run_dir),
             run_id="rid",
-            concurrency=4,
             worker=k,
-            shards=2,
             start_wall_ns=start,
-            latency="fixed:50:0",
         )
         for k in range(2)
     ]
@@ -159,14 +158,12 @@ async def test_shards_progress_travels_through_an_exchange(tmp_path: Path, traj:
     start = time.time_ns() + 8_000_000_000  # room for two replay servers to start on a busy host
     points = [
         ReplayShardPoint(
+            point=ReplayPoint(load="closed:4", shards=2, latency="fixed:50:0"),
             trajectories="rid/trajectories.jsonl",
             run_dir=str(run_dir),
             run_id="rid",
-            concurrency=4,
             worker=k,
-            shards=2,
             start_wall_ns=start,
-            latency="fixed:50:0",
             exchange=url,
         )
         for k in range(2)

@@ -267,6 +267,7 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
 
     from benchmaker.agent.verifier import load_task
     from benchmaker.replay_server.process import start_replay_server
+    from benchmaker.sweep.point import ReplayPoint
     from benchmaker.sweep.point_run import run_point
     from benchmaker.trajectories.convert import iter_trajectories
 
@@ -287,9 +288,8 @@ async def test_cancelling_an_execute_point_kills_its_commands_and_stops_the_help
                 [traj],
                 srv.url,
                 tmp_path / "run",
+                ReplayPoint(load="closed:1", mode="execute"),
                 run_id="r",
-                concurrency=1,
-                mode="execute",
                 sandbox_factory=factory,
                 tasks={task.task_id: task},
             )

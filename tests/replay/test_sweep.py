@@ -10,6 +10,7 @@ import pytest
 
 from benchmaker.agent.episodes import Episode, TurnRecord
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import (
     episode_plan,
@@ -136,7 +137,7 @@ async def test_run_point_against_replay_server(tmp_path: Path) -> None:
     convert_paths([EXAMPLE], traj)
     trajs = list(read_trajectories(traj))
     with start_replay_server(traj) as srv:
-        row = await run_point(trajs, srv.url, tmp_path / "run", run_id="r1", concurrency=3)
+        row = await run_point(trajs, srv.url, tmp_path / "run", ReplayPoint(load="closed:3"), run_id="r1")
         stats = srv.stats()
     pdir = point_dir(tmp_path / "run", point_name(3))
     # 1 trajectory, concurrency 3 -> 3 episodes of its 4 recorded turns
@@ -162,6 +163,6 @@ async def test_run_point_against_replay_server(tmp_path: Path) -> None:
 
 async def _rerun(trajs, traj: Path, tmp_path: Path) -> int:
     with start_replay_server(traj) as srv:
-        await run_point(trajs, srv.url, tmp_path / "run", run_id="r1", concurrency=3)
+        await run_point(trajs, srv.url, tmp_path / "run", ReplayPoint(load="closed:3"), run_id="r1")
     pdir = point_dir(tmp_path / "run", "c3")
     return len((pdir / "episodes.jsonl").read_text().splitlines())

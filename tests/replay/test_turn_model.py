@@ -13,6 +13,7 @@ import pytest
 
 from benchmaker.agent.harness import run_episode
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir, write_run_manifest, write_sweep_points
 from benchmaker.warehouse.loader import load_run
@@ -43,7 +44,7 @@ async def test_two_models_of_one_trajectory_reach_samples_turns_and_the_warehous
     run_dir = tmp_path / "run"
     write_run_manifest(run_dir, run_id="r-models", kind="swebench-replay", label="t", config={})
     with start_replay_server(store) as srv:
-        row = await run_point([_switching()], srv.url, run_dir, run_id="r-models", concurrency=1)
+        row = await run_point([_switching()], srv.url, run_dir, ReplayPoint(load="closed:1"), run_id="r-models")
     write_sweep_points(run_dir, [row])
     pdir = point_dir(run_dir, "c1")
     samples = sorted(

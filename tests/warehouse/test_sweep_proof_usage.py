@@ -12,6 +12,7 @@ import duckdb
 
 from benchmaker.agent.episodes import Episode
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.sweep import point_dir, summarize_point, write_run_manifest, write_sweep_points
 from benchmaker.trajectories.convert import convert_paths, read_trajectories
@@ -45,7 +46,7 @@ async def test_proof_and_usage_coverage_reach_the_warehouse(tmp_path: Path) -> N
     run_dir = tmp_path / "run"
     write_run_manifest(run_dir, run_id="r1", kind="swebench-replay", label="t", config={})
     with start_replay_server(traj) as srv:
-        real = await run_point(trajs, srv.url, run_dir, run_id="r1", concurrency=3)
+        real = await run_point(trajs, srv.url, run_dir, ReplayPoint(load="closed:3"), run_id="r1")
     # a staggered point: 0..100, 150..300, 200..400 ms; 2 of 3 episodes with usage
     pdir = point_dir(run_dir, "c2")
     pdir.mkdir(parents=True)

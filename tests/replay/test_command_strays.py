@@ -18,6 +18,7 @@ import pytest
 from benchmaker.agent.harness import EpisodeResult, local_sandbox_factory, run_episode, task_diff
 from benchmaker.agent.verifier import load_task
 from benchmaker.replay_server.process import start_replay_server
+from benchmaker.sweep.point import ReplayPoint
 from benchmaker.sweep.point_run import run_point
 from benchmaker.sweep.verdicts import pipeline_failures, reasons_of, verdict_line
 from benchmaker.trajectories.convert import iter_trajectories
@@ -171,14 +172,16 @@ async def test_a_point_whose_episodes_all_diverged_counts_what_succeeded(
         [traj],
         srv.url,
         tmp_path / "run",
+        ReplayPoint(
+            load="closed:2",
+            episodes=2,
+            mode="command",
+            command=(sys.executable, str(agent)),
+            max_loop_lag_ms=10_000.0,  # a busy machine is not under test here
+        ),
         run_id="strays",
-        concurrency=2,
-        episodes=2,
-        mode="command",
         sandbox_factory=local_sandbox_factory(confined=False),
         tasks={"tiny-task": load_task(TASK_DIR)},
-        command=[sys.executable, str(agent)],
-        checks={"max_loop_lag_p99_ms": 10_000.0},  # a busy machine is not under test here
     )
     # per episode: the read turn served (1 ok request), the next refused (412 diverged)
     assert (row["n_episodes"], row["n_episodes_failed"], row["n_episodes_diverged"]) == (2, 2, 2)

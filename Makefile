@@ -129,7 +129,7 @@ run-adhoc: $(STAMP)
 # its last screen says per point valid or why not, and how to get valid points.
 demo: $(STAMP) install-sandbox
 	$(VENV)/bin/benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \
-		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo \
+		--concurrency 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo \
 		--exit-code pipeline
 
 # --- Several load hosts: llm-sweep/distributed and swebench-replay/distributed ---

@@ -20,14 +20,14 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from rich.console import Console
 from rich.table import Table
 
 from benchmaker.engine.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
 from benchmaker.engine.errors import ConfigError
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import ON_BY_DEFAULT, app
 from benchmaker.recipes.bench import resolve_api_key
 from benchmaker.recipes.swebench_replay import check_sandbox_flag
 
@@ -71,7 +71,7 @@ def swebench(
     api_key_env: str | None = None,
     system_file: Path | None = None,
     temperature: float | None = None,
-    stream: bool = True,
+    stream: Annotated[bool, ON_BY_DEFAULT] = True,
     send_status_fields: bool = False,
     out_dir: Path = Path("artifacts"),
     run_id: str | None = None,

@@ -534,7 +534,9 @@ def run(
     workers: str | None = None,
     progress: Annotated[bool | None, ON_BY_DEFAULT] = None,
 ) -> int:
-    """Run a YAML run file (engine settings plus a workload or mixed lanes).
+    """Run a YAML run file (engine settings plus a workload or mixed lanes). A file's
+    `needs:` (what it needs to succeed) is printed before the run, and again after a run
+    that is not valid.
 
     Args:
         config: The YAML file.
@@ -559,7 +561,9 @@ def run(
     # in this process the lanes come from `rf` (the file read and its rates parsed once);
     # worker processes read the file anew
     lanes = rf.lanes(base) if resolve_workers(rf.workers) == 1 else None
-    return launch_run(
+    if rf.needs:
+        console.print(f"{config.name} needs: {rf.needs}", highlight=False, markup=False)
+    code = launch_run(
         rf,
         partial(lanes_from_run_file, config.resolve()),
         progress,
@@ -569,3 +573,6 @@ def run(
         record_trace=rf.record_trace,
         post_hooks=rf.post_hooks(base),
     )
+    if rf.needs and code == 1:
+        console.print(f"the run is not valid; {config.name} needs: {rf.needs}", highlight=False, markup=False)
+    return code

@@ -349,12 +349,12 @@ def llm(
         max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals and synthetic prompts.
         label: Run label stored with the run (e.g. nightly).
-        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/engine/http1.py), aiohttp or httpx.
+        transport: raw (default: benchmaker's own HTTP/1.1 client), aiohttp or httpx.
         workers: Worker processes sharing the schedule (N or auto = usable CPUs).
         metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
         metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).
         record_trace: Write every request (intended send time, body, redacted headers) to this JSONL.
-        grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file (workloads/graders.py).
+        grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file (docs/benchmark-an-endpoint.md).
         reference_field: Field path of the expected answer in --dataset rows (for --grader).
         progress: Live progress display (default: on when stdout is a terminal).
     """

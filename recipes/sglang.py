@@ -151,7 +151,7 @@ def sglang(
         max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals and synthetic prompts.
         label: Run label stored with the run.
-        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/engine/http1.py), aiohttp or httpx.
+        transport: raw (default: benchmaker's own HTTP/1.1 client), aiohttp or httpx.
         workers: Worker processes sharing the schedule (N or auto).
         grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file.
         progress: Live progress display (default: on when stdout is a terminal).

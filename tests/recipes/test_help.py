@@ -154,3 +154,10 @@ def test_the_old_spellings_still_work_hidden(tmp_path, capsys):
     assert main([*base, "--concurrency-sweep", "0"]) == main([*base, "--concurrency", "0"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == ["benchmaker: error: --concurrency: expected integers >= 1 (got 0)"] * 2
+
+
+@pytest.mark.parametrize("command", [(), *COMMANDS], ids=lambda c: " ".join(c) or "root")
+def test_help_names_no_module_or_source_file(command, capsys):
+    # a user reads docs/ pages, not our modules: no `benchmaker.x.y`, no `.py` or `.sql` file
+    text = " ".join(_help_text(command, capsys).replace("│", " ").split())
+    assert re.findall(r"benchmaker\.[a-z_]+\.\w+|[\w/]+\.(?:py|sql)\b", text) == [], text

@@ -156,7 +156,7 @@ def test_scale_out_options_are_checked_before_anything_runs(tmp_path: Path, args
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # only against a hang: the CLI's start alone took over 60 s at load 30
     )
     assert proc.returncode == 2
     assert message in proc.stderr and "secret" not in proc.stderr

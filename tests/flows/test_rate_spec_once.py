@@ -169,7 +169,8 @@ def test_llm_sweep_parses_each_load_once_and_judges_with_the_given_lag_limit(ser
             str(tmp_path / "w.duckdb"),
         ]
     )
-    # --loads parsed once by the CLI; closed:2 and poisson:40 are built from their numbers
+    # --rate parsed once by the CLI; closed:2 and poisson:40 (--rate-sweep, the old spelling
+    # kept hidden) are built from their numbers
     assert calls == ["constant:50"]
     assert code == 1, capsys.readouterr().out
     bundle = _bundle(tmp_path / "a")

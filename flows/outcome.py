@@ -19,6 +19,9 @@ A scheduler must be able to tell a nightly run that measured nothing usable:
 Where episodes were graded (a verifier re-ran the task: execute and command mode), the
 message also gives each point's accuracy with its n (grading_summary), a valid run's
 Completed state too: the UI and `prefect flow-run inspect` show it beside the state.
+The flow run also logs that message (a warning when a point is invalid), so that
+`prefect deployment run --watch`, which prints the run's logs and then only the final
+state's name, shows the reason.
 
 The CLI exits 1 in both invalid cases, as `benchmaker llm` does for an invalid run.
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 import sys
@@ -137,14 +141,30 @@ def final_state(out: dict[str, Any]) -> Any:
     if reasons is None:
         if graded is None:
             return out
-        return Completed(message=f"{len(points)} of {len(points)} sweep points valid; {graded}", data=out)
+        message = f"{len(points)} of {len(points)} sweep points valid; {graded}"
+        _log(logging.INFO, message)
+        return Completed(message=message, data=out)
     n_bad = sum(1 for p in points if not p.get("valid"))
     if n_bad == len(points):
         message = f"every sweep point is invalid ({n_bad} of {len(points)}): {reasons}{then}"
+        _log(logging.WARNING, message)
         return Failed(message=message, data=AllPointsInvalid(message, out))
-    return Completed(
-        name="Invalid", message=f"{n_bad} of {len(points)} sweep points invalid: {reasons}{then}", data=out
-    )
+    message = f"{n_bad} of {len(points)} sweep points invalid: {reasons}{then}"
+    _log(logging.WARNING, message)
+    return Completed(name="Invalid", message=message, data=out)
+
+
+def _log(level: int, message: str) -> None:
+    """`message` on the current flow run's logger (shown by the UI and by `prefect
+    deployment run --watch`); nothing outside a flow run."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        logger = get_run_logger()
+    except MissingContextError:
+        return
+    logger.log(level, message)
 
 
 async def result_of(state: State) -> dict[str, Any]:

@@ -80,6 +80,25 @@ def test_the_accuracy_of_graded_points_is_in_every_state_message():
     )
 
 
+async def _logged(flow_run_id, wait_s: float = 60.0) -> list[str]:
+    """The messages the API holds for `flow_run_id`'s logs, waiting up to `wait_s` for
+    any (the run's log handler sends them in batches, every 2 s by default)."""
+    import asyncio
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    deadline = time.monotonic() + wait_s
+    async with get_client() as client:
+        while True:
+            logs = await client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+            messages = [log.message for log in logs]
+            if any("sweep point" in m for m in messages) or time.monotonic() > deadline:
+                return messages
+            await asyncio.sleep(0.5)
+
+
 @pytest.mark.prefect
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -109,6 +128,8 @@ async def test_cli_gets_out_and_the_flow_run_keeps_the_state(tmp_path):
         # the API keeps the message final_state gave: the reasons, the accuracy with its n
         expected = final_state({"run_id": "r", "points": points})
         assert fr.state.message == (None if isinstance(expected, dict) else expected.message)
+        if not isinstance(expected, dict):  # and the run logged it (`prefect deployment run --watch` prints logs)
+            assert expected.message in await _logged(fr.id), state_name
         # announced before the run, with what `benchmaker retry` takes
         assert said[-1] == f"flow run {fr.id} ({fr.name})"
         assert kept["flow_run_name"] == fr.name

@@ -33,15 +33,18 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# The rules, then the whole suite; the 25 slowest tests are listed at the end (mark a
-# new one `slow`).
+# The rules, then the whole suite on TEST_WORKERS pytest-xdist workers (default: one per
+# CPU, at most 4); the 25 slowest tests are listed at the end (mark a new one `slow`).
+# Tests that share a module-scoped server run on one worker (`xdist_group`, --dist
+# loadgroup). TEST_WORKERS=0 runs the suite in this process.
+TEST_WORKERS ?= logical
 test: lint install-sandbox
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup --durations=25
 
 # For development: the suite without the slow tests (`slow`, and every `prefect` flow
 # test: tests/conftest.py), in a few minutes.
 test-quick: $(STAMP) install-sandbox
-	$(PY) -m pytest -q -m "not slow" $(TESTS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup -m "not slow" $(TESTS)
 
 # The tests with a CPU hog on every core (tests/busy.sh): none may depend on an idle host.
 # TESTS=tests/benchmaker for a subset; BUSY_HOGS=N for N hogs.
@@ -109,7 +112,7 @@ run-adhoc: $(STAMP)
 # its last screen says per point valid or why not, and how to get valid points.
 demo: $(STAMP) install-sandbox
 	$(VENV)/bin/benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \
-		--concurrency-sweep 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo \
+		--concurrency 1,2,4 --mode execute --task-dirs examples/tiny-task --label demo \
 		--exit-code pipeline
 
 # --- Several load hosts: llm-sweep/distributed and swebench-replay/distributed ---

@@ -9,7 +9,7 @@ a note when it is absent). Builds the corpus as benchmarks/corpus.py does (500 p
 sessions of 50-450 turns, ~300 MB), starts one Prefect server on 127.0.0.1 (its own
 PREFECT_HOME in the work directory, stopped at the end), and runs
 
-    python -m benchmaker.recipes.cli swebench-replay --logs CORPUS --concurrency-sweep 1
+    python -m benchmaker.recipes.cli swebench-replay --logs CORPUS --concurrency 1
         --episodes-per-point 1 --out-dir OUT --warehouse WH
 
 with the code of git revision `--before` (`git archive`, default 2f350ae~1: the CLI
@@ -141,7 +141,7 @@ def run_once(tree: Path, logs: Path, out_dir: Path, warehouse: Path, api_url: st
             "swebench-replay",
             "--logs",
             str(logs),
-            "--concurrency-sweep",
+            "--concurrency",
             "1",
             "--episodes-per-point",
             "1",

@@ -11,7 +11,7 @@ separate processes, each timed from spawn to exit:
 
 1. `make demo`'s command (`benchmaker swebench-replay` on the bundled example, sweep
    1,2,4, execute mode): the first run (starts the server) and the second (reuses it);
-2. a 1-point sweep (`--concurrency-sweep 1`, recorded mode) on the reused server;
+2. a 1-point sweep (`--concurrency 1`, recorded mode) on the reused server;
 3. the second `make demo` and the 1-point sweep again as a user runs them (the console
    script): wall time spawn to exit beside the flow run's own time. The targets are
    judged on these; 1 and 2 run instrumented to show where a call's time goes.
@@ -54,7 +54,7 @@ EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
 DEMO_ARGS = [
     "--logs",
     str(EXAMPLE),
-    "--concurrency-sweep",
+    "--concurrency",
     "1,2,4",
     "--mode",
     "execute",
@@ -292,7 +292,7 @@ def cli_overhead(keep_server: bool, repeat: int) -> int:
         }
         env["PREFECT_HOME"] = str(home)
         rows = []
-        one_point = ["--logs", str(EXAMPLE), "--concurrency-sweep", "1"]
+        one_point = ["--logs", str(EXAMPLE), "--concurrency", "1"]
         try:
             for name, args in (
                 ("make demo, first run (starts the server)", DEMO_ARGS),

@@ -3,6 +3,17 @@
     HOOKS_SECRET=... python examples/hooks.py http://127.0.0.1:8080/api/score \\
         [--field result.score] [--body '{"q": 1}'] [--requests 20] [--out-dir runs]
 
+Needs: an HTTP API at URL that answers the POST with JSON holding `--field` (and, to
+check the signature, verifies X-Signature with `signature()` below), and the signing
+secret in $HOOKS_SECRET. The bundled scripted server answers OpenAI chat JSON and checks
+no signature; with it name a field of that JSON:
+
+    python -m benchmaker.testing.scenario_server --port 8000 &
+    HOOKS_SECRET=s python examples/hooks.py http://127.0.0.1:8000/v1/chat/completions \\
+        --field 'choices[0].message.content' --body '{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+
+(with the default `--field result` every sample is `grading_error`: no `result` in that JSON).
+
 Two hooks around an HttpWorkload (POST of a JSON body), both outside the timed span
 (docs/metrics.md: `sent_ns` is stamped after the pre-request hooks; post-response hooks run
 after `end_ns`):
@@ -42,6 +53,12 @@ from benchmaker.workloads.datasets import get_field, parse_field_path
 from benchmaker.workloads.http import HttpWorkload
 
 SECRET_ENV = "HOOKS_SECRET"
+# said when no request succeeded (module docstring)
+NEEDS = (
+    "hooks.py: no request succeeded; it needs an API at {url} that answers with JSON holding "
+    "--field {field} (the bundled scripted server, python -m benchmaker.testing.scenario_server, "
+    "answers chat JSON: --field 'choices[0].message.content' with a chat --body)"
+)
 
 
 def signature(secret: bytes, timestamp: str, method: str, path: str, body: bytes) -> str:
@@ -136,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         f"run {result.run_id}: {run['n_ok']} ok of {run['n_samples']}; "
         f"{args.field} in samples.jsonl meta; bundle: {result.bundle_dir}"
     )
+    if not run["n_ok"]:
+        print(NEEDS.format(url=args.url, field=args.field), file=sys.stderr)
     return 0 if result.valid else 1
 
 

@@ -16,6 +16,13 @@ A scheduler must be able to tell a nightly run that measured nothing usable:
                          notifications fire. Calling the flow directly raises
                          AllPointsInvalid (with `.out`).
 
+Where episodes were graded (a verifier re-ran the task: execute and command mode), the
+message also gives each point's accuracy with its n (grading_summary), a valid run's
+Completed state too: the UI and `prefect flow-run inspect` show it beside the state.
+The flow run also logs that message (a warning when a point is invalid), so that
+`prefect deployment run --watch`, which prints the run's logs and then only the final
+state's name, shows the reason.
+
 The CLI exits 1 in both invalid cases, as `benchmaker llm` does for an invalid run.
 
 The CLI runs a sweep flow with run_sweep_flow: the flow run is created first, so its id
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 import sys
@@ -49,6 +57,7 @@ __all__ = [
     "FlowRunFailed",
     "final_state",
     "flow_process_gone",
+    "grading_summary",
     "invalid_summary",
     "parameters_sha256",
     "process_start_ticks",
@@ -95,18 +104,68 @@ def invalid_summary(points: list[dict[str, Any]]) -> str | None:
     return "; ".join(bad) if bad else None
 
 
+def grading_summary(points: list[dict[str, Any]]) -> str | None:
+    """The accuracy of each point whose episodes were graded, with its n: `"accuracy
+    (resolved of re-verified episodes): c1 1 of 1 (100%), c2 1 of 2 (50%)"`, from the
+    point rows' n_reverified and n_resolved_reverified (the verifier ran the task's
+    tests again); the recorded outcomes carried from the logs (n_carried,
+    n_resolved_carried) follow as `carried: ...` where there are any. None when no
+    point has a graded episode."""
+
+    def part(key: str) -> list[str]:
+        out = []
+        for p in points:
+            n = p.get(f"n_{key}")
+            if n:
+                k = p.get(f"n_resolved_{key}") or 0
+                out.append(f"{p.get('sweep_point')} {k} of {n} ({100 * k / n:.0f}%)")
+        return out
+
+    parts = []
+    if reverified := part("reverified"):
+        parts.append("accuracy (resolved of re-verified episodes): " + ", ".join(reverified))
+    if carried := part("carried"):
+        parts.append("resolved as recorded (carried from the logs): " + ", ".join(carried))
+    return "; ".join(parts) or None
+
+
 def final_state(out: dict[str, Any]) -> Any:
     """What a sweep flow returns, by `out["points"]` verdicts (module docstring): `out`
-    itself when every point is valid, else a Completed("Invalid") or Failed State."""
+    itself when every point is valid and none was graded, a Completed State whose message
+    gives the accuracy (grading_summary) when every point is valid and some were graded,
+    else a Completed("Invalid") or Failed State whose message gives the reasons, then the
+    accuracy."""
     points = out.get("points") or []
     reasons = invalid_summary(points)
+    graded = grading_summary(points)
+    then = f"; {graded}" if graded else ""
     if reasons is None:
-        return out
+        if graded is None:
+            return out
+        message = f"{len(points)} of {len(points)} sweep points valid; {graded}"
+        _log(logging.INFO, message)
+        return Completed(message=message, data=out)
     n_bad = sum(1 for p in points if not p.get("valid"))
     if n_bad == len(points):
-        message = f"every sweep point is invalid ({n_bad} of {len(points)}): {reasons}"
+        message = f"every sweep point is invalid ({n_bad} of {len(points)}): {reasons}{then}"
+        _log(logging.WARNING, message)
         return Failed(message=message, data=AllPointsInvalid(message, out))
-    return Completed(name="Invalid", message=f"{n_bad} of {len(points)} sweep points invalid: {reasons}", data=out)
+    message = f"{n_bad} of {len(points)} sweep points invalid: {reasons}{then}"
+    _log(logging.WARNING, message)
+    return Completed(name="Invalid", message=message, data=out)
+
+
+def _log(level: int, message: str) -> None:
+    """`message` on the current flow run's logger (shown by the UI and by `prefect
+    deployment run --watch`); nothing outside a flow run."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        logger = get_run_logger()
+    except MissingContextError:
+        return
+    logger.log(level, message)
 
 
 async def result_of(state: State) -> dict[str, Any]:

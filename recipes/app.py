@@ -9,7 +9,10 @@ register it a second time. The one-line descriptions of the root help come from 
 commands' docstrings, read from the source without importing it (`describe_lazy`).
 
 A list option takes several values after one flag, as a shell glob gives them, and
-repeats as well: `--logs a.traj b.traj` == `--logs a.traj --logs b.traj`.
+repeats as well: `--logs a.traj b.traj` == `--logs a.traj --logs b.traj`. A switch is
+off by default and its flag turns it on (`--dry-run`): no `--no-dry-run`, and no
+`--empty-logs` for a list; only a switch that is on by default (or on a terminal) has
+its `--no-NAME` form, by `ON_BY_DEFAULT` (`--no-stream`, `--no-progress`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,11 @@ from typing import Any
 from cyclopts import App, Parameter, validators
 from cyclopts.command_spec import CommandSpec
 
-__all__ = ["BenchmakerApp", "app", "describe_lazy", "source_help", "within"]
+__all__ = ["ON_BY_DEFAULT", "BenchmakerApp", "app", "describe_lazy", "source_help", "within"]
+
+# `Annotated[bool, ON_BY_DEFAULT]`: a switch that is on by default (or on a terminal),
+# so it has a `--no-NAME` form to turn it off (module docstring)
+ON_BY_DEFAULT = Parameter(negative_bool="no-")
 
 
 class BenchmakerApp(App):
@@ -93,5 +100,5 @@ app = BenchmakerApp(
     name="benchmaker",
     help="Benchmark LLM/HTTP endpoints and replay coding-agent runs; results go to DuckDB.",
     version_flags=["--version"],
-    default_parameter=Parameter(consume_multiple=True),
+    default_parameter=Parameter(consume_multiple=True, negative_bool=(), negative_iterable=()),
 )

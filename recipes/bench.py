@@ -26,7 +26,7 @@ from benchmaker.engine.load_models import parse_duration_s
 from benchmaker.engine.monitors import PrometheusMonitor, build_monitors
 from benchmaker.engine.runner import STOP_SIGNALS, BenchRunner, Lane, interrupt_exit_code, run_on_fresh_loop
 from benchmaker.engine.workers import resolve_workers, run_sharded, single_lane
-from benchmaker.recipes.app import app
+from benchmaker.recipes.app import ON_BY_DEFAULT, app
 from benchmaker.recipes.display import console, print_summary, run_with_progress
 from benchmaker.recipes.runfile import lanes_from_run_file, read_run_file
 from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
@@ -51,6 +51,21 @@ def parse_workers(value: str) -> int | Literal["auto"]:
         return "auto" if value == "auto" else resolve_workers(value)
     except ConfigError as exc:
         raise ConfigError(f"--{exc}") from None
+
+
+def load_of(rate: str | None, concurrency: int | None) -> str:
+    """The engine's load spec of a run's `--concurrency N` (closed:N: N requests in
+    flight, the next sent as one ends) or `--rate SPEC` (as given); closed:1 when neither
+    is given. Raises ConfigError when both are, or for a concurrency below 1."""
+    if concurrency is not None and rate is not None:
+        raise ConfigError(
+            f"--concurrency and --rate: give one (--concurrency {concurrency} is --rate closed:{concurrency})"
+        )
+    if concurrency is not None:
+        if concurrency < 1:
+            raise ConfigError(f"--concurrency: expected an integer >= 1 (got {concurrency})")
+        return f"closed:{concurrency}"
+    return "closed:1" if rate is None else rate
 
 
 # BenchConfig field path -> the flag that sets it (errors name the flag)
@@ -258,14 +273,15 @@ def llm(
     *,
     url: str,
     model: str,
-    rate: str = "closed:1",
+    concurrency: int | None = None,
+    rate: str | None = None,
     duration: str | None = None,
     max_requests: int | None = None,
     out_dir: Path = Path("runs"),
     api: Annotated[str, Parameter(help="chat, completions, responses or messages")] = "chat",
     api_key: str | None = None,
     api_key_env: str | None = None,
-    stream: bool = True,
+    stream: Annotated[bool, ON_BY_DEFAULT] = True,
     max_tokens: int | None = None,
     ignore_eos: bool = False,
     temperature: float | None = None,
@@ -295,14 +311,15 @@ def llm(
     record_trace: Path | None = None,
     grader: str | None = None,
     reference_field: str | None = None,
-    progress: bool | None = None,
+    progress: Annotated[bool | None, ON_BY_DEFAULT] = None,
 ) -> int:
     """Benchmark an LLM endpoint: OpenAI chat, completions or Responses, or Anthropic Messages.
 
     Args:
         url: Full endpoint URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
         model: Model name sent in the body.
-        rate: Rate spec: constant:50, poisson:50, gamma:50:0.5, ramp:1..20@60s, stages:2,8,2@30s, closed:8[:THINK], trace:FILE.
+        concurrency: Requests in flight, each sent as the one before it ends (closed loop; default 1; the same as --rate closed:N).
+        rate: Open-loop arrivals instead of --concurrency: constant:50, poisson:50, gamma:50:0.5, ramp:1..20@60s, stages:2,8,2@30s, trace:FILE (or closed:8:THINK, a closed loop with think time).
         duration: Stop sending after this long (10s, 2m).
         max_requests: Stop after this many requests.
         out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
@@ -332,17 +349,17 @@ def llm(
         max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals and synthetic prompts.
         label: Run label stored with the run (e.g. nightly).
-        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/engine/http1.py), aiohttp or httpx.
+        transport: raw (default: benchmaker's own HTTP/1.1 client), aiohttp or httpx.
         workers: Worker processes sharing the schedule (N or auto = usable CPUs).
         metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
         metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).
         record_trace: Write every request (intended send time, body, redacted headers) to this JSONL.
-        grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file (workloads/graders.py).
+        grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file (docs/benchmark-an-endpoint.md).
         reference_field: Field path of the expected answer in --dataset rows (for --grader).
         progress: Live progress display (default: on when stdout is a terminal).
     """
     cfg = make_config(
-        load=rate,
+        load=load_of(rate, concurrency),
         duration_s=duration,
         max_requests=max_requests,
         out_dir=out_dir,
@@ -432,7 +449,8 @@ def http(
     header: list[str] | None = None,
     body: str | None = None,
     expected_status: list[int] | None = None,
-    rate: str = "closed:1",
+    concurrency: int | None = None,
+    rate: str | None = None,
     duration: str | None = None,
     max_requests: int | None = None,
     out_dir: Path = Path("runs"),
@@ -445,7 +463,7 @@ def http(
     label: str | None = None,
     workers: str = "1",
     record_trace: Path | None = None,
-    progress: bool | None = None,
+    progress: Annotated[bool | None, ON_BY_DEFAULT] = None,
 ) -> int:
     """Benchmark any HTTP endpoint with one fixed request.
 
@@ -455,7 +473,8 @@ def http(
         header: Header as "Name: value" (repeatable).
         body: Request body (sent as-is).
         expected_status: Status codes that count as ok (repeatable; default 200).
-        rate: Rate spec (see `benchmaker llm --help`).
+        concurrency: Requests in flight (closed loop; default 1; the same as --rate closed:N).
+        rate: Open-loop arrivals instead of --concurrency (rate specs: `benchmaker llm --help`).
         duration: Stop sending after this long.
         max_requests: Stop after this many requests.
         out_dir: Folder for run bundles.
@@ -477,7 +496,7 @@ def http(
             raise ConfigError(f"--header: expected 'Name: value' (got {h!r})")
         headers[name.strip()] = value.strip()
     cfg = make_config(
-        load=rate,
+        load=load_of(rate, concurrency),
         duration_s=duration,
         max_requests=max_requests,
         out_dir=out_dir,
@@ -508,8 +527,16 @@ def http(
 
 
 @app.command(name="run")
-def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None, progress: bool | None = None) -> int:
-    """Run a YAML run file (engine settings plus a workload or mixed lanes).
+def run(
+    config: Path,
+    *,
+    out_dir: Path | None = None,
+    workers: str | None = None,
+    progress: Annotated[bool | None, ON_BY_DEFAULT] = None,
+) -> int:
+    """Run a YAML run file (engine settings plus a workload or mixed lanes). A file's
+    `needs:` (what it needs to succeed) is printed before the run, and again after a run
+    that is not valid.
 
     Args:
         config: The YAML file.
@@ -534,7 +561,9 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
     # in this process the lanes come from `rf` (the file read and its rates parsed once);
     # worker processes read the file anew
     lanes = rf.lanes(base) if resolve_workers(rf.workers) == 1 else None
-    return launch_run(
+    if rf.needs:
+        console.print(f"{config.name} needs: {rf.needs}", highlight=False, markup=False)
+    code = launch_run(
         rf,
         partial(lanes_from_run_file, config.resolve()),
         progress,
@@ -544,3 +573,6 @@ def run(config: Path, *, out_dir: Path | None = None, workers: str | None = None
         record_trace=rf.record_trace,
         post_hooks=rf.post_hooks(base),
     )
+    if rf.needs and code == 1:
+        console.print(f"the run is not valid; {config.name} needs: {rf.needs}", highlight=False, markup=False)
+    return code

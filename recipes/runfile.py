@@ -22,6 +22,12 @@ and `workload: {type: trace-replay, path: FILE}`):
       - {type: python, function: "mypkg.probes:gpu_memory", interval_s: 5s}
     record_trace: trace.jsonl
 
+What the run needs to succeed, said at the top of the file and by `benchmaker run` before
+the run and again after a run that is not valid (an endpoint, a key, a model that can
+answer the dataset):
+
+    needs: a real model that answers arithmetic, its chat endpoint in URL
+
 Answer grading (workloads/graders.py) next to `workload:`, or on a lane:
 
     grader: {type: choice, choices: ABCDE}
@@ -60,8 +66,10 @@ class Mix(BaseModel):
 
 
 class RunFile(BenchConfig):
-    """A run file: BenchConfig plus either `workload` (one lane) or `mix.lanes`."""
+    """A run file: BenchConfig plus either `workload` (one lane) or `mix.lanes`, and
+    `needs`: what the run needs to succeed, in words (printed by `benchmaker run`)."""
 
+    needs: str | None = None
     workload: WorkloadSpec | None = None
     mix: Mix | None = None
     monitors: list[MonitorSpec] = Field(default_factory=list)

@@ -1,7 +1,7 @@
 """`benchmaker sandbox`: command latency in a sandbox, or the create -> exec -> delete
 lifecycle with each phase timed (workloads/sandbox.py).
 
-    benchmaker sandbox --command 'echo hi' --rate closed:4 --duration 10s          # local exec
+    benchmaker sandbox --command 'echo hi' --concurrency 4 --duration 10s          # local exec
     benchmaker sandbox --command 'echo hi' --mode lifecycle --max-requests 50       # local lifecycle
     benchmaker sandbox --target flash --url http://127.0.0.1:8080 --sandbox-id sb-1 \\
         --command 'python3 -c 1' --rate poisson:5 --duration 30s
@@ -20,8 +20,8 @@ from typing import Annotated, Literal
 from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
-from benchmaker.recipes.app import app, within
-from benchmaker.recipes.bench import execute_run, make_config, resolve_api_key
+from benchmaker.recipes.app import ON_BY_DEFAULT, app, within
+from benchmaker.recipes.bench import execute_run, load_of, make_config, resolve_api_key
 from benchmaker.recipes.swebench_replay import check_sandbox_flag
 from benchmaker.workloads.sandbox import SandboxWorkload
 
@@ -45,7 +45,8 @@ def sandbox(
     repo: Path | None = None,
     timeout: Annotated[float, within(above=0, high=2_592_000)] = 60.0,
     api_key_env: str | None = None,
-    rate: str = "closed:1",
+    concurrency: int | None = None,
+    rate: str | None = None,
     duration: str | None = None,
     max_requests: int | None = None,
     out_dir: Path = Path("runs"),
@@ -56,7 +57,7 @@ def sandbox(
     max_schedule_lag_ms: float | None = None,
     seed: int = 0,
     label: str | None = None,
-    progress: bool | None = None,
+    progress: Annotated[bool | None, ON_BY_DEFAULT] = None,
 ) -> int:
     """Benchmark a command in a sandbox: exec latency, or the create/exec/delete lifecycle.
 
@@ -75,7 +76,8 @@ def sandbox(
         repo: Directory copied into each local workspace.
         timeout: The command's deadline in seconds (a timeout is a `timeout` sample).
         api_key_env: Environment variable holding the Flash API key (never written to the bundle).
-        rate: Rate spec (see `benchmaker llm --help`).
+        concurrency: Commands in flight (closed loop; default 1; the same as --rate closed:N).
+        rate: Open-loop arrivals instead of --concurrency (rate specs: `benchmaker llm --help`).
         duration: Stop sending after this long.
         max_requests: Stop after this many samples (default 10 when no --duration is given).
         out_dir: Folder for run bundles.
@@ -88,10 +90,11 @@ def sandbox(
         label: Run label.
         progress: Live progress display.
     """
-    if duration is None and max_requests is None and rate.split(":", 1)[0].strip().lower() not in ("stages", "trace"):
+    load = load_of(rate, concurrency)
+    if duration is None and max_requests is None and load.split(":", 1)[0].strip().lower() not in ("stages", "trace"):
         max_requests = DEFAULT_SAMPLES  # `benchmaker sandbox --command 'echo hi'` runs as written
     cfg = make_config(
-        load=rate,
+        load=load,
         duration_s=duration,
         max_requests=max_requests,
         out_dir=out_dir,

@@ -38,7 +38,8 @@ def serve_replay(
         name when set, else the string itself. Default: no auth.
     divergence
         off | status | content: how observations that differ from the recording are
-        counted and answered (see benchmaker.replay_server.server).
+        counted and answered: off serves them, status counts exit-status mismatches,
+        content also answers a mismatch with 412 (docs/replay-an-agent.md).
     tokenizer
         A Hugging Face tokenizer.json for the token split of fixed/recorded latency
         (needs the `tokenizers` extra); default: a regex split.

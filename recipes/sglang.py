@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
 
 from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.workers import single_lane
-from benchmaker.recipes.app import app
-from benchmaker.recipes.bench import grading_hooks, launch_run, make_config, parse_workers, resolve_api_key
+from benchmaker.recipes.app import ON_BY_DEFAULT, app
+from benchmaker.recipes.bench import grading_hooks, launch_run, load_of, make_config, parse_workers, resolve_api_key
 from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, SyntheticDataset
 from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
@@ -76,13 +76,14 @@ def _sglang_workload(
 def sglang(
     *,
     url: str,
-    rate: str = "closed:1",
+    concurrency: int | None = None,
+    rate: str | None = None,
     duration: str | None = None,
     max_requests: int | None = None,
     out_dir: Path = Path("runs"),
     api_key: str | None = None,
     api_key_env: str | None = None,
-    stream: bool = True,
+    stream: Annotated[bool, ON_BY_DEFAULT] = True,
     max_new_tokens: int | None = None,
     temperature: float | None = None,
     sampling_params: str | None = None,
@@ -111,13 +112,14 @@ def sglang(
     transport: str = "raw",
     workers: str = "1",
     grader: str | None = None,
-    progress: bool | None = None,
+    progress: Annotated[bool | None, ON_BY_DEFAULT] = None,
 ) -> int:
     """Benchmark an SGLang server's native /generate endpoint (cumulative-text stream).
 
     Args:
         url: Full endpoint URL, e.g. http://127.0.0.1:30000/generate.
-        rate: Rate spec (see `benchmaker llm --help`).
+        concurrency: Requests in flight (closed loop; default 1; the same as --rate closed:N).
+        rate: Open-loop arrivals instead of --concurrency (rate specs: `benchmaker llm --help`).
         duration: Stop sending after this long (10s, 2m).
         max_requests: Stop after this many requests.
         out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
@@ -149,13 +151,13 @@ def sglang(
         max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
         seed: Seed of random arrivals and synthetic prompts.
         label: Run label stored with the run.
-        transport: raw (default: benchmaker's own HTTP/1.1 client, benchmaker/engine/http1.py), aiohttp or httpx.
+        transport: raw (default: benchmaker's own HTTP/1.1 client), aiohttp or httpx.
         workers: Worker processes sharing the schedule (N or auto).
         grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file.
         progress: Live progress display (default: on when stdout is a terminal).
     """
     cfg = make_config(
-        load=rate,
+        load=load_of(rate, concurrency),
         duration_s=duration,
         max_requests=max_requests,
         out_dir=out_dir,

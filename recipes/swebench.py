@@ -27,7 +27,7 @@ from rich.table import Table
 
 from benchmaker.engine.bundle import build_manifest, new_run_id, wall_ns, write_json_atomic
 from benchmaker.engine.errors import ConfigError
-from benchmaker.recipes.app import app, within
+from benchmaker.recipes.app import ON_BY_DEFAULT, app, within
 from benchmaker.recipes.bench import resolve_api_key
 from benchmaker.recipes.swebench_replay import check_sandbox_flag
 
@@ -71,7 +71,7 @@ def swebench(
     api_key_env: str | None = None,
     system_file: Path | None = None,
     temperature: Annotated[float | None, within(0, 100)] = None,
-    stream: bool = True,
+    stream: Annotated[bool, ON_BY_DEFAULT] = True,
     send_status_fields: bool = False,
     out_dir: Path = Path("artifacts"),
     run_id: str | None = None,

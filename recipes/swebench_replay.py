@@ -4,14 +4,14 @@ and reused: recipes/prefect_server.py), print the sweep table and
 where the run bundle, warehouse and report are.
 
     benchmaker swebench-replay --logs examples/recordings/tiny-task.pi.jsonl \\
-        --concurrency-sweep 1,2,4 [--episodes-per-point N | --duration D] [--mode execute \\
+        --concurrency 1,2,4 [--episodes-per-point N | --duration D] [--mode execute \\
         --task-dirs examples/tiny-task] --out-dir artifacts --warehouse warehouse.duckdb
-    benchmaker llm-sweep --base-url http://127.0.0.1:8000 --model m --concurrency-sweep 1,8 --duration 30
+    benchmaker llm-sweep --base-url http://127.0.0.1:8000 --model m --concurrency 1,8 --duration 30
 
 Several load hosts from the command line, on a Dask cluster (no Prefect server: the
 flows sharded, with prefect-dask, the `dask` extra):
 
-    benchmaker swebench-replay --logs ... --concurrency-sweep 8,32 --shards 2 \
+    benchmaker swebench-replay --logs ... --concurrency 8,32 --shards 2 \
         --dask-address tcp://scheduler:8786 [--exchange s3://bucket/x] [--start-lead 10]
 
 Without a Prefect server (PREFECT_API_URL) the Dask workers cannot reach this
@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from cyclopts import Parameter
 from rich.console import Console
 from rich.table import Table
 
@@ -60,6 +61,25 @@ def _ints(text: str, name: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(f"{name}: expected comma-separated integers such as 1,5,25 (got {text!r})") from None
+
+
+def _concurrency(concurrency: str | None, old_spelling: str | None) -> str | None:
+    """The sweep's closed-loop points as given by --concurrency, or by its earlier
+    spelling --concurrency-sweep (hidden, kept for scripts); ConfigError when both are."""
+    if concurrency is not None and old_spelling is not None:
+        raise ConfigError("--concurrency and --concurrency-sweep: give one (--concurrency-sweep is its old name)")
+    return concurrency if concurrency is not None else old_spelling
+
+
+def _workers(value: str) -> int:
+    """`--workers N|auto` as a number of worker processes (auto: the CPUs this process
+    may use); ConfigError naming the flag otherwise."""
+    from benchmaker.engine.workers import resolve_workers
+
+    try:
+        return resolve_workers(value)
+    except ConfigError as exc:
+        raise ConfigError(f"--{exc}") from None
 
 
 def _seconds(text: str | None, name: str) -> float | None:
@@ -335,7 +355,7 @@ def _check_sweep_options(
     limit, why = host_in_flight_limit()
     for c in concurrency:
         if c > limit:
-            raise ConfigError(f"--concurrency-sweep: {c} in flight is more than this host can hold ({limit}: {why})")
+            raise ConfigError(f"--concurrency: {c} in flight is more than this host can hold ({limit}: {why})")
     if duration is not None and not 0 < duration <= MAX_DURATION_S:  # NaN fails too
         raise ConfigError(f"--duration: expected seconds in (0, {MAX_DURATION_S:.0f}] (got {duration:g})")
     for r in rates:
@@ -420,7 +440,7 @@ def swebench_replay(
     *,
     logs: list[Path] | None = None,
     trajectories: Path | None = None,
-    concurrency_sweep: str | None = None,
+    concurrency: str | None = None,
     rate: list[str] | None = None,
     episodes_per_point: int | None = None,
     duration: str | None = None,
@@ -442,11 +462,12 @@ def swebench_replay(
     exchange: str | None = None,
     start_lead: Annotated[float | None, within(above=0, high=2_592_000)] = None,
     shard_timeout: Annotated[float | None, within(above=0, high=2_592_000)] = None,
-    workers: int = 1,
+    workers: str = "1",
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
     exit_code: ExitPolicy = "verdict",
     dry_run: bool = False,
+    concurrency_sweep: Annotated[str | None, Parameter(show=False)] = None,
 ) -> int:
     """Replay recorded agent runs at each concurrency of a sweep (the swebench-replay
     Prefect flow) and load the results into the warehouse.
@@ -457,9 +478,9 @@ def swebench_replay(
         Agent logs (files or directories); converted once and cached on their content.
     trajectories
         An already converted trajectories.jsonl (instead of --logs).
-    concurrency_sweep
-        Episodes in flight per point, comma-separated, each >= 1 (e.g. 1,5,25; default
-        1,5 without --rate).
+    concurrency
+        Closed-loop points: episodes in flight per point, comma-separated, each >= 1
+        (e.g. 1,5,25; default 1,5 without --rate).
     rate
         An open-loop point: episodes start at this rate spec (poisson:0.5, constant:2,
         trace:FILE), as agent sessions arrive; repeat for several. The table's row and
@@ -514,7 +535,8 @@ def swebench_replay(
     shard_timeout
         Seconds to wait for a point's shards (default 3 h).
     workers
-        Engine worker processes per point (recorded mode), as for engine runs.
+        Engine worker processes per point (recorded mode): N or auto (usable CPUs), as
+        for engine runs.
     max_loop_lag_ms
         A point is invalid (exit 1) when the client's event-loop lag p99 exceeds this,
         in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
@@ -529,10 +551,11 @@ def swebench_replay(
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
     duration_s = _seconds(duration, "--duration")  # "120s" -> 120.0
+    concurrency_sweep = _concurrency(concurrency, concurrency_sweep)
     if concurrency_sweep is None:
         concurrency_sweep = "" if rate else "1,5"
     _check_sweep_options(
-        concurrency=_ints(concurrency_sweep, "--concurrency-sweep"),
+        concurrency=_ints(concurrency_sweep, "--concurrency"),
         duration=duration_s,
         out_dir=out_dir,
         warehouse=warehouse,
@@ -548,9 +571,9 @@ def swebench_replay(
     params: dict[str, Any] = dict(
         logs=logs or [],
         trajectories=trajectories,
-        concurrency_sweep=_ints(concurrency_sweep, "--concurrency-sweep") if concurrency_sweep else [],
+        concurrency_sweep=_ints(concurrency_sweep, "--concurrency") if concurrency_sweep else [],
         rates=list(rate or []),
-        workers=workers,
+        workers=_workers(workers),
         episodes_per_point=episodes_per_point,
         duration_s=duration_s,
         mode=mode,
@@ -572,7 +595,15 @@ def swebench_replay(
     try:
         p = validate_params(**params)  # refuse bad parameters before Prefect starts
     except ParameterError as exc:
-        raise _flag_error(exc, {"rates": "--rate", "duration_s": "--duration", "log_format": "--format"}) from None
+        raise _flag_error(
+            exc,
+            {
+                "rates": "--rate",
+                "duration_s": "--duration",
+                "log_format": "--format",
+                "concurrency_sweep": "--concurrency",
+            },
+        ) from None
     # the flow gets what was validated here: rate specs parsed once (ParsedRateSpec, taken
     # as they are by the flow's parameters model), the lag limits this run uses
     params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
@@ -638,9 +669,8 @@ def llm_sweep(
     *,
     base_url: str,
     model: str,
-    concurrency_sweep: str | None = None,
-    rate_sweep: str | None = None,
-    loads: list[str] | None = None,
+    concurrency: str | None = None,
+    rate: list[str] | None = None,
     duration: float | None = 30.0,
     max_requests: int | None = None,
     prompt_words: int = 128,
@@ -658,6 +688,9 @@ def llm_sweep(
     max_loop_lag_ms: float | None = None,
     max_schedule_lag_ms: float | None = None,
     exit_code: ExitPolicy = "verdict",
+    concurrency_sweep: Annotated[str | None, Parameter(show=False)] = None,
+    rate_sweep: Annotated[str | None, Parameter(show=False)] = None,
+    loads: Annotated[list[str] | None, Parameter(show=False)] = None,
 ) -> int:
     """Sweep an LLM endpoint (OpenAI chat, or Anthropic Messages with --api messages) over
     concurrencies or rates (the llm-sweep Prefect flow): one engine run per point, then
@@ -668,12 +701,12 @@ def llm_sweep(
     base_url
         The endpoint's base URL (e.g. http://127.0.0.1:8000); /v1/chat/completions (or
         /v1/responses with --api responses) is added.
-    concurrency_sweep
-        Closed-loop points, comma-separated (1,8,32 -> closed:1, closed:8, closed:32).
-    rate_sweep
-        Poisson points in requests/s, comma-separated.
-    loads
-        Further points as rate specs (e.g. constant:10, stages:2,8@30s).
+    concurrency
+        Closed-loop points: requests in flight per point, comma-separated (1,8,32 ->
+        closed:1, closed:8, closed:32).
+    rate
+        An open-loop point as a rate spec (poisson:5, constant:10, stages:2,8@30s; see
+        `benchmaker llm --help`); repeat for several.
     model
         Model name sent in the body.
     duration
@@ -726,9 +759,11 @@ def llm_sweep(
     from benchmaker.flows.swebench_replay import ParameterError
     from benchmaker.warehouse.connection import default_warehouse
 
-    conc = _ints(concurrency_sweep, "--concurrency-sweep") if concurrency_sweep else None
-    rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None
-    bad = [f"--concurrency-sweep: expected integers >= 1 (got {c})" for c in conc or [] if c < 1]
+    concurrency_sweep = _concurrency(concurrency, concurrency_sweep)
+    conc = _ints(concurrency_sweep, "--concurrency") if concurrency_sweep else None
+    rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None  # old spelling of --rate poisson:N,...
+    specs = [*(rate or []), *(loads or [])] or None  # --loads: the old name of --rate
+    bad = [f"--concurrency: expected integers >= 1 (got {c})" for c in conc or [] if c < 1]
     bad += [f"--rate-sweep: expected numbers > 0 (got {r:g})" for r in rates or [] if r <= 0]
     if api not in ("chat", "responses", "messages"):
         bad.append(f"--api: expected chat, responses or messages (got {api!r})")
@@ -755,7 +790,7 @@ def llm_sweep(
         api=api,
         concurrency_sweep=conc,
         rate_sweep=rates,
-        loads=loads,
+        loads=specs,
         duration_s=duration,
         max_requests=max_requests,
         prompt_words=prompt_words,
@@ -768,9 +803,11 @@ def llm_sweep(
         max_schedule_lag_ms=max_schedule_lag_ms,
     )
     try:
-        p = validated(LlmSweepParams, "llm-sweep", params)  # parses each of --loads, once
+        p = validated(LlmSweepParams, "llm-sweep", params)  # parses each --rate spec, once
     except ParameterError as exc:
-        raise _flag_error(exc, {"duration_s": "--duration"}) from None
+        raise _flag_error(
+            exc, {"duration_s": "--duration", "loads": "--rate", "concurrency_sweep": "--concurrency"}
+        ) from None
     _check_engine_loads(p.specs(), duration, max_requests)
     # the flow gets what was validated here: the parsed specs (taken as they are by its
     # parameters model) and the lag limits this run uses

@@ -24,7 +24,7 @@ from rich.table import Table
 from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner, run_on_fresh_loop
-from benchmaker.recipes.app import app, within
+from benchmaker.recipes.app import ON_BY_DEFAULT, app, within
 from benchmaker.recipes.bench import make_config
 from benchmaker.recipes.display import console, print_summary, run_with_progress
 from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
@@ -87,7 +87,7 @@ def trajectory_replay(
     think: str | None = None,
     max_tokens: Annotated[int | None, within(1, 10_000_000)] = None,
     temperature: Annotated[float | None, within(0, 100)] = None,
-    stream: bool = True,
+    stream: Annotated[bool, ON_BY_DEFAULT] = True,
     tokenizer: Path | None = None,
     duration: str | None = None,
     total_timeout: str | None = None,
@@ -95,7 +95,7 @@ def trajectory_replay(
     seed: int = 0,
     label: str | None = None,
     out_dir: Path = Path("runs"),
-    progress: bool | None = None,
+    progress: Annotated[bool | None, ON_BY_DEFAULT] = None,
 ) -> int:
     """Replay recorded conversations turn by turn with growing prefixes (prefix caching).
 

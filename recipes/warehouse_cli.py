@@ -164,7 +164,7 @@ def sql(
 
     The connection touches nothing but the warehouse file: COPY TO, ATTACH, EXPORT,
     reading other files and loading extensions are refused, and SET cannot undo that
-    (benchmaker.warehouse.connection.SANDBOX_CONFIG).
+    (docs/query-the-warehouse.md).
 
     Parameters
     ----------
@@ -235,8 +235,7 @@ def runs(
     each is valid (and why not) and whether it is partial (killed or interrupted;
     "PARTIAL" in the table's label). A sweep run (swebench-replay, llm-sweep) gets one
     line per sweep point, never run-level figures that would add its sequential points
-    together (warehouse/queries/runs_list.sql). The table fits 120 columns
-    (benchmaker.recipes.display.runs_table); --csv/--json keep every column.
+    together. The table fits 120 columns; --csv/--json keep every column.
 
     Parameters
     ----------

@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,15 @@ HOST_LOAD_LIMIT_MS = "2000"
 def pytest_configure(config: pytest.Config) -> None:
     for name in ("BENCHMAKER_MAX_LOOP_LAG_MS", "BENCHMAKER_MAX_SCHEDULE_LAG_MS"):
         os.environ.setdefault(name, HOST_LOAD_LIMIT_MS)
+    # Under pytest-xdist (`make test`: -n), each worker's temporary Prefect servers (the
+    # CLI's flow runs) keep their SQLite database in a PREFECT_HOME of the worker's own,
+    # kept between sessions so that its migrations run once: two workers never write one
+    # database. (The flow tests' harness and the tests of the local server have their own.)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / "pytest-workers" / worker
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)  # Prefect makes only the last level
+        os.environ["PREFECT_HOME"] = str(home)
     # A suite started in the background by a shell without job control (`nohup make
     # test &`, a script's `cmd &`) inherits SIGINT ignored and hands that to every child
     # it starts, so the tests that stop a command with SIGINT would wait out their

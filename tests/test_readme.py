@@ -11,6 +11,11 @@
   `examples/` (as a clone would), with `.venv/bin` first on PATH and the shell
   expanding globs.
 
+- Every `benchmaker` command in README.md's ```sh blocks aimed at the endpoint
+  http://127.0.0.1:8000 runs as written against the bundled scripted server
+  (benchmaker.testing.scenario_server), started by the test on a free port that takes
+  the place of 8000.
+
 A command is run when it starts with `benchmaker` and has no placeholder (an upper-case
 word such as PORT or RUN_ID, `...`), no URL, no absolute or `../` path, every file it
 reads is bundled, and it is not a long-running server (`serve-replay`, `record`) or the
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import os
 import re
 import shlex
@@ -76,18 +82,26 @@ def readme_commands(text: str) -> list[str]:
 
 
 _OUTPUT_FLAGS = {"-o", "--output", "--out-dir", "--warehouse", "--parquet"}
+# the endpoint of the README's `benchmaker llm` commands: the bundled scripted server
+# takes its place in test_readme_endpoint_commands_run_on_the_bundled_scripted_server
+ENDPOINT = "http://127.0.0.1:8000"
 
 
-def skip_reason(cmd: str, produced: frozenset[str] = frozenset({"trajectories.jsonl"})) -> str | None:
+def skip_reason(
+    cmd: str, produced: frozenset[str] = frozenset({"trajectories.jsonl"}), *, endpoint: bool = False
+) -> str | None:
     """Why `cmd` is not run here (module docstring), or None to run it. `produced`: the
-    files an earlier README command writes (the convert step's output)."""
+    files an earlier README command writes (the convert step's output). `endpoint`: a
+    command whose every URL is on ENDPOINT runs (against the bundled scripted server)."""
     words = cmd.split()
     if words[0] != "benchmaker":
         return "not a benchmaker command"
     if len(words) > 1 and words[1] in _SKIP_COMMANDS:
         return f"`{words[1]}` runs a server or manages the local Prefect server"
-    if "://" in cmd:
+    urls = re.findall(r"\w+://\S+", cmd)
+    if urls and not (endpoint and all(u.startswith(ENDPOINT + "/") for u in urls)):
         return "needs an endpoint (URL)"
+    cmd = cmd.replace(ENDPOINT, "")
     if _PLACEHOLDER.search(re.sub(r"\"[^\"]*\"", "", cmd)):
         return "has a placeholder"
     if "$" in cmd:
@@ -140,6 +154,46 @@ def test_readme_commands_on_bundled_files_run_as_written(tmp_path: Path) -> None
     assert len(ran) >= 6
     assert (tmp_path / "trajectories.jsonl").is_file() and (tmp_path / "warehouse.duckdb").is_file()
     assert any((tmp_path / "exports").rglob("*.parquet"))
+
+
+@pytest.mark.slow  # 20 s of poisson:200, then 200 requests at concurrency 8
+def test_readme_endpoint_commands_run_on_the_bundled_scripted_server(tmp_path: Path) -> None:
+    cmds = [c for c in readme_commands((REPO / "README.md").read_text()) if skip_reason(c) is not None]
+    cmds = [c for c in cmds if skip_reason(c, endpoint=True) is None]
+    assert [c.split()[:2] for c in cmds] == [["benchmaker", "llm"]] * 2, cmds
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        runs = tmp_path / "runs"
+        for i, cmd in enumerate(cmds, start=1):
+            proc = subprocess.run(
+                ["bash", "-c", cmd.replace(ENDPOINT, url)],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            # exit 1 = the run finished but its verdict is invalid (a busy host's loop lag)
+            assert proc.returncode in (0, 1), f"{cmd}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            assert len(list(runs.iterdir())) == i
+    finally:
+        server.terminate()
+        server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()
+    summaries = {}
+    for bundle in runs.iterdir():
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        summaries[manifest["config"]["load"]] = json.loads((bundle / "summary.json").read_text())["run"]
+    assert set(summaries) == {"poisson:200", "closed:8"}
+    assert summaries["closed:8"]["n_ok"] == summaries["closed:8"]["n_samples"] == 200  # --max-requests 200
+    assert summaries["poisson:200"]["n_ok"] == summaries["poisson:200"]["n_samples"] > 0
 
 
 def _markdown_files() -> list[Path]:

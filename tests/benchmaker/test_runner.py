@@ -98,10 +98,11 @@ async def test_ttft_and_e2e_follow_the_server_timing(server, tmp_path):
     assert run["n_ok"] == 3
     # first piece after 50 ms, then 4 gaps of 20 ms: TTFT ~50 ms, E2E ~130 ms. Server and
     # client share the loop: the upper bounds add the longest hold-up the run's loop-lag
-    # check saw (0-1 ms idle, hundreds on a busy host)
+    # check saw (0-1 ms idle, hundreds on a busy host), once per server timer a span
+    # waits on (E2E: the first piece and 4 gaps, each can be held up)
     held_ms = result.summary["self_checks"]["loop_lag_ms"]["max"] or 0.0
     assert 50 <= run["ttft_ms"]["p50"] < 65 + held_ms
-    assert 130 <= run["e2e_ms"]["p50"] < 150 + held_ms
+    assert 130 <= run["e2e_ms"]["p50"] < 150 + 5 * held_ms
     assert run["itl_event_ms"]["count"] == 12  # 3 requests x 4 gaps
     assert 19 <= run["itl_event_ms"]["p50"] < 30 + held_ms
     assert result.summary["verdict"]["valid"], result.summary["verdict"]

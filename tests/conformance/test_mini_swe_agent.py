@@ -142,7 +142,7 @@ def test_command_mode_replay_of_the_real_agent_has_no_misses(recording, tmp_path
             agent_command(),
             "--task-dirs",
             str(TASK),
-            "--concurrency-sweep",
+            "--concurrency",
             "1,4",
             "--episodes-per-point",
             "4",

@@ -139,7 +139,7 @@ def test_command_mode_replay_of_pi_has_no_misses(recording, tmp_path, out_dir, a
             agent_command(api),
             "--task-dirs",
             str(TASK),
-            "--concurrency-sweep",
+            "--concurrency",
             "1,4",
             "--episodes-per-point",
             "4",

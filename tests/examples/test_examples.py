@@ -374,6 +374,50 @@ async def test_llm_grading_reports_accuracy(tmp_path: Path, monkeypatch, capsys)
     assert grades == [("correct", 6), ("wrong", 2)]
 
 
+async def test_llm_grading_against_the_scripted_server_says_what_it_needs(tmp_path: Path, monkeypatch, capsys):
+    # the bundled scripted server answers "tok tok ...": every answer graded wrong, and
+    # the run says, before and after, that it needs a model that answers arithmetic
+    async with ScenarioServer(Scenario()) as srv:
+        monkeypatch.setenv("URL", srv.chat_url)
+        code = await asyncio.to_thread(
+            cli_main, ["run", str(CONFIGS / "llm-grading.yaml"), "--out-dir", str(tmp_path / "out"), "--no-progress"]
+        )
+    _, summary, _ = _read(tmp_path / "out")
+    assert code == 1 and (summary["run"]["n_graded"], summary["run"]["n_correct"]) == (8, 0)
+    out = " ".join(capsys.readouterr().out.split())
+    needs = (
+        "llm-grading.yaml needs: a real model that answers arithmetic questions, its chat endpoint in URL "
+        "(and MODEL, OPENAI_API_KEY); no bundled server answers questions: against the scripted one every "
+        "answer is graded wrong"
+    )
+    assert out.startswith(needs) and out.endswith(f"the run is not valid; {needs}"), out
+
+
+async def test_hooks_as_its_docstring_runs_it_on_the_scripted_server(tmp_path: Path, monkeypatch, capsys):
+    from examples.hooks import main
+
+    monkeypatch.setenv("HOOKS_SECRET", "s")
+    body = '{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    async with ScenarioServer(Scenario(content_chunks=3)) as srv:
+        argv = [srv.chat_url, "--requests", "3"]
+        code = await asyncio.to_thread(
+            main, [*argv, "--field", "choices[0].message.content", "--body", body, "--out-dir", str(tmp_path / "a")]
+        )
+        _, summary, rows = _read(tmp_path / "a")
+        _exit_matches(code, summary)
+        assert [(r["outcome"], r["meta"]["choices[0].message.content"]) for r in rows] == [("ok", "tok tok tok ")] * 3
+        assert "needs" not in capsys.readouterr().err
+        # the default --field result is not in chat JSON: no request succeeds, and it says what it needs
+        code = await asyncio.to_thread(main, [*argv, "--out-dir", str(tmp_path / "b")])
+    _, _, rows = _read(tmp_path / "b")
+    assert code == 1 and {r["outcome"] for r in rows} == {"grading_error"}
+    assert capsys.readouterr().err == (
+        f"hooks.py: no request succeeded; it needs an API at {srv.chat_url} that answers with JSON holding "
+        "--field result (the bundled scripted server, python -m benchmaker.testing.scenario_server, answers "
+        "chat JSON: --field 'choices[0].message.content' with a chat --body)\n"
+    )
+
+
 async def test_http_yaml(tmp_path: Path, monkeypatch, capsys):
     # 30 s at constant:100 is long for a test: the same file for 0.5 s (50 arrivals, 10 ms apart)
     cfg = _patched(CONFIGS / "http.yaml", tmp_path / "http.yaml", ("duration_s: 30s", "duration_s: 0.5s"))

@@ -1,5 +1,5 @@
-"""One Prefect test harness for every flow test of the session (~10 s to start),
-with flow heartbeats and analytics off."""
+"""One Prefect test harness for every flow test of the session (~10 s to start; one per
+pytest-xdist worker), with flow heartbeats and analytics off."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ def prefect_harness():
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
     from prefect.testing.utilities import prefect_test_harness
 
+    # the harness's server migrates a new SQLite database as it starts: 10-20 s on a quiet
+    # host, over 150 s seen at load 30 with two xdist workers starting theirs at once
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        with prefect_test_harness(server_startup_timeout=90):
+        with prefect_test_harness(server_startup_timeout=300):
             yield
 
 

@@ -37,6 +37,9 @@ REPO = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
 POOL = "benchmaker-process"  # prefect.yaml definitions.work_pool.name
 _STARTUP_S = 120.0
+# one Prefect stack (module fixture, ~30 s to start) for every test here: under
+# pytest-xdist (--dist loadgroup) they run on one worker
+pytestmark = pytest.mark.xdist_group("prefect_stack")
 
 
 def _free_port() -> int:
@@ -178,8 +181,6 @@ async def test_deployment_run_of_a_two_shard_sweep_on_two_workers(tmp_path: Path
             "--param",
             "max_tokens=8",
             "--param",
-            "start_lead_s=20",
-            "--param",
             f'out_dir="{tmp_path / "a"}"',
             "--param",
             f'warehouse="{wh}"',
@@ -206,6 +207,8 @@ async def test_deployment_run_of_a_two_shard_sweep_on_two_workers(tmp_path: Path
     assert [(s["worker"], s["state"]) for s in summary["shards"]] == [(0, "COMPLETED"), (1, "COMPLETED")]
     workers = summary["self_checks"]["workers"]
     assert len({w["pid"] for w in workers}) == 2  # two flow-run processes
+    # the default start lead: the shards started together once both were ready (the
+    # readiness barrier), however long the pool took to pick them up
     for w in workers:  # each shard measured its clock and started on the shared start
         assert 0 <= w["start_late_ns"] < 50_000_000 and abs(w["clock"]["wall_offset_ns"]) < 10_000_000, w
     # the shards' own reasons (died, started late); lag reasons depend on what else shares the cores
@@ -227,8 +230,6 @@ async def test_deployment_run_of_a_distributed_agent_replay_on_two_workers(tmp_p
         "shards=2",
         "--param",
         'latency="fixed:50:0"',
-        "--param",
-        "start_lead_s=20",
         "--param",
         f'out_dir="{tmp_path / "a"}"',
         "--param",

@@ -62,7 +62,7 @@ def test_llm_sweep_bad_api_is_one_line_exit_2(tmp_path, capsys, extra, message):
             "http://127.0.0.1:9",
             "--model",
             "m",
-            "--concurrency-sweep",
+            "--concurrency",
             "1",
             "--out-dir",
             str(tmp_path),

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmaker.flows.outcome import AllPointsInvalid, final_state, invalid_summary
+from benchmaker.flows.outcome import AllPointsInvalid, final_state, grading_summary, invalid_summary
 
 OK = {"sweep_point": "c1", "valid": True, "invalid_reason": None}
 LATE = {"sweep_point": "c2", "valid": False, "invalid_reason": "worker 1 did not finish in time (stopped)"}
@@ -51,6 +51,54 @@ def test_every_point_invalid_is_failed_carrying_out():
     assert isinstance(state.data, AllPointsInvalid) and state.data.out is out
 
 
+# graded points: the verifier re-ran the task's tests on 1 and on 4 episodes
+GRADED = {**OK, "n_reverified": 1, "n_resolved_reverified": 1}
+GRADED_LOW = {**LOW, "n_reverified": 4, "n_resolved_reverified": 3, "n_carried": 2, "n_resolved_carried": 0}
+
+
+def test_the_accuracy_of_graded_points_is_in_every_state_message():
+    assert grading_summary([OK, LATE]) is None  # nothing graded: nothing said
+    assert grading_summary([GRADED, GRADED_LOW]) == (
+        "accuracy (resolved of re-verified episodes): c1 1 of 1 (100%), c4 3 of 4 (75%); "
+        "resolved as recorded (carried from the logs): c4 0 of 2 (0%)"
+    )
+    state = final_state({"run_id": "r", "points": [GRADED]})  # valid, and graded: said in a Completed state
+    assert (state.type.value, state.name, state.message) == (
+        "COMPLETED",
+        "Completed",
+        "1 of 1 sweep points valid; accuracy (resolved of re-verified episodes): c1 1 of 1 (100%)",
+    )
+    assert final_state({"run_id": "r", "points": [GRADED, GRADED_LOW]}).message == (
+        "1 of 2 sweep points invalid: c4: the target concurrency was never reached: at most 3 of 4 were in flight "
+        "at once; accuracy (resolved of re-verified episodes): c1 1 of 1 (100%), c4 3 of 4 (75%); "
+        "resolved as recorded (carried from the logs): c4 0 of 2 (0%)"
+    )
+    assert final_state({"run_id": "r", "points": [GRADED_LOW]}).message == (
+        "every sweep point is invalid (1 of 1): c4: the target concurrency was never reached: at most 3 of 4 were "
+        "in flight at once; accuracy (resolved of re-verified episodes): c4 3 of 4 (75%); "
+        "resolved as recorded (carried from the logs): c4 0 of 2 (0%)"
+    )
+
+
+async def _logged(flow_run_id, wait_s: float = 60.0) -> list[str]:
+    """The messages the API holds for `flow_run_id`'s logs, waiting up to `wait_s` for
+    any (the run's log handler sends them in batches, every 2 s by default)."""
+    import asyncio
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    deadline = time.monotonic() + wait_s
+    async with get_client() as client:
+        while True:
+            logs = await client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+            messages = [log.message for log in logs]
+            if any("sweep point" in m for m in messages) or time.monotonic() > deadline:
+                return messages
+            await asyncio.sleep(0.5)
+
+
 @pytest.mark.prefect
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -68,7 +116,8 @@ async def test_cli_gets_out_and_the_flow_run_keeps_the_state(tmp_path):
 
     manifest = tmp_path / "manifest.json"
     said: list[str] = []
-    for points, state_name in (([OK], "Completed"), ([OK, LATE], "Invalid"), ([LATE, LOW], "Failed")):
+    cases = (([OK], "Completed"), ([OK, LATE], "Invalid"), ([LATE, LOW], "Failed"), ([GRADED], "Completed"))
+    for points, state_name in cases:
         manifest.write_text('{"run_id": "r"}')
         out = await run_sweep_flow(probe, {"points": points, "manifest": str(manifest)}, announce=said.append)
         assert out == {"run_id": "r", "points": points}
@@ -76,6 +125,11 @@ async def test_cli_gets_out_and_the_flow_run_keeps_the_state(tmp_path):
         async with get_client() as client:
             fr = await client.read_flow_run(kept["flow_run_id"])
         assert fr.state.name == state_name
+        # the API keeps the message final_state gave: the reasons, the accuracy with its n
+        expected = final_state({"run_id": "r", "points": points})
+        assert fr.state.message == (None if isinstance(expected, dict) else expected.message)
+        if not isinstance(expected, dict):  # and the run logged it (`prefect deployment run --watch` prints logs)
+            assert expected.message in await _logged(fr.id), state_name
         # announced before the run, with what `benchmaker retry` takes
         assert said[-1] == f"flow run {fr.id} ({fr.name})"
         assert kept["flow_run_name"] == fr.name

@@ -82,9 +82,9 @@ def test_bad_parameters_are_named(params: dict, message: str) -> None:
 def test_cli_refuses_bad_sweep_before_prefect_starts(capsys: pytest.CaptureFixture[str]) -> None:
     from benchmaker.recipes.cli import main
 
-    rc = main(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency-sweep", "1,0"])
+    rc = main(["swebench-replay", "--logs", str(EXAMPLE), "--concurrency", "1,0"])
     assert rc == 2
-    assert capsys.readouterr().err == "benchmaker: error: --concurrency-sweep: expected a number >= 1 (got 0)\n"
+    assert capsys.readouterr().err == "benchmaker: error: --concurrency: expected a number >= 1 (got 0)\n"
 
 
 # --- one parameters model per flow (benchmaker.flows.common.takes) -----------------------------------

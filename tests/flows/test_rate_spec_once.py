@@ -98,7 +98,7 @@ def test_swebench_replay_parses_its_rate_once_and_judges_with_the_given_lag_limi
         "swebench-replay",
         "--logs",
         str(EXAMPLE),
-        "--concurrency-sweep",
+        "--concurrency",
         "1",
         "--rate",
         "poisson:50",
@@ -149,11 +149,11 @@ def test_llm_sweep_parses_each_load_once_and_judges_with_the_given_lag_limit(ser
             server,
             "--model",
             "m",
-            "--concurrency-sweep",
+            "--concurrency",
             "2",
             "--rate-sweep",
             "40",
-            "--loads",
+            "--rate",
             "constant:50",
             "--max-requests",
             "4",
@@ -169,7 +169,8 @@ def test_llm_sweep_parses_each_load_once_and_judges_with_the_given_lag_limit(ser
             str(tmp_path / "w.duckdb"),
         ]
     )
-    # --loads parsed once by the CLI; closed:2 and poisson:40 are built from their numbers
+    # --rate parsed once by the CLI; closed:2 and poisson:40 (--rate-sweep, the old spelling
+    # kept hidden) are built from their numbers
     assert calls == ["constant:50"]
     assert code == 1, capsys.readouterr().out
     bundle = _bundle(tmp_path / "a")

@@ -371,3 +371,19 @@ def test_failed_metrics_scrapes_are_printed_beside_the_verdict(server, tmp_path,
         f"monitor {name}: {stats['samples']} of {stats['samples']} scrapes failed (last error: "
         f"{' '.join(stats['last_error'].split())}); monitor.jsonl lacks them"
     ) in out
+
+
+def test_concurrency_n_is_the_closed_loop_of_n_and_excludes_rate(server, tmp_path, capsys):
+    argv = ["llm", "--url", server + "/v1/chat/completions", "--model", "m", "--max-requests", "4", "--no-progress"]
+    assert main([*argv, "--concurrency", "2", "--out-dir", str(tmp_path / "a")]) == 0
+    assert main([*argv, "--rate", "closed:2", "--out-dir", str(tmp_path / "b")]) == 0
+    assert main([*argv, "--out-dir", str(tmp_path / "c")]) == 0
+    loads = [orjson.loads((only_bundle(tmp_path / d) / "manifest.json").read_bytes())["config"]["load"] for d in "abc"]
+    assert loads == ["closed:2", "closed:2", "closed:1"]
+    capsys.readouterr()
+    assert main([*argv, "--concurrency", "2", "--rate", "poisson:5", "--out-dir", str(tmp_path / "d")]) == 2
+    assert capsys.readouterr().err == (
+        "benchmaker: error: --concurrency and --rate: give one (--concurrency 2 is --rate closed:2)\n"
+    )
+    assert main([*argv, "--concurrency", "0", "--out-dir", str(tmp_path / "d")]) == 2
+    assert capsys.readouterr().err == "benchmaker: error: --concurrency: expected an integer >= 1 (got 0)\n"

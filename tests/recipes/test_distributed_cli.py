@@ -42,7 +42,7 @@ def test_swebench_replay_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
             "swebench-replay",
             "--logs",
             str(EXAMPLE),
-            "--concurrency-sweep",
+            "--concurrency",
             "4",
             "--latency",
             "fixed:50:0",
@@ -86,7 +86,7 @@ async def test_llm_sweep_with_two_shards_on_dask(tmp_path: Path, local_cluster) 
             server.url,
             "--model",
             "m",
-            "--loads",
+            "--rate",
             "constant:40",
             "--duration",
             "1",
@@ -156,7 +156,7 @@ def test_scale_out_options_are_checked_before_anything_runs(tmp_path: Path, args
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # only against a hang: the CLI's start alone took over 60 s at load 30
     )
     assert proc.returncode == 2
     assert message in proc.stderr and "secret" not in proc.stderr

@@ -36,6 +36,26 @@ async def test_agent_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     rows = _rows(tmp_path, code)
     assert len(rows) == 20 and {r["outcome"] for r in rows} == {"ok"}
     assert {r["meta"]["n_model_calls"] for r in rows} == {2}  # turns: 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith(
+        "agent.yaml needs: a model that repeats a word at MODEL_URL (an OpenAI-compatible base URL); the bundled "
+        'scripted server (python -m benchmaker.testing.scenario_server) answers "tok tok ...": with it set ECHO_WORD=tok'
+    ), out
+    assert "the run is not valid" not in out
+
+
+async def test_agent_example_with_another_word_says_what_it_needs(tmp_path: Path, monkeypatch, capsys):
+    async with ScenarioServer(Scenario()) as srv:
+        monkeypatch.setenv("MODEL_URL", srv.url)
+        monkeypatch.delenv("ECHO_WORD", raising=False)  # "hello": the scripted server never says it
+        code = await asyncio.to_thread(
+            main, ["run", str(CONFIGS / "agent.yaml"), "--out-dir", str(tmp_path), "--no-progress"]
+        )
+    (bundle,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    rows = [json.loads(x) for x in (bundle / "samples.jsonl").read_text().splitlines()]
+    assert code == 1 and len(rows) == 20 and {r["outcome"] for r in rows} == {"graded_wrong"}
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the run is not valid; agent.yaml needs: a model that repeats a word at MODEL_URL" in out, out
 
 
 def test_sandbox_lifecycle_example_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys):

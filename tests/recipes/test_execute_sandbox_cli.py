@@ -44,7 +44,7 @@ def no_bwrap(tmp_path: Path, monkeypatch):
             "swebench-replay",
             "--logs",
             str(EXAMPLE),
-            "--concurrency-sweep",
+            "--concurrency",
             "1",
             "--mode",
             "execute",

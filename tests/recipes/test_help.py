@@ -1,15 +1,18 @@
 """Every option of every `benchmaker` command says what it does in `--help` (the
 help showed only names and types, because the docstrings' parameter sections were in a
-form cyclopts does not parse)."""
+form cyclopts does not parse), in one vocabulary: --concurrency for what is in flight,
+--rate for open-loop arrivals, --workers N|auto, no --empty-* and no --no-* but for the
+switches that are on by default; the old spellings still work, hidden."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-import benchmaker.recipes.cli  # noqa: F401 - registers every command on the app
 from benchmaker.recipes.app import app
+from benchmaker.recipes.cli import main  # registers every command on the app
 
 
 def _leaf_commands(application, prefix=()):
@@ -62,3 +65,99 @@ def test_the_root_help_lists_the_commands_by_job(capsys):
     for title, names in GROUPS.items():
         block = text.split(f"─ {title} ─", 1)[1].split("╰", 1)[0]
         assert sorted(re.findall(r"^│ ([a-z-]+)\s", block, re.M)) == sorted(names), title
+
+
+# --- one vocabulary ----------------------------------------------------------------------------
+
+# the switches that are on by default (or on a terminal): only they have a --no- form
+ON_BY_DEFAULT = {"--no-stream", "--no-progress"}
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "recordings" / "tiny-task.pi.jsonl"
+
+
+def _options(command: tuple[str, ...], capsys) -> dict[str, str]:
+    """The options of `benchmaker COMMAND --help`: each name (a --no- form too) -> its
+    type as the help shows it ("" for a switch)."""
+    out: dict[str, str] = {}
+    for line in _help_text(command, capsys).splitlines():
+        m = re.match(r"^│\s*\*?\s*(--[\w-]+(?: -?-[\w-]+)*)(?:\s+([A-Z][A-Z.\[\]|]*))?", line)
+        if m:
+            for name in m.group(1).split():
+                out[name] = m.group(2) or ""
+    return out
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_has_no_empty_or_needless_no_flags(command, capsys):
+    names = set(_options(command, capsys))
+    assert {n for n in names if n.startswith("--empty-")} == set()
+    assert {n for n in names if n.startswith("--no-")} <= ON_BY_DEFAULT
+    assert names & {"--concurrency-sweep", "--rate-sweep", "--loads"} == set()  # hidden old spellings
+
+
+def test_concurrency_rate_and_workers_are_named_and_typed_alike_on_every_command(capsys):
+    options = {" ".join(c): _options(c, capsys) for c in COMMANDS}
+    # requests, commands or episodes in flight: --concurrency (a list of points on a sweep)
+    assert {c for c, o in options.items() if "--concurrency" in o} == {
+        "llm",
+        "http",
+        "sglang",
+        "sandbox",
+        "calibrate",
+        "trajectory-replay",
+        "swebench",
+        "llm-sweep",
+        "swebench-replay",
+    }
+    assert options["llm"]["--concurrency"] == options["http"]["--concurrency"] == "INT"
+    assert options["llm-sweep"]["--concurrency"] == options["swebench-replay"]["--concurrency"] == "STR"
+    # open-loop arrivals: --rate SPEC (repeatable on a sweep)
+    assert {c for c, o in options.items() if "--rate" in o} == {
+        "llm",
+        "http",
+        "sglang",
+        "sandbox",
+        "llm-sweep",
+        "swebench-replay",
+    }
+    assert options["llm-sweep"]["--rate"] == options["swebench-replay"]["--rate"] == "STR..."
+    # worker processes: N or auto on every command that has them
+    workers = {c: o["--workers"] for c, o in options.items() if "--workers" in o}
+    assert set(workers) == {"llm", "http", "sglang", "run", "swebench-replay"}
+    assert set(workers.values()) == {"STR"}
+
+
+def _plan(capsys, tmp_path: Path, *flags: str) -> tuple[int, str]:
+    argv = ["swebench-replay", "--logs", str(EXAMPLE), *flags, "--dry-run", "--out-dir", str(tmp_path / "a")]
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_the_old_spellings_still_work_hidden(tmp_path, capsys):
+    new = _plan(capsys, tmp_path, "--concurrency", "1,4", "--workers", "auto")
+    assert new[0] == 0 and new[1].startswith("plan: 2 sweep point(s) x 1 trajectory(ies)"), new
+    assert _plan(capsys, tmp_path, "--concurrency-sweep", "1,4", "--workers", "auto") == new
+    assert _plan(capsys, tmp_path, "--concurrency", "1", "--concurrency-sweep", "4") == (
+        2,
+        "benchmaker: error: --concurrency and --concurrency-sweep: give one (--concurrency-sweep is its old name)\n",
+    )
+    assert _plan(capsys, tmp_path, "--workers", "two") == (
+        2,
+        "benchmaker: error: --workers: expected a whole number >= 1 or 'auto' (got 'two')\n",
+    )
+    # llm-sweep: --loads is --rate, --concurrency-sweep is --concurrency (refused here before Prefect starts)
+    base = ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m"]
+    assert main([*base, "--loads", "posson:1"]) == main([*base, "--rate", "posson:1"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == err[1] and err[0].startswith("benchmaker: error: --rate: unknown load model 'posson'"), err
+    assert main([*base, "--concurrency-sweep", "0"]) == main([*base, "--concurrency", "0"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["benchmaker: error: --concurrency: expected integers >= 1 (got 0)"] * 2
+
+
+@pytest.mark.parametrize("command", [(), *COMMANDS], ids=lambda c: " ".join(c) or "root")
+def test_help_names_no_module_or_source_file(command, capsys):
+    # a user reads docs/ pages, not our modules: no `benchmaker.x.y`, no `.py` or `.sql` file
+    text = " ".join(_help_text(command, capsys).replace("│", " ").split())
+    assert re.findall(r"benchmaker\.[a-z_]+\.\w+|[\w/]+\.(?:py|sql)\b", text) == [], text

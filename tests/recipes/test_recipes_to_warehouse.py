@@ -340,7 +340,7 @@ def test_swebench_replay_of_a_recording_loads_the_warehouse(tmp_path: Path, caps
             "swebench-replay",
             "--trajectories",
             str(rec),
-            "--concurrency-sweep",
+            "--concurrency",
             "1,2",
             "--episodes-per-point",
             "2",

@@ -34,7 +34,9 @@ async def _hang(request: web.Request) -> web.StreamResponse:
 async def _server() -> tuple[web.AppRunner, str]:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", _hang)
-    runner = web.AppRunner(app)
+    # the handlers never return: cleanup cancels them at once instead of waiting out
+    # aiohttp's 60 s graceful shutdown
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
     await runner.setup()
     sock = socket.create_server(("127.0.0.1", 0))
     await web.SockSite(runner, sock).start()

@@ -20,7 +20,7 @@ def test_bad_log_is_refused_with_the_converter_error_before_prefect(tmp_path: Pa
             "swebench-replay",
             "--logs",
             str(bad),
-            "--concurrency-sweep",
+            "--concurrency",
             "1",
             "--out-dir",
             str(tmp_path / "out"),

@@ -190,7 +190,7 @@ def test_conversion_progress_counts_a_conversation_dir_as_one_unit(tmp_path: Pat
 
 
 def test_swebench_replay_takes_a_directory_of_conversations(capsys) -> None:
-    assert main(["swebench-replay", "--logs", str(PARENT), "--concurrency-sweep", "1", "--dry-run"]) == 0
+    assert main(["swebench-replay", "--logs", str(PARENT), "--concurrency", "1", "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith("plan: 1 sweep point(s) x 2 trajectory(ies)")
 
 

@@ -61,15 +61,26 @@ class FakeServers:
         code = "import sys; sys.exit(3)" if self.exit_at_once else "import time; time.sleep(120)"
         if self.exit_at_once:
             kwargs["stdout"].write(b"boom: database is locked\n")
-        proc = subprocess.Popen([sys.executable, "-c", code, "prefect", "server"], **kwargs)
-        self.procs.append(proc)
         port = cmd[cmd.index("--port") + 1]
+        proc = subprocess.Popen([sys.executable, "-c", code, "prefect", "server", "--port", port], **kwargs)
+        self.procs.append(proc)
         if not self.exit_at_once:
             self.healthy.add(f"http://127.0.0.1:{port}/api")
         return proc
 
     def health(self, url: str) -> bool:
-        return url in self.healthy
+        """Healthy once marked and its process runs its own command line (as a real
+        server answers only once it runs: owned_by_me reads /proc/PID/cmdline)."""
+        if url not in self.healthy:
+            return False
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        for p in self.procs:
+            if port in p.args and p.poll() is None:
+                try:
+                    return b"prefect" in Path(f"/proc/{p.pid}/cmdline").read_bytes()
+                except OSError:
+                    return False
+        return True
 
     def close(self) -> None:
         for p in self.procs:

@@ -166,7 +166,8 @@ def _int(value: Any) -> int | None:
 
 
 def _usage(tokens: dict[str, Any]) -> Any:
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+    found = tokens.get("cache")
+    cache: dict[str, Any] = found if isinstance(found, dict) else {}
     inp, out, reasoning = _int(tokens.get("input")), _int(tokens.get("output")), _int(tokens.get("reasoning"))
     read, write = _int(cache.get("read")), _int(cache.get("write"))
     return fast_usage(

@@ -179,7 +179,7 @@ CONFORMANCE_OUT ?= artifacts/conformance
 conformance: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,tokenizers]'
 	conformance/setup_venvs.sh all
-	@mkdir -p $(CONFORMANCE_OUT); rm -f $(CONFORMANCE_OUT)/*.md; t0=$$(date +%s); \
+	@mkdir -p $(CONFORMANCE_OUT); rm -f $(CONFORMANCE_OUT)/*.md $(CONFORMANCE_OUT)/agents.jsonl; t0=$$(date +%s); \
 	BENCHMAKER_CONFORMANCE=1 BENCHMAKER_CONFORMANCE_OUT=$(CONFORMANCE_OUT) $(PY) -m pytest tests/conformance \
 		-p no:cacheprovider --basetemp=$(CONFORMANCE_OUT)/tmp -q -rs; status=$$?; \
 	for f in $(CONFORMANCE_OUT)/*.md; do [ -f "$$f" ] && { echo; echo "== $$f"; cat "$$f"; }; done; \

@@ -10,7 +10,11 @@ its providers from `~/.pi/agent/models.json`, so each run gets a HOME of its own
 temporary folder, removed at the end) holding one custom provider `bench`: `baseUrl`
 the given URL, `api` one of pi's wire APIs (`openai-completions` is chat completions;
 pi's others are `openai-responses`, `anthropic-messages` and `google-generative-ai`),
-`apiKey` "conformance", one model. Then `pi --provider bench --model MODEL -p TASK`
+`apiKey` "conformance", one model. `--base-url` is the OpenAI-style base (ending in
+`/v1`, as command mode's {base_url}); each API's SDK gets the base it expects
+(`provider_base_url`): the Anthropic SDK appends `/v1/messages` itself (so the `/v1` is
+dropped) and pi's Google provider takes a base that already names the API version
+(`<root>/v1beta`). Then `pi --provider bench --model MODEL -p TASK`
 (non-interactive: one prompt, tool calls until the model answers without one) with
 PI_OFFLINE=1 (no update checks or downloads). pi always streams. Its session log (JSONL)
 goes to `--session-dir` (default: inside the temporary HOME, so it is removed with it).
@@ -44,12 +48,25 @@ def pi_prefix() -> Path:
     return (Path(env) if env else Path.home() / ".cache" / "benchmaker-conformance") / "pi"
 
 
+def provider_base_url(base_url: str, api: str) -> str:
+    """The `baseUrl` pi's provider of `api` needs for the OpenAI-style `base_url`
+    (http://host:port/v1): the same for the two OpenAI APIs, without `/v1` for
+    anthropic-messages, `<root>/v1beta` for google-generative-ai."""
+    root = base_url.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    if api == "anthropic-messages":
+        return root
+    if api == "google-generative-ai":
+        return root + "/v1beta"
+    return root + "/v1"
+
+
 def models_json(base_url: str, api: str, model: str) -> dict:
     """pi's `~/.pi/agent/models.json` with the one provider `bench` (module docstring)."""
     return {
         "providers": {
             "bench": {
-                "baseUrl": base_url,
+                "baseUrl": provider_base_url(base_url, api),
                 "api": api,
                 "apiKey": "conformance",
                 "models": [{"id": model, "contextWindow": 128000, "maxTokens": 4096}],

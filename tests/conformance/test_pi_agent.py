@@ -20,12 +20,11 @@ import json
 import shutil
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conformance.clients import url_process
+from conformance.clients import flush_recorder, run_agent, url_process
 from conformance.command_replay import replay_in_command_mode
 from conformance.pi_agent import pi_prefix
 from conformance.venvs import REPO
@@ -50,28 +49,11 @@ def record_on(api: str, upstream: str, tmp, out_dir) -> tuple:
     with url_process(
         [BENCHMAKER, "record", "--upstream", upstream, "-o", str(rec)], log=out_dir / f"pi-{api}-record.log"
     ) as rec_url:
-        agent = subprocess.run(
-            [
-                sys.executable,
-                str(PI_AGENT),
-                "--base-url",
-                rec_url + "/v1",
-                "--task-file",
-                "ISSUE.md",
-                "--api",
-                api,
-                "--session-dir",
-                str(sessions),
-            ],
-            cwd=workdir,
-            capture_output=True,
-            text=True,
-            timeout=600,
+        argv = [sys.executable, str(PI_AGENT), "--base-url", rec_url + "/v1", "--task-file", "ISSUE.md"]
+        run_agent(
+            [*argv, "--api", api, "--session-dir", str(sessions)], cwd=workdir, log=out_dir / f"pi-{api}-agent.log"
         )
-        (out_dir / f"pi-{api}-agent.log").write_text(agent.stdout + agent.stderr)
-        assert agent.returncode == 0, agent.stdout[-2000:] + agent.stderr[-2000:]
-        with urllib.request.urlopen(urllib.request.Request(rec_url + "/flush", data=b"", method="POST")) as r:
-            flushed = json.load(r)
+        flushed = flush_recorder(rec_url)
     assert flushed["trajectories"] == 1 and flushed["turns"] == 5, flushed
     (session,) = sessions.glob("*.jsonl")
     return rec, session, workdir

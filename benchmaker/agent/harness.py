@@ -291,6 +291,8 @@ def rebase_sample(s: Sample, delta_ns: int) -> None:
 
 
 _HTTP_ERROR = Outcome.HTTP_ERROR.value
+# response header of the replay server on side traffic (benchmaker/replay_server/side.py)
+_SIDE_HEADER = "x-replay-side"
 # request headers the command-mode proxy does not pass on (hop-by-hop, the body's own
 # framing, compression it would have to undo, the agent's keys: replaced by the run's)
 _NOT_FORWARDED = frozenset(
@@ -634,7 +636,9 @@ class _MeasuringProxy:
     JSON body; OpenAI Responses, Anthropic Messages and Gemini (their standard paths,
     benchmaker.agent.wire_calls) are forwarded byte for byte with the agent's headers (its
     own key replaced by `api_key`) and relayed byte for byte. An upstream HTTP error is
-    answered with its status and body; another path gets a 404 naming it."""
+    answered with its status and body; another path gets a 404 naming it. A request the
+    replay server answers as side traffic (header `x-replay-side`: a title request, a
+    router call) is relayed but is no turn of the episode."""
 
     def __init__(self, base_url: str, st: _Episode, api_key: str | None, unix_dir: str | None = None):
         self.client = ModelClient(base_url, api_key=api_key, t0_ns=st.t0)
@@ -683,7 +687,8 @@ class _MeasuringProxy:
                 await resp.prepare(request)
             await resp.write(data)
         call = s.result
-        self.st.add_call(call, turn_index, None)
+        if _SIDE_HEADER not in call.headers:  # side traffic the replay server answered is no turn
+            self.st.add_call(call, turn_index, None)
         if resp is None:
             if call.outcome == Outcome.HTTP_ERROR.value:
                 return web.Response(status=call.status or 502, text=call.error or "", content_type="application/json")

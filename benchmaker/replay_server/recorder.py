@@ -51,6 +51,10 @@ the first assistant message; the turn index is its number of assistant messages
   response recorded at that index (counted as skipped `superseded_turns`).
 - turn index > recorded turns: the proxy missed earlier turns (started mid-run);
   relayed, not recorded (`unseen_turns`).
+- a chat title request (benchmaker.replay_server.side: opencode's title call, no tools,
+  the title prompt as system text): side traffic, relayed, not recorded
+  (`title_request`); it repeats the user's task, so it would open the task's
+  conversation with its own system text and messages.
 Concurrent conversations with the same key are not told apart (the replay server
 could not tell them apart either).
 
@@ -94,6 +98,7 @@ from benchmaker.apis.openai_responses import OpenAIResponsesParser
 from benchmaker.apis.openai_responses import chat_messages as responses_chat_messages
 from benchmaker.engine.records import Sample
 from benchmaker.engine.sse import SSEParser
+from benchmaker.replay_server.side import is_title_request
 from benchmaker.trajectories.trajectory import (
     FinishReason,
     Observation,
@@ -538,6 +543,14 @@ class _Conversation:
     digest: Any = field(default_factory=hashlib.sha256)
 
 
+def _is_title_call(req: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
+    """True for a chat title request (side.is_title_request: opencode's title call, which
+    repeats the user's task and would otherwise open the task's conversation)."""
+    system = next((m for m in messages if m.get("role") == "system"), None)
+    text = None if system is None else flatten_content(system.get("content"))
+    return is_title_request(text, bool(req.get("tools")))
+
+
 def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """(request, its chat messages) of a request body; (None, []) when it cannot be read.
     `api` "responses": the messages of its input items (openai_responses.chat_messages)."""
@@ -865,13 +878,16 @@ def create_recorder_app(
         started_at = datetime.now(UTC).isoformat()
         body = await request.body()
         req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
+        title = api == "chat" and req is not None and _is_title_call(req, messages)
         placed = (
             recorder.begin(messages, req.get("model") if isinstance(req.get("model"), str) else None)
-            if req is not None
+            if req is not None and not title
             else None
         )
         if req is None:
             recorder.skipped["bad_request"] += 1
+        elif title:  # side traffic (benchmaker.replay_server.side): relayed, never a turn
+            recorder.skipped["title_request"] += 1
         path = {"responses": "/responses", "messages": "/messages"}.get(api, "/chat/completions")
         resp = await open_upstream(request, v1 + path, body)
         if not isinstance(resp, httpx.Response):

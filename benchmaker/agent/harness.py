@@ -63,12 +63,13 @@ from typing import Any
 from aiohttp import web
 
 from benchmaker.agent.episodes import Episode, TurnRecord
-from benchmaker.agent.model_client import ChatResult, MessageLog, ModelClient
+from benchmaker.agent.model_client import ChatResult, ChatStream, MessageLog, ModelClient
 from benchmaker.agent.sandbox import PRIVATE_ENV, Sandbox, SandboxError
 from benchmaker.agent.sandbox.local import LocalSandbox, LocalSandboxFactory
 from benchmaker.agent.sandbox.spawner import InlineSpawner
 from benchmaker.agent.tools import TextActionStyle, ToolOutcome, run_pi_tool, run_text_action
 from benchmaker.agent.verifier import TaskSpec, Verdict, carried, task_id_of, verify
+from benchmaker.agent.wire_calls import wire_call
 from benchmaker.engine.records import Outcome, Sample
 from benchmaker.trajectories.context import request_messages
 from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Turn
@@ -332,6 +333,23 @@ def rebase_sample(s: Sample, delta_ns: int) -> None:
 
 
 _HTTP_ERROR = Outcome.HTTP_ERROR.value
+# response header of the replay server on side traffic (benchmaker/replay_server/side.py)
+_SIDE_HEADER = "x-replay-side"
+# request headers the command-mode proxy does not pass on (hop-by-hop, the body's own
+# framing, compression it would have to undo, the agent's keys: replaced by the run's)
+_NOT_FORWARDED = frozenset(
+    {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "accept-encoding",
+        "authorization",
+        "x-api-key",
+        "x-goog-api-key",
+    }
+)
 
 
 SERVED_OUTCOMES = frozenset(
@@ -709,15 +727,22 @@ async def _until_strayed(agent: asyncio.Future[Any], strayed: asyncio.Event, gra
 
 
 class _MeasuringProxy:
-    """A loopback OpenAI chat endpoint in front of `base_url` for command mode: each
-    agent request is forwarded with ModelClient (so model time, TTFT and usage are
-    measured exactly as in the other modes and recorded as turns of the episode) and
-    answered as SSE chunks (re-serialised, same JSON objects) or one JSON body; an
-    upstream HTTP error is answered with its status and body. The first call the
-    replay server refused as a miss sets `strayed` and describes itself in `stray`."""
+    """A loopback model endpoint in front of `base_url` for command mode: each agent
+    request is forwarded with ModelClient (so model time, TTFT and usage are measured
+    exactly as in the other modes and recorded as turns of the episode) and answered as
+    it arrives. OpenAI chat completions (`/v1/chat/completions`) is re-sent as the chat
+    client's body and answered as SSE chunks (re-serialised, same JSON objects) or one
+    JSON body; OpenAI Responses, Anthropic Messages and Gemini (their standard paths,
+    benchmaker.agent.wire_calls) are forwarded byte for byte with the agent's headers (its
+    own key replaced by `api_key`) and relayed byte for byte. An upstream HTTP error is
+    answered with its status and body; another path gets a 404 naming it. A request the
+    replay server answers as side traffic (header `x-replay-side`: a title request, a
+    router call) is relayed but is no turn of the episode. The first call the replay
+    server refused as a miss sets `strayed` and describes itself in `stray`."""
 
     def __init__(self, base_url: str, st: _Episode, api_key: str | None, unix_dir: str | None = None):
         self.client = ModelClient(base_url, api_key=api_key, t0_ns=st.t0)
+        self.api_key = api_key
         self.st = st
         self.url = ""
         self.port = 0
@@ -735,7 +760,25 @@ class _MeasuringProxy:
         stream = bool(body.pop("stream", False))
         body.pop("stream_options", None)
         n_assistant = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
-        s = self.client.stream(messages, stream=stream, **body)
+        return await self._relay(request, self.client.stream(messages, stream=stream, **body), stream, n_assistant)
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        payload = await request.read()
+        try:
+            call = wire_call(request.path, request.query_string, payload)
+        except ValueError as exc:
+            return web.json_response({"error": {"message": str(exc)}}, status=400)
+        if call is None:
+            return web.json_response({"error": {"message": f"no model API at {request.path}"}}, status=404)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        # a Gemini client's `key=` query is its own key, as the headers above
+        target = request.rel_url.with_query([(k, v) for k, v in request.rel_url.query.items() if k != "key"])
+        s = self.client.forward(str(target), payload, stream=call.stream, headers=headers, parser=call.parser)
+        return await self._relay(request, s, call.stream, call.turn_index)
+
+    async def _relay(self, request: web.Request, s: ChatStream, stream: bool, turn_index: int) -> web.StreamResponse:
         resp: web.StreamResponse | None = None
         async for data in s:  # relayed byte for byte as they arrive
             if resp is None:
@@ -746,10 +789,11 @@ class _MeasuringProxy:
                 await resp.prepare(request)
             await resp.write(data)
         call = s.result
-        rec = self.st.add_call(call, n_assistant, None)
-        if rec.miss_kind is not None and self.stray is None:
-            self.stray = f"turn {n_assistant}: the replay server refused the agent's request ({rec.miss_kind}, HTTP {call.status})"
-            self.strayed.set()
+        if _SIDE_HEADER not in call.headers:  # side traffic the replay server answered is no turn
+            rec = self.st.add_call(call, turn_index, None)
+            if rec.miss_kind is not None and self.stray is None:
+                self.stray = f"turn {turn_index}: the replay server refused the agent's request ({rec.miss_kind}, HTTP {call.status})"
+                self.strayed.set()
         if resp is None:
             if call.outcome == Outcome.HTTP_ERROR.value:
                 return web.Response(status=call.status or 502, text=call.error or "", content_type="application/json")
@@ -761,6 +805,7 @@ class _MeasuringProxy:
         app = web.Application()
         for path in ("/v1/chat/completions", "/chat/completions"):
             app.router.add_post(path, self._handle)
+        app.router.add_post("/{tail:.*}", self._forward)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         sock = socket.create_server(("127.0.0.1", 0))

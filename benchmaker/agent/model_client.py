@@ -230,6 +230,7 @@ class ModelClient:
         base = base_url.rstrip("/")
         if base.endswith("/v1"):
             base = base[: -len("/v1")]
+        self.base_url = base
         self.url = base + "/v1/chat/completions"
         self.api_key = api_key
         self.model = model
@@ -337,6 +338,14 @@ class ModelClient:
             payload = self.encode(self.body(messages, stream=stream, model=model, **extra))
         caps = [v for v in (extra.get("max_tokens"), extra.get("max_completion_tokens")) if type(v) is int]
         return ChatStream(self, payload, stream, min(caps) if caps else None)
+
+    def forward(self, path: str, payload: bytes, *, stream: bool, headers: dict[str, str], parser: Any) -> ChatStream:
+        """A `ChatStream` of `payload` posted as it is to `<base>path` (`path` with its
+        query string) with `headers`, its response read by `parser` (any API's parser:
+        `feed(data, t_ns, sample)`, `finish(sample)`, and the assistant message as
+        `content`, `reasoning`, `tool_calls`, `raw_usage()`; benchmaker.agent.wire_calls),
+        under the client's deadlines: command mode's proxy for the non-chat APIs."""
+        return ChatStream(self, payload, stream, url=self.base_url + path, headers=headers, parser=parser)
 
     @staticmethod
     def encode(body: dict[str, Any]) -> bytes:
@@ -551,9 +560,18 @@ class _TransportExchange:
         "_fired",
     )
 
-    def __init__(self, client: ModelClient, payload: bytes | list[bytes], stream: bool) -> None:
+    def __init__(
+        self,
+        client: ModelClient,
+        payload: bytes | list[bytes],
+        stream: bool,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self._client = client
-        self._spec = RequestSpec("POST", client.url, client._headers, payload, stream)
+        self._spec = RequestSpec(
+            "POST", url or client.url, headers if headers is not None else client._headers, payload, stream
+        )
         self._cm: Any = None
         self._chunks: Any = None
         self._raw: Any = None  # the response (http1._RawResponse), when on RawTransport
@@ -703,12 +721,23 @@ class ChatStream:
     Model time is accumulated inside the awaits only (module docstring)."""
 
     def __init__(
-        self, client: ModelClient, payload: bytes | list[bytes], stream: bool, max_tokens: int | None = None
+        self,
+        client: ModelClient,
+        payload: bytes | list[bytes],
+        stream: bool,
+        max_tokens: int | None = None,
+        *,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+        parser: Any = None,
     ) -> None:
         self._client = client
         self._max_tokens = max_tokens  # the body's cap: a usage count above it is flagged
         self._payload = payload
         self._stream = stream
+        self._url = url  # None: the client's chat URL and headers, read by OpenAIChatAssembler
+        self._headers = headers
+        self._parser = parser
         self.result = ChatResult(Sample("", 0, "agent"), client.t0_ns)  # (sample, t0_ns), no default factory
         self.status: int | None = None
 
@@ -721,8 +750,8 @@ class ChatStream:
         client = self._client
         t0 = client.t0_ns
         pc = time.perf_counter_ns
-        ex = _TransportExchange(client, self._payload, self._stream)
-        parser = OpenAIChatAssembler(stream=self._stream, max_tokens=self._max_tokens)
+        ex = _TransportExchange(client, self._payload, self._stream, self._url, self._headers)
+        parser = self._parser or OpenAIChatAssembler(stream=self._stream, max_tokens=self._max_tokens)
         payload = self._payload
         s.bytes_sent = len(payload) if isinstance(payload, bytes) else sum(map(len, payload))
         finished = False

@@ -52,6 +52,10 @@ the first assistant message; the turn index is its number of assistant messages
   response recorded at that index (counted as skipped `superseded_turns`).
 - turn index > recorded turns: the proxy missed earlier turns (started mid-run);
   relayed, not recorded (`unseen_turns`).
+- a chat title request (benchmaker.replay_server.side: opencode's title call, no tools,
+  the title prompt as system text): side traffic, relayed, not recorded
+  (`title_request`); it repeats the user's task, so it would open the task's
+  conversation with its own system text and messages.
 Concurrent conversations with the same key are not told apart (the replay server
 could not tell them apart either). The tool definitions a conversation's requests
 carry (the first that has any) become the trajectory's `tools`, in chat shape
@@ -102,6 +106,7 @@ from benchmaker.apis.openai_responses import OpenAIResponsesParser
 from benchmaker.apis.openai_responses import chat_messages as responses_chat_messages
 from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
 from benchmaker.engine.records import Outcome, Sample
+from benchmaker.replay_server.side import is_title_request
 from benchmaker.trajectories.trajectory import (
     FinishReason,
     Observation,
@@ -342,6 +347,14 @@ class _Conversation:
     first_user_parts: list[dict[str, Any]] | None = None
     turns: list[Turn] = field(default_factory=list)
     digest: Any = field(default_factory=hashlib.sha256)
+
+
+def _is_title_call(req: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
+    """True for a chat title request (side.is_title_request: opencode's title call, which
+    repeats the user's task and would otherwise open the task's conversation)."""
+    system = next((m for m in messages if m.get("role") == "system"), None)
+    text = None if system is None else flatten_content(system.get("content"))
+    return is_title_request(text, bool(req.get("tools")))
 
 
 def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -700,15 +713,18 @@ def create_recorder_app(
         started_at = datetime.now(UTC).isoformat()
         body = await request.body()
         req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
+        title = api == "chat" and req is not None and _is_title_call(req, messages)
         placed = (
             recorder.begin(
                 messages, req.get("model") if isinstance(req.get("model"), str) else None, _TOOLS_OF[api](req)
             )
-            if req is not None
+            if req is not None and not title
             else None
         )
         if req is None:
             recorder.skipped["bad_request"] += 1
+        elif title:  # side traffic (benchmaker.replay_server.side): relayed, never a turn
+            recorder.skipped["title_request"] += 1
         path = {"responses": "/responses", "messages": "/messages"}.get(api, "/chat/completions")
         resp = await open_upstream(request, v1 + path, body)
         if not isinstance(resp, httpx.Response):

@@ -720,11 +720,13 @@ class _ReplayApp(Starlette):
         came in (chat, responses, messages): the shape of the reply and of its errors."""
 
         async def title() -> bool:
-            if api != "chat":  # a title request is a chat completions call (opencode's)
+            # a title request is a chat completions call without tools (opencode's): most
+            # requests stop at this test, asked on every matched chat request
+            if api != "chat" or req.get("tools"):
                 return False
             system = messages[roles.index("system")] if "system" in roles else None
             text = None if system is None else flatten_content(system.get("content"))
-            if not is_title_request(text, bool(req.get("tools"))):
+            if not is_title_request(text, False):
                 return False
             await self._side_chat(send, req, "title", TITLE_TEXT)
             return True
@@ -910,7 +912,8 @@ class _ReplayApp(Starlette):
         (their `roles`, assistant count, head user texts): (trajectory, turn index, the
         prepared turn, its counters, extra headers); or None after counting the miss
         (or divergence) and answering it with `fail(send, status, code, message)`. When
-        no trajectory has the key and `await on_unknown()` returns True, that call
+        no trajectory has the key, or the one it matches is no recorded title call (its
+        system text a title prompt), and `await on_unknown()` returns True, that call
         answered the request as side traffic (no miss counted) and None is returned."""
         stats = self.stats
         key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
@@ -919,9 +922,11 @@ class _ReplayApp(Starlette):
         else:
             system = messages[roles.index("system")] if "system" in roles else None
         hit = self.store.match(key, n_assistant, system, messages)  # a turn after a context edit, else by key
+        # side traffic: when no trajectory has the key, or the one it matches is no recorded
+        # side call itself (opencode's title request repeats the task, so its key is known)
+        if on_unknown is not None and (hit is None or not _is_recorded_title(hit[0])) and await on_unknown():
+            return None
         if hit is None:
-            if on_unknown is not None and await on_unknown():
-                return None
             stats.unknown_key += 1
             stats.recent_unknown_keys.append(key)
             await fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}")
@@ -977,6 +982,11 @@ class _ReplayApp(Starlette):
 
 
 _UNAUTHORIZED = _error_body(401, "unauthorized", "missing or wrong bearer token")
+
+
+def _is_recorded_title(entry: StoredTrajectory) -> bool:
+    """True when `entry` is a recorded title call: its system text is a title prompt."""
+    return is_title_request(entry.trajectory.system, False)
 
 
 def _authorized_gemini(scope: Any, expected: bytes) -> bool:

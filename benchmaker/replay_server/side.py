@@ -3,9 +3,12 @@ holds, recognised and answered so that the agent goes on (each answer counted by
 the replay server's `/stats` under "side_requests", never as a miss).
 
 Kinds:
-- "title" (only when no trajectory has its task key): a chat request without `tools`
-  whose system text starts with "You are a title generator" (opencode's title prompt,
-  packages/opencode/src/session/prompt/title.txt); answered with the text TITLE_TEXT.
+- "title": a chat request without `tools` whose system text starts with "You are a
+  title generator" (opencode's title prompt, packages/opencode/src/session/prompt/
+  title.txt), unless the trajectory its task key matches is itself a recorded title
+  call (its system text a title prompt: then it is replayed); answered with the text
+  TITLE_TEXT. opencode's title request repeats the user's task, so its key is usually
+  that of the session it titles.
 - "json_answer" (whether or not a trajectory has its key: these calls repeat the
   user's prompt): a non-streamed Gemini `generateContent` request asking for JSON
   (`generationConfig.responseMimeType` "application/json" or a response schema): Gemini

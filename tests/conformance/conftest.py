@@ -8,7 +8,7 @@ and the real mini-swe-agent, each from its own venv under the conformance cache
 Without BENCHMAKER_CONFORMANCE=1 every test of a module that sets `CONFORMANCE = True`
 is skipped (plain `make test`); with it, a test whose venv could not be installed fails
 with the install's reason, and one whose server cannot start fails with its log tail.
-Only an explicit opt-out skips: BENCHMAKER_CONFORMANCE_SKIP=vllm,mswea,pi (any of them). test_tools.py (the suite's own servers and files, in
+Only an explicit opt-out skips: BENCHMAKER_CONFORMANCE_SKIP=vllm,mswea,pi,codex,claude,gemini,opencode,aider (any of them). test_tools.py (the suite's own servers and files, in
 seconds, no venv) always runs. Result tables and logs go to $BENCHMAKER_CONFORMANCE_OUT
 (default artifacts/conformance).
 """
@@ -43,7 +43,7 @@ def out_dir() -> Path:
 
 
 def opted_out() -> set[str]:
-    """The components $BENCHMAKER_CONFORMANCE_SKIP names (comma-separated: vllm, mswea, pi)."""
+    """The components $BENCHMAKER_CONFORMANCE_SKIP names (comma-separated: vllm, mswea, pi, codex, claude, gemini, opencode, aider)."""
     return {part.strip() for part in os.environ.get("BENCHMAKER_CONFORMANCE_SKIP", "").split(",") if part.strip()}
 
 

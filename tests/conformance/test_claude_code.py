@@ -5,25 +5,23 @@ converted (claude-code), and the real binary replayed against that conversion un
 `--divergence content`: the task's file written each time, the recorded 2 turns, 0
 misses, 0 divergences.
 
-The binary: $BENCHMAKER_CLAUDE, else `claude` under the conformance cache's npm folder
-(<cache>/npm/node_modules/.bin/claude), else on PATH; skipped with the reason when none
-is found. Each run gets its own HOME and working folder; non-essential traffic off.
+The binary: $BENCHMAKER_CLAUDE, else the one `conformance/setup_venvs.sh claude` installs
+under the conformance cache (<cache>/claude/bin/claude); a failed install fails the test
+with its reason. Each run gets its own HOME and working folder; non-essential traffic off.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from conformance.clients import url_process
-from conformance.venvs import cache_dir
+from conformance.venvs import venv_bin
+from tests.conformance.conftest import need
 
 CONFORMANCE = True  # gated: runs under make conformance (conftest)
 BENCHMAKER = str(Path(sys.executable).with_name("benchmaker"))
@@ -31,14 +29,10 @@ PROMPT = "task_id: cc-demo\nWrite hello to out.txt"
 
 
 def _claude() -> str:
-    found = os.environ.get("BENCHMAKER_CLAUDE") or (
-        str(cache_dir() / "npm" / "node_modules" / ".bin" / "claude")
-        if (cache_dir() / "npm" / "node_modules" / ".bin" / "claude").exists()
-        else shutil.which("claude")
-    )
-    if not found:
-        pytest.skip("claude not found: npm install @anthropic-ai/claude-code, then set BENCHMAKER_CLAUDE")
-    return found
+    if os.environ.get("BENCHMAKER_CLAUDE"):
+        return os.environ["BENCHMAKER_CLAUDE"]
+    need("claude")
+    return str(venv_bin("claude", "claude"))
 
 
 def _script(path: Path) -> Path:

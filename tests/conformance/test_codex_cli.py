@@ -3,15 +3,14 @@
 plays a two-call task, its own rollout converted, and both replayed with the real agent
 in the loop (its tool runs for real, only the model is replayed) with zero misses.
 
-Installed once into `<conformance cache>/npm-codex` (npm, ~30 s, ~420 MB); each run
-gets its own HOME / CODEX_HOME and working folder. A failed install fails the test with
-npm's reason."""
+Installed by `conformance/setup_venvs.sh codex` into `<conformance cache>/codex` (npm,
+~30 s, ~420 MB); each run gets its own HOME / CODEX_HOME and working folder. A failed
+install fails the test with npm's reason."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,31 +30,17 @@ from benchmaker.trajectories.trajectory import (
     Usage,
     match_key_for,
 )
-from conformance.venvs import cache_dir
+from conformance.venvs import venv_bin
+from tests.conformance.conftest import need
 
 CONFORMANCE = True
-CODEX_VERSION = "0.171.0"
 TASK = "task_id: codex-conformance\nWrite hello into out.txt"
 
 
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
-    root = cache_dir() / "npm-codex"
-    exe = root / "node_modules" / ".bin" / "codex"
-    if not exe.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.fail("npm is not installed (apt-get install npm): Codex CLI comes from the npm registry")
-        root.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(root), "--no-audit", "--no-fund", f"@openai/codex@{CODEX_VERSION}"],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if done.returncode != 0 or not exe.exists():
-            pytest.fail(f"npm install @openai/codex@{CODEX_VERSION} failed: {done.stderr.strip()[-500:]}")
-    return exe
+    need("codex")
+    return venv_bin("codex", "codex")
 
 
 def _task() -> Trajectory:

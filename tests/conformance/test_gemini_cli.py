@@ -4,9 +4,8 @@ answer); the CLI's own chat recording converts to those two turns; the CLI run a
 against the converted recording replays with 0 misses and 0 divergences under
 `--divergence content`. Its router calls are answered as side traffic.
 
-The CLI is not installed by the suite: point BENCHMAKER_GEMINI_CLI at its `gemini`
-executable, or install it under the conformance cache:
-    npm install --prefix ~/.cache/benchmaker-conformance/gemini-cli @google/gemini-cli
+The CLI: $BENCHMAKER_GEMINI_CLI, else the one `conformance/setup_venvs.sh gemini` installs
+under the conformance cache (<cache>/gemini/bin/gemini).
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.trajectories.convert import convert_paths, iter_trajectories
@@ -31,7 +28,8 @@ from benchmaker.trajectories.trajectory import (
     Usage,
     match_key_for,
 )
-from conformance.venvs import cache_dir
+from conformance.venvs import venv_bin
+from tests.conformance.conftest import need
 
 CONFORMANCE = True  # gated: needs node and the Gemini CLI (module doc)
 PROMPT = "task_id: hello-1\nCreate hello.md containing the single line Hello."
@@ -44,15 +42,11 @@ SETTINGS = {
 
 
 def gemini_cli() -> Path:
-    """The `gemini` executable (module doc), or skip naming how to install it."""
-    env = os.environ.get("BENCHMAKER_GEMINI_CLI")
-    path = Path(env) if env else cache_dir() / "gemini-cli" / "node_modules" / ".bin" / "gemini"
-    if not path.exists() or shutil.which("node") is None:
-        pytest.skip(
-            f"Gemini CLI not found at {path} (set BENCHMAKER_GEMINI_CLI, or: npm install --prefix "
-            f"{cache_dir() / 'gemini-cli'} @google/gemini-cli)"
-        )
-    return path
+    """The `gemini` executable (module doc); fails naming the install step when it is missing."""
+    if os.environ.get("BENCHMAKER_GEMINI_CLI"):
+        return Path(os.environ["BENCHMAKER_GEMINI_CLI"])
+    need("gemini")
+    return venv_bin("gemini", "gemini")
 
 
 def scripted() -> Trajectory:

@@ -4,9 +4,8 @@ scripted write round trip, pi's own session file converted (pi-session), and pi 
 again against the conversion under `--divergence content`: 2 turns streamed, 0 misses,
 0 divergences.
 
-pi is not installed by the suite: point BENCHMAKER_PI at its `pi` executable, or install
-it under the conformance cache:
-    npm install --prefix ~/.cache/benchmaker-conformance/pi @mariozechner/pi-coding-agent
+pi: $BENCHMAKER_PI, else the one `conformance/setup_venvs.sh pi` installs under the
+conformance cache (<cache>/pi/bin/pi).
 """
 
 from __future__ import annotations
@@ -17,27 +16,22 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.trajectories.convert import convert_paths
 from benchmaker.trajectories.trajectory import Response, Source, ToolCall, Trajectory, Turn, Usage, match_key_for
-from conformance.venvs import cache_dir
+from conformance.venvs import venv_bin
+from tests.conformance.conftest import need
 
 CONFORMANCE = True  # gated: needs node and pi (module doc)
 PROMPT = "task_id: hello-1\nCreate hello.md containing the single line Hello."
 
 
 def pi_bin() -> Path:
-    """The `pi` executable (module doc), or skip naming how to install it."""
-    env = os.environ.get("BENCHMAKER_PI")
-    path = Path(env) if env else cache_dir() / "pi" / "node_modules" / ".bin" / "pi"
-    if not path.exists() or shutil.which("node") is None:
-        pytest.skip(
-            f"pi not found at {path} (set BENCHMAKER_PI, or: npm install --prefix {cache_dir() / 'pi'} "
-            "@mariozechner/pi-coding-agent)"
-        )
-    return path
+    """The `pi` executable (module doc); fails naming the install step when it is missing."""
+    if os.environ.get("BENCHMAKER_PI"):
+        return Path(os.environ["BENCHMAKER_PI"])
+    need("pi")
+    return venv_bin("pi", "pi")
 
 
 def scripted() -> Trajectory:

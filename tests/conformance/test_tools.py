@@ -176,18 +176,21 @@ def _setup(tmp_path, component: str, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+_COMPONENTS = ("vllm", "mswea", "pi", "codex", "claude", "gemini", "opencode", "aider")
+
+
 def test_setup_fails_naming_the_component_that_cannot_be_installed(tmp_path, monkeypatch):
     proc = _setup(tmp_path, "all")
     assert proc.returncode == 1
-    assert all(f"conformance: {c} install failed" in proc.stderr for c in ("vllm", "mswea", "pi"))
+    assert all(f"conformance: {c} install failed" in proc.stderr for c in _COMPONENTS)
     assert "BENCHMAKER_CONFORMANCE_SKIP=vllm opts out" in proc.stderr
     monkeypatch.setenv("BENCHMAKER_CONFORMANCE_CACHE", str(tmp_path / "c"))
     assert why_unusable("vllm").startswith(f"vllm venv install failed ({tmp_path / 'c' / 'vllm' / '.failed'})")
 
 
 def test_setup_skips_only_what_is_opted_out(tmp_path):
-    every = _setup(tmp_path, "all", BENCHMAKER_CONFORMANCE_SKIP="vllm,mswea,pi")
-    assert every.returncode == 0 and all(f"{c} opted out" in every.stdout for c in ("vllm", "mswea", "pi"))
+    every = _setup(tmp_path, "all", BENCHMAKER_CONFORMANCE_SKIP=",".join(_COMPONENTS))
+    assert every.returncode == 0 and all(f"{c} opted out" in every.stdout for c in _COMPONENTS)
     one = _setup(tmp_path, "all", BENCHMAKER_CONFORMANCE_SKIP="mswea")
     assert one.returncode == 1 and "vllm install failed" in one.stderr and "mswea install failed" not in one.stderr
 

@@ -298,3 +298,93 @@ async def test_an_episode_result_reprs_as_a_summary_so_a_fresh_loop_ends_without
         f"verdict={res.verdict!r}, divergences=0, server_divergences=0)"
     )
     assert repr(res.verdict).startswith("Verdict(resolved=")
+
+
+_TOOLS = r"""
+def run_tool(name, args):
+    if name == "edit":
+        src = open(args["path"]).read().replace(args["oldText"], args["newText"])
+        open(args["path"], "w").write(src)
+        return "Successfully replaced text in " + args["path"] + "."
+    if name == "read":
+        return open(args["path"]).read()
+    return "all tests passed\n"
+"""
+
+# the official Anthropic SDK, streamed (/v1/messages with event: lines)
+_MESSAGES_AGENT = (
+    r"""
+import json, os, anthropic
+p = json.load(open(os.environ["BENCHMAKER_PROMPT_FILE"]))
+client = anthropic.Anthropic(base_url=os.environ["OPENAI_BASE_URL"][: -len("/v1")], api_key="agent-own-key")
+msgs = [{"role": "user", "content": p["first_user"]}]
+"""
+    + _TOOLS
+    + r"""
+while True:
+    with client.messages.stream(model=p["model"], max_tokens=1024, messages=msgs) as s:
+        final = s.get_final_message()
+    msgs.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in final.content]})
+    uses = [b for b in final.content if b.type == "tool_use"]
+    if not uses:
+        break
+    msgs.append({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": b.id, "content": run_tool(b.name, b.input)} for b in uses]})
+print("agent done")
+"""
+)
+
+# Gemini by hand, not streamed (:generateContent, the key in the query as its clients may send it)
+_GEMINI_AGENT = (
+    r"""
+import json, os, urllib.request
+p = json.load(open(os.environ["BENCHMAKER_PROMPT_FILE"]))
+url = os.environ["OPENAI_BASE_URL"][: -len("/v1")] + "/v1beta/models/" + p["model"] + ":generateContent?key=agent-own"
+contents = [{"role": "user", "parts": [{"text": p["first_user"]}]}]
+"""
+    + _TOOLS
+    + r"""
+while True:
+    req = urllib.request.Request(url, data=json.dumps({"contents": contents}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    parts = json.load(urllib.request.urlopen(req))["candidates"][0]["content"]["parts"]
+    contents.append({"role": "model", "parts": parts})
+    calls = [x["functionCall"] for x in parts if "functionCall" in x]
+    if not calls:
+        break
+    contents.append({"role": "user", "parts": [
+        {"functionResponse": {"id": c.get("id"), "name": c["name"], "response": {"output": run_tool(c["name"], c["args"])}}}
+        for c in calls]})
+print("agent done")
+"""
+)
+
+
+@pytest.mark.parametrize(("api", "agent_src"), [("messages", _MESSAGES_AGENT), ("gemini", _GEMINI_AGENT)])
+async def test_command_mode_proxies_the_messages_and_gemini_apis(tmp_path: Path, api: str, agent_src: str):
+    (tmp_path / "agent").mkdir(mode=0o755)
+    os.chmod(tmp_path / "agent", 0o755)
+    agent = tmp_path / "agent" / "agent.py"
+    agent.write_text(agent_src)
+    traj = _example()
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl"), divergence="content", token="run-token") as srv:
+        res = await run_episode(
+            traj,
+            srv.url,
+            mode="command",
+            sandbox=local_sandbox_factory(),
+            task=load_task(TASK_DIR),
+            command=[sys.executable, str(agent)],
+            api_key="run-token",
+        )
+        stats = srv.stats()
+    ep = res.episode
+    assert (ep.outcome, ep.error) == ("ok", None)
+    assert (ep.n_requests, ep.n_turns, ep.misses_diverged) == (4, 4, 0)  # read, edit, bash, final
+    assert (ep.resolved, ep.reverified) == (True, True)
+    assert [t.turn_index for t in res.turns] == [0, 1, 2, 3]
+    assert [t.n_tool_calls for t in res.turns] == [1, 1, 1, 0]
+    assert stats["requests_by_api"] == {api: 4} and stats["misses"]["total"] == 0
+    streamed = api == "messages"
+    assert all((c.first_token_ns is not None) == streamed for c in res.calls)
+    assert [c.outcome for c in res.calls] == ["ok"] * 4

@@ -288,3 +288,29 @@ def test_assembler_marks_a_cut_stream_incomplete():
     asm = ChatAssembler(stream=True)
     asm.feed(b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n', 0)
     assert asm.finish() is False and asm.error == "stream ended before data: [DONE] after 1 token events"
+
+
+async def test_a_title_request_is_relayed_and_opens_no_conversation(tmp_path: Path):
+    # opencode's title request repeats the task before the session's first call: it is
+    # side traffic, so the task's conversation opens with the session's own request
+    traj = _traj()
+    out = tmp_path / "rec.jsonl"
+    title = {
+        "model": "small",
+        "messages": [
+            {"role": "system", "content": "You are a title generator. You output ONLY a thread title."},
+            {"role": "user", "content": "Generate a title for this conversation:"},
+            {"role": "user", "content": traj.first_user},
+        ],
+    }
+    with start_replay_server(_write([traj], tmp_path / "t.jsonl")) as upstream:
+        async with _proxy(upstream.url, out) as (url, app):
+            async with httpx.AsyncClient() as c:
+                r = await c.post(url + "/v1/chat/completions", json=title)
+                assert (r.status_code, r.headers["x-replay-side"]) == (200, "title")
+            await run_episode(traj, url)
+            skipped = dict(app.state.recorder.skipped)
+    (rec,) = [t for _, t in load_trajectories(out)]
+    assert skipped == {"title_request": 1}
+    assert (rec.system, rec.first_user, rec.user_before_turns) == (traj.system, traj.first_user, traj.user_before_turns)
+    assert len(rec.turns) == len(traj.turns)

@@ -127,3 +127,32 @@ def test_gemini_count_tokens_is_side_traffic(store_path):
     assert r.status_code == 200 and r.headers["x-replay-side"] == "count_tokens"
     assert r.json() == {"totalTokens": 4}  # ceil(13 characters / 4)
     assert stats["side_requests"] == {"count_tokens": 1} and stats["unknown_paths"] == {}
+
+
+def test_a_title_request_repeating_a_recorded_task_is_side_traffic(tmp_path):
+    # opencode's title request carries the user's task, so its key is the session's: it is
+    # side traffic all the same (the session's turn 0 is not replayed to it), unless the
+    # trajectory it matches is a recorded title call
+    session = make_trajectory("alpha", 2)
+    store = tmp_path / "t.jsonl"
+    store.write_text(session.model_dump_json() + "\n")
+    title = {
+        "model": "small",
+        "messages": [
+            {"role": "system", "content": "You are a title generator. You output ONLY a thread title."},
+            {"role": "user", "content": "Generate a title for this conversation:"},
+            {"role": "user", "content": session.first_user},
+        ],
+    }
+    with running_server(store) as url, httpx.Client() as client:
+        r = client.post(url + "/v1/chat/completions", json=title)
+        assert (r.status_code, r.headers["x-replay-side"]) == (200, "title")
+        assert r.json()["choices"][0]["message"]["content"] == "Replayed session"
+        stats = client.get(url + "/stats").json()
+    assert (stats["side_requests"], stats["served"], stats["misses"]["total"]) == ({"title": 1}, 0, 0)
+    recorded_title = session.model_copy(update={"system": title["messages"][0]["content"]})
+    store.write_text(recorded_title.model_dump_json() + "\n")
+    with running_server(store) as url, httpx.Client() as client:
+        r = client.post(url + "/v1/chat/completions", json=title)
+        assert r.status_code == 200 and "x-replay-side" not in r.headers
+        assert client.get(url + "/stats").json()["served"] == 1

@@ -13,7 +13,9 @@ Detection (`detect_bytes`) looks at the content only, never the file name:
     (`is_llm_call_log`: `messages` + `response` of one call) → None, named by
     `companion_kind` as "llm_call_log"; object whose `history` is a list of OpenHands events → openhands
     (one evaluation record); object with a `history` list of messages (with or without
-    `info`, `trajectory`) → swe-agent; object with
+    `info`, `trajectory`) → swe-agent; an opencode session export (`info.id` and
+    `messages` of {info: {role}, parts}, `opencode.is_export`; before the next rules) →
+    opencode; object with
     `schema_version` "ATIF-..." + `steps` → atif; object with `messages` and `info` or
     `trajectory_format` "mini-swe-agent*" → mini-swe-agent; object with `messages` →
     openai-messages; list of objects with `action`/`observation` → openhands; list of
@@ -50,6 +52,7 @@ from benchmaker.trajectories.converters import (
     harbor,
     mini_swe_agent,
     openai_messages,
+    opencode,
     openhands,
     openhands_sdk,
     pi_events,
@@ -74,6 +77,7 @@ CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
     codex_rollout.FORMAT: codex_rollout.convert,
     claude_code.FORMAT: claude_code.convert,
     gemini_cli.FORMAT: gemini_cli.convert,
+    opencode.FORMAT: opencode.convert,
 }
 """File formats by name (directory formats are in `DIR_FORMATS`)."""
 
@@ -169,6 +173,8 @@ def _detect_document(doc: Any) -> str | None:
             return gemini_cli.FORMAT
         if is_llm_call_log(doc):
             return None
+        if opencode.is_export(doc):  # before `messages` + `info`: never a mini-swe-agent run
+            return opencode.FORMAT
         if openhands.is_eval_record(doc):
             return openhands.FORMAT
         if _is_message_list(doc.get("history")) and "messages" not in doc:

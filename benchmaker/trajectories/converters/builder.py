@@ -24,7 +24,7 @@ from benchmaker.trajectories.trajectory import (
     match_key_for_messages,
 )
 
-CONVERTER_VERSION = 11
+CONVERTER_VERSION = 12
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
@@ -50,6 +50,8 @@ ids) is refused (lenient: skipped as `duplicate_session`) instead of converted t
 11: tool definitions a log carries become `Trajectory.tools`; a tool result or first
 user message holding an image keeps it as content parts (`Observation.parts`,
 `Trajectory.first_user_parts`) instead of counting `image_part`.
+12: opencode session exports are read; a pi session's empty text block beside other
+blocks adds no newline to the turn's text.
 Converters build every model with pydantic's validating constructors."""
 
 

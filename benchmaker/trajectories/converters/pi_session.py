@@ -59,8 +59,9 @@ Entries:
     under their type.
 
 Assistant messages: `content` is a list of parts (a plain string is one text part); text
-parts joined with "\\n" are the content (None when there is
-no text part), `thinking` parts the reasoning, `toolCall` parts the tool calls. pi
+parts joined with "\\n" are the content (None when there is no text part; an empty text
+part beside others adds no line: pi opens one for the empty closing part of a Gemini
+stream), `thinking` parts the reasoning, `toolCall` parts the tool calls. pi
 stores only parsed `arguments`, so `arguments_raw = json.dumps(arguments)` and each is
 counted under `arguments_raw_synthesized`. `stopReason` maps stop→stop,
 toolUse→tool_calls, length→length, aborted→aborted, error→error; aborted and error
@@ -232,6 +233,8 @@ def assistant_turn(
         if started_at or duration is not None
         else None
     )
+    if len(texts) > 1:  # an empty text block (pi opens one for a Gemini stream's closing empty part) adds no line
+        texts = [t for t in texts if t] or texts[:1]
     builder.turn(
         Response(
             content="\n".join(texts) if texts else None,

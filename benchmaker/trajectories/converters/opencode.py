@@ -1,0 +1,201 @@
+"""opencode session exports (`opencode export <session id>`, one JSON document), one
+trajectory per file. Source: sst/opencode packages/opencode/src/session/message-v2.ts (the
+message and part shapes), src/session/index.ts `getUsage` (the token counts) and
+src/cli/cmd/export.ts (the document).
+
+The document: {"info": Session.Info {"id", "directory", "title", "version", "time", ...},
+"messages": [{"info": MessageInfo, "parts": [Part]}]}. A MessageInfo has `role` "user" or
+"assistant"; an assistant one adds "modelID", "providerID", "tokens", "time" {"created",
+"completed"} (ms since the epoch), "finish" and, when the call failed, "error". Parts
+have a `type`: "text" {"text", "synthetic"?}, "reasoning" {"text"}, "tool" {"tool",
+"callID", "state": {"status": "completed" | "error" | "pending" | "running", "input",
+"output" | "error", "metadata", "time"}}, "step-start", "step-finish" {"reason",
+"tokens"}, and others (file, patch, snapshot, agent, subtask, compaction, retry).
+
+What is kept:
+  - a user message's text parts, joined with "\\n" (as a request's content parts
+    flatten), are a user message (the first is `first_user`); other parts are counted
+    under `user_<type>_part`;
+  - each model call of an assistant message is one turn: a call is the parts from a
+    "step-start" up to its "step-finish" (opencode writes one step per model call; a
+    message without step parts is one call): content its text parts joined, reasoning
+    its reasoning parts joined (None when there are none), one tool call per tool part
+    (id `callID`, arguments_raw the JSON of `state.input`: counted under
+    `arguments_raw_synthesized`) and one observation per tool part (`state.output`;
+    `state.error` with is_error when the status is "error"; a tool still pending or
+    running is counted under `unfinished_tool` and gives no observation); usage from the
+    step-finish `tokens` (else the message's): prompt = input + cache.read + cache.write
+    (opencode's `input` leaves the cached tokens out), completion = output + reasoning
+    (its `output` leaves the reasoning out), cached = cache.read, reasoning, total;
+    finish_reason "tool_calls" when it called tools, else "stop" ("length" for opencode's
+    finish "length"); timing: started_at the message's `time.created` for its first step
+    (the request went out then), a later step's first part start, and duration_ms up to the last text/reasoning/tool-call end in the
+    step, when the parts carry times; the message's `modelID` is the turn's model. A
+    message whose `error` is set and that has no step is counted under `failed_call`.
+  - The system prompt is not in the export (`system` is None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from benchmaker.trajectories.converters.builder import (
+    TrajectoryBuilder,
+    fast_observation,
+    fast_response,
+    fast_timing,
+    fast_tool_call,
+    fast_usage,
+)
+from benchmaker.trajectories.converters.json_reading import read_json_document
+from benchmaker.trajectories.converters.source_file import FileContext
+from benchmaker.trajectories.converters.timestamps import iso_from_ms
+from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH
+from benchmaker.trajectories.trajectory import Trajectory
+
+FORMAT = "opencode"
+
+
+def is_export(doc: Any) -> bool:
+    """True for an opencode session export: an object whose `info` has a string `id` and
+    whose `messages` are objects with an `info` (a `role` "user" or "assistant") and a
+    `parts` list."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("info"), dict) or not isinstance(doc["info"].get("id"), str):
+        return False
+    messages = doc.get("messages")
+    return isinstance(messages, list) and all(
+        isinstance(m, dict)
+        and isinstance(m.get("info"), dict)
+        and m["info"].get("role") in ("user", "assistant")
+        and isinstance(m.get("parts"), list)
+        for m in messages
+    )
+
+
+def convert(ctx: FileContext) -> Iterator[Trajectory]:
+    """Yield the one Trajectory of an opencode session export (module doc). Raises
+    ConvertError (`path: field: problem`) on a malformed file, and when it holds no user
+    message or no model call."""
+    doc = read_json_document(ctx)
+    if not is_export(doc):
+        raise ctx.error(None, "messages", "expected an opencode session export (info.id and messages with info, parts)")
+    builder = TrajectoryBuilder(ctx, FORMAT)
+    for i, msg in enumerate(doc["messages"]):
+        info, parts = msg["info"], [p for p in msg["parts"] if isinstance(p, dict)]
+        if info["role"] == "user":
+            texts = [p["text"] for p in parts if p.get("type") == "text" and isinstance(p.get("text"), str)]
+            for p in parts:
+                if p.get("type") != "text":
+                    builder.skip(f"user_{p.get('type')}_part")
+            if texts:
+                builder.user("\n".join(texts))
+            continue
+        steps = _steps(parts)
+        if not steps:
+            builder.skip("failed_call" if info.get("error") else "empty_assistant_message")
+            continue
+        for k, step in enumerate(steps):
+            _turn(builder, info, step, f"messages[{i}].step[{k}]", ctx, first=k == 0)
+    yield builder.build(0)
+
+
+def _steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The parts of each model call (module doc)."""
+    if not any(p.get("type") == "step-start" for p in parts):
+        content = [p for p in parts if p.get("type") in ("text", "reasoning", "tool", "step-finish")]
+        return [content] if content else []
+    steps: list[list[dict[str, Any]]] = []
+    for p in parts:
+        if p.get("type") == "step-start":
+            steps.append([p])
+        elif steps:
+            steps[-1].append(p)
+    return steps
+
+
+def _turn(
+    builder: TrajectoryBuilder, info: dict[str, Any], step: list[dict[str, Any]], where: str, ctx: Any, *, first: bool
+) -> None:
+    texts = [p["text"] for p in step if p.get("type") == "text" and isinstance(p.get("text"), str)]
+    reasoning = [p["text"] for p in step if p.get("type") == "reasoning" and isinstance(p.get("text"), str)]
+    tools = [p for p in step if p.get("type") == "tool"]
+    finish = next((p for p in step if p.get("type") == "step-finish"), None)
+    tool_calls = []
+    for k, part in enumerate(tools):
+        state = part.get("state")
+        if not isinstance(part.get("tool"), str) or not isinstance(state, dict):
+            raise ctx.error(None, f"{where}.tool[{k}]", "expected a tool part with a string tool and a state", part)
+        args = state.get("input") if isinstance(state.get("input"), dict) else {}
+        call_id = part["callID"] if isinstance(part.get("callID"), str) else f"{part['tool']}-{k}"
+        tool_calls.append(fast_tool_call(call_id, part["tool"], orjson.dumps(args).decode("utf-8"), args))
+        builder.skip(ARGS_SYNTH)
+    content = "".join(texts)
+    tokens = (finish or {}).get("tokens")
+    if not isinstance(tokens, dict):
+        tokens = info.get("tokens") if isinstance(info.get("tokens"), dict) else None
+    reason = (finish or {}).get("reason") or info.get("finish")
+    builder.turn(
+        fast_response(
+            content=content if content or not tool_calls else None,
+            reasoning="".join(reasoning) if reasoning else None,
+            tool_calls=tool_calls,
+            finish_reason="tool_calls" if tool_calls else "length" if reason == "length" else "stop",
+        ),
+        usage=_usage(tokens) if tokens is not None else None,
+        timing=_timing(info, step, first),
+        model=info.get("modelID") if isinstance(info.get("modelID"), str) else None,
+    )
+    for part, tc in zip(tools, tool_calls, strict=True):
+        state = part["state"]
+        status = state.get("status")
+        if status == "completed":
+            output = state.get("output")
+            builder.observation(fast_observation(output if isinstance(output, str) else "", tc.id, tc.name))
+        elif status == "error":
+            error = state.get("error")
+            builder.observation(fast_observation(error if isinstance(error, str) else "", tc.id, tc.name, True))
+        else:
+            builder.skip("unfinished_tool")
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _usage(tokens: dict[str, Any]) -> Any:
+    found = tokens.get("cache")
+    cache: dict[str, Any] = found if isinstance(found, dict) else {}
+    inp, out, reasoning = _int(tokens.get("input")), _int(tokens.get("output")), _int(tokens.get("reasoning"))
+    read, write = _int(cache.get("read")), _int(cache.get("write"))
+    return fast_usage(
+        prompt_tokens=None if inp is None else inp + (read or 0) + (write or 0),
+        completion_tokens=None if out is None else out + (reasoning or 0),
+        cached_tokens=read,
+        reasoning_tokens=reasoning,
+        total_tokens=_int(tokens.get("total")),
+    )
+
+
+def _timing(info: dict[str, Any], step: list[dict[str, Any]], first: bool) -> Any:
+    starts, ends = [], []
+    for p in step:
+        t = p.get("time")
+        if p.get("type") == "tool":
+            state = p.get("state")
+            t = state.get("time") if isinstance(state, dict) else None
+        if isinstance(t, dict):
+            if _int(t.get("start")) is not None:
+                starts.append(t["start"])
+            if _int(t.get("end")) is not None and p.get("type") != "tool":
+                ends.append(t["end"])
+            elif p.get("type") == "tool" and _int(t.get("start")) is not None:
+                ends.append(t["start"])  # the call was complete when the tool started
+    created = _int(info["time"].get("created")) if isinstance(info.get("time"), dict) else None
+    start = created if first and created is not None else (min(starts) if starts else None)
+    if start is None:
+        return None
+    duration = float(max(ends) - start) if ends and max(ends) >= start else None
+    return fast_timing(duration_ms=duration, started_at=iso_from_ms(start))

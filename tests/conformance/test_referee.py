@@ -115,3 +115,13 @@ def test_vllm_clients_means_follow_serve_py():
     assert got["e2e_mean_ms"] == pytest.approx(560.0)
     assert got["itl_pooled_ms"] == pytest.approx(20.0)
     assert pooled_itl_ms([(620.0, 31), (30.0, 15)]) == pytest.approx(650.0 / 46) and pooled_itl_ms([]) is None
+
+
+@pytest.mark.parametrize("client", ["ours", "vllm"])
+def test_presend_times_each_request_from_the_clients_clock_to_the_server(tmp_path, client):
+    from conformance.presend import presend_us
+
+    got = presend_us(client, 5, tmp_path)
+    # one figure per request, each after the client's clock started (one monotonic clock)
+    # and within the test's own time
+    assert len(got) == 5 and all(0 < us < 30e6 for us in got)

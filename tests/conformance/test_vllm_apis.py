@@ -9,14 +9,17 @@ the engine. On one API both clients meet the same server path, so the difference
 their gaps is the clients' own: ours must be no larger than vLLM's client's (Responses,
 where both define TTFT, ITL and TPOT alike), within the resolution the run size gives.
 
-Size: ROUNDS rounds of N requests per kind. A run's gap is a mean over N requests of a
-per-request gap whose spread (sd) on this loaded 2-core host was at most ~4 ms for TTFT
-and E2E and < 0.3 ms for TPOT and ITL (the sd across rounds of the per-run gaps times
-sqrt(N)). The compared TTFT is ~40-200 ms here, so 5 % of it is >= 2 ms; with N = 48 and
-3 rounds (144 requests per kind) the standard error of the difference of two kinds' mean
-gaps is 4 * sqrt(2 / 144) = 0.47 ms, a quarter of the 2 ms to resolve: a 5 % difference
-stands out at > 4 standard errors. The assertion allows that 5 % of the server's own
-figure (TTFT, E2E; for TPOT and ITL, 5 % of the server's TPOT) on top of the peer's gap.
+Size: ROUNDS rounds of N requests per kind, 72 requests per kind. Measured (load average
+26 on 2 cores; docs/conformance.md): the sd across rounds of a run's mean gap was 23-71 ms
+for TTFT and 2.2-4.3 ms for TPOT and ITL, against server figures of ~1,400 ms (TTFT) and
+~470 ms (TPOT), whose 5 % are 70 and 23 ms. The standard error of the difference of two
+kinds' mean gaps over 3 rounds, sqrt(sd1^2 / 3 + sd2^2 / 3), was 28 ms for TTFT (Responses,
+ours against vLLM's client) and 2 ms for TPOT: a 5 % difference stands 2.5 and 12 standard
+errors out. The assertion allows that 5 % of the server's own figure on top of the peer's
+gap, for TTFT, TPOT and ITL, where both clients time the same span on a Responses stream
+(first `response.output_text.delta` to the last). E2E is shown, not compared: ours ends
+at the end of the body (after `response.completed`), vLLM's client at the last delta,
+which in one measured run came before the server's own E2E ended (its mean gap -48 ms).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import json
 
 import pytest
 
-from conformance.api_compare import FIGURES, KINDS, compare_apis, gap, tables
+from conformance.api_compare import KINDS, compare_apis, gap, tables
 from conformance.clients import write_prompts
 
 CONFORMANCE = True  # gated: needs the conformance venvs (conftest)
@@ -87,13 +90,16 @@ def test_every_api_counts_what_the_server_counted(api_runs):
 
 def test_our_gap_to_the_server_is_no_larger_than_vllm_clients(api_runs):
     ours, peer = api_runs["responses"], api_runs["peer responses"]
-    for fig in FIGURES:
+    for fig in ("ttft", "tpot", "itl"):
         mine = sum(gap(r, fig) for r in ours) / len(ours)
         theirs = sum(gap(r, fig) for r in peer) / len(peer)
         basis = "tpot" if fig in ("tpot", "itl") else fig
         allowance = 0.05 * sum(r.server[f"{basis}_ms"] for r in [*ours, *peer]) / (len(ours) + len(peer))
         assert mine <= theirs + allowance, (fig, mine, theirs, allowance)
-    # and every gap is a real, bounded one: the client never sees a token before the server made it
-    for kind in ("chat", "responses", "messages", "peer responses"):
+    # no client sees a first token before the server made it, and our E2E (to the end of
+    # the body) never ends before the server finished the request
+    for kind in KINDS:
         for run in api_runs[kind]:
-            assert gap(run, "ttft") > 0 and gap(run, "e2e") > 0, kind
+            assert gap(run, "ttft") > 0, kind
+            if not kind.startswith("peer "):
+                assert gap(run, "e2e") > 0, kind

@@ -1,7 +1,7 @@
 """Engine benchmarks of issues #2 and #17, from one run on this machine (not part of CI).
 
     .venv/bin/python benchmarks/engine.py [--pairs 9] [--pair-seconds 1.5] [--seconds 5]
-        [--figures 1,2,2i,3,4,profile] [--profile-top 25] [--callgrind-streams 128]
+        [--figures 1,2,2a,2i,3,4,profile] [--profile-top 25] [--callgrind-streams 128]
         [--sse-chunks 200,800] [--no-pin] [--keep DIR]
 
 A loopback server (benchmarks/_servers.py: raw asyncio protocol on uvloop, pre-built
@@ -98,6 +98,20 @@ rounds of `--pair-seconds` runs, the figure the median of the per-round ratios.
    inside the next run, which only the real-I/O runs, allocating more, hit. A warm-up
    run per transport and a null run come first, not counted: the first real-I/O run
    of a process grows its heap (page faults no later run pays).
+2a. Streaming events per client CPU s by wire API, in the same run: BenchRunner
+   `closed:64` on `raw` with the chat, Responses and Messages workloads against the
+   server's /sse/n, /responses/n and /messages/n (n = 200 one-token deltas; the
+   Responses and Messages streams have the event shapes and fields vLLM 0.32.0 sends,
+   captured from its endpoints: ~245 and ~125 bytes per token event against chat's
+   ~160). Rounds of chat, responses, chat, messages, chat (the two swap every other
+   round); each API run's ratio is taken to the geometric mean of the chat runs around
+   it, the figure is the median of the per-round ratios. Target: responses and messages
+   >= 0.9 of chat's events per cpu s. Measured (7 rounds of 1.5 s, load average 19-30
+   from other jobs): responses 0.909 (rounds 0.70-1.14), messages 1.051 (0.73-1.15) of
+   chat's ~190,000. The same streams on a null transport (no socket, closed:1, 400
+   streams, best of 3) gave responses 1.11 and messages 0.84 of chat, and the parsers
+   alone 0.95-1.14: the Responses parser is not the slower one, its 1.5x bytes per token
+   on the socket are what the real-I/O figure pays.
 2i. User-space instructions per stream, counted, not timed (when valgrind and
    callgrind_control are on PATH; else skipped with the reason printed): the reference,
    the old one-hot-stream null and `raw` (closed:64), each in its own process under
@@ -160,11 +174,13 @@ for p in (REPO, REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from _servers import split_even, sse_body, sse_events, start_server  # noqa: E402
+from _servers import api_body, split_even, sse_body, sse_events, start_server  # noqa: E402
 
 from benchmaker import BenchConfig, BenchRunner, HttpWorkload, NullTransport, OpenAIChatWorkload, StaticDataset  # noqa: E402
 from benchmaker.engine.http1 import RawTransport, _Conn  # noqa: E402
 from benchmaker.engine.records import RequestSpec  # noqa: E402
+from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload  # noqa: E402
+from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload  # noqa: E402
 
 SSE_CHUNKS = 200  # content chunks per stream of figures 2i and the profile, and figure 2's first length
 SSE_LENGTHS = (200, 800)  # figure 2's stream lengths (content chunks per stream), `--sse-chunks`
@@ -591,6 +607,61 @@ def _null_runner(
 
 def _geo(a: float, b: float) -> float:
     return (a * b) ** 0.5
+
+
+# -- 2a. streaming events per CPU s by wire API ---------------------------------------
+
+APIS = ("chat", "responses", "messages")  # figure 2a; the server's routes /sse/n, /responses/n, /messages/n
+
+
+def _api_workload(api: str, base: str, chunks: int) -> OpenAIChatWorkload:
+    """Figure 2a's workload of `api` against the server's n-delta stream of that API."""
+    ds = StaticDataset(["Say something long."])
+    if api == "responses":
+        return OpenAIResponsesWorkload(f"{base}/responses/{chunks}", "m", ds, max_tokens=chunks)
+    if api == "messages":
+        return AnthropicMessagesWorkload(f"{base}/messages/{chunks}", "m", ds, max_tokens=chunks)
+    return _chat(f"{base}/sse/{chunks}", chunks)
+
+
+def bench_apis(base: str, out: Path, seconds: float, pairs: int, chunks: int) -> dict[str, Any]:
+    """Figure 2a: token events per client CPU s of each API's stream at `chunks` deltas
+    per stream, on `raw`, closed:64; per round chat, responses, chat, messages, chat
+    (responses and messages swap places every other round), each API run's ratio taken
+    to the geometric mean of the chat runs around it; the figure is the median of the
+    per-round ratios. Returns {"per_cpu_<api>": median events per cpu s, "ratio_<api>":
+    median ratio to chat, "bytes_<api>": stream bytes per token event}."""
+    _install_clock()
+
+    def run(api: str, dur: float) -> dict[str, float]:
+        _settled()
+        cfg = BenchConfig(load="closed:64", duration_s=dur, out_dir=out, transport="raw")
+        return _measured(BenchRunner(cfg, workload=_api_workload(api, base, chunks)))
+
+    print(f"  {_loadavg()} at the start")
+    for api in APIS:  # warm-up, not counted (the first real-I/O run grows the heap)
+        run(api, min(seconds, 0.5))
+    per_cpu: dict[str, list[float]] = {a: [] for a in APIS}
+    ratios: dict[str, list[float]] = {a: [] for a in APIS[1:]}
+    for rnd in range(1, pairs + 1):
+        others = APIS[1:] if rnd % 2 else APIS[:0:-1]
+        chats = [run("chat", seconds)]
+        got = {}
+        for api in others:
+            got[api] = run(api, seconds)
+            chats.append(run("chat", seconds))
+        per_cpu["chat"] += [c["per_cpu"] for c in chats]
+        line = [f"  round {rnd}: chat " + " / ".join(f"{c['per_cpu']:,.0f}" for c in chats)]
+        for i, api in enumerate(others):
+            per_cpu[api].append(got[api]["per_cpu"])
+            ratios[api].append(got[api]["per_cpu"] / _geo(chats[i]["per_cpu"], chats[i + 1]["per_cpu"]))
+            line.append(f"{api} {got[api]['per_cpu']:,.0f} ({ratios[api][-1]:.3f} of chat)")
+        print(";  ".join(line) + " events per cpu s")
+    res: dict[str, Any] = {f"per_cpu_{a}": statistics.median(v) for a, v in per_cpu.items()}
+    res.update({f"ratio_{a}": statistics.median(v) for a, v in ratios.items()})
+    res.update({f"bytes_{a}": len(api_body(a, chunks)) / chunks for a in APIS})
+    print(f"  {_loadavg()} at the end")
+    return res
 
 
 def bench_streaming(base: str, out: Path, seconds: float, pairs: int, chunks: int) -> dict[str, Any]:
@@ -1077,8 +1148,8 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=9, help="rounds of runs in figures 1-2 (default 9)")
     ap.add_argument(
         "--figures",
-        default="1,2,2i,3,4,profile",
-        help="comma-separated figures to run (default all: 1,2,2i,3,4,profile)",
+        default="1,2,2a,2i,3,4,profile",
+        help="comma-separated figures to run (default all: 1,2,2a,2i,3,4,profile)",
     )
     ap.add_argument(
         "--callgrind-streams",
@@ -1125,7 +1196,7 @@ def main() -> int:
     started = time.perf_counter()
     try:
         todo = set(args.figures.split(","))
-        thr = st = fit = instr = const = mem = None
+        thr = st = fit = instr = const = mem = apis = None
         if "1" in todo:
             print(
                 f"1. non-streaming throughput, concurrency 64, GET /json, {args.pairs} pairs of"
@@ -1140,6 +1211,12 @@ def main() -> int:
                 )
                 st[n] = bench_streaming(base, out, args.pair_seconds, args.pairs, n)
             fit = _fit_stream_costs(st) if len(st) > 1 else None
+        if "2a" in todo:
+            print(
+                f"2a. streaming events per cpu s by wire API, {SSE_CHUNKS} deltas per response, raw, {args.pairs}"
+                f" rounds of {args.pair_seconds:g} s runs"
+            )
+            apis = bench_apis(base, out, args.pair_seconds, args.pairs, SSE_CHUNKS)
         if "2i" in todo:
             print(
                 f"2i. user-space instructions per stream by callgrind (counted, not timed; {args.callgrind_streams}"
@@ -1247,6 +1324,22 @@ def main() -> int:
                     ),
                     (f"  per stream: its bare read, us ({t}, fitted)", fit[f"io_stream_us_{t}"], "-", None, "{:.0f}"),
                 ]
+    if apis is not None:
+        for api in APIS:
+            rows.append(
+                (f"events per cpu s, {api} ({SSE_CHUNKS} ev, raw)", apis[f"per_cpu_{api}"], "-", None, "{:,.0f}")
+            )
+            rows.append((f"  stream bytes per token event, {api}", apis[f"bytes_{api}"], "-", None, "{:.0f}"))
+        for api in APIS[1:]:
+            rows.append(
+                (
+                    f"  {api} / chat events per cpu s, median",
+                    apis[f"ratio_{api}"],
+                    ">= 0.9",
+                    apis[f"ratio_{api}"] >= 0.9,
+                    "{:.3f}",
+                )
+            )
     if instr is not None:
         rows += [
             ("user-space instructions/stream, raw (callgrind)", instr["raw"], "-", None, "{:,.0f}"),

@@ -46,6 +46,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -57,8 +58,11 @@ from typing import Any
 from conformance.venvs import REPO, venv_bin
 
 __all__ = [
+    "API_PATHS",
+    "BENCHMAKER",
     "ClientRun",
     "flush_recorder",
+    "pooled_itl_ms",
     "reset_prefix_cache",
     "run_agent",
     "run_ours",
@@ -66,8 +70,14 @@ __all__ = [
     "run_vllm_bench",
     "url_process",
     "vllm_definitions",
+    "vllm_means",
     "write_prompts",
 ]
+
+# our CLI: the console script beside the interpreter running the tests (the project's
+# .venv under make conformance; its PYTHONPATH, when set, goes with it)
+BENCHMAKER = str(Path(sys.executable).with_name("benchmaker"))
+API_PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 
 _WORDS = (
     "cache token server request stream latency model prompt queue batch decode prefill "
@@ -161,8 +171,11 @@ def ours_run_file(
     model: str,
     label: str,
     metrics_url: str | None = None,
+    api: str = "chat",
 ) -> Path:
-    """Write the YAML run file of our client (module docstring); returns `path`."""
+    """Write the YAML run file of our client (module docstring); returns `path`.
+    `chat_url` is the endpoint of `api` (chat, responses or messages); a Responses
+    request also sends `"store": false`, as vLLM's `openai-responses` client does."""
     lines = [
         f"load: closed:{concurrency}",
         f"max_requests: {n}",
@@ -174,12 +187,15 @@ def ours_run_file(
     lines += [
         "workload:",
         "  type: openai-chat",
+        f"  api: {api}",
         f"  url: '{chat_url}'",
         f"  model: {model}",
         f"  max_tokens: {output_len}",
         "  ignore_eos: true",
         f"  dataset: {{type: jsonl, path: '{prompts}', field: prompt}}",
     ]
+    if api == "responses":
+        lines.append("  extra_body: {store: false}")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -200,16 +216,20 @@ def run_ours(
     label: str = "conformance",
     metrics: bool = False,
     timeout_s: float = 900,
+    api: str = "chat",
 ) -> ClientRun:
-    """`benchmaker run` of a run file (ours_run_file) against `<base_url>/v1/chat/completions`,
-    with a Prometheus monitor on `<base_url>/metrics` when `metrics`. An invalid run (exit
-    1, e.g. event-loop lag on a busy host) is returned with its reasons in
+    """`benchmaker run` of a run file (ours_run_file) against `<base_url>` + API_PATHS[api]
+    (chat by default), with a Prometheus monitor on `<base_url>/metrics` when `metrics`.
+    Besides the module docstring's keys, `metrics` has the means `{ttft,tpot,itl,e2e}_mean_ms`
+    (itl: per token-bearing event, as vLLM's client counts it) and `itl_pooled_ms`
+    (pooled_itl_ms, from samples.jsonl). An invalid run (exit 1,
+    e.g. event-loop lag on a busy host) is returned with its reasons in
     `metrics["verdict"]` (else "valid"). Raises RuntimeError when the CLI fails otherwise."""
     work.mkdir(parents=True, exist_ok=True)
     tag = f"{label}-{time.time_ns()}"
     cfg = ours_run_file(
         work / f"{tag}.yaml",
-        chat_url=base_url + "/v1/chat/completions",
+        chat_url=base_url + API_PATHS[api],
         prompts=prompts,
         n=n,
         concurrency=concurrency,
@@ -217,11 +237,12 @@ def run_ours(
         model=model,
         label=label,
         metrics_url=base_url + "/metrics" if metrics else None,
+        api=api,
     )
     out_dir = work / "runs"
     before = set(out_dir.iterdir()) if out_dir.exists() else set()
     cpu, wall = _run(
-        [str(REPO / ".venv" / "bin" / "benchmaker"), "run", str(cfg), "--out-dir", str(out_dir), "--no-progress"],
+        [BENCHMAKER, "run", str(cfg), "--out-dir", str(out_dir), "--no-progress"],
         work / f"{tag}.log",
         timeout_s,
         ok_codes=(0, 1),
@@ -237,7 +258,23 @@ def run_ours(
     for ours_key, key in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_event_ms", "itl"), ("e2e_ms", "e2e")):
         m[f"{key}_p50_ms"] = _pct(run.get(ours_key), "p50")
         m[f"{key}_p99_ms"] = _pct(run.get(ours_key), "p99")
+        m[f"{key}_mean_ms"] = _pct(run.get(ours_key), "mean")
+    spans = [
+        ((r["token_event_ns"][-1] - r["token_event_ns"][0]) / 1e6, r["output_tokens"] - 1)
+        for r in map(json.loads, (bundle / "samples.jsonl").read_text().splitlines())
+        if r["outcome"] == "ok" and r["token_event_ns"] and (r["output_tokens"] or 0) > 1
+    ]
+    m["itl_pooled_ms"] = pooled_itl_ms(spans)
     return ClientRun("benchmaker", m, cpu, wall, bundle, summary)
+
+
+def pooled_itl_ms(spans: list[tuple[float, int]]) -> float | None:
+    """Inter-token latency pooled per token, in ms: the sum of (last token - first token)
+    over requests / the sum of their tokens after the first, as vLLM's
+    `vllm:inter_token_latency_seconds` pools its decode steps (one token each); None
+    without such a request."""
+    steps = sum(n for _, n in spans)
+    return sum(ms for ms, _ in spans) / steps if steps else None
 
 
 def run_vllm_bench(
@@ -252,11 +289,18 @@ def run_vllm_bench(
     model: str = "tiny",
     timeout_s: float = 900,
     started: threading.Event | None = None,
+    api: str = "chat",
 ) -> ClientRun:
     """`vllm bench serve --backend openai-chat` (module docstring) with `--save-result
     --save-detailed`; the tokenizer folder is only used to count prompt lengths. `started`
     is set when it starts sending (it prints "Maximum request concurrency" just before).
-    Raises RuntimeError when it fails."""
+    `api` "responses": `--backend openai-responses` on /v1/responses (vLLM's client
+    reads that stream as ours does: TTFT at the first `response.output_text.delta`, ITL
+    between such deltas, latency at the last one; usage from `response.completed`).
+    Besides the module docstring's keys, `metrics` has the means
+    `{ttft,tpot,itl,e2e}_mean_ms` of its per-request figures (tpot as serve.py computes
+    it, over requests of more than one token) and `itl_pooled_ms` (pooled_itl_ms: its ITL gaps
+    of each request summed, over the tokens after the first). Raises RuntimeError when it fails."""
     work.mkdir(parents=True, exist_ok=True)
     name = f"vllm-bench-{time.time_ns()}.json"
     argv = [
@@ -264,11 +308,11 @@ def run_vllm_bench(
         "bench",
         "serve",
         "--backend",
-        "openai-chat",
+        "openai-responses" if api == "responses" else "openai-chat",
         "--base-url",
         base_url,
         "--endpoint",
-        "/v1/chat/completions",
+        API_PATHS[api],
         "--model",
         model,
         "--tokenizer",
@@ -319,7 +363,28 @@ def run_vllm_bench(
     for key, theirs in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2e", "e2el")):
         m[f"{key}_p50_ms"] = res.get(f"p50_{theirs}_ms", res.get(f"median_{theirs}_ms"))
         m[f"{key}_p99_ms"] = res.get(f"p99_{theirs}_ms")
+    m.update(vllm_means(res))
     return ClientRun("vllm bench serve", m, cpu, wall, work / name, res)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def vllm_means(res: dict[str, Any]) -> dict[str, float | None]:
+    """Means in ms of `vllm bench serve`'s per-request lists (--save-detailed: ttfts,
+    itls, latencies, output_lens; seconds), successful requests only (ttft > 0), TPOT as
+    serve.py calculate_metrics: (latency - ttft) / (output_len - 1) for output_len > 1."""
+    ok = [i for i, t in enumerate(res["ttfts"]) if t and t > 0]
+    lat, ttft = res["latencies"], res["ttfts"]
+    out = dict(zip(ok, res["output_lens"], strict=True))  # output_lens: successful requests only, in order
+    return {
+        "ttft_mean_ms": _mean([ttft[i] * 1000 for i in ok]),
+        "tpot_mean_ms": _mean([(lat[i] - ttft[i]) * 1000 / (out[i] - 1) for i in ok if out[i] > 1]),
+        "itl_mean_ms": _mean([g * 1000 for i in ok for g in res["itls"][i]]),
+        "e2e_mean_ms": _mean([lat[i] * 1000 for i in ok]),
+        "itl_pooled_ms": pooled_itl_ms([(sum(res["itls"][i]) * 1000, out[i] - 1) for i in ok if out[i] > 1]),
+    }
 
 
 @contextlib.contextmanager

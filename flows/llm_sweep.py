@@ -99,6 +99,7 @@ class LlmSweepParams(BaseModel):
                           parsed here, once (ParsedRateSpec)
     duration_s            seconds per point; max_requests: requests per point
     prompt_words, max_tokens  the synthetic prompt's size and the answer's cap
+    ignore_eos            send "ignore_eos": true (vLLM, SGLang: every answer max_tokens long)
     api_key_env           name of the environment variable holding the API key
     out_dir, warehouse    where the run bundle and the DuckDB warehouse go
     label                 free text stored with the run
@@ -123,6 +124,7 @@ class LlmSweepParams(BaseModel):
     max_requests: Annotated[int, Field(ge=1)] | None = None
     prompt_words: Annotated[int, Field(ge=1)] = 128
     max_tokens: Annotated[int, Field(ge=1)] | None = 128
+    ignore_eos: bool = False
     api_key_env: str | None = None
     out_dir: Path = Path("artifacts")
     warehouse: Path = Path("warehouse.duckdb")
@@ -169,6 +171,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     }
     if p.api != "chat":
         config["api"] = p.api
+    if p.ignore_eos:
+        config["ignore_eos"] = True
     resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config)
     log.info("run %s -> %s", run_id, run_dir)
     task = run_llm_sweep_point.with_options(result_storage=result_storage_for(Path(p.out_dir)))
@@ -186,6 +190,8 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
         )
         if p.api != "chat":  # only then: the point task's cache key of a chat sweep stays as it was
             args["api"] = p.api
+        if p.ignore_eos:  # likewise
+            args["ignore_eos"] = True
         rows.append(
             await measure_point(
                 task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec, name, **args

@@ -208,6 +208,7 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
         "max_requests": p.max_requests,
         "prompt_words": p.prompt_words,
         "max_tokens": p.max_tokens,
+        "ignore_eos": p.ignore_eos,
         "api_key_env": p.api_key_env,
         "shards": p.shards,
         "backend": backend,
@@ -250,6 +251,7 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
             max_loop_lag_ms=p.max_loop_lag_ms,
             max_schedule_lag_ms=p.max_schedule_lag_ms,
             api=p.api,
+            ignore_eos=p.ignore_eos,
         )
         args = dict(
             start_lead_s=lead_s,

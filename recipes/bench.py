@@ -232,21 +232,17 @@ def _llm_workload(
         ds = ShareGPTDataset(sharegpt)
     else:
         ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
-    if ignore_eos and api not in ("chat", "completions"):
-        raise ConfigError(f"--ignore-eos: sent with --api chat or completions only (got --api {api})")
     cls = _LLM_APIS[api][0]
-    if api in ("chat", "completions"):
-        return cls(
-            url,
-            model,
-            ds,
-            stream=stream,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            api_key=api_key,
-            ignore_eos=ignore_eos,
-        )
-    return cls(url, model, ds, stream=stream, max_tokens=max_tokens, temperature=temperature, api_key=api_key)
+    return cls(
+        url,
+        model,
+        ds,
+        stream=stream,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        api_key=api_key,
+        ignore_eos=ignore_eos,
+    )
 
 
 def resolve_api_key(api_key: str | None, api_key_env: str | None) -> str | None:
@@ -328,7 +324,7 @@ def llm(
         api_key_env: Name of the environment variable holding the API key.
         stream: Stream responses (TTFT/ITL need it).
         max_tokens: max_tokens sent with each request.
-        ignore_eos: Send "ignore_eos": true (vLLM, SGLang): generate past the end-of-sequence token up to --max-tokens, so every answer has the same length (as `vllm bench serve --ignore-eos`).
+        ignore_eos: Send "ignore_eos": true (vLLM, SGLang; sent with every --api, but vLLM 0.32.0 ignores it on messages): generate past the end-of-sequence token up to --max-tokens, so every answer has the same length (as `vllm bench serve --ignore-eos`).
         temperature: temperature sent with each request.
         input_words: Synthetic prompt lengths in words (default 128).
         dataset: JSONL file of prompts; --field names the field path.

@@ -675,6 +675,7 @@ def llm_sweep(
     max_requests: int | None = None,
     prompt_words: int = 128,
     max_tokens: int | None = 128,
+    ignore_eos: bool = False,
     api: str = "chat",
     api_key_env: str | None = None,
     out_dir: Path = Path("artifacts"),
@@ -717,13 +718,15 @@ def llm_sweep(
         Synthetic prompt length in words.
     max_tokens
         max_tokens sent with each request (max_output_tokens with --api responses).
+    ignore_eos
+        Send "ignore_eos": true (vLLM, SGLang; every --api, vLLM 0.32.0 ignores it on
+        messages): generate past the end-of-sequence token up to --max-tokens, so every
+        answer has the same length.
     api
-        chat (/v1/chat/completions is added to --base-url) or responses (/v1/responses).
+        chat (/v1/chat/completions is added to --base-url), responses (/v1/responses) or
+        messages (Anthropic /v1/messages; needs --max-tokens; one host: --shards 1).
     api_key_env
         Name of the environment variable holding the API key (never the key itself).
-    api
-        chat (/v1/chat/completions is added to --base-url) or messages (Anthropic
-        /v1/messages; needs --max-tokens; one host: --shards 1).
     out_dir
         Folder for run bundles and the report.
     warehouse
@@ -795,6 +798,7 @@ def llm_sweep(
         max_requests=max_requests,
         prompt_words=prompt_words,
         max_tokens=max_tokens,
+        ignore_eos=ignore_eos,
         api_key_env=api_key_env,
         out_dir=out_dir,
         warehouse=warehouse or default_warehouse(),

@@ -43,6 +43,7 @@ async def run_llm_sweep_point(
     label: str | None = None,
     checks: dict[str, float] | None = None,
     api: str = "chat",
+    ignore_eos: bool = False,
 ) -> dict[str, Any]:
     """Prefect shell over benchmaker.sweep.sweep.run_engine_point (documented there): OpenAI chat
     requests (`base_url` + /v1/chat/completions, streaming, usage requested; `api`
@@ -54,9 +55,10 @@ async def run_llm_sweep_point(
     fields, e.g. {"max_loop_lag_p99_ms": 50.0}; default the environment's or 10 ms).
     Point failures of single requests are samples, not exceptions. `api`: "chat",
     "responses" or "messages" (benchmaker.tasks.shard.sweep_workload; messages needs
-    max_tokens)."""
+    max_tokens). `ignore_eos`: send "ignore_eos": true (vLLM, SGLang: every answer
+    `max_tokens` long)."""
     api_key = os.environ.get(api_key_env) if api_key_env else None
-    workload = sweep_workload(api, base_url, model, prompt_words, max_tokens, api_key)
+    workload = sweep_workload(api, base_url, model, prompt_words, max_tokens, api_key, ignore_eos)
     config = BenchConfig(
         load=load,
         duration_s=duration_s,

@@ -91,7 +91,7 @@ class ShardPoint:
     every shard and the merge (None: the environment's or 10 ms). `start_wall_ns` is the
     attempt's earliest start (module docstring); `ready_timeout_s`: how long after it
     the shards wait for each other's ready records (None: DEFAULT_READY_TIMEOUT_S). `api`:
-    chat or responses (sweep_workload)."""
+    chat, responses or messages, `ignore_eos`: send "ignore_eos": true (sweep_workload)."""
 
     base_url: str
     model: str
@@ -113,6 +113,7 @@ class ShardPoint:
     max_schedule_lag_ms: float | None = None
     ready_timeout_s: float | None = None
     api: str = "chat"
+    ignore_eos: bool = False
 
     def as_params(self) -> dict[str, Any]:
         """The fields as a dict (flow-run parameters)."""
@@ -151,10 +152,18 @@ def endpoint_url(base_url: str, api: str = "chat") -> str:
 
 
 def sweep_workload(
-    api: str, base_url: str, model: str, prompt_words: int, max_tokens: int | None, api_key: str | None
+    api: str,
+    base_url: str,
+    model: str,
+    prompt_words: int,
+    max_tokens: int | None,
+    api_key: str | None,
+    ignore_eos: bool = False,
 ) -> OpenAIChatWorkload:
     """The llm-sweep workload: streamed requests of `api` (chat, responses or messages)
-    at endpoint_url(base_url, api) over a synthetic dataset of `prompt_words` words."""
+    at endpoint_url(base_url, api) over a synthetic dataset of `prompt_words` words, with
+    `"ignore_eos": true` in each body when `ignore_eos` (vLLM and SGLang then generate
+    `max_tokens` tokens every time)."""
     cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(api, OpenAIChatWorkload)
     return cls(
         endpoint_url(base_url, api),
@@ -162,6 +171,7 @@ def sweep_workload(
         SyntheticDataset(prompt_words, count=1000),
         max_tokens=max_tokens,
         api_key=api_key,
+        ignore_eos=ignore_eos,
     )
 
 
@@ -196,7 +206,7 @@ def _config(p: ShardPoint, shards: int) -> BenchConfig:
 
 def _workload(p: ShardPoint) -> OpenAIChatWorkload:
     api_key = os.environ.get(p.api_key_env) if p.api_key_env else None
-    return sweep_workload(p.api, p.base_url, p.model, p.prompt_words, p.max_tokens, api_key)
+    return sweep_workload(p.api, p.base_url, p.model, p.prompt_words, p.max_tokens, api_key, p.ignore_eos)
 
 
 async def run_shard_point(p: ShardPoint) -> dict[str, Any]:

@@ -29,8 +29,10 @@ class AnthropicMessagesWorkload(OpenAIChatWorkload):
 
     Body (orjson): `{"model", "messages", "max_tokens", "stream"}`, `"system"` when the
     item's chat messages hold system messages (their texts joined with "\\n\\n", taken
-    out of `messages`), `temperature` when given, then `extra_body` merged last (its
-    keys win). The same prompts as the chat workload: `dataset.item(seq).as_messages()`.
+    out of `messages`), `temperature` when given, `"ignore_eos": true` when ignore_eos
+    (not an Anthropic field; SGLang-style servers may read it, vLLM 0.32.0 does not: its
+    AnthropicMessagesRequest has no such field and drops unknown keys, so its answers
+    can still end at the end-of-sequence token), then `extra_body` merged last (its keys win). The same prompts as the chat workload: `dataset.item(seq).as_messages()`.
     Headers: `x-api-key` (when api_key is set) and `anthropic-version`
     (benchmaker.apis.anthropic_messages.anthropic_headers). `include_usage` is accepted
     for symmetry and ignored (Messages streams always carry usage). Raises ConfigError
@@ -52,6 +54,7 @@ class AnthropicMessagesWorkload(OpenAIChatWorkload):
         api_key: str | None = None,
         include_usage: bool = True,
         headers: dict[str, str] | None = None,
+        ignore_eos: bool = False,
     ) -> None:
         if max_tokens is None:
             raise ConfigError("max_tokens: required by the Messages API (give --max-tokens or max_tokens:)")
@@ -65,6 +68,7 @@ class AnthropicMessagesWorkload(OpenAIChatWorkload):
             extra_body=extra_body,
             include_usage=False,
             headers=headers,
+            ignore_eos=ignore_eos,
         )
         self._headers = anthropic_headers(api_key, stream, headers)
 
@@ -92,6 +96,8 @@ class AnthropicMessagesWorkload(OpenAIChatWorkload):
             body["system"] = "\n\n".join(system)
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if self.ignore_eos:
+            body["ignore_eos"] = True
         body.update(self.extra_body)
         return body
 

@@ -27,7 +27,9 @@ class OpenAIResponsesWorkload(OpenAIChatWorkload):
     Body (orjson): `{"model", "input", "stream"}` with the input items of
     `dataset.item(seq).as_messages()` (benchmaker.apis.openai_responses.input_items),
     `max_output_tokens` (the `max_tokens` semantics: a cap on generated tokens,
-    reasoning included) and `temperature` when given, `extra_body` merged last (its keys
+    reasoning included) and `temperature` when given, `"ignore_eos": true` when
+    ignore_eos (not an OpenAI field: vLLM's ResponsesRequest reads it into its
+    sampling parameters, as its chat requests do), `extra_body` merged last (its keys
     win). A Responses stream always ends with its usage (`response.completed`), so
     `include_usage` sends nothing.
     """
@@ -45,6 +47,8 @@ class OpenAIResponsesWorkload(OpenAIChatWorkload):
             body["max_output_tokens"] = self.max_tokens
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if self.ignore_eos:
+            body["ignore_eos"] = True
         body.update(self.extra_body)
         return body
 

@@ -7,7 +7,7 @@
       model: m
       api_key: ${OPENAI_API_KEY:-}
       max_tokens: 64
-      ignore_eos: true             # vLLM/SGLang: run on past EOS up to max_tokens
+      ignore_eos: true             # vLLM/SGLang (every api): run on past EOS up to max_tokens
       dataset: {type: synthetic, input_words: [128, 512], count: 100, seed: 1}
       # api: responses             # openai-chat only: chat (default) or responses (/v1/responses)
 
@@ -359,9 +359,6 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload | Callab
             "messages": AnthropicMessagesWorkload,
         }
         cls = by_api.get(spec.api, OpenAIChatWorkload)
-    if cls in (OpenAIResponsesWorkload, AnthropicMessagesWorkload):
-        if kwargs.pop("ignore_eos"):
-            raise ConfigError(f"ignore_eos: sent with api chat or completions only (got api {spec.api})")
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)
 
 

@@ -578,17 +578,32 @@ class AnthropicMessagesParser(BodyReader):
                 continue
             kind = obj.get("type")
             if kind == "content_block_delta":
-                if self._delta(obj):
-                    if self._n_events == 0:
-                        sample.first_token_ns = t_ns
-                        if sample.token_event_ns is None:
-                            sample.token_event_ns = []
-                        self._events = sample.token_event_ns
-                    self._events.append(t_ns)  # type: ignore[union-attr]
-                    self._n_events += 1
-                    sample.n_token_events += 1
-                    if sample.first_content_ns is None and obj["delta"].get("type") == "text_delta":
-                        sample.first_content_ns = t_ns
+                delta = obj.get("delta")
+                if (  # the hot path: text for a text block already started, as _delta does it
+                    type(delta) is dict
+                    and delta.get("type") == "text_delta"
+                    and type(text := delta.get("text")) is str
+                    and text
+                    and type(block := self.blocks.get(obj.get("index"))) is dict  # type: ignore[arg-type]
+                    and block.get("type") == "text"
+                ):
+                    block["text"] = block.get("text", "") + text
+                    self._chars += len(text)
+                    is_text = True
+                elif self._delta(obj):
+                    is_text = delta["type"] == "text_delta"  # type: ignore[index]
+                else:
+                    continue
+                if self._n_events == 0:
+                    sample.first_token_ns = t_ns
+                    if sample.token_event_ns is None:
+                        sample.token_event_ns = []
+                    self._events = sample.token_event_ns
+                self._events.append(t_ns)  # type: ignore[union-attr]
+                self._n_events += 1
+                sample.n_token_events += 1
+                if is_text and sample.first_content_ns is None:
+                    sample.first_content_ns = t_ns
             elif kind == "content_block_start":
                 block = obj.get("content_block")
                 index = obj.get("index")

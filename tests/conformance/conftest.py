@@ -68,8 +68,17 @@ def tiny_model() -> Path:
 
 @pytest.fixture(scope="session")
 def vllm(tiny_model, out_dir):
-    """One real vLLM server for the session (prefix caching on, prompt token details on)."""
+    """One real vLLM server for the session (prefix caching on, prompt token details on).
+    $BENCHMAKER_VLLM_URL (http://127.0.0.1:PORT) names one already serving the tiny model
+    as conformance/vllm_server.py starts it (start-up takes minutes on a busy host):
+    it is used as it is, and left running."""
     from conformance.vllm_server import VllmServer
 
+    url = os.environ.get("BENCHMAKER_VLLM_URL")
+    if url:
+        server = VllmServer(tiny_model, log=out_dir / "vllm-serve.log")
+        server.base_url = url.rstrip("/")
+        yield server
+        return
     with VllmServer(tiny_model, log=out_dir / "vllm-serve.log") as server:
         yield server

@@ -8,7 +8,7 @@ conformance` prints.
     )
     rows[0].misses, rows[0].resolved          # per sweep point (concurrency 1, then 4)
 
-Each run: `--concurrency-sweep 1,4 --episodes-per-point 4 --divergence content` into a
+Each run: `--concurrency 1,4 --episodes-per-point 4 --divergence content` into a
 DuckDB warehouse of its own (Prefect's temporary server given 180 s to start on a busy
 host); the rows are read from its `v_sweep_summary`. The run's
 output goes to `<out_dir>/<agent>-<api>-replay.log`. Every row is appended to
@@ -90,7 +90,7 @@ def replay_in_command_mode(
             command,
             "--task-dirs",
             str(task_dir),
-            "--concurrency-sweep",
+            "--concurrency",
             concurrency,
             "--episodes-per-point",
             str(episodes),

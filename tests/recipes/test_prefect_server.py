@@ -246,7 +246,8 @@ def test_the_makefile_starts_and_stops_the_server_through_the_cli() -> None:
     """One way to start the server: the Makefile's targets call `benchmaker server`, and
     its prefect commands run through `benchmaker server exec` (the URL and the secret)."""
     dry = subprocess.run(
-        ["make", "-n", "prefect-server", "prefect-server-stop", "worker", "deploy", "STAMP="],
+        # --no-print-directory: under `make test` (MAKELEVEL set) make names its directory
+        ["make", "-n", "--no-print-directory", "prefect-server", "prefect-server-stop", "worker", "deploy", "STAMP="],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,5 +1,5 @@
 """Command to first request of `benchmaker swebench-replay --logs` on a SWE-bench-sized
-corpus, before/after converting the logs once per run (issues #15, #17).
+corpus, before/after converting the logs once per run.
 
     .venv/bin/python benchmarks/convert_once.py [--before REV] [--trajectories 500]
         [--min-turns 50] [--max-turns 450] [--seed 1] [--keep DIR]

@@ -1,4 +1,4 @@
-"""Engine benchmarks of issues #2 and #17, from one run on this machine (not part of CI).
+"""Engine benchmarks, from one run on this machine (not part of CI).
 
     .venv/bin/python benchmarks/engine.py [--pairs 9] [--pair-seconds 1.5] [--seconds 5]
         [--figures 1,2,2a,2i,3,4,profile] [--profile-top 25] [--callgrind-streams 128]

@@ -1,4 +1,4 @@
-"""Replay server benchmark (issues #3, #17): requests per server CPU second of the replay
+"""Replay server benchmark: requests per server CPU second of the replay
 server beside a bare ASGI app on the same server stack, on each stack, in one run.
 
     .venv/bin/python benchmarks/replay_server.py [--requests 3000] [--rounds 9] [--block 0]

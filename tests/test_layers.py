@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -294,3 +295,31 @@ def private_imports(modules: dict[str, Path]) -> list[str]:
 
 def test_no_private_name_is_imported_across_modules() -> None:
     assert private_imports(source_files()) == []
+
+
+def test_no_comment_cites_a_map_outside_the_repository() -> None:
+    """The code's map is docs/: no source, test, benchmark or SQL file cites the first
+    architecture's sections, the style sheet's, a notes file or an issue tracker's
+    numbers, none of which the repository holds."""
+    pattern = re.compile(
+        "|".join(["DESIGN " + "§", "STYLE " + "§", r"issues? #\d+", r"\(#\d+\)", "notes/" + "CONTRACTS"])
+    )
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}"
+        for top in (
+            "benchmaker",
+            "flows",
+            "tasks",
+            "workloads",
+            "recipes",
+            "warehouse",
+            "benchmarks",
+            "conformance",
+            "tests",
+        )
+        for path in sorted((REPO / top).rglob("*"))
+        if path.suffix in (".py", ".sql", ".sh") and "data" not in path.relative_to(REPO).parts[:2]
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []

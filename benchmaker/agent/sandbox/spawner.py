@@ -1,4 +1,4 @@
-"""Process spawning and file-tree work off the measuring event loop (issues #12, #14).
+"""Process spawning and file-tree work off the measuring event loop.
 
     sp = await ProcessSpawner.start()       # one helper process, started before measurement
     res = await sp.run(["bash", "-c", "python -m pytest -q"], cwd=ws, env=env,

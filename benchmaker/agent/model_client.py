@@ -751,7 +751,7 @@ class ChatStream:
         t0 = client.t0_ns
         pc = time.perf_counter_ns
         ex = _TransportExchange(client, self._payload, self._stream, self._url, self._headers)
-        parser: Any = self._parser or OpenAIChatAssembler(stream=self._stream, max_tokens=self._max_tokens)
+        parser = self._parser or OpenAIChatAssembler(stream=self._stream, max_tokens=self._max_tokens)
         payload = self._payload
         s.bytes_sent = len(payload) if isinstance(payload, bytes) else sum(map(len, payload))
         finished = False
@@ -809,5 +809,4 @@ class ChatStream:
             if not finished and s.outcome == Outcome.OK.value:  # cancelled, or the consumer stopped reading
                 s.outcome, s.error = Outcome.CANCELLED.value, "cancelled before the body ended"
             r.content, r.reasoning, r.tool_calls = parser.content, parser.reasoning, parser.tool_calls
-            # a forwarded API's parser gives its raw usage object (benchmaker.agent.wire_calls)
-            r.usage = parser.raw_usage() if self._parser is not None else parser.usage
+            r.usage = parser.raw_usage()

@@ -494,6 +494,11 @@ class OpenAIChatAssembler(OpenAIChatParser):
     def reasoning(self) -> str | None:
         return None if self._reasoning is None else "".join(self._reasoning)
 
+    def raw_usage(self) -> dict[str, Any] | None:
+        """The server's usage object as sent (`usage`); the one name every assembler of
+        an assistant message answers to (benchmaker.agent.wire_calls has the others)."""
+        return self.usage
+
     def _chunk(self, choices: Any) -> bool:
         token = super()._chunk(choices)
         for choice in choices:

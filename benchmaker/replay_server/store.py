@@ -99,6 +99,7 @@ __all__ = [
     "StoredTrajectory",
     "exit_code_in",
     "load_trajectories",
+    "stable_text",
     "request_key",
     "responses_output",
 ]
@@ -146,6 +147,32 @@ def exit_code_in(text: str) -> int | None:
     return None
 
 
+# Codex CLI's shell tool result (`exec_command`, observed in @openai/codex 0.171.0): a
+# header of "Chunk ID: <hex>", "Wall time: <s> seconds", "Process exited with code N",
+# "Original token count: N" lines, then "Output:" and the command's output. The chunk id
+# is random and the wall time measured per run.
+_VOLATILE_HEADER_RES = (
+    (re.compile(r"^Chunk ID: [0-9A-Za-z-]+$", re.M), "Chunk ID: *"),
+    (re.compile(r"^Wall time: \d+(?:\.\d+)? seconds$", re.M), "Wall time: * seconds"),
+)
+_OUTPUT_MARK = "\nOutput:\n"
+
+
+def stable_text(text: str) -> str:
+    """`text` with the per-run fields of a tool result's header masked, so the same
+    command's result compares equal across runs: Codex CLI's `Chunk ID: <hex>` becomes
+    `Chunk ID: *` and `Wall time: <s> seconds` becomes `Wall time: * seconds`, in the
+    lines before its `Output:` line only (the command's own output is never changed).
+    Any other text is returned as it is."""
+    if not text.startswith(("Chunk ID: ", "Wall time: ")):
+        return text
+    end = text.find(_OUTPUT_MARK)
+    head, rest = (text, "") if end < 0 else (text[:end], text[end:])
+    for pattern, mask in _VOLATILE_HEADER_RES:
+        head = pattern.sub(mask, head)
+    return head + rest
+
+
 _NOT_JSON = object()
 
 
@@ -169,18 +196,20 @@ def _json_returncode(text: str) -> int | None | object:
 @dataclass(frozen=True, slots=True)
 class RecordedObservation:
     """A recorded observation in the form the divergence check compares: the
-    tool_call_id (None for text-action agents), the content, is_error, and the exit
-    code (the recorded one, else the one its text states, else None)."""
+    tool_call_id (None for text-action agents), the content, is_error, the exit
+    code (the recorded one, else the one its text states, else None) and `stable`, the
+    content with its per-run fields masked (`stable_text`)."""
 
     tool_call_id: str | None
     content: str
     is_error: bool
     exit_code: int | None
+    stable: str
 
     @classmethod
     def of(cls, obs: Observation) -> RecordedObservation:
         code = obs.exit_code if obs.exit_code is not None else exit_code_in(obs.content)
-        return cls(obs.tool_call_id, obs.content, obs.is_error, code)
+        return cls(obs.tool_call_id, obs.content, obs.is_error, code, stable_text(obs.content))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from benchmaker.agent.harness import run_episode
+from benchmaker.agent.verifier import task_id_of
 from benchmaker.apis.openai_responses import input_items
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.trajectories.context import request_messages
@@ -132,7 +133,7 @@ def test_small_rollout_gives_one_turn_per_token_count(tmp_path: Path):
         "# AGENTS.md instructions",
         ["fix calc.py"],
         "gpt-5.5",
-        "sess-1",
+        None,  # the session id names no task
     )
     assert len(t.turns) == 5
     assert t.skipped == {"developer_message": 1}
@@ -295,7 +296,8 @@ async def test_codex_0171_rollout_usage_records_after_outputs(tmp_path: Path):
     after the call output: one turn per call, usage counted once."""
     assert detect_format(WRITTEN) == "codex-rollout"
     (t,) = list(iter_trajectories(WRITTEN))
-    assert (t.match_key, t.model, t.task_id) == ("task:codex-demo", "gpt-5.5", "01a23cf8-f838-7672-ad8c-657a8725c137")
+    assert (t.match_key, t.model, t.task_id) == ("task:codex-demo", "gpt-5.5", None)
+    assert task_id_of(t) == "codex-demo"  # the task a replay's --task-dirs gives it
     assert t.user_before_turns == ["task_id: codex-demo\nWrite hello into out.txt"]
     assert t.skipped == {"developer_message": 1}
     assert [(c.id, c.name, c.arguments) for c in t.turns[0].response.tool_calls] == [

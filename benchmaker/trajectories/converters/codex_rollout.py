@@ -6,7 +6,9 @@ trajectory per file. Source: openai/codex `codex-rs/protocol/src/protocol.rs`
 
 Each line is `{"timestamp", "type", "payload"}`:
   - `session_meta`: `base_instructions.text` is the system prompt (Codex sends it as the
-    Responses `instructions`); `id` names the session.
+    Responses `instructions`); its `id` names the session, not a task, so it is not
+    the trajectory's `task_id` (None: a task id comes from the prompt's `task_id:` line,
+    through the match key).
   - `turn_context`: `model` names the model of the calls that follow.
   - `response_item`: a Responses item as sent or received. Inputs: `message` of role
     user (a user message: before the first call `first_user` / `user_before_turns`, later
@@ -109,7 +111,6 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     builder = TrajectoryBuilder(ctx, FORMAT)
     call = _Call()
     model: str | None = None
-    session: str | None = None
     names: dict[str, str] = {}
     awaiting: list[Any] = []  # the turn an input closed, whose usage record is still to come
     usage_records = False  # the file writes token_usage_record lines (token_count then repeats them)
@@ -152,8 +153,6 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
             text = base.get("text") if isinstance(base, dict) else base
             if isinstance(text, str):
                 builder.set_system(text)
-            if isinstance(p.get("id"), str):
-                session = p["id"]
         elif kind == "turn_context":
             if isinstance(p.get("model"), str):
                 model = p["model"]
@@ -245,7 +244,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
         close(None)
     if awaiting:
         builder.skip("call_without_token_count")
-    yield builder.build(0, task_id=session)
+    yield builder.build(0)
 
 
 def _compacted_head(builder: TrajectoryBuilder) -> list[MessageSpan]:

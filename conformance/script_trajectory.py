@@ -13,18 +13,26 @@ Step i becomes turn i: content the step's thought; a step with a command one too
 is `task:<task_id>` (the replay server finds `task_id: <task_id>` in the agent's first
 user message). Usage is a stand-in (prompt 1000 + 100 per turn, completion 20 tokens),
 stated as such.
+
+`record_on_script` runs an agent launcher once on a fresh copy of a task through
+`benchmaker record`, in front of `benchmaker serve-replay` playing such a trajectory.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from benchmaker.trajectories.trajectory import Response, Source, ToolCall, Trajectory, Turn, Usage
+from conformance.clients import BENCHMAKER, flush_recorder, run_agent, url_process
 from conformance.scripted_model import ScriptStep
 
-__all__ = ["script_trajectory"]
+__all__ = ["ScriptedRecording", "record_on_script", "script_trajectory"]
 
 
 def script_trajectory(
@@ -61,3 +69,46 @@ def script_trajectory(
         first_user=f"task_id: {task_id}",
         turns=turns,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedRecording:
+    """One `record_on_script` run: `recorded` the trajectories.jsonl `benchmaker record`
+    wrote, `sessions` the folder given to the agent for its own session log, `workdir`
+    the task copy it worked in, `stdout` the launcher's output, `flushed` the recorder's
+    /flush answer and `upstream_stats` the playing replay server's /stats."""
+
+    recorded: Path
+    sessions: Path
+    workdir: Path
+    stdout: str
+    flushed: dict[str, Any]
+    upstream_stats: dict[str, Any]
+
+
+def record_on_script(
+    traj: Trajectory, *, agent: list[str], name: str, task_dir: Path, tmp: Path, out_dir: Path
+) -> ScriptedRecording:
+    """Run the launcher argv `agent` (its `{base_url}` and `{sessions}` items filled in
+    with the recorder's OpenAI-style base URL and `<tmp>/sessions`) in a fresh copy of
+    `task_dir` at `<tmp>/work`, through `benchmaker record` in front of `benchmaker
+    serve-replay` playing `traj`. Logs go to `<out_dir>/<name>-{upstream,record,agent}.log`.
+    Raises AssertionError when the launcher exits non-zero, RuntimeError when a server
+    does not start."""
+    script, recorded, sessions, workdir = tmp / "script.jsonl", tmp / "recorded.jsonl", tmp / "sessions", tmp / "work"
+    script.write_text(traj.model_dump_json() + "\n", encoding="utf-8")
+    shutil.copytree(task_dir, workdir)
+    with (
+        url_process(
+            [BENCHMAKER, "serve-replay", str(script), "--port", "0"], log=out_dir / f"{name}-upstream.log"
+        ) as up,
+        url_process(
+            [BENCHMAKER, "record", "--upstream", up, "-o", str(recorded)], log=out_dir / f"{name}-record.log"
+        ) as rec,
+    ):
+        argv = [a.format(base_url=rec + "/v1", sessions=sessions) for a in agent]
+        done = run_agent(argv, cwd=workdir, log=out_dir / f"{name}-agent.log")
+        flushed = flush_recorder(rec)
+        with urllib.request.urlopen(up + "/stats") as r:
+            stats = json.load(r)
+    return ScriptedRecording(recorded, sessions, workdir, done.stdout, flushed, stats)

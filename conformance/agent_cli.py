@@ -1,5 +1,8 @@
-"""What the agent launchers (pi_agent.py, opencode_agent.py) share: where an agent is
-installed under the conformance cache and a throw-away HOME per run. They run inside the
+"""What the agent launchers (pi_agent.py, opencode_agent.py, codex_agent.py,
+claude_agent.py) share: where an agent is installed under the conformance cache, a
+throw-away HOME per run, and the command line of a launcher that takes its model server
+from command mode's environment (`launcher_parser`, `parse_launcher_args`,
+`copy_logs`). They run inside the
 command-mode sandbox as scripts, without the repository on their path, so they import
 this module as a sibling (`from agent_cli import ...`) there and as
 `conformance.agent_cli` from the tests.
@@ -11,15 +14,16 @@ this module as a sibling (`from agent_cli import ...`) there and as
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["cache_prefix", "fresh_home", "installed_exe"]
+__all__ = ["cache_prefix", "copy_logs", "fresh_home", "installed_exe", "launcher_parser", "parse_launcher_args"]
 
 
 def cache_prefix(name: str) -> Path:
@@ -48,3 +52,33 @@ def fresh_home(prefix: str) -> Iterator[Path]:
         yield home
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def launcher_parser(description: str, agent: str, log: str) -> argparse.ArgumentParser:
+    """The options every such launcher has: `--base-url` (default $OPENAI_BASE_URL, which
+    command mode sets to its proxy), `--task-file` (required), `--session-dir` (where to
+    copy the agent's `log`) and `--<agent>` (the agent's npm prefix, a Path)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"), help="default: $OPENAI_BASE_URL")
+    ap.add_argument("--task-file", type=Path, required=True)
+    ap.add_argument("--session-dir", type=Path, default=None, help=f"where to copy {log}")
+    ap.add_argument(f"--{agent}", type=Path, default=None, help="its npm prefix (default: the conformance cache's)")
+    return ap
+
+
+def parse_launcher_args(ap: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`ap.parse_args(argv)`; exits 2 (argparse's usage error) when there is no base URL."""
+    args = ap.parse_args(argv)
+    if not args.base_url:
+        ap.error("--base-url: not given and OPENAI_BASE_URL is not set")
+    return args
+
+
+def copy_logs(files: Iterable[Path], dest: Path | None) -> None:
+    """Copy each of `files` into the folder `dest` (made if missing) under its own name;
+    nothing when `dest` is None."""
+    if dest is None:
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        shutil.copy2(path, dest / path.name)

@@ -29,24 +29,15 @@ installed (the message names the install step).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 try:
-    from conformance.agent_cli import cache_prefix, fresh_home, installed_exe
+    from conformance import agent_cli
 except ImportError:  # run as a script inside the sandbox: its own folder is on sys.path
-    from agent_cli import cache_prefix, fresh_home, installed_exe  # type: ignore[no-redef]
-
-
-def claude_prefix() -> Path:
-    """`<cache>/claude`, the npm prefix conformance/setup_venvs.sh claude installs into
-    (agent_cli)."""
-    return cache_prefix("claude")
+    import agent_cli  # type: ignore[no-redef]
 
 
 def anthropic_base_url(base_url: str) -> str:
@@ -71,20 +62,14 @@ def result_is_error(stdout: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line (module docstring)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"), help="default: $OPENAI_BASE_URL")
-    ap.add_argument("--task-file", type=Path, required=True)
+    ap = agent_cli.launcher_parser(__doc__.split("\n")[0], "claude", "Claude Code's session file")
     ap.add_argument("--model", default=None, help="default: Claude Code's own")
-    ap.add_argument("--session-dir", type=Path, default=None, help="where to copy Claude Code's session file")
-    ap.add_argument("--claude", type=Path, default=None, help="Claude Code's npm prefix (default: the cache's)")
-    args = ap.parse_args(argv)
-    if not args.base_url:
-        ap.error("--base-url: not given and OPENAI_BASE_URL is not set")
-    exe = installed_exe("claude", args.claude, "claude")
+    args = agent_cli.parse_launcher_args(ap, argv)
+    exe = agent_cli.installed_exe("claude", args.claude, "claude")
     if exe is None:
         return 2
     task = args.task_file.read_text(encoding="utf-8")
-    with fresh_home("claude-home-") as home:
+    with agent_cli.fresh_home("claude-home-") as home:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "CLAUDE_", "XDG_"))}
         env.update(
             HOME=str(home),
@@ -101,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         run = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         sys.stdout.write(run.stdout)
         sys.stderr.write(run.stderr)
-        if args.session_dir is not None:
-            args.session_dir.mkdir(parents=True, exist_ok=True)
-            for session in sorted((home / ".claude" / "projects").glob("*/*.jsonl")):
-                shutil.copy2(session, args.session_dir / session.name)
+        agent_cli.copy_logs(sorted((home / ".claude" / "projects").glob("*/*.jsonl")), args.session_dir)
         if run.returncode == 0 and result_is_error(run.stdout):
             return 1
         return run.returncode

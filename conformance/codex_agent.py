@@ -27,23 +27,14 @@ installed (the message names the install step).
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 try:
-    from conformance.agent_cli import cache_prefix, fresh_home, installed_exe
+    from conformance import agent_cli
 except ImportError:  # run as a script inside the sandbox: its own folder is on sys.path
-    from agent_cli import cache_prefix, fresh_home, installed_exe  # type: ignore[no-redef]
-
-
-def codex_prefix() -> Path:
-    """`<cache>/codex`, the npm prefix conformance/setup_venvs.sh codex installs into
-    (agent_cli)."""
-    return cache_prefix("codex")
+    import agent_cli  # type: ignore[no-redef]
 
 
 def config_toml(base_url: str, model: str) -> str:
@@ -60,20 +51,14 @@ def config_toml(base_url: str, model: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line (module docstring)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"), help="default: $OPENAI_BASE_URL")
-    ap.add_argument("--task-file", type=Path, required=True)
+    ap = agent_cli.launcher_parser(__doc__.split("\n")[0], "codex", "Codex's rollout")
     ap.add_argument("--model", default="gpt-5.5")
-    ap.add_argument("--session-dir", type=Path, default=None, help="where to copy Codex's rollout")
-    ap.add_argument("--codex", type=Path, default=None, help="Codex's npm prefix (default: the cache's)")
-    args = ap.parse_args(argv)
-    if not args.base_url:
-        ap.error("--base-url: not given and OPENAI_BASE_URL is not set")
-    exe = installed_exe("codex", args.codex, "codex")
+    args = agent_cli.parse_launcher_args(ap, argv)
+    exe = agent_cli.installed_exe("codex", args.codex, "codex")
     if exe is None:
         return 2
     task = args.task_file.read_text(encoding="utf-8")
-    with fresh_home("codex-home-") as home:
+    with agent_cli.fresh_home("codex-home-") as home:
         (home / "config.toml").write_text(config_toml(args.base_url, args.model), encoding="utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_", "XDG_"))}
         env.update(
@@ -84,10 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         cmd = [str(exe), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json", task]
         code = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL).returncode
-        if args.session_dir is not None:
-            args.session_dir.mkdir(parents=True, exist_ok=True)
-            for rollout in sorted((home / "sessions").rglob("rollout-*.jsonl")):
-                shutil.copy2(rollout, args.session_dir / rollout.name)
+        agent_cli.copy_logs(sorted((home / "sessions").rglob("rollout-*.jsonl")), args.session_dir)
         return code
 
 

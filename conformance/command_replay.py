@@ -30,7 +30,7 @@ import duckdb
 
 from conformance.venvs import REPO
 
-__all__ = ["AgentRow", "replay_in_command_mode", "write_table"]
+__all__ = ["AgentRow", "assert_clean_replay", "replay_in_command_mode", "write_table"]
 
 BENCHMAKER = str(Path(sys.executable).with_name("benchmaker"))
 
@@ -125,6 +125,22 @@ def replay_in_command_mode(
             f.write(json.dumps(asdict(row)) + "\n")
     write_table(out_dir)
     return rows
+
+
+def assert_clean_replay(rows: list[AgentRow], *, turns: int, episodes: int = 4) -> None:
+    """Assert the rows of a replay at concurrency 1 and 4 (`episodes` each) of a
+    `turns`-turn recording: concurrency reached, no episode failed, every episode made
+    the recorded `turns` requests and each was served as a turn, 0 misses, 0
+    divergences, every episode re-verified and resolved; a point may be invalid only
+    for event-loop lag (a busy host), for no other reason."""
+    n = episodes * turns
+    assert [
+        (r.concurrency, r.achieved, r.episodes, r.failed, r.requests, r.turns, r.misses, r.divergences)
+        + (r.reverified, r.resolved)
+        for r in rows
+    ] == [(1, 1, episodes, 0, n, n, 0, 0, episodes, episodes), (4, 4, episodes, 0, n, n, 0, 0, episodes, episodes)]
+    for r in rows:
+        assert r.valid or all("event-loop lag" in x for x in (r.invalid_reason or "").split("; ")), r
 
 
 def write_table(out_dir: Path) -> Path:

@@ -14,7 +14,7 @@ is `task:<task_id>` (the replay server finds `task_id: <task_id>` in the agent's
 user message). Usage is a stand-in (prompt 1000 + 100 per turn, completion 20 tokens),
 stated as such.
 
-`record_on_script` runs an agent launcher once on a fresh copy of a task through
+`convert_log` converts an agent's own log with `benchmaker convert`. `record_on_script` runs an agent launcher once on a fresh copy of a task through
 `benchmaker record`, in front of `benchmaker serve-replay` playing such a trajectory.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from benchmaker.trajectories.trajectory import Response, Source, ToolCall, Traje
 from conformance.clients import BENCHMAKER, flush_recorder, run_agent, url_process
 from conformance.scripted_model import ScriptStep
 
-__all__ = ["ScriptedRecording", "record_on_script", "script_trajectory"]
+__all__ = ["ScriptedRecording", "convert_log", "record_on_script", "script_trajectory"]
 
 
 def script_trajectory(
@@ -112,3 +113,11 @@ def record_on_script(
         with urllib.request.urlopen(up + "/stats") as r:
             stats = json.load(r)
     return ScriptedRecording(recorded, sessions, workdir, done.stdout, flushed, stats)
+
+
+def convert_log(log: Path, out: Path) -> Path:
+    """`benchmaker convert LOG -o OUT`; returns `out`. Raises AssertionError with its
+    output when it fails."""
+    done = subprocess.run([BENCHMAKER, "convert", str(log), "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out

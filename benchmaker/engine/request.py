@@ -25,7 +25,9 @@ or read by read, when a consumer handles each read as it comes (the model client
 Stamps: `time.perf_counter_ns()`; the sample's are offsets from `t0_ns` (docs/metrics.md):
 `sent_ns` just before the transport is called, `first_byte_ns` the first body read,
 each read's stamp handed to `parser.feed`, `end_ns` when the body ended or the exchange
-failed.
+failed (on RawTransport, which knows when a body is complete, the read that completed it;
+elsewhere the read that found no more). `bytes_received` is the body's size once it
+ended (0 for a body cut or timed out, as its parser's totals are not taken then).
 
 Deadlines (the config's `timeouts`, in s; each None for none), from the send:
 
@@ -248,6 +250,7 @@ class RequestExchange:
         "ended_at",
         "fired",
         "wait_ns",
+        "nbytes",
         "body_read",
         "_cm",
         "_resp",
@@ -267,6 +270,7 @@ class RequestExchange:
         self.ended_at = 0  # perf_counter_ns the body was seen complete (read by read)
         self.fired: str | None = None  # the deadline that cancelled the task
         self.wait_ns = 0
+        self.nbytes = 0  # body bytes read so far (the sample's bytes_received once the body ended)
         self.body_read = False
         self._cm: Any = None
         self._resp: Any = None
@@ -365,6 +369,7 @@ class RequestExchange:
         t0 = self.t0_ns
         if self.ended_at:  # the last read brought the end: no read waits for it
             sample.end_ns = self.ended_at - t0
+            sample.bytes_received = self.nbytes
             self.body_read = True
             return b""
         try:
@@ -380,12 +385,13 @@ class RequestExchange:
             self.wait_ns += now - start
         if not data:
             sample.end_ns = now - t0
+            sample.bytes_received = self.nbytes
             self.body_read = True
             return b""
         t = now - t0
-        if sample.bytes_received == 0:
+        if self.nbytes == 0:
             sample.first_byte_ns = t
-        sample.bytes_received += len(data)
+        self.nbytes += len(data)
         parser.feed(data, t, sample)
         self.read_at = now
         self.held_at = after = pc()

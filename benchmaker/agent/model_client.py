@@ -9,17 +9,21 @@ it arrives and fills the same `ChatResult` (`.result`) as it goes.
 HTTP: an engine transport (benchmaker.engine.transport): the engine's own HTTP/1.1 client
 by default (benchmaker.engine.http1.RawTransport, one keep-alive pool per ModelClient),
 any engine transport given as `transport=`, or the engine's AiohttpTransport over a
-given aiohttp `session=` (its pool). On every transport the client keeps the deadlines
-itself: `timeout_s` from the call's start over every await, `idle_timeout_s` from the
-start of each body read. A 0.13 MB request costs ~1x its orjson serialisation on
-RawTransport against ~3x on aiohttp (benchmarks/long_session.py).
+given aiohttp `session=` (its pool). A 0.13 MB request costs ~1x its orjson
+serialisation on RawTransport against ~3x on aiohttp (benchmarks/long_session.py).
+
+One exchange: each call is the engine's (benchmaker.engine.request.RequestExchange, read
+by read), under the engine's deadlines (one periodic check per event loop for every
+client with the same deadlines): `timeout_s` is the total deadline (s, from the send),
+`idle_timeout_s` the idle one (s: the longest wait for the body's next bytes; the time
+the consumer holds a read, between two reads, is not waiting). A deadline never cuts the
+consumer's own code: one that passed while it held a read ends the call at its next read.
 A conversation kept in a `MessageLog` (the harness's) is sent from its messages' kept
 JSON bytes: a turn serialises only its new messages.
-Failures map to outcomes by the engine's rules (benchmaker.engine.runner:
-record_http_error, record_failure): status >= 400 -> http_error, connect deadline ->
-timeout (connect), refused or lost before the headers or inside the body (a body cut
-short, a decoded body over the cap) -> transport_error, total deadline -> timeout
-(total); and the client's own idle deadline -> timeout (idle).
+Failures map to outcomes by the engine's rules (RequestExchange.record, as the runner's):
+status >= 400 -> http_error, connect deadline -> timeout (connect), refused or lost
+before the headers or inside the body (a body cut short, a decoded body over the cap) ->
+transport_error, total / idle deadline -> timeout (total / idle, no error text).
 
 One instrument: the body is parsed by the engine's one OpenAI stream
 parser (benchmaker.apis.openai_chat.OpenAIChatParser over benchmaker.engine.sse.SSEParser), so a
@@ -52,7 +56,8 @@ the run's origin; default 0, i.e. absolute stamps), as the engine's:
                       arguments; a role-only or empty delta is not a token)
     first_content_ns  the read carrying the first non-empty `content` (TTFC)
     token_event_ns    every token event's read stamp (ITL)
-    end_ns            the body ended, or the call failed
+    end_ns            the body ended (on RawTransport the read that completed it, before
+                      the consumer holds it), or the call failed
 
 `ChatResult.sent_ns`, `first_token_ns`, `first_visible_ns` (= first_content), `end_ns`
 give the same stamps as absolute perf_counter_ns values.
@@ -206,8 +211,9 @@ class ModelClient:
         await client.aclose()
 
     `base_url` may end in `/v1` or not; requests go to `<base>/v1/chat/completions`.
-    `api_key` becomes a bearer token. `timeout_s` bounds each whole call (total) and
-    `idle_timeout_s` each body read; a fired deadline gives outcome `timeout`.
+    `api_key` becomes a bearer token. `timeout_s` (s) bounds each whole call (total) and
+    `idle_timeout_s` (s) each wait for the body's next bytes (None: no such deadline);
+    a fired deadline gives outcome `timeout` (module docstring).
     `session`: an aiohttp ClientSession to send with (through the engine's
     AiohttpTransport; left open); else `transport`: an engine transport
     (benchmaker.engine.transport; left open); else the client's own RawTransport,
@@ -241,14 +247,14 @@ class ModelClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._own_transport = session is None and transport is None
-        if session is not None:  # the engine's aiohttp transport over it; the deadlines are ours
+        if session is not None:  # the engine's aiohttp transport over it; the deadlines are the exchange's
             transport = AiohttpTransport(connect_timeout_s=None, session=session)
         self._transport = transport
         # see stream(): (model, stream, id of the tools list) -> (that list, frame)
         self._frames: dict[tuple[str | None, bool, int], tuple[Any, tuple[bytes, bytes]]] = {}
 
     async def _started_transport(self) -> Any:
-        if self._transport is None:  # the engine's HTTP/1.1 client; the deadlines are ours
+        if self._transport is None:  # the engine's HTTP/1.1 client; the deadlines are the exchange's
             self._transport = RawTransport(connect_timeout_s=None)
             await self._transport.start()
         return self._transport

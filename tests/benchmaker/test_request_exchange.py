@@ -14,14 +14,20 @@ from benchmaker.engine.request import DeadlineExceeded, Deadlines, RequestExchan
 S = 1_000_000_000
 
 
-async def test_each_deadline_at_its_time_total_first_then_ttft_then_idle():
-    # deadlines of 20-100 s: the real periodic check never fires within the test
-    dl = Deadlines(total_s=100.0, ttft_s=50.0, idle_s=20.0)
-    assert dl.period_s == 0.05  # 20 s / 20, clamped to 50 ms
+def _started(dl: Deadlines) -> tuple[RequestExchange, Sample, asyncio.Task]:
+    """An exchange started under `dl` in a task that waits for an hour: (exchange, its sample, the task)."""
     waiter = asyncio.create_task(asyncio.sleep(3600))
     sample = Sample("r", 0, "l")
     ex = RequestExchange(sample, 0, dl, waiter)
     ex.start()
+    return ex, sample, waiter
+
+
+async def test_each_deadline_at_its_time_total_first_then_ttft_then_idle():
+    # deadlines of 20-100 s: the real periodic check never fires within the test
+    dl = Deadlines(total_s=100.0, ttft_s=50.0, idle_s=20.0)
+    assert dl.period_s == 0.05  # 20 s / 20, clamped to 50 ms
+    ex, sample, waiter = _started(dl)
     sent = ex.sent_at
     assert (sample.sent_ns, ex.read_at) == (sent, sent)
     assert dl.due(ex, sent + 20 * S - 1) is None
@@ -40,10 +46,7 @@ async def test_each_deadline_at_its_time_total_first_then_ttft_then_idle():
 
 async def test_a_held_exchange_is_not_cut_and_a_fired_deadline_records_its_kind():
     dl = Deadlines(total_s=100.0)
-    waiter = asyncio.create_task(asyncio.sleep(3600))
-    sample = Sample("r", 0, "l")
-    ex = RequestExchange(sample, 0, dl, waiter)
-    ex.start()
+    ex, sample, waiter = _started(dl)
     ex.held_at = ex.sent_at + 1  # a consumer holds the last read: its code runs, never cancelled
     dl.check(ex.sent_at + 200 * S)
     assert (ex.fired, waiter.cancelling()) == (None, 0)
@@ -58,11 +61,7 @@ async def test_a_held_exchange_is_not_cut_and_a_fired_deadline_records_its_kind(
 
 
 async def test_a_cancellation_from_elsewhere_records_nothing():
-    dl = Deadlines(idle_s=30.0)
-    waiter = asyncio.create_task(asyncio.sleep(3600))
-    sample = Sample("r", 0, "l")
-    ex = RequestExchange(sample, 0, dl, waiter)
-    ex.start()
+    ex, sample, waiter = _started(Deadlines(idle_s=30.0))
     waiter.cancel()  # not a deadline
     with pytest.raises(asyncio.CancelledError):
         await waiter

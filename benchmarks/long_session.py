@@ -15,7 +15,7 @@ time.process_time() as each call starts: client CPU of turn t = the stamp of cal
 the stamp of call t (building the next request from the history, encoding and sending
 it, reading and parsing the response, the episode's bookkeeping; the server's CPU is in
 its own process); per turn, the median over the rounds. The call's exchange
-(model_client._TransportExchange) is wrapped too, to split that CPU in three:
+(benchmaker.engine.request.RequestExchange, its open and close) is wrapped too, to split that CPU in three:
 `request` from the call's start to the response headers (the body built from the
 history's kept bytes, benchmaker.agent.model_client.MessageLog, and sent; the wait for the
 headers), `response` from the headers to the body's end (reads and the stream parser),
@@ -67,6 +67,7 @@ if str(REPO) not in sys.path:
 
 from benchmaker.agent import model_client  # noqa: E402
 from benchmaker.agent.harness import run_episode  # noqa: E402
+from benchmaker.engine.request import RequestExchange  # noqa: E402
 from benchmaker.engine.runner import run_on_fresh_loop  # noqa: E402
 from benchmaker.replay_server.process import start_replay_server  # noqa: E402
 from benchmaker.trajectories.context import request_messages  # noqa: E402
@@ -140,16 +141,16 @@ def main() -> int:
         traj = next(iter(read_trajectories(traj_path)))
         stamps: list[tuple[int, float]] = []  # (phase, process_time) in order
         orig_stream = model_client.ModelClient.stream
-        orig_open = model_client._TransportExchange.open
-        orig_close = model_client._TransportExchange.close
+        orig_open = RequestExchange.open
+        orig_close = RequestExchange.close
         clock = time.process_time
 
         def stream(self, messages, **kwargs):
             stamps.append((_CALL, clock()))
             return orig_stream(self, messages, **kwargs)
 
-        async def open_(self):
-            out = await orig_open(self)
+        async def open_(self, transport, spec):
+            out = await orig_open(self, transport, spec)
             stamps.append((_HEADERS, clock()))
             return out
 
@@ -165,8 +166,8 @@ def main() -> int:
             for _ in range(args.rounds):
                 stamps.clear()
                 model_client.ModelClient.stream = stream
-                model_client._TransportExchange.open = open_
-                model_client._TransportExchange.close = close
+                RequestExchange.open = open_
+                RequestExchange.close = close
                 try:
                     t0 = time.perf_counter()
                     result = run_on_fresh_loop(run_episode(traj, srv.url, mode="recorded", stream=args.stream))
@@ -174,8 +175,8 @@ def main() -> int:
                     stamps.append((_CALL, clock()))
                 finally:
                     model_client.ModelClient.stream = orig_stream
-                    model_client._TransportExchange.open = orig_open
-                    model_client._TransportExchange.close = orig_close
+                    RequestExchange.open = orig_open
+                    RequestExchange.close = orig_close
                 per_round.append(_phases(stamps))
                 events = [len(c.sample.token_event_ns or ()) for c in result.calls]
                 print(

@@ -9,17 +9,21 @@ it arrives and fills the same `ChatResult` (`.result`) as it goes.
 HTTP: an engine transport (benchmaker.engine.transport): the engine's own HTTP/1.1 client
 by default (benchmaker.engine.http1.RawTransport, one keep-alive pool per ModelClient),
 any engine transport given as `transport=`, or the engine's AiohttpTransport over a
-given aiohttp `session=` (its pool). On every transport the client keeps the deadlines
-itself: `timeout_s` from the call's start over every await, `idle_timeout_s` from the
-start of each body read. A 0.13 MB request costs ~1x its orjson serialisation on
-RawTransport against ~3x on aiohttp (benchmarks/long_session.py).
+given aiohttp `session=` (its pool). A 0.13 MB request costs ~1x its orjson
+serialisation on RawTransport against ~3x on aiohttp (benchmarks/long_session.py).
+
+One exchange: each call is the engine's (benchmaker.engine.request.RequestExchange, read
+by read), under the engine's deadlines (one periodic check per event loop for every
+client with the same deadlines): `timeout_s` is the total deadline (s, from the send),
+`idle_timeout_s` the idle one (s: the longest wait for the body's next bytes; the time
+the consumer holds a read, between two reads, is not waiting). A deadline never cuts the
+consumer's own code: one that passed while it held a read ends the call at its next read.
 A conversation kept in a `MessageLog` (the harness's) is sent from its messages' kept
 JSON bytes: a turn serialises only its new messages.
-Failures map to outcomes by the engine's rules (benchmaker.engine.runner:
-record_http_error, record_failure): status >= 400 -> http_error, connect deadline ->
-timeout (connect), refused or lost before the headers or inside the body (a body cut
-short, a decoded body over the cap) -> transport_error, total deadline -> timeout
-(total); and the client's own idle deadline -> timeout (idle).
+Failures map to outcomes by the engine's rules (RequestExchange.record, as the runner's):
+status >= 400 -> http_error, connect deadline -> timeout (connect), refused or lost
+before the headers or inside the body (a body cut short, a decoded body over the cap) ->
+transport_error, total / idle deadline -> timeout (total / idle, no error text).
 
 One instrument: the body is parsed by the engine's one OpenAI stream
 parser (benchmaker.apis.openai_chat.OpenAIChatParser over benchmaker.engine.sse.SSEParser), so a
@@ -52,7 +56,8 @@ the run's origin; default 0, i.e. absolute stamps), as the engine's:
                       arguments; a role-only or empty delta is not a token)
     first_content_ns  the read carrying the first non-empty `content` (TTFC)
     token_event_ns    every token event's read stamp (ITL)
-    end_ns            the body ended, or the call failed
+    end_ns            the body ended (on RawTransport the read that completed it, before
+                      the consumer holds it), or the call failed
 
 `ChatResult.sent_ns`, `first_token_ns`, `first_visible_ns` (= first_content), `end_ns`
 give the same stamps as absolute perf_counter_ns values.
@@ -72,8 +77,8 @@ import orjson
 
 from benchmaker.apis.openai_chat import OpenAIChatAssembler, ToolCallDelta
 from benchmaker.engine.http1 import RawTransport
-from benchmaker.engine.records import Outcome, RequestSpec, Sample, TimeoutKind
-from benchmaker.engine.runner import record_failure, record_http_error
+from benchmaker.engine.records import Outcome, RequestSpec, Sample
+from benchmaker.engine.request import RequestExchange, shared_deadlines
 from benchmaker.engine.transport import AiohttpTransport
 
 RECORDED_ERROR_HEADER = "x-replay-recorded-error"
@@ -206,8 +211,9 @@ class ModelClient:
         await client.aclose()
 
     `base_url` may end in `/v1` or not; requests go to `<base>/v1/chat/completions`.
-    `api_key` becomes a bearer token. `timeout_s` bounds each whole call (total) and
-    `idle_timeout_s` each body read; a fired deadline gives outcome `timeout`.
+    `api_key` becomes a bearer token. `timeout_s` (s) bounds each whole call (total) and
+    `idle_timeout_s` (s) each wait for the body's next bytes (None: no such deadline);
+    a fired deadline gives outcome `timeout` (module docstring).
     `session`: an aiohttp ClientSession to send with (through the engine's
     AiohttpTransport; left open); else `transport`: an engine transport
     (benchmaker.engine.transport; left open); else the client's own RawTransport,
@@ -241,30 +247,20 @@ class ModelClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._own_transport = session is None and transport is None
-        if session is not None:  # the engine's aiohttp transport over it; the deadlines are ours
+        if session is not None:  # the engine's aiohttp transport over it; the deadlines are the exchange's
             transport = AiohttpTransport(connect_timeout_s=None, session=session)
         self._transport = transport
         # see stream(): (model, stream, id of the tools list) -> (that list, frame)
         self._frames: dict[tuple[str | None, bool, int], tuple[Any, tuple[bytes, bytes]]] = {}
-        self._watchdog: _Watchdog | None = None  # the deadline timer of the calls on the transport
-
-    def _watchdog_of(self, loop: asyncio.AbstractEventLoop) -> _Watchdog:
-        """The client's deadline timer on `loop` (a new one on a new loop)."""
-        wd = self._watchdog
-        if wd is None or wd.loop is not loop:
-            wd = self._watchdog = _Watchdog(loop)
-        return wd
 
     async def _started_transport(self) -> Any:
-        if self._transport is None:  # the engine's HTTP/1.1 client; the deadlines are ours
+        if self._transport is None:  # the engine's HTTP/1.1 client; the deadlines are the exchange's
             self._transport = RawTransport(connect_timeout_s=None)
             await self._transport.start()
         return self._transport
 
     async def aclose(self) -> None:
         """Close the client's own connections (a given session or transport is the caller's)."""
-        if self._watchdog is not None and self._watchdog.stop():
-            self._watchdog = None
         if self._own_transport and self._transport is not None:
             await self._transport.aclose()
             self._transport = None
@@ -463,259 +459,6 @@ class MessageLog:
         return b"".join(self.body_pieces(body))
 
 
-class _IdleTimeout(Exception):
-    """A body read outlived the idle deadline (the transport path)."""
-
-
-def _replay_headers(headers: Any) -> dict[str, str]:
-    """The `x-replay-*` headers of a response's headers (a mapping), names lower-cased."""
-    return {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-replay-")}
-
-
-class _Watchdog:
-    """The one loop timer of a client's calls in progress on one event loop: armed at
-    the earliest time a call asked for (`arm(call, at)`); when it fires, each call whose
-    time came (armed at or before the fired time) is dropped and gets `_on_timer()`,
-    and the timer is armed at the earliest time of the calls left. A call that ends
-    first is dropped (`disarm`) and the timer left as it is: firing with no call due,
-    it only re-arms for the others (a loop.call_at and its cancel per
-    call cost ~3 us of client CPU on uvloop, in a 0.3 ms turn)."""
-
-    __slots__ = ("loop", "_handle", "_at", "_calls")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._handle: asyncio.TimerHandle | None = None
-        self._at = 0.0  # loop time the handle fires at
-        self._calls: set[_TransportExchange] = set()
-
-    def arm(self, call: _TransportExchange, at: float) -> None:
-        """Have `call._on_timer()` called once the loop time reaches `at` (its `_armed`)."""
-        self._calls.add(call)
-        if self._handle is None or at < self._at:
-            self._set(at)
-
-    def disarm(self, call: _TransportExchange) -> None:
-        self._calls.discard(call)
-
-    def stop(self) -> bool:
-        """Stop the timer when no call is in progress (the client closes); True if stopped."""
-        if self._calls:
-            return False
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-        return True
-
-    def _set(self, at: float) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-        self._at = at
-        self._handle = self.loop.call_at(at, self._fire)
-
-    def _fire(self) -> None:
-        self._handle = None
-        at = self._at
-        for call in [c for c in self._calls if c._armed is not None and c._armed <= at]:
-            self._calls.discard(call)
-            call._on_timer()  # may arm again (a later deadline)
-        if self._calls:
-            first = min(a for c in self._calls if (a := c._armed) is not None)  # every call here is armed
-            if self._handle is None or first < self._at:
-                self._set(first)
-
-
-class _TransportExchange:
-    """One call on an engine transport (benchmaker.engine.transport: RawTransport by default),
-    with the client's deadlines over the awaits: the total one from the call's start,
-    the idle one from each body read's start (loop time). A deadline counts only inside
-    the awaits: time the consumer spends between reads never fires one, and a total
-    deadline already past when a read starts raises at once.
-
-    Both deadlines are kept by one timer per call, armed at the open and re-armed only
-    when it fires before the deadline in force (each read moves the idle deadline later
-    without touching it): a read costs a loop.time() and two stores, where an
-    asyncio.timeout_at per await cost ~20-30 us of client CPU each on uvloop (3 per
-    non-streamed call). The timers of a client's calls share one loop
-    timer (`_Watchdog`), so a call arms none of its own. When the timer finds the deadline in
-    force reached during an await, it cancels the call's task and the await raises
-    TimeoutError (total) or _IdleTimeout (idle), as asyncio.timeout does: a cancellation
-    from elsewhere stays a CancelledError (Task.uncancel count)."""
-
-    __slots__ = (
-        "_client",
-        "_spec",
-        "_cm",
-        "_chunks",
-        "_raw",
-        "_total",
-        "_idle",
-        "_loop",
-        "_task",
-        "_cancelling",
-        "_read_at",
-        "_inside",
-        "_watchdog",
-        "_armed",
-        "_fired",
-    )
-
-    def __init__(
-        self,
-        client: ModelClient,
-        payload: bytes | list[bytes],
-        stream: bool,
-        url: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self._client = client
-        self._spec = RequestSpec(
-            "POST", url or client.url, headers if headers is not None else client._headers, payload, stream
-        )
-        self._cm: Any = None
-        self._chunks: Any = None
-        self._raw: Any = None  # the response (http1._RawResponse), when on RawTransport
-        tr = client._transport
-        loop = tr.loop if type(tr) is RawTransport else None
-        if loop is None:  # asyncio.get_running_loop costs a getpid() system call (CPython 3.11)
-            loop = asyncio.get_running_loop()
-        self._loop = loop
-        total = client.timeout_s
-        self._total = None if total is None else loop.time() + total
-        self._idle = client.idle_timeout_s
-        self._task: asyncio.Task[Any] | None = None
-        self._cancelling = 0
-        self._read_at: float | None = None  # loop time the current read started (None: in the open)
-        self._inside = False  # inside one of the call's awaits
-        self._watchdog = client._watchdog_of(loop)
-        self._armed: float | None = None  # loop time the timer is armed at (None: not armed)
-        self._fired: str | None = None  # "total" / "idle": the deadline that cancelled the task
-
-    def _due(self) -> float | None:
-        """The deadline in force (loop time): the total one, or the current read's idle
-        one when earlier; None when neither applies."""
-        due = self._total
-        if self._read_at is not None and self._idle is not None:
-            at = self._read_at + self._idle
-            if due is None or at < due:
-                due = at
-        return due
-
-    def _arm(self, at: float) -> None:
-        self._armed = at
-        self._watchdog.arm(self, at)
-
-    def _on_timer(self) -> None:
-        """The timer armed at `_armed` fired (called by the watchdog)."""
-        armed = self._armed
-        self._armed = None
-        if not self._inside:  # between the call's awaits: the next await re-arms it
-            return
-        due = self._due()
-        if due is None:
-            return
-        if armed is not None and due > armed:  # the deadline moved on (a later read): wait for it
-            self._arm(due)
-            return
-        total = self._total
-        self._fired = "total" if total is not None and due >= total else "idle"
-        if self._task is not None:
-            self._task.cancel()
-
-    def _timed_out(self) -> Exception | None:
-        """After a CancelledError out of an await: the deadline's error when the timer
-        cancelled the task (and nothing else did), else None."""
-        if self._fired is not None and self._task is not None and self._task.uncancel() <= self._cancelling:
-            return _IdleTimeout() if self._fired == "idle" else TimeoutError()
-        return None
-
-    async def open(self) -> tuple[int, Any]:
-        loop = self._loop
-        task = self._task = asyncio.current_task(loop)
-        if task is None:
-            raise RuntimeError("ModelClient: a call runs inside a task (its deadlines cancel it)")
-        self._cancelling = task.cancelling()
-        self._inside = True
-        # armed no later than the first read's idle deadline, so no read re-arms it earlier
-        # (a timer that fires before the deadline in force only re-arms)
-        at = self._total
-        if self._idle is not None:
-            idle_at = loop.time() + self._idle
-            at = idle_at if at is None or idle_at < at else at
-        if at is not None:
-            self._arm(at)
-        try:
-            transport = self._client._transport
-            if transport is None:
-                transport = await self._client._started_transport()
-            spec = self._spec
-            if type(transport) is RawTransport:  # sends a list of pieces as they are
-                cm = self._cm = self._raw = transport.stream(spec)
-            else:
-                if type(spec.body) is list:
-                    spec.body = b"".join(spec.body)
-                cm = self._cm = transport.stream(spec)
-            resp = await cm.__aenter__()
-        except asyncio.CancelledError:
-            err = self._timed_out()
-            if err is None:
-                raise
-            raise err from None
-        finally:
-            self._inside = False
-        self._chunks = resp.chunks()
-        if self._raw is not None:
-            return resp.status, self._raw.headers_with_prefix("x-replay-")
-        return resp.status, _replay_headers(resp.headers)
-
-    def ended(self) -> bool:
-        """True when the body is known to be over and every byte of it was read (on
-        RawTransport: no read returning b"" is needed then). Raises TimeoutError, as
-        that read would have, when the total deadline passed since the last read."""
-        raw = self._raw
-        if raw is None or not raw.complete:
-            return False
-        if self._total is not None and self._loop.time() >= self._total:
-            raise TimeoutError
-        return True
-
-    async def read(self) -> bytes:
-        # before the await: the total deadline may have passed between the awaits (one
-        # loop time, the read's start, for both)
-        self._read_at = now = self._loop.time()
-        if self._total is not None and now >= self._total:
-            raise TimeoutError
-        self._inside = True
-        if self._armed is None:
-            due = self._due()
-            if due is not None:
-                self._arm(due)
-        try:
-            return await self._chunks.__anext__()
-        except StopAsyncIteration:
-            return b""
-        except asyncio.CancelledError:
-            err = self._timed_out()
-            if err is None:
-                raise
-            raise err from None
-        finally:
-            self._inside = False
-
-    async def read_all(self) -> bytes:
-        out = []
-        while data := await self.read():
-            out.append(data)
-        return b"".join(out)
-
-    async def close(self) -> None:
-        if self._armed is not None:
-            self._watchdog.disarm(self)
-            self._armed = None
-        if self._cm is not None:
-            await self._cm.__aexit__(None, None, None)
-
-
 class ChatStream:
     """Async iterator over the body reads of one call; `.result` is the ChatResult.
     Model time is accumulated inside the awaits only (module docstring)."""
@@ -748,65 +491,49 @@ class ChatStream:
         r = self.result
         s = r.sample
         client = self._client
-        t0 = client.t0_ns
-        pc = time.perf_counter_ns
-        ex = _TransportExchange(client, self._payload, self._stream, self._url, self._headers)
+        transport = client._transport
+        loop = transport.loop if type(transport) is RawTransport else None
+        if loop is None:  # asyncio.get_running_loop costs a getpid() system call (CPython 3.11)
+            loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
+        if task is None:
+            raise RuntimeError("ModelClient: a call runs inside a task (its deadlines cancel it)")
+        timeout_s, idle_s = client.timeout_s, client.idle_timeout_s
+        deadlines = (
+            shared_deadlines(loop, total_s=timeout_s, idle_s=idle_s)
+            if timeout_s is not None or idle_s is not None
+            else None
+        )
         parser = self._parser or OpenAIChatAssembler(stream=self._stream, max_tokens=self._max_tokens)
         payload = self._payload
         s.bytes_sent = len(payload) if isinstance(payload, bytes) else sum(map(len, payload))
-        finished = False
-        t = pc()
-        s.sent_ns = s.intended_ns = t - t0
+        ex = RequestExchange(s, client.t0_ns, deadlines, task)
         try:
-            try:
-                status, headers = await ex.open()
-            finally:
-                r.model_time_ns += pc() - t
-            s.http_status = self.status = status
-            r.headers = headers
-            if status >= 400:
-                t = pc()
-                try:
-                    body = await ex.read_all()
-                finally:
-                    now = pc()
-                    r.model_time_ns += now - t
-                record_http_error(s, status, body, now - t0)
-                finished = True
-                return
-            while True:
-                t = pc()
-                try:
-                    data = await ex.read()
-                finally:
-                    now = pc()
-                    r.model_time_ns += now - t
-                if not data:
-                    break
-                if s.bytes_received == 0:
-                    s.first_byte_ns = now - t0
-                s.bytes_received += len(data)
-                parser.feed(data, now - t0, s)
+            ex.start()
+            s.intended_ns = s.sent_ns
+            if transport is None:
+                transport = await client._started_transport()
+            if type(transport) is not RawTransport and type(payload) is list:  # RawTransport sends pieces as they are
+                payload = b"".join(payload)
+            url, headers = self._url or client.url, self._headers if self._headers is not None else client._headers
+            self.status = await ex.open(transport, RequestSpec("POST", url, headers, payload, self._stream))
+            r.headers = ex.headers_with_prefix("x-replay-")
+            while data := await ex.read(parser):
                 yield data
-                if ex.ended():  # the last bytes came with this read: no read for b""
-                    break
-            s.end_ns = pc() - t0
-            parser.finish(s)
-            finished = True
-            recorded = r.headers.get(RECORDED_ERROR_HEADER)
-            if recorded is not None and s.outcome in _AS_RECORDED:
-                s.outcome = Outcome.RECORDED_ERROR.value
-                s.error = f"failed in the original run (finish_reason {recorded}), served as recorded"
-        except _IdleTimeout:
-            s.outcome, s.timeout_kind = Outcome.TIMEOUT.value, TimeoutKind.IDLE.value
-            s.error = "idle timeout (no bytes within the read deadline)"
-        except Exception as exc:  # the engine's mapping: connect/total deadline, transport, a parser bug
-            record_failure(s, exc)
+            if ex.body_read and s.http_status is not None and s.http_status < 400:
+                parser.finish(s)
+                recorded = r.headers.get(RECORDED_ERROR_HEADER)
+                if recorded is not None and s.outcome in _AS_RECORDED:
+                    s.outcome = Outcome.RECORDED_ERROR.value
+                    s.error = f"failed in the original run (finish_reason {recorded}), served as recorded"
+        except Exception as exc:  # the engine's mapping: a deadline, connect, transport, a parser bug
+            ex.record(exc)
         finally:
+            r.model_time_ns += ex.wait_ns
             await ex.close()
             if s.end_ns is None:
-                s.end_ns = pc() - t0
-            if not finished and s.outcome == Outcome.OK.value:  # cancelled, or the consumer stopped reading
+                s.end_ns = time.perf_counter_ns() - client.t0_ns
+            if not ex.body_read and s.outcome == Outcome.OK.value:  # cancelled, or the consumer stopped reading
                 s.outcome, s.error = Outcome.CANCELLED.value, "cancelled before the body ended"
             r.content, r.reasoning, r.tool_calls = parser.content, parser.reasoning, parser.tool_calls
             r.usage = parser.raw_usage()

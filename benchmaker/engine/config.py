@@ -247,7 +247,8 @@ class Timeouts(_Strict):
 
     connect_s  until the TCP (and TLS) connection is made
     ttft_s     from send until the first token-bearing event
-    idle_s     longest gap between two reads of the response body
+    idle_s     longest wait for the body's next bytes: from the send, then from each
+               read (benchmaker.engine.request)
     total_s    from send until the response ended
 
     A watchdog task enforces them, checking every min(timeouts)/20 s (clamped to

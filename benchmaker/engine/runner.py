@@ -48,10 +48,11 @@ from typing import Any, cast
 from benchmaker.engine.bundle import SampleWriter, build_manifest, new_run_id, wall_ns, write_json_atomic
 from benchmaker.engine.ceiling import calibration_for_manifest
 from benchmaker.engine.config import BenchConfig
-from benchmaker.engine.errors import ConfigError, ConnectTimeout, RunFailed, TransportError
+from benchmaker.engine.errors import ConfigError, ConnectTimeout, RunFailed
 from benchmaker.engine.load_models import NS_PER_S, ClosedLoop, LoadModel, load_model_of
 from benchmaker.engine.monitors import Monitor, MonitorRunner
-from benchmaker.engine.records import Outcome, Phase, RequestSpec, Sample, TimeoutKind
+from benchmaker.engine.records import Outcome, Phase, RequestSpec, Sample
+from benchmaker.engine.request import Deadlines, RequestExchange
 from benchmaker.engine.selfcheck import LoopLagMonitor, connect_timeout_cause
 from benchmaker.engine.summary import build_summary
 from benchmaker.engine.trace import TraceWriter, shard_trace_path
@@ -65,7 +66,6 @@ from benchmaker.engine.types import (
     Workload,
 )
 
-_ERROR_BODY_MAX = 4096
 _WARMUP, _MEASURE, _COOLDOWN = Phase.WARMUP.value, Phase.MEASURE.value, Phase.COOLDOWN.value
 _OK = Outcome.OK.value
 
@@ -79,21 +79,6 @@ class Lane:
     workload: Workload | CallableWorkload
     load: str | LoadModel | None = None
     max_requests: int | None = None
-
-
-class _Watch:
-    """One in-flight request under the deadline watchdog: its task, its sample, the
-    stamps of its send and its last read (ns from t0) and the deadline that fired (None
-    until then)."""
-
-    __slots__ = ("task", "sample", "sent_ns", "last_read_ns", "fired")
-
-    def __init__(self, task: Any, sample: Sample):
-        self.task = task
-        self.sample = sample
-        self.sent_ns = 0
-        self.last_read_ns = 0
-        self.fired: str | None = None
 
 
 @dataclass
@@ -128,38 +113,6 @@ class RunResult:
     @property
     def samples_path(self) -> Path:
         return self.bundle_dir / "samples.jsonl"
-
-
-def record_http_error(sample: Sample, status: int, body: bytes, end_ns: int) -> None:
-    """Record on `sample` a response of status >= 400 that its request did not accept:
-    outcome http_error, `error` the body's first 4096 bytes as UTF-8 (bad bytes
-    replaced; "HTTP <status>" for an empty body), bytes_received, end_ns (ns from t0)
-    and first_byte_ns (end_ns when the body had bytes, else None)."""
-    sample.end_ns = end_ns
-    sample.first_byte_ns = end_ns if body else None
-    sample.bytes_received = len(body)
-    sample.outcome = Outcome.HTTP_ERROR.value
-    sample.error = body[:_ERROR_BODY_MAX].decode("utf-8", "replace") or f"HTTP {status}"
-
-
-def record_failure(sample: Sample, exc: Exception) -> None:
-    """Record on `sample` the outcome of a request that raised `exc` instead of ending
-    (a cancellation is not one):
-
-        ConnectTimeout   timeout, timeout_kind connect, `error` its text
-        TimeoutError     timeout, timeout_kind total, `error` "timeout"
-        TransportError   transport_error, `error` its text
-        any other        protocol_error, `error` "<Type>: <text>" (a parser or
-                         workload bug becomes a sample)
-    """
-    if isinstance(exc, ConnectTimeout):
-        sample.outcome, sample.timeout_kind, sample.error = Outcome.TIMEOUT.value, TimeoutKind.CONNECT.value, str(exc)
-    elif isinstance(exc, TimeoutError):
-        sample.outcome, sample.timeout_kind, sample.error = Outcome.TIMEOUT.value, TimeoutKind.TOTAL.value, "timeout"
-    elif isinstance(exc, TransportError):
-        sample.outcome, sample.error = Outcome.TRANSPORT_ERROR.value, str(exc)
-    else:
-        sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, f"{type(exc).__name__}: {exc}"
 
 
 class _Boxed:
@@ -312,7 +265,7 @@ class BenchRunner:
         self._t0_wall: int | None = None
         to = config.timeouts
         self._timeouts_s = [t for t in (to.total_s, to.ttft_s, to.idle_s) if t is not None]
-        self._watched: set[_Watch] = set()  # the requests the watchdog checks, when a deadline is set
+        self._deadlines: Deadlines | None = None  # made by run() when a deadline is set
         self._loop: Any = None  # the running loop, set by run()
         # phase boundaries in ns, computed once (the hot path compares ints)
         self._warmup_ns = config.warmup_s * NS_PER_S
@@ -393,10 +346,9 @@ class BenchRunner:
             self._monitor_runner = MonitorRunner(self._monitors, self.bundle_dir / "monitor.jsonl", self._t0)
             self._monitor_runner.start()
         flusher = asyncio.get_running_loop().create_task(self._flush_loop())
-        watchdog = None
         if self._timeouts_s:
-            period_s = min(max(min(self._timeouts_s) / 20, 0.001), 0.05)
-            watchdog = asyncio.get_running_loop().create_task(self._watchdog(period_s))
+            to = cfg.timeouts
+            self._deadlines = Deadlines(total_s=to.total_s, ttft_s=to.ttft_s, idle_s=to.idle_s)
         lane_tasks = [
             asyncio.get_running_loop().create_task(self._drive_lane(lane, model))
             for lane, model in zip(self.lanes, self._models, strict=True)
@@ -413,9 +365,9 @@ class BenchRunner:
             await asyncio.gather(*lane_tasks, return_exceptions=True)
             await self._cancel_in_flight()
             flusher.cancel()
-            if watchdog is not None:
-                watchdog.cancel()
-            await asyncio.gather(flusher, *([watchdog] if watchdog else []), return_exceptions=True)
+            await asyncio.gather(flusher, return_exceptions=True)
+            if self._deadlines is not None:
+                await self._deadlines.aclose()
             await monitor.stop()
             if self._monitor_runner is not None:
                 await self._monitor_runner.stop()
@@ -644,42 +596,29 @@ class BenchRunner:
         sample.in_flight_at_send = self.live.in_flight
         # the loop given: current_task() without it asks get_running_loop, which on
         # Python 3.11 makes a getpid system call (once per request otherwise)
-        watch = _Watch(asyncio.current_task(self._loop), sample) if self._timeouts_s else None
-        sample.sent_ns = sent_ns = pc() - t0
+        deadlines = self._deadlines
+        ex = RequestExchange(sample, t0, deadlines, asyncio.current_task(self._loop) if deadlines else None)
+        ex.start()
         try:
-            if watch is not None:
-                watch.sent_ns = watch.last_read_ns = sent_ns
-                self._watched.add(watch)
             if execute is None:
-                await self._exchange(spec, parser, sample, watch, self._accepts[lane.name])
+                await ex.run(self._transport, spec, parser, self._accepts[lane.name])
             else:
                 parser = _ExecuteText(await execute(seq, sample, t0))
                 sample.end_ns = sample.end_ns or pc() - t0
-        except (ConnectTimeout, TransportError) as exc:
-            sample.end_ns = pc() - t0
-            record_failure(sample, exc)
-            if isinstance(exc, ConnectTimeout):
-                sample.timeout_kind, sample.error = self._connect_timeout_cause(str(exc))
-        except asyncio.CancelledError:
-            sample.end_ns = pc() - t0
-            # the watchdog cancelled it for a deadline, and nothing else asked to cancel
-            if watch is not None and watch.fired is not None and watch.task.uncancel() == 0:
-                sample.outcome = Outcome.TIMEOUT.value
-                sample.timeout_kind = watch.fired
-            else:
+        except asyncio.CancelledError as exc:
+            if not ex.record(exc):  # not a deadline: the run's deadline or an interrupt
+                sample.end_ns = pc() - t0
                 sample.outcome = Outcome.CANCELLED.value
                 sample.error = "in flight at the run deadline or interrupt"
-                if watch is not None:
-                    self._watched.discard(watch)
+                ex.stop()
                 self._end()
                 self._finish(sample)
                 raise
-        except Exception as exc:  # a parser bug must not kill the run
-            sample.end_ns = sample.end_ns or pc() - t0
-            sample.outcome = Outcome.PROTOCOL_ERROR.value
-            sample.error = f"{type(exc).__name__}: {exc}"
-        if watch is not None:
-            self._watched.discard(watch)
+        except Exception as exc:  # a transport failure, a parser bug: a sample, never the run's end
+            ex.record(exc)
+            if isinstance(exc, ConnectTimeout):
+                sample.timeout_kind, sample.error = self._connect_timeout_cause(str(exc))
+        ex.stop()
         self._end()
         if self._post_hooks:
             text = getattr(parser, "text", "") or ""
@@ -695,63 +634,6 @@ class BenchRunner:
                     sample.outcome = Outcome.GRADING_ERROR.value
                     sample.error = f"post-response hook failed: {type(exc).__name__}: {exc}"
         self._finish(sample)
-
-    async def _exchange(
-        self, spec: RequestSpec, parser: Any, sample: Sample, watch: _Watch | None, accepts: Any
-    ) -> None:
-        """Send and read one response. A status >= 400 is an `http_error` with its body
-        kept, unless the workload's `accepts_status(status)` says it is expected (an
-        HTTP workload testing a 404 route); then its parser reads the body as usual.
-        Each read's stamp goes to `watch` for the idle deadline."""
-        pc = time.perf_counter_ns
-        t0 = self._t0
-        async with self._transport.stream(spec) as resp:
-            sample.http_status = resp.status
-            if resp.status >= 400 and not (accepts is not None and accepts(resp.status)):
-                body = await resp.read()
-                record_http_error(sample, resp.status, body, pc() - t0)
-                return
-            feed = parser.feed
-            nbytes = 0
-            async for data in resp.chunks():
-                t = pc() - t0
-                if nbytes == 0:
-                    sample.first_byte_ns = t
-                nbytes += len(data)
-                feed(data, t, sample)
-                if watch is not None:
-                    watch.last_read_ns = t
-            sample.end_ns = pc() - t0
-            sample.bytes_received = nbytes
-        parser.finish(sample)
-
-    async def _watchdog(self, period_s: float) -> None:
-        """Every `period_s`, cancel each watched request past its earliest deadline:
-        total (from send), TTFT (from send, until the first token) or idle (since the
-        last read), recording which fired. One periodic check replaces a timer per
-        request (~12 us of CPU each on the hot path, benchmarks/engine.py); a deadline
-        fires within `period_s` of its time."""
-        to = self.config.timeouts
-        total = round(to.total_s * NS_PER_S) if to.total_s is not None else None
-        ttft = round(to.ttft_s * NS_PER_S) if to.ttft_s is not None else None
-        idle = round(to.idle_s * NS_PER_S) if to.idle_s is not None else None
-        pc = time.perf_counter_ns
-        while True:
-            await asyncio.sleep(period_s)
-            now = pc() - self._t0
-            for w in list(self._watched):
-                s = w.sample
-                kind = None
-                if total is not None and now >= w.sent_ns + total:
-                    kind = TimeoutKind.TOTAL.value
-                elif ttft is not None and s.first_token_ns is None and now >= w.sent_ns + ttft:
-                    kind = TimeoutKind.TTFT.value
-                elif idle is not None and now >= w.last_read_ns + idle:
-                    kind = TimeoutKind.IDLE.value
-                if kind is not None:
-                    w.fired = kind
-                    self._watched.discard(w)
-                    w.task.cancel()
 
     def _connect_timeout_cause(self, error: str) -> tuple[str, str]:
         lag_ms = self._loop_lag.current_lag_ms() if self._loop_lag is not None else 0.0

@@ -83,7 +83,9 @@ assistant message:
   stated in its text as a mini-swe-agent 2.x JSON `{"returncode": N, ...}` /
   `<returncode>N</returncode>` / `exit code N` (benchmaker.replay_server.store.exit_code_in); the recorded
   exit_code, else the one its text states) and they differ.
-- content mismatch: the message's flattened content differs from the recorded content.
+- content mismatch: the message's flattened content differs from the recorded content,
+  both with the process ids a shell tool states masked
+  (benchmaker.replay_server.store.pids_masked: Gemini CLI's `Process Group PGID: N`).
 - `off`: nothing is checked. `status`: a request with a status mismatch adds 1 to
   divergences.status (per trajectory and total) and is served normally, with header
   `x-replay-divergence: status`. `content`: a request with a status or content mismatch
@@ -137,6 +139,7 @@ from benchmaker.replay_server.store import (
     StoredTrajectory,
     StreamBytes,
     exit_code_in,
+    pids_masked,
 )
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
 
@@ -363,7 +366,7 @@ def _observation_mismatch(
             code = exit_code_in(text)
         if code is not None and rec.exit_code is not None and code != rec.exit_code:
             status = True
-        if text != rec.content:
+        if pids_masked(text) != rec.content:
             content = True
     return status, content
 

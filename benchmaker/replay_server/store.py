@@ -98,6 +98,7 @@ __all__ = [
     "ReplayStore",
     "StoredTrajectory",
     "exit_code_in",
+    "pids_masked",
     "load_trajectories",
     "request_key",
     "responses_output",
@@ -146,6 +147,22 @@ def exit_code_in(text: str) -> int | None:
     return None
 
 
+_PID_LINE_RE = re.compile(r"^(Process Group PGID|Background PIDs): [0-9, ]+$", re.M)
+
+
+def pids_masked(text: str) -> str:
+    """An observation text as the content divergence check compares it: the lines in
+    which a shell tool states the process ids of the run, which differ from one run of
+    the same command to the next, with their ids replaced by "*". Gemini CLI's
+    run_shell_command ends each output with `Process Group PGID: N` and, when the command
+    left processes behind, `Background PIDs: N, M` (google-gemini/gemini-cli
+    packages/core/src/tools/shell.ts). Any other text is returned unchanged (a substring
+    test first, so a text without such a line costs no regex)."""
+    if "PGID: " not in text and "PIDs: " not in text:
+        return text
+    return _PID_LINE_RE.sub(r"\1: *", text)
+
+
 _NOT_JSON = object()
 
 
@@ -169,8 +186,9 @@ def _json_returncode(text: str) -> int | None | object:
 @dataclass(frozen=True, slots=True)
 class RecordedObservation:
     """A recorded observation in the form the divergence check compares: the
-    tool_call_id (None for text-action agents), the content, is_error, and the exit
-    code (the recorded one, else the one its text states, else None)."""
+    tool_call_id (None for text-action agents), the content (process ids masked:
+    pids_masked), is_error, and the exit code (the recorded one, else the one its text
+    states, else None)."""
 
     tool_call_id: str | None
     content: str
@@ -180,7 +198,7 @@ class RecordedObservation:
     @classmethod
     def of(cls, obs: Observation) -> RecordedObservation:
         code = obs.exit_code if obs.exit_code is not None else exit_code_in(obs.content)
-        return cls(obs.tool_call_id, obs.content, obs.is_error, code)
+        return cls(obs.tool_call_id, pids_masked(obs.content), obs.is_error, code)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,7 +62,9 @@ __all__ = [
     "API_PATHS",
     "BENCHMAKER",
     "ClientRun",
+    "check_session_log",
     "flush_recorder",
+    "record_agent",
     "pooled_itl_ms",
     "reset_prefix_cache",
     "run_agent",
@@ -532,3 +535,53 @@ def flush_recorder(url: str) -> dict[str, Any]:
     trajectories, turns, skipped)."""
     with urllib.request.urlopen(urllib.request.Request(url + "/flush", data=b"", method="POST")) as r:
         return json.load(r)
+
+
+def record_agent(
+    argv: list[str], *, task: Path, script: Path, tmp: Path, out_dir: Path, name: str, model: str = "fake-model"
+) -> tuple[dict[str, Any], Path, Path]:
+    """Copy the task folder `task` to `<tmp>/work` and run the agent launcher `argv` +
+    `--base-url <recorder>/v1` there, through `benchmaker record -o <tmp>/recorded.jsonl`
+    in front of the scripted model (conformance/scripted_model.py playing `script` as
+    `model`); each process's output goes to `<out_dir>/<name>-{scripted-model,record,
+    agent}.log`. Returns (the recorder's /flush answer, the trajectories file, the
+    workdir). Raises AssertionError when the agent exits non-zero (run_agent)."""
+    rec, workdir = tmp / "recorded.jsonl", tmp / "work"
+    shutil.copytree(task, workdir)
+    scripted = [sys.executable, str(REPO / "conformance" / "scripted_model.py"), "--script", str(script)]
+    with (
+        url_process([*scripted, "--model", model], log=out_dir / f"{name}-scripted-model.log") as model_url,
+        url_process(
+            [BENCHMAKER, "record", "--upstream", model_url, "-o", str(rec)], log=out_dir / f"{name}-record.log"
+        ) as rec_url,
+    ):
+        run_agent([*argv, "--base-url", rec_url + "/v1"], cwd=workdir, log=out_dir / f"{name}-agent.log")
+        return flush_recorder(rec_url), rec, workdir
+
+
+def check_session_log(log: Path, rec: Path, workdir: Path, *, fmt: str, script: Path) -> tuple[Any, Any]:
+    """Assert what a recording run of the scripted task (examples/mswea-task) left: the
+    task's tests pass in `workdir`; the agent's own session log `log` converts (format
+    `fmt`) to one trajectory with the match key of the one recorded in `rec`; the
+    recorded responses are the script's thoughts; and turn by turn the conversion has
+    the recorded content, tool calls (name, parsed arguments: APIs that send arguments as
+    an object let each side write its own JSON text) and observation texts. Returns
+    (converted, recorded) Trajectory objects."""
+    from benchmaker.replay_server.store import load_trajectories
+    from benchmaker.trajectories.convert import iter_trajectories
+
+    verdict = subprocess.run([sys.executable, "run_tests.py"], cwd=workdir, capture_output=True, text=True)
+    assert verdict.stdout.splitlines()[-1] == "passed 3 failed 0", verdict.stdout[-2000:]
+    (converted,) = list(iter_trajectories(log))
+    (recorded,) = [t for _, t in load_trajectories(rec)]
+    assert (converted.source.format, converted.match_key) == (fmt, recorded.match_key)
+    steps = json.loads(script.read_text())
+    assert [t.response.content for t in recorded.turns] == [s["thought"] for s in steps]
+    assert len(converted.turns) == len(recorded.turns)
+    for c, r in zip(converted.turns, recorded.turns, strict=True):
+        assert c.response.content == r.response.content
+        assert [(tc.name, json.loads(tc.arguments_raw)) for tc in c.response.tool_calls] == [
+            (tc.name, json.loads(tc.arguments_raw)) for tc in r.response.tool_calls
+        ]
+        assert [o.content for o in c.observations] == [o.content for o in r.observations]
+    return converted, recorded

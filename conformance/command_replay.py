@@ -30,7 +30,14 @@ import duckdb
 
 from conformance.venvs import REPO
 
-__all__ = ["AgentRow", "assert_clean_replay", "replay_in_command_mode", "write_table"]
+__all__ = [
+    "AgentRow",
+    "assert_clean_replay",
+    "invalid_but_for_lag",
+    "replay_in_command_mode",
+    "row_counts",
+    "write_table",
+]
 
 BENCHMAKER = str(Path(sys.executable).with_name("benchmaker"))
 
@@ -58,6 +65,35 @@ class AgentRow:
     resolved: int
     valid: bool
     invalid_reason: str | None
+
+
+COUNTS = (
+    "concurrency",
+    "achieved",
+    "episodes",
+    "failed",
+    "requests",
+    "turns",
+    "misses",
+    "divergences",
+    "reverified",
+    "resolved",
+)
+"""The AgentRow fields row_counts gives, in order."""
+
+
+def row_counts(rows: list[AgentRow]) -> list[tuple[int, ...]]:
+    """Each row's COUNTS (concurrency, achieved, episodes, failed, requests, turns,
+    misses, divergences, reverified, resolved), for one exact comparison per run."""
+    return [tuple(getattr(r, f) for f in COUNTS) for r in rows]
+
+
+def invalid_but_for_lag(rows: list[AgentRow]) -> list[AgentRow]:
+    """The rows whose point is invalid for a reason other than the engine's event-loop
+    lag check, which fires on a busy host (the run then exits 1); [] when none."""
+    return [
+        r for r in rows if not r.valid and any("event-loop lag" not in x for x in (r.invalid_reason or "").split("; "))
+    ]
 
 
 def replay_in_command_mode(

@@ -9,8 +9,10 @@ any agent with a `bash` tool) solves a known task with no real model.
     async with ScriptedModel(load_script(path)) as model:
         model.url                          # http://127.0.0.1:PORT (append /v1 for clients)
 
-Endpoints: `POST /v1/chat/completions` (and `/chat/completions`), `GET /v1/models`,
-`GET /health`, `GET /stats` ({"requests", "served", "errors"}).
+Endpoints: `POST /v1/chat/completions` (and `/chat/completions`), the Gemini API's
+`POST /v1beta/models/{model}:streamGenerateContent`, `:generateContent` and
+`:countTokens` (also under `/v1/`), `GET /v1/models`, `GET /health`, `GET /stats`
+({"requests", "served", "errors", "side"}).
 
 Turn rule (stateless, as the replay server's): the turn index of a request is its number
 of messages with role "assistant"; the response is script step `turn`:
@@ -21,6 +23,20 @@ tool call, finish_reason "stop" (agents such as pi end their run on it). Streame
 always given: prompt_tokens = UTF-8 bytes of the request's message contents // 4 (a
 stand-in count, stated as such), completion_tokens = UTF-8 bytes of thought + arguments
 // 4, at least 1.
+
+Gemini (the shapes of ai.google.dev/api/generate-content, as Gemini CLI sends and reads
+them): the turn index is the number of `contents` of role "model"; a step with a command
+becomes a model content with a text part (the thought) and one `functionCall`
+{"name": "run_shell_command", "args": {"command": CMD}} (Gemini CLI's shell tool; the
+request must declare it), finishReason "STOP", usageMetadata with promptTokenCount and
+candidatesTokenCount (the stand-in counts above). `:streamGenerateContent?alt=sse` sends
+it as two SSE events (the parts, then an empty text part with finishReason and usage),
+without `alt=sse` as a JSON array of them; `:generateContent` as one object. Gemini
+CLI's utility calls, which are no turn of its session (a `generateContent` asking for
+JSON: its router and next-speaker checks; `countTokens`), are answered and counted in
+/stats "side": the JSON call with the smallest value its schema accepts
+(benchmaker.replay_server.side.schema_answer), countTokens with {"totalTokens": the
+stand-in prompt count}.
 
 Errors (OpenAI error body): 400 when the body is not a JSON object with a `messages`
 list, or when the request offers no tool named `bash` (the script could not be played);
@@ -40,6 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+from benchmaker.replay_server.side import schema_answer
 
 __all__ = ["ScriptStep", "ScriptedModel", "load_script", "main"]
 
@@ -80,7 +98,7 @@ class ScriptedModel:
         self.model = model
         self.port = port
         self.url = ""
-        self.stats = {"requests": 0, "served": 0, "errors": 0}
+        self.stats = {"requests": 0, "served": 0, "errors": 0, "side": 0}
         self._runner: web.AppRunner | None = None
 
     def _message(self, turn: int) -> tuple[dict[str, Any], int]:
@@ -160,6 +178,77 @@ class ScriptedModel:
         await resp.write_eof()
         return resp
 
+    async def _gemini(self, request: web.Request) -> web.StreamResponse:
+        """A Gemini API call (module docstring)."""
+        self.stats["requests"] += 1
+        model, _, method = request.match_info["call"].partition(":")
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("contents", []), list):
+            self.stats["errors"] += 1
+            return _error(400, "bad_request", "expected a JSON object with a contents list")
+        contents = [c for c in body.get("contents", []) if isinstance(c, dict)]
+        prompt = _n_tokens(json.dumps(contents))
+        if method == "countTokens":
+            self.stats["side"] += 1
+            return web.json_response({"totalTokens": prompt})
+        config = body.get("generationConfig") if isinstance(body.get("generationConfig"), dict) else {}
+        if method == "generateContent" and (
+            config.get("responseMimeType") == "application/json"
+            or "responseSchema" in config
+            or "responseJsonSchema" in config
+        ):
+            self.stats["side"] += 1
+            schema = config.get("responseJsonSchema", config.get("responseSchema"))
+            return web.json_response(
+                self._gemini_answer([{"text": json.dumps(schema_answer(schema))}], prompt, 1, model)
+            )
+        declared = [
+            d.get("name")
+            for t in body.get("tools") or []
+            if isinstance(t, dict)
+            for d in t.get("functionDeclarations") or []
+            if isinstance(d, dict)
+        ]
+        if "run_shell_command" not in declared:
+            self.stats["errors"] += 1
+            return _error(400, "no_shell_tool", f"the request declares no `run_shell_command` (tools: {declared})")
+        turn = sum(1 for c in contents if c.get("role") == "model")
+        if turn >= len(self.script):
+            self.stats["errors"] += 1
+            return _error(409, "beyond_script", f"turn {turn} is past the script's {len(self.script)} steps")
+        step = self.script[turn]
+        parts: list[dict[str, Any]] = [{"text": step["thought"] or ""}]
+        if step["command"] is not None:
+            parts.append({"functionCall": {"name": "run_shell_command", "args": {"command": step["command"]}}})
+        completion = _n_tokens(json.dumps(parts))
+        self.stats["served"] += 1
+        if method != "streamGenerateContent":
+            return web.json_response(self._gemini_answer(parts, prompt, completion, model))
+        events = [
+            {"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}], "modelVersion": model},
+            self._gemini_answer([{"text": ""}], prompt, completion, model),
+        ]
+        if request.query.get("alt") != "sse":
+            return web.json_response(events)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for e in events:
+            await resp.write(b"data: " + json.dumps(e).encode() + b"\r\n\r\n")
+        await resp.write_eof()
+        return resp
+
+    @staticmethod
+    def _gemini_answer(parts: list[dict[str, Any]], prompt: int, completion: int, model: str) -> dict[str, Any]:
+        usage = {"promptTokenCount": prompt, "candidatesTokenCount": completion, "totalTokenCount": prompt + completion}
+        return {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": usage,
+            "modelVersion": model,
+        }
+
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
 
@@ -173,6 +262,8 @@ class ScriptedModel:
         app = web.Application()
         for path in ("/v1/chat/completions", "/chat/completions"):
             app.router.add_post(path, self._chat)
+        for path in ("/v1beta/models/{call}", "/v1/models/{call}"):
+            app.router.add_post(path, self._gemini)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         app.router.add_get("/stats", self._stats)

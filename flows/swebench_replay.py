@@ -106,6 +106,9 @@ class SwebenchReplayParams(ShardParams):
     mode                  recorded (tool results from the recording), execute (tools run
                           in `sandbox`, local or flash), command (external agent `command`)
     task_dirs             directories with task.json for the verifier (execute/command)
+    stray_grace_s         command mode only: s a diverged agent may take to exit before
+                          its process group is killed (finite, > 0, at most 3600; None:
+                          ReplayPoint's default, benchmaker.agent.harness.STRAY_GRACE_S)
     latency, divergence   replay server latency model and divergence policy
     log_format, lenient   the converter's format (default: detected) and leniency
     out_dir, warehouse    where the run bundle and the DuckDB warehouse go
@@ -139,6 +142,7 @@ class SwebenchReplayParams(ShardParams):
     sandbox_image: str | None = None
     task_dirs: list[Path] = Field(default_factory=list)
     command: list[str] | None = None
+    stray_grace_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] | None = None
     latency: str = "instant"
     divergence: Literal["off", "status", "content"] = "off"
     log_format: str | None = None
@@ -187,6 +191,10 @@ class SwebenchReplayParams(ShardParams):
             problems.append("duration_s: give episodes_per_point or duration_s, not both")
         if self.mode == "command" and not self.command:
             problems.append("command: mode command needs the agent command (got none)")
+        if self.stray_grace_s is not None and self.mode != "command":
+            problems.append(
+                f"stray_grace_s: a setting of mode command (got {self.stray_grace_s:g} with mode {self.mode})"
+            )
         if self.sandbox == "flash" and self.mode != "recorded" and not (self.sandbox_url and self.sandbox_image):
             problems.append("sandbox_url: the flash sandbox needs sandbox_url and sandbox_image")
         try:
@@ -236,6 +244,8 @@ class SwebenchReplayParams(ShardParams):
             max_schedule_lag_ms=self.max_schedule_lag_ms,
             workers=self.workers,
         )
+        if self.stray_grace_s is not None:  # else the point's default
+            common["stray_grace_s"] = self.stray_grace_s
         closed = [
             ReplayPoint(
                 load=ParsedRateSpec.of_model(ClosedLoop(c)),

@@ -450,6 +450,7 @@ def swebench_replay(
     sandbox_image: str | None = None,
     task_dirs: list[Path] | None = None,
     command: str | None = None,
+    stray_grace: Annotated[float | None, within(above=0, high=3600)] = None,
     latency: str = "instant",
     divergence: Literal["off", "status", "content"] = "off",
     format: str | None = None,  # the CLI flag is --format
@@ -506,6 +507,10 @@ def swebench_replay(
         Task directories with task.json, for the verifier in execute/command mode.
     command
         The agent command line of command mode (split on spaces).
+    stray_grace
+        Command mode: seconds an agent whose request the replay server refused (it
+        strayed from the recording) may take to exit on its own before its process
+        group is killed and the episode ends as diverged (default 2).
     latency
         Replay server latency: instant | fixed:TTFT_MS:ITL_MS | recorded.
     divergence
@@ -582,6 +587,7 @@ def swebench_replay(
         sandbox_image=sandbox_image,
         task_dirs=task_dirs or [],
         command=command.split() if command else None,
+        stray_grace_s=stray_grace,
         latency=latency,
         divergence=divergence,
         log_format=format,
@@ -602,6 +608,7 @@ def swebench_replay(
                 "duration_s": "--duration",
                 "log_format": "--format",
                 "concurrency_sweep": "--concurrency",
+                "stray_grace_s": "--stray-grace",
             },
         ) from None
     # the flow gets what was validated here: rate specs parsed once (ParsedRateSpec, taken

@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from benchmaker.agent.harness import EpisodeResult, SandboxFactory, run_episode, served
+from benchmaker.agent.harness import STRAY_GRACE_S, EpisodeResult, SandboxFactory, run_episode, served
 from benchmaker.agent.model_client import ModelClient
 from benchmaker.agent.verifier import TaskSpec, task_id_of
 from benchmaker.engine.bundle import SampleWriter
@@ -71,8 +71,8 @@ class EpisodeWorkload:
     OpenAI-compatible endpoint (e.g. the replay server's); `out_dir`: where samples,
     episodes and turns files go (created by `start()`, appended to). `concurrency` is
     recorded on each episode line (the point's target; None for open loop). `mode`,
-    `sandbox_factory`, `tasks` (task id -> TaskSpec), `command`, `api_key`, `stream`,
-    `send_status_fields`: as benchmaker.agent.harness.run_episode. `transport`: the engine
+    `sandbox_factory`, `tasks` (task id -> TaskSpec), `command`, `stray_grace_s` (s), `api_key`,
+    `stream`, `send_status_fields`: as benchmaker.agent.harness.run_episode. `transport`: the engine
     transport the model calls go on, one per workload (per point, or per engine worker
     process), shared by its episodes (`raw` default: the engine's HTTP/1.1 client;
     `aiohttp` selectable; benchmaker.workloads.agent.start_model_transport). `keep_results`: keep every
@@ -93,6 +93,7 @@ class EpisodeWorkload:
         sandbox_factory: SandboxFactory | None = None,
         tasks: dict[str, TaskSpec] | None = None,
         command: list[str] | None = None,
+        stray_grace_s: float = STRAY_GRACE_S,
         api_key: str | None = None,
         stream: bool = True,
         send_status_fields: bool = True,
@@ -117,6 +118,7 @@ class EpisodeWorkload:
         self.sandbox_factory = sandbox_factory
         self.tasks = tasks or {}
         self.command = command
+        self.stray_grace_s = stray_grace_s
         self.stream = stream
         self.send_status_fields = send_status_fields
         self.prefix = episode_prefix or sweep_point or run_id
@@ -256,6 +258,7 @@ class EpisodeWorkload:
                 stream=self.stream,
                 send_status_fields=self.send_status_fields,
                 command=self.command,
+                stray_grace_s=self.stray_grace_s,
                 sample_sink=sink,
             )
         finally:

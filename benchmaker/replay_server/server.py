@@ -85,7 +85,8 @@ assistant message:
   exit_code, else the one its text states) and they differ.
 - content mismatch: the message's flattened content differs from the recorded content,
   also once the per-run fields of a tool result's header (Codex CLI's chunk id and wall
-  time, benchmaker.replay_server.store.stable_text) are masked on both sides.
+  time, Gemini CLI's `Process Group PGID: N`: benchmaker.replay_server.store.stable_text)
+  are masked on both sides.
 - `off`: nothing is checked. `status`: a request with a status mismatch adds 1 to
   divergences.status (per trajectory and total) and is served normally, with header
   `x-replay-divergence: status`. `content`: a request with a status or content mismatch

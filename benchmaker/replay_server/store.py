@@ -98,6 +98,7 @@ __all__ = [
     "ReplayStore",
     "StoredTrajectory",
     "exit_code_in",
+    "pids_masked",
     "load_trajectories",
     "stable_text",
     "request_key",
@@ -147,6 +148,22 @@ def exit_code_in(text: str) -> int | None:
     return None
 
 
+_PID_LINE_RE = re.compile(r"^(Process Group PGID|Background PIDs): [0-9, ]+$", re.M)
+
+
+def pids_masked(text: str) -> str:
+    """An observation text as the content divergence check compares it: the lines in
+    which a shell tool states the process ids of the run, which differ from one run of
+    the same command to the next, with their ids replaced by "*". Gemini CLI's
+    run_shell_command ends each output with `Process Group PGID: N` and, when the command
+    left processes behind, `Background PIDs: N, M` (google-gemini/gemini-cli
+    packages/core/src/tools/shell.ts). Any other text is returned unchanged (a substring
+    test first, so a text without such a line costs no regex)."""
+    if "PGID: " not in text and "PIDs: " not in text:
+        return text
+    return _PID_LINE_RE.sub(r"\1: *", text)
+
+
 # Codex CLI's shell tool result (`exec_command`, observed in @openai/codex 0.171.0): a
 # header of "Chunk ID: <hex>", "Wall time: <s> seconds", "Process exited with code N",
 # "Original token count: N" lines, then "Output:" and the command's output. The chunk id
@@ -163,14 +180,15 @@ def stable_text(text: str) -> str:
     command's result compares equal across runs: Codex CLI's `Chunk ID: <hex>` becomes
     `Chunk ID: *` and `Wall time: <s> seconds` becomes `Wall time: * seconds`, in the
     lines before its `Output:` line only (the command's own output is never changed).
+    The lines in which a shell tool states process ids are masked too (`pids_masked`).
     Any other text is returned as it is."""
-    if not text.startswith(("Chunk ID: ", "Wall time: ")):
-        return text
-    end = text.find(_OUTPUT_MARK)
-    head, rest = (text, "") if end < 0 else (text[:end], text[end:])
-    for pattern, mask in _VOLATILE_HEADER_RES:
-        head = pattern.sub(mask, head)
-    return head + rest
+    if text.startswith(("Chunk ID: ", "Wall time: ")):
+        end = text.find(_OUTPUT_MARK)
+        head, rest = (text, "") if end < 0 else (text[:end], text[end:])
+        for pattern, mask in _VOLATILE_HEADER_RES:
+            head = pattern.sub(mask, head)
+        text = head + rest
+    return pids_masked(text)
 
 
 _NOT_JSON = object()

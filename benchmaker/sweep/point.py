@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from benchmaker.agent.harness import STRAY_GRACE_S
 from benchmaker.engine.config import LagLimitMs
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, load_model_of
 from benchmaker.sweep.sweep import engine_point_name, point_name
@@ -56,6 +57,9 @@ class ReplayPoint(BaseModel):
                           where execute/command mode runs tools (local, none, flash)
     task_dirs             absolute task directories (task.json) for the verifier
     command               the external agent's argv (command mode)
+    stray_grace_s         command mode: s a diverged agent (one whose request the replay
+                          server refused) may take to exit before its process group is
+                          killed (benchmaker.agent.harness.run_episode); finite, > 0
     latency, divergence   the replay server's latency model and divergence policy
     max_loop_lag_ms, max_schedule_lag_ms
                           the engine verdict's lag limits in ms (None: the
@@ -76,6 +80,7 @@ class ReplayPoint(BaseModel):
     sandbox_image: str | None = None
     task_dirs: tuple[str, ...] = ()
     command: tuple[str, ...] | None = None
+    stray_grace_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = STRAY_GRACE_S
     latency: str = "instant"
     divergence: Literal["off", "status", "content"] = "off"
     max_loop_lag_ms: LagLimitMs | None = None

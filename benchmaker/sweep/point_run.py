@@ -143,6 +143,7 @@ async def play_episodes(
         sandbox_factory=sandbox_factory,
         tasks=tasks,
         command=list(point.command) if point.command else None,
+        stray_grace_s=point.stray_grace_s,
         api_key=api_key,
         episode_prefix=episode_prefix,
         index_start=index_start if duration_s is not None else 0,

@@ -1,20 +1,29 @@
-"""The real Gemini CLI (`@google/gemini-cli` from npm) against the replay server, offline on
-127.0.0.1: a scripted trajectory drives one tool round trip (write_file, then a final
-answer); the CLI's own chat recording converts to those two turns; the CLI run again
-against the converted recording replays with 0 misses and 0 divergences under
-`--divergence content`. Its router calls are answered as side traffic.
+"""The real Gemini CLI (`@google/gemini-cli` from npm, its own prefix under the
+conformance cache) end to end, offline on 127.0.0.1, run by conformance/gemini_agent.py:
 
-The CLI: $BENCHMAKER_GEMINI_CLI, else the one `conformance/setup_venvs.sh gemini` installs
-under the conformance cache (<cache>/gemini/bin/gemini).
+- Direct: a scripted trajectory drives one write_file round trip through the replay
+  server; the CLI's own chat recording converts to those two turns, and the CLI run again
+  against the conversion replays with 0 misses and 0 divergences under `--divergence
+  content`. Its router calls are answered as side traffic.
+- The product's main job: the CLI solves examples/mswea-task against the scripted model
+  (conformance/scripted_model.py playing conformance/pi_script.json on the Gemini API,
+  each command a `run_shell_command` call) with `benchmaker record` in between (the
+  router's JSON call is relayed, not recorded: `side_request`); its chat recording
+  converts to the recorded turns; then `benchmaker swebench-replay --mode command` runs
+  the real CLI against the recording at concurrency 1 and 4: 0 misses, 0 divergences
+  (the process group id each shell output states differs from run to run and is masked
+  by the divergence check), the recorded 5 turns in every episode, the task resolved in
+  every episode, each point's row in $BENCHMAKER_CONFORMANCE_OUT/agents.jsonl.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from benchmaker.replay_server.process import start_replay_server
 from benchmaker.trajectories.convert import convert_paths, iter_trajectories
@@ -28,25 +37,17 @@ from benchmaker.trajectories.trajectory import (
     Usage,
     match_key_for,
 )
-from conformance.venvs import venv_bin
+from conformance.clients import check_session_log, record_agent, run_agent
+from conformance.command_replay import invalid_but_for_lag, replay_in_command_mode, row_counts
+from conformance.gemini_agent import gemini_prefix
+from conformance.venvs import REPO
 from tests.conformance.conftest import need
 
-CONFORMANCE = True  # gated: needs node and the Gemini CLI (module doc)
+CONFORMANCE = True  # gated: needs node and the Gemini CLI under the conformance cache (conftest)
 PROMPT = "task_id: hello-1\nCreate hello.md containing the single line Hello."
-SETTINGS = {
-    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
-    "privacy": {"usageStatisticsEnabled": False},
-    "telemetry": {"enabled": False},
-    "security": {"auth": {"selectedType": "gemini-api-key"}},
-}
-
-
-def gemini_cli() -> Path:
-    """The `gemini` executable (module doc); fails naming the install step when it is missing."""
-    if os.environ.get("BENCHMAKER_GEMINI_CLI"):
-        return Path(os.environ["BENCHMAKER_GEMINI_CLI"])
-    need("gemini")
-    return venv_bin("gemini", "gemini")
+TASK = REPO / "examples" / "mswea-task"
+SCRIPT = REPO / "conformance" / "pi_script.json"
+AGENT = REPO / "conformance" / "gemini_agent.py"
 
 
 def scripted() -> Trajectory:
@@ -80,53 +81,80 @@ def scripted() -> Trajectory:
     )
 
 
-def run_cli(cli: Path, url: str, home: Path, work: Path) -> subprocess.CompletedProcess:
-    """One `gemini -p` run with its own HOME and an empty working folder `work`."""
-    shutil.rmtree(home, ignore_errors=True)
+def run_launcher(url: str, work: Path, chats: Path, log: Path) -> None:
+    """gemini_agent.py once in `work` (emptied first) with the prompt PROMPT, its chat
+    recordings copied to `chats`."""
     shutil.rmtree(work, ignore_errors=True)
-    (home / ".gemini").mkdir(parents=True)
     work.mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS))
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "GOOGLE_GEMINI_BASE_URL": url,
-        "GEMINI_API_KEY": "dummy",
-        "GEMINI_CLI_TRUST_WORKSPACE": "true",
-    }
-    return subprocess.run(
-        [str(cli), "-p", PROMPT, "--yolo", "--output-format", "stream-json"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    (work.parent / "PROMPT.md").write_text(PROMPT)
+    argv = [sys.executable, str(AGENT), "--base-url", url, "--task-file", str(work.parent / "PROMPT.md")]
+    run_agent([*argv, "--chats-dir", str(chats)], cwd=work, log=log, timeout_s=300)
 
 
-def test_gemini_cli_records_and_replays(tmp_path):
-    cli = gemini_cli()
+def test_gemini_cli_records_and_replays(tmp_path, out_dir):
+    need("gemini")
     store = tmp_path / "scripted.jsonl"
     store.write_text(scripted().model_dump_json() + "\n")
-    home, work = tmp_path / "home", tmp_path / "work"
+    work = tmp_path / "work"
     with start_replay_server(store) as srv:
-        done = run_cli(cli, srv.url, home, work)
+        run_launcher(srv.url, work, tmp_path / "chats", out_dir / "gemini-direct-agent.log")
         stats = srv.stats()
-    assert done.returncode == 0, done.stderr[-2000:]
     assert (work / "hello.md").read_text() == "Hello\n"
     assert (stats["served"], stats["served_stream"], stats["misses"]["total"]) == (2, 2, 0)
     assert stats["side_requests"].get("json_answer", 0) >= 1  # the router's classification calls
-    (chat,) = (home / ".gemini" / "tmp").glob("*/chats/session-*")
+    (chat,) = (tmp_path / "chats").glob("session-*")
     converted = tmp_path / "converted.jsonl"
     report = convert_paths([chat], converted)
     assert report.files[0].format == "gemini-cli"
     (traj,) = iter_trajectories(chat)
     assert traj.match_key == "task:hello-1" and len(traj.turns) == 2
     with start_replay_server(converted, divergence="content") as srv:
-        again = run_cli(cli, srv.url, tmp_path / "home2", work)
+        run_launcher(srv.url, work, tmp_path / "chats2", out_dir / "gemini-direct-replay-agent.log")
         stats = srv.stats()
-    assert again.returncode == 0, again.stderr[-2000:]
     assert (work / "hello.md").read_text() == "Hello\n"
     assert stats["served"] == 2
     assert stats["misses"]["total"] == 0 and stats["divergences"]["total"] == 0
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory, out_dir):
+    """The CLI once through `benchmaker record` in front of the scripted model; returns
+    (trajectories.jsonl, its chat recording, the workdir)."""
+    need("gemini")
+    tmp = tmp_path_factory.mktemp("gemini")
+    argv = [sys.executable, str(AGENT), "--task-file", "ISSUE.md", "--chats-dir", str(tmp / "chats")]
+    flushed, rec, workdir = record_agent(argv, task=TASK, script=SCRIPT, tmp=tmp, out_dir=out_dir, name="gemini")
+    assert (flushed["trajectories"], flushed["turns"], flushed["skipped"]) == (1, 5, {"side_request": 1})
+    (chat,) = (tmp / "chats").glob("session-*")
+    return rec, chat, workdir
+
+
+def test_gemini_cli_solves_the_task_and_its_chat_converts_to_the_recorded_turns(recording):
+    rec, chat, workdir = recording
+    _, recorded = check_session_log(chat, rec, workdir, fmt="gemini-cli", script=SCRIPT)
+    assert recorded.match_key == "task:mswea-task" and len(recorded.turns) == 5
+    script = json.loads(SCRIPT.read_text())
+    assert [[(c.name, c.arguments) for c in t.response.tool_calls] for t in recorded.turns] == [
+        [("run_shell_command", {"command": s["command"]})] if s["command"] else [] for s in script
+    ]
+    # the shell's output as the CLI wrote it: the tests fail first, then pass
+    assert "passed 1 failed 2" in recorded.turns[1].observations[0].content
+    assert "passed 3 failed 0" in recorded.turns[3].observations[0].content
+
+
+def test_command_mode_replay_of_gemini_cli_has_no_misses(recording, tmp_path, out_dir):
+    rec, _, _ = recording
+    command = (
+        f"{sys.executable} {AGENT} --base-url {{base_url}} --task-file {{workdir}}/ISSUE.md --gemini {gemini_prefix()}"
+    )
+    rows = replay_in_command_mode(
+        agent="gemini-cli",
+        api="gemini",
+        trajectories=rec,
+        command=command,
+        task_dir=TASK,
+        tmp=tmp_path,
+        out_dir=out_dir,
+    )
+    assert row_counts(rows) == [(1, 1, 4, 0, 20, 20, 0, 0, 4, 4), (4, 4, 4, 0, 20, 20, 0, 0, 4, 4)]
+    assert invalid_but_for_lag(rows) == []

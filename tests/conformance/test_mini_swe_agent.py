@@ -5,7 +5,8 @@ trajectory file converts to the same turns; then `benchmaker swebench-replay --m
 command` runs the real mini-swe-agent against the replay server at concurrency 1 and 4:
 0 misses, 0 divergences under `--divergence content` (every observation byte-equal to
 the recording), the recorded 5 turns in every episode, and the verifier resolves the
-task in every episode.
+task in every episode; each point's row goes to $BENCHMAKER_CONFORMANCE_OUT/agents.jsonl
+(the table `make conformance` prints).
 """
 
 from __future__ import annotations
@@ -14,19 +15,20 @@ import json
 import shutil
 import subprocess
 import sys
-import urllib.request
+from pathlib import Path
 
 import duckdb
 import pytest
 
-from conformance.clients import url_process
+from conformance.clients import flush_recorder, url_process
+from conformance.command_replay import invalid_but_for_lag, replay_in_command_mode, row_counts
 from conformance.venvs import REPO, venv_bin
 from tests.conformance.conftest import need
 
 CONFORMANCE = True  # gated: needs the conformance venvs (conftest)
 TASK = REPO / "examples" / "mswea-task"
 SCRIPT = REPO / "conformance" / "mswea_script.json"
-BENCHMAKER = str(REPO / ".venv" / "bin" / "benchmaker")
+BENCHMAKER = str(Path(sys.executable).with_name("benchmaker"))
 
 
 def agent_command() -> str:
@@ -79,8 +81,7 @@ def recording(tmp_path_factory, out_dir):
         )
         (out_dir / "mswea-agent.log").write_text(agent.stdout + agent.stderr)
         assert agent.returncode == 0, agent.stdout[-2000:] + agent.stderr[-2000:]
-        with urllib.request.urlopen(urllib.request.Request(rec_url + "/flush", data=b"", method="POST")) as r:
-            flushed = json.load(r)
+        flushed = flush_recorder(rec_url)
     assert flushed["trajectories"] == 1 and flushed["turns"] == 5, flushed
     return rec, traj, workdir
 
@@ -129,52 +130,18 @@ def test_mini_swe_agent_trajectory_converts_to_the_recorded_turns(recording, tmp
 
 def test_command_mode_replay_of_the_real_agent_has_no_misses(recording, tmp_path, out_dir):
     rec, _, _ = recording
-    wh = tmp_path / "warehouse.duckdb"
-    proc = subprocess.run(
-        [
-            BENCHMAKER,
-            "swebench-replay",
-            "--trajectories",
-            str(rec),
-            "--mode",
-            "command",
-            "--command",
-            agent_command(),
-            "--task-dirs",
-            str(TASK),
-            "--concurrency",
-            "1,4",
-            "--episodes-per-point",
-            "4",
-            "--divergence",
-            "content",
-            "--out-dir",
-            str(tmp_path / "art"),
-            "--warehouse",
-            str(wh),
-            "--label",
-            "conformance-mswea",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        cwd=REPO,
+    rows = replay_in_command_mode(
+        agent="mini-swe-agent",
+        api="openai-completions",
+        trajectories=rec,
+        command=agent_command(),
+        task_dir=TASK,
+        tmp=tmp_path,
+        out_dir=out_dir,
     )
-    (out_dir / "mswea-replay.log").write_text(proc.stdout + proc.stderr)
-    # exit 1 = a sweep point is invalid; on a busy host the engine's event-loop lag check
-    # can fire (checked below: no other reason is accepted)
-    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-    con = duckdb.connect(str(wh), read_only=True)
-    points = con.sql(
-        "SELECT sweep_point, target_concurrency, achieved_max_concurrency, n_episodes, n_episodes_failed, n_turns, "
-        "misses_total, divergences, n_reverified, n_resolved_reverified FROM v_sweep_summary "
-        "ORDER BY target_concurrency"
-    ).fetchall()
     # 4 episodes per point, 5 turns each = 20; every episode re-verified and resolved
-    assert points == [("c1", 1, 1, 4, 0, 20, 0, 0, 4, 4), ("c4", 4, 4, 4, 0, 20, 0, 0, 4, 4)]
-    verdicts = con.sql("SELECT sweep_point, valid, invalid_reason FROM v_sweep_summary ORDER BY 1").fetchall()
-    for point, valid, reason in verdicts:
-        assert valid or all("event-loop lag" in r for r in reason.split("; ")), (point, reason)
-    per_episode = con.sql("SELECT DISTINCT n_turns, outcome, resolved FROM episodes").fetchall()
+    assert row_counts(rows) == [(1, 1, 4, 0, 20, 20, 0, 0, 4, 4), (4, 4, 4, 0, 20, 20, 0, 0, 4, 4)]
+    assert invalid_but_for_lag(rows) == []
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True) as con:
+        per_episode = con.sql("SELECT DISTINCT n_turns, outcome, resolved FROM episodes").fetchall()
     assert per_episode == [(5, "ok", True)]
-    (out_dir / "mswea_replay.json").write_text(json.dumps({"points": points, "verdicts": verdicts}) + "\n")

@@ -14,17 +14,11 @@ as a turn.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from benchmaker.replay_server.store import load_trajectories
-from benchmaker.trajectories.convert import iter_trajectories
-from conformance.clients import flush_recorder, run_agent, url_process
+from conformance.clients import check_session_log, record_agent
 from conformance.command_replay import replay_in_command_mode
 from conformance.opencode_agent import opencode_prefix
 from conformance.venvs import REPO
@@ -33,7 +27,6 @@ from tests.conformance.conftest import need
 CONFORMANCE = True  # gated: needs opencode under the conformance cache (conftest)
 TASK = REPO / "examples" / "mswea-task"
 SCRIPT = REPO / "conformance" / "pi_script.json"
-BENCHMAKER = str(Path(sys.executable).with_name("benchmaker"))
 AGENT = REPO / "conformance" / "opencode_agent.py"
 
 
@@ -43,47 +36,21 @@ def recording(tmp_path_factory, out_dir):
     (trajectories.jsonl, the session export, the workdir)."""
     need("opencode")
     tmp = tmp_path_factory.mktemp("opencode")
-    rec, workdir, exports = tmp / "recorded.jsonl", tmp / "work", tmp / "exports"
-    shutil.copytree(TASK, workdir)
-    scripted = [sys.executable, str(REPO / "conformance" / "scripted_model.py"), "--script", str(SCRIPT)]
-    with (
-        url_process([*scripted, "--model", "fake-model"], log=out_dir / "opencode-scripted-model.log") as model_url,
-        url_process(
-            [BENCHMAKER, "record", "--upstream", model_url, "-o", str(rec)], log=out_dir / "opencode-record.log"
-        ) as rec_url,
-    ):
-        run_agent(
-            [sys.executable, str(AGENT), "--base-url", rec_url + "/v1", "--task-file", "ISSUE.md"]
-            + ["--export-dir", str(exports)],
-            cwd=workdir,
-            log=out_dir / "opencode-agent.log",
-        )
-        flushed = flush_recorder(rec_url)
+    argv = [sys.executable, str(AGENT), "--task-file", "ISSUE.md", "--export-dir", str(tmp / "exports")]
+    flushed, rec, workdir = record_agent(argv, task=TASK, script=SCRIPT, tmp=tmp, out_dir=out_dir, name="opencode")
     assert (flushed["trajectories"], flushed["turns"], flushed["skipped"]) == (
         1,
         5,
         {"title_request": 1, "upstream_errors": 1},
     )
-    (export,) = exports.glob("ses_*.json")
+    (export,) = (tmp / "exports").glob("ses_*.json")
     return rec, export, workdir
 
 
 def test_opencode_solves_the_task_and_its_export_converts_to_the_recorded_turns(recording):
     rec, export, workdir = recording
-    verdict = subprocess.run([sys.executable, "run_tests.py"], cwd=workdir, capture_output=True, text=True)
-    assert verdict.stdout.splitlines()[-1] == "passed 3 failed 0"
-    (converted,) = list(iter_trajectories(export))
-    (recorded,) = [t for _, t in load_trajectories(rec)]
-    assert (converted.source.format, converted.match_key) == ("opencode", recorded.match_key)
-    script = json.loads(SCRIPT.read_text())
-    assert [t.response.content for t in recorded.turns] == [s["thought"] for s in script]
-    assert len(converted.turns) == len(recorded.turns) == 5
-    for c, r in zip(converted.turns, recorded.turns, strict=True):
-        assert c.response.content == r.response.content
-        assert [json.loads(tc.arguments_raw) for tc in c.response.tool_calls] == [
-            json.loads(tc.arguments_raw) for tc in r.response.tool_calls
-        ]
-        assert [o.content for o in c.observations] == [o.content for o in r.observations]
+    _, recorded = check_session_log(export, rec, workdir, fmt="opencode", script=SCRIPT)
+    assert len(recorded.turns) == 5
 
 
 def test_command_mode_replay_of_opencode_has_no_misses(recording, tmp_path, out_dir):

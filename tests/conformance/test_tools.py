@@ -58,7 +58,7 @@ async def test_scripted_model_plays_the_step_of_the_turn():
         async with s.post(url, json={"messages": _messages(0)}) as r:
             assert r.status == 400 and (await r.json())["error"]["code"] == "no_bash_tool"
         async with s.get(model.url + "/stats") as r:
-            assert await r.json() == {"requests": 4, "served": 2, "errors": 2}
+            assert await r.json() == {"requests": 4, "served": 2, "errors": 2, "side": 0}
 
 
 async def test_scripted_model_streams_the_same_call():
@@ -96,6 +96,70 @@ async def test_scripted_model_ends_with_a_final_answer_when_the_step_has_no_comm
         {},
     ]
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+SHELL = {"function_declarations": [{"name": "run_shell_command", "description": "run a command"}]}
+
+
+def _contents(n_model: int) -> list[dict]:
+    contents: list[dict] = [{"role": "user", "parts": [{"text": "task_id: t\nfix it"}]}]
+    for _ in range(n_model):
+        contents += [
+            {"role": "model", "parts": [{"function_call": {"name": "run_shell_command", "args": {"command": "x"}}}]},
+            {
+                "role": "user",
+                "parts": [{"function_response": {"name": "run_shell_command", "response": {"output": "o"}}}],
+            },
+        ]
+    return contents
+
+
+# google-genai's async client subclasses aiohttp's ClientSession, which aiohttp warns about
+@pytest.mark.filterwarnings("ignore:Inheritance class AiohttpClientSession from ClientSession:DeprecationWarning")
+async def test_scripted_model_plays_the_script_on_the_gemini_api():
+    genai = pytest.importorskip("google.genai")
+    from google.genai import types
+
+    async with ScriptedModel(SCRIPT, model="fake-gemini") as model, aiohttp.ClientSession() as s:
+        client = genai.Client(api_key="dummy", http_options=types.HttpOptions(base_url=model.url))
+        config = types.GenerateContentConfig(tools=[SHELL])
+        resp = await client.aio.models.generate_content(model="fake-gemini", contents=_contents(0), config=config)
+        assert resp.text == "look"
+        assert [(c.name, c.args) for c in resp.function_calls] == [("run_shell_command", {"command": "cat a.py"})]
+        assert resp.candidates[0].finish_reason == types.FinishReason.STOP
+        usage = resp.usage_metadata
+        assert usage.total_token_count == usage.prompt_token_count + usage.candidates_token_count
+        stream = await client.aio.models.generate_content_stream(
+            model="fake-gemini", contents=_contents(1), config=config
+        )
+        chunks = [c async for c in stream]
+        calls = [(c.name, c.args) for chunk in chunks for c in chunk.function_calls or []]
+        assert calls == [("run_shell_command", {"command": "sed -i 's/a/b/' a.py"})]
+        assert "".join(c.text or "" for c in chunks) == "fix"
+        assert chunks[-1].candidates[0].finish_reason == types.FinishReason.STOP
+        # Gemini CLI's router: a JSON answer its schema accepts, no turn
+        schema = {
+            "type": "OBJECT",
+            "properties": {
+                "reasoning": {"type": "STRING"},
+                "model_choice": {"type": "STRING", "enum": ["flash", "pro"]},
+            },
+            "required": ["reasoning", "model_choice"],
+        }
+        router = types.GenerateContentConfig(response_mime_type="application/json", response_schema=schema)
+        resp = await client.aio.models.generate_content(model="fake-gemini", contents=_contents(3), config=router)
+        assert json.loads(resp.text) == {"reasoning": "", "model_choice": "flash"}
+        tokens = await client.aio.models.count_tokens(model="fake-gemini", contents=_contents(0))
+        assert tokens.total_tokens >= 1
+        url = model.url + "/v1beta/models/fake-gemini:generateContent"
+        async with s.post(
+            url, json={"contents": _contents(2), "tools": [{"functionDeclarations": SHELL["function_declarations"]}]}
+        ) as r:
+            assert r.status == 409 and (await r.json())["error"]["code"] == "beyond_script"
+        async with s.post(url, json={"contents": _contents(0)}) as r:
+            assert r.status == 400 and (await r.json())["error"]["code"] == "no_shell_tool"
+        async with s.get(model.url + "/stats") as r:
+            assert await r.json() == {"requests": 6, "served": 2, "errors": 2, "side": 2}
 
 
 def test_load_script_names_the_bad_step(tmp_path):

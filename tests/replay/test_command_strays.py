@@ -7,6 +7,7 @@ folder."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import tempfile
@@ -191,4 +192,38 @@ async def test_a_point_whose_episodes_all_diverged_counts_what_succeeded(
     assert "no request succeeded" not in row["invalid_reason"]
     assert pipeline_failures([row]) == ["c2"]
     assert "no episode ran to its end: 2 of 2 failed (2 diverged), 2 of 4 requests succeeded" in verdict_line(row)
+    assert agent_tmp.new() == []
+
+
+async def test_a_point_gives_its_stray_grace_to_every_episode(
+    agent: Path, agent_tmp: _TempFolder, replay, tmp_path: Path, monkeypatch
+):
+    traj, srv = replay
+    monkeypatch.setenv("DIVERGE", "1")
+    monkeypatch.setenv("RETRY", "1")
+    agent_tmp.mark()
+    point = ReplayPoint(
+        load="closed:1",
+        episodes=1,
+        mode="command",
+        command=(sys.executable, str(agent)),
+        stray_grace_s=0.25,
+        max_loop_lag_ms=10_000.0,  # a busy machine is not under test here
+    )
+    row = await run_point(
+        [traj],
+        srv.url,
+        tmp_path / "run",
+        point,
+        run_id="grace",
+        sandbox_factory=local_sandbox_factory(confined=False),
+        tasks={"tiny-task": load_task(TASK_DIR)},
+    )
+    assert (row["n_episodes"], row["n_episodes_diverged"]) == (1, 1)
+    (episodes,) = (tmp_path / "run").glob("points/*/episodes.jsonl")
+    (episode,) = [json.loads(line) for line in episodes.read_text().splitlines()]
+    assert episode["outcome"] == "diverged"
+    assert episode["error"] == (
+        "turn 1: the replay server refused the agent's request (diverged, HTTP 412); stopped 0.25 s later"
+    )
     assert agent_tmp.new() == []

@@ -48,6 +48,26 @@ _GIT = ["git", "-c", "user.name=benchmaker", "-c", "user.email=benchmaker@localh
 _IGNORED = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
 
+def agent_ro_paths(argv: list[str], workdir: Path) -> list[str]:
+    """The folders a confined command-mode agent `argv` gets bound read-only: for each
+    item that is an existing absolute path outside `workdir` (and not one of its
+    parents), the path itself when it is a folder, else its folder; when that folder
+    is the `bin` of a Python virtual environment (its parent holds `pyvenv.cfg`, PEP
+    405), the environment's root instead, so that its interpreter or console script
+    finds the environment's site-packages. In argv order, without repeats."""
+    out: list[str] = []
+    for item in argv:
+        p = Path(item)
+        if not p.is_absolute() or not p.exists() or p == workdir or workdir in p.parents or p in workdir.parents:
+            continue
+        folder = p if p.is_dir() else p.parent
+        if folder.name == "bin" and (folder.parent / "pyvenv.cfg").is_file():
+            folder = folder.parent
+        if str(folder) not in out:
+            out.append(str(folder))
+    return out
+
+
 class LocalSandbox:
     """A temp workspace under `root` (a fresh temp dir); `workdir` is `root/workspace`;
     `spawner` runs its processes (not owned: closing the sandbox leaves it running);
@@ -213,7 +233,7 @@ class LocalSandbox:
         it, its 127.0.0.1:`proxy_port` relayed to the host's Unix socket `proxy_socket`
         (inside agent_dir(); benchmaker.agent.sandbox.relay) and no other network; each
         argv item that is an existing absolute path outside the workspace is bound
-        read-only (a file: its directory), so the agent's program is visible.
+        read-only (agent_ro_paths), so the agent's program is visible.
         Unconfined (or `proxy_socket` None), it runs on this host as before: the
         caller's environment with `env` over it. Returns the spawner's RunResult
         (`timeout_s` then its group is killed). Raises SandboxError when the spawner
@@ -224,12 +244,7 @@ class LocalSandbox:
             return await self.spawner.run(argv, cwd=self.workdir, env={**inherited, **env}, timeout_s=timeout_s)
         from benchmaker.agent.sandbox.relay import relay_argv
 
-        ws = Path(self.workdir)
-        extra: list[str] = []
-        for item in argv:
-            p = Path(item)
-            if p.is_absolute() and p.exists() and p != ws and ws not in p.parents and p not in ws.parents:
-                extra.append(str(p if p.is_dir() else p.parent))
+        extra = agent_ro_paths(argv, Path(self.workdir))
         wrapped = conf.wrap(
             relay_argv(sys.executable, proxy_port, proxy_socket, argv),
             workdir=self.workdir,

@@ -84,6 +84,7 @@ __all__ = [
     "ANTHROPIC_VERSION",
     "AnthropicMessagesParser",
     "MESSAGES_PATHS",
+    "STOP_CLASSES",
     "anthropic_headers",
     "chat_messages",
     "chat_tools",
@@ -274,7 +275,7 @@ def _assistant(blocks: list[Any], i: int) -> dict[str, Any]:
 
 
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
-_STOP_CLASSES = {
+STOP_CLASSES = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "pause_turn": "stop",
@@ -283,6 +284,9 @@ _STOP_CLASSES = {
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
 }
+"""A Messages `stop_reason` -> its finish class (benchmaker.apis.generated), for the
+values the API documents (the SDK's `StopReason`); each class is also the trajectory's
+finish reason."""
 _FINISH_REASONS = {
     "stop": "stop",
     "tool_calls": "tool_calls",
@@ -304,8 +308,8 @@ def stop_reason_for(finish_reason: str) -> str:
 def stop_class(stop_reason: Any) -> str | None:
     """The finish class (benchmaker.apis.generated) of a Messages stop_reason (module
     doc); None for None."""
-    if type(stop_reason) is str and stop_reason in _STOP_CLASSES:
-        return _STOP_CLASSES[stop_reason]
+    if type(stop_reason) is str and stop_reason in STOP_CLASSES:
+        return STOP_CLASSES[stop_reason]
     return finish_class(stop_reason)
 
 

@@ -1,9 +1,9 @@
 """Prefect flows, one module per pipeline (docs/architecture.md): `swebench_replay` (flow
 "swebench-replay", the main job) and `llm_sweep` (flow "llm-sweep"); `benchmaker.flows.retry`
-resumes a failed run of either under its own flow run id. swebench-replay with
-`sharded` (its shard flow: benchmaker.flows.swebench_replay_shard) and llm-sweep's
-`distributed` variant (benchmaker.flows.llm_sweep_distributed) run every sweep point as
-shards on several load hosts (benchmaker.flows.shard_runs).
+resumes a failed run of either under its own flow run id. Both run here or, with
+`sharded`, every sweep point as shards on several load hosts (their shard flows:
+benchmaker.flows.swebench_replay_shard, benchmaker.flows.llm_sweep_shard; where the
+shards run: benchmaker.tasks.shard_runs).
 
 The two flows are imported on first access (PEP 562): `benchmaker swebench-replay`
 imports benchmaker.flows.swebench_replay without the llm-sweep flow and its engine tasks.

@@ -1,5 +1,6 @@
-"""What every flow of flows/ shares: its parameters as one pydantic model, the run
-bundle's id, manifest and result storage, and the cached-point check.
+"""What every flow of flows/ shares: its parameters as one pydantic model (with the
+settings of a sharded run, `ShardParams`, and their checks), the run bundle's id,
+manifest and result storage, and the cached-point check.
 
     class MyParams(BaseModel): ...                      # the one definition of the parameters
     @flow(name="my-flow", validate_parameters=True)
@@ -23,23 +24,30 @@ from __future__ import annotations
 import inspect
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from prefect.logging import get_run_logger
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from benchmaker.engine.exchange import Exchange, absolute_exchange
 from benchmaker.flows.outcome import current_flow_run, record_flow_process, record_flow_run
-from benchmaker.sweep.sweep import point_complete, write_run_manifest
+from benchmaker.sweep.sweep import point_complete, point_dir, write_run_manifest
+from benchmaker.tasks.distributed_point import run_distributed_point
+from benchmaker.tasks.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner
 
 __all__ = [
     "ParameterError",
+    "ShardParams",
+    "checked_dask_address",
+    "checked_exchange",
     "describe_errors",
     "fill_lag_limits",
     "flow_run_bundle_id",
     "lag_checks",
     "measure_point",
+    "measure_sharded_points",
     "result_storage_for",
     "resume_or_write_manifest",
     "takes",
@@ -184,3 +192,125 @@ async def measure_point(point_task: Any, pdir: Path, *args: Any, **kwargs: Any) 
         get_run_logger().warning("sweep point %s: cached but its files are missing; measuring it again", pdir.name)
         out = await point_task.with_options(refresh_cache=True)(*args, **kwargs)
     return out
+
+
+class ShardParams(BaseModel):
+    """The parameters of a flow that runs here or sharded (a base of the parameters
+    models of swebench-replay and llm-sweep; each sets its own `shard_deployment`
+    default):
+
+    sharded           split every point into shards on several load hosts
+    shards            shards (load hosts) per point, >= 1
+    start_lead_s      s from a point's submission to its earliest start (None: DEFAULT_LEAD_S);
+                      the shards start together once all are ready (benchmaker.engine.shared_start)
+    shard_deployment  the shard flow's deployment whose work pool runs the shards
+    shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S)
+    dask_address      run the shards on this Dask cluster instead (the `dask` extra)
+    exchange          path or fsspec URL through which files travel when out_dir is not shared
+    """
+
+    sharded: bool = False
+    shards: Annotated[int, Field(ge=1)] = 2
+    start_lead_s: Annotated[float, Field(gt=0)] | None = None
+    shard_deployment: str
+    shard_timeout_s: Annotated[float, Field(gt=0)] | None = None
+    dask_address: str | None = None
+    exchange: str | None = None
+
+    @property
+    def backend(self) -> str:
+        """Where the shards run: "dask" with a dask_address, else "pool"."""
+        return "dask" if self.dask_address else "pool"
+
+    @property
+    def lead_s(self) -> float:
+        """start_lead_s, else the backend's DEFAULT_LEAD_S (benchmaker.tasks.shard_runs), in s."""
+        return self.start_lead_s if self.start_lead_s is not None else DEFAULT_LEAD_S[self.backend]
+
+    def checked_shard_config(self) -> dict[str, Any]:
+        """What a sharded run's manifest records of where its shards run, checked before
+        any work: {"backend", "start_lead_s" (`lead_s`), "shard_deployment" (None on
+        Dask), "exchange" (made absolute: checked_exchange)}. Raises ParameterError when
+        dask_address is given without prefect-dask (checked_dask_address) or the exchange
+        is refused."""
+        checked_dask_address(self.dask_address)
+        return {
+            "backend": self.backend,
+            "start_lead_s": self.lead_s,
+            "shard_deployment": self.shard_deployment if self.backend == "pool" else None,
+            "exchange": checked_exchange(self.exchange),
+        }
+
+    def unsharded_problems(self) -> list[str]:
+        """One `field: problem (got VALUE)` line per setting that only a sharded run reads
+        (dask_address, exchange, start_lead_s, shard_timeout_s) given without `sharded`;
+        [] for a sharded run."""
+        if self.sharded:
+            return []
+        given = [k for k in ("dask_address", "exchange", "start_lead_s", "shard_timeout_s") if getattr(self, k)]
+        return [f"{k}: a setting of sharded runs; give sharded true (got {getattr(self, k)!r})" for k in given]
+
+
+def checked_dask_address(address: str | None) -> None:
+    """Raises ParameterError (before any work) when `address` is
+    given but prefect-dask (the `dask` extra) is not installed."""
+    if address:
+        try:
+            dask_task_runner(address)
+        except DaskMissing as exc:
+            raise ParameterError(str(exc)) from None
+
+
+def checked_exchange(url: str | None) -> str | None:
+    """The exchange URL a distributed flow uses (benchmaker.engine.exchange): None stays None;
+    a relative path is made absolute here, where it was meant. Raises
+    ParameterError (before any work) for a password in the URL,
+    an unknown protocol or a protocol whose fsspec package is not installed."""
+    if not url:
+        return None
+    try:
+        url = absolute_exchange(url)
+        Exchange(url)
+    except ValueError as exc:
+        raise ParameterError(str(exc) if str(exc).startswith("exchange:") else f"exchange: {exc}") from None
+    except ImportError as exc:
+        raise ParameterError(
+            f"exchange: {exc} (install the fsspec package of that protocol on every host, e.g. s3fs)"
+        ) from None
+    return url
+
+
+async def measure_sharded_points(
+    templates: Sequence[Any],
+    p: ShardParams,
+    *,
+    out_dir: Path,
+    exchange: str | None,
+    episodes_targets: Sequence[int | None] | None = None,
+) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """Each point of a sharded run in order: its `templates[i]` (a shard point with
+    worker 0: benchmaker.tasks.shard.ShardPoint or benchmaker.sweep.shard.ReplayShardPoint)
+    measured by benchmaker.tasks.distributed_point.run_distributed_point (persisted under
+    `out_dir`) on the shards `p` says where and when to run (`episodes_targets[i]`: point
+    i's planned episodes, None when duration-bound), through measure_point; then the
+    run's files on `exchange` (if any) are removed. Returns (the points' summary rows,
+    per point its shards' states)."""
+    point_task = run_distributed_point.with_options(result_storage=result_storage_for(out_dir))
+    rows: list[dict[str, Any]] = []
+    shard_states: list[list[dict[str, Any]]] = []
+    for i, template in enumerate(templates):
+        out = await measure_point(
+            point_task,
+            point_dir(Path(template.run_dir), template.sweep_point),
+            template,
+            episodes_target=None if episodes_targets is None else episodes_targets[i],
+            start_lead_s=p.lead_s,
+            shard_deployment=p.shard_deployment,
+            shard_timeout_s=p.shard_timeout_s,
+            dask_address=p.dask_address,
+        )
+        rows.append(out["row"])
+        shard_states.append(out["shards"])
+    if exchange and templates:
+        Exchange(exchange).remove(templates[0].run_id)
+    return rows, shard_states

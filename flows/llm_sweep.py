@@ -1,8 +1,12 @@
 """The `llm-sweep` flow: an engine sweep over concurrencies or rates against an
-OpenAI-compatible endpoint, one BenchRunner run per sweep point, then load + report.
+OpenAI-compatible endpoint, one BenchRunner run per sweep point, then load + report; on
+this host or, with `sharded`, every point split into shards on several load hosts
+(benchmaker.flows.llm_sweep_shard).
 
     asyncio.run(llm_sweep(base_url="http://127.0.0.1:8000", model="m",
                           concurrency_sweep=[1, 8], duration_s=30))
+    asyncio.run(llm_sweep(base_url="http://gpu-0:8000", model="m", concurrency_sweep=[8],
+                          sharded=True, shards=2, dask_address="tcp://scheduler:8786"))
 
 Points, in order: `closed:N` for each of `concurrency_sweep`, `poisson:R` for each of
 `rate_sweep`, then every rate spec in `loads` (benchmaker.engine.load_models syntax). Each
@@ -18,27 +22,31 @@ from typing import Annotated, Any, Literal
 
 from prefect import flow
 from prefect.logging import get_run_logger
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from benchmaker.engine.config import LagLimitMs
 from benchmaker.engine.errors import RateSpecError
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, Poisson
 from benchmaker.flows.common import (
     ParameterError,
+    ShardParams,
     fill_lag_limits,
     flow_run_bundle_id,
     lag_checks,
     measure_point,
+    measure_sharded_points,
     result_storage_for,
     resume_or_write_manifest,
     takes,
     validated,
 )
+from benchmaker.flows.llm_sweep_shard import SHARD_DEPLOYMENT
 from benchmaker.flows.outcome import current_flow_run, final_state
 from benchmaker.sweep.sweep import engine_point_name, point_dir, write_sweep_points
 from benchmaker.tasks.engine import run_llm_sweep_point
 from benchmaker.tasks.load import load_warehouse
 from benchmaker.tasks.report import publish_report
+from benchmaker.tasks.shard import ShardPoint, shards_for_load
 
 __all__ = ["LlmSweepParams", "llm_sweep", "sweep_loads"]
 
@@ -86,7 +94,7 @@ def sweep_loads(
     return specs
 
 
-class LlmSweepParams(BaseModel):
+class LlmSweepParams(ShardParams):
     """The parameters of one llm-sweep run, the one definition behind the flow's
     signature (benchmaker.flows.common.takes), its deployments' schema and the CLI's check:
 
@@ -110,6 +118,11 @@ class LlmSweepParams(BaseModel):
                           left None: BENCHMAKER_MAX_LOOP_LAG_MS /
                           BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms, filled in at
                           validation (benchmaker.flows.common.fill_lag_limits)
+    sharded               split every point into shards on several load hosts (a
+                          `closed:C` point with C < shards runs on C shards), where and
+                          how by the benchmaker.flows.common.ShardParams fields:
+                          shards, start_lead_s, shard_deployment, shard_timeout_s,
+                          dask_address, exchange
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -131,10 +144,12 @@ class LlmSweepParams(BaseModel):
     label: str | None = None
     max_loop_lag_ms: LagLimitMs | None = None
     max_schedule_lag_ms: LagLimitMs | None = None
+    shard_deployment: str = SHARD_DEPLOYMENT
 
     @model_validator(mode="after")
     def _points(self) -> LlmSweepParams:
         problems = _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[1]
+        problems += self.unsharded_problems()
         if problems:
             raise ValueError("\n".join(problems))
         return fill_lag_limits(self)
@@ -145,36 +160,10 @@ class LlmSweepParams(BaseModel):
         return _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[0]
 
 
-@flow(name="llm-sweep", validate_parameters=True)
-@takes(LlmSweepParams)
-async def llm_sweep(**params: Any) -> dict[str, Any]:
-    """Sweep an endpoint: one engine run per point (duration_s and/or max_requests
-    each), then load the run into `warehouse` and publish the sweep table. Parameters:
-    the fields of LlmSweepParams. Returns {"run_id", "run_dir", "warehouse", "points",
-    "flow_run_id", "load"}."""
-    p = validated(LlmSweepParams, "llm-sweep", params)
-    specs = p.specs()
-    log = get_run_logger()
-    run_id = flow_run_bundle_id("llm-sweep")
-    run_dir = (Path(p.out_dir) / run_id).resolve()
-    config = {
-        "base_url": p.base_url,
-        "model": p.model,
-        "loads": specs,
-        "duration_s": p.duration_s,
-        "max_requests": p.max_requests,
-        "prompt_words": p.prompt_words,
-        "max_tokens": p.max_tokens,
-        "api_key_env": p.api_key_env,
-        "max_loop_lag_ms": p.max_loop_lag_ms,
-        "max_schedule_lag_ms": p.max_schedule_lag_ms,
-    }
-    if p.api != "chat":
-        config["api"] = p.api
-    if p.ignore_eos:
-        config["ignore_eos"] = True
-    resume_or_write_manifest(run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config)
-    log.info("run %s -> %s", run_id, run_dir)
+async def _sweep_here(
+    p: LlmSweepParams, specs: list[ParsedRateSpec], run_dir: Path, run_id: str
+) -> list[dict[str, Any]]:
+    """Every point as one engine run on this host; returns the points' summary rows."""
     task = run_llm_sweep_point.with_options(result_storage=result_storage_for(Path(p.out_dir)))
     rows = []
     for spec in specs:
@@ -197,23 +186,107 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
                 task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec, name, **args
             )
         )
-    write_sweep_points(run_dir, rows)
-    loaded = load_warehouse(Path(p.warehouse).resolve(), run_dir)
-    publish_report(
-        run_id,
-        rows,
-        run_dir,
-        warehouse=Path(p.warehouse).resolve(),
-        report_path=run_dir / "report.html",
-        kind="llm-sweep",
+    return rows
+
+
+def _shard_templates(
+    p: LlmSweepParams, specs: list[ParsedRateSpec], run_dir: Path, run_id: str, exchange: str | None
+) -> list[ShardPoint]:
+    """Per point, the shard point its shards are made from (worker 0; the shards of a
+    `closed:C` point: min(C, shards), benchmaker.tasks.shard.shards_for_load)."""
+    return [
+        ShardPoint(
+            base_url=p.base_url,
+            model=p.model,
+            run_dir=str(run_dir),
+            run_id=run_id,
+            load=spec,
+            sweep_point=engine_point_name(spec),
+            worker=0,
+            shards=shards_for_load(spec, p.shards),
+            start_wall_ns=0,
+            duration_s=p.duration_s,
+            max_requests=p.max_requests,
+            prompt_words=p.prompt_words,
+            max_tokens=p.max_tokens,
+            api_key_env=p.api_key_env,
+            label=p.label,
+            exchange=exchange,
+            max_loop_lag_ms=p.max_loop_lag_ms,
+            max_schedule_lag_ms=p.max_schedule_lag_ms,
+            api=p.api,
+            ignore_eos=p.ignore_eos,
+        )
+        for spec in specs
+    ]
+
+
+@flow(name="llm-sweep", validate_parameters=True)
+@takes(LlmSweepParams)
+async def llm_sweep(**params: Any) -> dict[str, Any]:
+    """Sweep an endpoint: one engine run per point (duration_s and/or max_requests
+    each), then load the run into `warehouse` and publish the sweep table. With
+    `sharded`, every point runs as up to `shards` shards on other hosts
+    (benchmaker.flows.llm_sweep_shard): `start_lead_s`: time from submission to the
+    earliest start (default benchmaker.tasks.shard_runs.DEFAULT_LEAD_S);
+    `shard_timeout_s`: how long to wait for a point's shards (None:
+    benchmaker.tasks.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard still running then
+    is a verdict reason, cancelled on a pool, abandoned on Dask where a running task
+    cannot be stopped); `dask_address`: run the shards on that Dask cluster instead of
+    `shard_deployment`'s work pool; `exchange`: a path or fsspec URL (s3://bucket/prefix)
+    every host reaches, through which the shards hand over their files when `out_dir`
+    is not shared (benchmaker.engine.exchange). Parameters: the fields of
+    LlmSweepParams. Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id",
+    "load"}, and when sharded "shards": [per point: [{"worker",
+    "flow_run_id"|"task_run_id", "state", "message"}]]."""
+    p = validated(LlmSweepParams, "llm-sweep", params)
+    specs = p.specs()
+    log = get_run_logger()
+    run_id = flow_run_bundle_id("llm-sweep")
+    run_dir = (Path(p.out_dir) / run_id).resolve()
+    config: dict[str, Any] = {
+        "base_url": p.base_url,
+        "model": p.model,
+        "loads": specs,
+        "duration_s": p.duration_s,
+        "max_requests": p.max_requests,
+        "prompt_words": p.prompt_words,
+        "max_tokens": p.max_tokens,
+        "api_key_env": p.api_key_env,
+        "max_loop_lag_ms": p.max_loop_lag_ms,
+        "max_schedule_lag_ms": p.max_schedule_lag_ms,
+    }
+    if p.api != "chat" or p.sharded:
+        config["api"] = p.api
+    if p.ignore_eos or p.sharded:
+        config["ignore_eos"] = p.ignore_eos
+    exchange = None
+    if p.sharded:
+        config.update(shards=p.shards, dask_address=p.dask_address, **p.checked_shard_config())
+        exchange = config["exchange"]
+    resume_or_write_manifest(
+        run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config, workers=p.shards if p.sharded else 1
     )
+    where = f"{p.shards} shards per point on {p.dask_address or f'work pool of {p.shard_deployment}'}"
+    log.info("run %s -> %s%s", run_id, run_dir, f" ({where})" if p.sharded else "")
+    extra: dict[str, Any] = {}
+    if p.sharded:
+        templates = _shard_templates(p, specs, run_dir, run_id, exchange)
+        rows, extra["shards"] = await measure_sharded_points(templates, p, out_dir=p.out_dir, exchange=exchange)
+    else:
+        rows = await _sweep_here(p, specs, run_dir, run_id)
+    write_sweep_points(run_dir, rows)
+    wh = Path(p.warehouse).resolve()
+    loaded = load_warehouse(wh, run_dir)
+    publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")
     return final_state(
         {
             "run_id": run_id,
             "run_dir": str(run_dir),
-            "warehouse": str(Path(p.warehouse).resolve()),
+            "warehouse": str(wh),
             "points": rows,
             "flow_run_id": str(current_flow_run().id),
             "load": loaded,
+            **extra,
         }
     )

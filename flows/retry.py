@@ -34,10 +34,8 @@ ever sent) is set Crashed and resumed; its bundle's flow_process.json
 (benchmaker.flows.outcome.record_flow_process) names the process. A Running run
 whose process lives (or runs on another host) is refused.
 
-Every variant resumes: swebench-replay (one flow, local or sharded) and both of
-llm-sweep, the single-process one and the distributed one
-(benchmaker.flows.llm_sweep_distributed; told apart by the run's deployment, parameters
-or flow version).
+Both flows resume, swebench-replay and llm-sweep, each one flow that runs here or
+sharded (its `sharded` parameter).
 
 What resumes: the run keeps its id and parameters (run_count + 1), so its bundle
 directory (`benchmaker.flows.swebench_replay.flow_run_bundle_id`) and every task cache key that
@@ -86,42 +84,15 @@ class ParametersChanged(ValueError):
     be checked); the message names the manifest."""
 
 
-# the flows this module resumes, by flow name (swebench-replay, local or sharded;
-# llm-sweep in its single-process and its distributed variant)
+# the flows this module resumes, by flow name (each runs here or sharded)
 FLOWS = ("swebench-replay", "llm-sweep")
 
 
-# Parameters only llm-sweep's distributed variant has (flows.llm_sweep_distributed): a
-# run that carries one of them was made by that variant.
-_DISTRIBUTED_PARAMS = frozenset(
-    {"shards", "start_lead_s", "shard_deployment", "shard_timeout_s", "dask_address", "exchange"}
-)
-
-
-def _flows(distributed: bool) -> dict[str, Flow[..., Any]]:
-    if distributed:
-        from benchmaker.flows.llm_sweep_distributed import llm_sweep
-    else:
-        from benchmaker.flows.llm_sweep import llm_sweep
-    from benchmaker.flows.swebench_replay import swebench_replay  # one flow, local or sharded
+def _flows() -> dict[str, Flow[..., Any]]:
+    from benchmaker.flows.llm_sweep import llm_sweep  # one flow, local or sharded
+    from benchmaker.flows.swebench_replay import swebench_replay  # likewise
 
     return {swebench_replay.name: swebench_replay, llm_sweep.name: llm_sweep}
-
-
-async def _is_distributed(client: Any, flow_run: Any) -> bool:
-    """Whether `flow_run` was made by a distributed variant: by its deployment's
-    entrypoint when it came from a deployment, else by its parameters, else by its
-    flow version (Prefect's hash of the flow's source file)."""
-    if flow_run.deployment_id is not None:
-        try:
-            deployment = await client.read_deployment(flow_run.deployment_id)
-            if deployment.entrypoint:
-                return "_distributed.py:" in deployment.entrypoint
-        except ObjectNotFound:
-            pass
-    if _DISTRIBUTED_PARAMS & set(flow_run.parameters or {}):
-        return True
-    return any(f.version == flow_run.flow_version for f in _flows(True).values())
 
 
 async def resolve_flow_run_id(ref: str | UUID) -> UUID:
@@ -254,9 +225,7 @@ async def retry_flow_run(flow_run_id: UUID | str, *, accept_changed: bool = Fals
                 f"flow run {run_id}: only a Failed, Crashed or Cancelled run resumes "
                 f"(got {state.name if state else 'no state'}); start a new run to measure again"
             )
-        # swebench-replay is one flow, local or sharded; llm-sweep has two variants
-        distributed = name != "swebench-replay" and await _is_distributed(client, flow_run)
-        flow = _flows(distributed).get(name)
+        flow = _flows().get(name)
         if flow is None:
             raise ValueError(f"flow run {run_id}: flow {name!r} is not one of {', '.join(FLOWS)}")
         if say is not None:

@@ -50,17 +50,18 @@ from benchmaker.engine.exchange import Exchange
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec
 from benchmaker.flows.common import (
     ParameterError,
+    ShardParams,
     fill_lag_limits,
     flow_run_bundle_id,
     measure_point,
+    measure_sharded_points,
     result_storage_for,
     resume_or_write_manifest,
     takes,
     validated,
 )
 from benchmaker.flows.outcome import current_flow_run, final_state
-from benchmaker.flows.shard_runs import DEFAULT_LEAD_S, ShardParams, checked_dask_address, checked_exchange
-from benchmaker.flows.swebench_replay_shard import SHARD_DEPLOYMENT, run_distributed_point
+from benchmaker.flows.swebench_replay_shard import SHARD_DEPLOYMENT
 from benchmaker.sweep.point import Mode, ReplayPoint
 from benchmaker.sweep.shard import ReplayShardPoint, shards_for
 from benchmaker.sweep.sweep import episode_plan, point_dir, write_sweep_points
@@ -123,7 +124,7 @@ class SwebenchReplayParams(ShardParams):
                           the limits every point was judged with)
     sharded               split every point into shards on several load hosts (closed-loop
                           points only, one engine worker each), where and how by the
-                          benchmaker.flows.shard_runs.ShardParams fields: shards, start_lead_s,
+                          benchmaker.flows.common.ShardParams fields: shards, start_lead_s,
                           shard_deployment, shard_timeout_s, dask_address, exchange
     """
 
@@ -152,7 +153,6 @@ class SwebenchReplayParams(ShardParams):
     label: str | None = None
     max_loop_lag_ms: LagLimitMs | None = None
     max_schedule_lag_ms: LagLimitMs | None = None
-    sharded: bool = False
     shard_deployment: str = SHARD_DEPLOYMENT
 
     @model_validator(mode="after")
@@ -211,8 +211,7 @@ class SwebenchReplayParams(ShardParams):
         """The rules of a sharded run (shards split episode slots: open-loop rates and
         engine workers are single-host), and shard settings without `sharded`."""
         if not self.sharded:
-            given = [k for k in ("dask_address", "exchange", "start_lead_s", "shard_timeout_s") if getattr(self, k)]
-            return [f"{k}: a setting of sharded runs; give sharded true (got {getattr(self, k)!r})" for k in given]
+            return self.unsharded_problems()
         problems = (
             [f"rates: open-loop points run on one host (swebench-replay), not in shards (got {self.rates})"]
             if self.rates
@@ -312,7 +311,7 @@ async def _sweep_here(
 async def _sweep_in_shards(
     p: SwebenchReplayParams, points: list[ReplayPoint], traj: Path, run_dir: Path, run_id: str, exchange: str | None
 ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
-    """Every point as shards on other hosts (benchmaker.flows.swebench_replay_shard.
+    """Every point as shards on other hosts (benchmaker.tasks.distributed_point.
     run_distributed_point); the trajectories go out through `exchange` when given.
     Returns (the points' summary rows, per point its shards' states)."""
     n_traj = sum(1 for _ in read_trajectories(traj))
@@ -320,12 +319,8 @@ async def _sweep_in_shards(
     if exchange:  # the shards download the trajectories from the exchange
         traj_ref = f"{run_id}/trajectories.jsonl"
         Exchange(exchange).put_file(traj, traj_ref)
-    point_task = run_distributed_point.with_options(result_storage=result_storage_for(p.out_dir))
-    lead_s = p.start_lead_s if p.start_lead_s is not None else DEFAULT_LEAD_S["dask" if p.dask_address else "pool"]
-    rows: list[dict[str, Any]] = []
-    shard_states: list[list[dict[str, Any]]] = []
-    for point in points:
-        template = ReplayShardPoint(
+    templates = [
+        ReplayShardPoint(
             point=point,
             trajectories=traj_ref,
             run_dir=str(run_dir),
@@ -334,21 +329,13 @@ async def _sweep_in_shards(
             start_wall_ns=0,
             exchange=exchange,
         )
-        c = template.concurrency
-        target = None if point.duration_s is not None else len(episode_plan(range(n_traj), c, point.episodes))
-        args = dict(
-            episodes_target=target,
-            start_lead_s=lead_s,
-            shard_deployment=p.shard_deployment,
-            shard_timeout_s=p.shard_timeout_s,
-            dask_address=p.dask_address,
-        )
-        out = await measure_point(point_task, point_dir(run_dir, point.name), template, **args)
-        rows.append(out["row"])
-        shard_states.append(out["shards"])
-    if exchange:
-        Exchange(exchange).remove(run_id)
-    return rows, shard_states
+        for point in points
+    ]
+    targets = [
+        None if t.point.duration_s is not None else len(episode_plan(range(n_traj), t.concurrency, t.point.episodes))
+        for t in templates
+    ]
+    return await measure_sharded_points(templates, p, out_dir=p.out_dir, exchange=exchange, episodes_targets=targets)
 
 
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)
@@ -358,8 +345,8 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     `rates`) and load the results into the warehouse; with `sharded`, every point runs
     as up to `shards` shards on other hosts (benchmaker.flows.swebench_replay_shard):
     `start_lead_s`: time from submission to the earliest start (default
-    benchmaker.flows.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a
-    point's shards (None: benchmaker.flows.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard
+    benchmaker.tasks.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a
+    point's shards (None: benchmaker.tasks.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard
     still running then is a verdict reason, cancelled on a pool, abandoned on Dask where a
     running task cannot be stopped); `dask_address`: run the shards on that Dask cluster
     instead of `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
@@ -380,15 +367,8 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     config: dict[str, Any] = p.model_dump(mode="json")
     exchange = None
     if p.sharded:
-        checked_dask_address(p.dask_address)  # refuse before any work when the extra is missing
-        exchange = checked_exchange(p.exchange)
-        backend = "dask" if p.dask_address else "pool"
-        config.update(
-            backend=backend,
-            start_lead_s=p.start_lead_s if p.start_lead_s is not None else DEFAULT_LEAD_S[backend],
-            shard_deployment=p.shard_deployment if backend == "pool" else None,
-            exchange=exchange,
-        )
+        config.update(p.checked_shard_config())
+        exchange = config["exchange"]
     t0_wall_ns = resume_or_write_manifest(
         run_dir,
         run_id=run_id,

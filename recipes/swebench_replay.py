@@ -108,9 +108,9 @@ def _distributed(
 ) -> dict[str, Any] | None:
     """The distributed flows' extra parameters from the CLI options, or None for a
     single-process run (--shards 1 and no --dask-address). --start-lead None: the
-    flows' default (benchmaker.flows.shard_runs.DEFAULT_LEAD_S). Raises ConfigError,
+    flows' default (benchmaker.tasks.shard_runs.DEFAULT_LEAD_S). Raises ConfigError,
     before anything runs, when --shards > 1 comes without --dask-address, the exchange
-    is refused (benchmaker.flows.shard_runs.checked_exchange) or the
+    is refused (benchmaker.flows.common.checked_exchange) or the
     Dask scheduler does not answer within 5 s."""
     if dask_address is None:
         if shards > 1 or exchange or start_lead is not None or shard_timeout is not None:
@@ -119,8 +119,8 @@ def _distributed(
                 "scheduler); on a Prefect work pool run the `distributed` deployment instead"
             )
         return None
-    from benchmaker.flows.shard_runs import DaskMissing, checked_exchange, dask_task_runner
-    from benchmaker.flows.swebench_replay import ParameterError
+    from benchmaker.flows.common import ParameterError, checked_exchange
+    from benchmaker.tasks.shard_runs import DaskMissing, dask_task_runner
 
     try:
         exchange = checked_exchange(exchange)
@@ -825,10 +825,8 @@ def llm_sweep(
     params.update(loads=p.loads, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
     if dist is not None:
-        from benchmaker.flows.llm_sweep_distributed import llm_sweep_distributed as flow
-    else:
-        from benchmaker.flows.llm_sweep import llm_sweep as flow
-
+        params.update(dist, sharded=True)
+    from benchmaker.flows.llm_sweep import llm_sweep
     from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
     from benchmaker.recipes.display import SweepProgressView
 
@@ -838,7 +836,7 @@ def llm_sweep(
         SweepProgressView(),
     ):  # live progress only on a terminal (benchmaker/progress.py)
         try:
-            out = asyncio.run(run_sweep_flow(flow, {**params, **(dist or {})}))
+            out = asyncio.run(run_sweep_flow(llm_sweep, params))
         except FlowRunFailed as exc:
             failed: FlowRunFailed | None = exc  # printed once the live view is gone
         else:

@@ -9,6 +9,8 @@ functions in replay/, warehouse/ and benchmaker/.
     publish_report      benchmaker.tasks.report    Prefect table/markdown/link artifacts
     run_shard_point     benchmaker.tasks.shard     one shard of a distributed llm-sweep point
     replay_shard        benchmaker.tasks.replay_shard  one shard of a distributed swebench-replay point
+    run_distributed_point  benchmaker.tasks.distributed_point  one sharded point on the orchestrator
+    run_shards          benchmaker.tasks.shard_runs  where a point's shards run (work pool or Dask)
 """
 
 from benchmaker.tasks.convert import convert_logs

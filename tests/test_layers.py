@@ -1,6 +1,6 @@
 """The house rules that run: the import contract of docs/architecture.md, no import cycle
-between packages or files, no package above a quarter of the source, one top-level
-package in the wheel.
+between packages or files, no package above a quarter of the source, the package sizes
+docs/architecture.md states within 10%, one top-level package in the wheel.
 
 The contract is read from the code's own import statements (every `import` and
 `from ... import`, at module level or inside a function: a late import is still a
@@ -225,13 +225,59 @@ def test_cycles_are_found() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_package_holds_more_than_a_quarter_of_the_source() -> None:
+def package_lines(modules: dict[str, Path]) -> dict[str, int]:
+    """{package (`benchmaker.x`, a top-level module counts as one): lines of its .py files}."""
     lines: dict[str, int] = {}
-    for name, path in source_files().items():
+    for name, path in modules.items():
         unit = ".".join(name.split(".")[:2])
         lines[unit] = lines.get(unit, 0) + len(path.read_text(encoding="utf-8").splitlines())
+    return lines
+
+
+def test_no_package_holds_more_than_a_quarter_of_the_source() -> None:
+    lines = package_lines(source_files())
     total = sum(lines.values())
     assert {u: n for u, n in lines.items() if n > total / 4} == {}
+
+
+_DOC_SIZE = re.compile(r"^\| `(benchmaker\.\w+)` \| ([\d,]+) \|", re.MULTILINE)
+_DOC_TOTAL = re.compile(r"about ([\d,]+) in all")
+
+
+def doc_size_errors(doc: str, lines: dict[str, int]) -> list[str]:
+    """One line per size docs/architecture.md states (a package's row, the total) that is
+    off by more than 10% of the real count `lines` gives, or that names no package."""
+    stated = [(m[1], int(m[2].replace(",", ""))) for m in _DOC_SIZE.finditer(doc)]
+    total = _DOC_TOTAL.search(doc)
+    if total is not None:
+        stated.append(("in all", int(total[1].replace(",", ""))))
+    real = {**lines, "in all": sum(lines.values())}
+    errors = []
+    for unit, size in stated:
+        if unit not in real:
+            errors.append(f"{unit}: no such package (stated {size:,} lines)")
+        elif abs(size - real[unit]) > real[unit] / 10:
+            errors.append(f"{unit}: stated {size:,} lines, has {real[unit]:,}")
+    return errors
+
+
+def test_the_sizes_in_the_architecture_doc_are_within_ten_percent() -> None:
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    lines = package_lines(source_files())
+    stated = {m[1] for m in _DOC_SIZE.finditer(doc)}
+    assert stated == set(lines) - {"benchmaker", "benchmaker.lazy_exports"}  # every package has its row
+    assert _DOC_TOTAL.search(doc) is not None
+    assert doc_size_errors(doc, lines) == []
+
+
+def test_a_size_off_by_more_than_ten_percent_is_an_error() -> None:
+    doc = "| `benchmaker.engine` | 1,100 | x |\n| `benchmaker.apis` | 889 | y |\n| `benchmaker.gone` | 5 | z |\n"
+    lines = {"benchmaker.engine": 1000, "benchmaker.apis": 1000}
+    assert doc_size_errors(doc + "about 2,000 in all", lines) == [
+        "benchmaker.apis: stated 889 lines, has 1,000",  # 111 off: more than 100
+        "benchmaker.gone: no such package (stated 5 lines)",
+    ]  # engine's 100 off is within 10%; the total is exact
+    assert doc_size_errors("about 2,300 in all", lines) == ["in all: stated 2,300 lines, has 2,000"]
 
 
 def test_tests_and_tools_import_the_one_package_only() -> None:

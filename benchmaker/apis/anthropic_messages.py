@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
@@ -77,18 +77,24 @@ from benchmaker.apis.generated import (
     token_count,
     whole_object,
 )
+from benchmaker.apis.recorded import RecordedAnswer, RenderedStream, ResponseLike, ToolCallLike, UsageLike
 from benchmaker.engine.records import Sample
 
 __all__ = [
     "ANTHROPIC_VERSION",
     "AnthropicMessagesParser",
     "MESSAGES_PATHS",
+    "STOP_CLASSES",
     "anthropic_headers",
     "chat_messages",
     "chat_tools",
     "error_body",
     "finish_reason_of",
     "message_body",
+    "message_id",
+    "recorded_usage",
+    "render_body",
+    "render_stream",
     "stop_class",
     "stop_reason_for",
     "stream_events",
@@ -268,32 +274,8 @@ def _assistant(blocks: list[Any], i: int) -> dict[str, Any]:
 # -- responses written back -----------------------------------------------------------------
 
 
-class ToolCallLike(Protocol):
-    """A recorded tool call (benchmaker.trajectories.trajectory.ToolCall has this shape)."""
-
-    id: str
-    name: str
-    arguments_raw: str
-    arguments: dict[str, Any] | None
-
-
-class ResponseLike(Protocol):
-    """A recorded response (benchmaker.trajectories.trajectory.Response has this shape).
-    Read-only members, so that a Response's narrower types (list[ToolCall], a Literal
-    finish_reason) match."""
-
-    @property
-    def content(self) -> str | None: ...
-    @property
-    def reasoning(self) -> str | None: ...
-    @property
-    def tool_calls(self) -> Sequence[ToolCallLike]: ...
-    @property
-    def finish_reason(self) -> str: ...
-
-
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
-_STOP_CLASSES = {
+STOP_CLASSES = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "pause_turn": "stop",
@@ -302,6 +284,9 @@ _STOP_CLASSES = {
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
 }
+"""A Messages `stop_reason` -> its finish class (benchmaker.apis.generated), for the
+values the API documents (the SDK's `StopReason`); each class is also the trajectory's
+finish reason."""
 _FINISH_REASONS = {
     "stop": "stop",
     "tool_calls": "tool_calls",
@@ -323,8 +308,8 @@ def stop_reason_for(finish_reason: str) -> str:
 def stop_class(stop_reason: Any) -> str | None:
     """The finish class (benchmaker.apis.generated) of a Messages stop_reason (module
     doc); None for None."""
-    if type(stop_reason) is str and stop_reason in _STOP_CLASSES:
-        return _STOP_CLASSES[stop_reason]
+    if type(stop_reason) is str and stop_reason in STOP_CLASSES:
+        return STOP_CLASSES[stop_reason]
     return finish_class(stop_reason)
 
 
@@ -498,6 +483,43 @@ def stream_events(
         + _STOP
     )
     return head, events, tail
+
+
+def message_id(completion_id: str) -> str:
+    """The Messages `id` of a turn: its chat completion id with the `msg_` prefix
+    (`chatcmpl-replay-ab-3` -> `msg_replay-ab-3`)."""
+    return "msg_" + completion_id.removeprefix("chatcmpl-")
+
+
+def recorded_usage(usage: UsageLike | None) -> dict[str, int]:
+    """The Messages usage object of recorded usage (`usage_object`; all 0 when none was
+    recorded)."""
+    if usage is None:
+        return usage_object(None, None, None)
+    return usage_object(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.cache_creation_tokens)
+
+
+def render_body(answer: RecordedAnswer, *, completion_id: str, model: str, created: int) -> bytes:
+    """The non-streamed `message` object of a recorded answer (`message_body`), its id
+    `message_id(completion_id)`; `created` is not part of this API's shapes."""
+    usage = recorded_usage(answer.usage)
+    return orjson.dumps(message_body(message_id(completion_id), model, answer.response, usage))
+
+
+def render_stream(
+    answer: RecordedAnswer,
+    *,
+    completion_id: str,
+    model: str,
+    created: int,
+    splitter: Callable[[str], list[str]],
+) -> RenderedStream:
+    """The event stream of a recorded answer (`stream_events`): the head rides with the
+    first token event, the tail with the last."""
+    head, events, tail = stream_events(
+        message_id(completion_id), model, answer.response, recorded_usage(answer.usage), splitter
+    )
+    return RenderedStream(head=head, events=events, tail=tail)
 
 
 def error_body(status: int, code: str, message: str) -> bytes:

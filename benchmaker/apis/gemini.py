@@ -42,12 +42,14 @@ a whole function call: the API never splits a call), then one with an empty text
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
 
 from benchmaker.apis.openai_chat import tool_items
+from benchmaker.apis.recorded import RecordedAnswer, RenderedStream
 from benchmaker.engine.sse import SSEParser
 
 __all__ = [
@@ -63,6 +65,8 @@ __all__ = [
     "function_response_text",
     "model_listing",
     "parse_path",
+    "render_body",
+    "render_stream",
     "request_messages",
     "response_json",
     "response_parts",
@@ -393,6 +397,66 @@ def sse_event(obj: dict[str, Any]) -> bytes:
     """One SSE event of a stream: `data: <JSON>` and a blank line, CRLF-delimited as the
     API sends them (the SDKs split on CRLF, CR and LF)."""
     return b"data: " + orjson.dumps(obj) + b"\r\n\r\n"
+
+
+def _recorded_answer(answer: RecordedAnswer) -> tuple[list[tuple[str, str, Any]], str, dict[str, int] | None]:
+    """(calls as (id, name, args) triples, finishReason, usageMetadata) of a recorded
+    answer; a call whose arguments did not parse is re-read from its raw string ({}
+    when that is not JSON either)."""
+    resp = answer.response
+    calls = []
+    for tc in resp.tool_calls:
+        args: Any = tc.arguments
+        if args is None:
+            try:
+                args = orjson.loads(tc.arguments_raw)
+            except orjson.JSONDecodeError:
+                args = {}
+        calls.append((tc.id, tc.name, args))
+    u = answer.usage
+    usage = (
+        None
+        if u is None
+        else usage_metadata(u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens, u.total_tokens)
+    )
+    return calls, finish_reason(resp.finish_reason), usage
+
+
+def render_body(answer: RecordedAnswer, *, completion_id: str, model: str, created: int) -> bytes:
+    """A recorded answer as one GenerateContentResponse (`response_json`), its responseId
+    the chat completion id; `created` is not part of this API's shapes."""
+    resp = answer.response
+    calls, finish, usage = _recorded_answer(answer)
+    parts = response_parts(resp.content, resp.reasoning, calls)
+    return orjson.dumps(response_json(parts, finish, usage, model, completion_id))
+
+
+def render_stream(
+    answer: RecordedAnswer,
+    *,
+    completion_id: str,
+    model: str,
+    created: int,
+    splitter: Callable[[str], list[str]],
+) -> RenderedStream:
+    """A recorded answer as streamGenerateContent SSE events: one GenerateContentResponse
+    per token event (a thought piece, a text piece, a whole function call), then the
+    final one with an empty text part, finishReason and usageMetadata (the tail)."""
+    resp = answer.response
+    calls, finish, usage = _recorded_answer(answer)
+    events = [
+        sse_event(response_json([{"text": piece, "thought": True}], None, None, model, completion_id))
+        for piece in splitter(resp.reasoning or "")
+    ]
+    events += [
+        sse_event(response_json([{"text": piece}], None, None, model, completion_id))
+        for piece in splitter(resp.content or "")
+    ]
+    events += [
+        sse_event(response_json(response_parts(None, None, [call]), None, None, model, completion_id)) for call in calls
+    ]
+    tail = sse_event(response_json([{"text": ""}], finish, usage, model, completion_id))
+    return RenderedStream(head=b"", events=events, tail=tail)
 
 
 def wants_json_answer(req: dict[str, Any]) -> bool:

@@ -1,7 +1,9 @@
 """The OpenAI chat completions wire API (`POST /v1/chat/completions`): request headers,
-usage, and the stream parser that turns `chat.completion.chunk` events into token events.
-The one place that knows this API's stream; the workload (benchmaker.workloads.openai_chat),
-the replay model client and the recorder use it.
+usage, the stream parser that turns `chat.completion.chunk` events into token events, and
+the response written back (a `chat.completion` body or its chunk stream, `render_body` /
+`render_stream`). The one place that knows this API's stream; the workload
+(benchmaker.workloads.openai_chat), the replay model client, the recorder and the replay
+server use it.
 
     wl = OpenAIChatWorkload("http://127.0.0.1:8000/v1/chat/completions", "m", dataset,
                             max_tokens=256)          # streaming, usage requested
@@ -74,6 +76,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +95,7 @@ from benchmaker.apis.generated import (
     token_count,
     whole_object,
 )
+from benchmaker.apis.recorded import RecordedAnswer, RenderedStream, ResponseLike, UsageLike
 from benchmaker.engine.records import Sample
 
 __all__ = [
@@ -99,12 +103,16 @@ __all__ = [
     "OpenAIChatParser",
     "OpenAIStreamParser",
     "apply_usage",
+    "assistant_message",
     "chat_tools",
     "join_surrogates",
     "loads_json",
     "openai_headers",
+    "render_body",
+    "render_stream",
     "ToolCallDelta",
     "tool_items",
+    "usage_object",
 ]
 
 
@@ -597,3 +605,141 @@ def tool_items(req: Any) -> list[dict[str, Any]]:
     not an object or has no `tools` list); each API's `chat_tools` reads them."""
     tools = req.get("tools") if isinstance(req, dict) else None
     return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+
+
+# -- the response written back ---------------------------------------------------------
+#
+# Shapes (reasoning as vLLM/DeepSeek `reasoning_content`):
+# - non-streamed: {"id", "object": "chat.completion", "created", "model", "choices":
+#   [{"index": 0, "message": assistant_message, "logprobs": null, "finish_reason"}],
+#   "usage" (only when recorded)}.
+# - streamed: `data: <chat.completion.chunk>` events: the role delta {"role":
+#   "assistant", "content": "" (null when the recorded content is null)}; one event per
+#   token piece (reasoning_content pieces, content pieces, per tool call a head delta
+#   {"index", "id", "type": "function", "function": {"name", "arguments": ""}} then
+#   {"index", "function": {"arguments": piece}} pieces); a finish event (delta {},
+#   finish_reason); with include_usage and recorded usage, {"choices": [], "usage"};
+#   then `data: [DONE]`.
+
+
+def usage_object(usage: UsageLike | None) -> dict[str, Any] | None:
+    """The chat completions `usage` object of recorded usage: the fields that are not None
+    among prompt_tokens, completion_tokens, total_tokens,
+    prompt_tokens_details.cached_tokens, completion_tokens_details.reasoning_tokens;
+    None when nothing was recorded."""
+    if usage is None:
+        return None
+    out: dict[str, Any] = {}
+    for name, value in (
+        ("prompt_tokens", usage.prompt_tokens),
+        ("completion_tokens", usage.completion_tokens),
+        ("total_tokens", usage.total_tokens),
+    ):
+        if value is not None:
+            out[name] = value
+    if usage.cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    if usage.reasoning_tokens is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    return out or None
+
+
+def assistant_message(resp: ResponseLike) -> dict[str, Any]:
+    """The assistant message of a recorded response: {"role": "assistant", "content":
+    str|null, "reasoning_content" (only when recorded), "tool_calls" (only when any):
+    [{"id", "type": "function", "function": {"name", "arguments": arguments_raw}}]}."""
+    message: dict[str, Any] = {"role": "assistant", "content": resp.content}
+    if resp.reasoning is not None:
+        message["reasoning_content"] = resp.reasoning
+    if resp.tool_calls:
+        message["tool_calls"] = [
+            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments_raw}}
+            for tc in resp.tool_calls
+        ]
+    return message
+
+
+def render_body(answer: RecordedAnswer, *, completion_id: str, model: str, created: int) -> bytes:
+    """The non-streamed `chat.completion` body of a recorded answer (shapes above), with
+    the recorded finish_reason as is; `created` in unix s."""
+    body: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": assistant_message(answer.response),
+                "logprobs": None,
+                "finish_reason": answer.response.finish_reason,
+            }
+        ],
+    }
+    usage = usage_object(answer.usage)
+    if usage is not None:
+        body["usage"] = usage
+    return orjson.dumps(body)
+
+
+def render_stream(
+    answer: RecordedAnswer,
+    *,
+    completion_id: str,
+    model: str,
+    created: int,
+    splitter: Callable[[str], list[str]],
+) -> RenderedStream:
+    """The `chat.completion.chunk` stream of a recorded answer (shapes above): head the
+    role event; one event per piece of `splitter`; tail the finish event and
+    `data: [DONE]`; tail_usage the same with the usage chunk between them (the tail
+    when no usage was recorded)."""
+    resp = answer.response
+    usage = usage_object(answer.usage)
+    # Every chunk is head + delta JSON + (finish_reason) + end: rendered by hand around
+    # orjson-encoded deltas, identical to orjson.dumps of the whole chunk object.
+    head = (
+        b'data: {"id":'
+        + orjson.dumps(completion_id)
+        + b',"object":"chat.completion.chunk","created":'
+        + str(created).encode()
+        + b',"model":'
+        + orjson.dumps(model)
+        + b',"choices":[{"index":0,"delta":'
+    )
+    end = b',"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def chunk(delta: dict[str, Any]) -> bytes:
+        return head + orjson.dumps(delta) + end
+
+    events = [chunk({"reasoning_content": piece}) for piece in splitter(resp.reasoning or "")]
+    events += [chunk({"content": piece}) for piece in splitter(resp.content or "")]
+    for i, tc in enumerate(resp.tool_calls):
+        events.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": i, "id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
+                    ]
+                }
+            )
+        )
+        events += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            for piece in splitter(tc.arguments_raw)
+        ]
+    role = chunk({"role": "assistant", "content": "" if resp.content is not None else None})
+    finish = head + b'{},"logprobs":null,"finish_reason":' + orjson.dumps(resp.finish_reason) + b"}]}\n\n"
+    done = b"data: [DONE]\n\n"
+    tail_usage = None
+    if usage is not None:
+        usage_chunk = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": usage,
+        }
+        tail_usage = finish + b"data: " + orjson.dumps(usage_chunk) + b"\n\n" + done
+    return RenderedStream(head=role, events=events, tail=finish + done, tail_usage=tail_usage)

@@ -100,6 +100,7 @@ from benchmaker.apis.generated import (
     whole_object,
 )
 from benchmaker.apis.openai_chat import tool_items
+from benchmaker.apis.recorded import RecordedAnswer, RenderedStream
 from benchmaker.engine.records import Sample
 
 __all__ = [
@@ -109,6 +110,10 @@ __all__ = [
     "chat_messages",
     "chat_tools",
     "input_items",
+    "recorded_output",
+    "render_body",
+    "render_stream",
+    "response_id",
     "response_object",
     "response_output",
     "response_usage",
@@ -571,6 +576,54 @@ def stream_events(
     ]
     emit(terminal, {"response": _response(out, response_id, model, created, status, items, response_usage(out))})
     return groups, b"".join(pending)
+
+
+def response_id(completion_id: str) -> str:
+    """The Responses id of a turn: `resp_` + its chat completion id's tail without dashes
+    (`chatcmpl-replay-ab-3` -> `resp_replayab3`)."""
+    return "resp_" + completion_id.removeprefix("chatcmpl-").replace("-", "")
+
+
+def recorded_output(answer: RecordedAnswer) -> ResponseOutput:
+    """A recorded answer as a ResponseOutput: its texts, calls (a call recorded from a
+    Responses `custom_tool_call` stays one), finish, error and usage."""
+    resp, usage = answer.response, answer.usage
+    calls = tuple(ResponseCall(tc.id, tc.name, tc.arguments_raw, tc.type == "custom") for tc in resp.tool_calls)
+    return ResponseOutput(
+        content=resp.content,
+        reasoning=resp.reasoning,
+        calls=calls,
+        finish_reason=resp.finish_reason,
+        error=answer.error,
+        input_tokens=usage.prompt_tokens if usage else None,
+        output_tokens=usage.completion_tokens if usage else None,
+        cached_tokens=usage.cached_tokens if usage else None,
+        reasoning_tokens=usage.reasoning_tokens if usage else None,
+        total_tokens=usage.total_tokens if usage else None,
+    )
+
+
+def render_body(answer: RecordedAnswer, *, completion_id: str, model: str, created: int) -> bytes:
+    """The non-streamed `response` object of a recorded answer (`response_object`), its
+    id `response_id(completion_id)`; `created` in unix s."""
+    out = recorded_output(answer)
+    return orjson.dumps(response_object(out, response_id=response_id(completion_id), model=model, created=created))
+
+
+def render_stream(
+    answer: RecordedAnswer,
+    *,
+    completion_id: str,
+    model: str,
+    created: int,
+    splitter: Callable[[str], list[str]],
+) -> RenderedStream:
+    """The event stream of a recorded answer (`stream_events`): no head (the first token
+    event carries the events before it), the usage on the terminal event in the tail."""
+    events, tail = stream_events(
+        recorded_output(answer), splitter, response_id=response_id(completion_id), model=model, created=created
+    )
+    return RenderedStream(head=b"", events=events, tail=tail)
 
 
 # -- reading a response ---------------------------------------------------------------

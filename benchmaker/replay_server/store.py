@@ -13,37 +13,22 @@ first message with role "system"); when none does (or the request has no system
 message), the first one in file order. A single trajectory per key is used without
 looking at the system message.
 
-Wire shapes (OpenAI Chat Completions; reasoning as vLLM/DeepSeek `reasoning_content`):
-- non-streaming: {"id", "object": "chat.completion", "created", "model", "choices":
-  [{"index": 0, "message": {"role": "assistant", "content": str|null,
-  "reasoning_content" (only when recorded), "tool_calls" (only when any): [{"id",
-  "type": "function", "function": {"name", "arguments": arguments_raw}}]},
-  "logprobs": null, "finish_reason": as recorded}], "usage" (only when recorded)}.
-- streaming: `data: <chat.completion.chunk>\\n\\n` events: the first carries
-  delta {"role": "assistant", "content": "" (null when the recorded content is null)};
-  then one event per token event (reasoning_content pieces, content pieces, per tool
-  call a head delta {"index", "id", "type": "function", "function": {"name",
-  "arguments": ""}} then {"index", "function": {"arguments": piece}} pieces); then a
-  finish event (delta {}, finish_reason); then, when the request sets
-  stream_options.include_usage and usage was recorded, {"choices": [], "usage"}; then
-  `data: [DONE]\\n\\n`. The role event goes out together with the first token event;
-  the finish/usage/[DONE] events together with the last.
-- usage: the recorded fields that are not None: prompt_tokens, completion_tokens,
-  total_tokens, prompt_tokens_details.cached_tokens,
-  completion_tokens_details.reasoning_tokens. A recording without usage gets no
-  "usage" key and no usage chunk.
+Every wire API renders the same prepared turn its own way, in its apis module (the
+`render_body` / `render_stream` of benchmaker.apis.recorded.Renderer), registered in
+`API_RENDERERS`: chat (benchmaker.apis.openai_chat: `chat.completion` bodies and
+chunk streams, the usage chunk only when the request sets
+stream_options.include_usage and usage was recorded), responses
+(benchmaker.apis.openai_responses), messages (benchmaker.apis.anthropic_messages),
+gemini (benchmaker.apis.gemini). `store.body(entry, turn, api)` and
+`store.stream(entry, turn, api)` give the bytes (the chat body rendered at load, streams
+cached in one LRU); the events before the first token event go out together with it,
+the finish/usage events together with the last. In every API:
 - "model" is the turn's recorded model (`Turn.model`), else the trajectory's, else
   "replay".
 - a turn that failed in the original run (finish_reason "aborted" or "error") is served
   as recorded (its partial content, that finish_reason) with the header
   `x-replay-recorded-error: <finish_reason>`, so a client can count it apart from
   errors of the system under test.
-
-Every wire API renders the same prepared turn its own way, registered in
-`API_RENDERERS` (chat; responses: benchmaker.apis.openai_responses; messages:
-benchmaker.apis.anthropic_messages; gemini: GenerateContentResponse objects,
-benchmaker.apis.gemini): `store.body(entry, turn, api)` and `store.stream(entry, turn,
-api)` (streams cached in one LRU).
 
 Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are requested
 with a shorter history (`benchmaker.trajectories.context.request_messages`): the store computes the
@@ -65,7 +50,6 @@ import hashlib
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,17 +58,16 @@ from urllib.parse import quote
 import orjson
 from pydantic import ValidationError
 
-from benchmaker.apis import anthropic_messages, gemini
-from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, response_object, stream_events
+from benchmaker.apis import anthropic_messages, gemini, openai_chat, openai_responses
+from benchmaker.apis.recorded import Renderer
 from benchmaker.replay_server.latency import LatencyModel, Splitter, parse_latency, regex_split
-from benchmaker.trajectories.context import previous_turn, recorded_requests, request_messages
+from benchmaker.trajectories.context import assistant_message, previous_turn, recorded_requests, request_messages
 from benchmaker.trajectories.convert import gc_paused
 from benchmaker.trajectories.errors import TrajectoryFormatError
 from benchmaker.trajectories.trajectory import (
     Observation,
     Trajectory,
     Turn,
-    Usage,
     flatten_content,
     match_key_for_messages,
 )
@@ -102,7 +85,6 @@ __all__ = [
     "load_trajectories",
     "stable_text",
     "request_key",
-    "responses_output",
 ]
 
 DEFAULT_MODEL = "replay"
@@ -415,7 +397,21 @@ class ReplayStore:
         if hit is not None:
             cache.move_to_end(key)
             return hit
-        out = API_RENDERERS[api][1](entry.turns[turn_index], self)
+        prepared = entry.turns[turn_index]
+        rendered = API_RENDERERS[api].render_stream(
+            prepared.turn,
+            completion_id=prepared.completion_id,
+            model=prepared.model,
+            created=self.created,
+            splitter=self.splitter,
+        )
+        out = _group_events(
+            rendered.events,
+            self.latency.offsets_ms(len(rendered.events), prepared.turn.timing),
+            head=rendered.head,
+            tail=rendered.tail,
+            tail_usage=rendered.tail_usage,
+        )
         if out.size <= self.stream_cache_bytes:
             cache[key] = out
             self._cache_size += out.size
@@ -428,7 +424,13 @@ class ReplayStore:
         """The non-streamed body of `entry.turns[turn_index]` in the wire API `api` (a key
         of API_RENDERERS): the chat body rendered at load (`PreparedTurn.body`), the
         others per call. Raises KeyError for an unknown api."""
-        return API_RENDERERS[api][0](entry.turns[turn_index], self)
+        prepared = entry.turns[turn_index]
+        renderer = API_RENDERERS[api]
+        if renderer is openai_chat:
+            return prepared.body
+        return renderer.render_body(
+            prepared.turn, completion_id=prepared.completion_id, model=prepared.model, created=self.created
+        )
 
     def continued_messages(self, response_id: str) -> list[dict[str, Any]] | None:
         """The chat messages a Responses request with `previous_response_id` =
@@ -438,13 +440,15 @@ class ReplayStore:
         first call."""
         if self._response_ids is None:
             self._response_ids = {
-                _response_id(p): (entry, k) for entry in self.trajectories for k, p in enumerate(entry.turns)
+                openai_responses.response_id(p.completion_id): (entry, k)
+                for entry in self.trajectories
+                for k, p in enumerate(entry.turns)
             }
         hit = self._response_ids.get(response_id)
         if hit is None:
             return None
         entry, k = hit
-        return [*request_messages(entry.trajectory, k), _message(entry.turns[k].turn)]
+        return [*request_messages(entry.trajectory, k), assistant_message(entry.turns[k].turn.response)]
 
     @property
     def stream_cache_size(self) -> int:
@@ -643,25 +647,6 @@ def _format_error(path: Path, lineno: int, exc: ValidationError) -> TrajectoryFo
     return TrajectoryFormatError(path, lineno, loc or None, err["msg"], err.get("input"))
 
 
-def _usage_dict(usage: Usage | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    out: dict[str, Any] = {}
-    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = getattr(usage, name)
-        if value is not None:
-            out[name] = value
-    if usage.cached_tokens is not None:
-        out["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
-    if usage.reasoning_tokens is not None:
-        out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
-    return out or None
-
-
-def _sse(obj: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-
 def _prepare_turns(
     traj: Trajectory, model: str, latency: LatencyModel, splitter: Splitter, created: int
 ) -> list[PreparedTurn]:
@@ -684,19 +669,6 @@ def _prepare_turns(
     return out
 
 
-def _message(turn: Turn) -> dict[str, Any]:
-    resp = turn.response
-    message: dict[str, Any] = {"role": "assistant", "content": resp.content}
-    if resp.reasoning is not None:
-        message["reasoning_content"] = resp.reasoning
-    if resp.tool_calls:
-        message["tool_calls"] = [
-            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments_raw}}
-            for tc in resp.tool_calls
-        ]
-    return message
-
-
 def _n_events(turn: Turn, splitter: Splitter) -> int:
     resp = turn.response
     n = len(splitter(resp.reasoning or "")) + len(splitter(resp.content or ""))
@@ -712,18 +684,6 @@ def _prepare_turn(
     created: int,
     traj_header: bytes,
 ) -> PreparedTurn:
-    body_obj: dict[str, Any] = {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [
-            {"index": 0, "message": _message(turn), "logprobs": None, "finish_reason": turn.response.finish_reason}
-        ],
-    }
-    usage = _usage_dict(turn.usage)
-    if usage is not None:
-        body_obj["usage"] = usage
     final_offset_s = 0.0
     if latency.kind != "instant":
         final_offset_s = latency.offsets_ms(_n_events(turn, splitter), turn.timing)[-1] / 1000.0
@@ -732,118 +692,13 @@ def _prepare_turn(
         headers.append((b"x-replay-recorded-error", turn.response.finish_reason.encode()))
     return PreparedTurn(
         index=turn.index,
-        body=orjson.dumps(body_obj),
+        body=openai_chat.render_body(turn, completion_id=completion_id, model=model, created=created),
         final_offset_s=final_offset_s,
         observations=tuple(RecordedObservation.of(o) for o in turn.observations),
         headers=headers,
         turn=turn,
         completion_id=completion_id,
         model=model,
-    )
-
-
-def _render_stream(
-    turn: Turn,
-    completion_id: str,
-    model: str,
-    latency: LatencyModel,
-    splitter: Splitter,
-    created: int,
-) -> StreamBytes:
-    resp = turn.response
-    usage = _usage_dict(turn.usage)
-    # Every chunk is head + delta JSON + (finish_reason) + end: rendered by hand around
-    # orjson-encoded deltas, identical to orjson.dumps of the whole chunk object.
-    head = (
-        b'data: {"id":'
-        + orjson.dumps(completion_id)
-        + b',"object":"chat.completion.chunk","created":'
-        + str(created).encode()
-        + b',"model":'
-        + orjson.dumps(model)
-        + b',"choices":[{"index":0,"delta":'
-    )
-    end = b',"logprobs":null,"finish_reason":null}]}\n\n'
-
-    def chunk(delta: dict[str, Any]) -> bytes:
-        return head + orjson.dumps(delta) + end
-
-    events: list[bytes] = []
-    for piece in splitter(resp.reasoning or ""):
-        events.append(chunk({"reasoning_content": piece}))
-    for piece in splitter(resp.content or ""):
-        events.append(chunk({"content": piece}))
-    for i, tc in enumerate(resp.tool_calls):
-        events.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {"index": i, "id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
-                    ]
-                }
-            )
-        )
-        for piece in splitter(tc.arguments_raw):
-            events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
-    role = chunk({"role": "assistant", "content": "" if resp.content is not None else None})
-    finish = head + b'{},"logprobs":null,"finish_reason":' + orjson.dumps(resp.finish_reason) + b"}]}\n\n"
-    done = b"data: [DONE]\n\n"
-    tail_usage = finish + done
-    if usage is not None:
-        tail_usage = (
-            finish
-            + _sse(
-                {
-                    "id": completion_id,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": model,
-                    "choices": [],
-                    "usage": usage,
-                }
-            )
-            + done
-        )
-    offsets_ms = latency.offsets_ms(len(events), turn.timing)
-    return _group_events(events, offsets_ms, head=role, tail=finish + done, tail_usage=tail_usage)
-
-
-def _response_id(prepared: PreparedTurn) -> str:
-    """The Responses id of a prepared turn: `resp_` + its completion id's tail."""
-    return "resp_" + prepared.completion_id.removeprefix("chatcmpl-").replace("-", "")
-
-
-def responses_output(turn: Turn) -> ResponseOutput:
-    """A recorded turn as benchmaker.apis.openai_responses.ResponseOutput: its texts,
-    calls (a call recorded from a Responses `custom_tool_call` stays one), finish,
-    error and usage."""
-    resp, usage = turn.response, turn.usage
-    calls = tuple(ResponseCall(tc.id, tc.name, tc.arguments_raw, tc.type == "custom") for tc in resp.tool_calls)
-    return ResponseOutput(
-        content=resp.content,
-        reasoning=resp.reasoning,
-        calls=calls,
-        finish_reason=resp.finish_reason,
-        error=turn.error,
-        input_tokens=usage.prompt_tokens if usage else None,
-        output_tokens=usage.completion_tokens if usage else None,
-        cached_tokens=usage.cached_tokens if usage else None,
-        reasoning_tokens=usage.reasoning_tokens if usage else None,
-        total_tokens=usage.total_tokens if usage else None,
-    )
-
-
-def _message_id(prepared: PreparedTurn) -> str:
-    """The Messages `id` of a turn: its completion id with the `msg_` prefix."""
-    return "msg_" + prepared.completion_id.removeprefix("chatcmpl-")
-
-
-def _messages_usage(usage: Usage | None) -> dict[str, int]:
-    """The Messages usage object of a recorded usage (benchmaker.apis.anthropic_messages.usage_object)."""
-    if usage is None:
-        return anthropic_messages.usage_object(None, None, None)
-    return anthropic_messages.usage_object(
-        usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, getattr(usage, "cache_creation_tokens", None)
     )
 
 
@@ -872,126 +727,12 @@ def _group_events(
     return StreamBytes(groups=joined, tail=tail, tail_usage=tail_usage, n_events=n_events, size=size)
 
 
-def _offsets(store: ReplayStore, prepared: PreparedTurn, events: list[bytes]) -> list[float]:
-    return store.latency.offsets_ms(len(events), prepared.turn.timing)
-
-
-def _chat_body(prepared: PreparedTurn, store: ReplayStore) -> bytes:
-    return prepared.body
-
-
-def _chat_stream(prepared: PreparedTurn, store: ReplayStore) -> StreamBytes:
-    return _render_stream(
-        prepared.turn, prepared.completion_id, prepared.model, store.latency, store.splitter, store.created
-    )
-
-
-def _responses_body(prepared: PreparedTurn, store: ReplayStore) -> bytes:
-    """The OpenAI Responses `response` object of a turn
-    (benchmaker.apis.openai_responses.response_object)."""
-    out = responses_output(prepared.turn)
-    return orjson.dumps(
-        response_object(out, response_id=_response_id(prepared), model=prepared.model, created=store.created)
-    )
-
-
-def _responses_stream(prepared: PreparedTurn, store: ReplayStore) -> StreamBytes:
-    """The OpenAI Responses event stream of a turn
-    (benchmaker.apis.openai_responses.stream_events): one group per token event, the
-    usage on `response.completed` in the tail."""
-    events, tail = stream_events(
-        responses_output(prepared.turn),
-        store.splitter,
-        response_id=_response_id(prepared),
-        model=prepared.model,
-        created=store.created,
-    )
-    return _group_events(events, _offsets(store, prepared, events), tail=tail)
-
-
-def _messages_body(prepared: PreparedTurn, store: ReplayStore) -> bytes:
-    """The Messages `message` object of a turn (benchmaker.apis.anthropic_messages)."""
-    usage = _messages_usage(prepared.turn.usage)
-    return orjson.dumps(
-        anthropic_messages.message_body(_message_id(prepared), prepared.model, prepared.turn.response, usage)
-    )
-
-
-def _messages_stream(prepared: PreparedTurn, store: ReplayStore) -> StreamBytes:
-    """The Messages event stream of a turn (benchmaker.apis.anthropic_messages.stream_events):
-    the head rides with the first token event, the tail with the last."""
-    head, events, tail = anthropic_messages.stream_events(
-        _message_id(prepared),
-        prepared.model,
-        prepared.turn.response,
-        _messages_usage(prepared.turn.usage),
-        store.splitter,
-    )
-    return _group_events(events, _offsets(store, prepared, events), head=head, tail=tail)
-
-
-def _gemini_answer(prepared: PreparedTurn) -> tuple[list[tuple[str, str, Any]], str, dict[str, int] | None]:
-    resp = prepared.turn.response
-    calls = []
-    for tc in resp.tool_calls:
-        args = tc.arguments
-        if args is None:
-            try:
-                args = orjson.loads(tc.arguments_raw)
-            except orjson.JSONDecodeError:
-                args = {}
-        calls.append((tc.id, tc.name, args))
-    u = prepared.turn.usage
-    usage = (
-        None
-        if u is None
-        else gemini.usage_metadata(
-            u.prompt_tokens, u.completion_tokens, u.cached_tokens, u.reasoning_tokens, u.total_tokens
-        )
-    )
-    return calls, gemini.finish_reason(resp.finish_reason), usage
-
-
-def _gemini_body(prepared: PreparedTurn, store: ReplayStore) -> bytes:
-    """A recorded turn as one GenerateContentResponse (benchmaker.apis.gemini)."""
-    resp = prepared.turn.response
-    calls, finish, usage = _gemini_answer(prepared)
-    parts = gemini.response_parts(resp.content, resp.reasoning, calls)
-    return orjson.dumps(gemini.response_json(parts, finish, usage, prepared.model, prepared.completion_id))
-
-
-def _gemini_stream(prepared: PreparedTurn, store: ReplayStore) -> StreamBytes:
-    """A recorded turn as streamGenerateContent SSE events: one GenerateContentResponse per
-    token event (a thought piece, a text piece, a whole function call), then the final
-    one with an empty text part, finishReason and usageMetadata."""
-    splitter = store.splitter
-    resp = prepared.turn.response
-    calls, finish, usage = _gemini_answer(prepared)
-    model, rid = prepared.model, prepared.completion_id
-    events = [
-        gemini.sse_event(gemini.response_json([{"text": piece, "thought": True}], None, None, model, rid))
-        for piece in splitter(resp.reasoning or "")
-    ]
-    events += [
-        gemini.sse_event(gemini.response_json([{"text": piece}], None, None, model, rid))
-        for piece in splitter(resp.content or "")
-    ]
-    events += [
-        gemini.sse_event(gemini.response_json(gemini.response_parts(None, None, [call]), None, None, model, rid))
-        for call in calls
-    ]
-    tail = gemini.sse_event(gemini.response_json([{"text": ""}], finish, usage, model, rid))
-    return _group_events(events, _offsets(store, prepared, events), tail=tail)
-
-
-API_RENDERERS: dict[
-    str, tuple[Callable[[PreparedTurn, ReplayStore], bytes], Callable[[PreparedTurn, ReplayStore], StreamBytes]]
-] = {
-    "chat": (_chat_body, _chat_stream),
-    "responses": (_responses_body, _responses_stream),
-    "messages": (_messages_body, _messages_stream),
-    "gemini": (_gemini_body, _gemini_stream),
+API_RENDERERS: dict[str, Renderer] = {
+    "chat": openai_chat,
+    "responses": openai_responses,
+    "messages": anthropic_messages,
+    "gemini": gemini,
 }
-"""Wire API name -> (body renderer, stream renderer) of a prepared turn, each called as
-renderer(prepared, store): the body as bytes; the stream as StreamBytes whose token
-events the latency model times as the chat stream's (the same count per turn)."""
+"""Wire API name -> the apis module that renders a recorded turn in it
+(benchmaker.apis.recorded.Renderer): its body as bytes, its stream as token events the
+latency model times as the chat stream's (the same count per turn)."""

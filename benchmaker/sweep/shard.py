@@ -1,6 +1,6 @@
 """One shard of a distributed agent-replay sweep point, and the merge of a point's
 shards (docs/several-machines.md). Plain functions; the Prefect flows in
-flows/swebench_replay_distributed.py are thin shells over them.
+flows/swebench_replay_shard.py are thin shells over them.
 
 A point at concurrency C on N load hosts runs min(C, N) shards. Shard k owns the
 episode slots s < C with s mod N == k (`shard_concurrency`: C // N, plus one for

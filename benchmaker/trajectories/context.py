@@ -29,20 +29,42 @@ Pure functions over the trajectory: the agent harness calls `request_messages` b
 each model call (passing the responses it received and, in execute mode, the
 observation messages it built), and the replay store calls it with the recorded ones to
 learn which request each turn answers.
+
+The converters of agents that edit their context (pi compaction and branches, OpenHands
+condensation) describe each edit by history positions (`HistoryIndex`): a converter
+that feeds a `TrajectoryBuilder` records the MessageRef of every history message as it
+is added (`position` = its index in history order); an edit is then the positions the
+agent's next request holds:
+
+    index = HistoryIndex(builder)
+    pos = index.add(lambda: builder.user("..."))       # position, None when nothing was added
+    edit = index.edit("branch", [0, 1, 2, 5])          # for the next turn; builder.edit(edit)
+
+`edit` turns the positions into the `ContextEdit` spans: runs of consecutive positions
+become `MessageSpan`s; a last run that reaches the end of the history so far becomes the
+open tail `keep_from` (so later turns grow it), else the tail starts at the end of the
+history so far and holds only what is added after the edit (a prompt that follows it,
+then the next turns).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan, Observation, Response, Trajectory
+from benchmaker.apis.openai_chat import assistant_message
+from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan, Observation, Trajectory
+
+if TYPE_CHECKING:  # a converter's builder; importing it here would load every converter
+    from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 
 __all__ = [
+    "HistoryIndex",
     "assistant_message",
     "current_edit",
     "history_messages",
+    "message_cursor",
     "observation_message",
     "previous_turn",
     "recorded_requests",
@@ -50,21 +72,6 @@ __all__ = [
 ]
 
 Message = dict[str, Any]
-
-
-def assistant_message(response: Response) -> Message:
-    """The recorded response in OpenAI request shape: {"role": "assistant", "content",
-    "reasoning_content" (when recorded), "tool_calls" (when any, raw argument strings)},
-    as `ChatResult.message()` renders a received one."""
-    msg: Message = {"role": "assistant", "content": response.content}
-    if response.reasoning is not None:
-        msg["reasoning_content"] = response.reasoning
-    if response.tool_calls:
-        msg["tool_calls"] = [
-            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments_raw}}
-            for tc in response.tool_calls
-        ]
-    return msg
 
 
 def observation_message(obs: Observation, *, send_status_fields: bool = True) -> Message:
@@ -217,3 +224,104 @@ def previous_turn(traj: Trajectory, turn_index: int) -> int | None:
             break
         found = _last_turn_between(_ref_key(sp.start), _ref_key(sp.end))
     return found
+
+
+# -- describing an edit (converters) ---------------------------------------------------
+
+
+def message_cursor(b: TrajectoryBuilder) -> tuple[int | None, int]:
+    """(turn, item) of the next non-assistant message of `b`, as `b.next_ref("user")`
+    without building a MessageRef."""
+    if not b.turns:
+        return (None, 0 if b.first_user is None else 1 + len(b.user_before_turns))
+    last = b.turns[-1]
+    return (last.index, 1 + len(last.observations) + len(last.user_after))
+
+
+def _runs(positions: Iterable[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for p in positions:
+        if runs and runs[-1][1] == p:
+            runs[-1] = (runs[-1][0], p + 1)
+        else:
+            runs.append((p, p + 1))
+    return runs
+
+
+class HistoryIndex:
+    """The MessageRef of each history message of one builder, in history order. Kept as
+    (turn, item) pairs (`cursors`); the MessageRefs are made only for the edits that
+    name them (a file without edits makes none) and for `order`."""
+
+    def __init__(self, builder: TrajectoryBuilder):
+        self.builder = builder
+        self.cursors: list[tuple[int | None, int]] = []
+        self._refs: list[MessageRef] = []
+
+    @property
+    def order(self) -> list[MessageRef]:
+        """The MessageRef of each history message so far, in history order (the same
+        objects from one call to the next)."""
+        refs = self._refs
+        if len(refs) < len(self.cursors):
+            refs.extend(MessageRef(turn=t, item=i) for t, i in self.cursors[len(refs) :])
+        return refs
+
+    def _ref(self, position: int) -> MessageRef:
+        """The MessageRef of the history message at `position`."""
+        if position < len(self._refs):
+            return self._refs[position]
+        turn, item = self.cursors[position]  # ints >= 0 (lengths): a valid ref by construction
+        return MessageRef(turn=turn, item=item)
+
+    def add(self, feed: Callable[..., object]) -> int | None:
+        """Run `feed()` (which adds at most one message to the builder) and return the
+        position of the message it added, None when it added none."""
+        b = self.builder
+        n_turns, before = len(b.turns), message_cursor(b)
+        feed()
+        if len(b.turns) > n_turns:  # ints >= 0 (lengths): valid refs by construction
+            return self.push(n_turns, 0)
+        if message_cursor(b) != before:
+            return self.push(*before)
+        return None
+
+    def push(self, turn: int | None, item: int) -> int:
+        """Record that the message just added to the builder is at (`turn`, `item`), for a
+        caller that knows it (`add` without its before/after comparison); its position."""
+        self.cursors.append((turn, item))
+        return len(self.cursors) - 1
+
+    def spans(self, positions: Iterable[int]) -> list[MessageSpan]:
+        """The spans of history covering `positions` (ascending), as closed spans (one
+        reaching the end of the history so far ends there: what is added later is not in it)."""
+        out = []
+        for a, b in _runs(positions):
+            end = self._ref(b) if b < len(self.cursors) else self.builder.next_ref("user")
+            out.append(MessageSpan(start=self._ref(a), end=end))
+        return out
+
+    def edit(
+        self,
+        kind: str,
+        keep: Iterable[int],
+        *,
+        head: Iterable[int] = (),
+        summary: list[str] | None = None,
+        tokens_before: int | None = None,
+    ) -> ContextEdit:
+        """The ContextEdit whose request, at the next turn, is the messages at `head`,
+        then `summary`, then the messages at `keep` (positions ascending), then what
+        follows (module doc)."""
+        runs = _runs(keep)
+        keep_from = self.builder.next_ref("user")  # what the history gets from now on
+        if runs and runs[-1][1] == len(self.cursors):  # the last run reaches the next turn: the open tail
+            keep_from = self._ref(runs.pop()[0])
+        return ContextEdit(
+            kind=kind,
+            head=self.spans(head),
+            summary=summary or [],
+            keep=self.spans(p for a, b in runs for p in range(a, b)),
+            keep_from=keep_from,
+            tokens_before=tokens_before,
+        )

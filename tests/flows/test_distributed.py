@@ -1,4 +1,4 @@
-"""Distributed llm-sweep (tasks/shard.py, flows/llm_sweep_distributed.py): shards merged
+"""Distributed llm-sweep (tasks/shard.py, flows/llm_sweep.py with sharded): shards merged
 into one point (plain, in process), the same shards through prefect-dask on a
 distributed.LocalCluster. The work-pool end-to-end test is in test_distributed_pool.py."""
 
@@ -237,12 +237,13 @@ async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Pat
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 async def test_the_same_shards_run_on_a_dask_local_cluster(tmp_path: Path, local_cluster) -> None:
-    from benchmaker.flows.llm_sweep_distributed import llm_sweep_distributed
+    from benchmaker.flows.llm_sweep import llm_sweep
 
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
-        out = await llm_sweep_distributed(
+        out = await llm_sweep(
             base_url=server.url,
             model="m",
+            sharded=True,
             shards=2,
             loads=["constant:40"],
             duration_s=1.0,
@@ -279,7 +280,7 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(
 
     from prefect.settings import PREFECT_API_URL
 
-    from benchmaker.flows.llm_sweep_distributed import llm_sweep_distributed
+    from benchmaker.flows.llm_sweep import llm_sweep
     from benchmaker.tasks.sweep import FAIL_POINT_ENV
 
     out_dir = tmp_path / "a"
@@ -287,6 +288,7 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(
         kw = dict(
             base_url=server.url,
             model="m",
+            sharded=True,
             shards=2,
             loads=["constant:20", "constant:40"],
             duration_s=1.0,
@@ -297,7 +299,7 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(
             start_lead_s=8.0,
         )
         monkeypatch.setenv(FAIL_POINT_ENV, "constant-40")  # constant-20 completes, constant-40 fails after it ran
-        state = await llm_sweep_distributed(**kw, return_state=True)
+        state = await llm_sweep(**kw, return_state=True)
         monkeypatch.delenv(FAIL_POINT_ENV)
         assert state.is_failed()
         assert server.n_requests == 60

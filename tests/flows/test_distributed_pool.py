@@ -5,7 +5,7 @@ Prefect workers, then `prefect deployment run llm-sweep/distributed --watch` aga
 scenario server and `prefect deployment run swebench-replay/distributed --watch` on the
 bundled recording: exit 0, and the warehouse holds one run whose rows carry two shards.
 Shard runs past the shard timeout end CANCELLED, also those no worker had picked up and
-those whose worker never confirms the cancel (benchmaker.flows.shard_runs.cancel_flow_runs).
+those whose worker never confirms the cancel (benchmaker.tasks.shard_runs.cancel_flow_runs).
 Every process is started here and stopped (its process group) in teardown."""
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from prefect.client.schemas.objects import FlowRun, State
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Pending, Scheduled
 
-from benchmaker.flows.shard_runs import cancel_flow_runs
 from benchmaker.tasks.shard import ShardPoint
+from benchmaker.tasks.shard_runs import cancel_flow_runs
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 
 REPO = Path(__file__).resolve().parents[2]

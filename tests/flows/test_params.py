@@ -94,15 +94,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _flows_and_models():
     from benchmaker.flows.llm_sweep import LlmSweepParams, llm_sweep
-    from benchmaker.flows.llm_sweep_distributed import LlmSweepDistributedParams
-    from benchmaker.flows.llm_sweep_distributed import llm_sweep as llm_sweep_distributed
     from benchmaker.flows.swebench_replay import SwebenchReplayParams, swebench_replay
 
-    return [
-        (swebench_replay, SwebenchReplayParams),
-        (llm_sweep, LlmSweepParams),
-        (llm_sweep_distributed, LlmSweepDistributedParams),
-    ]
+    return [(swebench_replay, SwebenchReplayParams), (llm_sweep, LlmSweepParams)]
 
 
 def test_each_flow_signature_is_its_parameters_model() -> None:
@@ -127,6 +121,34 @@ def test_one_flow_named_swebench_replay_runs_here_or_sharded() -> None:
     p = validate_params(logs=[EXAMPLE], concurrency_sweep=[1, 4], sharded=True, shards=3)
     assert [(q.name, q.shards, q.workers) for q in p.points()] == [("c1", 1, 1), ("c4", 3, 1)]
     assert [q.shards for q in validate_params(logs=[EXAMPLE], concurrency_sweep=[4], shards=3).points()] == [1]
+
+
+def test_one_flow_named_llm_sweep_runs_here_or_sharded() -> None:
+    import yaml
+
+    from benchmaker.flows.common import ParameterError as FlowParameterError
+    from benchmaker.flows.common import validated
+    from benchmaker.flows.llm_sweep import LlmSweepParams
+
+    deployments = yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]
+    by_name = {d["name"]: d for d in deployments if d["flow_name"] == "llm-sweep"}
+    assert {d["entrypoint"] for d in by_name.values()} == {"flows/llm_sweep.py:llm_sweep"}  # adhoc and distributed
+    assert by_name["distributed"]["parameters"]["sharded"] is True
+    run = {"base_url": "http://127.0.0.1:8000", "model": "m", "concurrency_sweep": [1, 8]}
+    p = validated(LlmSweepParams, "llm-sweep", {**run, "sharded": True, "shards": 3, "start_lead_s": 5.0})
+    assert (p.sharded, p.shards, p.backend, p.lead_s, p.shard_deployment) == (
+        True,
+        3,
+        "pool",
+        5.0,
+        "llm-sweep-shard/shard",
+    )
+    with pytest.raises(FlowParameterError) as err:
+        validated(LlmSweepParams, "llm-sweep", {**run, "exchange": "/tmp/x", "shard_timeout_s": 9.0})
+    assert str(err.value).splitlines()[1:] == [
+        "exchange: a setting of sharded runs; give sharded true (got '/tmp/x')",
+        "shard_timeout_s: a setting of sharded runs; give sharded true (got 9.0)",
+    ]
 
 
 RUN_TIME = {"base_url": "http://127.0.0.1:8000", "model": "m"}

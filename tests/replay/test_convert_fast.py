@@ -278,7 +278,7 @@ def test_gc_paused_turns_the_collector_off_and_restores_it_after_an_error(gc_on:
 
 
 def test_pi_tool_result_returns_the_position_history_index_add_would_record() -> None:
-    from benchmaker.trajectories.converters._edits import message_cursor
+    from benchmaker.trajectories.context import message_cursor
     from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_response
     from benchmaker.trajectories.converters.pi_session import tool_result
 

@@ -1,10 +1,10 @@
-"""benchmaker.trajectories.converters._edits.HistoryIndex keeps (turn, item) pairs and makes MessageRefs
+"""benchmaker.trajectories.context.HistoryIndex keeps (turn, item) pairs and makes MessageRefs
 only for what names them: its `order`, spans and edits are those of
 the MessageRefs it used to keep."""
 
 from __future__ import annotations
 
-from benchmaker.trajectories.converters._edits import HistoryIndex
+from benchmaker.trajectories.context import HistoryIndex
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_response
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan

@@ -67,6 +67,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmaker.apis.anthropic_messages import STOP_CLASSES
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
 from benchmaker.trajectories.converters.json_reading import iter_jsonl
@@ -108,16 +109,6 @@ RECORD_TYPES = frozenset(
 )
 """Values of `type` seen in Claude Code session files (2.1.38 and 2.1.332); other
 types are read as records without a message too."""
-
-_STOP = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "refusal": "content_filter",
-}
 
 
 def is_claude_code(records: list[Any]) -> bool:
@@ -424,7 +415,7 @@ class _Converter:
                     )
                 else:
                     b.skip(f"part:{kind}")
-        finish = _STOP.get(stop) if isinstance(stop, str) else None
+        finish = STOP_CLASSES.get(stop) if isinstance(stop, str) else None
         response = Response(
             content="".join(texts) if texts else None,
             reasoning="".join(thinking) if thinking else None,

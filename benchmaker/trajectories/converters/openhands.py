@@ -43,8 +43,8 @@ It becomes a `ContextEdit` (kind "condensation") on the next turn: the `head` sp
 the messages of the kept events before the offset, then the summary, then the messages
 of the other kept events (an `AgentCondensationObservation` stored as an event,
 `observation: "condense"`, is a user message with its content, as ConversationMemory
-renders it) (`benchmaker.trajectories.converters._edits.CondensedView`; a `condensation_request` action is dropped
-as View drops it). An assistant message is dropped when any action of its model response
+renders it) (`openhands_sdk.CondensedView`; a `condensation_request` action is dropped as
+View drops it). An assistant message is dropped when any action of its model response
 is forgotten. The newer OpenHands SDK event format is read by `openhands_sdk` (same view
 rule).
 """
@@ -54,7 +54,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._edits import CondensedView
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import text_of
 from benchmaker.trajectories.converters.json_reading import (
@@ -67,7 +66,7 @@ from benchmaker.trajectories.converters.json_reading import (
     read_json_document,
 )
 from benchmaker.trajectories.converters.openai_messages import FINISH_REASONS, reasoning_of
-from benchmaker.trajectories.converters.openhands_sdk import feed_sdk_events, is_sdk_events
+from benchmaker.trajectories.converters.openhands_sdk import CondensedView, feed_sdk_events, is_sdk_events
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.tool_calls import tool_call_from_openai
 from benchmaker.trajectories.converters.usage import openai_usage

@@ -79,11 +79,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmaker.trajectories.converters._edits import CondensedView
+from benchmaker.trajectories.context import HistoryIndex
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import text_of
 from benchmaker.trajectories.converters.json_reading import dict_or_empty, read_json_document
@@ -426,3 +426,68 @@ def convert_conversation_dir(conv: Path, *, lenient: bool = False) -> Iterator[T
         builder.model = llm["model"]
     status = state.get("execution_status")
     yield builder.build(0, outcome=RecordedOutcome(exit_status=status if isinstance(status, str) and status else None))
+
+
+class CondensedView:
+    """The LLM view of an OpenHands event list under condensation (OpenHands
+    openhands/memory/view.py and the SDK's context/view.py `View.from_events`): every
+    event in order with the history positions of its message, the forgotten ids so far
+    and the summary in force. An event's `in_view` says whether it takes a place in the
+    view's list (what `summary_offset` counts): every event in OpenHands' own event
+    lists, the LLM-convertible ones in the SDK's."""
+
+    def __init__(self, builder: TrajectoryBuilder):
+        self.index = HistoryIndex(builder)
+        self.events: list[tuple[object, bool]] = []  # (event id, takes a place in the view)
+        self.positions: dict[object, int] = {}  # event id -> history position of its message
+        self.forgotten: set[object] = set()
+        self.summary: tuple[str, int] | None = None
+
+    def add(
+        self, event_id: object, in_view: bool, feed: Callable[..., object] | None = None, same_as: object = None
+    ) -> None:
+        """Record an event: `feed()` adds its message (if any) to the builder; `same_as`
+        names an earlier event whose message it shares (actions of one model response)."""
+        pos = self.index.add(feed) if feed is not None else None
+        if pos is None and same_as is not None:
+            pos = self.positions.get(same_as)
+        if pos is not None:
+            self.positions[event_id] = pos
+        self.events.append((event_id, in_view))
+
+    def forget(self, event_ids: Iterable[object], summary: Any, offset: Any) -> None:
+        """Apply one condensation: the view of the next turn drops `event_ids`; a summary
+        with an offset replaces the one in force. Attaches the ContextEdit to the next turn."""
+        self.forgotten.update(event_ids)
+        if isinstance(summary, str) and isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0:
+            self.summary = (summary, offset)
+        dropped = {self.positions[e] for e in self.forgotten if e in self.positions}
+        dropped |= self._unmatched(dropped)
+        view = [e for e, in_view in self.events if in_view and e not in self.forgotten]
+        cut = self.summary[1] if self.summary is not None else 0
+        head = sorted({self.positions[e] for e in view[:cut] if e in self.positions} - dropped)
+        rest = {self.positions[e] for e, _ in self.events if e not in self.forgotten and e in self.positions}
+        keep = sorted(rest - dropped - set(head))
+        self.index.builder.edit(
+            self.index.edit(
+                "condensation", keep, head=head, summary=[self.summary[0]] if self.summary is not None else []
+            )
+        )
+
+    def _unmatched(self, dropped: set[int]) -> set[int]:
+        """Positions of tool calls and tool results left without their pair by `dropped`:
+        a model response whose assistant message or any of whose tool results is
+        dropped goes whole, with its tool results (the SDK's View
+        `filter_unmatched_tool_calls` and batch atomicity; OpenHands' ConversationMemory
+        filters unmatched tool calls alike)."""
+        at = {c: p for p, c in enumerate(self.index.cursors)}
+        out: set[int] = set()
+        for turn in self.index.builder.turns:
+            head = at.get((turn.index, 0))
+            results = [
+                at.get((turn.index, 1 + j)) for j, o in enumerate(turn.observations) if o.tool_call_id is not None
+            ]
+            group = {p for p in (head, *results) if p is not None}
+            if group & dropped:
+                out |= group
+        return out

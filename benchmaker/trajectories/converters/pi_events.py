@@ -51,7 +51,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._edits import HistoryIndex
+from benchmaker.trajectories.context import HistoryIndex
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content
 from benchmaker.trajectories.converters.json_reading import iter_jsonl

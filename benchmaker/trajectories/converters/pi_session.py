@@ -77,7 +77,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters._edits import HistoryIndex
+from benchmaker.trajectories.context import HistoryIndex
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_tool_call, fast_usage
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
 from benchmaker.trajectories.converters.json_reading import iter_jsonl

@@ -16,7 +16,7 @@ import asyncio
 import math
 import time
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Any
 
 from prefect import Task, flow
 from prefect.client.orchestration import get_client
@@ -25,20 +25,15 @@ from prefect.flow_runs import wait_for_flow_run
 from prefect.futures import PrefectWrappedFuture
 from prefect.logging import get_run_logger
 from prefect.states import Cancelled, Cancelling
-from pydantic import BaseModel, Field
 
 from benchmaker.engine.bundle import redact
-from benchmaker.engine.exchange import Exchange, absolute_exchange
 from benchmaker.engine.shared_start import DEFAULT_READY_TIMEOUT_S, MIN_START_LEAD_S
 
 __all__ = [
     "DEFAULT_LEAD_S",
     "DEFAULT_SHARD_TIMEOUT_S",
     "DaskMissing",
-    "ShardParams",
     "cancel_flow_runs",
-    "checked_dask_address",
-    "checked_exchange",
     "dask_task_runner",
     "run_shards",
     "shards_on_dask",
@@ -54,27 +49,6 @@ DEFAULT_LEAD_S = {"pool": MIN_START_LEAD_S, "dask": MIN_START_LEAD_S}
 # How long a distributed flow waits for a point's shards when shard_timeout_s is None, s
 # (Prefect's own default for wait_for_flow_run).
 DEFAULT_SHARD_TIMEOUT_S = 10800.0
-
-
-class ShardParams(BaseModel):
-    """The parameters every distributed flow adds to its single-process one (a base of
-    their parameters models; each sets its own `shard_deployment` default):
-
-    shards            shards (load hosts) per point, >= 1
-    start_lead_s      s from a point's submission to its earliest start (None: DEFAULT_LEAD_S);
-                      the shards start together once all are ready (benchmaker.engine.shared_start)
-    shard_deployment  the shard flow's deployment whose work pool runs the shards
-    shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S)
-    dask_address      run the shards on this Dask cluster instead (the `dask` extra)
-    exchange          path or fsspec URL through which files travel when out_dir is not shared
-    """
-
-    shards: Annotated[int, Field(ge=1)] = 2
-    start_lead_s: Annotated[float, Field(gt=0)] | None = None
-    shard_deployment: str
-    shard_timeout_s: Annotated[float, Field(gt=0)] | None = None
-    dask_address: str | None = None
-    exchange: str | None = None
 
 
 class DaskMissing(ValueError):
@@ -215,39 +189,6 @@ async def run_shards(
         if i["state"] != "COMPLETED":
             log.warning("point %s shard %d ended %s: %s", p.sweep_point, i["worker"], i["state"], i["message"])
     return points, codes, info
-
-
-def checked_dask_address(address: str | None) -> None:
-    """Raises benchmaker.flows.common.ParameterError (before any work) when `address` is
-    given but prefect-dask (the `dask` extra) is not installed."""
-    from benchmaker.flows.common import ParameterError
-
-    if address:
-        try:
-            dask_task_runner(address)
-        except DaskMissing as exc:
-            raise ParameterError(str(exc)) from None
-
-
-def checked_exchange(url: str | None) -> str | None:
-    """The exchange URL a distributed flow uses (benchmaker.engine.exchange): None stays None;
-    a relative path is made absolute here, where it was meant. Raises
-    benchmaker.flows.common.ParameterError (before any work) for a password in the URL,
-    an unknown protocol or a protocol whose fsspec package is not installed."""
-    from benchmaker.flows.common import ParameterError
-
-    if not url:
-        return None
-    try:
-        url = absolute_exchange(url)
-        Exchange(url)
-    except ValueError as exc:
-        raise ParameterError(str(exc) if str(exc).startswith("exchange:") else f"exchange: {exc}") from None
-    except ImportError as exc:
-        raise ParameterError(
-            f"exchange: {exc} (install the fsspec package of that protocol on every host, e.g. s3fs)"
-        ) from None
-    return url
 
 
 def dask_task_runner(address: str) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -793,13 +794,10 @@ def test_warehouse_and_task_json_are_checked_before_any_work(setup, make, piece,
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
-def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, monkeypatch, capsys):
-    """ENOSPC from the sample writer (a 1 MiB tmpfs filled by the run): one line naming
-    samples.jsonl, exit 1, and the file holds exactly the whole samples it reports."""
-    import json
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted at tmp_path/disk, unmounted after the test (root only)."""
     import subprocess
-
-    from benchmaker.testing.instant_server import start_instant_server
 
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs to fill needs root")
@@ -811,37 +809,69 @@ def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, m
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
-        monkeypatch.chdir(tmp_path)
-        with start_instant_server(sse_chunks=50) as srv:
-            code = main(
-                [
-                    "llm",
-                    "--url",
-                    srv.url + "/v1/chat/completions",
-                    "--model",
-                    "m",
-                    "--rate",
-                    "closed:4",
-                    "--max-requests",
-                    "5000",
-                    "--out-dir",
-                    str(disk / "runs"),
-                ]
-            )
-        out, err = capsys.readouterr()
-        assert code == 1, err
-        assert "Traceback" not in out + err and err.count("\n") == 1
-        [bundle] = list((disk / "runs").iterdir())
-        lines = (bundle / "samples.jsonl").read_text().splitlines()
-        assert err == (
-            f"benchmaker: error: {bundle / 'samples.jsonl'}: cannot write samples (No space left on "
-            f"device); the {len(lines)} samples written before it are kept there, "
-            f"{5000 - len(lines)} later ones are not and no summary was written\n"
-        )
-        assert len(lines) > 100 and all(json.loads(line)["outcome"] == "ok" for line in lines)
-        assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
+        yield disk
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def _fill_with_a_run(disk: Path, *more: str) -> int:
+    """`benchmaker llm` of 5000 requests (4 in flight) into runs/ on `disk`: its exit code."""
+    from benchmaker.testing.instant_server import start_instant_server
+
+    with start_instant_server(sse_chunks=50) as srv:
+        argv = ["llm", "--url", srv.url + "/v1/chat/completions", "--model", "m", "--rate", "closed:4"]
+        return main([*argv, "--max-requests", "5000", "--out-dir", str(disk / "runs"), *more])
+
+
+def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(small_disk, tmp_path, monkeypatch, capsys):
+    """ENOSPC from the sample writer (a 1 MiB tmpfs filled by the run): one line naming
+    samples.jsonl, exit 1, and the file holds exactly the whole samples it reports."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    code = _fill_with_a_run(small_disk)
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    assert "Traceback" not in out + err and err.count("\n") == 1
+    [bundle] = list((small_disk / "runs").iterdir())
+    lines = (bundle / "samples.jsonl").read_text().splitlines()
+    assert err == (
+        f"benchmaker: error: {bundle / 'samples.jsonl'}: cannot write samples (No space left on "
+        f"device); the {len(lines)} samples written before it are kept there, "
+        f"{5000 - len(lines)} later ones are not and no summary was written\n"
+    )
+    assert len(lines) > 100 and all(json.loads(line)["outcome"] == "ok" for line in lines)
+    assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
+
+
+def test_a_full_disk_under_two_workers_keeps_each_shards_samples_and_says_where(
+    small_disk, tmp_path, monkeypatch, capsys
+):
+    """--workers 2 on a 1 MiB tmpfs: each worker whose samples-w<k>.jsonl filled the disk
+    says so in the one line (no worker traceback), exit 1, its file holds exactly the
+    whole samples it reports, and no summary is written."""
+    import json
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    code = _fill_with_a_run(small_disk, "--workers", "2")
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    assert "Traceback" not in out + err and err.count("\n") == 1, err
+    [bundle] = list((small_disk / "runs").iterdir())
+    one = (
+        rf"({re.escape(str(bundle))}/samples-w([01])\.jsonl): cannot write samples \(No space left on device\); "
+        r"the (\d+) samples written before it are kept there, (\d+) later ones are not and no summary was written"
+    )
+    m = re.fullmatch(rf"benchmaker: error: {one}(?:; {one})?\n", err)
+    assert m is not None, err
+    groups = [m.groups()[i : i + 4] for i in (0, 4) if m.group(i + 1) is not None]
+    assert [g[1] for g in groups] == sorted({g[1] for g in groups})  # each shard once, in worker order
+    for path, _, kept, later in groups:
+        lines = Path(path).read_text().splitlines()
+        assert len(lines) == int(kept) > 0 and int(later) > 0
+        assert all(json.loads(line)["outcome"] == "ok" for line in lines)
+    assert not (bundle / "summary.json").exists()
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])

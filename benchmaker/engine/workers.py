@@ -49,7 +49,7 @@ import orjson
 from benchmaker.engine.bundle import new_run_id, write_json_atomic
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.errors import ConfigError, RunFailed
-from benchmaker.engine.load_models import LoadModel, load_model_of
+from benchmaker.engine.load_models import ClosedLoop, LoadModel, load_model_of
 from benchmaker.engine.runner import BenchRunner, Lane, RunResult, run_on_fresh_loop
 from benchmaker.engine.summary import build_summary
 
@@ -210,6 +210,21 @@ def _failed_lines(failed: Any) -> list[str]:
         except queue_mod.Empty:
             return [lines[k] for k in sorted(lines)]
         lines[k] = line
+
+
+def check_shares(loads: Mapping[str, LoadModel], n: int, what: str = "workers") -> None:
+    """Refuse a closed loop of fewer requests in flight than `n` workers: a worker whose
+    share is none would send nothing, and its share of max_requests would never be sent
+    (closed:1 on 4 workers sent 1 request of 2). Raises ConfigError naming `what`. The
+    CLI's fixed-load commands call it before run_sharded; a sweep point's share is its
+    own (benchmaker.sweep)."""
+    for name, model in loads.items():
+        if isinstance(model, ClosedLoop) and model.concurrency < n:
+            lane = "" if name == "default" else f" (lane {name})"
+            raise ConfigError(
+                f"{what}: {n} worker processes share {model.concurrency} closed-loop request(s) in flight{lane}: "
+                f"give at most {model.concurrency} workers, or more concurrency"
+            )
 
 
 def run_sharded(

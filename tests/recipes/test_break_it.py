@@ -287,6 +287,18 @@ CLI_CASES = [
         'Invalid value "inf" for --shard-timeout. Must be <= 2592000.',
     ),
     ("sql-empty", ["sql", ""], "sql: empty query"),
+    ("model-empty", ["llm", "--url", URL, "--model", "", *ONE], "--model: expected the model name the endpoint serves"),
+    ("api-key-env-empty", [*LLM, "--api-key-env", "", *ONE], "--api-key-env: expected the name of an environment"),
+    (
+        "url-space-in-host",
+        ["llm", "--url", "http://127.0 .0.1:9/v1/chat/completions", "--model", "m", *ONE],
+        "--url: a space or control character in the host",
+    ),
+    (
+        "workers-beyond-closed-loop",  # 3 of 4 workers would send nothing: 1 of 2 requests sent
+        [*LLM, "--workers", "4", "--rate", "closed:1", "--max-requests", "2"],
+        "--workers: 4 worker processes share 1 closed-loop request(s) in flight: give at most 1 workers",
+    ),
     ("sql-blank", ["sql", "  \n\t"], "sql: empty query"),
 ]
 
@@ -321,10 +333,18 @@ def test_bad_cli_input_is_a_one_line_error_exit_2(argv, piece, tmp_path, monkeyp
 def _paths(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("x")
+    os.symlink("afile.loop2", tmp_path / "afile.loop")
+    os.symlink("afile.loop", tmp_path / "afile.loop2")
     return afile
 
 
 PATH_CASES = [
+    (
+        "out-dir-symlink-loop",  # afile.loop -> afile.loop2 -> afile.loop
+        lambda a: [*LLM, "--out-dir", f"{a}.loop/runs", *ONE],
+        "--out-dir:",
+        ".loop is a symbolic link that loops or points nowhere",
+    ),
     ("out-dir-under-file", lambda a: [*LLM, "--out-dir", f"{a}/runs", *ONE], "--out-dir:", "is under a file"),
     ("out-dir-is-file", lambda a: [*LLM, "--out-dir", str(a), *ONE], "--out-dir:", "is a file"),
     ("trace-is-dir", lambda a: [*LLM, "--record-trace", str(a.parent), *ONE], "--record-trace:", "is a directory"),
@@ -389,6 +409,12 @@ HTTP_WL = 'workload: {type: http, url: "http://127.0.0.1:9/"}\n'
 
 # (case id, YAML text, a piece of the message: the file name and line are checked too)
 YAML_CASES = [
+    ("max-requests-true", "load: closed:1\nmax_requests: true\n" + HTTP_WL, ":2: max_requests: expected a number, not"),
+    (
+        "python-name-tag",
+        "load: !!python/name:os.system closed:1\nmax_requests: 1\n" + HTTP_WL,
+        ":1: load: not valid YAML: could not determine a constructor for the tag",
+    ),
     ("billion-laughs", BOMB, ":6: YAML aliases expand to more than 100000 nodes"),
     ("self-alias", "a: &a [*a]\n", ":1: YAML alias refers to itself"),
     ("deep-nesting", "a: " + "[" * 2000 + "]" * 2000 + "\n", "YAML nested too deeply"),
@@ -653,6 +679,16 @@ FILE_CASES = [
         '(got "a1")',
     ),
     (
+        "convert-deep-nesting",  # json's parser recursed past the interpreter's limit: a RecursionError
+        lambda d: ["convert", f"{d}/deep.json", "-o", f"{d}/out.jsonl", "--format", "openai-messages"],
+        "deep.json:1: JSON nested too deeply to read",
+    ),
+    (
+        "convert-deep-nesting-detected",
+        lambda d: ["convert", f"{d}/deep.json", "-o", f"{d}/out.jsonl"],
+        "deep.json: unknown log format",
+    ),
+    (
         "convert-output-is-input",
         lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/cyc.jsonl"],
         "cyc.jsonl: is also the output file (-o): converting would replace it",
@@ -686,6 +722,7 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
     monkeypatch.chdir(tmp_path)
     os.mkfifo(tmp_path / "f.fifo")
     (tmp_path / "cyc.jsonl").write_text(_PI_CYCLE)
+    (tmp_path / "deep.json").write_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
     duckdb.connect(str(tmp_path / "w.duckdb")).close()
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
     t = time.monotonic()
@@ -693,6 +730,23 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
     assert time.monotonic() - t < 30  # refused, not blocked on the FIFO nor run to the end
     after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
     assert after == before and not (tmp_path / "runs").exists()  # nothing written, nothing replaced
+
+
+@pytest.mark.parametrize("count", ["1" + "0" * 30, "1e400"], ids=["10**30", "1e400"])
+def test_a_token_count_no_model_reports_is_converted_as_unknown_and_served(count, tmp_path, monkeypatch, capsys):
+    """A converter never writes a number its own readers refuse: 10**30 (beyond 64 bits:
+    orjson, hence the replay server, refused it) and 1e400 (inf) become None."""
+    from benchmaker.replay_server.store import ReplayStore
+    from benchmaker.trajectories.convert import read_trajectories
+
+    monkeypatch.chdir(tmp_path)
+    usage = f'{{"prompt_tokens": {count}, "completion_tokens": 5}}'
+    row = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok", "usage": ' + usage
+    (tmp_path / "big.jsonl").write_text(row + "}]}\n")
+    assert main(["convert", "big.jsonl", "-o", "t.jsonl"]) == 0
+    [traj] = list(read_trajectories(tmp_path / "t.jsonl"))
+    assert (traj.turns[0].usage.prompt_tokens, traj.turns[0].usage.completion_tokens) == (None, 5)
+    assert ReplayStore.load(tmp_path / "t.jsonl").trajectories[0].trajectory.turns[0].usage == traj.turns[0].usage
 
 
 @pytest.mark.parametrize(

@@ -229,7 +229,7 @@ def detect_bytes(data: bytes) -> str | None:
             return None
         try:
             fmt = _detect_document(json.loads(stripped))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # nested too deeply: no log format
             fmt = None
     if fmt is not None:
         return fmt
@@ -293,7 +293,7 @@ def companion_kind(data: bytes) -> str | None:
     `detect_bytes` does not recognise."""
     try:
         doc = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         rows = first_jsonl_objects(data)
         if rows and all(is_llm_call_log(r) for r in rows):
             return "llm_call_log"

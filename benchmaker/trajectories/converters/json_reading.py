@@ -87,6 +87,8 @@ def read_json_document(ctx: FileContext) -> Any:
     text = ctx.text()
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ctx.error(None, None, "JSON nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()):
             raise ctx.error(exc.lineno, None, "truncated JSON document") from exc
@@ -139,6 +141,11 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
             raise ctx.error(idx, None, f"invalid UTF-8 at byte {exc.start} of the line") from exc
         try:
             yield idx, json.loads(text)
+        except RecursionError:
+            if ctx.lenient:
+                ctx.skipped["invalid_json_line"] += 1
+                continue
+            raise ctx.error(idx, None, "JSON nested too deeply to read") from None
         except json.JSONDecodeError as exc:
             reason = "truncated_last_line" if last else "invalid_json_line"
             if ctx.lenient:
@@ -300,7 +307,7 @@ def first_jsonl_objects(data: bytes, limit: int = DETECT_RECORDS) -> list[Any]:
                 pass
         try:
             out.append(json.loads(raw))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             continue
     return out
 

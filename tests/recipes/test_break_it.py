@@ -732,6 +732,15 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
     assert after == before and not (tmp_path / "runs").exists()  # nothing written, nothing replaced
 
 
+@pytest.mark.parametrize("url", ["notaurl", "ftp://127.0.0.1:4200/api"])
+def test_a_bad_prefect_api_url_is_one_line_naming_it_before_the_flow(url, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    argv = ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency", "1", "--out-dir", "art"]
+    _one_line_error(capsys, main([*argv, "--warehouse", "w.duckdb"]), "PREFECT_API_URL: expected an http:// or")
+    assert list(tmp_path.glob("art/swebench-replay-*/manifest.json")) == []  # no flow run started
+
+
 @pytest.mark.parametrize("count", ["1" + "0" * 30, "1e400"], ids=["10**30", "1e400"])
 def test_a_token_count_no_model_reports_is_converted_as_unknown_and_served(count, tmp_path, monkeypatch, capsys):
     """A converter never writes a number its own readers refuse: 10**30 (beyond 64 bits:

@@ -16,14 +16,16 @@ result per turn. Each is converted (workers=1) in a fresh child process
   (started after the imports).
 
 The file sizes, trajectories converted, both peaks and the traced peak beyond the file's
-own bytes are printed. The converters read a file whole (FileContext.data), so the
-file's bytes are held; beyond them, memory linear in the largest session stays near
-the one-session figure whatever `--sessions` is, while one that holds every converted
-trajectory until the file ends (or copies or parses the whole file) grows with it.
+own bytes are printed. A file of at least STREAM_MIN_BYTES (4 MiB) of JSON lines is
+streamed from disk (benchmaker.trajectories.convert): its bytes are never held, so the
+peak stays near the one-session figure plus the head format detection reads, whatever
+`--sessions` is; one that holds the file's bytes, every converted trajectory until the
+file ends, or a whole-file parse grows with it.
 
-Measured here (2000 sessions of 20 turns, 49.4 MiB): before, peak traced 693.5 MiB
-(peak RSS +182 MiB); after, 52.4 MiB, 3.0 MiB beyond the file's bytes (one session:
-0.4 MiB).
+Measured here (2000 sessions of 20 turns, 49.4 MiB): first, peak traced 693.5 MiB (peak
+RSS +182 MiB); then, the file's bytes held and one session, 52.4 MiB (RSS +52.7 MiB);
+streamed, 5.7 MiB (RSS +7.6 MiB): the 2 MiB head that holds the 50 records detection
+reads, and one session (one session alone: 0.4 MiB).
 """
 
 from __future__ import annotations

@@ -68,6 +68,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.flow_engine import run_flow
 from prefect.states import Cancelled, Crashed, Scheduled
 
+from benchmaker.engine.exit_cleanup import exit_now
 from benchmaker.flows.outcome import flow_process_gone, parameters_sha256
 
 __all__ = ["FLOWS", "ParametersChanged", "bundle_dir", "main", "resolve_flow_run_id", "retry_flow_run"]
@@ -310,9 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if stopped_by is not None:
         print(f"flow run {run_id}: Cancelled (interrupted by {stopped_by})", flush=True)
-        sys.stderr.flush()
-        # Prefect's background threads can hold the interpreter's exit for minutes
-        os._exit(128 + signal.Signals[stopped_by].value)
+        # Prefect's background threads can hold the interpreter's exit for minutes: exit at
+        # once, this process's cleanups (replay servers, temp roots) run first
+        exit_now(128 + signal.Signals[stopped_by].value)
     print(f"flow run {run_id}: {state.name}" + (f" ({state.message})" if state.name == "Invalid" else ""))
     return 0 if state.is_completed() and state.name != "Invalid" else 1
 

@@ -15,8 +15,9 @@ lost; no request is sent to it and nothing is signalled. Once lost, Prefect's cl
 each later call once (max_retries 0), sends no more logs to the API and prints no error
 per lost event. When the body ends and the server is still gone, the command prints one
 line naming the server, when it was lost, where the run's results were kept and the
-flow run to retry, stops this process's replay servers and exits 1 at once (Prefect's
-drains skipped: they could only fail). A server that came back by then leaves the
+flow run to retry, runs this process's exit cleanups (benchmaker.engine.exit_cleanup: its
+replay servers stopped, the sandbox's staged temp root removed) and exits 1 at once
+(Prefect's drains skipped: they could only fail). A server that came back by then leaves the
 command to end as usual.
 """
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import sys
 import threading
@@ -141,16 +141,10 @@ def lost_message(watch: ApiWatch) -> str:
 
 
 def _exit_lost(watch: ApiWatch) -> None:
-    from benchmaker.tasks.serve import stop_all_servers
+    from benchmaker.engine.exit_cleanup import exit_now
 
-    stop_all_servers()
     print(lost_message(watch), file=sys.stderr)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or broken pipe: nothing more to write anyway
-            pass
-    os._exit(1)
+    exit_now(1)  # this process's cleanups (replay servers, the sandbox's temp root) run first
 
 
 @contextmanager
@@ -163,7 +157,7 @@ def exit_if_api_lost(
 ) -> Iterator[ApiWatch | None]:
     """Run the body with the Prefect API of `url` watched (ApiWatch, fail_fast once lost);
     when the body ends, by return or exception, with the server lost and still gone,
-    call `exit_lost` (default: one line on stderr, replay servers stopped, exit 1 at once).
+    call `exit_lost` (default: one line on stderr, exit cleanups run, exit 1 at once).
     `url` None (Prefect's temporary in-process server) watches nothing."""
     if url is None:
         yield None

@@ -25,7 +25,7 @@ from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.load_models import parse_duration_s
 from benchmaker.engine.monitors import PrometheusMonitor, build_monitors
 from benchmaker.engine.runner import STOP_SIGNALS, BenchRunner, Lane, interrupt_exit_code, run_on_fresh_loop
-from benchmaker.engine.workers import resolve_workers, run_sharded, single_lane
+from benchmaker.engine.workers import check_shares, lane_loads, resolve_workers, run_sharded, single_lane
 from benchmaker.recipes.app import ON_BY_DEFAULT, app
 from benchmaker.recipes.display import console, print_summary, run_with_progress
 from benchmaker.recipes.runfile import lanes_from_run_file, read_run_file
@@ -197,6 +197,7 @@ def launch_run(
         raise ConfigError(f"grader: runs in one process only; use workers = 1 (got {n})")
     if monitors or record_trace is not None:
         raise ConfigError(f"monitors and --record-trace run in one process only; use workers = 1 (got {n})")
+    check_shares(lane_loads(cfg, lanes_factory(), base_dir), n, "--workers")
     console.print(f"running {n} worker processes (no live view; each writes samples-w<k>.jsonl)")
     try:
         result = run_sharded(cfg, lanes_factory, n, base_dir=base_dir, manifest_extra=manifest_extra)
@@ -246,8 +247,13 @@ def _llm_workload(
 
 
 def resolve_api_key(api_key: str | None, api_key_env: str | None) -> str | None:
+    """The API key: `api_key`, else the value of the environment variable `api_key_env`,
+    else None. Raises ConfigError when `api_key_env` is given empty or names a variable
+    that is not set."""
     if api_key:
         return api_key
+    if api_key_env is not None and not api_key_env.strip():
+        raise ConfigError("--api-key-env: expected the name of an environment variable (got '')")
     if api_key_env:
         value = os.environ.get(api_key_env)
         if not value:
@@ -381,6 +387,8 @@ def llm(
         raise ConfigError("--dataset and --sharegpt: give at most one")
     if api not in _LLM_APIS:
         raise ConfigError(f"--api: expected {', '.join(_LLM_APIS)} (got {api!r})")
+    if not model.strip():
+        raise ConfigError(f"--model: expected the model name the endpoint serves (got {model!r})")
     if api == "messages" and max_tokens is None:
         raise ConfigError("--max-tokens: required with --api messages (the Messages API requires max_tokens)")
     build = partial(

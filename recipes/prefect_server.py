@@ -394,13 +394,18 @@ def use_local_server(say: Say | None = None) -> Iterator[str | None]:
     (Prefect's temporary server) when BENCHMAKER_PREFECT_SERVER=ephemeral; else the
     local server (ensure_server), set with its secret as PREFECT_API_URL and
     PREFECT_API_AUTH_STRING in the environment (child processes inherit them) and in
-    Prefect's settings. Raises ServerError when the server cannot be started, and
-    BenchmakerError for another BENCHMAKER_PREFECT_SERVER value."""
+    Prefect's settings. Raises ServerError when the server cannot be started,
+    BenchmakerError for another BENCHMAKER_PREFECT_SERVER value and ConfigError for a
+    configured URL that is no http(s) URL with a host."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     mode = os.environ.get(MODE_ENV, "reuse")
     if mode not in ("reuse", "ephemeral"):
         raise BenchmakerError(f"{MODE_ENV}: expected reuse or ephemeral (got {mode!r})")
     configured = configured_api_url()
+    if configured:
+        from benchmaker.engine.config import check_http_url
+
+        check_http_url(configured, "PREFECT_API_URL")  # a ConfigError (one line, exit 2), before any work
     if configured or mode == "ephemeral":
         if not configured:
             os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")

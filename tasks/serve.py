@@ -8,15 +8,14 @@ it when it died, stop it at the end of the flow (docs/architecture.md).
 
 Handles live in this process's registry (`_SERVERS`), keyed by a string, so tasks
 receive a hashable key instead of the handle (a non-hashable task input silently
-disables caching). Every server still registered is stopped at interpreter
-exit (atexit); Prefect turns a worker's SIGTERM into an exception in the flow, so the
+disables caching). Every server still registered is stopped when the process
+exits (benchmaker.engine.exit_cleanup: at interpreter exit and at a fast exit); Prefect turns a worker's SIGTERM into an exception in the flow, so the
 flow's `finally` runs on cancellation too. A SIGKILLed flow process runs neither: on
 Linux its servers then get SIGTERM from the kernel (benchmaker.replay_server.process, PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
-import atexit
 import secrets
 import threading
 import uuid
@@ -28,6 +27,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
+from benchmaker.engine.exit_cleanup import on_exit
 from benchmaker.replay_server import process as _process
 from benchmaker.tasks.transient import retry_on_transient
 
@@ -162,11 +162,11 @@ def running_servers() -> dict[str, tuple[int, str]]:
 
 
 def stop_all_servers() -> None:
-    """Stop every registered server (registered with atexit)."""
+    """Stop every registered server (run when the process exits: module doc)."""
     with _LOCK:
         keys = list(_SERVERS)
     for key in keys:
         stop_replay_server(key)
 
 
-atexit.register(stop_all_servers)
+on_exit(stop_all_servers)

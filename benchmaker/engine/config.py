@@ -28,10 +28,20 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WrapValidator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from benchmaker.engine.errors import ConfigError, RateSpecError
 from benchmaker.engine.files import not_regular
@@ -113,6 +123,8 @@ def check_http_url(value: str, what: str = "url") -> str:
         raise ConfigError(f"{what}: not a valid URL, or its port is not in 1..65535 (got {value!r})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{what}: expected an http:// or https:// URL with a host (got {value!r})")
+    if any(c.isspace() or not c.isprintable() for c in parts.netloc):
+        raise ConfigError(f"{what}: a space or control character in the host (got {value!r})")
     if port == 0:
         raise ConfigError(f"{what}: port must be in 1..65535 (got {value!r})")
     return value
@@ -166,9 +178,13 @@ def _usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _nearest_existing(path: Path) -> Path:
+def _nearest_existing(path: Path, what: str) -> Path:
+    """The nearest of `path` and its parents that exists. Raises ConfigError naming
+    `what` at a symbolic link that loops or points nowhere (no folder can be made there)."""
     probe = path
     while not probe.exists() and probe != probe.parent:
+        if probe.is_symlink():
+            raise ConfigError(f"{what}: {path}: {probe} is a symbolic link that loops or points nowhere")
         probe = probe.parent
     return probe
 
@@ -178,7 +194,7 @@ def check_output_dir(path: Path, what: str = "out_dir") -> Path:
     Raises ConfigError naming `what`: a path under a regular file, an existing
     non-directory, a place this user cannot write. Creates nothing."""
     path = Path(path)
-    base = _nearest_existing(path.absolute())
+    base = _nearest_existing(path.absolute(), what)
     if not base.is_dir():
         where = "is" if base == path.absolute() else "is under"
         raise ConfigError(f"{what}: {path} {where} a file ({base}), not a directory")
@@ -198,7 +214,7 @@ def check_output_file(path: Path, what: str = "output") -> Path:
     problem = not_regular(path)
     if problem is not None:  # a FIFO would block the writer until someone reads it
         raise ConfigError(f"{what}: {path} {problem}")
-    base = _nearest_existing(path.absolute().parent)
+    base = _nearest_existing(path.absolute().parent, what)
     if not base.is_dir():
         raise ConfigError(f"{what}: {path} is under a file ({base}), not a directory")
     check_output_dir(path.absolute().parent, what)
@@ -240,6 +256,18 @@ LagLimitMs = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """A bool given for a field that takes a number but no bool (YAML `max_requests:
+        true`) is refused: pydantic's lax mode would read it as 1."""
+        if isinstance(value, bool) and info.field_name in cls.model_fields:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(get_args(annotation)) or {annotation}
+            if kinds & {int, float} and bool not in kinds:
+                raise ValueError(f"expected a number, not a boolean (got {str(value).lower()})")
+        return value
 
 
 class Timeouts(_Strict):

@@ -86,7 +86,11 @@ def _interpolate(node: yaml.Node, env: dict[str, str], path: Path, where: str) -
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_interpolate(v, env, path, f"{where}[{i}]") for i, v in enumerate(node.value)]
-    value = yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value
+    try:
+        value = yaml.safe_load(yaml.serialize(node)) if node.tag != "tag:yaml.org,2002:str" else node.value
+    except yaml.YAMLError as exc:  # a tag safe_load does not construct (!!python/name:...)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}:{node.start_mark.line + 1}: {where}: not valid YAML: {problem}") from None
     if not isinstance(value, str) or "${" not in value:
         return value
 
@@ -101,7 +105,13 @@ def _interpolate(node: yaml.Node, env: dict[str, str], path: Path, where: str) -
     whole = _VAR.fullmatch(value)
     if whole:
         text = lookup(whole)
-        return yaml.load(text, Loader=UniqueKeyLoader) if text.strip() else text
+        try:
+            return yaml.load(text, Loader=UniqueKeyLoader) if text.strip() else text
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError(
+                f"{path}:{node.start_mark.line + 1}: {where}: the value of {whole.group(1)} is not valid YAML: {problem}"
+            ) from None
     return _VAR.sub(lookup, value)
 
 

@@ -16,6 +16,11 @@ The parent then computes the run's summary.json with the same function and SQL a
 single-process run (benchmaker.engine.summary.build_summary), over the union of the shards, and puts every worker's self-checks (loop lag,
 CPU, in-flight, connections, wall-clock t0) under `self_checks.workers`. A worker that
 dies is a verdict reason ("worker 1 died (exit code -9)"); the others' samples are kept.
+A worker whose run fails (RunFailed: a full disk under its `samples-w<k>.jsonl`, which
+keeps the whole samples of its last good flush) sends the one line of its failure to the
+parent and exits 1 without a traceback; once every worker ended, the parent raises
+RunFailed with those lines (each names its shard's file and the samples kept there) and
+writes no summary, as a single-process run whose samples file could not be written.
 
 Signals: SIGTERM or SIGHUP to the parent is passed on to every worker, each of which
 stops as on Ctrl-C (BenchRunner: in-flight requests cancelled and recorded, its report
@@ -43,8 +48,8 @@ import orjson
 
 from benchmaker.engine.bundle import new_run_id, write_json_atomic
 from benchmaker.engine.config import BenchConfig
-from benchmaker.engine.errors import ConfigError
-from benchmaker.engine.load_models import LoadModel, load_model_of
+from benchmaker.engine.errors import ConfigError, RunFailed
+from benchmaker.engine.load_models import ClosedLoop, LoadModel, load_model_of
 from benchmaker.engine.runner import BenchRunner, Lane, RunResult, run_on_fresh_loop
 from benchmaker.engine.summary import build_summary
 
@@ -85,6 +90,7 @@ def _worker_main(
     manifest_extra: dict[str, Any] | None,
     ready: Any,
     start: Any,
+    failed: Any,
 ) -> None:
     config = BenchConfig.model_validate_json(config_json)
     lanes = lanes_factory()
@@ -104,6 +110,11 @@ def _worker_main(
         run_on_fresh_loop(runner.run())
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass  # stopped by a signal: the partial report is written, the parent merges it
+    except RunFailed as exc:  # its one line goes to the parent, which says it (no traceback here)
+        failed.put((k, str(exc)))
+        failed.close()
+        failed.join_thread()  # the line is in the pipe before this process ends
+        raise SystemExit(1) from None
 
 
 def _merge_self_checks(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -189,6 +200,33 @@ def merge_shards(
     return summary
 
 
+def _failed_lines(failed: Any) -> list[str]:
+    """The lines failed workers sent on `failed`, in worker order. Called once every
+    worker has ended: what each sent is in the queue's pipe (it waited for that)."""
+    lines: dict[int, str] = {}
+    while True:
+        try:
+            k, line = failed.get_nowait()
+        except queue_mod.Empty:
+            return [lines[k] for k in sorted(lines)]
+        lines[k] = line
+
+
+def check_shares(loads: Mapping[str, LoadModel], n: int, what: str = "workers") -> None:
+    """Refuse a closed loop of fewer requests in flight than `n` workers: a worker whose
+    share is none would send nothing, and its share of max_requests would never be sent
+    (closed:1 on 4 workers sent 1 request of 2). Raises ConfigError naming `what`. The
+    CLI's fixed-load commands call it before run_sharded; a sweep point's share is its
+    own (benchmaker.sweep)."""
+    for name, model in loads.items():
+        if isinstance(model, ClosedLoop) and model.concurrency < n:
+            lane = "" if name == "default" else f" (lane {name})"
+            raise ConfigError(
+                f"{what}: {n} worker processes share {model.concurrency} closed-loop request(s) in flight{lane}: "
+                f"give at most {model.concurrency} workers, or more concurrency"
+            )
+
+
 def run_sharded(
     config: BenchConfig,
     lanes_factory: LanesFactory,
@@ -200,7 +238,9 @@ def run_sharded(
     """Run `config` with `workers` processes and merge them into one bundle (see the
     module docstring). Returns the merged RunResult; `self_checks.max_in_flight` is the
     sum of the workers' maxima (an upper bound of the run's). Raises ConfigError when
-    `workers` < 1 and RuntimeError when a worker never reported ready."""
+    `workers` < 1, RuntimeError when a worker never reported ready, and RunFailed (the
+    failed workers' lines, in worker order; no summary written) when a worker's run
+    failed."""
     n = resolve_workers(workers)
     run_id = config.run_id or new_run_id(config.kind)
     config = config.model_copy(update={"run_id": run_id, "workers": n})
@@ -208,7 +248,7 @@ def run_sharded(
     bundle_dir = Path(config.out_dir) / run_id
     bundle_dir.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
-    ready = ctx.Queue()
+    ready, failed = ctx.Queue(), ctx.Queue()
     starts = [ctx.Queue() for _ in range(n)]
     procs = [
         ctx.Process(
@@ -223,6 +263,7 @@ def run_sharded(
                 manifest_extra,
                 ready,
                 starts[k],
+                failed,
             ),
         )
         for k in range(n)
@@ -275,6 +316,9 @@ def run_sharded(
             if p.is_alive():
                 p.kill()
                 p.join()
+    failures = _failed_lines(failed)
+    if failures:
+        raise RunFailed("; ".join(failures))
     summary = merge_shards(
         bundle_dir,
         config,

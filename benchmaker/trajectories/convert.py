@@ -17,7 +17,9 @@ per-call LLM logs (LiteLLM, OpenHands `llm_completions/`: `llm_call_log`) as
 `benchmaker.trajectories.converters.companion_kind` names them. Any other unit must convert: every unit
 is tried and each one that fails is named (`UnreadableFilesError` when there are
 several). The format of a unit is detected from its content
-(`benchmaker.trajectories.converters.detect_bytes`) unless `fmt` names one.
+(`benchmaker.trajectories.converters.detect_bytes`) unless `fmt` names one. A file of
+JSON lines of at least STREAM_MIN_BYTES is streamed from disk, one line at a time, so
+conversion holds about one session of a file of many, never the file.
 
 Two units that hold the same session (two copies of one log: the same bytes, hence the
 same trajectory ids) are refused: the later one fails with a ConvertError naming both
@@ -65,6 +67,7 @@ from benchmaker.trajectories.converters import (
     companion_kind,
     detect_bytes,
     detect_dir,
+    detect_head,
     harbor,
 )
 from benchmaker.trajectories.converters.json_reading import keeping_first_records
@@ -199,18 +202,75 @@ def _detect(data: bytes) -> tuple[str | None, FirstRecords]:
         return detect_bytes(data), first
 
 
+STREAM_MIN_BYTES = 1 << 22
+"""A file of at least this many bytes (4 MiB) whose first lines decide its format as JSON
+lines (`detect_head`) is streamed from disk (`FileContext.streamed`): its lines are read
+one at a time, so converting a file of many sessions holds about one session, not the
+file (benchmarks/convert_memory.py). A smaller file is read whole: one read, and the
+records detection parsed are not parsed again."""
+
+_HEAD_BYTES = 1 << 20
+"""A streamed file's head starts at this many bytes (1 MiB, to a line's end) and doubles
+until it decides the format (detect_head) or holds the whole file."""
+
+_HASH_CHUNK = 1 << 20
+
+
+@dataclass(slots=True)
+class _FileRead:
+    """One file as conversion reads it: its sha256, its first lines (`head`; the whole
+    file when `data` is not None) and, when detected, its format and the records
+    detection parsed. `data` None: streamed, only `head` is held."""
+
+    sha256: str
+    head: bytes
+    data: bytes | None
+    detected: str | None = None
+    first: FirstRecords | None = None
+
+    def context(self, path: Path, lenient: bool) -> FileContext:
+        """The FileContext a converter reads this file through."""
+        if self.data is None:
+            return FileContext(str(path), self.sha256, None, lenient, source=path, head=self.head)
+        return FileContext(str(path), self.sha256, self.data, lenient, first_records=self.first)
+
+
+def _read_file(path: Path, detect: bool) -> _FileRead:
+    """Read the regular file `path` for conversion (detecting its format when `detect`):
+    whole when smaller than STREAM_MIN_BYTES or when its head does not decide it as JSON
+    lines (a JSON document is parsed whole anyway), else its head and, in one pass in
+    _HASH_CHUNK pieces, its sha256. Raises OSError as `open` does."""
+    if path.stat().st_size < STREAM_MIN_BYTES:
+        data = path.read_bytes()
+        detected, first = _detect(data) if detect else (None, None)
+        return _FileRead(hashlib.sha256(data).hexdigest(), data, data, detected, first)
+    with open(path, "rb") as fh:
+        head = fh.read(_HEAD_BYTES) + fh.readline()
+        decided, fmt = detect_head(head)
+        while not decided:
+            more = fh.read(len(head)) + fh.readline()
+            if not more:  # the whole file, and undecided: read as a whole
+                detected, first = _detect(head) if detect else (None, None)
+                return _FileRead(hashlib.sha256(head).hexdigest(), head, head, detected, first)
+            head += more
+            decided, fmt = detect_head(head)
+        digest = hashlib.sha256(head)
+        while chunk := fh.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return _FileRead(digest.hexdigest(), head, None, fmt if detect else None)
+
+
 def _iter_unit(
     path: Path,
     fmt: str | None,
     lenient: bool,
     ctx_out: list[FileContext] | None = None,
-    data: bytes | None = None,
-    detected: str | None = None,
-    first: FirstRecords | None = None,
+    read: _FileRead | None = None,
 ) -> Iterator[Trajectory]:
-    """Trajectories of one unit. A file is read once (`data`: its bytes when the caller
-    has read them already, `detected`: their detect_bytes result, `first`: the records
-    it parsed) and hashed once; the records detection parsed are not parsed again."""
+    """Trajectories of one unit. A file is read once for its hash and head (`read`: when
+    the caller has read it already, with its format detected unless `fmt` names one) and
+    once more line by line when streamed; the records detection parsed of a file read
+    whole are not parsed again."""
     if path.is_dir():
         found = detect_format(path)  # raises the right error for any other directory
         if fmt not in (None, found):
@@ -219,18 +279,16 @@ def _iter_unit(
             )
         yield from DIR_FORMATS[found].convert(path, lenient=lenient)
         return
-    if data is None:
+    if read is None:
         if not path.exists():
             raise ConvertError(path, None, None, "no such file or directory")
-        data = path.read_bytes()
-    use = fmt or detected
+        read = _read_file(path, fmt is None)
+    use = fmt or read.detected
     if use is None:
-        use, first = _detect(data)
-    if use is None:
-        raise _unknown_format(path, data)
+        raise _unknown_format(path, read.head)
     if use in DIR_FORMATS:
         raise UnknownFormatError(path, None, "format", f"{use} needs a directory, not a file")
-    ctx = FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient, first_records=first)
+    ctx = read.context(path, lenient)
     if ctx_out is not None:
         ctx_out.append(ctx)
     yield from CONVERTERS[use](ctx)
@@ -436,13 +494,9 @@ def _convert_unit(
     fails is cut from `sink` again. A write that fails raises its OSError."""
     frep = FileReport(path=str(unit), format=None)
     skipped: Counter[str] = Counter()
-    data = detected = first = None
-    if unit.is_file():
-        data = unit.read_bytes()  # the one read of this file
-        if fmt is None:
-            detected, first = _detect(data)
-    if not explicit and fmt is None and data is not None and detected is None:
-        kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(data)
+    read = _read_file(unit, fmt is None) if unit.is_file() else None
+    if not explicit and fmt is None and read is not None and read.detected is None:
+        kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(read.head)
         if kind is not None:
             frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
             skipped[kind] += 1
@@ -457,7 +511,7 @@ def _convert_unit(
     ids: list[str] = []
     start = sink.tell() if sink is not None else None
     try:
-        for traj in _iter_unit(unit, fmt, lenient, ctxs, data, detected, first):
+        for traj in _iter_unit(unit, fmt, lenient, ctxs, read):
             frep.format = traj.source.format
             if sink is not None:
                 sink.write(_to_json(traj))

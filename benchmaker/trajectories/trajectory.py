@@ -41,7 +41,7 @@ import re
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 4
 
@@ -76,11 +76,23 @@ class Response(_Model):
     finish_reason: FinishReason = "stop"
 
 
+MAX_TOKENS = 2**63 - 1
+"""The largest token count a trajectory holds: what orjson writes (64-bit) and DuckDB's
+BIGINT stores. A logged count beyond it (10**30) is no count a model reported: unknown."""
+
+
 class Usage(_Model):
     """Recorded token usage of one model call, in tokens; None fields were not logged.
     `prompt_tokens` is the whole input (cached included, OpenAI's meaning);
     `cached_tokens` the part read from the prompt cache; `cache_creation_tokens` the part
-    written to it (Anthropic `cache_creation_input_tokens`)."""
+    written to it (Anthropic `cache_creation_input_tokens`). A count above MAX_TOKENS
+    becomes None (unknown), in a converter and in a reader alike, so no trajectory
+    written holds a number the replay server or the warehouse cannot take."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _beyond_max_is_unknown(cls, value: Any) -> Any:
+        return None if type(value) is int and value > MAX_TOKENS else value
 
     prompt_tokens: int | None = Field(default=None, ge=0)
     completion_tokens: int | None = Field(default=None, ge=0)

@@ -162,14 +162,15 @@ class LocalServer:
     env: dict[str, str]
     state: Any
 
-    def replay(self, out: Path, sweep: str, latency: str) -> subprocess.Popen:
-        """`benchmaker swebench-replay` of the bundled example, started in the background."""
-        args = ["--concurrency-sweep", sweep, "--latency", latency, "--warehouse", str(out / "w.duckdb")]
+    def replay(self, out: Path, sweep: str, latency: str, *more: str, tmp: Path | None = None) -> subprocess.Popen:
+        """`benchmaker swebench-replay` of the bundled example, started in the background
+        (`more`: further flags; `tmp`: its TMPDIR)."""
+        args = ["--concurrency-sweep", sweep, "--latency", latency, "--warehouse", str(out / "w.duckdb"), *more]
         return subprocess.Popen(
             [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), *args]
             + ["--out-dir", str(out / "art")],
             cwd=ROOT,
-            env=self.env,
+            env=self.env if tmp is None else {**self.env, "TMPDIR": str(tmp)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -233,6 +234,52 @@ def test_a_run_whose_server_is_killed_exits_1_promptly_with_its_results(
     # and it ended within seconds of its last file (it hung ~2-4 min on Prefect's retries and drains)
     last_write = max(p.stat().st_mtime for p in run_dir.rglob("*") if p.is_file())
     assert exited - last_write < 30, exited - last_write
+
+
+def _processes_naming(piece: str) -> list[str]:
+    """The command lines of live processes (zombies aside) whose command line holds `piece`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):  # ended meanwhile, or not a process
+            continue
+        if piece in cmdline and state != "Z" and proc.name != str(os.getpid()):
+            found.append(cmdline)
+    return found
+
+
+@pytest.mark.slow  # a real `prefect server start`, killed during a CLI flow run in execute mode
+@pytest.mark.prefect
+def test_a_run_whose_server_is_killed_leaves_no_temp_root_and_no_replay_server(
+    tmp_path: Path, local_server: LocalServer
+) -> None:
+    """The lost-server exit skips the interpreter's exit: the confined sandbox's staged
+    /etc root (made in TMPDIR) and the replay servers must still go with the process."""
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("execute mode's sandbox needs bwrap (make install-sandbox)")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(mode=0o755)
+    state, art = local_server.state, tmp_path / "art"
+    execute = ("--mode", "execute", "--task-dirs", str(ROOT / "examples" / "tiny-task"))
+    run = local_server.replay(tmp_path, "1,2", "fixed:2000:0", *execute, tmp=tmp)
+    try:
+        _wait_for(run, "swebench-replay-*/points/c1/point_summary.json", art)  # the sandbox ran, c2 measures
+        assert [p.name for p in tmp.glob("bm-sandbox-etc-*")], "no staged /etc root: not confined?"
+        assert _processes_naming("benchmaker.replay_server.server"), "no replay server running"
+        os.killpg(state.pid, signal.SIGKILL)
+        _, err = run.communicate(timeout=400)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 1, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith(f"benchmaker: error: lost the Prefect server at {state.url} ")
+    assert sorted(p.name for p in tmp.iterdir()) == []
+    assert [c for c in _processes_naming(str(tmp_path)) if "prefect" not in c] == []
 
 
 def _states(url: str, secret: str, flow_run_id: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -286,6 +287,18 @@ CLI_CASES = [
         'Invalid value "inf" for --shard-timeout. Must be <= 2592000.',
     ),
     ("sql-empty", ["sql", ""], "sql: empty query"),
+    ("model-empty", ["llm", "--url", URL, "--model", "", *ONE], "--model: expected the model name the endpoint serves"),
+    ("api-key-env-empty", [*LLM, "--api-key-env", "", *ONE], "--api-key-env: expected the name of an environment"),
+    (
+        "url-space-in-host",
+        ["llm", "--url", "http://127.0 .0.1:9/v1/chat/completions", "--model", "m", *ONE],
+        "--url: a space or control character in the host",
+    ),
+    (
+        "workers-beyond-closed-loop",  # 3 of 4 workers would send nothing: 1 of 2 requests sent
+        [*LLM, "--workers", "4", "--rate", "closed:1", "--max-requests", "2"],
+        "--workers: 4 worker processes share 1 closed-loop request(s) in flight: give at most 1 workers",
+    ),
     ("sql-blank", ["sql", "  \n\t"], "sql: empty query"),
 ]
 
@@ -320,10 +333,18 @@ def test_bad_cli_input_is_a_one_line_error_exit_2(argv, piece, tmp_path, monkeyp
 def _paths(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("x")
+    os.symlink("afile.loop2", tmp_path / "afile.loop")
+    os.symlink("afile.loop", tmp_path / "afile.loop2")
     return afile
 
 
 PATH_CASES = [
+    (
+        "out-dir-symlink-loop",  # afile.loop -> afile.loop2 -> afile.loop
+        lambda a: [*LLM, "--out-dir", f"{a}.loop/runs", *ONE],
+        "--out-dir:",
+        ".loop is a symbolic link that loops or points nowhere",
+    ),
     ("out-dir-under-file", lambda a: [*LLM, "--out-dir", f"{a}/runs", *ONE], "--out-dir:", "is under a file"),
     ("out-dir-is-file", lambda a: [*LLM, "--out-dir", str(a), *ONE], "--out-dir:", "is a file"),
     ("trace-is-dir", lambda a: [*LLM, "--record-trace", str(a.parent), *ONE], "--record-trace:", "is a directory"),
@@ -388,6 +409,12 @@ HTTP_WL = 'workload: {type: http, url: "http://127.0.0.1:9/"}\n'
 
 # (case id, YAML text, a piece of the message: the file name and line are checked too)
 YAML_CASES = [
+    ("max-requests-true", "load: closed:1\nmax_requests: true\n" + HTTP_WL, ":2: max_requests: expected a number, not"),
+    (
+        "python-name-tag",
+        "load: !!python/name:os.system closed:1\nmax_requests: 1\n" + HTTP_WL,
+        ":1: load: not valid YAML: could not determine a constructor for the tag",
+    ),
     ("billion-laughs", BOMB, ":6: YAML aliases expand to more than 100000 nodes"),
     ("self-alias", "a: &a [*a]\n", ":1: YAML alias refers to itself"),
     ("deep-nesting", "a: " + "[" * 2000 + "]" * 2000 + "\n", "YAML nested too deeply"),
@@ -652,6 +679,16 @@ FILE_CASES = [
         '(got "a1")',
     ),
     (
+        "convert-deep-nesting",  # json's parser recursed past the interpreter's limit: a RecursionError
+        lambda d: ["convert", f"{d}/deep.json", "-o", f"{d}/out.jsonl", "--format", "openai-messages"],
+        "deep.json:1: JSON nested too deeply to read",
+    ),
+    (
+        "convert-deep-nesting-detected",
+        lambda d: ["convert", f"{d}/deep.json", "-o", f"{d}/out.jsonl"],
+        "deep.json: unknown log format",
+    ),
+    (
         "convert-output-is-input",
         lambda d: ["convert", f"{d}/cyc.jsonl", "-o", f"{d}/cyc.jsonl"],
         "cyc.jsonl: is also the output file (-o): converting would replace it",
@@ -685,6 +722,7 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
     monkeypatch.chdir(tmp_path)
     os.mkfifo(tmp_path / "f.fifo")
     (tmp_path / "cyc.jsonl").write_text(_PI_CYCLE)
+    (tmp_path / "deep.json").write_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
     duckdb.connect(str(tmp_path / "w.duckdb")).close()
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
     t = time.monotonic()
@@ -692,6 +730,32 @@ def test_unreadable_looping_or_overlapping_files_are_one_line_errors(make, piece
     assert time.monotonic() - t < 30  # refused, not blocked on the FIFO nor run to the end
     after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name != "f.fifo"}
     assert after == before and not (tmp_path / "runs").exists()  # nothing written, nothing replaced
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://127.0.0.1:4200/api"])
+def test_a_bad_prefect_api_url_is_one_line_naming_it_before_the_flow(url, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    argv = ["swebench-replay", "--logs", str(EXAMPLE), "--concurrency", "1", "--out-dir", "art"]
+    _one_line_error(capsys, main([*argv, "--warehouse", "w.duckdb"]), "PREFECT_API_URL: expected an http:// or")
+    assert list(tmp_path.glob("art/swebench-replay-*/manifest.json")) == []  # no flow run started
+
+
+@pytest.mark.parametrize("count", ["1" + "0" * 30, "1e400"], ids=["10**30", "1e400"])
+def test_a_token_count_no_model_reports_is_converted_as_unknown_and_served(count, tmp_path, monkeypatch, capsys):
+    """A converter never writes a number its own readers refuse: 10**30 (beyond 64 bits:
+    orjson, hence the replay server, refused it) and 1e400 (inf) become None."""
+    from benchmaker.replay_server.store import ReplayStore
+    from benchmaker.trajectories.convert import read_trajectories
+
+    monkeypatch.chdir(tmp_path)
+    usage = f'{{"prompt_tokens": {count}, "completion_tokens": 5}}'
+    row = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok", "usage": ' + usage
+    (tmp_path / "big.jsonl").write_text(row + "}]}\n")
+    assert main(["convert", "big.jsonl", "-o", "t.jsonl"]) == 0
+    [traj] = list(read_trajectories(tmp_path / "t.jsonl"))
+    assert (traj.turns[0].usage.prompt_tokens, traj.turns[0].usage.completion_tokens) == (None, 5)
+    assert ReplayStore.load(tmp_path / "t.jsonl").trajectories[0].trajectory.turns[0].usage == traj.turns[0].usage
 
 
 @pytest.mark.parametrize(
@@ -793,13 +857,10 @@ def test_warehouse_and_task_json_are_checked_before_any_work(setup, make, piece,
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
-def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, monkeypatch, capsys):
-    """ENOSPC from the sample writer (a 1 MiB tmpfs filled by the run): one line naming
-    samples.jsonl, exit 1, and the file holds exactly the whole samples it reports."""
-    import json
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted at tmp_path/disk, unmounted after the test (root only)."""
     import subprocess
-
-    from benchmaker.testing.instant_server import start_instant_server
 
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs to fill needs root")
@@ -811,37 +872,69 @@ def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(tmp_path, m
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
-        monkeypatch.chdir(tmp_path)
-        with start_instant_server(sse_chunks=50) as srv:
-            code = main(
-                [
-                    "llm",
-                    "--url",
-                    srv.url + "/v1/chat/completions",
-                    "--model",
-                    "m",
-                    "--rate",
-                    "closed:4",
-                    "--max-requests",
-                    "5000",
-                    "--out-dir",
-                    str(disk / "runs"),
-                ]
-            )
-        out, err = capsys.readouterr()
-        assert code == 1, err
-        assert "Traceback" not in out + err and err.count("\n") == 1
-        [bundle] = list((disk / "runs").iterdir())
-        lines = (bundle / "samples.jsonl").read_text().splitlines()
-        assert err == (
-            f"benchmaker: error: {bundle / 'samples.jsonl'}: cannot write samples (No space left on "
-            f"device); the {len(lines)} samples written before it are kept there, "
-            f"{5000 - len(lines)} later ones are not and no summary was written\n"
-        )
-        assert len(lines) > 100 and all(json.loads(line)["outcome"] == "ok" for line in lines)
-        assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
+        yield disk
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def _fill_with_a_run(disk: Path, *more: str) -> int:
+    """`benchmaker llm` of 5000 requests (4 in flight) into runs/ on `disk`: its exit code."""
+    from benchmaker.testing.instant_server import start_instant_server
+
+    with start_instant_server(sse_chunks=50) as srv:
+        argv = ["llm", "--url", srv.url + "/v1/chat/completions", "--model", "m", "--rate", "closed:4"]
+        return main([*argv, "--max-requests", "5000", "--out-dir", str(disk / "runs"), *more])
+
+
+def test_a_full_disk_keeps_the_samples_written_so_far_and_says_where(small_disk, tmp_path, monkeypatch, capsys):
+    """ENOSPC from the sample writer (a 1 MiB tmpfs filled by the run): one line naming
+    samples.jsonl, exit 1, and the file holds exactly the whole samples it reports."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    code = _fill_with_a_run(small_disk)
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    assert "Traceback" not in out + err and err.count("\n") == 1
+    [bundle] = list((small_disk / "runs").iterdir())
+    lines = (bundle / "samples.jsonl").read_text().splitlines()
+    assert err == (
+        f"benchmaker: error: {bundle / 'samples.jsonl'}: cannot write samples (No space left on "
+        f"device); the {len(lines)} samples written before it are kept there, "
+        f"{5000 - len(lines)} later ones are not and no summary was written\n"
+    )
+    assert len(lines) > 100 and all(json.loads(line)["outcome"] == "ok" for line in lines)
+    assert (bundle / "manifest.json").is_file() and not (bundle / "summary.json").exists()
+
+
+def test_a_full_disk_under_two_workers_keeps_each_shards_samples_and_says_where(
+    small_disk, tmp_path, monkeypatch, capsys
+):
+    """--workers 2 on a 1 MiB tmpfs: each worker whose samples-w<k>.jsonl filled the disk
+    says so in the one line (no worker traceback), exit 1, its file holds exactly the
+    whole samples it reports, and no summary is written."""
+    import json
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    code = _fill_with_a_run(small_disk, "--workers", "2")
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    assert "Traceback" not in out + err and err.count("\n") == 1, err
+    [bundle] = list((small_disk / "runs").iterdir())
+    one = (
+        rf"({re.escape(str(bundle))}/samples-w([01])\.jsonl): cannot write samples \(No space left on device\); "
+        r"the (\d+) samples written before it are kept there, (\d+) later ones are not and no summary was written"
+    )
+    m = re.fullmatch(rf"benchmaker: error: {one}(?:; {one})?\n", err)
+    assert m is not None, err
+    groups = [m.groups()[i : i + 4] for i in (0, 4) if m.group(i + 1) is not None]
+    assert [g[1] for g in groups] == sorted({g[1] for g in groups})  # each shard once, in worker order
+    for path, _, kept, later in groups:
+        lines = Path(path).read_text().splitlines()
+        assert len(lines) == int(kept) > 0 and int(later) > 0
+        assert all(json.loads(line)["outcome"] == "ok" for line in lines)
+    assert not (bundle / "summary.json").exists()
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])

@@ -60,7 +60,7 @@ from benchmaker.trajectories.converters import (
     swe_agent,
 )
 from benchmaker.trajectories.converters.builder import CONVERTER_VERSION
-from benchmaker.trajectories.converters.json_reading import first_jsonl_objects
+from benchmaker.trajectories.converters.json_reading import DETECT_RECORDS, first_jsonl_objects
 from benchmaker.trajectories.converters.openhands_sdk import is_sdk_events
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import Trajectory
@@ -114,6 +114,7 @@ __all__ = [
     "FileContext",
     "companion_kind",
     "detect_bytes",
+    "detect_head",
     "detect_dir",
     "is_llm_call_log",
 ]
@@ -228,11 +229,30 @@ def detect_bytes(data: bytes) -> str | None:
             return None
         try:
             fmt = _detect_document(json.loads(stripped))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # nested too deeply: no log format
             fmt = None
     if fmt is not None:
         return fmt
-    records = first_jsonl_objects(data)
+    return _detect_records(first_jsonl_objects(data))
+
+
+def detect_head(head: bytes) -> tuple[bool, str | None]:
+    """`(decided, format)` for the first lines `head` of a file (whole lines): decided when
+    `detect_bytes` gives `format` for every file that begins with `head`, whatever
+    follows, so a caller need not read the rest to detect it (a JSONL file streamed from
+    disk). That holds when `head`'s first line is a whole JSON value and more follows (no
+    one document: JSON lines) and `head` holds the DETECT_RECORDS records detection
+    reads; else (False, None): read more, or the whole file."""
+    if not _jsonl_with_more_lines(head):
+        return False, None
+    records = first_jsonl_objects(head)
+    if len(records) < DETECT_RECORDS:
+        return False, None
+    return True, _detect_records(records)
+
+
+def _detect_records(records: list[Any]) -> str | None:
+    """The format of JSON lines whose first records (first_jsonl_objects) are `records`."""
     if not records:
         return None
     first = records[0]
@@ -273,7 +293,7 @@ def companion_kind(data: bytes) -> str | None:
     `detect_bytes` does not recognise."""
     try:
         doc = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         rows = first_jsonl_objects(data)
         if rows and all(is_llm_call_log(r) for r in rows):
             return "llm_call_log"

@@ -142,7 +142,7 @@ def _user(builder: TrajectoryBuilder, content: Any) -> None:
 
 def _messages(ctx: FileContext) -> list[dict[str, Any]]:
     """The MessageRecords of the file as Gemini CLI loads them (module doc)."""
-    if is_one_document(ctx.data):
+    if is_one_document(ctx.head):
         doc = read_json_document(ctx)
         if not is_conversation_record(doc):
             raise ctx.error(

@@ -87,6 +87,8 @@ def read_json_document(ctx: FileContext) -> Any:
     text = ctx.text()
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ctx.error(None, None, "JSON nested too deeply to read") from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()):
             raise ctx.error(exc.lineno, None, "truncated JSON document") from exc
@@ -100,31 +102,29 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
     newline that does not parse) truncated. With `ctx.lenient` such lines are skipped
     and counted in `ctx.skipped` (`invalid_utf8_line`, `invalid_json_line`,
     `truncated_last_line`) instead. Lines parse with orjson when the file is
-    `orjson_safe`; a line orjson refuses takes the `json` path, whose value or error
-    stands. Lines in `ctx.first_records` are not parsed again, nor copied, nor the bytes
-    checked again when it knows (the first call only).
+    `orjson_safe` (a streamed file: when the line is); a line orjson refuses takes the
+    `json` path, whose value or error stands. Lines in `ctx.first_records` are not
+    parsed again, nor copied, nor the bytes checked again when it knows (the first call
+    only). A streamed context (`FileContext.streamed`) is read from its source one line
+    at a time: memory is one line and its value, not the file.
     """
-    data = ctx.data
-    end = len(data)
     detected, ctx.first_records = ctx.first_records, None  # taken once: a second pass parses its own
     first = detected.records if detected is not None else None
-    fast = detected.safe if detected is not None and detected.safe is not None else orjson_safe(data)
+    fast: bool | None = None  # None: each line checked on its own
+    if ctx.streamed:
+        lines = _file_lines(ctx)
+    else:
+        fast = detected.safe if detected is not None and detected.safe is not None else orjson_safe(ctx.data)
+        lines = _byte_lines(ctx.data, first)
     loads = orjson.loads
-    idx, at = 0, 0
-    while at < end:  # line by line with find (memchr), not split: a kept line is not copied
-        stop = data.find(b"\n", at)
-        last = stop < 0  # the last line, without a newline
-        stop = end if last else stop
-        idx += 1
+    for idx, raw, last in lines:
         if first and idx in first:  # parsed by orjson for format detection: the value either parse gives
-            at = stop + 1
             if idx >= start_line:
                 yield idx, first.pop(idx)
             continue
-        raw, at = data[at:stop], stop + 1
         if idx < start_line or not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
             continue
-        if fast:
+        if fast or (fast is None and orjson_safe(raw)):
             try:
                 value = loads(raw)
             except orjson.JSONDecodeError:
@@ -141,6 +141,11 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
             raise ctx.error(idx, None, f"invalid UTF-8 at byte {exc.start} of the line") from exc
         try:
             yield idx, json.loads(text)
+        except RecursionError:
+            if ctx.lenient:
+                ctx.skipped["invalid_json_line"] += 1
+                continue
+            raise ctx.error(idx, None, "JSON nested too deeply to read") from None
         except json.JSONDecodeError as exc:
             reason = "truncated_last_line" if last else "invalid_json_line"
             if ctx.lenient:
@@ -149,6 +154,35 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
             if last:
                 raise ctx.error(idx, None, "truncated JSONL: the last line is incomplete") from exc
             raise ctx.error(idx, None, f"invalid JSON: {exc.msg}") from exc
+
+
+def _byte_lines(data: bytes, skip: dict[int, Any] | None) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, line without its newline, last line without a newline) of `data`,
+    line by line with find (memchr), not split; a line in `skip` is not copied (b"")."""
+    end, idx, at = len(data), 0, 0
+    while at < end:
+        stop = data.find(b"\n", at)
+        last = stop < 0
+        stop = end if last else stop
+        idx += 1
+        yield idx, (b"" if skip and idx in skip else data[at:stop]), last
+        at = stop + 1
+
+
+def _file_lines(ctx: FileContext) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines of a streamed context's source as _byte_lines gives them, read one at a
+    time (a binary file splits at b"\\n" only, as find does). Raises ConvertError when
+    the file cannot be read."""
+    assert ctx.source is not None
+    try:
+        with open(ctx.source, "rb") as fh:
+            for idx, raw in enumerate(fh, start=1):
+                if raw.endswith(b"\n"):
+                    yield idx, raw[:-1], False
+                else:
+                    yield idx, raw, True
+    except OSError as exc:
+        raise ctx.error(None, None, f"cannot read: {exc.strerror or exc}") from exc
 
 
 _STRIP = b" \t\n\r\x0b\x0c"  # what bytes.strip() removes
@@ -241,7 +275,11 @@ def keeping_first_records(data: bytes) -> Iterator[FirstRecords]:
         _keep_first.reset(token)
 
 
-def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
+DETECT_RECORDS = 50
+"""Format detection reads this many records of a JSONL file (first_jsonl_objects)."""
+
+
+def first_jsonl_objects(data: bytes, limit: int = DETECT_RECORDS) -> list[Any]:
     """Up to `limit` parsed objects from the first lines (bad lines ignored); used for
     format detection only (see keeping_first_records)."""
     out: list[Any] = []
@@ -269,7 +307,7 @@ def first_jsonl_objects(data: bytes, limit: int = 50) -> list[Any]:
                 pass
         try:
             out.append(json.loads(raw))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             continue
     return out
 

@@ -254,8 +254,8 @@ def convert(ctx: FileContext) -> Iterator[Any]:
     """Yield one Trajectory per row (JSONL) or one for a JSON document (a row object or
     a bare message list). Raises ConvertError (`path:line: messages[i].field: ...`);
     with `ctx.lenient` a bad row is skipped and counted as `bad_row`."""
-    lead = first_byte(ctx.data)
-    if lead == ord("[") or (lead == ord("{") and is_one_multiline_document(ctx.data)):
+    lead = first_byte(ctx.head)
+    if lead == ord("[") or (lead == ord("{") and is_one_multiline_document(ctx.head)):
         doc = read_json_document(ctx)  # a bare message list, or one pretty-printed row
         if isinstance(doc, list):
             doc = {"messages": doc}

@@ -258,14 +258,14 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     or evaluation output.jsonl (one per line), see module docstring. Raises
     ConvertError (`path:line: history[i].field: problem`, i = index in the event list);
     with `ctx.lenient` a bad output.jsonl line is skipped and counted as `bad_row`."""
-    lead = first_byte(ctx.data)
+    lead = first_byte(ctx.head)
     if lead == ord("["):
         yield _events_trajectory(read_json_document(ctx), ctx, None, 0)
         return
-    if is_sdk_events(first_jsonl_objects(ctx.data, 1)):  # SDK events, one per line
+    if is_sdk_events(first_jsonl_objects(ctx.head, 1)):  # SDK events, one per line
         yield _events_trajectory([e for _, e in iter_jsonl(ctx)], ctx, None, 0)
         return
-    if lead == ord("{") and is_one_multiline_document(ctx.data):
+    if lead == ord("{") and is_one_multiline_document(ctx.head):
         doc = read_json_document(ctx)
         yield _events_trajectory(doc.get("history") if isinstance(doc, dict) else doc, ctx, None, 0, "history", doc)
         return

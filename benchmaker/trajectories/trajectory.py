@@ -263,18 +263,21 @@ def flatten_content(content: Any) -> str:
 
 def without_canned(messages: list[dict[str, Any]], canned: frozenset[str]) -> list[dict[str, Any]]:
     """`messages` (chat shape) without their canned exchanges (module docstring): every
-    message of role "assistant" without `tool_calls` whose flattened content is in
-    `canned` is left out, and so is the message right before it when that one has role
-    "user" (and was not left out already). The same list when `canned` is empty or
-    nothing is left out; else a new list of the same message objects."""
+    message of role "assistant" without `tool_calls` whose flattened content is one of
+    `canned` (both compared without surrounding whitespace: a log that keeps text by
+    lines, as aider's LLM history, loses a final line break) is left out, and so is the
+    message right before it when that one has role "user" (and was not left out
+    already). The same list when `canned` is empty or nothing is left out; else a new
+    list of the same message objects."""
     if not canned:
         return messages
+    texts = {t.strip() for t in canned}
     drop: set[int] = set()
     for i, msg in enumerate(messages):
         if (
             msg.get("role") == "assistant"
             and not msg.get("tool_calls")
-            and flatten_content(msg.get("content")) in canned
+            and flatten_content(msg.get("content")).strip() in texts
         ):
             drop.add(i)
             if i and messages[i - 1].get("role") == "user" and i - 1 not in drop:

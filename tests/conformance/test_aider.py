@@ -6,7 +6,8 @@ back, a second edit that fixes it) with `benchmaker record --canned-replies
 --text-actions` in between. Every aider request opens with aider's own exchanges (its
 diff format's example conversation, "I switched to a new code base" / "Ok.", the files in
 the chat); the recording strips them, so aider's first call is turn 0 and the second turn
-1, its observation the test output aider sent. Then `benchmaker swebench-replay --mode
+1, its observation the test output aider sent. aider's own log of its model calls
+(`--llm-history-file`) converts (format `aider-llm-history`) to the same turns. Then `benchmaker swebench-replay --mode
 command` runs the real aider against the recording at concurrency 1 and 4: 0 misses, 0
 divergences under `--divergence content`, the recorded 2 turns in every episode, the task
 resolved in every episode.
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from benchmaker.replay_server.store import load_trajectories
+from benchmaker.trajectories.convert import iter_trajectories
 from conformance.aider_agent import aider_venv
 from conformance.clients import flush_recorder, run_agent, url_process
 from conformance.command_replay import replay_in_command_mode
@@ -40,10 +42,10 @@ TEST_CMD = "python3 run_tests.py"  # examples/mswea-task/task.json test_command
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory, out_dir):
     """aider once through `benchmaker record --canned-replies --text-actions` in front of
-    the scripted model; returns (trajectories.jsonl, the workdir)."""
+    the scripted model; returns (trajectories.jsonl, aider's LLM history, the workdir)."""
     need("aider")
     tmp = tmp_path_factory.mktemp("aider")
-    rec, workdir = tmp / "recorded.jsonl", tmp / "work"
+    rec, workdir, history = tmp / "recorded.jsonl", tmp / "work", tmp / "llm.history"
     shutil.copytree(TASK, workdir)
     scripted = [sys.executable, str(REPO / "conformance" / "scripted_model.py"), "--script", str(SCRIPT), "--text"]
     with (
@@ -54,17 +56,18 @@ def recording(tmp_path_factory, out_dir):
         ) as rec_url,
     ):
         run_agent(
-            [sys.executable, str(AGENT), "--base-url", rec_url + "/v1", "--task-file", "ISSUE.md"] + ["--task-tests"],
+            [sys.executable, str(AGENT), "--base-url", rec_url + "/v1", "--task-file", "ISSUE.md"]
+            + ["--task-tests", "--llm-history-file", str(history)],
             cwd=workdir,
             log=out_dir / "aider-agent.log",
         )
         flushed = flush_recorder(rec_url)
     assert (flushed["trajectories"], flushed["turns"], flushed["skipped"]) == (1, 2, {})
-    return rec, workdir
+    return rec, history, workdir
 
 
 def test_aider_solves_the_task_and_its_canned_exchanges_are_no_turns(recording):
-    rec, workdir = recording
+    rec, _, workdir = recording
     verdict = subprocess.run([sys.executable, "run_tests.py"], cwd=workdir, capture_output=True, text=True)
     assert verdict.stdout.splitlines()[-1] == "passed 3 failed 0"
     (traj,) = [t for _, t in load_trajectories(rec)]
@@ -85,8 +88,21 @@ def test_aider_solves_the_task_and_its_canned_exchanges_are_no_turns(recording):
     assert traj.turns[1].observations == []
 
 
+def test_aiders_llm_history_converts_to_the_recorded_turns(recording):
+    rec, history, _ = recording
+    (recorded,) = [t for _, t in load_trajectories(rec)]
+    (converted,) = list(iter_trajectories(history))
+    assert (converted.source.format, converted.match_key) == ("aider-llm-history", recorded.match_key)
+    assert len(converted.turns) == len(recorded.turns) == 2
+    # the history keeps texts by lines: final line breaks are lost
+    for c, r in zip(converted.turns, recorded.turns, strict=True):
+        assert (c.response.content or "").rstrip("\n") == (r.response.content or "").rstrip("\n")
+        assert [o.content.rstrip("\n") for o in c.observations] == [o.content.rstrip("\n") for o in r.observations]
+    assert [t.strip() for t in converted.canned_replies] == [t.strip() for t in recorded.canned_replies]
+
+
 def test_command_mode_replay_of_aider_has_no_misses(recording, tmp_path, out_dir):
-    rec, _ = recording
+    rec, _, _ = recording
     command = (
         f"{sys.executable} {AGENT} --base-url {{base_url}} --task-file {{workdir}}/ISSUE.md "
         f"--task-tests --aider {aider_venv()}"

@@ -75,7 +75,7 @@ def test_without_canned_drops_each_canned_reply_with_the_user_message_before_it(
         {"role": "user", "content": "task"},
         {"role": "assistant", "content": "Ok.", "tool_calls": calls},  # a tool call: a real turn
         {"role": "tool", "tool_call_id": "c", "content": "out"},
-        {"role": "assistant", "content": [{"type": "text", "text": "Ok."}]},  # no user before: alone
+        {"role": "assistant", "content": [{"type": "text", "text": "Ok.\n"}]},  # no user before: alone
     ]
     assert without_canned(msgs, frozenset({"Ok."})) == [SYSTEM, msgs[4], msgs[5], msgs[6]]
     assert without_canned(msgs, frozenset()) is msgs

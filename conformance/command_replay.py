@@ -66,6 +66,27 @@ class AgentRow:
     valid: bool
     invalid_reason: str | None
 
+    @property
+    def counts(self) -> tuple[int, ...]:
+        """(concurrency, achieved, episodes, failed, requests, turns, misses, divergences,
+        resolved): what a conformance test asserts of a point."""
+        return (
+            self.concurrency,
+            self.achieved,
+            self.episodes,
+            self.failed,
+            self.requests,
+            self.turns,
+            self.misses,
+            self.divergences,
+            self.resolved,
+        )
+
+    @property
+    def valid_but_for_lag(self) -> bool:
+        """True when the point is valid, or invalid for event-loop lag only (a busy host)."""
+        return self.valid or all("event-loop lag" in x for x in (self.invalid_reason or "").split("; "))
+
 
 COUNTS = (
     "concurrency",

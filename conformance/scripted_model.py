@@ -15,11 +15,15 @@ Endpoints: `POST /v1/chat/completions` (and `/chat/completions`), the Gemini API
 ({"requests", "served", "errors", "side"}).
 
 Turn rule (stateless, as the replay server's): the turn index of a request is its number
-of messages with role "assistant"; the response is script step `turn`:
+of messages with role "assistant" (in text mode, `--text`: of those whose content is one
+of the script's thoughts, compared without surrounding whitespace, so an agent's own canned assistant messages, e.g. aider's
+example exchanges, do not count); the response is script step `turn`:
 `{"thought": TEXT, "command": CMD}` becomes an assistant message with content TEXT and
 one tool call `bash` whose `arguments` is `json.dumps({"command": CMD})`, finish_reason
 "tool_calls"; `{"thought": TEXT, "command": null}` is a final answer: content TEXT, no
-tool call, finish_reason "stop" (agents such as pi end their run on it). Streamed (`stream: true`) or one JSON body, as the request asks; usage is
+tool call, finish_reason "stop" (agents such as pi end their run on it). In text mode every step
+is such a plain answer (its `command` must be null) and a request needs no `bash` tool
+(aider: edits come back as SEARCH/REPLACE text). Streamed (`stream: true`) or one JSON body, as the request asks; usage is
 always given: prompt_tokens = UTF-8 bytes of the request's message contents // 4 (a
 stand-in count, stated as such), completion_tokens = UTF-8 bytes of thought + arguments
 // 4, at least 1.
@@ -39,7 +43,8 @@ JSON: its router and next-speaker checks; `countTokens`), are answered and count
 stand-in prompt count}.
 
 Errors (OpenAI error body): 400 when the body is not a JSON object with a `messages`
-list, or when the request offers no tool named `bash` (the script could not be played);
+list, or when the request offers no tool named `bash` outside text mode (the script could not be
+played);
 409 `beyond_script` when the turn index is past the script. Each counts in /stats errors.
 """
 
@@ -66,7 +71,8 @@ ScriptStep = dict[str, str | None]  # {"thought": str, "command": str | None (a 
 
 def load_script(path: Path) -> list[ScriptStep]:
     """Read a script file: a JSON list of {"thought": str, "command": str | null}. Raises
-    ValueError `path: [i].field: problem (got VALUE)` on a bad file."""
+    ValueError `path: [i].field: problem (got VALUE)` on a bad file (text mode's own rule,
+    every command null, is ScriptedModel's)."""
     doc = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(doc, list) or not doc:
         raise ValueError(f"{path}: expected a non-empty JSON list of steps (got {type(doc).__name__})")
@@ -91,10 +97,15 @@ def _error(status: int, code: str, message: str) -> web.Response:
 class ScriptedModel:
     """The server (module docstring). `url` is set inside `async with` (127.0.0.1, an
     ephemeral port unless `port` is given); `stats` counts requests, served turns and
-    errors."""
+    errors. `text`: text mode (module docstring); raises ValueError when a step of a text
+    script has a command."""
 
-    def __init__(self, script: list[ScriptStep], *, model: str = "scripted", port: int = 0) -> None:
+    def __init__(self, script: list[ScriptStep], *, model: str = "scripted", port: int = 0, text: bool = False) -> None:
+        if text and any(step["command"] is not None for step in script):
+            raise ValueError("a text-mode script answers in text only: every step's command must be null")
         self.script = script
+        self.text = text
+        self._thoughts = frozenset((step["thought"] or "").strip() for step in script)
         self.model = model
         self.port = port
         self.url = ""
@@ -124,11 +135,16 @@ class ScriptedModel:
             self.stats["errors"] += 1
             return _error(400, "bad_request", "expected a JSON object with a messages list")
         tools = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
-        if "bash" not in tools:
+        if "bash" not in tools and not self.text:
             self.stats["errors"] += 1
             return _error(400, "no_bash_tool", f"the request offers no `bash` tool (tools: {tools})")
         messages = [m for m in body["messages"] if isinstance(m, dict)]
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        turn = sum(
+            1
+            for m in messages
+            if m.get("role") == "assistant"
+            and (not self.text or (isinstance(m.get("content"), str) and m["content"].strip() in self._thoughts))
+        )
         if turn >= len(self.script):
             self.stats["errors"] += 1
             return _error(409, "beyond_script", f"turn {turn} is past the script's {len(self.script)} steps")
@@ -279,12 +295,12 @@ class ScriptedModel:
             await self._runner.cleanup()
 
 
-async def _serve(script: list[ScriptStep], model: str, port: int) -> None:
+async def _serve(script: list[ScriptStep], model: str, port: int, text: bool) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with ScriptedModel(script, model=model, port=port) as server:
+    async with ScriptedModel(script, model=model, port=port, text=text) as server:
         print(server.url, flush=True)
         await stop.wait()
 
@@ -295,13 +311,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--script", type=Path, required=True)
     ap.add_argument("--model", default="scripted")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--text", action="store_true", help="text mode: plain answers, no bash tool needed")
     args = ap.parse_args(argv)
     try:
         script = load_script(args.script)
+        ScriptedModel(script, text=args.text)  # checks a text script
     except (OSError, ValueError) as exc:
         print(f"scripted_model: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_serve(script, args.model, args.port))
+    asyncio.run(_serve(script, args.model, args.port, args.text))
     return 0
 
 

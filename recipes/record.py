@@ -21,6 +21,7 @@ def record(
     host: str = "127.0.0.1",
     port: Annotated[int, within(0, 65535)] = 0,
     text_actions: bool = False,
+    canned_replies: bool = False,
 ) -> int:
     """Relay /v1/chat/completions, /v1/responses, /v1/messages (and the Gemini API's
     /v1beta/models/M:generateContent and :streamGenerateContent) to UPSTREAM and record
@@ -44,6 +45,12 @@ def record(
     text_actions
         Record the first user message after a turn without tool calls as its
         observation (SWE-agent / mini-swe-agent text actions).
+    canned_replies
+        The agent writes exchanges of its own into every request (aider: its example
+        conversation, the files in the chat, "Ok."): an assistant message that is no
+        relayed answer is such a canned reply, left out with the user message before it
+        when placing a request, and kept in the trajectory's `canned_replies` for the
+        replay server to leave out too.
     """
     from urllib.parse import urlsplit
 
@@ -62,7 +69,7 @@ def record(
         )
     try:
         check_output_file(output, "--output")
-        serve_recorder(upstream, output, host=host, port=port, text_actions=text_actions)
+        serve_recorder(upstream, output, host=host, port=port, text_actions=text_actions, canned_replies=canned_replies)
     except OSError as exc:
         raise ConfigError(f"record: {exc}") from exc
     return 0

@@ -56,6 +56,15 @@ the first assistant message; the turn index is its number of assistant messages
   the title prompt as system text): side traffic, relayed, not recorded
   (`title_request`); it repeats the user's task, so it would open the task's
   conversation with its own system text and messages.
+With `canned_replies=True` (`benchmaker record --canned-replies`, for agents that write
+exchanges of their own into every request, as aider does): before the rules above, each
+assistant message without tool calls whose text (stripped of surrounding whitespace) is
+no answer the proxy relayed is a canned reply; the request is placed without its canned
+exchanges (benchmaker.trajectories.trajectory.without_canned: the canned reply and the
+user message before it) and the texts go into the trajectory's `canned_replies`, which
+the replay server strips the same way. So a request with only canned exchanges before the
+task opens a conversation at turn 0 (a proxy started mid-run of an agent then records the
+rest as a conversation of its own instead of counting `unseen_turns`).
 Concurrent conversations with the same key are not told apart (the replay server
 could not tell them apart either). The tool definitions a conversation's requests
 carry (the first that has any) become the trajectory's `tools`, in chat shape
@@ -119,6 +128,7 @@ from benchmaker.trajectories.trajectory import (
     content_parts,
     flatten_content,
     match_key_for_messages,
+    without_canned,
 )
 from benchmaker.trajectories.trajectory import (
     Response as TrajResponse,
@@ -344,6 +354,7 @@ class _Conversation:
     user_before_turns: list[str]
     model: str | None
     tools: list[dict[str, Any]] | None = None
+    canned_replies: list[str] = field(default_factory=list)
     first_user_parts: list[dict[str, Any]] | None = None
     turns: list[Turn] = field(default_factory=list)
     digest: Any = field(default_factory=hashlib.sha256)
@@ -397,12 +408,15 @@ class Recorder:
     (rules in the module docstring). Not thread-safe: used from one event loop.
 
     `output`: the trajectories.jsonl to write. `text_actions`: treat the first user
-    message after a turn without tool calls as its observation.
+    message after a turn without tool calls as its observation. `canned_replies`: strip
+    the agent's canned exchanges from each request first (module docstring).
     """
 
-    def __init__(self, output: Path, *, text_actions: bool = False) -> None:
+    def __init__(self, output: Path, *, text_actions: bool = False, canned_replies: bool = False) -> None:
         self.output = Path(output)
         self.text_actions = text_actions
+        self.canned_replies = canned_replies
+        self._answered: set[str] = set()  # the relayed answers' texts, stripped
         self.conversations: list[_Conversation] = []
         self._latest: dict[str, _Conversation] = {}
         self._numbers: Counter[str] = Counter()
@@ -418,6 +432,31 @@ class Recorder:
         the previous turn's observations from the request's messages. `tools`: the
         request's tool definitions in chat shape (the apis modules' `chat_tools`),
         kept as the conversation's when it has none yet."""
+        canned: list[str] = []
+        if self.canned_replies:
+            messages, canned = self._uncanned(messages)
+        placed = self._place(messages, model, tools)
+        if placed is not None:
+            have = placed[0].canned_replies
+            have.extend(t for t in dict.fromkeys(canned) if t not in have)
+        return placed
+
+    def _uncanned(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+        """(`messages` without their canned exchanges, the canned replies found): an
+        assistant message without tool calls whose text is no relayed answer (module
+        docstring)."""
+        texts = [
+            flatten_content(m.get("content"))
+            for m in messages
+            if m.get("role") == "assistant" and not m.get("tool_calls")
+        ]
+        canned = [t for t in texts if t.strip() not in self._answered]
+        return without_canned(messages, frozenset(canned)), canned
+
+    def _place(
+        self, messages: list[dict[str, Any]], model: str | None, tools: list[dict[str, Any]] | None
+    ) -> tuple[_Conversation, int] | None:
+        """`begin` on messages without canned exchanges."""
         head: list[str] = []
         first_content: Any = None
         system = None
@@ -507,6 +546,7 @@ class Recorder:
         """Record the completed response `asm` as turn `index` of `conv` (replacing a
         superseded one). `raw` is the upstream body (hashed into the source sha256)."""
         response, known = asm.response()
+        self._answered.add((response.content or "").strip())
         if not known:
             self.skipped["unknown_finish_reason"] += 1
         if index > len(conv.turns):  # a racing retry dropped the turns before it
@@ -549,6 +589,7 @@ class Recorder:
                     tools=conv.tools,
                     turns=[t.model_copy(deep=True) for t in conv.turns],
                     skipped={},
+                    canned_replies=list(conv.canned_replies),
                 )
             )
         return out
@@ -650,13 +691,15 @@ def create_recorder_app(
     output: Path,
     *,
     text_actions: bool = False,
+    canned_replies: bool = False,
     timeout_s: float = 600.0,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> Starlette:
     """The recording proxy app (module docstring) in front of `upstream` (a base URL,
     with or without `/v1`), writing `output`. `timeout_s` bounds connect and each read
-    from the upstream. `app.state.recorder` is the Recorder."""
-    recorder = Recorder(output, text_actions=text_actions)
+    from the upstream. `app.state.recorder` is the Recorder (`text_actions`,
+    `canned_replies`: its options)."""
+    recorder = Recorder(output, text_actions=text_actions, canned_replies=canned_replies)
     v1 = _upstream_v1(upstream)
     state: dict[str, httpx.AsyncClient] = {}
 
@@ -866,6 +909,7 @@ def serve_recorder(
     host: str = "127.0.0.1",
     port: int = 0,
     text_actions: bool = False,
+    canned_replies: bool = False,
     announce: Any = None,
 ) -> None:
     """Bind host:port, call `announce(url)` (default: print the URL as the first stdout
@@ -875,7 +919,7 @@ def serve_recorder(
 
     from benchmaker.replay_server.server import bind_socket, run_uvicorn
 
-    app = create_recorder_app(upstream, output, text_actions=text_actions)
+    app = create_recorder_app(upstream, output, text_actions=text_actions, canned_replies=canned_replies)
     sock, url = bind_socket(host, port)
     if announce is None:
         print(url, flush=True)

@@ -53,7 +53,12 @@ a turn recorded after a context edit (a pi compaction: a summary replaced the ea
 history) is found by the key and assistant count of its recorded request instead
 (`ReplayStore.lookup_turn`), and its divergence check uses the turn before it.
 The trajectory is chosen by `ReplayStore.lookup` (first in file order, or the first
-whose system prompt equals the request's when several share the key).
+whose system prompt equals the request's when several share the key). When a trajectory
+of the store lists canned replies (`Trajectory.canned_replies`: aider's own example
+exchanges and "Ok." replies), every request of any API is first stripped of its canned
+exchanges (`benchmaker.trajectories.trajectory.without_canned`, with the store's
+`canned_replies`): the key, the turn index and the divergence check see the request
+without them. A store without canned replies matches requests as they are.
 
 Status codes of a request that cannot be served (OpenAI error body {"error":
 {"message", "type", "param": null, "code"}}, header `x-replay-miss` on misses):
@@ -142,7 +147,7 @@ from benchmaker.replay_server.store import (
     exit_code_in,
     stable_text,
 )
-from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
+from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages, without_canned
 
 __all__ = [
     "CoalescedWrites",
@@ -428,6 +433,7 @@ class _ReplayApp(Starlette):
         self.auth = auth
         self.policy = policy
         self._keys = _known_keys(store)
+        self._canned = store.canned_replies
         # head user texts (a `_keys` key) -> per turn index: its prepared reply (built on
         # the first request for it), None where `_serve` must answer, or _UNPREPARED
         self._replies: dict[Any, list[Any]] = {  # a _Reply, _UNPREPARED or None per turn
@@ -516,6 +522,9 @@ class _ReplayApp(Starlette):
                 stats.bad_requests += 1
                 await self._fail(send, 400, "bad_request", problem)
                 return
+        if self._canned:  # the agent's own exchanges are no turns (module doc)
+            messages = without_canned(messages, self._canned)
+            roles = [m.get("role") for m in messages]
         # list methods in C over the roles, no per-message Python loop
         n_assistant = roles.count("assistant")
         first_assistant = roles.index("assistant") if n_assistant else len(roles)
@@ -586,6 +595,7 @@ class _ReplayApp(Starlette):
                 )
                 return
             messages = [*before, *(m for m in messages if m["role"] != "system")]
+        messages = without_canned(messages, self._canned)
         roles = [m["role"] for m in messages]
         n_assistant = roles.count("assistant")
         first_assistant = roles.index("assistant") if n_assistant else len(roles)
@@ -669,6 +679,7 @@ class _ReplayApp(Starlette):
             self.stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", str(exc), "messages")
             return
+        messages = without_canned(messages, self._canned)
         roles = [m["role"] for m in messages]
         head = _head_of(messages, roles)
         if head is None:
@@ -694,13 +705,14 @@ class _ReplayApp(Starlette):
         except (orjson.JSONDecodeError, ValueError) as exc:
             await self._fail(send, 400, "bad_request", str(exc), "messages")
             return
-        roles = [m["role"] for m in messages]
-        head = _head_of(messages, roles)
+        matched = without_canned(messages, self._canned)
+        roles = [m["role"] for m in matched]
+        head = _head_of(matched, roles)
         n_tokens = None
         if head is not None:
             key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
-            system = messages[0] if roles and roles[0] == "system" else None
-            hit = self.store.match(key, roles.count("assistant"), system, messages)
+            system = matched[0] if roles and roles[0] == "system" else None
+            hit = self.store.match(key, roles.count("assistant"), system, matched)
             if hit is not None and hit[1] < len(hit[0].turns):
                 usage = hit[0].turns[hit[1]].turn.usage
                 n_tokens = usage.prompt_tokens if usage is not None else None
@@ -849,7 +861,7 @@ class _ReplayApp(Starlette):
         model, method = gemini.parse_path(scope["path"]) or ("", "")
         try:
             req = orjson.loads(raw)
-            messages = gemini.request_messages(req)
+            messages = without_canned(gemini.request_messages(req), self._canned)
             roles = [m["role"] for m in messages]
             n_assistant = roles.count("assistant")
             first_assistant = roles.index("assistant") if n_assistant else len(roles)

@@ -42,6 +42,11 @@ them, those whose request has the same number of messages and the same user mess
 after the last assistant message (all of them when none does) and serves those in turn,
 in recorded order (an identical request sent again, e.g. pi's automatic retry, gets the
 next recorded answer; concurrent episodes of one trajectory share the rotation).
+
+Canned exchanges (`Trajectory.canned_replies`, aider): `canned_replies` is the union over
+the store's trajectories; the server strips them from a request before it computes the
+key and assistant count it calls `match` with (module doc of
+benchmaker.trajectories.trajectory).
 """
 
 from __future__ import annotations
@@ -335,6 +340,10 @@ class ReplayStore:
     )
     _cache_size: int = 0
     _response_ids: dict[str, tuple[StoredTrajectory, int]] | None = field(default=None, repr=False)
+    canned_replies: frozenset[str] = frozenset()
+    """The canned replies of all its trajectories (`Trajectory.canned_replies`): the
+    assistant texts the replay server strips from every request, with the user message
+    before each (`without_canned`); empty when no trajectory lists any."""
 
     @classmethod
     def load(
@@ -384,6 +393,7 @@ class ReplayStore:
             splitter=splitter,
             created=created,
             stream_cache_bytes=stream_cache_bytes,
+            canned_replies=frozenset(text for entry in stored for text in entry.trajectory.canned_replies),
         )
 
     def stream(self, entry: StoredTrajectory, turn_index: int, api: str = "chat") -> StreamBytes:

@@ -24,14 +24,28 @@ the original run, `finish_reason` "aborted" or "error"); 3 adds a context edit's
 and `keep` spans (pi branches, OpenHands condensation); 4 adds `tools`, the tool
 definitions the agent sent (the request's `tools` array, in OpenAI chat completions
 shape), an observation's `parts` and `first_user_parts` (a tool result's or the prompt's
-images, as chat content parts).
-Version 1 to 3 lines still validate (the new fields default to None or empty).
+images, as chat content parts); 5 adds `canned_replies` (below).
+Version 1 to 4 lines still validate (the new fields default to None or empty).
 
 Match key: over all user messages before the first assistant message (`first_user`,
 then `user_before_turns`): an explicit `task_id: <id>` line in one of them, else the
 sha256 of their flattened texts (`match_key_for_messages`); the replay server computes
 the same key from an incoming request. With a single user message this is
 `match_key_for(first_user)`.
+
+Canned exchanges: some agents open every request with exchanges they wrote themselves,
+not the model: aider sends its edit format's example conversation, "I switched to a new
+code base" / "Ok.", the files in the chat / "Ok, any changes I propose will be to those
+files." and "I updated the files." / "Ok." before or between the real turns
+(aider/coders/base_coder.py `format_chat_chunks`, `move_back_cur_messages`; the texts in
+aider/coders/*_prompts.py). A trajectory lists the assistant texts of such exchanges in
+`canned_replies`; a request's match key, turn index and observations are those of the
+request without its canned exchanges (`without_canned`): each assistant message (without
+tool calls) whose text is a canned reply is dropped together with the user message right
+before it. So aider's first call is turn 0 and each later call its own turn. An answer of
+the model equal to a canned reply would be dropped too (a recording in which the model
+produced such a text lists it as no canned reply). Empty for every other agent: their
+requests are matched as they are.
 """
 
 from __future__ import annotations
@@ -43,7 +57,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "aborted"]
 
@@ -233,6 +247,9 @@ class Trajectory(_Model):
     none. A replaying harness sends them with every request."""
     turns: list[Turn]
     skipped: dict[str, int] = Field(default_factory=dict)
+    canned_replies: list[str] = Field(default_factory=list)
+    """The assistant texts of the canned exchanges the agent writes into its own requests
+    (module docstring), in the order first seen; empty when it writes none."""
 
 
 _TASK_ID_LINE = re.compile(r"^\s*task_id:\s*(\S+)\s*$", re.MULTILINE)
@@ -254,6 +271,32 @@ def flatten_content(content: Any) -> str:
                 parts.append(part["text"])
         return "\n".join(parts)
     return str(content)
+
+
+def without_canned(messages: list[dict[str, Any]], canned: frozenset[str]) -> list[dict[str, Any]]:
+    """`messages` (chat shape) without their canned exchanges (module docstring): every
+    message of role "assistant" without `tool_calls` whose flattened content is one of
+    `canned` (both compared without surrounding whitespace: a log that keeps text by
+    lines, as aider's LLM history, loses a final line break) is left out, and so is the
+    message right before it when that one has role "user" (and was not left out
+    already). The same list when `canned` is empty or nothing is left out; else a new
+    list of the same message objects."""
+    if not canned:
+        return messages
+    texts = {t.strip() for t in canned}
+    drop: set[int] = set()
+    for i, msg in enumerate(messages):
+        if (
+            msg.get("role") == "assistant"
+            and not msg.get("tool_calls")
+            and flatten_content(msg.get("content")).strip() in texts
+        ):
+            drop.add(i)
+            if i and messages[i - 1].get("role") == "user" and i - 1 not in drop:
+                drop.add(i - 1)
+    if not drop:
+        return messages
+    return [m for i, m in enumerate(messages) if i not in drop]
 
 
 _TEXT_PART_TYPES = ("text", "input_text", "output_text")

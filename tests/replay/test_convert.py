@@ -22,7 +22,7 @@ from benchmaker.trajectories.errors import ConvertError, EmptyInputError, Trajec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FORMATS = (
-    "atif, claude-code, codex-rollout, gemini-cli, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, opencode,"
+    "aider-llm-history, atif, claude-code, codex-rollout, gemini-cli, harbor-jsonl, harbor-trial, mini-swe-agent, openai-messages, opencode,"
     " openhands,"
     " openhands-conversation,"
     " pi-events, pi-session, swe-agent"

@@ -7,6 +7,8 @@ trial directory (`harbor.convert_trial_dir`) and an OpenHands SDK conversation d
 unit (see `benchmaker.trajectories.convert`).
 
 Detection (`detect_bytes`) looks at the content only, never the file name:
+  - text opening with a `TO LLM <time>` or `LLM RESPONSE <time>` line → aider-llm-history
+    (`aider_history.is_llm_history`);
   - a JSON document: object with a string `sessionId` and `messages` whose entries have
     `id` and a Gemini CLI `type` (user, gemini, info, error, warning) and no `role` →
     gemini-cli (checked first: never an OpenAI message list); a per-call LLM log
@@ -45,6 +47,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from benchmaker.trajectories.converters import (
+    aider_history,
     atif,
     claude_code,
     codex_rollout,
@@ -78,6 +81,7 @@ CONVERTERS: dict[str, Callable[[FileContext], Iterator[Trajectory]]] = {
     claude_code.FORMAT: claude_code.convert,
     gemini_cli.FORMAT: gemini_cli.convert,
     opencode.FORMAT: opencode.convert,
+    aider_history.FORMAT: aider_history.convert,
 }
 """File formats by name (directory formats are in `DIR_FORMATS`)."""
 
@@ -222,6 +226,8 @@ def _jsonl_with_more_lines(data: bytes) -> bool:
 def detect_bytes(data: bytes) -> str | None:
     """The format name of a file's content, or None when no converter recognises it
     (see module docstring for the rules)."""
+    if aider_history.is_llm_history(data):  # text, never JSON
+        return aider_history.FORMAT
     fmt = None
     if not _jsonl_with_more_lines(data):  # a JSON document, or one line: stripped and tried whole
         stripped = data.strip()

@@ -24,7 +24,7 @@ from benchmaker.trajectories.trajectory import (
     match_key_for_messages,
 )
 
-CONVERTER_VERSION = 12
+CONVERTER_VERSION = 13
 """Bump when any converter's output changes for the same input (part of cache keys).
 2: user messages between the first user message and the first assistant turn are kept
 in `user_before_turns` (and enter the match key) instead of being skipped.
@@ -52,6 +52,7 @@ user message holding an image keeps it as content parts (`Observation.parts`,
 `Trajectory.first_user_parts`) instead of counting `image_part`.
 12: opencode session exports are read; a pi session's empty text block beside other
 blocks adds no newline to the turn's text.
+13: trajectory schema 5 (`canned_replies`); aider LLM histories are read.
 Converters build every model with pydantic's validating constructors."""
 
 

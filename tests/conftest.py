@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import warnings
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,42 @@ import pytest
 # workers, Dask workers inherit it); tests of the checks pass their limits explicitly.
 # Export a value to run the suite stricter.
 HOST_LOAD_LIMIT_MS = "2000"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--durations-per-file",
+        type=int,
+        default=None,
+        metavar="N",
+        help="list the N test files with the largest summed test time (setup + call + teardown, s; "
+        "under pytest-xdist the sum over workers, not wall time); 0 for all",
+    )
+
+
+_FILE_SECONDS: defaultdict[str, float] = defaultdict(float)
+_FILE_TESTS: defaultdict[str, set[str]] = defaultdict(set)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum every phase's duration per test file (under pytest-xdist the controller sees
+    every worker's reports here)."""
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] += report.duration
+    _FILE_TESTS[path].add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """With --durations-per-file N: the N test files with the most summed test time."""
+    n = config.getoption("--durations-per-file")
+    if n is None or os.environ.get("PYTEST_XDIST_WORKER") or not _FILE_SECONDS:
+        return
+    ranked = sorted(_FILE_SECONDS.items(), key=lambda kv: kv[1], reverse=True)
+    shown = ranked if n == 0 else ranked[:n]
+    terminalreporter.write_sep("=", f"slowest {len(shown)} test files (summed test time)")
+    for path, seconds in shown:
+        terminalreporter.write_line(f"{seconds:8.2f}s {len(_FILE_TESTS[path]):4d} tests  {path}")
+    terminalreporter.write_line(f"{sum(_FILE_SECONDS.values()):8.2f}s in all {len(ranked)} files")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -250,8 +250,8 @@ async def test_the_same_shards_run_on_a_dask_local_cluster(tmp_path: Path, local
             out_dir=tmp_path / "a",
             warehouse=tmp_path / "w.duckdb",
             dask_address=local_cluster.scheduler_address,
-            start_lead_s=8.0,
-        )  # cold Dask workers import Prefect + the engine first (~3 s here)
+        )  # no start_lead_s: cold Dask workers import Prefect + the engine first (~3 s here), and the
+        # shards' readiness barrier starts them together once both are ready
     [row] = out["points"]
     assert (row["n_requests"], row["n_ok"], row["shards"]) == (40, 40, 2)  # constant:40 for 1 s
     assert _reasons_but_loop_lag(row) == []
@@ -294,7 +294,6 @@ async def test_a_failed_distributed_sweep_resumes_at_the_failed_point(
             out_dir=out_dir,
             warehouse=tmp_path / "w.duckdb",
             dask_address=local_cluster.scheduler_address,
-            start_lead_s=8.0,
         )
         monkeypatch.setenv(FAIL_POINT_ENV, "constant-40")  # constant-20 completes, constant-40 fails after it ran
         state = await llm_sweep_distributed(**kw, return_state=True)

@@ -282,13 +282,18 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
     resolved = traces(html, "resolved-concurrency")
     # (concurrency, resolved_rate_carried) from v_sweep_summary; no episode was
     # re-verified, so there is no re-verified series
-    carried = resolved["resolved_rate_carried"]
+    carried = resolved["carried"]
     assert (carried["x"], carried["y"]) == ([1, 2, 4], [1.0, 0.75, 0.5])
-    assert "resolved_rate_reverified" not in resolved
+    assert "re-verified" not in resolved
     target = traces(html, "concurrency-target")
     # c workers run their episodes in parallel: achieved max == target at every point
     assert (target["achieved max"]["x"], target["achieved max"]["y"]) == ([1, 2, 4], [1, 2, 4])
     assert "Every point reached its target." in _panel(html, "concurrency-target")
+    # throughput per point against its target concurrency, each marker labelled
+    [tput] = traces(html, "throughput").values()
+    want_tput = [cells(html)["sweep"][("request_throughput_per_s", p)][0] for p in ("c1", "c2", "c4")]
+    assert (tput["x"], tput["y"], tput["text"]) == ([1, 2, 4], want_tput, ["c1", "c2", "c4"])
+    assert figures(html)["throughput"]["layout"]["xaxis"]["title"]["text"] == "target concurrency (in flight)"
     sweep = cells(html)["sweep"]
     for point, rate in SWEEP_RESOLVED.items():
         assert sweep[("resolved_rate_carried", point)][0] == rate
@@ -309,6 +314,7 @@ def test_run_without_episodes_hides_the_resolved_panel_with_a_note(tmp_path):
         "<li>Resolved rate vs concurrency: No episodes in this run: resolved rate vs concurrency is not plotted.</li>"
     ) in not_plotted
     assert 'data-panel="concurrency-target"' not in html  # no target concurrency declared
+    assert 'data-panel="throughput"' not in html  # no sweep point: no throughput per point
 
 
 def test_cdf_has_one_series_per_sweep_point(tmp_path, monkeypatch):
@@ -377,7 +383,9 @@ def test_report_is_self_contained(tmp_path):
     lower = (html[: m.start()] + html[m.end() :]).lower()
     for needle in ("<link", "src=", "href=", "url(", "@import", "http://", "https://"):
         assert needle not in lower, needle
-    assert len(figures(html)) == lower.count('<div class="plot"') == 7
+    assert (
+        len(figures(html)) == lower.count('<div class="plot"') == 8
+    )  # throughput, latency, TTFT, ITL, resolved, lag, in flight, target
 
 
 def test_unknown_run_is_an_error_naming_it(tmp_path):

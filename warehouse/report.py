@@ -303,12 +303,17 @@ def _note(text: str) -> str:
     return f'<p class="note">{escape(text)}</p>'
 
 
+def _point_label(row: dict[str, Any]) -> str:
+    """A sweep point's name as its plots label it: "(invalid)" after an invalid one."""
+    return str(row["sweep_point"]) + ("" if row.get("valid") else " (invalid)")
+
+
 def _latency_throughput(data: ReportData) -> str:
     title = "Latency vs throughput"
     if data.sweep:
         # each point labelled by name, an invalid one marked so on the plot itself
         rows, source = data.sweep, "sweep point"
-        names = [str(r["sweep_point"]) + ("" if r.get("valid") else " (invalid)") for r in data.sweep]
+        names = [_point_label(r) for r in data.sweep]
         get = {f"{m} {q}": (lambda r, m=m, q=q: r.get(f"{q}_{m}_ms")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
     elif data.lanes:
         rows, names, source = data.lanes, [str(r["lane"]) for r in data.lanes], "lane"
@@ -357,7 +362,7 @@ def _throughput_panel(data: ReportData) -> str:
     if not rows:
         return ""
     xs = [r[x_key] for r in rows]
-    names = [str(r["sweep_point"]) + ("" if r.get("valid") else " (invalid)") for r in rows]
+    names = [_point_label(r) for r in rows]
     ys = [r.get("request_throughput_per_s") for r in rows]
     if not any(y is not None for y in ys):
         return _panel("throughput", title, _note("No successful request: nothing to plot."))

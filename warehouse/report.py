@@ -676,12 +676,29 @@ def _verdict_section(data: ReportData) -> str:
             + (f'<td class="num">{num(r.get("misses_total"), "{}")}</td>' if replay else "")
             + "</tr>"
         )
-    tips = "".join(f"<li>{escape(line.strip())}</li>" for line in advice(data.sweep, this_host=False) if line.strip())
+    tips = _advice_items([line for line in advice(data.sweep, this_host=False) if line.strip()])
     return (
         f'<section data-section="verdict"><h2>Verdict: {n_valid} of {len(data.sweep)} points valid</h2>'
         f'<table data-table="verdict"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
         + (f'<ul class="advice">{tips}</ul>' if tips else "")
         + "</section>"
+    )
+
+
+def _advice_items(lines: list[str]) -> str:
+    """The advice's lines as list items; an indented line (a flag to raise, under the
+    sentence that names it) is nested in the item before it."""
+    items: list[list[str]] = []
+    for line in lines:
+        if line[:1].isspace() and items:
+            items[-1].append(line.strip())
+        else:
+            items.append([line.strip()])
+    return "".join(
+        f"<li>{escape(head)}"
+        + ("<ul>" + "".join(f"<li><code>{escape(sub)}</code></li>" for sub in subs) + "</ul>" if subs else "")
+        + "</li>"
+        for head, *subs in items
     )
 
 

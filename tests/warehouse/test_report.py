@@ -23,7 +23,7 @@ from benchmaker.warehouse.connection import open_readonly
 from benchmaker.warehouse.errors import WarehouseError
 from benchmaker.warehouse.loader import load_run
 from benchmaker.warehouse.plots import Series, chart, plotly_js
-from benchmaker.warehouse.report import collect_report_data, render_report, write_report
+from benchmaker.warehouse.report import collect_report_data, render_html, render_report, write_report
 from tests.warehouse._bundle import MS, reference_bundle, sample, write_jsonl, write_manifest
 
 # --- bundles -----------------------------------------------------------------------------
@@ -303,6 +303,33 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
     finally:
         con.close()
     assert [(p, sweep[("p99_ttft_ms", p)][0]) for p, _ in want] == want
+
+
+def test_an_invalid_point_is_marked_on_the_plots_and_the_advice_names_its_flag(tmp_path):
+    db = tmp_path / "w.duckdb"
+    load_run(db, sweep_bundle(tmp_path / "sweep-1"))
+    con = open_readonly(db)
+    try:
+        data = collect_report_data(con, "sweep-1")
+    finally:
+        con.close()
+    reason = "engine: event-loop lag p99 79.24 ms > 10 ms: client-side timestamps include client delay"
+    data.sweep[2].update(valid=False, invalid_reason=reason)  # c4
+    html = render_html(data)
+    [tput] = traces(html, "throughput").values()
+    assert tput["text"] == ["c1", "c2", "c4 (invalid)"]
+    assert traces(html, "latency-throughput")["e2e p99"]["text"] == ["c1", "c2", "c4 (invalid)"]
+    verdict = re.search(r'<section data-section="verdict">(.*?)</section>', html, re.S).group(1)
+    assert "<h2>Verdict: 2 of 3 points valid</h2>" in verdict
+    assert (
+        "<td>INVALID: your machine was busy: the client&#x27;s event loop lagged 79 ms (p99; the limit is 10 ms), "
+        "so the timings include client delay</td>"
+    ) in verdict
+    # the flag to raise nested under the sentence that names it, not an item of its own
+    advice = re.search(r'<ul class="advice">(.*)</ul>', verdict, re.S).group(1)
+    assert advice.startswith("<li>To get valid points: ")
+    assert re.search(r"<ul><li><code>--max-loop-lag-ms \d+ +\(or BENCHMAKER_MAX_LOOP_LAG_MS=\d+\)", advice)
+    assert advice.count("<li>") == 2
 
 
 def test_run_without_episodes_hides_the_resolved_panel_with_a_note(tmp_path):

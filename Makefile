@@ -34,23 +34,25 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # The rules, then the whole suite on TEST_WORKERS pytest-xdist workers (default: one per
-# CPU, at most 4); the 25 slowest tests are listed at the end (mark a new one `slow`).
-# Tests that share a module-scoped server run on one worker (`xdist_group`, --dist
-# loadgroup). TEST_WORKERS=0 runs the suite in this process.
+# CPU, at most 4); the 25 slowest tests and the 15 test files with the most summed test
+# time are listed at the end (mark a new slow test `slow`). Tests that share a
+# module-scoped server run on one worker (`xdist_group`, --dist loadgroup).
+# TEST_WORKERS=0 runs the suite in this process.
 TEST_WORKERS ?= logical
+XDIST := -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
 test: lint install-sandbox
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup --durations=25
+	$(PY) -m pytest -q $(XDIST) --durations=25 --durations-per-file=15
 
 # For development: the suite without the slow tests (`slow`, and every `prefect` flow
 # test: tests/conftest.py), in a few minutes.
 test-quick: $(STAMP) install-sandbox
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup -m "not slow" $(TESTS)
+	$(PY) -m pytest -q $(XDIST) -m "not slow" $(TESTS)
 
-# The tests with a CPU hog on every core (tests/busy.sh): none may depend on an idle host.
-# TESTS=tests/benchmaker for a subset; BUSY_HOGS=N for N hogs.
+# The suite as `make test` runs it, with a CPU hog on every core (tests/busy.sh): none may
+# depend on an idle host. TESTS=tests/benchmaker for a subset; BUSY_HOGS=N for N hogs.
 TESTS ?=
-test-busy: $(STAMP)
-	PY=$(PY) tests/busy.sh -q $(TESTS)
+test-busy: $(STAMP) install-sandbox
+	PY=$(PY) tests/busy.sh -q $(XDIST) --durations=25 --durations-per-file=15 $(TESTS)
 
 # Engine demo: `benchmaker llm` against a scripted local OpenAI-compatible server.
 demo-llm: $(STAMP)

@@ -47,8 +47,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import Outcome, RequestSpec, Sample
 from benchmaker.engine.runner import BenchRunner
+from benchmaker.recipes.bench import load_of
 from benchmaker.workloads.datasets import get_field, parse_field_path
 from benchmaker.workloads.http import HttpWorkload
 
@@ -135,9 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--field", default="result", help="field path of the response JSON to keep (default result)")
     ap.add_argument("--body", default="{}", help="JSON request body (default {})")
     ap.add_argument("--requests", type=int, default=20, help="requests to send (default 20)")
-    ap.add_argument("--rate", default="closed:1", help="rate spec (default closed:1)")
+    ap.add_argument("--concurrency", type=int, help="requests in flight, each sent as one ends (default 1)")
+    ap.add_argument("--rate", help="open-loop arrivals instead of --concurrency: constant:R, poisson:R, ...")
     ap.add_argument("--out-dir", type=Path, default=Path("runs"), help="folder for run bundles (default runs)")
     args = ap.parse_args(argv)
+    try:
+        rate = load_of(args.rate, args.concurrency)  # the CLI's rule: one of the two, closed:1 without
+    except ConfigError as exc:
+        ap.error(str(exc))
     if args.url is None:
         ap.print_usage()
         return 2
@@ -146,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hooks.py: set {SECRET_ENV} to the signing secret", file=sys.stderr)
         return 2
     result = run_signed(
-        args.url, secret, field=args.field, body=args.body, requests=args.requests, rate=args.rate, out_dir=args.out_dir
+        args.url, secret, field=args.field, body=args.body, requests=args.requests, rate=rate, out_dir=args.out_dir
     )
     run = result.summary["run"]
     print(

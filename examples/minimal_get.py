@@ -1,6 +1,6 @@
 """The smallest benchmark: GET one URL with the Python API and print the result.
 
-    python examples/minimal_get.py http://127.0.0.1:8080/health [--requests 50] [--rate closed:4] [--out-dir runs]
+    python examples/minimal_get.py http://127.0.0.1:8080/health [--requests 50] [--concurrency 4 | --rate poisson:20] [--out-dir runs]
 
 Builds an HttpWorkload (GET, status 200 is ok), runs it with BenchRunner and prints the
 run id, the outcome counts and the E2E latency percentiles in ms (end of body - sent,
@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 
 from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
+from benchmaker.recipes.bench import load_of
 from benchmaker.workloads.http import HttpWorkload
 
 
@@ -32,13 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python examples/minimal_get.py", description=__doc__.split("\n")[0])
     ap.add_argument("url", nargs="?", help="URL to GET, e.g. http://127.0.0.1:8080/health")
     ap.add_argument("--requests", type=int, default=20, help="requests to send (default 20)")
-    ap.add_argument("--rate", default="closed:1", help="rate spec (default closed:1: one at a time)")
+    ap.add_argument("--concurrency", type=int, help="requests in flight, each sent as one ends (default 1)")
+    ap.add_argument("--rate", help="open-loop arrivals instead of --concurrency: constant:R, poisson:R, ...")
     ap.add_argument("--out-dir", type=Path, default=Path("runs"), help="folder for run bundles (default runs)")
     args = ap.parse_args(argv)
+    try:
+        rate = load_of(args.rate, args.concurrency)  # the CLI's rule: one of the two, closed:1 without
+    except ConfigError as exc:
+        ap.error(str(exc))
     if args.url is None:
         ap.print_usage()
         return 2
-    result = run_get(args.url, requests=args.requests, rate=args.rate, out_dir=args.out_dir)
+    result = run_get(args.url, requests=args.requests, rate=rate, out_dir=args.out_dir)
     run = result.summary["run"]
     e2e = run["e2e_ms"]
     print(f"run {result.run_id}: {run['n_ok']} ok of {run['n_samples']}")

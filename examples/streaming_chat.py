@@ -20,7 +20,9 @@ import sys
 from pathlib import Path
 
 from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
+from benchmaker.recipes.bench import load_of
 from benchmaker.workloads.datasets import SyntheticDataset
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 
@@ -57,11 +59,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("url", nargs="?", help="chat endpoint, e.g. http://127.0.0.1:8000/v1/chat/completions")
     ap.add_argument("--model", default="my-model", help="model name sent in the body")
     ap.add_argument("--requests", type=int, default=20, help="requests to send (default 20)")
-    ap.add_argument("--rate", default="closed:1", help="rate spec (default closed:1)")
+    ap.add_argument("--concurrency", type=int, help="requests in flight, each sent as one ends (default 1)")
+    ap.add_argument("--rate", help="open-loop arrivals instead of --concurrency: constant:R, poisson:R, ...")
     ap.add_argument("--input-words", type=int, default=128, help="synthetic prompt length in words (default 128)")
     ap.add_argument("--max-tokens", type=int, default=64, help="max_tokens per request (default 64)")
     ap.add_argument("--out-dir", type=Path, default=Path("runs"), help="folder for run bundles (default runs)")
     args = ap.parse_args(argv)
+    try:
+        rate = load_of(args.rate, args.concurrency)  # the CLI's rule: one of the two, closed:1 without
+    except ConfigError as exc:
+        ap.error(str(exc))
     if args.url is None:
         ap.print_usage()
         return 2
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         args.url,
         args.model,
         requests=args.requests,
-        rate=args.rate,
+        rate=rate,
         input_words=args.input_words,
         max_tokens=args.max_tokens,
         out_dir=args.out_dir,

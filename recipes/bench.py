@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from benchmaker.engine.config import BenchConfig, check_http_url, check_output_dir, check_output_file
 from benchmaker.engine.config_file import format_validation_error
 from benchmaker.engine.errors import ConfigError
-from benchmaker.engine.load_models import parse_duration_s
+from benchmaker.engine.load_models import MAX_CONCURRENCY, parse_duration_s
 from benchmaker.engine.monitors import PrometheusMonitor, build_monitors
 from benchmaker.engine.runner import STOP_SIGNALS, BenchRunner, Lane, interrupt_exit_code, run_on_fresh_loop
 from benchmaker.engine.workers import check_shares, lane_loads, resolve_workers, run_sharded, single_lane
@@ -62,10 +62,16 @@ def load_of(rate: str | None, concurrency: int | None) -> str:
             f"--concurrency and --rate: give one (--concurrency {concurrency} is --rate closed:{concurrency})"
         )
     if concurrency is not None:
-        if concurrency < 1:
-            raise ConfigError(f"--concurrency: expected an integer >= 1 (got {concurrency})")
+        if not 1 <= concurrency <= MAX_CONCURRENCY:
+            raise ConfigError(f"--concurrency: expected an integer in 1..{MAX_CONCURRENCY} (got {concurrency})")
         return f"closed:{concurrency}"
     return "closed:1" if rate is None else rate
+
+
+def load_flag_of(concurrency: int | None) -> str:
+    """The flag that set a run's load, for make_config's errors: `--concurrency` when it
+    was given, else `--rate`."""
+    return "--rate" if concurrency is None else "--concurrency"
 
 
 # BenchConfig field path -> the flag that sets it (errors name the flag)
@@ -95,10 +101,11 @@ _FLAGS = {
 }
 
 
-def make_config(**kw: Any) -> BenchConfig:
+def make_config(*, load_flag: str = "--rate", **kw: Any) -> BenchConfig:
     """A BenchConfig of CLI values (None = not given; nested dicts for timeouts, slo,
     checks). Raises ConfigError with one line per bad flag, e.g. `--slo-ttft-ms: Input
-    should be greater than 0 (got -5.0)`."""
+    should be greater than 0 (got -5.0)`; `load_flag` is the flag an error on `load`
+    names (load_flag_of())."""
     data = {k: v for k, v in kw.items() if v is not None}
     for key in ("timeouts", "slo", "checks"):
         if isinstance(data.get(key), dict):
@@ -110,7 +117,10 @@ def make_config(**kw: Any) -> BenchConfig:
     except ValidationError as exc:
         import re
 
-        text = format_validation_error(exc, None, names=_FLAGS)
+        names = {**_FLAGS, ("load",): load_flag}
+        text = format_validation_error(exc, None, names=names)
+        if load_flag != "--rate":  # the in-flight check across load and workers
+            text = text.replace("options: closed-loop concurrency", f"{load_flag}: closed-loop concurrency")
         # a check across fields names them as BenchConfig does (duration_s): say the flags
         for path, flag in _FLAGS.items():
             if len(path) == 1 and "_" in path[0]:  # duration_s, max_requests, warmup_s, ... (not `load`)
@@ -362,6 +372,7 @@ def llm(
     """
     cfg = make_config(
         load=load_of(rate, concurrency),
+        load_flag=load_flag_of(concurrency),
         duration_s=duration,
         max_requests=max_requests,
         out_dir=out_dir,
@@ -501,6 +512,7 @@ def http(
         headers[name.strip()] = value.strip()
     cfg = make_config(
         load=load_of(rate, concurrency),
+        load_flag=load_flag_of(concurrency),
         duration_s=duration,
         max_requests=max_requests,
         out_dir=out_dir,

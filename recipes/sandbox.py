@@ -21,7 +21,7 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
 from benchmaker.recipes.app import ON_BY_DEFAULT, app, within
-from benchmaker.recipes.bench import execute_run, load_of, make_config, resolve_api_key
+from benchmaker.recipes.bench import execute_run, load_flag_of, load_of, make_config, resolve_api_key
 from benchmaker.recipes.swebench_replay import check_sandbox_flag
 from benchmaker.workloads.sandbox import SandboxWorkload
 
@@ -95,6 +95,7 @@ def sandbox(
         max_requests = DEFAULT_SAMPLES  # `benchmaker sandbox --command 'echo hi'` runs as written
     cfg = make_config(
         load=load,
+        load_flag=load_flag_of(concurrency),
         duration_s=duration,
         max_requests=max_requests,
         out_dir=out_dir,

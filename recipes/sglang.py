@@ -20,7 +20,15 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.workers import single_lane
 from benchmaker.recipes.app import ON_BY_DEFAULT, app
-from benchmaker.recipes.bench import grading_hooks, launch_run, load_of, make_config, parse_workers, resolve_api_key
+from benchmaker.recipes.bench import (
+    grading_hooks,
+    launch_run,
+    load_flag_of,
+    load_of,
+    make_config,
+    parse_workers,
+    resolve_api_key,
+)
 from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, SyntheticDataset
 from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
@@ -158,6 +166,7 @@ def sglang(
     """
     cfg = make_config(
         load=load_of(rate, concurrency),
+        load_flag=load_flag_of(concurrency),
         duration_s=duration,
         max_requests=max_requests,
         out_dir=out_dir,

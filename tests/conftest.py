@@ -7,6 +7,7 @@ import gc
 import os
 import signal
 import warnings
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,51 @@ import pytest
 # workers, Dask workers inherit it); tests of the checks pass their limits explicitly.
 # Export a value to run the suite stricter.
 HOST_LOAD_LIMIT_MS = "2000"
+EPHEMERAL_STARTUP_S = "300"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--durations-per-file",
+        type=int,
+        default=None,
+        metavar="N",
+        help="list the N test files with the largest summed test time (setup + call + teardown, s; "
+        "under pytest-xdist the sum over workers, not wall time); 0 for all",
+    )
+
+
+_FILE_SECONDS: defaultdict[str, float] = defaultdict(float)
+_FILE_TESTS: defaultdict[str, set[str]] = defaultdict(set)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum every phase's duration per test file (under pytest-xdist the controller sees
+    every worker's reports here)."""
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] += report.duration
+    _FILE_TESTS[path].add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """With --durations-per-file N: the N test files with the most summed test time."""
+    n = config.getoption("--durations-per-file")
+    if n is None or os.environ.get("PYTEST_XDIST_WORKER") or not _FILE_SECONDS:
+        return
+    ranked = sorted(_FILE_SECONDS.items(), key=lambda kv: kv[1], reverse=True)
+    shown = ranked if n == 0 else ranked[:n]
+    terminalreporter.write_sep("=", f"slowest {len(shown)} test files (summed test time)")
+    for path, seconds in shown:
+        terminalreporter.write_line(f"{seconds:8.2f}s {len(_FILE_TESTS[path]):4d} tests  {path}")
+    terminalreporter.write_line(f"{sum(_FILE_SECONDS.values()):8.2f}s in all {len(ranked)} files")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for name in ("BENCHMAKER_MAX_LOOP_LAG_MS", "BENCHMAKER_MAX_SCHEDULE_LAG_MS"):
         os.environ.setdefault(name, HOST_LOAD_LIMIT_MS)
+    # Every CLI flow run in a test starts Prefect's temporary server, which migrates a new
+    # database: Prefect's 20 s (the CLI's own 90 s) ran out at load 18 on this 2-core host
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_S)
     # Under pytest-xdist (`make test`: -n), each worker's temporary Prefect servers (the
     # CLI's flow runs) keep their SQLite database in a PREFECT_HOME of the worker's own,
     # kept between sessions so that its migrations run once: two workers never write one
@@ -48,6 +89,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("prefect") is not None and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers collect; the controller deals out in their order
+        items[:] = _longest_first(items)
+
+
+def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The test files that hold an `xdist_group` (one worker runs the whole group: the
+    longest unit of work, minutes) first, then the files with a `slow` test, then the
+    rest; in collection order within each tier and each file kept whole (its
+    module-scoped fixtures set up once). pytest-xdist hands out work in this order, so
+    the long units start at once instead of at the end of one worker's queue while
+    the others sit idle."""
+    tier: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        rank = 0 if item.get_closest_marker("xdist_group") else 1 if item.get_closest_marker("slow") else 2
+        tier[path] = min(tier.get(path, 2), rank)
+    return sorted(items, key=lambda item: tier[item.nodeid.split("::", 1)[0]])
 
 
 def pytest_report_header(config: pytest.Config) -> str:

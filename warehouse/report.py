@@ -17,8 +17,13 @@ text (4 significant digits), with `data-row`/`data-col` naming the metric:
     <table data-table="sweep">      rows v_sweep_summary columns; cols sweep points
     <table data-table="lanes">      rows "ttft_ms.p50", ...; cols lanes
 
+The page opens with the run's verdict and, for a sweep, one row per point (valid or
+why not, requests, throughput, latency, misses); the plots follow, and the tables
+below are folded (`<details data-section="tables">`).
+
 Plots (plotly figures, warehouse/plots.py), each in `<section class="panel" data-panel=...>`:
-latency vs throughput (one point per sweep point from v_sweep_summary; per lane from
+throughput vs target concurrency (or target rate) per sweep point, labelled, invalid
+points marked; latency vs throughput (one point per sweep point from v_sweep_summary; per lane from
 v_lane_summary when the run has no sweep point), TTFT and ITL CDFs (requests table),
 resolved rate vs concurrency (episodes, via v_sweep_summary; re-verified and carried rates
 as two series; replaced by a note when the run has no episodes), schedule lag over time, achieved concurrency over time and,
@@ -298,12 +303,17 @@ def _note(text: str) -> str:
     return f'<p class="note">{escape(text)}</p>'
 
 
+def _point_label(row: dict[str, Any]) -> str:
+    """A sweep point's name as its plots label it: "(invalid)" after an invalid one."""
+    return str(row["sweep_point"]) + ("" if row.get("valid") else " (invalid)")
+
+
 def _latency_throughput(data: ReportData) -> str:
     title = "Latency vs throughput"
     if data.sweep:
         # each point labelled by name, an invalid one marked so on the plot itself
         rows, source = data.sweep, "sweep point"
-        names = [str(r["sweep_point"]) + ("" if r.get("valid") else " (invalid)") for r in data.sweep]
+        names = [_point_label(r) for r in data.sweep]
         get = {f"{m} {q}": (lambda r, m=m, q=q: r.get(f"{q}_{m}_ms")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
     elif data.lanes:
         rows, names, source = data.lanes, [str(r["lane"]) for r in data.lanes], "lane"
@@ -337,6 +347,39 @@ def _latency_throughput(data: ReportData) -> str:
         plot,
         "Percentiles of E2E (end - sent) and TTFT over successful measured requests; "
         "throughput = completed requests / measurement window.",
+    )
+
+
+def _throughput_panel(data: ReportData) -> str:
+    """Throughput per sweep point against what the point asked for: its target
+    concurrency (closed-loop points), else its target rate (open-loop points); each
+    marker labelled by point, an invalid one so marked. Empty without such points."""
+    rows = [r for r in data.sweep if r.get("target_concurrency") is not None]
+    x_key, x_label, title = "target_concurrency", "target concurrency (in flight)", "Throughput vs concurrency"
+    if not rows:
+        rows = [r for r in data.sweep if r.get("target_rate_per_s") is not None]
+        x_key, x_label, title = "target_rate_per_s", "target rate (requests/s)", "Throughput vs rate"
+    if not rows:
+        return ""
+    xs = [r[x_key] for r in rows]
+    names = [_point_label(r) for r in rows]
+    ys = [r.get("request_throughput_per_s") for r in rows]
+    if not any(y is not None for y in ys):
+        return _panel("throughput", title, _note("No successful request: nothing to plot."))
+    plot = chart(
+        [Series("requests/s", xs, ys, style="linepoints", labels=names)],
+        plot_id="throughput",
+        title="one point per sweep point",
+        x_label=x_label,
+        y_label="throughput (requests/s)",
+        x_min=0,
+        y_min=0,
+    )
+    return _panel(
+        "throughput",
+        title,
+        plot,
+        "Completed requests / measurement window, per sweep point (v_sweep_summary).",
     )
 
 
@@ -377,12 +420,13 @@ def _resolved_panel(data: ReportData) -> str:
         )
 
     series = []
-    for key in ("resolved_rate_reverified", "resolved_rate_carried"):  # never mixed (docs/metrics.md)
+    # never mixed (docs/metrics.md)
+    for key, name in (("resolved_rate_reverified", "re-verified"), ("resolved_rate_carried", "carried")):
         pts = [(x_of(r), r.get(key), str(r["sweep_point"])) for r in data.sweep]
         pts = [p for p in pts if p[0] is not None and p[1] is not None]
         if pts:
             series.append(
-                Series(key, [p[0] for p in pts], [p[1] for p in pts], style="linepoints", labels=[p[2] for p in pts])
+                Series(name, [p[0] for p in pts], [p[1] for p in pts], style="linepoints", labels=[p[2] for p in pts])
             )
     if not series:
         return _panel(
@@ -394,8 +438,8 @@ def _resolved_panel(data: ReportData) -> str:
         series,
         plot_id="resolved-concurrency",
         title=title,
-        x_label="concurrency (target, else achieved mean)",
-        y_label="resolved rate",
+        x_label="concurrency (target, else achieved mean; in flight)",
+        y_label="resolved rate (fraction of episodes)",
         x_min=0,
         y_min=0,
         y_max=1,
@@ -423,7 +467,7 @@ def _lag_panel(data: ReportData) -> str:
         plot_id="schedule-lag",
         title=title,
         x_label="intended send time (s from t0)",
-        y_label="schedule_lag_ms (sent - intended)",
+        y_label="schedule lag (ms; sent - intended)",
         y_min=0,
     )
     lag = data.run.get("schedule_lag_ms") or {}
@@ -485,8 +529,8 @@ def _target_panel(data: ReportData) -> str:
         series,
         plot_id="concurrency-target",
         title=title,
-        x_label="target_concurrency",
-        y_label="in flight",
+        x_label="target concurrency (in flight)",
+        y_label="achieved (in flight)",
         x_min=0,
         y_min=0,
     )
@@ -574,6 +618,7 @@ tr.bad th, tr.bad td:nth-child(2) { font-weight: bold; }  /* no colour: series c
 table { border-collapse: collapse; font-size: 12px; margin-bottom: 12px; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; } th { background: #f0f0f0; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+details.tables > summary { cursor: pointer; } details.tables > summary h2 { display: inline; }
 .scroll { overflow-x: auto; }
 """
 
@@ -631,7 +676,7 @@ def _verdict_section(data: ReportData) -> str:
             + (f'<td class="num">{num(r.get("misses_total"), "{}")}</td>' if replay else "")
             + "</tr>"
         )
-    tips = "".join(f"<li>{escape(line.strip())}</li>" for line in advice(data.sweep, this_host=False) if line.strip())
+    tips = _advice_items([line for line in advice(data.sweep, this_host=False) if line.strip()])
     return (
         f'<section data-section="verdict"><h2>Verdict: {n_valid} of {len(data.sweep)} points valid</h2>'
         f'<table data-table="verdict"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
@@ -640,13 +685,31 @@ def _verdict_section(data: ReportData) -> str:
     )
 
 
+def _advice_items(lines: list[str]) -> str:
+    """The advice's lines as list items; an indented line (a flag to raise, under the
+    sentence that names it) is nested in the item before it."""
+    items: list[list[str]] = []
+    for line in lines:
+        if line[:1].isspace() and items:
+            items[-1].append(line.strip())
+        else:
+            items.append([line.strip()])
+    return "".join(
+        f"<li>{escape(head)}"
+        + ("<ul>" + "".join(f"<li><code>{escape(sub)}</code></li>" for sub in subs) + "</ul>" if subs else "")
+        + "</li>"
+        for head, *subs in items
+    )
+
+
 def render_html(data: ReportData) -> str:
     """The report page for collected data (see module docstring for its structure)."""
     order = [str(r["sweep_point"]) for r in data.sweep] or [str(r["lane"]) for r in data.lanes]
     panels = [
+        _throughput_panel(data),
         _latency_throughput(data),
-        _cdf_panel(data, "ttft_ms", "ttft-cdf", "TTFT CDF", "ttft_ms (first_token - sent)", order),
-        _cdf_panel(data, "itl_event_ms", "itl-cdf", "ITL CDF", "itl_event_ms (gap between token events)", order),
+        _cdf_panel(data, "ttft_ms", "ttft-cdf", "TTFT CDF", "time to first token (ms; first token - sent)", order),
+        _cdf_panel(data, "itl_event_ms", "itl-cdf", "ITL CDF", "gap between token events (ms)", order),
         _resolved_panel(data),
         _lag_panel(data),
         _in_flight_panel(data),
@@ -668,10 +731,11 @@ def render_html(data: ReportData) -> str:
         "<h2>Plots</h2>",
         '<div class="grid">' + "\n".join(drawn) + "</div>",
         f'<ul class="not-plotted" data-section="not-plotted">{not_plotted}</ul>' if not_plotted else "",
-        "<h2>Summary</h2>",
+        '<details class="tables" data-section="tables"><summary><h2>Summary tables</h2></summary>',
         _run_tables(data.run),
         _sweep_table(data.sweep),
         _lane_table(data.lanes),
+        "</details>",
     ]
     title = f"benchmaker report {data.info['run_id']}"
     return (

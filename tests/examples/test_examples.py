@@ -156,6 +156,23 @@ async def test_minimal_get(tmp_path: Path, capsys):
     assert f"run {manifest['run_id']}: 5 ok of 5" in capsys.readouterr().out
 
 
+async def test_minimal_get_takes_the_clis_concurrency_and_rate(tmp_path: Path, capsys):
+    from examples.minimal_get import main
+
+    async with ScenarioServer() as srv:
+        url = srv.url + "/health"
+        code = await asyncio.to_thread(main, [url, "--requests", "4", "--concurrency", "2", "--out-dir", str(tmp_path)])
+    manifest, summary, _ = _read(tmp_path)
+    _exit_matches(code, summary)
+    assert manifest["config"]["load"] == "closed:2"
+    with pytest.raises(SystemExit) as exc:
+        main([url, "--concurrency", "2", "--rate", "poisson:5", "--out-dir", str(tmp_path / "b")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith("error: --concurrency and --rate: give one (--concurrency 2 is --rate closed:2)\n")
+    assert not (tmp_path / "b").exists()
+
+
 def _signed_api(secret: bytes) -> tuple[_App, list[str]]:
     """POST /api/score: 401 unless X-Signature is the HMAC of the request (the example's
     own `signature`), else {"result": {"score": <n-th good request>}}."""

@@ -25,6 +25,7 @@ import duckdb
 import orjson
 import pytest
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 from prefect.client.schemas.objects import FlowRun, State
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Pending, Scheduled
@@ -294,7 +295,9 @@ async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path
             expect=1,
         )
         assert "Failed" in out
-        await asyncio.sleep(22)  # past the shared start: a straggler would have sent by now
+        # until 2 s past the shards' earliest start: a straggler would have sent by then
+        start_s = await _earliest_start_s(env, tmp_path / "a")
+        await asyncio.sleep(max(0.0, start_s + 2 - time.time()))
         served = server.n_requests
     assert served == 0
     con = duckdb.connect(str(wh), read_only=True)
@@ -310,6 +313,24 @@ async def test_shards_not_done_by_the_shard_timeout_are_cancelled(tmp_path: Path
         "worker 1 did not finish in time (stopped)",
     ]
     assert summary["verdict"]["valid"] is False
+
+
+async def _earliest_start_s(env: dict, out_dir: Path) -> float:
+    """The earliest start (wall clock, s) given to the shard runs of the run under
+    `out_dir`: read from the parameters of the shard deployment's flow runs."""
+    with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
+        async with get_client() as client:
+            deployment = await client.read_deployment_by_name("llm-sweep-shard/shard")
+            runs = await client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id]))
+            )
+    starts = [
+        r.parameters["point"]["start_wall_ns"]
+        for r in runs
+        if str(r.parameters["point"]["run_dir"]).startswith(str(out_dir))
+    ]
+    assert len(starts) == 2, starts
+    return max(starts) / 1e9
 
 
 async def _shard_run(state: State) -> FlowRun:

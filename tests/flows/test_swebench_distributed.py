@@ -47,7 +47,6 @@ async def test_a_two_point_sweep_runs_its_shards_on_a_dask_local_cluster_through
         out_dir=tmp_path / "a",
         warehouse=tmp_path / "w.duckdb",
         dask_address=local_cluster.scheduler_address,
-        start_lead_s=8.0,
         exchange=exchange,
     )
     assert list((tmp_path / "exchange").iterdir()) == []  # the run's files were fetched and removed there
@@ -124,7 +123,6 @@ async def test_a_failed_distributed_run_resumes_at_the_failed_point(tmp_path: Pa
         out_dir=out_dir,
         warehouse=tmp_path / "w.duckdb",
         dask_address=local_cluster.scheduler_address,
-        start_lead_s=8.0,
     )
     monkeypatch.setenv(FAIL_POINT_ENV, "c4")  # c2 completes, c4 measures, merges, then fails
     state = await swebench_replay(**kw, return_state=True)

@@ -165,7 +165,7 @@ class LocalServer:
     def replay(self, out: Path, sweep: str, latency: str, *more: str, tmp: Path | None = None) -> subprocess.Popen:
         """`benchmaker swebench-replay` of the bundled example, started in the background
         (`more`: further flags; `tmp`: its TMPDIR)."""
-        args = ["--concurrency-sweep", sweep, "--latency", latency, "--warehouse", str(out / "w.duckdb"), *more]
+        args = ["--concurrency", sweep, "--latency", latency, "--warehouse", str(out / "w.duckdb"), *more]
         return subprocess.Popen(
             [sys.executable, "-m", "benchmaker.recipes.cli", "swebench-replay", "--logs", str(EXAMPLE), *args]
             + ["--out-dir", str(out / "art")],
@@ -302,7 +302,8 @@ def test_a_sigkilled_cli_run_is_marked_crashed_and_resumed_by_retry(tmp_path: Pa
     from benchmaker.recipes import prefect_server as ps
 
     state, art, env = local_server.state, tmp_path / "art", local_server.env
-    run = local_server.replay(tmp_path, "1,2", "fixed:3000:0")
+    # 2 s a turn: c2's 4 turns take 8 s, time enough to kill the run while c2 measures
+    run = local_server.replay(tmp_path, "1,2", "fixed:2000:0")
     try:
         _wait_for(run, "swebench-replay-*/points/c1/point_summary.json", art)  # killed while c2 measures
         run.send_signal(signal.SIGKILL)

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from benchmaker.engine.config import host_in_flight_limit
 from benchmaker.recipes.cli import main
 
 SCENARIOS = {
@@ -386,4 +387,17 @@ def test_concurrency_n_is_the_closed_loop_of_n_and_excludes_rate(server, tmp_pat
         "benchmaker: error: --concurrency and --rate: give one (--concurrency 2 is --rate closed:2)\n"
     )
     assert main([*argv, "--concurrency", "0", "--out-dir", str(tmp_path / "d")]) == 2
-    assert capsys.readouterr().err == "benchmaker: error: --concurrency: expected an integer >= 1 (got 0)\n"
+    assert capsys.readouterr().err == "benchmaker: error: --concurrency: expected an integer in 1..1000000 (got 0)\n"
+    # over the limits: the flag given is named, not the --rate it becomes
+    assert main([*argv, "--concurrency", "1000001", "--out-dir", str(tmp_path / "d")]) == 2
+    assert (
+        capsys.readouterr().err == "benchmaker: error: --concurrency: expected an integer in 1..1000000 (got 1000001)\n"
+    )
+    over = host_in_flight_limit()[0] + 1  # over this host's file descriptors, within 1..1000000
+    if over <= 1_000_000:
+        assert main([*argv, "--concurrency", str(over), "--out-dir", str(tmp_path / "d")]) == 2
+        assert capsys.readouterr().err.startswith(
+            f"benchmaker: error: --concurrency: closed-loop concurrency {over} over 1 worker process(es) is {over} in "
+            "flight per process, more than this host can hold ("
+        )
+    assert not (tmp_path / "d").exists()

@@ -23,7 +23,7 @@ from benchmaker.warehouse.connection import open_readonly
 from benchmaker.warehouse.errors import WarehouseError
 from benchmaker.warehouse.loader import load_run
 from benchmaker.warehouse.plots import Series, chart, plotly_js
-from benchmaker.warehouse.report import collect_report_data, render_report, write_report
+from benchmaker.warehouse.report import collect_report_data, render_html, render_report, write_report
 from tests.warehouse._bundle import MS, reference_bundle, sample, write_jsonl, write_manifest
 
 # --- bundles -----------------------------------------------------------------------------
@@ -282,13 +282,18 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
     resolved = traces(html, "resolved-concurrency")
     # (concurrency, resolved_rate_carried) from v_sweep_summary; no episode was
     # re-verified, so there is no re-verified series
-    carried = resolved["resolved_rate_carried"]
+    carried = resolved["carried"]
     assert (carried["x"], carried["y"]) == ([1, 2, 4], [1.0, 0.75, 0.5])
-    assert "resolved_rate_reverified" not in resolved
+    assert "re-verified" not in resolved
     target = traces(html, "concurrency-target")
     # c workers run their episodes in parallel: achieved max == target at every point
     assert (target["achieved max"]["x"], target["achieved max"]["y"]) == ([1, 2, 4], [1, 2, 4])
     assert "Every point reached its target." in _panel(html, "concurrency-target")
+    # throughput per point against its target concurrency, each marker labelled
+    [tput] = traces(html, "throughput").values()
+    want_tput = [cells(html)["sweep"][("request_throughput_per_s", p)][0] for p in ("c1", "c2", "c4")]
+    assert (tput["x"], tput["y"], tput["text"]) == ([1, 2, 4], want_tput, ["c1", "c2", "c4"])
+    assert figures(html)["throughput"]["layout"]["xaxis"]["title"]["text"] == "target concurrency (in flight)"
     sweep = cells(html)["sweep"]
     for point, rate in SWEEP_RESOLVED.items():
         assert sweep[("resolved_rate_carried", point)][0] == rate
@@ -300,6 +305,33 @@ def test_sweep_report_plots_one_point_per_sweep_point_and_resolved_rates(tmp_pat
     assert [(p, sweep[("p99_ttft_ms", p)][0]) for p, _ in want] == want
 
 
+def test_an_invalid_point_is_marked_on_the_plots_and_the_advice_names_its_flag(tmp_path):
+    db = tmp_path / "w.duckdb"
+    load_run(db, sweep_bundle(tmp_path / "sweep-1"))
+    con = open_readonly(db)
+    try:
+        data = collect_report_data(con, "sweep-1")
+    finally:
+        con.close()
+    reason = "engine: event-loop lag p99 79.24 ms > 10 ms: client-side timestamps include client delay"
+    data.sweep[2].update(valid=False, invalid_reason=reason)  # c4
+    html = render_html(data)
+    [tput] = traces(html, "throughput").values()
+    assert tput["text"] == ["c1", "c2", "c4 (invalid)"]
+    assert traces(html, "latency-throughput")["e2e p99"]["text"] == ["c1", "c2", "c4 (invalid)"]
+    verdict = re.search(r'<section data-section="verdict">(.*?)</section>', html, re.S).group(1)
+    assert "<h2>Verdict: 2 of 3 points valid</h2>" in verdict
+    assert (
+        "<td>INVALID: your machine was busy: the client&#x27;s event loop lagged 79 ms (p99; the limit is 10 ms), "
+        "so the timings include client delay</td>"
+    ) in verdict
+    # the flag to raise nested under the sentence that names it, not an item of its own
+    advice = re.search(r'<ul class="advice">(.*)</ul>', verdict, re.S).group(1)
+    assert advice.startswith("<li>To get valid points: ")
+    assert re.search(r"<ul><li><code>--max-loop-lag-ms \d+ +\(or BENCHMAKER_MAX_LOOP_LAG_MS=\d+\)", advice)
+    assert advice.count("<li>") == 2
+
+
 def test_run_without_episodes_hides_the_resolved_panel_with_a_note(tmp_path):
     html, _ = _report(tmp_path, reference_bundle(tmp_path / "run-a"))
     # no card without data: the panel is a line under the plots instead
@@ -309,6 +341,7 @@ def test_run_without_episodes_hides_the_resolved_panel_with_a_note(tmp_path):
         "<li>Resolved rate vs concurrency: No episodes in this run: resolved rate vs concurrency is not plotted.</li>"
     ) in not_plotted
     assert 'data-panel="concurrency-target"' not in html  # no target concurrency declared
+    assert 'data-panel="throughput"' not in html  # no sweep point: no throughput per point
 
 
 def test_cdf_has_one_series_per_sweep_point(tmp_path, monkeypatch):
@@ -377,7 +410,9 @@ def test_report_is_self_contained(tmp_path):
     lower = (html[: m.start()] + html[m.end() :]).lower()
     for needle in ("<link", "src=", "href=", "url(", "@import", "http://", "https://"):
         assert needle not in lower, needle
-    assert len(figures(html)) == lower.count('<div class="plot"') == 7
+    assert (
+        len(figures(html)) == lower.count('<div class="plot"') == 8
+    )  # throughput, latency, TTFT, ITL, resolved, lag, in flight, target
 
 
 def test_unknown_run_is_an_error_naming_it(tmp_path):

@@ -189,6 +189,7 @@ def _coloured_pixels(rows: list[bytes], bpp: int, box: dict) -> int:
 
 
 SWEEP_PLOTS = {
+    "throughput",
     "latency-throughput",
     "ttft-cdf",
     "itl-cdf",
@@ -217,7 +218,8 @@ def test_every_plot_of_a_sweep_report_is_drawn_in_chromium(tmp_path):
     by_plot = {c["plot"]: {s["name"]: s for s in c["series"]} for c in check}
     # one marker per sweep point (c1, c2, c4) for latency vs throughput and resolved rate
     assert by_plot["latency-throughput"]["e2e p99"]["markers_drawn"] == 3
-    assert by_plot["resolved-concurrency"]["resolved_rate_carried"]["markers_drawn"] == 3
+    assert by_plot["resolved-concurrency"]["carried"]["markers_drawn"] == 3
+    assert by_plot["throughput"]["requests/s"]["markers_drawn"] == 3
     assert by_plot["ttft-cdf"]["c4 (n=24)"]["points"] == 25  # 4 workers x 2 episodes x 3 turns, and y = 0
 
 

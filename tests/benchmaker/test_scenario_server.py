@@ -38,9 +38,11 @@ async def test_pacing_uses_absolute_deadlines():
     last_ms = s.token_event_ns[-1] / MS  # from the send (drive stamps sent_ns = 0)
     assert s.n_token_events == 100
     # due at 495 ms; event-loop timers may fire up to 1 ms early (ms-granular timers), hence
-    # 494. Late by at most 15 ms beyond the longest hold-up of the loop: 99 relative sleeps
-    # pile up their overshoots even on an idle loop, absolute deadlines do not.
-    assert 494.0 <= last_ms < 510.0 + (lag.stats()["max"] or 0.0), (last_ms, lag.stats())
+    # 494. Late by at most 15 ms beyond twice the longest hold-up of the loop: the hold-up
+    # itself, then the chunks that fell due during it, written and read on a CPU as starved
+    # as it was (a hog on every core: 555.7 ms at a longest hold-up of 38.6 ms). 99 relative
+    # sleeps pile up their overshoots even on an idle loop, absolute deadlines do not.
+    assert 494.0 <= last_ms < 510.0 + 2 * (lag.stats()["max"] or 0.0), (last_ms, lag.stats())
 
 
 async def test_itl_list_sets_each_gap():

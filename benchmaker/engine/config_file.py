@@ -6,8 +6,9 @@
 Interpolation (typed): a scalar that is exactly `${VAR}` (or `${VAR:-default}`) takes
 the variable's value parsed as a YAML scalar, so `port: ${PORT}` with PORT=8000 is the
 int 8000 and `stream: ${STREAM}` with STREAM=false is a bool; inside a longer string
-the text is substituted as is. A variable that is unset and has no default is an error
-naming the file, line and field. `.env` (the file's folder, then the working folder)
+the text is substituted as is. A variable that is unset and has no default, or whose
+value holds a line break (YAML would fold it into a space silently), is an error naming
+the file, line and field. `.env` (the file's folder, then the working folder)
 fills variables the environment lacks; it never overrides the environment.
 
 Validation errors read `run.yaml:9: load: unknown load model 'posson' (...)`.
@@ -96,10 +97,15 @@ def _interpolate(node: yaml.Node, env: dict[str, str], path: Path, where: str) -
 
     def lookup(m: re.Match[str]) -> str:
         name, default = m.group(1), m.group(2)
-        if name in env:
-            return env[name]
-        if default is not None:
-            return default
+        text = env[name] if name in env else default
+        if text is not None and ("\n" in text or "\r" in text):
+            raise ConfigError(
+                f"{path}:{node.start_mark.line + 1}: {where}: the value of {name} holds a line break "
+                "(refused: YAML would fold it into a space, and a header would carry it; "
+                "write multi-line text in the file as a block scalar `|`)"
+            )
+        if text is not None:
+            return text
         raise ConfigError(f"{path}:{node.start_mark.line + 1}: {where}: environment variable {name} is not set")
 
     whole = _VAR.fullmatch(value)

@@ -227,7 +227,9 @@ class SwebenchReplayParams(ShardParams):
         """The run's points in order, each spec built here once from the validated
         parameters: a closed loop per concurrency_sweep entry (split over
         shards_for(C, shards) shards when sharded), then an open loop per rate spec;
-        task_dirs made absolute."""
+        task_dirs made absolute. A closed loop of C runs on min(workers, C) engine
+        workers: a worker with no episode in flight would send nothing, and its share of
+        the point's episodes would never be played."""
         common: dict[str, Any] = dict(
             episodes=self.episodes_per_point,
             duration_s=self.duration_s,
@@ -241,7 +243,6 @@ class SwebenchReplayParams(ShardParams):
             divergence=self.divergence,
             max_loop_lag_ms=self.max_loop_lag_ms,
             max_schedule_lag_ms=self.max_schedule_lag_ms,
-            workers=self.workers,
         )
         if self.stray_grace_s is not None:  # else the point's default
             common["stray_grace_s"] = self.stray_grace_s
@@ -249,11 +250,12 @@ class SwebenchReplayParams(ShardParams):
             ReplayPoint(
                 load=ParsedRateSpec.of_model(ClosedLoop(c)),
                 shards=shards_for(c, self.shards) if self.sharded else 1,
+                workers=min(self.workers, c),
                 **common,
             )
             for c in self.concurrency_sweep
         ]
-        return closed + [ReplayPoint(load=r, **common) for r in self.rates]
+        return closed + [ReplayPoint(load=r, workers=self.workers, **common) for r in self.rates]
 
 
 def _rate_problems(rates: list[ParsedRateSpec]) -> list[str]:

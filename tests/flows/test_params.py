@@ -203,3 +203,10 @@ def test_llm_sweep_parameters_name_a_bad_load() -> None:
         {"base_url": "http://x", "model": "m", "concurrency_sweep": [1, 8], "rate_sweep": [2.5]},
     )
     assert p.specs() == ["closed:1", "closed:8", "poisson:2.5"]
+
+
+def test_a_closed_point_runs_on_no_more_workers_than_its_concurrency() -> None:
+    # workers 4 at c1 would leave three workers with nothing in flight and their share of
+    # the point's episodes unplayed (closed:1 on 4 workers sent 1 request of 2)
+    p = validate_params(logs=[EXAMPLE], concurrency_sweep=[1, 2, 8], rates=["poisson:3"], duration_s=30, workers=4)
+    assert [(q.name, q.workers) for q in p.points()] == [("c1", 1), ("c2", 2), ("c8", 4), ("poisson-3", 4)]

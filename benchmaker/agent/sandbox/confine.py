@@ -47,11 +47,13 @@ from benchmaker.engine.exit_cleanup import on_exit
 __all__ = [
     "INSTALL_STEP",
     "SANDBOX_USER",
+    "STAGED_ETC_PREFIX",
     "SYSTEM_ETC",
     "Confinement",
     "ConfinementError",
     "check_sandbox_choice",
     "confinement",
+    "remove_stale_staged_etc",
     "staged_etc",
 ]
 
@@ -230,14 +232,48 @@ def _python_paths() -> tuple[str, ...]:
     return tuple(dict.fromkeys(seen))
 
 
+STAGED_ETC_PREFIX = "bm-sandbox-etc-"
+"""Name of a staged /etc: this prefix, the creating process's pid, "-", a random part."""
+
+
+def remove_stale_staged_etc(into: str | None = None) -> list[str]:
+    """Remove the staged /etc copies under `into` (default: the temp dir) that this user
+    owns and whose creating process is gone: a process killed by SIGKILL or the OOM
+    killer runs no exit handler. A copy whose pid is alive (its own, or a reused pid) is
+    kept. Returns the paths removed."""
+    base = into or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        pid_text, sep, _ = name.removeprefix(STAGED_ETC_PREFIX).partition("-")
+        if not name.startswith(STAGED_ETC_PREFIX) or not sep or not pid_text.isdigit():
+            continue
+        path = os.path.join(base, name)
+        try:
+            if os.lstat(path).st_uid != os.getuid():
+                continue
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except OSError:  # gone already, or a live process of another user: kept
+            continue
+    return removed
+
+
 def staged_etc(into: str | None = None) -> str:
     """A copy of the SYSTEM_ETC entries of /etc that exist (files copied, symlinks kept
     as symlinks, directories copied without a `private` subdirectory; an entry this
     user cannot read is left out) in a new 0755 directory under `into` (default: the
     temp dir), removed when the process exits (benchmaker.engine.exit_cleanup: also by a
-    fast exit). One bind of it replaces ~28 binds of
+    fast exit); the copies of killed processes are removed first
+    (`remove_stale_staged_etc`). One bind of it replaces ~28 binds of
     single entries: ~25 ms less per confined command on the 2-core development host."""
-    root = tempfile.mkdtemp(prefix="bm-sandbox-etc-", dir=into)
+    remove_stale_staged_etc(into)
+    root = tempfile.mkdtemp(prefix=f"{STAGED_ETC_PREFIX}{os.getpid()}-", dir=into)
     os.chmod(root, 0o755)
     on_exit(shutil.rmtree, root, True)
     for name in SYSTEM_ETC:

@@ -227,7 +227,8 @@ def test_llm_call_log_given_alone_is_refused_naming_the_formats(tmp_path):
     with pytest.raises(UnknownFormatError) as exc:
         list(iter_trajectories(unknown))
     assert str(exc.value).endswith(
-        "unknown log format (expected one of atif, claude-code, codex-rollout, gemini-cli, harbor-jsonl, harbor-trial, "
+        "unknown log format (expected one of aider-llm-history, atif, claude-code, codex-rollout, gemini-cli, "
+        "harbor-jsonl, harbor-trial, "
         "mini-swe-agent, openai-messages, opencode, openhands, openhands-conversation, pi-events, "
         "pi-session, swe-agent; pass --format to force one)"
     )

@@ -176,7 +176,7 @@ def test_the_report_of_a_sweep_starts_with_its_verdict_per_point(tmp_path: Path)
             "100 / 100",
         ),
     ]
-    assert "<li>--max-loop-lag-ms 50  (or BENCHMAKER_MAX_LOOP_LAG_MS=50)" in section
+    assert "<ul><li><code>--max-loop-lag-ms 50  (or BENCHMAKER_MAX_LOOP_LAG_MS=50)" in section
     assert "load average now" not in section  # read later, on another host: the run's load is not known
     # the latency-vs-throughput plot labels each point, the invalid one marked, axes in words
     marker = '<script type="application/json" class="plot-figure" data-plot="latency-throughput">'

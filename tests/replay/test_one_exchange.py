@@ -23,7 +23,7 @@ STALL = [
     (0.0, _chunk({"role": "assistant"})),
     (0.0, _chunk({"content": "a"})),
     (0.05, _chunk({"content": "b"})),
-    (30.0, _chunk({"content": "never"})),
+    (5.0, _chunk({"content": "never"})),  # well past the holds, IDLE_S and LATE_S: the client has ended
 ]
 _COMPARED = (
     "outcome",

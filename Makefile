@@ -35,11 +35,14 @@ lint: $(STAMP)
 
 # The rules, then the whole suite on TEST_WORKERS pytest-xdist workers (default: one per
 # CPU, at most 4); the 25 slowest tests and the 15 test files with the most summed test
-# time are listed at the end (mark a new slow test `slow`). Tests that share a
-# module-scoped server run on one worker (`xdist_group`, --dist loadgroup).
+# time are listed at the end (mark a new slow test `slow`). Each test file runs whole on
+# one worker (--dist loadfile: its module-scoped fixtures, e.g. a server stack, set up
+# once), in the order tests/conftest.py deals them (`long` files, then `slow` ones;
+# --no-loadscope-reorder keeps it). pytest 9.2 ignores pytest-xdist 3.8's `xdist_group`
+# (its nodeid suffix is never set), so loadgroup split such a file over the workers.
 # TEST_WORKERS=0 runs the suite in this process.
 TEST_WORKERS ?= logical
-XDIST := -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup
+XDIST := -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 test: lint install-sandbox
 	$(PY) -m pytest -q $(XDIST) --durations=25 --durations-per-file=15
 

@@ -94,16 +94,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The test files that hold an `xdist_group` (one worker runs the whole group: the
-    longest unit of work, minutes) first, then the files with a `slow` test, then the
-    rest; in collection order within each tier and each file kept whole (its
-    module-scoped fixtures set up once). pytest-xdist hands out work in this order, so
-    the long units start at once instead of at the end of one worker's queue while
-    the others sit idle."""
+    """The test files marked `long` (minutes: e.g. one shared Prefect stack) first, then
+    the files with a `slow` test, then the rest; in collection order within each tier
+    and each file kept whole. pytest-xdist (`--dist loadfile --no-loadscope-reorder`)
+    hands out files in this order, so the long units start at once instead of at the
+    end of one worker's queue while the others sit idle."""
     tier: dict[str, int] = {}
     for item in items:
         path = item.nodeid.split("::", 1)[0]
-        rank = 0 if item.get_closest_marker("xdist_group") else 1 if item.get_closest_marker("slow") else 2
+        rank = 0 if item.get_closest_marker("long") else 1 if item.get_closest_marker("slow") else 2
         tier[path] = min(tier.get(path, 2), rank)
     return sorted(items, key=lambda item: tier[item.nodeid.split("::", 1)[0]])
 

@@ -39,8 +39,8 @@ PREFECT = str(Path(sys.executable).parent / "prefect")
 POOL = "benchmaker-process"  # prefect.yaml definitions.work_pool.name
 _STARTUP_S = 120.0
 # one Prefect stack (module fixture, ~30 s to start) for every test here: under
-# pytest-xdist (--dist loadgroup) they run on one worker
-pytestmark = pytest.mark.xdist_group("prefect_stack")
+# pytest-xdist (--dist loadfile) they run on one worker, this file first (`long`)
+pytestmark = pytest.mark.long
 
 
 def _free_port() -> int:

@@ -1,16 +1,24 @@
-"""Suite-wide isolation: no test reads this machine's real calibration file. One Dask
-LocalCluster for the tests that run shards through prefect-dask."""
+"""Suite-wide isolation: no test reads this machine's real calibration file. One local
+Prefect server per test process for the CLI's flow runs, and one Dask LocalCluster for
+the tests that run shards through prefect-dask; both, and every server a test starts in
+a session of its own, die with the test process (tests/reaper.py)."""
 
 from __future__ import annotations
 
+import fcntl
 import gc
+import itertools
 import os
 import signal
 import warnings
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
+
+from tests.reaper import Reaper
 
 # Host-load thresholds of every run the suite makes (benchmaker.engine.selfcheck): a test that
 # checks a bundle, a merge or warehouse rows must not turn on this host's load (loop and
@@ -62,17 +70,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 def pytest_configure(config: pytest.Config) -> None:
     for name in ("BENCHMAKER_MAX_LOOP_LAG_MS", "BENCHMAKER_MAX_SCHEDULE_LAG_MS"):
         os.environ.setdefault(name, HOST_LOAD_LIMIT_MS)
-    # Every CLI flow run in a test starts Prefect's temporary server, which migrates a new
-    # database: Prefect's 20 s (the CLI's own 90 s) ran out at load 18 on this 2-core host
+    # A Prefect server's first start migrates a new database: Prefect's 20 s (the CLI's own
+    # 90 s) ran out at load 18 on this 2-core host. For the temporary servers the suite
+    # still starts (tests that ask for BENCHMAKER_PREFECT_SERVER=ephemeral).
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_S)
-    # Under pytest-xdist (`make test`: -n), each worker's temporary Prefect servers (the
-    # CLI's flow runs) keep their SQLite database in a PREFECT_HOME of the worker's own,
-    # kept between sessions so that its migrations run once: two workers never write one
-    # database. (The flow tests' harness and the tests of the local server have their own.)
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
-        home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / "pytest-workers" / worker
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)  # Prefect makes only the last level
+    # Each test process (each pytest-xdist worker; `main` without xdist) has a PREFECT_HOME
+    # of its own, kept between sessions so that its database's migrations run once, and
+    # held by one session at a time (two sessions at once take gw0 and gw0-2): its local
+    # Prefect server (`prefect_server` below) serves this session alone, and no session
+    # stops a server another one uses. The controller of xdist workers runs no test.
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
+        base = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / "pytest-workers"
+        home = _session_home(base, os.environ.get("PYTEST_XDIST_WORKER") or "main")
         os.environ["PREFECT_HOME"] = str(home)
     # A suite started in the background by a shell without job control (`nohup make
     # test &`, a script's `cmd &`) inherits SIGINT ignored and hands that to every child
@@ -80,6 +89,40 @@ def pytest_configure(config: pytest.Config) -> None:
     # timeouts. A handler, unlike SIG_IGN, is reset to the default in an exec'd child.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_HOME_LOCKS: list[IO[Any]] = []  # held open (flock) until this process exits
+
+
+def _session_home(base: Path, name: str) -> Path:
+    """`base`/NAME, else NAME-2, NAME-3, ...: the first whose `session.lock` no other live
+    session holds (it is released when this process exits, SIGKILL included)."""
+    for k in itertools.count(1):
+        home = base / (name if k == 1 else f"{name}-{k}")
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)  # Prefect makes only the last level
+        fh = open(home / "session.lock", "a")  # held until this process exits
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            continue
+        _HOME_LOCKS.append(fh)
+        return home
+    raise AssertionError("unreachable")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the local Prefect server of this process's PREFECT_HOME if one still runs: a CLI
+    flow run of a test without the `prefect` marker may have started it."""
+    if _HOME_LOCKS:
+        from benchmaker.recipes import prefect_server as ps
+
+        ps.stop_server(ps.prefect_home(), grace_s=5)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for fh in _HOME_LOCKS:
+        fh.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -118,9 +161,43 @@ def _no_host_calibration(tmp_path_factory, monkeypatch):
     """Point BENCHMAKER_CALIBRATION at a file that does not exist (tests that calibrate
     set their own path), so a developer's ~/.cache calibration never leaks into runs."""
     monkeypatch.setenv("BENCHMAKER_CALIBRATION", str(tmp_path_factory.getbasetemp() / "no-calibration.json"))
-    # CLI flow runs in tests use Prefect's temporary server: no test leaves the reused
-    # local server (recipes/prefect_server.py) running; its own tests unset this.
-    monkeypatch.setenv("BENCHMAKER_PREFECT_SERVER", "ephemeral")
+    # CLI flow runs in tests use this process's local Prefect server (`prefect_server`);
+    # the tests of that server's start and stop use PREFECT_HOMEs of their own.
+    monkeypatch.setenv("BENCHMAKER_PREFECT_SERVER", "reuse")
+
+
+@pytest.fixture(scope="session")
+def process_reaper() -> Iterator[Reaper]:
+    """This test process's reaper (tests/reaper.py): a process group given to its `watch`
+    is killed when the process ends, also when it is SIGKILLed."""
+    reaper = Reaper()
+    yield reaper
+    reaper.close()
+
+
+@pytest.fixture(scope="session")
+def prefect_server(process_reaper: Reaper) -> Iterator[Any]:
+    """The local Prefect server of this process's PREFECT_HOME (pytest_configure), as the
+    CLI starts and reuses it (recipes/prefect_server.py `ensure_server`: authenticated,
+    loopback), started once for the session instead of a temporary server in every CLI
+    flow run (10-40 s each); stopped at the session's end, or by the reaper. Yields its
+    ServerState."""
+    from benchmaker.recipes import prefect_server as ps
+
+    home = ps.prefect_home()
+    state = ps.ensure_server(home, say=lambda message: None)
+    process_reaper.watch(state.pid)
+    yield state
+    ps.stop_server(home, grace_s=5)
+    process_reaper.forget(state.pid)
+
+
+@pytest.fixture(autouse=True)
+def _prefect_server_for_flow_tests(request: pytest.FixtureRequest) -> None:
+    """Start the session's `prefect_server` before the first test that runs a real Prefect
+    flow (marker `prefect`), so that no CLI run in a test starts it (nor says so)."""
+    if request.node.get_closest_marker("prefect") is not None and "prefect_harness" not in request.fixturenames:
+        request.getfixturevalue("prefect_server")
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ from prefect.states import Pending, Scheduled
 from benchmaker.tasks.shard import ShardPoint
 from benchmaker.tasks.shard_runs import cancel_flow_runs
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
+from tests.reaper import Reaper
 
 REPO = Path(__file__).resolve().parents[2]
 PREFECT = str(Path(sys.executable).parent / "prefect")
@@ -64,10 +65,12 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def prefect_stack(tmp_path_factory: pytest.TempPathFactory):
+def prefect_stack(tmp_path_factory: pytest.TempPathFactory, process_reaper: Reaper):
     """A Prefect server (own PREFECT_HOME and SQLite database), the work pool, the
     distributed and shard deployments of llm-sweep and swebench-replay, and two
-    workers; yields the environment that talks to that server."""
+    workers; yields the environment that talks to that server. Each process group is
+    also given to the session's reaper: a test process killed from outside, whose
+    `finally` never runs, takes them with it."""
     tmp_path = tmp_path_factory.mktemp("prefect-stack")
     port = _free_port()
     env = {
@@ -90,6 +93,7 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory):
         )
         out.close()
         procs.append(p)
+        process_reaper.watch(p.pid)
         return p
 
     def run(*args: str) -> None:
@@ -128,6 +132,7 @@ def prefect_stack(tmp_path_factory: pytest.TempPathFactory):
     finally:
         for p in reversed(procs):
             _stop(p)
+            process_reaper.forget(p.pid)
 
 
 async def _deployment_run(env: dict, logs: Path, *args: str, expect: int = 0) -> str:

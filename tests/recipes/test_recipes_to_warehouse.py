@@ -5,8 +5,8 @@ servers started here, and its results load into the warehouse with exact row cou
     swebench                                            -> its own --warehouse
     record                                              -> a trajectories file that a replay
                                                            server serves with zero misses
-    swebench-replay (of that recording)                 -> its own --warehouse (slow: an
-                                                           ephemeral Prefect server, ~9 s)
+    swebench-replay (of that recording)                 -> its own --warehouse (slow: a
+                                                           Prefect flow run, ~9 s)
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ def test_record_then_replay_with_zero_misses(tmp_path: Path, capsys):
     ) == [(i, "ok", True) for i in range(4)]
 
 
-@pytest.mark.slow  # ~10 s: `benchmaker swebench-replay` starts an ephemeral Prefect server
+@pytest.mark.slow  # ~10 s: `benchmaker swebench-replay` runs a Prefect flow
 @pytest.mark.prefect
 def test_swebench_replay_of_a_recording_loads_the_warehouse(tmp_path: Path, capsys):
     rec = _record_tiny_task(tmp_path, capsys)

@@ -177,11 +177,19 @@ class LocalServer:
         )
 
 
+@pytest.fixture(scope="module")
+def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One PREFECT_HOME for this file's servers: its database is migrated by the first
+    start only (20-40 s, more when busy); each test finds its own flow run by id."""
+    return tmp_path_factory.mktemp("api-watch") / "prefect-home"
+
+
 @pytest.fixture
-def local_server(tmp_path: Path) -> Iterator[LocalServer]:
+def local_server(prefect_home: Path) -> Iterator[LocalServer]:
+    """A server of its own for each test (the tests kill it), on the module's database."""
     from benchmaker.recipes import prefect_server as ps
 
-    home = tmp_path / "prefect-home"
+    home = prefect_home
     drop = ("PREFECT_API_URL", "BENCHMAKER_PREFECT_SERVER", "PREFECT_API_AUTH_STRING")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(PREFECT_HOME=str(home), PYTHONPATH=str(ROOT))

@@ -14,9 +14,11 @@ request are timed, cut and recorded by one set of rules.
         ex.record(exc)                           # the outcome of a failed exchange
     ex.stop()
 
-or read by read, when a consumer handles each read as it comes (the model client):
+or read by read, when a consumer handles each read as it comes (the model client, the
+recording proxy's relay):
 
-    status = await ex.open(transport, spec)    # accepts=: error bodies read too
+    status = await ex.open(transport, spec)      # accepts=: error bodies read too
+    ex.hold()                                    # when the consumer takes the head (a proxy)
     while data := await ex.read(parser):
         ...                                      # the consumer's time: not the exchange's
     parser.finish(sample)                        # when ex.body_read

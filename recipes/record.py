@@ -22,6 +22,9 @@ def record(
     port: Annotated[int, within(0, 65535)] = 0,
     text_actions: bool = False,
     canned_replies: bool = False,
+    connect_timeout: str = "10s",
+    idle_timeout: str = "600s",
+    total_timeout: str | None = None,
 ) -> int:
     """Relay /v1/chat/completions, /v1/responses, /v1/messages (and the Gemini API's
     /v1beta/models/M:generateContent and :streamGenerateContent) to UPSTREAM and record
@@ -51,11 +54,23 @@ def record(
         relayed answer is such a canned reply, left out with the user message before it
         when placing a request, and kept in the trajectory's `canned_replies` for the
         replay server to leave out too.
+    connect_timeout
+        Deadline for connecting to UPSTREAM (TCP and TLS), e.g. 10s; past it the
+        caller gets a 502 JSON error.
+    idle_timeout
+        Longest wait for UPSTREAM's next bytes, e.g. 10m: from the send (so the wait for
+        the response's head too), then from each read; the time spent relaying a read
+        to the caller does not count. Past it before the head: a 502 JSON error; after
+        it: the relayed body is cut (the turn is not recorded, counted `incomplete`).
+    total_timeout
+        Deadline from the send until the response's body ended, e.g. 30m (default:
+        none); past it, as for --idle-timeout.
     """
     from urllib.parse import urlsplit
 
     from benchmaker.engine.bundle import redact_url
     from benchmaker.engine.errors import ConfigError
+    from benchmaker.engine.load_models import parse_duration_s
     from benchmaker.replay_server.recorder import serve_recorder
 
     if not upstream.startswith(("http://", "https://")):
@@ -67,9 +82,27 @@ def record(
             f"{redact_url(upstream)!r}): the proxy would send them with every local caller's request; "
             f"each caller sends its own Authorization, which is forwarded"
         )
+    deadlines = {}
+    for flag, key, value in (
+        ("--connect-timeout", "connect_timeout_s", connect_timeout),
+        ("--idle-timeout", "idle_timeout_s", idle_timeout),
+        ("--total-timeout", "total_timeout_s", total_timeout),
+    ):
+        seconds = None if value is None else parse_duration_s(value, flag)
+        if seconds == 0:
+            raise ConfigError(f"{flag}: expected a duration above 0 (got {value!r})")
+        deadlines[key] = seconds
     try:
         check_output_file(output, "--output")
-        serve_recorder(upstream, output, host=host, port=port, text_actions=text_actions, canned_replies=canned_replies)
+        serve_recorder(
+            upstream,
+            output,
+            host=host,
+            port=port,
+            text_actions=text_actions,
+            canned_replies=canned_replies,
+            **deadlines,
+        )
     except OSError as exc:
         raise ConfigError(f"record: {exc}") from exc
     return 0

@@ -608,6 +608,11 @@ class _RawResponse:
         `headers` gives them, without building the whole dict."""
         return _headers_dict(self._raw, prefix.encode("latin-1"))
 
+    def header_items(self) -> list[tuple[str, str]]:
+        """Every header as (lower-case name, value), in the order received, a repeated
+        one once per line (as sent; `headers` joins them)."""
+        return [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in self._raw]
+
     @property
     def complete(self) -> bool:
         """True when the body ended and every byte of it was read (the next read raises

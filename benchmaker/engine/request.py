@@ -14,9 +14,11 @@ request are timed, cut and recorded by one set of rules.
         ex.record(exc)                           # the outcome of a failed exchange
     ex.stop()
 
-or read by read, when a consumer handles each read as it comes (the model client):
+or read by read, when a consumer handles each read as it comes (the model client, the
+recording proxy's relay):
 
-    status = await ex.open(transport, spec)
+    status = await ex.open(transport, spec)      # accepts=: error bodies read too
+    ex.hold()                                    # when the consumer takes the head (a proxy)
     while data := await ex.read(parser):
         ...                                      # the consumer's time: not the exchange's
     parser.finish(sample)                        # when ex.body_read
@@ -322,10 +324,12 @@ class RequestExchange:
         self.body_read = True
         parser.finish(sample)
 
-    async def open(self, transport: Any, spec: RequestSpec) -> int:
-        """Send `spec` and wait for the status line and headers; returns the status.
-        A status >= 400 has its body read and recorded (http_error) here. Raises what
-        the transport raises, DeadlineExceeded when a deadline fired."""
+    async def open(self, transport: Any, spec: RequestSpec, accepts: Any = None) -> int:
+        """Send `spec` (any method, URL with its query, headers as given) and wait for
+        the status line and headers; returns the status. A status >= 400 has its body
+        read and recorded (http_error) here, unless `accepts(status)` says it is
+        expected: then `read` reads it as any body, every byte (a proxy relays it).
+        Raises what the transport raises, DeadlineExceeded when a deadline fired."""
         sample = self.sample
         pc = time.perf_counter_ns
         try:
@@ -334,7 +338,7 @@ class RequestExchange:
                 self._raw = cm
             resp = self._resp = await cm.__aenter__()
             status = sample.http_status = resp.status
-            if status >= 400:
+            if status >= 400 and (accepts is None or not accepts(status)):
                 body = await resp.read()
                 record_http_error(sample, status, body, pc() - self.t0_ns)
             else:
@@ -399,6 +403,23 @@ class RequestExchange:
         if raw is not None and raw.complete:  # every byte is read: the body ended here
             self.ended_at = after
         return data
+
+    def hold(self) -> None:
+        """The consumer takes the response head after `open` (relays it, say): until
+        the next `read`, as between two reads, the exchange is held (its own code runs:
+        no deadline cancels it, the time is not waiting)."""
+        self.held_at = time.perf_counter_ns()
+
+    def response_headers(self) -> list[tuple[str, str]]:
+        """Every response header as (lower-case name, value) in the order received, a
+        repeated one once per line (two Set-Cookie lines stay two); [] before `open`
+        returned. On a transport that keeps a dict of headers (httpx), repeated
+        headers come joined with ", "."""
+        if self._raw is not None:
+            return self._raw.header_items()
+        if self._resp is None:
+            return []
+        return [(k.lower(), v) for k, v in self._resp.headers.items()]
 
     def headers_with_prefix(self, prefix: str) -> dict[str, str]:
         """The response headers whose lower-case name starts with `prefix`

@@ -7,9 +7,12 @@ agent's traffic becomes replayable by benchmaker.replay_server.server.
 
 Endpoints:
 - POST /v1/chat/completions, POST /chat/completions: forwarded to
-  `<upstream>/v1/chat/completions` with httpx (streamed, `Accept-Encoding: identity`);
-  the upstream's status, headers (hop-by-hop ones removed) and body bytes are relayed
-  to the client unchanged, chunk by chunk, and the exchange is recorded.
+  `<upstream>/v1/chat/completions` (with the request's query string, headers and body
+  as given, `Accept-Encoding: identity`) through the engine's exchange
+  (benchmaker.replay_server.relay: its transport, deadlines and failures); the
+  upstream's status, headers (hop-by-hop ones removed, Content-Length kept) and body
+  bytes are relayed to the client unchanged, read by read, and the exchange is
+  recorded.
 - POST /v1/responses, POST /responses: the same for OpenAI Responses, forwarded to
   `<upstream>/v1/responses`; the request's input items are read as chat messages
   (benchmaker.apis.openai_responses.chat_messages) for the grouping below, the response
@@ -28,7 +31,8 @@ Endpoints:
   JSON body). A function call the upstream sent without `id` is recorded under the id
   the client's next request answers it with. A non-streamed call asking for a JSON
   answer (Gemini CLI's router) is relayed, not recorded (`side_request`).
-- any other method/path under /v1/: forwarded the same way, not recorded (/v1/models,
+- any other method/path under /v1/ (GET, POST, PUT, DELETE, PATCH, with its query
+  string): forwarded the same way, not recorded (/v1/models,
   /v1/messages/count_tokens).
 - POST /flush: writes the output file now; answers {"path", "trajectories", "turns",
   "skipped"}. The file is also written at shutdown (lifespan). Each write replaces
@@ -76,9 +80,15 @@ A turn is recorded from the response bytes as they pass: SSE chunks are reassemb
 (content, reasoning_content/reasoning, tool calls by index with the raw argument
 string, finish_reason, usage) and recorded the moment `data: [DONE]` (or the complete
 JSON body) is seen, before those bytes are relayed, so a client that sends its next
-request right after `[DONE]` finds the turn recorded. Responses with status >= 400,
-cut streams and bodies that do not parse are relayed but not recorded
-(`upstream_errors`, `incomplete`). Timing per turn: `started_at` (UTC wall clock when
+request right after `[DONE]` finds the turn recorded. Responses with status >= 400 are
+relayed whole (every byte of the error body) but not recorded (`upstream_errors`), as
+is a failure to reach the upstream (the client gets a 502 JSON error with code
+`upstream_error`: refused, the connect deadline, or the idle or total deadline before
+the response's head). A body that ends without its terminal event, does not parse, or
+is cut after the head (by the upstream, or by the idle or total deadline: the relayed
+body is cut too, the client's connection closed without the body's end) is not
+recorded (`incomplete`). Deadlines (`benchmaker record --connect-timeout,
+--idle-timeout, --total-timeout`): create_recorder_app. Timing per turn: `started_at` (UTC wall clock when
 the request arrived), `ttft_ms` (first token-bearing chunk after arrival, streams
 only) and `duration_ms` (until complete), measured at the proxy.
 
@@ -93,16 +103,14 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from benchmaker.apis import gemini
@@ -115,6 +123,7 @@ from benchmaker.apis.openai_responses import OpenAIResponsesParser
 from benchmaker.apis.openai_responses import chat_messages as responses_chat_messages
 from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
 from benchmaker.engine.records import Outcome, Sample
+from benchmaker.replay_server.relay import RelayResponse, RelaySink, Upstream
 from benchmaker.replay_server.side import is_title_request
 from benchmaker.trajectories.trajectory import (
     FinishReason,
@@ -139,21 +148,6 @@ __all__ = ["FORMAT", "ChatAssembler", "MessagesAssembler", "Recorder", "Response
 FORMAT = "recording-proxy"
 """`Source.format` of recorded trajectories."""
 
-_HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-        "accept-encoding",
-    }
-)
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "tool_calls": "tool_calls",
@@ -384,6 +378,13 @@ def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | Non
         return None, []
     return req, [m for m in req["messages"] if isinstance(m, dict)]
 
+
+_ASSEMBLERS: dict[str, type[ChatAssembler | ResponsesAssembler | MessagesAssembler]] = {
+    "chat": ChatAssembler,
+    "responses": ResponsesAssembler,
+    "messages": MessagesAssembler,
+}
+"""Each recorded API's answer reader (the Gemini API's: _GeminiAnswer)."""
 
 _TOOLS_OF = {
     "chat": chat_tools,
@@ -686,61 +687,108 @@ def _upstream_v1(upstream: str) -> str:
     return base if base.endswith("/v1") else base + "/v1"
 
 
+class _Recording(RelaySink):
+    """A relayed response read as turn `placed` of its conversation: each read fed to
+    `answer` (an answer as Recorder.record reads one), the turn recorded the moment it
+    is complete, before the read that completed it is relayed; a body that ends
+    incomplete, or is cut, counts `incomplete`."""
+
+    def __init__(
+        self, recorder: Recorder, answer: Any, placed: tuple[_Conversation, int], started_at: str, t_start: int
+    ):
+        self.recorder = recorder
+        self.answer = answer
+        self.placed = placed
+        self.started_at = started_at
+        self.t_start = t_start
+        self.raw: list[bytes] = []
+        self.done = False
+
+    def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
+        if self.done:
+            return
+        self.raw.append(data)
+        if self.answer.feed(data, t_ns):
+            self._record()
+
+    def finish(self, sample: Sample) -> None:
+        if self.done:
+            return
+        if self.answer.finish():
+            self._record()
+        else:
+            self.cut()
+
+    def cut(self) -> None:
+        if not self.done:
+            self.done = True
+            self.recorder.skipped["incomplete"] += 1
+
+    def _record(self) -> None:
+        self.done = True
+        end = time.perf_counter_ns()
+        self.recorder.record(*self.placed, self.answer, self.started_at, self.t_start, end, b"".join(self.raw))
+
+
 def create_recorder_app(
     upstream: str,
     output: Path,
     *,
     text_actions: bool = False,
     canned_replies: bool = False,
-    timeout_s: float = 600.0,
-    transport: httpx.AsyncBaseTransport | None = None,
+    connect_timeout_s: float | None = 10.0,
+    idle_timeout_s: float | None = 600.0,
+    total_timeout_s: float | None = None,
 ) -> Starlette:
     """The recording proxy app (module docstring) in front of `upstream` (a base URL,
-    with or without `/v1`), writing `output`. `timeout_s` bounds connect and each read
-    from the upstream. `app.state.recorder` is the Recorder (`text_actions`,
-    `canned_replies`: its options)."""
+    with or without `/v1`), writing `output`. The upstream exchange's deadlines, in s
+    (None: none; benchmaker.replay_server.relay): `connect_timeout_s` until the
+    connection is made, `idle_timeout_s` the longest wait for the upstream's next bytes
+    (from the send, then from each read; relaying a read to the client is not waiting),
+    `total_timeout_s` from the send until the body ended. `app.state.recorder` is the
+    Recorder (`text_actions`, `canned_replies`: its options). Raises ValueError when a
+    deadline is not positive."""
     recorder = Recorder(output, text_actions=text_actions, canned_replies=canned_replies)
     v1 = _upstream_v1(upstream)
-    state: dict[str, httpx.AsyncClient] = {}
+    root = upstream.rstrip("/").removesuffix("/v1")
+    upstream_side = Upstream(
+        connect_timeout_s=connect_timeout_s, idle_timeout_s=idle_timeout_s, total_timeout_s=total_timeout_s
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
-        state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), transport=transport)
         try:
             yield
         finally:
-            await state["client"].aclose()
+            await upstream_side.aclose()
             recorder.write()
 
-    def forward_headers(request: Request) -> dict[str, str]:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-        headers["accept-encoding"] = "identity"
-        return headers
+    def with_query(request: Request, url: str) -> str:
+        query = request.url.query
+        return f"{url}?{query}" if query else url
 
-    async def open_upstream(request: Request, url: str, body: bytes) -> httpx.Response | Response:
-        req = state["client"].build_request(
-            request.method, url, content=body, headers=forward_headers(request), params=request.query_params
-        )
-        try:
-            return await state["client"].send(req, stream=True)
-        except httpx.HTTPError as exc:
-            return JSONResponse(
-                {
-                    "error": {
-                        "message": f"recording proxy: upstream {url}: {type(exc).__name__}: {exc}",
-                        "type": "upstream_error",
-                        "param": None,
-                        "code": "upstream_error",
-                    }
-                },
-                status_code=502,
+    async def relay(
+        request: Request,
+        url: str,
+        body: bytes,
+        placed: tuple[_Conversation, int] | None,
+        answer: Any,
+        when: tuple[str, int],
+    ) -> Response:
+        """Relay `request` to `url` (with its query); record its answer as turn `placed`
+        (None: relayed only). `when`: (started_at, t_start) of the request's arrival."""
+        resp = await upstream_side.relay(request, with_query(request, url), body)
+        if not isinstance(resp, RelayResponse):
+            recorder.skipped["upstream_errors"] += 1
+            return resp
+        if resp.status_code >= 400:
+            recorder.skipped["upstream_errors"] += 1
+        elif placed is not None:
+            length = resp.header("content-length")
+            resp.sink = _Recording(
+                recorder, answer(int(length) if length and length.isdigit() else None), placed, *when
             )
-
-    def relay_headers(resp: httpx.Response) -> dict[str, str]:
-        out = {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_BY_HOP}
-        if "content-length" in resp.headers and "content-encoding" not in resp.headers:
-            out["content-length"] = resp.headers["content-length"]
-        return out
+        return resp
 
     async def chat(request: Request) -> Response:
         return await exchange(request, "chat")
@@ -752,8 +800,7 @@ def create_recorder_app(
         return await exchange(request, "messages")
 
     async def exchange(request: Request, api: str) -> Response:
-        t_start = time.perf_counter_ns()
-        started_at = datetime.now(UTC).isoformat()
+        when = (datetime.now(UTC).isoformat(), time.perf_counter_ns())
         body = await request.body()
         req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
         title = api == "chat" and req is not None and _is_title_call(req, messages)
@@ -769,77 +816,23 @@ def create_recorder_app(
         elif title:  # side traffic (benchmaker.replay_server.side): relayed, never a turn
             recorder.skipped["title_request"] += 1
         path = {"responses": "/responses", "messages": "/messages"}.get(api, "/chat/completions")
-        resp = await open_upstream(request, v1 + path, body)
-        if not isinstance(resp, httpx.Response):
-            recorder.skipped["upstream_errors"] += 1
-            return resp
-        if resp.status_code >= 400:
-            recorder.skipped["upstream_errors"] += 1
-            placed = None
-        length = resp.headers.get("content-length")
-        assemblers: dict[str, type[ChatAssembler | ResponsesAssembler | MessagesAssembler]] = {
-            "responses": ResponsesAssembler,
-            "messages": MessagesAssembler,
-        }
-        assembler = assemblers.get(api, ChatAssembler)
-        asm = assembler(
-            stream=req.get("stream") is True if req else False,
-            content_length=int(length) if length and length.isdigit() else None,
-        )
+        assembler = _ASSEMBLERS[api]
+        stream = req.get("stream") is True if req else False
 
-        return record_relay(resp, asm, placed, started_at, t_start)
+        def answer(content_length: int | None) -> Any:
+            return assembler(stream=stream, content_length=content_length)
 
-    def record_relay(
-        resp: httpx.Response, asm: Any, placed: tuple[_Conversation, int] | None, started_at: str, t_start: int
-    ) -> Response:
-        """Relay the upstream's response, feeding its body to `asm` (an answer as
-        Recorder.record reads one) and recording it as turn `placed` the moment it is
-        complete, before the bytes that completed it are relayed."""
-
-        async def relay() -> AsyncIterator[bytes]:
-            raw: list[bytes] = []
-            recorded = placed is None
-            try:
-                async for data in resp.aiter_raw():
-                    if placed is not None and not recorded:
-                        raw.append(data)
-                        if asm.feed(data, time.perf_counter_ns()):
-                            recorder.record(*placed, asm, started_at, t_start, time.perf_counter_ns(), b"".join(raw))
-                            recorded = True
-                    yield data
-                if placed is not None and not recorded:
-                    if asm.finish():
-                        recorder.record(*placed, asm, started_at, t_start, time.perf_counter_ns(), b"".join(raw))
-                    else:
-                        recorder.skipped["incomplete"] += 1
-            finally:
-                await resp.aclose()
-
-        return StreamingResponse(relay(), status_code=resp.status_code, headers=relay_headers(resp))
+        return await relay(request, v1 + path, body, placed, answer, when)
 
     async def passthrough(request: Request) -> Response:
         body = await request.body()
-        resp = await open_upstream(request, v1 + "/" + request.path_params["path"], body)
-        if not isinstance(resp, httpx.Response):
-            return resp
-
-        async def relay() -> AsyncIterator[bytes]:
-            try:
-                async for data in resp.aiter_raw():
-                    yield data
-            finally:
-                await resp.aclose()
-
-        return StreamingResponse(relay(), status_code=resp.status_code, headers=relay_headers(resp))
-
-    root = upstream.rstrip("/").removesuffix("/v1")
+        return await relay(request, v1 + "/" + request.path_params["path"], body, None, None, ("", 0))
 
     async def gemini_call(request: Request) -> Response:
         """A Gemini generateContent / streamGenerateContent call: relayed to the same path
         upstream and recorded like a chat call (the request read by
         benchmaker.apis.gemini.request_messages, the answer by GeminiAssembler)."""
-        t_start = time.perf_counter_ns()
-        started_at = datetime.now(UTC).isoformat()
+        when = (datetime.now(UTC).isoformat(), time.perf_counter_ns())
         body = await request.body()
         model, method = gemini.parse_path(request.url.path) or ("", "")
         try:
@@ -855,16 +848,12 @@ def create_recorder_app(
         placed = recorder.begin(messages, model or None, gemini.chat_tools(req)) if messages is not None else None
         if placed is not None and placed[1] > 0:
             _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
-        resp = await open_upstream(request, root + request.url.path, body)
-        if not isinstance(resp, httpx.Response):
-            recorder.skipped["upstream_errors"] += 1
-            return resp
-        if resp.status_code >= 400:
-            recorder.skipped["upstream_errors"] += 1
-            placed = None
         sse = method == "streamGenerateContent" and gemini.wants_sse(request.url.query)
-        answer = _GeminiAnswer(gemini.GeminiAssembler(sse=sse), placed[1] if placed is not None else 0)
-        return record_relay(resp, answer, placed, started_at, t_start)
+
+        def answer(content_length: int | None) -> Any:
+            return _GeminiAnswer(gemini.GeminiAssembler(sse=sse), placed[1] if placed is not None else 0)
+
+        return await relay(request, root + request.url.path, body, placed, answer, when)
 
     async def flush(request: Request) -> Response:
         try:
@@ -910,16 +899,28 @@ def serve_recorder(
     port: int = 0,
     text_actions: bool = False,
     canned_replies: bool = False,
+    connect_timeout_s: float | None = 10.0,
+    idle_timeout_s: float | None = 600.0,
+    total_timeout_s: float | None = None,
     announce: Any = None,
 ) -> None:
     """Bind host:port, call `announce(url)` (default: print the URL as the first stdout
     line), serve until SIGINT/SIGTERM, then write `output` and return (SIGINT) or let
-    uvicorn re-raise SIGTERM. Raises OSError (bind)."""
+    uvicorn re-raise SIGTERM. The options are create_recorder_app's. Raises OSError
+    (bind), ValueError (a deadline not positive)."""
     import sys
 
     from benchmaker.replay_server.server import bind_socket, run_uvicorn
 
-    app = create_recorder_app(upstream, output, text_actions=text_actions, canned_replies=canned_replies)
+    app = create_recorder_app(
+        upstream,
+        output,
+        text_actions=text_actions,
+        canned_replies=canned_replies,
+        connect_timeout_s=connect_timeout_s,
+        idle_timeout_s=idle_timeout_s,
+        total_timeout_s=total_timeout_s,
+    )
     sock, url = bind_socket(host, port)
     if announce is None:
         print(url, flush=True)

@@ -246,6 +246,16 @@ CLI_CASES = [
     ("serve-replay-port-70000", ["serve-replay", str(EXAMPLE), "--port", "70000"], "for --port. Must be <= 65535."),
     ("serve-replay-port-neg", ["serve-replay", str(EXAMPLE), "--port", "-1"], 'Invalid value "-1" for --port.'),
     ("record-port-70000", ["record", "--upstream", "http://127.0.0.1:9", "--port", "70000"], "for --port. Must be"),
+    (
+        "record-idle-timeout-0",
+        ["record", "--upstream", "http://127.0.0.1:9", "--idle-timeout", "0"],
+        "--idle-timeout: expected a duration above 0 (got '0')",
+    ),
+    (
+        "record-total-timeout-typo",
+        ["record", "--upstream", "http://127.0.0.1:9", "--total-timeout", "10 mins"],
+        "--total-timeout: expected a duration like 500ms, 10s, 2m (got '10 mins')",
+    ),
     ("compare-seed-neg", ["compare", "a", "b", "--seed", "-1"], 'Invalid value "-1" for --seed. Must be >= 0.'),
     ("calibrate-sse-chunks-0", ["calibrate", "--sse-chunks", "0"], 'Invalid value "0" for --sse-chunks.'),
     ("sandbox-memory-neg", ["sandbox", "--command", "true", "--memory-mb", "-1"], "for --memory-mb. Must be >= 1."),

@@ -1,0 +1,225 @@
+"""The recording proxy's way to its upstream: one client request forwarded and its
+response relayed back, through the engine's exchange
+(benchmaker.engine.request.RequestExchange, read by read, as the agent's model client
+sends) on the engine's HTTP/1.1 client (benchmaker.engine.http1.RawTransport), under
+the engine's deadlines (benchmaker.engine.request.Deadlines).
+
+    upstream = Upstream(connect_timeout_s=10.0, idle_timeout_s=600.0)  # no total deadline
+    response = await upstream.relay(request, "https://api.example.com/v1/models", body)
+    response.sink = sink     # when a RelayResponse (else a 502 JSONResponse): see below
+    return response          # streams the body to the client
+    await upstream.aclose()  # at shutdown
+
+Transport: RawTransport serves `https://` upstreams (a provider's API) as it serves
+`http://`: TLS by Python's ssl module with the system's CA store and SNI, HTTP/1.1 (every
+OpenAI-compatible, Anthropic and Gemini endpoint speaks it). It is the model client's
+transport too, so the proxy and a replayed turn send by the same code; its header list
+keeps every response header line as sent (a repeated header stays repeated), and a
+relayed read costs one llhttp pass, no copy.
+
+Request: the client's method, the URL given (with the client's query string), the body
+bytes as received and the client's headers as given (Authorization and API keys too:
+forwarded, never kept), minus the hop-by-hop ones (`HOP_BY_HOP`); Host and
+Content-Length are the transport's (the upstream's host, the body's length), and
+Accept-Encoding is `identity`, so the body comes as the upstream wrote it.
+
+Deadlines, in s, each None for none (the engine's rules, benchmaker.engine.request):
+
+    connect  until the TCP (and TLS) connection is made
+    idle     the longest wait for the upstream's next bytes: from the send (the wait for
+             the status line and headers too), then from each read; the time the proxy
+             spends handing a read to its client is not waiting and does not count
+    total    from the send until the body ended
+
+Response: the upstream's status and headers (in order, hop-by-hop ones removed,
+Content-Length kept), then its body read by read, each read relayed as one chunk, every
+byte of an error body too. Each read is first handed to the response's `sink`
+(`RelaySink.feed`, so a recorder records a turn before the bytes that completed it reach
+the client), `finish` follows the body's end, `cut` a body that did not end.
+
+Failures: before the response head (refused, the connect deadline, the idle or total
+deadline, a close) the client gets a 502 JSON error {"error": {"message", "type":
+"upstream_error", "param": null, "code": "upstream_error"}}. After it (a deadline, the
+upstream's body cut short) the relayed body is cut too: the response raises out of the
+ASGI app after `sink.cut()`, so the server closes the client's connection without the
+body's end (a cut body, never one that looks complete).
+
+Two things the transport does that a byte-for-byte relay would not, both for an upstream
+that ignores the request's `identity`/methods: a gzip or deflate body is decoded (then
+relayed without its Content-Encoding and Content-Length, as the bytes relayed are the
+decoded ones), and a redirect is followed (aiohttp's rules; benchmaker/engine/http1.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from benchmaker.engine.errors import TransportError
+from benchmaker.engine.http1 import RawTransport
+from benchmaker.engine.records import RequestSpec, Sample
+from benchmaker.engine.request import DeadlineExceeded, RequestExchange, shared_deadlines
+
+__all__ = ["HOP_BY_HOP", "RelayResponse", "RelaySink", "Upstream"]
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+    }
+)
+"""Header names (lower-case) not relayed either way: the hop-by-hop ones of RFC 9110
+section 7.6.1, and the framing ones each hop sets itself (Host, Content-Length,
+Accept-Encoding); the Content-Length of a response is relayed as the upstream sent it."""
+
+_DECODED = frozenset({"gzip", "x-gzip", "deflate"})
+"""Content-Encodings RawTransport decodes (benchmaker/engine/http1.py, `_Conn._framing`)."""
+
+
+def _any_status(status: int) -> bool:
+    """Every status is the client's to see: an error body is relayed whole."""
+    return True
+
+
+class RelaySink:
+    """Where a relayed body's reads go besides the client; this base keeps nothing
+    (a passthrough). A recorder's subclass reads the answer in them."""
+
+    def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
+        """One body read, stamped `t_ns` (perf_counter_ns), before it is relayed."""
+
+    def finish(self, sample: Sample) -> None:
+        """The body ended (every byte fed)."""
+
+    def cut(self) -> None:
+        """The body did not end: a deadline fired or the upstream cut it."""
+
+
+def relay_headers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The response headers to relay of the upstream's `pairs` ((lower-case name,
+    value), in order): hop-by-hop ones removed, Content-Length kept unless the body
+    came chunked or is relayed decoded (module docstring)."""
+    names = {k for k, _ in pairs}
+    coding = next((v.strip().lower() for k, v in pairs if k == "content-encoding"), None)
+    decoded = coding in _DECODED
+    keep_length = "transfer-encoding" not in names and not decoded
+    out = []
+    for k, v in pairs:
+        if k in HOP_BY_HOP and not (k == "content-length" and keep_length):
+            continue
+        if decoded and k == "content-encoding":
+            continue
+        out.append((k, v))
+    return out
+
+
+class RelayResponse(Response):
+    """The ASGI response of one relayed exchange (module docstring): sends the head,
+    then each body read as it comes, handed to `sink` first (set it before the
+    response is sent; default: a RelaySink, which keeps nothing), in the task that
+    opened the exchange (its deadlines cancel that task). `headers_list`: the
+    relayed headers as (lower-case name, value)."""
+
+    def __init__(self, ex: RequestExchange, status: int, headers: list[tuple[str, str]]) -> None:
+        self.status_code = status
+        self.background = None
+        self.headers_list = headers
+        self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+        self.sink = RelaySink()
+        self._ex = ex
+
+    def header(self, name: str) -> str | None:
+        """The first relayed header `name` (lower-case), None when there is none."""
+        return next((v for k, v in self.headers_list if k == name), None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ex, sink = self._ex, self.sink
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            try:
+                while data := await ex.read(sink):
+                    await send({"type": "http.response.body", "body": data, "more_body": True})
+            except (DeadlineExceeded, TransportError):
+                sink.cut()
+                raise
+            if ex.body_read:
+                sink.finish(ex.sample)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await ex.close()
+
+
+class Upstream:
+    """The proxy's upstream side: one RawTransport (its keep-alive pool) and the
+    deadlines (s, each None for none; module docstring).
+
+        Upstream()                                     # connect 10 s, idle 600 s
+        Upstream(idle_timeout_s=30.0, total_timeout_s=900.0)
+
+    Raises ValueError when a deadline is not positive."""
+
+    def __init__(
+        self,
+        *,
+        connect_timeout_s: float | None = 10.0,
+        idle_timeout_s: float | None = 600.0,
+        total_timeout_s: float | None = None,
+    ) -> None:
+        for name, value in (("connect", connect_timeout_s), ("idle", idle_timeout_s), ("total", total_timeout_s)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} deadline: expected a positive number of s (got {value})")
+        self.transport = RawTransport(connect_timeout_s=connect_timeout_s)
+        self.idle_timeout_s = idle_timeout_s
+        self.total_timeout_s = total_timeout_s
+
+    async def relay(self, request: Request, url: str, body: bytes) -> Response:
+        """Send `request` (its method and headers, `body`) to `url` and return the
+        response to relay: a RelayResponse once the upstream's head arrived, else a 502
+        JSONResponse naming `url` and the failure. Must be returned from the handler's
+        task (the exchange's deadlines cancel it)."""
+        idle, total = self.idle_timeout_s, self.total_timeout_s
+        deadlines = (
+            shared_deadlines(asyncio.get_running_loop(), total_s=total, idle_s=idle)
+            if idle is not None or total is not None
+            else None
+        )
+        headers = {k: v for k, v in request.headers.items() if k not in HOP_BY_HOP}
+        headers["accept-encoding"] = "identity"
+        ex = RequestExchange(Sample(run_id="record", seq=0), 0, deadlines, asyncio.current_task())
+        ex.start()
+        try:
+            status = await ex.open(self.transport, RequestSpec(request.method, url, headers, body), _any_status)
+        except (DeadlineExceeded, TransportError) as exc:
+            await ex.close()
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"recording proxy: upstream {url}: {type(exc).__name__}: {exc}",
+                        "type": "upstream_error",
+                        "param": None,
+                        "code": "upstream_error",
+                    }
+                },
+                status_code=502,
+            )
+        except BaseException:
+            await ex.close()
+            raise
+        ex.hold()  # the head is relayed before the first read: not waiting
+        return RelayResponse(ex, status, relay_headers(ex.response_headers()))
+
+    async def aclose(self) -> None:
+        """Close the upstream connections."""
+        await self.transport.aclose()

@@ -1,5 +1,6 @@
-"""What every flow of flows/ shares: its parameters as one pydantic model (with the
-settings of a sharded run, `ShardParams`, and their checks), the run bundle's id,
+"""What every flow of flows/ shares: its parameters as one pydantic model (on the
+fields every run has, `RunParams`, and the settings of a sharded run, `ShardParams`,
+with their checks), the run bundle's id,
 manifest and result storage, and the cached-point check.
 
     class MyParams(BaseModel): ...                      # the one definition of the parameters
@@ -26,11 +27,12 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 
 from prefect.logging import get_run_logger
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from benchmaker.engine.config import LagLimitMs, SelfCheckLimits
 from benchmaker.engine.exchange import Exchange, absolute_exchange
 from benchmaker.flows.outcome import current_flow_run, record_flow_process, record_flow_run
 from benchmaker.sweep.sweep import point_complete, point_dir, write_run_manifest
@@ -39,13 +41,12 @@ from benchmaker.tasks.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_r
 
 __all__ = [
     "ParameterError",
+    "RunParams",
     "ShardParams",
     "checked_dask_address",
     "checked_exchange",
     "describe_errors",
-    "fill_lag_limits",
     "flow_run_bundle_id",
-    "lag_checks",
     "measure_point",
     "measure_sharded_points",
     "result_storage_for",
@@ -86,32 +87,6 @@ def takes(model: type[BaseModel]) -> Callable[[F], F]:
         return fn
 
     return wrap
-
-
-def fill_lag_limits(p: Any) -> Any:
-    """Give a parameters model's `max_loop_lag_ms` / `max_schedule_lag_ms` left at None
-    the value a run uses (benchmaker.engine.config.SelfCheckLimits: the environment's
-    BENCHMAKER_MAX_LOOP_LAG_MS / BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms), so the
-    manifest keeps the limits every point was judged with; an explicit value wins.
-    Returns `p`. Raises ValueError (benchmaker.engine.errors.ConfigError) naming the variable
-    when the environment's value is bad."""
-    from benchmaker.engine.config import SelfCheckLimits
-
-    if p.max_loop_lag_ms is None or p.max_schedule_lag_ms is None:
-        limits = SelfCheckLimits(**lag_checks(p))
-        p.max_loop_lag_ms = limits.max_loop_lag_p99_ms
-        p.max_schedule_lag_ms = limits.max_schedule_lag_p99_ms
-    return p
-
-
-def lag_checks(p: Any) -> dict[str, float]:
-    """The SelfCheckLimits fields a parameters model sets (BenchConfig `checks`):
-    {"max_loop_lag_p99_ms": ..., "max_schedule_lag_p99_ms": ...}, None values left out."""
-    return {
-        k: v
-        for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms), ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms))
-        if v is not None
-    }
 
 
 def describe_errors(exc: ValidationError) -> str:
@@ -194,10 +169,47 @@ async def measure_point(point_task: Any, pdir: Path, *args: Any, **kwargs: Any) 
     return out
 
 
-class ShardParams(BaseModel):
-    """The parameters of a flow that runs here or sharded (a base of the parameters
-    models of swebench-replay and llm-sweep; each sets its own `shard_deployment`
-    default):
+class RunParams(BaseModel):
+    """The parameters every flow run has (a base of the flows' parameters models):
+    where its files go and the lag limits its points are judged by.
+
+    out_dir, warehouse    where the run bundle and the DuckDB warehouse go
+    label                 free text stored with the run (e.g. "nightly")
+    max_loop_lag_ms       a point is invalid when the client's event-loop lag p99
+                          exceeds this, in ms (finite, > 0)
+    max_schedule_lag_ms   an open-loop point is invalid (client-saturated) when its
+                          schedule lag p99 exceeds this, in ms (finite, > 0)
+
+    A lag limit left None is filled in at validation with the value a run uses
+    (benchmaker.engine.config.SelfCheckLimits: the environment's
+    BENCHMAKER_MAX_LOOP_LAG_MS / BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms), so the
+    manifest keeps the limits every point was judged with; a bad environment value is
+    a validation error naming the variable.
+    """
+
+    out_dir: Path = Path("artifacts")
+    warehouse: Path = Path("warehouse.duckdb")
+    label: str | None = None
+    max_loop_lag_ms: LagLimitMs | None = None
+    max_schedule_lag_ms: LagLimitMs | None = None
+
+    @model_validator(mode="after")
+    def _fill_lag_limits(self) -> Self:
+        if self.max_loop_lag_ms is None or self.max_schedule_lag_ms is None:
+            given = (
+                ("max_loop_lag_p99_ms", self.max_loop_lag_ms),
+                ("max_schedule_lag_p99_ms", self.max_schedule_lag_ms),
+            )
+            limits = SelfCheckLimits(**{k: v for k, v in given if v is not None})
+            self.max_loop_lag_ms = limits.max_loop_lag_p99_ms
+            self.max_schedule_lag_ms = limits.max_schedule_lag_p99_ms
+        return self
+
+
+class ShardParams(RunParams):
+    """The parameters of a flow that runs here or sharded (RunParams and these; a base
+    of the parameters models of swebench-replay and llm-sweep; each sets its own
+    `shard_deployment` default):
 
     sharded           split every point into shards on several load hosts
     shards            shards (load hosts) per point, >= 1

@@ -24,15 +24,11 @@ from prefect import flow
 from prefect.logging import get_run_logger
 from pydantic import ConfigDict, Field, model_validator
 
-from benchmaker.engine.config import LagLimitMs
 from benchmaker.engine.errors import RateSpecError
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, Poisson
 from benchmaker.flows.common import (
-    ParameterError,
     ShardParams,
-    fill_lag_limits,
     flow_run_bundle_id,
-    lag_checks,
     measure_point,
     measure_sharded_points,
     result_storage_for,
@@ -42,13 +38,14 @@ from benchmaker.flows.common import (
 )
 from benchmaker.flows.llm_sweep_shard import SHARD_DEPLOYMENT
 from benchmaker.flows.outcome import current_flow_run, final_state
+from benchmaker.sweep.point import LlmPoint
 from benchmaker.sweep.sweep import engine_point_name, point_dir, write_sweep_points
 from benchmaker.tasks.engine import run_llm_sweep_point
 from benchmaker.tasks.load import load_warehouse
 from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.shard import ShardPoint, shards_for_load
 
-__all__ = ["LlmSweepParams", "llm_sweep", "sweep_loads"]
+__all__ = ["LlmSweepParams", "llm_sweep"]
 
 
 def _sweep_points(
@@ -82,18 +79,6 @@ def _sweep_points(
     return specs, problems
 
 
-def sweep_loads(
-    concurrency_sweep: list[int] | None, rate_sweep: list[float] | None, loads: list[str] | None
-) -> list[ParsedRateSpec]:
-    """The rate specs of the sweep's points (module docstring). Raises ParameterError
-    naming the parameter when there is no point, a spec does not parse, or two points
-    get the same label."""
-    specs, problems = _sweep_points(concurrency_sweep, rate_sweep, loads)
-    if problems:
-        raise ParameterError("invalid llm-sweep parameters:\n" + "\n".join(problems))
-    return specs
-
-
 class LlmSweepParams(ShardParams):
     """The parameters of one llm-sweep run, the one definition behind the flow's
     signature (benchmaker.flows.common.takes), its deployments' schema and the CLI's check:
@@ -109,15 +94,8 @@ class LlmSweepParams(ShardParams):
     prompt_words, max_tokens  the synthetic prompt's size and the answer's cap
     ignore_eos            send "ignore_eos": true (vLLM, SGLang: every answer max_tokens long)
     api_key_env           name of the environment variable holding the API key
-    out_dir, warehouse    where the run bundle and the DuckDB warehouse go
-    label                 free text stored with the run
-    max_loop_lag_ms       a point is invalid when the client's event-loop lag p99
-                          exceeds this, in ms (finite, > 0)
-    max_schedule_lag_ms   an open-loop point is invalid (client-saturated) when its
-                          schedule lag p99 exceeds this, in ms (finite, > 0); either
-                          left None: BENCHMAKER_MAX_LOOP_LAG_MS /
-                          BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms, filled in at
-                          validation (benchmaker.flows.common.fill_lag_limits)
+    out_dir, warehouse, label, max_loop_lag_ms, max_schedule_lag_ms
+                          where the files go and the lag limits (benchmaker.flows.common.RunParams)
     sharded               split every point into shards on several load hosts (a
                           `closed:C` point with C < shards runs on C shards), where and
                           how by the benchmaker.flows.common.ShardParams fields:
@@ -139,11 +117,6 @@ class LlmSweepParams(ShardParams):
     max_tokens: Annotated[int, Field(ge=1)] | None = 128
     ignore_eos: bool = False
     api_key_env: str | None = None
-    out_dir: Path = Path("artifacts")
-    warehouse: Path = Path("warehouse.duckdb")
-    label: str | None = None
-    max_loop_lag_ms: LagLimitMs | None = None
-    max_schedule_lag_ms: LagLimitMs | None = None
     shard_deployment: str = SHARD_DEPLOYMENT
 
     @model_validator(mode="after")
@@ -152,72 +125,25 @@ class LlmSweepParams(ShardParams):
         problems += self.unsharded_problems()
         if problems:
             raise ValueError("\n".join(problems))
-        return fill_lag_limits(self)
+        return self
 
-    def specs(self) -> list[ParsedRateSpec]:
-        """The rate specs of the sweep's points, in order (module docstring), each with
-        its model (nothing parsed again)."""
-        return _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[0]
+    def points(self) -> list[LlmPoint]:
+        """The run's points in order (module docstring), each spec built here once from
+        the validated parameters (rate specs not parsed again); when sharded, a point
+        runs on shards_for_load(load, shards) hosts."""
+        common = self.model_dump(include=set(LlmPoint.model_fields) - {"load", "shards"})
+        return [
+            LlmPoint(load=spec, shards=shards_for_load(spec, self.shards) if self.sharded else 1, **common)
+            for spec in _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[0]
+        ]
 
 
-async def _sweep_here(
-    p: LlmSweepParams, specs: list[ParsedRateSpec], run_dir: Path, run_id: str
-) -> list[dict[str, Any]]:
+async def _sweep_here(p: LlmSweepParams, points: list[LlmPoint], run_dir: Path, run_id: str) -> list[dict[str, Any]]:
     """Every point as one engine run on this host; returns the points' summary rows."""
     task = run_llm_sweep_point.with_options(result_storage=result_storage_for(Path(p.out_dir)))
-    rows = []
-    for spec in specs:
-        name = engine_point_name(spec)
-        args = dict(
-            duration_s=p.duration_s,
-            max_requests=p.max_requests,
-            prompt_words=p.prompt_words,
-            max_tokens=p.max_tokens,
-            api_key_env=p.api_key_env,
-            label=p.label,
-            checks=lag_checks(p),
-        )
-        if p.api != "chat":  # only then: the point task's cache key of a chat sweep stays as it was
-            args["api"] = p.api
-        if p.ignore_eos:  # likewise
-            args["ignore_eos"] = True
-        rows.append(
-            await measure_point(
-                task, point_dir(run_dir, name), p.base_url, p.model, run_dir, run_id, spec, name, **args
-            )
-        )
-    return rows
-
-
-def _shard_templates(
-    p: LlmSweepParams, specs: list[ParsedRateSpec], run_dir: Path, run_id: str, exchange: str | None
-) -> list[ShardPoint]:
-    """Per point, the shard point its shards are made from (worker 0; the shards of a
-    `closed:C` point: min(C, shards), benchmaker.tasks.shard.shards_for_load)."""
     return [
-        ShardPoint(
-            base_url=p.base_url,
-            model=p.model,
-            run_dir=str(run_dir),
-            run_id=run_id,
-            load=spec,
-            sweep_point=engine_point_name(spec),
-            worker=0,
-            shards=shards_for_load(spec, p.shards),
-            start_wall_ns=0,
-            duration_s=p.duration_s,
-            max_requests=p.max_requests,
-            prompt_words=p.prompt_words,
-            max_tokens=p.max_tokens,
-            api_key_env=p.api_key_env,
-            label=p.label,
-            exchange=exchange,
-            max_loop_lag_ms=p.max_loop_lag_ms,
-            max_schedule_lag_ms=p.max_schedule_lag_ms,
-            api=p.api,
-            ignore_eos=p.ignore_eos,
-        )
-        for spec in specs
+        await measure_point(task, point_dir(run_dir, point.name), point, run_dir, run_id, label=p.label)
+        for point in points
     ]
 
 
@@ -240,14 +166,14 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     "load"}, and when sharded "shards": [per point: [{"worker",
     "flow_run_id"|"task_run_id", "state", "message"}]]."""
     p = validated(LlmSweepParams, "llm-sweep", params)
-    specs = p.specs()
+    points = p.points()
     log = get_run_logger()
     run_id = flow_run_bundle_id("llm-sweep")
     run_dir = (Path(p.out_dir) / run_id).resolve()
     config: dict[str, Any] = {
         "base_url": p.base_url,
         "model": p.model,
-        "loads": specs,
+        "loads": [point.load for point in points],
         "duration_s": p.duration_s,
         "max_requests": p.max_requests,
         "prompt_words": p.prompt_words,
@@ -271,10 +197,13 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     log.info("run %s -> %s%s", run_id, run_dir, f" ({where})" if p.sharded else "")
     extra: dict[str, Any] = {}
     if p.sharded:
-        templates = _shard_templates(p, specs, run_dir, run_id, exchange)
+        templates = [
+            ShardPoint(point, str(run_dir), run_id, p.label, worker=0, start_wall_ns=0, exchange=exchange)
+            for point in points
+        ]
         rows, extra["shards"] = await measure_sharded_points(templates, p, out_dir=p.out_dir, exchange=exchange)
     else:
-        rows = await _sweep_here(p, specs, run_dir, run_id)
+        rows = await _sweep_here(p, points, run_dir, run_id)
     write_sweep_points(run_dir, rows)
     wh = Path(p.warehouse).resolve()
     loaded = load_warehouse(wh, run_dir)

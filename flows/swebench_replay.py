@@ -45,13 +45,11 @@ from prefect.logging import get_run_logger
 from pydantic import ConfigDict, Field, model_validator
 
 from benchmaker.agent.verifier import load_task
-from benchmaker.engine.config import LagLimitMs
 from benchmaker.engine.exchange import Exchange
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec
 from benchmaker.flows.common import (
     ParameterError,
     ShardParams,
-    fill_lag_limits,
     flow_run_bundle_id,
     measure_point,
     measure_sharded_points,
@@ -112,16 +110,9 @@ class SwebenchReplayParams(ShardParams):
                           ReplayPoint's default, benchmaker.agent.harness.STRAY_GRACE_S)
     latency, divergence   replay server latency model and divergence policy
     log_format, lenient   the converter's format (default: detected) and leniency
-    out_dir, warehouse    where the run bundle and the DuckDB warehouse go
-    label                 free text stored with the run (e.g. "nightly")
-    max_loop_lag_ms       a point is invalid when the client's event-loop lag p99
-                          exceeds this, in ms (finite, > 0)
-    max_schedule_lag_ms   an open-loop point is invalid (client-saturated) when its
-                          episode schedule lag p99 exceeds this, in ms (finite, > 0);
-                          either left None: BENCHMAKER_MAX_LOOP_LAG_MS /
-                          BENCHMAKER_MAX_SCHEDULE_LAG_MS, else 10 ms, filled in at
-                          validation (benchmaker.flows.common.fill_lag_limits: the manifest keeps
-                          the limits every point was judged with)
+    out_dir, warehouse, label, max_loop_lag_ms, max_schedule_lag_ms
+                          where the files go and the lag limits (benchmaker.flows.common.RunParams;
+                          the schedule lag is the episodes')
     sharded               split every point into shards on several load hosts (closed-loop
                           points only, one engine worker each), where and how by the
                           benchmaker.flows.common.ShardParams fields: shards, start_lead_s,
@@ -148,11 +139,6 @@ class SwebenchReplayParams(ShardParams):
     divergence: Literal["off", "status", "content"] = "off"
     log_format: str | None = None
     lenient: bool = False
-    out_dir: Path = Path("artifacts")
-    warehouse: Path = Path("warehouse.duckdb")
-    label: str | None = None
-    max_loop_lag_ms: LagLimitMs | None = None
-    max_schedule_lag_ms: LagLimitMs | None = None
     shard_deployment: str = SHARD_DEPLOYMENT
 
     @model_validator(mode="after")
@@ -205,7 +191,7 @@ class SwebenchReplayParams(ShardParams):
             problems.append(f"latency: {exc} (got {self.latency!r})")
         if problems:
             raise ValueError("\n".join(problems))
-        return fill_lag_limits(self)
+        return self
 
     def _shard_problems(self) -> list[str]:
         """The rules of a sharded run (shards split episode slots: open-loop rates and

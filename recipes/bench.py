@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -128,6 +129,89 @@ def make_config(*, load_flag: str = "--rate", **kw: Any) -> BenchConfig:
         raise ConfigError(text) from None
     check_output_dir(cfg.out_dir, "--out-dir")
     return cfg
+
+
+@Parameter(name="*")
+@dataclass(frozen=True)
+class EngineFlags:
+    """The engine flags of `benchmaker llm` and `benchmaker sglang` (one cyclopts
+    parameter group, flattened: `--concurrency`, not `--engine.concurrency`); `config`
+    makes them a BenchConfig.
+
+    Attributes:
+        concurrency: Requests in flight, each sent as the one before it ends (closed loop; default 1; the same as --rate closed:N).
+        rate: Open-loop arrivals instead of --concurrency: constant:50, poisson:50, gamma:50:0.5, ramp:1..20@60s, stages:2,8,2@30s, trace:FILE (or closed:8:THINK, a closed loop with think time).
+        duration: Stop sending after this long (10s, 2m).
+        max_requests: Stop after this many requests.
+        out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
+        warmup: Leave requests intended in the first N seconds out of the summary.
+        cooldown: Leave requests intended in the last N seconds out of the summary.
+        max_in_flight: Cap on requests in flight.
+        overflow: At the cap: late (send late, lag recorded) or drop (count as dropped).
+        ttft_timeout: Deadline for the first token.
+        idle_timeout: Deadline for the gap between two reads.
+        total_timeout: Deadline for the whole request.
+        slo_ttft_ms: Goodput SLO on TTFT.
+        slo_tpot_ms: Goodput SLO on TPOT.
+        slo_e2e_ms: Goodput SLO on E2E latency.
+        max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
+        max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
+        max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
+        seed: Seed of random arrivals and synthetic prompts.
+        label: Run label stored with the run (e.g. nightly).
+        transport: raw (default: benchmaker's own HTTP/1.1 client), aiohttp or httpx.
+        workers: Worker processes sharing the schedule (N or auto = usable CPUs).
+    """
+
+    concurrency: int | None = None
+    rate: str | None = None
+    duration: str | None = None
+    max_requests: int | None = None
+    out_dir: Path = Path("runs")
+    warmup: str | None = None
+    cooldown: str | None = None
+    max_in_flight: int | None = None
+    overflow: str = "late"
+    ttft_timeout: str | None = None
+    idle_timeout: str | None = None
+    total_timeout: str | None = None
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_e2e_ms: float | None = None
+    max_error_rate: float | None = None
+    max_loop_lag_ms: float | None = None
+    max_schedule_lag_ms: float | None = None
+    seed: int = 0
+    label: str | None = None
+    transport: str = "raw"
+    workers: str = "1"
+
+    def config(self, kind: str) -> BenchConfig:
+        """The run's BenchConfig of these flags, its `kind` (e.g. "llm"). Raises
+        ConfigError naming the flag (make_config)."""
+        return make_config(
+            load=load_of(self.rate, self.concurrency),
+            load_flag=load_flag_of(self.concurrency),
+            duration_s=self.duration,
+            max_requests=self.max_requests,
+            out_dir=self.out_dir,
+            warmup_s=self.warmup,
+            cooldown_s=self.cooldown,
+            max_in_flight=self.max_in_flight,
+            overflow=self.overflow,
+            timeouts={"ttft_s": self.ttft_timeout, "idle_s": self.idle_timeout, "total_s": self.total_timeout},
+            slo={"ttft_ms": self.slo_ttft_ms, "tpot_ms": self.slo_tpot_ms, "e2e_ms": self.slo_e2e_ms},
+            seed=self.seed,
+            label=self.label,
+            kind=kind,
+            transport=self.transport,
+            workers=parse_workers(self.workers),
+            checks={
+                "max_error_rate": self.max_error_rate,
+                "max_loop_lag_p99_ms": self.max_loop_lag_ms,
+                "max_schedule_lag_p99_ms": self.max_schedule_lag_ms,
+            },
+        )
 
 
 def _check_llm_options(
@@ -285,11 +369,7 @@ def llm(
     *,
     url: str,
     model: str,
-    concurrency: int | None = None,
-    rate: str | None = None,
-    duration: str | None = None,
-    max_requests: int | None = None,
-    out_dir: Path = Path("runs"),
+    engine: EngineFlags = EngineFlags(),
     api: Annotated[str, Parameter(help="chat, completions, responses or messages")] = "chat",
     api_key: str | None = None,
     api_key_env: str | None = None,
@@ -301,23 +381,6 @@ def llm(
     dataset: Path | None = None,
     field: str = "prompt",
     sharegpt: Path | None = None,
-    warmup: str | None = None,
-    cooldown: str | None = None,
-    max_in_flight: int | None = None,
-    overflow: str = "late",
-    ttft_timeout: str | None = None,
-    idle_timeout: str | None = None,
-    total_timeout: str | None = None,
-    slo_ttft_ms: float | None = None,
-    slo_tpot_ms: float | None = None,
-    slo_e2e_ms: float | None = None,
-    max_error_rate: float | None = None,
-    max_loop_lag_ms: float | None = None,
-    max_schedule_lag_ms: float | None = None,
-    seed: int = 0,
-    label: str | None = None,
-    transport: str = "raw",
-    workers: str = "1",
     metrics_url: list[str] | None = None,
     metrics_interval: str = "1s",
     record_trace: Path | None = None,
@@ -330,11 +393,7 @@ def llm(
     Args:
         url: Full endpoint URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
         model: Model name sent in the body.
-        concurrency: Requests in flight, each sent as the one before it ends (closed loop; default 1; the same as --rate closed:N).
-        rate: Open-loop arrivals instead of --concurrency: constant:50, poisson:50, gamma:50:0.5, ramp:1..20@60s, stages:2,8,2@30s, trace:FILE (or closed:8:THINK, a closed loop with think time).
-        duration: Stop sending after this long (10s, 2m).
-        max_requests: Stop after this many requests.
-        out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
+        engine: The engine flags (EngineFlags).
         api: chat (/v1/chat/completions), completions (/v1/completions), responses (/v1/responses; max tokens sent as max_output_tokens) or messages (Anthropic /v1/messages; needs --max-tokens).
         api_key: API key, sent as a Bearer token (messages: as x-api-key); prefer --api-key-env; never written to the bundle.
         api_key_env: Name of the environment variable holding the API key.
@@ -346,23 +405,6 @@ def llm(
         dataset: JSONL file of prompts; --field names the field path.
         field: Field path in --dataset rows (e.g. messages or request.prompt).
         sharegpt: ShareGPT JSON/JSONL file of conversations.
-        warmup: Leave requests intended in the first N seconds out of the summary.
-        cooldown: Leave requests intended in the last N seconds out of the summary.
-        max_in_flight: Cap on requests in flight.
-        overflow: At the cap: late (send late, lag recorded) or drop (count as dropped).
-        ttft_timeout: Deadline for the first token.
-        idle_timeout: Deadline for the gap between two reads.
-        total_timeout: Deadline for the whole request.
-        slo_ttft_ms: Goodput SLO on TTFT.
-        slo_tpot_ms: Goodput SLO on TPOT.
-        slo_e2e_ms: Goodput SLO on E2E latency.
-        max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
-        max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
-        max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
-        seed: Seed of random arrivals and synthetic prompts.
-        label: Run label stored with the run (e.g. nightly).
-        transport: raw (default: benchmaker's own HTTP/1.1 client), aiohttp or httpx.
-        workers: Worker processes sharing the schedule (N or auto = usable CPUs).
         metrics_url: Prometheus /metrics URL scraped during the run into monitor.jsonl (repeatable).
         metrics_interval: Scrape interval of --metrics-url (500ms, 1s, 5s).
         record_trace: Write every request (intended send time, body, redacted headers) to this JSONL.
@@ -370,29 +412,7 @@ def llm(
         reference_field: Field path of the expected answer in --dataset rows (for --grader).
         progress: Live progress display (default: on when stdout is a terminal).
     """
-    cfg = make_config(
-        load=load_of(rate, concurrency),
-        load_flag=load_flag_of(concurrency),
-        duration_s=duration,
-        max_requests=max_requests,
-        out_dir=out_dir,
-        warmup_s=warmup,
-        cooldown_s=cooldown,
-        max_in_flight=max_in_flight,
-        overflow=overflow,
-        timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
-        slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms},
-        seed=seed,
-        label=label,
-        kind="llm",
-        transport=transport,
-        workers=parse_workers(workers),
-        checks={
-            "max_error_rate": max_error_rate,
-            "max_loop_lag_p99_ms": max_loop_lag_ms,
-            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
-        },
-    )
+    cfg = engine.config("llm")
     _check_llm_options(url, max_tokens, temperature, input_words, metrics_url, record_trace)
     if sum(x is not None for x in (dataset, sharegpt)) > 1:
         raise ConfigError("--dataset and --sharegpt: give at most one")
@@ -411,7 +431,7 @@ def llm(
         field,
         sharegpt,
         input_words,
-        seed,
+        engine.seed,
         stream,
         max_tokens,
         temperature,

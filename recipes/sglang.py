@@ -20,15 +20,7 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.workers import single_lane
 from benchmaker.recipes.app import ON_BY_DEFAULT, app
-from benchmaker.recipes.bench import (
-    grading_hooks,
-    launch_run,
-    load_flag_of,
-    load_of,
-    make_config,
-    parse_workers,
-    resolve_api_key,
-)
+from benchmaker.recipes.bench import EngineFlags, grading_hooks, launch_run, resolve_api_key
 from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, SyntheticDataset
 from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
@@ -84,11 +76,7 @@ def _sglang_workload(
 def sglang(
     *,
     url: str,
-    concurrency: int | None = None,
-    rate: str | None = None,
-    duration: str | None = None,
-    max_requests: int | None = None,
-    out_dir: Path = Path("runs"),
+    engine: EngineFlags = EngineFlags(),
     api_key: str | None = None,
     api_key_env: str | None = None,
     stream: Annotated[bool, ON_BY_DEFAULT] = True,
@@ -102,23 +90,6 @@ def sglang(
     reference_field: str | None = None,
     sharegpt: Path | None = None,
     input_ids_file: Path | None = None,
-    warmup: str | None = None,
-    cooldown: str | None = None,
-    max_in_flight: int | None = None,
-    overflow: str = "late",
-    ttft_timeout: str | None = None,
-    idle_timeout: str | None = None,
-    total_timeout: str | None = None,
-    slo_ttft_ms: float | None = None,
-    slo_tpot_ms: float | None = None,
-    slo_e2e_ms: float | None = None,
-    max_error_rate: float | None = None,
-    max_loop_lag_ms: float | None = None,
-    max_schedule_lag_ms: float | None = None,
-    seed: int = 0,
-    label: str | None = None,
-    transport: str = "raw",
-    workers: str = "1",
     grader: str | None = None,
     progress: Annotated[bool | None, ON_BY_DEFAULT] = None,
 ) -> int:
@@ -126,11 +97,7 @@ def sglang(
 
     Args:
         url: Full endpoint URL, e.g. http://127.0.0.1:30000/generate.
-        concurrency: Requests in flight (closed loop; default 1; the same as --rate closed:N).
-        rate: Open-loop arrivals instead of --concurrency (rate specs: `benchmaker llm --help`).
-        duration: Stop sending after this long (10s, 2m).
-        max_requests: Stop after this many requests.
-        out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
+        engine: The engine flags (benchmaker.recipes.bench.EngineFlags).
         api_key: Bearer token (prefer --api-key-env; never written to the bundle).
         api_key_env: Name of the environment variable holding the API key.
         stream: Stream responses (TTFT/ITL need it).
@@ -144,49 +111,10 @@ def sglang(
         reference_field: Field path of the expected answer in --dataset rows (for --grader).
         sharegpt: ShareGPT JSON/JSONL file of conversations.
         input_ids_file: JSONL of token-id lists (sent as input_ids instead of text).
-        warmup: Leave requests intended in the first N seconds out of the summary.
-        cooldown: Leave requests intended in the last N seconds out of the summary.
-        max_in_flight: Cap on requests in flight.
-        overflow: At the cap: late (send late, lag recorded) or drop (count as dropped).
-        ttft_timeout: Deadline for the first token.
-        idle_timeout: Deadline for the gap between two reads.
-        total_timeout: Deadline for the whole request.
-        slo_ttft_ms: Goodput SLO on TTFT.
-        slo_tpot_ms: Goodput SLO on TPOT.
-        slo_e2e_ms: Goodput SLO on E2E latency.
-        max_error_rate: The run is invalid (exit 1) when more than this fraction of requests failed (0..1; default 0.1; 1 turns it off).
-        max_loop_lag_ms: The run is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
-        max_schedule_lag_ms: An open-loop run is invalid (exit 1, client-saturated) when its schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or BENCHMAKER_MAX_SCHEDULE_LAG_MS).
-        seed: Seed of random arrivals and synthetic prompts.
-        label: Run label stored with the run.
-        transport: raw (default: benchmaker's own HTTP/1.1 client), aiohttp or httpx.
-        workers: Worker processes sharing the schedule (N or auto).
         grader: Grade answers: exact, contains, regex, numeric, choice, json_schema, llm_judge, or a JSON spec / @file.
         progress: Live progress display (default: on when stdout is a terminal).
     """
-    cfg = make_config(
-        load=load_of(rate, concurrency),
-        load_flag=load_flag_of(concurrency),
-        duration_s=duration,
-        max_requests=max_requests,
-        out_dir=out_dir,
-        warmup_s=warmup,
-        cooldown_s=cooldown,
-        max_in_flight=max_in_flight,
-        overflow=overflow,
-        timeouts={"ttft_s": ttft_timeout, "idle_s": idle_timeout, "total_s": total_timeout},
-        slo={"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms, "e2e_ms": slo_e2e_ms},
-        seed=seed,
-        label=label,
-        kind="llm",
-        transport=transport,
-        workers=parse_workers(workers),
-        checks={
-            "max_error_rate": max_error_rate,
-            "max_loop_lag_p99_ms": max_loop_lag_ms,
-            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
-        },
-    )
+    cfg = engine.config("llm")
     check_http_url(url, "--url")
     if sum(x is not None for x in (dataset, sharegpt, input_ids_file)) > 1:
         raise ConfigError("--dataset, --sharegpt and --input-ids-file: give at most one")
@@ -207,7 +135,7 @@ def sglang(
         sharegpt,
         input_ids_file,
         input_words,
-        seed,
+        engine.seed,
         stream,
         max_new_tokens,
         temperature,

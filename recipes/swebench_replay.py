@@ -819,7 +819,7 @@ def llm_sweep(
         raise _flag_error(
             exc, {"duration_s": "--duration", "loads": "--rate", "concurrency_sweep": "--concurrency"}
         ) from None
-    _check_engine_loads(p.specs(), duration, max_requests)
+    _check_engine_loads([point.load for point in p.points()], duration, max_requests)
     # the flow gets what was validated here: the parsed specs (taken as they are by its
     # parameters model) and the lag limits this run uses
     params.update(loads=p.loads, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)

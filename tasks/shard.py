@@ -60,6 +60,7 @@ from benchmaker.engine.runner import BenchRunner
 from benchmaker.engine.shared_start import LATE_START_LIMIT_MS, ReadyBoard, StartBarrier, measure_clock_offset
 from benchmaker.engine.workers import merge_shards
 from benchmaker.progress import ProgressWriter, watch_engine
+from benchmaker.sweep.point import LlmPoint
 from benchmaker.sweep.shard import progress_name, write_atomic
 from benchmaker.sweep.sweep import engine_point_row, point_dir, write_point_summary
 from benchmaker.workloads.anthropic_messages import AnthropicMessagesWorkload
@@ -73,6 +74,8 @@ __all__ = [
     "endpoint_url",
     "fetch_shards",
     "merge_point",
+    "point_config",
+    "point_workload",
     "run_shard_point",
     "run_shard_point_task",
     "shard_staging_dir",
@@ -83,41 +86,36 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ShardPoint:
-    """What one shard of one sweep point needs (all JSON-able: it is a flow/task
-    parameter). `run_dir` must be the same absolute path on every host. `load` is a
-    rate spec (a ParsedRateSpec keeps its model within a process and through pickling
-    to a Dask worker; a shard flow run gets the plain string and parses it once).
-    `max_loop_lag_ms` / `max_schedule_lag_ms`: the verdict's lag limits in ms, for
-    every shard and the merge (None: the environment's or 10 ms). `start_wall_ns` is the
-    attempt's earliest start (module docstring); `ready_timeout_s`: how long after it
-    the shards wait for each other's ready records (None: DEFAULT_READY_TIMEOUT_S). `api`:
-    chat, responses or messages, `ignore_eos`: send "ignore_eos": true (sweep_workload)."""
+    """What one shard of one llm-sweep point needs (all JSON-able: it is a flow/task
+    parameter): the whole point's spec `point` (benchmaker.sweep.point.LlmPoint; its
+    load, max_requests and `shards` are the WHOLE point's), where the run is, the run's
+    `label`, and which shard of which attempt this is. `run_dir` must be the same
+    absolute path on every host. `start_wall_ns` is the attempt's earliest start
+    (module docstring); `ready_timeout_s`: how long after it the shards wait for each
+    other's ready records (None: DEFAULT_READY_TIMEOUT_S)."""
 
-    base_url: str
-    model: str
+    point: LlmPoint
     run_dir: str
     run_id: str
-    load: str
-    sweep_point: str
+    label: str | None
     worker: int
-    shards: int
     start_wall_ns: int
-    duration_s: float | None = None
-    max_requests: int | None = None
-    prompt_words: int = 128
-    max_tokens: int | None = 128
-    api_key_env: str | None = None
-    label: str | None = None
     exchange: str | None = None
-    max_loop_lag_ms: float | None = None
-    max_schedule_lag_ms: float | None = None
     ready_timeout_s: float | None = None
-    api: str = "chat"
-    ignore_eos: bool = False
+
+    @property
+    def sweep_point(self) -> str:
+        """The point's label ("closed-8", LlmPoint.name)."""
+        return self.point.name
+
+    @property
+    def shards(self) -> int:
+        """The number of shards of the point."""
+        return self.point.shards
 
     def as_params(self) -> dict[str, Any]:
-        """The fields as a dict (flow-run parameters)."""
-        return asdict(self)
+        """The fields as a JSON-able dict (flow-run parameters)."""
+        return {**asdict(self), "point": self.point.model_dump(mode="json")}
 
 
 def shards_for_load(load: str, shards: int) -> int:
@@ -185,33 +183,40 @@ def shard_staging_dir(run_dir: Path, sweep_point: str, attempt: int | None = Non
     return base if attempt is None else base / f"a{attempt}"
 
 
-def _config(p: ShardPoint, shards: int) -> BenchConfig:
+def point_config(point: LlmPoint, run_id: str, label: str | None, **more: Any) -> BenchConfig:
+    """The engine config of the llm-sweep point `point` in run `run_id` (`more`: further
+    BenchConfig fields, e.g. a shard's `workers` and `out_dir`). Raises pydantic's
+    ValidationError for a bad field of `more`."""
     return BenchConfig(
-        load=p.load,
-        duration_s=p.duration_s,
-        max_requests=p.max_requests,
-        run_id=p.run_id,
-        sweep_point=p.sweep_point,
+        load=point.load,
+        duration_s=point.duration_s,
+        max_requests=point.max_requests,
+        run_id=run_id,
+        sweep_point=point.name,
         kind="llm-sweep",
-        label=p.label,
-        workers=shards,
-        out_dir=shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns),
-        checks={
-            k: v
-            for k, v in (("max_loop_lag_p99_ms", p.max_loop_lag_ms), ("max_schedule_lag_p99_ms", p.max_schedule_lag_ms))
-            if v is not None
-        },
+        label=label,
+        checks=point.checks(),
+        **more,
     )
 
 
-def _workload(p: ShardPoint) -> OpenAIChatWorkload:
-    api_key = os.environ.get(p.api_key_env) if p.api_key_env else None
-    return sweep_workload(p.api, p.base_url, p.model, p.prompt_words, p.max_tokens, api_key, p.ignore_eos)
+def point_workload(point: LlmPoint) -> OpenAIChatWorkload:
+    """The workload of the llm-sweep point `point` (sweep_workload), its API key read
+    from the environment variable `point.api_key_env` (None when unset)."""
+    api_key = os.environ.get(point.api_key_env) if point.api_key_env else None
+    return sweep_workload(
+        point.api, point.base_url, point.model, point.prompt_words, point.max_tokens, api_key, point.ignore_eos
+    )
+
+
+def _config(p: ShardPoint, shards: int) -> BenchConfig:
+    out_dir = shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)
+    return point_config(p.point, p.run_id, p.label, workers=shards, out_dir=out_dir)
 
 
 async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     """Run shard `p.worker` of `p.shards` of one sweep point: the engine's slice k of N
-    of `p.load` (benchmaker.engine.load_models), started at the shared start the readiness
+    of `p.point.load` (benchmaker.engine.load_models), started at the shared start the readiness
     barrier gives (not before `p.start_wall_ns`; module docstring), writing
     `samples-w<k>.jsonl` and `worker-<k>.json` into the staging bundle. Adds to the
     report's self_checks: `clock` (measure_clock_offset), `hostname`, `start_wall_ns`
@@ -231,7 +236,7 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     if local is not None:
         config = config.model_copy(update={"out_dir": local})
     runner_kwargs: dict[str, Any] = dict(
-        workload=_workload(p), worker=p.worker, shards=p.shards, samples_name=f"samples-w{p.worker}.jsonl"
+        workload=point_workload(p.point), worker=p.worker, shards=p.shards, samples_name=f"samples-w{p.worker}.jsonl"
     )
     staging = Path(config.out_dir) / p.run_id
     attempt_key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
@@ -262,11 +267,11 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
         )
         share = (
             None
-            if p.max_requests is None
-            else (p.max_requests // p.shards + (1 if p.worker < p.max_requests % p.shards else 0))
+            if p.point.max_requests is None
+            else (p.point.max_requests // p.shards + (1 if p.worker < p.point.max_requests % p.shards else 0))
         )  # runner's share
         async with watch_engine(
-            p.sweep_point, runner.live, calls_total=share, duration_s=p.duration_s, sink=ProgressWriter(put)
+            p.sweep_point, runner.live, calls_total=share, duration_s=p.point.duration_s, sink=ProgressWriter(put)
         ):
             result = await runner.run()
         checks = dict(result.summary["self_checks"])
@@ -365,6 +370,6 @@ def merge_point(
         os.replace(f, pdir / f.name)
     write_json_atomic(pdir / "engine_summary.json", summary)
     shutil.rmtree(shard_staging_dir(Path(p.run_dir), p.sweep_point))  # every attempt's
-    row = _point_row(pdir, summary, p.sweep_point, p.duration_s, n)
+    row = _point_row(pdir, summary, p.sweep_point, p.point.duration_s, n)
     write_point_summary(pdir, row)
     return row

@@ -123,6 +123,7 @@ import socket
 import sys
 import time
 from collections import deque
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs
@@ -312,11 +313,26 @@ def _error_body(status: int, code: str, message: str) -> bytes:
     return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
 
-async def _read_body(receive: Any, message: Any = None) -> bytes | None:
-    """The whole request body (from `message`, the first one received, when given), or
-    None when the client disconnected first."""
-    if message is None:
-        message = await receive()
+def _api_error_body(status: int, code: str, message: str, api: str) -> bytes:
+    """The error body a client of `api` expects: Anthropic's for messages, Google's for
+    gemini (the code leads the message), else OpenAI's (chat, responses)."""
+    if api == "messages":
+        return anthropic_messages.error_body(status, code, message)
+    if api == "gemini":
+        return gemini.error_body(status, f"{code}: {message}")
+    return _error_body(status, code, message)
+
+
+_UNAUTHORIZED_MESSAGES = {
+    "messages": "missing or wrong API key",
+    "gemini": "missing or wrong API key (x-goog-api-key, key= or bearer token)",
+}
+"""The 401 message per API (default: the chat and responses APIs' bearer token)."""
+
+
+async def _read_body(receive: Any) -> bytes | None:
+    """The whole request body, or None when the client disconnected first."""
+    message = await receive()
     if message["type"] != "http.request":
         return None
     body = message.get("body", b"")
@@ -453,12 +469,33 @@ class _ReplayApp(Starlette):
         if status in (404, 409, 412):
             extra = [(b"x-replay-miss", code.encode())]
             self.stats.count_miss("chat_completions" if api == "chat" else api, code)
-        body = (
-            anthropic_messages.error_body(status, code, message)
-            if api == "messages"
-            else _error_body(status, code, message)
-        )
-        await self._reply(send, status, body, extra)
+        await self._reply(send, status, _api_error_body(status, code, message, api), extra)
+
+    async def _read_json(self, scope: Any, receive: Any, send: Any, api: str) -> tuple[Any, float] | None:
+        """Auth, body and JSON of a model request of `api` (chat, responses, messages,
+        gemini; counted in `requests`, messages and gemini in `requests_by_api` too):
+        (parsed body, t0 perf_counter s), or None when answered (401 unauthorized, 400
+        bad_json, in the API's error shape: _api_error_body) or the client left."""
+        stats = self.stats
+        stats.requests += 1
+        if api == "messages" or api == "gemini":
+            stats.requests_by_api[api] = stats.requests_by_api.get(api, 0) + 1
+        if self.auth is not None and not (_authorized_gemini if api == "gemini" else _authorized)(scope, self.auth):
+            stats.unauthorized += 1
+            body = _api_error_body(401, "unauthorized", _UNAUTHORIZED_MESSAGES.get(api, _BEARER_MESSAGE), api)
+            await self._reply(send, 401, body, None if api == "gemini" else [(b"www-authenticate", b"Bearer")])
+            return None
+        raw = await _read_body(receive)
+        if raw is None:
+            return None
+        t0 = time.perf_counter()
+        stats.bytes_in += len(raw)
+        try:
+            return orjson.loads(raw), t0
+        except orjson.JSONDecodeError as exc:
+            stats.bad_requests += 1
+            await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}", api)
+            return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if (
@@ -492,27 +529,11 @@ class _ReplayApp(Starlette):
                 return
             await super().__call__(scope, receive, send)
             return
+        got = await self._read_json(scope, receive, send, "chat")
+        if got is None:
+            return
+        req, t0 = got
         stats = self.stats
-        stats.requests += 1
-        if self.auth is not None and not _authorized(scope, self.auth):
-            stats.unauthorized += 1
-            await self._reply(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
-            return
-        message = await receive()
-        if message.get("more_body") or message["type"] != "http.request":
-            raw = await _read_body(receive, message)
-            if raw is None:
-                return
-        else:
-            raw = message.get("body", b"")  # the whole body in one message (the usual case)
-        t0 = time.perf_counter()
-        stats.bytes_in += len(raw)
-        try:
-            req = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            stats.bad_requests += 1
-            await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}")
-            return
         try:  # the roles by itemgetter over the list, in C; anything malformed raises
             messages = req["messages"]
             roles = list(map(_ROLE, messages))
@@ -561,23 +582,11 @@ class _ReplayApp(Starlette):
         """Answer a POST to an OpenAI Responses path: the request's items as chat messages
         (benchmaker.apis.openai_responses.chat_messages), then the chat rules (`_serve`),
         the turn written back in the Responses shape; counted as chat requests are."""
+        got = await self._read_json(scope, receive, send, "responses")
+        if got is None:
+            return
+        req, t0 = got
         stats = self.stats
-        stats.requests += 1
-        if self.auth is not None and not _authorized(scope, self.auth):
-            stats.unauthorized += 1
-            await self._reply(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b"Bearer")])
-            return
-        raw = await _read_body(receive)
-        if raw is None:
-            return
-        t0 = time.perf_counter()
-        stats.bytes_in += len(raw)
-        try:
-            req = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            stats.bad_requests += 1
-            await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}")
-            return
         try:
             messages = chat_messages(req)
         except ValueError as exc:
@@ -638,38 +647,10 @@ class _ReplayApp(Starlette):
             self.stats.by_ordinal[entry.ordinal],
         )
 
-    async def _read_request(self, scope: Any, receive: Any, send: Any, api: str) -> tuple[Any, float] | None:
-        """Auth, body and JSON of a request of a non-chat API (counted in requests and
-        requests_by_api): (parsed body, t0 perf_counter s) or None when answered (401,
-        400 bad_json) or the client left."""
-        stats = self.stats
-        stats.requests += 1
-        stats.requests_by_api[api] = stats.requests_by_api.get(api, 0) + 1
-        if self.auth is not None and not _authorized(scope, self.auth):
-            stats.unauthorized += 1
-            await self._reply(
-                send,
-                401,
-                anthropic_messages.error_body(401, "unauthorized", "missing or wrong API key"),
-                [(b"www-authenticate", b"Bearer")],
-            )
-            return None
-        raw = await _read_body(receive)
-        if raw is None:
-            return None
-        t0 = time.perf_counter()
-        stats.bytes_in += len(raw)
-        try:
-            return orjson.loads(raw), t0
-        except orjson.JSONDecodeError as exc:
-            stats.bad_requests += 1
-            await self._fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}", api)
-            return None
-
     async def _messages(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer `POST /v1/messages` (module doc): the request's chat-shaped messages
         (benchmaker.apis.anthropic_messages.chat_messages) go through `_serve`."""
-        got = await self._read_request(scope, receive, send, "messages")
+        got = await self._read_json(scope, receive, send, "messages")
         if got is None:
             return
         req, t0 = got
@@ -838,29 +819,14 @@ class _ReplayApp(Starlette):
         matched as a chat request is, the turn written back in the Gemini shape; errors
         as Google API error bodies with the chat route's status codes and header
         `x-replay-miss`."""
+        got = await self._read_json(scope, receive, send, "gemini")
+        if got is None:
+            return
+        req, t0 = got
         stats = self.stats
-        stats.requests += 1
-        stats.requests_by_api["gemini"] = stats.requests_by_api.get("gemini", 0) + 1
-
-        async def fail(send: Any, status: int, code: str, message: str) -> None:
-            extra = None
-            if status in (404, 409, 412):
-                extra = [(b"x-replay-miss", code.encode())]
-                stats.count_miss("gemini", code)
-            await self._reply(send, status, gemini.error_body(status, f"{code}: {message}"), extra)
-
-        if self.auth is not None and not _authorized_gemini(scope, self.auth):
-            stats.unauthorized += 1
-            await fail(send, 401, "unauthorized", "missing or wrong API key (x-goog-api-key, key= or bearer token)")
-            return
-        raw = await _read_body(receive)
-        if raw is None:
-            return
-        t0 = time.perf_counter()
-        stats.bytes_in += len(raw)
+        fail = partial(self._fail, api="gemini")
         model, method = gemini.parse_path(scope["path"]) or ("", "")
         try:
-            req = orjson.loads(raw)
             messages = without_canned(gemini.request_messages(req), self._canned)
             roles = [m["role"] for m in messages]
             n_assistant = roles.count("assistant")
@@ -868,10 +834,6 @@ class _ReplayApp(Starlette):
             heads = [flatten_content(messages[i]["content"]) for i in range(first_assistant) if roles[i] == "user"]
             if not heads:
                 heads = [flatten_content(next(m for m in messages if m["role"] == "user")["content"])]
-        except orjson.JSONDecodeError as exc:
-            stats.bad_requests += 1
-            await fail(send, 400, "bad_json", f"request body is not valid JSON: {exc}")
-            return
         except (ValueError, StopIteration) as exc:
             stats.bad_requests += 1
             await fail(
@@ -997,7 +959,8 @@ class _ReplayApp(Starlette):
         return entry, turn_index, turn, counters, extra
 
 
-_UNAUTHORIZED = _error_body(401, "unauthorized", "missing or wrong bearer token")
+_BEARER_MESSAGE = "missing or wrong bearer token"
+_UNAUTHORIZED = _error_body(401, "unauthorized", _BEARER_MESSAGE)
 
 
 def _is_recorded_title(entry: StoredTrajectory) -> bool:

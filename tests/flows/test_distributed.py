@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -21,6 +22,7 @@ from benchmaker.engine.shared_start import (
     post_ready,
     start_at_ns_from_wall,
 )
+from benchmaker.sweep.point import LlmPoint
 from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest
 from benchmaker.tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point, shard_staging_dir
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
@@ -28,21 +30,13 @@ from benchmaker.warehouse.loader import load_run
 
 
 def _points(base: str, run_dir: Path, n: int, start_wall_ns: int, **kw) -> list[ShardPoint]:
+    """Shards 0..n-1 of one point (`kw`: LlmPoint fields, or `exchange`, `ready_timeout_s`)."""
+    shard_kw = {k: kw.pop(k) for k in ("exchange", "ready_timeout_s") if k in kw}
+    point = LlmPoint(
+        base_url=base, model="m", load=kw.pop("load", "constant:40"), shards=n, duration_s=1.0, max_tokens=8, **kw
+    )
     return [
-        ShardPoint(
-            base_url=base,
-            model="m",
-            run_dir=str(run_dir),
-            run_id="rid",
-            load=kw.pop("load", "constant:40"),
-            sweep_point="constant-40",
-            worker=k,
-            shards=n,
-            start_wall_ns=start_wall_ns,
-            duration_s=1.0,
-            max_tokens=8,
-            **kw,
-        )
+        ShardPoint(point, str(run_dir), "rid", None, worker=k, start_wall_ns=start_wall_ns, **shard_kw)
         for k in range(n)
     ]
 
@@ -138,7 +132,7 @@ async def test_closed_1_on_two_hosts_runs_as_one_shard_and_merges(tmp_path: Path
 
     run_dir = tmp_path / "rid"
     write_run_manifest(run_dir, run_id="rid", kind="llm-sweep", label=None, config={}, workers=1)
-    reset_point_dir(point_dir(run_dir, "constant-40"))
+    reset_point_dir(point_dir(run_dir, "closed-1"))
     n = shards_for_load("closed:1", 2)
     assert n == 1
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
@@ -152,7 +146,7 @@ async def test_closed_1_on_two_hosts_runs_as_one_shard_and_merges(tmp_path: Path
     held_ms = checks["loop_lag_ms"]["max"] or 0.0
     late = re.compile(r"worker 0 started ([\d.]+) ms after the shared start \(limit 50 ms\)")
     assert [r for r in _reasons_but_loop_lag(row) if not ((m := late.fullmatch(r)) and float(m[1]) <= held_ms)] == []
-    assert "worker-0.json" in {p.name for p in point_dir(run_dir, "constant-40").iterdir()}
+    assert "worker-0.json" in {p.name for p in point_dir(run_dir, "closed-1").iterdir()}
 
 
 async def test_shards_hand_over_their_files_through_an_fsspec_exchange(tmp_path: Path) -> None:
@@ -235,7 +229,7 @@ async def test_a_shard_that_never_comes_stops_the_others_naming_it(tmp_path: Pat
         await run_shard_point(p)
     assert all(f.stat().st_size == 0 for f in (tmp_path / "rid").rglob("samples-w*.jsonl"))  # nothing sent
     with pytest.raises(ValueError, match=r"worker: expected 0 <= worker < shards=2 \(got 2\)"):
-        await run_shard_point(ShardPoint(**{**p.as_params(), "worker": 2}))
+        await run_shard_point(replace(p, worker=2))
 
 
 @pytest.mark.prefect

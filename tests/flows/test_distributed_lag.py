@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from benchmaker.sweep.point import ReplayPoint
+from benchmaker.sweep.point import LlmPoint, ReplayPoint
 from benchmaker.sweep.shard import ReplayShardPoint, merge_replay_point, run_replay_shard
 from benchmaker.sweep.sweep import point_dir, reset_point_dir, write_run_manifest
 from benchmaker.tasks.shard import ShardPoint, merge_point, run_shard_point
@@ -41,25 +42,26 @@ async def test_llm_sweep_shards_judge_with_the_given_loop_lag_limit(tmp_path, mo
     start = time.time_ns() + 1_500_000_000
     points = [
         ShardPoint(
-            base_url="",
-            model="m",
-            run_dir=str(run_dir),
-            run_id="rid",
-            load="closed:2",
-            sweep_point="closed-2",
+            LlmPoint(
+                base_url="",
+                model="m",
+                load="closed:2",
+                shards=2,
+                max_requests=4,
+                max_tokens=8,
+                max_loop_lag_ms=float(limit),
+                max_schedule_lag_ms=60000.0,
+            ),
+            str(run_dir),
+            "rid",
+            None,
             worker=k,
-            shards=2,
             start_wall_ns=start,
-            duration_s=None,
-            max_requests=4,
-            max_tokens=8,
-            max_loop_lag_ms=float(limit),
-            max_schedule_lag_ms=60000.0,
         )
         for k in range(2)
     ]
     async with ScenarioServer(Scenario(ttft_ms=1)) as server:
-        points = [ShardPoint(**{**p.as_params(), "base_url": server.url}) for p in points]
+        points = [replace(p, point=p.point.model_copy(update={"base_url": server.url})) for p in points]
         await asyncio.gather(*(run_shard_point(p) for p in points))
     row = merge_point(points[0], [0, 0])
     # the merge judges the merged loop lag once; each shard's own verdict is not carried

@@ -30,6 +30,7 @@ from prefect.client.schemas.objects import FlowRun, State
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Pending, Scheduled
 
+from benchmaker.sweep.point import LlmPoint
 from benchmaker.tasks.shard import ShardPoint
 from benchmaker.tasks.shard_runs import cancel_flow_runs
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
@@ -341,14 +342,11 @@ async def _earliest_start_s(env: dict, out_dir: Path) -> float:
 async def _shard_run(state: State) -> FlowRun:
     """A flow run of the shard deployment created in `state` (no worker involved)."""
     point = ShardPoint(
-        base_url="http://127.0.0.1:9",
-        model="m",
-        run_dir="/nonexistent",
-        run_id="r",
-        load="constant:1",
-        sweep_point="constant-1",
+        LlmPoint(base_url="http://127.0.0.1:9", model="m", load="constant:1"),
+        "/nonexistent",
+        "r",
+        None,
         worker=0,
-        shards=1,
         start_wall_ns=0,
     )
     async with get_client() as client:

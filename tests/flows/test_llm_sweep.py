@@ -10,16 +10,34 @@ import pytest
 from benchmaker.flows.swebench_replay import ParameterError
 
 
-def test_sweep_loads_orders_points_and_names_bad_ones() -> None:
-    from benchmaker.flows.llm_sweep import sweep_loads
+def test_the_params_model_builds_each_point_once_and_names_bad_ones() -> None:
+    from benchmaker.flows.common import validated
+    from benchmaker.flows.llm_sweep import LlmSweepParams
 
-    assert sweep_loads([1, 8], [2.5], ["constant:3"]) == ["closed:1", "closed:8", "poisson:2.5", "constant:3"]
+    run = {"base_url": "http://x", "model": "m", "max_tokens": 16, "api": "responses", "max_loop_lag_ms": 7.5}
+    p = validated(
+        LlmSweepParams, "llm-sweep", {**run, "concurrency_sweep": [1, 8], "rate_sweep": [2.5], "loads": ["constant:3"]}
+    )
+    points = p.points()
+    assert [(q.name, q.load, q.shards) for q in points] == [
+        ("closed-1", "closed:1", 1),
+        ("closed-8", "closed:8", 1),
+        ("poisson-2.5", "poisson:2.5", 1),
+        ("constant-3", "constant:3", 1),
+    ]
+    assert points[3].load is p.loads[0]  # parsed at the edge, passed on as it is
+    assert {(q.base_url, q.model, q.api, q.max_tokens, q.duration_s, q.max_loop_lag_ms) for q in points} == {
+        ("http://x", "m", "responses", 16, 30.0, 7.5)
+    }
+    assert points[0].max_schedule_lag_ms == p.max_schedule_lag_ms is not None  # filled in at the edge
+    sharded = validated(LlmSweepParams, "llm-sweep", {**run, "concurrency_sweep": [1, 8], "sharded": True, "shards": 3})
+    assert [q.shards for q in sharded.points()] == [1, 3]  # closed:1 runs on one shard
     with pytest.raises(ParameterError, match=r"loads\[0\]: .*'posson:3'"):
-        sweep_loads(None, None, ["posson:3"])
+        validated(LlmSweepParams, "llm-sweep", {**run, "loads": ["posson:3"]})
     with pytest.raises(ParameterError, match="give concurrency_sweep, rate_sweep or loads"):
-        sweep_loads(None, None, None)
+        validated(LlmSweepParams, "llm-sweep", run)
     with pytest.raises(ParameterError, match="duplicate sweep points"):
-        sweep_loads([2], None, ["closed:2"])
+        validated(LlmSweepParams, "llm-sweep", {**run, "concurrency_sweep": [2], "loads": ["closed:2"]})
 
 
 @pytest.mark.prefect

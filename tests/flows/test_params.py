@@ -202,7 +202,7 @@ def test_llm_sweep_parameters_name_a_bad_load() -> None:
         "llm-sweep",
         {"base_url": "http://x", "model": "m", "concurrency_sweep": [1, 8], "rate_sweep": [2.5]},
     )
-    assert p.specs() == ["closed:1", "closed:8", "poisson:2.5"]
+    assert [point.load for point in p.points()] == ["closed:1", "closed:8", "poisson:2.5"]
 
 
 def test_a_closed_point_runs_on_no_more_workers_than_its_concurrency() -> None:

@@ -430,3 +430,53 @@ def test_divergence_text_action_pairs_in_order(tmp_path):
         # A follow-up user message after the observation is not an observation.
         assert _chat(client, url, msgs + [{"role": "user", "content": "go on"}]).status_code == 200
         assert _chat(client, url, _tamper(msgs, content="changed")).status_code == 412
+
+
+def test_each_api_refuses_a_bad_body_and_a_missing_token_in_its_own_error_shape(store):
+    # one reader of a model request's auth, body and JSON for the four APIs; each answers
+    # in the shape its SDK parses (OpenAI for chat and responses, Anthropic, Google)
+    path, _ = store
+    bad = b'{"messages": ['
+    routes = {
+        "chat": "/v1/chat/completions",
+        "responses": "/v1/responses",
+        "messages": "/v1/messages",
+        "gemini": "/v1beta/models/m:generateContent",
+    }
+    with running_server(path, token="s3cret") as url, httpx.Client() as client:
+        good = {"authorization": "Bearer s3cret"}
+        got = {api: client.post(url + route, content=bad, headers=good) for api, route in routes.items()}
+        denied = {api: client.post(url + route, content=bad) for api, route in routes.items()}
+        stats = client.get(url + "/stats", headers=good).json()
+    assert {api: r.status_code for api, r in got.items()} == dict.fromkeys(routes, 400)
+    for api in ("chat", "responses"):
+        error = got[api].json()["error"]
+        assert (error["code"], error["type"]) == ("bad_json", "invalid_request_error")
+        assert error["message"].startswith("request body is not valid JSON: ")
+    assert got["messages"].json()["error"]["type"] == "invalid_request_error"
+    assert got["messages"].json()["error"]["message"].startswith("bad_json: request body is not valid JSON: ")
+    assert got["gemini"].json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert got["gemini"].json()["error"]["message"].startswith("bad_json: request body is not valid JSON: ")
+    assert {api: r.status_code for api, r in denied.items()} == dict.fromkeys(routes, 401)
+    assert [denied[api].json()["error"] for api in ("chat", "responses")] == [
+        {
+            "message": "missing or wrong bearer token",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "unauthorized",
+        }
+    ] * 2
+    assert denied["messages"].json() == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "unauthorized: missing or wrong API key"},
+    }
+    assert denied["gemini"].json() == {
+        "error": {
+            "code": 401,
+            "message": "unauthorized: missing or wrong API key (x-goog-api-key, key= or bearer token)",
+            "status": "UNAUTHENTICATED",
+        }
+    }
+    assert [denied[api].headers.get("www-authenticate") for api in routes] == ["Bearer", "Bearer", "Bearer", None]
+    assert (stats["requests"], stats["bad_requests"], stats["unauthorized"]) == (8, 4, 4)
+    assert stats["requests_by_api"] == {"messages": 2, "gemini": 2}

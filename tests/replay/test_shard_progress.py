@@ -187,6 +187,7 @@ def test_trajectories_fixture_is_one_recording_of_four_turns(traj: Path) -> None
 async def test_an_engine_point_in_shards_shows_its_requests_merged(tmp_path: Path) -> None:
     """llm-sweep's shards (benchmaker.tasks.shard.run_shard_point) write their engine progress the
     same way: constant:40 for 1 s on two shards = 20 requests each, 40 merged."""
+    from benchmaker.sweep.point import LlmPoint
     from benchmaker.tasks.shard import ShardPoint, run_shard_point
     from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 
@@ -197,17 +198,12 @@ async def test_an_engine_point_in_shards_shows_its_requests_merged(tmp_path: Pat
     async with ScenarioServer(Scenario(ttft_ms=5)) as server:
         points = [
             ShardPoint(
-                base_url=server.url,
-                model="m",
-                run_dir=str(run_dir),
-                run_id="rid",
-                load="constant:40",
-                sweep_point="constant-40",
+                LlmPoint(base_url=server.url, model="m", load="constant:40", shards=2, duration_s=1.0, max_tokens=8),
+                str(run_dir),
+                "rid",
+                None,
                 worker=k,
-                shards=2,
                 start_wall_ns=start,
-                duration_s=1.0,
-                max_tokens=8,
             )
             for k in range(2)
         ]

@@ -263,6 +263,45 @@ def _flow_failed(exc: Exception) -> int:
 
 ExitPolicy = Literal["verdict", "pipeline"]
 
+# The options swebench-replay and llm-sweep share, their help stated once here.
+WarehouseOpt = Annotated[
+    Path | None, Parameter(help="DuckDB file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb).")
+]
+LabelOpt = Annotated[str | None, Parameter(help="Run label stored with every point's run (e.g. nightly).")]
+DaskAddressOpt = Annotated[
+    str | None, Parameter(help="Dask scheduler (tcp://host:8786) whose workers run the shards (`dask` extra).")
+]
+ExchangeOpt = Annotated[
+    str | None, Parameter(help="Path or fsspec URL every host reaches, when --out-dir is not shared.")
+]
+StartLeadOpt = Annotated[
+    float | None,
+    within(above=0, high=2_592_000),
+    Parameter(
+        help="Seconds from a point's submission to its earliest start (default 1); the shards start "
+        "together once all are ready, however long their pickup takes."
+    ),
+]
+ShardTimeoutOpt = Annotated[
+    float | None,
+    within(above=0, high=2_592_000),
+    Parameter(help="Seconds to wait for a point's shards (default 3 h)."),
+]
+MaxLoopLagOpt = Annotated[
+    float | None,
+    Parameter(
+        help="A point is invalid (exit 1) when the client's event-loop lag p99 exceeds this, in ms "
+        "(default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host)."
+    ),
+]
+ExitCodeOpt = Annotated[
+    ExitPolicy,
+    Parameter(
+        help="verdict: exit 1 when a point is invalid; pipeline: exit 0 whenever the pipeline ran and "
+        "every point measured something, invalid points still marked (`make demo`)."
+    ),
+]
+
 
 def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", console: Console | None = None) -> int:
     """Print the sweep's answer, meant as the last screen of a sweep command: a heading
@@ -456,17 +495,17 @@ def swebench_replay(
     format: str | None = None,  # the CLI flag is --format
     lenient: bool = False,
     out_dir: Path = Path("artifacts"),
-    warehouse: Path | None = None,
-    label: str | None = None,
+    warehouse: WarehouseOpt = None,
+    label: LabelOpt = None,
     shards: Annotated[int, within(1, 4096)] = 1,
-    dask_address: str | None = None,
-    exchange: str | None = None,
-    start_lead: Annotated[float | None, within(above=0, high=2_592_000)] = None,
-    shard_timeout: Annotated[float | None, within(above=0, high=2_592_000)] = None,
+    dask_address: DaskAddressOpt = None,
+    exchange: ExchangeOpt = None,
+    start_lead: StartLeadOpt = None,
+    shard_timeout: ShardTimeoutOpt = None,
     workers: str = "1",
-    max_loop_lag_ms: float | None = None,
+    max_loop_lag_ms: MaxLoopLagOpt = None,
     max_schedule_lag_ms: float | None = None,
-    exit_code: ExitPolicy = "verdict",
+    exit_code: ExitCodeOpt = "verdict",
     dry_run: bool = False,
     concurrency_sweep: Annotated[str | None, Parameter(show=False)] = None,
 ) -> int:
@@ -523,35 +562,16 @@ def swebench_replay(
         Skip and count unreadable log files and records instead of refusing the run.
     out_dir
         Folder for artifacts: converted trajectories, run bundles, the report.
-    warehouse
-        DuckDB file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb).
-    label
-        Run label stored with every point's run (e.g. nightly).
     shards
         Load hosts per point (> 1 needs --dask-address): each runs its share of the
         episode slots with its own replay server; merged into one run.
-    dask_address
-        Dask scheduler (tcp://host:8786) whose workers run the shards (`dask` extra).
-    exchange
-        Path or fsspec URL every host reaches, when --out-dir is not shared.
-    start_lead
-        Seconds from a point's submission to its earliest start (default 1); the
-        shards start together once all are ready, however long their pickup takes.
-    shard_timeout
-        Seconds to wait for a point's shards (default 3 h).
     workers
         Engine worker processes per point (recorded mode): N or auto (usable CPUs), as
         for engine runs.
-    max_loop_lag_ms
-        A point is invalid (exit 1) when the client's event-loop lag p99 exceeds this,
-        in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
     max_schedule_lag_ms
         An open-loop point is invalid (exit 1, client-saturated) when its episode
         schedule lag p99 (sent - intended) exceeds this, in ms (default 10, or
         BENCHMAKER_MAX_SCHEDULE_LAG_MS).
-    exit_code
-        verdict: exit 1 when a point is invalid; pipeline: exit 0 whenever the pipeline
-        ran and every point measured something, invalid points still marked (`make demo`).
     dry_run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
@@ -686,16 +706,16 @@ def llm_sweep(
     api: str = "chat",
     api_key_env: str | None = None,
     out_dir: Path = Path("artifacts"),
-    warehouse: Path | None = None,
-    label: str | None = None,
+    warehouse: WarehouseOpt = None,
+    label: LabelOpt = None,
     shards: Annotated[int, within(1, 4096)] = 1,
-    dask_address: str | None = None,
-    exchange: str | None = None,
-    start_lead: Annotated[float | None, within(above=0, high=2_592_000)] = None,
-    shard_timeout: Annotated[float | None, within(above=0, high=2_592_000)] = None,
-    max_loop_lag_ms: float | None = None,
+    dask_address: DaskAddressOpt = None,
+    exchange: ExchangeOpt = None,
+    start_lead: StartLeadOpt = None,
+    shard_timeout: ShardTimeoutOpt = None,
+    max_loop_lag_ms: MaxLoopLagOpt = None,
     max_schedule_lag_ms: float | None = None,
-    exit_code: ExitPolicy = "verdict",
+    exit_code: ExitCodeOpt = "verdict",
     concurrency_sweep: Annotated[str | None, Parameter(show=False)] = None,
     rate_sweep: Annotated[str | None, Parameter(show=False)] = None,
     loads: Annotated[list[str] | None, Parameter(show=False)] = None,
@@ -736,32 +756,13 @@ def llm_sweep(
         Name of the environment variable holding the API key (never the key itself).
     out_dir
         Folder for run bundles and the report.
-    warehouse
-        DuckDB file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb).
-    label
-        Run label stored with every point's run (e.g. nightly).
     shards
         Load hosts per point (> 1 needs --dask-address): shard k sends slice k of N of
         the point's load; merged into one run.
-    dask_address
-        Dask scheduler (tcp://host:8786) whose workers run the shards (`dask` extra).
-    exchange
-        Path or fsspec URL every host reaches, when --out-dir is not shared.
-    start_lead
-        Seconds from a point's submission to its earliest start (default 1); the
-        shards start together once all are ready, however long their pickup takes.
-    shard_timeout
-        Seconds to wait for a point's shards (default 3 h).
-    max_loop_lag_ms
-        A point is invalid (exit 1) when the client's event-loop lag p99 exceeds this,
-        in ms (default 10, or BENCHMAKER_MAX_LOOP_LAG_MS; raise it on a loaded host).
     max_schedule_lag_ms
         An open-loop point is invalid (exit 1, client-saturated) when its schedule lag
         p99 (sent - intended) exceeds this, in ms (default 10, or
         BENCHMAKER_MAX_SCHEDULE_LAG_MS).
-    exit_code
-        verdict: exit 1 when a point is invalid; pipeline: exit 0 whenever the pipeline
-        ran and every point measured something, invalid points still marked (`make demo`).
     """
     _prefect_env()
     from benchmaker.flows.common import validated

@@ -50,7 +50,6 @@ class _Entry:
     handle: _process.ReplayServerHandle
     trajectories: Path
     options: dict[str, Any]
-    restarts: int = 0
 
 
 _SERVERS: dict[str, _Entry] = {}
@@ -134,7 +133,6 @@ def restart_if_dead(key: str) -> bool:
             return False
         entry.handle.stop(grace_s=1.0)
         entry.handle = _start(entry.trajectories, entry.options)
-        entry.restarts += 1
         return True
 
 

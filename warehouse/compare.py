@@ -18,6 +18,7 @@ difference carries no interval (diff_ci_low/high None, verdict None).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import duckdb
@@ -280,8 +281,6 @@ def _judged(row: Comparison, base: dict | None, cand: dict | None, min_n: int | 
     requests than `min_n` (None: min_n_for(row.statistic))."""
     if row.verdict is None:
         return row, ""
-    import dataclasses
-
     bad = [
         f"{run} {p['label'] or 'run'} is invalid ({p['reason'] or 'no reason recorded'})"
         for run, p in (("baseline", base), ("candidate", cand))
@@ -293,23 +292,6 @@ def _judged(row: Comparison, base: dict | None, cand: dict | None, min_n: int | 
     if (row.n_baseline or 0) < need or (row.n_candidate or 0) < need:
         return dataclasses.replace(row, verdict="n too small"), f"n>={need}"
     return row, ""
-    import dataclasses
-
-    bad = [
-        f"{run} {p['label'] or 'run'} is invalid ({p['reason'] or 'no reason recorded'})"
-        for run, p in (("baseline", base), ("candidate", cand))
-        if p is not None and p.get("valid") is False
-    ]
-    if bad:
-        return dataclasses.replace(row, verdict="invalid point"), f"{row.point_key}: no verdict: {'; '.join(bad)}"
-    need = min_n_for(row.statistic)
-    if (row.n_baseline or 0) < need or (row.n_candidate or 0) < need:
-        return (
-            dataclasses.replace(row, verdict="n too small"),
-            f"{row.point_key} {row.statistic}: no verdict: n = {row.n_baseline} / {row.n_candidate} requests, "
-            f"a CI needs >= {need} in each run",
-        )
-    return row, None
 
 
 def _order(key: str, *runs: dict[str, dict]) -> tuple:

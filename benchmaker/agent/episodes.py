@@ -19,11 +19,6 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 Mode = Literal["recorded", "execute", "command"]
-EpisodeOutcome = Literal["ok", "error", "timeout", "cancelled", "diverged"]
-MissKind = Literal["unknown_key", "beyond_turns", "diverged"]
-
-MODES: tuple[str, ...] = ("recorded", "execute", "command")
-MISS_KINDS: tuple[str, ...] = ("unknown_key", "beyond_turns", "diverged")
 
 
 @dataclass(slots=True)

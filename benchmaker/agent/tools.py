@@ -39,7 +39,6 @@ from typing import Any, Literal
 
 from benchmaker.agent.sandbox import Sandbox, SandboxError
 
-PI_TOOLS: tuple[str, ...] = ("bash", "read", "write", "edit")
 DEFAULT_MAX_LINES = 2000
 DEFAULT_MAX_BYTES = 50 * 1024
 DEFAULT_BASH_TIMEOUT_S = 180.0

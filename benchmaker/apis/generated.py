@@ -82,7 +82,6 @@ from benchmaker.engine.sse import SSEEvent, SSEParser
 
 __all__ = [
     "BodyReader",
-    "FINISH_CLASSES",
     "FINISH_FAILS",
     "Output",
     "close_stream",
@@ -113,7 +112,6 @@ FINISH_FAILS: dict[str, bool] = {
     "cancelled": True,
     "unknown": False,
 }
-FINISH_CLASSES = tuple(FINISH_FAILS)
 
 _ALIASES: dict[str, str] = {
     "stop": "stop",

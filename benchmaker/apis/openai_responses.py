@@ -628,7 +628,6 @@ def render_stream(
 
 # -- reading a response ---------------------------------------------------------------
 
-_TEXT_DELTAS = frozenset(("response.output_text.delta",))
 _REASONING_DELTAS = frozenset(("response.reasoning_summary_text.delta", "response.reasoning_text.delta"))
 _CALL_DELTAS = frozenset(("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"))
 _TERMINAL = frozenset(("response.completed", "response.incomplete", "response.failed"))

@@ -223,13 +223,6 @@ def check_output_file(path: Path, what: str = "output") -> Path:
     return path
 
 
-def check_workers(n: int, what: str = "workers") -> int:
-    """`n` if in 1..MAX_WORKERS, else ConfigError naming `what`."""
-    if not 1 <= n <= MAX_WORKERS:
-        raise ConfigError(f"{what}: expected 1..{MAX_WORKERS} worker processes (got {n})")
-    return n
-
-
 def _rate_spec(value: Any, as_str: Any) -> str:
     # parsed once, here: the ParsedRateSpec carries its model to the runner (load_model_of);
     # a ParsedRateSpec (parsed at an earlier edge: a flow's parameters) is taken as it is;
@@ -298,9 +291,6 @@ class SLO(_Strict):
     ttft_ms: float | None = Field(default=None, gt=0)
     tpot_ms: float | None = Field(default=None, gt=0)
     e2e_ms: float | None = Field(default=None, gt=0)
-
-    def declared(self) -> bool:
-        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms))
 
 
 DEFAULT_MAX_ERROR_RATE = 0.1

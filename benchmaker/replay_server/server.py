@@ -56,9 +56,8 @@ The trajectory is chosen by `ReplayStore.lookup` (first in file order, or the fi
 whose system prompt equals the request's when several share the key). When a trajectory
 of the store lists canned replies (`Trajectory.canned_replies`: aider's own example
 exchanges and "Ok." replies), every request of any API is first stripped of its canned
-exchanges (`benchmaker.trajectories.trajectory.without_canned`, with the store's
-`canned_replies`): the key, the turn index and the divergence check see the request
-without them. A store without canned replies matches requests as they are.
+exchanges (`ReplayStore.without_canned`: those of the trajectory it belongs to): the
+key, the turn index and the divergence check see the request without them. A store without canned replies matches requests as they are.
 
 Status codes of a request that cannot be served (OpenAI error body {"error":
 {"message", "type", "param": null, "code"}}, header `x-replay-miss` on misses):
@@ -148,7 +147,7 @@ from benchmaker.replay_server.store import (
     exit_code_in,
     stable_text,
 )
-from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages, without_canned
+from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
 
 __all__ = [
     "CoalescedWrites",
@@ -544,7 +543,7 @@ class _ReplayApp(Starlette):
                 await self._fail(send, 400, "bad_request", problem)
                 return
         if self._canned:  # the agent's own exchanges are no turns (module doc)
-            messages = without_canned(messages, self._canned)
+            messages = self.store.without_canned(messages)
             roles = [m.get("role") for m in messages]
         # list methods in C over the roles, no per-message Python loop
         n_assistant = roles.count("assistant")
@@ -604,7 +603,7 @@ class _ReplayApp(Starlette):
                 )
                 return
             messages = [*before, *(m for m in messages if m["role"] != "system")]
-        messages = without_canned(messages, self._canned)
+        messages = self.store.without_canned(messages)
         roles = [m["role"] for m in messages]
         n_assistant = roles.count("assistant")
         first_assistant = roles.index("assistant") if n_assistant else len(roles)
@@ -660,7 +659,7 @@ class _ReplayApp(Starlette):
             self.stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", str(exc), "messages")
             return
-        messages = without_canned(messages, self._canned)
+        messages = self.store.without_canned(messages)
         roles = [m["role"] for m in messages]
         head = _head_of(messages, roles)
         if head is None:
@@ -686,7 +685,7 @@ class _ReplayApp(Starlette):
         except (orjson.JSONDecodeError, ValueError) as exc:
             await self._fail(send, 400, "bad_request", str(exc), "messages")
             return
-        matched = without_canned(messages, self._canned)
+        matched = self.store.without_canned(messages)
         roles = [m["role"] for m in matched]
         head = _head_of(matched, roles)
         n_tokens = None
@@ -827,7 +826,7 @@ class _ReplayApp(Starlette):
         fail = partial(self._fail, api="gemini")
         model, method = gemini.parse_path(scope["path"]) or ("", "")
         try:
-            messages = without_canned(gemini.request_messages(req), self._canned)
+            messages = self.store.without_canned(gemini.request_messages(req))
             roles = [m["role"] for m in messages]
             n_assistant = roles.count("assistant")
             first_assistant = roles.index("assistant") if n_assistant else len(roles)

@@ -25,10 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SIDE_KINDS", "TITLE_TEXT", "is_title_request", "schema_answer"]
-
-SIDE_KINDS = ("title", "json_answer", "count_tokens", "head_probe")
-"""The side-request kinds counted in /stats."""
+__all__ = ["TITLE_TEXT", "is_title_request", "schema_answer"]
 
 TITLE_TEXT = "Replayed session"
 """The answer to a title request."""

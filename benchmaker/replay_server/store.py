@@ -43,10 +43,15 @@ after the last assistant message (all of them when none does) and serves those i
 in recorded order (an identical request sent again, e.g. pi's automatic retry, gets the
 next recorded answer; concurrent episodes of one trajectory share the rotation).
 
-Canned exchanges (`Trajectory.canned_replies`, aider): `canned_replies` is the union over
-the store's trajectories; the server strips them from a request before it computes the
-key and assistant count it calls `match` with (module doc of
-benchmaker.trajectories.trajectory).
+Canned exchanges (`Trajectory.canned_replies`, aider; module doc of
+benchmaker.trajectories.trajectory): the server strips a request with
+`ReplayStore.without_canned` before it computes the key and assistant count it calls
+`match` with, and each request is stripped of the canned replies of its own trajectory
+only (an answer of one agent may be another's canned reply). The key is computed from the
+stripped request and the replies to strip depend on the trajectory the key selects, so
+neither can come first; `without_canned` tries each distinct set of canned replies in
+the store instead and keeps the stripped request whose key belongs to a trajectory
+listing that set (see there).
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ from benchmaker.trajectories.trajectory import (
     Turn,
     flatten_content,
     match_key_for_messages,
+    without_canned,
 )
 
 __all__ = [
@@ -341,9 +347,14 @@ class ReplayStore:
     _cache_size: int = 0
     _response_ids: dict[str, tuple[StoredTrajectory, int]] | None = field(default=None, repr=False)
     canned_replies: frozenset[str] = frozenset()
-    """The canned replies of all its trajectories (`Trajectory.canned_replies`): the
-    assistant texts the replay server strips from every request, with the user message
-    before each (`without_canned`); empty when no trajectory lists any."""
+    """The canned replies of all its trajectories (`Trajectory.canned_replies`, without
+    surrounding whitespace); empty when no trajectory lists any. Requests are stripped
+    per trajectory (`without_canned`)."""
+    _canned_sets: tuple[frozenset[str], ...] = field(default=(), repr=False)
+    """The distinct canned reply sets of its trajectories (stripped texts), in file
+    order; empty when no trajectory lists canned replies."""
+    _canned_by_key: dict[str, tuple[frozenset[str], ...]] = field(default_factory=dict, repr=False)
+    """Match key -> the canned reply sets of the trajectories with that key."""
 
     @classmethod
     def load(
@@ -384,6 +395,7 @@ class ReplayStore:
                     if key.by_system is None:
                         key.by_system = {key.first.trajectory.system: key.first}
                     key.by_system.setdefault(traj.system, entry)
+        canned_sets, canned_by_key = _canned_index(stored)
         return cls(
             path=path,
             latency=latency,
@@ -393,8 +405,53 @@ class ReplayStore:
             splitter=splitter,
             created=created,
             stream_cache_bytes=stream_cache_bytes,
-            canned_replies=frozenset(text for entry in stored for text in entry.trajectory.canned_replies),
+            canned_replies=frozenset(text.strip() for entry in stored for text in entry.trajectory.canned_replies),
+            _canned_sets=canned_sets,
+            _canned_by_key=canned_by_key,
         )
+
+    def without_canned(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`messages` (chat shape) without the canned exchanges of the trajectory they
+        belong to (module doc; `benchmaker.trajectories.trajectory.without_canned`).
+
+        The order: the match key is that of the stripped request, and which replies to
+        strip depends on the trajectory the key selects. So for each distinct set S of
+        the canned replies present in the request (each trajectory's set cut to those
+        present), the request stripped of S gives a key (`request_key`); the first S, in
+        file order of the trajectories, whose key belongs to a trajectory whose own
+        set cut to the present replies is S wins. A trajectory without canned replies
+        has the empty set, so its requests stay whole. When no set fits, the request
+        stripped of every canned reply of the store is returned (its key is then
+        reported unknown). The same list when the store or the request has no canned
+        reply; else possibly a new list of the same message objects."""
+        if not self._canned_sets:
+            return messages
+        union = self.canned_replies
+        present = frozenset(
+            text
+            for text in (
+                flatten_content(m.get("content")).strip()
+                for m in messages
+                if m.get("role") == "assistant" and not m.get("tool_calls")
+            )
+            if text in union
+        )
+        if not present:
+            return messages
+        tried: set[frozenset[str]] = set()
+        for canned in self._canned_sets:
+            cut = present & canned
+            if cut in tried:
+                continue
+            tried.add(cut)
+            stripped = without_canned(messages, cut)
+            try:
+                key, _ = request_key(stripped)
+            except ValueError:  # no user message left: no key
+                continue
+            if any(present & owned == cut for owned in self._canned_by_key.get(key, ())):
+                return stripped
+        return without_canned(messages, present)
 
     def stream(self, entry: StoredTrajectory, turn_index: int, api: str = "chat") -> StreamBytes:
         """The SSE bytes of `entry.turns[turn_index]` (module doc) in the wire API `api`
@@ -540,6 +597,24 @@ class ReplayStore:
     def models(self) -> list[str]:
         """Distinct response model names (per turn), in file order."""
         return list(dict.fromkeys(p.model for t in self.trajectories for p in t.turns))
+
+
+def _canned_index(
+    stored: list[StoredTrajectory],
+) -> tuple[tuple[frozenset[str], ...], dict[str, tuple[frozenset[str], ...]]]:
+    """(the distinct canned reply sets of `stored` in file order, match key -> the sets
+    of its trajectories) for `ReplayStore.without_canned`; both empty when no trajectory
+    lists canned replies. Texts are stripped of surrounding whitespace, as
+    `without_canned` compares them."""
+    if not any(entry.trajectory.canned_replies for entry in stored):
+        return (), {}
+    sets: dict[frozenset[str], None] = {}
+    by_key: dict[str, dict[frozenset[str], None]] = {}
+    for entry in stored:
+        canned = frozenset(text.strip() for text in entry.trajectory.canned_replies)
+        sets[canned] = None
+        by_key.setdefault(entry.trajectory.match_key, {})[canned] = None
+    return tuple(sets), {key: tuple(owned) for key, owned in by_key.items()}
 
 
 def _index_edited(

@@ -56,7 +56,6 @@ __all__ = [
     "point_complete",
     "point_dir",
     "point_name",
-    "read_sweep_points",
     "reset_point_dir",
     "run_engine_point",
     "summarize_point",
@@ -114,14 +113,6 @@ def write_sweep_points(run_dir: Path, rows: Sequence[dict[str, Any]]) -> Path:
             fh.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE, default=str))
     os.replace(tmp, path)
     return path
-
-
-def read_sweep_points(run_dir: Path) -> list[dict[str, Any]]:
-    """The rows of `run_dir`/sweep_points.jsonl ([] when absent)."""
-    path = Path(run_dir) / "sweep_points.jsonl"
-    if not path.is_file():
-        return []
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
 def write_run_manifest(

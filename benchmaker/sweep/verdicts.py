@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Reason", "advice", "key_figures", "pipeline_failures", "plain_reason", "reasons_of", "verdict_line"]
+__all__ = ["Reason", "advice", "key_figures", "pipeline_failures", "reasons_of", "verdict_line"]
 
 _LOOP_LAG = re.compile(r"event-loop lag p99 (?P<got>[\d.]+) ms > (?P<limit>[\d.]+) ms")
 _SCHEDULE_LAG = re.compile(r"client-saturated: schedule lag p99 (?P<got>[\d.]+) ms > (?P<limit>[\d.]+) ms")
@@ -84,11 +84,6 @@ def reasons_of(row: dict[str, Any]) -> list[Reason]:
     """The reasons of a point row's `invalid_reason` ("; "-joined), [] for a valid point."""
     text = row.get("invalid_reason") or ""
     return [Reason(part.strip()) for part in text.split("; ") if part.strip()]
-
-
-def plain_reason(reason: str) -> str:
-    """One verdict reason (as selfcheck.verdict or sweep_summary.sql wrote it) in plain words."""
-    return Reason(reason).plain
 
 
 def verdict_line(row: dict[str, Any]) -> str:

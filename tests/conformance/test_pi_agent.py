@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from conformance.clients import flush_recorder, run_agent, url_process
-from conformance.command_replay import replay_in_command_mode
+from conformance.command_replay import assert_clean_replay, replay_in_command_mode
 from conformance.pi_agent import pi_prefix
 from conformance.venvs import REPO
 from tests.conformance.conftest import need
@@ -141,23 +141,4 @@ def test_command_mode_replay_of_pi_has_no_misses(recordings, tmp_path, out_dir, 
     rows = replay_in_command_mode(
         agent="pi", api=api, trajectories=rec, command=agent_command(api), task_dir=TASK, tmp=tmp_path, out_dir=out_dir
     )
-    # (concurrency, achieved, episodes, failed, requests, turns, misses, divergences, reverified, resolved)
-    assert [
-        (
-            r.concurrency,
-            r.achieved,
-            r.episodes,
-            r.failed,
-            r.requests,
-            r.turns,
-            r.misses,
-            r.divergences,
-            r.reverified,
-            r.resolved,
-        )
-        for r in rows
-    ] == [(1, 1, 4, 0, 20, 20, 0, 0, 4, 4), (4, 4, 4, 0, 20, 20, 0, 0, 4, 4)]
-    # exit 1 = a sweep point is invalid; on a busy host the engine's event-loop lag check
-    # can fire (no other reason is accepted)
-    for r in rows:
-        assert r.valid or all("event-loop lag" in x for x in (r.invalid_reason or "").split("; ")), r
+    assert_clean_replay(rows, turns=5)

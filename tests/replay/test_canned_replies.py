@@ -4,7 +4,8 @@ writes exchanges of its own into every request, shaped as aider builds them
 editblock_prompts.py), recorded through `benchmaker record --canned-replies` in front of
 the scripted model, then replayed by a real replay server: the first call is turn 0, the
 second turn 1, with 0 misses; a changed observation is caught; a store without canned
-replies matches as before."""
+replies matches as before; each request is stripped of its own trajectory's canned
+replies only."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import httpx
 import pytest
 
 from benchmaker.replay_server.process import start_replay_server
-from benchmaker.replay_server.store import load_trajectories
-from benchmaker.trajectories.trajectory import without_canned
+from benchmaker.replay_server.store import ReplayStore, load_trajectories
+from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Turn, match_key_for, without_canned
 from conformance.scripted_model import ScriptedModel
 from tests.replay.test_recorder import _proxy
+from tests.replay.test_server_fixtures import running_server, source, write_store
 
 SYSTEM = {"role": "system", "content": "Act as an expert software developer."}
 EXAMPLE_REPLY = "To make this change we need to modify `mathweb/flask/app.py`."
@@ -122,3 +124,79 @@ async def test_a_store_without_canned_replies_counts_every_assistant_message(tmp
                 await c.post(url + "/v1/chat/completions", json={"model": "m", "messages": first_call()})
                 flushed = (await c.post(url + "/flush")).json()
     assert (flushed["trajectories"], flushed["skipped"]) == ((1, {}) if canned else (0, {"unseen_turns": 1}))
+
+
+def _text_agent(task: str, answers: list[str], canned: list[str]) -> Trajectory:
+    """A text-only agent's trajectory (aider-like): one turn per answer, each but the
+    last observed by a user message `out <t>`."""
+    first_user = f"Fix it.\ntask_id: {task}"
+    turns = [
+        Turn(
+            index=t,
+            response=Response(content=answer, finish_reason="stop"),
+            observations=[] if t == len(answers) - 1 else [Observation(content=f"out {t}")],
+        )
+        for t, answer in enumerate(answers)
+    ]
+    return Trajectory(
+        trajectory_id=f"traj-{task}",
+        source=source(),
+        task_id=task,
+        match_key=match_key_for(first_user),
+        system=SYSTEM["content"],
+        first_user=first_user,
+        turns=turns,
+        canned_replies=canned,
+    )
+
+
+def _second_request(canned: tuple[str, str], task: str, answer: str) -> list[dict]:
+    """The request for turn 1: a canned exchange, the task, the turn-0 answer, its
+    observation."""
+    return [
+        SYSTEM,
+        {"role": "user", "content": canned[0]},
+        {"role": "assistant", "content": canned[1]},
+        {"role": "user", "content": f"Fix it.\ntask_id: {task}"},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "out 0"},
+    ]
+
+
+# two agents whose canned replies differ, each model once answering the other's canned
+# text, and an agent without canned replies whose model answers "Ok." too
+OK_AGENT = _text_agent("ok-agent", ["Sure.", "done a"], ["Ok."])
+SURE_AGENT = _text_agent("sure-agent", ["Ok.", "done b"], ["Sure."])
+PLAIN_AGENT = _text_agent("plain", ["Ok.", "done c"], [])
+REQUESTS = {
+    "ok-agent": _second_request(("I switched to a new code base.", "Ok."), "ok-agent", "Sure."),
+    "sure-agent": _second_request(("Here are the files.", "Sure."), "sure-agent", "Ok."),
+    "plain": [
+        SYSTEM,
+        {"role": "user", "content": "Fix it.\ntask_id: plain"},
+        {"role": "assistant", "content": "Ok."},
+        {"role": "user", "content": "out 0"},
+    ],
+}
+
+
+def test_the_store_strips_a_request_of_its_own_trajectorys_canned_replies_only(tmp_path: Path):
+    store = ReplayStore.load(write_store(tmp_path / "t.jsonl", [OK_AGENT, SURE_AGENT, PLAIN_AGENT]))
+    assert store.canned_replies == frozenset({"Ok.", "Sure."})
+    ok, sure, plain = (REQUESTS[k] for k in ("ok-agent", "sure-agent", "plain"))
+    assert store.without_canned(ok) == [ok[0], *ok[3:]]  # its "Sure." answer stays
+    assert store.without_canned(sure) == [sure[0], *sure[3:]]  # its "Ok." answer stays
+    assert store.without_canned(plain) is plain
+    # a request of no trajectory: stripped of every canned reply, its key reported unknown
+    stranger = _second_request(("I switched to a new code base.", "Ok."), "nobody", "Sure.")
+    assert store.without_canned(stranger) == [SYSTEM, stranger[5]]
+
+
+def test_each_agent_is_served_its_turn_though_its_answer_is_another_agents_canned_reply(tmp_path: Path):
+    path = write_store(tmp_path / "t.jsonl", [OK_AGENT, SURE_AGENT, PLAIN_AGENT])
+    with running_server(path, divergence="content") as url, httpx.Client() as c:
+        got = {}
+        for task, messages in REQUESTS.items():
+            r = c.post(url + "/v1/chat/completions", json={"model": "m", "messages": messages})
+            got[task] = (r.status_code, r.headers.get("x-replay-turn"), r.json()["choices"][0]["message"]["content"])
+    assert got == {"ok-agent": (200, "1", "done a"), "sure-agent": (200, "1", "done b"), "plain": (200, "1", "done c")}

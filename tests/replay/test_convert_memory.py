@@ -5,40 +5,21 @@ benchmarks/convert_memory.py measures the same at scale."""
 
 from __future__ import annotations
 
-import json
-import tracemalloc
 from pathlib import Path
 
-from benchmaker.trajectories.convert import convert_paths
-
-
-def _session(k: int) -> bytes:
-    messages: list[dict] = [{"role": "user", "content": f"Task {k}"}]
-    for t in range(20):
-        call = {"id": f"c{k}_{t}", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
-        messages += [
-            {"role": "assistant", "content": f"step {t}", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"c{k}_{t}", "content": "x" * 1000},
-        ]
-    messages.append({"role": "assistant", "content": "done"})
-    return json.dumps({"messages": messages}).encode() + b"\n"
+from tests.replay.convert_memory import convert_traced, session_line
 
 
 def _peak_beyond_file(src: Path, out: Path) -> int:
-    tracemalloc.start()
-    try:
-        report = convert_paths([src], out, workers=1, progress=None)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = convert_traced(src, out)
     assert report.trajectories == src.read_bytes().count(b"\n")
     return peak - src.stat().st_size
 
 
 def test_memory_beyond_the_files_bytes_does_not_grow_with_its_sessions(tmp_path: Path) -> None:
     few, many = tmp_path / "few.jsonl", tmp_path / "many.jsonl"
-    few.write_bytes(b"".join(_session(k) for k in range(10)))  # ~0.2 MB
-    many.write_bytes(b"".join(_session(k) for k in range(150)))  # ~3.3 MB
+    few.write_bytes(b"".join(session_line(k) for k in range(10)))  # ~0.2 MB
+    many.write_bytes(b"".join(session_line(k) for k in range(150)))  # ~3.3 MB
     beyond_few = _peak_beyond_file(few, tmp_path / "few.out.jsonl")
     beyond_many = _peak_beyond_file(many, tmp_path / "many.out.jsonl")
     # held before: every converted line of the file (~2.5x its size) and a whole-file parse

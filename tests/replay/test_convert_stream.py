@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from benchmaker.trajectories.converters import CONVERTERS, detect_bytes, detect_
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import trajectory_json
+from tests.replay.convert_memory import convert_traced, session_line
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
@@ -99,26 +99,9 @@ def test_a_document_or_a_short_file_is_never_decided_by_its_head() -> None:
     assert detect_head(pretty) == (False, None)  # a document's first line is no JSON value
 
 
-def _session(k: int) -> bytes:
-    messages: list[dict] = [{"role": "user", "content": f"Task {k}"}]
-    for t in range(20):
-        call = {"id": f"c{k}_{t}", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
-        messages += [
-            {"role": "assistant", "content": f"step {t}", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"c{k}_{t}", "content": "x" * 1000},
-        ]
-    messages.append({"role": "assistant", "content": "done"})
-    return json.dumps({"messages": messages}).encode() + b"\n"
-
-
-def _convert(src: Path, out: Path, **kw: object) -> tuple[bytes, int]:
+def _convert(src: Path, out: Path) -> tuple[bytes, int]:
     """convert_paths' output bytes and its peak traced memory in bytes."""
-    tracemalloc.start()
-    try:
-        convert_paths([src], out, workers=1, progress=None, **kw)  # type: ignore[arg-type]
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    _, peak = convert_traced(src, out)
     return out.read_bytes(), peak
 
 
@@ -128,7 +111,7 @@ def test_a_large_file_of_many_sessions_streams_to_the_same_bytes_holding_one_ses
     peaks, sizes = [], []
     for sessions in (150, 450):  # ~3.3 MB and ~10 MB, 22 KB a session
         src = tmp_path / f"many-{sessions}.jsonl"
-        src.write_bytes(b"".join(_session(k) for k in range(sessions)))
+        src.write_bytes(b"".join(session_line(k) for k in range(sessions)))
         sizes.append(src.stat().st_size)
         monkeypatch.setattr(convert_mod, "STREAM_MIN_BYTES", 1 << 20)  # both streamed
         streamed, peak = _convert(src, tmp_path / "s.jsonl")
@@ -148,7 +131,7 @@ def test_bad_lines_deep_in_a_streamed_file_are_the_same_errors_and_skips(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lenient: bool
 ) -> None:
     src = tmp_path / "bad.jsonl"
-    rows = [_session(k) for k in range(200)]
+    rows = [session_line(k) for k in range(200)]
     rows[150] = b'{"messages": [\n'  # line 151: not JSON
     rows[160] = b"\xff\xfe" + rows[160]  # line 161: not UTF-8
     src.write_bytes(b"".join(rows) + b'{"messages": [{"role"')  # line 201: cut short

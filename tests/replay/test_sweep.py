@@ -16,7 +16,6 @@ from benchmaker.sweep.sweep import (
     episode_plan,
     point_dir,
     point_name,
-    read_sweep_points,
     summarize_point,
     sweep_table_markdown,
     write_sweep_points,
@@ -126,7 +125,8 @@ def test_sweep_points_roundtrip_and_markdown_names_invalid(point: Path, tmp_path
         summarize_point(point, sweep_point="c3", concurrency=3),
     ]
     write_sweep_points(tmp_path, rows)
-    assert [r["sweep_point"] for r in read_sweep_points(tmp_path)] == ["c2", "c3"]
+    lines = (tmp_path / "sweep_points.jsonl").read_bytes().splitlines()
+    assert [json.loads(line)["sweep_point"] for line in lines] == ["c2", "c3"]
     md = sweep_table_markdown(rows, title="t")
     assert md.count("\n| c") == 2
     assert "- **c3 invalid**: achieved concurrency 2 < target 3" in md

@@ -9,7 +9,7 @@ import io
 from rich.console import Console
 
 from benchmaker.recipes.swebench_replay import print_verdicts
-from benchmaker.sweep.verdicts import advice, key_figures, pipeline_failures, plain_reason, verdict_line
+from benchmaker.sweep.verdicts import Reason, advice, key_figures, pipeline_failures, verdict_line
 
 LAG = "engine: event-loop lag p99 38.42 ms > 10 ms: client-side timestamps include client delay"
 
@@ -35,7 +35,7 @@ def _row(point: str, reason: str | None = None, **figures) -> dict:
 
 
 def test_loop_lag_reads_as_a_busy_machine_with_the_lag_and_the_limit():
-    assert plain_reason(LAG) == (
+    assert Reason(LAG).plain == (
         "your machine was busy: the client's event loop lagged 38 ms (p99; the limit is "
         "10 ms), so the timings include client delay"
     )
@@ -52,7 +52,7 @@ def test_every_reason_of_a_point_is_in_its_line_and_unknown_reasons_stay_as_reco
         "c8: INVALID: the target concurrency was never reached: at most 5 of 8 were in "
         "flight at once; shard 1: worker 1 did not finish in time (stopped)"
     )
-    assert plain_reason("client-saturated: schedule lag p99 4.25 ms > 2 ms") == (
+    assert Reason("client-saturated: schedule lag p99 4.25 ms > 2 ms").plain == (
         "the client fell behind its schedule: requests started 4.25 ms late (p99; the limit is 2 ms); the "
         "machine was busy or the rate is more than this client can send"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmaker.apis.generated import FINISH_CLASSES, FINISH_FAILS, Output, finish_class, finish_error, message_output
+from benchmaker.apis.generated import FINISH_FAILS, Output, finish_class, finish_error, message_output
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_finish_reasons_fall_in_one_class(reason, cls):
 
 
 def test_only_the_classes_that_say_the_server_gave_up_fail():
-    assert FINISH_CLASSES == (
+    assert tuple(FINISH_FAILS) == (
         "stop",
         "length",
         "tool_calls",
@@ -99,7 +99,7 @@ def test_only_the_classes_that_say_the_server_gave_up_fail():
         "cancelled",
         "unknown",
     )
-    assert [c for c in FINISH_CLASSES if FINISH_FAILS[c]] == ["abort", "error", "cancelled"]
+    assert [c for c in tuple(FINISH_FAILS) if FINISH_FAILS[c]] == ["abort", "error", "cancelled"]
     assert finish_error("cancelled", "cancelled") == (
         "finish_reason 'cancelled' (class cancelled): the server cancelled the request"
     )

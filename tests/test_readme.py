@@ -326,7 +326,7 @@ def test_documented_local_endpoints_are_the_bundled_scripted_servers() -> None:
     # command prints; docs/benchmark-an-endpoint.md once sent `http` to 8080, where
     # nothing of ours listens
     readme = (REPO / "README.md").read_text()
-    assert "python -m benchmaker.testing.scenario_server --port 8000 &" in readme
+    assert ".venv/bin/python -m benchmaker.testing.scenario_server --port 8000 &" in readme
     paths = set()
     for where, cmd in documented_commands():
         for port, path in re.findall(r"http://127\.0\.0\.1:(\w+)(/[^\s\"']*)?", cmd):

@@ -22,7 +22,7 @@ import importlib.util
 from collections.abc import Iterable
 from typing import Any
 
-from cyclopts import App, Parameter, validators
+from cyclopts import App, Group, Parameter, validators
 from cyclopts.command_spec import CommandSpec
 
 __all__ = ["ON_BY_DEFAULT", "BenchmakerApp", "app", "describe_lazy", "source_help", "within"]
@@ -102,3 +102,9 @@ app = BenchmakerApp(
     version_flags=["--version"],
     default_parameter=Parameter(consume_multiple=True, negative_bool=(), negative_iterable=()),
 )
+# --help and --version under their own title, after the command groups (whose sort keys,
+# benchmaker.recipes.cli.GROUPS, are their ranks from 0); a command group such as
+# `server` keeps its own "Commands" title
+_OPTIONS = Group("Options", sort_key=1_000)
+for _flag in (*app.help_flags, *app.version_flags):
+    app[_flag].group = (_OPTIONS,)

@@ -13,6 +13,8 @@ import atexit
 import os
 import sys
 
+from cyclopts import Group
+
 from benchmaker.recipes.app import app
 
 # Every command: CLI name -> "module:attribute" (a function, or the App of a command group).
@@ -43,7 +45,7 @@ COMMANDS = {
     "server": "benchmaker.recipes.prefect_server:server_app",
 }
 
-# `benchmaker --help` lists the commands by job
+# `benchmaker --help` lists the commands by job, in this order (the main job first)
 GROUPS = {
     "Replay agent runs": (
         "swebench-replay",
@@ -59,7 +61,8 @@ GROUPS = {
     "Warehouse and results": ("runs", "sql", "compare", "report", "load", "export"),
     "Prefect server": ("server",),
 }
-_GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
+_PANELS = [Group(title, sort_key=rank) for rank, title in enumerate(GROUPS)]
+_GROUP_OF = {name: panel for panel in _PANELS for name in GROUPS[panel.name]}
 
 for _name, _path in COMMANDS.items():
     if _name not in app:  # a recipe module imported before this one registered it already

@@ -77,13 +77,15 @@ class ConvertProgressView:
 
 
 def render_report(report: ConvertReport, console: Console) -> None:
-    """Print the per-file table, the totals and the skip counts."""
+    """Print the per-file table, the totals and the skip counts. A file's path and its
+    error are folded onto more lines, never cut: on a narrow or non-terminal output (80
+    columns) the path is how the user finds the file."""
     table = Table(title=f"convert → {report.out}")
-    table.add_column("file")
+    table.add_column("file", overflow="fold")
     table.add_column("format")
     table.add_column("trajectories", justify="right")
     table.add_column("turns", justify="right")
-    table.add_column("error")
+    table.add_column("error", overflow="fold")
     for f in report.files:
         table.add_row(f.path, f.format or "-", str(f.trajectories), str(f.turns), f.error or "")
     table.add_row("total", "", str(report.trajectories), str(report.turns), "", style="bold")

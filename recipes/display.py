@@ -88,9 +88,26 @@ _NOT_ERRORS = (
 )
 
 
+# the latency rows that only a token-bearing response has
+_TOKEN_LATENCIES = ("ttft_ms", "ttfc_ms", "itl_event_ms", "itl_token_ms", "itl_req_mean_ms", "tpot_ms")
+
+
+def _carries_tokens(run: dict[str, Any]) -> bool:
+    """False when no response of the run (a summary.json `run` dict) had a token: no
+    streamed token event (ttft_ms count 0), no server usage (n_ok_with_usage 0) and no
+    usage judged invalid, as for an HTTP or sandbox run. A dict without those counts
+    is taken to carry tokens."""
+    return bool(
+        (run.get("ttft_ms") or {}).get("count") or run.get("n_ok_with_usage") != 0 or run.get("n_usage_invalid")
+    )
+
+
 def summary_tables(summary: dict[str, Any]) -> list[Table]:
-    """Rich tables of a summary.json dict: headline figures and latency percentiles."""
+    """Rich tables of a summary.json dict: headline figures and latency percentiles.
+    A run without tokens (_carries_tokens) gets one "tokens" row instead of the token
+    figures, and only the E2E latency rows."""
     run = summary.get("run") or {}
+    tokens = _carries_tokens(run)
     head = Table(title=f"run {summary['run_id']}", show_header=False)
     head.add_column("metric")
     head.add_column("value", justify="right")
@@ -142,22 +159,16 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
                 "graded wrong)",
             ),
         )
+    if not tokens:
+        dropped = ("usage coverage", "output tokens total", "output throughput (tok/s)")
+        rows = [r for r in rows if r[0] not in dropped]
+        rows.insert(-2, ("tokens", "none: no response streamed a token or stated usage"))
     for k, v in rows:
         head.add_row(k, v)
     lat = Table(title="latency (ms; linear percentiles, count = samples)")
     for col in ("metric", "mean", "p50", "p90", "p99", "max", "count"):
         lat.add_column(col, justify="right" if col != "metric" else "left")
-    for name in (
-        "ttft_ms",
-        "ttfc_ms",
-        "itl_event_ms",
-        "itl_token_ms",
-        "itl_req_mean_ms",
-        "tpot_ms",
-        "e2e_ms",
-        "e2e_all_ms",
-        "e2e_intended_ms",
-    ):
+    for name in (*(_TOKEN_LATENCIES if tokens else ()), "e2e_ms", "e2e_all_ms", "e2e_intended_ms"):
         _stat_row(lat, name, run.get(name))
     return [head, lat]
 
@@ -177,10 +188,12 @@ def monitor_failures(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
-    """Print the summary tables, the verdict with its reasons, and the bundle path."""
+def print_summary(summary: dict[str, Any], bundle_dir: Any, out: Console | None = None) -> None:
+    """Print the summary tables, the verdict with its reasons, and the bundle path (on
+    `out`, default the module's console)."""
+    out = out or console
     for table in summary_tables(summary):
-        console.print(table)
+        out.print(table)
     lanes = summary.get("lanes") or {}
     if len(lanes) > 1:
         t = Table(title="lanes")
@@ -197,17 +210,18 @@ def print_summary(summary: dict[str, Any], bundle_dir: Any) -> None:
                 _fmt((body.get("e2e_ms") or {}).get("p50")),
                 _fmt((body.get("e2e_ms") or {}).get("p99")),
             )
-        console.print(t)
+        out.print(t)
     for line in monitor_failures(summary):
-        console.print(line, style="yellow", highlight=False, markup=False)
+        out.print(line, style="yellow", highlight=False, markup=False)
     verdict = summary["verdict"]
     if verdict["valid"]:
-        console.print("[green]verdict: valid[/]")
+        out.print("[green]verdict: valid[/]")
     else:
-        console.print("[red]verdict: INVALID[/] - " + "; ".join(verdict["reasons"]))
+        out.print("[red]verdict: INVALID[/] - " + "; ".join(verdict["reasons"]))
     for note in verdict.get("notes", []):
-        console.print(f"note: {note}")
-    console.print(f"bundle: {bundle_dir}")
+        if _carries_tokens(summary.get("run") or {}) or not note.startswith("token totals are null"):
+            out.print(f"note: {note}")
+    out.print(f"bundle: {bundle_dir}")
 
 
 def comparison_tables(cmp: Any, baseline_run: str, candidate_run: str) -> list[Table]:

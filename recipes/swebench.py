@@ -99,7 +99,7 @@ def swebench(
         stream: Stream responses (TTFT needs it).
         send_status_fields: Add `is_error` to tool messages (replay servers check it; real endpoints may reject it).
         out_dir: Folder for the run directory.
-        run_id: Run id (default: swebench-<UTC time>-<random>).
+        run_id: Run id (default: `swebench-<UTC time>-<random>`).
         label: Run label stored in the manifest.
         warehouse: DuckDB file to load the run into.
     """

@@ -91,9 +91,9 @@ def _seconds(text: str | None, name: str) -> float | None:
     from benchmaker.engine.load_models import parse_duration_s
 
     try:
-        return parse_duration_s(text)
+        return parse_duration_s(text, what=name)
     except RateSpecError as exc:
-        raise ConfigError(f"{name}: {exc}") from None
+        raise ConfigError(str(exc)) from None
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -698,7 +698,7 @@ def llm_sweep(
     model: str,
     concurrency: str | None = None,
     rate: list[str] | None = None,
-    duration: float | None = 30.0,
+    duration: str = "30s",
     max_requests: int | None = None,
     prompt_words: int = 128,
     max_tokens: int | None = 128,
@@ -738,7 +738,7 @@ def llm_sweep(
     model
         Model name sent in the body.
     duration
-        Seconds per point.
+        How long each point sends (30, 30s, 2m), as --duration of llm and swebench-replay.
     max_requests
         Stop each point after this many requests.
     prompt_words
@@ -770,6 +770,7 @@ def llm_sweep(
     from benchmaker.flows.swebench_replay import ParameterError
     from benchmaker.warehouse.connection import default_warehouse
 
+    duration_s = _seconds(duration, "--duration")  # "30s" -> 30.0
     concurrency_sweep = _concurrency(concurrency, concurrency_sweep)
     conc = _ints(concurrency_sweep, "--concurrency") if concurrency_sweep else None
     rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None  # old spelling of --rate poisson:N,...
@@ -786,7 +787,7 @@ def llm_sweep(
         raise ConfigError("; ".join(bad))
     _check_sweep_options(
         concurrency=conc or [],
-        duration=duration,
+        duration=duration_s,
         out_dir=out_dir,
         warehouse=warehouse,
         urls={"--base-url": base_url},
@@ -802,7 +803,7 @@ def llm_sweep(
         concurrency_sweep=conc,
         rate_sweep=rates,
         loads=specs,
-        duration_s=duration,
+        duration_s=duration_s,
         max_requests=max_requests,
         prompt_words=prompt_words,
         max_tokens=max_tokens,
@@ -820,7 +821,7 @@ def llm_sweep(
         raise _flag_error(
             exc, {"duration_s": "--duration", "loads": "--rate", "concurrency_sweep": "--concurrency"}
         ) from None
-    _check_engine_loads([point.load for point in p.points()], duration, max_requests)
+    _check_engine_loads([point.load for point in p.points()], duration_s, max_requests)
     # the flow gets what was validated here: the parsed specs (taken as they are by its
     # parameters model) and the lag limits this run uses
     params.update(loads=p.loads, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)

@@ -100,7 +100,7 @@ def trajectory_replay(
     """Replay recorded conversations turn by turn with growing prefixes (prefix caching).
 
     Args:
-        file: JSONL, one conversation per row: a messages array, or {"messages": [...] or "<json>", "id": ...}.
+        file: JSONL, one conversation per row: a messages array, or `{"messages": [...] or "<json>", "id": ...}`.
         url: Chat completions URL, e.g. http://127.0.0.1:8000/v1/chat/completions.
         model: Model name sent in the body.
         sessions: contiguous (a worker plays a conversation to its end, then the next) or interleaved (--active-sessions open at once, turns alternate).

@@ -344,7 +344,7 @@ def export(
     parquet: Path,
     warehouse: WarehouseOpt = None,
 ) -> int:
-    """Export every run table to Parquet under DIR/<table>/date=YYYY-MM-DD/run_id=<id>/
+    """Export every run table to Parquet under `DIR/<table>/date=YYYY-MM-DD/run_id=<id>/`
     (hive partitioning by the run's created_at date, UTC, and run_id; existing files of
     the same partitions are overwritten).
 

@@ -32,6 +32,8 @@ import re
 import shlex
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -316,3 +318,41 @@ def test_documented_commands_name_real_commands_and_flags() -> None:
     assert len(cmds) >= 20
     for where, cmd in cmds:
         assert command_problems(cmd) == [], f"{where}: {cmd}"
+
+
+def test_documented_local_endpoints_are_the_bundled_scripted_servers() -> None:
+    # a command aimed at this host names the port README.md tells the bundled scripted
+    # server to take (ENDPOINT), or a placeholder port (PORT, MODEL_PORT) that another
+    # command prints; docs/benchmark-an-endpoint.md once sent `http` to 8080, where
+    # nothing of ours listens
+    readme = (REPO / "README.md").read_text()
+    assert ".venv/bin/python -m benchmaker.testing.scenario_server --port 8000 &" in readme
+    paths = set()
+    for where, cmd in documented_commands():
+        for port, path in re.findall(r"http://127\.0\.0\.1:(\w+)(/[^\s\"']*)?", cmd):
+            assert port == ENDPOINT.rsplit(":", 1)[1] or re.fullmatch(r"[A-Z_]+", port), f"{where}: {cmd}"
+            if port.isdigit():
+                paths.add(path or "/")
+    assert {"/v1/chat/completions", "/v1/messages", "/health"} <= paths, paths
+    # and the scripted server has every one of those paths (a wrong method is 405, not 404)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmaker.testing.scenario_server", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        missing = []
+        for path in sorted(paths - {"/"}):
+            try:
+                with urllib.request.urlopen(url + path, timeout=30) as resp:
+                    status = resp.status
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+            if status == 404:
+                missing.append(path)
+        assert missing == [], f"the bundled scripted server has no {missing}"
+    finally:
+        server.terminate()
+        server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()

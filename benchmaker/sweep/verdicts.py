@@ -26,6 +26,8 @@ _LOOP_LAG = re.compile(r"event-loop lag p99 (?P<got>[\d.]+) ms > (?P<limit>[\d.]
 _SCHEDULE_LAG = re.compile(r"client-saturated: schedule lag p99 (?P<got>[\d.]+) ms > (?P<limit>[\d.]+) ms")
 _CONCURRENCY = re.compile(r"achieved concurrency (?P<got>\d+) (?:< target|never reached the target) (?P<target>\d+)")
 _PROOF = re.compile(r"concurrency proof failed: (?P<why>.*)")
+# where a sharded point's reason was found: "shard 1 engine: ...", "shard 1: ..."
+_SHARD = re.compile(r"shard (?P<k>\d+)\b")
 
 
 class Reason:
@@ -71,6 +73,8 @@ class Reason:
         else:
             self.kind = "other"
             self.plain = text
+        if self.kind != "other" and (m := _SHARD.match(text)):
+            self.plain = f"shard {m['k']}: {self.plain}"  # the shards of a point differ
 
     def __repr__(self) -> str:
         return f"Reason({self.text!r})"

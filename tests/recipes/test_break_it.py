@@ -126,7 +126,7 @@ CLI_CASES = [
             "--duration",
             "nan",
         ],
-        "--duration: expected seconds",
+        "--duration: expected a duration like 500ms, 10s, 2m (got 'nan')",
     ),
     (
         "llm-sweep-rate-inf",

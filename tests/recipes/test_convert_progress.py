@@ -156,3 +156,21 @@ def test_every_conversion_reports_per_file_to_the_progress_observers(tmp_path: P
         ("convert", 2, 2, True),
     ]
     assert seen[-1].detail == "files · 0.2/0.2 MB · 2 turns"
+
+
+def test_the_report_folds_a_long_path_and_its_error_at_80_columns_never_cuts_them() -> None:
+    from benchmaker.recipes.convert import render_report
+    from benchmaker.trajectories.convert import ConvertReport, FileReport
+
+    path = "logs/" + "/".join(f"run-{k:02d}" for k in range(12)) + "/session.jsonl"  # 102 characters
+    error = "line 3: turns[0].usage.completion_tokens: expected int >= 0 (got '12a')"
+    report = ConvertReport(out=Path("t.jsonl"), files=[FileReport(path=path, format=None, error=error)])
+    console = Console(file=io.StringIO(), width=80, color_system=None)  # a pipe: rich's 80 columns
+    render_report(report, console)
+    text = console.file.getvalue()
+    rows = [line.split("│") for line in text.splitlines() if line.count("│") == 6]
+    assert rows[-1][1].strip() == "total"
+    # the file's lines, joined, are the whole path; its error's lines, the whole error
+    assert "".join(r[1].strip() for r in rows[:-1]) == path
+    assert "".join("".join(r[5].split()) for r in rows[:-1]) == "".join(error.split())
+    assert "…" not in text

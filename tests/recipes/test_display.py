@@ -144,3 +144,47 @@ def test_a_run_whose_answers_were_all_graded_wrong_says_so_in_its_verdict() -> N
         interrupted=False,
     )
     assert v["reasons"] == ["no request succeeded"]
+
+
+def _printed(summary: dict) -> str:
+    from benchmaker.recipes.display import print_summary
+
+    console = Console(width=120, record=True, color_system=None)
+    print_summary(summary, "runs/r", out=console)
+    return console.export_text()
+
+
+def test_a_run_without_tokens_shows_no_token_figures_and_a_run_with_tokens_all() -> None:
+    # an HTTP run: 50 ok responses, none streamed a token or stated usage (summary.sql
+    # leaves ttft_ms at count 0 and the token totals null, selfcheck adds a note)
+    e2e = {"count": 50, "mean": 1.5, "p50": 1.0, "p90": 2.0, "p99": 3.0, "max": 4.0}
+    http_run = {
+        "n_ok": 50,
+        "n_sent": 50,
+        "n_samples": 50,
+        "n_ok_with_usage": 0,
+        "usage_coverage": 0.0,
+        "output_tokens_total": None,
+        "token_totals_null_reason": "50 of 50 successful requests lack server usage",
+        "ttft_ms": {"count": 0},
+        "tpot_ms": {"count": 0},
+        "e2e_ms": e2e,
+    }
+    verdict = {
+        "valid": True,
+        "reasons": [],
+        "notes": ["token totals are null: 50 of 50 successful requests lack server usage"],
+    }
+    text = _printed({"run_id": "http-1", "run": http_run, "verdict": verdict})
+    assert "tokens │ none: no response streamed a token or stated usage" in " ".join(text.split())
+    metrics = [line.split("│")[1].strip() for line in text.splitlines() if line.count("│") == 8]
+    assert metrics == ["e2e_ms", "e2e_all_ms", "e2e_intended_ms"]
+    for gone in ("usage coverage", "output tokens total", "output throughput", "ttft_ms", "tpot_ms", "token totals"):
+        assert gone not in text, gone
+    # the same counts with one streamed token event: every row and the note are back
+    llm_run = {**http_run, "ttft_ms": {**e2e, "count": 1}}
+    text = _printed({"run_id": "llm-1", "run": llm_run, "verdict": verdict})
+    metrics = [line.split("│")[1].strip() for line in text.splitlines() if line.count("│") == 8]
+    assert metrics[:2] == ["ttft_ms", "ttfc_ms"] and len(metrics) == 9
+    assert "output tokens total" in text and "note: token totals are null: 50 of 50" in text
+    assert "│ tokens " not in text

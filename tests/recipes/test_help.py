@@ -60,8 +60,10 @@ def test_the_root_help_lists_the_commands_by_job(capsys):
 
     assert sorted(n for names in GROUPS.values() for n in names) == sorted(REGISTERED)  # each in one group
     text = _help_text((), capsys)
-    titles = [t for t in GROUPS if f"─ {t} ─" in text]
-    assert titles == list(GROUPS), text
+    # the panels in the order of GROUPS (the main job first), --help and --version last
+    titles = re.findall(r"^╭─ (.+?) ─", text, re.M)
+    assert titles == [*GROUPS, "Options"], text
+    assert re.findall(r"^│ (-[-\w]+)", text.split("─ Options ─", 1)[1], re.M) == ["--help", "--version"]
     for title, names in GROUPS.items():
         block = text.split(f"─ {title} ─", 1)[1].split("╰", 1)[0]
         assert sorted(re.findall(r"^│ ([a-z-]+)\s", block, re.M)) == sorted(names), title
@@ -125,6 +127,23 @@ def test_concurrency_rate_and_workers_are_named_and_typed_alike_on_every_command
     workers = {c: o["--workers"] for c, o in options.items() if "--workers" in o}
     assert set(workers) == {"llm", "http", "sglang", "run", "swebench-replay"}
     assert set(workers.values()) == {"STR"}
+    # how long load is sent: --duration with a unit (10s, 2m) or a number of seconds
+    durations = {c: o["--duration"] for c, o in options.items() if "--duration" in o}
+    assert set(durations) == {"llm", "http", "sglang", "sandbox", "trajectory-replay", "llm-sweep", "swebench-replay"}
+    assert set(durations.values()) == {"STR"}
+
+
+def test_a_sweep_duration_takes_a_unit_and_an_error_names_the_flag_once(capsys):
+    # refused before Prefect starts: the parsed seconds reach the range check (0 s), a
+    # text that is no duration is named with the flag
+    base = ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1"]
+    assert main([*base, "--duration", "0s"]) == main([*base, "--duration", "soon"]) == 2
+    replay = ["swebench-replay", "--logs", str(EXAMPLE), "--dry-run", "--duration", "soon"]
+    assert main(replay) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "benchmaker: error: --duration: expected seconds in (0, 2592000] (got 0)",
+        *["benchmaker: error: --duration: expected a duration like 500ms, 10s, 2m (got 'soon')"] * 2,
+    ]
 
 
 def _plan(capsys, tmp_path: Path, *flags: str) -> tuple[int, str]:
@@ -161,3 +180,16 @@ def test_help_names_no_module_or_source_file(command, capsys):
     # a user reads docs/ pages, not our modules: no `benchmaker.x.y`, no `.py` or `.sql` file
     text = " ".join(_help_text(command, capsys).replace("│", " ").split())
     assert re.findall(r"benchmaker\.[a-z_]+\.\w+|[\w/]+\.(?:py|sql)\b", text) == [], text
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_keeps_the_angle_bracket_placeholders_of_the_docstring(command, capsys):
+    # the help is markdown: a bare `DIR/<table>/` lost `<table>` as an HTML tag
+    # ("under DIR//date=YYYY-MM-DD/run_id=/"), so such a placeholder goes in backticks
+    target = app
+    for name in command:
+        target = target[name]
+    doc = target.default_command.__doc__ or ""
+    text = " ".join(_help_text(command, capsys).replace("│", " ").split())
+    missing = [p for p in re.findall(r"<[A-Za-z][^<>\n]*>", doc) if " ".join(p.split()) not in text]
+    assert missing == [], f"benchmaker {' '.join(command)} --help lost {missing}"

@@ -46,6 +46,16 @@ def test_loop_lag_reads_as_a_busy_machine_with_the_lag_and_the_limit():
     assert verdict_line(_row("c1")) == "c1: valid"
 
 
+def test_a_sharded_points_reasons_keep_the_shard_they_were_found_on():
+    # as a 2-shard replay point records them: one loop lag per shard, "shard k engine: "
+    row = _row("c8", f"shard 0 {LAG}; shard 1 {LAG.replace('38.42', '142.81')}")
+    assert verdict_line(row) == (
+        "c8: INVALID: shard 0: your machine was busy: the client's event loop lagged 38 ms (p99; the "
+        "limit is 10 ms), so the timings include client delay; shard 1: your machine was busy: the "
+        "client's event loop lagged 143 ms (p99; the limit is 10 ms), so the timings include client delay"
+    )
+
+
 def test_every_reason_of_a_point_is_in_its_line_and_unknown_reasons_stay_as_recorded():
     row = _row("c8", "achieved concurrency 5 < target 8; shard 1: worker 1 did not finish in time (stopped)")
     assert verdict_line(row) == (

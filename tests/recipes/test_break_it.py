@@ -922,7 +922,8 @@ def test_a_full_disk_under_two_workers_keeps_each_shards_samples_and_says_where(
 ):
     """--workers 2 on a 1 MiB tmpfs: each worker whose samples-w<k>.jsonl filled the disk
     says so in the one line (no worker traceback), exit 1, its file holds exactly the
-    whole samples it reports, and no summary is written."""
+    whole samples it reports (none when the other worker filled the disk first), and no
+    summary is written."""
     import json
     import re
 
@@ -942,8 +943,10 @@ def test_a_full_disk_under_two_workers_keeps_each_shards_samples_and_says_where(
     assert [g[1] for g in groups] == sorted({g[1] for g in groups})  # each shard once, in worker order
     for path, _, kept, later in groups:
         lines = Path(path).read_text().splitlines()
-        assert len(lines) == int(kept) > 0 and int(later) > 0
+        assert len(lines) == int(kept) and int(later) > 0
         assert all(json.loads(line)["outcome"] == "ok" for line in lines)
+    # a worker may meet the disk its sibling filled before its first whole sample
+    assert sum(int(g[2]) for g in groups) > 0
     assert not (bundle / "summary.json").exists()
 
 

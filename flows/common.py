@@ -32,9 +32,10 @@ from typing import Annotated, Any, Self, TypeVar
 from prefect.logging import get_run_logger
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from benchmaker.engine.config import LagLimitMs, SelfCheckLimits
+from benchmaker.engine.config import SelfCheckLimits
 from benchmaker.engine.exchange import Exchange, absolute_exchange
 from benchmaker.flows.outcome import current_flow_run, record_flow_process, record_flow_run
+from benchmaker.sweep.point import LagLimits
 from benchmaker.sweep.sweep import point_complete, point_dir, write_run_manifest
 from benchmaker.tasks.distributed_point import run_distributed_point
 from benchmaker.tasks.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner
@@ -169,9 +170,10 @@ async def measure_point(point_task: Any, pdir: Path, *args: Any, **kwargs: Any) 
     return out
 
 
-class RunParams(BaseModel):
+class RunParams(LagLimits):
     """The parameters every flow run has (a base of the flows' parameters models):
-    where its files go and the lag limits its points are judged by.
+    where its files go and the lag limits its points are judged by (LagLimits, the
+    points' base too).
 
     out_dir, warehouse    where the run bundle and the DuckDB warehouse go
     label                 free text stored with the run (e.g. "nightly")
@@ -190,17 +192,11 @@ class RunParams(BaseModel):
     out_dir: Path = Path("artifacts")
     warehouse: Path = Path("warehouse.duckdb")
     label: str | None = None
-    max_loop_lag_ms: LagLimitMs | None = None
-    max_schedule_lag_ms: LagLimitMs | None = None
 
     @model_validator(mode="after")
     def _fill_lag_limits(self) -> Self:
         if self.max_loop_lag_ms is None or self.max_schedule_lag_ms is None:
-            given = (
-                ("max_loop_lag_p99_ms", self.max_loop_lag_ms),
-                ("max_schedule_lag_p99_ms", self.max_schedule_lag_ms),
-            )
-            limits = SelfCheckLimits(**{k: v for k, v in given if v is not None})
+            limits = SelfCheckLimits(**self.checks())
             self.max_loop_lag_ms = limits.max_loop_lag_p99_ms
             self.max_schedule_lag_ms = limits.max_schedule_lag_p99_ms
         return self

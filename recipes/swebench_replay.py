@@ -700,7 +700,7 @@ def llm_sweep(
     rate: list[str] | None = None,
     duration: str = "30s",
     max_requests: int | None = None,
-    prompt_words: int = 128,
+    input_words: int = 128,
     max_tokens: int | None = 128,
     ignore_eos: bool = False,
     api: str = "chat",
@@ -719,6 +719,7 @@ def llm_sweep(
     concurrency_sweep: Annotated[str | None, Parameter(show=False)] = None,
     rate_sweep: Annotated[str | None, Parameter(show=False)] = None,
     loads: Annotated[list[str] | None, Parameter(show=False)] = None,
+    prompt_words: Annotated[int | None, Parameter(show=False)] = None,
 ) -> int:
     """Sweep an LLM endpoint (OpenAI chat, or Anthropic Messages with --api messages) over
     concurrencies or rates (the llm-sweep Prefect flow): one engine run per point, then
@@ -741,8 +742,8 @@ def llm_sweep(
         How long each point sends (30, 30s, 2m), as --duration of llm and swebench-replay.
     max_requests
         Stop each point after this many requests.
-    prompt_words
-        Synthetic prompt length in words.
+    input_words
+        Synthetic prompt length in words (as --input-words of llm).
     max_tokens
         max_tokens sent with each request (max_output_tokens with --api responses).
     ignore_eos
@@ -775,6 +776,7 @@ def llm_sweep(
     conc = _ints(concurrency_sweep, "--concurrency") if concurrency_sweep else None
     rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None  # old spelling of --rate poisson:N,...
     specs = [*(rate or []), *(loads or [])] or None  # --loads: the old name of --rate
+    words = input_words if prompt_words is None else prompt_words  # --prompt-words: the old name
     bad = [f"--concurrency: expected integers >= 1 (got {c})" for c in conc or [] if c < 1]
     bad += [f"--rate-sweep: expected numbers > 0 (got {r:g})" for r in rates or [] if r <= 0]
     if api not in ("chat", "responses", "messages"):
@@ -793,7 +795,7 @@ def llm_sweep(
         urls={"--base-url": base_url},
         rates=rates or [],
         max_requests=max_requests,
-        counts={"--prompt-words": prompt_words, "--max-tokens": max_tokens},
+        counts={"--input-words": words, "--max-tokens": max_tokens},
         lag_ms=(max_loop_lag_ms, max_schedule_lag_ms),
     )
     params: dict[str, Any] = dict(
@@ -805,7 +807,7 @@ def llm_sweep(
         loads=specs,
         duration_s=duration_s,
         max_requests=max_requests,
-        prompt_words=prompt_words,
+        prompt_words=words,
         max_tokens=max_tokens,
         ignore_eos=ignore_eos,
         api_key_env=api_key_env,
@@ -819,7 +821,13 @@ def llm_sweep(
         p = validated(LlmSweepParams, "llm-sweep", params)  # parses each --rate spec, once
     except ParameterError as exc:
         raise _flag_error(
-            exc, {"duration_s": "--duration", "loads": "--rate", "concurrency_sweep": "--concurrency"}
+            exc,
+            {
+                "duration_s": "--duration",
+                "loads": "--rate",
+                "concurrency_sweep": "--concurrency",
+                "prompt_words": "--input-words",
+            },
         ) from None
     _check_engine_loads([point.load for point in p.points()], duration_s, max_requests)
     # the flow gets what was validated here: the parsed specs (taken as they are by its

@@ -133,6 +133,16 @@ def test_concurrency_rate_and_workers_are_named_and_typed_alike_on_every_command
     assert set(durations.values()) == {"STR"}
 
 
+def test_the_synthetic_prompt_length_is_input_words_on_llm_and_llm_sweep(capsys):
+    options = {c: _options((c,), capsys) for c in ("llm", "llm-sweep")}
+    assert options["llm"]["--input-words"] == "INT..." and options["llm-sweep"]["--input-words"] == "INT"
+    assert all("--prompt-words" not in o for o in options.values())  # the old spelling: hidden
+    base = ["llm-sweep", "--base-url", "http://127.0.0.1:9", "--model", "m", "--concurrency", "1"]
+    for flag in ("--input-words", "--prompt-words"):  # refused before Prefect starts, named once
+        assert main([*base, flag, "0"]) == 2
+        assert capsys.readouterr().err == "benchmaker: error: --input-words: expected 1..10000000 (got 0)\n"
+
+
 def test_a_sweep_duration_takes_a_unit_and_an_error_names_the_flag_once(capsys):
     # refused before Prefect starts: the parsed seconds reach the range check (0 s), a
     # text that is no duration is named with the flag

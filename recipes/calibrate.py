@@ -1,6 +1,6 @@
 """`benchmaker calibrate`: measure this host's ceiling and store it for later runs.
 
-    benchmaker calibrate [--seconds 5] [--concurrency 64] [--sse-chunks 200] [--out FILE]
+    benchmaker calibrate [--duration 5s] [--concurrency 64] [--sse-chunks 200] [--out FILE]
 
 Writes `--out`, else `$BENCHMAKER_CALIBRATION`, else `~/.cache/benchmaker/calibration.json`
 (benchmaker.recipes.calibration). Every later run copies the latest calibration into its
@@ -15,6 +15,8 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
+from benchmaker.engine.errors import ConfigError, RateSpecError
+from benchmaker.engine.load_models import parse_duration_s
 from benchmaker.recipes.app import app, within
 from benchmaker.recipes.calibration import calibrate as _calibrate
 from benchmaker.recipes.display import console
@@ -27,7 +29,9 @@ def _ms(v: float | None) -> str:
 @app.command(name="calibrate")
 def calibrate(
     *,
-    seconds: Annotated[float, Parameter(help="seconds per throughput measurement (two of them)")] = 5.0,
+    duration: Annotated[
+        str, Parameter(help="how long each of the two throughput measurements runs (5s, 1m, or seconds)")
+    ] = "5s",
     concurrency: Annotated[int, Parameter(help="closed-loop workers against the instant server")] = 64,
     sse_chunks: Annotated[
         int, Parameter(help="one-token content chunks per streamed response"), within(1, 1_000_000)
@@ -36,9 +40,19 @@ def calibrate(
         Path | None,
         Parameter(help="calibration file (default: $BENCHMAKER_CALIBRATION or ~/.cache/benchmaker/calibration.json)"),
     ] = None,
+    seconds: Annotated[float | None, Parameter(show=False)] = None,
 ) -> int:
     """Measure this host's ceiling (max request rate, streaming events/s, timer
-    resolution, idle event-loop lag) against an instant local server and store it."""
+    resolution, idle event-loop lag) against an instant local server and store it.
+    `seconds`: the old spelling of --duration. Raises ConfigError naming --duration
+    when it is no duration or not above 0 s."""
+    given = duration if seconds is None else seconds
+    try:
+        seconds = parse_duration_s(given, what="--duration")
+    except RateSpecError as exc:
+        raise ConfigError(str(exc)) from None
+    if not seconds > 0:
+        raise ConfigError(f"--duration: expected more than 0 s (got {given!r})")
     cal, path = _calibrate(seconds, concurrency=concurrency, sse_chunks=sse_chunks, path=out)
     t = cal["timer"]
     rows = [

@@ -64,7 +64,7 @@ def test_calibrate_cli_writes_the_file_and_later_runs_carry_it(tmp_path, monkeyp
     path = tmp_path / "cache" / "calibration.json"
     monkeypatch.setenv(CALIBRATION_ENV, str(path))
     assert calibration_path() == path
-    assert main(["calibrate", "--seconds", "0.3", "--concurrency", "8", "--sse-chunks", "20"]) == 0
+    assert main(["calibrate", "--duration", "300ms", "--concurrency", "8", "--sse-chunks", "20"]) == 0
     cal = load_calibration()
     assert cal is not None and cal == orjson.loads(path.read_bytes())
     assert (cal["schema"], cal["seconds"], cal["concurrency"], cal["stream_chunks_per_response"]) == (1, 0.3, 8, 20)

@@ -129,7 +129,16 @@ def test_concurrency_rate_and_workers_are_named_and_typed_alike_on_every_command
     assert set(workers.values()) == {"STR"}
     # how long load is sent: --duration with a unit (10s, 2m) or a number of seconds
     durations = {c: o["--duration"] for c, o in options.items() if "--duration" in o}
-    assert set(durations) == {"llm", "http", "sglang", "sandbox", "trajectory-replay", "llm-sweep", "swebench-replay"}
+    assert set(durations) == {
+        "llm",
+        "http",
+        "sglang",
+        "sandbox",
+        "trajectory-replay",
+        "llm-sweep",
+        "swebench-replay",
+        "calibrate",
+    }
     assert set(durations.values()) == {"STR"}
 
 

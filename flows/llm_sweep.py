@@ -85,7 +85,7 @@ class LlmSweepParams(ShardParams):
 
     base_url, model       the OpenAI-compatible endpoint and the model name it serves
     api                   chat (/v1/chat/completions), responses (/v1/responses) or messages
-                          (Anthropic /v1/messages, max_tokens required)
+                          (Anthropic /v1/messages: max_tokens required, one host: shards 1)
     concurrency_sweep     closed-loop points (closed:N), each >= 1
     rate_sweep            Poisson points in requests/s (poisson:R), each > 0
     loads                 further points as rate specs (benchmaker.engine.load_models syntax),
@@ -123,6 +123,10 @@ class LlmSweepParams(ShardParams):
     def _points(self) -> LlmSweepParams:
         problems = _sweep_points(self.concurrency_sweep, self.rate_sweep, self.loads)[1]
         problems += self.unsharded_problems()
+        if self.api == "messages" and self.max_tokens is None:
+            problems.append("max_tokens: required with api messages (the Messages API requires it; got None)")
+        if self.api == "messages" and self.sharded and self.shards > 1:
+            problems.append(f"api: messages sweeps run on one host (got shards {self.shards})")
         if problems:
             raise ValueError("\n".join(problems))
         return self

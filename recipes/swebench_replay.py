@@ -781,10 +781,8 @@ def llm_sweep(
     bad += [f"--rate-sweep: expected numbers > 0 (got {r:g})" for r in rates or [] if r <= 0]
     if api not in ("chat", "responses", "messages"):
         bad.append(f"--api: expected chat, responses or messages (got {api!r})")
-    elif api == "messages" and shards > 1:
+    elif api == "messages" and shards > 1:  # here too: shards join the parameters after their check
         bad.append(f"--api: {api} sweeps run on one host (got --shards {shards})")
-    elif api == "messages" and max_tokens is None:
-        bad.append("--max-tokens: required with --api messages")
     if bad:
         raise ConfigError("; ".join(bad))
     _check_sweep_options(

@@ -52,6 +52,10 @@ async def test_llm_sweep_api_messages_measures_every_point(tmp_path: Path) -> No
     [
         (["--api", "responses-v0"], "--api: expected chat, responses or messages (got 'responses-v0')"),
         (["--api", "messages", "--shards", "2"], "--api: messages sweeps run on one host (got --shards 2)"),
+        (
+            ["--api", "messages", "--max-tokens", "null"],
+            "--max-tokens: required with api messages (the Messages API requires it; got None)",
+        ),
     ],
 )
 def test_llm_sweep_bad_api_is_one_line_exit_2(tmp_path, capsys, extra, message):

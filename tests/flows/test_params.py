@@ -205,6 +205,24 @@ def test_llm_sweep_parameters_name_a_bad_load() -> None:
     assert [point.load for point in p.points()] == ["closed:1", "closed:8", "poisson:2.5"]
 
 
+def test_an_llm_sweep_of_messages_needs_max_tokens_and_one_host() -> None:
+    """A deployment run meets the rules the CLI states: the Messages API requires
+    max_tokens, and its sweeps run unsharded (a sharded run of one shard is one host)."""
+    from benchmaker.flows.common import validated
+    from benchmaker.flows.llm_sweep import LlmSweepParams
+
+    run = {"base_url": "http://x", "model": "m", "concurrency_sweep": [1], "api": "messages"}
+    with pytest.raises(ParameterError) as info:
+        validated(LlmSweepParams, "llm-sweep", {**run, "max_tokens": None, "sharded": True, "shards": 2})
+    assert str(info.value) == (
+        "invalid llm-sweep parameters:\n"
+        "max_tokens: required with api messages (the Messages API requires it; got None)\n"
+        "api: messages sweeps run on one host (got shards 2)"
+    )
+    assert [point.api for point in validated(LlmSweepParams, "llm-sweep", run).points()] == ["messages"]
+    assert validated(LlmSweepParams, "llm-sweep", {**run, "sharded": True, "shards": 1}).shards == 1
+
+
 def test_a_closed_point_runs_on_no_more_workers_than_its_concurrency() -> None:
     # workers 4 at c1 would leave three workers with nothing in flight and their share of
     # the point's episodes unplayed (closed:1 on 4 workers sent 1 request of 2)

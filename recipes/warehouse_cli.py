@@ -66,6 +66,12 @@ def _cell(value: Any) -> str:
 MAX_CELL_WIDTH = 40  # a narrow table's column is at most this wide, its longer values folded
 
 
+def _whole(name: str) -> bool:
+    """Whether column `name` holds identifiers (run_id, flow_run_id, ...), printed whole
+    in every layout: a folded id cannot be copied into the next query."""
+    return name == "id" or name.endswith("_id")
+
+
 def _emit(
     names: list[str],
     rows: list[tuple],
@@ -78,7 +84,8 @@ def _emit(
 
     A table's `layout`: "fit" (the default) prints the leading columns that fit the
     console's width (each at most MAX_CELL_WIDTH characters wide, longer values folded,
-    never cut) and names the columns left out on a line below; "wide" prints every column
+    never cut; identifier columns such as run_id whole) and names the columns left out on
+    a line below; "wide" prints every column
     whole, however wide the lines get; "vertical" prints one block per row, a
     `name  value` line per column (as psql's expanded display)."""
     if fmt == "json":
@@ -109,22 +116,27 @@ def _emit(
         return
     widths = [max([len(n)] + [len(c[i]) for c in cells]) for i, n in enumerate(names)]
     if layout == "wide":
-        shown = list(range(len(names)))
         console.width = max(console.width, sum(w + 3 for w in widths) + 1)
-    else:
-        if not console.is_terminal:  # piped or logged: no squeezing into 80 columns
-            console.width = max(console.width, 200)
-        shown, used = [], 1
-        for i, w in enumerate(widths):
-            need = min(w, MAX_CELL_WIDTH) + 3  # the cell, its padding and its border
-            if shown and used + need > console.width:
-                break
-            shown.append(i)
-            used += need
+    elif not console.is_terminal:  # piped or logged: no squeezing into 80 columns
+        console.width = max(console.width, 200)
+    # identifier columns whole where they fit the line (else folded too, never cut)
+    whole = [_whole(n) and w + 4 <= console.width for n, w in zip(names, widths, strict=True)]
+    shown: list[int] = []
+    used = 1
+    for i, w in enumerate(widths):
+        need = (w if whole[i] or layout == "wide" else min(w, MAX_CELL_WIDTH)) + 3  # cell, padding, border
+        if shown and used + need > console.width:
+            break
+        shown.append(i)
+        used += need
     table = Table(title=title)
     for i in shown:
         table.add_column(
-            names[i], overflow="fold", no_wrap=False, max_width=None if layout == "wide" else MAX_CELL_WIDTH
+            names[i],
+            overflow="fold",
+            no_wrap=whole[i],
+            min_width=widths[i] if whole[i] else None,
+            max_width=None if whole[i] or layout == "wide" else MAX_CELL_WIDTH,
         )
     for c in cells:
         table.add_row(*[c[i] for i in shown])

@@ -72,3 +72,17 @@ def test_the_hint_after_a_sweep_runs_as_printed_and_keeps_a_custom_warehouse(tmp
     # the default warehouse: no --warehouse in the hint
     monkeypatch.setenv("BENCHMAKER_WAREHOUSE", str(db))
     assert "--warehouse" not in sql_hint("run-a", db)
+
+
+def test_an_id_column_prints_whole_and_other_long_values_fold(tmp_path, capsys):
+    """A run id (48 characters here) is never folded where the line holds it, so it can
+    be copied into the next query; other values fold at MAX_CELL_WIDTH (40)."""
+    db = _db(tmp_path)
+    run_id = "swebench-replay-20261204T130918Z-06c0140f-shard1"
+    query = f"SELECT '{run_id}' AS run_id, repeat('ab', 25) AS note"
+    assert main(["sql", query, "--warehouse", str(db)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert [[c.strip() for c in row.split("│")[1:-1]] for row in rows] == [
+        [run_id, "ab" * 20],
+        ["", "ab" * 5],
+    ]

@@ -432,8 +432,10 @@ def _head(spec: RequestSpec, target: _Target, has_body: bool) -> tuple[str, bool
     """The request line and headers of `spec` up to, not including, the Content-Length
     line and the blank line that ends the head: (text, whether a Content-Length line
     follows). `has_body`: the body is not empty (a `Content-Type` default is added then).
-    The bytes sent are the text's UTF-8 (as aiohttp encodes headers), then
-    `Content-Length: N\r\n` when the flag says so, then `\r\n` (`_head_bytes`).
+    The bytes sent are the text's UTF-8 (as aiohttp encodes headers; with
+    surrogateescape, so a value decoded from bytes that way, a relayed header that is
+    not UTF-8, is sent as those bytes), then `Content-Length: N\r\n` when the flag
+    says so, then `\r\n` (`_head_bytes`).
     Raises ValueError when a header name or value holds CR or LF."""
     headers = spec.headers
     parts = [spec.method, " ", target.target, " HTTP/1.1\r\n"]
@@ -739,7 +741,7 @@ class RawTransport:
         cached = self._heads.get(key)
         if cached is None:
             text, with_length = _head(spec, target, n > 0)
-            cached = (text.encode("utf-8"), with_length)
+            cached = (text.encode("utf-8", "surrogateescape"), with_length)
             if len(self._heads) < 4096:
                 self._heads[key] = cached
         head, with_length = cached

@@ -87,7 +87,10 @@ is a failure to reach the upstream (the client gets a 502 JSON error with code
 the response's head). A body that ends without its terminal event, does not parse, or
 is cut after the head (by the upstream, or by the idle or total deadline: the relayed
 body is cut too, the client's connection closed without the body's end) is not
-recorded (`incomplete`). Deadlines (`benchmaker record --connect-timeout,
+recorded (`incomplete`), nor is the answer to a client that left before it ended (the
+upstream exchange is closed at once: benchmaker.replay_server.relay). A request body
+sent with Content-Encoding gzip or deflate is read decoded (relayed as received).
+Deadlines (`benchmaker record --connect-timeout,
 --idle-timeout, --total-timeout`): create_recorder_app. Timing per turn: `started_at` (UTC wall clock when
 the request arrived), `ttft_ms` (first token-bearing chunk after arrival, streams
 only) and `duration_ms` (until complete), measured at the proxy.
@@ -102,6 +105,7 @@ import hashlib
 import json
 import os
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -122,8 +126,9 @@ from benchmaker.apis.openai_chat import OpenAIChatAssembler, chat_tools
 from benchmaker.apis.openai_responses import OpenAIResponsesParser
 from benchmaker.apis.openai_responses import chat_messages as responses_chat_messages
 from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
+from benchmaker.engine.http1 import MAX_DECODED_BODY_BYTES
 from benchmaker.engine.records import Outcome, Sample
-from benchmaker.replay_server.relay import RelayResponse, RelaySink, Upstream
+from benchmaker.replay_server.relay import CLIENT_GONE, RelayResponse, RelaySink, Upstream
 from benchmaker.replay_server.side import is_title_request
 from benchmaker.trajectories.trajectory import (
     FinishReason,
@@ -360,6 +365,32 @@ def _is_title_call(req: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
     system = next((m for m in messages if m.get("role") == "system"), None)
     text = None if system is None else flatten_content(system.get("content"))
     return is_title_request(text, bool(req.get("tools")))
+
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+"""zlib's wbits for each request Content-Encoding the recorder reads (deflate: the zlib
+wrapper, as RFC 9110 section 8.4.1.2 names it)."""
+
+
+def _request_json_bytes(body: bytes, coding: str | None) -> bytes:
+    """The bytes of a request `body` to read as JSON: the body itself without a
+    Content-Encoding (`coding`, the header's value, None when absent), decoded when it
+    is gzip, x-gzip or deflate (as sent, a client's compressed request), b"" (a request
+    that cannot be read) for another coding, a broken stream or one that decodes to
+    more than MAX_DECODED_BODY_BYTES. The body relayed is always the one received."""
+    if coding is None or coding.strip().lower() in ("", "identity"):
+        return body
+    wbits = _WBITS.get(coding.strip().lower())
+    if wbits is None:
+        return b""
+    decoder = zlib.decompressobj(wbits)
+    try:
+        out = decoder.decompress(body, MAX_DECODED_BODY_BYTES + 1)
+    except zlib.error:
+        return b""
+    if len(out) > MAX_DECODED_BODY_BYTES or not decoder.eof:
+        return b""
+    return out
 
 
 def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -779,7 +810,10 @@ def create_recorder_app(
         (None: relayed only). `when`: (started_at, t_start) of the request's arrival."""
         resp = await upstream_side.relay(request, with_query(request, url), body)
         if not isinstance(resp, RelayResponse):
-            recorder.skipped["upstream_errors"] += 1
+            if resp.status_code != CLIENT_GONE:
+                recorder.skipped["upstream_errors"] += 1
+            elif placed is not None:  # the client left before the answer's head
+                recorder.skipped["incomplete"] += 1
             return resp
         if resp.status_code >= 400:
             recorder.skipped["upstream_errors"] += 1
@@ -802,7 +836,8 @@ def create_recorder_app(
     async def exchange(request: Request, api: str) -> Response:
         when = (datetime.now(UTC).isoformat(), time.perf_counter_ns())
         body = await request.body()
-        req, messages = _parse_messages_request(body) if api == "messages" else _parse_request(body, api)
+        read = _request_json_bytes(body, request.headers.get("content-encoding"))
+        req, messages = _parse_messages_request(read) if api == "messages" else _parse_request(read, api)
         title = api == "chat" and req is not None and _is_title_call(req, messages)
         placed = (
             recorder.begin(
@@ -836,7 +871,7 @@ def create_recorder_app(
         body = await request.body()
         model, method = gemini.parse_path(request.url.path) or ("", "")
         try:
-            req = json.loads(body)
+            req = json.loads(_request_json_bytes(body, request.headers.get("content-encoding")))
             messages = gemini.request_messages(req)
         except (ValueError, UnicodeDecodeError):
             messages = None

@@ -18,10 +18,12 @@ keeps every response header line as sent (a repeated header stays repeated), and
 relayed read costs one llhttp pass, no copy.
 
 Request: the client's method, the URL given (with the client's query string), the body
-bytes as received and the client's headers as given (Authorization and API keys too:
-forwarded, never kept), minus the hop-by-hop ones (`HOP_BY_HOP`); Host and
-Content-Length are the transport's (the upstream's host, the body's length), and
-Accept-Encoding is `identity`, so the body comes as the upstream wrote it.
+bytes as received and the client's headers as given, their bytes too (a value that is
+not ASCII reaches the upstream as the client sent it; Authorization and API keys are
+forwarded, never kept; a name given twice is sent once, its values joined by ", "),
+minus the hop-by-hop ones (`HOP_BY_HOP`); Host and Content-Length are the transport's
+(the upstream's host, the body's length), and Accept-Encoding is `identity`, so the
+body comes as the upstream wrote it.
 
 Deadlines, in s, each None for none (the engine's rules, benchmaker.engine.request):
 
@@ -32,10 +34,11 @@ Deadlines, in s, each None for none (the engine's rules, benchmaker.engine.reque
     total    from the send until the body ended
 
 Response: the upstream's status and headers (in order, hop-by-hop ones removed,
-Content-Length kept), then its body read by read, each read relayed as one chunk, every
-byte of an error body too. Each read is first handed to the response's `sink`
-(`RelaySink.feed`, so a recorder records a turn before the bytes that completed it reach
-the client), `finish` follows the body's end, `cut` a body that did not end.
+Content-Length kept but for a 204 or 304), then its body read by read, each read
+relayed as one chunk, every byte of an error body too. Each read is first handed to
+the response's `sink` (`RelaySink.feed`, so a recorder records a turn before the bytes
+that completed it reach the client), `finish` follows the body's end, `cut` a body
+that did not end.
 
 Failures: before the response head (refused, the connect deadline, the idle or total
 deadline, a close) the client gets a 502 JSON error {"error": {"message", "type":
@@ -43,6 +46,12 @@ deadline, a close) the client gets a 502 JSON error {"error": {"message", "type"
 upstream's body cut short) the relayed body is cut too: the response raises out of the
 ASGI app after `sink.cut()`, so the server closes the client's connection without the
 body's end (a cut body, never one that looks complete).
+
+A client that leaves (its connection closed: ASGI `http.disconnect`) ends the exchange
+at once, wherever it waits: the upstream connection is closed (an answer nobody reads
+is not generated on), and the relay ends without error: before the head, `relay`
+returns an empty 499 response (nginx's "client closed request"; nothing is sent), after
+it the body stops and `sink.cut()` is called.
 
 Two things the transport does that a byte-for-byte relay would not, both for an upstream
 that ignores the request's `identity`/methods: a gzip or deflate body is decoded (then
@@ -63,7 +72,11 @@ from benchmaker.engine.http1 import RawTransport
 from benchmaker.engine.records import RequestSpec, Sample
 from benchmaker.engine.request import DeadlineExceeded, RequestExchange, shared_deadlines
 
-__all__ = ["HOP_BY_HOP", "RelayResponse", "RelaySink", "Upstream"]
+__all__ = ["CLIENT_GONE", "HOP_BY_HOP", "RelayResponse", "RelaySink", "Upstream"]
+
+CLIENT_GONE = 499
+"""The status of the (unsent) response `Upstream.relay` returns when its client left
+before the upstream's head arrived (module docstring)."""
 
 HOP_BY_HOP = frozenset(
     {
@@ -107,14 +120,17 @@ class RelaySink:
         """The body did not end: a deadline fired or the upstream cut it."""
 
 
-def relay_headers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def relay_headers(pairs: list[tuple[str, str]], status: int = 200) -> list[tuple[str, str]]:
     """The response headers to relay of the upstream's `pairs` ((lower-case name,
-    value), in order): hop-by-hop ones removed, Content-Length kept unless the body
-    came chunked or is relayed decoded (module docstring)."""
+    value), in order) for a response of `status`: hop-by-hop ones removed,
+    Content-Length kept unless the body came chunked or is relayed decoded (module
+    docstring), or the status has no body (204, 304: a 304's Content-Length is the
+    length of a body it does not send, which an ASGI server takes for the relayed
+    body's and fails on)."""
     names = {k for k, _ in pairs}
     coding = next((v.strip().lower() for k, v in pairs if k == "content-encoding"), None)
     decoded = coding in _DECODED
-    keep_length = "transfer-encoding" not in names and not decoded
+    keep_length = "transfer-encoding" not in names and not decoded and status not in (204, 304)
     out = []
     for k, v in pairs:
         if k in HOP_BY_HOP and not (k == "content-length" and keep_length):
@@ -125,6 +141,50 @@ def relay_headers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
+class _ClientWatch:
+    """Cancels `task` when the client leaves (the ASGI `http.disconnect` message on
+    `receive`, read after the request's body was) until `stop()`."""
+
+    def __init__(self, receive: Receive, task: asyncio.Task) -> None:
+        self.task = task
+        self.armed = True
+        self.cancelled = False
+        self._watcher = asyncio.get_running_loop().create_task(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if self.armed:
+            self.cancelled = True
+            self.task.cancel()
+
+    def stop(self) -> bool:
+        """Stop watching; True when the client left and cancelled the task (the
+        cancellation, raised or about to be, is taken back: the caller ends quietly)."""
+        self.armed = False
+        self._watcher.cancel()
+        if not self.cancelled:
+            return False
+        self.cancelled = False
+        self.task.uncancel()
+        return True
+
+
+def _request_headers(request: Request) -> dict[str, str]:
+    """The headers to forward of `request` (module docstring): their bytes kept (a value
+    decoded as UTF-8 with surrogateescape, which RawTransport encodes back to the same
+    bytes), a repeated name's values joined by ", "."""
+    out: dict[str, str] = {}
+    for k, v in request.headers.raw:
+        name = k.decode("latin-1").lower()
+        if name in HOP_BY_HOP:
+            continue
+        value = v.decode("utf-8", "surrogateescape")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    out["accept-encoding"] = "identity"
+    return out
+
+
 class RelayResponse(Response):
     """The ASGI response of one relayed exchange (module docstring): sends the head,
     then each body read as it comes, handed to `sink` first (set it before the
@@ -132,32 +192,44 @@ class RelayResponse(Response):
     opened the exchange (its deadlines cancel that task). `headers_list`: the
     relayed headers as (lower-case name, value)."""
 
-    def __init__(self, ex: RequestExchange, status: int, headers: list[tuple[str, str]]) -> None:
+    def __init__(
+        self, ex: RequestExchange, status: int, headers: list[tuple[str, str]], watch: _ClientWatch | None = None
+    ) -> None:
         self.status_code = status
         self.background = None
         self.headers_list = headers
         self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         self.sink = RelaySink()
         self._ex = ex
+        self._watch = watch
 
     def header(self, name: str) -> str | None:
         """The first relayed header `name` (lower-case), None when there is none."""
         return next((v for k, v in self.headers_list if k == name), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ex, sink = self._ex, self.sink
+        ex, sink, watch = self._ex, self.sink, self._watch
         try:
-            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
             try:
+                await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
                 while data := await ex.read(sink):
                     await send({"type": "http.response.body", "body": data, "more_body": True})
             except (DeadlineExceeded, TransportError):
                 sink.cut()
                 raise
+            except asyncio.CancelledError:
+                if watch is None or not watch.stop():
+                    raise
+                sink.cut()  # the client left: nobody reads the rest
+                return
+            if watch is not None:
+                watch.stop()
             if ex.body_read:
                 sink.finish(ex.sample)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            if watch is not None:
+                watch.stop()
             await ex.close()
 
 
@@ -187,21 +259,26 @@ class Upstream:
     async def relay(self, request: Request, url: str, body: bytes) -> Response:
         """Send `request` (its method and headers, `body`) to `url` and return the
         response to relay: a RelayResponse once the upstream's head arrived, else a 502
-        JSONResponse naming `url` and the failure. Must be returned from the handler's
-        task (the exchange's deadlines cancel it)."""
+        JSONResponse naming `url` and the failure, or an empty CLIENT_GONE response when
+        the client left first. Call it after the request's body was read; the response
+        must be returned from the handler's task (the exchange's deadlines and the
+        client's leaving cancel it)."""
         idle, total = self.idle_timeout_s, self.total_timeout_s
         deadlines = (
             shared_deadlines(asyncio.get_running_loop(), total_s=total, idle_s=idle)
             if idle is not None or total is not None
             else None
         )
-        headers = {k: v for k, v in request.headers.items() if k not in HOP_BY_HOP}
-        headers["accept-encoding"] = "identity"
-        ex = RequestExchange(Sample(run_id="record", seq=0), 0, deadlines, asyncio.current_task())
+        headers = _request_headers(request)
+        task = asyncio.current_task()
+        assert task is not None  # an ASGI app runs in a task
+        watch = _ClientWatch(request.receive, task)
+        ex = RequestExchange(Sample(run_id="record", seq=0), 0, deadlines, task)
         ex.start()
         try:
             status = await ex.open(self.transport, RequestSpec(request.method, url, headers, body), _any_status)
         except (DeadlineExceeded, TransportError) as exc:
+            watch.stop()
             await ex.close()
             return JSONResponse(
                 {
@@ -214,11 +291,18 @@ class Upstream:
                 },
                 status_code=502,
             )
+        except asyncio.CancelledError:
+            gone = watch.stop()
+            await ex.close()
+            if not gone:
+                raise
+            return Response(status_code=CLIENT_GONE)
         except BaseException:
+            watch.stop()
             await ex.close()
             raise
         ex.hold()  # the head is relayed before the first read: not waiting
-        return RelayResponse(ex, status, relay_headers(ex.response_headers()))
+        return RelayResponse(ex, status, relay_headers(ex.response_headers(), status), watch)
 
     async def aclose(self) -> None:
         """Close the upstream connections."""

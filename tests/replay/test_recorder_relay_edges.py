@@ -122,6 +122,39 @@ async def test_a_client_gone_mid_stream_closes_the_upstream_and_records_no_turn(
             assert recorder.conversations[0].turns == []
 
 
+async def test_clients_gone_among_concurrent_streams_cut_only_their_own_turns(tmp_path: Path):
+    async def long_stream(req: Seen, writer: asyncio.StreamWriter) -> None:
+        prompt = json.loads(req.body)["messages"][0]["content"]
+        writer.write(STREAM_HEAD)
+        for k in range(40):
+            writer.write(_chunk(_event(f"{prompt}/{k} ")))
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.write(_chunk(STOP) + b"0\r\n\r\n")
+
+    async with scripted_upstream(long_stream) as (upstream, _seen):
+        async with _proxy(upstream, tmp_path / "r.jsonl") as (url, app):
+            async with httpx.AsyncClient(timeout=30) as c:
+
+                async def one(k: int) -> bytes:
+                    got = b""
+                    async with c.stream("POST", url + "/v1/chat/completions", json=_chat(f"p{k}")) as r:
+                        async for data in r.aiter_raw():
+                            got += data
+                            if k % 2 and got.count(b"data: ") >= 3:
+                                break  # leaving the block closes this connection: the client left
+                    return got
+
+                bodies = await asyncio.gather(*(one(k) for k in range(8)))
+                await asyncio.sleep(0.5)  # the proxy sees the closes
+            recorder = app.state.recorder
+            for k in range(0, 8, 2):
+                assert bodies[k] == b"".join(_event(f"p{k}/{n} ") for n in range(40)) + STOP
+            assert dict(recorder.skipped) == {"incomplete": 4}
+            recorded = {c.first_user: len(c.turns) for c in recorder.conversations}
+            assert recorded == {f"p{k}": (0 if k % 2 else 1) for k in range(8)}
+
+
 async def test_a_client_gone_before_the_head_closes_the_upstream_and_records_no_turn(tmp_path: Path):
     upstream_saw_close = asyncio.Event()
 

@@ -20,10 +20,10 @@ relayed read costs one llhttp pass, no copy.
 Request: the client's method, the URL given (with the client's query string), the body
 bytes as received and the client's headers as given, their bytes too (a value that is
 not ASCII reaches the upstream as the client sent it; Authorization and API keys are
-forwarded, never kept; a name given twice is sent once, its values joined by ", "),
-minus the hop-by-hop ones (`HOP_BY_HOP`); Host and Content-Length are the transport's
-(the upstream's host, the body's length), and Accept-Encoding is `identity`, so the
-body comes as the upstream wrote it.
+forwarded, never kept; a name given twice is sent once, its values joined by ", ",
+Cookie's by "; "), minus the hop-by-hop ones (`HOP_BY_HOP`); Host and Content-Length
+are the transport's (the upstream's host, the body's length), and Accept-Encoding is
+`identity`, so the body comes as the upstream wrote it.
 
 Deadlines, in s, each None for none (the engine's rules, benchmaker.engine.request):
 
@@ -173,14 +173,14 @@ class _ClientWatch:
 def _request_headers(request: Request) -> dict[str, str]:
     """The headers to forward of `request` (module docstring): their bytes kept (a value
     decoded as UTF-8 with surrogateescape, which RawTransport encodes back to the same
-    bytes), a repeated name's values joined by ", "."""
+    bytes), a repeated name's values joined by ", " (Cookie's by "; ", RFC 6265 section 5.4)."""
     out: dict[str, str] = {}
     for k, v in request.headers.raw:
         name = k.decode("latin-1").lower()
         if name in HOP_BY_HOP:
             continue
         value = v.decode("utf-8", "surrogateescape")
-        out[name] = f"{out[name]}, {value}" if name in out else value
+        out[name] = f"{out[name]}{'; ' if name == 'cookie' else ', '}{value}" if name in out else value
     out["accept-encoding"] = "identity"
     return out
 

@@ -51,7 +51,9 @@ A client that leaves (its connection closed: ASGI `http.disconnect`) ends the ex
 at once, wherever it waits: the upstream connection is closed (an answer nobody reads
 is not generated on), and the relay ends without error: before the head, `relay`
 returns an empty 499 response (nginx's "client closed request"; nothing is sent), after
-it the body stops and `sink.cut()` is called.
+it the body stops and `sink.cut()` is called; so too when it left after the body's last
+read, before its end was sent (the cancellation then reached no await: it is dropped,
+ClientWatch.settle, rather than raised by the next one).
 
 Two things the transport does that a byte-for-byte relay would not, both for an upstream
 that ignores the request's `identity`/methods: a gzip or deflate body is decoded (then
@@ -72,7 +74,7 @@ from benchmaker.engine.http1 import RawTransport
 from benchmaker.engine.records import RequestSpec, Sample
 from benchmaker.engine.request import DeadlineExceeded, RequestExchange, shared_deadlines
 
-__all__ = ["CLIENT_GONE", "HOP_BY_HOP", "RelayResponse", "RelaySink", "Upstream"]
+__all__ = ["CLIENT_GONE", "HOP_BY_HOP", "ClientWatch", "RelayResponse", "RelaySink", "Upstream"]
 
 CLIENT_GONE = 499
 """The status of the (unsent) response `Upstream.relay` returns when its client left
@@ -141,9 +143,14 @@ def relay_headers(pairs: list[tuple[str, str]], status: int = 200) -> list[tuple
     return out
 
 
-class _ClientWatch:
-    """Cancels `task` when the client leaves (the ASGI `http.disconnect` message on
-    `receive`, read after the request's body was) until `stop()`."""
+class ClientWatch:
+    """Cancels `task` when its client leaves (the ASGI `http.disconnect` message on
+    `receive`, read after the request's body was) until `stop()`.
+
+        watch = ClientWatch(request.receive, asyncio.current_task())
+        ...                       # awaits: the client's leaving cancels them
+        if watch.stop(): ...      # it left: end quietly (after an await that did not
+                                  # raise, `await watch.settle()` first)"""
 
     def __init__(self, receive: Receive, task: asyncio.Task) -> None:
         self.task = task
@@ -154,6 +161,10 @@ class _ClientWatch:
     async def _watch(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
+        self.client_left()
+
+    def client_left(self) -> None:
+        """What the watch does at `http.disconnect`: unless stopped, cancel the task."""
         if self.armed:
             self.cancelled = True
             self.task.cancel()
@@ -168,6 +179,20 @@ class _ClientWatch:
         self.cancelled = False
         self.task.uncancel()
         return True
+
+    async def settle(self) -> None:
+        """In the task, after `stop()` returned True while no await had raised the
+        cancellation (the client left after the task's last await): drop it. Python
+        3.11's Task.uncancel() leaves such a cancellation pending, so the next await
+        would raise it (3.13 drops it in uncancel()). A cancellation someone else
+        requested (`task.cancelling()` > 0) is left to raise."""
+        if self.task.cancelling():
+            return
+        try:
+            await asyncio.sleep(0)  # raises the pending cancellation, if any
+        except asyncio.CancelledError:
+            if self.task.cancelling():
+                raise
 
 
 def _request_headers(request: Request) -> dict[str, str]:
@@ -190,10 +215,11 @@ class RelayResponse(Response):
     then each body read as it comes, handed to `sink` first (set it before the
     response is sent; default: a RelaySink, which keeps nothing), in the task that
     opened the exchange (its deadlines cancel that task). `headers_list`: the
-    relayed headers as (lower-case name, value)."""
+    relayed headers as (lower-case name, value); `watch`: the ClientWatch that ends
+    it when the client leaves (None: none)."""
 
     def __init__(
-        self, ex: RequestExchange, status: int, headers: list[tuple[str, str]], watch: _ClientWatch | None = None
+        self, ex: RequestExchange, status: int, headers: list[tuple[str, str]], watch: ClientWatch | None = None
     ) -> None:
         self.status_code = status
         self.background = None
@@ -201,14 +227,14 @@ class RelayResponse(Response):
         self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         self.sink = RelaySink()
         self._ex = ex
-        self._watch = watch
+        self.watch = watch
 
     def header(self, name: str) -> str | None:
         """The first relayed header `name` (lower-case), None when there is none."""
         return next((v for k, v in self.headers_list if k == name), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ex, sink, watch = self._ex, self.sink, self._watch
+        ex, sink, watch = self._ex, self.sink, self.watch
         try:
             try:
                 await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
@@ -222,8 +248,10 @@ class RelayResponse(Response):
                     raise
                 sink.cut()  # the client left: nobody reads the rest
                 return
-            if watch is not None:
-                watch.stop()
+            if watch is not None and watch.stop():  # it left after the last read: nobody reads the end
+                sink.cut()
+                await watch.settle()
+                return
             if ex.body_read:
                 sink.finish(ex.sample)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -272,7 +300,7 @@ class Upstream:
         headers = _request_headers(request)
         task = asyncio.current_task()
         assert task is not None  # an ASGI app runs in a task
-        watch = _ClientWatch(request.receive, task)
+        watch = ClientWatch(request.receive, task)
         ex = RequestExchange(Sample(run_id="record", seq=0), 0, deadlines, task)
         ex.start()
         try:

@@ -17,7 +17,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.requests import Request
 
+from benchmaker.engine.records import Sample
+from benchmaker.replay_server.relay import RelayResponse, RelaySink, Upstream
 from tests.replay.test_recorder import _proxy
 
 
@@ -200,3 +203,75 @@ async def test_a_recorded_call_forwards_its_credentials_and_never_writes_them(tm
     assert (flushed["trajectories"], flushed["turns"], flushed["skipped"]) == (1, 1, {})
     text = out.read_text()
     assert '"content":"Hi"' in text and "sk-secret" not in text and "sk-other" not in text
+
+
+class _Events(RelaySink):
+    """A sink that lists what the relay hands it: ("feed", bytes), ("finish",), ("cut",)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
+        self.events.append(("feed", data))
+
+    def finish(self, sample: Sample) -> None:
+        self.events.append(("finish",))
+
+    def cut(self) -> None:
+        self.events.append(("cut",))
+
+
+async def test_a_client_gone_after_the_last_read_ends_the_relay_quietly():
+    """The client leaves after the body's last read and before the relay stops watching
+    for it. The ordering is forced: the ASGI send of the last chunk runs the watch's own
+    step at `http.disconnect` (ClientWatch.client_left), so the cancellation is requested
+    while the relaying task runs and reaches no await before `stop()`. The relay ends
+    without error and without sending the body's end, the sink is cut (not finished),
+    and no cancellation is left pending in the task (Python 3.11's uncancel() keeps it)."""
+    body = b'{"id":"c1","choices":[]}'
+
+    async def whole(req: Seen, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "headers": [(b"content-type", b"application/json")],
+        "query_string": b"",
+    }
+    inbox: asyncio.Queue = asyncio.Queue()  # the client's messages: its body, then nothing (it stays silent)
+    inbox.put_nowait({"type": "http.request", "body": b"{}", "more_body": False})
+    sent: list[dict] = []
+    sink = _Events()
+    relayed: list[RelayResponse] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and message["body"]:
+            watch = relayed[0].watch
+            assert watch is not None
+            watch.client_left()  # the client leaves here: after the last read, before stop()
+
+    async with scripted_upstream(whole) as (upstream, seen):
+        side = Upstream()
+
+        async def relay_once() -> str:
+            request = Request(scope, inbox.get)
+            resp = await side.relay(request, upstream + "/v1/chat/completions", await request.body())
+            assert isinstance(resp, RelayResponse)
+            resp.sink = sink
+            relayed.append(resp)
+            await resp(scope, inbox.get, send)
+            await asyncio.sleep(0)  # a cancellation left pending would be raised at this await
+            return "ended"
+
+        try:
+            assert await asyncio.create_task(relay_once()) == "ended"
+        finally:
+            await side.aclose()
+    assert [(m["type"], m.get("body")) for m in sent] == [("http.response.start", None), ("http.response.body", body)]
+    assert sink.events == [("feed", body), ("cut",)]
+    assert len(seen) == 1

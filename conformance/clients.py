@@ -392,36 +392,52 @@ def vllm_means(res: dict[str, Any]) -> dict[str, float | None]:
 
 @contextlib.contextmanager
 def url_process(argv: list[str], *, log: Path, timeout_s: float = 60.0) -> Iterator[str]:
-    """Start a server process that prints its base URL as the first `http://` line of its
-    output (scenario_server, serve-replay, record, scripted_model), yield that URL, and
-    SIGTERM its process group on exit (SIGKILL after 10 s). Raises RuntimeError with the
-    output tail when it exits or prints no URL within `timeout_s`."""
+    """Start a server process that prints its base URL as the first line of its stdout
+    (scenario_server, serve-replay, record, scripted_model), yield that URL, and SIGTERM its
+    process group on exit (SIGKILL after 10 s). Its stderr and the rest of its stdout go
+    to `log`, the URL line without its path: `benchmaker record`'s path is the proxy's
+    secret, which stays out of files. Raises RuntimeError with the log tail when it exits
+    or prints no URL within `timeout_s`."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as f:
+    with open(log, "wb") as out:
         proc = subprocess.Popen(
-            argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO
+            argv, stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO
         )
-    try:
-        deadline = time.monotonic() + timeout_s
-        url = None
-        while url is None:
-            m = re.search(r"http://127\.0\.0\.1:\d+", log.read_text(errors="replace"))
-            if m:
-                url = m.group(0)
-            elif proc.poll() is not None or time.monotonic() > deadline:
+        first: list[bytes] = []
+        got_first = threading.Event()
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if not got_first.is_set():
+                    first.append(line)
+                    got_first.set()
+                    m = re.match(rb"(http://[^/\s]+)/\S+", line)
+                    line = m.group(1) + b"/<path not logged>\n" if m else line
+                out.write(line)
+                out.flush()
+            got_first.set()
+
+        pumping = threading.Thread(target=pump, daemon=True)
+        pumping.start()
+        try:
+            got_first.wait(timeout_s)
+            url = first[0].decode(errors="replace").strip() if first else ""
+            if not re.fullmatch(r"http://127\.0\.0\.1:\d+(/\S*)?", url):
                 tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
                 raise RuntimeError(f"{argv[0]} gave no URL (exit {proc.poll()}):\n{tail}")
-            else:
-                time.sleep(0.1)
-        yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            yield url
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            pumping.join(10)
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 def run_paired(

@@ -28,9 +28,16 @@ def record(
 ) -> int:
     """Relay /v1/chat/completions, /v1/responses, /v1/messages (and the Gemini API's
     /v1beta/models/M:generateContent and :streamGenerateContent) to UPSTREAM and record
-    each conversation as a trajectory; prints the bound URL first. Point the agent's base
-    URL at URL/v1 (a Gemini client at URL).
+    each conversation as a trajectory; prints its URL first,
+    `http://127.0.0.1:PORT/<secret>`. Point the agent's base URL at URL/v1 (an Anthropic
+    or Gemini client at URL: ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL).
     The file is written on Ctrl-C and on `POST URL/flush`, atomically.
+
+    The proxy's own authentication is the secret path segment in URL, made fresh for
+    each run and never written to a file or log: the printed URL line is the one place
+    it appears (keep it to yourself; another local user with it could write into the
+    recording). A request without it gets 401 and is neither relayed nor recorded.
+    The agent's own Authorization / x-api-key / x-goog-api-key go upstream unchanged.
 
     Parameters
     ----------

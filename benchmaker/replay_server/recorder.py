@@ -2,10 +2,19 @@
 conversation it relays as a trajectory in our schema (benchmaker.trajectories.trajectory), so any
 agent's traffic becomes replayable by benchmaker.replay_server.server.
 
-    app = create_recorder_app("http://127.0.0.1:8000", Path("trajectories.jsonl"))
+    app = create_recorder_app("http://127.0.0.1:8000", Path("trajectories.jsonl"), secret=secret)
     # or: benchmaker record --upstream http://127.0.0.1:8000 -o trajectories.jsonl
 
-Endpoints:
+Authentication: every path below is under a secret first segment,
+`http://127.0.0.1:PORT/<secret>/v1/chat/completions` (benchmaker.replay_server.secret_path:
+the callers' Authorization and API key headers are their own, forwarded upstream, so
+the secret travels in the base URL); a request without it is answered 401 JSON,
+neither relayed nor recorded (counted skipped `unauthorized`). The secret segment is
+removed before the paths below are matched and never forwarded. `serve_recorder` makes
+a fresh secret per process (`secrets.token_urlsafe(32)`), never written to a file: the
+URL line it prints is the one place it appears.
+
+Endpoints (under the secret):
 - POST /v1/chat/completions, POST /chat/completions: forwarded to
   `<upstream>/v1/chat/completions` (with the request's query string, headers and body
   as given, `Accept-Encoding: identity`) through the engine's exchange
@@ -95,7 +104,8 @@ Deadlines (`benchmaker record --connect-timeout,
 the request arrived), `ttft_ms` (first token-bearing chunk after arrival, streams
 only) and `duration_ms` (until complete), measured at the proxy.
 
-Secrets: request headers (Authorization, api keys) are forwarded, never recorded.
+Secrets: request headers (Authorization, api keys) are forwarded, never recorded; the
+proxy's own secret is neither forwarded nor recorded.
 """
 
 from __future__ import annotations
@@ -113,6 +123,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -129,6 +140,7 @@ from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
 from benchmaker.engine.http1 import MAX_DECODED_BODY_BYTES
 from benchmaker.engine.records import Outcome, Sample
 from benchmaker.replay_server.relay import CLIENT_GONE, RelayResponse, RelaySink, Upstream
+from benchmaker.replay_server.secret_path import SecretPath, check_secret
 from benchmaker.replay_server.side import is_title_request
 from benchmaker.trajectories.trajectory import (
     FinishReason,
@@ -765,6 +777,7 @@ def create_recorder_app(
     upstream: str,
     output: Path,
     *,
+    secret: str,
     text_actions: bool = False,
     canned_replies: bool = False,
     connect_timeout_s: float | None = 10.0,
@@ -772,14 +785,21 @@ def create_recorder_app(
     total_timeout_s: float | None = None,
 ) -> Starlette:
     """The recording proxy app (module docstring) in front of `upstream` (a base URL,
-    with or without `/v1`), writing `output`. The upstream exchange's deadlines, in s
+    with or without `/v1`), writing `output`, serving only paths under `/<secret>` (at
+    least 22 URL-safe characters; its clients' base URL is `http://HOST:PORT/<secret>`).
+    The upstream exchange's deadlines, in s
     (None: none; benchmaker.replay_server.relay): `connect_timeout_s` until the
     connection is made, `idle_timeout_s` the longest wait for the upstream's next bytes
     (from the send, then from each read; relaying a read to the client is not waiting),
     `total_timeout_s` from the send until the body ended. `app.state.recorder` is the
     Recorder (`text_actions`, `canned_replies`: its options). Raises ValueError when a
-    deadline is not positive."""
+    deadline is not positive or `secret` is not a URL-safe segment of 22+ characters."""
     recorder = Recorder(output, text_actions=text_actions, canned_replies=canned_replies)
+
+    def refused() -> None:
+        recorder.skipped["unauthorized"] += 1
+
+    guard = Middleware(SecretPath, secret=check_secret(secret), on_refused=refused)
     v1 = _upstream_v1(upstream)
     root = upstream.rstrip("/").removesuffix("/v1")
     upstream_side = Upstream(
@@ -921,6 +941,7 @@ def create_recorder_app(
             Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
         ],
         lifespan=lifespan,
+        middleware=[guard],
     )
     app.state.recorder = recorder
     return app
@@ -939,28 +960,35 @@ def serve_recorder(
     total_timeout_s: float | None = None,
     announce: Any = None,
 ) -> None:
-    """Bind host:port, call `announce(url)` (default: print the URL as the first stdout
-    line), serve until SIGINT/SIGTERM, then write `output` and return (SIGINT) or let
-    uvicorn re-raise SIGTERM. The options are create_recorder_app's. Raises OSError
-    (bind), ValueError (a deadline not positive)."""
+    """Bind host:port, make a fresh secret (`secrets.token_urlsafe(32)`, this process's
+    only), call `announce(url)` with the base URL `http://HOST:PORT/<secret>` (default:
+    print it as the first stdout line, the one place the secret appears; the stderr line
+    leaves it out), serve until SIGINT/SIGTERM, then write `output` and return (SIGINT)
+    or let uvicorn re-raise SIGTERM. The options are create_recorder_app's. Raises
+    OSError (bind), ValueError (a deadline not positive)."""
+    import secrets
     import sys
 
     from benchmaker.replay_server.server import bind_socket, run_uvicorn
 
+    secret = secrets.token_urlsafe(32)
     app = create_recorder_app(
         upstream,
         output,
+        secret=secret,
         text_actions=text_actions,
         canned_replies=canned_replies,
         connect_timeout_s=connect_timeout_s,
         idle_timeout_s=idle_timeout_s,
         total_timeout_s=total_timeout_s,
     )
-    sock, url = bind_socket(host, port)
+    sock, origin = bind_socket(host, port)
+    url = f"{origin}/{secret}"
     if announce is None:
         print(url, flush=True)
         print(
-            f"recording proxy: {url} -> {_upstream_v1(upstream)}, writing {output} (POST {url}/flush to write now)",
+            f"recording proxy: {origin}/<secret> (the URL above) -> {_upstream_v1(upstream)}, writing {output} "
+            f"(POST URL/flush to write now); requests without the secret path prefix are refused",
             file=sys.stderr,
             flush=True,
         )

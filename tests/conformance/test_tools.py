@@ -8,7 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -218,6 +220,23 @@ def test_url_process_yields_the_url_and_stops_the_server(tmp_path):
             assert json.load(r) == {"status": "ok", "steps": 5}
     with pytest.raises(OSError):
         urllib.request.urlopen(url + "/health", timeout=2)
+
+
+def test_url_process_yields_the_recorders_url_with_its_secret_and_logs_it_without(tmp_path):
+    benchmaker = str(Path(sys.executable).with_name("benchmaker"))
+    log = tmp_path / "record.log"
+    argv = [benchmaker, "record", "--upstream", "http://127.0.0.1:9", "-o", str(tmp_path / "r.jsonl")]
+    with url_process(argv, log=log) as url:
+        origin, secret = url.rsplit("/", 1)
+        with urllib.request.urlopen(url + "/health", timeout=10) as r:
+            assert json.load(r) == {"status": "ok", "conversations": 0, "turns": 0}
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(origin + "/health", timeout=10)
+        assert refused.value.code == 401
+        refused.value.close()
+    text = log.read_text()
+    assert f"{origin}/<path not logged>\n" in text.splitlines(keepends=True)
+    assert len(secret) == 43 and secret not in text
 
 
 # -- make conformance: a promised component that cannot be installed or started fails ----------------

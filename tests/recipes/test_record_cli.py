@@ -1,5 +1,7 @@
-"""`benchmaker record` as a user runs it: a subprocess printing its URL, relaying a
-conversation to a replay server, writing the trajectory file on SIGINT."""
+"""`benchmaker record` as a user runs it: a subprocess printing its URL (with its secret
+path segment, which appears nowhere else: not on stderr, not in the file), refusing a
+request without it, relaying a conversation to a replay server, writing the trajectory
+file on SIGINT."""
 
 from __future__ import annotations
 
@@ -43,13 +45,19 @@ def test_record_cli_writes_trajectories_on_sigint(tmp_path: Path):
             stderr=subprocess.PIPE,
             text=True,
         ) as proc:
-            _relay_one(proc, messages)
+            url = _relay_one(proc, messages)
+            stdout, stderr = proc.communicate()
+    origin, secret = url.rsplit("/", 1)
+    assert len(secret) == 43 and origin.startswith("http://127.0.0.1:")
+    assert stdout == "" and stderr.startswith(f"recording proxy: {origin}/<secret> (the URL above) -> ")
+    assert secret not in stderr and secret not in out.read_text()
     (rec,) = [t for _, t in load_trajectories(out)]
     assert rec.match_key == traj.match_key and rec.turns[0].response == traj.turns[0].response
 
 
-def _relay_one(proc: subprocess.Popen, messages: list[dict]) -> None:
-    """Wait for the proxy's URL and /health, relay one request, then SIGINT it."""
+def _relay_one(proc: subprocess.Popen, messages: list[dict]) -> str:
+    """Wait for the proxy's URL (the first stdout line; returned) and /health, check a
+    request without its secret is refused, relay one request, then SIGINT it."""
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
@@ -61,8 +69,11 @@ def _relay_one(proc: subprocess.Popen, messages: list[dict]) -> None:
             except httpx.TransportError:
                 assert time.monotonic() < deadline, proc.stderr.read()
                 time.sleep(0.02)
+        bare = httpx.post(url.rsplit("/", 1)[0] + "/v1/chat/completions", json={"model": "m-1", "messages": messages})
+        assert (bare.status_code, bare.json()["error"]["code"]) == (401, "unauthorized")
         r = httpx.post(url + "/v1/chat/completions", json={"model": "m-1", "messages": messages})
         assert r.json()["choices"][0]["message"]["reasoning_content"] == "Look at the file first."
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(10) == 0  # SIGINT is the normal way to stop recording
+    return url

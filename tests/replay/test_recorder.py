@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -110,8 +111,10 @@ def _write(trajs: list[Trajectory], path: Path) -> Path:
 @contextlib.asynccontextmanager
 async def _proxy(upstream: str, out: Path, **kw) -> AsyncIterator[tuple[str, Starlette]]:
     """The recording proxy served by uvicorn on this loop (127.0.0.1, port 0), with its
-    lifespan (shutdown writes the file); yields (base URL, app)."""
-    app = create_recorder_app(upstream, out, **kw)
+    lifespan (shutdown writes the file); yields (base URL with the secret path segment,
+    `http://127.0.0.1:PORT/<secret>`, app)."""
+    secret = secrets.token_urlsafe(32)
+    app = create_recorder_app(upstream, out, secret=secret, **kw)
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning"))
@@ -120,7 +123,7 @@ async def _proxy(upstream: str, out: Path, **kw) -> AsyncIterator[tuple[str, Sta
         assert not task.done(), "proxy did not start"
         await asyncio.sleep(0.005)
     try:
-        yield f"http://127.0.0.1:{port}", app
+        yield f"http://127.0.0.1:{port}/{secret}", app
     finally:
         server.should_exit = True
         await task

@@ -14,6 +14,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -25,6 +26,13 @@ NON_STREAMED = (
     b'{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,'
     b'"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}'
 )
+
+
+def _where(url: str) -> tuple[int, bytes]:
+    """The proxy's port and its secret path prefix (b"/<secret>") from its base URL."""
+    parts = urlsplit(url)
+    assert parts.port is not None
+    return parts.port, parts.path.encode()
 
 
 def _event(text: str) -> bytes:
@@ -101,11 +109,12 @@ async def test_a_client_gone_mid_stream_closes_the_upstream_and_records_no_turn(
 
     async with scripted_upstream(endless) as (upstream, _seen):
         async with _proxy(upstream, tmp_path / "r.jsonl") as (url, app):
-            sock = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+            port, prefix = _where(url)
+            sock = socket.create_connection(("127.0.0.1", port))
             body = json.dumps(_chat("go")).encode()
             sock.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                b"POST %s/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (prefix, len(body), body)
             )
             got = b""
             while got.count(b"data: ") < 3:
@@ -174,11 +183,12 @@ async def test_a_client_gone_before_the_head_closes_the_upstream_and_records_no_
     server = await asyncio.start_server(thinking, "127.0.0.1", 0)
     upstream = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     async with _proxy(upstream, tmp_path / "r.jsonl") as (url, app):
-        sock = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+        port, prefix = _where(url)
+        sock = socket.create_connection(("127.0.0.1", port))
         body = json.dumps(_chat("slow model", stream=False)).encode()
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            b"POST %s/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (prefix, len(body), body)
         )
         await asyncio.sleep(0.3)  # the request is upstream, its answer not begun
         sock.close()
@@ -246,10 +256,11 @@ async def test_a_response_without_body_is_relayed_and_the_connection_stays_usabl
 
     async with scripted_upstream(empty) as (upstream, seen):
         async with _proxy(upstream, tmp_path / "r.jsonl") as (url, _app):
-            reader, writer = await asyncio.open_connection("127.0.0.1", int(url.rsplit(":", 1)[1]))
+            port, prefix = _where(url)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
             heads = []
             for _ in range(2):  # two requests on one client connection: the first left it usable
-                writer.write(b'GET /v1/files/f1 HTTP/1.1\r\nHost: x\r\nIf-None-Match: "v1"\r\n\r\n')
+                writer.write(b'GET %s/v1/files/f1 HTTP/1.1\r\nHost: x\r\nIf-None-Match: "v1"\r\n\r\n' % prefix)
                 heads.append(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0))
             writer.close()
     for got in heads:

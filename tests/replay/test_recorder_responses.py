@@ -5,18 +5,15 @@ server replays with zero misses, streamed and not."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from benchmaker.replay_server.process import start_replay_server
-from benchmaker.replay_server.recorder import ResponsesAssembler, create_recorder_app
+from benchmaker.replay_server.recorder import ResponsesAssembler
 from benchmaker.replay_server.store import load_trajectories
 from benchmaker.trajectories.trajectory import (
     Observation,
@@ -28,6 +25,7 @@ from benchmaker.trajectories.trajectory import (
     Usage,
     match_key_for_messages,
 )
+from tests.replay.test_recorder import _proxy
 
 
 def write_store(trajs: list[Trajectory], path: Path) -> Path:
@@ -37,22 +35,9 @@ def write_store(trajs: list[Trajectory], path: Path) -> Path:
 
 @contextlib.asynccontextmanager
 async def recording_proxy(upstream: str, out: Path) -> AsyncIterator[str]:
-    """The recording proxy served by uvicorn on this loop (127.0.0.1, port 0), with its
-    lifespan (shutdown writes the file); yields its base URL."""
-    app = create_recorder_app(upstream, out)
-    sock = socket.create_server(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        assert not task.done(), "proxy did not start"
-        await asyncio.sleep(0.005)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    """The recording proxy of test_recorder._proxy; yields its base URL (with the secret)."""
+    async with _proxy(upstream, out) as (url, _app):
+        yield url
 
 
 openai = pytest.importorskip("openai")

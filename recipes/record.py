@@ -36,7 +36,9 @@ def record(
     The proxy's own authentication is the secret path segment in URL, made fresh for
     each run and never written to a file or log: the printed URL line is the one place
     it appears (keep it to yourself; another local user with it could write into the
-    recording). A request without it gets 401 and is neither relayed nor recorded.
+    recording; give it to the agent in its config or environment rather than on its
+    command line, which other users can read). A request without it gets 401 and is
+    neither relayed nor recorded.
     The agent's own Authorization / x-api-key / x-goog-api-key go upstream unchanged.
 
     Parameters

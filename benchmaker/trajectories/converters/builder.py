@@ -176,34 +176,15 @@ class TrajectoryBuilder:
         """Append a turn (model: the name that answered it; error: the recorded error
         message of a failed call) carrying the pending context edit, if any."""
         model = model or None
-        edit = self.pending_edit
-        if (
-            type(response) is Response
-            and (usage is None or type(usage) is Usage)
-            and (timing is None or type(timing) is Timing)
-            and (model is None or type(model) is str)
-            and (error is None or type(error) is str)
-            and (edit is None or type(edit) is ContextEdit)
-        ):  # the shapes validation would check
-            turn = Turn(
-                index=len(self.turns),
-                model=model,
-                response=response,
-                usage=usage,
-                timing=timing,
-                context_edit=edit,
-                error=error,
-            )
-        else:  # raises pydantic's ValidationError, as it always did
-            turn = Turn(
-                index=len(self.turns),
-                response=response,
-                usage=usage,
-                timing=timing,
-                model=model,
-                error=error,
-                context_edit=edit,
-            )
+        turn = Turn(
+            index=len(self.turns),
+            model=model,
+            response=response,
+            usage=usage,
+            timing=timing,
+            context_edit=self.pending_edit,
+            error=error,
+        )
         self.pending_edit = None
         self.turns.append(turn)
         if model:

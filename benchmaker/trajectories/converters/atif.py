@@ -20,7 +20,7 @@ from typing import Any
 
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import text_of
-from benchmaker.trajectories.converters.json_reading import dict_or_empty, read_json_document
+from benchmaker.trajectories.converters.json_reading import dict_or_empty, non_negative_int, read_json_document
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, chat_shape_tools, synth_arguments_raw
 from benchmaker.trajectories.trajectory import Observation, Response, ToolCall, Trajectory, Usage
@@ -31,13 +31,10 @@ FORMAT = "atif"
 def _usage(metrics: Any) -> Usage | None:
     if not isinstance(metrics, dict):
         return None
-
-    def n(key: str) -> int | None:
-        v = metrics.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
     usage = Usage(
-        prompt_tokens=n("prompt_tokens"), completion_tokens=n("completion_tokens"), cached_tokens=n("cached_tokens")
+        prompt_tokens=non_negative_int(metrics.get("prompt_tokens")),
+        completion_tokens=non_negative_int(metrics.get("completion_tokens")),
+        cached_tokens=non_negative_int(metrics.get("cached_tokens")),
     )
     return None if usage == Usage() else usage
 

@@ -70,7 +70,7 @@ from typing import Any
 from benchmaker.apis.anthropic_messages import STOP_CLASSES
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
-from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import ms_from_iso
 from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, parse_arguments, synth_arguments_raw
@@ -224,9 +224,7 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests
             pre = meta.get("preTokens")
             add(
                 _thread_key(rec),
-                _Entry(
-                    line, "compact", {}, rec.get("timestamp"), pre_tokens=pre if type(pre) is int and pre >= 0 else None
-                ),
+                _Entry(line, "compact", {}, rec.get("timestamp"), pre_tokens=non_negative_int(pre)),
             )
         elif kind == "progress" and isinstance(rec.get("data"), dict) and rec["data"].get("type") == "agent_progress":
             data = rec["data"]
@@ -252,20 +250,17 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests
     return threads
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def _usage(usage: Any) -> Usage | None:
     if not isinstance(usage, dict):
         return None
     uncached, read, creation = (
-        _int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        non_negative_int(usage.get(k))
+        for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
     )
     prompt = None if uncached is None else uncached + (read or 0) + (creation or 0)
     out = Usage(
         prompt_tokens=prompt,
-        completion_tokens=_int(usage.get("output_tokens")),
+        completion_tokens=non_negative_int(usage.get("output_tokens")),
         cached_tokens=read,
         cache_creation_tokens=creation,
     )

@@ -49,7 +49,7 @@ from typing import Any
 
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_usage
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
-from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.tool_calls import parse_arguments
 from benchmaker.trajectories.trajectory import (
@@ -271,14 +271,9 @@ def _usage(last: Any) -> Any:
     if not isinstance(last, dict):
         return None
     return fast_usage(
-        prompt_tokens=_count(last, "input_tokens"),
-        completion_tokens=_count(last, "output_tokens"),
-        cached_tokens=_count(last, "cached_input_tokens"),
-        reasoning_tokens=_count(last, "reasoning_output_tokens"),
-        total_tokens=_count(last, "total_tokens"),
+        prompt_tokens=non_negative_int(last.get("input_tokens")),
+        completion_tokens=non_negative_int(last.get("output_tokens")),
+        cached_tokens=non_negative_int(last.get("cached_input_tokens")),
+        reasoning_tokens=non_negative_int(last.get("reasoning_output_tokens")),
+        total_tokens=non_negative_int(last.get("total_tokens")),
     )
-
-
-def _count(usage: dict[str, Any], key: str) -> int | None:
-    value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

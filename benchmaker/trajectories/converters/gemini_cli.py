@@ -61,7 +61,12 @@ from benchmaker.trajectories.converters.builder import (
     fast_tool_call,
     fast_usage,
 )
-from benchmaker.trajectories.converters.json_reading import is_one_document, iter_jsonl, read_json_document
+from benchmaker.trajectories.converters.json_reading import (
+    is_one_document,
+    iter_jsonl,
+    non_negative_int,
+    read_json_document,
+)
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import ms_from_iso
 from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH
@@ -207,13 +212,13 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
     tokens = msg.get("tokens") if isinstance(msg.get("tokens"), dict) else None
     usage = None
     if tokens is not None:
-        output, thoughts_n = _int(tokens.get("output")), _int(tokens.get("thoughts"))
+        output, thoughts_n = non_negative_int(tokens.get("output")), non_negative_int(tokens.get("thoughts"))
         usage = fast_usage(
-            prompt_tokens=_int(tokens.get("input")),
+            prompt_tokens=non_negative_int(tokens.get("input")),
             completion_tokens=None if output is None else output + (thoughts_n or 0),
-            cached_tokens=_int(tokens.get("cached")),
+            cached_tokens=non_negative_int(tokens.get("cached")),
             reasoning_tokens=thoughts_n,
-            total_tokens=_int(tokens.get("total")),
+            total_tokens=non_negative_int(tokens.get("total")),
         )
     builder.turn(
         fast_response(
@@ -251,10 +256,6 @@ def _thought_text(thought: dict[str, Any]) -> str:
     if not isinstance(description, str):
         description = ""
     return f"**{subject}**\n\n{description}" if subject else description
-
-
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
 
 
 def _timing(before: str | None, msg: dict[str, Any], tool_calls: list[Any]) -> Any:

@@ -1,7 +1,8 @@
 """Strict JSON and JSONL readers for the log converters that point at the bad line:
 `read_json_document`, `iter_jsonl`, `iter_rows`, the orjson/json choice (`orjson_safe`),
 the first records parsed once for format detection (`keeping_first_records`,
-`first_jsonl_objects`) and `dict_or_empty` for an optional object field."""
+`first_jsonl_objects`), `dict_or_empty` for an optional object field and
+`non_negative_int` for an optional count."""
 
 from __future__ import annotations
 
@@ -316,3 +317,9 @@ def dict_or_empty(value: Any) -> dict[str, Any]:
     """`value` when it is a dict (a JSON object), else a new empty dict: an optional
     object field read leniently."""
     return value if isinstance(value, dict) else {}
+
+
+def non_negative_int(value: Any) -> int | None:
+    """`value` when it is an int >= 0 (not a bool), else None: a token count or an epoch
+    ms stamp read leniently."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -50,7 +50,7 @@ from benchmaker.trajectories.converters.builder import (
     fast_tool_call,
     fast_usage,
 )
-from benchmaker.trajectories.converters.json_reading import read_json_document
+from benchmaker.trajectories.converters.json_reading import non_negative_int, read_json_document
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import iso_from_ms
 from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH
@@ -161,21 +161,18 @@ def _turn(
             builder.skip("unfinished_tool")
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def _usage(tokens: dict[str, Any]) -> Any:
     found = tokens.get("cache")
     cache: dict[str, Any] = found if isinstance(found, dict) else {}
-    inp, out, reasoning = _int(tokens.get("input")), _int(tokens.get("output")), _int(tokens.get("reasoning"))
-    read, write = _int(cache.get("read")), _int(cache.get("write"))
+    inp, out = non_negative_int(tokens.get("input")), non_negative_int(tokens.get("output"))
+    reasoning = non_negative_int(tokens.get("reasoning"))
+    read, write = non_negative_int(cache.get("read")), non_negative_int(cache.get("write"))
     return fast_usage(
         prompt_tokens=None if inp is None else inp + (read or 0) + (write or 0),
         completion_tokens=None if out is None else out + (reasoning or 0),
         cached_tokens=read,
         reasoning_tokens=reasoning,
-        total_tokens=_int(tokens.get("total")),
+        total_tokens=non_negative_int(tokens.get("total")),
     )
 
 
@@ -187,13 +184,13 @@ def _timing(info: dict[str, Any], step: list[dict[str, Any]], first: bool) -> An
             state = p.get("state")
             t = state.get("time") if isinstance(state, dict) else None
         if isinstance(t, dict):
-            if _int(t.get("start")) is not None:
+            if non_negative_int(t.get("start")) is not None:
                 starts.append(t["start"])
-            if _int(t.get("end")) is not None and p.get("type") != "tool":
+            if non_negative_int(t.get("end")) is not None and p.get("type") != "tool":
                 ends.append(t["end"])
-            elif p.get("type") == "tool" and _int(t.get("start")) is not None:
+            elif p.get("type") == "tool" and non_negative_int(t.get("start")) is not None:
                 ends.append(t["start"])  # the call was complete when the tool started
-    created = _int(info["time"].get("created")) if isinstance(info.get("time"), dict) else None
+    created = non_negative_int(info["time"].get("created")) if isinstance(info.get("time"), dict) else None
     start = created if first and created is not None else (min(starts) if starts else None)
     if start is None:
         return None

@@ -80,7 +80,7 @@ from typing import Any
 from benchmaker.trajectories.context import HistoryIndex
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_tool_call, fast_usage
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
-from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import iso_from_ms, ms_from_iso
 from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, synth_arguments_raw
@@ -137,24 +137,16 @@ def bash_execution_text(msg: dict[str, Any]) -> str:
     return text
 
 
-def _count(v: Any) -> int | None:
-    """A token count: an int >= 0 (not a bool), else None."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
-
 def pi_usage(usage: Any) -> Usage | None:
     """Usage from a pi-ai `Usage` object (see module docstring); None when absent."""
     if not isinstance(usage, dict):
         return None
-    # `type(v) is int and v >= 0` first: _count's answer for the usual case, without its call
-    inp = v if type(v := usage.get("input")) is int and v >= 0 else _count(v)
-    out = v if type(v := usage.get("output")) is int and v >= 0 else _count(v)
+    inp, out = non_negative_int(usage.get("input")), non_negative_int(usage.get("output"))
     if inp is None and out is None:
         return None
-    cr = v if type(v := usage.get("cacheRead")) is int and v >= 0 else _count(v)
-    cw = v if type(v := usage.get("cacheWrite")) is int and v >= 0 else _count(v)
+    cr, cw = non_negative_int(usage.get("cacheRead")), non_negative_int(usage.get("cacheWrite"))
     prompt = None if inp is None else inp + (cr or 0) + (cw or 0)
-    total = v if type(v := usage.get("totalTokens")) is int and v >= 0 else _count(v)
+    total = non_negative_int(usage.get("totalTokens"))
     if total is None and prompt is not None and out is not None:
         total = prompt + out
     return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
@@ -427,8 +419,7 @@ class _Tree:
                 builder.skip("compaction_keeps_nothing")
                 start = at
             kept = path[start:at] + path[at + 1 :]
-            raw = comp.get("tokensBefore")
-            tokens = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
+            tokens = non_negative_int(comp.get("tokensBefore"))
         positions = [e.pos for e in kept if e.pos is not None and not e.retried]
         assert self.index is not None, "request_edit runs once the builder (and its index) exists"
         if compaction is None or compaction.id in self.applied:

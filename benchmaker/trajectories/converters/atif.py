@@ -22,8 +22,8 @@ from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import text_of
 from benchmaker.trajectories.converters.json_reading import dict_or_empty, non_negative_int, read_json_document
 from benchmaker.trajectories.converters.source_file import FileContext
-from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, chat_shape_tools, synth_arguments_raw
-from benchmaker.trajectories.trajectory import Observation, Response, ToolCall, Trajectory, Usage
+from benchmaker.trajectories.converters.tool_calls import chat_shape_tools, synthesized_call
+from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Usage
 
 FORMAT = "atif"
 
@@ -63,16 +63,8 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
             for j, tc in enumerate(step.get("tool_calls") or []):
                 if not isinstance(tc, dict) or not isinstance(tc.get("tool_call_id"), str):
                     raise ctx.error(None, f"{where}.tool_calls[{j}].tool_call_id", "missing tool call id", tc)
-                args = tc.get("arguments", {})
-                builder.skip(ARGS_SYNTH)
-                calls.append(
-                    ToolCall(
-                        id=tc["tool_call_id"],
-                        name=str(tc.get("function_name", "")),
-                        arguments_raw=synth_arguments_raw(args),
-                        arguments=args if isinstance(args, dict) else None,
-                    )
-                )
+                name = str(tc.get("function_name", ""))
+                calls.append(synthesized_call(tc["tool_call_id"], name, tc.get("arguments", {}), builder))
             reasoning = step.get("reasoning_content")
             builder.turn(
                 Response(

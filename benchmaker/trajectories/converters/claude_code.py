@@ -73,7 +73,7 @@ from benchmaker.trajectories.converters.content_parts import result_content, tex
 from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import ms_from_iso
-from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, parse_arguments, synth_arguments_raw
+from benchmaker.trajectories.converters.tool_calls import synthesized_call
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
     MessageRef,
@@ -148,11 +148,6 @@ class _Entry:
     pre_tokens: int | None = None
 
 
-@dataclass
-class _Thread:
-    entries: list[_Entry] = field(default_factory=list)
-
-
 def _thread_key(rec: dict[str, Any]) -> str:
     if rec.get("isSidechain") is True:
         return "sidechain:" + str(rec.get("agentId") or rec.get("sessionId") or "")
@@ -191,13 +186,13 @@ class _Requests:
         return users or None
 
 
-def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests) -> dict[str, _Thread]:
+def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests) -> dict[str, list[_Entry]]:
     """The conversation lines of the file by thread (module doc); `requests` gets the
     `api-request` records and `api-request-blob` messages."""
-    threads: dict[str, _Thread] = {}
+    threads: dict[str, list[_Entry]] = {}
 
     def add(key: str, entry: _Entry) -> None:
-        threads.setdefault(key, _Thread()).entries.append(entry)
+        threads.setdefault(key, []).append(entry)
 
     for line, rec in iter_jsonl(ctx):
         if not isinstance(rec, dict):
@@ -398,16 +393,8 @@ class _Converter:
                 elif kind == "redacted_thinking":
                     b.skip("redacted_thinking")
                 elif kind == "tool_use":
-                    raw = synth_arguments_raw(block.get("input", {}))
-                    b.skip(ARGS_SYNTH)
-                    calls.append(
-                        ToolCall(
-                            id=str(block.get("id") or f"toolu_{len(calls)}"),
-                            name=str(block.get("name") or ""),
-                            arguments_raw=raw,
-                            arguments=parse_arguments(raw),
-                        )
-                    )
+                    call_id, name = str(block.get("id") or f"toolu_{len(calls)}"), str(block.get("name") or "")
+                    calls.append(synthesized_call(call_id, name, block.get("input", {}), b))
                 else:
                     b.skip(f"part:{kind}")
         finish = STOP_CLASSES.get(stop) if isinstance(stop, str) else None
@@ -445,8 +432,8 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     threads = _read_threads(ctx, file_skips, requests)
     built: list[TrajectoryBuilder] = []
     empty = 0
-    for key in sorted(threads, key=lambda k: (k != "main", threads[k].entries[0].line)):
-        converter = _Converter(ctx, threads[key].entries, requests)
+    for key in sorted(threads, key=lambda k: (k != "main", threads[k][0].line)):
+        converter = _Converter(ctx, threads[key], requests)
         builder = converter.run()
         opening = requests.opening_users(converter.first_request)
         if (

@@ -77,13 +77,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.context import HistoryIndex
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_tool_call, fast_usage
+from benchmaker.trajectories.context import HistoryIndex, message_cursor
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_usage
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
 from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import iso_from_ms, ms_from_iso
-from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, synth_arguments_raw
+from benchmaker.trajectories.converters.tool_calls import synthesized_call
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
@@ -178,24 +178,12 @@ def assistant_turn(
         elif kind == "toolCall":
             call_id, name = part.get("id"), part.get("name")
             if not isinstance(call_id, str) or not isinstance(name, str):
-                if calls:
-                    builder.skip(ARGS_SYNTH, len(calls))  # as counted call by call before the bad one
                 raise ctx.error(line, f"message.content[{j}]", "toolCall without id or name", part)
-            args = part.get("arguments", {})
-            calls.append(
-                fast_tool_call(
-                    id=call_id,
-                    name=name,
-                    arguments_raw=synth_arguments_raw(args),
-                    arguments=args if isinstance(args, dict) else None,
-                )
-            )
+            calls.append(synthesized_call(call_id, name, part.get("arguments", {}), builder))
         elif kind == "thinking":
             thinking.append(part.get("thinking", ""))
         else:
             builder.skip(f"assistant_part:{kind}")
-    if calls:
-        builder.skip(ARGS_SYNTH, len(calls))
     stop = msg.get("stopReason")
     if stop not in STOP_REASONS:
         raise ctx.error(line, "message.stopReason", "unknown stop reason", stop)
@@ -243,7 +231,7 @@ def assistant_turn(
 
 def tool_result(
     msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext, line: int | None
-) -> tuple[int, int] | None:
+) -> tuple[int | None, int] | None:
     """Attach a pi ToolResultMessage to the last turn as an Observation; its (turn, item)
     MessageRef coordinates, None when nothing was added (a result for a call that already
     has one: `duplicate_tool_result`; no turn yet: `orphan_observation`). Raises
@@ -262,11 +250,7 @@ def tool_result(
         is_error=bool(msg.get("isError", False)),
         parts=parts,
     )
-    if not builder.turns:
-        builder.observation(obs)  # counts it as orphan_observation
-        return None
-    last = builder.turns[-1]
-    at = (last.index, 1 + len(last.observations) + len(last.user_after))
+    at = message_cursor(builder) if builder.turns else None  # no turn: counted as orphan_observation
     builder.observation(obs)
     return at
 

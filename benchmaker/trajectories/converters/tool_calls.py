@@ -29,6 +29,15 @@ def synth_arguments_raw(arguments: Any) -> str:
     return json.dumps(arguments)
 
 
+def synthesized_call(call_id: str, name: str, arguments: Any, builder: TrajectoryBuilder) -> ToolCall:
+    """A ToolCall from a log that kept only the parsed `arguments`: `arguments_raw` is
+    `synth_arguments_raw(arguments)` (counted as `ARGS_SYNTH`), `arguments` kept when an
+    object."""
+    builder.skip(ARGS_SYNTH)
+    raw = synth_arguments_raw(arguments)
+    return fast_tool_call(call_id, name, raw, arguments if isinstance(arguments, dict) else None)
+
+
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """`ToolCall.arguments`: the parse of `raw` when it is a JSON object, else None."""
     try:
@@ -68,15 +77,7 @@ def tool_call_from_openai(
     args = fn.get("arguments")
     if isinstance(args, str):
         return fast_tool_call(id=call_id, name=fn["name"], arguments_raw=args, arguments=parse_arguments(args))
-    if args is None:
-        args = {}
-    builder.skip(ARGS_SYNTH)
-    return fast_tool_call(
-        id=call_id,
-        name=fn["name"],
-        arguments_raw=synth_arguments_raw(args),
-        arguments=args if isinstance(args, dict) else None,
-    )
+    return synthesized_call(call_id, fn["name"], {} if args is None else args, builder)
 
 
 def chat_shape_tools(value: Any) -> list[dict[str, Any]] | None:

@@ -1,6 +1,6 @@
 """Building a `Trajectory`: `TrajectoryBuilder` turns a stream of user prompts,
-assistant responses, tool results and context edits into one; the `fast_*` functions
-build its models with positional arguments; `CONVERTER_VERSION` versions the output."""
+assistant responses, tool results and context edits into one; `CONVERTER_VERSION`
+versions the output."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from typing import Any
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
-    FinishReason,
     MessageRef,
     Observation,
     RecordedOutcome,
     Response,
     Source,
     Timing,
-    ToolCall,
     Trajectory,
     Turn,
     Usage,
@@ -54,65 +52,6 @@ user message holding an image keeps it as content parts (`Observation.parts`,
 blocks adds no newline to the turn's text.
 13: trajectory schema 5 (`canned_replies`); aider LLM histories are read.
 Converters build every model with pydantic's validating constructors."""
-
-
-def fast_response(
-    content: str | None = None,
-    reasoning: str | None = None,
-    tool_calls: list[ToolCall] | None = None,
-    finish_reason: FinishReason = "stop",
-) -> Response:
-    """`Response(...)` with positional arguments (pydantic models take keywords only).
-    Raises pydantic's ValidationError on a bad value."""
-    return Response(
-        content=content,
-        reasoning=reasoning,
-        tool_calls=[] if tool_calls is None else tool_calls,
-        finish_reason=finish_reason,
-    )
-
-
-def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:
-    """`ToolCall(...)` with positional arguments (see fast_response)."""
-    return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
-
-
-def fast_usage(
-    prompt_tokens: int | None = None,
-    completion_tokens: int | None = None,
-    cached_tokens: int | None = None,
-    reasoning_tokens: int | None = None,
-    total_tokens: int | None = None,
-) -> Usage:
-    """`Usage(...)` with positional arguments, in tokens (see fast_response)."""
-    return Usage(
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cached_tokens=cached_tokens,
-        reasoning_tokens=reasoning_tokens,
-        total_tokens=total_tokens,
-    )
-
-
-def fast_timing(
-    ttft_ms: float | None = None, duration_ms: float | None = None, started_at: str | None = None
-) -> Timing:
-    """`Timing(...)` with positional arguments, in ms (see fast_response)."""
-    return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
-
-
-def fast_observation(
-    content: str,
-    tool_call_id: str | None = None,
-    name: str | None = None,
-    is_error: bool = False,
-    exit_code: int | None = None,
-    parts: list[dict[str, Any]] | None = None,
-) -> Observation:
-    """`Observation(...)` with positional arguments (see fast_response)."""
-    return Observation(
-        tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code, parts=parts
-    )
 
 
 class TrajectoryBuilder:

@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_usage
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
 from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
@@ -60,6 +60,7 @@ from benchmaker.trajectories.trajectory import (
     Response,
     ToolCall,
     Trajectory,
+    Usage,
 )
 
 FORMAT = "codex-rollout"
@@ -270,7 +271,7 @@ def _usage(last: Any) -> Any:
     """Usage of a Codex token usage object (module doc), None when it is not an object."""
     if not isinstance(last, dict):
         return None
-    return fast_usage(
+    return Usage(
         prompt_tokens=non_negative_int(last.get("input_tokens")),
         completion_tokens=non_negative_int(last.get("output_tokens")),
         cached_tokens=non_negative_int(last.get("cached_input_tokens")),

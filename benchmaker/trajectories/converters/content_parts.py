@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.tool_calls import synthesized_call
 from benchmaker.trajectories.trajectory import (
     Observation,
@@ -103,7 +103,7 @@ def split_parts(content: Any, builder: TrajectoryBuilder) -> Parts:
         elif kind == "tool_result" and isinstance(part.get("tool_use_id"), str):
             text, parts = result_content(part.get("content"), builder)
             out.tool_results.append(
-                fast_observation(
+                Observation(
                     tool_call_id=part["tool_use_id"], content=text, is_error=part.get("is_error") is True, parts=parts
                 )
             )

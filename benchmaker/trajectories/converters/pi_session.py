@@ -78,7 +78,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from benchmaker.trajectories.context import HistoryIndex, message_cursor
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_usage
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
 from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
@@ -88,6 +88,7 @@ from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
     FinishReason,
+    Observation,
     Response,
     Timing,
     ToolCall,
@@ -149,7 +150,7 @@ def pi_usage(usage: Any) -> Usage | None:
     total = non_negative_int(usage.get("totalTokens"))
     if total is None and prompt is not None and out is not None:
         total = prompt + out
-    return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
+    return Usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
 
 
 def assistant_turn(
@@ -205,9 +206,6 @@ def assistant_turn(
     if isinstance(started_ms, (int, float)) and ended_ms is not None and ended_ms >= started_ms:
         duration = round(ended_ms - started_ms, 3)
     started_at = iso_from_ms(started_ms)
-    # the unvalidated constructors fast_timing and fast_response would pick, without their
-    # checks: started_at is a str or None, duration a float >= 0 (`ended_ms` is a float) or
-    # None, the texts str (join raises otherwise), `calls` ToolCalls, `finish` a FinishReason
     timing = (
         Timing(ttft_ms=None, duration_ms=duration, started_at=started_at)
         if started_at or duration is not None
@@ -243,7 +241,7 @@ def tool_result(
         builder.skip("duplicate_tool_result")
         return None
     text, parts = result_content(msg.get("content"), builder)
-    obs = fast_observation(
+    obs = Observation(
         tool_call_id=call_id,
         name=msg.get("toolName"),
         content=text,

@@ -11,7 +11,7 @@ from typing import Any
 
 from benchmaker.apis.anthropic_messages import chat_tools as messages_chat_tools
 from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_tool_call
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import (
     ToolCall,
@@ -35,7 +35,9 @@ def synthesized_call(call_id: str, name: str, arguments: Any, builder: Trajector
     object."""
     builder.skip(ARGS_SYNTH)
     raw = synth_arguments_raw(arguments)
-    return fast_tool_call(call_id, name, raw, arguments if isinstance(arguments, dict) else None)
+    return ToolCall(
+        id=call_id, name=name, arguments_raw=raw, arguments=arguments if isinstance(arguments, dict) else None
+    )
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
@@ -76,7 +78,7 @@ def tool_call_from_openai(
         raise ctx.error(line, f"{where}.id", "missing tool call id", call_id)
     args = fn.get("arguments")
     if isinstance(args, str):
-        return fast_tool_call(id=call_id, name=fn["name"], arguments_raw=args, arguments=parse_arguments(args))
+        return ToolCall(id=call_id, name=fn["name"], arguments_raw=args, arguments=parse_arguments(args))
     return synthesized_call(call_id, fn["name"], {} if args is None else args, builder)
 
 

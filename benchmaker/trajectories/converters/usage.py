@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmaker.trajectories.converters.builder import fast_usage
 from benchmaker.trajectories.converters.json_reading import non_negative_int
 from benchmaker.trajectories.trajectory import (
     Usage,
@@ -26,7 +25,7 @@ def openai_usage(usage: Any) -> Usage | None:
     cached = non_negative_int(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None
     if cached is None:
         cached = non_negative_int(usage.get("cache_read_input_tokens"))
-    result = fast_usage(
+    result = Usage(
         prompt_tokens=non_negative_int(usage.get("prompt_tokens")),
         completion_tokens=non_negative_int(usage.get("completion_tokens")),
         cached_tokens=cached,

@@ -24,33 +24,6 @@ from benchmaker.trajectories.trajectory import (
 
 CONVERTER_VERSION = 13
 """Bump when any converter's output changes for the same input (part of cache keys).
-2: user messages between the first user message and the first assistant turn are kept
-in `user_before_turns` (and enter the match key) instead of being skipped.
-3: per-turn `model`, `context_edit` (pi compaction) and `error`; unknown roles and part
-types are skipped and counted instead of rejected; typed content parts read.
-4: pi session trees: every assistant entry is a turn (abandoned branches and retries
-included) with "branch" context edits (`head`/`keep` spans, trajectory schema 3).
-5: pi `--mode json` compaction events and OpenHands condensations become context edits;
-OpenHands software-agent-sdk event lists are read.
-6: pi context-overflow retries and `auto_retry_start` leave the failed call out; forked pi
-files count copied turns; stored OpenHands summary events are user messages; an edit's
-empty tail starts at the end of the history (a prompt after the edit is kept).
-7: OpenHands SDK events that form a tree (`parent_id`) are read along the active branch,
-a model switch logged as a state update names the later turns; SDK conversation
-directories (base_state.json + events/) are read.
-8: Gemini CLI chat recordings are read (no longer taken for OpenAI message lists);
-per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_log`
-instead of becoming one-call trajectories.
-9: Claude Code sessions and Codex CLI rollouts are read; a tool call keeps its `type`
-("custom" for a Responses custom tool call) and usage its cache creation tokens.
-10: a log that holds the same session as an earlier input (a copy: the same trajectory
-ids) is refused (lenient: skipped as `duplicate_session`) instead of converted twice.
-11: tool definitions a log carries become `Trajectory.tools`; a tool result or first
-user message holding an image keeps it as content parts (`Observation.parts`,
-`Trajectory.first_user_parts`) instead of counting `image_part`.
-12: opencode session exports are read; a pi session's empty text block beside other
-blocks adds no newline to the turn's text.
-13: trajectory schema 5 (`canned_replies`); aider LLM histories are read.
 Converters build every model with pydantic's validating constructors."""
 
 

@@ -131,36 +131,20 @@ class TrajectoryBuilder:
         return False
 
     def build(
-        self,
-        index: int,
-        *,
-        line: int | None = None,
-        task_id: str | None = None,
-        outcome: RecordedOutcome | None = None,
-        terminated_by: str | None = None,
-        source_path: str | None = None,
-        source_sha256: str | None = None,
-        source_format: str | None = None,
+        self, index: int, *, line: int | None = None, task_id: str | None = None, outcome: RecordedOutcome | None = None
     ) -> Trajectory:
         """The Trajectory (index = position of this trajectory within its file).
         Raises ConvertError when there is no user message or no assistant turn."""
-        where = line
         if self.first_user is None:
-            raise self.ctx.error(where, None, "no user message before the first assistant turn")
+            raise self.ctx.error(line, None, "no user message before the first assistant turn")
         if not self.turns:
-            raise self.ctx.error(where, None, "no assistant turn")
-        sha = source_sha256 or self.ctx.sha256
-        if terminated_by is None:
-            terminated_by = self.turns[-1].response.finish_reason
-        source: dict[str, Any] = dict(
-            format=source_format or self.fmt,
-            path=source_path or self.ctx.path,
-            sha256=sha,
-            line=line,
-            converter_version=CONVERTER_VERSION,
-        )
-        fields: dict[str, Any] = dict(
+            raise self.ctx.error(line, None, "no assistant turn")
+        sha = self.ctx.sha256
+        return Trajectory(
             trajectory_id=f"{sha[:16]}-{index}",
+            source=Source(
+                format=self.fmt, path=self.ctx.path, sha256=sha, line=line, converter_version=CONVERTER_VERSION
+            ),
             task_id=task_id,
             match_key=match_key_for_messages([self.first_user, *self.user_before_turns]),
             model=self.model,
@@ -168,10 +152,9 @@ class TrajectoryBuilder:
             first_user=self.first_user,
             first_user_parts=self.first_user_parts,
             user_before_turns=list(self.user_before_turns),
-            terminated_by=terminated_by,
+            terminated_by=self.turns[-1].response.finish_reason,
             outcome=outcome or RecordedOutcome(),
             tools=self.tools,
             turns=list(self.turns),
             skipped=dict(sorted(self.skipped.items())),
         )
-        return Trajectory(source=Source(**source), **fields)

@@ -96,8 +96,8 @@ def read_json_document(ctx: FileContext) -> Any:
         raise ctx.error(exc.lineno, None, f"invalid JSON: {exc.msg}") from exc
 
 
-def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, Any]]:
-    """Yield `(line_number, object)` for each non-blank line from `start_line` on.
+def iter_jsonl(ctx: FileContext) -> Iterator[tuple[int, Any]]:
+    """Yield `(line_number, object)` for each non-blank line.
 
     Raises ConvertError on a line that is not UTF-8, not JSON, or (last line without a
     newline that does not parse) truncated. With `ctx.lenient` such lines are skipped
@@ -120,10 +120,9 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
     loads = orjson.loads
     for idx, raw, last in lines:
         if first and idx in first:  # parsed by orjson for format detection: the value either parse gives
-            if idx >= start_line:
-                yield idx, first.pop(idx)
+            yield idx, first.pop(idx)
             continue
-        if idx < start_line or not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
+        if not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
             continue
         if fast or (fast is None and orjson_safe(raw)):
             try:

@@ -45,6 +45,7 @@ carry none. Detection: JSONL whose records are all `{"type", "payload"}` objects
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
@@ -77,16 +78,14 @@ def is_rollout_records(records: list[Any]) -> bool:
     return any(r["type"] in ("session_meta", "response_item") for r in records)
 
 
+@dataclass(slots=True)
 class _Call:
     """The outputs of the model call being written."""
 
-    __slots__ = ("content", "reasoning", "calls", "n_items")
-
-    def __init__(self) -> None:
-        self.content: str | None = None
-        self.reasoning: str | None = None
-        self.calls: list[ToolCall] = []
-        self.n_items = 0
+    content: str | None = None
+    reasoning: str | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    n_items: int = 0
 
 
 def _texts(parts: Any) -> list[str]:

@@ -75,6 +75,7 @@ Timing: `started_at` = `message.timestamp` (ms, set when the request starts);
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from benchmaker.trajectories.context import HistoryIndex, message_cursor
@@ -288,22 +289,20 @@ def apply_message(
         builder.skip(f"role:{role}")
 
 
+@dataclass(slots=True, eq=False)
 class _Entry:
     """One session entry in file order: its line, id, parent and (once fed to the
     builder) the position of the history message it produced."""
 
-    __slots__ = ("line", "entry", "id", "parent", "up", "index", "pos", "model", "retried")
-
-    def __init__(self, line: int, entry: dict[str, Any], entry_id: str, parent: str | None, index: int):
-        self.line = line
-        self.entry = entry
-        self.id = entry_id
-        self.parent = parent
-        self.up: _Entry | None = None  # the parent's _Entry (`_Tree` sets it)
-        self.index = index
-        self.pos: int | None = None  # position in the history (`HistoryIndex`), None: no message
-        self.model: str | None = None  # the model in force at this entry on its path
-        self.retried = False  # a failed assistant message pi retried (left out of later requests)
+    line: int
+    entry: dict[str, Any]
+    id: str
+    parent: str | None
+    index: int
+    up: _Entry | None = None  # the parent's _Entry (`_Tree` sets it)
+    pos: int | None = None  # position in the history (`HistoryIndex`), None: no message
+    model: str | None = None  # the model in force at this entry on its path
+    retried: bool = False  # a failed assistant message pi retried (left out of later requests)
 
 
 class _Tree:

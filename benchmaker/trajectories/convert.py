@@ -14,12 +14,11 @@ beside their logs are skipped and counted by kind: a harbor job's own `result.js
 `config.json` (beside its trial directories) as `harbor_job_file`; predictions
 (`preds.json`, `all_preds.jsonl`), OpenHands `metadata.json`, SWE-bench reports and
 per-call LLM logs (LiteLLM, OpenHands `llm_completions/`: `llm_call_log`) as
-`benchmaker.trajectories.converters.companion_kind` names them. Any other unit must convert: every unit
-is tried and each one that fails is named (`UnreadableFilesError` when there are
-several). The format of a unit is detected from its content
-(`benchmaker.trajectories.converters.detect_bytes`) unless `fmt` names one. A file of
-JSON lines of at least STREAM_MIN_BYTES is streamed from disk, one line at a time, so
-conversion holds about one session of a file of many, never the file.
+`benchmaker.trajectories.converters.companion_kind` names them. The format of a unit is
+detected from its content (`benchmaker.trajectories.converters.detect_bytes`) unless
+`fmt` names one. A file of JSON lines of at least STREAM_MIN_BYTES is streamed from
+disk, one line at a time, so conversion holds about one session of a file of many,
+never the file.
 
 Two units that hold the same session (two copies of one log: the same bytes, hence the
 same trajectory ids) are refused: the later one fails with a ConvertError naming both
@@ -28,15 +27,12 @@ would count the session twice.
 
 Errors (`benchmaker.trajectories.errors`): a missing path, an empty directory, an unknown format, bad
 bytes/JSON/fields (`path:line: field: problem (got VALUE)`), and an input that yields
-zero trajectories all raise `ConvertError` subclasses. With `lenient=True` bad records
-and unconvertible files are skipped and counted in the report instead (zero
-trajectories is still an error); walked files matching no format are then counted as
-`unrecognized_file`. `convert_paths(paths, None)` checks without writing. The output is
-written to a temporary file in the output's directory and moved into place with
-`os.replace` only when everything succeeded, so a failed run leaves no output file
-claiming to be complete; a write that fails for want of room (a full disk or quota, a
-file too large, EIO) raises OutputWriteError naming the output, with nothing left at it
-(an existing file untouched).
+zero trajectories all raise `ConvertError` subclasses (`lenient`: see convert_paths).
+The output is written to a temporary file in the output's directory and moved into
+place with `os.replace` only when everything succeeded, so a failed run leaves no output
+file claiming to be complete; a write that fails for want of room (a full disk or quota,
+a file too large, EIO) raises OutputWriteError naming the output, with nothing left at
+it (an existing file untouched).
 """
 
 from __future__ import annotations
@@ -1053,13 +1049,8 @@ def load_trajectories(path: Path) -> list[Trajectory]:
     """Every Trajectory of a trajectories JSONL file, in order, each validated: the list of
     read_trajectories (same models, same TrajectoryFormatError `path:line: field: problem`
     at the first bad line), read with automatic garbage collection paused (gc_paused; on
-    again after, also on an error). The models of a large file are millions of tracked
-    objects that the collector would re-scan over and over while they accumulate: on
-    the 500-session corpus (121,887 turns, 307 MB) this cuts the read from 9.3 to 3.7
-    CPU s (benchmarks/convert_once.py --per-point-read). Pydantic's validation itself is
-    not the cost: building the models from orjson's parse without validation (trusted
-    constructors after exact type checks) took 11.5 CPU s there, and with the collector
-    paused still ~15% more than validating."""
+    again after, also on an error): on the 500-session corpus (121,887 turns, 307 MB)
+    this cuts the read from 9.3 to 3.7 CPU s (benchmarks/convert_once.py --per-point-read)."""
     with gc_paused():
         return list(read_trajectories(path))
 

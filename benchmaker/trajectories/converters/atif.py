@@ -53,7 +53,7 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
             raise ctx.error(None, where, "expected a step object", step)
         source = step.get("source")
         message = step.get("message", "")
-        text = message if isinstance(message, str) else text_of(message, builder)
+        text = text_of(message, builder)
         if source == "system":
             builder.set_system(text)
         elif source == "user":
@@ -80,11 +80,10 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
             for res in obs.get("results", []) if isinstance(obs, dict) else []:
                 if not isinstance(res, dict):
                     continue
-                content = res.get("content")
                 builder.observation(
                     Observation(
                         tool_call_id=res.get("source_call_id") if isinstance(res.get("source_call_id"), str) else None,
-                        content=content if isinstance(content, str) else text_of(content, builder),
+                        content=text_of(res.get("content"), builder),
                     )
                 )
         else:

@@ -189,11 +189,10 @@ def _events_trajectory(
             if isinstance(tcm, dict) and isinstance(tcm.get("tool_call_id"), str):
                 extras = dict_or_empty(ev.get("extras"))
                 code = extras.get("exit_code")
-                content = ev.get("content", "")
                 obs = Observation(
                     tool_call_id=tcm["tool_call_id"],
                     name=tcm.get("function_name"),
-                    content=content if isinstance(content, str) else text_of(content, builder),
+                    content=text_of(ev.get("content", ""), builder),
                     is_error=kind == "error",
                     exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
                 )

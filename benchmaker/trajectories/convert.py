@@ -212,48 +212,34 @@ until it decides the format (detect_head) or holds the whole file."""
 _HASH_CHUNK = 1 << 20
 
 
-@dataclass(slots=True)
-class _FileRead:
-    """One file as conversion reads it: its sha256, its first lines (`head`; the whole
-    file when `data` is not None) and, when detected, its format and the records
-    detection parsed. `data` None: streamed, only `head` is held."""
-
-    sha256: str
-    head: bytes
-    data: bytes | None
-    detected: str | None = None
-    first: FirstRecords | None = None
-
-    def context(self, path: Path, lenient: bool) -> FileContext:
-        """The FileContext a converter reads this file through."""
-        if self.data is None:
-            return FileContext(str(path), self.sha256, None, lenient, source=path, head=self.head)
-        return FileContext(str(path), self.sha256, self.data, lenient, first_records=self.first)
-
-
-def _read_file(path: Path, detect: bool) -> _FileRead:
-    """Read the regular file `path` for conversion (detecting its format when `detect`):
-    whole when smaller than STREAM_MIN_BYTES or when its head does not decide it as JSON
-    lines (a JSON document is parsed whole anyway), else its head and, in one pass in
-    _HASH_CHUNK pieces, its sha256. Raises OSError as `open` does."""
+def _read_file(path: Path, detect: bool, lenient: bool) -> tuple[FileContext, str | None]:
+    """Read the regular file `path` for conversion: the FileContext a converter reads it
+    through and, when `detect`, its format (else None). The file is read whole when
+    smaller than STREAM_MIN_BYTES or when its head does not decide it as JSON lines (a
+    JSON document is parsed whole anyway; the records detection parsed go to
+    `first_records`), else streamed: its head and, in one pass in _HASH_CHUNK pieces, its
+    sha256. Raises OSError as `open` does."""
     if path.stat().st_size < STREAM_MIN_BYTES:
         data = path.read_bytes()
-        detected, first = _detect(data) if detect else (None, None)
-        return _FileRead(hashlib.sha256(data).hexdigest(), data, data, detected, first)
-    with open(path, "rb") as fh:
-        head = fh.read(_HEAD_BYTES) + fh.readline()
-        decided, fmt = detect_head(head)
-        while not decided:
-            more = fh.read(len(head)) + fh.readline()
-            if not more:  # the whole file, and undecided: read as a whole
-                detected, first = _detect(head) if detect else (None, None)
-                return _FileRead(hashlib.sha256(head).hexdigest(), head, head, detected, first)
-            head += more
+    else:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEAD_BYTES) + fh.readline()
             decided, fmt = detect_head(head)
-        digest = hashlib.sha256(head)
-        while chunk := fh.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return _FileRead(digest.hexdigest(), head, None, fmt if detect else None)
+            while not decided:
+                more = fh.read(len(head)) + fh.readline()
+                if not more:  # the whole file, and undecided: read as a whole
+                    break
+                head += more
+                decided, fmt = detect_head(head)
+            if decided:
+                digest = hashlib.sha256(head)
+                while chunk := fh.read(_HASH_CHUNK):
+                    digest.update(chunk)
+                ctx = FileContext(str(path), digest.hexdigest(), None, lenient, source=path, head=head)
+                return ctx, fmt if detect else None
+        data = head
+    detected, first = _detect(data) if detect else (None, None)
+    return FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient, first_records=first), detected
 
 
 def _iter_unit(
@@ -261,7 +247,7 @@ def _iter_unit(
     fmt: str | None,
     lenient: bool,
     ctx_out: list[FileContext] | None = None,
-    read: _FileRead | None = None,
+    read: tuple[FileContext, str | None] | None = None,
 ) -> Iterator[Trajectory]:
     """Trajectories of one unit. A file is read once for its hash and head (`read`: when
     the caller has read it already, with its format detected unless `fmt` names one) and
@@ -278,13 +264,13 @@ def _iter_unit(
     if read is None:
         if not path.exists():
             raise ConvertError(path, None, None, "no such file or directory")
-        read = _read_file(path, fmt is None)
-    use = fmt or read.detected
+        read = _read_file(path, fmt is None, lenient)
+    ctx, detected = read
+    use = fmt or detected
     if use is None:
-        raise _unknown_format(path, read.head)
+        raise _unknown_format(path, ctx.head)
     if use in DIR_FORMATS:
         raise UnknownFormatError(path, None, "format", f"{use} needs a directory, not a file")
-    ctx = read.context(path, lenient)
     if ctx_out is not None:
         ctx_out.append(ctx)
     yield from CONVERTERS[use](ctx)
@@ -490,9 +476,9 @@ def _convert_unit(
     fails is cut from `sink` again. A write that fails raises its OSError."""
     frep = FileReport(path=str(unit), format=None)
     skipped: Counter[str] = Counter()
-    read = _read_file(unit, fmt is None) if unit.is_file() else None
-    if not explicit and fmt is None and read is not None and read.detected is None:
-        kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(read.head)
+    read = _read_file(unit, fmt is None, lenient) if unit.is_file() else None
+    if not explicit and fmt is None and read is not None and read[1] is None:
+        kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(read[0].head)
         if kind is not None:
             frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
             skipped[kind] += 1

@@ -541,22 +541,6 @@ def _refuse_copy(res: _UnitResult, first: str, trajectory_id: str, lenient: bool
         res.failure = exc
 
 
-def _pack_error(exc: ConvertError | None) -> tuple[type[ConvertError], tuple[Any, ...], dict[str, Any]] | None:
-    """A ConvertError as picklable parts: its __init__ takes (path, line, field, problem),
-    not the message pickle would pass it, so it is rebuilt from its args and attributes."""
-    return None if exc is None else (type(exc), exc.args, dict(vars(exc)))
-
-
-def _unpack_error(packed: tuple[type[ConvertError], tuple[Any, ...], dict[str, Any]] | None) -> ConvertError | None:
-    if packed is None:
-        return None
-    cls, args, state = packed
-    exc = cls.__new__(cls)
-    exc.args = args
-    exc.__dict__.update(state)
-    return exc
-
-
 _parts_lock: Any = None
 """In a worker: held while a part file is created and written, and by the thread that
 removes them when the parent dies (so none is created after that)."""
@@ -611,7 +595,7 @@ def _convert_unit_in_worker(
     """_convert_unit in a worker process, its lines written to the file `part` as they
     are converted (None: checking only, the lines are dropped; a unit that writes none
     leaves no part file): (FileReport, part size in bytes or None when not written,
-    skipped, packed error, worker pid, worker CPU s so far, trajectory ids).
+    skipped, error, worker pid, worker CPU s so far, trajectory ids).
     Only these few fields cross the pipe; the parent joins the part files."""
     size = None
     with gc_paused():
@@ -623,7 +607,7 @@ def _convert_unit_in_worker(
                 size = sink.tell() or None
             if size is None:
                 os.unlink(part)
-    return res.file, size, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time(), res.ids
+    return res.file, size, res.skipped, res.failure, os.getpid(), time.process_time(), res.ids
 
 
 def _join_part(part: str, size: int, dst: int) -> None:
@@ -769,7 +753,7 @@ def _convert_in_workers(
             frep, size, skipped, failure, pid, cpu_s, ids = pending.popleft().result()
             cpu_s_by_pid[pid] = max(cpu_s, cpu_s_by_pid.get(pid, 0.0))
             part_k = None if size is None else (f"{parts}.{k}", size)
-            apply(k, _UnitResult(frep, skipped, _unpack_error(failure), part_k, ids))
+            apply(k, _UnitResult(frep, skipped, failure, part_k, ids))
     except BaseException:
         starter.join()
         _stop_pool(pool)

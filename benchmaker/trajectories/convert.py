@@ -14,12 +14,11 @@ beside their logs are skipped and counted by kind: a harbor job's own `result.js
 `config.json` (beside its trial directories) as `harbor_job_file`; predictions
 (`preds.json`, `all_preds.jsonl`), OpenHands `metadata.json`, SWE-bench reports and
 per-call LLM logs (LiteLLM, OpenHands `llm_completions/`: `llm_call_log`) as
-`benchmaker.trajectories.converters.companion_kind` names them. Any other unit must convert: every unit
-is tried and each one that fails is named (`UnreadableFilesError` when there are
-several). The format of a unit is detected from its content
-(`benchmaker.trajectories.converters.detect_bytes`) unless `fmt` names one. A file of
-JSON lines of at least STREAM_MIN_BYTES is streamed from disk, one line at a time, so
-conversion holds about one session of a file of many, never the file.
+`benchmaker.trajectories.converters.companion_kind` names them. The format of a unit is
+detected from its content (`benchmaker.trajectories.converters.detect_bytes`) unless
+`fmt` names one. A file of JSON lines of at least STREAM_MIN_BYTES is streamed from
+disk, one line at a time, so conversion holds about one session of a file of many,
+never the file.
 
 Two units that hold the same session (two copies of one log: the same bytes, hence the
 same trajectory ids) are refused: the later one fails with a ConvertError naming both
@@ -28,15 +27,12 @@ would count the session twice.
 
 Errors (`benchmaker.trajectories.errors`): a missing path, an empty directory, an unknown format, bad
 bytes/JSON/fields (`path:line: field: problem (got VALUE)`), and an input that yields
-zero trajectories all raise `ConvertError` subclasses. With `lenient=True` bad records
-and unconvertible files are skipped and counted in the report instead (zero
-trajectories is still an error); walked files matching no format are then counted as
-`unrecognized_file`. `convert_paths(paths, None)` checks without writing. The output is
-written to a temporary file in the output's directory and moved into place with
-`os.replace` only when everything succeeded, so a failed run leaves no output file
-claiming to be complete; a write that fails for want of room (a full disk or quota, a
-file too large, EIO) raises OutputWriteError naming the output, with nothing left at it
-(an existing file untouched).
+zero trajectories all raise `ConvertError` subclasses (`lenient`: see convert_paths).
+The output is written to a temporary file in the output's directory and moved into
+place with `os.replace` only when everything succeeded, so a failed run leaves no output
+file claiming to be complete; a write that fails for want of room (a full disk or quota,
+a file too large, EIO) raises OutputWriteError naming the output, with nothing left at
+it (an existing file untouched).
 """
 
 from __future__ import annotations
@@ -216,48 +212,34 @@ until it decides the format (detect_head) or holds the whole file."""
 _HASH_CHUNK = 1 << 20
 
 
-@dataclass(slots=True)
-class _FileRead:
-    """One file as conversion reads it: its sha256, its first lines (`head`; the whole
-    file when `data` is not None) and, when detected, its format and the records
-    detection parsed. `data` None: streamed, only `head` is held."""
-
-    sha256: str
-    head: bytes
-    data: bytes | None
-    detected: str | None = None
-    first: FirstRecords | None = None
-
-    def context(self, path: Path, lenient: bool) -> FileContext:
-        """The FileContext a converter reads this file through."""
-        if self.data is None:
-            return FileContext(str(path), self.sha256, None, lenient, source=path, head=self.head)
-        return FileContext(str(path), self.sha256, self.data, lenient, first_records=self.first)
-
-
-def _read_file(path: Path, detect: bool) -> _FileRead:
-    """Read the regular file `path` for conversion (detecting its format when `detect`):
-    whole when smaller than STREAM_MIN_BYTES or when its head does not decide it as JSON
-    lines (a JSON document is parsed whole anyway), else its head and, in one pass in
-    _HASH_CHUNK pieces, its sha256. Raises OSError as `open` does."""
+def _read_file(path: Path, detect: bool, lenient: bool) -> tuple[FileContext, str | None]:
+    """Read the regular file `path` for conversion: the FileContext a converter reads it
+    through and, when `detect`, its format (else None). The file is read whole when
+    smaller than STREAM_MIN_BYTES or when its head does not decide it as JSON lines (a
+    JSON document is parsed whole anyway; the records detection parsed go to
+    `first_records`), else streamed: its head and, in one pass in _HASH_CHUNK pieces, its
+    sha256. Raises OSError as `open` does."""
     if path.stat().st_size < STREAM_MIN_BYTES:
         data = path.read_bytes()
-        detected, first = _detect(data) if detect else (None, None)
-        return _FileRead(hashlib.sha256(data).hexdigest(), data, data, detected, first)
-    with open(path, "rb") as fh:
-        head = fh.read(_HEAD_BYTES) + fh.readline()
-        decided, fmt = detect_head(head)
-        while not decided:
-            more = fh.read(len(head)) + fh.readline()
-            if not more:  # the whole file, and undecided: read as a whole
-                detected, first = _detect(head) if detect else (None, None)
-                return _FileRead(hashlib.sha256(head).hexdigest(), head, head, detected, first)
-            head += more
+    else:
+        with open(path, "rb") as fh:
+            head = fh.read(_HEAD_BYTES) + fh.readline()
             decided, fmt = detect_head(head)
-        digest = hashlib.sha256(head)
-        while chunk := fh.read(_HASH_CHUNK):
-            digest.update(chunk)
-    return _FileRead(digest.hexdigest(), head, None, fmt if detect else None)
+            while not decided:
+                more = fh.read(len(head)) + fh.readline()
+                if not more:  # the whole file, and undecided: read as a whole
+                    break
+                head += more
+                decided, fmt = detect_head(head)
+            if decided:
+                digest = hashlib.sha256(head)
+                while chunk := fh.read(_HASH_CHUNK):
+                    digest.update(chunk)
+                ctx = FileContext(str(path), digest.hexdigest(), None, lenient, source=path, head=head)
+                return ctx, fmt if detect else None
+        data = head
+    detected, first = _detect(data) if detect else (None, None)
+    return FileContext(str(path), hashlib.sha256(data).hexdigest(), data, lenient, first_records=first), detected
 
 
 def _iter_unit(
@@ -265,7 +247,7 @@ def _iter_unit(
     fmt: str | None,
     lenient: bool,
     ctx_out: list[FileContext] | None = None,
-    read: _FileRead | None = None,
+    read: tuple[FileContext, str | None] | None = None,
 ) -> Iterator[Trajectory]:
     """Trajectories of one unit. A file is read once for its hash and head (`read`: when
     the caller has read it already, with its format detected unless `fmt` names one) and
@@ -282,13 +264,13 @@ def _iter_unit(
     if read is None:
         if not path.exists():
             raise ConvertError(path, None, None, "no such file or directory")
-        read = _read_file(path, fmt is None)
-    use = fmt or read.detected
+        read = _read_file(path, fmt is None, lenient)
+    ctx, detected = read
+    use = fmt or detected
     if use is None:
-        raise _unknown_format(path, read.head)
+        raise _unknown_format(path, ctx.head)
     if use in DIR_FORMATS:
         raise UnknownFormatError(path, None, "format", f"{use} needs a directory, not a file")
-    ctx = read.context(path, lenient)
     if ctx_out is not None:
         ctx_out.append(ctx)
     yield from CONVERTERS[use](ctx)
@@ -494,9 +476,9 @@ def _convert_unit(
     fails is cut from `sink` again. A write that fails raises its OSError."""
     frep = FileReport(path=str(unit), format=None)
     skipped: Counter[str] = Counter()
-    read = _read_file(unit, fmt is None) if unit.is_file() else None
-    if not explicit and fmt is None and read is not None and read.detected is None:
-        kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(read.head)
+    read = _read_file(unit, fmt is None, lenient) if unit.is_file() else None
+    if not explicit and fmt is None and read is not None and read[1] is None:
+        kind = "harbor_job_file" if _is_harbor_job_file(unit) else companion_kind(read[0].head)
         if kind is not None:
             frep.error = f"skipped: {kind.replace('_', ' ')}, not an agent log"
             skipped[kind] += 1
@@ -559,22 +541,6 @@ def _refuse_copy(res: _UnitResult, first: str, trajectory_id: str, lenient: bool
         res.failure = exc
 
 
-def _pack_error(exc: ConvertError | None) -> tuple[type[ConvertError], tuple[Any, ...], dict[str, Any]] | None:
-    """A ConvertError as picklable parts: its __init__ takes (path, line, field, problem),
-    not the message pickle would pass it, so it is rebuilt from its args and attributes."""
-    return None if exc is None else (type(exc), exc.args, dict(vars(exc)))
-
-
-def _unpack_error(packed: tuple[type[ConvertError], tuple[Any, ...], dict[str, Any]] | None) -> ConvertError | None:
-    if packed is None:
-        return None
-    cls, args, state = packed
-    exc = cls.__new__(cls)
-    exc.args = args
-    exc.__dict__.update(state)
-    return exc
-
-
 _parts_lock: Any = None
 """In a worker: held while a part file is created and written, and by the thread that
 removes them when the parent dies (so none is created after that)."""
@@ -629,7 +595,7 @@ def _convert_unit_in_worker(
     """_convert_unit in a worker process, its lines written to the file `part` as they
     are converted (None: checking only, the lines are dropped; a unit that writes none
     leaves no part file): (FileReport, part size in bytes or None when not written,
-    skipped, packed error, worker pid, worker CPU s so far, trajectory ids).
+    skipped, error, worker pid, worker CPU s so far, trajectory ids).
     Only these few fields cross the pipe; the parent joins the part files."""
     size = None
     with gc_paused():
@@ -641,7 +607,7 @@ def _convert_unit_in_worker(
                 size = sink.tell() or None
             if size is None:
                 os.unlink(part)
-    return res.file, size, res.skipped, _pack_error(res.failure), os.getpid(), time.process_time(), res.ids
+    return res.file, size, res.skipped, res.failure, os.getpid(), time.process_time(), res.ids
 
 
 def _join_part(part: str, size: int, dst: int) -> None:
@@ -787,7 +753,7 @@ def _convert_in_workers(
             frep, size, skipped, failure, pid, cpu_s, ids = pending.popleft().result()
             cpu_s_by_pid[pid] = max(cpu_s, cpu_s_by_pid.get(pid, 0.0))
             part_k = None if size is None else (f"{parts}.{k}", size)
-            apply(k, _UnitResult(frep, skipped, _unpack_error(failure), part_k, ids))
+            apply(k, _UnitResult(frep, skipped, failure, part_k, ids))
     except BaseException:
         starter.join()
         _stop_pool(pool)
@@ -1053,13 +1019,8 @@ def load_trajectories(path: Path) -> list[Trajectory]:
     """Every Trajectory of a trajectories JSONL file, in order, each validated: the list of
     read_trajectories (same models, same TrajectoryFormatError `path:line: field: problem`
     at the first bad line), read with automatic garbage collection paused (gc_paused; on
-    again after, also on an error). The models of a large file are millions of tracked
-    objects that the collector would re-scan over and over while they accumulate: on
-    the 500-session corpus (121,887 turns, 307 MB) this cuts the read from 9.3 to 3.7
-    CPU s (benchmarks/convert_once.py --per-point-read). Pydantic's validation itself is
-    not the cost: building the models from orjson's parse without validation (trusted
-    constructors after exact type checks) took 11.5 CPU s there, and with the collector
-    paused still ~15% more than validating."""
+    again after, also on an error): on the 500-session corpus (121,887 turns, 307 MB)
+    this cuts the read from 9.3 to 3.7 CPU s (benchmarks/convert_once.py --per-point-read)."""
     with gc_paused():
         return list(read_trajectories(path))
 

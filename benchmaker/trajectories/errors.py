@@ -62,6 +62,11 @@ class InputError(ReplayError, ValueError):
         parts.append(text)
         super().__init__(": ".join(parts))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (a worker process's error) as its message and attributes: __init__ takes
+        (path, line, field, problem), not the message pickle would pass it."""
+        return type(self).__new__, (type(self), *self.args), self.__dict__
+
 
 class ConvertError(InputError):
     """A log file (or directory) cannot be converted into trajectories."""

@@ -16,16 +16,8 @@ Shape of one line (`Trajectory.model_dump_json()`):
                 "timing": {...}, "observations": [...], "user_after": [...],
                 "context_edit": null, "error": null}]}
 
-Schema versions: 1 had one model per trajectory and no context edits; 2 adds per turn
-`model` (the model that answered that call, None: the trajectory's `model`),
-`context_edit` (the agent replaced its history before this turn, e.g. a pi compaction;
-see `benchmaker.trajectories.context`) and `error` (the recorded error message of a turn that failed in
-the original run, `finish_reason` "aborted" or "error"); 3 adds a context edit's `head`
-and `keep` spans (pi branches, OpenHands condensation); 4 adds `tools`, the tool
-definitions the agent sent (the request's `tools` array, in OpenAI chat completions
-shape), an observation's `parts` and `first_user_parts` (a tool result's or the prompt's
-images, as chat content parts); 5 adds `canned_replies` (below).
-Version 1 to 4 lines still validate (the new fields default to None or empty).
+`schema_version` is SCHEMA_VERSION (5); lines of versions 1 to 4 still validate (the
+fields added since default to None or empty).
 
 Match key: over all user messages before the first assistant message (`first_user`,
 then `user_before_turns`): an explicit `task_id: <id>` line in one of them, else the

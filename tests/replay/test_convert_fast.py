@@ -109,35 +109,19 @@ def test_orjson_safe_flags_numbers_of_19_digits_or_more(data: bytes, safe: bool)
     assert orjson_safe(data) is safe
 
 
-def test_fast_constructors_validate_what_they_cannot_vouch_for() -> None:
+def test_the_models_converters_build_validate_their_values() -> None:
     from pydantic import ValidationError
 
-    from benchmaker.trajectories.converters.builder import (
-        fast_observation,
-        fast_response,
-        fast_timing,
-        fast_tool_call,
-        fast_usage,
-    )
-
-    # values of the exact field types: the validated model, unvalidated
-    assert fast_timing(duration_ms=5.0, started_at="t") == Timing(duration_ms=5.0, started_at="t")
-    assert fast_usage(prompt_tokens=3, total_tokens=4) == Usage(prompt_tokens=3, total_tokens=4)
-    call = fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments={})
-    assert fast_response(content="x", tool_calls=[call], finish_reason="tool_calls") == Response(
-        content="x", tool_calls=[call], finish_reason="tool_calls"
-    )
-    assert fast_observation(content="ok", tool_call_id="c") == Observation(content="ok", tool_call_id="c")
-    # anything else goes through validation: converted as before, or refused as before
-    assert fast_timing(duration_ms=5).model_dump_json() == '{"ttft_ms":null,"duration_ms":5.0,"started_at":null}'
+    # converted as before, or refused as before
+    assert Timing(duration_ms=5).model_dump_json() == '{"ttft_ms":null,"duration_ms":5.0,"started_at":null}'
     with pytest.raises(ValidationError):
-        fast_usage(prompt_tokens=-1)
+        Usage(prompt_tokens=-1)
     with pytest.raises(ValidationError):
-        fast_response(finish_reason="done")
+        Response(finish_reason="done")
     with pytest.raises(ValidationError):
-        fast_observation(content=None)
+        Observation(content=None)
     with pytest.raises(ValidationError):
-        fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments=[1])
+        ToolCall(id="c", name="bash", arguments_raw="{}", arguments=[1])
 
 
 def _ctx(data: bytes, lenient: bool = False) -> FileContext:
@@ -246,18 +230,11 @@ def test_synth_arguments_raw_is_json_dumps_and_raises_its_errors() -> None:
         synth_arguments_raw({"a": object()})
 
 
-def test_fast_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> None:
+def test_tool_call_validates_arguments_with_a_key_that_is_not_a_str() -> None:
     from pydantic import ValidationError
-
-    from benchmaker.trajectories.converters.builder import fast_tool_call
 
     with pytest.raises(ValidationError):
         ToolCall(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})
-    with pytest.raises(ValidationError):
-        fast_tool_call(id="c", name="bash", arguments_raw="{}", arguments={1: "x"})
-    assert fast_tool_call(id="c", name="b", arguments_raw="{}", arguments={}) == ToolCall(
-        id="c", name="b", arguments_raw="{}", arguments={}
-    )
 
 
 @pytest.mark.parametrize("gc_on", [True, False])
@@ -279,7 +256,7 @@ def test_gc_paused_turns_the_collector_off_and_restores_it_after_an_error(gc_on:
 
 def test_pi_tool_result_returns_the_position_history_index_add_would_record() -> None:
     from benchmaker.trajectories.context import message_cursor
-    from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_response
+    from benchmaker.trajectories.converters.builder import TrajectoryBuilder
     from benchmaker.trajectories.converters.pi_session import tool_result
 
     ctx = FileContext("s.jsonl", "0" * 64, b"")
@@ -288,7 +265,7 @@ def test_pi_tool_result_returns_the_position_history_index_add_would_record() ->
     assert tool_result(result, b, ctx, 2) is None  # no turn yet
     assert b.skipped == {"orphan_observation": 1}
     b.user("task")
-    b.turn(fast_response(content="x", finish_reason="tool_calls"))
+    b.turn(Response(content="x", finish_reason="tool_calls"))
     before = message_cursor(b)
     assert tool_result(result, b, ctx, 3) == before == (0, 1)
     assert tool_result(result, b, ctx, 4) is None  # the call has its result

@@ -5,19 +5,19 @@ the MessageRefs it used to keep."""
 from __future__ import annotations
 
 from benchmaker.trajectories.context import HistoryIndex
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_response
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.source_file import FileContext
-from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan
+from benchmaker.trajectories.trajectory import ContextEdit, MessageRef, MessageSpan, Observation, Response
 
 
 def _index() -> tuple[TrajectoryBuilder, HistoryIndex]:
     b = TrajectoryBuilder(FileContext("s.jsonl", "0" * 64, b""), "pi-session")
     index = HistoryIndex(b)
     assert index.add(lambda: b.user("task")) == 0
-    assert index.add(lambda: b.turn(fast_response(content="a", finish_reason="tool_calls"))) == 1
-    assert index.add(lambda: b.observation(fast_observation(content="ok", tool_call_id="c1"))) == 2
+    assert index.add(lambda: b.turn(Response(content="a", finish_reason="tool_calls"))) == 1
+    assert index.add(lambda: b.observation(Observation(content="ok", tool_call_id="c1"))) == 2
     assert index.add(lambda: None) is None  # nothing added: no position
-    b.turn(fast_response(content="b"))
+    b.turn(Response(content="b"))
     assert index.push(1, 0) == 3  # a caller that knows where its message went
     assert index.add(lambda: b.user("more")) == 4
     return b, index

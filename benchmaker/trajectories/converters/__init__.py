@@ -6,33 +6,9 @@ trial directory (`harbor.convert_trial_dir`) and an OpenHands SDK conversation d
 (base_state.json + events/, `openhands_sdk.convert_conversation_dir`) are each one input
 unit (see `benchmaker.trajectories.convert`).
 
-Detection (`detect_bytes`) looks at the content only, never the file name:
-  - text opening with a `TO LLM <time>` or `LLM RESPONSE <time>` line → aider-llm-history
-    (`aider_history.is_llm_history`);
-  - a JSON document: object with a string `sessionId` and `messages` whose entries have
-    `id` and a Gemini CLI `type` (user, gemini, info, error, warning) and no `role` →
-    gemini-cli (checked first: never an OpenAI message list); a per-call LLM log
-    (`is_llm_call_log`: `messages` + `response` of one call) → None, named by
-    `companion_kind` as "llm_call_log"; object whose `history` is a list of OpenHands events → openhands
-    (one evaluation record); object with a `history` list of messages (with or without
-    `info`, `trajectory`) → swe-agent; an opencode session export (`info.id` and
-    `messages` of {info: {role}, parts}, `opencode.is_export`; before the next rules) →
-    opencode; object with
-    `schema_version` "ATIF-..." + `steps` → atif; object with `messages` and `info` or
-    `trajectory_format` "mini-swe-agent*" → mini-swe-agent; object with `messages` →
-    openai-messages; list of objects with `action`/`observation` → openhands; list of
-    OpenHands SDK events (objects with `kind`, `openhands_sdk.is_sdk_events`) → openhands; list of
-    messages with a `<returncode>` observation or a fenced-bash action → mini-swe-agent;
-    other list of messages → openai-messages;
-  - JSONL: a first record with string `sessionId` and `projectHash`, then Gemini CLI
-    message / `$rewindTo` / `$set` records → gemini-cli; rows that are all per-call LLM
-    logs → None ("llm_call_log"); first record `{"type": "meta"}` → harbor-jsonl; records whose `history`
-    holds OpenHands events (evaluation output.jsonl) or OpenHands SDK events one per line →
-    openhands; records `{"type", "payload"}` of the Codex CLI rollout types
-    (session_meta, response_item, turn_context, event_msg, compacted) → codex-rollout; any pi event type among
-    the first records → pi-events; Claude Code session lines (`sessionId` and its
-    record types, `claude_code.is_claude_code`) → claude-code; a `session` header or `message`/`model_change`
-    entries → pi-session; rows with `messages` → openai-messages.
+Detection (`detect_bytes`) looks at the content only, never the file name, by the rules
+of docs/log-formats.md ("How a format is detected"), in its order; each format module
+tells its own records (e.g. `gemini_cli.is_conversation_record`, `claude_code.is_claude_code`).
 Anything else is unknown (None).
 """
 

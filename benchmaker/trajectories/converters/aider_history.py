@@ -43,14 +43,16 @@ import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from benchmaker.trajectories.converters.builder import (
-    TrajectoryBuilder,
-    fast_observation,
-    fast_response,
-    fast_timing,
-)
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.source_file import FileContext
-from benchmaker.trajectories.trajectory import Trajectory, flatten_content, without_canned
+from benchmaker.trajectories.trajectory import (
+    Observation,
+    Response,
+    Timing,
+    Trajectory,
+    flatten_content,
+    without_canned,
+)
 
 FORMAT = "aider-llm-history"
 
@@ -188,7 +190,7 @@ def _sessions(
         if n:
             _observe(builder, messages[len(roles) - roles[::-1].index("assistant") :])
         canned.extend(t for t in dict.fromkeys(found) if t not in canned)
-        builder.turn(fast_response(answer), timing=fast_timing(started_at=when))
+        builder.turn(Response(content=answer), timing=Timing(started_at=when))
         answered.add(answer.strip())
     if builder is not None and builder.turns:
         yield builder, first_line, canned
@@ -214,6 +216,6 @@ def _observe(builder: TrajectoryBuilder, after: list[dict[str, Any]]) -> None:
         if m["role"] != "user":
             continue
         if not last.observations:
-            last.observations.append(fast_observation(m["content"]))
+            last.observations.append(Observation(content=m["content"]))
         else:
             last.user_after.append(m["content"])

@@ -20,10 +20,10 @@ from typing import Any
 
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import text_of
-from benchmaker.trajectories.converters.json_reading import dict_or_empty, read_json_document
+from benchmaker.trajectories.converters.json_reading import dict_or_empty, non_negative_int, read_json_document
 from benchmaker.trajectories.converters.source_file import FileContext
-from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, chat_shape_tools, synth_arguments_raw
-from benchmaker.trajectories.trajectory import Observation, Response, ToolCall, Trajectory, Usage
+from benchmaker.trajectories.converters.tool_calls import chat_shape_tools, synthesized_call
+from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Usage
 
 FORMAT = "atif"
 
@@ -31,13 +31,10 @@ FORMAT = "atif"
 def _usage(metrics: Any) -> Usage | None:
     if not isinstance(metrics, dict):
         return None
-
-    def n(key: str) -> int | None:
-        v = metrics.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
     usage = Usage(
-        prompt_tokens=n("prompt_tokens"), completion_tokens=n("completion_tokens"), cached_tokens=n("cached_tokens")
+        prompt_tokens=non_negative_int(metrics.get("prompt_tokens")),
+        completion_tokens=non_negative_int(metrics.get("completion_tokens")),
+        cached_tokens=non_negative_int(metrics.get("cached_tokens")),
     )
     return None if usage == Usage() else usage
 
@@ -56,7 +53,7 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
             raise ctx.error(None, where, "expected a step object", step)
         source = step.get("source")
         message = step.get("message", "")
-        text = message if isinstance(message, str) else text_of(message, builder)
+        text = text_of(message, builder)
         if source == "system":
             builder.set_system(text)
         elif source == "user":
@@ -66,16 +63,8 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
             for j, tc in enumerate(step.get("tool_calls") or []):
                 if not isinstance(tc, dict) or not isinstance(tc.get("tool_call_id"), str):
                     raise ctx.error(None, f"{where}.tool_calls[{j}].tool_call_id", "missing tool call id", tc)
-                args = tc.get("arguments", {})
-                builder.skip(ARGS_SYNTH)
-                calls.append(
-                    ToolCall(
-                        id=tc["tool_call_id"],
-                        name=str(tc.get("function_name", "")),
-                        arguments_raw=synth_arguments_raw(args),
-                        arguments=args if isinstance(args, dict) else None,
-                    )
-                )
+                name = str(tc.get("function_name", ""))
+                calls.append(synthesized_call(tc["tool_call_id"], name, tc.get("arguments", {}), builder))
             reasoning = step.get("reasoning_content")
             builder.turn(
                 Response(
@@ -91,11 +80,10 @@ def build(doc: Any, ctx: FileContext, builder: TrajectoryBuilder) -> None:
             for res in obs.get("results", []) if isinstance(obs, dict) else []:
                 if not isinstance(res, dict):
                     continue
-                content = res.get("content")
                 builder.observation(
                     Observation(
                         tool_call_id=res.get("source_call_id") if isinstance(res.get("source_call_id"), str) else None,
-                        content=content if isinstance(content, str) else text_of(content, builder),
+                        content=text_of(res.get("content"), builder),
                     )
                 )
         else:

@@ -1,6 +1,6 @@
 """Building a `Trajectory`: `TrajectoryBuilder` turns a stream of user prompts,
-assistant responses, tool results and context edits into one; the `fast_*` functions
-build its models with positional arguments; `CONVERTER_VERSION` versions the output."""
+assistant responses, tool results and context edits into one; `CONVERTER_VERSION`
+versions the output."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from typing import Any
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
-    FinishReason,
     MessageRef,
     Observation,
     RecordedOutcome,
     Response,
     Source,
     Timing,
-    ToolCall,
     Trajectory,
     Turn,
     Usage,
@@ -26,93 +24,7 @@ from benchmaker.trajectories.trajectory import (
 
 CONVERTER_VERSION = 13
 """Bump when any converter's output changes for the same input (part of cache keys).
-2: user messages between the first user message and the first assistant turn are kept
-in `user_before_turns` (and enter the match key) instead of being skipped.
-3: per-turn `model`, `context_edit` (pi compaction) and `error`; unknown roles and part
-types are skipped and counted instead of rejected; typed content parts read.
-4: pi session trees: every assistant entry is a turn (abandoned branches and retries
-included) with "branch" context edits (`head`/`keep` spans, trajectory schema 3).
-5: pi `--mode json` compaction events and OpenHands condensations become context edits;
-OpenHands software-agent-sdk event lists are read.
-6: pi context-overflow retries and `auto_retry_start` leave the failed call out; forked pi
-files count copied turns; stored OpenHands summary events are user messages; an edit's
-empty tail starts at the end of the history (a prompt after the edit is kept).
-7: OpenHands SDK events that form a tree (`parent_id`) are read along the active branch,
-a model switch logged as a state update names the later turns; SDK conversation
-directories (base_state.json + events/) are read.
-8: Gemini CLI chat recordings are read (no longer taken for OpenAI message lists);
-per-call LLM logs (LiteLLM, OpenHands llm_completions) are skipped as `llm_call_log`
-instead of becoming one-call trajectories.
-9: Claude Code sessions and Codex CLI rollouts are read; a tool call keeps its `type`
-("custom" for a Responses custom tool call) and usage its cache creation tokens.
-10: a log that holds the same session as an earlier input (a copy: the same trajectory
-ids) is refused (lenient: skipped as `duplicate_session`) instead of converted twice.
-11: tool definitions a log carries become `Trajectory.tools`; a tool result or first
-user message holding an image keeps it as content parts (`Observation.parts`,
-`Trajectory.first_user_parts`) instead of counting `image_part`.
-12: opencode session exports are read; a pi session's empty text block beside other
-blocks adds no newline to the turn's text.
-13: trajectory schema 5 (`canned_replies`); aider LLM histories are read.
 Converters build every model with pydantic's validating constructors."""
-
-
-def fast_response(
-    content: str | None = None,
-    reasoning: str | None = None,
-    tool_calls: list[ToolCall] | None = None,
-    finish_reason: FinishReason = "stop",
-) -> Response:
-    """`Response(...)` with positional arguments (pydantic models take keywords only).
-    Raises pydantic's ValidationError on a bad value."""
-    return Response(
-        content=content,
-        reasoning=reasoning,
-        tool_calls=[] if tool_calls is None else tool_calls,
-        finish_reason=finish_reason,
-    )
-
-
-def fast_tool_call(id: str, name: str, arguments_raw: str, arguments: dict[str, Any] | None = None) -> ToolCall:
-    """`ToolCall(...)` with positional arguments (see fast_response)."""
-    return ToolCall(id=id, name=name, arguments_raw=arguments_raw, arguments=arguments)
-
-
-def fast_usage(
-    prompt_tokens: int | None = None,
-    completion_tokens: int | None = None,
-    cached_tokens: int | None = None,
-    reasoning_tokens: int | None = None,
-    total_tokens: int | None = None,
-) -> Usage:
-    """`Usage(...)` with positional arguments, in tokens (see fast_response)."""
-    return Usage(
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cached_tokens=cached_tokens,
-        reasoning_tokens=reasoning_tokens,
-        total_tokens=total_tokens,
-    )
-
-
-def fast_timing(
-    ttft_ms: float | None = None, duration_ms: float | None = None, started_at: str | None = None
-) -> Timing:
-    """`Timing(...)` with positional arguments, in ms (see fast_response)."""
-    return Timing(ttft_ms=ttft_ms, duration_ms=duration_ms, started_at=started_at)
-
-
-def fast_observation(
-    content: str,
-    tool_call_id: str | None = None,
-    name: str | None = None,
-    is_error: bool = False,
-    exit_code: int | None = None,
-    parts: list[dict[str, Any]] | None = None,
-) -> Observation:
-    """`Observation(...)` with positional arguments (see fast_response)."""
-    return Observation(
-        tool_call_id=tool_call_id, name=name, content=content, is_error=is_error, exit_code=exit_code, parts=parts
-    )
 
 
 class TrajectoryBuilder:
@@ -176,34 +88,15 @@ class TrajectoryBuilder:
         """Append a turn (model: the name that answered it; error: the recorded error
         message of a failed call) carrying the pending context edit, if any."""
         model = model or None
-        edit = self.pending_edit
-        if (
-            type(response) is Response
-            and (usage is None or type(usage) is Usage)
-            and (timing is None or type(timing) is Timing)
-            and (model is None or type(model) is str)
-            and (error is None or type(error) is str)
-            and (edit is None or type(edit) is ContextEdit)
-        ):  # the shapes validation would check
-            turn = Turn(
-                index=len(self.turns),
-                model=model,
-                response=response,
-                usage=usage,
-                timing=timing,
-                context_edit=edit,
-                error=error,
-            )
-        else:  # raises pydantic's ValidationError, as it always did
-            turn = Turn(
-                index=len(self.turns),
-                response=response,
-                usage=usage,
-                timing=timing,
-                model=model,
-                error=error,
-                context_edit=edit,
-            )
+        turn = Turn(
+            index=len(self.turns),
+            model=model,
+            response=response,
+            usage=usage,
+            timing=timing,
+            context_edit=self.pending_edit,
+            error=error,
+        )
         self.pending_edit = None
         self.turns.append(turn)
         if model:
@@ -238,36 +131,20 @@ class TrajectoryBuilder:
         return False
 
     def build(
-        self,
-        index: int,
-        *,
-        line: int | None = None,
-        task_id: str | None = None,
-        outcome: RecordedOutcome | None = None,
-        terminated_by: str | None = None,
-        source_path: str | None = None,
-        source_sha256: str | None = None,
-        source_format: str | None = None,
+        self, index: int, *, line: int | None = None, task_id: str | None = None, outcome: RecordedOutcome | None = None
     ) -> Trajectory:
         """The Trajectory (index = position of this trajectory within its file).
         Raises ConvertError when there is no user message or no assistant turn."""
-        where = line
         if self.first_user is None:
-            raise self.ctx.error(where, None, "no user message before the first assistant turn")
+            raise self.ctx.error(line, None, "no user message before the first assistant turn")
         if not self.turns:
-            raise self.ctx.error(where, None, "no assistant turn")
-        sha = source_sha256 or self.ctx.sha256
-        if terminated_by is None:
-            terminated_by = self.turns[-1].response.finish_reason
-        source: dict[str, Any] = dict(
-            format=source_format or self.fmt,
-            path=source_path or self.ctx.path,
-            sha256=sha,
-            line=line,
-            converter_version=CONVERTER_VERSION,
-        )
-        fields: dict[str, Any] = dict(
+            raise self.ctx.error(line, None, "no assistant turn")
+        sha = self.ctx.sha256
+        return Trajectory(
             trajectory_id=f"{sha[:16]}-{index}",
+            source=Source(
+                format=self.fmt, path=self.ctx.path, sha256=sha, line=line, converter_version=CONVERTER_VERSION
+            ),
             task_id=task_id,
             match_key=match_key_for_messages([self.first_user, *self.user_before_turns]),
             model=self.model,
@@ -275,10 +152,9 @@ class TrajectoryBuilder:
             first_user=self.first_user,
             first_user_parts=self.first_user_parts,
             user_before_turns=list(self.user_before_turns),
-            terminated_by=terminated_by,
+            terminated_by=self.turns[-1].response.finish_reason,
             outcome=outcome or RecordedOutcome(),
             tools=self.tools,
             turns=list(self.turns),
             skipped=dict(sorted(self.skipped.items())),
         )
-        return Trajectory(source=Source(**source), **fields)

@@ -70,10 +70,10 @@ from typing import Any
 from benchmaker.apis.anthropic_messages import STOP_CLASSES
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
-from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import ms_from_iso
-from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, parse_arguments, synth_arguments_raw
+from benchmaker.trajectories.converters.tool_calls import synthesized_call
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
     MessageRef,
@@ -148,11 +148,6 @@ class _Entry:
     pre_tokens: int | None = None
 
 
-@dataclass
-class _Thread:
-    entries: list[_Entry] = field(default_factory=list)
-
-
 def _thread_key(rec: dict[str, Any]) -> str:
     if rec.get("isSidechain") is True:
         return "sidechain:" + str(rec.get("agentId") or rec.get("sessionId") or "")
@@ -191,13 +186,13 @@ class _Requests:
         return users or None
 
 
-def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests) -> dict[str, _Thread]:
+def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests) -> dict[str, list[_Entry]]:
     """The conversation lines of the file by thread (module doc); `requests` gets the
     `api-request` records and `api-request-blob` messages."""
-    threads: dict[str, _Thread] = {}
+    threads: dict[str, list[_Entry]] = {}
 
     def add(key: str, entry: _Entry) -> None:
-        threads.setdefault(key, _Thread()).entries.append(entry)
+        threads.setdefault(key, []).append(entry)
 
     for line, rec in iter_jsonl(ctx):
         if not isinstance(rec, dict):
@@ -224,9 +219,7 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests
             pre = meta.get("preTokens")
             add(
                 _thread_key(rec),
-                _Entry(
-                    line, "compact", {}, rec.get("timestamp"), pre_tokens=pre if type(pre) is int and pre >= 0 else None
-                ),
+                _Entry(line, "compact", {}, rec.get("timestamp"), pre_tokens=non_negative_int(pre)),
             )
         elif kind == "progress" and isinstance(rec.get("data"), dict) and rec["data"].get("type") == "agent_progress":
             data = rec["data"]
@@ -252,20 +245,17 @@ def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests
     return threads
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def _usage(usage: Any) -> Usage | None:
     if not isinstance(usage, dict):
         return None
     uncached, read, creation = (
-        _int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        non_negative_int(usage.get(k))
+        for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
     )
     prompt = None if uncached is None else uncached + (read or 0) + (creation or 0)
     out = Usage(
         prompt_tokens=prompt,
-        completion_tokens=_int(usage.get("output_tokens")),
+        completion_tokens=non_negative_int(usage.get("output_tokens")),
         cached_tokens=read,
         cache_creation_tokens=creation,
     )
@@ -403,16 +393,8 @@ class _Converter:
                 elif kind == "redacted_thinking":
                     b.skip("redacted_thinking")
                 elif kind == "tool_use":
-                    raw = synth_arguments_raw(block.get("input", {}))
-                    b.skip(ARGS_SYNTH)
-                    calls.append(
-                        ToolCall(
-                            id=str(block.get("id") or f"toolu_{len(calls)}"),
-                            name=str(block.get("name") or ""),
-                            arguments_raw=raw,
-                            arguments=parse_arguments(raw),
-                        )
-                    )
+                    call_id, name = str(block.get("id") or f"toolu_{len(calls)}"), str(block.get("name") or "")
+                    calls.append(synthesized_call(call_id, name, block.get("input", {}), b))
                 else:
                     b.skip(f"part:{kind}")
         finish = STOP_CLASSES.get(stop) if isinstance(stop, str) else None
@@ -450,8 +432,8 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
     threads = _read_threads(ctx, file_skips, requests)
     built: list[TrajectoryBuilder] = []
     empty = 0
-    for key in sorted(threads, key=lambda k: (k != "main", threads[k].entries[0].line)):
-        converter = _Converter(ctx, threads[key].entries, requests)
+    for key in sorted(threads, key=lambda k: (k != "main", threads[k][0].line)):
+        converter = _Converter(ctx, threads[key], requests)
         builder = converter.run()
         opening = requests.opening_users(converter.first_request)
         if (

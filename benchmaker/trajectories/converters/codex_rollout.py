@@ -45,11 +45,12 @@ carry none. Detection: JSONL whose records are all `{"type", "payload"}` objects
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_usage
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
-from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.tool_calls import parse_arguments
 from benchmaker.trajectories.trajectory import (
@@ -60,6 +61,7 @@ from benchmaker.trajectories.trajectory import (
     Response,
     ToolCall,
     Trajectory,
+    Usage,
 )
 
 FORMAT = "codex-rollout"
@@ -76,16 +78,14 @@ def is_rollout_records(records: list[Any]) -> bool:
     return any(r["type"] in ("session_meta", "response_item") for r in records)
 
 
+@dataclass(slots=True)
 class _Call:
     """The outputs of the model call being written."""
 
-    __slots__ = ("content", "reasoning", "calls", "n_items")
-
-    def __init__(self) -> None:
-        self.content: str | None = None
-        self.reasoning: str | None = None
-        self.calls: list[ToolCall] = []
-        self.n_items = 0
+    content: str | None = None
+    reasoning: str | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+    n_items: int = 0
 
 
 def _texts(parts: Any) -> list[str]:
@@ -270,15 +270,10 @@ def _usage(last: Any) -> Any:
     """Usage of a Codex token usage object (module doc), None when it is not an object."""
     if not isinstance(last, dict):
         return None
-    return fast_usage(
-        prompt_tokens=_count(last, "input_tokens"),
-        completion_tokens=_count(last, "output_tokens"),
-        cached_tokens=_count(last, "cached_input_tokens"),
-        reasoning_tokens=_count(last, "reasoning_output_tokens"),
-        total_tokens=_count(last, "total_tokens"),
+    return Usage(
+        prompt_tokens=non_negative_int(last.get("input_tokens")),
+        completion_tokens=non_negative_int(last.get("output_tokens")),
+        cached_tokens=non_negative_int(last.get("cached_input_tokens")),
+        reasoning_tokens=non_negative_int(last.get("reasoning_output_tokens")),
+        total_tokens=non_negative_int(last.get("total_tokens")),
     )
-
-
-def _count(usage: dict[str, Any], key: str) -> int | None:
-    value = usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

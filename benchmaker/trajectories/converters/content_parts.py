@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_tool_call
-from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, synth_arguments_raw
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.tool_calls import synthesized_call
 from benchmaker.trajectories.trajectory import (
     Observation,
     ToolCall,
@@ -99,20 +99,11 @@ def split_parts(content: Any, builder: TrajectoryBuilder) -> Parts:
             else:
                 count_part(kind, builder)
         elif kind == "tool_use" and isinstance(part.get("id"), str) and isinstance(part.get("name"), str):
-            args = part.get("input", {})
-            builder.skip(ARGS_SYNTH)
-            out.tool_calls.append(
-                fast_tool_call(
-                    id=part["id"],
-                    name=part["name"],
-                    arguments_raw=synth_arguments_raw(args),
-                    arguments=args if isinstance(args, dict) else None,
-                )
-            )
+            out.tool_calls.append(synthesized_call(part["id"], part["name"], part.get("input", {}), builder))
         elif kind == "tool_result" and isinstance(part.get("tool_use_id"), str):
             text, parts = result_content(part.get("content"), builder)
             out.tool_results.append(
-                fast_observation(
+                Observation(
                     tool_call_id=part["tool_use_id"], content=text, is_error=part.get("is_error") is True, parts=parts
                 )
             )

@@ -53,19 +53,17 @@ from typing import Any
 import orjson
 
 from benchmaker.apis.gemini import client_call_id, function_response_text
-from benchmaker.trajectories.converters.builder import (
-    TrajectoryBuilder,
-    fast_observation,
-    fast_response,
-    fast_timing,
-    fast_tool_call,
-    fast_usage,
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.json_reading import (
+    is_one_document,
+    iter_jsonl,
+    non_negative_int,
+    read_json_document,
 )
-from benchmaker.trajectories.converters.json_reading import is_one_document, iter_jsonl, read_json_document
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import ms_from_iso
 from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH
-from benchmaker.trajectories.trajectory import Trajectory
+from benchmaker.trajectories.trajectory import Observation, Response, Timing, ToolCall, Trajectory, Usage
 
 FORMAT = "gemini-cli"
 MESSAGE_TYPES = frozenset(("user", "gemini", "info", "error", "warning"))
@@ -135,7 +133,7 @@ def _user(builder: TrajectoryBuilder, content: Any) -> None:
         if call_id is not None and builder.has_observation(call_id):
             continue
         text, is_error = function_response_text(resp.get("response"))
-        builder.observation(fast_observation(text, tool_call_id=call_id, name=name or None, is_error=is_error))
+        builder.observation(Observation(content=text, tool_call_id=call_id, name=name or None, is_error=is_error))
     if any(isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str)) for p in parts):
         builder.user(_text(parts))
 
@@ -202,21 +200,22 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
             raise ctx.error(None, f"{where}.toolCalls[{k}]", "expected an object with a string name", call)
         args = call.get("args") if isinstance(call.get("args"), dict) else {}
         call_id = client_call_id(call["id"], call["name"]) if isinstance(call.get("id"), str) else f"{call['name']}-{k}"
-        tool_calls.append(fast_tool_call(call_id, call["name"], orjson.dumps(args).decode("utf-8"), args))
+        raw = orjson.dumps(args).decode("utf-8")
+        tool_calls.append(ToolCall(id=call_id, name=call["name"], arguments_raw=raw, arguments=args))
         builder.skip(ARGS_SYNTH)
     tokens = msg.get("tokens") if isinstance(msg.get("tokens"), dict) else None
     usage = None
     if tokens is not None:
-        output, thoughts_n = _int(tokens.get("output")), _int(tokens.get("thoughts"))
-        usage = fast_usage(
-            prompt_tokens=_int(tokens.get("input")),
+        output, thoughts_n = non_negative_int(tokens.get("output")), non_negative_int(tokens.get("thoughts"))
+        usage = Usage(
+            prompt_tokens=non_negative_int(tokens.get("input")),
             completion_tokens=None if output is None else output + (thoughts_n or 0),
-            cached_tokens=_int(tokens.get("cached")),
+            cached_tokens=non_negative_int(tokens.get("cached")),
             reasoning_tokens=thoughts_n,
-            total_tokens=_int(tokens.get("total")),
+            total_tokens=non_negative_int(tokens.get("total")),
         )
     builder.turn(
-        fast_response(
+        Response(
             content=content if content or not tool_calls else None,
             reasoning=reasoning,
             tool_calls=tool_calls,
@@ -234,8 +233,8 @@ def _turn(builder: TrajectoryBuilder, msg: dict[str, Any], before: str | None, w
                 continue
             text, is_error = function_response_text(resp.get("response"))
             builder.observation(
-                fast_observation(
-                    text,
+                Observation(
+                    content=text,
                     tool_call_id=tc.id,
                     name=tc.name,
                     is_error=is_error or call.get("status") not in (None, "success"),
@@ -253,10 +252,6 @@ def _thought_text(thought: dict[str, Any]) -> str:
     return f"**{subject}**\n\n{description}" if subject else description
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
 def _timing(before: str | None, msg: dict[str, Any], tool_calls: list[Any]) -> Any:
     start_ms = ms_from_iso(before)
     end_ms: float | None = None
@@ -267,4 +262,4 @@ def _timing(before: str | None, msg: dict[str, Any], tool_calls: list[Any]) -> A
         duration = round(end_ms - start_ms, 3)  # ms stamps: float noise below the µs
     if before is None and duration is None:
         return None
-    return fast_timing(duration_ms=duration, started_at=before)
+    return Timing(duration_ms=duration, started_at=before)

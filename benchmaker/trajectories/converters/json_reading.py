@@ -1,7 +1,8 @@
 """Strict JSON and JSONL readers for the log converters that point at the bad line:
 `read_json_document`, `iter_jsonl`, `iter_rows`, the orjson/json choice (`orjson_safe`),
 the first records parsed once for format detection (`keeping_first_records`,
-`first_jsonl_objects`) and `dict_or_empty` for an optional object field."""
+`first_jsonl_objects`), `dict_or_empty` for an optional object field and
+`non_negative_int` for an optional count."""
 
 from __future__ import annotations
 
@@ -95,8 +96,8 @@ def read_json_document(ctx: FileContext) -> Any:
         raise ctx.error(exc.lineno, None, f"invalid JSON: {exc.msg}") from exc
 
 
-def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, Any]]:
-    """Yield `(line_number, object)` for each non-blank line from `start_line` on.
+def iter_jsonl(ctx: FileContext) -> Iterator[tuple[int, Any]]:
+    """Yield `(line_number, object)` for each non-blank line.
 
     Raises ConvertError on a line that is not UTF-8, not JSON, or (last line without a
     newline that does not parse) truncated. With `ctx.lenient` such lines are skipped
@@ -119,10 +120,9 @@ def iter_jsonl(ctx: FileContext, *, start_line: int = 1) -> Iterator[tuple[int, 
     loads = orjson.loads
     for idx, raw, last in lines:
         if first and idx in first:  # parsed by orjson for format detection: the value either parse gives
-            if idx >= start_line:
-                yield idx, first.pop(idx)
+            yield idx, first.pop(idx)
             continue
-        if idx < start_line or not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
+        if not raw or raw.isspace():  # blank (isspace: no copy of the line, as strip makes)
             continue
         if fast or (fast is None and orjson_safe(raw)):
             try:
@@ -316,3 +316,9 @@ def dict_or_empty(value: Any) -> dict[str, Any]:
     """`value` when it is a dict (a JSON object), else a new empty dict: an optional
     object field read leniently."""
     return value if isinstance(value, dict) else {}
+
+
+def non_negative_int(value: Any) -> int | None:
+    """`value` when it is an int >= 0 (not a bool), else None: a token count or an epoch
+    ms stamp read leniently."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

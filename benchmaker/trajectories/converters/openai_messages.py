@@ -51,6 +51,17 @@ FINISH_REASONS: dict[str, FinishReason] = {
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 
 
+def finish_reason_of(finish: Any, has_calls: bool, ctx: FileContext, line: int | None, where: str) -> FinishReason:
+    """An OpenAI `finish_reason` as a FinishReason (FINISH_REASONS); None: "tool_calls"
+    when the response has tool calls, else "stop". Raises ConvertError naming `where`
+    on another value."""
+    if finish is None:
+        return "tool_calls" if has_calls else "stop"
+    if finish not in FINISH_REASONS:
+        raise ctx.error(line, where, "unknown finish reason", finish)
+    return FINISH_REASONS[finish]
+
+
 def reasoning_of(msg: dict[str, Any]) -> str | None:
     """Reasoning text of an OpenAI-style assistant message: `reasoning_content`, else
     `reasoning`, else the joined `thinking_blocks[].thinking`; None when absent."""
@@ -177,13 +188,7 @@ def _assistant(msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext
         tool_call_from_openai(tc, builder, f"{where}.tool_calls[{j}]", ctx, line) for j, tc in enumerate(raw_calls)
     ]
     calls.extend(typed)
-    finish = msg.get("finish_reason")
-    if finish is None:
-        finish_reason: FinishReason = "tool_calls" if calls else "stop"
-    elif finish in FINISH_REASONS:
-        finish_reason = FINISH_REASONS[finish]
-    else:
-        raise ctx.error(line, f"{where}.finish_reason", "unknown finish reason", finish)
+    finish_reason = finish_reason_of(msg.get("finish_reason"), bool(calls), ctx, line, f"{where}.finish_reason")
     usage = openai_usage(msg.get("usage"))
     model = msg.get("model") if isinstance(msg.get("model"), str) else None
     extra = msg.get("extra")

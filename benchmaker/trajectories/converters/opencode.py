@@ -42,19 +42,12 @@ from typing import Any
 
 import orjson
 
-from benchmaker.trajectories.converters.builder import (
-    TrajectoryBuilder,
-    fast_observation,
-    fast_response,
-    fast_timing,
-    fast_tool_call,
-    fast_usage,
-)
-from benchmaker.trajectories.converters.json_reading import read_json_document
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
+from benchmaker.trajectories.converters.json_reading import non_negative_int, read_json_document
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import iso_from_ms
 from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH
-from benchmaker.trajectories.trajectory import Trajectory
+from benchmaker.trajectories.trajectory import Observation, Response, Timing, ToolCall, Trajectory, Usage
 
 FORMAT = "opencode"
 
@@ -130,7 +123,8 @@ def _turn(
             raise ctx.error(None, f"{where}.tool[{k}]", "expected a tool part with a string tool and a state", part)
         args = state.get("input") if isinstance(state.get("input"), dict) else {}
         call_id = part["callID"] if isinstance(part.get("callID"), str) else f"{part['tool']}-{k}"
-        tool_calls.append(fast_tool_call(call_id, part["tool"], orjson.dumps(args).decode("utf-8"), args))
+        raw = orjson.dumps(args).decode("utf-8")
+        tool_calls.append(ToolCall(id=call_id, name=part["tool"], arguments_raw=raw, arguments=args))
         builder.skip(ARGS_SYNTH)
     content = "".join(texts)
     tokens = (finish or {}).get("tokens")
@@ -138,7 +132,7 @@ def _turn(
         tokens = info.get("tokens") if isinstance(info.get("tokens"), dict) else None
     reason = (finish or {}).get("reason") or info.get("finish")
     builder.turn(
-        fast_response(
+        Response(
             content=content if content or not tool_calls else None,
             reasoning="".join(reasoning) if reasoning else None,
             tool_calls=tool_calls,
@@ -153,29 +147,28 @@ def _turn(
         status = state.get("status")
         if status == "completed":
             output = state.get("output")
-            builder.observation(fast_observation(output if isinstance(output, str) else "", tc.id, tc.name))
+            text = output if isinstance(output, str) else ""
+            builder.observation(Observation(content=text, tool_call_id=tc.id, name=tc.name))
         elif status == "error":
             error = state.get("error")
-            builder.observation(fast_observation(error if isinstance(error, str) else "", tc.id, tc.name, True))
+            text = error if isinstance(error, str) else ""
+            builder.observation(Observation(content=text, tool_call_id=tc.id, name=tc.name, is_error=True))
         else:
             builder.skip("unfinished_tool")
-
-
-def _int(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
 
 
 def _usage(tokens: dict[str, Any]) -> Any:
     found = tokens.get("cache")
     cache: dict[str, Any] = found if isinstance(found, dict) else {}
-    inp, out, reasoning = _int(tokens.get("input")), _int(tokens.get("output")), _int(tokens.get("reasoning"))
-    read, write = _int(cache.get("read")), _int(cache.get("write"))
-    return fast_usage(
+    inp, out = non_negative_int(tokens.get("input")), non_negative_int(tokens.get("output"))
+    reasoning = non_negative_int(tokens.get("reasoning"))
+    read, write = non_negative_int(cache.get("read")), non_negative_int(cache.get("write"))
+    return Usage(
         prompt_tokens=None if inp is None else inp + (read or 0) + (write or 0),
         completion_tokens=None if out is None else out + (reasoning or 0),
         cached_tokens=read,
         reasoning_tokens=reasoning,
-        total_tokens=_int(tokens.get("total")),
+        total_tokens=non_negative_int(tokens.get("total")),
     )
 
 
@@ -187,15 +180,15 @@ def _timing(info: dict[str, Any], step: list[dict[str, Any]], first: bool) -> An
             state = p.get("state")
             t = state.get("time") if isinstance(state, dict) else None
         if isinstance(t, dict):
-            if _int(t.get("start")) is not None:
+            if non_negative_int(t.get("start")) is not None:
                 starts.append(t["start"])
-            if _int(t.get("end")) is not None and p.get("type") != "tool":
+            if non_negative_int(t.get("end")) is not None and p.get("type") != "tool":
                 ends.append(t["end"])
-            elif p.get("type") == "tool" and _int(t.get("start")) is not None:
+            elif p.get("type") == "tool" and non_negative_int(t.get("start")) is not None:
                 ends.append(t["start"])  # the call was complete when the tool started
-    created = _int(info["time"].get("created")) if isinstance(info.get("time"), dict) else None
+    created = non_negative_int(info["time"].get("created")) if isinstance(info.get("time"), dict) else None
     start = created if first and created is not None else (min(starts) if starts else None)
     if start is None:
         return None
     duration = float(max(ends) - start) if ends and max(ends) >= start else None
-    return fast_timing(duration_ms=duration, started_at=iso_from_ms(start))
+    return Timing(duration_ms=duration, started_at=iso_from_ms(start))

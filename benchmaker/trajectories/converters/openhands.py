@@ -65,12 +65,12 @@ from benchmaker.trajectories.converters.json_reading import (
     iter_rows,
     read_json_document,
 )
-from benchmaker.trajectories.converters.openai_messages import FINISH_REASONS, reasoning_of
+from benchmaker.trajectories.converters.openai_messages import finish_reason_of, reasoning_of
 from benchmaker.trajectories.converters.openhands_sdk import CondensedView, feed_sdk_events, is_sdk_events
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.tool_calls import tool_call_from_openai
 from benchmaker.trajectories.converters.usage import openai_usage
-from benchmaker.trajectories.trajectory import FinishReason, Observation, RecordedOutcome, Response, Trajectory
+from benchmaker.trajectories.trajectory import Observation, RecordedOutcome, Response, Trajectory
 
 FORMAT = "openhands"
 
@@ -102,13 +102,7 @@ def _turn_from_response(mr: Any, builder: TrajectoryBuilder, ctx: FileContext, w
         for j, tc in enumerate(raw_calls)
     ]
     finish = choices[0].get("finish_reason")
-    finish_reason: FinishReason
-    if finish is None:
-        finish_reason = "tool_calls" if calls else "stop"
-    elif finish in FINISH_REASONS:
-        finish_reason = FINISH_REASONS[finish]
-    else:
-        raise ctx.error(line, f"{where}.choices[0].finish_reason", "unknown finish reason", finish)
+    finish_reason = finish_reason_of(finish, bool(calls), ctx, line, f"{where}.choices[0].finish_reason")
     content = msg.get("content")
     builder.turn(
         Response(
@@ -195,11 +189,10 @@ def _events_trajectory(
             if isinstance(tcm, dict) and isinstance(tcm.get("tool_call_id"), str):
                 extras = dict_or_empty(ev.get("extras"))
                 code = extras.get("exit_code")
-                content = ev.get("content", "")
                 obs = Observation(
                     tool_call_id=tcm["tool_call_id"],
                     name=tcm.get("function_name"),
-                    content=content if isinstance(content, str) else text_of(content, builder),
+                    content=text_of(ev.get("content", ""), builder),
                     is_error=kind == "error",
                     exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
                 )

@@ -134,10 +134,6 @@ def is_sdk_events(value: Any) -> bool:
     )
 
 
-def _text(parts: Any, builder: TrajectoryBuilder) -> str:
-    return text_of(parts, builder) if not isinstance(parts, str) else parts
-
-
 def switched_model(ev: dict[str, Any]) -> str | None:
     """The model of the agent's LLM a `ConversationStateUpdateEvent` sets, or None: key
     "agent" (the state's agent replaced, as the SDK's `/model` switch does; value = the
@@ -162,10 +158,10 @@ def _observation(ev: dict[str, Any], kind: str, builder: TrajectoryBuilder) -> O
     else:
         obs = dict_or_empty(ev.get("observation"))
         is_error = obs.get("is_error") is True
-        content = (ERROR_MESSAGE_HEADER if is_error else "") + _text(obs.get("content", []), builder)
+        content = (ERROR_MESSAGE_HEADER if is_error else "") + text_of(obs.get("content", []), builder)
         extra = ev.get("extended_content")
         if isinstance(extra, list) and extra:
-            content += "\n" + _text(extra, builder)
+            content += "\n" + text_of(extra, builder)
         builder.skip("observation_text_from_content")
     return Observation(
         tool_call_id=str(ev.get("tool_call_id")), name=ev.get("tool_name"), content=content, is_error=is_error
@@ -214,7 +210,7 @@ def feed_sdk_events(
             response_id = None
         if kind == "SystemPromptEvent":
             parts = [p for p in (ev.get("system_prompt"), ev.get("dynamic_context")) if isinstance(p, dict)]
-            builder.set_system(_text(parts, builder))
+            builder.set_system(text_of(parts, builder))
             builder.tools = builder.tools or chat_shape_tools(ev.get("tools"))
             view.add(event_id, in_view)
         elif kind == "MessageEvent":
@@ -223,7 +219,7 @@ def feed_sdk_events(
             extra = ev.get("extended_content")
             if isinstance(parts, list) and isinstance(extra, list):
                 parts = [*parts, *extra]
-            text = _text(parts, builder)
+            text = text_of(parts, builder)
             if ev.get("source") == "agent" or msg.get("role") == "assistant":
                 reasoning = msg.get("reasoning_content") if isinstance(msg.get("reasoning_content"), str) else None
                 view.add(
@@ -253,7 +249,7 @@ def feed_sdk_events(
                 builder.turns[-1].response.tool_calls.append(call)
                 view.add(event_id, in_view, same_as=response_event)
             else:
-                thought = _text(ev.get("thought", []), builder)
+                thought = text_of(ev.get("thought", []), builder)
                 reasoning = ev.get("reasoning_content") if isinstance(ev.get("reasoning_content"), str) else None
                 view.add(
                     event_id,

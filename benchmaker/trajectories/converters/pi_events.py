@@ -54,7 +54,7 @@ from typing import Any
 from benchmaker.trajectories.context import HistoryIndex
 from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content
-from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.pi_session import apply_message, compaction_text
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.errors import ConvertError
@@ -193,10 +193,7 @@ class _State:
         b.skip("compaction_cut_by_pi_rule")
         self.start = self.index.order.index(keep) if keep is not None else len(self.index.order)
         self.summary = [compaction_text(result["summary"])]
-        tokens = result.get("tokensBefore")
-        self._edit(
-            "compaction", tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0 else None
-        )
+        self._edit("compaction", non_negative_int(result.get("tokensBefore")))
         self.since = []
 
     def retry(self) -> None:

@@ -75,19 +75,21 @@ Timing: `started_at` = `message.timestamp` (ms, set when the request starts);
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from benchmaker.trajectories.context import HistoryIndex
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_observation, fast_tool_call, fast_usage
+from benchmaker.trajectories.context import HistoryIndex, message_cursor
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.content_parts import result_content, text_of
-from benchmaker.trajectories.converters.json_reading import iter_jsonl
+from benchmaker.trajectories.converters.json_reading import iter_jsonl, non_negative_int
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.timestamps import iso_from_ms, ms_from_iso
-from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH, synth_arguments_raw
+from benchmaker.trajectories.converters.tool_calls import synthesized_call
 from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import (
     ContextEdit,
     FinishReason,
+    Observation,
     Response,
     Timing,
     ToolCall,
@@ -137,27 +139,19 @@ def bash_execution_text(msg: dict[str, Any]) -> str:
     return text
 
 
-def _count(v: Any) -> int | None:
-    """A token count: an int >= 0 (not a bool), else None."""
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
-
 def pi_usage(usage: Any) -> Usage | None:
     """Usage from a pi-ai `Usage` object (see module docstring); None when absent."""
     if not isinstance(usage, dict):
         return None
-    # `type(v) is int and v >= 0` first: _count's answer for the usual case, without its call
-    inp = v if type(v := usage.get("input")) is int and v >= 0 else _count(v)
-    out = v if type(v := usage.get("output")) is int and v >= 0 else _count(v)
+    inp, out = non_negative_int(usage.get("input")), non_negative_int(usage.get("output"))
     if inp is None and out is None:
         return None
-    cr = v if type(v := usage.get("cacheRead")) is int and v >= 0 else _count(v)
-    cw = v if type(v := usage.get("cacheWrite")) is int and v >= 0 else _count(v)
+    cr, cw = non_negative_int(usage.get("cacheRead")), non_negative_int(usage.get("cacheWrite"))
     prompt = None if inp is None else inp + (cr or 0) + (cw or 0)
-    total = v if type(v := usage.get("totalTokens")) is int and v >= 0 else _count(v)
+    total = non_negative_int(usage.get("totalTokens"))
     if total is None and prompt is not None and out is not None:
         total = prompt + out
-    return fast_usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
+    return Usage(prompt_tokens=prompt, completion_tokens=out, cached_tokens=cr, total_tokens=total)
 
 
 def assistant_turn(
@@ -186,24 +180,12 @@ def assistant_turn(
         elif kind == "toolCall":
             call_id, name = part.get("id"), part.get("name")
             if not isinstance(call_id, str) or not isinstance(name, str):
-                if calls:
-                    builder.skip(ARGS_SYNTH, len(calls))  # as counted call by call before the bad one
                 raise ctx.error(line, f"message.content[{j}]", "toolCall without id or name", part)
-            args = part.get("arguments", {})
-            calls.append(
-                fast_tool_call(
-                    id=call_id,
-                    name=name,
-                    arguments_raw=synth_arguments_raw(args),
-                    arguments=args if isinstance(args, dict) else None,
-                )
-            )
+            calls.append(synthesized_call(call_id, name, part.get("arguments", {}), builder))
         elif kind == "thinking":
             thinking.append(part.get("thinking", ""))
         else:
             builder.skip(f"assistant_part:{kind}")
-    if calls:
-        builder.skip(ARGS_SYNTH, len(calls))
     stop = msg.get("stopReason")
     if stop not in STOP_REASONS:
         raise ctx.error(line, "message.stopReason", "unknown stop reason", stop)
@@ -225,9 +207,6 @@ def assistant_turn(
     if isinstance(started_ms, (int, float)) and ended_ms is not None and ended_ms >= started_ms:
         duration = round(ended_ms - started_ms, 3)
     started_at = iso_from_ms(started_ms)
-    # the unvalidated constructors fast_timing and fast_response would pick, without their
-    # checks: started_at is a str or None, duration a float >= 0 (`ended_ms` is a float) or
-    # None, the texts str (join raises otherwise), `calls` ToolCalls, `finish` a FinishReason
     timing = (
         Timing(ttft_ms=None, duration_ms=duration, started_at=started_at)
         if started_at or duration is not None
@@ -251,7 +230,7 @@ def assistant_turn(
 
 def tool_result(
     msg: dict[str, Any], builder: TrajectoryBuilder, ctx: FileContext, line: int | None
-) -> tuple[int, int] | None:
+) -> tuple[int | None, int] | None:
     """Attach a pi ToolResultMessage to the last turn as an Observation; its (turn, item)
     MessageRef coordinates, None when nothing was added (a result for a call that already
     has one: `duplicate_tool_result`; no turn yet: `orphan_observation`). Raises
@@ -263,18 +242,14 @@ def tool_result(
         builder.skip("duplicate_tool_result")
         return None
     text, parts = result_content(msg.get("content"), builder)
-    obs = fast_observation(
+    obs = Observation(
         tool_call_id=call_id,
         name=msg.get("toolName"),
         content=text,
         is_error=bool(msg.get("isError", False)),
         parts=parts,
     )
-    if not builder.turns:
-        builder.observation(obs)  # counts it as orphan_observation
-        return None
-    last = builder.turns[-1]
-    at = (last.index, 1 + len(last.observations) + len(last.user_after))
+    at = message_cursor(builder) if builder.turns else None  # no turn: counted as orphan_observation
     builder.observation(obs)
     return at
 
@@ -314,22 +289,20 @@ def apply_message(
         builder.skip(f"role:{role}")
 
 
+@dataclass(slots=True, eq=False)
 class _Entry:
     """One session entry in file order: its line, id, parent and (once fed to the
     builder) the position of the history message it produced."""
 
-    __slots__ = ("line", "entry", "id", "parent", "up", "index", "pos", "model", "retried")
-
-    def __init__(self, line: int, entry: dict[str, Any], entry_id: str, parent: str | None, index: int):
-        self.line = line
-        self.entry = entry
-        self.id = entry_id
-        self.parent = parent
-        self.up: _Entry | None = None  # the parent's _Entry (`_Tree` sets it)
-        self.index = index
-        self.pos: int | None = None  # position in the history (`HistoryIndex`), None: no message
-        self.model: str | None = None  # the model in force at this entry on its path
-        self.retried = False  # a failed assistant message pi retried (left out of later requests)
+    line: int
+    entry: dict[str, Any]
+    id: str
+    parent: str | None
+    index: int
+    up: _Entry | None = None  # the parent's _Entry (`_Tree` sets it)
+    pos: int | None = None  # position in the history (`HistoryIndex`), None: no message
+    model: str | None = None  # the model in force at this entry on its path
+    retried: bool = False  # a failed assistant message pi retried (left out of later requests)
 
 
 class _Tree:
@@ -427,8 +400,7 @@ class _Tree:
                 builder.skip("compaction_keeps_nothing")
                 start = at
             kept = path[start:at] + path[at + 1 :]
-            raw = comp.get("tokensBefore")
-            tokens = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else None
+            tokens = non_negative_int(comp.get("tokensBefore"))
         positions = [e.pos for e in kept if e.pos is not None and not e.retried]
         assert self.index is not None, "request_edit runs once the builder (and its index) exists"
         if compaction is None or compaction.id in self.applied:

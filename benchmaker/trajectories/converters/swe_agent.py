@@ -41,17 +41,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmaker.trajectories.converters.builder import (
-    TrajectoryBuilder,
-    fast_observation,
-    fast_response,
-    fast_tool_call,
-)
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.json_reading import read_json_document
 from benchmaker.trajectories.converters.openai_messages import feed_messages
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.converters.tool_calls import ARGS_SYNTH
-from benchmaker.trajectories.trajectory import RecordedOutcome, Trajectory
+from benchmaker.trajectories.trajectory import Observation, RecordedOutcome, Response, ToolCall, Trajectory
 
 FORMAT = "swe-agent"
 
@@ -136,14 +131,14 @@ def _add_trajectory_steps(
         if not isinstance(observation, str):
             observation = ""
         if not function_calling and isinstance(step.get("response"), str):
-            builder.turn(fast_response(content=step["response"]))
-            builder.observation(fast_observation(observation))
+            builder.turn(Response(content=step["response"]))
+            builder.observation(Observation(content=observation))
         elif function_calling and (tool is not None or _BARE_COMMAND.fullmatch(step["action"].strip())):
             name, args = (tool, {"command": step["action"]}) if tool is not None else (step["action"].strip(), {})
-            call = fast_tool_call(f"{task_id}-step-{n}", name, json.dumps(args), args)
+            call = ToolCall(id=f"{task_id}-step-{n}", name=name, arguments_raw=json.dumps(args), arguments=args)
             thought = step.get("thought") if isinstance(step.get("thought"), str) else None
-            builder.turn(fast_response(content=thought, tool_calls=[call], finish_reason="tool_calls"))
-            builder.observation(fast_observation(observation, tool_call_id=call.id, name=name))
+            builder.turn(Response(content=thought, tool_calls=[call], finish_reason="tool_calls"))
+            builder.observation(Observation(content=observation, tool_call_id=call.id, name=name))
             builder.skip(ARGS_SYNTH)
         else:
             builder.skip("call_only_in_trajectory")

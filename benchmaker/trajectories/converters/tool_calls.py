@@ -11,7 +11,7 @@ from typing import Any
 
 from benchmaker.apis.anthropic_messages import chat_tools as messages_chat_tools
 from benchmaker.apis.openai_responses import chat_tools as responses_chat_tools
-from benchmaker.trajectories.converters.builder import TrajectoryBuilder, fast_tool_call
+from benchmaker.trajectories.converters.builder import TrajectoryBuilder
 from benchmaker.trajectories.converters.source_file import FileContext
 from benchmaker.trajectories.trajectory import (
     ToolCall,
@@ -27,6 +27,17 @@ def synth_arguments_raw(arguments: Any) -> str:
     (Python defaults). A value json.dumps refuses raises json.dumps' own error. Callers
     count `ARGS_SYNTH` in the trajectory's skipped."""
     return json.dumps(arguments)
+
+
+def synthesized_call(call_id: str, name: str, arguments: Any, builder: TrajectoryBuilder) -> ToolCall:
+    """A ToolCall from a log that kept only the parsed `arguments`: `arguments_raw` is
+    `synth_arguments_raw(arguments)` (counted as `ARGS_SYNTH`), `arguments` kept when an
+    object."""
+    builder.skip(ARGS_SYNTH)
+    raw = synth_arguments_raw(arguments)
+    return ToolCall(
+        id=call_id, name=name, arguments_raw=raw, arguments=arguments if isinstance(arguments, dict) else None
+    )
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
@@ -67,16 +78,8 @@ def tool_call_from_openai(
         raise ctx.error(line, f"{where}.id", "missing tool call id", call_id)
     args = fn.get("arguments")
     if isinstance(args, str):
-        return fast_tool_call(id=call_id, name=fn["name"], arguments_raw=args, arguments=parse_arguments(args))
-    if args is None:
-        args = {}
-    builder.skip(ARGS_SYNTH)
-    return fast_tool_call(
-        id=call_id,
-        name=fn["name"],
-        arguments_raw=synth_arguments_raw(args),
-        arguments=args if isinstance(args, dict) else None,
-    )
+        return ToolCall(id=call_id, name=fn["name"], arguments_raw=args, arguments=parse_arguments(args))
+    return synthesized_call(call_id, fn["name"], {} if args is None else args, builder)
 
 
 def chat_shape_tools(value: Any) -> list[dict[str, Any]] | None:

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmaker.trajectories.converters.builder import fast_usage
+from benchmaker.trajectories.converters.json_reading import non_negative_int
 from benchmaker.trajectories.trajectory import (
     Usage,
 )
 
 _NO_USAGE = Usage()
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def openai_usage(usage: Any) -> Usage | None:
@@ -26,14 +22,14 @@ def openai_usage(usage: Any) -> Usage | None:
         return None
     ptd = usage.get("prompt_tokens_details") or {}
     ctd = usage.get("completion_tokens_details") or {}
-    cached = _int_or_none(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None
+    cached = non_negative_int(ptd.get("cached_tokens")) if isinstance(ptd, dict) else None
     if cached is None:
-        cached = _int_or_none(usage.get("cache_read_input_tokens"))
-    result = fast_usage(
-        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-        completion_tokens=_int_or_none(usage.get("completion_tokens")),
+        cached = non_negative_int(usage.get("cache_read_input_tokens"))
+    result = Usage(
+        prompt_tokens=non_negative_int(usage.get("prompt_tokens")),
+        completion_tokens=non_negative_int(usage.get("completion_tokens")),
         cached_tokens=cached,
-        reasoning_tokens=_int_or_none(ctd.get("reasoning_tokens")) if isinstance(ctd, dict) else None,
-        total_tokens=_int_or_none(usage.get("total_tokens")),
+        reasoning_tokens=non_negative_int(ctd.get("reasoning_tokens")) if isinstance(ctd, dict) else None,
+        total_tokens=non_negative_int(usage.get("total_tokens")),
     )
     return None if result == _NO_USAGE else result

@@ -31,15 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmaker.workloads.datasets import (
-    Dataset,
-    DatasetError,
-    Item,
-    check_messages,
-    get_field,
-    parse_field_path,
-    short_repr,
-)
+from benchmaker.workloads.datasets import Dataset, DatasetError, parse_field_path, row_item
 
 __all__ = ["HFDataset", "import_datasets"]
 
@@ -92,36 +84,14 @@ class HFDataset(Dataset):
                 )
         except DatasetError:
             raise
-        except ValueError as exc:  # e.g. unknown split: datasets names the available ones
-            raise DatasetError(f"{label}: cannot load: {exc}") from exc
-        except (FileNotFoundError, OSError) as exc:
+        except (ValueError, OSError) as exc:  # ValueError: e.g. unknown split (datasets names the available ones)
             raise DatasetError(f"{label}: cannot load: {exc}") from exc
         n = len(ds) if limit is None else min(limit, len(ds))
-        items: list[Item] = []
-        for row in range(n):
-            obj = ds[row]
-            where = f"{label}:{row}"
-            try:
-                value = get_field(obj, parts)
-            except LookupError as exc:
-                raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {short_repr(obj)})") from None
-            reference = None
-            if ref_parts is not None:
-                try:
-                    reference = get_field(obj, ref_parts)
-                except LookupError:
-                    reference = None
-                if reference is not None and not isinstance(reference, str):
-                    raise DatasetError(f"{where}: {reference_field}: expected a string (got {short_repr(reference)})")
-            meta = {"dataset": f"{path}:{split}", "row": row}
-            if isinstance(value, str):
-                items.append(Item(prompt=value, meta=meta, reference=reference))
-            elif isinstance(value, list):
-                items.append(Item(messages=check_messages(value, where, field), meta=meta, reference=reference))
-            else:
-                raise DatasetError(
-                    f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})"
-                )
+        meta = {"dataset": f"{path}:{split}"}
+        items = [
+            row_item(ds[row], f"{label}:{row}", {**meta, "row": row}, field, parts, reference_field, ref_parts)
+            for row in range(n)
+        ]
         if not items:
             raise DatasetError(f"{label}: no items (empty split)")
         super().__init__(items, f"{Path(str(path)).name}:{split}")

@@ -18,10 +18,10 @@ from benchmaker.apis.openai_chat import OpenAIChatParser, OpenAIStreamParser, op
 from benchmaker.engine.records import RequestSpec
 from benchmaker.workloads.datasets import Dataset
 
-__all__ = ["OpenAIChatWorkload"]
+__all__ = ["OpenAIChatWorkload", "request_meta"]
 
 
-def _request_meta(item: Any) -> dict[str, Any]:
+def request_meta(item: Any) -> dict[str, Any]:
     """A request's meta: the item's meta plus `reference` when the item has one (for
     graders, workloads/graders.py; meta is never sent)."""
     meta = dict(item.meta)
@@ -122,7 +122,7 @@ class OpenAIChatWorkload:
             headers=dict(self._headers),
             body=orjson.dumps(self.body(seq)),
             stream=self.stream,
-            meta=_request_meta(self.dataset.item(seq)),
+            meta=request_meta(self.dataset.item(seq)),
         )
 
     def parser(self, spec: RequestSpec) -> OpenAIStreamParser:

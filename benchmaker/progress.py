@@ -421,7 +421,6 @@ async def watch_point(
     duration_s: float | None = None,
     work: Sequence[Sequence[float]] | None = None,
     slots: int | None = None,
-    finish_s: float = FINISH_S,
     interval_s: float = 0.5,
     clock: Callable[[], float] = time.monotonic,
     sink: Observer | None = None,
@@ -433,7 +432,7 @@ async def watch_point(
     `stats` is called in a thread (it is blocking HTTP); its errors skip that poll.
     With `work` (per planned episode, the context size of each call: benchmaker.sweep.plan.
     planned_work) and `slots` (episodes in flight), the ETA comes from WorkEstimator
-    once it has 3 samples; `finish_s` (s) is added for the point's own summary after its
+    once it has 3 samples; FINISH_S (s) is added for the point's own summary after its
     last call. Does nothing when no observer is registered (and no `sink`)."""
     if not _observers and sink is None:
         yield
@@ -462,7 +461,7 @@ async def watch_point(
         if estimator is not None and not finished:
             left = estimator.observe(ev.elapsed_s, ev.calls_done, ev.episodes_done)
             if left is not None:
-                ev = dataclasses.replace(ev, eta_s=left + finish_s)
+                ev = dataclasses.replace(ev, eta_s=left + FINISH_S)
         await emit(ev, targets)
 
     async with _polling(poll, interval_s):

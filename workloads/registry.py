@@ -110,17 +110,21 @@ class HttpSpec(_Strict):
     expected_status: int | list[int] = 200
 
 
-class _LLMSpec(_Strict):
+class _Endpoint(_Strict):
     url: HttpUrlText
-    model: str
-    dataset: DatasetSpec = Field(default_factory=lambda: SyntheticSpec(type="synthetic"))
     stream: bool = True
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = None
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+
+
+class _LLMSpec(_Endpoint):
+    model: str
+    dataset: DatasetSpec = Field(default_factory=lambda: SyntheticSpec(type="synthetic"))
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
     ignore_eos: bool = False
+    include_usage: bool = True
 
 
 class OpenAIChatSpec(_LLMSpec):
@@ -130,12 +134,10 @@ class OpenAIChatSpec(_LLMSpec):
 
     type: Literal["openai-chat"]
     api: Literal["chat", "responses", "messages"] = "chat"
-    include_usage: bool = True
 
 
 class OpenAICompletionsSpec(_LLMSpec):
     type: Literal["openai-completions"]
-    include_usage: bool = True
 
 
 class SandboxSpec(_Strict):
@@ -172,23 +174,19 @@ class AgentSpec(_Strict):
     timeout_s: float = Field(default=600.0, gt=0)
 
 
-class SGLangSpec(_Strict):
+class SGLangSpec(_Endpoint):
     """SGLang native `/generate` (workloads/sglang.py): text prompts from `dataset`, or
     token ids from `input_ids` (inline lists) or `input_ids_file` (JSONL)."""
 
     type: Literal["sglang"]
-    url: HttpUrlText
     dataset: DatasetSpec | None = None
     input_ids: list[list[int]] | None = None
     input_ids_file: Path | None = None
-    stream: bool = True
     max_new_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = None
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     incremental: bool = False
-    api_key: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
 
 
 class TraceReplaySpec(_Strict):
@@ -202,30 +200,25 @@ class TraceReplaySpec(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
-class TraceSynthSpec(_Strict):
+class TraceSynthSpec(_Endpoint):
     """`{type: trace-synth, url, model, path, order, seed, api}`: TraceLab-style token-count
     rows as byte-exact growing prompts, max_tokens = each row's output count
     (workloads/trace_synth.py)."""
 
     type: Literal["trace-synth"]
-    url: HttpUrlText
     model: str
     path: Path
     order: Literal["contiguous", "round-robin", "shuffled"] = "contiguous"
     seed: int | str = 0
     api: Literal["completions", "chat"] = "completions"
-    stream: bool = True
-    api_key: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
 
 
-class TrajectoryReplaySpec(_Strict):
+class TrajectoryReplaySpec(_Endpoint):
     """`{type: trajectory-replay, url, model, path, concurrency, sessions, active_sessions,
     think, seed, ...}`: prefix-cache replay of conversations (workloads/trajectory_replay.py).
     Its lane must run `closed:<concurrency>` (checked by the run file)."""
 
     type: Literal["trajectory-replay"]
-    url: HttpUrlText
     model: str
     path: Path
     concurrency: int = Field(ge=1)
@@ -234,11 +227,8 @@ class TrajectoryReplaySpec(_Strict):
     think: str | None = None
     seed: int = 0
     tokenizer: Path | None = None
-    stream: bool = True
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = None
-    api_key: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
 
 
 WorkloadSpec = Annotated[

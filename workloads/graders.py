@@ -126,14 +126,10 @@ class ExactGrader:
         return GradeResult(got == want, None, None if got == want else f"expected {_short(reference)}")
 
 
-class ContainsGrader:
+class ContainsGrader(ExactGrader):
     """Correct when the normalized reference occurs in the normalized text."""
 
     name = "contains"
-    needs_reference = True
-
-    def __init__(self, case_sensitive: bool = False) -> None:
-        self.case_sensitive = case_sensitive
 
     async def grade(self, text: str, reference: str | None, spec: RequestSpec) -> GradeResult:
         ok = _norm(reference or "", self.case_sensitive) in _norm(text, self.case_sensitive)

@@ -33,18 +33,7 @@ from typing import Any
 
 from benchmaker.workloads.datasets import Dataset, DatasetError, parse_field_path, row_item
 
-__all__ = ["HFDataset", "import_datasets"]
-
-EXTRA_HINT = "pip install 'benchmaker[hf]'"
-
-
-def import_datasets() -> Any:
-    """The `datasets` module; raises DatasetError naming the extra when it is missing."""
-    try:
-        import datasets
-    except ImportError as exc:
-        raise DatasetError(f"dataset type hf needs the optional extra: {EXTRA_HINT} ({exc})") from exc
-    return datasets
+__all__ = ["HFDataset"]
 
 
 def _saved_to_disk(p: Path) -> bool:
@@ -66,7 +55,12 @@ class HFDataset(Dataset):
         limit: int | None = None,
         cache_dir: str | Path | None = None,
     ) -> None:
-        datasets = import_datasets()
+        try:
+            import datasets
+        except ImportError as exc:
+            raise DatasetError(
+                f"dataset type hf needs the optional extra: pip install 'benchmaker[hf]' ({exc})"
+            ) from exc
         parts = parse_field_path(field)
         ref_parts = parse_field_path(reference_field) if reference_field else None
         label = f"{path}[{split}]"

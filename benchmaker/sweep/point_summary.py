@@ -28,6 +28,7 @@ table, v_sweep_summary and the report show the same values for a point.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -120,12 +121,8 @@ def _relation(paths: list[Path], columns: dict[str, str], sweep_point: str) -> s
 
 
 def _plain(value: Any) -> Any:
-    """DuckDB values as JSON-ready Python: DECIMAL/HUGEINT results become float/int."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, float, str)):
-        return value
-    if hasattr(value, "as_integer_ratio"):
-        return float(value)
-    return value
+    """DuckDB values as JSON-ready Python: a DECIMAL result (Decimal) becomes a float."""
+    return float(value) if isinstance(value, Decimal) else value
 
 
 def summarize_point(

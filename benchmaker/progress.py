@@ -468,12 +468,7 @@ async def watch_point(
         yield
 
 
-# --- a distributed point: its shards' progress, merged ---------------------------
-# Each shard of a distributed point (benchmaker.sweep.shard) runs watch_point on its own host with a
-# ProgressWriter as its sink: its latest ProgressEvent, as JSON, in a progress file next to
-# its files (or in the exchange). The coordinator polls those files (watch_shards) and emits
-# one merged event for the point to its observers: the same terminal view and Prefect
-# progress artifact as a single-process point.
+# --- a distributed point (benchmaker.sweep.shard): its shards' progress, merged -------
 
 
 def event_to_json(ev: ProgressEvent) -> bytes:

@@ -2,14 +2,13 @@
 
     workload:
       type: openai-chat            # http | openai-chat | openai-completions | sglang
-      api: chat                    # openai-chat only: chat | messages (Anthropic /v1/messages)
+      api: chat                    # openai-chat only: chat | responses | messages (Anthropic)
       url: http://127.0.0.1:8000/v1/chat/completions
       model: m
       api_key: ${OPENAI_API_KEY:-}
       max_tokens: 64
       ignore_eos: true             # vLLM/SGLang (every api): run on past EOS up to max_tokens
       dataset: {type: synthetic, input_words: [128, 512], count: 100, seed: 1}
-      # api: responses             # openai-chat only: chat (default) or responses (/v1/responses)
 
 Datasets: `{type: jsonl, path, field, reference_field}`, `{type: sharegpt, path}`,
 `{type: synthetic, input_words, count, seed}`, `{type: static, items: [...]}`,

@@ -242,11 +242,8 @@ async def run_replay_shard(
     `p.point.divergence`), wait for `p.start_wall_ns`, play the shard's episodes
     (`trajectories`: the file's trajectories in order, read from it when None) with
     its share of the concurrency, then write its files into shard_dir and stop the
-    server. With `p.exchange` (benchmaker.engine.exchange), `p.trajectories` is a key there:
-    the shard downloads it, writes into a temporary directory and uploads its files
-    under `<run_id>/points/<point>/_shards/w<k>/` when done (fetch_replay_shards).
-
-    While it plays, its progress goes to progress-w<k>.json (module docstring).
+    server. With `p.exchange`, `p.trajectories` is a key there and the files go through
+    it (module docstring); so does its progress, progress-w<k>.json, while it plays.
 
     Returns the shard's report (also written to shard.json): {"worker", "shards",
     "concurrency" (this shard's), "episodes_planned" (None for a duration), "hostname",

@@ -297,9 +297,15 @@ def _fit_nonnegative(rows: Sequence[tuple[float, float, float]]) -> tuple[float,
 
 
 @asynccontextmanager
-async def _polling(tick: Callable[[bool], Awaitable[None]], interval_s: float) -> AsyncIterator[None]:
+async def _polling(
+    tick: Callable[[bool], Awaitable[None]], interval_s: float, sink: Observer | None = None
+) -> AsyncIterator[None]:
     """Await `tick(False)` every `interval_s` s while the block runs, then `tick(True)`
-    once after it (the watchers' one poll loop)."""
+    once after it (the watchers' one poll loop); nothing when no observer is registered
+    and there is no `sink`."""
+    if not _observers and sink is None:
+        yield
+        return
 
     async def loop() -> None:
         while True:
@@ -335,9 +341,6 @@ async def watch_engine(
     time left of `duration_s`, requests in flight, errors. Does nothing when no
     observer is registered; with `sink` (a shard's ProgressWriter), the events go to
     it alone, as for watch_point."""
-    if not _observers and sink is None:
-        yield
-        return
     targets = None if sink is None else [sink]
     started = clock()
 
@@ -360,7 +363,7 @@ async def watch_engine(
             errors=int(live.errors),
         )
 
-    async with _polling(lambda finished: emit(event(finished), targets), interval_s):
+    async with _polling(lambda finished: emit(event(finished), targets), interval_s, sink):
         yield
 
 
@@ -421,7 +424,6 @@ async def watch_point(
     duration_s: float | None = None,
     work: Sequence[Sequence[float]] | None = None,
     slots: int | None = None,
-    finish_s: float = FINISH_S,
     interval_s: float = 0.5,
     clock: Callable[[], float] = time.monotonic,
     sink: Observer | None = None,
@@ -433,11 +435,8 @@ async def watch_point(
     `stats` is called in a thread (it is blocking HTTP); its errors skip that poll.
     With `work` (per planned episode, the context size of each call: benchmaker.sweep.plan.
     planned_work) and `slots` (episodes in flight), the ETA comes from WorkEstimator
-    once it has 3 samples; `finish_s` (s) is added for the point's own summary after its
+    once it has 3 samples; FINISH_S (s) is added for the point's own summary after its
     last call. Does nothing when no observer is registered (and no `sink`)."""
-    if not _observers and sink is None:
-        yield
-        return
     targets = None if sink is None else [sink]
     started = clock()
     last: dict[str, Any] | None = None
@@ -462,19 +461,14 @@ async def watch_point(
         if estimator is not None and not finished:
             left = estimator.observe(ev.elapsed_s, ev.calls_done, ev.episodes_done)
             if left is not None:
-                ev = dataclasses.replace(ev, eta_s=left + finish_s)
+                ev = dataclasses.replace(ev, eta_s=left + FINISH_S)
         await emit(ev, targets)
 
-    async with _polling(poll, interval_s):
+    async with _polling(poll, interval_s, sink):
         yield
 
 
-# --- a distributed point: its shards' progress, merged ---------------------------
-# Each shard of a distributed point (benchmaker.sweep.shard) runs watch_point on its own host with a
-# ProgressWriter as its sink: its latest ProgressEvent, as JSON, in a progress file next to
-# its files (or in the exchange). The coordinator polls those files (watch_shards) and emits
-# one merged event for the point to its observers: the same terminal view and Prefect
-# progress artifact as a single-process point.
+# --- a distributed point (benchmaker.sweep.shard): its shards' progress, merged -------
 
 
 def event_to_json(ev: ProgressEvent) -> bytes:
@@ -567,9 +561,6 @@ async def watch_shards(
     point's `shards` shards (merge_shard_events; elapsed since the shared start, 0
     before it) to the registered observers, then a last one after the block, finished.
     A failing `read` skips that poll. Does nothing when no observer is registered."""
-    if not _observers:
-        yield
-        return
 
     async def tick(finished: bool) -> None:
         try:

@@ -100,7 +100,6 @@ class EpisodeWorkload:
         episode_prefix: str | None = None,
         index_start: int = 0,
         index_step: int = 1,
-        samples_name: str = "samples.jsonl",
         keep_results: bool = False,
         per_worker_files: bool = False,
         transport: str = "raw",
@@ -124,7 +123,6 @@ class EpisodeWorkload:
         self.prefix = episode_prefix or sweep_point or run_id
         self.index_start = index_start
         self.index_step = index_step
-        self.samples_name = samples_name
         self.keep_results = keep_results
         self.per_worker_files = per_worker_files
         self.transport = transport
@@ -201,8 +199,7 @@ class EpisodeWorkload:
             self._turns.flush()
 
     def _open(self, suffix: str) -> None:
-        stem = Path(self.samples_name).stem
-        self._writer = SampleWriter(self.out_dir / f"{stem}{suffix}.jsonl")
+        self._writer = SampleWriter(self.out_dir / f"samples{suffix}.jsonl")
         self._episodes = open(self.out_dir / f"episodes{suffix}.jsonl", "ab")
         self._turns = open(self.out_dir / f"turns{suffix}.jsonl", "ab")
 

@@ -40,43 +40,17 @@ class AnthropicMessagesWorkload(OpenAIChatWorkload):
     """
 
     name = "anthropic-messages"
+    _make_headers = staticmethod(anthropic_headers)
 
-    def __init__(
-        self,
-        url: str,
-        model: str,
-        dataset: Dataset,
-        *,
-        stream: bool = True,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        extra_body: dict[str, Any] | None = None,
-        api_key: str | None = None,
-        include_usage: bool = True,
-        headers: dict[str, str] | None = None,
-        ignore_eos: bool = False,
-    ) -> None:
-        if max_tokens is None:
+    def __init__(self, url: str, model: str, dataset: Dataset, **kwargs: Any) -> None:
+        if kwargs.get("max_tokens") is None:
             raise ConfigError("max_tokens: required by the Messages API (give --max-tokens or max_tokens:)")
-        super().__init__(
-            url,
-            model,
-            dataset,
-            stream=stream,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            extra_body=extra_body,
-            include_usage=False,
-            headers=headers,
-            ignore_eos=ignore_eos,
-        )
-        self._headers = anthropic_headers(api_key, stream, headers)
+        super().__init__(url, model, dataset, **kwargs)
 
-    def body(self, seq: int) -> dict[str, Any]:
-        """The JSON body (as a dict) of request `seq`."""
+    def _head(self, item: Any) -> dict[str, Any]:
         system: list[str] = []
         messages: list[dict[str, Any]] = []
-        for msg in self.dataset.item(seq).as_messages():
+        for msg in item.as_messages():
             if msg.get("role") == "system":
                 content = msg.get("content")
                 system.append(
@@ -86,20 +60,15 @@ class AnthropicMessagesWorkload(OpenAIChatWorkload):
                 )
             else:
                 messages.append(msg)
-        body: dict[str, Any] = {
+        head: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "max_tokens": self.max_tokens,
             "stream": self.stream,
         }
         if system:
-            body["system"] = "\n\n".join(system)
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.ignore_eos:
-            body["ignore_eos"] = True
-        body.update(self.extra_body)
-        return body
+            head["system"] = "\n\n".join(system)
+        return head
 
     def parser(self, spec: RequestSpec) -> AnthropicMessagesParser:  # type: ignore[override]
         """A fresh parser for the response to `spec`."""

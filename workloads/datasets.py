@@ -16,6 +16,7 @@ A reader stops at the first bad line and raises; nothing is half-loaded.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 from collections.abc import Iterator, Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "SyntheticDataset",
     "get_field",
     "parse_field_path",
+    "row_item",
 ]
 
 _ROLES = ("system", "user", "assistant", "tool", "developer")
@@ -201,6 +203,36 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 raise DatasetError(f"{path}:{lineno}: bad JSON: {exc} (got {short_repr(line[:80])})") from exc
 
 
+def row_item(
+    obj: Any,
+    where: str,
+    meta: dict[str, Any],
+    field: str,
+    parts: list[str | int],
+    reference_field: str | None,
+    ref_parts: list[str | int] | None,
+) -> Item:
+    """The Item of one input row `obj` (a JSONL line, a dataset row) at `where`
+    (`path:line`): the string (a prompt) or the list of OpenAI chat messages at `parts`
+    (`field` parsed), and the string at `ref_parts` (`reference_field` parsed), when
+    there is one, as its reference. Raises DatasetError `where: field: problem (got VALUE)`."""
+    try:
+        value = get_field(obj, parts)
+    except LookupError as exc:
+        raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {short_repr(obj)})") from None
+    reference = None
+    if ref_parts is not None:
+        with contextlib.suppress(LookupError):
+            reference = get_field(obj, ref_parts)
+        if reference is not None and not isinstance(reference, str):
+            raise DatasetError(f"{where}: {reference_field}: expected a string (got {short_repr(reference)})")
+    if isinstance(value, str):
+        return Item(prompt=value, meta=meta, reference=reference)
+    if isinstance(value, list):
+        return Item(messages=check_messages(value, where, field), meta=meta, reference=reference)
+    raise DatasetError(f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})")
+
+
 # ---------------------------------------------------------------------------- datasets
 
 
@@ -219,30 +251,12 @@ class JsonlDataset(Dataset):
         path = Path(path)
         parts = parse_field_path(field)
         ref_parts = parse_field_path(reference_field) if reference_field else None
-        items: list[Item] = []
-        for lineno, obj in read_jsonl(path):
-            where = f"{path}:{lineno}"
-            try:
-                value = get_field(obj, parts)
-            except LookupError as exc:
-                raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {short_repr(obj)})") from None
-            meta = {"dataset": path.name, "row": lineno}
-            reference = None
-            if ref_parts is not None:
-                try:
-                    reference = get_field(obj, ref_parts)
-                except LookupError:
-                    reference = None
-                if reference is not None and not isinstance(reference, str):
-                    raise DatasetError(f"{where}: {reference_field}: expected a string (got {short_repr(reference)})")
-            if isinstance(value, str):
-                items.append(Item(prompt=value, meta=meta, reference=reference))
-            elif isinstance(value, list):
-                items.append(Item(messages=check_messages(value, where, field), meta=meta, reference=reference))
-            else:
-                raise DatasetError(
-                    f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})"
-                )
+        items = [
+            row_item(
+                obj, f"{path}:{lineno}", {"dataset": path.name, "row": lineno}, field, parts, reference_field, ref_parts
+            )
+            for lineno, obj in read_jsonl(path)
+        ]
         if not items:
             raise DatasetError(f"{path}: no items (empty file)")
         super().__init__(items, path.name)

@@ -126,14 +126,10 @@ class ExactGrader:
         return GradeResult(got == want, None, None if got == want else f"expected {_short(reference)}")
 
 
-class ContainsGrader:
+class ContainsGrader(ExactGrader):
     """Correct when the normalized reference occurs in the normalized text."""
 
     name = "contains"
-    needs_reference = True
-
-    def __init__(self, case_sensitive: bool = False) -> None:
-        self.case_sensitive = case_sensitive
 
     async def grade(self, text: str, reference: str | None, spec: RequestSpec) -> GradeResult:
         ok = _norm(reference or "", self.case_sensitive) in _norm(text, self.case_sensitive)
@@ -521,46 +517,43 @@ class GradingHook:
 
 
 class _Strict(BaseModel):
+    """The keys every grader spec has: `reference_key`, the request meta key of the reference."""
+
     model_config = ConfigDict(extra="forbid")
+    reference_key: str = "reference"
 
 
 class ExactSpec(_Strict):
     type: Literal["exact"]
     case_sensitive: bool = False
-    reference_key: str = "reference"
 
 
 class ContainsSpec(_Strict):
     type: Literal["contains"]
     case_sensitive: bool = False
-    reference_key: str = "reference"
 
 
 class RegexSpec(_Strict):
     type: Literal["regex"]
     pattern: str | None = None
     case_sensitive: bool = True
-    reference_key: str = "reference"
 
 
 class NumericSpec(_Strict):
     type: Literal["numeric"]
     abs_tol: float = Field(0.0, ge=0)
     rel_tol: float = Field(0.0, ge=0)
-    reference_key: str = "reference"
 
 
 class ChoiceSpec(_Strict):
     type: Literal["choice"]
     choices: str = "ABCD"
-    reference_key: str = "reference"
 
 
 class JsonSchemaSpec(_Strict):
     type: Literal["json_schema"]
     schema_: dict[str, Any] | None = Field(None, alias="schema")
     schema_file: Path | None = None
-    reference_key: str = "reference"
 
 
 class LLMJudgeSpec(_Strict):
@@ -572,7 +565,6 @@ class LLMJudgeSpec(_Strict):
     api_key: str | None = None
     timeout_s: float = Field(60.0, gt=0)
     max_tokens: int = Field(16, ge=1)
-    reference_key: str = "reference"
 
 
 GraderSpec = Annotated[

@@ -31,28 +31,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmaker.workloads.datasets import (
-    Dataset,
-    DatasetError,
-    Item,
-    check_messages,
-    get_field,
-    parse_field_path,
-    short_repr,
-)
+from benchmaker.workloads.datasets import Dataset, DatasetError, parse_field_path, row_item
 
-__all__ = ["HFDataset", "import_datasets"]
-
-EXTRA_HINT = "pip install 'benchmaker[hf]'"
-
-
-def import_datasets() -> Any:
-    """The `datasets` module; raises DatasetError naming the extra when it is missing."""
-    try:
-        import datasets
-    except ImportError as exc:
-        raise DatasetError(f"dataset type hf needs the optional extra: {EXTRA_HINT} ({exc})") from exc
-    return datasets
+__all__ = ["HFDataset"]
 
 
 def _saved_to_disk(p: Path) -> bool:
@@ -74,7 +55,12 @@ class HFDataset(Dataset):
         limit: int | None = None,
         cache_dir: str | Path | None = None,
     ) -> None:
-        datasets = import_datasets()
+        try:
+            import datasets
+        except ImportError as exc:
+            raise DatasetError(
+                f"dataset type hf needs the optional extra: pip install 'benchmaker[hf]' ({exc})"
+            ) from exc
         parts = parse_field_path(field)
         ref_parts = parse_field_path(reference_field) if reference_field else None
         label = f"{path}[{split}]"
@@ -92,36 +78,14 @@ class HFDataset(Dataset):
                 )
         except DatasetError:
             raise
-        except ValueError as exc:  # e.g. unknown split: datasets names the available ones
-            raise DatasetError(f"{label}: cannot load: {exc}") from exc
-        except (FileNotFoundError, OSError) as exc:
+        except (ValueError, OSError) as exc:  # ValueError: e.g. unknown split (datasets names the available ones)
             raise DatasetError(f"{label}: cannot load: {exc}") from exc
         n = len(ds) if limit is None else min(limit, len(ds))
-        items: list[Item] = []
-        for row in range(n):
-            obj = ds[row]
-            where = f"{label}:{row}"
-            try:
-                value = get_field(obj, parts)
-            except LookupError as exc:
-                raise DatasetError(f"{where}: {field}: missing at {exc.args[0]} (got {short_repr(obj)})") from None
-            reference = None
-            if ref_parts is not None:
-                try:
-                    reference = get_field(obj, ref_parts)
-                except LookupError:
-                    reference = None
-                if reference is not None and not isinstance(reference, str):
-                    raise DatasetError(f"{where}: {reference_field}: expected a string (got {short_repr(reference)})")
-            meta = {"dataset": f"{path}:{split}", "row": row}
-            if isinstance(value, str):
-                items.append(Item(prompt=value, meta=meta, reference=reference))
-            elif isinstance(value, list):
-                items.append(Item(messages=check_messages(value, where, field), meta=meta, reference=reference))
-            else:
-                raise DatasetError(
-                    f"{where}: {field}: expected a string or a list of messages (got {short_repr(value)})"
-                )
+        meta = {"dataset": f"{path}:{split}"}
+        items = [
+            row_item(ds[row], f"{label}:{row}", {**meta, "row": row}, field, parts, reference_field, ref_parts)
+            for row in range(n)
+        ]
         if not items:
             raise DatasetError(f"{label}: no items (empty split)")
         super().__init__(items, f"{Path(str(path)).name}:{split}")

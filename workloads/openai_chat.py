@@ -18,10 +18,10 @@ from benchmaker.apis.openai_chat import OpenAIChatParser, OpenAIStreamParser, op
 from benchmaker.engine.records import RequestSpec
 from benchmaker.workloads.datasets import Dataset
 
-__all__ = ["OpenAIChatWorkload"]
+__all__ = ["OpenAIChatWorkload", "request_meta"]
 
 
-def _request_meta(item: Any) -> dict[str, Any]:
+def request_meta(item: Any) -> dict[str, Any]:
     """A request's meta: the item's meta plus `reference` when the item has one (for
     graders, workloads/graders.py; meta is never sent)."""
     meta = dict(item.meta)
@@ -50,6 +50,7 @@ class OpenAIChatWorkload:
     """
 
     name = "openai-chat"
+    _make_headers = staticmethod(openai_headers)
 
     def __init__(
         self,
@@ -75,7 +76,7 @@ class OpenAIChatWorkload:
         self.extra_body = dict(extra_body or {})
         self.include_usage = include_usage
         self.ignore_eos = ignore_eos
-        self._headers = openai_headers(api_key, stream, headers)
+        self._headers = self._make_headers(api_key, stream, headers)
         caps = [
             v
             for v in (self.extra_body.get("max_tokens", max_tokens), self.extra_body.get("max_completion_tokens"))
@@ -91,18 +92,23 @@ class OpenAIChatWorkload:
 
     def body(self, seq: int) -> dict[str, Any]:
         """The JSON body (as a dict) of request `seq`."""
-        field, value = self._input(self.dataset.item(seq))
-        body: dict[str, Any] = {"model": self.model, field: value, "stream": self.stream}
-        if self.stream and self.include_usage:
-            body["stream_options"] = {"include_usage": True}
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
+        body = self._head(self.dataset.item(seq))
         if self.temperature is not None:
             body["temperature"] = self.temperature
         if self.ignore_eos:
             body["ignore_eos"] = True
         body.update(self.extra_body)
         return body
+
+    def _head(self, item: Any) -> dict[str, Any]:
+        """The body's fields of this API before temperature, ignore_eos and extra_body."""
+        field, value = self._input(item)
+        head: dict[str, Any] = {"model": self.model, field: value, "stream": self.stream}
+        if self.stream and self.include_usage:
+            head["stream_options"] = {"include_usage": True}
+        if self.max_tokens is not None:
+            head["max_tokens"] = self.max_tokens
+        return head
 
     def _input(self, item: Any) -> tuple[str, Any]:
         """The body's input field of an item: ("messages", chat messages)."""
@@ -116,7 +122,7 @@ class OpenAIChatWorkload:
             headers=dict(self._headers),
             body=orjson.dumps(self.body(seq)),
             stream=self.stream,
-            meta=_request_meta(self.dataset.item(seq)),
+            meta=request_meta(self.dataset.item(seq)),
         )
 
     def parser(self, spec: RequestSpec) -> OpenAIStreamParser:

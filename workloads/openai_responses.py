@@ -36,21 +36,11 @@ class OpenAIResponsesWorkload(OpenAIChatWorkload):
 
     name = "openai-responses"
 
-    def body(self, seq: int) -> dict[str, Any]:
-        """The JSON body (as a dict) of request `seq`."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "input": input_items(self.dataset.item(seq).as_messages()),
-            "stream": self.stream,
-        }
+    def _head(self, item: Any) -> dict[str, Any]:
+        head: dict[str, Any] = {"model": self.model, "input": input_items(item.as_messages()), "stream": self.stream}
         if self.max_tokens is not None:
-            body["max_output_tokens"] = self.max_tokens
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        if self.ignore_eos:
-            body["ignore_eos"] = True
-        body.update(self.extra_body)
-        return body
+            head["max_output_tokens"] = self.max_tokens
+        return head
 
     def parser(self, spec: RequestSpec) -> OpenAIResponsesParser:  # type: ignore[override]
         """A fresh parser for the response to `spec`."""

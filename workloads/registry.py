@@ -2,14 +2,13 @@
 
     workload:
       type: openai-chat            # http | openai-chat | openai-completions | sglang
-      api: chat                    # openai-chat only: chat | messages (Anthropic /v1/messages)
+      api: chat                    # openai-chat only: chat | responses | messages (Anthropic)
       url: http://127.0.0.1:8000/v1/chat/completions
       model: m
       api_key: ${OPENAI_API_KEY:-}
       max_tokens: 64
       ignore_eos: true             # vLLM/SGLang (every api): run on past EOS up to max_tokens
       dataset: {type: synthetic, input_words: [128, 512], count: 100, seed: 1}
-      # api: responses             # openai-chat only: chat (default) or responses (/v1/responses)
 
 Datasets: `{type: jsonl, path, field, reference_field}`, `{type: sharegpt, path}`,
 `{type: synthetic, input_words, count, seed}`, `{type: static, items: [...]}`,
@@ -110,17 +109,21 @@ class HttpSpec(_Strict):
     expected_status: int | list[int] = 200
 
 
-class _LLMSpec(_Strict):
+class _Endpoint(_Strict):
     url: HttpUrlText
-    model: str
-    dataset: DatasetSpec = Field(default_factory=lambda: SyntheticSpec(type="synthetic"))
     stream: bool = True
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = None
     api_key: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+
+
+class _LLMSpec(_Endpoint):
+    model: str
+    dataset: DatasetSpec = Field(default_factory=lambda: SyntheticSpec(type="synthetic"))
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
     ignore_eos: bool = False
+    include_usage: bool = True
 
 
 class OpenAIChatSpec(_LLMSpec):
@@ -130,12 +133,10 @@ class OpenAIChatSpec(_LLMSpec):
 
     type: Literal["openai-chat"]
     api: Literal["chat", "responses", "messages"] = "chat"
-    include_usage: bool = True
 
 
 class OpenAICompletionsSpec(_LLMSpec):
     type: Literal["openai-completions"]
-    include_usage: bool = True
 
 
 class SandboxSpec(_Strict):
@@ -172,23 +173,19 @@ class AgentSpec(_Strict):
     timeout_s: float = Field(default=600.0, gt=0)
 
 
-class SGLangSpec(_Strict):
+class SGLangSpec(_Endpoint):
     """SGLang native `/generate` (workloads/sglang.py): text prompts from `dataset`, or
     token ids from `input_ids` (inline lists) or `input_ids_file` (JSONL)."""
 
     type: Literal["sglang"]
-    url: HttpUrlText
     dataset: DatasetSpec | None = None
     input_ids: list[list[int]] | None = None
     input_ids_file: Path | None = None
-    stream: bool = True
     max_new_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = None
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     incremental: bool = False
-    api_key: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
 
 
 class TraceReplaySpec(_Strict):
@@ -202,30 +199,25 @@ class TraceReplaySpec(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
-class TraceSynthSpec(_Strict):
+class TraceSynthSpec(_Endpoint):
     """`{type: trace-synth, url, model, path, order, seed, api}`: TraceLab-style token-count
     rows as byte-exact growing prompts, max_tokens = each row's output count
     (workloads/trace_synth.py)."""
 
     type: Literal["trace-synth"]
-    url: HttpUrlText
     model: str
     path: Path
     order: Literal["contiguous", "round-robin", "shuffled"] = "contiguous"
     seed: int | str = 0
     api: Literal["completions", "chat"] = "completions"
-    stream: bool = True
-    api_key: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
 
 
-class TrajectoryReplaySpec(_Strict):
+class TrajectoryReplaySpec(_Endpoint):
     """`{type: trajectory-replay, url, model, path, concurrency, sessions, active_sessions,
     think, seed, ...}`: prefix-cache replay of conversations (workloads/trajectory_replay.py).
     Its lane must run `closed:<concurrency>` (checked by the run file)."""
 
     type: Literal["trajectory-replay"]
-    url: HttpUrlText
     model: str
     path: Path
     concurrency: int = Field(ge=1)
@@ -234,11 +226,8 @@ class TrajectoryReplaySpec(_Strict):
     think: str | None = None
     seed: int = 0
     tokenizer: Path | None = None
-    stream: bool = True
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = None
-    api_key: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
 
 
 WorkloadSpec = Annotated[
@@ -255,37 +244,38 @@ WorkloadSpec = Annotated[
 ]
 
 
+def _resolve(path: Path, base_dir: Path | None) -> Path:
+    return path if path.is_absolute() or base_dir is None else base_dir / path
+
+
+def _kwargs(spec: BaseModel, *names: str) -> dict[str, Any]:
+    """The spec's fields as keyword arguments of the object it builds (the constructors
+    take the spec's field names), without `type` and `names`; `api_key` "" (an unset
+    `${VAR:-}`) as None."""
+    kwargs = spec.model_dump(exclude={"type", *names})
+    if "api_key" in kwargs:
+        kwargs["api_key"] = kwargs["api_key"] or None
+    return kwargs
+
+
 def build_dataset(spec: Any, base_dir: Path | None = None) -> Dataset:
     """Dataset object of a DatasetSpec; relative paths resolve against `base_dir`.
     Raises DatasetError (a ConfigError) naming the file and line of a bad row."""
-
-    def resolve(p: Path) -> Path:
-        return p if p.is_absolute() or base_dir is None else base_dir / p
-
     if isinstance(spec, JsonlSpec):
-        return JsonlDataset(resolve(spec.path), spec.field, reference_field=spec.reference_field)
+        return JsonlDataset(_resolve(spec.path, base_dir), spec.field, reference_field=spec.reference_field)
     if isinstance(spec, ShareGPTSpec):
-        return ShareGPTDataset(resolve(spec.path))
+        return ShareGPTDataset(_resolve(spec.path, base_dir))
     if isinstance(spec, SyntheticSpec):
         return SyntheticDataset(spec.input_words, count=spec.count, seed=spec.seed)
     if isinstance(spec, DeepRAGSpec):
         return DeepRAGDataset(
-            resolve(spec.path),
-            depth=spec.depth,
-            context_tokens_target=spec.context_tokens_target,
-            passthrough_meta=spec.passthrough_meta,
-            tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None,
+            _resolve(spec.path, base_dir),
+            **_kwargs(spec, "path", "tokenizer"),
+            tokenizer=_resolve(spec.tokenizer, base_dir) if spec.tokenizer else None,
         )
     if isinstance(spec, HFSpec):
-        local = resolve(Path(spec.path))
-        return HFDataset(
-            str(local) if local.exists() else spec.path,
-            split=spec.split,
-            field=spec.field,
-            reference_field=spec.reference_field,
-            name=spec.name,
-            limit=spec.limit,
-        )
+        local = _resolve(Path(spec.path), base_dir)
+        return HFDataset(str(local) if local.exists() else spec.path, **_kwargs(spec, "path"))
     return StaticDataset(spec.items)
 
 
@@ -294,64 +284,32 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload | Callab
     if isinstance(spec, HttpSpec):
         return HttpWorkload(spec.url, spec.method, spec.headers, spec.body, spec.expected_status)
     if isinstance(spec, TraceReplaySpec):
-        path = spec.path if spec.path.is_absolute() or base_dir is None else base_dir / spec.path
-        return TraceReplayWorkload(path, url=spec.url, api_key=spec.api_key or None, headers=spec.headers)
+        return TraceReplayWorkload(_resolve(spec.path, base_dir), **_kwargs(spec, "path"))
     if isinstance(spec, SandboxSpec):
-        return _build_sandbox(spec, base_dir)
+        repo = _resolve(spec.repo, base_dir) if spec.repo is not None else None
+        try:
+            return SandboxWorkload(spec.command, **_kwargs(spec, "command", "repo"), repo=repo)
+        except ValueError as exc:
+            raise ConfigError(f"workload (sandbox): {exc}") from None
     if isinstance(spec, AgentSpec):
         agent = load_agent_class(spec.class_, base_dir)
-        return AgentWorkload(
-            agent,
-            url=spec.url,
-            model=spec.model,
-            api_key=spec.api_key or None,
-            options=spec.options,
-            timeout_s=spec.timeout_s,
-        )
+        return AgentWorkload(agent, **_kwargs(spec, "class_"))
     if isinstance(spec, SGLangSpec):
         return _build_sglang(spec, base_dir)
     if isinstance(spec, TrajectoryReplaySpec):
-
-        def resolve(p: Path) -> Path:
-            return p if p.is_absolute() or base_dir is None else base_dir / p
-
         return TrajectoryReplayWorkload(
             spec.url,
             spec.model,
-            read_conversations(resolve(spec.path)),
-            concurrency=spec.concurrency,
-            sessions=spec.sessions,
-            active_sessions=spec.active_sessions,
+            read_conversations(_resolve(spec.path, base_dir)),
+            **_kwargs(spec, "url", "model", "path", "think", "tokenizer"),
             think=parse_think(spec.think),
-            seed=spec.seed,
-            tokenizer=resolve(spec.tokenizer) if spec.tokenizer else None,
-            stream=spec.stream,
-            max_tokens=spec.max_tokens,
-            temperature=spec.temperature,
-            api_key=spec.api_key or None,
-            headers=spec.headers,
+            tokenizer=_resolve(spec.tokenizer, base_dir) if spec.tokenizer else None,
         )
     if isinstance(spec, TraceSynthSpec):
-        path = spec.path if spec.path.is_absolute() or base_dir is None else base_dir / spec.path
+        dataset = TraceSynthDataset(_resolve(spec.path, base_dir), order=spec.order, seed=spec.seed)
         return TraceSynthWorkload(
-            spec.url,
-            spec.model,
-            TraceSynthDataset(path, order=spec.order, seed=spec.seed),
-            api=spec.api,
-            stream=spec.stream,
-            api_key=spec.api_key or None,
-            headers=spec.headers,
+            spec.url, spec.model, dataset, **_kwargs(spec, "url", "model", "path", "order", "seed")
         )
-    kwargs = dict(
-        stream=spec.stream,
-        max_tokens=spec.max_tokens,
-        temperature=spec.temperature,
-        extra_body=spec.extra_body,
-        api_key=spec.api_key or None,
-        include_usage=spec.include_usage,
-        headers=spec.headers,
-        ignore_eos=spec.ignore_eos,
-    )
     cls: type[OpenAIChatWorkload] = OpenAICompletionsWorkload
     if isinstance(spec, OpenAIChatSpec):
         by_api: dict[str, type[OpenAIChatWorkload]] = {
@@ -359,6 +317,7 @@ def build_workload(spec: Any, base_dir: Path | None = None) -> Workload | Callab
             "messages": AnthropicMessagesWorkload,
         }
         cls = by_api.get(spec.api, OpenAIChatWorkload)
+    kwargs = _kwargs(spec, "url", "model", "dataset", "api")
     return cls(spec.url, spec.model, build_dataset(spec.dataset, base_dir), **kwargs)
 
 
@@ -370,44 +329,9 @@ def _build_sglang(spec: SGLangSpec, base_dir: Path | None) -> SGLangWorkload:
         raise ConfigError(f"sglang: give at most one of dataset, input_ids, input_ids_file (got {', '.join(given)})")
     ids = spec.input_ids
     if spec.input_ids_file is not None:
-        path = spec.input_ids_file
-        ids = read_input_ids(path if path.is_absolute() or base_dir is None else base_dir / path)
+        ids = read_input_ids(_resolve(spec.input_ids_file, base_dir))
     dataset = None
     if ids is None:
         dataset = build_dataset(spec.dataset or SyntheticSpec(type="synthetic"), base_dir)
-    return SGLangWorkload(
-        spec.url,
-        dataset,
-        input_ids=ids,
-        stream=spec.stream,
-        max_new_tokens=spec.max_new_tokens,
-        temperature=spec.temperature,
-        sampling_params=spec.sampling_params,
-        extra_body=spec.extra_body,
-        incremental=spec.incremental,
-        api_key=spec.api_key or None,
-        headers=spec.headers,
-    )
-
-
-def _build_sandbox(spec: SandboxSpec, base_dir: Path | None) -> SandboxWorkload:
-    """SandboxWorkload of a spec; `repo` resolves against `base_dir`. Raises ConfigError."""
-    repo = spec.repo if spec.repo is None or spec.repo.is_absolute() or base_dir is None else base_dir / spec.repo
-    try:
-        return SandboxWorkload(
-            spec.command,
-            target=spec.target,
-            mode=spec.mode,
-            url=spec.url,
-            sandbox_id=spec.sandbox_id,
-            image=spec.image,
-            sandbox_type=spec.sandbox_type,
-            template=spec.template,
-            memory_mb=spec.memory_mb,
-            cpu_cores=spec.cpu_cores,
-            api_key=spec.api_key or None,
-            timeout_s=spec.timeout_s,
-            repo=repo,
-        )
-    except ValueError as exc:
-        raise ConfigError(f"workload (sandbox): {exc}") from None
+    kwargs = _kwargs(spec, "url", "dataset", "input_ids", "input_ids_file")
+    return SGLangWorkload(spec.url, dataset, input_ids=ids, **kwargs)

@@ -64,10 +64,10 @@ class _PhaseError(Exception):
 class _Flash:
     """Minimal Flash coordinator client on one aiohttp session (no retries)."""
 
-    def __init__(self, url: str, api_key: str | None, http_timeout_s: float):
+    def __init__(self, url: str, api_key: str | None):
         self.base = url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.timeout = aiohttp.ClientTimeout(total=http_timeout_s)
+        self.timeout = aiohttp.ClientTimeout(total=600.0)  # s, a coordinator call's deadline
         self.session: aiohttp.ClientSession | None = None
 
     def open(self) -> None:
@@ -138,7 +138,6 @@ class SandboxWorkload:
         cpu_cores: float = 1.0,
         api_key: str | None = None,
         timeout_s: float = 60.0,
-        http_timeout_s: float = 600.0,
         repo: Path | None = None,
         confined: bool = True,
     ) -> None:
@@ -169,7 +168,7 @@ class SandboxWorkload:
         self.timeout_s = timeout_s
         self.repo = repo
         self.confined = confined
-        self._flash = _Flash(url, api_key, http_timeout_s) if target == "flash" and url else None  # url checked above
+        self._flash = _Flash(url, api_key) if target == "flash" and url else None  # url checked above
         self._own_flash_id: str | None = None
         self._local: Any = None
 

@@ -27,6 +27,7 @@ from benchmaker.apis.sglang import SGLangParser
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.records import RequestSpec
 from benchmaker.workloads.datasets import Dataset, DatasetError
+from benchmaker.workloads.openai_chat import request_meta
 
 __all__ = ["SGLangWorkload", "read_input_ids"]
 
@@ -124,27 +125,20 @@ class SGLangWorkload:
         dataset = self.dataset
         assert dataset is not None, "a workload without input_ids has a dataset"
         item = dataset.item(seq)
-        meta = dict(item.meta)
-        if item.reference is not None:
-            meta["reference"] = item.reference
-        return "text", item.as_prompt(), meta
-
-    def body(self, seq: int) -> dict[str, Any]:
-        """The JSON body (as a dict) of request `seq`."""
-        field, value, _ = self._item(seq)
-        return self._body(field, value)
-
-    def _body(self, field: str, value: Any) -> dict[str, Any]:
-        body: dict[str, Any] = {field: value, "sampling_params": dict(self.sampling_params), "stream": self.stream}
-        body.update(self.extra_body)
-        return body
+        return "text", item.as_prompt(), request_meta(item)
 
     def request(self, seq: int) -> RequestSpec:
-        """The seq-th request (items cycle): POST url with the body of `body(seq)`."""
+        """The seq-th request (items cycle): POST url with the body of the module docstring."""
         field, value, meta = self._item(seq)
-        body = orjson.dumps(self._body(field, value))
+        body: dict[str, Any] = {field: value, "sampling_params": dict(self.sampling_params), "stream": self.stream}
+        body.update(self.extra_body)
         return RequestSpec(
-            method="POST", url=self.url, headers=dict(self._headers), body=body, stream=self.stream, meta=meta
+            method="POST",
+            url=self.url,
+            headers=dict(self._headers),
+            body=orjson.dumps(body),
+            stream=self.stream,
+            meta=meta,
         )
 
     def parser(self, spec: RequestSpec) -> SGLangParser:

@@ -36,7 +36,7 @@ from benchmaker.trajectories.errors import InputError
 GRADE_KEYS = ("run_id", "sweep_point", "episode_id", "seq", "grader", "verdict", "score", "detail")
 
 
-def _grade(
+def grade_line(
     ep: dict[str, Any] | None,
     grader: str,
     verdict: str,
@@ -45,6 +45,8 @@ def _grade(
     run_id: str | None = None,
     sweep_point: str | None = None,
 ) -> dict[str, Any]:
+    """One grades.jsonl line (keys GRADE_KEYS) of episode `ep` (its run_id, sweep_point
+    and episode_id), or of a sweep point (`ep` None: `run_id`, `sweep_point`)."""
     return {
         "run_id": ep["run_id"] if ep else run_id,
         "sweep_point": ep["sweep_point"] if ep else sweep_point,
@@ -76,7 +78,7 @@ def grade_episode(
     if unequal:
         reasons.append(f"turns not byte-equal: {unequal}")
     out.append(
-        _grade(
+        grade_line(
             ep,
             "replay_integrity",
             "wrong" if reasons else "correct",
@@ -85,7 +87,7 @@ def grade_episode(
         )
     )
     if ep["usage_complete"]:
-        out.append(_grade(ep, "usage_coverage", "correct", 1.0, None))
+        out.append(grade_line(ep, "usage_coverage", "correct", 1.0, None))
     else:
         calls = requests or [t for t in turns if "prompt_tokens" in t]  # else an old bundle's turn lines
         missing = (
@@ -94,7 +96,7 @@ def grade_episode(
             else "an unknown number"
         )
         out.append(
-            _grade(
+            grade_line(
                 ep,
                 "usage_coverage",
                 "wrong",
@@ -105,13 +107,13 @@ def grade_episode(
     resolved = ep["resolved"]
     if ep["reverified"]:
         v = "resolved" if resolved else "unresolved"
-        out.append(_grade(ep, "task_outcome", v, 1.0 if resolved else 0.0, "verifier ran"))
+        out.append(grade_line(ep, "task_outcome", v, 1.0 if resolved else 0.0, "verifier ran"))
     elif resolved is None and ep["outcome"] != "ok":
-        out.append(_grade(ep, "task_outcome", "error", None, f"not verified: {ep.get('error')}"))
+        out.append(grade_line(ep, "task_outcome", "error", None, f"not verified: {ep.get('error')}"))
     else:
         score = None if resolved is None else (1.0 if resolved else 0.0)
         detail = "recorded outcome carried, not re-verified" + ("" if resolved is not None else " (unknown)")
-        out.append(_grade(ep, "task_outcome", "carried", score, detail))
+        out.append(grade_line(ep, "task_outcome", "carried", score, detail))
     return out
 
 
@@ -179,7 +181,7 @@ def grade_files(
         m, d = st["misses"]["total"], st["divergences"]["total"]
         bad = m or d
         grades.append(
-            _grade(
+            grade_line(
                 None,
                 "server_integrity",
                 "wrong" if bad else "correct",
@@ -192,7 +194,7 @@ def grade_files(
     if concurrency is not None and concurrency.exists():
         pr = json.loads(concurrency.read_text())
         grades.append(
-            _grade(
+            grade_line(
                 None,
                 "concurrency_proof",
                 "correct" if pr["valid"] else "wrong",

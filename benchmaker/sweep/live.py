@@ -59,6 +59,7 @@ from benchmaker.agent.tools import run_pi_tool
 from benchmaker.agent.verifier import TASK_FILE, TaskSpec, Verdict, load_task, verify
 from benchmaker.engine.bundle import SampleWriter
 from benchmaker.engine.records import Outcome, Sample
+from benchmaker.sweep.grade import grade_line
 from benchmaker.trajectories.errors import InputError
 from benchmaker.trajectories.trajectory import (
     Observation,
@@ -88,66 +89,40 @@ __all__ = [
 LIVE_FORMAT = "benchmaker-live"
 """`source.format` of trajectories written by the live agent."""
 
+
+def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+_STRING = {"type": "string"}
 PI_TOOL_SCHEMAS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Run a bash command in the repository; returns stdout and stderr.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The command."},
-                    "timeout": {"type": "number", "description": "Timeout in seconds (default 180)."},
-                },
-                "required": ["command"],
-            },
+    _tool(
+        "bash",
+        "Run a bash command in the repository; returns stdout and stderr.",
+        {
+            "command": {"type": "string", "description": "The command."},
+            "timeout": {"type": "number", "description": "Timeout in seconds (default 180)."},
         },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "read",
-            "description": "Read a text file (first 2000 lines / 50 KB; use offset/limit for more).",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "offset": {"type": "integer", "description": "1-based first line."},
-                    "limit": {"type": "integer", "description": "Number of lines."},
-                },
-                "required": ["path"],
-            },
+        ["command"],
+    ),
+    _tool(
+        "read",
+        "Read a text file (first 2000 lines / 50 KB; use offset/limit for more).",
+        {
+            "path": _STRING,
+            "offset": {"type": "integer", "description": "1-based first line."},
+            "limit": {"type": "integer", "description": "Number of lines."},
         },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "write",
-            "description": "Create or overwrite a file.",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-                "required": ["path", "content"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "edit",
-            "description": "Replace one exact, unique occurrence of oldText with newText in a file.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "oldText": {"type": "string"},
-                    "newText": {"type": "string"},
-                },
-                "required": ["path", "oldText", "newText"],
-            },
-        },
-    },
+        ["path"],
+    ),
+    _tool("write", "Create or overwrite a file.", {"path": _STRING, "content": _STRING}, ["path", "content"]),
+    _tool(
+        "edit",
+        "Replace one exact, unique occurrence of oldText with newText in a file.",
+        {"path": _STRING, "oldText": _STRING, "newText": _STRING},
+        ["path", "oldText", "newText"],
+    ),
 ]
 """OpenAI `tools` for pi's bash/read/write/edit (argument names as benchmaker.agent.tools runs them)."""
 
@@ -425,16 +400,8 @@ def _grade(res: LiveEpisodeResult, run_id: str) -> dict[str, Any]:
         verdict = "resolved" if v.resolved else "unresolved"
         detail = v.error or (f"exit_code={v.exit_code}" if v.exit_code is not None else None)
     score = None if verdict == "error" else (1.0 if verdict == "resolved" else 0.0)
-    return {
-        "run_id": run_id,
-        "sweep_point": None,
-        "episode_id": res.episode.episode_id,
-        "seq": None,
-        "grader": "verifier",
-        "verdict": verdict,
-        "score": score,
-        "detail": detail,
-    }
+    ep = {"run_id": run_id, "sweep_point": None, "episode_id": res.episode.episode_id}
+    return grade_line(ep, "verifier", verdict, score, detail)
 
 
 @dataclass(slots=True)

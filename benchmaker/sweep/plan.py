@@ -41,7 +41,6 @@ __all__ = [
     "PlanTrajectory",
     "PointPlan",
     "SweepPlan",
-    "call_seconds",
     "context_chars",
     "format_plan",
     "plan_trajectories",
@@ -93,23 +92,10 @@ class SweepPlan:
         return sum(p.estimated_s for p in self.points)
 
 
-def call_seconds(
-    turn: Turn,
-    latency: str,
-    call_overhead_s: float = CALL_OVERHEAD_S,
-    context_kchars: float = 0.0,
-    context_s_per_kchar: float = CONTEXT_S_PER_KCHAR,
-) -> float:
-    """Estimated seconds of one replayed model call sending `context_kchars` thousand
-    characters of context (module docstring). Raises benchmaker.replay_server.latency.LatencySpecError for
-    a bad `latency`."""
-    t = _turn_cost(turn)
-    return _call_seconds(parse_latency(latency), t[1], t[2], call_overhead_s + context_kchars * context_s_per_kchar)
-
-
 def _call_seconds(model: LatencyModel, tokens: int, recorded_ms: float | None, call_overhead_s: float) -> float:
-    """`call_seconds` of a call whose response is `tokens` long and took `recorded_ms`
-    (None: no timing recorded), its overhead with the context's share included."""
+    """Estimated seconds of one replayed model call (module docstring) whose response is
+    `tokens` long and took `recorded_ms` (None: no timing recorded), its overhead with
+    the context's share included."""
     if model.kind == "fixed":
         return call_overhead_s + (model.ttft_ms + model.itl_ms * (tokens - 1)) / 1000.0
     if model.kind == "recorded" and recorded_ms is not None:
@@ -225,20 +211,21 @@ def _makespan(durations: Sequence[float], slots: int) -> float:
     return end
 
 
+def _point_plan(
+    trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None, duration_s: float | None
+) -> list[Trajectory] | None:
+    """The episodes of `planned_totals` in order, as run_point plans them."""
+    return None if duration_s is not None else episode_plan(trajectories, concurrency or 1, episodes)
+
+
 def planned_totals(
     trajectories: Sequence[Trajectory], concurrency: int | None, episodes: int | None, duration_s: float | None
 ) -> tuple[int | None, int | None]:
     """(episodes, model calls) a point will play: its episode plan (benchmaker.sweep.sweep.episode_plan;
     one per trajectory for an open-loop point without `episodes`) and the recorded turns
     of those episodes; (None, None) for a point run for a duration."""
-    if duration_s is not None:
-        return None, None
-    if concurrency is None:
-        n = episodes or len(trajectories)
-        plan = [trajectories[i % len(trajectories)] for i in range(n)]
-    else:
-        plan = episode_plan(trajectories, concurrency, episodes)
-    return len(plan), sum(len(t.turns) for t in plan)
+    plan = _point_plan(trajectories, concurrency, episodes, duration_s)
+    return (None, None) if plan is None else (len(plan), sum(len(t.turns) for t in plan))
 
 
 def sweep_plan(
@@ -345,12 +332,8 @@ def planned_work(
 ) -> list[list[float]] | None:
     """Per planned episode of a point (`planned_totals`' plan, in order), the
     `context_chars` of each of its calls; None for a point run for a duration."""
-    if duration_s is not None:
+    plan = _point_plan(trajectories, concurrency, episodes, duration_s)
+    if plan is None:
         return None
-    if concurrency is None:
-        n = episodes or len(trajectories)
-        plan = [trajectories[i % len(trajectories)] for i in range(n)]
-    else:
-        plan = episode_plan(trajectories, concurrency, episodes)
     by_id = {t.trajectory_id: context_chars(t) for t in trajectories}
     return [by_id[t.trajectory_id] for t in plan]

@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -61,6 +61,7 @@ from benchmaker.workloads.agent_episode import EpisodeWorkload
 __all__ = [
     "EPISODE_SAMPLES",
     "PlayedEpisodes",
+    "append_episode_lines",
     "engine_reasons",
     "engine_self_checks",
     "play_episodes",
@@ -211,20 +212,34 @@ def _merge_worker_files(out_dir: Path, bundle_dir: Path, workers: int) -> list[t
     with open(out_dir / "episodes.jsonl", "ab") as ep_f, open(out_dir / "turns.jsonl", "ab") as turn_f:
         for k in range(workers):
             eps, turns = out_dir / f"episodes-w{k}.jsonl", out_dir / f"turns-w{k}.jsonl"
-            if eps.is_file():
-                for line in eps.read_bytes().splitlines():
-                    if line.strip():
-                        row = orjson.loads(line)
-                        row["worker"] = row["worker"] * workers + k
-                        intervals.append((row["started_ns"], row["ended_ns"]))
-                        ep_f.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
-                eps.unlink()
+            intervals += [(e["started_ns"], e["ended_ns"]) for e in append_episode_lines(eps, ep_f, k, workers)]
+            eps.unlink(missing_ok=True)
             if turns.is_file():
                 turn_f.write(turns.read_bytes())
                 turns.unlink()
             if (bundle_dir / f"samples-w{k}.jsonl").is_file():
                 os.replace(bundle_dir / f"samples-w{k}.jsonl", out_dir / f"episode_samples-w{k}.jsonl")
     return intervals
+
+
+def append_episode_lines(
+    src: Path, dst: BinaryIO, worker: int, workers: int, extra: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Append the JSON lines of `src` (an engine worker's or a shard's episodes or turns
+    file; nothing when it is missing) to `dst` with the keys of `extra` set; an
+    episode's `worker` (its slot j on worker `worker` of `workers`) becomes the point's
+    slot j * workers + worker, as in a single-process run. Returns the rows."""
+    rows = []
+    if src.is_file():
+        for line in src.read_bytes().splitlines():
+            if line.strip():
+                row = orjson.loads(line)
+                row.update(extra or {})
+                if isinstance(row.get("worker"), int):
+                    row["worker"] = row["worker"] * workers + worker
+                dst.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+                rows.append(row)
+    return rows
 
 
 _NO_REQUEST_SUCCEEDED = "no request succeeded"

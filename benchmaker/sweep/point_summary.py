@@ -28,6 +28,7 @@ table, v_sweep_summary and the report show the same values for a point.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,9 +43,7 @@ from benchmaker.engine.summary import create_run_slo, summary_sql
 __all__ = [
     "TABLE_COLUMNS",
     "engine_point_row",
-    "episode_summary_sql",
     "summarize_point",
-    "sweep_summary_sql",
     "sweep_table_markdown",
     "sweep_table_rows",
     "write_point_summary",
@@ -99,17 +98,6 @@ def _sql(name: str) -> str:
     return (resources.files("benchmaker.sweep") / "sql" / name).read_text(encoding="utf-8")
 
 
-def episode_summary_sql() -> str:
-    """The text of benchmaker/sweep/sql/episode_summary.sql: one SELECT over `episodes` and `turns`."""
-    return _sql("episode_summary.sql")
-
-
-def sweep_summary_sql() -> str:
-    """The text of benchmaker/sweep/sql/sweep_summary.sql: one SELECT over `sweep_points`,
-    `samples_summary` and `episodes_summary`."""
-    return _sql("sweep_summary.sql")
-
-
 def _quoted(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
@@ -133,12 +121,8 @@ def _relation(paths: list[Path], columns: dict[str, str], sweep_point: str) -> s
 
 
 def _plain(value: Any) -> Any:
-    """DuckDB values as JSON-ready Python: DECIMAL/HUGEINT results become float/int."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, float, str)):
-        return value
-    if hasattr(value, "as_integer_ratio"):
-        return float(value)
-    return value
+    """DuckDB values as JSON-ready Python: a DECIMAL result (Decimal) becomes a float."""
+    return float(value) if isinstance(value, Decimal) else value
 
 
 def summarize_point(
@@ -184,7 +168,7 @@ def summarize_point(
             f"CREATE TEMP VIEW episodes AS {_relation([pdir / 'episodes.jsonl'], EPISODE_COLUMNS, sweep_point)}"
         )
         con.execute(f"CREATE TEMP VIEW turns AS {_relation([pdir / 'turns.jsonl'], TURN_COLUMNS, sweep_point)}")
-        con.execute(f"CREATE TEMP VIEW episodes_summary AS {episode_summary_sql().strip().rstrip(';')}")
+        con.execute(f"CREATE TEMP VIEW episodes_summary AS {_sql('episode_summary.sql').strip().rstrip(';')}")
         if run_id is None:
             found = con.execute(
                 "SELECT coalesce((SELECT any_value(run_id) FROM samples), (SELECT any_value(run_id) FROM episodes))"
@@ -196,7 +180,7 @@ def summarize_point(
             "INSERT INTO sweep_points VALUES (?, ?, ?, ?, ?, ?, ?)",
             [run_id, sweep_point, concurrency, rate_per_s, episodes_target, shards, reasons],
         )
-        cur = con.execute(sweep_summary_sql())
+        cur = con.execute(_sql("sweep_summary.sql"))
         names = [d[0] for d in cur.description]
         values = cur.fetchone()
         if values is None:  # one aggregate row always

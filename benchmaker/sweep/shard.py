@@ -60,7 +60,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -83,7 +83,13 @@ from benchmaker.progress import ProgressEvent, ProgressWriter, event_from_json, 
 from benchmaker.replay_server import process as _process
 from benchmaker.sweep.plan import context_chars
 from benchmaker.sweep.point import ReplayPoint
-from benchmaker.sweep.point_run import EPISODE_SAMPLES, engine_reasons, engine_self_checks, play_episodes
+from benchmaker.sweep.point_run import (
+    EPISODE_SAMPLES,
+    append_episode_lines,
+    engine_reasons,
+    engine_self_checks,
+    play_episodes,
+)
 from benchmaker.sweep.sweep import episode_plan, point_dir, summarize_point, write_point_summary
 from benchmaker.trajectories.convert import read_trajectories
 from benchmaker.trajectories.trajectory import Trajectory
@@ -223,30 +229,6 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _watch_shard(
-    p: ReplayShardPoint,
-    plan: Sequence[Trajectory] | None,
-    conc: int,
-    server: _process.ReplayServerHandle,
-    out: Path,
-    put: Callable[[bytes], None],
-) -> AbstractAsyncContextManager[None]:
-    """watch_point over the shard's replay server and episodes file, writing its events
-    through `put` (ProgressWriter; every second); totals and the ETA's work from the
-    shard's `plan` (None: run for a duration)."""
-    return watch_point(
-        p.sweep_point,
-        stats=server.stats,
-        episodes_file=out / "episodes.jsonl",
-        episodes_total=None if plan is None else len(plan),
-        calls_total=None if plan is None else sum(len(t.turns) for t in plan),
-        duration_s=p.point.duration_s,
-        work=None if plan is None else [context_chars(t) for t in plan],
-        slots=conc,
-        sink=ProgressWriter(put),
-    )
-
-
 async def run_replay_shard(
     p: ReplayShardPoint,
     trajectories: Sequence[Trajectory] | None = None,
@@ -260,11 +242,8 @@ async def run_replay_shard(
     `p.point.divergence`), wait for `p.start_wall_ns`, play the shard's episodes
     (`trajectories`: the file's trajectories in order, read from it when None) with
     its share of the concurrency, then write its files into shard_dir and stop the
-    server. With `p.exchange` (benchmaker.engine.exchange), `p.trajectories` is a key there:
-    the shard downloads it, writes into a temporary directory and uploads its files
-    under `<run_id>/points/<point>/_shards/w<k>/` when done (fetch_replay_shards).
-
-    While it plays, its progress goes to progress-w<k>.json (module docstring).
+    server. With `p.exchange`, `p.trajectories` is a key there and the files go through
+    it (module docstring); so does its progress, progress-w<k>.json, while it plays.
 
     Returns the shard's report (also written to shard.json): {"worker", "shards",
     "concurrency" (this shard's), "episodes_planned" (None for a duration), "hostname",
@@ -292,14 +271,13 @@ async def run_replay_shard(
     exchange = Exchange(p.exchange) if p.exchange else None
     local = Path(tempfile.mkdtemp(prefix="benchmaker-replay-shard-")) if exchange else None
     try:
+        key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
         if exchange is not None and local is not None:
             traj_path = exchange.get_file(p.trajectories, local / "trajectories.jsonl")
             out = local / f"w{p.worker}"
-            clock = exchange.clock_offset(shards_key(p.run_id, p.sweep_point, p.start_wall_ns))
-            board = ReadyBoard.in_exchange(exchange, shards_key(p.run_id, p.sweep_point, p.start_wall_ns))
-            put = partial(
-                exchange.put_bytes, f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{progress_name(p.worker)}"
-            )
+            clock = exchange.clock_offset(key)
+            board = ReadyBoard.in_exchange(exchange, key)
+            put = partial(exchange.put_bytes, f"{key}/{progress_name(p.worker)}")
         else:
             traj_path = Path(p.trajectories)
             out = shard_dir(Path(p.run_dir), p.sweep_point, p.worker, p.start_wall_ns)
@@ -322,7 +300,7 @@ async def run_replay_shard(
         report["clock"] = clock
         write_json_atomic(out / "shard.json", report)
         if exchange is not None:
-            exchange.put_dir(out, f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/w{p.worker}")
+            exchange.put_dir(out, f"{key}/w{p.worker}")
     finally:
         if local is not None:
             shutil.rmtree(local, ignore_errors=True)
@@ -368,7 +346,8 @@ async def _play_shard(
     progress: Callable[[bytes], None] | None = None,
 ) -> dict[str, Any]:
     """The shard's replay server, wait and episodes (run_replay_shard), its progress
-    through `progress` (_watch_shard); its report without the clock."""
+    through `progress` (a ProgressWriter's put: watch_point's events every second); its
+    report without the clock."""
     conc = shard_concurrency(p.concurrency, p.shards, p.worker)
     plan = None
     if p.point.duration_s is None:
@@ -389,8 +368,19 @@ async def _play_shard(
         )
         if out.exists():
             shutil.rmtree(out)
-        if progress is not None:
-            await watching.enter_async_context(_watch_shard(p, plan, conc, server, out, progress))
+        if progress is not None:  # totals and the ETA's work from the shard's plan (None: run for a duration)
+            watch = watch_point(
+                p.sweep_point,
+                stats=server.stats,
+                episodes_file=out / "episodes.jsonl",
+                episodes_total=None if plan is None else len(plan),
+                calls_total=None if plan is None else sum(len(t.turns) for t in plan),
+                duration_s=p.point.duration_s,
+                work=None if plan is None else [context_chars(t) for t in plan],
+                slots=conc,
+                sink=ProgressWriter(progress),
+            )
+            await watching.enter_async_context(watch)
         engine: dict[str, Any] = {}
         if plan == []:  # fewer episodes than slots: this shard's slots got none
             wake_late_ns: int | None = await sleep_until(await ready())
@@ -482,27 +472,6 @@ def merge_server_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _append_with_shard(
-    src: Path, dst: Any, worker: int, update: dict[str, Any] | None = None, shards: int = 1
-) -> list[dict[str, Any]]:
-    """Append the lines of `src` to `dst` with `shard` = `worker` and the keys of
-    `update`; an episode's `worker` (its asyncio worker j on the shard) becomes the
-    point's slot j * shards + worker, as in a single-process run."""
-    rows = []
-    if src.is_file():
-        for line in src.read_bytes().splitlines():
-            if line.strip():
-                row = orjson.loads(line)
-                row["shard"] = worker
-                if update is not None:
-                    row.update(update)
-                    if isinstance(row.get("worker"), int):
-                        row["worker"] = row["worker"] * shards + worker
-                dst.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
-                rows.append(row)
-    return rows
-
-
 def merge_replay_point(
     run_dir: Path,
     sweep_point: str,
@@ -535,9 +504,9 @@ def merge_replay_point(
         for k in range(n):
             sdir = shard_dir(Path(run_dir), sweep_point, k, attempt)
             # an episode records the point's target concurrency, not its shard's share
-            eps = _append_with_shard(sdir / "episodes.jsonl", ep_f, k, {"concurrency": concurrency}, n)
+            eps = append_episode_lines(sdir / "episodes.jsonl", ep_f, k, n, {"shard": k, "concurrency": concurrency})
             intervals += [(e["started_ns"], e["ended_ns"]) for e in eps]
-            _append_with_shard(sdir / "turns.jsonl", turn_f, k)
+            append_episode_lines(sdir / "turns.jsonl", turn_f, k, n, {"shard": k})
             if (sdir / "samples.jsonl").is_file():  # the shard's model calls: its requests
                 os.replace(sdir / "samples.jsonl", pdir / f"samples-w{k}.jsonl")
             if (sdir / EPISODE_SAMPLES).is_file():

@@ -3,22 +3,15 @@ plan, the run-level files. Plain functions; the Prefect tasks in
 `tasks/` are thin shells over them. A point runs on the engine: benchmaker.sweep.point_run.
 
     name = point_name(5)                                  # "c5"
-    row = await benchmaker.sweep.point_run.run_point(traj, base_url, run_dir, run_id=rid, concurrency=5)
+    row = await benchmaker.sweep.point_run.run_point(trajs, base_url, run_dir, ReplayPoint(load="closed:5"), run_id=rid)
     row["valid"], row["achieved_max_concurrency"], row["p99_e2e_ms"]
     write_sweep_points(run_dir, [row, ...])               # run_dir/sweep_points.jsonl
 
 Layout under a run directory (docs/architecture.md):
 
     <run_dir>/manifest.json                   write_run_manifest
-    <run_dir>/points/<point>/samples.jsonl    one engine Sample per model call (the
-                                              requests), written as each call finishes
-    <run_dir>/points/<point>/episodes.jsonl   one line per episode (benchmaker.sweep.point_run)
-    <run_dir>/points/<point>/turns.jsonl      one line per turn
-    <run_dir>/points/<point>/episode_samples.jsonl, engine_summary.json
-                                              the engine's view of the episodes (the
-                                              unit of work): schedule lag, verdict
-    <run_dir>/points/<point>/server_stats.json  replay server /stats after the point
-    <run_dir>/points/<point>/point_summary.json summarize_point's row
+    <run_dir>/points/<point>/                 the point's files (benchmaker.sweep.point_run),
+                                              and server_stats.json: replay server /stats after it
     <run_dir>/sweep_points.jsonl              one summary row per point (the warehouse
                                               loads run_id-less rows into sweep_points;
                                               extra keys are ignored there)

@@ -122,7 +122,6 @@ import socket
 import sys
 import time
 from collections import deque
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs
@@ -603,20 +602,9 @@ class _ReplayApp(Starlette):
                 )
                 return
             messages = [*before, *(m for m in messages if m["role"] != "system")]
-        messages = self.store.without_canned(messages)
-        roles = [m["role"] for m in messages]
-        n_assistant = roles.count("assistant")
-        first_assistant = roles.index("assistant") if n_assistant else len(roles)
-        users = [i for i in range(first_assistant) if roles[i] == "user"]
-        if not users:
-            users = [i for i, role in enumerate(roles) if role == "user"][:1]
-        if not users:
-            stats.bad_requests += 1
-            await self._fail(send, 400, "bad_request", "input: no message with role 'user'")
-            return
-        texts = tuple(flatten_content(messages[i].get("content")) for i in users)
-        head = texts[0] if len(texts) == 1 else texts
-        await self._serve(send, t0, req, messages, roles, n_assistant, head, api="responses")
+        shaped = await self._chat_shaped(send, messages, "input: no message with role 'user'", "responses")
+        if shaped is not None:
+            await self._serve(send, t0, req, *shaped, "responses")
 
     def _prepare_reply(self, head: Any, turn_index: int) -> _Reply | None:
         """The reply of turn `turn_index` of the trajectory whose head user texts are
@@ -659,14 +647,24 @@ class _ReplayApp(Starlette):
             self.stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", str(exc), "messages")
             return
+        shaped = await self._chat_shaped(send, messages, "messages: no user message with text", "messages")
+        if shaped is not None:
+            await self._serve(send, t0, req, *shaped, "messages")
+
+    async def _chat_shaped(
+        self, send: Any, messages: list[Any], no_user: str, api: str
+    ) -> tuple[list[Any], list[Any], int, Any] | None:
+        """(messages, their roles, assistant count, head user texts: `_head_of`) of a
+        request of `api` read as chat `messages`, stripped of canned exchanges; None after
+        a 400 `bad_request` with message `no_user` when it has no user message."""
         messages = self.store.without_canned(messages)
         roles = [m["role"] for m in messages]
         head = _head_of(messages, roles)
         if head is None:
             self.stats.bad_requests += 1
-            await self._fail(send, 400, "bad_request", "messages: no user message with text", "messages")
-            return
-        await self._serve(send, t0, req, messages, roles, roles.count("assistant"), head, api="messages")
+            await self._fail(send, 400, "bad_request", no_user, api)
+            return None
+        return messages, roles, roles.count("assistant"), head
 
     async def _count_tokens(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer `POST /v1/messages/count_tokens` (module doc) as side traffic."""
@@ -710,15 +708,20 @@ class _ReplayApp(Starlette):
         n_assistant: int,
         head: Any,
         api: str = "chat",
+        sse: bool | None = None,
+        array: bool = False,
     ) -> None:
         """Answer a chat request the prepared replies do not cover (module doc): match,
         misses, divergence check, latency, streaming. `api`: the wire API the request
-        came in (chat, responses, messages): the shape of the reply and of its errors."""
+        came in (chat, responses, messages, gemini): the shape of the reply and of its
+        errors. `sse`: stream the reply as SSE (None: when the request's `stream` is
+        true); `array`: a non-streamed body goes inside a JSON array (Gemini's
+        streamGenerateContent without alt=sse)."""
 
         async def title() -> bool:
             # a title request is a chat completions call without tools (opencode's): most
             # requests stop at this test, asked on every matched chat request
-            if api != "chat" or req.get("tools"):
+            if req.get("tools"):
                 return False
             system = messages[roles.index("system")] if "system" in roles else None
             text = None if system is None else flatten_content(system.get("content"))
@@ -727,23 +730,22 @@ class _ReplayApp(Starlette):
             await self._side_chat(send, req, "title", TITLE_TEXT)
             return True
 
-        async def fail(send: Any, status: int, code: str, message: str) -> None:
-            await self._fail(send, status, code, message, api)
-
-        found = await self._resolve(send, req, messages, roles, n_assistant, head, fail, title)
+        on_unknown = title if api == "chat" else None
+        found = await self._resolve(send, req, messages, roles, n_assistant, head, api, on_unknown)
         if found is None:
             return
         entry, turn_index, turn, counters, extra = found
         stats = self.stats
         stats.served += 1
         counters.served += 1
-        if req.get("stream") is True:
+        if req.get("stream") is True if sse is None else sse:
             stats.served_stream += 1
             opts = req.get("stream_options")  # chat's; the other APIs always send their usage
             with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
             sent = await _stream(send, t0, self.store.stream(entry, turn_index, api), with_usage, extra)
         else:
-            sent = await self._send_body(send, t0, turn, self.store.body(entry, turn_index, api), extra)
+            body = self.store.body(entry, turn_index, api)
+            sent = await self._send_body(send, t0, turn, b"[" + body + b"]" if array else body, extra)
         stats.bytes_out += sent
         counters.bytes_out += sent
 
@@ -823,29 +825,19 @@ class _ReplayApp(Starlette):
             return
         req, t0 = got
         stats = self.stats
-        fail = partial(self._fail, api="gemini")
         model, method = gemini.parse_path(scope["path"]) or ("", "")
         try:
-            messages = self.store.without_canned(gemini.request_messages(req))
-            roles = [m["role"] for m in messages]
-            n_assistant = roles.count("assistant")
-            first_assistant = roles.index("assistant") if n_assistant else len(roles)
-            heads = [flatten_content(messages[i]["content"]) for i in range(first_assistant) if roles[i] == "user"]
-            if not heads:
-                heads = [flatten_content(next(m for m in messages if m["role"] == "user")["content"])]
-        except (ValueError, StopIteration) as exc:
+            messages = gemini.request_messages(req)
+        except ValueError as exc:
             stats.bad_requests += 1
-            await fail(
-                send,
-                400,
-                "bad_request",
-                str(exc) if isinstance(exc, ValueError) else "contents: no content with role 'user' and a text part",
-            )
+            await self._fail(send, 400, "bad_request", str(exc), "gemini")
             return
-        head: Any = heads[0] if len(heads) == 1 else tuple(heads)
+        shaped = await self._chat_shaped(
+            send, messages, "contents: no content with role 'user' and a text part", "gemini"
+        )
+        if shaped is None:
+            return
         stream = method == "streamGenerateContent"
-        sse = stream and gemini.wants_sse(scope.get("query_string", b""))
-
         if not stream and gemini.wants_json_answer(req):  # a utility call: never in a session log
             config = req["generationConfig"]
             schema = config.get("responseJsonSchema", config.get("responseSchema"))
@@ -856,23 +848,8 @@ class _ReplayApp(Starlette):
             )
             await self._reply(send, 200, body, [(b"x-replay-side", b"json_answer")])
             return
-
-        found = await self._resolve(send, req, messages, roles, n_assistant, head, fail)
-        if found is None:
-            return
-        entry, turn_index, turn, counters, extra = found
-        stats.served += 1
-        counters.served += 1
-        if sse:
-            stats.served_stream += 1
-            sent = await _stream(send, t0, self.store.stream(entry, turn_index, "gemini"), True, extra)
-        else:
-            body = self.store.body(entry, turn_index, "gemini")
-            if stream:  # streamGenerateContent without alt=sse: a JSON array of responses
-                body = b"[" + body + b"]"
-            sent = await self._send_body(send, t0, turn, body, extra)
-        stats.bytes_out += sent
-        counters.bytes_out += sent
+        sse = stream and gemini.wants_sse(scope.get("query_string", b""))
+        await self._serve(send, t0, req, *shaped, "gemini", sse, stream and not sse)
 
     async def _resolve(
         self,
@@ -882,13 +859,13 @@ class _ReplayApp(Starlette):
         roles: list[Any],
         n_assistant: int,
         head: Any,
-        fail: Any,
+        api: str,
         on_unknown: Any = None,
     ) -> tuple[StoredTrajectory, int, PreparedTurn, _TrajectoryCounters, list] | None:
         """The recorded turn a request of any API is answered with, as chat `messages`
         (their `roles`, assistant count, head user texts): (trajectory, turn index, the
         prepared turn, its counters, extra headers); or None after counting the miss
-        (or divergence) and answering it with `fail(send, status, code, message)`. When
+        (or divergence) and answering it in the shape of `api` (`_fail`). When
         no trajectory has the key, or the one it matches is no recorded title call (its
         system text a title prompt), and `await on_unknown()` returns True, that call
         answered the request as side traffic (no miss counted) and None is returned."""
@@ -906,19 +883,20 @@ class _ReplayApp(Starlette):
         if hit is None:
             stats.unknown_key += 1
             stats.recent_unknown_keys.append(key)
-            await fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}")
+            await self._fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}", api)
             return None
         entry, turn_index = hit
         counters = stats.by_ordinal[entry.ordinal]
         if turn_index >= len(entry.turns):
             stats.beyond_turns += 1
             counters.beyond_turns += 1
-            await fail(
+            await self._fail(
                 send,
                 409,
                 "beyond_turns",
                 f"trajectory {entry.trajectory_id} has {len(entry.turns)} recorded turns; "
                 f"the request asks for turn {turn_index} (its assistant message count)",
+                api,
             )
             return None
         turn = entry.turns[turn_index]
@@ -946,12 +924,13 @@ class _ReplayApp(Starlette):
                     stats.diverged += 1
                     counters.diverged += 1
                     what = "status" if status_bad else "content"
-                    await fail(
+                    await self._fail(
                         send,
                         412,
                         "diverged",
                         f"trajectory {entry.trajectory_id} turn {turn_index}: the request's "
                         f"observations differ in {what} from the recording",
+                        api,
                     )
                     return None
                 extra = [*extra, (b"x-replay-divergence", b"status")]

@@ -127,11 +127,6 @@ class EpisodeResult:
         )
 
 
-def text_action_style(trajectory: Trajectory) -> TextActionStyle:
-    """mini-swe-agent for trajectories converted from mini-swe-agent logs, else swe-agent."""
-    return "mini-swe-agent" if "mini" in trajectory.source.format else "swe-agent"
-
-
 def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
     """[system (when recorded), first user (its content parts when it held an image:
     `first_user_parts`), each of user_before_turns] in OpenAI request shape."""
@@ -175,10 +170,6 @@ def byte_equal(call: ChatResult, recorded: Response) -> bool:
         if g.id != w.id or g.name != w.name or g.arguments != w.arguments_raw:
             return False
     return True
-
-
-def _sha256(text: str | None) -> str | None:
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def task_diff(diff: str) -> str:
@@ -312,7 +303,8 @@ class _Episode:
         ep.usage_complete = complete
         if complete:
             ep.prompt_tokens, ep.output_tokens = self._prompt_sum, self._output_sum
-        ep.diff_sha256 = _sha256(None if diff is None else task_diff(diff))
+        if diff is not None:
+            ep.diff_sha256 = hashlib.sha256(task_diff(diff).encode("utf-8")).hexdigest()
         if verdict is not None:
             ep.resolved, ep.reverified = verdict.resolved, verdict.reverified
         ep.ended_ns = time.perf_counter_ns() - self.t0
@@ -367,9 +359,6 @@ def served(call: ChatResult) -> bool:
     return call.outcome in SERVED_OUTCOMES
 
 
-_served = served
-
-
 def _fail_outcome(call: ChatResult) -> str:
     return "timeout" if call.outcome == Outcome.TIMEOUT.value else "error"
 
@@ -404,7 +393,9 @@ async def _execute_observations(
     text_obs = [o for o in recorded.observations if o.tool_call_id is None]
     if not text_obs:
         return msgs, tool_ns
-    acted = await run_text_action(sb, call.content, text_action_style(trajectory))
+    # mini-swe-agent's action format for trajectories converted from its logs
+    style: TextActionStyle = "mini-swe-agent" if "mini" in trajectory.source.format else "swe-agent"
+    acted = await run_text_action(sb, call.content, style)
     if acted is None:  # no parsable action: send the recorded observations, count it
         st.ep.divergences += 1
         st.result.divergence_details.append(f"turn {recorded.index}: no action to execute")
@@ -632,12 +623,9 @@ async def _command_episode(
     group is killed (an agent retrying the refused request would otherwise retry for
     minutes). Either way the episode's outcome is "diverged" and its error names the
     turn, the miss kind and the status."""
-    confined = isinstance(sb, LocalSandbox) and sb.confinement is not None
-    ipc = sb.agent_dir() if isinstance(sb, LocalSandbox) and confined else None
+    ipc = sb.agent_dir() if isinstance(sb, LocalSandbox) and sb.confinement is not None else None
     async with _MeasuringProxy(base_url, st, api_key, unix_dir=ipc) as proxy:
         with tempfile.TemporaryDirectory(prefix="bm-agent-", dir=ipc) as tmp:
-            if ipc is not None:
-                os.chmod(tmp, 0o755)
             prompt = Path(tmp) / "prompt.json"
             prompt.write_text(
                 json.dumps(
@@ -649,12 +637,12 @@ async def _command_episode(
                     }
                 )
             )
-            if ipc is not None:
-                os.chmod(prompt, 0o644)
             agent_tmp = Path(tmp) / "tmp"
-            agent_tmp.mkdir(mode=0o1777 if ipc is not None else 0o700)
-            if ipc is not None:
-                os.chmod(agent_tmp, 0o1777)  # the sandbox's user writes there
+            agent_tmp.mkdir(mode=0o700)
+            if ipc is not None:  # the sandbox's user reads the prompt and writes in its tmp
+                os.chmod(tmp, 0o755)
+                os.chmod(prompt, 0o644)
+                os.chmod(agent_tmp, 0o1777)
             subst = {
                 "prompt_file": str(prompt),
                 "workdir": sb.workdir,
@@ -697,8 +685,8 @@ async def _command_episode(
             elif res.exit_code != 0:
                 st.ep.outcome = "error"
                 st.ep.error = f"agent exited with code {res.exit_code}: {res.stdout[-500:].decode(errors='replace')}"
-            elif any(not _served(c) for c in st.calls):
-                bad = next(c for c in st.calls if not _served(c))
+            elif any(not served(c) for c in st.calls):
+                bad = next(c for c in st.calls if not served(c))
                 st.ep.outcome = _fail_outcome(bad)
                 st.ep.error = f"model call failed: {bad.outcome} {bad.status or ''}"
 

@@ -392,7 +392,6 @@ def _observation_mismatch(
 
 
 _CHAT_PATHS = frozenset(("/v1/chat/completions", "/chat/completions"))
-_RESPONSES_PATHS = frozenset(("/v1/responses", "/responses"))
 
 
 def _request_tool_names(req: Any) -> frozenset[str]:
@@ -496,36 +495,21 @@ class _ReplayApp(Starlette):
             return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"] in _RESPONSES_PATHS
-            and scope["method"] == "POST"
-            and not scope.get("root_path")
-        ):
-            await self._responses(receive, send, scope)
-            return
-        if (
-            scope["type"] != "http"
-            or scope["path"] not in _CHAT_PATHS
-            or scope["method"] != "POST"
-            or scope.get("root_path")
-        ):
-            if (
-                scope["type"] == "http"
-                and scope["method"] == "POST"
-                and not scope.get("root_path")
-                and scope["path"] in _MESSAGES_ROUTES
-            ):
-                await _MESSAGES_ROUTES[scope["path"]](self, scope, receive, send)
-                return
-            method = (gemini.parse_path(scope["path"]) or ("", ""))[1] if scope["type"] == "http" else ""
-            if scope["type"] == "http" and scope["method"] == "POST" and method in gemini.GEMINI_METHODS:
-                await self.serve_gemini(scope, receive, send)
-                return
-            if scope["type"] == "http" and scope["method"] == "POST" and method == "countTokens":
-                await self.count_tokens(scope, receive, send)
-                return
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
             await super().__call__(scope, receive, send)
+            return
+        path = scope["path"]
+        if path not in _CHAT_PATHS:  # the other model APIs, else Starlette's routes
+            answer = _POST_ROUTES.get(path)
+            if answer is None:
+                method = (gemini.parse_path(path) or ("", ""))[1]
+                if method in gemini.GEMINI_METHODS:
+                    answer = _ReplayApp.serve_gemini
+                elif method == "countTokens":
+                    answer = _ReplayApp.count_tokens
+                else:
+                    answer = Starlette.__call__
+            await answer(self, scope, receive, send)
             return
         got = await self._read_json(scope, receive, send, "chat")
         if got is None:
@@ -576,7 +560,7 @@ class _ReplayApp(Starlette):
                 return
         await self._serve(send, t0, req, messages, roles, n_assistant, head)
 
-    async def _responses(self, receive: Any, send: Any, scope: Any) -> None:
+    async def _responses(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer a POST to an OpenAI Responses path: the request's items as chat messages
         (benchmaker.apis.openai_responses.chat_messages), then the chat rules (`_serve`),
         the turn written back in the Responses shape; counted as chat requests are."""
@@ -971,10 +955,13 @@ def _authorized(scope: Any, expected: bytes) -> bool:
 
 
 _ROLE = operator.itemgetter("role")
-_MESSAGES_ROUTES: dict[str, Any] = {
+_POST_ROUTES: dict[str, Any] = {
+    "/v1/responses": _ReplayApp._responses,
+    "/responses": _ReplayApp._responses,
     **{path: _ReplayApp._messages for path in anthropic_messages.MESSAGES_PATHS},
     "/v1/messages/count_tokens": _ReplayApp._count_tokens,
 }
+"""The POST paths the front door answers beside the chat paths (Gemini's by parse_path)."""
 _UNPREPARED = object()
 _Reply = tuple[dict[str, Any], dict[str, Any], int, _TrajectoryCounters]
 """A prepared 200 reply: (http.response.start message, http.response.body message,
@@ -1150,14 +1137,8 @@ def create_app(store: ReplayStore, *, token: str | None = None, divergence: str 
                 }
             }
         )
-        if allowed:
-            return Response(
-                body,
-                status_code=405,
-                media_type="application/json",
-                headers={"x-replay-miss": "unknown_path", "allow": allowed},
-            )
-        return Response(body, status_code=404, media_type="application/json", headers={"x-replay-miss": "unknown_path"})
+        headers = {"x-replay-miss": "unknown_path", **({"allow": allowed} if allowed else {})}
+        return Response(body, status_code=405 if allowed else 404, media_type="application/json", headers=headers)
 
     chat = _ChatRoute()
     responses = _ChatRoute("/v1/responses")

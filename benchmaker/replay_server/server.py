@@ -144,6 +144,7 @@ from benchmaker.replay_server.store import (
     StoredTrajectory,
     StreamBytes,
     exit_code_in,
+    head_texts,
     stable_text,
 )
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
@@ -415,19 +416,6 @@ def _request_tool_names(req: Any) -> frozenset[str]:
     return frozenset(names)
 
 
-def _head_of(messages: list[dict[str, Any]], roles: list[Any]) -> Any:
-    """The head user texts of chat-shaped messages as `_known_keys` keys them (the
-    chat front door's rule): the one user text before the first assistant message (else
-    the first user text), or the tuple of several; None when there is no user message."""
-    first_assistant = roles.index("assistant") if "assistant" in roles else len(roles)
-    users = [i for i in range(first_assistant) if roles[i] == "user"]
-    if len(users) > 1:
-        return tuple(flatten_content(messages[i].get("content")) for i in users)
-    if "user" not in roles:
-        return None
-    return flatten_content(messages[roles.index("user")].get("content"))
-
-
 class _ReplayApp(Starlette):
     """The Starlette app whose front door is the hot path: a POST to a chat path is
     answered right in `__call__` (raw ASGI: no router, no middleware, no Request object,
@@ -450,7 +438,7 @@ class _ReplayApp(Starlette):
         # head user texts (a `_keys` key) -> per turn index: its prepared reply (built on
         # the first request for it), None where `_serve` must answer, or _UNPREPARED
         self._replies: dict[Any, list[Any]] = {  # a _Reply, _UNPREPARED or None per turn
-            _head_texts(entry): [_UNPREPARED] * len(entry.turns) for entry in store.trajectories
+            _recorded_head(entry): [_UNPREPARED] * len(entry.turns) for entry in store.trajectories
         }
 
     async def _reply(self, send: Any, status: int, body: bytes, extra: list | None = None) -> None:
@@ -638,12 +626,12 @@ class _ReplayApp(Starlette):
     async def _chat_shaped(
         self, send: Any, messages: list[Any], no_user: str, api: str
     ) -> tuple[list[Any], list[Any], int, Any] | None:
-        """(messages, their roles, assistant count, head user texts: `_head_of`) of a
+        """(messages, their roles, assistant count, head user texts: `head_texts`) of a
         request of `api` read as chat `messages`, stripped of canned exchanges; None after
         a 400 `bad_request` with message `no_user` when it has no user message."""
         messages = self.store.without_canned(messages)
         roles = [m["role"] for m in messages]
-        head = _head_of(messages, roles)
+        head = head_texts(messages, roles)
         if head is None:
             self.stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", no_user, api)
@@ -669,7 +657,7 @@ class _ReplayApp(Starlette):
             return
         matched = self.store.without_canned(messages)
         roles = [m["role"] for m in matched]
-        head = _head_of(matched, roles)
+        head = head_texts(matched, roles)
         n_tokens = None
         if head is not None:
             key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
@@ -968,7 +956,7 @@ _Reply = tuple[dict[str, Any], dict[str, Any], int, _TrajectoryCounters]
 body bytes, the trajectory's counters)."""
 
 
-def _head_texts(entry: StoredTrajectory) -> Any:
+def _recorded_head(entry: StoredTrajectory) -> Any:
     """The head user texts of a trajectory as `_known_keys` keys them: the first user
     text alone, or the tuple of it and the user texts before the first turn."""
     traj = entry.trajectory
@@ -983,7 +971,7 @@ def _known_keys(store: ReplayStore) -> dict[Any, str]:
     same texts, so the lookup is exact. Holds references to the store's strings only."""
     keys: dict[Any, str] = {}
     for entry in store.trajectories:
-        head = _head_texts(entry)
+        head = _recorded_head(entry)
         keys[head] = match_key_for_messages([head] if type(head) is str else list(head))
     return keys
 
@@ -1373,14 +1361,7 @@ def latency_notice(store: ReplayStore) -> str | None:
     untimed = store.untimed_turns
     if not untimed:
         return None
-    trajs = [
-        t.trajectory
-        for t in store.trajectories
-        if any(
-            p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
-            for p in t.turns
-        )
-    ]
+    trajs = [t.trajectory for t in store.trajectories if any(p.untimed for p in t.turns)]
     formats = sorted({t.source.format for t in trajs})
     named = ", ".join(t.trajectory_id for t in trajs[:_NAMED])
     more = f" and {len(trajs) - _NAMED} more" if len(trajs) > _NAMED else ""

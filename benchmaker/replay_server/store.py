@@ -92,6 +92,7 @@ __all__ = [
     "ReplayStore",
     "StoredTrajectory",
     "exit_code_in",
+    "head_texts",
     "pids_masked",
     "load_trajectories",
     "stable_text",
@@ -263,6 +264,13 @@ class PreparedTurn:
     completion_id: str
     model: str = DEFAULT_MODEL
     previous: int | None = None
+
+    @property
+    def untimed(self) -> bool:
+        """The turn has no recorded timing (`Turn.timing` None, or neither ttft_ms nor
+        duration_ms): under the recorded latency model it is sent at once."""
+        timing = self.turn.timing
+        return timing is None or (timing.ttft_ms is None and timing.duration_ms is None)
 
 
 @dataclass(slots=True)
@@ -584,14 +592,8 @@ class ReplayStore:
 
     @property
     def untimed_turns(self) -> int:
-        """Recorded turns without a timing (`Turn.timing` None, or neither ttft_ms nor
-        duration_ms): under the recorded latency model they are sent at once."""
-        return sum(
-            1
-            for t in self.trajectories
-            for p in t.turns
-            if p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
-        )
+        """Recorded turns without a timing (`PreparedTurn.untimed`)."""
+        return sum(p.untimed for t in self.trajectories for p in t.turns)
 
     @property
     def models(self) -> list[str]:
@@ -666,22 +668,25 @@ def request_key(messages: list[dict[str, Any]]) -> tuple[str, int]:
     assistant message (`match_key_for_messages` of their flattened contents), or over
     the first user message when every user message follows an assistant one. Raises
     ValueError when there is no user message."""
-    head: list[str] = []
-    first: str | None = None
-    n_assistant = 0
-    for msg in messages:
-        role = msg.get("role")
-        if role == "assistant":
-            n_assistant += 1
-        elif role == "user":
-            text = flatten_content(msg.get("content"))
-            if first is None:
-                first = text
-            if not n_assistant:
-                head.append(text)
-    if first is None:
+    roles = [m.get("role") for m in messages]
+    head = head_texts(messages, roles)
+    if head is None:
         raise ValueError("messages: no message with role 'user'")
-    return match_key_for_messages(head or [first]), n_assistant
+    return match_key_for_messages([head] if type(head) is str else list(head)), roles.count("assistant")
+
+
+def head_texts(messages: list[dict[str, Any]], roles: list[Any]) -> str | tuple[str, ...] | None:
+    """The head user texts of chat `messages` (`roles`: the role of each), which their
+    task key is over (`request_key`): the flattened text of the one user message before
+    the first assistant message (else of the first user message), or the tuple of
+    several; None when there is no user message."""
+    first_assistant = roles.index("assistant") if "assistant" in roles else len(roles)
+    users = [i for i in range(first_assistant) if roles[i] == "user"]
+    if len(users) > 1:
+        return tuple(flatten_content(messages[i].get("content")) for i in users)
+    if "user" not in roles:
+        return None
+    return flatten_content(messages[roles.index("user")].get("content"))
 
 
 def load_trajectories(path: Path) -> list[tuple[int, Trajectory]]:

@@ -62,7 +62,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
@@ -95,30 +95,6 @@ class RunResult:
     truncated: bool = False
     total_bytes: int = 0
     duration_ns: int = 0
-
-
-class Spawner(Protocol):
-    """Where LocalSandbox runs commands and copies trees (module docstring)."""
-
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: str | os.PathLike[str],
-        env: dict[str, str],
-        timeout_s: float | None = None,
-        max_output_bytes: int | None = None,
-        merge_stderr: bool = True,
-        new_session: bool = True,
-    ) -> RunResult: ...
-
-    async def copytree(
-        self, src: str | os.PathLike[str], dst: str | os.PathLike[str], ignore: Sequence[str] = ()
-    ) -> None: ...
-
-    async def rmtree(self, path: str | os.PathLike[str]) -> None: ...
-
-    async def aclose(self) -> None: ...
 
 
 class _Capped:
@@ -480,6 +456,10 @@ class ProcessSpawner:
             self._proc.kill()
             await self._proc.wait()
         await asyncio.gather(self._reader, self._err_reader, return_exceptions=True)
+
+
+Spawner = InlineSpawner | ProcessSpawner
+"""Where LocalSandbox runs commands and copies trees (module docstring)."""
 
 
 # ------------------------------------------------------------------------------------

@@ -88,12 +88,8 @@ sweep_point, worker, lane "agent" and meta {episode_id, turn_index, miss_kind,
 trajectory_id} set; the sink gives it its seq and writes it)."""
 
 
-def local_sandbox_factory(**kwargs: Any) -> LocalSandboxFactory:
-    """A factory making a LocalSandbox per episode from the task's repo (an empty
-    workspace when the task has none); `kwargs` go to `LocalSandbox.create`. Its
-    `start()` (a sweep point calls it before the clock) moves process spawning off the
-    measuring loop (benchmaker.agent.sandbox.local.LocalSandboxFactory)."""
-    return LocalSandboxFactory(**kwargs)
+local_sandbox_factory = LocalSandboxFactory
+"""A SandboxFactory making a LocalSandbox per episode (benchmaker.agent.sandbox.local)."""
 
 
 @dataclass(slots=True, repr=False)

@@ -745,16 +745,25 @@ def _prepare_turns(
     edited = any(t.context_edit is not None for t in traj.turns)
     out = []
     for k, turn in enumerate(traj.turns):
-        prepared = _prepare_turn(
-            turn,
-            f"chatcmpl-replay-{digest}-{turn.index}",
-            turn.model or model,
-            latency,
-            splitter,
-            created,
-            traj_header,
+        completion_id = f"chatcmpl-replay-{digest}-{turn.index}"
+        turn_model = turn.model or model
+        final_offset_s = 0.0
+        if latency.kind != "instant":
+            final_offset_s = latency.offsets_ms(_n_events(turn, splitter), turn.timing)[-1] / 1000.0
+        headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
+        if turn.response.finish_reason in ("aborted", "error"):
+            headers.append((b"x-replay-recorded-error", turn.response.finish_reason.encode()))
+        prepared = PreparedTurn(
+            index=turn.index,
+            body=openai_chat.render_body(turn, completion_id=completion_id, model=turn_model, created=created),
+            final_offset_s=final_offset_s,
+            observations=tuple(RecordedObservation.of(o) for o in turn.observations),
+            headers=headers,
+            turn=turn,
+            completion_id=completion_id,
+            model=turn_model,
+            previous=previous_turn(traj, k) if edited else (k - 1 if k else None),
         )
-        prepared.previous = previous_turn(traj, k) if edited else (k - 1 if k else None)
         out.append(prepared)
     return out
 
@@ -763,33 +772,6 @@ def _n_events(turn: Turn, splitter: Splitter) -> int:
     resp = turn.response
     n = len(splitter(resp.reasoning or "")) + len(splitter(resp.content or ""))
     return n + sum(1 + len(splitter(tc.arguments_raw)) for tc in resp.tool_calls)
-
-
-def _prepare_turn(
-    turn: Turn,
-    completion_id: str,
-    model: str,
-    latency: LatencyModel,
-    splitter: Splitter,
-    created: int,
-    traj_header: bytes,
-) -> PreparedTurn:
-    final_offset_s = 0.0
-    if latency.kind != "instant":
-        final_offset_s = latency.offsets_ms(_n_events(turn, splitter), turn.timing)[-1] / 1000.0
-    headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
-    if turn.response.finish_reason in ("aborted", "error"):
-        headers.append((b"x-replay-recorded-error", turn.response.finish_reason.encode()))
-    return PreparedTurn(
-        index=turn.index,
-        body=openai_chat.render_body(turn, completion_id=completion_id, model=model, created=created),
-        final_offset_s=final_offset_s,
-        observations=tuple(RecordedObservation.of(o) for o in turn.observations),
-        headers=headers,
-        turn=turn,
-        completion_id=completion_id,
-        model=model,
-    )
 
 
 def _group_events(

@@ -715,21 +715,16 @@ class _ReplayApp(Starlette):
             opts = req.get("stream_options")  # chat's; the other APIs always send their usage
             with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
             sent = await _stream(send, t0, self.store.stream(entry, turn_index, api), with_usage, extra)
+            stats.bytes_out += sent
         else:
             body = self.store.body(entry, turn_index, api)
-            sent = await self._send_body(send, t0, turn, b"[" + body + b"]" if array else body, extra)
-        stats.bytes_out += sent
+            if array:
+                body = b"[" + body + b"]"
+            if turn.final_offset_s > 0:  # sent at the last event's offset from t0 (module doc)
+                await _sleep_until(t0 + turn.final_offset_s)
+            await self._reply(send, 200, body, extra)  # counts stats.bytes_out
+            sent = len(body)
         counters.bytes_out += sent
-
-    async def _send_body(self, send: Any, t0: float, turn: PreparedTurn, body: bytes, extra: list) -> int:
-        """Send a non-streamed reply `body` once the turn's final offset from `t0` (the
-        request's arrival, perf_counter s) passed; returns the bytes sent."""
-        if turn.final_offset_s > 0:
-            await _sleep_until(t0 + turn.final_offset_s)
-        headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-        return len(body)
 
     async def _side_chat(self, send: Any, req: dict[str, Any], kind: str, text: str) -> None:
         """Answer a chat request as side traffic of `kind` with the assistant text `text`

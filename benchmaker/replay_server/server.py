@@ -1415,16 +1415,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        serve(
-            args.trajectories,
-            host=args.host,
-            port=args.port,
-            latency=args.latency,
-            token=resolve_token(args.token),
-            divergence=args.divergence,
-            tokenizer=args.tokenizer,
-            http=args.http,
-        )
+        serve(**{**vars(args), "token": resolve_token(args.token)})  # each flag is serve's keyword
     except (ValueError, RuntimeError, OSError, ImportError) as exc:
         print(f"replay server: error: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -45,13 +45,9 @@ next recorded answer; concurrent episodes of one trajectory share the rotation).
 
 Canned exchanges (`Trajectory.canned_replies`, aider; module doc of
 benchmaker.trajectories.trajectory): the server strips a request with
-`ReplayStore.without_canned` before it computes the key and assistant count it calls
-`match` with, and each request is stripped of the canned replies of its own trajectory
-only (an answer of one agent may be another's canned reply). The key is computed from the
-stripped request and the replies to strip depend on the trajectory the key selects, so
-neither can come first; `without_canned` tries each distinct set of canned replies in
-the store instead and keeps the stripped request whose key belongs to a trajectory
-listing that set (see there).
+`ReplayStore.without_canned` (the canned replies of its own trajectory only: an answer
+of one agent may be another's canned reply; how, in its doc) before it computes the key
+and assistant count it calls `match` with.
 """
 
 from __future__ import annotations

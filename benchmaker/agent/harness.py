@@ -198,34 +198,12 @@ _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 
 
 class _Episode:
-    """Book-keeping of one episode while it runs."""
+    """Book-keeping of one episode `ep` while it runs (stamps from `t0_ns`)."""
 
-    def __init__(
-        self,
-        trajectory: Trajectory,
-        mode: str,
-        run_id: str,
-        sweep_point: str | None,
-        concurrency: int | None,
-        episode_id: str,
-        worker: int,
-        t0_ns: int,
-        sample_sink: SampleSink | None = None,
-    ):
+    def __init__(self, ep: Episode, t0_ns: int, sample_sink: SampleSink | None):
         self.t0 = t0_ns
         self.sink = sample_sink
-        self.ep = Episode(
-            run_id=run_id,
-            sweep_point=sweep_point,
-            concurrency=concurrency,
-            episode_id=episode_id,
-            trajectory_id=trajectory.trajectory_id,
-            task_id=task_id_of(trajectory),
-            mode=mode,
-            worker=worker,
-            started_ns=time.perf_counter_ns() - t0_ns,
-            ended_ns=0,
-        )
+        self.ep = ep
         self.turns: list[TurnRecord] = []
         self.calls: list[ChatResult] = []
         self.result = EpisodeResult(self.ep, self.turns)
@@ -457,17 +435,20 @@ async def run_episode(
         raise ValueError(f"mode {mode} needs a sandbox")
     if mode == "command" and not command:
         raise ValueError("mode command needs a command")
-    st = _Episode(
-        trajectory,
-        mode,
-        run_id,
-        sweep_point,
-        concurrency,
-        episode_id or uuid.uuid4().hex[:16],
-        worker,
-        time.perf_counter_ns() if t0_ns is None else t0_ns,
-        sample_sink,
+    t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
+    ep = Episode(
+        run_id=run_id,
+        sweep_point=sweep_point,
+        concurrency=concurrency,
+        episode_id=episode_id or uuid.uuid4().hex[:16],
+        trajectory_id=trajectory.trajectory_id,
+        task_id=task_id_of(trajectory),
+        mode=mode,
+        worker=worker,
+        started_ns=time.perf_counter_ns() - t0,
+        ended_ns=0,
     )
+    st = _Episode(ep, t0, sample_sink)
     own_client = client is None
     client = client or ModelClient(base_url, api_key=api_key, model=trajectory.model, t0_ns=st.t0)
     sb: Sandbox | None = None

@@ -16,9 +16,7 @@ server usage (`usage_complete`), otherwise they are None.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
-
-Mode = Literal["recorded", "execute", "command"]
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -108,47 +106,19 @@ class Episode:
         return asdict(self)
 
 
-# DuckDB column types of episodes.jsonl / turns.jsonl, in field order.
-EPISODE_COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR",
-    "sweep_point": "VARCHAR",
-    "concurrency": "INTEGER",
-    "episode_id": "VARCHAR",
-    "trajectory_id": "VARCHAR",
-    "task_id": "VARCHAR",
-    "mode": "VARCHAR",
-    "worker": "INTEGER",
-    "started_ns": "BIGINT",
-    "ended_ns": "BIGINT",
-    "n_turns": "INTEGER",
-    "n_requests": "INTEGER",
-    "model_time_ns": "BIGINT",
-    "tool_time_ns": "BIGINT",
-    "first_token_ns_sum": "BIGINT",
-    "misses_unknown_key": "INTEGER",
-    "misses_beyond_turns": "INTEGER",
-    "misses_diverged": "INTEGER",
-    "divergences": "INTEGER",
-    "outcome": "VARCHAR",
-    "error": "VARCHAR",
-    "resolved": "BOOLEAN",
-    "reverified": "BOOLEAN",
-    "usage_complete": "BOOLEAN",
-    "prompt_tokens": "BIGINT",
-    "output_tokens": "BIGINT",
-    "diff_sha256": "VARCHAR",
-}
+def _duckdb_columns(record: type) -> dict[str, str]:
+    """The DuckDB column type of each field of the dataclass `record`, in field order: a
+    str is VARCHAR, a bool BOOLEAN, an int BIGINT when its name ends in _ns, _ns_sum or
+    _tokens (stamps and sums in ns, token counts), else INTEGER."""
+    columns = {}
+    for f in fields(record):
+        kind = str(f.type).split(" | ")[0]  # annotations are strings here (__future__)
+        if kind == "int":
+            columns[f.name] = "BIGINT" if f.name.endswith(("_ns", "_ns_sum", "_tokens")) else "INTEGER"
+        else:
+            columns[f.name] = {"str": "VARCHAR", "bool": "BOOLEAN"}[kind]
+    return columns
 
-TURN_COLUMNS: dict[str, str] = {
-    "run_id": "VARCHAR",
-    "sweep_point": "VARCHAR",
-    "episode_id": "VARCHAR",
-    "turn_index": "INTEGER",
-    "miss_kind": "VARCHAR",
-    "tool_time_ns": "BIGINT",
-    "n_tool_calls": "INTEGER",
-    "byte_equal": "BOOLEAN",
-}
 
-assert list(EPISODE_COLUMNS) == [f.name for f in fields(Episode)]
-assert list(TURN_COLUMNS) == [f.name for f in fields(TurnRecord)]
+EPISODE_COLUMNS = _duckdb_columns(Episode)
+TURN_COLUMNS = _duckdb_columns(TurnRecord)

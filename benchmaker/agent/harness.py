@@ -88,12 +88,8 @@ sweep_point, worker, lane "agent" and meta {episode_id, turn_index, miss_kind,
 trajectory_id} set; the sink gives it its seq and writes it)."""
 
 
-def local_sandbox_factory(**kwargs: Any) -> LocalSandboxFactory:
-    """A factory making a LocalSandbox per episode from the task's repo (an empty
-    workspace when the task has none); `kwargs` go to `LocalSandbox.create`. Its
-    `start()` (a sweep point calls it before the clock) moves process spawning off the
-    measuring loop (benchmaker.agent.sandbox.local.LocalSandboxFactory)."""
-    return LocalSandboxFactory(**kwargs)
+local_sandbox_factory = LocalSandboxFactory
+"""A SandboxFactory making a LocalSandbox per episode (benchmaker.agent.sandbox.local)."""
 
 
 @dataclass(slots=True, repr=False)
@@ -125,11 +121,6 @@ class EpisodeResult:
             f"calls={len(self.calls)}, diff={diff}, verdict={self.verdict!r}, "
             f"divergences={len(self.divergence_details)}, server_divergences={self.server_divergences})"
         )
-
-
-def text_action_style(trajectory: Trajectory) -> TextActionStyle:
-    """mini-swe-agent for trajectories converted from mini-swe-agent logs, else swe-agent."""
-    return "mini-swe-agent" if "mini" in trajectory.source.format else "swe-agent"
 
 
 def initial_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
@@ -177,10 +168,6 @@ def byte_equal(call: ChatResult, recorded: Response) -> bool:
     return True
 
 
-def _sha256(text: str | None) -> str | None:
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def task_diff(diff: str) -> str:
     """The sections of a `git diff` (the sandbox's, against the task's baseline commit)
     that touch the task's files: a file of the baseline changed, deleted or renamed.
@@ -211,34 +198,12 @@ _LINES = re.compile(r"[^\n]*\n|[^\n]+")
 
 
 class _Episode:
-    """Book-keeping of one episode while it runs."""
+    """Book-keeping of one episode `ep` while it runs (stamps from `t0_ns`)."""
 
-    def __init__(
-        self,
-        trajectory: Trajectory,
-        mode: str,
-        run_id: str,
-        sweep_point: str | None,
-        concurrency: int | None,
-        episode_id: str,
-        worker: int,
-        t0_ns: int,
-        sample_sink: SampleSink | None = None,
-    ):
+    def __init__(self, ep: Episode, t0_ns: int, sample_sink: SampleSink | None):
         self.t0 = t0_ns
         self.sink = sample_sink
-        self.ep = Episode(
-            run_id=run_id,
-            sweep_point=sweep_point,
-            concurrency=concurrency,
-            episode_id=episode_id,
-            trajectory_id=trajectory.trajectory_id,
-            task_id=task_id_of(trajectory),
-            mode=mode,
-            worker=worker,
-            started_ns=time.perf_counter_ns() - t0_ns,
-            ended_ns=0,
-        )
+        self.ep = ep
         self.turns: list[TurnRecord] = []
         self.calls: list[ChatResult] = []
         self.result = EpisodeResult(self.ep, self.turns)
@@ -312,7 +277,8 @@ class _Episode:
         ep.usage_complete = complete
         if complete:
             ep.prompt_tokens, ep.output_tokens = self._prompt_sum, self._output_sum
-        ep.diff_sha256 = _sha256(None if diff is None else task_diff(diff))
+        if diff is not None:
+            ep.diff_sha256 = hashlib.sha256(task_diff(diff).encode("utf-8")).hexdigest()
         if verdict is not None:
             ep.resolved, ep.reverified = verdict.resolved, verdict.reverified
         ep.ended_ns = time.perf_counter_ns() - self.t0
@@ -367,9 +333,6 @@ def served(call: ChatResult) -> bool:
     return call.outcome in SERVED_OUTCOMES
 
 
-_served = served
-
-
 def _fail_outcome(call: ChatResult) -> str:
     return "timeout" if call.outcome == Outcome.TIMEOUT.value else "error"
 
@@ -404,7 +367,9 @@ async def _execute_observations(
     text_obs = [o for o in recorded.observations if o.tool_call_id is None]
     if not text_obs:
         return msgs, tool_ns
-    acted = await run_text_action(sb, call.content, text_action_style(trajectory))
+    # mini-swe-agent's action format for trajectories converted from its logs
+    style: TextActionStyle = "mini-swe-agent" if "mini" in trajectory.source.format else "swe-agent"
+    acted = await run_text_action(sb, call.content, style)
     if acted is None:  # no parsable action: send the recorded observations, count it
         st.ep.divergences += 1
         st.result.divergence_details.append(f"turn {recorded.index}: no action to execute")
@@ -470,17 +435,20 @@ async def run_episode(
         raise ValueError(f"mode {mode} needs a sandbox")
     if mode == "command" and not command:
         raise ValueError("mode command needs a command")
-    st = _Episode(
-        trajectory,
-        mode,
-        run_id,
-        sweep_point,
-        concurrency,
-        episode_id or uuid.uuid4().hex[:16],
-        worker,
-        time.perf_counter_ns() if t0_ns is None else t0_ns,
-        sample_sink,
+    t0 = time.perf_counter_ns() if t0_ns is None else t0_ns
+    ep = Episode(
+        run_id=run_id,
+        sweep_point=sweep_point,
+        concurrency=concurrency,
+        episode_id=episode_id or uuid.uuid4().hex[:16],
+        trajectory_id=trajectory.trajectory_id,
+        task_id=task_id_of(trajectory),
+        mode=mode,
+        worker=worker,
+        started_ns=time.perf_counter_ns() - t0,
+        ended_ns=0,
     )
+    st = _Episode(ep, t0, sample_sink)
     own_client = client is None
     client = client or ModelClient(base_url, api_key=api_key, model=trajectory.model, t0_ns=st.t0)
     sb: Sandbox | None = None
@@ -632,12 +600,9 @@ async def _command_episode(
     group is killed (an agent retrying the refused request would otherwise retry for
     minutes). Either way the episode's outcome is "diverged" and its error names the
     turn, the miss kind and the status."""
-    confined = isinstance(sb, LocalSandbox) and sb.confinement is not None
-    ipc = sb.agent_dir() if isinstance(sb, LocalSandbox) and confined else None
+    ipc = sb.agent_dir() if isinstance(sb, LocalSandbox) and sb.confinement is not None else None
     async with _MeasuringProxy(base_url, st, api_key, unix_dir=ipc) as proxy:
         with tempfile.TemporaryDirectory(prefix="bm-agent-", dir=ipc) as tmp:
-            if ipc is not None:
-                os.chmod(tmp, 0o755)
             prompt = Path(tmp) / "prompt.json"
             prompt.write_text(
                 json.dumps(
@@ -649,12 +614,12 @@ async def _command_episode(
                     }
                 )
             )
-            if ipc is not None:
-                os.chmod(prompt, 0o644)
             agent_tmp = Path(tmp) / "tmp"
-            agent_tmp.mkdir(mode=0o1777 if ipc is not None else 0o700)
-            if ipc is not None:
-                os.chmod(agent_tmp, 0o1777)  # the sandbox's user writes there
+            agent_tmp.mkdir(mode=0o700)
+            if ipc is not None:  # the sandbox's user reads the prompt and writes in its tmp
+                os.chmod(tmp, 0o755)
+                os.chmod(prompt, 0o644)
+                os.chmod(agent_tmp, 0o1777)
             subst = {
                 "prompt_file": str(prompt),
                 "workdir": sb.workdir,
@@ -697,8 +662,8 @@ async def _command_episode(
             elif res.exit_code != 0:
                 st.ep.outcome = "error"
                 st.ep.error = f"agent exited with code {res.exit_code}: {res.stdout[-500:].decode(errors='replace')}"
-            elif any(not _served(c) for c in st.calls):
-                bad = next(c for c in st.calls if not _served(c))
+            elif any(not served(c) for c in st.calls):
+                bad = next(c for c in st.calls if not served(c))
                 st.ep.outcome = _fail_outcome(bad)
                 st.ep.error = f"model call failed: {bad.outcome} {bad.status or ''}"
 

@@ -119,14 +119,15 @@ class ReplayServerError(RuntimeError):
 
 
 class ReplayServerHandle:
-    """A running replay server process. `url` is its base URL (no trailing slash);
+    """A running replay server process. `url` is its base URL (no trailing slash),
+    `token` the bearer token it requires on every endpoint but /health (None: none);
     `stop()` terminates it (SIGTERM, then SIGKILL after `grace_s`); usable as a context
     manager (stops on exit)."""
 
     def __init__(self, proc: subprocess.Popen, url: str, token: str | None, stdout_path: Path, stderr_path: Path):
         self.proc = proc
         self.url = url
-        self._token = token
+        self.token = token
         self._stdout_path = stdout_path
         self._stderr_path = stderr_path
 
@@ -135,25 +136,19 @@ class ReplayServerHandle:
         """Process id of the server."""
         return self.proc.pid
 
-    @property
-    def token(self) -> str | None:
-        """The bearer token the server requires on every endpoint but /health (None: none)."""
-        return self._token
-
-    def _headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self._token}"} if self._token else {}
+    def _stats(self, method: str, path: str, timeout_s: float) -> dict[str, Any]:
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        r = httpx.request(method, self.url + path, headers=headers, timeout=timeout_s)
+        r.raise_for_status()
+        return r.json()
 
     def stats(self, timeout_s: float = 5.0) -> dict[str, Any]:
         """GET /stats (shape: benchmaker.replay_server.server.ReplayStats.snapshot). Raises httpx errors."""
-        r = httpx.get(self.url + "/stats", headers=self._headers(), timeout=timeout_s)
-        r.raise_for_status()
-        return r.json()
+        return self._stats("GET", "/stats", timeout_s)
 
     def reset_stats(self, timeout_s: float = 5.0) -> dict[str, Any]:
         """POST /stats/reset; returns the zeroed stats."""
-        r = httpx.post(self.url + "/stats/reset", headers=self._headers(), timeout=timeout_s)
-        r.raise_for_status()
-        return r.json()
+        return self._stats("POST", "/stats/reset", timeout_s)
 
     def stderr_tail(self, max_lines: int = 20) -> str:
         """The last `max_lines` lines the server wrote to stderr."""

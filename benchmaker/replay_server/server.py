@@ -122,7 +122,6 @@ import socket
 import sys
 import time
 from collections import deque
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs
@@ -145,6 +144,7 @@ from benchmaker.replay_server.store import (
     StoredTrajectory,
     StreamBytes,
     exit_code_in,
+    head_texts,
     stable_text,
 )
 from benchmaker.trajectories.trajectory import flatten_content, match_key_for_messages
@@ -393,7 +393,6 @@ def _observation_mismatch(
 
 
 _CHAT_PATHS = frozenset(("/v1/chat/completions", "/chat/completions"))
-_RESPONSES_PATHS = frozenset(("/v1/responses", "/responses"))
 
 
 def _request_tool_names(req: Any) -> frozenset[str]:
@@ -415,19 +414,6 @@ def _request_tool_names(req: Any) -> frozenset[str]:
         if isinstance(name, str):
             names.add(name)
     return frozenset(names)
-
-
-def _head_of(messages: list[dict[str, Any]], roles: list[Any]) -> Any:
-    """The head user texts of chat-shaped messages as `_known_keys` keys them (the
-    chat front door's rule): the one user text before the first assistant message (else
-    the first user text), or the tuple of several; None when there is no user message."""
-    first_assistant = roles.index("assistant") if "assistant" in roles else len(roles)
-    users = [i for i in range(first_assistant) if roles[i] == "user"]
-    if len(users) > 1:
-        return tuple(flatten_content(messages[i].get("content")) for i in users)
-    if "user" not in roles:
-        return None
-    return flatten_content(messages[roles.index("user")].get("content"))
 
 
 class _ReplayApp(Starlette):
@@ -452,7 +438,7 @@ class _ReplayApp(Starlette):
         # head user texts (a `_keys` key) -> per turn index: its prepared reply (built on
         # the first request for it), None where `_serve` must answer, or _UNPREPARED
         self._replies: dict[Any, list[Any]] = {  # a _Reply, _UNPREPARED or None per turn
-            _head_texts(entry): [_UNPREPARED] * len(entry.turns) for entry in store.trajectories
+            _recorded_head(entry): [_UNPREPARED] * len(entry.turns) for entry in store.trajectories
         }
 
     async def _reply(self, send: Any, status: int, body: bytes, extra: list | None = None) -> None:
@@ -497,36 +483,21 @@ class _ReplayApp(Starlette):
             return None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"] in _RESPONSES_PATHS
-            and scope["method"] == "POST"
-            and not scope.get("root_path")
-        ):
-            await self._responses(receive, send, scope)
-            return
-        if (
-            scope["type"] != "http"
-            or scope["path"] not in _CHAT_PATHS
-            or scope["method"] != "POST"
-            or scope.get("root_path")
-        ):
-            if (
-                scope["type"] == "http"
-                and scope["method"] == "POST"
-                and not scope.get("root_path")
-                and scope["path"] in _MESSAGES_ROUTES
-            ):
-                await _MESSAGES_ROUTES[scope["path"]](self, scope, receive, send)
-                return
-            method = (gemini.parse_path(scope["path"]) or ("", ""))[1] if scope["type"] == "http" else ""
-            if scope["type"] == "http" and scope["method"] == "POST" and method in gemini.GEMINI_METHODS:
-                await self.serve_gemini(scope, receive, send)
-                return
-            if scope["type"] == "http" and scope["method"] == "POST" and method == "countTokens":
-                await self.count_tokens(scope, receive, send)
-                return
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
             await super().__call__(scope, receive, send)
+            return
+        path = scope["path"]
+        if path not in _CHAT_PATHS:  # the other model APIs, else Starlette's routes
+            answer = _POST_ROUTES.get(path)
+            if answer is None:
+                method = (gemini.parse_path(path) or ("", ""))[1]
+                if method in gemini.GEMINI_METHODS:
+                    answer = _ReplayApp.serve_gemini
+                elif method == "countTokens":
+                    answer = _ReplayApp.count_tokens
+                else:
+                    answer = Starlette.__call__
+            await answer(self, scope, receive, send)
             return
         got = await self._read_json(scope, receive, send, "chat")
         if got is None:
@@ -577,7 +548,7 @@ class _ReplayApp(Starlette):
                 return
         await self._serve(send, t0, req, messages, roles, n_assistant, head)
 
-    async def _responses(self, receive: Any, send: Any, scope: Any) -> None:
+    async def _responses(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer a POST to an OpenAI Responses path: the request's items as chat messages
         (benchmaker.apis.openai_responses.chat_messages), then the chat rules (`_serve`),
         the turn written back in the Responses shape; counted as chat requests are."""
@@ -603,20 +574,9 @@ class _ReplayApp(Starlette):
                 )
                 return
             messages = [*before, *(m for m in messages if m["role"] != "system")]
-        messages = self.store.without_canned(messages)
-        roles = [m["role"] for m in messages]
-        n_assistant = roles.count("assistant")
-        first_assistant = roles.index("assistant") if n_assistant else len(roles)
-        users = [i for i in range(first_assistant) if roles[i] == "user"]
-        if not users:
-            users = [i for i, role in enumerate(roles) if role == "user"][:1]
-        if not users:
-            stats.bad_requests += 1
-            await self._fail(send, 400, "bad_request", "input: no message with role 'user'")
-            return
-        texts = tuple(flatten_content(messages[i].get("content")) for i in users)
-        head = texts[0] if len(texts) == 1 else texts
-        await self._serve(send, t0, req, messages, roles, n_assistant, head, api="responses")
+        shaped = await self._chat_shaped(send, messages, "input: no message with role 'user'", "responses")
+        if shaped is not None:
+            await self._serve(send, t0, req, *shaped, "responses")
 
     def _prepare_reply(self, head: Any, turn_index: int) -> _Reply | None:
         """The reply of turn `turn_index` of the trajectory whose head user texts are
@@ -659,14 +619,24 @@ class _ReplayApp(Starlette):
             self.stats.bad_requests += 1
             await self._fail(send, 400, "bad_request", str(exc), "messages")
             return
+        shaped = await self._chat_shaped(send, messages, "messages: no user message with text", "messages")
+        if shaped is not None:
+            await self._serve(send, t0, req, *shaped, "messages")
+
+    async def _chat_shaped(
+        self, send: Any, messages: list[Any], no_user: str, api: str
+    ) -> tuple[list[Any], list[Any], int, Any] | None:
+        """(messages, their roles, assistant count, head user texts: `head_texts`) of a
+        request of `api` read as chat `messages`, stripped of canned exchanges; None after
+        a 400 `bad_request` with message `no_user` when it has no user message."""
         messages = self.store.without_canned(messages)
         roles = [m["role"] for m in messages]
-        head = _head_of(messages, roles)
+        head = head_texts(messages, roles)
         if head is None:
             self.stats.bad_requests += 1
-            await self._fail(send, 400, "bad_request", "messages: no user message with text", "messages")
-            return
-        await self._serve(send, t0, req, messages, roles, roles.count("assistant"), head, api="messages")
+            await self._fail(send, 400, "bad_request", no_user, api)
+            return None
+        return messages, roles, roles.count("assistant"), head
 
     async def _count_tokens(self, scope: Any, receive: Any, send: Any) -> None:
         """Answer `POST /v1/messages/count_tokens` (module doc) as side traffic."""
@@ -687,7 +657,7 @@ class _ReplayApp(Starlette):
             return
         matched = self.store.without_canned(messages)
         roles = [m["role"] for m in matched]
-        head = _head_of(matched, roles)
+        head = head_texts(matched, roles)
         n_tokens = None
         if head is not None:
             key = self._keys.get(head) or match_key_for_messages([head] if type(head) is str else list(head))
@@ -710,15 +680,20 @@ class _ReplayApp(Starlette):
         n_assistant: int,
         head: Any,
         api: str = "chat",
+        sse: bool | None = None,
+        array: bool = False,
     ) -> None:
         """Answer a chat request the prepared replies do not cover (module doc): match,
         misses, divergence check, latency, streaming. `api`: the wire API the request
-        came in (chat, responses, messages): the shape of the reply and of its errors."""
+        came in (chat, responses, messages, gemini): the shape of the reply and of its
+        errors. `sse`: stream the reply as SSE (None: when the request's `stream` is
+        true); `array`: a non-streamed body goes inside a JSON array (Gemini's
+        streamGenerateContent without alt=sse)."""
 
         async def title() -> bool:
             # a title request is a chat completions call without tools (opencode's): most
             # requests stop at this test, asked on every matched chat request
-            if api != "chat" or req.get("tools"):
+            if req.get("tools"):
                 return False
             system = messages[roles.index("system")] if "system" in roles else None
             text = None if system is None else flatten_content(system.get("content"))
@@ -727,35 +702,29 @@ class _ReplayApp(Starlette):
             await self._side_chat(send, req, "title", TITLE_TEXT)
             return True
 
-        async def fail(send: Any, status: int, code: str, message: str) -> None:
-            await self._fail(send, status, code, message, api)
-
-        found = await self._resolve(send, req, messages, roles, n_assistant, head, fail, title)
+        on_unknown = title if api == "chat" else None
+        found = await self._resolve(send, req, messages, roles, n_assistant, head, api, on_unknown)
         if found is None:
             return
         entry, turn_index, turn, counters, extra = found
         stats = self.stats
         stats.served += 1
         counters.served += 1
-        if req.get("stream") is True:
+        if req.get("stream") is True if sse is None else sse:
             stats.served_stream += 1
             opts = req.get("stream_options")  # chat's; the other APIs always send their usage
             with_usage = isinstance(opts, dict) and opts.get("include_usage") is True
             sent = await _stream(send, t0, self.store.stream(entry, turn_index, api), with_usage, extra)
+            stats.bytes_out += sent
         else:
-            sent = await self._send_body(send, t0, turn, self.store.body(entry, turn_index, api), extra)
-        stats.bytes_out += sent
+            body = self.store.body(entry, turn_index, api)
+            if array:
+                body = b"[" + body + b"]"
+            if turn.final_offset_s > 0:  # sent at the last event's offset from t0 (module doc)
+                await _sleep_until(t0 + turn.final_offset_s)
+            await self._reply(send, 200, body, extra)  # counts stats.bytes_out
+            sent = len(body)
         counters.bytes_out += sent
-
-    async def _send_body(self, send: Any, t0: float, turn: PreparedTurn, body: bytes, extra: list) -> int:
-        """Send a non-streamed reply `body` once the turn's final offset from `t0` (the
-        request's arrival, perf_counter s) passed; returns the bytes sent."""
-        if turn.final_offset_s > 0:
-            await _sleep_until(t0 + turn.final_offset_s)
-        headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-        return len(body)
 
     async def _side_chat(self, send: Any, req: dict[str, Any], kind: str, text: str) -> None:
         """Answer a chat request as side traffic of `kind` with the assistant text `text`
@@ -823,29 +792,19 @@ class _ReplayApp(Starlette):
             return
         req, t0 = got
         stats = self.stats
-        fail = partial(self._fail, api="gemini")
         model, method = gemini.parse_path(scope["path"]) or ("", "")
         try:
-            messages = self.store.without_canned(gemini.request_messages(req))
-            roles = [m["role"] for m in messages]
-            n_assistant = roles.count("assistant")
-            first_assistant = roles.index("assistant") if n_assistant else len(roles)
-            heads = [flatten_content(messages[i]["content"]) for i in range(first_assistant) if roles[i] == "user"]
-            if not heads:
-                heads = [flatten_content(next(m for m in messages if m["role"] == "user")["content"])]
-        except (ValueError, StopIteration) as exc:
+            messages = gemini.request_messages(req)
+        except ValueError as exc:
             stats.bad_requests += 1
-            await fail(
-                send,
-                400,
-                "bad_request",
-                str(exc) if isinstance(exc, ValueError) else "contents: no content with role 'user' and a text part",
-            )
+            await self._fail(send, 400, "bad_request", str(exc), "gemini")
             return
-        head: Any = heads[0] if len(heads) == 1 else tuple(heads)
+        shaped = await self._chat_shaped(
+            send, messages, "contents: no content with role 'user' and a text part", "gemini"
+        )
+        if shaped is None:
+            return
         stream = method == "streamGenerateContent"
-        sse = stream and gemini.wants_sse(scope.get("query_string", b""))
-
         if not stream and gemini.wants_json_answer(req):  # a utility call: never in a session log
             config = req["generationConfig"]
             schema = config.get("responseJsonSchema", config.get("responseSchema"))
@@ -856,23 +815,8 @@ class _ReplayApp(Starlette):
             )
             await self._reply(send, 200, body, [(b"x-replay-side", b"json_answer")])
             return
-
-        found = await self._resolve(send, req, messages, roles, n_assistant, head, fail)
-        if found is None:
-            return
-        entry, turn_index, turn, counters, extra = found
-        stats.served += 1
-        counters.served += 1
-        if sse:
-            stats.served_stream += 1
-            sent = await _stream(send, t0, self.store.stream(entry, turn_index, "gemini"), True, extra)
-        else:
-            body = self.store.body(entry, turn_index, "gemini")
-            if stream:  # streamGenerateContent without alt=sse: a JSON array of responses
-                body = b"[" + body + b"]"
-            sent = await self._send_body(send, t0, turn, body, extra)
-        stats.bytes_out += sent
-        counters.bytes_out += sent
+        sse = stream and gemini.wants_sse(scope.get("query_string", b""))
+        await self._serve(send, t0, req, *shaped, "gemini", sse, stream and not sse)
 
     async def _resolve(
         self,
@@ -882,13 +826,13 @@ class _ReplayApp(Starlette):
         roles: list[Any],
         n_assistant: int,
         head: Any,
-        fail: Any,
+        api: str,
         on_unknown: Any = None,
     ) -> tuple[StoredTrajectory, int, PreparedTurn, _TrajectoryCounters, list] | None:
         """The recorded turn a request of any API is answered with, as chat `messages`
         (their `roles`, assistant count, head user texts): (trajectory, turn index, the
         prepared turn, its counters, extra headers); or None after counting the miss
-        (or divergence) and answering it with `fail(send, status, code, message)`. When
+        (or divergence) and answering it in the shape of `api` (`_fail`). When
         no trajectory has the key, or the one it matches is no recorded title call (its
         system text a title prompt), and `await on_unknown()` returns True, that call
         answered the request as side traffic (no miss counted) and None is returned."""
@@ -906,19 +850,20 @@ class _ReplayApp(Starlette):
         if hit is None:
             stats.unknown_key += 1
             stats.recent_unknown_keys.append(key)
-            await fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}")
+            await self._fail(send, 404, "unknown_key", f"no recorded trajectory has task key {key}", api)
             return None
         entry, turn_index = hit
         counters = stats.by_ordinal[entry.ordinal]
         if turn_index >= len(entry.turns):
             stats.beyond_turns += 1
             counters.beyond_turns += 1
-            await fail(
+            await self._fail(
                 send,
                 409,
                 "beyond_turns",
                 f"trajectory {entry.trajectory_id} has {len(entry.turns)} recorded turns; "
                 f"the request asks for turn {turn_index} (its assistant message count)",
+                api,
             )
             return None
         turn = entry.turns[turn_index]
@@ -946,12 +891,13 @@ class _ReplayApp(Starlette):
                     stats.diverged += 1
                     counters.diverged += 1
                     what = "status" if status_bad else "content"
-                    await fail(
+                    await self._fail(
                         send,
                         412,
                         "diverged",
                         f"trajectory {entry.trajectory_id} turn {turn_index}: the request's "
                         f"observations differ in {what} from the recording",
+                        api,
                     )
                     return None
                 extra = [*extra, (b"x-replay-divergence", b"status")]
@@ -992,17 +938,20 @@ def _authorized(scope: Any, expected: bytes) -> bool:
 
 
 _ROLE = operator.itemgetter("role")
-_MESSAGES_ROUTES: dict[str, Any] = {
+_POST_ROUTES: dict[str, Any] = {
+    "/v1/responses": _ReplayApp._responses,
+    "/responses": _ReplayApp._responses,
     **{path: _ReplayApp._messages for path in anthropic_messages.MESSAGES_PATHS},
     "/v1/messages/count_tokens": _ReplayApp._count_tokens,
 }
+"""The POST paths the front door answers beside the chat paths (Gemini's by parse_path)."""
 _UNPREPARED = object()
 _Reply = tuple[dict[str, Any], dict[str, Any], int, _TrajectoryCounters]
 """A prepared 200 reply: (http.response.start message, http.response.body message,
 body bytes, the trajectory's counters)."""
 
 
-def _head_texts(entry: StoredTrajectory) -> Any:
+def _recorded_head(entry: StoredTrajectory) -> Any:
     """The head user texts of a trajectory as `_known_keys` keys them: the first user
     text alone, or the tuple of it and the user texts before the first turn."""
     traj = entry.trajectory
@@ -1017,7 +966,7 @@ def _known_keys(store: ReplayStore) -> dict[Any, str]:
     same texts, so the lookup is exact. Holds references to the store's strings only."""
     keys: dict[Any, str] = {}
     for entry in store.trajectories:
-        head = _head_texts(entry)
+        head = _recorded_head(entry)
         keys[head] = match_key_for_messages([head] if type(head) is str else list(head))
     return keys
 
@@ -1171,14 +1120,8 @@ def create_app(store: ReplayStore, *, token: str | None = None, divergence: str 
                 }
             }
         )
-        if allowed:
-            return Response(
-                body,
-                status_code=405,
-                media_type="application/json",
-                headers={"x-replay-miss": "unknown_path", "allow": allowed},
-            )
-        return Response(body, status_code=404, media_type="application/json", headers={"x-replay-miss": "unknown_path"})
+        headers = {"x-replay-miss": "unknown_path", **({"allow": allowed} if allowed else {})}
+        return Response(body, status_code=405 if allowed else 404, media_type="application/json", headers=headers)
 
     chat = _ChatRoute()
     responses = _ChatRoute("/v1/responses")
@@ -1413,14 +1356,7 @@ def latency_notice(store: ReplayStore) -> str | None:
     untimed = store.untimed_turns
     if not untimed:
         return None
-    trajs = [
-        t.trajectory
-        for t in store.trajectories
-        if any(
-            p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
-            for p in t.turns
-        )
-    ]
+    trajs = [t.trajectory for t in store.trajectories if any(p.untimed for p in t.turns)]
     formats = sorted({t.source.format for t in trajs})
     named = ", ".join(t.trajectory_id for t in trajs[:_NAMED])
     more = f" and {len(trajs) - _NAMED} more" if len(trajs) > _NAMED else ""
@@ -1479,16 +1415,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        serve(
-            args.trajectories,
-            host=args.host,
-            port=args.port,
-            latency=args.latency,
-            token=resolve_token(args.token),
-            divergence=args.divergence,
-            tokenizer=args.tokenizer,
-            http=args.http,
-        )
+        serve(**{**vars(args), "token": resolve_token(args.token)})  # each flag is serve's keyword
     except (ValueError, RuntimeError, OSError, ImportError) as exc:
         print(f"replay server: error: {exc}", file=sys.stderr, flush=True)
         return 2

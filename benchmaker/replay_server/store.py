@@ -45,13 +45,9 @@ next recorded answer; concurrent episodes of one trajectory share the rotation).
 
 Canned exchanges (`Trajectory.canned_replies`, aider; module doc of
 benchmaker.trajectories.trajectory): the server strips a request with
-`ReplayStore.without_canned` before it computes the key and assistant count it calls
-`match` with, and each request is stripped of the canned replies of its own trajectory
-only (an answer of one agent may be another's canned reply). The key is computed from the
-stripped request and the replies to strip depend on the trajectory the key selects, so
-neither can come first; `without_canned` tries each distinct set of canned replies in
-the store instead and keeps the stripped request whose key belongs to a trajectory
-listing that set (see there).
+`ReplayStore.without_canned` (the canned replies of its own trajectory only: an answer
+of one agent may be another's canned reply; how, in its doc) before it computes the key
+and assistant count it calls `match` with.
 """
 
 from __future__ import annotations
@@ -92,6 +88,7 @@ __all__ = [
     "ReplayStore",
     "StoredTrajectory",
     "exit_code_in",
+    "head_texts",
     "pids_masked",
     "load_trajectories",
     "stable_text",
@@ -263,6 +260,13 @@ class PreparedTurn:
     completion_id: str
     model: str = DEFAULT_MODEL
     previous: int | None = None
+
+    @property
+    def untimed(self) -> bool:
+        """The turn has no recorded timing (`Turn.timing` None, or neither ttft_ms nor
+        duration_ms): under the recorded latency model it is sent at once."""
+        timing = self.turn.timing
+        return timing is None or (timing.ttft_ms is None and timing.duration_ms is None)
 
 
 @dataclass(slots=True)
@@ -584,14 +588,8 @@ class ReplayStore:
 
     @property
     def untimed_turns(self) -> int:
-        """Recorded turns without a timing (`Turn.timing` None, or neither ttft_ms nor
-        duration_ms): under the recorded latency model they are sent at once."""
-        return sum(
-            1
-            for t in self.trajectories
-            for p in t.turns
-            if p.turn.timing is None or (p.turn.timing.ttft_ms is None and p.turn.timing.duration_ms is None)
-        )
+        """Recorded turns without a timing (`PreparedTurn.untimed`)."""
+        return sum(p.untimed for t in self.trajectories for p in t.turns)
 
     @property
     def models(self) -> list[str]:
@@ -666,22 +664,25 @@ def request_key(messages: list[dict[str, Any]]) -> tuple[str, int]:
     assistant message (`match_key_for_messages` of their flattened contents), or over
     the first user message when every user message follows an assistant one. Raises
     ValueError when there is no user message."""
-    head: list[str] = []
-    first: str | None = None
-    n_assistant = 0
-    for msg in messages:
-        role = msg.get("role")
-        if role == "assistant":
-            n_assistant += 1
-        elif role == "user":
-            text = flatten_content(msg.get("content"))
-            if first is None:
-                first = text
-            if not n_assistant:
-                head.append(text)
-    if first is None:
+    roles = [m.get("role") for m in messages]
+    head = head_texts(messages, roles)
+    if head is None:
         raise ValueError("messages: no message with role 'user'")
-    return match_key_for_messages(head or [first]), n_assistant
+    return match_key_for_messages([head] if type(head) is str else list(head)), roles.count("assistant")
+
+
+def head_texts(messages: list[dict[str, Any]], roles: list[Any]) -> str | tuple[str, ...] | None:
+    """The head user texts of chat `messages` (`roles`: the role of each), which their
+    task key is over (`request_key`): the flattened text of the one user message before
+    the first assistant message (else of the first user message), or the tuple of
+    several; None when there is no user message."""
+    first_assistant = roles.index("assistant") if "assistant" in roles else len(roles)
+    users = [i for i in range(first_assistant) if roles[i] == "user"]
+    if len(users) > 1:
+        return tuple(flatten_content(messages[i].get("content")) for i in users)
+    if "user" not in roles:
+        return None
+    return flatten_content(messages[roles.index("user")].get("content"))
 
 
 def load_trajectories(path: Path) -> list[tuple[int, Trajectory]]:
@@ -740,16 +741,25 @@ def _prepare_turns(
     edited = any(t.context_edit is not None for t in traj.turns)
     out = []
     for k, turn in enumerate(traj.turns):
-        prepared = _prepare_turn(
-            turn,
-            f"chatcmpl-replay-{digest}-{turn.index}",
-            turn.model or model,
-            latency,
-            splitter,
-            created,
-            traj_header,
+        completion_id = f"chatcmpl-replay-{digest}-{turn.index}"
+        turn_model = turn.model or model
+        final_offset_s = 0.0
+        if latency.kind != "instant":
+            final_offset_s = latency.offsets_ms(_n_events(turn, splitter), turn.timing)[-1] / 1000.0
+        headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
+        if turn.response.finish_reason in ("aborted", "error"):
+            headers.append((b"x-replay-recorded-error", turn.response.finish_reason.encode()))
+        prepared = PreparedTurn(
+            index=turn.index,
+            body=openai_chat.render_body(turn, completion_id=completion_id, model=turn_model, created=created),
+            final_offset_s=final_offset_s,
+            observations=tuple(RecordedObservation.of(o) for o in turn.observations),
+            headers=headers,
+            turn=turn,
+            completion_id=completion_id,
+            model=turn_model,
+            previous=previous_turn(traj, k) if edited else (k - 1 if k else None),
         )
-        prepared.previous = previous_turn(traj, k) if edited else (k - 1 if k else None)
         out.append(prepared)
     return out
 
@@ -758,33 +768,6 @@ def _n_events(turn: Turn, splitter: Splitter) -> int:
     resp = turn.response
     n = len(splitter(resp.reasoning or "")) + len(splitter(resp.content or ""))
     return n + sum(1 + len(splitter(tc.arguments_raw)) for tc in resp.tool_calls)
-
-
-def _prepare_turn(
-    turn: Turn,
-    completion_id: str,
-    model: str,
-    latency: LatencyModel,
-    splitter: Splitter,
-    created: int,
-    traj_header: bytes,
-) -> PreparedTurn:
-    final_offset_s = 0.0
-    if latency.kind != "instant":
-        final_offset_s = latency.offsets_ms(_n_events(turn, splitter), turn.timing)[-1] / 1000.0
-    headers = [(b"x-replay-trajectory", traj_header), (b"x-replay-turn", str(turn.index).encode())]
-    if turn.response.finish_reason in ("aborted", "error"):
-        headers.append((b"x-replay-recorded-error", turn.response.finish_reason.encode()))
-    return PreparedTurn(
-        index=turn.index,
-        body=openai_chat.render_body(turn, completion_id=completion_id, model=model, created=created),
-        final_offset_s=final_offset_s,
-        observations=tuple(RecordedObservation.of(o) for o in turn.observations),
-        headers=headers,
-        turn=turn,
-        completion_id=completion_id,
-        model=model,
-    )
 
 
 def _group_events(

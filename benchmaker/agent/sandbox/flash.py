@@ -33,6 +33,7 @@ import asyncio
 import base64
 import shlex
 import time
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import httpx
@@ -43,30 +44,21 @@ _RETRY_STATUS = (502, 503)
 _GIT = "git -c user.name=benchmaker -c user.email=benchmaker@localhost -c commit.gpgsign=false"
 
 
+@dataclass(eq=False)
 class FlashSandbox:
-    """One Flash sandbox; create with `await FlashSandbox.create(base_url, ...)`."""
+    """One Flash sandbox; create with `await FlashSandbox.create(base_url, ...)`.
+    `n_retries` counts the requests retried so far (module docstring)."""
 
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        sandbox_id: str,
-        workdir: str,
-        *,
-        retries: int,
-        backoff_s: float,
-        max_backoff_s: float,
-        max_output_bytes: int,
-        default_timeout_s: float,
-    ) -> None:
-        self._client = client
-        self.id = sandbox_id
-        self.workdir = workdir
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
-        self.max_output_bytes = max_output_bytes
-        self.default_timeout_s = default_timeout_s
-        self.n_retries = 0
+    _client: httpx.AsyncClient
+    id: str
+    workdir: str
+    _: KW_ONLY
+    retries: int
+    backoff_s: float
+    max_backoff_s: float
+    max_output_bytes: int
+    default_timeout_s: float
+    n_retries: int = 0
 
     @classmethod
     async def create(

@@ -62,7 +62,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
@@ -74,6 +74,10 @@ _FRAME = struct.Struct("<II")
 _READ_CHUNK = 65536
 _CANCEL_WAIT_S = 5.0  # how long a cancelled call waits for the helper to confirm the kill
 _STDERR_TAIL = 2000
+# a run request's options (run_command's keywords) and the RunResult fields of its
+# answer beside the output bytes (wire format in the module docstring)
+_RUN_OPTIONS = ("cwd", "env", "timeout_s", "max_output_bytes", "merge_stderr", "new_session")
+_RESULT_FIELDS = ("exit_code", "timed_out", "truncated", "total_bytes", "duration_ns")
 
 
 @dataclass(slots=True)
@@ -91,30 +95,6 @@ class RunResult:
     truncated: bool = False
     total_bytes: int = 0
     duration_ns: int = 0
-
-
-class Spawner(Protocol):
-    """Where LocalSandbox runs commands and copies trees (module docstring)."""
-
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: str | os.PathLike[str],
-        env: dict[str, str],
-        timeout_s: float | None = None,
-        max_output_bytes: int | None = None,
-        merge_stderr: bool = True,
-        new_session: bool = True,
-    ) -> RunResult: ...
-
-    async def copytree(
-        self, src: str | os.PathLike[str], dst: str | os.PathLike[str], ignore: Sequence[str] = ()
-    ) -> None: ...
-
-    async def rmtree(self, path: str | os.PathLike[str]) -> None: ...
-
-    async def aclose(self) -> None: ...
 
 
 class _Capped:
@@ -251,26 +231,7 @@ class InlineSpawner:
     for sandboxes used outside a measured point and as the baseline of
     benchmarks/execute_lag.py. Nothing to start; aclose() does nothing."""
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: str | os.PathLike[str],
-        env: dict[str, str],
-        timeout_s: float | None = None,
-        max_output_bytes: int | None = None,
-        merge_stderr: bool = True,
-        new_session: bool = True,
-    ) -> RunResult:
-        return await run_command(
-            argv,
-            cwd=cwd,
-            env=env,
-            timeout_s=timeout_s,
-            max_output_bytes=max_output_bytes,
-            merge_stderr=merge_stderr,
-            new_session=new_session,
-        )
+    run = staticmethod(run_command)
 
     async def copytree(
         self, src: str | os.PathLike[str], dst: str | os.PathLike[str], ignore: Sequence[str] = ()
@@ -469,15 +430,7 @@ class ProcessSpawner:
             }
         )
         n_out = reply["n_stdout"]
-        return RunResult(
-            reply["exit_code"],
-            payload[:n_out],
-            payload[n_out:],
-            reply["timed_out"],
-            reply["truncated"],
-            reply["total_bytes"],
-            reply["duration_ns"],
-        )
+        return RunResult(stdout=payload[:n_out], stderr=payload[n_out:], **{k: reply[k] for k in _RESULT_FIELDS})
 
     async def copytree(
         self, src: str | os.PathLike[str], dst: str | os.PathLike[str], ignore: Sequence[str] = ()
@@ -505,6 +458,10 @@ class ProcessSpawner:
         await asyncio.gather(self._reader, self._err_reader, return_exceptions=True)
 
 
+Spawner = InlineSpawner | ProcessSpawner
+"""Where LocalSandbox runs commands and copies trees (module docstring)."""
+
+
 # ------------------------------------------------------------------------------------
 # The helper process: python -c "from benchmaker.agent.sandbox.spawner import main; main()"
 
@@ -528,28 +485,9 @@ async def _helper_main() -> None:
         try:
             op = msg["op"]
             if op == "run":
-                res = await run_command(
-                    msg["argv"],
-                    cwd=msg["cwd"],
-                    env=msg["env"],
-                    timeout_s=msg["timeout_s"],
-                    max_output_bytes=msg["max_output_bytes"],
-                    merge_stderr=msg["merge_stderr"],
-                    new_session=msg["new_session"],
-                )
-                reply(
-                    {
-                        "id": rid,
-                        "ok": True,
-                        "exit_code": res.exit_code,
-                        "timed_out": res.timed_out,
-                        "truncated": res.truncated,
-                        "total_bytes": res.total_bytes,
-                        "duration_ns": res.duration_ns,
-                        "n_stdout": len(res.stdout),
-                    },
-                    res.stdout + res.stderr,
-                )
+                res = await run_command(msg["argv"], **{k: msg[k] for k in _RUN_OPTIONS})
+                result = {k: getattr(res, k) for k in _RESULT_FIELDS}
+                reply({"id": rid, "ok": True, **result, "n_stdout": len(res.stdout)}, res.stdout + res.stderr)
             elif op == "copytree":
                 await asyncio.to_thread(_copytree, msg["src"], msg["dst"], tuple(msg["ignore"]))
                 reply({"id": rid, "ok": True})

@@ -37,6 +37,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -84,16 +85,11 @@ def _workers(value: str) -> int:
 
 def _seconds(text: str | None, name: str) -> float | None:
     """A duration flag in s: a number (120) or with a unit (120s, 500ms, 2m;
-    benchmaker.engine.load_models.parse_duration_s). Raises ConfigError naming the flag."""
-    if text is None:
-        return None
-    from benchmaker.engine.errors import RateSpecError
+    benchmaker.engine.load_models.parse_duration_s). Raises RateSpecError (a ConfigError)
+    naming the flag."""
     from benchmaker.engine.load_models import parse_duration_s
 
-    try:
-        return parse_duration_s(text, what=name)
-    except RateSpecError as exc:
-        raise ConfigError(str(exc)) from None
+    return None if text is None else parse_duration_s(text, what=name)
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -252,13 +248,32 @@ def check_sandbox_flag(sandbox: str, mode: str) -> None:
         print(warning, file=sys.stderr)
 
 
-def _flow_failed(exc: Exception) -> int:
-    """Print a failed flow run's one-line reason (benchmaker.flows.outcome.FlowRunFailed:
-    its final state, the reason, how to resume) on stderr; returns exit code 1."""
-    import sys
+def _run_flow(flow: Any, params: dict[str, Any], title: str) -> dict[str, Any] | None:
+    """Run the sweep `flow` with `params` against the Prefect API (use_local_server; the
+    command ends when that server is lost: exit_if_api_lost), with live progress on a
+    terminal only (benchmaker/progress.py), then print the sweep table under `title`
+    (print_sweep). Returns the flow's output, also when a point is invalid; None after
+    printing a failed flow run's one-line reason (benchmaker.flows.outcome.FlowRunFailed:
+    its final state, the reason, how to resume) on stderr."""
+    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
+    from benchmaker.recipes.display import SweepProgressView
 
-    print(f"benchmaker: error: {exc}", file=sys.stderr, flush=True)
-    return 1
+    with (
+        use_local_server() as api_url,
+        exit_if_api_lost(api_url),
+        SweepProgressView(),
+    ):
+        try:
+            out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first
+        except FlowRunFailed as exc:
+            failed: FlowRunFailed | None = exc  # printed once the live view is gone
+        else:
+            failed = None
+    if failed is not None:
+        print(f"benchmaker: error: {failed}", file=sys.stderr, flush=True)
+        return None
+    print_sweep(out, title)
+    return out
 
 
 ExitPolicy = Literal["verdict", "pipeline"]
@@ -313,52 +328,31 @@ def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", conso
     from benchmaker.sweep.verdicts import advice, key_figures, pipeline_failures, verdict_line
 
     console = console or Console()
-    wrap = console.is_terminal  # piped or logged: one line per verdict, however long
+    # piped or logged: one line per verdict, however long
+    say = partial(console.print, highlight=False, markup=False, soft_wrap=not console.is_terminal)
     points = out["points"]
     n_valid = sum(1 for r in points if r.get("valid"))
     console.print()
-    console.print(
-        f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid",
-        style="bold",
-        highlight=False,
-        markup=False,
-        soft_wrap=not wrap,
-    )
+    say(f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid", style="bold")
     for row in points:
-        console.print(
-            f"  {verdict_line(row)}",
-            style=None if row.get("valid") else "red",
-            highlight=False,
-            markup=False,
-            soft_wrap=not wrap,
-        )
-        console.print(f"      {key_figures(row)}", highlight=False, markup=False, soft_wrap=not wrap)
+        say(f"  {verdict_line(row)}", style=None if row.get("valid") else "red")
+        say(f"      {key_figures(row)}")
     for line in advice(points):
-        console.print(line, highlight=False, markup=False, soft_wrap=not wrap)
+        say(line)
     failed = pipeline_failures(points)
     if exit_code == "pipeline":
         if failed:
-            console.print(
-                f"exit 1: the pipeline measured nothing at {', '.join(failed)}", highlight=False, markup=False
-            )
+            say(f"exit 1: the pipeline measured nothing at {', '.join(failed)}", soft_wrap=False)
             return 1
         if n_valid < len(points):
-            console.print(
+            say(
                 "exit 0: the pipeline ran (converted, replayed, graded, loaded, reported); the invalid "
                 "points stay marked invalid in the warehouse and the report (--exit-code verdict: "
-                "exit 1 for them)",
-                highlight=False,
-                markup=False,
-                soft_wrap=not wrap,
+                "exit 1 for them)"
             )
         return 0
     if n_valid < len(points):
-        console.print(
-            "exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)",
-            highlight=False,
-            markup=False,
-            soft_wrap=not wrap,
-        )
+        say("exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)")
         return 1
     return 0
 
@@ -424,15 +418,27 @@ def _check_sweep_options(
             raise ConfigError(f"--warehouse: {exc}") from None
 
 
-def _flag_error(exc: Exception, flags: dict[str, str]) -> ConfigError:
+# the sweep flows' parameter fields whose flag is not --field-with-dashes
+_FIELD_FLAGS = {
+    "rates": "--rate",
+    "loads": "--rate",
+    "duration_s": "--duration",
+    "log_format": "--format",
+    "concurrency_sweep": "--concurrency",
+    "stray_grace_s": "--stray-grace",
+    "prompt_words": "--input-words",
+}
+
+
+def _flag_error(exc: Exception) -> ConfigError:
     """A flow's ParameterError ("invalid <flow> parameters:" and one `field[i]: problem`
-    line each) as one line naming the flags: each field becomes its flag (`flags`, else
-    --field-with-dashes), the problems joined by "; ", e.g. `--rate: unknown load model
-    'posson' in rate spec 'posson:1' (...) (got 'posson:1')`."""
+    line each) as one line naming the flags: each field becomes its flag (_FIELD_FLAGS,
+    else --field-with-dashes), the problems joined by "; ", e.g. `--rate: unknown load
+    model 'posson' in rate spec 'posson:1' (...) (got 'posson:1')`."""
     import re
 
     def flag(m: re.Match[str]) -> str:
-        return flags.get(m.group(1), "--" + m.group(1).replace("_", "-")) + ":"
+        return _FIELD_FLAGS.get(m.group(1), "--" + m.group(1).replace("_", "-")) + ":"
 
     lines = str(exc).splitlines()[1:] or [str(exc)]
     return ConfigError("; ".join(re.sub(r"^([a-z_]+)(?:\[\d+\])?(?:\.\S+)?:", flag, line) for line in lines))
@@ -621,16 +627,7 @@ def swebench_replay(
     try:
         p = validate_params(**params)  # refuse bad parameters before Prefect starts
     except ParameterError as exc:
-        raise _flag_error(
-            exc,
-            {
-                "rates": "--rate",
-                "duration_s": "--duration",
-                "log_format": "--format",
-                "concurrency_sweep": "--concurrency",
-                "stray_grace_s": "--stray-grace",
-            },
-        ) from None
+        raise _flag_error(exc) from None
     # the flow gets what was validated here: rate specs parsed once (ParsedRateSpec, taken
     # as they are by the flow's parameters model), the lag limits this run uses
     params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
@@ -649,23 +646,11 @@ def swebench_replay(
     params.update(logs=[], trajectories=traj)
     if dist is not None:
         params.update(dist, sharded=True)
-    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
     from benchmaker.flows.swebench_replay import swebench_replay as flow
 
-    with (
-        use_local_server() as api_url,
-        exit_if_api_lost(api_url),
-        SweepProgressView(),
-    ):  # live progress only on a terminal (benchmaker/progress.py)
-        try:
-            out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
-        except FlowRunFailed as exc:
-            failed: FlowRunFailed | None = exc  # printed once the live view is gone
-        else:
-            failed = None
-    if failed is not None:
-        return _flow_failed(failed)
-    print_sweep(out, "swebench-replay")
+    out = _run_flow(flow, params, "swebench-replay")
+    if out is None:
+        return 1
     print_open_loop(out["points"])
     return print_verdicts(out, exit_code)
 
@@ -818,15 +803,7 @@ def llm_sweep(
     try:
         p = validated(LlmSweepParams, "llm-sweep", params)  # parses each --rate spec, once
     except ParameterError as exc:
-        raise _flag_error(
-            exc,
-            {
-                "duration_s": "--duration",
-                "loads": "--rate",
-                "concurrency_sweep": "--concurrency",
-                "prompt_words": "--input-words",
-            },
-        ) from None
+        raise _flag_error(exc) from None
     _check_engine_loads([point.load for point in p.points()], duration_s, max_requests)
     # the flow gets what was validated here: the parsed specs (taken as they are by its
     # parameters model) and the lag limits this run uses
@@ -835,21 +812,6 @@ def llm_sweep(
     if dist is not None:
         params.update(dist, sharded=True)
     from benchmaker.flows.llm_sweep import llm_sweep
-    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
-    from benchmaker.recipes.display import SweepProgressView
 
-    with (
-        use_local_server() as api_url,
-        exit_if_api_lost(api_url),
-        SweepProgressView(),
-    ):  # live progress only on a terminal (benchmaker/progress.py)
-        try:
-            out = asyncio.run(run_sweep_flow(llm_sweep, params))
-        except FlowRunFailed as exc:
-            failed: FlowRunFailed | None = exc  # printed once the live view is gone
-        else:
-            failed = None
-    if failed is not None:
-        return _flow_failed(failed)
-    print_sweep(out, "llm-sweep")
-    return print_verdicts(out, exit_code)
+    out = _run_flow(llm_sweep, params, "llm-sweep")
+    return 1 if out is None else print_verdicts(out, exit_code)

@@ -69,12 +69,6 @@ def load_of(rate: str | None, concurrency: int | None) -> str:
     return "closed:1" if rate is None else rate
 
 
-def load_flag_of(concurrency: int | None) -> str:
-    """The flag that set a run's load, for make_config's errors: `--concurrency` when it
-    was given, else `--rate`."""
-    return "--rate" if concurrency is None else "--concurrency"
-
-
 # BenchConfig field path -> the flag that sets it (errors name the flag)
 _FLAGS = {
     ("load",): "--rate",
@@ -106,7 +100,7 @@ def make_config(*, load_flag: str = "--rate", **kw: Any) -> BenchConfig:
     """A BenchConfig of CLI values (None = not given; nested dicts for timeouts, slo,
     checks). Raises ConfigError with one line per bad flag, e.g. `--slo-ttft-ms: Input
     should be greater than 0 (got -5.0)`; `load_flag` is the flag an error on `load`
-    names (load_flag_of())."""
+    names: --concurrency when it set the load."""
     data = {k: v for k, v in kw.items() if v is not None}
     for key in ("timeouts", "slo", "checks"):
         if isinstance(data.get(key), dict):
@@ -191,7 +185,7 @@ class EngineFlags:
         ConfigError naming the flag (make_config)."""
         return make_config(
             load=load_of(self.rate, self.concurrency),
-            load_flag=load_flag_of(self.concurrency),
+            load_flag="--rate" if self.concurrency is None else "--concurrency",
             duration_s=self.duration,
             max_requests=self.max_requests,
             out_dir=self.out_dir,
@@ -320,24 +314,35 @@ def _llm_workload(
     ignore_eos: bool = False,
 ) -> Any:
     """The `benchmaker llm` workload (module level, so worker processes can rebuild it)."""
-    ds: Dataset
-    if dataset is not None:
-        ds = JsonlDataset(dataset, field, reference_field=reference_field)
-    elif sharegpt is not None:
-        ds = ShareGPTDataset(sharegpt)
-    else:
-        ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
-    cls = _LLM_APIS[api][0]
-    return cls(
+    return _LLM_APIS[api][0](
         url,
         model,
-        ds,
+        dataset_of(dataset, field, reference_field, sharegpt, input_words, seed),
         stream=stream,
         max_tokens=max_tokens,
         temperature=temperature,
         api_key=api_key,
         ignore_eos=ignore_eos,
     )
+
+
+def dataset_of(
+    dataset: Path | None,
+    field: str,
+    reference_field: str | None,
+    sharegpt: Path | None,
+    input_words: list[int] | None,
+    seed: int,
+) -> Dataset:
+    """The prompts of `benchmaker llm` and `benchmaker sglang`: the JSONL `dataset` (prompt
+    at field path `field`, expected answer at `reference_field`), else the ShareGPT file
+    `sharegpt`, else 1,000 synthetic prompts of `input_words` words (default [128]) drawn
+    with `seed`. Raises the dataset's DatasetError on a bad file."""
+    if dataset is not None:
+        return JsonlDataset(dataset, field, reference_field=reference_field)
+    if sharegpt is not None:
+        return ShareGPTDataset(sharegpt)
+    return SyntheticDataset(input_words or [128], count=1000, seed=seed)
 
 
 def resolve_api_key(api_key: str | None, api_key_env: str | None) -> str | None:
@@ -530,24 +535,21 @@ def http(
         if not sep or not name.strip():
             raise ConfigError(f"--header: expected 'Name: value' (got {h!r})")
         headers[name.strip()] = value.strip()
-    cfg = make_config(
-        load=load_of(rate, concurrency),
-        load_flag=load_flag_of(concurrency),
-        duration_s=duration,
+    cfg = EngineFlags(
+        concurrency=concurrency,
+        rate=rate,
+        duration=duration,
         max_requests=max_requests,
         out_dir=out_dir,
         max_in_flight=max_in_flight,
-        timeouts={"total_s": total_timeout},
+        total_timeout=total_timeout,
+        max_error_rate=max_error_rate,
+        max_loop_lag_ms=max_loop_lag_ms,
+        max_schedule_lag_ms=max_schedule_lag_ms,
         seed=seed,
         label=label,
-        kind="http",
-        workers=parse_workers(workers),
-        checks={
-            "max_error_rate": max_error_rate,
-            "max_loop_lag_p99_ms": max_loop_lag_ms,
-            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
-        },
-    )
+        workers=workers,
+    ).config("http")
     check_http_url(url, "--url")
     if record_trace is not None:
         check_output_file(record_trace, "--record-trace")

@@ -233,12 +233,8 @@ def _check_llm_options(
 
 def execute_run(runner: BenchRunner, progress: bool | None) -> int:
     show = sys.stdout.isatty() if progress is None else progress
-
-    async def main() -> Any:
-        return await run_with_progress(runner, show)
-
     try:
-        result = run_on_fresh_loop(main())
+        result = run_on_fresh_loop(run_with_progress(runner, show))
     except (KeyboardInterrupt, asyncio.CancelledError):
         if runner.result is not None:
             print_summary(runner.result.summary, runner.result.bundle_dir)

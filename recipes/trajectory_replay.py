@@ -13,7 +13,6 @@ prompt tokens vs the server's cached tokens) and returns 0 (valid run), 1 (inval
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -22,10 +21,9 @@ import orjson
 from rich.table import Table
 
 from benchmaker.engine.config import check_http_url
-from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner, run_on_fresh_loop
 from benchmaker.recipes.app import ON_BY_DEFAULT, app, within
-from benchmaker.recipes.bench import make_config
+from benchmaker.recipes.bench import make_config, resolve_api_key
 from benchmaker.recipes.display import console, print_summary, run_with_progress
 from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
 
@@ -119,11 +117,7 @@ def trajectory_replay(
         out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
         progress: Live progress display (default: on when stdout is a terminal).
     """
-    api_key = None
-    if api_key_env:
-        api_key = os.environ.get(api_key_env)
-        if not api_key:
-            raise ConfigError(f"--api-key-env: environment variable {api_key_env} is not set")
+    api_key = resolve_api_key(None, api_key_env)
     check_http_url(url, "--url")
     conversations = read_conversations(file)
     wl = TrajectoryReplayWorkload(
@@ -153,12 +147,8 @@ def trajectory_replay(
     )
     runner = BenchRunner(cfg, workload=wl, post_hooks=[wl.copy_meta], manifest_extra={"workload": wl.describe()})
     show = sys.stdout.isatty() if progress is None else progress
-
-    async def main() -> Any:
-        return await run_with_progress(runner, show)
-
     try:
-        result = run_on_fresh_loop(main())
+        result = run_on_fresh_loop(run_with_progress(runner, show))
     except (KeyboardInterrupt, asyncio.CancelledError):
         if runner.result is not None:
             print_summary(runner.result.summary, runner.result.bundle_dir)

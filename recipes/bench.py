@@ -69,29 +69,33 @@ def load_of(rate: str | None, concurrency: int | None) -> str:
     return "closed:1" if rate is None else rate
 
 
+# EngineFlags field (its flag: --field-with-dashes) -> the BenchConfig field path it sets
+_CONFIG_PATHS = {
+    "duration": ("duration_s",),
+    "max_requests": ("max_requests",),
+    "out_dir": ("out_dir",),
+    "warmup": ("warmup_s",),
+    "cooldown": ("cooldown_s",),
+    "max_in_flight": ("max_in_flight",),
+    "overflow": ("overflow",),
+    "seed": ("seed",),
+    "label": ("label",),
+    "transport": ("transport",),
+    "workers": ("workers",),
+    "ttft_timeout": ("timeouts", "ttft_s"),
+    "idle_timeout": ("timeouts", "idle_s"),
+    "total_timeout": ("timeouts", "total_s"),
+    "slo_ttft_ms": ("slo", "ttft_ms"),
+    "slo_tpot_ms": ("slo", "tpot_ms"),
+    "slo_e2e_ms": ("slo", "e2e_ms"),
+    "max_error_rate": ("checks", "max_error_rate"),
+    "max_loop_lag_ms": ("checks", "max_loop_lag_p99_ms"),
+    "max_schedule_lag_ms": ("checks", "max_schedule_lag_p99_ms"),
+}
 # BenchConfig field path -> the flag that sets it (errors name the flag)
 _FLAGS = {
     ("load",): "--rate",
-    ("duration_s",): "--duration",
-    ("max_requests",): "--max-requests",
-    ("out_dir",): "--out-dir",
-    ("warmup_s",): "--warmup",
-    ("cooldown_s",): "--cooldown",
-    ("max_in_flight",): "--max-in-flight",
-    ("overflow",): "--overflow",
-    ("seed",): "--seed",
-    ("label",): "--label",
-    ("transport",): "--transport",
-    ("workers",): "--workers",
-    ("timeouts", "ttft_s"): "--ttft-timeout",
-    ("timeouts", "idle_s"): "--idle-timeout",
-    ("timeouts", "total_s"): "--total-timeout",
-    ("slo", "ttft_ms"): "--slo-ttft-ms",
-    ("slo", "tpot_ms"): "--slo-tpot-ms",
-    ("slo", "e2e_ms"): "--slo-e2e-ms",
-    ("checks", "max_error_rate"): "--max-error-rate",
-    ("checks", "max_loop_lag_p99_ms"): "--max-loop-lag-ms",
-    ("checks", "max_schedule_lag_p99_ms"): "--max-schedule-lag-ms",
+    **{path: "--" + name.replace("_", "-") for name, path in _CONFIG_PATHS.items()},
     (): "options",
 }
 
@@ -183,29 +187,14 @@ class EngineFlags:
     def config(self, kind: str) -> BenchConfig:
         """The run's BenchConfig of these flags, its `kind` (e.g. "llm"). Raises
         ConfigError naming the flag (make_config)."""
-        return make_config(
-            load=load_of(self.rate, self.concurrency),
-            load_flag="--rate" if self.concurrency is None else "--concurrency",
-            duration_s=self.duration,
-            max_requests=self.max_requests,
-            out_dir=self.out_dir,
-            warmup_s=self.warmup,
-            cooldown_s=self.cooldown,
-            max_in_flight=self.max_in_flight,
-            overflow=self.overflow,
-            timeouts={"ttft_s": self.ttft_timeout, "idle_s": self.idle_timeout, "total_s": self.total_timeout},
-            slo={"ttft_ms": self.slo_ttft_ms, "tpot_ms": self.slo_tpot_ms, "e2e_ms": self.slo_e2e_ms},
-            seed=self.seed,
-            label=self.label,
-            kind=kind,
-            transport=self.transport,
-            workers=parse_workers(self.workers),
-            checks={
-                "max_error_rate": self.max_error_rate,
-                "max_loop_lag_p99_ms": self.max_loop_lag_ms,
-                "max_schedule_lag_p99_ms": self.max_schedule_lag_ms,
-            },
-        )
+        data: dict[str, Any] = {"kind": kind, "load": load_of(self.rate, self.concurrency)}
+        for name, path in _CONFIG_PATHS.items():
+            value = parse_workers(self.workers) if name == "workers" else getattr(self, name)
+            if len(path) == 2:
+                data.setdefault(path[0], {})[path[1]] = value
+            else:
+                data[path[0]] = value
+        return make_config(load_flag="--rate" if self.concurrency is None else "--concurrency", **data)
 
 
 def _check_llm_options(
@@ -440,9 +429,6 @@ def llm(
         reference_field,
         ignore_eos,
     )
-    hooks, grader_name = grading_hooks(grader)
-    lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
-    dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
     extra: dict[str, Any] = {
         "workload": {
             "type": _LLM_APIS[api][1],
@@ -451,11 +437,11 @@ def llm(
             "stream": stream,
             "max_tokens": max_tokens,
             "ignore_eos": ignore_eos,
-            "dataset": dataset_name,
+            "dataset": "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic",
         }
     }
-    if grader_name is not None:
-        extra["grader"] = grader_name  # the type only: an inline spec may hold a judge's api_key
+    hooks = grading_hooks(grader, extra)
+    lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     return launch_run(
         cfg,
         partial(single_lane, build),
@@ -468,13 +454,15 @@ def llm(
     )
 
 
-def grading_hooks(grader: str | None) -> tuple[list[Any], str | None]:
-    """(post-response hooks, grader type) of a `--grader` value (([], None) when None);
+def grading_hooks(grader: str | None, manifest_extra: dict[str, Any]) -> list[Any]:
+    """The post-response hooks of a `--grader` value ([] when None), its grader type put in
+    `manifest_extra["grader"]` (the type only: an inline spec may hold a judge's api_key);
     ConfigError on a bad one."""
     if grader is None:
-        return [], None
+        return []
     obj, reference_key = parse_grader_option(grader)
-    return [GradingHook(obj, reference_key=reference_key)], obj.name
+    manifest_extra["grader"] = obj.name
+    return [GradingHook(obj, reference_key=reference_key)]
 
 
 @app.command(name="http")

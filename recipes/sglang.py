@@ -127,9 +127,7 @@ def sglang(
         resolve_api_key(api_key, api_key_env),
     )
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
-    hooks, grader_name = grading_hooks(grader)
     wl = lanes[0].workload
     extra: dict[str, Any] = {"workload": wl.describe() if isinstance(wl, SGLangWorkload) else {}}
-    if grader_name is not None:
-        extra["grader"] = grader_name
+    hooks = grading_hooks(grader, extra)
     return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes, post_hooks=hooks)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -220,7 +221,11 @@ def _check_llm_options(
         check_output_file(record_trace, "--record-trace")
 
 
-def execute_run(runner: BenchRunner, progress: bool | None) -> int:
+def execute_run(runner: BenchRunner, progress: bool | None, then: Callable[[Any], None] | None = None) -> int:
+    """Run `runner` in this process with the live view when `progress` (default: stdout is
+    a terminal), print the summary, then `then(result)` when given. Returns 0 valid, 1
+    invalid, 130/143/129 when Ctrl-C/SIGTERM/SIGHUP stopped it (the partial summary
+    printed)."""
     show = sys.stdout.isatty() if progress is None else progress
     try:
         result = run_on_fresh_loop(run_with_progress(runner, show))
@@ -233,6 +238,8 @@ def execute_run(runner: BenchRunner, progress: bool | None) -> int:
         )
         return interrupt_exit_code(runner.interrupted_by)
     print_summary(result.summary, result.bundle_dir)
+    if then is not None:
+        then(result)
     return 0 if result.valid else 1
 
 

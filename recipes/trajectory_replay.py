@@ -7,13 +7,11 @@ Runs the engine in a closed loop of `--concurrency` workers over
 `benchmaker.workloads.trajectory_replay.TrajectoryReplayWorkload` until every turn was sent (or
 `--duration`), prints the usual summary plus a prefix-cache table (expected cacheable
 prompt tokens vs the server's cached tokens) and returns 0 (valid run), 1 (invalid), 2
-(bad input), 130 (interrupted).
+(bad input), 130/143/129 (stopped by Ctrl-C/SIGTERM/SIGHUP), as `benchmaker llm`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,10 +19,10 @@ import orjson
 from rich.table import Table
 
 from benchmaker.engine.config import check_http_url
-from benchmaker.engine.runner import BenchRunner, run_on_fresh_loop
+from benchmaker.engine.runner import BenchRunner
 from benchmaker.recipes.app import ON_BY_DEFAULT, app, within
-from benchmaker.recipes.bench import make_config, resolve_api_key
-from benchmaker.recipes.display import console, print_summary, run_with_progress
+from benchmaker.recipes.bench import execute_run, make_config, resolve_api_key
+from benchmaker.recipes.display import console
 from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
 
 __all__ = ["cache_report", "trajectory_replay"]
@@ -146,14 +144,4 @@ def trajectory_replay(
         timeouts={"total_s": total_timeout},
     )
     runner = BenchRunner(cfg, workload=wl, post_hooks=[wl.copy_meta], manifest_extra={"workload": wl.describe()})
-    show = sys.stdout.isatty() if progress is None else progress
-    try:
-        result = run_on_fresh_loop(run_with_progress(runner, show))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        if runner.result is not None:
-            print_summary(runner.result.summary, runner.result.bundle_dir)
-        console.print("[yellow]interrupted: partial bundle written[/]")
-        return 130
-    print_summary(result.summary, result.bundle_dir)
-    _print_cache(cache_report(result.samples_path))
-    return 0 if result.valid else 1
+    return execute_run(runner, progress, then=lambda result: _print_cache(cache_report(result.samples_path)))

@@ -46,6 +46,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.load_models import parse_duration_s
 from benchmaker.recipes.api_watch import exit_if_api_lost
 from benchmaker.recipes.app import app, within
 from benchmaker.recipes.prefect_server import use_local_server
@@ -81,15 +82,6 @@ def _workers(value: str) -> int:
         return resolve_workers(value)
     except ConfigError as exc:
         raise ConfigError(f"--{exc}") from None
-
-
-def _seconds(text: str | None, name: str) -> float | None:
-    """A duration flag in s: a number (120) or with a unit (120s, 500ms, 2m;
-    benchmaker.engine.load_models.parse_duration_s). Raises RateSpecError (a ConfigError)
-    naming the flag."""
-    from benchmaker.engine.load_models import parse_duration_s
-
-    return None if text is None else parse_duration_s(text, what=name)
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -248,8 +240,9 @@ def check_sandbox_flag(sandbox: str, mode: str) -> None:
         print(warning, file=sys.stderr)
 
 
-def _run_flow(flow: Any, params: dict[str, Any], title: str) -> dict[str, Any] | None:
-    """Run the sweep `flow` with `params` against the Prefect API (use_local_server; the
+def _run_flow(flow: Any, params: dict[str, Any], title: str, dist: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Run the sweep `flow` with `params` (sharded with `dist`, the _distributed
+    parameters, unless None) against the Prefect API (use_local_server; the
     command ends when that server is lost: exit_if_api_lost), with live progress on a
     terminal only (benchmaker/progress.py), then print the sweep table under `title`
     (print_sweep). Returns the flow's output, also when a point is invalid; None after
@@ -258,6 +251,8 @@ def _run_flow(flow: Any, params: dict[str, Any], title: str) -> dict[str, Any] |
     from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
     from benchmaker.recipes.display import SweepProgressView
 
+    if dist is not None:
+        params = {**params, **dist, "sharded": True}
     with (
         use_local_server() as api_url,
         exit_if_api_lost(api_url),
@@ -581,12 +576,13 @@ def swebench_replay(
     dry_run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
-    duration_s = _seconds(duration, "--duration")  # "120s" -> 120.0
+    duration_s = None if duration is None else parse_duration_s(duration, "--duration")  # "120s" -> 120.0
     concurrency_sweep = _concurrency(concurrency, concurrency_sweep)
     if concurrency_sweep is None:
         concurrency_sweep = "" if rate else "1,5"
+    conc = _ints(concurrency_sweep, "--concurrency")
     _check_sweep_options(
-        concurrency=_ints(concurrency_sweep, "--concurrency"),
+        concurrency=conc,
         duration=duration_s,
         out_dir=out_dir,
         warehouse=warehouse,
@@ -602,7 +598,7 @@ def swebench_replay(
     params: dict[str, Any] = dict(
         logs=logs or [],
         trajectories=trajectories,
-        concurrency_sweep=_ints(concurrency_sweep, "--concurrency") if concurrency_sweep else [],
+        concurrency_sweep=conc,
         rates=list(rate or []),
         workers=_workers(workers),
         episodes_per_point=episodes_per_point,
@@ -644,11 +640,9 @@ def swebench_replay(
         return 0
     # the flow replays the conversion made here: the logs are read once per run
     params.update(logs=[], trajectories=traj)
-    if dist is not None:
-        params.update(dist, sharded=True)
     from benchmaker.flows.swebench_replay import swebench_replay as flow
 
-    out = _run_flow(flow, params, "swebench-replay")
+    out = _run_flow(flow, params, "swebench-replay", dist)
     if out is None:
         return 1
     print_open_loop(out["points"])
@@ -756,7 +750,7 @@ def llm_sweep(
     from benchmaker.flows.swebench_replay import ParameterError
     from benchmaker.warehouse.connection import default_warehouse
 
-    duration_s = _seconds(duration, "--duration")  # "30s" -> 30.0
+    duration_s = parse_duration_s(duration, "--duration")  # "30s" -> 30.0
     concurrency_sweep = _concurrency(concurrency, concurrency_sweep)
     conc = _ints(concurrency_sweep, "--concurrency") if concurrency_sweep else None
     rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None  # old spelling of --rate poisson:N,...
@@ -809,9 +803,7 @@ def llm_sweep(
     # parameters model) and the lag limits this run uses
     params.update(loads=p.loads, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
-    if dist is not None:
-        params.update(dist, sharded=True)
     from benchmaker.flows.llm_sweep import llm_sweep
 
-    out = _run_flow(llm_sweep, params, "llm-sweep")
+    out = _run_flow(llm_sweep, params, "llm-sweep", dist)
     return 1 if out is None else print_verdicts(out, exit_code)

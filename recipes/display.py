@@ -66,11 +66,6 @@ def _fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def _stat_row(table: Table, name: str, stat: dict[str, Any] | None) -> None:
-    stat = stat or {}
-    table.add_row(name, *(_fmt(stat.get(k)) for k in ("mean", "p50", "p90", "p99", "max")), _fmt(stat.get("count")))
-
-
 # summary counts that are not failures: successes, and successes flagged by how they ended
 _FLAGGED = ("n_refusal", "n_length", "n_content_filter", "n_finish_unknown", "n_usage_invalid")
 _NOT_ERRORS = (
@@ -169,7 +164,8 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
     for col in ("metric", "mean", "p50", "p90", "p99", "max", "count"):
         lat.add_column(col, justify="right" if col != "metric" else "left")
     for name in (*(_TOKEN_LATENCIES if tokens else ()), "e2e_ms", "e2e_all_ms", "e2e_intended_ms"):
-        _stat_row(lat, name, run.get(name))
+        stat = run.get(name) or {}
+        lat.add_row(name, *(_fmt(stat.get(k)) for k in ("mean", "p50", "p90", "p99", "max", "count")))
     return [head, lat]
 
 

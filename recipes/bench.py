@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -69,35 +70,33 @@ def load_of(rate: str | None, concurrency: int | None) -> str:
     return "closed:1" if rate is None else rate
 
 
-def load_flag_of(concurrency: int | None) -> str:
-    """The flag that set a run's load, for make_config's errors: `--concurrency` when it
-    was given, else `--rate`."""
-    return "--rate" if concurrency is None else "--concurrency"
-
-
+# EngineFlags field (its flag: --field-with-dashes) -> the BenchConfig field path it sets
+_CONFIG_PATHS = {
+    "duration": ("duration_s",),
+    "max_requests": ("max_requests",),
+    "out_dir": ("out_dir",),
+    "warmup": ("warmup_s",),
+    "cooldown": ("cooldown_s",),
+    "max_in_flight": ("max_in_flight",),
+    "overflow": ("overflow",),
+    "seed": ("seed",),
+    "label": ("label",),
+    "transport": ("transport",),
+    "workers": ("workers",),
+    "ttft_timeout": ("timeouts", "ttft_s"),
+    "idle_timeout": ("timeouts", "idle_s"),
+    "total_timeout": ("timeouts", "total_s"),
+    "slo_ttft_ms": ("slo", "ttft_ms"),
+    "slo_tpot_ms": ("slo", "tpot_ms"),
+    "slo_e2e_ms": ("slo", "e2e_ms"),
+    "max_error_rate": ("checks", "max_error_rate"),
+    "max_loop_lag_ms": ("checks", "max_loop_lag_p99_ms"),
+    "max_schedule_lag_ms": ("checks", "max_schedule_lag_p99_ms"),
+}
 # BenchConfig field path -> the flag that sets it (errors name the flag)
 _FLAGS = {
     ("load",): "--rate",
-    ("duration_s",): "--duration",
-    ("max_requests",): "--max-requests",
-    ("out_dir",): "--out-dir",
-    ("warmup_s",): "--warmup",
-    ("cooldown_s",): "--cooldown",
-    ("max_in_flight",): "--max-in-flight",
-    ("overflow",): "--overflow",
-    ("seed",): "--seed",
-    ("label",): "--label",
-    ("transport",): "--transport",
-    ("workers",): "--workers",
-    ("timeouts", "ttft_s"): "--ttft-timeout",
-    ("timeouts", "idle_s"): "--idle-timeout",
-    ("timeouts", "total_s"): "--total-timeout",
-    ("slo", "ttft_ms"): "--slo-ttft-ms",
-    ("slo", "tpot_ms"): "--slo-tpot-ms",
-    ("slo", "e2e_ms"): "--slo-e2e-ms",
-    ("checks", "max_error_rate"): "--max-error-rate",
-    ("checks", "max_loop_lag_p99_ms"): "--max-loop-lag-ms",
-    ("checks", "max_schedule_lag_p99_ms"): "--max-schedule-lag-ms",
+    **{path: "--" + name.replace("_", "-") for name, path in _CONFIG_PATHS.items()},
     (): "options",
 }
 
@@ -106,7 +105,7 @@ def make_config(*, load_flag: str = "--rate", **kw: Any) -> BenchConfig:
     """A BenchConfig of CLI values (None = not given; nested dicts for timeouts, slo,
     checks). Raises ConfigError with one line per bad flag, e.g. `--slo-ttft-ms: Input
     should be greater than 0 (got -5.0)`; `load_flag` is the flag an error on `load`
-    names (load_flag_of())."""
+    names: --concurrency when it set the load."""
     data = {k: v for k, v in kw.items() if v is not None}
     for key in ("timeouts", "slo", "checks"):
         if isinstance(data.get(key), dict):
@@ -189,29 +188,14 @@ class EngineFlags:
     def config(self, kind: str) -> BenchConfig:
         """The run's BenchConfig of these flags, its `kind` (e.g. "llm"). Raises
         ConfigError naming the flag (make_config)."""
-        return make_config(
-            load=load_of(self.rate, self.concurrency),
-            load_flag=load_flag_of(self.concurrency),
-            duration_s=self.duration,
-            max_requests=self.max_requests,
-            out_dir=self.out_dir,
-            warmup_s=self.warmup,
-            cooldown_s=self.cooldown,
-            max_in_flight=self.max_in_flight,
-            overflow=self.overflow,
-            timeouts={"ttft_s": self.ttft_timeout, "idle_s": self.idle_timeout, "total_s": self.total_timeout},
-            slo={"ttft_ms": self.slo_ttft_ms, "tpot_ms": self.slo_tpot_ms, "e2e_ms": self.slo_e2e_ms},
-            seed=self.seed,
-            label=self.label,
-            kind=kind,
-            transport=self.transport,
-            workers=parse_workers(self.workers),
-            checks={
-                "max_error_rate": self.max_error_rate,
-                "max_loop_lag_p99_ms": self.max_loop_lag_ms,
-                "max_schedule_lag_p99_ms": self.max_schedule_lag_ms,
-            },
-        )
+        data: dict[str, Any] = {"kind": kind, "load": load_of(self.rate, self.concurrency)}
+        for name, path in _CONFIG_PATHS.items():
+            value = parse_workers(self.workers) if name == "workers" else getattr(self, name)
+            if len(path) == 2:
+                data.setdefault(path[0], {})[path[1]] = value
+            else:
+                data[path[0]] = value
+        return make_config(load_flag="--rate" if self.concurrency is None else "--concurrency", **data)
 
 
 def _check_llm_options(
@@ -237,14 +221,14 @@ def _check_llm_options(
         check_output_file(record_trace, "--record-trace")
 
 
-def execute_run(runner: BenchRunner, progress: bool | None) -> int:
+def execute_run(runner: BenchRunner, progress: bool | None, then: Callable[[Any], None] | None = None) -> int:
+    """Run `runner` in this process with the live view when `progress` (default: stdout is
+    a terminal), print the summary, then `then(result)` when given. Returns 0 valid, 1
+    invalid, 130/143/129 when Ctrl-C/SIGTERM/SIGHUP stopped it (the partial summary
+    printed)."""
     show = sys.stdout.isatty() if progress is None else progress
-
-    async def main() -> Any:
-        return await run_with_progress(runner, show)
-
     try:
-        result = run_on_fresh_loop(main())
+        result = run_on_fresh_loop(run_with_progress(runner, show))
     except (KeyboardInterrupt, asyncio.CancelledError):
         if runner.result is not None:
             print_summary(runner.result.summary, runner.result.bundle_dir)
@@ -254,6 +238,8 @@ def execute_run(runner: BenchRunner, progress: bool | None) -> int:
         )
         return interrupt_exit_code(runner.interrupted_by)
     print_summary(result.summary, result.bundle_dir)
+    if then is not None:
+        then(result)
     return 0 if result.valid else 1
 
 
@@ -320,24 +306,35 @@ def _llm_workload(
     ignore_eos: bool = False,
 ) -> Any:
     """The `benchmaker llm` workload (module level, so worker processes can rebuild it)."""
-    ds: Dataset
-    if dataset is not None:
-        ds = JsonlDataset(dataset, field, reference_field=reference_field)
-    elif sharegpt is not None:
-        ds = ShareGPTDataset(sharegpt)
-    else:
-        ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
-    cls = _LLM_APIS[api][0]
-    return cls(
+    return _LLM_APIS[api][0](
         url,
         model,
-        ds,
+        dataset_of(dataset, field, reference_field, sharegpt, input_words, seed),
         stream=stream,
         max_tokens=max_tokens,
         temperature=temperature,
         api_key=api_key,
         ignore_eos=ignore_eos,
     )
+
+
+def dataset_of(
+    dataset: Path | None,
+    field: str,
+    reference_field: str | None,
+    sharegpt: Path | None,
+    input_words: list[int] | None,
+    seed: int,
+) -> Dataset:
+    """The prompts of `benchmaker llm` and `benchmaker sglang`: the JSONL `dataset` (prompt
+    at field path `field`, expected answer at `reference_field`), else the ShareGPT file
+    `sharegpt`, else 1,000 synthetic prompts of `input_words` words (default [128]) drawn
+    with `seed`. Raises the dataset's DatasetError on a bad file."""
+    if dataset is not None:
+        return JsonlDataset(dataset, field, reference_field=reference_field)
+    if sharegpt is not None:
+        return ShareGPTDataset(sharegpt)
+    return SyntheticDataset(input_words or [128], count=1000, seed=seed)
 
 
 def resolve_api_key(api_key: str | None, api_key_env: str | None) -> str | None:
@@ -439,9 +436,6 @@ def llm(
         reference_field,
         ignore_eos,
     )
-    hooks, grader_name = grading_hooks(grader)
-    lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
-    dataset_name = "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic"
     extra: dict[str, Any] = {
         "workload": {
             "type": _LLM_APIS[api][1],
@@ -450,11 +444,11 @@ def llm(
             "stream": stream,
             "max_tokens": max_tokens,
             "ignore_eos": ignore_eos,
-            "dataset": dataset_name,
+            "dataset": "jsonl" if dataset else "sharegpt" if sharegpt else "synthetic",
         }
     }
-    if grader_name is not None:
-        extra["grader"] = grader_name  # the type only: an inline spec may hold a judge's api_key
+    hooks = grading_hooks(grader, extra)
+    lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
     return launch_run(
         cfg,
         partial(single_lane, build),
@@ -467,13 +461,15 @@ def llm(
     )
 
 
-def grading_hooks(grader: str | None) -> tuple[list[Any], str | None]:
-    """(post-response hooks, grader type) of a `--grader` value (([], None) when None);
+def grading_hooks(grader: str | None, manifest_extra: dict[str, Any]) -> list[Any]:
+    """The post-response hooks of a `--grader` value ([] when None), its grader type put in
+    `manifest_extra["grader"]` (the type only: an inline spec may hold a judge's api_key);
     ConfigError on a bad one."""
     if grader is None:
-        return [], None
+        return []
     obj, reference_key = parse_grader_option(grader)
-    return [GradingHook(obj, reference_key=reference_key)], obj.name
+    manifest_extra["grader"] = obj.name
+    return [GradingHook(obj, reference_key=reference_key)]
 
 
 @app.command(name="http")
@@ -530,24 +526,21 @@ def http(
         if not sep or not name.strip():
             raise ConfigError(f"--header: expected 'Name: value' (got {h!r})")
         headers[name.strip()] = value.strip()
-    cfg = make_config(
-        load=load_of(rate, concurrency),
-        load_flag=load_flag_of(concurrency),
-        duration_s=duration,
+    cfg = EngineFlags(
+        concurrency=concurrency,
+        rate=rate,
+        duration=duration,
         max_requests=max_requests,
         out_dir=out_dir,
         max_in_flight=max_in_flight,
-        timeouts={"total_s": total_timeout},
+        total_timeout=total_timeout,
+        max_error_rate=max_error_rate,
+        max_loop_lag_ms=max_loop_lag_ms,
+        max_schedule_lag_ms=max_schedule_lag_ms,
         seed=seed,
         label=label,
-        kind="http",
-        workers=parse_workers(workers),
-        checks={
-            "max_error_rate": max_error_rate,
-            "max_loop_lag_p99_ms": max_loop_lag_ms,
-            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
-        },
-    )
+        workers=workers,
+    ).config("http")
     check_http_url(url, "--url")
     if record_trace is not None:
         check_output_file(record_trace, "--record-trace")

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from benchmaker.engine.errors import ConfigError, RateSpecError
+from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.load_models import parse_duration_s
 from benchmaker.recipes.app import app, within
 from benchmaker.recipes.calibration import calibrate as _calibrate
@@ -47,10 +47,7 @@ def calibrate(
     `seconds`: the old spelling of --duration. Raises ConfigError naming --duration
     when it is no duration or not above 0 s."""
     given = duration if seconds is None else seconds
-    try:
-        seconds = parse_duration_s(given, what="--duration")
-    except RateSpecError as exc:
-        raise ConfigError(str(exc)) from None
+    seconds = parse_duration_s(given, what="--duration")
     if not seconds > 0:
         raise ConfigError(f"--duration: expected more than 0 s (got {given!r})")
     cal, path = _calibrate(seconds, concurrency=concurrency, sse_chunks=sse_chunks, path=out)

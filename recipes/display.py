@@ -66,11 +66,6 @@ def _fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def _stat_row(table: Table, name: str, stat: dict[str, Any] | None) -> None:
-    stat = stat or {}
-    table.add_row(name, *(_fmt(stat.get(k)) for k in ("mean", "p50", "p90", "p99", "max")), _fmt(stat.get("count")))
-
-
 # summary counts that are not failures: successes, and successes flagged by how they ended
 _FLAGGED = ("n_refusal", "n_length", "n_content_filter", "n_finish_unknown", "n_usage_invalid")
 _NOT_ERRORS = (
@@ -169,7 +164,8 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
     for col in ("metric", "mean", "p50", "p90", "p99", "max", "count"):
         lat.add_column(col, justify="right" if col != "metric" else "left")
     for name in (*(_TOKEN_LATENCIES if tokens else ()), "e2e_ms", "e2e_all_ms", "e2e_intended_ms"):
-        _stat_row(lat, name, run.get(name))
+        stat = run.get(name) or {}
+        lat.add_row(name, *(_fmt(stat.get(k)) for k in ("mean", "p50", "p90", "p99", "max", "count")))
     return [head, lat]
 
 
@@ -205,10 +201,7 @@ def print_summary(summary: dict[str, Any], bundle_dir: Any, out: Console | None 
                 _fmt(body.get("n_ok")),
                 _fmt((body.get("n_sent") or 0) - (body.get("n_ok") or 0)),
                 _fmt(body.get("request_throughput_per_s")),
-                _fmt((body.get("ttft_ms") or {}).get("p50")),
-                _fmt((body.get("ttft_ms") or {}).get("p99")),
-                _fmt((body.get("e2e_ms") or {}).get("p50")),
-                _fmt((body.get("e2e_ms") or {}).get("p99")),
+                *(_fmt((body.get(stat) or {}).get(q)) for stat in ("ttft_ms", "e2e_ms") for q in ("p50", "p99")),
             )
         out.print(t)
     for line in monitor_failures(summary):
@@ -224,11 +217,21 @@ def print_summary(summary: dict[str, Any], bundle_dir: Any, out: Console | None 
     out.print(f"bundle: {bundle_dir}")
 
 
-def comparison_tables(cmp: Any, baseline_run: str, candidate_run: str) -> list[Table]:
-    """One rich table per matched sweep point of a `benchmaker.warehouse.compare.PointComparison`:
-    statistic, baseline, candidate, diff (candidate - baseline) with its 95% bootstrap
-    CI, sample counts (requests) and verdict. Values in the statistic's unit (ms, req/s)."""
-    tables = []
+def print_comparison(cmp: Any, baseline_run: str, candidate_run: str, out: Console | None = None) -> None:
+    """Print a `benchmaker.warehouse.compare.PointComparison` under a header naming the
+    runs: one table per matched sweep point (statistic, baseline, candidate, diff =
+    candidate - baseline with its 95% bootstrap CI, sample counts (requests), verdict;
+    values in the statistic's unit, ms or req/s), then the warnings (points in one run
+    only, workload differences) in yellow, or a note when no point matched."""
+    out = out or console
+    if not out.is_terminal:
+        out.width = max(out.width, 120)
+    n_boot = next((str(r.n_boot) for r in cmp.rows if r.n_boot), "-")
+    out.print(
+        f"[bold]{candidate_run}[/] (candidate) vs [bold]{baseline_run}[/] (baseline), per sweep point "
+        f"matched by target; diff = candidate - baseline; 95% bootstrap CI ({n_boot} resamples); "
+        f"n requests = baseline / candidate"
+    )
     for key in cmp.points:
         rows = [r for r in cmp.rows if r.point_key == key]
         if not rows:
@@ -250,31 +253,11 @@ def comparison_tables(cmp: Any, baseline_run: str, candidate_run: str) -> list[T
                 r.verdict or "-",
                 style=style,
             )
-        tables.append(table)
-    return tables
-
-
-def print_comparison(cmp: Any, baseline_run: str, candidate_run: str, out: Console | None = None) -> None:
-    """Print `comparison_tables` under a header naming the runs, then the warnings (points
-    in one run only, workload differences) in yellow, or a note when no point matched."""
-    out = out or console
-    if not out.is_terminal:
-        out.width = max(out.width, 120)
-    out.print(
-        f"[bold]{candidate_run}[/] (candidate) vs [bold]{baseline_run}[/] (baseline), per sweep point "
-        f"matched by target; diff = candidate - baseline; 95% bootstrap CI ({_n_boot(cmp)} resamples); "
-        f"n requests = baseline / candidate"
-    )
-    for table in comparison_tables(cmp, baseline_run, candidate_run):
         out.print(table)
     if not cmp.points:
         out.print("[yellow]no sweep point of the two runs has the same target: nothing compared[/]")
     for line in cmp.warnings:
         out.print(f"[yellow]warning: {line}[/]")
-
-
-def _n_boot(cmp: Any) -> str:
-    return next((str(r.n_boot) for r in cmp.rows if r.n_boot), "-")
 
 
 def runs_table(names: list[str], rows: list[tuple]) -> Table:
@@ -405,10 +388,10 @@ class SweepProgressView:
             self._observe = None
 
 
-def print_plan(params: dict[str, Any], trajectories: Path, *, trusted: bool = False, out: Console | None = None) -> Any:
+def print_plan(params: dict[str, Any], trajectories: Path, *, trusted: bool = False) -> None:
     """Print the plan of a swebench-replay run (benchmaker.sweep.plan: points x episodes x model
     calls and an estimated duration) from the flow's parameters and the trajectories
-    JSONL it replays; returns the SweepPlan. `trusted`: the file is the converter's own
+    JSONL it replays. `trusted`: the file is the converter's own
     output (the conversion cache), read without validation (benchmaker.sweep.plan.plan_trajectories);
     otherwise a bad line raises benchmaker.trajectories.errors.TrajectoryFormatError."""
     from benchmaker.sweep.plan import format_plan, plan_trajectories, sweep_plan
@@ -421,5 +404,4 @@ def print_plan(params: dict[str, Any], trajectories: Path, *, trusted: bool = Fa
         duration_s=params.get("duration_s"),
         latency=params.get("latency") or "instant",
     )
-    (out or console).print(format_plan(plan), highlight=False, soft_wrap=True)
-    return plan
+    console.print(format_plan(plan), highlight=False, soft_wrap=True)

@@ -85,12 +85,11 @@ def episode(
         raise ConfigError(f"--workdir: mode {mode} needs a task directory")
     if mode == "command" and not command:
         raise ConfigError("--command: mode command needs the agent command line")
+    task = None
     if workdir is not None:
         from benchmaker.recipes.swebench_replay import check_sandbox_flag
 
         check_sandbox_flag(sandbox, mode)
-    task = None
-    if workdir is not None:
         if not workdir.is_dir():
             raise ConfigError(f"--workdir: not a directory (got {str(workdir)!r})")
         try:

@@ -15,6 +15,7 @@ from cyclopts import Parameter
 
 from benchmaker.engine.config import check_output_file
 from benchmaker.recipes.app import app
+from benchmaker.recipes.warehouse_cli import WarehouseOpt
 from benchmaker.warehouse.connection import default_warehouse
 
 
@@ -23,10 +24,7 @@ def report(
     run_id: str,
     *,
     output: Annotated[Path, Parameter(name=["--output", "-o"])] = Path("report.html"),
-    warehouse: Annotated[
-        Path | None,
-        Parameter(help="DuckDB warehouse file (default: $BENCHMAKER_WAREHOUSE or ./warehouse.duckdb)."),
-    ] = None,
+    warehouse: WarehouseOpt = None,
     baseline: str | None = None,
 ) -> int:
     """Write the HTML report of one run (plots and summary tables; no network needed to view).

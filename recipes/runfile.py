@@ -89,16 +89,12 @@ class RunFile(BenchConfig):
         )
         conc = []
         for lane in self.mix.lanes if self.mix is not None else []:
-            kind = lane.rate.split(":", 1)[0].strip().lower()
-            model = load_model_of(lane.rate) if kind == "closed" else None
+            if lane.rate.split(":", 1)[0].strip().lower() == "trace":
+                continue  # its file is read when the run starts
+            model = load_model_of(lane.rate)
             if isinstance(model, ClosedLoop):
                 conc.append(model.concurrency)
-            elif (
-                kind != "trace"
-                and isinstance(load_model_of(lane.rate), Burst)
-                and lane.max_requests is None
-                and self.max_requests is None
-            ):
+            elif isinstance(model, Burst) and lane.max_requests is None and self.max_requests is None:
                 raise ValueError(
                     f"lane {lane.name}: an infinite rate ({lane.rate}: every request at t=0) "
                     "needs max_requests (the lane's or the run's)"

@@ -21,7 +21,7 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
 from benchmaker.recipes.app import ON_BY_DEFAULT, app, within
-from benchmaker.recipes.bench import execute_run, load_flag_of, load_of, make_config, resolve_api_key
+from benchmaker.recipes.bench import EngineFlags, execute_run, load_of, resolve_api_key
 from benchmaker.recipes.swebench_replay import check_sandbox_flag
 from benchmaker.workloads.sandbox import SandboxWorkload
 
@@ -93,23 +93,20 @@ def sandbox(
     load = load_of(rate, concurrency)
     if duration is None and max_requests is None and load.split(":", 1)[0].strip().lower() not in ("stages", "trace"):
         max_requests = DEFAULT_SAMPLES  # `benchmaker sandbox --command 'echo hi'` runs as written
-    cfg = make_config(
-        load=load,
-        load_flag=load_flag_of(concurrency),
-        duration_s=duration,
+    cfg = EngineFlags(
+        concurrency=concurrency,
+        rate=rate,
+        duration=duration,
         max_requests=max_requests,
         out_dir=out_dir,
         max_in_flight=max_in_flight,
-        timeouts={"total_s": total_timeout},
+        total_timeout=total_timeout,
+        max_error_rate=max_error_rate,
+        max_loop_lag_ms=max_loop_lag_ms,
+        max_schedule_lag_ms=max_schedule_lag_ms,
         seed=seed,
         label=label,
-        kind="sandbox",
-        checks={
-            "max_error_rate": max_error_rate,
-            "max_loop_lag_p99_ms": max_loop_lag_ms,
-            "max_schedule_lag_p99_ms": max_schedule_lag_ms,
-        },
-    )
+    ).config("sandbox")
     if url is not None:
         check_http_url(url, "--url")
     if repo is not None and not repo.is_dir():

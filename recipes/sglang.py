@@ -20,8 +20,7 @@ from benchmaker.engine.config import check_http_url
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.workers import single_lane
 from benchmaker.recipes.app import ON_BY_DEFAULT, app
-from benchmaker.recipes.bench import EngineFlags, grading_hooks, launch_run, resolve_api_key
-from benchmaker.workloads.datasets import Dataset, JsonlDataset, ShareGPTDataset, SyntheticDataset
+from benchmaker.recipes.bench import EngineFlags, dataset_of, grading_hooks, launch_run, resolve_api_key
 from benchmaker.workloads.sglang import SGLangWorkload, read_input_ids
 
 
@@ -42,27 +41,11 @@ def _sglang_workload(
     api_key: str | None,
 ) -> SGLangWorkload:
     """The `benchmaker sglang` workload (module level, so worker processes can rebuild it)."""
-    if input_ids_file is not None:
-        return SGLangWorkload(
-            url,
-            input_ids=read_input_ids(input_ids_file),
-            stream=stream,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            sampling_params=sampling_params,
-            incremental=incremental,
-            api_key=api_key,
-        )
-    ds: Dataset
-    if dataset is not None:
-        ds = JsonlDataset(dataset, field, reference_field=reference_field)
-    elif sharegpt is not None:
-        ds = ShareGPTDataset(sharegpt)
-    else:
-        ds = SyntheticDataset(input_words or [128], count=1000, seed=seed)
+    ids = read_input_ids(input_ids_file) if input_ids_file is not None else None
     return SGLangWorkload(
         url,
-        ds,
+        None if ids is not None else dataset_of(dataset, field, reference_field, sharegpt, input_words, seed),
+        input_ids=ids,
         stream=stream,
         max_new_tokens=max_new_tokens,
         temperature=temperature,
@@ -144,9 +127,7 @@ def sglang(
         resolve_api_key(api_key, api_key_env),
     )
     lanes = single_lane(build)  # reads the dataset now: bad input fails before any worker starts
-    hooks, grader_name = grading_hooks(grader)
     wl = lanes[0].workload
     extra: dict[str, Any] = {"workload": wl.describe() if isinstance(wl, SGLangWorkload) else {}}
-    if grader_name is not None:
-        extra["grader"] = grader_name
+    hooks = grading_hooks(grader, extra)
     return launch_run(cfg, partial(single_lane, build), progress, manifest_extra=extra, lanes=lanes, post_hooks=hooks)

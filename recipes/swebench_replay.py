@@ -37,6 +37,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -45,6 +46,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmaker.engine.errors import ConfigError
+from benchmaker.engine.load_models import parse_duration_s
 from benchmaker.recipes.api_watch import exit_if_api_lost
 from benchmaker.recipes.app import app, within
 from benchmaker.recipes.prefect_server import use_local_server
@@ -80,20 +82,6 @@ def _workers(value: str) -> int:
         return resolve_workers(value)
     except ConfigError as exc:
         raise ConfigError(f"--{exc}") from None
-
-
-def _seconds(text: str | None, name: str) -> float | None:
-    """A duration flag in s: a number (120) or with a unit (120s, 500ms, 2m;
-    benchmaker.engine.load_models.parse_duration_s). Raises ConfigError naming the flag."""
-    if text is None:
-        return None
-    from benchmaker.engine.errors import RateSpecError
-    from benchmaker.engine.load_models import parse_duration_s
-
-    try:
-        return parse_duration_s(text, what=name)
-    except RateSpecError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def _floats(text: str, name: str) -> list[float]:
@@ -252,13 +240,35 @@ def check_sandbox_flag(sandbox: str, mode: str) -> None:
         print(warning, file=sys.stderr)
 
 
-def _flow_failed(exc: Exception) -> int:
-    """Print a failed flow run's one-line reason (benchmaker.flows.outcome.FlowRunFailed:
-    its final state, the reason, how to resume) on stderr; returns exit code 1."""
-    import sys
+def _run_flow(flow: Any, params: dict[str, Any], title: str, dist: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Run the sweep `flow` with `params` (sharded with `dist`, the _distributed
+    parameters, unless None) against the Prefect API (use_local_server; the
+    command ends when that server is lost: exit_if_api_lost), with live progress on a
+    terminal only (benchmaker/progress.py), then print the sweep table under `title`
+    (print_sweep). Returns the flow's output, also when a point is invalid; None after
+    printing a failed flow run's one-line reason (benchmaker.flows.outcome.FlowRunFailed:
+    its final state, the reason, how to resume) on stderr."""
+    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
+    from benchmaker.recipes.display import SweepProgressView
 
-    print(f"benchmaker: error: {exc}", file=sys.stderr, flush=True)
-    return 1
+    if dist is not None:
+        params = {**params, **dist, "sharded": True}
+    with (
+        use_local_server() as api_url,
+        exit_if_api_lost(api_url),
+        SweepProgressView(),
+    ):
+        try:
+            out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first
+        except FlowRunFailed as exc:
+            failed: FlowRunFailed | None = exc  # printed once the live view is gone
+        else:
+            failed = None
+    if failed is not None:
+        print(f"benchmaker: error: {failed}", file=sys.stderr, flush=True)
+        return None
+    print_sweep(out, title)
+    return out
 
 
 ExitPolicy = Literal["verdict", "pipeline"]
@@ -313,52 +323,31 @@ def print_verdicts(out: dict[str, Any], exit_code: ExitPolicy = "verdict", conso
     from benchmaker.sweep.verdicts import advice, key_figures, pipeline_failures, verdict_line
 
     console = console or Console()
-    wrap = console.is_terminal  # piped or logged: one line per verdict, however long
+    # piped or logged: one line per verdict, however long
+    say = partial(console.print, highlight=False, markup=False, soft_wrap=not console.is_terminal)
     points = out["points"]
     n_valid = sum(1 for r in points if r.get("valid"))
     console.print()
-    console.print(
-        f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid",
-        style="bold",
-        highlight=False,
-        markup=False,
-        soft_wrap=not wrap,
-    )
+    say(f"Verdict of run {out['run_id']}: {n_valid} of {len(points)} points valid", style="bold")
     for row in points:
-        console.print(
-            f"  {verdict_line(row)}",
-            style=None if row.get("valid") else "red",
-            highlight=False,
-            markup=False,
-            soft_wrap=not wrap,
-        )
-        console.print(f"      {key_figures(row)}", highlight=False, markup=False, soft_wrap=not wrap)
+        say(f"  {verdict_line(row)}", style=None if row.get("valid") else "red")
+        say(f"      {key_figures(row)}")
     for line in advice(points):
-        console.print(line, highlight=False, markup=False, soft_wrap=not wrap)
+        say(line)
     failed = pipeline_failures(points)
     if exit_code == "pipeline":
         if failed:
-            console.print(
-                f"exit 1: the pipeline measured nothing at {', '.join(failed)}", highlight=False, markup=False
-            )
+            say(f"exit 1: the pipeline measured nothing at {', '.join(failed)}", soft_wrap=False)
             return 1
         if n_valid < len(points):
-            console.print(
+            say(
                 "exit 0: the pipeline ran (converted, replayed, graded, loaded, reported); the invalid "
                 "points stay marked invalid in the warehouse and the report (--exit-code verdict: "
-                "exit 1 for them)",
-                highlight=False,
-                markup=False,
-                soft_wrap=not wrap,
+                "exit 1 for them)"
             )
         return 0
     if n_valid < len(points):
-        console.print(
-            "exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)",
-            highlight=False,
-            markup=False,
-            soft_wrap=not wrap,
-        )
+        say("exit 1: a point is invalid (--exit-code pipeline: exit 0 whenever the pipeline ran)")
         return 1
     return 0
 
@@ -424,15 +413,27 @@ def _check_sweep_options(
             raise ConfigError(f"--warehouse: {exc}") from None
 
 
-def _flag_error(exc: Exception, flags: dict[str, str]) -> ConfigError:
+# the sweep flows' parameter fields whose flag is not --field-with-dashes
+_FIELD_FLAGS = {
+    "rates": "--rate",
+    "loads": "--rate",
+    "duration_s": "--duration",
+    "log_format": "--format",
+    "concurrency_sweep": "--concurrency",
+    "stray_grace_s": "--stray-grace",
+    "prompt_words": "--input-words",
+}
+
+
+def _flag_error(exc: Exception) -> ConfigError:
     """A flow's ParameterError ("invalid <flow> parameters:" and one `field[i]: problem`
-    line each) as one line naming the flags: each field becomes its flag (`flags`, else
-    --field-with-dashes), the problems joined by "; ", e.g. `--rate: unknown load model
-    'posson' in rate spec 'posson:1' (...) (got 'posson:1')`."""
+    line each) as one line naming the flags: each field becomes its flag (_FIELD_FLAGS,
+    else --field-with-dashes), the problems joined by "; ", e.g. `--rate: unknown load
+    model 'posson' in rate spec 'posson:1' (...) (got 'posson:1')`."""
     import re
 
     def flag(m: re.Match[str]) -> str:
-        return flags.get(m.group(1), "--" + m.group(1).replace("_", "-")) + ":"
+        return _FIELD_FLAGS.get(m.group(1), "--" + m.group(1).replace("_", "-")) + ":"
 
     lines = str(exc).splitlines()[1:] or [str(exc)]
     return ConfigError("; ".join(re.sub(r"^([a-z_]+)(?:\[\d+\])?(?:\.\S+)?:", flag, line) for line in lines))
@@ -575,12 +576,13 @@ def swebench_replay(
     dry_run
         Print the plan (points x episodes x model calls, estimated duration) and stop.
     """
-    duration_s = _seconds(duration, "--duration")  # "120s" -> 120.0
+    duration_s = None if duration is None else parse_duration_s(duration, "--duration")  # "120s" -> 120.0
     concurrency_sweep = _concurrency(concurrency, concurrency_sweep)
     if concurrency_sweep is None:
         concurrency_sweep = "" if rate else "1,5"
+    conc = _ints(concurrency_sweep, "--concurrency")
     _check_sweep_options(
-        concurrency=_ints(concurrency_sweep, "--concurrency"),
+        concurrency=conc,
         duration=duration_s,
         out_dir=out_dir,
         warehouse=warehouse,
@@ -596,7 +598,7 @@ def swebench_replay(
     params: dict[str, Any] = dict(
         logs=logs or [],
         trajectories=trajectories,
-        concurrency_sweep=_ints(concurrency_sweep, "--concurrency") if concurrency_sweep else [],
+        concurrency_sweep=conc,
         rates=list(rate or []),
         workers=_workers(workers),
         episodes_per_point=episodes_per_point,
@@ -621,16 +623,7 @@ def swebench_replay(
     try:
         p = validate_params(**params)  # refuse bad parameters before Prefect starts
     except ParameterError as exc:
-        raise _flag_error(
-            exc,
-            {
-                "rates": "--rate",
-                "duration_s": "--duration",
-                "log_format": "--format",
-                "concurrency_sweep": "--concurrency",
-                "stray_grace_s": "--stray-grace",
-            },
-        ) from None
+        raise _flag_error(exc) from None
     # the flow gets what was validated here: rate specs parsed once (ParsedRateSpec, taken
     # as they are by the flow's parameters model), the lag limits this run uses
     params.update(rates=p.rates, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
@@ -647,25 +640,11 @@ def swebench_replay(
         return 0
     # the flow replays the conversion made here: the logs are read once per run
     params.update(logs=[], trajectories=traj)
-    if dist is not None:
-        params.update(dist, sharded=True)
-    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
     from benchmaker.flows.swebench_replay import swebench_replay as flow
 
-    with (
-        use_local_server() as api_url,
-        exit_if_api_lost(api_url),
-        SweepProgressView(),
-    ):  # live progress only on a terminal (benchmaker/progress.py)
-        try:
-            out = asyncio.run(run_sweep_flow(flow, params))  # prints the flow run id first; out even when invalid
-        except FlowRunFailed as exc:
-            failed: FlowRunFailed | None = exc  # printed once the live view is gone
-        else:
-            failed = None
-    if failed is not None:
-        return _flow_failed(failed)
-    print_sweep(out, "swebench-replay")
+    out = _run_flow(flow, params, "swebench-replay", dist)
+    if out is None:
+        return 1
     print_open_loop(out["points"])
     return print_verdicts(out, exit_code)
 
@@ -771,7 +750,7 @@ def llm_sweep(
     from benchmaker.flows.swebench_replay import ParameterError
     from benchmaker.warehouse.connection import default_warehouse
 
-    duration_s = _seconds(duration, "--duration")  # "30s" -> 30.0
+    duration_s = parse_duration_s(duration, "--duration")  # "30s" -> 30.0
     concurrency_sweep = _concurrency(concurrency, concurrency_sweep)
     conc = _ints(concurrency_sweep, "--concurrency") if concurrency_sweep else None
     rates = _floats(rate_sweep, "--rate-sweep") if rate_sweep else None  # old spelling of --rate poisson:N,...
@@ -818,38 +797,13 @@ def llm_sweep(
     try:
         p = validated(LlmSweepParams, "llm-sweep", params)  # parses each --rate spec, once
     except ParameterError as exc:
-        raise _flag_error(
-            exc,
-            {
-                "duration_s": "--duration",
-                "loads": "--rate",
-                "concurrency_sweep": "--concurrency",
-                "prompt_words": "--input-words",
-            },
-        ) from None
+        raise _flag_error(exc) from None
     _check_engine_loads([point.load for point in p.points()], duration_s, max_requests)
     # the flow gets what was validated here: the parsed specs (taken as they are by its
     # parameters model) and the lag limits this run uses
     params.update(loads=p.loads, max_loop_lag_ms=p.max_loop_lag_ms, max_schedule_lag_ms=p.max_schedule_lag_ms)
     dist = _distributed(shards, dask_address, exchange, start_lead, shard_timeout)
-    if dist is not None:
-        params.update(dist, sharded=True)
     from benchmaker.flows.llm_sweep import llm_sweep
-    from benchmaker.flows.outcome import FlowRunFailed, run_sweep_flow
-    from benchmaker.recipes.display import SweepProgressView
 
-    with (
-        use_local_server() as api_url,
-        exit_if_api_lost(api_url),
-        SweepProgressView(),
-    ):  # live progress only on a terminal (benchmaker/progress.py)
-        try:
-            out = asyncio.run(run_sweep_flow(llm_sweep, params))
-        except FlowRunFailed as exc:
-            failed: FlowRunFailed | None = exc  # printed once the live view is gone
-        else:
-            failed = None
-    if failed is not None:
-        return _flow_failed(failed)
-    print_sweep(out, "llm-sweep")
-    return print_verdicts(out, exit_code)
+    out = _run_flow(llm_sweep, params, "llm-sweep", dist)
+    return 1 if out is None else print_verdicts(out, exit_code)

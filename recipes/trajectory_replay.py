@@ -7,14 +7,11 @@ Runs the engine in a closed loop of `--concurrency` workers over
 `benchmaker.workloads.trajectory_replay.TrajectoryReplayWorkload` until every turn was sent (or
 `--duration`), prints the usual summary plus a prefix-cache table (expected cacheable
 prompt tokens vs the server's cached tokens) and returns 0 (valid run), 1 (invalid), 2
-(bad input), 130 (interrupted).
+(bad input), 130/143/129 (stopped by Ctrl-C/SIGTERM/SIGHUP), as `benchmaker llm`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,11 +19,10 @@ import orjson
 from rich.table import Table
 
 from benchmaker.engine.config import check_http_url
-from benchmaker.engine.errors import ConfigError
-from benchmaker.engine.runner import BenchRunner, run_on_fresh_loop
+from benchmaker.engine.runner import BenchRunner
 from benchmaker.recipes.app import ON_BY_DEFAULT, app, within
-from benchmaker.recipes.bench import make_config
-from benchmaker.recipes.display import console, print_summary, run_with_progress
+from benchmaker.recipes.bench import execute_run, make_config, resolve_api_key
+from benchmaker.recipes.display import console
 from benchmaker.workloads.trajectory_replay import TrajectoryReplayWorkload, parse_think, read_conversations
 
 __all__ = ["cache_report", "trajectory_replay"]
@@ -119,11 +115,7 @@ def trajectory_replay(
         out_dir: Folder for run bundles (OUT_DIR/<run_id>/).
         progress: Live progress display (default: on when stdout is a terminal).
     """
-    api_key = None
-    if api_key_env:
-        api_key = os.environ.get(api_key_env)
-        if not api_key:
-            raise ConfigError(f"--api-key-env: environment variable {api_key_env} is not set")
+    api_key = resolve_api_key(None, api_key_env)
     check_http_url(url, "--url")
     conversations = read_conversations(file)
     wl = TrajectoryReplayWorkload(
@@ -152,18 +144,4 @@ def trajectory_replay(
         timeouts={"total_s": total_timeout},
     )
     runner = BenchRunner(cfg, workload=wl, post_hooks=[wl.copy_meta], manifest_extra={"workload": wl.describe()})
-    show = sys.stdout.isatty() if progress is None else progress
-
-    async def main() -> Any:
-        return await run_with_progress(runner, show)
-
-    try:
-        result = run_on_fresh_loop(main())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        if runner.result is not None:
-            print_summary(runner.result.summary, runner.result.bundle_dir)
-        console.print("[yellow]interrupted: partial bundle written[/]")
-        return 130
-    print_summary(result.summary, result.bundle_dir)
-    _print_cache(cache_report(result.samples_path))
-    return 0 if result.valid else 1
+    return execute_run(runner, progress, then=lambda result: _print_cache(cache_report(result.samples_path)))

@@ -72,22 +72,15 @@ def _whole(name: str) -> bool:
     return name == "id" or name.endswith("_id")
 
 
-def _emit(
-    names: list[str],
-    rows: list[tuple],
-    fmt: str,
-    title: str | None = None,
-    layout: str = "fit",
-    console: Console | None = None,
-) -> None:
+def _emit(names: list[str], rows: list[tuple], fmt: str, layout: str = "fit") -> None:
     """Print rows as a rich table ("table"), CSV ("csv") or a JSON list of objects ("json").
 
     A table's `layout`: "fit" (the default) prints the leading columns that fit the
     console's width (each at most MAX_CELL_WIDTH characters wide, longer values folded,
     never cut; identifier columns such as run_id whole) and names the columns left out on
-    a line below; "wide" prints every column
-    whole, however wide the lines get; "vertical" prints one block per row, a
-    `name  value` line per column (as psql's expanded display)."""
+    a line below; "wide" prints every column whole, however wide the lines get;
+    "vertical" prints one block per row, a `name  value` line per column (as psql's
+    expanded display)."""
     if fmt == "json":
         sys.stdout.write(
             orjson.dumps(
@@ -101,12 +94,10 @@ def _emit(
         writer.writerow(names)
         writer.writerows([[_cell(v) for v in r] for r in rows])
         return
-    console = console or Console()
+    console = Console()
     cells = [[_cell(v) for v in r] for r in rows]
     if layout == "vertical":
         width = max((len(n) for n in names), default=0)
-        if title:
-            console.print(title, highlight=False, markup=False)
         for i, row in enumerate(cells, 1):
             console.print(f"-[ row {i} ]" + "-" * max(0, width - 6), highlight=False, markup=False)
             for name, value in zip(names, row, strict=True):
@@ -129,7 +120,7 @@ def _emit(
             break
         shown.append(i)
         used += need
-    table = Table(title=title)
+    table = Table()
     for i in shown:
         table.add_column(
             names[i],

@@ -62,7 +62,7 @@ The rules every parser applies at the end of a response (`settle`; docs/stream-r
   (`usage_problem` -> `usage_invalid_reason`), never a figure to sum.
 
 How a response's end decides its outcome, the same cascade for every API: a stream
-by `close_stream` (protocol error, cut before the API's terminal event, aborted by its
+by `BodyReader._close` (protocol error, cut before the API's terminal event, aborted by its
 finish, empty, ok), a whole body parsed by `whole_object` and closed by `close_whole`.
 
 Sources: OpenAI chat API reference (finish_reason), vLLM `FinishReason`, SGLang
@@ -84,14 +84,12 @@ __all__ = [
     "BodyReader",
     "FINISH_FAILS",
     "Output",
-    "close_stream",
     "close_whole",
     "error_text",
     "finish_class",
     "finish_error",
     "finish_outcome",
     "finish_reason_sent",
-    "hidden_reasoning",
     "message_output",
     "scan_output",
     "settle",
@@ -218,47 +216,6 @@ def close_whole(sample: Sample, failed: str | None, generated: bool) -> None:
         sample.outcome, sample.error = Outcome.EMPTY_OUTPUT.value, "response without generated text"
 
 
-def close_stream(
-    sample: Sample,
-    *,
-    error: str | None,
-    complete: bool,
-    failed: str | None,
-    n_sse: int,
-    n_events: int,
-    head: bytes,
-    end: str,
-    empty: str = "complete stream without a generated token",
-) -> None:
-    """Set the outcome of a streamed response whose body ended, first match wins:
-
-        protocol_error  `error` (the parser's first protocol error: bad JSON, an error
-                        event), else the stream not `complete` (its API's terminal
-                        event `end` never came): "no SSE event in body (got <head>)"
-                        when there was no SSE event (`n_sse` 0), else "stream ended
-                        before <end> after <n_events> token events"
-        aborted         `failed`: settle's error of a failing finish class
-        empty_output    no token event (`n_events` 0): `empty` is the error text
-        ok              otherwise
-
-    `head` is the body's first bytes (up to 200)."""
-    if error is not None:
-        sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, error
-    elif not complete:
-        sample.outcome = Outcome.PROTOCOL_ERROR.value
-        sample.error = (
-            f"no SSE event in body (got {short(head)})"
-            if n_sse == 0
-            else f"stream ended before {end} after {n_events} token events"
-        )
-    elif failed is not None:
-        sample.outcome, sample.error = Outcome.ABORTED.value, failed
-    elif n_events == 0:
-        sample.outcome, sample.error = Outcome.EMPTY_OUTPUT.value, empty
-    else:
-        sample.outcome = Outcome.OK.value
-
-
 def finish_class(reason: Any) -> str | None:
     """The class of a finish reason (module docstring table); None when `reason` is None
     or `""` (not finished). A non-string reason is `unknown`."""
@@ -301,15 +258,6 @@ def finish_outcome(reason: str | None) -> tuple[str | None, str | None]:
     if cls is not None and FINISH_FAILS[cls]:
         return cls, finish_error(reason, cls)
     return cls, None
-
-
-def hidden_reasoning(reasoning_tokens: int | None, reasoning_seen: bool) -> int | None:
-    """Reasoning tokens the server counted but the stream did not show, in tokens:
-    `reasoning_tokens` when no reasoning delta arrived, 0 when one did (they were
-    shown), None when usage stated no reasoning count."""
-    if reasoning_tokens is None:
-        return None
-    return 0 if reasoning_seen else reasoning_tokens
 
 
 def usage_problem(sample: Sample, *, total_tokens: Any = None, max_tokens: int | None = None) -> str | None:
@@ -366,7 +314,9 @@ def settle(
     sample.finish_reason = reason
     cls, error = finish_outcome(reason)
     sample.finish_class = cls
-    sample.hidden_reasoning_tokens = hidden_reasoning(sample.reasoning_tokens, reasoning_seen)
+    # reasoning tokens the stream did not show: all of them when no reasoning delta came
+    hidden = sample.reasoning_tokens
+    sample.hidden_reasoning_tokens = None if hidden is None else 0 if reasoning_seen else hidden
     sample.usage_invalid_reason = usage_problem(sample, total_tokens=total_tokens, max_tokens=max_tokens)
     return error
 
@@ -591,18 +541,32 @@ class BodyReader:
         end: str,
         empty: str = "complete stream without a generated token",
     ) -> None:
-        """`close_stream` of this body's stream."""
-        close_stream(
-            sample,
-            error=self._error,
-            complete=complete,
-            failed=failed,
-            n_sse=self._n_sse,
-            n_events=self._n_events,
-            head=self._head,
-            end=end,
-            empty=empty,
-        )
+        """Set the outcome of this streamed body once it ended, first match wins:
+
+        protocol_error  the first protocol error (bad JSON, an error event), else the
+                        stream not `complete` (its API's terminal event `end` never
+                        came): "no SSE event in body (got <first 200 bytes>)" when
+                        there was no SSE event, else "stream ended before <end>
+                        after <n> token events"
+        aborted         `failed`: settle's error of a failing finish class
+        empty_output    no token event: `empty` is the error text
+        ok              otherwise
+        """
+        if self._error is not None:
+            sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, self._error
+        elif not complete:
+            sample.outcome = Outcome.PROTOCOL_ERROR.value
+            sample.error = (
+                f"no SSE event in body (got {short(self._head)})"
+                if self._n_sse == 0
+                else f"stream ended before {end} after {self._n_events} token events"
+            )
+        elif failed is not None:
+            sample.outcome, sample.error = Outcome.ABORTED.value, failed
+        elif self._n_events == 0:
+            sample.outcome, sample.error = Outcome.EMPTY_OUTPUT.value, empty
+        else:
+            sample.outcome = Outcome.OK.value
 
     def _whole(self) -> bytes:
         """A whole body's bytes (released here)."""

@@ -414,28 +414,19 @@ def _items(out: ResponseOutput, response_id: str) -> list[dict[str, Any]]:
             }
         )
     for k, call in enumerate(out.calls):
-        if call.custom:
-            items.append(
-                {
-                    "id": f"ctc_{tag}_{k}",
-                    "type": "custom_tool_call",
-                    "status": "completed",
-                    "call_id": call.call_id,
-                    "name": call.name,
-                    "input": call.arguments,
-                }
-            )
-        else:
-            items.append(
-                {
-                    "id": f"fc_{tag}_{k}",
-                    "type": "function_call",
-                    "status": "completed",
-                    "call_id": call.call_id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                }
-            )
+        prefix, kind, field = (
+            ("ctc", "custom_tool_call", "input") if call.custom else ("fc", "function_call", "arguments")
+        )
+        items.append(
+            {
+                "id": f"{prefix}_{tag}_{k}",
+                "type": kind,
+                "status": "completed",
+                "call_id": call.call_id,
+                "name": call.name,
+                field: call.arguments,
+            }
+        )
     return items
 
 

@@ -48,6 +48,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from benchmaker.apis.generated import token_count
 from benchmaker.apis.openai_chat import tool_items
 from benchmaker.apis.recorded import RecordedAnswer, RenderedStream
 from benchmaker.engine.sse import SSEParser
@@ -636,11 +637,9 @@ class GeminiAssembler:
         u = self.usage
         if u is None:
             return None
-
-        def n(key: str) -> int | None:
-            v = u.get(key)
-            return v if type(v) is int and v >= 0 else None
-
-        cand, thoughts = n("candidatesTokenCount"), n("thoughtsTokenCount")
+        cand, thoughts = token_count(u.get("candidatesTokenCount")), token_count(u.get("thoughtsTokenCount"))
         completion = None if cand is None and thoughts is None else (cand or 0) + (thoughts or 0)
-        return n("promptTokenCount"), completion, n("cachedContentTokenCount"), thoughts, n("totalTokenCount")
+        prompt, cached, total = (
+            token_count(u.get(k)) for k in ("promptTokenCount", "cachedContentTokenCount", "totalTokenCount")
+        )
+        return prompt, completion, cached, thoughts, total

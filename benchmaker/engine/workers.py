@@ -47,7 +47,7 @@ from typing import Any
 import orjson
 
 from benchmaker.engine.bundle import new_run_id, write_json_atomic
-from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.config import BenchConfig, usable_cpus
 from benchmaker.engine.errors import ConfigError, RunFailed
 from benchmaker.engine.load_models import ClosedLoop, LoadModel, load_model_of
 from benchmaker.engine.runner import BenchRunner, Lane, RunResult, run_on_fresh_loop
@@ -63,10 +63,7 @@ def resolve_workers(value: int | str) -> int:
     """Number of worker processes: an int >= 1, or "auto" = the CPUs this process may
     use (os.sched_getaffinity). Raises ConfigError otherwise."""
     if value == "auto":
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not Linux
-            return max(1, os.cpu_count() or 1)
+        return usable_cpus()
     try:
         n = int(value)
     except (TypeError, ValueError):

@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-import importlib
 import inspect
 import math
+import pkgutil
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -560,10 +560,8 @@ def _import_callable(ref: str, where: str) -> Callable[..., Any]:
     if not sep or not module or not attr:
         raise ConfigError(f"{where}.function: expected 'package.module:callable' (got {ref!r})")
     try:
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
+        obj = pkgutil.resolve_name(ref)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(f"{where}.function: cannot import {ref!r}: {exc}") from exc
     if not callable(obj):
         raise ConfigError(f"{where}.function: {ref!r} is not callable")

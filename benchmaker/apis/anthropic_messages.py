@@ -549,7 +549,6 @@ class AnthropicMessagesParser(BodyReader):
     __slots__ = (
         "_stopped",
         "_events",
-        "_chars",
         "_stop_reason",
         "usage",
         "blocks",
@@ -560,7 +559,6 @@ class AnthropicMessagesParser(BodyReader):
         super().__init__(stream)
         self._stopped = False  # saw message_stop
         self._events: list[int] | None = None
-        self._chars = 0
         self._stop_reason: Any = None
         self.usage: dict[str, Any] | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
@@ -703,11 +701,7 @@ class AnthropicMessagesParser(BodyReader):
             return finish_error(reason, cls)
         return None
 
-    def finish(self, sample: Sample) -> None:
-        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
-        if not self.stream:
-            self._finish_whole(sample)
-            return
+    def _finish_stream(self, sample: Sample) -> None:
         self._close_sse(self._stopped)
         self._apply_usage(sample)
         self._close(sample, complete=self._stopped, failed=self._ending(sample), end="message_stop")

@@ -471,12 +471,12 @@ class BodyReader:
 
         for event, payload in self._read(data):   # in feed(): a stream's SSE events
             obj = self._object(payload)             # (none for a whole body: kept)
-        complete = self._close_sse(complete)        # in finish(), streamed
+        complete = self._close_sse(complete)        # in _finish_stream()
         self._close(sample, complete=..., failed=..., end="message_stop")
-        body = self._whole()                        # in finish(), not streamed
+        body = self._whole()                        # in _finish_whole()
     """
 
-    __slots__ = ("stream", "_sse", "_error", "_n_sse", "_n_events", "_head", "_body")
+    __slots__ = ("stream", "_sse", "_error", "_n_sse", "_n_events", "_chars", "_head", "_body")
 
     def __init__(self, stream: bool = True) -> None:
         self.stream = stream
@@ -484,8 +484,22 @@ class BodyReader:
         self._error: str | None = None  # first protocol error
         self._n_sse = 0  # SSE events seen
         self._n_events = 0  # token events
+        self._chars = 0  # characters of generated output (the sample's output_chars)
         self._head = b""  # first bytes of the body, for error messages
         self._body: list[bytes] = []
+
+    def finish(self, sample: Sample) -> None:
+        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
+        if self.stream:
+            self._finish_stream(sample)
+        else:
+            self._finish_whole(sample)
+
+    def _finish_stream(self, sample: Sample) -> None:
+        raise NotImplementedError
+
+    def _finish_whole(self, sample: Sample) -> None:
+        raise NotImplementedError
 
     @property
     def error(self) -> str | None:

@@ -234,7 +234,6 @@ class OpenAIStreamParser(BodyReader):
         "_max_tokens",
         "_refusal",
         "_held",
-        "_chars",
         "_events",
     )
 
@@ -251,7 +250,6 @@ class OpenAIStreamParser(BodyReader):
         self._event_tokens: list[int | None] | None = None  # sample.token_event_tokens, once stated
         self._refusal = False  # refusal text seen
         self._held: dict[tuple[Any, ...], str] = {}  # high surrogates awaiting their pair, by path
-        self._chars = 0
         self._events: list[int] = []  # sample.token_event_ns from the first token event
 
     @property
@@ -391,11 +389,7 @@ class OpenAIStreamParser(BodyReader):
 
     # -- end of body -------------------------------------------------------------------
 
-    def finish(self, sample: Sample) -> None:
-        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
-        if not self.stream:
-            self._finish_whole(sample)
-            return
+    def _finish_stream(self, sample: Sample) -> None:
         self._done = self._close_sse(self._done, done=True)  # a last [DONE] without its blank line: complete
         apply_usage(self._usage, sample)
         self._close(

@@ -719,7 +719,6 @@ class OpenAIResponsesParser(BodyReader):
     __slots__ = (
         "_parts",
         "_response",
-        "_chars",
         "_refusal",
         "_calls",
         "_items",
@@ -729,7 +728,6 @@ class OpenAIResponsesParser(BodyReader):
         super().__init__(stream)
         self._parts: list[str] = []
         self._response: dict[str, Any] | None = None  # the terminal event's response
-        self._chars = 0
         self._refusal = False
         self._calls = False  # a call item was output
         self._items: list[dict[str, Any]] = []  # response.output_item.done items, in order
@@ -846,11 +844,7 @@ class OpenAIResponsesParser(BodyReader):
             return finish_error(reason, cls) + detail
         return None
 
-    def finish(self, sample: Sample) -> None:
-        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
-        if not self.stream:
-            self._finish_whole(sample)
-            return
+    def _finish_stream(self, sample: Sample) -> None:
         self._close_sse(self._response is not None)
         resp = self._response
         self._close(

@@ -115,6 +115,20 @@ class RunResult:
         return self.bundle_dir / "samples.jsonl"
 
 
+def lane_loads(config: BenchConfig, lanes: Sequence[Lane], base_dir: Path | None = None) -> dict[str, LoadModel]:
+    """Each lane's load model by lane name, in lane order: the lane's own `load` (a spec
+    or a LoadModel), else `config.load`; spec paths (trace files) relative to
+    `base_dir`. Raises ConfigError for two lanes of one name or a bad spec."""
+    names = [lane.name for lane in lanes]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"lanes: names must be unique (got {names})")
+    out: dict[str, LoadModel] = {}
+    for lane in lanes:
+        load = lane.load if lane.load is not None else config.load
+        out[lane.name] = load_model_of(load, base_dir=base_dir)
+    return out
+
+
 class _Boxed:
     """The result of run_on_fresh_loop's main task, behind a constant repr (see there)."""
 
@@ -234,13 +248,7 @@ class BenchRunner:
             raise ConfigError("give exactly one of workload= or lanes=")
         self.config = config
         self.lanes = list(lanes)
-        names = [lane.name for lane in self.lanes]
-        if len(set(names)) != len(names):
-            raise ConfigError(f"lanes: names must be unique (got {names})")
-        self._models: list[LoadModel] = []
-        for lane in self.lanes:
-            load = lane.load if lane.load is not None else config.load
-            self._models.append(load_model_of(load, base_dir=base_dir))
+        self._models = list(lane_loads(config, self.lanes, base_dir).values())
         self._transport_override = transport
         self._pre_hooks = list(pre_hooks)
         self._post_hooks = list(post_hooks)

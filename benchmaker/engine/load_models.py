@@ -77,8 +77,9 @@ class LoadModel:
         raise NotImplementedError
 
     def target_rate_per_s(self) -> float | None:
-        """The nominal request rate in req/s, None where it varies or is closed loop."""
-        return None
+        """The nominal request rate in req/s (a constant-rate model's `rate_per_s`), None
+        where it varies or is closed loop."""
+        return getattr(self, "rate_per_s", None)
 
 
 def _round_robin(it: Iterator[Arrival], shard: int, shards: int) -> Iterator[Arrival]:
@@ -133,9 +134,6 @@ class Constant(LoadModel):
             yield round(i * period_ns), None
             i += shards
 
-    def target_rate_per_s(self) -> float | None:
-        return self.rate_per_s
-
 
 @dataclass(frozen=True)
 class Poisson(LoadModel):
@@ -158,9 +156,6 @@ class Poisson(LoadModel):
         while True:
             yield round(t * NS_PER_S), None
             t += rng.expovariate(rate)
-
-    def target_rate_per_s(self) -> float | None:
-        return self.rate_per_s
 
 
 @dataclass(frozen=True)
@@ -190,9 +185,6 @@ class Gamma(LoadModel):
         while True:
             yield round(t * NS_PER_S), None
             t += rng.gammavariate(self.burstiness, theta)
-
-    def target_rate_per_s(self) -> float | None:
-        return self.rate_per_s
 
 
 @dataclass(frozen=True)

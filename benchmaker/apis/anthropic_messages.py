@@ -77,6 +77,7 @@ from benchmaker.apis.generated import (
     token_count,
     whole_object,
 )
+from benchmaker.apis.openai_chat import chat_assistant
 from benchmaker.apis.recorded import RecordedAnswer, RenderedStream, ResponseLike, ToolCallLike, UsageLike
 from benchmaker.engine.records import Sample
 
@@ -244,7 +245,7 @@ def chat_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
 def _assistant(blocks: list[Any], i: int) -> dict[str, Any]:
     texts: list[str] = []
     thinking: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[Any, Any, str]] = []
     for j, block in enumerate(blocks):
         if not isinstance(block, dict):
             raise ValueError(f"messages[{i}].content[{j}]: must be an object (got {type(block).__name__})")
@@ -256,19 +257,8 @@ def _assistant(blocks: list[Any], i: int) -> dict[str, Any]:
         elif kind == "redacted_thinking":
             thinking.append("")
         elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {"name": block.get("name"), "arguments": orjson.dumps(block.get("input", {})).decode()},
-                }
-            )
-    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
-    if thinking:
-        msg["reasoning_content"] = "".join(thinking)
-    if calls:
-        msg["tool_calls"] = calls
-    return msg
+            calls.append((block.get("id"), block.get("name"), orjson.dumps(block.get("input", {})).decode()))
+    return chat_assistant("".join(texts) if texts else None, "".join(thinking) if thinking else None, calls)
 
 
 # -- responses written back -----------------------------------------------------------------

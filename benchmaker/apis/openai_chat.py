@@ -104,6 +104,7 @@ __all__ = [
     "OpenAIStreamParser",
     "apply_usage",
     "assistant_message",
+    "chat_assistant",
     "chat_tools",
     "join_surrogates",
     "loads_json",
@@ -638,19 +639,26 @@ def usage_object(usage: UsageLike | None) -> dict[str, Any] | None:
     return out or None
 
 
-def assistant_message(resp: ResponseLike) -> dict[str, Any]:
-    """The assistant message of a recorded response: {"role": "assistant", "content":
-    str|null, "reasoning_content" (only when recorded), "tool_calls" (only when any):
-    [{"id", "type": "function", "function": {"name", "arguments": arguments_raw}}]}."""
-    message: dict[str, Any] = {"role": "assistant", "content": resp.content}
-    if resp.reasoning is not None:
-        message["reasoning_content"] = resp.reasoning
-    if resp.tool_calls:
+def chat_assistant(content: str | None, reasoning: str | None, calls: list[tuple[Any, Any, str]]) -> dict[str, Any]:
+    """A chat completions assistant message: {"role": "assistant", "content": str|null,
+    "reasoning_content" (only when `reasoning` is not None), "tool_calls" (only when
+    any): [{"id", "type": "function", "function": {"name", "arguments"}}]}, one per
+    (id, name, arguments JSON text) of `calls`."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    if calls:
         message["tool_calls"] = [
-            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments_raw}}
-            for tc in resp.tool_calls
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for call_id, name, arguments in calls
         ]
     return message
+
+
+def assistant_message(resp: ResponseLike) -> dict[str, Any]:
+    """The assistant message (`chat_assistant`) of a recorded response, each call's
+    arguments as recorded (`arguments_raw`)."""
+    return chat_assistant(resp.content, resp.reasoning, [(tc.id, tc.name, tc.arguments_raw) for tc in resp.tool_calls])
 
 
 def render_body(answer: RecordedAnswer, *, completion_id: str, model: str, created: int) -> bytes:

@@ -317,26 +317,22 @@ class BenchRunner:
         start = getattr(self._transport, "start", None)
         if start is not None:
             await start()
+        started: list[Any] = []
         try:
             started = await _start_workloads(self.lanes, self._executes)
+            # everything slow (git, package versions, file writes) happens before the clock
+            # starts; the wall-clock t0 is taken right beside the monotonic one
+            manifest = self._manifest(0)
+            if self._ready is not None:
+                self._start_at_ns = await self._ready()
         except BaseException:
             self._writer.close()
             await self._transport.aclose()
+            for wl in started:
+                await wl.aclose()
             raise
         monitor = self._loop_lag = LoopLagMonitor()
         interrupted = False
-        # everything slow (git, package versions, file writes) happens before the clock
-        # starts; the wall-clock t0 is taken right beside the monotonic one
-        manifest = self._manifest(0)
-        if self._ready is not None:
-            try:
-                self._start_at_ns = await self._ready()
-            except BaseException:
-                self._writer.close()
-                await self._transport.aclose()
-                for wl in started:
-                    await wl.aclose()
-                raise
         if self._start_at_ns is not None:  # shards of one run share one t0 (CLOCK_MONOTONIC)
             while (left_ns := self._start_at_ns - time.perf_counter_ns()) > 1_000_000:
                 await asyncio.sleep((left_ns - 1_000_000) / NS_PER_S)

@@ -394,22 +394,9 @@ def stream_events(
     `message_stop`. Block order and content as in `message_body`; a block without
     pieces (empty tool arguments) rides with the next event."""
     start_usage = dict(usage, output_tokens=1 if usage.get("output_tokens") else 0)
-    head = _event(
-        b"message_start",
-        {
-            "type": "message_start",
-            "message": {
-                "id": msg_id,
-                "type": "message",
-                "role": "assistant",
-                "model": model,
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": start_usage,
-            },
-        },
-    )
+    message = message_body(msg_id, model, resp, start_usage, signature)
+    message.update(content=[], stop_reason=None)  # keys keep their place
+    head = _event(b"message_start", {"type": "message_start", "message": message})
     events: list[bytes] = []
     pending = b""  # non-token events waiting for the next token event
     index = 0

@@ -77,7 +77,7 @@ from benchmaker.apis.generated import (
     token_count,
     whole_object,
 )
-from benchmaker.apis.openai_chat import chat_assistant
+from benchmaker.apis.openai_chat import chat_assistant, openai_headers
 from benchmaker.apis.recorded import RecordedAnswer, RenderedStream, ResponseLike, ToolCallLike, UsageLike
 from benchmaker.engine.records import Sample
 
@@ -115,11 +115,8 @@ def anthropic_headers(api_key: str | None, stream: bool, extra: dict[str, str] |
     """Request headers: JSON content type, `Accept: text/event-stream` when streaming,
     `anthropic-version: 2023-06-01`, `x-api-key: KEY` when api_key is set, then `extra`
     (wins on conflicts)."""
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream" if stream else "application/json",
-        "anthropic-version": ANTHROPIC_VERSION,
-    }
+    headers = openai_headers(None, stream, None)  # the JSON content type and Accept
+    headers["anthropic-version"] = ANTHROPIC_VERSION
     if api_key:
         headers["x-api-key"] = api_key
     if extra:

@@ -387,14 +387,6 @@ def _number(text: str, spec: str) -> float:
     return value
 
 
-def _open_rate(text: str, spec: str) -> float:
-    """A rate of constant/poisson/gamma: a number, or inf (math.inf) for a burst."""
-    value = _number(text, spec)
-    if value == math.inf:
-        return value
-    return _check_rate(value, f"rate spec {spec!r}")
-
-
 class ParsedRateSpec(str):
     """A rate-spec string that keeps the LoadModel it was parsed into (`model`), so the
     code after the edge where a spec enters (benchmaker.engine.config.RateSpec: CLI flag, YAML
@@ -481,7 +473,9 @@ def parse_rate_spec(spec: str, *, base_dir: Path | None = None) -> LoadModel:
     kind = kind.lower()
     if kind in ("constant", "poisson", "gamma"):
         rate_text, _, burst = rest.partition(":") if kind == "gamma" else (rest, "", "")
-        rate = _open_rate(rate_text, spec)
+        rate = _number(rate_text, spec)  # inf: a burst
+        if rate != math.inf:
+            _check_rate(rate, f"rate spec {spec!r}")
         burstiness = _number(burst, spec) if burst else 1.0
         if rate == math.inf:
             return Burst(kind)

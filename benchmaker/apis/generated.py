@@ -165,26 +165,22 @@ def token_count(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def _error_field(obj: dict[str, Any]) -> Any:
-    return obj.get("error")
-
-
 def whole_object(
     body: bytes,
     sample: Sample,
     *,
     loads: Callable[[bytes], Any] = orjson.loads,
-    error_of: Callable[[dict[str, Any]], Any] = _error_field,
+    error_of: Callable[[dict[str, Any]], Any] | None = None,
 ) -> dict[str, Any] | None:
     """The JSON object of a non-streamed response body, or None when the body is not
     one or states an error; then `sample` has outcome protocol_error and `error` one of
 
         bad JSON body: <decoder message> (got <body>)      loads raised JSONDecodeError
         body is not a JSON object (got <body>)
-        error in body: <error_text>                         error_of(obj) is not None
+        error in body: <error_text>                         the error it states is not None
 
     `loads` decodes the bytes (raises orjson.JSONDecodeError); `error_of` returns the
-    error object a body states (default: its `error` field), None when it states none.
+    error object a body states (None: its `error` field), None when it states none.
     A string `model` in the object is set as `sample.model`, also on an error body."""
     try:
         obj = loads(body)
@@ -197,7 +193,7 @@ def whole_object(
     model = obj.get("model")
     if type(model) is str:
         sample.model = model
-    err = error_of(obj)
+    err = obj.get("error") if error_of is None else error_of(obj)
     if err is not None:
         sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, f"error in body: {error_text(err)}"
         return None

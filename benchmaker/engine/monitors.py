@@ -154,10 +154,6 @@ def _finite(v: float) -> bool:
     return not (math.isnan(v) or math.isinf(v))
 
 
-def _quantile_name(family: str, q: float) -> str:
-    return f"{family}:p{q * 100:g}"
-
-
 class PrometheusRates:
     """Turns successive Prometheus text scrapes into monitor rows (module docstring).
 
@@ -246,7 +242,7 @@ class PrometheusRates:
                 for q in self.quantiles:
                     v = histogram_quantile(q, delta)
                     if v is not None and _finite(v):
-                        out.append(self._row(_quantile_name(fam_name, q), labels, t_ns, v))
+                        out.append(self._row(f"{fam_name}:p{q * 100:g}", labels, t_ns, v))
         self._prev_t_ns = t_ns
         self._counters = counters
         self._buckets = buckets

@@ -571,19 +571,12 @@ class OpenAIChatAssembler(OpenAIChatParser):
             text = msg.get("reasoning")
         if type(text) is str:
             self._reasoning = [text]
-        tcs = msg.get("tool_calls")
-        if tcs:
-            out = self.tool_calls
-            for i, tc in enumerate(tcs):
-                if not isinstance(tc, dict):
-                    continue
-                fn = tc.get("function") or {}
-                # ToolCallDelta(index, id, type, name, arguments)
-                out.append(
-                    ToolCallDelta(
-                        i, tc.get("id"), tc.get("type", "function"), fn.get("name") or "", fn.get("arguments") or ""
-                    )
-                )
+        for i, tc in enumerate(msg.get("tool_calls") or ()):
+            if not isinstance(tc, dict):
+                continue
+            fn = tc.get("function") or {}
+            name, args = fn.get("name") or "", fn.get("arguments") or ""
+            self.tool_calls.append(ToolCallDelta(i, tc.get("id"), tc.get("type", "function"), name, args))
 
 
 def chat_tools(req: Any) -> list[dict[str, Any]] | None:

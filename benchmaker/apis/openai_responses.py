@@ -859,7 +859,6 @@ class OpenAIResponsesParser(BodyReader):
         if obj is None:
             return
         self._response = obj
-        generated = False
         for item in obj.get("output") or ():
             if type(item) is not dict:
                 continue
@@ -870,13 +869,11 @@ class OpenAIResponsesParser(BodyReader):
                     value = item.get(key)
                     if type(value) is str and value:
                         self._chars += len(value)
-                        generated = True
             elif kind == "reasoning":
                 for key in ("summary", "content"):
                     for part in item.get(key) or ():
                         if type(part) is dict and type(part.get("text")) is str and part["text"]:
                             self._chars += len(part["text"])
-                            generated = True
             elif kind == "message":
                 for part in item.get("content") or ():
                     if type(part) is not dict:
@@ -884,12 +881,10 @@ class OpenAIResponsesParser(BodyReader):
                     if part.get("type") == "refusal" and part.get("refusal"):
                         self._refusal = True
                         self._chars += len(part["refusal"])
-                        generated = True
                     elif type(part.get("text")) is str and part["text"]:
                         self._parts.append(part["text"])
                         self._chars += len(part["text"])
-                        generated = True
-        close_whole(sample, self._ending(obj, sample), generated)
+        close_whole(sample, self._ending(obj, sample), self._chars > 0)
 
 
 def _body_error(obj: dict[str, Any]) -> Any:

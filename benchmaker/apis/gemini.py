@@ -556,9 +556,8 @@ class GeminiAssembler:
             self._response(item, None)
             if self.error:
                 return False
-        if not self.error:
-            self.complete = True
-        return self.complete
+        self.complete = True
+        return True
 
     def _response(self, obj: Any, now_ns: int | None) -> None:
         if not isinstance(obj, dict):

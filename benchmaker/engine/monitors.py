@@ -183,9 +183,7 @@ class PrometheusRates:
         self._buckets: dict[Any, dict[float, float]] = {}
 
     def _wanted(self, *names: str) -> bool:
-        if self.metrics is None:
-            return True
-        return any(fnmatch.fnmatchcase(n, p) for n in names for p in self.metrics)
+        return self.metrics is None or any(fnmatch.fnmatchcase(n, p) for n in names for p in self.metrics)
 
     def _labels(self, labels: Mapping[str, str]) -> dict[str, str]:
         out = dict(labels)

@@ -77,6 +77,7 @@ from benchmaker.apis.generated import (
     token_count,
     whole_object,
 )
+from benchmaker.apis.openai_chat import chat_assistant, openai_headers
 from benchmaker.apis.recorded import RecordedAnswer, RenderedStream, ResponseLike, ToolCallLike, UsageLike
 from benchmaker.engine.records import Sample
 
@@ -114,11 +115,8 @@ def anthropic_headers(api_key: str | None, stream: bool, extra: dict[str, str] |
     """Request headers: JSON content type, `Accept: text/event-stream` when streaming,
     `anthropic-version: 2023-06-01`, `x-api-key: KEY` when api_key is set, then `extra`
     (wins on conflicts)."""
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream" if stream else "application/json",
-        "anthropic-version": ANTHROPIC_VERSION,
-    }
+    headers = openai_headers(None, stream, None)  # the JSON content type and Accept
+    headers["anthropic-version"] = ANTHROPIC_VERSION
     if api_key:
         headers["x-api-key"] = api_key
     if extra:
@@ -244,7 +242,7 @@ def chat_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
 def _assistant(blocks: list[Any], i: int) -> dict[str, Any]:
     texts: list[str] = []
     thinking: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[Any, Any, str]] = []
     for j, block in enumerate(blocks):
         if not isinstance(block, dict):
             raise ValueError(f"messages[{i}].content[{j}]: must be an object (got {type(block).__name__})")
@@ -256,19 +254,8 @@ def _assistant(blocks: list[Any], i: int) -> dict[str, Any]:
         elif kind == "redacted_thinking":
             thinking.append("")
         elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {"name": block.get("name"), "arguments": orjson.dumps(block.get("input", {})).decode()},
-                }
-            )
-    msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
-    if thinking:
-        msg["reasoning_content"] = "".join(thinking)
-    if calls:
-        msg["tool_calls"] = calls
-    return msg
+            calls.append((block.get("id"), block.get("name"), orjson.dumps(block.get("input", {})).decode()))
+    return chat_assistant("".join(texts) if texts else None, "".join(thinking) if thinking else None, calls)
 
 
 # -- responses written back -----------------------------------------------------------------
@@ -404,22 +391,9 @@ def stream_events(
     `message_stop`. Block order and content as in `message_body`; a block without
     pieces (empty tool arguments) rides with the next event."""
     start_usage = dict(usage, output_tokens=1 if usage.get("output_tokens") else 0)
-    head = _event(
-        b"message_start",
-        {
-            "type": "message_start",
-            "message": {
-                "id": msg_id,
-                "type": "message",
-                "role": "assistant",
-                "model": model,
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": start_usage,
-            },
-        },
-    )
+    message = message_body(msg_id, model, resp, start_usage, signature)
+    message.update(content=[], stop_reason=None)  # keys keep their place
+    head = _event(b"message_start", {"type": "message_start", "message": message})
     events: list[bytes] = []
     pending = b""  # non-token events waiting for the next token event
     index = 0
@@ -549,7 +523,6 @@ class AnthropicMessagesParser(BodyReader):
     __slots__ = (
         "_stopped",
         "_events",
-        "_chars",
         "_stop_reason",
         "usage",
         "blocks",
@@ -560,7 +533,6 @@ class AnthropicMessagesParser(BodyReader):
         super().__init__(stream)
         self._stopped = False  # saw message_stop
         self._events: list[int] | None = None
-        self._chars = 0
         self._stop_reason: Any = None
         self.usage: dict[str, Any] | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
@@ -703,11 +675,7 @@ class AnthropicMessagesParser(BodyReader):
             return finish_error(reason, cls)
         return None
 
-    def finish(self, sample: Sample) -> None:
-        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
-        if not self.stream:
-            self._finish_whole(sample)
-            return
+    def _finish_stream(self, sample: Sample) -> None:
         self._close_sse(self._stopped)
         self._apply_usage(sample)
         self._close(sample, complete=self._stopped, failed=self._ending(sample), end="message_stop")

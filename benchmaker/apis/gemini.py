@@ -48,7 +48,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from benchmaker.apis.openai_chat import tool_items
+from benchmaker.apis.generated import token_count
+from benchmaker.apis.openai_chat import chat_assistant, tool_items
 from benchmaker.apis.recorded import RecordedAnswer, RenderedStream
 from benchmaker.engine.sse import SSEParser
 
@@ -230,7 +231,7 @@ def request_messages(req: Any) -> list[dict[str, Any]]:
 def _assistant(parts: list[dict[str, Any]], i: int, pending: dict[str, list[str]]) -> dict[str, Any]:
     texts: list[str] = []
     thoughts: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[Any, Any, str]] = []
     pending.clear()
     for j, part in enumerate(parts):
         call = part.get("functionCall")
@@ -244,24 +245,11 @@ def _assistant(parts: list[dict[str, Any]], i: int, pending: dict[str, list[str]
             else:
                 call_id = f"call_{i}_{j}"
             args = call.get("args")
-            calls.append(
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {
-                        "name": name,
-                        "arguments": orjson.dumps(args if args is not None else {}).decode("utf-8"),
-                    },
-                }
-            )
+            calls.append((call_id, name, orjson.dumps(args if args is not None else {}).decode("utf-8")))
         elif isinstance(part.get("text"), str):
             (thoughts if part.get("thought") is True else texts).append(part["text"])
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
-    if thoughts:
-        message["reasoning_content"] = "".join(thoughts)
-    if calls:
-        message["tool_calls"] = calls
-    return message
+    content = "".join(texts) if texts or not calls else None
+    return chat_assistant(content, "".join(thoughts) if thoughts else None, calls)
 
 
 def _user(parts: list[dict[str, Any]], pending: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -568,9 +556,8 @@ class GeminiAssembler:
             self._response(item, None)
             if self.error:
                 return False
-        if not self.error:
-            self.complete = True
-        return self.complete
+        self.complete = True
+        return True
 
     def _response(self, obj: Any, now_ns: int | None) -> None:
         if not isinstance(obj, dict):
@@ -636,11 +623,9 @@ class GeminiAssembler:
         u = self.usage
         if u is None:
             return None
-
-        def n(key: str) -> int | None:
-            v = u.get(key)
-            return v if type(v) is int and v >= 0 else None
-
-        cand, thoughts = n("candidatesTokenCount"), n("thoughtsTokenCount")
+        cand, thoughts = token_count(u.get("candidatesTokenCount")), token_count(u.get("thoughtsTokenCount"))
         completion = None if cand is None and thoughts is None else (cand or 0) + (thoughts or 0)
-        return n("promptTokenCount"), completion, n("cachedContentTokenCount"), thoughts, n("totalTokenCount")
+        prompt, cached, total = (
+            token_count(u.get(k)) for k in ("promptTokenCount", "cachedContentTokenCount", "totalTokenCount")
+        )
+        return prompt, completion, cached, thoughts, total

@@ -62,7 +62,7 @@ The rules every parser applies at the end of a response (`settle`; docs/stream-r
   (`usage_problem` -> `usage_invalid_reason`), never a figure to sum.
 
 How a response's end decides its outcome, the same cascade for every API: a stream
-by `close_stream` (protocol error, cut before the API's terminal event, aborted by its
+by `BodyReader._close` (protocol error, cut before the API's terminal event, aborted by its
 finish, empty, ok), a whole body parsed by `whole_object` and closed by `close_whole`.
 
 Sources: OpenAI chat API reference (finish_reason), vLLM `FinishReason`, SGLang
@@ -84,14 +84,12 @@ __all__ = [
     "BodyReader",
     "FINISH_FAILS",
     "Output",
-    "close_stream",
     "close_whole",
     "error_text",
     "finish_class",
     "finish_error",
     "finish_outcome",
     "finish_reason_sent",
-    "hidden_reasoning",
     "message_output",
     "scan_output",
     "settle",
@@ -167,26 +165,22 @@ def token_count(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def _error_field(obj: dict[str, Any]) -> Any:
-    return obj.get("error")
-
-
 def whole_object(
     body: bytes,
     sample: Sample,
     *,
     loads: Callable[[bytes], Any] = orjson.loads,
-    error_of: Callable[[dict[str, Any]], Any] = _error_field,
+    error_of: Callable[[dict[str, Any]], Any] | None = None,
 ) -> dict[str, Any] | None:
     """The JSON object of a non-streamed response body, or None when the body is not
     one or states an error; then `sample` has outcome protocol_error and `error` one of
 
         bad JSON body: <decoder message> (got <body>)      loads raised JSONDecodeError
         body is not a JSON object (got <body>)
-        error in body: <error_text>                         error_of(obj) is not None
+        error in body: <error_text>                         the error it states is not None
 
     `loads` decodes the bytes (raises orjson.JSONDecodeError); `error_of` returns the
-    error object a body states (default: its `error` field), None when it states none.
+    error object a body states (None: its `error` field), None when it states none.
     A string `model` in the object is set as `sample.model`, also on an error body."""
     try:
         obj = loads(body)
@@ -199,7 +193,7 @@ def whole_object(
     model = obj.get("model")
     if type(model) is str:
         sample.model = model
-    err = error_of(obj)
+    err = obj.get("error") if error_of is None else error_of(obj)
     if err is not None:
         sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, f"error in body: {error_text(err)}"
         return None
@@ -216,47 +210,6 @@ def close_whole(sample: Sample, failed: str | None, generated: bool) -> None:
         sample.outcome = Outcome.OK.value
     else:
         sample.outcome, sample.error = Outcome.EMPTY_OUTPUT.value, "response without generated text"
-
-
-def close_stream(
-    sample: Sample,
-    *,
-    error: str | None,
-    complete: bool,
-    failed: str | None,
-    n_sse: int,
-    n_events: int,
-    head: bytes,
-    end: str,
-    empty: str = "complete stream without a generated token",
-) -> None:
-    """Set the outcome of a streamed response whose body ended, first match wins:
-
-        protocol_error  `error` (the parser's first protocol error: bad JSON, an error
-                        event), else the stream not `complete` (its API's terminal
-                        event `end` never came): "no SSE event in body (got <head>)"
-                        when there was no SSE event (`n_sse` 0), else "stream ended
-                        before <end> after <n_events> token events"
-        aborted         `failed`: settle's error of a failing finish class
-        empty_output    no token event (`n_events` 0): `empty` is the error text
-        ok              otherwise
-
-    `head` is the body's first bytes (up to 200)."""
-    if error is not None:
-        sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, error
-    elif not complete:
-        sample.outcome = Outcome.PROTOCOL_ERROR.value
-        sample.error = (
-            f"no SSE event in body (got {short(head)})"
-            if n_sse == 0
-            else f"stream ended before {end} after {n_events} token events"
-        )
-    elif failed is not None:
-        sample.outcome, sample.error = Outcome.ABORTED.value, failed
-    elif n_events == 0:
-        sample.outcome, sample.error = Outcome.EMPTY_OUTPUT.value, empty
-    else:
-        sample.outcome = Outcome.OK.value
 
 
 def finish_class(reason: Any) -> str | None:
@@ -301,15 +254,6 @@ def finish_outcome(reason: str | None) -> tuple[str | None, str | None]:
     if cls is not None and FINISH_FAILS[cls]:
         return cls, finish_error(reason, cls)
     return cls, None
-
-
-def hidden_reasoning(reasoning_tokens: int | None, reasoning_seen: bool) -> int | None:
-    """Reasoning tokens the server counted but the stream did not show, in tokens:
-    `reasoning_tokens` when no reasoning delta arrived, 0 when one did (they were
-    shown), None when usage stated no reasoning count."""
-    if reasoning_tokens is None:
-        return None
-    return 0 if reasoning_seen else reasoning_tokens
 
 
 def usage_problem(sample: Sample, *, total_tokens: Any = None, max_tokens: int | None = None) -> str | None:
@@ -366,7 +310,9 @@ def settle(
     sample.finish_reason = reason
     cls, error = finish_outcome(reason)
     sample.finish_class = cls
-    sample.hidden_reasoning_tokens = hidden_reasoning(sample.reasoning_tokens, reasoning_seen)
+    # reasoning tokens the stream did not show: all of them when no reasoning delta came
+    hidden = sample.reasoning_tokens
+    sample.hidden_reasoning_tokens = None if hidden is None else 0 if reasoning_seen else hidden
     sample.usage_invalid_reason = usage_problem(sample, total_tokens=total_tokens, max_tokens=max_tokens)
     return error
 
@@ -521,12 +467,12 @@ class BodyReader:
 
         for event, payload in self._read(data):   # in feed(): a stream's SSE events
             obj = self._object(payload)             # (none for a whole body: kept)
-        complete = self._close_sse(complete)        # in finish(), streamed
+        complete = self._close_sse(complete)        # in _finish_stream()
         self._close(sample, complete=..., failed=..., end="message_stop")
-        body = self._whole()                        # in finish(), not streamed
+        body = self._whole()                        # in _finish_whole()
     """
 
-    __slots__ = ("stream", "_sse", "_error", "_n_sse", "_n_events", "_head", "_body")
+    __slots__ = ("stream", "_sse", "_error", "_n_sse", "_n_events", "_chars", "_head", "_body")
 
     def __init__(self, stream: bool = True) -> None:
         self.stream = stream
@@ -534,8 +480,22 @@ class BodyReader:
         self._error: str | None = None  # first protocol error
         self._n_sse = 0  # SSE events seen
         self._n_events = 0  # token events
+        self._chars = 0  # characters of generated output (the sample's output_chars)
         self._head = b""  # first bytes of the body, for error messages
         self._body: list[bytes] = []
+
+    def finish(self, sample: Sample) -> None:
+        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
+        if self.stream:
+            self._finish_stream(sample)
+        else:
+            self._finish_whole(sample)
+
+    def _finish_stream(self, sample: Sample) -> None:
+        raise NotImplementedError
+
+    def _finish_whole(self, sample: Sample) -> None:
+        raise NotImplementedError
 
     @property
     def error(self) -> str | None:
@@ -591,18 +551,32 @@ class BodyReader:
         end: str,
         empty: str = "complete stream without a generated token",
     ) -> None:
-        """`close_stream` of this body's stream."""
-        close_stream(
-            sample,
-            error=self._error,
-            complete=complete,
-            failed=failed,
-            n_sse=self._n_sse,
-            n_events=self._n_events,
-            head=self._head,
-            end=end,
-            empty=empty,
-        )
+        """Set the outcome of this streamed body once it ended, first match wins:
+
+        protocol_error  the first protocol error (bad JSON, an error event), else the
+                        stream not `complete` (its API's terminal event `end` never
+                        came): "no SSE event in body (got <first 200 bytes>)" when
+                        there was no SSE event, else "stream ended before <end>
+                        after <n> token events"
+        aborted         `failed`: settle's error of a failing finish class
+        empty_output    no token event: `empty` is the error text
+        ok              otherwise
+        """
+        if self._error is not None:
+            sample.outcome, sample.error = Outcome.PROTOCOL_ERROR.value, self._error
+        elif not complete:
+            sample.outcome = Outcome.PROTOCOL_ERROR.value
+            sample.error = (
+                f"no SSE event in body (got {short(self._head)})"
+                if self._n_sse == 0
+                else f"stream ended before {end} after {self._n_events} token events"
+            )
+        elif failed is not None:
+            sample.outcome, sample.error = Outcome.ABORTED.value, failed
+        elif self._n_events == 0:
+            sample.outcome, sample.error = Outcome.EMPTY_OUTPUT.value, empty
+        else:
+            sample.outcome = Outcome.OK.value
 
     def _whole(self) -> bytes:
         """A whole body's bytes (released here)."""

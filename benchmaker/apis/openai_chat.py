@@ -104,6 +104,7 @@ __all__ = [
     "OpenAIStreamParser",
     "apply_usage",
     "assistant_message",
+    "chat_assistant",
     "chat_tools",
     "join_surrogates",
     "loads_json",
@@ -234,7 +235,6 @@ class OpenAIStreamParser(BodyReader):
         "_max_tokens",
         "_refusal",
         "_held",
-        "_chars",
         "_events",
     )
 
@@ -251,7 +251,6 @@ class OpenAIStreamParser(BodyReader):
         self._event_tokens: list[int | None] | None = None  # sample.token_event_tokens, once stated
         self._refusal = False  # refusal text seen
         self._held: dict[tuple[Any, ...], str] = {}  # high surrogates awaiting their pair, by path
-        self._chars = 0
         self._events: list[int] = []  # sample.token_event_ns from the first token event
 
     @property
@@ -391,11 +390,7 @@ class OpenAIStreamParser(BodyReader):
 
     # -- end of body -------------------------------------------------------------------
 
-    def finish(self, sample: Sample) -> None:
-        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
-        if not self.stream:
-            self._finish_whole(sample)
-            return
+    def _finish_stream(self, sample: Sample) -> None:
         self._done = self._close_sse(self._done, done=True)  # a last [DONE] without its blank line: complete
         apply_usage(self._usage, sample)
         self._close(
@@ -576,19 +571,12 @@ class OpenAIChatAssembler(OpenAIChatParser):
             text = msg.get("reasoning")
         if type(text) is str:
             self._reasoning = [text]
-        tcs = msg.get("tool_calls")
-        if tcs:
-            out = self.tool_calls
-            for i, tc in enumerate(tcs):
-                if not isinstance(tc, dict):
-                    continue
-                fn = tc.get("function") or {}
-                # ToolCallDelta(index, id, type, name, arguments)
-                out.append(
-                    ToolCallDelta(
-                        i, tc.get("id"), tc.get("type", "function"), fn.get("name") or "", fn.get("arguments") or ""
-                    )
-                )
+        for i, tc in enumerate(msg.get("tool_calls") or ()):
+            if not isinstance(tc, dict):
+                continue
+            fn = tc.get("function") or {}
+            name, args = fn.get("name") or "", fn.get("arguments") or ""
+            self.tool_calls.append(ToolCallDelta(i, tc.get("id"), tc.get("type", "function"), name, args))
 
 
 def chat_tools(req: Any) -> list[dict[str, Any]] | None:
@@ -644,19 +632,26 @@ def usage_object(usage: UsageLike | None) -> dict[str, Any] | None:
     return out or None
 
 
-def assistant_message(resp: ResponseLike) -> dict[str, Any]:
-    """The assistant message of a recorded response: {"role": "assistant", "content":
-    str|null, "reasoning_content" (only when recorded), "tool_calls" (only when any):
-    [{"id", "type": "function", "function": {"name", "arguments": arguments_raw}}]}."""
-    message: dict[str, Any] = {"role": "assistant", "content": resp.content}
-    if resp.reasoning is not None:
-        message["reasoning_content"] = resp.reasoning
-    if resp.tool_calls:
+def chat_assistant(content: str | None, reasoning: str | None, calls: list[tuple[Any, Any, str]]) -> dict[str, Any]:
+    """A chat completions assistant message: {"role": "assistant", "content": str|null,
+    "reasoning_content" (only when `reasoning` is not None), "tool_calls" (only when
+    any): [{"id", "type": "function", "function": {"name", "arguments"}}]}, one per
+    (id, name, arguments JSON text) of `calls`."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    if calls:
         message["tool_calls"] = [
-            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments_raw}}
-            for tc in resp.tool_calls
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for call_id, name, arguments in calls
         ]
     return message
+
+
+def assistant_message(resp: ResponseLike) -> dict[str, Any]:
+    """The assistant message (`chat_assistant`) of a recorded response, each call's
+    arguments as recorded (`arguments_raw`)."""
+    return chat_assistant(resp.content, resp.reasoning, [(tc.id, tc.name, tc.arguments_raw) for tc in resp.tool_calls])
 
 
 def render_body(answer: RecordedAnswer, *, completion_id: str, model: str, created: int) -> bytes:

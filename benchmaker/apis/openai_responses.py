@@ -414,28 +414,19 @@ def _items(out: ResponseOutput, response_id: str) -> list[dict[str, Any]]:
             }
         )
     for k, call in enumerate(out.calls):
-        if call.custom:
-            items.append(
-                {
-                    "id": f"ctc_{tag}_{k}",
-                    "type": "custom_tool_call",
-                    "status": "completed",
-                    "call_id": call.call_id,
-                    "name": call.name,
-                    "input": call.arguments,
-                }
-            )
-        else:
-            items.append(
-                {
-                    "id": f"fc_{tag}_{k}",
-                    "type": "function_call",
-                    "status": "completed",
-                    "call_id": call.call_id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                }
-            )
+        prefix, kind, field = (
+            ("ctc", "custom_tool_call", "input") if call.custom else ("fc", "function_call", "arguments")
+        )
+        items.append(
+            {
+                "id": f"{prefix}_{tag}_{k}",
+                "type": kind,
+                "status": "completed",
+                "call_id": call.call_id,
+                "name": call.name,
+                field: call.arguments,
+            }
+        )
     return items
 
 
@@ -728,7 +719,6 @@ class OpenAIResponsesParser(BodyReader):
     __slots__ = (
         "_parts",
         "_response",
-        "_chars",
         "_refusal",
         "_calls",
         "_items",
@@ -738,7 +728,6 @@ class OpenAIResponsesParser(BodyReader):
         super().__init__(stream)
         self._parts: list[str] = []
         self._response: dict[str, Any] | None = None  # the terminal event's response
-        self._chars = 0
         self._refusal = False
         self._calls = False  # a call item was output
         self._items: list[dict[str, Any]] = []  # response.output_item.done items, in order
@@ -855,11 +844,7 @@ class OpenAIResponsesParser(BodyReader):
             return finish_error(reason, cls) + detail
         return None
 
-    def finish(self, sample: Sample) -> None:
-        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
-        if not self.stream:
-            self._finish_whole(sample)
-            return
+    def _finish_stream(self, sample: Sample) -> None:
         self._close_sse(self._response is not None)
         resp = self._response
         self._close(
@@ -874,7 +859,6 @@ class OpenAIResponsesParser(BodyReader):
         if obj is None:
             return
         self._response = obj
-        generated = False
         for item in obj.get("output") or ():
             if type(item) is not dict:
                 continue
@@ -885,13 +869,11 @@ class OpenAIResponsesParser(BodyReader):
                     value = item.get(key)
                     if type(value) is str and value:
                         self._chars += len(value)
-                        generated = True
             elif kind == "reasoning":
                 for key in ("summary", "content"):
                     for part in item.get(key) or ():
                         if type(part) is dict and type(part.get("text")) is str and part["text"]:
                             self._chars += len(part["text"])
-                            generated = True
             elif kind == "message":
                 for part in item.get("content") or ():
                     if type(part) is not dict:
@@ -899,12 +881,10 @@ class OpenAIResponsesParser(BodyReader):
                     if part.get("type") == "refusal" and part.get("refusal"):
                         self._refusal = True
                         self._chars += len(part["refusal"])
-                        generated = True
                     elif type(part.get("text")) is str and part["text"]:
                         self._parts.append(part["text"])
                         self._chars += len(part["text"])
-                        generated = True
-        close_whole(sample, self._ending(obj, sample), generated)
+        close_whole(sample, self._ending(obj, sample), self._chars > 0)
 
 
 def _body_error(obj: dict[str, Any]) -> Any:

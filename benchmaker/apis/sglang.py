@@ -186,11 +186,7 @@ class SGLangParser(BodyReader):
         msg = reason.get("message") if isinstance(reason, dict) else None
         return f"{error}: {msg}" if isinstance(msg, str) and msg else error
 
-    def finish(self, sample: Sample) -> None:
-        """Body ended (status < 400): set usage, finish_reason, output_chars, outcome."""
-        if not self.stream:
-            self._finish_whole(sample)
-            return
+    def _finish_stream(self, sample: Sample) -> None:
         self._done = self._close_sse(self._done, done=True)
         self._close(
             sample,

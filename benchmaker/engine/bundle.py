@@ -13,10 +13,8 @@ summary.json is written to a temp file and renamed into place.
 from __future__ import annotations
 
 import os
-import platform
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from benchmaker.engine.ceiling import host_facts
 from benchmaker.engine.records import Sample
 
 # A key names a secret when its last word is one of these (api_key, x-api-key, auth_token,
@@ -203,7 +202,7 @@ def build_manifest(
         "seed": seed,
         "versions": _versions(),
         "git_sha": _git_sha(),
-        "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
+        "host": host_facts(),
         "workers": workers,
         "slo": slo,
     }

@@ -64,7 +64,7 @@ def calibration_path() -> Path:
 
 
 def host_facts() -> dict[str, Any]:
-    """hostname, platform and cpu_count of this host (a calibration's `host`)."""
+    """hostname, platform and cpu_count of this host (a calibration's and a manifest's `host`)."""
     return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()}
 
 

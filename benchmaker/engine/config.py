@@ -83,20 +83,12 @@ Seconds = Annotated[float, BeforeValidator(_duration), Field(ge=0, le=MAX_DURATI
 PositiveSeconds = Annotated[float, BeforeValidator(_duration), Field(gt=0, le=MAX_DURATION_S)]
 
 
-def check_safe_name(value: str, what: str = "name") -> str:
-    """`value` if it matches SAFE_NAME, else ConfigError naming `what`."""
-    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value):
-        raise ConfigError(
-            f"{what}: use letters, digits, '.', '_', '-' (start with a letter or digit, at most 128) (got {value!r})"
+def _safe_name(value: str) -> str:
+    if not SAFE_NAME.fullmatch(value):
+        raise ValueError(
+            f"use letters, digits, '.', '_', '-' (start with a letter or digit, at most 128) (got {value!r})"
         )
     return value
-
-
-def _safe_name(value: str) -> str:
-    try:
-        return check_safe_name(value, "name").removeprefix("name: ")
-    except ConfigError as exc:
-        raise ValueError(str(exc).removeprefix("name: ")) from None
 
 
 # A run id, kind, sweep point or lane name (SAFE_NAME).
@@ -171,7 +163,8 @@ def host_in_flight_limit() -> tuple[int, str]:
     )
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (os.sched_getaffinity; os.cpu_count off Linux), >= 1."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
@@ -417,7 +410,7 @@ class BenchConfig(_Strict):
         if self.max_in_flight is not None:
             return self.max_in_flight, "max_in_flight"
         limit, why = host_in_flight_limit()
-        cpus = _usable_cpus()
+        cpus = usable_cpus()
         if IN_FLIGHT_PER_CPU * cpus < limit:
             return IN_FLIGHT_PER_CPU * cpus, (
                 f"default {IN_FLIGHT_PER_CPU} per usable CPU x {cpus}; raise it with --max-in-flight / max_in_flight"

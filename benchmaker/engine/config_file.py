@@ -186,19 +186,16 @@ def load_yaml(path: Path) -> tuple[dict[str, Any], dict[tuple, int]]:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     try:
         node = yaml.compose(text, Loader=UniqueKeyLoader)
-    except RecursionError:
-        raise ConfigError(f"{path}: YAML nested too deeply") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
-    if node is None or not isinstance(node, yaml.MappingNode):
-        raise ConfigError(f"{path}:1: expected a mapping of settings at the top level")
-    try:
+        if node is None or not isinstance(node, yaml.MappingNode):
+            raise ConfigError(f"{path}:1: expected a mapping of settings at the top level")
         _check_expansion(node, path)
         return _interpolate(node, _environment(path), path, ""), _line_map(node)
     except RecursionError:
         raise ConfigError(f"{path}: YAML nested too deeply") from None
+    except yaml.YAMLError as exc:  # composing (_interpolate reports its own, with the field)
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
 
 
 def format_validation_error(

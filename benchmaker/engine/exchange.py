@@ -179,17 +179,10 @@ class Exchange:
         finally:
             self.fs.rm(path)
         protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
-        if mtime is None:
-            return {
-                "reference": None,
-                "wall_offset_ns": None,
-                "bracket_ns": after - before,
-                "hostname": socket.gethostname(),
-            }
-        resolution = 1_000_000_000 if mtime % 1_000_000_000 == 0 else 0
+        resolution = 1_000_000_000 if mtime is not None and mtime % 1_000_000_000 == 0 else 0
         return {
-            "reference": f"storage mtime ({protocol})",
-            "wall_offset_ns": (before + after) // 2 - mtime,
+            "reference": None if mtime is None else f"storage mtime ({protocol})",
+            "wall_offset_ns": None if mtime is None else (before + after) // 2 - mtime,
             "bracket_ns": after - before + resolution,
             "hostname": socket.gethostname(),
         }

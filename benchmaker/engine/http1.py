@@ -720,10 +720,8 @@ class RawTransport:
 
     def _target(self, url: str) -> _Target:
         if self._ssl is None and url.startswith("https:"):
-            if self._verify_tls:
-                self._ssl = ssl.create_default_context()
-            else:
-                self._ssl = ssl.create_default_context()
+            self._ssl = ssl.create_default_context()
+            if not self._verify_tls:
                 self._ssl.check_hostname = False
                 self._ssl.verify_mode = ssl.CERT_NONE
         t = _Target(url, self._ssl)
@@ -813,17 +811,13 @@ class RawTransport:
 
     def _release(self, conn: _Conn) -> None:
         conn.idle_since = time.monotonic()
-        idle = self._idle.get(conn.key)
-        if idle is None:
-            idle = self._idle[conn.key] = []
-        idle.append(conn)
+        self._idle.setdefault(conn.key, []).append(conn)
         if self._waiters:
             self._wake_one()
 
     def _lost(self, conn: _Conn) -> None:
         """A connection closed (called by its connection_lost)."""
-        self._open -= 1
-        self._conns.discard(conn)
+        self._lost_now(conn)
         if self._waiters:
             self._wake_one()
 

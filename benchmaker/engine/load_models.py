@@ -77,8 +77,9 @@ class LoadModel:
         raise NotImplementedError
 
     def target_rate_per_s(self) -> float | None:
-        """The nominal request rate in req/s, None where it varies or is closed loop."""
-        return None
+        """The nominal request rate in req/s (a constant-rate model's `rate_per_s`), None
+        where it varies or is closed loop."""
+        return getattr(self, "rate_per_s", None)
 
 
 def _round_robin(it: Iterator[Arrival], shard: int, shards: int) -> Iterator[Arrival]:
@@ -133,9 +134,6 @@ class Constant(LoadModel):
             yield round(i * period_ns), None
             i += shards
 
-    def target_rate_per_s(self) -> float | None:
-        return self.rate_per_s
-
 
 @dataclass(frozen=True)
 class Poisson(LoadModel):
@@ -158,9 +156,6 @@ class Poisson(LoadModel):
         while True:
             yield round(t * NS_PER_S), None
             t += rng.expovariate(rate)
-
-    def target_rate_per_s(self) -> float | None:
-        return self.rate_per_s
 
 
 @dataclass(frozen=True)
@@ -190,9 +185,6 @@ class Gamma(LoadModel):
         while True:
             yield round(t * NS_PER_S), None
             t += rng.gammavariate(self.burstiness, theta)
-
-    def target_rate_per_s(self) -> float | None:
-        return self.rate_per_s
 
 
 @dataclass(frozen=True)
@@ -395,14 +387,6 @@ def _number(text: str, spec: str) -> float:
     return value
 
 
-def _open_rate(text: str, spec: str) -> float:
-    """A rate of constant/poisson/gamma: a number, or inf (math.inf) for a burst."""
-    value = _number(text, spec)
-    if value == math.inf:
-        return value
-    return _check_rate(value, f"rate spec {spec!r}")
-
-
 class ParsedRateSpec(str):
     """A rate-spec string that keeps the LoadModel it was parsed into (`model`), so the
     code after the edge where a spec enters (benchmaker.engine.config.RateSpec: CLI flag, YAML
@@ -489,7 +473,9 @@ def parse_rate_spec(spec: str, *, base_dir: Path | None = None) -> LoadModel:
     kind = kind.lower()
     if kind in ("constant", "poisson", "gamma"):
         rate_text, _, burst = rest.partition(":") if kind == "gamma" else (rest, "", "")
-        rate = _open_rate(rate_text, spec)
+        rate = _number(rate_text, spec)  # inf: a burst
+        if rate != math.inf:
+            _check_rate(rate, f"rate spec {spec!r}")
         burstiness = _number(burst, spec) if burst else 1.0
         if rate == math.inf:
             return Burst(kind)

@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-import importlib
 import inspect
 import math
+import pkgutil
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -154,10 +154,6 @@ def _finite(v: float) -> bool:
     return not (math.isnan(v) or math.isinf(v))
 
 
-def _quantile_name(family: str, q: float) -> str:
-    return f"{family}:p{q * 100:g}"
-
-
 class PrometheusRates:
     """Turns successive Prometheus text scrapes into monitor rows (module docstring).
 
@@ -187,9 +183,7 @@ class PrometheusRates:
         self._buckets: dict[Any, dict[float, float]] = {}
 
     def _wanted(self, *names: str) -> bool:
-        if self.metrics is None:
-            return True
-        return any(fnmatch.fnmatchcase(n, p) for n in names for p in self.metrics)
+        return self.metrics is None or any(fnmatch.fnmatchcase(n, p) for n in names for p in self.metrics)
 
     def _labels(self, labels: Mapping[str, str]) -> dict[str, str]:
         out = dict(labels)
@@ -246,7 +240,7 @@ class PrometheusRates:
                 for q in self.quantiles:
                     v = histogram_quantile(q, delta)
                     if v is not None and _finite(v):
-                        out.append(self._row(_quantile_name(fam_name, q), labels, t_ns, v))
+                        out.append(self._row(f"{fam_name}:p{q * 100:g}", labels, t_ns, v))
         self._prev_t_ns = t_ns
         self._counters = counters
         self._buckets = buckets
@@ -560,10 +554,8 @@ def _import_callable(ref: str, where: str) -> Callable[..., Any]:
     if not sep or not module or not attr:
         raise ConfigError(f"{where}.function: expected 'package.module:callable' (got {ref!r})")
     try:
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
+        obj = pkgutil.resolve_name(ref)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(f"{where}.function: cannot import {ref!r}: {exc}") from exc
     if not callable(obj):
         raise ConfigError(f"{where}.function: {ref!r} is not callable")

@@ -115,6 +115,20 @@ class RunResult:
         return self.bundle_dir / "samples.jsonl"
 
 
+def lane_loads(config: BenchConfig, lanes: Sequence[Lane], base_dir: Path | None = None) -> dict[str, LoadModel]:
+    """Each lane's load model by lane name, in lane order: the lane's own `load` (a spec
+    or a LoadModel), else `config.load`; spec paths (trace files) relative to
+    `base_dir`. Raises ConfigError for two lanes of one name or a bad spec."""
+    names = [lane.name for lane in lanes]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"lanes: names must be unique (got {names})")
+    out: dict[str, LoadModel] = {}
+    for lane in lanes:
+        load = lane.load if lane.load is not None else config.load
+        out[lane.name] = load_model_of(load, base_dir=base_dir)
+    return out
+
+
 class _Boxed:
     """The result of run_on_fresh_loop's main task, behind a constant repr (see there)."""
 
@@ -234,13 +248,7 @@ class BenchRunner:
             raise ConfigError("give exactly one of workload= or lanes=")
         self.config = config
         self.lanes = list(lanes)
-        names = [lane.name for lane in self.lanes]
-        if len(set(names)) != len(names):
-            raise ConfigError(f"lanes: names must be unique (got {names})")
-        self._models: list[LoadModel] = []
-        for lane in self.lanes:
-            load = lane.load if lane.load is not None else config.load
-            self._models.append(load_model_of(load, base_dir=base_dir))
+        self._models = list(lane_loads(config, self.lanes, base_dir).values())
         self._transport_override = transport
         self._pre_hooks = list(pre_hooks)
         self._post_hooks = list(post_hooks)
@@ -309,26 +317,22 @@ class BenchRunner:
         start = getattr(self._transport, "start", None)
         if start is not None:
             await start()
+        started: list[Any] = []
         try:
             started = await _start_workloads(self.lanes, self._executes)
+            # everything slow (git, package versions, file writes) happens before the clock
+            # starts; the wall-clock t0 is taken right beside the monotonic one
+            manifest = self._manifest(0)
+            if self._ready is not None:
+                self._start_at_ns = await self._ready()
         except BaseException:
             self._writer.close()
             await self._transport.aclose()
+            for wl in started:
+                await wl.aclose()
             raise
         monitor = self._loop_lag = LoopLagMonitor()
         interrupted = False
-        # everything slow (git, package versions, file writes) happens before the clock
-        # starts; the wall-clock t0 is taken right beside the monotonic one
-        manifest = self._manifest(0)
-        if self._ready is not None:
-            try:
-                self._start_at_ns = await self._ready()
-            except BaseException:
-                self._writer.close()
-                await self._transport.aclose()
-                for wl in started:
-                    await wl.aclose()
-                raise
         if self._start_at_ns is not None:  # shards of one run share one t0 (CLOCK_MONOTONIC)
             while (left_ns := self._start_at_ns - time.perf_counter_ns()) > 1_000_000:
                 await asyncio.sleep((left_ns - 1_000_000) / NS_PER_S)

@@ -37,8 +37,6 @@ from benchmaker.engine.errors import ConfigError
 DEFAULT_MAX_LAG_P99_MS = 10.0
 ENV_MAX_LOOP_LAG_MS = "BENCHMAKER_MAX_LOOP_LAG_MS"
 ENV_MAX_SCHEDULE_LAG_MS = "BENCHMAKER_MAX_SCHEDULE_LAG_MS"
-# verdict reasons that a loaded host alone can cause (the start of the reason text)
-HOST_LOAD_REASONS = ("event-loop lag p99", "client-saturated: schedule lag p99")
 
 
 def env_limit_ms(name: str, default: float = DEFAULT_MAX_LAG_P99_MS) -> float:
@@ -55,12 +53,6 @@ def env_limit_ms(name: str, default: float = DEFAULT_MAX_LAG_P99_MS) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ConfigError(f"{name}: expected a finite number of ms > 0 (got {raw!r})")
     return value
-
-
-def reasons_beyond_host_load(verdict_: dict[str, Any]) -> list[str]:
-    """The verdict's reasons that a loaded host alone cannot cause: every reason except
-    event-loop lag and open-loop schedule lag (HOST_LOAD_REASONS). [] for a valid run."""
-    return [r for r in verdict_.get("reasons", []) if not r.startswith(HOST_LOAD_REASONS)]
 
 
 def quantile_linear(values: list[float], q: float) -> float | None:

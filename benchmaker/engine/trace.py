@@ -79,7 +79,7 @@ def shard_trace_path(path: Path, worker: int, shards: int) -> Path:
     return path.with_name(f"{path.stem}-w{worker}{path.suffix}")
 
 
-class TraceWriter:
+class TraceWriter(JsonlAppender):
     """Appends one line per request to a trace file (truncated when opened).
 
         tw = TraceWriter(Path("trace.jsonl"))
@@ -87,30 +87,19 @@ class TraceWriter:
         tw.close()
 
     Lines are buffered and handed to the OS by `flush()` (the runner flushes with its
-    samples, every 0.2 s) and at `close()` (fsync'd). Raises OSError when the file
-    cannot be created. A later write that fails (a full disk) never raises: the file
-    keeps the whole lines of the last good flush and `error` holds the OSError
-    (`benchmaker.engine.bundle.JsonlAppender`; `loss()` says it in one line).
+    samples, every 0.2 s) and at `close()` (fsync'd). `count` is the requests written.
+    Raises OSError when the file cannot be created. A later write that fails (a full
+    disk) never raises: the file keeps the whole lines of the last good flush and
+    `error` holds the OSError (a `benchmaker.engine.bundle.JsonlAppender`; `loss()`
+    says it in one line: the file, why, the requests kept and dropped).
     """
 
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._out = JsonlAppender(self.path, "wb")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(path, "wb")
 
-    @property
-    def count(self) -> int:
-        """Requests written (those a failed write dropped not counted)."""
-        return self._out.count
-
-    @property
-    def error(self) -> OSError | None:
-        """The OSError of the write that failed, None while every write went through."""
-        return self._out.error
-
-    def loss(self) -> str:
-        """The failed write in one line: the file, why, the requests kept and dropped."""
-        return self._out.loss("the request trace", "requests")
+    def loss(self, what: str = "the request trace", noun: str = "requests") -> str:
+        return super().loss(what, noun)
 
     def write(self, seq: int, lane: str, protocol: str | None, intended_ns: int, spec: RequestSpec) -> None:
         """Record request `seq` of `lane`, intended at `intended_ns` (ns from t0)."""
@@ -133,13 +122,7 @@ class TraceWriter:
             "body": text,
             "body_b64": b64,
         }
-        self._out.write_line(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
-
-    def flush(self) -> None:
-        self._out.flush()
-
-    def close(self) -> None:
-        self._out.close()
+        self.write_line(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
 
 
 def _field(

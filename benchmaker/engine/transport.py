@@ -21,7 +21,7 @@ TCP handshake per request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,15 +34,6 @@ from benchmaker.engine.records import RequestSpec
 _AIOHTTP_DECODES = frozenset({"gzip", "deflate", "br", "zstd"})
 """The Content-Encodings aiohttp's auto_decompress decodes (aiohttp/http_parser.py):
 others reach the caller as sent."""
-
-
-def decoded_body_room(headers: Mapping[str, str]) -> int | None:
-    """The bytes an aiohttp response body with these headers may bring once decoded:
-    MAX_DECODED_BODY_BYTES when aiohttp decodes its Content-Encoding (gzip, deflate,
-    br, zstd), None (no cap: the body arrives as sent) otherwise. A reader subtracts
-    what it reads and raises `compression_bomb` below 0."""
-    coding = headers.get("Content-Encoding")
-    return MAX_DECODED_BODY_BYTES if coding is not None and coding.strip().lower() in _AIOHTTP_DECODES else None
 
 
 class _AiohttpResponse:
@@ -82,7 +73,9 @@ class _AiohttpResponse:
         self._resp = resp
         self.status = resp.status
         self.headers = resp.headers  # a read-only multidict; not copied on the hot path
-        self._room = decoded_body_room(resp.headers)
+        coding = resp.headers.get("Content-Encoding")
+        if coding is not None and coding.strip().lower() in _AIOHTTP_DECODES:
+            self._room = MAX_DECODED_BODY_BYTES
         return self
 
     async def __aexit__(self, *exc: object) -> None:

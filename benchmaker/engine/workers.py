@@ -40,17 +40,17 @@ import os
 import queue as queue_mod
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from benchmaker.engine.bundle import new_run_id, write_json_atomic
-from benchmaker.engine.config import BenchConfig
+from benchmaker.engine.config import BenchConfig, usable_cpus
 from benchmaker.engine.errors import ConfigError, RunFailed
-from benchmaker.engine.load_models import ClosedLoop, LoadModel, load_model_of
-from benchmaker.engine.runner import BenchRunner, Lane, RunResult, run_on_fresh_loop
+from benchmaker.engine.load_models import ClosedLoop, LoadModel
+from benchmaker.engine.runner import BenchRunner, Lane, RunResult, lane_loads, run_on_fresh_loop
 from benchmaker.engine.summary import build_summary
 
 LanesFactory = Callable[[], list[Lane]]
@@ -63,10 +63,7 @@ def resolve_workers(value: int | str) -> int:
     """Number of worker processes: an int >= 1, or "auto" = the CPUs this process may
     use (os.sched_getaffinity). Raises ConfigError otherwise."""
     if value == "auto":
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # not Linux
-            return max(1, os.cpu_count() or 1)
+        return usable_cpus()
     try:
         n = int(value)
     except (TypeError, ValueError):
@@ -132,20 +129,6 @@ def _merge_self_checks(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], d
         "connections_opened": sum(c["connections_opened"] or 0 for c in checks),
     }
     return merged, worst
-
-
-def lane_loads(config: BenchConfig, lanes: Sequence[Lane], base_dir: Path | None = None) -> dict[str, LoadModel]:
-    """Each lane's load model by lane name, in lane order: the lane's own `load` (a spec
-    or a LoadModel), else `config.load`; spec paths (trace files) relative to
-    `base_dir`. Raises ConfigError for two lanes of one name or a bad spec."""
-    names = [lane.name for lane in lanes]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"lanes: names must be unique (got {names})")
-    out: dict[str, LoadModel] = {}
-    for lane in lanes:
-        load = lane.load if lane.load is not None else config.load
-        out[lane.name] = load_model_of(load, base_dir=base_dir)
-    return out
 
 
 def merge_shards(

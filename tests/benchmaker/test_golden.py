@@ -18,11 +18,11 @@ import pytest
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.records import RequestSpec, Sample
 from benchmaker.engine.runner import BenchRunner
-from benchmaker.engine.selfcheck import reasons_beyond_host_load
 from benchmaker.engine.summary import nest_summary, summarize_samples
 from benchmaker.engine.transport import NullTransport
 from benchmaker.workloads.datasets import StaticDataset
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
+from tests._host_load import reasons_beyond_host_load
 
 MS = 1_000_000
 

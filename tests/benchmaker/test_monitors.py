@@ -25,9 +25,9 @@ from benchmaker.engine.monitors import (
     histogram_quantile,
 )
 from benchmaker.engine.runner import BenchRunner
-from benchmaker.engine.selfcheck import reasons_beyond_host_load
 from benchmaker.warehouse.loader import load_run
 from benchmaker.workloads.http import HttpWorkload
+from tests._host_load import reasons_beyond_host_load
 
 # A label value with a closing brace, escaped quotes, an escaped backslash and an
 # escaped newline (Prometheus text format 0.0.4 escapes: \\, \", \n).

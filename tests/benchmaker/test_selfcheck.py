@@ -14,9 +14,9 @@ from benchmaker.engine.selfcheck import (
     ENV_MAX_LOOP_LAG_MS,
     ENV_MAX_SCHEDULE_LAG_MS,
     LoopLagMonitor,
-    reasons_beyond_host_load,
     verdict,
 )
+from tests._host_load import reasons_beyond_host_load
 
 MS = 1_000_000
 LIMITS_10 = SelfCheckLimits(max_loop_lag_p99_ms=10, max_schedule_lag_p99_ms=10)

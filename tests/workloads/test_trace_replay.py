@@ -15,11 +15,11 @@ from aiohttp import web
 from benchmaker.engine.config import BenchConfig
 from benchmaker.engine.errors import ConfigError
 from benchmaker.engine.runner import BenchRunner
-from benchmaker.engine.selfcheck import reasons_beyond_host_load
 from benchmaker.engine.trace import read_trace, shard_trace_path
 from benchmaker.workloads.datasets import StaticDataset
 from benchmaker.workloads.openai_chat import OpenAIChatWorkload
 from benchmaker.workloads.trace_replay import TraceReplayWorkload
+from tests._host_load import reasons_beyond_host_load
 
 _CHUNKS = (
     b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'

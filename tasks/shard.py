@@ -70,7 +70,6 @@ from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
 
 __all__ = [
     "ShardPoint",
-    "chat_completions_url",
     "endpoint_url",
     "fetch_shards",
     "merge_point",
@@ -127,22 +126,11 @@ def shards_for_load(load: str, shards: int) -> int:
     return min(shards, model.concurrency) if isinstance(model, ClosedLoop) else shards
 
 
-def chat_completions_url(base_url: str) -> str:
-    """`base_url` (with or without /v1, or already the full URL) -> .../v1/chat/completions
-    (the same rule as benchmaker.tasks.engine.run_llm_sweep_point)."""
-    url = base_url.rstrip("/")
-    if url.endswith("/chat/completions"):
-        return url
-    return (url if url.endswith("/v1") else url + "/v1") + "/chat/completions"
-
-
 def endpoint_url(base_url: str, api: str = "chat") -> str:
     """`base_url` (with or without /v1, or already the full URL) -> the endpoint of
     `api`: .../v1/chat/completions (chat), .../v1/responses (responses) or
     .../v1/messages (messages)."""
-    if api == "chat":
-        return chat_completions_url(base_url)
-    path = "/messages" if api == "messages" else "/responses"
+    path = {"chat": "/chat/completions", "messages": "/messages"}.get(api, "/responses")
     url = base_url.rstrip("/")
     if url.endswith(path):
         return url
@@ -230,23 +218,16 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     Single-request failures are samples, never exceptions."""
     if not 0 <= p.worker < p.shards:
         raise ValueError(f"worker: expected 0 <= worker < shards={p.shards} (got {p.worker})")
+    attempt_dir = shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)
+    attempt_key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
     config = _config(p, p.shards)
     exchange = Exchange(p.exchange) if p.exchange else None
     local = Path(tempfile.mkdtemp(prefix="benchmaker-shard-")) if exchange else None
     if local is not None:
         config = config.model_copy(update={"out_dir": local})
-    runner_kwargs: dict[str, Any] = dict(
-        workload=point_workload(p.point), worker=p.worker, shards=p.shards, samples_name=f"samples-w{p.worker}.jsonl"
-    )
     staging = Path(config.out_dir) / p.run_id
-    attempt_key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
-    board = (
-        ReadyBoard.in_exchange(exchange, attempt_key)
-        if exchange
-        else ReadyBoard.in_dir(shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns))
-    )
     barrier = StartBarrier(
-        board,
+        ReadyBoard.in_exchange(exchange, attempt_key) if exchange else ReadyBoard.in_dir(attempt_dir),
         worker=p.worker,
         shards=p.shards,
         earliest_wall_ns=p.start_wall_ns,
@@ -255,21 +236,22 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     )
     try:
         clock = exchange.clock_offset(attempt_key) if exchange else measure_clock_offset(staging)
-        runner = BenchRunner(config, ready=barrier, **runner_kwargs)  # the barrier once it is set up
-        progress_key = f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{progress_name(p.worker)}"
-        put = (
-            partial(exchange.put_bytes, progress_key)
-            if exchange
-            else partial(
-                write_atomic,
-                shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns) / progress_name(p.worker),
-            )
+        runner = BenchRunner(  # the barrier once it is set up
+            config,
+            ready=barrier,
+            workload=point_workload(p.point),
+            worker=p.worker,
+            shards=p.shards,
+            samples_name=f"samples-w{p.worker}.jsonl",
         )
-        share = (
-            None
-            if p.point.max_requests is None
-            else (p.point.max_requests // p.shards + (1 if p.worker < p.point.max_requests % p.shards else 0))
-        )  # runner's share
+        progress = progress_name(p.worker)
+        put = (
+            partial(exchange.put_bytes, f"{attempt_key}/{progress}")
+            if exchange
+            else partial(write_atomic, attempt_dir / progress)
+        )
+        mr = p.point.max_requests
+        share = None if mr is None else mr // p.shards + (1 if p.worker < mr % p.shards else 0)  # runner's share
         async with watch_engine(
             p.sweep_point, runner.live, calls_total=share, duration_s=p.point.duration_s, sink=ProgressWriter(put)
         ):
@@ -328,13 +310,6 @@ run_shard_point_task = task(name="run-llm-sweep-shard", cache_policy=NO_CACHE)(r
 cached or retried: a retried shard would miss the shared start)."""
 
 
-def _point_row(
-    pdir: Path, summary: dict[str, Any], sweep_point: str, duration_s: float | None, shards: int
-) -> dict[str, Any]:
-    """The sweep row of a merged point: benchmaker.sweep.sweep.engine_point_row with `shards`."""
-    return engine_point_row(pdir, summary, sweep_point, duration_s, shards=shards)
-
-
 def merge_point(
     p: ShardPoint, exit_codes: list[int | None], shard_info: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -370,6 +345,6 @@ def merge_point(
         os.replace(f, pdir / f.name)
     write_json_atomic(pdir / "engine_summary.json", summary)
     shutil.rmtree(shard_staging_dir(Path(p.run_dir), p.sweep_point))  # every attempt's
-    row = _point_row(pdir, summary, p.sweep_point, p.point.duration_s, n)
+    row = engine_point_row(pdir, summary, p.sweep_point, p.point.duration_s, shards=n)
     write_point_summary(pdir, row)
     return row

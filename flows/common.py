@@ -34,10 +34,12 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from benchmaker.engine.config import SelfCheckLimits
 from benchmaker.engine.exchange import Exchange, absolute_exchange
-from benchmaker.flows.outcome import current_flow_run, record_flow_process, record_flow_run
+from benchmaker.flows.outcome import current_flow_run, final_state, record_flow_process, record_flow_run
 from benchmaker.sweep.point import LagLimits
 from benchmaker.sweep.sweep import point_complete, point_dir, write_run_manifest
 from benchmaker.tasks.distributed_point import run_distributed_point
+from benchmaker.tasks.load import load_warehouse
+from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner
 
 __all__ = [
@@ -47,11 +49,12 @@ __all__ = [
     "checked_dask_address",
     "checked_exchange",
     "describe_errors",
+    "finish_run",
     "flow_run_bundle_id",
     "measure_point",
     "measure_sharded_points",
     "result_storage_for",
-    "resume_or_write_manifest",
+    "start_run",
     "takes",
     "validated",
 ]
@@ -128,17 +131,24 @@ def flow_run_bundle_id(kind: str) -> str:
     return f"{kind}-{stamp}-{str(fr.id)[:8]}"
 
 
-def resume_or_write_manifest(
-    run_dir: Path, *, run_id: str, kind: str, label: str | None, config: dict[str, Any], workers: int = 1
-) -> int:
-    """Write `run_dir`/manifest.json (benchmaker.sweep.sweep.write_run_manifest) unless an earlier
-    attempt of this flow run wrote it (a resumed run keeps its manifest); returns the
-    manifest's `t0_wall_ns` (ns since the epoch). Records this attempt's process
-    (benchmaker.flows.outcome.record_flow_process). Raises ValueError when an existing
+def start_run(p: ShardParams, kind: str, config: dict[str, Any]) -> tuple[str, Path, int]:
+    """Open the current flow run's bundle `<p.out_dir>/<run_id>` (absolute; run_id:
+    flow_run_bundle_id(kind)): a sharded run's `config` gets the shard settings
+    (ShardParams.checked_shard_config, which raises ParameterError), then
+    `run_dir`/manifest.json is written with `config` (benchmaker.sweep.sweep.write_run_manifest)
+    unless an earlier attempt of this flow run wrote it (a resumed run keeps its
+    manifest), and this attempt's process is recorded
+    (benchmaker.flows.outcome.record_flow_process). Returns (run_id, run_dir, the
+    manifest's `t0_wall_ns`, ns since the epoch). Raises ValueError when an existing
     manifest belongs to another run_id or has no integer t0_wall_ns."""
-    path = Path(run_dir) / "manifest.json"
+    run_id = flow_run_bundle_id(kind)
+    run_dir = (Path(p.out_dir) / run_id).resolve()
+    if p.sharded:
+        config.update(p.checked_shard_config())
+    path = run_dir / "manifest.json"
     if not path.is_file():
-        write_run_manifest(run_dir, run_id=run_id, kind=kind, label=label, config=config, workers=workers)
+        workers = p.shards if p.sharded else 1
+        write_run_manifest(run_dir, run_id=run_id, kind=kind, label=p.label, config=config, workers=workers)
         record_flow_run(path)  # flow_run_id / flow_run_name, which `benchmaker retry` takes
     manifest = json.loads(path.read_text("utf-8"))
     if manifest.get("run_id") != run_id:
@@ -147,7 +157,22 @@ def resume_or_write_manifest(
     if not isinstance(t0, int) or isinstance(t0, bool):
         raise ValueError(f"{path}: t0_wall_ns: expected an integer (got {t0!r})")
     record_flow_process(run_dir)
-    return t0
+    where = f" (up to {p.shards} shards per point on {p.dask_address or f'work pool of {p.shard_deployment}'})"
+    get_run_logger().info("run %s -> %s%s", run_id, run_dir, where if p.sharded else "")
+    return run_id, run_dir, t0
+
+
+def finish_run(p: RunParams, kind: str, run_id: str, run_dir: Path, rows: list[dict[str, Any]], **extra: Any) -> Any:
+    """The last stages of a sweep flow run whose points' summary rows are `rows`: load
+    `run_dir` into `p.warehouse` (benchmaker.tasks.load.load_warehouse), publish the
+    report (benchmaker.tasks.report.publish_report; `run_dir`/report.html), and return
+    benchmaker.flows.outcome.final_state of {"run_id", "run_dir", "warehouse", "points",
+    "flow_run_id", "load", **extra}."""
+    wh = Path(p.warehouse).resolve()
+    loaded = load_warehouse(wh, run_dir)
+    publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind=kind)
+    out = {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows}
+    return final_state({**out, "flow_run_id": str(current_flow_run().id), "load": loaded, **extra})
 
 
 def result_storage_for(out_dir: Path) -> Path:
@@ -212,9 +237,12 @@ class ShardParams(RunParams):
     start_lead_s      s from a point's submission to its earliest start (None: DEFAULT_LEAD_S);
                       the shards start together once all are ready (benchmaker.engine.shared_start)
     shard_deployment  the shard flow's deployment whose work pool runs the shards
-    shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S)
+    shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S, 3 h); a
+                      shard still running then is a verdict reason, cancelled on a pool,
+                      abandoned on Dask (where a running task cannot be stopped)
     dask_address      run the shards on this Dask cluster instead (the `dask` extra)
-    exchange          path or fsspec URL through which files travel when out_dir is not shared
+    exchange          path or fsspec URL (s3://bucket/prefix) every host reaches, through
+                      which files travel when out_dir is not shared (benchmaker.engine.exchange)
     """
 
     sharded: bool = False

@@ -20,17 +20,9 @@ workload built, each shard writes `ready-w<k>.json` beside the attempt's bundle
 max(earliest, last ready + MIN_START_LEAD_S), the same on every shard. Each shard
 converts it once to its own monotonic clock
 (`start_at_ns = perf_counter_ns() + (start_wall_ns - time_ns())`) and stamps every
-sample on that clock, so no duration spans two hosts. Each shard measures, just before
-it starts, its wall clock against the shared storage's clock (`measure_clock_offset`:
-the mtime the file server gives a file it just wrote) and stores it in its report
-`worker-<k>.json` under `self_checks.clock`, with `start_late_ns` (its t0 by its own
-wall clock minus the shared start) and `barrier` (SharedStart.as_dict). Hosts whose
-`clock.wall_offset_ns` differ by D started about D apart in real time.
-
-`merge_point` merges the shards with `benchmaker.engine.workers.merge_shards` (the same SQL
-as a single-process run), moves `samples-w<k>.jsonl` and `worker-<k>.json` to
-`<run_dir>/points/<point>/` (the warehouse loader gives each row `shard = k`), writes
-`engine_summary.json` there and returns the point's summary row.
+sample on that clock, so no duration spans two hosts. Each shard's report keeps its
+wall clock against the shared storage's clock (`self_checks.clock`, run_shard_point):
+hosts whose `clock.wall_offset_ns` differ by D started about D apart in real time.
 
 While it runs, each shard writes its live progress (requests finished of its share of
 `max_requests`, in flight, errors; benchmaker.progress.watch_engine with a ProgressWriter) to
@@ -207,7 +199,8 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     of `p.point.load` (benchmaker.engine.load_models), started at the shared start the readiness
     barrier gives (not before `p.start_wall_ns`; module docstring), writing
     `samples-w<k>.jsonl` and `worker-<k>.json` into the staging bundle. Adds to the
-    report's self_checks: `clock` (measure_clock_offset), `hostname`, `start_wall_ns`
+    report's self_checks: `clock` (measure_clock_offset: the wall clock against the mtime
+    the shared storage gives a file it just wrote, measured just before the start), `hostname`, `start_wall_ns`
     (the shared start), `barrier` (benchmaker.engine.shared_start.SharedStart.as_dict) and
     `start_late_ns`. Returns those self_checks.
 
@@ -320,8 +313,8 @@ def merge_point(
     "worker k died (exit code C)", and its samples, if any, still count. A shard that
     started more than LATE_START_LIMIT_MS late is a verdict reason too.
 
-    Files: samples-w<k>.jsonl and worker-<k>.json go to `<run_dir>/points/<point>/`,
-    the merged summary (with `shards`: `shard_info`, e.g. flow run ids and states) to
+    Files: samples-w<k>.jsonl and worker-<k>.json go to `<run_dir>/points/<point>/`
+    (the warehouse loader gives each row `shard = k`), the merged summary (with `shards`: `shard_info`, e.g. flow run ids and states) to
     `engine_summary.json` and the row to `point_summary.json`; the staging directory
     is removed. Returns the point's row (keys of benchmaker.sweep.sweep.run_engine_point's row,
     plus `shards`)."""

@@ -10,15 +10,12 @@ on several load hosts (benchmaker.flows.swebench_replay_shard).
                                       shards=2, dask_address="tcp://scheduler:8786"))
 
 Parameters are the fields of `SwebenchReplayParams` (benchmaker.flows.common.takes makes them the
-flow's signature). They are checked before any work: the types and bounds by
-Prefect/pydantic (a deployment's server refuses them too), then the rules a schema
-cannot state (exactly one of logs/trajectories, every path exists, every task.json
-reads, no duplicate point,
-episodes or duration, a command for command mode, a latency spec that parses). A bad
-parameter fails the flow run with a ParameterError naming it, e.g.
-`concurrency_sweep[0]: expected an integer >= 1 (got 0)`. The validated parameters
-build the run's points once (`SwebenchReplayParams.points`: benchmaker.sweep.point.
-ReplayPoint), which go unchanged to the sweep task and on to the engine.
+flow's signature), checked before any work: the types and bounds by Prefect/pydantic (a
+deployment's server refuses them too), then the rules a schema cannot state (the
+model's validator). A bad parameter fails the flow run with a ParameterError naming
+it, e.g. `concurrency_sweep[0]: expected an integer >= 1 (got 0)`. The validated
+parameters build the run's points once (`SwebenchReplayParams.points`), which go
+unchanged to the sweep task and on to the engine.
 
 Files: `<out_dir>/<run_id>/` is the run bundle (manifest.json, points/c<N>/...,
 sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions
@@ -26,12 +23,8 @@ sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions
 (`result_storage` as a Path). The replay server is
 stopped in `finally`, so also when a point fails for good or the run is cancelled.
 
-Resume: a Failed/Crashed/Cancelled flow run is run again under its own id with
-`python -m benchmaker.flows.retry FLOW_RUN_ID` (flows/retry.py; `prefect flow-run retry ID` for a
-run created from a deployment). It writes into the same bundle directory, keeps the
-first attempt's manifest and t0, takes the sweep points that completed from the task
-cache (files untouched) and measures from the failed point on. A new flow run measures
-every point again.
+Resume: a Failed/Crashed/Cancelled flow run is run again under its own id, measuring
+from the failed point on (benchmaker.flows.retry).
 """
 
 from __future__ import annotations

@@ -205,22 +205,15 @@ class SwebenchReplayParams(ShardParams):
         task_dirs made absolute. A closed loop of C runs on min(workers, C) engine
         workers: a worker with no episode in flight would send nothing, and its share of
         the point's episodes would never be played."""
-        common: dict[str, Any] = dict(
+        # the fields of the same name, a None one left to the point's default
+        common = self.model_dump(
+            include=set(ReplayPoint.model_fields) - {"load", "workers", "shards"}, exclude_none=True
+        )
+        common.update(
             episodes=self.episodes_per_point,
-            duration_s=self.duration_s,
-            mode=self.mode,
-            sandbox=self.sandbox,
-            sandbox_url=self.sandbox_url,
-            sandbox_image=self.sandbox_image,
             task_dirs=tuple(str(d.resolve()) for d in self.task_dirs),
             command=tuple(self.command) if self.command else None,
-            latency=self.latency,
-            divergence=self.divergence,
-            max_loop_lag_ms=self.max_loop_lag_ms,
-            max_schedule_lag_ms=self.max_schedule_lag_ms,
         )
-        if self.stray_grace_s is not None:  # else the point's default
-            common["stray_grace_s"] = self.stray_grace_s
         closed = [
             ReplayPoint(
                 load=ParsedRateSpec.of_model(ClosedLoop(c)),

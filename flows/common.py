@@ -46,7 +46,6 @@ __all__ = [
     "ParameterError",
     "RunParams",
     "ShardParams",
-    "checked_dask_address",
     "checked_exchange",
     "describe_errors",
     "finish_run",
@@ -267,9 +266,13 @@ class ShardParams(RunParams):
         """What a sharded run's manifest records of where its shards run, checked before
         any work: {"backend", "start_lead_s" (`lead_s`), "shard_deployment" (None on
         Dask), "exchange" (made absolute: checked_exchange)}. Raises ParameterError when
-        dask_address is given without prefect-dask (checked_dask_address) or the exchange
+        dask_address is given without prefect-dask (the `dask` extra) or the exchange
         is refused."""
-        checked_dask_address(self.dask_address)
+        if self.dask_address:
+            try:
+                dask_task_runner(self.dask_address)
+            except DaskMissing as exc:
+                raise ParameterError(str(exc)) from None
         return {
             "backend": self.backend,
             "start_lead_s": self.lead_s,
@@ -285,16 +288,6 @@ class ShardParams(RunParams):
             return []
         given = [k for k in ("dask_address", "exchange", "start_lead_s", "shard_timeout_s") if getattr(self, k)]
         return [f"{k}: a setting of sharded runs; give sharded true (got {getattr(self, k)!r})" for k in given]
-
-
-def checked_dask_address(address: str | None) -> None:
-    """Raises ParameterError (before any work) when `address` is
-    given but prefect-dask (the `dask` extra) is not installed."""
-    if address:
-        try:
-            dask_task_runner(address)
-        except DaskMissing as exc:
-            raise ParameterError(str(exc)) from None
 
 
 def checked_exchange(url: str | None) -> str | None:

@@ -169,7 +169,7 @@ def finish_run(p: RunParams, kind: str, run_id: str, run_dir: Path, rows: list[d
     "flow_run_id", "load", **extra}."""
     wh = Path(p.warehouse).resolve()
     loaded = load_warehouse(wh, run_dir)
-    publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind=kind)
+    publish_report(run_id, rows, run_dir, wh, kind)
     out = {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows}
     return final_state({**out, "flow_run_id": str(current_flow_run().id), "load": loaded, **extra})
 

@@ -71,7 +71,6 @@ __all__ = [
     "run_shard_point_task",
     "shard_staging_dir",
     "shards_for_load",
-    "sweep_workload",
 ]
 
 
@@ -129,30 +128,6 @@ def endpoint_url(base_url: str, api: str = "chat") -> str:
     return (url if url.endswith("/v1") else url + "/v1") + path
 
 
-def sweep_workload(
-    api: str,
-    base_url: str,
-    model: str,
-    prompt_words: int,
-    max_tokens: int | None,
-    api_key: str | None,
-    ignore_eos: bool = False,
-) -> OpenAIChatWorkload:
-    """The llm-sweep workload: streamed requests of `api` (chat, responses or messages)
-    at endpoint_url(base_url, api) over a synthetic dataset of `prompt_words` words, with
-    `"ignore_eos": true` in each body when `ignore_eos` (vLLM and SGLang then generate
-    `max_tokens` tokens every time)."""
-    cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(api, OpenAIChatWorkload)
-    return cls(
-        endpoint_url(base_url, api),
-        model,
-        SyntheticDataset(prompt_words, count=1000),
-        max_tokens=max_tokens,
-        api_key=api_key,
-        ignore_eos=ignore_eos,
-    )
-
-
 def shard_staging_dir(run_dir: Path, sweep_point: str, attempt: int | None = None) -> Path:
     """`<run_dir>/points/<sweep_point>/_shards/a<attempt>`: the shards' common engine
     out_dir for one attempt of the point (`attempt` = its shared start,
@@ -181,11 +156,21 @@ def point_config(point: LlmPoint, run_id: str, label: str | None, **more: Any) -
 
 
 def point_workload(point: LlmPoint) -> OpenAIChatWorkload:
-    """The workload of the llm-sweep point `point` (sweep_workload), its API key read
-    from the environment variable `point.api_key_env` (None when unset)."""
-    api_key = os.environ.get(point.api_key_env) if point.api_key_env else None
-    return sweep_workload(
-        point.api, point.base_url, point.model, point.prompt_words, point.max_tokens, api_key, point.ignore_eos
+    """The workload of the llm-sweep point `point`: streamed requests of its `api` (chat,
+    responses or messages) at endpoint_url(base_url, api) over a synthetic dataset of
+    `prompt_words` words, with `"ignore_eos": true` in each body when `ignore_eos` (vLLM
+    and SGLang then generate `max_tokens` tokens every time), its API key read from the
+    environment variable `point.api_key_env` (None when unset)."""
+    cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(
+        point.api, OpenAIChatWorkload
+    )
+    return cls(
+        endpoint_url(point.base_url, point.api),
+        point.model,
+        SyntheticDataset(point.prompt_words, count=1000),
+        max_tokens=point.max_tokens,
+        api_key=os.environ.get(point.api_key_env) if point.api_key_env else None,
+        ignore_eos=point.ignore_eos,
     )
 
 

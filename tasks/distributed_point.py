@@ -23,7 +23,6 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
-from prefect.logging import get_run_logger
 
 from benchmaker.sweep.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point
 from benchmaker.sweep.sweep import point_dir, reset_point_dir
@@ -31,7 +30,7 @@ from benchmaker.tasks.progress import shard_progress
 from benchmaker.tasks.replay_shard import run_replay_shard_task
 from benchmaker.tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point_task
 from benchmaker.tasks.shard_runs import run_shards
-from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault
+from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault, log_point_row
 
 __all__ = ["run_distributed_point"]
 
@@ -58,7 +57,6 @@ async def run_distributed_point(
     flow run (benchmaker.flows.retry) keeps the points that completed and measures from
     the first that did not. Tests only: FAIL_POINT_ENV set to this point's name fails
     it after the merge (benchmaker.tasks.sweep.InjectedFault)."""
-    log = get_run_logger()
     name, run_dir = template.sweep_point, Path(template.run_dir)
     replay = isinstance(template, ReplayShardPoint)
     reset_point_dir(point_dir(run_dir, name))
@@ -84,29 +82,11 @@ async def run_distributed_point(
             episodes_target=episodes_target,
             duration_s=template.point.duration_s,
         )
-        log.info(
-            "sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %s%s",
-            name,
-            row["n_episodes"],
-            template.shards,
-            row["n_requests"],
-            row["achieved_max_concurrency"],
-            template.concurrency,
-            row["misses_total"],
-            "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
-        )
+        log_point_row(row, slots=template.concurrency, shards=template.shards)
     else:
         fetch_shards(points[0])
         row = merge_point(points[0], codes, info)
-        log.info(
-            "sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s",
-            name,
-            row["n_requests"],
-            template.shards,
-            row["request_throughput_per_s"] or 0.0,
-            row["p99_e2e_ms"],
-            "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
-        )
+        log_point_row(row, shards=template.shards)
     if os.environ.get(FAIL_POINT_ENV) == name:
         raise InjectedFault(f"sweep point {name}: failure injected by {FAIL_POINT_ENV}")
     return {"row": row, "shards": info}

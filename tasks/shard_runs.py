@@ -128,15 +128,10 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
             if result.state is None or not result.state.is_final():  # CANCELLED at once: nothing to wait for
                 told.append(fid)
         deadline = time.monotonic() + wait_s
-        for fid in told:
-            try:
-                await wait_for_flow_run(fid, timeout=max(1, math.ceil(deadline - time.monotonic())), client=client)
-            except Exception:  # still not final: report what it is
-                pass
         for fid in flow_run_ids:
             fr = await client.read_flow_run(fid)
-            # wait_for_flow_run follows the events stream, which can fail or miss the final
-            # state: read the run until final or the deadline
+            # read the run until final or the deadline (not wait_for_flow_run: the events
+            # stream it follows can fail or miss the final state)
             while fid in told and not (fr.state is not None and fr.state.is_final()) and time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
                 fr = await client.read_flow_run(fid)

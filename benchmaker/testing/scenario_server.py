@@ -262,31 +262,33 @@ class _Timeline:
         sc = self.sc
         return sc.finish_reason or ("tool_use" if sc.tool_call is not None else "end_turn")
 
-    def _messages_usage(self) -> dict[str, Any]:
+    def _message(self, content: list[dict[str, Any]], stop_reason: str | None, output_tokens: int) -> dict[str, Any]:
+        """A Messages `message` object; its usage (module doc) left out with usage="none"."""
         sc = self.sc
-        cached = sc.cached_tokens or 0
-        return {
-            "input_tokens": sc.prompt_tokens - cached,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached,
-            "output_tokens": 1,
-        }
-
-    def _messages_payloads(self) -> list[tuple[float, bytes]]:
-        """The Messages events (module doc), each a data payload at its offset (ms)."""
-        sc = self.sc
-        words = sc.tokens_per_chunk
         message: dict[str, Any] = {
             "id": "msg_scenario",
             "type": "message",
             "role": "assistant",
             "model": self.model,
-            "content": [],
-            "stop_reason": None,
+            "content": content,
+            "stop_reason": stop_reason,
             "stop_sequence": None,
         }
         if sc.usage != "none":
-            message["usage"] = self._messages_usage()
+            cached = sc.cached_tokens or 0
+            message["usage"] = {
+                "input_tokens": sc.prompt_tokens - cached,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": cached,
+                "output_tokens": output_tokens,
+            }
+        return message
+
+    def _messages_payloads(self) -> list[tuple[float, bytes]]:
+        """The Messages events (module doc), each a data payload at its offset (ms)."""
+        sc = self.sc
+        words = sc.tokens_per_chunk
+        message = self._message([], None, 1)
         out: list[tuple[float, bytes]] = [(sc.role_delay_ms, dumps({"type": "message_start", "message": message}))]
         blocks: list[tuple[dict[str, Any], str, str, list[str]]] = []
         if sc.reasoning_chunks:
@@ -511,18 +513,7 @@ class _Timeline:
                         "input": orjson.loads("".join(tc.argument_chunks)),
                     }
                 )
-            message: dict[str, Any] = {
-                "id": "msg_scenario",
-                "type": "message",
-                "role": "assistant",
-                "model": self.model,
-                "content": content_blocks,
-                "stop_reason": self._messages_reason(),
-                "stop_sequence": None,
-            }
-            if sc.usage != "none":
-                message["usage"] = dict(self._messages_usage(), output_tokens=self._messages_tokens())
-            return message
+            return self._message(content_blocks, self._messages_reason(), self._messages_tokens())
         if self.kind == "sglang":
             total = sc.completion_tokens if sc.completion_tokens is not None else sc.content_chunks * words
             return {"text": content, "meta_info": self._sglang_meta(total, {"type": reason})}

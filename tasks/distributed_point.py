@@ -7,12 +7,6 @@ over shards, each with its own replay server).
                                       "llm-sweep-shard/shard", shard_timeout_s=None,
                                       dask_address=None)
     out["row"], out["shards"]     # the merged point's summary row, the shards' states
-
-The point directory is emptied, the shards run on a work pool or a Dask cluster
-(benchmaker.tasks.shard_runs.run_shards) while their live progress is merged
-(benchmaker.tasks.progress.shard_progress), then their files are fetched from the
-exchange (if any) and merged into one point: benchmaker.tasks.shard.merge_point for an
-engine point, benchmaker.sweep.shard.merge_replay_point for a replay point.
 """
 
 from __future__ import annotations
@@ -47,10 +41,12 @@ async def run_distributed_point(
 ) -> dict[str, Any]:
     """One distributed point: empties the point directory, sets the earliest start
     `start_lead_s` s from now, runs `template.shards` shards (`template` with worker k
-    and that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
-    fetches their files from the exchange (if any) and merges them (module doc;
-    `episodes_target`: the episodes a replay point's plan holds, None for a
-    duration-bound or an engine point). Returns {"row": the point's summary row,
+    and that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`
+    (benchmaker.tasks.shard_runs.run_shards) while their live progress is merged
+    (benchmaker.tasks.progress.shard_progress), fetches their files from the exchange
+    (if any) and merges them (benchmaker.tasks.shard.merge_point,
+    benchmaker.sweep.shard.merge_replay_point; `episodes_target`: the episodes a replay
+    point's plan holds, None for a duration-bound or an engine point). Returns {"row": the point's summary row,
     "shards": [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]}.
 
     Cached per flow run (RUN_ID) on its inputs, which hold no start time: a resumed

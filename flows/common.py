@@ -312,19 +312,16 @@ def checked_exchange(url: str | None) -> str | None:
 async def measure_sharded_points(
     templates: Sequence[Any],
     p: ShardParams,
-    *,
-    out_dir: Path,
-    exchange: str | None,
     episodes_targets: Sequence[int | None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """Each point of a sharded run in order: its `templates[i]` (a shard point with
     worker 0: benchmaker.tasks.shard.ShardPoint or benchmaker.sweep.shard.ReplayShardPoint)
     measured by benchmaker.tasks.distributed_point.run_distributed_point (persisted under
-    `out_dir`) on the shards `p` says where and when to run (`episodes_targets[i]`: point
-    i's planned episodes, None when duration-bound), through measure_point; then the
-    run's files on `exchange` (if any) are removed. Returns (the points' summary rows,
-    per point its shards' states)."""
-    point_task = run_distributed_point.with_options(result_storage=result_storage_for(out_dir))
+    `p.out_dir`) on the shards `p` says where and when to run (`episodes_targets[i]`:
+    point i's planned episodes, None when duration-bound), through measure_point; then
+    the run's files on the templates' `exchange` (if any) are removed. Returns (the
+    points' summary rows, per point its shards' states)."""
+    point_task = run_distributed_point.with_options(result_storage=result_storage_for(p.out_dir))
     rows: list[dict[str, Any]] = []
     shard_states: list[list[dict[str, Any]]] = []
     for i, template in enumerate(templates):
@@ -340,6 +337,6 @@ async def measure_sharded_points(
         )
         rows.append(out["row"])
         shard_states.append(out["shards"])
-    if exchange and templates:
-        Exchange(exchange).remove(templates[0].run_id)
+    if templates and templates[0].exchange:
+        Exchange(templates[0].exchange).remove(templates[0].run_id)
     return rows, shard_states

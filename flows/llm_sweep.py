@@ -181,12 +181,11 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     run_id, run_dir, _ = start_run(p, "llm-sweep", config)
     extra: dict[str, Any] = {}
     if p.sharded:
-        exchange = config["exchange"]
         templates = [
-            ShardPoint(point, str(run_dir), run_id, p.label, worker=0, start_wall_ns=0, exchange=exchange)
+            ShardPoint(point, str(run_dir), run_id, p.label, worker=0, start_wall_ns=0, exchange=config["exchange"])
             for point in points
         ]
-        rows, extra["shards"] = await measure_sharded_points(templates, p, out_dir=p.out_dir, exchange=exchange)
+        rows, extra["shards"] = await measure_sharded_points(templates, p)
     else:
         rows = await _sweep_here(p, points, run_dir, run_id)
     write_sweep_points(run_dir, rows)

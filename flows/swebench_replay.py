@@ -305,7 +305,7 @@ async def _sweep_in_shards(
         None if t.point.duration_s is not None else len(episode_plan(range(n_traj), t.concurrency, t.point.episodes))
         for t in templates
     ]
-    return await measure_sharded_points(templates, p, out_dir=p.out_dir, exchange=exchange, episodes_targets=targets)
+    return await measure_sharded_points(templates, p, targets)
 
 
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)

@@ -34,24 +34,26 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from benchmaker.engine.config import SelfCheckLimits
 from benchmaker.engine.exchange import Exchange, absolute_exchange
-from benchmaker.flows.outcome import current_flow_run, record_flow_process, record_flow_run
+from benchmaker.flows.outcome import current_flow_run, final_state, record_flow_process, record_flow_run
 from benchmaker.sweep.point import LagLimits
 from benchmaker.sweep.sweep import point_complete, point_dir, write_run_manifest
 from benchmaker.tasks.distributed_point import run_distributed_point
+from benchmaker.tasks.load import load_warehouse
+from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.shard_runs import DEFAULT_LEAD_S, DaskMissing, dask_task_runner
 
 __all__ = [
     "ParameterError",
     "RunParams",
     "ShardParams",
-    "checked_dask_address",
     "checked_exchange",
     "describe_errors",
+    "finish_run",
     "flow_run_bundle_id",
     "measure_point",
     "measure_sharded_points",
     "result_storage_for",
-    "resume_or_write_manifest",
+    "start_run",
     "takes",
     "validated",
 ]
@@ -128,17 +130,24 @@ def flow_run_bundle_id(kind: str) -> str:
     return f"{kind}-{stamp}-{str(fr.id)[:8]}"
 
 
-def resume_or_write_manifest(
-    run_dir: Path, *, run_id: str, kind: str, label: str | None, config: dict[str, Any], workers: int = 1
-) -> int:
-    """Write `run_dir`/manifest.json (benchmaker.sweep.sweep.write_run_manifest) unless an earlier
-    attempt of this flow run wrote it (a resumed run keeps its manifest); returns the
-    manifest's `t0_wall_ns` (ns since the epoch). Records this attempt's process
-    (benchmaker.flows.outcome.record_flow_process). Raises ValueError when an existing
+def start_run(p: ShardParams, kind: str, config: dict[str, Any]) -> tuple[str, Path, int]:
+    """Open the current flow run's bundle `<p.out_dir>/<run_id>` (absolute; run_id:
+    flow_run_bundle_id(kind)): a sharded run's `config` gets the shard settings
+    (ShardParams.checked_shard_config, which raises ParameterError), then
+    `run_dir`/manifest.json is written with `config` (benchmaker.sweep.sweep.write_run_manifest)
+    unless an earlier attempt of this flow run wrote it (a resumed run keeps its
+    manifest), and this attempt's process is recorded
+    (benchmaker.flows.outcome.record_flow_process). Returns (run_id, run_dir, the
+    manifest's `t0_wall_ns`, ns since the epoch). Raises ValueError when an existing
     manifest belongs to another run_id or has no integer t0_wall_ns."""
-    path = Path(run_dir) / "manifest.json"
+    run_id = flow_run_bundle_id(kind)
+    run_dir = (Path(p.out_dir) / run_id).resolve()
+    if p.sharded:
+        config.update(p.checked_shard_config())
+    path = run_dir / "manifest.json"
     if not path.is_file():
-        write_run_manifest(run_dir, run_id=run_id, kind=kind, label=label, config=config, workers=workers)
+        workers = p.shards if p.sharded else 1
+        write_run_manifest(run_dir, run_id=run_id, kind=kind, label=p.label, config=config, workers=workers)
         record_flow_run(path)  # flow_run_id / flow_run_name, which `benchmaker retry` takes
     manifest = json.loads(path.read_text("utf-8"))
     if manifest.get("run_id") != run_id:
@@ -147,7 +156,22 @@ def resume_or_write_manifest(
     if not isinstance(t0, int) or isinstance(t0, bool):
         raise ValueError(f"{path}: t0_wall_ns: expected an integer (got {t0!r})")
     record_flow_process(run_dir)
-    return t0
+    where = f" (up to {p.shards} shards per point on {p.dask_address or f'work pool of {p.shard_deployment}'})"
+    get_run_logger().info("run %s -> %s%s", run_id, run_dir, where if p.sharded else "")
+    return run_id, run_dir, t0
+
+
+def finish_run(p: RunParams, kind: str, run_id: str, run_dir: Path, rows: list[dict[str, Any]], **extra: Any) -> Any:
+    """The last stages of a sweep flow run whose points' summary rows are `rows`: load
+    `run_dir` into `p.warehouse` (benchmaker.tasks.load.load_warehouse), publish the
+    report (benchmaker.tasks.report.publish_report; `run_dir`/report.html), and return
+    benchmaker.flows.outcome.final_state of {"run_id", "run_dir", "warehouse", "points",
+    "flow_run_id", "load", **extra}."""
+    wh = Path(p.warehouse).resolve()
+    loaded = load_warehouse(wh, run_dir)
+    publish_report(run_id, rows, run_dir, wh, kind)
+    out = {"run_id": run_id, "run_dir": str(run_dir), "warehouse": str(wh), "points": rows}
+    return final_state({**out, "flow_run_id": str(current_flow_run().id), "load": loaded, **extra})
 
 
 def result_storage_for(out_dir: Path) -> Path:
@@ -212,9 +236,12 @@ class ShardParams(RunParams):
     start_lead_s      s from a point's submission to its earliest start (None: DEFAULT_LEAD_S);
                       the shards start together once all are ready (benchmaker.engine.shared_start)
     shard_deployment  the shard flow's deployment whose work pool runs the shards
-    shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S)
+    shard_timeout_s   s to wait for a point's shards (None: DEFAULT_SHARD_TIMEOUT_S, 3 h); a
+                      shard still running then is a verdict reason, cancelled on a pool,
+                      abandoned on Dask (where a running task cannot be stopped)
     dask_address      run the shards on this Dask cluster instead (the `dask` extra)
-    exchange          path or fsspec URL through which files travel when out_dir is not shared
+    exchange          path or fsspec URL (s3://bucket/prefix) every host reaches, through
+                      which files travel when out_dir is not shared (benchmaker.engine.exchange)
     """
 
     sharded: bool = False
@@ -239,9 +266,13 @@ class ShardParams(RunParams):
         """What a sharded run's manifest records of where its shards run, checked before
         any work: {"backend", "start_lead_s" (`lead_s`), "shard_deployment" (None on
         Dask), "exchange" (made absolute: checked_exchange)}. Raises ParameterError when
-        dask_address is given without prefect-dask (checked_dask_address) or the exchange
+        dask_address is given without prefect-dask (the `dask` extra) or the exchange
         is refused."""
-        checked_dask_address(self.dask_address)
+        if self.dask_address:
+            try:
+                dask_task_runner(self.dask_address)
+            except DaskMissing as exc:
+                raise ParameterError(str(exc)) from None
         return {
             "backend": self.backend,
             "start_lead_s": self.lead_s,
@@ -257,16 +288,6 @@ class ShardParams(RunParams):
             return []
         given = [k for k in ("dask_address", "exchange", "start_lead_s", "shard_timeout_s") if getattr(self, k)]
         return [f"{k}: a setting of sharded runs; give sharded true (got {getattr(self, k)!r})" for k in given]
-
-
-def checked_dask_address(address: str | None) -> None:
-    """Raises ParameterError (before any work) when `address` is
-    given but prefect-dask (the `dask` extra) is not installed."""
-    if address:
-        try:
-            dask_task_runner(address)
-        except DaskMissing as exc:
-            raise ParameterError(str(exc)) from None
 
 
 def checked_exchange(url: str | None) -> str | None:
@@ -291,19 +312,16 @@ def checked_exchange(url: str | None) -> str | None:
 async def measure_sharded_points(
     templates: Sequence[Any],
     p: ShardParams,
-    *,
-    out_dir: Path,
-    exchange: str | None,
     episodes_targets: Sequence[int | None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """Each point of a sharded run in order: its `templates[i]` (a shard point with
     worker 0: benchmaker.tasks.shard.ShardPoint or benchmaker.sweep.shard.ReplayShardPoint)
     measured by benchmaker.tasks.distributed_point.run_distributed_point (persisted under
-    `out_dir`) on the shards `p` says where and when to run (`episodes_targets[i]`: point
-    i's planned episodes, None when duration-bound), through measure_point; then the
-    run's files on `exchange` (if any) are removed. Returns (the points' summary rows,
-    per point its shards' states)."""
-    point_task = run_distributed_point.with_options(result_storage=result_storage_for(out_dir))
+    `p.out_dir`) on the shards `p` says where and when to run (`episodes_targets[i]`:
+    point i's planned episodes, None when duration-bound), through measure_point; then
+    the run's files on the templates' `exchange` (if any) are removed. Returns (the
+    points' summary rows, per point its shards' states)."""
+    point_task = run_distributed_point.with_options(result_storage=result_storage_for(p.out_dir))
     rows: list[dict[str, Any]] = []
     shard_states: list[list[dict[str, Any]]] = []
     for i, template in enumerate(templates):
@@ -319,6 +337,6 @@ async def measure_sharded_points(
         )
         rows.append(out["row"])
         shard_states.append(out["shards"])
-    if exchange and templates:
-        Exchange(exchange).remove(templates[0].run_id)
+    if templates and templates[0].exchange:
+        Exchange(templates[0].exchange).remove(templates[0].run_id)
     return rows, shard_states

@@ -21,28 +21,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from prefect import flow
-from prefect.logging import get_run_logger
 from pydantic import ConfigDict, Field, model_validator
 
 from benchmaker.engine.errors import RateSpecError
 from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec, Poisson
 from benchmaker.flows.common import (
     ShardParams,
-    flow_run_bundle_id,
+    finish_run,
     measure_point,
     measure_sharded_points,
     result_storage_for,
-    resume_or_write_manifest,
+    start_run,
     takes,
     validated,
 )
 from benchmaker.flows.llm_sweep_shard import SHARD_DEPLOYMENT
-from benchmaker.flows.outcome import current_flow_run, final_state
 from benchmaker.sweep.point import LlmPoint
 from benchmaker.sweep.sweep import engine_point_name, point_dir, write_sweep_points
 from benchmaker.tasks.engine import run_llm_sweep_point
-from benchmaker.tasks.load import load_warehouse
-from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.shard import ShardPoint, shards_for_load
 
 __all__ = ["LlmSweepParams", "llm_sweep"]
@@ -157,23 +153,13 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
     """Sweep an endpoint: one engine run per point (duration_s and/or max_requests
     each), then load the run into `warehouse` and publish the sweep table. With
     `sharded`, every point runs as up to `shards` shards on other hosts
-    (benchmaker.flows.llm_sweep_shard): `start_lead_s`: time from submission to the
-    earliest start (default benchmaker.tasks.shard_runs.DEFAULT_LEAD_S);
-    `shard_timeout_s`: how long to wait for a point's shards (None:
-    benchmaker.tasks.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard still running then
-    is a verdict reason, cancelled on a pool, abandoned on Dask where a running task
-    cannot be stopped); `dask_address`: run the shards on that Dask cluster instead of
-    `shard_deployment`'s work pool; `exchange`: a path or fsspec URL (s3://bucket/prefix)
-    every host reaches, through which the shards hand over their files when `out_dir`
-    is not shared (benchmaker.engine.exchange). Parameters: the fields of
-    LlmSweepParams. Returns {"run_id", "run_dir", "warehouse", "points", "flow_run_id",
-    "load"}, and when sharded "shards": [per point: [{"worker",
-    "flow_run_id"|"task_run_id", "state", "message"}]]."""
+    (benchmaker.flows.llm_sweep_shard), where and when the ShardParams fields say
+    (benchmaker.flows.common). Parameters: the fields of LlmSweepParams. Returns
+    {"run_id", "run_dir", "warehouse", "points", "flow_run_id", "load"}, and when
+    sharded "shards": [per point: [{"worker", "flow_run_id"|"task_run_id", "state",
+    "message"}]]."""
     p = validated(LlmSweepParams, "llm-sweep", params)
     points = p.points()
-    log = get_run_logger()
-    run_id = flow_run_bundle_id("llm-sweep")
-    run_dir = (Path(p.out_dir) / run_id).resolve()
     config: dict[str, Any] = {
         "base_url": p.base_url,
         "model": p.model,
@@ -190,36 +176,17 @@ async def llm_sweep(**params: Any) -> dict[str, Any]:
         config["api"] = p.api
     if p.ignore_eos or p.sharded:
         config["ignore_eos"] = p.ignore_eos
-    exchange = None
     if p.sharded:
-        config.update(shards=p.shards, dask_address=p.dask_address, **p.checked_shard_config())
-        exchange = config["exchange"]
-    resume_or_write_manifest(
-        run_dir, run_id=run_id, kind="llm-sweep", label=p.label, config=config, workers=p.shards if p.sharded else 1
-    )
-    where = f"{p.shards} shards per point on {p.dask_address or f'work pool of {p.shard_deployment}'}"
-    log.info("run %s -> %s%s", run_id, run_dir, f" ({where})" if p.sharded else "")
+        config.update(shards=p.shards, dask_address=p.dask_address)
+    run_id, run_dir, _ = start_run(p, "llm-sweep", config)
     extra: dict[str, Any] = {}
     if p.sharded:
         templates = [
-            ShardPoint(point, str(run_dir), run_id, p.label, worker=0, start_wall_ns=0, exchange=exchange)
+            ShardPoint(point, str(run_dir), run_id, p.label, worker=0, start_wall_ns=0, exchange=config["exchange"])
             for point in points
         ]
-        rows, extra["shards"] = await measure_sharded_points(templates, p, out_dir=p.out_dir, exchange=exchange)
+        rows, extra["shards"] = await measure_sharded_points(templates, p)
     else:
         rows = await _sweep_here(p, points, run_dir, run_id)
     write_sweep_points(run_dir, rows)
-    wh = Path(p.warehouse).resolve()
-    loaded = load_warehouse(wh, run_dir)
-    publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="llm-sweep")
-    return final_state(
-        {
-            "run_id": run_id,
-            "run_dir": str(run_dir),
-            "warehouse": str(wh),
-            "points": rows,
-            "flow_run_id": str(current_flow_run().id),
-            "load": loaded,
-            **extra,
-        }
-    )
+    return finish_run(p, "llm-sweep", run_id, run_dir, rows, **extra)

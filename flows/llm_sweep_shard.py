@@ -6,10 +6,11 @@
         --param model='"m"' --param shards=2 --param out_dir='"/mnt/bench/artifacts"' --watch
 
 Here: the flow `llm-sweep-shard` (`llm_sweep_shard`; deployment llm-sweep-shard/shard),
-one shard of one point (benchmaker.tasks.shard.run_shard_point). On the orchestrator,
+one shard of one point (benchmaker.tasks.shard.run_shard_point: its slice k of N of the
+point's load, from the shared start of the readiness barrier). On the orchestrator,
 each point is the task benchmaker.tasks.distributed_point.run_distributed_point (as for
 a sharded swebench-replay): it submits the point's shard runs, waits for all and
-merges them.
+merges them; a failed shard is a verdict reason and the others' samples stay.
 
 Where shards run:
     Prefect work pool (default): `run_deployment(shard_deployment, ...)` per shard; the
@@ -22,24 +23,6 @@ Where shards run:
     Dask (`dask_address="tcp://scheduler:8786"`, needs the `dask` extra: prefect-dask):
         one task per shard on a DaskTaskRunner connected to that cluster; start the Dask
         workers with `--nthreads 1` so that each shard gets a process of its own.
-
-Per point: the point directory is emptied, the earliest start is set to `start_lead_s`
-after the submission (wall clock, ns since the epoch; default MIN_START_LEAD_S), and the
-shards start together once all of them are ready (the readiness barrier of
-benchmaker.engine.shared_start: each writes a ready record once its transport is open and its
-workload built; the shared start is the last ready time + MIN_START_LEAD_S, not before
-the earliest start), however long the work pool's polling, a process start or a cold
-Dask worker's imports take. Every shard converts the start to its own monotonic clock,
-sends its slice k of N of the point's load, and writes into
-`<out_dir>/<run_id>/points/<point>/_shards/`. A shard still missing `shard_timeout_s`
-(at most DEFAULT_READY_TIMEOUT_S) after the earliest start makes the others fail naming
-it (benchmaker.engine.shared_start.ShardsNotReady). The merged point (benchmaker.tasks.shard.merge_point)
-takes each shard's exit code from its flow run's (or task's) final state: COMPLETED = 0,
-anything else 1, so a failed shard is a verdict reason and the others' samples stay.
-
-Resume: each point is a task (`run_distributed_point`) cached per flow run, so
-`benchmaker retry FLOW_RUN_ID` (benchmaker.flows.retry) of a failed run keeps its manifest and the
-points that completed, and measures from the first that did not.
 
 `out_dir` must be a path that every load host reaches at the same absolute path (a
 shared filesystem; a relative one is resolved on the orchestrator's host), unless

@@ -24,10 +24,6 @@ The flow run also logs that message (a warning when a point is invalid), so that
 state's name, shows the reason.
 
 The CLI exits 1 in both invalid cases, as `benchmaker llm` does for an invalid run.
-
-The CLI runs a sweep flow with run_sweep_flow: the flow run is created first, so its id
-(UUID) and name are printed before anything is measured, and record_flow_run keeps both
-in the bundle's manifest.json; `benchmaker retry` takes either, or the bundle's run id.
 """
 
 from __future__ import annotations

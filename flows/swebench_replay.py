@@ -10,15 +10,12 @@ on several load hosts (benchmaker.flows.swebench_replay_shard).
                                       shards=2, dask_address="tcp://scheduler:8786"))
 
 Parameters are the fields of `SwebenchReplayParams` (benchmaker.flows.common.takes makes them the
-flow's signature). They are checked before any work: the types and bounds by
-Prefect/pydantic (a deployment's server refuses them too), then the rules a schema
-cannot state (exactly one of logs/trajectories, every path exists, every task.json
-reads, no duplicate point,
-episodes or duration, a command for command mode, a latency spec that parses). A bad
-parameter fails the flow run with a ParameterError naming it, e.g.
-`concurrency_sweep[0]: expected an integer >= 1 (got 0)`. The validated parameters
-build the run's points once (`SwebenchReplayParams.points`: benchmaker.sweep.point.
-ReplayPoint), which go unchanged to the sweep task and on to the engine.
+flow's signature), checked before any work: the types and bounds by Prefect/pydantic (a
+deployment's server refuses them too), then the rules a schema cannot state (the
+model's validator). A bad parameter fails the flow run with a ParameterError naming
+it, e.g. `concurrency_sweep[0]: expected an integer >= 1 (got 0)`. The validated
+parameters build the run's points once (`SwebenchReplayParams.points`), which go
+unchanged to the sweep task and on to the engine.
 
 Files: `<out_dir>/<run_id>/` is the run bundle (manifest.json, points/c<N>/...,
 sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions
@@ -26,12 +23,8 @@ sweep_points.jsonl); `<out_dir>/_cache/` holds the content-addressed conversions
 (`result_storage` as a Path). The replay server is
 stopped in `finally`, so also when a point fails for good or the run is cancelled.
 
-Resume: a Failed/Crashed/Cancelled flow run is run again under its own id with
-`python -m benchmaker.flows.retry FLOW_RUN_ID` (flows/retry.py; `prefect flow-run retry ID` for a
-run created from a deployment). It writes into the same bundle directory, keeps the
-first attempt's manifest and t0, takes the sweep points that completed from the task
-cache (files untouched) and measures from the failed point on. A new flow run measures
-every point again.
+Resume: a Failed/Crashed/Cancelled flow run is run again under its own id, measuring
+from the failed point on (benchmaker.flows.retry).
 """
 
 from __future__ import annotations
@@ -41,7 +34,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from prefect import flow
-from prefect.logging import get_run_logger
 from pydantic import ConfigDict, Field, model_validator
 
 from benchmaker.agent.verifier import load_task
@@ -50,23 +42,20 @@ from benchmaker.engine.load_models import ClosedLoop, ParsedRateSpec
 from benchmaker.flows.common import (
     ParameterError,
     ShardParams,
-    flow_run_bundle_id,
+    finish_run,
     measure_point,
     measure_sharded_points,
     result_storage_for,
-    resume_or_write_manifest,
+    start_run,
     takes,
     validated,
 )
-from benchmaker.flows.outcome import current_flow_run, final_state
 from benchmaker.flows.swebench_replay_shard import SHARD_DEPLOYMENT
 from benchmaker.sweep.point import Mode, ReplayPoint
 from benchmaker.sweep.shard import ReplayShardPoint, shards_for
 from benchmaker.sweep.sweep import episode_plan, point_dir, write_sweep_points
 from benchmaker.tasks.convert import cache_dir_of, convert_logs
 from benchmaker.tasks.grade import grade, point_files_sha256
-from benchmaker.tasks.load import load_warehouse
-from benchmaker.tasks.report import publish_report
 from benchmaker.tasks.serve import start_replay_server, stop_replay_server
 from benchmaker.tasks.sweep import run_sweep_point
 from benchmaker.trajectories.convert import read_trajectories
@@ -216,22 +205,15 @@ class SwebenchReplayParams(ShardParams):
         task_dirs made absolute. A closed loop of C runs on min(workers, C) engine
         workers: a worker with no episode in flight would send nothing, and its share of
         the point's episodes would never be played."""
-        common: dict[str, Any] = dict(
+        # the fields of the same name, a None one left to the point's default
+        common = self.model_dump(
+            include=set(ReplayPoint.model_fields) - {"load", "workers", "shards"}, exclude_none=True
+        )
+        common.update(
             episodes=self.episodes_per_point,
-            duration_s=self.duration_s,
-            mode=self.mode,
-            sandbox=self.sandbox,
-            sandbox_url=self.sandbox_url,
-            sandbox_image=self.sandbox_image,
             task_dirs=tuple(str(d.resolve()) for d in self.task_dirs),
             command=tuple(self.command) if self.command else None,
-            latency=self.latency,
-            divergence=self.divergence,
-            max_loop_lag_ms=self.max_loop_lag_ms,
-            max_schedule_lag_ms=self.max_schedule_lag_ms,
         )
-        if self.stray_grace_s is not None:  # else the point's default
-            common["stray_grace_s"] = self.stray_grace_s
         closed = [
             ReplayPoint(
                 load=ParsedRateSpec.of_model(ClosedLoop(c)),
@@ -323,7 +305,7 @@ async def _sweep_in_shards(
         None if t.point.duration_s is not None else len(episode_plan(range(n_traj), t.concurrency, t.point.episodes))
         for t in templates
     ]
-    return await measure_sharded_points(templates, p, out_dir=p.out_dir, exchange=exchange, episodes_targets=targets)
+    return await measure_sharded_points(templates, p, targets)
 
 
 @flow(name="swebench-replay", log_prints=False, validate_parameters=True)
@@ -331,17 +313,11 @@ async def _sweep_in_shards(
 async def swebench_replay(**params: Any) -> dict[str, Any]:
     """Replay recorded agent runs at each point of the sweep (`concurrency_sweep`, then
     `rates`) and load the results into the warehouse; with `sharded`, every point runs
-    as up to `shards` shards on other hosts (benchmaker.flows.swebench_replay_shard):
-    `start_lead_s`: time from submission to the earliest start (default
-    benchmaker.tasks.shard_runs.DEFAULT_LEAD_S); `shard_timeout_s`: how long to wait for a
-    point's shards (None: benchmaker.tasks.shard_runs.DEFAULT_SHARD_TIMEOUT_S, 3 h; a shard
-    still running then is a verdict reason, cancelled on a pool, abandoned on Dask where a
-    running task cannot be stopped); `dask_address`: run the shards on that Dask cluster
-    instead of `shard_deployment`'s work pool; `exchange`: a path or fsspec URL
-    (s3://bucket/prefix) every host reaches, through which the trajectories go out and
-    the shards' files come back when `out_dir` is not shared (benchmaker.engine.exchange).
-    Parameters: the fields of SwebenchReplayParams (one keyword argument each, as in a
-    deployment's `parameters:`).
+    as up to `shards` shards on other hosts (benchmaker.flows.swebench_replay_shard),
+    where and when the ShardParams fields say (benchmaker.flows.common; through
+    `exchange` the trajectories go out and the shards' files come back). Parameters:
+    the fields of SwebenchReplayParams (one keyword argument each, as in a deployment's
+    `parameters:`).
 
     Returns {"run_id", "run_dir", "warehouse", "points": [summary row per point],
     "flow_run_id", "trajectories", "load": {...}}, and when sharded "shards": [per point:
@@ -349,52 +325,17 @@ async def swebench_replay(**params: Any) -> dict[str, Any]:
     ParameterError (before any work) for a bad parameter.
     """
     p = validate_params(**params)
-    log = get_run_logger()
-    run_id = flow_run_bundle_id("swebench-replay")
-    run_dir = (p.out_dir / run_id).resolve()
     config: dict[str, Any] = p.model_dump(mode="json")
-    exchange = None
-    if p.sharded:
-        config.update(p.checked_shard_config())
-        exchange = config["exchange"]
-    t0_wall_ns = resume_or_write_manifest(
-        run_dir,
-        run_id=run_id,
-        kind="swebench-replay",
-        label=p.label,
-        config=config,
-        workers=p.shards if p.sharded else 1,
-    )
-    where = f"up to {p.shards} shards per point on {p.dask_address or f'work pool of {p.shard_deployment}'}"
-    log.info("run %s -> %s%s", run_id, run_dir, f" ({where})" if p.sharded else "")
-
+    run_id, run_dir, t0_wall_ns = start_run(p, "swebench-replay", config)
     traj = trajectories_of(p)
     points = p.points()
     extra: dict[str, Any] = {}
     if p.sharded:
-        rows, extra["shards"] = await _sweep_in_shards(p, points, traj, run_dir, run_id, exchange)
+        rows, extra["shards"] = await _sweep_in_shards(p, points, traj, run_dir, run_id, config["exchange"])
     else:
         rows = await _sweep_here(p, points, traj, run_dir, run_id, t0_wall_ns)
     write_sweep_points(run_dir, rows)
-
-    # grade (cached on the point files' content), load, report
+    # grade (cached on the point files' content), then load and report
     pdirs = [point_dir(run_dir, point.name) for point in points]
     grade.with_options(result_storage=result_storage_for(p.out_dir))(pdirs, [point_files_sha256(d) for d in pdirs])
-    wh = p.warehouse.resolve()
-    loaded = load_warehouse(wh, run_dir)
-    publish_report(run_id, rows, run_dir, warehouse=wh, report_path=run_dir / "report.html", kind="swebench-replay")
-    invalid = [f"{r['sweep_point']} ({r.get('invalid_reason') or 'invalid'})" for r in rows if not r["valid"]]
-    if invalid:
-        log.warning("invalid sweep points: %s", "; ".join(invalid))
-    return final_state(
-        {
-            "run_id": run_id,
-            "run_dir": str(run_dir),
-            "warehouse": str(wh),
-            "points": rows,
-            "flow_run_id": str(current_flow_run().id),
-            "trajectories": str(traj),
-            "load": loaded,
-            **extra,
-        }
-    )  # Invalid / Failed when points are invalid (benchmaker.flows.outcome)
+    return finish_run(p, "swebench-replay", run_id, run_dir, rows, trajectories=str(traj), **extra)

@@ -20,10 +20,6 @@ barrier, benchmaker.engine.shared_start). Shards run on the work pool's `shards`
 queue (one worker per load host, `--limit 1`) or, with `dask_address`, as tasks on a
 Dask cluster (benchmaker.tasks.shard_runs), exactly as for a sharded llm-sweep.
 
-Resume: each point is a task (`run_distributed_point`) cached per flow run, so
-`benchmaker retry FLOW_RUN_ID` (benchmaker.flows.retry) of a failed run keeps its manifest and the
-points that completed, and measures from the first that did not.
-
 `out_dir` (where the trajectories are converted, the shards write and the run bundle
 is), `task_dirs` and `trajectories` must be paths every load host reaches at the same
 absolute path (a shared filesystem; relative ones are resolved on the orchestrator's

@@ -7,12 +7,6 @@ over shards, each with its own replay server).
                                       "llm-sweep-shard/shard", shard_timeout_s=None,
                                       dask_address=None)
     out["row"], out["shards"]     # the merged point's summary row, the shards' states
-
-The point directory is emptied, the shards run on a work pool or a Dask cluster
-(benchmaker.tasks.shard_runs.run_shards) while their live progress is merged
-(benchmaker.tasks.progress.shard_progress), then their files are fetched from the
-exchange (if any) and merged into one point: benchmaker.tasks.shard.merge_point for an
-engine point, benchmaker.sweep.shard.merge_replay_point for a replay point.
 """
 
 from __future__ import annotations
@@ -23,7 +17,6 @@ from typing import Any
 
 from prefect import task
 from prefect.cache_policies import INPUTS, RUN_ID, TASK_SOURCE
-from prefect.logging import get_run_logger
 
 from benchmaker.sweep.shard import ReplayShardPoint, fetch_replay_shards, merge_replay_point
 from benchmaker.sweep.sweep import point_dir, reset_point_dir
@@ -31,7 +24,7 @@ from benchmaker.tasks.progress import shard_progress
 from benchmaker.tasks.replay_shard import run_replay_shard_task
 from benchmaker.tasks.shard import ShardPoint, fetch_shards, merge_point, run_shard_point_task
 from benchmaker.tasks.shard_runs import run_shards
-from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault
+from benchmaker.tasks.sweep import FAIL_POINT_ENV, InjectedFault, log_point_row
 
 __all__ = ["run_distributed_point"]
 
@@ -48,17 +41,18 @@ async def run_distributed_point(
 ) -> dict[str, Any]:
     """One distributed point: empties the point directory, sets the earliest start
     `start_lead_s` s from now, runs `template.shards` shards (`template` with worker k
-    and that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`,
-    fetches their files from the exchange (if any) and merges them (module doc;
-    `episodes_target`: the episodes a replay point's plan holds, None for a
-    duration-bound or an engine point). Returns {"row": the point's summary row,
+    and that start) on `shard_deployment`'s pool or the Dask cluster at `dask_address`
+    (benchmaker.tasks.shard_runs.run_shards) while their live progress is merged
+    (benchmaker.tasks.progress.shard_progress), fetches their files from the exchange
+    (if any) and merges them (benchmaker.tasks.shard.merge_point,
+    benchmaker.sweep.shard.merge_replay_point; `episodes_target`: the episodes a replay
+    point's plan holds, None for a duration-bound or an engine point). Returns {"row": the point's summary row,
     "shards": [{"worker", "flow_run_id"|"task_run_id", "state", "message"}]}.
 
     Cached per flow run (RUN_ID) on its inputs, which hold no start time: a resumed
     flow run (benchmaker.flows.retry) keeps the points that completed and measures from
     the first that did not. Tests only: FAIL_POINT_ENV set to this point's name fails
     it after the merge (benchmaker.tasks.sweep.InjectedFault)."""
-    log = get_run_logger()
     name, run_dir = template.sweep_point, Path(template.run_dir)
     replay = isinstance(template, ReplayShardPoint)
     reset_point_dir(point_dir(run_dir, name))
@@ -84,29 +78,11 @@ async def run_distributed_point(
             episodes_target=episodes_target,
             duration_s=template.point.duration_s,
         )
-        log.info(
-            "sweep point %s: %d episodes over %d shards, %d requests, max concurrency %s/%d, misses %s%s",
-            name,
-            row["n_episodes"],
-            template.shards,
-            row["n_requests"],
-            row["achieved_max_concurrency"],
-            template.concurrency,
-            row["misses_total"],
-            "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
-        )
+        log_point_row(row, slots=template.concurrency, shards=template.shards)
     else:
         fetch_shards(points[0])
         row = merge_point(points[0], codes, info)
-        log.info(
-            "sweep point %s: %d requests over %d shards, %.1f req/s, p99 E2E %s ms%s",
-            name,
-            row["n_requests"],
-            template.shards,
-            row["request_throughput_per_s"] or 0.0,
-            row["p99_e2e_ms"],
-            "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
-        )
+        log_point_row(row, shards=template.shards)
     if os.environ.get(FAIL_POINT_ENV) == name:
         raise InjectedFault(f"sweep point {name}: failure injected by {FAIL_POINT_ENV}")
     return {"row": row, "shards": info}

@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from prefect import task
-from prefect.logging import get_run_logger
 
 from benchmaker.sweep.point import LlmPoint
 from benchmaker.sweep.sweep import run_engine_point
 from benchmaker.tasks.progress import progress_artifact
 from benchmaker.tasks.shard import point_config, point_workload
-from benchmaker.tasks.sweep import sweep_point_policy
+from benchmaker.tasks.sweep import log_point_row, sweep_point_policy
 from benchmaker.tasks.transient import retry_on_transient
 
 __all__ = ["run_llm_sweep_point"]
@@ -37,12 +36,5 @@ async def run_llm_sweep_point(point: LlmPoint, run_dir: Path, run_id: str, label
     Failures of single requests are samples, not exceptions."""
     with progress_artifact(run_id, point.name):  # the point's progress in the UI (benchmaker.progress)
         row = await run_engine_point(point_config(point, run_id, label), point_workload(point), Path(run_dir))
-    get_run_logger().info(
-        "sweep point %s: %d requests, %.1f req/s, p99 E2E %s ms%s",
-        point.name,
-        row["n_requests"],
-        row["request_throughput_per_s"] or 0.0,
-        row["p99_e2e_ms"],
-        "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
-    )
+    log_point_row(row)
     return row

@@ -1,12 +1,9 @@
 """One shard of a distributed agent-replay sweep point as a Prefect task (for a
 DaskTaskRunner) and as the body of the `swebench-replay-shard` flow: builds the
 sandbox factory and the verifier's tasks, then benchmaker.sweep.shard.run_replay_shard
-(documented there); and, on the coordinator, the live progress of a distributed point
-merged from its shards' progress files (benchmaker.tasks.progress.shard_progress).
+(documented there).
 
     report = await replay_shard(ReplayShardPoint(...worker=k, shards=N...))
-    async with shard_progress(template):   # while the coordinator waits for the shards
-        ...
 """
 
 from __future__ import annotations
@@ -19,10 +16,9 @@ from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
 from benchmaker.sweep.shard import ReplayShardPoint, run_replay_shard
-from benchmaker.tasks.progress import shard_progress
 from benchmaker.tasks.sweep import load_tasks, sandbox_factory_of
 
-__all__ = ["replay_shard", "run_replay_shard_task", "shard_progress"]
+__all__ = ["replay_shard", "run_replay_shard_task"]
 
 
 async def replay_shard(point: ReplayShardPoint) -> dict[str, Any]:

@@ -27,39 +27,33 @@ def artifact_key(text: str) -> str:
 
 @task(name="publish-report", cache_policy=NO_CACHE)
 def publish_report(
-    run_id: str,
-    rows: list[dict[str, Any]],
-    run_dir: Path,
-    warehouse: Path | None = None,
-    report_path: Path | None = None,
-    kind: str = "swebench-replay",
+    run_id: str, rows: list[dict[str, Any]], run_dir: Path, warehouse: Path, kind: str
 ) -> dict[str, Any]:
-    """Write the HTML report of `run_id` from `warehouse` to `report_path` (when both
-    are given; a failure is logged and named in the markdown, never fails the run: the
-    measurements are already loaded), then create the artifacts of the sweep (keys
-    `<kind>-sweep`, `<kind>-summary`, `<kind>-report`, so the UI shows their history
-    across runs). Returns {"markdown": str, "report": str | None (file URI)}."""
+    """Write the HTML report of `run_id` from `warehouse` to `<run_dir>/report.html` (a
+    failure is logged and named in the markdown, never fails the run: the measurements
+    are already loaded), then create the artifacts of the sweep (keys `<kind>-sweep`,
+    `<kind>-summary`, `<kind>-report`, so the UI shows their history across runs).
+    Returns {"markdown": str, "report": str | None (file URI)}."""
+    report_path = Path(run_dir) / "report.html"
     report_error = None
-    if warehouse is not None and report_path is not None:
-        try:
-            write_report(Path(warehouse), run_id, Path(report_path))
-        except Exception as exc:  # see docstring
-            report_error = f"{type(exc).__name__}: {exc}"
-            get_run_logger().warning("HTML report not written: %s", report_error)
+    try:
+        write_report(Path(warehouse), run_id, report_path)
+    except Exception as exc:  # see docstring
+        report_error = f"{type(exc).__name__}: {exc}"
+        get_run_logger().warning("HTML report not written: %s", report_error)
     key = artifact_key(f"{kind}-sweep")
     table = [{header: row.get(field) for field, header in TABLE_COLUMNS} for row in rows]
     create_table_artifact(table=table, key=key, description=f"Sweep points of run {run_id}")
     md = sweep_table_markdown(rows, title=f"{kind} run `{run_id}`")
     md += f"\nRun directory: `{Path(run_dir).resolve()}`\n"
-    if warehouse is not None:
-        md += (
-            f"\nWarehouse: `{Path(warehouse).resolve()}`; read it with\n\n"
-            f"    duckdb -readonly {Path(warehouse).resolve()} "
-            f"\"SELECT * FROM v_sweep_summary WHERE run_id = '{run_id}'\"\n"
-        )
+    md += (
+        f"\nWarehouse: `{Path(warehouse).resolve()}`; read it with\n\n"
+        f"    duckdb -readonly {Path(warehouse).resolve()} "
+        f"\"SELECT * FROM v_sweep_summary WHERE run_id = '{run_id}'\"\n"
+    )
     report = None
-    if report_path is not None and Path(report_path).is_file():
-        report = Path(report_path).resolve().as_uri()
+    if report_path.is_file():
+        report = report_path.resolve().as_uri()
         create_link_artifact(link=report, link_text="HTML report", key=artifact_key(f"{kind}-report"))
         md += f"\nHTML report: {report}\n"
     elif report_error:

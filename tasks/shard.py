@@ -20,17 +20,9 @@ workload built, each shard writes `ready-w<k>.json` beside the attempt's bundle
 max(earliest, last ready + MIN_START_LEAD_S), the same on every shard. Each shard
 converts it once to its own monotonic clock
 (`start_at_ns = perf_counter_ns() + (start_wall_ns - time_ns())`) and stamps every
-sample on that clock, so no duration spans two hosts. Each shard measures, just before
-it starts, its wall clock against the shared storage's clock (`measure_clock_offset`:
-the mtime the file server gives a file it just wrote) and stores it in its report
-`worker-<k>.json` under `self_checks.clock`, with `start_late_ns` (its t0 by its own
-wall clock minus the shared start) and `barrier` (SharedStart.as_dict). Hosts whose
-`clock.wall_offset_ns` differ by D started about D apart in real time.
-
-`merge_point` merges the shards with `benchmaker.engine.workers.merge_shards` (the same SQL
-as a single-process run), moves `samples-w<k>.jsonl` and `worker-<k>.json` to
-`<run_dir>/points/<point>/` (the warehouse loader gives each row `shard = k`), writes
-`engine_summary.json` there and returns the point's summary row.
+sample on that clock, so no duration spans two hosts. Each shard's report keeps its
+wall clock against the shared storage's clock (`self_checks.clock`, run_shard_point):
+hosts whose `clock.wall_offset_ns` differ by D started about D apart in real time.
 
 While it runs, each shard writes its live progress (requests finished of its share of
 `max_requests`, in flight, errors; benchmaker.progress.watch_engine with a ProgressWriter) to
@@ -70,7 +62,6 @@ from benchmaker.workloads.openai_responses import OpenAIResponsesWorkload
 
 __all__ = [
     "ShardPoint",
-    "chat_completions_url",
     "endpoint_url",
     "fetch_shards",
     "merge_point",
@@ -80,7 +71,6 @@ __all__ = [
     "run_shard_point_task",
     "shard_staging_dir",
     "shards_for_load",
-    "sweep_workload",
 ]
 
 
@@ -127,50 +117,15 @@ def shards_for_load(load: str, shards: int) -> int:
     return min(shards, model.concurrency) if isinstance(model, ClosedLoop) else shards
 
 
-def chat_completions_url(base_url: str) -> str:
-    """`base_url` (with or without /v1, or already the full URL) -> .../v1/chat/completions
-    (the same rule as benchmaker.tasks.engine.run_llm_sweep_point)."""
-    url = base_url.rstrip("/")
-    if url.endswith("/chat/completions"):
-        return url
-    return (url if url.endswith("/v1") else url + "/v1") + "/chat/completions"
-
-
 def endpoint_url(base_url: str, api: str = "chat") -> str:
     """`base_url` (with or without /v1, or already the full URL) -> the endpoint of
     `api`: .../v1/chat/completions (chat), .../v1/responses (responses) or
     .../v1/messages (messages)."""
-    if api == "chat":
-        return chat_completions_url(base_url)
-    path = "/messages" if api == "messages" else "/responses"
+    path = {"chat": "/chat/completions", "messages": "/messages"}.get(api, "/responses")
     url = base_url.rstrip("/")
     if url.endswith(path):
         return url
     return (url if url.endswith("/v1") else url + "/v1") + path
-
-
-def sweep_workload(
-    api: str,
-    base_url: str,
-    model: str,
-    prompt_words: int,
-    max_tokens: int | None,
-    api_key: str | None,
-    ignore_eos: bool = False,
-) -> OpenAIChatWorkload:
-    """The llm-sweep workload: streamed requests of `api` (chat, responses or messages)
-    at endpoint_url(base_url, api) over a synthetic dataset of `prompt_words` words, with
-    `"ignore_eos": true` in each body when `ignore_eos` (vLLM and SGLang then generate
-    `max_tokens` tokens every time)."""
-    cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(api, OpenAIChatWorkload)
-    return cls(
-        endpoint_url(base_url, api),
-        model,
-        SyntheticDataset(prompt_words, count=1000),
-        max_tokens=max_tokens,
-        api_key=api_key,
-        ignore_eos=ignore_eos,
-    )
 
 
 def shard_staging_dir(run_dir: Path, sweep_point: str, attempt: int | None = None) -> Path:
@@ -201,11 +156,21 @@ def point_config(point: LlmPoint, run_id: str, label: str | None, **more: Any) -
 
 
 def point_workload(point: LlmPoint) -> OpenAIChatWorkload:
-    """The workload of the llm-sweep point `point` (sweep_workload), its API key read
-    from the environment variable `point.api_key_env` (None when unset)."""
-    api_key = os.environ.get(point.api_key_env) if point.api_key_env else None
-    return sweep_workload(
-        point.api, point.base_url, point.model, point.prompt_words, point.max_tokens, api_key, point.ignore_eos
+    """The workload of the llm-sweep point `point`: streamed requests of its `api` (chat,
+    responses or messages) at endpoint_url(base_url, api) over a synthetic dataset of
+    `prompt_words` words, with `"ignore_eos": true` in each body when `ignore_eos` (vLLM
+    and SGLang then generate `max_tokens` tokens every time), its API key read from the
+    environment variable `point.api_key_env` (None when unset)."""
+    cls = {"responses": OpenAIResponsesWorkload, "messages": AnthropicMessagesWorkload}.get(
+        point.api, OpenAIChatWorkload
+    )
+    return cls(
+        endpoint_url(point.base_url, point.api),
+        point.model,
+        SyntheticDataset(point.prompt_words, count=1000),
+        max_tokens=point.max_tokens,
+        api_key=os.environ.get(point.api_key_env) if point.api_key_env else None,
+        ignore_eos=point.ignore_eos,
     )
 
 
@@ -219,7 +184,8 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     of `p.point.load` (benchmaker.engine.load_models), started at the shared start the readiness
     barrier gives (not before `p.start_wall_ns`; module docstring), writing
     `samples-w<k>.jsonl` and `worker-<k>.json` into the staging bundle. Adds to the
-    report's self_checks: `clock` (measure_clock_offset), `hostname`, `start_wall_ns`
+    report's self_checks: `clock` (measure_clock_offset: the wall clock against the mtime
+    the shared storage gives a file it just wrote, measured just before the start), `hostname`, `start_wall_ns`
     (the shared start), `barrier` (benchmaker.engine.shared_start.SharedStart.as_dict) and
     `start_late_ns`. Returns those self_checks.
 
@@ -230,23 +196,16 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     Single-request failures are samples, never exceptions."""
     if not 0 <= p.worker < p.shards:
         raise ValueError(f"worker: expected 0 <= worker < shards={p.shards} (got {p.worker})")
+    attempt_dir = shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns)
+    attempt_key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
     config = _config(p, p.shards)
     exchange = Exchange(p.exchange) if p.exchange else None
     local = Path(tempfile.mkdtemp(prefix="benchmaker-shard-")) if exchange else None
     if local is not None:
         config = config.model_copy(update={"out_dir": local})
-    runner_kwargs: dict[str, Any] = dict(
-        workload=point_workload(p.point), worker=p.worker, shards=p.shards, samples_name=f"samples-w{p.worker}.jsonl"
-    )
     staging = Path(config.out_dir) / p.run_id
-    attempt_key = shards_key(p.run_id, p.sweep_point, p.start_wall_ns)
-    board = (
-        ReadyBoard.in_exchange(exchange, attempt_key)
-        if exchange
-        else ReadyBoard.in_dir(shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns))
-    )
     barrier = StartBarrier(
-        board,
+        ReadyBoard.in_exchange(exchange, attempt_key) if exchange else ReadyBoard.in_dir(attempt_dir),
         worker=p.worker,
         shards=p.shards,
         earliest_wall_ns=p.start_wall_ns,
@@ -255,21 +214,22 @@ async def run_shard_point(p: ShardPoint) -> dict[str, Any]:
     )
     try:
         clock = exchange.clock_offset(attempt_key) if exchange else measure_clock_offset(staging)
-        runner = BenchRunner(config, ready=barrier, **runner_kwargs)  # the barrier once it is set up
-        progress_key = f"{shards_key(p.run_id, p.sweep_point, p.start_wall_ns)}/{progress_name(p.worker)}"
-        put = (
-            partial(exchange.put_bytes, progress_key)
-            if exchange
-            else partial(
-                write_atomic,
-                shard_staging_dir(Path(p.run_dir), p.sweep_point, p.start_wall_ns) / progress_name(p.worker),
-            )
+        runner = BenchRunner(  # the barrier once it is set up
+            config,
+            ready=barrier,
+            workload=point_workload(p.point),
+            worker=p.worker,
+            shards=p.shards,
+            samples_name=f"samples-w{p.worker}.jsonl",
         )
-        share = (
-            None
-            if p.point.max_requests is None
-            else (p.point.max_requests // p.shards + (1 if p.worker < p.point.max_requests % p.shards else 0))
-        )  # runner's share
+        progress = progress_name(p.worker)
+        put = (
+            partial(exchange.put_bytes, f"{attempt_key}/{progress}")
+            if exchange
+            else partial(write_atomic, attempt_dir / progress)
+        )
+        mr = p.point.max_requests
+        share = None if mr is None else mr // p.shards + (1 if p.worker < mr % p.shards else 0)  # runner's share
         async with watch_engine(
             p.sweep_point, runner.live, calls_total=share, duration_s=p.point.duration_s, sink=ProgressWriter(put)
         ):
@@ -328,13 +288,6 @@ run_shard_point_task = task(name="run-llm-sweep-shard", cache_policy=NO_CACHE)(r
 cached or retried: a retried shard would miss the shared start)."""
 
 
-def _point_row(
-    pdir: Path, summary: dict[str, Any], sweep_point: str, duration_s: float | None, shards: int
-) -> dict[str, Any]:
-    """The sweep row of a merged point: benchmaker.sweep.sweep.engine_point_row with `shards`."""
-    return engine_point_row(pdir, summary, sweep_point, duration_s, shards=shards)
-
-
 def merge_point(
     p: ShardPoint, exit_codes: list[int | None], shard_info: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -345,8 +298,8 @@ def merge_point(
     "worker k died (exit code C)", and its samples, if any, still count. A shard that
     started more than LATE_START_LIMIT_MS late is a verdict reason too.
 
-    Files: samples-w<k>.jsonl and worker-<k>.json go to `<run_dir>/points/<point>/`,
-    the merged summary (with `shards`: `shard_info`, e.g. flow run ids and states) to
+    Files: samples-w<k>.jsonl and worker-<k>.json go to `<run_dir>/points/<point>/`
+    (the warehouse loader gives each row `shard = k`), the merged summary (with `shards`: `shard_info`, e.g. flow run ids and states) to
     `engine_summary.json` and the row to `point_summary.json`; the staging directory
     is removed. Returns the point's row (keys of benchmaker.sweep.sweep.run_engine_point's row,
     plus `shards`)."""
@@ -370,6 +323,6 @@ def merge_point(
         os.replace(f, pdir / f.name)
     write_json_atomic(pdir / "engine_summary.json", summary)
     shutil.rmtree(shard_staging_dir(Path(p.run_dir), p.sweep_point))  # every attempt's
-    row = _point_row(pdir, summary, p.sweep_point, p.point.duration_s, n)
+    row = engine_point_row(pdir, summary, p.sweep_point, p.point.duration_s, shards=n)
     write_point_summary(pdir, row)
     return row

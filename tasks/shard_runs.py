@@ -64,17 +64,16 @@ async def shards_on_pool(
     no straggler writes into a point that is being merged or loads the hosts during
     the next point. Returns (exit codes, [{"worker", "flow_run_id", "state",
     "message"}]). Flow runs are named `<run_id>-<sweep_point>-w<worker>`."""
-    runs = []
-    for p in points:
-        runs.append(
-            await arun_deployment(
-                deployment,
-                parameters={"point": p.as_params()},
-                timeout=0,
-                flow_run_name=f"{p.run_id}-{p.sweep_point}-w{p.worker}",
-                tags=["benchmaker", "shard"],
-            )
+    runs = [
+        await arun_deployment(
+            deployment,
+            parameters={"point": p.as_params()},
+            timeout=0,
+            flow_run_name=f"{p.run_id}-{p.sweep_point}-w{p.worker}",
+            tags=["benchmaker", "shard"],
         )
+        for p in points
+    ]
     deadline = time.monotonic() + (DEFAULT_SHARD_TIMEOUT_S if timeout_s is None else timeout_s)
     finished = []
     for fr in runs:
@@ -113,13 +112,11 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
     straight to CANCELLED: a run being picked up at that moment would leave CANCELLED
     for RUNNING and measure anyway. All are told first, then waited for.
 
-    A run still CANCELLING at the deadline is one its worker never finished: Prefect
-    3.9's runner returns without a state when the cancel finds the attempt already
-    concluded or its process gone (runner/_cancellation_manager.py), and the server
-    refuses every state but CANCELLED from CANCELLING (EnforceCancellingToCancelled-
-    Transition), so the run would stay there; a CI run read CANCELLING after the whole
-    wait. It is proposed CANCELLED with a message that says so, as the server's own
-    cancelling timeout does after 300 s ("Flow run cancellation timed out")."""
+    A run still CANCELLING at the deadline is one its worker never finished (Prefect's
+    runner sets no state when the cancel finds the attempt already concluded or its
+    process gone, and the server allows only CANCELLED after CANCELLING): it is
+    proposed CANCELLED with a message that says so, as the server's own cancelling
+    timeout does after 300 s."""
     out: dict[Any, Any] = {}
     async with get_client() as client:
         told = []
@@ -131,15 +128,10 @@ async def cancel_flow_runs(flow_run_ids: list[Any], message: str, wait_s: float 
             if result.state is None or not result.state.is_final():  # CANCELLED at once: nothing to wait for
                 told.append(fid)
         deadline = time.monotonic() + wait_s
-        for fid in told:
-            try:
-                await wait_for_flow_run(fid, timeout=max(1, math.ceil(deadline - time.monotonic())), client=client)
-            except Exception:  # still not final: report what it is
-                pass
         for fid in flow_run_ids:
             fr = await client.read_flow_run(fid)
-            # wait_for_flow_run follows the events stream, which can fail or miss the final
-            # state: read the run until final or the deadline
+            # read the run until final or the deadline (not wait_for_flow_run: the events
+            # stream it follows can fail or miss the final state)
             while fid in told and not (fr.state is not None and fr.state.is_final()) and time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
                 fr = await client.read_flow_run(fid)

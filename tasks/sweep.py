@@ -56,6 +56,7 @@ __all__ = [
     "FAIL_POINT_ENV",
     "InjectedFault",
     "load_tasks",
+    "log_point_row",
     "point_trajectories",
     "run_sweep_point",
     "sandbox_factory_of",
@@ -147,7 +148,6 @@ async def run_sweep_point(
     whose /stats it resets first; every request carries the server's bearer token (its
     handle's `token`). Writes `points/<point>/server_stats.json`, returns the summary
     row. Raises ReplayServerDied (transient) when the server exited during the point."""
-    log = get_run_logger()
     url = server_url(server_key)  # restarts the server when an earlier attempt killed it
     handle = server_handle(server_key)
     await asyncio.to_thread(handle.reset_stats)
@@ -189,14 +189,23 @@ async def run_sweep_point(
     write_json_atomic(point_dir(Path(run_dir), sp) / "server_stats.json", stats)
     if os.environ.get(FAIL_POINT_ENV) == sp:
         raise InjectedFault(f"sweep point {sp}: failure injected by {FAIL_POINT_ENV}")
-    log.info(
-        "sweep point %s: %d episodes, %d requests, max concurrency %s/%s, misses %s%s",
-        sp,
-        row["n_episodes"],
-        row["n_requests"],
-        row["achieved_max_concurrency"],
-        point.load if concurrency is None else concurrency,
-        row["misses_total"],
-        "" if row["valid"] else f" INVALID: {row['invalid_reason']}",
-    )
+    log_point_row(row, slots=point.load if concurrency is None else concurrency)
     return row
+
+
+def log_point_row(row: dict[str, Any], *, slots: Any = None, shards: int | None = None) -> None:
+    """Log a finished sweep point's summary row on the run logger: a replay point's
+    episodes, requests, max concurrency of its `slots` (concurrency, or its load) and
+    replay misses, or (`slots` None) an engine point's requests, throughput and p99
+    E2E; "over N shards" for a distributed point of `shards`; why it is invalid."""
+    over = f" over {shards} shards" if shards else ""
+    if slots is not None:
+        text = (
+            f"{row['n_episodes']} episodes{over}, {row['n_requests']} requests, max concurrency "
+            f"{row['achieved_max_concurrency']}/{slots}, misses {row['misses_total']}"
+        )
+    else:
+        throughput = row["request_throughput_per_s"] or 0.0
+        text = f"{row['n_requests']} requests{over}, {throughput:.1f} req/s, p99 E2E {row['p99_e2e_ms']} ms"
+    invalid = "" if row["valid"] else f" INVALID: {row['invalid_reason']}"
+    get_run_logger().info("sweep point %s: %s%s", row["sweep_point"], text, invalid)

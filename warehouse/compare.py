@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import orjson
@@ -126,13 +127,17 @@ def compare_runs(
         {"a": baseline_run, "b": candidate_run},
     ).fetchone()
     if tp is not None:
-        for name, base, cand in (
-            ("request_throughput_per_s", tp[0], tp[1]),
-            ("output_throughput_tok_per_s", tp[4], tp[5]),
-        ):
-            diff = None if base is None or cand is None else cand - base
-            out.append(Comparison(name, base, cand, diff, None, None, tp[2], tp[3], None, None))
+        out.append(_throughput("request_throughput_per_s", (tp[0], tp[1], tp[2], tp[3])))
+        out.append(_throughput("output_throughput_tok_per_s", (tp[4], tp[5], tp[2], tp[3])))
     return out
+
+
+def _throughput(statistic: str, values: tuple, **point: Any) -> Comparison:
+    """The row of a throughput `statistic` from (baseline, candidate, n_baseline,
+    n_candidate): its difference, without interval or verdict."""
+    base, cand, n_base, n_cand = values
+    diff = None if base is None or cand is None else cand - base
+    return Comparison(statistic, base, cand, diff, None, None, n_base, n_cand, None, None, **point)
 
 
 def compare_points(
@@ -155,30 +160,14 @@ def compare_points(
     """
     _check(con, baseline_run, candidate_run, n_boot)
     cur = con.execute(
-        "SELECT point_key, baseline_sweep_point, candidate_sweep_point, statistic, baseline_value, "
-        "candidate_value, diff, diff_ci_low, diff_ci_high, n_baseline, n_candidate, n_boot, verdict "
+        "SELECT statistic, baseline_value, candidate_value, diff, diff_ci_low, diff_ci_high, n_baseline, "
+        "n_candidate, n_boot, verdict, point_key, baseline_sweep_point, candidate_sweep_point "
         "FROM compare_points($a, $b, n_boot := $n, seed := $s)",
         {"a": baseline_run, "b": candidate_run, "n": n_boot, "s": seed},
     )
     latency: dict[str, list[Comparison]] = {}
-    for key, bsp, csp, stat, base, cand, diff, lo, hi, n_base, n_cand, boot, verdict in cur.fetchall():
-        latency.setdefault(key, []).append(
-            Comparison(
-                stat,
-                base,
-                cand,
-                diff,
-                lo,
-                hi,
-                n_base,
-                n_cand,
-                boot,
-                verdict,
-                point_key=key,
-                baseline_sweep_point=bsp,
-                candidate_sweep_point=csp,
-            )
-        )
+    for values in cur.fetchall():  # the columns in Comparison's field order
+        latency.setdefault(values[10], []).append(Comparison(*values))
     points = {run: _points(con, run) for run in (baseline_run, candidate_run)}
     base, cand = points[baseline_run], points[candidate_run]
     order = sorted(set(base) & set(cand) | set(latency), key=lambda k: _order(k, base, cand))
@@ -203,19 +192,10 @@ def compare_points(
             )
         if b is None or c is None:
             continue
-        diff = None if b["tput"] is None or c["tput"] is None else c["tput"] - b["tput"]
         rows.append(
-            Comparison(
+            _throughput(
                 "request_throughput_per_s",
-                b["tput"],
-                c["tput"],
-                diff,
-                None,
-                None,
-                b["n_ok"],
-                c["n_ok"],
-                None,
-                None,
+                (b["tput"], c["tput"], b["n_ok"], c["n_ok"]),
                 point_key=key,
                 baseline_sweep_point=b["label"],
                 candidate_sweep_point=c["label"],

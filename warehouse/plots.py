@@ -101,7 +101,6 @@ def chart(
     y_min: float | None = None,
     y_max: float | None = None,
     x_category: bool = False,
-    height: int = 380,
 ) -> str:
     """The HTML of one chart (module docstring): a div and its figure JSON. Axis ranges
     start at `x_min`/`y_min` and end at `y_max` when given (else plotly autoranges);
@@ -111,7 +110,7 @@ def chart(
     n_points = sum(len(t.x or ()) for t in traces)
     layout: dict[str, Any] = {
         "title": {"text": title, "font": {"size": 13}},
-        "height": height,
+        "height": 380,
         "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
         "hovermode": "closest",
         "xaxis": {"title": {"text": x_label}, "gridcolor": "#e5e5e5", "zerolinecolor": "#bbb"},

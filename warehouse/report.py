@@ -90,12 +90,9 @@ def query_text(name: str) -> str:
     return (importlib.resources.files("benchmaker.warehouse") / "queries" / f"{name}.sql").read_text(encoding="utf-8")
 
 
-_sql = query_text
-
-
 def _query(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     try:
-        cur = con.execute(_sql(name), params)
+        cur = con.execute(query_text(name), params)
     except duckdb.Error as exc:
         raise WarehouseError(f"warehouse/queries/{name}.sql: {exc}") from exc
     cols = [d[0] for d in cur.description]
@@ -312,23 +309,18 @@ def _latency_throughput(data: ReportData) -> str:
     title = "Latency vs throughput"
     if data.sweep:
         # each point labelled by name, an invalid one marked so on the plot itself
-        rows, source = data.sweep, "sweep point"
-        names = [_point_label(r) for r in data.sweep]
-        get = {f"{m} {q}": (lambda r, m=m, q=q: r.get(f"{q}_{m}_ms")) for m in ("e2e", "ttft") for q in ("p50", "p99")}
+        rows, names, source = data.sweep, [_point_label(r) for r in data.sweep], "sweep point"
     elif data.lanes:
         rows, names, source = data.lanes, [str(r["lane"]) for r in data.lanes], "lane"
-        get = {
-            f"{m} {q}": (lambda r, m=m, q=q: _get(r, f"{m}_ms.{q}")) for m in ("e2e", "ttft") for q in ("p50", "p99")
-        }
     else:
         rows, names, source = [data.run], [str(data.info["run_id"])], "run"
-        get = {
-            f"{m} {q}": (lambda r, m=m, q=q: _get(r, f"{m}_ms.{q}")) for m in ("e2e", "ttft") for q in ("p50", "p99")
-        }
+    # v_sweep_summary has p50_e2e_ms columns, the lane and run summaries e2e_ms.p50 structs
+    key = "{q}_{m}_ms" if data.sweep else "{m}_ms.{q}"
+    get = {f"{m} {q}": key.format(m=m, q=q) for m in ("e2e", "ttft") for q in ("p50", "p99")}
     xs = [r.get("request_throughput_per_s") for r in rows]
     series = [
-        Series(name, xs, [f(r) for r in rows], style="linepoints", labels=names if name == "e2e p99" else None)
-        for name, f in get.items()
+        Series(name, xs, [_get(r, k) for r in rows], style="linepoints", labels=names if name == "e2e p99" else None)
+        for name, k in get.items()
     ]
     if not any(x is not None for x in xs) or not any(any(v is not None for v in s.ys) for s in series):
         return _panel("latency-throughput", title, _note("No successful request: nothing to plot."))

@@ -30,20 +30,12 @@ import duckdb
 
 from benchmaker.warehouse.errors import ViewError
 
-SUMMARY_VIEW = "samples_summary"
-
 # (view name, package, path in it) of the views whose SELECT lives beside its other reader
 _SHARED_SQL = (
-    (SUMMARY_VIEW, "benchmaker.engine", "sql/summary.sql"),
+    ("samples_summary", "benchmaker.engine", "sql/summary.sql"),
     ("episodes_summary", "benchmaker.sweep", "sql/episode_summary.sql"),
     ("v_sweep_summary", "benchmaker.sweep", "sql/sweep_summary.sql"),
 )
-
-
-def summary_sql() -> str:
-    """The text of `benchmaker/engine/sql/summary.sql` (one SELECT over a relation `samples`)."""
-    path = importlib.resources.files("benchmaker.engine") / "sql" / "summary.sql"
-    return path.read_text(encoding="utf-8")
 
 
 def view_files() -> list[tuple[str, str, str]]:

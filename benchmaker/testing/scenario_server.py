@@ -74,11 +74,13 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 from aiohttp import web
+from orjson import dumps
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, response_object, stream_events
@@ -86,6 +88,14 @@ from benchmaker.apis.openai_responses import ResponseCall, ResponseOutput, respo
 __all__ = ["Scenario", "ScenarioServer", "ToolCallScript", "main"]
 
 _EOL = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
+# the POST endpoints and the kind of answer each gives (_Timeline)
+_ROUTES = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+    "/v1/responses": "responses",
+    "/generate": "sglang",
+    "/v1/messages": "messages",
+}
 
 
 class ToolCallScript(BaseModel):
@@ -163,10 +173,6 @@ class Scenario(BaseModel):
         return n
 
 
-def _dumps(obj: Any) -> bytes:
-    return orjson.dumps(obj)
-
-
 class _Timeline:
     """Builds the (offset_s, bytes) events of one streamed response."""
 
@@ -196,7 +202,7 @@ class _Timeline:
         elif self.sc.usage_null_elsewhere:
             obj["usage"] = None
         obj.update(extra)
-        return _dumps(obj)
+        return dumps(obj)
 
     def _choice(
         self, delta: dict[str, Any] | None, text: str | None = None, finish: str | None = None
@@ -242,7 +248,7 @@ class _Timeline:
             last = j == sc.content_chunks - 1
             finish = {"type": sc.finish_reason or "stop"} if last else None
             tokens = total if last else (j + 1) * words
-            out.append((t, _dumps({"text": "tok " * words * (j + 1), "meta_info": self._sglang_meta(tokens, finish)})))
+            out.append((t, dumps({"text": "tok " * words * (j + 1), "meta_info": self._sglang_meta(tokens, finish)})))
         return out
 
     def _messages_tokens(self) -> int:
@@ -256,32 +262,34 @@ class _Timeline:
         sc = self.sc
         return sc.finish_reason or ("tool_use" if sc.tool_call is not None else "end_turn")
 
-    def _messages_usage(self) -> dict[str, Any]:
+    def _message(self, content: list[dict[str, Any]], stop_reason: str | None, output_tokens: int) -> dict[str, Any]:
+        """A Messages `message` object; its usage (module doc) left out with usage="none"."""
         sc = self.sc
-        cached = sc.cached_tokens or 0
-        return {
-            "input_tokens": sc.prompt_tokens - cached,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached,
-            "output_tokens": 1,
-        }
-
-    def _messages_payloads(self) -> list[tuple[float, bytes]]:
-        """The Messages events (module doc), each a data payload at its offset (ms)."""
-        sc = self.sc
-        words = sc.tokens_per_chunk
         message: dict[str, Any] = {
             "id": "msg_scenario",
             "type": "message",
             "role": "assistant",
             "model": self.model,
-            "content": [],
-            "stop_reason": None,
+            "content": content,
+            "stop_reason": stop_reason,
             "stop_sequence": None,
         }
         if sc.usage != "none":
-            message["usage"] = self._messages_usage()
-        out: list[tuple[float, bytes]] = [(sc.role_delay_ms, _dumps({"type": "message_start", "message": message}))]
+            cached = sc.cached_tokens or 0
+            message["usage"] = {
+                "input_tokens": sc.prompt_tokens - cached,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": cached,
+                "output_tokens": output_tokens,
+            }
+        return message
+
+    def _messages_payloads(self) -> list[tuple[float, bytes]]:
+        """The Messages events (module doc), each a data payload at its offset (ms)."""
+        sc = self.sc
+        words = sc.tokens_per_chunk
+        message = self._message([], None, 1)
+        out: list[tuple[float, bytes]] = [(sc.role_delay_ms, dumps({"type": "message_start", "message": message}))]
         blocks: list[tuple[dict[str, Any], str, str, list[str]]] = []
         if sc.reasoning_chunks:
             blocks.append(
@@ -314,24 +322,24 @@ class _Timeline:
                 j += 1
                 if k == 0:
                     if index:
-                        out.append((t, _dumps({"type": "content_block_stop", "index": index - 1})))
-                    out.append((t, _dumps({"type": "content_block_start", "index": index, "content_block": start})))
+                        out.append((t, dumps({"type": "content_block_stop", "index": index - 1})))
+                    out.append((t, dumps({"type": "content_block_start", "index": index, "content_block": start})))
                     if index == 0:
-                        out.append((t, _dumps({"type": "ping"})))
+                        out.append((t, dumps({"type": "ping"})))
                 out.append(
-                    (t, _dumps({"type": "content_block_delta", "index": index, "delta": {"type": kind, field: piece}}))
+                    (t, dumps({"type": "content_block_delta", "index": index, "delta": {"type": kind, field: piece}}))
                 )
         if blocks:
-            out.append((t, _dumps({"type": "content_block_stop", "index": len(blocks) - 1})))
+            out.append((t, dumps({"type": "content_block_stop", "index": len(blocks) - 1})))
         delta: dict[str, Any] = {
             "type": "message_delta",
             "delta": {"stop_reason": self._messages_reason(), "stop_sequence": None},
         }
         if sc.usage != "none":
             delta["usage"] = {"output_tokens": self._messages_tokens()}
-        out.append((t, _dumps(delta)))
+        out.append((t, dumps(delta)))
         if sc.done:
-            out.append((t, _dumps({"type": "message_stop"})))
+            out.append((t, dumps({"type": "message_stop"})))
         return out
 
     def payloads(self) -> list[tuple[float, bytes]]:
@@ -460,7 +468,7 @@ class _Timeline:
             if self.kind == "messages":
                 err = {"type": "error", "error": {"type": "api_error", "message": "scenario stream error"}}
             t = payloads[-1][0] if payloads else 0.0
-            payloads.append((t, _dumps(err)))
+            payloads.append((t, dumps(err)))
             end_t = t
         if sc.truncate_after is not None:
             payloads = payloads[: sc.truncate_after]
@@ -505,18 +513,7 @@ class _Timeline:
                         "input": orjson.loads("".join(tc.argument_chunks)),
                     }
                 )
-            message: dict[str, Any] = {
-                "id": "msg_scenario",
-                "type": "message",
-                "role": "assistant",
-                "model": self.model,
-                "content": content_blocks,
-                "stop_reason": self._messages_reason(),
-                "stop_sequence": None,
-            }
-            if sc.usage != "none":
-                message["usage"] = dict(self._messages_usage(), output_tokens=self._messages_tokens())
-            return message
+            return self._message(content_blocks, self._messages_reason(), self._messages_tokens())
         if self.kind == "sglang":
             total = sc.completion_tokens if sc.completion_tokens is not None else sc.content_chunks * words
             return {"text": content, "meta_info": self._sglang_meta(total, {"type": reason})}
@@ -602,11 +599,8 @@ class ScenarioServer:
     async def start(self) -> str:
         """Bind and serve; return the base URL."""
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/v1/completions", self._completions)
-        app.router.add_post("/v1/responses", self._responses)
-        app.router.add_post("/generate", self._generate)
-        app.router.add_post("/v1/messages", self._messages)
+        for path, kind in _ROUTES.items():
+            app.router.add_post(path, partial(self._serve, kind=kind))
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handler_cancellation=True)
@@ -638,22 +632,7 @@ class ScenarioServer:
     async def _models(self, request: web.Request) -> web.Response:
         names = ["scenario", *self.scenarios]
         data = [{"id": n, "object": "model", "created": 0, "owned_by": "scenario"} for n in names]
-        return web.Response(body=_dumps({"object": "list", "data": data}), content_type="application/json")
-
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "chat")
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "completions")
-
-    async def _responses(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "responses")
-
-    async def _generate(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "sglang")
-
-    async def _messages(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve(request, "messages")
+        return web.Response(body=dumps({"object": "list", "data": data}), content_type="application/json")
 
     def _pick(self, request: web.Request, body: dict[str, Any]) -> Scenario | None:
         name = request.headers.get("x-scenario")
@@ -695,8 +674,8 @@ class ScenarioServer:
                 err = sc.error_body or {
                     "error": {"message": f"scenario status {sc.status}", "type": "server_error", "code": sc.status}
                 }
-                return web.Response(status=sc.status, body=_dumps(err), content_type="application/json")
-            return web.Response(status=sc.status, body=_dumps(tl.whole()), content_type="application/json")
+                return web.Response(status=sc.status, body=dumps(err), content_type="application/json")
+            return web.Response(status=sc.status, body=dumps(tl.whole()), content_type="application/json")
         key = (id(sc), kind, model)
         events = self._event_cache.get(key)
         if events is None:
@@ -731,7 +710,7 @@ async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None
 
 def _error(status: int, message: str) -> web.Response:
     body = {"error": {"message": message, "type": "invalid_request_error", "code": status}}
-    return web.Response(status=status, body=_dumps(body), content_type="application/json")
+    return web.Response(status=status, body=dumps(body), content_type="application/json")
 
 
 # -- command line ------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ import orjson
 import pytest
 
 from benchmaker.recipes.cli import main
-from benchmaker.tasks.shard import sweep_workload
+from benchmaker.sweep.point import LlmPoint
+from benchmaker.tasks.shard import point_workload
 from benchmaker.testing.scenario_server import Scenario, ScenarioServer
 from benchmaker.workloads.registry import OpenAIChatSpec, OpenAICompletionsSpec, build_workload
 
@@ -100,9 +101,10 @@ def test_yaml_ignore_eos_key_on_completions():
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
-def test_sweep_workload_sends_ignore_eos_only_when_asked(api):
-    on = sweep_workload(api, "http://127.0.0.1:9", "m", 4, 16, None, True)
-    off = sweep_workload(api, "http://127.0.0.1:9", "m", 4, 16, None)
+def test_point_workload_sends_ignore_eos_only_when_asked(api):
+    point = LlmPoint(base_url="http://127.0.0.1:9", model="m", api=api, load="closed:1", prompt_words=4, max_tokens=16)
+    on = point_workload(point.model_copy(update={"ignore_eos": True}))
+    off = point_workload(point)
     assert on.url == "http://127.0.0.1:9" + PATH[api]
     body_on, body_off = (orjson.loads(w.request(0).body) for w in (on, off))
     assert (body_on["ignore_eos"], body_on[CAP[api]]) == (True, 16)

@@ -117,8 +117,10 @@ import os
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -405,22 +407,23 @@ def _request_json_bytes(body: bytes, coding: str | None) -> bytes:
     return out
 
 
-def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """(request, its chat messages) of a request body; (None, []) when it cannot be read.
-    `api` "responses": the messages of its input items (openai_responses.chat_messages)."""
-    try:
-        req = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None, []
-    if api == "responses":
-        try:
-            return req, responses_chat_messages(req)
-        except ValueError:
-            return None, []
+def _chat_messages(req: Any) -> list[dict[str, Any]]:
+    """The messages (the objects of its `messages` list) of a chat completions request;
+    raises ValueError when it has no `messages` list."""
     if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
-        return None, []
-    return req, [m for m in req["messages"] if isinstance(m, dict)]
+        raise ValueError("messages: expected a list")
+    return [m for m in req["messages"] if isinstance(m, dict)]
 
+
+_APIS: dict[str, tuple[Callable[[Any], list[dict[str, Any]]], Callable[[Any], Any], str]] = {
+    "chat": (_chat_messages, chat_tools, "/chat/completions"),
+    "responses": (responses_chat_messages, responses_chat_tools, "/responses"),
+    "messages": (messages_chat_messages, messages_chat_tools, "/messages"),
+    "gemini": (gemini.request_messages, gemini.chat_tools, ""),
+}
+"""Each recorded API's readers of a parsed request body (its chat messages, raising
+ValueError when the body is no request of the API; its tool definitions in chat shape)
+and its path under the upstream's /v1 (Gemini's: the request's own path)."""
 
 _ASSEMBLERS: dict[str, type[ChatAssembler | ResponsesAssembler | MessagesAssembler]] = {
     "chat": ChatAssembler,
@@ -428,23 +431,6 @@ _ASSEMBLERS: dict[str, type[ChatAssembler | ResponsesAssembler | MessagesAssembl
     "messages": MessagesAssembler,
 }
 """Each recorded API's answer reader (the Gemini API's: _GeminiAnswer)."""
-
-_TOOLS_OF = {
-    "chat": chat_tools,
-    "responses": responses_chat_tools,
-    "messages": messages_chat_tools,
-}
-"""Each recorded API's reader of a request's tool definitions, in chat shape."""
-
-
-def _parse_messages_request(body: bytes) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """(request, its chat-shaped messages) of a Messages request body; (None, []) when
-    it is not JSON or not a Messages request."""
-    try:
-        req = json.loads(body)
-        return req, messages_chat_messages(req)
-    except (ValueError, UnicodeDecodeError):
-        return None, []
 
 
 class Recorder:
@@ -844,71 +830,54 @@ def create_recorder_app(
             )
         return resp
 
-    async def chat(request: Request) -> Response:
-        return await exchange(request, "chat")
-
-    async def responses(request: Request) -> Response:
-        return await exchange(request, "responses")
-
-    async def messages(request: Request) -> Response:
-        return await exchange(request, "messages")
-
     async def exchange(request: Request, api: str) -> Response:
+        """Relay one call of `api` (an _APIS key) and record its answer as the turn the
+        request places (module docstring)."""
         when = (datetime.now(UTC).isoformat(), time.perf_counter_ns())
         body = await request.body()
-        read = _request_json_bytes(body, request.headers.get("content-encoding"))
-        req, messages = _parse_messages_request(read) if api == "messages" else _parse_request(read, api)
-        title = api == "chat" and req is not None and _is_title_call(req, messages)
+        read_messages, read_tools, path = _APIS[api]
+        model, method = (gemini.parse_path(request.url.path) or ("", "")) if api == "gemini" else ("", "")
+        messages: list[dict[str, Any]] | None
+        try:
+            req = json.loads(_request_json_bytes(body, request.headers.get("content-encoding")))
+            messages = read_messages(req)
+        except (ValueError, UnicodeDecodeError):
+            req, messages = {}, None
+            recorder.skipped["bad_request"] += 1
+        else:
+            if api == "chat" and _is_title_call(req, messages):  # side traffic (benchmaker.replay_server.side)
+                messages = None
+                recorder.skipped["title_request"] += 1
+            elif method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
+                messages = None
+                recorder.skipped["side_request"] += 1
+        named = (model or None) if api == "gemini" else req.get("model")
         placed = (
-            recorder.begin(
-                messages, req.get("model") if isinstance(req.get("model"), str) else None, _TOOLS_OF[api](req)
-            )
-            if req is not None and not title
+            recorder.begin(messages, named if isinstance(named, str) else None, read_tools(req))
+            if messages is not None
             else None
         )
-        if req is None:
-            recorder.skipped["bad_request"] += 1
-        elif title:  # side traffic (benchmaker.replay_server.side): relayed, never a turn
-            recorder.skipped["title_request"] += 1
-        path = {"responses": "/responses", "messages": "/messages"}.get(api, "/chat/completions")
-        assembler = _ASSEMBLERS[api]
-        stream = req.get("stream") is True if req else False
-
-        def answer(content_length: int | None) -> Any:
-            return assembler(stream=stream, content_length=content_length)
-
-        return await relay(request, v1 + path, body, placed, answer, when)
+        if api != "gemini":
+            stream, assembler = req.get("stream") is True, _ASSEMBLERS[api]
+            return await relay(
+                request, v1 + path, body, placed, lambda n: assembler(stream=stream, content_length=n), when
+            )
+        if placed is not None and placed[1] > 0:
+            _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
+        sse = method == "streamGenerateContent" and gemini.wants_sse(request.url.query)
+        turn = placed[1] if placed is not None else 0
+        return await relay(
+            request,
+            root + request.url.path,
+            body,
+            placed,
+            lambda n: _GeminiAnswer(gemini.GeminiAssembler(sse=sse), turn),
+            when,
+        )
 
     async def passthrough(request: Request) -> Response:
         body = await request.body()
         return await relay(request, v1 + "/" + request.path_params["path"], body, None, None, ("", 0))
-
-    async def gemini_call(request: Request) -> Response:
-        """A Gemini generateContent / streamGenerateContent call: relayed to the same path
-        upstream and recorded like a chat call (the request read by
-        benchmaker.apis.gemini.request_messages, the answer by GeminiAssembler)."""
-        when = (datetime.now(UTC).isoformat(), time.perf_counter_ns())
-        body = await request.body()
-        model, method = gemini.parse_path(request.url.path) or ("", "")
-        try:
-            req = json.loads(_request_json_bytes(body, request.headers.get("content-encoding")))
-            messages = gemini.request_messages(req)
-        except (ValueError, UnicodeDecodeError):
-            messages = None
-            recorder.skipped["bad_request"] += 1
-        else:
-            if method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
-                messages = None
-                recorder.skipped["side_request"] += 1
-        placed = recorder.begin(messages, model or None, gemini.chat_tools(req)) if messages is not None else None
-        if placed is not None and placed[1] > 0:
-            _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
-        sse = method == "streamGenerateContent" and gemini.wants_sse(request.url.query)
-
-        def answer(content_length: int | None) -> Any:
-            return _GeminiAnswer(gemini.GeminiAssembler(sse=sse), placed[1] if placed is not None else 0)
-
-        return await relay(request, root + request.url.path, body, placed, answer, when)
 
     async def flush(request: Request) -> Response:
         try:
@@ -927,17 +896,17 @@ def create_recorder_app(
 
     app = Starlette(
         routes=[
-            Route("/v1/chat/completions", chat, methods=["POST"]),
-            Route("/chat/completions", chat, methods=["POST"]),
-            Route("/v1/responses", responses, methods=["POST"]),
-            Route("/responses", responses, methods=["POST"]),
-            Route("/v1/messages", messages, methods=["POST"]),
-            Route("/messages", messages, methods=["POST"]),
+            Route("/v1/chat/completions", partial(exchange, api="chat"), methods=["POST"]),
+            Route("/chat/completions", partial(exchange, api="chat"), methods=["POST"]),
+            Route("/v1/responses", partial(exchange, api="responses"), methods=["POST"]),
+            Route("/responses", partial(exchange, api="responses"), methods=["POST"]),
+            Route("/v1/messages", partial(exchange, api="messages"), methods=["POST"]),
+            Route("/messages", partial(exchange, api="messages"), methods=["POST"]),
             Route("/flush", flush, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
-            Route("/v1beta/models/{call}", gemini_call, methods=["POST"]),
-            Route("/v1alpha/models/{call}", gemini_call, methods=["POST"]),
-            Route("/v1/models/{call}", gemini_call, methods=["POST"]),
+            Route("/v1beta/models/{call}", partial(exchange, api="gemini"), methods=["POST"]),
+            Route("/v1alpha/models/{call}", partial(exchange, api="gemini"), methods=["POST"]),
+            Route("/v1/models/{call}", partial(exchange, api="gemini"), methods=["POST"]),
             Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
         ],
         lifespan=lifespan,

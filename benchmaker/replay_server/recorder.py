@@ -144,6 +144,7 @@ from benchmaker.engine.records import Outcome, Sample
 from benchmaker.replay_server.relay import CLIENT_GONE, RelayResponse, RelaySink, Upstream
 from benchmaker.replay_server.secret_path import SecretPath, check_secret
 from benchmaker.replay_server.side import is_title_request
+from benchmaker.trajectories.converters.tool_calls import parse_arguments
 from benchmaker.trajectories.trajectory import (
     FinishReason,
     Observation,
@@ -176,14 +177,6 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-def _parse_arguments(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 class _Answer:
     """One response as the recorder reads it from its body bytes, through its API's
     parser in benchmaker.apis (the engine's), with a recording sample of its own.
@@ -202,14 +195,17 @@ class _Answer:
     output, cached, reasoning tokens) plus the usage object's `total_tokens` and
     `cache_creation_input_tokens`; None when no count was sent."""
 
-    def __init__(self, parser: Any, *, stream: bool, content_length: int | None) -> None:
+    PARSER: Any
+    """The API's parser class in benchmaker.apis, made with `stream=`."""
+
+    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
         self.stream = stream
         self.content_length = content_length
         self.complete = False
         self.error: str | None = None
         self.first_token_ns: int | None = None
         self.usage: Usage | None = None
-        self._parser = parser
+        self._parser = self.PARSER(stream=stream)
         self._sample = Sample(run_id="record", seq=0)
         self._n = 0
 
@@ -260,8 +256,7 @@ class ChatAssembler(_Answer):
     (content and reasoning of choice 0, tool calls by `index` with their argument
     fragments byte-exact); complete at `data: [DONE]`."""
 
-    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
-        super().__init__(OpenAIChatAssembler(stream=stream), stream=stream, content_length=content_length)
+    PARSER = OpenAIChatAssembler
 
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and whether its finish reason was one we know
@@ -272,7 +267,7 @@ class ChatAssembler(_Answer):
                 id=c.id or f"call_{c.index}",
                 name=c.name,
                 arguments_raw=c.arguments,
-                arguments=_parse_arguments(c.arguments),
+                arguments=parse_arguments(c.arguments),
             )
             for c in sorted(parser.tool_calls, key=lambda c: c.index)
         ]
@@ -291,8 +286,7 @@ class ResponsesAssembler(_Answer):
     response's `output` items, else the `response.output_item.done` items. A call
     recorded from a `custom_tool_call` keeps `type` "custom"."""
 
-    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
-        super().__init__(OpenAIResponsesParser(stream=stream), stream=stream, content_length=content_length)
+    PARSER = OpenAIResponsesParser
 
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and True (every Responses end state maps to one)."""
@@ -302,7 +296,7 @@ class ResponsesAssembler(_Answer):
                 id=c.call_id,
                 name=c.name,
                 arguments_raw=c.arguments,
-                arguments=None if c.custom else _parse_arguments(c.arguments),
+                arguments=None if c.custom else parse_arguments(c.arguments),
                 type="custom" if c.custom else None,
             )
             for c in out.calls
@@ -328,8 +322,7 @@ class MessagesAssembler(_Answer):
     cache read, cache_creation_tokens, completion_tokens = output_tokens,
     reasoning_tokens = output_tokens_details.thinking_tokens when sent."""
 
-    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
-        super().__init__(AnthropicMessagesParser(stream=stream), stream=stream, content_length=content_length)
+    PARSER = AnthropicMessagesParser
 
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and whether its stop reason was one we know."""
@@ -344,7 +337,7 @@ class MessagesAssembler(_Answer):
                     id=b.get("id") or f"toolu_{i}",
                     name=b.get("name") or "",
                     arguments_raw=raw,
-                    arguments=_parse_arguments(raw) if raw else {},
+                    arguments=parse_arguments(raw) if raw else {},
                 )
             )
         reason = self._parser.stop_reason
@@ -922,18 +915,14 @@ def serve_recorder(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
-    text_actions: bool = False,
-    canned_replies: bool = False,
-    connect_timeout_s: float | None = 10.0,
-    idle_timeout_s: float | None = 600.0,
-    total_timeout_s: float | None = None,
     announce: Any = None,
+    **options: Any,
 ) -> None:
     """Bind host:port, make a fresh secret (`secrets.token_urlsafe(32)`, this process's
     only), call `announce(url)` with the base URL `http://HOST:PORT/<secret>` (default:
     print it as the first stdout line, the one place the secret appears; the stderr line
     leaves it out), serve until SIGINT/SIGTERM, then write `output` and return (SIGINT)
-    or let uvicorn re-raise SIGTERM. The options are create_recorder_app's. Raises
+    or let uvicorn re-raise SIGTERM. `options`: create_recorder_app's keywords. Raises
     OSError (bind), ValueError (a deadline not positive)."""
     import secrets
     import sys
@@ -941,16 +930,7 @@ def serve_recorder(
     from benchmaker.replay_server.server import bind_socket, run_uvicorn
 
     secret = secrets.token_urlsafe(32)
-    app = create_recorder_app(
-        upstream,
-        output,
-        secret=secret,
-        text_actions=text_actions,
-        canned_replies=canned_replies,
-        connect_timeout_s=connect_timeout_s,
-        idle_timeout_s=idle_timeout_s,
-        total_timeout_s=total_timeout_s,
-    )
+    app = create_recorder_app(upstream, output, secret=secret, **options)
     sock, origin = bind_socket(host, port)
     url = f"{origin}/{secret}"
     if announce is None:

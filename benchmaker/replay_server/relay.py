@@ -103,11 +103,6 @@ _DECODED = frozenset({"gzip", "x-gzip", "deflate"})
 """Content-Encodings RawTransport decodes (benchmaker/engine/http1.py, `_Conn._framing`)."""
 
 
-def _any_status(status: int) -> bool:
-    """Every status is the client's to see: an error body is relayed whole."""
-    return True
-
-
 class RelaySink:
     """Where a relayed body's reads go besides the client; this base keeps nothing
     (a passthrough). A recorder's subclass reads the answer in them."""
@@ -304,10 +299,15 @@ class Upstream:
         ex = RequestExchange(Sample(run_id="record", seq=0), 0, deadlines, task)
         ex.start()
         try:
-            status = await ex.open(self.transport, RequestSpec(request.method, url, headers, body), _any_status)
-        except (DeadlineExceeded, TransportError) as exc:
-            watch.stop()
+            # every status is the client's to see: an error body is relayed whole
+            status = await ex.open(self.transport, RequestSpec(request.method, url, headers, body), lambda _: True)
+        except BaseException as exc:
+            gone = watch.stop()
             await ex.close()
+            if isinstance(exc, asyncio.CancelledError) and gone:
+                return Response(status_code=CLIENT_GONE)
+            if not isinstance(exc, (DeadlineExceeded, TransportError)):
+                raise
             return JSONResponse(
                 {
                     "error": {
@@ -319,16 +319,6 @@ class Upstream:
                 },
                 status_code=502,
             )
-        except asyncio.CancelledError:
-            gone = watch.stop()
-            await ex.close()
-            if not gone:
-                raise
-            return Response(status_code=CLIENT_GONE)
-        except BaseException:
-            watch.stop()
-            await ex.close()
-            raise
         ex.hold()  # the head is relayed before the first read: not waiting
         return RelayResponse(ex, status, relay_headers(ex.response_headers(), status), watch)
 

@@ -131,7 +131,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from benchmaker.apis import gemini
-from benchmaker.apis.anthropic_messages import AnthropicMessagesParser, finish_reason_of
+from benchmaker.apis.anthropic_messages import STOP_CLASSES, AnthropicMessagesParser, finish_reason_of
 from benchmaker.apis.anthropic_messages import chat_messages as messages_chat_messages
 from benchmaker.apis.anthropic_messages import chat_tools as messages_chat_tools
 from benchmaker.apis.generated import token_count
@@ -144,6 +144,7 @@ from benchmaker.engine.records import Outcome, Sample
 from benchmaker.replay_server.relay import CLIENT_GONE, RelayResponse, RelaySink, Upstream
 from benchmaker.replay_server.secret_path import SecretPath, check_secret
 from benchmaker.replay_server.side import is_title_request
+from benchmaker.trajectories.converters.openai_messages import FINISH_REASONS
 from benchmaker.trajectories.converters.tool_calls import parse_arguments
 from benchmaker.trajectories.trajectory import (
     FinishReason,
@@ -167,14 +168,6 @@ __all__ = ["FORMAT", "ChatAssembler", "MessagesAssembler", "Recorder", "Response
 
 FORMAT = "recording-proxy"
 """`Source.format` of recorded trajectories."""
-
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "length": "length",
-    "content_filter": "content_filter",
-}
 
 
 class _Answer:
@@ -272,7 +265,7 @@ class ChatAssembler(_Answer):
             for c in sorted(parser.tool_calls, key=lambda c: c.index)
         ]
         sent = self._sample.finish_reason
-        mapped = _FINISH.get(sent) if sent is not None else None
+        mapped = FINISH_REASONS.get(sent) if sent is not None else None
         reason: FinishReason = mapped if mapped is not None else ("tool_calls" if calls else "stop")
         return TrajResponse(
             content=parser.content, reasoning=parser.reasoning, tool_calls=calls, finish_reason=reason
@@ -306,11 +299,6 @@ class ResponsesAssembler(_Answer):
         ), True
 
 
-_STOP_REASONS = frozenset(
-    ("end_turn", "stop_sequence", "pause_turn", "tool_use", "max_tokens", "refusal", "model_context_window_exceeded")
-)
-
-
 class MessagesAssembler(_Answer):
     """An Anthropic Messages response, read by
     benchmaker.apis.anthropic_messages.AnthropicMessagesParser; complete at
@@ -341,7 +329,7 @@ class MessagesAssembler(_Answer):
                 )
             )
         reason = self._parser.stop_reason
-        known = reason in _STOP_REASONS
+        known = reason in STOP_CLASSES
         finish: FinishReason = finish_reason_of(reason) if known else ("tool_calls" if calls else "stop")  # type: ignore[assignment]
         return TrajResponse(
             content="".join(texts) if texts else None,

@@ -697,22 +697,20 @@ def _upstream_v1(upstream: str) -> str:
     return base if base.endswith("/v1") else base + "/v1"
 
 
+@dataclass(eq=False)
 class _Recording(RelaySink):
     """A relayed response read as turn `placed` of its conversation: each read fed to
     `answer` (an answer as Recorder.record reads one), the turn recorded the moment it
     is complete, before the read that completed it is relayed; a body that ends
     incomplete, or is cut, counts `incomplete`."""
 
-    def __init__(
-        self, recorder: Recorder, answer: Any, placed: tuple[_Conversation, int], started_at: str, t_start: int
-    ):
-        self.recorder = recorder
-        self.answer = answer
-        self.placed = placed
-        self.started_at = started_at
-        self.t_start = t_start
-        self.raw: list[bytes] = []
-        self.done = False
+    recorder: Recorder
+    answer: Any
+    placed: tuple[_Conversation, int]
+    started_at: str
+    t_start: int
+    raw: list[bytes] = field(default_factory=list)
+    done: bool = False
 
     def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
         if self.done:
@@ -781,10 +779,6 @@ def create_recorder_app(
             await upstream_side.aclose()
             recorder.write()
 
-    def with_query(request: Request, url: str) -> str:
-        query = request.url.query
-        return f"{url}?{query}" if query else url
-
     async def relay(
         request: Request,
         url: str,
@@ -795,7 +789,8 @@ def create_recorder_app(
     ) -> Response:
         """Relay `request` to `url` (with its query); record its answer as turn `placed`
         (None: relayed only). `when`: (started_at, t_start) of the request's arrival."""
-        resp = await upstream_side.relay(request, with_query(request, url), body)
+        query = request.url.query
+        resp = await upstream_side.relay(request, f"{url}?{query}" if query else url, body)
         if not isinstance(resp, RelayResponse):
             if resp.status_code != CLIENT_GONE:
                 recorder.skipped["upstream_errors"] += 1

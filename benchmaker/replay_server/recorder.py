@@ -499,17 +499,24 @@ class Recorder:
             self._latest[key] = conv
             self.conversations.append(conv)
             return conv, 0
-        if n_assistant > len(conv.turns):
-            self.skipped["unseen_turns"] += 1
+        if not self._next_turn(conv, n_assistant):
             return None
-        if n_assistant < len(conv.turns):
-            self.skipped["superseded_turns"] += len(conv.turns) - n_assistant
-            del conv.turns[n_assistant:]
         if n_assistant > 0:
             self._observe(conv.turns[n_assistant - 1], messages[last_assistant + 1 :])
         if conv.tools is None:
             conv.tools = tools
         return conv, n_assistant
+
+    def _next_turn(self, conv: _Conversation, index: int) -> bool:
+        """Make turn `index` the next of `conv`: False (counted `unseen_turns`) when turns
+        before it are missing, else True, the turns from it on dropped (`superseded_turns`)."""
+        if index > len(conv.turns):
+            self.skipped["unseen_turns"] += 1
+            return False
+        if index < len(conv.turns):
+            self.skipped["superseded_turns"] += len(conv.turns) - index
+            del conv.turns[index:]
+        return True
 
     def _observe(self, turn: Turn, after: list[dict[str, Any]]) -> None:
         observations: list[Observation] = []
@@ -560,12 +567,8 @@ class Recorder:
         self._answered.add((response.content or "").strip())
         if not known:
             self.skipped["unknown_finish_reason"] += 1
-        if index > len(conv.turns):  # a racing retry dropped the turns before it
-            self.skipped["unseen_turns"] += 1
+        if not self._next_turn(conv, index):  # a racing retry moved the conversation meanwhile
             return
-        if index < len(conv.turns):  # the conversation moved on meanwhile (a racing retry)
-            self.skipped["superseded_turns"] += len(conv.turns) - index
-            del conv.turns[index:]
         ttft_ms = None if asm.first_token_ns is None else (asm.first_token_ns - t_start_ns) / 1e6
         conv.turns.append(
             Turn(
@@ -745,31 +748,26 @@ def create_recorder_app(
     secret: str,
     text_actions: bool = False,
     canned_replies: bool = False,
-    connect_timeout_s: float | None = 10.0,
-    idle_timeout_s: float | None = 600.0,
-    total_timeout_s: float | None = None,
+    **deadlines: float | None,
 ) -> Starlette:
     """The recording proxy app (module docstring) in front of `upstream` (a base URL,
     with or without `/v1`), writing `output`, serving only paths under `/<secret>` (at
     least 22 URL-safe characters; its clients' base URL is `http://HOST:PORT/<secret>`).
-    The upstream exchange's deadlines, in s
-    (None: none; benchmaker.replay_server.relay): `connect_timeout_s` until the
-    connection is made, `idle_timeout_s` the longest wait for the upstream's next bytes
-    (from the send, then from each read; relaying a read to the client is not waiting),
-    `total_timeout_s` from the send until the body ended. `app.state.recorder` is the
-    Recorder (`text_actions`, `canned_replies`: its options). Raises ValueError when a
-    deadline is not positive or `secret` is not a URL-safe segment of 22+ characters."""
+    `deadlines`: the upstream exchange's, in s (None: none), Upstream's keywords
+    (benchmaker.replay_server.relay): `connect_timeout_s` (default 10 s) until the
+    connection is made, `idle_timeout_s` (600 s) the longest wait for the upstream's
+    next bytes, `total_timeout_s` (none) from the send until the body ended.
+    `app.state.recorder` is the Recorder (`text_actions`, `canned_replies`: its
+    options). Raises ValueError when a deadline is not positive or `secret` is not a
+    URL-safe segment of 22+ characters."""
     recorder = Recorder(output, text_actions=text_actions, canned_replies=canned_replies)
 
-    def refused() -> None:
-        recorder.skipped["unauthorized"] += 1
-
-    guard = Middleware(SecretPath, secret=check_secret(secret), on_refused=refused)
+    guard = Middleware(
+        SecretPath, secret=check_secret(secret), on_refused=lambda: recorder.skipped.update(["unauthorized"])
+    )
     v1 = _upstream_v1(upstream)
     root = upstream.rstrip("/").removesuffix("/v1")
-    upstream_side = Upstream(
-        connect_timeout_s=connect_timeout_s, idle_timeout_s=idle_timeout_s, total_timeout_s=total_timeout_s
-    )
+    upstream_side = Upstream(**deadlines)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):

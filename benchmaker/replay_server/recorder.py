@@ -16,12 +16,9 @@ URL line it prints is the one place it appears.
 
 Endpoints (under the secret):
 - POST /v1/chat/completions, POST /chat/completions: forwarded to
-  `<upstream>/v1/chat/completions` (with the request's query string, headers and body
-  as given, `Accept-Encoding: identity`) through the engine's exchange
-  (benchmaker.replay_server.relay: its transport, deadlines and failures); the
-  upstream's status, headers (hop-by-hop ones removed, Content-Length kept) and body
-  bytes are relayed to the client unchanged, read by read, and the exchange is
-  recorded.
+  `<upstream>/v1/chat/completions` with the request's query string, and the answer
+  relayed back read by read (benchmaker.replay_server.relay: the headers either way,
+  the transport, deadlines and failures); the exchange is recorded.
 - POST /v1/responses, POST /responses: the same for OpenAI Responses, forwarded to
   `<upstream>/v1/responses`; the request's input items are read as chat messages
   (benchmaker.apis.openai_responses.chat_messages) for the grouping below, the response
@@ -29,9 +26,7 @@ Endpoints (under the secret):
 - POST /v1/messages (Anthropic Messages, also `?beta=true`), POST /messages: forwarded
   to `<upstream>/v1/messages` and recorded the same way: the request's chat-shaped
   messages (benchmaker.apis.anthropic_messages.chat_messages) place it, and
-  `MessagesAssembler` reassembles the response (thinking -> reasoning, text ->
-  content, tool_use -> tool calls with the input JSON as sent, stop_reason, usage
-  with cache read and creation tokens), complete at `message_stop`.
+  `MessagesAssembler` reassembles the response, complete at `message_stop`.
 - POST /v1beta/models/{model}:generateContent and :streamGenerateContent (also /v1/,
   /v1alpha/): the Gemini API, forwarded to the same path and query upstream (its root:
   `upstream` without a trailing /v1) and recorded the same way, the request read as
@@ -85,24 +80,21 @@ whatever the API (the apis modules' `chat_tools`: Responses function/custom tool
 Messages client tools, Gemini function declarations); a first user message holding an
 image is kept as content parts too (`first_user_parts`).
 
-A turn is recorded from the response bytes as they pass: SSE chunks are reassembled
-(content, reasoning_content/reasoning, tool calls by index with the raw argument
-string, finish_reason, usage) and recorded the moment `data: [DONE]` (or the complete
-JSON body) is seen, before those bytes are relayed, so a client that sends its next
-request right after `[DONE]` finds the turn recorded. Responses with status >= 400 are
-relayed whole (every byte of the error body) but not recorded (`upstream_errors`), as
-is a failure to reach the upstream (the client gets a 502 JSON error with code
-`upstream_error`: refused, the connect deadline, or the idle or total deadline before
-the response's head). A body that ends without its terminal event, does not parse, or
-is cut after the head (by the upstream, or by the idle or total deadline: the relayed
-body is cut too, the client's connection closed without the body's end) is not
-recorded (`incomplete`), nor is the answer to a client that left before it ended (the
-upstream exchange is closed at once: benchmaker.replay_server.relay). A request body
-sent with Content-Encoding gzip or deflate is read decoded (relayed as received).
-Deadlines (`benchmaker record --connect-timeout,
---idle-timeout, --total-timeout`): create_recorder_app. Timing per turn: `started_at` (UTC wall clock when
-the request arrived), `ttft_ms` (first token-bearing chunk after arrival, streams
-only) and `duration_ms` (until complete), measured at the proxy.
+A turn is recorded from the response bytes as they pass (the API's answer reader:
+ChatAssembler, ResponsesAssembler, MessagesAssembler, GeminiAssembler) the moment the
+answer is complete (`data: [DONE]`, the API's terminal event, or the whole JSON body),
+before those bytes are relayed, so a client that sends its next request right after
+`[DONE]` finds the turn recorded. Not recorded: a response with status >= 400 (relayed
+whole) and a failure to reach the upstream (relay's 502 JSON error, code
+`upstream_error`), both `upstream_errors`; a body that ends without its terminal
+event, does not parse, or is cut after the head by the upstream or a deadline (the
+relayed body is cut too), and the answer to a client that left before it ended (relay
+closes the upstream exchange at once), all `incomplete`. A request body sent with
+Content-Encoding gzip or deflate is read decoded (relayed as received). Deadlines
+(`benchmaker record --connect-timeout, --idle-timeout, --total-timeout`):
+create_recorder_app. Timing per turn: `started_at` (UTC wall clock when the request
+arrived), `ttft_ms` (first token-bearing chunk after arrival, streams only) and
+`duration_ms` (until complete), measured at the proxy.
 
 Secrets: request headers (Authorization, api keys) are forwarded, never recorded; the
 proxy's own secret is neither forwarded nor recorded.

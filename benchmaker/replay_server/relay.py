@@ -211,11 +211,9 @@ class RelayResponse(Response):
     response is sent; default: a RelaySink, which keeps nothing), in the task that
     opened the exchange (its deadlines cancel that task). `headers_list`: the
     relayed headers as (lower-case name, value); `watch`: the ClientWatch that ends
-    it when the client leaves (None: none)."""
+    it when the client leaves."""
 
-    def __init__(
-        self, ex: RequestExchange, status: int, headers: list[tuple[str, str]], watch: ClientWatch | None = None
-    ) -> None:
+    def __init__(self, ex: RequestExchange, status: int, headers: list[tuple[str, str]], watch: ClientWatch) -> None:
         self.status_code = status
         self.background = None
         self.headers_list = headers
@@ -239,11 +237,11 @@ class RelayResponse(Response):
                 sink.cut()
                 raise
             except asyncio.CancelledError:
-                if watch is None or not watch.stop():
+                if not watch.stop():
                     raise
                 sink.cut()  # the client left: nobody reads the rest
                 return
-            if watch is not None and watch.stop():  # it left after the last read: nobody reads the end
+            if watch.stop():  # it left after the last read: nobody reads the end
                 sink.cut()
                 await watch.settle()
                 return
@@ -251,8 +249,7 @@ class RelayResponse(Response):
                 sink.finish(ex.sample)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            if watch is not None:
-                watch.stop()
+            watch.stop()
             await ex.close()
 
 

@@ -346,14 +346,6 @@ class _Conversation:
     digest: Any = field(default_factory=hashlib.sha256)
 
 
-def _is_title_call(req: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
-    """True for a chat title request (side.is_title_request: opencode's title call, which
-    repeats the user's task and would otherwise open the task's conversation)."""
-    system = next((m for m in messages if m.get("role") == "system"), None)
-    text = None if system is None else flatten_content(system.get("content"))
-    return is_title_request(text, bool(req.get("tools")))
-
-
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 """zlib's wbits for each request Content-Encoding the recorder reads (deflate: the zlib
 wrapper, as RFC 9110 section 8.4.1.2 names it)."""
@@ -436,25 +428,19 @@ class Recorder:
         request's tool definitions in chat shape (the apis modules' `chat_tools`),
         kept as the conversation's when it has none yet."""
         canned: list[str] = []
-        if self.canned_replies:
-            messages, canned = self._uncanned(messages)
+        if self.canned_replies:  # an assistant message without tool calls that is no relayed answer
+            texts = [
+                flatten_content(m.get("content"))
+                for m in messages
+                if m.get("role") == "assistant" and not m.get("tool_calls")
+            ]
+            canned = [t for t in texts if t.strip() not in self._answered]
+            messages = without_canned(messages, frozenset(canned))
         placed = self._place(messages, model, tools)
         if placed is not None:
             have = placed[0].canned_replies
             have.extend(t for t in dict.fromkeys(canned) if t not in have)
         return placed
-
-    def _uncanned(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-        """(`messages` without their canned exchanges, the canned replies found): an
-        assistant message without tool calls whose text is no relayed answer (module
-        docstring)."""
-        texts = [
-            flatten_content(m.get("content"))
-            for m in messages
-            if m.get("role") == "assistant" and not m.get("tool_calls")
-        ]
-        canned = [t for t in texts if t.strip() not in self._answered]
-        return without_canned(messages, frozenset(canned)), canned
 
     def _place(
         self, messages: list[dict[str, Any]], model: str | None, tools: list[dict[str, Any]] | None
@@ -811,7 +797,8 @@ def create_recorder_app(
             req, messages = {}, None
             recorder.skipped["bad_request"] += 1
         else:
-            if api == "chat" and _is_title_call(req, messages):  # side traffic (benchmaker.replay_server.side)
+            system = next((flatten_content(m.get("content")) for m in messages if m.get("role") == "system"), None)
+            if api == "chat" and is_title_request(system, bool(req.get("tools"))):  # side traffic (module docstring)
                 messages = None
                 recorder.skipped["title_request"] += 1
             elif method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn

@@ -298,9 +298,7 @@ class MessagesAssembler(_Answer):
     without thinking blocks), text blocks' text joined -> content (None without text
     blocks), tool_use blocks -> tool calls (arguments_raw: the streamed `partial_json`
     joined, or the body's `input` as compact JSON); stop_reason by `finish_reason_of`.
-    Usage: prompt_tokens = input + cache read + cache creation tokens, cached_tokens =
-    cache read, cache_creation_tokens, completion_tokens = output_tokens,
-    reasoning_tokens = output_tokens_details.thinking_tokens when sent."""
+    Usage: the parser's counts (anthropic_messages module doc), cache_creation_tokens."""
 
     PARSER = AnthropicMessagesParser
 
@@ -380,22 +378,16 @@ def _chat_messages(req: Any) -> list[dict[str, Any]]:
     return [m for m in req["messages"] if isinstance(m, dict)]
 
 
-_APIS: dict[str, tuple[Callable[[Any], list[dict[str, Any]]], Callable[[Any], Any], str]] = {
-    "chat": (_chat_messages, chat_tools, "/chat/completions"),
-    "responses": (responses_chat_messages, responses_chat_tools, "/responses"),
-    "messages": (messages_chat_messages, messages_chat_tools, "/messages"),
-    "gemini": (gemini.request_messages, gemini.chat_tools, ""),
+_APIS: dict[str, tuple[Callable[[Any], list[dict[str, Any]]], Callable[[Any], Any], str, type[_Answer] | None]] = {
+    "chat": (_chat_messages, chat_tools, "/chat/completions", ChatAssembler),
+    "responses": (responses_chat_messages, responses_chat_tools, "/responses", ResponsesAssembler),
+    "messages": (messages_chat_messages, messages_chat_tools, "/messages", MessagesAssembler),
+    "gemini": (gemini.request_messages, gemini.chat_tools, "", None),
 }
 """Each recorded API's readers of a parsed request body (its chat messages, raising
-ValueError when the body is no request of the API; its tool definitions in chat shape)
-and its path under the upstream's /v1 (Gemini's: the request's own path)."""
-
-_ASSEMBLERS: dict[str, type[ChatAssembler | ResponsesAssembler | MessagesAssembler]] = {
-    "chat": ChatAssembler,
-    "responses": ResponsesAssembler,
-    "messages": MessagesAssembler,
-}
-"""Each recorded API's answer reader (the Gemini API's: _GeminiAnswer)."""
+ValueError when the body is no request of the API; its tool definitions in chat
+shape), its path under the upstream's /v1 (Gemini's: the request's own path) and its
+answer reader (Gemini's: _GeminiAnswer)."""
 
 
 class Recorder:
@@ -787,7 +779,7 @@ def create_recorder_app(
         request places (module docstring)."""
         when = (datetime.now(UTC).isoformat(), time.perf_counter_ns())
         body = await request.body()
-        read_messages, read_tools, path = _APIS[api]
+        read_messages, read_tools, path, assembler = _APIS[api]
         model, method = (gemini.parse_path(request.url.path) or ("", "")) if api == "gemini" else ("", "")
         messages: list[dict[str, Any]] | None
         try:
@@ -810,8 +802,8 @@ def create_recorder_app(
             if messages is not None
             else None
         )
-        if api != "gemini":
-            stream, assembler = req.get("stream") is True, _ASSEMBLERS[api]
+        if assembler is not None:
+            stream = req.get("stream") is True
             return await relay(
                 request, v1 + path, body, placed, lambda n: assembler(stream=stream, content_length=n), when
             )

@@ -255,12 +255,8 @@ class RelayResponse(Response):
 
 class Upstream:
     """The proxy's upstream side: one RawTransport (its keep-alive pool) and the
-    deadlines (s, each None for none; module docstring).
-
-        Upstream()                                     # connect 10 s, idle 600 s
-        Upstream(idle_timeout_s=30.0, total_timeout_s=900.0)
-
-    Raises ValueError when a deadline is not positive."""
+    deadlines (s, each None for none; module docstring). Raises ValueError when a
+    deadline is not positive."""
 
     def __init__(
         self,

@@ -22,7 +22,7 @@ Endpoints (under the secret):
 - POST /v1/responses, POST /responses: the same for OpenAI Responses, forwarded to
   `<upstream>/v1/responses`; the request's input items are read as chat messages
   (benchmaker.apis.openai_responses.chat_messages) for the grouping below, the response
-  by ResponsesAssembler (complete at `response.completed` / `.incomplete` / `.failed`).
+  by ResponsesAssembler.
 - POST /v1/messages (Anthropic Messages, also `?beta=true`), POST /messages: forwarded
   to `<upstream>/v1/messages` and recorded the same way: the request's chat-shaped
   messages (benchmaker.apis.anthropic_messages.chat_messages) place it, and
@@ -31,13 +31,11 @@ Endpoints (under the secret):
   /v1alpha/): the Gemini API, forwarded to the same path and query upstream (its root:
   `upstream` without a trailing /v1) and recorded the same way, the request read as
   chat messages by benchmaker.apis.gemini.request_messages and the answer assembled by
-  its GeminiAssembler (complete at the event with `finishReason`, or at the end of a
-  JSON body). A function call the upstream sent without `id` is recorded under the id
-  the client's next request answers it with. A non-streamed call asking for a JSON
-  answer (Gemini CLI's router) is relayed, not recorded (`side_request`).
+  its GeminiAssembler. A function call the upstream sent without `id` is recorded
+  under the id the client's next request answers it with. A non-streamed call asking
+  for a JSON answer (Gemini CLI's router) is relayed, not recorded (`side_request`).
 - any other method/path under /v1/ (GET, POST, PUT, DELETE, PATCH, with its query
-  string): forwarded the same way, not recorded (/v1/models,
-  /v1/messages/count_tokens).
+  string): forwarded the same way, not recorded (/v1/models, /v1/messages/count_tokens).
 - POST /flush: writes the output file now; answers {"path", "trajectories", "turns",
   "skipped"}. The file is also written at shutdown (lifespan). Each write replaces
   the whole file atomically (temp file + rename) with every conversation so far.
@@ -394,10 +392,8 @@ class Recorder:
     """Groups relayed exchanges into conversations and writes them as trajectories
     (rules in the module docstring). Not thread-safe: used from one event loop.
 
-    `output`: the trajectories.jsonl to write. `text_actions`: treat the first user
-    message after a turn without tool calls as its observation. `canned_replies`: strip
-    the agent's canned exchanges from each request first (module docstring).
-    """
+    `output`: the trajectories.jsonl to write; `text_actions`, `canned_replies`: the
+    grouping's options (module docstring)."""
 
     def __init__(self, output: Path, *, text_actions: bool = False, canned_replies: bool = False) -> None:
         self.output = Path(output)
@@ -654,15 +650,12 @@ def _adopt_client_call_ids(turn: Turn) -> None:
     them with (Gemini CLI names each call itself): the k-th such call takes the id of the
     k-th observation with its name, so a replayed answer carries the id the client's
     function response will name."""
-    taken: set[int] = set()
+    free = [(o.name, o.tool_call_id) for o in turn.observations if o.tool_call_id is not None]
     for call in turn.response.tool_calls:
-        if not call.id.startswith(_GEMINI_CALL_ID):
-            continue
-        for k, obs in enumerate(turn.observations):
-            if k not in taken and obs.name == call.name and obs.tool_call_id is not None:
-                taken.add(k)
-                call.id = obs.tool_call_id
-                break
+        answer = next((pair for pair in free if pair[0] == call.name), None)
+        if call.id.startswith(_GEMINI_CALL_ID) and answer is not None:
+            free.remove(answer)
+            call.id = answer[1]
 
 
 def _upstream_v1(upstream: str) -> str:

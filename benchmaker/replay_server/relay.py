@@ -128,14 +128,10 @@ def relay_headers(pairs: list[tuple[str, str]], status: int = 200) -> list[tuple
     coding = next((v.strip().lower() for k, v in pairs if k == "content-encoding"), None)
     decoded = coding in _DECODED
     keep_length = "transfer-encoding" not in names and not decoded and status not in (204, 304)
-    out = []
-    for k, v in pairs:
-        if k in HOP_BY_HOP and not (k == "content-length" and keep_length):
-            continue
-        if decoded and k == "content-encoding":
-            continue
-        out.append((k, v))
-    return out
+    dropped = HOP_BY_HOP - {"content-length"} if keep_length else HOP_BY_HOP
+    if decoded:
+        dropped |= {"content-encoding"}
+    return [(k, v) for k, v in pairs if k not in dropped]
 
 
 class ClientWatch:

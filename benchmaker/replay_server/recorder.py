@@ -488,7 +488,7 @@ class Recorder:
         observations: list[Observation] = []
         user_after: list[str] = []
         text_obs = self.text_actions and not turn.response.tool_calls
-        tool_names = {tc.id: tc.name for tc in turn.response.tool_calls}
+        tool_names: dict[str | None, str] = {tc.id: tc.name for tc in turn.response.tool_calls}
         for m in after:
             role = m.get("role")
             text = flatten_content(m.get("content"))
@@ -500,9 +500,7 @@ class Recorder:
                 observations.append(
                     Observation(
                         tool_call_id=call_id,
-                        name=m.get("name")
-                        if isinstance(m.get("name"), str)
-                        else (tool_names.get(call_id) if call_id is not None else None),
+                        name=m.get("name") if isinstance(m.get("name"), str) else tool_names.get(call_id),
                         content=text,
                         is_error=is_error if isinstance(is_error, bool) else False,
                         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,

@@ -353,19 +353,15 @@ def _request_json_bytes(body: bytes, coding: str | None) -> bytes:
     is gzip, x-gzip or deflate (as sent, a client's compressed request), b"" (a request
     that cannot be read) for another coding, a broken stream or one that decodes to
     more than MAX_DECODED_BODY_BYTES. The body relayed is always the one received."""
-    if coding is None or coding.strip().lower() in ("", "identity"):
+    coding = (coding or "").strip().lower()
+    if coding in ("", "identity"):
         return body
-    wbits = _WBITS.get(coding.strip().lower())
-    if wbits is None:
-        return b""
-    decoder = zlib.decompressobj(wbits)
     try:
+        decoder = zlib.decompressobj(_WBITS[coding])
         out = decoder.decompress(body, MAX_DECODED_BODY_BYTES + 1)
-    except zlib.error:
+    except (KeyError, zlib.error):
         return b""
-    if len(out) > MAX_DECODED_BODY_BYTES or not decoder.eof:
-        return b""
-    return out
+    return out if len(out) <= MAX_DECODED_BODY_BYTES and decoder.eof else b""
 
 
 def _chat_messages(req: Any) -> list[dict[str, Any]]:
@@ -788,11 +784,9 @@ def create_recorder_app(
                 messages = None
                 recorder.skipped["side_request"] += 1
         named = (model or None) if api == "gemini" else req.get("model")
-        placed = (
-            recorder.begin(messages, named if isinstance(named, str) else None, read_tools(req))
-            if messages is not None
-            else None
-        )
+        placed: tuple[_Conversation, int] | None = None
+        if messages is not None:
+            placed = recorder.begin(messages, named if isinstance(named, str) else None, read_tools(req))
         if assembler is not None:
             stream = req.get("stream") is True
             return await relay(

@@ -755,7 +755,7 @@ def create_recorder_app(
         if resp.status_code >= 400:
             recorder.skipped["upstream_errors"] += 1
         elif placed is not None:
-            length = resp.header("content-length")
+            length = resp.headers.get("content-length")
             resp.sink = _Recording(
                 recorder, answer(int(length) if length and length.isdigit() else None), placed, *when
             )

@@ -205,22 +205,16 @@ class RelayResponse(Response):
     """The ASGI response of one relayed exchange (module docstring): sends the head,
     then each body read as it comes, handed to `sink` first (set it before the
     response is sent; default: a RelaySink, which keeps nothing), in the task that
-    opened the exchange (its deadlines cancel that task). `headers_list`: the
-    relayed headers as (lower-case name, value); `watch`: the ClientWatch that ends
-    it when the client leaves."""
+    opened the exchange (its deadlines cancel that task). `headers`: the relayed ones
+    (Starlette's); `watch`: the ClientWatch that ends it when the client leaves."""
 
     def __init__(self, ex: RequestExchange, status: int, headers: list[tuple[str, str]], watch: ClientWatch) -> None:
         self.status_code = status
         self.background = None
-        self.headers_list = headers
         self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         self.sink = RelaySink()
         self._ex = ex
         self.watch = watch
-
-    def header(self, name: str) -> str | None:
-        """The first relayed header `name` (lower-case), None when there is none."""
-        return next((v for k, v in self.headers_list if k == name), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ex, sink, watch = self._ex, self.sink, self.watch

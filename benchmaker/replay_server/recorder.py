@@ -593,16 +593,16 @@ _GEMINI_CALL_ID = "gemini_call_"
 
 
 class _GeminiAnswer:
-    """A Gemini answer, read by benchmaker.apis.gemini.GeminiAssembler, as the recorder
-    reads the other APIs' answers: `feed`, `finish`, then `response()`, `usage`,
-    `first_token_ns`. A function call without id gets "gemini_call_<turn>_<k>" until
-    the client's next request names its own id (`_adopt_client_call_ids`)."""
+    """A Gemini answer (`sse`: SSE-framed), read by benchmaker.apis.gemini.GeminiAssembler
+    as the recorder reads the other APIs' answers: `feed`, `finish`, then `response()`,
+    `usage`, `first_token_ns`. A function call without id gets "gemini_call_<turn>_<k>"
+    until the client's next request names its own id (`_adopt_client_call_ids`)."""
 
-    def __init__(self, asm: gemini.GeminiAssembler, turn_index: int) -> None:
-        self.asm = asm
+    def __init__(self, sse: bool, turn_index: int) -> None:
+        self.asm = gemini.GeminiAssembler(sse=sse)
         self.turn_index = turn_index
-        self.feed = asm.feed
-        self.finish = asm.finish
+        self.feed = self.asm.feed
+        self.finish = self.asm.finish
 
     @property
     def first_token_ns(self) -> int | None:
@@ -796,14 +796,7 @@ def create_recorder_app(
             _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
         sse = method == "streamGenerateContent" and gemini.wants_sse(request.url.query)
         turn = placed[1] if placed is not None else 0
-        return await relay(
-            request,
-            root + request.url.path,
-            body,
-            placed,
-            lambda n: _GeminiAnswer(gemini.GeminiAssembler(sse=sse), turn),
-            when,
-        )
+        return await relay(request, root + request.url.path, body, placed, lambda n: _GeminiAnswer(sse, turn), when)
 
     async def passthrough(request: Request) -> Response:
         body = await request.body()

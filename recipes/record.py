@@ -92,15 +92,12 @@ def record(
             f"each caller sends its own Authorization, which is forwarded"
         )
     deadlines = {}
-    for flag, key, value in (
-        ("--connect-timeout", "connect_timeout_s", connect_timeout),
-        ("--idle-timeout", "idle_timeout_s", idle_timeout),
-        ("--total-timeout", "total_timeout_s", total_timeout),
-    ):
+    for name, value in (("connect", connect_timeout), ("idle", idle_timeout), ("total", total_timeout)):
+        flag = f"--{name}-timeout"
         seconds = None if value is None else parse_duration_s(value, flag)
         if seconds == 0:
             raise ConfigError(f"{flag}: expected a duration above 0 (got {value!r})")
-        deadlines[key] = seconds
+        deadlines[f"{name}_timeout_s"] = seconds
     try:
         check_output_file(output, "--output")
         serve_recorder(

@@ -16,33 +16,26 @@ URL line it prints is the one place it appears.
 
 Endpoints (under the secret):
 - POST /v1/chat/completions, POST /chat/completions: forwarded to
-  `<upstream>/v1/chat/completions` (with the request's query string, headers and body
-  as given, `Accept-Encoding: identity`) through the engine's exchange
-  (benchmaker.replay_server.relay: its transport, deadlines and failures); the
-  upstream's status, headers (hop-by-hop ones removed, Content-Length kept) and body
-  bytes are relayed to the client unchanged, read by read, and the exchange is
-  recorded.
+  `<upstream>/v1/chat/completions` with the request's query string, and the answer
+  relayed back read by read (benchmaker.replay_server.relay: the headers either way,
+  the transport, deadlines and failures); the exchange is recorded.
 - POST /v1/responses, POST /responses: the same for OpenAI Responses, forwarded to
   `<upstream>/v1/responses`; the request's input items are read as chat messages
   (benchmaker.apis.openai_responses.chat_messages) for the grouping below, the response
-  by ResponsesAssembler (complete at `response.completed` / `.incomplete` / `.failed`).
+  by ResponsesAssembler.
 - POST /v1/messages (Anthropic Messages, also `?beta=true`), POST /messages: forwarded
   to `<upstream>/v1/messages` and recorded the same way: the request's chat-shaped
   messages (benchmaker.apis.anthropic_messages.chat_messages) place it, and
-  `MessagesAssembler` reassembles the response (thinking -> reasoning, text ->
-  content, tool_use -> tool calls with the input JSON as sent, stop_reason, usage
-  with cache read and creation tokens), complete at `message_stop`.
+  `MessagesAssembler` reassembles the response, complete at `message_stop`.
 - POST /v1beta/models/{model}:generateContent and :streamGenerateContent (also /v1/,
   /v1alpha/): the Gemini API, forwarded to the same path and query upstream (its root:
   `upstream` without a trailing /v1) and recorded the same way, the request read as
   chat messages by benchmaker.apis.gemini.request_messages and the answer assembled by
-  its GeminiAssembler (complete at the event with `finishReason`, or at the end of a
-  JSON body). A function call the upstream sent without `id` is recorded under the id
-  the client's next request answers it with. A non-streamed call asking for a JSON
-  answer (Gemini CLI's router) is relayed, not recorded (`side_request`).
+  its GeminiAssembler. A function call the upstream sent without `id` is recorded
+  under the id the client's next request answers it with. A non-streamed call asking
+  for a JSON answer (Gemini CLI's router) is relayed, not recorded (`side_request`).
 - any other method/path under /v1/ (GET, POST, PUT, DELETE, PATCH, with its query
-  string): forwarded the same way, not recorded (/v1/models,
-  /v1/messages/count_tokens).
+  string): forwarded the same way, not recorded (/v1/models, /v1/messages/count_tokens).
 - POST /flush: writes the output file now; answers {"path", "trajectories", "turns",
   "skipped"}. The file is also written at shutdown (lifespan). Each write replaces
   the whole file atomically (temp file + rename) with every conversation so far.
@@ -85,24 +78,21 @@ whatever the API (the apis modules' `chat_tools`: Responses function/custom tool
 Messages client tools, Gemini function declarations); a first user message holding an
 image is kept as content parts too (`first_user_parts`).
 
-A turn is recorded from the response bytes as they pass: SSE chunks are reassembled
-(content, reasoning_content/reasoning, tool calls by index with the raw argument
-string, finish_reason, usage) and recorded the moment `data: [DONE]` (or the complete
-JSON body) is seen, before those bytes are relayed, so a client that sends its next
-request right after `[DONE]` finds the turn recorded. Responses with status >= 400 are
-relayed whole (every byte of the error body) but not recorded (`upstream_errors`), as
-is a failure to reach the upstream (the client gets a 502 JSON error with code
-`upstream_error`: refused, the connect deadline, or the idle or total deadline before
-the response's head). A body that ends without its terminal event, does not parse, or
-is cut after the head (by the upstream, or by the idle or total deadline: the relayed
-body is cut too, the client's connection closed without the body's end) is not
-recorded (`incomplete`), nor is the answer to a client that left before it ended (the
-upstream exchange is closed at once: benchmaker.replay_server.relay). A request body
-sent with Content-Encoding gzip or deflate is read decoded (relayed as received).
-Deadlines (`benchmaker record --connect-timeout,
---idle-timeout, --total-timeout`): create_recorder_app. Timing per turn: `started_at` (UTC wall clock when
-the request arrived), `ttft_ms` (first token-bearing chunk after arrival, streams
-only) and `duration_ms` (until complete), measured at the proxy.
+A turn is recorded from the response bytes as they pass (the API's answer reader:
+ChatAssembler, ResponsesAssembler, MessagesAssembler, GeminiAssembler) the moment the
+answer is complete (`data: [DONE]`, the API's terminal event, or the whole JSON body),
+before those bytes are relayed, so a client that sends its next request right after
+`[DONE]` finds the turn recorded. Not recorded: a response with status >= 400 (relayed
+whole) and a failure to reach the upstream (relay's 502 JSON error, code
+`upstream_error`), both `upstream_errors`; a body that ends without its terminal
+event, does not parse, or is cut after the head by the upstream or a deadline (the
+relayed body is cut too), and the answer to a client that left before it ended (relay
+closes the upstream exchange at once), all `incomplete`. A request body sent with
+Content-Encoding gzip or deflate is read decoded (relayed as received). Deadlines
+(`benchmaker record --connect-timeout, --idle-timeout, --total-timeout`):
+create_recorder_app. Timing per turn: `started_at` (UTC wall clock when the request
+arrived), `ttft_ms` (first token-bearing chunk after arrival, streams only) and
+`duration_ms` (until complete), measured at the proxy.
 
 Secrets: request headers (Authorization, api keys) are forwarded, never recorded; the
 proxy's own secret is neither forwarded nor recorded.
@@ -117,8 +107,10 @@ import os
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +121,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from benchmaker.apis import gemini
-from benchmaker.apis.anthropic_messages import AnthropicMessagesParser, finish_reason_of
+from benchmaker.apis.anthropic_messages import STOP_CLASSES, AnthropicMessagesParser, finish_reason_of
 from benchmaker.apis.anthropic_messages import chat_messages as messages_chat_messages
 from benchmaker.apis.anthropic_messages import chat_tools as messages_chat_tools
 from benchmaker.apis.generated import token_count
@@ -142,6 +134,8 @@ from benchmaker.engine.records import Outcome, Sample
 from benchmaker.replay_server.relay import CLIENT_GONE, RelayResponse, RelaySink, Upstream
 from benchmaker.replay_server.secret_path import SecretPath, check_secret
 from benchmaker.replay_server.side import is_title_request
+from benchmaker.trajectories.converters.openai_messages import FINISH_REASONS
+from benchmaker.trajectories.converters.tool_calls import parse_arguments
 from benchmaker.trajectories.trajectory import (
     FinishReason,
     Observation,
@@ -165,22 +159,6 @@ __all__ = ["FORMAT", "ChatAssembler", "MessagesAssembler", "Recorder", "Response
 FORMAT = "recording-proxy"
 """`Source.format` of recorded trajectories."""
 
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "length": "length",
-    "content_filter": "content_filter",
-}
-
-
-def _parse_arguments(raw: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(raw)
-    except (json.JSONDecodeError, TypeError):
-        return None
-    return value if isinstance(value, dict) else None
-
 
 class _Answer:
     """One response as the recorder reads it from its body bytes, through its API's
@@ -200,14 +178,17 @@ class _Answer:
     output, cached, reasoning tokens) plus the usage object's `total_tokens` and
     `cache_creation_input_tokens`; None when no count was sent."""
 
-    def __init__(self, parser: Any, *, stream: bool, content_length: int | None) -> None:
+    PARSER: Any
+    """The API's parser class in benchmaker.apis, made with `stream=`."""
+
+    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
         self.stream = stream
         self.content_length = content_length
         self.complete = False
         self.error: str | None = None
         self.first_token_ns: int | None = None
         self.usage: Usage | None = None
-        self._parser = parser
+        self._parser = self.PARSER(stream=stream)
         self._sample = Sample(run_id="record", seq=0)
         self._n = 0
 
@@ -258,8 +239,7 @@ class ChatAssembler(_Answer):
     (content and reasoning of choice 0, tool calls by `index` with their argument
     fragments byte-exact); complete at `data: [DONE]`."""
 
-    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
-        super().__init__(OpenAIChatAssembler(stream=stream), stream=stream, content_length=content_length)
+    PARSER = OpenAIChatAssembler
 
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and whether its finish reason was one we know
@@ -270,12 +250,12 @@ class ChatAssembler(_Answer):
                 id=c.id or f"call_{c.index}",
                 name=c.name,
                 arguments_raw=c.arguments,
-                arguments=_parse_arguments(c.arguments),
+                arguments=parse_arguments(c.arguments),
             )
             for c in sorted(parser.tool_calls, key=lambda c: c.index)
         ]
         sent = self._sample.finish_reason
-        mapped = _FINISH.get(sent) if sent is not None else None
+        mapped = FINISH_REASONS.get(sent) if sent is not None else None
         reason: FinishReason = mapped if mapped is not None else ("tool_calls" if calls else "stop")
         return TrajResponse(
             content=parser.content, reasoning=parser.reasoning, tool_calls=calls, finish_reason=reason
@@ -289,8 +269,7 @@ class ResponsesAssembler(_Answer):
     response's `output` items, else the `response.output_item.done` items. A call
     recorded from a `custom_tool_call` keeps `type` "custom"."""
 
-    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
-        super().__init__(OpenAIResponsesParser(stream=stream), stream=stream, content_length=content_length)
+    PARSER = OpenAIResponsesParser
 
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and True (every Responses end state maps to one)."""
@@ -300,7 +279,7 @@ class ResponsesAssembler(_Answer):
                 id=c.call_id,
                 name=c.name,
                 arguments_raw=c.arguments,
-                arguments=None if c.custom else _parse_arguments(c.arguments),
+                arguments=None if c.custom else parse_arguments(c.arguments),
                 type="custom" if c.custom else None,
             )
             for c in out.calls
@@ -310,11 +289,6 @@ class ResponsesAssembler(_Answer):
         ), True
 
 
-_STOP_REASONS = frozenset(
-    ("end_turn", "stop_sequence", "pause_turn", "tool_use", "max_tokens", "refusal", "model_context_window_exceeded")
-)
-
-
 class MessagesAssembler(_Answer):
     """An Anthropic Messages response, read by
     benchmaker.apis.anthropic_messages.AnthropicMessagesParser; complete at
@@ -322,12 +296,9 @@ class MessagesAssembler(_Answer):
     without thinking blocks), text blocks' text joined -> content (None without text
     blocks), tool_use blocks -> tool calls (arguments_raw: the streamed `partial_json`
     joined, or the body's `input` as compact JSON); stop_reason by `finish_reason_of`.
-    Usage: prompt_tokens = input + cache read + cache creation tokens, cached_tokens =
-    cache read, cache_creation_tokens, completion_tokens = output_tokens,
-    reasoning_tokens = output_tokens_details.thinking_tokens when sent."""
+    Usage: the parser's counts (anthropic_messages module doc), cache_creation_tokens."""
 
-    def __init__(self, *, stream: bool, content_length: int | None = None) -> None:
-        super().__init__(AnthropicMessagesParser(stream=stream), stream=stream, content_length=content_length)
+    PARSER = AnthropicMessagesParser
 
     def response(self) -> tuple[TrajResponse, bool]:
         """The assistant Response, and whether its stop reason was one we know."""
@@ -342,11 +313,11 @@ class MessagesAssembler(_Answer):
                     id=b.get("id") or f"toolu_{i}",
                     name=b.get("name") or "",
                     arguments_raw=raw,
-                    arguments=_parse_arguments(raw) if raw else {},
+                    arguments=parse_arguments(raw) if raw else {},
                 )
             )
         reason = self._parser.stop_reason
-        known = reason in _STOP_REASONS
+        known = reason in STOP_CLASSES
         finish: FinishReason = finish_reason_of(reason) if known else ("tool_calls" if calls else "stop")  # type: ignore[assignment]
         return TrajResponse(
             content="".join(texts) if texts else None,
@@ -371,14 +342,6 @@ class _Conversation:
     digest: Any = field(default_factory=hashlib.sha256)
 
 
-def _is_title_call(req: dict[str, Any], messages: list[dict[str, Any]]) -> bool:
-    """True for a chat title request (side.is_title_request: opencode's title call, which
-    repeats the user's task and would otherwise open the task's conversation)."""
-    system = next((m for m in messages if m.get("role") == "system"), None)
-    text = None if system is None else flatten_content(system.get("content"))
-    return is_title_request(text, bool(req.get("tools")))
-
-
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 """zlib's wbits for each request Content-Encoding the recorder reads (deflate: the zlib
 wrapper, as RFC 9110 section 8.4.1.2 names it)."""
@@ -390,71 +353,43 @@ def _request_json_bytes(body: bytes, coding: str | None) -> bytes:
     is gzip, x-gzip or deflate (as sent, a client's compressed request), b"" (a request
     that cannot be read) for another coding, a broken stream or one that decodes to
     more than MAX_DECODED_BODY_BYTES. The body relayed is always the one received."""
-    if coding is None or coding.strip().lower() in ("", "identity"):
+    coding = (coding or "").strip().lower()
+    if coding in ("", "identity"):
         return body
-    wbits = _WBITS.get(coding.strip().lower())
-    if wbits is None:
-        return b""
-    decoder = zlib.decompressobj(wbits)
     try:
+        decoder = zlib.decompressobj(_WBITS[coding])
         out = decoder.decompress(body, MAX_DECODED_BODY_BYTES + 1)
-    except zlib.error:
+    except (KeyError, zlib.error):
         return b""
-    if len(out) > MAX_DECODED_BODY_BYTES or not decoder.eof:
-        return b""
-    return out
+    return out if len(out) <= MAX_DECODED_BODY_BYTES and decoder.eof else b""
 
 
-def _parse_request(body: bytes, api: str = "chat") -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """(request, its chat messages) of a request body; (None, []) when it cannot be read.
-    `api` "responses": the messages of its input items (openai_responses.chat_messages)."""
-    try:
-        req = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None, []
-    if api == "responses":
-        try:
-            return req, responses_chat_messages(req)
-        except ValueError:
-            return None, []
+def _chat_messages(req: Any) -> list[dict[str, Any]]:
+    """The messages (the objects of its `messages` list) of a chat completions request;
+    raises ValueError when it has no `messages` list."""
     if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
-        return None, []
-    return req, [m for m in req["messages"] if isinstance(m, dict)]
+        raise ValueError("messages: expected a list")
+    return [m for m in req["messages"] if isinstance(m, dict)]
 
 
-_ASSEMBLERS: dict[str, type[ChatAssembler | ResponsesAssembler | MessagesAssembler]] = {
-    "chat": ChatAssembler,
-    "responses": ResponsesAssembler,
-    "messages": MessagesAssembler,
+_APIS: dict[str, tuple[Callable[[Any], list[dict[str, Any]]], Callable[[Any], Any], str, type[_Answer] | None]] = {
+    "chat": (_chat_messages, chat_tools, "/chat/completions", ChatAssembler),
+    "responses": (responses_chat_messages, responses_chat_tools, "/responses", ResponsesAssembler),
+    "messages": (messages_chat_messages, messages_chat_tools, "/messages", MessagesAssembler),
+    "gemini": (gemini.request_messages, gemini.chat_tools, "", None),
 }
-"""Each recorded API's answer reader (the Gemini API's: _GeminiAnswer)."""
-
-_TOOLS_OF = {
-    "chat": chat_tools,
-    "responses": responses_chat_tools,
-    "messages": messages_chat_tools,
-}
-"""Each recorded API's reader of a request's tool definitions, in chat shape."""
-
-
-def _parse_messages_request(body: bytes) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """(request, its chat-shaped messages) of a Messages request body; (None, []) when
-    it is not JSON or not a Messages request."""
-    try:
-        req = json.loads(body)
-        return req, messages_chat_messages(req)
-    except (ValueError, UnicodeDecodeError):
-        return None, []
+"""Each recorded API's readers of a parsed request body (its chat messages, raising
+ValueError when the body is no request of the API; its tool definitions in chat
+shape), its path under the upstream's /v1 (Gemini's: the request's own path) and its
+answer reader (Gemini's: _GeminiAnswer)."""
 
 
 class Recorder:
     """Groups relayed exchanges into conversations and writes them as trajectories
     (rules in the module docstring). Not thread-safe: used from one event loop.
 
-    `output`: the trajectories.jsonl to write. `text_actions`: treat the first user
-    message after a turn without tool calls as its observation. `canned_replies`: strip
-    the agent's canned exchanges from each request first (module docstring).
-    """
+    `output`: the trajectories.jsonl to write; `text_actions`, `canned_replies`: the
+    grouping's options (module docstring)."""
 
     def __init__(self, output: Path, *, text_actions: bool = False, canned_replies: bool = False) -> None:
         self.output = Path(output)
@@ -477,25 +412,19 @@ class Recorder:
         request's tool definitions in chat shape (the apis modules' `chat_tools`),
         kept as the conversation's when it has none yet."""
         canned: list[str] = []
-        if self.canned_replies:
-            messages, canned = self._uncanned(messages)
+        if self.canned_replies:  # an assistant message without tool calls that is no relayed answer
+            texts = [
+                flatten_content(m.get("content"))
+                for m in messages
+                if m.get("role") == "assistant" and not m.get("tool_calls")
+            ]
+            canned = [t for t in texts if t.strip() not in self._answered]
+            messages = without_canned(messages, frozenset(canned))
         placed = self._place(messages, model, tools)
         if placed is not None:
             have = placed[0].canned_replies
             have.extend(t for t in dict.fromkeys(canned) if t not in have)
         return placed
-
-    def _uncanned(self, messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-        """(`messages` without their canned exchanges, the canned replies found): an
-        assistant message without tool calls whose text is no relayed answer (module
-        docstring)."""
-        texts = [
-            flatten_content(m.get("content"))
-            for m in messages
-            if m.get("role") == "assistant" and not m.get("tool_calls")
-        ]
-        canned = [t for t in texts if t.strip() not in self._answered]
-        return without_canned(messages, frozenset(canned)), canned
 
     def _place(
         self, messages: list[dict[str, Any]], model: str | None, tools: list[dict[str, Any]] | None
@@ -532,23 +461,30 @@ class Recorder:
             self._latest[key] = conv
             self.conversations.append(conv)
             return conv, 0
-        if n_assistant > len(conv.turns):
-            self.skipped["unseen_turns"] += 1
+        if not self._next_turn(conv, n_assistant):
             return None
-        if n_assistant < len(conv.turns):
-            self.skipped["superseded_turns"] += len(conv.turns) - n_assistant
-            del conv.turns[n_assistant:]
         if n_assistant > 0:
             self._observe(conv.turns[n_assistant - 1], messages[last_assistant + 1 :])
         if conv.tools is None:
             conv.tools = tools
         return conv, n_assistant
 
+    def _next_turn(self, conv: _Conversation, index: int) -> bool:
+        """Make turn `index` the next of `conv`: False (counted `unseen_turns`) when turns
+        before it are missing, else True, the turns from it on dropped (`superseded_turns`)."""
+        if index > len(conv.turns):
+            self.skipped["unseen_turns"] += 1
+            return False
+        if index < len(conv.turns):
+            self.skipped["superseded_turns"] += len(conv.turns) - index
+            del conv.turns[index:]
+        return True
+
     def _observe(self, turn: Turn, after: list[dict[str, Any]]) -> None:
         observations: list[Observation] = []
         user_after: list[str] = []
         text_obs = self.text_actions and not turn.response.tool_calls
-        tool_names = {tc.id: tc.name for tc in turn.response.tool_calls}
+        tool_names: dict[str | None, str] = {tc.id: tc.name for tc in turn.response.tool_calls}
         for m in after:
             role = m.get("role")
             text = flatten_content(m.get("content"))
@@ -560,9 +496,7 @@ class Recorder:
                 observations.append(
                     Observation(
                         tool_call_id=call_id,
-                        name=m.get("name")
-                        if isinstance(m.get("name"), str)
-                        else (tool_names.get(call_id) if call_id is not None else None),
+                        name=m.get("name") if isinstance(m.get("name"), str) else tool_names.get(call_id),
                         content=text,
                         is_error=is_error if isinstance(is_error, bool) else False,
                         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
@@ -593,12 +527,8 @@ class Recorder:
         self._answered.add((response.content or "").strip())
         if not known:
             self.skipped["unknown_finish_reason"] += 1
-        if index > len(conv.turns):  # a racing retry dropped the turns before it
-            self.skipped["unseen_turns"] += 1
+        if not self._next_turn(conv, index):  # a racing retry moved the conversation meanwhile
             return
-        if index < len(conv.turns):  # the conversation moved on meanwhile (a racing retry)
-            self.skipped["superseded_turns"] += len(conv.turns) - index
-            del conv.turns[index:]
         ttft_ms = None if asm.first_token_ns is None else (asm.first_token_ns - t_start_ns) / 1e6
         conv.turns.append(
             Turn(
@@ -663,16 +593,16 @@ _GEMINI_CALL_ID = "gemini_call_"
 
 
 class _GeminiAnswer:
-    """A Gemini answer, read by benchmaker.apis.gemini.GeminiAssembler, as the recorder
-    reads the other APIs' answers: `feed`, `finish`, then `response()`, `usage`,
-    `first_token_ns`. A function call without id gets "gemini_call_<turn>_<k>" until
-    the client's next request names its own id (`_adopt_client_call_ids`)."""
+    """A Gemini answer (`sse`: SSE-framed), read by benchmaker.apis.gemini.GeminiAssembler
+    as the recorder reads the other APIs' answers: `feed`, `finish`, then `response()`,
+    `usage`, `first_token_ns`. A function call without id gets "gemini_call_<turn>_<k>"
+    until the client's next request names its own id (`_adopt_client_call_ids`)."""
 
-    def __init__(self, asm: gemini.GeminiAssembler, turn_index: int) -> None:
-        self.asm = asm
+    def __init__(self, sse: bool, turn_index: int) -> None:
+        self.asm = gemini.GeminiAssembler(sse=sse)
         self.turn_index = turn_index
-        self.feed = asm.feed
-        self.finish = asm.finish
+        self.feed = self.asm.feed
+        self.finish = self.asm.finish
 
     @property
     def first_token_ns(self) -> int | None:
@@ -714,15 +644,12 @@ def _adopt_client_call_ids(turn: Turn) -> None:
     them with (Gemini CLI names each call itself): the k-th such call takes the id of the
     k-th observation with its name, so a replayed answer carries the id the client's
     function response will name."""
-    taken: set[int] = set()
+    free = [(o.name, o.tool_call_id) for o in turn.observations if o.tool_call_id is not None]
     for call in turn.response.tool_calls:
-        if not call.id.startswith(_GEMINI_CALL_ID):
-            continue
-        for k, obs in enumerate(turn.observations):
-            if k not in taken and obs.name == call.name and obs.tool_call_id is not None:
-                taken.add(k)
-                call.id = obs.tool_call_id
-                break
+        answer = next((pair for pair in free if pair[0] == call.name), None)
+        if call.id.startswith(_GEMINI_CALL_ID) and answer is not None:
+            free.remove(answer)
+            call.id = answer[1]
 
 
 def _upstream_v1(upstream: str) -> str:
@@ -730,22 +657,20 @@ def _upstream_v1(upstream: str) -> str:
     return base if base.endswith("/v1") else base + "/v1"
 
 
+@dataclass(eq=False)
 class _Recording(RelaySink):
     """A relayed response read as turn `placed` of its conversation: each read fed to
     `answer` (an answer as Recorder.record reads one), the turn recorded the moment it
     is complete, before the read that completed it is relayed; a body that ends
     incomplete, or is cut, counts `incomplete`."""
 
-    def __init__(
-        self, recorder: Recorder, answer: Any, placed: tuple[_Conversation, int], started_at: str, t_start: int
-    ):
-        self.recorder = recorder
-        self.answer = answer
-        self.placed = placed
-        self.started_at = started_at
-        self.t_start = t_start
-        self.raw: list[bytes] = []
-        self.done = False
+    recorder: Recorder
+    answer: Any
+    placed: tuple[_Conversation, int]
+    started_at: str
+    t_start: int
+    raw: list[bytes] = field(default_factory=list)
+    done: bool = False
 
     def feed(self, data: bytes, t_ns: int, sample: Sample) -> None:
         if self.done:
@@ -780,31 +705,26 @@ def create_recorder_app(
     secret: str,
     text_actions: bool = False,
     canned_replies: bool = False,
-    connect_timeout_s: float | None = 10.0,
-    idle_timeout_s: float | None = 600.0,
-    total_timeout_s: float | None = None,
+    **deadlines: float | None,
 ) -> Starlette:
     """The recording proxy app (module docstring) in front of `upstream` (a base URL,
     with or without `/v1`), writing `output`, serving only paths under `/<secret>` (at
     least 22 URL-safe characters; its clients' base URL is `http://HOST:PORT/<secret>`).
-    The upstream exchange's deadlines, in s
-    (None: none; benchmaker.replay_server.relay): `connect_timeout_s` until the
-    connection is made, `idle_timeout_s` the longest wait for the upstream's next bytes
-    (from the send, then from each read; relaying a read to the client is not waiting),
-    `total_timeout_s` from the send until the body ended. `app.state.recorder` is the
-    Recorder (`text_actions`, `canned_replies`: its options). Raises ValueError when a
-    deadline is not positive or `secret` is not a URL-safe segment of 22+ characters."""
+    `deadlines`: the upstream exchange's, in s (None: none), Upstream's keywords
+    (benchmaker.replay_server.relay): `connect_timeout_s` (default 10 s) until the
+    connection is made, `idle_timeout_s` (600 s) the longest wait for the upstream's
+    next bytes, `total_timeout_s` (none) from the send until the body ended.
+    `app.state.recorder` is the Recorder (`text_actions`, `canned_replies`: its
+    options). Raises ValueError when a deadline is not positive or `secret` is not a
+    URL-safe segment of 22+ characters."""
     recorder = Recorder(output, text_actions=text_actions, canned_replies=canned_replies)
 
-    def refused() -> None:
-        recorder.skipped["unauthorized"] += 1
-
-    guard = Middleware(SecretPath, secret=check_secret(secret), on_refused=refused)
+    guard = Middleware(
+        SecretPath, secret=check_secret(secret), on_refused=lambda: recorder.skipped.update(["unauthorized"])
+    )
     v1 = _upstream_v1(upstream)
     root = upstream.rstrip("/").removesuffix("/v1")
-    upstream_side = Upstream(
-        connect_timeout_s=connect_timeout_s, idle_timeout_s=idle_timeout_s, total_timeout_s=total_timeout_s
-    )
+    upstream_side = Upstream(**deadlines)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -813,10 +733,6 @@ def create_recorder_app(
         finally:
             await upstream_side.aclose()
             recorder.write()
-
-    def with_query(request: Request, url: str) -> str:
-        query = request.url.query
-        return f"{url}?{query}" if query else url
 
     async def relay(
         request: Request,
@@ -828,7 +744,8 @@ def create_recorder_app(
     ) -> Response:
         """Relay `request` to `url` (with its query); record its answer as turn `placed`
         (None: relayed only). `when`: (started_at, t_start) of the request's arrival."""
-        resp = await upstream_side.relay(request, with_query(request, url), body)
+        query = request.url.query
+        resp = await upstream_side.relay(request, f"{url}?{query}" if query else url, body)
         if not isinstance(resp, RelayResponse):
             if resp.status_code != CLIENT_GONE:
                 recorder.skipped["upstream_errors"] += 1
@@ -838,77 +755,52 @@ def create_recorder_app(
         if resp.status_code >= 400:
             recorder.skipped["upstream_errors"] += 1
         elif placed is not None:
-            length = resp.header("content-length")
+            length = resp.headers.get("content-length")
             resp.sink = _Recording(
                 recorder, answer(int(length) if length and length.isdigit() else None), placed, *when
             )
         return resp
 
-    async def chat(request: Request) -> Response:
-        return await exchange(request, "chat")
-
-    async def responses(request: Request) -> Response:
-        return await exchange(request, "responses")
-
-    async def messages(request: Request) -> Response:
-        return await exchange(request, "messages")
-
     async def exchange(request: Request, api: str) -> Response:
+        """Relay one call of `api` (an _APIS key) and record its answer as the turn the
+        request places (module docstring)."""
         when = (datetime.now(UTC).isoformat(), time.perf_counter_ns())
         body = await request.body()
-        read = _request_json_bytes(body, request.headers.get("content-encoding"))
-        req, messages = _parse_messages_request(read) if api == "messages" else _parse_request(read, api)
-        title = api == "chat" and req is not None and _is_title_call(req, messages)
-        placed = (
-            recorder.begin(
-                messages, req.get("model") if isinstance(req.get("model"), str) else None, _TOOLS_OF[api](req)
-            )
-            if req is not None and not title
-            else None
-        )
-        if req is None:
+        read_messages, read_tools, path, assembler = _APIS[api]
+        model, method = (gemini.parse_path(request.url.path) or ("", "")) if api == "gemini" else ("", "")
+        messages: list[dict[str, Any]] | None
+        try:
+            req = json.loads(_request_json_bytes(body, request.headers.get("content-encoding")))
+            messages = read_messages(req)
+        except (ValueError, UnicodeDecodeError):
+            req, messages = {}, None
             recorder.skipped["bad_request"] += 1
-        elif title:  # side traffic (benchmaker.replay_server.side): relayed, never a turn
-            recorder.skipped["title_request"] += 1
-        path = {"responses": "/responses", "messages": "/messages"}.get(api, "/chat/completions")
-        assembler = _ASSEMBLERS[api]
-        stream = req.get("stream") is True if req else False
-
-        def answer(content_length: int | None) -> Any:
-            return assembler(stream=stream, content_length=content_length)
-
-        return await relay(request, v1 + path, body, placed, answer, when)
+        else:
+            system = next((flatten_content(m.get("content")) for m in messages if m.get("role") == "system"), None)
+            if api == "chat" and is_title_request(system, bool(req.get("tools"))):  # side traffic (module docstring)
+                messages = None
+                recorder.skipped["title_request"] += 1
+            elif method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
+                messages = None
+                recorder.skipped["side_request"] += 1
+        named = (model or None) if api == "gemini" else req.get("model")
+        placed: tuple[_Conversation, int] | None = None
+        if messages is not None:
+            placed = recorder.begin(messages, named if isinstance(named, str) else None, read_tools(req))
+        if assembler is not None:
+            stream = req.get("stream") is True
+            return await relay(
+                request, v1 + path, body, placed, lambda n: assembler(stream=stream, content_length=n), when
+            )
+        if placed is not None and placed[1] > 0:
+            _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
+        sse = method == "streamGenerateContent" and gemini.wants_sse(request.url.query)
+        turn = placed[1] if placed is not None else 0
+        return await relay(request, root + request.url.path, body, placed, lambda n: _GeminiAnswer(sse, turn), when)
 
     async def passthrough(request: Request) -> Response:
         body = await request.body()
         return await relay(request, v1 + "/" + request.path_params["path"], body, None, None, ("", 0))
-
-    async def gemini_call(request: Request) -> Response:
-        """A Gemini generateContent / streamGenerateContent call: relayed to the same path
-        upstream and recorded like a chat call (the request read by
-        benchmaker.apis.gemini.request_messages, the answer by GeminiAssembler)."""
-        when = (datetime.now(UTC).isoformat(), time.perf_counter_ns())
-        body = await request.body()
-        model, method = gemini.parse_path(request.url.path) or ("", "")
-        try:
-            req = json.loads(_request_json_bytes(body, request.headers.get("content-encoding")))
-            messages = gemini.request_messages(req)
-        except (ValueError, UnicodeDecodeError):
-            messages = None
-            recorder.skipped["bad_request"] += 1
-        else:
-            if method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
-                messages = None
-                recorder.skipped["side_request"] += 1
-        placed = recorder.begin(messages, model or None, gemini.chat_tools(req)) if messages is not None else None
-        if placed is not None and placed[1] > 0:
-            _adopt_client_call_ids(placed[0].turns[placed[1] - 1])
-        sse = method == "streamGenerateContent" and gemini.wants_sse(request.url.query)
-
-        def answer(content_length: int | None) -> Any:
-            return _GeminiAnswer(gemini.GeminiAssembler(sse=sse), placed[1] if placed is not None else 0)
-
-        return await relay(request, root + request.url.path, body, placed, answer, when)
 
     async def flush(request: Request) -> Response:
         try:
@@ -927,17 +819,17 @@ def create_recorder_app(
 
     app = Starlette(
         routes=[
-            Route("/v1/chat/completions", chat, methods=["POST"]),
-            Route("/chat/completions", chat, methods=["POST"]),
-            Route("/v1/responses", responses, methods=["POST"]),
-            Route("/responses", responses, methods=["POST"]),
-            Route("/v1/messages", messages, methods=["POST"]),
-            Route("/messages", messages, methods=["POST"]),
+            Route("/v1/chat/completions", partial(exchange, api="chat"), methods=["POST"]),
+            Route("/chat/completions", partial(exchange, api="chat"), methods=["POST"]),
+            Route("/v1/responses", partial(exchange, api="responses"), methods=["POST"]),
+            Route("/responses", partial(exchange, api="responses"), methods=["POST"]),
+            Route("/v1/messages", partial(exchange, api="messages"), methods=["POST"]),
+            Route("/messages", partial(exchange, api="messages"), methods=["POST"]),
             Route("/flush", flush, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
-            Route("/v1beta/models/{call}", gemini_call, methods=["POST"]),
-            Route("/v1alpha/models/{call}", gemini_call, methods=["POST"]),
-            Route("/v1/models/{call}", gemini_call, methods=["POST"]),
+            Route("/v1beta/models/{call}", partial(exchange, api="gemini"), methods=["POST"]),
+            Route("/v1alpha/models/{call}", partial(exchange, api="gemini"), methods=["POST"]),
+            Route("/v1/models/{call}", partial(exchange, api="gemini"), methods=["POST"]),
             Route("/v1/{path:path}", passthrough, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
         ],
         lifespan=lifespan,
@@ -953,18 +845,14 @@ def serve_recorder(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
-    text_actions: bool = False,
-    canned_replies: bool = False,
-    connect_timeout_s: float | None = 10.0,
-    idle_timeout_s: float | None = 600.0,
-    total_timeout_s: float | None = None,
     announce: Any = None,
+    **options: Any,
 ) -> None:
     """Bind host:port, make a fresh secret (`secrets.token_urlsafe(32)`, this process's
     only), call `announce(url)` with the base URL `http://HOST:PORT/<secret>` (default:
     print it as the first stdout line, the one place the secret appears; the stderr line
     leaves it out), serve until SIGINT/SIGTERM, then write `output` and return (SIGINT)
-    or let uvicorn re-raise SIGTERM. The options are create_recorder_app's. Raises
+    or let uvicorn re-raise SIGTERM. `options`: create_recorder_app's keywords. Raises
     OSError (bind), ValueError (a deadline not positive)."""
     import secrets
     import sys
@@ -972,16 +860,7 @@ def serve_recorder(
     from benchmaker.replay_server.server import bind_socket, run_uvicorn
 
     secret = secrets.token_urlsafe(32)
-    app = create_recorder_app(
-        upstream,
-        output,
-        secret=secret,
-        text_actions=text_actions,
-        canned_replies=canned_replies,
-        connect_timeout_s=connect_timeout_s,
-        idle_timeout_s=idle_timeout_s,
-        total_timeout_s=total_timeout_s,
-    )
+    app = create_recorder_app(upstream, output, secret=secret, **options)
     sock, origin = bind_socket(host, port)
     url = f"{origin}/{secret}"
     if announce is None:

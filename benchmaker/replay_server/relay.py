@@ -103,11 +103,6 @@ _DECODED = frozenset({"gzip", "x-gzip", "deflate"})
 """Content-Encodings RawTransport decodes (benchmaker/engine/http1.py, `_Conn._framing`)."""
 
 
-def _any_status(status: int) -> bool:
-    """Every status is the client's to see: an error body is relayed whole."""
-    return True
-
-
 class RelaySink:
     """Where a relayed body's reads go besides the client; this base keeps nothing
     (a passthrough). A recorder's subclass reads the answer in them."""
@@ -133,14 +128,10 @@ def relay_headers(pairs: list[tuple[str, str]], status: int = 200) -> list[tuple
     coding = next((v.strip().lower() for k, v in pairs if k == "content-encoding"), None)
     decoded = coding in _DECODED
     keep_length = "transfer-encoding" not in names and not decoded and status not in (204, 304)
-    out = []
-    for k, v in pairs:
-        if k in HOP_BY_HOP and not (k == "content-length" and keep_length):
-            continue
-        if decoded and k == "content-encoding":
-            continue
-        out.append((k, v))
-    return out
+    dropped = HOP_BY_HOP - {"content-length"} if keep_length else HOP_BY_HOP
+    if decoded:
+        dropped |= {"content-encoding"}
+    return [(k, v) for k, v in pairs if k not in dropped]
 
 
 class ClientWatch:
@@ -214,24 +205,16 @@ class RelayResponse(Response):
     """The ASGI response of one relayed exchange (module docstring): sends the head,
     then each body read as it comes, handed to `sink` first (set it before the
     response is sent; default: a RelaySink, which keeps nothing), in the task that
-    opened the exchange (its deadlines cancel that task). `headers_list`: the
-    relayed headers as (lower-case name, value); `watch`: the ClientWatch that ends
-    it when the client leaves (None: none)."""
+    opened the exchange (its deadlines cancel that task). `headers`: the relayed ones
+    (Starlette's); `watch`: the ClientWatch that ends it when the client leaves."""
 
-    def __init__(
-        self, ex: RequestExchange, status: int, headers: list[tuple[str, str]], watch: ClientWatch | None = None
-    ) -> None:
+    def __init__(self, ex: RequestExchange, status: int, headers: list[tuple[str, str]], watch: ClientWatch) -> None:
         self.status_code = status
         self.background = None
-        self.headers_list = headers
         self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
         self.sink = RelaySink()
         self._ex = ex
         self.watch = watch
-
-    def header(self, name: str) -> str | None:
-        """The first relayed header `name` (lower-case), None when there is none."""
-        return next((v for k, v in self.headers_list if k == name), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         ex, sink, watch = self._ex, self.sink, self.watch
@@ -244,11 +227,11 @@ class RelayResponse(Response):
                 sink.cut()
                 raise
             except asyncio.CancelledError:
-                if watch is None or not watch.stop():
+                if not watch.stop():
                     raise
                 sink.cut()  # the client left: nobody reads the rest
                 return
-            if watch is not None and watch.stop():  # it left after the last read: nobody reads the end
+            if watch.stop():  # it left after the last read: nobody reads the end
                 sink.cut()
                 await watch.settle()
                 return
@@ -256,19 +239,14 @@ class RelayResponse(Response):
                 sink.finish(ex.sample)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            if watch is not None:
-                watch.stop()
+            watch.stop()
             await ex.close()
 
 
 class Upstream:
     """The proxy's upstream side: one RawTransport (its keep-alive pool) and the
-    deadlines (s, each None for none; module docstring).
-
-        Upstream()                                     # connect 10 s, idle 600 s
-        Upstream(idle_timeout_s=30.0, total_timeout_s=900.0)
-
-    Raises ValueError when a deadline is not positive."""
+    deadlines (s, each None for none; module docstring). Raises ValueError when a
+    deadline is not positive."""
 
     def __init__(
         self,
@@ -304,10 +282,15 @@ class Upstream:
         ex = RequestExchange(Sample(run_id="record", seq=0), 0, deadlines, task)
         ex.start()
         try:
-            status = await ex.open(self.transport, RequestSpec(request.method, url, headers, body), _any_status)
-        except (DeadlineExceeded, TransportError) as exc:
-            watch.stop()
+            # every status is the client's to see: an error body is relayed whole
+            status = await ex.open(self.transport, RequestSpec(request.method, url, headers, body), lambda _: True)
+        except BaseException as exc:
+            gone = watch.stop()
             await ex.close()
+            if isinstance(exc, asyncio.CancelledError) and gone:
+                return Response(status_code=CLIENT_GONE)
+            if not isinstance(exc, (DeadlineExceeded, TransportError)):
+                raise
             return JSONResponse(
                 {
                     "error": {
@@ -319,16 +302,6 @@ class Upstream:
                 },
                 status_code=502,
             )
-        except asyncio.CancelledError:
-            gone = watch.stop()
-            await ex.close()
-            if not gone:
-                raise
-            return Response(status_code=CLIENT_GONE)
-        except BaseException:
-            watch.stop()
-            await ex.close()
-            raise
         ex.hold()  # the head is relayed before the first read: not waiting
         return RelayResponse(ex, status, relay_headers(ex.response_headers(), status), watch)
 

@@ -71,7 +71,7 @@ from benchmaker.trajectories.context import request_messages
 from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Turn
 
 MISS_BY_STATUS: dict[int, str] = {404: "unknown_key", 409: "beyond_turns", 412: "diverged"}
-"""Replay server status codes of a miss (benchmaker/replay_server/server.py docstring)."""
+"""Replay server status codes of a miss (docs/replay-server.md)."""
 
 STRAY_GRACE_S = 2.0
 """Command mode: seconds an agent whose request the replay server refused may take to

@@ -78,10 +78,10 @@ class ChatResult:
 
     `sample` is a benchmaker.engine.records.Sample whose outcome, status, stamps (offsets from
     `t0_ns`), token events, usage, finish_reason and bytes follow the engine's rules
-    (module docstring); the caller fills run_id, seq, lane, sweep_point and meta before
+    (docs/stream-rules.md); the caller fills run_id, seq, lane, sweep_point and meta before
     writing it. `outcome` is an Outcome value: ok, http_error (status >= 400; `error`
     holds the error body), transport_error, timeout (`timeout_kind` connect, total or
-    idle), protocol_error, empty_output, aborted, recorded_error (module docstring). `content`/`reasoning` are None when no delta
+    idle), protocol_error, empty_output, aborted, recorded_error (docs/metrics.md). `content`/`reasoning` are None when no delta
     carried the field, "" when deltas carried it empty. `usage` is the server's usage
     object, None when it sent none (never zeros). `model_time_ns` is the time spent
     inside the awaits on the response only. `headers` keeps the response's `x-replay-*`

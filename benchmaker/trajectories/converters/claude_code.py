@@ -134,7 +134,7 @@ class _Requests:
 
 
 def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests) -> dict[str, list[_Entry]]:
-    """The conversation lines of the file by thread (module doc); `requests` gets the
+    """The conversation lines of the file by thread (docs/log-formats.md#claude-code); `requests` gets the
     `api-request` records and `api-request-blob` messages."""
     threads: dict[str, list[_Entry]] = {}
 
@@ -216,7 +216,7 @@ def _call_key(entry: _Entry) -> str:
 
 
 class _Converter:
-    """Builds one thread's trajectory (rules in the module doc)."""
+    """Builds one thread's trajectory (rules: docs/log-formats.md#claude-code)."""
 
     def __init__(self, ctx: FileContext, entries: list[_Entry], requests: _Requests) -> None:
         self.ctx = ctx
@@ -372,7 +372,7 @@ class _Converter:
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
     """Yield the trajectories of a Claude Code session file: the main thread, then each
-    subagent thread (module doc). A thread with no assistant call is skipped (counted on
+    subagent thread (docs/log-formats.md#claude-code). A thread with no assistant call is skipped (counted on
     the first trajectory as `thread_without_calls`). Raises ConvertError."""
     file_skips: dict[str, int] = {}
     requests = _Requests()

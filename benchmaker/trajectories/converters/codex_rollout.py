@@ -36,7 +36,7 @@ FORMAT = "codex-rollout"
 
 
 def is_rollout_records(records: list[Any]) -> bool:
-    """True when the first records of a JSONL file are Codex rollout lines (module doc):
+    """True when the first records of a JSONL file are Codex rollout lines (docs/log-formats.md#codex-rollout):
     every one `{"type": str, "payload": object}`, a `session_meta` or `response_item`
     among them."""
     if not records or not all(
@@ -216,7 +216,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
 
 
 def _compacted_head(builder: TrajectoryBuilder) -> list[MessageSpan]:
-    """The history Codex keeps at a compaction (module doc) as spans: the opening user
+    """The history Codex keeps at a compaction (docs/log-formats.md#codex-rollout) as spans: the opening user
     messages, then each later user prompt (`user_after` of the turns so far). Codex
     keeps at most the last 20,000 tokens of prompts; the log does not say which were cut,
     so all are kept."""
@@ -235,7 +235,7 @@ def _compacted_head(builder: TrajectoryBuilder) -> list[MessageSpan]:
 
 
 def _usage(last: Any) -> Any:
-    """Usage of a Codex token usage object (module doc), None when it is not an object."""
+    """Usage of a Codex token usage object (docs/log-formats.md#codex-rollout), None when it is not an object."""
     if not isinstance(last, dict):
         return None
     return Usage(

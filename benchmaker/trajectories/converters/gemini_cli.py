@@ -102,7 +102,7 @@ def _user(builder: TrajectoryBuilder, content: Any) -> None:
 
 
 def _messages(ctx: FileContext) -> list[dict[str, Any]]:
-    """The MessageRecords of the file as Gemini CLI loads them (module doc)."""
+    """The MessageRecords of the file as Gemini CLI loads them (docs/log-formats.md#gemini-cli)."""
     if is_one_document(ctx.head):
         doc = read_json_document(ctx)
         if not is_conversation_record(doc):
@@ -128,7 +128,7 @@ def _messages(ctx: FileContext) -> list[dict[str, Any]]:
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of a Gemini CLI chat recording (module doc). Raises
+    """Yield the one Trajectory of a Gemini CLI chat recording (docs/log-formats.md#gemini-cli). Raises
     ConvertError (`path:line: field: problem`) on a malformed file, and when it holds no
     user message or no model call."""
     builder = TrajectoryBuilder(ctx, FORMAT)

@@ -208,7 +208,7 @@ def is_eval_record(obj: Any) -> bool:
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
     """Yield the Trajectories of an OpenHands event list (one), evaluation record (one)
-    or evaluation output.jsonl (one per line), see module docstring. Raises
+    or evaluation output.jsonl (one per line), see docs/log-formats.md#openhands. Raises
     ConvertError (`path:line: history[i].field: problem`, i = index in the event list);
     with `ctx.lenient` a bad output.jsonl line is skipped and counted as `bad_row`."""
     lead = first_byte(ctx.head)

@@ -39,7 +39,7 @@ from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import Observation, RecordedOutcome, Response, ToolCall, Trajectory
 
 FORMAT_CONVERSATION = "openhands-conversation"
-"""Directory format: an SDK conversation's base_state.json + events/ (module docstring)."""
+"""Directory format: an SDK conversation's base_state.json + events/ (docs/log-formats.md#openhands-sdk-events-and-conversation-directories)."""
 
 BASE_STATE = "base_state.json"
 EVENTS_DIR = "events"
@@ -122,7 +122,7 @@ def feed_sdk_events(
     prefix: str = "",
     state: dict[str, Any] | None = None,
 ) -> None:
-    """Feed an SDK event list into `builder` (module docstring): the active branch when
+    """Feed an SDK event list into `builder` (docs/log-formats.md#openhands-sdk-events-and-conversation-directories): the active branch when
     the events form a tree (`active_branch`, HEAD from `state`, the conversation's
     base_state, when given); an ActionEvent without a `tool_call` is counted
     (`action_event_without_tool_call`). Raises ConvertError naming `prefix[i]` for an
@@ -270,7 +270,7 @@ _NOT_TREE_NODES = frozenset({"ConversationStateUpdateEvent", "ConversationErrorE
 
 
 def active_branch(events: list[dict[str, Any]], state: dict[str, Any]) -> list[dict[str, Any]]:
-    """The events of a conversation that its agent's context came from (module docstring,
+    """The events of a conversation that its agent's context came from (docs/log-formats.md,
     Branches): all of them when none carries a `parent_id` (a linear log), else the active
     branch root first, with the non-tree events kept in index order. Raises
     ValueError(`[i].parent_id`, problem) for a parent id that is not a string or a cycle
@@ -311,7 +311,7 @@ def _read_event(path: Path, data: bytes) -> dict[str, Any]:
 
 
 def convert_conversation_dir(conv: Path, *, lenient: bool = False) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of SDK conversation directory `conv` (module docstring).
+    """Yield the one Trajectory of SDK conversation directory `conv` (docs/log-formats.md#openhands-sdk-events-and-conversation-directories).
     Raises ConvertError naming the file: a bad base_state.json (`conv/base_state.json:
     ...`), an event file that is not JSON or not an event object (`conv/events/event-
     00003-<id>.json:1: invalid JSON: ...`), a gap or a doubled index among the event

@@ -139,7 +139,7 @@ class _State:
         self.builder.edit(self.index.edit(kind, keep, summary=self.summary, tokens_before=tokens_before))
 
     def compaction(self, event: dict[str, Any]) -> None:
-        """A `*compaction_end` event (module docstring)."""
+        """A `*compaction_end` event (docs/log-formats.md#pi-events)."""
         b = self.builder
         result = event.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
@@ -162,7 +162,7 @@ class _State:
 
     def retry(self) -> None:
         """An `auto_retry_start` after a failed call: pi drops the failed assistant
-        message from the agent's context and calls again (module docstring)."""
+        message from the agent's context and calls again (docs/log-formats.md#pi-events)."""
         b = self.builder
         if not b.turns or b.turns[-1].response.finish_reason != "error" or self.last_turn_pos is None:
             b.skip("event:auto_retry_start")
@@ -195,7 +195,7 @@ class _State:
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of a pi json event stream (see module docstring).
+    """Yield the one Trajectory of a pi json event stream (see docs/log-formats.md#pi-events).
     Raises ConvertError naming the line and field of a malformed event."""
     state = _State(ctx)
     b = state.builder

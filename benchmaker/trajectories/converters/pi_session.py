@@ -76,7 +76,7 @@ def bash_execution_text(msg: dict[str, Any]) -> str:
 
 
 def pi_usage(usage: Any) -> Usage | None:
-    """Usage from a pi-ai `Usage` object (see module docstring); None when absent."""
+    """Usage from a pi-ai `Usage` object (see docs/log-formats.md#pi-session); None when absent."""
     if not isinstance(usage, dict):
         return None
     inp, out = non_negative_int(usage.get("input")), non_negative_int(usage.get("output"))
@@ -244,7 +244,7 @@ class _Entry:
 class _Tree:
     """The session tree (v1 files: a chain in file order, as pi's `migrateV1ToV2`) and the
     history built from ALL its entries in file order, so every request the agent sent,
-    on an abandoned branch too, can be rebuilt (module docstring)."""
+    on an abandoned branch too, can be rebuilt (docs/log-formats.md#pi-session)."""
 
     def __init__(self, entries: list[tuple[int, dict[str, Any]]], ctx: FileContext, tree: bool):
         self.ctx = ctx
@@ -357,7 +357,7 @@ def _is_failed_call(entry: dict[str, Any]) -> bool:
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of a pi session file (see module docstring).
+    """Yield the one Trajectory of a pi session file (see docs/log-formats.md#pi-session).
     Raises ConvertError naming the line and field of a malformed entry."""
     records = list(iter_jsonl(ctx))
     if not records:

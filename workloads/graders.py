@@ -15,26 +15,10 @@ picks another key). Only samples whose outcome is `ok` are graded. The hook then
                     the reason in `sample.error`
     sample.meta     {"answer": the extracted answer} when the grader extracts one
 
-Accuracy = n_correct / n_graded (benchmaker/engine/sql/summary.sql), where graded means a grade
-was set; "goodput of correct answers" counts correct answers that also met every SLO.
-
-Graders (YAML `grader: {type: ...}`):
-    exact        text == reference after normalizing (strip, collapse whitespace, casefold
-                 unless case_sensitive)
-    contains     normalized reference occurs in the normalized text
-    regex        `pattern` given: with a capture group and a reference, the last match's
-                 group 1 (normalized) must equal the reference; else any match is correct.
-                 No pattern: the reference is the pattern (re.search)
-    numeric      the answer number (after `####`, inside `\\boxed{}`, after the last
-                 "answer is"/"answer:", else the last number in the text; `1,234`, `-3.5`,
-                 `1e3`) is within abs_tol or rel_tol of the reference (math.isclose);
-                 tolerances 0 = exact (integers)
-    choice       multiple choice: the extracted letter equals the reference letter (see
-                 `extract_choice`); no extractable letter is wrong, not an error
-    json_schema  the text (``` fences stripped) parses as JSON and validates against
-                 `schema` (needs the `jsonschema` package; ConfigError when missing)
-    llm_judge    an OpenAI-compatible chat endpoint judges the answer with a prompt
-                 template; its reply must hold CORRECT or INCORRECT (see LLMJudgeGrader)
+Accuracy and goodput of correct answers: docs/metrics.md ("Accuracy"). One grader class
+per YAML type (`grader: {type: ...}`: exact, contains, regex, numeric, choice,
+json_schema, llm_judge), each stating its rule; the list for users:
+docs/benchmark-an-endpoint.md ("Accuracy grading").
 """
 
 from __future__ import annotations
@@ -137,8 +121,11 @@ class ContainsGrader(ExactGrader):
 
 
 class RegexGrader:
-    """Regex grading (see module docstring). Raises ConfigError for a bad `pattern`;
-    a reference that is not a valid pattern (no `pattern` given) is a GradingError."""
+    """Regex grading. With `pattern` given: with a capture group and a reference, the
+    last match's group 1 (normalized) must equal the reference; else any match is
+    correct. No pattern: the reference is the pattern (re.search). Raises ConfigError
+    for a bad `pattern`; a reference that is not a valid pattern (no `pattern` given) is
+    a GradingError."""
 
     name = "regex"
 

@@ -13,10 +13,9 @@ Modes:
   with the system prompt (when recorded), the first user message and the
   `user_before_turns` messages; each response is appended *as
   received*, then the recorded observations of that turn, then its `user_after`
-  messages; the next turn is sent. A turn that carries a context edit (a pi
-  compaction: `Turn.context_edit`) is sent as the agent sent it: the request is
-  rebuilt by `benchmaker.trajectories.context.request_messages` (the summary, then the history from
-  the edit's `keep_from` on, with the responses as received) and grows from there.
+  messages; the next turn is sent. A turn that carries a context edit
+  (`Turn.context_edit`) is sent as the agent sent it, rebuilt by
+  `benchmaker.trajectories.context.request_messages`, and grows from there.
 - `execute`: the same, but the tool calls of the received response run in a Sandbox
   (pi bash/read/write/edit, or the text action of SWE-agent / mini-swe-agent
   trajectories, see benchmaker.agent.tools) and their results are sent instead; each result
@@ -25,15 +24,12 @@ Modes:
   never ran in the recording either).
 - `command`: an external agent command runs per task (see `run_command_episode`).
 
-Observation messages match what benchmaker.replay_server.server pairs for its divergence check: a
-recorded observation with a tool_call_id becomes {"role": "tool", "tool_call_id",
-"content", "is_error"} (`is_error` is a non-standard field the replay server checks;
-`send_status_fields=False` leaves it out for endpoints that reject it); one without
-(text-action agents) becomes {"role": "user", "content"}.
-
-Misses come from the replay server's status codes (benchmaker/replay_server/server.py): 404 →
-unknown_key, 409 → beyond_turns, 412 → diverged. A failed model call ends the
-episode with outcome "error" ("timeout" when it timed out).
+Observation messages have the shape the replay server pairs for its divergence check
+(benchmaker.trajectories.context.history_messages; `send_status_fields=False` leaves
+out the non-standard `is_error` for endpoints that reject it). Misses come from the replay
+server's status codes (docs/replay-server.md): 404 → unknown_key, 409 → beyond_turns,
+412 → diverged. A failed model call ends the episode with outcome "error" ("timeout"
+when it timed out).
 
 Per episode: turns, model time (ModelClient: time awaiting the stream only), tool
 time, misses, divergences, the final workspace diff (sha256), usage totals only when
@@ -75,7 +71,7 @@ from benchmaker.trajectories.context import request_messages
 from benchmaker.trajectories.trajectory import Observation, Response, Trajectory, Turn
 
 MISS_BY_STATUS: dict[int, str] = {404: "unknown_key", 409: "beyond_turns", 412: "diverged"}
-"""Replay server status codes of a miss (benchmaker/replay_server/server.py docstring)."""
+"""Replay server status codes of a miss (docs/replay-server.md)."""
 
 STRAY_GRACE_S = 2.0
 """Command mode: seconds an agent whose request the replay server refused may take to

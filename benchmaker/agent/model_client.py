@@ -11,30 +11,20 @@ by default (benchmaker.engine.http1.RawTransport, one keep-alive pool per ModelC
 any engine transport given as `transport=`, or the engine's AiohttpTransport over a
 given aiohttp `session=` (its pool). A 0.13 MB request costs ~1x its orjson
 serialisation on RawTransport against ~3x on aiohttp (benchmarks/long_session.py).
-
-One exchange: each call is the engine's (benchmaker.engine.request.RequestExchange, read
-by read), under the engine's deadlines (one periodic check per event loop for every
-client with the same deadlines): `timeout_s` is the total deadline (s, from the send),
-`idle_timeout_s` the idle one (s: the longest wait for the body's next bytes; the time
-the consumer holds a read, between two reads, is not waiting). A deadline never cuts the
-consumer's own code: one that passed while it held a read ends the call at its next read.
 A conversation kept in a `MessageLog` (the harness's) is sent from its messages' kept
 JSON bytes: a turn serialises only its new messages.
-Failures map to outcomes by the engine's rules (RequestExchange.record, as the runner's):
-status >= 400 -> http_error, connect deadline -> timeout (connect), refused or lost
-before the headers or inside the body (a body cut short, a decoded body over the cap) ->
-transport_error, total / idle deadline -> timeout (total / idle, no error text).
 
-One instrument: the body is parsed by the engine's one OpenAI stream
-parser (benchmaker.apis.openai_chat.OpenAIChatParser over benchmaker.engine.sse.SSEParser), so a
-replayed turn and a `benchmaker llm` request follow the same rules: what a token is
-(TTFT), token event stamps (ITL), usage (with the DeepSeek cached-token fallback),
-finish_reason and the outcome (`protocol_error` for a stream cut before `[DONE]`,
-`empty_output` without a token; a non-streamed body has no token timeline, so no TTFT).
-The parser sees body bytes only; the response headers are seen here: a complete
-response (ok, aborted or empty_output) carrying `x-replay-recorded-error` (a turn that
-failed in the original run, served as recorded) gets outcome `recorded_error`, set after
-the parser's finish.
+One exchange, one instrument: each call is the engine's RequestExchange (read by read,
+under the engine's deadlines: `timeout_s` total and `idle_timeout_s` idle, in s; a
+deadline that passed while the consumer held a read ends the call at its next read),
+its failures mapped to outcomes as the runner's, its body parsed by the engine's
+OpenAI stream parser (benchmaker.apis.openai_chat.OpenAIChatParser), so a replayed turn
+and a `benchmaker llm` request follow the same rules (docs/stream-rules.md; outcomes and
+stamps: docs/metrics.md): usage with the DeepSeek cached-token fallback, a non-streamed
+body without a token timeline (no TTFT), a body cut short or a decoded body over the cap
+a transport_error. The parser sees body bytes only; the response headers are seen
+here: a complete response (ok, aborted or empty_output) carrying
+`x-replay-recorded-error` gets outcome `recorded_error`, set after the parser's finish.
 This module only adds what a conversation needs and the engine does not keep: the
 assistant message of choice 0 (content, reasoning, tool calls reassembled by index,
 arguments byte-exact), the raw usage object and the model time.
@@ -47,20 +37,11 @@ read. The time the consumer spends on what a read yields
 (the transport times nothing); this client times the awaits themselves.
 
 Stamps of the Sample are `time.perf_counter_ns() - t0_ns` (`ModelClient(t0_ns=...)`,
-the run's origin; default 0, i.e. absolute stamps), as the engine's:
-
-    sent_ns           just before the request is handed to the HTTP client
-    first_byte_ns     the first body read returned
-    first_token_ns    the read carrying the first token event (any generated text:
-                      `content`, `reasoning_content`/`reasoning`, tool-call name or
-                      arguments; a role-only or empty delta is not a token)
-    first_content_ns  the read carrying the first non-empty `content` (TTFC)
-    token_event_ns    every token event's read stamp (ITL)
-    end_ns            the body ended (on RawTransport the read that completed it, before
-                      the consumer holds it), or the call failed
-
-`ChatResult.sent_ns`, `first_token_ns`, `first_visible_ns` (= first_content), `end_ns`
-give the same stamps as absolute perf_counter_ns values.
+the run's origin; default 0, i.e. absolute stamps), as the engine's: `first_byte_ns`
+is the first body read returned, `end_ns` the read that completed the body (before the
+consumer holds it) or the failure. `ChatResult.sent_ns`, `first_token_ns`,
+`first_visible_ns` (= first_content), `end_ns` give the same stamps as absolute
+perf_counter_ns values.
 """
 
 from __future__ import annotations
@@ -97,10 +78,10 @@ class ChatResult:
 
     `sample` is a benchmaker.engine.records.Sample whose outcome, status, stamps (offsets from
     `t0_ns`), token events, usage, finish_reason and bytes follow the engine's rules
-    (module docstring); the caller fills run_id, seq, lane, sweep_point and meta before
+    (docs/stream-rules.md); the caller fills run_id, seq, lane, sweep_point and meta before
     writing it. `outcome` is an Outcome value: ok, http_error (status >= 400; `error`
     holds the error body), transport_error, timeout (`timeout_kind` connect, total or
-    idle), protocol_error, empty_output, aborted, recorded_error (module docstring). `content`/`reasoning` are None when no delta
+    idle), protocol_error, empty_output, aborted, recorded_error (docs/metrics.md). `content`/`reasoning` are None when no delta
     carried the field, "" when deltas carried it empty. `usage` is the server's usage
     object, None when it sent none (never zeros). `model_time_ns` is the time spent
     inside the awaits on the response only. `headers` keeps the response's `x-replay-*`

@@ -1,112 +1,15 @@
-"""The replay server: an OpenAI-compatible chat completions service that answers from
-recorded trajectories (docs/replay-an-agent.md). Self-contained: imports nothing from `benchmaker/`.
+"""The replay server: answers chat, Responses, Messages and Gemini requests from recordings.
 
     python -m benchmaker.replay_server.server trajectories.jsonl --port 0 --latency fixed:200:20
     # first stdout line: the bound base URL, e.g. http://127.0.0.1:41873
 
-Endpoints (all answer JSON; all but /health need `Authorization: Bearer TOKEN` when a
-token is set, else 401 with an OpenAI error body):
-- POST /v1/chat/completions, POST /chat/completions: the replayed response.
-- POST /v1/responses, POST /responses: the same, for an OpenAI Responses request: its
-  items read as chat messages (benchmaker.apis.openai_responses.chat_messages; a 400
-  `bad_request` names a malformed item), matched, checked and counted by the same rules,
-  the turn written back as a Responses `response` object or its event stream. A
-  request with `previous_response_id` (the id of a replayed turn) continues that turn's
-  recorded request and answer with its input (`ReplayStore.continued_messages`); an id
-  no turn answered with is a 404 `unknown_key` miss.
-- POST /v1/messages (also `?beta=true`), POST /messages: the same, for an Anthropic
-  Messages request (benchmaker.apis.anthropic_messages: its chat-shaped messages give
-  the key and the divergence check; the turn is written back as a Messages `message`
-  object or its event stream; errors in the Messages error shape, the same status
-  codes and counters; `x-api-key: TOKEN` is accepted beside the bearer token).
-- POST /v1/messages/count_tokens: {"input_tokens": N}, N the recorded prompt_tokens of
-  the turn the request would get, else the count of the tokenizer's pieces over the
-  request's texts. Side traffic: counted in `side_requests` as "count_tokens", not in
-  `requests`.
-- POST /v1beta/models/{model}:generateContent and :streamGenerateContent (also under
-  /v1/ and /v1alpha/): the Gemini API (benchmaker.apis.gemini). The request's contents
-  become chat messages and are matched by the rules below; the turn goes back as a
-  GenerateContentResponse (streamed as SSE with `?alt=sse`, else a JSON array of one);
-  errors are Google API error bodies {"error": {"code", "message", "status"}} with the
-  same status codes and `x-replay-miss`. The key may come as `x-goog-api-key`, `key=`
-  or the bearer token.
-- GET /v1/models, GET /models: the recorded model names; GET /v1beta/models the same
-  as a Gemini model listing.
-- Side traffic (benchmaker.replay_server.side), answered 200 with header
-  `x-replay-side: KIND` and counted by kind, never as a miss: a chat title request and
-  any non-streamed Gemini request asking for a JSON answer (Gemini CLI's router and
-  other utility calls, which its session log never holds), a Gemini `:countTokens`
-  request (an estimate: benchmaker.apis.gemini.estimate_tokens), and any HEAD request
-  no route serves.
-- Any other method and path: 404 (405 for a served path with another method)
-  {"error": {"message" (naming the served routes),
-  "type": "replay_unknown_path", "param": null, "code": "unknown_path", "method",
-  "path"}} with `x-replay-miss: unknown_path`, counted per "METHOD /path".
-- GET /health: readiness, {"status": "ok", "trajectories": N, "turns": M}.
-- GET /stats: counters (see ReplayStats.snapshot); POST /stats/reset zeroes them.
-
-Matching is stateless: the task key is `match_key_for_messages([flatten_content(m.content)
-for m in <messages with role "user" before the first message with role "assistant">])`
-(a request whose user messages all come after an assistant message uses its first user
-message), the turn index the number of messages with role "assistant" in the request;
-a turn recorded after a context edit (a pi compaction: a summary replaced the earlier
-history) is found by the key and assistant count of its recorded request instead
-(`ReplayStore.lookup_turn`), and its divergence check uses the turn before it.
-The trajectory is chosen by `ReplayStore.lookup` (first in file order, or the first
-whose system prompt equals the request's when several share the key). When a trajectory
-of the store lists canned replies (`Trajectory.canned_replies`: aider's own example
-exchanges and "Ok." replies), every request of any API is first stripped of its canned
-exchanges (`ReplayStore.without_canned`: those of the trajectory it belongs to): the
-key, the turn index and the divergence check see the request without them. A store without canned replies matches requests as they are.
-
-Status codes of a request that cannot be served (OpenAI error body {"error":
-{"message", "type", "param": null, "code"}}, header `x-replay-miss` on misses):
-- 400 `bad_json` (body is not JSON), `bad_request` (not an object, `messages` missing,
-  not a list, a message not an object, or no user message). Counted as bad_requests.
-- 401 `unauthorized` (token set and missing/wrong). Counted as unauthorized.
-- 404 `unknown_key`: no trajectory has the task key.         Miss kind unknown_key.
-- 409 `beyond_turns`: turn index >= the trajectory's turns.  Miss kind beyond_turns.
-- 412 `diverged`: divergence policy `content` and a divergence. Miss kind diverged.
-
-Divergence policy (`--divergence`), checked from turn 1 on against the observations
-recorded after the previous turn (`turns[t-1].observations`; after a context edit that
-went back, e.g. a pi branch or retry, the turn the recorded request goes on from:
-`PreparedTurn.previous`); the request's observations are the messages after its last
-assistant message:
-- When the recorded observations carry tool_call_ids, each is paired with the request
-  message of role "tool" with that tool_call_id (tool messages without a tool_call_id,
-  e.g. Gemini function responses sent without `id`, answer in order the recorded
-  observations no id answered); else they are paired in order with
-  the request's messages of role "tool" or "user" after the last assistant message
-  (extra user messages are follow-ups, not observations).
-- status mismatch: a recorded observation with no request message; (when the
-  recorded observations carry ids) a role "tool" message after the last assistant
-  message whose tool_call_id no recorded observation has; the message's `is_error`
-  (non-standard field, when it is a bool) differs from the recorded is_error; or both
-  sides state an exit code (the message's non-standard `exit_code` field, else one
-  stated in its text as a mini-swe-agent 2.x JSON `{"returncode": N, ...}` /
-  `<returncode>N</returncode>` / `exit code N` (benchmaker.replay_server.store.exit_code_in); the recorded
-  exit_code, else the one its text states) and they differ.
-- content mismatch: the message's flattened content differs from the recorded content,
-  also once the per-run fields of a tool result's header (Codex CLI's chunk id and wall
-  time, Gemini CLI's `Process Group PGID: N`: benchmaker.replay_server.store.stable_text)
-  are masked on both sides.
-- `off`: nothing is checked. `status`: a request with a status mismatch adds 1 to
-  divergences.status (per trajectory and total) and is served normally, with header
-  `x-replay-divergence: status`. `content`: a request with a status or content mismatch
-  adds 1 to divergences.status (if any status mismatch) else divergences.content, and
-  gets 412 `diverged` (counted as a miss of kind diverged), not the recorded turn.
-
-Tools: a trajectory with recorded tool definitions (`Trajectory.tools`) checks that a
-request it serves offers each of them by name (any API's `tools`, Gemini function
-declarations); one that lacks some is served as usual, with header `x-replay-tools:
-differ`, and counted in `tools_differ` (total and per trajectory), never as a miss.
-
-Latency: groups of SSE events are sent at absolute deadlines on time.perf_counter()
-(response start + offset, response start = the moment the request body has been
-read), never before and without accumulating lateness; events already due when the
-server wakes go out in one write. A non-streaming body is sent at the offset of the
-last event. Headers are sent at once.
+This module owns the HTTP routes, the status codes and error bodies, the divergence
+policy and the paced sending; it reads each API's wire through `benchmaker.apis` and
+finds turns through the store (`store.py`). Its contract (routes, matching, status
+codes, the divergence check, tools, latency): docs/replay-server.md. Matching is
+stateless: a request's task key and assistant count find its turn. SSE event groups go
+out at absolute deadlines on time.perf_counter() (response start = the moment the
+request body has been read), never early and without accumulating lateness.
 """
 
 from __future__ import annotations

@@ -7,47 +7,20 @@ streams on first use into a byte-bounded LRU cache).
     entry.turns[2].body                                          # non-streaming JSON bytes
     store.stream(entry, 2).groups                                # [(offset_s, SSE bytes)]
 
-Selection rule when several trajectories share a match key: the first one in file
-order whose `system` equals the request's system text (the flattened content of the
-first message with role "system"); when none does (or the request has no system
-message), the first one in file order. A single trajectory per key is used without
-looking at the system message.
-
 Every wire API renders the same prepared turn its own way, in its apis module (the
 `render_body` / `render_stream` of benchmaker.apis.recorded.Renderer), registered in
-`API_RENDERERS`: chat (benchmaker.apis.openai_chat: `chat.completion` bodies and
-chunk streams, the usage chunk only when the request sets
-stream_options.include_usage and usage was recorded), responses
+`API_RENDERERS`: chat (benchmaker.apis.openai_chat), responses
 (benchmaker.apis.openai_responses), messages (benchmaker.apis.anthropic_messages),
-gemini (benchmaker.apis.gemini). `store.body(entry, turn, api)` and
-`store.stream(entry, turn, api)` give the bytes (the chat body rendered at load, streams
-cached in one LRU); the events before the first token event go out together with it,
-the finish/usage events together with the last. In every API:
-- "model" is the turn's recorded model (`Turn.model`), else the trajectory's, else
-  "replay".
-- a turn that failed in the original run (finish_reason "aborted" or "error") is served
-  as recorded (its partial content, that finish_reason) with the header
-  `x-replay-recorded-error: <finish_reason>`, so a client can count it apart from
-  errors of the system under test.
+gemini (benchmaker.apis.gemini); `store.body(entry, turn, api)` and
+`store.stream(entry, turn, api)` give the bytes. The events before the first token event go out
+together with it, the finish/usage events together with the last.
 
-Turns after a context edit (`Turn.context_edit`, e.g. a pi compaction) are requested
-with a shorter history (`benchmaker.trajectories.context.request_messages`): the store computes the
-request key of each such turn from its recorded request (`request_key`) and
-`lookup_turn(key, n_assistant)` finds it; every other turn is found by the
-trajectory's match key and its index. A turn before the first edit whose (match key,
-index) an edited request shares is indexed by its request too (an OpenHands
-condensation keeps the task message first; a pi branch goes back to an earlier point);
-when several turns of a trajectory share a request key, `match` picks, among
-them, those whose request has the same number of messages and the same user messages
-after the last assistant message (all of them when none does) and serves those in turn,
-in recorded order (an identical request sent again, e.g. pi's automatic retry, gets the
-next recorded answer; concurrent episodes of one trajectory share the rotation).
-
-Canned exchanges (`Trajectory.canned_replies`, aider; module doc of
-benchmaker.trajectories.trajectory): the server strips a request with
-`ReplayStore.without_canned` (the canned replies of its own trajectory only: an answer
-of one agent may be another's canned reply; how, in its doc) before it computes the key
-and assistant count it calls `match` with.
+The rules this module implements (which trajectory a key selects, how a turn after a
+context edit is found by its recorded request, which of several turns with one request
+key is served, the model named and the recorded-error header): docs/replay-server.md
+("Matching"). Canned exchanges (`Trajectory.canned_replies`, aider) are stripped by
+`ReplayStore.without_canned` with the canned replies of the request's own trajectory
+only (an answer of one agent may be another's canned reply).
 """
 
 from __future__ import annotations

@@ -2,17 +2,12 @@
 shards (docs/several-machines.md). Plain functions; the Prefect flows in
 flows/swebench_replay_shard.py are thin shells over them.
 
-A point at concurrency C on N load hosts runs min(C, N) shards. Shard k owns the
-episode slots s < C with s mod N == k (`shard_concurrency`: C // N, plus one for
-k < C mod N) and, for a fixed number of episodes, the episodes of the point's one plan
-(benchmaker.sweep.sweep.episode_plan) whose slot (index mod C) it owns (`shard_plan`), so the
-first C episodes start together across the shards. Each shard starts its OWN replay
-server on its host (loopback; the mocked model never crosses the network and scales
-with the hosts), waits for the shared start (the readiness barrier of
-benchmaker.engine.shared_start: with its server up and its engine set up, it
-writes `ready-w<k>.json` beside the attempt's shard dirs, or under the exchange's same
-key, and starts at max(`start_wall_ns`, the last shard's ready time +
-MIN_START_LEAD_S), as every shard computes), plays its episodes, and leaves in
+Which episode slots and episodes shard k owns (`shard_concurrency`, `shard_plan`: the
+first C episodes start together across the shards), its own loopback replay server, the
+readiness barrier (benchmaker.engine.shared_start: `ready-w<k>.json`, start at
+max(`start_wall_ns`, the last ready time + MIN_START_LEAD_S)) and the clocks (each
+shard stamps on its own monotonic clock, `t0_ns` the shared start on it):
+docs/several-machines.md. Each shard plays its episodes and leaves in
 `<run_dir>/points/<point>/_shards/a<start_wall_ns>/w<k>/`:
 
     samples.jsonl, episodes.jsonl, turns.jsonl,     benchmaker.sweep.point_run.play_episodes (the engine,
@@ -40,13 +35,6 @@ the merge.
 (episodes.jsonl and turns.jsonl with `shard` on every line, samples-w<k>.jsonl per
 shard, server_stats.json summed over the shards, concurrency.json over all episodes)
 plus shards.json, and returns the row of benchmaker.sweep.sweep.summarize_point.
-
-Time: each shard stamps its episodes on its own monotonic clock, relative to the
-shared start (`t0_ns` = the start instant on that clock), so every duration (E2E,
-TTFT, model and tool time, episode duration) comes from one host. Only the
-cross-shard figures (achieved concurrency, the concurrency proof) line up stamps of
-two hosts; they are exact on one host and off by the hosts' clock offsets otherwise
-(each shard's `clock.wall_offset_ns` is in shards.json).
 """
 
 from __future__ import annotations

@@ -9,21 +9,17 @@ Inputs are files or directories. A directory of a directory format
 OpenHands SDK conversation, `base_state.json` + `events/`) is one unit; any other
 directory is walked (sorted, recursively) and every such directory and every `.json`,
 `.jsonl` and `.traj` file in it is a unit (files inside a unit directory belong to it),
-named by its absolute path. Files agents write
-beside their logs are skipped and counted by kind: a harbor job's own `result.json` /
-`config.json` (beside its trial directories) as `harbor_job_file`; predictions
-(`preds.json`, `all_preds.jsonl`), OpenHands `metadata.json`, SWE-bench reports and
-per-call LLM logs (LiteLLM, OpenHands `llm_completions/`: `llm_call_log`) as
-`benchmaker.trajectories.converters.companion_kind` names them. The format of a unit is
+named by its absolute path. Files agents write beside their logs are skipped and counted
+by the kind `benchmaker.trajectories.converters.companion_kind` names (the list:
+docs/log-formats.md, "Files that are skipped"). The format of a unit is
 detected from its content (`benchmaker.trajectories.converters.detect_bytes`) unless
 `fmt` names one. A file of JSON lines of at least STREAM_MIN_BYTES is streamed from
 disk, one line at a time, so conversion holds about one session of a file of many,
 never the file.
 
-Two units that hold the same session (two copies of one log: the same bytes, hence the
-same trajectory ids) are refused: the later one fails with a ConvertError naming both
-files (lenient: it is skipped and counted as `duplicate_session`); replayed, the copy
-would count the session twice.
+Two units that hold the same session (the same bytes, hence the same trajectory ids)
+are refused: the later one fails with a ConvertError naming both files (lenient: `duplicate_session`; docs/replay-an-agent.md,
+"Converters").
 
 Errors (`benchmaker.trajectories.errors`): a missing path, an empty directory, an unknown format, bad
 bytes/JSON/fields (`path:line: field: problem (got VALUE)`), and an input that yields

@@ -25,19 +25,14 @@ sha256 of their flattened texts (`match_key_for_messages`); the replay server co
 the same key from an incoming request. With a single user message this is
 `match_key_for(first_user)`.
 
-Canned exchanges: some agents open every request with exchanges they wrote themselves,
-not the model: aider sends its edit format's example conversation, "I switched to a new
-code base" / "Ok.", the files in the chat / "Ok, any changes I propose will be to those
-files." and "I updated the files." / "Ok." before or between the real turns
-(aider/coders/base_coder.py `format_chat_chunks`, `move_back_cur_messages`; the texts in
-aider/coders/*_prompts.py). A trajectory lists the assistant texts of such exchanges in
-`canned_replies`; a request's match key, turn index and observations are those of the
-request without its canned exchanges (`without_canned`): each assistant message (without
-tool calls) whose text is a canned reply is dropped together with the user message right
-before it. So aider's first call is turn 0 and each later call its own turn. An answer of
-the model equal to a canned reply would be dropped too (a recording in which the model
-produced such a text lists it as no canned reply). Empty for every other agent: their
-requests are matched as they are.
+Canned exchanges (aider's own example conversation and "Ok." replies; what they are and
+how a request is read without them: docs/replay-an-agent.md, "Agents that write
+exchanges of their own"; source: aider/coders/base_coder.py `format_chat_chunks`,
+`move_back_cur_messages`, the texts in aider/coders/*_prompts.py): a trajectory lists
+their assistant texts in `canned_replies`, and `without_canned` drops each assistant
+message (without tool calls) whose text is one, with the user message right before it.
+A recording in which the model itself produced such a text lists it as no canned reply.
+Empty for every other agent.
 """
 
 from __future__ import annotations

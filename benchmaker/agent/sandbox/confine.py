@@ -5,28 +5,19 @@
     argv = conf.wrap(["bash", "-c", "ls"], workdir=ws, home=home)
     # ['/usr/bin/bwrap', '--unshare-pid', ..., '--', '/usr/bin/setpriv', ..., 'bash', '-c', 'ls']
 
-A wrapped command sees:
-
-- the task's copy (`workdir`) and a private HOME (`home`) read-write, at their host paths;
-- a read-only system: /usr and the merged-/usr links (/bin, /lib, ...), a copy of a
-  short list of /etc entries (SYSTEM_ETC, staged once per process), the Python that runs benchmaker (its prefix and base
-  prefix, so `python -m pytest` in a task finds the same interpreter and packages);
-- a private /tmp (tmpfs), its own /proc (a new PID namespace) and a minimal /dev;
-- no network: a new network namespace holding only its own loopback interface;
-- when the caller is root, an unprivileged user: bwrap (run as root, all capabilities
-  dropped but CAP_SETUID/CAP_SETGID) execs `setpriv` (util-linux), which switches to
-  SANDBOX_USER (else `nobody`), clears the supplementary groups and every capability;
-  when the caller is not root, the caller's own uid inside an unprivileged user
-  namespace. `no_new_privs` is set by bwrap, so setuid binaries (sudo, su) cannot
-  raise privileges.
+What a wrapped command sees (the task's copy and a private HOME read-write, a read-only
+system, /etc list (SYSTEM_ETC) and Python, a private /tmp, its own /proc and a minimal
+/dev, no network), the user it runs as (as root: bwrap with CAP_SETUID/CAP_SETGID only,
+then `setpriv` (util-linux) to SANDBOX_USER, else `nobody`; otherwise the caller's uid in
+a user namespace; `no_new_privs` either way) and what it costs per command:
+docs/execute-mode-sandbox.md.
 
 Every process of the command lives in the sandbox's PID namespace: when the command
 (PID 2 under bwrap's init) exits or bwrap is killed, all of them die
 (`--die-with-parent`, the namespace's init exiting).
 
-Cost: one bwrap (and, as root, one setpriv) exec per command; benchmarks/bwrap_overhead.py
-prints the median added wall time per command (a few ms). It is inside the measured tool
-time (LocalSandbox.exec times from the call to the result).
+The bwrap (and, as root, setpriv) exec is inside the measured tool time (LocalSandbox.exec
+times from the call to the result); benchmarks/bwrap_overhead.py measures it.
 """
 
 from __future__ import annotations

@@ -12,10 +12,9 @@ the command exits (stray background children), the group is killed with
 capped at `max_output_bytes`; the middle is cut with a marker.
 
 Confined by default: every command (and the `git` of `diff()`) runs under bubblewrap
-(benchmaker.agent.sandbox.confine): it sees the workspace and a private HOME read-write,
-a read-only system and Python, a private /tmp, no network and, when the caller is
-root, runs as an unprivileged user (the workspace is handed to that user after the
-baseline commit; files written by `write_file` too). `confined=False` runs commands
+(benchmaker.agent.sandbox.confine; what it sees: docs/execute-mode-sandbox.md); as root
+the workspace is handed to the unprivileged user after the baseline commit, and files
+written by `write_file` too. `confined=False` runs commands
 unconfined as the current user on this host (`--sandbox none`): not a security
 boundary. File tools refuse paths that resolve outside the workspace either way. The
 environment is minimal (PATH, HOME inside the temp dir, LANG, plus `env`), so API keys

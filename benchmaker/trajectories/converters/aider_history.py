@@ -4,37 +4,10 @@ trajectory per aider session in it. Source: Aider-AI/aider 0.86 aider/io.py
 base_coder.py `send` (a "TO LLM" entry before each model call, an "LLM RESPONSE" entry
 after it, also when it failed).
 
-The file: entries, each a header line `TO LLM <time>` or `LLM RESPONSE <time>` (<time>
-local ISO 8601 to the second), then the entry's lines. A "TO LLM" entry is the request's
-messages, each opened by a line `-------`, then one line `ROLE text` per line of its
-content (ROLE the message's role in upper case: SYSTEM, USER, ASSISTANT; a content part
-of a list content is one line `ROLE key: value`). An "LLM RESPONSE" entry is the answer's
-lines, each `ASSISTANT text`.
-
-What is kept, and what the log cannot give:
-  - Texts are rebuilt by joining their lines with "\\n": final line breaks, "\\r" and
-    the difference between no content and "" are lost (aider logs `str.splitlines()`), so
-    a converted text may lack the trailing newline the agent sent; replay such a
-    trajectory with `--divergence status` or `off` (the `benchmaker record
-    --canned-replies` capture of the same run is exact). Image parts are counted under
-    `image_part` and left out.
-  - Each model call is one turn (a call whose response entry is missing at the end of
-    the file is counted under `unanswered_call`): content the response text,
-    finish_reason "stop" (the log has no finish reason, usage, nor timings beyond the
-    second: `started_at` is the request's header time, with no offset, as aider wrote it).
-  - Canned exchanges (`Trajectory.canned_replies`, as `benchmaker record
-    --canned-replies` finds them): an assistant message of a request whose text is no
-    earlier response of the session is one of aider's own replies; the request is read
-    without them (`without_canned`). Its turn index is then its number of assistant
-    messages; the user messages after the last one are the previous turn's observation
-    (the first: what aider sent back, e.g. a failing test run or a failed edit) and
-    follow-ups (`user_after`). A call with a lower index than the turns so far retried
-    them (the later turns are dropped, counted under `superseded_turns`), one with a
-    higher index is counted under `unseen_turns`; a call of index 0 after turns starts
-    the next session's trajectory.
-  - The system prompt is the request's first system message; the task is its user
-    messages before the first assistant message (aider appends its format reminder to
-    the newest user message, so the first call's task text carries it).
+Each model call is one turn; aider's own exchanges are found as `benchmaker record
+--canned-replies` finds them and listed in `canned_replies`. Texts lose their final line
+breaks (aider logs `str.splitlines()`), and the log has no usage, finish reasons or
+sub-second timings. What each record becomes: docs/log-formats.md#aider-llm-history.
 """
 
 from __future__ import annotations
@@ -63,7 +36,7 @@ _ROLES = {"SYSTEM": "system", "USER": "user", "ASSISTANT": "assistant"}
 
 
 def is_llm_history(data: bytes) -> bool:
-    """True when `data` opens with an aider LLM history header line (module docstring)."""
+    """True when `data` opens with an aider LLM history header line (docs/log-formats.md#aider-llm-history)."""
     return _HEADER_BYTES.match(data) is not None
 
 
@@ -122,7 +95,7 @@ class Call(NamedTuple):
 
 
 def read_calls(ctx: FileContext, skipped: dict[str, int] | None = None) -> list[Call]:
-    """The model calls of an aider LLM history, in file order (module docstring); image
+    """The model calls of an aider LLM history, in file order (docs/log-formats.md#aider-llm-history); image
     parts counted into `skipped` under `image_part`. Raises ConvertError naming the line
     of a malformed entry."""
     calls: list[Call] = []
@@ -138,7 +111,7 @@ def read_calls(ctx: FileContext, skipped: dict[str, int] | None = None) -> list[
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the trajectories of an aider LLM history (module docstring). Raises
+    """Yield the trajectories of an aider LLM history (docs/log-formats.md#aider-llm-history). Raises
     ConvertError naming the line of a malformed entry."""
     skipped: dict[str, int] = {}
     calls = read_calls(ctx, skipped)

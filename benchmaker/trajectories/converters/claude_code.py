@@ -1,64 +1,11 @@
 """Claude Code session files (`~/.claude/projects/<dir>/<session>.jsonl`, and the
 `agent-<id>.jsonl` files of its subagents), one or more trajectories per file.
 
-Format, read from real 2.x session files and the public parsers of them
-(e.g. marot/spotter `test/fixtures/transcripts`): one JSON object per line with `type`:
-
-    user        {"message": {"role": "user", "content": str | blocks}, "uuid",
-                 "parentUuid", "timestamp", "isSidechain", "isMeta"?,
-                 "isCompactSummary"?}; blocks: text, image, tool_result {tool_use_id,
-                 content: str | blocks, is_error}
-    assistant   {"message": {"model", "id", "role": "assistant", "content": [ONE
-                 block: text | thinking | redacted_thinking | tool_use], "stop_reason",
-                 "usage": {input_tokens, cache_creation_input_tokens,
-                 cache_read_input_tokens, output_tokens}}, "requestId", ...}: Claude
-                 Code writes one line per content block of a response, each with the
-                 response's usage so far, and runs tools while the response streams,
-                 so a tool_result line can sit between two blocks of one response
-    system      {"subtype": "compact_boundary", "compactMetadata": {"preTokens"}} and
-                 others (local_command, stop_hook_summary, ...)
-    progress    {"data": {"type": "agent_progress", "agentId", "message": {"type":
-                 "user" | "assistant", "message", "requestId", "timestamp"}}}: a
-                 subagent's (Task tool) messages as its run goes; other progress
-                 (hook_progress, ...) carries no message
-    summary, file-history-snapshot, queue-operation: no message
-
-Conversion, per thread (the main session: lines with `isSidechain` false; each
-subagent: the `agent_progress` messages of one `agentId`, or the `isSidechain` lines of
-one `agentId` / session in an agent file), each thread one trajectory (main first,
-then the subagents in order of appearance):
-  - one turn per `requestId` (2.1.332: per `requestRef`, the id of the call's
-    `api-request` record; lines with neither: per `message.id`), at the
-    place of its first line: thinking blocks' text joined -> reasoning, text blocks'
-    text joined -> content, tool_use -> tool calls (id, name, input as compact JSON:
-    `arguments_raw_synthesized`); finish_reason `stop_reason` mapped when the log has
-    one, else tool_calls with tool calls, else stop; `model` the call's model; usage
-    from its last line: prompt = input + cache read + cache creation tokens, cached =
-    cache read, cache_creation_tokens, completion = output_tokens.
-  - consecutive user lines are one user message (Claude Code merges them before
-    sending): tool_result blocks -> observations of the turn before (content text,
-    tool_use_id, is_error; a result holding an image keeps it in `parts`), the text of
-    the rest joined with "\\n" -> one user message (the first user message before any
-    turn, else the turn's `user_after`); a first user message holding an image keeps
-    its content parts (`first_user_parts`), a later one's images are counted
-    (`image_part`), documents too (`part:document`).
-  - a `compact_boundary` line and the `isCompactSummary` user message after it -> a
-    "compaction" ContextEdit on the next turn: the request is the summary then what
-    followed it (`tokens_before` from compactMetadata.preTokens); a compaction before
-    the first turn leaves the summary as the first user message.
-  - the opening user message: as the first request sent it when the file logs that
-    request whole (2.1.332 `api-request` with no `base`, its `tail` blobs present: the
-    `<system-reminder>` blocks Claude Code adds are part of it and of the replay key),
-    counted as `opening_message_from_request_log`; else the first user line.
-  - timing: `started_at` the timestamp of the call's `api-request` record (2.1.332),
-    else of the line before the call's first line in the thread (the request went out
-    then), `duration_ms` to its last line's timestamp.
-    The per-block lines are written as blocks complete, so no TTFT is stated (None).
-  - skips counted: `synthetic_message` (assistant lines with model `<synthetic>`, e.g.
-    an API error shown to the user: no model call), `record:<type>` for lines without
-    a message, `arguments_raw_synthesized` per tool call.
-Detection (`is_claude_code`): JSONL whose records carry `sessionId` and a `type` of
-this format, with at least one `user`/`assistant` record holding a `message` object.
+Format read from real 2.x session files and the public parsers of them (e.g.
+marot/spotter `test/fixtures/transcripts`). Claude Code writes one line per content
+block of a response, each with the response's usage so far: one turn per API call
+(`requestId`), each thread (the main session, each subagent) one trajectory. What each
+record becomes: docs/log-formats.md#claude-code.
 """
 
 from __future__ import annotations
@@ -187,7 +134,7 @@ class _Requests:
 
 
 def _read_threads(ctx: FileContext, skipped: dict[str, int], requests: _Requests) -> dict[str, list[_Entry]]:
-    """The conversation lines of the file by thread (module doc); `requests` gets the
+    """The conversation lines of the file by thread (docs/log-formats.md#claude-code); `requests` gets the
     `api-request` records and `api-request-blob` messages."""
     threads: dict[str, list[_Entry]] = {}
 
@@ -269,7 +216,7 @@ def _call_key(entry: _Entry) -> str:
 
 
 class _Converter:
-    """Builds one thread's trajectory (rules in the module doc)."""
+    """Builds one thread's trajectory (rules: docs/log-formats.md#claude-code)."""
 
     def __init__(self, ctx: FileContext, entries: list[_Entry], requests: _Requests) -> None:
         self.ctx = ctx
@@ -425,7 +372,7 @@ class _Converter:
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
     """Yield the trajectories of a Claude Code session file: the main thread, then each
-    subagent thread (module doc). A thread with no assistant call is skipped (counted on
+    subagent thread (docs/log-formats.md#claude-code). A thread with no assistant call is skipped (counted on
     the first trajectory as `thread_without_calls`). Raises ConvertError."""
     file_skips: dict[str, int] = {}
     requests = _Requests()

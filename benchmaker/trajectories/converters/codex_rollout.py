@@ -4,42 +4,10 @@ trajectory per file. Source: openai/codex `codex-rs/protocol/src/protocol.rs`
 `event_msg`; `EventMsg::TokenCount` with `info.last_token_usage`) and
 `codex-rs/core/src/rollout/` (what is persisted), read against a real 0.125 rollout.
 
-Each line is `{"timestamp", "type", "payload"}`:
-  - `session_meta`: `base_instructions.text` is the system prompt (Codex sends it as the
-    Responses `instructions`); its `id` names the session, not a task, so it is not
-    the trajectory's `task_id` (None: a task id comes from the prompt's `task_id:` line,
-    through the match key).
-  - `turn_context`: `model` names the model of the calls that follow.
-  - `response_item`: a Responses item as sent or received. Inputs: `message` of role
-    user (a user message: before the first call `first_user` / `user_before_turns`, later
-    a follow-up), of role developer (Codex's permission and collaboration notes: not
-    kept, counted as `developer_message`), `function_call_output` /
-    `custom_tool_call_output` (an observation tied to its `call_id`). Outputs of the
-    model call being written: `reasoning` (summary texts, else content texts),
-    `message` of role assistant, `function_call` and `custom_tool_call` (a ToolCall of
-    `type` "custom", its `input` as `arguments_raw`), `web_search_call` (a server-side
-    tool: not replayable, counted as `web_search_call`).
-  - the end of one model call, with its usage (`input_tokens`, `cached_input_tokens`,
-    `output_tokens`, `reasoning_output_tokens`, `total_tokens`): `token_usage_record`
-    (`usage`, one per response, written right after its outputs: 0.17x), else `event_msg`
-    `token_count` with a non-null `info` (`info.last_token_usage`; 0.1xx writes it right
-    after the outputs, 0.17x after the call outputs too, and is then not read). The
-    outputs written since the previous call become one turn. A call output or user
-    message that arrives while outputs are pending also ends the call; the next usage
-    record is its usage. A usage record with no call to give it to is counted as
-    `token_count_without_output`; a call that never gets one keeps no usage and is
-    counted as `call_without_token_count`. Other event_msg lines (and 0.17x's
-    `world_state`) repeat what response items hold.
-  - `compacted` (`message`: the summary): a context edit ("compaction") before the next
-    turn, as Codex rebuilds its history (`codex-rs/core/src/compact.rs`,
-    `build_compacted_history`): the opening messages (its initial context and the first
-    prompt), the later user prompts, then the summary as a user message. The
-    summarization call before it is a model call like any other (its summary message
-    and usage record): a turn.
-The log has no per-call timings (its timestamps are when lines were written), so turns
-carry none. Detection: JSONL whose records are all `{"type", "payload"}` objects, with a
-`session_meta` or `response_item` among the first ones. Read against real rollouts of
-0.125 (a public fixture) and 0.171 (written here against the replay server).
+One turn per model call (the outputs written since the previous call, ended by its usage
+record); a `compacted` line is a compaction ContextEdit. No per-call timings (timestamps
+are when lines were written). What each record becomes:
+docs/log-formats.md#codex-rollout.
 """
 
 from __future__ import annotations
@@ -68,7 +36,7 @@ FORMAT = "codex-rollout"
 
 
 def is_rollout_records(records: list[Any]) -> bool:
-    """True when the first records of a JSONL file are Codex rollout lines (module doc):
+    """True when the first records of a JSONL file are Codex rollout lines (docs/log-formats.md#codex-rollout):
     every one `{"type": str, "payload": object}`, a `session_meta` or `response_item`
     among them."""
     if not records or not all(
@@ -248,7 +216,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
 
 
 def _compacted_head(builder: TrajectoryBuilder) -> list[MessageSpan]:
-    """The history Codex keeps at a compaction (module doc) as spans: the opening user
+    """The history Codex keeps at a compaction (docs/log-formats.md#codex-rollout) as spans: the opening user
     messages, then each later user prompt (`user_after` of the turns so far). Codex
     keeps at most the last 20,000 tokens of prompts; the log does not say which were cut,
     so all are kept."""
@@ -267,7 +235,7 @@ def _compacted_head(builder: TrajectoryBuilder) -> list[MessageSpan]:
 
 
 def _usage(last: Any) -> Any:
-    """Usage of a Codex token usage object (module doc), None when it is not an object."""
+    """Usage of a Codex token usage object (docs/log-formats.md#codex-rollout), None when it is not an object."""
     if not isinstance(last, dict):
         return None
     return Usage(

@@ -2,46 +2,9 @@
 `.jsonl`), one trajectory per file. Source: google-gemini/gemini-cli
 packages/core/src/services/chatRecordingService.ts and chatRecordingTypes.ts.
 
-Two layouts:
-  - `.json`: one ConversationRecord {"sessionId", "projectHash", "startTime",
-    "lastUpdated", "messages": [MessageRecord], "summary"?, "kind"?};
-  - `.jsonl`: a first line with `sessionId` and `projectHash` (the metadata), then one
-    record per line: a MessageRecord (has `id`; a later line with the same id replaces
-    the earlier one in place, as Gemini CLI updates a message), `{"$rewindTo": id}`
-    (drops that message and every later one), `{"$set": {...}}` (metadata; with
-    `messages` a checkpoint that replaces all messages).
-A MessageRecord: {"id", "timestamp", "type": "user" | "gemini" | "info" | "error" |
-"warning", "content": a string, a Part or a list of them}; a "gemini" one adds
-"toolCalls": [{"id", "name", "args", "result": [Part], "status", "timestamp"}],
-"thoughts": [{"subject", "description", "timestamp"}], "tokens": {"input", "output",
-"cached", "thoughts", "tool", "total"}, "model".
-
-What is kept, per message:
-  - "user": its text (text parts joined with "\\n", as a request's parts flatten) is a
-    user message (the first is `first_user`; Gemini CLI 0.6x logs its environment
-    message, `<session_context>`, as the first); its `functionResponse` parts (0.6x logs
-    the results it sends) are observations of the last turn that its toolCalls did not
-    give already; a message without text parts is no user message.
-  - "gemini": one turn (one model call; Gemini CLI appends the calls of a follow-up
-    model call that brought no text and no thoughts to the same message, so such calls
-    stay in that turn): content the text, reasoning the thoughts as "**subject**\\n\\n
-    description" (the description alone when the subject is empty) joined with "\\n\\n"
-    (Gemini CLI keeps the model's thought text parsed so: approximate), a tool call per
-    `toolCalls` entry (ids without the "<name>__" prefix Gemini CLI adds:
-    `benchmaker.apis.gemini.client_call_id`; arguments_raw the JSON of `args`: counted under
-    `arguments_raw_synthesized`) and an observation per result (the functionResponse's
-    `response` as `benchmaker.apis.gemini.function_response_text` reads it, which the
-    replay server applies to a request too; is_error when the status is not
-    "success"); usage from `tokens` (prompt = input, completion = output + thoughts,
-    reasoning = thoughts, cached, total); finish_reason "tool_calls" when it called
-    tools, else "stop"; timing.started_at the time of the record before it (the
-    request went out then) and duration_ms up to the first call's id stamp (Gemini CLI
-    0.2x names a call `<tool>-<ms since epoch>-<hex>` when the answer arrives), else up
-    to the message's own timestamp.
-  - "info", "warning", "error": not model calls; counted under `info_message`,
-    `warning_message`, `error_message`. A "gemini" message with no text, thoughts or
-    tool calls is counted under `empty_model_message`.
-No system prompt is logged (`system` is None).
+One turn per `gemini` message (one model call), usage from its `tokens`; a `.jsonl`
+log's later record with the same id replaces the earlier one. No system prompt is
+logged. What each record becomes: docs/log-formats.md#gemini-cli.
 """
 
 from __future__ import annotations
@@ -139,7 +102,7 @@ def _user(builder: TrajectoryBuilder, content: Any) -> None:
 
 
 def _messages(ctx: FileContext) -> list[dict[str, Any]]:
-    """The MessageRecords of the file as Gemini CLI loads them (module doc)."""
+    """The MessageRecords of the file as Gemini CLI loads them (docs/log-formats.md#gemini-cli)."""
     if is_one_document(ctx.head):
         doc = read_json_document(ctx)
         if not is_conversation_record(doc):
@@ -165,7 +128,7 @@ def _messages(ctx: FileContext) -> list[dict[str, Any]]:
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of a Gemini CLI chat recording (module doc). Raises
+    """Yield the one Trajectory of a Gemini CLI chat recording (docs/log-formats.md#gemini-cli). Raises
     ConvertError (`path:line: field: problem`) on a malformed file, and when it holds no
     user message or no model call."""
     builder = TrajectoryBuilder(ctx, FORMAT)

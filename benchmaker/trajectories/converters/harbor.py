@@ -2,23 +2,9 @@
 src/harbor/models/trial/paths.py (`TrialPaths`) and models/trial/result.py
 (`TrialResult`).
 
-1. Trial directories (format `harbor-trial`): `<job>/<trial>/` holding `result.json`
-   (TrialResult: `task_name`, `trial_name`, `agent_info.model_info.name`,
-   `verifier_result.rewards.reward`, `exception_info`), `agent/` (what the agent wrote:
-   a pi session or event log, mini-swe-agent / SWE-agent / OpenHands trajectory, or
-   harbor's ATIF `trajectory.json`), `verifier/reward.txt` (a float) and optionally
-   `verifier/report.json` (SWE-bench style `{instance_id: {"resolved": bool}}` or
-   `{"resolved": bool}`). The agent log is converted by its own converter (a native log
-   is preferred over ATIF, which keeps tool arguments parsed only); the result adds
-   task id, reward, resolved and model. `source.format` is `harbor-trial/<inner>` and
-   `source.path`/`sha256` name the agent log the turns came from.
-
-2. Cleaned trial files (format `harbor-jsonl`): `<trial>.jsonl` whose first line is a
-   meta record `{"type": "meta", "task_name"|"task_id", "trial_name", "reward",
-   "resolved", "patch", "model", "exit_status"}` (all optional) and whose other lines
-   are the agent log, one record per line: pi session entries, pi json events, or
-   OpenAI chat messages (`{"role": ...}`). Line numbers in errors are those of the
-   file.
+A trial's agent log is converted by its own converter (a native log before ATIF) and the
+trial's result adds task id, reward, resolved and model. What each record becomes:
+docs/log-formats.md#harbor-trial-and-harbor-jsonl.
 """
 
 from __future__ import annotations

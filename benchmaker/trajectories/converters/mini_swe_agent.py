@@ -1,31 +1,10 @@
 """mini-swe-agent trajectories (`*.traj.json`), one trajectory per file. Source:
 SWE-agent/mini-swe-agent docs/usage/output_files.md and tests/test_data.
 
-Two shapes:
-  - a bare list of messages (early versions, e.g. tests/test_data/github_issue.traj.json);
-  - `{"info": {"exit_status", "submission", "model_stats", ...}, "messages": [...],
-    "trajectory_format": "mini-swe-agent-1" | "mini-swe-agent-1.1"}`.
-Assistant messages hold a THOUGHT and one fenced bash block (the action: a text action,
-no tool calls); the next user message is the observation, `<returncode>N</returncode>`
-giving `exit_code`. v2 messages may carry `extra.response.usage` (taken as usage),
-`extra.response.model` and tool calls (handled as in OpenAI message lists); a 2.x run
-ends with a message of role `exit` whose `extra` holds `exit_status` and `submission`
-(read as the outcome when `info` lacks them). The model name is
-`info.config.model.model_name` when the messages do not name one.
-
-A 2.x run made with its Responses-API model class (`LitellmResponseModel`) keeps each
-model call as the whole Responses `response` object (`object: "response"`, its `output`
-items: reasoning, message, function_call) and each tool result as a
-`function_call_output` item: a response becomes the assistant message its output items
-stand for (benchmaker.apis.openai_responses.chat_messages) with its model and usage
-(input/output/cached/reasoning tokens), a call output the tool message of its
-`call_id`.
-
-Patch: `info.submission` when present. In the bare-list shape the run ends with the
-agent echoing `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` and mini-swe-agent putting the
-rest of that command's output (the submission) in the final user message; when the
-last assistant action has that marker and the final observation has no
-`<returncode>` tag, that observation is the patch and the exit status is `Submitted`.
+Assistant messages are text actions (a THOUGHT and one fenced bash block), the next user
+message their observation (`<returncode>N</returncode>` the exit code); 2.x adds usage,
+tool calls, Responses items and a final `exit` message. What each record becomes:
+docs/log-formats.md#mini-swe-agent.
 """
 
 from __future__ import annotations

@@ -3,36 +3,10 @@ trajectory per file. Source: sst/opencode packages/opencode/src/session/message-
 message and part shapes), src/session/index.ts `getUsage` (the token counts) and
 src/cli/cmd/export.ts (the document).
 
-The document: {"info": Session.Info {"id", "directory", "title", "version", "time", ...},
-"messages": [{"info": MessageInfo, "parts": [Part]}]}. A MessageInfo has `role` "user" or
-"assistant"; an assistant one adds "modelID", "providerID", "tokens", "time" {"created",
-"completed"} (ms since the epoch), "finish" and, when the call failed, "error". Parts
-have a `type`: "text" {"text", "synthetic"?}, "reasoning" {"text"}, "tool" {"tool",
-"callID", "state": {"status": "completed" | "error" | "pending" | "running", "input",
-"output" | "error", "metadata", "time"}}, "step-start", "step-finish" {"reason",
-"tokens"}, and others (file, patch, snapshot, agent, subtask, compaction, retry).
-
-What is kept:
-  - a user message's text parts, joined with "\\n" (as a request's content parts
-    flatten), are a user message (the first is `first_user`); other parts are counted
-    under `user_<type>_part`;
-  - each model call of an assistant message is one turn: a call is the parts from a
-    "step-start" up to its "step-finish" (opencode writes one step per model call; a
-    message without step parts is one call): content its text parts joined, reasoning
-    its reasoning parts joined (None when there are none), one tool call per tool part
-    (id `callID`, arguments_raw the JSON of `state.input`: counted under
-    `arguments_raw_synthesized`) and one observation per tool part (`state.output`;
-    `state.error` with is_error when the status is "error"; a tool still pending or
-    running is counted under `unfinished_tool` and gives no observation); usage from the
-    step-finish `tokens` (else the message's): prompt = input + cache.read + cache.write
-    (opencode's `input` leaves the cached tokens out), completion = output + reasoning
-    (its `output` leaves the reasoning out), cached = cache.read, reasoning, total;
-    finish_reason "tool_calls" when it called tools, else "stop" ("length" for opencode's
-    finish "length"); timing: started_at the message's `time.created` for its first step
-    (the request went out then), a later step's first part start, and duration_ms up to the last text/reasoning/tool-call end in the
-    step, when the parts carry times; the message's `modelID` is the turn's model. A
-    message whose `error` is set and that has no step is counted under `failed_call`.
-  - The system prompt is not in the export (`system` is None).
+One turn per model call (a `step-start` ... `step-finish` run of parts), usage from the
+step-finish `tokens` (opencode's `input` and `output` leave out the cached and reasoning
+tokens), times in ms since the epoch. No system prompt in the export. What each record
+becomes: docs/log-formats.md#opencode.
 """
 
 from __future__ import annotations
@@ -69,7 +43,7 @@ def is_export(doc: Any) -> bool:
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of an opencode session export (module doc). Raises
+    """Yield the one Trajectory of an opencode session export (docs/log-formats.md#opencode). Raises
     ConvertError (`path: field: problem`) on a malformed file, and when it holds no user
     message or no model call."""
     doc = read_json_document(ctx)
@@ -96,7 +70,7 @@ def convert(ctx: FileContext) -> Iterator[Trajectory]:
 
 
 def _steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The parts of each model call (module doc)."""
+    """The parts of each model call (docs/log-formats.md#opencode)."""
     if not any(p.get("type") == "step-start" for p in parts):
         content = [p for p in parts if p.get("type") in ("text", "reasoning", "tool", "step-finish")]
         return [content] if content else []

@@ -2,51 +2,11 @@
 openhands/events/serialization and evaluation/benchmarks/swe_bench/run_infer.py
 (`EvalOutput`).
 
-Layouts:
-  - a JSON array of events (OpenHands' trajectory export, tests/runtime/trajs/*.json):
-    one trajectory per file;
-  - evaluation output (`output.jsonl`): one `EvalOutput` per line, `{"instance_id",
-    "instruction", "history": [events], "test_result": {"git_patch", ...}, "metadata":
-    {"agent_class", "llm_config": {"model"}, ...}, "metrics", "error"}`: one trajectory
-    per line, task id = `instance_id`, patch = `test_result.git_patch`, model =
-    `metadata.llm_config.model` when no model response names one, exit status = `error`
-    when set; a single such object as a JSON document is one trajectory;
-  - the OpenHands software-agent-sdk's events (objects with a `kind`: `SystemPromptEvent`,
-    `MessageEvent`, `ActionEvent`, ...) as a JSON array, one per line, or as the
-    `history` of an evaluation record (OpenHands/benchmarks, model from
-    `metadata.llm.model`): read by `openhands_sdk`.
-
-Events have `id`, `timestamp`, `source` ("user"|"agent"|"environment") and either an
-`action` (+ `args`) or an `observation` (+ `content`, `extras`, `cause`). An agent action
-that came from a model call carries `tool_call_metadata {function_name, tool_call_id,
-total_calls_in_response, model_response}`, where `model_response` is the full OpenAI
-chat-completion response. One model response can produce several actions; they share
-`model_response.id` and form one turn. The turn is built from the response itself:
-`choices[0].message.content`, `reasoning_content`, `tool_calls` (raw
-`function.arguments`), `choices[0].finish_reason`, `usage` (cached tokens from
-`prompt_tokens_details.cached_tokens`, else `cache_read_input_tokens`) and `model`.
-
-Observations with `tool_call_metadata` become the turn's observations (`content`,
-`extras.exit_code`, `observation == "error"` → is_error). User `message` actions are
-prompts; a `system` action's `args.content` is the system prompt; an agent `message`
-action without a model response becomes a turn with that text and no usage
-(`agent_message_without_model_response`). Other events are counted under
-`action:<name>` / `observation:<name>`.
-
-Condensation (openhands/memory/view.py `View.from_events`, events/action/agent.py
-`CondensationAction`): a `condensation` action `{args: {forgotten_event_ids |
-forgotten_events_start_id..forgotten_events_end_id, summary, summary_offset}}` removes
-the forgotten events (cumulatively, with every earlier condensation) from what the LLM
-sees next; the summary of the latest condensation that has one is inserted, as a user
-message (`AgentCondensationObservation`), at `summary_offset` in the list of kept events.
-It becomes a `ContextEdit` (kind "condensation") on the next turn: the `head` spans hold
-the messages of the kept events before the offset, then the summary, then the messages
-of the other kept events (an `AgentCondensationObservation` stored as an event,
-`observation: "condense"`, is a user message with its content, as ConversationMemory
-renders it) (`openhands_sdk.CondensedView`; a `condensation_request` action is dropped as
-View drops it). An assistant message is dropped when any action of its model response
-is forgotten. The newer OpenHands SDK event format is read by `openhands_sdk` (same view
-rule).
+One turn per model response (the actions sharing
+`tool_call_metadata.model_response.id`), built from that OpenAI chat-completion
+response; a `condensation` action is a ContextEdit on the next turn
+(openhands/memory/view.py `View.from_events`). SDK events (objects with a `kind`) are
+read by `openhands_sdk`. What each record becomes: docs/log-formats.md#openhands.
 """
 
 from __future__ import annotations
@@ -248,7 +208,7 @@ def is_eval_record(obj: Any) -> bool:
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
     """Yield the Trajectories of an OpenHands event list (one), evaluation record (one)
-    or evaluation output.jsonl (one per line), see module docstring. Raises
+    or evaluation output.jsonl (one per line), see docs/log-formats.md#openhands. Raises
     ConvertError (`path:line: history[i].field: problem`, i = index in the event list);
     with `ctx.lenient` a bad output.jsonl line is skipped and counted as `bad_row`."""
     lead = first_byte(ctx.head)

@@ -2,77 +2,23 @@
 openhands-sdk/openhands/sdk/event/ (llm_convertible/{system,message,action,
 observation}.py, condenser.py) and openhands-sdk/openhands/sdk/context/view.py.
 
-Every event is a JSON object with `kind` (the class name), `id` (a UUID string),
-`timestamp` and `source` ("agent" | "user" | "environment"). A conversation's events
-come as a JSON array, as JSONL (one event per line), or under `history` of an
-evaluation output record (OpenHands/benchmarks `output.jsonl`, read by `openhands`).
-What the LLM is sent, per event kind (each class's `to_llm_message`):
-  - `SystemPromptEvent {system_prompt: {text}, dynamic_context?: {text}, tools?}` → the system
-    prompt (the two text blocks joined with "\\n"); its `tools` (the tool definitions
-    sent to the LLM) become the trajectory's `tools` (chat_shape_tools);
-  - `MessageEvent {source, llm_message: {role, content: [parts], reasoning_content?},
-    extended_content}` → a user prompt (source "user"), or an assistant turn without
-    tool calls (source "agent", finish_reason stop);
-  - `ActionEvent {thought: [parts], reasoning_content?, tool_call: {id, name,
-    arguments (raw string)}, llm_response_id}` → the tool calls of one assistant turn:
-    consecutive actions with the same `llm_response_id` are one model response (content
-    = the thought text of the first, reasoning = its `reasoning_content`);
-  - `ObservationEvent {tool_call_id, tool_name, observation: {content: [parts],
-    is_error}}` → the tool result: the text parts, after the SDK's
-    `Observation.ERROR_MESSAGE_HEADER` when `is_error` (a tool's own richer
-    `to_llm_content`, e.g. the terminal's metadata, is not reproduced:
-    `observation_text_from_content`); `AgentErrorEvent {error}` → an error result;
-    `UserRejectObservation {rejection_reason}` → "Action rejected: <reason>";
-  - `Condensation {forgotten_event_ids, summary, summary_offset}` → a ContextEdit (kind
-    "condensation") on the next turn, by `View.from_events`: the forgotten events
-    (cumulative) and the condensation itself leave the view, the summary of the latest
-    condensation with one goes in as a user message (`CondensationSummaryEvent`) at
-    `summary_offset` among the kept LLM-convertible events, and a model response with
-    any forgotten action is dropped whole (batch atomicity);
-  - a stored `CondensationSummaryEvent {summary}` is a user message with the summary;
-    `CondensationRequest` leaves the view; every other kind (state updates, pauses,
-    token events, ...) is counted under `event:<kind>`.
-The SDK keeps no per-call usage or model name on these events, so turns have usage
-None; the model comes from the evaluation record's metadata when there is one. A model
-switch is seen where the conversation's state changes are logged as events (the agent
-server does): a `ConversationStateUpdateEvent` with key "agent" (or "full_state")
-carries the new agent's `llm.model`, and the turns after it carry that model
-(`switched_model`); turns before the first one carry none (the trajectory's, which for a
-conversation directory is base_state's: the model after the last switch).
-
-Conversation directories (format `openhands-conversation`, `convert_conversation_dir`):
-a persisted conversation is `<persistence_dir>/<conversation id hex>/` holding
-`base_state.json` (the `ConversationState` without events: `id`, `agent {kind, llm
-{model, usage_id, ...}}`, `execution_status`, `stats`, ...) and `events/`, one file per
-event named `event-<index, zero-padded to at least 5 digits>-<event id>.json`
-(`event-<index>.json` in the first releases) holding the event's
-`model_dump_json(exclude_none=True)`, beside the log's own dot files
-(`.eventlog.lock`, `.eventlog-count-N.marker`). Source: OpenHands/software-agent-sdk
-openhands-sdk/openhands/sdk/conversation/persistence_const.py @
-167ee0af4328ae40c60a27ccd6c4fb18cde3b7e3 (`BASE_STATE`, `EVENTS_DIR`,
-`EVENT_NAME_RE`, `EVENT_FILE_PATTERN`), conversation/event_store.py @
+Each LLM-convertible event becomes what the SDK's `to_llm_message` sends; consecutive
+actions of one `llm_response_id` are one turn; a `Condensation` is a ContextEdit on the
+next turn, by `View.from_events`. A conversation directory (`convert_conversation_dir`)
+is one trajectory, read along its active branch. Conversation directories, source:
+OpenHands/software-agent-sdk openhands-sdk/openhands/sdk/conversation/persistence_const.py @
+167ee0af4328ae40c60a27ccd6c4fb18cde3b7e3 (`BASE_STATE`, `EVENTS_DIR`, `EVENT_NAME_RE`,
+`EVENT_FILE_PATTERN`), conversation/event_store.py @
 01fa30d55b0c4fce1268db50ea985faaa6b28319 (`EventLog`: events in index order, the index
-read up to the first gap), conversation/state.py @ 003b55278197c34064bab8ee26a771c439266277
-(`ConversationState._save_base_state`), conversation/base.py @
-0455c2a8a5e28038f2cb15cffdeffec31456c5dc (`get_persistence_dir`) and llm/llm.py @
-0101623fde32da370fe649d7cde7ff6d3d100248 (`LLM.model`). One directory is one
-trajectory: its events in index order, fed as above; model = `agent.llm.model` of
-base_state.json (turns without a model of their own, i.e. all unless a switch was
-logged, are served under it); exit status = `execution_status`. The SDK persists no task id. `source.path` is the directory and
-`source.sha256` hashes base_state.json and the event files in order (name and bytes).
-Branches: newer SDK versions make the log a tree (each event's `parent_id`;
-`navigate_to` moves the HEAD, base_state `leaf_event_id`, and later events hang below
-it). The trajectory is then the active branch, as the SDK's `ConversationState.view`
-builds the agent's context: the path from the HEAD (`leaf_event_id`, else the last event
-that is a tree node) up through `parent_id` (an event without one: the event before it,
-the legacy chain; a parent that is no event of the log, such as the SDK's root sentinel:
-a root), root first; an event list in a file has no base_state, so its HEAD is the
-last tree node. Events of abandoned branches are counted (`event_off_active_branch`):
-their model calls are not replayed. `ConversationStateUpdateEvent` and
-`ConversationErrorEvent` are no tree nodes and stay in index order. Source: event_store.py
-above (`_effective_parent_id`, `path_to_root`) and the SDK's state.py
-`_resolve_active_leaf` / `append_event` (as in yqwd-dimleap/suricate-sdk, a fork, at
-openhands-sdk/openhands/sdk/conversation/state.py).
+read up to the first gap), conversation/state.py @
+003b55278197c34064bab8ee26a771c439266277 (`ConversationState._save_base_state`),
+conversation/base.py @ 0455c2a8a5e28038f2cb15cffdeffec31456c5dc (`get_persistence_dir`)
+and llm/llm.py @ 0101623fde32da370fe649d7cde7ff6d3d100248 (`LLM.model`). Branches,
+source: event_store.py above (`_effective_parent_id`, `path_to_root`) and the SDK's
+state.py `_resolve_active_leaf` / `append_event` (as in yqwd-dimleap/suricate-sdk, a
+fork, at openhands-sdk/openhands/sdk/conversation/state.py).
+
+What each record becomes: docs/log-formats.md#openhands-sdk-events-and-conversation-directories.
 """
 
 from __future__ import annotations
@@ -93,7 +39,7 @@ from benchmaker.trajectories.errors import ConvertError
 from benchmaker.trajectories.trajectory import Observation, RecordedOutcome, Response, ToolCall, Trajectory
 
 FORMAT_CONVERSATION = "openhands-conversation"
-"""Directory format: an SDK conversation's base_state.json + events/ (module docstring)."""
+"""Directory format: an SDK conversation's base_state.json + events/ (docs/log-formats.md#openhands-sdk-events-and-conversation-directories)."""
 
 BASE_STATE = "base_state.json"
 EVENTS_DIR = "events"
@@ -176,7 +122,7 @@ def feed_sdk_events(
     prefix: str = "",
     state: dict[str, Any] | None = None,
 ) -> None:
-    """Feed an SDK event list into `builder` (module docstring): the active branch when
+    """Feed an SDK event list into `builder` (docs/log-formats.md#openhands-sdk-events-and-conversation-directories): the active branch when
     the events form a tree (`active_branch`, HEAD from `state`, the conversation's
     base_state, when given); an ActionEvent without a `tool_call` is counted
     (`action_event_without_tool_call`). Raises ConvertError naming `prefix[i]` for an
@@ -324,7 +270,7 @@ _NOT_TREE_NODES = frozenset({"ConversationStateUpdateEvent", "ConversationErrorE
 
 
 def active_branch(events: list[dict[str, Any]], state: dict[str, Any]) -> list[dict[str, Any]]:
-    """The events of a conversation that its agent's context came from (module docstring,
+    """The events of a conversation that its agent's context came from (docs/log-formats.md,
     Branches): all of them when none carries a `parent_id` (a linear log), else the active
     branch root first, with the non-tree events kept in index order. Raises
     ValueError(`[i].parent_id`, problem) for a parent id that is not a string or a cycle
@@ -365,7 +311,7 @@ def _read_event(path: Path, data: bytes) -> dict[str, Any]:
 
 
 def convert_conversation_dir(conv: Path, *, lenient: bool = False) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of SDK conversation directory `conv` (module docstring).
+    """Yield the one Trajectory of SDK conversation directory `conv` (docs/log-formats.md#openhands-sdk-events-and-conversation-directories).
     Raises ConvertError naming the file: a bad base_state.json (`conv/base_state.json:
     ...`), an event file that is not JSON or not an event object (`conv/events/event-
     00003-<id>.json:1: invalid JSON: ...`), a gap or a doubled index among the event

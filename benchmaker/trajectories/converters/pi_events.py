@@ -2,46 +2,10 @@
 file. Source: pi-mono packages/coding-agent/docs/json.md and packages/agent/src/
 agent-loop.ts (`AgentEvent`).
 
-Events, one JSON object per line with a `type`:
-  `session` (header, pi >= 0.45.1), `agent_start`, `turn_start`, `message_start`,
-  `message_update` (streaming deltas), `message_end {message}`, `tool_execution_start`,
-  `tool_execution_update`, `tool_execution_end {toolCallId, toolName, result, isError}`,
-  `turn_end {message, toolResults}`, `agent_end {messages}`, `auto_compaction_*`,
-  `auto_retry_*`.
-
-The conversation comes from `message_end` messages (user prompts, assistant turns,
-toolResult messages), handled as in a session file (`pi_session.apply_message`).
-
-Compaction: pi >= 0.45 emits `compaction_start {reason}` / `compaction_end {reason,
-result, aborted, willRetry, errorMessage?}`, older versions `auto_compaction_start` /
-`auto_compaction_end` with the same fields (coding-agent agent-session.ts
-`_runAutoCompaction`); `result` is the `CompactionResult {summary, firstKeptEntryId,
-tokensBefore, details}` pi also writes as the session's `compaction` entry. A
-`*compaction_end` with a `result` becomes a `ContextEdit` (kind "compaction") on the next
-assistant turn, replayed as in a session file: the summary (pi's
-`compactionSummary` text), then the messages from the first kept one on. The stream has
-no entry ids, so `firstKeptEntryId` cannot be looked up: the first kept message is found
-by pi's own rule (compaction.ts `findCutPoint`) over the messages since the previous
-compaction: walking back from the newest, the sizes estimated as pi does
-(`estimateTokens`: ceil(chars / 4) of text, thinking, tool name + JSON arguments, tool
-results, 1,200 tokens per image) until `keepRecentTokens` (pi's default 20,000:
-`PI_KEEP_RECENT_TOKENS`) is reached, then the first message at or after that point that
-is not a tool result; every such edit counts `compaction_cut_by_pi_rule`. A
-`*compaction_end` without a result (aborted, failed or skipped) changes nothing and
-counts `compaction_without_result`.
-
-Retries: `auto_retry_start {attempt, maxAttempts, delayMs, errorMessage}` follows a
-failed call (`stopReason` "error"); pi removes that assistant message from the agent's
-messages before calling again (agent-session.ts `_prepareRetry`), so the next turn gets
-a "branch" ContextEdit leaving it out (it stays a turn: the call happened); counted as
-`retried_call_left_out`. So does a `*compaction_end` with `willRetry: true` after a
-failed call (a context overflow: pi compacts, drops the failed message, calls again).
-Logs whose `message_*` events were filtered out still convert: a `turn_end` whose
-assistant message was not seen as a `message_end` supplies the turn and its
-`toolResults`, and a `tool_execution_end` supplies the observation of a tool call that
-got no toolResult message (`observation_from_tool_execution_end`). `message_update`,
-`agent_end` (a repeat of the messages) and the other events are counted under
-`event:<type>`. There are no entry timestamps, so timing has `started_at` only.
+Turns come from `message_end` messages, handled as in a session file; compactions and
+automatic retries become ContextEdits (the first kept message found by pi's own
+cut-point rule, the stream having no entry ids). No entry timestamps: timing has
+`started_at` only. What each record becomes: docs/log-formats.md#pi-events.
 """
 
 from __future__ import annotations
@@ -175,7 +139,7 @@ class _State:
         self.builder.edit(self.index.edit(kind, keep, summary=self.summary, tokens_before=tokens_before))
 
     def compaction(self, event: dict[str, Any]) -> None:
-        """A `*compaction_end` event (module docstring)."""
+        """A `*compaction_end` event (docs/log-formats.md#pi-events)."""
         b = self.builder
         result = event.get("result")
         if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
@@ -198,7 +162,7 @@ class _State:
 
     def retry(self) -> None:
         """An `auto_retry_start` after a failed call: pi drops the failed assistant
-        message from the agent's context and calls again (module docstring)."""
+        message from the agent's context and calls again (docs/log-formats.md#pi-events)."""
         b = self.builder
         if not b.turns or b.turns[-1].response.finish_reason != "error" or self.last_turn_pos is None:
             b.skip("event:auto_retry_start")
@@ -231,7 +195,7 @@ class _State:
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of a pi json event stream (see module docstring).
+    """Yield the one Trajectory of a pi json event stream (see docs/log-formats.md#pi-events).
     Raises ConvertError naming the line and field of a malformed event."""
     state = _State(ctx)
     b = state.builder

@@ -2,74 +2,10 @@
 file. Source: badlogic/pi-mono packages/coding-agent/src/core/session-manager.ts and
 messages.ts.
 
-Line 1 is the header `{"type": "session", "id", "timestamp", "cwd", "version"?}`.
-Versions:
-  - v1 (no `version`): entries have no ids; the conversation is the file order (pi's
-    `migrateV1ToV2` makes each entry the parent of the next).
-  - v2/v3: every entry has `id` and `parentId`; the file is a tree. pi appends every
-    entry (a parent always comes before its children); `/tree` moves the leaf to an
-    earlier entry (optionally writing a `branch_summary` of the branch it leaves),
-    `/fork` copies a path into a new file, so one file can hold several branches.
-
-Branches: every assistant entry is a request the agent really sent, so every one is a
-turn, in file (= recorded) order, abandoned branches included. The history
-(`benchmaker.trajectories.context.history_messages`) holds the messages of all entries in file order; the
-request of the turn at assistant entry A is pi's `buildSessionContext(A.parentId)`: the
-path from the root to A's parent, with the latest compaction on that path applied. When
-that is not the previous turn's request plus the previous turn and the messages written
-since (a branch switch, a compaction), the turn gets a `ContextEdit` whose `summary` is
-the compaction summary (if any) and whose `keep` spans and `keep_from` tail name the
-path's messages in the history: kind "compaction" for the first turn after a compaction
-entry, else "branch" (a later branch of a compacted path repeats its summary). An
-assistant entry whose parent is an assistant message that failed (`stopReason` "error")
-is pi's automatic retry: pi drops the failed message from the agent's context before
-retrying and keeps it only in the file (agent-session.ts `_prepareRetry`), so the
-failed message is left out of the retry's request and of every request below it (the
-retry resends the failed call's request); so is a failed call whose child is a
-`compaction` the retry hangs below (a context overflow: pi compacts, drops the failed
-message and calls again). A file without branches, retries or
-compactions has no edits; one whose entries form a single path replays as before.
-
-Forks: `/fork` (and `pi --fork`) writes a new file whose header names the parent
-(`parentSession`, older `branchedFrom`) and copies the parent's entries (ids and
-timestamps kept) before the new ones. The copied assistant entries are replayed as turns
-too, so the file replays as the conversation it holds; they were sent in the parent
-session, so each is counted as `turn_copied_from_parent_session` (stamped before the
-fork's header): a corpus holding both files replays those requests twice.
-
-Entries:
-  - `message`: `message.role` user → a prompt (the first one is `first_user`, later
-    ones go to the previous turn's `user_after`); assistant → a turn; toolResult → an
-    observation (`toolCallId`, `toolName`, `isError`); bashExecution (a `!cmd` the user
-    ran) → a user message with pi's `bashExecutionToText` text, or skipped
-    (`bash_execution_excluded`) when `excludeFromContext`; custom/hookMessage → a user
-    message with its text.
-  - `branch_summary`, `custom_message` → user messages (as pi sends them to the model).
-  - `compaction {summary, firstKeptEntryIndex (v1: index of a line of the file, header
-    = 0) | firstKeptEntryId (v2/v3), tokensBefore}` → a `ContextEdit` on the next turn
-    below it: from then on pi sends the summary (as a user message, pi messages.ts
-    `COMPACTION_SUMMARY_PREFIX` + summary + `COMPACTION_SUMMARY_SUFFIX`) followed by the
-    path's messages from the first kept entry on (session-manager.ts
-    `buildSessionContext`; a first kept entry not on the path keeps nothing:
-    `compaction_keeps_nothing`); `benchmaker.trajectories.context.request_messages` rebuilds those requests.
-  - `model_change {modelId}` (or `{model: {id}}`) → the model of the turns below it on
-    its path whose message names none (an assistant message's own `model` wins and
-    holds for the entries below it, as in `buildSessionContext`).
-  - `thinking_level_change`, `custom`, `label`, `session_info` → counted in `skipped`
-    under their type.
-
-Assistant messages: `content` is a list of parts (a plain string is one text part); text
-parts joined with "\\n" are the content (None when there is no text part; an empty text
-part beside others adds no line: pi opens one for the empty closing part of a Gemini
-stream), `thinking` parts the reasoning, `toolCall` parts the tool calls. pi
-stores only parsed `arguments`, so `arguments_raw = json.dumps(arguments)` and each is
-counted under `arguments_raw_synthesized`. `stopReason` maps stop→stop,
-toolUse→tool_calls, length→length, aborted→aborted, error→error; aborted and error
-turns are kept, with their `errorMessage` as `Turn.error`. Usage (pi-ai `Usage`): prompt = input + cacheRead + cacheWrite,
-cached = cacheRead, completion = output, total = totalTokens or the sum; an aborted or
-error turn whose counts are all 0 gets usage None (`usage_zero_on_failed_turn`).
-Timing: `started_at` = `message.timestamp` (ms, set when the request starts);
-`duration_ms` = entry `timestamp` (written at message_end) minus it.
+Every assistant entry is a turn, in file order (pi writes a parent before its children),
+abandoned branches and retries included; a request that is not the previous one plus
+what followed gets a `ContextEdit` (compaction, branch). Timestamps are in ms.
+What each record becomes: docs/log-formats.md#pi-session.
 """
 
 from __future__ import annotations
@@ -140,7 +76,7 @@ def bash_execution_text(msg: dict[str, Any]) -> str:
 
 
 def pi_usage(usage: Any) -> Usage | None:
-    """Usage from a pi-ai `Usage` object (see module docstring); None when absent."""
+    """Usage from a pi-ai `Usage` object (see docs/log-formats.md#pi-session); None when absent."""
     if not isinstance(usage, dict):
         return None
     inp, out = non_negative_int(usage.get("input")), non_negative_int(usage.get("output"))
@@ -308,7 +244,7 @@ class _Entry:
 class _Tree:
     """The session tree (v1 files: a chain in file order, as pi's `migrateV1ToV2`) and the
     history built from ALL its entries in file order, so every request the agent sent,
-    on an abandoned branch too, can be rebuilt (module docstring)."""
+    on an abandoned branch too, can be rebuilt (docs/log-formats.md#pi-session)."""
 
     def __init__(self, entries: list[tuple[int, dict[str, Any]]], ctx: FileContext, tree: bool):
         self.ctx = ctx
@@ -421,7 +357,7 @@ def _is_failed_call(entry: dict[str, Any]) -> bool:
 
 
 def convert(ctx: FileContext) -> Iterator[Trajectory]:
-    """Yield the one Trajectory of a pi session file (see module docstring).
+    """Yield the one Trajectory of a pi session file (see docs/log-formats.md#pi-session).
     Raises ConvertError naming the line and field of a malformed entry."""
     records = list(iter_jsonl(ctx))
     if not records:

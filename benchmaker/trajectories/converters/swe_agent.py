@@ -2,35 +2,10 @@
 sweagent/types.py (`HistoryItem`, `AgentInfo`) and the trajectories in its
 tests/test_data.
 
-Shape: `{"environment": str, "trajectory": [steps], "history": [messages], "info":
-{"exit_status", "submission", "model_stats", ...}, "replay_config": <JSON string of the
-run config>}`; `trajectory`, `info` and `replay_config` may be missing (a history-only
-file converts with an empty outcome). `history` is the message list the model saw, so it
-is the source of the turns:
-  - text-action histories (SWE-agent 0.x): assistant `content` holds the thought and a
-    fenced command; the user message after it is the observation (as the model saw
-    it, with the open-file/cwd footer); demonstration messages (`is_demo`) are sent
-    to the model, so a demonstration can be the first user message;
-  - function-calling histories (SWE-agent 1.x): assistant `tool_calls` (raw
-    `function.arguments` strings), `tool` messages tied by `tool_call_ids`; both may be
-    written as Python-literal strings (`str(list)`), parsed with `ast.literal_eval`.
-`info.submission` is the recorded patch, byte for byte; `info.exit_status` the exit
-status. The task id is the file name without `.traj` (SWE-agent names it after the
-instance id). Per-call usage is not logged (usage None); `info.model_stats` holds
-totals only. The model name is `replay_config.agent.model.name` (SWE-agent 1.x
-`RunSingleConfig`), else `info.model_stats`/`environment` have none.
-
-Calls only in `trajectory`: SWE-agent 1.x can end with a call (typically `submit`) that
-is a step of `trajectory` (`response`, `thought`, `action`, `observation`) but no message
-of `history`. Each step past the history's turns becomes a turn (counted under
-`turn_from_trajectory`): in a text-action history the step's `response` is the content
-and its observation the next message; in a function-calling history content is the
-step's `thought` and the tool call (its id `<the file's task id>-step-<n>`;
-`arguments_raw_synthesized` counted too) is, when every recorded call calls one tool
-with a single `command` argument (SWE-agent's `bash`), that tool with {"command":
-action}, else, when the action is a bare tool name (`submit`), that tool with no
-arguments; any other step cannot be rebuilt (its arguments' names are not logged) and is
-counted under `call_only_in_trajectory`.
+`history` (the messages the model saw: text actions or function calls, possibly written
+as Python literals) gives the turns; a final call only in `trajectory` becomes a turn
+when it can be rebuilt. No per-call usage is logged. What each record becomes:
+docs/log-formats.md#swe-agent.
 """
 
 from __future__ import annotations
@@ -121,7 +96,7 @@ def _single_command_tool(builder: TrajectoryBuilder) -> str | None:
 def _add_trajectory_steps(
     builder: TrajectoryBuilder, steps: list[Any], first: int, function_calling: bool, task_id: str
 ) -> None:
-    """Turns for the `trajectory` steps past the history's turns (module doc)."""
+    """Turns for the `trajectory` steps past the history's turns (docs/log-formats.md#swe-agent)."""
     tool = _single_command_tool(builder) if function_calling else None
     for n, step in enumerate(steps, start=first):
         if not isinstance(step, dict) or not isinstance(step.get("action"), str):

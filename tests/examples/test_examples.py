@@ -124,9 +124,9 @@ class _AuthScenarioServer(ScenarioServer):
         super().__init__(*a, **kw)
         self.authorization: set[str | None] = set()
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    async def _serve(self, request: web.Request, kind: str) -> web.StreamResponse:
         self.authorization.add(request.headers.get("Authorization"))
-        return await super()._chat(request)
+        return await super()._serve(request, kind)
 
 
 # -- scripts -----------------------------------------------------------------------------

@@ -47,10 +47,10 @@ def calibrate(
     `seconds`: the old spelling of --duration. Raises ConfigError naming --duration
     when it is no duration or not above 0 s."""
     given = duration if seconds is None else seconds
-    seconds = parse_duration_s(given, what="--duration")
-    if not seconds > 0:
+    duration_s = parse_duration_s(given, what="--duration")
+    if not duration_s > 0:
         raise ConfigError(f"--duration: expected more than 0 s (got {given!r})")
-    cal, path = _calibrate(seconds, concurrency=concurrency, sse_chunks=sse_chunks, path=out)
+    cal, path = _calibrate(duration_s, concurrency=concurrency, sse_chunks=sse_chunks, path=out)
     t = cal["timer"]
     rows = [
         ("max request rate (closed loop, non-streaming)", f"{cal['max_request_rate_per_s']:,.0f} req/s"),
@@ -68,7 +68,7 @@ def calibrate(
         ),
     ]
     width = max(len(k) for k, _ in rows)
-    console.print(f"calibration of {cal['host']['hostname']} ({cal['loop']}, {seconds:g} s per measurement)")
+    console.print(f"calibration of {cal['host']['hostname']} ({cal['loop']}, {duration_s:g} s per measurement)")
     for k, v in rows:
         console.print(f"  {k:<{width}}  {v}")
     console.print(f"written to {path}")

@@ -646,8 +646,10 @@ def _adopt_client_call_ids(turn: Turn) -> None:
     function response will name."""
     free = [(o.name, o.tool_call_id) for o in turn.observations if o.tool_call_id is not None]
     for call in turn.response.tool_calls:
+        if not call.id.startswith(_GEMINI_CALL_ID):
+            continue
         answer = next((pair for pair in free if pair[0] == call.name), None)
-        if call.id.startswith(_GEMINI_CALL_ID) and answer is not None:
+        if answer is not None:
             free.remove(answer)
             call.id = answer[1]
 
@@ -776,8 +778,11 @@ def create_recorder_app(
             req, messages = {}, None
             recorder.skipped["bad_request"] += 1
         else:
-            system = next((flatten_content(m.get("content")) for m in messages if m.get("role") == "system"), None)
-            if api == "chat" and is_title_request(system, bool(req.get("tools"))):  # side traffic (module docstring)
+            title = api == "chat" and is_title_request(
+                next((flatten_content(m.get("content")) for m in messages if m.get("role") == "system"), None),
+                bool(req.get("tools")),
+            )
+            if title:  # side traffic (module docstring)
                 messages = None
                 recorder.skipped["title_request"] += 1
             elif method == "generateContent" and gemini.wants_json_answer(req):  # a utility call, not the agent's turn
